@@ -1,0 +1,1 @@
+"""Collectors: each records one kind of activity into the active session's trace."""

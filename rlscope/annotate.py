@@ -1,0 +1,226 @@
+"""User annotations: ``scope`` (operations), ``phase`` and ``simulator`` (a CPU category).
+
+This is the hot path. With no session active, entering and leaving a scope is a global load and
+a return (see benchmarks/scope_overhead.py). With a session, each boundary appends one tuple to
+the session's deque; nesting is tracked on a per-thread stack so that scope objects stay
+stateless and can be cached per name (which also makes them reentrant and thread-safe).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rlscope import categories
+from rlscope.trace import schema as S
+
+if TYPE_CHECKING:
+    from rlscope.session import Session
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# The active session, set by rlscope.session; read on every scope boundary.
+_active: Session | None = None
+
+# Process-wide name interning (append-only list; ids are positions). Names are few, events many.
+_names: list[str] = []
+_name_ids: dict[str, int] = {}
+_names_lock = threading.Lock()
+
+
+def intern(name: str) -> int:
+    """Id of ``name`` in the process's name table, adding it on first use."""
+    i = _name_ids.get(name)
+    if i is None:
+        with _names_lock:
+            i = _name_ids.get(name)
+            if i is None:
+                i = len(_names)
+                _names.append(name)
+                _name_ids[name] = i
+    return i
+
+
+class ThreadState:
+    """Per-thread stacks of open operations, phases and categories for one session."""
+
+    __slots__ = ("cats", "open_names", "ops", "phases", "thread")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_native_id()
+        self.ops: list[tuple[int, int]] = []  # (instance id, name id)
+        self.phases: list[tuple[int, int]] = []
+        self.cats: list[int] = []
+        self.open_names: dict[int, int] = {}  # name id -> how many instances open (recursion flag)
+
+
+def _close_stack(
+    session: Session, st: ThreadState, stack: list[tuple[int, int]], name_id: int, end_kind: int, ts: int
+) -> None:
+    """Close the innermost open instance named ``name_id`` (and, flagged, anything left open inside it)."""
+    for pos in range(len(stack) - 1, -1, -1):
+        if stack[pos][1] == name_id:
+            break
+    else:
+        return  # opened before this session started: nothing to close
+    append = session.events.append
+    while len(stack) > pos:
+        inst, nid = stack.pop()
+        parent = stack[-1][0] if stack else -1
+        flags = 0 if len(stack) == pos else S.FLAG_FORCED_CLOSE
+        if end_kind == S.OP_END:
+            n = st.open_names[nid] - 1
+            if n:
+                st.open_names[nid] = n
+            else:
+                del st.open_names[nid]
+        append((ts, st.thread, end_kind, inst, parent, nid, flags))
+
+
+class _Scope:
+    """An operation (``scope``) or phase boundary pair; context manager and decorator."""
+
+    __slots__ = ("_begin", "name", "name_id")
+
+    def __init__(self, name: str, begin_kind: int) -> None:
+        self.name = name
+        self.name_id = intern(name)
+        self._begin = begin_kind
+
+    def __enter__(self) -> _Scope:
+        s = _active
+        if s is None:
+            return self
+        ts = s.clock()
+        st = s.thread_state()
+        nid = self.name_id
+        if self._begin == S.OP_BEGIN:
+            stack = st.ops
+            n = st.open_names.get(nid, 0)
+            st.open_names[nid] = n + 1
+            flags = S.FLAG_RECURSIVE if n else 0
+        else:
+            stack = st.phases
+            flags = 0
+        inst = next(s.ids)
+        s.events.append((ts, st.thread, self._begin, inst, stack[-1][0] if stack else -1, nid, flags))
+        stack.append((inst, nid))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        s = _active
+        if s is None:
+            return
+        ts = s.clock()
+        st = s.thread_state()
+        if self._begin == S.OP_BEGIN:
+            _close_stack(s, st, st.ops, self.name_id, S.OP_END, ts)
+        else:
+            _close_stack(s, st, st.phases, self.name_id, S.PHASE_END, ts)
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        kind = "scope" if self._begin == S.OP_BEGIN else "phase"
+        return f"rlscope.{kind}({self.name!r})"
+
+
+class _Category:
+    """A CPU category boundary pair (simulator, backend, cuda_api); innermost wins."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def __enter__(self) -> _Category:
+        s = _active
+        if s is not None:
+            category_enter(s, self.code)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        s = _active
+        if s is not None:
+            category_exit(s, self.code)
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def category_enter(s: Session, code: int) -> None:
+    """Record entering CPU category ``code`` on this thread (used by collectors too)."""
+    ts = s.clock()
+    st = s.thread_state()
+    cats = st.cats
+    s.events.append((ts, st.thread, S.CAT_BEGIN, code, cats[-1] if cats else categories.PYTHON, -1, 0))
+    cats.append(code)
+
+
+def category_exit(s: Session, code: int) -> None:
+    """Record leaving CPU category ``code``; categories left open inside it are closed too."""
+    ts = s.clock()
+    st = s.thread_state()
+    cats = st.cats
+    if code not in cats:
+        return
+    append = s.events.append
+    while cats:
+        c = cats.pop()
+        parent = cats[-1] if cats else categories.PYTHON
+        append((ts, st.thread, S.CAT_END, c, parent, -1, 0 if c == code else S.FLAG_FORCED_CLOSE))
+        if c == code:
+            return
+
+
+_scopes: dict[str, _Scope] = {}
+_phases: dict[str, _Scope] = {}
+
+
+def scope(name: str | Callable[..., Any]) -> _Scope:
+    """An operation: ``with rlscope.scope("inference"):`` or ``@rlscope.scope("inference")``.
+
+    Scopes nest per thread; exclusive time goes to the innermost one. Exceptions propagate
+    unchanged and the scope still closes. ``@rlscope.scope`` with no name uses the function's name.
+    """
+    if callable(name):
+        return scope(name.__qualname__)(name)  # type: ignore[return-value]
+    sc = _scopes.get(name)
+    if sc is None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"rlscope.scope needs a non-empty str name, got {name!r}")
+        sc = _scopes.setdefault(name, _Scope(name, S.OP_BEGIN))
+    return sc
+
+
+def phase(name: str) -> _Scope:
+    """A coarse stage of the run (``training``, ``evaluation``); operations are reported per phase."""
+    ph = _phases.get(name)
+    if ph is None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"rlscope.phase needs a non-empty str name, got {name!r}")
+        ph = _phases.setdefault(name, _Scope(name, S.PHASE_BEGIN))
+    return ph
+
+
+_SIMULATOR = _Category(categories.SIMULATOR)
+
+
+def simulator(fn: F | None = None) -> Any:
+    """Mark code as simulator time: ``with rlscope.simulator():`` or ``@rlscope.simulator``."""
+    if fn is not None:
+        return _SIMULATOR(fn)
+    return _SIMULATOR

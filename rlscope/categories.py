@@ -1,0 +1,28 @@
+"""Category codes shared by collectors, the trace schema and the analyzer.
+
+Codes are small ints so event rows stay narrow; names are what users see. CPU categories nest
+per thread and the innermost one wins (cuda_api inside backend inside simulator inside python).
+"""
+
+from __future__ import annotations
+
+PYTHON = 0
+SIMULATOR = 1
+BACKEND = 2
+CUDA_API = 3
+GPU_KERNEL = 4
+GPU_MEMCPY = 5
+GPU_MEMSET = 6
+
+CPU_CATEGORIES: dict[int, str] = {
+    PYTHON: "python",
+    SIMULATOR: "simulator",
+    BACKEND: "backend",
+    CUDA_API: "cuda_api",
+}
+GPU_CATEGORIES: dict[int, str] = {
+    GPU_KERNEL: "gpu_kernel",
+    GPU_MEMCPY: "gpu_memcpy",
+    GPU_MEMSET: "gpu_memset",
+}
+CATEGORY_NAMES: dict[int, str] = {**CPU_CATEGORIES, **GPU_CATEGORIES}

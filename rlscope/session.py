@@ -1,0 +1,210 @@
+"""The profiling session: owns the trace writer and the collectors for one process.
+
+``rlscope.profile(trace_dir)`` is a context manager and has ``start()``/``stop()``. Each process
+writes its own subdirectory ``process-<pid>`` of ``trace_dir``; a forked child that inherits an
+active session starts its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.metadata
+import itertools
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rlscope import annotate
+from rlscope._version import __version__
+from rlscope.errors import RLScopeError
+from rlscope.trace import schema as S
+from rlscope.trace.writer import TraceWriter
+
+
+def _package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _rank() -> str:
+    for var in ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if var in os.environ:
+            return os.environ[var]
+    return ""
+
+
+class Session:
+    """One profiling session of this process. Use through :func:`rlscope.profile`."""
+
+    def __init__(
+        self,
+        trace_dir: str | os.PathLike[str] = "rlscope-trace",
+        *,
+        flush_interval: float = 1.0,
+        backend: bool = True,
+        gpu: str | bool = "auto",
+        nvtx: bool = True,
+    ) -> None:
+        if flush_interval <= 0:
+            raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
+        self.trace_dir = Path(trace_dir)
+        self.options: dict[str, Any] = {
+            "flush_interval": flush_interval,
+            "backend": backend,
+            "gpu": gpu,
+            "nvtx": nvtx,
+        }
+        self.clock = time.perf_counter_ns
+        self.ids = itertools.count()
+        self.events: Any = None  # the writer's deque, once started
+        self.process_dir: Path | None = None
+        self._tls = threading.local()
+        self._states: list[annotate.ThreadState] = []
+        self._states_lock = threading.Lock()
+        self._writer: TraceWriter | None = None
+        self._collectors: list[Any] = []
+        self._pid = 0
+
+    # -- per-thread state (hot path) -------------------------------------------------------
+    def thread_state(self) -> annotate.ThreadState:
+        st = getattr(self._tls, "st", None)
+        if st is None:
+            st = annotate.ThreadState()
+            self._tls.st = st
+            with self._states_lock:
+                self._states.append(st)
+        return st
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return annotate._active is self
+
+    def _metadata(self, start_ns: int) -> dict[str, str]:
+        return {
+            "rlscope.version": __version__,
+            "host": socket.gethostname(),
+            "pid": str(os.getpid()),
+            "ppid": str(os.getppid()),
+            "rank": _rank(),
+            "python": sys.version.split()[0],
+            "torch": _package_version("torch"),
+            "gymnasium": _package_version("gymnasium"),
+            "clock": "perf_counter_ns",
+            "clock_anchor_ns": str(start_ns),
+            "clock_anchor_unix_ns": str(time.time_ns()),
+            "argv": json.dumps(sys.argv),
+            "options": json.dumps(self.options),
+        }
+
+    def start(self) -> Session:
+        if annotate._active is not None:
+            raise RLScopeError("an rlscope session is already active in this process")
+        start_ns = self.clock()
+        self._pid = os.getpid()
+        self.process_dir = self.trace_dir / f"{S.PROCESS_PREFIX}{self._pid}"
+        try:
+            self._writer = TraceWriter(
+                self.process_dir,
+                self._metadata(start_ns),
+                annotate._names,
+                flush_interval=self.options["flush_interval"],
+            )
+        except OSError as e:
+            raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
+        self.events = self._writer.events
+        self.events.append((start_ns, threading.get_native_id(), S.SESSION_START, -1, -1, -1, 0))
+        annotate._active = self
+        self._start_collectors()
+        atexit.register(self.stop)
+        return self
+
+    def _start_collectors(self) -> None:
+        """Turn on optional collectors; a collector that cannot start warns and is skipped."""
+        if self.options["backend"]:
+            from rlscope.collectors import torch_ops
+
+            col = torch_ops.start(self)
+            if col is not None:
+                self._collectors.append(col)
+
+    def stop(self) -> None:
+        """Close open scopes (flagged), stop collectors and flush everything to disk. Idempotent."""
+        if self._writer is None or os.getpid() != self._pid:
+            return
+        for col in reversed(self._collectors):
+            try:
+                col.stop()
+            except Exception as e:  # a collector failing must not lose the trace
+                warnings.warn(f"rlscope: collector {col!r} failed to stop: {e}", stacklevel=2)
+        self._collectors.clear()
+        end_ns = self.clock()
+        with self._states_lock:
+            states = list(self._states)
+        for st in states:
+            for stack, kind in ((st.ops, S.OP_END), (st.phases, S.PHASE_END)):
+                while stack:
+                    inst, nid = stack.pop()
+                    parent = stack[-1][0] if stack else -1
+                    self.events.append((end_ns, st.thread, kind, inst, parent, nid, S.FLAG_FORCED_CLOSE))
+            st.open_names.clear()
+            while st.cats:
+                c = st.cats.pop()
+                parent = st.cats[-1] if st.cats else 0
+                self.events.append((end_ns, st.thread, S.CAT_END, c, parent, -1, S.FLAG_FORCED_CLOSE))
+        self.events.append((end_ns, threading.get_native_id(), S.SESSION_END, -1, -1, -1, 0))
+        if annotate._active is self:
+            annotate._active = None
+        writer, self._writer = self._writer, None
+        writer.close()
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> Session:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _restart_in_child(self) -> None:
+        """After fork: the parent's writer thread did not survive; start this process's own."""
+        self._writer = None
+        self.events = None
+        self._collectors = []
+        self._tls = threading.local()
+        self._states = []
+        self._states_lock = threading.Lock()
+        annotate._active = None
+        try:
+            self.start()
+        except RLScopeError as e:
+            warnings.warn(f"rlscope: not profiling forked child {os.getpid()}: {e}", stacklevel=1)
+
+
+def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any) -> Session:
+    """A profiling session writing to ``trace_dir``: ``with rlscope.profile("trace"):`` or ``.start()``.
+
+    Options: ``flush_interval`` (s, default 1.0), ``backend`` (record time in PyTorch ops, default
+    True), ``gpu`` ("auto", "kineto", "cupti" or False) and ``nvtx`` (bool).
+    """
+    return Session(trace_dir, **options)
+
+
+def active_session() -> Session | None:
+    return annotate._active
+
+
+def _after_fork_in_child() -> None:
+    s = annotate._active
+    if s is not None:
+        s._restart_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

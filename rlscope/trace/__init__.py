@@ -1,0 +1,1 @@
+"""The Arrow trace directory: the contract between collection and analysis."""

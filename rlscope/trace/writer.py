@@ -1,0 +1,99 @@
+"""Buffered, crash-safe writer of one process's trace files.
+
+Collectors append plain tuples to a deque (thread-safe, no lock on the hot path); a daemon
+thread drains it into an Arrow record batch at least once per ``flush_interval`` seconds and
+writes it to an IPC *stream*. Streams need no footer, so a process killed with SIGKILL leaves a
+file that reads up to its last complete batch: at most one interval of events is lost.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+
+from rlscope.trace import schema
+
+
+class StreamFile:
+    """One Arrow IPC stream file that batches of rows (tuples) are appended to."""
+
+    def __init__(self, path: Path, arrow_schema: pa.Schema) -> None:
+        self.path = path
+        self.schema = arrow_schema
+        self._sink = pa.OSFile(str(path), "wb")  # unbuffered: each batch reaches the OS at once
+        self._writer = pa.ipc.new_stream(self._sink, arrow_schema)
+        self.rows_written = 0
+
+    def write_rows(self, rows: Sequence[tuple]) -> None:
+        if not rows:
+            return
+        columns = list(zip(*rows, strict=True))
+        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)]
+        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.rows_written += len(rows)
+
+    def close(self) -> None:
+        self._writer.close()
+        self._sink.close()
+
+
+class TraceWriter:
+    """Drains event rows into ``events.arrows`` (and new names into ``names.arrows``) periodically."""
+
+    def __init__(
+        self,
+        process_dir: Path,
+        metadata: dict[str, str],
+        names: list[str],
+        flush_interval: float = 1.0,
+        extra_flush: Callable[[], None] | None = None,
+    ) -> None:
+        process_dir.mkdir(parents=True, exist_ok=True)
+        self.process_dir = process_dir
+        self.events: collections.deque[tuple] = collections.deque()
+        self._names = names  # the process-wide interning table (append-only)
+        self._names_written = 0
+        self._events_file = StreamFile(process_dir / schema.EVENTS_FILE, schema.events_schema(metadata))
+        self._names_file = StreamFile(process_dir / schema.NAMES_FILE, schema.names_schema())
+        self._flush_interval = flush_interval
+        self._extra_flush = extra_flush
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rlscope-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._flush_interval):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write everything buffered so far; names first so every written event can be resolved."""
+        with self._lock:
+            if self._events_file is None:
+                return
+            pop = self.events.popleft
+            rows = [pop() for _ in range(len(self.events))]
+            n_names = len(self._names)
+            if n_names > self._names_written:
+                new = [(i, self._names[i]) for i in range(self._names_written, n_names)]
+                self._names_file.write_rows(new)
+                self._names_written = n_names
+            self._events_file.write_rows(rows)
+            if self._extra_flush is not None:
+                self._extra_flush()
+
+    def close(self) -> None:
+        """Stop the flush thread, write what is left and close the files (idempotent)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+        self.flush()
+        with self._lock:
+            if self._events_file is not None:
+                self._events_file.close()
+                self._names_file.close()
+                self._events_file = None
