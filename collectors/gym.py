@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from rlscope.annotate import simulator
@@ -18,10 +19,11 @@ def wrap_env(env: Any) -> Any:
 
     if _is_wrapped(env):
         return env
+    single, vector = _wrapper_classes()
     if isinstance(env, gym.vector.VectorEnv):
-        return _SimulatorVectorWrapper(env)
+        return vector(env)
     if isinstance(env, gym.Env):
-        return _SimulatorWrapper(env)
+        return single(env)
     raise TypeError(f"rlscope.wrap_env expects a gymnasium Env or VectorEnv, got {type(env).__name__}")
 
 
@@ -33,7 +35,9 @@ def _is_wrapped(env: Any) -> bool:
     return False
 
 
+@functools.cache
 def _wrapper_classes() -> tuple[type, type]:
+    """The wrapper classes, built on first use so that gymnasium is imported only when needed."""
     import gymnasium as gym
 
     class SimulatorWrapper(gym.Wrapper):
@@ -63,12 +67,3 @@ def _wrapper_classes() -> tuple[type, type]:
                 return self.env.reset(**kwargs)
 
     return SimulatorWrapper, SimulatorVectorWrapper
-
-
-def __getattr__(name: str) -> Any:
-    # gymnasium is imported only when a wrapper is first needed (lazy optional import)
-    if name in ("_SimulatorWrapper", "_SimulatorVectorWrapper"):
-        single, vector = _wrapper_classes()
-        globals()["_SimulatorWrapper"], globals()["_SimulatorVectorWrapper"] = single, vector
-        return globals()[name]
-    raise AttributeError(name)

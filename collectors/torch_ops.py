@@ -9,57 +9,60 @@ Why not Kineto's CPU events: they are only delivered when the profiler stops (or
 cycle ends), so a long run would hold its whole trace in memory, and they are per aten op and
 need de-nesting. Why not ``sys.setprofile``: it fires on every Python call, costing far more.
 The cost of this mode is measured by benchmarks/scope_overhead.py and corrected by calibration.
-Torch function modes are thread-local: only the thread that started the session is recorded.
+Torch function modes are thread-local: only the thread that started the session (or imported
+torch during it) is recorded. torch is not imported by rlscope: the mode is entered when the
+user's code imports torch.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from rlscope import annotate, categories
+from rlscope import _imports, annotate, categories
 
 
-def start(session: Any) -> Any:
-    """Enter the backend mode on this thread; None (with a warning) when torch is unavailable."""
-    try:
-        import torch
+class BackendCollector:
+    """Enters the backend-recording torch function mode once torch is imported."""
+
+    def __init__(self) -> None:
+        self.mode: Any = None
+
+    def start(self) -> BackendCollector:
+        _imports.when_imported("torch", self._enter)
+        return self
+
+    def _enter(self, torch: Any) -> None:
         from torch.overrides import TorchFunctionMode
-    except ImportError:
-        return None
-    except Exception as e:  # a broken torch install must not stop the user's job
-        warnings.warn(f"rlscope: backend time not recorded (torch failed to import: {e})", stacklevel=3)
-        return None
 
-    backend = categories.BACKEND
-    enter = annotate.category_enter
-    leave = annotate.category_exit
+        backend = categories.BACKEND
+        enter = annotate.category_enter
+        leave = annotate.category_exit
 
-    class BackendMode(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            if kwargs is None:
-                kwargs = {}
-            s = annotate._active
-            if s is None:
-                return func(*args, **kwargs)
-            enter(s, backend)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                leave(s, backend)
+        class BackendMode(TorchFunctionMode):
+            def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                if kwargs is None:
+                    kwargs = {}
+                s = annotate._active
+                if s is None:
+                    return func(*args, **kwargs)
+                enter(s, backend)
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    leave(s, backend)
 
-    del torch
-    mode = BackendMode()
-    mode.__enter__()
-    return _ModeHandle(mode)
-
-
-class _ModeHandle:
-    def __init__(self, mode: Any) -> None:
-        self.mode = mode
+        self.mode = BackendMode()
+        self.mode.__enter__()
 
     def stop(self) -> None:
-        self.mode.__exit__(None, None, None)
+        _imports.cancel("torch", self._enter)
+        if self.mode is not None:
+            mode, self.mode = self.mode, None
+            mode.__exit__(None, None, None)
 
     def __repr__(self) -> str:
-        return "torch_ops.BackendMode"
+        return "BackendCollector(torch function mode)"
+
+
+def start(session: Any) -> BackendCollector:
+    return BackendCollector().start()

@@ -24,7 +24,6 @@ from rlscope import annotate
 from rlscope._version import __version__
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
-from rlscope.trace.writer import TraceWriter
 
 
 def _package_version(name: str) -> str:
@@ -69,7 +68,7 @@ class Session:
         self._tls = threading.local()
         self._states: list[annotate.ThreadState] = []
         self._states_lock = threading.Lock()
-        self._writer: TraceWriter | None = None
+        self._writer: Any = None  # rlscope.trace.writer.TraceWriter once started
         self._collectors: list[Any] = []
         self._pid = 0
 
@@ -108,6 +107,8 @@ class Session:
     def start(self) -> Session:
         if annotate._active is not None:
             raise RLScopeError("an rlscope session is already active in this process")
+        from rlscope.trace.writer import TraceWriter  # imports pyarrow: only when profiling
+
         start_ns = self.clock()
         self._pid = os.getpid()
         self.process_dir = self.trace_dir / f"{S.PROCESS_PREFIX}{self._pid}"
@@ -121,9 +122,10 @@ class Session:
         except OSError as e:
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
         self.events = self._writer.events
-        self.events.append((start_ns, threading.get_native_id(), S.SESSION_START, -1, -1, -1, 0))
         annotate._active = self
         self._start_collectors()
+        # the run starts once collectors are up: their start-up (importing torch) is not the job's time
+        self.events.append((self.clock(), threading.get_native_id(), S.SESSION_START, -1, -1, -1, 0))
         atexit.register(self.stop)
         return self
 

@@ -7,7 +7,10 @@ still leaves the begin on disk: the analyzer closes it at the end of the data an
 
 from __future__ import annotations
 
-import pyarrow as pa
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pyarrow is imported when a schema is built, not at `import rlscope`
+    import pyarrow as pa
 
 SCHEMA_VERSION = 1
 
@@ -40,26 +43,29 @@ KIND_NAMES = {
 FLAG_RECURSIVE = 1  # an operation opened while another of the same name was open on the thread
 FLAG_FORCED_CLOSE = 2  # an end written by rlscope for a scope still open at session end
 
-EVENT_FIELDS = [
-    pa.field("ts_ns", pa.int64()),  # time.perf_counter_ns() (CLOCK_MONOTONIC on Linux)
-    pa.field("thread", pa.int64()),  # OS thread id (threading.get_native_id)
-    pa.field("kind", pa.int8()),
-    # op/phase rows: the instance id; category rows: the category code entered (begin) or left (end)
-    pa.field("id", pa.int64()),
-    # op/phase rows: the enclosing instance (-1: none); category rows: the enclosing category
-    pa.field("parent", pa.int64()),
-    pa.field("name", pa.int32()),  # id into names.arrows (-1 for category rows)
-    pa.field("flags", pa.int8()),
+# (column, arrow type name, meaning)
+EVENT_COLUMNS_DOC = [
+    ("ts_ns", "int64", "time.perf_counter_ns() (CLOCK_MONOTONIC on Linux)"),
+    ("thread", "int64", "OS thread id (threading.get_native_id)"),
+    ("kind", "int8", "event kind (see KIND_NAMES)"),
+    ("id", "int64", "op/phase rows: the instance id; category rows: the category entered or left"),
+    ("parent", "int64", "op/phase rows: enclosing instance (-1: none); category rows: enclosing category"),
+    ("name", "int32", "id into names.arrows (-1 for category rows)"),
+    ("flags", "int8", "FLAG_RECURSIVE | FLAG_FORCED_CLOSE"),
 ]
-EVENT_COLUMNS = [f.name for f in EVENT_FIELDS]
-
-NAME_FIELDS = [pa.field("id", pa.int32()), pa.field("name", pa.string())]
+EVENT_COLUMNS = [c for c, _, _ in EVENT_COLUMNS_DOC]
 
 
 def events_schema(metadata: dict[str, str]) -> pa.Schema:
     """The events schema with this process's metadata attached (schema version first)."""
-    return pa.schema(EVENT_FIELDS, metadata={"rlscope.schema_version": str(SCHEMA_VERSION), **metadata})
+    import pyarrow as pa
+
+    fields = [pa.field(c, getattr(pa, t)()) for c, t, _ in EVENT_COLUMNS_DOC]
+    return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION), **metadata})
 
 
 def names_schema() -> pa.Schema:
-    return pa.schema(NAME_FIELDS, metadata={"rlscope.schema_version": str(SCHEMA_VERSION)})
+    import pyarrow as pa
+
+    fields = [pa.field("id", pa.int32()), pa.field("name", pa.string())]
+    return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION)})

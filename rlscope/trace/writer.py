@@ -13,9 +13,26 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from rlscope.trace import schema
+
+
+def _to_arrow(values: Sequence, typ: pa.DataType) -> pa.Array:
+    """Build an Arrow array straight from buffers.
+
+    Not ``pa.array(values)``: that probes for pandas, and importing pandas fails when the last
+    flush runs at interpreter shutdown (atexit), which would lose the end of the trace.
+    """
+    n = len(values)
+    if pa.types.is_string(typ):
+        encoded = [v.encode() for v in values]
+        offsets = np.zeros(n + 1, np.int32)
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+    data = np.asarray(values, dtype=typ.to_pandas_dtype())
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
 
 
 class StreamFile:
@@ -32,7 +49,7 @@ class StreamFile:
         if not rows:
             return
         columns = list(zip(*rows, strict=True))
-        arrays = [pa.array(col, type=f.type) for col, f in zip(columns, self.schema, strict=True)]
+        arrays = [_to_arrow(col, f.type) for col, f in zip(columns, self.schema, strict=True)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows_written += len(rows)
 

@@ -1,0 +1,112 @@
+"""``rlscope-analyze``: turn a trace directory into a breakdown table, JSON and HTML.
+
+    rlscope-analyze TRACE_DIR [--json FILE] [--html FILE] [--quiet]
+    rlscope-analyze check TRACE_DIR
+    rlscope-analyze bench-sim [--quick] ...   (the simulator benchmark)
+
+Bad input gets one line on stderr and exit status 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlscope.errors import RLScopeError
+
+EXIT_BAD_INPUT = 2
+
+
+def analyze_dir(trace_dir: str) -> dict[str, Any]:
+    """Load, analyze and summarize a trace directory (the whole pipeline minus rendering)."""
+    from rlscope.analysis.breakdown import analyze
+    from rlscope.analysis.summary import summarize
+    from rlscope.trace.reader import load_trace
+
+    trace = load_trace(trace_dir)
+    return summarize(trace, analyze(trace))
+
+
+def write_outputs(summary: dict[str, Any], args: argparse.Namespace) -> None:
+    """Write the files asked for and print the table (unless quiet)."""
+    from rlscope.viz import terminal
+
+    if args.json:
+        _write_text(args.json, json.dumps(summary, indent=2))
+    if args.html:
+        from rlscope.viz import html
+
+        try:
+            html.write_html(summary, args.html)
+        except OSError as e:
+            raise RLScopeError(f"{args.html}: cannot write: {e.strerror or e}") from None
+    if not args.quiet:
+        terminal.render_summary(summary)
+    for w in summary["warnings"]:
+        print(f"rlscope-analyze: warning: {w}", file=sys.stderr)
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text + "\n")
+    except OSError as e:
+        raise RLScopeError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+def _analyze_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlscope-analyze",
+        description="Where did the time go? Per-operation breakdown of an rlscope trace.",
+        epilog="Other commands: 'rlscope-analyze check TRACE_DIR', 'rlscope-analyze bench-sim --help'.",
+    )
+    p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
+    p.add_argument("--json", metavar="FILE", help="write the summary as JSON (shape: docs/trace-format.md)")
+    p.add_argument("--html", metavar="FILE", help="write an interactive HTML report")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
+    return p
+
+
+def _check(argv: list[str]) -> int:
+    from rlscope.trace.check import check_trace
+
+    p = argparse.ArgumentParser(prog="rlscope-analyze check", description="Validate a trace directory.")
+    p.add_argument("trace_dir")
+    args = p.parse_args(argv)
+    findings = check_trace(args.trace_dir)
+    for f in findings:
+        print(f)
+    if not findings:
+        print(f"{args.trace_dir}: ok")
+    return EXIT_BAD_INPUT if any(f.level == "error" for f in findings) else 0
+
+
+def _bench_sim(argv: list[str]) -> int:
+    from rlscope.workloads import sim_benchmark
+
+    return int(sim_benchmark.main(argv) or 0)
+
+
+SUBCOMMANDS = {"check": _check, "bench-sim": _bench_sim}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            return SUBCOMMANDS[argv[0]](argv[1:])
+        args = _analyze_parser().parse_args(argv)
+        summary = analyze_dir(args.trace_dir)
+        write_outputs(summary, args)
+        return 0
+    except RLScopeError as e:
+        print(f"rlscope-analyze: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

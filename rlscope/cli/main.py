@@ -1,0 +1,140 @@
+"""``rlscope``: the main command.
+
+rlscope demo [--seconds 20] [--device auto|cpu|cuda] [--trace-dir D] [--html FILE] [--json FILE]
+rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--no-analyze] [--] python train.py ARGS...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rlscope.errors import RLScopeError
+from rlscope.trace import clear_trace_dir
+
+EXIT_BAD_INPUT = 2
+SITECUSTOMIZE = """\
+# Written by `rlscope run`: profile this interpreter (see rlscope/_autorun.py).
+try:
+    import rlscope._autorun  # noqa: F401
+except Exception as e:  # never stop the user's program
+    import sys
+    print(f"rlscope: this process is not profiled: {e}", file=sys.stderr)
+"""
+
+
+def _print_report(trace_dir: str, html: str | None, json_path: str | None, quiet: bool = False) -> None:
+    from rlscope.cli.analyze import analyze_dir, write_outputs
+
+    summary = analyze_dir(trace_dir)
+    write_outputs(summary, argparse.Namespace(json=json_path, html=html, quiet=quiet))
+
+
+def demo(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="rlscope demo",
+        description="Profile the bundled PPO CartPole workload, then print and write its breakdown.",
+    )
+    p.add_argument("--seconds", type=float, default=20.0, help="how long to train (default 20)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--trace-dir", default="rlscope-demo-trace")
+    p.add_argument("--html", default="rlscope-demo-report.html")
+    p.add_argument("--json", default=None, metavar="FILE")
+    args = p.parse_args(argv)
+    if args.seconds <= 0:
+        p.error("--seconds must be > 0")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RLScopeError("--device cuda: no CUDA GPU is available (use --device cpu or auto)")
+    import rlscope
+    from rlscope.workloads import ppo_cartpole
+
+    trace_dir = Path(args.trace_dir)
+    clear_trace_dir(trace_dir)  # a stale trace would be merged into this one's analysis
+    print(f"rlscope demo: training PPO on CartPole-v1 for {args.seconds:g} s (device {args.device}) ...")
+    with rlscope.profile(trace_dir):
+        result = ppo_cartpole.train(
+            total_timesteps=10_000_000, seed=args.seed, device=args.device, time_limit_s=args.seconds
+        )
+    print(
+        f"rlscope demo: {result['global_step']} steps, {len(result['episode_returns'])} episodes,"
+        f" mean return of the last 20: {result['final_mean_return']:.1f}"
+    )
+    _print_report(str(trace_dir), args.html, args.json)
+    print(f"trace: {trace_dir}   report: {args.html}")
+    return 0
+
+
+def run(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="rlscope run",
+        description="Profile an unmodified program: rlscope run [options] [--] python train.py ARGS...",
+    )
+    p.add_argument("--trace-dir", default="rlscope-trace")
+    p.add_argument("--gpu", default="auto", choices=["auto", "kineto", "cupti", "off"])
+    p.add_argument("--no-backend", action="store_true", help="do not record time inside torch ops")
+    p.add_argument("--flush-interval", type=float, default=1.0)
+    p.add_argument("--no-analyze", action="store_true", help="do not print the breakdown at the end")
+    p.add_argument("--html", default=None, metavar="FILE", help="also write an HTML report")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python script.py ...)")
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("no program given (rlscope run -- python train.py ...)")
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    if args.flush_interval <= 0:
+        p.error("--flush-interval must be > 0")
+    trace_dir = Path(args.trace_dir).resolve()
+    clear_trace_dir(trace_dir)
+    options = {
+        "flush_interval": args.flush_interval,
+        "backend": not args.no_backend,
+        "gpu": False if args.gpu == "off" else args.gpu,
+    }
+    with tempfile.TemporaryDirectory(prefix="rlscope-run-") as boot:
+        Path(boot, "sitecustomize.py").write_text(SITECUSTOMIZE)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (boot, env.get("PYTHONPATH", "")) if x)
+        env["RLSCOPE_RUN_TRACE_DIR"] = str(trace_dir)
+        env["RLSCOPE_RUN_OPTIONS"] = json.dumps(options)
+        try:
+            code = subprocess.call(command, env=env)
+        except FileNotFoundError:
+            raise RLScopeError(f"{command[0]}: command not found") from None
+        except KeyboardInterrupt:
+            code = 130
+    print(f"rlscope run: exit status {code}; trace in {trace_dir}", file=sys.stderr)
+    if not args.no_analyze and trace_dir.exists():
+        _print_report(str(trace_dir), args.html, None)
+    return code
+
+
+COMMANDS = {"demo": demo, "run": run}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print(__doc__.strip().split("\n\n", 1)[1], file=sys.stderr if argv else sys.stdout)
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"rlscope: error: unknown command {argv[0]!r}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return 0 if argv else EXIT_BAD_INPUT
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except RLScopeError as e:
+        print(f"rlscope: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

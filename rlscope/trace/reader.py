@@ -1,0 +1,148 @@
+"""Reading a trace directory back: every problem becomes a one-line :class:`TraceError` or a warning.
+
+A trace directory holds one ``process-<pid>`` subdirectory per profiled process (a process
+directory may also be given directly). Files are Arrow IPC streams; a stream cut short (the
+process was killed) is read up to its last complete record batch, with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rlscope.errors import TraceError
+from rlscope.trace import schema as S
+
+
+@dataclasses.dataclass
+class ProcessTrace:
+    """One process's events (Arrow table), names and metadata."""
+
+    path: Path
+    events: pa.Table
+    names: list[str]
+    metadata: dict[str, str]
+    warnings: list[str]
+
+    @property
+    def pid(self) -> int:
+        return int(self.metadata.get("pid", "0") or 0)
+
+    @property
+    def complete(self) -> bool:
+        """True when the session ended normally (its end event reached disk)."""
+        kinds = self.events.column("kind")
+        return bool(pc.any(pc.equal(kinds, S.SESSION_END)).as_py() or False)
+
+    def name(self, i: int) -> str:
+        return self.names[i] if 0 <= i < len(self.names) else f"<unknown name {i}>"
+
+
+@dataclasses.dataclass
+class Trace:
+    """A loaded trace directory: its processes, and warnings met while reading it."""
+
+    path: Path
+    processes: list[ProcessTrace]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for p in self.processes for w in p.warnings]
+
+    @property
+    def num_events(self) -> int:
+        return sum(p.events.num_rows for p in self.processes)
+
+
+def _read_stream(path: Path, required: list[str]) -> tuple[pa.Table, dict[str, str], list[str]]:
+    """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable."""
+    warnings: list[str] = []
+    if not path.is_file():
+        raise TraceError(path, "missing trace file")
+    try:
+        source = pa.memory_map(str(path), "r")
+    except OSError as e:
+        raise TraceError(path, f"cannot open: {e.strerror or e}") from None
+    try:
+        reader = pa.ipc.open_stream(source)
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+        if path.stat().st_size == 0:
+            raise TraceError(path, "empty file (the process died before its first flush?)") from None
+        raise TraceError(path, f"not an Arrow IPC stream, or corrupt ({_short(e)})") from None
+    schema = reader.schema
+    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    version = meta.get("rlscope.schema_version")
+    if version is None:
+        raise TraceError(path, "not an rlscope trace file (no rlscope.schema_version in its metadata)")
+    try:
+        v = int(version)
+    except ValueError:
+        raise TraceError(path, f"unreadable schema version {version!r}") from None
+    if v > S.SCHEMA_VERSION:
+        raise TraceError(
+            path, f"schema version {v} is newer than this rlscope reads ({S.SCHEMA_VERSION}); upgrade rlscope"
+        )
+    missing = [c for c in required if c not in schema.names]
+    if missing:
+        raise TraceError(path, f"schema lacks column(s) {', '.join(missing)}")
+    batches = []
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            break
+        except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+            warnings.append(
+                f"{path}: truncated or corrupt after {len(batches)} complete batch(es) ({_short(e)});"
+                " reading what came before"
+            )
+            break
+    table = pa.Table.from_batches(batches, schema=schema)
+    return table.select(required), meta, warnings
+
+
+def _short(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+
+
+def load_process(path: Path) -> ProcessTrace:
+    events, meta, warnings = _read_stream(path / S.EVENTS_FILE, S.EVENT_COLUMNS)
+    names: list[str] = []
+    names_path = path / S.NAMES_FILE
+    try:
+        names_table, _, name_warnings = _read_stream(names_path, ["id", "name"])
+        warnings += name_warnings
+        ids = names_table.column("id").to_pylist()
+        values = names_table.column("name").to_pylist()
+        names = [f"<unknown name {i}>" for i in range(max(ids, default=-1) + 1)]
+        for i, n in zip(ids, values, strict=True):
+            names[i] = n
+    except TraceError as e:
+        warnings.append(f"{e}; operation names will show as ids")
+    proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings)
+    if events.num_rows and not proc.complete:
+        warnings.append(
+            f"{path}: the session did not end normally (process killed or crashed?); analyzed up to"
+            " where its data ends, with scopes still open closed there"
+        )
+    return proc
+
+
+def load_trace(trace_dir: str | Path) -> Trace:
+    """Load every process of a trace directory. Raises :class:`TraceError` with a one-line reason."""
+    path = Path(trace_dir)
+    if not path.exists():
+        raise TraceError(path, "no such file or directory")
+    if not path.is_dir():
+        raise TraceError(path, "not a directory (expected an rlscope trace directory)")
+    if (path / S.EVENTS_FILE).exists():
+        return Trace(path=path, processes=[load_process(path)])
+    proc_dirs = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith(S.PROCESS_PREFIX))
+    if not proc_dirs:
+        if not any(path.iterdir()):
+            raise TraceError(path, "empty directory, not an rlscope trace")
+        raise TraceError(path, f"not an rlscope trace (no {S.PROCESS_PREFIX}* directories inside)")
+    return Trace(path=path, processes=[load_process(p) for p in proc_dirs])

@@ -1,0 +1,286 @@
+"""Terminal rendering of an analyzer summary (``rlscope.summary/1``) with rich.
+
+Viz only sees the summary dict the analyzer produced; it never reads a trace. The small pure helpers
+here (category order, GPU detection, op ordering) are shared with :mod:`rlscope.viz.html` so both
+reports order and label things the same way. rich is imported inside functions so that importing this
+module stays cheap.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = [
+    "CPU_CATEGORY_ORDER",
+    "GPU_CATEGORY_ORDER",
+    "RESOURCE_KEYS",
+    "SCHEMA",
+    "check_schema",
+    "cpu_categories",
+    "gpu_categories",
+    "has_gpu_time",
+    "render_summary",
+    "sorted_operations",
+    "summary_text",
+]
+
+SCHEMA = "rlscope.summary/1"
+# Display order follows the nesting in DESIGN.md (python outermost, cuda_api innermost), then the GPU.
+CPU_CATEGORY_ORDER: tuple[str, ...] = ("python", "simulator", "backend", "cuda_api")
+GPU_CATEGORY_ORDER: tuple[str, ...] = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
+RESOURCE_KEYS: tuple[str, ...] = ("cpu_only", "gpu_only", "cpu_gpu")
+RESOURCE_LABELS: dict[str, str] = {"cpu_only": "CPU only", "gpu_only": "GPU only", "cpu_gpu": "CPU+GPU"}
+UNANNOTATED = "[unannotated]"
+
+# Relative mismatch between the summed exclusive times and wall_s above which we say so in the output.
+_SUM_TOLERANCE = 0.005
+
+
+# --------------------------------------------------------------------------- shared pure helpers
+
+
+def check_schema(summary: Mapping[str, Any]) -> None:
+    """Refuse summaries of another schema version rather than render them wrongly."""
+    schema = summary.get("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise ValueError(f"unsupported summary schema {schema!r}; this renderer understands {SCHEMA!r}")
+
+
+def _category_maps(summary: Mapping[str, Any]) -> Iterable[Mapping[str, float]]:
+    """Every category dict in the summary, so columns cover categories seen anywhere."""
+    yield summary.get("categories") or {}
+    yield summary.get("unannotated_categories") or {}
+    for op in (summary.get("operations") or {}).values():
+        yield op.get("categories") or {}
+    for phase in (summary.get("phases") or {}).values():
+        for op in (phase.get("operations") or {}).values():
+            yield op.get("categories") or {}
+
+
+def _present(summary: Mapping[str, Any], known: tuple[str, ...], gpu: bool) -> list[str]:
+    seen: set[str] = set()
+    for cats in _category_maps(summary):
+        seen.update(name for name, s in cats.items() if s)
+    ordered = [c for c in known if c in seen]
+    # Categories a newer analyzer may add: CPU unless their name says GPU, appended alphabetically.
+    extra = sorted(
+        c for c in seen - set(CPU_CATEGORY_ORDER) - set(GPU_CATEGORY_ORDER) if c.startswith("gpu") == gpu
+    )
+    return ordered + extra
+
+
+def cpu_categories(summary: Mapping[str, Any]) -> list[str]:
+    """CPU categories with nonzero time anywhere in the summary, in nesting order."""
+    return _present(summary, CPU_CATEGORY_ORDER, gpu=False)
+
+
+def gpu_categories(summary: Mapping[str, Any]) -> list[str]:
+    """GPU categories with nonzero time anywhere in the summary."""
+    return _present(summary, GPU_CATEGORY_ORDER, gpu=True)
+
+
+def has_gpu_time(summary: Mapping[str, Any]) -> bool:
+    """True when any GPU category or GPU resource time is recorded; decides whether GPU columns show."""
+    if gpu_categories(summary):
+        return True
+    ops = list((summary.get("operations") or {}).values())
+    for phase in (summary.get("phases") or {}).values():
+        ops.extend((phase.get("operations") or {}).values())
+    return any((op.get("resources") or {}).get(key, 0.0) for op in ops for key in ("gpu_only", "cpu_gpu"))
+
+
+def sorted_operations(operations: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Operations by total time, largest first; ties by name so output is deterministic."""
+    return sorted(operations.items(), key=lambda kv: (-float(kv[1].get("total_s", 0.0)), kv[0]))
+
+
+def _pct(part: float, whole: float) -> str:
+    if whole <= 0:
+        return "-"
+    p = 100.0 * part / whole
+    if 0 < p < 0.5:
+        return "<1%"
+    return f"{p:.0f}%"
+
+
+def _secs(s: float) -> str:
+    return f"{s:.3f}"
+
+
+def _cat_cell(s: float, exclusive_s: float) -> str:
+    """'1.234 (56%)': seconds and share of the row's exclusive time; '-' when the category is absent."""
+    if not s:
+        return "-"
+    return f"{_secs(s)} ({_pct(s, exclusive_s)})"
+
+
+# --------------------------------------------------------------------------- rich rendering
+
+
+def _summary_table(summary: Mapping[str, Any]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
+    wall = float(summary.get("wall_s", 0.0))
+    ops = summary.get("operations") or {}
+    cpu_cats = cpu_categories(summary)
+    gpu = has_gpu_time(summary)
+
+    title = Text(f"rlscope summary — {summary.get('trace_dir', '?')} — wall {_secs(wall)} s")
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column("operation", overflow="fold")
+    table.add_column("total s", justify="right")
+    table.add_column("% run", justify="right")
+    table.add_column("excl s", justify="right")
+    for cat in cpu_cats:
+        table.add_column(cat, justify="right")
+    if gpu:
+        for key in RESOURCE_KEYS:
+            table.add_column(f"{RESOURCE_LABELS[key]} s", justify="right")
+    table.add_column("calls", justify="right")
+
+    def resource_cells(resources: Mapping[str, float] | None) -> list[str]:
+        if not gpu:
+            return []
+        if resources is None:
+            return ["-"] * len(RESOURCE_KEYS)
+        return [_secs(float(resources.get(k, 0.0))) for k in RESOURCE_KEYS]
+
+    excl_sum = 0.0
+    for name, op in sorted_operations(ops):
+        excl = float(op.get("exclusive_s", 0.0))
+        excl_sum += excl
+        cats = op.get("categories") or {}
+        table.add_row(
+            Text(name),  # Text, not str: names are not rich markup
+            _secs(float(op.get("total_s", 0.0))),
+            _pct(float(op.get("total_s", 0.0)), wall),
+            _secs(excl),
+            *[_cat_cell(float(cats.get(c, 0.0)), excl) for c in cpu_cats],
+            *resource_cells(op.get("resources") or {}),
+            str(int(op.get("calls", 0))),
+        )
+
+    unann = float(summary.get("unannotated_s", 0.0))
+    excl_sum += unann
+    unann_cats = summary.get("unannotated_categories") or {}
+    table.add_row(
+        Text(UNANNOTATED, style="italic"),
+        _secs(unann),
+        _pct(unann, wall),
+        _secs(unann),
+        *[_cat_cell(float(unann_cats.get(c, 0.0)), unann) for c in cpu_cats],
+        *resource_cells(None),
+        "-",
+    )
+
+    table.add_section()
+    run_cats = summary.get("categories") or {}
+    resource_totals = {
+        k: sum(float((op.get("resources") or {}).get(k, 0.0)) for op in ops.values()) for k in RESOURCE_KEYS
+    }
+    table.add_row(
+        Text("total", style="bold"),
+        _secs(wall),
+        _pct(wall, wall),
+        _secs(excl_sum),
+        *[_cat_cell(float(run_cats.get(c, 0.0)), excl_sum) for c in cpu_cats],
+        *resource_cells(resource_totals),
+        str(sum(int(op.get("calls", 0)) for op in ops.values())),
+        style="bold",
+    )
+    return table
+
+
+def _phase_table(summary: Mapping[str, Any]) -> Table:
+    from rich.table import Table
+    from rich.text import Text
+
+    wall = float(summary.get("wall_s", 0.0))
+    table = Table(title="per phase", title_justify="left", header_style="bold")
+    table.add_column("phase / operation", overflow="fold")
+    table.add_column("total s", justify="right")
+    table.add_column("% phase", justify="right")
+    table.add_column("excl s", justify="right")
+    table.add_column("calls", justify="right")
+    phases = sorted(
+        (summary.get("phases") or {}).items(), key=lambda kv: (-float(kv[1].get("wall_s", 0.0)), kv[0])
+    )
+    for i, (pname, phase) in enumerate(phases):
+        if i:
+            table.add_section()
+        pwall = float(phase.get("wall_s", 0.0))
+        table.add_row(Text(f"{pname} ({_pct(pwall, wall)} of run)", style="bold"), _secs(pwall), "", "", "")
+        for name, op in sorted_operations(phase.get("operations") or {}):
+            total = float(op.get("total_s", 0.0))
+            table.add_row(
+                Text(f"  {name}"),
+                _secs(total),
+                _pct(total, pwall),
+                _secs(float(op.get("exclusive_s", 0.0))),
+                str(int(op.get("calls", 0))),
+            )
+        unann = float(phase.get("unannotated_s", 0.0))
+        table.add_row(
+            Text(f"  {UNANNOTATED}", style="italic"), _secs(unann), _pct(unann, pwall), _secs(unann), "-"
+        )
+    return table
+
+
+def render_summary(summary: dict, console: Console | None = None) -> None:
+    """Print the summary as rich tables: where the run's time went, per operation and category."""
+    from rich.console import Console
+    from rich.text import Text
+
+    check_schema(summary)
+    console = console or Console()
+    console.print(_summary_table(summary))
+
+    ops = summary.get("operations") or {}
+    if not ops:
+        console.print(Text("no operations recorded: all time is unannotated", style="dim"))
+
+    wall = float(summary.get("wall_s", 0.0))
+    excl_sum = sum(float(op.get("exclusive_s", 0.0)) for op in ops.values()) + float(
+        summary.get("unannotated_s", 0.0)
+    )
+    if wall > 0 and abs(excl_sum - wall) > _SUM_TOLERANCE * wall:
+        console.print(
+            Text(
+                f"note: exclusive times sum to {_secs(excl_sum)} s, not the wall time {_secs(wall)} s "
+                "(several threads or processes inside operations?)",
+                style="yellow",
+            )
+        )
+
+    processes = summary.get("processes") or []
+    incomplete = [p for p in processes if not p.get("complete", True)]
+    if len(processes) > 1 or incomplete:
+        line = f"{len(processes)} process(es)"
+        if incomplete:
+            line += "; incomplete: " + ", ".join(
+                f"pid {p.get('pid')}@{p.get('host', '?')}" for p in incomplete
+            )
+        console.print(Text(line, style="yellow" if incomplete else "dim"))
+
+    for warning in summary.get("warnings") or []:
+        console.print(Text(f"warning: {warning}", style="yellow"))
+
+    if len(summary.get("phases") or {}) > 1:
+        console.print(_phase_table(summary))
+
+
+def summary_text(summary: dict, width: int = 160) -> str:
+    """The summary as plain text (no colors), for tests, logs and files."""
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False, legacy_windows=False)
+    render_summary(summary, console)
+    return buf.getvalue()

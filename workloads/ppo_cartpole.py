@@ -1,0 +1,421 @@
+"""PPO on CartPole-v1, annotated with rlscope.
+
+One readable file in the style of CleanRL's ``ppo.py`` so that a researcher can diff it against
+their own training loop: the only rlscope-specific lines are ``rlscope.wrap_env`` (env step/reset
+count as ``simulator`` time), two phases (``training``, ``evaluation``) and four operations
+(``inference``, ``simulation``, ``compute_advantages``, ``backprop``). With no profiling session
+active those are no-ops, and with one active they change no result: a seeded CPU run gives the
+same episode returns profiled or not.
+
+Run it::
+
+    python -m rlscope.workloads.ppo_cartpole --total-timesteps 200000 --seed 1
+    python -m rlscope.workloads.ppo_cartpole --trace-dir /tmp/ppo-trace   # profiled
+
+Hyperparameters are CleanRL's defaults for CartPole (4 envs x 128 steps, 4 minibatches, 4 epochs,
+lr 2.5e-4 annealed, gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad norm 0.5,
+64-64 tanh MLP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions.categorical import Categorical
+
+import rlscope
+
+ENV_ID = "CartPole-v1"
+SOLVED_RETURN = 475.0  # CartPole-v1's reward threshold
+RUNNING_WINDOW = 20  # episodes in the running mean that defines final_mean_return / steps_to_475
+EVAL_SEED_OFFSET = 10_000  # evaluation episodes use env seeds the training envs never see
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    """Orthogonal init, as in CleanRL: PPO is noticeably less stable with PyTorch's default init."""
+    torch.nn.init.orthogonal_(layer.weight, std)
+    torch.nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """Separate actor and critic MLPs (64-64, tanh)."""
+
+    def __init__(self, obs_dim: int, n_actions: int) -> None:
+        super().__init__()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, 64)),
+            nn.Tanh(),
+            layer_init(nn.Linear(64, n_actions), std=0.01),
+        )
+
+    def get_value(self, x: torch.Tensor) -> torch.Tensor:
+        return self.critic(x)
+
+    def get_action_and_value(
+        self, x: torch.Tensor, action: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits = self.actor(x)
+        probs = Categorical(logits=logits)
+        if action is None:
+            action = probs.sample()
+        return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` means CUDA when available, else CPU."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
+    return torch.device(device)
+
+
+def make_envs(num_envs: int) -> gym.vector.VectorEnv:
+    """Synchronous vector env with SAME_STEP autoreset: a step that ends an episode returns the next
+    episode's first observation, so every stored transition is a real one (gymnasium 1.x's default,
+    NEXT_STEP, would insert a no-op "reset" transition after each episode end)."""
+    envs = gym.make_vec(
+        ENV_ID,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
+    )
+    return rlscope.wrap_env(envs)
+
+
+def running_mean_crossing(
+    returns: Sequence[float], end_steps: Sequence[int], threshold: float = SOLVED_RETURN
+) -> int | None:
+    """First global step at which the mean of the last ``RUNNING_WINDOW`` episodes reaches ``threshold``."""
+    for i in range(RUNNING_WINDOW - 1, len(returns)):
+        if np.mean(returns[i - RUNNING_WINDOW + 1 : i + 1]) >= threshold:
+            return int(end_steps[i])
+    return None
+
+
+def evaluate(agent: Agent, episodes: int, seed: int, device: torch.device) -> list[float]:
+    """Greedy (argmax) episodes on a fresh env: how good the learned policy is, without exploration."""
+    env = rlscope.wrap_env(gym.make(ENV_ID))
+    returns: list[float] = []
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=seed + EVAL_SEED_OFFSET + ep)
+        done, ep_return = False, 0.0
+        while not done:
+            with rlscope.scope("inference"), torch.no_grad():
+                logits = agent.actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
+                action = int(logits.argmax())
+            with rlscope.scope("simulation"):
+                obs, reward, terminated, truncated, _ = env.step(action)
+            ep_return += float(reward)
+            done = terminated or truncated
+        returns.append(ep_return)
+    env.close()
+    return returns
+
+
+def train(
+    total_timesteps: int = 200_000,
+    seed: int = 1,
+    device: str = "auto",
+    num_envs: int = 4,
+    num_steps: int = 128,
+    learning_rate: float = 2.5e-4,
+    anneal_lr: bool = True,
+    gamma: float = 0.99,
+    gae_lambda: float = 0.95,
+    num_minibatches: int = 4,
+    update_epochs: int = 4,
+    norm_adv: bool = True,
+    clip_coef: float = 0.2,
+    clip_vloss: bool = True,
+    ent_coef: float = 0.01,
+    vf_coef: float = 0.5,
+    max_grad_norm: float = 0.5,
+    target_kl: float | None = None,
+    bootstrap_truncated: bool = True,
+    eval_episodes: int = 5,
+    log_fn: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Train PPO on CartPole-v1 and return its learning curve.
+
+    Returns ``episode_returns`` / ``episode_end_steps`` (one entry per finished training episode, in
+    order), ``global_step``, ``final_mean_return`` (mean of the last 20 episodes), ``steps_to_475``
+    (first global step where that running mean reached 475, or None), ``eval_returns``,
+    ``wall_seconds`` and ``device``. ``log_fn``, if given, receives one dict of statistics per
+    iteration.
+    """
+    dev = resolve_device(device)
+    batch_size = num_envs * num_steps
+    minibatch_size = batch_size // num_minibatches
+    num_iterations = max(1, total_timesteps // batch_size)
+
+    # Determinism on CPU: every random draw comes from these seeds (torch: init and action sampling;
+    # numpy generator: minibatch order; env reset: the simulators).
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    prev_threads = torch.get_num_threads()
+    if dev.type == "cpu":
+        torch.set_num_threads(1)  # a 64-64 MLP on a batch of 4-512 is faster single-threaded
+
+    envs = make_envs(num_envs)
+    try:
+        obs_dim = int(np.prod(envs.single_observation_space.shape))
+        agent = Agent(obs_dim, int(envs.single_action_space.n)).to(dev)
+        optimizer = torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5)
+
+        # Rollout storage.
+        obs = torch.zeros((num_steps, num_envs, obs_dim), device=dev)
+        actions = torch.zeros((num_steps, num_envs), device=dev)
+        logprobs = torch.zeros((num_steps, num_envs), device=dev)
+        rewards = torch.zeros((num_steps, num_envs), device=dev)
+        dones = torch.zeros((num_steps, num_envs), device=dev)
+        values = torch.zeros((num_steps, num_envs), device=dev)
+
+        episode_returns: list[float] = []
+        episode_end_steps: list[int] = []
+        running_return = np.zeros(num_envs)
+
+        global_step = 0
+        start = time.perf_counter()
+        with rlscope.phase("training"):
+            next_obs_np, _ = envs.reset(seed=seed)
+            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
+            next_done = torch.zeros(num_envs, device=dev)
+
+            for iteration in range(1, num_iterations + 1):
+                if anneal_lr:
+                    frac = 1.0 - (iteration - 1.0) / num_iterations
+                    optimizer.param_groups[0]["lr"] = frac * learning_rate
+
+                for step in range(num_steps):
+                    global_step += num_envs
+                    obs[step] = next_obs
+                    dones[step] = next_done
+
+                    with rlscope.scope("inference"), torch.no_grad():
+                        action, logprob, _, value = agent.get_action_and_value(next_obs)
+                        values[step] = value.flatten()
+                    actions[step] = action
+                    logprobs[step] = logprob
+
+                    with rlscope.scope("simulation"):
+                        next_obs_np, reward, terminations, truncations, infos = envs.step(
+                            action.cpu().numpy()
+                        )
+                        next_done_np = np.logical_or(terminations, truncations)
+                        next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
+                        next_done = torch.as_tensor(next_done_np, dtype=torch.float32, device=dev)
+                        rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=dev)
+
+                    # An episode cut by the time limit did not end: bootstrap its last reward with the
+                    # value of the state it was cut at, so the critic does not learn that step 500 is
+                    # terminal (CleanRL treats truncation as termination; see the module docstring).
+                    timeouts = np.flatnonzero(truncations & ~terminations)
+                    if bootstrap_truncated and timeouts.size:
+                        with rlscope.scope("inference"), torch.no_grad():
+                            final_obs = np.stack(infos["final_obs"][timeouts])
+                            final_values = agent.get_value(torch.as_tensor(final_obs, device=dev).float())
+                            rewards[step, timeouts] += gamma * final_values.flatten()
+
+                    running_return += reward
+                    for i in np.flatnonzero(next_done_np):
+                        episode_returns.append(float(running_return[i]))
+                        episode_end_steps.append(global_step)
+                        running_return[i] = 0.0
+
+                # Generalized advantage estimation (bootstrapping from the value of the last obs).
+                with rlscope.scope("compute_advantages"), torch.no_grad():
+                    next_value = agent.get_value(next_obs).reshape(1, -1)
+                    advantages = torch.zeros_like(rewards)
+                    lastgaelam = 0
+                    for t in reversed(range(num_steps)):
+                        if t == num_steps - 1:
+                            nextnonterminal = 1.0 - next_done
+                            nextvalues = next_value
+                        else:
+                            nextnonterminal = 1.0 - dones[t + 1]
+                            nextvalues = values[t + 1]
+                        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+                        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+                    returns = advantages + values
+
+                # Flatten the batch.
+                b_obs = obs.reshape((-1, obs_dim))
+                b_logprobs = logprobs.reshape(-1)
+                b_actions = actions.reshape(-1)
+                b_advantages = advantages.reshape(-1)
+                b_returns = returns.reshape(-1)
+                b_values = values.reshape(-1)
+
+                # Optimize the policy and value network.
+                b_inds = np.arange(batch_size)
+                clipfracs = []
+                for _epoch in range(update_epochs):
+                    rng.shuffle(b_inds)
+                    for start_i in range(0, batch_size, minibatch_size):
+                        mb_inds = b_inds[start_i : start_i + minibatch_size]
+                        with rlscope.scope("backprop"):
+                            _, newlogprob, entropy, newvalue = agent.get_action_and_value(
+                                b_obs[mb_inds], b_actions.long()[mb_inds]
+                            )
+                            logratio = newlogprob - b_logprobs[mb_inds]
+                            ratio = logratio.exp()
+
+                            with torch.no_grad():
+                                # http://joschu.net/blog/kl-approx.html
+                                old_approx_kl = (-logratio).mean()
+                                approx_kl = ((ratio - 1) - logratio).mean()
+                                clipfracs.append(((ratio - 1.0).abs() > clip_coef).float().mean().item())
+
+                            mb_advantages = b_advantages[mb_inds]
+                            if norm_adv:
+                                mb_advantages = (mb_advantages - mb_advantages.mean()) / (
+                                    mb_advantages.std() + 1e-8
+                                )
+
+                            # Policy loss
+                            pg_loss1 = -mb_advantages * ratio
+                            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+                            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+                            # Value loss
+                            newvalue = newvalue.view(-1)
+                            if clip_vloss:
+                                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+                                v_clipped = b_values[mb_inds] + torch.clamp(
+                                    newvalue - b_values[mb_inds], -clip_coef, clip_coef
+                                )
+                                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+                                v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+                            else:
+                                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
+
+                            entropy_loss = entropy.mean()
+                            loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef
+
+                            optimizer.zero_grad()
+                            loss.backward()
+                            nn.utils.clip_grad_norm_(agent.parameters(), max_grad_norm)
+                            optimizer.step()
+
+                    if target_kl is not None and approx_kl > target_kl:
+                        break
+
+                if log_fn is not None:
+                    y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+                    var_y = np.var(y_true)
+                    explained_var = float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)
+                    recent = episode_returns[-RUNNING_WINDOW:]
+                    log_fn(
+                        {
+                            "iteration": iteration,
+                            "global_step": global_step,
+                            "mean_return": float(np.mean(recent)) if recent else float("nan"),
+                            "episodes": len(episode_returns),
+                            "learning_rate": optimizer.param_groups[0]["lr"],
+                            "value_loss": v_loss.item(),
+                            "policy_loss": pg_loss.item(),
+                            "entropy": entropy_loss.item(),
+                            "old_approx_kl": old_approx_kl.item(),
+                            "approx_kl": approx_kl.item(),
+                            "clipfrac": float(np.mean(clipfracs)),
+                            "explained_variance": explained_var,
+                            "sps": int(global_step / (time.perf_counter() - start)),
+                        }
+                    )
+        train_seconds = time.perf_counter() - start
+
+        eval_returns: list[float] = []
+        if eval_episodes > 0:
+            with rlscope.phase("evaluation"):
+                eval_returns = evaluate(agent, eval_episodes, seed, dev)
+    finally:
+        envs.close()
+        torch.set_num_threads(prev_threads)
+
+    recent = episode_returns[-RUNNING_WINDOW:]
+    return {
+        "episode_returns": episode_returns,
+        "episode_end_steps": episode_end_steps,
+        "global_step": global_step,
+        "final_mean_return": float(np.mean(recent)) if recent else float("nan"),
+        "steps_to_475": running_mean_crossing(episode_returns, episode_end_steps),
+        "eval_returns": eval_returns,
+        "wall_seconds": train_seconds,
+        "device": str(dev),
+        "seed": seed,
+    }
+
+
+def _print_log(stats: dict[str, Any]) -> None:
+    if stats["iteration"] % 10 == 0:
+        print(
+            f"step {stats['global_step']:>8}  mean return (last {RUNNING_WINDOW}) {stats['mean_return']:7.1f}"
+            f"  episodes {stats['episodes']:>5}  sps {stats['sps']}",
+            flush=True,
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Command line: train (optionally under ``rlscope.profile``), print a summary, dump JSON."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--total-timesteps", type=int, default=200_000)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--num-envs", type=int, default=4)
+    p.add_argument("--num-steps", type=int, default=128, help="steps per env per rollout")
+    p.add_argument("--trace-dir", default=None, help="profile with rlscope, writing the trace here")
+    p.add_argument("--eval-episodes", type=int, default=5)
+    p.add_argument("--json", default=None, metavar="FILE", help="write the result dict as JSON")
+    p.add_argument("--quiet", action="store_true", help="no per-iteration log")
+    args = p.parse_args(argv)
+
+    kwargs: dict[str, Any] = {
+        "total_timesteps": args.total_timesteps,
+        "seed": args.seed,
+        "device": args.device,
+        "num_envs": args.num_envs,
+        "num_steps": args.num_steps,
+        "eval_episodes": args.eval_episodes,
+        "log_fn": None if args.quiet else _print_log,
+    }
+    if args.trace_dir:
+        with rlscope.profile(args.trace_dir):
+            result = train(**kwargs)
+    else:
+        result = train(**kwargs)
+
+    print(
+        f"seed {args.seed}: {result['global_step']} steps in {result['wall_seconds']:.1f}s, "
+        f"final mean return {result['final_mean_return']:.1f}, steps_to_475 {result['steps_to_475']}, "
+        f"eval {result['eval_returns']}"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f)
+    return result
+
+
+if __name__ == "__main__":
+    main()
