@@ -69,10 +69,36 @@ def analyze_process(proc: ProcessTrace) -> ProcessBreakdown:
     return breakdown_timeline(tl, proc.names, proc.pid, proc.metadata.get("host", ""), proc.complete)
 
 
-def _dense(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unique values, index of each value into them)."""
-    uniq, inv = np.unique(values, return_inverse=True)
-    return uniq, inv.reshape(-1)
+def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique values, index of each value into them) for small ints >= -1.
+
+    A lookup table instead of np.unique: name ids are small, and this is O(n) with no sort
+    (np.unique's sort was most of the analyzer's time on large traces).
+    """
+    if len(values) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if identity is not None and identity < 4096:
+        # few distinct names: index by the value itself (+1 for -1), skipping the remap pass
+        return np.arange(-1, identity), values + 1
+    shifted = values + 1
+    present = np.zeros(int(shifted.max()) + 1, bool)
+    present[shifted] = True
+    uniq = np.flatnonzero(present) - 1
+    remap = np.cumsum(present) - 1
+    return uniq, remap[shifted]
+
+
+def _merge_adjacent(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Join consecutive segments of one group on one thread that touch (fewer endpoints to sort)."""
+    if len(group) == 0:
+        return group, start, end
+    new = np.ones(len(group), bool)
+    new[1:] = (group[1:] != group[:-1]) | (thread[1:] != thread[:-1]) | (start[1:] != end[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(group) - 1)
+    return group[first], start[first], end[last]
 
 
 def breakdown_timeline(
@@ -88,13 +114,14 @@ def breakdown_timeline(
     dur = tl.duration
     main = tl.thread == tl.main_thread
     in_session = tl.ts >= tl.start_ns
-    op_name = np.where(tl.op >= 0, tl.inst_name[np.maximum(tl.op, 0)], -1)
-    ph_name = np.where(tl.phase >= 0, tl.inst_name[np.maximum(tl.phase, 0)], -1)
+    inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
+    op_name = inst_name[tl.op]
+    ph_name = inst_name[tl.phase]
     keep = (dur > 0) & in_session & ((op_name >= 0) | main)
 
     # group key over (phase name, operation name, category, main thread)
     ph_u, ph_i = _dense(ph_name[keep])
-    op_u, op_i = _dense(op_name[keep])
+    op_u, op_i = _dense(op_name[keep], identity=len(names))
     cat = tl.cat[keep]
     m = main[keep].astype(np.int64)
     key = ((ph_i * len(op_u) + op_i) * NCAT + cat) * 2 + m
@@ -126,17 +153,23 @@ def breakdown_timeline(
     # resource overlap: the operation's exclusive CPU segments vs the GPU work attributed to it
     # (no GPU collector yet: GPU families are empty and everything is CPU-only)
     seg = keep & (op_name >= 0)
-    pair_ph = np.concatenate([b_phase, ph_name[seg]])
+    pair_ph_u, pair_ph_i = _dense(np.concatenate([b_phase, ph_name[seg]]))
     pair_op = np.concatenate([b_name, op_name[seg]])
-    pairs, pair_i = np.unique(np.stack([pair_ph, pair_op], axis=1), axis=0, return_inverse=True)
-    pair_i = pair_i.reshape(-1)
+    width = int(pair_op.max(initial=0)) + 2
+    pair_key, pair_i = _dense(pair_ph_i * width + pair_op + 1)
+    pairs = np.stack([pair_ph_u[pair_key // width], pair_key % width - 1], axis=1)
     n_pairs = len(pairs)
     calls = np.bincount(pair_i[: len(begins)], minlength=n_pairs)
     incl = np.bincount(pair_i[: len(begins)], weights=b_incl, minlength=n_pairs)
-    empty = np.zeros(0, np.int64)
-    cpu_only, gpu_only, both = overlap_by_group(
-        pair_i[len(begins) :], tl.ts[seg], tl.seg_end[seg], empty, empty, empty, n_pairs
-    )
+    seg_group = pair_i[len(begins) :]
+    if (tl.thread[seg] == tl.main_thread).all():
+        # one thread: an operation's exclusive segments never overlap, so their union is their sum
+        cpu_only = np.bincount(seg_group, weights=dur[seg], minlength=n_pairs).astype(np.float64)
+        gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
+    else:
+        g, s, e = _merge_adjacent(seg_group, tl.ts[seg], tl.seg_end[seg], tl.thread[seg])
+        empty = np.zeros(0, np.int64)
+        cpu_only, gpu_only, both = overlap_by_group(g, s, e, empty, empty, empty, n_pairs)
     ops = pa.table(
         {
             "pid": np.full(n_pairs, pid, np.int64),

@@ -36,7 +36,13 @@ def overlap_by_group(
     zeros = np.zeros(n_groups, np.float64)
     if len(g) == 0:
         return zeros, zeros.copy(), zeros.copy()
-    order = np.lexsort((t, g))
+    t0, span = int(t.min()), int(t.max() - t.min()) + 1
+    if span * n_groups < 2**62:
+        # One int64 key; a stable sort (timsort) is fast on the long sorted runs that
+        # per-thread, time-ordered input gives.
+        order = np.argsort(g * span + (t - t0), kind="stable")
+    else:
+        order = np.lexsort((t, g))
     g, t = g[order], t[order]
     # Each group's deltas sum to zero, so plain cumulative sums restart at 0 for every group.
     ca = np.cumsum(da[order])

@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.trace import schema as S
@@ -89,7 +90,11 @@ def build_timeline(events: pa.Table) -> Timeline:
     start_ns = int(ts[starts[0]]) if len(starts) else int(ts.min())
     end_ns = int(ts.max())
     if not (thread == thread[0]).all():
-        order = np.argsort(thread, kind="stable")  # rows of one thread are already in time order
+        # rows of one thread are already in time order: a stable sort by thread is enough. Dense
+        # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.
+        col_thread = events.column("thread")
+        dense = pc.index_in(col_thread, value_set=pc.unique(col_thread)).to_numpy()
+        order = np.argsort(dense.astype(np.int16 if dense.max() < 2**15 else np.int32), kind="stable")
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
     ident, parent = col["id"], col["parent"]

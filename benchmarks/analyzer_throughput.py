@@ -1,0 +1,128 @@
+"""Analyzer throughput: events per second from trace files to the breakdown table, on one core.
+
+    python benchmarks/analyzer_throughput.py [--events 10000000]
+
+Writes a synthetic trace of realistic shape (nested operations, simulator and backend categories,
+two threads, record batches of 100k rows like a 1 s flush of a busy process), then times
+load_trace + analyze + summarize end to end (best of 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from rlscope.analysis.breakdown import analyze
+from rlscope.analysis.summary import summarize
+from rlscope.trace import schema as S
+from rlscope.trace.reader import load_trace
+
+# One training iteration on one thread: 12 events.
+#   inference{backend}, simulation{simulator}, backprop{backend}
+PATTERN = [
+    (S.OP_BEGIN, 0, -1, 1),
+    (S.CAT_BEGIN, 2, 0, -1),
+    (S.CAT_END, 2, 0, -1),
+    (S.OP_END, 0, -1, 1),
+    (S.OP_BEGIN, 1, -1, 2),
+    (S.CAT_BEGIN, 1, 0, -1),
+    (S.CAT_END, 1, 0, -1),
+    (S.OP_END, 1, -1, 2),
+    (S.OP_BEGIN, 2, -1, 3),
+    (S.CAT_BEGIN, 2, 0, -1),
+    (S.CAT_END, 2, 0, -1),
+    (S.OP_END, 2, -1, 3),
+]
+
+
+def write_synthetic(path: Path, n_events: int, batch: int = 100_000) -> int:
+    proc = path / "process-1"
+    proc.mkdir(parents=True)
+    reps = n_events // len(PATTERN)
+    n = reps * len(PATTERN)
+    kind = np.tile(np.array([p[0] for p in PATTERN], np.int8), reps)
+    local = np.tile(np.array([p[1] for p in PATTERN], np.int64), reps)
+    it = np.repeat(np.arange(reps, dtype=np.int64), len(PATTERN))
+    is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
+    ident = np.where(is_cat, local, it * 3 + local + 1)
+    parent = np.tile(np.array([p[2] for p in PATTERN], np.int64), reps)
+    parent = np.where(is_cat, parent, 0)  # ops' parent: the phase instance 0... as op id space differs
+    parent = np.where(is_cat, parent, -1)
+    name = np.tile(np.array([p[3] for p in PATTERN], np.int32), reps)
+    thread = np.where(it % 4 == 3, 2, 1).astype(np.int64)  # a quarter of iterations on a second thread
+    ts = np.arange(n, dtype=np.int64) * 500 + 1000
+    flags = np.zeros(n, np.int8)
+    cols = {
+        "ts_ns": ts,
+        "thread": thread,
+        "kind": kind,
+        "id": ident,
+        "parent": parent,
+        "name": name,
+        "flags": flags,
+    }
+    head = {
+        "ts_ns": [0],
+        "thread": [1],
+        "kind": [S.SESSION_START],
+        "id": [-1],
+        "parent": [-1],
+        "name": [-1],
+        "flags": [0],
+    }
+    tail = {
+        "ts_ns": [int(ts[-1]) + 1],
+        "thread": [1],
+        "kind": [S.SESSION_END],
+        "id": [-1],
+        "parent": [-1],
+        "name": [-1],
+        "flags": [0],
+    }
+    meta = {"pid": "1", "host": "synthetic", "clock_anchor_ns": "0", "clock_anchor_unix_ns": "0"}
+    schema = S.events_schema(meta)
+    with pa.OSFile(str(proc / S.EVENTS_FILE), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+        w.write_table(pa.table(head, schema=schema))
+        for i in range(0, n, batch):
+            w.write_table(pa.table({k: v[i : i + batch] for k, v in cols.items()}, schema=schema))
+        w.write_table(pa.table(tail, schema=schema))
+    names = pa.table(
+        {
+            "id": pa.array([0, 1, 2, 3], pa.int32()),
+            "name": ["training", "inference", "simulation", "backprop"],
+        },
+        schema=S.names_schema(),
+    )
+    with pa.OSFile(str(proc / S.NAMES_FILE), "wb") as f, pa.ipc.new_stream(f, names.schema) as w:
+        w.write_table(names)
+    return n + 2
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--events", type=int, default=10_000_000)
+    args = p.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    with tempfile.TemporaryDirectory() as d:
+        n = write_synthetic(Path(d), args.events)
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            trace = load_trace(d)
+            summary = summarize(trace, analyze(trace))
+            best = min(best, time.perf_counter() - t0)
+        ops = summary["operations"]
+        assert set(ops) == {"inference", "simulation", "backprop"}, ops.keys()
+        print(f"events: {n:,}  best of 3: {best:.3f} s  throughput: {n / best / 1e6:.2f} M events/s (1 core)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Per-event cost of rlscope's annotations: inactive scope, active scope, simulator wrapper, backend op.
+
+    python benchmarks/scope_overhead.py [--n 1000000]
+
+Prints nanoseconds per enter+exit pair (median of 5 repeats), measured with the same loop with and
+without the annotation, so the loop's own cost is subtracted. Results go in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import rlscope
+
+
+def _time(fn, n: int, repeats: int = 5) -> float:
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        fn(n)
+        samples.append((time.perf_counter_ns() - t0) / n)
+    return statistics.median(samples)
+
+
+def loop_empty(n: int) -> None:
+    for _ in range(n):
+        pass
+
+
+def loop_scope(n: int) -> None:
+    scope = rlscope.scope
+    for _ in range(n):
+        with scope("inference"):
+            pass
+
+
+def loop_simulator(n: int) -> None:
+    sim = rlscope.simulator()
+    for _ in range(n):
+        with sim:
+            pass
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--n", type=int, default=1_000_000)
+    args = p.parse_args()
+    n = args.n
+    base = _time(loop_empty, n)
+    rows = [("inactive scope (no session)", _time(loop_scope, n) - base)]
+    with tempfile.TemporaryDirectory() as d:
+        with rlscope.profile(d, backend=False):
+            rows.append(("active scope (enter+exit)", _time(loop_scope, n // 5) - base))
+            rows.append(("active simulator category", _time(loop_simulator, n // 5) - base))
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            x = torch.ones(4)
+            m = 20_000
+
+            def loop_torch(k: int) -> None:
+                for _ in range(k):
+                    torch.add(x, 1)
+
+            plain = _time(loop_torch, m)
+            with rlscope.profile(d + "/b", backend=True):
+                recorded = _time(loop_torch, m)
+            rows.append(("torch.add (1 op), unprofiled", plain))
+            rows.append(("backend recording per torch op", recorded - plain))
+    print(f"{'what':40s} {'ns per event pair':>18s}")
+    for name, ns in rows:
+        print(f"{name:40s} {ns:18.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Shared fixtures: a fake clock for exact tests, and the ``gpu`` marker's skip."""
+
+from __future__ import annotations
+
+import pytest
+
+import rlscope
+from rlscope.analysis.breakdown import analyze
+from rlscope.analysis.summary import summarize
+from rlscope.trace.reader import load_trace
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any("gpu" in item.keywords for item in items):
+        try:
+            import torch
+
+            has_cuda = torch.cuda.is_available()
+        except ImportError:
+            has_cuda = False
+        if not has_cuda:
+            skip = pytest.mark.skip(reason="needs a CUDA GPU")
+            for item in items:
+                if "gpu" in item.keywords:
+                    item.add_marker(skip)
+
+
+class FakeClock:
+    """A clock that only moves when told to: analysis results become exact."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ns: int) -> None:
+        self.now += ns
+
+
+@pytest.fixture
+def fake_session(tmp_path):
+    """A session (not started) whose clock is a FakeClock; backend recording off."""
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "trace", backend=False)
+    session.clock = clock
+    return session, clock
+
+
+def summary_of(trace_dir) -> dict:
+    trace = load_trace(trace_dir)
+    return summarize(trace, analyze(trace))

@@ -1,0 +1,114 @@
+"""The command-line tools end to end: rlscope run, rlscope-analyze and their bad arguments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+UNMODIFIED_SCRIPT = textwrap.dedent(
+    """
+    import gymnasium as gym
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    venv = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    venv.reset(seed=0)
+    total = 0.0
+    for _ in range(3000):
+        obs, r, term, trunc, _ = env.step(env.action_space.sample())
+        venv.step(venv.action_space.sample())
+        total += r
+        if term or trunc:
+            env.reset()
+    print("RESULT", total)
+    """
+)
+
+
+def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_rlscope_run_unmodified_script(tmp_path):
+    pytest.importorskip("gymnasium")
+    script = tmp_path / "train.py"
+    script.write_text(UNMODIFIED_SCRIPT)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    trace = tmp_path / "trace"
+    r = _cli(
+        "rlscope.cli.main",
+        "run",
+        "--trace-dir",
+        str(trace),
+        "--no-analyze",
+        "--",
+        sys.executable,
+        str(script),
+    )
+    assert r.returncode == 0, r.stderr
+    # the user's program printed the same thing: profiling changed nothing
+    assert "RESULT 3000.0" in plain.stdout and "RESULT 3000.0" in r.stdout
+    out = tmp_path / "s.json"
+    a = _cli("rlscope.cli.analyze", str(trace), "--json", str(out), "-q")
+    assert a.returncode == 0, a.stderr
+    s = json.loads(out.read_text())
+    assert s["categories"]["simulator"] > 0  # gymnasium.make / make_vec envs were auto-wrapped
+    assert s["unannotated_categories"]["simulator"] == s["categories"]["simulator"]
+
+
+def test_run_propagates_exit_status(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text("import sys; sys.exit(3)\n")
+    r = _cli("rlscope.cli.main", "run", "--trace-dir", str(tmp_path / "t"), "--no-analyze", str(script))
+    assert r.returncode == 3
+
+
+def test_analyze_outputs(tmp_path):
+    import rlscope
+
+    trace = tmp_path / "t"
+    with rlscope.profile(trace, backend=False), rlscope.phase("training"), rlscope.scope("inference"):
+        pass
+    out, html = tmp_path / "s.json", tmp_path / "r.html"
+    r = _cli("rlscope.cli.analyze", str(trace), "--json", str(out), "--html", str(html))
+    assert r.returncode == 0, r.stderr
+    assert "inference" in r.stdout
+    s = json.loads(out.read_text())
+    assert set(s) >= {"wall_s", "operations", "unannotated_s", "phases"}
+    op = s["operations"]["inference"]
+    assert set(op) >= {"total_s", "exclusive_s", "categories", "resources"}
+    assert set(op["resources"]) == {"cpu_only", "gpu_only", "cpu_gpu"}
+    assert html.read_text().count("<script") >= 1
+    c = _cli("rlscope.cli.analyze", "check", str(trace))
+    assert c.returncode == 0 and "ok" in c.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["rlscope.cli.analyze"],
+        ["rlscope.cli.analyze", "--bogus", "x"],
+        ["rlscope.cli.main", "frobnicate"],
+        ["rlscope.cli.main", "run"],
+        ["rlscope.cli.main", "demo", "--seconds", "-1"],
+        ["rlscope.cli.main", "run", "--trace-dir", "/tmp/x", "--", "definitely-not-a-command-rlscope"],
+    ],
+)
+def test_bad_cli_arguments(args):
+    r = _cli(*args)
+    assert r.returncode == 2, (args, r.stderr)
+    assert "Traceback" not in r.stderr
+    assert "error" in r.stderr
+
+
+def test_unwritable_output_is_one_line_error(tmp_path):
+    import rlscope
+
+    trace = tmp_path / "t"
+    with rlscope.profile(trace, backend=False):
+        pass
+    r = _cli("rlscope.cli.analyze", str(trace), "--json", str(tmp_path / "no" / "such" / "dir.json"), "-q")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot write" in r.stderr

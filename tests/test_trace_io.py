@@ -1,0 +1,161 @@
+"""Trace files: readable by common tools, robust to truncation, corruption and kills."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import rlscope
+from rlscope.errors import TraceError
+from rlscope.trace import schema as S
+from rlscope.trace.reader import load_trace
+from tests.conftest import summary_of
+
+
+def _small_trace(path: Path) -> Path:
+    with rlscope.profile(path, backend=False):
+        for _ in range(50):
+            with rlscope.scope("step"):
+                pass
+    return next(path.glob("process-*"))
+
+
+def test_files_open_with_common_tools(tmp_path):
+    proc = _small_trace(tmp_path / "t")
+    events = proc / S.EVENTS_FILE
+    table = pa.ipc.open_stream(str(events)).read_all()
+    assert table.num_rows == 102
+    assert table.schema.metadata[b"rlscope.schema_version"] == b"1"
+    pd = pytest.importorskip("pandas")
+    assert len(table.to_pandas()) == 102
+    assert isinstance(pd.DataFrame, type)
+    pl = pytest.importorskip("polars")
+    assert pl.read_ipc_stream(events).height == 102
+    duckdb = pytest.importorskip("duckdb")
+    names = pa.ipc.open_stream(str(proc / S.NAMES_FILE)).read_all()
+    assert "step" in names.column("name").to_pylist()
+    events_table = table  # noqa: F841 (DuckDB finds Arrow tables in Python scope by variable name)
+    n = duckdb.sql("select count(*) from events_table where kind = 0").fetchall()[0][0]
+    assert n == 50
+
+
+def test_metadata(tmp_path):
+    proc = load_trace(_small_trace(tmp_path / "t").parent).processes[0]
+    md = proc.metadata
+    for key in ("host", "pid", "ppid", "rank", "python", "torch", "rlscope.version", "clock"):
+        assert key in md
+    assert int(md["pid"]) == os.getpid()
+    assert proc.complete
+
+
+def test_truncated_file_reads_complete_batches(tmp_path):
+    trace = tmp_path / "t"
+    with rlscope.profile(trace, backend=False, flush_interval=0.05) as s:
+        for i in range(6):
+            with rlscope.scope(f"op{i}"):
+                time.sleep(0.08)  # a flush (record batch) between scopes
+    events = s.process_dir / S.EVENTS_FILE
+    data = events.read_bytes()
+    events.write_bytes(data[: len(data) - 30])  # cut into the last batch
+    t = load_trace(trace)
+    assert t.warnings and "truncated" in t.warnings[0]
+    assert 0 < t.processes[0].events.num_rows < 14
+    summary = summary_of(trace)
+    assert "op0" in summary["operations"]
+
+
+def _write_stream(path: Path, version: str) -> None:
+    schema = S.events_schema({})
+    schema = schema.with_metadata({**schema.metadata, b"rlscope.schema_version": version.encode()})
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+        w.write_table(schema.empty_table())
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        ("missing", "no such file or directory"),
+        ("empty_dir", "empty directory"),
+        ("not_trace", "not an rlscope trace"),
+        ("regular_file", "not a directory"),
+        ("corrupt", "not an Arrow IPC stream"),
+        ("empty_file", "empty file"),
+        ("newer_schema", "schema version 99 is newer"),
+    ],
+)
+def test_bad_input_is_one_line_error(tmp_path, setup, message):
+    target = tmp_path / "trace"
+    proc = target / "process-1"
+    if setup == "empty_dir":
+        target.mkdir()
+    elif setup == "not_trace":
+        target.mkdir()
+        (target / "notes.txt").write_text("hello")
+    elif setup == "regular_file":
+        target.write_text("x")
+    elif setup in ("corrupt", "empty_file", "newer_schema"):
+        proc.mkdir(parents=True)
+        if setup == "corrupt":
+            (proc / S.EVENTS_FILE).write_bytes(os.urandom(300))
+        elif setup == "empty_file":
+            (proc / S.EVENTS_FILE).write_bytes(b"")
+        else:
+            _write_stream(proc / S.EVENTS_FILE, "99")
+    with pytest.raises(TraceError, match=message):
+        load_trace(target)
+    r = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(target)], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and str(tmp_path) in lines[0]
+    assert r.stdout == ""
+
+
+KILLED_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import rlscope
+    rlscope.profile(sys.argv[1], backend=False, flush_interval=0.1).start()
+    with rlscope.phase("training"):
+        with rlscope.scope("forever"):
+            n = 0
+            while True:
+                with rlscope.scope("tick"):
+                    time.sleep(0.002)
+                n += 1
+                if n == 50:
+                    print("ready", flush=True)
+    """
+)
+
+
+def test_sigkill_leaves_readable_trace(tmp_path):
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    trace = tmp_path / "trace"
+    p = subprocess.Popen([sys.executable, str(script), str(trace)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    t = load_trace(trace)
+    assert any("did not end normally" in w for w in t.warnings)
+    s = summary_of(trace)
+    ops = s["operations"]
+    assert ops["tick"]["calls"] >= 50
+    # the scope open at the kill is closed at the end of the data, not lost
+    assert ops["forever"]["total_s"] == pytest.approx(s["wall_s"], rel=0.05)
+    r = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "-q"], capture_output=True, text=True
+    )
+    assert r.returncode == 0 and "did not end normally" in r.stderr
