@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rlscope import annotate
+from rlscope import _imports, annotate
 from rlscope._version import __version__
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
@@ -127,6 +127,9 @@ class Session:
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
         self.events.append((self.clock(), threading.get_native_id(), S.SESSION_START, -1, -1, -1, 0))
         atexit.register(self.stop)
+        _imports.when_imported(
+            "multiprocessing.util", lambda m: m.register_after_fork(self, Session._register_mp_finalizer)
+        )
         return self
 
     def _start_collectors(self) -> None:
@@ -188,6 +191,17 @@ class Session:
             self.start()
         except RLScopeError as e:
             warnings.warn(f"rlscope: not profiling forked child {os.getpid()}: {e}", stacklevel=1)
+            return
+
+    def _register_mp_finalizer(self) -> None:
+        """In a multiprocessing child: flush at its exit, which goes through os._exit (no atexit).
+
+        Registered as an after-fork hook because multiprocessing clears its finalizers right after
+        fork and only then runs those hooks.
+        """
+        import multiprocessing.util
+
+        multiprocessing.util.Finalize(self, self.stop, exitpriority=100)
 
 
 def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any) -> Session:

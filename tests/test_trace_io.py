@@ -159,3 +159,46 @@ def test_sigkill_leaves_readable_trace(tmp_path):
         [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "-q"], capture_output=True, text=True
     )
     assert r.returncode == 0 and "did not end normally" in r.stderr
+
+
+FORK_SCRIPT = textwrap.dedent(
+    """
+    import multiprocessing as mp, sys, time
+    import rlscope
+
+    def work():
+        with rlscope.scope("child_work"):
+            time.sleep(0.05)
+
+    if __name__ == "__main__":
+        with rlscope.profile(sys.argv[1], backend=False), rlscope.scope("parent"):
+            procs = [mp.get_context("fork").Process(target=work) for _ in range(2)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join()
+    """
+)
+
+
+def test_forked_children_get_their_own_process_dirs(tmp_path):
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT)
+    trace = tmp_path / "trace"
+    subprocess.run([sys.executable, str(script), str(trace)], check=True)
+    t = load_trace(trace)
+    assert len(t.processes) == 3 and all(p.complete for p in t.processes)
+    s = summary_of(trace)
+    assert s["operations"]["child_work"]["calls"] == 2
+    assert s["operations"]["child_work"]["exclusive_s"] == pytest.approx(0.1, rel=0.2)
+
+
+def test_one_bad_process_does_not_hide_the_others(tmp_path):
+    trace = tmp_path / "t"
+    _small_trace(trace)
+    bad = trace / "process-999999"
+    bad.mkdir()
+    (bad / S.EVENTS_FILE).write_bytes(os.urandom(100))
+    t = load_trace(trace)
+    assert len(t.processes) == 1
+    assert any("process skipped" in w for w in t.warnings)

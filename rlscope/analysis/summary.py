@@ -85,14 +85,16 @@ def summarize(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any
     procs = []
     starts, ends = [], []
     for b, p in zip(breakdowns, trace.processes, strict=True):
+        procs.append(
+            {"pid": b.pid, "host": b.host, "wall_s": b.wall_s, "events": b.events, "complete": b.complete}
+        )
+        if b.events == 0:
+            continue
         anchor = int(p.metadata.get("clock_anchor_ns", "0") or 0)
         unix = int(p.metadata.get("clock_anchor_unix_ns", "0") or 0)
         starts.append(unix + (b.start_ns - anchor))
         ends.append(unix + (b.end_ns - anchor))
-        procs.append(
-            {"pid": b.pid, "host": b.host, "wall_s": b.wall_s, "events": b.events, "complete": b.complete}
-        )
-    wall = (max(ends) - min(starts)) / 1e9 if procs else 0.0
+    wall = (max(ends) - min(starts)) / 1e9 if starts else 0.0
     return {
         "schema": SUMMARY_SCHEMA,
         "trace_dir": str(trace.path),

@@ -123,7 +123,9 @@ def load_process(path: Path) -> ProcessTrace:
     except TraceError as e:
         warnings.append(f"{e}; operation names will show as ids")
     proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings)
-    if events.num_rows and not proc.complete:
+    if events.num_rows == 0:
+        warnings.append(f"{path}: no events (the process ended before its first flush)")
+    elif not proc.complete:
         warnings.append(
             f"{path}: the session did not end normally (process killed or crashed?); analyzed up to"
             " where its data ends, with scopes still open closed there"
@@ -145,4 +147,15 @@ def load_trace(trace_dir: str | Path) -> Trace:
         if not any(path.iterdir()):
             raise TraceError(path, "empty directory, not an rlscope trace")
         raise TraceError(path, f"not an rlscope trace (no {S.PROCESS_PREFIX}* directories inside)")
-    return Trace(path=path, processes=[load_process(p) for p in proc_dirs])
+    processes, errors = [], []
+    for p in proc_dirs:
+        try:
+            processes.append(load_process(p))
+        except TraceError as e:
+            errors.append(e)
+    if not processes:
+        raise errors[0]
+    trace = Trace(path=path, processes=processes)
+    if errors:  # keep what is readable: one bad process must not hide the others
+        trace.processes[0].warnings.extend(f"{e} (process skipped)" for e in errors)
+    return trace

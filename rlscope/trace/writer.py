@@ -43,6 +43,11 @@ class StreamFile:
         self.schema = arrow_schema
         self._sink = pa.OSFile(str(path), "wb")  # unbuffered: each batch reaches the OS at once
         self._writer = pa.ipc.new_stream(self._sink, arrow_schema)
+        # the schema (with the process metadata) reaches disk now, not with the first rows: a
+        # process killed before its first flush still leaves a readable, empty trace
+        self._writer.write_batch(
+            pa.RecordBatch.from_arrays([_to_arrow([], f.type) for f in arrow_schema], schema=arrow_schema)
+        )
         self.rows_written = 0
 
     def write_rows(self, rows: Sequence[tuple]) -> None:
