@@ -115,10 +115,21 @@ class _Scope:
             return
         ts = s.clock()
         st = s.thread_state()
+        nid = self.name_id
         if self._begin == S.OP_BEGIN:
-            _close_stack(s, st, st.ops, self.name_id, S.OP_END, ts)
+            ops = st.ops
+            if ops and ops[-1][1] == nid:  # the common case, inlined: closing the innermost scope
+                inst = ops.pop()[0]
+                n = st.open_names[nid] - 1
+                if n:
+                    st.open_names[nid] = n
+                else:
+                    del st.open_names[nid]
+                s.events.append((ts, st.thread, S.OP_END, inst, ops[-1][0] if ops else -1, nid, 0))
+            else:
+                _close_stack(s, st, ops, nid, S.OP_END, ts)
         else:
-            _close_stack(s, st, st.phases, self.name_id, S.PHASE_END, ts)
+            _close_stack(s, st, st.phases, nid, S.PHASE_END, ts)
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)

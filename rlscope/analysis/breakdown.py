@@ -111,83 +111,84 @@ def breakdown_timeline(
             return none
         return names[i] if i < len(names) else f"<unknown name {i}>"
 
-    dur = tl.duration
-    main = tl.thread == tl.main_thread
-    in_session = tl.ts >= tl.start_ns
+    dur = tl.seg_end - tl.ts
     inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
     op_name = inst_name[tl.op]
     ph_name = inst_name[tl.phase]
-    keep = (dur > 0) & in_session & ((op_name >= 0) | main)
+    main = tl.thread == tl.main_thread
+    keep = dur > 0
+    keep &= (op_name >= 0) | main
+    idx = np.flatnonzero(keep)  # gather each column once
+    op_k, ph_k, cat_k, d_k, m_k = op_name[idx], ph_name[idx], tl.cat[idx], dur[idx], main[idx]
 
-    # group key over (phase name, operation name, category, main thread)
-    ph_u, ph_i = _dense(ph_name[keep])
-    op_u, op_i = _dense(op_name[keep], identity=len(names))
-    cat = tl.cat[keep]
-    m = main[keep].astype(np.int64)
-    key = ((ph_i * len(op_u) + op_i) * NCAT + cat) * 2 + m
-    size = max(len(ph_u) * len(op_u) * NCAT * 2, 1)
-    sums = np.bincount(key, weights=dur[keep], minlength=size)
-    nz = np.flatnonzero(sums)
-    k_m, rest = nz % 2, nz // 2
-    k_cat, rest = rest % NCAT, rest // NCAT
-    k_op, k_ph = rest % len(op_u) if len(op_u) else rest, rest // max(len(op_u), 1)
+    # operation instances: calls and inclusive time (phase = the phase open at its begin)
+    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    b_inst = tl.id[begins]
+    b_name = tl.name[begins].astype(np.int64)
+    b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - tl.ts[begins])
+
+    # one dense index over (phase, operation) pairs shared by segments and instances; op -1 is
+    # the unannotated time of that phase
+    ph_u, ph_i = _dense(np.concatenate([ph_k, ph_name[begins]]))
+    width = max(len(names), int(b_name.max(initial=0)) + 1, int(op_k.max(initial=0)) + 1) + 1
+    pair_key, pair_i = _dense(ph_i * width + np.concatenate([op_k, b_name]) + 1)
+    n_pairs = len(pair_key)
+    pair_ph, pair_op = ph_u[pair_key // width], pair_key % width - 1
+    seg_pair, b_pair = pair_i[: len(idx)], pair_i[len(idx) :]
+
+    # exclusive time per (pair, category, main thread?)
+    key = (seg_pair * NCAT + cat_k) * 2 + m_k
+    sums = np.bincount(key, weights=d_k, minlength=n_pairs * NCAT * 2).reshape(n_pairs, NCAT, 2)
+    nz_p, nz_c, nz_m = np.nonzero(sums)
     cpu_time = pa.table(
         {
-            "pid": np.full(len(nz), pid, np.int64),
-            "phase": [name_of(int(ph_u[i]), NO_PHASE) for i in k_ph],
-            "operation": [name_of(int(op_u[i]), UNANNOTATED) for i in k_op],
-            "category": [categories.CATEGORY_NAMES[int(c)] for c in k_cat],
-            "main_thread": k_m.astype(bool),
-            "seconds": sums[nz] / 1e9,
+            "pid": np.full(len(nz_p), pid, np.int64),
+            "phase": [name_of(int(pair_ph[i]), NO_PHASE) for i in nz_p],
+            "operation": [name_of(int(pair_op[i]), UNANNOTATED) for i in nz_p],
+            "category": [categories.CATEGORY_NAMES[int(c)] for c in nz_c],
+            "main_thread": nz_m.astype(bool),
+            "seconds": sums[nz_p, nz_c, nz_m] / 1e9,
         },
         schema=CPU_TIME_SCHEMA,
     )
 
-    # per operation instance: calls and inclusive time (phase = the phase open at its begin)
-    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
-    b_inst = tl.id[begins]
-    b_name = tl.name[begins].astype(np.int64)
-    b_phase = ph_name[begins]
-    b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - tl.ts[begins])
-
-    # resource overlap: the operation's exclusive CPU segments vs the GPU work attributed to it
-    # (no GPU collector yet: GPU families are empty and everything is CPU-only)
-    seg = keep & (op_name >= 0)
-    pair_ph_u, pair_ph_i = _dense(np.concatenate([b_phase, ph_name[seg]]))
-    pair_op = np.concatenate([b_name, op_name[seg]])
-    width = int(pair_op.max(initial=0)) + 2
-    pair_key, pair_i = _dense(pair_ph_i * width + pair_op + 1)
-    pairs = np.stack([pair_ph_u[pair_key // width], pair_key % width - 1], axis=1)
-    n_pairs = len(pairs)
-    calls = np.bincount(pair_i[: len(begins)], minlength=n_pairs)
-    incl = np.bincount(pair_i[: len(begins)], weights=b_incl, minlength=n_pairs)
-    seg_group = pair_i[len(begins) :]
-    if (tl.thread[seg] == tl.main_thread).all():
-        # one thread: an operation's exclusive segments never overlap, so their union is their sum
-        cpu_only = np.bincount(seg_group, weights=dur[seg], minlength=n_pairs).astype(np.float64)
-        gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
-    else:
-        g, s, e = _merge_adjacent(seg_group, tl.ts[seg], tl.seg_end[seg], tl.thread[seg])
-        empty = np.zeros(0, np.int64)
-        cpu_only, gpu_only, both = overlap_by_group(g, s, e, empty, empty, empty, n_pairs)
+    # resource overlap: each operation's exclusive CPU time vs the GPU work attributed to it (no
+    # GPU collector yet, so all CPU-only). On one thread an operation's segments never overlap and
+    # the union is the sum; operations seen on several threads go through the sweep.
+    cpu_only = sums.sum(axis=(1, 2))
+    gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
+    if not m_k.all():
+        t_u, t_i = np.unique(tl.thread[idx], return_inverse=True)
+        seen = np.zeros((n_pairs, len(t_u)), bool)
+        seen[seg_pair, t_i.reshape(-1)] = True
+        multi = seen.sum(axis=1) > 1
+        sel = np.flatnonzero(multi[seg_pair])
+        if len(sel):
+            rows = idx[sel]
+            g, st, en = _merge_adjacent(seg_pair[sel], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+            empty = np.zeros(0, np.int64)
+            swept, _, _ = overlap_by_group(g, st, en, empty, empty, empty, n_pairs)
+            cpu_only = np.where(multi, swept, cpu_only)
+    is_op = pair_op >= 0
     ops = pa.table(
         {
-            "pid": np.full(n_pairs, pid, np.int64),
-            "phase": [name_of(int(p), NO_PHASE) for p in pairs[:, 0]] if n_pairs else [],
-            "operation": [name_of(int(o), UNANNOTATED) for o in pairs[:, 1]] if n_pairs else [],
-            "calls": calls.astype(np.int64),
-            "inclusive_s": incl / 1e9,
-            "cpu_only_s": cpu_only / 1e9,
-            "gpu_only_s": gpu_only / 1e9,
-            "cpu_gpu_s": both / 1e9,
+            "pid": np.full(int(is_op.sum()), pid, np.int64),
+            "phase": [name_of(int(p), NO_PHASE) for p in pair_ph[is_op]],
+            "operation": [name_of(int(o), UNANNOTATED) for o in pair_op[is_op]],
+            "calls": np.bincount(b_pair, minlength=n_pairs)[is_op].astype(np.int64),
+            "inclusive_s": np.bincount(b_pair, weights=b_incl, minlength=n_pairs)[is_op] / 1e9,
+            "cpu_only_s": cpu_only[is_op] / 1e9,
+            "gpu_only_s": gpu_only[is_op] / 1e9,
+            "cpu_gpu_s": both[is_op] / 1e9,
         },
         schema=OPS_SCHEMA,
     )
 
-    mk = keep & main
-    ph_main_u, ph_main_i = _dense(ph_name[mk])
-    ph_wall = np.bincount(ph_main_i, weights=dur[mk], minlength=len(ph_main_u))
-    phase_wall = {name_of(int(p), NO_PHASE): float(w) / 1e9 for p, w in zip(ph_main_u, ph_wall, strict=True)}
+    main_by_pair = sums[:, :, 1].sum(axis=1)
+    phase_wall: dict[str, float] = {}
+    for p in np.flatnonzero(main_by_pair):
+        ph = name_of(int(pair_ph[p]), NO_PHASE)
+        phase_wall[ph] = phase_wall.get(ph, 0.0) + float(main_by_pair[p]) / 1e9
     return ProcessBreakdown(
         pid=pid,
         host=host,

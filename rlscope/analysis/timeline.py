@@ -18,8 +18,6 @@ import pyarrow.compute as pc
 from rlscope import categories
 from rlscope.trace import schema as S
 
-_NOCHANGE = np.iinfo(np.int64).min
-
 
 @dataclasses.dataclass
 class Timeline:
@@ -50,13 +48,17 @@ class Timeline:
         return self.seg_end - self.ts
 
 
-def _ffill(state: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
-    """Forward-fill ``state`` over _NOCHANGE rows, restarting at ``default`` on each thread's first row."""
-    state = state.copy()
-    state[first & (state == _NOCHANGE)] = default
-    idx = np.where(state != _NOCHANGE, np.arange(len(state)), 0)
-    np.maximum.accumulate(idx, out=idx)
-    return state[idx]
+def _state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
+    """Forward-fill ``after`` from the ``changed`` rows, restarting at ``default`` on each thread's first row."""
+    marker = changed | first
+    pos = np.where(marker, np.arange(len(marker), dtype=np.int32 if len(marker) < 2**31 else np.int64), 0)
+    np.maximum.accumulate(pos, out=pos)
+    return np.where(changed, after, default)[pos]
+
+
+# per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none) and whether it opens
+_STACK = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int8)
+_OPENS = np.array([1, 0, 1, 0, 1, 0, 0, 0], bool)
 
 
 def build_timeline(events: pa.Table) -> Timeline:
@@ -103,16 +105,12 @@ def build_timeline(events: pa.Table) -> Timeline:
     last = np.ones(n, bool)
     last[:-1] = first[1:]
 
-    def state_after(begin: int, end: int) -> np.ndarray:
-        st = np.full(n, _NOCHANGE, np.int64)
-        b, e = kind == begin, kind == end
-        st[b] = ident[b]
-        st[e] = parent[e]
-        return st
-
-    op = _ffill(state_after(S.OP_BEGIN, S.OP_END), first, -1)
-    cat = _ffill(state_after(S.CAT_BEGIN, S.CAT_END), first, categories.PYTHON)
-    phase = _ffill(state_after(S.PHASE_BEGIN, S.PHASE_END), first, -1)
+    # the state after each row: a begin makes its id current, an end makes its parent current
+    stack = _STACK[kind]
+    after = np.where(_OPENS[kind], ident, parent)
+    op = _state_after(stack == 0, after, first, -1)
+    cat = _state_after(stack == 1, after, first, categories.PYTHON)
+    phase = _state_after(stack == 2, after, first, -1)
 
     seg_end = np.empty(n, np.int64)
     seg_end[:-1] = ts[1:]
