@@ -49,7 +49,7 @@ class Timeline:
 
 
 def _state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
-    """Forward-fill ``after`` from the ``changed`` rows, restarting at ``default`` on each thread's first row."""
+    """Forward-fill ``after`` from the ``changed`` rows; each thread's first row restarts at ``default``."""
     marker = changed | first
     pos = np.where(marker, np.arange(len(marker), dtype=np.int32 if len(marker) < 2**31 else np.int64), 0)
     np.maximum.accumulate(pos, out=pos)
