@@ -46,10 +46,11 @@ def intern(name: str) -> int:
 class ThreadState:
     """Per-thread stacks of open operations, phases and categories for one session."""
 
-    __slots__ = ("cats", "open_names", "ops", "phases", "thread")
+    __slots__ = ("cats", "ident32", "open_names", "ops", "phases", "thread")
 
     def __init__(self) -> None:
         self.thread = threading.get_native_id()
+        self.ident32 = threading.get_ident() & 0xFFFFFFFF  # how CUPTI names the thread
         self.ops: list[tuple[int, int]] = []  # (instance id, name id)
         self.phases: list[tuple[int, int]] = []
         self.cats: list[int] = []
@@ -94,6 +95,8 @@ class _Scope:
         if s is None:
             return self
         ts = s.clock()
+        if s.nvtx_pop is not None:
+            s.nvtx_pop()
         st = s.thread_state()
         nid = self.name_id
         if self._begin == S.OP_BEGIN:
@@ -107,6 +110,8 @@ class _Scope:
         inst = next(s.ids)
         s.events.append((ts, st.thread, self._begin, inst, stack[-1][0] if stack else -1, nid, flags))
         stack.append((inst, nid))
+        if s.nvtx_push is not None:
+            s.nvtx_push(self.name)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -114,6 +119,8 @@ class _Scope:
         if s is None:
             return
         ts = s.clock()
+        if s.nvtx_pop is not None:
+            s.nvtx_pop()
         st = s.thread_state()
         nid = self.name_id
         if self._begin == S.OP_BEGIN:

@@ -51,6 +51,7 @@ class Session:
         backend: bool = True,
         gpu: str | bool = "auto",
         nvtx: bool = True,
+        nvml_hz: float = 10.0,
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
@@ -60,7 +61,10 @@ class Session:
             "backend": backend,
             "gpu": gpu,
             "nvtx": nvtx,
+            "nvml_hz": nvml_hz,
         }
+        self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
+        self.nvtx_pop: Any = None
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
         self.events: Any = None  # the writer's deque, once started
@@ -81,6 +85,14 @@ class Session:
             with self._states_lock:
                 self._states.append(st)
         return st
+
+    def thread_states(self) -> list[annotate.ThreadState]:
+        with self._states_lock:
+            return list(self._states)
+
+    @property
+    def writer(self) -> Any:
+        return self._writer
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -140,6 +152,17 @@ class Session:
             col = torch_ops.start(self)
             if col is not None:
                 self._collectors.append(col)
+        from rlscope.collectors.gpu import start_gpu_collectors
+
+        gpu_collectors = start_gpu_collectors(self)
+        self._collectors.extend(gpu_collectors)
+        if gpu_collectors and self.options["nvtx"]:
+            _imports.when_imported("torch", self._start_nvtx)
+
+    def _start_nvtx(self, torch: Any) -> None:
+        """Every scope also opens an NVTX range of its name, so Nsight Systems shows the operations."""
+        if annotate._active is self and torch.cuda.is_available():
+            self.nvtx_push, self.nvtx_pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
 
     def stop(self) -> None:
         """Close open scopes (flagged), stop collectors and flush everything to disk. Idempotent."""
@@ -168,6 +191,7 @@ class Session:
         self.events.append((end_ns, threading.get_native_id(), S.SESSION_END, -1, -1, -1, 0))
         if annotate._active is self:
             annotate._active = None
+        self.nvtx_push = self.nvtx_pop = None
         writer, self._writer = self._writer, None
         writer.close()
         atexit.unregister(self.stop)

@@ -13,8 +13,10 @@ import dataclasses
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlscope import categories
+from rlscope.analysis import gpu
 from rlscope.analysis.overlap import overlap_by_group
 from rlscope.analysis.timeline import Timeline, build_timeline
 from rlscope.trace import schema as S
@@ -31,6 +33,16 @@ CPU_TIME_SCHEMA = pa.schema(
         ("operation", pa.string()),
         ("category", pa.string()),
         ("main_thread", pa.bool_()),
+        ("seconds", pa.float64()),
+    ]
+)
+GPU_TIME_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("phase", pa.string()),
+        ("operation", pa.string()),
+        ("category", pa.string()),
+        ("count", pa.int64()),
         ("seconds", pa.float64()),
     ]
 )
@@ -62,11 +74,29 @@ class ProcessBreakdown:
     cpu_time: pa.Table  # CPU_TIME_SCHEMA: exclusive seconds per (phase, operation, category, main thread)
     ops: pa.Table  # OPS_SCHEMA: calls, inclusive time and resource overlap per (phase, operation)
     phase_wall_s: dict[str, float]  # main-thread wall time per phase
+    gpu_time: pa.Table  # GPU_TIME_SCHEMA: GPU time launched by each (phase, operation), by category
+    gpu: dict  # GPU-bound time and the NVML comparison (rlscope.analysis.gpu.nvml_comparison)
 
 
 def analyze_process(proc: ProcessTrace) -> ProcessBreakdown:
-    tl = build_timeline(proc.events)
-    return breakdown_timeline(tl, proc.names, proc.pid, proc.metadata.get("host", ""), proc.complete)
+    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
+        tl = build_timeline(proc.events)
+        return breakdown_timeline(
+            tl, proc.names, proc.pid, proc.metadata.get("host", ""), proc.complete, nvml=proc.nvml
+        )
+    ts = proc.events.column("ts_ns")
+    api, records = gpu.split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
+    tl = build_timeline(proc.events, api=gpu.union_per_thread(api.thread, api.start, api.end))
+    op, phase = gpu.attribute(tl, api, records)
+    return breakdown_timeline(
+        tl,
+        proc.names,
+        proc.pid,
+        proc.metadata.get("host", ""),
+        proc.complete,
+        gpu_records=(records, op, phase),
+        nvml=proc.nvml,
+    )
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -102,7 +132,13 @@ def _merge_adjacent(
 
 
 def breakdown_timeline(
-    tl: Timeline, names: list[str], pid: int = 0, host: str = "", complete: bool = True
+    tl: Timeline,
+    names: list[str],
+    pid: int = 0,
+    host: str = "",
+    complete: bool = True,
+    gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None = None,
+    nvml: pa.Table | None = None,
 ) -> ProcessBreakdown:
     """Aggregate a process timeline into the breakdown tables (see module docstring)."""
 
@@ -127,14 +163,23 @@ def breakdown_timeline(
     b_name = tl.name[begins].astype(np.int64)
     b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - tl.ts[begins])
 
-    # one dense index over (phase, operation) pairs shared by segments and instances; op -1 is
-    # the unannotated time of that phase
-    ph_u, ph_i = _dense(np.concatenate([ph_k, ph_name[begins]]))
-    width = max(len(names), int(b_name.max(initial=0)) + 1, int(op_k.max(initial=0)) + 1) + 1
-    pair_key, pair_i = _dense(ph_i * width + np.concatenate([op_k, b_name]) + 1)
+    # GPU work, attributed to the (phase, operation) whose instance launched it
+    if gpu_records is not None:
+        recs, rec_op, rec_phase = gpu_records
+        g_op, g_ph = inst_name[rec_op], inst_name[rec_phase]
+    else:
+        recs, g_op, g_ph = None, np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+    # one dense index over (phase, operation) pairs shared by segments, instances and GPU work;
+    # op -1 is the unannotated time of that phase
+    ph_u, ph_i = _dense(np.concatenate([ph_k, ph_name[begins], g_ph]))
+    all_op = np.concatenate([op_k, b_name, g_op])
+    width = max(len(names), int(all_op.max(initial=0)) + 1) + 1
+    pair_key, pair_i = _dense(ph_i * width + all_op + 1)
     n_pairs = len(pair_key)
     pair_ph, pair_op = ph_u[pair_key // width], pair_key % width - 1
-    seg_pair, b_pair = pair_i[: len(idx)], pair_i[len(idx) :]
+    n_seg, n_b = len(idx), len(begins)
+    seg_pair, b_pair, g_pair = pair_i[:n_seg], pair_i[n_seg : n_seg + n_b], pair_i[n_seg + n_b :]
 
     # exclusive time per (pair, category, main thread?)
     key = (seg_pair * NCAT + cat_k) * 2 + m_k
@@ -157,7 +202,16 @@ def breakdown_timeline(
     # the union is the sum; operations seen on several threads go through the sweep.
     cpu_only = sums.sum(axis=(1, 2))
     gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
-    if not m_k.all():
+    if recs is not None:
+        # GPU work present: the sweep for every operation, CPU segments vs the GPU work it launched
+        is_op_seg = op_k >= 0
+        rows = idx[is_op_seg]
+        g, st, en = _merge_adjacent(seg_pair[is_op_seg], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+        launched = g_op >= 0
+        cpu_only, gpu_only, both = overlap_by_group(
+            g, st, en, g_pair[launched], recs.start[launched], recs.end[launched], n_pairs
+        )
+    elif not m_k.all():
         t_u, t_i = np.unique(tl.thread[idx], return_inverse=True)
         seen = np.zeros((n_pairs, len(t_u)), bool)
         seen[seg_pair, t_i.reshape(-1)] = True
@@ -184,6 +238,29 @@ def breakdown_timeline(
         schema=OPS_SCHEMA,
     )
 
+    gpu_cats = len(categories.CATEGORY_NAMES)
+    if recs is not None and len(recs.start):
+        gkey = g_pair * gpu_cats + recs.category
+        g_sum = np.bincount(gkey, weights=recs.end - recs.start, minlength=n_pairs * gpu_cats)
+        g_cnt = np.bincount(gkey, minlength=n_pairs * gpu_cats)
+        nzg = np.flatnonzero(g_cnt)
+        busy_s, busy_e = gpu.busy_intervals(recs.start, recs.end)
+    else:
+        g_sum = g_cnt = nzg = np.zeros(0, np.int64)
+        busy_s = busy_e = np.zeros(0, np.int64)
+    gpu_time = pa.table(
+        {
+            "pid": np.full(len(nzg), pid, np.int64),
+            "phase": [name_of(int(pair_ph[k // gpu_cats]), NO_PHASE) for k in nzg],
+            "operation": [name_of(int(pair_op[k // gpu_cats]), UNANNOTATED) for k in nzg],
+            "category": [categories.CATEGORY_NAMES[int(k % gpu_cats)] for k in nzg],
+            "count": g_cnt[nzg].astype(np.int64),
+            "seconds": g_sum[nzg] / 1e9 if len(nzg) else np.zeros(0),
+        },
+        schema=GPU_TIME_SCHEMA,
+    )
+    gpu_info = gpu.nvml_comparison(nvml, busy_s, busy_e, tl.end_ns - tl.start_ns)
+
     main_by_pair = sums[:, :, 1].sum(axis=1)
     phase_wall: dict[str, float] = {}
     for p in np.flatnonzero(main_by_pair):
@@ -200,6 +277,8 @@ def breakdown_timeline(
         cpu_time=cpu_time,
         ops=ops,
         phase_wall_s=phase_wall,
+        gpu_time=gpu_time,
+        gpu=gpu_info,
     )
 
 

@@ -21,12 +21,16 @@ def _op_entry() -> dict[str, Any]:
         "exclusive_s": 0.0,
         "calls": 0,
         "categories": defaultdict(float),
+        "gpu_categories": defaultdict(float),
         "resources": {"cpu_only": 0.0, "gpu_only": 0.0, "cpu_gpu": 0.0},
     }
 
 
 def _fill_operations(
-    ops_out: dict[str, dict[str, Any]], cpu_rows: list[dict[str, Any]], op_rows: list[dict[str, Any]]
+    ops_out: dict[str, dict[str, Any]],
+    cpu_rows: list[dict[str, Any]],
+    op_rows: list[dict[str, Any]],
+    gpu_rows: list[dict[str, Any]],
 ) -> float:
     """Accumulate operation entries from table rows; returns the unannotated seconds seen."""
     unannotated = 0.0
@@ -37,6 +41,10 @@ def _fill_operations(
         e = ops_out.setdefault(r["operation"], _op_entry())
         e["exclusive_s"] += r["seconds"]
         e["categories"][r["category"]] += r["seconds"]
+    for r in gpu_rows:
+        if r["operation"] != UNANNOTATED:
+            e = ops_out.setdefault(r["operation"], _op_entry())
+            e["gpu_categories"][r["category"]] += r["seconds"]
     for r in op_rows:
         e = ops_out.setdefault(r["operation"], _op_entry())
         e["total_s"] += r["inclusive_s"]
@@ -52,17 +60,34 @@ def _finish(ops: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out = {}
     for name, e in sorted(ops.items(), key=lambda kv: -kv[1]["total_s"]):
         e["categories"] = dict(sorted(e["categories"].items(), key=lambda kv: -kv[1]))
+        e["gpu_categories"] = dict(sorted(e["gpu_categories"].items(), key=lambda kv: -kv[1]))
         out[name] = e
     return out
+
+
+def _gpu_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
+    """GPU-bound time and NVML's utilization next to the kernel trace's (the process with most GPU work)."""
+    with_gpu = [b for b in breakdowns if b.gpu.get("gpu_bound_s", 0.0) > 0 or b.gpu.get("nvml_samples", 0)]
+    if not with_gpu:
+        return {}
+    best = max(with_gpu, key=lambda b: b.gpu.get("gpu_bound_s", 0.0))
+    return {"pid": best.pid, **best.gpu}
 
 
 def summarize(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     """The summary dict (see docs/trace-format.md, "Summary JSON")."""
     cpu_rows = [r for b in breakdowns for r in b.cpu_time.to_pylist()]
     op_rows = [r for b in breakdowns for r in b.ops.to_pylist()]
+    gpu_rows = [r for b in breakdowns for r in b.gpu_time.to_pylist()]
 
     operations: dict[str, dict[str, Any]] = {}
-    unannotated = _fill_operations(operations, cpu_rows, op_rows)
+    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows)
+    gpu_cats: dict[str, float] = defaultdict(float)
+    unattributed_gpu: dict[str, float] = defaultdict(float)
+    for r in gpu_rows:
+        gpu_cats[r["category"]] += r["seconds"]
+        if r["operation"] == UNANNOTATED:
+            unattributed_gpu[r["category"]] += r["seconds"]
     cats: dict[str, float] = defaultdict(float)
     unannotated_cats: dict[str, float] = defaultdict(float)
     for r in cpu_rows:
@@ -71,10 +96,13 @@ def summarize(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any
             unannotated_cats[r["category"]] += r["seconds"]
 
     phases: dict[str, Any] = {}
-    for ph in dict.fromkeys(r["phase"] for r in cpu_rows + op_rows):
+    for ph in dict.fromkeys(r["phase"] for r in cpu_rows + op_rows + gpu_rows):
         ph_ops: dict[str, dict[str, Any]] = {}
         ph_unann = _fill_operations(
-            ph_ops, [r for r in cpu_rows if r["phase"] == ph], [r for r in op_rows if r["phase"] == ph]
+            ph_ops,
+            [r for r in cpu_rows if r["phase"] == ph],
+            [r for r in op_rows if r["phase"] == ph],
+            [r for r in gpu_rows if r["phase"] == ph],
         )
         phases[ph] = {
             "wall_s": sum(b.phase_wall_s.get(ph, 0.0) for b in breakdowns),
@@ -103,6 +131,10 @@ def summarize(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any
         "categories": dict(sorted(cats.items(), key=lambda kv: -kv[1])),
         "unannotated_categories": dict(unannotated_cats),
         "operations": _finish(operations),
+        "gpu_categories": dict(sorted(gpu_cats.items(), key=lambda kv: -kv[1])),
+        "unannotated_gpu_categories": dict(unattributed_gpu),
+        "gpu_bound_s": sum(b.gpu.get("gpu_bound_s", 0.0) for b in breakdowns),
+        "gpu": _gpu_section(breakdowns),
         "phases": phases,
         "processes": procs,
         "warnings": trace.warnings,

@@ -56,14 +56,45 @@ def _state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, defa
     return np.where(changed, after, default)[pos]
 
 
-# per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none) and whether it opens
-_STACK = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int8)
-_OPENS = np.array([1, 0, 1, 0, 1, 0, 0, 0], bool)
+# Analysis-only kinds (never written to files): a CUDA API call begins / ends on the thread.
+API_BEGIN = 8
+API_END = 9
+
+# per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API) and
+# whether it opens
+_STACK = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4], np.int8)
+_OPENS = np.array([1, 0, 1, 0, 1, 0, 0, 0, 1, 0], bool)
 
 
-def build_timeline(events: pa.Table) -> Timeline:
-    """Sort one process's events per thread and derive the state after every row."""
+def _with_api_rows(col: dict[str, np.ndarray], api: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict:
+    """Add API_BEGIN/API_END rows for CUDA API intervals (already disjoint per thread)."""
+    thread, start, end = api
+    n = len(thread)
+    extra = {
+        "ts_ns": np.concatenate([start, end]),
+        "thread": np.concatenate([thread, thread]),
+        "kind": np.concatenate([np.full(n, API_BEGIN, np.int8), np.full(n, API_END, np.int8)]),
+        "id": np.ones(2 * n, np.int64),  # state after an API begin: inside a call
+        "parent": np.zeros(2 * n, np.int64),  # after an API end: outside
+        "name": np.full(2 * n, -1, np.int32),
+        "flags": np.zeros(2 * n, np.int8),
+    }
+    return {k: np.concatenate([v.astype(extra[k].dtype, copy=False), extra[k]]) for k, v in col.items()}
+
+
+def build_timeline(
+    events: pa.Table, api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+) -> Timeline:
+    """Sort one process's events per thread and derive the state after every row.
+
+    ``api``: (thread, start, end) of CUDA API calls, disjoint per thread; time inside them is
+    category ``cuda_api``, the innermost of all.
+    """
     col = {name: events.column(name).to_numpy() for name in S.EVENT_COLUMNS}
+    if api is not None and len(api[0]):
+        col = _with_api_rows(col, api)
+        order = np.lexsort((col["ts_ns"], col["thread"]))  # the added rows are not in time order
+        col = {k: v[order] for k, v in col.items()}
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = col["thread"].astype(np.int64, copy=False)
     kind = col["kind"]
@@ -91,7 +122,7 @@ def build_timeline(events: pa.Table) -> Timeline:
     main_thread = int(thread[starts[0]]) if len(starts) else int(thread[0])
     start_ns = int(ts[starts[0]]) if len(starts) else int(ts.min())
     end_ns = int(ts.max())
-    if not (thread == thread[0]).all():
+    if api is None and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
         # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.
         col_thread = events.column("thread")
@@ -111,6 +142,9 @@ def build_timeline(events: pa.Table) -> Timeline:
     op = _state_after(stack == 0, after, first, -1)
     cat = _state_after(stack == 1, after, first, categories.PYTHON)
     phase = _state_after(stack == 2, after, first, -1)
+    if api is not None and len(api[0]):
+        in_api = _state_after(stack == 4, after, first, 0)
+        cat = np.where(in_api == 1, categories.CUDA_API, cat)
 
     seg_end = np.empty(n, np.int64)
     seg_end[:-1] = ts[1:]

@@ -26,6 +26,8 @@ class ProcessTrace:
     names: list[str]
     metadata: dict[str, str]
     warnings: list[str]
+    gpu: pa.Table | None = None  # GPU activity and CUDA API calls (gpu.arrows), when traced
+    nvml: pa.Table | None = None  # NVML samples (nvml.arrows), when sampled
 
     @property
     def pid(self) -> int:
@@ -122,7 +124,19 @@ def load_process(path: Path) -> ProcessTrace:
             names[i] = n
     except TraceError as e:
         warnings.append(f"{e}; operation names will show as ids")
-    proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings)
+    optional = {}
+    for attr, filename, columns in (
+        ("gpu", S.GPU_FILE, S.GPU_COLUMNS),
+        ("nvml", S.NVML_FILE, S.NVML_COLUMNS),
+    ):
+        if (path / filename).exists():
+            try:
+                table, _, more = _read_stream(path / filename, columns)
+                warnings += more
+                optional[attr] = table
+            except TraceError as e:
+                warnings.append(f"{e}; its data is left out")
+    proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings, **optional)
     if events.num_rows == 0:
         warnings.append(f"{path}: no events (the process ended before its first flush)")
     elif not proc.complete:

@@ -55,6 +55,33 @@ EVENT_COLUMNS_DOC = [
 ]
 EVENT_COLUMNS = [c for c, _, _ in EVENT_COLUMNS_DOC]
 
+GPU_FILE = "gpu.arrows"
+# GPU activity and CUDA API calls (from CUPTI), times already on the events' clock
+GPU_COLUMNS_DOC = [
+    ("category", "int8", "3 cuda_api (a runtime/driver call), 4 gpu_kernel, 5 gpu_memcpy, 6 gpu_memset"),
+    ("start_ns", "int64", "start, on the events' clock (perf_counter_ns)"),
+    ("end_ns", "int64", "end, on the events' clock"),
+    ("correlation", "int64", "CUPTI correlation id linking a GPU record to the API call that launched it"),
+    ("thread", "int64", "cuda_api rows: OS thread id of the caller; -1 for GPU rows"),
+    ("device", "int16", "GPU index (-1 for cuda_api rows)"),
+    ("stream", "int64", "CUDA stream id (-1 for cuda_api rows)"),
+    ("name", "int32", "id into names.arrows: kernel name, copy kind, or API callback id"),
+    ("bytes", "int64", "bytes copied or set (0 for kernels and API calls)"),
+]
+GPU_COLUMNS = [c for c, _, _ in GPU_COLUMNS_DOC]
+
+NVML_FILE = "nvml.arrows"
+NVML_COLUMNS_DOC = [
+    ("ts_ns", "int64", "sample time on the events' clock"),
+    ("device", "int16", "GPU index"),
+    ("util_gpu", "int8", "NVML utilization.gpu (%): share of the last sample period with any kernel running"),
+    ("util_mem", "int8", "NVML utilization.memory (%)"),
+    ("mem_used", "int64", "device memory used (bytes)"),
+    ("sm_clock_mhz", "int32", "SM clock (MHz)"),
+    ("power_mw", "int32", "power draw (mW)"),
+]
+NVML_COLUMNS = [c for c, _, _ in NVML_COLUMNS_DOC]
+
 
 def events_schema(metadata: dict[str, str]) -> pa.Schema:
     """The events schema with this process's metadata attached (schema version first)."""
@@ -62,6 +89,14 @@ def events_schema(metadata: dict[str, str]) -> pa.Schema:
 
     fields = [pa.field(c, getattr(pa, t)()) for c, t, _ in EVENT_COLUMNS_DOC]
     return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION), **metadata})
+
+
+def columns_schema(columns_doc: list[tuple[str, str, str]]) -> pa.Schema:
+    """Schema of a collector's file (GPU activity, NVML samples) from its column table."""
+    import pyarrow as pa
+
+    fields = [pa.field(c, getattr(pa, t)()) for c, t, _ in columns_doc]
+    return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION)})
 
 
 def names_schema() -> pa.Schema:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -72,7 +73,6 @@ class TraceWriter:
         metadata: dict[str, str],
         names: list[str],
         flush_interval: float = 1.0,
-        extra_flush: Callable[[], None] | None = None,
     ) -> None:
         process_dir.mkdir(parents=True, exist_ok=True)
         self.process_dir = process_dir
@@ -82,7 +82,8 @@ class TraceWriter:
         self._events_file = StreamFile(process_dir / schema.EVENTS_FILE, schema.events_schema(metadata))
         self._names_file = StreamFile(process_dir / schema.NAMES_FILE, schema.names_schema())
         self._flush_interval = flush_interval
-        self._extra_flush = extra_flush
+        self._streams: list[tuple[collections.deque[tuple], StreamFile]] = []
+        self._before_flush: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rlscope-writer", daemon=True)
@@ -92,11 +93,29 @@ class TraceWriter:
         while not self._stop.wait(self._flush_interval):
             self.flush()
 
+    def add_stream(self, filename: str, arrow_schema: pa.Schema) -> collections.deque[tuple]:
+        """A collector's own file in the process directory; append row tuples to the returned deque."""
+        rows: collections.deque[tuple] = collections.deque()
+        with self._lock:
+            self._streams.append((rows, StreamFile(self.process_dir / filename, arrow_schema)))
+        return rows
+
+    def before_flush(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` at the start of every flush (a collector pushing out its own buffers)."""
+        self._before_flush.append(hook)
+
     def flush(self) -> None:
         """Write everything buffered so far; names first so every written event can be resolved."""
+        for hook in list(self._before_flush):
+            try:
+                hook()
+            except Exception as e:  # a collector's failure must not stop the events being written
+                warnings.warn(f"rlscope: collector flush failed: {e}", stacklevel=1)
         with self._lock:
             if self._events_file is None:
                 return
+            # drain everything first, then write names, then rows: every name a row uses is on disk
+            drained = [([q.popleft() for _ in range(len(q))], stream) for q, stream in self._streams]
             pop = self.events.popleft
             rows = [pop() for _ in range(len(self.events))]
             n_names = len(self._names)
@@ -105,8 +124,8 @@ class TraceWriter:
                 self._names_file.write_rows(new)
                 self._names_written = n_names
             self._events_file.write_rows(rows)
-            if self._extra_flush is not None:
-                self._extra_flush()
+            for stream_rows, stream in drained:
+                stream.write_rows(stream_rows)
 
     def close(self) -> None:
         """Stop the flush thread, write what is left and close the files (idempotent)."""
@@ -118,4 +137,6 @@ class TraceWriter:
             if self._events_file is not None:
                 self._events_file.close()
                 self._names_file.close()
+                for _, stream in self._streams:
+                    stream.close()
                 self._events_file = None

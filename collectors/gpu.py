@@ -1,0 +1,62 @@
+"""Choosing and starting the GPU collectors; anything missing degrades to a CPU-only trace.
+
+``gpu="auto"`` (default) traces GPU activity through CUPTI when cupti-python is installed and a
+CUDA driver is present, and samples NVML; ``gpu="cupti"`` asks for CUPTI explicitly;
+``gpu=False`` turns GPU collection off. Every part that cannot start prints one line saying what
+was turned off and why; the user's job and the CPU trace go on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any
+
+from rlscope.errors import RLScopeError
+
+GPU_MODES = ("auto", "cupti", "kineto")
+
+
+def warn(message: str) -> None:
+    """One line on stderr: what was turned off and why."""
+    print(f"rlscope: warning: {message}", file=sys.stderr, flush=True)
+
+
+def cuda_driver_present() -> bool:
+    """Whether the CUDA driver library loads (no torch, no CUDA context)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def start_gpu_collectors(session: Any) -> list[Any]:
+    """Start what the session's ``gpu`` option asks for; return the collectors that started."""
+    mode = session.options.get("gpu", "auto")
+    if mode in (False, None, "off"):
+        return []
+    if mode not in GPU_MODES:
+        raise RLScopeError(f"gpu must be one of {', '.join(GPU_MODES)} or False, got {mode!r}")
+    if not cuda_driver_present():
+        warn("GPU tracing off: no CUDA driver (libcuda.so.1) on this machine; CPU-only trace")
+        return []
+    started: list[Any] = []
+    if mode == "kineto":
+        warn("GPU tracing off: the kineto backend is not available yet; use gpu='cupti' (rlscope[cupti])")
+    else:
+        from rlscope.collectors.cupti_gpu import CuptiCollector, CuptiUnavailable
+
+        try:
+            started.append(CuptiCollector(session).start())
+        except CuptiUnavailable as e:
+            warn(f"GPU tracing off: {e}; install rlscope[cupti] matching your CUDA runtime")
+    hz = session.options.get("nvml_hz", 10.0)
+    if hz:
+        from rlscope.collectors.nvml import NvmlSampler, NvmlUnavailable
+
+        try:
+            started.append(NvmlSampler(session, hz).start())
+        except NvmlUnavailable as e:
+            warn(f"NVML sampling off: {e}")
+    return started

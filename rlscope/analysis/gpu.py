@@ -1,0 +1,159 @@
+"""GPU activity: CUDA API intervals for the CPU timeline, attribution of GPU work to operations,
+GPU-bound time, and NVML's utilization next to the same metric recomputed from the kernel trace.
+
+Attribution: a kernel, copy or memset belongs to the operation that was innermost on the
+launching thread when its CUDA API call started (joined through CUPTI's correlation id), so
+asynchronous work that runs after its scope closed still counts for that scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+
+from rlscope import categories
+from rlscope.analysis.timeline import Timeline
+
+
+@dataclasses.dataclass
+class GpuRecords:
+    """GPU work of one process as arrays (kernels, copies, memsets; no API rows)."""
+
+    category: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    correlation: np.ndarray
+    name: np.ndarray
+
+
+@dataclasses.dataclass
+class ApiCalls:
+    thread: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    correlation: np.ndarray
+
+
+def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecords]:
+    """API calls (clipped to the session) and GPU records from a ``gpu.arrows`` table."""
+    keys = ("category", "start_ns", "end_ns", "correlation", "thread", "name")
+    c = {k: gpu.column(k).to_numpy() for k in keys}
+    is_api = c["category"] == categories.CUDA_API
+    a = np.flatnonzero(is_api)
+    g = np.flatnonzero(~is_api)
+    api = ApiCalls(
+        thread=c["thread"][a].astype(np.int64),
+        start=np.clip(c["start_ns"][a], start_ns, end_ns),
+        end=np.clip(c["end_ns"][a], start_ns, end_ns),
+        correlation=c["correlation"][a].astype(np.int64),
+    )
+    records = GpuRecords(
+        category=c["category"][g].astype(np.int64),
+        start=c["start_ns"][g].astype(np.int64),
+        end=c["end_ns"][g].astype(np.int64),
+        correlation=c["correlation"][g].astype(np.int64),
+        name=c["name"][g].astype(np.int64),
+    )
+    return api, records
+
+
+def union_per_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Disjoint intervals covering the same time, per thread (nested runtime/driver calls merge)."""
+    if len(thread) == 0:
+        return thread, start, end
+    order = np.lexsort((start, thread))
+    t, s, e = thread[order], start[order], end[order]
+    # running max of end within a thread: a new interval starts where start > that max
+    new_thread = np.ones(len(t), bool)
+    new_thread[1:] = t[1:] != t[:-1]
+    # cummax restarting per thread: offset each thread's values above the previous thread's
+    offset = np.cumsum(new_thread) * (int(e.max()) - int(s.min()) + 1)
+    reach = np.maximum.accumulate(e + offset) - offset
+    new = new_thread.copy()
+    new[1:] |= s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(t) - 1)
+    return t[first], s[first], reach[last]
+
+
+def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(operation instance, phase instance) innermost on ``thread`` at time ``ts`` (-1: none)."""
+    if len(thread) == 0 or len(tl.ts) == 0:
+        return np.full(len(thread), -1, np.int64), np.full(len(thread), -1, np.int64)
+    threads, tl_thread = np.unique(tl.thread, return_inverse=True)
+    q_thread = np.searchsorted(threads, thread)
+    known = (q_thread < len(threads)) & (threads[np.minimum(q_thread, len(threads) - 1)] == thread)
+    t0 = min(int(tl.ts.min()), int(ts.min()))
+    span = max(int(tl.ts.max()), int(ts.max())) - t0 + 2
+    key = tl_thread.reshape(-1) * span + (tl.ts - t0)  # timeline rows are sorted by (thread, ts)
+    q = np.minimum(q_thread, len(threads) - 1) * span + (ts - t0)
+    pos = np.searchsorted(key, q, side="right") - 1
+    ok = known & (pos >= 0)
+    pos = np.maximum(pos, 0)
+    ok &= tl_thread.reshape(-1)[pos] == np.minimum(q_thread, len(threads) - 1)
+    return np.where(ok, tl.op[pos], -1), np.where(ok, tl.phase[pos], -1)
+
+
+def attribute(tl: Timeline, api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.ndarray]:
+    """(operation instance, phase instance) of each GPU record; -1 where no launch was seen."""
+    op, phase = state_at(tl, api.thread, api.start)
+    none = np.full(len(records.correlation), -1, np.int64)
+    if len(api.correlation) == 0:
+        return none, none.copy()
+    order = np.argsort(api.correlation)
+    corr = api.correlation[order]
+    pos = np.minimum(np.searchsorted(corr, records.correlation), len(corr) - 1)
+    found = corr[pos] == records.correlation
+    idx = order[pos]
+    return np.where(found, op[idx], -1), np.where(found, phase[idx], -1)
+
+
+def busy_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of GPU intervals as sorted disjoint (start, end) arrays."""
+    zeros = np.zeros(len(start), np.int64)
+    _, s, e = union_per_thread(zeros, start, end)
+    return s, e
+
+
+def covered(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Busy time in [min, t) for sorted disjoint intervals (s, e), for each t."""
+    if len(s) == 0:
+        return np.zeros(len(t), np.float64)
+    cum = np.concatenate([[0], np.cumsum(e - s)])
+    i = np.searchsorted(s, t, side="right")  # intervals starting at or before t
+    full = cum[np.maximum(i - 1, 0)]
+    partial = np.where(i > 0, np.minimum(t, e[np.maximum(i - 1, 0)]) - s[np.maximum(i - 1, 0)], 0)
+    return np.where(i > 0, full + np.maximum(partial, 0), 0).astype(np.float64)
+
+
+def nvml_comparison(nvml: pa.Table | None, s: np.ndarray, e: np.ndarray, wall_ns: int) -> dict:
+    """NVML's utilization next to the kernel trace's, at NVML's sample period, and true GPU-bound time.
+
+    For each NVML sample at t (period P between samples), the kernel trace gives the busy share of
+    [t - P, t) and whether *any* GPU work ran in it; NVML-style utilization is the latter.
+    """
+    busy = float((e - s).sum()) if len(s) else 0.0
+    out: dict = {"gpu_bound_s": busy / 1e9, "gpu_bound_fraction": busy / wall_ns if wall_ns else 0.0}
+    if nvml is None or nvml.num_rows < 2:
+        out["nvml_samples"] = 0 if nvml is None else nvml.num_rows
+        return out
+    ts = nvml.column("ts_ns").to_numpy()
+    dev = nvml.column("device").to_numpy()
+    sel = dev == dev.min()  # the first GPU (the one the job used, in single-GPU runs)
+    ts, util = ts[sel], nvml.column("util_gpu").to_numpy()[sel].astype(np.float64)
+    period = np.diff(ts)
+    t_end, t_start = ts[1:], ts[:-1]
+    busy_win = covered(s, e, t_end) - covered(s, e, t_start)
+    out.update(
+        nvml_samples=len(ts),
+        nvml_period_s=float(np.median(period)) / 1e9,
+        nvml_util_mean=float(util[1:].mean()) / 100.0,
+        trace_any_activity_fraction=float((busy_win > 0).mean()),
+        trace_busy_fraction_in_windows=float((busy_win / period).mean()),
+        nvml_util=[float(u) / 100 for u in util[1:]],
+        trace_busy_in_windows=[float(b) for b in busy_win / period],
+        sample_t_s=[float(t) / 1e9 for t in t_end],
+    )
+    return out
