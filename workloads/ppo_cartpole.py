@@ -162,6 +162,7 @@ def train(
     bootstrap_truncated: bool = True,
     eval_episodes: int = 5,
     log_fn: Callable[[dict[str, Any]], None] | None = None,
+    time_limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Train PPO on CartPole-v1 and return its learning curve.
 
@@ -212,6 +213,8 @@ def train(
             next_done = torch.zeros(num_envs, device=dev)
 
             for iteration in range(1, num_iterations + 1):
+                if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
+                    break  # `rlscope demo` trains for a wall-clock budget rather than a step count
                 if anneal_lr:
                     frac = 1.0 - (iteration - 1.0) / num_iterations
                     optimizer.param_groups[0]["lr"] = frac * learning_rate

@@ -62,7 +62,7 @@ def demo(argv: list[str]) -> int:
     print(f"rlscope demo: training PPO on CartPole-v1 for {args.seconds:g} s (device {args.device}) ...")
     with rlscope.profile(trace_dir):
         result = ppo_cartpole.train(
-            total_timesteps=10_000_000, seed=args.seed, device=args.device, time_limit_s=args.seconds
+            total_timesteps=200_000, seed=args.seed, device=args.device, time_limit_s=args.seconds
         )
     print(
         f"rlscope demo: {result['global_step']} steps, {len(result['episode_returns'])} episodes,"

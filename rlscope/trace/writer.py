@@ -43,7 +43,10 @@ class StreamFile:
         self.path = path
         self.schema = arrow_schema
         self._sink = pa.OSFile(str(path), "wb")  # unbuffered: each batch reaches the OS at once
-        self._writer = pa.ipc.new_stream(self._sink, arrow_schema)
+        # zstd: event columns are regular (repeated kinds, threads, nearby timestamps) and shrink
+        # several-fold; every Arrow reader (pyarrow, polars, DuckDB via pyarrow) decompresses it
+        options = pa.ipc.IpcWriteOptions(compression="zstd")
+        self._writer = pa.ipc.new_stream(self._sink, arrow_schema, options=options)
         # the schema (with the process metadata) reaches disk now, not with the first rows: a
         # process killed before its first flush still leaves a readable, empty trace
         self._writer.write_batch(
