@@ -55,6 +55,10 @@ class Session:
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
+        if gpu not in (False, None, "off", "auto", "cupti", "kineto"):
+            raise RLScopeError(f"gpu must be one of auto, cupti, kineto or False, got {gpu!r}")
+        if nvml_hz < 0:
+            raise RLScopeError(f"nvml_hz must be >= 0 (0: no NVML sampling), got {nvml_hz}")
         self.trace_dir = Path(trace_dir)
         self.options: dict[str, Any] = {
             "flush_interval": flush_interval,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rlscope.viz.html import NO_GPU_TEXT, render_html, write_html
 from rlscope.viz.terminal import has_gpu_time, summary_text
 

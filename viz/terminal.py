@@ -233,8 +233,11 @@ def _phase_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
-def render_summary(summary: dict, console: Console | None = None) -> None:
-    """Print the summary as rich tables: where the run's time went, per operation and category."""
+def render_summary(summary: dict, console: Console | None = None, warnings: bool = True) -> None:
+    """Print the summary as rich tables: where the run's time went, per operation and category.
+
+    ``warnings=False`` leaves the trace's warnings out (the CLI prints them on stderr instead).
+    """
     from rich.console import Console
     from rich.text import Text
 
@@ -269,11 +272,31 @@ def render_summary(summary: dict, console: Console | None = None) -> None:
             )
         console.print(Text(line, style="yellow" if incomplete else "dim"))
 
-    for warning in summary.get("warnings") or []:
+    for warning in (summary.get("warnings") or []) if warnings else []:
         console.print(Text(f"warning: {warning}", style="yellow"))
+
+    gpu_line = gpu_utilization_line(summary)
+    if gpu_line:
+        console.print(Text(gpu_line, style="bold"))
 
     if len(summary.get("phases") or {}) > 1:
         console.print(_phase_table(summary))
+
+
+def gpu_utilization_line(summary: dict) -> str:
+    """GPU-bound time from the kernel trace next to NVML's utilization (which overstates GPU use)."""
+    gpu = summary.get("gpu") or {}
+    if not gpu:
+        return ""
+    wall = summary.get("wall_s") or 0.0
+    bound = f"{_secs(gpu.get('gpu_bound_s', 0.0))} s = {gpu.get('gpu_bound_fraction', 0):.1%}"
+    line = f"GPU-bound (kernel trace): {bound} of wall {_secs(wall)} s"
+    if gpu.get("nvml_samples", 0) > 1:
+        line += (
+            f" | NVML utilization (mean of {gpu['nvml_samples']} samples): {gpu['nvml_util_mean']:.1%}"
+            f" | windows with any GPU activity: {gpu['trace_any_activity_fraction']:.1%}"
+        )
+    return line
 
 
 def summary_text(summary: dict, width: int = 160) -> str:

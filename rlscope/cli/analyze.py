@@ -44,7 +44,7 @@ def write_outputs(summary: dict[str, Any], args: argparse.Namespace) -> None:
         except OSError as e:
             raise RLScopeError(f"{args.html}: cannot write: {e.strerror or e}") from None
     if not args.quiet:
-        terminal.render_summary(summary)
+        terminal.render_summary(summary, warnings=False)
     for w in summary["warnings"]:
         print(f"rlscope-analyze: warning: {w}", file=sys.stderr)
 

@@ -1,0 +1,113 @@
+"""Ground truth on a real GPU (marked ``gpu``; skipped without CUDA, run on the device machine).
+
+Kernels of known duration (``torch.cuda._sleep``, timed independently with CUDA events), CPU
+busy-waits of known length, and a copy of known size, in scopes; rlscope must recover each
+operation's GPU time within 3% and CPU time within 5%, including a kernel that finishes after
+its scope has closed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import rlscope
+from rlscope.trace.reader import load_trace
+from tests.conftest import summary_of
+
+pytestmark = pytest.mark.gpu
+
+
+def _cupti_or_skip():
+    pytest.importorskip("cupti", reason="cupti-python (rlscope[cupti]) not installed")
+
+
+def _sleep_cycles_for(torch, seconds: float) -> int:
+    """Cycles for torch.cuda._sleep to spin ~seconds, measured with CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cycles = 1_000_000
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    per_cycle = start.elapsed_time(end) / 1e3 / cycles
+    return int(seconds / per_cycle)
+
+
+def busy_wait(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_gpu_ground_truth(tmp_path):
+    torch = pytest.importorskip("torch")
+    _cupti_or_skip()
+    torch.cuda.init()
+    cycles = _sleep_cycles_for(torch, 0.005)
+    n_copy = 64 * 1024 * 1024
+    src = torch.empty(n_copy // 4, dtype=torch.float32, device="cuda").uniform_()
+    dst = torch.empty(n_copy // 4, dtype=torch.float32, pin_memory=True)
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
+    with rlscope.profile(tmp_path / "t", backend=False, nvml_hz=20):
+        with rlscope.scope("gpu_sleep"):
+            ev[0].record()
+            for _ in range(10):
+                torch.cuda._sleep(cycles)
+            ev[1].record()
+            torch.cuda.synchronize()
+        with rlscope.scope("cpu_busy"):
+            busy_wait(0.05)
+        with rlscope.scope("async_launch"):  # the scope closes long before its kernel ends
+            ev[2].record()
+            torch.cuda._sleep(cycles * 4)
+            ev[3].record()
+        with rlscope.scope("wait"):
+            torch.cuda.synchronize()
+        with rlscope.scope("copy"):
+            ev[4].record()
+            dst.copy_(src, non_blocking=True)
+            ev[5].record()
+            torch.cuda.synchronize()
+    sleep_s = ev[0].elapsed_time(ev[1]) / 1e3
+    async_s = ev[2].elapsed_time(ev[3]) / 1e3
+    copy_s = ev[4].elapsed_time(ev[5]) / 1e3
+    s = summary_of(tmp_path / "t")
+    ops = s["operations"]
+    assert ops["gpu_sleep"]["gpu_categories"]["gpu_kernel"] == pytest.approx(sleep_s, rel=0.03)
+    assert ops["async_launch"]["gpu_categories"]["gpu_kernel"] == pytest.approx(async_s, rel=0.03)
+    assert "gpu_kernel" not in ops["wait"]["gpu_categories"]
+    assert ops["async_launch"]["total_s"] < 0.5 * async_s  # the CPU side was short
+    assert ops["cpu_busy"]["exclusive_s"] == pytest.approx(0.05, rel=0.05)
+    assert ops["copy"]["gpu_categories"]["gpu_memcpy"] == pytest.approx(copy_s, rel=0.10)
+    gpu = load_trace(tmp_path / "t").processes[0].gpu
+    copies = [r for r in gpu.to_pylist() if r["category"] == 5 and r["bytes"] == n_copy]
+    assert len(copies) == 1
+    # CUDA API time shows up as its own CPU category, inside the operations that made the calls
+    assert ops["gpu_sleep"]["categories"].get("cuda_api", 0) > 0
+    assert s["gpu_bound_s"] >= sleep_s + async_s
+    assert s["gpu"]["nvml_samples"] > 0
+
+
+def test_kernels_from_other_libraries_are_seen(tmp_path):
+    torch = pytest.importorskip("torch")
+    triton = pytest.importorskip("triton")
+    _cupti_or_skip()
+    import triton.language as tl
+
+    @triton.jit
+    def add_one(x_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+    x = torch.zeros(4096, device="cuda")
+    add_one[(4,)](x, 4096, BLOCK=1024)  # compile outside the session
+    torch.cuda.synchronize()
+    with rlscope.profile(tmp_path / "t", backend=False), rlscope.scope("triton_op"):
+        add_one[(4,)](x, 4096, BLOCK=1024)
+        torch.cuda.synchronize()
+    s = summary_of(tmp_path / "t")
+    assert s["operations"]["triton_op"]["gpu_categories"]["gpu_kernel"] > 0
+    assert float(x[0]) == 2.0
