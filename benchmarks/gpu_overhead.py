@@ -93,17 +93,19 @@ def ppo(tmp: str, timesteps: int, reps: int) -> dict:
 
 
 def main() -> None:
+    import faulthandler
+    import sys
+
+    faulthandler.dump_traceback_later(100, exit=True, file=sys.stderr)  # a hang shows where it is
     p = argparse.ArgumentParser()
     p.add_argument("--timesteps", type=int, default=16384)
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--json", default=None)
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        result = {
-            "device": torch.cuda.get_device_name(),
-            "micro": micro(tmp),
-            "ppo": ppo(tmp, args.timesteps, args.reps),
-        }
+        result = {"device": torch.cuda.get_device_name(), "micro": micro(tmp)}
+        print(json.dumps(result, indent=1), flush=True)
+        result["ppo"] = ppo(tmp, args.timesteps, args.reps)
     print(json.dumps(result, indent=1))
     if args.json:
         with open(args.json, "w") as f:

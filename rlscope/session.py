@@ -172,13 +172,14 @@ class Session:
         """Close open scopes (flagged), stop collectors and flush everything to disk. Idempotent."""
         if self._writer is None or os.getpid() != self._pid:
             return
+        # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
+        end_ns = self.clock()
         for col in reversed(self._collectors):
             try:
                 col.stop()
             except Exception as e:  # a collector failing must not lose the trace
                 warnings.warn(f"rlscope: collector {col!r} failed to stop: {e}", stacklevel=2)
         self._collectors.clear()
-        end_ns = self.clock()
         with self._states_lock:
             states = list(self._states)
         for st in states:
