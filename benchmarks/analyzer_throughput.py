@@ -41,7 +41,11 @@ PATTERN = [
 ]
 
 
-def write_synthetic(path: Path, n_events: int, batch: int = 100_000) -> int:
+def write_synthetic(path: Path, n_events: int, batch: int = 100_000, shared_ops: bool = False) -> int:
+    """A zstd-compressed trace like rlscope writes. A quarter of the iterations run on a second
+    thread: as a data-loading thread with its own operation name (the usual shape), or, with
+    ``shared_ops``, with the same operation names as the main thread (the worst case: those
+    operations need the cross-thread sweep)."""
     proc = path / "process-1"
     proc.mkdir(parents=True)
     reps = n_events // len(PATTERN)
@@ -56,6 +60,8 @@ def write_synthetic(path: Path, n_events: int, batch: int = 100_000) -> int:
     parent = np.where(is_cat, parent, -1)
     name = np.tile(np.array([p[3] for p in PATTERN], np.int32), reps)
     thread = np.where(it % 4 == 3, 2, 1).astype(np.int64)  # a quarter of iterations on a second thread
+    if not shared_ops:
+        name = np.where((thread == 2) & (name >= 0), 4, name).astype(np.int32)
     ts = np.arange(n, dtype=np.int64) * 500 + 1000
     flags = np.zeros(n, np.int8)
     cols = {
@@ -87,15 +93,16 @@ def write_synthetic(path: Path, n_events: int, batch: int = 100_000) -> int:
     }
     meta = {"pid": "1", "host": "synthetic", "clock_anchor_ns": "0", "clock_anchor_unix_ns": "0"}
     schema = S.events_schema(meta)
-    with pa.OSFile(str(proc / S.EVENTS_FILE), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+    zstd = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.OSFile(str(proc / S.EVENTS_FILE), "wb") as f, pa.ipc.new_stream(f, schema, options=zstd) as w:
         w.write_table(pa.table(head, schema=schema))
         for i in range(0, n, batch):
             w.write_table(pa.table({k: v[i : i + batch] for k, v in cols.items()}, schema=schema))
         w.write_table(pa.table(tail, schema=schema))
     names = pa.table(
         {
-            "id": pa.array([0, 1, 2, 3], pa.int32()),
-            "name": ["training", "inference", "simulation", "backprop"],
+            "id": pa.array([0, 1, 2, 3, 4], pa.int32()),
+            "name": ["training", "inference", "simulation", "backprop", "data_loading"],
         },
         schema=S.names_schema(),
     )
@@ -107,12 +114,13 @@ def write_synthetic(path: Path, n_events: int, batch: int = 100_000) -> int:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--events", type=int, default=10_000_000)
+    p.add_argument("--shared-ops", action="store_true", help="second thread runs the same operations")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     with tempfile.TemporaryDirectory() as d:
-        n = write_synthetic(Path(d), args.events)
+        n = write_synthetic(Path(d), args.events, shared_ops=args.shared_ops)
         best = float("inf")
         for _ in range(3):
             t0 = time.perf_counter()
@@ -120,7 +128,8 @@ def main() -> None:
             summary = summarize(trace, analyze(trace))
             best = min(best, time.perf_counter() - t0)
         ops = summary["operations"]
-        assert set(ops) == {"inference", "simulation", "backprop"}, ops.keys()
+        expected = {"inference", "simulation", "backprop"} | (set() if args.shared_ops else {"data_loading"})
+        assert set(ops) == expected, ops.keys()
         print(f"events: {n:,}  best of 3: {best:.3f} s  throughput: {n / best / 1e6:.2f} M events/s (1 core)")
 
 

@@ -42,6 +42,7 @@ class Timeline:
     end_ns: int
     inst_name: np.ndarray  # instance id -> name id (-1 unknown)
     inst_end: np.ndarray  # instance id -> end time (end_ns when never closed)
+    thread_idx: np.ndarray  # dense thread index of each row (rows are grouped by thread)
 
     @property
     def duration(self) -> np.ndarray:
@@ -117,6 +118,7 @@ def build_timeline(
             0,
             empty,
             empty,
+            empty.astype(np.int32),
         )
     starts = np.flatnonzero(kind == S.SESSION_START)
     main_thread = int(thread[starts[0]]) if len(starts) else int(thread[0])
@@ -175,4 +177,5 @@ def build_timeline(
         end_ns=end_ns,
         inst_name=inst_name,
         inst_end=inst_end,
+        thread_idx=np.cumsum(first, dtype=np.int32) - 1,
     )
