@@ -37,6 +37,9 @@ class BackendCollector:
 
         backend = categories.BACKEND
         cat_begin, cat_end = S.CAT_BEGIN, S.CAT_END
+        # torch.compile traces through active modes: recording must vanish from compiled graphs
+        # (Dynamo cannot trace perf_counter_ns, and compiled code is timed as a whole anyway)
+        compiling = torch.compiler.is_compiling
 
         class BackendMode(TorchFunctionMode):
             # annotate.category_enter/exit inlined: this runs on every torch call, and the calls
@@ -45,7 +48,7 @@ class BackendCollector:
                 if kwargs is None:
                     kwargs = {}
                 s = annotate._active
-                if s is None:
+                if s is None or compiling():
                     return func(*args, **kwargs)
                 st = s.thread_state()
                 cats = st.cats

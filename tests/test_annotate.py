@@ -160,3 +160,17 @@ def test_public_api_is_small():
         "simulator",
         "wrap_env",
     }
+
+
+def test_backend_recording_leaves_torch_compile_working(tmp_path):
+    torch = pytest.importorskip("torch")
+
+    def f(x):
+        return torch.sin(x) * 2 + 1
+
+    compiled = torch.compile(f, backend="eager")
+    x = torch.linspace(0, 1, 16)
+    with rlscope.profile(tmp_path / "t", gpu=False), rlscope.scope("compiled_call"):
+        y = compiled(x)
+    assert torch.allclose(y, f(x))
+    assert "compiled_call" in summary_of(tmp_path / "t")["operations"]

@@ -125,7 +125,7 @@ def render_table(result: dict[str, Any], console: Any) -> None:
     prof = result.get("profiled") or {}
     breakdown = result.get("breakdown") or {}
     if prof:
-        cats = sorted({c for b in breakdown.values() for c in b})
+        cats = sorted({c for b in breakdown.values() for c in b if not c.startswith("_")})
         pt = Table(title="Profiled runs (rlscope): throughput beside where the time went")
         pt.add_column("backend")
         pt.add_column("N", justify="right")
@@ -135,7 +135,8 @@ def render_table(result: dict[str, Any], console: Any) -> None:
         pt.add_column("trace")
         for b, p in prof.items():
             shares = breakdown.get(b, {})
-            total = sum(shares.values()) or 1.0
+            # percent of the profiled run's wall time (CPU categories add up to it; gpu_bound is apart)
+            total = shares.get("_wall") or sum(v for c, v in shares.items() if c != "gpu_bound") or 1.0
             pt.add_row(
                 b,
                 _pow2(p["num_envs"]),
