@@ -12,7 +12,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -m pytest -q -m gpu tests/test_gpu_ground_truth.py 2>&1 | tee "$OUT/pytest_gpu.log"
 python3 -m pytest -q tests/test_gpu_degrade.py tests/test_gpu_analysis.py tests/test_annotate.py 2>&1 | tail -3
-timeout 240 python3 benchmarks/gpu_overhead.py --timesteps "${TIMESTEPS:-8192}" --reps "${REPS:-2}" \
-    --json "$OUT/gpu_overhead.json" 2>&1 | tail -60
+timeout 150 python3 benchmarks/gpu_overhead.py --json "$OUT/gpu_overhead.json" 2>&1 | tail -25
+timeout 240 python3 benchmarks/ppo_overhead.py --device cuda --timesteps "${TIMESTEPS:-8192}" --reps "${REPS:-2}" \
+    --json "$OUT/ppo_overhead_cuda.json" 2>&1 | grep -v "^rlscope: warning" | tail -30
 timeout 150 python3 -m rlscope.cli.main demo --device cuda --seconds 20 --trace-dir /tmp/demo-trace \
     --json "$OUT/demo_cuda.json" --html "$OUT/demo_cuda.html" 2>&1 | tee "$OUT/demo_cuda.log" | tail -45

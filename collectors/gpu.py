@@ -1,14 +1,16 @@
 """Choosing and starting the GPU collectors; anything missing degrades to a CPU-only trace.
 
-``gpu="auto"`` (default) traces GPU activity through CUPTI when cupti-python is installed and a
-CUDA driver is present, and samples NVML; ``gpu="cupti"`` asks for CUPTI explicitly;
-``gpu=False`` turns GPU collection off. Every part that cannot start prints one line saying what
+``gpu="auto"`` (default) traces GPU activity through Kineto (torch.profiler) when torch is
+installed, else through cupti-python, and samples NVML; ``gpu="kineto"`` / ``gpu="cupti"`` pick
+the backend (cupti also sees non-torch kernels in torch-free processes); ``gpu=False`` turns GPU
+collection off. Every part that cannot start prints one line saying what
 was turned off and why; the user's job and the CPU trace go on.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import sys
 from typing import Any
 
@@ -42,8 +44,12 @@ def start_gpu_collectors(session: Any) -> list[Any]:
         warn("GPU tracing off: no CUDA driver (libcuda.so.1) on this machine; CPU-only trace")
         return []
     started: list[Any] = []
+    if mode == "auto":
+        mode = "kineto" if importlib.util.find_spec("torch") is not None else "cupti"
     if mode == "kineto":
-        warn("GPU tracing off: the kineto backend is not available yet; use gpu='cupti' (rlscope[cupti])")
+        from rlscope.collectors.kineto_gpu import KinetoCollector
+
+        started.append(KinetoCollector(session, warn=warn).start())
     else:
         from rlscope.collectors.cupti_gpu import CuptiCollector, CuptiUnavailable
 

@@ -137,6 +137,8 @@ class _Scope:
                 _close_stack(s, st, ops, nid, S.OP_END, ts)
         else:
             _close_stack(s, st, st.phases, nid, S.PHASE_END, ts)
+        if ts >= s.tick_due_ns:
+            s.run_tick(ts)
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)

@@ -40,6 +40,9 @@ def _rank() -> str:
     return ""
 
 
+_NEVER = 2**63 - 1
+
+
 class Session:
     """One profiling session of this process. Use through :func:`rlscope.profile`."""
 
@@ -69,6 +72,10 @@ class Session:
         }
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
         self.nvtx_pop: Any = None
+        # a collector's periodic work on the session's own thread (Kineto cycles), run at scope exits
+        self.tick_due_ns = _NEVER
+        self._ticker: Any = None
+        self._tick_every_ns = 0
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
         self.events: Any = None  # the writer's deque, once started
@@ -89,6 +96,19 @@ class Session:
             with self._states_lock:
                 self._states.append(st)
         return st
+
+    def set_ticker(self, fn: Any, every_ns: int) -> None:
+        """Run ``fn`` at the first scope exit after every ``every_ns`` (see annotate._Scope.__exit__)."""
+        self._ticker, self._tick_every_ns = fn, every_ns
+        self.tick_due_ns = self.clock() + every_ns
+
+    def run_tick(self, now: int) -> None:
+        self.tick_due_ns = now + self._tick_every_ns
+        try:
+            self._ticker()
+        except Exception as e:  # never break the user's job
+            self.tick_due_ns = _NEVER
+            print(f"rlscope: warning: periodic collector work failed, stopped: {e}", file=sys.stderr)
 
     def thread_states(self) -> list[annotate.ThreadState]:
         with self._states_lock:
@@ -197,6 +217,7 @@ class Session:
         if annotate._active is self:
             annotate._active = None
         self.nvtx_push = self.nvtx_pop = None
+        self.tick_due_ns, self._ticker = _NEVER, None
         writer, self._writer = self._writer, None
         writer.close()
         atexit.unregister(self.stop)

@@ -37,7 +37,7 @@ def test_cupti_python_missing(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpu_mod, "cuda_driver_present", lambda: True)
     monkeypatch.setitem(sys.modules, "cupti", None)  # import fails
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    s = _run(tmp_path)
+    s = _run(tmp_path, gpu="cupti")
     assert "work" in s["operations"] and s["gpu_bound_s"] == 0
     warnings = _one_line_warnings(capsys.readouterr().err)
     assert any("GPU tracing off: cupti-python not usable" in w for w in warnings)
@@ -62,10 +62,21 @@ def test_cupti_refused(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpu_mod, "cuda_driver_present", lambda: True)
     monkeypatch.setitem(sys.modules, "cupti", pkg)
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    s = _run(tmp_path)
+    s = _run(tmp_path, gpu="cupti")
     assert "work" in s["operations"]
     warnings = _one_line_warnings(capsys.readouterr().err)
     assert any("CUPTI refused" in w and "INSUFFICIENT_PRIVILEGES" in w for w in warnings)
+
+
+def test_kineto_with_cpu_only_torch(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.setattr(gpu_mod, "cuda_driver_present", lambda: True)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    s = _run(tmp_path)  # gpu="auto" picks Kineto when torch is installed
+    assert "work" in s["operations"]
+    warnings = _one_line_warnings(capsys.readouterr().err)
+    assert any("GPU tracing off: torch sees no CUDA device" in w for w in warnings)
 
 
 def test_nvml_without_driver(tmp_path, capsys, monkeypatch):
@@ -79,7 +90,7 @@ def test_nvml_without_driver(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpu_mod, "cuda_driver_present", lambda: True)
     monkeypatch.setitem(sys.modules, "cupti", None)
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    _run(tmp_path)
+    _run(tmp_path, gpu="cupti")
     warnings = _one_line_warnings(capsys.readouterr().err)
     assert any("NVML sampling off: NVML not available (Driver Not Loaded)" in w for w in warnings)
 

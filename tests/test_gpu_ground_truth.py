@@ -35,15 +35,35 @@ def _sleep_cycles_for(torch, seconds: float) -> int:
     return int(seconds / per_cycle)
 
 
+def test_kineto_cycles_stream_records(tmp_path):
+    """With a short cycle, Kineto rotates during the run and every cycle's kernels reach the trace."""
+    torch = pytest.importorskip("torch")
+    cycles = _sleep_cycles_for(torch, 0.001)
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu="kineto", nvml_hz=0)
+    with session:
+        session.set_ticker(session._ticker, int(0.05e9))  # rotate every 50 ms instead of 10 s
+        for _ in range(40):
+            with rlscope.scope("step"):
+                torch.cuda._sleep(cycles)
+                torch.cuda.synchronize()
+    gpu = load_trace(tmp_path / "t").processes[0].gpu
+    sleeps = [r for r in gpu.to_pylist() if r["category"] == 4]
+    assert len(sleeps) >= 38  # a kernel in flight at a rotation may be missed, no more
+    s = summary_of(tmp_path / "t")
+    assert s["operations"]["step"]["gpu_categories"]["gpu_kernel"] > 0.03
+
+
 def busy_wait(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
 
 
-def test_gpu_ground_truth(tmp_path):
+@pytest.mark.parametrize("backend", ["kineto", "cupti"])
+def test_gpu_ground_truth(tmp_path, backend):
     torch = pytest.importorskip("torch")
-    _cupti_or_skip()
+    if backend == "cupti":
+        _cupti_or_skip()
     torch.cuda.init()
     cycles = _sleep_cycles_for(torch, 0.005)
     n_copy = 64 * 1024 * 1024
@@ -52,7 +72,7 @@ def test_gpu_ground_truth(tmp_path):
     dst.copy_(src)  # warm-up: the first copy into fresh pinned memory pays one-time driver costs
     torch.cuda.synchronize()
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
-    with rlscope.profile(tmp_path / "t", backend=False, nvml_hz=20):
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=backend, nvml_hz=20):
         with rlscope.scope("gpu_sleep"):
             ev[0].record()
             for _ in range(10):
@@ -84,18 +104,22 @@ def test_gpu_ground_truth(tmp_path):
     assert ops["cpu_busy"]["exclusive_s"] == pytest.approx(0.05, rel=0.05)
     assert ops["copy"]["gpu_categories"]["gpu_memcpy"] == pytest.approx(copy_s, rel=0.10)
     gpu = load_trace(tmp_path / "t").processes[0].gpu
-    copies = [r for r in gpu.to_pylist() if r["category"] == 5 and r["bytes"] == n_copy]
+    copies = [r for r in gpu.to_pylist() if r["category"] == 5]
     assert len(copies) == 1
+    if backend == "cupti":  # Kineto's events do not carry the byte count
+        assert copies[0]["bytes"] == n_copy
     # CUDA API time shows up as its own CPU category, inside the operations that made the calls
     assert ops["gpu_sleep"]["categories"].get("cuda_api", 0) > 0
     assert s["gpu_bound_s"] >= sleep_s + async_s
     assert s["gpu"]["nvml_samples"] > 0
 
 
-def test_kernels_from_other_libraries_are_seen(tmp_path):
+@pytest.mark.parametrize("backend", ["kineto", "cupti"])
+def test_kernels_from_other_libraries_are_seen(tmp_path, backend):
     torch = pytest.importorskip("torch")
     triton = pytest.importorskip("triton")
-    _cupti_or_skip()
+    if backend == "cupti":
+        _cupti_or_skip()
     import triton.language as tl
 
     @triton.jit
@@ -106,7 +130,7 @@ def test_kernels_from_other_libraries_are_seen(tmp_path):
     x = torch.zeros(4096, device="cuda")
     add_one[(4,)](x, 4096, BLOCK=1024)  # compile outside the session
     torch.cuda.synchronize()
-    with rlscope.profile(tmp_path / "t", backend=False), rlscope.scope("triton_op"):
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=backend), rlscope.scope("triton_op"):
         add_one[(4,)](x, 4096, BLOCK=1024)
         torch.cuda.synchronize()
     s = summary_of(tmp_path / "t")
