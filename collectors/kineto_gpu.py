@@ -43,6 +43,7 @@ class KinetoCollector:
         from torch.profiler import ProfilerActivity, profile
 
         self._cuda = DeviceType.CUDA
+        self._disable = torch.autograd._disable_profiler
         self._profile = lambda: profile(activities=[ProfilerActivity.CUDA])
         self.rows = self.session.writer.add_stream(S.GPU_FILE, S.columns_schema(S.GPU_COLUMNS_DOC))
         self._owner = threading.get_ident()
@@ -64,9 +65,11 @@ class KinetoCollector:
         self.prof.start()
 
     def _end_cycle(self, restart: bool) -> None:
-        prof, self.prof = self.prof, None
-        prof.stop()
-        self._pending.append((prof.profiler.kineto_results.events(), self.offset))
+        # Not prof.stop(): that also parses every event into Python FunctionEvents on this (the
+        # user's) thread. The raw result is kept, and its events are read on the writer thread.
+        self.prof = None
+        result = self._disable()
+        self._pending.append((result, self.offset))
         if restart:
             self._start_cycle()
 
@@ -78,8 +81,8 @@ class KinetoCollector:
     def flush(self) -> None:
         """Convert finished cycles' events to rows (on the writer thread)."""
         while self._pending:
-            events, offset = self._pending.popleft()
-            self._convert(events, offset)
+            result, offset = self._pending.popleft()
+            self._convert(result.events(), offset)
 
     def _convert(self, events: Any, offset: int) -> None:
         threads = {st.ident32: st.thread for st in self.session.thread_states()}
