@@ -3,7 +3,7 @@
     python benchmarks/ppo_overhead.py [--device cpu|cuda] [--timesteps 20480] [--reps 2]
 
 Variants: unprofiled; profiled with backend-op recording; profiled without it (scopes and the
-simulator wrapper only). GPU tracing follows the device (CUPTI on cuda, off on cpu). Reports the
+simulator wrapper only). GPU tracing follows the device (Kineto on cuda, off on cpu). Reports the
 median wall time of each, the slowdown over unprofiled, and whether the learning curve was
 identical (profiling must not change the job's results).
 """
@@ -27,7 +27,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--json", default=None)
     args = p.parse_args()
-    gpu = "cupti" if args.device == "cuda" else False
+    gpu = "auto" if args.device == "cuda" else False
     variants = {
         "unprofiled": None,
         "profiled, backend ops recorded": {"backend": True, "gpu": gpu},
