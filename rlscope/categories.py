@@ -13,16 +13,19 @@ CUDA_API = 3
 GPU_KERNEL = 4
 GPU_MEMCPY = 5
 GPU_MEMSET = 6
+PROFILER = 7  # rlscope's own work on the user's thread (GPU trace rotation), shown, not hidden
+
 
 CPU_CATEGORIES: dict[int, str] = {
     PYTHON: "python",
     SIMULATOR: "simulator",
     BACKEND: "backend",
     CUDA_API: "cuda_api",
+    PROFILER: "rlscope",
 }
 GPU_CATEGORIES: dict[int, str] = {
     GPU_KERNEL: "gpu_kernel",
     GPU_MEMCPY: "gpu_memcpy",
     GPU_MEMSET: "gpu_memset",
 }
-CATEGORY_NAMES: dict[int, str] = {**CPU_CATEGORIES, **GPU_CATEGORIES}
+CATEGORY_NAMES: dict[int, str] = dict(sorted({**CPU_CATEGORIES, **GPU_CATEGORIES}.items()))

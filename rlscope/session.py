@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rlscope import _imports, annotate
+from rlscope import _imports, annotate, categories
 from rlscope._version import __version__
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
@@ -104,11 +104,14 @@ class Session:
 
     def run_tick(self, now: int) -> None:
         self.tick_due_ns = now + self._tick_every_ns
+        annotate.category_enter(self, categories.PROFILER)  # rlscope's time, reported as such
         try:
             self._ticker()
         except Exception as e:  # never break the user's job
             self.tick_due_ns = _NEVER
             print(f"rlscope: warning: periodic collector work failed, stopped: {e}", file=sys.stderr)
+        finally:
+            annotate.category_exit(self, categories.PROFILER)
 
     def thread_states(self) -> list[annotate.ThreadState]:
         with self._states_lock:
