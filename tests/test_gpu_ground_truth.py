@@ -28,6 +28,8 @@ def _cupti_or_skip():
 
 def _sleep_cycles_for(torch, seconds: float) -> int:
     """Cycles for torch.cuda._sleep to spin ~seconds, measured with CUDA events."""
+    torch.cuda._sleep(1000)  # warm-up: the first launch loads the kernel and would skew the rate
+    torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     cycles = 1_000_000
     start.record()
@@ -45,7 +47,7 @@ def test_kineto_cycles_stream_records(tmp_path):
     session = rlscope.profile(tmp_path / "t", backend=False, gpu="kineto", nvml_hz=0)
     timed = 0.0
     with session:
-        session.set_ticker(session._ticker, int(0.03e9))  # rotate every 30 ms instead of 10 s
+        session.set_ticker(session._ticker, int(0.02e9))  # rotate every 20 ms instead of 10 s
         for _ in range(20):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with rlscope.scope("step"):
