@@ -96,54 +96,30 @@ class CuptiCollector:
             if h is not None:
                 h(r)
 
-    def _kernel(self, r: Any) -> None:
+    def _gpu(self, r: Any, category: int, name: int, nbytes: int) -> None:
         off = self.offset
-        self.rows.append(
-            (
-                categories.GPU_KERNEL,
-                r.start - off,
-                r.end - off,
-                r.correlation_id,
-                -1,
-                r.device_id,
-                r.stream_id,
-                annotate.intern(r.name or "<kernel>"),
-                0,
-            )
+        row = (
+            category,
+            r.start - off,
+            r.end - off,
+            r.correlation_id,
+            -1,
+            r.device_id,
+            r.stream_id,
+            name,
+            nbytes,
         )
+        self.rows.append(row)
+
+    def _kernel(self, r: Any) -> None:
+        self._gpu(r, categories.GPU_KERNEL, annotate.intern(r.name or "<kernel>"), 0)
 
     def _memcpy(self, r: Any) -> None:
-        off = self.offset
         name = annotate.intern(COPY_KINDS.get(int(r.copy_kind), "memcpy"))
-        self.rows.append(
-            (
-                categories.GPU_MEMCPY,
-                r.start - off,
-                r.end - off,
-                r.correlation_id,
-                -1,
-                r.device_id,
-                r.stream_id,
-                name,
-                r.bytes,
-            )
-        )
+        self._gpu(r, categories.GPU_MEMCPY, name, r.bytes)
 
     def _memset(self, r: Any) -> None:
-        off = self.offset
-        self.rows.append(
-            (
-                categories.GPU_MEMSET,
-                r.start - off,
-                r.end - off,
-                r.correlation_id,
-                -1,
-                r.device_id,
-                r.stream_id,
-                annotate.intern("memset"),
-                r.bytes,
-            )
-        )
+        self._gpu(r, categories.GPU_MEMSET, annotate.intern("memset"), r.bytes)
 
     def _api(self, r: Any) -> None:
         off = self.offset
