@@ -1,9 +1,9 @@
 """Choosing and starting the GPU collectors; anything missing degrades to a CPU-only trace.
 
-``gpu="auto"`` (default) traces GPU activity through Kineto (torch.profiler) when torch is
-installed, else through cupti-python, and samples NVML; ``gpu="kineto"`` / ``gpu="cupti"`` pick
-the backend (cupti also sees non-torch kernels in torch-free processes); ``gpu=False`` turns GPU
-collection off. Every part that cannot start prints one line saying what
+``gpu="auto"`` (default) traces GPU activity through rlscope's native CUPTI consumer (built on
+first use; cheapest), else Kineto (torch.profiler) when torch is installed, else cupti-python, and
+samples NVML. ``gpu="cupti"`` means native CUPTI, else cupti-python; ``gpu="kineto"`` forces
+Kineto; ``gpu=False`` turns GPU collection off. Every part that cannot start prints one line saying what
 was turned off and why; the user's job and the CPU trace go on.
 """
 
@@ -44,19 +44,29 @@ def start_gpu_collectors(session: Any) -> list[Any]:
         warn("GPU tracing off: no CUDA driver (libcuda.so.1) on this machine; CPU-only trace")
         return []
     started: list[Any] = []
-    if mode == "auto":
-        mode = "kineto" if importlib.util.find_spec("torch") is not None else "cupti"
-    if mode == "kineto":
+    from rlscope.collectors.cupti_gpu import CuptiCollector, CuptiUnavailable
+
+    native_error = None
+    if mode in ("auto", "cupti"):
+        # rlscope's native consumer first: it is the cheapest per record (see cupti_native.c)
+        from rlscope.collectors.cupti_native import NativeCuptiCollector
+
+        try:
+            started.append(NativeCuptiCollector(session).start())
+        except CuptiUnavailable as e:
+            native_error = e
+    if not started and mode == "auto" and importlib.util.find_spec("torch") is not None:
+        mode = "kineto"
+    if not started and mode == "kineto":
         from rlscope.collectors.kineto_gpu import KinetoCollector
 
         started.append(KinetoCollector(session, warn=warn).start())
-    else:
-        from rlscope.collectors.cupti_gpu import CuptiCollector, CuptiUnavailable
-
+    elif not started:
         try:
             started.append(CuptiCollector(session).start())
         except CuptiUnavailable as e:
-            warn(f"GPU tracing off: {e}; install rlscope[cupti] matching your CUDA runtime")
+            why = f"{native_error}; {e}" if native_error else str(e)
+            warn(f"GPU tracing off: {why}; install rlscope[cupti] matching your CUDA runtime")
     hz = session.options.get("nvml_hz", 10.0)
     if hz:
         from rlscope.collectors.nvml import NvmlSampler, NvmlUnavailable

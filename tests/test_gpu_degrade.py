@@ -40,7 +40,10 @@ def test_cupti_python_missing(tmp_path, capsys, monkeypatch):
     s = _run(tmp_path, gpu="cupti")
     assert "work" in s["operations"] and s["gpu_bound_s"] == 0
     warnings = _one_line_warnings(capsys.readouterr().err)
-    assert any("GPU tracing off: cupti-python not usable" in w for w in warnings)
+    assert any(
+        w.startswith("rlscope: warning: GPU tracing off:") and "cupti-python not usable" in w
+        for w in warnings
+    )
     assert any("NVML sampling off: nvidia-ml-py is not installed" in w for w in warnings)
 
 
@@ -101,3 +104,23 @@ def test_gpu_off_and_bad_mode(tmp_path, capsys):
     with pytest.raises(RLScopeError, match="gpu must be one of"):
         rlscope.profile(tmp_path / "x", gpu="bogus")
     assert rlscope.session.active_session() is None
+
+
+def test_native_cupti_consumer_builds_and_refuses_cleanly(tmp_path, monkeypatch):
+    """Where CUPTI headers exist the C consumer compiles; with no GPU its start is a clean refusal."""
+    from rlscope.collectors import cupti_native
+    from rlscope.collectors.cupti_gpu import CuptiUnavailable
+
+    monkeypatch.setenv("RLSCOPE_CACHE", str(tmp_path / "cache"))
+    try:
+        so = cupti_native.build()
+    except CuptiUnavailable as e:
+        pytest.skip(f"no CUPTI toolchain here: {e}")
+    assert so.exists() and so.parent == tmp_path / "cache"
+    lib = __import__("ctypes").CDLL(str(so))
+    lib.rl_row_size.restype = __import__("ctypes").c_size_t
+    assert lib.rl_row_size() == cupti_native.ROW.itemsize
+    if not gpu_mod.cuda_driver_present():
+        session = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
+        with session, pytest.raises(CuptiUnavailable, match="CUPTI"):
+            cupti_native.NativeCuptiCollector(session).start()

@@ -1,0 +1,201 @@
+/* rlscope's native CUPTI activity consumer.
+ *
+ * Why native: cupti-python turns every activity record into a Python object (several us each),
+ * which on a launch-bound RL workload costs more than the work being measured. Here CUPTI's
+ * buffer-completed callback copies each record into a flat array of fixed-size rows (no Python,
+ * no GIL); Python drains the array in bulk from the writer thread.
+ */
+#include <cupti.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if CUPTI_API_VERSION >= 130000
+typedef CUpti_ActivityKernel10 rl_kernel_t;
+typedef CUpti_ActivityMemcpy6 rl_memcpy_t;
+#else
+typedef CUpti_ActivityKernel9 rl_kernel_t;
+typedef CUpti_ActivityMemcpy5 rl_memcpy_t;
+#endif
+typedef CUpti_ActivityMemset4 rl_memset_t;
+
+typedef struct {
+  int64_t start, end, corr, thread, stream, bytes;
+  int32_t name;    /* >= 0: kernel name id; memcpy: -100 - copyKind; memset: -1; API: -(domain*1e6 + cbid) */
+  int16_t device;
+  int8_t category; /* 3 cuda_api, 4 kernel, 5 memcpy, 6 memset (rlscope.categories) */
+  int8_t pad;
+} rl_row;
+
+#define BUF_SIZE (8u << 20)
+static rl_row *rows;
+static size_t n_rows, cap_rows;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* kernel names: CUPTI shares one name pointer per kernel, so intern by pointer */
+static const char **name_ptr;  /* open-addressing table of pointers */
+static int32_t *name_id;
+static size_t name_cap;
+static char **names;
+static size_t n_names;
+
+static int32_t intern_name(const char *p) {
+  if (!p) p = "<kernel>";
+  if (2 * (n_names + 1) > name_cap) {
+    size_t cap = name_cap ? 2 * name_cap : 1024;
+    const char **np = calloc(cap, sizeof *np);
+    int32_t *ni = calloc(cap, sizeof *ni);
+    for (size_t i = 0; i < name_cap; i++)
+      if (name_ptr[i]) {
+        size_t h = ((uintptr_t)name_ptr[i] >> 4) & (cap - 1);
+        while (np[h]) h = (h + 1) & (cap - 1);
+        np[h] = name_ptr[i];
+        ni[h] = name_id[i];
+      }
+    free(name_ptr);
+    free(name_id);
+    name_ptr = np;
+    name_id = ni;
+    name_cap = cap;
+    names = realloc(names, cap * sizeof *names);
+  }
+  size_t h = ((uintptr_t)p >> 4) & (name_cap - 1);
+  while (name_ptr[h]) {
+    if (name_ptr[h] == p) return name_id[h];
+    h = (h + 1) & (name_cap - 1);
+  }
+  name_ptr[h] = p;
+  name_id[h] = (int32_t)n_names;
+  names[n_names] = strdup(p);
+  return (int32_t)n_names++;
+}
+
+static rl_row *push_row(void) {
+  if (n_rows == cap_rows) {
+    cap_rows = cap_rows ? 2 * cap_rows : 65536;
+    rows = realloc(rows, cap_rows * sizeof *rows);
+  }
+  rl_row *r = &rows[n_rows++];
+  memset(r, 0, sizeof *r);
+  return r;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = aligned_alloc(8, BUF_SIZE);
+  *size = *buffer ? BUF_SIZE : 0;
+  *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+                                      size_t valid) {
+  CUpti_Activity *rec = NULL;
+  pthread_mutex_lock(&mu);
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    rl_row *r;
+    switch (rec->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      case CUPTI_ACTIVITY_KIND_KERNEL: {
+        rl_kernel_t *k = (rl_kernel_t *)rec;
+        r = push_row();
+        r->category = 4; r->start = k->start; r->end = k->end; r->corr = k->correlationId;
+        r->device = k->deviceId; r->stream = k->streamId; r->name = intern_name(k->name); r->thread = -1;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        rl_memcpy_t *m = (rl_memcpy_t *)rec;
+        r = push_row();
+        r->category = 5; r->start = m->start; r->end = m->end; r->corr = m->correlationId;
+        r->device = m->deviceId; r->stream = m->streamId; r->bytes = m->bytes;
+        r->name = -100 - (int32_t)m->copyKind; r->thread = -1;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        rl_memset_t *m = (rl_memset_t *)rec;
+        r = push_row();
+        r->category = 6; r->start = m->start; r->end = m->end; r->corr = m->correlationId;
+        r->device = m->deviceId; r->stream = m->streamId; r->bytes = m->bytes; r->name = -1; r->thread = -1;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)rec;
+        r = push_row();
+        r->category = 3; r->start = a->start; r->end = a->end; r->corr = a->correlationId;
+        r->thread = (int64_t)a->threadId; r->device = -1; r->stream = -1;
+        r->name = -(int32_t)((rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? 1000000 : 2000000) + a->cbid);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  free(buffer);
+}
+
+static const CUpti_ActivityKind KINDS[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                           CUPTI_ACTIVITY_KIND_DRIVER};
+#define N_KINDS (sizeof KINDS / sizeof KINDS[0])
+
+int rl_start(void) {
+  CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) return (int)r;
+  for (size_t i = 0; i < N_KINDS; i++) {
+    r = cuptiActivityEnable(KINDS[i]);
+    if (r != CUPTI_SUCCESS) {
+      for (size_t j = 0; j < i; j++) cuptiActivityDisable(KINDS[j]);
+      return (int)r;
+    }
+  }
+  return 0;
+}
+
+int rl_flush(int forced) { return (int)cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0); }
+
+int rl_stop(void) {
+  int r = rl_flush(1);
+  for (size_t i = 0; i < N_KINDS; i++) cuptiActivityDisable(KINDS[i]);
+  return r;
+}
+
+size_t rl_row_size(void) { return sizeof(rl_row); }
+
+size_t rl_drain(rl_row *out, size_t max) {
+  pthread_mutex_lock(&mu);
+  size_t n = n_rows < max ? n_rows : max;
+  memcpy(out, rows, n * sizeof *rows);
+  memmove(rows, rows + n, (n_rows - n) * sizeof *rows);
+  n_rows -= n;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+size_t rl_pending(void) {
+  pthread_mutex_lock(&mu);
+  size_t n = n_rows;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+int32_t rl_num_names(void) {
+  pthread_mutex_lock(&mu);
+  int32_t n = (int32_t)n_names;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
+const char *rl_name(int32_t i) { return (i >= 0 && (size_t)i < n_names) ? names[i] : ""; }
+
+uint64_t rl_timestamp(void) {
+  uint64_t t = 0;
+  cuptiGetTimestamp(&t);
+  return t;
+}
+
+const char *rl_error(int code) {
+  const char *s = "unknown CUPTI error";
+  cuptiGetResultString((CUptiResult)code, &s);
+  return s;
+}

@@ -1,0 +1,216 @@
+"""GPU activity through rlscope's own native CUPTI consumer (``cupti_native.c``).
+
+The C file is compiled on first use (``cc``, seconds) against the CUPTI headers and library that
+CUDA installs or that the ``nvidia-cuda-cupti`` wheel (a torch dependency) ships, and cached in
+``~/.cache/rlscope``. CUPTI's callback copies records into flat rows in C; the writer thread
+drains them with one ``memcpy`` into a numpy array. No per-record Python on the training thread.
+Anything missing (no compiler, no headers, no library) raises CuptiUnavailable and the caller
+falls back to another backend.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlscope import annotate, categories
+from rlscope.collectors.cupti_gpu import COPY_KINDS, CuptiUnavailable
+from rlscope.trace import schema as S
+
+SOURCE = Path(__file__).with_name("cupti_native.c")
+ROW = np.dtype(
+    [
+        ("start", "<i8"),
+        ("end", "<i8"),
+        ("corr", "<i8"),
+        ("thread", "<i8"),
+        ("stream", "<i8"),
+        ("bytes", "<i8"),
+        ("name", "<i4"),
+        ("device", "<i2"),
+        ("category", "i1"),
+        ("pad", "i1"),
+    ]
+)
+
+
+def _cuda_dirs() -> list[tuple[Path, Path]]:
+    """(include dir, lib dir) candidates holding cupti.h and libcupti.so."""
+    roots = []
+    spec = importlib.util.find_spec("nvidia")
+    for base in spec.submodule_search_locations if spec and spec.submodule_search_locations else []:
+        roots += [Path(p) for p in glob.glob(os.path.join(base, "cu*"))] + [Path(base) / "cuda_cupti"]
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            roots.append(Path(os.environ[env]))
+    roots += [Path("/usr/local/cuda"), *map(Path, sorted(glob.glob("/usr/local/cuda-*"), reverse=True))]
+    out = []
+    for r in roots:
+        for inc in (r / "include", r / "extras/CUPTI/include", r / "targets/x86_64-linux/include"):
+            if (inc / "cupti.h").exists():
+                for lib in (r / "lib", r / "lib64", r / "extras/CUPTI/lib64", r / "targets/x86_64-linux/lib"):
+                    if glob.glob(str(lib / "libcupti.so*")):
+                        out.append((inc, lib))
+    return out
+
+
+def build() -> Path:
+    """Compile (once, cached) and return the shared library's path."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise CuptiUnavailable("no C compiler (cc) to build the native CUPTI consumer")
+    dirs = _cuda_dirs()
+    if not dirs:
+        raise CuptiUnavailable("CUPTI headers/library not found (CUDA toolkit or nvidia-cuda-cupti wheel)")
+    inc, lib = dirs[0]
+    key = hashlib.sha256(SOURCE.read_bytes() + str(inc).encode() + str(lib).encode()).hexdigest()[:16]
+    cache = Path(os.environ.get("RLSCOPE_CACHE", Path.home() / ".cache" / "rlscope"))
+    out = cache / f"cupti_native-{key}.so"
+    if out.exists():
+        return out
+    cache.mkdir(parents=True, exist_ok=True)
+    libname = "cupti"
+    if not (lib / "libcupti.so").exists():  # wheels ship only libcupti.so.<major>
+        libname = ":" + Path(sorted(glob.glob(str(lib / "libcupti.so*")))[0]).name
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = [
+        cc,
+        "-O2",
+        "-shared",
+        "-fPIC",
+        "-std=c11",
+        "-D_GNU_SOURCE",
+        f"-I{inc}",
+        str(SOURCE),
+        "-o",
+        str(tmp),
+        f"-L{lib}",
+        f"-l{libname}",
+        f"-Wl,-rpath,{lib}",
+        "-lpthread",
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CuptiUnavailable(f"building the native CUPTI consumer failed: {r.stderr.strip()[:300]}")
+    tmp.replace(out)
+    return out
+
+
+class NativeCuptiCollector:
+    """Streams CUPTI activity through the native consumer into ``gpu.arrows``."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.lib: Any = None
+        self.offset = 0
+        self._names: dict[int, int] = {}
+
+    def start(self) -> NativeCuptiCollector:
+        try:
+            lib = ctypes.CDLL(str(build()))
+        except OSError as e:
+            raise CuptiUnavailable(f"cannot load the native CUPTI consumer: {e}") from None
+        lib.rl_drain.restype = ctypes.c_size_t
+        lib.rl_drain.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        lib.rl_pending.restype = ctypes.c_size_t
+        lib.rl_row_size.restype = ctypes.c_size_t
+        lib.rl_name.restype = ctypes.c_char_p
+        lib.rl_name.argtypes = [ctypes.c_int32]
+        lib.rl_num_names.restype = ctypes.c_int32
+        lib.rl_timestamp.restype = ctypes.c_uint64
+        lib.rl_error.restype = ctypes.c_char_p
+        if lib.rl_row_size() != ROW.itemsize:
+            raise CuptiUnavailable("native CUPTI consumer: row layout mismatch")
+        rc = lib.rl_start()
+        if rc != 0:
+            raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")
+        self.lib = lib
+        self.rows = self.session.writer.add_stream(S.GPU_FILE, S.columns_schema(S.GPU_COLUMNS_DOC))
+        self._sync_clock()
+        self.session.writer.before_flush(self.flush)
+        return self
+
+    def _sync_clock(self) -> None:
+        best = None
+        for _ in range(5):
+            a = time.perf_counter_ns()
+            c = self.lib.rl_timestamp()
+            b = time.perf_counter_ns()
+            if best is None or b - a < best[0]:
+                best = (b - a, c - (a + b) // 2)
+        self.offset = best[1]
+
+    def _name_ids(self, raw: np.ndarray) -> np.ndarray:
+        """Map the consumer's name codes to rlscope's interned name ids (few distinct values)."""
+        uniq, inv = np.unique(raw, return_inverse=True)
+        mapped = np.empty(len(uniq), np.int64)
+        for i, code in enumerate(uniq.tolist()):
+            nid = self._names.get(code)
+            if nid is None:
+                if code >= 0:
+                    label = self.lib.rl_name(code).decode(errors="replace")
+                elif code == -1:
+                    label = "memset"
+                elif code > -1000:
+                    label = COPY_KINDS.get(-100 - code, "memcpy")
+                else:
+                    api = "runtime" if -code < 2000000 else "driver"
+                    label = f"cuda {api} cbid {-code % 1000000}"
+                nid = self._names[code] = annotate.intern(label)
+            mapped[i] = nid
+        return mapped[inv.reshape(-1)]
+
+    def flush(self) -> None:
+        self._sync_clock()
+        self.lib.rl_flush(1)
+        n = self.lib.rl_pending()
+        if n == 0:
+            return
+        buf = np.empty(n, ROW)
+        n = self.lib.rl_drain(buf.ctypes.data, n)
+        buf = buf[:n]
+        threads = {st.ident32: st.thread for st in self.session.thread_states()}
+        tid = buf["thread"]
+        is_api = buf["category"] == categories.CUDA_API
+        thread = np.where(is_api, -2 - tid, -1)
+        for ident32, native in threads.items():
+            thread[is_api & (tid == ident32)] = native
+        cols = [
+            buf["category"].astype(np.int64),
+            buf["start"] - self.offset,
+            buf["end"] - self.offset,
+            buf["corr"],
+            thread,
+            buf["device"].astype(np.int64),
+            buf["stream"],
+            self._name_ids(buf["name"]),
+            buf["bytes"],
+        ]
+        self.rows.extend(zip(*(c.tolist() for c in cols), strict=True))
+
+    def stop(self) -> None:
+        if self.lib is not None:
+            self.lib.rl_stop()
+            self.flush()
+
+    def __repr__(self) -> str:
+        return "NativeCuptiCollector"
+
+
+if __name__ == "__main__":  # python -m rlscope.collectors.cupti_native: build and report
+    try:
+        print(build())
+    except CuptiUnavailable as e:
+        print(f"unavailable: {e}", file=sys.stderr)
+        sys.exit(1)
