@@ -55,6 +55,7 @@ def start_gpu_collectors(session: Any) -> list[Any]:
             started.append(NativeCuptiCollector(session).start())
         except CuptiUnavailable as e:
             native_error = e
+            warn(f"native CUPTI consumer not used ({e}); falling back")
     if not started and mode == "auto" and importlib.util.find_spec("torch") is not None:
         mode = "kineto"
     if not started and mode == "kineto":

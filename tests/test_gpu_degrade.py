@@ -33,7 +33,18 @@ def test_no_cuda_driver(tmp_path, capsys, monkeypatch):
     assert "no CUDA driver" in w
 
 
+def _no_native(monkeypatch):
+    from rlscope.collectors import cupti_native
+    from rlscope.collectors.cupti_gpu import CuptiUnavailable
+
+    def refuse():
+        raise CuptiUnavailable("no C compiler (simulated)")
+
+    monkeypatch.setattr(cupti_native, "build", refuse)
+
+
 def test_cupti_python_missing(tmp_path, capsys, monkeypatch):
+    _no_native(monkeypatch)
     monkeypatch.setattr(gpu_mod, "cuda_driver_present", lambda: True)
     monkeypatch.setitem(sys.modules, "cupti", None)  # import fails
     monkeypatch.setitem(sys.modules, "pynvml", None)
@@ -62,6 +73,7 @@ def test_cupti_refused(tmp_path, capsys, monkeypatch):
     )
     pkg = types.ModuleType("cupti")
     pkg.cupti = fake
+    _no_native(monkeypatch)
     monkeypatch.setattr(gpu_mod, "cuda_driver_present", lambda: True)
     monkeypatch.setitem(sys.modules, "cupti", pkg)
     monkeypatch.setitem(sys.modules, "pynvml", None)
