@@ -47,14 +47,19 @@ ROW = np.dtype(
 
 def _cuda_dirs() -> list[tuple[Path, Path]]:
     """(include dir, lib dir) candidates holding cupti.h and libcupti.so."""
-    roots = []
+    roots: list[Path] = []
     spec = importlib.util.find_spec("nvidia")
     for base in spec.submodule_search_locations if spec and spec.submodule_search_locations else []:
         roots += [Path(p) for p in glob.glob(os.path.join(base, "cu*"))] + [Path(base) / "cuda_cupti"]
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
             roots.append(Path(os.environ[env]))
-    roots += [Path("/usr/local/cuda"), *map(Path, sorted(glob.glob("/usr/local/cuda-*"), reverse=True))]
+    # the toolkit first: its include dir has everything cupti.h pulls in
+    roots = [
+        Path("/usr/local/cuda"),
+        *map(Path, sorted(glob.glob("/usr/local/cuda-*"), reverse=True)),
+        *roots,
+    ]
     out = []
     for r in roots:
         for inc in (r / "include", r / "extras/CUPTI/include", r / "targets/x86_64-linux/include"):
@@ -73,38 +78,46 @@ def build() -> Path:
     dirs = _cuda_dirs()
     if not dirs:
         raise CuptiUnavailable("CUPTI headers/library not found (CUDA toolkit or nvidia-cuda-cupti wheel)")
-    inc, lib = dirs[0]
-    key = hashlib.sha256(SOURCE.read_bytes() + str(inc).encode() + str(lib).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("RLSCOPE_CACHE", Path.home() / ".cache" / "rlscope"))
-    out = cache / f"cupti_native-{key}.so"
-    if out.exists():
-        return out
-    cache.mkdir(parents=True, exist_ok=True)
-    libname = "cupti"
-    if not (lib / "libcupti.so").exists():  # wheels ship only libcupti.so.<major>
-        libname = ":" + Path(sorted(glob.glob(str(lib / "libcupti.so*")))[0]).name
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    cmd = [
-        cc,
-        "-O2",
-        "-shared",
-        "-fPIC",
-        "-std=c11",
-        "-D_GNU_SOURCE",
-        f"-I{inc}",
-        str(SOURCE),
-        "-o",
-        str(tmp),
-        f"-L{lib}",
-        f"-l{libname}",
-        f"-Wl,-rpath,{lib}",
-        "-lpthread",
-    ]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise CuptiUnavailable(f"building the native CUPTI consumer failed: {r.stderr.strip()[:300]}")
-    tmp.replace(out)
-    return out
+    errors = []
+    for inc, lib in dirs:  # the CUDA toolkit first; a wheel's headers can lack what cupti.h includes
+        key = hashlib.sha256(SOURCE.read_bytes() + str(inc).encode() + str(lib).encode()).hexdigest()[:16]
+        out = cache / f"cupti_native-{key}.so"
+        if out.exists():
+            return out
+        cache.mkdir(parents=True, exist_ok=True)
+        libname = "cupti"
+        if not (lib / "libcupti.so").exists():  # wheels ship only libcupti.so.<major>
+            libname = ":" + Path(sorted(glob.glob(str(lib / "libcupti.so*")))[0]).name
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        cmd = [
+            cc,
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-std=c11",
+            "-D_GNU_SOURCE",
+            f"-I{inc}",
+            str(SOURCE),
+            "-o",
+            str(tmp),
+            f"-L{lib}",
+            f"-l{libname}",
+            f"-Wl,-rpath,{lib}",
+            "-lpthread",
+        ]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode == 0:
+            tmp.replace(out)
+            return out
+        errors.append(f"{inc}: {_first_error(r.stderr)}")
+    raise CuptiUnavailable("building the native CUPTI consumer failed: " + " | ".join(errors))
+
+
+def _first_error(stderr: str) -> str:
+    """The compiler's first error line (one line, for a one-line warning)."""
+    lines = [ln for ln in stderr.splitlines() if "error" in ln] or stderr.splitlines() or ["?"]
+    return lines[0].strip()[:200]
 
 
 class NativeCuptiCollector:
