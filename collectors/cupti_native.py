@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from rlscope import annotate, categories
 from rlscope.collectors.cupti_gpu import COPY_KINDS, CuptiUnavailable
@@ -149,7 +150,8 @@ class NativeCuptiCollector:
         if rc != 0:
             raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")
         self.lib = lib
-        self.rows = self.session.writer.add_stream(S.GPU_FILE, S.columns_schema(S.GPU_COLUMNS_DOC))
+        self._schema = S.columns_schema(S.GPU_COLUMNS_DOC)
+        self.rows = self.session.writer.add_stream(S.GPU_FILE, self._schema)
         self._sync_clock()
         self.session.writer.before_flush(self.flush)
         return self
@@ -200,17 +202,22 @@ class NativeCuptiCollector:
         for ident32, native in threads.items():
             thread[is_api & (tid == ident32)] = native
         cols = [
-            buf["category"].astype(np.int64),
+            buf["category"],
             buf["start"] - self.offset,
             buf["end"] - self.offset,
             buf["corr"],
             thread,
-            buf["device"].astype(np.int64),
+            buf["device"],
             buf["stream"],
             self._name_ids(buf["name"]),
             buf["bytes"],
         ]
-        self.rows.extend(zip(*(c.tolist() for c in cols), strict=True))
+        # one record batch, columns straight from numpy: no per-record Python anywhere
+        arrays = [
+            pa.array(np.ascontiguousarray(c).astype(f.type.to_pandas_dtype(), copy=False), type=f.type)
+            for c, f in zip(cols, self._schema, strict=True)
+        ]
+        self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
 
     def stop(self) -> None:
         if self.lib is not None:

@@ -13,6 +13,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,8 +55,14 @@ class StreamFile:
         )
         self.rows_written = 0
 
-    def write_rows(self, rows: Sequence[tuple]) -> None:
+    def write_rows(self, rows: Sequence[Any]) -> None:
+        """Append row tuples, or ready record batches (a collector that builds columns itself)."""
         if not rows:
+            return
+        if isinstance(rows[0], pa.RecordBatch):
+            for batch in rows:
+                self._writer.write_batch(batch)
+                self.rows_written += batch.num_rows
             return
         columns = list(zip(*rows, strict=True))
         arrays = [_to_arrow(col, f.type) for col, f in zip(columns, self.schema, strict=True)]
