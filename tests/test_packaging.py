@@ -40,6 +40,7 @@ def test_wheel_top_level_is_only_rlscope(tmp_path):
     assert tops == {"rlscope"}
     for sub in (
         "collectors/torch_ops.py",
+        "collectors/cupti_native.c",
         "viz/terminal.py",
         "workloads/ppo_cartpole.py",
         "analysis/overlap.py",
