@@ -2,6 +2,7 @@
 
     rlscope-analyze TRACE_DIR [--json FILE] [--html FILE] [--quiet]
     rlscope-analyze check TRACE_DIR
+    rlscope-analyze diff A B [--json FILE] [--html FILE]
     rlscope-analyze bench-sim [--quick] ...   (the simulator benchmark)
 
 Bad input gets one line on stderr and exit status 2; never a traceback.
@@ -60,7 +61,8 @@ def _analyze_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlscope-analyze",
         description="Where did the time go? Per-operation breakdown of an rlscope trace.",
-        epilog="Other commands: 'rlscope-analyze check TRACE_DIR', 'rlscope-analyze bench-sim --help'.",
+        epilog="Other commands: 'rlscope-analyze check TRACE_DIR', 'rlscope-analyze diff A B',"
+        " 'rlscope-analyze bench-sim --help'.",
     )
     p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
     p.add_argument("--json", metavar="FILE", help="write the summary as JSON (shape: docs/trace-format.md)")
@@ -83,13 +85,44 @@ def _check(argv: list[str]) -> int:
     return EXIT_BAD_INPUT if any(f.level == "error" for f in findings) else 0
 
 
+def _diff(argv: list[str]) -> int:
+    from rlscope.analysis.diff import diff_summaries
+    from rlscope.trace.reader import load_trace
+    from rlscope.viz.diff import diff_html, render_diff
+
+    p = argparse.ArgumentParser(prog="rlscope-analyze diff", description="Compare two traces (B - A).")
+    p.add_argument("a", help="baseline trace directory")
+    p.add_argument("b", help="trace directory to compare with it")
+    p.add_argument("--json", metavar="FILE", help="write the diff as JSON")
+    p.add_argument("--html", metavar="FILE", help="write delta bars as HTML")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
+    args = p.parse_args(argv)
+    versions = {}
+    for path in (args.a, args.b):
+        t = load_trace(path)
+        versions[path] = {pr.metadata.get("rlscope.schema_version") for pr in t.processes}
+    if versions[args.a] != versions[args.b]:
+        raise RLScopeError(
+            f"traces have different schema versions ({args.a}: {sorted(versions[args.a])}, "
+            f"{args.b}: {sorted(versions[args.b])}); analyze each with the rlscope that wrote it"
+        )
+    d = diff_summaries(analyze_dir(args.a), analyze_dir(args.b))
+    if args.json:
+        _write_text(args.json, json.dumps(d, indent=2))
+    if args.html:
+        _write_text(args.html, diff_html(d))
+    if not args.quiet:
+        render_diff(d)
+    return 0
+
+
 def _bench_sim(argv: list[str]) -> int:
     from rlscope.workloads import sim_benchmark
 
     return int(sim_benchmark.main(argv) or 0)
 
 
-SUBCOMMANDS = {"check": _check, "bench-sim": _bench_sim}
+SUBCOMMANDS = {"check": _check, "diff": _diff, "bench-sim": _bench_sim}
 
 
 def main(argv: list[str] | None = None) -> int:

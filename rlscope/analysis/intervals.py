@@ -1,0 +1,361 @@
+"""Intervals for timeline views and exports: operation and phase instances, CPU category segments,
+GPU records and CUDA API calls, per process, as Arrow tables.
+
+Pure functions: a loaded :class:`~rlscope.trace.reader.Trace` in, tables out. The breakdown
+aggregates time away; a timeline (Chrome/Perfetto export, the HTML report's timeline) needs the
+instances themselves, derived from the same :func:`~rlscope.analysis.timeline.build_timeline`
+state so both views agree.
+
+Times are integer nanoseconds since the run start (the earliest session start), with processes
+aligned through their clock anchors as in the summary. A window (seconds since the run start)
+keeps the intervals that overlap it, clipped to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rlscope import categories
+from rlscope.analysis import gpu
+from rlscope.analysis.timeline import Timeline, build_timeline
+from rlscope.errors import RLScopeError
+from rlscope.trace import schema as S
+from rlscope.trace.reader import ProcessTrace, Trace
+
+__all__ = [
+    "API_SCHEMA",
+    "CPU_SCHEMA",
+    "GPU_SCHEMA",
+    "OPS_SCHEMA",
+    "PHASES_SCHEMA",
+    "Intervals",
+    "intervals",
+    "parse_window",
+]
+
+OPS_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("thread", pa.int64()),
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("depth", pa.int64()),  # 0: outermost operation on its thread
+        ("parent", pa.int64()),  # enclosing instance id, -1: none
+        ("phase", pa.string()),  # the phase open at its begin ("" when none)
+    ]
+)
+PHASES_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("thread", pa.int64()),
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+    ]
+)
+CPU_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("thread", pa.int64()),
+        ("category", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+    ]
+)
+GPU_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("category", pa.string()),
+        ("name", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("device", pa.int64()),
+        ("stream", pa.int64()),
+        ("correlation", pa.int64()),
+        ("bytes", pa.int64()),
+    ]
+)
+API_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("thread", pa.int64()),
+        ("name", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("correlation", pa.int64()),
+    ]
+)
+
+
+@dataclasses.dataclass
+class Intervals:
+    """Interval tables of a whole trace (all processes concatenated; ``pid`` tells them apart)."""
+
+    operations: pa.Table  # OPS_SCHEMA
+    phases: pa.Table  # PHASES_SCHEMA
+    cpu: pa.Table  # CPU_SCHEMA: CPU category segments other than python
+    gpu: pa.Table  # GPU_SCHEMA: kernels, copies, memsets
+    api: pa.Table  # API_SCHEMA: CUDA API calls
+    run_start_ns: int  # the run start on the aligned (Unix-anchored) clock
+    run_end_ns: int  # the run end, relative to the run start
+    window_ns: tuple[int, int] | None  # the window kept, relative to the run start
+    main_threads: dict[int, int]  # pid -> its session's main thread
+
+    def tables(self) -> dict[str, pa.Table]:
+        return {
+            "operations": self.operations,
+            "phases": self.phases,
+            "cpu": self.cpu,
+            "gpu": self.gpu,
+            "api": self.api,
+        }
+
+
+def parse_window(text: str) -> tuple[float | None, float | None]:
+    """``START:END`` in seconds (either side may be empty) -> (start, end)."""
+    start, sep, end = text.partition(":")
+    if not sep:
+        raise RLScopeError(f"--window {text!r}: expected START:END in seconds, e.g. 1.5:3")
+    try:
+        s = float(start) if start.strip() else None
+        e = float(end) if end.strip() else None
+    except ValueError:
+        raise RLScopeError(f"--window {text!r}: START and END must be numbers of seconds") from None
+    if s is not None and e is not None and e <= s:
+        raise RLScopeError(f"--window {text!r}: END must be after START")
+    return s, e
+
+
+def _offset(proc: ProcessTrace) -> int:
+    """Trace clock -> Unix-anchored clock (0 when the anchors are missing), as the summary aligns."""
+    anchor = int(proc.metadata.get("clock_anchor_ns", "0") or 0)
+    unix = int(proc.metadata.get("clock_anchor_unix_ns", "0") or 0)
+    return unix - anchor
+
+
+@dataclasses.dataclass
+class _Proc:
+    """One process's timeline and raw GPU columns, before shifting to run-relative time."""
+
+    proc: ProcessTrace
+    tl: Timeline
+    offset: int
+    gpu_cols: dict[str, np.ndarray] | None
+    api_start: np.ndarray
+    api_end: np.ndarray
+
+
+def _prepare(proc: ProcessTrace) -> _Proc:
+    """Build the timeline the way the breakdown does (CUDA API time as category cuda_api)."""
+    empty = np.zeros(0, np.int64)
+    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
+        return _Proc(proc, build_timeline(proc.events), _offset(proc), None, empty, empty)
+    ts = proc.events.column("ts_ns")
+    api, _ = gpu.split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
+    tl = build_timeline(proc.events, api=gpu.union_per_thread(api.thread, api.start, api.end))
+    cols = {c: proc.gpu.column(c).to_numpy().astype(np.int64) for c in S.GPU_COLUMNS}
+    return _Proc(proc, tl, _offset(proc), cols, api.start, api.end)
+
+
+def _names(names: list[str], ids: np.ndarray, none: str = "") -> list[str]:
+    n = len(names)
+    return [none if i < 0 else (names[i] if i < n else f"<unknown name {i}>") for i in ids.tolist()]
+
+
+def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
+    """Instances opened by ``begin_kind`` rows: thread, id, name id, start, end, parent, phase."""
+    tl = p.tl
+    rows = np.flatnonzero(tl.kind == begin_kind)
+    ident = tl.id[rows]
+    # the state before a begin row is the previous row's state on the same thread
+    prev = np.maximum(rows - 1, 0)
+    same = (rows > 0) & (tl.thread[prev] == tl.thread[rows])
+    parent_state = tl.op if begin_kind == S.OP_BEGIN else tl.phase
+    parent = np.where(same, parent_state[prev], -1)
+    return {
+        "thread": tl.thread[rows],
+        "id": ident,
+        "name": tl.name[rows].astype(np.int64),
+        "start": tl.ts[rows],
+        "end": tl.inst_end[ident],
+        "parent": parent,
+        "phase": tl.phase[rows],
+    }
+
+
+def _depth(ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Nesting depth from parent links (vectorized pointer jumping: one pass per level)."""
+    if len(ident) == 0:
+        return np.zeros(0, np.int64)
+    size = int(max(ident.max(), parent.max(), 0)) + 2
+    par = np.full(size, -1, np.int64)
+    par[ident] = parent
+    depth = np.zeros(len(ident), np.int64)
+    cur = parent.copy()
+    while (cur >= 0).any():
+        live = cur >= 0
+        depth += live
+        cur = np.where(live, par[np.maximum(cur, 0)], -1)
+    return depth
+
+
+def _cpu_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(thread, category, start, end) of non-python time, touching same-category segments joined.
+
+    Timeline rows split a category's time at every operation boundary; a viewer wants one box per
+    stretch of simulator/backend time, so consecutive rows of one category on one thread merge.
+    """
+    keep = np.flatnonzero((tl.cat != categories.PYTHON) & (tl.seg_end > tl.ts))
+    th, cat, start, end = tl.thread[keep], tl.cat[keep], tl.ts[keep], tl.seg_end[keep]
+    if len(keep) == 0:
+        return th, cat, start, end
+    new = np.ones(len(keep), bool)
+    new[1:] = (cat[1:] != cat[:-1]) | (th[1:] != th[:-1]) | (start[1:] != end[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(keep) - 1)
+    return th[first], cat[first], start[first], end[last]
+
+
+def _clip(
+    start: np.ndarray, end: np.ndarray, window: tuple[int, int] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows kept, clipped start, clipped end): overlapping the window, or instants inside it."""
+    if window is None:
+        return np.arange(len(start)), start, end
+    w0, w1 = window
+    keep = ((start < w1) & (end > w0)) | ((start == end) & (start >= w0) & (start <= w1))
+    idx = np.flatnonzero(keep)
+    return idx, np.clip(start[idx], w0, w1), np.clip(end[idx], w0, w1)
+
+
+def _table(schema: pa.Schema, parts: list[dict]) -> pa.Table:
+    if not parts:
+        return schema.empty_table()
+    cols = {f.name: [v for part in parts for v in part[f.name]] for f in schema}
+    return pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}, schema=schema)
+
+
+def intervals(trace: Trace, window: tuple[float | None, float | None] | None = None) -> Intervals:
+    """Interval tables of every process; ``window`` = (start, end) seconds since the run start.
+
+    Raises :class:`RLScopeError` when the window does not overlap the run.
+    """
+    procs = [_prepare(p) for p in trace.processes if p.events.num_rows]
+    if not procs:
+        raise RLScopeError(f"{trace.path}: no events to export")
+    run_start = min(p.tl.start_ns + p.offset for p in procs)
+    run_end = max(p.tl.end_ns + p.offset for p in procs) - run_start
+    win = _window_ns(window, run_end)
+
+    ops, phases, cpu, gpus, apis = [], [], [], [], []
+    for p in procs:
+        shift = p.offset - run_start
+        pid, names = p.proc.pid, p.proc.names
+
+        o = _instances(p, S.OP_BEGIN)
+        depth = _depth(o["id"], o["parent"])
+        idx, s, e = _clip(o["start"] + shift, o["end"] + shift, win)
+        phase_name = np.append(p.tl.inst_name, -1)[o["phase"][idx]]
+        ops.append(
+            {
+                "pid": [pid] * len(idx),
+                "thread": o["thread"][idx],
+                "id": o["id"][idx],
+                "name": _names(names, o["name"][idx]),
+                "start_ns": s,
+                "end_ns": e,
+                "depth": depth[idx],
+                "parent": o["parent"][idx],
+                "phase": _names(names, phase_name),
+            }
+        )
+
+        ph = _instances(p, S.PHASE_BEGIN)
+        idx, s, e = _clip(ph["start"] + shift, ph["end"] + shift, win)
+        phases.append(
+            {
+                "pid": [pid] * len(idx),
+                "thread": ph["thread"][idx],
+                "id": ph["id"][idx],
+                "name": _names(names, ph["name"][idx]),
+                "start_ns": s,
+                "end_ns": e,
+            }
+        )
+
+        thread, cat, start, end = _cpu_segments(p.tl)
+        idx, s, e = _clip(start + shift, end + shift, win)
+        cpu.append(
+            {
+                "pid": [pid] * len(idx),
+                "thread": thread[idx],
+                "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in cat[idx]],
+                "start_ns": s,
+                "end_ns": e,
+            }
+        )
+
+        if p.gpu_cols is not None:
+            g = p.gpu_cols
+            is_api = g["category"] == categories.CUDA_API
+            a, r = np.flatnonzero(is_api), np.flatnonzero(~is_api)
+            idx, s, e = _clip(p.api_start + shift, p.api_end + shift, win)
+            apis.append(
+                {
+                    "pid": [pid] * len(idx),
+                    "thread": g["thread"][a][idx],
+                    "name": _names(names, g["name"][a][idx]),
+                    "start_ns": s,
+                    "end_ns": e,
+                    "correlation": g["correlation"][a][idx],
+                }
+            )
+            idx, s, e = _clip(g["start_ns"][r] + shift, g["end_ns"][r] + shift, win)
+            rows = r[idx]
+            gpus.append(
+                {
+                    "pid": [pid] * len(idx),
+                    "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in g["category"][rows]],
+                    "name": _names(names, g["name"][rows]),
+                    "start_ns": s,
+                    "end_ns": e,
+                    "device": g["device"][rows],
+                    "stream": g["stream"][rows],
+                    "correlation": g["correlation"][rows],
+                    "bytes": g["bytes"][rows],
+                }
+            )
+
+    return Intervals(
+        operations=_table(OPS_SCHEMA, ops),
+        phases=_table(PHASES_SCHEMA, phases),
+        cpu=_table(CPU_SCHEMA, cpu),
+        gpu=_table(GPU_SCHEMA, gpus),
+        api=_table(API_SCHEMA, apis),
+        run_start_ns=run_start,
+        run_end_ns=run_end,
+        window_ns=win,
+        main_threads={p.proc.pid: p.tl.main_thread for p in procs},
+    )
+
+
+def _window_ns(window: tuple[float | None, float | None] | None, run_end: int) -> tuple[int, int] | None:
+    """Seconds since the run start -> ns; a window that misses the run is an error, not an empty file."""
+    if window is None or (window[0] is None and window[1] is None):
+        return None
+    s = 0 if window[0] is None else round(window[0] * 1e9)
+    e = run_end if window[1] is None else round(window[1] * 1e9)
+    if e <= s:
+        raise RLScopeError(f"window {s / 1e9:g}:{e / 1e9:g} s is empty (END must be after START)")
+    if s >= run_end or e <= 0:
+        raise RLScopeError(
+            f"window {s / 1e9:g}:{e / 1e9:g} s is outside the run (0:{run_end / 1e9:g} s since its start)"
+        )
+    return s, e
