@@ -3,6 +3,7 @@
     rlscope-analyze TRACE_DIR [--json FILE] [--html FILE] [--quiet]
     rlscope-analyze check TRACE_DIR
     rlscope-analyze diff A B [--json FILE] [--html FILE]
+    rlscope-analyze export TRACE_DIR [--chrome out.json[.gz]] [--window START:END] [--csv DIR]
     rlscope-analyze bench-sim [--quick] ...   (the simulator benchmark)
 
 Bad input gets one line on stderr and exit status 2; never a traceback.
@@ -116,13 +117,19 @@ def _diff(argv: list[str]) -> int:
     return 0
 
 
+def _export(argv: list[str]) -> int:
+    from rlscope.cli import export
+
+    return int(export.main(argv) or 0)
+
+
 def _bench_sim(argv: list[str]) -> int:
     from rlscope.workloads import sim_benchmark
 
     return int(sim_benchmark.main(argv) or 0)
 
 
-SUBCOMMANDS = {"check": _check, "diff": _diff, "bench-sim": _bench_sim}
+SUBCOMMANDS = {"check": _check, "diff": _diff, "export": _export, "bench-sim": _bench_sim}
 
 
 def main(argv: list[str] | None = None) -> int:
