@@ -239,6 +239,9 @@ class Session:
         self._tls = threading.local()
         self._states = []
         self._states_lock = threading.Lock()
+        # the parent's GPU collectors (Kineto rotation, NVTX) belong to the parent process
+        self.tick_due_ns, self._ticker = _NEVER, None
+        self.nvtx_push = self.nvtx_pop = None
         annotate._active = None
         try:
             self.start()
