@@ -3,6 +3,11 @@
 The file embeds plotly.js once (``include_plotlyjs=True`` on the first chart) so it opens offline and
 can be attached to a bug report or copied off a cluster. Every section is always present: when it has no
 data it says so, so a reader can tell "nothing happened" from "the report is broken".
+
+Sections: headline; time by operation and category; resource overlap; GPU utilization over time
+(NVML next to the kernel trace); timeline of a window; kernels by operation; phases; warnings. The
+timeline and kernel tables come from ``report`` (:func:`rlscope.analysis.report.report_data`), computed
+by the caller: this module never reads a trace.
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ from rlscope.viz.terminal import (
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-__all__ = ["CATEGORY_COLORS", "NO_GPU_TEXT", "render_html", "write_html"]
+__all__ = [
+    "CATEGORY_COLORS",
+    "NO_GPU_TEXT",
+    "NO_NVML_TEXT",
+    "RAW_NOTE",
+    "SECTION_TITLES",
+    "render_html",
+    "write_html",
+]
 
 # Fixed colors so a category looks the same in every chart and every report.
 CATEGORY_COLORS: dict[str, str] = {
@@ -55,6 +68,18 @@ _OP_PALETTE = (
     "#bab0ac",
 )
 NO_GPU_TEXT = "no GPU activity recorded"
+NO_NVML_TEXT = "No NVML utilization samples recorded"
+RAW_NOTE = "Figures are raw: not corrected for the profiler's own overhead (calibration is not applied yet)."
+SECTION_TITLES = (
+    "Time by operation and category",
+    "Resource overlap",
+    "GPU utilization over time",
+    "Timeline",
+    "Kernels by operation",
+    "Phases",
+    "Warnings",
+)
+TOP_KERNELS = 10
 # fullData.name rather than the name itself, so a "%{" in an operation name is not a placeholder.
 _HOVER = "%{y}<br>%{fullData.name}: %{x:.3f} s<extra></extra>"
 
@@ -69,6 +94,14 @@ h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ddd; padding-
 .empty { color: #777; font-style: italic; }
 .note { color: #666; font-size: 0.9em; }
 .warnings li { color: #8a6d00; }
+.cards { display: flex; gap: 1em; flex-wrap: wrap; margin: 1em 0; }
+.card { border: 1px solid #e3e3e3; border-radius: 6px; padding: 0.6em 1em; min-width: 10em; }
+.card .v { font-size: 1.5em; font-weight: 600; font-variant-numeric: tabular-nums; }
+.card .k { color: #666; font-size: 0.85em; }
+table.kernels { border-collapse: collapse; font-size: 0.9em; margin-bottom: 1em; width: 100%; }
+table.kernels th, table.kernels td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: right; }
+table.kernels th:first-child, table.kernels td:first-child { text-align: left; word-break: break-all; }
+h3 { font-size: 1em; margin-bottom: 0.3em; }
 """
 
 
@@ -98,6 +131,12 @@ def _bar_layout(fig: go.Figure, n_rows: int, xtitle: str) -> None:
     )
 
 
+def _has_gpu_data(summary: Mapping[str, Any]) -> bool:
+    return (
+        bool(summary.get("gpu")) or float(summary.get("gpu_bound_s", 0.0) or 0.0) > 0 or has_gpu_time(summary)
+    )
+
+
 def _headline(summary: Mapping[str, Any]) -> str:
     wall = float(summary.get("wall_s", 0.0))
     ops = sorted_operations(summary.get("operations") or {})
@@ -106,9 +145,31 @@ def _headline(summary: Mapping[str, Any]) -> str:
     def pct(s: float) -> str:
         return f"{100.0 * s / wall:.0f}%" if wall > 0 else "-"
 
+    if _has_gpu_data(summary):
+        bound = float(summary.get("gpu_bound_s", 0.0) or 0.0)
+        gpu_card = (
+            f"<div class='v'>{pct(bound)}</div>"
+            f"<div class='k'>GPU-bound ({bound:.3f} s with a kernel or copy running)</div>"
+        )
+    else:
+        gpu_card = f"<div class='v'>-</div><div class='k'>{NO_GPU_TEXT}</div>"
+    top = ops[0] if ops else None
+    top_card = (
+        f"<div class='v'>{html.escape(top[0])}</div><div class='k'>top operation: "
+        f"{pct(float(top[1].get('total_s', 0.0)))} of the run</div>"
+        if top
+        else "<div class='v'>-</div><div class='k'>no operations</div>"
+    )
     parts = [
+        "<div class='cards'>"
+        f"<div class='card'><div class='v'>{wall:.3f} s</div><div class='k'>wall time</div></div>"
+        f"<div class='card'>{gpu_card}</div>"
+        f"<div class='card'>{top_card}</div>"
+        f"<div class='card'><div class='v'>{pct(unann)}</div>"
+        f"<div class='k'>unannotated ({unann:.3f} s)</div></div>"
+        "</div>",
         f"<p class='headline'>Wall time <b>{wall:.3f} s</b>; unannotated <b>{unann:.3f} s</b> "
-        f"({pct(unann)}); {len(ops)} operation(s).</p>"
+        f"({pct(unann)}); {len(ops)} operation(s).</p>",
     ]
     if ops:
         items = "".join(
@@ -119,7 +180,206 @@ def _headline(summary: Mapping[str, Any]) -> str:
         parts.append(f"<p>Top operations by total time:</p><ol>{items}</ol>")
     else:
         parts.append("<p class='empty'>No operations recorded: all time is unannotated.</p>")
+    parts.append(f"<p class='note'>{html.escape(RAW_NOTE)}</p>")
     return "\n".join(parts)
+
+
+def _gpu_util_section(
+    summary: Mapping[str, Any], report: Mapping[str, Any] | None, state: dict[str, bool]
+) -> str:
+    import numpy as np
+    import plotly.graph_objects as go
+
+    g = summary.get("gpu") or {}
+    t = g.get("sample_t_s") or []
+    if not t or not g.get("nvml_util"):
+        gpu = "GPU activity was recorded" if _has_gpu_data(summary) else NO_GPU_TEXT
+        return f"<p class='empty'>{NO_NVML_TEXT} ({gpu}), so there is no utilization over time to show.</p>"
+    shift = (report or {}).get("nvml_shift_s")
+    if shift is None:
+        x, xtitle = np.asarray(t, float) - float(t[0]), "seconds since the first NVML sample"
+    else:
+        x, xtitle = np.asarray(t, float) + float(shift), "seconds since the run start"
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=100.0 * np.asarray(g["nvml_util"], float),
+            name="NVML utilization (any kernel in the period)",
+            mode="lines",
+            line={"color": "#e45756", "shape": "hv"},
+            hovertemplate="%{x:.3f} s: %{y:.0f}%<extra>NVML</extra>",
+        )
+    )
+    busy = g.get("trace_busy_in_windows") or []
+    if busy:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=100.0 * np.asarray(busy, float),
+                name="GPU-bound share (kernel trace)",
+                mode="lines",
+                line={"color": CATEGORY_COLORS["gpu_kernel"], "shape": "hv"},
+                hovertemplate="%{x:.3f} s: %{y:.1f}%<extra>kernel trace</extra>",
+            )
+        )
+    fig.update_layout(
+        height=320,
+        margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        xaxis_title=xtitle,
+        yaxis={"title": "% of sample period", "range": [0, 105]},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+        template="plotly_white",
+    )
+    mean_nvml = 100.0 * float(g.get("nvml_util_mean", 0.0))
+    mean_busy = 100.0 * float(g.get("trace_busy_fraction_in_windows", 0.0))
+    note = (
+        "<p class='note'>NVML counts a sample period as busy if any kernel ran in it "
+        f"(mean {mean_nvml:.0f}%); "
+        f"the kernel trace says how much of each period a kernel or copy was actually running "
+        f"(mean {mean_busy:.0f}%). Process {html.escape(str(g.get('pid', '?')))}, first GPU.</p>"
+    )
+    return note + _fig_html(fig, state)
+
+
+def _op_colors(summary: Mapping[str, Any], names: list[str]) -> dict[str, str]:
+    order = [n for n, _ in sorted_operations(summary.get("operations") or {})]
+    order.extend(n for n in dict.fromkeys(names) if n not in order)
+    return {n: _OP_PALETTE[i % len(_OP_PALETTE)] for i, n in enumerate(order)}
+
+
+def _timeline_section(
+    summary: Mapping[str, Any], report: Mapping[str, Any] | None, state: dict[str, bool]
+) -> str:
+    import numpy as np
+    import plotly.graph_objects as go
+
+    if report is None or "timeline" not in report:
+        return "<p class='empty'>No timeline: this report was rendered from a summary alone.</p>"
+    if report["timeline"] is None:
+        return "<p class='empty'>No timeline: the trace holds no events.</p>"
+    tl = report["timeline"]
+    w0, w1 = tl["window_s"]
+    how = (
+        "default window: a few iterations of the outermost repeating operation, from its median instance"
+        if report.get("window_choice") == "default"
+        else "window chosen with --window"
+    )
+    head = (
+        f"<p class='note'>Window {w0:.6f}–{w1:.6f} s of a {float(report.get('run_s', 0.0)):.3f} s run "
+        f"({how}; pick another with <code>--window START:END</code>).</p>"
+    )
+    if tl["capped"]:
+        head += (
+            f"<p class='note'><b>Timeline capped</b>: drawing {tl['drawn_intervals']:,} of "
+            f"{tl['total_intervals']:,} intervals in the window (those starting before "
+            f"{tl['shown_until_s']:.6f} s); narrow --window to see the rest.</p>"
+        )
+    rows: list[str] = tl["rows"]
+    if not rows:
+        return head + "<p class='empty'>No operations or GPU work in this window.</p>"
+    row_of = {r: i for i, r in enumerate(rows)}
+    fig = go.Figure()
+    ops = tl["ops"]
+    names = list(ops["name"])
+    colors = _op_colors(summary, names)
+    if names:
+        y = np.fromiter((row_of[r] for r in ops["row"]), np.int32, len(names))
+        start = np.asarray(ops["start_s"], float)
+        dur = np.asarray(ops["end_s"], float) - start
+        width = np.clip(0.8 - 0.15 * np.asarray(ops["depth"], float), 0.2, 0.8)  # nested: thinner
+        arr = np.asarray(names, dtype=object)
+        for name in dict.fromkeys(names):
+            sel = np.flatnonzero(arr == name)
+            w = width[sel]
+            fig.add_trace(
+                go.Bar(
+                    name=_label(name),
+                    y=y[sel],
+                    x=dur[sel],
+                    base=start[sel],
+                    width=float(w[0]) if len(w) and (w == w[0]).all() else w,  # a scalar when uniform
+                    orientation="h",
+                    marker={"color": colors[name], "line": {"width": 0}},
+                    hovertemplate="%{fullData.name}<br>%{x:.3s}s<extra></extra>",
+                )
+            )
+    g = tl["gpu"]
+    if g["name"]:
+        y = np.fromiter((row_of[r] for r in g["row"]), np.int32, len(g["name"]))
+        start = np.asarray(g["start_s"], float)
+        dur = np.asarray(g["end_s"], float) - start
+        cats = np.asarray(g["category"], dtype=object)
+        knames = np.asarray([_label(n) for n in g["name"]], dtype=object)
+        for cat in dict.fromkeys(g["category"]):
+            sel = np.flatnonzero(cats == cat)
+            fig.add_trace(
+                go.Bar(
+                    name=cat,
+                    y=y[sel],
+                    x=dur[sel],
+                    base=start[sel],
+                    width=0.8,
+                    orientation="h",
+                    marker={"color": CATEGORY_COLORS.get(cat, _OTHER_COLOR), "line": {"width": 0}},
+                    hovertext=knames[sel].tolist(),
+                    hovertemplate="%{hovertext}<br>%{x:.3s}s<extra>%{fullData.name}</extra>",
+                )
+            )
+    fig.update_layout(
+        barmode="overlay",
+        height=max(220, 90 + 36 * len(rows)),
+        margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        xaxis={"title": "seconds since the run start", "range": [w0, w1]},
+        yaxis={
+            "tickvals": list(range(len(rows))),
+            "ticktext": [_label(r) for r in rows],
+            "autorange": "reversed",
+            "automargin": True,
+        },
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+        template="plotly_white",
+    )
+    return head + _fig_html(fig, state)
+
+
+def _kernel_section(summary: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
+    if report is None or "kernels" not in report:
+        return "<p class='empty'>No kernel tables: this report was rendered from a summary alone.</p>"
+    rows = report["kernels"]
+    if not rows:
+        return f"<p class='empty'>No kernels or copies recorded ({NO_GPU_TEXT}).</p>"
+    by_op: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_op.setdefault(str(r["operation"]), []).append(r)
+    out = [
+        "<p class='note'>GPU work attributed to the operation that launched it (whole run), "
+        f"top {TOP_KERNELS} per operation by total time; share is of that operation's GPU time.</p>"
+    ]
+    for op, krows in by_op.items():
+        total = sum(float(r["total_s"]) for r in krows)
+        count = sum(int(r["count"]) for r in krows)
+        out.append(
+            f"<h3>{html.escape(op)} <span class='note'>{count:,} record(s), {total:.6f} s GPU time, "
+            f"{len(krows)} distinct</span></h3>"
+        )
+        body = "".join(
+            "<tr>"
+            f"<td>{html.escape(str(r['kernel']))}</td><td>{html.escape(str(r['category']))}</td>"
+            f"<td>{int(r['count']):,}</td><td>{1e3 * float(r['total_s']):.3f}</td>"
+            f"<td>{1e6 * float(r['mean_s']):.1f}</td><td>{100.0 * float(r['share']):.1f}%</td>"
+            "</tr>"
+            for r in krows[:TOP_KERNELS]
+        )
+        more = (
+            f"<p class='note'>… and {len(krows) - TOP_KERNELS} more.</p>" if len(krows) > TOP_KERNELS else ""
+        )
+        out.append(
+            "<table class='kernels'><thead><tr><th>kernel</th><th>category</th><th>count</th>"
+            "<th>total ms</th><th>mean µs</th><th>share</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>{more}"
+        )
+    return "\n".join(out)
 
 
 def _category_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str:
@@ -241,8 +501,12 @@ def _warnings_section(summary: Mapping[str, Any]) -> str:
     return "<ul class='warnings'>" + "".join(f"<li>{html.escape(str(w))}</li>" for w in warnings) + "</ul>"
 
 
-def render_html(summary: dict) -> str:
-    """The full report page as a string (write_html writes it; tests and servers can use it directly)."""
+def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
+    """The full report page as a string (write_html writes it; tests and servers can use it directly).
+
+    ``report``: :func:`rlscope.analysis.report.report_data` of the same trace (timeline and kernel
+    tables); without it those sections say they are unavailable.
+    """
     check_schema(summary)
     state: dict[str, bool] = {}
     trace_dir = html.escape(str(summary.get("trace_dir", "?")))
@@ -260,6 +524,12 @@ def render_html(summary: dict) -> str:
         "<h2>Resource overlap</h2>",
         f"<p class='note'>{html.escape(gpu_note)}</p>" if gpu_note else "",
         _resource_section(summary, state),
+        "<h2>GPU utilization over time</h2>",
+        _gpu_util_section(summary, report, state),
+        "<h2>Timeline</h2>",
+        _timeline_section(summary, report, state),
+        "<h2>Kernels by operation</h2>",
+        _kernel_section(summary, report),
         "<h2>Phases</h2>",
         _phase_section(summary, state),
         "<h2>Warnings</h2>",
@@ -273,9 +543,9 @@ def render_html(summary: dict) -> str:
     )
 
 
-def write_html(summary: dict, path: str) -> None:
+def write_html(summary: dict, path: str, report: Mapping[str, Any] | None = None) -> None:
     """Write the self-contained report to ``path`` (parent folders are created)."""
-    page = render_html(summary)
+    page = render_html(summary, report)
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:

@@ -1,6 +1,6 @@
 """``rlscope-analyze``: turn a trace directory into a breakdown table, JSON and HTML.
 
-    rlscope-analyze TRACE_DIR [--json FILE] [--html FILE] [--quiet]
+    rlscope-analyze TRACE_DIR [--json FILE] [--html FILE] [--window START:END] [--quiet]
     rlscope-analyze check TRACE_DIR
     rlscope-analyze diff A B [--json FILE] [--html FILE]
     rlscope-analyze export TRACE_DIR [--chrome out.json[.gz]] [--window START:END] [--csv DIR]
@@ -22,27 +22,55 @@ from rlscope.errors import RLScopeError
 EXIT_BAD_INPUT = 2
 
 
-def analyze_dir(trace_dir: str) -> dict[str, Any]:
-    """Load, analyze and summarize a trace directory (the whole pipeline minus rendering)."""
-    from rlscope.analysis.breakdown import analyze
+def load_and_summarize(trace_dir: str, progress: bool = False) -> tuple[Any, dict[str, Any]]:
+    """Load, analyze and summarize a trace directory (the whole pipeline minus rendering).
+
+    ``progress``: show transient progress on stderr (only when stderr is a terminal).
+    """
+    from rlscope.analysis.breakdown import analyze_process
     from rlscope.analysis.summary import summarize
+    from rlscope.progress import spinner, track
     from rlscope.trace.reader import load_trace
 
-    trace = load_trace(trace_dir)
-    return summarize(trace, analyze(trace))
+    with spinner(f"loading {trace_dir}", enabled=progress):
+        trace = load_trace(trace_dir)
+    processes = track(trace.processes, "analyzing processes", enabled=progress)
+    breakdowns = [analyze_process(p) for p in processes]
+    return trace, summarize(trace, breakdowns)
 
 
-def write_outputs(summary: dict[str, Any], args: argparse.Namespace) -> None:
-    """Write the files asked for and print the table (unless quiet)."""
+def analyze_dir(trace_dir: str, progress: bool = False) -> dict[str, Any]:
+    """The summary of a trace directory."""
+    return load_and_summarize(trace_dir, progress)[1]
+
+
+def write_outputs(
+    summary: dict[str, Any], args: argparse.Namespace, trace: Any = None, window: str | None = None
+) -> None:
+    """Write the files asked for and print the table (unless quiet).
+
+    With ``--html`` the report's timeline and kernel tables come from the loaded ``trace``
+    (:func:`rlscope.analysis.report.report_data`); a bad ``window`` fails before any file is written.
+    """
     from rlscope.viz import terminal
 
+    report = None
+    if args.html:
+        from rlscope.analysis.intervals import parse_window
+        from rlscope.analysis.report import report_data
+        from rlscope.trace.reader import load_trace
+
+        if trace is None:
+            trace = load_trace(summary["trace_dir"])
+        # viz only draws what it is given: the data beyond the summary is computed here
+        report = report_data(trace, parse_window(window) if window else None, summary=summary)
     if args.json:
         _write_text(args.json, json.dumps(summary, indent=2))
     if args.html:
         from rlscope.viz import html
 
         try:
-            html.write_html(summary, args.html)
+            html.write_html(summary, args.html, report=report)
         except OSError as e:
             raise RLScopeError(f"{args.html}: cannot write: {e.strerror or e}") from None
     if not args.quiet:
@@ -68,6 +96,12 @@ def _analyze_parser() -> argparse.ArgumentParser:
     p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
     p.add_argument("--json", metavar="FILE", help="write the summary as JSON (shape: docs/trace-format.md)")
     p.add_argument("--html", metavar="FILE", help="write an interactive HTML report")
+    p.add_argument(
+        "--window",
+        metavar="START:END",
+        help="timeline window of the HTML report, seconds since the run start (either side may be empty);"
+        " default: a few iterations of the outermost repeating operation",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
     return p
 
@@ -138,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             return SUBCOMMANDS[argv[0]](argv[1:])
         args = _analyze_parser().parse_args(argv)
-        summary = analyze_dir(args.trace_dir)
-        write_outputs(summary, args)
+        trace, summary = load_and_summarize(args.trace_dir, progress=not args.quiet)
+        write_outputs(summary, args, trace=trace, window=args.window)
         return 0
     except RLScopeError as e:
         print(f"rlscope-analyze: error: {e}", file=sys.stderr)

@@ -29,10 +29,10 @@ except Exception as e:  # never stop the user's program
 
 
 def _print_report(trace_dir: str, html: str | None, json_path: str | None, quiet: bool = False) -> None:
-    from rlscope.cli.analyze import analyze_dir, write_outputs
+    from rlscope.cli.analyze import load_and_summarize, write_outputs
 
-    summary = analyze_dir(trace_dir)
-    write_outputs(summary, argparse.Namespace(json=json_path, html=html, quiet=quiet))
+    trace, summary = load_and_summarize(trace_dir, progress=not quiet)
+    write_outputs(summary, argparse.Namespace(json=json_path, html=html, quiet=quiet), trace=trace)
 
 
 def demo(argv: list[str]) -> int:

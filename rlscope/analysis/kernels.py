@@ -1,0 +1,97 @@
+"""Per-operation kernel tables: which kernels (and copies, memsets) each operation launched.
+
+Pure functions: a loaded :class:`~rlscope.trace.reader.Trace` in, an Arrow table out. GPU records are
+joined to operations exactly as the breakdown does (:func:`rlscope.analysis.gpu.split`,
+:func:`~rlscope.analysis.timeline.build_timeline` with CUDA API time, :func:`rlscope.analysis.gpu.attribute`):
+a record belongs to the operation innermost on the launching thread when its CUDA API call started.
+Records with no launch seen go to ``[unannotated]``. Times are raw (not overhead-corrected).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rlscope import categories
+from rlscope.analysis import gpu
+from rlscope.analysis.breakdown import UNANNOTATED
+from rlscope.analysis.timeline import build_timeline
+from rlscope.trace.reader import ProcessTrace, Trace
+
+__all__ = ["KERNEL_SCHEMA", "kernel_table"]
+
+KERNEL_SCHEMA = pa.schema(
+    [
+        ("operation", pa.string()),
+        ("category", pa.string()),  # gpu_kernel, gpu_memcpy, gpu_memset
+        ("kernel", pa.string()),  # kernel name, or the copy/memset kind
+        ("count", pa.int64()),
+        ("total_s", pa.float64()),
+        ("mean_s", pa.float64()),
+        ("share", pa.float64()),  # of the operation's GPU time (all categories), 0..1
+    ]
+)
+
+
+def _process_rows(proc: ProcessTrace, acc: dict[tuple[str, str, str], list[float]]) -> None:
+    """Add (operation, category, kernel) -> [count, ns] of one process to ``acc``."""
+    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
+        return
+    ts = proc.events.column("ts_ns")
+    api, recs = gpu.split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
+    if len(recs.start) == 0:
+        return
+    tl = build_timeline(proc.events, api=gpu.union_per_thread(api.thread, api.start, api.end))
+    op, _ = gpu.attribute(tl, api, recs)
+    op_name = np.append(tl.inst_name, -1).astype(np.int64)[op]  # -1: unattributed
+    # one integer key per (operation name, category, kernel name); few distinct keys in practice
+    ncat = max(categories.CATEGORY_NAMES) + 1
+    kname = recs.name.astype(np.int64)
+    width = int(max(kname.max(initial=0), 0)) + 2
+    key = ((op_name + 1) * ncat + recs.category) * width + (kname + 1)
+    uniq, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    counts = np.bincount(inv, minlength=len(uniq))
+    total = np.bincount(inv, weights=(recs.end - recs.start).astype(np.float64), minlength=len(uniq))
+    for k, c, t in zip(uniq.tolist(), counts.tolist(), total.tolist(), strict=True):
+        kn = k % width - 1
+        cat = (k // width) % ncat
+        on = k // width // ncat - 1
+        entry = acc[
+            (
+                UNANNOTATED if on < 0 else proc.name(on),
+                categories.CATEGORY_NAMES.get(cat, str(cat)),
+                proc.name(kn) if kn >= 0 else "<unnamed>",
+            )
+        ]
+        entry[0] += c
+        entry[1] += t
+
+
+def kernel_table(trace: Trace) -> pa.Table:
+    """GPU work per (operation, category, kernel) over the whole run, all processes merged.
+
+    Sorted by operation (most GPU time first), then by total time within the operation.
+    """
+    acc: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+    for proc in trace.processes:
+        _process_rows(proc, acc)
+    if not acc:
+        return KERNEL_SCHEMA.empty_table()
+    op_total: dict[str, float] = defaultdict(float)
+    for (op, _, _), (_, ns) in acc.items():
+        op_total[op] += ns
+    rows = sorted(acc.items(), key=lambda kv: (-op_total[kv[0][0]], kv[0][0], -kv[1][1], kv[0][1], kv[0][2]))
+    cols: dict[str, list] = {f.name: [] for f in KERNEL_SCHEMA}
+    for (op, cat, kern), (count, ns) in rows:
+        cols["operation"].append(op)
+        cols["category"].append(cat)
+        cols["kernel"].append(kern)
+        cols["count"].append(int(count))
+        cols["total_s"].append(ns / 1e9)
+        cols["mean_s"].append(ns / 1e9 / count if count else 0.0)
+        cols["share"].append(ns / op_total[op] if op_total[op] > 0 else 0.0)
+    return pa.table(cols, schema=KERNEL_SCHEMA)

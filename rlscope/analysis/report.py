@@ -1,0 +1,193 @@
+"""Everything the HTML report needs beyond the summary: a timeline window and per-operation kernel tables.
+
+Pure functions: a loaded :class:`~rlscope.trace.reader.Trace` in, a dict of plain values and numpy
+arrays out; :mod:`rlscope.viz.html` only draws it (it never reads the trace itself).
+
+Default timeline window (``window=None``): a few representative iterations. The outermost
+repeating operation (the fewest instances among operations seen at least 3 times; ties go to the
+larger total time) is taken as "the iteration": in an RL loop that is the per-update step (e.g.
+``compute_advantages`` in PPO), so the window shows a whole rollout and update. The window
+starts at the instance whose start is the median start of that operation, and lasts
+``DEFAULT_ITERATIONS`` median periods between its consecutive starts, at most ``DEFAULT_MAX_WINDOW_S``
+(0.5 s when there is a single instance), shifted left if needed so it fits in the run, and never
+longer than the run. Without operations the window is the first ``DEFAULT_MAX_WINDOW_S`` of the run.
+
+The timeline is capped at ``max_intervals`` drawn intervals (operations + GPU records): when the
+window holds more, only those starting earliest are kept, and ``timeline["capped"]`` says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from rlscope.analysis.intervals import Intervals, _window_ns, intervals
+from rlscope.analysis.kernels import kernel_table
+from rlscope.trace.reader import Trace
+
+__all__ = [
+    "DEFAULT_ITERATIONS",
+    "DEFAULT_MAX_WINDOW_S",
+    "MAX_INTERVALS",
+    "default_window",
+    "report_data",
+    "timeline_data",
+]
+
+DEFAULT_ITERATIONS = 3
+DEFAULT_MAX_WINDOW_S = 0.5
+MAX_INTERVALS = 20_000
+
+
+def default_window(ops: pa.Table, run_end_ns: int) -> tuple[int, int]:
+    """(start, end) ns since the run start of the default window (see module docstring)."""
+    max_ns = round(DEFAULT_MAX_WINDOW_S * 1e9)
+    if ops.num_rows == 0 or run_end_ns <= 0:
+        return 0, max(1, min(run_end_ns, max_ns))
+    names = np.asarray(ops.column("name").to_pylist(), dtype=object)
+    start = ops.column("start_ns").to_numpy()
+    dur = ops.column("end_ns").to_numpy() - start
+    uniq, inv, counts = np.unique(names, return_inverse=True, return_counts=True)
+    totals = np.bincount(inv.reshape(-1), weights=dur.astype(np.float64), minlength=len(uniq))
+    repeating = [i for i in range(len(uniq)) if counts[i] >= 3] or list(range(len(uniq)))
+    best = min(repeating, key=lambda i: (counts[i], -totals[i]))
+    starts = np.sort(start[inv.reshape(-1) == best])
+    first = int(starts[(len(starts) - 1) // 2])  # an actual instance start at the median
+    if len(starts) > 1:
+        period = float(np.median(np.diff(starts)))
+        length = min(max_ns, max(1, round(DEFAULT_ITERATIONS * period)))
+    else:
+        length = max_ns
+    length = min(length, run_end_ns)
+    first = max(0, min(first, run_end_ns - length))
+    return first, first + length
+
+
+def _clip(table: pa.Table, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows overlapping [w0, w1) or instants inside it, clipped start, clipped end)."""
+    s = table.column("start_ns").to_numpy().astype(np.int64)
+    e = table.column("end_ns").to_numpy().astype(np.int64)
+    keep = ((s < w1) & (e > w0)) | ((s == e) & (s >= w0) & (s <= w1))
+    idx = np.flatnonzero(keep)
+    return idx, np.clip(s[idx], w0, w1), np.clip(e[idx], w0, w1)
+
+
+def timeline_data(
+    iv: Intervals, window_ns: tuple[int, int], max_intervals: int = MAX_INTERVALS
+) -> dict[str, Any]:
+    """Rows and bars of the timeline in ``window_ns`` (ns since the run start), capped.
+
+    ``ops``: one bar per operation instance on its (process, thread) row, ``depth`` for nesting;
+    ``gpu``: one bar per kernel/copy/memset on its (process, device, stream) row. Times in seconds
+    since the run start.
+    """
+    w0, w1 = window_ns
+    o_idx, o_s, o_e = _clip(iv.operations, w0, w1)
+    g_idx, g_s, g_e = _clip(iv.gpu, w0, w1)
+    total = len(o_idx) + len(g_idx)
+    capped = total > max_intervals
+    shown_until_ns = w1
+    if capped:
+        # keep the earliest-starting intervals: a contiguous stretch reads better than a sample
+        starts = np.concatenate([o_s, g_s])
+        kth = np.partition(starts, max_intervals)[max_intervals]
+        shown_until_ns = int(kth)
+        ok, gk = o_s < kth, g_s < kth
+        o_idx, o_s, o_e = o_idx[ok], o_s[ok], o_e[ok]
+        g_idx, g_s, g_e = g_idx[gk], g_s[gk], g_e[gk]
+
+    ops = iv.operations.take(pa.array(o_idx, pa.int64()))
+    o_pid = ops.column("pid").to_numpy()
+    o_thread = ops.column("thread").to_numpy()
+    thread_keys = sorted(
+        {(int(p), int(t)) for p, t in zip(o_pid.tolist(), o_thread.tolist(), strict=True)},
+        key=lambda k: (k[0], k[1] != iv.main_threads.get(k[0]), k[1]),
+    )
+    row_label = {
+        k: f"pid {k[0]} thread {k[1]}" + (" (main)" if iv.main_threads.get(k[0]) == k[1] else "")
+        for k in thread_keys
+    }
+    gpus = iv.gpu.take(pa.array(g_idx, pa.int64()))
+    g_pid = gpus.column("pid").to_numpy()
+    g_dev = gpus.column("device").to_numpy()
+    g_stream = gpus.column("stream").to_numpy()
+    stream_keys = sorted(
+        {
+            (int(p), int(d), int(s))
+            for p, d, s in zip(g_pid.tolist(), g_dev.tolist(), g_stream.tolist(), strict=True)
+        }
+    )
+    stream_label = {k: f"pid {k[0]} GPU {k[1]} stream {k[2]}" for k in stream_keys}
+    return {
+        "window_s": (w0 / 1e9, w1 / 1e9),
+        "rows": [row_label[k] for k in thread_keys] + [stream_label[k] for k in stream_keys],
+        "ops": {
+            "row": [
+                row_label[(int(p), int(t))] for p, t in zip(o_pid.tolist(), o_thread.tolist(), strict=True)
+            ],
+            "name": ops.column("name").to_pylist(),
+            "start_s": o_s / 1e9,
+            "end_s": o_e / 1e9,
+            "depth": ops.column("depth").to_numpy().astype(np.int64),
+        },
+        "gpu": {
+            "row": [
+                stream_label[(int(p), int(d), int(s))]
+                for p, d, s in zip(g_pid.tolist(), g_dev.tolist(), g_stream.tolist(), strict=True)
+            ],
+            "name": gpus.column("name").to_pylist(),
+            "category": gpus.column("category").to_pylist(),
+            "start_s": g_s / 1e9,
+            "end_s": g_e / 1e9,
+        },
+        "total_intervals": total,
+        "drawn_intervals": len(o_idx) + len(g_idx),
+        "capped": capped,
+        "shown_until_s": shown_until_ns / 1e9,
+        "max_intervals": max_intervals,
+    }
+
+
+def _nvml_shift_s(trace: Trace, iv: Intervals, pid: int | None) -> float | None:
+    """Seconds to add to a process's trace-clock seconds (NVML sample times) to get run-relative time."""
+    for proc in trace.processes:
+        if proc.pid == pid:
+            anchor = int(proc.metadata.get("clock_anchor_ns", "0") or 0)
+            unix = int(proc.metadata.get("clock_anchor_unix_ns", "0") or 0)
+            return (unix - anchor - iv.run_start_ns) / 1e9
+    return None
+
+
+def report_data(
+    trace: Trace,
+    window: tuple[float | None, float | None] | None = None,
+    max_intervals: int = MAX_INTERVALS,
+    summary: dict | None = None,
+) -> dict[str, Any]:
+    """Data for :func:`rlscope.viz.html.render_html` beyond the summary.
+
+    ``window``: (start, end) seconds since the run start (either may be None), or None for the
+    default window (module docstring). Raises :class:`~rlscope.errors.RLScopeError` when the window
+    misses the run or the trace has no events. ``summary``, when given, only tells which process's
+    NVML samples the summary's GPU section holds (to put them on the run's time axis).
+    """
+    if not any(p.events.num_rows for p in trace.processes):
+        # nothing to draw; the report still renders (its sections say so) rather than failing
+        return {"run_s": 0.0, "window_choice": "none", "timeline": None, "kernels": [], "nvml_shift_s": None}
+    iv = intervals(trace)  # the whole run once: the default window is chosen from it
+    if window is None:
+        win, chosen = default_window(iv.operations, iv.run_end_ns), "default"
+    else:
+        # same validation and rounding as intervals(trace, window); a missed window is an error
+        win, chosen = _window_ns(window, iv.run_end_ns) or (0, iv.run_end_ns), "user"
+    kt = kernel_table(trace)
+    gpu_pid = ((summary or {}).get("gpu") or {}).get("pid")
+    return {
+        "run_s": iv.run_end_ns / 1e9,
+        "window_choice": chosen,
+        "timeline": timeline_data(iv, win, max_intervals),
+        "kernels": kt.to_pylist(),
+        "nvml_shift_s": _nvml_shift_s(trace, iv, gpu_pid),
+    }

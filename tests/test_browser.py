@@ -1,0 +1,230 @@
+"""The HTML report in a real browser: headless Chromium runs its JavaScript.
+
+Asserts that the page logs nothing to the JavaScript console (no errors, no uncaught exceptions)
+and that every plotly chart rendered its SVG. A screenshot is saved for humans: under tmp_path,
+and copied to ``$RLSCOPE_SCREENSHOT_DIR`` when that is set.
+
+Skipped when no Chromium is installed, except under ``CI`` (set): there a missing browser fails,
+so CI cannot pass by skipping (``.ci/run`` installs Debian's ``chromium``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import rlscope
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",  # CI runs as root
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=5000",  # let the page's scripts (plotly) run to completion
+]
+TIMEOUT_S = 120
+
+# Chromium logs every console message of a web page (console.log/warn/error and uncaught
+# exceptions) as `[pid:tid:date:INFO:CONSOLE:LINE] "message", source: URL (LINE)`; it logs them
+# all at INFO for ordinary pages (only its own chrome:// pages keep the level), so the level
+# cannot be read back. The report has no reason to log anything: every console message fails.
+_CONSOLE_RE = re.compile(r"^\[[^\]]*:CONSOLE[:(]\d+\)?\] ?(.*)$", re.MULTILINE)
+
+
+def _chromium() -> str:
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but no Chromium found (looked for {', '.join(CHROMIUM_NAMES)})")
+    pytest.skip("no Chromium binary found (apt-get install chromium)")
+
+
+def _run_chromium(page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    user_dir = tmp / f"chromium-profile-{time.monotonic_ns()}"
+    cmd = [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={user_dir}", *extra, page.resolve().as_uri()]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+
+
+def console_messages(page: Path, tmp: Path) -> tuple[list[str], str]:
+    """(the page's console messages, its DOM after the scripts ran)."""
+    res = _run_chromium(page, tmp, "--enable-logging=stderr", "--v=0", "--dump-dom")
+    assert res.returncode == 0, f"chromium exited {res.returncode}:\n{res.stderr[-3000:]}"
+    return _CONSOLE_RE.findall(res.stderr), res.stdout
+
+
+class _PlotCounter(HTMLParser):
+    """Counts plotly containers, and those that hold a rendered ``main-svg``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.containers = 0
+        self.rendered = 0
+        self._stack: list[tuple[str, int | None]] = []  # (tag, container index or None)
+        self._done: set[int] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        index = None
+        if tag == "div" and "plotly-graph-div" in classes:
+            index = self.containers
+            self.containers += 1
+        if tag == "svg" and "main-svg" in classes:
+            inside = [i for _, i in self._stack if i is not None]
+            if inside and inside[-1] not in self._done:
+                self._done.add(inside[-1])
+                self.rendered += 1
+        if tag not in _VOID:
+            self._stack.append((tag, index))
+
+    def handle_endtag(self, tag: str) -> None:
+        for k in range(len(self._stack) - 1, -1, -1):  # tolerate unclosed children
+            if self._stack[k][0] == tag:
+                del self._stack[k:]
+                return
+
+
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+
+
+def count_plots(dom: str) -> tuple[int, int]:
+    """(plotly containers, containers with a rendered main-svg) in a dumped DOM."""
+    parser = _PlotCounter()
+    parser.feed(dom)
+    parser.close()
+    return parser.containers, parser.rendered
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report made by the real pipeline: a small profiled run, then ``rlscope-analyze --html``."""
+    tmp = tmp_path_factory.mktemp("browser")
+    trace = tmp / "trace"
+    with rlscope.profile(str(trace), gpu=False), rlscope.phase("training"):
+        for _ in range(5):
+            with rlscope.scope("inference"):
+                _busy(0.003)
+            with rlscope.scope("backprop"):
+                _busy(0.002)
+    out = tmp / "report.html"
+    res = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "--html", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert out.exists()
+    return out
+
+
+def test_console_check_catches_errors(tmp_path: Path) -> None:
+    """Positive control: the console parser sees console.error and uncaught (also late) exceptions."""
+    page = tmp_path / "bad.html"
+    page.write_text(
+        "<!doctype html><html><body><p>control</p><script>"
+        'console.error("control-console-error");'
+        'setTimeout(() => { throw new Error("control-late-throw"); }, 500);'
+        'throw new TypeError("control-throw");'
+        "</script></body></html>\n"
+    )
+    messages, dom = console_messages(page, tmp_path)
+    text = "\n".join(messages)
+    assert "control-console-error" in text
+    assert "Uncaught TypeError: control-throw" in text
+    assert "Uncaught Error: control-late-throw" in text
+    assert "<p>control</p>" in dom
+
+
+def test_plot_counter() -> None:
+    dom = (
+        '<div class="plotly-graph-div js-plotly-plot"><div><svg class="main-svg"></svg>'
+        '<svg class="main-svg"></svg></div></div><div class="plotly-graph-div"></div>'
+        '<svg class="main-svg"></svg>'
+    )
+    assert count_plots(dom) == (2, 1)
+
+
+def test_report_in_chromium(report: Path, tmp_path: Path) -> None:
+    messages, dom = console_messages(report, tmp_path)
+    assert messages == [], "JavaScript console messages:\n" + "\n".join(messages)
+    containers, rendered = count_plots(dom)
+    assert containers > 0, "no plotly charts in the report"
+    assert rendered == containers, f"{containers - rendered} of {containers} plots did not render"
+
+    shot = tmp_path / "report.png"
+    res = _run_chromium(report, tmp_path, f"--screenshot={shot}", "--window-size=1300,2400")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert shot.exists() and shot.stat().st_size > 10_000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    dest = os.environ.get("RLSCOPE_SCREENSHOT_DIR")
+    if dest:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(dest) / "report.png")
+
+
+# --- progress bars (rlscope.progress; they share this file's profiled trace) ---
+
+
+class _FakeTTY:
+    """A text stream that claims to be a terminal."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.parts.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_silent_when_stderr_not_a_tty(report: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from rlscope.cli.analyze import analyze_dir
+    from rlscope.progress import should_show, track
+
+    trace = str(report.parent / "trace")
+    capfd.readouterr()
+    assert not sys.stderr.isatty() and not should_show(True)
+    assert list(track(range(3), "counting")) == [0, 1, 2]
+    with_progress = analyze_dir(trace, progress=True)
+    assert capfd.readouterr() == ("", "")  # nothing on stdout or stderr
+    assert with_progress == analyze_dir(trace, progress=False)
+
+
+def test_progress_drawn_on_a_tty_unless_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlscope.progress import spinner, track
+
+    tty = _FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert list(track(range(3), "counting", enabled=False)) == [0, 1, 2]
+    with spinner("waiting", enabled=False):
+        pass
+    assert tty.parts == []
+    assert list(track(iter(range(3)), "counting [x]", total=3)) == [0, 1, 2]
+    assert "counting [x]" in "".join(tty.parts)
