@@ -202,3 +202,15 @@ def test_one_bad_process_does_not_hide_the_others(tmp_path):
     t = load_trace(trace)
     assert len(t.processes) == 1
     assert any("process skipped" in w for w in t.warnings)
+
+
+def test_empty_trace_is_one_line_error(tmp_path):
+    proc = tmp_path / "t" / "process-1"
+    proc.mkdir(parents=True)
+    with pa.OSFile(str(proc / S.EVENTS_FILE), "wb") as f, pa.ipc.new_stream(f, S.events_schema({})) as w:
+        w.write_table(S.events_schema({}).empty_table())
+    r = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(tmp_path / "t")], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "empty trace" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

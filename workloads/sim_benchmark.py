@@ -44,8 +44,13 @@ TARGETS = {
 FUSED_CONFIGS = ((64, 1), (128, 1), (256, 1), (128, 2), (256, 4))
 
 
+_QUIET = False  # set by main(--quiet): progress lines off
+
+
 def _log(msg: str) -> None:
-    print(f"[bench-sim] {msg}", file=sys.stderr, flush=True)
+    """Progress on stderr (stdout carries only the requested table)."""
+    if not _QUIET:
+        print(f"[bench-sim] {msg}", file=sys.stderr, flush=True)
 
 
 def _sync(device: Any) -> None:
@@ -676,6 +681,7 @@ def _target(name: str, measured: float | None, required: float, note: str) -> di
 def build_parser(prog: str = "bench-sim") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Benchmark the CartPole and chain simulators.")
     p.add_argument("--quick", action="store_true", help="a few small sizes (under a minute on a 2-core CPU)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
         "--device", default=None, help="torch device for torch/compiled/fused (default: cuda if any)"
     )
@@ -720,7 +726,9 @@ def profiled_breakdowns(traces: dict[str, str]) -> dict[str, dict[str, float]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``bench-sim`` entry point: run, print the rich table, write JSON/HTML. Returns the exit code."""
+    global _QUIET
     args = build_parser().parse_args(argv)
+    _QUIET = args.quiet
     if args.max_log2_n < 0 or args.max_log2_n > 26:
         raise cp.SimulatorArgumentError(f"--max-log2-n must be in 0..26, got {args.max_log2_n}")
     result = run_benchmark(

@@ -29,11 +29,16 @@ def load_and_summarize(trace_dir: str, progress: bool = False) -> tuple[Any, dic
     """
     from rlscope.analysis.breakdown import analyze_process
     from rlscope.analysis.summary import summarize
+    from rlscope.errors import TraceError
     from rlscope.progress import spinner, track
     from rlscope.trace.reader import load_trace
 
     with spinner(f"loading {trace_dir}", enabled=progress):
         trace = load_trace(trace_dir)
+    if trace.num_events == 0:
+        raise TraceError(
+            trace.path, "empty trace: no events recorded (the session ended before its first flush?)"
+        )
     processes = track(trace.processes, "analyzing processes", enabled=progress)
     breakdowns = [analyze_process(p) for p in processes]
     return trace, summarize(trace, breakdowns)
