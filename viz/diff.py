@@ -14,6 +14,7 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
     """Rich table: per operation, A and B total time, the difference and the ratio, and the
     category that moved most."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
