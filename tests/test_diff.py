@@ -52,6 +52,7 @@ def test_diff_cli_outputs_and_bad_input(tmp_path):
     r = subprocess.run([*cmd, "--json", str(out), "--html", str(page)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "simulation" in r.stdout
+    assert "[unannotated]" in r.stdout  # names are not read as rich markup
     assert json.loads(out.read_text())["schema"] == "rlscope.diff/1"
     assert "<script" in page.read_text() and "rlscope diff" in page.read_text()
     r = subprocess.run([*cmd[:-1], str(tmp_path / "missing")], capture_output=True, text=True)

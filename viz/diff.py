@@ -18,7 +18,7 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
     from rich.table import Table
 
     console = console or Console()
-    t = Table(title=f"rlscope diff — A: {d['a']}  B: {d['b']}")
+    t = Table(title=escape(f"rlscope diff — A: {d['a']}  B: {d['b']}"))
     for col, just in (
         ("operation", "left"),
         ("A s", "right"),
@@ -34,7 +34,7 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
         tag = f" (only in {o['only_in'].upper()})" if o["only_in"] else ""
         tot = o["total"]
         t.add_row(
-            name + tag,
+            escape(name + tag),
             f"{tot['a']:.3f}",
             f"{tot['b']:.3f}",
             f"{tot['delta_s']:+.3f}",
@@ -43,7 +43,14 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
         )
     for label, key in (("[unannotated]", "unannotated"), ("wall", "wall"), ("GPU-bound", "gpu_bound")):
         p = d[key]
-        t.add_row(label, f"{p['a']:.3f}", f"{p['b']:.3f}", f"{p['delta_s']:+.3f}", _fmt_ratio(p["ratio"]), "")
+        t.add_row(
+            escape(label),
+            f"{p['a']:.3f}",
+            f"{p['b']:.3f}",
+            f"{p['delta_s']:+.3f}",
+            _fmt_ratio(p["ratio"]),
+            "",
+        )
     console.print(t)
 
 
