@@ -13,10 +13,10 @@ Kernels launched by any library in the process (Triton, CuPy, JAX) are seen, not
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Any
 
 from rlscope import annotate, categories
+from rlscope.collectors.clock import clock_offset
 from rlscope.trace import schema as S
 
 BUFFER_BYTES = 8 * 1024 * 1024
@@ -74,15 +74,8 @@ class CuptiCollector:
 
     # -- clock ----------------------------------------------------------------------------
     def _sync_clock(self) -> None:
-        """offset = CUPTI clock - perf_counter_ns, from the tightest of a few bracketed readings."""
-        best = None
-        for _ in range(5):
-            a = time.perf_counter_ns()
-            c = self._cupti.get_timestamp()
-            b = time.perf_counter_ns()
-            if best is None or b - a < best[0]:
-                best = (b - a, c - (a + b) // 2)
-        self.offset = best[1]
+        """offset = CUPTI clock - perf_counter_ns (re-measured at every flush: the clocks drift apart)."""
+        self.offset = clock_offset(self._cupti.get_timestamp)
 
     # -- CUPTI callbacks (on CUPTI's thread) ------------------------------------------------
     def _request(self) -> tuple[int, int]:

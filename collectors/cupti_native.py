@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import annotate, categories
+from rlscope.collectors.clock import clock_offset
 from rlscope.collectors.cupti_gpu import COPY_KINDS, CuptiUnavailable
 from rlscope.trace import schema as S
 
@@ -157,14 +157,8 @@ class NativeCuptiCollector:
         return self
 
     def _sync_clock(self) -> None:
-        best = None
-        for _ in range(5):
-            a = time.perf_counter_ns()
-            c = self.lib.rl_timestamp()
-            b = time.perf_counter_ns()
-            if best is None or b - a < best[0]:
-                best = (b - a, c - (a + b) // 2)
-        self.offset = best[1]
+        """offset = CUPTI clock - perf_counter_ns (re-measured at every flush: the clocks drift apart)."""
+        self.offset = clock_offset(self.lib.rl_timestamp)
 
     def _name_ids(self, raw: np.ndarray) -> np.ndarray:
         """Map the consumer's name codes to rlscope's interned name ids (few distinct values)."""

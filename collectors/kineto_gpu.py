@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from rlscope import _imports, annotate, categories
+from rlscope.collectors.clock import clock_offset
 from rlscope.trace import schema as S
 
 
@@ -52,15 +53,7 @@ class KinetoCollector:
         self.session.set_ticker(self.tick, self.cycle_ns)
 
     def _start_cycle(self) -> None:
-        # Kineto reports Unix-epoch nanoseconds; offset = unix - perf_counter, tightest of a few readings
-        best = None
-        for _ in range(5):
-            a = time.perf_counter_ns()
-            u = time.time_ns()
-            b = time.perf_counter_ns()
-            if best is None or b - a < best[0]:
-                best = (b - a, u - (a + b) // 2)
-        self.offset = best[1]
+        self.offset = clock_offset(time.time_ns)  # Kineto reports Unix-epoch nanoseconds
         self.prof = self._profile()
         self.prof.start()
 

@@ -47,6 +47,22 @@ def fake_session(tmp_path):
     return session, clock
 
 
+def write_stream(path, columns_doc, rows) -> None:
+    """Write a collector file (gpu.arrows, nvml.arrows) by hand: rows are tuples in column order."""
+    import pyarrow as pa
+
+    from rlscope.trace import schema as S
+
+    schema = S.columns_schema(columns_doc)
+    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in columns_doc]
+    table = pa.table(
+        {c: pa.array(v, type=f.type) for (c, _, _), v, f in zip(columns_doc, cols, schema, strict=True)},
+        schema=schema,
+    )
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+        w.write_table(table)
+
+
 def summary_of(trace_dir) -> dict:
     trace = load_trace(trace_dir)
     return summarize(trace, analyze(trace))

@@ -8,7 +8,6 @@ import json
 import os
 import threading
 
-import pyarrow as pa
 import pytest
 
 import rlscope
@@ -20,18 +19,7 @@ from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
 from rlscope.trace.reader import load_trace
 from rlscope.viz.chrome import to_chrome, write_chrome
-from tests.conftest import FakeClock
-
-
-def _write(path, columns_doc, rows) -> None:
-    schema = S.columns_schema(columns_doc)
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in columns_doc]
-    table = pa.table(
-        {c: pa.array(v, type=f.type) for (c, _, _), v, f in zip(columns_doc, cols, schema, strict=True)},
-        schema=schema,
-    )
-    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, schema) as w:
-        w.write_table(table)
+from tests.conftest import FakeClock, write_stream
 
 
 @pytest.fixture
@@ -69,7 +57,7 @@ def trace_dir(tmp_path):
         (C.GPU_MEMCPY, t0 + 1120, t0 + 1200, 8, -1, 0, 7, names["Memcpy HtoD"], 64),
         (C.GPU_KERNEL, t0 + 1300, t0 + 1310, 99, -1, 0, 8, names["sgemm"], 0),
     ]
-    _write(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
     return session.trace_dir
 
 

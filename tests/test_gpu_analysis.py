@@ -12,20 +12,9 @@ import rlscope
 from rlscope import categories as C
 from rlscope.analysis import gpu
 from rlscope.trace import schema as S
-from tests.conftest import summary_of
+from tests.conftest import summary_of, write_stream
 
 S_ = 1e-9
-
-
-def _write(path, columns_doc, rows):
-    schema = S.columns_schema(columns_doc)
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in columns_doc]
-    table = pa.table(
-        {c: pa.array(v, type=f.type) for (c, _, _), v, f in zip(columns_doc, cols, schema, strict=True)},
-        schema=schema,
-    )
-    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, schema) as w:
-        w.write_table(table)
 
 
 def test_kernel_after_scope_closed_counts_for_its_launcher(fake_session):
@@ -45,7 +34,7 @@ def test_kernel_after_scope_closed_counts_for_its_launcher(fake_session):
         (C.GPU_MEMCPY, t0 + 150, t0 + 170, 8, -1, 0, 7, 0, 64),
         (C.GPU_KERNEL, t0 + 500, t0 + 510, 99, -1, 0, 7, 0, 0),  # no API record: unattributed
     ]
-    _write(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
     s = summary_of(session.trace_dir)
     launch, other = s["operations"]["launch"], s["operations"]["other"]
     assert launch["gpu_categories"] == pytest.approx({"gpu_kernel": 120 * S_})

@@ -20,18 +20,7 @@ from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
 from rlscope.trace.reader import load_trace
 from rlscope.viz.html import NO_GPU_TEXT, NO_NVML_TEXT, RAW_NOTE, SECTION_TITLES, render_html
-from tests.conftest import FakeClock, summary_of
-
-
-def _write(path, columns_doc, rows) -> None:
-    schema = S.columns_schema(columns_doc)
-    cols = list(zip(*rows, strict=True)) if rows else [[] for _ in columns_doc]
-    table = pa.table(
-        {c: pa.array(v, type=f.type) for (c, _, _), v, f in zip(columns_doc, cols, schema, strict=True)},
-        schema=schema,
-    )
-    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, schema) as w:
-        w.write_table(table)
+from tests.conftest import FakeClock, summary_of, write_stream
 
 
 @pytest.fixture
@@ -77,9 +66,9 @@ def gpu_trace(tmp_path):
         (C.GPU_MEMCPY, t0 + 1120, t0 + 1200, 8, -1, 0, 7, n["Memcpy HtoD"], 64),
         (k, t0 + 1300, t0 + 1310, 99, -1, 0, 8, n["sgemm"], 0),
     ]
-    _write(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
     nvml = [(t0 + t, 0, u, 0, 0, 0, 0) for t, u in ((0, 0), (500, 100), (1000, 100), (1500, 100), (2000, 0))]
-    _write(session.process_dir / S.NVML_FILE, S.NVML_COLUMNS_DOC, nvml)
+    write_stream(session.process_dir / S.NVML_FILE, S.NVML_COLUMNS_DOC, nvml)
     return session.trace_dir
 
 
