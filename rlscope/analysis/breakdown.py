@@ -13,12 +13,11 @@ import dataclasses
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.analysis.overlap import overlap_by_group
-from rlscope.analysis.timeline import Timeline, build_timeline
+from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace
 
@@ -79,14 +78,11 @@ class ProcessBreakdown:
 
 
 def analyze_process(proc: ProcessTrace) -> ProcessBreakdown:
-    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
-        tl = build_timeline(proc.events)
+    tl, api, records = gpu.timeline_with_gpu(proc)
+    if api is None:
         return breakdown_timeline(
             tl, proc.names, proc.pid, proc.metadata.get("host", ""), proc.complete, nvml=proc.nvml
         )
-    ts = proc.events.column("ts_ns")
-    api, records = gpu.split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
-    tl = build_timeline(proc.events, api=gpu.union_per_thread(api.thread, api.start, api.end))
     op, phase = gpu.attribute(tl, api, records)
     return breakdown_timeline(
         tl,

@@ -9,12 +9,17 @@ asynchronous work that runs after its scope closed still counts for that scope.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlscope import categories
-from rlscope.analysis.timeline import Timeline
+from rlscope.analysis.timeline import Timeline, build_timeline
+
+if TYPE_CHECKING:
+    from rlscope.trace.reader import ProcessTrace
 
 
 @dataclasses.dataclass
@@ -76,6 +81,20 @@ def union_per_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, len(t) - 1)
     return t[first], s[first], reach[last]
+
+
+def timeline_with_gpu(proc: ProcessTrace) -> tuple[Timeline, ApiCalls | None, GpuRecords | None]:
+    """A process's timeline, with CUDA API time as its innermost category, and its GPU work.
+
+    The one place that combines events and ``gpu.arrows``: the breakdown, the interval tables and
+    the kernel tables all start here. API calls and records are None without GPU data.
+    """
+    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
+        return build_timeline(proc.events), None, None
+    ts = proc.events.column("ts_ns")
+    api, records = split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
+    tl = build_timeline(proc.events, api=union_per_thread(api.thread, api.start, api.end))
+    return tl, api, records
 
 
 def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

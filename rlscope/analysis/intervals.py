@@ -17,11 +17,10 @@ import dataclasses
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.analysis import gpu
-from rlscope.analysis.timeline import Timeline, build_timeline
+from rlscope.analysis.timeline import Timeline
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace
@@ -154,12 +153,10 @@ class _Proc:
 
 def _prepare(proc: ProcessTrace) -> _Proc:
     """Build the timeline the way the breakdown does (CUDA API time as category cuda_api)."""
-    empty = np.zeros(0, np.int64)
-    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
-        return _Proc(proc, build_timeline(proc.events), _offset(proc), None, empty, empty)
-    ts = proc.events.column("ts_ns")
-    api, _ = gpu.split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
-    tl = build_timeline(proc.events, api=gpu.union_per_thread(api.thread, api.start, api.end))
+    tl, api, _ = gpu.timeline_with_gpu(proc)
+    if api is None:
+        empty = np.zeros(0, np.int64)
+        return _Proc(proc, tl, _offset(proc), None, empty, empty)
     cols = {c: proc.gpu.column(c).to_numpy().astype(np.int64) for c in S.GPU_COLUMNS}
     return _Proc(proc, tl, _offset(proc), cols, api.start, api.end)
 

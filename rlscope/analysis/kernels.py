@@ -13,12 +13,10 @@ from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.analysis.breakdown import UNANNOTATED
-from rlscope.analysis.timeline import build_timeline
 from rlscope.trace.reader import ProcessTrace, Trace
 
 __all__ = ["KERNEL_SCHEMA", "kernel_table"]
@@ -38,13 +36,9 @@ KERNEL_SCHEMA = pa.schema(
 
 def _process_rows(proc: ProcessTrace, acc: dict[tuple[str, str, str], list[float]]) -> None:
     """Add (operation, category, kernel) -> [count, ns] of one process to ``acc``."""
-    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
+    tl, api, recs = gpu.timeline_with_gpu(proc)
+    if api is None or len(recs.start) == 0:
         return
-    ts = proc.events.column("ts_ns")
-    api, recs = gpu.split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
-    if len(recs.start) == 0:
-        return
-    tl = build_timeline(proc.events, api=gpu.union_per_thread(api.thread, api.start, api.end))
     op, _ = gpu.attribute(tl, api, recs)
     op_name = np.append(tl.inst_name, -1).astype(np.int64)[op]  # -1: unattributed
     # one integer key per (operation name, category, kernel name); few distinct keys in practice
