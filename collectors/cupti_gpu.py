@@ -52,7 +52,8 @@ class CuptiCollector:
             raise CuptiUnavailable(f"cupti-python not usable ({type(e).__name__}: {e})") from None
         self._cupti = cupti
         kinds = cupti.ActivityKind
-        self.rows = self.session.writer.add_stream(S.GPU_FILE, S.columns_schema(S.GPU_COLUMNS_DOC))
+        schema = S.columns_schema(S.GPU_COLUMNS_DOC, "cupti-python")
+        self.rows = self.session.writer.add_stream(S.GPU_FILE, schema)
         self._handlers = {
             int(kinds.CONCURRENT_KERNEL): self._kernel,
             int(kinds.MEMCPY): self._memcpy,

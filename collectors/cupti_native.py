@@ -150,7 +150,7 @@ class NativeCuptiCollector:
         if rc != 0:
             raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")
         self.lib = lib
-        self._schema = S.columns_schema(S.GPU_COLUMNS_DOC)
+        self._schema = S.columns_schema(S.GPU_COLUMNS_DOC, "native")
         self.rows = self.session.writer.add_stream(S.GPU_FILE, self._schema)
         self._sync_clock()
         self.session.writer.before_flush(self.flush)

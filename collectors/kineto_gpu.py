@@ -46,7 +46,7 @@ class KinetoCollector:
         self._cuda = DeviceType.CUDA
         self._disable = torch.autograd._disable_profiler
         self._profile = lambda: profile(activities=[ProfilerActivity.CUDA])
-        self.rows = self.session.writer.add_stream(S.GPU_FILE, S.columns_schema(S.GPU_COLUMNS_DOC))
+        self.rows = self.session.writer.add_stream(S.GPU_FILE, S.columns_schema(S.GPU_COLUMNS_DOC, "kineto"))
         self._owner = threading.get_ident()
         self._start_cycle()
         self.session.writer.before_flush(self.flush)

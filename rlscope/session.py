@@ -40,6 +40,15 @@ def _rank() -> str:
     return ""
 
 
+def stack_info() -> dict[str, str]:
+    """Machine and CUDA facts that key overhead calibrations (rlscope.calibration); no torch import."""
+    import platform
+
+    from rlscope.calibration import cpu_model, torch_cuda_version
+
+    return {"machine": platform.machine(), "cpu": cpu_model(), "cuda": torch_cuda_version()}
+
+
 _NEVER = 2**63 - 1
 
 
@@ -135,6 +144,7 @@ class Session:
             "rank": _rank(),
             "python": sys.version.split()[0],
             "torch": _package_version("torch"),
+            **stack_info(),
             "gymnasium": _package_version("gymnasium"),
             "clock": "perf_counter_ns",
             "clock_anchor_ns": str(start_ns),
@@ -157,6 +167,7 @@ class Session:
                 self._metadata(start_ns),
                 annotate._names,
                 flush_interval=self.options["flush_interval"],
+                clock=self.clock,
             )
         except OSError as e:
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None

@@ -67,7 +67,9 @@ def test_truncated_file_reads_complete_batches(tmp_path):
     events.write_bytes(data[: len(data) - 30])  # cut into the last batch
     t = load_trace(trace)
     assert t.warnings and "truncated" in t.warnings[0]
-    assert 0 < t.processes[0].events.num_rows < 14
+    kinds = t.processes[0].events.column("kind").to_pylist()
+    op_rows = sum(k in (S.OP_BEGIN, S.OP_END) for k in kinds)  # not the writer's flush marks
+    assert 0 < op_rows < 12
     summary = summary_of(trace)
     assert "op0" in summary["operations"]
 

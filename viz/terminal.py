@@ -132,10 +132,15 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
     cpu_cats = cpu_categories(summary)
     gpu = has_gpu_time(summary)
 
-    title = Text(f"rlscope summary — {summary.get('trace_dir', '?')} — wall {_secs(wall)} s")
+    corrected = bool(summary.get("corrected_for_overhead"))
+    raw_ops = (summary.get("raw") or {}).get("operations") or {} if corrected else {}
+    kind = "corrected for rlscope's overhead" if corrected else "raw (not corrected for overhead)"
+    title = Text(f"rlscope summary — {summary.get('trace_dir', '?')} — wall {_secs(wall)} s — {kind}")
     table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("operation", overflow="fold")
     table.add_column("total s", justify="right")
+    if corrected:
+        table.add_column("raw s", justify="right", style="dim")
     table.add_column("% run", justify="right")
     table.add_column("excl s", justify="right")
     for cat in cpu_cats:
@@ -152,6 +157,11 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
             return ["-"] * len(RESOURCE_KEYS)
         return [_secs(float(resources.get(k, 0.0))) for k in RESOURCE_KEYS]
 
+    def raw_cell(value: float | None) -> list[str]:
+        if not corrected:
+            return []
+        return ["-" if value is None else _secs(value)]
+
     excl_sum = 0.0
     for name, op in sorted_operations(ops):
         excl = float(op.get("exclusive_s", 0.0))
@@ -160,6 +170,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
         table.add_row(
             Text(name),  # Text, not str: names are not rich markup
             _secs(float(op.get("total_s", 0.0))),
+            *raw_cell(float((raw_ops.get(name) or {}).get("total_s", 0.0))),
             _pct(float(op.get("total_s", 0.0)), wall),
             _secs(excl),
             *[_cat_cell(float(cats.get(c, 0.0)), excl) for c in cpu_cats],
@@ -173,6 +184,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_row(
         Text(UNANNOTATED, style="italic"),
         _secs(unann),
+        *raw_cell(float((summary.get("raw") or {}).get("unannotated_s", 0.0))),
         _pct(unann, wall),
         _secs(unann),
         *[_cat_cell(float(unann_cats.get(c, 0.0)), unann) for c in cpu_cats],
@@ -188,6 +200,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_row(
         Text("total", style="bold"),
         _secs(wall),
+        *raw_cell(float((summary.get("raw") or {}).get("wall_s", 0.0))),
         _pct(wall, wall),
         _secs(excl_sum),
         *[_cat_cell(float(run_cats.get(c, 0.0)), excl_sum) for c in cpu_cats],
@@ -275,12 +288,59 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
     for warning in (summary.get("warnings") or []) if warnings else []:
         console.print(Text(f"warning: {warning}", style="yellow"))
 
+    over = overhead_line(summary)
+    if over:
+        console.print(Text(over, style="dim"))
+
     gpu_line = gpu_utilization_line(summary)
     if gpu_line:
         console.print(Text(gpu_line, style="bold"))
 
     if len(summary.get("phases") or {}) > 1:
         console.print(_phase_table(summary))
+
+
+def overhead_line(summary: dict) -> str:
+    """What the overhead correction did (or why there was none), in one line."""
+    cal = summary.get("calibration") or {}
+    over = summary.get("overhead") or {}
+    if not summary.get("corrected_for_overhead") or not over:
+        return f"figures are raw: {cal['reason']}" if cal.get("reason") else ""
+    removed = ", ".join(f"{k} {_secs(v)} s" for k, v in (over.get("removed_s") or {}).items() if v > 0)
+    return (
+        f"corrected for rlscope's overhead: wall {_secs(over['raw_wall_s'])} s profiled ->"
+        f" {_secs(over['corrected_wall_s'])} s unprofiled (x{over['slowdown']:.2f});"
+        f" removed {removed or 'nothing'};"
+        f" calibration {cal.get('path', '?')}"
+    )
+
+
+def render_calibration(cal: dict, console: Console | None = None) -> None:
+    """A calibration's per-event costs as a table (``rlscope calibrate``)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    key = cal.get("key", {})
+    title = (
+        f"rlscope calibration — {key.get('host', '?')}, python {key.get('python', '?')},"
+        f" torch {key.get('torch') or 'none'}"
+    )
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for col in ("event", "inside ns", "outside ns", "total ns", "note"):
+        table.add_column(col, justify="left" if col in ("event", "note") else "right")
+    for kind, c in (cal.get("costs_ns") or {}).items():
+        if "per_event" in c or "per_sample" in c:
+            per = c.get("per_event", c.get("per_sample", 0.0))
+            unit = "per event row" if "per_event" in c else "per sample"
+            table.add_row(kind, "-", "-", f"{per:.0f}", f"background (GIL stall), {unit}")
+            continue
+        table.add_row(
+            kind, f"{c.get('inside', 0):.0f}", f"{c.get('outside', 0):.0f}", f"{c.get('total', 0):.0f}", ""
+        )
+    for kind, why in (cal.get("skipped") or {}).items():
+        table.add_row(kind, "-", "-", "-", f"not measured: {why}")
+    console.print(table)
 
 
 def gpu_utilization_line(summary: dict) -> str:

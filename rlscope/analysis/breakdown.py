@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis import gpu
+from rlscope.analysis import gpu, overhead
+from rlscope.analysis.overhead import EventCosts
 from rlscope.analysis.overlap import overlap_by_group
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
@@ -75,24 +76,69 @@ class ProcessBreakdown:
     phase_wall_s: dict[str, float]  # main-thread wall time per phase
     gpu_time: pa.Table  # GPU_TIME_SCHEMA: GPU time launched by each (phase, operation), by category
     gpu: dict  # GPU-bound time and the NVML comparison (rlscope.analysis.gpu.nvml_comparison)
+    overhead: dict = dataclasses.field(default_factory=dict)  # what correction removed (corrected only)
 
 
-def analyze_process(proc: ProcessTrace) -> ProcessBreakdown:
+def analyze_process(proc: ProcessTrace, costs: EventCosts | None = None) -> ProcessBreakdown:
+    """The raw breakdown of one process (``costs`` None), or the one corrected for ``costs``."""
+    raw, corrected = analyze_process_pair(proc, costs)
+    return raw if corrected is None else corrected
+
+
+def analyze_process_pair(
+    proc: ProcessTrace, costs: EventCosts | None
+) -> tuple[ProcessBreakdown, ProcessBreakdown | None]:
+    """(raw, corrected) breakdowns of one process from one timeline; corrected is None without costs.
+
+    The corrected one runs the same aggregation over the timeline with rlscope's overhead removed
+    (rlscope.analysis.overhead); GPU work keeps its durations and moves with its launch.
+    """
     tl, api, records = gpu.timeline_with_gpu(proc)
-    if api is None:
-        return breakdown_timeline(
-            tl, proc.names, proc.pid, proc.metadata.get("host", ""), proc.complete, nvml=proc.nvml
-        )
-    op, phase = gpu.attribute(tl, api, records)
-    return breakdown_timeline(
-        tl,
-        proc.names,
-        proc.pid,
-        proc.metadata.get("host", ""),
-        proc.complete,
-        gpu_records=(records, op, phase),
-        nvml=proc.nvml,
+    host = proc.metadata.get("host", "")
+    gpu_records = None
+    if api is not None:
+        op, phase = gpu.attribute(tl, api, records)
+        gpu_records = (records, op, phase)
+    raw = breakdown_timeline(tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml)
+    if costs is None:
+        return raw, None
+    nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
+    fix = overhead.correct_timeline(tl, costs, proc.events.num_rows, nvml_samples)
+    fixed_records = None
+    if gpu_records is not None:
+        recs, op, phase = gpu_records
+        launch = _launch_times(api, recs)
+        thread = np.where(launch[0] >= 0, launch[0], tl.main_thread)
+        at = np.where(launch[0] >= 0, launch[1], recs.start)
+        shift = at - fix.remap(tl, thread, at)
+        moved = dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift)
+        fixed_records = (moved, op, phase)
+    corrected = breakdown_timeline(
+        fix.timeline, proc.names, proc.pid, host, proc.complete, fixed_records, nvml=None
     )
+    # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
+    corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
+    corrected.overhead = {
+        "removed_s": fix.removed_s,
+        "wall_removed_s": raw.wall_s - corrected.wall_s,
+        "background_share": fix.background_share,
+        "not_removable_s": fix.clamped_s,
+        "costs_used": costs.used,
+        "notes": costs.notes,
+    }
+    return raw, corrected
+
+
+def _launch_times(api: gpu.ApiCalls, recs: gpu.GpuRecords) -> tuple[np.ndarray, np.ndarray]:
+    """(thread, start) of the API call that launched each GPU record; thread -1 when unknown."""
+    if len(api.correlation) == 0:
+        return np.full(len(recs.start), -1, np.int64), recs.start.copy()
+    order = np.argsort(api.correlation)
+    corr = api.correlation[order]
+    pos = np.minimum(np.searchsorted(corr, recs.correlation), len(corr) - 1)
+    found = corr[pos] == recs.correlation
+    idx = order[pos]
+    return np.where(found, api.thread[idx], -1), np.where(found, api.start[idx], recs.start)
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:

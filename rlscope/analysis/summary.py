@@ -74,8 +74,8 @@ def _gpu_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     return {"pid": best.pid, **best.gpu}
 
 
-def summarize(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
-    """The summary dict (see docs/trace-format.md, "Summary JSON")."""
+def _figures(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
+    """Every figure of the summary, from one set of breakdowns (raw or corrected)."""
     cpu_rows = [r for b in breakdowns for r in b.cpu_time.to_pylist()]
     op_rows = [r for b in breakdowns for r in b.ops.to_pylist()]
     gpu_rows = [r for b in breakdowns for r in b.gpu_time.to_pylist()]
@@ -124,8 +124,6 @@ def summarize(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any
         ends.append(unix + (b.end_ns - anchor))
     wall = (max(ends) - min(starts)) / 1e9 if starts else 0.0
     return {
-        "schema": SUMMARY_SCHEMA,
-        "trace_dir": str(trace.path),
         "wall_s": wall,
         "unannotated_s": unannotated,
         "categories": dict(sorted(cats.items(), key=lambda kv: -kv[1])),
@@ -137,5 +135,88 @@ def summarize(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any
         "gpu": _gpu_section(breakdowns),
         "phases": phases,
         "processes": procs,
-        "warnings": trace.warnings,
     }
+
+
+def summarize(
+    trace: Trace,
+    breakdowns: list[ProcessBreakdown],
+    raw: list[ProcessBreakdown] | None = None,
+    calibration: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary dict (see docs/trace-format.md, "Summary JSON").
+
+    ``breakdowns`` are corrected for overhead when ``raw`` (the uncorrected ones) is given; the
+    top-level figures are then the corrected ones, and ``raw`` / ``corrected`` hold both sets.
+    ``calibration``: which calibration was used, or why none was (``status``).
+    """
+    figures = _figures(trace, breakdowns)
+    raw_figures = _figures(trace, raw) if raw is not None else figures
+    out: dict[str, Any] = {"schema": SUMMARY_SCHEMA, "trace_dir": str(trace.path), **figures}
+    out["corrected_for_overhead"] = raw is not None
+    out["raw"] = raw_figures
+    out["corrected"] = figures
+    out["calibration"] = calibration or {"status": "not requested"}
+    out["overhead"] = _overhead_section(breakdowns, raw_figures["wall_s"], figures["wall_s"]) if raw else {}
+    out["warnings"] = list(trace.warnings)
+    return out
+
+
+def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall: float) -> dict[str, Any]:
+    """What the correction removed, summed over processes."""
+    removed: dict[str, float] = defaultdict(float)
+    notes: list[str] = []
+    not_removable = 0.0
+    for b in breakdowns:
+        for k, v in b.overhead.get("removed_s", {}).items():
+            removed[k] += v
+        not_removable += b.overhead.get("not_removable_s", 0.0)
+        notes += [n for n in b.overhead.get("notes", []) if n not in notes]
+    return {
+        "raw_wall_s": raw_wall,
+        "corrected_wall_s": wall,
+        "slowdown": raw_wall / wall if wall > 0 else 1.0,
+        "removed_s": dict(sorted(removed.items(), key=lambda kv: -kv[1])),
+        "not_removable_s": not_removable,
+        "background_share": max((b.overhead.get("background_share", 0.0) for b in breakdowns), default=0.0),
+        "costs_used": breakdowns[0].overhead.get("costs_used", {}) if breakdowns else {},
+        "notes": notes,
+    }
+
+
+def summarize_trace(trace: Trace, calibration: str | None = None, correct: bool = True) -> dict[str, Any]:
+    """Analyze every process and summarize, corrected for overhead when a matching calibration exists.
+
+    ``calibration``: a calibration file to use instead of the one found for the trace's machine
+    and stack (rlscope.calibration.find). ``correct=False``: raw figures only. With no matching
+    calibration the summary holds raw figures and says why in ``calibration`` and ``warnings``.
+    """
+    from rlscope import calibration as cal_mod
+    from rlscope.analysis.breakdown import analyze_process_pair
+    from rlscope.analysis.overhead import costs_for
+
+    cal, why = (None, None) if not correct else cal_mod.find(trace.processes[0].metadata, calibration)
+    if cal is not None:
+        for p in trace.processes[1:]:
+            other, why = cal_mod.find(p.metadata, calibration)
+            if other is None or other["path"] != cal["path"]:
+                cal, why = None, f"process {p.pid}: {why or 'another calibration than process 0'}"
+                break
+    if cal is None:
+        raw = [analyze_process_pair(p, None)[0] for p in trace.processes]
+        info = {"status": "off" if not correct else "none", "reason": why or "raw figures requested"}
+        out = summarize(trace, raw, calibration=info)
+        if why:
+            out["warnings"].append(why)
+        return out
+    pairs = [analyze_process_pair(p, costs_for(cal, p.metadata)) for p in trace.processes]
+    info = {
+        "status": "applied",
+        "path": cal["path"],
+        "created": cal.get("created", ""),
+        "key": cal["key"],
+        "costs_ns": cal["costs_ns"],
+    }
+    out = summarize(trace, [c for _, c in pairs], raw=[r for r, _ in pairs], calibration=info)
+    out["warnings"] += [f"overhead correction: {n}" for n in out["overhead"].get("notes", [])]
+    return out

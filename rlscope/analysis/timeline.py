@@ -123,7 +123,9 @@ def build_timeline(
     starts = np.flatnonzero(kind == S.SESSION_START)
     main_thread = int(thread[starts[0]]) if len(starts) else int(thread[0])
     start_ns = int(ts[starts[0]]) if len(starts) else int(ts.min())
-    end_ns = int(ts.max())
+    ends = np.flatnonzero(kind == S.SESSION_END)
+    # the session's end, not the last row: the writer thread may mark a flush that outlived it
+    end_ns = int(ts[ends].max()) if len(ends) else int(ts.max())
     if api is None and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
         # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.
@@ -150,7 +152,7 @@ def build_timeline(
 
     seg_end = np.empty(n, np.int64)
     seg_end[:-1] = ts[1:]
-    seg_end[last] = end_ns  # a thread's last state lasts to the end of the data
+    seg_end[last] = np.maximum(end_ns, ts[last])  # a thread's last state lasts to the end of the data
 
     is_begin = (kind == S.OP_BEGIN) | (kind == S.PHASE_BEGIN)
     is_end = (kind == S.OP_END) | (kind == S.PHASE_END)

@@ -22,15 +22,17 @@ from rlscope.errors import RLScopeError
 EXIT_BAD_INPUT = 2
 
 
-def load_and_summarize(trace_dir: str, progress: bool = False) -> tuple[Any, dict[str, Any]]:
+def load_and_summarize(
+    trace_dir: str, progress: bool = False, calibration: str | None = None, correct: bool = True
+) -> tuple[Any, dict[str, Any]]:
     """Load, analyze and summarize a trace directory (the whole pipeline minus rendering).
 
     ``progress``: show transient progress on stderr (only when stderr is a terminal).
+    ``calibration`` / ``correct``: see :func:`rlscope.analysis.summary.summarize_trace`.
     """
-    from rlscope.analysis.breakdown import analyze_process
-    from rlscope.analysis.summary import summarize
+    from rlscope.analysis.summary import summarize_trace
     from rlscope.errors import TraceError
-    from rlscope.progress import spinner, track
+    from rlscope.progress import spinner
     from rlscope.trace.reader import load_trace
 
     with spinner(f"loading {trace_dir}", enabled=progress):
@@ -39,14 +41,16 @@ def load_and_summarize(trace_dir: str, progress: bool = False) -> tuple[Any, dic
         raise TraceError(
             trace.path, "empty trace: no events recorded (the session ended before its first flush?)"
         )
-    processes = track(trace.processes, "analyzing processes", enabled=progress)
-    breakdowns = [analyze_process(p) for p in processes]
-    return trace, summarize(trace, breakdowns)
+    with spinner("analyzing", enabled=progress):
+        summary = summarize_trace(trace, calibration, correct)
+    return trace, summary
 
 
-def analyze_dir(trace_dir: str, progress: bool = False) -> dict[str, Any]:
-    """The summary of a trace directory."""
-    return load_and_summarize(trace_dir, progress)[1]
+def analyze_dir(
+    trace_dir: str, progress: bool = False, calibration: str | None = None, correct: bool = True
+) -> dict[str, Any]:
+    """The summary of a trace directory (corrected for overhead when a calibration matches)."""
+    return load_and_summarize(trace_dir, progress, calibration, correct)[1]
 
 
 def write_outputs(
@@ -107,6 +111,13 @@ def _analyze_parser() -> argparse.ArgumentParser:
         help="timeline window of the HTML report, seconds since the run start (either side may be empty);"
         " default: a few iterations of the outermost repeating operation",
     )
+    p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="overhead calibration to use (default: the one `rlscope calibrate` saved for the trace's"
+        " machine and software stack)",
+    )
+    p.add_argument("--raw", action="store_true", help="report raw figures: no overhead correction")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
     return p
 
@@ -177,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             return SUBCOMMANDS[argv[0]](argv[1:])
         args = _analyze_parser().parse_args(argv)
-        trace, summary = load_and_summarize(args.trace_dir, progress=not args.quiet)
+        trace, summary = load_and_summarize(
+            args.trace_dir, progress=not args.quiet, calibration=args.calibration, correct=not args.raw
+        )
         write_outputs(summary, args, trace=trace, window=args.window)
         return 0
     except RLScopeError as e:

@@ -2,6 +2,7 @@
 
 rlscope demo [--seconds 20] [--device auto|cpu|cuda] [--trace-dir D] [--html FILE] [--json FILE]
 rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--no-analyze] [--] python train.py ARGS...
+rlscope calibrate [--out FILE] [--reps 5] [--quick] [--no-gpu]
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ except Exception as e:  # never stop the user's program
 """
 
 
-def _print_report(trace_dir: str, html: str | None, json_path: str | None, quiet: bool = False) -> None:
+def _print_report(
+    trace_dir: str, html: str | None, json_path: str | None, quiet: bool = False, correct: bool = True
+) -> None:
     from rlscope.cli.analyze import load_and_summarize, write_outputs
 
-    trace, summary = load_and_summarize(trace_dir, progress=not quiet)
+    trace, summary = load_and_summarize(trace_dir, progress=not quiet, correct=correct)
     write_outputs(summary, argparse.Namespace(json=json_path, html=html, quiet=quiet), trace=trace)
 
 
@@ -46,6 +49,7 @@ def demo(argv: list[str]) -> int:
     p.add_argument("--trace-dir", default="rlscope-demo-trace")
     p.add_argument("--html", default="rlscope-demo-report.html")
     p.add_argument("--json", default=None, metavar="FILE")
+    p.add_argument("--raw", action="store_true", help="report raw figures (no calibration, no correction)")
     args = p.parse_args(argv)
     if args.seconds <= 0:
         p.error("--seconds must be > 0")
@@ -57,6 +61,8 @@ def demo(argv: list[str]) -> int:
     import rlscope
     from rlscope.workloads import ppo_cartpole
 
+    if not args.raw:
+        ensure_calibration()
     trace_dir = Path(args.trace_dir)
     clear_trace_dir(trace_dir)  # a stale trace would be merged into this one's analysis
     print(f"rlscope demo: training PPO on CartPole-v1 for {args.seconds:g} s (device {args.device}) ...")
@@ -68,7 +74,7 @@ def demo(argv: list[str]) -> int:
         f"rlscope demo: {result['global_step']} steps, {len(result['episode_returns'])} episodes,"
         f" mean return of the last 20: {result['final_mean_return']:.1f}"
     )
-    _print_report(str(trace_dir), args.html, args.json)
+    _print_report(str(trace_dir), args.html, args.json, correct=not args.raw)
     print(f"trace: {trace_dir}   report: {args.html}")
     return 0
 
@@ -118,7 +124,50 @@ def run(argv: list[str]) -> int:
     return code
 
 
-COMMANDS = {"demo": demo, "run": run}
+def calibrate(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="rlscope calibrate",
+        description="Measure rlscope's cost per recorded event on this machine and software stack, and"
+        " save it where rlscope-analyze finds it to correct traces (method: docs/overhead.md).",
+    )
+    p.add_argument("--out", metavar="FILE", help="write here instead of the per-machine cache")
+    p.add_argument("--reps", type=int, default=5, help="interleaved repetitions per measurement (default 5)")
+    p.add_argument("--quick", action="store_true", help="smaller loops (about 4x faster, noisier)")
+    p.add_argument("--no-gpu", action="store_true", help="skip the GPU measurements")
+    p.add_argument("-q", "--quiet", action="store_true")
+    args = p.parse_args(argv)
+    if args.reps < 1:
+        p.error("--reps must be >= 1")
+    from rlscope import calibration
+    from rlscope.calibrate import run_calibration
+    from rlscope.viz.terminal import render_calibration
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(f"rlscope calibrate: {msg}", file=sys.stderr, flush=True)
+
+    cal = run_calibration(reps=args.reps, scale=0.25 if args.quick else 1.0, gpu=not args.no_gpu, log=log)
+    path = calibration.save(cal, args.out)
+    if not args.quiet:
+        render_calibration(cal)
+    print(f"calibration: {path}  ({cal['duration_s']:.0f} s)")
+    return 0
+
+
+def ensure_calibration(quiet: bool = False) -> None:
+    """Calibrate once per machine and stack if no calibration exists yet (the demo reports corrected)."""
+    from rlscope import calibration
+
+    if calibration.path_for(calibration.current_key()).exists():
+        return
+    from rlscope.calibrate import run_calibration
+
+    print("rlscope: no overhead calibration for this machine yet: calibrating once (about a minute) ...")
+    cal = run_calibration(log=lambda m: None if quiet else print(f"rlscope calibrate: {m}", file=sys.stderr))
+    print(f"rlscope: calibration saved to {calibration.save(cal)}")
+
+
+COMMANDS = {"demo": demo, "run": run, "calibrate": calibrate}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -131,9 +131,11 @@ def load_process(path: Path) -> ProcessTrace:
     ):
         if (path / filename).exists():
             try:
-                table, _, more = _read_stream(path / filename, columns)
+                table, file_meta, more = _read_stream(path / filename, columns)
                 warnings += more
                 optional[attr] = table
+                if "rlscope.collector" in file_meta:  # which GPU collector: its overhead differs
+                    meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
             except TraceError as e:
                 warnings.append(f"{e}; its data is left out")
     proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings, **optional)

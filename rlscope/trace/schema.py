@@ -91,12 +91,19 @@ def events_schema(metadata: dict[str, str]) -> pa.Schema:
     return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION), **metadata})
 
 
-def columns_schema(columns_doc: list[tuple[str, str, str]]) -> pa.Schema:
-    """Schema of a collector's file (GPU activity, NVML samples) from its column table."""
+def columns_schema(columns_doc: list[tuple[str, str, str]], collector: str = "") -> pa.Schema:
+    """Schema of a collector's file (GPU activity, NVML samples) from its column table.
+
+    ``collector`` names what wrote it (``native``, ``kineto``, ``cupti-python``): its per-event cost
+    differs, and the overhead correction needs to know which one to subtract.
+    """
     import pyarrow as pa
 
     fields = [pa.field(c, getattr(pa, t)()) for c, t, _ in columns_doc]
-    return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION)})
+    meta = {"rlscope.schema_version": str(SCHEMA_VERSION)}
+    if collector:
+        meta["rlscope.collector"] = collector
+    return pa.schema(fields, metadata=meta)
 
 
 def names_schema() -> pa.Schema:

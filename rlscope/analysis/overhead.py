@@ -1,0 +1,248 @@
+"""Overhead correction: remove rlscope's own cost from a timeline, where it was paid.
+
+Every recorded event costs CPU time, and that time lands on the thread's timeline on one side of
+the event's timestamp or the other. For a begin/end pair (a scope, a category, a backend op, a
+CUDA API call under CUPTI) calibration measures the part that falls *inside* the pair (charged to
+the operation or category it opens) and the part that falls *outside* (charged to the enclosing
+one); rlscope/calibrate.py says how. Correction shrinks each segment of the timeline by the cost
+of the events that bound it, removes the ``rlscope`` category (the profiler's periodic work)
+entirely, and scales what is left by the share of the run that background work (the trace writer
+and the NVML sampler, which stall the job through the GIL) took. The corrected timestamps are
+then rebuilt per thread, so every figure computed from the timeline -- exclusive and inclusive
+time, wall time, phases, resource overlap -- comes out corrected by the same code that computes
+the raw ones. GPU work keeps its durations and moves with the CPU time before its launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+
+from rlscope import categories
+from rlscope.analysis.timeline import API_BEGIN, API_END, Timeline
+from rlscope.trace import schema as S
+
+# event classes with a calibrated begin/end cost
+NONE, SCOPE, CATEGORY, BACKEND, CUDA_API = range(5)
+CLASS_NAMES = ("none", "scope", "category", "backend", "cuda_api")
+MAX_BACKGROUND_SHARE = 0.5  # a larger share means a calibration that does not fit this run
+
+
+@dataclasses.dataclass
+class EventCosts:
+    """Per-event costs (ns) that apply to one process's trace, chosen from a calibration."""
+
+    inside: np.ndarray  # per class: cost inside a begin/end pair
+    outside: np.ndarray  # per class: cost outside it (the enclosing operation or category pays)
+    writer_per_event: float = 0.0  # background: the writer's GIL time per event row written
+    nvml_per_sample: float = 0.0  # background: the NVML sampler's GIL time per sample
+    used: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> calibration entry used
+    notes: list[str] = dataclasses.field(default_factory=list)  # what could not be corrected, and why
+
+    @classmethod
+    def zero(cls) -> EventCosts:
+        return cls(np.zeros(len(CLASS_NAMES)), np.zeros(len(CLASS_NAMES)))
+
+
+def _options(metadata: dict[str, str]) -> dict[str, Any]:
+    try:
+        opts = json.loads(metadata.get("options", "{}"))
+    except json.JSONDecodeError:
+        return {}
+    return opts if isinstance(opts, dict) else {}
+
+
+def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCosts:
+    """The costs of the events a process recorded, given how it was profiled (its metadata)."""
+    table = calibration["costs_ns"]
+    costs = EventCosts.zero()
+    gpu_collector = metadata.get("gpu.collector", "")
+    nvtx = bool(gpu_collector) and _options(metadata).get("nvtx", True)
+    wanted = {
+        SCOPE: "scope_nvtx" if nvtx else "scope",
+        CATEGORY: "category",
+        BACKEND: "backend",
+        CUDA_API: f"cuda_api.{gpu_collector}" if gpu_collector else "",
+    }
+    for cls, entry in wanted.items():
+        if not entry:
+            continue
+        if entry not in table and entry == "scope_nvtx" and "scope" in table:
+            costs.notes.append("scope cost with NVTX ranges not calibrated: the cost without them is used")
+            entry = "scope"
+        if entry not in table:
+            costs.notes.append(f"{entry} not calibrated on this machine: its overhead is not removed")
+            continue
+        costs.inside[cls] = float(table[entry].get("inside", 0.0))
+        costs.outside[cls] = float(table[entry].get("outside", 0.0))
+        costs.used[CLASS_NAMES[cls]] = entry
+    costs.writer_per_event = float(table.get("writer", {}).get("per_event", 0.0))
+    if metadata.get("nvml.collector", "nvml") and "nvml" in table:
+        costs.nvml_per_sample = float(table["nvml"].get("per_sample", 0.0))
+    return costs
+
+
+def event_classes(tl: Timeline) -> np.ndarray:
+    """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
+    kind, ident = tl.kind, tl.id
+    cls = np.zeros(len(kind), np.int8)
+    is_op = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
+    cls[is_op] = SCOPE
+    cls[is_cat] = CATEGORY
+    cls[is_cat & (ident == categories.BACKEND)] = BACKEND
+    cls[is_cat & (ident == categories.PROFILER)] = NONE  # its whole segment is removed instead
+    cls[(kind == API_BEGIN) | (kind == API_END)] = CUDA_API
+    cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = NONE
+    return cls
+
+
+@dataclasses.dataclass
+class Correction:
+    """A corrected timeline and how to move other timestamps (GPU launches) onto it."""
+
+    timeline: Timeline
+    ratio: np.ndarray  # per row: corrected / raw segment duration
+    removed_s: dict[str, float]  # CPU seconds removed per cost kind (all threads)
+    background_share: float
+    clamped_s: float  # planned removal that exceeded the segments it fell in (not removed)
+
+    def remap(self, raw: Timeline, thread: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Corrected times of raw times ``t`` on ``thread`` (the main thread's map for unknown threads)."""
+        if len(t) == 0 or len(raw.ts) == 0:
+            return t.copy()
+        threads = np.unique(raw.thread)
+        known = np.isin(thread, threads)
+        q_thread = np.where(known, thread, raw.main_thread)
+        order_key = raw.thread_idx.astype(np.int64)
+        qi = np.searchsorted(threads, q_thread)
+        # rows are grouped by thread in thread_idx order, which follows first appearance, not value
+        tid_of_idx = raw.thread[np.flatnonzero(np.r_[True, raw.thread[1:] != raw.thread[:-1]])]
+        idx_of_thread = np.empty(len(threads), np.int64)
+        idx_of_thread[np.searchsorted(threads, tid_of_idx)] = np.arange(len(tid_of_idx))
+        qidx = idx_of_thread[qi]
+        t0 = min(int(raw.ts.min()), int(t.min()))
+        span = max(int(raw.seg_end.max()), int(t.max())) - t0 + 2
+        key = order_key * span + (raw.ts - t0)
+        pos = np.searchsorted(key, qidx * span + (t - t0), side="right") - 1
+        ok = (pos >= 0) & (order_key[np.maximum(pos, 0)] == qidx)
+        pos = np.maximum(pos, 0)
+        into = np.minimum(t - raw.ts[pos], raw.seg_end[pos] - raw.ts[pos])
+        new = self.timeline.ts[pos] + np.rint(into * self.ratio[pos]).astype(np.int64)
+        return np.where(ok, new, t)
+
+
+def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, rows converted) of each flush the writer thread marked during the session."""
+    marks = (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread) & (tl.kind <= S.CAT_END)
+    marks &= (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
+    rows = np.flatnonzero(marks)
+    begins = rows[tl.kind[rows] == S.CAT_BEGIN]
+    ends = rows[tl.kind[rows] == S.CAT_END]
+    ends = ends[: len(begins)]
+    begins = begins[: len(ends)]  # a flush still running at the end: its cost fell after the run
+    start, end = tl.ts[begins], tl.ts[ends]
+    order = np.argsort(start)
+    start, end = start[order], end[order]
+    # each flush converts every row recorded before it started that an earlier flush did not
+    recorded = np.sort(tl.ts[tl.kind < API_BEGIN])
+    upto = np.searchsorted(recorded, start, side="left")
+    converted = np.diff(np.concatenate([[0], upto]))
+    return start, end, converted
+
+
+def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
+    """Per segment: the GIL time flushes took from it (each flush's stall spread over its interval)."""
+    if per_event_ns <= 0:
+        return np.zeros(len(tl.ts))
+    start, end, converted = flush_intervals(tl)
+    keep = (end > start) & (converted > 0)
+    start, end, converted = start[keep], end[keep], converted[keep]
+    if len(start) == 0:
+        return np.zeros(len(tl.ts))
+    length = (end - start).astype(np.float64)
+    density = np.minimum(converted * per_event_ns / length, 1.0)  # share of the flush spent stalling
+    cum = np.concatenate([[0.0], np.cumsum(density * length)])
+
+    def stall_until(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(start, t, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = np.clip(t - start[j], 0, end[j] - start[j]) * density[j]
+        return np.where(i >= 0, cum[j] + inside, 0.0)
+
+    return stall_until(tl.seg_end) - stall_until(tl.ts)
+
+
+def correct_timeline(tl: Timeline, costs: EventCosts, rows_written: int, nvml_samples: int = 0) -> Correction:
+    """Remove the calibrated overhead from every thread's segments and rebuild the timestamps."""
+    n = len(tl.ts)
+    if n == 0:
+        return Correction(tl, np.ones(0), {}, 0.0, 0.0)
+    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    cls = event_classes(tl)
+    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, API_BEGIN))
+    half_in, half_out = costs.inside[cls] / 2, costs.outside[cls] / 2
+    before = np.where(opens, half_out, half_in)  # paid before the timestamp: the previous segment
+    after = np.where(opens, half_in, half_out)  # paid after it: the segment it opens
+    last = np.ones(n, bool)
+    last[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
+    planned = after.copy()
+    planned[:-1] += np.where(last[:-1], 0.0, before[1:])
+    profiler = tl.cat == categories.PROFILER
+    planned = np.where(profiler, dur, planned)
+    removal = np.minimum(planned, dur)
+    left = dur - removal
+
+    # the writer's flushes stall every thread while they hold the GIL: removed where they happened
+    stalled = np.minimum(_flush_stall(tl, costs.writer_per_event), left)
+    left = left - stalled
+    # the NVML sampler's few samples per second: in proportion to time, against the main thread
+    main = tl.thread == tl.main_thread
+    main_left = float(left[main].sum())
+    background_ns = costs.nvml_per_sample * nvml_samples
+    share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
+    new_dur = left * (1.0 - share)
+
+    # rebuild timestamps per thread, relative to the session start (float64 stays exact there)
+    first = np.flatnonzero(np.r_[True, ~last[:-1]])
+    cum = np.concatenate([[0.0], np.cumsum(new_dur)])
+    excl = cum[:-1] - cum[first][tl.thread_idx]
+    rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
+    main_first = first[tl.thread[first] == tl.main_thread]
+    if len(main_first):
+        m0 = int(main_first[0])
+        m1 = int(np.flatnonzero(last[m0:])[0]) + m0 + 1
+        m_ts = (tl.ts[m0:m1] - tl.start_ns).astype(np.float64)
+        m_new = m_ts[0] + cum[m0:m1] - cum[m0]
+        m_ratio = np.divide(new_dur[m0:m1], dur[m0:m1], out=np.ones(m1 - m0), where=dur[m0:m1] > 0)
+        i = np.searchsorted(m_ts, rel0, side="right") - 1
+        ok = i >= 0
+        i = np.maximum(i, 0)
+        into = np.minimum(rel0 - m_ts[i], dur[m0:m1][i])
+        rel0 = np.where(ok, m_new[i] + into * m_ratio[i], rel0)
+    ts_rel = rel0[tl.thread_idx] + excl
+    ts = np.rint(ts_rel).astype(np.int64) + tl.start_ns
+    seg_end = np.rint(ts_rel + new_dur).astype(np.int64) + tl.start_ns
+    end_ns = int(seg_end[main].max()) if main.any() else int(seg_end.max())
+    inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
+    is_end = (tl.kind == S.OP_END) | (tl.kind == S.PHASE_END)
+    inst_end[tl.id[is_end]] = ts[is_end]
+    corrected = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+
+    removed: dict[str, float] = {}
+    per_class = np.bincount(cls, weights=before + after, minlength=len(CLASS_NAMES))
+    for c in range(1, len(CLASS_NAMES)):
+        if per_class[c]:
+            removed[CLASS_NAMES[c]] = float(per_class[c]) / 1e9
+    if profiler.any():
+        removed["rlscope_periodic"] = float(dur[profiler].sum()) / 1e9
+    if stalled.any():
+        removed["writer"] = float(stalled.sum()) / 1e9
+    if share:
+        removed["nvml"] = float((left * share).sum()) / 1e9
+    ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
+    clamped = float((planned - removal).sum()) / 1e9
+    return Correction(corrected, ratio, removed, share, clamped)

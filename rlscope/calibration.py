@@ -1,0 +1,177 @@
+"""Calibration files: rlscope's measured cost per recorded event, keyed by machine and software stack.
+
+``rlscope calibrate`` (rlscope/calibrate.py) measures the costs and saves them here; the analyzer
+(rlscope/analysis/overhead.py) looks up the file whose key matches the trace's metadata. A cost
+measured on another machine, Python, torch, CUDA or rlscope version is not trusted: the analyzer
+warns and reports uncorrected figures instead of subtracting a wrong number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from rlscope._version import __version__
+from rlscope.errors import RLScopeError
+
+SCHEMA = "rlscope.calibration/1"
+KEY_FIELDS = ("host", "machine", "cpu", "python", "torch", "cuda", "rlscope")
+
+
+class CalibrationError(RLScopeError):
+    """A calibration file that cannot be used (missing, corrupt, another schema)."""
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), else what platform says."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or ""
+
+
+def torch_cuda_version() -> str:
+    """The CUDA version torch was built for ('' for CPU builds or no torch), read without importing torch."""
+    try:
+        spec = find_spec("torch")
+    except (ImportError, ValueError):
+        return ""
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    version_py = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    try:
+        for line in version_py.read_text().splitlines():
+            if line.startswith("cuda"):
+                value = line.split("=", 1)[1].split("#")[0].strip().strip("'\"")
+                return "" if value == "None" else value
+    except OSError:
+        pass
+    return ""
+
+
+def current_key() -> dict[str, str]:
+    """This process's machine and stack, as recorded in trace metadata (rlscope.session)."""
+    from rlscope.session import _package_version
+
+    return {
+        "host": socket.gethostname(),
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "python": sys.version.split()[0],
+        "torch": _package_version("torch"),
+        "cuda": torch_cuda_version(),
+        "rlscope": __version__,
+    }
+
+
+def trace_key(metadata: dict[str, str]) -> dict[str, str]:
+    """The calibration key of the process that wrote a trace (fields missing in old traces are '?')."""
+    key = {f: metadata.get(f, "?") for f in KEY_FIELDS if f != "rlscope"}
+    key["rlscope"] = metadata.get("rlscope.version", "?")
+    return key
+
+
+def calibration_dir() -> Path:
+    """Where calibrations live: $RLSCOPE_CALIBRATION_DIR, else $RLSCOPE_CACHE/calibration, else ~/.cache."""
+    if os.environ.get("RLSCOPE_CALIBRATION_DIR"):
+        return Path(os.environ["RLSCOPE_CALIBRATION_DIR"])
+    cache = Path(os.environ.get("RLSCOPE_CACHE", Path.home() / ".cache" / "rlscope"))
+    return cache / "calibration"
+
+
+def path_for(key: dict[str, str]) -> Path:
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return calibration_dir() / f"{key['host']}-{digest}.json"
+
+
+def save(calibration: dict[str, Any], path: str | os.PathLike[str] | None = None) -> Path:
+    """Write a calibration (to the cache path of its key unless ``path`` is given)."""
+    out = Path(path) if path else path_for(calibration["key"])
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(calibration, indent=1) + "\n")
+    except OSError as e:
+        raise CalibrationError(f"{out}: cannot write calibration: {e.strerror or e}") from None
+    return out
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a calibration file; CalibrationError with a one-line reason otherwise."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise CalibrationError(f"{p}: no such calibration file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CalibrationError(f"{p}: unreadable calibration ({type(e).__name__})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise CalibrationError(f"{p}: not an rlscope calibration of schema {SCHEMA} (found {found!r})")
+    costs, key = data.get("costs_ns"), data.get("key")
+    if not isinstance(costs, dict) or not isinstance(key, dict):
+        raise CalibrationError(f"{p}: calibration lacks 'costs_ns' or 'key'")
+    for kind, parts in costs.items():
+        if not isinstance(parts, dict) or not all(
+            isinstance(v, int | float) and v == v and abs(v) < 1e9 for v in parts.values()
+        ):
+            raise CalibrationError(f"{p}: bad cost entry {kind!r}")
+    data["path"] = str(p)
+    return data
+
+
+def _differences(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    return [f"{f} {a.get(f, '?')!r} vs {b.get(f, '?')!r}" for f in KEY_FIELDS if a.get(f) != b.get(f)]
+
+
+def find(metadata: dict[str, str], explicit: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(calibration, None) for the trace's machine and stack, or (None, why figures stay uncorrected).
+
+    ``explicit``: a calibration file the user named; it is used only if its key matches too.
+    """
+    want = trace_key(metadata)
+    if explicit:
+        try:
+            cal = load(explicit)
+        except CalibrationError as e:
+            return None, f"{e}; figures are uncorrected"
+        diffs = _differences(cal["key"], want)
+        if diffs:
+            return None, (
+                f"calibration {explicit} is from another machine or stack ({'; '.join(diffs)}):"
+                " figures are uncorrected"
+            )
+        return cal, None
+    path = path_for(want)
+    if path.exists():
+        try:
+            return load(path), None
+        except CalibrationError as e:
+            return None, f"{e}; figures are uncorrected (rerun `rlscope calibrate`)"
+    # none for this exact stack: say what is close, so a stale calibration is recognized as such
+    others = []
+    for f in sorted(calibration_dir().glob("*.json")) if calibration_dir().is_dir() else []:
+        try:
+            cal = load(f)
+        except CalibrationError:
+            continue
+        if cal["key"].get("host") == want["host"]:
+            others.append(_differences(cal["key"], want))
+    where = f"host {want['host']}, python {want['python']}, torch {want['torch'] or 'none'}"
+    if others:
+        closest = min(others, key=len)
+        return None, (
+            f"the calibrations for this host are stale ({'; '.join(closest)}): figures are uncorrected;"
+            " run `rlscope calibrate`"
+        )
+    return None, f"no overhead calibration for {where}: figures are uncorrected; run `rlscope calibrate`"
