@@ -33,6 +33,7 @@ from typing import Any
 import rlscope
 from rlscope.annotate import _Scope
 from rlscope.cli.analyze import analyze_dir
+from rlscope.trace.schema import OP_BEGIN
 
 SIGNIFICANT = 0.05  # operations above this share of the run are checked
 
@@ -46,25 +47,39 @@ class PlainTimers:
 
     def __init__(self) -> None:
         self.inclusive: dict[str, int] = defaultdict(int)
+        self.nested: dict[str, int] = defaultdict(int)  # timed scopes inside each operation
         self.calls: dict[str, int] = defaultdict(int)
         self._saved: tuple[Any, Any] | None = None
 
+    def truth(self, timer_ns: float) -> dict[str, float]:
+        """Inclusive seconds per operation, less the cost of the timers nested inside it."""
+        return {k: (v - self.nested[k] * timer_ns) / 1e9 for k, v in self.inclusive.items()}
+
     def __enter__(self) -> PlainTimers:
         clock = time.perf_counter_ns
-        stack: list[tuple[str, int]] = []
-        inclusive, calls = self.inclusive, self.calls
+        stack: list[tuple[str, int, int]] = []
+        closed = [0]
+        inclusive, calls, nested = self.inclusive, self.calls, self.nested
+        plain_enter, plain_exit = _Scope.__enter__, _Scope.__exit__
 
         def enter(sc: _Scope) -> _Scope:
-            stack.append((sc.name, clock()))
+            if sc._begin != OP_BEGIN:  # phases are not timed
+                return plain_enter(sc)
+            stack.append((sc.name, closed[0], clock()))
             return sc
 
         def exit_(sc: _Scope, *exc: object) -> None:
             t = clock()
-            name, t0 = stack.pop()
+            if sc._begin != OP_BEGIN:
+                return plain_exit(sc, *exc)
+            name, n0, t0 = stack.pop()
             inclusive[name] += t - t0
+            nested[name] += closed[0] - n0
+            closed[0] += 1
             calls[name] += 1
+            return None
 
-        self._saved = (_Scope.__enter__, _Scope.__exit__)
+        self._saved = (plain_enter, plain_exit)
         _Scope.__enter__, _Scope.__exit__ = enter, exit_  # type: ignore[method-assign]
         return self
 
@@ -169,61 +184,71 @@ def _timed(run: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def validate(
-    name: str, run: Callable[[], Any], options: dict[str, Any], reps: int, root: Path, calibration: str | None
+    name: str,
+    run: Callable[[], Any],
+    variants: dict[str, dict[str, Any]],
+    reps: int,
+    root: Path,
+    calibration: str | None,
+    timer_ns: float,
 ) -> dict[str, Any]:
-    """Interleave unprofiled, plain-timer and profiled runs; compare the corrected figures."""
+    """Interleave unprofiled, plain-timer and profiled runs (one per variant); compare corrected figures."""
     run()  # warm-up: imports, allocator, kernels compiled
-    unprof, timer_ops, raw_wall, cor_wall, raw_ops, cor_ops = [], [], [], [], [], []
+    unprof: list[float] = []
+    truth: list[dict[str, float]] = []
     results, profiled_results = [], []
-    summary: dict[str, Any] = {}
+    prof: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     for rep in range(reps):
         t, r = _timed(run)
         unprof.append(t)
         results.append(r)
         with PlainTimers() as timers:
             _timed(run)
-        timer_ops.append({k: v / 1e9 for k, v in timers.inclusive.items()})
-        path = root / f"{name}-{rep}"
-        with rlscope.profile(path, **options):
-            _, r = _timed(run)
-        profiled_results.append(r)
-        summary = analyze_dir(str(path), calibration=calibration)
-        raw_wall.append(summary["raw"]["wall_s"])
-        cor_wall.append(summary["wall_s"])
-        raw_ops.append({k: v["total_s"] for k, v in summary["raw"]["operations"].items()})
-        cor_ops.append({k: v["total_s"] for k, v in summary["operations"].items()})
+        truth.append(timers.truth(timer_ns))
+        for variant, options in variants.items():
+            path = root / f"{name}-{variant}-{rep}"
+            with rlscope.profile(path, **options):
+                _, r = _timed(run)
+            profiled_results.append(r)
+            prof[variant].append(analyze_dir(str(path), calibration=calibration))
     base = statistics.median(unprof)
-    ops = {}
-    for op in timer_ops[0]:
-        truth = statistics.median(t.get(op, 0.0) for t in timer_ops)
-        if truth < SIGNIFICANT * base:
-            continue
-        cor = statistics.median(c.get(op, 0.0) for c in cor_ops)
-        raw = statistics.median(c.get(op, 0.0) for c in raw_ops)
-        ops[op] = {
-            "share": truth / base,
-            "timer_s": truth,
-            "raw_s": raw,
-            "corrected_s": cor,
-            "raw_error": raw / truth - 1,
-            "error": cor / truth - 1,
-        }
-    wall = statistics.median(cor_wall)
-    return {
+    out: dict[str, Any] = {
         "unprofiled_s": unprof,
-        "profiled_raw_s": raw_wall,
-        "corrected_s": cor_wall,
-        "raw_slowdown": statistics.median(raw_wall) / base,
-        "total_error": wall / base - 1,
-        "operations": ops,
-        "worst_op_error": max((abs(o["error"]) for o in ops.values()), default=0.0),
-        "same_results": all(_same(a, b) for a, b in zip(results, profiled_results, strict=True)),
-        "corrected": summary.get("corrected_for_overhead", False),
-        "calibration": summary.get("calibration", {}).get("path")
-        or summary.get("calibration", {}).get("reason"),
-        "removed_s": summary.get("overhead", {}).get("removed_s", {}),
-        "options": options,
+        "same_results": all(_same(results[0], b) for b in profiled_results),
+        "variants": {},
     }
+    for variant, summaries in prof.items():
+        ops = {}
+        for op in truth[0]:
+            true_s = statistics.median(t.get(op, 0.0) for t in truth)
+            if true_s < SIGNIFICANT * base:
+                continue
+            cor = statistics.median(s["operations"].get(op, {}).get("total_s", 0.0) for s in summaries)
+            raw = statistics.median(s["raw"]["operations"].get(op, {}).get("total_s", 0.0) for s in summaries)
+            ops[op] = {
+                "share": true_s / base,
+                "timer_s": true_s,
+                "raw_s": raw,
+                "corrected_s": cor,
+                "raw_error": raw / true_s - 1,
+                "error": cor / true_s - 1,
+            }
+        raw_wall = [s["raw"]["wall_s"] for s in summaries]
+        cor_wall = [s["wall_s"] for s in summaries]
+        last = summaries[-1]
+        out["variants"][variant] = {
+            "options": variants[variant],
+            "profiled_raw_s": raw_wall,
+            "corrected_s": cor_wall,
+            "raw_slowdown": statistics.median(raw_wall) / base,
+            "total_error": statistics.median(cor_wall) / base - 1,
+            "operations": ops,
+            "worst_op_error": max((abs(o["error"]) for o in ops.values()), default=0.0),
+            "corrected": last.get("corrected_for_overhead", False),
+            "calibration": last["calibration"].get("path") or last["calibration"].get("reason"),
+            "removed_s": last.get("overhead", {}).get("removed_s", {}),
+        }
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -254,29 +279,34 @@ def render(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title="overhead validation (medians)", title_justify="left", header_style="bold")
-    for col in ("workload", "operation", "share", "raw slowdown / raw error", "corrected error", "ok"):
-        table.add_column(col, justify="left" if col in ("workload", "operation") else "right")
-    for name, w in result["workloads"].items():
-        ok = abs(w["total_error"]) <= 0.05
-        table.add_row(
-            name,
-            "[total]",
-            "100%",
-            f"x{w['raw_slowdown']:.2f}",
-            f"{w['total_error']:+.1%}",
-            "yes" if ok else "NO",
-        )
-        for op, o in w["operations"].items():
-            ok = abs(o["error"]) <= 0.05
+    for col in (
+        "workload (profile)",
+        "operation",
+        "share",
+        "raw slowdown / raw error",
+        "corrected error",
+        "ok",
+    ):
+        table.add_column(col, justify="left" if col in ("workload (profile)", "operation") else "right")
+
+    def verdict(err: float) -> str:
+        return "yes" if abs(err) <= 0.05 else "NO"
+
+    for name, wl in result["workloads"].items():
+        for variant, w in wl["variants"].items():
+            err = w["total_error"]
             table.add_row(
-                "",
-                op,
-                f"{o['share']:.0%}",
-                f"{o['raw_error']:+.1%}",
-                f"{o['error']:+.1%}",
-                "yes" if ok else "NO",
+                f"{name} ({variant})",
+                "[total]",
+                "100%",
+                f"x{w['raw_slowdown']:.2f}",
+                f"{err:+.1%}",
+                verdict(err),
             )
-        table.add_section()
+            for op, o in w["operations"].items():
+                share, raw, err = f"{o['share']:.0%}", f"{o['raw_error']:+.1%}", f"{o['error']:+.1%}"
+                table.add_row("", op, share, raw, err, verdict(o["error"]))
+            table.add_section()
     Console().print(table)
 
 
@@ -306,8 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rlscope-validation-") as tmp:
         for name in names:
             run, options = table[name]
+            variants = {"default": options, "no backend ops": {**options, "backend": False}}
             print(f"validating {name} ...", file=sys.stderr, flush=True)
-            result["workloads"][name] = validate(name, run, options, args.reps, Path(tmp), args.calibration)
+            result["workloads"][name] = validate(
+                name, run, variants, args.reps, Path(tmp), args.calibration, result["plain_timer_cost_ns"]
+            )
             if args.json:  # partial results survive a run cut short
                 Path(args.json).write_text(json.dumps(result, indent=1))
     render(result)

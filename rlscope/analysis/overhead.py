@@ -135,6 +135,33 @@ class Correction:
         return np.where(ok, new, t)
 
 
+def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Removal per segment: what is planned, and what a segment cannot hold moves to its neighbours.
+
+    An event's total cost is calibrated; which side of its timestamp it falls on varies with the
+    call (a torch operator defined in Python pays its dispatch inside the backend interval, a C++
+    one outside), so cost that does not fit on one side goes to the other (one pass each way).
+    """
+    removal = np.minimum(planned, dur)
+    excess = planned - removal
+    same_next = ~last  # segment i and i + 1 are on one thread
+    for shift in (1, -1):  # forward to the next segment, then back to the previous one
+        room = dur - removal
+        moved = np.zeros_like(removal)
+        if shift == 1:
+            give = np.where(same_next[:-1], excess[:-1], 0.0)
+            take = np.minimum(give, room[1:])
+            moved[1:] = take
+            excess[:-1] -= take
+        else:
+            give = np.where(same_next[:-1], excess[1:], 0.0)
+            take = np.minimum(give, room[:-1])
+            moved[:-1] = take
+            excess[1:] -= take
+        removal += moved
+    return removal
+
+
 def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, rows converted) of each flush the writer thread marked during the session."""
     marks = (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread) & (tl.kind <= S.CAT_END)
@@ -191,9 +218,11 @@ def correct_timeline(tl: Timeline, costs: EventCosts, rows_written: int, nvml_sa
     last[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
     planned = after.copy()
     planned[:-1] += np.where(last[:-1], 0.0, before[1:])
-    profiler = tl.cat == categories.PROFILER
+    # rlscope's periodic work on the job's threads (not the writer's own flush marks)
+    writer_threads = np.unique(tl.thread[(tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)])
+    profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
     planned = np.where(profiler, dur, planned)
-    removal = np.minimum(planned, dur)
+    removal = _place(planned, dur, last)
     left = dur - removal
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened
@@ -244,5 +273,5 @@ def correct_timeline(tl: Timeline, costs: EventCosts, rows_written: int, nvml_sa
     if share:
         removed["nvml"] = float((left * share).sum()) / 1e9
     ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
-    clamped = float((planned - removal).sum()) / 1e9
+    clamped = float(max(planned.sum() - removal.sum(), 0.0)) / 1e9
     return Correction(corrected, ratio, removed, share, clamped)
