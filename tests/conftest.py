@@ -66,3 +66,18 @@ def write_stream(path, columns_doc, rows) -> None:
 def summary_of(trace_dir) -> dict:
     trace = load_trace(trace_dir)
     return summarize(trace, analyze(trace))
+
+
+@pytest.fixture(autouse=True)
+def _no_calibration(monkeypatch, tmp_path_factory):
+    """Every test starts with an empty calibration directory: figures are raw unless a test calibrates."""
+    monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path_factory.mktemp("calibration")))
+
+
+@pytest.fixture(scope="session")
+def quick_calibration(tmp_path_factory):
+    """A small real calibration of this machine (a few seconds), saved in its own directory."""
+    from rlscope.calibrate import run_calibration
+
+    cal = run_calibration(reps=3, scale=0.2, gpu=False, log=lambda m: None)
+    return cal, tmp_path_factory.mktemp("quick-calibration")

@@ -1,0 +1,283 @@
+"""Overhead correction: exact on synthetic traces, safe without a matching calibration, and close
+to the unprofiled run on a real (small) workload."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import rlscope
+from rlscope import calibration as cal_mod
+from rlscope.analysis.overhead import _flush_stall
+from rlscope.analysis.summary import summarize_trace
+from rlscope.analysis.timeline import build_timeline
+from rlscope.trace import schema as S
+
+SCOPE_IN, SCOPE_OUT = 300, 500  # ns, even: the halves are exact
+CAT_IN, CAT_OUT = 200, 100
+
+
+def _calibration(**costs) -> dict:
+    return {
+        "schema": cal_mod.SCHEMA,
+        "created": "test",
+        "key": cal_mod.current_key(),
+        "costs_ns": costs,
+    }
+
+
+def _save(cal: dict) -> None:
+    cal_mod.save(cal)
+
+
+class Injector:
+    """Advance a fake clock around each boundary as rlscope's own code would cost."""
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+
+    def scope(self, name: str, body):
+        c = self.clock
+        c.advance(SCOPE_OUT // 2)  # before the begin timestamp: the enclosing side pays
+        with rlscope.scope(name):
+            c.advance(SCOPE_IN // 2)
+            body()
+            c.advance(SCOPE_IN // 2)
+        c.advance(SCOPE_OUT // 2)
+
+    def simulator(self, ns: int) -> None:
+        c = self.clock
+        c.advance(CAT_OUT // 2)
+        with rlscope.simulator():
+            c.advance(CAT_IN // 2 + ns + CAT_IN // 2)
+        c.advance(CAT_OUT // 2)
+
+
+def test_correction_is_exact_on_injected_overhead(fake_session):
+    session, clock = fake_session
+    session.options["flush_interval"] = 1e6
+    inj = Injector(clock)
+    iters = 7
+    with session:
+        for _ in range(iters):
+
+            def inner():
+                clock.advance(1000)
+                inj.simulator(2000)
+
+            def outer():
+                clock.advance(400)
+                inj.scope("inner", inner)
+
+            inj.scope("outer", outer)
+            clock.advance(50)  # unannotated glue
+    _save(
+        _calibration(
+            scope={"inside": SCOPE_IN, "outside": SCOPE_OUT, "total": SCOPE_IN + SCOPE_OUT},
+            category={"inside": CAT_IN, "outside": CAT_OUT, "total": CAT_IN + CAT_OUT},
+        )
+    )
+    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    assert s["corrected_for_overhead"] and s["calibration"]["status"] == "applied"
+    ops, raw_ops = s["operations"], s["raw"]["operations"]
+    # true times: inner 1000 + simulator 2000; outer 400 + inner; glue 50 per iteration
+    assert ops["inner"]["total_s"] == pytest.approx(iters * 3000e-9, abs=1e-12)
+    assert ops["inner"]["categories"]["simulator"] == pytest.approx(iters * 2000e-9, abs=1e-12)
+    assert ops["inner"]["categories"]["python"] == pytest.approx(iters * 1000e-9, abs=1e-12)
+    assert ops["outer"]["total_s"] == pytest.approx(iters * 3400e-9, abs=1e-12)
+    assert ops["outer"]["exclusive_s"] == pytest.approx(iters * 400e-9, abs=1e-12)
+    assert s["wall_s"] == pytest.approx(iters * 3450e-9, abs=1e-12)
+    assert s["unannotated_s"] == pytest.approx(iters * 50e-9, abs=1e-12)
+    # the raw figures keep the overhead, and the JSON says what was removed
+    injected = iters * (2 * (SCOPE_IN + SCOPE_OUT) + CAT_IN + CAT_OUT)
+    assert s["raw"]["wall_s"] == pytest.approx(iters * 3450e-9 + injected * 1e-9, abs=1e-12)
+    assert raw_ops["inner"]["total_s"] > ops["inner"]["total_s"]
+    assert s["overhead"]["removed_s"]["scope"] == pytest.approx(iters * 2 * (SCOPE_IN + SCOPE_OUT) * 1e-9)
+    assert s["overhead"]["not_removable_s"] == 0
+    json.dumps(s)  # the whole summary stays JSON
+
+
+def test_writer_flush_stall_is_removed_where_it_happened():
+    rows = [  # main thread 1: one operation over [0, 10000); writer thread 2 flushes over [2000, 4000)
+        (0, 1, S.SESSION_START, -1, -1, -1, 0),
+        (0, 1, S.OP_BEGIN, 0, -1, 0, 0),
+        (2000, 2, S.CAT_BEGIN, 7, 0, -1, 0),
+        (4000, 2, S.CAT_END, 7, 0, -1, 0),
+        (10000, 1, S.OP_END, 0, -1, 0, 0),
+        (10000, 1, S.SESSION_END, -1, -1, -1, 0),
+    ]
+    cols = list(zip(*rows, strict=True))
+    schema = S.events_schema({})
+    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
+    tl = build_timeline(table)
+    stall = _flush_stall(tl, per_event_ns=500.0)  # 2 rows recorded before the flush: 1000 ns
+    main = tl.thread == 1
+    assert stall[main].sum() == pytest.approx(1000.0)
+    op_row = np.flatnonzero(main & (tl.kind == S.OP_BEGIN))[0]
+    assert stall[op_row] == pytest.approx(1000.0)
+
+
+def _small_trace(tmp_path):
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=False):
+        for _ in range(100):
+            with rlscope.scope("op"):
+                pass
+    return rlscope.load_trace(str(tmp_path / "t"))
+
+
+def _assert_raw(s: dict, fragment: str) -> None:
+    assert not s["corrected_for_overhead"]
+    assert s["operations"] == s["raw"]["operations"]
+    assert s["calibration"]["status"] in ("none", "off")
+    assert any(fragment in w for w in s["warnings"]), s["warnings"]
+
+
+def test_missing_calibration_warns_and_reports_raw(tmp_path):
+    _assert_raw(summarize_trace(_small_trace(tmp_path)), "no overhead calibration")
+
+
+def test_stale_calibration_warns_and_reports_raw(tmp_path):
+    cal = _calibration(scope={"inside": 1.0, "outside": 1.0})
+    cal["key"] = {**cal["key"], "torch": "1.0.0"}
+    _save(cal)
+    _assert_raw(summarize_trace(_small_trace(tmp_path)), "stale")
+
+
+def test_foreign_calibration_file_warns_and_reports_raw(tmp_path):
+    cal = _calibration(scope={"inside": 1.0, "outside": 1.0})
+    cal["key"] = {**cal["key"], "host": "another-machine", "cpu": "other"}
+    path = cal_mod.save(cal, tmp_path / "foreign.json")
+    _assert_raw(summarize_trace(_small_trace(tmp_path), calibration=str(path)), "another machine")
+
+
+@pytest.mark.parametrize(
+    "content", ["{not json", '{"schema": "other"}', '{"schema": "rlscope.calibration/1"}']
+)
+def test_corrupt_calibration_warns_and_reports_raw(tmp_path, content):
+    trace = _small_trace(tmp_path)
+    cal_mod.path_for(cal_mod.trace_key(trace.processes[0].metadata)).parent.mkdir(parents=True, exist_ok=True)
+    cal_mod.path_for(cal_mod.trace_key(trace.processes[0].metadata)).write_text(content)
+    _assert_raw(summarize_trace(trace), "figures are uncorrected")
+
+
+def test_cli_with_foreign_calibration_is_one_warning_and_exit_0(tmp_path):
+    trace = _small_trace(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    r = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(trace.path), "--calibration", str(bad), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0
+    assert "Traceback" not in r.stderr
+    assert "figures are uncorrected" in r.stderr
+
+
+def test_calibrate_cli_writes_a_loadable_file(tmp_path):
+    out = tmp_path / "cal.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlscope.cli.main",
+            "calibrate",
+            "--quick",
+            "--reps",
+            "1",
+            "--no-gpu",
+            "-q",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    cal = cal_mod.load(out)
+    assert cal["key"] == cal_mod.current_key()
+    for kind in ("scope", "category", "writer", "backend"):
+        assert kind in cal["costs_ns"]
+    assert cal["costs_ns"]["scope"]["total"] > 0
+    assert "cuda_api.native" in cal["skipped"]
+
+
+def _scope_heavy(iterations: int) -> None:
+    acc = 0
+    for i in range(iterations):
+        with rlscope.scope("iteration"):
+            with rlscope.scope("compute"):
+                for j in range(40):
+                    acc = (acc * 31 + j) & 0xFFFFFF
+            with rlscope.scope("bookkeeping"):
+                acc ^= i
+
+
+def test_corrected_total_is_close_to_the_unprofiled_run(tmp_path, quick_calibration, monkeypatch):
+    """CPU validation on a small scope-heavy workload (~1 us of rlscope per 3 us of work).
+
+    The bound is loose (20%) because CI machines are noisy; benchmarks/overhead_validation.py
+    measures the real error (BENCHMARKS.md).
+    """
+    cal, directory = quick_calibration
+    monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(directory))
+    cal_mod.save(cal)
+    n = 20_000
+    _scope_heavy(n // 10)
+    unprof, raw, corrected = [], [], []
+    for rep in range(3):
+        t0 = time.perf_counter()
+        _scope_heavy(n)
+        unprof.append(time.perf_counter() - t0)
+        with rlscope.profile(tmp_path / f"r{rep}", backend=False, gpu=False):
+            _scope_heavy(n)
+        s = summarize_trace(rlscope.load_trace(str(tmp_path / f"r{rep}")))
+        assert s["corrected_for_overhead"]
+        raw.append(s["raw"]["wall_s"])
+        corrected.append(s["wall_s"])
+    base = sorted(unprof)[1]
+    raw_err = sorted(raw)[1] / base - 1
+    err = sorted(corrected)[1] / base - 1
+    assert raw_err > 0.3  # the workload is really perturbed ...
+    assert abs(err) < 0.2  # ... and correction recovers the unprofiled time
+    assert abs(err) < raw_err / 2
+
+
+def test_demo_reports_corrected_figures(tmp_path, quick_calibration, monkeypatch):
+    cal, directory = quick_calibration
+    monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(directory))
+    cal_mod.save(cal)
+    out = tmp_path / "demo.json"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlscope.cli.main",
+            "demo",
+            "--seconds",
+            "2",
+            "--device",
+            "cpu",
+            "--trace-dir",
+            str(tmp_path / "trace"),
+            "--html",
+            str(tmp_path / "r.html"),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads(out.read_text())
+    assert s["corrected_for_overhead"] and s["calibration"]["status"] == "applied"
+    assert s["wall_s"] < s["raw"]["wall_s"]
+    assert "corrected for rlscope's overhead" in r.stdout
+    assert "raw" in s and "corrected" in s
