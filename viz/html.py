@@ -69,7 +69,7 @@ _OP_PALETTE = (
 )
 NO_GPU_TEXT = "no GPU activity recorded"
 NO_NVML_TEXT = "No NVML utilization samples recorded"
-RAW_NOTE = "Figures are raw: not corrected for the profiler's own overhead (calibration is not applied yet)."
+RAW_NOTE = "Figures are raw: not corrected for the profiler's own overhead."
 SECTION_TITLES = (
     "Time by operation and category",
     "Resource overlap",
@@ -180,8 +180,35 @@ def _headline(summary: Mapping[str, Any]) -> str:
         parts.append(f"<p>Top operations by total time:</p><ol>{items}</ol>")
     else:
         parts.append("<p class='empty'>No operations recorded: all time is unannotated.</p>")
-    parts.append(f"<p class='note'>{html.escape(RAW_NOTE)}</p>")
+    parts.append(_overhead_note(summary))
     return "\n".join(parts)
+
+
+def _overhead_note(summary: Mapping[str, Any]) -> str:
+    """Raw or corrected, and by how much: the profiled run's wall and each top operation, both ways."""
+    cal = summary.get("calibration") or {}
+    over = summary.get("overhead") or {}
+    if not summary.get("corrected_for_overhead") or not over:
+        why = f" ({cal['reason']})" if cal.get("reason") else ""
+        return f"<p class='note'>{html.escape(RAW_NOTE + why)}</p>"
+    removed = ", ".join(
+        f"{html.escape(k)} {v:.3f} s" for k, v in (over.get("removed_s") or {}).items() if v > 0
+    )
+    raw_ops = (summary.get("raw") or {}).get("operations") or {}
+    rows = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.4f}</td>"
+        f"<td>{float((raw_ops.get(name) or {}).get('total_s', 0.0)):.4f}</td></tr>"
+        for name, op in sorted_operations(summary.get("operations") or {})[:8]
+    )
+    return (
+        f"<p class='note'>Figures are <b>corrected for rlscope's own overhead</b>: the profiled run took"
+        f" {over['raw_wall_s']:.3f} s, the corrected estimate of the unprofiled run is"
+        f" {over['corrected_wall_s']:.3f} s (x{over['slowdown']:.2f}). Removed: {removed or 'nothing'}."
+        f" Calibration: {html.escape(str(cal.get('path', '?')))}"
+        f" ({html.escape(str(cal.get('created', '')))}).</p>"
+        "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>raw s</th></tr>"
+        f"{rows}</table>"
+    )
 
 
 def _gpu_util_section(
