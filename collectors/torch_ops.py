@@ -41,29 +41,32 @@ class BackendCollector:
         # (Dynamo cannot trace perf_counter_ns, and compiled code is timed as a whole anyway)
         compiling = torch.compiler.is_compiling
 
+        session = annotate._active
+        if session is None:
+            return
+        # torch function modes are per thread: the mode records the thread that enters it, so that
+        # thread's state, clock and event queue are bound once here instead of looked up per call
+        st = session.thread_state()
+        cats, thread = st.cats, st.thread
+        clock, append = session.clock, session.events.append
+
         class BackendMode(TorchFunctionMode):
-            # annotate.category_enter/exit inlined: this runs on every torch call, and the calls
-            # saved about 1 us per op (benchmarks/scope_overhead.py)
+            # annotate.category_enter/exit inlined: this runs on every torch call (its cost is
+            # calibrated as ``backend``, docs/overhead.md)
             def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                if kwargs is None:
-                    kwargs = {}
-                s = annotate._active
-                if s is None or compiling():
-                    return func(*args, **kwargs)
-                st = s.thread_state()
-                cats = st.cats
+                if annotate._active is not session or compiling():
+                    return func(*args, **(kwargs or {}))
                 parent = cats[-1] if cats else 0
-                append = s.events.append
-                append((s.clock(), st.thread, cat_begin, backend, parent, -1, 0))
+                append((clock(), thread, cat_begin, backend, parent, -1, 0))
                 cats.append(backend)
                 try:
-                    return func(*args, **kwargs)
+                    return func(*args, **kwargs) if kwargs else func(*args)
                 finally:
                     if cats and cats[-1] == backend:
                         cats.pop()
-                        append((s.clock(), st.thread, cat_end, backend, parent, -1, 0))
+                        append((clock(), thread, cat_end, backend, parent, -1, 0))
                     else:  # something inside left categories open: close them properly
-                        annotate.category_exit(s, backend)
+                        annotate.category_exit(session, backend)
 
         self.mode = BackendMode()
         self.mode.__enter__()
