@@ -281,3 +281,38 @@ def test_demo_reports_corrected_figures(tmp_path, quick_calibration, monkeypatch
     assert s["wall_s"] < s["raw"]["wall_s"]
     assert "corrected for rlscope's overhead" in r.stdout
     assert "raw" in s and "corrected" in s
+
+
+def test_gpu_trace_correction_keeps_the_session_end(fake_session):
+    """CUDA API calls after the session's end (CUPTI's teardown) are not part of the run, raw or corrected."""
+    session, clock = fake_session
+    session.options["flush_interval"] = 1e6
+    with session:
+        t0 = clock.now
+        with rlscope.scope("launch"):
+            clock.advance(10_000)
+        clock.advance(1_000)
+    end = clock.now
+    th = session.thread_state().thread
+    rows = [  # category, start, end, correlation, thread, device, stream, name, bytes
+        (3, t0 + 2_000, t0 + 4_000, 1, th, -1, -1, 0, 0),
+        (4, t0 + 5_000, t0 + 9_000, 1, -1, 0, 7, 0, 0),
+        (3, end + 1_000, end + 2_000_000, 2, th, -1, -1, 0, 0),  # after the session ended
+    ]
+    schema = S.columns_schema(S.GPU_COLUMNS_DOC, "native")
+    cols = list(zip(*rows, strict=True))
+    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
+    with pa.OSFile(str(session.process_dir / S.GPU_FILE), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+        w.write_table(table)
+    _save(
+        _calibration(
+            scope={"inside": 0.0, "outside": 0.0}, **{"cuda_api.native": {"inside": 500.0, "outside": 0.0}}
+        )
+    )
+    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    assert s["corrected_for_overhead"]
+    assert s["raw"]["wall_s"] == pytest.approx(11_000e-9)
+    assert s["wall_s"] == pytest.approx(10_500e-9)  # one API call inside the run, 500 ns each
+    assert s["operations"]["launch"]["total_s"] == pytest.approx(9_500e-9)
+    assert s["operations"]["launch"]["categories"]["cuda_api"] == pytest.approx(1_500e-9)
+    assert s["gpu_bound_s"] == pytest.approx(4_000e-9)

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline, build_timeline
+from rlscope.trace import schema as S
 
 if TYPE_CHECKING:
     from rlscope.trace.reader import ProcessTrace
@@ -92,7 +93,13 @@ def timeline_with_gpu(proc: ProcessTrace) -> tuple[Timeline, ApiCalls | None, Gp
     if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
         return build_timeline(proc.events), None, None
     ts = proc.events.column("ts_ns")
-    api, records = split(proc.gpu, int(pc.min(ts).as_py()), int(pc.max(ts).as_py()))
+    kind = proc.events.column("kind")
+    # API calls count within the session: CUPTI's teardown after the session's end is rlscope's
+    bounds = []
+    for k, agg in ((S.SESSION_START, pc.min), (S.SESSION_END, pc.max)):
+        marked = pc.filter(ts, pc.equal(kind, k))
+        bounds.append(int(agg(marked if len(marked) else ts).as_py()))
+    api, records = split(proc.gpu, bounds[0], bounds[1])
     tl = build_timeline(proc.events, api=union_per_thread(api.thread, api.start, api.end))
     return tl, api, records
 

@@ -240,22 +240,28 @@ def correct_timeline(tl: Timeline, costs: EventCosts, rows_written: int, nvml_sa
     cum = np.concatenate([[0.0], np.cumsum(new_dur)])
     excl = cum[:-1] - cum[first][tl.thread_idx]
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
+    rel_end = np.array([float(tl.end_ns - tl.start_ns)])
     main_first = first[tl.thread[first] == tl.main_thread]
-    if len(main_first):
+    if len(main_first):  # other threads start, and the run ends, where the main thread's time says
         m0 = int(main_first[0])
         m1 = int(np.flatnonzero(last[m0:])[0]) + m0 + 1
         m_ts = (tl.ts[m0:m1] - tl.start_ns).astype(np.float64)
         m_new = m_ts[0] + cum[m0:m1] - cum[m0]
         m_ratio = np.divide(new_dur[m0:m1], dur[m0:m1], out=np.ones(m1 - m0), where=dur[m0:m1] > 0)
-        i = np.searchsorted(m_ts, rel0, side="right") - 1
-        ok = i >= 0
-        i = np.maximum(i, 0)
-        into = np.minimum(rel0 - m_ts[i], dur[m0:m1][i])
-        rel0 = np.where(ok, m_new[i] + into * m_ratio[i], rel0)
+
+        def on_main(rel: np.ndarray) -> np.ndarray:
+            i = np.searchsorted(m_ts, rel, side="right") - 1
+            ok = i >= 0
+            i = np.maximum(i, 0)
+            into = np.minimum(rel - m_ts[i], dur[m0:m1][i])
+            return np.where(ok, m_new[i] + into * m_ratio[i], rel)
+
+        rel0, rel_end = on_main(rel0), on_main(rel_end)
     ts_rel = rel0[tl.thread_idx] + excl
     ts = np.rint(ts_rel).astype(np.int64) + tl.start_ns
     seg_end = np.rint(ts_rel + new_dur).astype(np.int64) + tl.start_ns
-    end_ns = int(seg_end[main].max()) if main.any() else int(seg_end.max())
+    # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
+    end_ns = int(np.rint(rel_end[0])) + tl.start_ns
     inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
     is_end = (tl.kind == S.OP_END) | (tl.kind == S.PHASE_END)
     inst_end[tl.id[is_end]] = ts[is_end]
