@@ -128,7 +128,7 @@ def measure_writer(n: int, reps: int, root: Path) -> dict[str, float]:
     return {"per_event": per_event}
 
 
-def _rl_loop(torch: Any) -> tuple[Callable[[int], None], Callable[[int], None]]:
+def _rl_loop(torch: Any) -> Callable[[int], None]:
     """A synthetic actor-critic loop (not one of the validation workloads): the kinds of torch calls RL
     code makes -- tiny MLPs, a Categorical's sample/log_prob/entropy, a loss, backward, gradient
     clipping, Adam -- between numpy "environment" steps; and the same loop's Python alone."""

@@ -103,7 +103,7 @@ def analyze_process_pair(
     if costs is None:
         return raw, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
-    fix = overhead.correct_timeline(tl, costs, proc.events.num_rows, nvml_samples)
+    fix = overhead.correct_timeline(tl, costs, nvml_samples)
     fixed_records = None
     if gpu_records is not None:
         recs, op, phase = gpu_records

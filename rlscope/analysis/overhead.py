@@ -80,8 +80,7 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
         costs.outside[cls] = float(table[entry].get("outside", 0.0))
         costs.used[CLASS_NAMES[cls]] = entry
     costs.writer_per_event = float(table.get("writer", {}).get("per_event", 0.0))
-    if metadata.get("nvml.collector", "nvml") and "nvml" in table:
-        costs.nvml_per_sample = float(table["nvml"].get("per_sample", 0.0))
+    costs.nvml_per_sample = float(table.get("nvml", {}).get("per_sample", 0.0))
     return costs
 
 
@@ -203,7 +202,7 @@ def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
     return stall_until(tl.seg_end) - stall_until(tl.ts)
 
 
-def correct_timeline(tl: Timeline, costs: EventCosts, rows_written: int, nvml_samples: int = 0) -> Correction:
+def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> Correction:
     """Remove the calibrated overhead from every thread's segments and rebuild the timestamps."""
     n = len(tl.ts)
     if n == 0:
