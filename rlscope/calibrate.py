@@ -131,7 +131,7 @@ def measure_writer(n: int, reps: int, root: Path) -> dict[str, float]:
 def _rl_loop(torch: Any) -> Callable[[int], None]:
     """A synthetic actor-critic loop (not one of the validation workloads): the kinds of torch calls RL
     code makes -- tiny MLPs, a Categorical's sample/log_prob/entropy, a loss, backward, gradient
-    clipping, Adam -- between numpy "environment" steps; and the same loop's Python alone."""
+    clipping, Adam -- between numpy "environment" steps."""
     import numpy as np
     from torch.distributions import Categorical
 
@@ -169,7 +169,7 @@ def _rl_loop(torch: Any) -> Callable[[int], None]:
                     torch.nn.utils.clip_grad_norm_(params, 0.5)
                     opt.step()
 
-    return loop, lambda n: None
+    return loop
 
 
 def measure_backend(torch: Any, n: int, reps: int, root: Path) -> dict[str, float]:
@@ -179,7 +179,7 @@ def measure_backend(torch: Any, n: int, reps: int, root: Path) -> dict[str, floa
     unprofiled; that needs the calls' unprofiled time, which the loop has no way to isolate, so it
     comes from a loop of single calls timed both ways (``_inside_backend``).
     """
-    loop, _ = _rl_loop(torch)
+    loop = _rl_loop(torch)
     loop(max(n // 10, 1))
     off, on, counts = [], [], []
     for rep in range(reps):
