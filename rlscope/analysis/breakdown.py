@@ -107,9 +107,12 @@ def analyze_process_pair(
     fixed_records = None
     if gpu_records is not None:
         recs, op, phase = gpu_records
-        launch = _launch_times(api, recs)
-        thread = np.where(launch[0] >= 0, launch[0], tl.main_thread)
-        at = np.where(launch[0] >= 0, launch[1], recs.start)
+        idx, found = gpu.launching_call(api, recs)
+        if len(api.start):
+            thread = np.where(found, api.thread[idx], tl.main_thread)
+            at = np.where(found, api.start[idx], recs.start)
+        else:  # no launch seen: GPU work moves with the main thread's time
+            thread, at = np.full(len(recs.start), tl.main_thread), recs.start
         shift = at - fix.remap(tl, thread, at)
         moved = dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift)
         fixed_records = (moved, op, phase)
@@ -127,18 +130,6 @@ def analyze_process_pair(
         "notes": costs.notes,
     }
     return raw, corrected
-
-
-def _launch_times(api: gpu.ApiCalls, recs: gpu.GpuRecords) -> tuple[np.ndarray, np.ndarray]:
-    """(thread, start) of the API call that launched each GPU record; thread -1 when unknown."""
-    if len(api.correlation) == 0:
-        return np.full(len(recs.start), -1, np.int64), recs.start.copy()
-    order = np.argsort(api.correlation)
-    corr = api.correlation[order]
-    pos = np.minimum(np.searchsorted(corr, recs.correlation), len(corr) - 1)
-    found = corr[pos] == recs.correlation
-    idx = order[pos]
-    return np.where(found, api.thread[idx], -1), np.where(found, api.start[idx], recs.start)
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:

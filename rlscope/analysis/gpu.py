@@ -122,17 +122,24 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     return np.where(ok, tl.op[pos], -1), np.where(ok, tl.phase[pos], -1)
 
 
-def attribute(tl: Timeline, api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.ndarray]:
-    """(operation instance, phase instance) of each GPU record; -1 where no launch was seen."""
-    op, phase = state_at(tl, api.thread, api.start)
-    none = np.full(len(records.correlation), -1, np.int64)
+def launching_call(api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.ndarray]:
+    """(index into ``api``, found) of the CUDA API call that launched each GPU record (correlation id)."""
     if len(api.correlation) == 0:
-        return none, none.copy()
+        n = len(records.correlation)
+        return np.zeros(n, np.int64), np.zeros(n, bool)
     order = np.argsort(api.correlation)
     corr = api.correlation[order]
     pos = np.minimum(np.searchsorted(corr, records.correlation), len(corr) - 1)
-    found = corr[pos] == records.correlation
-    idx = order[pos]
+    return order[pos], corr[pos] == records.correlation
+
+
+def attribute(tl: Timeline, api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.ndarray]:
+    """(operation instance, phase instance) of each GPU record; -1 where no launch was seen."""
+    idx, found = launching_call(api, records)
+    if not found.any():
+        none = np.full(len(records.correlation), -1, np.int64)
+        return none, none.copy()
+    op, phase = state_at(tl, api.thread, api.start)
     return np.where(found, op[idx], -1), np.where(found, phase[idx], -1)
 
 
