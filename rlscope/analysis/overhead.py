@@ -163,7 +163,7 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
 
 def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, rows converted) of each flush the writer thread marked during the session."""
-    marks = (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread) & (tl.kind <= S.CAT_END)
+    marks = (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)
     marks &= (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
     rows = np.flatnonzero(marks)
     begins = rows[tl.kind[rows] == S.CAT_BEGIN]

@@ -57,14 +57,18 @@ def _state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, defa
     return np.where(changed, after, default)[pos]
 
 
-# Analysis-only kinds (never written to files): a CUDA API call begins / ends on the thread.
-API_BEGIN = 8
-API_END = 9
+API_BEGIN, API_END = S.API_BEGIN, S.API_END
 
-# per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API) and
-# whether it opens
-_STACK = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4], np.int8)
-_OPENS = np.array([1, 0, 1, 0, 1, 0, 0, 0, 1, 0], bool)
+# per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API,
+# 5 native backend op) and whether it opens
+_STACK = np.full(S.BACKEND_END + 1, 3, np.int8)
+_OPENS = np.zeros(S.BACKEND_END + 1, bool)
+_STACK[[S.OP_BEGIN, S.OP_END]] = 0
+_STACK[[S.CAT_BEGIN, S.CAT_END]] = 1
+_STACK[[S.PHASE_BEGIN, S.PHASE_END]] = 2
+_STACK[[S.API_BEGIN, S.API_END]] = 4
+_STACK[[S.BACKEND_BEGIN, S.BACKEND_END]] = 5
+_OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
 
 
 def _with_api_rows(col: dict[str, np.ndarray], api: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict:

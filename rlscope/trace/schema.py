@@ -27,6 +27,20 @@ PHASE_BEGIN = 4
 PHASE_END = 5
 SESSION_START = 6
 SESSION_END = 7
+# the expensive collectors (backend ops, GPU tracing) were switched on or off on the main thread;
+# ``id`` holds the new mode (WINDOW_FULL or WINDOW_LIGHT). Written only at top-level scope exits,
+# so every root operation instance lies wholly inside one window (rlscope/windows.py).
+WINDOW = 8
+WINDOW_LIGHT = 0  # scopes and simulator boundaries only: operation totals come from these windows
+WINDOW_FULL = 1  # every collector on: categories and GPU work come from these windows
+
+# Analysis-only kinds (never written to files): intervals recorded outside the events stream
+# (CUDA API calls from the GPU trace, torch ops from the native backend recorder) are merged into
+# the per-thread timeline as begin/end rows of these kinds (rlscope/analysis/timeline.py).
+API_BEGIN = 16
+API_END = 17
+BACKEND_BEGIN = 18
+BACKEND_END = 19
 
 KIND_NAMES = {
     OP_BEGIN: "op_begin",
@@ -37,6 +51,7 @@ KIND_NAMES = {
     PHASE_END: "phase_end",
     SESSION_START: "session_start",
     SESSION_END: "session_end",
+    WINDOW: "window",
 }
 
 # flags
@@ -69,6 +84,16 @@ GPU_COLUMNS_DOC = [
     ("bytes", "int64", "bytes copied or set (0 for kernels and API calls)"),
 ]
 GPU_COLUMNS = [c for c, _, _ in GPU_COLUMNS_DOC]
+
+BACKEND_FILE = "backend.arrows"
+# torch ops from the native backend recorder (collectors/torch_native.cpp): the outermost op per thread
+BACKEND_COLUMNS_DOC = [
+    ("start_ns", "int64", "op start, on the events' clock (CLOCK_MONOTONIC)"),
+    ("end_ns", "int64", "op end, on the events' clock"),
+    ("thread", "int64", "OS thread id (gettid) of the thread that ran the op"),
+    ("name", "int32", "id into names.arrows: the op's name (aten::addmm, ...)"),
+]
+BACKEND_COLUMNS = [c for c, _, _ in BACKEND_COLUMNS_DOC]
 
 NVML_FILE = "nvml.arrows"
 NVML_COLUMNS_DOC = [
