@@ -139,24 +139,51 @@ static const CUpti_ActivityKind KINDS[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
                                            CUPTI_ACTIVITY_KIND_DRIVER};
 #define N_KINDS (sizeof KINDS / sizeof KINDS[0])
 
-int rl_start(void) {
+static unsigned enabled_mask;  /* which of KINDS rl_start_kinds turned on */
+static int tracing_on;
+
+/* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). */
+int rl_start_kinds(unsigned mask) {
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   if (r != CUPTI_SUCCESS) return (int)r;
   for (size_t i = 0; i < N_KINDS; i++) {
+    if (!(mask & (1u << i))) continue;
     r = cuptiActivityEnable(KINDS[i]);
     if (r != CUPTI_SUCCESS) {
-      for (size_t j = 0; j < i; j++) cuptiActivityDisable(KINDS[j]);
+      for (size_t j = 0; j < i; j++)
+        if (mask & (1u << j)) cuptiActivityDisable(KINDS[j]);
       return (int)r;
     }
   }
+  enabled_mask = mask;
+  tracing_on = 1;
   return 0;
+}
+
+int rl_start(void) { return rl_start_kinds((1u << N_KINDS) - 1); }
+
+/* Switch the started kinds off and on again (rlscope's windows without GPU tracing): records of
+   work launched while off are not produced, so those windows pay nothing per API call. */
+int rl_set_enabled(int on) {
+  if ((on != 0) == tracing_on) return 0;
+  CUptiResult first = CUPTI_SUCCESS;
+  for (size_t i = 0; i < N_KINDS; i++) {
+    if (!(enabled_mask & (1u << i))) continue;
+    CUptiResult r = on ? cuptiActivityEnable(KINDS[i]) : cuptiActivityDisable(KINDS[i]);
+    if (r != CUPTI_SUCCESS && first == CUPTI_SUCCESS) first = r;
+  }
+  tracing_on = on != 0;
+  return (int)first;
 }
 
 int rl_flush(int forced) { return (int)cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0); }
 
 int rl_stop(void) {
   int r = rl_flush(1);
-  for (size_t i = 0; i < N_KINDS; i++) cuptiActivityDisable(KINDS[i]);
+  if (tracing_on)
+    for (size_t i = 0; i < N_KINDS; i++)
+      if (enabled_mask & (1u << i)) cuptiActivityDisable(KINDS[i]);
+  tracing_on = 0;
   return r;
 }
 

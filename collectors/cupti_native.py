@@ -121,6 +121,26 @@ def _first_error(stderr: str) -> str:
     return lines[0].strip()[:200]
 
 
+# the activity kinds of cupti_native.c's KINDS, in its order (bit i of rl_start_kinds' mask)
+KIND_ORDER = ("kernel", "memcpy", "memset", "runtime", "driver")
+
+
+def kinds_mask() -> int:
+    """Which CUPTI activity kinds to record: all, or ``$RLSCOPE_CUPTI_KINDS`` (comma-separated).
+
+    The variable exists to measure what each kind costs (benchmarks/gpu_overhead.py); without
+    runtime *and* driver records, kernels launched through the other API lose their launching call.
+    """
+    wanted = os.environ.get("RLSCOPE_CUPTI_KINDS", "")
+    if not wanted.strip():
+        return (1 << len(KIND_ORDER)) - 1
+    names = {k.strip() for k in wanted.split(",") if k.strip()}
+    unknown = names - set(KIND_ORDER)
+    if unknown:
+        raise CuptiUnavailable(f"RLSCOPE_CUPTI_KINDS: unknown kind(s) {sorted(unknown)}; use {KIND_ORDER}")
+    return sum(1 << i for i, k in enumerate(KIND_ORDER) if k in names)
+
+
 class NativeCuptiCollector:
     """Streams CUPTI activity through the native consumer into ``gpu.arrows``."""
 
@@ -146,7 +166,9 @@ class NativeCuptiCollector:
         lib.rl_error.restype = ctypes.c_char_p
         if lib.rl_row_size() != ROW.itemsize:
             raise CuptiUnavailable("native CUPTI consumer: row layout mismatch")
-        rc = lib.rl_start()
+        lib.rl_start_kinds.argtypes = [ctypes.c_uint]
+        lib.rl_set_enabled.argtypes = [ctypes.c_int]
+        rc = lib.rl_start_kinds(kinds_mask())
         if rc != 0:
             raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")
         self.lib = lib
@@ -179,6 +201,11 @@ class NativeCuptiCollector:
                 nid = self._names[code] = annotate.intern(label)
             mapped[i] = nid
         return mapped[inv.reshape(-1)]
+
+    def set_enabled(self, on: bool) -> None:
+        """GPU tracing on or off (rlscope's alternating windows, rlscope/windows.py)."""
+        if self.lib is not None:
+            self.lib.rl_set_enabled(1 if on else 0)
 
     def flush(self) -> None:
         self._sync_clock()

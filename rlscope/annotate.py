@@ -135,6 +135,8 @@ class _Scope:
                 s.events.append((ts, st.thread, S.OP_END, inst, ops[-1][0] if ops else -1, nid, 0))
             else:
                 _close_stack(s, st, ops, nid, S.OP_END, ts)
+            if ts >= s.window_due_ns and st.thread == s.main_tid:
+                s.switch_window()
         else:
             _close_stack(s, st, st.phases, nid, S.PHASE_END, ts)
         if ts >= s.tick_due_ns:

@@ -64,11 +64,15 @@ class Session:
         gpu: str | bool = "auto",
         nvtx: bool = True,
         nvml_hz: float = 10.0,
+        windows: bool = True,
+        window_s: float = 0.25,
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
         if gpu not in (False, None, "off", "auto", "cupti", "kineto"):
             raise RLScopeError(f"gpu must be one of auto, cupti, kineto or False, got {gpu!r}")
+        if window_s <= 0:
+            raise RLScopeError(f"window_s must be > 0, got {window_s}")
         if nvml_hz < 0:
             raise RLScopeError(f"nvml_hz must be >= 0 (0: no NVML sampling), got {nvml_hz}")
         self.trace_dir = Path(trace_dir)
@@ -78,6 +82,8 @@ class Session:
             "gpu": gpu,
             "nvtx": nvtx,
             "nvml_hz": nvml_hz,
+            "windows": bool(windows),
+            "window_s": window_s,
         }
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
         self.nvtx_pop: Any = None
@@ -85,6 +91,12 @@ class Session:
         self.tick_due_ns = _NEVER
         self._ticker: Any = None
         self._tick_every_ns = 0
+        # alternating windows (rlscope/windows.py): checked at scope exits on the main thread
+        self.window_due_ns = _NEVER
+        self.main_tid = -1
+        self._window_mode = S.WINDOW_FULL
+        self._window_ns = int(window_s * 1e9)
+        self._togglers: list[Any] = []
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
         self.events: Any = None  # the writer's deque, once started
@@ -175,7 +187,9 @@ class Session:
         annotate._active = self
         self._start_collectors()
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
-        self.events.append((self.clock(), threading.get_native_id(), S.SESSION_START, -1, -1, -1, 0))
+        self.main_tid = threading.get_native_id()
+        self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, -1, -1, 0))
+        self._start_windows()
         atexit.register(self.stop)
         _imports.when_imported(
             "multiprocessing.util", lambda m: m.register_after_fork(self, Session._register_mp_finalizer)
@@ -197,6 +211,43 @@ class Session:
         if gpu_collectors and self.options["nvtx"]:
             _imports.when_imported("torch", self._start_nvtx)
 
+    def _start_windows(self) -> None:
+        """Alternate windows with and without the expensive collectors (rlscope/windows.py)."""
+        self._togglers = [c for c in self._collectors if hasattr(c, "set_enabled")]
+        self._window_mode = S.WINDOW_FULL
+        self.events.append((self.clock(), self.main_tid, S.WINDOW, S.WINDOW_FULL, -1, -1, 0))
+        if self.options["windows"] and self._togglers:
+            self.window_due_ns = self.clock() + self._window_ns
+
+    def add_toggler(self, collector: Any) -> None:
+        """A collector started after the session (on torch's import) joins the windows."""
+        if self.options["windows"] and hasattr(collector, "set_enabled"):
+            self._togglers.append(collector)
+            collector.set_enabled(self._window_mode == S.WINDOW_FULL)
+            if self.window_due_ns == _NEVER:
+                self.window_due_ns = self.clock() + self._window_ns
+
+    def switch_window(self) -> None:
+        """Switch the expensive collectors on or off; called by a scope exit on the main thread.
+
+        The switch's own cost is marked as rlscope's time (removed by the analyzer); the WINDOW
+        event is written after it, so the segments it splits are the job's.
+        """
+        annotate.category_enter(self, categories.PROFILER)
+        mode = S.WINDOW_LIGHT if self._window_mode == S.WINDOW_FULL else S.WINDOW_FULL
+        on = mode == S.WINDOW_FULL
+        for col in self._togglers:
+            try:
+                col.set_enabled(on)
+            except Exception as e:  # never break the user's job: this collector stays as it is
+                self._togglers.remove(col)
+                print(f"rlscope: warning: cannot switch {col!r}: {e}", file=sys.stderr)
+        self._window_mode = mode
+        annotate.category_exit(self, categories.PROFILER)
+        now = self.clock()
+        self.events.append((now, self.main_tid, S.WINDOW, mode, -1, -1, 0))
+        self.window_due_ns = now + self._window_ns if self._togglers else _NEVER
+
     def _start_nvtx(self, torch: Any) -> None:
         """Every scope also opens an NVTX range of its name, so Nsight Systems shows the operations."""
         if annotate._active is self and torch.cuda.is_available():
@@ -208,6 +259,7 @@ class Session:
             return
         # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
         end_ns = self.clock()
+        self.window_due_ns = _NEVER
         for col in reversed(self._collectors):
             try:
                 col.stop()

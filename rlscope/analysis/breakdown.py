@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis import gpu, overhead
+from rlscope.analysis import gpu, overhead, windows
 from rlscope.analysis.overhead import EventCosts
 from rlscope.analysis.overlap import overlap_by_group
 from rlscope.analysis.timeline import Timeline
@@ -103,7 +103,15 @@ def analyze_process_pair(
     if costs is None:
         return raw, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
+    switched = windows.toggled(tl)
+    # what the windows measure in the run is not subtracted again per event
+    costs = overhead.without(costs, backend=switched["backend"], cuda_api=switched["gpu"])
     fix = overhead.correct_timeline(tl, costs, nvml_samples)
+    est = windows.estimate(fix.timeline)
+    fixes = [(tl, fix)]
+    if est is not None:
+        fixes.append((fix.timeline, overhead.correct_windows(fix.timeline, est.factor)))
+    final = fixes[-1][1].timeline
     fixed_records = None
     if gpu_records is not None:
         recs, op, phase = gpu_records
@@ -113,23 +121,169 @@ def analyze_process_pair(
             at = np.where(found, api.start[idx], recs.start)
         else:  # no launch seen: GPU work moves with the main thread's time
             thread, at = np.full(len(recs.start), tl.main_thread), recs.start
-        shift = at - fix.remap(tl, thread, at)
+        moved_at = at
+        for before, f in fixes:
+            moved_at = f.remap(before, thread, moved_at)
+        shift = at - moved_at
         moved = dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift)
         fixed_records = (moved, op, phase)
-    corrected = breakdown_timeline(
-        fix.timeline, proc.names, proc.pid, host, proc.complete, fixed_records, nvml=None
-    )
+    corrected = breakdown_timeline(final, proc.names, proc.pid, host, proc.complete, fixed_records, nvml=None)
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
+    removed = dict(fix.removed_s)
+    notes = list(costs.notes)
+    window_info: dict = {}
+    if est is not None:
+        removed.update(fixes[-1][1].removed_s)
+        notes += est.notes
+        window_info = _window_info(est, proc.names, final, switched)
+        _split_like_full_windows(corrected, est, proc.names, final, proc.pid)
+        if switched["gpu"]:
+            _scale_gpu_to_run(corrected, est, proc.names, final)
     corrected.overhead = {
-        "removed_s": fix.removed_s,
+        "removed_s": removed,
         "wall_removed_s": raw.wall_s - corrected.wall_s,
         "background_share": fix.background_share,
         "not_removable_s": fix.clamped_s,
         "costs_used": costs.used,
-        "notes": costs.notes,
+        "notes": notes,
+        "windows": window_info,
     }
     return raw, corrected
+
+
+def _name(names: list[str], i: int, none: str = UNANNOTATED) -> str:
+    if i < 0:
+        return none
+    return names[i] if i < len(names) else f"<unknown name {i}>"
+
+
+def _full_share(est: windows.WindowEstimate, tl: Timeline) -> float:
+    """Share of the corrected main-thread time spent in full windows."""
+    main = tl.thread == tl.main_thread
+    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    total = float(dur[main].sum())
+    return float(dur[main & (est.row_mode == S.WINDOW_FULL)].sum()) / total if total > 0 else 1.0
+
+
+def _window_info(
+    est: windows.WindowEstimate, names: list[str], tl: Timeline, switched: dict[str, bool]
+) -> dict:
+    """The evidence behind the window correction, for the summary (per operation and in total)."""
+    sigma = {k: e["sigma_ns"] for k, e in est.per_op.items()}
+    nested = windows.nested_names(tl)
+    ops = {}
+    for key, e in est.per_op.items():
+        inner = [y for (x, y) in nested if x == key and y != key]
+        incl = np.sqrt(sigma[key] ** 2 + sum(sigma.get(y, 0.0) ** 2 for y in set(inner)))
+        ops[_name(names, key)] = {
+            "method": e["method"],
+            "factor": e["factor"],
+            "light_instances": e["light_n"],
+            "full_instances": e["full_n"],
+            "removed_s": e["removed_ns"] / 1e9,
+            "exclusive_uncertainty_s": sigma[key] / 1e9,
+            "uncertainty_s": float(incl) / 1e9,
+        }
+    total_sigma = float(np.sqrt(sum(v**2 for v in sigma.values()))) / 1e9
+    return {
+        "switched": [k for k, on in switched.items() if on],
+        "full_share": _full_share(est, tl),
+        "cost_per_event_ns": est.cost_per_event_ns,
+        "uncertainty_s": total_sigma,
+        "operations": ops,
+    }
+
+
+def _scale_gpu_to_run(
+    b: ProcessBreakdown, est: windows.WindowEstimate, names: list[str], tl: Timeline
+) -> None:
+    """GPU tracing ran in full windows only: its per-operation figures stand for every instance.
+
+    Each (phase, operation)'s GPU time is scaled by its instances over its full-window instances;
+    unattributed GPU work and the GPU-bound time by the run's time over the full windows' time.
+    """
+    share = _full_share(est, tl)
+    run_scale = 1.0 / share if share > 0 else 1.0
+    scale: dict[tuple[str, str], float] = {}
+    for (ph, op), grp in _group_instances(est):
+        n_full = int(est.inst_full[grp].sum())
+        scale[(_name(names, ph, NO_PHASE), _name(names, op))] = len(grp) / n_full if n_full else 1.0
+
+    def factor(ph: str, op: str) -> float:
+        return run_scale if op == UNANNOTATED else scale.get((ph, op), 1.0)
+
+    g = b.gpu_time.to_pydict()
+    f = [factor(p, o) for p, o in zip(g["phase"], g["operation"], strict=True)]
+    g["seconds"] = [s * k for s, k in zip(g["seconds"], f, strict=True)]
+    g["count"] = [round(c * k) for c, k in zip(g["count"], f, strict=True)]
+    b.gpu_time = pa.table(g, schema=GPU_TIME_SCHEMA)
+    o = b.ops.to_pydict()
+    for i, (p, op) in enumerate(zip(o["phase"], o["operation"], strict=True)):
+        k = factor(p, op)
+        cpu = o["cpu_only_s"][i] + o["cpu_gpu_s"][i]
+        o["cpu_gpu_s"][i] = min(o["cpu_gpu_s"][i] * k, cpu)
+        o["gpu_only_s"][i] *= k
+        o["cpu_only_s"][i] = cpu - o["cpu_gpu_s"][i]
+    b.ops = pa.table(o, schema=OPS_SCHEMA)
+    for key in ("gpu_bound_s",):
+        if key in b.gpu:
+            b.gpu[key] *= run_scale
+    if "gpu_bound_fraction" in b.gpu and b.wall_s > 0:
+        b.gpu["gpu_bound_fraction"] = b.gpu["gpu_bound_s"] / b.wall_s
+    b.gpu["scaled_from_full_windows"] = True
+
+
+def _split_like_full_windows(
+    b: ProcessBreakdown, est: windows.WindowEstimate, names: list[str], tl: Timeline, pid: int
+) -> None:
+    """Categories per (phase, operation): the corrected total split as in the full windows.
+
+    Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
+    only the full windows see the split, and it stands for the operation's whole time.
+    """
+    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    inst_name = np.append(tl.inst_name, -1)
+    op, ph = inst_name[tl.op], inst_name[tl.phase]
+    main = tl.thread == tl.main_thread
+    keep = (dur > 0) & ((op >= 0) | main)
+    full = est.row_mode == S.WINDOW_FULL
+    total: dict[tuple, float] = {}
+    split: dict[tuple, np.ndarray] = {}
+    rows = np.flatnonzero(keep)
+    key_arr = np.stack([ph[rows], op[rows], main[rows].astype(np.int64)], axis=1)
+    uniq, inv = np.unique(key_arr, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    tot = np.bincount(inv, weights=dur[rows], minlength=len(uniq))
+    cat_full = np.zeros((len(uniq), NCAT))
+    f = full[rows]
+    np.add.at(cat_full, (inv[f], tl.cat[rows][f]), dur[rows][f])
+    for k, (p, o, m) in enumerate(uniq.tolist()):
+        total[(p, o, m)] = tot[k]
+        split[(p, o, m)] = cat_full[k]
+    out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
+    for (p, o, m), t in total.items():
+        shares = split[(p, o, m)]
+        if shares.sum() <= 0:  # never in a full window: the light windows' (python) time as it is
+            sel = keep & (ph == p) & (op == o) & (main == bool(m))
+            shares = np.bincount(tl.cat[sel], weights=dur[sel], minlength=NCAT).astype(np.float64)
+        shares = shares / shares.sum()
+        for c in np.flatnonzero(shares):
+            out["pid"].append(pid)
+            out["phase"].append(_name(names, p, NO_PHASE))
+            out["operation"].append(_name(names, o))
+            out["category"].append(categories.CATEGORY_NAMES[int(c)])
+            out["main_thread"].append(bool(m))
+            out["seconds"].append(t * shares[c] / 1e9)
+    b.cpu_time = pa.table(out, schema=CPU_TIME_SCHEMA)
+
+
+def _group_instances(est: windows.WindowEstimate):
+    """(phase name id, operation name id) -> instance indices."""
+    key = est.inst_phase.astype(np.int64) * (2**31) + est.inst_name
+    uniq, inv = np.unique(key, return_inverse=True)
+    for k, u in enumerate(uniq.tolist()):
+        yield (u // 2**31, u % 2**31), np.flatnonzero(inv == k)
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -84,6 +84,16 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
     return costs
 
 
+def without(costs: EventCosts, backend: bool, cuda_api: bool) -> EventCosts:
+    """``costs`` less the classes measured in the run itself (rlscope/analysis/windows.py)."""
+    inside, outside, used = costs.inside.copy(), costs.outside.copy(), dict(costs.used)
+    for cls, drop in ((BACKEND, backend), (CUDA_API, cuda_api)):
+        if drop:
+            inside[cls] = outside[cls] = 0.0
+            used[CLASS_NAMES[cls]] = "measured in this run (windows)"
+    return dataclasses.replace(costs, inside=inside, outside=outside, used=used)
+
+
 def event_classes(tl: Timeline) -> np.ndarray:
     """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
     kind, ident = tl.kind, tl.id
@@ -202,39 +212,12 @@ def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
     return stall_until(tl.seg_end) - stall_until(tl.ts)
 
 
-def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> Correction:
-    """Remove the calibrated overhead from every thread's segments and rebuild the timestamps."""
-    n = len(tl.ts)
-    if n == 0:
-        return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
-    cls = event_classes(tl)
-    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, API_BEGIN))
-    half_in, half_out = costs.inside[cls] / 2, costs.outside[cls] / 2
-    before = np.where(opens, half_out, half_in)  # paid before the timestamp: the previous segment
-    after = np.where(opens, half_in, half_out)  # paid after it: the segment it opens
-    last = np.ones(n, bool)
-    last[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
-    planned = after.copy()
-    planned[:-1] += np.where(last[:-1], 0.0, before[1:])
-    # rlscope's periodic work on the job's threads (not the writer's own flush marks)
-    writer_threads = np.unique(tl.thread[(tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)])
-    profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
-    planned = np.where(profiler, dur, planned)
-    removal = _place(planned, dur, last)
-    left = dur - removal
+def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
+    """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
-    # the writer's flushes stall every thread while they hold the GIL: removed where they happened
-    stalled = np.minimum(_flush_stall(tl, costs.writer_per_event), left)
-    left = left - stalled
-    # the NVML sampler's few samples per second: in proportion to time, against the main thread
-    main = tl.thread == tl.main_thread
-    main_left = float(left[main].sum())
-    background_ns = costs.nvml_per_sample * nvml_samples
-    share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
-    new_dur = left * (1.0 - share)
-
-    # rebuild timestamps per thread, relative to the session start (float64 stays exact there)
+    Other threads start, and the run ends, where the main thread's corrected time says.
+    """
+    # relative to the session start: float64 stays exact there
     first = np.flatnonzero(np.r_[True, ~last[:-1]])
     cum = np.concatenate([[0.0], np.cumsum(new_dur)])
     excl = cum[:-1] - cum[first][tl.thread_idx]
@@ -264,10 +247,55 @@ def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> 
     inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
     is_end = (tl.kind == S.OP_END) | (tl.kind == S.PHASE_END)
     inst_end[tl.id[is_end]] = ts[is_end]
-    corrected = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+    return dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+
+
+def thread_last(tl: Timeline) -> np.ndarray:
+    """Per row: whether it is its thread's last row."""
+    last = np.ones(len(tl.ts), bool)
+    last[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
+    return last
+
+
+def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> Correction:
+    """Remove the calibrated overhead from every thread's segments and rebuild the timestamps."""
+    n = len(tl.ts)
+    if n == 0:
+        return Correction(tl, np.ones(0), {}, 0.0, 0.0)
+    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    cls = event_classes(tl)
+    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, API_BEGIN))
+    half_in, half_out = costs.inside[cls] / 2, costs.outside[cls] / 2
+    before = np.where(opens, half_out, half_in)  # paid before the timestamp: the previous segment
+    after = np.where(opens, half_in, half_out)  # paid after it: the segment it opens
+    last = thread_last(tl)
+    planned = after.copy()
+    planned[:-1] += np.where(last[:-1], 0.0, before[1:])
+    # rlscope's periodic work on the job's threads (not the writer's own flush marks)
+    writer_threads = np.unique(tl.thread[(tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)])
+    profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
+    planned = np.where(profiler, dur, planned)
+    removal = _place(planned, dur, last)
+    left = dur - removal
+
+    # the writer's flushes stall every thread while they hold the GIL: removed where they happened
+    stalled = np.minimum(_flush_stall(tl, costs.writer_per_event), left)
+    left = left - stalled
+    # the NVML sampler's few samples per second: in proportion to time, against the main thread
+    main = tl.thread == tl.main_thread
+    main_left = float(left[main].sum())
+    background_ns = costs.nvml_per_sample * nvml_samples
+    share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
+    new_dur = left * (1.0 - share)
+
+    corrected = rebuild(tl, dur, new_dur, last)
 
     removed: dict[str, float] = {}
     per_class = np.bincount(cls, weights=before + after, minlength=len(CLASS_NAMES))
+    placed = float(removal.sum() - np.where(profiler, dur, 0.0).sum())
+    wanted = float(per_class[1:].sum())
+    if wanted > placed >= 0:  # report what was removed, never more than the segments held
+        per_class = per_class * (placed / wanted)
     for c in range(1, len(CLASS_NAMES)):
         if per_class[c]:
             removed[CLASS_NAMES[c]] = float(per_class[c]) / 1e9
@@ -280,3 +308,15 @@ def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> 
     ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
     clamped = float(max(planned.sum() - removal.sum(), 0.0)) / 1e9
     return Correction(corrected, ratio, removed, share, clamped)
+
+
+def correct_windows(tl: Timeline, factor: np.ndarray) -> Correction:
+    """Scale each segment by its window factor (rlscope/analysis/windows.py) and rebuild the timeline."""
+    if len(tl.ts) == 0:
+        return Correction(tl, np.ones(0), {}, 0.0, 0.0)
+    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    new_dur = dur * factor
+    corrected = rebuild(tl, dur, new_dur, thread_last(tl))
+    ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0)
+    removed = float((dur - new_dur).sum()) / 1e9
+    return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)

@@ -158,6 +158,10 @@ def summarize(
     out["corrected"] = figures
     out["calibration"] = calibration or {"status": "not requested"}
     out["overhead"] = _overhead_section(breakdowns, raw_figures["wall_s"], figures["wall_s"]) if raw else {}
+    win_ops = out["overhead"].get("windows", {}).get("operations", {})
+    for name, e in out["operations"].items():
+        e["uncertainty_s"] = win_ops.get(name, {}).get("uncertainty_s", 0.0)
+    out["uncertainty_s"] = out["overhead"].get("uncertainty_s", 0.0)
     out["warnings"] = list(trace.warnings)
     return out
 
@@ -172,7 +176,10 @@ def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall:
             removed[k] += v
         not_removable += b.overhead.get("not_removable_s", 0.0)
         notes += [n for n in b.overhead.get("notes", []) if n not in notes]
+    windows = _windows_section(breakdowns)
     return {
+        "windows": windows,
+        "uncertainty_s": windows.get("uncertainty_s", 0.0),
         "raw_wall_s": raw_wall,
         "corrected_wall_s": wall,
         "slowdown": raw_wall / wall if wall > 0 else 1.0,
@@ -181,6 +188,37 @@ def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall:
         "background_share": max((b.overhead.get("background_share", 0.0) for b in breakdowns), default=0.0),
         "costs_used": breakdowns[0].overhead.get("costs_used", {}) if breakdowns else {},
         "notes": notes,
+    }
+
+
+def _has_light_windows(proc: Any) -> bool:
+    """Whether the session switched its expensive collectors off for part of the run."""
+    import pyarrow.compute as pc
+
+    from rlscope.trace import schema as S
+
+    ev = proc.events
+    light = pc.and_(pc.equal(ev.column("kind"), S.WINDOW), pc.equal(ev.column("id"), S.WINDOW_LIGHT))
+    return bool(pc.any(light).as_py() or False)
+
+
+def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
+    """The window evidence of every process, uncertainties added in quadrature across processes."""
+    infos = [b.overhead.get("windows") for b in breakdowns if b.overhead.get("windows")]
+    if not infos:
+        return {}
+    ops: dict[str, dict[str, Any]] = {}
+    for info in infos:
+        for name, e in info["operations"].items():
+            o = ops.setdefault(name, {**e, "uncertainty_s": 0.0, "exclusive_uncertainty_s": 0.0})
+            for k in ("uncertainty_s", "exclusive_uncertainty_s"):
+                o[k] = (o[k] ** 2 + e[k] ** 2) ** 0.5
+    return {
+        "switched": sorted({k for i in infos for k in i["switched"]}),
+        "full_share": min(i["full_share"] for i in infos),
+        "cost_per_event_ns": infos[0]["cost_per_event_ns"],
+        "uncertainty_s": sum(i["uncertainty_s"] ** 2 for i in infos) ** 0.5,
+        "operations": ops,
     }
 
 
@@ -193,7 +231,7 @@ def summarize_trace(trace: Trace, calibration: str | None = None, correct: bool 
     """
     from rlscope import calibration as cal_mod
     from rlscope.analysis.breakdown import analyze_process_pair
-    from rlscope.analysis.overhead import costs_for
+    from rlscope.analysis.overhead import EventCosts, costs_for
 
     cal, why = (None, None) if not correct else cal_mod.find(trace.processes[0].metadata, calibration)
     if cal is not None:
@@ -202,6 +240,15 @@ def summarize_trace(trace: Trace, calibration: str | None = None, correct: bool 
             if other is None or other["path"] != cal["path"]:
                 cal, why = None, f"process {p.pid}: {why or 'another calibration than process 0'}"
                 break
+    if cal is None and correct and any(_has_light_windows(p) for p in trace.processes):
+        # the collectors' cost is measured in the run itself; only the small residual costs
+        # (scopes, simulator boundaries, the writer) would need a calibration
+        pairs = [analyze_process_pair(p, EventCosts.zero()) for p in trace.processes]
+        info = {"status": "windows only", "reason": why or ""}
+        out = summarize(trace, [c for _, c in pairs], raw=[r for r, _ in pairs], calibration=info)
+        out["warnings"].append(f"residual per-event costs not removed: {why}")
+        out["warnings"] += [f"overhead correction: {n}" for n in out["overhead"].get("notes", [])]
+        return out
     if cal is None:
         raw = [analyze_process_pair(p, None)[0] for p in trace.processes]
         info = {"status": "off" if not correct else "none", "reason": why or "raw figures requested"}

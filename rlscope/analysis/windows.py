@@ -1,0 +1,210 @@
+"""In-run overhead measurement: windows with and without the expensive collectors.
+
+The session alternates *full* windows (every collector on: scopes, simulator boundaries, backend
+ops, GPU tracing) and *light* windows (scopes and simulator boundaries only), switching at scope
+exits on the main thread (rlscope/session.py). RL loops repeat the same operations thousands of
+times, so each operation has instances in both kinds of window, and the difference between them
+*is* what the expensive collectors cost on this machine, this load and this loop -- no calibration
+taken elsewhere has to carry over.
+
+Per operation ``X`` (exclusive time per instance, instances wholly inside one window):
+
+- ``factor[X] = mean_light(X) / mean_full(X)`` scales X's exclusive segments in full windows, so
+  X's corrected total is its light-window time plus its full-window instances at the light mean;
+  its categories keep the full-window proportions (only full windows see backend and CUDA time).
+- an operation whose full-window segments hold no collector event keeps factor 1 (nothing to
+  remove: avoids adding noise).
+- an operation with too few instances in either kind of window (a long update that always
+  straddles a switch), and unannotated time, use the run's pooled cost per collector event
+  (``cost_per_event_ns``: the excess time of the window-estimated operations over their collector
+  events), times their own events.
+
+Uncertainty: the standard error of each light mean, times the number of full-window instances it
+stands in for; fallbacks carry half of what they removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rlscope import categories
+from rlscope.analysis.timeline import Timeline
+from rlscope.trace import schema as S
+
+MIN_INSTANCES = 5  # per kind of window, for an operation's own factor
+MAX_FACTOR = 1.25  # a light mean above the full one is noise; past this, a sign of mixed instances
+FALLBACK_REL_SIGMA = 0.5  # uncertainty of a removal made with the pooled per-event cost
+UNANNOTATED_ID = -1
+
+
+@dataclasses.dataclass
+class WindowEstimate:
+    """What the windows say about one process: per-row duration factors and the evidence."""
+
+    factor: np.ndarray  # per timeline row: corrected / residual-corrected segment duration
+    row_mode: np.ndarray  # per row: WINDOW_FULL or WINDOW_LIGHT
+    per_op: dict[int, dict]  # operation name id (-1: unannotated) -> factor, method, counts, sigma
+    cost_per_event_ns: float | None  # pooled in-run cost of one collector event (None: not measured)
+    notes: list[str]
+    inst_name: np.ndarray  # per instance (OP_BEGIN row order): name id
+    inst_phase: np.ndarray  # per instance: phase name id (-1 none)
+    inst_full: np.ndarray  # per instance: began in a full window
+
+    def sigma_ns(self, name_id: int) -> float:
+        return float(self.per_op.get(name_id, {}).get("sigma_ns", 0.0))
+
+
+def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """(time, mode) of the window switches, in time order."""
+    w = np.flatnonzero(tl.kind == S.WINDOW)
+    order = np.argsort(tl.ts[w], kind="stable")
+    return tl.ts[w][order], tl.id[w][order]
+
+
+def _mode_at(win_ts: np.ndarray, win_mode: np.ndarray, t: np.ndarray, side: str = "right") -> np.ndarray:
+    i = np.searchsorted(win_ts, t, side=side) - 1
+    return np.where(i >= 0, win_mode[np.maximum(i, 0)], S.WINDOW_FULL)
+
+
+def collector_kinds(tl: Timeline) -> dict[str, np.ndarray]:
+    """Per expensive collector, the rows that open one of its intervals (a torch op, a CUDA API call)."""
+    backend_cat = (tl.kind == S.CAT_BEGIN) & (tl.id == categories.BACKEND)
+    return {"backend": (tl.kind == S.BACKEND_BEGIN) | backend_cat, "gpu": tl.kind == S.API_BEGIN}
+
+
+def toggled(tl: Timeline) -> dict[str, bool]:
+    """Which collectors the windows switched: seen in full windows and never in light ones.
+
+    A collector that cannot be switched (Kineto) records in both; its cost is then not measured
+    by the windows and the calibrated per-event cost applies to it.
+    """
+    win_ts, win_mode = window_rows(tl)
+    light = _mode_at(win_ts, win_mode, tl.ts) == S.WINDOW_LIGHT
+    if not light.any():
+        return {k: False for k in collector_kinds(tl)}
+    return {k: bool(rows.any() and not (rows & light).any()) for k, rows in collector_kinds(tl).items()}
+
+
+def collector_rows(tl: Timeline) -> np.ndarray:
+    """Rows that open an interval of a collector the windows switched."""
+    kinds = collector_kinds(tl)
+    out = np.zeros(len(tl.ts), bool)
+    for k, on in toggled(tl).items():
+        if on:
+            out |= kinds[k]
+    return out
+
+
+def estimate(tl: Timeline, min_instances: int = MIN_INSTANCES) -> WindowEstimate | None:
+    """The window estimate of a (residual-corrected) timeline, or None when it has no light windows."""
+    win_ts, win_mode = window_rows(tl)
+    if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
+        return None
+    n = len(tl.ts)
+    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    row_mode = _mode_at(win_ts, win_mode, tl.ts)
+    full_row = row_mode == S.WINDOW_FULL
+    coll = collector_rows(tl)
+    n_inst = len(tl.inst_name)
+
+    # per instance: exclusive time, collector events, and whether it lies wholly in one window
+    seg = tl.op >= 0
+    excl = np.bincount(tl.op[seg], weights=dur[seg], minlength=n_inst)
+    events = np.bincount(tl.op[coll & seg], minlength=n_inst)
+    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    inst = tl.id[begins]
+    b_ts, e_ts = tl.ts[begins], tl.inst_end[inst]
+    whole = np.searchsorted(win_ts, b_ts, side="right") == np.searchsorted(win_ts, e_ts, side="left")
+    mode = _mode_at(win_ts, win_mode, b_ts)
+    name = tl.inst_name[inst]
+    inst_phase = np.append(tl.inst_name, -1)[tl.phase[begins]]
+
+    # per operation name (and the unannotated main-thread time): events and time in full windows
+    op_name_row = np.append(tl.inst_name, UNANNOTATED_ID)[tl.op]
+    main = tl.thread == tl.main_thread
+    counted = full_row & ((tl.op >= 0) | main)
+    per_op: dict[int, dict] = {}
+    keys = np.unique(op_name_row[counted])
+    for key in keys.tolist():
+        sel = counted & (op_name_row == key)
+        per_op[int(key)] = {
+            "full_time_ns": float(dur[sel].sum()),
+            "full_events": int((coll & sel).sum()),
+        }
+
+    # operations measured by their own windows
+    num = den = 0.0
+    for key, e in per_op.items():
+        if key == UNANNOTATED_ID:
+            continue
+        mine = whole & (name == key)
+        light = excl[inst[mine & (mode == S.WINDOW_LIGHT)]]
+        full = excl[inst[mine & (mode == S.WINDOW_FULL)]]
+        e.update(light_n=len(light), full_n=len(full))
+        if e["full_events"] == 0:
+            e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
+        elif len(light) >= min_instances and len(full) >= min_instances and full.mean() > 0:
+            m_l, m_f = float(light.mean()), float(full.mean())
+            e.update(factor=min(max(m_l / m_f, 0.0), MAX_FACTOR), method="windows")
+            n_stand_in = e["full_time_ns"] / m_f  # full-window instances, counting partial ones
+            e["sigma_ns"] = n_stand_in * float(light.std(ddof=1)) / np.sqrt(len(light))
+            ev_full = events[inst[mine & (mode == S.WINDOW_FULL)]]
+            num += len(full) * (m_f - m_l)
+            den += float(ev_full.sum())
+        else:
+            e["method"] = "pooled"
+    cost = max(num / den, 0.0) if den > 0 else None
+    notes: list[str] = []
+    for key, e in per_op.items():
+        if "factor" in e:
+            continue
+        if key == UNANNOTATED_ID:
+            e.update(light_n=0, full_n=0, method="pooled" if e["full_events"] else "no collector events")
+        if e["full_events"] == 0:
+            e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
+        elif cost is None or e["full_time_ns"] <= 0:
+            e.update(factor=1.0, method="not corrected", sigma_ns=0.0)
+            notes.append("collector cost not measurable: no operation was seen in both kinds of window")
+        else:
+            removed = min(cost * e["full_events"], e["full_time_ns"])
+            e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=FALLBACK_REL_SIGMA * removed)
+
+    factor = np.ones(n)
+    for key, e in per_op.items():
+        factor[counted & (op_name_row == key)] = e["factor"]
+    for e in per_op.values():
+        e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
+    return WindowEstimate(
+        factor=factor,
+        row_mode=row_mode,
+        per_op=per_op,
+        cost_per_event_ns=cost,
+        notes=sorted(set(notes)),
+        inst_name=name,
+        inst_phase=inst_phase,
+        inst_full=mode == S.WINDOW_FULL,
+    )
+
+
+def nested_names(tl: Timeline) -> set[tuple[int, int]]:
+    """(outer, inner) operation name pairs where an instance of inner ran inside one of outer."""
+    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    if len(begins) == 0:
+        return set()
+    same_thread = np.r_[False, tl.thread[1:] == tl.thread[:-1]]
+    before = np.where(same_thread[begins], tl.op[np.maximum(begins - 1, 0)], -1)
+    parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
+    parent_of[tl.id[begins]] = before
+    names = np.append(tl.inst_name, -1)
+    inner = names[tl.id[begins]]
+    pairs: set[tuple[int, int]] = set()
+    anc = before.copy()
+    for _ in range(64):  # nesting depth
+        live = anc >= 0
+        if not live.any():
+            break
+        pairs |= set(zip(names[anc[live]].tolist(), inner[live].tolist(), strict=True))
+        anc = np.where(live, parent_of[np.maximum(anc, 0)], -1)
+    return pairs

@@ -1,0 +1,165 @@
+"""In-run overhead measurement (alternating windows): exact on a fake clock, close on a real one."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import rlscope
+from rlscope import annotate, categories
+from rlscope.analysis.summary import summarize_trace
+from rlscope.analysis.timeline import build_timeline
+from rlscope.analysis.windows import estimate
+from rlscope.trace import schema as S
+
+WORK, COST, SIM, GLUE = 1000, 300, 2000, 100  # ns per fake op, collector cost per op, ...
+OPS_PER_INFER = 5
+
+
+class FakeCollector:
+    """An expensive collector: while on, each op is recorded as backend time and costs COST more."""
+
+    def __init__(self, clock=None) -> None:
+        self.on = True
+        self.clock = clock
+        self.switches = 0
+
+    def set_enabled(self, on: bool) -> None:
+        self.switches += self.on != on
+        self.on = on
+
+    def stop(self) -> None:
+        pass
+
+
+def _fake_op(col: FakeCollector, session, advance) -> None:
+    if col.on:
+        advance(COST // 2)
+        annotate.category_enter(session, categories.BACKEND)
+        advance(WORK)
+        annotate.category_exit(session, categories.BACKEND)
+        advance(COST // 2)
+    else:
+        advance(WORK)
+
+
+def _run_fake(session, clock, iters: int, long_every: int = 0) -> FakeCollector:
+    col = FakeCollector()
+    session.options["flush_interval"] = 1e6
+    with session:
+        session.add_toggler(col)
+        for i in range(iters):
+            with rlscope.scope("infer"):
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, session, clock.advance)
+            with rlscope.scope("sim"):
+                clock.advance(SIM)
+            if long_every and i % long_every == long_every - 1:
+                # a long operation that always straddles a window switch: pooled per-event cost
+                with rlscope.scope("update"):
+                    for _ in range(40):
+                        _fake_op(col, session, clock.advance)
+                        with rlscope.scope("minibatch"):
+                            clock.advance(500)
+            clock.advance(GLUE)
+    return col
+
+
+@pytest.fixture
+def windowed(tmp_path):
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=50e-6)
+    session.clock = clock
+    return session, clock
+
+
+def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed):
+    session, clock = windowed
+    iters = 600
+    col = _run_fake(session, clock, iters)
+    assert col.switches > 20  # the session really alternated
+    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    assert s["corrected_for_overhead"] and s["calibration"]["status"] == "windows only"
+    ops = s["operations"]
+    infer_true = iters * OPS_PER_INFER * WORK
+    assert ops["infer"]["total_s"] == pytest.approx(infer_true * 1e-9, rel=1e-6)
+    assert ops["sim"]["total_s"] == pytest.approx(iters * SIM * 1e-9, rel=1e-9)
+    assert s["wall_s"] == pytest.approx(iters * (OPS_PER_INFER * WORK + SIM + GLUE) * 1e-9, rel=1e-6)
+    # categories: the full windows' split (backend WORK of WORK + COST) for the whole operation
+    share = WORK / (WORK + COST)
+    assert ops["infer"]["categories"]["backend"] == pytest.approx(infer_true * share * 1e-9, rel=2e-3)
+    # raw keeps the cost of the full windows; the evidence is in the summary
+    assert s["raw"]["operations"]["infer"]["total_s"] > ops["infer"]["total_s"] * 1.05
+    win = s["overhead"]["windows"]
+    assert win["switched"] == ["backend"]
+    assert win["operations"]["infer"]["method"] == "windows"
+    assert win["operations"]["sim"]["method"] == "no collector events"
+    assert win["operations"]["infer"]["uncertainty_s"] == pytest.approx(0.0, abs=1e-9)
+    assert win["cost_per_event_ns"] == pytest.approx(COST, rel=1e-6)
+    assert 0.2 < win["full_share"] < 0.8
+    json.dumps(s)
+
+
+def test_operation_that_always_straddles_uses_the_pooled_cost(windowed):
+    session, clock = windowed
+    iters = 600
+    _run_fake(session, clock, iters, long_every=50)
+    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    ops = s["operations"]
+    n_updates = iters // 50
+    win = s["overhead"]["windows"]["operations"]
+    assert win["update"]["method"] == "pooled"
+    # update's own time: 40 fake ops of WORK each; the pooled cost per event is exactly COST here
+    assert ops["update"]["exclusive_s"] == pytest.approx(n_updates * 40 * WORK * 1e-9, rel=1e-6)
+    assert ops["minibatch"]["total_s"] == pytest.approx(n_updates * 40 * 500 * 1e-9, rel=1e-9)
+    assert win["update"]["uncertainty_s"] > 0  # a fallback says it is less sure
+
+
+def test_no_light_window_means_no_window_estimate(fake_session):
+    session, clock = fake_session
+    session.options["flush_interval"] = 1e6
+    with session:
+        for _ in range(10):
+            with rlscope.scope("a"):
+                clock.advance(100)
+    trace = rlscope.load_trace(str(session.trace_dir))
+    tl = build_timeline(trace.processes[0].events)
+    assert (tl.kind == S.WINDOW).sum() == 1  # the session's first (full) window only
+    assert estimate(tl) is None
+
+
+def _busy(ns: int) -> None:
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+def test_real_clock_windows_recover_the_unprofiled_operation_time(tmp_path):
+    """Busy-waits of known length with a real 30 µs per-op collector cost: corrected within 8%."""
+    col = FakeCollector()
+    work_ns, n_ops = 40_000, 4
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=0.02) as session:
+        session.add_toggler(col)
+        end = time.perf_counter() + 1.2
+        while time.perf_counter() < end:
+            with rlscope.scope("infer"):
+                for _ in range(n_ops):
+                    _fake_op(col, session, lambda ns: _busy(15_000 if ns == COST // 2 else ns * 40))
+            with rlscope.scope("sim"):
+                _busy(50_000)
+    s = summarize_trace(rlscope.load_trace(str(tmp_path / "t")))
+    infer = s["operations"]["infer"]
+    per_call = infer["total_s"] / infer["calls"]
+    truth = n_ops * work_ns * 1e-9
+    raw = s["raw"]["operations"]["infer"]
+    raw_err = raw["total_s"] / raw["calls"] / truth - 1
+    err = per_call / truth - 1
+    assert raw_err > 0.2  # the injected cost is large
+    assert abs(err) < 0.08, (err, raw_err)
+    assert abs(err) < raw_err / 3
+    assert np.isfinite(s["uncertainty_s"])
