@@ -144,7 +144,12 @@ def to_chrome(tables: Any, main_threads: Mapping[int, int] | None = None) -> dic
     return {
         "traceEvents": _metadata(cpu_pids, threads, main_threads, gpu_pid, streams) + events,
         "displayTimeUnit": "ms",
-        "otherData": {"producer": "rlscope", **meta},
+        "otherData": {
+            "producer": "rlscope",
+            # the timeline as recorded: rlscope-analyze --json / the table hold the corrected totals
+            "corrected_for_overhead": False,
+            **meta,
+        },
     }
 
 

@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         " may be empty)",
     )
     p.add_argument("--csv", metavar="DIR", help="write the summary and interval tables as CSV files here")
+    p.add_argument("--calibration", metavar="FILE", help="overhead calibration to use (as rlscope-analyze)")
+    p.add_argument("--raw", action="store_true", help="CSV summary without overhead correction")
     return p
 
 
@@ -59,11 +61,16 @@ def summary_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         "calls",
         "total_s",
         "exclusive_s",
+        "uncertainty_s",
+        "raw_total_s",
+        "corrected",
         *cpu_cats,
         *gpu_cats,
         *(f"{r}_s" for r in _RESOURCES),
     ]
     rows: list[list[Any]] = []
+    corrected = bool(summary.get("corrected_for_overhead", False))
+    raw_ops = summary.get("raw", {}).get("operations", {})
     for name, op in summary.get("operations", {}).items():
         cats, gcats, res = op.get("categories", {}), op.get("gpu_categories", {}), op.get("resources", {})
         rows.append(
@@ -72,6 +79,9 @@ def summary_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                 op.get("calls", 0),
                 op.get("total_s", 0.0),
                 op.get("exclusive_s", 0.0),
+                op.get("uncertainty_s", 0.0),
+                raw_ops.get(name, {}).get("total_s", op.get("total_s", 0.0)),
+                corrected,
                 *(cats.get(c, 0.0) for c in cpu_cats),
                 *(gcats.get(c, 0.0) for c in gpu_cats),
                 *(res.get(r, 0.0) for r in _RESOURCES),
@@ -85,6 +95,9 @@ def summary_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
             0,
             un,
             un,
+            "",
+            summary.get("raw", {}).get("unannotated_s", un),
+            corrected,
             *(ucats.get(c, 0.0) for c in cpu_cats),
             *(ugpu.get(c, 0.0) for c in gpu_cats),
             *("" for _ in _RESOURCES),
@@ -166,11 +179,10 @@ def main(argv: list[str] | None = None) -> int:
 
         write_chrome(to_chrome(iv), args.chrome)
     if args.csv:
-        from rlscope.analysis.breakdown import analyze
-        from rlscope.analysis.summary import summarize
+        from rlscope.analysis.summary import summarize_trace
 
-        # analyze_dir's pipeline on the trace already loaded (no second read)
-        write_csv(args.csv, summarize(trace, analyze(trace)), iv.tables())
+        # the same (corrected) figures as the table and --json, on the trace already loaded
+        write_csv(args.csv, summarize_trace(trace, args.calibration, not args.raw), iv.tables())
     for w in trace.warnings:
         print(f"rlscope-analyze: warning: {w}", file=sys.stderr)
     return 0

@@ -1,0 +1,144 @@
+"""Where the GPU-tracing cost goes: per CUDA API call and per kernel, for each CUPTI configuration.
+
+    python benchmarks/cupti_cost.py [--reps 3] [--json FILE]
+
+Each configuration runs in its own process (one CUPTI subscriber per process; the activity kinds
+are chosen when tracing starts, through ``RLSCOPE_CUPTI_KINDS``), interleaved over repetitions:
+
+- ``launch``: a loop of ``torch.add`` on a tiny tensor, no synchronization: the CPU cost per API
+  call (a launch is a runtime call and, under it, a driver call);
+- ``sync``: ``torch.add`` then ``torch.cuda.synchronize()`` per iteration: what per-kernel
+  instrumentation adds to a loop that waits for every kernel (RL inference often does);
+- configurations: no tracing; kernel records only; kernel + runtime API; kernel + driver API;
+  everything rlscope records (kernel, memcpy, memset, runtime, driver); everything but switched
+  off (rlscope's light windows).
+
+Reported: median ns per iteration and the extra over no tracing, and API records per launch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = {
+    "none": None,
+    "kernel": "kernel",
+    "kernel+runtime": "kernel,runtime",
+    "kernel+driver": "kernel,driver",
+    "all": "kernel,memcpy,memset,runtime,driver",
+    "all, switched off": "kernel,memcpy,memset,runtime,driver",
+}
+
+
+def _per_iter_ns(fn, n: int) -> float:
+    import torch
+
+    fn(n // 10)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        fn(n)
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best
+
+
+def child(config: str) -> dict:
+    import torch
+
+    import rlscope
+
+    x = torch.ones(16, device="cuda")
+    torch.add(x, 1)
+    torch.cuda.synchronize()
+
+    def launch(n: int) -> None:
+        for _ in range(n):
+            torch.add(x, 1)
+
+    def sync(n: int) -> None:
+        for _ in range(n):
+            torch.add(x, 1)
+            torch.cuda.synchronize()
+
+    out: dict = {"config": config}
+    with tempfile.TemporaryDirectory() as tmp:
+        session = None
+        if CONFIGS[config] is not None:
+            session = rlscope.profile(tmp, backend=False, gpu="cupti", nvml_hz=0, windows=False).start()
+            native = [c for c in session._collectors if hasattr(c, "set_enabled")]
+            out["collector"] = [repr(c) for c in session._collectors]
+            if config.endswith("switched off"):
+                for c in native:
+                    c.set_enabled(False)
+        out["launch_ns"] = _per_iter_ns(launch, 20000)
+        out["sync_ns"] = _per_iter_ns(sync, 5000)
+        if session is not None:
+            session.stop()
+            trace = rlscope.load_trace(tmp)
+            gpu = trace.processes[0].gpu
+            if gpu is not None:
+                cats = gpu.column("category").to_numpy()
+                launches = (20000 // 10 + 5 * 20000) + (5000 // 10 + 5 * 5000)  # warm-up + 5 timings
+                out["api_records_per_launch"] = float((cats == 3).sum()) / launches
+                out["kernel_records_per_launch"] = float((cats == 4).sum()) / launches
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--json", default=None)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child)))
+        return
+    runs: dict[str, list[dict]] = {c: [] for c in CONFIGS}
+    for rep in range(args.reps):
+        order = list(CONFIGS)[rep % len(CONFIGS) :] + list(CONFIGS)[: rep % len(CONFIGS)]
+        for config in order:
+            env = dict(os.environ)
+            if CONFIGS[config]:
+                env["RLSCOPE_CUPTI_KINDS"] = CONFIGS[config]
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", config], env=env, capture_output=True, text=True
+            )
+            if proc.returncode != 0:
+                print(f"{config}: failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+                continue
+            runs[config].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    base = {k: statistics.median(r[k] for r in runs["none"]) for k in ("launch_ns", "sync_ns")}
+    table = {}
+    print(f"{'configuration':22} {'launch ns':>10} {'+ns':>7} {'sync ns':>9} {'+ns':>7} {'api rec':>8}")
+    for config, rs in runs.items():
+        if not rs:
+            continue
+        row = {k: statistics.median(r[k] for r in rs) for k in ("launch_ns", "sync_ns")}
+        row["launch_extra_ns"] = row["launch_ns"] - base["launch_ns"]
+        row["sync_extra_ns"] = row["sync_ns"] - base["sync_ns"]
+        row["spread_launch_ns"] = [min(r["launch_ns"] for r in rs), max(r["launch_ns"] for r in rs)]
+        row["api_records_per_launch"] = rs[0].get("api_records_per_launch")
+        table[config] = row
+        print(
+            f"{config:22} {row['launch_ns']:10.0f} {row['launch_extra_ns']:7.0f} {row['sync_ns']:9.0f}"
+            f" {row['sync_extra_ns']:7.0f} {row['api_records_per_launch'] or 0:8.2f}"
+        )
+    import torch
+
+    result = {"device": torch.cuda.get_device_name(), "reps": args.reps, "table": table, "runs": runs}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
