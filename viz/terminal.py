@@ -140,6 +140,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_column("operation", overflow="fold")
     table.add_column("total s", justify="right")
     if corrected:
+        table.add_column("± s", justify="right", style="dim")
         table.add_column("raw s", justify="right", style="dim")
     table.add_column("% run", justify="right")
     table.add_column("excl s", justify="right")
@@ -157,10 +158,10 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
             return ["-"] * len(RESOURCE_KEYS)
         return [_secs(float(resources.get(k, 0.0))) for k in RESOURCE_KEYS]
 
-    def raw_cell(value: float | None) -> list[str]:
+    def raw_cell(value: float | None, sigma: float | None = None) -> list[str]:
         if not corrected:
             return []
-        return ["-" if value is None else _secs(value)]
+        return ["-" if not sigma else _secs(sigma), "-" if value is None else _secs(value)]
 
     excl_sum = 0.0
     for name, op in sorted_operations(ops):
@@ -170,7 +171,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
         table.add_row(
             Text(name),  # Text, not str: names are not rich markup
             _secs(float(op.get("total_s", 0.0))),
-            *raw_cell(float((raw_ops.get(name) or {}).get("total_s", 0.0))),
+            *raw_cell(float((raw_ops.get(name) or {}).get("total_s", 0.0)), op.get("uncertainty_s")),
             _pct(float(op.get("total_s", 0.0)), wall),
             _secs(excl),
             *[_cat_cell(float(cats.get(c, 0.0)), excl) for c in cpu_cats],
@@ -200,7 +201,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_row(
         Text("total", style="bold"),
         _secs(wall),
-        *raw_cell(float((summary.get("raw") or {}).get("wall_s", 0.0))),
+        *raw_cell(float((summary.get("raw") or {}).get("wall_s", 0.0)), summary.get("uncertainty_s")),
         _pct(wall, wall),
         _secs(excl_sum),
         *[_cat_cell(float(run_cats.get(c, 0.0)), excl_sum) for c in cpu_cats],
@@ -307,11 +308,18 @@ def overhead_line(summary: dict) -> str:
     if not summary.get("corrected_for_overhead") or not over:
         return f"figures are raw: {cal['reason']}" if cal.get("reason") else ""
     removed = ", ".join(f"{k} {_secs(v)} s" for k, v in (over.get("removed_s") or {}).items() if v > 0)
+    win = over.get("windows") or {}
+    measured = (
+        f" {', '.join(win['switched'])} measured in this run ({win['full_share']:.0%} of it with them on);"
+        if win.get("switched")
+        else ""
+    )
+    sigma = f" ± {_secs(over["uncertainty_s"])}" if over.get("uncertainty_s") else ""
     return (
         f"corrected for rlscope's overhead: wall {_secs(over['raw_wall_s'])} s profiled ->"
-        f" {_secs(over['corrected_wall_s'])} s unprofiled (x{over['slowdown']:.2f});"
+        f" {_secs(over['corrected_wall_s'])}{sigma} s unprofiled (x{over['slowdown']:.2f});{measured}"
         f" removed {removed or 'nothing'};"
-        f" calibration {cal.get('path', '?')}"
+        f" residual costs: {cal.get('path') or cal.get('status', '?')}"
     )
 
 
