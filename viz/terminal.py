@@ -314,7 +314,7 @@ def overhead_line(summary: dict) -> str:
         if win.get("switched")
         else ""
     )
-    sigma = f" ± {_secs(over["uncertainty_s"])}" if over.get("uncertainty_s") else ""
+    sigma = f" ± {_secs(over['uncertainty_s'])}" if over.get("uncertainty_s") else ""
     return (
         f"corrected for rlscope's overhead: wall {_secs(over['raw_wall_s'])} s profiled ->"
         f" {_secs(over['corrected_wall_s'])}{sigma} s unprofiled (x{over['slowdown']:.2f});{measured}"
