@@ -197,17 +197,29 @@ def _overhead_note(summary: Mapping[str, Any]) -> str:
     raw_ops = (summary.get("raw") or {}).get("operations") or {}
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.4f}</td>"
+        f"<td>± {float(op.get('uncertainty_s', 0.0)):.4f}</td>"
         f"<td>{float((raw_ops.get(name) or {}).get('total_s', 0.0)):.4f}</td></tr>"
         for name, op in sorted_operations(summary.get("operations") or {})[:8]
     )
+    win = over.get("windows") or {}
+    measured = (
+        f" The cost of {html.escape(', '.join(win['switched']))} was measured in this run: those"
+        f" collectors were on in alternating windows ({win['full_share']:.0%} of the run), and each"
+        " operation's time comes from the windows without them, its split by category and its GPU"
+        " work from the windows with them."
+        if win.get("switched")
+        else ""
+    )
+    residual = cal.get("path") or cal.get("status", "?")
     return (
         f"<p class='note'>Figures are <b>corrected for rlscope's own overhead</b>: the profiled run took"
         f" {over['raw_wall_s']:.3f} s, the corrected estimate of the unprofiled run is"
-        f" {over['corrected_wall_s']:.3f} s (x{over['slowdown']:.2f}). Removed: {removed or 'nothing'}."
-        f" Calibration: {html.escape(str(cal.get('path', '?')))}"
-        f" ({html.escape(str(cal.get('created', '')))}).</p>"
-        "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>raw s</th></tr>"
-        f"{rows}</table>"
+        f" {over['corrected_wall_s']:.3f} ± {float(over.get('uncertainty_s', 0.0)):.3f} s"
+        f" (x{over['slowdown']:.2f}).{measured} Removed: {removed or 'nothing'}."
+        f" Residual per-event costs: {html.escape(str(residual))}"
+        f" {html.escape(str(cal.get('created', '')))}.</p>"
+        "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>uncertainty</th>"
+        f"<th>raw s</th></tr>{rows}</table>"
     )
 
 
