@@ -1,0 +1,78 @@
+"""Windows on a real GPU (marked ``gpu``): GPU tracing switched off in light windows, its figures
+scaled from the full ones, still matching kernels of known duration (run on the device machine)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    import torch
+    import rlscope
+    from rlscope.analysis.summary import summarize_trace
+
+    def busy(s):
+        end = time.perf_counter() + s
+        while time.perf_counter() < end:
+            pass
+
+    torch.cuda._sleep(1000); torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record(); torch.cuda._sleep(1_000_000); b.record(); torch.cuda.synchronize()
+    cycles = int(200e-6 / (a.elapsed_time(b) / 1e3 / 1_000_000))  # ~200 us kernels
+    x = torch.ones(64, device="cuda")
+
+    def step():
+        with rlscope.scope("step"):
+            torch.cuda._sleep(cycles)
+            for _ in range(20):
+                torch.add(x, 1)  # API calls that GPU tracing makes expensive
+            torch.cuda.synchronize()
+        with rlscope.scope("cpu"):
+            busy(100e-6)
+
+    def timed(n):
+        t0 = time.perf_counter(); inside = 0.0
+        for _ in range(n):
+            s = time.perf_counter(); step(); inside += time.perf_counter() - s
+        return inside / n
+
+    n = 400
+    timed(50)
+    base = timed(n)
+    with rlscope.profile(sys.argv[1], backend=False, gpu="cupti", nvml_hz=0, window_s=0.02):
+        for _ in range(n):
+            step()
+    base = (base + timed(n)) / 2
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record(); torch.cuda._sleep(cycles); e1.record(); torch.cuda.synchronize()
+    s = summarize_trace(rlscope.load_trace(sys.argv[1]))
+    print(json.dumps({"summary": s, "kernel_s": e0.elapsed_time(e1) / 1e3, "n": n, "base_iter_s": base}))
+    """
+)
+
+
+def test_gpu_tracing_switched_in_windows_keeps_kernel_time(tmp_path):
+    script = tmp_path / "w.py"
+    script.write_text(SCRIPT)
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "t")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    s, n = out["summary"], out["n"]
+    win = s["overhead"]["windows"]
+    assert "gpu" in win["switched"]
+    assert 0.2 < win["full_share"] < 0.8
+    step = s["operations"]["step"]
+    # GPU time scaled from the full windows stands for every instance
+    assert step["gpu_categories"]["gpu_kernel"] == pytest.approx(n * out["kernel_s"], rel=0.08)
+    # the iteration's time, corrected, against the unprofiled loop timed around it
+    per_iter = (step["total_s"] + s["operations"]["cpu"]["total_s"]) / n
+    assert per_iter == pytest.approx(out["base_iter_s"], rel=0.08)
