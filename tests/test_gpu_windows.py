@@ -53,7 +53,10 @@ SCRIPT = textwrap.dedent(
             step()
     base = (base + timed(n)) / 2
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record(); torch.cuda._sleep(cycles); e1.record(); torch.cuda.synchronize()
+    e0.record(); torch.cuda._sleep(cycles)
+    for _ in range(20):
+        torch.add(x, 1)
+    e1.record(); torch.cuda.synchronize()  # the step's kernels, queued back to back behind the sleep
     s = summarize_trace(rlscope.load_trace(sys.argv[1]))
     print(json.dumps({"summary": s, "kernel_s": e0.elapsed_time(e1) / 1e3, "n": n, "base_iter_s": base}))
     """
