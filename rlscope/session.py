@@ -329,6 +329,11 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     Options: ``flush_interval`` (s, default 1.0), ``backend`` (record time in PyTorch ops, default
     True), ``gpu`` ("auto", "kineto", "cupti" or False) and ``nvtx`` (bool).
     """
+    mode = os.environ.get("RLSCOPE_MODE")  # a run of `rlscope validate`: off | timers | profile
+    if mode:
+        from rlscope.validate import session_for_mode
+
+        return session_for_mode(mode, trace_dir, options)
     return Session(trace_dir, **options)
 
 

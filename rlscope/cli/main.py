@@ -3,6 +3,9 @@
 rlscope demo [--seconds 20] [--device auto|cpu|cuda] [--trace-dir D] [--html FILE] [--json FILE]
 rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--no-analyze] [--] python train.py ARGS...
 rlscope calibrate [--out FILE] [--reps 5] [--quick] [--no-gpu]
+rlscope validate [--reps 3] [--trace-dir D] [--json FILE] [--gpu MODE] [--no-backend] [--tolerance PCT]
+                 [--] python train.py ARGS...
+    run your program unprofiled, under plain timers and profiled: is the corrected profile right?
 """
 
 from __future__ import annotations
@@ -167,7 +170,13 @@ def ensure_calibration(quiet: bool = False) -> None:
     print(f"rlscope: calibration saved to {calibration.save(cal)}")
 
 
-COMMANDS = {"demo": demo, "run": run, "calibrate": calibrate}
+def validate(argv: list[str]) -> int:
+    from rlscope.validate import main as validate_main
+
+    return validate_main(argv)
+
+
+COMMANDS = {"demo": demo, "run": run, "calibrate": calibrate, "validate": validate}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,893 @@
+"""``rlscope validate``: does rlscope's corrected profile of *your* program match the program unprofiled?
+
+    rlscope validate [--reps 3] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
+                     [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--verbose]
+                     [--] python train.py ARGS...
+
+The command runs ``reps`` times in each of three modes, each run its own process, interleaved with
+the mode order rotated per repetition (machine noise hits every mode alike):
+
+- **unprofiled**: ``RLSCOPE_MODE=off``. ``rlscope.profile()`` returns a session that records only
+  when it starts and stops; scopes take their no-session fast path. The time between start and stop
+  (or, for a script that never calls ``rlscope.profile``, from interpreter start to exit) is the
+  ground truth for the total.
+- **timers**: ``RLSCOPE_MODE=timers``. A :class:`TimerSession` stands in for the session: every
+  scope boundary is one ``perf_counter_ns`` and a list append, aggregated into inclusive and
+  exclusive time per operation (nesting per thread, as rlscope's analyzer does), less the timers'
+  own cost nested inside each operation. This is the ground truth per operation.
+- **profiled**: rlscope's profile (the script's ``rlscope.profile`` redirected to the validation's
+  trace directory, or, for a script without one, a whole-process session as ``rlscope run`` starts),
+  analyzed with the machine's overhead calibration: corrected wall and per-operation inclusive time.
+
+Environment of a child run (read by :func:`rlscope.profile` and by the ``sitecustomize`` that
+validate puts first on the child's ``PYTHONPATH``): ``RLSCOPE_MODE`` (off | timers | profile),
+``RLSCOPE_VALIDATE_RECORD`` (where the child writes its measurements as JSON; taken by the first
+process only), ``RLSCOPE_VALIDATE_TRACE_DIR`` and ``RLSCOPE_VALIDATE_OPTIONS`` (profile mode: where
+``rlscope.profile`` writes, and options that override the script's), ``RLSCOPE_VALIDATE_WHOLE``
+(``1``: the mode's session spans the whole process, for scripts that never call ``rlscope.profile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlscope import annotate
+from rlscope.errors import RLScopeError
+from rlscope.trace import schema as S
+
+MODE_ENV = "RLSCOPE_MODE"
+RECORD_ENV = "RLSCOPE_VALIDATE_RECORD"
+TRACE_ENV = "RLSCOPE_VALIDATE_TRACE_DIR"
+OPTIONS_ENV = "RLSCOPE_VALIDATE_OPTIONS"
+WHOLE_ENV = "RLSCOPE_VALIDATE_WHOLE"
+MODES = ("unprofiled", "timers", "profiled")
+_MODE_VALUE = {"unprofiled": "off", "timers": "timers", "profiled": "profile"}
+_NEVER = 2**63 - 1
+_TICK_NS = 1_000_000_000  # how often a timer session folds its events into totals (bounds memory)
+
+# ------------------------------------------------------------------------------------ child side
+
+
+class TimerAggregate:
+    """Inclusive/exclusive nanoseconds per operation from scope events, plus what to subtract later.
+
+    Nesting is per thread and exclusive time goes to the innermost operation, as in rlscope's
+    analyzer; a recursive instance (same name already open) adds no inclusive time. Besides the
+    raw sums it counts the timer boundaries nested in each operation, so that their cost, measured
+    apart (:func:`measure_timer_costs`), can be taken off (:func:`corrected_timers`).
+    """
+
+    # per-name counters (list positions)
+    FIELDS = (
+        "calls",
+        "exclusive_ns",
+        "direct_ops",  # child operations closed directly inside (their cost outside them lands here)
+        "direct_phase_events",
+        "direct_cat_events",
+        "inclusive_calls",  # non-recursive instances
+        "inclusive_ns",
+        "nested_ops",  # operations closed anywhere inside the non-recursive instances
+        "nested_phase_events",
+        "nested_cat_events",
+    )
+
+    def __init__(self) -> None:
+        self.ops: dict[int, list[int]] = {}
+        # thread -> [frames, closed op pairs, phase events, category events, paused ns]
+        self._threads: dict[int, list[Any]] = {}
+
+    def _thread(self, thread: int) -> list[Any]:
+        th = self._threads.get(thread)
+        if th is None:
+            th = self._threads[thread] = [[], 0, 0, 0, 0]
+        return th
+
+    def feed(self, events: Iterable[tuple[int, ...]]) -> None:
+        """Fold annotate's event tuples ``(ts, thread, kind, inst, parent, name, flags)`` in."""
+        for ts, thread, kind, inst, _parent, nid, flags in events:
+            th = self._thread(thread)
+            frames = th[0]
+            if kind == S.OP_BEGIN:
+                # frame: inst, name, begin, ops0, phase0, cat0, paused0, child_incl, d_ops, d_ph, d_cat, rec
+                frames.append(
+                    [inst, nid, ts, th[1], th[2], th[3], th[4], 0, 0, 0, 0, flags & S.FLAG_RECURSIVE]
+                )
+            elif kind == S.OP_END:
+                if any(f[0] == inst for f in frames):  # else: opened before this session started
+                    while True:
+                        f = frames.pop()
+                        self._close(th, f, ts)
+                        if f[0] == inst:
+                            break
+            elif kind in (S.PHASE_BEGIN, S.PHASE_END):
+                th[2] += 1
+                if frames:
+                    frames[-1][9] += 1
+            elif kind in (S.CAT_BEGIN, S.CAT_END):
+                th[3] += 1
+                if frames:
+                    frames[-1][10] += 1
+
+    def _close(self, th: list[Any], f: list[Any], end: int) -> None:
+        incl = end - f[2] - (th[4] - f[6])
+        o = self.ops.get(f[1])
+        if o is None:
+            o = self.ops[f[1]] = [0] * len(self.FIELDS)
+        o[0] += 1
+        o[1] += incl - f[7]
+        o[2] += f[8]
+        o[3] += f[9]
+        o[4] += f[10]
+        if not f[11]:
+            o[5] += 1
+            o[6] += incl
+            o[7] += th[1] - f[3]
+            o[8] += th[2] - f[4]
+            o[9] += th[3] - f[5]
+        th[1] += 1
+        frames = th[0]
+        if frames:
+            frames[-1][7] += incl
+            frames[-1][8] += 1
+
+    def pause(self, thread: int, ns: int) -> None:
+        """``ns`` of timer bookkeeping on ``thread``: not the job's time, taken off the open operations."""
+        self._thread(thread)[4] += ns
+
+    def close_all(self, end: int) -> None:
+        """Close operations still open (a session stopped inside them), as Session.stop does."""
+        for th in self._threads.values():
+            while th[0]:
+                self._close(th, th[0].pop(), end)
+
+    def counters(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """Per operation name (several name ids may share one after a fork), counter name -> value."""
+        out: dict[str, dict[str, int]] = {}
+        for nid, vals in self.ops.items():
+            name = names[nid] if nid < len(names) else f"<name {nid}>"
+            acc = out.setdefault(name, dict.fromkeys(self.FIELDS, 0))
+            for k, v in zip(self.FIELDS, vals, strict=True):
+                acc[k] += v
+        return out
+
+
+class ChildRecord:
+    """What one child run measured, written as JSON at exit to the path the parent gave.
+
+    Only the process that took the path writes (``pid`` check): a fork or a Python subprocess of
+    the job must not overwrite it.
+    """
+
+    def __init__(self, path: str | None, mode: str) -> None:
+        self.path = path
+        self.mode = mode
+        self.pid = os.getpid()
+        self.boot_ns = time.perf_counter_ns()
+        self.window_ns = 0
+        self.profile_calls = 0
+        self.timers = TimerAggregate()
+        self.open: list[Any] = []  # sessions started and not stopped yet
+        if path:
+            atexit.register(self.write)
+
+    def write(self) -> None:
+        exit_ns = time.perf_counter_ns()
+        if not self.path or os.getpid() != self.pid:
+            return
+        for session in list(self.open):
+            session.stop()
+        data = {
+            "mode": self.mode,
+            "pid": self.pid,
+            "profile_calls": self.profile_calls,
+            "window_s": self.window_ns / 1e9,
+            "process_s": (exit_ns - self.boot_ns) / 1e9,
+            "timers": self.timers.counters(list(annotate._names)),
+        }
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, self.path)
+
+
+_record: ChildRecord | None = None
+
+
+def child_record() -> ChildRecord:
+    """This process's record; one that writes nothing outside a measured child run."""
+    global _record
+    if _record is None or _record.pid != os.getpid():
+        _record = ChildRecord(os.environ.pop(RECORD_ENV, None), os.environ.get(MODE_ENV, ""))
+    return _record
+
+
+class NullSession:
+    """``RLSCOPE_MODE=off``: a session that records only its start and stop times, and no trace."""
+
+    def __init__(
+        self, trace_dir: str | os.PathLike[str] = "rlscope-trace", record: ChildRecord | None = None
+    ):
+        self.trace_dir = Path(trace_dir)
+        self.record = record if record is not None else child_record()
+        self._t0: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._t0 is not None
+
+    def start(self) -> Any:
+        if self._t0 is None:
+            self.record.profile_calls += 1
+            self.record.open.append(self)
+            self._t0 = time.perf_counter_ns()
+        return self
+
+    def stop(self) -> None:
+        t = time.perf_counter_ns()
+        if self._t0 is not None:
+            self.record.window_ns += t - self._t0
+            self._t0 = None
+            self.record.open.remove(self)
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class TimerSession(NullSession):
+    """``RLSCOPE_MODE=timers``: what annotate's scopes use from a Session, recording into plain timers.
+
+    annotate._Scope and category_enter/exit touch ``clock``, ``events.append``, ``thread_state()``,
+    ``ids``, ``nvtx_push``/``nvtx_pop``, ``tick_due_ns``/``run_tick`` and ``window_due_ns``/``main_tid``/
+    ``switch_window``; nothing else runs (no writer thread, no collectors), so a boundary costs one
+    clock read and one append. Events are folded into
+    totals once a second (``run_tick``) and at stop, the folding time taken off the open operations.
+    """
+
+    def __init__(
+        self,
+        trace_dir: str | os.PathLike[str] = "rlscope-trace",
+        record: ChildRecord | None = None,
+        clock: Any = time.perf_counter_ns,
+        aggregate: TimerAggregate | None = None,
+    ) -> None:
+        super().__init__(trace_dir, record)
+        self.clock = clock
+        self.ids = itertools.count()
+        self.events: list[tuple[int, ...]] = []
+        self.nvtx_push: Any = None
+        self.nvtx_pop: Any = None
+        self.tick_due_ns = _NEVER
+        self.window_due_ns = _NEVER  # no collector windows to switch (Session.switch_window)
+        self.main_tid = -1
+        self.timers = aggregate if aggregate is not None else self.record.timers
+        self._tls = threading.local()
+
+    def thread_state(self) -> annotate.ThreadState:
+        st = getattr(self._tls, "st", None)
+        if st is None:
+            st = self._tls.st = annotate.ThreadState()
+        return st
+
+    def start(self) -> Any:
+        if self._t0 is not None:
+            return self
+        if annotate._active is not None:
+            raise RLScopeError("an rlscope session is already active in this process")
+        super().start()
+        annotate._active = self  # type: ignore[assignment]
+        self.tick_due_ns = self.clock() + _TICK_NS
+        return self
+
+    def stop(self) -> None:
+        if self._t0 is None:
+            return
+        end = self.clock()
+        if annotate._active is self:
+            annotate._active = None
+        self.tick_due_ns = _NEVER
+        self.drain()
+        self.timers.close_all(end)
+        super().stop()
+
+    def drain(self) -> None:
+        """Fold the events recorded so far into the totals (list ops are atomic: no lock needed)."""
+        n = len(self.events)
+        chunk = self.events[:n]
+        del self.events[:n]
+        self.timers.feed(chunk)
+
+    def run_tick(self, now: int) -> None:
+        t0 = self.clock()
+        self.drain()
+        self.tick_due_ns = now + _TICK_NS
+        self.timers.pause(threading.get_native_id(), self.clock() - t0)
+
+    def switch_window(self) -> None:
+        """Never due (``window_due_ns``); here for annotate's sake."""
+
+    def _restart_in_child(self) -> None:
+        """After fork (rlscope.session's hook): the child is not measured."""
+        annotate._active = None
+        self._t0 = None
+
+
+def session_for_mode(mode: str, trace_dir: str | os.PathLike[str], options: dict[str, Any]) -> Any:
+    """What :func:`rlscope.profile` returns when ``RLSCOPE_MODE`` is set (a child of rlscope validate)."""
+    from rlscope.session import Session
+
+    if mode == "off":
+        return NullSession(trace_dir)
+    if mode == "timers":
+        return TimerSession(trace_dir)
+    if mode == "profile":
+        child_record().profile_calls += 1
+        override = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
+        return Session(os.environ.get(TRACE_ENV) or trace_dir, **{**options, **override})
+    warnings.warn(f"rlscope: unknown {MODE_ENV}={mode!r} (off, timers, profile): profiling", stacklevel=3)
+    return Session(trace_dir, **options)
+
+
+def child_boot() -> None:
+    """Run by the child's sitecustomize: take the record, and start a whole-process session if asked."""
+    record = child_record()
+    if os.environ.get(WHOLE_ENV) == "1" and record.path:
+        if record.mode == "timers":
+            TimerSession(record=record).start()
+        elif record.mode == "off":
+            NullSession(record=record).start()
+
+
+SITECUSTOMIZE = """\
+# Written by `rlscope validate` (rlscope/validate.py): measure this interpreter.
+try:
+    import rlscope.validate
+    rlscope.validate.child_boot()
+    import rlscope._autorun  # noqa: F401  (profiled runs of scripts without rlscope.profile)
+except Exception as e:  # never stop the user's program
+    import sys
+    print(f"rlscope validate: this process is not measured: {e}", file=sys.stderr)
+"""
+
+# ------------------------------------------------------------------------------------ timer costs
+
+
+def measure_timer_costs(n: int = 10_000, reps: int = 9) -> dict[str, float]:
+    """What the timers add per boundary pair, in ns, over the no-session fast path.
+
+    ``pair``: one scope enter + exit; ``inside``: the part of it inside the scope's own interval
+    (an empty scope's measured inclusive time); ``category``: one category enter + exit (wrap_env).
+    Minima over ``reps`` loops of ``n`` pairs, measured in this process.
+    """
+    from rlscope import categories
+
+    sc = annotate.scope("rlscope.validate.timer-cost")
+    cat = annotate._Category(categories.SIMULATOR)
+
+    def loop(cm: Any) -> float:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            with cm:
+                pass
+        return (time.perf_counter_ns() - t0) / n
+
+    plain_scope, plain_cat, timed_scope, timed_cat, inside = [], [], [], [], []
+    for _ in range(reps):
+        plain_scope.append(loop(sc))
+        plain_cat.append(loop(cat))
+        agg = TimerAggregate()
+        ts = TimerSession(record=ChildRecord(None, "timers"), aggregate=agg).start()
+        try:
+            timed_scope.append(loop(sc))
+            timed_cat.append(loop(cat))
+        finally:
+            ts.stop()
+        o = agg.ops[sc.name_id]
+        inside.append(o[6] / o[5])
+    # minima: on a shared machine other work only ever adds time to a loop
+    pair = max(0.0, min(timed_scope) - min(plain_scope))
+    return {
+        "pair": pair,
+        "inside": min(pair, min(inside)),
+        "category": max(0.0, min(timed_cat) - min(plain_cat)),
+    }
+
+
+def corrected_timers(counters: dict[str, dict[str, int]], costs: dict[str, float]) -> dict[str, Any]:
+    """Seconds per operation from a child's counters, less the timers' own cost inside each.
+
+    An operation's own boundaries leave ``inside`` in its interval; each operation nested in it
+    leaves a whole ``pair`` in its inclusive time and ``pair - inside`` in its exclusive time;
+    phase and category boundaries half a pair each.
+    """
+    pair, inside, cat = costs["pair"], costs["inside"], costs["category"]
+    out = {}
+    for name, c in counters.items():
+        incl_cost = (
+            c["inclusive_calls"] * inside
+            + c["nested_ops"] * pair
+            + c["nested_phase_events"] * pair / 2
+            + c["nested_cat_events"] * cat / 2
+        )
+        excl_cost = (
+            c["calls"] * inside
+            + c["direct_ops"] * (pair - inside)
+            + c["direct_phase_events"] * pair / 2
+            + c["direct_cat_events"] * cat / 2
+        )
+        out[name] = {
+            "inclusive_s": max(0.0, c["inclusive_ns"] - incl_cost) / 1e9,
+            "exclusive_s": max(0.0, c["exclusive_ns"] - excl_cost) / 1e9,
+            "calls": c["calls"],
+            "raw_inclusive_s": c["inclusive_ns"] / 1e9,
+            "raw_exclusive_s": c["exclusive_ns"] / 1e9,
+        }
+    return out
+
+
+# ------------------------------------------------------------------------------------ parent side
+
+_RUN_TRACE_ENV = "RLSCOPE_RUN_TRACE_DIR"  # rlscope._autorun's (not imported: importing it starts a session)
+_RUN_OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
+_TAIL_LINES = 20
+SHOWN_SHARE = 0.01  # operations above this share of the run are shown
+CHECKED_SHARE = 0.05  # and above this one checked against the operation tolerance
+
+
+@dataclass
+class Options:
+    """What ``rlscope validate`` was asked to do."""
+
+    command: list[str]
+    reps: int = 3
+    trace_dir: Path | None = None
+    json_path: str | None = None
+    gpu: str | None = None  # None: the script's own choice, else rlscope's default
+    backend: bool = True
+    tolerance_total: float = 0.05
+    tolerance_op: float = 0.08
+    calibration: str | None = None
+    calibrate: bool = True
+    warmup: bool = True
+    verbose: bool = False
+
+
+@dataclass
+class ChildRun:
+    """One run of the user's command: how it ended and what its record says."""
+
+    mode: str
+    rep: int
+    returncode: int
+    process_s: float  # measured by the parent, start to end of the process
+    record: dict[str, Any] = field(default_factory=dict)
+    tail: list[str] = field(default_factory=list)
+
+    @property
+    def measured_s(self) -> float | None:
+        """In-process time: the rlscope.profile windows, or interpreter start to exit without any.
+
+        None for a profiled run: its time is the trace's wall.
+        """
+        if self.mode == "profiled":
+            return None
+        if self.record.get("profile_calls"):
+            return float(self.record["window_s"])
+        return float(self.record.get("process_s", 0.0))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (RLScopeError), as every rlscope command's are."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise RLScopeError(f"validate: {message}")
+
+
+def _parse_tolerance(text: str) -> tuple[float, float]:
+    """``PCT`` (total and operations alike) or ``TOTAL,OPS`` in percent."""
+    try:
+        parts = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise RLScopeError(f"validate: --tolerance: not a percentage: {text!r}") from None
+    if len(parts) not in (1, 2) or any(p <= 0 for p in parts):
+        raise RLScopeError(f"validate: --tolerance wants PCT or TOTAL,OPS (percent, > 0), got {text!r}")
+    return parts[0] / 100, parts[-1] / 100
+
+
+def parse_args(argv: list[str]) -> Options:
+    p = _Parser(
+        prog="rlscope validate",
+        description="Check rlscope's corrected profile of your program against the program unprofiled"
+        " and under plain timers: rlscope validate [options] [--] python train.py ARGS...",
+    )
+    p.add_argument("--reps", type=int, default=3, help="runs per mode (default 3)")
+    p.add_argument("--trace-dir", default=None, help="keep the profiled runs' traces here (rep-N each)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write every measurement as JSON")
+    p.add_argument("--gpu", default=None, choices=["auto", "kineto", "cupti", "off"])
+    p.add_argument("--no-backend", action="store_true", help="profile without recording torch ops")
+    p.add_argument(
+        "--tolerance",
+        default="5,8",
+        metavar="PCT[,PCT]",
+        help="pass band in percent for the total and for operations above 5%% of the run (default 5,8)",
+    )
+    p.add_argument("--calibration", default=None, metavar="FILE", help="overhead calibration to use")
+    p.add_argument(
+        "--no-calibrate", action="store_true", help="do not calibrate a machine that has no calibration yet"
+    )
+    p.add_argument("--no-warmup", action="store_true", help="skip the untimed first run")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the program's output")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python train.py ...)")
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("no program given (rlscope validate -- python train.py ...)")
+    if command[0].endswith(".py"):
+        command = [sys.executable, *command]
+    if args.reps < 1:
+        p.error("--reps must be >= 1")
+    if shutil.which(command[0]) is None:
+        p.error(f"{command[0]}: command not found")
+    if command[1:2] and command[1].endswith(".py") and not Path(command[1]).is_file():
+        p.error(f"{command[1]}: no such file")
+    total, ops = _parse_tolerance(args.tolerance)
+    return Options(
+        command=command,
+        reps=args.reps,
+        trace_dir=Path(args.trace_dir).resolve() if args.trace_dir else None,
+        json_path=args.json,
+        gpu=args.gpu,
+        backend=not args.no_backend,
+        tolerance_total=total,
+        tolerance_op=ops,
+        calibration=args.calibration,
+        calibrate=not args.no_calibrate,
+        warmup=not args.no_warmup,
+        verbose=args.verbose,
+    )
+
+
+def mode_order(rep: int) -> list[str]:
+    """The modes of repetition ``rep``, rotated so that no mode always runs first (or after another)."""
+    k = rep % len(MODES)
+    return [*MODES[k:], *MODES[:k]]
+
+
+def profile_overrides(opts: Options) -> dict[str, Any]:
+    """Session options the validation imposes (only those the user gave)."""
+    out: dict[str, Any] = {}
+    if opts.gpu is not None:
+        out["gpu"] = False if opts.gpu == "off" else opts.gpu
+    if not opts.backend:
+        out["backend"] = False
+    return out
+
+
+def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, whole: bool) -> dict[str, str]:
+    """The environment of one child run (module docstring: the variables)."""
+    env = dict(os.environ)
+    for k in (MODE_ENV, RECORD_ENV, TRACE_ENV, OPTIONS_ENV, WHOLE_ENV, _RUN_TRACE_ENV, _RUN_OPTIONS_ENV):
+        env.pop(k, None)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(boot), env.get("PYTHONPATH", "")) if x)
+    env[MODE_ENV] = _MODE_VALUE[mode]
+    env[RECORD_ENV] = str(record)
+    if whole:
+        env[WHOLE_ENV] = "1"
+    if mode == "profiled":
+        if whole:  # as `rlscope run` does (rlscope/_autorun.py)
+            env[_RUN_TRACE_ENV] = str(trace)
+            env[_RUN_OPTIONS_ENV] = json.dumps({"gpu": "auto", **profile_overrides(opts)})
+        else:
+            env[TRACE_ENV] = str(trace)
+            env[OPTIONS_ENV] = json.dumps(profile_overrides(opts))
+    return env
+
+
+def run_child(command: list[str], env: dict[str, str], verbose: bool) -> tuple[int, float, list[str]]:
+    """Run the command; (exit status, seconds, last lines of its output unless ``verbose``)."""
+    tail: deque[str] = deque(maxlen=_TAIL_LINES)
+    t0 = time.perf_counter()
+    try:
+        if verbose:
+            code = subprocess.call(command, env=env)
+        else:
+            with subprocess.Popen(
+                command,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            ) as proc:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    tail.append(line.rstrip("\n"))
+                code = proc.wait()
+    except (FileNotFoundError, PermissionError) as e:
+        raise RLScopeError(f"{command[0]}: cannot run: {e.strerror or e}") from None
+    return code, time.perf_counter() - t0, list(tail)
+
+
+def profiled_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """What validation needs from an analyzer summary: walls and per-operation times, raw and corrected."""
+    raw_ops = summary["raw"]["operations"]
+    cal = summary.get("calibration", {})
+    return {
+        "raw_wall_s": summary["raw"]["wall_s"],
+        "corrected_wall_s": summary["wall_s"],
+        "corrected_for_overhead": bool(summary.get("corrected_for_overhead")),
+        "calibration": cal.get("path") or f"{cal.get('status', '?')}: {cal.get('reason', '')}".strip(),
+        "overhead": summary.get("overhead", {}),
+        "warnings": summary.get("warnings", []),
+        "operations": {
+            op: {
+                "raw_s": raw_ops.get(op, {}).get("total_s", 0.0),
+                "corrected_s": e["total_s"],
+                "raw_exclusive_s": raw_ops.get(op, {}).get("exclusive_s", 0.0),
+                "corrected_exclusive_s": e["exclusive_s"],
+                "calls": e["calls"],
+            }
+            for op, e in summary["operations"].items()
+        },
+    }
+
+
+def _fail_line(run: ChildRun, why: str) -> str:
+    lines = [f"validate: the command {why} in the {run.mode} run (repetition {run.rep + 1})"]
+    if run.tail:
+        lines.append("last lines of its output:")
+        lines += [f"  {x}" for x in run.tail]
+    return "\n".join(lines)
+
+
+class _Runner:
+    """Runs the child processes of one validation in a scratch directory."""
+
+    def __init__(self, opts: Options, work: Path, log: Any) -> None:
+        self.opts, self.work, self.log = opts, work, log
+        self.boot = work / "boot"
+        self.boot.mkdir()
+        (self.boot / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        self.traces = opts.trace_dir or work / "traces"
+        self.whole: bool | None = None  # the script never calls rlscope.profile (known after one run)
+
+    def trace_dir(self, rep: int) -> Path:
+        return self.traces / f"rep-{rep + 1}"
+
+    def run(self, mode: str, rep: int) -> ChildRun:
+        """One run; RLScopeError when the command fails or leaves no record."""
+        record = self.work / f"{mode}-{rep + 1}.json"
+        trace = self.trace_dir(rep)
+        if mode == "profiled":
+            from rlscope.trace import clear_trace_dir
+
+            clear_trace_dir(trace)
+        env = child_env(self.opts, mode, self.boot, record, trace, bool(self.whole))
+        self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{self.opts.reps}'}: {mode} ...")
+        code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose)
+        run = ChildRun(mode, rep, code, seconds, tail=tail)
+        if code != 0:
+            raise RLScopeError(_fail_line(run, f"exited with status {code}"))
+        if not record.exists():
+            raise RLScopeError(
+                _fail_line(run, "left no measurement (not a Python program, or it ended through os._exit?)")
+            )
+        run.record = json.loads(record.read_text())
+        if self.whole is None:
+            self.whole = run.record["profile_calls"] == 0
+        return run
+
+
+def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
+    """Run every repetition of every mode, analyze the traces, and compare (see :func:`compare`)."""
+    from rlscope.cli.analyze import analyze_dir
+
+    costs = measure_timer_costs()
+    runs: list[ChildRun] = []
+    timers: list[dict[str, Any]] = []
+    profiled: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="rlscope-validate-") as tmp:
+        runner = _Runner(opts, Path(tmp), log)
+        if opts.warmup:
+            runner.run("unprofiled", -1)
+        for rep in range(opts.reps):
+            for mode in mode_order(rep):
+                run = runner.run(mode, rep)
+                runs.append(run)
+                if mode == "timers":
+                    timers.append(corrected_timers(run.record["timers"], costs))
+                elif mode == "profiled":
+                    summary = analyze_dir(str(runner.trace_dir(rep)), calibration=opts.calibration)
+                    profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
+        whole = bool(runner.whole)
+    result: dict[str, Any] = {
+        "schema": "rlscope.validate/1",
+        "command": opts.command,
+        "reps": opts.reps,
+        "profile_overrides": profile_overrides(opts),
+        "script_calls_profile": not whole,
+        "reference": "interpreter start to exit" if whole else "rlscope.profile start to stop",
+        "tolerance": {
+            "total": opts.tolerance_total,
+            "operation": opts.tolerance_op,
+            "shown_share": SHOWN_SHARE,
+            "checked_share": CHECKED_SHARE,
+        },
+        "timer_costs_ns": costs,
+        "runs": [
+            {
+                "mode": r.mode,
+                "rep": r.rep + 1,
+                "position": mode_order(r.rep).index(r.mode) + 1,
+                "process_s": r.process_s,
+                "measured_s": r.measured_s,
+                "returncode": r.returncode,
+            }
+            for r in runs
+        ],
+        "timers": timers,
+        "profiled": profiled,
+    }
+    result.update(compare(result, opts))
+    return result
+
+
+def _by_rep(runs: list[dict[str, Any]], mode: str) -> list[float]:
+    return [r["measured_s"] for r in sorted(runs, key=lambda r: r["rep"]) if r["mode"] == mode]
+
+
+def _row(name: str, share: float, ref: list[float], prof: list[dict[str, float]], tol: float | None) -> dict:
+    """One table row: per repetition reference, raw, corrected; errors paired by repetition."""
+    raw = [p["raw"] for p in prof]
+    cor = [p["corrected"] for p in prof]
+    err = [c / r - 1 if r > 0 else None for c, r in zip(cor, ref, strict=True)]
+    slow = [a / r if r > 0 else None for a, r in zip(raw, ref, strict=True)]
+    known = [e for e in err if e is not None]
+    median_err = statistics.median(known) if known else None
+    return {
+        "operation": name,
+        "share": share,
+        "reference_s": ref,
+        "raw_s": raw,
+        "corrected_s": cor,
+        "error": err,
+        "raw_slowdown": slow,
+        "median_error": median_err,
+        "tolerance": tol,
+        "ok": None if tol is None else median_err is not None and abs(median_err) <= tol,
+    }
+
+
+def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
+    """Rows (the total, then operations above 1% of the run) and the verdict.
+
+    Total: unprofiled in-process time vs the profiled trace's wall. Operations: inclusive time under
+    the timers vs the trace's. Errors are paired by repetition (the runs of one repetition ran
+    back to back); the verdict is on their medians.
+    """
+    unprof = _by_rep(result["runs"], "unprofiled")
+    base = statistics.median(unprof)
+    walls = [{"raw": p["raw_wall_s"], "corrected": p["corrected_wall_s"]} for p in result["profiled"]]
+    rows = [_row("[total]", 1.0, unprof, walls, opts.tolerance_total)]
+    names: dict[str, float] = {}
+    for t in result["timers"]:
+        for op in t:
+            names[op] = statistics.median(x.get(op, {}).get("inclusive_s", 0.0) for x in result["timers"])
+    for op, med in sorted(names.items(), key=lambda kv: -kv[1]):
+        share = med / base if base > 0 else 0.0
+        if share < SHOWN_SHARE:
+            continue
+        ref = [t.get(op, {}).get("inclusive_s", 0.0) for t in result["timers"]]
+        prof = [
+            {
+                "raw": p["operations"].get(op, {}).get("raw_s", 0.0),
+                "corrected": p["operations"].get(op, {}).get("corrected_s", 0.0),
+            }
+            for p in result["profiled"]
+        ]
+        rows.append(_row(op, share, ref, prof, opts.tolerance_op if share >= CHECKED_SHARE else None))
+    misses = [r["operation"] for r in rows if r["ok"] is False]
+    corrected = all(p["corrected_for_overhead"] for p in result["profiled"])
+    line = (
+        f"{'PASS' if not misses else 'FAIL'}: total within ±{opts.tolerance_total:.0%}"
+        f" and operations above {CHECKED_SHARE:.0%} of the run within ±{opts.tolerance_op:.0%}"
+        + (f"; missed: {', '.join(misses)}" if misses else "")
+        + ("" if corrected else f" (not corrected: {result['profiled'][0]['calibration']})")
+    )
+    return {"rows": rows, "verdict": {"pass": not misses, "misses": misses, "line": line}}
+
+
+def _spread(values: list[float | None], fmt: str, spread: bool = True) -> str:
+    """``median [min–max]`` of the values there are (the median alone for one, or when asked)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "-"
+    med = format(statistics.median(vals), fmt)
+    if len(vals) == 1 or not spread:
+        return med
+    return f"{med} [{format(min(vals), fmt)}–{format(max(vals), fmt)}]"
+
+
+def render(result: dict[str, Any], console: Any = None) -> None:
+    """The comparison table and the verdict line."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 132))  # a log file: no wrapped cells
+    n = result["reps"]
+    table = Table(
+        title=escape(f"rlscope validate: {n} run{'s' if n > 1 else ''} per mode, median [min–max]"),
+        title_justify="left",
+        header_style="bold",
+    )
+    table.add_column("operation")
+    for col in ("share", "unprofiled / timers s", "raw s", "corrected s", "corrected error", "raw slowdown"):
+        table.add_column(col, justify="right")
+    table.add_column("ok", justify="center")
+    for r in result["rows"]:
+        ok = {None: "", True: "[green]yes[/]", False: "[red]NO[/]"}[r["ok"]]
+        table.add_row(
+            escape(r["operation"]),
+            f"{r['share']:.0%}",
+            escape(_spread(r["reference_s"], ".3f")),
+            _spread(r["raw_s"], ".3f", spread=False),
+            _spread(r["corrected_s"], ".3f", spread=False),
+            escape(_spread(r["error"], "+.1%")),
+            _spread(r["raw_slowdown"], ".2f", spread=False) + "x",
+            ok,
+        )
+    console.print(table)
+    console.print(
+        f"total: unprofiled time from {result['reference']}; operations: inclusive time under plain timers"
+        f" (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
+    )
+    style = "bold green" if result["verdict"]["pass"] else "bold red"
+    console.print(f"[{style}]{escape(result['verdict']['line'])}[/]")
+
+
+def main(argv: list[str]) -> int:
+    """``rlscope validate``: 0 when the corrected profile is within tolerance, 1 when not."""
+    opts = parse_args(argv)
+
+    def log(msg: str) -> None:
+        print(f"rlscope validate: {msg}", file=sys.stderr, flush=True)
+
+    if opts.calibration is None and opts.calibrate:
+        from rlscope.cli.main import ensure_calibration
+
+        ensure_calibration()
+    try:
+        result = validate(opts, log)
+    except KeyboardInterrupt:
+        print("rlscope validate: interrupted", file=sys.stderr)
+        return 130
+    if opts.json_path:
+        try:
+            Path(opts.json_path).write_text(json.dumps(result, indent=1) + "\n")
+        except OSError as e:
+            raise RLScopeError(f"{opts.json_path}: cannot write: {e.strerror or e}") from None
+    render(result)
+    return 0 if result["verdict"]["pass"] else 1

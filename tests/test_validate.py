@@ -1,0 +1,210 @@
+"""``rlscope validate``: the plain-timer mode's arithmetic, RLSCOPE_MODE, and the command end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import rlscope
+from rlscope import annotate, validate
+from rlscope.validate import ChildRecord, TimerAggregate, TimerSession, corrected_timers
+
+STEP_NS = 100  # what the fake clock moves at each read: the timers' own cost, in clock time
+
+
+class SteppingClock:
+    """A fake clock that costs ``STEP_NS`` per read, so the timers' cost is known exactly."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        t = self.now
+        self.now += STEP_NS
+        return t
+
+    def advance(self, ns: int) -> None:
+        self.now += ns
+
+
+def _timer_session(clock=time.perf_counter_ns) -> tuple[TimerSession, TimerAggregate]:
+    agg = TimerAggregate()
+    return TimerSession(record=ChildRecord(None, "timers"), clock=clock, aggregate=agg), agg
+
+
+def _totals(agg: TimerAggregate, costs: dict[str, float]) -> dict[str, dict]:
+    return corrected_timers(agg.counters(list(annotate._names)), costs)
+
+
+def test_timer_mode_exact_inclusive_exclusive():
+    clock = SteppingClock()
+    session, agg = _timer_session(clock)
+    with session, rlscope.phase("training"), rlscope.scope("v.outer"):
+        clock.advance(1000)
+        for _ in range(3):
+            with rlscope.scope("v.inner"):
+                clock.advance(200)
+        with rlscope.simulator():  # a category boundary pair inside outer
+            clock.advance(50)
+        with rlscope.scope("v.outer"):  # recursive: its time counts once, as in the analyzer
+            clock.advance(300)
+        clock.advance(10)
+    assert annotate._active is None
+    # every boundary read the clock once: a scope pair costs 2 steps, one of them inside the scope
+    costs = {"pair": 2 * STEP_NS, "inside": STEP_NS, "category": 2 * STEP_NS}
+    t = _totals(agg, costs)
+    assert t["v.outer"]["calls"] == 2 and t["v.inner"]["calls"] == 3
+    assert t["v.outer"]["inclusive_s"] * 1e9 == pytest.approx(1960, abs=1e-3)
+    assert t["v.outer"]["exclusive_s"] * 1e9 == pytest.approx(1360, abs=1e-3)
+    assert t["v.inner"]["inclusive_s"] * 1e9 == pytest.approx(600, abs=1e-3)
+    assert t["v.inner"]["exclusive_s"] * 1e9 == pytest.approx(600, abs=1e-3)
+    # uncorrected, the timers' own reads are in: outer's own inside step, 4 nested scope pairs, 1 category
+    raw = t["v.outer"]["raw_inclusive_s"] * 1e9
+    assert raw == pytest.approx(1960 + STEP_NS + 4 * 2 * STEP_NS + 2 * STEP_NS, abs=1e-3)
+
+
+def test_timer_mode_busy_waits(monkeypatch):
+    """Real clock, known busy-waits, events folded in small chunks (ticks) along the way."""
+    monkeypatch.setattr(validate, "_TICK_NS", 2_000_000)
+
+    def busy(ms: float) -> None:
+        end = time.perf_counter() + ms / 1e3
+        while time.perf_counter() < end:
+            pass
+
+    costs = validate.measure_timer_costs(n=5_000, reps=5)
+    assert 0 < costs["inside"] <= costs["pair"] < 50_000
+    session, agg = _timer_session()
+    with session:
+        with rlscope.scope("v.outer"):
+            busy(20)
+            for _ in range(5):
+                with rlscope.scope("v.inner"):
+                    busy(4)
+            for _ in range(300):
+                with rlscope.scope("v.tiny"):
+                    pass
+        busy(5)  # outside any operation
+    t = _totals(agg, costs)
+    tol = 2.5e-3  # a 2-core machine shared with other jobs: a preemption lands in some interval
+    assert t["v.inner"]["calls"] == 5 and t["v.tiny"]["calls"] == 300
+    assert t["v.outer"]["inclusive_s"] == pytest.approx(0.040, abs=tol)
+    assert t["v.outer"]["exclusive_s"] == pytest.approx(0.020, abs=tol)
+    assert t["v.inner"]["inclusive_s"] == pytest.approx(0.020, abs=tol)
+    assert t["v.tiny"]["inclusive_s"] < 1e-3
+
+
+def test_profile_off_writes_no_trace(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLSCOPE_MODE", "off")
+    with rlscope.profile(tmp_path / "t") as s:
+        assert annotate._active is None  # scopes take their no-session path
+        with rlscope.scope("v.a"):
+            pass
+    assert not (tmp_path / "t").exists()
+    assert not s.active
+    monkeypatch.setenv("RLSCOPE_MODE", "timers")
+    with rlscope.profile(tmp_path / "t") as s:
+        assert annotate._active is s and isinstance(s, TimerSession)
+    assert annotate._active is None and not (tmp_path / "t").exists()
+
+
+def test_mode_order_rotates():
+    assert [validate.mode_order(r)[0] for r in range(3)] == ["unprofiled", "timers", "profiled"]
+
+
+TINY = textwrap.dedent(
+    """
+    import sys, time
+    import rlscope
+
+    def busy(s):
+        end = time.perf_counter() + s
+        while time.perf_counter() < end:
+            pass
+
+    def loop(n):
+        for _ in range(n):
+            with rlscope.scope("step"):
+                with rlscope.scope("work"):
+                    busy(0.002)
+                for _ in range(20):
+                    with rlscope.scope("tiny"):
+                        pass
+                busy(0.001)
+
+    if sys.argv[1:] == ["profile"]:
+        with rlscope.profile("ignored-trace", backend=False), rlscope.phase("training"):
+            loop(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
+    else:
+        loop(150)
+    print("TINY DONE")
+    """
+)
+
+
+def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.main", *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+@pytest.mark.parametrize("variant", ["profile", "whole"])
+def test_validate_end_to_end(tmp_path, variant):
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY)
+    out = tmp_path / "v.json"
+    args = ["profile"] if variant == "profile" else []
+    r = _cli("validate", "--reps", "1", "--no-warmup", "--no-calibrate", "--json", str(out), "--", "python",
+             str(script), *args, cwd=tmp_path)  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr and "TINY DONE" not in r.stdout  # the program's output is kept
+    assert "[total]" in r.stdout and "step" in r.stdout and ("PASS" in r.stdout or "FAIL" in r.stdout)
+    assert not (tmp_path / "ignored-trace").exists()  # the script's trace went to the validation's
+    res = json.loads(out.read_text())
+    assert set(res) >= {"command", "reps", "runs", "timers", "profiled", "rows", "verdict", "timer_costs_ns"}
+    assert res["script_calls_profile"] is (variant == "profile")
+    assert sorted(run["mode"] for run in res["runs"]) == ["profiled", "timers", "unprofiled"]
+    rows = {row["operation"]: row for row in res["rows"]}
+    assert set(rows) >= {"[total]", "step", "work"}
+    assert rows["work"]["reference_s"][0] == pytest.approx(0.002 * (300 if args else 150), rel=0.25)
+    for key in ("reference_s", "raw_s", "corrected_s", "error", "raw_slowdown"):
+        assert len(rows["step"][key]) == 1
+    assert res["verdict"]["pass"] is (r.returncode == 0)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["validate"],
+        ["validate", "--reps", "0", "--", "python", "-c", "pass"],
+        ["validate", "--tolerance", "abc", "--", "python", "-c", "pass"],
+        ["validate", "--", "python", "/definitely/not/here.py"],
+        ["validate", "--", "definitely-not-a-command-rlscope"],
+    ],
+)
+def test_validate_bad_arguments(args):
+    r = _cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0], r.stderr
+
+
+def test_validate_failing_command(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text("import rlscope\nprint('about to fail')\nraise SystemExit(3)\n")
+    r = _cli("validate", "--reps", "1", "--no-warmup", "--no-calibrate", "--", "python", str(script))
+    assert r.returncode == 2
+    error = next(line for line in r.stderr.splitlines() if line.startswith("rlscope: error:"))
+    assert "unprofiled run" in error and "status 3" in error, r.stderr
+    assert "about to fail" in r.stderr and "Traceback" not in r.stderr  # its output, kept for this
+
+
+def test_help_lists_validate():
+    r = _cli("--help")
+    assert r.returncode == 0 and "rlscope validate" in r.stdout + r.stderr
