@@ -1,0 +1,49 @@
+"""The project's own validation workloads as scripts, for ``rlscope validate -- python THIS NAME``.
+
+    python benchmarks/validation_workloads.py {ppo_cpu,ppo_gpu,dqn,sim_eager,scopes} [--scale 1.0]
+
+Each warms up (imports, CUDA context, allocator) outside ``rlscope.profile``, then runs the
+workload inside it, so ``rlscope validate``'s modes (unprofiled, plain timers, profiled) time the
+same region. Sizes: about 2-5 s each on the development VM (``--scale`` multiplies them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from overhead_validation import _dqn, _ppo, _scopes, _sim_eager
+
+import rlscope
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workload", choices=["ppo_cpu", "ppo_gpu", "dqn", "sim_eager", "scopes"])
+    p.add_argument("--scale", type=float, default=1.0, help="multiply the workload's size")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="dqn and sim_eager")
+    args = p.parse_args()
+    import torch
+
+    cuda = torch.cuda.is_available() and args.device != "cpu"
+    dev = "cuda" if cuda else "cpu"
+    n = lambda k: max(int(k * args.scale), 1)  # noqa: E731
+    make = {
+        "ppo_cpu": lambda: _ppo("cpu", n(4096)),
+        "ppo_gpu": lambda: _ppo("cuda", n(4096)),
+        "dqn": lambda: _dqn(n(6000)),
+        "sim_eager": lambda: _sim_eager(dev, n(4000)),
+        "scopes": lambda: _scopes(n(200_000)),
+    }[args.workload]
+    gpu = "auto" if args.workload == "ppo_gpu" or (cuda and args.workload == "sim_eager") else False
+    make()  # warm-up run
+    run = make()
+    with rlscope.profile("rlscope-trace-" + args.workload, gpu=gpu):
+        run()
+
+
+if __name__ == "__main__":
+    main()
