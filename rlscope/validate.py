@@ -864,6 +864,8 @@ def render(result: dict[str, Any], console: Any = None) -> None:
         f"total: unprofiled time from {result['reference']}; operations: inclusive time under plain timers"
         f" (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
     )
+    for w in dict.fromkeys(w for p in result["profiled"] for w in p["warnings"]):
+        console.print(f"analyzer: {escape(w)}", style="yellow")
     style = "bold green" if result["verdict"]["pass"] else "bold red"
     console.print(f"[{style}]{escape(result['verdict']['line'])}[/]")
 

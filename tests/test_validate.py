@@ -68,35 +68,57 @@ def test_timer_mode_exact_inclusive_exclusive():
     assert raw == pytest.approx(1960 + STEP_NS + 4 * 2 * STEP_NS + 2 * STEP_NS, abs=1e-3)
 
 
-def test_timer_mode_busy_waits(monkeypatch):
-    """Real clock, known busy-waits, events folded in small chunks (ticks) along the way."""
-    monkeypatch.setattr(validate, "_TICK_NS", 2_000_000)
+def _busy(ms: float) -> int:
+    """Spin for ``ms``; returns the nanoseconds it really took (a preemption can stretch it)."""
+    t0 = time.perf_counter_ns()
+    end = t0 + int(ms * 1e6)
+    while (t := time.perf_counter_ns()) < end:
+        pass
+    return t - t0
 
-    def busy(ms: float) -> None:
-        end = time.perf_counter() + ms / 1e3
-        while time.perf_counter() < end:
-            pass
 
-    costs = validate.measure_timer_costs(n=5_000, reps=5)
-    assert 0 < costs["inside"] <= costs["pair"] < 50_000
+def _busy_workload(costs: dict[str, float]) -> tuple[dict[str, dict], dict[str, int]]:
+    """Scopes around busy-waits under a timer session: (timer totals, busy ns spent per operation)."""
+    spent = {"outer_self": 0, "inner": 0}
     session, agg = _timer_session()
     with session:
         with rlscope.scope("v.outer"):
-            busy(20)
+            spent["outer_self"] += _busy(20)
             for _ in range(5):
                 with rlscope.scope("v.inner"):
-                    busy(4)
+                    spent["inner"] += _busy(4)
             for _ in range(300):
                 with rlscope.scope("v.tiny"):
                     pass
-        busy(5)  # outside any operation
-    t = _totals(agg, costs)
-    tol = 2.5e-3  # a 2-core machine shared with other jobs: a preemption lands in some interval
-    assert t["v.inner"]["calls"] == 5 and t["v.tiny"]["calls"] == 300
-    assert t["v.outer"]["inclusive_s"] == pytest.approx(0.040, abs=tol)
-    assert t["v.outer"]["exclusive_s"] == pytest.approx(0.020, abs=tol)
-    assert t["v.inner"]["inclusive_s"] == pytest.approx(0.020, abs=tol)
-    assert t["v.tiny"]["inclusive_s"] < 1e-3
+        _busy(5)  # outside any operation
+    return _totals(agg, costs), spent
+
+
+def test_timer_mode_busy_waits(monkeypatch):
+    """Real clock, busy-waits, events folded in small chunks (ticks) along the way.
+
+    The truth is each busy-wait's own length, measured inside it: on a loaded 2-core machine a
+    preemption stretches a wait past its nominal length, and that time is in the operation too.
+    What is left to the timers' error is the code between the waits and the scope boundaries; a
+    preemption landing there is rare, so the check gets three tries.
+    """
+    monkeypatch.setattr(validate, "_TICK_NS", 2_000_000)
+    costs = validate.measure_timer_costs(n=5_000, reps=5)
+    assert 0 < costs["inside"] <= costs["pair"] < 50_000
+    tol = 1e-3
+    for _attempt in range(3):
+        t, spent = _busy_workload(costs)
+        assert t["v.inner"]["calls"] == 5 and t["v.tiny"]["calls"] == 300
+        inner, outer_self = spent["inner"] / 1e9, spent["outer_self"] / 1e9
+        errors = [
+            t["v.outer"]["inclusive_s"] - (outer_self + inner),
+            t["v.outer"]["exclusive_s"] - outer_self,
+            t["v.inner"]["inclusive_s"] - inner,
+            t["v.inner"]["exclusive_s"] - inner,
+        ]
+        if all(abs(e) < tol for e in errors) and t["v.tiny"]["inclusive_s"] < tol:
+            return
+    pytest.fail(f"timer totals off by {errors} s (tiny {t['v.tiny']['inclusive_s']} s)")
 
 
 def test_profile_off_writes_no_trace(monkeypatch, tmp_path):
@@ -171,7 +193,8 @@ def test_validate_end_to_end(tmp_path, variant):
     assert sorted(run["mode"] for run in res["runs"]) == ["profiled", "timers", "unprofiled"]
     rows = {row["operation"]: row for row in res["rows"]}
     assert set(rows) >= {"[total]", "step", "work"}
-    assert rows["work"]["reference_s"][0] == pytest.approx(0.002 * (300 if args else 150), rel=0.25)
+    nominal = 0.002 * (300 if args else 150)  # busy-waits last at least this; a loaded machine stretches them
+    assert 0.97 * nominal <= rows["work"]["reference_s"][0] <= 3 * nominal
     for key in ("reference_s", "raw_s", "corrected_s", "error", "raw_slowdown"):
         assert len(rows["step"][key]) == 1
     assert res["verdict"]["pass"] is (r.returncode == 0)
