@@ -1,24 +1,37 @@
 """``rlscope calibrate``: measure what each kind of recorded event costs on this machine and stack.
 
-Method (docs/overhead.md): every cost is a *differential* measurement. A micro-workload runs
-unprofiled and profiled, interleaved, several times; the profiled-minus-unprofiled time per event
-is the event's total cost. The trace of the profiled run, analyzed by rlscope's own analyzer, says
-how much of that cost landed *inside* the begin/end pair (charged to the operation or category it
-opens) -- the rest landed *outside* (charged to the enclosing one). That split is exactly what the
-correction needs, and measuring it with the analyzer means the calibration sees time the way the
-analyzer will. Each micro-workload does a little Python work between events, as real loops do, so
-the profiler's code does not run unrealistically hot in the caches.
+Method (docs/overhead.md): every cost is a *differential* measurement, repeated in rounds until it
+is stable. A round times a micro-workload several times unprofiled and profiled, interleaved, and
+takes each side's *minimum*: another process stealing the core only ever adds time, so the
+fastest of several short timings is the one it disturbed least (a mean, or one long timing,
+absorbs every preemption). Costs paid on the job's own thread are timed in its CPU time, which
+leaves out the time it waited for a core. The round's estimate is (profiled min - unprofiled min)
+per event. Rounds repeat until the last ``k`` estimates agree within 20% of their median (and
+that median with the median of all rounds), up to a time budget; the cost is that median. A cost
+that is negative, still unstable when the budget runs out, or outside the range plausible for its
+kind (``PLAUSIBLE_NS``) is *refused*: one line says which and why, and the file records the
+refusal instead of the number. A wrong cost is worse than none: the analyzer corrects with what
+passed and says what was not calibrated.
 
-Measured: scopes (with and without NVTX ranges), simulator/category boundaries, backend-op
-recording (a mix of small torch calls like an RL loop's), each CUDA API call under each GPU
-collector, the trace writer (which stalls the job through the GIL while it converts events) and
-the NVML sampler. Takes 20-60 s.
+The trace of each profiled timing, analyzed by rlscope's own analyzer, says how much of the cost
+landed *inside* the begin/end pair (charged to the operation or category it opens); the rest
+landed *outside* (charged to the enclosing one). Each micro-workload does a little Python work
+between events, as real loops do.
+
+Measured: scopes (with and without NVTX ranges), simulator/category boundaries, the trace writer's
+CPU time per converted row (not a differential: see ``measure_writer``), and on a GPU the NVML
+sampler; until alternating windows measure them inside the user's run, also backend-op recording
+and each CUDA API call under each GPU collector.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import math
+import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,8 +44,138 @@ from rlscope.annotate import simulator
 
 OUTER = rlscope.scope("rlscope.calibrate.outer")
 INNER = rlscope.scope("rlscope.calibrate.inner")
+WARM = rlscope.scope("rlscope.calibrate.warm-up")  # warm-ups run here: what is measured never sees them
 _SIM = simulator()
 NO_FLUSH = 1e6  # flush interval that never fires during a measured loop: the writer is measured apart
+
+TOLERANCE = 0.20  # the last k round estimates must lie within this fraction of their median
+# Plausible cost per event (ns), per kind; outside it a measurement is refused, not stored. Wide on
+# purpose: they catch a broken measurement (a load spike, a collector that did not record), not a
+# slow machine. scope/category: a few hundred ns of Python on a fast core, a few us on a slow VM.
+# backend: a C++ RecordFunction callback (a fraction of a us) or a Python TorchFunctionMode
+# dispatch (2-4 us). cuda_api: CUPTI's callback and activity record per call. writer: converting
+# one event row to Arrow (0.1-0.5 us). nvml: the sampler's Python around a few NVML queries.
+PLAUSIBLE_NS: dict[str, tuple[float, float]] = {
+    "scope": (50.0, 20_000.0),
+    "scope_nvtx": (50.0, 50_000.0),
+    "category": (50.0, 20_000.0),
+    "backend": (20.0, 100_000.0),
+    "cuda_api.native": (50.0, 100_000.0),
+    "cuda_api.kineto": (50.0, 100_000.0),
+    "writer": (5.0, 20_000.0),
+    "nvml": (1_000.0, 10_000_000.0),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How hard to try: ``k`` round estimates must agree; each round's figure is the minimum of
+    ``timings`` short timings per side; ``budget_s`` per cost; ``scale`` sizes the loops."""
+
+    k: int = 5
+    timings: int = 5
+    budget_s: float = 10.0
+    scale: float = 1.0
+
+
+FULL = Plan()
+QUICK = Plan(k=4, timings=4, budget_s=5.0, scale=0.5)
+
+
+@dataclasses.dataclass
+class Stable:
+    """The round estimates of one cost; ``field`` is the one judged, over the last ``k`` rounds."""
+
+    field: str
+    k: int
+    rounds: list[dict[str, float]]
+    elapsed_s: float = 0.0
+
+    @property
+    def last(self) -> list[float]:
+        return [r[self.field] for r in self.rounds[-self.k :]]
+
+    @property
+    def value(self) -> float:
+        """The cost: median of the last k round estimates."""
+        return statistics.median(self.last)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / |median| of the last k estimates (inf when the median is 0)."""
+        last = self.last
+        mid = abs(statistics.median(last))
+        return (max(last) - min(last)) / mid if mid > 0 else float("inf")
+
+    @property
+    def drift(self) -> float:
+        """|median of the last k / median of all rounds - 1|: a run of k agreeing rounds at one end
+        of a noisy sequence is luck, not stability."""
+        every = statistics.median(r[self.field] for r in self.rounds)
+        return abs(self.value / every - 1) if every else float("inf")
+
+    @property
+    def stable(self) -> bool:
+        return len(self.rounds) >= self.k and self.spread <= TOLERANCE and self.drift <= TOLERANCE
+
+    def median(self, field: str) -> float:
+        """Median of another per-round figure over the same last k rounds."""
+        return statistics.median(r[field] for r in self.rounds[-self.k :])
+
+
+def until_stable(
+    round_fn: Callable[[], dict[str, float]],
+    field: str,
+    k: int,
+    budget_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+    max_rounds: int = 500,
+) -> Stable:
+    """Run rounds until the last ``k`` estimates of ``field`` agree within TOLERANCE, or until the
+    budget is spent (at least ``k`` rounds either way): why a number is trusted is a rule, not luck."""
+    if k < 2:
+        raise ValueError(f"k must be >= 2 to judge stability, got {k}")
+    t0 = clock()
+    st = Stable(field, k, [])
+    while len(st.rounds) < max_rounds:
+        st.rounds.append(round_fn())
+        st.elapsed_s = clock() - t0
+        if st.stable or (len(st.rounds) >= k and st.elapsed_s >= budget_s):
+            break
+    return st
+
+
+def _ns(v: float) -> str:
+    return f"{v:,.0f} ns" if abs(v) >= 10 else f"{v:.1f} ns"
+
+
+def refusal(entry: str, st: Stable) -> str | None:
+    """None if the cost can be stored, else one line saying which cost and why, with the numbers."""
+    last = st.last
+    seen = f"last {len(last)} of {len(st.rounds)} rounds: {', '.join(_ns(v) for v in last)}"
+    if st.value < 0:
+        return f"{entry}: refused: negative cost {_ns(st.value)} ({seen})"
+    if not st.stable:
+        if st.spread <= TOLERANCE:  # the last k agree, but not with the rounds before them
+            every = statistics.median(r[st.field] for r in st.rounds)
+            return (
+                f"{entry}: refused: unstable, the last rounds' median {_ns(st.value)} is {st.drift:.0%} off"
+                f" the median of all {len(st.rounds)} rounds {_ns(every)} after {st.elapsed_s:.1f} s ({seen})"
+            )
+        return (
+            f"{entry}: refused: unstable, spread {st.spread:.0%} of the median {_ns(st.value)}"
+            f" > {TOLERANCE:.0%} after {st.elapsed_s:.1f} s ({seen})"
+        )
+    lo, hi = PLAUSIBLE_NS.get(entry, (0.0, float("inf")))
+    if not lo <= st.value <= hi:
+        return (
+            f"{entry}: refused: implausible {_ns(st.value)}, outside {_ns(lo)}..{_ns(hi)}"
+            f" (spread {st.spread:.0%}, {seen})"
+        )
+    return None
+
+
+# -- micro-workloads --------------------------------------------------------------------------
 
 
 def _work(state: list[int]) -> None:
@@ -40,53 +183,163 @@ def _work(state: list[int]) -> None:
     state[0] = (state[0] * 1103515245 + 12345) & 0x7FFFFFFF
 
 
-def _scope_loop(n: int) -> None:
+def _scope_loop(n: int, outer: Any = OUTER, inner: Any = INNER) -> None:
     state = [1]
-    with OUTER:
+    with outer:
         for _ in range(n):
             _work(state)
-            with INNER:
+            with inner:
                 pass
 
 
-def _category_loop(n: int) -> None:
+def _category_loop(n: int, outer: Any = OUTER) -> None:
     state = [1]
-    with OUTER:
+    with outer:
         for _ in range(n):
             _work(state)
             with _SIM:
                 pass
 
 
+def _spin(n: int) -> None:
+    """Plain Python, no events: the job that background threads stall through the GIL."""
+    state = [1]
+    for _ in range(n):
+        _work(state)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """``run(n)`` is timed. ``reset()`` runs before every timing, outside the clock and the session,
+    so that every timing does the same work (an RL loop that kept training would not). ``warm()``
+    runs just before the clock starts, inside the session: a timing right after a session's start
+    (or a trace's analysis) would otherwise pay for cold caches, and a short one noticeably."""
+
+    run: Callable[[int], None]
+    reset: Callable[[], None] | None = None
+    warm: Callable[[], None] | None = None
+
+
+SCOPES = Workload(_scope_loop, warm=lambda: _scope_loop(300, WARM, WARM))
+CATEGORIES = Workload(_category_loop, warm=lambda: _category_loop(300, WARM))
+
+
+def _workload(fn: Callable[[int], None] | Workload) -> Workload:
+    return fn if isinstance(fn, Workload) else Workload(fn)
+
+
+def _measure(w: Workload, n: int, cpu: bool) -> tuple[float, int, int]:
+    """(ns on the chosen clock, wall start, wall end) of ``w.run(n)``.
+
+    ``cpu``: the thread's CPU time, for costs paid on the job's own thread: time another process
+    steals while this thread waits for a core is not CPU time, so load inflates it far less.
+    """
+    if w.warm is not None:
+        w.warm()
+    w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+    w.run(n)
+    c1, w1 = time.thread_time_ns(), time.perf_counter_ns()
+    return float(c1 - c0 if cpu else w1 - w0), w0, w1
+
+
 def _timed(fn: Callable[[int], None], n: int) -> float:
+    """Wall ns of ``fn(n)``."""
     t0 = time.perf_counter_ns()
     fn(n)
     return float(time.perf_counter_ns() - t0)
 
 
-def _profiled(fn: Callable[[int], None], n: int, path: Path, options: dict[str, Any]) -> tuple[float, Any]:
-    """Time ``fn(n)`` under a session; returns (ns, raw summary of its trace)."""
-    from rlscope.analysis.summary import summarize_trace
-    from rlscope.trace.reader import load_trace
+class _Traces:
+    """Fresh trace directories under one root, each deleted once read (a calibration makes hundreds)."""
 
-    with rlscope.profile(path, **{"flush_interval": NO_FLUSH, "backend": False, "gpu": False, **options}):
-        t = _timed(fn, n)
-    trace = load_trace(path)
-    return t, (trace, summarize_trace(trace, correct=False))
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.count = 0
+
+    def session(self, **options: Any) -> Any:
+        """A session with the expensive collectors off unless asked for, and no alternating windows
+        (a calibration measures one configuration at a time)."""
+        self.count += 1
+        opts = {"flush_interval": NO_FLUSH, "backend": False, "gpu": False, **options, "windows": False}
+        return rlscope.profile(self.root / f"t{self.count}", **opts)
+
+    def profiled(
+        self,
+        w: Workload,
+        n: int,
+        options: dict[str, Any],
+        cpu: bool,
+        read: Callable[[Any, int, int], Any] | None = None,
+    ) -> tuple[float, Any]:
+        """Time ``w.run(n)`` under a fresh session; ``read(trace, wall start, wall end)`` takes what
+        is needed from its trace, which is then deleted."""
+        if w.reset is not None:
+            w.reset()
+        s = self.session(**options)
+        with s:
+            t, w0, w1 = _measure(w, n, cpu)
+        try:
+            return t, None if read is None else read(rlscope.load_trace(str(s.trace_dir)), w0, w1)
+        finally:
+            shutil.rmtree(s.trace_dir, ignore_errors=True)
 
 
-def _differential(
-    fn: Callable[[int], None], n: int, reps: int, root: Path, options: dict[str, Any]
+def _interleaved(
+    traces: _Traces,
+    fn: Callable[[int], None] | Workload,
+    n: int,
+    m: int,
+    options: dict[str, Any],
+    read: Callable[[Any, int, int], Any],
+    *,
+    cpu: bool = True,
+    baseline: dict[str, Any] | None = None,
 ) -> tuple[float, float, list[Any]]:
-    """Median unprofiled and profiled ns of ``fn(n)`` over interleaved repetitions, and the traces."""
-    fn(max(n // 10, 1))  # warm-up: imports, caches, allocator
-    unprof, prof, traces = [], [], []
-    for rep in range(reps):
-        unprof.append(_timed(fn, n))
-        t, tr = _profiled(fn, n, root / f"{fn.__name__}-{len(list(root.iterdir()))}-{rep}", options)
+    """One round: ``m`` timings unprofiled (``baseline``: under a session with those options
+    instead) and ``m`` profiled, interleaved; (unprofiled min ns, profiled min ns, what was read).
+
+    The minimum of each side: disturbance (another process, a cache flushed by it) only ever adds
+    time, so the fastest of several short timings is the least disturbed one.
+    """
+    w = _workload(fn)
+    unprof, prof, seen = [], [], []
+    for _ in range(m):
+        if baseline is None:
+            if w.reset is not None:
+                w.reset()
+            unprof.append(_measure(w, n, cpu)[0])
+        else:
+            unprof.append(traces.profiled(w, n, baseline, cpu)[0])
+        t, info = traces.profiled(w, n, options, cpu, read)
         prof.append(t)
-        traces.append(tr)
-    return statistics.median(unprof), statistics.median(prof), traces
+        seen.append(info)
+    return min(unprof), min(prof), seen
+
+
+def _reference() -> float:
+    """CPU ns per iteration of a plain Python loop (the least of 3 short timings): how fast this
+    machine runs Python at the moment; stored beside each cost (``ref_ns``), since on a shared
+    machine every cost moves with it."""
+    return min(_measure(Workload(_spin), 2000, True)[0] for _ in range(3)) / 2000
+
+
+def _with_reference(one: Callable[[], dict[str, float]]) -> Callable[[], dict[str, float]]:
+    def round_with_reference() -> dict[str, float]:
+        return {**one(), "ref": _reference()}
+
+    return round_with_reference
+
+
+def _ref(st: Stable) -> float:
+    """The reference loop's ns per iteration over the judged rounds (NaN where none was timed)."""
+    refs = [r["ref"] for r in st.rounds[-st.k :] if "ref" in r]
+    return statistics.median(refs) if refs else float("nan")
+
+
+def _summary(trace: Any) -> dict[str, Any]:
+    from rlscope.analysis.summary import summarize_trace
+
+    return summarize_trace(trace, correct=False)
 
 
 def _split(total_ns: float, inside_ns: float) -> dict[str, float]:
@@ -94,44 +347,80 @@ def _split(total_ns: float, inside_ns: float) -> dict[str, float]:
     return {"inside": inside, "outside": max(total_ns - inside, 0.0), "total": total_ns}
 
 
-def measure_scope(n: int, reps: int, root: Path, options: dict[str, Any]) -> dict[str, float]:
-    """Per scope (enter + exit): total cost, and the part the analyzer puts inside the scope."""
-    u, p, traces = _differential(_scope_loop, n, reps, root, options)
-    inside = statistics.median(s["operations"][INNER.name]["exclusive_s"] * 1e9 / n for _, s in traces)
-    return _split((p - u) / n, inside)
+# -- measurements: each returns the stability record and the cost entry to store -------------
 
 
-def measure_category(n: int, reps: int, root: Path) -> dict[str, float]:
+def measure_scope(plan: Plan, traces: _Traces, options: dict[str, Any]) -> tuple[Stable, dict[str, float]]:
+    """Per scope (enter + exit): total cost, and the part the analyzer puts inside the scope (the
+    inner scope's analyzed time: its true time is empty)."""
+    n = max(int(20_000 * plan.scale), 1000)
+
+    def inside(trace: Any, a: int, b: int) -> float:
+        return _summary(trace)["operations"][INNER.name]["exclusive_s"] * 1e9 / n
+
+    def one() -> dict[str, float]:
+        u, p, ins = _interleaved(traces, SCOPES, n, plan.timings, options, inside)
+        return {"total": (p - u) / n, "inside": min(ins)}
+
+    one()  # warm-up: imports, caches, the first session's start
+    st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
+    return st, _split(st.value, st.median("inside"))
+
+
+def measure_category(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
     """Per simulator/category boundary pair (``rlscope.simulator``, ``wrap_env``)."""
-    u, p, traces = _differential(_category_loop, n, reps, root, {})
-    inside = statistics.median(
-        s["operations"][OUTER.name]["categories"].get("simulator", 0.0) * 1e9 / n for _, s in traces
-    )
-    return _split((p - u) / n, inside)
+    n = max(int(20_000 * plan.scale), 1000)
+
+    def inside(trace: Any, a: int, b: int) -> float:
+        cats = _summary(trace)["operations"][OUTER.name]["categories"]
+        return cats.get("simulator", 0.0) * 1e9 / n
+
+    def one() -> dict[str, float]:
+        u, p, ins = _interleaved(traces, CATEGORIES, n, plan.timings, {}, inside)
+        return {"total": (p - u) / n, "inside": min(ins)}
+
+    one()
+    st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
+    return st, _split(st.value, st.median("inside"))
 
 
-def measure_writer(n: int, reps: int, root: Path) -> dict[str, float]:
-    """The trace writer's stall per event row: the scope loop with frequent flushes minus without."""
-    interval = 0.05
-    with_flush, without = [], []
-    _scope_loop(n // 10)
-    for rep in range(reps):
-        for opts, out in (
-            ({"flush_interval": interval}, with_flush),
-            ({"flush_interval": NO_FLUSH}, without),
-        ):
-            with rlscope.profile(root / f"writer-{rep}-{len(out)}", backend=False, gpu=False, **opts):
-                out.append(_timed(_scope_loop, n))
-    t = statistics.median(with_flush)
-    flushed = 2 * n * max(0.0, 1.0 - interval / 2 / (t / 1e9))  # the last partial interval is not timed
-    per_event = max((t - statistics.median(without)) / flushed, 0.0) if flushed else 0.0
-    return {"per_event": per_event}
+def measure_writer(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
+    """The trace writer's cost per event row: CPU time of a flush of real event rows, per row.
+
+    Not a wall-clock differential of the job: how much of a flush lands on the job depends on the
+    GIL hand-off and the scheduler (200-2,300 ns per row on a loaded 2-core VM, 200-400 ns idle),
+    so it never settles. The flush's own work per row is fixed, and while it drains and converts
+    rows it holds the GIL, so the job waits that long. The Arrow IPC write at its end (about a
+    fifth of it here) may run without the GIL: where a core is free for it, this overstates the
+    stall by up to that much.
+    """
+    rows = max(int(40_000 * plan.scale), 5000)
+
+    def one() -> dict[str, float]:
+        per_row = []
+        with traces.session() as s:
+            for _ in range(plan.timings):
+                s.writer.flush()
+                _scope_loop(rows // 2)  # two rows per iteration wait in the writer's buffer
+                queued = len(s.events)
+                c0 = time.thread_time_ns()
+                s.writer.flush()
+                per_row.append((time.thread_time_ns() - c0) / max(queued, 1))
+        shutil.rmtree(s.trace_dir, ignore_errors=True)
+        return {"per_event": min(per_row)}
+
+    one()
+    st = until_stable(_with_reference(one), "per_event", plan.k, plan.budget_s)
+    return st, {"per_event": st.value}
 
 
-def _rl_loop(torch: Any) -> Callable[[int], None]:
+def _rl_loop(torch: Any) -> Workload:
     """A synthetic actor-critic loop (not one of the validation workloads): the kinds of torch calls RL
     code makes -- tiny MLPs, a Categorical's sample/log_prob/entropy, a loss, backward, gradient
-    clipping, Adam -- between numpy "environment" steps."""
+    clipping, Adam -- between numpy "environment" steps. ``reset`` restores the weights, Adam's
+    state and the RNG, so that every timing runs the same calls on the same numbers."""
+    import copy
+
     import numpy as np
     from torch.distributions import Categorical
 
@@ -145,6 +434,16 @@ def _rl_loop(torch: Any) -> Callable[[int], None]:
     params = [*actor.parameters(), *critic.parameters()]
     opt = torch.optim.Adam(params, lr=1e-4, eps=1e-5)
     start = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    initial = [p.detach().clone() for p in params]
+    initial_opt = copy.deepcopy(opt.state_dict())
+
+    def reset() -> None:
+        with torch.no_grad():
+            for p, p0 in zip(params, initial, strict=True):
+                p.copy_(p0)
+                p.grad = None
+        opt.load_state_dict(copy.deepcopy(initial_opt))
+        torch.manual_seed(0)
 
     def env_step(obs: Any, action: Any) -> tuple[Any, Any]:
         return (obs * 0.99 + 0.01 * action[:, None]).astype(np.float32), np.ones(4, np.float32)
@@ -169,70 +468,98 @@ def _rl_loop(torch: Any) -> Callable[[int], None]:
                     torch.nn.utils.clip_grad_norm_(params, 0.5)
                     opt.step()
 
-    return loop
+    def warm() -> None:  # one update cycle, then the state every timing starts from again
+        loop(4)
+        reset()
+
+    return Workload(loop, reset, warm)
 
 
-def measure_backend(torch: Any, n: int, reps: int, root: Path) -> dict[str, float]:
+def measure_backend(torch: Any, plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
     """Per recorded torch call: the RL loop with backend recording minus without (scopes alone).
 
-    The inside part is the backend time the analyzer sees beyond what the loop's torch calls take
-    unprofiled; that needs the calls' unprofiled time, which the loop has no way to isolate, so it
-    comes from a loop of single calls timed both ways (``_inside_backend``).
+    The inside part is the backend time the analyzer sees beyond what the calls take unprofiled;
+    the loop cannot isolate that, so it comes from single ``torch.tanh`` calls timed both ways.
+    Torch runs on one intra-op thread meanwhile: with a core busy elsewhere, every parallel region
+    waits for a descheduled worker (a tiny Linear took 4 ms instead of 20 us), which is load, not
+    rlscope's cost.
     """
     loop = _rl_loop(torch)
-    loop(max(n // 10, 1))
-    off, on, counts = [], [], []
-    for rep in range(reps):
-        with rlscope.profile(root / f"backend-{rep}-off", flush_interval=NO_FLUSH, backend=False, gpu=False):
-            off.append(_timed(loop, n))
-        path = root / f"backend-{rep}-on"
-        with rlscope.profile(path, flush_interval=NO_FLUSH, backend=True, gpu=False):
-            on.append(_timed(loop, n))
-        counts.append(_count_backend(rlscope.load_trace(str(path))))
-    calls = statistics.median(counts)
-    total = (statistics.median(on) - statistics.median(off)) / calls
-    out = _split(total, _inside_backend(torch, reps, root))
-    out["calls_per_iteration"] = calls / n
-    return out
-
-
-def _inside_backend(torch: Any, reps: int, root: Path) -> float:
-    """The part of a recorded call's cost inside its backend interval, from single small calls."""
+    n = 8  # two whole update cycles: about 5 ms, short enough to dodge most preemption
     x = torch.ones(4, 64)
+    n_tanh = max(int(2000 * plan.scale), 200)
 
-    def calls(n: int) -> None:
-        with OUTER:
-            for _ in range(n):
+    def tanh_calls(k: int, outer: Any = OUTER) -> None:
+        with outer:
+            for _ in range(k):
                 torch.tanh(x)
 
-    n = 5000
-    u, _, traces = _differential(calls, n, reps, root, {"backend": True})
-    seen = statistics.median(
-        s["operations"][OUTER.name]["categories"].get("backend", 0.0) * 1e9 for _, s in traces
-    )
-    return max((seen - u) / n, 0.0)
+    tanh = Workload(tanh_calls, warm=lambda: tanh_calls(100, WARM))
+
+    def seen_backend(trace: Any, a: int, b: int) -> float:
+        return _summary(trace)["operations"][OUTER.name]["categories"].get("backend", 0.0) * 1e9
+
+    def one() -> dict[str, float]:
+        count = _count_backend
+        off, on, counts = _interleaved(traces, loop, n, plan.timings, {"backend": True}, count, baseline={})
+        calls = statistics.median(counts)
+        # the analyzer's wall-clock view of the calls, so these timings are wall time too
+        u, _, seen = _interleaved(
+            traces, tanh, n_tanh, plan.timings, {"backend": True}, seen_backend, cpu=False
+        )
+        return {
+            "total": (on - off) / calls if calls else float("nan"),
+            "inside": (min(seen) - u) / n_tanh,
+            "calls": calls,
+        }
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one()
+        st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
+    finally:
+        torch.set_num_threads(threads)
+    out = _split(st.value, st.median("inside"))
+    out["calls_per_iteration"] = st.median("calls") / n
+    return st, out
 
 
-def _count_backend(trace: Any) -> int:
+def _count_backend(trace: Any, start_ns: int, end_ns: int) -> int:
+    """Torch calls recorded between two times: the Python mode's backend intervals, plus the native
+    recorder's ops."""
     import pyarrow.compute as pc
 
     from rlscope import categories
     from rlscope.trace import schema as S
 
-    ev = trace.processes[0].events
+    def within(table: Any, column: str) -> Any:
+        ts = table.column(column)
+        return pc.and_(pc.greater_equal(ts, start_ns), pc.less_equal(ts, end_ns))
+
+    proc = trace.processes[0]
+    ev = proc.events
     mask = pc.and_(pc.equal(ev.column("kind"), S.CAT_BEGIN), pc.equal(ev.column("id"), categories.BACKEND))
-    return int(pc.sum(mask).as_py() or 0)
+    calls = int(pc.sum(pc.and_(mask, within(ev, "ts_ns"))).as_py() or 0)
+    native = getattr(proc, "backend", None)
+    if native is not None and native.num_rows:
+        calls += int(pc.sum(within(native, "start_ns")).as_py() or 0)
+    return calls
 
 
-def measure_cuda_api(torch: Any, n: int, reps: int, root: Path, collector: str) -> dict[str, float]:
+def measure_cuda_api(
+    torch: Any, plan: Plan, traces: _Traces, collector: str
+) -> tuple[Stable, dict[str, float]]:
     """Per CUDA API call under a GPU collector: one kernel launch per iteration, traced vs not.
 
-    CUPTI's cost cannot be split by the analyzer (it has no untraced API time to compare with), so
-    it is put inside the call, up to 80% of the calls' mean traced duration; the rest outside.
+    Wall time: CUPTI's cost is partly paid on its own threads and in the waits for them. CUPTI's
+    cost cannot be split by the analyzer (it has no untraced API time to compare with), so it is
+    put inside the call, up to 80% of the calls' mean traced duration; the rest outside.
     """
     from rlscope.analysis import gpu as gpu_an
 
     x = torch.zeros(16, device="cuda")
+    n = max(int(2000 * plan.scale), 200)
 
     def launches(k: int) -> None:
         state = [1]
@@ -242,82 +569,139 @@ def measure_cuda_api(torch: Any, n: int, reps: int, root: Path, collector: str) 
                 x.add_(1.0)
             torch.cuda.synchronize()
 
-    launches(n // 10)
-    traced, untraced, api_n, api_ns = [], [], [], []
-    for rep in range(reps):
-        with rlscope.profile(root / f"api-{collector}-{rep}-u", backend=False, gpu=False):
-            untraced.append(_timed(launches, n))
-        path = root / f"api-{collector}-{rep}-t"
-        with rlscope.profile(path, backend=False, gpu=collector, nvml_hz=0, nvtx=False):
-            traced.append(_timed(launches, n))
-        proc = rlscope.load_trace(str(path)).processes[0]
+    def api_calls(trace: Any, a: int, b: int) -> tuple[int, float]:
+        proc = trace.processes[0]
         if proc.gpu is None or proc.metadata.get("gpu.collector") != _collector_name(collector):
             raise RuntimeError(f"GPU collector {collector} did not record")
-        ts = proc.events.column("ts_ns").to_numpy()
-        api, _ = gpu_an.split(proc.gpu, int(ts.min()), int(ts.max()))
-        t, s, e = gpu_an.union_per_thread(api.thread, api.start, api.end)
-        api_n.append(len(t))
-        api_ns.append(float((e - s).sum()))
-    calls = statistics.median(api_n)
-    total = (statistics.median(traced) - statistics.median(untraced)) / calls
-    mean_dur = statistics.median(api_ns) / calls
-    out = _split(total, min(total, 0.8 * mean_dur))
+        api, _ = gpu_an.split(proc.gpu, a, b)
+        keep = api.end > api.start  # calls outside the timed window are clipped to nothing
+        t, s, e = gpu_an.union_per_thread(api.thread[keep], api.start[keep], api.end[keep])
+        return len(t), float((e - s).sum())
+
+    traced = {"gpu": collector, "nvml_hz": 0, "nvtx": False}
+    m = max(plan.timings // 2, 2)  # a GPU collector's start and stop cost far more than a timing
+
+    def one() -> dict[str, float]:
+        u, p, seen = _interleaved(traces, launches, n, m, traced, api_calls, cpu=False, baseline={})
+        calls = statistics.median(c for c, _ in seen)
+        mean_dur = statistics.median(d / c for c, d in seen if c) if calls else 0.0
+        return {"total": (p - u) / calls if calls else float("nan"), "mean_dur": mean_dur, "calls": calls}
+
+    one()
+    st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
+    mean_dur = st.median("mean_dur")
+    out = _split(st.value, min(st.value, 0.8 * mean_dur))
     out["traced_call_mean_ns"] = mean_dur
-    out["calls_per_iteration"] = calls / n
-    return out
+    out["calls_per_iteration"] = st.median("calls") / n
+    return st, out
 
 
 def _collector_name(mode: str) -> str:
     return {"auto": "native", "cupti": "native"}.get(mode, mode)
 
 
-def measure_nvml(reps: int, root: Path) -> dict[str, float]:
-    """The NVML sampler's stall per sample: a Python loop with the sampler at 200 Hz vs without."""
+def measure_nvml(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
+    """The NVML sampler's stall per sample: a Python loop with the sampler at 500 Hz vs without
+    (wall time: the stall is the sampler thread holding the GIL)."""
+    per_iter = _timed(_spin, 20_000) / 20_000
+    n = max(int(0.1e9 / per_iter), 20_000)  # about 0.1 s: 50 samples
 
-    def spin(n: int) -> None:
-        state = [1]
-        for _ in range(n):
-            _work(state)
+    def samples(trace: Any, a: int, b: int) -> int:
+        nv = trace.processes[0].nvml
+        if nv is None:
+            return 0
+        ts = nv.column("ts_ns").to_numpy()
+        return int(((ts >= a) & (ts <= b)).sum())
 
-    n = 1_500_000
-    on, off, samples = [], [], []
-    spin(n // 10)
-    for rep in range(reps):
-        with rlscope.profile(root / f"nvml-{rep}-off", backend=False, gpu=False):
-            off.append(_timed(spin, n))
-        path = root / f"nvml-{rep}-on"
-        with rlscope.profile(path, backend=False, gpu="auto", nvml_hz=200.0):
-            on.append(_timed(spin, n))
-        nv = rlscope.load_trace(str(path)).processes[0].nvml
-        samples.append(nv.num_rows if nv is not None else 0)
-    k = statistics.median(samples)
-    if not k:
-        raise RuntimeError("NVML recorded no samples")
-    return {"per_sample": max((statistics.median(on) - statistics.median(off)) / k, 0.0)}
+    sampled = {"gpu": "auto", "nvml_hz": 500.0}
+    m = max(plan.timings // 2, 2)
+
+    def one() -> dict[str, float]:
+        u, p, seen = _interleaved(traces, _spin, n, m, sampled, samples, cpu=False, baseline={})
+        k = statistics.median(seen)
+        if not k:
+            raise RuntimeError("NVML recorded no samples")
+        return {"per_sample": (p - u) / k}
+
+    one()
+    st = until_stable(_with_reference(one), "per_sample", plan.k, plan.budget_s)
+    return st, {"per_sample": st.value}
+
+
+def _finite(v: float, digits: int) -> float | None:
+    """A number for the JSON file: NaN and infinity (a round that measured nothing) become null."""
+    return round(v, digits) if math.isfinite(v) else None
+
+
+def _stderr(msg: str) -> None:
+    print(f"rlscope calibrate: {msg}", file=sys.stderr, flush=True)
 
 
 def run_calibration(
-    reps: int = 5, scale: float = 1.0, gpu: bool = True, log: Callable[[str], None] = print
+    reps: int | None = None,
+    scale: float | None = None,
+    gpu: bool = True,
+    log: Callable[[str], None] = print,
+    *,
+    quick: bool = False,
+    budget_s: float | None = None,
+    warn: Callable[[str], None] = _stderr,
 ) -> dict[str, Any]:
-    """Measure every event cost; returns the calibration dict (``rlscope.calibration`` schema)."""
+    """Measure every event cost until stable; returns the calibration dict (``rlscope.calibration``).
+
+    ``reps``: round estimates that must agree (k, default 5; 4 with ``quick``). ``scale``: loop
+    sizes. ``budget_s``: seconds per cost before an unstable one is refused. A refused cost is
+    left out of ``costs_ns``, listed in ``refused`` and reported through ``warn`` (one line each).
+    """
+    base = QUICK if quick else FULL
+    plan = dataclasses.replace(
+        base,
+        k=base.k if reps is None else reps,
+        scale=base.scale if scale is None else scale,
+        budget_s=base.budget_s if budget_s is None else budget_s,
+    )
     t0 = time.perf_counter()
-    n = max(int(100_000 * scale), 1000)
     costs: dict[str, dict[str, float]] = {}
     skipped: dict[str, str] = {}
+    refused: list[dict[str, Any]] = []
+    rounds_ns: dict[str, list[float | None]] = {}  # every round's estimate, for whoever doubts a cost
+
+    def keep(entry: str, measured: tuple[Stable, dict[str, float]]) -> None:
+        st, cost = measured
+        why = refusal(entry, st)
+        if why is not None:
+            warn(why)
+            rounds_ns[entry] = [_finite(r[st.field], 1) for r in st.rounds]
+            refused.append(
+                {
+                    "entry": entry,
+                    "reason": why,
+                    "estimates_ns": [_finite(v, 1) for v in st.last],
+                    "spread": _finite(st.spread, 4),
+                    "ref_ns": _finite(_ref(st), 1),
+                }
+            )
+            return
+        log(f"{entry}: {_ns(st.value)} ({len(st.rounds)} rounds, spread {st.spread:.0%})")
+        costs[entry] = {**cost, "spread": st.spread, "rounds": float(len(st.rounds))}
+        if math.isfinite(_ref(st)):
+            costs[entry]["ref_ns"] = _ref(st)
+        rounds_ns[entry] = [_finite(r[st.field], 1) for r in st.rounds]
+
     with tempfile.TemporaryDirectory(prefix="rlscope-calibrate-") as tmp:
-        root = Path(tmp)
+        traces = _Traces(Path(tmp))
         log("scopes ...")
-        costs["scope"] = measure_scope(n, reps, root, {})
+        keep("scope", measure_scope(plan, traces, {}))
         log("simulator/category boundaries ...")
-        costs["category"] = measure_category(n, reps, root)
+        keep("category", measure_category(plan, traces))
         log("trace writer ...")
-        costs["writer"] = measure_writer(3 * n, max(reps // 2, 2), root)
+        keep("writer", measure_writer(plan, traces))
         torch = _import_torch()
         if torch is None:
             skipped["backend"] = "torch is not installed"
         else:
             log("backend-op recording ...")
-            costs["backend"] = measure_backend(torch, max(n // 100, 50), reps, root)
+            keep("backend", measure_backend(torch, plan, traces))
         cuda = torch is not None and gpu and torch.cuda.is_available()
         if not cuda:
             why = "no CUDA GPU" if gpu else "--no-gpu"
@@ -325,29 +709,41 @@ def run_calibration(
                 skipped[kind] = why
         else:
             log("scopes with NVTX ranges ...")
-            costs["scope_nvtx"] = measure_scope(n, reps, root, {"gpu": "auto", "nvml_hz": 0})
+            keep("scope_nvtx", measure_scope(plan, traces, {"gpu": "auto", "nvml_hz": 0}))
             for mode in ("cupti", "kineto"):
+                name = f"cuda_api.{_collector_name(mode)}"
                 log(f"CUDA API calls under the {_collector_name(mode)} collector ...")
                 try:
-                    costs[f"cuda_api.{_collector_name(mode)}"] = measure_cuda_api(
-                        torch, max(n // 5, 100), reps, root, mode
-                    )
+                    measured = measure_cuda_api(torch, plan, traces, mode)
                 except Exception as e:  # a collector that cannot run here is not calibrated
-                    skipped[f"cuda_api.{_collector_name(mode)}"] = f"{type(e).__name__}: {e}"
+                    skipped[name] = f"{type(e).__name__}: {e}"
+                else:
+                    keep(name, measured)
             log("NVML sampler ...")
             try:
-                costs["nvml"] = measure_nvml(max(reps // 2, 2), root)
+                measured = measure_nvml(plan, traces)
             except Exception as e:
                 skipped["nvml"] = f"{type(e).__name__}: {e}"
+            else:
+                keep("nvml", measured)
     return {
         "schema": cal_mod.SCHEMA,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - t0, 1),
         "key": cal_mod.current_key(),
-        "method": "differential micro-workloads, split inside/outside by the analyzer (docs/overhead.md)",
-        "reps": reps,
-        "costs_ns": {k: {f: round(v, 1) for f, v in c.items()} for k, c in costs.items()},
+        "method": (
+            "differential micro-workloads in rounds (per-round minimum of short interleaved timings) until"
+            f" the last {plan.k} agree within {TOLERANCE:.0%}; split inside/outside by the analyzer"
+            " (docs/overhead.md)"
+        ),
+        "reps": plan.k,
+        "plan": dataclasses.asdict(plan),
+        "costs_ns": {
+            k: {f: round(v, 4 if f == "spread" else 1) for f, v in c.items()} for k, c in costs.items()
+        },
+        "refused": refused,
         "skipped": skipped,
+        "rounds_ns": rounds_ns,
     }
 
 

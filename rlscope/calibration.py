@@ -115,18 +115,24 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CalibrationError(f"{p}: no such calibration file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CalibrationError(f"{p}: unreadable calibration ({type(e).__name__})") from None
+    data = _validated(data, str(p))
+    data["path"] = str(p)
+    return data
+
+
+def _validated(data: Any, where: str) -> dict[str, Any]:
+    """``data`` if it is a usable calibration, else CalibrationError saying why (``where``: its origin)."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise CalibrationError(f"{p}: not an rlscope calibration of schema {SCHEMA} (found {found!r})")
+        raise CalibrationError(f"{where}: not an rlscope calibration of schema {SCHEMA} (found {found!r})")
     costs, key = data.get("costs_ns"), data.get("key")
     if not isinstance(costs, dict) or not isinstance(key, dict):
-        raise CalibrationError(f"{p}: calibration lacks 'costs_ns' or 'key'")
+        raise CalibrationError(f"{where}: calibration lacks 'costs_ns' or 'key'")
     for kind, parts in costs.items():
         if not isinstance(parts, dict) or not all(
             isinstance(v, int | float) and v == v and abs(v) < 1e9 for v in parts.values()
         ):
-            raise CalibrationError(f"{p}: bad cost entry {kind!r}")
-    data["path"] = str(p)
+            raise CalibrationError(f"{where}: bad cost entry {kind!r}")
     return data
 
 
@@ -175,3 +181,64 @@ def find(metadata: dict[str, str], explicit: str | None = None) -> tuple[dict[st
             " run `rlscope calibrate`"
         )
     return None, f"no overhead calibration for {where}: figures are uncorrected; run `rlscope calibrate`"
+
+
+METADATA_KEY = "calibration"  # trace metadata key holding the calibration the run was profiled with
+EMBEDDED = "embedded in the trace"  # a calibration's "path" when it came from the trace itself
+
+
+def for_trace_metadata(metadata: dict[str, str] | None = None) -> str | None:
+    """The JSON of the calibration for this machine and stack (the cache file the analyzer would look
+    up), to store in the trace's metadata under ``METADATA_KEY``; None when there is none usable.
+
+    The costs then travel with the trace: analyzed on another machine, or after a recalibration, it
+    is corrected with the costs of the machine and moment it was recorded on. ``metadata``: the
+    trace metadata being written (its key fields), else this process's key. Never raises: a session
+    must start whatever the cache holds.
+    """
+    try:
+        key = trace_key(metadata) if metadata is not None else current_key()
+        cal = load(path_for(key))
+    except (CalibrationError, OSError, ValueError):
+        return None
+    if _differences(cal["key"], key):
+        return None
+    cal["source"] = cal.pop("path")
+    return json.dumps(cal, separators=(",", ":"), sort_keys=True)
+
+
+def from_trace_metadata(metadata: dict[str, str]) -> dict[str, Any] | None:
+    """The calibration a trace was recorded with (``for_trace_metadata``), or None when it has none,
+    it is unreadable, or its key is not the trace's (then the cache lookup decides, as before)."""
+    text = metadata.get(METADATA_KEY)
+    if not text:
+        return None
+    try:
+        cal = _validated(json.loads(text), "the trace's embedded calibration")
+    except (CalibrationError, json.JSONDecodeError, TypeError):
+        return None
+    if _differences(cal["key"], trace_key(metadata)):
+        return None
+    cal["path"] = EMBEDDED
+    return cal
+
+
+def for_trace(
+    metadata: dict[str, str], explicit: str | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The calibration to correct a process's trace with: ``explicit`` (a file the user named) if
+    given, else the one embedded in the trace, else the cache's for its machine and stack (``find``).
+
+    The embedded one wins over the cache so that a trace gives the same figures wherever and
+    whenever it is analyzed.
+    """
+    if not explicit:
+        embedded = from_trace_metadata(metadata)
+        if embedded is not None:
+            return embedded, None
+    return find(metadata, explicit)
+
+
+def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two loaded calibrations hold the same costs for the same key (wherever they came from)."""
+    return a.get("key") == b.get("key") and a.get("costs_ns") == b.get("costs_ns")

@@ -335,19 +335,22 @@ def render_calibration(cal: dict, console: Console | None = None) -> None:
         f" torch {key.get('torch') or 'none'}"
     )
     table = Table(title=title, title_justify="left", header_style="bold")
-    for col in ("event", "inside ns", "outside ns", "total ns", "note"):
+    for col in ("event", "inside ns", "outside ns", "total ns", "spread", "note"):
         table.add_column(col, justify="left" if col in ("event", "note") else "right")
     for kind, c in (cal.get("costs_ns") or {}).items():
+        spread = f"{c['spread']:.0%}" if "spread" in c else "-"
         if "per_event" in c or "per_sample" in c:
             per = c.get("per_event", c.get("per_sample", 0.0))
             unit = "per event row" if "per_event" in c else "per sample"
-            table.add_row(kind, "-", "-", f"{per:.0f}", f"background (GIL stall), {unit}")
+            table.add_row(kind, "-", "-", f"{per:.0f}", spread, f"background (GIL stall), {unit}")
             continue
-        table.add_row(
-            kind, f"{c.get('inside', 0):.0f}", f"{c.get('outside', 0):.0f}", f"{c.get('total', 0):.0f}", ""
-        )
+        inside, outside, total = (f"{c.get(f, 0):.0f}" for f in ("inside", "outside", "total"))
+        table.add_row(kind, inside, outside, total, spread, "")
+    for r in cal.get("refused") or []:  # "scope: refused: unstable, ..." (the whole line went to stderr)
+        why = r.get("reason", "").partition("refused: ")[2].split(",")[0].split(" ")[0] or "see stderr"
+        table.add_row(r.get("entry", "?"), "-", "-", "-", "-", f"refused: {why}")
     for kind, why in (cal.get("skipped") or {}).items():
-        table.add_row(kind, "-", "-", "-", f"not measured: {why}")
+        table.add_row(kind, "-", "-", "-", "-", f"not measured: {why}")
     console.print(table)
 
 

@@ -225,19 +225,22 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
 def summarize_trace(trace: Trace, calibration: str | None = None, correct: bool = True) -> dict[str, Any]:
     """Analyze every process and summarize, corrected for overhead when a matching calibration exists.
 
-    ``calibration``: a calibration file to use instead of the one found for the trace's machine
-    and stack (rlscope.calibration.find). ``correct=False``: raw figures only. With no matching
-    calibration the summary holds raw figures and says why in ``calibration`` and ``warnings``.
+    ``calibration``: a calibration file to use instead of the one embedded in the trace or found
+    for its machine and stack (rlscope.calibration.for_trace). ``correct=False``: raw figures only.
+    With no matching calibration the summary holds raw figures and says why in ``calibration`` and
+    ``warnings``.
     """
     from rlscope import calibration as cal_mod
     from rlscope.analysis.breakdown import analyze_process_pair
     from rlscope.analysis.overhead import EventCosts, costs_for
 
-    cal, why = (None, None) if not correct else cal_mod.find(trace.processes[0].metadata, calibration)
+    # the calibration embedded in the trace first (the costs it was recorded with), unless a file
+    # is named; else the cache's for the trace's machine and stack (rlscope.calibration.for_trace)
+    cal, why = (None, None) if not correct else cal_mod.for_trace(trace.processes[0].metadata, calibration)
     if cal is not None:
         for p in trace.processes[1:]:
-            other, why = cal_mod.find(p.metadata, calibration)
-            if other is None or other["path"] != cal["path"]:
+            other, why = cal_mod.for_trace(p.metadata, calibration)
+            if other is None or not cal_mod.same(other, cal):
                 cal, why = None, f"process {p.pid}: {why or 'another calibration than process 0'}"
                 break
     if cal is None and correct and any(_has_light_windows(p) for p in trace.processes):
@@ -260,9 +263,11 @@ def summarize_trace(trace: Trace, calibration: str | None = None, correct: bool 
     info = {
         "status": "applied",
         "path": cal["path"],
+        "source": "file" if calibration else "trace" if cal["path"] == cal_mod.EMBEDDED else "cache",
         "created": cal.get("created", ""),
         "key": cal["key"],
         "costs_ns": cal["costs_ns"],
+        "refused": cal.get("refused", []),
     }
     out = summarize(trace, [c for _, c in pairs], raw=[r for r, _ in pairs], calibration=info)
     out["warnings"] += [f"overhead correction: {n}" for n in out["overhead"].get("notes", [])]

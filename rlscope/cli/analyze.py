@@ -114,8 +114,8 @@ def _analyze_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--calibration",
         metavar="FILE",
-        help="overhead calibration to use (default: the one `rlscope calibrate` saved for the trace's"
-        " machine and software stack)",
+        help="overhead calibration to use (default: the one embedded in the trace when it was recorded,"
+        " else the one `rlscope calibrate` saved for the trace's machine and software stack)",
     )
     p.add_argument("--raw", action="store_true", help="report raw figures: no overhead correction")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")

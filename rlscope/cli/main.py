@@ -134,13 +134,17 @@ def calibrate(argv: list[str]) -> int:
         " save it where rlscope-analyze finds it to correct traces (method: docs/overhead.md).",
     )
     p.add_argument("--out", metavar="FILE", help="write here instead of the per-machine cache")
-    p.add_argument("--reps", type=int, default=5, help="interleaved repetitions per measurement (default 5)")
-    p.add_argument("--quick", action="store_true", help="smaller loops (about 4x faster, noisier)")
+    p.add_argument(
+        "--reps",
+        type=int,
+        help="consecutive rounds whose estimates must agree within 20%% (default 5; 4 with --quick)",
+    )
+    p.add_argument("--quick", action="store_true", help="fewer, shorter rounds; the same stability rule")
     p.add_argument("--no-gpu", action="store_true", help="skip the GPU measurements")
     p.add_argument("-q", "--quiet", action="store_true")
     args = p.parse_args(argv)
-    if args.reps < 1:
-        p.error("--reps must be >= 1")
+    if args.reps is not None and args.reps < 2:
+        p.error("--reps must be >= 2: stability is agreement between rounds")
     from rlscope import calibration
     from rlscope.calibrate import run_calibration
     from rlscope.viz.terminal import render_calibration
@@ -149,7 +153,8 @@ def calibrate(argv: list[str]) -> int:
         if not args.quiet:
             print(f"rlscope calibrate: {msg}", file=sys.stderr, flush=True)
 
-    cal = run_calibration(reps=args.reps, scale=0.25 if args.quick else 1.0, gpu=not args.no_gpu, log=log)
+    # a refused cost is one line on stderr even with -q (run_calibration's warn), never dropped silently
+    cal = run_calibration(reps=args.reps, quick=args.quick, gpu=not args.no_gpu, log=log)
     path = calibration.save(cal, args.out)
     if not args.quiet:
         render_calibration(cal)
