@@ -65,7 +65,7 @@ class Session:
         nvtx: bool = True,
         nvml_hz: float = 10.0,
         windows: bool = True,
-        window_s: float = 0.25,
+        window_s: float = 0.1,
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
@@ -173,10 +173,17 @@ class Session:
         start_ns = self.clock()
         self._pid = os.getpid()
         self.process_dir = self.trace_dir / f"{S.PROCESS_PREFIX}{self._pid}"
+        metadata = self._metadata(start_ns)
+        from rlscope import calibration
+
+        # the residual per-event costs travel inside the trace: analyzed anywhere, same figures
+        embedded = calibration.for_trace_metadata(metadata)
+        if embedded is not None:
+            metadata[calibration.METADATA_KEY] = embedded
         try:
             self._writer = TraceWriter(
                 self.process_dir,
-                self._metadata(start_ns),
+                metadata,
                 annotate._names,
                 flush_interval=self.options["flush_interval"],
                 clock=self.clock,
@@ -327,7 +334,10 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     """A profiling session writing to ``trace_dir``: ``with rlscope.profile("trace"):`` or ``.start()``.
 
     Options: ``flush_interval`` (s, default 1.0), ``backend`` (record time in PyTorch ops, default
-    True), ``gpu`` ("auto", "kineto", "cupti" or False) and ``nvtx`` (bool).
+    True), ``gpu`` ("auto", "kineto", "cupti" or False), ``nvtx`` (bool), ``nvml_hz``,
+    ``windows`` (default True: switch backend-op recording and GPU tracing off in every other
+    window of ``window_s`` seconds, default 0.1, so their cost is measured in this very run;
+    rlscope/analysis/windows.py).
     """
     mode = os.environ.get("RLSCOPE_MODE")  # a run of `rlscope validate`: off | timers | profile
     if mode:

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The device pass of the trustworthy-numbers work (no network; wheels carried in .whl/): GPU tests,
+# where the CUPTI cost goes, the native backend recorder's cost, and the validation matrix
+# (`rlscope validate`, each mode in its own process, interleaved), all results under $OUT.
+#   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest)
+set -uo pipefail
+OUT=${OUT:-/tmp/rlscope-trust-pass}
+REPS=${REPS:-3}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+nproc | tee -a "$OUT/gpu.txt"
+export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
+# build both native parts once (timed), so no run below pays for a compile
+( time python3 -c "from rlscope.collectors import cupti_native, torch_native; print(cupti_native.build()); print(torch_native.build())" ) 2>&1 | tail -5
+if [ -z "${SKIP_TESTS:-}" ]; then
+    timeout 150 python3 -m pytest -q -x -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
+fi
+timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
+timeout 60 python3 benchmarks/backend_overhead.py --json "$OUT/backend_overhead.json" 2>&1 | tail -12
+( time python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
+val() {  # name, cores, seconds limit, command...
+    local name=$1 cores=$2 limit=$3
+    shift 3
+    timeout "$limit" taskset -c "$cores" python3 -m rlscope.cli.main validate --reps "$REPS" --no-warmup \
+        --json "$OUT/val_$name.json" --trace-dir "/tmp/val-$name" -- "$@" > "$OUT/val_$name.log" 2>&1
+    echo "== $name (exit $?, cores $cores)"
+    grep -v "^rlscope: warning" "$OUT/val_$name.log" | tail -12
+}
+# pairs run side by side on disjoint cores (16 on the device): a CPU-only workload beside a GPU one
+val ppo_gpu 0-7 130 python3 benchmarks/validation_workloads.py ppo_gpu &
+val ppo_cpu 8-15 130 python3 benchmarks/validation_workloads.py ppo_cpu &
+wait
+val sim_eager 0-7 110 python3 benchmarks/validation_workloads.py sim_eager --device cuda &
+val dqn 8-15 110 python3 benchmarks/validation_workloads.py dqn &
+wait
+val sb3_ppo 0-7 130 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 16384 &
+val sb3_sac 8-15 130 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 600 &
+wait
