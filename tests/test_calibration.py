@@ -136,7 +136,7 @@ def test_the_analyzer_notes_a_refused_cost_as_not_calibrated(refused_scope, tmp_
     assert any("scope not calibrated" in n for n in s["overhead"]["notes"]), s["overhead"]["notes"]
     assert s["overhead"]["costs_used"].get("category") == "category"
     assert next(r["entry"] for r in s["calibration"]["refused"]) == "scope"
-    assert s["calibration"]["source"] == "cache"  # nothing embedded in this trace
+    assert s["calibration"]["source"] == "trace"  # the session embedded the calibration it found
 
 
 # -- the calibration travels inside the trace --------------------------------------------------
