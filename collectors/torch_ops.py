@@ -1,6 +1,12 @@
 """The ``backend`` CPU category: time inside PyTorch's native ops.
 
-Mechanism: a ``TorchFunctionMode`` wraps every call into the torch API made from Python (module
+:func:`start` returns a :class:`BackendRecorder`. When the user's code imports torch it starts
+rlscope's native recorder (collectors/torch_native.py: a C++ RecordFunction callback, every
+thread, a fraction of a microsecond per op) and, where that cannot be built or loaded, this
+module's Python mode, with one warning line saying why. ``RLSCOPE_NATIVE_BACKEND=0`` asks for
+the Python mode.
+
+The Python mode: a ``TorchFunctionMode`` wraps every call into the torch API made from Python (module
 functions, Tensor methods, ``backward``) in a ``backend`` category interval. Inside the handler
 the mode is disabled, so a torch call made by torch's own Python code is not recorded twice and
 the whole call, including the C++ kernels and autograd engine it runs, counts as backend.
@@ -16,6 +22,8 @@ user's code imports torch.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from rlscope import _imports, annotate, categories
@@ -23,10 +31,11 @@ from rlscope.trace import schema as S
 
 
 class BackendCollector:
-    """Enters the backend-recording torch function mode once torch is imported."""
+    """Enters the backend-recording torch function mode once torch is imported (the Python mode)."""
 
     def __init__(self) -> None:
         self.mode: Any = None
+        self.enabled = True  # read by the mode on every torch call (set_enabled)
 
     def start(self) -> BackendCollector:
         _imports.when_imported("torch", self._enter)
@@ -50,11 +59,13 @@ class BackendCollector:
         cats, thread = st.cats, st.thread
         clock, append = session.clock, session.events.append
 
+        collector = self
+
         class BackendMode(TorchFunctionMode):
             # annotate.category_enter/exit inlined: this runs on every torch call (its cost is
             # calibrated as ``backend``, docs/overhead.md)
             def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                if annotate._active is not session or compiling():
+                if not collector.enabled or annotate._active is not session or compiling():
                     return func(*args, **(kwargs or {}))
                 parent = cats[-1] if cats else 0
                 append((clock(), thread, cat_begin, backend, parent, -1, 0))
@@ -71,6 +82,10 @@ class BackendCollector:
         self.mode = BackendMode()
         self.mode.__enter__()
 
+    def set_enabled(self, on: bool) -> None:
+        """Record torch calls or not (the session's alternating windows): a flag the mode checks."""
+        self.enabled = bool(on)
+
     def stop(self) -> None:
         _imports.cancel("torch", self._enter)
         if self.mode is not None:
@@ -81,5 +96,73 @@ class BackendCollector:
         return "BackendCollector(torch function mode)"
 
 
-def start(session: Any) -> BackendCollector:
-    return BackendCollector().start()
+class BackendRecorder:
+    """The session's backend collector: picks the native recorder or the Python mode at torch import.
+
+    ``set_enabled`` works before torch is imported too: the choice made then starts as told.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.active: Any = None  # NativeBackendCollector or BackendCollector, once torch is imported
+        self.enabled = True
+
+    @property
+    def kind(self) -> str:
+        """``native``, ``python``, or ``""`` while torch is not imported."""
+        if self.active is None:
+            return ""
+        return "python" if isinstance(self.active, BackendCollector) else "native"
+
+    def start(self) -> BackendRecorder:
+        _imports.when_imported("torch", self._begin)
+        return self
+
+    def _begin(self, torch: Any) -> None:
+        if annotate._active is not self.session:
+            return
+        from rlscope.collectors.torch_native import NativeBackendCollector, NativeBackendUnavailable
+
+        why = "RLSCOPE_NATIVE_BACKEND=0" if os.environ.get("RLSCOPE_NATIVE_BACKEND") == "0" else ""
+        if not why:
+            # the first use builds the library (seconds): rlscope's time, shown and removed as such
+            annotate.category_enter(self.session, categories.PROFILER)
+            try:
+                native = NativeBackendCollector(self.session)
+                native.enabled = self.enabled
+                self.active = native.start()
+                return
+            except NativeBackendUnavailable as e:
+                why = str(e)
+            finally:
+                annotate.category_exit(self.session, categories.PROFILER)
+        print(
+            f"rlscope: warning: native backend-op recorder not used ({why}); recording torch calls"
+            " with the Python mode (about 3 µs per call, the thread that imported torch only)",
+            file=sys.stderr,
+            flush=True,
+        )
+        python_mode = BackendCollector()
+        python_mode.enabled = self.enabled
+        python_mode._enter(torch)
+        self.active = python_mode
+
+    def set_enabled(self, on: bool) -> None:
+        """Switch backend recording on or off (the session's alternating windows)."""
+        self.enabled = bool(on)
+        if self.active is not None:
+            self.active.set_enabled(self.enabled)
+
+    def stop(self) -> None:
+        _imports.cancel("torch", self._begin)
+        if self.active is not None:
+            active, self.active = self.active, None
+            active.stop()
+
+    def __repr__(self) -> str:
+        return f"BackendRecorder({self.active!r})"
+
+
+def start(session: Any) -> BackendRecorder:
+    """Record the backend category for ``session``: native recorder first, else the Python mode."""
+    return BackendRecorder(session).start()

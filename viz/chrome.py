@@ -2,7 +2,8 @@
 
 Follows the PyTorch profiler's conventions so tools and habits built for its traces carry over:
 complete events (``"ph": "X"``, ``ts``/``dur`` in microseconds) with ``cat`` ``user_annotation``
-(operations and phases), ``cpu_op`` (backend time), ``cuda_runtime`` (CUDA API calls), ``kernel``,
+(operations and phases), ``cpu_op`` (backend time: named per torch op when the native recorder
+took it, else one ``backend`` box per stretch), ``cuda_runtime`` (CUDA API calls), ``kernel``,
 ``gpu_memcpy``, ``gpu_memset`` (GPU work, one process track per GPU and one thread track per stream),
 and ``ac2g`` flow events from each CUDA API call to the GPU work it launched (id = correlation id).
 
@@ -70,6 +71,8 @@ def to_chrome(tables: Any, main_threads: Mapping[int, int] | None = None) -> dic
     main_threads = dict(main_threads or {})
     ops, phases = _rows(tables.get("operations")), _rows(tables.get("phases"))
     cpu, gpu_rows, api = _rows(tables.get("cpu")), _rows(tables.get("gpu")), _rows(tables.get("api"))
+    torch_ops = _rows(tables.get("backend"))
+    native = {r["pid"] for r in torch_ops}  # processes whose backend time is named per op
 
     events: list[dict[str, Any]] = []
     threads: set[tuple[int, int]] = set()
@@ -101,9 +104,12 @@ def to_chrome(tables: Any, main_threads: Mapping[int, int] | None = None) -> dic
         threads.add((r["pid"], r["thread"]))
     for r in cpu:
         cat = CPU_CATEGORY_CAT.get(r["category"])
-        if cat is None:
+        if cat is None or (r["category"] == "backend" and r["pid"] in native):
             continue
         complete(r["category"], cat, r["pid"], r["thread"], r["start_ns"], r["end_ns"], {})
+        threads.add((r["pid"], r["thread"]))
+    for r in torch_ops:
+        complete(r["name"], "cpu_op", r["pid"], r["thread"], r["start_ns"], r["end_ns"], {})
         threads.add((r["pid"], r["thread"]))
     for r in api:
         args = {"correlation": r["correlation"]}

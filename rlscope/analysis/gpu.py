@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope import categories
-from rlscope.analysis.timeline import Timeline, build_timeline
+from rlscope.analysis.timeline import Timeline, backend_intervals, build_timeline
 from rlscope.trace import schema as S
 
 if TYPE_CHECKING:
@@ -84,23 +84,35 @@ def union_per_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
     return t[first], s[first], reach[last]
 
 
-def timeline_with_gpu(proc: ProcessTrace) -> tuple[Timeline, ApiCalls | None, GpuRecords | None]:
-    """A process's timeline, with CUDA API time as its innermost category, and its GPU work.
-
-    The one place that combines events and ``gpu.arrows``: the breakdown, the interval tables and
-    the kernel tables all start here. API calls and records are None without GPU data.
-    """
-    if proc.gpu is None or proc.gpu.num_rows == 0 or proc.events.num_rows == 0:
-        return build_timeline(proc.events), None, None
+def session_bounds(proc: ProcessTrace) -> tuple[int, int]:
+    """(first session start, last session end) of a process, or its first/last event without them."""
     ts = proc.events.column("ts_ns")
     kind = proc.events.column("kind")
-    # API calls count within the session: CUPTI's teardown after the session's end is rlscope's
     bounds = []
     for k, agg in ((S.SESSION_START, pc.min), (S.SESSION_END, pc.max)):
         marked = pc.filter(ts, pc.equal(kind, k))
         bounds.append(int(agg(marked if len(marked) else ts).as_py()))
-    api, records = split(proc.gpu, bounds[0], bounds[1])
-    tl = build_timeline(proc.events, api=union_per_thread(api.thread, api.start, api.end))
+    return bounds[0], bounds[1]
+
+
+def timeline_with_gpu(proc: ProcessTrace) -> tuple[Timeline, ApiCalls | None, GpuRecords | None]:
+    """A process's timeline, with CUDA API time as its innermost category, and its GPU work.
+
+    The one place that combines events with ``gpu.arrows`` and ``backend.arrows`` (torch ops from
+    the native recorder): the breakdown, the interval tables and the kernel tables all start
+    here. API calls and records are None without GPU data.
+    """
+    has_gpu = proc.gpu is not None and proc.gpu.num_rows > 0
+    has_backend = proc.backend is not None and proc.backend.num_rows > 0
+    if not (has_gpu or has_backend) or proc.events.num_rows == 0:
+        return build_timeline(proc.events), None, None
+    # recorded intervals count within the session: CUPTI's teardown after its end is rlscope's
+    start, end = session_bounds(proc)
+    backend = backend_intervals(proc.backend, start, end) if has_backend else None
+    if not has_gpu:
+        return build_timeline(proc.events, backend=backend), None, None
+    api, records = split(proc.gpu, start, end)
+    tl = build_timeline(proc.events, api=union_per_thread(api.thread, api.start, api.end), backend=backend)
     return tl, api, records
 
 

@@ -1,5 +1,5 @@
 """Intervals for timeline views and exports: operation and phase instances, CPU category segments,
-GPU records and CUDA API calls, per process, as Arrow tables.
+GPU records, CUDA API calls and native-recorded torch ops, per process, as Arrow tables.
 
 Pure functions: a loaded :class:`~rlscope.trace.reader.Trace` in, tables out. The breakdown
 aggregates time away; a timeline (Chrome/Perfetto export, the HTML report's timeline) needs the
@@ -27,6 +27,7 @@ from rlscope.trace.reader import ProcessTrace, Trace
 
 __all__ = [
     "API_SCHEMA",
+    "BACKEND_SCHEMA",
     "CPU_SCHEMA",
     "GPU_SCHEMA",
     "OPS_SCHEMA",
@@ -92,6 +93,16 @@ API_SCHEMA = pa.schema(
     ]
 )
 
+BACKEND_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("thread", pa.int64()),
+        ("name", pa.string()),  # the outermost torch op (aten::addmm, autograd node, compiled region)
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+    ]
+)
+
 
 @dataclasses.dataclass
 class Intervals:
@@ -106,6 +117,8 @@ class Intervals:
     run_end_ns: int  # the run end, relative to the run start
     window_ns: tuple[int, int] | None  # the window kept, relative to the run start
     main_threads: dict[int, int]  # pid -> its session's main thread
+    # BACKEND_SCHEMA: torch ops from the native backend recorder (empty in the Python mode)
+    backend: pa.Table = dataclasses.field(default_factory=BACKEND_SCHEMA.empty_table)
 
     def tables(self) -> dict[str, pa.Table]:
         return {
@@ -114,6 +127,7 @@ class Intervals:
             "cpu": self.cpu,
             "gpu": self.gpu,
             "api": self.api,
+            "backend": self.backend,
         }
 
 
@@ -187,6 +201,28 @@ def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
     }
 
 
+def _backend_ops(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(thread, name id, start, end) of the native recorder's ops on the timeline.
+
+    Their intervals are non-empty and disjoint per thread, and the timeline keeps an end before
+    the next begin at equal times, so per thread the rows alternate begin, end: the i-th begin
+    row pairs with the i-th end row.
+    """
+    begins = np.flatnonzero(tl.kind == S.BACKEND_BEGIN)
+    ends = np.flatnonzero(tl.kind == S.BACKEND_END)
+    return tl.thread[begins], tl.name[begins].astype(np.int64), tl.ts[begins], tl.ts[ends]
+
+
+def _backend_part(
+    pid: int, names: list[str], thread: np.ndarray, name: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> pa.Table:
+    """One process's torch ops as a BACKEND_SCHEMA table, built column-wise (they can be millions)."""
+    labels = pa.array([*names, ""], pa.string())  # index -1 (no name) reads the last, empty label
+    ids = np.where((name >= 0) & (name < len(names)), name, len(names))
+    ints = [pa.array(np.asarray(c, np.int64)) for c in (np.full(len(thread), pid), thread, start, end)]
+    return pa.table([ints[0], ints[1], labels.take(pa.array(ids)), ints[2], ints[3]], schema=BACKEND_SCHEMA)
+
+
 def _depth(ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Nesting depth from parent links (vectorized pointer jumping: one pass per level)."""
     if len(ident) == 0:
@@ -251,7 +287,7 @@ def intervals(trace: Trace, window: tuple[float | None, float | None] | None = N
     run_end = max(p.tl.end_ns + p.offset for p in procs) - run_start
     win = _window_ns(window, run_end)
 
-    ops, phases, cpu, gpus, apis = [], [], [], [], []
+    ops, phases, cpu, gpus, apis, backend = [], [], [], [], [], []
     for p in procs:
         shift = p.offset - run_start
         pid, names = p.proc.pid, p.proc.names
@@ -299,6 +335,10 @@ def intervals(trace: Trace, window: tuple[float | None, float | None] | None = N
             }
         )
 
+        thread, name, start, end = _backend_ops(p.tl)
+        idx, s, e = _clip(start + shift, end + shift, win)
+        backend.append(_backend_part(pid, names, thread[idx], name[idx], s, e))
+
         if p.gpu_cols is not None:
             g = p.gpu_cols
             is_api = g["category"] == categories.CUDA_API
@@ -340,6 +380,7 @@ def intervals(trace: Trace, window: tuple[float | None, float | None] | None = N
         run_end_ns=run_end,
         window_ns=win,
         main_threads={p.proc.pid: p.tl.main_thread for p in procs},
+        backend=pa.concat_tables(backend) if backend else BACKEND_SCHEMA.empty_table(),
     )
 
 

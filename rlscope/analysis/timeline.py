@@ -71,33 +71,78 @@ _STACK[[S.BACKEND_BEGIN, S.BACKEND_END]] = 5
 _OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
 
 
-def _with_api_rows(col: dict[str, np.ndarray], api: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict:
-    """Add API_BEGIN/API_END rows for CUDA API intervals (already disjoint per thread)."""
-    thread, start, end = api
-    n = len(thread)
-    extra = {
-        "ts_ns": np.concatenate([start, end]),
-        "thread": np.concatenate([thread, thread]),
-        "kind": np.concatenate([np.full(n, API_BEGIN, np.int8), np.full(n, API_END, np.int8)]),
-        "id": np.ones(2 * n, np.int64),  # state after an API begin: inside a call
-        "parent": np.zeros(2 * n, np.int64),  # after an API end: outside
-        "name": np.full(2 * n, -1, np.int32),
-        "flags": np.zeros(2 * n, np.int8),
+def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[str, np.ndarray]:
+    """Add begin/end rows for intervals recorded outside the events stream (disjoint per thread).
+
+    ``added``: (begin kind, end kind, thread, start, end, name or None) per source. The state after
+    a begin row is its ``id`` (1: inside), after an end row its ``parent`` (0: outside). Each
+    source's rows are laid out begin, end, begin, end... in time order per thread, so the stable
+    sort that follows keeps, at equal times, an end before the next interval's begin and an empty
+    interval's begin before its end.
+    """
+    extra: dict[str, list[np.ndarray]] = {k: [] for k in col}
+    for begin_kind, end_kind, thread, start, end, name in added:
+        n = len(thread)
+        order = np.lexsort((start, thread))
+        names = np.full(n, -1, np.int32) if name is None else name[order].astype(np.int32, copy=False)
+        pair = {
+            "ts_ns": (start[order], end[order]),
+            "thread": (thread[order], thread[order]),
+            "kind": (np.full(n, begin_kind, np.int8), np.full(n, end_kind, np.int8)),
+            "id": (np.ones(n, np.int64), np.ones(n, np.int64)),
+            "parent": (np.zeros(n, np.int64), np.zeros(n, np.int64)),
+            "name": (names, names),
+            "flags": (np.zeros(n, np.int8), np.zeros(n, np.int8)),
+        }
+        for k in col:
+            extra[k].append(np.column_stack(pair[k]).reshape(-1))  # b0, e0, b1, e1, ...
+    return {
+        k: np.concatenate([v, *(e.astype(v.dtype, copy=False) for e in extra[k])]) for k, v in col.items()
     }
-    return {k: np.concatenate([v.astype(extra[k].dtype, copy=False), extra[k]]) for k, v in col.items()}
+
+
+def backend_intervals(
+    backend: pa.Table, start_ns: int, end_ns: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(thread, start, end, name) of native backend ops, clipped to the session, disjoint per thread.
+
+    The recorder keeps only the outermost op per thread, so one thread's ops should not overlap;
+    one that does (a record function ended on another thread) is cut where the next one starts,
+    keeping the timeline's begins and ends alternating. Empty intervals are left out.
+    """
+    c = {k: backend.column(k).to_numpy().astype(np.int64, copy=False) for k in S.BACKEND_COLUMNS}
+    start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
+    order = np.lexsort((start, c["thread"]))
+    thread, start, end, name = c["thread"][order], start[order], end[order], c["name"][order]
+    same = np.zeros(len(thread), bool)
+    same[:-1] = thread[1:] == thread[:-1]
+    end[:-1] = np.where(same[:-1], np.minimum(end[:-1], start[1:]), end[:-1])
+    keep = end > start
+    return thread[keep], start[keep], end[keep], name[keep]
 
 
 def build_timeline(
-    events: pa.Table, api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    events: pa.Table,
+    api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    backend: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Timeline:
     """Sort one process's events per thread and derive the state after every row.
 
     ``api``: (thread, start, end) of CUDA API calls, disjoint per thread; time inside them is
-    category ``cuda_api``, the innermost of all.
+    category ``cuda_api``, the innermost of all. ``backend``: (thread, start, end, name) of torch
+    ops from the native recorder (:func:`backend_intervals`); time inside them is ``backend``
+    unless inside a CUDA API call, and their rows keep the op's name id in ``name``.
     """
     col = {name: events.column(name).to_numpy() for name in S.EVENT_COLUMNS}
-    if api is not None and len(api[0]):
-        col = _with_api_rows(col, api)
+    has_api = api is not None and len(api[0]) > 0
+    has_backend = backend is not None and len(backend[0]) > 0
+    added = []
+    if has_api:
+        added.append((API_BEGIN, API_END, *api, None))
+    if has_backend:
+        added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
+    if added:
+        col = _with_interval_rows(col, added)
         order = np.lexsort((col["ts_ns"], col["thread"]))  # the added rows are not in time order
         col = {k: v[order] for k, v in col.items()}
     ts = col["ts_ns"].astype(np.int64, copy=False)
@@ -130,7 +175,7 @@ def build_timeline(
     ends = np.flatnonzero(kind == S.SESSION_END)
     # the session's end, not the last row: the writer thread may mark a flush that outlived it
     end_ns = int(ts[ends].max()) if len(ends) else int(ts.max())
-    if api is None and not (thread == thread[0]).all():
+    if not added and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
         # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.
         col_thread = events.column("thread")
@@ -150,7 +195,10 @@ def build_timeline(
     op = _state_after(stack == 0, after, first, -1)
     cat = _state_after(stack == 1, after, first, categories.PYTHON)
     phase = _state_after(stack == 2, after, first, -1)
-    if api is not None and len(api[0]):
+    if has_backend:  # innermost but for CUDA API calls; rlscope's own work stays rlscope's
+        in_op = _state_after(stack == 5, after, first, 0)
+        cat = np.where((in_op == 1) & (cat != categories.PROFILER), categories.BACKEND, cat)
+    if has_api:
         in_api = _state_after(stack == 4, after, first, 0)
         cat = np.where(in_api == 1, categories.CUDA_API, cat)
 

@@ -28,6 +28,7 @@ class ProcessTrace:
     warnings: list[str]
     gpu: pa.Table | None = None  # GPU activity and CUDA API calls (gpu.arrows), when traced
     nvml: pa.Table | None = None  # NVML samples (nvml.arrows), when sampled
+    backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
 
     @property
     def pid(self) -> int:
@@ -128,13 +129,14 @@ def load_process(path: Path) -> ProcessTrace:
     for attr, filename, columns in (
         ("gpu", S.GPU_FILE, S.GPU_COLUMNS),
         ("nvml", S.NVML_FILE, S.NVML_COLUMNS),
+        ("backend", S.BACKEND_FILE, S.BACKEND_COLUMNS),
     ):
         if (path / filename).exists():
             try:
                 table, file_meta, more = _read_stream(path / filename, columns)
                 warnings += more
                 optional[attr] = table
-                if "rlscope.collector" in file_meta:  # which GPU collector: its overhead differs
+                if "rlscope.collector" in file_meta:  # which collector wrote it: its overhead differs
                     meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
             except TraceError as e:
                 warnings.append(f"{e}; its data is left out")
