@@ -6,7 +6,9 @@
 // and the ops it runs inside count as part of it. Autograd nodes are FUNCTION-scope records of the
 // engine ("autograd::engine::evaluate_function: MmBackward0"); the BACKWARD_FUNCTION records each
 // node opens inside them are always nested, and subscribing to that scope would make every node
-// build its name string for nothing (demangling, for some), so it is left out.
+// build its name string for nothing (demangling, for some), so it is left out. A backward/grad
+// call itself has no RecordFunction: the Python side brackets it with tn_enter/tn_exit, so the
+// caller's wait for the engine is one record and the nodes it runs on this thread are nested.
 //
 // A torch.compile'd region is one outermost record too: Dynamo wraps the compiled frame in a
 // FUNCTION-scope RecordFunction named "Torch-Compiled Region: <id>" (torch/csrc/dynamo/
@@ -144,9 +146,9 @@ void learn(int32_t name, int32_t nested) {
   if (calls >= kLearnCalls) g_mute[name].store(total >= kMuteNested * calls ? 1 : -1, std::memory_order_relaxed);
 }
 
-std::mutex g_state_mu;                    // g_handle, g_enabled
+std::mutex g_state_mu;                    // g_handle; writes of g_enabled
 at::CallbackHandle g_handle = 0;
-bool g_enabled = false;
+std::atomic<bool> g_enabled{false};  // the callback is registered and enabled
 bool g_atfork = false;
 
 inline int64_t now_ns() {
@@ -229,13 +231,10 @@ inline void push(Tls& t, int64_t start, int64_t end, int32_t name) {
   c->count.store(n + 1, std::memory_order_release);
 }
 
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  Tls& t = tls;
-  if (t.depth++ != 0) {
-    ++t.nested;
-    return nullptr;
-  }
-  t.name = intern(t, fn.name());
+// The outermost op of the thread begins: name, muting decision, start time (last, so that the
+// callback's own cost stays outside the interval).
+inline void begin_outermost(Tls& t, const char* name) {
+  t.name = intern(t, name);
   t.nested = 0;
   t.muted = false;
   if (should_mute(t.name)) {
@@ -243,7 +242,28 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     t.muted = true;
     g_muted_ops.fetch_add(1, std::memory_order_relaxed);
   }
-  t.start = now_ns();  // last: the callback's own cost stays outside the interval
+  t.start = now_ns();
+}
+
+// ... and ends: end time first, then unmute or learn, then the record.
+inline void end_outermost(Tls& t) {
+  int64_t end = now_ns();
+  if (t.muted) {
+    t.muted = false;
+    at::enableRecordFunction(true);
+  } else {
+    learn(t.name, t.nested);
+  }
+  push(t, t.start, end, t.name);
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  Tls& t = tls;
+  if (t.depth++ != 0) {
+    ++t.nested;
+    return nullptr;
+  }
+  begin_outermost(t, fn.name());
   return nullptr;
 }
 
@@ -254,15 +274,7 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     t.depth = 0;
     return;
   }
-  if (--t.depth != 0) return;
-  int64_t end = now_ns();  // first: as above
-  if (t.muted) {
-    t.muted = false;
-    at::enableRecordFunction(true);
-  } else {
-    learn(t.name, t.nested);
-  }
-  push(t, t.start, end, t.name);
+  if (--t.depth == 0) end_outermost(t);
 }
 
 // Whether the RecordFunction callbacks a FUNCTION op on this thread would run are ours alone.
@@ -398,10 +410,10 @@ int tn_start() {
               .needsOutputs(false)
               .needsIds(false)
               .scopes({at::RecordScope::FUNCTION}));
-    } else if (!g_enabled) {
+    } else if (!g_enabled.load()) {
       at::reenableCallback(g_handle);
     }
-    g_enabled = true;
+    g_enabled.store(true);
   } catch (...) {
     return -1;
   }
@@ -419,27 +431,53 @@ void tn_stop() {
     }
     g_handle = 0;
   }
-  g_enabled = false;
+  g_enabled.store(false);
 }
 
 // Switch recording on or off at run time. Off disables the callback in torch's callback manager,
 // so the dispatcher takes its no-observer fast path: nothing of rlscope runs per op.
 void tn_enable(int on) {
   std::lock_guard<std::mutex> g(g_state_mu);
-  if (g_handle == 0 || g_enabled == (on != 0)) return;
+  if (g_handle == 0 || g_enabled.load() == (on != 0)) return;
   try {
     if (on) {
       at::reenableCallback(g_handle);
     } else {
       at::disableCallback(g_handle);
     }
-    g_enabled = on != 0;
+    g_enabled.store(on != 0);
   } catch (...) {
   }
   check_alone();
 }
 
-int tn_enabled() { return g_enabled ? 1 : 0; }
+int tn_enabled() { return g_enabled.load() ? 1 : 0; }
+
+// A call from Python recorded like an op: the autograd engine's backward/grad, which runs no
+// dispatcher op on the calling thread for most of its time (on CUDA the nodes run on the engine's
+// device threads while the caller waits; on CPU the engine's own work lies between the nodes).
+// Returns 1 when it counted (then call tn_exit), 0 when recording is off. Muted like an op: the
+// engine's device threads then inherit the muting with the caller's ThreadLocalState, and their
+// nodes, nested in this record, are not recorded one by one either.
+int tn_enter(const char* name) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return 0;
+  Tls& t = tls;
+  if (t.depth++ != 0) {
+    ++t.nested;
+    return 1;
+  }
+  begin_outermost(t, name);
+  return 1;
+}
+
+void tn_exit() {
+  Tls& t = tls;
+  if (t.depth <= 0) {
+    t.depth = 0;
+    return;
+  }
+  if (--t.depth == 0) end_outermost(t);
+}
 
 // Muting of nested ops on (1, default) or off (0): off measures what it saves.
 void tn_set_muting(int on) { g_muting.store(on != 0); }

@@ -15,6 +15,7 @@ reason, and rlscope.collectors.torch_ops falls back to the Python mode.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -36,6 +37,8 @@ BUILD_TIMEOUT_S = 600
 _FAILED = "building the native backend-op recorder failed"
 
 _lib: Any = None  # the loaded library (one per process; the callback is process-wide)
+_pylib: Any = None  # the same library through PyDLL: calls that keep the GIL (tn_enter/tn_exit)
+ENGINE_NAME = b"torch.autograd.backward"  # the record of a backward/grad call (tn_enter)
 
 
 class NativeBackendUnavailable(RuntimeError):
@@ -133,7 +136,7 @@ def _first_error(r: subprocess.CompletedProcess) -> str:
 
 def load(torch: Any) -> Any:
     """Build if needed, load, and declare the C functions (once per process)."""
-    global _lib
+    global _lib, _pylib
     if _lib is not None:
         return _lib
     path = build(torch)
@@ -157,7 +160,11 @@ def load(torch: Any) -> Any:
     lib.tn_muted_ops.restype = ctypes.c_uint64
     if lib.tn_abi_version() != ABI_VERSION:
         raise NativeBackendUnavailable("native backend-op recorder: version mismatch with its Python side")
-    _lib = lib
+    pylib = ctypes.PyDLL(str(path))  # two short calls per backward: not worth releasing the GIL
+    pylib.tn_enter.restype = ctypes.c_int
+    pylib.tn_enter.argtypes = [ctypes.c_char_p]
+    pylib.tn_exit.restype = None
+    _lib, _pylib = lib, pylib
     return lib
 
 
@@ -181,6 +188,7 @@ class NativeBackendCollector:
         self._drops0 = 0
         self._t0 = 0
         self._map = np.zeros(0, np.int32)  # native name id -> rlscope name id
+        self._engine: tuple[Any, Any, Any] | None = None  # (torch.autograd, original, wrapper)
 
     def start(self) -> NativeBackendCollector:
         import torch  # already imported by the user's code: this only binds it
@@ -202,7 +210,39 @@ class NativeBackendCollector:
         self.session.writer.before_flush(self.flush)
         if not self.enabled:
             lib.tn_enable(0)
+        self._wrap_engine(torch)
         return self
+
+    def _wrap_engine(self, torch: Any) -> None:
+        """Record each autograd backward/grad call as one op on the calling thread.
+
+        No RecordFunction covers it: on CUDA the caller only waits while the engine's device
+        threads run the nodes, which would leave that wait as python time. Both
+        ``torch.autograd.backward`` and ``torch.autograd.grad`` (and ``Tensor.backward`` through
+        the former) call the module's ``_engine_run_backward``; it is replaced while the
+        collector runs. On CPU the nodes then count as nested ops of this record.
+        """
+        autograd = torch.autograd
+        original = getattr(autograd, "_engine_run_backward", None)
+        if original is None or getattr(original, "_rlscope_engine", False):
+            return
+        enter, leave, name = _pylib.tn_enter, _pylib.tn_exit, ENGINE_NAME
+        compiling = torch.compiler.is_compiling  # Dynamo tracing through: nothing to record, no break
+
+        @functools.wraps(original)
+        def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
+            if compiling():
+                return original(*args, **kwargs)
+            counted = enter(name)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if counted:
+                    leave()
+
+        _engine_run_backward._rlscope_engine = True  # type: ignore[attr-defined]
+        autograd._engine_run_backward = _engine_run_backward
+        self._engine = (autograd, original, _engine_run_backward)
 
     def set_enabled(self, on: bool) -> None:
         """Switch recording on or off (the session's alternating windows); cheap, any thread."""
@@ -253,6 +293,11 @@ class NativeBackendCollector:
     def stop(self) -> None:
         if self.lib is None:
             return
+        if self._engine is not None:
+            autograd, original, wrapper = self._engine
+            if autograd._engine_run_backward is wrapper:
+                autograd._engine_run_backward = original
+            self._engine = None
         self.lib.tn_stop()
         self.flush()
         if self.drops:

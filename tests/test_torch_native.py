@@ -132,7 +132,7 @@ def test_second_python_thread_recorded_with_its_native_id(recording):
     assert not [r for r in mine(recs) if r[0] == "aten::mm"]
 
 
-def test_backward_on_cpu_recorded_per_autograd_node(recording):
+def test_backward_on_cpu_recorded_per_autograd_node_by_the_callback(recording):
     x = torch.randn(4, 8, requires_grad=True)
     w = torch.randn(8, 3, requires_grad=True)
     loss = (x @ w).tanh().sum()
@@ -142,6 +142,32 @@ def test_backward_on_cpu_recorded_per_autograd_node(recording):
     nodes = [n for n in names if n.startswith("autograd::engine::evaluate_function: ")]
     assert any("TanhBackward0" in n for n in nodes) and any("MmBackward0" in n for n in nodes)
     assert "aten::tanh_backward" not in names  # nested in its node
+
+
+def test_backward_and_grad_calls_are_one_record_each_in_a_session(lib, tmp_path):
+    x = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(8, 3, requires_grad=True)
+    original = torch.autograd._engine_run_backward
+    with rlscope.profile(tmp_path / "t", gpu=False, windows=False, nvml_hz=0):
+        assert torch.autograd._engine_run_backward is not original
+        loss = (x @ w).tanh().sum()
+        t0 = time.perf_counter_ns()
+        loss.backward()
+        t1 = time.perf_counter_ns()
+        torch.autograd.grad((x @ w).sum(), w)
+    assert torch.autograd._engine_run_backward is original
+    proc = load_trace(tmp_path / "t").processes[0]
+    b = proc.backend.to_pydict()
+    rows = [
+        (proc.name(n), s, e)
+        for n, s, e, t in zip(b["name"], b["start_ns"], b["end_ns"], b["thread"], strict=True)
+        if t == threading.get_native_id()
+    ]
+    # the engine's work between nodes is backend time too (on CUDA, the caller's whole wait);
+    # backward() makes the seed gradient first
+    assert [n for n, s, e in rows if s < t1 and e > t0] == ["aten::ones_like", "torch.autograd.backward"]
+    assert [n for n, _, _ in rows].count("torch.autograd.backward") == 2  # backward and grad
+    assert not [n for n, _, _ in rows if n.startswith("autograd::engine")]
 
 
 def test_set_enabled_false_records_nothing(recording, lib):
