@@ -15,12 +15,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu
 nproc | tee -a "$OUT/gpu.txt"
 export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 # build both native parts once (timed), so no run below pays for a compile
-( time python3 -c "from rlscope.collectors import cupti_native, torch_native; print(cupti_native.build()); print(torch_native.build())" ) 2>&1 | tail -5
+( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native; print(cupti_native.build()); print(torch_native.build(torch))" ) 2>&1 | tail -5
 if [ -z "${SKIP_TESTS:-}" ]; then
     timeout 150 python3 -m pytest -q -x -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
 fi
 timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
-timeout 60 python3 benchmarks/backend_overhead.py --json "$OUT/backend_overhead.json" 2>&1 | tail -12
+timeout 60 python3 benchmarks/backend_overhead.py --quick --json "$OUT/backend_overhead.json" 2>&1 | tail -12
 ( time python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3
