@@ -32,13 +32,13 @@ def test_files_open_with_common_tools(tmp_path):
     proc = _small_trace(tmp_path / "t")
     events = proc / S.EVENTS_FILE
     table = pa.ipc.open_stream(str(events)).read_all()
-    assert table.num_rows == 102
+    assert table.num_rows == 103  # 100 scope rows, session start and end, the first window
     assert table.schema.metadata[b"rlscope.schema_version"] == b"1"
     pd = pytest.importorskip("pandas")
-    assert len(table.to_pandas()) == 102
+    assert len(table.to_pandas()) == 103
     assert isinstance(pd.DataFrame, type)
     pl = pytest.importorskip("polars")
-    assert pl.read_ipc_stream(events).height == 102
+    assert pl.read_ipc_stream(events).height == 103
     duckdb = pytest.importorskip("duckdb")
     names = pa.ipc.open_stream(str(proc / S.NAMES_FILE)).read_all()
     assert "step" in names.column("name").to_pylist()

@@ -64,7 +64,7 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
     wanted = {
         SCOPE: "scope_nvtx" if nvtx else "scope",
         CATEGORY: "category",
-        BACKEND: "backend",
+        BACKEND: "backend",  # measured by `rlscope calibrate` with the recorder a session would use
         CUDA_API: f"cuda_api.{gpu_collector}" if gpu_collector else "",
     }
     for cls, entry in wanted.items():
@@ -87,11 +87,13 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
 def without(costs: EventCosts, backend: bool, cuda_api: bool) -> EventCosts:
     """``costs`` less the classes measured in the run itself (rlscope/analysis/windows.py)."""
     inside, outside, used = costs.inside.copy(), costs.outside.copy(), dict(costs.used)
+    notes = list(costs.notes)
     for cls, drop in ((BACKEND, backend), (CUDA_API, cuda_api)):
         if drop:
             inside[cls] = outside[cls] = 0.0
             used[CLASS_NAMES[cls]] = "measured in this run (windows)"
-    return dataclasses.replace(costs, inside=inside, outside=outside, used=used)
+            notes = [n for n in notes if not n.startswith(CLASS_NAMES[cls])]  # not needed after all
+    return dataclasses.replace(costs, inside=inside, outside=outside, used=used, notes=notes)
 
 
 def event_classes(tl: Timeline) -> np.ndarray:
@@ -105,6 +107,7 @@ def event_classes(tl: Timeline) -> np.ndarray:
     cls[is_cat & (ident == categories.BACKEND)] = BACKEND
     cls[is_cat & (ident == categories.PROFILER)] = NONE  # its whole segment is removed instead
     cls[(kind == API_BEGIN) | (kind == API_END)] = CUDA_API
+    cls[(kind == S.BACKEND_BEGIN) | (kind == S.BACKEND_END)] = BACKEND
     cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = NONE
     return cls
 
@@ -264,7 +267,7 @@ def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> 
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     cls = event_classes(tl)
-    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, API_BEGIN))
+    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, API_BEGIN, S.BACKEND_BEGIN))
     half_in, half_out = costs.inside[cls] / 2, costs.outside[cls] / 2
     before = np.where(opens, half_out, half_in)  # paid before the timestamp: the previous segment
     after = np.where(opens, half_in, half_out)  # paid after it: the segment it opens
