@@ -34,6 +34,7 @@ CONFIGS = {
     "kernel+driver": "kernel,driver",
     "all": "kernel,memcpy,memset,runtime,driver",
     "all, switched off": "kernel,memcpy,memset,runtime,driver",
+    "all, detached off": "kernel,memcpy,memset,runtime,driver",  # RLSCOPE_CUPTI_DETACH=1
 }
 
 
@@ -76,7 +77,18 @@ def child(config: str) -> dict:
             session = rlscope.profile(tmp, backend=False, gpu="cupti", nvml_hz=0, windows=False).start()
             native = [c for c in session._collectors if hasattr(c, "set_enabled")]
             out["collector"] = [repr(c) for c in session._collectors]
-            if config.endswith("switched off"):
+            if config.endswith("off"):
+                # what one off/on switch costs (a window boundary pair), then leave it off
+                t0 = time.perf_counter_ns()
+                for _ in range(10):
+                    for c in native:
+                        c.set_enabled(False)
+                    torch.add(x, 1)
+                    for c in native:
+                        c.set_enabled(True)
+                    torch.add(x, 1)
+                torch.cuda.synchronize()
+                out["switch_pair_us"] = (time.perf_counter_ns() - t0) / 10 / 1e3
                 for c in native:
                     c.set_enabled(False)
         out["launch_ns"] = _per_iter_ns(launch, 20000)
@@ -109,6 +121,8 @@ def main() -> None:
             env = dict(os.environ)
             if CONFIGS[config]:
                 env["RLSCOPE_CUPTI_KINDS"] = CONFIGS[config]
+            if "detached" in config:
+                env["RLSCOPE_CUPTI_DETACH"] = "1"
             proc = subprocess.run(
                 [sys.executable, __file__, "--child", config], env=env, capture_output=True, text=True
             )
@@ -127,10 +141,12 @@ def main() -> None:
         row["sync_extra_ns"] = row["sync_ns"] - base["sync_ns"]
         row["spread_launch_ns"] = [min(r["launch_ns"] for r in rs), max(r["launch_ns"] for r in rs)]
         row["api_records_per_launch"] = rs[0].get("api_records_per_launch")
+        row["switch_pair_us"] = rs[0].get("switch_pair_us")
         table[config] = row
         print(
             f"{config:22} {row['launch_ns']:10.0f} {row['launch_extra_ns']:7.0f} {row['sync_ns']:9.0f}"
             f" {row['sync_extra_ns']:7.0f} {row['api_records_per_launch'] or 0:8.2f}"
+            + (f"  switch off+on {row['switch_pair_us']:.0f} us" if row["switch_pair_us"] else "")
         )
     import torch
 

@@ -17,7 +17,7 @@ export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 # build both native parts once (timed), so no run below pays for a compile
 ( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native; print(cupti_native.build()); print(torch_native.build(torch))" ) 2>&1 | tail -5
 if [ -z "${SKIP_TESTS:-}" ]; then
-    timeout 150 python3 -m pytest -q -x -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
+    RLSCOPE_TEST_ARTIFACTS="$OUT" timeout 150 python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
 fi
 timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
 timeout 60 python3 benchmarks/backend_overhead.py --quick --json "$OUT/backend_overhead.json" 2>&1 | tail -12
@@ -30,13 +30,19 @@ val() {  # name, cores, seconds limit, command...
     echo "== $name (exit $?, cores $cores)"
     grep -v "^rlscope: warning" "$OUT/val_$name.log" | tail -12
 }
-# pairs run side by side on disjoint cores (16 on the device): a CPU-only workload beside a GPU one
-val ppo_gpu 0-7 130 python3 benchmarks/validation_workloads.py ppo_gpu &
-val ppo_cpu 8-15 130 python3 benchmarks/validation_workloads.py ppo_cpu &
+# pairs run side by side on disjoint cores (16 on the device): a CPU-only workload beside a GPU one;
+# CPU workloads on one torch thread (8 spin-waiting intra-op threads made the CPU PPO 5x slower there)
+VAL=${VAL:-all}
+if [ "$VAL" = all ] || [ "$VAL" = a ]; then
+val ppo_gpu 0-7 170 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
+OMP_NUM_THREADS=1 val ppo_cpu 8-15 170 python3 benchmarks/validation_workloads.py ppo_cpu &
 wait
-val sim_eager 0-7 110 python3 benchmarks/validation_workloads.py sim_eager --device cuda &
-val dqn 8-15 110 python3 benchmarks/validation_workloads.py dqn &
+val sb3_ppo 0-7 150 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 8192 &
+OMP_NUM_THREADS=1 val dqn 8-15 150 python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
 wait
-val sb3_ppo 0-7 130 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 16384 &
-val sb3_sac 8-15 130 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 600 &
+fi
+if [ "$VAL" = all ] || [ "$VAL" = b ]; then
+val sim_eager 0-7 150 python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}" &
+val sb3_sac 8-15 150 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 400 &
 wait
+fi

@@ -71,6 +71,11 @@ static int32_t intern_name(const char *p) {
   return (int32_t)n_names++;
 }
 
+/* CUPTI restarts correlation ids when it is attached again after cuptiFinalize (rl_set_enabled
+   with detaching): each attachment is an epoch, kept in the high bits so ids never collide. */
+static int64_t epoch;
+#define EPOCH_CORR(c) ((int64_t)(c) + (epoch << 40))
+
 static rl_row *push_row(void) {
   if (n_rows == cap_rows) {
     cap_rows = cap_rows ? 2 * cap_rows : 65536;
@@ -98,14 +103,14 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         rl_kernel_t *k = (rl_kernel_t *)rec;
         r = push_row();
-        r->category = 4; r->start = k->start; r->end = k->end; r->corr = k->correlationId;
+        r->category = 4; r->start = k->start; r->end = k->end; r->corr = EPOCH_CORR(k->correlationId);
         r->device = k->deviceId; r->stream = k->streamId; r->name = intern_name(k->name); r->thread = -1;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         rl_memcpy_t *m = (rl_memcpy_t *)rec;
         r = push_row();
-        r->category = 5; r->start = m->start; r->end = m->end; r->corr = m->correlationId;
+        r->category = 5; r->start = m->start; r->end = m->end; r->corr = EPOCH_CORR(m->correlationId);
         r->device = m->deviceId; r->stream = m->streamId; r->bytes = m->bytes;
         r->name = -100 - (int32_t)m->copyKind; r->thread = -1;
         break;
@@ -113,7 +118,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         rl_memset_t *m = (rl_memset_t *)rec;
         r = push_row();
-        r->category = 6; r->start = m->start; r->end = m->end; r->corr = m->correlationId;
+        r->category = 6; r->start = m->start; r->end = m->end; r->corr = EPOCH_CORR(m->correlationId);
         r->device = m->deviceId; r->stream = m->streamId; r->bytes = m->bytes; r->name = -1; r->thread = -1;
         break;
       }
@@ -121,7 +126,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
       case CUPTI_ACTIVITY_KIND_DRIVER: {
         CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)rec;
         r = push_row();
-        r->category = 3; r->start = a->start; r->end = a->end; r->corr = a->correlationId;
+        r->category = 3; r->start = a->start; r->end = a->end; r->corr = EPOCH_CORR(a->correlationId);
         r->thread = (int64_t)a->threadId; r->device = -1; r->stream = -1;
         r->name = -(int32_t)((rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? 1000000 : 2000000) + a->cbid);
         break;
@@ -162,10 +167,20 @@ int rl_start_kinds(unsigned mask) {
 
 int rl_start(void) { return rl_start_kinds((1u << N_KINDS) - 1); }
 
-/* Switch the started kinds off and on again (rlscope's windows without GPU tracing): records of
-   work launched while off are not produced, so those windows pay nothing per API call. */
+/* Switch the started kinds off and on again (rlscope's windows without GPU tracing). With
+   detach, switching off also detaches CUPTI from the process (cuptiFinalize, after a forced flush),
+   since disabled activity kinds still leave CUPTI's API interception in place (benchmarks/
+   cupti_cost.py measures both); switching on attaches it again as a new epoch. */
+static int detach_when_off;
+
+void rl_set_detach(int on) { detach_when_off = on; }
+
 int rl_set_enabled(int on) {
   if ((on != 0) == tracing_on) return 0;
+  if (on && detach_when_off) {
+    epoch++;
+    return rl_start_kinds(enabled_mask);
+  }
   CUptiResult first = CUPTI_SUCCESS;
   for (size_t i = 0; i < N_KINDS; i++) {
     if (!(enabled_mask & (1u << i))) continue;
@@ -173,10 +188,18 @@ int rl_set_enabled(int on) {
     if (r != CUPTI_SUCCESS && first == CUPTI_SUCCESS) first = r;
   }
   tracing_on = on != 0;
+  if (!on && detach_when_off) {
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    CUptiResult r = cuptiFinalize();
+    if (r != CUPTI_SUCCESS && first == CUPTI_SUCCESS) first = r;
+  }
   return (int)first;
 }
 
-int rl_flush(int forced) { return (int)cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0); }
+int rl_flush(int forced) {
+  if (detach_when_off && !tracing_on) return 0; /* detached: any CUPTI call would attach it again */
+  return (int)cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+}
 
 int rl_stop(void) {
   int r = rl_flush(1);

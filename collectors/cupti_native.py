@@ -148,6 +148,7 @@ class NativeCuptiCollector:
         self.session = session
         self.lib: Any = None
         self.offset = 0
+        self.enabled = True
         self._names: dict[int, int] = {}
 
     def start(self) -> NativeCuptiCollector:
@@ -168,6 +169,9 @@ class NativeCuptiCollector:
             raise CuptiUnavailable("native CUPTI consumer: row layout mismatch")
         lib.rl_start_kinds.argtypes = [ctypes.c_uint]
         lib.rl_set_enabled.argtypes = [ctypes.c_int]
+        lib.rl_set_detach.argtypes = [ctypes.c_int]
+        # experimental: detach CUPTI in light windows (cuptiFinalize), see cupti_native.c
+        lib.rl_set_detach(1 if os.environ.get("RLSCOPE_CUPTI_DETACH") == "1" else 0)
         rc = lib.rl_start_kinds(kinds_mask())
         if rc != 0:
             raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")
@@ -206,9 +210,11 @@ class NativeCuptiCollector:
         """GPU tracing on or off (rlscope's alternating windows, rlscope/windows.py)."""
         if self.lib is not None:
             self.lib.rl_set_enabled(1 if on else 0)
+            self.enabled = on
 
     def flush(self) -> None:
-        self._sync_clock()
+        if self.enabled:  # reading CUPTI's clock would attach a detached CUPTI again
+            self._sync_clock()
         self.lib.rl_flush(1)
         n = self.lib.rl_pending()
         if n == 0:

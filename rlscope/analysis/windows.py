@@ -68,6 +68,31 @@ def _mode_at(win_ts: np.ndarray, win_mode: np.ndarray, t: np.ndarray, side: str 
     return np.where(i >= 0, win_mode[np.maximum(i, 0)], S.WINDOW_FULL)
 
 
+def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray:
+    """Per window: when its collectors were first seen recording (the window's end if never).
+
+    Switching a collector on takes effect with a delay (CUPTI re-instruments before its first
+    record), and until the first record nothing was paid: that part of a full window is light.
+    """
+    live = np.full(len(win_ts) + 1, np.iinfo(np.int64).max, np.int64)
+    rows = np.flatnonzero(coll)
+    wi = np.searchsorted(win_ts, tl.ts[rows], side="right")  # 0: before the first window
+    # the cost of a recorded call starts before its row: from the thread's previous row on
+    prev = np.maximum(rows - 1, 0)
+    same = (rows > 0) & (tl.thread_idx[prev] == tl.thread_idx[rows])
+    start = np.where(same, tl.ts[prev], tl.ts[rows])
+    start = np.maximum(start, np.r_[np.iinfo(np.int64).min, win_ts][wi])
+    np.minimum.at(live, wi, start)
+    return live
+
+
+def _effective_mode(win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """FULL where a full window's collectors were live at ``t``, else LIGHT."""
+    wi = np.searchsorted(win_ts, t, side="right")
+    mode = np.where(wi > 0, win_mode[np.maximum(wi - 1, 0)], S.WINDOW_FULL)
+    return np.where((mode == S.WINDOW_FULL) & (t >= live[wi]), S.WINDOW_FULL, S.WINDOW_LIGHT)
+
+
 def collector_kinds(tl: Timeline) -> dict[str, np.ndarray]:
     """Per expensive collector, the rows that open one of its intervals (a torch op, a CUDA API call)."""
     backend_cat = (tl.kind == S.CAT_BEGIN) & (tl.id == categories.BACKEND)
@@ -104,9 +129,10 @@ def estimate(tl: Timeline, min_instances: int = MIN_INSTANCES) -> WindowEstimate
         return None
     n = len(tl.ts)
     dur = (tl.seg_end - tl.ts).astype(np.float64)
-    row_mode = _mode_at(win_ts, win_mode, tl.ts)
-    full_row = row_mode == S.WINDOW_FULL
     coll = collector_rows(tl)
+    live = _live_from(tl, win_ts, coll)
+    row_mode = _effective_mode(win_ts, win_mode, live, tl.ts)
+    full_row = row_mode == S.WINDOW_FULL
     n_inst = len(tl.inst_name)
 
     # per instance: exclusive time, collector events, and whether it lies wholly in one window
@@ -117,7 +143,7 @@ def estimate(tl: Timeline, min_instances: int = MIN_INSTANCES) -> WindowEstimate
     inst = tl.id[begins]
     b_ts, e_ts = tl.ts[begins], tl.inst_end[inst]
     whole = np.searchsorted(win_ts, b_ts, side="right") == np.searchsorted(win_ts, e_ts, side="left")
-    mode = _mode_at(win_ts, win_mode, b_ts)
+    mode = _effective_mode(win_ts, win_mode, live, b_ts)
     name = tl.inst_name[inst]
     inst_phase = np.append(tl.inst_name, -1)[tl.phase[begins]]
 
