@@ -46,3 +46,5 @@ val sim_eager 0-7 150 python3 benchmarks/validation_workloads.py sim_eager --dev
 val sb3_sac 8-15 150 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 400 &
 wait
 fi
+# at most 8 files come back from the device: bundle the results
+( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=pass.log . && find . -mindepth 1 ! -name results.tgz ! -name pass.log -exec rm -rf {} + )
