@@ -39,7 +39,12 @@ def main() -> None:
         "scopes": lambda: _scopes(n(200_000)),
     }[args.workload]
     gpu = "auto" if args.workload == "ppo_gpu" or (cuda and args.workload == "sim_eager") else False
-    make()  # warm-up run
+    # warm-up outside the measured region: a short run of the same workload (CUDA context, cuBLAS
+    # handles, allocator, first-call initialization), as any user's first iterations would do
+    scale = args.scale
+    args.scale = min(scale, 0.1)
+    make()()
+    args.scale = scale
     run = make()
     with rlscope.profile("rlscope-trace-" + args.workload, gpu=gpu):
         run()

@@ -221,7 +221,7 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
     Other threads start, and the run ends, where the main thread's corrected time says.
     """
     # relative to the session start: float64 stays exact there
-    first = np.flatnonzero(np.r_[True, ~last[:-1]])
+    first = np.flatnonzero(np.r_[True, last[:-1]])  # each thread's first row
     cum = np.concatenate([[0.0], np.cumsum(new_dur)])
     excl = cum[:-1] - cum[first][tl.thread_idx]
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)

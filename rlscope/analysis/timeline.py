@@ -175,6 +175,9 @@ def build_timeline(
     ends = np.flatnonzero(kind == S.SESSION_END)
     # the session's end, not the last row: the writer thread may mark a flush that outlived it
     end_ns = int(ts[ends].max()) if len(ends) else int(ts.max())
+    # the run starts at SESSION_START: rows before it (collectors starting up, e.g. the native
+    # backend recorder loading) set the state the run starts in, but take none of its time
+    ts = np.maximum(ts, start_ns)
     if not added and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
         # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.

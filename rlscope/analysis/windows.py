@@ -33,8 +33,8 @@ from rlscope import categories
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 
-MIN_INSTANCES = 5  # per kind of window, for an operation's own factor
-MAX_FACTOR = 1.25  # a light mean above the full one is noise; past this, a sign of mixed instances
+MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
+MIN_PAIRS = 3  # full windows with a light neighbour, for an operation's own estimate
 FALLBACK_REL_SIGMA = 0.5  # uncertainty of a removal made with the pooled per-event cost
 UNANNOTATED_ID = -1
 
@@ -160,24 +160,31 @@ def estimate(tl: Timeline, min_instances: int = MIN_INSTANCES) -> WindowEstimate
             "full_events": int((coll & sel).sum()),
         }
 
-    # operations measured by their own windows
+    # operations measured by their own windows: each full window against its light neighbours
+    group = 2 * np.searchsorted(win_ts, b_ts, side="right") + (mode == S.WINDOW_FULL)
     num = den = 0.0
     for key, e in per_op.items():
         if key == UNANNOTATED_ID:
             continue
-        mine = whole & (name == key)
-        light = excl[inst[mine & (mode == S.WINDOW_LIGHT)]]
-        full = excl[inst[mine & (mode == S.WINDOW_FULL)]]
-        e.update(light_n=len(light), full_n=len(full))
+        mine = np.flatnonzero(whole & (name == key))
+        n_full = int(((name == key) & (mode == S.WINDOW_FULL)).sum())
+        e.update(
+            light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
+        )
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
-        elif len(light) >= min_instances and len(full) >= min_instances and full.mean() > 0:
-            m_l, m_f = float(light.mean()), float(full.mean())
-            e.update(factor=min(max(m_l / m_f, 0.0), MAX_FACTOR), method="windows")
-            n_stand_in = e["full_time_ns"] / m_f  # full-window instances, counting partial ones
-            e["sigma_ns"] = n_stand_in * float(light.std(ddof=1)) / np.sqrt(len(light))
-            ev_full = events[inst[mine & (mode == S.WINDOW_FULL)]]
-            num += len(full) * (m_f - m_l)
+            continue
+        excess = paired_excess(group[mine], mode[mine], excl[inst[mine]])
+        if len(excess) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
+            per_inst = max(float(np.median(excess)), 0.0)
+            removed = min(per_inst * n_full, e["full_time_ns"])
+            e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(excess))
+            # robust spread between windows (MAD): one window holding a one-time cost is not noise
+            mad = 1.4826 * float(np.median(np.abs(excess - np.median(excess))))
+            spread = mad / np.sqrt(len(excess))
+            e["sigma_ns"] = n_full * spread
+            ev_full = events[inst[(name == key) & (mode == S.WINDOW_FULL)]]
+            num += removed
             den += float(ev_full.sum())
         else:
             e["method"] = "pooled"
@@ -212,6 +219,30 @@ def estimate(tl: Timeline, min_instances: int = MIN_INSTANCES) -> WindowEstimate
         inst_phase=inst_phase,
         inst_full=mode == S.WINDOW_FULL,
     )
+
+
+def paired_excess(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Per full window: its median instance time less the mean of its light neighbours' medians.
+
+    Medians keep one-time costs (a first call that initializes CUDA) from standing for every
+    instance; pairing each full window with the light windows beside it cancels slow drift over
+    the run (buffers growing, clocks changing). ``group`` orders the windows in time.
+    """
+    if len(group) == 0:
+        return np.zeros(0)
+    order = np.argsort(group, kind="stable")
+    g, m, v = group[order], mode[order], value[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    med = np.array([np.median(chunk) for chunk in np.split(v, starts[1:])])
+    is_full = m[starts] == S.WINDOW_FULL
+    out = []
+    for i in np.flatnonzero(is_full):
+        before = [j for j in range(i - 1, -1, -1) if not is_full[j]][:1]
+        after = [j for j in range(i + 1, len(med)) if not is_full[j]][:1]
+        refs = [med[j] for j in before + after]
+        if refs:
+            out.append(med[i] - float(np.mean(refs)))
+    return np.asarray(out, np.float64)
 
 
 def nested_names(tl: Timeline) -> set[tuple[int, int]]:
