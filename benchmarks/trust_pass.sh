@@ -19,8 +19,10 @@ export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 if [ -z "${SKIP_TESTS:-}" ]; then
     RLSCOPE_TEST_ARTIFACTS="$OUT" timeout 150 python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
 fi
-timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
-timeout 60 python3 benchmarks/backend_overhead.py --quick --json "$OUT/backend_overhead.json" 2>&1 | tail -12
+if [ -z "${SKIP_BENCH:-}" ]; then
+    timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
+    timeout 60 python3 benchmarks/backend_overhead.py --quick --json "$OUT/backend_overhead.json" 2>&1 | tail -12
+fi
 ( time python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3
@@ -37,8 +39,8 @@ if [ "$VAL" = all ] || [ "$VAL" = a ]; then
 val ppo_gpu 0-7 170 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
 OMP_NUM_THREADS=1 val ppo_cpu 8-15 170 python3 benchmarks/validation_workloads.py ppo_cpu &
 wait
-val sb3_ppo 0-7 150 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 8192 &
-OMP_NUM_THREADS=1 val dqn 8-15 150 python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
+val sb3_ppo 0-7 170 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 4096 &
+OMP_NUM_THREADS=1 val dqn 8-15 170 python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
 wait
 fi
 if [ "$VAL" = all ] || [ "$VAL" = b ]; then
@@ -47,4 +49,4 @@ val sb3_sac 8-15 150 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --ti
 wait
 fi
 # at most 8 files come back from the device: bundle the results
-( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=pass.log . && find . -mindepth 1 ! -name results.tgz ! -name pass.log -exec rm -rf {} + )
+( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=pass.log --warning=no-file-changed . ; find . -mindepth 1 ! -name results.tgz ! -name pass.log -exec rm -rf {} + )
