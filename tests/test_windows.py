@@ -199,3 +199,51 @@ def test_csv_json_and_table_give_the_same_corrected_figures(windowed, tmp_path, 
     assert analyze_main([trace_dir]) == 0
     table = capsys.readouterr().out
     assert f"{summary['operations']['infer']['total_s']:.3f}"[:4] in table
+
+
+def test_windows_survive_residual_correction_of_a_second_thread(windowed):
+    """A long-lived helper thread recording collector events while the main thread's residual costs
+    are removed: its rows must still count in the window they were recorded in (regression: the
+    corrected clock of another thread drifts against the main thread's switches)."""
+    import queue
+    import threading
+
+    from tests.test_overhead import SCOPE_IN, SCOPE_OUT, _calibration, _save
+
+    session, clock = windowed
+    session.options["flush_interval"] = 1e6
+    col = FakeCollector()
+    jobs: queue.Queue = queue.Queue()
+    done = threading.Event()
+
+    def helper() -> None:
+        while jobs.get() is not None:
+            if col.on:  # the helper's own backend work, recorded only in full windows
+                annotate.category_enter(session, categories.BACKEND)
+                annotate.category_exit(session, categories.BACKEND)
+            done.set()
+
+    iters = 600
+    with session:
+        session.add_toggler(col)
+        worker = threading.Thread(target=helper)
+        worker.start()
+        for _ in range(iters):
+            clock.advance(SCOPE_OUT // 2)
+            with rlscope.scope("infer"):
+                clock.advance(SCOPE_IN // 2)
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, session, clock.advance)
+                clock.advance(SCOPE_IN // 2)
+            clock.advance(SCOPE_OUT // 2)
+            done.clear()
+            jobs.put(1)
+            done.wait()
+            clock.advance(GLUE)
+        jobs.put(None)
+        worker.join()
+    _save(_calibration(scope={"inside": SCOPE_IN, "outside": SCOPE_OUT, "total": SCOPE_IN + SCOPE_OUT}))
+    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    win = s["overhead"]["windows"]
+    assert win["switched"] == ["backend"] and 0.2 < win["full_share"] < 0.8
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(iters * OPS_PER_INFER * WORK * 1e-9, rel=1e-2)

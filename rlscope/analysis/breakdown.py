@@ -107,7 +107,7 @@ def analyze_process_pair(
     # what the windows measure in the run is not subtracted again per event
     costs = overhead.without(costs, backend=switched["backend"], cuda_api=switched["gpu"])
     fix = overhead.correct_timeline(tl, costs, nvml_samples)
-    est = windows.estimate(fix.timeline)
+    est = windows.estimate(fix.timeline, raw=tl)
     fixes = [(tl, fix)]
     if est is not None:
         fixes.append((fix.timeline, overhead.correct_windows(fix.timeline, est.factor)))

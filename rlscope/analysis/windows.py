@@ -122,16 +122,25 @@ def collector_rows(tl: Timeline) -> np.ndarray:
     return out
 
 
-def estimate(tl: Timeline, min_instances: int = MIN_INSTANCES) -> WindowEstimate | None:
-    """The window estimate of a (residual-corrected) timeline, or None when it has no light windows."""
-    win_ts, win_mode = window_rows(tl)
+def estimate(
+    tl: Timeline, raw: Timeline | None = None, min_instances: int = MIN_INSTANCES
+) -> WindowEstimate | None:
+    """The window estimate of a (residual-corrected) timeline, or None when it has no light windows.
+
+    ``raw``: the same rows before correction. Which window a row or an instance is in is read
+    there, on the clock the switches were made by; durations come from ``tl``. (Correction moves
+    each thread by its own removed time, so another thread's rows drift against the main thread's
+    window switches.)
+    """
+    ref = raw if raw is not None else tl
+    win_ts, win_mode = window_rows(ref)
     if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
         return None
     n = len(tl.ts)
     dur = (tl.seg_end - tl.ts).astype(np.float64)
-    coll = collector_rows(tl)
-    live = _live_from(tl, win_ts, coll)
-    row_mode = _effective_mode(win_ts, win_mode, live, tl.ts)
+    coll = collector_rows(ref)
+    live = _live_from(ref, win_ts, coll)
+    row_mode = _effective_mode(win_ts, win_mode, live, ref.ts)
     full_row = row_mode == S.WINDOW_FULL
     n_inst = len(tl.inst_name)
 
@@ -141,7 +150,7 @@ def estimate(tl: Timeline, min_instances: int = MIN_INSTANCES) -> WindowEstimate
     events = np.bincount(tl.op[coll & seg], minlength=n_inst)
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     inst = tl.id[begins]
-    b_ts, e_ts = tl.ts[begins], tl.inst_end[inst]
+    b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
     whole = np.searchsorted(win_ts, b_ts, side="right") == np.searchsorted(win_ts, e_ts, side="left")
     mode = _effective_mode(win_ts, win_mode, live, b_ts)
     name = tl.inst_name[inst]
