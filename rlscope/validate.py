@@ -807,13 +807,29 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         rows.append(_row(op, share, ref, prof, opts.tolerance_op if share >= CHECKED_SHARE else None))
     misses = [r["operation"] for r in rows if r["ok"] is False]
     corrected = all(p["corrected_for_overhead"] for p in result["profiled"])
+    noise = noise_floor(unprof)
     line = (
         f"{'PASS' if not misses else 'FAIL'}: total within ±{opts.tolerance_total:.0%}"
         f" and operations above {CHECKED_SHARE:.0%} of the run within ±{opts.tolerance_op:.0%}"
         + (f"; missed: {', '.join(misses)}" if misses else "")
         + ("" if corrected else f" (not corrected: {result['profiled'][0]['calibration']})")
     )
-    return {"rows": rows, "verdict": {"pass": not misses, "misses": misses, "line": line}}
+    if misses and noise > opts.tolerance_total:
+        # the machine's own run-to-run spread is wider than the band: a miss proves little
+        line += (
+            f"; inconclusive: the unprofiled runs alone vary by ±{noise:.0%} (more --reps or a longer"
+            " run narrow it)"
+        )
+    verdict = {"pass": not misses, "misses": misses, "line": line, "noise": noise}
+    return {"rows": rows, "verdict": verdict}
+
+
+def noise_floor(values: list[float]) -> float:
+    """Half the relative range of the unprofiled runs: how far apart two runs of the same program are."""
+    good = [v for v in values if v]
+    if len(good) < 2:
+        return 0.0
+    return (max(good) - min(good)) / 2 / statistics.median(good)
 
 
 def _spread(values: list[float | None], fmt: str, spread: bool = True) -> str:

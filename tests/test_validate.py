@@ -231,3 +231,18 @@ def test_validate_failing_command(tmp_path):
 def test_help_lists_validate():
     r = _cli("--help")
     assert r.returncode == 0 and "rlscope validate" in r.stdout + r.stderr
+
+
+def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
+    from rlscope.validate import compare, noise_floor, parse_args
+
+    assert noise_floor([1.0, 1.2, 1.1]) == pytest.approx(0.1 / 1.1)
+    assert noise_floor([1.0]) == 0.0
+    opts = parse_args(["--", sys.executable, __file__])
+    runs = [{"mode": "unprofiled", "rep": r, "measured_s": v} for r, v in enumerate((1.0, 1.4, 1.2), 1)]
+    prof = {"raw_wall_s": 1.5, "corrected_wall_s": 1.4, "corrected_for_overhead": True, "operations": {}}
+    result = {"runs": runs, "profiled": [prof] * 3, "timers": [{}, {}, {}]}
+    verdict = compare(result, opts)["verdict"]
+    assert not verdict["pass"] and "inconclusive" in verdict["line"]
+    quiet = {**result, "runs": [{**r, "measured_s": 1.0} for r in runs]}
+    assert "inconclusive" not in compare(quiet, opts)["verdict"]["line"]
