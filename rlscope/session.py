@@ -66,6 +66,7 @@ class Session:
         nvml_hz: float = 10.0,
         windows: bool = True,
         window_s: float = 0.1,
+        full_share: float = 0.5,
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
@@ -73,6 +74,8 @@ class Session:
             raise RLScopeError(f"gpu must be one of auto, cupti, kineto or False, got {gpu!r}")
         if window_s <= 0:
             raise RLScopeError(f"window_s must be > 0, got {window_s}")
+        if not 0 < full_share < 1:
+            raise RLScopeError(f"full_share must be between 0 and 1, got {full_share}")
         if nvml_hz < 0:
             raise RLScopeError(f"nvml_hz must be >= 0 (0: no NVML sampling), got {nvml_hz}")
         self.trace_dir = Path(trace_dir)
@@ -84,6 +87,7 @@ class Session:
             "nvml_hz": nvml_hz,
             "windows": bool(windows),
             "window_s": window_s,
+            "full_share": full_share,
         }
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
         self.nvtx_pop: Any = None
@@ -95,7 +99,12 @@ class Session:
         self.window_due_ns = _NEVER
         self.main_tid = -1
         self._window_mode = S.WINDOW_FULL
-        self._window_ns = int(window_s * 1e9)
+        # a pair of windows lasts 2 * window_s; full_share of it has every collector on (less
+        # raw slowdown with a smaller share, fewer samples of categories and GPU work)
+        self._window_ns = {
+            S.WINDOW_FULL: int(2 * window_s * full_share * 1e9),
+            S.WINDOW_LIGHT: int(2 * window_s * (1 - full_share) * 1e9),
+        }
         self._togglers: list[Any] = []
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
@@ -224,7 +233,7 @@ class Session:
         self._window_mode = S.WINDOW_FULL
         self.events.append((self.clock(), self.main_tid, S.WINDOW, S.WINDOW_FULL, -1, -1, 0))
         if self.options["windows"] and self._togglers:
-            self.window_due_ns = self.clock() + self._window_ns
+            self.window_due_ns = self.clock() + self._window_ns[self._window_mode]
 
     def add_toggler(self, collector: Any) -> None:
         """A collector started after the session (on torch's import) joins the windows."""
@@ -232,7 +241,7 @@ class Session:
             self._togglers.append(collector)
             collector.set_enabled(self._window_mode == S.WINDOW_FULL)
             if self.window_due_ns == _NEVER:
-                self.window_due_ns = self.clock() + self._window_ns
+                self.window_due_ns = self.clock() + self._window_ns[self._window_mode]
 
     def switch_window(self) -> None:
         """Switch the expensive collectors on or off; called by a scope exit on the main thread.
@@ -253,7 +262,7 @@ class Session:
         annotate.category_exit(self, categories.PROFILER)
         now = self.clock()
         self.events.append((now, self.main_tid, S.WINDOW, mode, -1, -1, 0))
-        self.window_due_ns = now + self._window_ns if self._togglers else _NEVER
+        self.window_due_ns = now + self._window_ns[mode] if self._togglers else _NEVER
 
     def _start_nvtx(self, torch: Any) -> None:
         """Every scope also opens an NVTX range of its name, so Nsight Systems shows the operations."""
@@ -336,7 +345,8 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     Options: ``flush_interval`` (s, default 1.0), ``backend`` (record time in PyTorch ops, default
     True), ``gpu`` ("auto", "kineto", "cupti" or False), ``nvtx`` (bool), ``nvml_hz``,
     ``windows`` (default True: switch backend-op recording and GPU tracing off in every other
-    window of ``window_s`` seconds, default 0.1, so their cost is measured in this very run;
+    window of ``window_s`` seconds on average, default 0.1, so their cost is measured in this very
+    run; ``full_share``, default 0.5, is the share of the time they are on;
     rlscope/analysis/windows.py).
     """
     mode = os.environ.get("RLSCOPE_MODE")  # a run of `rlscope validate`: off | timers | profile

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import numpy as np
 import pytest
 
 import rlscope
@@ -247,3 +248,24 @@ def test_windows_survive_residual_correction_of_a_second_thread(windowed):
     win = s["overhead"]["windows"]
     assert win["switched"] == ["backend"] and 0.2 < win["full_share"] < 0.8
     assert s["operations"]["infer"]["total_s"] == pytest.approx(iters * OPS_PER_INFER * WORK * 1e-9, rel=1e-2)
+
+
+def test_full_share_sets_the_time_with_every_collector_on(tmp_path):
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6, full_share=0.25)
+    session.clock = clock
+    _run_fake(session, clock, 2000)
+    trace = rlscope.load_trace(str(tmp_path / "t"))
+    tl = build_timeline(trace.processes[0].events)
+    w = np.flatnonzero(tl.kind == S.WINDOW)
+    lengths = np.diff(np.append(tl.ts[w], tl.end_ns))
+    full = lengths[tl.id[w] == S.WINDOW_FULL].sum() / lengths.sum()
+    assert full == pytest.approx(0.25, abs=0.02)  # of the raw time
+    s = summarize_trace(trace)
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(2000 * OPS_PER_INFER * WORK * 1e-9, rel=1e-6)
+    from rlscope.errors import RLScopeError
+
+    with pytest.raises(RLScopeError, match="full_share"):
+        rlscope.profile(tmp_path / "x", full_share=1.0)
