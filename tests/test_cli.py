@@ -66,6 +66,23 @@ def test_run_propagates_exit_status(tmp_path):
     assert r.returncode == 3
 
 
+@pytest.mark.parametrize("status", [0, 1, 7])
+def test_run_exits_with_the_programs_status_whatever_the_analysis_finds(tmp_path, status):
+    # a shell command writes no trace: the analysis has nothing to read, and that is only a warning
+    trace = str(tmp_path / "t")
+    r = _cli("rlscope.cli.main", "run", "--trace-dir", trace, "--", "bash", "-c", f"exit {status}")
+    assert r.returncode == status, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_run_with_a_missing_script_is_one_line_and_status_2(tmp_path):
+    for cmd in ([str(tmp_path / "nope.py")], ["python", str(tmp_path / "nope.py")]):
+        r = _cli("rlscope.cli.main", "run", "--trace-dir", str(tmp_path / "t"), "--", *cmd)
+        assert r.returncode == 2
+        assert r.stderr.strip().count("\n") == 0 and "no such script" in r.stderr
+        assert r.stdout == ""
+
+
 def test_analyze_outputs(tmp_path):
     import rlscope
 

@@ -99,7 +99,13 @@ def run(argv: list[str]) -> int:
     if not command:
         p.error("no program given (rlscope run -- python train.py ...)")
     if command[0].endswith(".py"):
+        if not Path(command[0]).is_file():
+            raise RLScopeError(f"{command[0]}: no such script")
         command = [sys.executable, *command]
+    elif command[0] in ("python", "python3", sys.executable) and len(command) > 1:
+        script = command[1]
+        if script.endswith(".py") and not Path(script).is_file():
+            raise RLScopeError(f"{script}: no such script")
     if args.flush_interval <= 0:
         p.error("--flush-interval must be > 0")
     trace_dir = Path(args.trace_dir).resolve()
@@ -123,7 +129,10 @@ def run(argv: list[str]) -> int:
             code = 130
     print(f"rlscope run: exit status {code}; trace in {trace_dir}", file=sys.stderr)
     if not args.no_analyze and trace_dir.exists():
-        _print_report(str(trace_dir), args.html, None)
+        try:
+            _print_report(str(trace_dir), args.html, None)
+        except RLScopeError as e:  # the program's status is what `rlscope run` reports, whatever
+            print(f"rlscope run: warning: no analysis: {e}", file=sys.stderr)
     return code
 
 
