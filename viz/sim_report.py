@@ -114,7 +114,7 @@ def render_table(result: dict[str, Any], console: Any) -> None:
         console.print(ct)
 
     if result.get("targets"):
-        tt = Table(title="Targets (issue 4)")
+        tt = Table(title="Targets")
         for col in ("target", "required", "measured", "met", "note"):
             tt.add_column(col)
         for r in result["targets"]:

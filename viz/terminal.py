@@ -31,7 +31,8 @@ __all__ = [
 ]
 
 SCHEMA = "rlscope.summary/1"
-# Display order follows the nesting in DESIGN.md (python outermost, cuda_api innermost), then the GPU.
+# Display order follows the nesting in docs/architecture.md (python outermost, cuda_api innermost),
+# then the GPU.
 CPU_CATEGORY_ORDER: tuple[str, ...] = ("python", "simulator", "backend", "cuda_api")
 GPU_CATEGORY_ORDER: tuple[str, ...] = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
 RESOURCE_KEYS: tuple[str, ...] = ("cpu_only", "gpu_only", "cpu_gpu")

@@ -1,9 +1,9 @@
 """A mass-spring chain of S links per env: a simulator whose memory traffic per step is a parameter.
 
 Why: simulator kernel fusion keeps state in registers across K steps, so it pays in proportion to the
-bytes an unfused step moves (RL-Scope, seed 004). CartPole moves 16 bytes of state per env-step; this
-chain moves ``8 * S`` (x and v of S masses), at a fixed few flops per byte, so the fused-over-eager
-speedup can be measured as a function of S.
+bytes an unfused step moves (as the RL-Scope paper measured). CartPole moves 16 bytes of state per
+env-step; this chain moves ``8 * S`` (x and v of S masses), at a fixed few flops per byte, so the
+fused-over-eager speedup can be measured as a function of S.
 
 Dynamics (unit masses, fixed walls at both ends, semi-implicit Euler, float32)::
 
