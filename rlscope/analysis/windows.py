@@ -9,18 +9,19 @@ taken elsewhere has to carry over.
 
 Per operation ``X`` (exclusive time per instance, instances wholly inside one window):
 
-- ``factor[X] = mean_light(X) / mean_full(X)`` scales X's exclusive segments in full windows, so
-  X's corrected total is its light-window time plus its full-window instances at the light mean;
-  its categories keep the full-window proportions (only full windows see backend and CUDA time).
+- each full window's median instance time less the mean of its light neighbours' medians is one
+  *paired excess*; X's cost of being recorded is the median paired excess times X's instances in
+  full windows, taken out of its full-window segments (a factor per row). Medians keep one-time
+  costs from standing for every instance; pairing neighbours cancels drift over the run. X's
+  categories keep the full-window proportions (only full windows see backend and CUDA time).
 - an operation whose full-window segments hold no collector event keeps factor 1 (nothing to
   remove: avoids adding noise).
-- an operation with too few instances in either kind of window (a long update that always
-  straddles a switch), and unannotated time, use the run's pooled cost per collector event
-  (``cost_per_event_ns``: the excess time of the window-estimated operations over their collector
-  events), times their own events.
+- an operation with fewer than MIN_PAIRS pairs (a long update that always straddles a switch), and
+  unannotated time, use the run's pooled cost per collector event (``cost_per_event_ns``: what the
+  window-estimated operations lost over their collector events), times their own events.
 
-Uncertainty: the standard error of each light mean, times the number of full-window instances it
-stands in for; fallbacks carry half of what they removed.
+Uncertainty: the spread of the paired excesses (MAD / sqrt(pairs)) times the full-window instances;
+fallbacks carry half of what they removed. docs/overhead.md says why this mechanism.
 """
 
 from __future__ import annotations
@@ -51,9 +52,6 @@ class WindowEstimate:
     inst_name: np.ndarray  # per instance (OP_BEGIN row order): name id
     inst_phase: np.ndarray  # per instance: phase name id (-1 none)
     inst_full: np.ndarray  # per instance: began in a full window
-
-    def sigma_ns(self, name_id: int) -> float:
-        return float(self.per_op.get(name_id, {}).get("sigma_ns", 0.0))
 
 
 def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
