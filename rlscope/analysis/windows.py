@@ -158,14 +158,14 @@ def estimate(
     op_name_row = np.append(tl.inst_name, UNANNOTATED_ID)[tl.op]
     main = tl.thread == tl.main_thread
     counted = full_row & ((tl.op >= 0) | main)
-    per_op: dict[int, dict] = {}
-    keys = np.unique(op_name_row[counted])
-    for key in keys.tolist():
-        sel = counted & (op_name_row == key)
-        per_op[int(key)] = {
-            "full_time_ns": float(dur[sel].sum()),
-            "full_events": int((coll & sel).sum()),
-        }
+    keys, key_of = np.unique(op_name_row[counted], return_inverse=True)  # one dense index
+    key_of = key_of.reshape(-1)
+    full_time = np.bincount(key_of, weights=dur[counted], minlength=len(keys))
+    full_events = np.bincount(key_of, weights=coll[counted], minlength=len(keys))
+    per_op: dict[int, dict] = {
+        int(k): {"full_time_ns": float(t), "full_events": int(ev)}
+        for k, t, ev in zip(keys.tolist(), full_time, full_events, strict=True)
+    }
 
     # operations measured by their own windows: each full window against its light neighbours
     group = 2 * np.searchsorted(win_ts, b_ts, side="right") + (mode == S.WINDOW_FULL)
@@ -212,8 +212,7 @@ def estimate(
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=FALLBACK_REL_SIGMA * removed)
 
     factor = np.ones(n)
-    for key, e in per_op.items():
-        factor[counted & (op_name_row == key)] = e["factor"]
+    factor[counted] = np.array([per_op[int(k)]["factor"] for k in keys.tolist()])[key_of]
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
     return WindowEstimate(
