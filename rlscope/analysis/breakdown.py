@@ -226,9 +226,8 @@ def _scale_gpu_to_run(
         o["gpu_only_s"][i] *= k
         o["cpu_only_s"][i] = cpu - o["cpu_gpu_s"][i]
     b.ops = pa.table(o, schema=OPS_SCHEMA)
-    for key in ("gpu_bound_s",):
-        if key in b.gpu:
-            b.gpu[key] *= run_scale
+    if "gpu_bound_s" in b.gpu:
+        b.gpu["gpu_bound_s"] *= run_scale
     if "gpu_bound_fraction" in b.gpu and b.wall_s > 0:
         b.gpu["gpu_bound_fraction"] = b.gpu["gpu_bound_s"] / b.wall_s
     b.gpu["scaled_from_full_windows"] = True
@@ -247,26 +246,19 @@ def _split_like_full_windows(
     op, ph = inst_name[tl.op], inst_name[tl.phase]
     main = tl.thread == tl.main_thread
     keep = (dur > 0) & ((op >= 0) | main)
-    full = est.row_mode == S.WINDOW_FULL
-    total: dict[tuple, float] = {}
-    split: dict[tuple, np.ndarray] = {}
     rows = np.flatnonzero(keep)
     key_arr = np.stack([ph[rows], op[rows], main[rows].astype(np.int64)], axis=1)
     uniq, inv = np.unique(key_arr, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    tot = np.bincount(inv, weights=dur[rows], minlength=len(uniq))
+    inv, d, cat = inv.reshape(-1), dur[rows], tl.cat[rows]
+    cat_all = np.zeros((len(uniq), NCAT))
+    np.add.at(cat_all, (inv, cat), d)
     cat_full = np.zeros((len(uniq), NCAT))
-    f = full[rows]
-    np.add.at(cat_full, (inv[f], tl.cat[rows][f]), dur[rows][f])
-    for k, (p, o, m) in enumerate(uniq.tolist()):
-        total[(p, o, m)] = tot[k]
-        split[(p, o, m)] = cat_full[k]
+    f = est.row_mode[rows] == S.WINDOW_FULL
+    np.add.at(cat_full, (inv[f], cat[f]), d[f])
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
-    for (p, o, m), t in total.items():
-        shares = split[(p, o, m)]
-        if shares.sum() <= 0:  # never in a full window: the light windows' (python) time as it is
-            sel = keep & (ph == p) & (op == o) & (main == bool(m))
-            shares = np.bincount(tl.cat[sel], weights=dur[sel], minlength=NCAT).astype(np.float64)
+    for k, (p, o, m) in enumerate(uniq.tolist()):
+        # never in a full window: the light windows' (python) time as it is
+        shares = cat_full[k] if cat_full[k].sum() > 0 else cat_all[k]
         shares = shares / shares.sum()
         for c in np.flatnonzero(shares):
             out["pid"].append(pid)
@@ -274,7 +266,7 @@ def _split_like_full_windows(
             out["operation"].append(_name(names, o))
             out["category"].append(categories.CATEGORY_NAMES[int(c)])
             out["main_thread"].append(bool(m))
-            out["seconds"].append(t * shares[c] / 1e9)
+            out["seconds"].append(cat_all[k].sum() * shares[c] / 1e9)
     b.cpu_time = pa.table(out, schema=CPU_TIME_SCHEMA)
 
 
