@@ -34,7 +34,6 @@ import atexit
 import itertools
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rlscope import annotate
+from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
 
@@ -538,17 +538,9 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument("-v", "--verbose", action="store_true", help="show the program's output")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python train.py ...)")
     args = p.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        p.error("no program given (rlscope validate -- python train.py ...)")
-    if command[0].endswith(".py"):
-        command = [sys.executable, *command]
     if args.reps < 1:
         p.error("--reps must be >= 1")
-    if shutil.which(command[0]) is None:
-        p.error(f"{command[0]}: command not found")
-    if command[1:2] and command[1].endswith(".py") and not Path(command[1]).is_file():
-        p.error(f"{command[1]}: no such file")
+    command = program_command(args.command, "rlscope validate -- python train.py ...")
     total, ops = _parse_tolerance(args.tolerance)
     return Options(
         command=command,

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
 from rlscope.trace import clear_trace_dir
 
@@ -95,17 +96,7 @@ def run(argv: list[str]) -> int:
     p.add_argument("--html", default=None, metavar="FILE", help="also write an HTML report")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python script.py ...)")
     args = p.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        p.error("no program given (rlscope run -- python train.py ...)")
-    if command[0].endswith(".py"):
-        if not Path(command[0]).is_file():
-            raise RLScopeError(f"{command[0]}: no such script")
-        command = [sys.executable, *command]
-    elif command[0] in ("python", "python3", sys.executable) and len(command) > 1:
-        script = command[1]
-        if script.endswith(".py") and not Path(script).is_file():
-            raise RLScopeError(f"{script}: no such script")
+    command = program_command(args.command, "rlscope run -- python train.py ...")
     if args.flush_interval <= 0:
         p.error("--flush-interval must be > 0")
     trace_dir = Path(args.trace_dir).resolve()
