@@ -38,22 +38,9 @@ CONFIGS = {
 }
 
 
-def _per_iter_ns(fn, n: int) -> float:
-    import torch
-
-    fn(n // 10)
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter_ns()
-        fn(n)
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter_ns() - t0) / n)
-    return best
-
-
 def child(config: str) -> dict:
     import torch
+    from gpu_overhead import per_call_ns  # this script's folder is on sys.path
 
     import rlscope
 
@@ -91,8 +78,8 @@ def child(config: str) -> dict:
                 out["switch_pair_us"] = (time.perf_counter_ns() - t0) / 10 / 1e3
                 for c in native:
                     c.set_enabled(False)
-        out["launch_ns"] = _per_iter_ns(launch, 20000)
-        out["sync_ns"] = _per_iter_ns(sync, 5000)
+        out["launch_ns"] = per_call_ns(launch, 20000, reps=5)
+        out["sync_ns"] = per_call_ns(sync, 5000, reps=5)
         if session is not None:
             session.stop()
             trace = rlscope.load_trace(tmp)
