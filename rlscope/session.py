@@ -252,7 +252,7 @@ class Session:
         annotate.category_enter(self, categories.PROFILER)
         mode = S.WINDOW_LIGHT if self._window_mode == S.WINDOW_FULL else S.WINDOW_FULL
         on = mode == S.WINDOW_FULL
-        for col in self._togglers:
+        for col in list(self._togglers):  # a failing one is dropped while iterating
             try:
                 col.set_enabled(on)
             except Exception as e:  # never break the user's job: this collector stays as it is
