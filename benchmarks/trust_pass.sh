@@ -23,7 +23,7 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
     timeout 60 python3 benchmarks/backend_overhead.py --quick --json "$OUT/backend_overhead.json" 2>&1 | tail -12
 fi
-( time python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
+( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3
     shift 3
@@ -39,7 +39,7 @@ if [ "$VAL" = all ] || [ "$VAL" = a ]; then
 val ppo_gpu 0-7 170 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
 OMP_NUM_THREADS=1 val ppo_cpu 8-15 170 python3 benchmarks/validation_workloads.py ppo_cpu &
 wait
-val sb3_ppo 0-7 170 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 4096 &
+val sb3_ppo 0-7 170 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 2048 &
 OMP_NUM_THREADS=1 val dqn 8-15 170 python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
 wait
 fi
