@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rlscope import annotate
+from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
@@ -495,8 +496,8 @@ class ChildRun:
         return float(self.record.get("process_s", 0.0))
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (RLScopeError), as every rlscope command's are."""
+class _Parser(Parser):
+    """The rlscope parser, whose errors raise RLScopeError (one line, exit 2, from rlscope's main)."""
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         raise RLScopeError(f"validate: {message}")
@@ -520,9 +521,16 @@ def parse_args(argv: list[str]) -> Options:
         " and under plain timers: rlscope validate [options] [--] python train.py ARGS...",
     )
     p.add_argument("--reps", type=int, default=3, help="runs per mode (default 3)")
-    p.add_argument("--trace-dir", default=None, help="keep the profiled runs' traces here (rep-N each)")
+    p.add_argument(
+        "--trace-dir", default=None, metavar="DIR", help="keep the profiled runs' traces here (rep-N each)"
+    )
     p.add_argument("--json", default=None, metavar="FILE", help="write every measurement as JSON")
-    p.add_argument("--gpu", default=None, choices=["auto", "kineto", "cupti", "off"])
+    p.add_argument(
+        "--gpu",
+        default=None,
+        choices=["auto", "kineto", "cupti", "off"],
+        help="GPU recording of the profiled runs, as in rlscope run (default auto)",
+    )
     p.add_argument("--no-backend", action="store_true", help="profile without recording torch ops")
     p.add_argument(
         "--tolerance",

@@ -678,25 +678,46 @@ def _target(name: str, measured: float | None, required: float, note: str) -> di
 # ---------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------
-def build_parser(prog: str = "bench-sim") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Benchmark the CartPole and chain simulators.")
+def build_parser(prog: str = "rlscope-analyze bench-sim") -> argparse.ArgumentParser:
+    from rlscope.cli.parser import Parser
+
+    p = Parser(
+        prog=prog,
+        description="Benchmark the CartPole and chain simulators: steps per second of each backend"
+        " (gymnasium, torch, compiled, fused; gymnax when importable) over num_envs, and with --profile"
+        " the rlscope breakdown that explains the differences.",
+    )
     p.add_argument("--quick", action="store_true", help="a few small sizes (under a minute on a 2-core CPU)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(
         "--device", default=None, help="torch device for torch/compiled/fused (default: cuda if any)"
     )
-    p.add_argument("--max-log2-n", type=int, default=22, help="largest num_envs is 2^this (default 22)")
-    p.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="steps per launch, comma-separated")
-    p.add_argument("--json", dest="out_json", default=None, help="write the result dict here")
-    p.add_argument("--html", default=None, help="write a plotly report here")
+    p.add_argument(
+        "--max-log2-n", type=int, default=22, metavar="N", help="largest num_envs is 2^N (default 22)"
+    )
+    p.add_argument(
+        "--ks",
+        default=",".join(map(str, DEFAULT_KS)),
+        metavar="K,...",
+        help="steps per launch K, comma-separated",
+    )
+    p.add_argument("--json", dest="out_json", default=None, metavar="FILE", help="write the result dict here")
+    p.add_argument("--html", default=None, metavar="FILE", help="write a plotly report here")
     p.add_argument("--profile", action="store_true", help="also run each backend under rlscope")
-    p.add_argument("--trace-dir", default=None, help="where --profile writes traces (default: a temp dir)")
-    p.add_argument("--budget", type=float, default=None, help="seconds per measurement")
-    p.add_argument("--chain-links", default=None, help="chain sizes S, comma-separated")
-    p.add_argument("--chain-envs", type=int, default=None, help="num_envs of the chain curve")
+    p.add_argument(
+        "--trace-dir", default=None, metavar="DIR", help="where --profile writes traces (default: a temp dir)"
+    )
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS", help="seconds per measurement")
+    p.add_argument("--chain-links", default=None, metavar="S,...", help="chain sizes S, comma-separated")
+    p.add_argument("--chain-envs", type=int, default=None, metavar="N", help="num_envs of the chain curve")
     p.add_argument("--no-gymnax", action="store_true", help="skip gymnax even if importable")
     p.add_argument("--no-tune", action="store_true", help="skip the fused launch-shape sweep")
-    p.add_argument("--backends", default=",".join(cp.BACKENDS), help="backends to run, comma-separated")
+    p.add_argument(
+        "--backends",
+        default=",".join(cp.BACKENDS),
+        metavar="NAME,...",
+        help=f"backends to run, comma-separated (default {','.join(cp.BACKENDS)})",
+    )
     return p
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlscope.cli.parser import Parser, command_list
 from rlscope.errors import RLScopeError
 
 EXIT_BAD_INPUT = 2
@@ -95,14 +96,28 @@ def _write_text(path: str, text: str) -> None:
         raise RLScopeError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
+SUBCOMMAND_HELP = {
+    "check": "validate a trace directory; one line per finding, status 2 on an error",
+    "diff": "compare two traces, B - A, per operation and category (table, --json, --html)",
+    "export": "write a trace as a Chrome trace (Perfetto, chrome://tracing) and/or CSV tables",
+    "bench-sim": "benchmark the bundled CartPole and chain simulators (gymnasium, torch, compiled, fused)",
+}
+
+
 def _analyze_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rlscope-analyze",
-        description="Where did the time go? Per-operation breakdown of an rlscope trace.",
-        epilog="Other commands: 'rlscope-analyze check TRACE_DIR', 'rlscope-analyze diff A B',"
-        " 'rlscope-analyze bench-sim --help'.",
+        usage="rlscope-analyze [options] TRACE_DIR\n       rlscope-analyze {check,diff,export,bench-sim} ...",
+        description="Where did the time go? Per-operation breakdown of an rlscope trace: a table on the"
+        " terminal, and on request JSON and a self-contained HTML report. Figures are corrected for"
+        " rlscope's own overhead unless --raw is given.",
+        epilog=command_list(
+            "other commands (run 'rlscope-analyze COMMAND --help' for their options):", SUBCOMMAND_HELP
+        ),
     )
-    p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
+    p.add_argument(
+        "trace_dir", metavar="TRACE_DIR", help="trace directory written by rlscope.profile / rlscope run"
+    )
     p.add_argument("--json", metavar="FILE", help="write the summary as JSON (shape: docs/trace-format.md)")
     p.add_argument("--html", metavar="FILE", help="write an interactive HTML report")
     p.add_argument(
@@ -125,8 +140,13 @@ def _analyze_parser() -> argparse.ArgumentParser:
 def _check(argv: list[str]) -> int:
     from rlscope.trace.check import check_trace
 
-    p = argparse.ArgumentParser(prog="rlscope-analyze check", description="Validate a trace directory.")
-    p.add_argument("trace_dir")
+    p = Parser(
+        prog="rlscope-analyze check",
+        description="Validate a trace directory: files readable, timestamps in order, operations that"
+        " begin and end, names present. Prints one line per finding, or 'ok'; exit status 2 when any"
+        " finding is an error.",
+    )
+    p.add_argument("trace_dir", metavar="TRACE_DIR", help="trace directory to check")
     args = p.parse_args(argv)
     findings = check_trace(args.trace_dir)
     for f in findings:
@@ -141,11 +161,16 @@ def _diff(argv: list[str]) -> int:
     from rlscope.trace.reader import load_trace
     from rlscope.viz.diff import diff_html, render_diff
 
-    p = argparse.ArgumentParser(prog="rlscope-analyze diff", description="Compare two traces (B - A).")
-    p.add_argument("a", help="baseline trace directory")
-    p.add_argument("b", help="trace directory to compare with it")
+    p = Parser(
+        prog="rlscope-analyze diff",
+        description="Compare two traces (B - A): per operation, A and B total time, the difference, the"
+        " ratio and the category that moved most; both traces are corrected for overhead as"
+        " rlscope-analyze does.",
+    )
+    p.add_argument("a", metavar="A", help="baseline trace directory")
+    p.add_argument("b", metavar="B", help="trace directory to compare with it")
     p.add_argument("--json", metavar="FILE", help="write the diff as JSON")
-    p.add_argument("--html", metavar="FILE", help="write delta bars as HTML")
+    p.add_argument("--html", metavar="FILE", help="write an HTML page of the changes, stacked by category")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
     args = p.parse_args(argv)
     versions = {}

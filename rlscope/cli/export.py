@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlscope.cli.parser import Parser
 from rlscope.errors import RLScopeError
 
 __all__ = ["CSV_INTERVAL_FILES", "main", "summary_rows", "write_csv"]
@@ -33,11 +34,13 @@ _RESOURCES = ("cpu_only", "gpu_only", "cpu_gpu")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rlscope-analyze export",
         description="Export a trace: Chrome trace format (Perfetto, chrome://tracing) and CSV tables.",
     )
-    p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
+    p.add_argument(
+        "trace_dir", metavar="TRACE_DIR", help="trace directory written by rlscope.profile / rlscope run"
+    )
     p.add_argument("--chrome", metavar="FILE", help="write a Chrome trace (.json, or .json.gz compressed)")
     p.add_argument(
         "--window",

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rlscope.cli.parser import Parser, command_list
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
 from rlscope.trace import clear_trace_dir
@@ -43,16 +44,32 @@ def _print_report(
 
 
 def demo(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rlscope demo",
-        description="Profile the bundled PPO CartPole workload, then print and write its breakdown.",
+        description="Profile the bundled PPO CartPole workload, then print and write its breakdown."
+        " The first run on a machine also calibrates rlscope's overhead (about a minute).",
     )
     p.add_argument("--seconds", type=float, default=20.0, help="how long to train (default 20)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--trace-dir", default="rlscope-demo-trace")
-    p.add_argument("--html", default="rlscope-demo-report.html")
-    p.add_argument("--json", default=None, metavar="FILE")
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="where the policy runs (default auto: cuda when a GPU is available)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="random seed of the training run (default 1)")
+    p.add_argument(
+        "--trace-dir",
+        default="rlscope-demo-trace",
+        metavar="DIR",
+        help="write the trace here, replacing any trace in it (default rlscope-demo-trace)",
+    )
+    p.add_argument(
+        "--html",
+        default="rlscope-demo-report.html",
+        metavar="FILE",
+        help="write the HTML report here (default rlscope-demo-report.html)",
+    )
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the summary as JSON")
     p.add_argument("--raw", action="store_true", help="report raw figures (no calibration, no correction)")
     args = p.parse_args(argv)
     if args.seconds <= 0:
@@ -84,14 +101,33 @@ def demo(argv: list[str]) -> int:
 
 
 def run(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rlscope run",
-        description="Profile an unmodified program: rlscope run [options] [--] python train.py ARGS...",
+        description="Profile an unmodified program: rlscope run [options] [--] python train.py ARGS..."
+        " Every Python process it starts is profiled (gymnasium environments count as simulator time);"
+        " at the end the breakdown is printed. Exits with the program's exit status.",
     )
-    p.add_argument("--trace-dir", default="rlscope-trace")
-    p.add_argument("--gpu", default="auto", choices=["auto", "kineto", "cupti", "off"])
+    p.add_argument(
+        "--trace-dir",
+        default="rlscope-trace",
+        metavar="DIR",
+        help="write the trace here, replacing any trace in it (default rlscope-trace)",
+    )
+    p.add_argument(
+        "--gpu",
+        default="auto",
+        choices=["auto", "kineto", "cupti", "off"],
+        help="how to record GPU kernels and copies (default auto: the native CUPTI recorder, else"
+        " Kineto; off: no GPU trace)",
+    )
     p.add_argument("--no-backend", action="store_true", help="do not record time inside torch ops")
-    p.add_argument("--flush-interval", type=float, default=1.0)
+    p.add_argument(
+        "--flush-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often each process writes its events to the trace (default 1)",
+    )
     p.add_argument("--no-analyze", action="store_true", help="do not print the breakdown at the end")
     p.add_argument("--html", default=None, metavar="FILE", help="also write an HTML report")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python script.py ...)")
@@ -128,7 +164,7 @@ def run(argv: list[str]) -> int:
 
 
 def calibrate(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="rlscope calibrate",
         description="Measure rlscope's cost per recorded event on this machine and software stack, and"
         " save it where rlscope-analyze finds it to correct traces (method: docs/overhead.md).",
@@ -141,7 +177,7 @@ def calibrate(argv: list[str]) -> int:
     )
     p.add_argument("--quick", action="store_true", help="fewer, shorter rounds; the same stability rule")
     p.add_argument("--no-gpu", action="store_true", help="skip the GPU measurements")
-    p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no table")
     args = p.parse_args(argv)
     if args.reps is not None and args.reps < 2:
         p.error("--reps must be >= 2: stability is agreement between rounds")
@@ -182,16 +218,56 @@ def validate(argv: list[str]) -> int:
 
 
 COMMANDS = {"demo": demo, "run": run, "calibrate": calibrate, "validate": validate}
+COMMAND_HELP = {
+    "demo": "profile the bundled PPO CartPole workload for 20 s and show where its time went",
+    "run": "profile an unmodified program: rlscope run [options] -- python train.py ...",
+    "calibrate": "measure rlscope's own cost per event here (used to correct traces)",
+    "validate": "check your program's corrected profile against the program unprofiled",
+}
+
+
+def _parser() -> Parser:
+    """``rlscope --help``: what rlscope is, its commands and where to go next (dispatch is in main)."""
+    from rlscope._version import __version__
+
+    p = Parser(
+        prog="rlscope",
+        usage="rlscope [-h] [--version] COMMAND [options]",
+        description="Profile a reinforcement-learning program across Python, the simulator, the ML"
+        " backend, CUDA and the GPU, and say where its time went per operation, corrected for"
+        " rlscope's own overhead.",
+        epilog=command_list("commands:", COMMAND_HELP)
+        + "\n\n"
+        + command_list(
+            "examples:",
+            {
+                "rlscope demo": "try it on the bundled PPO workload",
+                "rlscope run -- python train.py": "profile your program as it is",
+                "rlscope-analyze rlscope-trace": "the breakdown of a trace again (--html, --json)",
+                "rlscope COMMAND --help": "a command's options",
+                "rlscope-analyze --help": "the analysis commands (check, diff, export, bench-sim)",
+            },
+        ),
+    )
+    p.add_argument("--version", action="version", version=f"rlscope {__version__}")
+    p.add_argument("command", metavar="COMMAND", choices=list(COMMANDS), help=argparse.SUPPRESS)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print(__doc__.strip().split("\n\n", 1)[1], file=sys.stderr if argv else sys.stdout)
-        if argv and argv[0] not in ("-h", "--help"):
-            print(f"rlscope: error: unknown command {argv[0]!r}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        return 0 if argv else EXIT_BAD_INPUT
+    if not argv:  # no command: the help, and the status of a bad call
+        _parser().print_help()
+        return EXIT_BAD_INPUT
+    if argv[0] not in COMMANDS:  # --help, --version, or one line and status 2
+        p = _parser()
+        try:
+            if argv[0] in ("-h", "--help", "--version"):
+                p.parse_args(argv[:1])
+            what = "option" if argv[0].startswith("-") else "command"
+            p.error(f"unknown {what} {argv[0]!r}; the commands are {', '.join(COMMANDS)}")
+        except SystemExit as e:
+            return int(e.code or 0)
     try:
         return COMMANDS[argv[0]](argv[1:])
     except RLScopeError as e:
