@@ -4,7 +4,8 @@
 
 Writes a synthetic trace of realistic shape (nested operations, simulator and backend categories,
 two threads, record batches of 100k rows like a 1 s flush of a busy process), then times
-load_trace + analyze + summarize end to end (best of 3).
+``rlscope.analysis.analyze`` end to end (load, timelines, breakdown, summary, intervals and kernel
+tables; raw figures; best of 3).
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from rlscope.analysis.breakdown import analyze
-from rlscope.analysis.summary import summarize
+from rlscope.analysis import analyze
 from rlscope.trace import schema as S
-from rlscope.trace.reader import load_trace
 
 # One training iteration on one thread: 12 events.
 #   inference{backend}, simulation{simulator}, backprop{backend}
@@ -124,8 +123,7 @@ def main() -> None:
         best = float("inf")
         for _ in range(3):
             t0 = time.perf_counter()
-            trace = load_trace(d)
-            summary = summarize(trace, analyze(trace))
+            summary = analyze(d, correct=False).summary
             best = min(best, time.perf_counter() - t0)
         ops = summary["operations"]
         expected = {"inference", "simulation", "backprop"} | (set() if args.shared_ops else {"data_loading"})

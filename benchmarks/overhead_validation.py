@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import rlscope
+from rlscope.analysis import analyze
 from rlscope.annotate import _Scope
-from rlscope.cli.analyze import analyze_dir
 from rlscope.trace.schema import OP_BEGIN
 
 SIGNIFICANT = 0.05  # operations above this share of the run are checked
@@ -210,7 +210,7 @@ def validate(
             with rlscope.profile(path, **options):
                 _, r = _timed(run)
             profiled_results.append(r)
-            prof[variant].append(analyze_dir(str(path), calibration=calibration))
+            prof[variant].append(analyze(path, calibration=calibration).summary)
     base = statistics.median(unprof)
     out: dict[str, Any] = {
         "unprofiled_s": unprof,

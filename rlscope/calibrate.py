@@ -337,9 +337,9 @@ def _ref(st: Stable) -> float:
 
 
 def _summary(trace: Any) -> dict[str, Any]:
-    from rlscope.analysis.summary import summarize_trace
+    from rlscope.analysis import analyze
 
-    return summarize_trace(trace, correct=False)
+    return dict(analyze(trace, correct=False).summary)
 
 
 def _split(total_ns: float, inside_ns: float) -> dict[str, float]:

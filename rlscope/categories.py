@@ -29,3 +29,7 @@ GPU_CATEGORIES: dict[int, str] = {
     GPU_MEMSET: "gpu_memset",
 }
 CATEGORY_NAMES: dict[int, str] = dict(sorted({**CPU_CATEGORIES, **GPU_CATEGORIES}.items()))
+
+# What time in no operation, or in no phase, is reported as (every table and every file says the same)
+UNANNOTATED = "[unannotated]"
+NO_PHASE = "[no phase]"

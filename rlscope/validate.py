@@ -699,7 +699,7 @@ class _Runner:
 
 def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     """Run every repetition of every mode, analyze the traces, and compare (see :func:`compare`)."""
-    from rlscope.cli.analyze import analyze_dir
+    from rlscope.analysis import analyze
 
     costs = measure_timer_costs()
     runs: list[ChildRun] = []
@@ -716,7 +716,7 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
                 if mode == "timers":
                     timers.append(corrected_timers(run.record["timers"], costs))
                 elif mode == "profiled":
-                    summary = analyze_dir(str(runner.trace_dir(rep)), calibration=opts.calibration)
+                    summary = analyze(runner.trace_dir(rep), calibration=opts.calibration).summary
                     profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
         whole = bool(runner.whole)
     result: dict[str, Any] = {

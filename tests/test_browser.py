@@ -205,16 +205,16 @@ class _FakeTTY:
 
 
 def test_progress_silent_when_stderr_not_a_tty(report: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    from rlscope.cli.analyze import analyze_dir
+    from rlscope.analysis import analyze
     from rlscope.progress import should_show, track
 
     trace = str(report.parent / "trace")
     capfd.readouterr()
     assert not sys.stderr.isatty() and not should_show(True)
     assert list(track(range(3), "counting")) == [0, 1, 2]
-    with_progress = analyze_dir(trace, progress=True)
+    with_progress = analyze(trace, progress=True).summary
     assert capfd.readouterr() == ("", "")  # nothing on stdout or stderr
-    assert with_progress == analyze_dir(trace, progress=False)
+    assert with_progress == analyze(trace, progress=False).summary
 
 
 def test_progress_drawn_on_a_tty_unless_disabled(monkeypatch: pytest.MonkeyPatch) -> None:

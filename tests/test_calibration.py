@@ -13,7 +13,7 @@ import pytest
 import rlscope
 from rlscope import calibrate as C
 from rlscope import calibration as cal_mod
-from rlscope.analysis.summary import summarize_trace
+from rlscope.analysis import analyze
 from rlscope.session import Session
 
 
@@ -131,7 +131,7 @@ def test_the_analyzer_notes_a_refused_cost_as_not_calibrated(refused_scope, tmp_
         for _ in range(50):
             with rlscope.scope("op"), rlscope.simulator():
                 pass
-    s = summarize_trace(rlscope.load_trace(str(tmp_path / "t")))
+    s = analyze(rlscope.load_trace(str(tmp_path / "t"))).summary
     assert s["corrected_for_overhead"]
     assert any("scope not calibrated" in n for n in s["overhead"]["notes"]), s["overhead"]["notes"]
     assert s["overhead"]["costs_used"].get("category") == "category"
@@ -187,17 +187,17 @@ def test_a_calibration_round_trips_through_trace_metadata(
     trace = rlscope.load_trace(str(session.trace_dir))
     embedded = cal_mod.from_trace_metadata(trace.processes[0].metadata)
     assert embedded is not None and embedded["costs_ns"]["scope"]["inside"] == SCOPE_IN
-    here = summarize_trace(trace)
+    here = analyze(trace).summary
     assert here["calibration"]["source"] == "trace"
     assert here["operations"]["op"]["total_s"] == pytest.approx(5 * 1000e-9, abs=1e-12)
 
     # elsewhere: an empty cache, then a cache holding other costs for the same key
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path / "empty"))
-    elsewhere = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    elsewhere = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     assert elsewhere["corrected_for_overhead"]
     assert elsewhere["operations"] == here["operations"] and elsewhere["wall_s"] == here["wall_s"]
     cal_mod.save(_calibration(0.0, 0.0))
-    recalibrated = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    recalibrated = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     assert recalibrated["operations"] == here["operations"]
 
 
@@ -206,7 +206,7 @@ def test_an_explicit_calibration_file_wins_over_the_embedded_one(embedding_sessi
     cal_mod.save(_calibration(SCOPE_IN, SCOPE_OUT))
     _record(session, clock)
     zero = cal_mod.save(_calibration(0.0, 0.0), tmp_path / "zero.json")
-    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)), calibration=str(zero))
+    s = analyze(rlscope.load_trace(str(session.trace_dir)), calibration=str(zero)).summary
     assert s["calibration"]["source"] == "file" and s["calibration"]["path"] == str(zero)
     assert s["operations"]["op"]["total_s"] == pytest.approx(5 * (1000 + SCOPE_IN) * 1e-9, abs=1e-12)
 

@@ -17,7 +17,7 @@ import rlscope
 
 pytest.importorskip("gymnasium")
 
-from rlscope.cli.analyze import analyze_dir
+from rlscope.analysis import analyze
 from rlscope.workloads import dqn_cartpole
 
 # 1500 steps of training after 500 of warm-up: 375 gradient steps, 3 target updates, about 1 s.
@@ -51,7 +51,7 @@ def test_same_seed_same_returns_with_and_without_profiling(tmp_path):
     assert profiled["updates"] == plain["updates"]
     assert other_seed["episode_returns"] != plain["episode_returns"]
 
-    ops = analyze_dir(str(tmp_path))["operations"]
+    ops = analyze(tmp_path).operations
     for name in ("inference", "simulation", "replay_buffer", "backprop", "target_update"):
         assert ops[name]["calls"] > 0, name
     assert ops["inference"]["calls"] == ops["simulation"]["calls"] == 2000

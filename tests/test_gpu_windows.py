@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
     import json, sys, time
     import torch
     import rlscope
-    from rlscope.analysis.summary import summarize_trace
+    from rlscope.analysis import analyze
 
     def busy(s):
         end = time.perf_counter() + s
@@ -61,7 +61,7 @@ SCRIPT = textwrap.dedent(
     for _ in range(20):
         torch.add(x, 1)
     e1.record(); torch.cuda.synchronize()  # the step's kernels, queued back to back behind the sleep
-    s = summarize_trace(rlscope.load_trace(sys.argv[1]))
+    s = analyze(rlscope.load_trace(sys.argv[1])).summary
     k = e0.elapsed_time(e1) / 1e3
     print(json.dumps({"summary": s, "kernel_s": k, "sleep_s": sleep_s, "n": n, "base_iter_s": base}))
     """

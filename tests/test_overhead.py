@@ -14,8 +14,8 @@ import pytest
 
 import rlscope
 from rlscope import calibration as cal_mod
+from rlscope.analysis import analyze
 from rlscope.analysis.overhead import _flush_stall
-from rlscope.analysis.summary import summarize_trace
 from rlscope.analysis.timeline import build_timeline
 from rlscope.trace import schema as S
 
@@ -83,7 +83,7 @@ def test_correction_is_exact_on_injected_overhead(fake_session):
             category={"inside": CAT_IN, "outside": CAT_OUT, "total": CAT_IN + CAT_OUT},
         )
     )
-    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     assert s["corrected_for_overhead"] and s["calibration"]["status"] == "applied"
     ops, raw_ops = s["operations"], s["raw"]["operations"]
     # true times: inner 1000 + simulator 2000; outer 400 + inner; glue 50 per iteration
@@ -139,21 +139,21 @@ def _assert_raw(s: dict, fragment: str) -> None:
 
 
 def test_missing_calibration_warns_and_reports_raw(tmp_path):
-    _assert_raw(summarize_trace(_small_trace(tmp_path)), "no overhead calibration")
+    _assert_raw(analyze(_small_trace(tmp_path)).summary, "no overhead calibration")
 
 
 def test_stale_calibration_warns_and_reports_raw(tmp_path):
     cal = _calibration(scope={"inside": 1.0, "outside": 1.0})
     cal["key"] = {**cal["key"], "torch": "1.0.0"}
     _save(cal)
-    _assert_raw(summarize_trace(_small_trace(tmp_path)), "stale")
+    _assert_raw(analyze(_small_trace(tmp_path)).summary, "stale")
 
 
 def test_foreign_calibration_file_warns_and_reports_raw(tmp_path):
     cal = _calibration(scope={"inside": 1.0, "outside": 1.0})
     cal["key"] = {**cal["key"], "host": "another-machine", "cpu": "other"}
     path = cal_mod.save(cal, tmp_path / "foreign.json")
-    _assert_raw(summarize_trace(_small_trace(tmp_path), calibration=str(path)), "another machine")
+    _assert_raw(analyze(_small_trace(tmp_path), calibration=str(path)).summary, "another machine")
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ def test_corrupt_calibration_warns_and_reports_raw(tmp_path, content):
     trace = _small_trace(tmp_path)
     cal_mod.path_for(cal_mod.trace_key(trace.processes[0].metadata)).parent.mkdir(parents=True, exist_ok=True)
     cal_mod.path_for(cal_mod.trace_key(trace.processes[0].metadata)).write_text(content)
-    _assert_raw(summarize_trace(trace), "figures are uncorrected")
+    _assert_raw(analyze(trace).summary, "figures are uncorrected")
 
 
 def test_cli_with_foreign_calibration_is_one_warning_and_exit_0(tmp_path):
@@ -238,7 +238,7 @@ def test_corrected_total_is_close_to_the_unprofiled_run(tmp_path, quick_calibrat
         unprof.append(time.perf_counter() - t0)
         with rlscope.profile(tmp_path / f"r{rep}", backend=False, gpu=False):
             _scope_heavy(n)
-        s = summarize_trace(rlscope.load_trace(str(tmp_path / f"r{rep}")))
+        s = analyze(rlscope.load_trace(str(tmp_path / f"r{rep}"))).summary
         assert s["corrected_for_overhead"]
         raw.append(s["raw"]["wall_s"])
         corrected.append(s["wall_s"])
@@ -313,7 +313,7 @@ def test_gpu_trace_correction_keeps_the_session_end(fake_session):
             scope={"inside": 0.0, "outside": 0.0}, **{"cuda_api.native": {"inside": 500.0, "outside": 0.0}}
         )
     )
-    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     assert s["corrected_for_overhead"]
     assert s["raw"]["wall_s"] == pytest.approx(11_000e-9)
     assert s["wall_s"] == pytest.approx(10_500e-9)  # one API call inside the run, 500 ns each

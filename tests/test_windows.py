@@ -10,7 +10,7 @@ import pytest
 
 import rlscope
 from rlscope import annotate, categories
-from rlscope.analysis.summary import summarize_trace
+from rlscope.analysis import analyze
 from rlscope.analysis.timeline import build_timeline
 from rlscope.analysis.windows import estimate
 from rlscope.trace import schema as S
@@ -83,7 +83,7 @@ def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed
     iters = 600
     col = _run_fake(session, clock, iters)
     assert col.switches > 20  # the session really alternated
-    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     assert s["corrected_for_overhead"] and s["calibration"]["status"] == "windows only"
     ops = s["operations"]
     infer_true = iters * OPS_PER_INFER * WORK
@@ -109,7 +109,7 @@ def test_operation_that_always_straddles_uses_the_pooled_cost(windowed):
     session, clock = windowed
     iters = 600
     _run_fake(session, clock, iters, long_every=50)
-    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     ops = s["operations"]
     n_updates = iters // 50
     win = s["overhead"]["windows"]["operations"]
@@ -167,7 +167,7 @@ def test_real_clock_windows_recover_the_unprofiled_operation_time(tmp_path):
         _real_loop(1.2, col, session)
     base.append(_real_loop(0.4, off))
     truth = sum(t for _, t in base) / sum(c for c, _ in base) / 1e9  # unprofiled seconds per call
-    s = summarize_trace(rlscope.load_trace(str(tmp_path / "t")))
+    s = analyze(rlscope.load_trace(str(tmp_path / "t"))).summary
     infer, raw = s["operations"]["infer"], s["raw"]["operations"]["infer"]
     err = infer["total_s"] / infer["calls"] / truth - 1
     raw_err = raw["total_s"] / raw["calls"] / truth - 1
@@ -244,7 +244,7 @@ def test_windows_survive_residual_correction_of_a_second_thread(windowed):
         jobs.put(None)
         worker.join()
     _save(_calibration(scope={"inside": SCOPE_IN, "outside": SCOPE_OUT, "total": SCOPE_IN + SCOPE_OUT}))
-    s = summarize_trace(rlscope.load_trace(str(session.trace_dir)))
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     win = s["overhead"]["windows"]
     assert win["switched"] == ["backend"] and 0.2 < win["full_share"] < 0.8
     assert s["operations"]["infer"]["total_s"] == pytest.approx(iters * OPS_PER_INFER * WORK * 1e-9, rel=1e-2)
@@ -263,7 +263,7 @@ def test_full_share_sets_the_time_with_every_collector_on(tmp_path):
     lengths = np.diff(np.append(tl.ts[w], tl.end_ns))
     full = lengths[tl.id[w] == S.WINDOW_FULL].sum() / lengths.sum()
     assert full == pytest.approx(0.25, abs=0.02)  # of the raw time
-    s = summarize_trace(trace)
+    s = analyze(trace).summary
     assert s["operations"]["infer"]["total_s"] == pytest.approx(2000 * OPS_PER_INFER * WORK * 1e-9, rel=1e-6)
     from rlscope.errors import RLScopeError
 

@@ -7,8 +7,8 @@ took it, else one ``backend`` box per stretch), ``cuda_runtime`` (CUDA API calls
 ``gpu_memcpy``, ``gpu_memset`` (GPU work, one process track per GPU and one thread track per stream),
 and ``ac2g`` flow events from each CUDA API call to the GPU work it launched (id = correlation id).
 
-Viz only: the input is :class:`rlscope.analysis.intervals.Intervals` (or its ``tables()`` dict);
-nothing here reads a trace.
+Viz only: :func:`render` takes an :class:`rlscope.analysis.AnalysisResult` (:func:`to_chrome` its
+:class:`~rlscope.analysis.intervals.Intervals`, or their ``tables()`` dict); nothing here reads a trace.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ import gzip
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlscope.errors import RLScopeError
 
-__all__ = ["CPU_CATEGORY_CAT", "GPU_CATEGORY_CAT", "to_chrome", "write_chrome"]
+if TYPE_CHECKING:
+    from rlscope.analysis.result import AnalysisResult
+
+__all__ = ["CPU_CATEGORY_CAT", "GPU_CATEGORY_CAT", "render", "to_chrome", "write", "write_chrome"]
 
 # CPU category segment -> Chrome "cat". cuda_api segments are left out: the CUDA API calls
 # themselves are exported (cuda_runtime) and cover the same time.
@@ -200,3 +203,12 @@ def write_chrome(obj: Mapping[str, Any], path: str | Path) -> None:
             Path(path).write_bytes(data)
     except OSError as e:
         raise RLScopeError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+def render(result: AnalysisResult) -> dict[str, Any]:
+    """The Chrome trace of an analysis: its intervals (the window's, when one was asked for)."""
+    return to_chrome(result.intervals)
+
+
+def write(result: AnalysisResult, path: str | Path) -> None:
+    write_chrome(render(result), path)

@@ -5,9 +5,10 @@ can be attached to a bug report or copied off a cluster. Every section is always
 data it says so, so a reader can tell "nothing happened" from "the report is broken".
 
 Sections: headline; time by operation and category; resource overlap; GPU utilization over time
-(NVML next to the kernel trace); timeline of a window; kernels by operation; phases; warnings. The
-timeline and kernel tables come from ``report`` (:func:`rlscope.analysis.report.report_data`), computed
-by the caller: this module never reads a trace.
+(NVML next to the kernel trace); timeline of a window; kernels by operation; phases; one section per
+process when there are several; warnings. :func:`render` takes an :class:`rlscope.analysis.AnalysisResult`;
+the timeline and kernel tables are its ``report`` (:mod:`rlscope.analysis.report`): this module never
+reads a trace.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from rlscope.errors import RLScopeError
 from rlscope.viz.terminal import (
     GPU_CATEGORY_ORDER,
     RESOURCE_KEYS,
@@ -26,11 +28,14 @@ from rlscope.viz.terminal import (
     cpu_categories,
     gpu_categories,
     has_gpu_time,
+    run_line,
     sorted_operations,
 )
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
+
+    from rlscope.analysis.result import AnalysisResult
 
 __all__ = [
     "CATEGORY_COLORS",
@@ -38,7 +43,9 @@ __all__ = [
     "NO_NVML_TEXT",
     "RAW_NOTE",
     "SECTION_TITLES",
+    "render",
     "render_html",
+    "write",
     "write_html",
 ]
 
@@ -299,11 +306,11 @@ def _timeline_section(
         return "<p class='empty'>No timeline: the trace holds no events.</p>"
     tl = report["timeline"]
     w0, w1 = tl["window_s"]
-    how = (
-        "default window: a few iterations of the outermost repeating operation, from its median instance"
-        if report.get("window_choice") == "default"
-        else "window chosen with --window"
-    )
+    how = {
+        "default": "default window: a few iterations of the outermost repeating operation, from its median"
+        " instance",
+        "all processes": "default window: the whole run, which covers every process",
+    }.get(report.get("window_choice", ""), "window chosen with --window")
     head = (
         f"<p class='note'>Window {w0:.6f}–{w1:.6f} s of a {float(report.get('run_s', 0.0)):.3f} s run "
         f"({how}; pick another with <code>--window START:END</code>).</p>"
@@ -319,6 +326,21 @@ def _timeline_section(
         return head + "<p class='empty'>No operations or GPU work in this window.</p>"
     row_of = {r: i for i, r in enumerate(rows)}
     fig = go.Figure()
+    procs = tl.get("processes") or {"row": []}
+    if procs["row"]:  # several processes: one bar per process, its session, on its own row
+        start = np.asarray(procs["start_s"], float)
+        fig.add_trace(
+            go.Bar(
+                name="process",
+                y=[row_of[r] for r in procs["row"]],
+                x=np.asarray(procs["end_s"], float) - start,
+                base=start,
+                width=0.5,
+                orientation="h",
+                marker={"color": _UNANNOTATED_COLOR, "line": {"width": 0}},
+                hovertemplate="%{x:.3s}s<extra>process</extra>",
+            )
+        )
     ops = tl["ops"]
     names = list(ops["name"])
     colors = _op_colors(summary, names)
@@ -533,6 +555,41 @@ def _phase_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str:
     return _fig_html(fig, state)
 
 
+def _processes_section(summary: Mapping[str, Any]) -> str:
+    """One section per process (when there are several): its wall, operations and categories."""
+    processes = summary.get("processes") or []
+    if len(processes) < 2:
+        return ""
+    out = [
+        "<h2>Processes</h2>",
+        f"<p class='note'>{html.escape(run_line(summary))}.</p>",
+    ]
+    for p in processes:
+        pid, host = html.escape(str(p.get("pid"))), html.escape(str(p.get("host") or "?"))
+        done = "" if p.get("complete", True) else " — incomplete (the session did not end normally)"
+        cats = ", ".join(f"{html.escape(c)} {v:.3f} s" for c, v in (p.get("categories") or {}).items())
+        gpu = float(p.get("gpu_bound_s", 0.0))
+        out.append(
+            f"<h3 id='process-{pid}'>Process {pid}@{host}{done}</h3>"
+            f"<p class='note'>wall {float(p.get('wall_s', 0.0)):.3f} s, {int(p.get('events', 0)):,} events;"
+            f" {html.escape(UNANNOTATED)} {float(p.get('unannotated_s', 0.0)):.3f} s;"
+            f" categories: {cats or 'none'}" + (f"; GPU-bound {gpu:.3f} s" if gpu else "") + "</p>"
+        )
+        ops = sorted_operations(p.get("operations") or {})
+        if not ops:
+            out.append("<p class='empty'>No operations in this process.</p>")
+            continue
+        head = "<tr><th>operation</th><th>total s</th><th>exclusive s</th><th>calls</th><th>GPU s</th></tr>"
+        body = "".join(
+            f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
+            f"<td>{float(op.get('exclusive_s', 0.0)):.3f}</td><td>{int(op.get('calls', 0))}</td>"
+            f"<td>{sum(float(v) for v in (op.get('gpu_categories') or {}).values()):.3f}</td></tr>"
+            for name, op in ops
+        )
+        out.append(f"<table class='kernels'>{head}{body}</table>")
+    return "\n".join(out)
+
+
 def _warnings_section(summary: Mapping[str, Any]) -> str:
     warnings = summary.get("warnings") or []
     if not warnings:
@@ -571,6 +628,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         _kernel_section(summary, report),
         "<h2>Phases</h2>",
         _phase_section(summary, state),
+        _processes_section(summary),
         "<h2>Warnings</h2>",
         _warnings_section(summary),
     ]
@@ -582,9 +640,25 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
     )
 
 
+def render(result: AnalysisResult) -> str:
+    """The report page of an analysis: its summary and its timeline and kernel data."""
+    return render_html(dict(result.summary), result.report)
+
+
+def write(result: AnalysisResult, path: str) -> None:
+    """Write the report of an analysis to ``path``; an unwritable path is one RLScopeError line."""
+    try:
+        _write_page(render(result), path)
+    except OSError as e:
+        raise RLScopeError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
 def write_html(summary: dict, path: str, report: Mapping[str, Any] | None = None) -> None:
     """Write the self-contained report to ``path`` (parent folders are created)."""
-    page = render_html(summary, report)
+    _write_page(render_html(summary, report), path)
+
+
+def _write_page(page: str, path: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:

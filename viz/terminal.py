@@ -9,7 +9,7 @@ module stays cheap.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -114,18 +114,98 @@ def _secs(s: float) -> str:
     return f"{s:.3f}"
 
 
-def _cat_cell(s: float, exclusive_s: float) -> str:
-    """'1.234 (56%)': seconds and share of the row's exclusive time; '-' when the category is absent."""
+def _cat_cell(s: float, exclusive_s: float, compact: bool = False) -> str:
+    """'1.234 (56%)': seconds and share of the row's exclusive time ('56%' when ``compact``); '-' when
+    the category is absent."""
     if not s:
         return "-"
-    return f"{_secs(s)} ({_pct(s, exclusive_s)})"
+    return _pct(s, exclusive_s) if compact else f"{_secs(s)} ({_pct(s, exclusive_s)})"
 
 
-# --------------------------------------------------------------------------- rich rendering
+# --------------------------------------------------------------------------- fitting the width
+#
+# A table never wraps a name or a number: every column is no_wrap, and when the table is wider than
+# the console (a narrow terminal, or 80 columns when piped) the least useful columns are left out,
+# then the layout turns compact (category cells as shares only, no vertical rules) and leaves out
+# more, and a caption says what was left out.
 
 
-def _summary_table(summary: Mapping[str, Any]) -> Table:
-    from rich.table import Table
+class _Columns:
+    """A table recorded column by column (the rich ``Table`` calls), so that it can be built with any
+    subset of its columns: ``build(drop)``."""
+
+    def __init__(self, **table: Any) -> None:
+        self.table = table
+        self.columns: list[tuple[str, dict[str, Any]]] = []
+        self.rows: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def add_column(self, header: str, **options: Any) -> None:
+        self.columns.append((header, {"no_wrap": True, **options}))
+
+    def add_row(self, *cells: Any, **options: Any) -> None:
+        self.rows.append((cells, options))
+
+    def add_section(self) -> None:
+        if self.rows:
+            self.rows[-1][1]["end_section"] = True
+
+    def build(self, drop: Iterable[str] = (), **table: Any) -> Table:
+        from rich.table import Table
+
+        keep = [i for i, (header, _) in enumerate(self.columns) if header not in set(drop)]
+        out = Table(**{**self.table, **table})
+        for i in keep:
+            out.add_column(self.columns[i][0], **self.columns[i][1])
+        for cells, options in self.rows:
+            out.add_row(*(cells[i] for i in keep), **options)
+        return out
+
+
+def _too_wide(table: Table, console: Console) -> bool:
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update_width(100_000), table).maximum
+    return natural > console.options.max_width
+
+
+def _fit(
+    build: Callable[[bool], _Columns],
+    console: Console,
+    first: list[str],
+    then: list[str],
+    compact_note: str = "",
+) -> Table:
+    """``build(compact)`` with the fewest columns left out that makes it fit the console's width.
+
+    Headers in ``first`` go (in that order) before the compact layout is tried, those in ``then``
+    after; what is left when nothing more may go is printed as it is. The caption says what went,
+    and ``compact_note`` what the compact layout changed.
+    """
+    from rich import box
+
+    for compact, order in ((False, first), (True, first + then)):
+        spec = build(compact)
+        layout = {"box": box.SIMPLE_HEAD, "pad_edge": False} if compact else {}
+        headers = {header for header, _ in spec.columns}
+        dropped: list[str] = []
+        table = spec.build(**layout)
+        for header in order:
+            if not _too_wide(table, console):
+                break
+            if header in headers:
+                dropped.append(header)
+                table = spec.build(dropped, **layout)
+        if not _too_wide(table, console):
+            break
+    notes = [compact_note] if compact and compact_note else []
+    if dropped:
+        notes.append(f"not shown, for width: {', '.join(dropped)} (a wider terminal, or --json, has all)")
+    if notes:
+        table.caption, table.caption_justify = "; ".join(notes), "left"
+    return table
+
+
+def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> _Columns:
     from rich.text import Text
 
     wall = float(summary.get("wall_s", 0.0))
@@ -137,8 +217,8 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
     raw_ops = (summary.get("raw") or {}).get("operations") or {} if corrected else {}
     kind = "corrected for rlscope's overhead" if corrected else "raw (not corrected for overhead)"
     title = Text(f"rlscope summary — {summary.get('trace_dir', '?')} — wall {_secs(wall)} s — {kind}")
-    table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column("operation", overflow="fold")
+    table = _Columns(title=title, title_justify="left", header_style="bold")
+    table.add_column("operation")
     table.add_column("total s", justify="right")
     if corrected:
         table.add_column("± s", justify="right", style="dim")
@@ -175,7 +255,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
             *raw_cell(float((raw_ops.get(name) or {}).get("total_s", 0.0)), op.get("uncertainty_s")),
             _pct(float(op.get("total_s", 0.0)), wall),
             _secs(excl),
-            *[_cat_cell(float(cats.get(c, 0.0)), excl) for c in cpu_cats],
+            *[_cat_cell(float(cats.get(c, 0.0)), excl, compact) for c in cpu_cats],
             *resource_cells(op.get("resources") or {}),
             str(int(op.get("calls", 0))),
         )
@@ -189,7 +269,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
         *raw_cell(float((summary.get("raw") or {}).get("unannotated_s", 0.0))),
         _pct(unann, wall),
         _secs(unann),
-        *[_cat_cell(float(unann_cats.get(c, 0.0)), unann) for c in cpu_cats],
+        *[_cat_cell(float(unann_cats.get(c, 0.0)), unann, compact) for c in cpu_cats],
         *resource_cells(None),
         "-",
     )
@@ -205,7 +285,7 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
         *raw_cell(float((summary.get("raw") or {}).get("wall_s", 0.0)), summary.get("uncertainty_s")),
         _pct(wall, wall),
         _secs(excl_sum),
-        *[_cat_cell(float(run_cats.get(c, 0.0)), excl_sum) for c in cpu_cats],
+        *[_cat_cell(float(run_cats.get(c, 0.0)), excl_sum, compact) for c in cpu_cats],
         *resource_cells(resource_totals),
         str(sum(int(op.get("calls", 0)) for op in ops.values())),
         style="bold",
@@ -213,13 +293,20 @@ def _summary_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
-def _phase_table(summary: Mapping[str, Any]) -> Table:
-    from rich.table import Table
+def _fitted_summary_table(summary: Mapping[str, Any], console: Console) -> Table:
+    """The summary table with the columns the console's width has room for."""
+    first = ["raw s", "± s", "calls", *(f"{RESOURCE_LABELS[k]} s" for k in reversed(RESOURCE_KEYS))]
+    then = ["excl s", *reversed(cpu_categories(summary)), "% run"]
+    note = "categories: share of the row's exclusive time"
+    return _fit(lambda compact: _summary_table(summary, compact), console, first, then, note)
+
+
+def _phase_table(summary: Mapping[str, Any]) -> _Columns:
     from rich.text import Text
 
     wall = float(summary.get("wall_s", 0.0))
-    table = Table(title="per phase", title_justify="left", header_style="bold")
-    table.add_column("phase / operation", overflow="fold")
+    table = _Columns(title="per phase", title_justify="left", header_style="bold")
+    table.add_column("phase / operation")
     table.add_column("total s", justify="right")
     table.add_column("% phase", justify="right")
     table.add_column("excl s", justify="right")
@@ -258,7 +345,7 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
 
     check_schema(summary)
     console = console or Console()
-    console.print(_summary_table(summary))
+    console.print(_fitted_summary_table(summary, console))
 
     ops = summary.get("operations") or {}
     if not ops:
@@ -299,7 +386,7 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
         console.print(Text(gpu_line, style="bold"))
 
     if len(summary.get("phases") or {}) > 1:
-        console.print(_phase_table(summary))
+        console.print(_fit(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"]))
 
 
 def overhead_line(summary: dict) -> str:

@@ -736,11 +736,11 @@ def profiled_breakdowns(traces: dict[str, str]) -> dict[str, dict[str, float]]:
     This is what explains the throughput: eager torch is CPU-side (backend / CUDA API, launch
     bound); fused is one launch of K steps and GPU bound.
     """
-    from rlscope.cli.analyze import analyze_dir
+    from rlscope.analysis import analyze
 
     out: dict[str, dict[str, float]] = {}
     for backend, trace in traces.items():
-        s = analyze_dir(trace)
+        s = analyze(trace).summary
         out[backend] = {**s["categories"], "gpu_bound": s.get("gpu_bound_s", 0.0), "_wall": s["wall_s"]}
     return out
 

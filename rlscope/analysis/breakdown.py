@@ -22,8 +22,7 @@ from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace
 
-UNANNOTATED = "[unannotated]"
-NO_PHASE = "[no phase]"
+UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
 NCAT = len(categories.CATEGORY_NAMES)
 
 CPU_TIME_SCHEMA = pa.schema(
@@ -86,14 +85,16 @@ def analyze_process(proc: ProcessTrace, costs: EventCosts | None = None) -> Proc
 
 
 def analyze_process_pair(
-    proc: ProcessTrace, costs: EventCosts | None
+    proc: ProcessTrace, costs: EventCosts | None, joined: gpu.JoinedTimeline | None = None
 ) -> tuple[ProcessBreakdown, ProcessBreakdown | None]:
     """(raw, corrected) breakdowns of one process from one timeline; corrected is None without costs.
 
     The corrected one runs the same aggregation over the timeline with rlscope's overhead removed
     (rlscope.analysis.overhead); GPU work keeps its durations and moves with its launch.
+    ``joined``: the process's timeline with GPU work (:func:`rlscope.analysis.gpu.timeline_with_gpu`),
+    when the caller already built it.
     """
-    tl, api, records = gpu.timeline_with_gpu(proc)
+    tl, api, records = joined if joined is not None else gpu.timeline_with_gpu(proc)
     host = proc.metadata.get("host", "")
     gpu_records = None
     if api is not None:

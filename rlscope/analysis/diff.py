@@ -1,9 +1,14 @@
-"""Run-to-run comparison: two summaries (e.g. before/after swapping the simulator backend) per
-operation and category. Pure: summary dicts in, a diff dict out."""
+"""Run-to-run comparison: two analyses (e.g. before/after swapping the simulator backend) per
+operation and category. Pure: two results (or their summaries) in, a diff dict out."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from rlscope.errors import RLScopeError
+
+if TYPE_CHECKING:
+    from rlscope.analysis.result import AnalysisResult
 
 DIFF_SCHEMA = "rlscope.diff/1"
 
@@ -42,3 +47,13 @@ def diff_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "categories": _cats(a.get("categories", {}), b.get("categories", {})),
         "operations": {n: ops[n] for n in order},
     }
+
+
+def diff_results(a: AnalysisResult, b: AnalysisResult) -> dict[str, Any]:
+    """The diff of two analyses (B - A); traces of different schema versions are refused."""
+    if a.schema_versions != b.schema_versions:
+        raise RLScopeError(
+            f"traces have different schema versions ({a.trace_dir}: {sorted(a.schema_versions)}, "
+            f"{b.trace_dir}: {sorted(b.schema_versions)}); analyze each with the rlscope that wrote it"
+        )
+    return diff_summaries(a.summary, b.summary)

@@ -42,6 +42,11 @@ class ApiCalls:
     correlation: np.ndarray
 
 
+# a process's timeline with its CUDA API calls and GPU records (None without GPU data): the one
+# per-process pass that the breakdown, the interval tables and the kernel tables all start from
+JoinedTimeline = tuple[Timeline, "ApiCalls | None", "GpuRecords | None"]
+
+
 def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecords]:
     """API calls (clipped to the session) and GPU records from a ``gpu.arrows`` table."""
     keys = ("category", "start_ns", "end_ns", "correlation", "thread", "name")
@@ -95,7 +100,7 @@ def session_bounds(proc: ProcessTrace) -> tuple[int, int]:
     return bounds[0], bounds[1]
 
 
-def timeline_with_gpu(proc: ProcessTrace) -> tuple[Timeline, ApiCalls | None, GpuRecords | None]:
+def timeline_with_gpu(proc: ProcessTrace) -> JoinedTimeline:
     """A process's timeline, with CUDA API time as its innermost category, and its GPU work.
 
     The one place that combines events with ``gpu.arrows`` and ``backend.arrows`` (torch ops from

@@ -23,7 +23,7 @@ from rlscope.analysis import gpu
 from rlscope.analysis.timeline import Timeline
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
-from rlscope.trace.reader import ProcessTrace, Trace
+from rlscope.trace.reader import ProcessTrace, Trace, clock_offset, name_of
 
 __all__ = [
     "API_SCHEMA",
@@ -33,8 +33,11 @@ __all__ = [
     "OPS_SCHEMA",
     "PHASES_SCHEMA",
     "Intervals",
+    "clip",
+    "clip_rows",
     "intervals",
     "parse_window",
+    "window_ns",
 ]
 
 OPS_SCHEMA = pa.schema(
@@ -119,6 +122,8 @@ class Intervals:
     main_threads: dict[int, int]  # pid -> its session's main thread
     # BACKEND_SCHEMA: torch ops from the native backend recorder (empty in the Python mode)
     backend: pa.Table = dataclasses.field(default_factory=BACKEND_SCHEMA.empty_table)
+    # pid -> (session start, end) ns since the run start: every process, even one with no operations
+    spans: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
     def tables(self) -> dict[str, pa.Table]:
         return {
@@ -146,13 +151,6 @@ def parse_window(text: str) -> tuple[float | None, float | None]:
     return s, e
 
 
-def _offset(proc: ProcessTrace) -> int:
-    """Trace clock -> Unix-anchored clock (0 when the anchors are missing), as the summary aligns."""
-    anchor = int(proc.metadata.get("clock_anchor_ns", "0") or 0)
-    unix = int(proc.metadata.get("clock_anchor_unix_ns", "0") or 0)
-    return unix - anchor
-
-
 @dataclasses.dataclass
 class _Proc:
     """One process's timeline and raw GPU columns, before shifting to run-relative time."""
@@ -165,19 +163,18 @@ class _Proc:
     api_end: np.ndarray
 
 
-def _prepare(proc: ProcessTrace) -> _Proc:
-    """Build the timeline the way the breakdown does (CUDA API time as category cuda_api)."""
-    tl, api, _ = gpu.timeline_with_gpu(proc)
+def _prepare(proc: ProcessTrace, joined: gpu.JoinedTimeline | None) -> _Proc:
+    """The timeline the breakdown uses (CUDA API time as category cuda_api), built here if not given."""
+    tl, api, _ = joined if joined is not None else gpu.timeline_with_gpu(proc)
     if api is None:
         empty = np.zeros(0, np.int64)
-        return _Proc(proc, tl, _offset(proc), None, empty, empty)
+        return _Proc(proc, tl, clock_offset(proc), None, empty, empty)
     cols = {c: proc.gpu.column(c).to_numpy().astype(np.int64) for c in S.GPU_COLUMNS}
-    return _Proc(proc, tl, _offset(proc), cols, api.start, api.end)
+    return _Proc(proc, tl, clock_offset(proc), cols, api.start, api.end)
 
 
 def _names(names: list[str], ids: np.ndarray, none: str = "") -> list[str]:
-    n = len(names)
-    return [none if i < 0 else (names[i] if i < n else f"<unknown name {i}>") for i in ids.tolist()]
+    return [name_of(names, i, none) for i in ids.tolist()]
 
 
 def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
@@ -256,16 +253,38 @@ def _cpu_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     return th[first], cat[first], start[first], end[last]
 
 
-def _clip(
+def clip_rows(
     start: np.ndarray, end: np.ndarray, window: tuple[int, int] | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows kept, clipped start, clipped end): overlapping the window, or instants inside it."""
+    """(rows kept, clipped start, clipped end): overlapping the window, or instants inside it.
+
+    The one window rule of every view (exports, the report's timeline).
+    """
     if window is None:
         return np.arange(len(start)), start, end
     w0, w1 = window
     keep = ((start < w1) & (end > w0)) | ((start == end) & (start >= w0) & (start <= w1))
     idx = np.flatnonzero(keep)
     return idx, np.clip(start[idx], w0, w1), np.clip(end[idx], w0, w1)
+
+
+def _clip_table(table: pa.Table, window: tuple[int, int]) -> pa.Table:
+    """The rows of an interval table overlapping ``window``, their times clipped to it."""
+    start = table.column("start_ns").to_numpy().astype(np.int64)
+    end = table.column("end_ns").to_numpy().astype(np.int64)
+    idx, s, e = clip_rows(start, end, window)
+    out = table.take(pa.array(idx, pa.int64()))
+    out = out.set_column(out.schema.get_field_index("start_ns"), "start_ns", pa.array(s, pa.int64()))
+    return out.set_column(out.schema.get_field_index("end_ns"), "end_ns", pa.array(e, pa.int64()))
+
+
+def clip(iv: Intervals, window: tuple[float | None, float | None] | None) -> Intervals:
+    """``iv`` (the whole run) cut to ``window`` (seconds since the run start); a missed window is an error."""
+    win = window_ns(window, iv.run_end_ns)
+    if win is None:
+        return iv
+    tables = {k: _clip_table(t, win) for k, t in iv.tables().items()}
+    return dataclasses.replace(iv, **tables, window_ns=win)
 
 
 def _table(schema: pa.Schema, parts: list[dict]) -> pa.Table:
@@ -275,17 +294,25 @@ def _table(schema: pa.Schema, parts: list[dict]) -> pa.Table:
     return pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}, schema=schema)
 
 
-def intervals(trace: Trace, window: tuple[float | None, float | None] | None = None) -> Intervals:
+def intervals(
+    trace: Trace,
+    window: tuple[float | None, float | None] | None = None,
+    timelines: list[gpu.JoinedTimeline] | None = None,
+) -> Intervals:
     """Interval tables of every process; ``window`` = (start, end) seconds since the run start.
 
-    Raises :class:`RLScopeError` when the window does not overlap the run.
+    ``timelines``: each process's joined timeline, when the caller already built them. Raises
+    :class:`RLScopeError` when the window does not overlap the run.
     """
-    procs = [_prepare(p) for p in trace.processes if p.events.num_rows]
+    procs = [
+        _prepare(p, timelines[i] if timelines is not None else None)
+        for i, p in enumerate(trace.processes)
+        if p.events.num_rows
+    ]
     if not procs:
         raise RLScopeError(f"{trace.path}: no events to export")
     run_start = min(p.tl.start_ns + p.offset for p in procs)
     run_end = max(p.tl.end_ns + p.offset for p in procs) - run_start
-    win = _window_ns(window, run_end)
 
     ops, phases, cpu, gpus, apis, backend = [], [], [], [], [], []
     for p in procs:
@@ -293,84 +320,76 @@ def intervals(trace: Trace, window: tuple[float | None, float | None] | None = N
         pid, names = p.proc.pid, p.proc.names
 
         o = _instances(p, S.OP_BEGIN)
-        depth = _depth(o["id"], o["parent"])
-        idx, s, e = _clip(o["start"] + shift, o["end"] + shift, win)
-        phase_name = np.append(p.tl.inst_name, -1)[o["phase"][idx]]
+        phase_name = np.append(p.tl.inst_name, -1)[o["phase"]]
         ops.append(
             {
-                "pid": [pid] * len(idx),
-                "thread": o["thread"][idx],
-                "id": o["id"][idx],
-                "name": _names(names, o["name"][idx]),
-                "start_ns": s,
-                "end_ns": e,
-                "depth": depth[idx],
-                "parent": o["parent"][idx],
+                "pid": [pid] * len(o["id"]),
+                "thread": o["thread"],
+                "id": o["id"],
+                "name": _names(names, o["name"]),
+                "start_ns": o["start"] + shift,
+                "end_ns": o["end"] + shift,
+                "depth": _depth(o["id"], o["parent"]),
+                "parent": o["parent"],
                 "phase": _names(names, phase_name),
             }
         )
 
         ph = _instances(p, S.PHASE_BEGIN)
-        idx, s, e = _clip(ph["start"] + shift, ph["end"] + shift, win)
         phases.append(
             {
-                "pid": [pid] * len(idx),
-                "thread": ph["thread"][idx],
-                "id": ph["id"][idx],
-                "name": _names(names, ph["name"][idx]),
-                "start_ns": s,
-                "end_ns": e,
+                "pid": [pid] * len(ph["id"]),
+                "thread": ph["thread"],
+                "id": ph["id"],
+                "name": _names(names, ph["name"]),
+                "start_ns": ph["start"] + shift,
+                "end_ns": ph["end"] + shift,
             }
         )
 
         thread, cat, start, end = _cpu_segments(p.tl)
-        idx, s, e = _clip(start + shift, end + shift, win)
         cpu.append(
             {
-                "pid": [pid] * len(idx),
-                "thread": thread[idx],
-                "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in cat[idx]],
-                "start_ns": s,
-                "end_ns": e,
+                "pid": [pid] * len(thread),
+                "thread": thread,
+                "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in cat],
+                "start_ns": start + shift,
+                "end_ns": end + shift,
             }
         )
 
         thread, name, start, end = _backend_ops(p.tl)
-        idx, s, e = _clip(start + shift, end + shift, win)
-        backend.append(_backend_part(pid, names, thread[idx], name[idx], s, e))
+        backend.append(_backend_part(pid, names, thread, name, start + shift, end + shift))
 
         if p.gpu_cols is not None:
             g = p.gpu_cols
             is_api = g["category"] == categories.CUDA_API
             a, r = np.flatnonzero(is_api), np.flatnonzero(~is_api)
-            idx, s, e = _clip(p.api_start + shift, p.api_end + shift, win)
             apis.append(
                 {
-                    "pid": [pid] * len(idx),
-                    "thread": g["thread"][a][idx],
-                    "name": _names(names, g["name"][a][idx]),
-                    "start_ns": s,
-                    "end_ns": e,
-                    "correlation": g["correlation"][a][idx],
+                    "pid": [pid] * len(a),
+                    "thread": g["thread"][a],
+                    "name": _names(names, g["name"][a]),
+                    "start_ns": p.api_start + shift,
+                    "end_ns": p.api_end + shift,
+                    "correlation": g["correlation"][a],
                 }
             )
-            idx, s, e = _clip(g["start_ns"][r] + shift, g["end_ns"][r] + shift, win)
-            rows = r[idx]
             gpus.append(
                 {
-                    "pid": [pid] * len(idx),
-                    "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in g["category"][rows]],
-                    "name": _names(names, g["name"][rows]),
-                    "start_ns": s,
-                    "end_ns": e,
-                    "device": g["device"][rows],
-                    "stream": g["stream"][rows],
-                    "correlation": g["correlation"][rows],
-                    "bytes": g["bytes"][rows],
+                    "pid": [pid] * len(r),
+                    "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in g["category"][r]],
+                    "name": _names(names, g["name"][r]),
+                    "start_ns": g["start_ns"][r] + shift,
+                    "end_ns": g["end_ns"][r] + shift,
+                    "device": g["device"][r],
+                    "stream": g["stream"][r],
+                    "correlation": g["correlation"][r],
+                    "bytes": g["bytes"][r],
                 }
             )
 
-    return Intervals(
+    whole = Intervals(
         operations=_table(OPS_SCHEMA, ops),
         phases=_table(PHASES_SCHEMA, phases),
         cpu=_table(CPU_SCHEMA, cpu),
@@ -378,13 +397,15 @@ def intervals(trace: Trace, window: tuple[float | None, float | None] | None = N
         api=_table(API_SCHEMA, apis),
         run_start_ns=run_start,
         run_end_ns=run_end,
-        window_ns=win,
+        window_ns=None,
         main_threads={p.proc.pid: p.tl.main_thread for p in procs},
         backend=pa.concat_tables(backend) if backend else BACKEND_SCHEMA.empty_table(),
+        spans={p.proc.pid: (p.tl.start_ns + p.offset - run_start, p.tl.end_ns + p.offset - run_start) for p in procs},
     )
+    return clip(whole, window)
 
 
-def _window_ns(window: tuple[float | None, float | None] | None, run_end: int) -> tuple[int, int] | None:
+def window_ns(window: tuple[float | None, float | None] | None, run_end: int) -> tuple[int, int] | None:
     """Seconds since the run start -> ns; a window that misses the run is an error, not an empty file."""
     if window is None or (window[0] is None and window[1] is None):
         return None

@@ -34,9 +34,11 @@ KERNEL_SCHEMA = pa.schema(
 )
 
 
-def _process_rows(proc: ProcessTrace, acc: dict[tuple[str, str, str], list[float]]) -> None:
+def _process_rows(
+    proc: ProcessTrace, acc: dict[tuple[str, str, str], list[float]], joined: gpu.JoinedTimeline | None
+) -> None:
     """Add (operation, category, kernel) -> [count, ns] of one process to ``acc``."""
-    tl, api, recs = gpu.timeline_with_gpu(proc)
+    tl, api, recs = joined if joined is not None else gpu.timeline_with_gpu(proc)
     if api is None or len(recs.start) == 0:
         return
     op, _ = gpu.attribute(tl, api, recs)
@@ -65,14 +67,15 @@ def _process_rows(proc: ProcessTrace, acc: dict[tuple[str, str, str], list[float
         entry[1] += t
 
 
-def kernel_table(trace: Trace) -> pa.Table:
+def kernel_table(trace: Trace, timelines: list[gpu.JoinedTimeline] | None = None) -> pa.Table:
     """GPU work per (operation, category, kernel) over the whole run, all processes merged.
 
     Sorted by operation (most GPU time first), then by total time within the operation.
+    ``timelines``: each process's joined timeline, when the caller already built them.
     """
     acc: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
-    for proc in trace.processes:
-        _process_rows(proc, acc)
+    for i, proc in enumerate(trace.processes):
+        _process_rows(proc, acc, timelines[i] if timelines is not None else None)
     if not acc:
         return KERNEL_SCHEMA.empty_table()
     op_total: dict[str, float] = defaultdict(float)

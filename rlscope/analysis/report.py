@@ -23,16 +23,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rlscope.analysis.intervals import Intervals, _window_ns, intervals
+from rlscope.analysis.intervals import Intervals, clip_rows, intervals, window_ns
 from rlscope.analysis.kernels import kernel_table
-from rlscope.trace.reader import Trace
+from rlscope.trace.reader import Trace, clock_offset
 
 __all__ = [
     "DEFAULT_ITERATIONS",
     "DEFAULT_MAX_WINDOW_S",
     "MAX_INTERVALS",
     "default_window",
+    "empty_report",
     "report_data",
+    "report_from",
     "timeline_data",
 ]
 
@@ -69,9 +71,18 @@ def _clip(table: pa.Table, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray, np
     """(rows overlapping [w0, w1) or instants inside it, clipped start, clipped end)."""
     s = table.column("start_ns").to_numpy().astype(np.int64)
     e = table.column("end_ns").to_numpy().astype(np.int64)
-    keep = ((s < w1) & (e > w0)) | ((s == e) & (s >= w0) & (s <= w1))
-    idx = np.flatnonzero(keep)
-    return idx, np.clip(s[idx], w0, w1), np.clip(e[idx], w0, w1)
+    return clip_rows(s, e, (w0, w1))
+
+
+def _process_rows(iv: Intervals, w0: int, w1: int) -> dict[str, Any]:
+    """One bar per process: its session, so a process with no operations in the window still shows."""
+    out: dict[str, list] = {"row": [], "start_s": [], "end_s": []}
+    for pid, (s, e) in sorted(iv.spans.items()):
+        if s < w1 and e > w0:
+            out["row"].append(f"pid {pid}")
+            out["start_s"].append(max(s, w0) / 1e9)
+            out["end_s"].append(min(e, w1) / 1e9)
+    return out
 
 
 def timeline_data(
@@ -120,9 +131,17 @@ def timeline_data(
         }
     )
     stream_label = {k: f"pid {k[0]} GPU {k[1]} stream {k[2]}" for k in stream_keys}
+    # several processes: each gets its own row (its session span), above its threads' rows
+    procs = _process_rows(iv, w0, w1) if len(iv.spans) > 1 else {"row": [], "start_s": [], "end_s": []}
+    rows = []
+    for pid in sorted({*iv.spans, *(k[0] for k in thread_keys), *(k[0] for k in stream_keys)}):
+        rows += [r for r in procs["row"] if r == f"pid {pid}"]
+        rows += [row_label[k] for k in thread_keys if k[0] == pid]
+        rows += [stream_label[k] for k in stream_keys if k[0] == pid]
     return {
         "window_s": (w0 / 1e9, w1 / 1e9),
-        "rows": [row_label[k] for k in thread_keys] + [stream_label[k] for k in stream_keys],
+        "rows": rows,
+        "processes": procs,
         "ops": {
             "row": [
                 row_label[(int(p), int(t))] for p, t in zip(o_pid.tolist(), o_thread.tolist(), strict=True)
@@ -154,10 +173,36 @@ def _nvml_shift_s(trace: Trace, iv: Intervals, pid: int | None) -> float | None:
     """Seconds to add to a process's trace-clock seconds (NVML sample times) to get run-relative time."""
     for proc in trace.processes:
         if proc.pid == pid:
-            anchor = int(proc.metadata.get("clock_anchor_ns", "0") or 0)
-            unix = int(proc.metadata.get("clock_anchor_unix_ns", "0") or 0)
-            return (unix - anchor - iv.run_start_ns) / 1e9
+            return (clock_offset(proc) - iv.run_start_ns) / 1e9
     return None
+
+
+def report_from(
+    iv: Intervals,
+    kernels: pa.Table,
+    window: tuple[float | None, float | None] | None = None,
+    nvml_shift_s: float | None = None,
+    max_intervals: int = MAX_INTERVALS,
+) -> dict[str, Any]:
+    """The report data from the whole run's intervals and kernel table (see :func:`report_data`).
+
+    Default window: with one process, a few iterations (module docstring); with several, the
+    whole run, so every process is in it (the timeline cap still bounds what is drawn).
+    """
+    if window is not None:
+        # same validation and rounding as intervals(trace, window); a missed window is an error
+        win, chosen = window_ns(window, iv.run_end_ns) or (0, iv.run_end_ns), "user"
+    elif len(iv.spans) > 1:
+        win, chosen = (0, max(1, iv.run_end_ns)), "all processes"
+    else:
+        win, chosen = default_window(iv.operations, iv.run_end_ns), "default"
+    return {
+        "run_s": iv.run_end_ns / 1e9,
+        "window_choice": chosen,
+        "timeline": timeline_data(iv, win, max_intervals),
+        "kernels": kernels.to_pylist(),
+        "nvml_shift_s": nvml_shift_s,
+    }
 
 
 def report_data(
@@ -170,24 +215,17 @@ def report_data(
 
     ``window``: (start, end) seconds since the run start (either may be None), or None for the
     default window (module docstring). Raises :class:`~rlscope.errors.RLScopeError` when the window
-    misses the run or the trace has no events. ``summary``, when given, only tells which process's
-    NVML samples the summary's GPU section holds (to put them on the run's time axis).
+    misses the run. ``summary``, when given, only tells which process's NVML samples the summary's
+    GPU section holds (to put them on the run's time axis). :func:`rlscope.analysis.analyze` builds
+    the same data from the timelines it already has.
     """
     if not any(p.events.num_rows for p in trace.processes):
-        # nothing to draw; the report still renders (its sections say so) rather than failing
-        return {"run_s": 0.0, "window_choice": "none", "timeline": None, "kernels": [], "nvml_shift_s": None}
+        return empty_report()
     iv = intervals(trace)  # the whole run once: the default window is chosen from it
-    if window is None:
-        win, chosen = default_window(iv.operations, iv.run_end_ns), "default"
-    else:
-        # same validation and rounding as intervals(trace, window); a missed window is an error
-        win, chosen = _window_ns(window, iv.run_end_ns) or (0, iv.run_end_ns), "user"
-    kt = kernel_table(trace)
     gpu_pid = ((summary or {}).get("gpu") or {}).get("pid")
-    return {
-        "run_s": iv.run_end_ns / 1e9,
-        "window_choice": chosen,
-        "timeline": timeline_data(iv, win, max_intervals),
-        "kernels": kt.to_pylist(),
-        "nvml_shift_s": _nvml_shift_s(trace, iv, gpu_pid),
-    }
+    return report_from(iv, kernel_table(trace), window, _nvml_shift_s(trace, iv, gpu_pid), max_intervals)
+
+
+def empty_report() -> dict[str, Any]:
+    """Nothing to draw; the report still renders (its sections say so) rather than failing."""
+    return {"run_s": 0.0, "window_choice": "none", "timeline": None, "kernels": [], "nvml_shift_s": None}

@@ -10,7 +10,8 @@ from collections import defaultdict
 from typing import Any
 
 from rlscope.analysis.breakdown import UNANNOTATED, ProcessBreakdown
-from rlscope.trace.reader import Trace
+from rlscope.analysis.gpu import JoinedTimeline
+from rlscope.trace.reader import Trace, clock_offset
 
 SUMMARY_SCHEMA = "rlscope.summary/1"
 
@@ -74,11 +75,40 @@ def _gpu_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     return {"pid": best.pid, **best.gpu}
 
 
+def _by_total(d: dict[str, float]) -> dict[str, float]:
+    return dict(sorted(d.items(), key=lambda kv: -kv[1]))
+
+
+def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows: list) -> dict[str, Any]:
+    """One process's own figures: its operations, categories and GPU time (the run's are summed)."""
+    operations: dict[str, dict[str, Any]] = {}
+    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows)
+    cats: dict[str, float] = defaultdict(float)
+    for r in cpu_rows:
+        cats[r["category"]] += r["seconds"]
+    gpu_cats: dict[str, float] = defaultdict(float)
+    for r in gpu_rows:
+        gpu_cats[r["category"]] += r["seconds"]
+    return {
+        "pid": b.pid,
+        "host": b.host,
+        "wall_s": b.wall_s,
+        "events": b.events,
+        "complete": b.complete,
+        "unannotated_s": unannotated,
+        "categories": _by_total(cats),
+        "gpu_categories": _by_total(gpu_cats),
+        "gpu_bound_s": b.gpu.get("gpu_bound_s", 0.0),
+        "operations": _finish(operations),
+    }
+
+
 def _figures(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     """Every figure of the summary, from one set of breakdowns (raw or corrected)."""
-    cpu_rows = [r for b in breakdowns for r in b.cpu_time.to_pylist()]
-    op_rows = [r for b in breakdowns for r in b.ops.to_pylist()]
-    gpu_rows = [r for b in breakdowns for r in b.gpu_time.to_pylist()]
+    per_proc = [(b.cpu_time.to_pylist(), b.ops.to_pylist(), b.gpu_time.to_pylist()) for b in breakdowns]
+    cpu_rows = [r for c, _, _ in per_proc for r in c]
+    op_rows = [r for _, o, _ in per_proc for r in o]
+    gpu_rows = [r for _, _, g in per_proc for r in g]
 
     operations: dict[str, dict[str, Any]] = {}
     unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows)
@@ -110,26 +140,21 @@ def _figures(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]
             "operations": _finish(ph_ops),
         }
 
-    procs = []
+    procs = [_process_entry(b, *rows) for b, rows in zip(breakdowns, per_proc, strict=True)]
     starts, ends = [], []
     for b, p in zip(breakdowns, trace.processes, strict=True):
-        procs.append(
-            {"pid": b.pid, "host": b.host, "wall_s": b.wall_s, "events": b.events, "complete": b.complete}
-        )
         if b.events == 0:
             continue
-        anchor = int(p.metadata.get("clock_anchor_ns", "0") or 0)
-        unix = int(p.metadata.get("clock_anchor_unix_ns", "0") or 0)
-        starts.append(unix + (b.start_ns - anchor))
-        ends.append(unix + (b.end_ns - anchor))
+        starts.append(b.start_ns + clock_offset(p))
+        ends.append(b.end_ns + clock_offset(p))
     wall = (max(ends) - min(starts)) / 1e9 if starts else 0.0
     return {
         "wall_s": wall,
         "unannotated_s": unannotated,
-        "categories": dict(sorted(cats.items(), key=lambda kv: -kv[1])),
+        "categories": _by_total(cats),
         "unannotated_categories": dict(unannotated_cats),
         "operations": _finish(operations),
-        "gpu_categories": dict(sorted(gpu_cats.items(), key=lambda kv: -kv[1])),
+        "gpu_categories": _by_total(gpu_cats),
         "unannotated_gpu_categories": dict(unattributed_gpu),
         "gpu_bound_s": sum(b.gpu.get("gpu_bound_s", 0.0) for b in breakdowns),
         "gpu": _gpu_section(breakdowns),
@@ -222,17 +247,28 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     }
 
 
-def summarize_trace(trace: Trace, calibration: str | None = None, correct: bool = True) -> dict[str, Any]:
+def summarize_trace(
+    trace: Trace,
+    calibration: str | None = None,
+    correct: bool = True,
+    timelines: list[JoinedTimeline] | None = None,
+) -> dict[str, Any]:
     """Analyze every process and summarize, corrected for overhead when a matching calibration exists.
 
     ``calibration``: a calibration file to use instead of the one embedded in the trace or found
     for its machine and stack (rlscope.calibration.for_trace). ``correct=False``: raw figures only.
     With no matching calibration the summary holds raw figures and says why in ``calibration`` and
-    ``warnings``.
+    ``warnings``. ``timelines``: each process's joined timeline, when the caller already built them.
     """
     from rlscope import calibration as cal_mod
     from rlscope.analysis.breakdown import analyze_process_pair
     from rlscope.analysis.overhead import EventCosts, costs_for
+
+    def pair(i: int, costs: EventCosts | None) -> tuple[ProcessBreakdown, ProcessBreakdown | None]:
+        joined = timelines[i] if timelines is not None else None
+        return analyze_process_pair(trace.processes[i], costs, joined)
+
+    procs = range(len(trace.processes))
 
     # the calibration embedded in the trace first (the costs it was recorded with), unless a file
     # is named; else the cache's for the trace's machine and stack (rlscope.calibration.for_trace)
@@ -246,20 +282,20 @@ def summarize_trace(trace: Trace, calibration: str | None = None, correct: bool 
     if cal is None and correct and any(_has_light_windows(p) for p in trace.processes):
         # the collectors' cost is measured in the run itself; only the small residual costs
         # (scopes, simulator boundaries, the writer) would need a calibration
-        pairs = [analyze_process_pair(p, EventCosts.zero()) for p in trace.processes]
+        pairs = [pair(i, EventCosts.zero()) for i in procs]
         info = {"status": "windows only", "reason": why or ""}
         out = summarize(trace, [c for _, c in pairs], raw=[r for r, _ in pairs], calibration=info)
         out["warnings"].append(f"residual per-event costs not removed: {why}")
         out["warnings"] += [f"overhead correction: {n}" for n in out["overhead"].get("notes", [])]
         return out
     if cal is None:
-        raw = [analyze_process_pair(p, None)[0] for p in trace.processes]
+        raw = [pair(i, None)[0] for i in procs]
         info = {"status": "off" if not correct else "none", "reason": why or "raw figures requested"}
         out = summarize(trace, raw, calibration=info)
         if why:
             out["warnings"].append(why)
         return out
-    pairs = [analyze_process_pair(p, costs_for(cal, p.metadata)) for p in trace.processes]
+    pairs = [pair(i, costs_for(cal, trace.processes[i].metadata)) for i in procs]
     info = {
         "status": "applied",
         "path": cal["path"],

@@ -15,78 +15,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from rlscope.cli.parser import Parser, command_list
 from rlscope.errors import RLScopeError
 
 EXIT_BAD_INPUT = 2
-
-
-def load_and_summarize(
-    trace_dir: str, progress: bool = False, calibration: str | None = None, correct: bool = True
-) -> tuple[Any, dict[str, Any]]:
-    """Load, analyze and summarize a trace directory (the whole pipeline minus rendering).
-
-    ``progress``: show transient progress on stderr (only when stderr is a terminal).
-    ``calibration`` / ``correct``: see :func:`rlscope.analysis.summary.summarize_trace`.
-    """
-    from rlscope.analysis.summary import summarize_trace
-    from rlscope.errors import TraceError
-    from rlscope.progress import spinner
-    from rlscope.trace.reader import load_trace
-
-    with spinner(f"loading {trace_dir}", enabled=progress):
-        trace = load_trace(trace_dir)
-    if trace.num_events == 0:
-        raise TraceError(
-            trace.path, "empty trace: no events recorded (the session ended before its first flush?)"
-        )
-    with spinner("analyzing", enabled=progress):
-        summary = summarize_trace(trace, calibration, correct)
-    return trace, summary
-
-
-def analyze_dir(
-    trace_dir: str, progress: bool = False, calibration: str | None = None, correct: bool = True
-) -> dict[str, Any]:
-    """The summary of a trace directory (corrected for overhead when a calibration matches)."""
-    return load_and_summarize(trace_dir, progress, calibration, correct)[1]
-
-
-def write_outputs(
-    summary: dict[str, Any], args: argparse.Namespace, trace: Any = None, window: str | None = None
-) -> None:
-    """Write the files asked for and print the table (unless quiet).
-
-    With ``--html`` the report's timeline and kernel tables come from the loaded ``trace``
-    (:func:`rlscope.analysis.report.report_data`); a bad ``window`` fails before any file is written.
-    """
-    from rlscope.viz import terminal
-
-    report = None
-    if args.html:
-        from rlscope.analysis.intervals import parse_window
-        from rlscope.analysis.report import report_data
-        from rlscope.trace.reader import load_trace
-
-        if trace is None:
-            trace = load_trace(summary["trace_dir"])
-        # viz only draws what it is given: the data beyond the summary is computed here
-        report = report_data(trace, parse_window(window) if window else None, summary=summary)
-    if args.json:
-        _write_text(args.json, json.dumps(summary, indent=2))
-    if args.html:
-        from rlscope.viz import html
-
-        try:
-            html.write_html(summary, args.html, report=report)
-        except OSError as e:
-            raise RLScopeError(f"{args.html}: cannot write: {e.strerror or e}") from None
-    if not args.quiet:
-        terminal.render_summary(summary, warnings=False)
-    for w in summary["warnings"]:
-        print(f"rlscope-analyze: warning: {w}", file=sys.stderr)
 
 
 def _write_text(path: str, text: str) -> None:
@@ -157,8 +90,8 @@ def _check(argv: list[str]) -> int:
 
 
 def _diff(argv: list[str]) -> int:
-    from rlscope.analysis.diff import diff_summaries
-    from rlscope.trace.reader import load_trace
+    from rlscope.analysis import analyze
+    from rlscope.analysis.diff import diff_results
     from rlscope.viz.diff import diff_html, render_diff
 
     p = Parser(
@@ -173,16 +106,7 @@ def _diff(argv: list[str]) -> int:
     p.add_argument("--html", metavar="FILE", help="write an HTML page of the changes, stacked by category")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
     args = p.parse_args(argv)
-    versions = {}
-    for path in (args.a, args.b):
-        t = load_trace(path)
-        versions[path] = {pr.metadata.get("rlscope.schema_version") for pr in t.processes}
-    if versions[args.a] != versions[args.b]:
-        raise RLScopeError(
-            f"traces have different schema versions ({args.a}: {sorted(versions[args.a])}, "
-            f"{args.b}: {sorted(versions[args.b])}); analyze each with the rlscope that wrote it"
-        )
-    d = diff_summaries(analyze_dir(args.a), analyze_dir(args.b))
+    d = diff_results(analyze(args.a), analyze(args.b))
     if args.json:
         _write_text(args.json, json.dumps(d, indent=2))
     if args.html:
@@ -213,10 +137,18 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             return SUBCOMMANDS[argv[0]](argv[1:])
         args = _analyze_parser().parse_args(argv)
-        trace, summary = load_and_summarize(
-            args.trace_dir, progress=not args.quiet, calibration=args.calibration, correct=not args.raw
+        from rlscope.analysis import analyze
+        from rlscope.analysis.intervals import parse_window
+        from rlscope.cli.output import report
+
+        result = analyze(
+            args.trace_dir,
+            calibration=args.calibration,
+            window=parse_window(args.window) if args.window else None,
+            correct=not args.raw,
+            progress=not args.quiet,
         )
-        write_outputs(summary, args, trace=trace, window=args.window)
+        report(result, json_path=args.json, html_path=args.html, quiet=args.quiet)
         return 0
     except RLScopeError as e:
         print(f"rlscope-analyze: error: {e}", file=sys.stderr)

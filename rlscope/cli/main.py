@@ -37,10 +37,11 @@ except Exception as e:  # never stop the user's program
 def _print_report(
     trace_dir: str, html: str | None, json_path: str | None, quiet: bool = False, correct: bool = True
 ) -> None:
-    from rlscope.cli.analyze import load_and_summarize, write_outputs
+    from rlscope.analysis import analyze
+    from rlscope.cli.output import report
 
-    trace, summary = load_and_summarize(trace_dir, progress=not quiet, correct=correct)
-    write_outputs(summary, argparse.Namespace(json=json_path, html=html, quiet=quiet), trace=trace)
+    result = analyze(trace_dir, correct=correct, progress=not quiet)
+    report(result, json_path=json_path, html_path=html, quiet=quiet, prog="rlscope")
 
 
 def demo(argv: list[str]) -> int:

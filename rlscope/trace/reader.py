@@ -41,7 +41,21 @@ class ProcessTrace:
         return bool(pc.any(pc.equal(kinds, S.SESSION_END)).as_py() or False)
 
     def name(self, i: int) -> str:
-        return self.names[i] if 0 <= i < len(self.names) else f"<unknown name {i}>"
+        return name_of(self.names, i)
+
+
+def name_of(names: list[str], i: int, none: str = "") -> str:
+    """The name with id ``i``; ``none`` for -1 (no name), a visible placeholder for an id out of range."""
+    if i < 0:
+        return none
+    return names[i] if i < len(names) else f"<unknown name {i}>"
+
+
+def clock_offset(proc: ProcessTrace) -> int:
+    """Add to a process's trace-clock ns to get the Unix-anchored clock every process shares (0: no anchors)."""
+    anchor = int(proc.metadata.get("clock_anchor_ns", "0") or 0)
+    unix = int(proc.metadata.get("clock_anchor_unix_ns", "0") or 0)
+    return unix - anchor
 
 
 @dataclasses.dataclass

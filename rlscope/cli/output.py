@@ -1,0 +1,35 @@
+"""What every command that reports a trace does with the analysis: files asked for, table, warnings.
+
+``rlscope-analyze``, ``rlscope demo`` and ``rlscope run`` share it, so they print and write the same
+thing; each output is a renderer of the one :class:`~rlscope.analysis.AnalysisResult`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rlscope.analysis.result import AnalysisResult
+
+__all__ = ["report"]
+
+
+def report(
+    result: AnalysisResult,
+    json_path: str | None = None,
+    html_path: str | None = None,
+    quiet: bool = False,
+    prog: str = "rlscope-analyze",
+) -> None:
+    """Write the JSON and HTML asked for, print the table unless ``quiet``, and each warning once on stderr."""
+    from rlscope.viz import data_files, html, terminal
+
+    if json_path:
+        data_files.write_json(result, json_path)
+    if html_path:
+        html.write(result, html_path)
+    if not quiet:
+        terminal.render(result, warnings=False)
+    for w in result.warnings:
+        print(f"{prog}: warning: {w}", file=sys.stderr)
