@@ -389,6 +389,7 @@ def intervals(
                 }
             )
 
+    shifts = [(p, p.offset - run_start) for p in procs]
     whole = Intervals(
         operations=_table(OPS_SCHEMA, ops),
         phases=_table(PHASES_SCHEMA, phases),
@@ -400,7 +401,7 @@ def intervals(
         window_ns=None,
         main_threads={p.proc.pid: p.tl.main_thread for p in procs},
         backend=pa.concat_tables(backend) if backend else BACKEND_SCHEMA.empty_table(),
-        spans={p.proc.pid: (p.tl.start_ns + p.offset - run_start, p.tl.end_ns + p.offset - run_start) for p in procs},
+        spans={p.proc.pid: (p.tl.start_ns + shift, p.tl.end_ns + shift) for p, shift in shifts},
     )
     return clip(whole, window)
 

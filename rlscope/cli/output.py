@@ -22,7 +22,7 @@ def report(
     quiet: bool = False,
     prog: str = "rlscope-analyze",
 ) -> None:
-    """Write the JSON and HTML asked for, print the table unless ``quiet``, and each warning once on stderr."""
+    """Write the JSON and HTML asked for, print the table unless ``quiet``, each warning on stderr."""
     from rlscope.viz import data_files, html, terminal
 
     if json_path:
