@@ -12,9 +12,13 @@ import io
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rlscope.categories import UNANNOTATED
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from rlscope.analysis.result import AnalysisResult
 
 __all__ = [
     "CPU_CATEGORY_ORDER",
@@ -25,9 +29,12 @@ __all__ = [
     "cpu_categories",
     "gpu_categories",
     "has_gpu_time",
+    "render",
     "render_summary",
+    "run_line",
     "sorted_operations",
     "summary_text",
+    "text",
 ]
 
 SCHEMA = "rlscope.summary/1"
@@ -37,7 +44,6 @@ CPU_CATEGORY_ORDER: tuple[str, ...] = ("python", "simulator", "backend", "cuda_a
 GPU_CATEGORY_ORDER: tuple[str, ...] = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
 RESOURCE_KEYS: tuple[str, ...] = ("cpu_only", "gpu_only", "cpu_gpu")
 RESOURCE_LABELS: dict[str, str] = {"cpu_only": "CPU only", "gpu_only": "GPU only", "cpu_gpu": "CPU+GPU"}
-UNANNOTATED = "[unannotated]"
 
 # Relative mismatch between the summed exclusive times and wall_s above which we say so in the output.
 _SUM_TOLERANCE = 0.005
@@ -355,7 +361,8 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
     excl_sum = sum(float(op.get("exclusive_s", 0.0)) for op in ops.values()) + float(
         summary.get("unannotated_s", 0.0)
     )
-    if wall > 0 and abs(excl_sum - wall) > _SUM_TOLERANCE * wall:
+    several = len(summary.get("processes") or []) > 1  # then run_line explains the sum
+    if wall > 0 and abs(excl_sum - wall) > _SUM_TOLERANCE * wall and not several:
         console.print(
             Text(
                 f"note: exclusive times sum to {_secs(excl_sum)} s, not the wall time {_secs(wall)} s "
@@ -366,13 +373,10 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
 
     processes = summary.get("processes") or []
     incomplete = [p for p in processes if not p.get("complete", True)]
+    if len(processes) > 1:
+        console.print(_process_table(summary))
     if len(processes) > 1 or incomplete:
-        line = f"{len(processes)} process(es)"
-        if incomplete:
-            line += "; incomplete: " + ", ".join(
-                f"pid {p.get('pid')}@{p.get('host', '?')}" for p in incomplete
-            )
-        console.print(Text(line, style="yellow" if incomplete else "dim"))
+        console.print(Text(run_line(summary), style="yellow" if incomplete else "dim"))
 
     for warning in (summary.get("warnings") or []) if warnings else []:
         console.print(Text(f"warning: {warning}", style="yellow"))
@@ -387,6 +391,50 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
 
     if len(summary.get("phases") or {}) > 1:
         console.print(_fit(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"]))
+
+
+def _process_table(summary: Mapping[str, Any]) -> Table:
+    """One compact row per process: its wall, its operations' time, its unannotated and GPU time."""
+    from rich.table import Table
+    from rich.text import Text
+
+    gpu = any(float(p.get("gpu_bound_s", 0.0)) > 0 for p in summary.get("processes") or [])
+    table = Table(title="per process", title_justify="left", header_style="bold")
+    table.add_column("process", overflow="fold")
+    table.add_column("wall s", justify="right")
+    table.add_column("in operations s", justify="right")
+    table.add_column(UNANNOTATED + " s", justify="right")
+    if gpu:
+        table.add_column("GPU-bound s", justify="right")
+    table.add_column("top operations (total s)", overflow="fold")
+    for p in summary.get("processes") or []:
+        ops = p.get("operations") or {}
+        top = ", ".join(f"{n} {_secs(float(o.get('total_s', 0.0)))}" for n, o in sorted_operations(ops)[:3])
+        done = "" if p.get("complete", True) else " (incomplete)"
+        label = f"pid {p.get('pid')}@{p.get('host') or '?'}{done}"
+        table.add_row(
+            Text(label),
+            _secs(float(p.get("wall_s", 0.0))),
+            _secs(sum(float(o.get("exclusive_s", 0.0)) for o in ops.values())),
+            _secs(float(p.get("unannotated_s", 0.0))),
+            *([_secs(float(p.get("gpu_bound_s", 0.0)))] if gpu else []),
+            Text(top or "-"),
+        )
+    return table
+
+
+def run_line(summary: Mapping[str, Any]) -> str:
+    """The whole run's wall-clock view: processes, the run's wall, and how the tables add up."""
+    processes = summary.get("processes") or []
+    wall = float(summary.get("wall_s", 0.0))
+    proc_s = sum(float(p.get("wall_s", 0.0)) for p in processes)
+    line = f"whole run: {len(processes)} process(es), wall {_secs(wall)} s from the first start to the last"
+    if len(processes) > 1:
+        line += f"; the tables add up the processes' time ({_secs(proc_s)} s of process wall time)"
+    incomplete = [p for p in processes if not p.get("complete", True)]
+    if incomplete:
+        line += "; incomplete: " + ", ".join(f"pid {p.get('pid')}@{p.get('host', '?')}" for p in incomplete)
+    return line
 
 
 def overhead_line(summary: dict) -> str:
@@ -456,6 +504,16 @@ def gpu_utilization_line(summary: dict) -> str:
             f" | windows with any GPU activity: {gpu['trace_any_activity_fraction']:.1%}"
         )
     return line
+
+
+def render(result: AnalysisResult, console: Console | None = None, warnings: bool = True) -> None:
+    """Print an analysis as tables (per process too, when there are several)."""
+    render_summary(dict(result.summary), console, warnings)
+
+
+def text(result: AnalysisResult, width: int = 160) -> str:
+    """An analysis as plain text (no colors), for tests, logs and files."""
+    return summary_text(dict(result.summary), width)
 
 
 def summary_text(summary: dict, width: int = 160) -> str:
