@@ -403,7 +403,7 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
     table.add_column("process", overflow="fold")
     table.add_column("wall s", justify="right")
     table.add_column("in operations s", justify="right")
-    table.add_column(UNANNOTATED + " s", justify="right")
+    table.add_column("unannotated s", justify="right")
     if gpu:
         table.add_column("GPU-bound s", justify="right")
     table.add_column("top operations (total s)", overflow="fold")
