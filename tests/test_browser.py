@@ -157,6 +157,52 @@ def test_console_check_catches_errors(tmp_path: Path) -> None:
     assert "<p>control</p>" in dom
 
 
+_WORKER = """
+import sys, time
+import rlscope
+with rlscope.profile(sys.argv[1], gpu=False):
+    for _ in range(3):
+        with rlscope.scope(sys.argv[2]):
+            end = time.perf_counter() + 0.003
+            while time.perf_counter() < end:
+                pass
+"""
+
+
+@pytest.fixture(scope="module")
+def multi_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """A report of a run of two processes (a learner and an actor, one session each), and their pids."""
+    tmp = tmp_path_factory.mktemp("browser-multi")
+    trace, out, script = tmp / "trace", tmp / "report.html", tmp / "worker.py"
+    script.write_text(_WORKER)
+    for op in ("learner", "actor"):
+        subprocess.run([sys.executable, str(script), str(trace), op], check=True, timeout=TIMEOUT_S)
+    res = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "--html", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    return out, sorted(int(p.name.split("-")[1]) for p in trace.glob("process-*"))
+
+
+def test_multi_process_report_in_chromium(multi_report: tuple[Path, list[int]], tmp_path: Path) -> None:
+    page, pids = multi_report
+    assert len(pids) == 2
+    messages, dom = console_messages(page, tmp_path)
+    assert messages == [], "JavaScript console messages:\n" + "\n".join(messages)
+    containers, rendered = count_plots(dom)
+    assert containers > 0 and rendered == containers, (
+        f"{containers - rendered} of {containers} plots did not render"
+    )
+    assert "No operations or GPU work in this window" not in dom
+    for pid in pids:  # a section per process, and a timeline row per process drawn by plotly
+        assert f'id="process-{pid}"' in dom
+        assert re.search(rf">pid {pid}<", dom), f"no timeline row for pid {pid}"
+
+
 def test_plot_counter() -> None:
     dom = (
         '<div class="plotly-graph-div js-plotly-plot"><div><svg class="main-svg"></svg>'
