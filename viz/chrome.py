@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlscope.demangle import demangle
 from rlscope.errors import RLScopeError
 
 if TYPE_CHECKING:
@@ -128,8 +129,12 @@ def to_chrome(tables: Any, main_threads: Mapping[int, int] | None = None) -> dic
         args = {"device": r["device"], "stream": r["stream"], "correlation": r["correlation"]}
         if r["bytes"]:
             args["bytes"] = r["bytes"]
+        # kernels by their readable name, as PyTorch's traces show them; the mangled one goes in args
+        name = demangle(r["name"])
+        if name != r["name"]:
+            args["mangled"] = r["name"]
         cat = GPU_CATEGORY_CAT.get(r["category"], r["category"])
-        complete(r["name"], cat, g, r["stream"], r["start_ns"], r["end_ns"], args)
+        complete(name, cat, g, r["stream"], r["start_ns"], r["end_ns"], args)
         streams.add((g, r["stream"], r["device"]))
         key = (r["pid"], r["correlation"])
         if key not in first_record or r["start_ns"] < first_record[key][2]:

@@ -18,6 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from rlscope.demangle import demangle
 from rlscope.errors import RLScopeError
 from rlscope.viz.terminal import (
     GPU_CATEGORY_ORDER,
@@ -371,7 +372,7 @@ def _timeline_section(
         start = np.asarray(g["start_s"], float)
         dur = np.asarray(g["end_s"], float) - start
         cats = np.asarray(g["category"], dtype=object)
-        knames = np.asarray([_label(n) for n in g["name"]], dtype=object)
+        knames = np.asarray([_label(demangle(n)) for n in g["name"]], dtype=object)
         for cat in dict.fromkeys(g["category"]):
             sel = np.flatnonzero(cats == cat)
             fig.add_trace(
@@ -404,6 +405,13 @@ def _timeline_section(
     return head + _fig_html(fig, state)
 
 
+def _kernel_cell(row: Mapping[str, Any]) -> str:
+    """The kernel's demangled name; the name as recorded (mangled) shows on hover."""
+    name, mangled = str(row["kernel"]), str(row.get("mangled") or row["kernel"])
+    title = f" title='{html.escape(mangled)}'" if mangled != name else ""
+    return f"<td{title}>{html.escape(name)}</td>"
+
+
 def _kernel_section(summary: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
     if report is None or "kernels" not in report:
         return "<p class='empty'>No kernel tables: this report was rendered from a summary alone.</p>"
@@ -426,7 +434,7 @@ def _kernel_section(summary: Mapping[str, Any], report: Mapping[str, Any] | None
         )
         body = "".join(
             "<tr>"
-            f"<td>{html.escape(str(r['kernel']))}</td><td>{html.escape(str(r['category']))}</td>"
+            f"{_kernel_cell(r)}<td>{html.escape(str(r['category']))}</td>"
             f"<td>{int(r['count']):,}</td><td>{1e3 * float(r['total_s']):.3f}</td>"
             f"<td>{1e6 * float(r['mean_s']):.1f}</td><td>{100.0 * float(r['share']):.1f}%</td>"
             "</tr>"

@@ -4,7 +4,8 @@ Pure functions: a loaded :class:`~rlscope.trace.reader.Trace` in, an Arrow table
 joined to operations exactly as the breakdown does (:func:`rlscope.analysis.gpu.split`,
 :func:`~rlscope.analysis.timeline.build_timeline` with CUDA API time, :func:`rlscope.analysis.gpu.attribute`):
 a record belongs to the operation innermost on the launching thread when its CUDA API call started.
-Records with no launch seen go to ``[unannotated]``. Times are raw (not overhead-corrected).
+Records with no launch seen go to ``[unannotated]``. Times are raw (not overhead-corrected). Kernel
+names are demangled (:mod:`rlscope.demangle`); ``mangled`` keeps each as the trace recorded it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow as pa
 from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.analysis.breakdown import UNANNOTATED
+from rlscope.demangle import demangle
 from rlscope.trace.reader import ProcessTrace, Trace
 
 __all__ = ["KERNEL_SCHEMA", "kernel_table"]
@@ -25,7 +27,8 @@ KERNEL_SCHEMA = pa.schema(
     [
         ("operation", pa.string()),
         ("category", pa.string()),  # gpu_kernel, gpu_memcpy, gpu_memset
-        ("kernel", pa.string()),  # kernel name, or the copy/memset kind
+        ("kernel", pa.string()),  # kernel name (demangled), or the copy/memset kind
+        ("mangled", pa.string()),  # the name as recorded in the trace
         ("count", pa.int64()),
         ("total_s", pa.float64()),
         ("mean_s", pa.float64()),
@@ -86,7 +89,8 @@ def kernel_table(trace: Trace, timelines: list[gpu.JoinedTimeline] | None = None
     for (op, cat, kern), (count, ns) in rows:
         cols["operation"].append(op)
         cols["category"].append(cat)
-        cols["kernel"].append(kern)
+        cols["kernel"].append(demangle(kern))
+        cols["mangled"].append(kern)
         cols["count"].append(int(count))
         cols["total_s"].append(ns / 1e9)
         cols["mean_s"].append(ns / 1e9 / count if count else 0.0)
