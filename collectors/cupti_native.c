@@ -26,6 +26,8 @@ typedef struct {
   int16_t device;
   int8_t category; /* 3 cuda_api, 4 kernel, 5 memcpy, 6 memset (rlscope.categories) */
   int8_t pad;
+  /* kernel rows: launch resources (occupancy, rlscope/analysis/occupancy.py); 0 otherwise */
+  int32_t grid[3], block[3], static_smem, dynamic_smem, registers, pad2;
 } rl_row;
 
 #define BUF_SIZE (8u << 20)
@@ -105,6 +107,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         r = push_row();
         r->category = 4; r->start = k->start; r->end = k->end; r->corr = EPOCH_CORR(k->correlationId);
         r->device = k->deviceId; r->stream = k->streamId; r->name = intern_name(k->name); r->thread = -1;
+        r->grid[0] = k->gridX; r->grid[1] = k->gridY; r->grid[2] = k->gridZ;
+        r->block[0] = k->blockX; r->block[1] = k->blockY; r->block[2] = k->blockZ;
+        r->registers = k->registersPerThread;
+        r->static_smem = k->staticSharedMemory; r->dynamic_smem = k->dynamicSharedMemory;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {

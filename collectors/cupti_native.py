@@ -42,6 +42,12 @@ ROW = np.dtype(
         ("device", "<i2"),
         ("category", "i1"),
         ("pad", "i1"),
+        ("grid", "<i4", (3,)),
+        ("block", "<i4", (3,)),
+        ("static_smem", "<i4"),
+        ("dynamic_smem", "<i4"),
+        ("registers", "<i4"),
+        ("pad2", "<i4"),
     ]
 )
 
@@ -176,7 +182,11 @@ class NativeCuptiCollector:
         if rc != 0:
             raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")
         self.lib = lib
-        self._schema = S.columns_schema(S.GPU_COLUMNS_DOC, "native")
+        from rlscope.collectors.device_limits import devices_metadata
+
+        self._schema = S.columns_schema(
+            S.GPU_COLUMNS_DOC + S.GPU_KERNEL_COLUMNS_DOC, "native", devices_metadata()
+        )
         self.rows = self.session.writer.add_stream(S.GPU_FILE, self._schema)
         self._sync_clock()
         self.session.writer.before_flush(self.flush)
@@ -238,6 +248,11 @@ class NativeCuptiCollector:
             buf["stream"],
             self._name_ids(buf["name"]),
             buf["bytes"],
+            *(buf["grid"][:, i] for i in range(3)),
+            *(buf["block"][:, i] for i in range(3)),
+            buf["registers"],
+            buf["static_smem"],
+            buf["dynamic_smem"],
         ]
         # one record batch, columns straight from numpy: no per-record Python anywhere
         arrays = [

@@ -224,6 +224,9 @@ class Session:
 
         gpu_collectors = start_gpu_collectors(self)
         self._collectors.extend(gpu_collectors)
+        from rlscope.collectors.gpu_memory import MemoryRecorder  # allocator events, once torch is imported
+
+        self._collectors.append(MemoryRecorder(self).start())
         if gpu_collectors and self.options["nvtx"]:
             _imports.when_imported("torch", self._start_nvtx)
 

@@ -53,7 +53,7 @@ def test_rows_become_gpu_records(tmp_path):
         buf["bytes"] = [0, 0, 4096, 0]
         buf["thread"] = [session.thread_state().ident32, 0, 0, 12345]
         collector.lib = FakeLib(buf)
-        collector._schema = S.columns_schema(S.GPU_COLUMNS_DOC)
+        collector._schema = S.columns_schema(S.GPU_COLUMNS_DOC + S.GPU_KERNEL_COLUMNS_DOC)
         collector.rows = session.writer.add_stream(S.GPU_FILE, collector._schema)
         collector._sync_clock()
         collector.flush()

@@ -132,7 +132,8 @@ def test_gpu_report_sections(gpu_trace):
     assert [r.split(" GPU ")[1] for r in tl["rows"][1:]] == ["0 stream 7", "0 stream 8"]
     assert not tl["capped"] and tl["drawn_intervals"] == 3 + 6
     assert "seconds since the run start" in page
-    assert page.count("plotly.js v") == 1 and page.count('class="plotly-graph-div"') == 5
+    # five charts of their own sections, and the Sharing section's kernel-length histogram
+    assert page.count("plotly.js v") == 1 and page.count('class="plotly-graph-div"') == 6
     # NVML on the run's time axis: samples at 500..2000 ns after the first
     assert report["nvml_shift_s"] is not None
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlscope.demangle import demangle
 from rlscope.errors import RLScopeError
+from rlscope.viz.sharing import sharing_html
 from rlscope.viz.terminal import (
     GPU_CATEGORY_ORDER,
     RESOURCE_KEYS,
@@ -637,6 +638,8 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         "<h2>Phases</h2>",
         _phase_section(summary, state),
         _processes_section(summary),
+        "<h2>Sharing</h2>",  # GPU memory, occupancy, kernel lengths, co-location (viz/sharing.py)
+        sharing_html(summary, state, lambda f: _fig_html(f, state)),
         "<h2>Warnings</h2>",
         _warnings_section(summary),
     ]

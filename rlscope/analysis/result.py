@@ -97,6 +97,7 @@ def analyze(
     from rlscope.analysis.intervals import clip, intervals
     from rlscope.analysis.kernels import kernel_table
     from rlscope.analysis.report import report_from
+    from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_trace
     from rlscope.progress import spinner
     from rlscope.trace.reader import Trace, clock_offset, load_trace
@@ -114,6 +115,8 @@ def analyze(
         # the one pass over each process's events: every step below reads these timelines
         timelines = [gpu.timeline_with_gpu(p) for p in trace.processes]
         summary = summarize_trace(trace, calibration, correct, timelines)
+        # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
+        summary["sharing"] = sharing_for_summary(trace, summary, timelines)
         summary["warnings"] = once_per_run(summary["warnings"])
         whole = intervals(trace, timelines=timelines)
         kernels = kernel_table(trace, timelines)

@@ -29,6 +29,7 @@ class ProcessTrace:
     gpu: pa.Table | None = None  # GPU activity and CUDA API calls (gpu.arrows), when traced
     nvml: pa.Table | None = None  # NVML samples (nvml.arrows), when sampled
     backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
+    memory: pa.Table | None = None  # CUDA caching allocator events (memory.arrows), when recorded
 
     @property
     def pid(self) -> int:
@@ -74,8 +75,13 @@ class Trace:
         return sum(p.events.num_rows for p in self.processes)
 
 
-def _read_stream(path: Path, required: list[str]) -> tuple[pa.Table, dict[str, str], list[str]]:
-    """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable."""
+def _read_stream(
+    path: Path, required: list[str], optional: list[str] | None = None
+) -> tuple[pa.Table, dict[str, str], list[str]]:
+    """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable.
+
+    ``optional`` columns are kept when the file has them (columns added after a file kind existed).
+    """
     warnings: list[str] = []
     if not path.is_file():
         raise TraceError(path, "missing trace file")
@@ -118,7 +124,7 @@ def _read_stream(path: Path, required: list[str]) -> tuple[pa.Table, dict[str, s
             )
             break
     table = pa.Table.from_batches(batches, schema=schema)
-    return table.select(required), meta, warnings
+    return table.select(required + [c for c in optional or [] if c in schema.names]), meta, warnings
 
 
 def _short(e: BaseException) -> str:
@@ -140,18 +146,21 @@ def load_process(path: Path) -> ProcessTrace:
     except TraceError as e:
         warnings.append(f"{e}; operation names will show as ids")
     optional = {}
-    for attr, filename, columns in (
-        ("gpu", S.GPU_FILE, S.GPU_COLUMNS),
-        ("nvml", S.NVML_FILE, S.NVML_COLUMNS),
-        ("backend", S.BACKEND_FILE, S.BACKEND_COLUMNS),
+    for attr, filename, columns, optional_columns in (
+        ("gpu", S.GPU_FILE, S.GPU_COLUMNS, S.GPU_KERNEL_COLUMNS),
+        ("nvml", S.NVML_FILE, S.NVML_COLUMNS, None),
+        ("backend", S.BACKEND_FILE, S.BACKEND_COLUMNS, None),
+        ("memory", S.MEMORY_FILE, S.MEMORY_COLUMNS, None),
     ):
         if (path / filename).exists():
             try:
-                table, file_meta, more = _read_stream(path / filename, columns)
+                table, file_meta, more = _read_stream(path / filename, columns, optional_columns)
                 warnings += more
                 optional[attr] = table
                 if "rlscope.collector" in file_meta:  # which collector wrote it: its overhead differs
                     meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
+                if S.DEVICES_METADATA_KEY in file_meta:  # device limits (occupancy, sharing)
+                    meta.setdefault(S.DEVICES_METADATA_KEY, file_meta[S.DEVICES_METADATA_KEY])
             except TraceError as e:
                 warnings.append(f"{e}; its data is left out")
     proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings, **optional)

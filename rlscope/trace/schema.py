@@ -84,6 +84,41 @@ GPU_COLUMNS_DOC = [
     ("bytes", "int64", "bytes copied or set (0 for kernels and API calls)"),
 ]
 GPU_COLUMNS = [c for c, _, _ in GPU_COLUMNS_DOC]
+# Kernel launch resources (native CUPTI consumer; 0 on copy, memset and API rows). Optional: traces
+# written before them, or by the Kineto / cupti-python collectors, lack them and still load
+# (rlscope/analysis/occupancy.py then says the figures need them).
+GPU_KERNEL_COLUMNS_DOC = [
+    ("grid_x", "int32", "grid size in blocks, x"),
+    ("grid_y", "int32", "grid size in blocks, y"),
+    ("grid_z", "int32", "grid size in blocks, z"),
+    ("block_x", "int32", "block size in threads, x"),
+    ("block_y", "int32", "block size in threads, y"),
+    ("block_z", "int32", "block size in threads, z"),
+    ("registers", "int32", "registers per thread"),
+    ("static_smem", "int32", "static shared memory per block (bytes)"),
+    ("dynamic_smem", "int32", "dynamic shared memory per block (bytes)"),
+]
+GPU_KERNEL_COLUMNS = [c for c, _, _ in GPU_KERNEL_COLUMNS_DOC]
+# schema metadata key (on gpu.arrows and memory.arrows): JSON of the devices' limits and the host's
+# CPU count, recorded at session start so occupancy and sharing figures work on any machine later
+DEVICES_METADATA_KEY = "rlscope.devices"
+
+MEMORY_FILE = "memory.arrows"
+# CUDA caching allocator events (collectors/gpu_memory.py), times on the events' clock
+MEMORY_ALLOC = 0  # a block handed to the program
+MEMORY_FREE = 1  # the program freed it (free requested; the allocator may reuse it after its stream)
+MEMORY_SEGMENT_ALLOC = 2  # the allocator reserved device memory (cudaMalloc)
+MEMORY_SEGMENT_FREE = 3  # the allocator released reserved memory (cudaFree, empty_cache)
+MEMORY_COLUMNS_DOC = [
+    ("ts_ns", "int64", "time of the event, on the events' clock"),
+    ("thread", "int64", "OS thread id of the allocating thread; -1 unknown (analysis: the main thread)"),
+    ("device", "int16", "GPU index"),
+    ("action", "int8", "0 alloc, 1 free, 2 segment_alloc (reserve), 3 segment_free (release)"),
+    ("addr", "int64", "device address of the block or segment"),
+    ("bytes", "int64", "size of the block or segment"),
+    ("stream", "int64", "CUDA stream the block belongs to"),
+]
+MEMORY_COLUMNS = [c for c, _, _ in MEMORY_COLUMNS_DOC]
 
 BACKEND_FILE = "backend.arrows"
 # torch ops from the native backend recorder (collectors/torch_native.cpp): the outermost op per thread
@@ -116,7 +151,9 @@ def events_schema(metadata: dict[str, str]) -> pa.Schema:
     return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION), **metadata})
 
 
-def columns_schema(columns_doc: list[tuple[str, str, str]], collector: str = "") -> pa.Schema:
+def columns_schema(
+    columns_doc: list[tuple[str, str, str]], collector: str = "", extra: dict[str, str] | None = None
+) -> pa.Schema:
     """Schema of a collector's file (GPU activity, NVML samples) from its column table.
 
     ``collector`` names what wrote it (``native``, ``kineto``, ``cupti-python``): its per-event cost
@@ -128,6 +165,7 @@ def columns_schema(columns_doc: list[tuple[str, str, str]], collector: str = "")
     meta = {"rlscope.schema_version": str(SCHEMA_VERSION)}
     if collector:
         meta["rlscope.collector"] = collector
+    meta.update(extra or {})
     return pa.schema(fields, metadata=meta)
 
 

@@ -1,0 +1,228 @@
+"""Can this job share its GPU, and with how many copies of itself? The summary's ``sharing`` figures.
+
+Gathers the GPU memory per operation (:mod:`~rlscope.analysis.memory`), kernel resources and
+occupancy (:mod:`~rlscope.analysis.occupancy`) and the kernel-length distribution
+(:mod:`~rlscope.analysis.kernel_lengths`), and from them estimates what k copies of the job on one
+GPU would need and how much each would slow down (:func:`predict`; the model is docs/sharing.md).
+``rlscope-analyze share`` prints the estimate; ``rlscope share-check`` measures it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from rlscope.analysis import gpu
+from rlscope.analysis.kernel_lengths import kernel_lengths, process_kernels
+from rlscope.analysis.memory import memory_section, process_memory
+from rlscope.analysis.occupancy import device_limits, occupancy_section
+from rlscope.trace import schema as S
+from rlscope.trace.reader import ProcessTrace, Trace
+
+NO_GPU_NOTE = "no GPU data in this trace (CPU-only run, or GPU tracing off): no sharing figures"
+DEFAULT_CONTEXT_BYTES = 512 << 20  # a CUDA context with torch's kernels loaded, when NVML did not see it
+K_VALUES = (1, 2, 4, 8, 16)
+MAX_SLOWDOWN = 1.25  # "fits": each copy at most 25% slower than alone
+
+
+def full_windows(proc: ProcessTrace, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the stretches with GPU tracing on (the full windows; the whole run without)."""
+    ev = proc.events
+    kind = ev.column("kind").to_numpy()
+    sel = kind == S.WINDOW
+    ts, mode = ev.column("ts_ns").to_numpy()[sel], ev.column("id").to_numpy()[sel]
+    if not (mode == S.WINDOW_LIGHT).any():
+        return np.array([start]), np.array([end])
+    order = np.argsort(ts, kind="stable")
+    ts, mode = np.clip(ts[order], start, end), mode[order]
+    ends = np.append(ts[1:], end)
+    full = mode == S.WINDOW_FULL
+    return ts[full], ends[full]
+
+
+def _overlap(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[float, np.ndarray]:
+    """Total length of the sorted disjoint intervals (s, e) inside the windows (ws, we), and the
+    intervals that lie wholly inside one."""
+    from rlscope.analysis.gpu import covered
+
+    inside = float((covered(s, e, we) - covered(s, e, ws)).sum())
+    i = np.searchsorted(ws, s, side="right") - 1
+    whole = (i >= 0) & (e <= we[np.maximum(i, 0)])
+    return inside, whole
+
+
+def gpu_model(proc: ProcessTrace) -> dict[str, Any] | None:
+    """GPU-bound fraction and busy periods of one process, measured where GPU tracing was on."""
+    if proc.gpu is None or proc.gpu.num_rows == 0:
+        return None
+    start, end = gpu.session_bounds(proc)
+    _, recs = gpu.split(proc.gpu, start, end)
+    if len(recs.start) == 0:
+        return None
+    s, e = gpu.busy_intervals(np.clip(recs.start, start, end), np.clip(recs.end, start, end))
+    ws, we = full_windows(proc, start, end)
+    traced = float((we - ws).sum())
+    busy, whole = _overlap(s, e, ws, we)
+    b = (e - s)[whole].astype(np.float64)
+    return {
+        "traced_s": traced / 1e9,
+        "gpu_busy_fraction": busy / traced if traced > 0 else 0.0,
+        "busy_periods_per_s": len(b) / traced * 1e9 if traced > 0 else 0.0,
+        "busy_period_mean_us": float(b.mean()) / 1e3 if len(b) else 0.0,
+        "busy_period_residual_us": float((b**2).sum() / (2 * b.sum())) / 1e3 if b.sum() > 0 else 0.0,
+    }
+
+
+def _nvml_process_bytes(proc: ProcessTrace) -> int:
+    """Device memory the process added as NVML saw it (max - min of used memory); 0 without samples."""
+    if proc.nvml is None or proc.nvml.num_rows < 2:
+        return 0
+    used = proc.nvml.column("mem_used").to_numpy()
+    return int(used.max() - used.min())
+
+
+def estimate_inputs(
+    trace: Trace, memory: dict[str, Any], models: dict[int, dict[str, Any]], summary: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The figures :func:`predict` needs, from the process with the most GPU work."""
+    if not models:
+        return None
+    pid = max(models, key=lambda p: models[p]["gpu_busy_fraction"])
+    proc = next(p for p in trace.processes if p.pid == pid)
+    meta = json.loads(proc.metadata.get(S.DEVICES_METADATA_KEY, "{}") or "{}")
+    devices = meta.get("devices") or [{}]
+    mem = next((m for m in memory.get("processes", []) if m["pid"] == pid), None)
+    notes = []
+    nvml_bytes = _nvml_process_bytes(proc)
+    reserved = mem["reserved_peak_bytes"] if mem else 0
+    if nvml_bytes > reserved:
+        per_copy = nvml_bytes
+        context = nvml_bytes - reserved
+    else:
+        context = DEFAULT_CONTEXT_BYTES
+        per_copy = reserved + context
+        notes.append(f"no NVML memory samples: CUDA context assumed {DEFAULT_CONTEXT_BYTES >> 20} MiB")
+    if mem is None:
+        notes.append("no GPU memory events: memory estimate from NVML alone")
+    cpu_cores = 1.0
+    if summary and summary.get("wall_s"):
+        cpu = sum(v for k, v in (summary.get("categories") or {}).items() if not k.startswith("gpu"))
+        cpu_cores = max(cpu / summary["wall_s"], 0.05)
+    return {
+        "pid": pid,
+        "device": devices[0].get("name", ""),
+        "device_memory_bytes": int(devices[0].get("total_memory", 0)),
+        "host_cpus": int(meta.get("host_cpus", 0) or 0),
+        "cpu_cores_per_copy": cpu_cores,
+        "per_copy_bytes": int(per_copy),
+        "context_bytes": int(context),
+        "floor_bytes": mem["floor_bytes"] if mem else 0,
+        "cyclic_peak_bytes": mem["cyclic_peak_bytes"] if mem else 0,
+        **models[pid],
+        "notes": notes,
+    }
+
+
+def predict(m: dict[str, Any], k: int) -> dict[str, Any]:
+    """What k copies of the job on one GPU would need and how slow each would be (docs/sharing.md).
+
+    Memory: plain processes each keep their CUDA context and the caching allocator's reserved
+    peak, so k copies need k x per-copy (peaks aligned: nothing is shared). With one allocator
+    shared (Salus-style) it would be k x (context + floor) + the largest ephemeral peak.
+    GPU time: demand k x f of the GPU (f: GPU-busy fraction alone); below saturation each of a
+    copy's busy periods finds one of the k-1 others busy with probability min(1, (k-1) f) and waits
+    its mean residual R, so a copy's time grows by busy_periods_per_s x p x R per second.
+    CPU: k x cores per copy over the host's CPUs.
+    """
+    f = m["gpu_busy_fraction"]
+    p = min(1.0, (k - 1) * f)
+    interleave = 1 + m["busy_periods_per_s"] * p * m["busy_period_residual_us"] / 1e6
+    capacity = k * f
+    cpus = m.get("host_cpus") or 0
+    cpu = k * m["cpu_cores_per_copy"] / cpus if cpus else 0.0
+    slow = {"gpu_interleave": interleave, "gpu_capacity": capacity, "cpu": cpu}
+    slowdown = max(1.0, *slow.values())
+    memory = k * m["per_copy_bytes"]
+    shared = k * (m["context_bytes"] + m["floor_bytes"]) + max(m["cyclic_peak_bytes"] - m["floor_bytes"], 0)
+    total = m["device_memory_bytes"]
+    fits_memory = memory <= total if total else True
+    binds = "memory" if not fits_memory else max(slow, key=lambda r: slow[r]) if slowdown > 1.0 else "none"
+    return {
+        "k": k,
+        "memory_bytes": int(memory),
+        "memory_shared_allocator_bytes": int(shared),
+        "fits_memory": bool(fits_memory),
+        "slowdown": float(slowdown),
+        "slowdown_by": {r: float(v) for r, v in slow.items()},
+        "binds": binds,
+        "throughput": float(k / slowdown),
+    }
+
+
+def estimate(m: dict[str, Any] | None, k_values: tuple[int, ...] = K_VALUES) -> dict[str, Any]:
+    if m is None:
+        return {"note": NO_GPU_NOTE}
+    table = [predict(m, k) for k in k_values]
+    total = m["device_memory_bytes"]
+    k_memory = int(total // m["per_copy_bytes"]) if total and m["per_copy_bytes"] else None
+    k_fit = 1
+    for k in range(1, (k_memory or 64) + 1):
+        if predict(m, k)["slowdown"] <= MAX_SLOWDOWN and predict(m, k)["fits_memory"]:
+            k_fit = k
+        else:
+            break
+    nxt = predict(m, k_fit + 1)
+    return {
+        "inputs": m,
+        "k_max_memory": k_memory,
+        "k_gpu_saturated": (1 / m["gpu_busy_fraction"]) if m["gpu_busy_fraction"] > 0 else None,
+        "max_slowdown": MAX_SLOWDOWN,
+        "k_fit": k_fit,
+        "binds": nxt["binds"] if nxt["binds"] != "none" else "none",
+        "table": table,
+    }
+
+
+def sharing_section(
+    trace: Trace, summary: dict[str, Any] | None = None, timelines: list[Any] | None = None
+) -> dict[str, Any]:
+    """The ``sharing`` figures (docs/trace-format.md); ``{"note": ...}`` for a CPU-only trace."""
+    kernels, procs_occ, mem = [], [], []
+    models: dict[int, dict[str, Any]] = {}
+    for i, proc in enumerate(trace.processes):
+        has_gpu = proc.gpu is not None and proc.gpu.num_rows > 0
+        has_memory = proc.memory is not None and proc.memory.num_rows > 0
+        if not (has_gpu or has_memory):
+            continue
+        joined = timelines[i] if timelines is not None else gpu.timeline_with_gpu(proc)
+        if has_memory:
+            m = process_memory(proc, joined[0])
+            if m is not None:
+                mem.append(m)
+        k = process_kernels(proc, joined)
+        if k is not None and len(k["start"]):
+            kernels.append(k)
+            procs_occ.append((k, device_limits(proc.metadata), proc.names))
+        model = gpu_model(proc)
+        if model is not None:
+            models[proc.pid] = model
+    if not kernels and not mem:
+        return {"note": NO_GPU_NOTE}
+    memory = memory_section(mem)
+    return {
+        "memory": memory,
+        "occupancy": occupancy_section(procs_occ) if procs_occ else {"note": "no kernels in this trace"},
+        "kernel_lengths": kernel_lengths(kernels) if kernels else {"note": "no kernels in this trace"},
+        "estimate": estimate(estimate_inputs(trace, memory, models, summary)),
+    }
+
+
+def sharing_for_summary(trace: Trace, summary: dict[str, Any], timelines: list[Any] | None = None) -> dict:
+    """:func:`sharing_section` for the summary: a failure here is a warning and a note, never an error."""
+    try:
+        return sharing_section(trace, summary, timelines)
+    except Exception as e:  # the rest of the summary must not be lost to these figures
+        summary.setdefault("warnings", []).append(f"sharing figures failed: {type(e).__name__}: {e}")
+        return {"note": f"sharing figures failed: {type(e).__name__}: {e}"}

@@ -1,0 +1,269 @@
+"""GPU memory, occupancy, kernel lengths and the co-location estimate on synthetic traces (no GPU)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import rlscope
+from rlscope import categories as C
+from rlscope.analysis import sharing
+from rlscope.analysis.occupancy import DeviceLimits, theoretical_occupancy
+from rlscope.collectors import gpu_memory
+from rlscope.trace import schema as S
+from rlscope.trace.reader import load_trace
+
+H100 = DeviceLimits()  # 2048 threads, 32 blocks, 64K regs, 228 KB smem, 1 KB reserved per block
+DEVICES = {
+    "host_cpus": 16,
+    "devices": [{"index": 0, "name": "NVIDIA H100", "total_memory": 80 << 30, "sm_count": 132}],
+}
+
+
+def write_with_meta(path, columns_doc, rows, meta=None) -> None:
+    schema = S.columns_schema(columns_doc, "native", {S.DEVICES_METADATA_KEY: json.dumps(meta or DEVICES)})
+    cols = list(zip(*rows, strict=True))
+    table = pa.table(
+        {f.name: pa.array(v, type=f.type) for f, v in zip(schema, cols, strict=True)}, schema=schema
+    )
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+        w.write_table(table)
+
+
+# -- occupancy: hand-computed with the calculator's rules (cuda_occupancy.h), H100 (sm_90) --------
+@pytest.mark.parametrize(
+    ("threads", "regs", "smem", "blocks", "occ", "limiter"),
+    [
+        (256, 32, 0, 8, 1.0, "warps+registers"),  # 8 warps/block: 64/8 warps; 16 warps/partition
+        (256, 64, 0, 4, 0.5, "registers"),  # 2048 regs/warp: 8 warps per 16K-register partition
+        (1024, 0, 0, 2, 1.0, "warps"),  # 32 warps/block
+        (128, 255, 0, 2, 0.125, "registers"),  # 8192 regs/warp (rounded up to 256): 2 warps/partition
+        (128, 32, 48 * 1024, 4, 0.25, "shared_memory"),  # 49152 + 1024 reserved: 233472 // 50176 = 4
+        (32, 16, 0, 32, 0.5, "blocks"),  # 1 warp/block, 32 blocks/SM at most
+        (96, 40, 0, 16, 0.75, "registers"),  # 1280 regs/warp: 12 warps/partition x 4 = 48, // 3 warps
+    ],
+)
+def test_occupancy_calculator_hand_values(threads, regs, smem, blocks, occ, limiter):
+    o = theoretical_occupancy(threads, regs, smem, H100)
+    assert o.blocks_per_sm == blocks
+    assert o.occupancy == pytest.approx(occ)
+    assert o.limiter == limiter
+
+
+def test_occupancy_register_hardware_check():
+    # 1024 threads x 255 regs: 8192 regs/warp x 32 warps > 65536 registers per block: cannot launch
+    assert theoretical_occupancy(1024, 255, 0, H100).blocks_per_sm == 0
+
+
+# -- a synthetic run: two operations, their kernels and allocations --------------------------------
+def _synthetic(fake_session, with_resources=True, with_memory=True):
+    session, clock = fake_session
+    with session:
+        t0 = clock.now
+        with rlscope.scope("a"):
+            clock.advance(100_000)
+        with rlscope.scope("b"):
+            clock.advance(100_000)
+        clock.advance(100_000)
+    thread = session.thread_states()[0].thread
+    # (api start, kernel start, duration, stream, threads, grid, regs, smem)
+    kernels = [
+        (t0 + 1_000, t0 + 2_000, 1_000, 7, 256, 1000, 64, 0),
+        (t0 + 2_000, t0 + 5_000, 2_000, 7, 256, 1000, 64, 0),
+        (t0 + 3_000, t0 + 9_000, 3_000, 7, 256, 1000, 64, 0),
+        (t0 + 4_000, t0 + 20_000, 10_000, 7, 256, 1000, 64, 0),
+        (t0 + 101_000, t0 + 102_000, 500, 8, 32, 1, 16, 0),
+        (t0 + 102_000, t0 + 104_000, 700, 8, 32, 1, 16, 0),
+    ]
+    rows = []
+    for i, (api, ks, d, stream, thr, grid, regs, smem) in enumerate(kernels):
+        extra = (0,) * 9
+        rows.append((C.CUDA_API, api, api + 500, i + 1, thread, -1, -1, 0, 0, *extra))
+        res = (grid, 1, 1, thr, 1, 1, regs, smem, 0)
+        rows.append((C.GPU_KERNEL, ks, ks + d, i + 1, -1, 0, stream, 0, 0, *res))
+    doc = S.GPU_COLUMNS_DOC + (S.GPU_KERNEL_COLUMNS_DOC if with_resources else [])
+    if not with_resources:
+        rows = [r[: len(S.GPU_COLUMNS_DOC)] for r in rows]
+    write_with_meta(session.process_dir / S.GPU_FILE, doc, rows)
+    if with_memory:
+        M = S.MEMORY_ALLOC, S.MEMORY_FREE
+        mem = [
+            (t0 + 5, -1, 0, S.MEMORY_SEGMENT_ALLOC, 0, 2 << 20, 0),
+            (t0 + 10_000, -1, 0, M[0], 1, 100, 0),  # a: freed inside a -> ephemeral
+            (t0 + 20_000, -1, 0, M[1], 1, 100, 0),
+            (t0 + 30_000, -1, 0, M[0], 2, 50, 0),  # a: kept -> persistent
+            (t0 + 110_000, -1, 0, M[0], 3, 200, 0),  # b: freed after b -> persistent for b
+            (t0 + 120_000, -1, 0, M[0], 1, 30, 0),  # b: address reused, freed inside b
+            (t0 + 150_000, -1, 0, M[1], 1, 30, 0),
+            (t0 + 250_000, -1, 0, M[1], 3, 200, 0),
+            (t0 + 260_000, -1, 0, M[0], 4, 10, 0),  # in no operation
+            (t0 + 270_000, -1, 0, M[1], 99, 64, 0),  # free of a block never seen: ignored
+        ]
+        write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
+    return session, kernels
+
+
+def test_memory_attribution_exact(fake_session):
+    session, _ = _synthetic(fake_session)
+    sec = sharing.sharing_section(load_trace(session.trace_dir))
+    mem = sec["memory"]
+    ops = mem["operations"]
+    assert ops["a"] == {
+        "calls": 1,
+        "allocations": 2,
+        "allocated_bytes": 150,
+        "ephemeral_bytes": 100,
+        "persistent_bytes": 50,
+        "peak_bytes": 100,
+    }
+    assert ops["b"] == {
+        "calls": 1,
+        "allocations": 2,
+        "allocated_bytes": 230,
+        "ephemeral_bytes": 30,
+        "persistent_bytes": 200,
+        "peak_bytes": 230,  # from 50 at its start to 280
+    }
+    assert ops["[unannotated]"]["persistent_bytes"] == 10
+    p = mem["processes"][0]
+    assert p["peak_bytes"] == 280
+    assert p["floor_bytes"] == 50  # least over the second half (after b's buffer is freed)
+    assert p["cyclic_peak_bytes"] == 250
+    assert p["reserved_peak_bytes"] == 2 << 20
+    assert p["fragmentation"] == pytest.approx(1 - 280 / (2 << 20))
+    assert mem["phases"]["[no phase]"]["operations"]["a"]["ephemeral_bytes"] == 100
+    assert max(mem["curve"]["allocated_max"]) == 280
+
+
+def test_kernel_lengths_match_numpy(fake_session):
+    session, kernels = _synthetic(fake_session)
+    kl = sharing.sharing_section(load_trace(session.trace_dir))["kernel_lengths"]
+    a = np.array([k[2] for k in kernels[:4]]) / 1e3
+    got = kl["operations"]["a"]["kernels"]
+    for p in (50, 90, 99):
+        assert got[f"p{p}_us"] == pytest.approx(np.percentile(a, p))
+    assert got["max_us"] == pytest.approx(10.0)
+    assert got["mean_residual_us"] == pytest.approx((a**2).sum() / (2 * a.sum()))
+    assert sum(got["histogram"]) == 4
+    # gaps on stream 7: 5000-3000, 9000-7000, 20000-12000 ns; on stream 8: 104000-102500
+    gaps = kl["operations"]["a"]["gaps"]
+    assert gaps["count"] == 3
+    assert gaps["p50_us"] == pytest.approx(np.percentile([2.0, 2.0, 8.0], 50))
+    assert kl["operations"]["b"]["gaps"]["max_us"] == pytest.approx(1.5)
+    over_10us = next(s for s in kl["slicing"] if s["target_us"] == 10.0)
+    assert over_10us["kernels"] == 0  # 10 us is not longer than 10 us
+
+
+def test_occupancy_table_and_low_fill(fake_session):
+    session, _ = _synthetic(fake_session)
+    occ = sharing.sharing_section(load_trace(session.trace_dir))["occupancy"]
+    a = occ["operations"]["a"]["kernels"][0]
+    assert (a["occupancy"], a["limiter"], a["blocks_per_sm"]) == (0.5, "registers", 4)
+    assert a["fill"] == pytest.approx(528 * 8 / (132 * 64))  # 4 blocks x 132 SMs resident of 1000
+    b = occ["operations"]["b"]["kernels"][0]
+    assert (b["occupancy"], b["limiter"]) == (0.5, "blocks")
+    assert occ["operations"]["b"]["low_fill_share"] == 1.0
+    assert occ["low_fill_share"] == pytest.approx(1.2 / 17.2)
+
+
+def test_old_trace_without_resources_or_memory_degrades(fake_session):
+    session, _ = _synthetic(fake_session, with_resources=False, with_memory=False)
+    trace = load_trace(session.trace_dir)
+    assert "grid_x" not in trace.processes[0].gpu.column_names
+    sec = sharing.sharing_section(trace)
+    assert list(sec["occupancy"]) == ["note"]
+    assert list(sec["memory"]) == ["note"]
+    assert sec["kernel_lengths"]["operations"]["a"]["kernels"]["count"] == 4
+
+
+def test_cpu_only_trace_is_one_note(fake_session):
+    session, clock = fake_session
+    with session, rlscope.scope("x"):
+        clock.advance(1000)
+    s = dict(rlscope.analysis.analyze(session.trace_dir, correct=False).summary)
+    assert s["sharing"] == {"note": sharing.NO_GPU_NOTE}
+    from rlscope.viz.sharing import sharing_html
+
+    assert sharing_html(s, {}).count("<p") == 1
+
+
+def test_estimate_model_numbers():
+    m = {
+        "gpu_busy_fraction": 0.05,
+        "busy_periods_per_s": 1000.0,
+        "busy_period_residual_us": 20.0,
+        "host_cpus": 16,
+        "cpu_cores_per_copy": 1.0,
+        "per_copy_bytes": 1 << 30,
+        "context_bytes": 500 << 20,
+        "floor_bytes": 100 << 20,
+        "cyclic_peak_bytes": 300 << 20,
+        "device_memory_bytes": 80 << 30,
+    }
+    p2 = sharing.predict(m, 2)
+    # one other copy busy 5% of the time, 20 us residual, 1000 busy periods per second: +0.1%
+    assert p2["slowdown_by"]["gpu_interleave"] == pytest.approx(1 + 1000 * 0.05 * 20e-6)
+    assert p2["memory_bytes"] == 2 << 30
+    assert p2["memory_shared_allocator_bytes"] == 2 * (600 << 20) + (200 << 20)
+    p32 = sharing.predict(m, 32)
+    assert p32["slowdown_by"]["cpu"] == pytest.approx(2.0)
+    assert p32["binds"] == "cpu"
+    est = sharing.estimate(m)
+    assert est["k_max_memory"] == 80
+    assert est["k_fit"] == 20  # 20 copies x 1 core / 16 CPUs = 1.25
+    assert est["binds"] == "cpu"
+
+
+def test_memory_entries_to_rows_and_initial_state():
+    snap = {
+        "device_traces": [
+            [
+                {"action": "segment_alloc", "addr": 4096, "size": 2 << 20, "stream": 0, "time_us": 1_000_000},
+                {"action": "alloc", "addr": 4096, "size": 512, "stream": 0, "time_us": 1_000_001},
+                {"action": "free_completed", "addr": 4096, "size": 512, "stream": 0, "time_us": 1_000_003},
+                {"action": "free_requested", "addr": 4096, "size": 512, "stream": 0, "time_us": 1_000_002},
+            ]
+        ],
+        "segments": [
+            {
+                "device": 0,
+                "address": 8192,
+                "total_size": 1024,
+                "stream": 0,
+                "blocks": [{"size": 512, "state": "active_allocated"}, {"size": 512, "state": "inactive"}],
+            }
+        ],
+    }
+    now_unix, now_trace = 1_000_010_000, 10_000  # unix ns 1.00001 s <-> trace 10 us
+    rows = gpu_memory.entries_to_rows(snap, now_unix, now_trace)
+    assert [r[3] for r in rows] == [S.MEMORY_SEGMENT_ALLOC, S.MEMORY_ALLOC, S.MEMORY_FREE]
+    assert [r[0] for r in rows] == [0, 1000, 2000]
+    init = gpu_memory.initial_rows(snap, 5)
+    assert init == [
+        (5, -1, 0, S.MEMORY_SEGMENT_ALLOC, 8192, 1024, 0),
+        (5, -1, 0, S.MEMORY_ALLOC, 8192, 512, 0),
+    ]
+
+
+def test_memory_recorder_swallows_errors_with_one_warning(capsys):
+    class BrokenMemory:
+        def _snapshot(self):
+            raise RuntimeError("allocator gone")
+
+        def _record_memory_history(self, **kw):
+            pass
+
+    class FakeTorch:
+        class cuda:
+            memory = BrokenMemory()
+
+    rec = gpu_memory.MemoryRecorder(session=None)
+    rec.torch = FakeTorch()
+    rec.flush()
+    rec.flush()
+    rec.stop()
+    err = capsys.readouterr().err
+    assert err.count("rlscope: warning: GPU memory recording off") == 1
