@@ -10,6 +10,10 @@ def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
+def _row_label(name: str, o: dict[str, Any]) -> str:
+    return f"{name} (only in {o['only_in'].upper()})" if o["only_in"] else name
+
+
 def render_diff(d: dict[str, Any], console: Any = None) -> None:
     """Rich table: per operation, A and B total time, the difference and the ratio, and the
     category that moved most."""
@@ -31,10 +35,9 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
     for name, o in d["operations"].items():
         cats = sorted(o["categories"].items(), key=lambda kv: -abs(kv[1]["delta_s"]))
         moved = f"{cats[0][0]} {cats[0][1]['delta_s']:+.3f} s" if cats else "-"
-        tag = f" (only in {o['only_in'].upper()})" if o["only_in"] else ""
         tot = o["total"]
         t.add_row(
-            escape(name + tag),
+            escape(_row_label(name, o)),
             f"{tot['a']:.3f}",
             f"{tot['b']:.3f}",
             f"{tot['delta_s']:+.3f}",
@@ -55,9 +58,12 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
 
 
 def diff_html(d: dict[str, Any]) -> str:
-    """A self-contained HTML section: delta bars (B - A) per operation, stacked by category."""
+    """The diff as a page in the report's style (:func:`rlscope.viz.html.page`): the wall-time change,
+    delta bars (B - A) per operation stacked by category in the report's colours, and a table."""
     import plotly.graph_objects as go
-    import plotly.io as pio
+
+    from rlscope.viz.colors import category_color
+    from rlscope.viz.html import _bar_layout, _fig_html, _label, page
 
     ops = list(d["operations"])
     cats = sorted({c for o in d["operations"].values() for c in o["categories"]})
@@ -66,23 +72,32 @@ def diff_html(d: dict[str, Any]) -> str:
         fig.add_bar(
             name=c,
             orientation="h",
-            y=ops,
+            y=[_label(n) for n in ops],
             x=[d["operations"][n]["categories"].get(c, {}).get("delta_s", 0.0) for n in ops],
+            marker_color=category_color(c),
+            hovertemplate="%{y}<br>%{fullData.name}: %{x:+.3f} s<extra></extra>",
         )
-    fig.update_layout(
-        barmode="relative",
-        title="Change in exclusive time, B − A (seconds), by category",
-        xaxis_title="seconds (negative: B is faster)",
-        height=120 + 40 * max(len(ops), 1),
-    )
-    plot = pio.to_html(fig, full_html=False, include_plotlyjs=True)
+    _bar_layout(fig, len(ops), "change in exclusive seconds, B − A (negative: B is faster)")
+    fig.update_layout(barmode="relative")
     w = d["wall"]
-    head = (
-        f"<h1>rlscope diff</h1><p>A: <code>{html.escape(str(d['a']))}</code><br>B: <code>"
-        f"{html.escape(str(d['b']))}</code></p><p>Wall time {w['a']:.3f} s → {w['b']:.3f} s "
-        f"({w['delta_s']:+.3f} s, B/A {_fmt_ratio(w['ratio'])})</p>"
+    rows = [(_row_label(n, o), o["total"]) for n, o in d["operations"].items()]
+    rows += [("[unannotated]", d["unannotated"]), ("wall", d["wall"]), ("GPU-bound", d["gpu_bound"])]
+    table = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{p['a']:.3f}</td><td>{p['b']:.3f}</td>"
+        f"<td>{p['delta_s']:+.3f}</td><td>{_fmt_ratio(p['ratio'])}</td></tr>"
+        for name, p in rows
     )
-    if not ops:
-        plot = "<p><em>No operations in either trace.</em></p>"
-    page = "<html><head><meta charset='utf-8'><title>rlscope diff</title></head><body>{}</body></html>"
-    return page.format(head + plot)
+    return page(
+        "rlscope diff",
+        [
+            "<h1>rlscope diff</h1>",
+            f"<div class='sub'>A: {html.escape(str(d['a']))}<br>B: {html.escape(str(d['b']))}</div>",
+            f"<p class='headline'>Wall time <b>{w['a']:.3f} s</b> → <b>{w['b']:.3f} s</b> "
+            f"({w['delta_s']:+.3f} s, B/A {_fmt_ratio(w['ratio'])})</p>",
+            "<h2>Change by operation and category</h2>",
+            _fig_html(fig, {}) if ops else "<p class='empty'>No operations in either trace.</p>",
+            "<h2>Total time per operation</h2>",
+            "<table class='kernels'><thead><tr><th>operation</th><th>A s</th><th>B s</th><th>Δ s</th>"
+            f"<th>B/A</th></tr></thead><tbody>{table}</tbody></table>",
+        ],
+    )

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.demangle import demangle
 from rlscope.errors import RLScopeError
+from rlscope.viz.colors import CATEGORY_COLORS, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.terminal import (
     GPU_CATEGORY_ORDER,
@@ -45,37 +46,15 @@ __all__ = [
     "NO_NVML_TEXT",
     "RAW_NOTE",
     "SECTION_TITLES",
+    "page",
     "render",
     "render_html",
     "write",
     "write_html",
 ]
 
-# Fixed colors so a category looks the same in every chart and every report.
-CATEGORY_COLORS: dict[str, str] = {
-    "python": "#3776ab",
-    "simulator": "#2ca02c",
-    "backend": "#ff7f0e",
-    "cuda_api": "#d62728",
-    "gpu_kernel": "#9467bd",
-    "gpu_memcpy": "#8c564b",
-    "gpu_memset": "#e377c2",
-}
-RESOURCE_COLORS: dict[str, str] = {"cpu_only": "#1f77b4", "gpu_only": "#9467bd", "cpu_gpu": "#17becf"}
-_OTHER_COLOR = "#7f7f7f"
-_UNANNOTATED_COLOR = "#c7c7c7"
-_OP_PALETTE = (
-    "#4c78a8",
-    "#f58518",
-    "#54a24b",
-    "#e45756",
-    "#72b7b2",
-    "#eeca3b",
-    "#b279a2",
-    "#ff9da6",
-    "#9d755d",
-    "#bab0ac",
-)
+# Colours come from the names (rlscope.viz.colors): the same in every chart, report and run.
+_UNANNOTATED_COLOR = operation_color(UNANNOTATED)
 NO_GPU_TEXT = "no GPU activity recorded"
 NO_NVML_TEXT = "No NVML utilization samples recorded"
 RAW_NOTE = "Figures are raw: not corrected for the profiler's own overhead."
@@ -290,12 +269,6 @@ def _gpu_util_section(
     return note + _fig_html(fig, state)
 
 
-def _op_colors(summary: Mapping[str, Any], names: list[str]) -> dict[str, str]:
-    order = [n for n, _ in sorted_operations(summary.get("operations") or {})]
-    order.extend(n for n in dict.fromkeys(names) if n not in order)
-    return {n: _OP_PALETTE[i % len(_OP_PALETTE)] for i, n in enumerate(order)}
-
-
 def _timeline_section(
     summary: Mapping[str, Any], report: Mapping[str, Any] | None, state: dict[str, bool]
 ) -> str:
@@ -345,7 +318,6 @@ def _timeline_section(
         )
     ops = tl["ops"]
     names = list(ops["name"])
-    colors = _op_colors(summary, names)
     if names:
         y = np.fromiter((row_of[r] for r in ops["row"]), np.int32, len(names))
         start = np.asarray(ops["start_s"], float)
@@ -363,7 +335,7 @@ def _timeline_section(
                     base=start[sel],
                     width=float(w[0]) if len(w) and (w == w[0]).all() else w,  # a scalar when uniform
                     orientation="h",
-                    marker={"color": colors[name], "line": {"width": 0}},
+                    marker={"color": operation_color(name), "line": {"width": 0}},
                     hovertemplate="%{fullData.name}<br>%{x:.3s}s<extra></extra>",
                 )
             )
@@ -384,7 +356,7 @@ def _timeline_section(
                     base=start[sel],
                     width=0.8,
                     orientation="h",
-                    marker={"color": CATEGORY_COLORS.get(cat, _OTHER_COLOR), "line": {"width": 0}},
+                    marker={"color": category_color(cat), "line": {"width": 0}},
                     hovertext=knames[sel].tolist(),
                     hovertemplate="%{hovertext}<br>%{x:.3s}s<extra>%{fullData.name}</extra>",
                 )
@@ -476,7 +448,7 @@ def _category_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str
                 y=labels,
                 x=xs,
                 orientation="h",
-                marker_color=CATEGORY_COLORS.get(cat, _OTHER_COLOR),
+                marker_color=category_color(cat),
                 hovertemplate=_HOVER,
             )
         )
@@ -527,13 +499,13 @@ def _phase_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str:
 
     ordered = sorted(phases.items(), key=lambda kv: (-float(kv[1].get("wall_s", 0.0)), kv[0]))
     labels = [_label(name) for name, _ in ordered]
-    # One color per operation name across all phases, assigned in order of whole-run total time.
+    # operations in order of whole-run total time, then the others of each phase
     op_names = [n for n, _ in sorted_operations(summary.get("operations") or {})]
     for _, phase in ordered:
         op_names.extend(n for n in sorted(phase.get("operations") or {}) if n not in op_names)
 
     fig = go.Figure()
-    for i, op_name in enumerate(op_names):
+    for op_name in op_names:
         xs = [
             float(((p.get("operations") or {}).get(op_name) or {}).get("exclusive_s", 0.0))
             for _, p in ordered
@@ -546,7 +518,7 @@ def _phase_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str:
                 y=labels,
                 x=xs,
                 orientation="h",
-                marker_color=_OP_PALETTE[i % len(_OP_PALETTE)],
+                marker_color=operation_color(op_name),
                 hovertemplate=_HOVER,
             )
         )
@@ -643,10 +615,16 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         "<h2>Warnings</h2>",
         _warnings_section(summary),
     ]
+    return page(f"rlscope report — {summary.get('trace_dir', '?')}", body)
+
+
+def page(title: str, parts: Iterable[str]) -> str:
+    """The page shell of every rlscope HTML output (the report, the diff): doctype, title and the
+    report's style sheet around ``parts`` (empty ones left out)."""
     return (
         "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
-        f"<title>rlscope report — {trace_dir}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
-        + "\n".join(part for part in body if part)
+        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        + "\n".join(part for part in parts if part)
         + "\n</body>\n</html>\n"
     )
 
