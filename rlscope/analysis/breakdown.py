@@ -17,10 +17,10 @@ import pyarrow as pa
 from rlscope import categories
 from rlscope.analysis import gpu, overhead, windows
 from rlscope.analysis.overhead import EventCosts
-from rlscope.analysis.overlap import overlap_by_group
+from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
-from rlscope.trace.reader import ProcessTrace, Trace
+from rlscope.trace.reader import ProcessTrace, Trace, name_of
 
 UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
 NCAT = len(categories.CATEGORY_NAMES)
@@ -154,9 +154,7 @@ def analyze_process_pair(
 
 
 def _name(names: list[str], i: int, none: str = UNANNOTATED) -> str:
-    if i < 0:
-        return none
-    return names[i] if i < len(names) else f"<unknown name {i}>"
+    return name_of(names, i, none)
 
 
 def _full_share(est: windows.WindowEstimate, tl: Timeline) -> float:
@@ -302,13 +300,8 @@ def _merge_adjacent(
     group: np.ndarray, start: np.ndarray, end: np.ndarray, thread: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Join consecutive segments of one group on one thread that touch (fewer endpoints to sort)."""
-    if len(group) == 0:
-        return group, start, end
-    new = np.ones(len(group), bool)
-    new[1:] = (group[1:] != group[:-1]) | (thread[1:] != thread[:-1]) | (start[1:] != end[:-1])
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(group) - 1)
-    return group[first], start[first], end[last]
+    start, end, (group, _) = merge_adjacent(start, end, group, thread)
+    return group, start, end
 
 
 def breakdown_timeline(
@@ -323,9 +316,7 @@ def breakdown_timeline(
     """Aggregate a process timeline into the breakdown tables (see module docstring)."""
 
     def name_of(i: int, none: str) -> str:
-        if i < 0:
-            return none
-        return names[i] if i < len(names) else f"<unknown name {i}>"
+        return _name(names, i, none)
 
     dur = tl.seg_end - tl.ts
     inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1

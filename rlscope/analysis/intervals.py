@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from rlscope import categories
 from rlscope.analysis import gpu
+from rlscope.analysis.overlap import merge_adjacent
 from rlscope.analysis.timeline import Timeline
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
@@ -243,14 +244,8 @@ def _cpu_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     stretch of simulator/backend time, so consecutive rows of one category on one thread merge.
     """
     keep = np.flatnonzero((tl.cat != categories.PYTHON) & (tl.seg_end > tl.ts))
-    th, cat, start, end = tl.thread[keep], tl.cat[keep], tl.ts[keep], tl.seg_end[keep]
-    if len(keep) == 0:
-        return th, cat, start, end
-    new = np.ones(len(keep), bool)
-    new[1:] = (cat[1:] != cat[:-1]) | (th[1:] != th[:-1]) | (start[1:] != end[:-1])
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(keep) - 1)
-    return th[first], cat[first], start[first], end[last]
+    start, end, (th, cat) = merge_adjacent(tl.ts[keep], tl.seg_end[keep], tl.thread[keep], tl.cat[keep])
+    return th, cat, start, end
 
 
 def clip_rows(

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from rlscope import categories
 from rlscope.analysis import gpu
-from rlscope.analysis.breakdown import UNANNOTATED
+from rlscope.categories import UNANNOTATED
 from rlscope.demangle import demangle
 from rlscope.trace.reader import ProcessTrace, Trace
 

@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
-from rlscope.analysis.timeline import API_BEGIN, API_END, Timeline
+from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
+from rlscope.trace.schema import CostClass
 
-# event classes with a calibrated begin/end cost
-NONE, SCOPE, CATEGORY, BACKEND, CUDA_API = range(5)
-CLASS_NAMES = ("none", "scope", "category", "backend", "cuda_api")
+# cost class -> the name the calibration, the summary and the notes use
+CLASS_NAMES = tuple(c.name.lower() for c in CostClass)
 MAX_BACKGROUND_SHARE = 0.5  # a larger share means a calibration that does not fit this run
 
 
@@ -62,10 +62,10 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
     gpu_collector = metadata.get("gpu.collector", "")
     nvtx = bool(gpu_collector) and _options(metadata).get("nvtx", True)
     wanted = {
-        SCOPE: "scope_nvtx" if nvtx else "scope",
-        CATEGORY: "category",
-        BACKEND: "backend",  # measured by `rlscope calibrate` with the recorder a session would use
-        CUDA_API: f"cuda_api.{gpu_collector}" if gpu_collector else "",
+        CostClass.SCOPE: "scope_nvtx" if nvtx else "scope",
+        CostClass.CATEGORY: "category",
+        CostClass.BACKEND: "backend",  # measured by `rlscope calibrate` with the recorder a session would use
+        CostClass.CUDA_API: f"cuda_api.{gpu_collector}" if gpu_collector else "",
     }
     for cls, entry in wanted.items():
         if not entry:
@@ -88,7 +88,7 @@ def without(costs: EventCosts, backend: bool, cuda_api: bool) -> EventCosts:
     """``costs`` less the classes measured in the run itself (rlscope/analysis/windows.py)."""
     inside, outside, used = costs.inside.copy(), costs.outside.copy(), dict(costs.used)
     notes = list(costs.notes)
-    for cls, drop in ((BACKEND, backend), (CUDA_API, cuda_api)):
+    for cls, drop in ((CostClass.BACKEND, backend), (CostClass.CUDA_API, cuda_api)):
         if drop:
             inside[cls] = outside[cls] = 0.0
             used[CLASS_NAMES[cls]] = "measured in this run (windows)"
@@ -102,13 +102,13 @@ def event_classes(tl: Timeline) -> np.ndarray:
     cls = np.zeros(len(kind), np.int8)
     is_op = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
     is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
-    cls[is_op] = SCOPE
-    cls[is_cat] = CATEGORY
-    cls[is_cat & (ident == categories.BACKEND)] = BACKEND
-    cls[is_cat & (ident == categories.PROFILER)] = NONE  # its whole segment is removed instead
-    cls[(kind == API_BEGIN) | (kind == API_END)] = CUDA_API
-    cls[(kind == S.BACKEND_BEGIN) | (kind == S.BACKEND_END)] = BACKEND
-    cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = NONE
+    cls[is_op] = CostClass.SCOPE
+    cls[is_cat] = CostClass.CATEGORY
+    cls[is_cat & (ident == categories.BACKEND)] = CostClass.BACKEND
+    cls[is_cat & (ident == categories.PROFILER)] = CostClass.NONE  # its whole segment is removed instead
+    cls[np.isin(kind, (S.API_BEGIN, S.API_END))] = CostClass.CUDA_API
+    cls[np.isin(kind, (S.BACKEND_BEGIN, S.BACKEND_END))] = CostClass.BACKEND
+    cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = CostClass.NONE
     return cls
 
 
@@ -187,7 +187,7 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order = np.argsort(start)
     start, end = start[order], end[order]
     # each flush converts every row recorded before it started that an earlier flush did not
-    recorded = np.sort(tl.ts[tl.kind < API_BEGIN])
+    recorded = np.sort(tl.ts[np.isin(tl.kind, S.WRITTEN_KINDS)])
     upto = np.searchsorted(recorded, start, side="left")
     converted = np.diff(np.concatenate([[0], upto]))
     return start, end, converted
@@ -267,7 +267,7 @@ def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> 
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     cls = event_classes(tl)
-    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, API_BEGIN, S.BACKEND_BEGIN))
+    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN))
     half_in, half_out = costs.inside[cls] / 2, costs.outside[cls] / 2
     before = np.where(opens, half_out, half_in)  # paid before the timestamp: the previous segment
     after = np.where(opens, half_in, half_out)  # paid after it: the segment it opens

@@ -57,6 +57,25 @@ def overlap_by_group(
     return a_only, b_only, both
 
 
+def merge_adjacent(
+    start: np.ndarray, end: np.ndarray, *keys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Join consecutive intervals that touch and share every key (same group, thread, ...).
+
+    Returns (start, end, keys) of the joined runs. The timeline splits a stretch of one operation
+    or category at every boundary inside it; joined, there are fewer endpoints to sort or draw.
+    """
+    if len(start) == 0:
+        return start, end, keys
+    new = np.ones(len(start), bool)
+    new[1:] = start[1:] != end[:-1]
+    for k in keys:
+        new[1:] |= k[1:] != k[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(start) - 1)
+    return start[first], end[last], tuple(k[first] for k in keys)
+
+
 def union_length(start: np.ndarray, end: np.ndarray) -> float:
     """Total length of the union of intervals [start, end)."""
     g = np.zeros(len(start), np.int64)

@@ -57,8 +57,6 @@ def _state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, defa
     return np.where(changed, after, default)[pos]
 
 
-API_BEGIN, API_END = S.API_BEGIN, S.API_END
-
 # per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API,
 # 5 native backend op) and whether it opens
 _STACK = np.full(S.BACKEND_END + 1, 3, np.int8)
@@ -138,7 +136,7 @@ def build_timeline(
     has_backend = backend is not None and len(backend[0]) > 0
     added = []
     if has_api:
-        added.append((API_BEGIN, API_END, *api, None))
+        added.append((S.API_BEGIN, S.API_END, *api, None))
     if has_backend:
         added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
     if added:

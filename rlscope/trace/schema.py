@@ -7,6 +7,7 @@ still leaves the begin on disk: the analyzer closes it at the end of the data an
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pyarrow is imported when a schema is built, not at `import rlscope`
@@ -18,41 +19,67 @@ EVENTS_FILE = "events.arrows"
 NAMES_FILE = "names.arrows"
 PROCESS_PREFIX = "process-"
 
-# event kinds
-OP_BEGIN = 0
-OP_END = 1
-CAT_BEGIN = 2
-CAT_END = 3
-PHASE_BEGIN = 4
-PHASE_END = 5
-SESSION_START = 6
-SESSION_END = 7
-# the expensive collectors (backend ops, GPU tracing) were switched on or off on the main thread;
-# ``id`` holds the new mode (WINDOW_FULL or WINDOW_LIGHT). Written only at top-level scope exits,
-# so every root operation instance lies wholly inside one window (rlscope/windows.py).
-WINDOW = 8
+
+class EventKind(IntEnum):
+    """What an event row records (the ``kind`` column)."""
+
+    OP_BEGIN = 0
+    OP_END = 1
+    CAT_BEGIN = 2
+    CAT_END = 3
+    PHASE_BEGIN = 4
+    PHASE_END = 5
+    SESSION_START = 6
+    SESSION_END = 7
+    # the expensive collectors (backend ops, GPU tracing) were switched on or off on the main thread;
+    # ``id`` holds the new mode (WINDOW_FULL or WINDOW_LIGHT). Written only at top-level scope exits,
+    # so every root operation instance lies wholly inside one window (rlscope/windows.py).
+    WINDOW = 8
+    # Analysis-only kinds (never written to files): intervals recorded outside the events stream
+    # (CUDA API calls from the GPU trace, torch ops from the native backend recorder) are merged into
+    # the per-thread timeline as begin/end rows of these kinds (rlscope/analysis/timeline.py).
+    API_BEGIN = 16
+    API_END = 17
+    BACKEND_BEGIN = 18
+    BACKEND_END = 19
+
+
+class CostClass(IntEnum):
+    """Which calibrated begin/end cost a timeline row pays (rlscope/analysis/overhead.py)."""
+
+    NONE = 0  # rows rlscope wrote itself (forced closes), and the rlscope category
+    SCOPE = 1  # operations and phases
+    CATEGORY = 2  # simulator and other CPU categories
+    BACKEND = 3  # torch ops (backend category rows, native recorder rows)
+    CUDA_API = 4  # CUDA API calls under CUPTI
+
+
+# Plain ints of the kinds, for the recording hot path and numpy comparisons
+OP_BEGIN, OP_END = int(EventKind.OP_BEGIN), int(EventKind.OP_END)
+CAT_BEGIN, CAT_END = int(EventKind.CAT_BEGIN), int(EventKind.CAT_END)
+PHASE_BEGIN, PHASE_END = int(EventKind.PHASE_BEGIN), int(EventKind.PHASE_END)
+SESSION_START, SESSION_END = int(EventKind.SESSION_START), int(EventKind.SESSION_END)
+WINDOW = int(EventKind.WINDOW)
 WINDOW_LIGHT = 0  # scopes and simulator boundaries only: operation totals come from these windows
 WINDOW_FULL = 1  # every collector on: categories and GPU work come from these windows
+API_BEGIN, API_END = int(EventKind.API_BEGIN), int(EventKind.API_END)
+BACKEND_BEGIN, BACKEND_END = int(EventKind.BACKEND_BEGIN), int(EventKind.BACKEND_END)
 
-# Analysis-only kinds (never written to files): intervals recorded outside the events stream
-# (CUDA API calls from the GPU trace, torch ops from the native backend recorder) are merged into
-# the per-thread timeline as begin/end rows of these kinds (rlscope/analysis/timeline.py).
-API_BEGIN = 16
-API_END = 17
-BACKEND_BEGIN = 18
-BACKEND_END = 19
+# the kinds written to events.arrows, and those the analysis merges in (never written)
+WRITTEN_KINDS = (
+    OP_BEGIN,
+    OP_END,
+    CAT_BEGIN,
+    CAT_END,
+    PHASE_BEGIN,
+    PHASE_END,
+    SESSION_START,
+    SESSION_END,
+    WINDOW,
+)
+MERGED_KINDS = (API_BEGIN, API_END, BACKEND_BEGIN, BACKEND_END)
 
-KIND_NAMES = {
-    OP_BEGIN: "op_begin",
-    OP_END: "op_end",
-    CAT_BEGIN: "cat_begin",
-    CAT_END: "cat_end",
-    PHASE_BEGIN: "phase_begin",
-    PHASE_END: "phase_end",
-    SESSION_START: "session_start",
-    SESSION_END: "session_end",
-    WINDOW: "window",
-}
+KIND_NAMES = {k: EventKind(k).name.lower() for k in WRITTEN_KINDS}
 
 # flags
 FLAG_RECURSIVE = 1  # an operation opened while another of the same name was open on the thread
