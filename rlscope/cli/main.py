@@ -48,7 +48,7 @@ def demo(argv: list[str]) -> int:
     p = Parser(
         prog="rlscope demo",
         description="Profile the bundled PPO CartPole workload, then print and write its breakdown."
-        " The first run on a machine also calibrates rlscope's overhead (about a minute).",
+        " The first run on a machine also calibrates rlscope's overhead, once.",
     )
     p.add_argument("--seconds", type=float, default=20.0, help="how long to train (default 20)")
     p.add_argument(
