@@ -3,11 +3,18 @@
 ``rlscope.profile(trace_dir)`` is a context manager and has ``start()``/``stop()``. Each process
 writes its own subdirectory ``process-<pid>`` of ``trace_dir``; a forked child that inherits an
 active session starts its own.
+
+Every way a process can end normally flushes its session: ``atexit`` for an interpreter that exits
+(spawned children included: ``spawn_main`` ends with ``sys.exit``), a ``multiprocessing`` finalizer
+for multiprocessing children, which leave through ``os._exit`` (see :meth:`Session._hook_multiprocessing`),
+and, in the children rlscope starts a session in, a SIGTERM handler for a child its parent ends
+(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; :func:`_on_sigterm`).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.metadata
 import itertools
 import json
@@ -50,6 +57,17 @@ def stack_info() -> dict[str, str]:
 
 
 _NEVER = 2**63 - 1
+# a child's flush when its parent ends it (SIGTERM) may take this long before it dies regardless
+SIGNAL_FLUSH_TIMEOUT_S = 5.0
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """One line on stderr per distinct message and process (exit hooks: never raise, never repeat)."""
+    if message not in _warned:
+        _warned.add(message)
+        with contextlib.suppress(Exception):  # stderr closed at exit
+            print(f"rlscope: warning: {message}", file=sys.stderr)
 
 
 class Session:
@@ -112,10 +130,14 @@ class Session:
         self.process_dir: Path | None = None
         self._tls = threading.local()
         self._states: list[annotate.ThreadState] = []
-        self._states_lock = threading.Lock()
+        # reentrant: a SIGTERM handler that stops the session may run while this thread holds it
+        self._states_lock = threading.RLock()
         self._writer: Any = None  # rlscope.trace.writer.TraceWriter once started
         self._collectors: list[Any] = []
         self._pid = 0
+        self._stopping = False  # stop() is running (a signal handler must not re-enter it)
+        self._pending_signal = 0  # a SIGTERM that came during stop(): re-raised when it is done
+        self._mp_hooked = False  # the multiprocessing exit hook is registered (kept across fork)
 
     # -- per-thread state (hot path) -------------------------------------------------------
     def thread_state(self) -> annotate.ThreadState:
@@ -206,10 +228,10 @@ class Session:
         self.main_tid = threading.get_native_id()
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, -1, -1, 0))
         self._start_windows()
-        atexit.register(self.stop)
-        _imports.when_imported(
-            "multiprocessing.util", lambda m: m.register_after_fork(self, Session._register_mp_finalizer)
-        )
+        atexit.register(self._stop_at_exit)
+        if not self._mp_hooked:
+            self._mp_hooked = True
+            _imports.when_imported("multiprocessing.util", self._hook_multiprocessing)
         return self
 
     def _start_collectors(self) -> None:
@@ -272,10 +294,24 @@ class Session:
         if annotate._active is self and torch.cuda.is_available():
             self.nvtx_push, self.nvtx_pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
 
-    def stop(self) -> None:
-        """Close open scopes (flagged), stop collectors and flush everything to disk. Idempotent."""
-        if self._writer is None or os.getpid() != self._pid:
+    def stop(self, *, signal: int = 0) -> None:
+        """Close open scopes (flagged), stop collectors and flush everything to disk. Idempotent.
+
+        ``signal``: the signal that ends the process (its parent terminated it); recorded in the
+        session's end event, so the analysis tells it from a crash.
+        """
+        if self._writer is None or os.getpid() != self._pid or self._stopping:
             return
+        self._stopping = True
+        try:
+            self._stop(signal)
+        finally:
+            self._stopping = False
+        pending, self._pending_signal = self._pending_signal, 0
+        if pending:  # the parent's SIGTERM came while stopping: end as it asked, now that all is on disk
+            os.kill(os.getpid(), pending)
+
+    def _stop(self, signal: int) -> None:
         # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
         end_ns = self.clock()
         self.window_due_ns = _NEVER
@@ -298,14 +334,23 @@ class Session:
                 c = st.cats.pop()
                 parent = st.cats[-1] if st.cats else 0
                 self.events.append((end_ns, st.thread, S.CAT_END, c, parent, -1, S.FLAG_FORCED_CLOSE))
-        self.events.append((end_ns, threading.get_native_id(), S.SESSION_END, -1, -1, -1, 0))
+        # id: the signal that ended the process (-1: the session ended normally)
+        end = (end_ns, threading.get_native_id(), S.SESSION_END, signal or -1, -1, -1, 0)
+        self.events.append(end)
         if annotate._active is self:
             annotate._active = None
         self.nvtx_push = self.nvtx_pop = None
         self.tick_due_ns, self._ticker = _NEVER, None
         writer, self._writer = self._writer, None
         writer.close()
-        atexit.unregister(self.stop)
+        atexit.unregister(self._stop_at_exit)
+
+    def _stop_at_exit(self) -> None:
+        """stop() from an exit hook (atexit, a multiprocessing finalizer): warns once, never raises."""
+        try:
+            self.stop()
+        except Exception as e:
+            _warn_once(f"the end of this process's trace may be lost: {e!r}")
 
     def __enter__(self) -> Session:
         return self.start()
@@ -320,7 +365,8 @@ class Session:
         self._collectors = []
         self._tls = threading.local()
         self._states = []
-        self._states_lock = threading.Lock()
+        self._states_lock = threading.RLock()
+        self._stopping, self._pending_signal = False, 0
         # the parent's GPU collectors (Kineto rotation, NVTX) belong to the parent process
         self.tick_due_ns, self._ticker = _NEVER, None
         self.nvtx_push = self.nvtx_pop = None
@@ -330,16 +376,76 @@ class Session:
         except RLScopeError as e:
             warnings.warn(f"rlscope: not profiling forked child {os.getpid()}: {e}", stacklevel=1)
             return
+        self.end_cleanly_on_sigterm()
+
+    def _hook_multiprocessing(self, util: Any) -> None:
+        """Flush in multiprocessing children too, which end through ``os._exit`` (no atexit).
+
+        ``BaseProcess._bootstrap`` (CPython's multiprocessing/process.py) runs the child's target,
+        then ``util._exit_function()`` (its finalizers with an exit priority, highest first), then
+        returns to ``os._exit`` (fork, forkserver; spawn's ``spawn_main`` calls ``sys.exit``, so
+        atexit covers it as well). A ``util.Finalize`` is the hook that runs on that path. It must
+        be registered *in the child, after* ``_bootstrap``'s ``_after_fork`` has cleared the
+        finalizers inherited from the parent: ``util.register_after_fork`` hooks run right after
+        that clearing (an ``os.register_at_fork`` hook runs before it, inside ``os.fork``).
+        """
+        util.register_after_fork(self, Session._register_mp_finalizer)
+        if util.process.parent_process() is not None:  # started inside a running child already
+            self._register_mp_finalizer()
 
     def _register_mp_finalizer(self) -> None:
-        """In a multiprocessing child: flush at its exit, which goes through os._exit (no atexit).
-
-        Registered as an after-fork hook because multiprocessing clears its finalizers right after
-        fork and only then runs those hooks.
-        """
         import multiprocessing.util
 
-        multiprocessing.util.Finalize(self, self.stop, exitpriority=100)
+        # exitpriority 100: first of the finalizers (Pool and Queue ones use -5 to 10), so the
+        # trace is on disk before any finalizer that could block and get the child killed
+        multiprocessing.util.Finalize(self, self._stop_at_exit, exitpriority=100)
+
+    def end_cleanly_on_sigterm(self) -> None:
+        """In a child rlscope started a session in: when its parent ends it with SIGTERM, flush first.
+
+        Only where SIGTERM still has its default action: a handler of the program's stays.
+        """
+        import signal
+
+        global _sigterm_session
+        try:
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _on_sigterm):
+                _sigterm_session = self
+                signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError) as e:  # not the main thread, or no signals here
+            _warn_once(f"a SIGTERM to process {os.getpid()} will lose its last second of trace ({e})")
+
+
+_sigterm_session: Session | None = None  # the session _on_sigterm flushes (it may be stopping already)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """A child ended by its parent (``Pool.terminate``, ``with Pool()``, daemonic children at exit).
+
+    Flushes the session, marked as ended by that signal (not crashed), then dies of the same
+    signal with its default action, so the exit status is the one it had without rlscope. The
+    default action is restored first: a second SIGTERM, or the watchdog's after
+    ``SIGNAL_FLUSH_TIMEOUT_S`` (a flush that hangs), ends the process at once. Like any Python
+    handler, it runs when the main thread next runs Python code: a child inside a long C call
+    ends when that call returns, not at the signal.
+    """
+    import signal
+
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+        s = _sigterm_session
+        if s is not None and s._pid == os.getpid() and (s._writer is not None or s._stopping):
+            watchdog = threading.Timer(SIGNAL_FLUSH_TIMEOUT_S, os.kill, (os.getpid(), signum))
+            watchdog.daemon = True
+            watchdog.start()
+            if s._stopping:  # a worker's own exit was flushing (its pool's sentinel came first):
+                # let that stop finish, it re-raises the signal when done
+                s._pending_signal = signum
+                return
+            s.stop(signal=signum)
+    except Exception as e:
+        _warn_once(f"could not flush the trace before SIGTERM: {e!r}")
+    os.kill(os.getpid(), signum)
 
 
 def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any) -> Session:

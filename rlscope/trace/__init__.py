@@ -17,5 +17,6 @@ def clear_trace_dir(path: str | Path) -> None:
     if not p.is_dir():
         return
     for child in p.iterdir():
-        if child.is_dir() and child.name.startswith(PROCESS_PREFIX):
+        # ".process-*": one that a process killed while it started left unfinished (trace/writer.py)
+        if child.is_dir() and child.name.removeprefix(".").startswith(PROCESS_PREFIX):
             shutil.rmtree(child)

@@ -23,13 +23,30 @@ class Finding:
         return f"{self.level}: {self.where}: {self.message}"
 
 
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _check_process(p: ProcessTrace) -> list[Finding]:
     out: list[Finding] = []
     where = str(p.path)
-    out += [Finding("warning", where, w.removeprefix(f"{p.path}: ")) for w in p.warnings]
     ev = p.events
+    warnings = [w.removeprefix(f"{p.path}: ") for w in p.warnings]
     if ev.num_rows == 0:
-        return [*out, Finding("error", where, "no events")]
+        # a process ended (by its parent, say) before its session wrote anything: nothing to analyze
+        # in it, and nothing wrong with the rest of the trace; the reader's warning says the same,
+        # and with no events to name, a names file it could not read does not matter either
+        notes = [w for w in warnings if not w.startswith("no events") and S.NAMES_FILE not in w]
+        return [
+            *[Finding("warning", where, w) for w in notes],
+            Finding("info", where, "no events: the process ended before its session recorded anything"),
+        ]
+    out += [Finding("warning", where, w) for w in warnings]
     ts = ev.column("ts_ns").to_numpy()
     thread = ev.column("thread").to_numpy()
     kind = ev.column("kind").to_numpy()
@@ -37,6 +54,12 @@ def _check_process(p: ProcessTrace) -> list[Finding]:
     flags = ev.column("flags").to_numpy()
     if not (kind == S.SESSION_START).any():
         out.append(Finding("warning", where, "no session start event"))
+    # a session end's id: the signal that ended the process after rlscope flushed it (its parent
+    # terminated it: Pool.terminate, a pool or daemonic children closed at exit), -1 for none
+    signals = sorted({int(i) for i in ev.column("id").to_numpy()[kind == S.SESSION_END] if i > 0})
+    for signum in signals:
+        message = f"ended by {_signal_name(signum)} (terminated by its parent?); its trace was flushed first"
+        out.append(Finding("info", where, message))
     for t in np.unique(thread):
         sel = thread == t
         if (np.diff(ts[sel]) < 0).any():

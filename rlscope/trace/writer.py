@@ -108,18 +108,27 @@ class TraceWriter:
         flush_interval: float = 1.0,
         clock: Callable[[], int] = time.perf_counter_ns,
     ) -> None:
-        process_dir.mkdir(parents=True, exist_ok=True)
+        # the directory appears whole: its files are made in a hidden one renamed into place, so a
+        # process killed while its session starts (a pool worker its pool ends at once) leaves no
+        # half-made process directory behind (a second session of a process reuses its directory)
+        made = process_dir if process_dir.exists() else process_dir.with_name(f".{process_dir.name}")
+        made.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self.process_dir = process_dir
         self.events: collections.deque[tuple] = collections.deque()
         self._names = names  # the process-wide interning table (append-only)
         self._names_written = 0
-        self._events_file = StreamFile(process_dir / schema.EVENTS_FILE, schema.events_schema(metadata))
-        self._names_file = StreamFile(process_dir / schema.NAMES_FILE, schema.names_schema())
+        self._events_file = StreamFile(made / schema.EVENTS_FILE, schema.events_schema(metadata))
+        self._names_file = StreamFile(made / schema.NAMES_FILE, schema.names_schema())
+        if made != process_dir:
+            made.rename(process_dir)
+            self._events_file.path = process_dir / schema.EVENTS_FILE
+            self._names_file.path = process_dir / schema.NAMES_FILE
         self._flush_interval = flush_interval
         self._streams: list[tuple[collections.deque[tuple], StreamFile]] = []
         self._before_flush: list[Callable[[], None]] = []
-        self._lock = threading.Lock()
+        # reentrant: a SIGTERM handler (rlscope/session.py) may close the writer on a thread that holds it
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rlscope-writer", daemon=True)
         self._thread.start()
