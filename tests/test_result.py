@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,22 +28,14 @@ from rlscope.cli import export
 from rlscope.errors import TraceError
 from rlscope.trace.reader import load_trace
 from rlscope.viz import html, terminal
+from tests.test_viz import _row
 
 MS = 1_000_000  # ns
 SCOPE_IN, SCOPE_OUT = 2 * MS, 4 * MS  # injected per-scope cost, large enough to show in a 3-decimal table
 
 
-def _cells(text: str, first: str) -> list[str]:
-    """The cells of the table row whose first cell is ``first``."""
-    for line in text.splitlines():
-        cells = [c.strip() for c in re.split(r"[│┃|]", line)[1:-1]]
-        if cells and cells[0] == first:
-            return cells
-    raise AssertionError(f"no row {first!r} in:\n{text}")
-
-
 def _header(text: str) -> list[str]:
-    return _cells(text, "operation")
+    return _row(text, "operation")
 
 
 @pytest.fixture
@@ -98,13 +89,13 @@ def test_csv_json_and_table_give_identical_corrected_figures(corrected_trace, tm
         assert float(row["exclusive_s"]) == op["exclusive_s"]
         assert float(row["raw_total_s"]) == summary["raw"]["operations"][name]["total_s"]
         assert int(row["calls"]) == op["calls"]
-        cells = dict(zip(header, _cells(table, name), strict=True))
+        cells = dict(zip(header, _row(table, name), strict=True))
         assert cells["total s"] == f"{op['total_s']:.3f}"
         assert cells["excl s"] == f"{op['exclusive_s']:.3f}"
         assert cells["raw s"] == f"{summary['raw']['operations'][name]['total_s']:.3f}"
         assert cells["calls"] == str(op["calls"])
     assert float(rows["[unannotated]"]["total_s"]) == summary["unannotated_s"]
-    assert _cells(table, "[unannotated]")[1] == f"{summary['unannotated_s']:.3f}"
+    assert _row(table, "[unannotated]")[1] == f"{summary['unannotated_s']:.3f}"
     # the true (injected-cost-free) times: 5 x 30 ms and 5 x 17 ms
     assert summary["operations"]["simulation"]["total_s"] == pytest.approx(0.150, abs=1e-9)
     assert summary["operations"]["backprop"]["total_s"] == pytest.approx(0.085, abs=1e-9)
@@ -204,7 +195,7 @@ def test_multi_process_breakdown_in_json_table_and_html(two_process_trace, tmp_p
     text = terminal.text(result, width=200)
     assert "per process" in text and "whole run: 2 process(es)" in text
     for p, op in ((learner, "learner"), (actor, "actor")):
-        cells = _cells(text, f"pid {p['pid']}@{p['host']}")
+        cells = _row(text, f"pid {p['pid']}@{p['host']}")
         assert cells[1] == f"{p['wall_s']:.3f}" and op in cells[-1]
 
     page = html.render(result)
