@@ -75,6 +75,40 @@ def test_run_exits_with_the_programs_status_whatever_the_analysis_finds(tmp_path
     assert "Traceback" not in r.stderr
 
 
+def test_run_exits_130_when_the_program_is_interrupted(tmp_path):
+    # an uncaught KeyboardInterrupt ends Python by SIGINT: a shell says 130, and so does rlscope run
+    script = tmp_path / "interrupted.py"
+    script.write_text("import rlscope\nwith rlscope.scope('work'):\n    raise KeyboardInterrupt\n")
+    trace = tmp_path / "t"
+    r = _cli("rlscope.cli.main", "run", "--trace-dir", str(trace), "--gpu", "off", "--", str(script))
+    assert r.returncode == 130, r.stderr
+    c = _cli("rlscope.cli.analyze", "check", str(trace))  # its trace was flushed on the way out
+    assert c.returncode == 0 and "error" not in c.stdout, c.stdout
+
+
+def test_startup_is_its_own_phase_and_ends_before_the_programs_first_line(tmp_path):
+    from rlscope.trace import schema as S
+    from rlscope.trace.reader import load_trace
+
+    script = tmp_path / "job.py"
+    script.write_text("import rlscope\nwith rlscope.scope('first'):\n    pass\n")
+    trace = tmp_path / "t"
+    r = _cli(
+        "rlscope.cli.main", "run", "--trace-dir", str(trace), "--no-analyze", "--gpu", "off", str(script)
+    )
+    assert r.returncode == 0, r.stderr
+    (proc,) = load_trace(trace).processes
+    ev = proc.events.to_pydict()
+    rows = list(zip(ev["ts_ns"], ev["kind"], ev["name"], ev["flags"], strict=True))
+    startup = [
+        (ts, k, f) for ts, k, n, f in rows if k in (S.PHASE_BEGIN, S.PHASE_END) and proc.name(n) == "startup"
+    ]
+    assert [k for _, k, _ in startup] == [S.PHASE_BEGIN, S.PHASE_END]
+    assert startup[1][2] == 0  # closed by the program's first line, not by rlscope at the end
+    (first,) = [ts for ts, k, n, _ in rows if k == S.OP_BEGIN and proc.name(n) == "first"]
+    assert startup[1][0] <= first  # the script's own scopes are outside the startup phase
+
+
 def test_run_with_a_missing_script_is_one_line_and_status_2(tmp_path):
     for cmd in ([str(tmp_path / "nope.py")], ["python", str(tmp_path / "nope.py")]):
         r = _cli("rlscope.cli.main", "run", "--trace-dir", str(tmp_path / "t"), "--", *cmd)

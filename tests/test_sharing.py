@@ -267,3 +267,32 @@ def test_memory_recorder_swallows_errors_with_one_warning(capsys):
     rec.stop()
     err = capsys.readouterr().err
     assert err.count("rlscope: warning: GPU memory recording off") == 1
+
+
+def test_share_cli_and_share_check_on_cpu(fake_session, tmp_path, capsys):
+    import sys
+
+    from rlscope import share_check
+    from rlscope.cli.analyze import main as analyze_main
+
+    session, _ = _synthetic(fake_session)
+    assert (
+        analyze_main(["share", str(session.trace_dir), "-k", "1,2", "--json", str(tmp_path / "e.json")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "copies with each at most 25% slower" in out
+    assert [t["k"] for t in json.loads((tmp_path / "e.json").read_text())["table"]] == [1, 2]
+    # copies of a trivial program, the estimate from the synthetic trace (no NVML here: times only)
+    res = share_check.check([sys.executable, "-c", "pass"], (2,), str(session.trace_dir), tmp_path, 60, False)
+    assert [r["k"] for r in res["runs"]] == [1, 2] and res["runs"][1]["exit_codes"] == [0, 0]
+    assert "share-check (time-sharing" in share_check.check_text(res)
+
+
+def test_share_on_a_cpu_trace_is_one_line_error(fake_session, capsys):
+    from rlscope.cli.analyze import main as analyze_main
+
+    session, clock = fake_session
+    with session, rlscope.scope("x"):
+        clock.advance(1000)
+    assert analyze_main(["share", str(session.trace_dir)]) == 2
+    assert sharing.NO_GPU_NOTE in capsys.readouterr().err

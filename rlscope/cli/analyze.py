@@ -128,7 +128,13 @@ def _bench_sim(argv: list[str]) -> int:
     return int(sim_benchmark.main(argv) or 0)
 
 
-SUBCOMMANDS = {"check": _check, "diff": _diff, "export": _export, "bench-sim": _bench_sim}
+def _share(argv: list[str]) -> int:
+    from rlscope.share_check import share_main  # the co-location estimate (docs/sharing.md)
+
+    return share_main(argv)
+
+
+SUBCOMMANDS = {"check": _check, "diff": _diff, "export": _export, "bench-sim": _bench_sim, "share": _share}
 
 
 def main(argv: list[str] | None = None) -> int:

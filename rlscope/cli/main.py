@@ -150,18 +150,37 @@ def run(argv: list[str]) -> int:
         env["RLSCOPE_RUN_TRACE_DIR"] = str(trace_dir)
         env["RLSCOPE_RUN_OPTIONS"] = json.dumps(options)
         try:
-            code = subprocess.call(command, env=env)
+            proc = subprocess.Popen(command, env=env)
         except FileNotFoundError:
             raise RLScopeError(f"{command[0]}: command not found") from None
-        except KeyboardInterrupt:
-            code = 130
+        code = _wait_like_a_shell(proc)
     print(f"rlscope run: exit status {code}; trace in {trace_dir}", file=sys.stderr)
     if not args.no_analyze and trace_dir.exists():
         try:
             _print_report(str(trace_dir), args.html, None)
-        except RLScopeError as e:  # the program's status is what `rlscope run` reports, whatever
+        except Exception as e:  # the program's status is what `rlscope run` reports, whatever
             print(f"rlscope run: warning: no analysis: {e}", file=sys.stderr)
     return code
+
+
+def _wait_like_a_shell(proc: subprocess.Popen) -> int:
+    """The program's exit status as a shell gives it (128 + N when signal N ended it: 130 for Ctrl-C).
+
+    Ctrl-C reaches the program too (same process group): wait for it to end and flush its trace,
+    as a shell waits for its foreground job, instead of killing it (what ``subprocess.call`` does).
+    """
+    import signal
+
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: Ctrl-C is not ours to handle
+        previous = None
+    try:
+        code = proc.wait()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return 128 - code if code < 0 else code
 
 
 def calibrate(argv: list[str]) -> int:
@@ -218,12 +237,25 @@ def validate(argv: list[str]) -> int:
     return validate_main(argv)
 
 
-COMMANDS = {"demo": demo, "run": run, "calibrate": calibrate, "validate": validate}
+def share_check(argv: list[str]) -> int:
+    from rlscope import share_check  # k copies on one GPU against the co-location estimate
+
+    return share_check.main(argv)
+
+
+COMMANDS = {
+    "demo": demo,
+    "run": run,
+    "calibrate": calibrate,
+    "validate": validate,
+    "share-check": share_check,
+}
 COMMAND_HELP = {
     "demo": "profile the bundled PPO CartPole workload for 20 s and show where its time went",
     "run": "profile an unmodified program: rlscope run [options] -- python train.py ...",
     "calibrate": "measure rlscope's own cost per event here (used to correct traces)",
     "validate": "check your program's corrected profile against the program unprofiled",
+    "share-check": "run k copies of your program on one GPU and compare with rlscope-analyze share",
 }
 
 

@@ -1,0 +1,50 @@
+"""The workloads of the sharing measurements (BENCHMARKS.md, "GPU memory and sharing"), policy on cuda.
+
+    python benchmarks/sharing_workloads.py {ppo,dqn,ppo_big} [--steps N] [--width 2048]
+
+``ppo``: the bundled PPO CartPole (two 64-wide hidden layers); ``dqn``: the bundled DQN;
+``ppo_big``: the same PPO with every 64-wide layer made ``--width`` wide (a larger policy: more
+persistent memory, longer kernels). A fixed number of environment steps, so k copies do the same work.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+
+def _widen(module, width: int) -> None:
+    """Make the module's 64-wide hidden layers ``width`` wide (its Agent builds them at init)."""
+
+    class Wide:
+        def __getattr__(self, name):
+            return getattr(torch.nn, name)
+
+        @staticmethod
+        def Linear(i, o, *a, **k):
+            return torch.nn.Linear(width if i == 64 else i, width if o == 64 else o, *a, **k)
+
+    module.nn = Wide()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("workload", choices=["ppo", "dqn", "ppo_big"])
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--width", type=int, default=2048)
+    args = p.parse_args()
+    if args.workload == "dqn":
+        from rlscope.workloads import dqn_cartpole
+
+        dqn_cartpole.train(total_timesteps=args.steps or 12_000, device="cuda", learning_starts=1_000)
+        return
+    from rlscope.workloads import ppo_cartpole
+
+    if args.workload == "ppo_big":
+        _widen(ppo_cartpole, args.width)
+    ppo_cartpole.train(total_timesteps=args.steps or 12_288, device="cuda", eval_episodes=2)
+
+
+if __name__ == "__main__":
+    main()

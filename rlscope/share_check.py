@@ -1,0 +1,293 @@
+"""``rlscope-analyze share TRACE`` and ``rlscope share-check [-k 2,4,8] -- python train.py``.
+
+``share`` prints the co-location estimate of a trace (rlscope/analysis/sharing.py, docs/sharing.md).
+``share-check`` measures it: the program alone, then k copies started together on the same GPU
+(plain time-sharing between processes; with ``--mps`` under an MPS daemon, only where
+``nvidia-cuda-mps-control`` exists), each copy's wall time (from its start to its exit, so Python and
+CUDA start-up are included) and the device memory NVML sees in use (peak over the run, less what was in
+use before). It prints measured slowdown and memory per copy beside the estimate, which it takes from
+``--trace`` or from one profiled run of the program (``rlscope run``) made first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rlscope.cli.parser import Parser
+from rlscope.cli.program import program_command
+from rlscope.errors import RLScopeError
+
+GIB = 1 << 30
+
+
+def _k_list(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise RLScopeError(f"-k: expected numbers separated by commas, got {text!r}") from None
+    if not ks or min(ks) < 1:
+        raise RLScopeError(f"-k: copies must be >= 1, got {text!r}")
+    return ks
+
+
+def estimate_of(trace_dir: str, ks: tuple[int, ...]) -> dict[str, Any]:
+    """The trace's estimate (analysis.sharing.estimate) with the table for ``ks``."""
+    from rlscope.analysis import analyze
+    from rlscope.analysis.sharing import estimate
+
+    summary = analyze(trace_dir, correct=False).summary
+    est = (summary.get("sharing") or {}).get("estimate") or {}
+    if "inputs" not in est:
+        raise RLScopeError(f"{trace_dir}: {est.get('note') or (summary.get('sharing') or {}).get('note')}")
+    return estimate(est["inputs"], tuple(sorted({1, *ks})))
+
+
+def estimate_text(est: dict[str, Any]) -> str:
+    m = est["inputs"]
+    lines = [
+        f"alone: GPU busy {100 * m['gpu_busy_fraction']:.2f}% of the time"
+        f" ({m['busy_periods_per_s']:.0f} busy periods/s,"
+        f" mean residual {m['busy_period_residual_us']:.1f} us),"
+        f" {m['per_copy_bytes'] / GIB:.2f} GiB of device memory, {m['cpu_cores_per_copy']:.2f} CPU cores"
+        f" ({m['host_cpus'] or '?'} on the host, device {m['device'] or '?'})",
+        f"fits: {est['k_fit']} copies with each at most {100 * (est['max_slowdown'] - 1):.0f}% slower;"
+        f" then {est['binds']} binds (memory alone allows {est['k_max_memory']})",
+        f"{'k':>3} {'memory GiB':>11} {'shared-alloc GiB':>17} {'slowdown':>9} {'throughput':>11}  binds",
+    ]
+    for t in est["table"]:
+        lines.append(
+            f"{t['k']:>3} {t['memory_bytes'] / GIB:>11.2f} {t['memory_shared_allocator_bytes'] / GIB:>17.2f}"
+            f" {t['slowdown']:>9.3f} {t['throughput']:>11.2f}  {t['binds']}"
+        )
+    lines += [f"note: {n}" for n in m.get("notes", [])]
+    return "\n".join(lines)
+
+
+def share_main(argv: list[str]) -> int:
+    """``rlscope-analyze share``."""
+    p = Parser(
+        prog="rlscope-analyze share",
+        description="Estimate how many copies of the traced job fit one GPU, and which resource binds"
+        " (memory, GPU time, CPU). The model is docs/sharing.md; 'rlscope share-check' measures it.",
+    )
+    p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
+    p.add_argument("-k", default="1,2,4,8,16", help="copies to tabulate (default 1,2,4,8,16)")
+    p.add_argument("--json", metavar="FILE", help="write the estimate as JSON")
+    args = p.parse_args(argv)
+    est = estimate_of(args.trace_dir, _k_list(args.k))
+    if args.json:
+        Path(args.json).write_text(json.dumps(est, indent=2) + "\n")
+    print(estimate_text(est))
+    return 0
+
+
+class NvmlWatch:
+    """Device memory in use (bytes) sampled at ``hz``: the peak, and per process where NVML tells."""
+
+    def __init__(self, device: int = 0, hz: float = 20.0) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        self.nvml = pynvml
+        self.handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+        self.period = 1 / hz
+        self.peak = 0
+        self.per_pid: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def used(self) -> int:
+        return int(self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.used())
+            try:
+                for pr in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle):
+                    mem = int(pr.usedGpuMemory or 0)
+                    self.per_pid[pr.pid] = max(self.per_pid.get(pr.pid, 0), mem)
+            except self.nvml.NVMLError:
+                pass
+            self._stop.wait(self.period)
+
+    def __enter__(self) -> NvmlWatch:
+        self.baseline = self.used()
+        self.peak = self.baseline
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_copies(command: list[str], k: int, env: dict[str, str], timeout: float) -> dict[str, Any]:
+    """Start k copies together; each one's wall time and exit status, and the device memory they used."""
+    try:
+        watch: Any = NvmlWatch()
+    except Exception as e:  # no NVML: times only
+        watch, why = None, str(e)
+    ctx = watch if watch is not None else _Null()
+    walls: list[float] = [0.0] * k
+    codes: list[int] = [0] * k
+    with ctx:
+        t0 = time.perf_counter()
+        procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(k)]
+        pending = set(range(k))
+        while pending:
+            for i in list(pending):
+                code = procs[i].poll()
+                if code is not None:
+                    walls[i], codes[i] = time.perf_counter() - t0, code
+                    pending.discard(i)
+            if pending and time.perf_counter() - t0 > timeout:
+                for i in pending:
+                    procs[i].kill()
+                raise RLScopeError(f"{k} copies did not finish within {timeout:g} s")
+            time.sleep(0.01)
+    out: dict[str, Any] = {"k": k, "wall_s": walls, "exit_codes": codes, "mean_wall_s": sum(walls) / k}
+    if watch is not None:
+        out["memory_bytes"] = watch.peak - watch.baseline
+        pids = {p.pid for p in procs}
+        out["per_process_bytes"] = [v for pid, v in watch.per_pid.items() if pid in pids]
+    else:
+        out["memory_note"] = f"no NVML: {why}"
+    return out
+
+
+class _Null:
+    def __enter__(self) -> _Null:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _mps(on: bool, pipe_dir: str) -> None:
+    env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe_dir, CUDA_MPS_LOG_DIRECTORY=pipe_dir)
+    if on:
+        subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, check=True)
+    else:
+        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=env, check=False)
+
+
+def check(
+    command: list[str], ks: tuple[int, ...], trace: str | None, work: Path, timeout: float, mps: bool
+) -> dict[str, Any]:
+    if trace is None:
+        trace = str(work / "profile")
+        run = [
+            sys.executable,
+            "-m",
+            "rlscope.cli.main",
+            "run",
+            "--trace-dir",
+            trace,
+            "--no-analyze",
+            "--",
+            *command,
+        ]
+        subprocess.run(run, check=False, stdout=subprocess.DEVNULL)
+    est = estimate_of(trace, ks)
+    by_k = {t["k"]: t for t in est["table"]}
+    env = dict(os.environ)
+    mode = "time-sharing"
+    if mps:
+        if shutil.which("nvidia-cuda-mps-control") is None:
+            raise RLScopeError("--mps: nvidia-cuda-mps-control is not installed here")
+        pipe = tempfile.mkdtemp(prefix="rlscope-mps-")
+        env.update(CUDA_MPS_PIPE_DIRECTORY=pipe, CUDA_MPS_LOG_DIRECTORY=pipe)
+        _mps(True, pipe)
+        mode = "mps"
+    try:
+        alone = run_copies(command, 1, env, timeout)
+        runs = [alone] + [run_copies(command, k, env, timeout) for k in ks if k != 1]
+    finally:
+        if mps:
+            _mps(False, env["CUDA_MPS_PIPE_DIRECTORY"])
+    rows = []
+    for r in runs:
+        pred = by_k[r["k"]]
+        row = {
+            "k": r["k"],
+            "measured_slowdown": r["mean_wall_s"] / alone["mean_wall_s"],
+            "predicted_slowdown": pred["slowdown"],
+            "predicted_binds": pred["binds"],
+            "predicted_memory_bytes": pred["memory_bytes"],
+            **r,
+        }
+        if "memory_bytes" in r:
+            row["measured_memory_bytes"] = r["memory_bytes"]
+        rows.append(row)
+    return {
+        "command": command,
+        "trace": trace,
+        "mode": mode,
+        "mps_available": shutil.which("nvidia-cuda-mps-control") is not None,
+        "estimate": est,
+        "runs": rows,
+    }
+
+
+def check_text(res: dict[str, Any]) -> str:
+    lines = [
+        f"share-check ({res['mode']}; MPS {'available' if res['mps_available'] else 'not installed'}):"
+        f" {' '.join(res['command'])}",
+        f"{'k':>3} {'wall s':>8} {'slowdown':>9} {'predicted':>10} {'err':>6} {'mem GiB':>8}"
+        f" {'predicted':>10} {'err':>6}  binds (predicted)",
+    ]
+    for r in res["runs"]:
+        err = r["predicted_slowdown"] / r["measured_slowdown"] - 1
+        mem = r.get("measured_memory_bytes")
+        mem_s = f"{mem / GIB:>8.2f}" if mem is not None else f"{'?':>8}"
+        mem_err = f"{100 * (r['predicted_memory_bytes'] / mem - 1):>5.0f}%" if mem else f"{'?':>6}"
+        lines.append(
+            f"{r['k']:>3} {r['mean_wall_s']:>8.2f} {r['measured_slowdown']:>9.3f}"
+            f" {r['predicted_slowdown']:>10.3f}"
+            f" {100 * err:>5.0f}% {mem_s} {r['predicted_memory_bytes'] / GIB:>10.2f} {mem_err}"
+            f"  {r['predicted_binds']}"
+        )
+    bad = [r["k"] for r in res["runs"] if any(r["exit_codes"])]
+    if bad:
+        lines.append(f"warning: copies exited with an error status at k = {bad}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """``rlscope share-check``."""
+    p = Parser(
+        prog="rlscope share-check",
+        description="Run k copies of a program at once on one GPU and compare each copy's slowdown and"
+        " the device memory used with rlscope's co-location estimate (rlscope-analyze share).",
+    )
+    p.add_argument("-k", default="2,4,8", help="copies to run together (default 2,4,8)")
+    p.add_argument("--trace", metavar="DIR", help="estimate from this trace (default: profile one run first)")
+    p.add_argument(
+        "--work-dir", metavar="DIR", help="where the profiled run's trace goes (default: a temp dir)"
+    )
+    p.add_argument("--json", metavar="FILE", help="write the measurements and the estimate as JSON")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds each set of copies may take (600)")
+    p.add_argument(
+        "--mps", action="store_true", help="run the copies under an MPS daemon (needs its control)"
+    )
+    p.add_argument("command", nargs="...", help="the program to run (python train.py ...)")
+    args = p.parse_args(argv)
+    command = program_command(args.command, "rlscope share-check -k 2,4 -- python train.py ...")
+    ks = _k_list(args.k)
+    with tempfile.TemporaryDirectory(prefix="rlscope-share-") as tmp:
+        work = Path(args.work_dir) if args.work_dir else Path(tmp)
+        res = check(command, ks, args.trace, work, args.timeout, args.mps)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+    print(estimate_text(res["estimate"]))
+    print(check_text(res))
+    return 0

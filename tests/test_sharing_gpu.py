@@ -1,0 +1,105 @@
+"""GPU memory, occupancy and share-check on a real GPU (``pytest -m gpu``; skipped without CUDA)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+import rlscope
+from rlscope.analysis import analyze
+
+pytestmark = pytest.mark.gpu
+MIB8 = 8 << 20  # a multiple of the allocator's 2 MiB rounding: the block is exactly this size
+
+
+def test_device_limits_match_torch():
+    import torch
+
+    from rlscope.collectors.device_limits import query_devices
+
+    d = query_devices()[0]
+    props = torch.cuda.get_device_properties(0)
+    assert d["sm_count"] == props.multi_processor_count
+    assert d["max_threads_per_sm"] == props.max_threads_per_multi_processor
+    assert d["regs_per_sm"] == props.regs_per_multiprocessor
+    assert d["warp_size"] == props.warp_size
+    assert d["total_memory"] == props.total_memory
+
+
+def test_scope_that_frees_is_ephemeral_one_that_keeps_is_persistent(tmp_path):
+    import torch
+
+    torch.cuda.init()
+    torch.empty(1, device="cuda")  # context and allocator up before the session
+    kept = []
+    with rlscope.profile(tmp_path / "t", windows=False):
+        with rlscope.scope("ephemeral"):
+            time.sleep(0.005)  # margins: the allocator stamps entries with an approximate clock
+            x = torch.empty(MIB8, dtype=torch.uint8, device="cuda")
+            del x
+            time.sleep(0.005)
+        with rlscope.scope("persistent"):
+            time.sleep(0.005)
+            kept.append(torch.empty(MIB8, dtype=torch.uint8, device="cuda"))
+            time.sleep(0.005)
+    ops = analyze(tmp_path / "t", correct=False).summary["sharing"]["memory"]["operations"]
+    assert (ops["ephemeral"]["ephemeral_bytes"], ops["ephemeral"]["persistent_bytes"]) == (MIB8, 0)
+    assert ops["ephemeral"]["peak_bytes"] == MIB8
+    assert (ops["persistent"]["ephemeral_bytes"], ops["persistent"]["persistent_bytes"]) == (0, MIB8)
+
+
+def test_kernel_occupancy_matches_the_driver(tmp_path):
+    cupy = pytest.importorskip("cupy")
+    from rlscope.analysis.occupancy import DeviceLimits, theoretical_occupancy
+    from rlscope.collectors.device_limits import query_devices
+
+    src = r"""
+    extern "C" __global__ void shuffle(float* x) {
+        extern __shared__ float s[];
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        s[threadIdx.x] = x[i];
+        __syncthreads();
+        x[i] = s[(threadIdx.x + 1) % blockDim.x] * 2.0f;
+    }
+    """
+    kern = cupy.RawKernel(src, "shuffle")
+    threads, blocks, smem = 256, 264, 40 * 1024
+    x = cupy.random.rand(threads * blocks, dtype=cupy.float32)
+    kern((1,), (threads,), (x,), shared_mem=smem)  # compile and load outside the trace
+    cupy.cuda.Device().synchronize()
+    with rlscope.profile(tmp_path / "t", windows=False), rlscope.scope("launch"):
+        kern((blocks,), (threads,), (x,), shared_mem=smem)
+        cupy.cuda.Device().synchronize()
+    occ = analyze(tmp_path / "t", correct=False).summary["sharing"]["occupancy"]
+    k = next(k for k in occ["operations"]["launch"]["kernels"] if k["kernel"] == "shuffle")
+    regs = kern.attributes["num_regs"]
+    assert (k["threads"], k["blocks"], k["smem"], k["registers"]) == (threads, blocks, smem, regs)
+    driver = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, smem)
+    limits = DeviceLimits.from_dict(query_devices()[0])
+    assert theoretical_occupancy(threads, regs, smem, limits).blocks_per_sm == driver
+    assert k["blocks_per_sm"] == driver
+    assert k["limiter"] == "shared_memory"  # 40 KB + 1 KB reserved: 5 blocks of 228 KB
+
+
+def test_share_check_two_copies(tmp_path):
+    from rlscope import share_check
+
+    prog = (
+        "import torch, time\n"
+        "a = torch.randn(512, 512, device='cuda')\n"
+        "t = time.perf_counter()\n"
+        "while time.perf_counter() - t < 2:\n"
+        "    (a @ a).sum().item()\n"
+    )
+    script = tmp_path / "prog.py"
+    script.write_text(prog)
+    res = share_check.check([sys.executable, str(script)], (2,), None, tmp_path, 120, mps=False)
+    ks = [r["k"] for r in res["runs"]]
+    assert ks == [1, 2]
+    for r in res["runs"]:
+        assert r["exit_codes"] == [0] * r["k"]
+        assert r["measured_slowdown"] > 0.5
+        assert r.get("measured_memory_bytes", 1) > 0
+    print(share_check.check_text(res))
