@@ -470,6 +470,7 @@ class Options:
     calibrate: bool = True
     warmup: bool = True
     verbose: bool = False
+    session: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: rlscope.profile options
 
 
 @dataclass
@@ -543,6 +544,14 @@ def parse_args(argv: list[str]) -> Options:
         "--no-calibrate", action="store_true", help="do not calibrate a machine that has no calibration yet"
     )
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed first run")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an rlscope.profile option for the profiled runs, e.g. --set full_share=0.3 or"
+        " --set windows=false (repeatable; values are JSON, else strings)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show the program's output")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python train.py ...)")
     args = p.parse_args(argv)
@@ -563,7 +572,26 @@ def parse_args(argv: list[str]) -> Options:
         calibrate=not args.no_calibrate,
         warmup=not args.no_warmup,
         verbose=args.verbose,
+        session=dict(_parse_setting(x) for x in args.set),
     )
+
+
+def _parse_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--set``: the value as JSON (numbers, true/false), else as a string."""
+    import inspect
+
+    from rlscope.session import Session
+
+    key, sep, value = text.partition("=")
+    known = [k for k in inspect.signature(Session.__init__).parameters if k not in ("self", "trace_dir")]
+    if not sep or key not in known:
+        raise RLScopeError(
+            f"validate: --set wants KEY=VALUE with KEY one of {', '.join(known)}; got {text!r}"
+        )
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
 
 
 def mode_order(rep: int) -> list[str]:
@@ -574,7 +602,7 @@ def mode_order(rep: int) -> list[str]:
 
 def profile_overrides(opts: Options) -> dict[str, Any]:
     """Session options the validation imposes (only those the user gave)."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(opts.session)
     if opts.gpu is not None:
         out["gpu"] = False if opts.gpu == "off" else opts.gpu
     if not opts.backend:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -246,3 +247,18 @@ def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
     assert not verdict["pass"] and "inconclusive" in verdict["line"]
     quiet = {**result, "runs": [{**r, "measured_s": 1.0} for r in runs]}
     assert "inconclusive" not in compare(quiet, opts)["verdict"]["line"]
+
+
+def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.Path) -> None:
+    from rlscope.errors import RLScopeError
+    from rlscope.validate import parse_args, profile_overrides
+
+    script = tmp_path / "x.py"
+    script.write_text("")
+
+    opts = parse_args(["--set", "full_share=0.3", "--set", "windows=false", "--", "python", str(script)])
+    assert profile_overrides(opts) == {"full_share": 0.3, "windows": False}
+    with pytest.raises(RLScopeError, match="KEY one of"):
+        parse_args(["--set", "fullshare=0.3", "--", "python", str(script)])
+    with pytest.raises(RLScopeError, match="KEY=VALUE"):
+        parse_args(["--set", "full_share", "--", "python", str(script)])
