@@ -27,7 +27,8 @@ fi
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3
     shift 3
-    timeout "$limit" taskset -c "$cores" python3 -m rlscope.cli.main validate --reps "$REPS" --no-warmup \
+    # shellcheck disable=SC2086  # VOPTS: extra validate options, split on spaces
+    timeout "$limit" taskset -c "$cores" python3 -m rlscope.cli.main validate --reps "$REPS" --no-warmup ${VOPTS:-} \
         --json "$OUT/val_$name.json" --trace-dir "/tmp/val-$name" -- "$@" > "$OUT/val_$name.log" 2>&1
     echo "== $name (exit $?, cores $cores)"
     grep -v "^rlscope: warning" "$OUT/val_$name.log" | tail -12
@@ -46,6 +47,14 @@ fi
 if [ "$VAL" = all ] || [ "$VAL" = b ]; then
 val sim_eager 0-7 150 python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}" &
 val sb3_sac 8-15 150 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 400 &
+wait
+fi
+if [ "$VAL" = configs ]; then
+# which collector state costs what on PPO-GPU: nearly always light windows (CUPTI attached but off),
+# no GPU tracing at all, and GPU tracing without driver-API records; side by side on disjoint cores
+VOPTS="--set full_share=0.05" val ppo_gpu_light 0-4 200 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
+VOPTS="--gpu off" val ppo_gpu_nogpu 5-9 200 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
+RLSCOPE_CUPTI_KINDS=kernel,runtime,memcpy,memset val ppo_gpu_runtime 10-15 200 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
 wait
 fi
 # at most 8 files come back from the device: bundle the results
