@@ -1,12 +1,13 @@
 """One analysis of a trace, computed once, that every output renders.
 
-:func:`analyze` walks the trace once: load it, build each process's per-thread timeline with its
-GPU work joined (:func:`rlscope.analysis.gpu.timeline_with_gpu`), correct and aggregate it
-(:mod:`~rlscope.analysis.breakdown`, :mod:`~rlscope.analysis.summary`), and cut the same timelines
-into intervals and kernel tables (:mod:`~rlscope.analysis.intervals`, :mod:`~rlscope.analysis.kernels`,
-:mod:`~rlscope.analysis.report`). The terminal table, JSON, CSV, HTML, Chrome trace and diff are
-renderers of the :class:`AnalysisResult` it returns, so they cannot disagree (pyinstrument's
-``session -> processors -> renderers`` shape).
+:func:`analyze` walks the trace once: load it (:mod:`rlscope.trace.reader`), build each process's
+per-thread timeline with its GPU work joined (:func:`rlscope.analysis.gpu.timeline_with_gpu`),
+choose the correction (:mod:`~rlscope.analysis.correction`), correct and aggregate each timeline
+(:mod:`~rlscope.analysis.breakdown`), summarize (:mod:`~rlscope.analysis.summary`), and cut the
+same timelines into intervals and kernel tables (:mod:`~rlscope.analysis.intervals`,
+:mod:`~rlscope.analysis.kernels`, :mod:`~rlscope.analysis.report`). The terminal table, JSON, CSV,
+HTML, Chrome trace and diff are renderers of the :class:`AnalysisResult` it returns, so they cannot
+disagree (pyinstrument's ``session -> processors -> renderers`` shape).
 """
 
 from __future__ import annotations
@@ -94,11 +95,13 @@ def analyze(
     :class:`~rlscope.errors.RLScopeError` for a window outside the run.
     """
     from rlscope.analysis import gpu
+    from rlscope.analysis.breakdown import analyze_process_pair
+    from rlscope.analysis.correction import plan
     from rlscope.analysis.intervals import clip, intervals
     from rlscope.analysis.kernels import kernel_table
     from rlscope.analysis.report import report_from
     from rlscope.analysis.sharing import sharing_for_summary
-    from rlscope.analysis.summary import summarize_trace
+    from rlscope.analysis.summary import summarize_run
     from rlscope.progress import spinner
     from rlscope.trace.reader import Trace, clock_offset, load_trace
 
@@ -114,7 +117,12 @@ def analyze(
     with spinner("analyzing", enabled=progress):
         # the one pass over each process's events: every step below reads these timelines
         timelines = [gpu.timeline_with_gpu(p) for p in trace.processes]
-        summary = summarize_trace(trace, calibration, correct, timelines)
+        correction = plan(trace, calibration, correct)
+        pairs = [
+            analyze_process_pair(p, costs, joined)
+            for p, costs, joined in zip(trace.processes, correction.costs, timelines, strict=True)
+        ]
+        summary = summarize_run(trace, pairs, correction)
         # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
         summary["sharing"] = sharing_for_summary(trace, summary, timelines)
         summary["warnings"] = once_per_run(summary["warnings"])

@@ -10,7 +10,7 @@ from collections import defaultdict
 from typing import Any
 
 from rlscope.analysis.breakdown import UNANNOTATED, ProcessBreakdown
-from rlscope.analysis.gpu import JoinedTimeline
+from rlscope.analysis.correction import CorrectionPlan
 from rlscope.trace.reader import Trace, clock_offset
 
 SUMMARY_SCHEMA = "rlscope.summary/1"
@@ -216,17 +216,6 @@ def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall:
     }
 
 
-def _has_light_windows(proc: Any) -> bool:
-    """Whether the session switched its expensive collectors off for part of the run."""
-    import pyarrow.compute as pc
-
-    from rlscope.trace import schema as S
-
-    ev = proc.events
-    light = pc.and_(pc.equal(ev.column("kind"), S.WINDOW), pc.equal(ev.column("id"), S.WINDOW_LIGHT))
-    return bool(pc.any(light).as_py() or False)
-
-
 def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     """The window evidence of every process, uncertainties added in quadrature across processes."""
     infos = [b.overhead.get("windows") for b in breakdowns if b.overhead.get("windows")]
@@ -247,64 +236,22 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     }
 
 
-def summarize_trace(
+def summarize_run(
     trace: Trace,
-    calibration: str | None = None,
-    correct: bool = True,
-    timelines: list[JoinedTimeline] | None = None,
+    pairs: list[tuple[ProcessBreakdown, ProcessBreakdown | None]],
+    correction: CorrectionPlan,
 ) -> dict[str, Any]:
-    """Analyze every process and summarize, corrected for overhead when a matching calibration exists.
+    """The summary of every process's (raw, corrected) breakdowns under ``correction``.
 
-    ``calibration``: a calibration file to use instead of the one embedded in the trace or found
-    for its machine and stack (rlscope.calibration.for_trace). ``correct=False``: raw figures only.
-    With no matching calibration the summary holds raw figures and says why in ``calibration`` and
-    ``warnings``. ``timelines``: each process's joined timeline, when the caller already built them.
+    Corrected figures on top when the plan corrected (raw ones beside them), else raw ones; the
+    plan's warnings, then what the correction could not remove.
     """
-    from rlscope import calibration as cal_mod
-    from rlscope.analysis.breakdown import analyze_process_pair
-    from rlscope.analysis.overhead import EventCosts, costs_for
-
-    def pair(i: int, costs: EventCosts | None) -> tuple[ProcessBreakdown, ProcessBreakdown | None]:
-        joined = timelines[i] if timelines is not None else None
-        return analyze_process_pair(trace.processes[i], costs, joined)
-
-    procs = range(len(trace.processes))
-
-    # the calibration embedded in the trace first (the costs it was recorded with), unless a file
-    # is named; else the cache's for the trace's machine and stack (rlscope.calibration.for_trace)
-    cal, why = (None, None) if not correct else cal_mod.for_trace(trace.processes[0].metadata, calibration)
-    if cal is not None:
-        for p in trace.processes[1:]:
-            other, why = cal_mod.for_trace(p.metadata, calibration)
-            if other is None or not cal_mod.same(other, cal):
-                cal, why = None, f"process {p.pid}: {why or 'another calibration than process 0'}"
-                break
-    if cal is None and correct and any(_has_light_windows(p) for p in trace.processes):
-        # the collectors' cost is measured in the run itself; only the small residual costs
-        # (scopes, simulator boundaries, the writer) would need a calibration
-        pairs = [pair(i, EventCosts.zero()) for i in procs]
-        info = {"status": "windows only", "reason": why or ""}
-        out = summarize(trace, [c for _, c in pairs], raw=[r for r, _ in pairs], calibration=info)
-        out["warnings"].append(f"residual per-event costs not removed: {why}")
+    raw = [r for r, _ in pairs]
+    if correction.corrected:
+        out = summarize(trace, [c for _, c in pairs], raw=raw, calibration=correction.info)
+    else:
+        out = summarize(trace, raw, calibration=correction.info)
+    out["warnings"] += correction.warnings
+    if correction.corrected:
         out["warnings"] += [f"overhead correction: {n}" for n in out["overhead"].get("notes", [])]
-        return out
-    if cal is None:
-        raw = [pair(i, None)[0] for i in procs]
-        info = {"status": "off" if not correct else "none", "reason": why or "raw figures requested"}
-        out = summarize(trace, raw, calibration=info)
-        if why:
-            out["warnings"].append(why)
-        return out
-    pairs = [pair(i, costs_for(cal, trace.processes[i].metadata)) for i in procs]
-    info = {
-        "status": "applied",
-        "path": cal["path"],
-        "source": "file" if calibration else "trace" if cal["path"] == cal_mod.EMBEDDED else "cache",
-        "created": cal.get("created", ""),
-        "key": cal["key"],
-        "costs_ns": cal["costs_ns"],
-        "refused": cal.get("refused", []),
-    }
-    out = summarize(trace, [c for _, c in pairs], raw=[r for r, _ in pairs], calibration=info)
-    out["warnings"] += [f"overhead correction: {n}" for n in out["overhead"].get("notes", [])]
     return out

@@ -1,0 +1,84 @@
+"""Which overhead correction a trace gets: the calibration's costs, the run's windows only, or none.
+
+The plan is chosen once per trace before any process is aggregated (every process must match the
+same calibration), and says in ``info`` and ``warnings`` what the summary reports about it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rlscope.analysis.overhead import EventCosts
+from rlscope.trace.reader import ProcessTrace, Trace
+
+__all__ = ["CorrectionPlan", "plan"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectionPlan:
+    """Per process, the residual costs to remove (None: raw figures only), and what to report."""
+
+    costs: list[EventCosts | None]
+    info: dict[str, Any]  # the summary's "calibration" section
+    warnings: list[str]  # said before the correction's own notes
+
+    @property
+    def corrected(self) -> bool:
+        return any(c is not None for c in self.costs)
+
+
+def _has_light_windows(proc: ProcessTrace) -> bool:
+    """Whether the session switched its expensive collectors off for part of the run."""
+    import pyarrow.compute as pc
+
+    from rlscope.trace import schema as S
+
+    ev = proc.events
+    light = pc.and_(pc.equal(ev.column("kind"), S.WINDOW), pc.equal(ev.column("id"), S.WINDOW_LIGHT))
+    return bool(pc.any(light).as_py() or False)
+
+
+def plan(trace: Trace, calibration: str | None = None, correct: bool = True) -> CorrectionPlan:
+    """The correction for ``trace``: a matching calibration's costs, else the windows alone, else none.
+
+    ``calibration``: a calibration file to use instead of the one embedded in the trace or found
+    for its machine and stack (rlscope.calibration.for_trace). ``correct=False``: raw figures only.
+    """
+    from rlscope import calibration as cal_mod
+    from rlscope.analysis.overhead import costs_for
+
+    procs = trace.processes
+    # the calibration embedded in the trace first (the costs it was recorded with), unless a file
+    # is named; else the cache's for the trace's machine and stack (rlscope.calibration.for_trace)
+    cal, why = (None, None) if not correct else cal_mod.for_trace(procs[0].metadata, calibration)
+    if cal is not None:
+        for p in procs[1:]:
+            other, why = cal_mod.for_trace(p.metadata, calibration)
+            if other is None or not cal_mod.same(other, cal):
+                cal, why = None, f"process {p.pid}: {why or 'another calibration than process 0'}"
+                break
+    if cal is None and correct and any(_has_light_windows(p) for p in procs):
+        # the collectors' cost is measured in the run itself; only the small residual costs
+        # (scopes, simulator boundaries, the writer) would need a calibration
+        return CorrectionPlan(
+            costs=[EventCosts.zero() for _ in procs],
+            info={"status": "windows only", "reason": why or ""},
+            warnings=[f"residual per-event costs not removed: {why}"],
+        )
+    if cal is None:
+        return CorrectionPlan(
+            costs=[None for _ in procs],
+            info={"status": "off" if not correct else "none", "reason": why or "raw figures requested"},
+            warnings=[why] if why else [],
+        )
+    info = {
+        "status": "applied",
+        "path": cal["path"],
+        "source": "file" if calibration else "trace" if cal["path"] == cal_mod.EMBEDDED else "cache",
+        "created": cal.get("created", ""),
+        "key": cal["key"],
+        "costs_ns": cal["costs_ns"],
+        "refused": cal.get("refused", []),
+    }
+    return CorrectionPlan(costs=[costs_for(cal, p.metadata) for p in procs], info=info, warnings=[])
