@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from rlscope.categories import UNANNOTATED
+
 
 def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
@@ -44,7 +46,7 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
             _fmt_ratio(tot["ratio"]),
             moved,
         )
-    for label, key in (("[unannotated]", "unannotated"), ("wall", "wall"), ("GPU-bound", "gpu_bound")):
+    for label, key in ((UNANNOTATED, "unannotated"), ("wall", "wall"), ("GPU-bound", "gpu_bound")):
         p = d[key]
         t.add_row(
             escape(label),
@@ -81,7 +83,7 @@ def diff_html(d: dict[str, Any]) -> str:
     fig.update_layout(barmode="relative")
     w = d["wall"]
     rows = [(_row_label(n, o), o["total"]) for n, o in d["operations"].items()]
-    rows += [("[unannotated]", d["unannotated"]), ("wall", d["wall"]), ("GPU-bound", d["gpu_bound"])]
+    rows += [(UNANNOTATED, d["unannotated"]), ("wall", d["wall"]), ("GPU-bound", d["gpu_bound"])]
     table = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{p['a']:.3f}</td><td>{p['b']:.3f}</td>"
         f"<td>{p['delta_s']:+.3f}</td><td>{_fmt_ratio(p['ratio'])}</td></tr>"
