@@ -17,10 +17,13 @@ nproc | tee -a "$OUT/gpu.txt"
 command -v nvidia-cuda-mps-control >/dev/null && echo "mps: yes" | tee -a "$OUT/gpu.txt" || echo "mps: not installed" | tee -a "$OUT/gpu.txt"
 # build both native parts once, so no run below pays for a compile
 python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native; print(cupti_native.build()); print(torch_native.build(torch))" 2>&1 | tail -2
-if [ -z "${SKIP_TESTS:-}" ]; then
-    timeout 120 python3 -m pytest -q -m gpu tests/test_sharing_gpu.py -p no:cacheprovider -s 2>&1 | tee "$OUT/pytest_gpu.log" | tail -15
+if [ -z "${SKIP_TESTS:-}" ]; then  # TESTS: a pytest -k expression (default: all of them)
+    timeout 120 python3 -m pytest -q -m gpu tests/test_sharing_gpu.py -k "${TESTS:-}" -p no:cacheprovider -s 2>&1 \
+        | tee "$OUT/pytest_gpu.log" | tail -15
 fi
-timeout 60 python3 benchmarks/memory_cost.py --n 20000 --json "$OUT/memory_cost.json" 2>&1 | tail -12
+if [ -z "${SKIP_BENCH:-}" ]; then
+    timeout 60 python3 benchmarks/memory_cost.py --n 20000 --json "$OUT/memory_cost.json" 2>&1 | tail -12
+fi
 for w in $WORKLOADS; do
     echo "== $w"
     timeout 150 python3 -m rlscope.cli.main share-check -k "$KS" --timeout 120 --work-dir "/tmp/sc-$w" \

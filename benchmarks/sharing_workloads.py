@@ -37,13 +37,13 @@ def main() -> None:
     if args.workload == "dqn":
         from rlscope.workloads import dqn_cartpole
 
-        dqn_cartpole.train(total_timesteps=args.steps or 12_000, device="cuda", learning_starts=1_000)
+        dqn_cartpole.train(total_timesteps=args.steps or 4_000, device="cuda", learning_starts=500)
         return
     from rlscope.workloads import ppo_cartpole
 
     if args.workload == "ppo_big":
         _widen(ppo_cartpole, args.width)
-    ppo_cartpole.train(total_timesteps=args.steps or 12_288, device="cuda", eval_episodes=2)
+    ppo_cartpole.train(total_timesteps=args.steps or 3_072, device="cuda", eval_episodes=2)
 
 
 if __name__ == "__main__":

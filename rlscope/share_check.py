@@ -197,8 +197,13 @@ def check(
             *command,
         ]
         subprocess.run(run, check=False, stdout=subprocess.DEVNULL)
-    est = estimate_of(trace, ks)
-    by_k = {t["k"]: t for t in est["table"]}
+    try:
+        est: dict[str, Any] | None = estimate_of(trace, ks)
+    except RLScopeError as e:  # measure anyway: the copies' figures stand on their own
+        print(f"rlscope share-check: warning: no estimate: {e}", file=sys.stderr)
+        est = None
+    none = {"slowdown": float("nan"), "binds": "?", "memory_bytes": 0}
+    by_k = {t["k"]: t for t in est["table"]} if est else {}
     env = dict(os.environ)
     mode = "time-sharing"
     if mps:
@@ -216,7 +221,7 @@ def check(
             _mps(False, env["CUDA_MPS_PIPE_DIRECTORY"])
     rows = []
     for r in runs:
-        pred = by_k[r["k"]]
+        pred = by_k.get(r["k"], none)
         row = {
             "k": r["k"],
             "measured_slowdown": r["mean_wall_s"] / alone["mean_wall_s"],
@@ -250,6 +255,8 @@ def check_text(res: dict[str, Any]) -> str:
         mem = r.get("measured_memory_bytes")
         mem_s = f"{mem / GIB:>8.2f}" if mem is not None else f"{'?':>8}"
         mem_err = f"{100 * (r['predicted_memory_bytes'] / mem - 1):>5.0f}%" if mem else f"{'?':>6}"
+        if not r["predicted_memory_bytes"]:
+            mem_err = f"{'?':>6}"
         lines.append(
             f"{r['k']:>3} {r['mean_wall_s']:>8.2f} {r['measured_slowdown']:>9.3f}"
             f" {r['predicted_slowdown']:>10.3f}"
@@ -288,6 +295,7 @@ def main(argv: list[str]) -> int:
         res = check(command, ks, args.trace, work, args.timeout, args.mps)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
-    print(estimate_text(res["estimate"]))
+    if res["estimate"]:
+        print(estimate_text(res["estimate"]))
     print(check_text(res))
     return 0

@@ -65,7 +65,7 @@ def _synthetic(fake_session, with_resources=True, with_memory=True):
         t0 = clock.now
         with rlscope.scope("a"):
             clock.advance(100_000)
-        with rlscope.scope("b"):
+        with rlscope.phase("training"), rlscope.scope("b"):
             clock.advance(100_000)
         clock.advance(100_000)
     thread = session.thread_states()[0].thread
@@ -135,6 +135,7 @@ def test_memory_attribution_exact(fake_session):
     assert p["reserved_peak_bytes"] == 2 << 20
     assert p["fragmentation"] == pytest.approx(1 - 280 / (2 << 20))
     assert mem["phases"]["[no phase]"]["operations"]["a"]["ephemeral_bytes"] == 100
+    assert mem["phases"]["training"]["operations"] == {"b": ops["b"]}
     assert max(mem["curve"]["allocated_max"]) == 280
 
 

@@ -133,11 +133,12 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
         inst_phase_id[ids] >= 0, np.asarray(names, dtype=object)[name_id[inst_phase_id[ids]]], NO_PHASE
     )
 
-    def table(keys_alloc: np.ndarray, keys_inst: np.ndarray) -> dict[str, dict[str, Any]]:
+    def table(alloc_sel: np.ndarray, inst_sel: np.ndarray) -> dict[str, dict[str, Any]]:
+        """Per operation, over the allocations and instances selected (a phase's, or all)."""
         out: dict[str, dict[str, Any]] = {}
-        for key in dict.fromkeys([*keys_inst.tolist(), *keys_alloc.tolist()]):
-            a = keys_alloc == key
-            i = keys_inst == key
+        for key in dict.fromkeys([*inst_op[inst_sel].tolist(), *op_names[alloc_sel].tolist()]):
+            a = alloc_sel & (op_names == key)
+            i = inst_sel & (inst_op == key)
             out[str(key)] = {
                 "calls": int(i.sum()),
                 "allocations": int(a.sum()),
@@ -148,11 +149,10 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
             }
         return dict(sorted(out.items(), key=lambda kv: -kv[1]["allocated_bytes"]))
 
-    operations = table(op_names, inst_op)
+    operations = table(np.ones(len(op_names), bool), np.ones(len(inst_op), bool))
     phases: dict[str, Any] = {}
     for ph in dict.fromkeys([*ph_names.tolist(), *inst_ph.tolist()]):
-        pa_, pi = ph_names == ph, inst_ph == ph
-        phases[str(ph)] = {"operations": table(op_names[pa_], inst_op[pi])}
+        phases[str(ph)] = {"operations": table(ph_names == ph, inst_ph == ph)}
 
     start, end = tl.start_ns, max(tl.end_ns, int(t.max()) if len(t) else tl.end_ns)
     half = start + (end - start) // 2

@@ -191,32 +191,48 @@ def sharing_section(
     """The ``sharing`` figures (docs/trace-format.md); ``{"note": ...}`` for a CPU-only trace."""
     kernels, procs_occ, mem = [], [], []
     models: dict[int, dict[str, Any]] = {}
+    failed: list[str] = []
+
+    def part(what: str, fn: Any, *args: Any) -> Any:
+        """One figure; its failure is a note in its place (the others stay), and a summary warning."""
+        try:
+            return fn(*args)
+        except Exception as e:
+            failed.append(f"sharing figures: {what} failed: {type(e).__name__}: {e}")
+            return None
+
     for i, proc in enumerate(trace.processes):
         has_gpu = proc.gpu is not None and proc.gpu.num_rows > 0
         has_memory = proc.memory is not None and proc.memory.num_rows > 0
         if not (has_gpu or has_memory):
             continue
         joined = timelines[i] if timelines is not None else gpu.timeline_with_gpu(proc)
-        if has_memory:
-            m = process_memory(proc, joined[0])
-            if m is not None:
-                mem.append(m)
-        k = process_kernels(proc, joined)
+        m = part("memory", process_memory, proc, joined[0]) if has_memory else None
+        if m is not None:
+            mem.append(m)
+        k = part("kernels", process_kernels, proc, joined)
         if k is not None and len(k["start"]):
             kernels.append(k)
             procs_occ.append((k, device_limits(proc.metadata), proc.names))
-        model = gpu_model(proc)
+        model = part("GPU time", gpu_model, proc)
         if model is not None:
             models[proc.pid] = model
-    if not kernels and not mem:
+    if not kernels and not mem and not failed:
         return {"note": NO_GPU_NOTE}
-    memory = memory_section(mem)
-    return {
+    none = {"note": "no kernels in this trace"}
+    memory = part("memory", memory_section, mem) or {"note": "memory figures failed"}
+    out = {
         "memory": memory,
-        "occupancy": occupancy_section(procs_occ) if procs_occ else {"note": "no kernels in this trace"},
-        "kernel_lengths": kernel_lengths(kernels) if kernels else {"note": "no kernels in this trace"},
-        "estimate": estimate(estimate_inputs(trace, memory, models, summary)),
+        "occupancy": (part("occupancy", occupancy_section, procs_occ) if procs_occ else none)
+        or {"note": "occupancy figures failed"},
+        "kernel_lengths": (part("kernel lengths", kernel_lengths, kernels) if kernels else none)
+        or {"note": "kernel-length figures failed"},
+        "estimate": part("estimate", lambda: estimate(estimate_inputs(trace, memory, models, summary)))
+        or {"note": "the estimate failed"},
     }
+    if failed and summary is not None:
+        summary.setdefault("warnings", []).extend(failed)
+    return out
 
 
 def sharing_for_summary(trace: Trace, summary: dict[str, Any], timelines: list[Any] | None = None) -> dict:
