@@ -26,6 +26,14 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    if name == "ray":  # rlscope.ray.profile without importing Ray (or rlscope.ray) before it is used
+        import importlib
+
+        return importlib.import_module("rlscope.ray")
+    raise AttributeError(f"module 'rlscope' has no attribute {name!r}")
+
+
 def wrap_env(env: Any) -> Any:
     """Wrap a gymnasium env or vector env so its ``step``/``reset`` time counts as ``simulator``."""
     from rlscope.collectors.gym import wrap_env as _wrap

@@ -85,20 +85,23 @@ def analyze(
     window: Window | None = None,
     correct: bool = True,
     progress: bool = False,
+    workers: int | None = None,
+    ray_address: str | None = None,
 ) -> AnalysisResult:
     """Analyze a trace (directory or loaded :class:`~rlscope.trace.reader.Trace`) once.
 
     ``calibration``: a calibration file instead of the one in the trace or the machine's cache;
     ``correct=False``: raw figures only; ``window``: (start, end) seconds since the run start for
     the timeline and the interval exports. ``progress``: a transient spinner on a terminal's stderr.
+    ``workers`` / ``ray_address``: the per-process step in that many local processes, or in Ray tasks
+    (:mod:`rlscope.analysis.parallel`); the result is the same as the serial one.
     Raises :class:`~rlscope.errors.TraceError` for a missing, empty or unreadable trace and
     :class:`~rlscope.errors.RLScopeError` for a window outside the run.
     """
-    from rlscope.analysis import gpu
-    from rlscope.analysis.breakdown import analyze_process_pair
     from rlscope.analysis.correction import plan
     from rlscope.analysis.intervals import clip, intervals
     from rlscope.analysis.kernels import kernel_table
+    from rlscope.analysis.parallel import run_steps
     from rlscope.analysis.report import report_from
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
@@ -116,13 +119,10 @@ def analyze(
         )
     with spinner("analyzing", enabled=progress):
         # the one pass over each process's events: every step below reads these timelines
-        timelines = [gpu.timeline_with_gpu(p) for p in trace.processes]
         correction = plan(trace, calibration, correct)
-        pairs = [
-            analyze_process_pair(p, costs, joined)
-            for p, costs, joined in zip(trace.processes, correction.costs, timelines, strict=True)
-        ]
-        summary = summarize_run(trace, pairs, correction)
+        steps = run_steps(trace, correction.costs, workers, ray_address)
+        timelines = [s.joined for s in steps]
+        summary = summarize_run(trace, [(s.raw, s.corrected) for s in steps], correction)
         # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
         summary["sharing"] = sharing_for_summary(trace, summary, timelines)
         summary["warnings"] = once_per_run(summary["warnings"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from rlscope.analysis import roles
 from rlscope.analysis.breakdown import UNANNOTATED, ProcessBreakdown
 from rlscope.analysis.correction import CorrectionPlan
 from rlscope.trace.reader import Trace, clock_offset
@@ -141,6 +142,7 @@ def _figures(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]
         }
 
     procs = [_process_entry(b, *rows) for b, rows in zip(breakdowns, per_proc, strict=True)]
+    roles.label_processes(trace, procs)  # role, node, clock offset of each process
     starts, ends = [], []
     for b, p in zip(breakdowns, trace.processes, strict=True):
         if b.events == 0:
@@ -160,6 +162,7 @@ def _figures(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]
         "gpu": _gpu_section(breakdowns),
         "phases": phases,
         "processes": procs,
+        "roles": roles.roles_of(procs),  # per role: breakdown, spread across workers, stragglers
     }
 
 
@@ -187,6 +190,7 @@ def summarize(
     for name, e in out["operations"].items():
         e["uncertainty_s"] = win_ops.get(name, {}).get("uncertainty_s", 0.0)
     out["uncertainty_s"] = out["overhead"].get("uncertainty_s", 0.0)
+    out["clock_alignment"] = roles.clock_alignment(trace)
     out["warnings"] = list(trace.warnings)
     return out
 

@@ -66,6 +66,18 @@ def _analyze_parser() -> argparse.ArgumentParser:
         " else the one `rlscope calibrate` saved for the trace's machine and software stack)",
     )
     p.add_argument("--raw", action="store_true", help="report raw figures: no overhead correction")
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="analyze the processes of the trace in N local worker processes (same result as serial)",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="analyze the processes in Ray tasks on the cluster at ADDRESS ('auto', 'local' or host:port;"
+        " needs rlscope[ray])",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
     return p
 
@@ -153,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             window=parse_window(args.window) if args.window else None,
             correct=not args.raw,
             progress=not args.quiet,
+            workers=args.workers,
+            ray_address=args.ray,
         )
         report(result, json_path=args.json, html_path=args.html, quiet=args.quiet)
         return 0

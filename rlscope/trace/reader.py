@@ -8,6 +8,7 @@ process was killed) is read up to its last complete record batch, with a warning
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -54,8 +55,13 @@ def name_of(names: list[str], i: int, none: str = "") -> str:
 
 def clock_offset(proc: ProcessTrace) -> int:
     """Add to a process's trace-clock ns to get the Unix-anchored clock every process shares (0: no anchors)."""
-    anchor = int(proc.metadata.get("clock_anchor_ns", "0") or 0)
-    unix = int(proc.metadata.get("clock_anchor_unix_ns", "0") or 0)
+    meta = proc.metadata
+    if "clock.offset_ns" in meta and "clock.driver_anchor_ns" in meta:  # a Ray worker (rlscope/ray.py):
+        # its measured offset to the driver's clock, then the driver's own anchors
+        driver = int(meta["clock.driver_anchor_unix_ns"]) - int(meta["clock.driver_anchor_ns"])
+        return int(meta["clock.offset_ns"]) + driver
+    anchor = int(meta.get("clock_anchor_ns", "0") or 0)
+    unix = int(meta.get("clock_anchor_unix_ns", "0") or 0)
     return unix - anchor
 
 
@@ -163,6 +169,12 @@ def load_process(path: Path) -> ProcessTrace:
                     meta.setdefault(S.DEVICES_METADATA_KEY, file_meta[S.DEVICES_METADATA_KEY])
             except TraceError as e:
                 warnings.append(f"{e}; its data is left out")
+    if (path / S.RAY_META_FILE).exists():  # role, node and clock offset of a Ray worker (rlscope/ray.py)
+        try:
+            extra = json.loads((path / S.RAY_META_FILE).read_text())
+            meta.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()})
+        except (OSError, ValueError) as e:
+            warnings.append(f"{path / S.RAY_META_FILE}: unreadable ({e}); no role or clock offset")
     proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings, **optional)
     if events.num_rows == 0:
         warnings.append(f"{path}: no events (the process ended before its first flush)")

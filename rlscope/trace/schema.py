@@ -158,6 +158,8 @@ BACKEND_COLUMNS_DOC = [
 BACKEND_COLUMNS = [c for c, _, _ in BACKEND_COLUMNS_DOC]
 
 NVML_FILE = "nvml.arrows"
+# JSON written beside the streams of a Ray worker or driver (rlscope/ray.py): role, node, clock offset
+RAY_META_FILE = "ray.json"
 NVML_COLUMNS_DOC = [
     ("ts_ns", "int64", "sample time on the events' clock"),
     ("device", "int16", "GPU index"),

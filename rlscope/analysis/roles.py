@@ -1,0 +1,127 @@
+"""Process roles, their spread across workers, the workers that lag, and how well clocks were aligned.
+
+A process's role is what it does in the job: the Ray actor class or task function
+(``ray.role`` in its metadata, rlscope/ray.py), ``driver`` for a Ray driver, else ``main`` for the
+process that started the others and ``child`` for the rest. Per role the summary gives the operation
+breakdown summed over its workers, the spread of each worker's busy time (time inside any operation:
+median, p95, max) and the *stragglers*, workers busy more than ``STRAGGLER_RATIO`` times the role's
+median. Built from the summary's per-process entries only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlscope.trace.reader import Trace
+
+STRAGGLER_RATIO = 1.25  # a worker busier than this times its role's median lags
+
+__all__ = ["STRAGGLER_RATIO", "clock_alignment", "label_processes", "process_role", "roles_of"]
+
+
+def process_role(meta: dict[str, str], pids: set[int]) -> str:
+    if meta.get("ray.role"):
+        return meta["ray.role"]
+    ppid = int(meta.get("ppid", "0") or 0)
+    return "child" if ppid in pids else "main"
+
+
+def _clock(meta: dict[str, str]) -> dict[str, Any] | None:
+    if "clock.offset_ns" not in meta:
+        return None
+    ns = {k: float(meta.get(f"clock.{k}_ns", 0) or 0) for k in ("offset", "uncertainty", "drift")}
+    end_unc = float(meta.get("clock.uncertainty_end_ns", 0) or 0)
+    return {
+        "offset_s": ns["offset"] / 1e9,
+        "uncertainty_s": max(ns["uncertainty"], end_unc) / 1e9,
+        "drift_s": ns["drift"] / 1e9,
+    }
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    a = np.asarray(values, dtype=np.float64)
+    return {
+        "median_s": float(np.median(a)),
+        "p95_s": float(np.percentile(a, 95)),
+        "max_s": float(a.max()),
+        "min_s": float(a.min()),
+    }
+
+
+def _busy(entry: dict[str, Any]) -> float:
+    """A process's time inside any operation (exclusive times add up to it)."""
+    return float(sum(e["exclusive_s"] for e in entry["operations"].values()))
+
+
+def _roles(processes: list[dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in processes:
+        groups.setdefault(p["role"], []).append(p)
+    out: dict[str, Any] = {}
+    for role, members in groups.items():
+        busy = {p["pid"]: _busy(p) for p in members}
+        spread = _spread(list(busy.values()))
+        med = spread["median_s"]
+        stragglers = []
+        if len(members) > 1 and med > 0:
+            stragglers = [
+                {"pid": pid, "busy_s": s, "ratio": s / med}
+                for pid, s in sorted(busy.items(), key=lambda kv: -kv[1])
+                if s > STRAGGLER_RATIO * med
+            ]
+        ops: dict[str, dict[str, Any]] = {}
+        for name in dict.fromkeys(n for p in members for n in p["operations"]):
+            per = [p["operations"].get(name, {}).get("total_s", 0.0) for p in members]
+            excl = [p["operations"].get(name, {}).get("exclusive_s", 0.0) for p in members]
+            calls = [p["operations"].get(name, {}).get("calls", 0) for p in members]
+            ops[name] = {"total_s": sum(per), "exclusive_s": sum(excl), "calls": sum(calls), **_spread(per)}
+        out[role] = {
+            "workers": len(members),
+            "pids": [p["pid"] for p in members],
+            "busy_s": {str(pid): s for pid, s in busy.items()},
+            "spread": spread,
+            "stragglers": stragglers,
+            "operations": dict(sorted(ops.items(), key=lambda kv: -kv[1]["total_s"])),
+        }
+    return out
+
+
+def _label(meta: dict[str, str], pids: set[int]) -> dict[str, Any]:
+    label: dict[str, Any] = {
+        "role": process_role(meta, pids),
+        "node": meta.get("ray.node_id", "")[:8] or meta.get("host", ""),
+    }
+    if meta.get("ray.actor_name"):
+        label["actor_name"] = meta["ray.actor_name"]
+    clock = _clock(meta)
+    if clock is not None:
+        label["clock"] = clock
+    return label
+
+
+def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
+    """Add each process's role, node (and actor name, clock offset) to its summary entry."""
+    pids = {p.pid for p in trace.processes}
+    for entry, proc in zip(entries, trace.processes, strict=True):
+        entry.update(_label(proc.metadata, pids))
+
+
+def roles_of(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``roles`` section from labelled process entries."""
+    return _roles(entries)
+
+
+def clock_alignment(trace: Trace) -> dict[str, Any]:
+    """How processes were put on one timeline, and how uncertain that is (the worst process's)."""
+    clocks = [c for c in (_clock(p.metadata) for p in trace.processes) if c is not None]
+    nodes = {p.metadata.get("ray.node_id") or p.metadata.get("host", "") for p in trace.processes}
+    return {
+        "method": "ray round trips" if clocks else "unix clock anchors",
+        "processes_measured": len(clocks),
+        "nodes": len(nodes),
+        "uncertainty_s": max((c["uncertainty_s"] for c in clocks), default=0.0),
+        "max_abs_offset_s": max((abs(c["offset_s"]) for c in clocks), default=0.0),
+        "max_abs_drift_s": max((abs(c["drift_s"]) for c in clocks), default=0.0),
+    }
