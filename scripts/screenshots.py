@@ -5,7 +5,11 @@ would see it), writes its HTML report, and renders the report to PNG with headle
 browser tests/test_browser.py uses). The GPU screenshot needs a CUDA GPU. Whatever cannot be made
 here is said in one line and its PNG is left as it is; the exit status is 0 either way.
 
-    python scripts/screenshots.py [--seconds 10] [--only cpu|gpu] [--out-dir docs]
+    python scripts/screenshots.py [--seconds 10] [--only cpu|gpu] [--out-dir docs] [--gpu-trace DIR]
+
+``--gpu-trace DIR`` draws the GPU screenshot from a trace already taken on a GPU machine (the GPU
+machines we use have no browser), e.g. ``rlscope run --trace-dir DIR -- python
+benchmarks/validation_workloads.py ppo_gpu`` there.
 """
 
 from __future__ import annotations
@@ -49,6 +53,18 @@ def _report(device: str, seconds: float, tmp: Path) -> Path | None:
     return html
 
 
+def _report_of_trace(trace: str, tmp: Path) -> Path | None:
+    """The HTML report of an existing trace (None, said why, when the analysis failed)."""
+    html = tmp / "report-trace.html"
+    cmd = [sys.executable, "-m", "rlscope.cli.analyze", trace, "--quiet", "--html", str(html)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0 or not html.exists():
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        _say(f"analyzing {trace} failed (status {r.returncode}): {last}")
+        return None
+    return html
+
+
 def _render(chromium: str, html: Path, png: Path, size: tuple[int, int], tmp: Path) -> bool:
     cmd = [
         chromium,
@@ -76,19 +92,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="how long each demo trains (default 10)")
     p.add_argument("--only", choices=sorted(SIZES), help="make only this screenshot")
     p.add_argument("--out-dir", default=str(Path(__file__).resolve().parent.parent / "docs"), metavar="DIR")
+    p.add_argument("--gpu-trace", metavar="DIR", help="draw the GPU screenshot from this GPU trace")
     args = p.parse_args(argv)
     chromium = _chromium()
     if chromium is None:
         _say(f"no headless Chromium ({', '.join(CHROMIUM_NAMES)}) found; the PNGs are left as they are")
         return 0
     kinds = [args.only] if args.only else list(SIZES)
-    if "gpu" in kinds and not _has_cuda():
+    if "gpu" in kinds and not args.gpu_trace and not _has_cuda():
         _say("no CUDA GPU here: docs/report_gpu.png is left as it is (run this on a GPU machine)")
         kinds.remove("gpu")
     with tempfile.TemporaryDirectory(prefix="rlscope-screenshots-") as d:
         tmp = Path(d)
         for kind in kinds:
-            html = _report("cuda" if kind == "gpu" else "cpu", args.seconds, tmp)
+            if kind == "gpu" and args.gpu_trace:
+                html = _report_of_trace(args.gpu_trace, tmp)
+            else:
+                html = _report("cuda" if kind == "gpu" else "cpu", args.seconds, tmp)
             shot = tmp / FILES[kind]
             if html is not None and _render(chromium, html, shot, SIZES[kind], tmp):
                 out = Path(args.out_dir) / FILES[kind]

@@ -231,7 +231,7 @@ def test_validate_failing_command(tmp_path):
 
 def test_help_lists_validate():
     r = _cli("--help")
-    assert r.returncode == 0 and "rlscope validate" in r.stdout + r.stderr
+    assert r.returncode == 0 and "validate" in r.stdout + r.stderr and "unprofiled" in r.stdout + r.stderr
 
 
 def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():

@@ -400,13 +400,14 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
 
     gpu = any(float(p.get("gpu_bound_s", 0.0)) > 0 for p in summary.get("processes") or [])
     table = Table(title="per process", title_justify="left", header_style="bold")
-    table.add_column("process", overflow="fold")
+    # never wrapped (a narrow or piped terminal cut "process" names into pieces): cut with an ellipsis
+    table.add_column("process", no_wrap=True, overflow="ellipsis")
     table.add_column("wall s", justify="right")
     table.add_column("in operations s", justify="right")
     table.add_column("unannotated s", justify="right")
     if gpu:
         table.add_column("GPU-bound s", justify="right")
-    table.add_column("top operations (total s)", overflow="fold")
+    table.add_column("top operations (total s)", no_wrap=True, overflow="ellipsis")
     for p in summary.get("processes") or []:
         ops = p.get("operations") or {}
         top = ", ".join(f"{n} {_secs(float(o.get('total_s', 0.0)))}" for n, o in sorted_operations(ops)[:3])
