@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
-import sys
 from typing import Any
 
-from rlscope.errors import RLScopeError
+from rlscope.errors import RLScopeError, warn_once
 
 GPU_MODES = ("auto", "cupti", "kineto")
 
 
 def warn(message: str) -> None:
-    """One line on stderr: what was turned off and why."""
-    print(f"rlscope: warning: {message}", file=sys.stderr, flush=True)
+    """One line on stderr, once per run (not once per worker process): what was turned off and why."""
+    warn_once(message)
 
 
 def cuda_driver_present() -> bool:

@@ -17,11 +17,11 @@ imports torch, with CUDA available; anything failing warns once and the recordin
 from __future__ import annotations
 
 import os
-import sys
 import time
 from typing import Any
 
 from rlscope import _imports
+from rlscope.errors import warn_once
 from rlscope.trace import schema as S
 
 MAX_ENTRIES = 1_000_000  # history ring buffer between two drains (a drain per flush, 1 s by default)
@@ -36,7 +36,8 @@ SKIP = ["free_completed", "segment_map", "segment_unmap", "snapshot", "oom"]
 
 
 def warn(message: str) -> None:
-    print(f"rlscope: warning: {message}", file=sys.stderr, flush=True)
+    """One line on stderr, once per run (not once per worker process): what was turned off and why."""
+    warn_once(message)
 
 
 def enabled_for(session: Any) -> bool:

@@ -14,3 +14,27 @@ class TraceError(RLScopeError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+# Messages already printed by this process or an ancestor of it in the same run: children inherit
+# the environment, so a warning that every worker of a Pool would repeat prints once per run.
+_WARNED_ENV = "RLSCOPE_WARNED"
+
+
+def warn_once(message: str) -> None:
+    """One line on stderr per distinct message and run (processes started later inherit what was said).
+
+    Never raises: it is called from collectors' start-up and exit hooks.
+    """
+    import contextlib
+    import os
+    import sys
+    import zlib
+
+    key = format(zlib.crc32(message.encode()), "x")
+    seen = [k for k in os.environ.get(_WARNED_ENV, "").split(",") if k]
+    if key in seen:
+        return
+    with contextlib.suppress(Exception):  # stderr closed at exit; environ immutable in odd embeddings
+        os.environ[_WARNED_ENV] = ",".join([*seen, key])
+        print(f"rlscope: warning: {message}", file=sys.stderr, flush=True)

@@ -14,7 +14,6 @@ and, in the children rlscope starts a session in, a SIGTERM handler for a child 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import importlib.metadata
 import itertools
 import json
@@ -29,7 +28,7 @@ from typing import Any
 
 from rlscope import _imports, annotate, categories
 from rlscope._version import __version__
-from rlscope.errors import RLScopeError
+from rlscope.errors import RLScopeError, warn_once
 from rlscope.trace import schema as S
 
 
@@ -66,8 +65,7 @@ def _warn_once(message: str) -> None:
     """One line on stderr per distinct message and process (exit hooks: never raise, never repeat)."""
     if message not in _warned:
         _warned.add(message)
-        with contextlib.suppress(Exception):  # stderr closed at exit
-            print(f"rlscope: warning: {message}", file=sys.stderr)
+        warn_once(message)
 
 
 class Session:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +194,28 @@ def test_check_accepts_a_process_with_no_events_with_a_note(tmp_path):
     )
     assert c.returncode == 0, c.stdout + c.stderr
     assert "info" in c.stdout and "no events" in c.stdout
+
+
+def test_a_warning_prints_once_per_run_not_once_per_worker(tmp_path: Path) -> None:
+    """Pool workers inherit what their parent said: the GPU warning (or any) is one line per run."""
+    script = tmp_path / "warn.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import multiprocessing as mp
+            from rlscope.errors import warn_once
+
+            def work(i):
+                warn_once("GPU tracing off: test")
+                return i
+
+            if __name__ == "__main__":
+                warn_once("GPU tracing off: test")
+                with mp.get_context("spawn").Pool(2) as pool:
+                    pool.map(work, range(4))
+            """
+        )
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("GPU tracing off: test") == 1
