@@ -310,7 +310,14 @@ def _fitted_summary_table(summary: Mapping[str, Any], console: Console) -> Table
 def _phase_table(summary: Mapping[str, Any]) -> _Columns:
     from rich.text import Text
 
+    # phases add up every process's time: with several processes, share of the processes' time (the
+    # run's wall would give "139% of run")
+    processes = summary.get("processes") or []
+    several = len(processes) > 1
     wall = float(summary.get("wall_s", 0.0))
+    if several:
+        wall = sum(float(p.get("wall_s", 0.0)) for p in processes)
+    of = "of process time" if several else "of run"
     table = _Columns(title="per phase", title_justify="left", header_style="bold")
     table.add_column("phase / operation")
     table.add_column("total s", justify="right")
@@ -324,7 +331,7 @@ def _phase_table(summary: Mapping[str, Any]) -> _Columns:
         if i:
             table.add_section()
         pwall = float(phase.get("wall_s", 0.0))
-        table.add_row(Text(f"{pname} ({_pct(pwall, wall)} of run)", style="bold"), _secs(pwall), "", "", "")
+        table.add_row(Text(f"{pname} ({_pct(pwall, wall)} {of})", style="bold"), _secs(pwall), "", "", "")
         for name, op in sorted_operations(phase.get("operations") or {}):
             total = float(op.get("total_s", 0.0))
             table.add_row(
@@ -403,8 +410,8 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
     # never wrapped (a narrow or piped terminal cut "process" names into pieces): cut with an ellipsis
     table.add_column("process", no_wrap=True, overflow="ellipsis")
     table.add_column("wall s", justify="right")
-    table.add_column("in operations s", justify="right")
-    table.add_column("unannotated s", justify="right")
+    table.add_column("in ops s", justify="right")
+    table.add_column("unannot. s", justify="right")
     if gpu:
         table.add_column("GPU-bound s", justify="right")
     table.add_column("top operations (total s)", no_wrap=True, overflow="ellipsis")
