@@ -75,7 +75,10 @@ def test_kernel_occupancy_matches_the_driver(tmp_path):
     occ = analyze(tmp_path / "t", correct=False).summary["sharing"]["occupancy"]
     k = next(k for k in occ["operations"]["launch"]["kernels"] if k["kernel"] == "shuffle")
     regs = kern.attributes["num_regs"]
-    assert (k["threads"], k["blocks"], k["smem"], k["registers"]) == (threads, blocks, smem, regs)
+    assert (k["threads"], k["blocks"], k["smem"]) == (threads, blocks, smem)
+    # CUPTI reports the registers allocated per thread: the function's count rounded up to 8 (seen on
+    # the H100: 16 for num_regs 12), the same per-warp allocation of 256 the calculator rounds to
+    assert k["registers"] == -(-regs // 8) * 8
     driver = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kern.kernel.ptr, threads, smem)
     limits = DeviceLimits.from_dict(query_devices()[0])
     assert theoretical_occupancy(threads, regs, smem, limits).blocks_per_sm == driver

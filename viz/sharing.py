@@ -10,6 +10,8 @@ import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rlscope.demangle import demangle
+
 MIB = 1 << 20
 TOP_OPS = 8
 
@@ -100,7 +102,7 @@ def _occupancy(occ: Mapping[str, Any]) -> str:
         )
         rows = [
             [
-                k["kernel"][:80],
+                demangle(k["kernel"])[:100],
                 k["count"],
                 f"{1e3 * k['total_s']:.3f}",
                 k["blocks"],
