@@ -67,6 +67,12 @@ def summary_of(trace_dir) -> dict:
 
 
 @pytest.fixture(autouse=True)
+def _warnings_not_yet_said(monkeypatch):
+    """Each test starts a new "run" for rlscope.errors.warn_once (once per run, remembered in the env)."""
+    monkeypatch.delenv("RLSCOPE_WARNED", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_calibration(monkeypatch, tmp_path_factory):
     """Every test starts with an empty calibration directory: figures are raw unless a test calibrates."""
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path_factory.mktemp("calibration")))
