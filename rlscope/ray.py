@@ -55,6 +55,7 @@ ENV = "RLSCOPE_RAY"  # JSON settings for the worker hook (runtime_env env_vars)
 COLLECTOR = "rlscope-collector"
 NAMESPACE = "rlscope"
 CLOCK_ROUNDS = 8
+CALL_TIMEOUT_S = 10.0  # a worker's call to the collector (an exiting worker must not hang)
 
 __all__ = ["INSTALL_HINT", "RayProfile", "profile", "runtime_env"]
 
@@ -189,6 +190,8 @@ class _Worker:
             actors = getattr(ray._private.worker.global_worker, "actors", {})
             inst = actors.get(ray.ActorID.from_hex(actor_id))
             cls = type(inst).__name__ if inst is not None else ""
+            if inst is not None:
+                self._finish_on_actor_exit(inst)
             out.update({"ray.actor_class": cls, "ray.actor_name": ctx.get_actor_name() or ""})
             out["ray.role"] = cls or "actor"
             return out if cls else None
@@ -198,12 +201,31 @@ class _Worker:
             return out
         return None
 
+    def _finish_on_actor_exit(self, inst: Any) -> None:
+        """Ship the rest before an actor whose handles went out of scope exits.
+
+        Ray calls the actor's ``__ray_shutdown__`` on a graceful exit, while the worker can still
+        make calls; ``atexit`` runs too late for that (the core worker is already shutting down).
+        """
+        original = getattr(inst, "__ray_shutdown__", None)
+        if getattr(original, "_rlscope", False):
+            return
+
+        def __ray_shutdown__() -> None:
+            self.finish()
+            if original is not None:
+                original()
+
+        __ray_shutdown__._rlscope = True  # type: ignore[attr-defined]
+        with contextlib.suppress(Exception):
+            inst.__ray_shutdown__ = __ray_shutdown__
+
     def _clock(self) -> dict[str, float]:
         ray = _import_ray()
         samples = []
         for _ in range(CLOCK_ROUNDS):
             t0 = time.perf_counter_ns()
-            t = ray.get(self.collector.now.remote())
+            t = ray.get(self.collector.now.remote(), timeout=CALL_TIMEOUT_S)
             t1 = time.perf_counter_ns()
             samples.append((t - (t0 + t1) / 2, t1 - t0))
         offset = sum(s[0] for s in samples) / len(samples)
@@ -255,7 +277,7 @@ class _Worker:
 
     def _ship(self) -> bool:
         ray = _import_ray()
-        return bool(ray.get(self.collector.write.remote(self.name, self._parts())))
+        return bool(ray.get(self.collector.write.remote(self.name, self._parts()), timeout=CALL_TIMEOUT_S))
 
     def _loop(self) -> None:
         try:
@@ -291,7 +313,7 @@ class _Worker:
                 self.meta["clock.drift_ns"] = round(end["offset_ns"] - self.clock_start["offset_ns"])
                 self._ship()
                 ray = _import_ray()
-                ray.get(self.collector.finished.remote(self.name))
+                ray.get(self.collector.finished.remote(self.name), timeout=CALL_TIMEOUT_S)
             except Exception as e:
                 _warn(f"Ray worker {os.getpid()}: the end of its trace may be lost: {e!r}")
             finally:
