@@ -382,6 +382,8 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
     incomplete = [p for p in processes if not p.get("complete", True)]
     if len(processes) > 1:
         console.print(_process_table(summary))
+        if any(r.get("workers", 0) > 1 for r in (summary.get("roles") or {}).values()):
+            console.print(_role_table(summary))
     if len(processes) > 1 or incomplete:
         console.print(Text(run_line(summary), style="yellow" if incomplete else "dim"))
 
@@ -400,6 +402,32 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
         console.print(_fit(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"]))
 
 
+def _role_table(summary: Mapping[str, Any]) -> Table:
+    """Per role: its workers' busy time (time in operations) spread, the stragglers, the top operations."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="per role (busy: time inside operations, per worker)", title_justify="left")
+    table.add_column("role", no_wrap=True, min_width=12, overflow="ellipsis")
+    for col in ("workers", "median s", "p95 s", "max s"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
+    table.add_column("lagging (x median)", overflow="fold")
+    table.add_column("top operations (total s)", overflow="fold")
+    for role, r in (summary.get("roles") or {}).items():
+        spread = r.get("spread") or {}
+        lag = ", ".join(f"pid {s['pid']} {s['ratio']:.2f}x" for s in r.get("stragglers") or [])
+        ops = r.get("operations") or {}
+        top = ", ".join(f"{n} {_secs(float(o.get('total_s', 0.0)))}" for n, o in list(ops.items())[:3])
+        table.add_row(
+            Text(role),
+            str(r.get("workers", 0)),
+            *(_secs(float(spread.get(k, 0.0))) for k in ("median_s", "p95_s", "max_s")),
+            Text(lag or "-", style="yellow" if lag else ""),
+            Text(top or "-"),
+        )
+    return table
+
+
 def _process_table(summary: Mapping[str, Any]) -> Table:
     """One compact row per process: its wall, its operations' time, its unannotated and GPU time."""
     from rich.table import Table
@@ -415,11 +443,14 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
     if gpu:
         table.add_column("GPU-bound s", justify="right")
     table.add_column("top operations (total s)", no_wrap=True, overflow="ellipsis")
-    for p in summary.get("processes") or []:
+    roles = list(summary.get("roles") or {})  # rows grouped by role (rlscope.analysis.roles)
+    procs = sorted(summary.get("processes") or [], key=lambda p: roles.index(p["role"]) if "role" in p else 0)
+    for p in procs:
         ops = p.get("operations") or {}
         top = ", ".join(f"{n} {_secs(float(o.get('total_s', 0.0)))}" for n, o in sorted_operations(ops)[:3])
         done = "" if p.get("complete", True) else " (incomplete)"
-        label = f"pid {p.get('pid')}@{p.get('host') or '?'}{done}"
+        role = f"{p['role']} " if p.get("role") else ""
+        label = f"{role}pid {p.get('pid')}@{p.get('node') or p.get('host') or '?'}{done}"
         table.add_row(
             Text(label),
             _secs(float(p.get("wall_s", 0.0))),
