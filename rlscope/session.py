@@ -183,6 +183,8 @@ class Session:
             "pid": str(os.getpid()),
             "ppid": str(os.getppid()),
             "rank": _rank(),
+            # torchrun / torch.distributed: which rank of how many (rlscope.analysis.roles labels ranks)
+            **{k.lower(): os.environ[k] for k in ("LOCAL_RANK", "WORLD_SIZE") if k in os.environ},
             "python": sys.version.split()[0],
             "torch": _package_version("torch"),
             **stack_info(),

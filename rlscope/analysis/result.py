@@ -98,6 +98,7 @@ def analyze(
     Raises :class:`~rlscope.errors.TraceError` for a missing, empty or unreadable trace and
     :class:`~rlscope.errors.RLScopeError` for a window outside the run.
     """
+    from rlscope.analysis import nccl
     from rlscope.analysis.correction import plan
     from rlscope.analysis.intervals import clip, intervals
     from rlscope.analysis.kernels import kernel_table
@@ -125,6 +126,7 @@ def analyze(
         summary = summarize_run(trace, [(s.raw, s.corrected) for s in steps], correction)
         # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
         summary["sharing"] = sharing_for_summary(trace, summary, timelines)
+        nccl.add_to_summary(trace, summary, timelines)  # NCCL kernel time per operation and process
         summary["warnings"] = once_per_run(summary["warnings"])
         whole = intervals(trace, timelines=timelines)
         kernels = kernel_table(trace, timelines)

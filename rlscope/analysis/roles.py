@@ -17,13 +17,25 @@ import numpy as np
 from rlscope.trace.reader import Trace
 
 STRAGGLER_RATIO = 1.25  # a worker busier than this times its role's median lags
+DDP_RANK = "ddp rank"  # a torch.distributed rank (WORLD_SIZE in its environment), labelled "rank N"
+TORCHRUN_AGENT = "torchrun agent"  # the process that started DDP ranks
 
-__all__ = ["STRAGGLER_RATIO", "clock_alignment", "label_processes", "process_role", "roles_of"]
+__all__ = [
+    "DDP_RANK",
+    "STRAGGLER_RATIO",
+    "TORCHRUN_AGENT",
+    "clock_alignment",
+    "label_processes",
+    "process_role",
+    "roles_of",
+]
 
 
 def process_role(meta: dict[str, str], pids: set[int]) -> str:
     if meta.get("ray.role"):
         return meta["ray.role"]
+    if meta.get("world_size"):  # a torch.distributed rank (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)
+        return DDP_RANK
     ppid = int(meta.get("ppid", "0") or 0)
     return "child" if ppid in pids else "main"
 
@@ -95,6 +107,8 @@ def _label(meta: dict[str, str], pids: set[int]) -> dict[str, Any]:
     }
     if meta.get("ray.actor_name"):
         label["actor_name"] = meta["ray.actor_name"]
+    if meta.get("world_size"):
+        label["label"] = f"rank {meta.get('rank', '?')}"
     clock = _clock(meta)
     if clock is not None:
         label["clock"] = clock
@@ -106,6 +120,11 @@ def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
     pids = {p.pid for p in trace.processes}
     for entry, proc in zip(entries, trace.processes, strict=True):
         entry.update(_label(proc.metadata, pids))
+    # the launcher of DDP ranks (torchrun's agent), when it is no rank itself
+    launchers = {int(p.metadata.get("ppid") or 0) for p in trace.processes if p.metadata.get("world_size")}
+    for entry in entries:
+        if entry["pid"] in launchers and entry["role"] in ("main", "child"):
+            entry["role"] = entry["label"] = TORCHRUN_AGENT
 
 
 def roles_of(entries: list[dict[str, Any]]) -> dict[str, Any]:

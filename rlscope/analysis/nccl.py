@@ -1,0 +1,90 @@
+"""NCCL kernels per operation and per process: the collectives (all-reduce in DDP's ``backprop``) on the GPU.
+
+NCCL kernels are GPU kernel records whose names start with ``ncclKernel`` or ``ncclDevKernel``; they are
+joined to operations like every GPU record (:mod:`rlscope.analysis.kernels`: the operation open on the
+launching thread). Each process entry of the summary with GPU kernels gets ``nccl_s`` (its NCCL kernel
+time) and, per operation, ``nccl_s`` and ``nccl_kernels`` (name -> count, seconds); each role with
+several workers gets the spread of its workers' NCCL time per operation (``nccl``). A trace without GPU
+kernels (CPU, gloo) gets nothing: no key, no zero. Times are raw GPU time, as GPU time always is.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from rlscope.analysis import gpu, kernels
+from rlscope.analysis.roles import _spread
+from rlscope.trace.reader import Trace
+
+NCCL_PREFIXES = ("ncclKernel", "ncclDevKernel")
+
+__all__ = ["NCCL_PREFIXES", "add_to_summary", "is_nccl", "nccl_by_operation"]
+
+
+def is_nccl(kernel: str) -> bool:
+    return kernel.startswith(NCCL_PREFIXES)
+
+
+def nccl_by_operation(rows: Iterable[tuple[str, str, str, int, float]]) -> dict[str, dict[str, Any]]:
+    """``(operation, category, kernel name, count, ns)`` GPU rows of one process -> NCCL time per operation.
+
+    Returns ``{operation: {"nccl_s": s, "nccl_kernels": {kernel: {"count": n, "total_s": s}}}}`` for the
+    operations that launched at least one NCCL kernel.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for op, cat, name, count, ns in rows:
+        if cat != "gpu_kernel" or not is_nccl(name):
+            continue
+        e = out.setdefault(op, {"nccl_s": 0.0, "nccl_kernels": {}})
+        k = e["nccl_kernels"].setdefault(name, {"count": 0, "total_s": 0.0})
+        k["count"] += int(count)
+        k["total_s"] += ns / 1e9
+        e["nccl_s"] += ns / 1e9
+    return out
+
+
+def _rows(proc: Any, joined: gpu.JoinedTimeline | None) -> list[tuple[str, str, str, int, float]]:
+    acc: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+    kernels._process_rows(proc, acc, joined)
+    return [(op, cat, name, int(c), ns) for (op, cat, name), (c, ns) in acc.items()]
+
+
+def _add(entries: list[dict[str, Any]], per_pid: dict[int, tuple[dict[str, Any], bool]]) -> None:
+    for entry in entries:
+        nccl, has_kernels = per_pid.get(entry["pid"], ({}, False))
+        if not has_kernels:
+            continue
+        entry["nccl_s"] = sum(e["nccl_s"] for e in nccl.values())
+        for op, e in entry["operations"].items():
+            e["nccl_s"] = nccl.get(op, {}).get("nccl_s", 0.0)
+            if op in nccl:
+                e["nccl_kernels"] = nccl[op]["nccl_kernels"]
+
+
+def _roles(figures: dict[str, Any]) -> None:
+    """Per role with several workers and NCCL time: the spread of each operation's NCCL time."""
+    procs = {p["pid"]: p for p in figures.get("processes") or []}
+    for role in (figures.get("roles") or {}).values():
+        members = [procs[pid] for pid in role.get("pids", []) if pid in procs]
+        if len(members) < 2 or not all("nccl_s" in p for p in members):
+            continue
+        ops = dict.fromkeys(op for p in members for op, e in p["operations"].items() if e.get("nccl_s"))
+        role["nccl"] = {
+            op: _spread([p["operations"].get(op, {}).get("nccl_s", 0.0) for p in members]) for op in ops
+        }
+
+
+def add_to_summary(trace: Trace, summary: dict[str, Any], timelines: list[gpu.JoinedTimeline] | None) -> None:
+    """Add the NCCL figures to the summary's process entries (corrected and raw) and roles, in place."""
+    per_pid: dict[int, tuple[dict[str, Any], bool]] = {}
+    for i, proc in enumerate(trace.processes):
+        rows = _rows(proc, timelines[i] if timelines is not None else None)
+        has_kernels = any(cat == "gpu_kernel" for _, cat, _, _, _ in rows)
+        per_pid[proc.pid] = (nccl_by_operation(rows), has_kernels)
+    if not any(has for _, has in per_pid.values()):
+        return
+    for figures in {id(f): f for f in (summary, summary.get("raw") or summary)}.values():
+        _add(figures.get("processes") or [], per_pid)
+        _roles(figures)

@@ -1,0 +1,148 @@
+"""DDP under rlscope run: a trace per torchrun rank with its rank, per-rank figures, NCCL per operation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rlscope
+from rlscope import categories as C
+from rlscope.analysis import analyze, nccl
+from rlscope.analysis.roles import DDP_RANK, TORCHRUN_AGENT
+from rlscope.annotate import intern
+from rlscope.trace import schema as S
+from tests.conftest import summary_of, write_stream
+
+PPO_DDP = Path(__file__).resolve().parent.parent / "workloads" / "ppo_ddp.py"
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _profile_torchrun(trace: Path, *args: str, gpu: str = "off") -> subprocess.CompletedProcess:
+    """``rlscope run -- python -m torch.distributed.run --nproc-per-node 2 ppo_ddp.py ...``"""
+    cmd = [sys.executable, "-m", "rlscope.cli.main", "run", "--trace-dir", str(trace), "--no-analyze"]
+    cmd += ["--gpu", gpu, "--", sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    cmd += ["--standalone", str(PPO_DDP), "--total-steps", "1024", "--num-steps", "64"]
+    cmd += ["--eval-episodes", "0", "--quiet", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def _ranks(summary: dict) -> dict[str, dict]:
+    return {p["label"]: p for p in summary["processes"] if p.get("role") == DDP_RANK}
+
+
+@pytest.mark.slow
+def test_torchrun_gloo_every_rank_profiled_with_its_rank(tmp_path):
+    pytest.importorskip("gymnasium")
+    trace = tmp_path / "trace"
+    r = _profile_torchrun(trace, "--backend", "gloo")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "rank 0/2" in r.stdout and "rank 1/2" in r.stdout  # the job's own output is untouched
+
+    from rlscope.trace.reader import load_trace
+
+    metas = [p.metadata for p in load_trace(trace).processes]
+    ranks = sorted(m["rank"] for m in metas if m.get("world_size"))
+    assert ranks == ["0", "1"]
+    assert all(m["world_size"] == "2" for m in metas if m.get("world_size"))
+    assert sorted(m["local_rank"] for m in metas if m.get("world_size")) == ["0", "1"]
+
+    s = analyze(trace).summary
+    per_rank = _ranks(s)
+    assert sorted(per_rank) == ["rank 0", "rank 1"]
+    for p in per_rank.values():
+        assert p["operations"]["backprop"]["calls"] > 0
+        assert p["operations"]["backprop"]["total_s"] > 0
+        assert "nccl_s" not in p  # a CPU trace: no NCCL figure at all
+    agent = [p for p in s["processes"] if p.get("role") == TORCHRUN_AGENT]
+    assert len(agent) == 1 and agent[0]["label"] == TORCHRUN_AGENT  # torchrun's agent, labelled
+    assert {m["ppid"] for m in metas if m.get("world_size")} == {str(agent[0]["pid"])}
+    role = s["roles"][DDP_RANK]
+    assert role["workers"] == 2 and "backprop" in role["operations"]
+    assert role["spread"]["max_s"] >= role["spread"]["median_s"] > 0
+
+
+def test_nccl_kernels_per_operation_from_a_synthetic_gpu_table(fake_session):
+    session, clock = fake_session
+    with session:
+        t0 = clock.now
+        with rlscope.scope("backprop"):
+            clock.advance(100)
+        with rlscope.scope("inference"):
+            clock.advance(100)
+        nccl_name, gemm_name = intern(NCCL_KERNEL), intern("ampere_sgemm_32x32")
+    tid = session.thread_states()[0].thread
+    rows = [
+        # category, start, end, correlation, thread, device, stream, name, bytes
+        (C.CUDA_API, t0 + 10, t0 + 20, 1, tid, -1, -1, 0, 0),
+        (C.GPU_KERNEL, t0 + 30, t0 + 60, 1, -1, 0, 7, gemm_name, 0),  # backprop's gemm: 30 ns
+        (C.CUDA_API, t0 + 40, t0 + 50, 2, tid, -1, -1, 0, 0),
+        (C.GPU_KERNEL, t0 + 60, t0 + 260, 2, -1, 0, 9, nccl_name, 0),  # all-reduce: 200 ns, runs on
+        (C.CUDA_API, t0 + 70, t0 + 80, 3, tid, -1, -1, 0, 0),
+        (C.GPU_KERNEL, t0 + 90, t0 + 140, 3, -1, 0, 9, nccl_name, 0),  # a second one: 50 ns
+        (C.CUDA_API, t0 + 110, t0 + 120, 4, tid, -1, -1, 0, 0),
+        (C.GPU_KERNEL, t0 + 300, t0 + 310, 4, -1, 0, 7, gemm_name, 0),  # inference: no NCCL
+    ]
+    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    (p,) = summary_of(session.trace_dir)["processes"]
+    assert p["nccl_s"] == pytest.approx(250e-9)
+    assert p["operations"]["backprop"]["nccl_s"] == pytest.approx(250e-9)
+    assert p["operations"]["backprop"]["nccl_kernels"] == {
+        NCCL_KERNEL: {"count": 2, "total_s": pytest.approx(250e-9)}
+    }
+    assert p["operations"]["inference"]["nccl_s"] == 0.0
+    assert "nccl_kernels" not in p["operations"]["inference"]
+
+
+def test_nccl_rows_and_cpu_traces_degrade_to_nothing(fake_session):
+    got = nccl.nccl_by_operation(
+        [
+            ("backprop", "gpu_kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 3, 600.0),
+            ("backprop", "gpu_kernel", "volta_sgemm", 1, 100.0),
+            ("backprop", "gpu_memcpy", "ncclKernel_not_a_kernel", 1, 100.0),
+        ]
+    )
+    assert got == {
+        "backprop": {
+            "nccl_s": pytest.approx(600e-9),
+            "nccl_kernels": {
+                "ncclKernel_AllReduce_RING_LL_Sum_float": {"count": 3, "total_s": pytest.approx(600e-9)}
+            },
+        }
+    }
+    session, clock = fake_session
+    with session, rlscope.scope("backprop"):
+        clock.advance(100)
+    (p,) = summary_of(session.trace_dir)["processes"]
+    assert "nccl_s" not in p and "nccl_s" not in p["operations"]["backprop"]
+
+
+def _cuda_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_cuda_gpus() < 2, reason="needs 2 CUDA GPUs")
+def test_torchrun_nccl_kernels_attributed_to_backprop(tmp_path):
+    pytest.importorskip("gymnasium")
+    trace = tmp_path / "trace"
+    r = _profile_torchrun(trace, "--backend", "nccl", gpu="auto")
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = analyze(trace).summary
+    per_rank = _ranks(s)
+    assert sorted(per_rank) == ["rank 0", "rank 1"]
+    for p in per_rank.values():
+        backprop = p["operations"]["backprop"]
+        assert backprop["nccl_s"] > 0 and backprop["nccl_kernels"]
+        assert all(nccl.is_nccl(k) for k in backprop["nccl_kernels"])
+        assert p["gpu_bound_s"] > 0
+        # DDP all-reduces in backward only: the rollout's operations launch no collective
+        assert p["operations"]["inference"].get("nccl_s", 0.0) == 0.0
+    assert s["roles"][DDP_RANK]["nccl"]["backprop"]["median_s"] > 0
