@@ -194,7 +194,7 @@ def test_multi_process_breakdown_in_json_table_and_html(two_process_trace, tmp_p
     text = terminal.text(result, width=200)
     assert "per process" in text and "whole run: 2 process(es)" in text
     for p, op in ((learner, "learner"), (actor, "actor")):
-        cells = _row(text, f"pid {p['pid']}@{p['host']}")
+        cells = _row(text, f"pid {p['pid']}@{p['host']}", endswith=True)  # after the role
         assert cells[1] == f"{p['wall_s']:.3f}" and op in cells[-1]
 
     page = html.render(result)

@@ -114,11 +114,11 @@ def two_phase_summary() -> dict:
     )
 
 
-def _row(text: str, first_cell: str) -> list[str]:
-    """Cells of the table row whose first cell is ``first_cell`` (rich draws cells between │)."""
+def _row(text: str, first_cell: str, endswith: bool = False) -> list[str]:
+    """Cells of the table row whose first cell is (or, ``endswith``, ends with) ``first_cell``."""
     for line in text.splitlines():
-        cells = [c.strip() for c in re.split(r"[│┃|]", line)[1:-1]]
-        if cells and cells[0] == first_cell:
+        cells = [c.strip() for c in re.split(r"[│┃|]", line)[1:-1]]  # rich draws cells between │
+        if cells and (cells[0].endswith(first_cell) if endswith else cells[0] == first_cell):
             return cells
     raise AssertionError(f"no row {first_cell!r} in:\n{text}")
 
