@@ -95,6 +95,21 @@ def test_nccl_kernels_per_operation_from_a_synthetic_gpu_table(fake_session):
     assert p["operations"]["inference"]["nccl_s"] == 0.0
     assert "nccl_kernels" not in p["operations"]["inference"]
 
+    # the table and the report show it per rank (two copies of the process, labelled as ranks)
+    import io
+
+    from rich.console import Console
+
+    from rlscope.viz import html, terminal
+
+    procs = [{**p, "pid": i, "role": DDP_RANK, "label": f"rank {i}"} for i in (0, 1)]
+    summary = {"processes": procs, "roles": {DDP_RANK: {}}}
+    buf = io.StringIO()
+    Console(file=buf, width=200).print(terminal._process_table(summary))
+    assert "rank 1 pid 1" in buf.getvalue() and "backprop 0.000" in buf.getvalue()  # 250 ns, 3 decimals
+    report = html._processes_section(summary)
+    assert "rank 1 — Process 1" in report and "<th>NCCL s</th>" in report
+
 
 def test_nccl_rows_and_cpu_traces_degrade_to_nothing(fake_session):
     got = nccl.nccl_by_operation(

@@ -550,21 +550,27 @@ def _processes_section(summary: Mapping[str, Any]) -> str:
         done = "" if p.get("complete", True) else " — incomplete (the session did not end normally)"
         cats = ", ".join(f"{html.escape(c)} {v:.3f} s" for c, v in (p.get("categories") or {}).items())
         gpu = float(p.get("gpu_bound_s", 0.0))
+        who = html.escape(f"{p['label']} — " if p.get("label") else "")  # DDP ranks: "rank N"
+        nccl = f"; NCCL kernels {float(p['nccl_s']):.3f} s" if "nccl_s" in p else ""
         out.append(
-            f"<h3 id='process-{pid}'>Process {pid}@{host}{done}</h3>"
+            f"<h3 id='process-{pid}'>{who}Process {pid}@{host}{done}</h3>"
             f"<p class='note'>wall {float(p.get('wall_s', 0.0)):.3f} s, {int(p.get('events', 0)):,} events;"
             f" {html.escape(UNANNOTATED)} {float(p.get('unannotated_s', 0.0)):.3f} s;"
-            f" categories: {cats or 'none'}" + (f"; GPU-bound {gpu:.3f} s" if gpu else "") + "</p>"
+            f" categories: {cats or 'none'}" + (f"; GPU-bound {gpu:.3f} s" if gpu else "") + nccl + "</p>"
         )
         ops = sorted_operations(p.get("operations") or {})
         if not ops:
             out.append("<p class='empty'>No operations in this process.</p>")
             continue
-        head = "<tr><th>operation</th><th>total s</th><th>exclusive s</th><th>calls</th><th>GPU s</th></tr>"
+        head = "<tr><th>operation</th><th>total s</th><th>exclusive s</th><th>calls</th><th>GPU s</th>" + (
+            "<th>NCCL s</th></tr>" if nccl else "</tr>"
+        )
         body = "".join(
             f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
             f"<td>{float(op.get('exclusive_s', 0.0)):.3f}</td><td>{int(op.get('calls', 0))}</td>"
-            f"<td>{sum(float(v) for v in (op.get('gpu_categories') or {}).values()):.3f}</td></tr>"
+            f"<td>{sum(float(v) for v in (op.get('gpu_categories') or {}).values()):.3f}</td>"
+            + (f"<td>{float(op.get('nccl_s', 0.0)):.3f}</td>" if nccl else "")
+            + "</tr>"
             for name, op in ops
         )
         out.append(f"<table class='kernels'>{head}{body}</table>")

@@ -442,6 +442,9 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
     table.add_column("unannot. s", justify="right")
     if gpu:
         table.add_column("GPU-bound s", justify="right")
+    nccl = any("nccl_s" in p for p in summary.get("processes") or [])  # rlscope.analysis.nccl
+    if nccl:
+        table.add_column("NCCL s (per op)", no_wrap=True, overflow="ellipsis")
     table.add_column("top operations (total s)", no_wrap=True, overflow="ellipsis")
     roles = list(summary.get("roles") or {})  # rows grouped by role (rlscope.analysis.roles)
     procs = sorted(summary.get("processes") or [], key=lambda p: roles.index(p["role"]) if "role" in p else 0)
@@ -449,7 +452,7 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
         ops = p.get("operations") or {}
         top = ", ".join(f"{n} {_secs(float(o.get('total_s', 0.0)))}" for n, o in sorted_operations(ops)[:3])
         done = "" if p.get("complete", True) else " (incomplete)"
-        role = f"{p['role']} " if p.get("role") else ""
+        role = f"{p.get('label') or p['role']} " if p.get("role") else ""  # DDP ranks: "rank N"
         label = f"{role}pid {p.get('pid')}@{p.get('node') or p.get('host') or '?'}{done}"
         table.add_row(
             Text(label),
@@ -457,9 +460,19 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
             _secs(sum(float(o.get("exclusive_s", 0.0)) for o in ops.values())),
             _secs(float(p.get("unannotated_s", 0.0))),
             *([_secs(float(p.get("gpu_bound_s", 0.0)))] if gpu else []),
+            *([Text(_nccl_cell(p))] if nccl else []),
             Text(top or "-"),
         )
     return table
+
+
+def _nccl_cell(p: Mapping[str, Any]) -> str:
+    """A process's NCCL kernel time, then per operation that launched NCCL kernels."""
+    if "nccl_s" not in p:
+        return "-"
+    ops = [(n, float(o["nccl_s"])) for n, o in (p.get("operations") or {}).items() if o.get("nccl_s")]
+    per_op = ", ".join(f"{n} {_secs(v)}" for n, v in sorted(ops, key=lambda kv: -kv[1]))
+    return f"{_secs(float(p['nccl_s']))}" + (f" ({per_op})" if per_op else "")
 
 
 def run_line(summary: Mapping[str, Any]) -> str:
