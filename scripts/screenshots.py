@@ -40,29 +40,29 @@ def _has_cuda() -> bool:
     return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 
+def _html_from(cmd: list[str], html: Path, what: str) -> Path | None:
+    """Run ``cmd``, which writes the report ``html``; None, said why, when it failed."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0 or not html.exists():
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        _say(f"{what} failed (status {r.returncode}): {last}")
+        return None
+    return html
+
+
 def _report(device: str, seconds: float, tmp: Path) -> Path | None:
-    """Run the demo on ``device`` and return its HTML report (None, said why, when it failed)."""
+    """Run the demo on ``device`` and return its HTML report."""
     html = tmp / f"report-{device}.html"
     cmd = [sys.executable, "-m", "rlscope.cli.main", "demo", "--seconds", str(seconds), "--device", device]
     cmd += ["--trace-dir", str(tmp / f"trace-{device}"), "--html", str(html)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0 or not html.exists():
-        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        _say(f"the {device} demo failed (status {r.returncode}): {last}")
-        return None
-    return html
+    return _html_from(cmd, html, f"the {device} demo")
 
 
 def _report_of_trace(trace: str, tmp: Path) -> Path | None:
-    """The HTML report of an existing trace (None, said why, when the analysis failed)."""
+    """The HTML report of an existing trace."""
     html = tmp / "report-trace.html"
     cmd = [sys.executable, "-m", "rlscope.cli.analyze", trace, "--quiet", "--html", str(html)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0 or not html.exists():
-        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        _say(f"analyzing {trace} failed (status {r.returncode}): {last}")
-        return None
-    return html
+    return _html_from(cmd, html, f"analyzing {trace}")
 
 
 def _render(chromium: str, html: Path, png: Path, size: tuple[int, int], tmp: Path) -> bool:
