@@ -18,11 +18,6 @@ from rlscope.errors import RLScopeError, warn_once
 GPU_MODES = ("auto", "cupti", "kineto")
 
 
-def warn(message: str) -> None:
-    """One line on stderr, once per run (not once per worker process): what was turned off and why."""
-    warn_once(message)
-
-
 def cuda_driver_present() -> bool:
     """Whether the CUDA driver library loads (no torch, no CUDA context)."""
     try:
@@ -40,7 +35,7 @@ def start_gpu_collectors(session: Any) -> list[Any]:
     if mode not in GPU_MODES:
         raise RLScopeError(f"gpu must be one of {', '.join(GPU_MODES)} or False, got {mode!r}")
     if not cuda_driver_present():
-        warn("GPU tracing off: no CUDA driver (libcuda.so.1) on this machine; CPU-only trace")
+        warn_once("GPU tracing off: no CUDA driver (libcuda.so.1) on this machine; CPU-only trace")
         return []
     started: list[Any] = []
     from rlscope.collectors.cupti_gpu import CuptiCollector, CuptiUnavailable
@@ -54,19 +49,19 @@ def start_gpu_collectors(session: Any) -> list[Any]:
             started.append(NativeCuptiCollector(session).start())
         except CuptiUnavailable as e:
             native_error = e
-            warn(f"native CUPTI consumer not used ({e}); falling back")
+            warn_once(f"native CUPTI consumer not used ({e}); falling back")
     if not started and mode == "auto" and importlib.util.find_spec("torch") is not None:
         mode = "kineto"
     if not started and mode == "kineto":
         from rlscope.collectors.kineto_gpu import KinetoCollector
 
-        started.append(KinetoCollector(session, warn=warn).start())
+        started.append(KinetoCollector(session, warn=warn_once).start())
     elif not started:
         try:
             started.append(CuptiCollector(session).start())
         except CuptiUnavailable as e:
             why = f"{native_error}; {e}" if native_error else str(e)
-            warn(f"GPU tracing off: {why}; install rlscope[cupti] matching your CUDA runtime")
+            warn_once(f"GPU tracing off: {why}; install rlscope[cupti] matching your CUDA runtime")
     hz = session.options.get("nvml_hz", 10.0)
     if hz:
         from rlscope.collectors.nvml import NvmlSampler, NvmlUnavailable
@@ -74,5 +69,5 @@ def start_gpu_collectors(session: Any) -> list[Any]:
         try:
             started.append(NvmlSampler(session, hz).start())
         except NvmlUnavailable as e:
-            warn(f"NVML sampling off: {e}")
+            warn_once(f"NVML sampling off: {e}")
     return started

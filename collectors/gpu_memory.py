@@ -35,11 +35,6 @@ ACTIONS = {
 SKIP = ["free_completed", "segment_map", "segment_unmap", "snapshot", "oom"]
 
 
-def warn(message: str) -> None:
-    """One line on stderr, once per run (not once per worker process): what was turned off and why."""
-    warn_once(message)
-
-
 def enabled_for(session: Any) -> bool:
     """Recorded with GPU collection on, unless ``RLSCOPE_GPU_MEMORY=0``."""
     if os.environ.get("RLSCOPE_GPU_MEMORY", "1") == "0":
@@ -142,7 +137,7 @@ class MemoryRecorder:
     def _fail(self, e: BaseException) -> None:
         if not self.failed:
             self.failed = True
-            warn(f"GPU memory recording off: {type(e).__name__}: {e}")
+            warn_once(f"GPU memory recording off: {type(e).__name__}: {e}")
         try:
             if self.torch is not None:
                 record_history(self.torch, False)

@@ -69,9 +69,9 @@ def _import_ray() -> Any:
 
 
 def _warn(message: str) -> None:
-    from rlscope.session import _warn_once
+    from rlscope.errors import warn_once
 
-    _warn_once(message)
+    warn_once(message)
 
 
 # -- the collector: an actor on the driver's node ----------------------------------------------------------

@@ -58,14 +58,6 @@ def stack_info() -> dict[str, str]:
 _NEVER = 2**63 - 1
 # a child's flush when its parent ends it (SIGTERM) may take this long before it dies regardless
 SIGNAL_FLUSH_TIMEOUT_S = 5.0
-_warned: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    """One line on stderr per distinct message and process (exit hooks: never raise, never repeat)."""
-    if message not in _warned:
-        _warned.add(message)
-        warn_once(message)
 
 
 class Session:
@@ -350,7 +342,7 @@ class Session:
         try:
             self.stop()
         except Exception as e:
-            _warn_once(f"the end of this process's trace may be lost: {e!r}")
+            warn_once(f"the end of this process's trace may be lost: {e!r}")
 
     def __enter__(self) -> Session:
         return self.start()
@@ -413,7 +405,7 @@ class Session:
                 _sigterm_session = self
                 signal.signal(signal.SIGTERM, _on_sigterm)
         except (ValueError, OSError) as e:  # not the main thread, or no signals here
-            _warn_once(f"a SIGTERM to process {os.getpid()} will lose its last second of trace ({e})")
+            warn_once(f"a SIGTERM to process {os.getpid()} will lose its last second of trace ({e})")
 
 
 _sigterm_session: Session | None = None  # the session _on_sigterm flushes (it may be stopping already)
@@ -444,7 +436,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
                 return
             s.stop(signal=signum)
     except Exception as e:
-        _warn_once(f"could not flush the trace before SIGTERM: {e!r}")
+        warn_once(f"could not flush the trace before SIGTERM: {e!r}")
     os.kill(os.getpid(), signum)
 
 
