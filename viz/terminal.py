@@ -316,7 +316,7 @@ def _phase_table(summary: Mapping[str, Any]) -> _Columns:
     several = len(processes) > 1
     wall = float(summary.get("wall_s", 0.0))
     if several:
-        wall = sum(float(p.get("wall_s", 0.0)) for p in processes)
+        wall = process_time_s(summary)
     of = "of process time" if several else "of run"
     table = _Columns(title="per phase", title_justify="left", header_style="bold")
     table.add_column("phase / operation")
@@ -475,11 +475,16 @@ def _nccl_cell(p: Mapping[str, Any]) -> str:
     return f"{_secs(float(p['nccl_s']))}" + (f" ({per_op})" if per_op else "")
 
 
+def process_time_s(summary: Mapping[str, Any]) -> float:
+    """The processes' summed wall time: what the tables add up when a run has several processes."""
+    return sum(float(p.get("wall_s", 0.0)) for p in summary.get("processes") or [])
+
+
 def run_line(summary: Mapping[str, Any]) -> str:
     """The whole run's wall-clock view: processes, the run's wall, and how the tables add up."""
     processes = summary.get("processes") or []
     wall = float(summary.get("wall_s", 0.0))
-    proc_s = sum(float(p.get("wall_s", 0.0)) for p in processes)
+    proc_s = process_time_s(summary)
     line = f"whole run: {len(processes)} process(es), wall {_secs(wall)} s from the first start to the last"
     if len(processes) > 1:
         line += f"; the tables add up the processes' time ({_secs(proc_s)} s of process wall time)"
