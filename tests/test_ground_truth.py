@@ -10,7 +10,7 @@ import time
 import pytest
 
 import rlscope
-from tests.conftest import summary_of
+from tests.conftest import real_clock, summary_of
 
 
 def busy_wait(seconds: float) -> None:
@@ -30,6 +30,7 @@ class FakeSimulator:
         busy_wait(self.step_s)
 
 
+@real_clock()
 def test_busy_wait_ground_truth(tmp_path):
     sim = FakeSimulator(0.020)
     iters = 5

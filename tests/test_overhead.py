@@ -18,6 +18,7 @@ from rlscope.analysis import analyze
 from rlscope.analysis.overhead import _flush_stall
 from rlscope.analysis.timeline import build_timeline
 from rlscope.trace import schema as S
+from tests.conftest import real_clock
 
 SCOPE_IN, SCOPE_OUT = 300, 500  # ns, even: the halves are exact
 CAT_IN, CAT_OUT = 200, 100
@@ -220,6 +221,7 @@ def _scope_heavy(iterations: int) -> None:
                 acc ^= i
 
 
+@real_clock()
 def test_corrected_total_is_close_to_the_unprofiled_run(tmp_path, quick_calibration, monkeypatch):
     """CPU validation on a small scope-heavy workload (~1 us of rlscope per 3 us of work).
 

@@ -14,6 +14,7 @@ from rlscope.analysis import analyze
 from rlscope.analysis.timeline import build_timeline
 from rlscope.analysis.windows import estimate
 from rlscope.trace import schema as S
+from tests.conftest import real_clock
 
 WORK, COST, SIM, GLUE = 1000, 300, 2000, 100  # ns per fake op, collector cost per op, ...
 OPS_PER_INFER = 5
@@ -156,6 +157,7 @@ def _real_loop(seconds: float, col: FakeCollector, session=None) -> tuple[int, i
     return calls, inside
 
 
+@real_clock()
 def test_real_clock_windows_recover_the_unprofiled_operation_time(tmp_path):
     """Busy-waits with a real 30 µs per-op collector cost: corrected close to the unprofiled loop."""
     off = FakeCollector()

@@ -54,7 +54,7 @@ def name_of(names: list[str], i: int, none: str = "") -> str:
 
 
 def clock_offset(proc: ProcessTrace) -> int:
-    """Add to a process's trace-clock ns to get the Unix-anchored clock every process shares (0: no anchors)."""
+    """Add to a trace-clock ns to get the Unix-anchored clock all processes share (0: no anchors)."""
     meta = proc.metadata
     if "clock.offset_ns" in meta and "clock.driver_anchor_ns" in meta:  # a Ray worker (rlscope/ray.py):
         # its measured offset to the driver's clock, then the driver's own anchors
