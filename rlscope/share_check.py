@@ -3,10 +3,17 @@
 ``share`` prints the co-location estimate of a trace (rlscope/analysis/sharing.py, docs/sharing.md).
 ``share-check`` measures it: the program alone, then k copies started together on the same GPU
 (plain time-sharing between processes; with ``--mps`` under an MPS daemon, only where
-``nvidia-cuda-mps-control`` exists), each copy's wall time (from its start to its exit, so Python and
-CUDA start-up are included) and the device memory NVML sees in use (peak over the run, less what was in
-use before). It prints measured slowdown and memory per copy beside the estimate, which it takes from
-``--trace`` or from one profiled run of the program (``rlscope run``) made first.
+``nvidia-cuda-mps-control`` exists), each copy's time and the device memory NVML sees in use (peak over
+the run, less what was in use before). It prints measured slowdown and memory per copy beside the
+estimate, which it takes from ``--trace`` or from one profiled run of the program (``rlscope run``)
+made first.
+
+The slowdown compares each copy's *loop*: the span from its first ``rlscope.scope`` entry to its last
+exit, read from a scopes-only trace of the copy (``rlscope run --gpu off --no-backend``: about a
+microsecond per scope, the same at every k, so the ratio is unaffected). The estimate models the loop;
+a copy's whole wall also holds interpreter, import and CUDA context start-up, which contend
+differently (context creation serialises in the driver) and diluted the comparison. Programs without
+scopes, or ``--whole-process``, fall back to wall time from start to exit, and the output says which.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import Any
 
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
-from rlscope.errors import RLScopeError
+from rlscope.errors import RLScopeError, TraceError
 
 GIB = 1 << 30
 
@@ -121,6 +128,10 @@ class NvmlWatch:
 
     def __enter__(self) -> NvmlWatch:
         self.baseline = self.used()
+        try:
+            self.before = {pr.pid for pr in self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)}
+        except self.nvml.NVMLError:
+            self.before = set()
         self.peak = self.baseline
         self._thread.start()
         return self
@@ -130,8 +141,56 @@ class NvmlWatch:
         self._thread.join()
 
 
-def run_copies(command: list[str], k: int, env: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Start k copies together; each one's wall time and exit status, and the device memory they used."""
+def loop_span_s(trace_dir: Path) -> float | None:
+    """Seconds from the first operation entry to the last operation exit over the trace's processes."""
+    import pyarrow.compute as pc
+
+    from rlscope.trace import schema as S
+    from rlscope.trace.reader import clock_offset, load_trace
+
+    try:
+        trace = load_trace(str(trace_dir))
+    except (TraceError, OSError):  # a copy that wrote no trace has no loop: fall back to wall time
+        return None
+    starts, ends = [], []
+    for proc in trace.processes:
+        ev, off = proc.events, clock_offset(proc)
+        for kind, into, agg in ((S.EventKind.OP_BEGIN, starts, pc.min), (S.EventKind.OP_END, ends, pc.max)):
+            ts = ev.filter(pc.equal(ev["kind"], int(kind)))["ts_ns"]
+            if len(ts):
+                into.append(agg(ts).as_py() + off)
+    if not starts or not ends or max(ends) <= min(starts):
+        return None
+    return (max(ends) - min(starts)) / 1e9
+
+
+def _copy_command(command: list[str], trace_dir: Path | None) -> list[str]:
+    if trace_dir is None:
+        return command
+    return [
+        sys.executable,
+        "-m",
+        "rlscope.cli.main",
+        "run",
+        "--trace-dir",
+        str(trace_dir),
+        "--gpu",
+        "off",
+        "--no-backend",
+        "--no-analyze",
+        "--",
+        *command,
+    ]
+
+
+def run_copies(
+    command: list[str], k: int, env: dict[str, str], timeout: float, traces: Path | None = None
+) -> dict[str, Any]:
+    """Start k copies together: each one's wall time, loop time and exit status, and the device memory.
+
+    With ``traces``, copy i runs under a scopes-only ``rlscope run`` writing ``traces/k<k>-<i>``
+    (see the module docstring for why).
+    """
     try:
         watch: Any = NvmlWatch()
     except Exception as e:  # no NVML: times only
@@ -141,7 +200,10 @@ def run_copies(command: list[str], k: int, env: dict[str, str], timeout: float) 
     codes: list[int] = [0] * k
     with ctx:
         t0 = time.perf_counter()
-        procs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(k)]
+        dirs = [traces / f"k{k}-{i}" if traces is not None else None for i in range(k)]
+        procs = [
+            subprocess.Popen(_copy_command(command, d), env=env, stdout=subprocess.DEVNULL) for d in dirs
+        ]
         pending = set(range(k))
         while pending:
             for i in list(pending):
@@ -155,10 +217,14 @@ def run_copies(command: list[str], k: int, env: dict[str, str], timeout: float) 
                 raise RLScopeError(f"{k} copies did not finish within {timeout:g} s")
             time.sleep(0.01)
     out: dict[str, Any] = {"k": k, "wall_s": walls, "exit_codes": codes, "mean_wall_s": sum(walls) / k}
+    loops = [loop_span_s(d) if d is not None else None for d in dirs]
+    if all(x is not None for x in loops):
+        out["loop_s"] = loops
+        out["mean_loop_s"] = sum(loops) / k  # type: ignore[arg-type]
     if watch is not None:
         out["memory_bytes"] = watch.peak - watch.baseline
-        pids = {p.pid for p in procs}
-        out["per_process_bytes"] = [v for pid, v in watch.per_pid.items() if pid in pids]
+        # every process that appeared during the run: under rlscope run the copy is a child of Popen's
+        out["per_process_bytes"] = [v for pid, v in watch.per_pid.items() if pid not in watch.before]
     else:
         out["memory_note"] = f"no NVML: {why}"
     return out
@@ -181,7 +247,13 @@ def _mps(on: bool, pipe_dir: str) -> None:
 
 
 def check(
-    command: list[str], ks: tuple[int, ...], trace: str | None, work: Path, timeout: float, mps: bool
+    command: list[str],
+    ks: tuple[int, ...],
+    trace: str | None,
+    work: Path,
+    timeout: float,
+    mps: bool,
+    whole_process: bool = False,
 ) -> dict[str, Any]:
     if trace is None:
         trace = str(work / "profile")
@@ -213,18 +285,21 @@ def check(
         env.update(CUDA_MPS_PIPE_DIRECTORY=pipe, CUDA_MPS_LOG_DIRECTORY=pipe)
         _mps(True, pipe)
         mode = "mps"
+    traces = None if whole_process else work / "copies"
     try:
-        alone = run_copies(command, 1, env, timeout)
-        runs = [alone] + [run_copies(command, k, env, timeout) for k in ks if k != 1]
+        alone = run_copies(command, 1, env, timeout, traces)
+        runs = [alone] + [run_copies(command, k, env, timeout, traces) for k in ks if k != 1]
     finally:
         if mps:
             _mps(False, env["CUDA_MPS_PIPE_DIRECTORY"])
+    basis = "loop" if all("mean_loop_s" in r for r in runs) else "wall"
     rows = []
     for r in runs:
         pred = by_k.get(r["k"], none)
         row = {
             "k": r["k"],
-            "measured_slowdown": r["mean_wall_s"] / alone["mean_wall_s"],
+            "measured_slowdown": r[f"mean_{basis}_s"] / alone[f"mean_{basis}_s"],
+            "wall_slowdown": r["mean_wall_s"] / alone["mean_wall_s"],
             "predicted_slowdown": pred["slowdown"],
             "predicted_binds": pred["binds"],
             "predicted_memory_bytes": pred["memory_bytes"],
@@ -237,6 +312,7 @@ def check(
         "command": command,
         "trace": trace,
         "mode": mode,
+        "basis": basis,
         "mps_available": shutil.which("nvidia-cuda-mps-control") is not None,
         "estimate": est,
         "runs": rows,
@@ -247,6 +323,12 @@ def check_text(res: dict[str, Any]) -> str:
     lines = [
         f"share-check ({res['mode']}; MPS {'available' if res['mps_available'] else 'not installed'}):"
         f" {' '.join(res['command'])}",
+        "slowdown of each copy's "
+        + (
+            "loop (first scope entry to last exit; start-up left out)"
+            if res["basis"] == "loop"
+            else "whole process (start to exit, start-up included: no scopes in the program)"
+        ),
         f"{'k':>3} {'wall s':>8} {'slowdown':>9} {'predicted':>10} {'err':>6} {'mem GiB':>8}"
         f" {'predicted':>10} {'err':>6}  binds (predicted)",
     ]
@@ -286,13 +368,18 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--mps", action="store_true", help="run the copies under an MPS daemon (needs its control)"
     )
+    p.add_argument(
+        "--whole-process",
+        action="store_true",
+        help="time each copy from start to exit, start-up included (default: its scoped loop)",
+    )
     p.add_argument("command", nargs="...", help="the program to run (python train.py ...)")
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope share-check -k 2,4 -- python train.py ...")
     ks = _k_list(args.k)
     with tempfile.TemporaryDirectory(prefix="rlscope-share-") as tmp:
         work = Path(args.work_dir) if args.work_dir else Path(tmp)
-        res = check(command, ks, args.trace, work, args.timeout, args.mps)
+        res = check(command, ks, args.trace, work, args.timeout, args.mps, args.whole_process)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
     if res["estimate"]:

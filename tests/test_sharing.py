@@ -286,7 +286,28 @@ def test_share_cli_and_share_check_on_cpu(fake_session, tmp_path, capsys):
     # copies of a trivial program, the estimate from the synthetic trace (no NVML here: times only)
     res = share_check.check([sys.executable, "-c", "pass"], (2,), str(session.trace_dir), tmp_path, 60, False)
     assert [r["k"] for r in res["runs"]] == [1, 2] and res["runs"][1]["exit_codes"] == [0, 0]
+    assert res["basis"] == "wall"  # no scopes in the program: whole-process times, and it says so
     assert "share-check (time-sharing" in share_check.check_text(res)
+    assert "start-up included" in share_check.check_text(res)
+
+
+def test_share_check_times_the_scoped_loop_not_start_up(tmp_path):
+    """Each copy's loop is its first scope entry to its last exit, read from its own trace."""
+    import sys
+
+    from rlscope import share_check
+
+    prog = "import time, rlscope\nfor _ in range(4):\n    with rlscope.scope('a'):\n        time.sleep(.05)"
+    res = share_check.check([sys.executable, "-c", prog], (2,), None, tmp_path, 120, False)
+    assert res["basis"] == "loop"
+    for r in res["runs"]:
+        assert r["exit_codes"] == [0] * r["k"]
+        for loop, wall in zip(r["loop_s"], r["wall_s"], strict=True):
+            assert 0.2 <= loop < wall  # four 50 ms sleeps inside; the interpreter's start-up outside
+    assert res["runs"][1]["measured_slowdown"] == pytest.approx(
+        res["runs"][1]["mean_loop_s"] / res["runs"][0]["mean_loop_s"]
+    )
+    assert "start-up left out" in share_check.check_text(res)
 
 
 def test_share_on_a_cpu_trace_is_one_line_error(fake_session, capsys):
