@@ -196,9 +196,9 @@ def test_multi_process_report_in_chromium(multi_report: tuple[Path, list[int]], 
         f"{containers - rendered} of {containers} plots did not render"
     )
     assert "No operations or GPU work in this window" not in dom
-    for pid in pids:  # a section per process, and a timeline row per process drawn by plotly
+    for pid in pids:  # a section per process, and a timeline row per process ("main · host · pid N")
         assert f'id="process-{pid}"' in dom
-        assert re.search(rf">pid {pid}<", dom), f"no timeline row for pid {pid}"
+        assert re.search(rf">main · [^<]* · pid {pid}<", dom), f"no timeline row for pid {pid}"
 
 
 def test_plot_counter() -> None:

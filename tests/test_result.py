@@ -22,6 +22,7 @@ from rlscope.analysis.breakdown import analyze as breakdown_all
 from rlscope.analysis.intervals import intervals
 from rlscope.analysis.kernels import kernel_table
 from rlscope.analysis.result import once_per_run
+from rlscope.analysis.roles import worker_label
 from rlscope.analysis.summary import summarize
 from rlscope.cli import analyze as cli
 from rlscope.cli import export
@@ -203,8 +204,10 @@ def test_multi_process_breakdown_in_json_table_and_html(two_process_trace, tmp_p
         assert f"<h3 id='process-{p['pid']}'>" in page
     timeline = result.report["timeline"]
     assert result.report["window_choice"] == "all processes"
-    for p in procs:  # one row per process, each with its session bar, and its thread's operations
-        assert f"pid {p['pid']}" in timeline["rows"] and f"pid {p['pid']}" in timeline["processes"]["row"]
+    for p in procs:  # one row per process, named by its role: its session bar and main thread's operations
+        row = worker_label(p)
+        assert row in timeline["rows"] and row in timeline["processes"]["row"]
+        assert row in timeline["ops"]["row"]
     assert set(timeline["ops"]["name"]) == {"learner", "actor"}
     assert "No operations or GPU work in this window" not in page
 

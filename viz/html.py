@@ -5,10 +5,11 @@ can be attached to a bug report or copied off a cluster. Every section is always
 data it says so, so a reader can tell "nothing happened" from "the report is broken".
 
 Sections: headline; time by operation and category; resource overlap; GPU utilization over time
-(NVML next to the kernel trace); timeline of a window; kernels by operation; phases; one section per
-process when there are several; warnings. :func:`render` takes an :class:`rlscope.analysis.AnalysisResult`;
-the timeline and kernel tables are its ``report`` (:mod:`rlscope.analysis.report`): this module never
-reads a trace.
+(NVML next to the kernel trace); timeline of a window (one row per process when there are several,
+grouped by role); kernels by operation; phases; roles (per role: breakdown, spread across workers,
+lagging workers) and one section per process when there are several; warnings. :func:`render`
+takes an :class:`rlscope.analysis.AnalysisResult`; the timeline and kernel tables are its
+``report`` (:mod:`rlscope.analysis.report`): this module never reads a trace.
 """
 
 from __future__ import annotations
@@ -361,6 +362,7 @@ def _timeline_section(
                     hovertemplate="%{hovertext}<br>%{x:.3s}s<extra>%{fullData.name}</extra>",
                 )
             )
+    _role_bands(fig, tl.get("groups") or [])
     fig.update_layout(
         barmode="overlay",
         height=max(220, 90 + 36 * len(rows)),
@@ -376,6 +378,27 @@ def _timeline_section(
         template="plotly_white",
     )
     return head + _fig_html(fig, state)
+
+
+def _role_bands(fig: go.Figure, groups: list[Mapping[str, Any]]) -> None:
+    """Shade every other role's rows and name the role at the band's right edge (several processes)."""
+    for k, g in enumerate(groups):
+        y0, y1 = float(g["first"]) - 0.5, float(g["last"]) + 0.5
+        if k % 2 == 0:
+            fig.add_hrect(y0=y0, y1=y1, fillcolor="#f2f2f2", line_width=0, layer="below")
+        if k:
+            fig.add_hline(y=y0, line={"color": "#bbb", "width": 1})
+        fig.add_annotation(
+            text=_label(str(g["role"])),
+            x=1.0,
+            xref="paper",
+            y=y0,
+            xanchor="right",
+            yanchor="top",
+            showarrow=False,
+            font={"size": 11, "color": "#555"},
+            bgcolor="rgba(255,255,255,0.7)",
+        )
 
 
 def _kernel_cell(row: Mapping[str, Any]) -> str:
@@ -536,6 +559,56 @@ def _phase_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str:
     return _fig_html(fig, state)
 
 
+def _roles_section(summary: Mapping[str, Any]) -> str:
+    """Per role (several processes): its workers' busy time spread, the lagging ones, its operations."""
+    from rlscope.analysis.roles import STRAGGLER_RATIO, worker_label
+
+    processes = summary.get("processes") or []
+    roles = summary.get("roles") or {}
+    if len(processes) < 2 or not roles:
+        return ""
+    label = {p.get("pid"): worker_label(p) for p in processes if "role" in p}
+    out = [
+        "<h2>Roles</h2>",
+        "<p class='note'>Processes grouped by role (Ray actor class or task, DDP rank, launcher). Busy: a"
+        f" worker's time inside operations; lagging: busier than {STRAGGLER_RATIO:g}× its role's median.</p>",
+        "<table class='kernels'><tr><th>role</th><th>workers</th><th>busy median s</th><th>p95 s</th>"
+        "<th>max s</th><th>lagging (× median)</th></tr>",
+    ]
+    for role, r in roles.items():
+        spread = r.get("spread") or {}
+        lag = ", ".join(
+            f"<a href='#process-{html.escape(str(s['pid']))}'>"
+            f"{html.escape(label.get(s['pid'], str(s['pid'])))}</a> {float(s['ratio']):.2f}×"
+            for s in r.get("stragglers") or []
+        )
+        out.append(
+            f"<tr><td>{html.escape(role)}</td><td>{int(r.get('workers', 0))}</td>"
+            + "".join(f"<td>{float(spread.get(k, 0.0)):.3f}</td>" for k in ("median_s", "p95_s", "max_s"))
+            + f"<td>{lag or '-'}</td></tr>"
+        )
+    out.append("</table>")
+    for role, r in roles.items():
+        ops = r.get("operations") or {}
+        out.append(f"<h3>{html.escape(role)}: {int(r.get('workers', 0))} worker(s)</h3>")
+        if not ops:
+            out.append("<p class='empty'>No operations in this role.</p>")
+            continue
+        head = (
+            "<tr><th>operation</th><th>total s (all workers)</th><th>exclusive s</th><th>calls</th>"
+            "<th>per worker: median s</th><th>p95 s</th><th>max s</th></tr>"
+        )
+        body = "".join(
+            f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
+            f"<td>{float(op.get('exclusive_s', 0.0)):.3f}</td><td>{int(op.get('calls', 0))}</td>"
+            + "".join(f"<td>{float(op.get(k, 0.0)):.3f}</td>" for k in ("median_s", "p95_s", "max_s"))
+            + "</tr>"
+            for name, op in ops.items()
+        )
+        out.append(f"<table class='kernels'>{head}{body}</table>")
+    return "\n".join(out)
+
+
 def _processes_section(summary: Mapping[str, Any]) -> str:
     """One section per process (when there are several): its wall, operations and categories."""
     processes = summary.get("processes") or []
@@ -615,6 +688,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         _kernel_section(summary, report),
         "<h2>Phases</h2>",
         _phase_section(summary, state),
+        _roles_section(summary),
         _processes_section(summary),
         "<h2>Sharing</h2>",  # GPU memory, occupancy, kernel lengths, co-location (viz/sharing.py)
         sharing_html(summary, state, lambda f: _fig_html(f, state)),

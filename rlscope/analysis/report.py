@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from rlscope.analysis.intervals import Intervals, clip_rows, intervals, window_ns
 from rlscope.analysis.kernels import kernel_table
+from rlscope.analysis.roles import label_processes, role_order, worker_label
 from rlscope.trace.reader import Trace, clock_offset
 
 __all__ = [
@@ -74,25 +75,60 @@ def _clip(table: pa.Table, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray, np
     return clip_rows(s, e, (w0, w1))
 
 
-def _process_rows(iv: Intervals, w0: int, w1: int) -> dict[str, Any]:
+def _process_rows(iv: Intervals, w0: int, w1: int, names: dict[int, str]) -> dict[str, Any]:
     """One bar per process: its session, so a process with no operations in the window still shows."""
     out: dict[str, list] = {"row": [], "start_s": [], "end_s": []}
     for pid, (s, e) in sorted(iv.spans.items()):
         if s < w1 and e > w0:
-            out["row"].append(f"pid {pid}")
+            out["row"].append(names[pid])
             out["start_s"].append(max(s, w0) / 1e9)
             out["end_s"].append(min(e, w1) / 1e9)
     return out
 
 
+def _workers(pids: set[int], processes: list[dict[str, Any]] | None) -> dict[int, tuple[str, str]]:
+    """pid -> (role, row name), in timeline order: by role (launcher first, roles.role_order), then pid.
+
+    ``processes``: labelled process entries (the summary's); a pid without one is named "pid N".
+    """
+    entries = {int(p["pid"]): p for p in processes or [] if "role" in p}
+    order = role_order([entries[pid] for pid in sorted(entries)])
+
+    def key(pid: int) -> tuple[int, int]:
+        return (order.index(entries[pid]["role"]) if pid in entries else len(order), pid)
+
+    return {
+        pid: (entries[pid]["role"], worker_label(entries[pid])) if pid in entries else ("", f"pid {pid}")
+        for pid in sorted(pids, key=key)
+    }
+
+
+def _role_groups(rows: list[str], role_of_row: dict[str, str]) -> list[dict[str, Any]]:
+    """Consecutive rows of one role: ``{"role", "first", "last"}`` (row indices), for the renderer's bands."""
+    groups: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        if groups and groups[-1]["role"] == role_of_row[row]:
+            groups[-1]["last"] = i
+        else:
+            groups.append({"role": role_of_row[row], "first": i, "last": i})
+    return groups
+
+
 def timeline_data(
-    iv: Intervals, window_ns: tuple[int, int], max_intervals: int = MAX_INTERVALS
+    iv: Intervals,
+    window_ns: tuple[int, int],
+    max_intervals: int = MAX_INTERVALS,
+    processes: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Rows and bars of the timeline in ``window_ns`` (ns since the run start), capped.
 
     ``ops``: one bar per operation instance on its (process, thread) row, ``depth`` for nesting;
     ``gpu``: one bar per kernel/copy/memset on its (process, device, stream) row. Times in seconds
-    since the run start.
+    since the run start. One process: rows "pid N thread T (main)" and "pid N GPU D stream S".
+    Several: one row per worker, named by :func:`rlscope.analysis.roles.worker_label` from
+    ``processes`` (the summary's labelled entries), holding its session bar and its main thread's
+    operations, with its other threads and GPU streams right below; workers ordered and grouped by
+    role, launcher first (``groups``: each role's first and last row, for the renderer to band).
     """
     w0, w1 = window_ns
     o_idx, o_s, o_e = _clip(iv.operations, w0, w1)
@@ -114,12 +150,8 @@ def timeline_data(
     o_thread = ops.column("thread").to_numpy()
     thread_keys = sorted(
         {(int(p), int(t)) for p, t in zip(o_pid.tolist(), o_thread.tolist(), strict=True)},
-        key=lambda k: (k[0], k[1] != iv.main_threads.get(k[0]), k[1]),
+        key=lambda k: (k[1] != iv.main_threads.get(k[0]), k[1]),
     )
-    row_label = {
-        k: f"pid {k[0]} thread {k[1]}" + (" (main)" if iv.main_threads.get(k[0]) == k[1] else "")
-        for k in thread_keys
-    }
     gpus = iv.gpu.take(pa.array(g_idx, pa.int64()))
     g_pid = gpus.column("pid").to_numpy()
     g_dev = gpus.column("device").to_numpy()
@@ -130,17 +162,34 @@ def timeline_data(
             for p, d, s in zip(g_pid.tolist(), g_dev.tolist(), g_stream.tolist(), strict=True)
         }
     )
-    stream_label = {k: f"pid {k[0]} GPU {k[1]} stream {k[2]}" for k in stream_keys}
-    # several processes: each gets its own row (its session span), above its threads' rows
-    procs = _process_rows(iv, w0, w1) if len(iv.spans) > 1 else {"row": [], "start_s": [], "end_s": []}
-    rows = []
-    for pid in sorted({*iv.spans, *(k[0] for k in thread_keys), *(k[0] for k in stream_keys)}):
-        rows += [r for r in procs["row"] if r == f"pid {pid}"]
-        rows += [row_label[k] for k in thread_keys if k[0] == pid]
-        rows += [stream_label[k] for k in stream_keys if k[0] == pid]
+    multi = len(iv.spans) > 1
+    workers = _workers({*iv.spans, *(k[0] for k in thread_keys), *(k[0] for k in stream_keys)}, processes)
+    if multi:  # the main thread shares its worker's row (over its session bar)
+        names = {pid: name for pid, (_, name) in workers.items()}
+        row_label = {
+            k: names[k[0]] if iv.main_threads.get(k[0]) == k[1] else f"{names[k[0]]} · thread {k[1]}"
+            for k in thread_keys
+        }
+        stream_label = {k: f"{names[k[0]]} · GPU {k[1]} stream {k[2]}" for k in stream_keys}
+        procs = _process_rows(iv, w0, w1, names)
+    else:
+        row_label = {
+            k: f"pid {k[0]} thread {k[1]}" + (" (main)" if iv.main_threads.get(k[0]) == k[1] else "")
+            for k in thread_keys
+        }
+        stream_label = {k: f"pid {k[0]} GPU {k[1]} stream {k[2]}" for k in stream_keys}
+        procs = {"row": [], "start_s": [], "end_s": []}
+    role_of_row: dict[str, str] = {}
+    for pid, (role, _) in workers.items():
+        own = [r for r in procs["row"] if r == workers[pid][1]]
+        own += [row_label[k] for k in thread_keys if k[0] == pid]
+        own += [stream_label[k] for k in stream_keys if k[0] == pid]
+        role_of_row.update(dict.fromkeys(own, role))
+    rows = list(role_of_row)
     return {
         "window_s": (w0 / 1e9, w1 / 1e9),
         "rows": rows,
+        "groups": _role_groups(rows, role_of_row) if multi else [],
         "processes": procs,
         "ops": {
             "row": [
@@ -183,11 +232,13 @@ def report_from(
     window: tuple[float | None, float | None] | None = None,
     nvml_shift_s: float | None = None,
     max_intervals: int = MAX_INTERVALS,
+    processes: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report data from the whole run's intervals and kernel table (see :func:`report_data`).
 
     Default window: with one process, a few iterations (module docstring); with several, the
     whole run, so every process is in it (the timeline cap still bounds what is drawn).
+    ``processes``: the summary's labelled process entries, which name and group the timeline's rows.
     """
     if window is not None:
         # same validation and rounding as intervals(trace, window); a missed window is an error
@@ -199,7 +250,7 @@ def report_from(
     return {
         "run_s": iv.run_end_ns / 1e9,
         "window_choice": chosen,
-        "timeline": timeline_data(iv, win, max_intervals),
+        "timeline": timeline_data(iv, win, max_intervals, processes),
         "kernels": kernels.to_pylist(),
         "nvml_shift_s": nvml_shift_s,
     }
@@ -223,7 +274,10 @@ def report_data(
         return empty_report()
     iv = intervals(trace)  # the whole run once: the default window is chosen from it
     gpu_pid = ((summary or {}).get("gpu") or {}).get("pid")
-    return report_from(iv, kernel_table(trace), window, _nvml_shift_s(trace, iv, gpu_pid), max_intervals)
+    processes: list[dict[str, Any]] = [{"pid": p.pid} for p in trace.processes]
+    label_processes(trace, processes)  # role, node, rank: as the summary labels them
+    shift = _nvml_shift_s(trace, iv, gpu_pid)
+    return report_from(iv, kernel_table(trace), window, shift, max_intervals, processes)
 
 
 def empty_report() -> dict[str, Any]:

@@ -134,7 +134,7 @@ def analyze(
         shift = next(
             ((clock_offset(p) - whole.run_start_ns) / 1e9 for p in trace.processes if p.pid == gpu_pid), None
         )
-        report = report_from(whole, kernels, window, shift)
+        report = report_from(whole, kernels, window, shift, processes=summary["processes"])
     return AnalysisResult(
         trace_dir=str(trace.path),
         summary=summary,

@@ -6,6 +6,11 @@ process that started the others and ``child`` for the rest. Per role the summary
 breakdown summed over its workers, the spread of each worker's busy time (time inside any operation:
 median, p95, max) and the *stragglers*, workers busy more than ``STRAGGLER_RATIO`` times the role's
 median. Built from the summary's per-process entries only.
+
+Roles are listed launcher first (``driver``, ``torchrun agent``, ``main``: the process that started
+the others), then by name; the report's timeline
+(:mod:`rlscope.analysis.report`) groups its rows in that order and names each process by
+:func:`worker_label` (role or rank, actor name, node, pid).
 """
 
 from __future__ import annotations
@@ -19,15 +24,19 @@ from rlscope.trace.reader import Trace
 STRAGGLER_RATIO = 1.25  # a worker busier than this times its role's median lags
 DDP_RANK = "ddp rank"  # a torch.distributed rank (WORLD_SIZE in its environment), labelled "rank N"
 TORCHRUN_AGENT = "torchrun agent"  # the process that started DDP ranks
+LAUNCHER_ROLES = ("driver", TORCHRUN_AGENT, "main")  # listed first: they started the others
 
 __all__ = [
     "DDP_RANK",
+    "LAUNCHER_ROLES",
     "STRAGGLER_RATIO",
     "TORCHRUN_AGENT",
     "clock_alignment",
     "label_processes",
     "process_role",
+    "role_order",
     "roles_of",
+    "worker_label",
 ]
 
 
@@ -67,10 +76,26 @@ def _busy(entry: dict[str, Any]) -> float:
     return float(sum(e["exclusive_s"] for e in entry["operations"].values()))
 
 
+def role_order(entries: list[dict[str, Any]]) -> list[str]:
+    """The roles of labelled process entries: launcher roles first, then by name (stable across runs)."""
+    seen = {p["role"] for p in entries}
+    rest = sorted(seen - set(LAUNCHER_ROLES), key=lambda r: (r.lower(), r))
+    return [r for r in LAUNCHER_ROLES if r in seen] + rest
+
+
+def worker_label(entry: dict[str, Any]) -> str:
+    """One process as reports name it: "RolloutWorker · 1a2b3c4d · pid 812", "rank 0 · host · pid 9"."""
+    who = str(entry.get("label") or entry.get("role") or "process")
+    if entry.get("actor_name"):
+        who += f" {entry['actor_name']}"
+    node = entry.get("node") or entry.get("host")
+    return " · ".join([who, *([str(node)] if node else []), f"pid {entry['pid']}"])
+
+
 def _roles(processes: list[dict[str, Any]]) -> dict[str, Any]:
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[dict[str, Any]]] = {r: [] for r in role_order(processes)}
     for p in processes:
-        groups.setdefault(p["role"], []).append(p)
+        groups[p["role"]].append(p)
     out: dict[str, Any] = {}
     for role, members in groups.items():
         busy = {p["pid"]: _busy(p) for p in members}
