@@ -5,6 +5,10 @@ subprocess it starts, each in its own process directory) and wraps every env mad
 ``gymnasium.make`` / ``gymnasium.make_vec`` with the simulator wrapper. A failure here warns and
 lets the user's script run unprofiled: profiling must never break the job.
 
+A program that starts Ray gets its Ray workers profiled too: they are children of the raylet, not of
+this process tree, so on import of ray the bootstrap hands them Ray's ``worker_process_setup_hook``
+(:func:`rlscope.ray.follow_run`); their traces come back into the run's trace directory.
+
 The time from the session's start to the program's first line (the rest of the interpreter's
 start-up) is the ``startup`` phase. In the processes the program starts (spawned workers,
 subprocesses), whose parent may end them with SIGTERM, the session flushes before they die.
@@ -66,6 +70,14 @@ def start_from_env() -> None:
     except Exception as e:  # the trace goes on without these
         warnings.warn(f"rlscope: {e}", stacklevel=1)
     when_imported("gymnasium", patch_gymnasium)
+    when_imported("ray", lambda ray: follow_ray(session, options))
+
+
+def follow_ray(session: Any, options: dict[str, Any]) -> None:
+    """The program imported ray: its ``ray.init`` will start rlscope sessions in the Ray workers."""
+    from rlscope.ray import follow_run
+
+    follow_run(session, options)
 
 
 def is_child_of_the_run(trace_dir: str) -> bool:

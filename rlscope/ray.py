@@ -14,7 +14,15 @@ must start. The alternatives are worse: a ``sitecustomize`` on ``PYTHONPATH`` (w
 does for plain children) reaches only workers of a raylet that inherited the variable, never remote
 nodes; wrapping ``@ray.remote`` classes needs the user's code to change. The hook is given by module path
 (``rlscope.ray._worker_setup``), so each node imports the installed rlscope; its settings travel in
-``runtime_env["env_vars"]`` (``RLSCOPE_RAY``).
+``runtime_env["env_vars"]`` (``RLSCOPE_RAY``). A hook the job already has still runs, right after
+rlscope's (:func:`runtime_env` merges them), with its errors its own, as without rlscope.
+
+**Under ``rlscope run``.** Ray workers are children of the raylet, not of the profiled program, so
+``rlscope run``'s ``sitecustomize`` cannot follow them. When the program imports ray, ``rlscope run``'s
+bootstrap (rlscope/_autorun.py) calls :func:`follow_run`: every ``ray.init`` of the program (an implicit
+one too) then gets the same hook and collector as :class:`RayProfile`, with the run's session as the
+driver's, and ``ray.shutdown`` (or the end of the program) first has the workers ship the rest of their
+traces into the run's trace directory.
 
 **Shipping.** A worker writes to a local temporary directory and, at each flush interval, sends the bytes
 its Arrow streams grew by to a named collector actor pinned to the driver's node, which appends them to
@@ -37,6 +45,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -44,6 +53,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +63,13 @@ from rlscope.trace.schema import RAY_META_FILE as META_FILE
 INSTALL_HINT = 'profiling Ray jobs needs Ray: pip install "rlscope[ray]"'
 ENV = "RLSCOPE_RAY"  # JSON settings for the worker hook (runtime_env env_vars)
 COLLECTOR = "rlscope-collector"
+HOOK = "rlscope.ray._worker_setup"  # by module path: each node imports its installed rlscope
+RUN_TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"  # = rlscope._autorun.TRACE_DIR_ENV (importing that starts a run)
 NAMESPACE = "rlscope"
 CLOCK_ROUNDS = 8
 CALL_TIMEOUT_S = 10.0  # a worker's call to the collector (an exiting worker must not hang)
 
-__all__ = ["INSTALL_HINT", "RayProfile", "profile", "runtime_env"]
+__all__ = ["INSTALL_HINT", "RayProfile", "follow_run", "profile", "runtime_env"]
 
 
 def _import_ray() -> Any:
@@ -132,13 +144,28 @@ class Collector:
 
 
 def _worker_setup() -> None:
-    """Ray's ``worker_process_setup_hook``: profile this worker process (warns and steps aside on failure)."""
+    """Ray's ``worker_process_setup_hook``: profile this worker process (warns and steps aside on failure),
+    then run the job's own hook given by module path, if any (its errors fail the worker, as without us)."""
+    cfg: dict[str, Any] = {}
     try:
-        cfg = json.loads(os.environ.get(ENV, "") or "null")
+        cfg = json.loads(os.environ.get(ENV, "") or "{}")
         if cfg:
             _Worker(cfg).start()
     except Exception as e:
         _warn(f"Ray worker {os.getpid()} is not profiled: {e!r}")
+    if cfg.get("user_hook"):
+        module, _, name = str(cfg["user_hook"]).rpartition(".")
+        getattr(importlib.import_module(module), name)()
+
+
+def _then(user_hook: Callable[[], Any]) -> Callable[[], None]:
+    """rlscope's hook, then the job's own callable hook: one callable, which Ray pickles and exports."""
+
+    def rlscope_then_user_hook() -> None:
+        _worker_setup()
+        user_hook()
+
+    return rlscope_then_user_hook
 
 
 class _Worker:
@@ -324,40 +351,82 @@ class _Worker:
 
 
 def runtime_env(options: dict[str, Any] | None = None, base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``base`` (a user's runtime_env) with rlscope's worker hook and its settings added."""
+    """``base`` (a job's runtime_env) with rlscope's worker hook and its settings added.
+
+    Ray runs one ``worker_process_setup_hook`` per job, so a hook already there is merged, not replaced:
+    given by module path, rlscope's hook calls it (``user_hook`` in the settings); a callable is wrapped
+    with rlscope's hook in front (:func:`_then`). A runtime_env that already has rlscope's hook is kept.
+    """
     env = dict(base or {})
-    if env.get("worker_process_setup_hook"):
-        raise RLScopeError("the job already has a worker_process_setup_hook; rlscope.ray needs that hook")
-    env["worker_process_setup_hook"] = "rlscope.ray._worker_setup"
+    hook = env.get("worker_process_setup_hook")
+    if hook == HOOK:
+        return env
+    cfg: dict[str, Any] = {"options": options or {}, "collector": COLLECTOR}
+    if isinstance(hook, str):
+        cfg["user_hook"] = hook
+    env["worker_process_setup_hook"] = _then(hook) if callable(hook) else HOOK
     env_vars = dict(env.get("env_vars") or {})
-    env_vars[ENV] = json.dumps({"options": options or {}, "collector": COLLECTOR})
-    env_vars["RLSCOPE_RUN_TRACE_DIR"] = ""  # not `rlscope run`'s plain-child session as well
+    env_vars[ENV] = json.dumps(cfg)
+    env_vars[RUN_TRACE_DIR_ENV] = ""  # not `rlscope run`'s plain-child session as well
     env["env_vars"] = env_vars
     return env
 
 
+def _with_hook(kwargs: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """``ray.init``'s keyword arguments with rlscope's hook in the job's runtime_env.
+
+    ``runtime_env=`` replaces a ``job_config``'s runtime_env in ``ray.init``, so that one is the base when
+    no runtime_env is given. A job submitted with a hook of its own (``ray job submit``) cannot get
+    another: Ray refuses to merge the two, so that job's workers are not profiled.
+    """
+    injected = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or "{}")
+    if (injected.get("runtime_env") or {}).get("worker_process_setup_hook"):
+        raise RLScopeError("the submitted Ray job has its own worker_process_setup_hook")
+    base = kwargs.get("runtime_env")
+    if base is None and kwargs.get("job_config") is not None:
+        base = getattr(kwargs["job_config"], "runtime_env", None)
+    return {**kwargs, "runtime_env": runtime_env(options, base)}
+
+
 @contextlib.contextmanager
-def _forks_unprofiled() -> Any:
-    """``ray.init`` forks its daemons with a ``preexec_fn`` (so Python's at-fork hooks run) and execs:
-    no session may restart in those children (each would leave an empty process directory)."""
+def _daemons_unprofiled() -> Any:
+    """While ``ray.init`` starts Ray's daemons (the raylet, which later starts the workers, and Python ones
+    such as the log monitor and the agents), none may get a session of its own: it forks them with a
+    ``preexec_fn`` (so Python's at-fork hooks run, which restart a session in a child) and execs, and under
+    ``rlscope run`` an exec'd Python would start one from the inherited ``RLSCOPE_RUN_TRACE_DIR``. Workers
+    get theirs from the hook."""
     from rlscope import annotate
 
     saved, annotate._active = annotate._active, None
+    run_dir = os.environ.pop(RUN_TRACE_DIR_ENV, None)
     try:
         yield
     finally:
         annotate._active = saved
+        if run_dir is not None:
+            os.environ[RUN_TRACE_DIR_ENV] = run_dir
 
 
 class RayProfile:
-    """The driver's session plus the Ray plumbing; a context manager with ``start()``/``stop()``."""
+    """The driver's session plus the Ray plumbing; a context manager with ``start()``/``stop()``.
 
-    def __init__(self, trace_dir: str | os.PathLike[str], init: dict[str, Any] | None, options: dict) -> None:
+    ``session``: a session already running in the driver (``rlscope run``'s), used instead of starting
+    one; ``stop()`` then leaves it running.
+    """
+
+    def __init__(
+        self,
+        trace_dir: str | os.PathLike[str],
+        init: dict[str, Any] | None,
+        options: dict,
+        session: Any = None,
+    ) -> None:
         self.trace_dir = Path(trace_dir).resolve()
         self.init = init
         self.options = options
         self.finish_timeout_s = float(options.pop("finish_timeout_s", 15.0))
-        self.session: Any = None
+        self.session: Any = session
+        self._own_session = session is None
         self.collector: Any = None
         self._original_init: Any = None
 
@@ -365,33 +434,37 @@ class RayProfile:
         import rlscope
 
         ray = _import_ray()
-        self.session = rlscope.profile(self.trace_dir, **self.options).start()
+        if self.session is None:
+            self.session = rlscope.profile(self.trace_dir, **self.options).start()
         if ray.is_initialized():
             _warn("Ray was initialized before rlscope.ray.profile: only the driver is profiled")
         elif self.init is not None:
-            kwargs = dict(self.init)
-            kwargs["runtime_env"] = runtime_env(self.options, kwargs.get("runtime_env"))
-            with _forks_unprofiled():
-                ray.init(**kwargs)
-            self._start_collector()
+            self.init_ray(ray.init, (), dict(self.init))
         else:  # the program calls ray.init itself: add the hook to its runtime_env then
             original = self._original_init = ray.init
 
             def init(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    kwargs["runtime_env"] = runtime_env(self.options, kwargs.get("runtime_env"))
-                except Exception as e:
-                    _warn(f"Ray workers are not profiled: {e}")
-                with _forks_unprofiled():
-                    out = original(*args, **kwargs)
                 ray.init = original
-                self._start_collector()
-                return out
+                return self.init_ray(original, args, kwargs)
 
             init.__wrapped__ = original  # type: ignore[attr-defined]
             ray.init = init
         atexit.register(self.stop)
         return self
+
+    def init_ray(self, ray_init: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+        """Call ``ray_init`` with rlscope's worker hook in the job's runtime_env, then start the collector.
+
+        Without the hook (it could not be added) the job runs as given, its workers unprofiled.
+        """
+        try:
+            kwargs = _with_hook(kwargs, self.options)
+        except Exception as e:
+            _warn(f"Ray workers are not profiled: {e}")
+        with _daemons_unprofiled():
+            out = ray_init(*args, **kwargs)
+        self._start_collector()
+        return out
 
     def _start_collector(self) -> None:
         try:
@@ -426,9 +499,9 @@ class RayProfile:
             with contextlib.suppress(Exception):
                 _import_ray().init = self._original_init
             self._original_init = None
-        if self.collector is not None:
+        ray = _import_ray()
+        if self.collector is not None and ray.is_initialized():  # else Ray is gone, and the workers with it
             try:
-                ray = _import_ray()
                 deadline = time.monotonic() + self.finish_timeout_s
                 while True:
                     names, done = ray.get(self.collector.stop.remote())
@@ -440,8 +513,8 @@ class RayProfile:
                     _warn(f"{len(missing)} Ray worker(s) did not finish shipping their trace: {missing}")
             except Exception as e:
                 _warn(f"could not collect the Ray workers' traces: {e!r}")
-            self.collector = None
-        if self.session is not None:
+        self.collector = None
+        if self.session is not None and self._own_session:
             self.session.stop()
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
@@ -451,6 +524,46 @@ class RayProfile:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def follow_run(session: Any, options: dict[str, Any]) -> None:
+    """``rlscope run``: the program's Ray workers are profiled too, into the run's trace (module docstring).
+
+    Called by rlscope/_autorun.py right after the program imports ray. Wraps ``ray.init`` (which Ray's
+    implicit init on a first ``.remote()`` calls too) so that each Ray instance the program starts gets
+    rlscope's hook and a collector, with ``session`` (the run's, in this process) as the driver's; and
+    ``ray.shutdown`` so the workers ship the rest of their traces before Ray stops them. At the program's
+    end the same happens from ``atexit`` before Ray's own shutdown (Ray registered that one on import,
+    earlier, and atexit runs handlers last-registered first).
+    """
+    ray = _import_ray()
+    if getattr(ray.init, "_rlscope_run", False):
+        return
+    original_init, original_shutdown = ray.init, ray.shutdown
+    current: list[RayProfile] = []
+
+    def collect() -> None:
+        while current:
+            current.pop().stop()
+
+    def init(*args: Any, **kwargs: Any) -> Any:
+        if ray.is_initialized():  # a second call (ignore_reinit_error): Ray's answer, as is
+            return original_init(*args, **kwargs)
+        current.clear()  # an earlier instance ended without ray.shutdown: its collector went with it
+        prof = RayProfile(session.trace_dir, None, dict(options), session=session)
+        current.append(prof)
+        return prof.init_ray(original_init, args, kwargs)
+
+    def shutdown(*args: Any, **kwargs: Any) -> Any:
+        collect()
+        return original_shutdown(*args, **kwargs)
+
+    for wrapper, original in ((init, original_init), (shutdown, original_shutdown)):
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        wrapper.__doc__ = original.__doc__
+        wrapper._rlscope_run = True  # type: ignore[attr-defined]
+    ray.init, ray.shutdown = init, shutdown
+    atexit.register(collect)
 
 
 def profile(

@@ -1,12 +1,16 @@
 """Profiling a Ray job (rlscope.ray) and analyzing a trace in parallel (rlscope.analysis.parallel).
 
-One local Ray instance (``num_cpus=2``, no dashboard, loopback only) for the module; skipped without Ray.
+One local Ray instance (``num_cpus=2``, no dashboard, loopback only) for the module, and one under
+``rlscope run`` (a script that calls ``ray.init`` itself); skipped without Ray.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -107,3 +111,89 @@ def test_parallel_analysis_equals_serial(ray_trace):
     on_ray = json.dumps(analyze(trace_dir, ray_address="local").summary, sort_keys=True, default=str)
     ray.shutdown()
     assert on_ray == serial
+
+
+# A program that starts Ray itself, with a worker hook and an env var of its own (rlscope's hook must
+# be merged with them), and prints its results: under `rlscope run` they must be the same.
+RUN_SCRIPT = textwrap.dedent(
+    """
+    import os
+    import time
+
+    import ray
+    import rlscope
+
+    def user_hook():
+        os.environ["USER_HOOK_RAN"] = "yes"
+
+    @ray.remote(num_cpus=0)
+    class Sampler:
+        def work(self, seconds):
+            with rlscope.scope("sample"):
+                end = time.perf_counter() + seconds
+                while time.perf_counter() < end:
+                    pass
+            return os.getpid(), os.environ.get("USER_HOOK_RAN"), os.environ.get("MINE")
+
+    @ray.remote(num_cpus=0)
+    def score():
+        with rlscope.scope("score"):
+            time.sleep(0.05)
+        return os.getpid()
+
+    env = {"worker_process_setup_hook": user_hook, "env_vars": {"MINE": "kept"}}
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", runtime_env=env)
+    actors = [Sampler.remote() for _ in range(3)]
+    out = ray.get([a.work.remote(0.05) for a in actors])
+    print("ACTORS", " ".join(str(pid) for pid, _, _ in out))
+    print("TASK", ray.get(score.remote()))
+    print("HOOK", {hook for _, hook, _ in out}, "ENV", {mine for _, _, mine in out})
+    ray.shutdown()
+    """
+)
+
+
+def test_rlscope_run_profiles_the_ray_workers_of_a_program(tmp_path):
+    script, trace_dir = tmp_path / "job.py", tmp_path / "trace"
+    script.write_text(RUN_SCRIPT)
+    run = [sys.executable, "-m", "rlscope.cli.main", "run", "--no-analyze", "--gpu", "off", "--no-backend"]
+    r = subprocess.run(
+        [*run, "--flush-interval", "0.2", "--trace-dir", str(trace_dir), "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line[:4] in ("ACTO", "TASK", "HOOK"))
+    assert lines["HOOK"] == "{'yes'} ENV {'kept'}", "the program's own hook and env vars still apply"
+    actor_pids = [int(x) for x in lines["ACTORS"].split()]
+    task_pid = int(lines["TASK"])
+
+    trace = load_trace(trace_dir)
+    by_pid = {p.pid: p for p in trace.processes}
+    assert set(actor_pids) | {task_pid} <= set(by_pid), "every actor's and the task's trace arrived"
+    for pid in actor_pids:
+        assert by_pid[pid].metadata["ray.role"] == "Sampler" and by_pid[pid].complete
+    assert by_pid[task_pid].metadata["ray.role"] == "score"
+    roles = [p.metadata.get("ray.role") for p in trace.processes]
+    # the program itself is the driver; Ray's daemons (raylet, agents, log monitor) are not profiled
+    assert sorted(roles, key=str) == sorted(["driver", "Sampler", "Sampler", "Sampler", "score"], key=str)
+    summary = analyze(trace_dir).summary
+    assert summary["roles"]["Sampler"]["workers"] == 3
+    assert summary["roles"]["Sampler"]["operations"]["sample"]["calls"] == 3
+    assert next(iter(summary["roles"])) == "driver"
+
+
+def test_runtime_env_merges_the_jobs_own_hook():
+    options = {"flush_interval": 0.5}
+    plain = rlscope.ray.runtime_env(options, {"env_vars": {"A": "1"}})
+    assert plain["worker_process_setup_hook"] == rlscope.ray.HOOK and plain["env_vars"]["A"] == "1"
+    by_path = rlscope.ray.runtime_env(options, {"worker_process_setup_hook": "mypkg.setup"})
+    assert by_path["worker_process_setup_hook"] == rlscope.ray.HOOK
+    assert json.loads(by_path["env_vars"][rlscope.ray.ENV])["user_hook"] == "mypkg.setup"
+    calls = []
+    by_callable = rlscope.ray.runtime_env(options, {"worker_process_setup_hook": lambda: calls.append(1)})
+    assert callable(by_callable["worker_process_setup_hook"])
+    by_callable["worker_process_setup_hook"]()  # no rlscope settings in this process: only the job's hook
+    assert calls == [1]
+    assert rlscope.ray.runtime_env(options, plain) == plain  # already hooked: unchanged
