@@ -59,6 +59,28 @@ def test_rlscope_run_unmodified_script(tmp_path):
     assert s["unannotated_categories"]["simulator"] == s["categories"]["simulator"]
 
 
+def test_a_program_that_profiles_itself_runs_under_rlscope_run(tmp_path):
+    """rlscope.profile inside a run records into the run's trace (one warning) instead of failing."""
+    from rlscope.trace.reader import load_trace
+
+    script = tmp_path / "self_profiled.py"
+    own = tmp_path / "own-trace"
+    script.write_text(
+        f"import rlscope\nwith rlscope.profile({str(own)!r}) as s:\n"
+        "    with rlscope.scope('mine'):\n        pass\nprint('RESULT', s.active)\n"
+    )
+    trace = tmp_path / "t"
+    r = _cli(
+        "rlscope.cli.main", "run", "--trace-dir", str(trace), "--no-analyze", "--gpu", "off", str(script)
+    )
+    assert r.returncode == 0, r.stderr
+    assert "RESULT True" in r.stdout
+    assert r.stderr.count("rlscope run already profiles this program") == 1, r.stderr
+    assert not own.exists()
+    (proc,) = load_trace(trace).processes
+    assert "mine" in proc.names
+
+
 def test_run_propagates_exit_status(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text("import sys; sys.exit(3)\n")
