@@ -75,7 +75,7 @@ def train(
     backend: str = "auto",
     num_envs: int = 4,
     num_steps: int = 128,
-    learning_rate: float = 1e-3,
+    learning_rate: float = 5e-4,
     gamma: float = 0.99,
     gae_lambda: float = 0.95,
     num_minibatches: int = 4,
@@ -243,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
     p.add_argument("--num-envs", type=int, default=4, help="envs per rank")
     p.add_argument("--num-steps", type=int, default=128, help="steps per env per rollout")
+    p.add_argument("--learning-rate", type=float, default=5e-4, help="Adam's rate, annealed to 0")
     p.add_argument("--eval-episodes", type=int, default=5)
     p.add_argument("--json", default=None, metavar="FILE", help="write each rank's result to FILE.rank<N>")
     p.add_argument("--quiet", action="store_true")
@@ -254,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         backend=args.backend,
         num_envs=args.num_envs,
         num_steps=args.num_steps,
+        learning_rate=args.learning_rate,
         eval_episodes=args.eval_episodes,
         verbose=not args.quiet,
     )
