@@ -1,12 +1,17 @@
 """Parallel analysis: ``analyze(trace)`` serially vs ``analyze(trace, workers=N)`` on a many-process trace.
 
     python benchmarks/parallel_analysis.py [--processes 64] [--events 100000000] [--workers 2]
+        [--reps 2] [--trace DIR]
 
 Writes a synthetic trace of ``--processes`` process directories (the shape of
 ``analyzer_throughput.py``: nested operations, simulator and backend categories, a second thread;
-``--events`` in all, zstd-compressed streams), then runs each analysis in a fresh interpreter and
-reports its wall time and peak memory (the analyzing process's max RSS, and the largest of its
-pool workers'). Checks that the parallel summary equals the serial one.
+``--events`` in all, zstd-compressed streams), timing that apart; with ``--trace DIR`` it is kept
+there and reused by later runs with the same shape. Then runs serial and ``--workers N`` analyses
+alternately, ``--reps`` times each, each in a fresh interpreter, as ``rlscope-analyze`` runs them
+(raw figures, no interval tables: only the exports need those). Reports wall time, the analyzing
+process's peak RSS, its largest worker's, and the peak of driver and workers together (PSS sampled
+every 0.2 s from outside, so pages a forked worker shares with the driver count once). Checks that
+every summary equals the first serial one.
 """
 
 from __future__ import annotations
@@ -14,9 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -26,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analyzer_throughput import write_synthetic
 
 from rlscope.trace import schema as S
+
+SHAPE_FILE = "benchmark-shape.json"  # beside the process directories: what the kept trace holds
 
 
 def write_trace(path: Path, processes: int, events: int) -> int:
@@ -52,9 +62,7 @@ def write_trace(path: Path, processes: int, events: int) -> int:
             for batch in table.to_batches(max_chunksize=100_000):
                 w.write_batch(batch)
         (d / S.NAMES_FILE).write_bytes(names)
-    for p in sorted(base.rglob("*"), reverse=True):
-        p.unlink() if p.is_file() else p.rmdir()
-    base.rmdir()
+    shutil.rmtree(base)
     return per * processes
 
 
@@ -62,7 +70,7 @@ def _child(trace: str, workers: int, out: str) -> None:
     from rlscope.analysis import analyze
 
     t0 = time.perf_counter()
-    summary = analyze(trace, correct=False, workers=workers or None).summary
+    summary = analyze(trace, correct=False, workers=workers or None, intervals=False).summary
     seconds = time.perf_counter() - t0
     with open(out, "w") as f:
         json.dump(summary, f, sort_keys=True, default=str)
@@ -71,40 +79,108 @@ def _child(trace: str, workers: int, out: str) -> None:
     print(json.dumps({"seconds": seconds, "peak_main_gib": peak_self, "peak_worker_gib": peak_child}))
 
 
+def _pss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:  # it ended between the listing and the read
+        pass
+    return 0
+
+
+def _tree(root: int) -> list[int]:
+    """``root`` and its descendants (from /proc: each process's parent)."""
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    tree, frontier = [root], [root]
+    while frontier:
+        frontier = [p for p, pp in parent.items() if pp in frontier]
+        tree += frontier
+    return tree
+
+
+def _run(trace: Path, workers: int, out: Path) -> dict:
+    """One analysis in a fresh interpreter, with the peak PSS of its process tree sampled meanwhile."""
+    cmd = [sys.executable, __file__, "--child", str(trace), str(workers), str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    peak = [0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], sum(_pss_kib(p) for p in _tree(proc.pid)))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, _ = proc.communicate()
+    sampler.join()
+    if proc.returncode:
+        raise SystemExit(f"analysis failed (exit {proc.returncode}): {' '.join(cmd)}")
+    return {**json.loads(stdout.strip().splitlines()[-1]), "peak_total_gib": peak[0] / 2**20}
+
+
+def _trace(args: argparse.Namespace, scratch: Path) -> Path:
+    """The trace to analyze: the kept one when it has the asked shape, else a new one (timed)."""
+    trace = Path(args.trace) if args.trace else scratch / "trace"
+    shape = {"processes": args.processes, "events": args.events}
+    marker = trace / SHAPE_FILE
+    if marker.exists() and json.loads(marker.read_text()).get("asked") == shape:
+        print(f"trace: reusing {trace} ({marker.read_text().strip()})")
+        return trace
+    if trace.exists():
+        shutil.rmtree(trace)
+    t0 = time.perf_counter()
+    n = write_trace(trace, args.processes, args.events)
+    seconds = time.perf_counter() - t0
+    marker.write_text(json.dumps({"asked": shape, "events": n, "written_s": round(seconds, 1)}) + "\n")
+    print(f"trace: {args.processes} processes, {n:,} events, written in {seconds:.1f} s to {trace}")
+    return trace
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--processes", type=int, default=64)
     p.add_argument("--events", type=int, default=100_000_000)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--reps", type=int, default=2, help="analyses of each kind, alternating")
+    p.add_argument("--trace", help="write the trace here and keep it (reused when its shape matches)")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         _child(args.child[0], int(args.child[1]), args.child[2])
         return
     with tempfile.TemporaryDirectory() as d:
-        trace = Path(d) / "trace"
-        t0 = time.perf_counter()
-        n = write_trace(trace, args.processes, args.events)
-        print(f"trace: {args.processes} processes, {n:,} events, written in {time.perf_counter() - t0:.1f} s")
-        results = {}
-        for workers in (0, args.workers):
-            out = str(Path(d) / f"summary-{workers}.json")
-            cmd = [sys.executable, __file__, "--child", str(trace), str(workers), out]
-            line = (
-                subprocess.run(cmd, check=True, capture_output=True, text=True)
-                .stdout.strip()
-                .splitlines()[-1]
-            )
-            results[workers] = json.loads(line)
-            label = "serial" if workers == 0 else f"{workers} workers"
-            r = results[workers]
-            print(
-                f"{label:>10}: {r['seconds']:.1f} s  peak RSS: main {r['peak_main_gib']:.2f} GiB,"
-                f" largest worker {r['peak_worker_gib']:.2f} GiB"
-            )
-        same = Path(d, "summary-0.json").read_text() == Path(d, f"summary-{args.workers}.json").read_text()
-        speedup = results[0]["seconds"] / results[args.workers]["seconds"]
-        print(f"speedup: {speedup:.2f}x  identical summaries: {same}")
+        trace = _trace(args, Path(d))
+        kinds = {0: "serial", args.workers: f"{args.workers} workers"}
+        runs: dict[int, list[dict]] = {w: [] for w in kinds}
+        first = None
+        for rep in range(args.reps):
+            for workers, label in kinds.items():
+                out = Path(d) / f"summary-{workers}-{rep}.json"
+                r = _run(trace, workers, out)
+                runs[workers].append(r)
+                first = first or out.read_text()
+                r["identical"] = out.read_text() == first
+                print(
+                    f"rep {rep + 1} {label:>10}: {r['seconds']:.1f} s  peak RSS: main"
+                    f" {r['peak_main_gib']:.2f} GiB, largest worker {r['peak_worker_gib']:.2f} GiB;"
+                    f" peak PSS of all {r['peak_total_gib']:.2f} GiB; same summary: {r['identical']}"
+                )
+        for workers, label in kinds.items():
+            secs = [r["seconds"] for r in runs[workers]]
+            med = statistics.median(secs)
+            print(f"{label:>10}: median {med:.1f} s (min {min(secs):.1f}, max {max(secs):.1f})")
+        speedup = statistics.median(r["seconds"] for r in runs[0]) / statistics.median(
+            r["seconds"] for r in runs[args.workers]
+        )
+        same = all(r["identical"] for rs in runs.values() for r in rs)
+        print(f"speedup (medians): {speedup:.2f}x  all summaries identical: {same}")
         if not same:
             sys.exit(1)
 

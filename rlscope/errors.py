@@ -15,6 +15,10 @@ class TraceError(RLScopeError):
         self.path = path
         self.problem = problem
 
+    def __reduce__(self) -> tuple[type, tuple[object, str]]:
+        # rebuilt from (path, problem), not from the message: it crosses process boundaries (pool, Ray)
+        return (type(self), (self.path, self.problem))
+
 
 # Messages already printed by this process or an ancestor of it in the same run: children inherit
 # the environment, so a warning that every worker of a Pool would repeat prints once per run.

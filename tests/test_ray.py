@@ -21,6 +21,7 @@ import rlscope  # noqa: E402
 import rlscope.ray  # noqa: E402
 from rlscope.analysis import analyze  # noqa: E402
 from rlscope.trace.reader import clock_offset, load_trace  # noqa: E402
+from tests.test_parallel import assert_same_outputs, write_trace  # noqa: E402
 
 
 def _busy(seconds: float) -> None:
@@ -103,14 +104,16 @@ def test_roles_spread_and_stragglers(ray_trace):
     assert "learn" in roles["driver"]["operations"] and "score" in roles["score"]["operations"]
 
 
-def test_parallel_analysis_equals_serial(ray_trace):
+def test_parallel_analysis_equals_serial(ray_trace, tmp_path):
+    """Every output (summary, JSON, CSV, HTML, table, report, kernel and interval tables) is serial's."""
     trace_dir, _, _ = ray_trace
-    serial = json.dumps(analyze(trace_dir).summary, sort_keys=True, default=str)
-    local = json.dumps(analyze(trace_dir, workers=2).summary, sort_keys=True, default=str)
-    assert local == serial
-    on_ray = json.dumps(analyze(trace_dir, ray_address="local").summary, sort_keys=True, default=str)
+    serial = analyze(trace_dir)
+    assert_same_outputs(serial, analyze(trace_dir, workers=2), tmp_path)
+    assert_same_outputs(serial, analyze(trace_dir, ray_address="local"), tmp_path)
+    # many processes with GPU work, one without events and one unreadable (tests/test_parallel.py)
+    synthetic = write_trace(tmp_path / "synthetic")
+    assert_same_outputs(analyze(synthetic), analyze(synthetic, ray_address="local"), tmp_path)
     ray.shutdown()
-    assert on_ray == serial
 
 
 # A program that starts Ray itself, with a worker hook and an env var of its own (rlscope's hook must

@@ -10,9 +10,9 @@ import dataclasses
 from typing import Any
 
 from rlscope.analysis.overhead import EventCosts
-from rlscope.trace.reader import ProcessTrace, Trace
+from rlscope.trace.reader import ProcessTrace
 
-__all__ = ["CorrectionPlan", "plan"]
+__all__ = ["CorrectionPlan", "has_light_windows", "plan"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,7 @@ class CorrectionPlan:
         return any(c is not None for c in self.costs)
 
 
-def _has_light_windows(proc: ProcessTrace) -> bool:
+def has_light_windows(proc: ProcessTrace) -> bool:
     """Whether the session switched its expensive collectors off for part of the run."""
     import pyarrow.compute as pc
 
@@ -39,36 +39,44 @@ def _has_light_windows(proc: ProcessTrace) -> bool:
     return bool(pc.any(light).as_py() or False)
 
 
-def plan(trace: Trace, calibration: str | None = None, correct: bool = True) -> CorrectionPlan:
-    """The correction for ``trace``: a matching calibration's costs, else the windows alone, else none.
+def plan(
+    metadata: list[dict[str, str]],
+    light_windows: list[bool],
+    calibration: str | None = None,
+    correct: bool = True,
+) -> CorrectionPlan:
+    """The correction for a trace: a matching calibration's costs, else the windows alone, else none.
 
-    ``calibration``: a calibration file to use instead of the one embedded in the trace or found
-    for its machine and stack (rlscope.calibration.for_trace). ``correct=False``: raw figures only.
+    ``metadata``: each process's; ``light_windows``: whether each switched its expensive collectors
+    off for part of the run (:func:`has_light_windows`; known before any process is analyzed, so the
+    plan can be handed to workers). ``calibration``: a calibration file to use instead of the one
+    embedded in the trace or found for its machine and stack (rlscope.calibration.for_trace).
+    ``correct=False``: raw figures only.
     """
     from rlscope import calibration as cal_mod
     from rlscope.analysis.overhead import costs_for
 
-    procs = trace.processes
     # the calibration embedded in the trace first (the costs it was recorded with), unless a file
     # is named; else the cache's for the trace's machine and stack (rlscope.calibration.for_trace)
-    cal, why = (None, None) if not correct else cal_mod.for_trace(procs[0].metadata, calibration)
+    cal, why = (None, None) if not correct else cal_mod.for_trace(metadata[0], calibration)
     if cal is not None:
-        for p in procs[1:]:
-            other, why = cal_mod.for_trace(p.metadata, calibration)
+        for meta in metadata[1:]:
+            other, why = cal_mod.for_trace(meta, calibration)
             if other is None or not cal_mod.same(other, cal):
-                cal, why = None, f"process {p.pid}: {why or 'another calibration than process 0'}"
+                pid = int(meta.get("pid", "0") or 0)
+                cal, why = None, f"process {pid}: {why or 'another calibration than process 0'}"
                 break
-    if cal is None and correct and any(_has_light_windows(p) for p in procs):
+    if cal is None and correct and any(light_windows):
         # the collectors' cost is measured in the run itself; only the small residual costs
         # (scopes, simulator boundaries, the writer) would need a calibration
         return CorrectionPlan(
-            costs=[EventCosts.zero() for _ in procs],
+            costs=[EventCosts.zero() for _ in metadata],
             info={"status": "windows only", "reason": why or ""},
             warnings=[f"residual per-event costs not removed: {why}"],
         )
     if cal is None:
         return CorrectionPlan(
-            costs=[None for _ in procs],
+            costs=[None for _ in metadata],
             info={"status": "off" if not correct else "none", "reason": why or "raw figures requested"},
             warnings=[why] if why else [],
         )
@@ -81,4 +89,4 @@ def plan(trace: Trace, calibration: str | None = None, correct: bool = True) -> 
         "costs_ns": cal["costs_ns"],
         "refused": cal.get("refused", []),
     }
-    return CorrectionPlan(costs=[costs_for(cal, p.metadata) for p in procs], info=info, warnings=[])
+    return CorrectionPlan(costs=[costs_for(cal, meta) for meta in metadata], info=info, warnings=[])

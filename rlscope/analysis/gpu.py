@@ -13,11 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope import categories
-from rlscope.analysis.timeline import Timeline, backend_intervals, build_timeline
-from rlscope.trace import schema as S
+from rlscope.analysis.timeline import Timeline, backend_intervals, build_timeline, session_span
 
 if TYPE_CHECKING:
     from rlscope.trace.reader import ProcessTrace
@@ -91,13 +89,8 @@ def union_per_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
 
 def session_bounds(proc: ProcessTrace) -> tuple[int, int]:
     """(first session start, last session end) of a process, or its first/last event without them."""
-    ts = proc.events.column("ts_ns")
-    kind = proc.events.column("kind")
-    bounds = []
-    for k, agg in ((S.SESSION_START, pc.min), (S.SESSION_END, pc.max)):
-        marked = pc.filter(ts, pc.equal(kind, k))
-        bounds.append(int(agg(marked if len(marked) else ts).as_py()))
-    return bounds[0], bounds[1]
+    ev = proc.events
+    return session_span(ev.column("ts_ns").to_numpy(), ev.column("kind").to_numpy())
 
 
 def timeline_with_gpu(proc: ProcessTrace) -> JoinedTimeline:

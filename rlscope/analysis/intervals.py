@@ -14,6 +14,8 @@ keeps the intervals that overlap it, clipped to it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,20 +26,26 @@ from rlscope.analysis.overlap import merge_adjacent
 from rlscope.analysis.timeline import Timeline
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
-from rlscope.trace.reader import ProcessTrace, Trace, clock_offset, name_of
+from rlscope.trace.reader import ProcessHeader, ProcessTrace, Trace, clock_offset, name_of
 
 __all__ = [
     "API_SCHEMA",
     "BACKEND_SCHEMA",
     "CPU_SCHEMA",
     "GPU_SCHEMA",
+    "INTERVAL_KINDS",
     "OPS_SCHEMA",
     "PHASES_SCHEMA",
     "Intervals",
+    "ProcessIntervals",
     "clip",
     "clip_rows",
+    "clip_table",
     "intervals",
+    "intervals_from",
     "parse_window",
+    "process_intervals",
+    "run_span",
     "window_ns",
 ]
 
@@ -158,7 +166,6 @@ class _Proc:
 
     proc: ProcessTrace
     tl: Timeline
-    offset: int
     gpu_cols: dict[str, np.ndarray] | None
     api_start: np.ndarray
     api_end: np.ndarray
@@ -169,13 +176,30 @@ def _prepare(proc: ProcessTrace, joined: gpu.JoinedTimeline | None) -> _Proc:
     tl, api, _ = joined if joined is not None else gpu.timeline_with_gpu(proc)
     if api is None:
         empty = np.zeros(0, np.int64)
-        return _Proc(proc, tl, clock_offset(proc), None, empty, empty)
+        return _Proc(proc, tl, None, empty, empty)
     cols = {c: proc.gpu.column(c).to_numpy().astype(np.int64) for c in S.GPU_COLUMNS}
-    return _Proc(proc, tl, clock_offset(proc), cols, api.start, api.end)
+    return _Proc(proc, tl, cols, api.start, api.end)
 
 
-def _names(names: list[str], ids: np.ndarray, none: str = "") -> list[str]:
-    return [name_of(names, i, none) for i in ids.tolist()]
+def _labels(values: np.ndarray, label: Callable[[int], str]) -> pa.Array:
+    """A string column of ``label(v)`` per value, built from the distinct values (rows can be millions)."""
+    uniq, inv = np.unique(np.asarray(values, np.int64), return_inverse=True)
+    return pa.array([label(v) for v in uniq.tolist()], pa.string()).take(pa.array(inv.reshape(-1)))
+
+
+def _names(names: list[str], ids: np.ndarray, none: str = "") -> pa.Array:
+    return _labels(ids, lambda i: name_of(names, i, none))
+
+
+def _categories(cats: np.ndarray) -> pa.Array:
+    return _labels(cats, lambda c: categories.CATEGORY_NAMES.get(c, str(c)))
+
+
+def _part(schema: pa.Schema, pid: int, columns: dict[str, Any]) -> pa.Table:
+    """One process's rows of an interval table: ``pid`` and the other columns (arrays or numpy)."""
+    n = len(next(iter(columns.values())))
+    cols = {"pid": np.full(n, pid, np.int64), **columns}
+    return pa.table([pa.array(cols[f.name], f.type) for f in schema], schema=schema)
 
 
 def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
@@ -263,7 +287,7 @@ def clip_rows(
     return idx, np.clip(start[idx], w0, w1), np.clip(end[idx], w0, w1)
 
 
-def _clip_table(table: pa.Table, window: tuple[int, int]) -> pa.Table:
+def clip_table(table: pa.Table, window: tuple[int, int]) -> pa.Table:
     """The rows of an interval table overlapping ``window``, their times clipped to it."""
     start = table.column("start_ns").to_numpy().astype(np.int64)
     end = table.column("end_ns").to_numpy().astype(np.int64)
@@ -278,15 +302,121 @@ def clip(iv: Intervals, window: tuple[float | None, float | None] | None) -> Int
     win = window_ns(window, iv.run_end_ns)
     if win is None:
         return iv
-    tables = {k: _clip_table(t, win) for k, t in iv.tables().items()}
+    tables = {k: clip_table(t, win) for k, t in iv.tables().items()}
     return dataclasses.replace(iv, **tables, window_ns=win)
 
 
-def _table(schema: pa.Schema, parts: list[dict]) -> pa.Table:
-    if not parts:
-        return schema.empty_table()
-    cols = {f.name: [v for part in parts for v in part[f.name]] for f in schema}
-    return pa.table({k: pa.array(v, type=schema.field(k).type) for k, v in cols.items()}, schema=schema)
+INTERVAL_KINDS = ("operations", "phases", "cpu", "gpu", "api", "backend")  # Intervals.tables()' keys
+
+
+@dataclasses.dataclass
+class ProcessIntervals:
+    """One process's share of :class:`Intervals`: what a worker sends back for the run's tables."""
+
+    pid: int
+    main_thread: int
+    span: tuple[int, int]  # session start, end: ns since the run start
+    tables: dict[str, pa.Table]  # some of INTERVAL_KINDS, this process's rows, run-relative times
+
+
+def process_intervals(
+    proc: ProcessTrace,
+    joined: gpu.JoinedTimeline | None,
+    run_start_ns: int,
+    kinds: tuple[str, ...] = INTERVAL_KINDS,
+) -> ProcessIntervals:
+    """The interval tables of one process with events (``kinds`` of them), on the run's time axis."""
+    p = _prepare(proc, joined)
+    shift = clock_offset(proc) - run_start_ns
+    pid, names, tl = proc.pid, proc.names, p.tl
+    tables: dict[str, pa.Table] = {}
+
+    def instances(begin_kind: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        i = _instances(p, begin_kind)
+        ends = {"start_ns": i["start"] + shift, "end_ns": i["end"] + shift}
+        return i, {"thread": i["thread"], "id": i["id"], "name": _names(names, i["name"]), **ends}
+
+    if "operations" in kinds:
+        o, columns = instances(S.OP_BEGIN)
+        phase_name = np.append(tl.inst_name, -1)[o["phase"]]
+        columns["depth"] = _depth(o["id"], o["parent"])
+        columns["parent"] = o["parent"]
+        columns["phase"] = _names(names, phase_name)
+        tables["operations"] = _part(OPS_SCHEMA, pid, columns)
+    if "phases" in kinds:
+        tables["phases"] = _part(PHASES_SCHEMA, pid, instances(S.PHASE_BEGIN)[1])
+    if "cpu" in kinds:
+        thread, cat, start, end = _cpu_segments(tl)
+        columns = {
+            "thread": thread,
+            "category": _categories(cat),
+            "start_ns": start + shift,
+            "end_ns": end + shift,
+        }
+        tables["cpu"] = _part(CPU_SCHEMA, pid, columns)
+    if "backend" in kinds:
+        thread, name, start, end = _backend_ops(tl)
+        tables["backend"] = _backend_part(pid, names, thread, name, start + shift, end + shift)
+    g = p.gpu_cols
+    if g is not None and "api" in kinds:
+        a = np.flatnonzero(g["category"] == categories.CUDA_API)
+        columns = {
+            "thread": g["thread"][a],
+            "name": _names(names, g["name"][a]),
+            "start_ns": p.api_start + shift,
+            "end_ns": p.api_end + shift,
+            "correlation": g["correlation"][a],
+        }
+        tables["api"] = _part(API_SCHEMA, pid, columns)
+    if g is not None and "gpu" in kinds:
+        r = np.flatnonzero(g["category"] != categories.CUDA_API)
+        columns = {
+            "category": _categories(g["category"][r]),
+            "name": _names(names, g["name"][r]),
+            "start_ns": g["start_ns"][r] + shift,
+            "end_ns": g["end_ns"][r] + shift,
+            "device": g["device"][r],
+            "stream": g["stream"][r],
+            "correlation": g["correlation"][r],
+            "bytes": g["bytes"][r],
+        }
+        tables["gpu"] = _part(GPU_SCHEMA, pid, columns)
+    return ProcessIntervals(pid, tl.main_thread, (tl.start_ns + shift, tl.end_ns + shift), tables)
+
+
+_SCHEMAS = {
+    "operations": OPS_SCHEMA,
+    "phases": PHASES_SCHEMA,
+    "cpu": CPU_SCHEMA,
+    "gpu": GPU_SCHEMA,
+    "api": API_SCHEMA,
+    "backend": BACKEND_SCHEMA,
+}
+
+
+def intervals_from(parts: list[ProcessIntervals], run_start_ns: int, run_end_ns: int) -> Intervals:
+    """The run's :class:`Intervals` (no window) from its processes' parts, in trace order."""
+
+    def joined(kind: str) -> pa.Table:
+        tables = [p.tables[kind] for p in parts if kind in p.tables]
+        return pa.concat_tables(tables).combine_chunks() if tables else _SCHEMAS[kind].empty_table()
+
+    return Intervals(
+        **{kind: joined(kind) for kind in INTERVAL_KINDS},
+        run_start_ns=run_start_ns,
+        run_end_ns=run_end_ns,
+        window_ns=None,
+        main_threads={p.pid: p.main_thread for p in parts},
+        spans={p.pid: p.span for p in parts},
+    )
+
+
+def run_span(procs: list[tuple[ProcessHeader, int, int]]) -> tuple[int, int]:
+    """(run start on the aligned clock, run end ns since it) of (process, session start, end) triples."""
+    if not procs:
+        raise RLScopeError("no events to export")
+    start = min(s + clock_offset(p) for p, s, _ in procs)
+    return start, max(e + clock_offset(p) for p, _, e in procs) - start
 
 
 def intervals(
@@ -300,104 +430,14 @@ def intervals(
     :class:`RLScopeError` when the window does not overlap the run.
     """
     procs = [
-        _prepare(p, timelines[i] if timelines is not None else None)
+        (p, timelines[i] if timelines is not None else gpu.timeline_with_gpu(p))
         for i, p in enumerate(trace.processes)
         if p.events.num_rows
     ]
     if not procs:
         raise RLScopeError(f"{trace.path}: no events to export")
-    run_start = min(p.tl.start_ns + p.offset for p in procs)
-    run_end = max(p.tl.end_ns + p.offset for p in procs) - run_start
-
-    ops, phases, cpu, gpus, apis, backend = [], [], [], [], [], []
-    for p in procs:
-        shift = p.offset - run_start
-        pid, names = p.proc.pid, p.proc.names
-
-        o = _instances(p, S.OP_BEGIN)
-        phase_name = np.append(p.tl.inst_name, -1)[o["phase"]]
-        ops.append(
-            {
-                "pid": [pid] * len(o["id"]),
-                "thread": o["thread"],
-                "id": o["id"],
-                "name": _names(names, o["name"]),
-                "start_ns": o["start"] + shift,
-                "end_ns": o["end"] + shift,
-                "depth": _depth(o["id"], o["parent"]),
-                "parent": o["parent"],
-                "phase": _names(names, phase_name),
-            }
-        )
-
-        ph = _instances(p, S.PHASE_BEGIN)
-        phases.append(
-            {
-                "pid": [pid] * len(ph["id"]),
-                "thread": ph["thread"],
-                "id": ph["id"],
-                "name": _names(names, ph["name"]),
-                "start_ns": ph["start"] + shift,
-                "end_ns": ph["end"] + shift,
-            }
-        )
-
-        thread, cat, start, end = _cpu_segments(p.tl)
-        cpu.append(
-            {
-                "pid": [pid] * len(thread),
-                "thread": thread,
-                "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in cat],
-                "start_ns": start + shift,
-                "end_ns": end + shift,
-            }
-        )
-
-        thread, name, start, end = _backend_ops(p.tl)
-        backend.append(_backend_part(pid, names, thread, name, start + shift, end + shift))
-
-        if p.gpu_cols is not None:
-            g = p.gpu_cols
-            is_api = g["category"] == categories.CUDA_API
-            a, r = np.flatnonzero(is_api), np.flatnonzero(~is_api)
-            apis.append(
-                {
-                    "pid": [pid] * len(a),
-                    "thread": g["thread"][a],
-                    "name": _names(names, g["name"][a]),
-                    "start_ns": p.api_start + shift,
-                    "end_ns": p.api_end + shift,
-                    "correlation": g["correlation"][a],
-                }
-            )
-            gpus.append(
-                {
-                    "pid": [pid] * len(r),
-                    "category": [categories.CATEGORY_NAMES.get(int(c), str(c)) for c in g["category"][r]],
-                    "name": _names(names, g["name"][r]),
-                    "start_ns": g["start_ns"][r] + shift,
-                    "end_ns": g["end_ns"][r] + shift,
-                    "device": g["device"][r],
-                    "stream": g["stream"][r],
-                    "correlation": g["correlation"][r],
-                    "bytes": g["bytes"][r],
-                }
-            )
-
-    shifts = [(p, p.offset - run_start) for p in procs]
-    whole = Intervals(
-        operations=_table(OPS_SCHEMA, ops),
-        phases=_table(PHASES_SCHEMA, phases),
-        cpu=_table(CPU_SCHEMA, cpu),
-        gpu=_table(GPU_SCHEMA, gpus),
-        api=_table(API_SCHEMA, apis),
-        run_start_ns=run_start,
-        run_end_ns=run_end,
-        window_ns=None,
-        main_threads={p.proc.pid: p.tl.main_thread for p in procs},
-        backend=pa.concat_tables(backend) if backend else BACKEND_SCHEMA.empty_table(),
-        spans={p.proc.pid: (p.tl.start_ns + shift, p.tl.end_ns + shift) for p, shift in shifts},
-    )
+    run_start, run_end = run_span([(p, j[0].start_ns, j[0].end_ns) for p, j in procs])
+    whole = intervals_from([process_intervals(p, j, run_start) for p, j in procs], run_start, run_end)
     return clip(whole, window)
 
 

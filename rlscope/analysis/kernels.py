@@ -21,7 +21,7 @@ from rlscope.categories import UNANNOTATED
 from rlscope.demangle import demangle
 from rlscope.trace.reader import ProcessTrace, Trace
 
-__all__ = ["KERNEL_SCHEMA", "kernel_table"]
+__all__ = ["KERNEL_SCHEMA", "KernelRows", "kernel_table", "kernel_table_from", "process_kernel_rows"]
 
 KERNEL_SCHEMA = pa.schema(
     [
@@ -37,13 +37,15 @@ KERNEL_SCHEMA = pa.schema(
 )
 
 
-def _process_rows(
-    proc: ProcessTrace, acc: dict[tuple[str, str, str], list[float]], joined: gpu.JoinedTimeline | None
-) -> None:
-    """Add (operation, category, kernel) -> [count, ns] of one process to ``acc``."""
+KernelRows = dict[tuple[str, str, str], list[float]]  # (operation, category, kernel) -> [count, ns]
+
+
+def process_kernel_rows(proc: ProcessTrace, joined: gpu.JoinedTimeline | None = None) -> KernelRows:
+    """(operation, category, kernel) -> [count, ns] of one process (empty without GPU work)."""
+    acc: KernelRows = defaultdict(lambda: [0, 0.0])
     tl, api, recs = joined if joined is not None else gpu.timeline_with_gpu(proc)
     if api is None or len(recs.start) == 0:
-        return
+        return dict(acc)
     op, _ = gpu.attribute(tl, api, recs)
     op_name = np.append(tl.inst_name, -1).astype(np.int64)[op]  # -1: unattributed
     # one integer key per (operation name, category, kernel name); few distinct keys in practice
@@ -68,17 +70,33 @@ def _process_rows(
         ]
         entry[0] += c
         entry[1] += t
+    return dict(acc)
 
 
 def kernel_table(trace: Trace, timelines: list[gpu.JoinedTimeline] | None = None) -> pa.Table:
     """GPU work per (operation, category, kernel) over the whole run, all processes merged.
 
-    Sorted by operation (most GPU time first), then by total time within the operation.
     ``timelines``: each process's joined timeline, when the caller already built them.
     """
-    acc: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
-    for i, proc in enumerate(trace.processes):
-        _process_rows(proc, acc, timelines[i] if timelines is not None else None)
+    return kernel_table_from(
+        [
+            process_kernel_rows(p, timelines[i] if timelines is not None else None)
+            for i, p in enumerate(trace.processes)
+        ]
+    )
+
+
+def kernel_table_from(per_process: list[KernelRows]) -> pa.Table:
+    """The kernel table from each process's rows (:func:`process_kernel_rows`), in trace order.
+
+    Sorted by operation (most GPU time first), then by total time within the operation.
+    """
+    acc: KernelRows = defaultdict(lambda: [0, 0.0])
+    for rows in per_process:
+        for key, (count, ns) in rows.items():
+            entry = acc[key]
+            entry[0] += count
+            entry[1] += ns
     if not acc:
         return KERNEL_SCHEMA.empty_table()
     op_total: dict[str, float] = defaultdict(float)

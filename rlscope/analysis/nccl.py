@@ -2,21 +2,20 @@
 
 NCCL kernels are GPU kernel records whose names start with ``ncclKernel`` or ``ncclDevKernel``; they are
 joined to operations like every GPU record (:mod:`rlscope.analysis.kernels`: the operation open on the
-launching thread). Each process entry of the summary with GPU kernels gets ``nccl_s`` (its NCCL kernel
-time) and, per operation, ``nccl_s`` and ``nccl_kernels`` (name -> count, seconds); each role with
-several workers gets the spread of its workers' NCCL time per operation (``nccl``). A trace without GPU
-kernels (CPU, gloo) gets nothing: no key, no zero. Times are raw GPU time, as GPU time always is.
+launching thread), read off each process's kernel rows. Each process entry of the summary with GPU
+kernels gets ``nccl_s`` (its NCCL kernel time) and, per operation, ``nccl_s`` and ``nccl_kernels``
+(name -> count, seconds); each role with several workers gets the spread of its workers' NCCL time per
+operation (``nccl``). A trace without GPU kernels (CPU, gloo) gets nothing: no key, no zero. Times are
+raw GPU time, as GPU time always is.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from rlscope.analysis import gpu, kernels
+from rlscope.analysis.kernels import KernelRows
 from rlscope.analysis.roles import _spread
-from rlscope.trace.reader import Trace
 
 NCCL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 
@@ -45,12 +44,6 @@ def nccl_by_operation(rows: Iterable[tuple[str, str, str, int, float]]) -> dict[
     return out
 
 
-def _rows(proc: Any, joined: gpu.JoinedTimeline | None) -> list[tuple[str, str, str, int, float]]:
-    acc: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0, 0.0])
-    kernels._process_rows(proc, acc, joined)
-    return [(op, cat, name, int(c), ns) for (op, cat, name), (c, ns) in acc.items()]
-
-
 def _add(entries: list[dict[str, Any]], per_pid: dict[int, tuple[dict[str, Any], bool]]) -> None:
     for entry in entries:
         nccl, has_kernels = per_pid.get(entry["pid"], ({}, False))
@@ -76,13 +69,16 @@ def _roles(figures: dict[str, Any]) -> None:
         }
 
 
-def add_to_summary(trace: Trace, summary: dict[str, Any], timelines: list[gpu.JoinedTimeline] | None) -> None:
-    """Add the NCCL figures to the summary's process entries (corrected and raw) and roles, in place."""
+def add_to_summary(summary: dict[str, Any], kernel_rows: list[tuple[int, KernelRows]]) -> None:
+    """Add the NCCL figures to the summary's process entries (corrected and raw) and roles, in place.
+
+    ``kernel_rows``: (pid, :func:`rlscope.analysis.kernels.process_kernel_rows`) of each process.
+    """
     per_pid: dict[int, tuple[dict[str, Any], bool]] = {}
-    for i, proc in enumerate(trace.processes):
-        rows = _rows(proc, timelines[i] if timelines is not None else None)
+    for pid, acc in kernel_rows:
+        rows = [(op, cat, name, int(c), ns) for (op, cat, name), (c, ns) in acc.items()]
         has_kernels = any(cat == "gpu_kernel" for _, cat, _, _, _ in rows)
-        per_pid[proc.pid] = (nccl_by_operation(rows), has_kernels)
+        per_pid[pid] = (nccl_by_operation(rows), has_kernels)
     if not any(has for _, has in per_pid.values()):
         return
     for figures in {id(f): f for f in (summary, summary.get("raw") or summary)}.values():

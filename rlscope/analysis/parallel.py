@@ -1,81 +1,169 @@
-"""The per-process step of :func:`rlscope.analysis.analyze`, serially or in parallel.
+"""The per-process half of :func:`rlscope.analysis.analyze`: here, in a local process pool, or in Ray tasks.
 
-Each process's timeline (with its GPU work joined) and its raw and corrected breakdowns depend on that
-process alone and on the correction plan chosen for the trace, so they are computed by one top-level,
-picklable function, :func:`process_step`: in this process, in a local process pool
-(``concurrent.futures.ProcessPoolExecutor``, each worker loading its own process directory), or in
-Ray tasks (``ray_address``; each task gets the loaded process through Ray's object store, so the
-cluster's nodes need not see the trace directory). The steps come back in trace order and the rest of
-``analyze`` merges them exactly as in a serial run, so the result is the same.
+Two top-level functions take one process each and return small, picklable results:
+
+1. :func:`survey` reads a process's metadata and three event columns (session bounds, window
+   modes). The driver needs them from every process before it can choose the correction (every
+   process must match one calibration) and place the run on one time axis (the run's start, the
+   timeline window).
+2. :func:`process_piece` loads the whole process, builds its timeline with GPU work joined, and
+   returns a :class:`ProcessPiece`: its raw and corrected breakdowns, kernel rows, sharing inputs,
+   its share of the report's timeline and, when asked, its interval tables. That is everything the
+   run's figures are merged from and nothing per event, so the timeline is dropped before the next
+   process is loaded.
+
+A worker is given a process's directory and reads its files itself; the driver reads no event table
+but the survey's columns. So memory is bounded by the largest process, not by the trace, whether
+the steps run here (``workers`` None or 1), in ``workers`` local processes (``fork``: they start at
+once, with the analysis modules imported) or as Ray tasks (``ray_address``; the nodes must see the
+trace directory at the same path, as every node of a one-machine cluster does). The driver merges the
+results in trace order, so a parallel analysis equals the serial one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlscope.errors import RLScopeError
-from rlscope.trace.reader import ProcessTrace, Trace
+# imported here, not in the functions: forked pool workers then start with them loaded
+from rlscope.analysis import gpu, intervals, report, sharing
+from rlscope.analysis.breakdown import analyze_process_pair
+from rlscope.analysis.correction import has_light_windows
+from rlscope.analysis.kernels import process_kernel_rows
+from rlscope.errors import RLScopeError, TraceError
+from rlscope.trace.reader import ProcessTrace, load_process
 
-__all__ = ["ProcessStep", "process_step", "run_steps"]
+__all__ = ["PieceRequest", "ProcessInfo", "ProcessPiece", "Runner", "process_piece", "survey"]
+
+Source = ProcessTrace | str  # a loaded process, or its directory (the worker loads it)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessInfo:
+    """What the driver learns of a process before handing it out (:func:`survey`)."""
+
+    metadata: dict[str, str]
+    events: int
+    light_windows: bool  # it switched its expensive collectors off for part of the run
+    span: tuple[int, int] | None  # session start and end on its own clock; None without events
+
+
+@dataclasses.dataclass(frozen=True)
+class PieceRequest:
+    """What every :func:`process_piece` needs to know of the run, decided from the surveys."""
+
+    run_start_ns: int  # the run start on the aligned clock
+    run_end_ns: int  # its end, ns since the run start
+    timeline_window_ns: tuple[int, int] | None  # None: the default window of a one-process run
+    intervals: bool  # send the interval tables (exports), not only the timeline's part
+    intervals_window_ns: tuple[int, int] | None  # clip those tables to it
+    max_intervals: int  # the timeline's cap
 
 
 @dataclasses.dataclass
-class ProcessStep:
-    """One process's joined timeline and its (raw, corrected) breakdowns."""
+class ProcessPiece:
+    """One process's results: what :func:`rlscope.analysis.analyze` merges for the whole run."""
 
-    joined: Any  # rlscope.analysis.gpu.JoinedTimeline
+    warnings: list[str]  # met while loading it
     raw: Any  # rlscope.analysis.breakdown.ProcessBreakdown
     corrected: Any  # ProcessBreakdown | None (no correction)
+    kernel_rows: Any  # rlscope.analysis.kernels.KernelRows (also NCCL time)
+    sharing: Any  # rlscope.analysis.sharing.SharingPart | str (its failure) | None (no GPU data)
+    timeline: Any  # rlscope.analysis.report.TimelinePart | None (no events)
+    intervals: Any  # rlscope.analysis.intervals.ProcessIntervals | None (not asked, or no events)
 
 
-def process_step(proc: ProcessTrace | str | os.PathLike[str], costs: Any) -> ProcessStep:
-    """Timeline and breakdowns of one process (a loaded one, or its directory, loaded here)."""
-    from rlscope.analysis import gpu
-    from rlscope.analysis.breakdown import analyze_process_pair
-    from rlscope.trace.reader import load_process
+def _load(source: Source, light: bool = False) -> ProcessTrace:
+    if isinstance(source, ProcessTrace):
+        return source
+    path = Path(source)
+    if not path.is_dir():  # listed by the driver: a Ray node that does not see its filesystem
+        raise RLScopeError(
+            f"{path}: not found on {socket.gethostname()}, where a worker of this analysis runs;"
+            " with --ray the trace must be on a filesystem every node sees at the same path"
+        )
+    return load_process(path, light=light)
 
-    if not isinstance(proc, ProcessTrace):
-        proc = load_process(Path(proc))
+
+def survey(source: Source) -> ProcessInfo | TraceError:
+    """Metadata, event count, window modes and session bounds of one process; the error of an
+    unreadable one is returned (the driver skips that process, as ``load_trace`` does)."""
+    try:
+        proc = _load(source, light=True)
+    except TraceError as e:
+        return e
+    span = gpu.session_bounds(proc) if proc.events.num_rows else None
+    return ProcessInfo(proc.metadata, proc.events.num_rows, has_light_windows(proc), span)
+
+
+def process_piece(source: Source, costs: Any, request: PieceRequest) -> ProcessPiece:
+    """Load one process, analyze it under the run's ``costs`` and ``request``, and keep only its results."""
+    proc = _load(source)
     joined = gpu.timeline_with_gpu(proc)
     raw, corrected = analyze_process_pair(proc, costs, joined)
-    return ProcessStep(joined, raw, corrected)
+    timeline = part = None
+    if proc.events.num_rows:
+        kinds = intervals.INTERVAL_KINDS if request.intervals else ("operations", "gpu")
+        part = intervals.process_intervals(proc, joined, request.run_start_ns, kinds)
+        timeline = report.timeline_part(
+            part, request.timeline_window_ns, request.run_end_ns, request.max_intervals
+        )
+        win = request.intervals_window_ns
+        if win is not None:
+            part.tables = {k: intervals.clip_table(t, win) for k, t in part.tables.items()}
+    return ProcessPiece(
+        warnings=proc.warnings,
+        raw=raw,
+        corrected=corrected,
+        kernel_rows=process_kernel_rows(proc, joined),
+        sharing=sharing.process_part_or_error(proc, joined),
+        timeline=timeline,
+        intervals=part if request.intervals else None,
+    )
 
 
-def _on_disk(proc: ProcessTrace) -> bool:
-    """A worker may re-read it: the process was loaded from a directory that is still there."""
-    return proc.path.is_dir()
+class Runner:
+    """Calls a top-level function once per argument tuple: here, in local worker processes, or as Ray
+    tasks; results in the order of the arguments. A context manager (the pool lives inside it)."""
+
+    def __init__(self, workers: int | None = None, ray_address: str | None = None) -> None:
+        self.workers = workers if workers is not None and workers > 1 else 1
+        self.ray_address = ray_address
+        self._pool: Any = None
+
+    @property
+    def parallel(self) -> bool:
+        return self.ray_address is not None or self.workers > 1
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def map(self, fn: Callable[..., Any], args: list[tuple]) -> list[Any]:
+        if self.ray_address is not None:
+            ray = _ray(self.ray_address)
+            task = ray.remote(fn)
+            return ray.get([task.remote(*a) for a in args])
+        if self.workers <= 1 or len(args) <= 1:
+            return [fn(*a) for a in args]
+        if self._pool is None:
+            import concurrent.futures
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork")
+            self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+        return [f.result() for f in [self._pool.submit(fn, *a) for a in args]]
 
 
-def run_steps(
-    trace: Trace, costs: list[Any], workers: int | None = None, ray_address: str | None = None
-) -> list[ProcessStep]:
-    """:func:`process_step` for every process of ``trace``, in trace order.
-
-    ``workers`` > 1: that many local worker processes; ``ray_address``: Ray tasks on that cluster
-    ("auto", "local" or host:port; a running ``ray.init`` is reused).
-    """
-    procs = trace.processes
-    if ray_address is not None:
-        return _run_on_ray(procs, costs, ray_address)
-    if workers is None or workers <= 1 or len(procs) <= 1:
-        return [process_step(p, c) for p, c in zip(procs, costs, strict=True)]
-    import concurrent.futures
-    import multiprocessing
-
-    # fork: the workers start at once, with rlscope and pyarrow already imported
-    ctx = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=min(workers, len(procs)), mp_context=ctx) as ex:
-        futures = [
-            ex.submit(process_step, str(p.path) if _on_disk(p) else p, c)
-            for p, c in zip(procs, costs, strict=True)
-        ]
-        return [f.result() for f in futures]
-
-
-def _run_on_ray(procs: list[ProcessTrace], costs: list[Any], address: str) -> list[ProcessStep]:
+def _ray(address: str) -> Any:
+    """The ``ray`` module, connected to ``address`` ("auto", "local" or host:port) unless it already is."""
     try:
         import ray
     except ImportError:
@@ -84,5 +172,4 @@ def _run_on_ray(procs: list[ProcessTrace], costs: list[Any], address: str) -> li
         raise RLScopeError(INSTALL_HINT) from None
     if not ray.is_initialized():
         ray.init(address=None if address == "local" else address, include_dashboard=False)
-    step = ray.remote(process_step)
-    return ray.get([step.remote(p, c) for p, c in zip(procs, costs, strict=True)])
+    return ray

@@ -18,12 +18,20 @@ window holds more, only those starting earliest are kept, and ``timeline["capped
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from rlscope.analysis.intervals import Intervals, clip_rows, intervals, window_ns
+from rlscope.analysis.intervals import (
+    GPU_SCHEMA,
+    Intervals,
+    ProcessIntervals,
+    clip_table,
+    intervals,
+    window_ns,
+)
 from rlscope.analysis.kernels import kernel_table
 from rlscope.analysis.roles import label_processes, role_order, worker_label
 from rlscope.trace.reader import Trace, clock_offset
@@ -32,11 +40,17 @@ __all__ = [
     "DEFAULT_ITERATIONS",
     "DEFAULT_MAX_WINDOW_S",
     "MAX_INTERVALS",
+    "TimelinePart",
     "default_window",
     "empty_report",
     "report_data",
+    "report_dict",
     "report_from",
     "timeline_data",
+    "timeline_from",
+    "timeline_part",
+    "window_choice",
+    "window_rows",
 ]
 
 DEFAULT_ITERATIONS = 3
@@ -68,17 +82,36 @@ def default_window(ops: pa.Table, run_end_ns: int) -> tuple[int, int]:
     return first, first + length
 
 
-def _clip(table: pa.Table, w0: int, w1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows overlapping [w0, w1) or instants inside it, clipped start, clipped end)."""
-    s = table.column("start_ns").to_numpy().astype(np.int64)
-    e = table.column("end_ns").to_numpy().astype(np.int64)
-    return clip_rows(s, e, (w0, w1))
+def window_rows(
+    ops: pa.Table, gpu: pa.Table, window_ns: tuple[int, int], keep: int | None = None
+) -> tuple[pa.Table, pa.Table, int]:
+    """(operations, GPU records) in the window, times clipped to it, and how many there were.
+
+    ``keep``: at most that many, the earliest-starting (ties broken anyhow), in table order. Each
+    process's ``max_intervals + 1`` earliest hold every interval the run's cap keeps and its cut-off
+    (:func:`timeline_part`), so a process need not send more.
+    """
+    ops, gpu = clip_table(ops, window_ns), clip_table(gpu, window_ns)
+    total = ops.num_rows + gpu.num_rows
+    if keep is not None and total > keep:
+        starts = np.concatenate([_starts(ops), _starts(gpu)])
+        chosen = np.zeros(total, bool)
+        chosen[np.argpartition(starts, keep - 1)[:keep]] = True
+        n_ops = ops.num_rows
+        ops, gpu = ops.filter(pa.array(chosen[:n_ops])), gpu.filter(pa.array(chosen[n_ops:]))
+    return ops, gpu, total
 
 
-def _process_rows(iv: Intervals, w0: int, w1: int, names: dict[int, str]) -> dict[str, Any]:
+def _starts(table: pa.Table) -> np.ndarray:
+    return table.column("start_ns").to_numpy().astype(np.int64)
+
+
+def _process_rows(
+    spans: dict[int, tuple[int, int]], w0: int, w1: int, names: dict[int, str]
+) -> dict[str, Any]:
     """One bar per process: its session, so a process with no operations in the window still shows."""
     out: dict[str, list] = {"row": [], "start_s": [], "end_s": []}
-    for pid, (s, e) in sorted(iv.spans.items()):
+    for pid, (s, e) in sorted(spans.items()):
         if s < w1 and e > w0:
             out["row"].append(names[pid])
             out["start_s"].append(max(s, w0) / 1e9)
@@ -130,10 +163,66 @@ def timeline_data(
     operations, with its other threads and GPU streams right below; workers ordered and grouped by
     role, launcher first (``groups``: each role's first and last row, for the renderer to band).
     """
+    ops, gpus, total = window_rows(iv.operations, iv.gpu, window_ns)
+    return _timeline(ops, gpus, total, iv.spans, iv.main_threads, window_ns, max_intervals, processes)
+
+
+@dataclasses.dataclass
+class TimelinePart:
+    """One process's share of the timeline, computed where its events are (a worker)."""
+
+    pid: int
+    main_thread: int
+    span: tuple[int, int]  # its session, ns since the run start
+    window_ns: tuple[int, int]  # the timeline's window
+    ops: pa.Table  # its operations in the window, clipped: the earliest max_intervals + 1 at most
+    gpu: pa.Table  # its GPU records likewise
+    total: int  # how many of its intervals the window holds
+
+
+def timeline_part(
+    iv: ProcessIntervals,
+    window_ns: tuple[int, int] | None,
+    run_end_ns: int,
+    max_intervals: int = MAX_INTERVALS,
+) -> TimelinePart:
+    """One process's :class:`TimelinePart`; ``window_ns`` None: the default window, chosen from this
+    process's operations (a run with one process)."""
+    ops = iv.tables["operations"]
+    gpu = iv.tables.get("gpu", GPU_SCHEMA.empty_table())
+    win = window_ns if window_ns is not None else default_window(ops, run_end_ns)
+    ops, gpu, total = window_rows(ops, gpu, win, keep=max_intervals + 1)
+    return TimelinePart(iv.pid, iv.main_thread, iv.span, win, ops, gpu, total)
+
+
+def timeline_from(
+    parts: list[TimelinePart],
+    max_intervals: int = MAX_INTERVALS,
+    processes: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """:func:`timeline_data` from the processes' parts (trace order), with the same result."""
+    ops = pa.concat_tables([p.ops for p in parts]).combine_chunks()
+    gpu = pa.concat_tables([p.gpu for p in parts]).combine_chunks()
+    spans = {p.pid: p.span for p in parts}
+    main_threads = {p.pid: p.main_thread for p in parts}
+    total = sum(p.total for p in parts)
+    return _timeline(ops, gpu, total, spans, main_threads, parts[0].window_ns, max_intervals, processes)
+
+
+def _timeline(
+    ops: pa.Table,
+    gpus: pa.Table,
+    total: int,
+    spans: dict[int, tuple[int, int]],
+    main_threads: dict[int, int],
+    window_ns: tuple[int, int],
+    max_intervals: int,
+    processes: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """The timeline from the intervals in the window (clipped; ``total`` of them in the run)."""
     w0, w1 = window_ns
-    o_idx, o_s, o_e = _clip(iv.operations, w0, w1)
-    g_idx, g_s, g_e = _clip(iv.gpu, w0, w1)
-    total = len(o_idx) + len(g_idx)
+    o_s, o_e = _starts(ops), ops.column("end_ns").to_numpy().astype(np.int64)
+    g_s, g_e = _starts(gpus), gpus.column("end_ns").to_numpy().astype(np.int64)
     capped = total > max_intervals
     shown_until_ns = w1
     if capped:
@@ -142,17 +231,15 @@ def timeline_data(
         kth = np.partition(starts, max_intervals)[max_intervals]
         shown_until_ns = int(kth)
         ok, gk = o_s < kth, g_s < kth
-        o_idx, o_s, o_e = o_idx[ok], o_s[ok], o_e[ok]
-        g_idx, g_s, g_e = g_idx[gk], g_s[gk], g_e[gk]
+        ops, o_s, o_e = ops.filter(pa.array(ok)), o_s[ok], o_e[ok]
+        gpus, g_s, g_e = gpus.filter(pa.array(gk)), g_s[gk], g_e[gk]
 
-    ops = iv.operations.take(pa.array(o_idx, pa.int64()))
     o_pid = ops.column("pid").to_numpy()
     o_thread = ops.column("thread").to_numpy()
     thread_keys = sorted(
         {(int(p), int(t)) for p, t in zip(o_pid.tolist(), o_thread.tolist(), strict=True)},
-        key=lambda k: (k[1] != iv.main_threads.get(k[0]), k[1]),
+        key=lambda k: (k[1] != main_threads.get(k[0]), k[1]),
     )
-    gpus = iv.gpu.take(pa.array(g_idx, pa.int64()))
     g_pid = gpus.column("pid").to_numpy()
     g_dev = gpus.column("device").to_numpy()
     g_stream = gpus.column("stream").to_numpy()
@@ -162,19 +249,19 @@ def timeline_data(
             for p, d, s in zip(g_pid.tolist(), g_dev.tolist(), g_stream.tolist(), strict=True)
         }
     )
-    multi = len(iv.spans) > 1
-    workers = _workers({*iv.spans, *(k[0] for k in thread_keys), *(k[0] for k in stream_keys)}, processes)
+    multi = len(spans) > 1
+    workers = _workers({*spans, *(k[0] for k in thread_keys), *(k[0] for k in stream_keys)}, processes)
     if multi:  # the main thread shares its worker's row (over its session bar)
         names = {pid: name for pid, (_, name) in workers.items()}
         row_label = {
-            k: names[k[0]] if iv.main_threads.get(k[0]) == k[1] else f"{names[k[0]]} · thread {k[1]}"
+            k: names[k[0]] if main_threads.get(k[0]) == k[1] else f"{names[k[0]]} · thread {k[1]}"
             for k in thread_keys
         }
         stream_label = {k: f"{names[k[0]]} · GPU {k[1]} stream {k[2]}" for k in stream_keys}
-        procs = _process_rows(iv, w0, w1, names)
+        procs = _process_rows(spans, w0, w1, names)
     else:
         row_label = {
-            k: f"pid {k[0]} thread {k[1]}" + (" (main)" if iv.main_threads.get(k[0]) == k[1] else "")
+            k: f"pid {k[0]} thread {k[1]}" + (" (main)" if main_threads.get(k[0]) == k[1] else "")
             for k in thread_keys
         }
         stream_label = {k: f"pid {k[0]} GPU {k[1]} stream {k[2]}" for k in stream_keys}
@@ -211,7 +298,7 @@ def timeline_data(
             "end_s": g_e / 1e9,
         },
         "total_intervals": total,
-        "drawn_intervals": len(o_idx) + len(g_idx),
+        "drawn_intervals": len(o_s) + len(g_s),
         "capped": capped,
         "shown_until_s": shown_until_ns / 1e9,
         "max_intervals": max_intervals,
@@ -226,6 +313,23 @@ def _nvml_shift_s(trace: Trace, iv: Intervals, pid: int | None) -> float | None:
     return None
 
 
+def window_choice(
+    window: tuple[float | None, float | None] | None, run_end_ns: int, processes: int
+) -> tuple[tuple[int, int] | None, str]:
+    """The timeline window (ns since the run start) and why it was chosen; None: the default window of
+    a run with one process, chosen from its operations (:func:`default_window`).
+
+    With several processes the default is the whole run, so every process is in it (the timeline cap
+    still bounds what is drawn). A window that misses the run is an error.
+    """
+    if window is not None:
+        # same validation and rounding as intervals(trace, window)
+        return window_ns(window, run_end_ns) or (0, run_end_ns), "user"
+    if processes > 1:
+        return (0, max(1, run_end_ns)), "all processes"
+    return None, "default"
+
+
 def report_from(
     iv: Intervals,
     kernels: pa.Table,
@@ -236,21 +340,23 @@ def report_from(
 ) -> dict[str, Any]:
     """The report data from the whole run's intervals and kernel table (see :func:`report_data`).
 
-    Default window: with one process, a few iterations (module docstring); with several, the
-    whole run, so every process is in it (the timeline cap still bounds what is drawn).
-    ``processes``: the summary's labelled process entries, which name and group the timeline's rows.
+    Window: :func:`window_choice`. ``processes``: the summary's labelled process entries, which name
+    and group the timeline's rows.
     """
-    if window is not None:
-        # same validation and rounding as intervals(trace, window); a missed window is an error
-        win, chosen = window_ns(window, iv.run_end_ns) or (0, iv.run_end_ns), "user"
-    elif len(iv.spans) > 1:
-        win, chosen = (0, max(1, iv.run_end_ns)), "all processes"
-    else:
-        win, chosen = default_window(iv.operations, iv.run_end_ns), "default"
+    win, chosen = window_choice(window, iv.run_end_ns, len(iv.spans))
+    if win is None:
+        win = default_window(iv.operations, iv.run_end_ns)
+    timeline = timeline_data(iv, win, max_intervals, processes)
+    return report_dict(iv.run_end_ns, chosen, timeline, kernels, nvml_shift_s)
+
+
+def report_dict(
+    run_end_ns: int, chosen: str, timeline: dict[str, Any], kernels: pa.Table, nvml_shift_s: float | None
+) -> dict[str, Any]:
     return {
-        "run_s": iv.run_end_ns / 1e9,
+        "run_s": run_end_ns / 1e9,
         "window_choice": chosen,
-        "timeline": timeline_data(iv, win, max_intervals, processes),
+        "timeline": timeline,
         "kernels": kernels.to_pylist(),
         "nvml_shift_s": nvml_shift_s,
     }

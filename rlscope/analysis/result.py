@@ -1,13 +1,16 @@
 """One analysis of a trace, computed once, that every output renders.
 
-:func:`analyze` walks the trace once: load it (:mod:`rlscope.trace.reader`), build each process's
-per-thread timeline with its GPU work joined (:func:`rlscope.analysis.gpu.timeline_with_gpu`),
-choose the correction (:mod:`~rlscope.analysis.correction`), correct and aggregate each timeline
-(:mod:`~rlscope.analysis.breakdown`), summarize (:mod:`~rlscope.analysis.summary`), and cut the
-same timelines into intervals and kernel tables (:mod:`~rlscope.analysis.intervals`,
-:mod:`~rlscope.analysis.kernels`, :mod:`~rlscope.analysis.report`). The terminal table, JSON, CSV,
-HTML, Chrome trace and diff are renderers of the :class:`AnalysisResult` it returns, so they cannot
-disagree (pyinstrument's ``session -> processors -> renderers`` shape).
+:func:`analyze` walks the trace once, one process at a time (:mod:`~rlscope.analysis.parallel`: here,
+in a process pool or in Ray tasks): a survey of each process (metadata, session bounds) chooses the
+correction (:mod:`~rlscope.analysis.correction`) and the run's time axis; then each process is loaded
+(:mod:`rlscope.trace.reader`), its per-thread timeline built with its GPU work joined
+(:func:`rlscope.analysis.gpu.timeline_with_gpu`), corrected and aggregated
+(:mod:`~rlscope.analysis.breakdown`) and cut into its kernel rows, its share of the report's timeline
+and, when asked, its interval tables (:mod:`~rlscope.analysis.kernels`,
+:mod:`~rlscope.analysis.report`, :mod:`~rlscope.analysis.intervals`). Those per-process pieces are
+merged in trace order into the summary (:mod:`~rlscope.analysis.summary`) and the rest. The terminal
+table, JSON, CSV, HTML, Chrome trace and diff are renderers of the :class:`AnalysisResult` it
+returns, so they cannot disagree (pyinstrument's ``session -> processors -> renderers`` shape).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class AnalysisResult:
 
     trace_dir: str
     summary: Mapping[str, Any]
-    intervals: Intervals  # the run's intervals, cut to ``window`` when one was given
+    intervals: Intervals | None  # the run's intervals, cut to ``window``; None unless asked for
     kernels: pa.Table  # rlscope.analysis.kernels.KERNEL_SCHEMA: GPU work per operation and kernel
     report: Mapping[str, Any]  # the HTML report's timeline and kernel data (rlscope.analysis.report)
     window: Window | None  # seconds since the run start, as asked (None: the default window)
@@ -87,62 +90,116 @@ def analyze(
     progress: bool = False,
     workers: int | None = None,
     ray_address: str | None = None,
+    intervals: bool = True,
 ) -> AnalysisResult:
     """Analyze a trace (directory or loaded :class:`~rlscope.trace.reader.Trace`) once.
 
     ``calibration``: a calibration file instead of the one in the trace or the machine's cache;
     ``correct=False``: raw figures only; ``window``: (start, end) seconds since the run start for
     the timeline and the interval exports. ``progress``: a transient spinner on a terminal's stderr.
-    ``workers`` / ``ray_address``: the per-process step in that many local processes, or in Ray tasks
+    ``workers`` / ``ray_address``: the processes in that many local worker processes, or in Ray tasks
     (:mod:`rlscope.analysis.parallel`); the result is the same as the serial one.
+    ``intervals=False``: no interval tables (``result.intervals`` None): only the exports (Chrome
+    trace, CSV intervals) need them, and the whole run's are about as large as its events.
     Raises :class:`~rlscope.errors.TraceError` for a missing, empty or unreadable trace and
     :class:`~rlscope.errors.RLScopeError` for a window outside the run.
     """
+    from rlscope.progress import spinner
+
+    with spinner(f"analyzing {getattr(trace_or_dir, 'path', trace_or_dir)}", enabled=progress):
+        return _analyze(trace_or_dir, calibration, window, correct, workers, ray_address, intervals)
+
+
+def _analyze(
+    trace_or_dir: Trace | str | Path,
+    calibration: str | None,
+    window: Window | None,
+    correct: bool,
+    workers: int | None,
+    ray_address: str | None,
+    want_intervals: bool,
+) -> AnalysisResult:
     from rlscope.analysis import nccl
     from rlscope.analysis.correction import plan
-    from rlscope.analysis.intervals import clip, intervals
-    from rlscope.analysis.kernels import kernel_table
-    from rlscope.analysis.parallel import run_steps
-    from rlscope.analysis.report import report_from
+    from rlscope.analysis.intervals import intervals_from, run_span, window_ns
+    from rlscope.analysis.kernels import kernel_table_from
+    from rlscope.analysis.parallel import PieceRequest, Runner, process_piece, survey
+    from rlscope.analysis.report import MAX_INTERVALS, report_dict, timeline_from, window_choice
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
-    from rlscope.progress import spinner
-    from rlscope.trace.reader import Trace, clock_offset, load_trace
+    from rlscope.trace.reader import (
+        ProcessHeader,
+        Trace,
+        TraceHeader,
+        clock_offset,
+        process_dirs,
+        skipped_warnings,
+    )
 
-    if isinstance(trace_or_dir, Trace):
-        trace = trace_or_dir
-    else:
-        with spinner(f"loading {trace_or_dir}", enabled=progress):
-            trace = load_trace(trace_or_dir)
-    if trace.num_events == 0:
-        raise TraceError(
-            trace.path, "empty trace: no events recorded (the session ended before its first flush?)"
+    with Runner(workers, ray_address) as runner:
+        errors: list[TraceError] = []
+        if isinstance(trace_or_dir, Trace):
+            path, loaded = trace_or_dir.path, trace_or_dir.processes
+            infos = [survey(p) for p in loaded]
+            # workers re-read a process from its directory rather than receive it pickled
+            sources: list[Any] = [str(p.path) if runner.parallel and p.path.is_dir() else p for p in loaded]
+            dirs = [p.path for p in loaded]
+        else:
+            path, listed, single = process_dirs(trace_or_dir)
+            surveyed = runner.map(survey, [(str(d),) for d in listed])
+            errors = [s for s in surveyed if isinstance(s, TraceError)]
+            if errors and (single or len(errors) == len(listed)):
+                raise errors[0]
+            kept = [(d, s) for d, s in zip(listed, surveyed, strict=True) if not isinstance(s, TraceError)]
+            dirs, infos = [d for d, _ in kept], [s for _, s in kept]
+            sources, loaded = [str(d) for d in dirs], []
+        if sum(i.events for i in infos) == 0:
+            raise TraceError(
+                path, "empty trace: no events recorded (the session ended before its first flush?)"
+            )
+        headers = [ProcessHeader(d, i.metadata, []) for d, i in zip(dirs, infos, strict=True)]
+        correction = plan([i.metadata for i in infos], [i.light_windows for i in infos], calibration, correct)
+        spans = [(h, *i.span) for h, i in zip(headers, infos, strict=True) if i.span is not None]
+        run_start, run_end = run_span(spans)
+        timeline_ns, chosen = window_choice(window, run_end, len(spans))  # a missed window fails here
+        request = PieceRequest(
+            run_start_ns=run_start,
+            run_end_ns=run_end,
+            timeline_window_ns=timeline_ns,
+            intervals=want_intervals,
+            intervals_window_ns=window_ns(window, run_end),
+            max_intervals=MAX_INTERVALS,
         )
-    with spinner("analyzing", enabled=progress):
-        # the one pass over each process's events: every step below reads these timelines
-        correction = plan(trace, calibration, correct)
-        steps = run_steps(trace, correction.costs, workers, ray_address)
-        timelines = [s.joined for s in steps]
-        summary = summarize_run(trace, [(s.raw, s.corrected) for s in steps], correction)
-        # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
-        summary["sharing"] = sharing_for_summary(trace, summary, timelines)
-        nccl.add_to_summary(trace, summary, timelines)  # NCCL kernel time per operation and process
-        summary["warnings"] = once_per_run(summary["warnings"])
-        whole = intervals(trace, timelines=timelines)
-        kernels = kernel_table(trace, timelines)
-        gpu_pid = (summary.get("gpu") or {}).get("pid")
-        shift = next(
-            ((clock_offset(p) - whole.run_start_ns) / 1e9 for p in trace.processes if p.pid == gpu_pid), None
+        pieces = runner.map(
+            process_piece, [(s, c, request) for s, c in zip(sources, correction.costs, strict=True)]
         )
-        report = report_from(whole, kernels, window, shift, processes=summary["processes"])
+    for i, (h, piece) in enumerate(zip(headers, pieces, strict=True)):
+        h.warnings = loaded[i].warnings if loaded else piece.warnings
+    headers[0].warnings += skipped_warnings(errors)  # as load_trace says them
+    trace = TraceHeader(path, headers)
+    summary = summarize_run(trace, [(p.raw, p.corrected) for p in pieces], correction)
+    # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
+    summary["sharing"] = sharing_for_summary([p.sharing for p in pieces], summary)
+    # NCCL kernel time per operation and process
+    nccl.add_to_summary(summary, [(h.pid, p.kernel_rows) for h, p in zip(headers, pieces, strict=True)])
+    summary["warnings"] = once_per_run(summary["warnings"])
+    kernels = kernel_table_from([p.kernel_rows for p in pieces])
+    gpu_pid = (summary.get("gpu") or {}).get("pid")
+    shift = next(((clock_offset(h) - run_start) / 1e9 for h in headers if h.pid == gpu_pid), None)
+    parts = [p.timeline for p in pieces if p.timeline is not None]
+    timeline = timeline_from(parts, MAX_INTERVALS, summary["processes"])
+    whole = None
+    if want_intervals:
+        whole = intervals_from([p.intervals for p in pieces if p.intervals is not None], run_start, run_end)
+        whole = dataclasses.replace(whole, window_ns=request.intervals_window_ns)
     return AnalysisResult(
-        trace_dir=str(trace.path),
+        trace_dir=str(path),
         summary=summary,
-        intervals=clip(whole, window),
+        intervals=whole,
         kernels=kernels,
-        report=report,
+        report=report_dict(run_end, chosen, timeline, kernels, shift),
         window=window,
-        schema_versions=frozenset(p.metadata.get("rlscope.schema_version", "") for p in trace.processes),
+        schema_versions=frozenset(i.metadata.get("rlscope.schema_version", "") for i in infos),
     )
 
 

@@ -9,6 +9,7 @@ GPU would need and how much each would slow down (:func:`predict`; the model is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -83,19 +84,66 @@ def _nvml_process_bytes(proc: ProcessTrace) -> int:
     return int(used.max() - used.min())
 
 
+@dataclasses.dataclass
+class SharingPart:
+    """One process's inputs to the sharing figures, computed where its events are (a worker), merged by
+    :func:`sharing_from`. A figure that failed is None here and a message in ``failed``."""
+
+    pid: int
+    devices: str  # the process's device limits and host CPUs (metadata, JSON)
+    nvml_bytes: int  # device memory NVML saw it add
+    names: list[str]  # kernel names by id, for the occupancy table
+    memory: dict[str, Any] | None  # rlscope.analysis.memory.process_memory
+    kernels: dict[str, np.ndarray] | None  # its kernel records (process_kernels), None when none
+    model: dict[str, Any] | None  # gpu_model
+    failed: list[str]
+
+
+def _attempt(failed: list[str], what: str, fn: Any, *args: Any) -> Any:
+    """One figure; its failure is a note in its place (the others stay), and a summary warning."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        failed.append(f"sharing figures: {what} failed: {type(e).__name__}: {e}")
+        return None
+
+
+def process_part(proc: ProcessTrace, joined: Any = None) -> SharingPart | None:
+    """What one process adds to the sharing figures; None without GPU work or memory events."""
+    has_gpu = proc.gpu is not None and proc.gpu.num_rows > 0
+    has_memory = proc.memory is not None and proc.memory.num_rows > 0
+    if not (has_gpu or has_memory):
+        return None
+    joined = joined if joined is not None else gpu.timeline_with_gpu(proc)
+    failed: list[str] = []
+    mem = _attempt(failed, "memory", process_memory, proc, joined[0]) if has_memory else None
+    k = _attempt(failed, "kernels", process_kernels, proc, joined)
+    return SharingPart(
+        pid=proc.pid,
+        devices=proc.metadata.get(S.DEVICES_METADATA_KEY, "{}") or "{}",
+        nvml_bytes=_nvml_process_bytes(proc),
+        names=proc.names,
+        memory=mem,
+        kernels=k if k is not None and len(k["start"]) else None,
+        model=_attempt(failed, "GPU time", gpu_model, proc),
+        failed=failed,
+    )
+
+
 def estimate_inputs(
-    trace: Trace, memory: dict[str, Any], models: dict[int, dict[str, Any]], summary: dict[str, Any] | None
+    parts: list[SharingPart], memory: dict[str, Any], summary: dict[str, Any] | None
 ) -> dict[str, Any] | None:
     """The figures :func:`predict` needs, from the process with the most GPU work."""
+    models = {p.pid: p.model for p in parts if p.model is not None}
     if not models:
         return None
     pid = max(models, key=lambda p: models[p]["gpu_busy_fraction"])
-    proc = next(p for p in trace.processes if p.pid == pid)
-    meta = json.loads(proc.metadata.get(S.DEVICES_METADATA_KEY, "{}") or "{}")
+    part = next(p for p in parts if p.pid == pid)
+    meta = json.loads(part.devices)
     devices = meta.get("devices") or [{}]
     mem = next((m for m in memory.get("processes", []) if m["pid"] == pid), None)
     notes = []
-    nvml_bytes = _nvml_process_bytes(proc)
+    nvml_bytes = part.nvml_bytes
     reserved = mem["reserved_peak_bytes"] if mem else 0
     if nvml_bytes > reserved:
         per_copy = nvml_bytes
@@ -189,45 +237,33 @@ def sharing_section(
     trace: Trace, summary: dict[str, Any] | None = None, timelines: list[Any] | None = None
 ) -> dict[str, Any]:
     """The ``sharing`` figures (docs/trace-format.md); ``{"note": ...}`` for a CPU-only trace."""
-    kernels, procs_occ, mem = [], [], []
-    models: dict[int, dict[str, Any]] = {}
-    failed: list[str] = []
+    parts = [
+        process_part(p, timelines[i] if timelines is not None else None)
+        for i, p in enumerate(trace.processes)
+    ]
+    return sharing_from([p for p in parts if p is not None], summary)
 
-    def part(what: str, fn: Any, *args: Any) -> Any:
-        """One figure; its failure is a note in its place (the others stay), and a summary warning."""
-        try:
-            return fn(*args)
-        except Exception as e:
-            failed.append(f"sharing figures: {what} failed: {type(e).__name__}: {e}")
-            return None
 
-    for i, proc in enumerate(trace.processes):
-        has_gpu = proc.gpu is not None and proc.gpu.num_rows > 0
-        has_memory = proc.memory is not None and proc.memory.num_rows > 0
-        if not (has_gpu or has_memory):
-            continue
-        joined = timelines[i] if timelines is not None else gpu.timeline_with_gpu(proc)
-        m = part("memory", process_memory, proc, joined[0]) if has_memory else None
-        if m is not None:
-            mem.append(m)
-        k = part("kernels", process_kernels, proc, joined)
-        if k is not None and len(k["start"]):
-            kernels.append(k)
-            procs_occ.append((k, device_limits(proc.metadata), proc.names))
-        model = part("GPU time", gpu_model, proc)
-        if model is not None:
-            models[proc.pid] = model
+def sharing_from(parts: list[SharingPart], summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``sharing`` figures from each process's part (:func:`process_part`), in trace order."""
+    failed = [f for p in parts for f in p.failed]
+    mem = [p.memory for p in parts if p.memory is not None]
+    with_kernels = [p for p in parts if p.kernels is not None]
+    kernels = [p.kernels for p in with_kernels]
+    procs_occ = [
+        (p.kernels, device_limits({S.DEVICES_METADATA_KEY: p.devices}), p.names) for p in with_kernels
+    ]
     if not kernels and not mem and not failed:
         return {"note": NO_GPU_NOTE}
     none = {"note": "no kernels in this trace"}
-    memory = part("memory", memory_section, mem) or {"note": "memory figures failed"}
+    memory = _attempt(failed, "memory", memory_section, mem) or {"note": "memory figures failed"}
     out = {
         "memory": memory,
-        "occupancy": (part("occupancy", occupancy_section, procs_occ) if procs_occ else none)
+        "occupancy": (_attempt(failed, "occupancy", occupancy_section, procs_occ) if procs_occ else none)
         or {"note": "occupancy figures failed"},
-        "kernel_lengths": (part("kernel lengths", kernel_lengths, kernels) if kernels else none)
+        "kernel_lengths": (_attempt(failed, "kernel lengths", kernel_lengths, kernels) if kernels else none)
         or {"note": "kernel-length figures failed"},
-        "estimate": part("estimate", lambda: estimate(estimate_inputs(trace, memory, models, summary)))
+        "estimate": _attempt(failed, "estimate", lambda: estimate(estimate_inputs(parts, memory, summary)))
         or {"note": "the estimate failed"},
     }
     if failed and summary is not None:
@@ -235,10 +271,22 @@ def sharing_section(
     return out
 
 
-def sharing_for_summary(trace: Trace, summary: dict[str, Any], timelines: list[Any] | None = None) -> dict:
-    """:func:`sharing_section` for the summary: a failure here is a warning and a note, never an error."""
+def process_part_or_error(proc: ProcessTrace, joined: Any = None) -> SharingPart | str | None:
+    """:func:`process_part`, or its failure as a message (:func:`sharing_for_summary` reports it)."""
     try:
-        return sharing_section(trace, summary, timelines)
+        return process_part(proc, joined)
     except Exception as e:  # the rest of the summary must not be lost to these figures
-        summary.setdefault("warnings", []).append(f"sharing figures failed: {type(e).__name__}: {e}")
-        return {"note": f"sharing figures failed: {type(e).__name__}: {e}"}
+        return f"{type(e).__name__}: {e}"
+
+
+def sharing_for_summary(parts: list[SharingPart | str | None], summary: dict[str, Any]) -> dict:
+    """:func:`sharing_from` for the summary: a failure here or in a process's part (a message in
+    ``parts``) is a warning and a note, never an error."""
+    errors = [p for p in parts if isinstance(p, str)]
+    if not errors:
+        try:
+            return sharing_from([p for p in parts if isinstance(p, SharingPart)], summary)
+        except Exception as e:
+            errors = [f"{type(e).__name__}: {e}"]
+    summary.setdefault("warnings", []).append(f"sharing figures failed: {errors[0]}")
+    return {"note": f"sharing figures failed: {errors[0]}"}

@@ -12,7 +12,7 @@ from typing import Any
 from rlscope.analysis import roles
 from rlscope.analysis.breakdown import UNANNOTATED, ProcessBreakdown
 from rlscope.analysis.correction import CorrectionPlan
-from rlscope.trace.reader import Trace, clock_offset
+from rlscope.trace.reader import TraceHeader, clock_offset
 
 SUMMARY_SCHEMA = "rlscope.summary/1"
 
@@ -104,7 +104,7 @@ def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows:
     }
 
 
-def _figures(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
+def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     """Every figure of the summary, from one set of breakdowns (raw or corrected)."""
     per_proc = [(b.cpu_time.to_pylist(), b.ops.to_pylist(), b.gpu_time.to_pylist()) for b in breakdowns]
     cpu_rows = [r for c, _, _ in per_proc for r in c]
@@ -167,7 +167,7 @@ def _figures(trace: Trace, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]
 
 
 def summarize(
-    trace: Trace,
+    trace: TraceHeader,
     breakdowns: list[ProcessBreakdown],
     raw: list[ProcessBreakdown] | None = None,
     calibration: dict[str, Any] | None = None,
@@ -241,7 +241,7 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
 
 
 def summarize_run(
-    trace: Trace,
+    trace: TraceHeader,
     pairs: list[tuple[ProcessBreakdown, ProcessBreakdown | None]],
     correction: CorrectionPlan,
 ) -> dict[str, Any]:

@@ -119,6 +119,16 @@ def backend_intervals(
     return thread[keep], start[keep], end[keep], name[keep]
 
 
+def session_span(ts: np.ndarray, kind: np.ndarray) -> tuple[int, int]:
+    """(first session start, last session end) of a process's events, or its first/last event without them.
+
+    The run of a process: the timeline's ``start_ns``/``end_ns``, and what intervals recorded outside
+    the events (CUDA API calls, torch ops) are clipped to, so that it is the same with or without them.
+    """
+    starts, ends = ts[kind == S.SESSION_START], ts[kind == S.SESSION_END]
+    return int((starts if len(starts) else ts).min()), int((ends if len(ends) else ts).max())
+
+
 def build_timeline(
     events: pa.Table,
     api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
@@ -132,22 +142,7 @@ def build_timeline(
     unless inside a CUDA API call, and their rows keep the op's name id in ``name``.
     """
     col = {name: events.column(name).to_numpy() for name in S.EVENT_COLUMNS}
-    has_api = api is not None and len(api[0]) > 0
-    has_backend = backend is not None and len(backend[0]) > 0
-    added = []
-    if has_api:
-        added.append((S.API_BEGIN, S.API_END, *api, None))
-    if has_backend:
-        added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
-    if added:
-        col = _with_interval_rows(col, added)
-        order = np.lexsort((col["ts_ns"], col["thread"]))  # the added rows are not in time order
-        col = {k: v[order] for k, v in col.items()}
-    ts = col["ts_ns"].astype(np.int64, copy=False)
-    thread = col["thread"].astype(np.int64, copy=False)
-    kind = col["kind"]
-    n = len(ts)
-    if n == 0:
+    if len(col["ts_ns"]) == 0:  # no events: no run, whatever was recorded beside them
         empty = np.zeros(0, np.int64)
         return Timeline(
             empty,
@@ -167,12 +162,25 @@ def build_timeline(
             empty,
             empty.astype(np.int32),
         )
-    starts = np.flatnonzero(kind == S.SESSION_START)
-    main_thread = int(thread[starts[0]]) if len(starts) else int(thread[0])
-    start_ns = int(ts[starts[0]]) if len(starts) else int(ts.min())
-    ends = np.flatnonzero(kind == S.SESSION_END)
-    # the session's end, not the last row: the writer thread may mark a flush that outlived it
-    end_ns = int(ts[ends].max()) if len(ends) else int(ts.max())
+    start_ns, end_ns = session_span(col["ts_ns"], col["kind"])
+    # the thread that started the (first) session, else the one of the first event
+    opening = np.flatnonzero((col["kind"] == S.SESSION_START) & (col["ts_ns"] == start_ns))
+    main_thread = int(col["thread"][opening[0] if len(opening) else 0])
+    has_api = api is not None and len(api[0]) > 0
+    has_backend = backend is not None and len(backend[0]) > 0
+    added = []
+    if has_api:
+        added.append((S.API_BEGIN, S.API_END, *api, None))
+    if has_backend:
+        added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
+    if added:
+        col = _with_interval_rows(col, added)
+        order = np.lexsort((col["ts_ns"], col["thread"]))  # the added rows are not in time order
+        col = {k: v[order] for k, v in col.items()}
+    ts = col["ts_ns"].astype(np.int64, copy=False)
+    thread = col["thread"].astype(np.int64, copy=False)
+    kind = col["kind"]
+    n = len(ts)
     # the run starts at SESSION_START: rows before it (collectors starting up, e.g. the native
     # backend recorder loading) set the state the run starts in, but take none of its time
     ts = np.maximum(ts, start_ns)

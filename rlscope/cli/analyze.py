@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.quiet,
             workers=args.workers,
             ray_address=args.ray,
+            intervals=False,  # the table, JSON and HTML need no interval tables (exports do)
         )
         report(result, json_path=args.json, html_path=args.html, quiet=args.quiet)
         return 0

@@ -40,7 +40,7 @@ def _print_report(
     from rlscope.analysis import analyze
     from rlscope.cli.output import report
 
-    result = analyze(trace_dir, correct=correct, progress=not quiet)
+    result = analyze(trace_dir, correct=correct, progress=not quiet, intervals=False)
     report(result, json_path=json_path, html_path=html, quiet=quiet, prog="rlscope")
 
 

@@ -19,22 +19,29 @@ from rlscope.trace import schema as S
 
 
 @dataclasses.dataclass
-class ProcessTrace:
-    """One process's events (Arrow table), names and metadata."""
+class ProcessHeader:
+    """A process known by its metadata and load warnings: what the run-wide figures (roles, clock
+    alignment, warnings) read of it, so a driver can merge per-process results without its events."""
 
     path: Path
-    events: pa.Table
-    names: list[str]
     metadata: dict[str, str]
     warnings: list[str]
-    gpu: pa.Table | None = None  # GPU activity and CUDA API calls (gpu.arrows), when traced
-    nvml: pa.Table | None = None  # NVML samples (nvml.arrows), when sampled
-    backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
-    memory: pa.Table | None = None  # CUDA caching allocator events (memory.arrows), when recorded
 
     @property
     def pid(self) -> int:
         return int(self.metadata.get("pid", "0") or 0)
+
+
+@dataclasses.dataclass
+class ProcessTrace(ProcessHeader):
+    """One process's events (Arrow table), names and metadata."""
+
+    events: pa.Table
+    names: list[str]
+    gpu: pa.Table | None = None  # GPU activity and CUDA API calls (gpu.arrows), when traced
+    nvml: pa.Table | None = None  # NVML samples (nvml.arrows), when sampled
+    backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
+    memory: pa.Table | None = None  # CUDA caching allocator events (memory.arrows), when recorded
 
     @property
     def complete(self) -> bool:
@@ -53,7 +60,7 @@ def name_of(names: list[str], i: int, none: str = "") -> str:
     return names[i] if i < len(names) else f"<unknown name {i}>"
 
 
-def clock_offset(proc: ProcessTrace) -> int:
+def clock_offset(proc: ProcessHeader) -> int:
     """Add to a trace-clock ns to get the Unix-anchored clock all processes share (0: no anchors)."""
     meta = proc.metadata
     if "clock.offset_ns" in meta and "clock.driver_anchor_ns" in meta:  # a Ray worker (rlscope/ray.py):
@@ -66,29 +73,35 @@ def clock_offset(proc: ProcessTrace) -> int:
 
 
 @dataclasses.dataclass
-class Trace:
-    """A loaded trace directory: its processes, and warnings met while reading it."""
+class TraceHeader:
+    """A trace directory by its processes' headers: what merging per-process results needs."""
 
     path: Path
-    processes: list[ProcessTrace]
+    processes: list[ProcessHeader]
 
     @property
     def warnings(self) -> list[str]:
         return [w for p in self.processes for w in p.warnings]
+
+
+@dataclasses.dataclass
+class Trace(TraceHeader):
+    """A loaded trace directory: its processes, and warnings met while reading it."""
+
+    processes: list[ProcessTrace]  # type: ignore[assignment]  # loaded: events and all
 
     @property
     def num_events(self) -> int:
         return sum(p.events.num_rows for p in self.processes)
 
 
-def _read_stream(
-    path: Path, required: list[str], optional: list[str] | None = None
-) -> tuple[pa.Table, dict[str, str], list[str]]:
-    """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable.
+def _open_stream(
+    path: Path, required: list[str], keep: list[str] | None = None
+) -> tuple[pa.ipc.RecordBatchStreamReader, dict[str, str]]:
+    """An IPC stream's reader and metadata, after checking its header; raise TraceError if unusable.
 
-    ``optional`` columns are kept when the file has them (columns added after a file kind existed).
+    ``keep``: read only these columns (the others are not decompressed).
     """
-    warnings: list[str] = []
     if not path.is_file():
         raise TraceError(path, "missing trace file")
     try:
@@ -117,6 +130,23 @@ def _read_stream(
     missing = [c for c in required if c not in schema.names]
     if missing:
         raise TraceError(path, f"schema lacks column(s) {', '.join(missing)}")
+    if keep is not None:
+        options = pa.ipc.IpcReadOptions(included_fields=[schema.get_field_index(c) for c in keep])
+        reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"), options=options)
+    return reader, meta
+
+
+def _read_stream(
+    path: Path, required: list[str], optional: list[str] | None = None, keep: list[str] | None = None
+) -> tuple[pa.Table, dict[str, str], list[str]]:
+    """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable.
+
+    ``optional`` columns are kept when the file has them (columns added after a file kind existed);
+    ``keep``: only these of the ``required`` columns are read.
+    """
+    warnings: list[str] = []
+    reader, meta = _open_stream(path, required, keep)
+    schema = reader.schema
     batches = []
     while True:
         try:
@@ -130,27 +160,26 @@ def _read_stream(
             )
             break
     table = pa.Table.from_batches(batches, schema=schema)
-    return table.select(required + [c for c in optional or [] if c in schema.names]), meta, warnings
+    columns = keep if keep is not None else required + [c for c in optional or [] if c in schema.names]
+    return table.select(columns), meta, warnings
 
 
 def _short(e: BaseException) -> str:
     return str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
 
 
-def load_process(path: Path) -> ProcessTrace:
-    events, meta, warnings = _read_stream(path / S.EVENTS_FILE, S.EVENT_COLUMNS)
-    names: list[str] = []
-    names_path = path / S.NAMES_FILE
-    try:
-        names_table, _, name_warnings = _read_stream(names_path, ["id", "name"])
-        warnings += name_warnings
-        ids = names_table.column("id").to_pylist()
-        values = names_table.column("name").to_pylist()
-        names = [f"<unknown name {i}>" for i in range(max(ids, default=-1) + 1)]
-        for i, n in zip(ids, values, strict=True):
-            names[i] = n
-    except TraceError as e:
-        warnings.append(f"{e}; operation names will show as ids")
+# the events columns a driver reads to plan an analysis it hands out: session bounds, window modes
+LIGHT_COLUMNS = ["ts_ns", "kind", "id"]
+
+
+def load_process(path: Path, light: bool = False) -> ProcessTrace:
+    """One process directory. ``light``: only the events' ``LIGHT_COLUMNS``, no names and no optional
+    tables (their headers are read for the metadata), with the same metadata and errors as a full load:
+    what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`)."""
+    events, meta, warnings = _read_stream(
+        path / S.EVENTS_FILE, S.EVENT_COLUMNS, keep=LIGHT_COLUMNS if light else None
+    )
+    names = [] if light else _read_names(path, warnings)
     optional = {}
     for attr, filename, columns, optional_columns in (
         ("gpu", S.GPU_FILE, S.GPU_COLUMNS, S.GPU_KERNEL_COLUMNS),
@@ -160,9 +189,12 @@ def load_process(path: Path) -> ProcessTrace:
     ):
         if (path / filename).exists():
             try:
-                table, file_meta, more = _read_stream(path / filename, columns, optional_columns)
-                warnings += more
-                optional[attr] = table
+                if light:
+                    _, file_meta = _open_stream(path / filename, columns)
+                else:
+                    table, file_meta, more = _read_stream(path / filename, columns, optional_columns)
+                    warnings += more
+                    optional[attr] = table
                 if "rlscope.collector" in file_meta:  # which collector wrote it: its overhead differs
                     meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
                 if S.DEVICES_METADATA_KEY in file_meta:  # device limits (occupancy, sharing)
@@ -186,22 +218,54 @@ def load_process(path: Path) -> ProcessTrace:
     return proc
 
 
-def load_trace(trace_dir: str | Path) -> Trace:
-    """Load every process of a trace directory. Raises :class:`TraceError` with a one-line reason."""
+def _read_names(path: Path, warnings: list[str]) -> list[str]:
+    """The process's names by id; unreadable names are a warning (operations then show as ids)."""
+    try:
+        names_table, _, name_warnings = _read_stream(path / S.NAMES_FILE, ["id", "name"])
+    except TraceError as e:
+        warnings.append(f"{e}; operation names will show as ids")
+        return []
+    warnings += name_warnings
+    ids = names_table.column("id").to_pylist()
+    values = names_table.column("name").to_pylist()
+    names = [f"<unknown name {i}>" for i in range(max(ids, default=-1) + 1)]
+    for i, n in zip(ids, values, strict=True):
+        names[i] = n
+    return names
+
+
+def process_dirs(trace_dir: str | Path) -> tuple[Path, list[Path], bool]:
+    """(trace path, its process directories in order, whether the path is itself one process).
+
+    Raises :class:`TraceError` for a missing path, a file, or a directory with no process in it.
+    """
     path = Path(trace_dir)
     if not path.exists():
         raise TraceError(path, "no such file or directory")
     if not path.is_dir():
         raise TraceError(path, "not a directory (expected an rlscope trace directory)")
     if (path / S.EVENTS_FILE).exists():
-        return Trace(path=path, processes=[load_process(path)])
-    proc_dirs = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith(S.PROCESS_PREFIX))
-    if not proc_dirs:
+        return path, [path], True
+    dirs = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith(S.PROCESS_PREFIX))
+    if not dirs:
         if not any(path.iterdir()):
             raise TraceError(path, "empty directory, not an rlscope trace")
         raise TraceError(path, f"not an rlscope trace (no {S.PROCESS_PREFIX}* directories inside)")
+    return path, dirs, False
+
+
+def skipped_warnings(errors: list[TraceError]) -> list[str]:
+    """The warnings of the processes left out because they could not be read (said with the first one's)."""
+    return [f"{e} (process skipped)" for e in errors]
+
+
+def load_trace(trace_dir: str | Path) -> Trace:
+    """Load every process of a trace directory. Raises :class:`TraceError` with a one-line reason."""
+    path, dirs, single = process_dirs(trace_dir)
+    if single:
+        return Trace(path=path, processes=[load_process(path)])
     processes, errors = [], []
-    for p in proc_dirs:
+    for p in dirs:
         try:
             processes.append(load_process(p))
         except TraceError as e:
@@ -209,6 +273,6 @@ def load_trace(trace_dir: str | Path) -> Trace:
     if not processes:
         raise errors[0]
     trace = Trace(path=path, processes=processes)
-    if errors:  # keep what is readable: one bad process must not hide the others
-        trace.processes[0].warnings.extend(f"{e} (process skipped)" for e in errors)
+    # keep what is readable: one bad process must not hide the others
+    trace.processes[0].warnings.extend(skipped_warnings(errors))
     return trace
