@@ -67,6 +67,7 @@ HOOK = "rlscope.ray._worker_setup"  # by module path: each node imports its inst
 RUN_TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"  # = rlscope._autorun.TRACE_DIR_ENV (importing that starts a run)
 NAMESPACE = "rlscope"
 CLOCK_ROUNDS = 8
+CONNECT_POLL_S = 0.05  # how often a worker not yet registered checks whether it has a role
 CALL_TIMEOUT_S = 10.0  # a worker's call to the collector (an exiting worker must not hang)
 
 __all__ = ["INSTALL_HINT", "RayProfile", "follow_run", "profile", "runtime_env"]
@@ -307,8 +308,13 @@ class _Worker:
         return bool(ray.get(self.collector.write.remote(self.name, self._parts()), timeout=CALL_TIMEOUT_S))
 
     def _loop(self) -> None:
+        """Register with the collector as soon as this worker has a role, then ship every interval.
+
+        Registering early (polling every ``CONNECT_POLL_S``, not once per flush interval) is what lets
+        the driver's stop wait for a worker whose whole life was shorter than a flush interval.
+        """
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.wait(CONNECT_POLL_S if self.collector is None else self.interval):
                 with self._lock:
                     if self._finished:
                         return
@@ -502,12 +508,15 @@ class RayProfile:
         ray = _import_ray()
         if self.collector is not None and ray.is_initialized():  # else Ray is gone, and the workers with it
             try:
-                deadline = time.monotonic() + self.finish_timeout_s
+                now = time.monotonic()
+                deadline, grace = now + self.finish_timeout_s, now + 3 * CONNECT_POLL_S
                 while True:
                     names, done = ray.get(self.collector.stop.remote())
-                    if set(names) <= set(done) or time.monotonic() > deadline:
+                    # a worker that ran something but has not registered yet does within the grace
+                    finished = set(names) <= set(done) and time.monotonic() >= grace
+                    if finished or time.monotonic() > deadline:
                         break
-                    time.sleep(0.1)
+                    time.sleep(0.05)
                 missing = sorted(set(names) - set(done))
                 if missing:
                     _warn(f"{len(missing)} Ray worker(s) did not finish shipping their trace: {missing}")
@@ -575,5 +584,44 @@ def profile(
     ``ray.init`` call later gets rlscope's hook. ``options``: those of :func:`rlscope.profile`, plus
     ``finish_timeout_s`` (how long the end waits for workers to ship their traces, default 15).
     """
-    _import_ray()
+    ray = _import_ray()
+    if getattr(ray.init, "_rlscope_run", False):  # `rlscope run` already follows this program's Ray
+        return RunFollowsRay(trace_dir, init)  # type: ignore[return-value]
     return RayProfile(trace_dir, init, options)
+
+
+class RunFollowsRay:
+    """``rlscope.ray.profile`` in a program run under ``rlscope run``, which already follows Ray.
+
+    Why: the run's driver session and its ``ray.init``/``ray.shutdown`` wrappers (:func:`follow_run`)
+    already profile every worker into the run's trace; a second RayProfile would add rlscope's hook
+    twice and start a second driver session, which one process cannot have. This one keeps the
+    program's semantics (``init`` still starts Ray) and says once where the trace goes.
+    """
+
+    def __init__(self, trace_dir: str | os.PathLike[str], init: dict[str, Any] | None) -> None:
+        from rlscope import annotate
+
+        run = annotate._active
+        self.trace_dir = Path(run.trace_dir) if run is not None else Path(trace_dir)
+        self.asked = Path(trace_dir)
+        self.init = init
+
+    def start(self) -> RunFollowsRay:
+        _warn(
+            f"rlscope run already profiles this program and its Ray workers into {self.trace_dir};"
+            f" rlscope.ray.profile({str(self.asked)!r}) records there too and writes no trace of its own"
+        )
+        ray = _import_ray()
+        if self.init is not None and not ray.is_initialized():
+            ray.init(**self.init)  # the run's wrapper adds the hook and the collector
+        return self
+
+    def stop(self) -> None:
+        """The run collects the workers' traces at ``ray.shutdown`` or the program's end."""
+
+    def __enter__(self) -> RunFollowsRay:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

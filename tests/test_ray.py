@@ -200,3 +200,46 @@ def test_runtime_env_merges_the_jobs_own_hook():
     by_callable["worker_process_setup_hook"]()  # no rlscope settings in this process: only the job's hook
     assert calls == [1]
     assert rlscope.ray.runtime_env(options, plain) == plain  # already hooked: unchanged
+
+
+SELF_PROFILED = textwrap.dedent(
+    """
+    import os, sys
+    import ray
+    import rlscope
+    import rlscope.ray
+
+    @ray.remote(num_cpus=0)
+    class Worker:
+        def work(self):
+            with rlscope.scope("work"):
+                sum(range(100_000))
+            return os.getpid()
+
+    init = dict(num_cpus=1, include_dashboard=False, _node_ip_address="127.0.0.1")
+    with rlscope.ray.profile(sys.argv[1], init=init):
+        print("ACTOR", ray.get(Worker.remote().work.remote()))
+    ray.shutdown()
+    """
+)
+
+
+def test_a_program_using_rlscope_ray_profile_runs_under_rlscope_run(tmp_path):
+    """The run already follows Ray: rlscope.ray.profile starts Ray, says where the trace goes, and the
+    actor's trace arrives in the run's directory (no second driver session, no error)."""
+    script, trace_dir, own = tmp_path / "job.py", tmp_path / "trace", tmp_path / "own"
+    script.write_text(SELF_PROFILED)
+    run = [sys.executable, "-m", "rlscope.cli.main", "run", "--no-analyze", "--gpu", "off", "--no-backend"]
+    r = subprocess.run(
+        [*run, "--trace-dir", str(trace_dir), "--", sys.executable, str(script), str(own)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("rlscope run already profiles this program and its Ray workers") == 1, r.stderr
+    actor = int(next(line.split()[1] for line in r.stdout.splitlines() if line.startswith("ACTOR")))
+    assert not own.exists()
+    by_pid = {p.pid: p for p in load_trace(trace_dir).processes}
+    assert by_pid[actor].metadata["ray.role"] == "Worker"
+    assert sorted(p.metadata.get("ray.role", "") for p in by_pid.values()) == ["Worker", "driver"]
