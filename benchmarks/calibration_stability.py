@@ -7,10 +7,11 @@ own file, while another process keeps one core busy (a Python busy loop), the wa
 desktop or a shared VM is loaded. Prints, per cost, the value of every run (``total``, or
 ``per_event`` / ``per_sample`` for background costs; ``refused`` where the calibration refused
 it), min / max, the spread (max - min) / median, and whether all runs agree within +-20% of their
-median with none negative or refused. A second table divides each cost by the reference loop
-timed beside it (``ref_ns``: ns per iteration of a plain Python loop), which separates a
-measurement that wanders from a machine that got slower. The machine is not pinned or quieted: a
-user's is not.
+median with none negative or refused. A second table divides each cost by its ``ref_ns`` (ns per
+iteration of a plain Python loop: for the costs of Python code the fastest of the calibration, at
+which their ns are stored, so this is the figure judged; for the others the median beside their
+rounds), which separates a measurement that wanders from a machine that got slower. The machine is
+not pinned or quieted: a user's is not.
 """
 
 from __future__ import annotations
@@ -25,16 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlscope.calibrate import figure as value
+
 TOLERANCE = 0.20
 BUSY = "while True:\n    pass\n"
-
-
-def value(cost: dict[str, float]) -> float:
-    """The figure a cost entry is judged by: its total per event, or its background cost."""
-    for field in ("total", "per_event", "per_sample"):
-        if field in cost:
-            return float(cost[field])
-    raise KeyError(f"no cost figure in {cost}")
 
 
 def calibrate(out: Path, quick: bool) -> tuple[dict[str, Any], float, str]:

@@ -6,12 +6,22 @@ takes each side's *minimum*: another process stealing the core only ever adds ti
 fastest of several short timings is the one it disturbed least (a mean, or one long timing,
 absorbs every preemption). Costs paid on the job's own thread are timed in its CPU time, which
 leaves out the time it waited for a core. The round's estimate is (profiled min - unprofiled min)
-per event. Rounds repeat until the last ``k`` estimates agree within 20% of their median (and
-that median with the median of all rounds), up to a time budget; the cost is that median. A cost
-that is negative, still unstable when the budget runs out, or outside the range plausible for its
-kind (``PLAUSIBLE_NS``) is *refused*: one line says which and why, and the file records the
-refusal instead of the number. A wrong cost is worse than none: the analyzer corrects with what
-passed and says what was not calibrated.
+per event. The backend recorder's cost is measured differently, in one session with the
+recorder switched between the units of an RL loop (``measure_backend``).
+
+A shared machine's speed also changes by itself: on the 2-core development VM a plain Python loop
+takes 115 or 200 ns per iteration depending on the host, switching within a second or holding
+for tens of seconds, and every cost in ns moves with it. So a round's estimate is *judged* divided
+by what the machine did meanwhile: per ns of a reference Python loop timed right after it
+(``per_ref``), or, for the backend, relative to the code it was measured on (``rho``). Rounds
+repeat until the last ``k`` judged estimates agree within 20% of their median (and that median
+with the median of all rounds), up to a time budget. The costs of Python code are stored in ns at
+the fastest reference seen during the calibration (``at_speed``), the backend's at the fastest its
+loop ran: both the least disturbed speed, which every calibration reaches. A cost that is
+negative, still unstable when the budget runs out, or outside the range plausible for its kind
+(``PLAUSIBLE_NS``) is *refused*: one line says which and why, and the file records the refusal
+instead of the number. A wrong cost is worse than none: the analyzer corrects with what passed and
+says what was not calibrated.
 
 The trace of each profiled timing, analyzed by rlscope's own analyzer, says how much of the cost
 landed *inside* the begin/end pair (charged to the operation or category it opens); the rest
@@ -34,7 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +94,20 @@ QUICK = Plan(k=4, timings=4, budget_s=5.0, scale=0.5)
 
 @dataclasses.dataclass
 class Stable:
-    """The round estimates of one cost; ``field`` is the one judged, over the last ``k`` rounds."""
+    """The round estimates of one cost; ``field`` is the one judged, over the last ``k`` rounds.
+
+    ``cost_field`` is the figure stored, in ns, when the judged one is that figure divided by what
+    the machine's speed did meanwhile (``per_ref``: by the reference loop timed in the same round;
+    ``rho``: the cost relative to the unprofiled code it was measured on). On a shared VM the
+    machine's speed switches between regimes far apart (a plain Python loop 115 or 200 ns per
+    iteration, for a fraction of a second or tens of seconds), and every cost in ns switches with
+    it: judged in ns, a sound measurement would be refused whenever a switch fell inside it."""
 
     field: str
     k: int
     rounds: list[dict[str, float]]
     elapsed_s: float = 0.0
+    cost_field: str = ""  # "": the judged field is the cost itself
 
     @property
     def last(self) -> list[float]:
@@ -97,8 +115,18 @@ class Stable:
 
     @property
     def value(self) -> float:
-        """The cost: median of the last k round estimates."""
+        """The judged figure: median of the last k round estimates."""
         return statistics.median(self.last)
+
+    @property
+    def estimates(self) -> list[float]:
+        """Every round's estimate of the cost stored (ns)."""
+        return [r[self.cost_field or self.field] for r in self.rounds]
+
+    @property
+    def cost(self) -> float:
+        """The cost stored (ns): median of its estimates over the last k rounds."""
+        return statistics.median(self.estimates[-self.k :])
 
     @property
     def spread(self) -> float:
@@ -130,13 +158,15 @@ def until_stable(
     budget_s: float,
     clock: Callable[[], float] = time.perf_counter,
     max_rounds: int = 500,
+    cost_field: str = "",
 ) -> Stable:
     """Run rounds until the last ``k`` estimates of ``field`` agree within TOLERANCE, or until the
-    budget is spent (at least ``k`` rounds either way): why a number is trusted is a rule, not luck."""
+    budget is spent (at least ``k`` rounds either way): why a number is trusted is a rule, not luck.
+    ``cost_field``: the per-round figure stored as the cost, when ``field`` is not it (Stable)."""
     if k < 2:
         raise ValueError(f"k must be >= 2 to judge stability, got {k}")
     t0 = clock()
-    st = Stable(field, k, [])
+    st = Stable(field, k, [], cost_field=cost_field)
     while len(st.rounds) < max_rounds:
         st.rounds.append(round_fn())
         st.elapsed_s = clock() - t0
@@ -149,27 +179,35 @@ def _ns(v: float) -> str:
     return f"{v:,.0f} ns" if abs(v) >= 10 else f"{v:.1f} ns"
 
 
+# what a judged figure that is not the cost itself is, for the refusal line
+JUDGED = {"per_ref": "ns per ns of the reference loop", "rho": "relative to the unprofiled code"}
+
+
 def refusal(entry: str, st: Stable) -> str | None:
     """None if the cost can be stored, else one line saying which cost and why, with the numbers."""
-    last = st.last
-    seen = f"last {len(last)} of {len(st.rounds)} rounds: {', '.join(_ns(v) for v in last)}"
-    if st.value < 0:
-        return f"{entry}: refused: negative cost {_ns(st.value)} ({seen})"
+    judged = st.cost_field and st.cost_field != st.field
+    fmt = (lambda v: f"{v:.3g}") if judged else _ns
+    costs = st.estimates[-st.k :]
+    seen = f"last {len(costs)} of {len(st.rounds)} rounds: {', '.join(_ns(v) for v in costs)}"
+    if judged:
+        seen += f"; judged {JUDGED.get(st.field, st.field)}: {', '.join(fmt(v) for v in st.last)}"
+    if st.cost < 0:
+        return f"{entry}: refused: negative cost {_ns(st.cost)} ({seen})"
     if not st.stable:
         if st.spread <= TOLERANCE:  # the last k agree, but not with the rounds before them
             every = statistics.median(r[st.field] for r in st.rounds)
             return (
-                f"{entry}: refused: unstable, the last rounds' median {_ns(st.value)} is {st.drift:.0%} off"
-                f" the median of all {len(st.rounds)} rounds {_ns(every)} after {st.elapsed_s:.1f} s ({seen})"
+                f"{entry}: refused: unstable, the last rounds' median {fmt(st.value)} is {st.drift:.0%} off"
+                f" the median of all {len(st.rounds)} rounds {fmt(every)} after {st.elapsed_s:.1f} s ({seen})"
             )
         return (
-            f"{entry}: refused: unstable, spread {st.spread:.0%} of the median {_ns(st.value)}"
+            f"{entry}: refused: unstable, spread {st.spread:.0%} of the median {fmt(st.value)}"
             f" > {TOLERANCE:.0%} after {st.elapsed_s:.1f} s ({seen})"
         )
     lo, hi = PLAUSIBLE_NS.get(entry, (0.0, float("inf")))
-    if not lo <= st.value <= hi:
+    if not lo <= st.cost <= hi:
         return (
-            f"{entry}: refused: implausible {_ns(st.value)}, outside {_ns(lo)}..{_ns(hi)}"
+            f"{entry}: refused: implausible {_ns(st.cost)}, outside {_ns(lo)}..{_ns(hi)}"
             f" (spread {st.spread:.0%}, {seen})"
         )
     return None
@@ -323,11 +361,42 @@ def _reference() -> float:
     return min(_measure(Workload(_spin), 2000, True)[0] for _ in range(3)) / 2000
 
 
-def _with_reference(one: Callable[[], dict[str, float]]) -> Callable[[], dict[str, float]]:
+def _with_reference(one: Callable[[], dict[str, float]], cost: str = "") -> Callable[[], dict[str, float]]:
+    """Each round with the reference loop timed right after it (``ref``); ``cost``: that figure of
+    the round divided by ``ref`` too (``per_ref``), the figure judged for stability."""
+
     def round_with_reference() -> dict[str, float]:
-        return {**one(), "ref": _reference()}
+        r = one()
+        ref = _reference()
+        return {**r, "ref": ref, **({"per_ref": r[cost] / ref} if cost else {})}
 
     return round_with_reference
+
+
+def _until_stable_per_ref(one: Callable[[], dict[str, float]], cost: str, plan: Plan) -> Stable:
+    """Rounds of ``one`` until ``cost`` per ns of the reference loop is stable; ``cost`` is stored.
+    For costs of Python code (scopes, the writer), which moves with the machine as the loop does."""
+    return until_stable(_with_reference(one, cost), "per_ref", plan.k, plan.budget_s, cost_field=cost)
+
+
+def figure(cost: dict[str, float]) -> float:
+    """The figure a cost entry is known by: its total per event, or its background cost."""
+    for field in ("total", "per_event", "per_sample"):
+        if field in cost:
+            return float(cost[field])
+    raise KeyError(f"no cost figure in {cost}")
+
+
+def at_speed(cost: dict[str, float], st: Stable, ref_ns: float) -> dict[str, float]:
+    """A cost judged per ns of the reference loop (``per_ref``), in ns at the speed where that loop
+    takes ``ref_ns`` per iteration: every ns figure scaled alike, and the figures it came from."""
+    scale = st.value * ref_ns / st.cost if st.cost else 1.0
+    return {
+        **{f: v * scale for f, v in cost.items()},
+        "per_ref": st.value,
+        "ref_ns": ref_ns,
+        "measured_ns": st.cost,
+    }
 
 
 def _ref(st: Stable) -> float:
@@ -363,8 +432,8 @@ def measure_scope(plan: Plan, traces: _Traces, options: dict[str, Any]) -> tuple
         return {"total": (p - u) / n, "inside": min(ins)}
 
     one()  # warm-up: imports, caches, the first session's start
-    st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
-    return st, _split(st.value, st.median("inside"))
+    st = _until_stable_per_ref(one, "total", plan)
+    return st, _split(st.cost, st.median("inside"))
 
 
 def measure_category(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
@@ -380,8 +449,8 @@ def measure_category(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, flo
         return {"total": (p - u) / n, "inside": min(ins)}
 
     one()
-    st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
-    return st, _split(st.value, st.median("inside"))
+    st = _until_stable_per_ref(one, "total", plan)
+    return st, _split(st.cost, st.median("inside"))
 
 
 def measure_writer(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
@@ -410,17 +479,17 @@ def measure_writer(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float
         return {"per_event": min(per_row)}
 
     one()
-    st = until_stable(_with_reference(one), "per_event", plan.k, plan.budget_s)
-    return st, {"per_event": st.value}
+    st = _until_stable_per_ref(one, "per_event", plan)
+    return st, {"per_event": st.cost}
 
 
-def _rl_loop(torch: Any) -> Workload:
-    """A synthetic actor-critic loop (not one of the validation workloads): the kinds of torch calls RL
-    code makes -- tiny MLPs, a Categorical's sample/log_prob/entropy, a loss, backward, gradient
-    clipping, Adam -- between numpy "environment" steps. ``reset`` restores the weights, Adam's
-    state and the RNG, so that every timing runs the same calls on the same numbers."""
-    import copy
-
+def _rl_units(torch: Any) -> dict[str, Callable[[], None]]:
+    """The two units of a synthetic actor-critic loop (not one of the validation workloads), with
+    the kinds of torch calls RL code makes: ``act``, four environment steps (a no-grad forward of
+    tiny MLPs, a Categorical sample, a numpy "environment" step), and ``learn``, one update (a
+    Categorical's log_prob/entropy, a loss, backward, gradient clipping, Adam). A unit makes the
+    same calls on tensors of the same shapes every time; the values drift, which does not change
+    what tiny ops take."""
     import numpy as np
     from torch.distributions import Categorical
 
@@ -433,59 +502,72 @@ def _rl_loop(torch: Any) -> Workload:
     actor, critic = mlp(2), mlp(1)
     params = [*actor.parameters(), *critic.parameters()]
     opt = torch.optim.Adam(params, lr=1e-4, eps=1e-5)
-    start = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
-    initial = [p.detach().clone() for p in params]
-    initial_opt = copy.deepcopy(opt.state_dict())
+    state = {"obs": np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)}
 
-    def reset() -> None:
-        with torch.no_grad():
-            for p, p0 in zip(params, initial, strict=True):
-                p.copy_(p0)
-                p.grad = None
-        opt.load_state_dict(copy.deepcopy(initial_opt))
-        torch.manual_seed(0)
+    def act() -> None:
+        obs = state["obs"]
+        for _ in range(4):
+            with torch.no_grad():
+                x = torch.as_tensor(obs)
+                a = Categorical(logits=actor(x)).sample()
+                critic(x).flatten()
+            obs = (obs * 0.99 + 0.01 * a.numpy()[:, None]).astype(np.float32)
+        state["action"] = a
 
-    def env_step(obs: Any, action: Any) -> tuple[Any, Any]:
-        return (obs * 0.99 + 0.01 * action[:, None]).astype(np.float32), np.ones(4, np.float32)
+    def learn() -> None:
+        x = torch.as_tensor(state["obs"])
+        ret = torch.ones(4)
+        dist = Categorical(logits=actor(x))
+        loss = -(dist.log_prob(state["action"]) * ret).mean() - 0.01 * dist.entropy().mean()
+        loss = loss + 0.5 * (critic(x).view(-1) - ret).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 0.5)
+        opt.step()
 
-    def loop(n: int) -> None:
-        obs = start
-        with OUTER:
-            for i in range(n):
-                with torch.no_grad():
-                    x = torch.as_tensor(obs)
-                    a = Categorical(logits=actor(x)).sample()
-                    critic(x).flatten()
-                obs, r = env_step(obs, a.numpy())
-                if i % 4 == 3:
-                    x = torch.as_tensor(obs)
-                    dist = Categorical(logits=actor(x))
-                    ret = torch.as_tensor(r)
-                    loss = -(dist.log_prob(a) * ret).mean() - 0.01 * dist.entropy().mean()
-                    loss = loss + 0.5 * (critic(x).view(-1) - ret).pow(2).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(params, 0.5)
-                    opt.step()
+    return {"act": act, "learn": learn}
 
-    def warm() -> None:  # one update cycle, then the state every timing starts from again
-        loop(4)
-        reset()
 
-    return Workload(loop, reset, warm)
+ABBA = (True, False, False, True)  # recorder on, off, off, on: a linear drift cancels within a quad
+
+
+def interquartile_mean(values: Sequence[float]) -> float:
+    """Mean of the middle half of ``values``: robust to the few a preemption hit, like the median,
+    and less noisy than it on the many it did not."""
+    xs = sorted(values)
+    q = len(xs) // 4
+    return statistics.fmean(xs[q : len(xs) - q])
+
+
+def relative_cost(quads: list[Sequence[float]]) -> float:
+    """What recording adds, relative to the unit's time unrecorded, from quads of timings of one
+    unit taken on, off, off, on: the interquartile mean over quads of (on + on) / (off + off), less 1.
+
+    The four timings of a quad lie within a few ms, so a change of the machine's speed (another
+    process, the host's other tenants) slows them alike and cancels in the ratio."""
+    return interquartile_mean([(a1 + a2) / (b1 + b2) for a1, b1, b2, a2 in quads]) - 1.0
 
 
 def measure_backend(torch: Any, plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
-    """Per recorded torch call: the RL loop with backend recording minus without (scopes alone).
+    """Per recorded torch call: what the backend recorder adds to an RL loop, in one session.
+
+    The recorder is switched with ``set_enabled`` between the units of the loop (``_rl_units``),
+    as the alternating windows switch it, so the two sides differ by the recording alone, at the
+    same moment. A round times each unit in ``16 * plan.timings`` quads (on, off, off, on; thread
+    CPU time): per unit the relative cost (:func:`relative_cost`) and the unit's time unrecorded
+    (median); the judged figure is the loop's relative cost (``rho``, units weighted by their time),
+    which does not move with the machine's speed; the cost stored is the extra time per recorded
+    call at the round's speed (``total``).
 
     The inside part is the backend time the analyzer sees beyond what the calls take unprofiled;
-    the loop cannot isolate that, so it comes from single ``torch.tanh`` calls timed both ways.
+    the loop cannot isolate that, so it comes from single ``torch.tanh`` calls timed both ways
+    (wall time: the analyzer's view), the median of ``plan.k`` measurements once the total is stable.
     Torch runs on one intra-op thread meanwhile: with a core busy elsewhere, every parallel region
     waits for a descheduled worker (a tiny Linear took 4 ms instead of 20 us), which is load, not
     rlscope's cost.
     """
-    loop = _rl_loop(torch)
-    n = 8  # two whole update cycles: about 5 ms, short enough to dodge most preemption
+    units = _rl_units(torch)
+    quads = 16 * plan.timings
     x = torch.ones(4, 64)
     n_tanh = max(int(2000 * plan.scale), 200)
 
@@ -500,51 +582,82 @@ def measure_backend(torch: Any, plan: Plan, traces: _Traces) -> tuple[Stable, di
         return _summary(trace)["operations"][OUTER.name]["categories"].get("backend", 0.0) * 1e9
 
     def one() -> dict[str, float]:
-        count = _count_backend
-        off, on, counts = _interleaved(traces, loop, n, plan.timings, {"backend": True}, count, baseline={})
-        calls = statistics.median(counts)
-        # the analyzer's wall-clock view of the calls, so these timings are wall time too
+        timed: dict[str, list[list[float]]] = {u: [] for u in units}
+        recorded: dict[str, list[tuple[int, int]]] = {u: [] for u in units}  # wall spans of "on" units
+        s = traces.session(backend=True)
+        with s, OUTER:
+            recorder = next(c for c in s._collectors if hasattr(c, "set_enabled"))
+            for name, unit in units.items():
+                for on in (True, False, True, False):  # warm-up: caches, the first update's Adam state
+                    recorder.set_enabled(on)
+                    unit()
+                for _ in range(quads):
+                    quad = []
+                    for on in ABBA:
+                        recorder.set_enabled(on)
+                        w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+                        unit()
+                        c1, w1 = time.thread_time_ns(), time.perf_counter_ns()
+                        quad.append(float(c1 - c0))
+                        if on:
+                            recorded[name].append((w0, w1))
+                    timed[name].append(quad)
+        try:
+            starts = _backend_starts(rlscope.load_trace(str(s.trace_dir)))
+        finally:
+            shutil.rmtree(s.trace_dir, ignore_errors=True)
+        extra = weighted = typical = calls = 0.0
+        for name in units:
+            rho = relative_cost(timed[name])
+            off = [(q[1] + q[2]) / 2 for q in timed[name]]
+            extra += rho * min(off)  # in ns at the fastest the machine ran the unit, as the Python costs
+            weighted += rho * statistics.median(off)
+            typical += statistics.median(off)
+            calls += statistics.median(_count_within(starts, recorded[name]))
+        return {"total": extra / calls if calls else float("nan"), "rho": weighted / typical, "calls": calls}
+
+    def inside() -> float:
         u, _, seen = _interleaved(
             traces, tanh, n_tanh, plan.timings, {"backend": True}, seen_backend, cpu=False
         )
-        return {
-            "total": (on - off) / calls if calls else float("nan"),
-            "inside": (min(seen) - u) / n_tanh,
-            "calls": calls,
-        }
+        return (min(seen) - u) / n_tanh
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        one()
-        st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
+        st = until_stable(_with_reference(one), "rho", plan.k, plan.budget_s, cost_field="total")
+        inside_ns = statistics.median(inside() for _ in range(plan.k))
     finally:
         torch.set_num_threads(threads)
-    out = _split(st.value, st.median("inside"))
-    out["calls_per_iteration"] = st.median("calls") / n
+    out = _split(st.cost, inside_ns)
+    out["calls_per_loop"] = st.median("calls")  # one act and one learn unit
     return st, out
 
 
-def _count_backend(trace: Any, start_ns: int, end_ns: int) -> int:
-    """Torch calls recorded between two times: the Python mode's backend intervals, plus the native
-    recorder's ops."""
-    import pyarrow.compute as pc
+def _backend_starts(trace: Any) -> Any:
+    """Sorted start times of the torch calls recorded: the native recorder's ops, or the Python
+    mode's backend intervals."""
+    import numpy as np
 
     from rlscope import categories
     from rlscope.trace import schema as S
 
-    def within(table: Any, column: str) -> Any:
-        ts = table.column(column)
-        return pc.and_(pc.greater_equal(ts, start_ns), pc.less_equal(ts, end_ns))
-
     proc = trace.processes[0]
-    ev = proc.events
-    mask = pc.and_(pc.equal(ev.column("kind"), S.CAT_BEGIN), pc.equal(ev.column("id"), categories.BACKEND))
-    calls = int(pc.sum(pc.and_(mask, within(ev, "ts_ns"))).as_py() or 0)
+    kind, ident, ts = (proc.events.column(c).to_numpy() for c in ("kind", "id", "ts_ns"))
+    starts = [ts[(kind == S.CAT_BEGIN) & (ident == categories.BACKEND)]]
     native = getattr(proc, "backend", None)
     if native is not None and native.num_rows:
-        calls += int(pc.sum(within(native, "start_ns")).as_py() or 0)
-    return calls
+        starts.append(native.column("start_ns").to_numpy())
+    return np.sort(np.concatenate(starts))
+
+
+def _count_within(starts: Any, spans: list[tuple[int, int]]) -> list[int]:
+    """How many of the sorted ``starts`` fall in each (start, end) span."""
+    import numpy as np
+
+    lo = np.searchsorted(starts, [a for a, _ in spans], side="left")
+    hi = np.searchsorted(starts, [b for _, b in spans], side="right")
+    return [int(n) for n in hi - lo]
 
 
 def measure_cuda_api(
@@ -590,7 +703,7 @@ def measure_cuda_api(
     one()
     st = until_stable(_with_reference(one), "total", plan.k, plan.budget_s)
     mean_dur = st.median("mean_dur")
-    out = _split(st.value, min(st.value, 0.8 * mean_dur))
+    out = _split(st.cost, min(st.cost, 0.8 * mean_dur))
     out["traced_call_mean_ns"] = mean_dur
     out["calls_per_iteration"] = st.median("calls") / n
     return st, out
@@ -625,7 +738,7 @@ def measure_nvml(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]
 
     one()
     st = until_stable(_with_reference(one), "per_sample", plan.k, plan.budget_s)
-    return st, {"per_sample": st.value}
+    return st, {"per_sample": st.cost}
 
 
 def _finite(v: float, digits: int) -> float | None:
@@ -665,28 +778,27 @@ def run_calibration(
     skipped: dict[str, str] = {}
     refused: list[dict[str, Any]] = []
     rounds_ns: dict[str, list[float | None]] = {}  # every round's estimate, for whoever doubts a cost
+    kept: dict[str, tuple[Stable, dict[str, float]]] = {}
+    refs: list[float] = []  # the reference loop of every round: the machine's speed over the calibration
 
     def keep(entry: str, measured: tuple[Stable, dict[str, float]]) -> None:
         st, cost = measured
+        refs.extend(r["ref"] for r in st.rounds if "ref" in r)
+        rounds_ns[entry] = [_finite(v, 1) for v in st.estimates]
         why = refusal(entry, st)
-        if why is not None:
-            warn(why)
-            rounds_ns[entry] = [_finite(r[st.field], 1) for r in st.rounds]
-            refused.append(
-                {
-                    "entry": entry,
-                    "reason": why,
-                    "estimates_ns": [_finite(v, 1) for v in st.last],
-                    "spread": _finite(st.spread, 4),
-                    "ref_ns": _finite(_ref(st), 1),
-                }
-            )
+        if why is None:
+            kept[entry] = (st, cost)
             return
-        log(f"{entry}: {_ns(st.value)} ({len(st.rounds)} rounds, spread {st.spread:.0%})")
-        costs[entry] = {**cost, "spread": st.spread, "rounds": float(len(st.rounds))}
-        if math.isfinite(_ref(st)):
-            costs[entry]["ref_ns"] = _ref(st)
-        rounds_ns[entry] = [_finite(r[st.field], 1) for r in st.rounds]
+        warn(why)
+        refused.append(
+            {
+                "entry": entry,
+                "reason": why,
+                "estimates_ns": [_finite(v, 1) for v in st.estimates[-st.k :]],
+                "spread": _finite(st.spread, 4),
+                "ref_ns": _finite(_ref(st), 1),
+            }
+        )
 
     with tempfile.TemporaryDirectory(prefix="rlscope-calibrate-") as tmp:
         traces = _Traces(Path(tmp))
@@ -726,6 +838,17 @@ def run_calibration(
                 skipped["nvml"] = f"{type(e).__name__}: {e}"
             else:
                 keep("nvml", measured)
+    # costs of Python code in ns at the fastest the machine ran Python during the calibration:
+    # the host's speed switches between regimes for seconds at a time; its fastest is reached in
+    # every calibration, its mix of regimes is not the same in any two
+    fastest_ref = min(refs) if refs else float("nan")
+    for entry, (st, cost) in kept.items():
+        if st.field == "per_ref" and math.isfinite(fastest_ref):
+            cost = at_speed(cost, st, fastest_ref)
+        costs[entry] = {**cost, "spread": st.spread, "rounds": float(len(st.rounds))}
+        if "ref_ns" not in cost and math.isfinite(_ref(st)):
+            costs[entry]["ref_ns"] = _ref(st)
+        log(f"{entry}: {_ns(figure(cost))} ({len(st.rounds)} rounds, spread {st.spread:.0%})")
     return {
         "schema": cal_mod.SCHEMA,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 from collections.abc import Iterator
 
 import pytest
@@ -83,6 +84,87 @@ def test_an_implausible_cost_is_refused():
 def test_stability_needs_at_least_two_rounds():
     with pytest.raises(ValueError):
         C.until_stable(lambda: {"total": 1.0}, "total", 1, 1.0)
+
+
+# -- the machine's speed moves; the judged figure does not ---------------------------------------
+
+
+def _regime_rounds(per_ref: list[float], refs: list[float]) -> Iterator[dict[str, float]]:
+    """Rounds of a cost of Python code: ``per_ref`` ns per ns of the reference loop, timed on a
+    machine whose speed (``refs``: the reference loop's ns per iteration) switches regime."""
+    for v, ref in itertools.cycle(zip(per_ref, refs, strict=True)):
+        yield {"total": v * ref, "inside": v * ref / 2, "ref": ref, "per_ref": v}
+
+
+def test_a_cost_judged_per_reference_outlives_the_machine_switching_speed():
+    """The host switching between a fast (115 ns) and a slow (200 ns) regime moves the cost in ns
+    by 74%; per ns of the reference loop it is steady, so it is accepted, stored in ns."""
+    it = _regime_rounds([9.0, 9.2, 8.9, 9.1], [115, 200, 200, 115])
+    st = C.until_stable(lambda: next(it), "per_ref", 4, 20.0, clock=FakeClock(), cost_field="total")
+    assert st.stable and len(st.rounds) == 4
+    assert st.value == pytest.approx(9.05)
+    assert st.cost == pytest.approx(statistics.median([9.0 * 115, 9.2 * 200, 8.9 * 200, 9.1 * 115]))
+    assert C.refusal("scope", st) is None
+    in_ns = C.until_stable(lambda: next(it), "total", 4, 20.0, clock=FakeClock())
+    assert not in_ns.stable  # the same rounds judged in ns: refused for the machine's doing
+
+
+def test_a_cost_that_moves_on_its_own_is_still_refused_and_says_both_figures():
+    it = _regime_rounds([9.0, 14.0, 6.0, 11.0], [115, 115, 115, 115])
+    st = C.until_stable(lambda: next(it), "per_ref", 4, 6.0, clock=FakeClock(), cost_field="total")
+    why = C.refusal("scope", st)
+    assert why is not None and why.startswith("scope: refused: unstable") and "\n" not in why
+    assert "1,035 ns" in why  # the cost in ns (9.0 * 115) ...
+    assert "judged ns per ns of the reference loop: " in why and "14" in why  # ... and what was judged
+
+
+def test_a_negative_cost_judged_per_reference_is_refused_in_ns():
+    it = _regime_rounds([-5.0, -5.1, -4.9], [200, 200, 200])
+    st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+    why = C.refusal("category", st)
+    assert why is not None and why.startswith("category: refused: negative cost -1,000 ns")
+
+
+def test_a_cost_per_reference_is_stored_at_the_fastest_speed_seen():
+    it = _regime_rounds([9.0, 9.0, 9.0], [115, 200, 200])
+    st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+    cost = C.at_speed({"inside": st.median("inside"), "total": st.cost}, st, 110.0)
+    assert cost["total"] == pytest.approx(990.0) and cost["inside"] == pytest.approx(495.0)
+    assert cost["per_ref"] == 9.0 and cost["ref_ns"] == 110.0 and cost["measured_ns"] == 1800.0
+
+
+def test_relative_cost_cancels_the_speed_of_each_quad_and_drops_a_preempted_one():
+    """Quads (on, off, off, on) of a unit that takes 1000 ns and 10% more recorded, each quad at
+    its own machine speed; one quad's first timing preempted for 50 us."""
+    speeds = [1.0, 1.7, 1.2, 1.0, 1.5, 1.7, 1.1, 1.3]
+    quads = [[1100 * f, 1000 * f, 1000 * f, 1100 * f] for f in speeds]
+    assert C.relative_cost(quads) == pytest.approx(0.10)
+    quads[3][0] += 50_000
+    assert C.relative_cost(quads) == pytest.approx(0.10)
+    assert C.interquartile_mean([1, 2, 3, 4, 100, 0, 2.5, 3.5]) == pytest.approx(2.75)
+
+
+def test_the_calibration_stores_costs_of_python_code_at_its_fastest_reference(monkeypatch):
+    def per_ref_measurement(per_ref: list[float], refs: list[float], cost_of):
+        def measure(*args, **kwargs):
+            it = _regime_rounds(per_ref, refs)
+            st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+            return st, cost_of(st)
+
+        return measure
+
+    split = lambda st: {"inside": st.median("inside"), "outside": st.cost / 2, "total": st.cost}  # noqa: E731
+    monkeypatch.setattr(C, "measure_scope", per_ref_measurement([9.0] * 3, [200, 200, 190], split))
+    monkeypatch.setattr(C, "measure_category", per_ref_measurement([8.0] * 3, [120, 200, 200], split))
+    monkeypatch.setattr(C, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
+    monkeypatch.setattr(C, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
+    cal = C.run_calibration(gpu=False, log=lambda m: None, warn=lambda m: None)
+    costs = cal["costs_ns"]
+    assert costs["scope"]["total"] == pytest.approx(9.0 * 120) and costs["scope"]["ref_ns"] == 120
+    assert costs["scope"]["measured_ns"] == 1800 and costs["scope"]["per_ref"] == 9.0
+    assert costs["category"]["total"] == pytest.approx(8.0 * 120)
+    assert costs["writer"]["per_event"] == 250  # judged in ns: as measured
+    assert cal["refused"] == []
 
 
 def _fake_measurement(values: list[float], cost: dict[str, float]):
