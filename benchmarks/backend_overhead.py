@@ -59,13 +59,28 @@ def workloads(torch: Any) -> dict[str, Callable[[], None]]:
     def sample() -> None:
         categorical(logits=logits).sample()
 
+    def relu() -> None:
+        F.relu(x)
+
     def train_step() -> None:
         loss = net(obs).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
 
-    return {"torch.add": add, "F.linear": linear, "Categorical.sample": sample, "mlp train step": train_step}
+    net(obs).pow(2).mean().backward()  # gradients for Adam.step alone (they stay: step does not clear them)
+
+    def adam_step() -> None:
+        opt.step()
+
+    return {
+        "torch.add": add,
+        "F.relu": relu,
+        "F.linear": linear,
+        "Categorical.sample": sample,
+        "Adam.step": adam_step,
+        "mlp train step": train_step,
+    }
 
 
 def _recorder(session: Any) -> Any:
