@@ -62,15 +62,17 @@ def _torch_facts(torch: Any) -> tuple[Path, bool]:
     return Path(torch.__file__).parent, bool(torch._C._GLIBCXX_USE_CXX11_ABI)
 
 
-def library_path(torch: Any) -> Path:
-    """Where the library built for this source, torch and compiler is (or would be) cached."""
+def library_path(torch: Any, source: Path | None = None) -> Path:
+    """Where the library built for this source (default ``SOURCE``), torch and compiler is (or
+    would be) cached."""
+    source = source or SOURCE
     cxx = Path(_compiler()).resolve()
     torch_dir, abi = _torch_facts(torch)
     st = cxx.stat()
     key = hashlib.sha256(
         b"\0".join(
             [
-                SOURCE.read_bytes(),
+                source.read_bytes(),
                 str(torch.__version__).encode(),
                 str(torch_dir).encode(),
                 str(abi).encode(),
@@ -78,16 +80,18 @@ def library_path(torch: Any) -> Path:
             ]
         )
     ).hexdigest()[:16]
-    return cache_dir() / f"torch_native-{key}.so"
+    return cache_dir() / f"{source.stem}-{key}.so"
 
 
-def build(torch: Any) -> Path:
-    """Compile (once, cached) and return the shared library's path.
+def build(torch: Any, source: Path | None = None) -> Path:
+    """Compile (once, cached) and return the shared library's path (``source``: another C++ file
+    built the same way, e.g. benchmarks/recorder_breakdown.cpp, which includes this one's).
 
     Several processes may build at once: each compiles into its own temporary file and renames it
     into place, which is atomic, so a reader never sees a half-written library.
     """
-    out = library_path(torch)
+    source = source or SOURCE
+    out = library_path(torch, source)
     if out.exists():
         return out
     from torch.utils.cpp_extension import include_paths  # only when building (slow import)
@@ -105,7 +109,7 @@ def build(torch: Any) -> Path:
         "-std=c++20",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
         *(f"-I{p}" for p in include_paths()),
-        str(SOURCE),
+        str(source),
         "-o",
         tmp,
         f"-L{lib_dir}",
