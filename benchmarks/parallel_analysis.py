@@ -8,16 +8,19 @@ Writes a synthetic trace of ``--processes`` process directories (the shape of
 ``--events`` in all, zstd-compressed streams), timing that apart; with ``--trace DIR`` it is kept
 there and reused by later runs with the same shape. Then runs serial and ``--workers N`` analyses
 alternately, ``--reps`` times each, each in a fresh interpreter, as ``rlscope-analyze`` runs them
-(raw figures, no interval tables: only the exports need those). Reports wall time, the analyzing
-process's peak RSS, its largest worker's, and the peak of driver and workers together (PSS sampled
-every 0.2 s from outside, so pages a forked worker shares with the driver count once). Checks that
-every summary equals the first serial one.
+(raw figures, no interval tables: only the exports need those). Reports wall time, CPU time (the
+analyzing process's and its workers'), the CPU the machine's other processes used meanwhile (in
+cores, from /proc/stat: what the analysis shared the VM with), the analyzing process's peak RSS, its
+largest worker's (getrusage), and the peak of driver and workers together (their RSS summed, sampled
+every 0.2 s from outside: pages a forked worker shares with the driver count in both, so it is an
+upper bound). Checks that every summary equals the first serial one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -74,19 +77,32 @@ def _child(trace: str, workers: int, out: str) -> None:
     seconds = time.perf_counter() - t0
     with open(out, "w") as f:
         json.dump(summary, f, sort_keys=True, default=str)
-    peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    peak_child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
-    print(json.dumps({"seconds": seconds, "peak_main_gib": peak_self, "peak_worker_gib": peak_child}))
+    me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {
+        "seconds": seconds,
+        "cpu_s": me.ru_utime + me.ru_stime + workers.ru_utime + workers.ru_stime,  # the pool's included
+        "peak_main_gib": me.ru_maxrss / 2**20,  # KiB -> GiB
+        "peak_worker_gib": workers.ru_maxrss / 2**20,
+    }
+    print(json.dumps(out))
 
 
-def _pss_kib(pid: int) -> int:
+def _rss_kib(pid: int) -> int:
+    """VmRSS from /proc/PID/status: cheap (smaps_rollup's PSS walks the page tables under the process's
+    mmap lock, and sampling it slowed the workers it measured by half)."""
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     except OSError:  # it ended between the listing and the read
         pass
     return 0
+
+
+def _busy_cpu_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat: all but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _tree(root: int) -> list[int]:
@@ -106,14 +122,15 @@ def _tree(root: int) -> list[int]:
 
 
 def _run(trace: Path, workers: int, out: Path) -> dict:
-    """One analysis in a fresh interpreter, with the peak PSS of its process tree sampled meanwhile."""
+    """One analysis in a fresh interpreter, with the peak RSS of its process tree sampled meanwhile."""
     cmd = [sys.executable, __file__, "--child", str(trace), str(workers), str(out)]
+    busy, t0 = _busy_cpu_s(), time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     peak = [0]
 
     def sample() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], sum(_pss_kib(p) for p in _tree(proc.pid)))
+            peak[0] = max(peak[0], sum(_rss_kib(p) for p in _tree(proc.pid)))
             time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -122,7 +139,10 @@ def _run(trace: Path, workers: int, out: Path) -> dict:
     sampler.join()
     if proc.returncode:
         raise SystemExit(f"analysis failed (exit {proc.returncode}): {' '.join(cmd)}")
-    return {**json.loads(stdout.strip().splitlines()[-1]), "peak_total_gib": peak[0] / 2**20}
+    r = {**json.loads(stdout.strip().splitlines()[-1]), "peak_total_gib": peak[0] / 2**20}
+    # the other processes' CPU meanwhile, in cores on average: what the analysis had to share the VM with
+    r["others_cores"] = max(0.0, _busy_cpu_s() - busy - r["cpu_s"]) / (time.perf_counter() - t0)
+    return r
 
 
 def _trace(args: argparse.Namespace, scratch: Path) -> Path:
@@ -168,9 +188,11 @@ def main() -> None:
                 first = first or out.read_text()
                 r["identical"] = out.read_text() == first
                 print(
-                    f"rep {rep + 1} {label:>10}: {r['seconds']:.1f} s  peak RSS: main"
+                    f"rep {rep + 1} {label:>10}: {r['seconds']:.1f} s (CPU {r['cpu_s']:.1f} s; others"
+                    f" {r['others_cores']:.2f} cores)  peak RSS: main"
                     f" {r['peak_main_gib']:.2f} GiB, largest worker {r['peak_worker_gib']:.2f} GiB;"
-                    f" peak PSS of all {r['peak_total_gib']:.2f} GiB; same summary: {r['identical']}"
+                    f" of all {r['peak_total_gib']:.2f} GiB; same summary: {r['identical']}",
+                    flush=True,
                 )
         for workers, label in kinds.items():
             secs = [r["seconds"] for r in runs[workers]]

@@ -158,8 +158,18 @@ class Runner:
             import multiprocessing
 
             ctx = multiprocessing.get_context("fork")
-            self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx)
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=ctx, initializer=_worker_start
+            )
         return [f.result() for f in [self._pool.submit(fn, *a) for a in args]]
+
+
+def _worker_start() -> None:
+    """A pool worker allocates Arrow buffers with the system allocator: with Arrow's default (mimalloc),
+    forked workers spent about twice the kernel time (page faults) on the same work (BENCHMARKS.md §11)."""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
 
 
 def _ray(address: str) -> Any:
