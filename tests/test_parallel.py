@@ -233,6 +233,17 @@ def test_one_process_at_a_time(trace_dir, monkeypatch):
     assert calls == []
 
 
+def test_exports_say_when_the_analysis_left_the_intervals_out(trace_dir, tmp_path):
+    from rlscope.errors import RLScopeError
+    from rlscope.viz import chrome
+
+    result = analyze(trace_dir, intervals=False)
+    assert result.intervals is None and result.report["timeline"]["ops"]["name"]  # the timeline is there
+    for export in (chrome.render, lambda r: data_files.write_csv(r, tmp_path)):
+        with pytest.raises(RLScopeError, match="intervals=True"):
+            export(result)
+
+
 def test_cli_workers_write_the_serial_json(trace_dir, tmp_path):
     outs = [tmp_path / "serial.json", tmp_path / "pool.json"]
     assert cli.main([str(trace_dir), "-q", "--json", str(outs[0])]) == 0

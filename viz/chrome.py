@@ -212,7 +212,7 @@ def write_chrome(obj: Mapping[str, Any], path: str | Path) -> None:
 
 def render(result: AnalysisResult) -> dict[str, Any]:
     """The Chrome trace of an analysis: its intervals (the window's, when one was asked for)."""
-    return to_chrome(result.intervals)
+    return to_chrome(result.interval_tables())
 
 
 def write(result: AnalysisResult, path: str | Path) -> None:

@@ -130,7 +130,7 @@ def write_csv(result: AnalysisResult, out_dir: str | Path) -> list[Path]:
     """The summary tables and the interval tables as CSV files in ``out_dir``; returns the paths."""
     import pyarrow.csv as pacsv
 
-    summary, tables = result.summary, result.intervals.tables()
+    summary, tables = result.summary, result.interval_tables().tables()
 
     d = Path(out_dir)
     written = []

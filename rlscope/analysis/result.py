@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlscope.errors import TraceError
+from rlscope.errors import RLScopeError, TraceError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,6 +50,12 @@ class AnalysisResult:
     report: Mapping[str, Any]  # the HTML report's timeline and kernel data (rlscope.analysis.report)
     window: Window | None  # seconds since the run start, as asked (None: the default window)
     schema_versions: frozenset[str]  # trace schema versions of the processes (diff refuses a mix)
+
+    def interval_tables(self) -> Intervals:
+        """``intervals``, which the exports need; an error when the analysis left them out."""
+        if self.intervals is None:
+            raise RLScopeError("no interval tables in this analysis (analyze(intervals=True) keeps them)")
+        return self.intervals
 
     @property
     def corrected_for_overhead(self) -> bool:
