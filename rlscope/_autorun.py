@@ -23,9 +23,9 @@ import warnings
 from typing import Any
 
 from rlscope._imports import when_imported
+from rlscope.session import RUN_OPTIONS_ENV as OPTIONS_ENV
+from rlscope.session import RUN_TRACE_DIR_ENV as TRACE_DIR_ENV
 
-TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"
-OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
 # "<pid> <trace dir>" of the run's first profiled process; the processes it starts inherit it
 ROOT_ENV = "RLSCOPE_RUN_ROOT"
 STARTUP_PHASE = "startup"

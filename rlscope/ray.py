@@ -58,13 +58,13 @@ from pathlib import Path
 from typing import Any
 
 from rlscope.errors import RLScopeError
+from rlscope.session import RUN_TRACE_DIR_ENV
 from rlscope.trace.schema import RAY_META_FILE as META_FILE
 
 INSTALL_HINT = 'profiling Ray jobs needs Ray: pip install "rlscope[ray]"'
 ENV = "RLSCOPE_RAY"  # JSON settings for the worker hook (runtime_env env_vars)
 COLLECTOR = "rlscope-collector"
 HOOK = "rlscope.ray._worker_setup"  # by module path: each node imports its installed rlscope
-RUN_TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"  # = rlscope._autorun.TRACE_DIR_ENV (importing that starts a run)
 NAMESPACE = "rlscope"
 CLOCK_ROUNDS = 8
 CONNECT_POLL_S = 0.05  # how often a worker not yet registered checks whether it has a role

@@ -440,6 +440,13 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signum)
 
 
+# Set by `rlscope run` (rlscope/cli/main.py) for the program it profiles; rlscope/_autorun.py starts
+# that program's session from them. Here because every reader imports this module anyway (importing
+# rlscope._autorun would start a run).
+RUN_TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"
+RUN_OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
+
+
 def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any) -> Session:
     """A profiling session writing to ``trace_dir``: ``with rlscope.profile("trace"):`` or ``.start()``.
 
@@ -456,7 +463,7 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
 
         return session_for_mode(mode, trace_dir, options)
     run = annotate._active
-    if run is not None and os.environ.get("RLSCOPE_RUN_TRACE_DIR"):
+    if run is not None and os.environ.get(RUN_TRACE_DIR_ENV):
         return RunSession(run, trace_dir)
     return Session(trace_dir, **options)
 

@@ -164,23 +164,17 @@ def loop_span_s(trace_dir: Path) -> float | None:
     return (max(ends) - min(starts)) / 1e9
 
 
+def _rlscope_run(command: list[str], trace_dir: Path | str, *options: str) -> list[str]:
+    """``command`` under ``rlscope run --no-analyze``, writing its trace to ``trace_dir``."""
+    run = [sys.executable, "-m", "rlscope.cli.main", "run", "--trace-dir", str(trace_dir), *options]
+    return [*run, "--no-analyze", "--", *command]
+
+
 def _copy_command(command: list[str], trace_dir: Path | None) -> list[str]:
+    """A copy as given, or under a scopes-only run (the module docstring says why)."""
     if trace_dir is None:
         return command
-    return [
-        sys.executable,
-        "-m",
-        "rlscope.cli.main",
-        "run",
-        "--trace-dir",
-        str(trace_dir),
-        "--gpu",
-        "off",
-        "--no-backend",
-        "--no-analyze",
-        "--",
-        *command,
-    ]
+    return _rlscope_run(command, trace_dir, "--gpu", "off", "--no-backend")
 
 
 def run_copies(
@@ -257,18 +251,7 @@ def check(
 ) -> dict[str, Any]:
     if trace is None:
         trace = str(work / "profile")
-        run = [
-            sys.executable,
-            "-m",
-            "rlscope.cli.main",
-            "run",
-            "--trace-dir",
-            trace,
-            "--no-analyze",
-            "--",
-            *command,
-        ]
-        subprocess.run(run, check=False, stdout=subprocess.DEVNULL)
+        subprocess.run(_rlscope_run(command, trace), check=False, stdout=subprocess.DEVNULL)
     try:
         est: dict[str, Any] | None = estimate_of(trace, ks)
     except RLScopeError as e:  # measure anyway: the copies' figures stand on their own

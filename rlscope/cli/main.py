@@ -21,6 +21,7 @@ from pathlib import Path
 from rlscope.cli.parser import Parser, command_list
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
+from rlscope.session import RUN_OPTIONS_ENV, RUN_TRACE_DIR_ENV
 from rlscope.trace import clear_trace_dir
 
 EXIT_BAD_INPUT = 2
@@ -147,8 +148,8 @@ def run(argv: list[str]) -> int:
         Path(boot, "sitecustomize.py").write_text(SITECUSTOMIZE)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(x for x in (boot, env.get("PYTHONPATH", "")) if x)
-        env["RLSCOPE_RUN_TRACE_DIR"] = str(trace_dir)
-        env["RLSCOPE_RUN_OPTIONS"] = json.dumps(options)
+        env[RUN_TRACE_DIR_ENV] = str(trace_dir)
+        env[RUN_OPTIONS_ENV] = json.dumps(options)
         try:
             proc = subprocess.Popen(command, env=env)
         except FileNotFoundError:
