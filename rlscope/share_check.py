@@ -149,7 +149,7 @@ def loop_span_s(trace_dir: Path) -> float | None:
     from rlscope.trace.reader import clock_offset, load_trace
 
     try:
-        trace = load_trace(str(trace_dir))
+        trace = load_trace(str(trace_dir), light=True)  # event times and kinds are all it needs
     except (TraceError, OSError):  # a copy that wrote no trace has no loop: fall back to wall time
         return None
     starts, ends = [], []

@@ -259,15 +259,18 @@ def skipped_warnings(errors: list[TraceError]) -> list[str]:
     return [f"{e} (process skipped)" for e in errors]
 
 
-def load_trace(trace_dir: str | Path) -> Trace:
-    """Load every process of a trace directory. Raises :class:`TraceError` with a one-line reason."""
+def load_trace(trace_dir: str | Path, light: bool = False) -> Trace:
+    """Load every process of a trace directory. Raises :class:`TraceError` with a one-line reason.
+
+    ``light``: each process as :func:`load_process` loads it light (event times and kinds only).
+    """
     path, dirs, single = process_dirs(trace_dir)
     if single:
-        return Trace(path=path, processes=[load_process(path)])
+        return Trace(path=path, processes=[load_process(path, light)])
     processes, errors = [], []
     for p in dirs:
         try:
-            processes.append(load_process(p))
+            processes.append(load_process(p, light))
         except TraceError as e:
             errors.append(e)
     if not processes:
