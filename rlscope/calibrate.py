@@ -408,7 +408,7 @@ def _ref(st: Stable) -> float:
 def _summary(trace: Any) -> dict[str, Any]:
     from rlscope.analysis import analyze
 
-    return dict(analyze(trace, correct=False).summary)
+    return dict(analyze(trace, correct=False, intervals=False).summary)
 
 
 def _split(total_ns: float, inside_ns: float) -> dict[str, float]:

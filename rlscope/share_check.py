@@ -51,7 +51,7 @@ def estimate_of(trace_dir: str, ks: tuple[int, ...]) -> dict[str, Any]:
     from rlscope.analysis import analyze
     from rlscope.analysis.sharing import estimate
 
-    summary = analyze(trace_dir, correct=False).summary
+    summary = analyze(trace_dir, correct=False, intervals=False).summary
     est = (summary.get("sharing") or {}).get("estimate") or {}
     if "inputs" not in est:
         raise RLScopeError(f"{trace_dir}: {est.get('note') or (summary.get('sharing') or {}).get('note')}")

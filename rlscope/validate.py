@@ -744,7 +744,9 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
                 if mode == "timers":
                     timers.append(corrected_timers(run.record["timers"], costs))
                 elif mode == "profiled":
-                    summary = analyze(runner.trace_dir(rep), calibration=opts.calibration).summary
+                    summary = analyze(
+                        runner.trace_dir(rep), calibration=opts.calibration, intervals=False
+                    ).summary
                     profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
         whole = bool(runner.whole)
     result: dict[str, Any] = {

@@ -740,7 +740,7 @@ def profiled_breakdowns(traces: dict[str, str]) -> dict[str, dict[str, float]]:
 
     out: dict[str, dict[str, float]] = {}
     for backend, trace in traces.items():
-        s = analyze(trace).summary
+        s = analyze(trace, intervals=False).summary
         out[backend] = {**s["categories"], "gpu_bound": s.get("gpu_bound_s", 0.0), "_wall": s["wall_s"]}
     return out
 

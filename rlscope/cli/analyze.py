@@ -118,7 +118,7 @@ def _diff(argv: list[str]) -> int:
     p.add_argument("--html", metavar="FILE", help="write an HTML page of the changes, stacked by category")
     p.add_argument("-q", "--quiet", action="store_true", help="do not print the table")
     args = p.parse_args(argv)
-    d = diff_results(analyze(args.a), analyze(args.b))
+    d = diff_results(analyze(args.a, intervals=False), analyze(args.b, intervals=False))
     if args.json:
         _write_text(args.json, json.dumps(d, indent=2))
     if args.html:
