@@ -108,8 +108,7 @@ def main() -> None:
             env = dict(os.environ)
             if CONFIGS[config]:
                 env["RLSCOPE_CUPTI_KINDS"] = CONFIGS[config]
-            if "detached" in config:
-                env["RLSCOPE_CUPTI_DETACH"] = "1"
+            env["RLSCOPE_CUPTI_DETACH"] = "1" if "detached" in config else "0"  # detached is the default
             proc = subprocess.run(
                 [sys.executable, __file__, "--child", config], env=env, capture_output=True, text=True
             )

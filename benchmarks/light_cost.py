@@ -15,11 +15,15 @@ small PPO-like loop (the bundled PPO's agent and CartPole envs: one ``inference`
   no collector, the writer thread idle until the end);
 - ``nvtx``: scopes that also open NVTX ranges (GPU only);
 - ``backend-off``: the native backend recorder attached, switched off;
-- ``cupti-off``: rlscope's CUPTI consumer attached, its activity kinds switched off (GPU only);
+- ``cupti-off``: rlscope's CUPTI consumer attached, its activity kinds switched off (GPU only; the
+  light state before CUPTI was detached in light windows);
 - ``memory``: the GPU memory recorder (the allocator's history; GPU only, always on in a session);
 - ``writer``: the writer thread flushing every second (the default);
 - ``light``: the default profile with every switchable collector off: what a light window costs;
 - ``full``: the default profile with every collector on: what a full window costs;
+- ``cupti-detached``: CUPTI detached while off (``cuptiFinalize``; the default in light windows);
+- ``light-attached``: ``light`` with CUPTI attached while off (``RLSCOPE_CUPTI_DETACH=0``);
+- ``light-nomem``: ``light`` without the memory recorder;
 
 each in its own process, interleaved (the order rotates every repetition), ``--reps`` times. Per
 config it prints the median ``inference`` call and the mean iteration (median [min-max] over the
@@ -53,11 +57,21 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH, "gpu": "cupti"},
         "off": True,
         "gpu": True,
+        "env": {"RLSCOPE_CUPTI_DETACH": "0"},
     },
     "memory": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH}, "memory": True, "gpu": True},
     "writer": {"session": {**SCOPES_ONLY, "flush_interval": 1.0}},
     "light": {"session": {"windows": False}, "off": True},
     "full": {"session": {"windows": False}},
+    # CUPTI detached (cuptiFinalize) while off, the default, instead of attached with its kinds disabled
+    "cupti-detached": {
+        "session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH, "gpu": "cupti"},
+        "off": True,
+        "gpu": True,
+        "env": {"RLSCOPE_CUPTI_DETACH": "1", "RLSCOPE_GPU_MEMORY": "0"},
+    },
+    "light-attached": {"session": {"windows": False}, "off": True, "env": {"RLSCOPE_CUPTI_DETACH": "0"}},
+    "light-nomem": {"session": {"windows": False}, "off": True, "env": {"RLSCOPE_GPU_MEMORY": "0"}},
 }
 UPDATE_EVERY = 128  # iterations between two backprop calls (PPO's 128 steps per rollout)
 
@@ -117,6 +131,7 @@ def child(config: str, iterations: int, device: str, out: str) -> None:
     spec = CONFIGS[config]
     if config in ("cupti-off", "nvtx", "backend-off", "scopes", "writer"):
         os.environ["RLSCOPE_GPU_MEMORY"] = "0"  # one collector at a time
+    os.environ.update(spec.get("env", {}))
     import torch
 
     run, dev = workload(device)
@@ -196,7 +211,15 @@ def main(argv: list[str] | None = None) -> int:
                 if r.returncode != 0:
                     raise SystemExit(f"{config} failed ({r.returncode}): {r.stderr.strip()[-1500:]}")
                 runs[config].append(json.loads(Path(out).read_text()))
-                print(f"rep {rep + 1} {config}: done", file=sys.stderr, flush=True)
+                fig = runs[config][-1]
+                print(
+                    f"rep {rep + 1} {config}: inference {fig['inference_median_ns'] / 1e3:.1f} us,"
+                    f" iteration {fig['iteration_mean_ns'] / 1e3:.1f} us",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if args.json:  # kept after every run: a pass cut off by its time limit keeps what ran
+                    Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
     _print(runs, args, skipped)
     if args.json:
         report = {"args": vars(args), "skipped": skipped, "runs": runs}

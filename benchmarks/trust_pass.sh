@@ -2,7 +2,8 @@
 # The device pass of the trustworthy-numbers work (no network; wheels carried in .whl/): GPU tests,
 # where the CUPTI cost goes, the native backend recorder's cost, and the validation matrix
 # (`rlscope validate`, each mode in its own process, interleaved), all results under $OUT.
-#   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest)
+#   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest;
+#                                             LIGHT=1 adds benchmarks/light_cost.py; VAL=none skips validation)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-3}
@@ -17,13 +18,18 @@ export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 # build both native parts once (timed), so no run below pays for a compile
 ( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native; print(cupti_native.build()); print(torch_native.build(torch))" ) 2>&1 | tail -5
 if [ -z "${SKIP_TESTS:-}" ]; then
-    RLSCOPE_TEST_ARTIFACTS="$OUT" timeout 150 python3 -m pytest -q -m gpu tests/ -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
+    RLSCOPE_TEST_ARTIFACTS="$OUT" timeout 150 python3 -m pytest -q -m gpu ${TESTS:-tests/} -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
     timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
     timeout 60 python3 benchmarks/backend_overhead.py --quick --json "$OUT/backend_overhead.json" 2>&1 | tail -12
 fi
-( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
+if [ -n "${LIGHT:-}" ]; then  # what each collector costs switched off (the light windows), one at a time
+    timeout "${LIGHT_LIMIT:-300}" python3 benchmarks/light_cost.py --device cuda --reps "${LIGHT_REPS:-3}" \
+        --iterations "${LIGHT_ITERS:-1500}" --configs "${LIGHT_CONFIGS:-unprofiled,scopes,nvtx,backend-off,cupti-off,memory,light,full}" \
+        --json "$OUT/light_cost.json" 2>&1 | tee "$OUT/light_cost.log"
+fi
+[ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3
     shift 3
@@ -48,6 +54,12 @@ if [ "$VAL" = all ] || [ "$VAL" = b ]; then
 val sim_eager 0-7 150 python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}" &
 val sb3_sac 8-15 150 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 400 &
 wait
+fi
+if [ "$VAL" = ppo_gpu ] || [ "$VAL" = alone ]; then  # PPO-GPU alone on the machine (no neighbour)
+val ppo_gpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}"
+fi
+if [ "$VAL" = alone ]; then
+val sim_eager 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}"
 fi
 if [ "$VAL" = configs ]; then
 # which collector state costs what on PPO-GPU: nearly always light windows (CUPTI attached but off),

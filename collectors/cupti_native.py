@@ -176,8 +176,10 @@ class NativeCuptiCollector:
         lib.rl_start_kinds.argtypes = [ctypes.c_uint]
         lib.rl_set_enabled.argtypes = [ctypes.c_int]
         lib.rl_set_detach.argtypes = [ctypes.c_int]
-        # experimental: detach CUPTI in light windows (cuptiFinalize), see cupti_native.c
-        lib.rl_set_detach(1 if os.environ.get("RLSCOPE_CUPTI_DETACH") == "1" else 0)
+        # detach CUPTI in light windows (cuptiFinalize, see cupti_native.c): attached with its kinds
+        # disabled it still costs a PPO-GPU inference call +66% on the H200 (detached: within noise;
+        # benchmarks/light_cost.py, BENCHMARKS.md §9); RLSCOPE_CUPTI_DETACH=0 keeps it attached
+        lib.rl_set_detach(0 if os.environ.get("RLSCOPE_CUPTI_DETACH") == "0" else 1)
         rc = lib.rl_start_kinds(kinds_mask())
         if rc != 0:
             raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")

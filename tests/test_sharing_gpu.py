@@ -73,6 +73,7 @@ def test_kernel_occupancy_matches_the_driver(tmp_path):
         kern((blocks,), (threads,), (x,), shared_mem=smem)
         cupy.cuda.Device().synchronize()
     occ = analyze(tmp_path / "t", correct=False).summary["sharing"]["occupancy"]
+    assert "launch" in occ.get("operations", {}), occ  # the kernel attributed to its launching scope
     k = next(k for k in occ["operations"]["launch"]["kernels"] if k["kernel"] == "shuffle")
     regs = kern.attributes["num_regs"]
     assert (k["threads"], k["blocks"], k["smem"]) == (threads, blocks, smem)

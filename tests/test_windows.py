@@ -271,3 +271,42 @@ def test_full_share_sets_the_time_with_every_collector_on(tmp_path):
 
     with pytest.raises(RLScopeError, match="full_share"):
         rlscope.profile(tmp_path / "x", full_share=1.0)
+
+
+def test_windows_lengthen_when_switching_is_expensive(tmp_path):
+    """Detaching CUPTI makes a switch cost ~7 ms: windows grow so switching stays <= SWITCH_BUDGET."""
+    from rlscope.session import SWITCH_BUDGET
+    from tests.conftest import FakeClock
+
+    switch_ns = 100_000  # 20% of a 1 ms window pair: far over the budget at the asked length
+
+    class SlowSwitch(FakeCollector):
+        def set_enabled(self, on: bool) -> None:
+            clock.advance(switch_ns)
+            super().set_enabled(on)
+
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6)
+    session.clock = clock
+    session.options["flush_interval"] = 1e6
+    col = SlowSwitch()
+    with session:
+        session.add_toggler(col)
+        start = clock()
+        for _ in range(20_000):
+            with rlscope.scope("infer"):
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, session, clock.advance)
+            clock.advance(GLUE)
+        run_ns = clock() - start
+    share = col.switches * switch_ns / run_ns
+    assert col.switches >= 10  # still many windows to compare
+    assert SWITCH_BUDGET * 0.7 < share < SWITCH_BUDGET * 1.2, share
+    trace = rlscope.load_trace(str(tmp_path / "t"))
+    tl = build_timeline(trace.processes[0].events)
+    w = np.flatnonzero(tl.kind == S.WINDOW)
+    lengths = np.diff(np.append(tl.ts[w], tl.end_ns))
+    full = lengths[tl.id[w] == S.WINDOW_FULL].sum() / lengths.sum()
+    assert full == pytest.approx(0.5, abs=0.05)  # full_share kept
+    s = analyze(trace).summary  # the switches' own time is rlscope's, removed: exact again
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(20_000 * OPS_PER_INFER * WORK * 1e-9, rel=1e-6)
