@@ -310,3 +310,76 @@ def test_windows_lengthen_when_switching_is_expensive(tmp_path):
     assert full == pytest.approx(0.5, abs=0.05)  # full_share kept
     s = analyze(trace).summary  # the switches' own time is rlscope's, removed: exact again
     assert s["operations"]["infer"]["total_s"] == pytest.approx(20_000 * OPS_PER_INFER * WORK * 1e-9, rel=1e-6)
+
+
+class AfterSwitchCost(FakeCollector):
+    """A collector whose switch leaves ``penalty`` ns of work for the next operation (as CUPTI does)."""
+
+    def __init__(self, penalty: int) -> None:
+        super().__init__()
+        self.penalty = penalty
+        self.pending = 0
+
+    def set_enabled(self, on: bool) -> None:
+        super().set_enabled(on)
+        self.pending = self.penalty
+
+    def take(self) -> int:
+        ns, self.pending = self.pending, 0
+        return ns
+
+
+def _run_with_updates(tmp_path, col, iters: int, cold_ns: int = 0):
+    """infer / sim per iteration, an update every 16; the first infer after an update costs cold_ns more."""
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=200e-6)
+    session.clock = clock
+    session.options["flush_interval"] = 1e6
+    colds = 0
+    with session:
+        session.add_toggler(col)
+        cold = False
+        for i in range(iters):
+            with rlscope.scope("infer"):
+                clock.advance(col.take())
+                clock.advance(cold_ns if cold else 0)
+                colds += cold
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, session, clock.advance)
+            cold = False
+            with rlscope.scope("sim"):
+                clock.advance(col.take())
+                clock.advance(SIM)
+            if i % 16 == 15:
+                with rlscope.scope("update"):
+                    clock.advance(col.take())
+                    clock.advance(30_000)
+                cold = True
+            clock.advance(GLUE)
+    return analyze(rlscope.load_trace(str(tmp_path / "t"))).summary, colds
+
+
+def test_work_a_switch_leaves_for_the_next_operation_is_removed(tmp_path):
+    """A switch that costs the next operation 20 us: measured against the same operation after the same
+    predecessor without a switch, and removed; the corrected totals are the unprofiled ones."""
+    col = AfterSwitchCost(20_000)
+    s, _ = _run_with_updates(tmp_path, col, 6000)
+    assert col.switches >= 40
+    ops = s["operations"]
+    assert ops["infer"]["total_s"] == pytest.approx(6000 * OPS_PER_INFER * WORK * 1e-9, rel=1e-3)
+    assert ops["sim"]["total_s"] == pytest.approx(6000 * SIM * 1e-9, rel=1e-3)
+    assert ops["update"]["total_s"] == pytest.approx(6000 // 16 * 30_000 * 1e-9, rel=1e-3)
+    win = s["overhead"]["windows"]["operations"]
+    assert win["sim"]["removed_s"] > 0 and win["infer"]["removed_s"] > 0
+
+
+def test_a_cold_call_after_an_update_is_the_loops_own_and_stays(tmp_path):
+    """Switches fall mostly after the long update, and the first infer after it is slower in the
+    unprofiled loop too: compared with infer after update without a switch, nothing is removed."""
+    col = AfterSwitchCost(0)
+    s, colds = _run_with_updates(tmp_path, col, 6000, cold_ns=15_000)
+    truth = (6000 * OPS_PER_INFER * WORK + colds * 15_000) * 1e-9
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-3)
+    assert s["operations"]["sim"]["total_s"] == pytest.approx(6000 * SIM * 1e-9, rel=1e-3)

@@ -181,6 +181,8 @@ def _window_info(
             "light_instances": e["light_n"],
             "full_instances": e["full_n"],
             "removed_s": e["removed_ns"] / 1e9,
+            # of which: work a window switch left for the instance right after it (windows.switch_transient)
+            "after_switch_removed_s": e.get("after_switch_removed_ns", 0.0) / 1e9,
             "exclusive_uncertainty_s": sigma[key] / 1e9,
             "uncertainty_s": float(incl) / 1e9,
         }

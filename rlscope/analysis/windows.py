@@ -20,6 +20,11 @@ Per operation ``X`` (exclusive time per instance, instances wholly inside one wi
   unannotated time, use the run's pooled cost per collector event (``cost_per_event_ns``: what the
   window-estimated operations lost over their collector events), times their own events.
 
+- an instance directly after a switch that is slower than the same operation after the same
+  predecessor without a switch (same kind of window) pays for the switch itself (work CUPTI leaves
+  for the next CUDA calls): the median of that difference is removed from each such instance when
+  it stands clear of its spread (:func:`switch_transient`).
+
 Uncertainty: the spread of the paired excesses (MAD / sqrt(pairs)) times the full-window instances;
 fallbacks carry half of what they removed. docs/overhead.md says why this mechanism.
 """
@@ -154,6 +159,11 @@ def estimate(
     name = tl.inst_name[inst]
     inst_phase = np.append(tl.inst_name, -1)[tl.phase[begins]]
 
+    # work a switch left for the operation right after it: out first, so the windows compare the rest
+    pre, transients = switch_transients(tl, begins, whole & (tl.thread[begins] == tl.main_thread), mode, excl)
+    dur = dur * pre
+    excl = np.bincount(tl.op[seg], weights=dur[seg], minlength=n_inst)
+
     # per operation name (and the unannotated main-thread time): events and time in full windows
     op_name_row = np.append(tl.inst_name, UNANNOTATED_ID)[tl.op]
     main = tl.thread == tl.main_thread
@@ -215,6 +225,13 @@ def estimate(
     factor[counted] = np.array([per_op[int(k)]["factor"] for k in keys.tolist()])[key_of]
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
+    factor *= pre
+    for key, (cut, sigma) in transients.items():
+        e = per_op.get(key)
+        if e is not None:
+            e["removed_ns"] += cut
+            e["after_switch_removed_ns"] = cut
+            e["sigma_ns"] = float(np.hypot(e["sigma_ns"], sigma))
     return WindowEstimate(
         factor=factor,
         row_mode=row_mode,
@@ -225,6 +242,87 @@ def estimate(
         inst_phase=inst_phase,
         inst_full=mode == S.WINDOW_FULL,
     )
+
+
+def after_switch(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per instance (``begins``: its OP_BEGIN rows): whether a window switch came directly before it on
+    its thread (after the last operation that ended there), and that operation's name (-2: none).
+    """
+    n = len(tl.ts)
+    idx = np.arange(n)
+    first_row = np.maximum.accumulate(np.where(np.r_[True, tl.thread_idx[1:] != tl.thread_idx[:-1]], idx, 0))
+    win = np.flatnonzero(tl.kind == S.WINDOW)
+    switch = np.zeros(n, bool)
+    switch[win] = True
+    if len(win):
+        switch[win[np.argmin(tl.ts[win])]] = False  # the first WINDOW row opens the run: not a switch
+    last_end = np.maximum.accumulate(np.where(tl.kind == S.OP_END, idx, -1))[begins]
+    last_switch = np.maximum.accumulate(np.where(switch, idx, -1))[begins]
+    start = first_row[begins]
+    has_pred = last_end >= start
+    after = (last_switch >= start) & (last_switch > np.where(has_pred, last_end, -1))
+    names = np.append(tl.inst_name, -2)
+    pred = np.where(has_pred, names[tl.id[np.maximum(last_end, 0)]], -2)
+    return after, pred
+
+
+def switch_transients(
+    tl: Timeline, begins: np.ndarray, ok: np.ndarray, mode: np.ndarray, excl: np.ndarray
+) -> tuple[np.ndarray, dict[int, tuple[float, float]]]:
+    """(per-row factor taking out each operation's switch transient, per operation name: ns removed
+    and its standard error). ``ok``: instances to consider (wholly in one window, main thread)."""
+    after, pred = after_switch(tl, begins)
+    inst = tl.id[begins]
+    name = tl.inst_name[inst]
+    cut = np.zeros(len(tl.inst_name))
+    out: dict[int, tuple[float, float]] = {}
+    for key in np.unique(name[ok & after]).tolist():
+        for m in (S.WINDOW_LIGHT, S.WINDOW_FULL):
+            sel = np.flatnonzero(ok & (name == key) & (mode == m))
+            hit, t, se = switch_transient(after[sel], pred[sel], excl[inst[sel]])
+            if t <= 0:
+                continue
+            mine = inst[sel[hit]]
+            cut[mine] = np.minimum(t, excl[mine])
+            prev_cut, prev_se = out.get(key, (0.0, 0.0))
+            out[key] = (prev_cut + float(cut[mine].sum()), float(np.hypot(prev_se, len(mine) * se)))
+    pre = np.ones(len(tl.ts))
+    seg = np.flatnonzero(tl.op >= 0)
+    i = tl.op[seg]
+    has = (cut[i] > 0) & (excl[i] > 0)
+    pre[seg[has]] = 1.0 - cut[i[has]] / excl[i[has]]
+    return pre, out
+
+
+def switch_transient(
+    after: np.ndarray, pred: np.ndarray, value: np.ndarray
+) -> tuple[np.ndarray, float, float]:
+    """(instances corrected, transient ns each, its standard error) of one operation in one kind of window.
+
+    Switching a collector can leave work for the next calls (CUPTI, detached or attached again,
+    finishes on the process's next CUDA calls), which lands in the operation directly after the
+    switch. Each such instance is compared with instances of the same operation, in the same kind
+    of window, that followed the same operation without a switch: a cold first call after a long
+    update is the loop's own and shows up in both, so it is not removed. The median of those
+    differences is removed from each when it stands clear of their spread (> 2 standard errors).
+    """
+    hit = np.zeros(len(value), bool)
+    diffs: list[float] = []
+    for p in np.unique(pred[after]).tolist():
+        ref = value[(pred == p) & ~after]
+        mine = np.flatnonzero((pred == p) & after)
+        if len(ref) < MIN_INSTANCES or len(mine) == 0:
+            continue
+        hit[mine] = True
+        diffs.extend((value[mine] - float(np.median(ref))).tolist())
+    if len(diffs) < MIN_PAIRS:
+        return hit & False, 0.0, 0.0
+    d = np.asarray(diffs)
+    t = float(np.median(d))
+    se = 1.4826 * float(np.median(np.abs(d - t))) / np.sqrt(len(d))
+    if t <= 2 * se:
+        return hit & False, 0.0, 0.0
+    return hit, t, se
 
 
 def paired_excess(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> np.ndarray:
