@@ -262,7 +262,8 @@ def after_switch(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarr
     has_pred = last_end >= start
     after = (last_switch >= start) & (last_switch > np.where(has_pred, last_end, -1))
     names = np.append(tl.inst_name, -2)
-    pred = np.where(has_pred, names[tl.id[np.maximum(last_end, 0)]], -2)
+    ids = np.where(has_pred, tl.id[np.maximum(last_end, 0)], -1)  # row 0 may be no OP_END: index -1
+    pred = names[ids]  # names[-1] is -2: no predecessor
     return after, pred
 
 
