@@ -48,19 +48,29 @@ import rlscope
 
 NO_FLUSH = 1e6  # a flush interval that never fires: the writer drains once, at the end
 SCOPES_ONLY = {"backend": False, "gpu": False, "nvtx": False, "nvml_hz": 0, "windows": False}
+NO_MEMORY = {"RLSCOPE_GPU_MEMORY": "0"}  # one collector at a time
 CONFIGS: dict[str, dict[str, Any]] = {
     "unprofiled": {},
-    "scopes": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH}},
-    "nvtx": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH}, "nvtx": True, "gpu": True},
-    "backend-off": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH, "backend": True}, "off": True},
+    "scopes": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH}, "env": NO_MEMORY},
+    "nvtx": {
+        "session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH},
+        "nvtx": True,
+        "gpu": True,
+        "env": NO_MEMORY,
+    },
+    "backend-off": {
+        "session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH, "backend": True},
+        "off": True,
+        "env": NO_MEMORY,
+    },
     "cupti-off": {
         "session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH, "gpu": "cupti"},
         "off": True,
         "gpu": True,
-        "env": {"RLSCOPE_CUPTI_DETACH": "0"},
+        "env": {"RLSCOPE_CUPTI_DETACH": "0", **NO_MEMORY},
     },
     "memory": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH}, "memory": True, "gpu": True},
-    "writer": {"session": {**SCOPES_ONLY, "flush_interval": 1.0}},
+    "writer": {"session": {**SCOPES_ONLY, "flush_interval": 1.0}, "env": NO_MEMORY},
     "light": {"session": {"windows": False}, "off": True},
     "full": {"session": {"windows": False}},
     # CUPTI detached (cuptiFinalize) while off, the default, instead of attached with its kinds disabled
@@ -68,10 +78,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH, "gpu": "cupti"},
         "off": True,
         "gpu": True,
-        "env": {"RLSCOPE_CUPTI_DETACH": "1", "RLSCOPE_GPU_MEMORY": "0"},
+        "env": {"RLSCOPE_CUPTI_DETACH": "1", **NO_MEMORY},
     },
     "light-attached": {"session": {"windows": False}, "off": True, "env": {"RLSCOPE_CUPTI_DETACH": "0"}},
-    "light-nomem": {"session": {"windows": False}, "off": True, "env": {"RLSCOPE_GPU_MEMORY": "0"}},
+    "light-nomem": {"session": {"windows": False}, "off": True, "env": NO_MEMORY},
 }
 UPDATE_EVERY = 128  # iterations between two backprop calls (PPO's 128 steps per rollout)
 
@@ -129,8 +139,6 @@ def _switchable(session: Any) -> list[Any]:
 def child(config: str, iterations: int, device: str, out: str) -> None:
     """One timed run of ``config`` in this process; writes its figures to ``out`` (JSON)."""
     spec = CONFIGS[config]
-    if config in ("cupti-off", "nvtx", "backend-off", "scopes", "writer"):
-        os.environ["RLSCOPE_GPU_MEMORY"] = "0"  # one collector at a time
     os.environ.update(spec.get("env", {}))
     import torch
 
@@ -219,11 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
                 if args.json:  # kept after every run: a pass cut off by its time limit keeps what ran
-                    Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))
+                    report = {"args": vars(args), "skipped": skipped, "runs": runs}
+                    Path(args.json).write_text(json.dumps(report, indent=1))
     _print(runs, args, skipped)
-    if args.json:
-        report = {"args": vars(args), "skipped": skipped, "runs": runs}
-        Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 
 

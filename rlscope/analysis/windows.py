@@ -160,9 +160,14 @@ def estimate(
     inst_phase = np.append(tl.inst_name, -1)[tl.phase[begins]]
 
     # work a switch left for the operation right after it: out first, so the windows compare the rest
-    pre, transients = switch_transients(tl, begins, whole & (tl.thread[begins] == tl.main_thread), mode, excl)
+    ok = whole & (tl.thread[begins] == tl.main_thread)
+    cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl)
+    pre = np.ones(n)  # per row: what the instance keeps of its exclusive time
+    i = tl.op[seg]
+    has = (cut[i] > 0) & (excl[i] > 0)
+    pre[np.flatnonzero(seg)[has]] = 1.0 - cut[i[has]] / excl[i[has]]
     dur = dur * pre
-    excl = np.bincount(tl.op[seg], weights=dur[seg], minlength=n_inst)
+    excl = excl - cut
 
     # per operation name (and the unannotated main-thread time): events and time in full windows
     op_name_row = np.append(tl.inst_name, UNANNOTATED_ID)[tl.op]
@@ -268,13 +273,18 @@ def after_switch(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def switch_transients(
-    tl: Timeline, begins: np.ndarray, ok: np.ndarray, mode: np.ndarray, excl: np.ndarray
+    tl: Timeline,
+    begins: np.ndarray,
+    inst: np.ndarray,
+    name: np.ndarray,
+    ok: np.ndarray,
+    mode: np.ndarray,
+    excl: np.ndarray,
 ) -> tuple[np.ndarray, dict[int, tuple[float, float]]]:
-    """(per-row factor taking out each operation's switch transient, per operation name: ns removed
-    and its standard error). ``ok``: instances to consider (wholly in one window, main thread)."""
+    """(ns to take out of each instance's exclusive time, per operation name: ns removed and its
+    standard error). Per instance (``begins``, ``inst``, ``name``, ``mode``: as in :func:`estimate`),
+    ``ok``: wholly in one window, on the main thread; ``excl``: per instance id."""
     after, pred = after_switch(tl, begins)
-    inst = tl.id[begins]
-    name = tl.inst_name[inst]
     cut = np.zeros(len(tl.inst_name))
     out: dict[int, tuple[float, float]] = {}
     for key in np.unique(name[ok & after]).tolist():
@@ -287,12 +297,7 @@ def switch_transients(
             cut[mine] = np.minimum(t, excl[mine])
             prev_cut, prev_se = out.get(key, (0.0, 0.0))
             out[key] = (prev_cut + float(cut[mine].sum()), float(np.hypot(prev_se, len(mine) * se)))
-    pre = np.ones(len(tl.ts))
-    seg = np.flatnonzero(tl.op >= 0)
-    i = tl.op[seg]
-    has = (cut[i] > 0) & (excl[i] > 0)
-    pre[seg[has]] = 1.0 - cut[i[has]] / excl[i[has]]
-    return pre, out
+    return cut, out
 
 
 def switch_transient(
@@ -317,12 +322,12 @@ def switch_transient(
         hit[mine] = True
         diffs.extend((value[mine] - float(np.median(ref))).tolist())
     if len(diffs) < MIN_PAIRS:
-        return hit & False, 0.0, 0.0
+        return np.zeros_like(hit), 0.0, 0.0
     d = np.asarray(diffs)
     t = float(np.median(d))
     se = 1.4826 * float(np.median(np.abs(d - t))) / np.sqrt(len(d))
     if t <= 2 * se:
-        return hit & False, 0.0, 0.0
+        return np.zeros_like(hit), 0.0, 0.0
     return hit, t, se
 
 
