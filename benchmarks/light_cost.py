@@ -17,13 +17,19 @@ small PPO-like loop (the bundled PPO's agent and CartPole envs: one ``inference`
 - ``backend-off``: the native backend recorder attached, switched off;
 - ``cupti-off``: rlscope's CUPTI consumer attached, its activity kinds switched off (GPU only; the
   light state before CUPTI was detached in light windows);
-- ``memory``: the GPU memory recorder (the allocator's history; GPU only, always on in a session);
+- ``memory``: the GPU memory recorder (GPU only, always on in a session) as a session records it:
+  the native allocator tracker where it builds, else torch's allocator history; never drained
+  until the end (its recording alone);
+- ``memory-history``: the same with torch's allocator history (``RLSCOPE_GPU_MEMORY=history``);
+- ``memory-flushed`` / ``memory-history-flushed``: the same drained every second (the writer's
+  default), so the drain's cost on the job's thread shows too;
 - ``writer``: the writer thread flushing every second (the default);
 - ``light``: the default profile with every switchable collector off: what a light window costs;
 - ``full``: the default profile with every collector on: what a full window costs;
 - ``cupti-detached``: CUPTI detached while off (``cuptiFinalize``; the default in light windows);
 - ``light-attached``: ``light`` with CUPTI attached while off (``RLSCOPE_CUPTI_DETACH=0``);
 - ``light-nomem``: ``light`` without the memory recorder;
+- ``light-history``: ``light`` with the memory recorder on torch's allocator history;
 
 each in its own process, interleaved (the order rotates every repetition), ``--reps`` times. Per
 config it prints the median ``inference`` call and the mean iteration (median [min-max] over the
@@ -49,6 +55,7 @@ import rlscope
 NO_FLUSH = 1e6  # a flush interval that never fires: the writer drains once, at the end
 SCOPES_ONLY = {"backend": False, "gpu": False, "nvtx": False, "nvml_hz": 0, "windows": False}
 NO_MEMORY = {"RLSCOPE_GPU_MEMORY": "0"}  # one collector at a time
+HISTORY = {"RLSCOPE_GPU_MEMORY": "history"}  # the memory recorder on torch's allocator history
 CONFIGS: dict[str, dict[str, Any]] = {
     "unprofiled": {},
     "scopes": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH}, "env": NO_MEMORY},
@@ -70,6 +77,19 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "env": {"RLSCOPE_CUPTI_DETACH": "0", **NO_MEMORY},
     },
     "memory": {"session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH}, "memory": True, "gpu": True},
+    "memory-history": {
+        "session": {**SCOPES_ONLY, "flush_interval": NO_FLUSH},
+        "memory": True,
+        "gpu": True,
+        "env": HISTORY,
+    },
+    "memory-flushed": {"session": {**SCOPES_ONLY, "flush_interval": 1.0}, "memory": True, "gpu": True},
+    "memory-history-flushed": {
+        "session": {**SCOPES_ONLY, "flush_interval": 1.0},
+        "memory": True,
+        "gpu": True,
+        "env": HISTORY,
+    },
     "writer": {"session": {**SCOPES_ONLY, "flush_interval": 1.0}, "env": NO_MEMORY},
     "light": {"session": {"windows": False}, "off": True},
     "full": {"session": {"windows": False}},
@@ -82,6 +102,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     },
     "light-attached": {"session": {"windows": False}, "off": True, "env": {"RLSCOPE_CUPTI_DETACH": "0"}},
     "light-nomem": {"session": {"windows": False}, "off": True, "env": NO_MEMORY},
+    "light-history": {"session": {"windows": False}, "off": True, "env": HISTORY},
 }
 UPDATE_EVERY = 128  # iterations between two backprop calls (PPO's 128 steps per rollout)
 

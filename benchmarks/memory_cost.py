@@ -3,10 +3,12 @@
     python benchmarks/memory_cost.py [--n 20000] [--json FILE]
 
 Per allocation+free pair of a 4 KiB tensor (the allocator's fast path, where a fixed cost shows
-most), median of 5 rounds: with no recording, with torch's allocator history as rlscope records it
-(no context, no stacks), and with the history's defaults (Python and C++ stacks, what
-``torch.cuda.memory._record_memory_history()`` does). Then the drain: one snapshot plus clear after
-n pairs, per drained entry (the writer thread's cost, which holds the GIL).
+most), median of 5 rounds: with no recording, with rlscope's native allocator tracker
+(collectors/memory_native.cpp, the default), with torch's allocator history as rlscope's fallback
+records it (no context, no stacks), and with the history's defaults (Python and C++ stacks, what
+``torch.cuda.memory._record_memory_history()`` does). Then the drains after n pairs, per drained
+entry (the writer thread's cost): the native queue into numpy arrays, and the history's snapshot,
+clear and conversion to rows, which holds the GIL throughout.
 """
 
 from __future__ import annotations
@@ -47,12 +49,41 @@ def main() -> None:
             mem._record_memory_history(enabled=None)
         return statistics.median(out)
 
-    res = {
-        "n": args.n,
-        "off_ns": rounds(lambda: None),
-        "rlscope_history_ns": rounds(lambda: gpu_memory.record_history(torch, True, clear=True)),
-        "default_history_ns": rounds(lambda: mem._record_memory_history(max_entries=10**6)),
-    }
+    try:
+        lib = gpu_memory.load_native(torch)
+    except gpu_memory.NativeMemoryUnavailable as e:
+        print(f"native tracker not measured: {e}")
+        lib = None
+    res: dict = {"n": args.n, "off_ns": rounds(lambda: None)}
+    if lib is not None:
+        lib.mn_start()
+        lib.mn_enable(0)
+        gpu_memory.drain_native(lib, 0)
+
+        def native_round() -> float:
+            lib.mn_enable(1)
+            try:
+                return pairs_ns(args.n)
+            finally:
+                lib.mn_enable(0)
+                gpu_memory.drain_native(lib, 0)
+
+        res["native_ns"] = statistics.median(native_round() for _ in range(5))
+        res["native_added_ns_per_pair"] = res["native_ns"] - res["off_ns"]
+        lib.mn_enable(1)
+        pairs_ns(args.n)
+        lib.mn_enable(0)
+        t0 = time.perf_counter_ns()
+        cols = gpu_memory.drain_native(lib, 0)
+        drained = 0 if cols is None else len(cols[0])
+        res["native_drain_ns_per_entry"] = (time.perf_counter_ns() - t0) / max(drained, 1)
+        res["native_drained_entries"] = drained
+    res.update(
+        {
+            "rlscope_history_ns": rounds(lambda: gpu_memory.record_history(torch, True, clear=True)),
+            "default_history_ns": rounds(lambda: mem._record_memory_history(max_entries=10**6)),
+        }
+    )
     gpu_memory.record_history(torch, True, clear=True)
     pairs_ns(args.n)
     t0 = time.perf_counter_ns()

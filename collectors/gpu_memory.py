@@ -1,28 +1,48 @@
 """GPU memory: the CUDA caching allocator's allocations and frees, into ``memory.arrows``.
 
-Source: torch's allocator history (``torch.cuda.memory._record_memory_history``) with no context
-and no stacks, so each allocation costs the allocator one small trace entry and no Python. The writer
-thread drains the entries at every flush (``torch.cuda.memory._snapshot()``, then the history is
-cleared so the next drain sees only new entries) and writes them as rows, times converted to the
-events' clock. benchmarks/memory_cost.py measures what this costs per allocation and per drained
-entry (BENCHMARKS.md, "GPU memory and sharing"); CUPTI's memory activity was not used because it sees
-only the allocator's cudaMalloc/cudaFree of whole segments, not the blocks the program asks for.
+Source, in order of preference:
 
-Limits: the history has no thread id, so rows carry thread -1 and the analysis attributes them to the
-main thread's open operation (rlscope/analysis/memory.py); an entry recorded between a drain's
-snapshot and its clear is lost (the analysis tolerates unpaired events). Starts when the program
-imports torch, with CUDA available; anything failing warns once and the recording stops, never the job.
+1. ``native``: rlscope's allocator trace tracker (``memory_native.cpp``), built on first use like the
+   backend recorder. Each allocator event is stamped (events' clock, allocating thread) and queued
+   in C++; the writer thread drains the queue into numpy arrays, no Python per event.
+2. ``history``: torch's allocator history (``torch.cuda.memory._record_memory_history``) with no
+   context, drained at every flush with ``torch.cuda.memory._snapshot()`` and then cleared. Used
+   when the native tracker cannot be built (no CUDA headers, no compiler) or with
+   ``RLSCOPE_GPU_MEMORY=history``. Why it is only the fallback: the drain builds a Python dict per
+   event while holding the GIL -- on PPO with the policy on the GPU about 50k events a second,
+   which the job's own thread waits for in light and full windows alike, so the in-run windows
+   cannot see or remove it. benchmarks/memory_cost.py measures both per event and per drain.
+
+CUPTI's memory activity was not used because it sees only the allocator's cudaMalloc/cudaFree of
+whole segments, not the blocks the program asks for.
+
+Limits: history rows carry thread -1 (torch's history has no thread id; the analysis attributes them
+to the main thread's open operation, rlscope/analysis/memory.py); with the history an entry
+recorded between a drain's snapshot and its clear is lost, and the native queue drops (and counts)
+events past 16M undrained ones (the analysis tolerates unpaired events). Starts when the program
+imports torch, with CUDA available; anything failing warns once and the recording stops, never the
+job.
 """
 
 from __future__ import annotations
 
+import ctypes
+import glob
+import importlib.util
 import os
 import time
+from pathlib import Path
 from typing import Any
 
-from rlscope import _imports
+import numpy as np
+
+from rlscope import _imports, annotate, categories
 from rlscope.errors import warn_once
 from rlscope.trace import schema as S
+
+NATIVE_SOURCE = Path(__file__).with_name("memory_native.cpp")
+NATIVE_ABI = 1
+_native: Any = None  # the loaded library (the tracker is process-wide)
 
 MAX_ENTRIES = 1_000_000  # history ring buffer between two drains (a drain per flush, 1 s by default)
 ACTIONS = {
@@ -33,6 +53,74 @@ ACTIONS = {
 }
 # entries the analysis does not use: not recorded (fewer to drain)
 SKIP = ["free_completed", "segment_map", "segment_unmap", "snapshot", "oom"]
+
+
+class NativeMemoryUnavailable(RuntimeError):
+    """The native tracker cannot be built or loaded here; the message is one line saying why."""
+
+
+def cuda_include_dirs() -> list[Path]:
+    """Directories holding ``cuda_runtime_api.h`` (c10's CUDA headers include it): the toolkit's,
+    then the NVIDIA wheels' that a CUDA build of torch installs."""
+    roots = [Path(os.environ[e]) for e in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(e)]
+    roots += [Path("/usr/local/cuda"), *map(Path, sorted(glob.glob("/usr/local/cuda-*"), reverse=True))]
+    spec = importlib.util.find_spec("nvidia")
+    for base in spec.submodule_search_locations if spec and spec.submodule_search_locations else []:
+        roots += [Path(p) for p in sorted(glob.glob(os.path.join(base, "*")))]
+    out = []
+    for r in roots:
+        for inc in (r / "include", r / "targets/x86_64-linux/include"):
+            if (inc / "cuda_runtime_api.h").exists() and inc not in out:
+                out.append(inc)
+    return out
+
+
+def load_native(torch: Any) -> Any:
+    """Build (first use, cached like the backend recorder) and load memory_native.cpp."""
+    global _native
+    if _native is not None:
+        return _native
+    from rlscope.collectors import torch_native
+
+    inc = cuda_include_dirs()
+    if not inc:
+        raise NativeMemoryUnavailable(
+            "no CUDA headers (cuda_runtime_api.h) to build the native memory tracker"
+        )
+    try:
+        path = torch_native.build(torch, NATIVE_SOURCE, (f"-I{inc[0]}", "-lc10_cuda"))
+        lib = ctypes.CDLL(str(path))
+    except (torch_native.NativeBackendUnavailable, OSError) as e:
+        msg = str(e).replace("native backend-op recorder", "native memory tracker")
+        raise NativeMemoryUnavailable(msg) from None
+    if lib.mn_abi_version() != NATIVE_ABI:
+        raise NativeMemoryUnavailable("native memory tracker: version mismatch with its Python side")
+    lib.mn_pending.restype = ctypes.c_size_t
+    lib.mn_drops.restype = ctypes.c_uint64
+    lib.mn_now.restype = ctypes.c_int64
+    lib.mn_enable.argtypes = [ctypes.c_int]
+    p64, p16, p8 = (ctypes.POINTER(t) for t in (ctypes.c_int64, ctypes.c_int16, ctypes.c_int8))
+    lib.mn_drain.restype = ctypes.c_size_t
+    lib.mn_drain.argtypes = [p64, p64, p16, p8, p64, p64, p64, ctypes.c_size_t]
+    _native = lib
+    return lib
+
+
+def drain_native(lib: Any, since_ns: int) -> list[np.ndarray] | None:
+    """The queued events as MEMORY_COLUMNS arrays (events before ``since_ns`` dropped: a
+    previous session's in this process); None when there are none."""
+    n = lib.mn_pending()
+    if not n:
+        return None
+    ts, tid, addr, size, stream = (np.empty(n, np.int64) for _ in range(5))
+    dev, action = np.empty(n, np.int16), np.empty(n, np.int8)
+    cols = (ts, tid, dev, action, addr, size, stream)
+    ptrs = [a.ctypes.data_as(ctypes.POINTER(np.ctypeslib.as_ctypes_type(a.dtype))) for a in cols]
+    k = lib.mn_drain(*ptrs, n)
+    keep = ts[:k] >= since_ns
+    if not keep.any():
+        return None
+    return [c[:k][keep] for c in cols]
 
 
 def enabled_for(session: Any) -> bool:
@@ -106,8 +194,12 @@ class MemoryRecorder:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.torch: Any = None
+        self.native: Any = None  # the native tracker's library, when it is the source
         self.rows: Any = None
         self.failed = False
+        self.drops = 0
+        self._drops0 = 0
+        self._t0 = 0
 
     def start(self) -> MemoryRecorder:
         if enabled_for(self.session):
@@ -124,31 +216,61 @@ class MemoryRecorder:
                 return
             from rlscope.collectors.device_limits import devices_metadata
 
-            schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, "torch-history", devices_metadata())
-            record_history(torch, True, clear=True)
+            native = self._native(torch)
+            source = "native" if native is not None else "torch-history"
+            self._schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, source, devices_metadata())
+            self.rows = self.session.writer.add_stream(S.MEMORY_FILE, self._schema)
             self.torch = torch
-            self.rows = self.session.writer.add_stream(S.MEMORY_FILE, schema)
-            self.rows.extend(initial_rows(torch.cuda.memory._snapshot(), self.session.clock()))
-            record_history(torch, True, clear=True)
+            if native is not None:  # what the allocator holds now, then every event from here on
+                self._t0 = native.mn_now()
+                self._drops0 = native.mn_drops()
+                if native.mn_start() != 0:
+                    raise RuntimeError("torch refused the allocator trace tracker")
+                self.native = native
+                init = initial_rows(torch.cuda.memory._snapshot(), self._t0)
+                if init:  # a batch too: the writer takes a flush's rows as all tuples or all batches
+                    self._append([np.asarray(c) for c in zip(*init, strict=True)])
+            else:
+                record_history(torch, True, clear=True)
+                self.rows.extend(initial_rows(torch.cuda.memory._snapshot(), self.session.clock()))
+                record_history(torch, True, clear=True)
             self.session.writer.before_flush(self.flush)
         except Exception as e:  # never break the user's job
             self._fail(e)
+
+    def _native(self, torch: Any) -> Any:
+        """The native tracker's library, or None (history fallback, with a one-line warning why)."""
+        if os.environ.get("RLSCOPE_GPU_MEMORY") == "history":
+            return None
+        annotate.category_enter(self.session, categories.PROFILER)  # a first build takes seconds
+        try:
+            return load_native(torch)
+        except NativeMemoryUnavailable as e:
+            warn_once(f"{e}; recording GPU memory with torch's allocator history (slower to drain)")
+            return None
+        finally:
+            annotate.category_exit(self.session, categories.PROFILER)
 
     def _fail(self, e: BaseException) -> None:
         if not self.failed:
             self.failed = True
             warn_once(f"GPU memory recording off: {type(e).__name__}: {e}")
         try:
-            if self.torch is not None:
+            if self.native is not None:
+                self.native.mn_enable(0)
+            elif self.torch is not None:
                 record_history(self.torch, False)
         except Exception:
             pass
-        self.torch = None
+        self.torch = self.native = None
 
     def flush(self) -> None:
-        """Drain the allocator history into rows (writer thread)."""
+        """Drain the native queue or the allocator history into rows (writer thread)."""
         torch = self.torch
         if torch is None:
+            return
+        if self.native is not None:
+            self._flush_native(self.native)
             return
         try:
             snap = torch.cuda.memory._snapshot()
@@ -158,16 +280,35 @@ class MemoryRecorder:
         except Exception as e:
             self._fail(e)
 
+    def _flush_native(self, lib: Any) -> None:
+        try:
+            cols = drain_native(lib, self._t0)
+            self.drops = int(lib.mn_drops() - self._drops0)
+            if cols is not None:
+                self._append(cols)
+        except Exception as e:
+            self._fail(e)
+
+    def _append(self, cols: list[np.ndarray]) -> None:
+        import pyarrow as pa
+
+        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self._schema, strict=True)]
+        self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
+
     def stop(self) -> None:
         if self.torch is None:
             return
+        if self.native is not None:
+            self.native.mn_enable(0)  # the tracker stays attached (torch cannot detach one): gated off
         self.flush()
         try:
-            if self.torch is not None:
+            if self.native is None and self.torch is not None:
                 record_history(self.torch, False)
         except Exception as e:
             self._fail(e)
-        self.torch = None
+        if self.drops:
+            warn_once(f"the native memory tracker dropped {self.drops} allocator event(s) (queue full)")
+        self.torch = self.native = None
 
     def __repr__(self) -> str:
         return "MemoryRecorder"

@@ -62,9 +62,9 @@ def _torch_facts(torch: Any) -> tuple[Path, bool]:
     return Path(torch.__file__).parent, bool(torch._C._GLIBCXX_USE_CXX11_ABI)
 
 
-def library_path(torch: Any, source: Path | None = None) -> Path:
-    """Where the library built for this source (default ``SOURCE``), torch and compiler is (or
-    would be) cached."""
+def library_path(torch: Any, source: Path | None = None, extra: tuple[str, ...] = ()) -> Path:
+    """Where the library built for this source (default ``SOURCE``), torch, compiler and extra
+    compiler arguments is (or would be) cached."""
     source = source or SOURCE
     cxx = Path(_compiler()).resolve()
     torch_dir, abi = _torch_facts(torch)
@@ -77,21 +77,23 @@ def library_path(torch: Any, source: Path | None = None) -> Path:
                 str(torch_dir).encode(),
                 str(abi).encode(),
                 f"{cxx}:{st.st_size}:{st.st_mtime_ns}".encode(),
+                *(a.encode() for a in extra),
             ]
         )
     ).hexdigest()[:16]
     return cache_dir() / f"{source.stem}-{key}.so"
 
 
-def build(torch: Any, source: Path | None = None) -> Path:
+def build(torch: Any, source: Path | None = None, extra: tuple[str, ...] = ()) -> Path:
     """Compile (once, cached) and return the shared library's path (``source``: another C++ file
-    built the same way, e.g. benchmarks/recorder_breakdown.cpp, which includes this one's).
+    built the same way, e.g. benchmarks/recorder_breakdown.cpp, which includes this one's;
+    ``extra``: more compiler arguments, e.g. collectors/memory_native.cpp's CUDA headers and c10_cuda).
 
     Several processes may build at once: each compiles into its own temporary file and renames it
     into place, which is atomic, so a reader never sees a half-written library.
     """
     source = source or SOURCE
-    out = library_path(torch, source)
+    out = library_path(torch, source, extra)
     if out.exists():
         return out
     from torch.utils.cpp_extension import include_paths  # only when building (slow import)
@@ -115,6 +117,7 @@ def build(torch: Any, source: Path | None = None) -> Path:
         f"-L{lib_dir}",
         "-ltorch_cpu",
         "-lc10",
+        *extra,
         f"-Wl,-rpath,{lib_dir}",
         "-lpthread",
     ]

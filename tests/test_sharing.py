@@ -59,7 +59,7 @@ def test_occupancy_register_hardware_check():
 
 
 # -- a synthetic run: two operations, their kernels and allocations --------------------------------
-def _synthetic(fake_session, with_resources=True, with_memory=True):
+def _synthetic(fake_session, with_resources=True, with_memory=True, mem_thread=-1):
     session, clock = fake_session
     with session:
         t0 = clock.now
@@ -102,6 +102,7 @@ def _synthetic(fake_session, with_resources=True, with_memory=True):
             (t0 + 260_000, -1, 0, M[0], 4, 10, 0),  # in no operation
             (t0 + 270_000, -1, 0, M[1], 99, 64, 0),  # free of a block never seen: ignored
         ]
+        mem = [(r[0], mem_thread if r[1] == -1 else r[1], *r[2:]) for r in mem]
         write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
     return session, kernels
 
@@ -137,6 +138,80 @@ def test_memory_attribution_exact(fake_session):
     assert mem["phases"]["[no phase]"]["operations"]["a"]["ephemeral_bytes"] == 100
     assert mem["phases"]["training"]["operations"] == {"b": ops["b"]}
     assert max(mem["curve"]["allocated_max"]) == 280
+
+
+def test_memory_on_a_thread_without_operations_goes_to_the_main_thread(fake_session, tmp_path):
+    """The native tracker stamps the allocating thread: autograd's device threads open no operation,
+    so their allocations belong to the main thread's, exactly as thread -1 rows (history) do."""
+    ref = sharing.sharing_section(load_trace(_synthetic(fake_session)[0].trace_dir))["memory"]
+    session, _ = _synthetic(fake_session, mem_thread=4_242_424)
+    got = sharing.sharing_section(load_trace(session.trace_dir))["memory"]
+    assert got["operations"] == ref["operations"] and got["phases"] == ref["phases"]
+
+
+def test_native_memory_drain_into_batches(monkeypatch):
+    """The native tracker's queue becomes record batches of MEMORY_COLUMNS; events stamped before
+    the session started (a previous session in this process) are dropped; a drop count warns."""
+    import collections
+    import ctypes
+
+    queued = [  # ts, tid, device, action, addr, bytes, stream
+        (50, 7, 0, S.MEMORY_ALLOC, 1, 8, 0),
+        (150, 7, 0, S.MEMORY_ALLOC, 2, 512, 3),
+        (160, 9, 1, S.MEMORY_FREE, 2, 512, 3),
+    ]
+
+    class FakeLib:
+        enabled = 1
+
+        def mn_pending(self):
+            return len(queued)
+
+        def mn_drops(self):
+            return 5
+
+        def mn_enable(self, on):
+            self.enabled = on
+
+        def mn_drain(self, *args):
+            *ptrs, n = args
+            for j, ptr in enumerate(ptrs):
+                col = np.ctypeslib.as_array(ptr, shape=(n,))
+                col[:] = [r[j] for r in queued[:n]]
+            k = len(queued)
+            queued.clear()
+            return ctypes.c_size_t(k).value
+
+    rec = gpu_memory.MemoryRecorder(session=None)
+    rec.torch, rec.native, rec._t0, rec._drops0 = object(), FakeLib(), 100, 2
+    rec._schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, "native")
+    rec.rows = collections.deque()
+    warned = []
+    monkeypatch.setattr(gpu_memory, "warn_once", warned.append)
+    lib = rec.native
+    rec.flush()
+    rec.flush()  # nothing queued: no batch
+    (batch,) = rec.rows
+    assert batch.schema == rec._schema
+    assert batch.to_pydict() == {
+        "ts_ns": [150, 160],
+        "thread": [7, 9],
+        "device": [0, 1],
+        "action": [S.MEMORY_ALLOC, S.MEMORY_FREE],
+        "addr": [2, 2],
+        "bytes": [512, 512],
+        "stream": [3, 3],
+    }
+    rec.stop()
+    assert lib.enabled == 0 and rec.native is None
+    assert warned == ["the native memory tracker dropped 3 allocator event(s) (queue full)"]
+
+
+def test_native_memory_needs_cuda_headers(monkeypatch):
+    monkeypatch.setattr(gpu_memory, "cuda_include_dirs", lambda: [])
+    monkeypatch.setattr(gpu_memory, "_native", None)
+    with pytest.raises(gpu_memory.NativeMemoryUnavailable, match="no CUDA headers"):
+        gpu_memory.load_native(None)
 
 
 def test_kernel_lengths_match_numpy(fake_session):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import pytest
@@ -28,9 +29,20 @@ def test_device_limits_match_torch():
     assert d["total_memory"] == props.total_memory
 
 
-def test_scope_that_frees_is_ephemeral_one_that_keeps_is_persistent(tmp_path):
+@pytest.mark.parametrize("source", ["native", "torch-history"])
+def test_scope_that_frees_is_ephemeral_one_that_keeps_is_persistent(tmp_path, monkeypatch, source):
+    import pyarrow as pa
     import torch
 
+    from rlscope.collectors import gpu_memory
+
+    if source == "native":
+        try:
+            gpu_memory.load_native(torch)
+        except gpu_memory.NativeMemoryUnavailable as e:
+            pytest.skip(str(e))
+    else:
+        monkeypatch.setenv("RLSCOPE_GPU_MEMORY", "history")
     torch.cuda.init()
     torch.empty(1, device="cuda")  # context and allocator up before the session
     kept = []
@@ -48,6 +60,33 @@ def test_scope_that_frees_is_ephemeral_one_that_keeps_is_persistent(tmp_path):
     assert (ops["ephemeral"]["ephemeral_bytes"], ops["ephemeral"]["persistent_bytes"]) == (MIB8, 0)
     assert ops["ephemeral"]["peak_bytes"] == MIB8
     assert (ops["persistent"]["ephemeral_bytes"], ops["persistent"]["persistent_bytes"]) == (0, MIB8)
+    (path,) = (tmp_path / "t").glob("process_*/memory.arrows")
+    with pa.OSFile(str(path)) as f:
+        table = pa.ipc.open_stream(f).read_all()
+    assert table.schema.metadata[b"rlscope.collector"].decode() == source
+    if source == "native":  # stamped with the allocating thread
+        assert set(table["thread"].to_pylist()) - {-1} == {threading.get_native_id()}
+
+
+def test_backward_allocations_on_autograd_threads_go_to_the_callers_operation(tmp_path):
+    """On CUDA, backward runs on autograd's device thread; its allocations are backprop's."""
+    import torch
+
+    torch.cuda.init()
+    net = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1)).cuda()
+    x = torch.randn(4096, 512, device="cuda")
+    with rlscope.profile(tmp_path / "t", windows=False):
+        with rlscope.scope("forward"):
+            loss = net(x).square().mean()
+        with rlscope.scope("backprop"):
+            loss.backward()
+            torch.cuda.synchronize()
+    ops = analyze(tmp_path / "t", correct=False).summary["sharing"]["memory"]["operations"]
+    # the gradients of the weights (persistent) and the activations' gradients (ephemeral)
+    weights = sum(p.numel() * 4 for p in net.parameters())
+    assert ops["backprop"]["persistent_bytes"] >= weights
+    assert ops["backprop"]["ephemeral_bytes"] >= 4096 * 2048 * 4
+    assert "[unannotated]" not in ops or ops["[unannotated]"]["allocated_bytes"] == 0
 
 
 def test_kernel_occupancy_matches_the_driver(tmp_path):

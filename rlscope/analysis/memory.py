@@ -1,8 +1,10 @@
 """GPU memory per operation and per process, from the allocator events in ``memory.arrows``.
 
 Attribution: an allocation belongs to the operation innermost on the allocating thread when it was
-made (:func:`rlscope.analysis.gpu.state_at`; rows with thread -1, from torch's allocator history,
-which has no thread id, go to the main thread). Per operation (summed over its calls):
+made (:func:`rlscope.analysis.gpu.state_at`). Rows with thread -1 (torch's allocator history has no
+thread id) go to the main thread, and so do allocations on a thread with no operation open at the
+time (autograd's device threads, a data loader's): the main thread's operation is what asked for
+them. Per operation (summed over its calls):
 
 - ``allocated_bytes``: bytes it allocated;
 - ``ephemeral_bytes``: of those, freed before the end of the operation instance that allocated them;
@@ -112,6 +114,10 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
     thread = np.where(c["thread"] < 0, tl.main_thread, c["thread"])
     alloc_rows, free_at = pair_frees(c)
     op, phase = gpu.state_at(tl, thread[alloc_rows], c["ts_ns"][alloc_rows])
+    other = (op < 0) & (thread[alloc_rows] != tl.main_thread)  # no operation open on its own thread
+    if other.any():
+        main = np.full(int(other.sum()), tl.main_thread, np.int64)
+        op[other], phase[other] = gpu.state_at(tl, main, c["ts_ns"][alloc_rows][other])
     inst_end = np.append(tl.inst_end, np.iinfo(np.int64).max)
     size = c["bytes"][alloc_rows]
     ephemeral = (op >= 0) & (free_at <= inst_end[op])
