@@ -49,7 +49,7 @@ SCRIPT = textwrap.dedent(
             s = time.perf_counter(); step(); inside += time.perf_counter() - s
         return inside / n
 
-    n = 400
+    n = 8000  # ~3 s: detaching CUPTI costs ~10 ms a switch, so windows grow to ~0.4 s (session.py)
     timed(50)
     base = timed(n)
     with rlscope.profile(sys.argv[1], backend=False, gpu="cupti", nvml_hz=0, window_s=0.02):

@@ -10,6 +10,7 @@ import pytest
 
 import rlscope
 from rlscope.analysis import analyze
+from rlscope.trace import schema as S
 
 pytestmark = pytest.mark.gpu
 MIB8 = 8 << 20  # a multiple of the allocator's 2 MiB rounding: the block is exactly this size
@@ -60,7 +61,7 @@ def test_scope_that_frees_is_ephemeral_one_that_keeps_is_persistent(tmp_path, mo
     assert (ops["ephemeral"]["ephemeral_bytes"], ops["ephemeral"]["persistent_bytes"]) == (MIB8, 0)
     assert ops["ephemeral"]["peak_bytes"] == MIB8
     assert (ops["persistent"]["ephemeral_bytes"], ops["persistent"]["persistent_bytes"]) == (0, MIB8)
-    (path,) = (tmp_path / "t").glob("process_*/memory.arrows")
+    (path,) = (tmp_path / "t").rglob(S.MEMORY_FILE)
     with pa.OSFile(str(path)) as f:
         table = pa.ipc.open_stream(f).read_all()
     assert table.schema.metadata[b"rlscope.collector"].decode() == source
@@ -75,6 +76,7 @@ def test_backward_allocations_on_autograd_threads_go_to_the_callers_operation(tm
     torch.cuda.init()
     net = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1)).cuda()
     x = torch.randn(4096, 512, device="cuda")
+    before = torch.cuda.memory_allocated()  # the allocator's state at the start: unannotated
     with rlscope.profile(tmp_path / "t", windows=False):
         with rlscope.scope("forward"):
             loss = net(x).square().mean()
@@ -86,7 +88,7 @@ def test_backward_allocations_on_autograd_threads_go_to_the_callers_operation(tm
     weights = sum(p.numel() * 4 for p in net.parameters())
     assert ops["backprop"]["persistent_bytes"] >= weights
     assert ops["backprop"]["ephemeral_bytes"] >= 4096 * 2048 * 4
-    assert "[unannotated]" not in ops or ops["[unannotated]"]["allocated_bytes"] == 0
+    assert ops["[unannotated]"]["allocated_bytes"] <= before  # nothing allocated inside fell outside
 
 
 def test_kernel_occupancy_matches_the_driver(tmp_path):
