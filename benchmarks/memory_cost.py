@@ -3,7 +3,8 @@
     python benchmarks/memory_cost.py [--n 20000] [--json FILE]
 
 Per allocation+free pair of a 4 KiB tensor (the allocator's fast path, where a fixed cost shows
-most), median of 5 rounds: with no recording, with rlscope's native allocator tracker
+most), median of 7 interleaved rounds (the order rotating), each mode's added cost paired with
+the same round's unrecorded time: with no recording, with rlscope's native allocator tracker
 (collectors/memory_native.cpp, the default), with torch's allocator history as rlscope's fallback
 records it (no context, no stacks), and with the history's defaults (Python and C++ stacks, what
 ``torch.cuda.memory._record_memory_history()`` does). Then the drains after n pairs, per drained
@@ -36,41 +37,51 @@ def pairs_ns(n: int) -> float:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--json", default=None)
     args = p.parse_args()
     mem = torch.cuda.memory
-    pairs_ns(1000)  # warm-up: context, allocator pool
-
-    def rounds(setup) -> float:
-        out = []
-        for _ in range(5):
-            setup()
-            out.append(pairs_ns(args.n))
-            mem._record_memory_history(enabled=None)
-        return statistics.median(out)
-
     try:
         lib = gpu_memory.load_native(torch)
+        lib.mn_start()
+        lib.mn_enable(0)
     except gpu_memory.NativeMemoryUnavailable as e:
         print(f"native tracker not measured: {e}")
         lib = None
-    res: dict = {"n": args.n, "off_ns": rounds(lambda: None)}
+
+    def history_off() -> None:
+        mem._record_memory_history(enabled=None)
+
+    def native(on: bool) -> None:
+        lib.mn_enable(int(on))
+        if not on:
+            gpu_memory.drain_native(lib, 0)
+
+    modes = {  # (switch on, switch off)
+        "off": (lambda: None, lambda: None),
+        "history": (lambda: gpu_memory.record_history(torch, True, clear=True), history_off),
+        "history_defaults": (lambda: mem._record_memory_history(max_entries=10**6), history_off),
+    }
     if lib is not None:
-        lib.mn_start()
-        lib.mn_enable(0)
-        gpu_memory.drain_native(lib, 0)
-
-        def native_round() -> float:
-            lib.mn_enable(1)
-            try:
-                return pairs_ns(args.n)
-            finally:
-                lib.mn_enable(0)
-                gpu_memory.drain_native(lib, 0)
-
-        res["native_ns"] = statistics.median(native_round() for _ in range(5))
-        res["native_added_ns_per_pair"] = res["native_ns"] - res["off_ns"]
-        lib.mn_enable(1)
+        modes["native"] = (lambda: native(True), lambda: native(False))
+    pairs_ns(args.n)  # warm-up: context, allocator pool, the first round's page faults
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    names = list(modes)
+    for r in range(args.rounds):  # interleaved, the order rotating each round: drift hits all modes
+        for m in names[r % len(names) :] + names[: r % len(names)]:
+            on, off = modes[m]
+            on()
+            times[m].append(pairs_ns(args.n))
+            off()
+    res: dict = {"n": args.n, "rounds": args.rounds}
+    for m, t in times.items():
+        res[f"{m}_ns"] = statistics.median(t)
+        if m != "off":  # paired by round: the same moment's off round
+            paired = [a - b for a, b in zip(t, times["off"], strict=True)]
+            res[f"{m}_added_ns_per_pair"] = statistics.median(paired)
+    # drains after n pairs, per drained entry (the writer thread's cost)
+    if lib is not None:
+        native(True)
         pairs_ns(args.n)
         lib.mn_enable(0)
         t0 = time.perf_counter_ns()
@@ -78,12 +89,6 @@ def main() -> None:
         drained = 0 if cols is None else len(cols[0])
         res["native_drain_ns_per_entry"] = (time.perf_counter_ns() - t0) / max(drained, 1)
         res["native_drained_entries"] = drained
-    res.update(
-        {
-            "rlscope_history_ns": rounds(lambda: gpu_memory.record_history(torch, True, clear=True)),
-            "default_history_ns": rounds(lambda: mem._record_memory_history(max_entries=10**6)),
-        }
-    )
     gpu_memory.record_history(torch, True, clear=True)
     pairs_ns(args.n)
     t0 = time.perf_counter_ns()
@@ -91,9 +96,8 @@ def main() -> None:
     gpu_memory.record_history(torch, True, clear=True)
     rows = gpu_memory.entries_to_rows(snap, time.time_ns(), time.perf_counter_ns())
     drain = time.perf_counter_ns() - t0
-    mem._record_memory_history(enabled=None)
-    res.update(drained_entries=len(rows), drain_ns_per_entry=drain / max(len(rows), 1))
-    res["added_ns_per_pair"] = res["rlscope_history_ns"] - res["off_ns"]
+    history_off()
+    res.update(history_drained_entries=len(rows), history_drain_ns_per_entry=drain / max(len(rows), 1))
     print(json.dumps(res, indent=2))
     if args.json:
         with open(args.json, "w") as f:

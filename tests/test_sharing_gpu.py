@@ -91,6 +91,19 @@ def test_backward_allocations_on_autograd_threads_go_to_the_callers_operation(tm
     assert ops["[unannotated]"]["allocated_bytes"] <= before  # nothing allocated inside fell outside
 
 
+def _gpu_rows(trace_dir) -> list[dict]:
+    """The GPU file's rows (category, times, correlation, thread, name id), for a failure message."""
+    import pyarrow as pa
+
+    out = []
+    for path in trace_dir.rglob(S.GPU_FILE):
+        with pa.OSFile(str(path)) as f:
+            t = pa.ipc.open_stream(f).read_all()
+        cols = ["category", "start_ns", "end_ns", "correlation", "thread", "name"]
+        out += t.select(cols).to_pylist()
+    return out
+
+
 def test_kernel_occupancy_matches_the_driver(tmp_path):
     cupy = pytest.importorskip("cupy")
     from rlscope.analysis.occupancy import DeviceLimits, theoretical_occupancy
@@ -114,7 +127,8 @@ def test_kernel_occupancy_matches_the_driver(tmp_path):
         kern((blocks,), (threads,), (x,), shared_mem=smem)
         cupy.cuda.Device().synchronize()
     occ = analyze(tmp_path / "t", correct=False).summary["sharing"]["occupancy"]
-    assert "launch" in occ.get("operations", {}), occ  # the kernel attributed to its launching scope
+    # the kernel attributed to its launching scope (flaky on the devices: the evidence if it fails)
+    assert "launch" in occ.get("operations", {}), (occ, _gpu_rows(tmp_path / "t"))
     k = next(k for k in occ["operations"]["launch"]["kernels"] if k["kernel"] == "shuffle")
     regs = kern.attributes["num_regs"]
     assert (k["threads"], k["blocks"], k["smem"]) == (threads, blocks, smem)
