@@ -61,7 +61,7 @@ fi
 if [ "$VAL" = ppo_gpu ] || [ "$VAL" = alone ]; then  # PPO-GPU alone on the machine (no neighbour)
 val ppo_gpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}"
 fi
-if [ "$VAL" = alone ]; then
+if [ "$VAL" = alone ] || [ "$VAL" = sim_eager ]; then
 val sim_eager 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}"
 fi
 if [ "$VAL" = configs ]; then
