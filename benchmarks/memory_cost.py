@@ -66,29 +66,39 @@ def main() -> None:
         modes["native"] = (lambda: native(True), lambda: native(False))
     pairs_ns(args.n)  # warm-up: context, allocator pool, the first round's page faults
     times: dict[str, list[float]] = {m: [] for m in modes}
-    names = list(modes)
-    for r in range(args.rounds):  # interleaved, the order rotating each round: drift hits all modes
-        for m in names[r % len(names) :] + names[: r % len(names)]:
-            on, off = modes[m]
-            on()
-            times[m].append(pairs_ns(args.n))
-            off()
+    # the native tracker first, interleaved with "off" only: switching torch's history on and off
+    # was seen to leave the tracker without events (checked below), so it never runs after one
     res: dict = {"n": args.n, "rounds": args.rounds}
+    groups = [[m for m in ("off", "native") if m in modes], ["off", "history", "history_defaults"]]
+    for g, names in enumerate(groups):
+        if g == 1 and lib is not None:  # the native drain after n pairs, per drained entry
+            native(True)
+            pairs_ns(args.n)
+            lib.mn_enable(0)
+            t0 = time.perf_counter_ns()
+            cols = gpu_memory.drain_native(lib, 0)
+            drained = 0 if cols is None else len(cols[0])
+            res["native_drain_ns_per_entry"] = (time.perf_counter_ns() - t0) / max(drained, 1)
+            res["native_drained_entries"] = drained
+        for r in range(args.rounds):  # interleaved, the order rotating each round: drift hits all modes
+            for m in names[r % len(names) :] + names[: r % len(names)]:
+                on, off = modes[m]
+                on()
+                times[m].append(pairs_ns(args.n))
+                off()
+    off_t = times["off"]
     for m, t in times.items():
         res[f"{m}_ns"] = statistics.median(t)
-        if m != "off":  # paired by round: the same moment's off round
-            paired = [a - b for a, b in zip(t, times["off"], strict=True)]
+        if m != "off":  # paired with the same group's off rounds, round by round
+            base = off_t[: len(t)] if m == "native" else off_t[-len(t) :]
+            paired = [a - b for a, b in zip(t, base, strict=True)]
             res[f"{m}_added_ns_per_pair"] = statistics.median(paired)
-    # drains after n pairs, per drained entry (the writer thread's cost)
-    if lib is not None:
+    if lib is not None:  # does the tracker still get events after torch's history was on and off?
         native(True)
-        pairs_ns(args.n)
+        pairs_ns(1000)
         lib.mn_enable(0)
-        t0 = time.perf_counter_ns()
         cols = gpu_memory.drain_native(lib, 0)
-        drained = 0 if cols is None else len(cols[0])
-        res["native_drain_ns_per_entry"] = (time.perf_counter_ns() - t0) / max(drained, 1)
-        res["native_drained_entries"] = drained
+        res["native_entries_after_history_of_2000"] = 0 if cols is None else len(cols[0])
     gpu_memory.record_history(torch, True, clear=True)
     pairs_ns(args.n)
     t0 = time.perf_counter_ns()
