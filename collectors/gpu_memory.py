@@ -194,7 +194,8 @@ class MemoryRecorder:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.torch: Any = None
-        self.native: Any = None  # the native tracker's library, when it is the source
+        self._lib: Any = None  # the native tracker's library, when it is the source
+        self.native: Any = None  # the same, once attached to the allocator
         self.rows: Any = None
         self.failed = False
         self.drops = 0
@@ -221,20 +222,37 @@ class MemoryRecorder:
             self._schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, source, devices_metadata())
             self.rows = self.session.writer.add_stream(S.MEMORY_FILE, self._schema)
             self.torch = torch
-            if native is not None:  # what the allocator holds now, then every event from here on
-                self._t0 = native.mn_now()
+            if native is not None:
+                self._lib = native
                 self._drops0 = native.mn_drops()
-                if native.mn_start() != 0:
-                    raise RuntimeError("torch refused the allocator trace tracker")
-                self.native = native
-                init = initial_rows(torch.cuda.memory._snapshot(), self._t0)
-                if init:  # a batch too: the writer takes a flush's rows as all tuples or all batches
-                    self._append([np.asarray(c) for c in zip(*init, strict=True)])
+                if torch.cuda.is_initialized():
+                    self._attach(snapshot=True)
+                else:  # the allocator has no per-device state to attach to until CUDA is initialized
+                    torch.cuda._lazy_call(self._attach)
             else:
                 record_history(torch, True, clear=True)
                 self.rows.extend(initial_rows(torch.cuda.memory._snapshot(), self.session.clock()))
                 record_history(torch, True, clear=True)
             self.session.writer.before_flush(self.flush)
+        except Exception as e:  # never break the user's job
+            self._fail(e)
+
+    def _attach(self, snapshot: bool = False) -> None:
+        """Attach the native tracker: now, or from CUDA's lazy initialization (a tracker attached
+        before it reaches no device, and initializing CUDA ourselves at torch's import would change
+        the job: a context's memory, no CUDA in processes it forks). ``snapshot``: first record what
+        the allocator already holds. Never raises (it may run inside the job's first CUDA call)."""
+        lib, torch = self._lib, self.torch
+        if lib is None or torch is None or self.native is not None:
+            return
+        try:
+            self._t0 = lib.mn_now()
+            if lib.mn_start() != 0:
+                raise RuntimeError("torch refused the allocator trace tracker")
+            self.native = lib
+            init = initial_rows(torch.cuda.memory._snapshot(), self._t0) if snapshot else []
+            if init:  # a batch too: the writer takes a flush's rows as all tuples or all batches
+                self._append([np.asarray(c) for c in zip(*init, strict=True)])
         except Exception as e:  # never break the user's job
             self._fail(e)
 
@@ -258,19 +276,20 @@ class MemoryRecorder:
         try:
             if self.native is not None:
                 self.native.mn_enable(0)
-            elif self.torch is not None:
+            elif self.torch is not None and self._lib is None:
                 record_history(self.torch, False)
         except Exception:
             pass
-        self.torch = self.native = None
+        self.torch = self.native = self._lib = None
 
     def flush(self) -> None:
         """Drain the native queue or the allocator history into rows (writer thread)."""
         torch = self.torch
         if torch is None:
             return
-        if self.native is not None:
-            self._flush_native(self.native)
+        if self._lib is not None:  # native: nothing to drain before it is attached
+            if self.native is not None:
+                self._flush_native(self.native)
             return
         try:
             snap = torch.cuda.memory._snapshot()
@@ -302,13 +321,13 @@ class MemoryRecorder:
             self.native.mn_enable(0)  # the tracker stays attached (torch cannot detach one): gated off
         self.flush()
         try:
-            if self.native is None and self.torch is not None:
+            if self._lib is None and self.torch is not None:
                 record_history(self.torch, False)
         except Exception as e:
             self._fail(e)
         if self.drops:
             warn_once(f"the native memory tracker dropped {self.drops} allocator event(s) (queue full)")
-        self.torch = self.native = None
+        self.torch = self.native = self._lib = None
 
     def __repr__(self) -> str:
         return "MemoryRecorder"

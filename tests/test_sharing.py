@@ -183,7 +183,8 @@ def test_native_memory_drain_into_batches(monkeypatch):
             return ctypes.c_size_t(k).value
 
     rec = gpu_memory.MemoryRecorder(session=None)
-    rec.torch, rec.native, rec._t0, rec._drops0 = object(), FakeLib(), 100, 2
+    rec.torch, rec._t0, rec._drops0 = object(), 100, 2
+    rec.native = rec._lib = FakeLib()
     rec._schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, "native")
     rec.rows = collections.deque()
     warned = []
@@ -205,6 +206,74 @@ def test_native_memory_drain_into_batches(monkeypatch):
     rec.stop()
     assert lib.enabled == 0 and rec.native is None
     assert warned == ["the native memory tracker dropped 3 allocator event(s) (queue full)"]
+
+
+def test_native_memory_attaches_at_cuda_init(monkeypatch):
+    """Attached at torch's import the tracker would reach no device (the allocator's per-device state
+    comes with CUDA's lazy init), and initializing CUDA there would change the job: it is queued."""
+    import collections
+
+    queued, started = [], []
+
+    class Lib:
+        def mn_drops(self):
+            return 0
+
+        def mn_now(self):
+            return 123
+
+        def mn_start(self):
+            started.append(True)
+            return 0
+
+        def mn_pending(self):
+            return 0
+
+    class Cuda:
+        memory = None
+
+        @staticmethod
+        def is_available():
+            return True
+
+        @staticmethod
+        def is_initialized():
+            return False
+
+        @staticmethod
+        def _lazy_call(fn):
+            queued.append(fn)
+
+    class Torch:
+        cuda = Cuda
+
+    class Writer:
+        def add_stream(self, name, schema):
+            return collections.deque()
+
+        def before_flush(self, hook):
+            pass
+
+    class Session:
+        writer = Writer()
+
+        def __init__(self):
+            self.options = {"gpu": "auto"}
+
+    session = Session()
+    monkeypatch.setattr(rlscope.annotate, "_active", session)
+    monkeypatch.setattr(gpu_memory, "load_native", lambda torch: Lib())
+    monkeypatch.setattr("rlscope.collectors.device_limits.devices_metadata", lambda: {})
+    monkeypatch.setattr(rlscope.annotate, "category_enter", lambda *a: None)
+    monkeypatch.setattr(rlscope.annotate, "category_exit", lambda *a: None)
+    rec = gpu_memory.MemoryRecorder(session)
+    rec._begin(Torch())
+    assert not rec.failed and queued and not started and rec.native is None
+    rec.flush()  # before CUDA's init: nothing to drain, and never torch's history
+    queued[0]()  # CUDA initializes
+    assert started == [True] and rec.native is not None and rec._t0 == 123
+    rec.flush()
+    assert not rec.failed
 
 
 def test_native_memory_needs_cuda_headers(monkeypatch):

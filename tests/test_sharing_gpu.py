@@ -69,6 +69,24 @@ def test_scope_that_frees_is_ephemeral_one_that_keeps_is_persistent(tmp_path, mo
         assert set(table["thread"].to_pylist()) - {-1} == {threading.get_native_id()}
 
 
+def test_memory_recorded_when_cuda_starts_inside_the_session(tmp_path):
+    """The usual `rlscope run` case: torch imported and CUDA initialized after the session starts."""
+    import subprocess
+
+    prog = (
+        "import sys, rlscope\n"
+        "with rlscope.profile(sys.argv[1], windows=False):\n"
+        "    import torch\n"
+        "    with rlscope.scope('alloc'):\n"
+        "        x = torch.empty(8 << 20, dtype=torch.uint8, device='cuda')\n"
+        "        del x\n"
+    )
+    r = subprocess.run([sys.executable, "-c", prog, str(tmp_path / "t")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ops = analyze(tmp_path / "t", correct=False).summary["sharing"]["memory"]["operations"]
+    assert ops["alloc"]["ephemeral_bytes"] == MIB8, (ops, r.stderr[-2000:])
+
+
 def test_backward_allocations_on_autograd_threads_go_to_the_callers_operation(tmp_path):
     """On CUDA, backward runs on autograd's device thread; its allocations are backprop's."""
     import torch
