@@ -41,6 +41,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     mem = torch.cuda.memory
+    pairs_ns(100)  # CUDA initialized first: a tracker attached before reaches no device
     try:
         lib = gpu_memory.load_native(torch)
         lib.mn_start()
