@@ -67,8 +67,8 @@ def main() -> None:
         modes["native"] = (lambda: native(True), lambda: native(False))
     pairs_ns(args.n)  # warm-up: context, allocator pool, the first round's page faults
     times: dict[str, list[float]] = {m: [] for m in modes}
-    # the native tracker first, interleaved with "off" only: switching torch's history on and off
-    # was seen to leave the tracker without events (checked below), so it never runs after one
+    # the native tracker first, interleaved with "off" only, so torch's history (on and off in the
+    # second group) cannot interfere; the end checks the tracker still gets events after it
     res: dict = {"n": args.n, "rounds": args.rounds}
     groups = [[m for m in ("off", "native") if m in modes], ["off", "history", "history_defaults"]]
     for g, names in enumerate(groups):
