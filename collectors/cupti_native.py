@@ -52,23 +52,21 @@ ROW = np.dtype(
 )
 
 
-def _cuda_dirs() -> list[tuple[Path, Path]]:
-    """(include dir, lib dir) candidates holding cupti.h and libcupti.so."""
-    roots: list[Path] = []
+def cuda_roots() -> list[Path]:
+    """Where CUDA's headers and libraries may be: the toolkit first (its include dir has everything
+    CUDA's headers pull in; a wheel's may lack some), then the NVIDIA wheels a CUDA build of torch
+    installs (``nvidia/cu13``, ``nvidia/cuda_cupti``, ...), then ``$CUDA_HOME`` / ``$CUDA_PATH``."""
+    roots = [Path("/usr/local/cuda"), *map(Path, sorted(glob.glob("/usr/local/cuda-*"), reverse=True))]
     spec = importlib.util.find_spec("nvidia")
     for base in spec.submodule_search_locations if spec and spec.submodule_search_locations else []:
-        roots += [Path(p) for p in glob.glob(os.path.join(base, "cu*"))] + [Path(base) / "cuda_cupti"]
-    for env in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(env):
-            roots.append(Path(os.environ[env]))
-    # the toolkit first: its include dir has everything cupti.h pulls in
-    roots = [
-        Path("/usr/local/cuda"),
-        *map(Path, sorted(glob.glob("/usr/local/cuda-*"), reverse=True)),
-        *roots,
-    ]
+        roots += [Path(p) for p in sorted(glob.glob(os.path.join(base, "*")))]
+    return roots + [Path(os.environ[e]) for e in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(e)]
+
+
+def _cuda_dirs() -> list[tuple[Path, Path]]:
+    """(include dir, lib dir) candidates holding cupti.h and libcupti.so."""
     out = []
-    for r in roots:
+    for r in cuda_roots():
         for inc in (r / "include", r / "extras/CUPTI/include", r / "targets/x86_64-linux/include"):
             if (inc / "cupti.h").exists():
                 for lib in (r / "lib", r / "lib64", r / "extras/CUPTI/lib64", r / "targets/x86_64-linux/lib"):

@@ -27,8 +27,6 @@ job.
 from __future__ import annotations
 
 import ctypes
-import glob
-import importlib.util
 import os
 import time
 from pathlib import Path
@@ -60,15 +58,11 @@ class NativeMemoryUnavailable(RuntimeError):
 
 
 def cuda_include_dirs() -> list[Path]:
-    """Directories holding ``cuda_runtime_api.h`` (c10's CUDA headers include it): the toolkit's,
-    then the NVIDIA wheels' that a CUDA build of torch installs."""
-    roots = [Path(os.environ[e]) for e in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(e)]
-    roots += [Path("/usr/local/cuda"), *map(Path, sorted(glob.glob("/usr/local/cuda-*"), reverse=True))]
-    spec = importlib.util.find_spec("nvidia")
-    for base in spec.submodule_search_locations if spec and spec.submodule_search_locations else []:
-        roots += [Path(p) for p in sorted(glob.glob(os.path.join(base, "*")))]
+    """Directories holding ``cuda_runtime_api.h`` (c10's CUDA headers include it)."""
+    from rlscope.collectors.cupti_native import cuda_roots
+
     out = []
-    for r in roots:
+    for r in cuda_roots():
         for inc in (r / "include", r / "targets/x86_64-linux/include"):
             if (inc / "cuda_runtime_api.h").exists() and inc not in out:
                 out.append(inc)
@@ -88,11 +82,13 @@ def load_native(torch: Any) -> Any:
             "no CUDA headers (cuda_runtime_api.h) to build the native memory tracker"
         )
     try:
-        path = torch_native.build(torch, NATIVE_SOURCE, (f"-I{inc[0]}", "-lc10_cuda"))
+        extra = (f"-I{inc[0]}", "-lc10_cuda")
+        path = torch_native.build(torch, NATIVE_SOURCE, extra, what="the native memory tracker")
         lib = ctypes.CDLL(str(path))
-    except (torch_native.NativeBackendUnavailable, OSError) as e:
-        msg = str(e).replace("native backend-op recorder", "native memory tracker")
-        raise NativeMemoryUnavailable(msg) from None
+    except torch_native.NativeBackendUnavailable as e:
+        raise NativeMemoryUnavailable(str(e)) from None
+    except OSError as e:
+        raise NativeMemoryUnavailable(f"cannot load the native memory tracker: {e}") from None
     if lib.mn_abi_version() != NATIVE_ABI:
         raise NativeMemoryUnavailable("native memory tracker: version mismatch with its Python side")
     lib.mn_pending.restype = ctypes.c_size_t

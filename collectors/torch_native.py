@@ -34,7 +34,6 @@ from rlscope.trace import schema as S
 SOURCE = Path(__file__).with_name("torch_native.cpp")
 ABI_VERSION = 1
 BUILD_TIMEOUT_S = 600
-_FAILED = "building the native backend-op recorder failed"
 
 _lib: Any = None  # the loaded library (one per process; the callback is process-wide)
 _pylib: Any = None  # the same library through PyDLL: calls that keep the GIL (tn_enter/tn_exit)
@@ -84,10 +83,16 @@ def library_path(torch: Any, source: Path | None = None, extra: tuple[str, ...] 
     return cache_dir() / f"{source.stem}-{key}.so"
 
 
-def build(torch: Any, source: Path | None = None, extra: tuple[str, ...] = ()) -> Path:
+def build(
+    torch: Any,
+    source: Path | None = None,
+    extra: tuple[str, ...] = (),
+    what: str = "the native backend-op recorder",
+) -> Path:
     """Compile (once, cached) and return the shared library's path (``source``: another C++ file
     built the same way, e.g. benchmarks/recorder_breakdown.cpp, which includes this one's;
-    ``extra``: more compiler arguments, e.g. collectors/memory_native.cpp's CUDA headers and c10_cuda).
+    ``extra``: more compiler arguments, e.g. collectors/memory_native.cpp's CUDA headers and c10_cuda;
+    ``what``: the library's name in a failure's one-line message).
 
     Several processes may build at once: each compiles into its own temporary file and renames it
     into place, which is atomic, so a reader never sees a half-written library.
@@ -124,10 +129,10 @@ def build(torch: Any, source: Path | None = None, extra: tuple[str, ...] = ()) -
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if r.returncode != 0:
-            raise NativeBackendUnavailable(f"{_FAILED}: {_first_error(r)}")
+            raise NativeBackendUnavailable(f"building {what} failed: {_first_error(r)}")
         os.replace(tmp, out)
     except (OSError, subprocess.SubprocessError) as e:
-        raise NativeBackendUnavailable(f"{_FAILED}: {e}") from None
+        raise NativeBackendUnavailable(f"building {what} failed: {e}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
