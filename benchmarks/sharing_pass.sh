@@ -3,7 +3,8 @@
 # tests of the sharing figures, the memory recorder's cost, and share-check k = 2, 4 on PPO-GPU,
 # DQN-GPU and a larger-policy PPO, with each one's profiled trace summarized (JSON + HTML report).
 #   bash benchmarks/sharing_pass.sh          (KS=2,4; WORKLOADS="ppo dqn ppo_big"; MPS="ppo": those again
-#                                             under an MPS daemon where it can be started, "" for none)
+#                                             under an MPS daemon where it can be started, "" for none;
+#                                             VARIANTS, PYREF: below)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-sharing-pass}
 KS=${KS:-2,4}
@@ -41,5 +42,30 @@ for w in ${MPS-ppo}; do
     echo "exit $?"
     grep -v "^rlscope: warning" "$OUT/share_mps_$w.log" | tail -12
 done
+# VARIANTS: the same copies again, to tell what the k = 4 slowdown comes from (the estimate stays that
+# of the first trace): "omp1" one thread per pool (OMP/MKL/OpenBLAS), "cpu" the loop with no GPU at all;
+# and PYREF=1: k copies of pure-Python work (the host's own contention between interpreters)
+for v in ${VARIANTS-}; do
+    for w in $WORKLOADS; do
+        case $v in
+            omp1) envs="OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"; args="" ;;
+            cpu) envs=""; args="--device cpu" ;;
+            *) echo "unknown variant $v"; continue ;;
+        esac
+        echo "== $w ($v)"
+        env $envs timeout 150 python3 -m rlscope.cli.main share-check -k "$KS" --timeout 120 \
+            --trace "/tmp/sc-$w/profile" --work-dir "/tmp/sc-$v-$w" --json "$OUT/share_${v}_$w.json" \
+            -- python3 benchmarks/sharing_workloads.py "$w" $args > "$OUT/share_${v}_$w.log" 2>&1
+        echo "exit $?"
+        grep -v "^rlscope: warning" "$OUT/share_${v}_$w.log" | tail -5
+    done
+done
+if [ -n "${PYREF:-}" ]; then
+    echo "== pure Python"
+    timeout 100 python3 -m rlscope.cli.main share-check -k "$KS" --timeout 60 --trace "/tmp/sc-ppo/profile" \
+        --work-dir /tmp/sc-python --json "$OUT/share_python.json" \
+        -- python3 benchmarks/sharing_workloads.py python > "$OUT/share_python.log" 2>&1
+    grep -v "^rlscope: warning" "$OUT/share_python.log" | tail -5
+fi
 # at most 8 files come back from the device: bundle the results
 ( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --warning=no-file-changed . ; find . -mindepth 1 ! -name results.tgz -exec rm -rf {} + )

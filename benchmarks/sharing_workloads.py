@@ -1,10 +1,14 @@
 """The workloads of the sharing measurements (BENCHMARKS.md, "GPU memory and sharing"), policy on cuda.
 
-    python benchmarks/sharing_workloads.py {ppo,dqn,ppo_big} [--steps N] [--width 2048]
+    python benchmarks/sharing_workloads.py {ppo,dqn,ppo_big,python} [--steps N] [--width 2048]
+        [--device cuda|cpu]
 
 ``ppo``: the bundled PPO CartPole (two 64-wide hidden layers); ``dqn``: the bundled DQN;
 ``ppo_big``: the same PPO with every 64-wide layer made ``--width`` wide (a larger policy: more
 persistent memory, longer kernels). A fixed number of environment steps, so k copies do the same work.
+``--device cpu`` runs the same loop with no GPU at all: k such copies contend for the host alone.
+``python``: a fixed amount of pure-Python work in scopes (no torch), how k interpreters slow each
+other down on this host (shared caches, clock boost).
 """
 
 from __future__ import annotations
@@ -28,22 +32,37 @@ def _widen(module, width: int) -> None:
     module.nn = Wide()
 
 
+def _python_loop(steps: int) -> None:
+    import rlscope
+
+    for _ in range(steps):
+        with rlscope.scope("step"):
+            x = 0
+            for i in range(20_000):  # ~1 ms of bytecode, and a dict the size of a small replay index
+                x = (x * 31 + i) % 1_000_003
+            {i: x for i in range(2_000)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("workload", choices=["ppo", "dqn", "ppo_big"])
+    p.add_argument("workload", choices=["ppo", "dqn", "ppo_big", "python"])
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--width", type=int, default=2048)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = p.parse_args()
+    if args.workload == "python":
+        _python_loop(args.steps or 300)
+        return
     if args.workload == "dqn":
         from rlscope.workloads import dqn_cartpole
 
-        dqn_cartpole.train(total_timesteps=args.steps or 4_000, device="cuda", learning_starts=500)
+        dqn_cartpole.train(total_timesteps=args.steps or 4_000, device=args.device, learning_starts=500)
         return
     from rlscope.workloads import ppo_cartpole
 
     if args.workload == "ppo_big":
         _widen(ppo_cartpole, args.width)
-    ppo_cartpole.train(total_timesteps=args.steps or 3_072, device="cuda", eval_episodes=2)
+    ppo_cartpole.train(total_timesteps=args.steps or 3_072, device=args.device, eval_episodes=2)
 
 
 if __name__ == "__main__":

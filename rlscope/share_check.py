@@ -192,6 +192,7 @@ def run_copies(
     ctx = watch if watch is not None else _Null()
     walls: list[float] = [0.0] * k
     codes: list[int] = [0] * k
+    cpus: list[float] = [0.0] * k
     with ctx:
         t0 = time.perf_counter()
         dirs = [traces / f"k{k}-{i}" if traces is not None else None for i in range(k)]
@@ -201,9 +202,10 @@ def run_copies(
         pending = set(range(k))
         while pending:
             for i in list(pending):
-                code = procs[i].poll()
-                if code is not None:
-                    walls[i], codes[i] = time.perf_counter() - t0, code
+                done = _reap(procs[i])
+                if done is not None:
+                    walls[i] = time.perf_counter() - t0
+                    codes[i], cpus[i] = done
                     pending.discard(i)
             if pending and time.perf_counter() - t0 > timeout:
                 for i in pending:
@@ -211,6 +213,10 @@ def run_copies(
                 raise RLScopeError(f"{k} copies did not finish within {timeout:g} s")
             time.sleep(0.01)
     out: dict[str, Any] = {"k": k, "wall_s": walls, "exit_codes": codes, "mean_wall_s": sum(walls) / k}
+    # CPU time of each copy, all its threads (and, under rlscope run, its traced child): how many
+    # cores a copy keeps busy, thread pools spinning included, is what k copies contend for
+    out["cpu_s"] = cpus
+    out["mean_cores"] = sum(c / w for c, w in zip(cpus, walls, strict=True) if w > 0) / k
     loops = [loop_span_s(d) if d is not None else None for d in dirs]
     if all(x is not None for x in loops):
         out["loop_s"] = loops
@@ -222,6 +228,16 @@ def run_copies(
     else:
         out["memory_note"] = f"no NVML: {why}"
     return out
+
+
+def _reap(proc: subprocess.Popen) -> tuple[int, float] | None:
+    """(exit code, CPU seconds) of a copy that has ended, None while it runs. os.wait4, not poll():
+    its resource usage holds the copy's CPU time, and that of the children it waited for."""
+    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 class _Null:
@@ -312,7 +328,7 @@ def check_text(res: dict[str, Any]) -> str:
             if res["basis"] == "loop"
             else "whole process (start to exit, start-up included: no scopes in the program)"
         ),
-        f"{'k':>3} {'wall s':>8} {'slowdown':>9} {'predicted':>10} {'err':>6} {'mem GiB':>8}"
+        f"{'k':>3} {'wall s':>8} {'cores':>6} {'slowdown':>9} {'predicted':>10} {'err':>6} {'mem GiB':>8}"
         f" {'predicted':>10} {'err':>6}  binds (predicted)",
     ]
     for r in res["runs"]:
@@ -323,7 +339,8 @@ def check_text(res: dict[str, Any]) -> str:
         if not r["predicted_memory_bytes"]:
             mem_err = f"{'?':>6}"
         lines.append(
-            f"{r['k']:>3} {r['mean_wall_s']:>8.2f} {r['measured_slowdown']:>9.3f}"
+            f"{r['k']:>3} {r['mean_wall_s']:>8.2f} {r.get('mean_cores', float('nan')):>6.2f}"
+            f" {r['measured_slowdown']:>9.3f}"
             f" {r['predicted_slowdown']:>10.3f}"
             f" {100 * err:>5.0f}% {mem_s} {r['predicted_memory_bytes'] / GIB:>10.2f} {mem_err}"
             f"  {r['predicted_binds']}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pyarrow as pa
@@ -462,3 +463,22 @@ def test_share_on_a_cpu_trace_is_one_line_error(fake_session, capsys):
         clock.advance(1000)
     assert analyze_main(["share", str(session.trace_dir)]) == 2
     assert sharing.NO_GPU_NOTE in capsys.readouterr().err
+
+
+def test_share_check_counts_each_copys_cpu_time(tmp_path):
+    """A copy's CPU seconds (all threads, its traced child too) against a known busy-wait and a sleep."""
+    import sys
+
+    from rlscope import share_check
+
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4:\n    pass"
+    runs = share_check.run_copies([sys.executable, "-c", spin], 2, dict(os.environ), 60)
+    assert runs["exit_codes"] == [0, 0]
+    for cpu, wall in zip(runs["cpu_s"], runs["wall_s"], strict=True):
+        assert 0.4 <= cpu <= wall + 0.05
+    # under a scopes-only rlscope run the copy is a grandchild: its CPU time still counts
+    nap = "import time\ntime.sleep(0.4)"
+    traced = share_check.run_copies([sys.executable, "-c", spin], 1, dict(os.environ), 60, tmp_path / "c")
+    assert traced["cpu_s"][0] >= 0.4
+    slept = share_check.run_copies([sys.executable, "-c", nap], 1, dict(os.environ), 60)
+    assert slept["cpu_s"][0] < 0.3 and slept["wall_s"][0] >= 0.4
