@@ -26,7 +26,7 @@ fi
 if [ -z "${SKIP_BENCH:-}" ]; then
     timeout 90 python3 benchmarks/memory_cost.py --n 20000 --json "$OUT/memory_cost.json" 2>&1 | tail -12
 fi
-for w in $WORKLOADS; do
+for w in ${BASE-$WORKLOADS}; do  # BASE="": no baseline runs (the variants only)
     echo "== $w"
     timeout 150 python3 -m rlscope.cli.main share-check -k "$KS" --timeout 120 --work-dir "/tmp/sc-$w" \
         --json "$OUT/share_$w.json" -- python3 benchmarks/sharing_workloads.py "$w" > "$OUT/share_$w.log" 2>&1
@@ -53,8 +53,9 @@ for v in ${VARIANTS-}; do
             *) echo "unknown variant $v"; continue ;;
         esac
         echo "== $w ($v)"
+        trace=""; [ -d "/tmp/sc-$w/profile" ] && trace="--trace /tmp/sc-$w/profile"
         env $envs timeout 150 python3 -m rlscope.cli.main share-check -k "$KS" --timeout 120 \
-            --trace "/tmp/sc-$w/profile" --work-dir "/tmp/sc-$v-$w" --json "$OUT/share_${v}_$w.json" \
+            $trace --work-dir "/tmp/sc-$v-$w" --json "$OUT/share_${v}_$w.json" \
             -- python3 benchmarks/sharing_workloads.py "$w" $args > "$OUT/share_${v}_$w.log" 2>&1
         echo "exit $?"
         grep -v "^rlscope: warning" "$OUT/share_${v}_$w.log" | tail -5
@@ -62,7 +63,8 @@ for v in ${VARIANTS-}; do
 done
 if [ -n "${PYREF:-}" ]; then
     echo "== pure Python"
-    timeout 100 python3 -m rlscope.cli.main share-check -k "$KS" --timeout 60 --trace "/tmp/sc-ppo/profile" \
+    trace=""; [ -d /tmp/sc-ppo/profile ] && trace="--trace /tmp/sc-ppo/profile"
+    timeout 100 python3 -m rlscope.cli.main share-check -k "$KS" --timeout 60 $trace \
         --work-dir /tmp/sc-python --json "$OUT/share_python.json" \
         -- python3 benchmarks/sharing_workloads.py python > "$OUT/share_python.log" 2>&1
     grep -v "^rlscope: warning" "$OUT/share_python.log" | tail -5

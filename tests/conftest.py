@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -24,6 +27,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for item in items:
                 if "gpu" in item.keywords:
                     item.add_marker(skip)
+
+
+@pytest.fixture
+def in_fresh_process(request: pytest.FixtureRequest) -> Callable[[], bool]:
+    """``if in_fresh_process(): return`` runs the test again in a process of its own and passes
+    with it. For GPU tests that need CUPTI to themselves: once Kineto (torch.profiler) has used
+    CUPTI in a process, a second CUPTI client there gets no records (cupti-python, before CUDA
+    13.3), or kernels whose launching API call is missing (rlscope's native consumer, seen on the
+    H100 and H200), so the full suite's order would decide the result."""
+
+    def run() -> bool:
+        if os.environ.get("RLSCOPE_TEST_CHILD"):
+            return False
+        test = f"{request.node.path}::{request.node.name}"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
+        env = {**os.environ, "RLSCOPE_TEST_CHILD": "1"}
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+        return True
+
+    return run
 
 
 def real_clock(attempts: int = 3) -> Callable:

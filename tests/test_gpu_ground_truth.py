@@ -8,9 +8,6 @@ its scope has closed.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -71,27 +68,12 @@ def busy_wait(seconds: float) -> None:
         pass
 
 
-def _in_fresh_process(test_id: str) -> bool:
-    """Run a cupti-python test in its own process: once Kineto has used CUPTI in a process, a
-    second CUPTI client there gets no records (one activity subscriber per process before CUDA 13.3)."""
-    if os.environ.get("RLSCOPE_TEST_CHILD"):
-        return False
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::{test_id}"],
-        env={**os.environ, "RLSCOPE_TEST_CHILD": "1"},
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    return True
-
-
 @pytest.mark.parametrize("backend", ["kineto", "cupti"])
-def test_gpu_ground_truth(tmp_path, backend):
+def test_gpu_ground_truth(tmp_path, backend, in_fresh_process):
     torch = pytest.importorskip("torch")
     if backend == "cupti":
         _cupti_or_skip()
-        if _in_fresh_process("test_gpu_ground_truth[cupti]"):
+        if in_fresh_process():
             return
     torch.cuda.init()
     cycles = _sleep_cycles_for(torch, 0.005)
@@ -144,12 +126,12 @@ def test_gpu_ground_truth(tmp_path, backend):
 
 
 @pytest.mark.parametrize("backend", ["kineto", "cupti"])
-def test_kernels_from_other_libraries_are_seen(tmp_path, backend):
+def test_kernels_from_other_libraries_are_seen(tmp_path, backend, in_fresh_process):
     torch = pytest.importorskip("torch")
     triton = pytest.importorskip("triton")
     if backend == "cupti":
         _cupti_or_skip()
-        if _in_fresh_process("test_kernels_from_other_libraries_are_seen[cupti]"):
+        if in_fresh_process():
             return
     import triton.language as tl
 

@@ -60,7 +60,7 @@ def test_occupancy_register_hardware_check():
 
 
 # -- a synthetic run: two operations, their kernels and allocations --------------------------------
-def _synthetic(fake_session, with_resources=True, with_memory=True, mem_thread=-1):
+def _synthetic(fake_session, with_resources=True, with_memory=True, mem_thread=-1, lost=()):
     session, clock = fake_session
     with session:
         t0 = clock.now
@@ -84,7 +84,8 @@ def _synthetic(fake_session, with_resources=True, with_memory=True, mem_thread=-
         extra = (0,) * 9
         rows.append((C.CUDA_API, api, api + 500, i + 1, thread, -1, -1, 0, 0, *extra))
         res = (grid, 1, 1, thr, 1, 1, regs, smem, 0)
-        rows.append((C.GPU_KERNEL, ks, ks + d, i + 1, -1, 0, stream, 0, 0, *res))
+        corr = 1000 + i if i in lost else i + 1  # lost: its launching call's id is not in the trace
+        rows.append((C.GPU_KERNEL, ks, ks + d, corr, -1, 0, stream, 0, 0, *res))
     doc = S.GPU_COLUMNS_DOC + (S.GPU_KERNEL_COLUMNS_DOC if with_resources else [])
     if not with_resources:
         rows = [r[: len(S.GPU_COLUMNS_DOC)] for r in rows]
@@ -482,3 +483,25 @@ def test_share_check_counts_each_copys_cpu_time(tmp_path):
     assert traced["cpu_s"][0] >= 0.4
     slept = share_check.run_copies([sys.executable, "-c", nap], 1, dict(os.environ), 60)
     assert slept["cpu_s"][0] < 0.3 and slept["wall_s"][0] >= 0.4
+
+
+def test_gpu_work_without_its_launch_is_flagged(fake_session):
+    """Kernels whose launching API call is missing count as unannotated, and the summary says so."""
+    from rlscope.analysis import analyze
+
+    session, _ = _synthetic(fake_session, lost=(3,))  # the 10 us kernel of 17.2 us in all
+    s = analyze(session.trace_dir, correct=False).summary
+    (w,) = [w for w in s["warnings"] if "no launching CUDA API call" in w]
+    assert "1 GPU records (58.1% of recorded GPU time)" in w
+    assert s["gpu"]["records_without_launch"] == 1
+    assert s["gpu"]["gpu_s_without_launch"] == pytest.approx(10e-6)
+    assert s["unannotated_gpu_categories"]["gpu_kernel"] == pytest.approx(10e-6)
+
+
+def test_gpu_work_with_every_launch_is_not_flagged(fake_session):
+    from rlscope.analysis import analyze
+
+    session, _ = _synthetic(fake_session)
+    s = analyze(session.trace_dir, correct=False).summary
+    assert not [w for w in s["warnings"] if "no launching CUDA API call" in w]
+    assert s["gpu"]["records_without_launch"] == 0

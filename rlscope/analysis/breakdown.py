@@ -84,6 +84,22 @@ def analyze_process(proc: ProcessTrace, costs: EventCosts | None = None) -> Proc
     return raw if corrected is None else corrected
 
 
+def unlaunched(api: gpu.ApiCalls, records: gpu.GpuRecords) -> dict[str, float]:
+    """GPU records whose launching CUDA API call is not in the trace: they count as unannotated.
+
+    A kernel still running from before the session is one; many, or much GPU time, mean the
+    correlation between API calls and GPU work broke (another CUPTI client in the process, such as
+    torch.profiler run before rlscope, was seen to do this), and the summary warns.
+    """
+    _, found = gpu.launching_call(api, records)
+    lost = ~found
+    return {
+        "records_without_launch": int(lost.sum()),
+        "gpu_s_without_launch": float((records.end - records.start)[lost].sum()) / 1e9,
+        "gpu_s_recorded": float((records.end - records.start).sum()) / 1e9,
+    }
+
+
 def analyze_process_pair(
     proc: ProcessTrace, costs: EventCosts | None, joined: gpu.JoinedTimeline | None = None
 ) -> tuple[ProcessBreakdown, ProcessBreakdown | None]:
@@ -101,6 +117,8 @@ def analyze_process_pair(
         op, phase = gpu.attribute(tl, api, records)
         gpu_records = (records, op, phase)
     raw = breakdown_timeline(tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml)
+    if api is not None:
+        raw.gpu.update(unlaunched(api, records))
     if costs is None:
         return raw, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0

@@ -191,7 +191,26 @@ def summarize(
         e["uncertainty_s"] = win_ops.get(name, {}).get("uncertainty_s", 0.0)
     out["uncertainty_s"] = out["overhead"].get("uncertainty_s", 0.0)
     out["clock_alignment"] = roles.clock_alignment(trace)
-    out["warnings"] = list(trace.warnings)
+    out["warnings"] = list(trace.warnings) + _unlaunched_warnings(raw if raw is not None else breakdowns)
+    return out
+
+
+UNLAUNCHED_WARN_SHARE = 0.01  # a kernel or two in flight at the session's start is normal
+
+
+def _unlaunched_warnings(breakdowns: list[ProcessBreakdown]) -> list[str]:
+    """One line per process whose GPU work lost its launching API calls (breakdown.unlaunched)."""
+    out = []
+    for b in breakdowns:
+        n, lost, total = (
+            b.gpu.get(k, 0) for k in ("records_without_launch", "gpu_s_without_launch", "gpu_s_recorded")
+        )
+        if n and total > 0 and lost / total > UNLAUNCHED_WARN_SHARE:
+            out.append(
+                f"process {b.pid}: {n} GPU records ({100 * lost / total:.1f}% of recorded GPU time) have no"
+                " launching CUDA API call in the trace and count as unannotated (another CUPTI client in"
+                " the process, e.g. torch.profiler run before rlscope, can break the correlation)"
+            )
     return out
 
 
