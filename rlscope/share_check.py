@@ -46,7 +46,9 @@ def _k_list(text: str) -> tuple[int, ...]:
     return ks
 
 
-def estimate_of(trace_dir: str, ks: tuple[int, ...]) -> dict[str, Any]:
+def estimate_of(
+    trace_dir: str, ks: tuple[int, ...], context_switch_us: float | None = None
+) -> dict[str, Any]:
     """The trace's estimate (analysis.sharing.estimate) with the table for ``ks``."""
     from rlscope.analysis import analyze
     from rlscope.analysis.sharing import estimate
@@ -55,7 +57,7 @@ def estimate_of(trace_dir: str, ks: tuple[int, ...]) -> dict[str, Any]:
     est = (summary.get("sharing") or {}).get("estimate") or {}
     if "inputs" not in est:
         raise RLScopeError(f"{trace_dir}: {est.get('note') or (summary.get('sharing') or {}).get('note')}")
-    return estimate(est["inputs"], tuple(sorted({1, *ks})))
+    return estimate(est["inputs"], tuple(sorted({1, *ks})), context_switch_us)
 
 
 def estimate_text(est: dict[str, Any]) -> str:
@@ -65,7 +67,8 @@ def estimate_text(est: dict[str, Any]) -> str:
         f" ({m['busy_periods_per_s']:.0f} busy periods/s,"
         f" mean residual {m['busy_period_residual_us']:.1f} us),"
         f" {m['per_copy_bytes'] / GIB:.2f} GiB of device memory, {m['cpu_cores_per_copy']:.2f} CPU cores"
-        f" ({m['host_cpus'] or '?'} on the host, device {m['device'] or '?'})",
+        f" ({m['host_cpus'] or '?'} on the host, device {m['device'] or '?'})"
+        + (f"; context switch {m['context_switch_us']:.1f} us" if "context_switch_us" in m else ""),
         f"fits: {est['k_fit']} copies with each at most {100 * (est['max_slowdown'] - 1):.0f}% slower;"
         f" then {est['binds']} binds (memory alone allows {est['k_max_memory']})",
         f"{'k':>3} {'memory GiB':>11} {'shared-alloc GiB':>17} {'slowdown':>9} {'throughput':>11}  binds",
@@ -89,8 +92,16 @@ def share_main(argv: list[str]) -> int:
     p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
     p.add_argument("-k", default="1,2,4,8,16", help="copies to tabulate (default 1,2,4,8,16)")
     p.add_argument("--json", metavar="FILE", help="write the estimate as JSON")
+    p.add_argument(
+        "--context-switch-us",
+        type=float,
+        metavar="US",
+        help="the GPU's cost of switching between processes' contexts (rlscope share-check measures it)",
+    )
     args = p.parse_args(argv)
-    est = estimate_of(args.trace_dir, _k_list(args.k))
+    if args.context_switch_us is not None and args.context_switch_us < 0:
+        raise RLScopeError(f"--context-switch-us: must be >= 0, got {args.context_switch_us:g}")
+    est = estimate_of(args.trace_dir, _k_list(args.k), args.context_switch_us)
     if args.json:
         Path(args.json).write_text(json.dumps(est, indent=2) + "\n")
     print(estimate_text(est))
@@ -248,6 +259,81 @@ class _Null:
         pass
 
 
+# One process of the context-switch probe: a one-element kernel and a synchronize, back to back,
+# counted over the same stretch as the other process (a file barrier lines their starts up).
+_PROBE = """
+import os, sys, time, torch
+seconds, barrier, k = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+x = torch.zeros(1, device="cuda")
+for _ in range(200):
+    x.add_(1)
+torch.cuda.synchronize()
+a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+a.record()
+for _ in range(1000):
+    x.add_(1)
+b.record()
+torch.cuda.synchronize()
+kernel_us = a.elapsed_time(b) / 1000 * 1e3
+open(os.path.join(barrier, str(os.getpid())), "w").close()
+while len(os.listdir(barrier)) < k:
+    time.sleep(0.0005)
+n, t0 = 0, time.perf_counter()
+while time.perf_counter() - t0 < seconds:
+    x.add_(1)
+    torch.cuda.synchronize()
+    n += 1
+print(n, time.perf_counter() - t0, kernel_us)
+"""
+
+
+def switch_probe(env: dict[str, str], seconds: float = 1.5, timeout: float = 120.0) -> dict[str, Any]:
+    """The GPU's cost of switching between two processes' contexts, measured (the estimate's
+    ``context_switch_us``; docs/sharing.md).
+
+    Alone, a process's launch-and-synchronize loop runs at its CPU-side latency. Two such processes
+    at once, each with its own context, take turns: every iteration of one follows the other's, so
+    with time-slicing the GPU switches context each time, and the two together complete one
+    iteration per (switch + kernel). Under MPS they share one context and overlap, and the same
+    arithmetic gives a few microseconds. Raises RLScopeError when the probe cannot run (no torch,
+    no GPU).
+    """
+
+    def run(k: int) -> list[tuple[int, float, float]]:
+        with tempfile.TemporaryDirectory(prefix="rlscope-probe-") as barrier:
+            cmd = [sys.executable, "-c", _PROBE, str(seconds), barrier, str(k)]
+            procs = [
+                subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(k)
+            ]
+            try:
+                outs = [p.communicate(timeout=timeout) for p in procs]
+            except subprocess.TimeoutExpired:
+                for p in procs:
+                    p.kill()
+                raise RLScopeError(f"the context-switch probe did not finish within {timeout:g} s") from None
+        rows = []
+        for p, (out, err) in zip(procs, outs, strict=True):
+            if p.returncode != 0 or not out.split():
+                last = (err.strip().splitlines() or ["no output"])[-1]
+                raise RLScopeError(f"the context-switch probe failed: {last}")
+            n, t, kern = out.split()
+            rows.append((int(n), float(t), float(kern)))
+        return rows
+
+    alone = run(1)[0]
+    pair = run(2)
+    kernel_us = alone[2]
+    rate = sum(n / t for n, t, _ in pair)  # iterations per second of the two together
+    return {
+        "context_switch_us": max(1e6 / rate - kernel_us, 0.0),
+        "alone_iteration_us": 1e6 * alone[1] / alone[0],
+        "pair_iteration_us": [1e6 * t / n for n, t, _ in pair],
+        "kernel_us": kernel_us,
+        "seconds": seconds,
+    }
+
+
 def _mps(on: bool, pipe_dir: str) -> None:
     env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY=pipe_dir, CUDA_MPS_LOG_DIRECTORY=pipe_dir)
     if on:
@@ -264,17 +350,11 @@ def check(
     timeout: float,
     mps: bool,
     whole_process: bool = False,
+    probe: bool = True,
 ) -> dict[str, Any]:
     if trace is None:
         trace = str(work / "profile")
         subprocess.run(_rlscope_run(command, trace), check=False, stdout=subprocess.DEVNULL)
-    try:
-        est: dict[str, Any] | None = estimate_of(trace, ks)
-    except RLScopeError as e:  # measure anyway: the copies' figures stand on their own
-        print(f"rlscope share-check: warning: no estimate: {e}", file=sys.stderr)
-        est = None
-    none = {"slowdown": float("nan"), "binds": "?", "memory_bytes": 0}
-    by_k = {t["k"]: t for t in est["table"]} if est else {}
     env = dict(os.environ)
     mode = "time-sharing"
     if mps:
@@ -285,12 +365,25 @@ def check(
         _mps(True, pipe)
         mode = "mps"
     traces = None if whole_process else work / "copies"
+    switch: dict[str, Any] | None = None
     try:
+        if probe:  # the context switch's cost, in the same mode as the copies
+            try:
+                switch = switch_probe(env)
+            except RLScopeError as e:
+                print(f"rlscope share-check: warning: {e}; context switches left out", file=sys.stderr)
+        try:
+            est: dict[str, Any] | None = estimate_of(trace, ks, switch and switch["context_switch_us"])
+        except RLScopeError as e:  # measure anyway: the copies' figures stand on their own
+            print(f"rlscope share-check: warning: no estimate: {e}", file=sys.stderr)
+            est = None
         alone = run_copies(command, 1, env, timeout, traces)
         runs = [alone] + [run_copies(command, k, env, timeout, traces) for k in ks if k != 1]
     finally:
         if mps:
             _mps(False, env["CUDA_MPS_PIPE_DIRECTORY"])
+    none = {"slowdown": float("nan"), "binds": "?", "memory_bytes": 0}
+    by_k = {t["k"]: t for t in est["table"]} if est else {}
     basis = "loop" if all("mean_loop_s" in r for r in runs) else "wall"
     rows = []
     for r in runs:
@@ -313,13 +406,22 @@ def check(
         "mode": mode,
         "basis": basis,
         "mps_available": shutil.which("nvidia-cuda-mps-control") is not None,
+        "context_switch_probe": switch,
         "estimate": est,
         "runs": rows,
     }
 
 
 def check_text(res: dict[str, Any]) -> str:
-    lines = [
+    pr = res.get("context_switch_probe")
+    lines = []
+    if pr:
+        pair = ", ".join(f"{x:.1f}" for x in pr["pair_iteration_us"])
+        lines.append(
+            f"context switch: {pr['context_switch_us']:.1f} us (probe: {pr['alone_iteration_us']:.1f} us"
+            f" per launch+sync alone, {pair} us with two processes)"
+        )
+    lines += [
         f"share-check ({res['mode']}; MPS {'available' if res['mps_available'] else 'not installed'}):"
         f" {' '.join(res['command'])}",
         "slowdown of each copy's "
@@ -373,13 +475,20 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="time each copy from start to exit, start-up included (default: its scoped loop)",
     )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="skip the context-switch probe (two small torch processes, ~10 s): no switch cost estimated",
+    )
     p.add_argument("command", nargs="...", help="the program to run (python train.py ...)")
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope share-check -k 2,4 -- python train.py ...")
     ks = _k_list(args.k)
     with tempfile.TemporaryDirectory(prefix="rlscope-share-") as tmp:
         work = Path(args.work_dir) if args.work_dir else Path(tmp)
-        res = check(command, ks, args.trace, work, args.timeout, args.mps, args.whole_process)
+        res = check(
+            command, ks, args.trace, work, args.timeout, args.mps, args.whole_process, not args.no_probe
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
     if res["estimate"]:

@@ -350,9 +350,10 @@ def test_estimate_model_numbers():
         "cyclic_peak_bytes": 300 << 20,
         "device_memory_bytes": 80 << 30,
     }
+    m["busy_period_mean_us"] = 50.0  # f = 1000/s x 50 us
     p2 = sharing.predict(m, 2)
     # one other copy busy 5% of the time, 20 us residual, 1000 busy periods per second: +0.1%
-    assert p2["slowdown_by"]["gpu_interleave"] == pytest.approx(1 + 1000 * 0.05 * 20e-6)
+    assert p2["slowdown_by"]["gpu_time_slicing"] == pytest.approx(1 + 1000 * 0.05 * 20e-6, rel=2e-4)
     assert p2["memory_bytes"] == 2 << 30
     assert p2["memory_shared_allocator_bytes"] == 2 * (600 << 20) + (200 << 20)
     p32 = sharing.predict(m, 32)
@@ -505,3 +506,67 @@ def test_gpu_work_with_every_launch_is_not_flagged(fake_session):
     s = analyze(session.trace_dir, correct=False).summary
     assert not [w for w in s["warnings"] if "no launching CUDA API call" in w]
     assert s["gpu"]["records_without_launch"] == 0
+
+
+def test_switch_probability_from_the_idle_gaps():
+    """A busy period needs a context switch when another copy started one during its idle gap."""
+    m = {"busy_periods_per_s": 1000.0, "idle_gap_quantiles_us": [100.0, 1900.0]}
+    assert sharing.switch_probability(m, 1) == 0.0
+    # 3 others at 1000/s each: 1 - exp(-3 x 1000 x g), averaged over the two gaps
+    want = np.mean([1 - np.exp(-3000 * 100e-6), 1 - np.exp(-3000 * 1900e-6)])
+    assert sharing.switch_probability(m, 4) == pytest.approx(want)
+    # inputs from before the gaps were kept: the mean gap, 1 / n
+    assert sharing.switch_probability({"busy_periods_per_s": 1000.0}, 2) == pytest.approx(1 - np.exp(-1))
+
+
+def _simulate_closed_loop(
+    k: int, n: float, b: float, p: float, c: float, periods: int, seed: int = 0
+) -> float:
+    """Brute force for time_slicing: k copies, each thinking Z = 1/n - b (exponential) then asking one
+    FIFO server for b (exponential) plus a switch c with probability p; a copy's mean cycle x n."""
+    rng = np.random.default_rng(seed)
+    z = 1 / n - b
+    ready = rng.exponential(z, k)  # when each copy next asks for the GPU
+    free = 0.0
+    cycles = np.zeros(k)
+    done = np.zeros(k, int)
+    last = ready.copy() * 0
+    for _ in range(periods * k):
+        i = int(np.argmin(ready))  # FIFO: the earliest request is served first
+        start = max(ready[i], free)
+        free = start + rng.exponential(b) + (c if rng.random() < p else 0.0)
+        cycles[i] += free - last[i]
+        last[i] = free
+        done[i] += 1
+        ready[i] = free + rng.exponential(z)
+    return float((cycles / done).mean() * n)
+
+
+@pytest.mark.parametrize("k,c_us", [(2, 0.0), (2, 120.0), (4, 60.0), (4, 120.0), (8, 40.0)])
+def test_time_slicing_against_a_brute_force_queue(k, c_us):
+    """The mean value analysis against a simulated closed queue: a copy's cycle within 6%."""
+    n, b = 2000.0, 2e-6
+    m = {
+        "busy_periods_per_s": n,
+        "busy_period_mean_us": b * 1e6,
+        "busy_period_residual_us": b * 1e6,  # exponential B: E[B^2] / 2E[B] = E[B]
+        "idle_gap_quantiles_us": [1e6 / n - b * 1e6],
+    }
+    p = sharing.switch_probability(m, k)
+    sim = _simulate_closed_loop(k, n, b, p, c_us / 1e6, periods=20_000)
+    assert sharing.time_slicing(m, k, c_us) == pytest.approx(sim, rel=0.06)
+    assert sharing.time_slicing(m, 1, c_us) == 1.0
+
+
+def test_context_switch_cost_travels_into_the_estimate(fake_session):
+    session, _ = _synthetic(fake_session)
+    m = sharing.sharing_section(load_trace(session.trace_dir))["estimate"]["inputs"]
+    assert sharing.NO_SWITCH_NOTE in m["notes"]
+    est = sharing.estimate(m, (1, 2, 4), context_switch_us=100.0)
+    assert (
+        est["inputs"]["context_switch_us"] == 100.0 and sharing.NO_SWITCH_NOTE not in est["inputs"]["notes"]
+    )
+    slow = [t["slowdown_by"]["gpu_time_slicing"] for t in est["table"]]
+    without = [t["slowdown_by"]["gpu_time_slicing"] for t in sharing.estimate(m, (1, 2, 4))["table"]]
+    assert slow[0] == without[0] == 1.0
+    assert slow[1] > without[1] and slow[2] > slow[1]  # switches cost more with more copies

@@ -26,6 +26,7 @@ NO_GPU_NOTE = "no GPU data in this trace (CPU-only run, or GPU tracing off): no 
 DEFAULT_CONTEXT_BYTES = 512 << 20  # a CUDA context with torch's kernels loaded, when NVML did not see it
 K_VALUES = (1, 2, 4, 8, 16)
 MAX_SLOWDOWN = 1.25  # "fits": each copy at most 25% slower than alone
+GAP_QUANTILES = (np.arange(50) + 0.5) / 50  # the idle gaps' distribution, in 50 equal-mass points
 
 
 def full_windows(proc: ProcessTrace, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -67,12 +68,19 @@ def gpu_model(proc: ProcessTrace) -> dict[str, Any] | None:
     traced = float((we - ws).sum())
     busy, whole = _overlap(s, e, ws, we)
     b = (e - s)[whole].astype(np.float64)
+    # idle gaps before each busy period (from the previous one's end, same window): how long another
+    # copy has to take the GPU over, and so how often a period needs a context switch (predict)
+    w = np.flatnonzero(whole)
+    nxt = w[1:][np.diff(w) == 1]
+    same = np.searchsorted(ws, s[nxt], side="right") == np.searchsorted(ws, s[nxt - 1], side="right")
+    gaps = (s[nxt] - e[nxt - 1])[same].astype(np.float64) / 1e3
     return {
         "traced_s": traced / 1e9,
         "gpu_busy_fraction": busy / traced if traced > 0 else 0.0,
         "busy_periods_per_s": len(b) / traced * 1e9 if traced > 0 else 0.0,
         "busy_period_mean_us": float(b.mean()) / 1e3 if len(b) else 0.0,
         "busy_period_residual_us": float((b**2).sum() / (2 * b.sum())) / 1e3 if b.sum() > 0 else 0.0,
+        "idle_gap_quantiles_us": np.quantile(gaps, GAP_QUANTILES).tolist() if len(gaps) else [],
     }
 
 
@@ -173,24 +181,65 @@ def estimate_inputs(
     }
 
 
+def switch_probability(m: dict[str, Any], k: int) -> float:
+    """Chance that one of a copy's busy periods finds the GPU last used by another copy's context.
+
+    During the idle gap g before the period, the other k - 1 copies start busy periods at rate
+    (k - 1) n; if any did, the GPU switched to their context: 1 - exp(-(k - 1) n g), averaged over the
+    copy's own gaps (short gaps inside a step's burst rarely lose the GPU, long ones between steps do).
+    """
+    n = m["busy_periods_per_s"]
+    if k <= 1 or n <= 0:
+        return 0.0
+    gaps = m.get("idle_gap_quantiles_us") or [1e6 / n]  # older inputs: the mean gap
+    return float(np.mean(1 - np.exp(-(k - 1) * n * np.asarray(gaps, np.float64) / 1e6)))
+
+
+def time_slicing(m: dict[str, Any], k: int, switch_us: float) -> float:
+    """Slowdown of each of k copies taking turns on one GPU (time-slicing between their contexts).
+
+    Each copy is a closed loop: it thinks (CPU) for Z = 1/n - b between busy periods of mean b, and
+    a period arriving when another context last ran first pays a context switch of ``switch_us``.
+    The GPU is one server with service S = B + switch: mean value analysis for k customers, with the
+    non-exponential residual of the job in service (Reiser's approximation: an arriving period waits
+    the residual E[S^2]/2E[S] of the one in service and the whole S of each queued one).
+    """
+    n = m["busy_periods_per_s"]
+    if n <= 0 or k <= 1:
+        return 1.0
+    b = m["busy_period_mean_us"] / 1e6
+    b2 = 2 * b * m["busy_period_residual_us"] / 1e6  # E[B^2]
+    p, c = switch_probability(m, k), max(switch_us, 0.0) / 1e6
+    s = b + p * c
+    if s <= 0:
+        return 1.0
+    residual = (b2 + 2 * p * c * b + p * c * c) / (2 * s)
+    z = max(1 / n - b, 0.0)
+    queue = busy = 0.0
+    for j in range(1, k + 1):
+        resp = s * (1 + queue - busy) + busy * residual
+        x = j / (z + resp)
+        queue, busy = x * resp, min(x * s, 1.0)
+    return (z + resp) * n
+
+
 def predict(m: dict[str, Any], k: int) -> dict[str, Any]:
     """What k copies of the job on one GPU would need and how slow each would be (docs/sharing.md).
 
     Memory: plain processes each keep their CUDA context and the caching allocator's reserved
     peak, so k copies need k x per-copy (peaks aligned: nothing is shared). With one allocator
     shared (Salus-style) it would be k x (context + floor) + the largest ephemeral peak.
-    GPU time: demand k x f of the GPU (f: GPU-busy fraction alone); below saturation each of a
-    copy's busy periods finds one of the k-1 others busy with probability min(1, (k-1) f) and waits
-    its mean residual R, so a copy's time grows by busy_periods_per_s x p x R per second.
-    CPU: k x cores per copy over the host's CPUs.
+    GPU time: demand k x f of the GPU (f: GPU-busy fraction alone); below saturation each copy's
+    busy periods queue behind the others' and pay a context switch when another context ran last
+    (:func:`time_slicing`; the switch's cost ``context_switch_us`` is measured by share-check's probe,
+    0 when unknown). CPU: k x cores per copy over the host's CPUs.
     """
     f = m["gpu_busy_fraction"]
-    p = min(1.0, (k - 1) * f)
-    interleave = 1 + m["busy_periods_per_s"] * p * m["busy_period_residual_us"] / 1e6
     capacity = k * f
     cpus = m.get("host_cpus") or 0
     cpu = k * m["cpu_cores_per_copy"] / cpus if cpus else 0.0
-    slow = {"gpu_interleave": interleave, "gpu_capacity": capacity, "cpu": cpu}
+    slicing = time_slicing(m, k, m.get("context_switch_us") or 0.0)
+    slow = {"gpu_time_slicing": slicing, "gpu_capacity": capacity, "cpu": cpu}
     slowdown = max(1.0, *slow.values())
     memory = k * m["per_copy_bytes"]
     shared = k * (m["context_bytes"] + m["floor_bytes"]) + max(m["cyclic_peak_bytes"] - m["floor_bytes"], 0)
@@ -209,9 +258,25 @@ def predict(m: dict[str, Any], k: int) -> dict[str, Any]:
     }
 
 
-def estimate(m: dict[str, Any] | None, k_values: tuple[int, ...] = K_VALUES) -> dict[str, Any]:
+NO_SWITCH_NOTE = (
+    "GPU context switches between the copies' processes not in the estimate: their cost is not in a"
+    " trace (rlscope share-check measures it on the GPU; or give --context-switch-us)"
+)
+
+
+def estimate(
+    m: dict[str, Any] | None, k_values: tuple[int, ...] = K_VALUES, context_switch_us: float | None = None
+) -> dict[str, Any]:
+    """The estimate's table for ``k_values`` and how many copies fit. ``context_switch_us``: the
+    GPU's cost of switching between processes' contexts, from share-check's probe (or the user)."""
     if m is None:
         return {"note": NO_GPU_NOTE}
+    m = {k: v for k, v in m.items() if k != "context_switch_us"} | (
+        {"context_switch_us": float(context_switch_us)} if context_switch_us is not None else {}
+    )
+    m["notes"] = [n for n in m.get("notes", []) if n != NO_SWITCH_NOTE]
+    if context_switch_us is None:
+        m["notes"].append(NO_SWITCH_NOTE)
     table = [predict(m, k) for k in k_values]
     total = m["device_memory_bytes"]
     k_memory = int(total // m["per_copy_bytes"]) if total and m["per_copy_bytes"] else None
