@@ -154,6 +154,12 @@ class NvmlWatch:
 
 def loop_span_s(trace_dir: Path) -> float | None:
     """Seconds from the first operation entry to the last operation exit over the trace's processes."""
+    loop = loop_of(trace_dir)
+    return loop[0] if loop is not None else None
+
+
+def loop_of(trace_dir: Path) -> tuple[float, int] | None:
+    """(seconds from the first operation entry to the last exit, operation entries) of a trace."""
     import pyarrow.compute as pc
 
     from rlscope.trace import schema as S
@@ -163,16 +169,17 @@ def loop_span_s(trace_dir: Path) -> float | None:
         trace = load_trace(str(trace_dir), light=True)  # event times and kinds are all it needs
     except (TraceError, OSError):  # a copy that wrote no trace has no loop: fall back to wall time
         return None
-    starts, ends = [], []
+    starts, ends, entries = [], [], 0
     for proc in trace.processes:
         ev, off = proc.events, clock_offset(proc)
         for kind, into, agg in ((S.EventKind.OP_BEGIN, starts, pc.min), (S.EventKind.OP_END, ends, pc.max)):
             ts = ev.filter(pc.equal(ev["kind"], int(kind)))["ts_ns"]
             if len(ts):
                 into.append(agg(ts).as_py() + off)
+                entries += len(ts) if kind == S.EventKind.OP_BEGIN else 0
     if not starts or not ends or max(ends) <= min(starts):
         return None
-    return (max(ends) - min(starts)) / 1e9
+    return (max(ends) - min(starts)) / 1e9, entries
 
 
 def _rlscope_run(command: list[str], trace_dir: Path | str, *options: str) -> list[str]:
@@ -228,10 +235,11 @@ def run_copies(
     # cores a copy keeps busy, thread pools spinning included, is what k copies contend for
     out["cpu_s"] = cpus
     out["mean_cores"] = sum(c / w for c, w in zip(cpus, walls, strict=True) if w > 0) / k
-    loops = [loop_span_s(d) if d is not None else None for d in dirs]
+    loops = [loop_of(d) if d is not None else None for d in dirs]
     if all(x is not None for x in loops):
-        out["loop_s"] = loops
-        out["mean_loop_s"] = sum(loops) / k  # type: ignore[arg-type]
+        out["loop_s"] = [x[0] for x in loops]  # type: ignore[index]
+        out["loop_entries"] = [x[1] for x in loops]  # type: ignore[index]
+        out["mean_loop_s"] = sum(out["loop_s"]) / k
     if watch is not None:
         out["memory_bytes"] = watch.peak - watch.baseline
         # every process that appeared during the run: under rlscope run the copy is a child of Popen's
@@ -355,6 +363,8 @@ def check(
     if trace is None:
         trace = str(work / "profile")
         subprocess.run(_rlscope_run(command, trace), check=False, stdout=subprocess.DEVNULL)
+    from rlscope.analysis.sharing import at_speed, estimate
+
     env = dict(os.environ)
     mode = "time-sharing"
     if mps:
@@ -372,12 +382,17 @@ def check(
                 switch = switch_probe(env)
             except RLScopeError as e:
                 print(f"rlscope share-check: warning: {e}; context switches left out", file=sys.stderr)
+        est_ks = tuple(sorted({1, *ks}))
         try:
             est: dict[str, Any] | None = estimate_of(trace, ks, switch and switch["context_switch_us"])
         except RLScopeError as e:  # measure anyway: the copies' figures stand on their own
             print(f"rlscope share-check: warning: no estimate: {e}", file=sys.stderr)
             est = None
         alone = run_copies(command, 1, env, timeout, traces)
+        if est is not None and alone.get("loop_entries") and alone["loop_s"][0] > 0:
+            # the profiled run's CPU side is slower: the model wants the rates of the loop alone
+            rate = alone["loop_entries"][0] / alone["loop_s"][0]
+            est = estimate(at_speed(est["inputs"], rate), est_ks, switch and switch["context_switch_us"])
         runs = [alone] + [run_copies(command, k, env, timeout, traces) for k in ks if k != 1]
     finally:
         if mps:

@@ -55,16 +55,35 @@ def _overlap(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tu
     return inside, whole
 
 
+def loop_bounds(proc: ProcessTrace, start: int, end: int) -> tuple[int, int, np.ndarray]:
+    """(first operation entry, last operation exit, entry times) of a process: its loop. Start-up
+    (imports, CUDA's context) is in the session but not in the loop, and has almost no GPU work:
+    rates over the session would dilute the loop's. Without operations, the session."""
+    ev = proc.events
+    kind, ts = ev.column("kind").to_numpy(), ev.column("ts_ns").to_numpy()
+    begins, ends = ts[kind == S.OP_BEGIN], ts[kind == S.OP_END]
+    if len(begins) == 0 or len(ends) == 0 or ends.max() <= begins.min():
+        return start, end, begins
+    return max(int(begins.min()), start), min(int(ends.max()), end), begins
+
+
 def gpu_model(proc: ProcessTrace) -> dict[str, Any] | None:
-    """GPU-bound fraction and busy periods of one process, measured where GPU tracing was on."""
+    """GPU-bound fraction, busy periods and the idle gaps between them of one process, over its loop
+    where GPU tracing was on, and the operation entries per second there (share-check scales the
+    rates to the unprofiled loop with it)."""
     if proc.gpu is None or proc.gpu.num_rows == 0:
         return None
     start, end = gpu.session_bounds(proc)
     _, recs = gpu.split(proc.gpu, start, end)
     if len(recs.start) == 0:
         return None
-    s, e = gpu.busy_intervals(np.clip(recs.start, start, end), np.clip(recs.end, start, end))
+    lo, hi, entries = loop_bounds(proc, start, end)
+    s, e = gpu.busy_intervals(np.clip(recs.start, lo, hi), np.clip(recs.end, lo, hi))
+    keep = e > s
+    s, e = s[keep], e[keep]
     ws, we = full_windows(proc, start, end)
+    ws, we = np.clip(ws, lo, hi), np.clip(we, lo, hi)
+    ws, we = ws[we > ws], we[we > ws]
     traced = float((we - ws).sum())
     busy, whole = _overlap(s, e, ws, we)
     b = (e - s)[whole].astype(np.float64)
@@ -74,6 +93,8 @@ def gpu_model(proc: ProcessTrace) -> dict[str, Any] | None:
     nxt = w[1:][np.diff(w) == 1]
     same = np.searchsorted(ws, s[nxt], side="right") == np.searchsorted(ws, s[nxt - 1], side="right")
     gaps = (s[nxt] - e[nxt - 1])[same].astype(np.float64) / 1e3
+    i = np.searchsorted(ws, entries, side="right") - 1
+    in_windows = int(((i >= 0) & (entries < we[np.maximum(i, 0)])).sum()) if len(ws) else 0
     return {
         "traced_s": traced / 1e9,
         "gpu_busy_fraction": busy / traced if traced > 0 else 0.0,
@@ -81,6 +102,33 @@ def gpu_model(proc: ProcessTrace) -> dict[str, Any] | None:
         "busy_period_mean_us": float(b.mean()) / 1e3 if len(b) else 0.0,
         "busy_period_residual_us": float((b**2).sum() / (2 * b.sum())) / 1e3 if b.sum() > 0 else 0.0,
         "idle_gap_quantiles_us": np.quantile(gaps, GAP_QUANTILES).tolist() if len(gaps) else [],
+        "operations_per_s": in_windows / traced * 1e9 if traced > 0 else 0.0,
+    }
+
+
+PROFILED_RATES_NOTE = (
+    "GPU rates as in the profiled run, whose CPU side tracing slows: the GPU terms are a lower bound"
+    " (share-check scales them to the program's own speed)"
+)
+SCALED_NOTE = "GPU rates scaled to the loop run alone, unprofiled:"
+
+
+def at_speed(m: dict[str, Any], operations_per_s: float) -> dict[str, Any]:
+    """The inputs with the job's rates at another speed: the same work per operation entry (busy
+    periods and their GPU time), its CPU gaps shrunk or stretched alike. share-check gives the
+    unprofiled loop's entries per second: the profiled run's CPU side is slower, its GPU the same."""
+    if not m.get("operations_per_s") or operations_per_s <= 0:
+        return m
+    x = operations_per_s / m["operations_per_s"]
+    notes = [n for n in m.get("notes", []) if n != PROFILED_RATES_NOTE and not n.startswith(SCALED_NOTE)]
+    return {
+        **m,
+        "notes": [*notes, f"{SCALED_NOTE} x{x * m.get('speed_vs_profiled', 1.0):.2f}"],
+        "gpu_busy_fraction": m["gpu_busy_fraction"] * x,
+        "busy_periods_per_s": m["busy_periods_per_s"] * x,
+        "idle_gap_quantiles_us": [g / x for g in m.get("idle_gap_quantiles_us", [])],
+        "operations_per_s": operations_per_s,
+        "speed_vs_profiled": x * m.get("speed_vs_profiled", 1.0),
     }
 
 
@@ -162,6 +210,8 @@ def estimate_inputs(
         notes.append(f"no NVML memory samples: CUDA context assumed {DEFAULT_CONTEXT_BYTES >> 20} MiB")
     if mem is None:
         notes.append("no GPU memory events: memory estimate from NVML alone")
+    if models[pid].get("operations_per_s"):
+        notes.append(PROFILED_RATES_NOTE)
     cpu_cores = 1.0
     if summary and summary.get("wall_s"):
         cpu = sum(v for k, v in (summary.get("categories") or {}).items() if not k.startswith("gpu"))
@@ -181,18 +231,24 @@ def estimate_inputs(
     }
 
 
-def switch_probability(m: dict[str, Any], k: int) -> float:
-    """Chance that one of a copy's busy periods finds the GPU last used by another copy's context.
+def switch_probability(m: dict[str, Any], k: int, rate: float | None = None, busy: float = 0.0) -> float:
+    """Chance that one of a copy's busy periods follows another copy's on the GPU (a context switch).
 
-    During the idle gap g before the period, the other k - 1 copies start busy periods at rate
-    (k - 1) n; if any did, the GPU switched to their context: 1 - exp(-(k - 1) n g), averaged over the
-    copy's own gaps (short gaps inside a step's burst rarely lose the GPU, long ones between steps do).
+    If the GPU is busy with the others when the period arrives (probability ``busy``, their share of
+    the GPU) it surely does. If the GPU is idle, it does when another copy ran during the period's
+    idle gap g: the k - 1 others start periods at ``rate`` each (alone: n), so with probability
+    min(1, (k - 1) rate g), averaged over the copy's own gaps (short gaps inside a step's burst rarely
+    lose the GPU, long ones do). Linear, not Poisson's 1 - exp(-.): the copies' periods are regular,
+    and a brute-force queue (tests) agrees better with it.
     """
     n = m["busy_periods_per_s"]
+    rate = n if rate is None else rate
     if k <= 1 or n <= 0:
         return 0.0
     gaps = m.get("idle_gap_quantiles_us") or [1e6 / n]  # older inputs: the mean gap
-    return float(np.mean(1 - np.exp(-(k - 1) * n * np.asarray(gaps, np.float64) / 1e6)))
+    idle = float(np.mean(np.minimum(1.0, (k - 1) * rate * np.asarray(gaps, np.float64) / 1e6)))
+    busy = min(max(busy, 0.0), 1.0)
+    return busy + (1 - busy) * idle
 
 
 def time_slicing(m: dict[str, Any], k: int, switch_us: float) -> float:
@@ -207,20 +263,34 @@ def time_slicing(m: dict[str, Any], k: int, switch_us: float) -> float:
     n = m["busy_periods_per_s"]
     if n <= 0 or k <= 1:
         return 1.0
+    slow, others = 1.0, 0.0
+    for _ in range(200):  # p depends on the others' rate and load, both on the slowdown: fixed point
+        nxt, load = _mva(m, k, switch_probability(m, k, n / slow, others), switch_us)
+        if abs(nxt - slow) < 1e-6 * slow:
+            break
+        slow, others = 0.5 * (slow + nxt), 0.5 * (others + load)
+    return nxt
+
+
+def _mva(m: dict[str, Any], k: int, p: float, switch_us: float) -> tuple[float, float]:
+    """(each copy's cycle over its cycle alone, the GPU's utilization an arriving period finds) for
+    k copies that switch context with probability p (:func:`time_slicing`)."""
+    n = m["busy_periods_per_s"]
     b = m["busy_period_mean_us"] / 1e6
     b2 = 2 * b * m["busy_period_residual_us"] / 1e6  # E[B^2]
-    p, c = switch_probability(m, k), max(switch_us, 0.0) / 1e6
+    c = max(switch_us, 0.0) / 1e6
     s = b + p * c
     if s <= 0:
-        return 1.0
+        return 1.0, 0.0
     residual = (b2 + 2 * p * c * b + p * c * c) / (2 * s)
     z = max(1 / n - b, 0.0)
-    queue = busy = 0.0
+    queue = busy = resp = seen = 0.0
     for j in range(1, k + 1):
+        seen = busy  # arrival theorem: a copy finds the GPU as k - 1 copies keep it
         resp = s * (1 + queue - busy) + busy * residual
         x = j / (z + resp)
         queue, busy = x * resp, min(x * s, 1.0)
-    return (z + resp) * n
+    return (z + resp) * n, seen
 
 
 def predict(m: dict[str, Any], k: int) -> dict[str, Any]:
