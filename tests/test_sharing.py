@@ -601,17 +601,3 @@ def test_gpu_rates_are_over_the_loop_and_scale_to_its_speed(fake_session):
     assert fast["busy_period_mean_us"] == m["busy_period_mean_us"]  # the GPU's own time is the same
     assert sharing.PROFILED_RATES_NOTE not in fast["notes"]
     assert any(n.startswith(sharing.SCALED_NOTE) and n.endswith("x2.00") for n in fast["notes"])
-
-
-def test_bursts_merge_periods_across_gaps_shorter_than_a_switch(fake_session):
-    """Kernels 1, 2, 3, 10 us long with 2, 2, 8 us gaps, then 72 us, then 0.5 and 0.7 us 1.5 us apart."""
-    session, _ = _synthetic(fake_session)
-    m = sharing.sharing_section(load_trace(session.trace_dir))["estimate"]["inputs"]
-    by = {b["merge_gap_us"]: b for b in m["bursts"]}
-    assert (by[10.0]["count"], by[10.0]["mean_us"]) == (2, pytest.approx((28.0 + 2.7) / 2))
-    assert by[10.0]["gap_quantiles_us"] == pytest.approx([72.0] * 50)
-    assert (by[100.0]["count"], by[100.0]["mean_us"]) == (1, pytest.approx(102.7))
-    picked = sharing.at_switch_scale(m, 60.0)  # the largest scale not above 60 us: 50 us
-    assert picked["busy_periods_per_s"] == pytest.approx(2 / 200e-6)
-    assert picked["busy_period_mean_us"] == pytest.approx(15.35)
-    assert sharing.at_switch_scale(m, 0.0) is m  # no switch cost: the busy periods themselves

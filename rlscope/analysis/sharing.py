@@ -27,7 +27,6 @@ DEFAULT_CONTEXT_BYTES = 512 << 20  # a CUDA context with torch's kernels loaded,
 K_VALUES = (1, 2, 4, 8, 16)
 MAX_SLOWDOWN = 1.25  # "fits": each copy at most 25% slower than alone
 GAP_QUANTILES = (np.arange(50) + 0.5) / 50  # the idle gaps' distribution, in 50 equal-mass points
-BURST_GAPS_US = (10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0)  # the burst scales kept (_bursts)
 
 
 def full_windows(proc: ProcessTrace, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -94,10 +93,6 @@ def gpu_model(proc: ProcessTrace) -> dict[str, Any] | None:
     nxt = w[1:][np.diff(w) == 1]
     same = np.searchsorted(ws, s[nxt], side="right") == np.searchsorted(ws, s[nxt - 1], side="right")
     gaps = (s[nxt] - e[nxt - 1])[same].astype(np.float64) / 1e3
-    # the gap before each whole period (inf: the first of a window, or the previous one not whole)
-    gaps_all = np.full(len(w), np.inf)
-    gaps_all[1:][np.isin(w[1:], nxt[same])] = gaps
-    bursts = [_bursts(s[w], e[w], gaps_all, g) for g in BURST_GAPS_US] if len(w) else []
     i = np.searchsorted(ws, entries, side="right") - 1
     in_windows = int(((i >= 0) & (entries < we[np.maximum(i, 0)])).sum()) if len(ws) else 0
     return {
@@ -108,26 +103,6 @@ def gpu_model(proc: ProcessTrace) -> dict[str, Any] | None:
         "busy_period_residual_us": float((b**2).sum() / (2 * b.sum())) / 1e3 if b.sum() > 0 else 0.0,
         "idle_gap_quantiles_us": np.quantile(gaps, GAP_QUANTILES).tolist() if len(gaps) else [],
         "operations_per_s": in_windows / traced * 1e9 if traced > 0 else 0.0,
-        "bursts": [{**x, "per_s": x["count"] / traced * 1e9 if traced > 0 else 0.0} for x in bursts],
-    }
-
-
-def _bursts(s: np.ndarray, e: np.ndarray, gap_before: np.ndarray, merge_us: float) -> dict[str, Any]:
-    """Busy periods merged across idle gaps shorter than ``merge_us``: bursts of GPU work between the
-    CPU's longer stretches. A context idle for less than a switch takes keeps the GPU in effect
-    (another context's switch-in would not be done before its next work), so switching happens
-    between bursts at the scale of the switch cost (time_slicing picks the scale)."""
-    new = gap_before >= merge_us  # a burst starts here
-    starts = np.flatnonzero(new)
-    ends = np.append(starts[1:], len(s)) - 1
-    span = (e[ends] - s[starts]).astype(np.float64) / 1e3
-    long_gaps = gap_before[starts][np.isfinite(gap_before[starts])]
-    return {
-        "merge_gap_us": float(merge_us),
-        "count": len(starts),
-        "mean_us": float(span.mean()) if len(span) else 0.0,
-        "residual_us": float((span**2).sum() / (2 * span.sum())) if span.sum() > 0 else 0.0,
-        "gap_quantiles_us": np.quantile(long_gaps, GAP_QUANTILES).tolist() if len(long_gaps) else [],
     }
 
 
@@ -152,15 +127,6 @@ def at_speed(m: dict[str, Any], operations_per_s: float) -> dict[str, Any]:
         "gpu_busy_fraction": m["gpu_busy_fraction"] * x,
         "busy_periods_per_s": m["busy_periods_per_s"] * x,
         "idle_gap_quantiles_us": [g / x for g in m.get("idle_gap_quantiles_us", [])],
-        "bursts": [
-            {
-                **bu,
-                "per_s": bu["per_s"] * x,
-                "merge_gap_us": bu["merge_gap_us"] / x,
-                "gap_quantiles_us": [g / x for g in bu["gap_quantiles_us"]],
-            }
-            for bu in m.get("bursts", [])
-        ],
         "operations_per_s": operations_per_s,
         "speed_vs_profiled": x * m.get("speed_vs_profiled", 1.0),
     }
@@ -285,22 +251,6 @@ def switch_probability(m: dict[str, Any], k: int, rate: float | None = None, bus
     return busy + (1 - busy) * idle
 
 
-def at_switch_scale(m: dict[str, Any], switch_us: float) -> dict[str, Any]:
-    """The inputs with busy periods merged into bursts across gaps shorter than the switch cost
-    (the largest kept scale not above it; :func:`_bursts` says why); as they are without bursts."""
-    fit = [bu for bu in m.get("bursts", []) if bu["merge_gap_us"] <= switch_us and bu["count"] > 0]
-    if switch_us <= 0 or not fit:
-        return m
-    bu = max(fit, key=lambda x: x["merge_gap_us"])
-    return {
-        **m,
-        "busy_periods_per_s": bu["per_s"],
-        "busy_period_mean_us": bu["mean_us"],
-        "busy_period_residual_us": bu["residual_us"],
-        "idle_gap_quantiles_us": bu["gap_quantiles_us"],
-    }
-
-
 def time_slicing(m: dict[str, Any], k: int, switch_us: float) -> float:
     """Slowdown of each of k copies taking turns on one GPU (time-slicing between their contexts).
 
@@ -310,7 +260,6 @@ def time_slicing(m: dict[str, Any], k: int, switch_us: float) -> float:
     non-exponential residual of the job in service (Reiser's approximation: an arriving period waits
     the residual E[S^2]/2E[S] of the one in service and the whole S of each queued one).
     """
-    m = at_switch_scale(m, switch_us)
     n = m["busy_periods_per_s"]
     if n <= 0 or k <= 1:
         return 1.0
