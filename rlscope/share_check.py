@@ -46,9 +46,7 @@ def _k_list(text: str) -> tuple[int, ...]:
     return ks
 
 
-def estimate_of(
-    trace_dir: str, ks: tuple[int, ...], context_switch_us: float | None = None
-) -> dict[str, Any]:
+def estimate_of(trace_dir: str, ks: tuple[int, ...]) -> dict[str, Any]:
     """The trace's estimate (analysis.sharing.estimate) with the table for ``ks``."""
     from rlscope.analysis import analyze
     from rlscope.analysis.sharing import estimate
@@ -57,7 +55,7 @@ def estimate_of(
     est = (summary.get("sharing") or {}).get("estimate") or {}
     if "inputs" not in est:
         raise RLScopeError(f"{trace_dir}: {est.get('note') or (summary.get('sharing') or {}).get('note')}")
-    return estimate(est["inputs"], tuple(sorted({1, *ks})), context_switch_us)
+    return estimate(est["inputs"], tuple(sorted({1, *ks})))
 
 
 def estimate_text(est: dict[str, Any]) -> str:
@@ -92,16 +90,8 @@ def share_main(argv: list[str]) -> int:
     p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
     p.add_argument("-k", default="1,2,4,8,16", help="copies to tabulate (default 1,2,4,8,16)")
     p.add_argument("--json", metavar="FILE", help="write the estimate as JSON")
-    p.add_argument(
-        "--context-switch-us",
-        type=float,
-        metavar="US",
-        help="the GPU's cost of switching between processes' contexts (rlscope share-check measures it)",
-    )
     args = p.parse_args(argv)
-    if args.context_switch_us is not None and args.context_switch_us < 0:
-        raise RLScopeError(f"--context-switch-us: must be >= 0, got {args.context_switch_us:g}")
-    est = estimate_of(args.trace_dir, _k_list(args.k), args.context_switch_us)
+    est = estimate_of(args.trace_dir, _k_list(args.k))
     if args.json:
         Path(args.json).write_text(json.dumps(est, indent=2) + "\n")
     print(estimate_text(est))
@@ -296,8 +286,8 @@ print(n, time.perf_counter() - t0, kernel_us)
 
 
 def switch_probe(env: dict[str, str], seconds: float = 1.5, timeout: float = 120.0) -> dict[str, Any]:
-    """The GPU's cost of switching between two processes' contexts, measured (the estimate's
-    ``context_switch_us``; docs/sharing.md).
+    """The GPU's cost of switching between two processes' contexts, measured: reported beside the
+    estimate, which leaves switches out (docs/sharing.md says why).
 
     Alone, a process's launch-and-synchronize loop runs at its CPU-side latency. Two such processes
     at once, each with its own context, take turns: every iteration of one follows the other's, so
@@ -377,14 +367,16 @@ def check(
     traces = None if whole_process else work / "copies"
     switch: dict[str, Any] | None = None
     try:
-        if probe:  # the context switch's cost, in the same mode as the copies
+        # the context switch's cost, in the same mode as the copies: reported beside the estimate,
+        # not in it (docs/sharing.md: switching per busy period over-estimated 4-7x on the H100)
+        if probe:
             try:
                 switch = switch_probe(env)
             except RLScopeError as e:
                 print(f"rlscope share-check: warning: {e}; context switches left out", file=sys.stderr)
         est_ks = tuple(sorted({1, *ks}))
         try:
-            est: dict[str, Any] | None = estimate_of(trace, ks, switch and switch["context_switch_us"])
+            est: dict[str, Any] | None = estimate_of(trace, ks)
         except RLScopeError as e:  # measure anyway: the copies' figures stand on their own
             print(f"rlscope share-check: warning: no estimate: {e}", file=sys.stderr)
             est = None
@@ -392,7 +384,7 @@ def check(
         if est is not None and alone.get("loop_entries") and alone["loop_s"][0] > 0:
             # the profiled run's CPU side is slower: the model wants the rates of the loop alone
             rate = alone["loop_entries"][0] / alone["loop_s"][0]
-            est = estimate(at_speed(est["inputs"], rate), est_ks, switch and switch["context_switch_us"])
+            est = estimate(at_speed(est["inputs"], rate), est_ks)
         runs = [alone] + [run_copies(command, k, env, timeout, traces) for k in ks if k != 1]
     finally:
         if mps:

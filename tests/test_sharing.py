@@ -569,18 +569,11 @@ def test_time_slicing_against_a_brute_force_queue(n, k, c_us, rel):
     assert sharing.time_slicing(m, 1, c_us) == 1.0
 
 
-def test_context_switch_cost_travels_into_the_estimate(fake_session):
+def test_context_switches_are_named_as_left_out(fake_session):
     session, _ = _synthetic(fake_session)
     m = sharing.sharing_section(load_trace(session.trace_dir))["estimate"]["inputs"]
-    assert sharing.NO_SWITCH_NOTE in m["notes"]
-    est = sharing.estimate(m, (1, 2, 4), context_switch_us=100.0)
-    assert (
-        est["inputs"]["context_switch_us"] == 100.0 and sharing.NO_SWITCH_NOTE not in est["inputs"]["notes"]
-    )
-    slow = [t["slowdown_by"]["gpu_time_slicing"] for t in est["table"]]
-    without = [t["slowdown_by"]["gpu_time_slicing"] for t in sharing.estimate(m, (1, 2, 4))["table"]]
-    assert slow[0] == without[0] == 1.0
-    assert slow[1] > without[1] and slow[2] > slow[1]  # switches cost more with more copies
+    assert m["notes"].count(sharing.NO_SWITCH_NOTE) == 1
+    assert sharing.estimate(m, (1, 2))["inputs"]["notes"].count(sharing.NO_SWITCH_NOTE) == 1
 
 
 def test_gpu_rates_are_over_the_loop_and_scale_to_its_speed(fake_session):

@@ -177,11 +177,10 @@ def test_share_check_two_copies(tmp_path):
     res = share_check.check([sys.executable, str(script)], (2,), None, tmp_path, 120, mps=False)
     ks = [r["k"] for r in res["runs"]]
     assert ks == [1, 2]
-    # the context switch's cost was probed on this GPU and went into the estimate
+    # the context switch's cost was probed on this GPU
     probe = res["context_switch_probe"]
     assert probe is not None and probe["context_switch_us"] >= 0, probe
     assert probe["alone_iteration_us"] > probe["kernel_us"] > 0
-    assert res["estimate"]["inputs"]["context_switch_us"] == probe["context_switch_us"]
     for r in res["runs"]:
         assert r["exit_codes"] == [0] * r["k"]
         assert r["measured_slowdown"] > 0.5
