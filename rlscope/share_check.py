@@ -65,8 +65,7 @@ def estimate_text(est: dict[str, Any]) -> str:
         f" ({m['busy_periods_per_s']:.0f} busy periods/s,"
         f" mean residual {m['busy_period_residual_us']:.1f} us),"
         f" {m['per_copy_bytes'] / GIB:.2f} GiB of device memory, {m['cpu_cores_per_copy']:.2f} CPU cores"
-        f" ({m['host_cpus'] or '?'} on the host, device {m['device'] or '?'})"
-        + (f"; context switch {m['context_switch_us']:.1f} us" if "context_switch_us" in m else ""),
+        f" ({m['host_cpus'] or '?'} on the host, device {m['device'] or '?'})",
         f"fits: {est['k_fit']} copies with each at most {100 * (est['max_slowdown'] - 1):.0f}% slower;"
         f" then {est['binds']} binds (memory alone allows {est['k_max_memory']})",
         f"{'k':>3} {'memory GiB':>11} {'shared-alloc GiB':>17} {'slowdown':>9} {'throughput':>11}  binds",
@@ -140,12 +139,6 @@ class NvmlWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def loop_span_s(trace_dir: Path) -> float | None:
-    """Seconds from the first operation entry to the last operation exit over the trace's processes."""
-    loop = loop_of(trace_dir)
-    return loop[0] if loop is not None else None
 
 
 def loop_of(trace_dir: Path) -> tuple[float, int] | None:

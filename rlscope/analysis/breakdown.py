@@ -84,15 +84,14 @@ def analyze_process(proc: ProcessTrace, costs: EventCosts | None = None) -> Proc
     return raw if corrected is None else corrected
 
 
-def unlaunched(api: gpu.ApiCalls, records: gpu.GpuRecords) -> dict[str, float]:
+def unlaunched(records: gpu.GpuRecords, found: np.ndarray) -> dict[str, float]:
     """GPU records whose launching CUDA API call is not in the trace: they count as unannotated.
 
     A kernel still running from before the session is one; many, or much GPU time, mean the
     correlation between API calls and GPU work broke (another CUPTI client in the process, such as
     torch.profiler run before rlscope, was seen to do this), and the summary warns.
     """
-    _, found = gpu.launching_call(api, records)
-    lost = ~found
+    lost = ~found  # found: gpu.launching_call's second result
     return {
         "records_without_launch": int(lost.sum()),
         "gpu_s_without_launch": float((records.end - records.start)[lost].sum()) / 1e9,
@@ -112,13 +111,14 @@ def analyze_process_pair(
     """
     tl, api, records = joined if joined is not None else gpu.timeline_with_gpu(proc)
     host = proc.metadata.get("host", "")
-    gpu_records = None
+    gpu_records = launch = None
     if api is not None:
-        op, phase = gpu.attribute(tl, api, records)
+        launch = gpu.launching_call(api, records)  # once: attribution, the check and the correction
+        op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
     raw = breakdown_timeline(tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml)
-    if api is not None:
-        raw.gpu.update(unlaunched(api, records))
+    if launch is not None:
+        raw.gpu.update(unlaunched(records, launch[1]))
     if costs is None:
         return raw, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
@@ -132,9 +132,9 @@ def analyze_process_pair(
         fixes.append((fix.timeline, overhead.correct_windows(fix.timeline, est.factor)))
     final = fixes[-1][1].timeline
     fixed_records = None
-    if gpu_records is not None:
+    if gpu_records is not None and launch is not None:
         recs, op, phase = gpu_records
-        idx, found = gpu.launching_call(api, recs)
+        idx, found = launch
         if len(api.start):
             thread = np.where(found, api.thread[idx], tl.main_thread)
             at = np.where(found, api.start[idx], recs.start)

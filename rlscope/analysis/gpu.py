@@ -143,9 +143,12 @@ def launching_call(api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.n
     return order[pos], corr[pos] == records.correlation
 
 
-def attribute(tl: Timeline, api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.ndarray]:
-    """(operation instance, phase instance) of each GPU record; -1 where no launch was seen."""
-    idx, found = launching_call(api, records)
+def attribute(
+    tl: Timeline, api: ApiCalls, records: GpuRecords, launch: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(operation instance, phase instance) of each GPU record; -1 where no launch was seen.
+    ``launch``: :func:`launching_call`'s result, when the caller has it already."""
+    idx, found = launch if launch is not None else launching_call(api, records)
     if not found.any():
         none = np.full(len(records.correlation), -1, np.int64)
         return none, none.copy()
