@@ -11,7 +11,8 @@ are chosen when tracing starts, through ``RLSCOPE_CUPTI_KINDS``), interleaved ov
   instrumentation adds to a loop that waits for every kernel (RL inference often does);
 - configurations: no tracing; kernel records only; kernel + runtime API; kernel + driver API;
   everything rlscope records (kernel, memcpy, memset, runtime, driver); everything but switched
-  off (rlscope's light windows).
+  off (rlscope's light windows); everything with the query APIs' records kept (before they were
+  skipped by default).
 
 Reported: median ns per iteration and the extra over no tracing, and API records per launch.
 """
@@ -27,18 +28,21 @@ import sys
 import tempfile
 import time
 
+ALL = "kernel,memcpy,memset,runtime,driver"
 CONFIGS = {
     "none": None,
     "kernel": "kernel",
     "kernel+runtime": "kernel,runtime",
     "kernel+driver": "kernel,driver",
-    "all": "kernel,memcpy,memset,runtime,driver",
-    "all, switched off": "kernel,memcpy,memset,runtime,driver",
-    "all, detached off": "kernel,memcpy,memset,runtime,driver",  # RLSCOPE_CUPTI_DETACH=1
+    "all": ALL,  # the default: query APIs' records skipped (cupti_native.c, QUERY_APIS)
+    "all, queries kept": ALL,  # RLSCOPE_CUPTI_QUERIES=1: every API record, as before
+    "all, switched off": ALL,
+    "all, detached off": ALL,  # RLSCOPE_CUPTI_DETACH=1
 }
 
 
 def child(config: str) -> dict:
+    import numpy as np
     import torch
     from gpu_overhead import per_call_ns  # this script's folder is on sys.path
 
@@ -89,6 +93,10 @@ def child(config: str) -> dict:
                 launches = (20000 // 10 + 5 * 20000) + (5000 // 10 + 5 * 5000)  # warm-up + 5 timings
                 out["api_records_per_launch"] = float((cats == 3).sum()) / launches
                 out["kernel_records_per_launch"] = float((cats == 4).sum()) / launches
+                names = gpu.column("name").to_numpy()[cats == 3]
+                ids, counts = np.unique(names, return_counts=True)
+                top = sorted(zip(counts.tolist(), ids.tolist(), strict=True), reverse=True)[:8]
+                out["api_per_launch_by_name"] = {trace.processes[0].name(i): c / launches for c, i in top}
     return out
 
 
@@ -109,6 +117,7 @@ def main() -> None:
             if CONFIGS[config]:
                 env["RLSCOPE_CUPTI_KINDS"] = CONFIGS[config]
             env["RLSCOPE_CUPTI_DETACH"] = "1" if "detached" in config else "0"  # detached is the default
+            env["RLSCOPE_CUPTI_QUERIES"] = "1" if "queries kept" in config else "0"
             proc = subprocess.run(
                 [sys.executable, __file__, "--child", config], env=env, capture_output=True, text=True
             )
@@ -128,12 +137,16 @@ def main() -> None:
         row["spread_launch_ns"] = [min(r["launch_ns"] for r in rs), max(r["launch_ns"] for r in rs)]
         row["api_records_per_launch"] = rs[0].get("api_records_per_launch")
         row["switch_pair_us"] = rs[0].get("switch_pair_us")
+        row["api_per_launch_by_name"] = rs[0].get("api_per_launch_by_name")
         table[config] = row
         print(
             f"{config:22} {row['launch_ns']:10.0f} {row['launch_extra_ns']:7.0f} {row['sync_ns']:9.0f}"
             f" {row['sync_extra_ns']:7.0f} {row['api_records_per_launch'] or 0:8.2f}"
             + (f"  switch off+on {row['switch_pair_us']:.0f} us" if row["switch_pair_us"] else "")
         )
+        if row["api_per_launch_by_name"]:
+            by_name = ", ".join(f"{n} {c:.2f}" for n, c in row["api_per_launch_by_name"].items())
+            print(f"    API records per launch: {by_name}")
     import torch
 
     result = {"device": torch.cuda.get_device_name(), "reps": args.reps, "table": table, "runs": runs}

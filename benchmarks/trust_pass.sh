@@ -3,7 +3,8 @@
 # where the CUPTI cost goes, the native backend recorder's cost, and the validation matrix
 # (`rlscope validate`, each mode in its own process, interleaved), all results under $OUT.
 #   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest;
-#                                             LIGHT=1 adds benchmarks/light_cost.py; VAL=none skips validation)
+#                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
+#                                             VAL=none skips validation)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-3}
@@ -24,13 +25,18 @@ if [ -n "${MEMCOST:-}" ]; then  # the memory recorder per allocator event and pe
     timeout 90 python3 benchmarks/memory_cost.py --json "$OUT/memory_cost.json" 2>&1 | tail -14
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
-    timeout 90 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -9
-    timeout 60 python3 benchmarks/backend_overhead.py --quick --json "$OUT/backend_overhead.json" 2>&1 | tail -12
+    timeout 150 python3 benchmarks/cupti_cost.py --reps 1 --json "$OUT/cupti_cost.json" 2>&1 | tail -14
+    [ "${BENCH:-}" = cupti ] || timeout 60 python3 benchmarks/backend_overhead.py --quick \
+        --json "$OUT/backend_overhead.json" 2>&1 | tail -12
 fi
 if [ -n "${LIGHT:-}" ]; then  # what each collector costs switched off (the light windows), one at a time
     timeout "${LIGHT_LIMIT:-300}" python3 benchmarks/light_cost.py --device cuda --reps "${LIGHT_REPS:-3}" \
         --iterations "${LIGHT_ITERS:-1500}" --configs "${LIGHT_CONFIGS:-unprofiled,scopes,nvtx,backend-off,cupti-off,memory,light,full}" \
         --json "$OUT/light_cost.json" 2>&1 | tee "$OUT/light_cost.log"
+fi
+if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core vs pinned (NOISE_CPUS)
+    timeout "${NOISE_LIMIT:-150}" python3 benchmarks/process_noise.py --runs "${NOISE_RUNS:-5}" --cpus "${NOISE_CPUS:-2-5}" \
+        --json "$OUT/process_noise.json" -- python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" 2>&1 | tail -4
 fi
 [ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...

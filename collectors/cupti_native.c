@@ -6,6 +6,7 @@
  * no GIL); Python drains the array in bulk from the writer thread.
  */
 #include <cupti.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -153,6 +154,104 @@ static const CUpti_ActivityKind KINDS[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
 static unsigned enabled_mask;  /* which of KINDS rl_start_kinds turned on */
 static int tracing_on;
 
+/* API records rlscope skips: pure queries that launch nothing, so no GPU record correlates with
+   them, and that a PyTorch launch makes several of (cudaGetDevice, cudaGetLastError, ...). Each
+   record costs CUPTI CPU time on the job's thread (0.3-0.6 us on the H100, benchmarks/
+   cupti_cost.py), more than the query itself takes. Skipped per callback id with CUPTI's
+   cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi (looked up at run time: older
+   CUPTIs lack them, and then everything is recorded). Names are compared without the _vNNNN
+   suffix; RLSCOPE_CUPTI_QUERIES=1 (rl_set_skip_queries(0)) records them all. */
+static const char *const QUERY_APIS[] = {
+    /* runtime */
+    "cudaGetDevice", "cudaGetDeviceCount", "cudaGetLastError", "cudaPeekAtLastError",
+    "cudaStreamIsCapturing", "cudaStreamGetCaptureInfo", "cudaDeviceGetAttribute",
+    "cudaPointerGetAttributes", "cudaGetDeviceProperties", "cudaFuncGetAttributes",
+    "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaGetErrorString", "cudaGetErrorName",
+    "cudaThreadExchangeStreamCaptureMode", "cudaStreamGetPriority", "cudaStreamGetFlags",
+    "cudaStreamGetId", "cudaDeviceGetStreamPriorityRange", "cudaGetDriverEntryPoint",
+    "cudaGetDriverEntryPointByVersion", "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cudaStreamQuery", "cudaEventQuery",
+    /* driver */
+    "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetId", "cuCtxGetFlags", "cuCtxGetStreamPriorityRange",
+    "cuDeviceGet", "cuDeviceGetAttribute", "cuDeviceGetCount", "cuDevicePrimaryCtxGetState",
+    "cuDriverGetVersion", "cuGetProcAddress", "cuGetErrorString", "cuGetErrorName",
+    "cuPointerGetAttribute", "cuPointerGetAttributes", "cuStreamIsCapturing", "cuStreamGetCaptureInfo",
+    "cuStreamGetCtx", "cuStreamGetId", "cuStreamGetFlags", "cuStreamGetPriority", "cuFuncGetAttribute",
+    "cuKernelGetAttribute", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cuStreamQuery", "cuEventQuery", NULL};
+
+typedef CUptiResult (*enable_api_fn)(CUpti_CallbackId, uint8_t);
+typedef CUptiResult (*callback_name_fn)(CUpti_CallbackDomain, uint32_t, const char **);
+
+static int skip_queries = 1;
+static CUpti_CallbackId *skipped[2]; /* [0] runtime, [1] driver: the ids found by name, once */
+static int n_skipped[2] = {-1, -1};
+static int n_skip_applied;
+
+void rl_set_skip_queries(int on) { skip_queries = on; }
+
+/* a symbol of libcupti that this CUPTI may lack */
+static void *cupti_symbol(const char *name) {
+  Dl_info info;
+  if (!dladdr((void *)cuptiActivityEnable, &info) || !info.dli_fname) return NULL;
+  void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  return h ? dlsym(h, name) : NULL;
+}
+
+/* "cudaGetDevice_v3020" names the API "cudaGetDevice" */
+static int is_query(const char *name) {
+  if (!name) return 0;
+  size_t n = strlen(name);
+  const char *v = strstr(name, "_v");
+  if (v && v[2] >= '0' && v[2] <= '9') n = (size_t)(v - name);
+  for (size_t i = 0; QUERY_APIS[i]; i++)
+    if (strlen(QUERY_APIS[i]) == n && strncmp(QUERY_APIS[i], name, n) == 0) return 1;
+  return 0;
+}
+
+const char *rl_api_name(int driver, uint32_t cbid) {
+  static callback_name_fn get_name;
+  static int looked;
+  if (!looked) {
+    get_name = (callback_name_fn)cupti_symbol("cuptiGetCallbackName");
+    looked = 1;
+  }
+  const char *name = NULL;
+  if (get_name && get_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS)
+    name = NULL;
+  return name ? name : "";
+}
+
+/* Switch the query APIs' records off (after the RUNTIME / DRIVER kinds are enabled: CUPTI keeps
+   the per-id setting only while attached, so every attachment applies it again). */
+static void apply_skip_queries(unsigned mask) {
+  n_skip_applied = 0;
+  if (!skip_queries) return;
+  static enable_api_fn enable[2];
+  static int looked;
+  if (!looked) {
+    enable[0] = (enable_api_fn)cupti_symbol("cuptiActivityEnableRuntimeApi");
+    enable[1] = (enable_api_fn)cupti_symbol("cuptiActivityEnableDriverApi");
+    looked = 1;
+  }
+  const uint32_t size[2] = {CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE};
+  const unsigned bit[2] = {1u << 3, 1u << 4}; /* runtime and driver in KINDS */
+  for (int d = 0; d < 2; d++) {
+    if (!enable[d] || !(mask & bit[d])) continue;
+    if (n_skipped[d] < 0) {
+      skipped[d] = calloc(size[d], sizeof **skipped);
+      n_skipped[d] = 0;
+      for (uint32_t cbid = 1; skipped[d] && cbid < size[d]; cbid++)
+        if (is_query(rl_api_name(d, cbid))) skipped[d][n_skipped[d]++] = cbid;
+    }
+    for (int i = 0; i < n_skipped[d]; i++)
+      if (enable[d](skipped[d][i], 0) == CUPTI_SUCCESS) n_skip_applied++;
+  }
+}
+
+/* how many API ids the current attachment skips (0: none, or this CUPTI cannot) */
+int rl_skipped_apis(void) { return n_skip_applied; }
+
 /* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). */
 int rl_start_kinds(unsigned mask) {
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -168,6 +267,7 @@ int rl_start_kinds(unsigned mask) {
   }
   enabled_mask = mask;
   tracing_on = 1;
+  apply_skip_queries(mask);
   return 0;
 }
 
@@ -194,6 +294,7 @@ int rl_set_enabled(int on) {
     if (r != CUPTI_SUCCESS && first == CUPTI_SUCCESS) first = r;
   }
   tracing_on = on != 0;
+  if (on) apply_skip_queries(enabled_mask);
   if (!on && detach_when_off) {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     CUptiResult r = cuptiFinalize();

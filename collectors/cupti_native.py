@@ -110,6 +110,7 @@ def build() -> Path:
             f"-l{libname}",
             f"-Wl,-rpath,{lib}",
             "-lpthread",
+            "-ldl",
         ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode == 0:
@@ -174,6 +175,12 @@ class NativeCuptiCollector:
         lib.rl_start_kinds.argtypes = [ctypes.c_uint]
         lib.rl_set_enabled.argtypes = [ctypes.c_int]
         lib.rl_set_detach.argtypes = [ctypes.c_int]
+        lib.rl_set_skip_queries.argtypes = [ctypes.c_int]
+        lib.rl_api_name.restype = ctypes.c_char_p
+        lib.rl_api_name.argtypes = [ctypes.c_int, ctypes.c_uint32]
+        # API records of pure queries (cudaGetDevice, cudaGetLastError, ...) are skipped: they launch
+        # nothing and cost more to record than to run (cupti_native.c, QUERY_APIS)
+        lib.rl_set_skip_queries(0 if os.environ.get("RLSCOPE_CUPTI_QUERIES") == "1" else 1)
         # detach CUPTI in light windows (cuptiFinalize, see cupti_native.c): attached with its kinds
         # disabled it still costs a PPO-GPU inference call +66% on the H200 (detached: within noise;
         # benchmarks/light_cost.py, BENCHMARKS.md §9); RLSCOPE_CUPTI_DETACH=0 keeps it attached
@@ -184,9 +191,8 @@ class NativeCuptiCollector:
         self.lib = lib
         from rlscope.collectors.device_limits import devices_metadata
 
-        self._schema = S.columns_schema(
-            S.GPU_COLUMNS_DOC + S.GPU_KERNEL_COLUMNS_DOC, "native", devices_metadata()
-        )
+        extra = {**devices_metadata(), "rlscope.cupti_skipped_apis": str(lib.rl_skipped_apis())}
+        self._schema = S.columns_schema(S.GPU_COLUMNS_DOC + S.GPU_KERNEL_COLUMNS_DOC, "native", extra)
         self.rows = self.session.writer.add_stream(S.GPU_FILE, self._schema)
         self._sync_clock()
         self.session.writer.before_flush(self.flush)
@@ -210,8 +216,9 @@ class NativeCuptiCollector:
                 elif code > -1000:
                     label = COPY_KINDS.get(-100 - code, "memcpy")
                 else:
-                    api = "runtime" if -code < 2000000 else "driver"
-                    label = f"cuda {api} cbid {-code % 1000000}"
+                    driver = -code >= 2000000
+                    name = self.lib.rl_api_name(int(driver), -code % 1000000).decode(errors="replace")
+                    label = name or f"cuda {'driver' if driver else 'runtime'} cbid {-code % 1000000}"
                 nid = self._names[code] = annotate.intern(label)
             mapped[i] = nid
         return mapped[inv.reshape(-1)]

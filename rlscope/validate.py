@@ -1,8 +1,8 @@
 """``rlscope validate``: does rlscope's corrected profile of *your* program match the program unprofiled?
 
     rlscope validate [--reps 3] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
-                     [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--verbose]
-                     [--] python train.py ARGS...
+                     [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--cpus LIST]
+                     [--verbose] [--] python train.py ARGS...
 
 The command runs ``reps`` times in each of three modes, each run its own process, interleaved with
 the mode order rotated per repetition (machine noise hits every mode alike):
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import itertools
 import json
 import os
@@ -42,7 +43,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -471,6 +472,7 @@ class Options:
     warmup: bool = True
     verbose: bool = False
     session: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: rlscope.profile options
+    cpus: frozenset[int] | None = None  # --cpus: every run pinned to these CPUs
 
 
 @dataclass
@@ -552,6 +554,12 @@ def parse_args(argv: list[str]) -> Options:
         help="an rlscope.profile option for the profiled runs, e.g. --set full_share=0.3 or"
         " --set windows=false (repeatable; values are JSON, else strings)",
     )
+    p.add_argument(
+        "--cpus",
+        default=None,
+        metavar="LIST",
+        help="run every mode on these CPUs only, e.g. 2-5 or 0,2,4 (the same cores for every run)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show the program's output")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python train.py ...)")
     args = p.parse_args(argv)
@@ -573,7 +581,34 @@ def parse_args(argv: list[str]) -> Options:
         warmup=not args.no_warmup,
         verbose=args.verbose,
         session=dict(_parse_setting(x) for x in args.set),
+        cpus=_parse_cpus(args.cpus) if args.cpus is not None else None,
     )
+
+
+def _parse_cpus(text: str) -> frozenset[int]:
+    """``--cpus``: ``2-5``, ``0,2,4`` or a mix, each CPU one this process may run on."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise RLScopeError(f"validate: --cpus wants a list like 2-5 or 0,2,4, got {text!r}") from None
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if not cpus or not cpus <= allowed:
+        raise RLScopeError(
+            f"validate: --cpus {text}: not CPUs this process may use ({_cpu_list(allowed) or 'none known'})"
+        )
+    return frozenset(cpus)
+
+
+def _cpu_list(cpus: Iterable[int]) -> str:
+    """CPUs as ranges, e.g. ``0-3,6``."""
+    out: list[str] = []
+    for _, group in itertools.groupby(enumerate(sorted(cpus)), lambda ic: ic[1] - ic[0]):
+        ids = [c for _, c in group]
+        out.append(f"{ids[0]}-{ids[-1]}" if len(ids) > 1 else str(ids[0]))
+    return ",".join(out)
 
 
 def _parse_setting(text: str) -> tuple[str, Any]:
@@ -630,29 +665,56 @@ def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, w
     return env
 
 
-def run_child(command: list[str], env: dict[str, str], verbose: bool) -> tuple[int, float, list[str]]:
-    """Run the command; (exit status, seconds, last lines of its output unless ``verbose``)."""
+def run_child(
+    command: list[str], env: dict[str, str], verbose: bool, cpus: frozenset[int] | None = None
+) -> tuple[int, float, list[str]]:
+    """Run the command; (exit status, seconds, last lines of its output unless ``verbose``).
+
+    ``cpus``: pinned there before it starts (its threads and children inherit it). Every mode on
+    the same cores takes the scheduler's placement out of the comparison."""
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
-    t0 = time.perf_counter()
+    with _pinned(cpus):  # the calling thread's affinity, which the child inherits (no preexec_fn)
+        t0 = time.perf_counter()
+        proc = _start(command, env, verbose)
+    if verbose:
+        code = proc.wait()
+    else:
+        assert proc.stdout is not None
+        with proc:
+            for line in proc.stdout:
+                tail.append(line.rstrip("\n"))
+            code = proc.wait()
+    return code, time.perf_counter() - t0, list(tail)
+
+
+@contextlib.contextmanager
+def _pinned(cpus: frozenset[int] | None) -> Iterator[None]:
+    """This thread on ``cpus`` for the block (Linux affinity is per thread and inherited at fork)."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _start(command: list[str], env: dict[str, str], verbose: bool) -> subprocess.Popen:
     try:
         if verbose:
-            code = subprocess.call(command, env=env)
-        else:
-            with subprocess.Popen(
-                command,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-            ) as proc:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    tail.append(line.rstrip("\n"))
-                code = proc.wait()
+            return subprocess.Popen(command, env=env)
+        return subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
     except (FileNotFoundError, PermissionError) as e:
         raise RLScopeError(f"{command[0]}: cannot run: {e.strerror or e}") from None
-    return code, time.perf_counter() - t0, list(tail)
 
 
 def profiled_figures(summary: dict[str, Any]) -> dict[str, Any]:
@@ -711,7 +773,7 @@ class _Runner:
             clear_trace_dir(trace)
         env = child_env(self.opts, mode, self.boot, record, trace, bool(self.whole))
         self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{self.opts.reps}'}: {mode} ...")
-        code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose)
+        code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose, self.opts.cpus)
         run = ChildRun(mode, rep, code, seconds, tail=tail)
         if code != 0:
             raise RLScopeError(_fail_line(run, f"exited with status {code}"))
@@ -754,6 +816,7 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
         "command": opts.command,
         "reps": opts.reps,
         "profile_overrides": profile_overrides(opts),
+        "cpus": _cpu_list(opts.cpus) if opts.cpus else None,
         "script_calls_profile": not whole,
         "reference": "interpreter start to exit" if whole else "rlscope.profile start to stop",
         "tolerance": {

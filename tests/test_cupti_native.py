@@ -36,6 +36,10 @@ class FakeLib:
     def rl_name(self, i: int) -> bytes:
         return b"my_kernel"
 
+    def rl_api_name(self, driver: int, cbid: int) -> bytes:
+        # CUPTI's own name where it has one; "" (an id this CUPTI cannot name) keeps the number
+        return b"cudaLaunchKernel_v7000" if (driver, cbid) == (0, 211) else b""
+
     def rl_stop(self) -> int:
         return 0
 
@@ -49,7 +53,7 @@ def test_rows_become_gpu_records(tmp_path):
         buf["start"] = [2_000_000, 2_000_100, 2_000_200, 2_000_300]
         buf["end"] = buf["start"] + 50
         buf["corr"] = [7, 7, 8, 9]
-        buf["name"] = [-1_000_022, 0, -102, -2_000_307]
+        buf["name"] = [-1_000_211, 0, -102, -2_000_307]
         buf["bytes"] = [0, 0, 4096, 0]
         buf["thread"] = [session.thread_state().ident32, 0, 0, 12345]
         collector.lib = FakeLib(buf)
@@ -62,7 +66,7 @@ def test_rows_become_gpu_records(tmp_path):
     proc = rlscope.load_trace(tmp_path / "t").processes[0]
     rows = proc.gpu.to_pylist()
     assert [proc.name(r["name"]) for r in rows] == [
-        "cuda runtime cbid 22",
+        "cudaLaunchKernel_v7000",
         "my_kernel",
         "memcpy DtoH",
         "cuda driver cbid 307",

@@ -149,3 +149,42 @@ def test_kernels_from_other_libraries_are_seen(tmp_path, backend, in_fresh_proce
     s = summary_of(tmp_path / "t")
     assert s["operations"]["triton_op"]["gpu_categories"]["gpu_kernel"] > 0
     assert float(x[0]) == 2.0
+
+
+@pytest.mark.parametrize("queries", ["skipped", "kept"])
+def test_query_api_records_are_skipped_and_every_kernel_keeps_its_launch(tmp_path, queries, in_fresh_process):
+    """The native consumer skips the API records of pure queries (cudaGetDevice, ...): fewer records
+    per launch, and still every kernel joined to the call that launched it, in its operation."""
+    torch = pytest.importorskip("torch")
+    from rlscope.collectors.cupti_native import NativeCuptiCollector
+
+    if in_fresh_process():
+        return
+    import os
+
+    os.environ["RLSCOPE_CUPTI_QUERIES"] = "1" if queries == "kept" else "0"
+    x = torch.ones(16, device="cuda")
+    torch.add(x, 1)
+    torch.cuda.synchronize()
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu="cupti", windows=False)
+    with session, rlscope.scope("adds"):
+        for _ in range(200):
+            torch.add(x, 1)
+        torch.cuda.synchronize()
+    if not any(isinstance(c, NativeCuptiCollector) for c in session._collectors):
+        pytest.skip("the native CUPTI consumer could not be built here")
+    proc = load_trace(tmp_path / "t").processes[0]
+    rows = proc.gpu.to_pylist()
+    api = [proc.name(r["name"]) for r in rows if r["category"] == 3]
+    skipped = int(proc.gpu.schema.metadata[b"rlscope.cupti_skipped_apis"])
+    assert any(n.startswith("cudaLaunchKernel") for n in api), sorted(set(api))[:20]
+    if queries == "kept":
+        assert skipped == 0
+    elif skipped:  # this CUPTI can skip per API (CUDA 12.6+): no query records at all
+        queried = ("cudaGetDevice_", "cudaGetLastError_", "cuCtxGetCurrent")
+        assert not [n for n in api if n.startswith(queried)]
+    print(f"{queries}: {len(api) / 200:.2f} API records per launch, {skipped} API ids skipped")
+    s = summary_of(tmp_path / "t")
+    assert s["gpu"].get("records_without_launch", 0) == 0
+    assert s["operations"]["adds"]["gpu_categories"]["gpu_kernel"] > 0
+    assert sum(1 for r in rows if r["category"] == 4) >= 200

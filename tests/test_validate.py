@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -262,3 +263,24 @@ def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.P
         parse_args(["--set", "fullshare=0.3", "--", "python", str(script)])
     with pytest.raises(RLScopeError, match="KEY=VALUE"):
         parse_args(["--set", "full_share", "--", "python", str(script)])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this OS")
+def test_cpus_pins_every_run_and_refuses_cpus_it_cannot_use(tmp_path: pathlib.Path) -> None:
+    from rlscope.errors import RLScopeError
+    from rlscope.validate import parse_args, run_child
+
+    allowed = sorted(os.sched_getaffinity(0))
+    opts = parse_args(["--cpus", str(allowed[0]), "--", "python", "-c", "pass"])
+    assert opts.cpus == {allowed[0]}
+    code, _, tail = run_child(
+        [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"], dict(os.environ),
+        False, opts.cpus,
+    )  # fmt: skip
+    assert code == 0 and tail == [str([allowed[0]])]
+    assert os.sched_getaffinity(0) == set(allowed)  # the parent's own affinity is back
+    if len(allowed) > 1:
+        assert parse_args(["--cpus", f"{allowed[0]}-{allowed[1]}", "--", "python", "-c", "pass"]).cpus
+    for bad in ("abc", f"{max(allowed) + 1000}", "3-x"):
+        with pytest.raises(RLScopeError, match="--cpus"):
+            parse_args(["--cpus", bad, "--", "python", "-c", "pass"])

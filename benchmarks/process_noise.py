@@ -1,0 +1,60 @@
+"""How far apart unprofiled runs of one program are, free to move between cores or pinned to a few.
+
+    python benchmarks/process_noise.py --cpus 2-5 -- python benchmarks/validation_workloads.py ppo_gpu
+
+`rlscope validate` compares separate processes, so the spread between runs of the *same* program
+bounds what it can resolve (BENCHMARKS.md §9: ±9-22% on the devices against a ±5% target). This
+runs the program unprofiled (``RLSCOPE_MODE=off``, timed from ``rlscope.profile`` start to stop,
+as validate times it) ``--runs`` times per placement, the placements interleaved, and prints each
+placement's runs, half-range / median (validate's noise floor) and coefficient of variation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from rlscope.validate import Options, _parse_cpus, _Runner, noise_floor
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=6, help="runs per placement")
+    p.add_argument("--cpus", action="append", default=[], help="a placement: CPUs to pin to (repeatable)")
+    p.add_argument("--json", default=None)
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    args = p.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("no command")
+    placements = {"any core": None, **{f"cpus {c}": _parse_cpus(c) for c in args.cpus}}
+    times: dict[str, list[float]] = {k: [] for k in placements}
+    with tempfile.TemporaryDirectory(prefix="rlscope-noise-") as tmp:
+        for rep in range(args.runs):
+            names = list(placements)
+            names = names[rep % len(names) :] + names[: rep % len(names)]  # rotate: no placement always first
+            for name in names:
+                work = Path(tmp) / f"{name.replace(' ', '_')}-{rep}"
+                work.mkdir()
+                runner = _Runner(Options(command=command, cpus=placements[name]), work, lambda _m: None)
+                run = runner.run("unprofiled", rep)
+                times[name].append(run.measured_s or 0.0)
+                print(f"run {rep + 1}: {name:14} {times[name][-1]:.3f} s", flush=True)
+    out = {}
+    for name, ts in times.items():
+        cv = statistics.stdev(ts) / statistics.mean(ts) if len(ts) > 1 else 0.0
+        out[name] = {"runs_s": ts, "median_s": statistics.median(ts), "half_range": noise_floor(ts), "cv": cv}
+        print(
+            f"{name:14} median {out[name]['median_s']:.3f} s  [{min(ts):.3f}-{max(ts):.3f}]"
+            f"  half-range {100 * out[name]['half_range']:.1f}%  cv {100 * cv:.1f}%"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": command, "placements": out}, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
