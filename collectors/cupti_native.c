@@ -178,7 +178,8 @@ static const char *const QUERY_APIS[] = {
     "cuPointerGetAttribute", "cuPointerGetAttributes", "cuStreamIsCapturing", "cuStreamGetCaptureInfo",
     "cuStreamGetCtx", "cuStreamGetId", "cuStreamGetFlags", "cuStreamGetPriority", "cuFuncGetAttribute",
     "cuKernelGetAttribute", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cuStreamQuery", "cuEventQuery", NULL};
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "cuStreamQuery", "cuEventQuery",
+    "cuKernelGetName", "cuFuncGetName", NULL};
 
 typedef CUptiResult (*enable_api_fn)(CUpti_CallbackId, uint8_t);
 typedef CUptiResult (*callback_name_fn)(CUpti_CallbackDomain, uint32_t, const char **);
@@ -308,11 +309,20 @@ int rl_flush(int forced) {
   return (int)cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 }
 
+/* End of the session. With detaching (the default) CUPTI is detached too: attached with its kinds
+   off it still intercepts every API call (+3 us a launch on the H100), which the rest of the
+   user's program should not pay. A later session attaches it again as a new epoch. */
 int rl_stop(void) {
   int r = rl_flush(1);
-  if (tracing_on)
+  if (tracing_on) {
     for (size_t i = 0; i < N_KINDS; i++)
       if (enabled_mask & (1u << i)) cuptiActivityDisable(KINDS[i]);
+    if (detach_when_off) {
+      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      cuptiFinalize();
+      epoch++;
+    }
+  }
   tracing_on = 0;
   return r;
 }

@@ -270,7 +270,8 @@ class NativeCuptiCollector:
 
     def stop(self) -> None:
         if self.lib is not None:
-            self.lib.rl_stop()
+            self.lib.rl_stop()  # detaches CUPTI (cupti_native.c): the rest of the program runs untraced
+            self.enabled = False  # so the last flush keeps the clock offset: reading CUPTI's would attach it
             self.flush()
 
     def __repr__(self) -> str:
