@@ -38,12 +38,19 @@ if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core v
     timeout "${NOISE_LIMIT:-150}" python3 benchmarks/process_noise.py --runs "${NOISE_RUNS:-5}" --cpus "${NOISE_CPUS:-2-5}" \
         --json "$OUT/process_noise.json" -- python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" 2>&1 | tail -4
 fi
+if [ -n "${INPROC:-}" ]; then  # each collector state's cost on a launch-bound loop, in one process
+    timeout "${INPROC_LIMIT:-200}" python3 benchmarks/light_inprocess.py --rounds "${INPROC_ROUNDS:-5}" \
+        --iters "${INPROC_ITERS:-2000}" --json "$OUT/light_inprocess.json" 2>&1 | tail -8
+fi
 [ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3
     shift 3
     # shellcheck disable=SC2086  # VOPTS: extra validate options, split on spaces
-    timeout "$limit" taskset -c "$cores" python3 -m rlscope.cli.main validate --reps "$REPS" --no-warmup ${VOPTS:-} \
+    # WARMUP=1: validate's untimed first run (the first process after set-up ran 10-45% slow)
+    local warm=--no-warmup
+    [ -n "${WARMUP:-}" ] && warm=
+    timeout "$limit" taskset -c "$cores" python3 -m rlscope.cli.main validate --reps "$REPS" $warm ${VOPTS:-} \
         --json "$OUT/val_$name.json" --trace-dir "/tmp/val-$name" -- "$@" > "$OUT/val_$name.log" 2>&1
     echo "== $name (exit $?, cores $cores)"
     grep -v "^rlscope: warning" "$OUT/val_$name.log" | tail -12
@@ -69,6 +76,10 @@ val ppo_gpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py 
 fi
 if [ "$VAL" = alone ] || [ "$VAL" = sim_eager ]; then
 val sim_eager 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}"
+fi
+if [ "$VAL" = cpu_dqn ]; then  # PPO-CPU and DQN one after the other, alone on the machine
+OMP_NUM_THREADS=1 val dqn 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}"
+OMP_NUM_THREADS=1 val ppo_cpu 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${SCALE:-0.5}"
 fi
 if [ "$VAL" = configs ]; then
 # which collector state costs what on PPO-GPU: nearly always light windows (CUPTI attached but off),
