@@ -79,7 +79,7 @@ val sim_eager 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.p
 fi
 if [ "$VAL" = cpu_dqn ]; then  # PPO-CPU and DQN one after the other, alone on the machine
 OMP_NUM_THREADS=1 val dqn 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}"
-OMP_NUM_THREADS=1 val ppo_cpu 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${SCALE:-0.5}"
+OMP_NUM_THREADS=1 val ppo_cpu 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${PPO_CPU_SCALE:-${SCALE:-0.5}}"
 fi
 if [ "$VAL" = configs ]; then
 # which collector state costs what on PPO-GPU: nearly always light windows (CUPTI attached but off),
