@@ -14,7 +14,9 @@ part in a scope. Configurations (a session started and stopped per block):
 - ``light``: the default GPU profile held in a light window (CUPTI detached, backend recorder off);
 - ``light-nomem``: the same without the memory recorder;
 - ``full``: every collector on (no windows);
-- ``default``: the default profile with its windows, raw and corrected by the analyzer.
+- ``default``: the default profile with its windows, raw and corrected by the analyzer;
+- ``default-1pct``: the same with switching budgeted at 1% of the run instead of 3% (longer
+  windows, fewer CUPTI attaches).
 
 Reported per configuration: the block's time per iteration over the mean of the unprofiled blocks
 around it, median [min-max] over rounds; for ``default`` the corrected figure as well.
@@ -29,7 +31,7 @@ import statistics
 import tempfile
 import time
 
-CONFIGS = ("scopes", "memory", "light", "light-nomem", "full", "default")
+CONFIGS = ("scopes", "memory", "light", "light-nomem", "full", "default", "default-1pct")
 
 
 def main() -> None:
@@ -86,6 +88,9 @@ def main() -> None:
             opts.update(backend=False, gpu=False)
         elif config == "full":
             opts.update(windows=False)
+        import rlscope.session as rs
+
+        rs.SWITCH_BUDGET = 0.01 if config == "default-1pct" else 0.03
         session = rlscope.profile(tmp, **opts).start()
         if config.startswith("light"):
             step()  # torch's collectors join on first use; then hold the light window
@@ -96,7 +101,7 @@ def main() -> None:
         per_iter = block()
         session.stop()
         corrected = None
-        if config == "default":
+        if config.startswith("default"):
             s = analyze(rlscope.load_trace(tmp)).summary
             ops = s["operations"]
             corrected = (ops["step"]["total_s"] + ops["cpu"]["total_s"]) / ops["step"]["calls"]
