@@ -253,8 +253,10 @@ static void apply_skip_queries(unsigned mask) {
 /* how many API ids the current attachment skips (0: none, or this CUPTI cannot) */
 int rl_skipped_apis(void) { return n_skip_applied; }
 
-/* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). */
+/* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). Every
+   call attaches CUPTI (again, after a detach): a new epoch. */
 int rl_start_kinds(unsigned mask) {
+  epoch++;
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   if (r != CUPTI_SUCCESS) return (int)r;
   for (size_t i = 0; i < N_KINDS; i++) {
@@ -282,12 +284,15 @@ static int detach_when_off;
 
 void rl_set_detach(int on) { detach_when_off = on; }
 
+/* Detach CUPTI from the process, its buffers first drained into rows; rl_start_kinds attaches it. */
+static CUptiResult detach(void) {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  return cuptiFinalize();
+}
+
 int rl_set_enabled(int on) {
   if ((on != 0) == tracing_on) return 0;
-  if (on && detach_when_off) {
-    epoch++;
-    return rl_start_kinds(enabled_mask);
-  }
+  if (on && detach_when_off) return rl_start_kinds(enabled_mask);
   CUptiResult first = CUPTI_SUCCESS;
   for (size_t i = 0; i < N_KINDS; i++) {
     if (!(enabled_mask & (1u << i))) continue;
@@ -297,8 +302,7 @@ int rl_set_enabled(int on) {
   tracing_on = on != 0;
   if (on) apply_skip_queries(enabled_mask);
   if (!on && detach_when_off) {
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    CUptiResult r = cuptiFinalize();
+    CUptiResult r = detach();
     if (r != CUPTI_SUCCESS && first == CUPTI_SUCCESS) first = r;
   }
   return (int)first;
@@ -311,17 +315,13 @@ int rl_flush(int forced) {
 
 /* End of the session. With detaching (the default) CUPTI is detached too: attached with its kinds
    off it still intercepts every API call (+3 us a launch on the H100), which the rest of the
-   user's program should not pay. A later session attaches it again as a new epoch. */
+   user's program should not pay. A later session attaches it again (rl_start_kinds). */
 int rl_stop(void) {
   int r = rl_flush(1);
   if (tracing_on) {
     for (size_t i = 0; i < N_KINDS; i++)
       if (enabled_mask & (1u << i)) cuptiActivityDisable(KINDS[i]);
-    if (detach_when_off) {
-      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-      cuptiFinalize();
-      epoch++;
-    }
+    if (detach_when_off) detach();
   }
   tracing_on = 0;
   return r;

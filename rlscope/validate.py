@@ -676,14 +676,15 @@ def run_child(
     with _pinned(cpus):  # the calling thread's affinity, which the child inherits (no preexec_fn)
         t0 = time.perf_counter()
         proc = _start(command, env, verbose)
-    if verbose:
-        code = proc.wait()
-    else:
-        assert proc.stdout is not None
-        with proc:
-            for line in proc.stdout:
+    with proc:
+        try:
+            for line in proc.stdout or ():  # verbose: the output goes to the terminal, no pipe
                 tail.append(line.rstrip("\n"))
             code = proc.wait()
+        except BaseException:
+            if verbose:  # as subprocess.call did; a piped run is left to finish its own SIGINT
+                proc.kill()
+            raise
     return code, time.perf_counter() - t0, list(tail)
 
 

@@ -8,6 +8,7 @@ its scope has closed.
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -160,8 +161,6 @@ def test_query_api_records_are_skipped_and_every_kernel_keeps_its_launch(tmp_pat
 
     if in_fresh_process():
         return
-    import os
-
     os.environ["RLSCOPE_CUPTI_QUERIES"] = "1" if queries == "kept" else "0"
     x = torch.ones(16, device="cuda")
     torch.add(x, 1)
