@@ -141,6 +141,7 @@ def _analyze(
         process_dirs,
         skipped_warnings,
     )
+    from rlscope.trace.runs import latest_run
 
     with Runner(workers, ray_address) as runner:
         errors: list[TraceError] = []
@@ -159,6 +160,14 @@ def _analyze(
             kept = [(d, s) for d, s in zip(listed, surveyed, strict=True) if not isinstance(s, TraceError)]
             dirs, infos = [d for d, _ in kept], [s for _, s in kept]
             sources, loaded = [str(d) for d in dirs], []
+        # a directory profiled into twice: the latest run only (rlscope.trace.runs)
+        keep, earlier = latest_run(
+            [ProcessHeader(d, i.metadata, []) for d, i in zip(dirs, infos, strict=True)],
+            [i.span for i in infos],
+        )
+        if earlier:
+            dirs, infos = [dirs[k] for k in keep], [infos[k] for k in keep]
+            sources, loaded = [sources[k] for k in keep], [loaded[k] for k in keep] if loaded else []
         if sum(i.events for i in infos) == 0:
             raise TraceError(
                 path, "empty trace: no events recorded (the session ended before its first flush?)"
@@ -181,7 +190,9 @@ def _analyze(
         )
     for i, (h, piece) in enumerate(zip(headers, pieces, strict=True)):
         h.warnings = loaded[i].warnings if loaded else piece.warnings
-    headers[0].warnings += skipped_warnings(errors)  # as load_trace says them
+    headers[0].warnings += skipped_warnings(errors) + (
+        [earlier] if earlier else []
+    )  # as load_trace says them
     trace = TraceHeader(path, headers)
     summary = summarize_run(trace, [(p.raw, p.corrected) for p in pieces], correction)
     # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
