@@ -4,7 +4,8 @@
 # (`rlscope validate`, each mode in its own process, interleaved), all results under $OUT.
 #   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
-#                                             VAL=none skips validation)
+#                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
+#                                             and SAC, each alone)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-3}
@@ -80,6 +81,11 @@ fi
 if [ "$VAL" = cpu_dqn ]; then  # PPO-CPU and DQN one after the other, alone on the machine
 OMP_NUM_THREADS=1 val dqn 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}"
 OMP_NUM_THREADS=1 val ppo_cpu 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${PPO_CPU_SCALE:-${SCALE:-0.5}}"
+fi
+if [ "$VAL" = rest ]; then  # the rows not yet measured on the devices, one at a time, alone on the machine
+val sim_eager 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
+val sb3_ppo 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-4096}" --n-steps 256
+val sb3_sac 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-800}"
 fi
 if [ "$VAL" = configs ]; then
 # which collector state costs what on PPO-GPU: nearly always light windows (CUPTI attached but off),

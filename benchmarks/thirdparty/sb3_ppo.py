@@ -1,6 +1,7 @@
 """Stable-Baselines3 PPO on CartPole-v1, profiled with rlscope the way a user would: without editing SB3.
 
-    python benchmarks/thirdparty/sb3_ppo.py [--timesteps 32768] [--device cpu|cuda] [--trace-dir D]
+    python benchmarks/thirdparty/sb3_ppo.py [--timesteps 32768] [--n-steps 2048] [--device cpu|cuda]
+                                            [--trace-dir D]
     rlscope validate -- python benchmarks/thirdparty/sb3_ppo.py
 
 A workload rlscope's authors did not write (``pip install -e ".[bench]"``). The annotations wrap the
@@ -37,6 +38,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--timesteps", type=int, default=32_768, help="environment steps (default 32768)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--torch-threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument(
+        "--n-steps",
+        type=int,
+        default=2048,
+        help="steps per env per rollout (SB3's default 2048; fewer gives a short run several rollouts)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--trace-dir", default="sb3-ppo-trace")
     args = p.parse_args(argv)
@@ -47,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(args.torch_threads)
     env = make_vec_env("CartPole-v1", n_envs=4, seed=args.seed, wrapper_class=rlscope.wrap_env)
-    model = PPO("MlpPolicy", env, seed=args.seed, device=args.device, verbose=0)
+    model = PPO("MlpPolicy", env, n_steps=args.n_steps, seed=args.seed, device=args.device, verbose=0)
     annotate(model)
     t0 = time.perf_counter()
     gpu = "auto" if args.device == "cuda" else False
