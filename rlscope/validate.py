@@ -785,6 +785,8 @@ class _Runner:
         run.record = json.loads(record.read_text())
         if self.whole is None:
             self.whole = run.record["profile_calls"] == 0
+        measured = run.measured_s
+        self.log(f"  ran {seconds:.1f} s" + (f", measured {measured:.2f} s" if measured is not None else ""))
         return run
 
 
@@ -811,6 +813,11 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
                         runner.trace_dir(rep), calibration=opts.calibration, intervals=False
                     ).summary
                     profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
+                    p = profiled[-1]
+                    log(
+                        f"  analyzed: wall {p['raw_wall_s']:.2f} s raw,"
+                        f" {p['corrected_wall_s']:.2f} s corrected"
+                    )
         whole = bool(runner.whole)
     result: dict[str, Any] = {
         "schema": "rlscope.validate/1",
