@@ -47,8 +47,9 @@ if [ -n "${RESIDUAL:-}" ]; then  # how long a window switch keeps costing, per w
     timeout "${RESIDUAL_LIMIT:-150}" python3 benchmarks/switch_residual.py --rounds "${RESIDUAL_ROUNDS:-3}" --attached \
         --json "$OUT/switch_residual.json" 2>&1 | tee "$OUT/switch_residual.log" | tail -40
 fi
-if [ "$VAL" = sb3 ]; then  # the two third-party rows alone
-VAL_SKIP=sim_eager VAL=rest
+if [ "$VAL" = sb3 ] || [ "$VAL" = sac ]; then  # the third-party rows alone (sac: SB3 SAC only)
+[ "$VAL" = sac ] && VAL_SKIP="sim_eager sb3_ppo" || VAL_SKIP=sim_eager
+VAL=rest
 fi
 [ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...
@@ -90,8 +91,8 @@ OMP_NUM_THREADS=1 val dqn 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation
 OMP_NUM_THREADS=1 val ppo_cpu 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${PPO_CPU_SCALE:-${SCALE:-0.5}}"
 fi
 if [ "$VAL" = rest ]; then  # the rows not yet measured on the devices, one at a time, alone on the machine
-[ "${VAL_SKIP:-}" = sim_eager ] || val sim_eager 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
-val sb3_ppo 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-4096}" --n-steps 256
+[[ " ${VAL_SKIP:-} " = *" sim_eager "* ]] || val sim_eager 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
+[[ " ${VAL_SKIP:-} " = *" sb3_ppo "* ]] || val sb3_ppo 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-4096}" --n-steps 256
 val sb3_sac 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-800}"
 fi
 if [ "$VAL" = configs ]; then
