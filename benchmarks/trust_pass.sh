@@ -41,7 +41,7 @@ if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core v
 fi
 if [ -n "${INPROC:-}" ]; then  # each collector state's cost on a launch-bound loop, in one process
     timeout "${INPROC_LIMIT:-200}" python3 benchmarks/light_inprocess.py --rounds "${INPROC_ROUNDS:-5}" \
-        --iters "${INPROC_ITERS:-2000}" --json "$OUT/light_inprocess.json" 2>&1 | tail -8
+        --iters "${INPROC_ITERS:-2000}" --workload "${INPROC_WORKLOAD:-launch}" ${INPROC_CONFIGS:+--configs "$INPROC_CONFIGS"} --json "$OUT/light_inprocess.json" 2>&1 | tail -8
 fi
 if [ -n "${RESIDUAL:-}" ]; then  # how long a window switch keeps costing, per window kind
     timeout "${RESIDUAL_LIMIT:-150}" python3 benchmarks/switch_residual.py --rounds "${RESIDUAL_ROUNDS:-3}" --attached \
