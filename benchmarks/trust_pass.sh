@@ -95,6 +95,10 @@ if [ "$VAL" = rest ]; then  # the rows not yet measured on the devices, one at a
 [[ " ${VAL_SKIP:-} " = *" sb3_ppo "* ]] || val sb3_ppo 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-4096}" --n-steps 256
 val sb3_sac 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-800}"
 fi
+if [ "$VAL" = sim_configs ]; then  # the eager simulator without GPU tracing, and without the memory recorder
+VOPTS="${VOPTS:-} --gpu off" val sim_eager_nogpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
+RLSCOPE_GPU_MEMORY=0 val sim_eager_nomem 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
+fi
 if [ "$VAL" = configs ]; then
 # which collector state costs what on PPO-GPU: nearly always light windows (CUPTI attached but off),
 # no GPU tracing at all, and GPU tracing without driver-API records; side by side on disjoint cores
