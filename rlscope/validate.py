@@ -873,9 +873,47 @@ def _row(name: str, share: float, ref: list[float], prof: list[dict[str, float]]
         "error": err,
         "raw_slowdown": slow,
         "median_error": median_err,
+        "interval": error_interval(known),
         "tolerance": tol,
         "ok": None if tol is None else median_err is not None and abs(median_err) <= tol,
     }
+
+
+# Student's t, two-sided 90% (0.95 quantile), by degrees of freedom; beyond 30 the normal's 1.645.
+# Written out rather than importing scipy for ten numbers.
+_T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}
+_T90_WIDE = ((15, 1.753), (20, 1.725), (30, 1.697))
+
+
+def _t90(df: int) -> float:
+    if df in _T90:
+        return _T90[df]
+    return next((t for d, t in _T90_WIDE if df <= d), 1.645)
+
+
+def error_interval(errors: list[float]) -> list[float] | None:
+    """90% interval of the mean error over repetitions (Student's t; None for fewer than two): where
+    the true error of the correction lies, given how much the repetitions disagree. A miss whose
+    interval lies wholly outside the band is systematic; one whose interval reaches into it may be the
+    machine's noise."""
+    if len(errors) < 2:
+        return None
+    mean = statistics.mean(errors)
+    half = _t90(len(errors) - 1) * statistics.stdev(errors) / len(errors) ** 0.5
+    return [mean - half, mean + half]
+
+
+def judge(row: dict[str, Any]) -> str:
+    """``systematic`` (every plausible error is outside the band), ``confirmed`` (every plausible
+    error is inside it) or ``inconclusive``, from the row's interval and tolerance."""
+    iv, tol = row.get("interval"), row["tolerance"]
+    if iv is None or tol is None:
+        return "inconclusive"
+    if iv[0] > tol or iv[1] < -tol:
+        return "systematic"
+    if -tol <= iv[0] and iv[1] <= tol:
+        return "confirmed"
+    return "inconclusive"
 
 
 def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
@@ -915,13 +953,36 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         + (f"; missed: {', '.join(misses)}" if misses else "")
         + ("" if corrected else f" (not corrected: {result['profiled'][0]['calibration']})")
     )
-    if misses and noise > opts.tolerance_total:
-        # the machine's own run-to-run spread is wider than the band: a miss proves little
-        line += (
-            f"; inconclusive: the unprofiled runs alone vary by ±{noise:.0%} (more --reps or a longer"
-            " run narrow it)"
+    # how sure: each checked row's 90% interval against its band (the verdict itself is on medians)
+    checked = [r for r in rows if r["tolerance"] is not None]
+    for r in checked:
+        r["judged"] = judge(r)
+    systematic = [r for r in checked if r["ok"] is False and r["judged"] == "systematic"]
+    unsure = [r for r in checked if r["ok"] is False and r["judged"] != "systematic"]
+    unconfirmed = [r for r in checked if r["ok"] and r["judged"] != "confirmed"]
+    if systematic:
+        line += "; systematic: " + ", ".join(
+            f"{r['operation']} ({r['interval'][0]:+.0%}..{r['interval'][1]:+.0%})" for r in systematic
         )
-    verdict = {"pass": not misses, "misses": misses, "line": line, "noise": noise}
+    for label, group in (("inconclusive", unsure), ("not confirmed", unconfirmed)):
+        if group:
+            line += f"; {label}: " + ", ".join(r["operation"] for r in group)
+    if unsure or unconfirmed:
+        line += (
+            f" (their 90% intervals reach across the band; the unprofiled runs vary by ±{noise:.0%}:"
+            " more --reps or a longer run narrow them)"
+        )
+    elif checked and not misses:
+        line += "; confirmed: every checked figure's 90% interval lies inside its band"
+    verdict = {
+        "pass": not misses,
+        "misses": misses,
+        "line": line,
+        "noise": noise,
+        "systematic": [r["operation"] for r in systematic],
+        "inconclusive": [r["operation"] for r in unsure],
+        "not_confirmed": [r["operation"] for r in unconfirmed],
+    }
     return {"rows": rows, "verdict": verdict}
 
 

@@ -250,6 +250,37 @@ def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
     assert "inconclusive" not in compare(quiet, opts)["verdict"]["line"]
 
 
+def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
+    """Errors over repetitions → a 90% Student-t interval against the band: every repetition ~+20%
+    is a systematic miss; ~0% with a little spread, a confirmed pass; ±15% around 0, a pass not
+    yet confirmed."""
+    from rlscope.validate import compare, error_interval, judge, parse_args
+
+    lo, hi = error_interval([0.1, 0.2, 0.3])
+    assert lo == pytest.approx(0.2 - 2.920 * 0.1 / 3**0.5) and hi == pytest.approx(0.2 + 2.920 * 0.1 / 3**0.5)
+    assert error_interval([0.1]) is None
+    assert judge({"interval": [0.06, 0.09], "tolerance": 0.05}) == "systematic"
+    assert judge({"interval": [-0.02, 0.03], "tolerance": 0.05}) == "confirmed"
+    assert judge({"interval": [-0.02, 0.07], "tolerance": 0.05}) == "inconclusive"
+
+    opts = parse_args(["--", sys.executable, __file__])
+
+    def result(corrected: list[float]) -> dict:
+        runs = [{"mode": "unprofiled", "rep": r, "measured_s": 1.0} for r in (1, 2, 3, 4)]
+        prof = [
+            {"raw_wall_s": 1.5, "corrected_wall_s": c, "corrected_for_overhead": True, "operations": {}}
+            for c in corrected
+        ]
+        return {"runs": runs, "profiled": prof, "timers": [{}] * 4}
+
+    v = compare(result([1.19, 1.21, 1.2, 1.22]), opts)["verdict"]
+    assert not v["pass"] and v["systematic"] == ["[total]"] and "systematic: [total] (+" in v["line"]
+    v = compare(result([1.0, 1.01, 0.99, 1.0]), opts)["verdict"]
+    assert v["pass"] and not v["not_confirmed"] and "confirmed: every checked figure" in v["line"]
+    v = compare(result([0.85, 1.15, 1.02, 0.98]), opts)["verdict"]
+    assert v["pass"] and v["not_confirmed"] == ["[total]"] and "not confirmed: [total]" in v["line"]
+
+
 def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.Path) -> None:
     from rlscope.errors import RLScopeError
     from rlscope.validate import parse_args, profile_overrides
