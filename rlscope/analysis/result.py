@@ -141,7 +141,7 @@ def _analyze(
         process_dirs,
         skipped_warnings,
     )
-    from rlscope.trace.runs import latest_run
+    from rlscope.trace.runs import runs_warning
 
     with Runner(workers, ray_address) as runner:
         errors: list[TraceError] = []
@@ -160,14 +160,11 @@ def _analyze(
             kept = [(d, s) for d, s in zip(listed, surveyed, strict=True) if not isinstance(s, TraceError)]
             dirs, infos = [d for d, _ in kept], [s for _, s in kept]
             sources, loaded = [str(d) for d in dirs], []
-        # a directory profiled into twice: the latest run only (rlscope.trace.runs)
-        keep, earlier = latest_run(
+        # a directory profiled into twice: said (rlscope.trace.runs)
+        earlier = runs_warning(
             [ProcessHeader(d, i.metadata, []) for d, i in zip(dirs, infos, strict=True)],
             [i.span for i in infos],
         )
-        if earlier:
-            dirs, infos = [dirs[k] for k in keep], [infos[k] for k in keep]
-            sources, loaded = [sources[k] for k in keep], [loaded[k] for k in keep] if loaded else []
         if sum(i.events for i in infos) == 0:
             raise TraceError(
                 path, "empty trace: no events recorded (the session ended before its first flush?)"

@@ -276,13 +276,11 @@ def load_trace(trace_dir: str | Path, light: bool = False) -> Trace:
     if not processes:
         raise errors[0]
     from rlscope.analysis.gpu import session_bounds
-    from rlscope.trace.runs import latest_run
+    from rlscope.trace.runs import runs_warning
 
-    # a directory profiled into twice: the latest run only
-    keep, earlier = latest_run(
-        processes, [session_bounds(p) if p.events.num_rows else None for p in processes]
-    )
-    trace = Trace(path=path, processes=[processes[k] for k in keep])
+    # a directory profiled into twice: said
+    earlier = runs_warning(processes, [session_bounds(p) if p.events.num_rows else None for p in processes])
+    trace = Trace(path=path, processes=processes)
     # keep what is readable: one bad process must not hide the others
     trace.processes[0].warnings.extend(skipped_warnings(errors) + ([earlier] if earlier else []))
     return trace

@@ -5,9 +5,10 @@ directory leaves both runs side by side, and an analysis of all of them would sp
 from the first run's start to the second's end, every operation summed over the two). Processes of
 one run overlap in time (children inside their parent's session, DDP ranks and Ray workers beside
 the driver); runs made one after the other do not. So the processes are grouped by overlapping
-sessions on the shared Unix-anchored clock and the latest group is the run analyzed; the earlier
-ones stay on disk and are named in a warning. Nothing is recorded for this: any trace, old ones
-included, can be split.
+sessions on the shared Unix-anchored clock, and more than one group is said in a warning. The
+analysis still reads every process: processes that a user's pipeline runs one after the other into
+one directory are one job to them, and this module cannot tell that apart from a rerun. Nothing is
+recorded for this: any trace, old ones included, can be checked.
 """
 
 from __future__ import annotations
@@ -47,22 +48,41 @@ def _when(unix_ns: int) -> str:
     return datetime.datetime.fromtimestamp(unix_ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def latest_run(
-    headers: Sequence[ProcessHeader], spans: Sequence[tuple[int, int] | None]
-) -> tuple[list[int], str | None]:
-    """(indices of the latest run's processes, the warning naming the earlier runs, or None)."""
+def _join_children(runs: list[list[int]], headers: Sequence[ProcessHeader]) -> list[list[int]]:
+    """Runs merged where a process's parent (same host, ``ppid``) is in another run: a child is part
+    of its parent's run whatever the clocks say."""
+    run_of = {i: r for r, run in enumerate(runs) for i in run}
+    where = {(h.metadata.get("host", ""), h.pid): i for i, h in enumerate(headers)}
+    parent = list(range(len(runs)))
+
+    def root(r: int) -> int:
+        while parent[r] != r:
+            r = parent[r]
+        return r
+
+    for i, h in enumerate(headers):
+        j = where.get((h.metadata.get("host", ""), int(h.metadata.get("ppid", "0") or 0)))
+        if j is not None:
+            a, b = root(run_of[i]), root(run_of[j])
+            parent[max(a, b)] = min(a, b)
+    merged: dict[int, list[int]] = {}
+    for r, run in enumerate(runs):
+        merged.setdefault(root(r), []).extend(run)
+    return list(merged.values())
+
+
+def runs_warning(headers: Sequence[ProcessHeader], spans: Sequence[tuple[int, int] | None]) -> str | None:
+    """The warning for a directory whose processes fall into runs that do not overlap, or None."""
     offsets = [clock_offset(h) for h in headers]
-    runs = groups(spans, offsets)
+    runs = _join_children(groups(spans, offsets), headers)
     if len(runs) == 1:
-        return sorted(runs[0]), None
-    kept = sorted(runs[-1])
-    earlier = [i for run in runs[:-1] for i in run]
-    first = min(spans[i][0] + offsets[i] for i in earlier if spans[i])  # type: ignore[index]
-    start = min(spans[i][0] + offsets[i] for i in kept if spans[i])  # type: ignore[index]
-    n = len(runs) - 1
-    warning = (
-        f"this trace directory holds {n} earlier run{'s' if n > 1 else ''} ({len(earlier)} process"
-        f"{'es' if len(earlier) > 1 else ''}, from {_when(first)}) besides the latest, started"
-        f" {_when(start)}: only the latest is analyzed (give each run its own trace directory)"
+        return None
+    starts = [min(spans[i][0] + offsets[i] for i in run if spans[i]) for run in runs]  # type: ignore[index]
+    parts = ", ".join(
+        f"{len(run)} process{'es' if len(run) > 1 else ''} from {_when(t)}"
+        for run, t in zip(runs, starts, strict=True)
     )
-    return kept, warning
+    return (
+        f"this trace directory holds {len(runs)} runs that do not overlap in time ({parts}): the figures"
+        " span all of them, the gaps between them included (give each run its own trace directory)"
+    )
