@@ -2,8 +2,8 @@
 
     python benchmarks/cupti_persist.py [--procs 3] [--iters 1500] [--json FILE]
 
-Each child process times blocks of the eager CartPole loop (`benchmarks/light_inprocess.py
---workload sim_eager`: ~50 small launches per iteration) before and after one rlscope session that
+Each child process times blocks of the eager CartPole loop (`benchmarks/loops.py`'s
+``sim_eager_step``: ~50 small launches per iteration) before and after one rlscope session that
 does no work: with GPU tracing (``gpu="cupti"``: CUPTI attached, then detached at stop) in the
 *cupti* processes, without it (``gpu=False``) in the *control* processes. Blocks alternate A, A,
 session, B, B; the figure is the median of the B blocks over the median of the A blocks, per
@@ -26,22 +26,17 @@ CHILD = """
 import json, statistics, sys, tempfile, time
 import torch
 import rlscope
-from rlscope.workloads import cartpole as cp
 
 mode, iters = sys.argv[1], int(sys.argv[2])
-env = cp.make_vec("torch", 16, device="cuda")
-weight = torch.tensor([[0.0, 0.1], [0.0, 0.5], [0.0, 2.0], [0.0, 1.0]], device="cuda")
-obs = env.reset(seed=0)[0]
-total = torch.zeros((), device="cuda")
+sys.path.insert(0, sys.argv[3])  # the benchmarks directory
+from loops import sim_eager_step
+
+step = sim_eager_step("cuda")
 
 def block():
-    global obs, total
     t0 = time.perf_counter()
     for _ in range(iters):
-        action = (obs @ weight).argmax(dim=-1)
-        out = env.step(action)
-        obs = out[0]
-        total += out[1].sum()
+        step()
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) / iters
 
@@ -63,6 +58,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     results = []
+    here = os.path.dirname(os.path.abspath(__file__))  # the child imports loops.py from here
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "child.py")
         with open(script, "w") as f:
@@ -70,7 +66,13 @@ def main() -> None:
         for i in range(args.procs):
             for mode in ("cupti", "control") if i % 2 == 0 else ("control", "cupti"):
                 r = subprocess.run(
-                    [sys.executable, script, mode, str(args.iters)],
+                    [
+                        sys.executable,
+                        script,
+                        mode,
+                        str(args.iters),
+                        here,
+                    ],
                     capture_output=True,
                     text=True,
                     timeout=300,

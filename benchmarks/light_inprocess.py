@@ -49,53 +49,12 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     import torch
+    from loops import launch_step, sim_eager_step  # this script's directory
 
     import rlscope
     from rlscope.analysis import analyze
 
-    cuda = args.device == "cuda"
-    if cuda:
-        torch.cuda._sleep(1000)
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        torch.cuda._sleep(1_000_000)
-        b.record()
-        torch.cuda.synchronize()
-        cycles = int(200e-6 / (a.elapsed_time(b) / 1e3 / 1_000_000))
-    x = torch.ones(64, device=args.device)
-
-    def busy(s: float) -> None:
-        end = time.perf_counter() + s
-        while time.perf_counter() < end:
-            pass
-
-    def step() -> None:
-        with rlscope.scope("step"):
-            if cuda:
-                torch.cuda._sleep(cycles)
-            for _ in range(20):
-                torch.add(x, 1)
-            if cuda:
-                torch.cuda.synchronize()
-        with rlscope.scope("cpu"):
-            busy(100e-6)
-
-    if args.workload == "sim_eager":  # validation_workloads.py's eager CartPole (16 envs), one step a call
-        from rlscope.workloads import cartpole as cp
-
-        env = cp.make_vec("torch", 16, device=args.device)
-        weight = torch.tensor([[0.0, 0.1], [0.0, 0.5], [0.0, 2.0], [0.0, 1.0]], device=args.device)
-        state = {"obs": env.reset(seed=0)[0], "total": torch.zeros((), device=args.device)}
-
-        def step() -> None:
-            with rlscope.scope("policy"):
-                action = (state["obs"] @ weight).argmax(dim=-1)
-            with rlscope.scope("step"):
-                out = env.step(action)
-                state["obs"] = out[0]
-            with rlscope.scope("stats"):
-                state["total"] += out[1].sum()
+    step = (sim_eager_step if args.workload == "sim_eager" else launch_step)(args.device)
 
     def block() -> float:
         t0 = time.perf_counter()
@@ -149,7 +108,7 @@ def main() -> None:
                 extra = f"  corrected {corrected / base:.3f}" if corrected else ""
                 print(f"round {r + 1} {config:12} base {base * 1e6:7.1f} us raw {per_iter / base:.3f}{extra}")
                 before = after
-    name = torch.cuda.get_device_name() if cuda else "cpu"
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     out = {"device": name, "iters": args.iters, "first_base_us": first_base * 1e6}
     print(f"first unprofiled block (before any session): {first_base * 1e6:.1f} us per iteration")
     for config, rs in rows.items():

@@ -43,38 +43,14 @@ def main() -> None:
     args = p.parse_args()
     import numpy as np
     import torch
+    from loops import launch_step  # this script's directory
 
     import rlscope
     from rlscope.analysis import analyze
     from rlscope.trace import schema as S
 
     cuda = args.device == "cuda"
-    if cuda:
-        torch.cuda._sleep(1000)
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        torch.cuda._sleep(1_000_000)
-        b.record()
-        torch.cuda.synchronize()
-        cycles = int(200e-6 / (a.elapsed_time(b) / 1e3 / 1_000_000))
-    x = torch.ones(64, device=args.device)
-
-    def busy(s: float) -> None:
-        end = time.perf_counter() + s
-        while time.perf_counter() < end:
-            pass
-
-    def step() -> None:
-        with rlscope.scope("step"):
-            if cuda:
-                torch.cuda._sleep(cycles)
-            for _ in range(20):
-                torch.add(x, 1)
-            if cuda:
-                torch.cuda.synchronize()
-        with rlscope.scope("cpu"):
-            busy(100e-6)
+    step = launch_step(args.device)
 
     def loop(n: int) -> np.ndarray:
         starts = [0] * (n + 1)
