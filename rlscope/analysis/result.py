@@ -160,16 +160,13 @@ def _analyze(
             kept = [(d, s) for d, s in zip(listed, surveyed, strict=True) if not isinstance(s, TraceError)]
             dirs, infos = [d for d, _ in kept], [s for _, s in kept]
             sources, loaded = [str(d) for d in dirs], []
-        # a directory profiled into twice: said (rlscope.trace.runs)
-        earlier = runs_warning(
-            [ProcessHeader(d, i.metadata, []) for d, i in zip(dirs, infos, strict=True)],
-            [i.span for i in infos],
-        )
         if sum(i.events for i in infos) == 0:
             raise TraceError(
                 path, "empty trace: no events recorded (the session ended before its first flush?)"
             )
         headers = [ProcessHeader(d, i.metadata, []) for d, i in zip(dirs, infos, strict=True)]
+        # a directory profiled into twice (rlscope.trace.runs); a loaded Trace said it when it was read
+        earlier = None if loaded else runs_warning(headers, [i.span for i in infos])
         correction = plan([i.metadata for i in infos], [i.light_windows for i in infos], calibration, correct)
         spans = [(h, *i.span) for h, i in zip(headers, infos, strict=True) if i.span is not None]
         run_start, run_end = run_span(spans)
@@ -187,9 +184,9 @@ def _analyze(
         )
     for i, (h, piece) in enumerate(zip(headers, pieces, strict=True)):
         h.warnings = loaded[i].warnings if loaded else piece.warnings
-    headers[0].warnings += skipped_warnings(errors) + (
-        [earlier] if earlier else []
-    )  # as load_trace says them
+    headers[0].warnings += skipped_warnings(errors)  # as load_trace says them
+    if earlier:
+        headers[0].warnings.append(earlier)
     trace = TraceHeader(path, headers)
     summary = summarize_run(trace, [(p.raw, p.corrected) for p in pieces], correction)
     # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)

@@ -18,9 +18,6 @@ from collections.abc import Sequence
 
 from rlscope.trace.reader import ProcessHeader, clock_offset
 
-# sessions closer than this count as one run: a launcher whose children start right after it stops
-GAP_NS = 0
-
 
 def groups(spans: Sequence[tuple[int, int] | None], offsets: Sequence[int]) -> list[list[int]]:
     """Indices of processes grouped into runs (overlapping [start, end] on the shared clock), in
@@ -31,7 +28,7 @@ def groups(spans: Sequence[tuple[int, int] | None], offsets: Sequence[int]) -> l
     runs: list[list[int]] = []
     end = None
     for s, e, i in timed:
-        if end is None or s > end + GAP_NS:
+        if end is None or s > end:
             runs.append([i])
             end = e
         else:
