@@ -1,15 +1,18 @@
 """Does a process stay slower after GPU tracing was attached and detached? Before/after, in fresh processes.
 
-    python benchmarks/cupti_persist.py [--procs 3] [--iters 1500] [--json FILE]
+    python benchmarks/cupti_persist.py [--procs 3] [--iters 600] [--blocks 5] [--cpus 3] [--json FILE]
 
 Each child process times blocks of the eager CartPole loop (`benchmarks/loops.py`'s
 ``sim_eager_step``: ~50 small launches per iteration) before and after one rlscope session that
 does no work: with GPU tracing (``gpu="cupti"``: CUPTI attached, then detached at stop) in the
-*cupti* processes, without it (``gpu=False``) in the *control* processes. Blocks alternate A, A,
-session, B, B; the figure is the median of the B blocks over the median of the A blocks, per
-process. Control processes show how much a process drifts over the same seconds; a gap between the
-two says what attaching CUPTI once leaves behind, which the windows (both kinds run after the first
-attach) cannot see.
+*cupti* processes, without it (``gpu=False``) in the *control* processes, and with CUPTI left
+attached at stop (``RLSCOPE_CUPTI_DETACH=0``) in the *keep* processes: the positive control, whose
+after/before shows the size of a cost the benchmark can see. Blocks run A x N, session, B x N; the
+figure is the median of the B blocks over the median of the A blocks, per process. Control
+processes show how much a process drifts over the same seconds; a gap between cupti and control
+says what attaching CUPTI once leaves behind, which the windows (both kinds run after the first
+attach) cannot see. ``--cpus`` pins every child to those cores (unpinned, blocks of one process
+moved between levels 40% apart on the H200).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import json, statistics, sys, tempfile, time
 import torch
 import rlscope
 
-mode, iters = sys.argv[1], int(sys.argv[2])
+mode, iters, blocks = sys.argv[1], int(sys.argv[2]), int(sys.argv[4])
 sys.path.insert(0, sys.argv[3])  # the benchmarks directory
 from loops import sim_eager_step
 
@@ -41,11 +44,11 @@ def block():
     return (time.perf_counter() - t0) / iters
 
 block()
-a = [block() for _ in range(3)]
+a = [block() for _ in range(blocks)]
 with tempfile.TemporaryDirectory() as d:
-    with rlscope.profile(d, gpu="cupti" if mode == "cupti" else False, backend=False, nvml_hz=0):
+    with rlscope.profile(d, gpu=False if mode == "control" else "cupti", backend=False, nvml_hz=0):
         block()  # some work while attached: CUPTI's kernels and API callbacks get used
-b = [block() for _ in range(3)]
+b = [block() for _ in range(blocks)]
 print(json.dumps({"mode": mode, "a_us": [x * 1e6 for x in a], "b_us": [x * 1e6 for x in b],
                   "ratio": statistics.median(b) / statistics.median(a)}))
 """
@@ -54,7 +57,10 @@ print(json.dumps({"mode": mode, "a_us": [x * 1e6 for x in a], "b_us": [x * 1e6 f
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--procs", type=int, default=3, help="processes per mode (alternated)")
-    p.add_argument("--iters", type=int, default=1500, help="iterations per block")
+    p.add_argument("--iters", type=int, default=600, help="iterations per block")
+    p.add_argument("--blocks", type=int, default=5, help="blocks before and after the session")
+    p.add_argument("--cpus", default=None, help="pin the children to these cores (taskset list)")
+    p.add_argument("--modes", default="cupti,control,keep", help="which kinds of process, in turn")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     results = []
@@ -63,16 +69,16 @@ def main() -> None:
         script = os.path.join(tmp, "child.py")
         with open(script, "w") as f:
             f.write(CHILD)
+        modes = args.modes.split(",")
+        pin = ["taskset", "-c", args.cpus] if args.cpus else []
         for i in range(args.procs):
-            for mode in ("cupti", "control") if i % 2 == 0 else ("control", "cupti"):
+            for mode in modes[i % len(modes) :] + modes[: i % len(modes)]:  # rotate the order
+                env = dict(os.environ)
+                if mode == "keep":
+                    env["RLSCOPE_CUPTI_DETACH"] = "0"
                 r = subprocess.run(
-                    [
-                        sys.executable,
-                        script,
-                        mode,
-                        str(args.iters),
-                        here,
-                    ],
+                    [*pin, sys.executable, script, mode, str(args.iters), here, str(args.blocks)],
+                    env=env,
                     capture_output=True,
                     text=True,
                     timeout=300,
@@ -86,7 +92,7 @@ def main() -> None:
                 print(
                     f"{mode:8} before {a:7.1f} us/it  after {b:7.1f} us/it  after/before {out['ratio']:.3f}"
                 )
-    for mode in ("cupti", "control"):
+    for mode in modes:
         rs = [r["ratio"] for r in results if r["mode"] == mode]
         if rs:
             print(f"{mode:8} after/before median {statistics.median(rs):.3f} [{min(rs):.3f}-{max(rs):.3f}]")

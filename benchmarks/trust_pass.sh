@@ -62,6 +62,8 @@ val() {  # name, cores, seconds limit, command...
     timeout "$limit" taskset -c "$cores" python3 -m rlscope.cli.main validate --reps "$REPS" $warm ${VOPTS:-} \
         --json "$OUT/val_$name.json" --trace-dir "/tmp/val-$name" -- "$@" > "$OUT/val_$name.log" 2>&1
     echo "== $name (exit $?, cores $cores)"
+    # KEEP_TRACES=1: the profiled runs' traces come back too (to look at the windows offline)
+    [ -n "${KEEP_TRACES:-}" ] && cp -r "/tmp/val-$name" "$OUT/traces-$name"
     grep -v "^rlscope: warning" "$OUT/val_$name.log" | tail -12
 }
 # pairs run side by side on disjoint cores (16 on the device): a CPU-only workload beside a GPU one;
@@ -98,6 +100,10 @@ fi
 if [ "$VAL" = sim_configs ]; then  # the eager simulator without GPU tracing, and without the memory recorder
 VOPTS="${VOPTS:-} --gpu off" val sim_eager_nogpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
 RLSCOPE_GPU_MEMORY=0 val sim_eager_nomem 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
+fi
+if [ "$VAL" = sim_touch ]; then  # the eager simulator with CUPTI attached and detached once before the timed region, in every mode, then without
+val sim_eager_touch 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}" --touch-cupti
+val sim_eager 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
 fi
 if [ "$VAL" = configs ]; then
 # which collector state costs what on PPO-GPU: nearly always light windows (CUPTI attached but off),

@@ -63,6 +63,23 @@ MODES = ("unprofiled", "timers", "profiled")
 _MODE_VALUE = {"unprofiled": "off", "timers": "timers", "profiled": "profile"}
 _NEVER = 2**63 - 1
 _TICK_NS = 1_000_000_000  # how often a timer session folds its events into totals (bounds memory)
+# timed runs: each operation's median exclusive time per block of this length, the unprofiled-side
+# counterpart of the profiled runs' light windows (windows.light_quantiles)
+BLOCK_NS = 250_000_000
+MIN_BLOCK_INSTANCES = 5
+
+
+def quantiles3(values: list[float]) -> list[float]:
+    """10th, 50th and 90th percentiles (linear interpolation, as numpy's default)."""
+    v = sorted(values)
+
+    def q(p: float) -> float:
+        x = p * (len(v) - 1)
+        i = int(x)
+        return v[i] + (v[min(i + 1, len(v) - 1)] - v[i]) * (x - i)
+
+    return [q(0.1), q(0.5), q(0.9)]
+
 
 # ------------------------------------------------------------------------------------ child side
 
@@ -92,6 +109,10 @@ class TimerAggregate:
 
     def __init__(self) -> None:
         self.ops: dict[int, list[int]] = {}
+        # per name: the exclusive times of the current block, and the medians of the blocks so far
+        # (the machine's speed over the run, to set beside the light windows': block_quantiles)
+        self._block: dict[int, tuple[int, list[int]]] = {}
+        self.block_medians: dict[int, list[float]] = {}
         # thread -> [frames, closed op pairs, phase events, category events, paused ns]
         self._threads: dict[int, list[Any]] = {}
 
@@ -134,6 +155,7 @@ class TimerAggregate:
             o = self.ops[f[1]] = [0] * len(self.FIELDS)
         o[0] += 1
         o[1] += incl - f[7]
+        self._add_to_block(f[1], end, incl - f[7])
         o[2] += f[8]
         o[3] += f[9]
         o[4] += f[10]
@@ -148,6 +170,31 @@ class TimerAggregate:
         if frames:
             frames[-1][7] += incl
             frames[-1][8] += 1
+
+    def _add_to_block(self, nid: int, end: int, excl: int) -> None:
+        block = end // BLOCK_NS
+        cur = self._block.get(nid)
+        if cur is None or cur[0] != block:
+            if cur is not None:
+                self._fold(nid, cur[1])
+            cur = self._block[nid] = (block, [])
+        cur[1].append(excl)
+
+    def _fold(self, nid: int, times: list[int]) -> None:
+        if len(times) >= MIN_BLOCK_INSTANCES:
+            self.block_medians.setdefault(nid, []).append(float(statistics.median(times)))
+
+    def block_quantiles(self, names: list[str]) -> dict[str, list[float]]:
+        """Per operation name: the 10th, 50th and 90th percentiles of its blocks' median exclusive ns."""
+        for nid, (_, times) in self._block.items():
+            self._fold(nid, times)
+        self._block.clear()
+        out = {}
+        for nid, meds in self.block_medians.items():
+            if len(meds) >= 3:
+                name = names[nid] if nid < len(names) else f"<name {nid}>"
+                out[name] = quantiles3(meds)
+        return out
 
     def pause(self, thread: int, ns: int) -> None:
         """``ns`` of timer bookkeeping on ``thread``: not the job's time, taken off the open operations."""
@@ -202,6 +249,7 @@ class ChildRecord:
             "window_s": self.window_ns / 1e9,
             "process_s": (exit_ns - self.boot_ns) / 1e9,
             "timers": self.timers.counters(list(annotate._names)),
+            "blocks": self.timers.block_quantiles(list(annotate._names)),
         }
         tmp = f"{self.path}.tmp"
         with open(tmp, "w") as f:
@@ -797,6 +845,7 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     costs = measure_timer_costs()
     runs: list[ChildRun] = []
     timers: list[dict[str, Any]] = []
+    blocks: list[dict[str, list[float]]] = []
     profiled: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rlscope-validate-") as tmp:
         runner = _Runner(opts, Path(tmp), log)
@@ -808,6 +857,9 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
                 runs.append(run)
                 if mode == "timers":
                     timers.append(corrected_timers(run.record["timers"], costs))
+                    # an instance's own timer boundaries (the part inside it) off its exclusive time
+                    own, got = costs["inside"], run.record.get("blocks", {})
+                    blocks.append({op: [x - own for x in q] for op, q in got.items()})
                 elif mode == "profiled":
                     summary = analyze(
                         runner.trace_dir(rep), calibration=opts.calibration, intervals=False
@@ -846,6 +898,7 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
             for r in runs
         ],
         "timers": timers,
+        "timer_blocks": blocks,
         "profiled": profiled,
     }
     result.update(compare(result, opts))
@@ -944,6 +997,7 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
             for p in result["profiled"]
         ]
         rows.append(_row(op, share, ref, prof, opts.tolerance_op if share >= CHECKED_SHARE else None))
+        rows[-1].update(speed_rows(result, op))
     misses = [r["operation"] for r in rows if r["ok"] is False]
     corrected = all(p["corrected_for_overhead"] for p in result["profiled"])
     noise = noise_floor(unprof)
@@ -967,11 +1021,14 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     for label, group in (("inconclusive", unsure), ("not confirmed", unconfirmed)):
         if group:
             line += f"; {label}: " + ", ".join(r["operation"] for r in group)
+    drift = speed_drift(checked)
     if unsure or unconfirmed:
         line += (
             f" (their 90% intervals reach across the band; the unprofiled runs vary by ±{noise:.0%}:"
             " more --reps or a longer run narrow them)"
         )
+    if drift and (misses or unconfirmed):
+        line += "; " + drift_text(drift)
     elif checked and not misses:
         line += "; confirmed: every checked figure's 90% interval lies inside its band"
     verdict = {
@@ -982,8 +1039,69 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         "systematic": [r["operation"] for r in systematic],
         "inconclusive": [r["operation"] for r in unsure],
         "not_confirmed": [r["operation"] for r in unconfirmed],
+        "speed_drift": drift,
     }
     return {"rows": rows, "verdict": verdict}
+
+
+def speed_rows(result: dict[str, Any], op: str) -> dict[str, Any]:
+    """How fast the machine ran ``op`` over time, in the profiled and in the timed runs.
+
+    Profiled runs: ``op``'s median exclusive time per light window (analysis/windows.py,
+    ``light_window_ns``); timed runs: per quarter second (``TimerAggregate.block_quantiles``). Each
+    as the 10th / 50th / 90th percentile over the windows or blocks, the widest over the
+    repetitions:
+
+    - ``light_spread`` and ``timer_spread``: p10 and p90 around p50. How far the machine's own
+      speed moved within one run (other tenants, CPU frequency). The windows pair neighbours and do
+      not feel it; a comparison between two processes does, by up to that much.
+    - ``fast_error``: the profiled runs' p10 over the timed runs' p10, less one. The two kinds of
+      run compared at the machine's fast end, where the speed moves least: a light state that
+      costs the job nothing but its residual events gives about zero, whatever the machine did.
+    """
+    ops = [p.get("overhead", {}).get("windows", {}).get("operations", {}) for p in result["profiled"]]
+    light = [q for o in ops if (q := o.get(op, {}).get("light_window_ns"))]
+    timed = [q for b in result.get("timer_blocks", []) if (q := b.get(op))]
+
+    def spread(qs: list[list[float]]) -> list[float] | None:
+        rel = [(q[0] / q[1] - 1, q[2] / q[1] - 1) for q in qs if q[1] > 0]
+        return [min(lo for lo, _ in rel), max(hi for _, hi in rel)] if rel else None
+
+    fast = None
+    if light and timed:
+        ref = statistics.median(q[0] for q in timed)
+        fast = statistics.median(q[0] for q in light) / ref - 1 if ref > 0 else None
+    return {"light_spread": spread(light), "timer_spread": spread(timed), "fast_error": fast}
+
+
+def speed_drift(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The checked operation whose speed moved the most within runs (profiled or timed), with its
+    fast-end comparison (:func:`speed_rows`)."""
+    width = lambda sp: sp[1] - sp[0] if sp else -1.0  # noqa: E731
+    known = [r for r in rows if r.get("light_spread") or r.get("timer_spread")]
+    if not known:
+        return None
+    r = max(known, key=lambda r: max(width(r.get("light_spread")), width(r.get("timer_spread"))))
+    return {
+        "operation": r["operation"],
+        "light_spread": r.get("light_spread"),
+        "timer_spread": r.get("timer_spread"),
+        "fast_error": r.get("fast_error"),
+    }
+
+
+def drift_text(drift: dict[str, Any]) -> str:
+    """The verdict's clause on the machine's own speed (:func:`speed_drift`)."""
+    labels = (("light windows", "light_spread"), ("timed runs' quarter seconds", "timer_spread"))
+    parts = [f"{label} {drift[key][0]:+.0%}..{drift[key][1]:+.0%}" for label, key in labels if drift.get(key)]
+    text = (
+        f"the machine's speed moved within runs ({drift['operation']}'s median time, 10th-90th percentile"
+        f" around the median: {', '.join(parts)})"
+    )
+    if drift.get("fast_error") is not None:
+        fast = drift["fast_error"]
+        text += f"; at the fast end (10th percentiles) light windows are {fast:+.1%} from timed runs"
+    return text
 
 
 def noise_floor(values: list[float]) -> float:

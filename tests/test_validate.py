@@ -315,3 +315,54 @@ def test_cpus_pins_every_run_and_refuses_cpus_it_cannot_use(tmp_path: pathlib.Pa
     for bad in ("abc", f"{max(allowed) + 1000}", "3-x"):
         with pytest.raises(RLScopeError, match="--cpus"):
             parse_args(["--cpus", bad, "--", "python", "-c", "pass"])
+
+
+def test_timed_runs_record_the_machines_speed_per_quarter_second():
+    """Blocks of 250 ms: an operation of 1 ms for 9 blocks, then 2 ms for 3 (the machine slowed):
+    the blocks' median times, at the 10th / 50th / 90th percentile, are 1 ms, 1 ms and 2 ms (to
+    within the one clock read that lands inside each instance)."""
+    clock = SteppingClock()
+    session, agg = _timer_session(clock)
+    with session:
+        for ms, blocks in ((1_000_000, 9), (2_000_000, 3)):
+            for _ in range(blocks * validate.BLOCK_NS // ms):
+                with rlscope.scope("v.blk"):
+                    clock.advance(ms - 2 * STEP_NS)  # a pair of reads: an instance spans ms exactly
+    q = agg.block_quantiles(list(annotate._names))["v.blk"]
+    ms1, ms2 = pytest.approx(1_000_000, abs=STEP_NS), pytest.approx(2_000_000, abs=STEP_NS)
+    assert q == [ms1, ms1, ms2]
+
+
+def test_the_verdict_sets_the_machines_speed_beside_a_miss():
+    """The profiled runs' light windows of `step` ranged 1.0-1.5 ms, the timed runs' blocks 1.0-1.1
+    ms: the machine slowed during the profiled run. Their fast ends agree (+0%), which says the
+    light state costs `step` nothing; the miss is the machine's."""
+    from rlscope.validate import compare, parse_args, speed_rows
+
+    opts = parse_args(["--", sys.executable, __file__])
+    windows = {"windows": {"operations": {"step": {"light_window_ns": [1.0e6, 1.2e6, 1.5e6]}}}}
+    prof = {
+        "raw_wall_s": 1.6,
+        "corrected_wall_s": 1.25,
+        "corrected_for_overhead": True,
+        "overhead": windows,
+        "operations": {"step": {"raw_s": 1.5, "corrected_s": 1.2}},
+    }
+    result = {
+        "runs": [{"mode": "unprofiled", "rep": r, "measured_s": 1.0} for r in (1, 2)],
+        "profiled": [prof, prof],
+        "timers": [{"step": {"inclusive_s": 0.95}}] * 2,
+        "timer_blocks": [{"step": [1.0e6, 1.05e6, 1.1e6]}] * 2,
+    }
+    got = speed_rows(result, "step")
+    assert got["light_spread"] == [pytest.approx(-1 / 6), pytest.approx(0.25)]
+    assert got["timer_spread"] == [pytest.approx(1 / 1.05 - 1), pytest.approx(1.1 / 1.05 - 1)]
+    assert got["fast_error"] == pytest.approx(0.0)
+    v = compare(result, opts)["verdict"]
+    assert not v["pass"] and v["speed_drift"]["operation"] == "step"
+    assert "light windows -17%..+25%" in v["line"] and "+0.0% from timed runs" in v["line"]
+    assert speed_rows({"profiled": [{}], "timer_blocks": []}, "step") == {
+        "light_spread": None,
+        "timer_spread": None,
+        "fast_error": None,
+    }

@@ -384,3 +384,35 @@ def test_a_cold_call_after_an_update_is_the_loops_own_and_stays(tmp_path):
     truth = (6000 * OPS_PER_INFER * WORK + colds * 15_000) * 1e-9
     assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-3)
     assert s["operations"]["sim"]["total_s"] == pytest.approx(6000 * SIM * 1e-9, rel=1e-3)
+
+
+def test_light_windows_show_the_machines_speed_moving(tmp_path):
+    """The machine runs twice as slow in the second half: each operation's light-window medians
+    (10th / 50th / 90th percentile) show both speeds, and the correction, pairing neighbours, is
+    still exact away from the change."""
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=300e-6)
+    session.clock = clock  # windows of ~30 iterations (a light window's median needs 5 instances)
+    col = FakeCollector()
+    session.options["flush_interval"] = 1e6
+    iters = 600
+    with session:
+        session.add_toggler(col)
+        for i in range(iters):
+            slow = 2 if i >= iters // 2 else 1
+            with rlscope.scope("infer"):
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, session, lambda ns, k=slow: clock.advance(ns * k))
+            with rlscope.scope("sim"):
+                clock.advance(SIM * slow)
+            clock.advance(GLUE)
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    win = s["overhead"]["windows"]["operations"]
+    lo, _, hi = win["sim"]["light_window_ns"]  # no collector events: still a speed reading
+    assert (lo, hi) == (pytest.approx(SIM), pytest.approx(2 * SIM))
+    lo, _, hi = win["infer"]["light_window_ns"]
+    assert (lo, hi) == (pytest.approx(OPS_PER_INFER * WORK), pytest.approx(2 * OPS_PER_INFER * WORK))
+    true_infer = iters // 2 * OPS_PER_INFER * WORK * 3
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(true_infer * 1e-9, rel=0.02)

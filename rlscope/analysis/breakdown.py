@@ -203,6 +203,8 @@ def _window_info(
             "after_switch_removed_s": e.get("after_switch_removed_ns", 0.0) / 1e9,
             "exclusive_uncertainty_s": sigma[key] / 1e9,
             "uncertainty_s": float(incl) / 1e9,
+            # the machine's speed over the run: percentiles of the light windows' medians (ns)
+            "light_window_ns": e.get("light_window_ns"),
         }
     total_sigma = float(np.sqrt(sum(v**2 for v in sigma.values()))) / 1e9
     return {

@@ -250,6 +250,10 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
             o = ops.setdefault(name, {**e, "uncertainty_s": 0.0, "exclusive_uncertainty_s": 0.0})
             for k in ("uncertainty_s", "exclusive_uncertainty_s"):
                 o[k] = (o[k] ** 2 + e[k] ** 2) ** 0.5
+            q = e.get("light_window_ns")
+            if q is not None and o.get("light_window_ns") is not q:  # the widest
+                lo, mid, hi = o.get("light_window_ns") or q
+                o["light_window_ns"] = [min(lo, q[0]), mid, max(hi, q[2])]
     return {
         "switched": sorted({k for i in infos for k in i["switched"]}),
         "full_share": min(i["full_share"] for i in infos),

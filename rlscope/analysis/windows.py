@@ -41,6 +41,7 @@ from rlscope.trace import schema as S
 
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
 MIN_PAIRS = 3  # full windows with a light neighbour, for an operation's own estimate
+MIN_WINDOW_INSTANCES = 5  # per light window, for its median to count in light_spread
 FALLBACK_REL_SIGMA = 0.5  # uncertainty of a removal made with the pooled per-event cost
 UNANNOTATED_ID = -1
 
@@ -189,22 +190,27 @@ def estimate(
         if key == UNANNOTATED_ID:
             continue
         mine = np.flatnonzero(whole & (name == key))
-        n_full = int(((name == key) & (mode == S.WINDOW_FULL)).sum())
         e.update(
             light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
         )
+        e["light_window_ns"] = light_quantiles(group[mine], mode[mine], excl[inst[mine]])
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
-        excess = paired_excess(group[mine], mode[mine], excl[inst[mine]])
-        if len(excess) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
-            per_inst = max(float(np.median(excess)), 0.0)
-            removed = min(per_inst * n_full, e["full_time_ns"])
-            e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(excess))
+        full_g, full_med, ref = paired_windows(group[mine], mode[mine], excl[inst[mine]])
+        if len(full_g) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
+            # the cost in proportion to the light neighbours' time, applied at each full window's
+            # own neighbours' time: when the machine's speed moves during the run, the collectors'
+            # cost moves with it (all CPU work slows alike), which one excess in ns would miss;
+            # per-instance outliers (a cold call) still get the typical instance's cost, not a share
+            rel = full_med / ref - 1.0
+            r = max(float(np.median(rel)), 0.0)
+            base = light_base(full_g, ref, group[(name == key) & (mode == S.WINDOW_FULL)])
+            removed = min(r * base, e["full_time_ns"])
+            e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(rel))
             # robust spread between windows (MAD): one window holding a one-time cost is not noise
-            mad = 1.4826 * float(np.median(np.abs(excess - np.median(excess))))
-            spread = mad / np.sqrt(len(excess))
-            e["sigma_ns"] = n_full * spread
+            mad = 1.4826 * float(np.median(np.abs(rel - np.median(rel))))
+            e["sigma_ns"] = base * mad / np.sqrt(len(rel))
             ev_full = events[inst[(name == key) & (mode == S.WINDOW_FULL)]]
             num += removed
             den += float(ev_full.sum())
@@ -331,28 +337,69 @@ def switch_transient(
     return hit, t, se
 
 
-def paired_excess(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """Per full window: its median instance time less the mean of its light neighbours' medians.
+def window_medians(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per window, in time order: the median of ``value``, whether it is a full window, instances."""
+    if len(group) == 0:
+        return np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64)
+    order = np.argsort(group, kind="stable")
+    g, m, v = group[order], mode[order], value[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    med = np.array([np.median(chunk) for chunk in np.split(v, starts[1:])])
+    return med, m[starts] == S.WINDOW_FULL, np.diff(np.r_[starts, len(g)])
+
+
+def light_quantiles(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> list[float] | None:
+    """10th, 50th and 90th percentiles of one operation's per-light-window median time (ns).
+
+    Light windows run the operation as the unprofiled program would, but for the always-on
+    residuals, so their medians moving over the run is the machine's speed moving (other tenants,
+    CPU frequency), not rlscope; the windows, pairing neighbours, do not feel it, a comparison with
+    another process does (``rlscope validate`` sets these beside its timed runs'). Windows with fewer
+    than ``MIN_WINDOW_INSTANCES`` instances are left out (their median is one instance's time).
+    """
+    med, is_full, count = window_medians(group, mode, value)
+    light = med[~is_full & (count >= MIN_WINDOW_INSTANCES)]
+    if len(light) < MIN_PAIRS:
+        return None
+    return [float(x) for x in np.percentile(light, [10, 50, 90])]
+
+
+def paired_windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per full window with a light neighbour: its group, its median instance time, and the mean
+    of the medians of the light windows on either side (its reference).
 
     Medians keep one-time costs (a first call that initializes CUDA) from standing for every
     instance; pairing each full window with the light windows beside it cancels slow drift over
     the run (buffers growing, clocks changing). ``group`` orders the windows in time.
     """
-    if len(group) == 0:
-        return np.zeros(0)
-    order = np.argsort(group, kind="stable")
-    g, m, v = group[order], mode[order], value[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    med = np.array([np.median(chunk) for chunk in np.split(v, starts[1:])])
-    is_full = m[starts] == S.WINDOW_FULL
-    out = []
+    med, is_full, _ = window_medians(group, mode, value)
+    first = np.r_[0, np.flatnonzero(np.diff(np.sort(group))) + 1] if len(group) else np.zeros(0, int)
+    ids = np.sort(group)[first]
+    out_g, out_med, out_ref = [], [], []
     for i in np.flatnonzero(is_full):
         before = [j for j in range(i - 1, -1, -1) if not is_full[j]][:1]
         after = [j for j in range(i + 1, len(med)) if not is_full[j]][:1]
         refs = [med[j] for j in before + after]
-        if refs:
-            out.append(med[i] - float(np.mean(refs)))
-    return np.asarray(out, np.float64)
+        if refs and np.mean(refs) > 0:
+            out_g.append(ids[i])
+            out_med.append(med[i])
+            out_ref.append(float(np.mean(refs)))
+    return np.asarray(out_g, np.int64), np.asarray(out_med, np.float64), np.asarray(out_ref, np.float64)
+
+
+def light_base(full_g: np.ndarray, ref: np.ndarray, inst_groups: np.ndarray) -> float:
+    """Σ over an operation's full-window instances of their window's light reference time (ns).
+
+    Instances in a full window without a paired reference (no light neighbour, or only instances
+    that straddle a switch) take the median reference.
+    """
+    if len(inst_groups) == 0 or len(ref) == 0:
+        return 0.0
+    gid, count = np.unique(inst_groups, return_counts=True)
+    pos = np.searchsorted(full_g, gid).clip(0, len(full_g) - 1)
+    found = full_g[pos] == gid
+    per = np.where(found, ref[pos], float(np.median(ref)))
+    return float((per * count).sum())
 
 
 def nested_names(tl: Timeline) -> set[tuple[int, int]]:
