@@ -5,7 +5,7 @@
 #   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
-#                                             and SAC, each alone)
+#                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-3}
@@ -47,8 +47,8 @@ if [ -n "${RESIDUAL:-}" ]; then  # how long a window switch keeps costing, per w
     timeout "${RESIDUAL_LIMIT:-150}" python3 benchmarks/switch_residual.py --rounds "${RESIDUAL_ROUNDS:-3}" --attached \
         --json "$OUT/switch_residual.json" 2>&1 | tee "$OUT/switch_residual.log" | tail -40
 fi
-if [ "$VAL" = sb3 ] || [ "$VAL" = sac ]; then  # the third-party rows alone (sac: SB3 SAC only)
-[ "$VAL" = sac ] && VAL_SKIP="sim_eager sb3_ppo" || VAL_SKIP=sim_eager
+if [ "$VAL" = sb3 ] || [ "$VAL" = sac ] || [ "$VAL" = sb3_ppo ]; then  # the third-party rows alone
+case $VAL in sac) VAL_SKIP="sim_eager sb3_ppo" ;; sb3_ppo) VAL_SKIP="sim_eager sb3_sac" ;; *) VAL_SKIP=sim_eager ;; esac
 VAL=rest
 fi
 [ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
@@ -95,7 +95,7 @@ fi
 if [ "$VAL" = rest ]; then  # the rows not yet measured on the devices, one at a time, alone on the machine
 [[ " ${VAL_SKIP:-} " = *" sim_eager "* ]] || val sim_eager 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
 [[ " ${VAL_SKIP:-} " = *" sb3_ppo "* ]] || val sb3_ppo 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-4096}" --n-steps 256
-val sb3_sac 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-800}"
+[[ " ${VAL_SKIP:-} " = *" sb3_sac "* ]] || val sb3_sac 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-800}"
 fi
 if [ "$VAL" = sim_configs ]; then  # the eager simulator without GPU tracing, and without the memory recorder
 VOPTS="${VOPTS:-} --gpu off" val sim_eager_nogpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
