@@ -20,7 +20,7 @@ export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 # build both native parts once (timed), so no run below pays for a compile
 ( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native, gpu_memory as m; print(cupti_native.build()); print(torch_native.build(torch)); print(m.load_native(torch))" ) 2>&1 | tail -5
 if [ -z "${SKIP_TESTS:-}" ]; then
-    RLSCOPE_TEST_ARTIFACTS="$OUT" timeout 150 python3 -m pytest -q -m gpu ${TESTS:-tests/} -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
+    RLSCOPE_TEST_ARTIFACTS="$OUT" timeout "${TEST_LIMIT:-150}" python3 -m pytest -q -m gpu ${TESTS:-tests/} -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
 fi
 if [ -n "${MEMCOST:-}" ]; then  # the memory recorder per allocator event and per drained event
     timeout 90 python3 benchmarks/memory_cost.py --json "$OUT/memory_cost.json" 2>&1 | tail -14
