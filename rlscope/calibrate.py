@@ -831,7 +831,7 @@ def run_calibration(
                 skipped[kind] = why
         else:
             log("scopes with NVTX ranges ...")
-            keep("scope_nvtx", measure_scope(plan, traces, {"gpu": "auto", "nvml_hz": 0}))
+            keep("scope_nvtx", measure_scope(plan, traces, {"gpu": "auto", "nvml_hz": 0, "nvtx": True}))
             for mode in ("cupti", "kineto"):
                 name = f"cuda_api.{_collector_name(mode)}"
                 log(f"CUDA API calls under the {_collector_name(mode)} collector ...")

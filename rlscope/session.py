@@ -72,7 +72,7 @@ class Session:
         flush_interval: float = 1.0,
         backend: bool = True,
         gpu: str | bool = "auto",
-        nvtx: bool = True,
+        nvtx: bool = False,
         nvml_hz: float = 10.0,
         windows: bool = True,
         window_s: float = 0.1,
@@ -244,6 +244,9 @@ class Session:
         from rlscope.collectors.gpu_memory import MemoryRecorder  # allocator events, once torch is imported
 
         self._collectors.append(MemoryRecorder(self).start())
+        # NVTX ranges are off by default: the analysis never reads them, Nsight cannot trace a process
+        # rlscope's own CUPTI subscriber holds, and they cost each scope ~1.2 us (H200,
+        # benchmarks/nvtx_cost.py), paid in light windows too, where the windows cannot see it
         if gpu_collectors and self.options["nvtx"]:
             _imports.when_imported("torch", self._start_nvtx)
 
@@ -468,7 +471,8 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     """A profiling session writing to ``trace_dir``: ``with rlscope.profile("trace"):`` or ``.start()``.
 
     Options: ``flush_interval`` (s, default 1.0), ``backend`` (record time in PyTorch ops, default
-    True), ``gpu`` ("auto", "kineto", "cupti" or False), ``nvtx`` (bool), ``nvml_hz``,
+    True), ``gpu`` ("auto", "kineto", "cupti" or False), ``nvtx`` (default False: every scope also an
+    NVTX range, for Nsight Systems, while the GPU is traced), ``nvml_hz``,
     ``windows`` (default True: switch backend-op recording and GPU tracing off in every other
     window of ``window_s`` seconds on average, default 0.1, so their cost is measured in this very
     run; ``full_share``, default 0.5, is the share of the time they are on;
