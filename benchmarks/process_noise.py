@@ -7,13 +7,21 @@ bounds what it can resolve (BENCHMARKS.md §9: ±9-22% on the devices against a 
 runs the program unprofiled (``RLSCOPE_MODE=off``, timed from ``rlscope.profile`` start to stop,
 as validate times it) ``--runs`` times per placement, the placements interleaved, and prints each
 placement's runs, half-range / median (validate's noise floor) and coefficient of variation.
+
+``--busy CPUS`` adds, for each pinned placement, the same placement with a neighbour process
+spinning on CPUS (other cores) throughout the run: whether other busy cores slow the program
+(shared turbo budget, memory bandwidth, a hypervisor's scheduling), which a profiled run's own
+extra threads would do to the job the same way.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -21,10 +29,20 @@ from pathlib import Path
 from rlscope.validate import Options, _parse_cpus, _Runner, noise_floor
 
 
+def _spin(cpus: frozenset[int]) -> subprocess.Popen:
+    """One process spinning a pure-Python loop on each of ``cpus`` (killed by the caller)."""
+    code = "import os, multiprocessing as m\n"
+    code += "def s(c):\n    os.sched_setaffinity(0, {c})\n    while True: pass\n"
+    code += f"ps = [m.Process(target=s, args=(c,)) for c in {sorted(cpus)!r}]\n"
+    code += "[p.start() for p in ps]\n[p.join() for p in ps]\n"
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=6, help="runs per placement")
     p.add_argument("--cpus", action="append", default=[], help="a placement: CPUs to pin to (repeatable)")
+    p.add_argument("--busy", default=None, help="CPUs a neighbour spins on, beside each pinned placement")
     p.add_argument("--json", default=None)
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args()
@@ -32,6 +50,9 @@ def main() -> None:
     if not command:
         p.error("no command")
     placements = {"any core": None, **{f"cpus {c}": _parse_cpus(c) for c in args.cpus}}
+    busy = _parse_cpus(args.busy) if args.busy else None
+    if busy:
+        placements.update({f"cpus {c} + busy {args.busy}": _parse_cpus(c) for c in args.cpus})
     times: dict[str, list[float]] = {k: [] for k in placements}
     with tempfile.TemporaryDirectory(prefix="rlscope-noise-") as tmp:
         for rep in range(args.runs):
@@ -41,7 +62,13 @@ def main() -> None:
                 work = Path(tmp) / f"{name.replace(' ', '_')}-{rep}"
                 work.mkdir()
                 runner = _Runner(Options(command=command, cpus=placements[name]), work, lambda _m: None)
-                run = runner.run("unprofiled", rep)
+                spinner = _spin(busy) if busy and "+ busy" in name else None
+                try:
+                    run = runner.run("unprofiled", rep)
+                finally:
+                    if spinner is not None:  # its spinning children too: they share its session
+                        os.killpg(spinner.pid, signal.SIGKILL)
+                        spinner.wait()
                 times[name].append(run.measured_s or 0.0)
                 print(f"run {rep + 1}: {name:14} {times[name][-1]:.3f} s", flush=True)
     out = {}

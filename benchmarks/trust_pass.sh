@@ -39,6 +39,19 @@ if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core v
     timeout "${NOISE_LIMIT:-150}" python3 benchmarks/process_noise.py --runs "${NOISE_RUNS:-5}" --cpus "${NOISE_CPUS:-2-5}" \
         --json "$OUT/process_noise.json" -- python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" 2>&1 | tail -4
 fi
+if [ -n "${BUSY:-}" ]; then  # unprofiled eager simulator pinned to 2-5, alone and beside busy cores (BUSY=CPUS)
+    timeout "${BUSY_LIMIT:-150}" python3 benchmarks/process_noise.py --runs "${BUSY_RUNS:-4}" --cpus 2-5 --busy "$BUSY" \
+        --json "$OUT/busy.json" -- python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}" 2>&1 | tail -4
+fi
+if [ -n "${THREADCPU:-}" ]; then  # the profiled process's other threads' CPU time (eager simulator, pinned to 2-5)
+    for r in 1 2; do
+        for m in off profile; do
+            echo -n "$m: "
+            RLSCOPE_MODE=$( [ $m = off ] && echo off ) taskset -c 2-5 python3 benchmarks/validation_workloads.py sim_eager \
+                --device cuda --scale "${SIM_SCALE:-1}" --thread-cpu 2>&1 | grep thread-cpu
+        done
+    done
+fi
 if [ -n "${INPROC:-}" ]; then  # each collector state's cost on a launch-bound loop, in one process
     timeout "${INPROC_LIMIT:-200}" python3 benchmarks/light_inprocess.py --rounds "${INPROC_ROUNDS:-5}" \
         --iters "${INPROC_ITERS:-2000}" --workload "${INPROC_WORKLOAD:-launch}" ${INPROC_CONFIGS:+--configs "$INPROC_CONFIGS"} --json "$OUT/light_inprocess.json" 2>&1 | tail -8
@@ -103,6 +116,10 @@ RLSCOPE_GPU_MEMORY=0 val sim_eager_nomem 0-15 "${VAL_LIMIT:-170}" python3 benchm
 fi
 if [ "$VAL" = sim_touch ]; then  # the eager simulator with CUPTI attached and detached once before the timed region, in every mode, then without
 val sim_eager_touch 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}" --touch-cupti
+val sim_eager 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
+fi
+if [ "$VAL" = sim_nvml ]; then  # the eager simulator without the NVML sampler thread, then with it (the default)
+VOPTS="${VOPTS:-} --set nvml_hz=0" val sim_eager_nonvml 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
 val sim_eager 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
 fi
 if [ "$VAL" = configs ]; then

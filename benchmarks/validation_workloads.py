@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,6 +62,11 @@ def main() -> None:
         action="store_true",
         help="diagnostic: CUPTI traces the warm-up and is detached, before the timed region, in every mode",
     )
+    p.add_argument(
+        "--thread-cpu",
+        action="store_true",
+        help="diagnostic: the main thread's and the other threads' CPU time over the timed region",
+    )
     args = p.parse_args()
     import torch
 
@@ -85,8 +91,17 @@ def main() -> None:
         make()()
     args.scale = scale
     run = make()
+    wall, proc, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
     with rlscope.profile("rlscope-trace-" + args.workload, gpu=gpu):
         run()
+    if args.thread_cpu:  # the other threads' share: exited threads count in process_time too
+        wall, proc = time.perf_counter() - wall, time.process_time() - proc
+        main_cpu = time.thread_time() - main_cpu
+        print(
+            f"thread-cpu: wall {wall:.3f} s, main thread {main_cpu:.3f} s ({100 * main_cpu / wall:.0f}%),"
+            f" other threads {proc - main_cpu:.3f} s ({100 * (proc - main_cpu) / wall:.0f}% of a core)",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":
