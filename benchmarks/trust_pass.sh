@@ -99,7 +99,7 @@ if [ "$VAL" = ppo_gpu ] || [ "$VAL" = alone ]; then  # PPO-GPU alone on the mach
 val ppo_gpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}"
 fi
 if [ "$VAL" = alone ] || [ "$VAL" = sim_eager ]; then
-val sim_eager 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}"
+val sim_eager 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-${SCALE:-0.5}}"
 fi
 if [ "$VAL" = cpu_dqn ]; then  # PPO-CPU and DQN one after the other, alone on the machine
 OMP_NUM_THREADS=1 val dqn 0-15 "${VAL_LIMIT:-200}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}"
