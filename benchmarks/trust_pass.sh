@@ -5,7 +5,8 @@
 #   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
-#                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them)
+#                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
+#                                             pair2 / pairs: two rows side by side, see below)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-3}
@@ -60,10 +61,6 @@ if [ -n "${RESIDUAL:-}" ]; then  # how long a window switch keeps costing, per w
     timeout "${RESIDUAL_LIMIT:-150}" python3 benchmarks/switch_residual.py --rounds "${RESIDUAL_ROUNDS:-3}" --attached \
         --json "$OUT/switch_residual.json" 2>&1 | tee "$OUT/switch_residual.log" | tail -40
 fi
-if [ "$VAL" = sb3 ] || [ "$VAL" = sac ] || [ "$VAL" = sb3_ppo ]; then  # the third-party rows alone
-case $VAL in sac) VAL_SKIP="sim_eager sb3_ppo" ;; sb3_ppo) VAL_SKIP="sim_eager sb3_sac" ;; *) VAL_SKIP=sim_eager ;; esac
-VAL=rest
-fi
 [ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3
@@ -81,7 +78,14 @@ val() {  # name, cores, seconds limit, command...
 }
 # pairs run side by side on disjoint cores (16 on the device): a CPU-only workload beside a GPU one;
 # CPU workloads on one torch thread (8 spin-waiting intra-op threads made the CPU PPO 5x slower there)
-VAL=${VAL:-all}
+# VAL: one or more of the cases below, run in order (e.g. VAL="sim_eager sb3_ppo")
+VALS=${VAL:-all}
+for VAL in $VALS; do
+VAL_SKIP=
+if [ "$VAL" = sb3 ] || [ "$VAL" = sac ] || [ "$VAL" = sb3_ppo ]; then  # the third-party rows alone
+case $VAL in sac) VAL_SKIP="sim_eager sb3_ppo" ;; sb3_ppo) VAL_SKIP="sim_eager sb3_sac" ;; *) VAL_SKIP=sim_eager ;; esac
+VAL=rest
+fi
 if [ "$VAL" = all ] || [ "$VAL" = a ]; then
 val ppo_gpu 0-7 170 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
 OMP_NUM_THREADS=1 val ppo_cpu 8-15 170 python3 benchmarks/validation_workloads.py ppo_cpu &
@@ -110,6 +114,21 @@ if [ "$VAL" = rest ]; then  # the rows not yet measured on the devices, one at a
 [[ " ${VAL_SKIP:-} " = *" sb3_ppo "* ]] || val sb3_ppo 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-4096}" --n-steps 256
 [[ " ${VAL_SKIP:-} " = *" sb3_sac "* ]] || val sb3_sac 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-800}"
 fi
+# two rows side by side on disjoint cores (runs pinned to 2-5 and 9-12; CPU rows on one torch thread):
+# cpu_pair: DQN beside PPO-CPU; pair1: DQN beside SB3 PPO; pair2: PPO-CPU beside SB3 SAC; pairs: pair1 then pair2
+dqn_row() { OMP_NUM_THREADS=1 VOPTS="--cpus 2-5" val dqn 0-7 "${VAL_LIMIT:-280}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-1}"; }
+ppo_cpu_row() { OMP_NUM_THREADS=1 VOPTS="--cpus $1" val ppo_cpu "$2" "${VAL_LIMIT:-280}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${PPO_CPU_SCALE:-${SCALE:-1}}"; }
+case $VAL in cpu_pair) dqn_row & ppo_cpu_row 9-12 8-15 & wait ;; esac
+case $VAL in pair1|pairs)
+    dqn_row &
+    VOPTS="--cpus 9-12" val sb3_ppo 8-15 "${VAL_LIMIT:-280}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-2048}" --n-steps 256 &
+    wait ;;
+esac
+case $VAL in pair2|pairs)
+    ppo_cpu_row 2-5 0-7 &
+    VOPTS="--cpus 9-12" val sb3_sac 8-15 "${VAL_LIMIT:-280}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-300}" &
+    wait ;;
+esac
 if [ "$VAL" = sim_configs ]; then  # the eager simulator without GPU tracing, and without the memory recorder
 VOPTS="${VOPTS:-} --gpu off" val sim_eager_nogpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
 RLSCOPE_GPU_MEMORY=0 val sim_eager_nomem 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
@@ -130,5 +149,9 @@ VOPTS="--gpu off" val ppo_gpu_nogpu 5-9 200 python3 benchmarks/validation_worklo
 RLSCOPE_CUPTI_KINDS=kernel,runtime,memcpy,memset val ppo_gpu_runtime 10-15 200 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
 wait
 fi
-# at most 8 files come back from the device: bundle the results
-( cd "$OUT" && tar czf results.tgz --exclude=results.tgz --exclude=pass.log --warning=no-file-changed . ; find . -mindepth 1 ! -name results.tgz ! -name pass.log -exec rm -rf {} + )
+done  # VALS
+
+# at most 8 files of 16 MiB come back from the device: bundle the results, and each kept trace set in its own
+# (benchmarks/window_estimators.py re-analyzes them here with other estimators against the same truth)
+( cd "$OUT" && for d in traces-*; do [ -d "$d" ] && tar czf "$d.tgz" "$d" && rm -rf "$d"; done
+  tar czf results.tgz --exclude='*.tgz' --exclude=pass.log --warning=no-file-changed . ; find . -mindepth 1 ! -name '*.tgz' ! -name pass.log -exec rm -rf {} + )
