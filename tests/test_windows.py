@@ -416,3 +416,73 @@ def test_light_windows_show_the_machines_speed_moving(tmp_path):
     assert (lo, hi) == (pytest.approx(OPS_PER_INFER * WORK), pytest.approx(2 * OPS_PER_INFER * WORK))
     true_infer = iters // 2 * OPS_PER_INFER * WORK * 3
     assert s["operations"]["infer"]["total_s"] == pytest.approx(true_infer * 1e-9, rel=0.02)
+
+
+def _run_with_late_train(
+    tmp_path, start: int, iters: int, cold_ns: int, every: int = 1, train_cost: int = COST
+):
+    """infer per iteration; from iteration ``start`` a ``train`` of 20 ops every ``every`` iterations,
+    whose first call costs ``cold_ns`` more (a cold first update, as SB3 SAC's after learning_starts);
+    recording one of train's ops costs ``train_cost``."""
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / f"t{start}", backend=False, gpu=False, window_s=400e-6)
+    session.clock = clock
+    session.options["flush_interval"] = 1e6
+    col = FakeCollector()
+    trains = 0
+    with session:
+        session.add_toggler(col)
+        for i in range(iters):
+            with rlscope.scope("infer"):
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, session, clock.advance)
+            if i >= start and (i - start) % every == 0:
+                with rlscope.scope("train"):
+                    clock.advance(cold_ns if trains == 0 else 0)
+                    for _ in range(20):
+                        clock.advance((train_cost - COST) if col.on else 0)
+                        _fake_op(col, session, clock.advance)
+                trains += 1
+            clock.advance(GLUE)
+    trace = rlscope.load_trace(str(tmp_path / f"t{start}"))
+    return trace, trains
+
+
+def test_a_window_of_one_cold_call_is_no_light_reference(tmp_path):
+    """The first train, 100x slower than the rest, ends a window alone (the switch comes at its exit).
+    As the light reference of the next full window it made that window's cost 40x too large (SB3 SAC
+    on an H100: train corrected -33%); windows of fewer than MIN_PAIR_INSTANCES instances neither pair
+    nor serve as reference, and the correction is exact again, wherever the cold call falls."""
+    from rlscope.analysis import windows
+
+    cold = 100 * 20 * WORK
+    seen_light = False
+    for start in range(60, 72):
+        trace, trains = _run_with_late_train(tmp_path, start, 900, cold)
+        tl = build_timeline(trace.processes[0].events)
+        est = estimate(tl)
+        s = analyze(trace).summary
+        truth = (trains * 20 * WORK + cold) * 1e-9
+        assert s["operations"]["train"]["total_s"] == pytest.approx(truth, rel=1e-6), start
+        assert s["operations"]["infer"]["total_s"] == pytest.approx(
+            900 * OPS_PER_INFER * WORK * 1e-9, rel=1e-6
+        )
+        names = trace.processes[0].names
+        is_train = np.array([names[i] == "train" for i in est.inst_name])
+        seen_light |= not est.inst_full[is_train][0]
+    assert seen_light  # the cold call fell in a light window at least once
+    assert windows.MIN_PAIR_INSTANCES >= 3
+
+
+def test_an_operation_too_rare_to_pair_is_corrected_from_its_own_instances(tmp_path):
+    """One train every 100 iterations: at most one per window, so no window pairs. Its own full-window
+    instances against its light ones give its cost ("unpaired"), exact here, where the other
+    operations' pooled cost per event (infer's, a third of train's per event) removed a third."""
+    trace, trains = _run_with_late_train(tmp_path, 0, 3000, 0, every=100, train_cost=3 * COST)
+    s = analyze(trace).summary
+    win = s["overhead"]["windows"]["operations"]
+    assert win["train"]["method"] == "unpaired"
+    assert s["operations"]["train"]["total_s"] == pytest.approx(trains * 20 * WORK * 1e-9, rel=1e-6)
+    assert win["train"]["uncertainty_s"] > 0  # half of what it removed: blind to drift

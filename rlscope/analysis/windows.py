@@ -9,17 +9,20 @@ taken elsewhere has to carry over.
 
 Per operation ``X`` (exclusive time per instance, instances wholly inside one window):
 
-- each full window's median instance time less the mean of its light neighbours' medians is one
-  *paired excess*; X's cost of being recorded is the median paired excess times X's instances in
-  full windows, taken out of its full-window segments (a factor per row). Medians keep one-time
-  costs from standing for every instance; pairing neighbours cancels drift over the run. X's
-  categories keep the full-window proportions (only full windows see backend and CUDA time).
+- each full window's median instance time over the mean of its light neighbours' medians, less
+  one, is its *relative excess*; X's cost of being recorded is the median relative excess times
+  the light reference of each of X's full-window instances, taken out of its full-window segments
+  (a factor per row). Medians keep one-time costs from standing for every instance; pairing
+  neighbours cancels drift over the run, and a relative excess follows the machine's speed. Windows
+  of fewer than MIN_PAIR_INSTANCES instances (a cold call alone) neither pair nor serve as reference.
+  X's categories keep the full-window proportions (only full windows see backend and CUDA time).
 - an operation whose full-window segments hold no collector event keeps factor 1 (nothing to
   remove: avoids adding noise).
-- an operation with fewer than MIN_PAIRS pairs (a long update that always straddles a switch), and
-  unannotated time, use the run's pooled cost per collector event (``cost_per_event_ns``: what the
-  window-estimated operations lost over their collector events), times their own events.
-
+- an operation with fewer than MIN_PAIRS pairs but MIN_UNPAIRED whole instances in each kind of
+  window compares its own full and light instances over the whole run ("unpaired"); one with
+  fewer (a long update that always straddles a switch), and unannotated time, use the run's pooled
+  cost per collector event (``cost_per_event_ns``: what the window-estimated operations lost over
+  their collector events), times their own events.
 - an instance directly after a switch that is slower than the same operation after the same
   predecessor without a switch (same kind of window) pays for the switch itself (work CUPTI leaves
   for the next CUDA calls): the median of that difference is removed from each such instance when
@@ -42,6 +45,11 @@ from rlscope.trace import schema as S
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
 MIN_PAIRS = 3  # full windows with a light neighbour, for an operation's own estimate
 MIN_WINDOW_INSTANCES = 5  # per light window, for its median to count in light_spread
+# per window, for its median to stand for the window in a pair: a window of one or two instances is
+# as often as not one cold call (a first SAC update took 387 ms against 10 ms after), and as a light
+# reference it made the next full window's cost 40x too large (H100, SB3 SAC train corrected -33%)
+MIN_PAIR_INSTANCES = 3
+MIN_UNPAIRED = 2  # whole instances per kind of window for an operation's unpaired estimate
 FALLBACK_REL_SIGMA = 0.5  # uncertainty of a removal made with the pooled per-event cost
 UNANNOTATED_ID = -1
 
@@ -214,6 +222,25 @@ def estimate(
             ev_full = events[inst[(name == key) & (mode == S.WINDOW_FULL)]]
             num += removed
             den += float(ev_full.sum())
+        elif e["light_n"] >= MIN_UNPAIRED and e["full_n"] >= MIN_UNPAIRED:
+            # too few windows to pair (an operation run once per rollout): its own instances, full
+            # against light over the whole run; closer than the pooled cost per event, which is the
+            # other operations' (events differ 5x in cost between ops), but blind to drift: half of
+            # what it removes is its uncertainty, as for the pooled cost
+            v = excl[inst[mine]]
+            light_med = float(np.median(v[mode[mine] == S.WINDOW_LIGHT]))
+            r = (
+                max(float(np.median(v[mode[mine] == S.WINDOW_FULL])) / light_med - 1.0, 0.0)
+                if light_med > 0
+                else 0
+            )
+            n_full = int(((name == key) & (mode == S.WINDOW_FULL)).sum())
+            removed = min(r * light_med * n_full, e["full_time_ns"])
+            e.update(
+                factor=1.0 - removed / e["full_time_ns"] if e["full_time_ns"] > 0 else 1.0,
+                method="unpaired",
+                sigma_ns=FALLBACK_REL_SIGMA * removed,
+            )
         else:
             e["method"] = "pooled"
     cost = max(num / den, 0.0) if den > 0 else None
@@ -370,15 +397,19 @@ def paired_windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tu
 
     Medians keep one-time costs (a first call that initializes CUDA) from standing for every
     instance; pairing each full window with the light windows beside it cancels slow drift over
-    the run (buffers growing, clocks changing). ``group`` orders the windows in time.
+    the run (buffers growing, clocks changing). ``group`` orders the windows in time. Windows of
+    fewer than ``MIN_PAIR_INSTANCES`` instances neither pair nor serve as a reference (their median
+    is one or two calls, often a cold one); a full window then pairs with the nearest light windows
+    that have enough.
     """
-    med, is_full, _ = window_medians(group, mode, value)
+    med, is_full, count = window_medians(group, mode, value)
     first = np.r_[0, np.flatnonzero(np.diff(np.sort(group))) + 1] if len(group) else np.zeros(0, int)
     ids = np.sort(group)[first]
+    thick = count >= MIN_PAIR_INSTANCES
     out_g, out_med, out_ref = [], [], []
-    for i in np.flatnonzero(is_full):
-        before = [j for j in range(i - 1, -1, -1) if not is_full[j]][:1]
-        after = [j for j in range(i + 1, len(med)) if not is_full[j]][:1]
+    for i in np.flatnonzero(is_full & thick):
+        before = [j for j in range(i - 1, -1, -1) if not is_full[j] and thick[j]][:1]
+        after = [j for j in range(i + 1, len(med)) if not is_full[j] and thick[j]][:1]
         refs = [med[j] for j in before + after]
         if refs and np.mean(refs) > 0:
             out_g.append(ids[i])
