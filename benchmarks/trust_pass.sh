@@ -21,7 +21,7 @@ export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 # build both native parts once (timed), so no run below pays for a compile
 ( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native, gpu_memory as m; print(cupti_native.build()); print(torch_native.build(torch)); print(m.load_native(torch))" ) 2>&1 | tail -5
 if [ -z "${SKIP_TESTS:-}" ]; then
-    RLSCOPE_TEST_ARTIFACTS="$OUT" timeout "${TEST_LIMIT:-150}" python3 -m pytest -q -m gpu ${TESTS:-tests/} -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
+    RLSCOPE_TEST_ARTIFACTS="$OUT" timeout "${TEST_LIMIT:-260}" python3 -m pytest -q -rfE -m gpu ${TESTS:-tests/} -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
 fi
 if [ -n "${MEMCOST:-}" ]; then  # the memory recorder per allocator event and per drained event
     timeout 90 python3 benchmarks/memory_cost.py --json "$OUT/memory_cost.json" 2>&1 | tail -14
@@ -52,6 +52,10 @@ if [ -n "${THREADCPU:-}" ]; then  # the profiled process's other threads' CPU ti
                 --device cuda --scale "${SIM_SCALE:-1}" --thread-cpu 2>&1 | grep thread-cpu
         done
     done
+fi
+if [ -n "${REGIMES:-}" ]; then  # does the profiled process run in the slow regime more (fresh processes, pinned 2-5)
+    timeout "${REGIMES_LIMIT:-200}" taskset -c 2-5 python3 benchmarks/regimes.py --reps "${REGIMES_REPS:-3}" \
+        --steps "${REGIMES_STEPS:-3000}" --json "$OUT/regimes.json" 2>&1 | tee "$OUT/regimes.log" | tail -9
 fi
 if [ -n "${INPROC:-}" ]; then  # each collector state's cost on a launch-bound loop, in one process
     timeout "${INPROC_LIMIT:-200}" python3 benchmarks/light_inprocess.py --rounds "${INPROC_ROUNDS:-5}" \

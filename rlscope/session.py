@@ -18,6 +18,7 @@ import importlib.metadata
 import itertools
 import json
 import os
+import random
 import socket
 import sys
 import threading
@@ -60,6 +61,12 @@ _NEVER = 2**63 - 1
 SIGNAL_FLUSH_TIMEOUT_S = 5.0
 SWITCH_BUDGET = 0.03  # the windows' switches take at most this share of the run (Session.window_length_ns)
 MAX_WINDOW_SCALE = 50.0  # and windows grow at most this much for it (5 s with the default 0.1 s)
+# each window's length is random, WINDOW_FLOOR of its nominal length plus an exponential share of
+# the rest (mean kept, at most WINDOW_CAP times it): windows of fixed length lock onto a loop's
+# period (Session.window_length_ns); False: fixed lengths
+WINDOW_RANDOM = True
+WINDOW_FLOOR = 0.3
+WINDOW_CAP = 4.0
 
 
 class Session:
@@ -117,6 +124,7 @@ class Session:
         }
         self._togglers: list[Any] = []
         self._switch_ns = {S.WINDOW_FULL: 0, S.WINDOW_LIGHT: 0}  # the last switch into each mode took
+        self._jitter = random.Random(0x726C73)  # seeded: a run's windows are the same each time
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
         self.events: Any = None  # the writer's deque, once started
@@ -256,7 +264,7 @@ class Session:
         self._window_mode = S.WINDOW_FULL
         self.events.append((self.clock(), self.main_tid, S.WINDOW, S.WINDOW_FULL, -1, -1, 0))
         if self.options["windows"] and self._togglers:
-            self.window_due_ns = self.clock() + self._window_ns[self._window_mode]
+            self.window_due_ns = self.clock() + self.window_length_ns(self._window_mode)
 
     def add_toggler(self, collector: Any) -> None:
         """A collector started after the session (on torch's import) joins the windows."""
@@ -264,7 +272,7 @@ class Session:
             self._togglers.append(collector)
             collector.set_enabled(self._window_mode == S.WINDOW_FULL)
             if self.window_due_ns == _NEVER:
-                self.window_due_ns = self.clock() + self._window_ns[self._window_mode]
+                self.window_due_ns = self.clock() + self.window_length_ns(self._window_mode)
 
     def switch_window(self) -> None:
         """Switch the expensive collectors on or off; called by a scope exit on the main thread.
@@ -296,9 +304,23 @@ class Session:
         H200 (0.5 ms attached), 7% of the run with 0.1 s windows. The switch's time is removed by
         the analyzer, but it still slows the run; longer windows keep that small, measured here on
         the run itself rather than guessed per machine.
+
+        Each length is then random, with the same mean. Switches come at scope exits once a
+        window is due, and a leaf operation holds no exit: with fixed lengths, a loop whose
+        rollout outlasts a window (SB3 PPO on an H200: 0.45 s of rollout, 0.35 s windows) got
+        the switch to light during every rollout and back at every update's exit, so every
+        update ran in a light window, its categories and GPU work never seen (or, the other way
+        round, always in full windows, its cost never measured on itself). An exponential length
+        is memoryless: whatever the loop's period, an instance's window is full with about
+        ``full_share`` probability, independently of the last one's. Uniform lengths (+-50%) were
+        not enough: in a simulation of that loop, an update ran in the same kind of window as the
+        one before 72% of the time (long runs of one kind), the shifted exponential 51%.
         """
         pair = self._window_ns[S.WINDOW_FULL] + self._window_ns[S.WINDOW_LIGHT]
         scale = min(MAX_WINDOW_SCALE, max(1.0, sum(self._switch_ns.values()) / SWITCH_BUDGET / pair))
+        if WINDOW_RANDOM:
+            draw = WINDOW_FLOOR + (1 - WINDOW_FLOOR) * self._jitter.expovariate(1.0)
+            scale *= min(draw, WINDOW_CAP)
         return int(self._window_ns[mode] * scale)
 
     def _start_nvtx(self, torch: Any) -> None:

@@ -155,6 +155,11 @@ def analyze_process_pair(
     if est is not None:
         removed.update(fixes[-1][1].removed_s)
         notes += est.notes
+        for k, n in sorted(est.light_only.items()):
+            notes.append(
+                f"{_name(proc.names, k)} ran only in light windows ({n} calls): its CPU categories and"
+                " GPU work were not recorded (shown as python, no GPU time); a longer run samples it"
+            )
         window_info = _window_info(est, proc.names, final, switched)
         _split_like_full_windows(corrected, est, proc.names, final, proc.pid)
         if switched["gpu"]:

@@ -66,6 +66,7 @@ class WindowEstimate:
     inst_name: np.ndarray  # per instance (OP_BEGIN row order): name id
     inst_phase: np.ndarray  # per instance: phase name id (-1 none)
     inst_full: np.ndarray  # per instance: began in a full window
+    light_only: dict[int, int]  # operation name id -> instances, for operations never in a full window
 
 
 def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +194,7 @@ def estimate(
 
     # operations measured by their own windows: each full window against its light neighbours
     group = 2 * np.searchsorted(win_ts, b_ts, side="right") + (mode == S.WINDOW_FULL)
-    num = den = 0.0
+    num = den = num_u = den_u = 0.0
     for key, e in per_op.items():
         if key == UNANNOTATED_ID:
             continue
@@ -227,23 +228,22 @@ def estimate(
             # against light over the whole run; closer than the pooled cost per event, which is the
             # other operations' (events differ 5x in cost between ops), but blind to drift: half of
             # what it removes is its uncertainty, as for the pooled cost
-            v = excl[inst[mine]]
-            light_med = float(np.median(v[mode[mine] == S.WINDOW_LIGHT]))
-            r = (
-                max(float(np.median(v[mode[mine] == S.WINDOW_FULL])) / light_med - 1.0, 0.0)
-                if light_med > 0
-                else 0
-            )
-            n_full = int(((name == key) & (mode == S.WINDOW_FULL)).sum())
-            removed = min(r * light_med * n_full, e["full_time_ns"])
+            v, in_full = excl[inst[mine]], mode[mine] == S.WINDOW_FULL
+            light_med = float(np.median(v[~in_full]))
+            r = max(float(np.median(v[in_full])) / light_med - 1.0, 0.0) if light_med > 0 else 0.0
+            full_inst = (name == key) & (mode == S.WINDOW_FULL)
+            removed = min(r * light_med * int(full_inst.sum()), e["full_time_ns"])
             e.update(
                 factor=1.0 - removed / e["full_time_ns"] if e["full_time_ns"] > 0 else 1.0,
                 method="unpaired",
                 sigma_ns=FALLBACK_REL_SIGMA * removed,
             )
+            num_u += removed
+            den_u += float(events[inst[full_inst]].sum())
         else:
             e["method"] = "pooled"
-    cost = max(num / den, 0.0) if den > 0 else None
+    # the pooled cost per event: from the paired operations, else (a short run) the unpaired ones
+    cost = max(num / den, 0.0) if den > 0 else max(num_u / den_u, 0.0) if den_u > 0 else None
     notes: list[str] = []
     for key, e in per_op.items():
         if "factor" in e:
@@ -270,7 +270,12 @@ def estimate(
             e["removed_ns"] += cut
             e["after_switch_removed_ns"] = cut
             e["sigma_ns"] = float(np.hypot(e["sigma_ns"], sigma))
+    # operations never seen in a full window: their categories and GPU work were never recorded
+    seen_full = set(np.unique(name[mode == S.WINDOW_FULL]).tolist()) | set(per_op)
+    ids, counts = np.unique(name, return_counts=True)
+    light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
     return WindowEstimate(
+        light_only=light_only,
         factor=factor,
         row_mode=row_mode,
         per_op=per_op,
