@@ -535,3 +535,27 @@ def test_window_lengths_are_random_so_no_operation_locks_onto_one_kind(tmp_path,
     assert 0.2 < mixed.mean() < 0.8, mixed.mean()
     assert s["operations"]["train"]["total_s"] == pytest.approx(40 * 200 * WORK * 1e-9, rel=1e-6)
     assert s["operations"]["train"]["categories"]["backend"] > 0  # seen in full windows
+
+
+def test_the_run_starts_in_a_light_window_so_cold_calls_run_untraced(windowed):
+    """A loop's first call is its cold one, and GPU tracing makes cold work (modules loaded, libraries
+    set up) far costlier than a typical call's excess, which is all the windows remove. The session
+    starts in a light window, so the cold call costs what it costs unprofiled and the total is exact."""
+    session, clock = windowed
+    col = FakeCollector()
+    session.options["flush_interval"] = 1e6
+    cold_on, cold_off = 400_000, 100_000  # the cold call traced / untraced
+    with session:
+        session.add_toggler(col)
+        assert not col.on  # joined in the first, light window
+        for i in range(600):
+            with rlscope.scope("infer"):
+                if i == 0:
+                    clock.advance(cold_on if col.on else cold_off)
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, session, clock.advance)
+            clock.advance(GLUE)
+    assert col.switches > 20
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    truth = (cold_off + 600 * OPS_PER_INFER * WORK) * 1e-9
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-6)
