@@ -49,7 +49,10 @@ class StreamFile:
         self._sink = pa.OSFile(str(path), "wb")  # unbuffered: each batch reaches the OS at once
         # zstd: event columns are regular (repeated kinds, threads, nearby timestamps) and shrink
         # several-fold; every Arrow reader (pyarrow, polars, DuckDB via pyarrow) decompresses it
-        options = pa.ipc.IpcWriteOptions(compression="zstd")
+        # use_threads=False: compress on the writer's own thread, not in Arrow's pool, which would
+        # wake a thread per core at every flush beside the job (on the devices, threads waking
+        # beside an unprofiled loop put it in the machine's slow speed more: BENCHMARKS.md §9)
+        options = pa.ipc.IpcWriteOptions(compression="zstd", use_threads=False)
         self._writer = pa.ipc.new_stream(self._sink, arrow_schema, options=options)
         # the schema (with the process metadata) reaches disk now, not with the first rows: a
         # process killed before its first flush still leaves a readable, empty trace
