@@ -47,15 +47,20 @@ def _fake_op(col: FakeCollector, session, advance) -> None:
         advance(WORK)
 
 
+def _fake_infer(col: FakeCollector, session, advance) -> None:
+    """One ``infer``: OPS_PER_INFER fake ops."""
+    with rlscope.scope("infer"):
+        for _ in range(OPS_PER_INFER):
+            _fake_op(col, session, advance)
+
+
 def _run_fake(session, clock, iters: int, long_every: int = 0) -> FakeCollector:
     col = FakeCollector()
     session.options["flush_interval"] = 1e6
     with session:
         session.add_toggler(col)
         for i in range(iters):
-            with rlscope.scope("infer"):
-                for _ in range(OPS_PER_INFER):
-                    _fake_op(col, session, clock.advance)
+            _fake_infer(col, session, clock.advance)
             with rlscope.scope("sim"):
                 clock.advance(SIM)
             if long_every and i % long_every == long_every - 1:
@@ -298,9 +303,7 @@ def test_windows_lengthen_when_switching_is_expensive(tmp_path, monkeypatch):
         session.add_toggler(col)
         start = clock()
         for _ in range(20_000):
-            with rlscope.scope("infer"):
-                for _ in range(OPS_PER_INFER):
-                    _fake_op(col, session, clock.advance)
+            _fake_infer(col, session, clock.advance)
             clock.advance(GLUE)
         run_ns = clock() - start
     share = col.switches * switch_ns / run_ns
@@ -439,9 +442,7 @@ def _run_with_late_train(
     with session:
         session.add_toggler(col)
         for i in range(iters):
-            with rlscope.scope("infer"):
-                for _ in range(OPS_PER_INFER):
-                    _fake_op(col, session, clock.advance)
+            _fake_infer(col, session, clock.advance)
             if i >= start and (i - start) % every == 0:
                 with rlscope.scope("train"):
                     clock.advance(cold_ns if trains == 0 else 0)
@@ -508,9 +509,7 @@ def _rollout_then_update(tmp_path, name: str, periods: int):
         for _ in range(periods):
             with rlscope.scope("collect"):
                 for _ in range(60):
-                    with rlscope.scope("infer"):
-                        for _ in range(OPS_PER_INFER):
-                            _fake_op(col, session, clock.advance)
+                    _fake_infer(col, session, clock.advance)
             with rlscope.scope("train"):
                 for _ in range(200):
                     _fake_op(col, session, clock.advance)
