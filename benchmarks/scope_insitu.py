@@ -28,6 +28,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--iters", type=int, default=400)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--no-gc", action="store_true", help="the garbage collector off in the timed blocks")
     args = p.parse_args()
     os.environ["RLSCOPE_GPU_MEMORY"] = "0"
     sys.path.insert(0, str(Path(__file__).parent))
@@ -51,6 +52,10 @@ def main() -> int:
         sync()
         return (time.perf_counter_ns() - t0) / args.iters
 
+    if args.no_gc:
+        import gc
+
+        gc.disable()
     tmp = tempfile.mkdtemp()
     diffs = []
     options = dict(backend=False, gpu=False, windows=False, nvml_hz=0, flush_interval=1e6)
