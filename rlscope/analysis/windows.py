@@ -206,6 +206,8 @@ def estimate(
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
+        full_inst = (name == key) & (mode == S.WINDOW_FULL)  # whole or not: what the removal covers
+        full_events = float(events[inst[full_inst]].sum())
         full_g, full_med, ref = paired_windows(group[mine], mode[mine], excl[inst[mine]])
         if len(full_g) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
             # the cost in proportion to the light neighbours' time, applied at each full window's
@@ -214,15 +216,14 @@ def estimate(
             # per-instance outliers (a cold call) still get the typical instance's cost, not a share
             rel = full_med / ref - 1.0
             r = max(float(np.median(rel)), 0.0)
-            base = light_base(full_g, ref, group[(name == key) & (mode == S.WINDOW_FULL)])
+            base = light_base(full_g, ref, group[full_inst])
             removed = min(r * base, e["full_time_ns"])
             e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(rel))
             # robust spread between windows (MAD): one window holding a one-time cost is not noise
             mad = 1.4826 * float(np.median(np.abs(rel - np.median(rel))))
             e["sigma_ns"] = base * mad / np.sqrt(len(rel))
-            ev_full = events[inst[(name == key) & (mode == S.WINDOW_FULL)]]
             num += removed
-            den += float(ev_full.sum())
+            den += full_events
         elif e["light_n"] >= MIN_UNPAIRED and e["full_n"] >= MIN_UNPAIRED:
             # too few windows to pair (an operation run once per rollout): its own instances, full
             # against light over the whole run; closer than the pooled cost per event, which is the
@@ -231,7 +232,6 @@ def estimate(
             v, in_full = excl[inst[mine]], mode[mine] == S.WINDOW_FULL
             light_med = float(np.median(v[~in_full]))
             r = max(float(np.median(v[in_full])) / light_med - 1.0, 0.0) if light_med > 0 else 0.0
-            full_inst = (name == key) & (mode == S.WINDOW_FULL)
             removed = min(r * light_med * int(full_inst.sum()), e["full_time_ns"])
             e.update(
                 factor=1.0 - removed / e["full_time_ns"] if e["full_time_ns"] > 0 else 1.0,
@@ -239,7 +239,7 @@ def estimate(
                 sigma_ns=FALLBACK_REL_SIGMA * removed,
             )
             num_u += removed
-            den_u += float(events[inst[full_inst]].sum())
+            den_u += full_events
         else:
             e["method"] = "pooled"
     # the pooled cost per event: from the paired operations, else (a short run) the unpaired ones
