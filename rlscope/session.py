@@ -274,10 +274,13 @@ class Session:
         """A collector started after the session (on torch's import) joins the windows."""
         if self.options["windows"] and hasattr(collector, "set_enabled"):
             self._togglers.append(collector)
-            if self.window_due_ns == _NEVER and self._window_mode == S.WINDOW_FULL:
-                self.switch_window()  # the first expensive collector: a light window first, as at start
-            else:
+            if self.window_due_ns != _NEVER:  # windows under way: join the current one
                 collector.set_enabled(self._window_mode == S.WINDOW_FULL)
+            elif self._window_mode == S.WINDOW_FULL:
+                self.switch_window()  # the first expensive collector: a light window first, as at start
+            else:  # every earlier one was dropped in a light window: the windows go on from it
+                collector.set_enabled(False)
+                self.window_due_ns = self.clock() + self.window_length_ns(S.WINDOW_LIGHT)
 
     def switch_window(self) -> None:
         """Switch the expensive collectors on or off; called by a scope exit on the main thread.

@@ -558,3 +558,27 @@ def test_the_run_starts_in_a_light_window_so_cold_calls_run_untraced(windowed):
     s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     truth = (cold_off + 600 * OPS_PER_INFER * WORK) * 1e-9
     assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-6)
+
+
+def test_a_collector_joining_after_every_other_was_dropped_still_alternates(windowed):
+    """A collector that fails to switch is dropped; if that leaves none while a light window holds,
+    the next one to join must not stay off for the rest of the run."""
+    session, clock = windowed
+    session.options["flush_interval"] = 1e6
+
+    class Broken(FakeCollector):
+        def set_enabled(self, on: bool) -> None:
+            if self.switches == 2 and not on:  # to light, to full, then fails switching to light
+                raise RuntimeError("cannot switch")
+            super().set_enabled(on)
+
+    with session:
+        session.add_toggler(Broken())  # the session starts light with it
+        for _ in range(200):
+            _fake_infer(FakeCollector(), session, clock.advance)  # dropped: a light window, none due
+        assert not session._togglers and session._window_mode == S.WINDOW_LIGHT
+        col = FakeCollector()
+        session.add_toggler(col)
+        for _ in range(600):
+            _fake_infer(col, session, clock.advance)
+    assert col.switches > 5
