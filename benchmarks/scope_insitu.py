@@ -1,6 +1,6 @@
 """What a scope pair costs inside a real loop, against what ``rlscope calibrate`` stored for it.
 
-    python benchmarks/scope_insitu.py [--rounds 30] [--iters 400] [--device cpu|cuda]
+    python benchmarks/scope_insitu.py [--rounds 30] [--iters 400] [--device cpu|cuda] [--recorder both]
 
 ``rlscope calibrate`` times scopes in a tight loop (a little Python between events), where the
 scope code stays in the caches. In an RL loop tens of microseconds of framework work run between
@@ -9,7 +9,8 @@ two boundaries and evict it. Here the eager simulator's step (benchmarks/loops.p
 path), then under a session that records scopes only (no backend ops, no GPU tracing, no windows,
 no NVML, no periodic flush), then unprofiled again, ``--rounds`` times. The profiled block less the
 mean of the two around it, over three scope pairs, is a scope pair's cost in that loop; printed
-beside the calibration's for this machine.
+beside the calibration's for this machine. ``--recorder both`` (default) measures the C scope
+methods (collectors/scope_native.c) and annotate.py's Python ones in turn, the order rotated per round.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=400)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-gc", action="store_true", help="the garbage collector off in the timed blocks")
+    p.add_argument("--recorder", choices=("native", "python", "both"), default="both", help="scope methods")
     args = p.parse_args()
     os.environ["RLSCOPE_GPU_MEMORY"] = "0"
     sys.path.insert(0, str(Path(__file__).parent))
@@ -37,6 +39,7 @@ def main() -> int:
 
     import rlscope
     from rlscope import calibration
+    from rlscope.collectors import scope_native
 
     torch.set_num_threads(1)
     step = sim_eager_step(args.device)
@@ -57,17 +60,23 @@ def main() -> int:
 
         gc.disable()
     tmp = tempfile.mkdtemp()
-    diffs = []
+    recorders = ["native", "python"] if args.recorder == "both" else [args.recorder]
+    diffs: dict[str, list[float]] = {rec: [] for rec in recorders}
     options = dict(backend=False, gpu=False, windows=False, nvml_hz=0, flush_interval=1e6)
     for r in range(args.rounds):
-        before = block()
-        session = rlscope.profile(f"{tmp}/t{r}", **options).start()
-        on = block()
-        session.stop()
-        diffs.append(on - (before + block()) / 2)
-    pair = [d / 3 for d in diffs]  # policy, step, stats
-    q = statistics.quantiles(pair, n=4)
-    print(f"scope pair in the loop: {statistics.median(pair):.0f} ns (quartiles {q[0]:.0f}..{q[2]:.0f})")
+        for rec in recorders[r % len(recorders) :] + recorders[: r % len(recorders)]:  # order rotated
+            os.environ[scope_native.ENV] = "1" if rec == "native" else "0"
+            before = block()
+            session = rlscope.profile(f"{tmp}/t{r}{rec}", **options).start()
+            assert session.scope_recorder == rec, f"asked for {rec}, got {session.scope_recorder}"
+            on = block()
+            session.stop()
+            diffs[rec].append(on - (before + block()) / 2)
+    for rec in recorders:
+        pair = [d / 3 for d in diffs[rec]]  # policy, step, stats
+        q = statistics.quantiles(pair, n=4)
+        med = statistics.median(pair)
+        print(f"{rec} scope pair in the loop: {med:.0f} ns (quartiles {q[0]:.0f}..{q[2]:.0f})")
     path = calibration.path_for(calibration.current_key())
     if path.exists():
         cost = calibration.load(path)["costs_ns"].get("scope", {})

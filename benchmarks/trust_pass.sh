@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu
 nproc | tee -a "$OUT/gpu.txt"
 export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 # build both native parts once (timed), so no run below pays for a compile
-( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native, gpu_memory as m; print(cupti_native.build()); print(torch_native.build(torch)); print(m.load_native(torch))" ) 2>&1 | tail -5
+( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native, scope_native, gpu_memory as m; print(cupti_native.build()); print(torch_native.build(torch)); print(m.load_native(torch)); print('scopes:', scope_native.available())" ) 2>&1 | tail -6
 # calibrated before the GPU tests too: a user's traces carry the residual costs (scopes, the writer), and
 # without them tests/test_gpu_windows.py compared a correction that left those in
 [ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4

@@ -22,7 +22,7 @@ from rlscope._version import __version__
 from rlscope.errors import RLScopeError
 
 SCHEMA = "rlscope.calibration/1"
-KEY_FIELDS = ("host", "machine", "cpu", "python", "torch", "cuda", "rlscope")
+KEY_FIELDS = ("host", "machine", "cpu", "python", "torch", "cuda", "scopes", "rlscope")
 
 
 class CalibrationError(RLScopeError):
@@ -62,6 +62,7 @@ def torch_cuda_version() -> str:
 
 def current_key() -> dict[str, str]:
     """This process's machine and stack, as recorded in trace metadata (rlscope.session)."""
+    from rlscope.collectors import scope_native
     from rlscope.session import _package_version
 
     return {
@@ -71,6 +72,7 @@ def current_key() -> dict[str, str]:
         "python": sys.version.split()[0],
         "torch": _package_version("torch"),
         "cuda": torch_cuda_version(),
+        "scopes": scope_native.available(),  # the native and the Python scope methods cost differently
         "rlscope": __version__,
     }
 

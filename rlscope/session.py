@@ -128,6 +128,7 @@ class Session:
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
         self.events: Any = None  # the writer's deque, once started
+        self.scope_recorder = "python"  # set at start: collectors/scope_native.py
         self.process_dir: Path | None = None
         self._tls = threading.local()
         self._states: list[annotate.ThreadState] = []
@@ -180,6 +181,8 @@ class Session:
         return annotate._active is self
 
     def _metadata(self, start_ns: int) -> dict[str, str]:
+        from rlscope.collectors import scope_native
+
         return {
             "rlscope.version": __version__,
             "host": socket.gethostname(),
@@ -193,6 +196,8 @@ class Session:
             **stack_info(),
             "gymnasium": _package_version("gymnasium"),
             "clock": "perf_counter_ns",
+            # native | python: the scope methods a session here runs (a calibration key field)
+            "scopes": scope_native.available(),
             "clock_anchor_ns": str(start_ns),
             "clock_anchor_unix_ns": str(time.time_ns()),
             "argv": json.dumps(sys.argv),
@@ -202,8 +207,11 @@ class Session:
     def start(self) -> Session:
         if annotate._active is not None:
             raise RLScopeError("an rlscope session is already active in this process")
+        from rlscope.collectors import scope_native
         from rlscope.trace.writer import TraceWriter  # imports pyarrow: only when profiling
 
+        # the C scope methods (built on first use, cached): a scope pair costs a fraction of Python's
+        self.scope_recorder = scope_native.install()
         start_ns = self.clock()
         self._pid = os.getpid()
         self.process_dir = self.trace_dir / f"{S.PROCESS_PREFIX}{self._pid}"
@@ -221,6 +229,7 @@ class Session:
                 annotate._names,
                 flush_interval=self.options["flush_interval"],
                 clock=self.clock,
+                events=scope_native.event_buffer() if self.scope_recorder == "native" else None,
             )
         except OSError as e:
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
@@ -381,6 +390,9 @@ class Session:
         self.events.append(end)
         if annotate._active is self:
             annotate._active = None
+        from rlscope.collectors import scope_native
+
+        scope_native.forget_thread()  # the C methods' cached references to this session (this thread's)
         self.nvtx_push = self.nvtx_pop = None
         self.tick_due_ns, self._ticker = _NEVER, None
         writer, self._writer = self._writer, None

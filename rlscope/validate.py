@@ -343,6 +343,9 @@ class TimerSession(NullSession):
             return self
         if annotate._active is not None:
             raise RLScopeError("an rlscope session is already active in this process")
+        from rlscope.collectors import scope_native
+
+        scope_native.install()  # the same scope methods as a profiled run: the reference's cost is as small
         super().start()
         annotate._active = self  # type: ignore[assignment]
         self.tick_due_ns = self.clock() + _TICK_NS

@@ -79,6 +79,14 @@ class StreamFile:
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows_written += len(rows)
 
+    def write_table(self, table: np.ndarray) -> None:
+        """Append all-integer rows given as one (n, columns) int64 array (the native event buffer's)."""
+        if len(table):
+            self._writer.write_batch(
+                pa.RecordBatch.from_arrays(self._table_columns(table), schema=self.schema)
+            )
+            self.rows_written += len(table)
+
     def _int_columns(self, rows: Sequence[tuple]) -> list[pa.Array]:
         """All-integer rows as one (n, columns) int64 array, then one strided cast per column.
 
@@ -88,11 +96,13 @@ class StreamFile:
         """
         width = len(self.schema)
         flat = np.fromiter(itertools.chain.from_iterable(rows), np.int64, count=len(rows) * width)
-        table = flat.reshape(len(rows), width)
+        return self._table_columns(flat.reshape(len(rows), width))
+
+    def _table_columns(self, table: np.ndarray) -> list[pa.Array]:
         out = []
         for k, f in enumerate(self.schema):
             col = np.ascontiguousarray(table[:, k], dtype=f.type.to_pandas_dtype())
-            out.append(pa.Array.from_buffers(f.type, len(rows), [None, pa.py_buffer(col)]))
+            out.append(pa.Array.from_buffers(f.type, len(table), [None, pa.py_buffer(col)]))
         return out
 
     def close(self) -> None:
@@ -110,7 +120,10 @@ class TraceWriter:
         names: list[str],
         flush_interval: float = 1.0,
         clock: Callable[[], int] = time.perf_counter_ns,
+        events: Any = None,
     ) -> None:
+        """``events``: the queue the session appends to: a deque (default), or the native
+        ``EventBuffer`` (collectors/scope_native.c), drained as one int64 array."""
         # the directory appears whole: its files are made in a hidden one renamed into place, so a
         # process killed while its session starts (a pool worker its pool ends at once) leaves no
         # half-made process directory behind (a second session of a process reuses its directory)
@@ -118,7 +131,7 @@ class TraceWriter:
         made.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self.process_dir = process_dir
-        self.events: collections.deque[tuple] = collections.deque()
+        self.events: Any = events if events is not None else collections.deque()
         self._names = names  # the process-wide interning table (append-only)
         self._names_written = 0
         self._events_file = StreamFile(made / schema.EVENTS_FILE, schema.events_schema(metadata))
@@ -171,14 +184,20 @@ class TraceWriter:
                 return
             # drain everything first, then write names, then rows: every name a row uses is on disk
             drained = [([q.popleft() for _ in range(len(q))], stream) for q, stream in self._streams]
-            pop = self.events.popleft
-            rows = [pop() for _ in range(len(self.events))]
+            if isinstance(self.events, collections.deque):
+                pop = self.events.popleft
+                rows: Any = [pop() for _ in range(len(self.events))]
+            else:  # the native buffer: one copy, one view
+                rows = np.frombuffer(self.events.drain(), np.int64).reshape(-1, len(self._events_file.schema))
             n_names = len(self._names)
             if n_names > self._names_written:
                 new = [(i, self._names[i]) for i in range(self._names_written, n_names)]
                 self._names_file.write_rows(new)
                 self._names_written = n_names
-            self._events_file.write_rows(rows)
+            if isinstance(rows, np.ndarray):
+                self._events_file.write_table(rows)
+            else:
+                self._events_file.write_rows(rows)
             for stream_rows, stream in drained:
                 stream.write_rows(stream_rows)
         if mark:  # written with the next flush
@@ -197,3 +216,5 @@ class TraceWriter:
                 for _, stream in self._streams:
                     stream.close()
                 self._events_file = None
+                if hasattr(self.events, "release"):  # the native buffer: its memory back, now drained
+                    self.events.release()

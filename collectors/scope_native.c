@@ -1,0 +1,648 @@
+/* rlscope's scope and category boundaries in C (built on first use by scope_native.py).
+ *
+ * Why: a scope pair in Python costs ~1 us in a tight loop but 3.6-4.0 us inside a real RL loop on
+ * the CPU VM (benchmarks/scope_insitu.py): a dozen bytecode-level steps, each with its own inline
+ * caches, run cold after tens of microseconds of the job's own work. The same steps here are a few
+ * hundred bytes of machine code and a handful of dict/list operations.
+ *
+ * The semantics are annotate.py's, exactly: the same events (tuples appended to the session's
+ * ``events``), the same per-thread stacks (annotate.ThreadState's lists and dict, shared with the
+ * Python code), the same window and tick checks. Anything off the common path (phases, closing a
+ * scope that is not the innermost one, an active object that is not a session with ``_tls``) is
+ * handed to annotate.py's Python implementation, passed in by install().
+ *
+ * install() puts method descriptors for __enter__/__exit__ on annotate._Scope and
+ * annotate._Category, so every scope object, including those created before, takes this path.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
+
+#define ABI_VERSION 1
+
+/* event kinds and flags: rlscope/trace/schema.py's, checked by install() */
+#define OP_BEGIN 0
+#define OP_END 1
+#define CAT_BEGIN 2
+#define CAT_END 3
+#define FLAG_RECURSIVE 1
+#define FLAG_FORCED_CLOSE 2
+#define CAT_PYTHON 0
+
+static PyObject *annotate_dict;   /* rlscope.annotate.__dict__: "_active" read on every boundary */
+static PyObject *perf_counter_ns; /* time.perf_counter_ns: a session clock read as CLOCK_MONOTONIC */
+static PyObject *py_scope_enter, *py_scope_exit, *py_close_stack; /* annotate.py's fallbacks */
+static PyObject *py_cat_enter, *py_cat_exit;
+static Py_ssize_t off_name, off_name_id, off_begin, off_code; /* slot offsets in _Scope/_Category */
+static PyObject *s_active, *s_tls, *s_clock, *s_events, *s_ids, *s_nvtx_push, *s_nvtx_pop;
+static PyObject *s_window_due, *s_tick_due, *s_main_tid, *s_thread_state, *s_switch_window,
+    *s_run_tick, *s_append, *s_ops, *s_open_names, *s_cats, *s_thread;
+
+/* Per-thread cache of the active object's ThreadState. Strong references: the cached session and
+ * its threading.local cannot be freed and their addresses reused while cached (no ABA), and a new
+ * threading.local (Session._restart_in_child after fork) misses the cache. */
+typedef struct {
+    PyObject *session, *tls, *ops, *open_names, *cats, *thread;
+} TState;
+static _Thread_local TState tstate;
+
+static inline long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t); /* what time.perf_counter_ns reads on Linux */
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static inline PyObject *slot(PyObject *o, Py_ssize_t off) { return *(PyObject **)((char *)o + off); }
+
+/* The active object's instance dict (borrowed), or NULL (no session / not a plain object). */
+static PyObject *active_dict(PyObject **active) {
+    PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
+    *active = s;
+    if (s == NULL || s == Py_None) return NULL;
+    PyObject **dp = _PyObject_GetDictPtr(s);
+    if (dp == NULL || *dp == NULL) {
+        /* 3.11+ may keep attributes inline until __dict__ is asked for: materialize it once */
+        PyObject *d = PyObject_GenericGetDict(s, NULL);
+        if (d == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        Py_DECREF(d); /* the object keeps it */
+        dp = _PyObject_GetDictPtr(s);
+        if (dp == NULL || *dp == NULL) return NULL;
+    }
+    return *dp;
+}
+
+static long long session_clock(PyObject *d, int *err) {
+    PyObject *clock = PyDict_GetItemWithError(d, s_clock);
+    if (clock == NULL || clock == perf_counter_ns) return now_ns();
+    PyObject *r = PyObject_CallNoArgs(clock); /* a test's fake clock, or another clock */
+    if (r == NULL) {
+        *err = 1;
+        return 0;
+    }
+    long long v = PyLong_AsLongLong(r);
+    Py_DECREF(r);
+    if (v == -1 && PyErr_Occurred()) *err = 1;
+    return v;
+}
+
+static int call_if_set(PyObject *d, PyObject *key, PyObject *arg) {
+    PyObject *f = PyDict_GetItemWithError(d, key);
+    if (f == NULL || f == Py_None) return PyErr_Occurred() ? -1 : 0;
+    PyObject *r = arg ? PyObject_CallOneArg(f, arg) : PyObject_CallNoArgs(f);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static void tstate_clear(void) {
+    Py_CLEAR(tstate.session);
+    Py_CLEAR(tstate.tls);
+    Py_CLEAR(tstate.ops);
+    Py_CLEAR(tstate.open_names);
+    Py_CLEAR(tstate.cats);
+    Py_CLEAR(tstate.thread);
+}
+
+/* This thread's ThreadState of session ``s`` (its threading.local ``tls``), cached; 0 on success,
+ * -1 on error, 1 when the state is not what annotate.ThreadState holds (the caller falls back). */
+static int thread_state(PyObject *s, PyObject *tls) {
+    if (tstate.session == s && tstate.tls == tls) return 0;
+    PyObject *st = PyObject_CallMethodNoArgs(s, s_thread_state);
+    if (st == NULL) return -1;
+    PyObject *ops = PyObject_GetAttr(st, s_ops), *open_names = PyObject_GetAttr(st, s_open_names),
+             *cats = PyObject_GetAttr(st, s_cats), *thread = PyObject_GetAttr(st, s_thread);
+    Py_DECREF(st);
+    if (!ops || !open_names || !cats || !thread || !PyList_CheckExact(ops) || !PyDict_CheckExact(open_names) ||
+        !PyList_CheckExact(cats)) {
+        Py_XDECREF(ops);
+        Py_XDECREF(open_names);
+        Py_XDECREF(cats);
+        Py_XDECREF(thread);
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    tstate_clear();
+    Py_INCREF(s);
+    Py_INCREF(tls);
+    tstate.session = s;
+    tstate.tls = tls;
+    tstate.ops = ops;
+    tstate.open_names = open_names;
+    tstate.cats = cats;
+    tstate.thread = thread;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------- EventBuffer */
+
+/* The session's event queue: rows of 7 int64 (the events schema's columns, in order) in one
+ * growing array, appended under the GIL (every caller holds it) and drained by the writer thread
+ * in one copy. Against a deque of tuples: no Python objects kept per event (a tuple and two ints
+ * that the job's own code would find in its caches' way), and the writer converts a batch with one
+ * numpy view instead of a Python loop over tuples, while holding the GIL beside the job. */
+#define WIDTH 7
+typedef struct {
+    PyObject_HEAD
+    long long *rows;
+    Py_ssize_t len, cap; /* in rows */
+} EventBuffer;
+
+static int eb_reserve(EventBuffer *b) {
+    if (b->len < b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap * 2 : 4096;
+    long long *rows = PyMem_RawRealloc(b->rows, (size_t)cap * WIDTH * sizeof(long long));
+    if (rows == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->rows = rows;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int eb_push(EventBuffer *b, long long ts, long long thread, long long kind, long long a, long long p,
+                          long long c, long long flags) {
+    if (eb_reserve(b) < 0) return -1;
+    long long *r = b->rows + b->len * WIDTH;
+    r[0] = ts;
+    r[1] = thread;
+    r[2] = kind;
+    r[3] = a;
+    r[4] = p;
+    r[5] = c;
+    r[6] = flags;
+    b->len += 1;
+    return 0;
+}
+
+static PyObject *eb_append(EventBuffer *b, PyObject *row) {
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != WIDTH) {
+        PyErr_SetString(PyExc_TypeError, "EventBuffer.append: a 7-tuple of ints");
+        return NULL;
+    }
+    long long v[WIDTH];
+    for (int i = 0; i < WIDTH; i++) {
+        v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(row, i));
+        if (v[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (eb_push(b, v[0], v[1], v[2], v[3], v[4], v[5], v[6]) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *eb_drain(EventBuffer *b, PyObject *unused) {
+    /* the rows so far as bytes (n * 7 int64, native order); the buffer keeps its memory */
+    PyObject *out = PyBytes_FromStringAndSize((const char *)b->rows, b->len * WIDTH * (Py_ssize_t)sizeof(long long));
+    if (out != NULL) b->len = 0;
+    return out;
+}
+
+static PyObject *eb_release(EventBuffer *b, PyObject *unused) {
+    /* the writer is closed: give the memory back (rows not drained are dropped) */
+    PyMem_RawFree(b->rows);
+    b->rows = NULL;
+    b->len = b->cap = 0;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t eb_length(EventBuffer *b) { return b->len; }
+
+static void eb_dealloc(EventBuffer *b) {
+    PyMem_RawFree(b->rows);
+    Py_TYPE(b)->tp_free((PyObject *)b);
+}
+
+static PyMethodDef eb_methods[] = {
+    {"append", (PyCFunction)eb_append, METH_O, "append one event row (a 7-tuple of ints)"},
+    {"drain", (PyCFunction)eb_drain, METH_NOARGS, "take every row so far, as bytes of n*7 int64"},
+    {"release", (PyCFunction)eb_release, METH_NOARGS, "free the buffer's memory (after the last drain)"},
+    {NULL, NULL, 0, NULL},
+};
+static PySequenceMethods eb_as_sequence = {.sq_length = (lenfunc)eb_length};
+static PyTypeObject EventBufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rlscope_scope_native.EventBuffer",
+    .tp_basicsize = sizeof(EventBuffer),
+    .tp_dealloc = (destructor)eb_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "rlscope's event rows, appended under the GIL, drained by the writer in one copy",
+    .tp_methods = eb_methods,
+    .tp_as_sequence = &eb_as_sequence,
+    .tp_new = PyType_GenericNew,
+};
+
+
+/* session.events.append((ts, thread, kind, a, b, c, flags)); steals nothing. */
+static int append_event(PyObject *d, long long ts, PyObject *thread, long kind, PyObject *a, PyObject *b,
+                        PyObject *c, long flags) {
+    PyObject *events = PyDict_GetItemWithError(d, s_events);
+    if (events == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "rlscope: session has no events");
+        return -1;
+    }
+    if (Py_IS_TYPE(events, &EventBufferType)) {
+        long long v[4];
+        PyObject *objs[4] = {thread, a, b, c};
+        for (int i = 0; i < 4; i++) {
+            v[i] = PyLong_AsLongLong(objs[i]);
+            if (v[i] == -1 && PyErr_Occurred()) return -1;
+        }
+        return eb_push((EventBuffer *)events, ts, v[0], kind, v[1], v[2], v[3], flags);
+    }
+    PyObject *t = PyTuple_New(7);
+    if (t == NULL) return -1;
+    PyObject *tsv = PyLong_FromLongLong(ts);
+    if (tsv == NULL) {
+        Py_DECREF(t);
+        return -1;
+    }
+    PyTuple_SET_ITEM(t, 0, tsv);
+    Py_INCREF(thread);
+    PyTuple_SET_ITEM(t, 1, thread);
+    PyTuple_SET_ITEM(t, 2, PyLong_FromLong(kind)); /* small ints: cached, cannot fail */
+    Py_INCREF(a);
+    PyTuple_SET_ITEM(t, 3, a);
+    Py_INCREF(b);
+    PyTuple_SET_ITEM(t, 4, b);
+    Py_INCREF(c);
+    PyTuple_SET_ITEM(t, 5, c);
+    PyTuple_SET_ITEM(t, 6, PyLong_FromLong(flags));
+    /* ints only: no cycle can run through it, so the collector need not traverse it (CPython
+     * untracks such tuples itself, but only when a collection first visits them) */
+    PyObject_GC_UnTrack(t);
+    PyObject *r;
+    if (PyList_CheckExact(events)) {
+        int rc = PyList_Append(events, t);
+        Py_DECREF(t);
+        return rc;
+    }
+    r = PyObject_CallMethodOneArg(events, s_append, t);
+    Py_DECREF(t);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *minus_one, *cat_python, *op_begin; /* -1, categories.PYTHON, OP_BEGIN */
+/* -------------------------------------------------------------------------------- scopes */
+
+/* annotate.py's __exit__ (``fn``) called as the method it is: self, then the exception triple */
+static PyObject *python_exit(PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *full[4] = {self, Py_None, Py_None, Py_None};
+    Py_ssize_t n = nargs < 3 ? nargs : 3;
+    for (Py_ssize_t i = 0; i < n; i++) full[i + 1] = args[i];
+    return PyObject_Vectorcall(fn, full, 1 + n, NULL);
+}
+
+static PyObject *scope_enter(PyObject *self, PyObject *unused) {
+    PyObject *s;
+    PyObject *d = active_dict(&s);
+    if (d == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        if (s == NULL || s == Py_None) return Py_NewRef(self);
+        return PyObject_CallOneArg(py_scope_enter, self);
+    }
+    PyObject *begin = slot(self, off_begin), *nid = slot(self, off_name_id);
+    PyObject *tls = PyDict_GetItemWithError(d, s_tls);
+    if (begin != op_begin || nid == NULL || tls == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        return PyObject_CallOneArg(py_scope_enter, self); /* a phase, or not a Session-like object */
+    }
+    int rc = thread_state(s, tls); /* before the clock: a first call's set-up is not the operation's */
+    if (rc < 0) return NULL;
+    if (rc > 0) return PyObject_CallOneArg(py_scope_enter, self);
+    int err = 0;
+    long long ts = session_clock(d, &err);
+    if (err) return NULL;
+    if (call_if_set(d, s_nvtx_pop, NULL) < 0) return NULL;
+    PyObject *open_names = tstate.open_names, *ops = tstate.ops;
+    PyObject *nobj = PyDict_GetItemWithError(open_names, nid);
+    long n = 0;
+    if (nobj == NULL) {
+        if (PyErr_Occurred()) return NULL;
+    } else {
+        n = PyLong_AsLong(nobj);
+    }
+    PyObject *n1 = PyLong_FromLong(n + 1);
+    if (n1 == NULL) return NULL;
+    rc = PyDict_SetItem(open_names, nid, n1);
+    Py_DECREF(n1);
+    if (rc < 0) return NULL;
+    PyObject *ids = PyDict_GetItemWithError(d, s_ids);
+    if (ids == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "rlscope: session has no ids");
+        return NULL;
+    }
+    PyObject *inst = PyIter_Next(ids);
+    if (inst == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "rlscope: session ids exhausted");
+        return NULL;
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(ops);
+    PyObject *parent = depth ? PyTuple_GET_ITEM(PyList_GET_ITEM(ops, depth - 1), 0) : minus_one;
+    if (append_event(d, ts, tstate.thread, OP_BEGIN, inst, parent, nid, n ? FLAG_RECURSIVE : 0) < 0) {
+        Py_DECREF(inst);
+        return NULL;
+    }
+    PyObject *entry = PyTuple_Pack(2, inst, nid);
+    Py_DECREF(inst);
+    if (entry == NULL) return NULL;
+    PyObject_GC_UnTrack(entry);
+    rc = PyList_Append(ops, entry);
+    Py_DECREF(entry);
+    if (rc < 0) return NULL;
+    PyObject *name = slot(self, off_name);
+    if (name != NULL && call_if_set(d, s_nvtx_push, name) < 0) return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *s;
+    PyObject *d = active_dict(&s);
+    if (d == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        if (s == NULL || s == Py_None) Py_RETURN_NONE;
+        goto fallback;
+    }
+    PyObject *begin = slot(self, off_begin), *nid = slot(self, off_name_id);
+    PyObject *tls = PyDict_GetItemWithError(d, s_tls);
+    if (begin != op_begin || nid == NULL || tls == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        goto fallback;
+    }
+    int err = 0;
+    long long ts = session_clock(d, &err);
+    if (err) return NULL;
+    int rc = thread_state(s, tls); /* a cache hit: two compares */
+    if (rc < 0) return NULL;
+    if (rc > 0) goto fallback; /* not reached once the thread's state was cached at its enter */
+    if (call_if_set(d, s_nvtx_pop, NULL) < 0) return NULL;
+    PyObject *ops = tstate.ops, *open_names = tstate.open_names;
+    Py_ssize_t depth = PyList_GET_SIZE(ops);
+    PyObject *top = depth ? PyList_GET_ITEM(ops, depth - 1) : NULL;
+    int innermost = top != NULL && PyTuple_GET_ITEM(top, 1) == nid;
+    if (!innermost && top != NULL) {
+        innermost = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, 1), nid, Py_EQ);
+        if (innermost < 0) return NULL;
+    }
+    if (innermost) {
+        PyObject *inst = Py_NewRef(PyTuple_GET_ITEM(top, 0));
+        if (PyList_SetSlice(ops, depth - 1, depth, NULL) < 0) {
+            Py_DECREF(inst);
+            return NULL;
+        }
+        PyObject *nobj = PyDict_GetItemWithError(open_names, nid);
+        long n = nobj ? PyLong_AsLong(nobj) - 1 : 0;
+        if (n > 0) {
+            PyObject *nn = PyLong_FromLong(n);
+            rc = nn ? PyDict_SetItem(open_names, nid, nn) : -1;
+            Py_XDECREF(nn);
+        } else {
+            rc = PyDict_DelItem(open_names, nid);
+        }
+        if (rc < 0) {
+            Py_DECREF(inst);
+            return NULL;
+        }
+        depth -= 1;
+        PyObject *parent = depth ? PyTuple_GET_ITEM(PyList_GET_ITEM(ops, depth - 1), 0) : minus_one;
+        rc = append_event(d, ts, tstate.thread, OP_END, inst, parent, nid, 0);
+        Py_DECREF(inst);
+        if (rc < 0) return NULL;
+    } else {
+        PyObject *st = PyObject_CallMethodNoArgs(s, s_thread_state);
+        if (st == NULL) return NULL;
+        PyObject *tsv = PyLong_FromLongLong(ts), *kind = PyLong_FromLong(OP_END);
+        PyObject *r = tsv ? PyObject_CallFunctionObjArgs(py_close_stack, s, st, ops, nid, kind, tsv, NULL) : NULL;
+        Py_DECREF(st);
+        Py_XDECREF(tsv);
+        Py_DECREF(kind);
+        if (r == NULL) return NULL;
+        Py_DECREF(r);
+    }
+    PyObject *due = PyDict_GetItemWithError(d, s_window_due);
+    if (due != NULL && ts >= PyLong_AsLongLong(due)) {
+        PyObject *main_tid = PyDict_GetItemWithError(d, s_main_tid);
+        int same = main_tid ? PyObject_RichCompareBool(main_tid, tstate.thread, Py_EQ) : 0;
+        if (same < 0) return NULL;
+        if (same) {
+            PyObject *r = PyObject_CallMethodNoArgs(s, s_switch_window);
+            if (r == NULL) return NULL;
+            Py_DECREF(r);
+        }
+    }
+    if (PyErr_Occurred()) return NULL;
+    due = PyDict_GetItemWithError(d, s_tick_due);
+    if (due != NULL && ts >= PyLong_AsLongLong(due)) {
+        PyObject *tsv = PyLong_FromLongLong(ts);
+        PyObject *r = tsv ? PyObject_CallMethodOneArg(s, s_run_tick, tsv) : NULL;
+        Py_XDECREF(tsv);
+        if (r == NULL) return NULL;
+        Py_DECREF(r);
+    }
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+fallback:
+    return python_exit(py_scope_exit, self, args, nargs);
+}
+
+/* ---------------------------------------------------------------------------- categories */
+
+static PyObject *cat_enter(PyObject *self, PyObject *unused) {
+    PyObject *s;
+    PyObject *d = active_dict(&s);
+    if (d == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        if (s == NULL || s == Py_None) return Py_NewRef(self);
+        return PyObject_CallOneArg(py_cat_enter, self);
+    }
+    PyObject *code = slot(self, off_code);
+    PyObject *tls = PyDict_GetItemWithError(d, s_tls);
+    if (code == NULL || tls == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        return PyObject_CallOneArg(py_cat_enter, self);
+    }
+    int rc = thread_state(s, tls);
+    if (rc < 0) return NULL;
+    if (rc > 0) return PyObject_CallOneArg(py_cat_enter, self);
+    int err = 0;
+    long long ts = session_clock(d, &err);
+    if (err) return NULL;
+    PyObject *cats = tstate.cats;
+    Py_ssize_t n = PyList_GET_SIZE(cats);
+    PyObject *parent = n ? PyList_GET_ITEM(cats, n - 1) : cat_python;
+    if (append_event(d, ts, tstate.thread, CAT_BEGIN, code, parent, minus_one, 0) < 0) return NULL;
+    if (PyList_Append(cats, code) < 0) return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *cat_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *s;
+    PyObject *d = active_dict(&s);
+    if (d == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        if (s == NULL || s == Py_None) Py_RETURN_NONE;
+        goto fallback;
+    }
+    PyObject *code = slot(self, off_code);
+    PyObject *tls = PyDict_GetItemWithError(d, s_tls);
+    if (code == NULL || tls == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        goto fallback;
+    }
+    int err = 0;
+    long long ts = session_clock(d, &err);
+    if (err) return NULL;
+    int rc = thread_state(s, tls);
+    if (rc < 0) return NULL;
+    if (rc > 0) goto fallback;
+    PyObject *cats = tstate.cats;
+    Py_ssize_t n = PyList_GET_SIZE(cats);
+    int found = PySequence_Contains(cats, code);
+    if (found < 0) return NULL;
+    if (!found) Py_RETURN_NONE;
+    while (n > 0) {
+        PyObject *c = Py_NewRef(PyList_GET_ITEM(cats, n - 1));
+        if (PyList_SetSlice(cats, n - 1, n, NULL) < 0) {
+            Py_DECREF(c);
+            return NULL;
+        }
+        n -= 1;
+        PyObject *parent = n ? PyList_GET_ITEM(cats, n - 1) : cat_python;
+        int same = PyObject_RichCompareBool(c, code, Py_EQ);
+        if (same < 0 || append_event(d, ts, tstate.thread, CAT_END, c, parent, minus_one,
+                                     same ? 0 : FLAG_FORCED_CLOSE) < 0) {
+            Py_DECREF(c);
+            return NULL;
+        }
+        Py_DECREF(c);
+        if (same) break;
+    }
+    Py_RETURN_NONE;
+fallback:
+    return python_exit(py_cat_exit, self, args, nargs);
+}
+
+/* ------------------------------------------------------------------------------ install */
+
+static PyMethodDef scope_defs[] = {
+    {"__enter__", (PyCFunction)scope_enter, METH_NOARGS, "rlscope scope enter (native)"},
+    {"__exit__", (PyCFunction)(void (*)(void))scope_exit, METH_FASTCALL, "rlscope scope exit (native)"},
+};
+static PyMethodDef cat_defs[] = {
+    {"__enter__", (PyCFunction)cat_enter, METH_NOARGS, "rlscope category enter (native)"},
+    {"__exit__", (PyCFunction)(void (*)(void))cat_exit, METH_FASTCALL, "rlscope category exit (native)"},
+};
+
+static int slot_offset(PyTypeObject *cls, const char *name, Py_ssize_t *out) {
+    PyObject *descr = PyDict_GetItemString(cls->tp_dict, name);
+    if (descr == NULL || !PyObject_TypeCheck(descr, &PyMemberDescr_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", cls->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+    if (m->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", cls->tp_name, name);
+        return -1;
+    }
+    *out = m->offset;
+    return 0;
+}
+
+static int set_methods(PyTypeObject *cls, PyMethodDef *defs) {
+    for (int i = 0; i < 2; i++) {
+        PyObject *descr = PyDescr_NewMethod(cls, &defs[i]);
+        if (descr == NULL) return -1;
+        int rc = PyObject_SetAttrString((PyObject *)cls, defs[i].ml_name, descr);
+        Py_DECREF(descr);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* install(scope_cls, category_cls, annotate_dict, perf_counter_ns, py_scope_enter, py_scope_exit,
+ *         py_close_stack, py_cat_enter, py_cat_exit, kinds) */
+static PyObject *install(PyObject *mod, PyObject *args) {
+    PyTypeObject *scope_cls, *cat_cls;
+    PyObject *adict, *pc, *se, *sx, *cs, *ce, *cx, *kinds;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOOO", &PyType_Type, &scope_cls, &PyType_Type, &cat_cls, &PyDict_Type,
+                          &adict, &pc, &se, &sx, &cs, &ce, &cx, &kinds))
+        return NULL;
+    long want[7] = {OP_BEGIN, OP_END, CAT_BEGIN, CAT_END, FLAG_RECURSIVE, FLAG_FORCED_CLOSE, CAT_PYTHON};
+    if (!PyTuple_Check(kinds) || PyTuple_GET_SIZE(kinds) != 7) {
+        PyErr_SetString(PyExc_TypeError, "kinds: a 7-tuple");
+        return NULL;
+    }
+    for (int i = 0; i < 7; i++) {
+        if (PyLong_AsLong(PyTuple_GET_ITEM(kinds, i)) != want[i]) {
+            PyErr_SetString(PyExc_ValueError, "rlscope native scopes: event kinds differ from schema.py");
+            return NULL;
+        }
+    }
+    if (slot_offset(scope_cls, "name", &off_name) < 0 || slot_offset(scope_cls, "name_id", &off_name_id) < 0 ||
+        slot_offset(scope_cls, "_begin", &off_begin) < 0 || slot_offset(cat_cls, "code", &off_code) < 0)
+        return NULL;
+    Py_XSETREF(annotate_dict, Py_NewRef(adict));
+    Py_XSETREF(perf_counter_ns, Py_NewRef(pc));
+    Py_XSETREF(py_scope_enter, Py_NewRef(se));
+    Py_XSETREF(py_scope_exit, Py_NewRef(sx));
+    Py_XSETREF(py_close_stack, Py_NewRef(cs));
+    Py_XSETREF(py_cat_enter, Py_NewRef(ce));
+    Py_XSETREF(py_cat_exit, Py_NewRef(cx));
+    if (set_methods(scope_cls, scope_defs) < 0 || set_methods(cat_cls, cat_defs) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *abi_version(PyObject *mod, PyObject *unused) { return PyLong_FromLong(ABI_VERSION); }
+
+static PyObject *forget_thread(PyObject *mod, PyObject *unused) {
+    tstate_clear(); /* drop this thread's cached references (tests; a session's end) */
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"install", install, METH_VARARGS, "put the native __enter__/__exit__ on annotate's classes"},
+    {"abi_version", abi_version, METH_NOARGS, "the C side's version (checked against the Python side)"},
+    {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "rlscope_scope_native", NULL, -1, module_methods};
+
+PyMODINIT_FUNC PyInit_rlscope_scope_native(void) {
+#define INTERN(var, text) \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL;
+    INTERN(s_active, "_active");
+    INTERN(s_tls, "_tls");
+    INTERN(s_clock, "clock");
+    INTERN(s_events, "events");
+    INTERN(s_ids, "ids");
+    INTERN(s_nvtx_push, "nvtx_push");
+    INTERN(s_nvtx_pop, "nvtx_pop");
+    INTERN(s_window_due, "window_due_ns");
+    INTERN(s_tick_due, "tick_due_ns");
+    INTERN(s_main_tid, "main_tid");
+    INTERN(s_thread_state, "thread_state");
+    INTERN(s_switch_window, "switch_window");
+    INTERN(s_run_tick, "run_tick");
+    INTERN(s_append, "append");
+    INTERN(s_ops, "ops");
+    INTERN(s_open_names, "open_names");
+    INTERN(s_cats, "cats");
+    INTERN(s_thread, "thread");
+#undef INTERN
+    if ((minus_one = PyLong_FromLong(-1)) == NULL || (cat_python = PyLong_FromLong(CAT_PYTHON)) == NULL ||
+        (op_begin = PyLong_FromLong(OP_BEGIN)) == NULL)
+        return NULL;
+    if (PyType_Ready(&EventBufferType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) return NULL;
+    Py_INCREF(&EventBufferType);
+    if (PyModule_AddObject(m, "EventBuffer", (PyObject *)&EventBufferType) < 0) {
+        Py_DECREF(&EventBufferType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

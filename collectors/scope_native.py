@@ -1,0 +1,207 @@
+"""Scope and category boundaries in C (``scope_native.c``): the hot path of every profiled loop.
+
+A scope pair through annotate.py's Python methods costs ~1 µs in a tight loop and 3.6-4.0 µs inside
+a real RL loop on the CPU VM, where the job's own work evicts the interpreter's caches between
+boundaries (benchmarks/scope_insitu.py). The C methods do the same work in a few hundred bytes of
+machine code. They are installed on ``annotate._Scope`` and ``annotate._Category`` (every scope
+object, old or new, takes them) when a session or validate's timers start.
+
+The C file is compiled on first use with ``cc`` against this Python's headers (under a second) and
+cached in ``~/.cache/rlscope/build`` (``$RLSCOPE_CACHE_DIR/build``), keyed by the source, the
+Python build and the compiler. No compiler, no headers or a failed build: a one-line warning and
+the Python methods stay (``scope_recorder()`` says which is in use; the trace metadata records it,
+and calibrations are keyed by it). ``RLSCOPE_NATIVE_SCOPES=0`` keeps the Python methods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rlscope import annotate, categories
+from rlscope.trace import schema as S
+
+SOURCE = Path(__file__).with_name("scope_native.c")
+ABI_VERSION = 1
+MODULE = "rlscope_scope_native"
+ENV = "RLSCOPE_NATIVE_SCOPES"
+
+_module: Any = None
+_failed: str | None = None  # why the native methods are not available (asked once per process)
+_python_methods = {
+    annotate._Scope: (annotate._Scope.__enter__, annotate._Scope.__exit__),
+    annotate._Category: (annotate._Category.__enter__, annotate._Category.__exit__),
+}
+
+
+class NativeScopesUnavailable(RuntimeError):
+    """The C scope methods cannot be built or loaded; the message is one line saying why."""
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("RLSCOPE_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "rlscope") / "build"
+
+
+def build() -> Path:
+    """Compile (once, cached) and return the extension's path; atomic rename, so processes
+    building at once never load a half-written file."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise NativeScopesUnavailable("no C compiler (cc)")
+    include = sysconfig.get_paths()["include"]
+    if not (Path(include) / "Python.h").exists():
+        raise NativeScopesUnavailable(f"no Python headers (Python.h) in {include}")
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    st = Path(cc).resolve().stat()
+    key = hashlib.sha256(
+        b"\0".join(
+            [
+                SOURCE.read_bytes(),
+                sys.version.encode(),
+                include.encode(),
+                f"{Path(cc).resolve()}:{st.st_size}:{st.st_mtime_ns}".encode(),
+            ]
+        )
+    ).hexdigest()[:16]
+    out = _cache_dir() / f"scope_native-{key}{suffix}"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    cmd = [cc, "-O2", "-shared", "-fPIC", "-std=c11", f"-I{include}", str(SOURCE), "-o", tmp]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            lines = r.stderr.splitlines()
+            first = ([ln for ln in lines if "error" in ln] or lines or [f"exit status {r.returncode}"])[0]
+            raise NativeScopesUnavailable(f"building the native scope recorder failed: {first.strip()[:200]}")
+        os.replace(tmp, out)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise NativeScopesUnavailable(f"building the native scope recorder failed: {e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+def load() -> Any:
+    """Build if needed and import the extension (once per process)."""
+    global _module
+    if _module is not None:
+        return _module
+    path = build()
+    try:
+        loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
+        spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)
+        assert spec is not None
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+    except (ImportError, OSError) as e:
+        raise NativeScopesUnavailable(f"cannot load the native scope recorder: {e}") from None
+    if mod.abi_version() != ABI_VERSION:
+        raise NativeScopesUnavailable("native scope recorder: version mismatch with its Python side")
+    _module = mod
+    return mod
+
+
+def wanted() -> bool:
+    """Whether the native methods are asked for (``RLSCOPE_NATIVE_SCOPES=0`` says no)."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def available() -> str:
+    """The recorder a session started now would use: ``native`` (built, loaded) or ``python``.
+
+    Never raises: when the extension cannot be had, warns once (per process) and says ``python``.
+    """
+    global _failed
+    if not wanted():
+        return "python"
+    if _failed is not None:
+        return "python"
+    t0 = time.perf_counter()
+    try:
+        load()
+    except NativeScopesUnavailable as e:
+        _failed = str(e)
+        warnings.warn(f"rlscope: scopes use the Python recorder (slower): {e}", stacklevel=2)
+        return "python"
+    if time.perf_counter() - t0 > 1.0:
+        print(
+            f"rlscope: built the native scope recorder ({time.perf_counter() - t0:.1f} s, cached)",
+            file=sys.stderr,
+        )
+    return "native"
+
+
+def install() -> str:
+    """Put the C methods on annotate's classes (idempotent), or the Python ones back when the
+    native recorder is not wanted or cannot be had; returns the recorder in use. Never raises."""
+    global _failed
+    if available() != "native":
+        uninstall()
+        return "python"
+    if scope_recorder() == "native":
+        return "native"
+    try:
+        mod = load()
+        scope_enter, scope_exit = _python_methods[annotate._Scope]
+        cat_enter, cat_exit = _python_methods[annotate._Category]
+        kinds = (S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.FLAG_RECURSIVE, S.FLAG_FORCED_CLOSE)
+        mod.install(
+            annotate._Scope,
+            annotate._Category,
+            vars(annotate),
+            time.perf_counter_ns,
+            scope_enter,
+            scope_exit,
+            annotate._close_stack,
+            cat_enter,
+            cat_exit,
+            (*kinds, categories.PYTHON),
+        )
+    except (TypeError, ValueError) as e:  # annotate's classes changed without the C side
+        _failed = str(e)
+        warnings.warn(f"rlscope: scopes use the Python recorder (slower): {e}", stacklevel=2)
+        uninstall()
+        return "python"
+    return "native"
+
+
+def event_buffer() -> Any:
+    """A new native event queue for a session's writer (rlscope.trace.writer); needs load()."""
+    return load().EventBuffer()
+
+
+def forget_thread() -> None:
+    """Drop the calling thread's cached references to the last session (at a session's stop; other
+    threads' caches are replaced at their next boundary under another session)."""
+    if _module is not None:
+        _module.forget_thread()
+
+
+def uninstall() -> None:
+    """Back to annotate.py's Python methods (tests, benchmarks comparing the two)."""
+    for cls, (enter, exit_) in _python_methods.items():
+        cls.__enter__ = enter  # type: ignore[method-assign]
+        cls.__exit__ = exit_  # type: ignore[method-assign]
+    forget_thread()
+
+
+def scope_recorder() -> str:
+    """Which methods annotate's scopes run now: ``native`` or ``python``."""
+    native = annotate._Scope.__dict__["__enter__"] is not _python_methods[annotate._Scope][0]
+    return "native" if native else "python"

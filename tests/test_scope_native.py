@@ -1,0 +1,162 @@
+"""The C scope methods (collectors/scope_native.c) record exactly what annotate.py's Python ones do."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import rlscope
+from rlscope import annotate
+from rlscope.collectors import scope_native
+from rlscope.trace import schema as S
+from tests.conftest import FakeClock
+
+pytestmark = pytest.mark.skipif(
+    scope_native.available() != "native", reason="no C compiler or Python headers"
+)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    """Run a test body under one recorder, then put the default back."""
+
+    def use(which: str) -> None:
+        monkeypatch.setenv(scope_native.ENV, "1" if which == "native" else "0")
+
+    yield use
+    monkeypatch.delenv(scope_native.ENV, raising=False)
+    scope_native.install()
+
+
+def _scenario(session, clock) -> None:
+    """Everything the hot path and its fallbacks handle: nesting, recursion, phases, categories,
+    an exception, a scope closed around an open one, stray exits, a decorator, another thread."""
+    a, b = rlscope.scope("a"), rlscope.scope("b")
+
+    @rlscope.scope("decorated")
+    def f(x: int) -> int:
+        clock.advance(3)
+        return x + 1
+
+    session.start()
+    try:
+        with rlscope.phase("training"):
+            for i in range(3):
+                with a:
+                    clock.advance(10)
+                    with b:
+                        clock.advance(5)
+                        with rlscope.simulator():
+                            clock.advance(7)
+                        with a:  # recursive
+                            clock.advance(2)
+                    assert f(i) == i + 1
+        with pytest.raises(ValueError), a:
+            clock.advance(4)
+            raise ValueError("the user's error propagates")
+        a.__enter__()
+        b.__enter__()
+        clock.advance(6)
+        a.__exit__(None, None, None)  # closes b too, flagged
+        b.__exit__(None, None, None)  # nothing open: nothing written
+        annotate._SIMULATOR.__exit__(None, None, None)  # no category open: nothing written
+
+        def worker() -> None:
+            with a:
+                clock.advance(1)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    finally:
+        session.stop()
+
+
+def _events(trace_dir) -> list[tuple]:
+    ev = rlscope.load_trace(str(trace_dir)).processes[0].events
+    columns = ("ts_ns", "thread", "kind", "id", "parent", "name", "flags")
+    rows = list(zip(*(ev.column(c).to_pylist() for c in columns), strict=True))
+    threads: dict[int, int] = {}
+    out = []
+    for r in rows:
+        if r[2] in (S.WINDOW,):
+            continue
+        out.append((r[0], threads.setdefault(r[1], len(threads)), *r[2:]))  # thread ids differ per run
+    return out
+
+
+def test_native_and_python_scopes_write_the_same_events(tmp_path, recorder):
+    got = {}
+    for which in ("python", "native"):
+        recorder(which)
+        clock = FakeClock()
+        session = rlscope.profile(tmp_path / which, backend=False, gpu=False, nvml_hz=0)
+        session.clock = clock
+        _scenario(session, clock)
+        assert session.scope_recorder == which
+        assert scope_native.scope_recorder() == which
+        got[which] = _events(session.trace_dir)
+    assert len(got["native"]) > 40
+    assert got["native"] == got["python"]
+    kinds = {r[2] for r in got["native"]}
+    assert {S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END} <= kinds
+    assert any(r[6] == S.FLAG_RECURSIVE for r in got["native"])
+    assert any(r[6] == S.FLAG_FORCED_CLOSE for r in got["native"])
+
+
+def test_native_scopes_take_their_no_session_path_and_the_timers(tmp_path, recorder):
+    recorder("native")
+    assert scope_native.install() == "native"
+    with rlscope.scope("x") as sc, rlscope.simulator():
+        assert sc is rlscope.scope("x") and annotate._active is None
+    from rlscope import validate
+
+    agg = validate.TimerAggregate()
+    ts = validate.TimerSession(
+        record=validate.ChildRecord(None, "timers"), aggregate=agg, clock=FakeClock()
+    ).start()
+    try:
+        with rlscope.scope("timed"):
+            ts.clock.advance(100)
+    finally:
+        ts.stop()
+    assert agg.ops[rlscope.scope("timed").name_id][5] == 1  # one call, recorded through the C path
+
+
+def test_event_buffer_rows_round_trip():
+    buf = scope_native.event_buffer()
+    rows = [(i, 7, S.OP_BEGIN, i, -1, 3, 0) for i in range(10_000)]
+    for r in rows:
+        buf.append(r)
+    assert len(buf) == len(rows)
+    table = np.frombuffer(buf.drain(), np.int64).reshape(-1, 7)
+    assert len(buf) == 0 and table.tolist() == [list(r) for r in rows]
+    with pytest.raises(TypeError):
+        buf.append((1, 2))
+
+
+def test_no_compiler_keeps_the_python_methods_with_one_warning(monkeypatch, tmp_path, recorder):
+    recorder("native")
+    scope_native.uninstall()
+    monkeypatch.setattr(scope_native, "_module", None)
+    monkeypatch.setattr(scope_native, "_failed", None)
+    monkeypatch.setenv("RLSCOPE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert scope_native.install() == "python"
+        assert scope_native.install() == "python"  # asked once per process
+    assert [str(w.message) for w in caught] == [
+        "rlscope: scopes use the Python recorder (slower): no C compiler (cc)"
+    ]
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, nvml_hz=0).start()
+    with rlscope.scope("still recorded"):
+        pass
+    session.stop()
+    assert session.scope_recorder == "python"
+    ev = rlscope.load_trace(str(session.trace_dir)).processes[0]
+    assert ev.metadata["scopes"] == "python"
