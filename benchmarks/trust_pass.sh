@@ -22,7 +22,8 @@ export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
 ( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native, scope_native, gpu_memory as m; print(cupti_native.build()); print(torch_native.build(torch)); print(m.load_native(torch)); print('scopes:', scope_native.available())" ) 2>&1 | tail -6
 # calibrated before the GPU tests too: a user's traces carry the residual costs (scopes, the writer), and
 # without them tests/test_gpu_windows.py compared a correction that left those in
-[ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 45 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 | tail -4
+[ -z "${SKIP_CALIBRATE:-}" ] && ( time timeout 60 python3 -m rlscope.cli.main calibrate --quick --no-gpu ) 2>&1 \
+    | tee "$OUT/calibrate.log" | grep -E "refused|: [0-9,.]+ ns|real"
 if [ -z "${SKIP_TESTS:-}" ]; then
     RLSCOPE_TEST_ARTIFACTS="$OUT" timeout "${TEST_LIMIT:-260}" python3 -m pytest -q -rfE -m gpu ${TESTS:-tests/} -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
 fi

@@ -305,3 +305,17 @@ def test_no_calibration_to_embed_and_bad_embedded_ones_are_ignored(tmp_path):
     text = cal_mod.for_trace_metadata(meta)
     assert text is not None and "\n" not in text
     assert cal_mod.from_trace_metadata({**meta, "calibration": text})["costs_ns"]["scope"]["outside"] == 2.0
+
+
+def test_a_round_whose_reference_moved_is_run_again(monkeypatch):
+    refs = iter([100.0, 150.0, 100.0, 101.0])  # the machine changed speed during the first try
+    monkeypatch.setattr(C, "_reference", lambda: next(refs))
+    tries = []
+
+    def one() -> dict[str, float]:
+        tries.append(1)
+        return {"total": 300.0 if len(tries) == 1 else 201.0}
+
+    r = C._with_reference(one, "total")()
+    assert len(tries) == 2 and r["ref"] == pytest.approx(100.5)
+    assert r["per_ref"] == pytest.approx(201.0 / 100.5)
