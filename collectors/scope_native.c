@@ -41,7 +41,9 @@ static PyObject *s_window_due, *s_tick_due, *s_main_tid, *s_thread_state, *s_swi
 
 /* Per-thread cache of the active object's ThreadState. Strong references: the cached session and
  * its threading.local cannot be freed and their addresses reused while cached (no ABA), and a new
- * threading.local (Session._restart_in_child after fork) misses the cache. */
+ * threading.local (Session._restart_in_child after fork) misses the cache. A thread that ends keeps
+ * its references (C11 thread-locals have no destructor that could take the GIL): one stopped session
+ * object per such thread, until the process ends; Session._stop drops its own thread's. */
 typedef struct {
     PyObject *session, *tls, *ops, *open_names, *cats, *thread;
 } TState;
