@@ -78,8 +78,12 @@ def build() -> Path:
     out = _cache_dir() / f"scope_native-{key}{suffix}"
     if out.exists():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
+    except OSError as e:  # a read-only home: no cache to build into
+        where = out.parent
+        raise NativeScopesUnavailable(f"cannot build the native scope recorder in {where}: {e}") from None
     os.close(fd)
     cmd = [cc, "-O2", "-shared", "-fPIC", "-std=c11", f"-I{include}", str(SOURCE), "-o", tmp]
     try:
@@ -135,8 +139,8 @@ def available() -> str:
     t0 = time.perf_counter()
     try:
         load()
-    except NativeScopesUnavailable as e:
-        _failed = str(e)
+    except Exception as e:  # never stop a session from starting: the Python methods work everywhere
+        _failed = str(e) if isinstance(e, NativeScopesUnavailable) else f"{type(e).__name__}: {e}"
         warnings.warn(f"rlscope: scopes use the Python recorder (slower): {e}", stacklevel=2)
         return "python"
     if time.perf_counter() - t0 > 1.0:

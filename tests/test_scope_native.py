@@ -160,3 +160,18 @@ def test_no_compiler_keeps_the_python_methods_with_one_warning(monkeypatch, tmp_
     assert session.scope_recorder == "python"
     ev = rlscope.load_trace(str(session.trace_dir)).processes[0]
     assert ev.metadata["scopes"] == "python"
+
+
+def test_an_unwritable_cache_keeps_the_python_methods(monkeypatch, tmp_path, recorder):
+    recorder("native")
+    scope_native.uninstall()
+    monkeypatch.setattr(scope_native, "_module", None)
+    monkeypatch.setattr(scope_native, "_failed", None)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("RLSCOPE_CACHE_DIR", str(blocker))  # build/ under a file: mkdir fails
+    with pytest.warns(UserWarning, match="cannot build the native scope recorder"):
+        assert scope_native.install() == "python"
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, nvml_hz=0).start()
+    session.stop()
+    assert session.scope_recorder == "python"
