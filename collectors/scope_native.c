@@ -19,7 +19,7 @@
 #include <structmember.h>
 #include <time.h>
 
-#define ABI_VERSION 1
+#define ABI_VERSION 2
 
 /* event kinds and flags: rlscope/trace/schema.py's, checked by install() */
 #define OP_BEGIN 0
@@ -37,7 +37,8 @@ static PyObject *py_cat_enter, *py_cat_exit;
 static Py_ssize_t off_name, off_name_id, off_begin, off_code; /* slot offsets in _Scope/_Category */
 static PyObject *s_active, *s_tls, *s_clock, *s_events, *s_ids, *s_nvtx_push, *s_nvtx_pop;
 static PyObject *s_window_due, *s_tick_due, *s_main_tid, *s_thread_state, *s_switch_window,
-    *s_run_tick, *s_append, *s_ops, *s_open_names, *s_cats, *s_thread;
+    *s_run_tick, *s_append, *s_ops, *s_open_names, *s_cats, *s_thread, *s_long_ops, *s_long_op_ns,
+    *s_long_op_entry, *s_long_op_done;
 
 /* Per-thread cache of the active object's ThreadState. Strong references: the cached session and
  * its threading.local cannot be freed and their addresses reused while cached (no ABA), and a new
@@ -289,6 +290,54 @@ static int append_event(PyObject *d, long long ts, PyObject *thread, long kind, 
 static PyObject *minus_one, *cat_python, *op_begin; /* -1, categories.PYTHON, OP_BEGIN */
 /* -------------------------------------------------------------------------------- scopes */
 
+/* The main thread's open top-level operation's start (for Session.long_op_done); only the main
+ * thread of the active session writes it, under the GIL. */
+static long long top_begin_ns;
+
+static int is_main_thread(PyObject *d) {
+    PyObject *main_tid = PyDict_GetItemWithError(d, s_main_tid);
+    if (main_tid == NULL) return PyErr_Occurred() ? -1 : 0;
+    return PyObject_RichCompareBool(main_tid, tstate.thread, Py_EQ);
+}
+
+/* A top-level entry on the main thread: a long operation's call may switch the window first. */
+static int long_op_entry(PyObject *s, PyObject *d, PyObject *nid) {
+    PyObject *long_ops = PyDict_GetItemWithError(d, s_long_ops);
+    if (long_ops == NULL || !PyDict_CheckExact(long_ops) || PyDict_GET_SIZE(long_ops) == 0)
+        return PyErr_Occurred() ? -1 : 0;
+    int known = PyDict_Contains(long_ops, nid);
+    if (known <= 0) return known;
+    PyObject *r = PyObject_CallMethodOneArg(s, s_long_op_entry, nid);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* A top-level exit: on the main thread, a call that lasted long_op_ns or more is remembered; a
+ * short call of an operation remembered as long is forgotten (annotate.py's __exit__). */
+static int long_op_done(PyObject *s, PyObject *d, PyObject *nid, long long ts) {
+    PyObject *threshold = PyDict_GetItemWithError(d, s_long_op_ns);
+    if (threshold == NULL) return PyErr_Occurred() ? -1 : 0;
+    long long t = PyLong_AsLongLong(threshold);
+    if (t == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* beyond int64: no windows */
+        return 0;
+    }
+    int main = is_main_thread(d);
+    if (main <= 0) return main;
+    if (ts - top_begin_ns < t) {
+        PyObject *long_ops = PyDict_GetItemWithError(d, s_long_ops);
+        if (long_ops == NULL || !PyDict_CheckExact(long_ops) || PyDict_GET_SIZE(long_ops) == 0)
+            return PyErr_Occurred() ? -1 : 0;
+        int known = PyDict_Contains(long_ops, nid);
+        return known > 0 ? PyDict_DelItem(long_ops, nid) : known;
+    }
+    PyObject *r = PyObject_CallMethodOneArg(s, s_long_op_done, nid);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 /* annotate.py's __exit__ (``fn``) called as the method it is: self, then the exception triple */
 static PyObject *python_exit(PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *full[4] = {self, Py_None, Py_None, Py_None};
@@ -314,9 +363,13 @@ static PyObject *scope_enter(PyObject *self, PyObject *unused) {
     int rc = thread_state(s, tls); /* before the clock: a first call's set-up is not the operation's */
     if (rc < 0) return NULL;
     if (rc > 0) return PyObject_CallOneArg(py_scope_enter, self);
+    int top = PyList_GET_SIZE(tstate.ops) == 0 ? is_main_thread(d) : 0;
+    if (top < 0) return NULL;
+    if (top && long_op_entry(s, d, nid) < 0) return NULL; /* may switch first (Session.long_op_entry) */
     int err = 0;
     long long ts = session_clock(d, &err);
     if (err) return NULL;
+    if (top) top_begin_ns = ts;
     if (call_if_set(d, s_nvtx_pop, NULL) < 0) return NULL;
     PyObject *open_names = tstate.open_names, *ops = tstate.ops;
     PyObject *nobj = PyDict_GetItemWithError(open_names, nid);
@@ -412,6 +465,7 @@ static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t na
         rc = append_event(d, ts, tstate.thread, OP_END, inst, parent, nid, 0);
         Py_DECREF(inst);
         if (rc < 0) return NULL;
+        if (depth == 0 && long_op_done(s, d, nid, ts) < 0) return NULL; /* before a switch due now */
     } else {
         PyObject *st = PyObject_CallMethodNoArgs(s, s_thread_state);
         if (st == NULL) return NULL;
@@ -633,6 +687,10 @@ PyMODINIT_FUNC PyInit_rlscope_scope_native(void) {
     INTERN(s_open_names, "open_names");
     INTERN(s_cats, "cats");
     INTERN(s_thread, "thread");
+    INTERN(s_long_ops, "long_ops");
+    INTERN(s_long_op_ns, "long_op_ns");
+    INTERN(s_long_op_entry, "long_op_entry");
+    INTERN(s_long_op_done, "long_op_done");
 #undef INTERN
     if ((minus_one = PyLong_FromLong(-1)) == NULL || (cat_python = PyLong_FromLong(CAT_PYTHON)) == NULL ||
         (op_begin = PyLong_FromLong(OP_BEGIN)) == NULL)

@@ -94,13 +94,19 @@ class _Scope:
         s = _active
         if s is None:
             return self
+        nid = self.name_id
+        if s.long_ops and nid in s.long_ops:  # a long operation: its calls alternate window kinds
+            st = s.thread_state()
+            if not st.ops and st.thread == s.main_tid and self._begin == S.OP_BEGIN:
+                s.long_op_entry(nid)  # may switch first: the whole call runs in the new window
         ts = s.clock()
         if s.nvtx_pop is not None:
             s.nvtx_pop()
         st = s.thread_state()
-        nid = self.name_id
         if self._begin == S.OP_BEGIN:
             stack = st.ops
+            if not stack and st.thread == s.main_tid:
+                s.top_begin_ns = ts
             n = st.open_names.get(nid, 0)
             st.open_names[nid] = n + 1
             flags = S.FLAG_RECURSIVE if n else 0
@@ -133,6 +139,11 @@ class _Scope:
                 else:
                     del st.open_names[nid]
                 s.events.append((ts, st.thread, S.OP_END, inst, ops[-1][0] if ops else -1, nid, 0))
+                if not ops and st.thread == s.main_tid:
+                    if ts - s.top_begin_ns >= s.long_op_ns:
+                        s.long_op_done(nid)  # before a switch due now: the kind the call ran in
+                    elif s.long_ops:
+                        s.long_ops.pop(nid, None)  # its last call was short: no longer alternated
             else:
                 _close_stack(s, st, ops, nid, S.OP_END, ts)
             if ts >= s.window_due_ns and st.thread == s.main_tid:

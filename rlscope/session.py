@@ -67,6 +67,9 @@ MAX_WINDOW_SCALE = 50.0  # and windows grow at most this much for it (5 s with t
 WINDOW_RANDOM = True
 WINDOW_FLOOR = 0.3
 WINDOW_CAP = 4.0
+# a top-level operation on the main thread that lasted at least this share of a window is "long":
+# its next call starts in the other kind of window (Session.long_op_entry)
+LONG_OP_SHARE = 0.5
 
 
 class Session:
@@ -124,6 +127,11 @@ class Session:
         }
         self._togglers: list[Any] = []
         self._switch_ns = {S.WINDOW_FULL: 0, S.WINDOW_LIGHT: 0}  # the last switch into each mode took
+        # long top-level operations (name id -> the window kind their last call ran in), read at
+        # scope entries; the threshold, read at scope exits; the main thread's open top-level op's start
+        self.long_ops: dict[int, int] = {}
+        self.long_op_ns = _NEVER
+        self.top_begin_ns = 0
         self._jitter = random.Random(0x726C73)  # seeded: a run's windows are the same each time
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
@@ -290,6 +298,7 @@ class Session:
             else:  # every earlier one was dropped in a light window: the windows go on from it
                 collector.set_enabled(False)
                 self.window_due_ns = self.clock() + self.window_length_ns(S.WINDOW_LIGHT)
+                self.long_op_ns = self._long_op_ns(S.WINDOW_LIGHT)
 
     def switch_window(self) -> None:
         """Switch the expensive collectors on or off; called by a scope exit on the main thread.
@@ -313,6 +322,33 @@ class Session:
         self.events.append((now, self.main_tid, S.WINDOW, mode, -1, -1, 0))
         self._switch_ns[mode] = now - t0
         self.window_due_ns = now + self.window_length_ns(mode) if self._togglers else _NEVER
+        self.long_op_ns = self._long_op_ns(mode) if self._togglers else _NEVER
+
+    def long_op_entry(self, name_id: int) -> None:
+        """A long operation starts on the main thread (annotate's scope entry, at top level): if its
+        last call ran in this kind of window, switch first, so its calls alternate between kinds.
+
+        Why: a long call with no scope exit inside (SB3 PPO's ``train``, 1-2 s) takes the switch
+        that falls due during it at its exit, so the next window starts with the operation after it.
+        When that one spans one switch, the next call runs in the same kind of window as the last:
+        on the devices, both ``train`` calls of a run ran in light windows, their categories and GPU
+        work never seen. Random lengths break that only over many calls; a run may have two.
+        """
+        if self.long_ops.get(name_id) == self._window_mode and self.window_due_ns != _NEVER:
+            self.switch_window()
+
+    def long_op_done(self, name_id: int) -> None:
+        """A top-level call on the main thread lasted at least ``long_op_ns``: remember its kind."""
+        self.long_ops[name_id] = self._window_mode
+
+    def _long_op_ns(self, mode: int) -> int:
+        """How long a top-level call must last to be a long one: LONG_OP_SHARE of a window of ``mode``."""
+        return min(_NEVER, int(LONG_OP_SHARE * self._window_ns[mode] * self._window_scale()))
+
+    def _window_scale(self) -> float:
+        """How much windows are lengthened so that switching takes at most SWITCH_BUDGET of the run."""
+        pair = self._window_ns[S.WINDOW_FULL] + self._window_ns[S.WINDOW_LIGHT]
+        return min(MAX_WINDOW_SCALE, max(1.0, sum(self._switch_ns.values()) / SWITCH_BUDGET / pair))
 
     def window_length_ns(self, mode: int) -> int:
         """The next window's length: ``window_s`` scaled up so switching costs <= SWITCH_BUDGET of the run.
@@ -333,8 +369,7 @@ class Session:
         not enough: in a simulation of that loop, an update ran in the same kind of window as the
         one before 72% of the time (long runs of one kind), the shifted exponential 51%.
         """
-        pair = self._window_ns[S.WINDOW_FULL] + self._window_ns[S.WINDOW_LIGHT]
-        scale = min(MAX_WINDOW_SCALE, max(1.0, sum(self._switch_ns.values()) / SWITCH_BUDGET / pair))
+        scale = self._window_scale()
         if WINDOW_RANDOM:
             draw = WINDOW_FLOOR + (1 - WINDOW_FLOOR) * self._jitter.expovariate(1.0)
             scale *= min(draw, WINDOW_CAP)
@@ -365,7 +400,7 @@ class Session:
     def _stop(self, signal: int) -> None:
         # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
         end_ns = self.clock()
-        self.window_due_ns = _NEVER
+        self.window_due_ns = self.long_op_ns = _NEVER
         for col in reversed(self._collectors):
             try:
                 col.stop()
@@ -424,6 +459,7 @@ class Session:
         # the parent's GPU collectors (Kineto rotation, NVTX) belong to the parent process
         self.tick_due_ns, self._ticker = _NEVER, None
         self.nvtx_push = self.nvtx_pop = None
+        self.long_ops, self.long_op_ns = {}, _NEVER
         annotate._active = None
         try:
             self.start()

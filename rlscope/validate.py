@@ -307,9 +307,9 @@ class TimerSession(NullSession):
     """``RLSCOPE_MODE=timers``: what annotate's scopes use from a Session, recording into plain timers.
 
     annotate._Scope and category_enter/exit touch ``clock``, ``events.append``, ``thread_state()``,
-    ``ids``, ``nvtx_push``/``nvtx_pop``, ``tick_due_ns``/``run_tick`` and ``window_due_ns``/``main_tid``/
-    ``switch_window``; nothing else runs (no writer thread, no collectors), so a boundary costs one
-    clock read and one append. Events are folded into
+    ``ids``, ``nvtx_push``/``nvtx_pop``, ``tick_due_ns``/``run_tick``, ``window_due_ns``/``main_tid``/
+    ``switch_window`` and ``long_ops``/``long_op_ns``/``top_begin_ns``; nothing else runs (no writer
+    thread, no collectors), so a boundary costs one clock read and one append. Events are folded into
     totals once a second (``run_tick``) and at stop, the folding time taken off the open operations.
     """
 
@@ -329,6 +329,9 @@ class TimerSession(NullSession):
         self.tick_due_ns = _NEVER
         self.window_due_ns = _NEVER  # no collector windows to switch (Session.switch_window)
         self.main_tid = -1
+        self.long_ops: dict[int, int] = {}  # none: no windows (Session.long_op_entry)
+        self.long_op_ns = _NEVER
+        self.top_begin_ns = 0
         self.timers = aggregate if aggregate is not None else self.record.timers
         self._tls = threading.local()
 

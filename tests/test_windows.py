@@ -526,6 +526,7 @@ def test_window_lengths_are_random_so_no_operation_locks_onto_one_kind(tmp_path,
     Random lengths (mean kept) put updates in both kinds, and the correction stays exact."""
     from rlscope import session as session_mod
 
+    monkeypatch.setattr(session_mod, "LONG_OP_SHARE", 1e9)  # no call is long: no alternation
     monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
     _, locked = _rollout_then_update(tmp_path, "fixed", 40)
     assert locked.all() or not locked.any()  # phase-locked: one kind only
@@ -582,3 +583,27 @@ def test_a_collector_joining_after_every_other_was_dropped_still_alternates(wind
         for _ in range(600):
             _fake_infer(col, session, clock.advance)
     assert col.switches > 5
+
+
+@pytest.mark.parametrize("recorder", ["native", "python"])
+@pytest.mark.parametrize("random_lengths", [True, False])
+def test_long_calls_alternate_window_kinds_even_in_a_short_run(
+    tmp_path, monkeypatch, recorder, random_lengths
+):
+    """A long leaf call takes the switch due during it at its exit; when the rollout after it spans
+    one switch, the next call starts in the same kind of window (SB3 PPO on the devices: both
+    ``train`` calls of a run light). A long top-level call's next call now starts in the other kind,
+    so six periods suffice, with random or fixed lengths, through the C and the Python methods."""
+    from rlscope import session as session_mod
+    from rlscope.collectors import scope_native
+
+    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", random_lengths)
+    monkeypatch.setenv(scope_native.ENV, "1" if recorder == "native" else "0")
+    try:
+        s, in_full = _rollout_then_update(tmp_path, f"{recorder}-{random_lengths}", 6)
+    finally:
+        monkeypatch.delenv(scope_native.ENV)
+        scope_native.install()
+    assert (in_full[1:] != in_full[:-1]).all(), in_full  # F, L, F, ... or L, F, L, ...
+    assert s["operations"]["train"]["total_s"] == pytest.approx(6 * 200 * WORK * 1e-9, rel=1e-6)
+    assert s["operations"]["train"]["categories"]["backend"] > 0  # seen in full windows
