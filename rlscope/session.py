@@ -188,7 +188,7 @@ class Session:
     def active(self) -> bool:
         return annotate._active is self
 
-    def _metadata(self, start_ns: int) -> dict[str, str]:
+    def _metadata(self, start_ns: int, unix_ns: int | None = None) -> dict[str, str]:
         from rlscope.collectors import scope_native
 
         return {
@@ -207,7 +207,7 @@ class Session:
             # native | python: the scope methods a session here runs (a calibration key field)
             "scopes": scope_native.available(),
             "clock_anchor_ns": str(start_ns),
-            "clock_anchor_unix_ns": str(time.time_ns()),
+            "clock_anchor_unix_ns": str(time.time_ns() if unix_ns is None else unix_ns),
             "argv": json.dumps(sys.argv),
             "options": json.dumps(self.options),
         }
@@ -221,9 +221,13 @@ class Session:
         # the C scope methods (built on first use, cached): a scope pair costs a fraction of Python's
         self.scope_recorder = scope_native.install()
         start_ns = self.clock()
+        # read next to start_ns: the pair maps this process's clock onto every other's; read after
+        # the metadata's package lookups (milliseconds, tens under load in a fresh interpreter), it
+        # shifted a short-lived pool worker's session past its parent's end
+        unix_ns = time.time_ns()
         self._pid = os.getpid()
         self.process_dir = self.trace_dir / f"{S.PROCESS_PREFIX}{self._pid}"
-        metadata = self._metadata(start_ns)
+        metadata = self._metadata(start_ns, unix_ns)
         from rlscope import calibration
 
         # the residual per-event costs travel inside the trace: analyzed anywhere, same figures

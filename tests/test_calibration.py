@@ -241,8 +241,8 @@ def embedding_session(monkeypatch):
     """Sessions put ``for_trace_metadata()`` in their metadata, as rlscope.session is to do."""
     original = Session._metadata
 
-    def with_calibration(self, start_ns: int) -> dict[str, str]:
-        meta = original(self, start_ns)
+    def with_calibration(self, start_ns: int, unix_ns: int | None = None) -> dict[str, str]:
+        meta = original(self, start_ns, unix_ns)
         embedded = cal_mod.for_trace_metadata(meta)
         return {**meta, cal_mod.METADATA_KEY: embedded} if embedded else meta
 
