@@ -17,9 +17,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <string.h>
 #include <time.h>
 
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
 /* event kinds and flags: rlscope/trace/schema.py's, checked by install() */
 #define OP_BEGIN 0
@@ -202,6 +203,21 @@ static PyObject *eb_drain(EventBuffer *b, PyObject *unused) {
     return out;
 }
 
+static PyObject *eb_drain_into(EventBuffer *b, PyObject *out) {
+    /* copy as many rows as fit into ``out`` (a writable C-contiguous buffer, e.g. an (m, 7) int64
+     * array kept by the writer), keep the rest for the next drain; returns how many were copied */
+    Py_buffer view;
+    if (PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    Py_ssize_t row_bytes = WIDTH * (Py_ssize_t)sizeof(long long);
+    Py_ssize_t n = view.len / row_bytes;
+    if (n > b->len) n = b->len;
+    memcpy(view.buf, b->rows, (size_t)(n * row_bytes));
+    if (n < b->len) memmove(b->rows, b->rows + n * WIDTH, (size_t)((b->len - n) * row_bytes));
+    b->len -= n;
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(n);
+}
+
 static PyObject *eb_release(EventBuffer *b, PyObject *unused) {
     /* the writer is closed: give the memory back (rows not drained are dropped) */
     PyMem_RawFree(b->rows);
@@ -220,6 +236,7 @@ static void eb_dealloc(EventBuffer *b) {
 static PyMethodDef eb_methods[] = {
     {"append", (PyCFunction)eb_append, METH_O, "append one event row (a 7-tuple of ints)"},
     {"drain", (PyCFunction)eb_drain, METH_NOARGS, "take every row so far, as bytes of n*7 int64"},
+    {"drain_into", (PyCFunction)eb_drain_into, METH_O, "copy rows into a writable buffer; how many"},
     {"release", (PyCFunction)eb_release, METH_NOARGS, "free the buffer's memory (after the last drain)"},
     {NULL, NULL, 0, NULL},
 };

@@ -175,3 +175,16 @@ def test_an_unwritable_cache_keeps_the_python_methods(monkeypatch, tmp_path, rec
     session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, nvml_hz=0).start()
     session.stop()
     assert session.scope_recorder == "python"
+
+
+def test_event_buffer_drains_into_a_kept_array_in_parts():
+    buf = scope_native.event_buffer()
+    rows = [(i, 7, S.OP_END, i, -1, 3, 0) for i in range(10)]
+    for r in rows:
+        buf.append(r)
+    out = np.zeros((4, 7), np.int64)
+    assert buf.drain_into(out) == 4 and out.tolist() == [list(r) for r in rows[:4]]
+    assert len(buf) == 6  # the rest waits for the next drain, in order
+    big = np.zeros((16, 7), np.int64)
+    assert buf.drain_into(big) == 6 and big[:6].tolist() == [list(r) for r in rows[4:]]
+    assert len(buf) == 0 and buf.drain_into(big) == 0
