@@ -317,12 +317,19 @@ static int is_main_thread(PyObject *d) {
     return PyObject_RichCompareBool(main_tid, tstate.thread, Py_EQ);
 }
 
-/* A top-level entry on the main thread: a long operation's call may switch the window first. */
-static int long_op_entry(PyObject *s, PyObject *d, PyObject *nid) {
+/* Whether ``nid`` is in the session's long_ops (1, the dict in *out), not (0), or an error (-1). */
+static int long_op_known(PyObject *d, PyObject *nid, PyObject **out) {
     PyObject *long_ops = PyDict_GetItemWithError(d, s_long_ops);
     if (long_ops == NULL || !PyDict_CheckExact(long_ops) || PyDict_GET_SIZE(long_ops) == 0)
         return PyErr_Occurred() ? -1 : 0;
-    int known = PyDict_Contains(long_ops, nid);
+    *out = long_ops;
+    return PyDict_Contains(long_ops, nid);
+}
+
+/* A top-level entry on the main thread: a long operation's call may switch the window first. */
+static int long_op_entry(PyObject *s, PyObject *d, PyObject *nid) {
+    PyObject *long_ops;
+    int known = long_op_known(d, nid, &long_ops);
     if (known <= 0) return known;
     PyObject *r = PyObject_CallMethodOneArg(s, s_long_op_entry, nid);
     if (r == NULL) return -1;
@@ -343,10 +350,8 @@ static int long_op_done(PyObject *s, PyObject *d, PyObject *nid, long long ts) {
     int main = is_main_thread(d);
     if (main <= 0) return main;
     if (ts - top_begin_ns < t) {
-        PyObject *long_ops = PyDict_GetItemWithError(d, s_long_ops);
-        if (long_ops == NULL || !PyDict_CheckExact(long_ops) || PyDict_GET_SIZE(long_ops) == 0)
-            return PyErr_Occurred() ? -1 : 0;
-        int known = PyDict_Contains(long_ops, nid);
+        PyObject *long_ops;
+        int known = long_op_known(d, nid, &long_ops);
         return known > 0 ? PyDict_DelItem(long_ops, nid) : known;
     }
     PyObject *r = PyObject_CallMethodOneArg(s, s_long_op_done, nid);
@@ -496,8 +501,7 @@ static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     PyObject *due = PyDict_GetItemWithError(d, s_window_due);
     if (due != NULL && ts >= PyLong_AsLongLong(due)) {
-        PyObject *main_tid = PyDict_GetItemWithError(d, s_main_tid);
-        int same = main_tid ? PyObject_RichCompareBool(main_tid, tstate.thread, Py_EQ) : 0;
+        int same = is_main_thread(d);
         if (same < 0) return NULL;
         if (same) {
             PyObject *r = PyObject_CallMethodNoArgs(s, s_switch_window);

@@ -89,9 +89,9 @@ def build() -> Path:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
-            lines = r.stderr.splitlines()
-            first = ([ln for ln in lines if "error" in ln] or lines or [f"exit status {r.returncode}"])[0]
-            raise NativeScopesUnavailable(f"building the native scope recorder failed: {first.strip()[:200]}")
+            from rlscope.collectors.torch_native import _first_error  # only on failure: imports numpy
+
+            raise NativeScopesUnavailable(f"building the native scope recorder failed: {_first_error(r)}")
         os.replace(tmp, out)
     except (OSError, subprocess.SubprocessError) as e:
         raise NativeScopesUnavailable(f"building the native scope recorder failed: {e}") from None

@@ -95,9 +95,9 @@ class _Scope:
         if s is None:
             return self
         nid = self.name_id
-        if s.long_ops and nid in s.long_ops:  # a long operation: its calls alternate window kinds
+        if s.long_ops and nid in s.long_ops and self._begin == S.OP_BEGIN:  # calls alternate window kinds
             st = s.thread_state()
-            if not st.ops and st.thread == s.main_tid and self._begin == S.OP_BEGIN:
+            if not st.ops and st.thread == s.main_tid:
                 s.long_op_entry(nid)  # may switch first: the whole call runs in the new window
         ts = s.clock()
         if s.nvtx_pop is not None:

@@ -301,8 +301,7 @@ class Session:
                 self.switch_window()  # the first expensive collector: a light window first, as at start
             else:  # every earlier one was dropped in a light window: the windows go on from it
                 collector.set_enabled(False)
-                self.window_due_ns = self.clock() + self.window_length_ns(S.WINDOW_LIGHT)
-                self.long_op_ns = self._long_op_ns(S.WINDOW_LIGHT)
+                self._schedule(S.WINDOW_LIGHT, self.clock())
 
     def switch_window(self) -> None:
         """Switch the expensive collectors on or off; called by a scope exit on the main thread.
@@ -325,8 +324,16 @@ class Session:
         now = self.clock()
         self.events.append((now, self.main_tid, S.WINDOW, mode, -1, -1, 0))
         self._switch_ns[mode] = now - t0
-        self.window_due_ns = now + self.window_length_ns(mode) if self._togglers else _NEVER
-        self.long_op_ns = self._long_op_ns(mode) if self._togglers else _NEVER
+        self._schedule(mode, now)
+
+    def _schedule(self, mode: int, now: int) -> None:
+        """When the window of ``mode`` starting ``now`` ends, and how long a call in it is a long
+        one (LONG_OP_SHARE of its nominal length); never, with no collector left to switch."""
+        if not self._togglers:
+            self.window_due_ns = self.long_op_ns = _NEVER
+            return
+        self.window_due_ns = now + self.window_length_ns(mode)
+        self.long_op_ns = min(_NEVER, int(LONG_OP_SHARE * self._window_ns[mode] * self._window_scale()))
 
     def long_op_entry(self, name_id: int) -> None:
         """A long operation starts on the main thread (annotate's scope entry, at top level): if its
@@ -344,10 +351,6 @@ class Session:
     def long_op_done(self, name_id: int) -> None:
         """A top-level call on the main thread lasted at least ``long_op_ns``: remember its kind."""
         self.long_ops[name_id] = self._window_mode
-
-    def _long_op_ns(self, mode: int) -> int:
-        """How long a top-level call must last to be a long one: LONG_OP_SHARE of a window of ``mode``."""
-        return min(_NEVER, int(LONG_OP_SHARE * self._window_ns[mode] * self._window_scale()))
 
     def _window_scale(self) -> float:
         """How much windows are lengthened so that switching takes at most SWITCH_BUDGET of the run."""

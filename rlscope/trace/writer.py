@@ -63,8 +63,15 @@ class StreamFile:
         self._all_ints = all(pa.types.is_integer(f.type) for f in arrow_schema)
         self._cols: list[np.ndarray] = []  # column buffers reused by every flush (_table_columns)
 
-    def write_rows(self, rows: Sequence[Any]) -> None:
-        """Append row tuples, or ready record batches (a collector that builds columns itself)."""
+    def write_rows(self, rows: Sequence[Any] | np.ndarray) -> None:
+        """Append row tuples, ready record batches (a collector that builds columns itself), or
+        all-integer rows as one (n, columns) int64 array (the native event buffer's)."""
+        if isinstance(rows, np.ndarray):
+            if len(rows):
+                batch = pa.RecordBatch.from_arrays(self._table_columns(rows), schema=self.schema)
+                self._writer.write_batch(batch)
+                self.rows_written += len(rows)
+            return
         if not rows:
             return
         if isinstance(rows[0], pa.RecordBatch):
@@ -79,14 +86,6 @@ class StreamFile:
             arrays = [_to_arrow(col, f.type) for col, f in zip(columns, self.schema, strict=True)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows_written += len(rows)
-
-    def write_table(self, table: np.ndarray) -> None:
-        """Append all-integer rows given as one (n, columns) int64 array (the native event buffer's)."""
-        if len(table):
-            self._writer.write_batch(
-                pa.RecordBatch.from_arrays(self._table_columns(table), schema=self.schema)
-            )
-            self.rows_written += len(table)
 
     def _int_columns(self, rows: Sequence[tuple]) -> list[pa.Array]:
         """All-integer rows as one (n, columns) int64 array, then one strided cast per column.
@@ -215,10 +214,7 @@ class TraceWriter:
                 new = [(i, self._names[i]) for i in range(self._names_written, n_names)]
                 self._names_file.write_rows(new)
                 self._names_written = n_names
-            if isinstance(rows, np.ndarray):
-                self._events_file.write_table(rows)
-            else:
-                self._events_file.write_rows(rows)
+            self._events_file.write_rows(rows)
             for stream_rows, stream in drained:
                 stream.write_rows(stream_rows)
         if mark:  # written with the next flush
