@@ -51,9 +51,20 @@ def patch_gymnasium(gym: Any) -> None:
     gym._rlscope_patched = True
 
 
+def is_multiprocessing_helper() -> bool:
+    """multiprocessing's resource tracker (``-c "from multiprocessing.resource_tracker import ..."``).
+
+    It runs none of the program's code, outlives the process that started it (its session would
+    start after its parent's end and read ppid 1), and would only add an empty process to the
+    report. The forkserver is profiled: the workers it forks inherit its session.
+    """
+    argv = getattr(sys, "orig_argv", [])
+    return "-c" in argv and any("multiprocessing.resource_tracker" in a for a in argv)
+
+
 def start_from_env() -> None:
     trace_dir = os.environ.get(TRACE_DIR_ENV)
-    if not trace_dir:
+    if not trace_dir or is_multiprocessing_helper():
         return
     import rlscope
 

@@ -196,6 +196,9 @@ class Session:
             "host": socket.gethostname(),
             "pid": str(os.getpid()),
             "ppid": str(os.getppid()),
+            # the profiled process that started this one, whatever became of it: a helper spawned
+            # just before its parent exits reads ppid 1 (rlscope.trace.reader.parent_pid)
+            "run_parent": os.environ.get(RUN_PARENT_ENV, ""),
             "rank": _rank(),
             # torchrun / torch.distributed: which rank of how many (rlscope.analysis.roles labels ranks)
             **{k.lower(): os.environ[k] for k in ("LOCAL_RANK", "WORLD_SIZE") if k in os.environ},
@@ -228,6 +231,8 @@ class Session:
         self._pid = os.getpid()
         self.process_dir = self.trace_dir / f"{S.PROCESS_PREFIX}{self._pid}"
         metadata = self._metadata(start_ns, unix_ns)
+        if RUN_TRACE_DIR_ENV in os.environ:  # under `rlscope run`: this process's children are its
+            os.environ[RUN_PARENT_ENV] = str(self._pid)
         from rlscope import calibration
 
         # the residual per-event costs travel inside the trace: analyzed anywhere, same figures
@@ -550,6 +555,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 # rlscope._autorun would start a run).
 RUN_TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"
 RUN_OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
+RUN_PARENT_ENV = "RLSCOPE_RUN_PARENT"  # pid of the latest profiled process in a process's ancestry
 
 
 def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any) -> Session:

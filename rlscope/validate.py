@@ -404,7 +404,8 @@ def session_for_mode(mode: str, trace_dir: str | os.PathLike[str], options: dict
 
 
 def child_boot() -> None:
-    """Run by the child's sitecustomize: take the record, and start a whole-process session if asked."""
+    """Run by the child's sitecustomize (rlscope/_boot): take the record, and start a whole-process
+    session if asked."""
     record = child_record()
     if os.environ.get(WHOLE_ENV) == "1" and record.path:
         if record.mode == "timers":
@@ -412,17 +413,6 @@ def child_boot() -> None:
         elif record.mode == "off":
             NullSession(record=record).start()
 
-
-SITECUSTOMIZE = """\
-# Written by `rlscope validate` (rlscope/validate.py): measure this interpreter.
-try:
-    import rlscope.validate
-    rlscope.validate.child_boot()
-    import rlscope._autorun  # noqa: F401  (profiled runs of scripts without rlscope.profile)
-except Exception as e:  # never stop the user's program
-    import sys
-    print(f"rlscope validate: this process is not measured: {e}", file=sys.stderr)
-"""
 
 # ------------------------------------------------------------------------------------ timer costs
 
@@ -504,6 +494,7 @@ def corrected_timers(counters: dict[str, dict[str, int]], costs: dict[str, float
 
 _RUN_TRACE_ENV = "RLSCOPE_RUN_TRACE_DIR"  # rlscope._autorun's (not imported: importing it starts a session)
 _RUN_OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
+_RUN_PARENT_ENV = "RLSCOPE_RUN_PARENT"
 _TAIL_LINES = 20
 SHOWN_SHARE = 0.01  # operations above this share of the run are shown
 CHECKED_SHARE = 0.05  # and above this one checked against the operation tolerance
@@ -702,7 +693,16 @@ def profile_overrides(opts: Options) -> dict[str, Any]:
 def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, whole: bool) -> dict[str, str]:
     """The environment of one child run (module docstring: the variables)."""
     env = dict(os.environ)
-    for k in (MODE_ENV, RECORD_ENV, TRACE_ENV, OPTIONS_ENV, WHOLE_ENV, _RUN_TRACE_ENV, _RUN_OPTIONS_ENV):
+    for k in (
+        MODE_ENV,
+        RECORD_ENV,
+        TRACE_ENV,
+        OPTIONS_ENV,
+        WHOLE_ENV,
+        _RUN_TRACE_ENV,
+        _RUN_OPTIONS_ENV,
+        _RUN_PARENT_ENV,
+    ):
         env.pop(k, None)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(boot), env.get("PYTHONPATH", "")) if x)
     env[MODE_ENV] = _MODE_VALUE[mode]
@@ -809,9 +809,9 @@ class _Runner:
 
     def __init__(self, opts: Options, work: Path, log: Any) -> None:
         self.opts, self.work, self.log = opts, work, log
-        self.boot = work / "boot"
-        self.boot.mkdir()
-        (self.boot / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        from rlscope.cli.main import BOOT_DIR  # its sitecustomize calls child_boot, then _autorun
+
+        self.boot = BOOT_DIR
         self.traces = opts.trace_dir or work / "traces"
         self.whole: bool | None = None  # the script never calls rlscope.profile (known after one run)
 

@@ -120,6 +120,8 @@ def test_pool_workers_with_5ms_tasks_keep_their_events(tmp_path, method, ending)
         assert set(_end_signals(p)) <= {-1, 15}
         if ending == "close-join":
             assert _end_signals(p) == [-1]
+    # spawn starts multiprocessing's resource tracker, which runs none of the job's code: not profiled
+    assert not [p for p in trace.processes if p.metadata.get("argv") == '["-c"]']
     findings = check_trace(str(tmp_path / "trace"))
     assert not [f for f in findings if f.level in ("error", "warning")], findings
     c = subprocess.run(

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rlscope.trace.reader import Trace
+from rlscope.trace.reader import Trace, parent_pid
 
 STRAGGLER_RATIO = 1.25  # a worker busier than this times its role's median lags
 DDP_RANK = "ddp rank"  # a torch.distributed rank (WORLD_SIZE in its environment), labelled "rank N"
@@ -45,8 +45,7 @@ def process_role(meta: dict[str, str], pids: set[int]) -> str:
         return meta["ray.role"]
     if meta.get("world_size"):  # a torch.distributed rank (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)
         return DDP_RANK
-    ppid = int(meta.get("ppid", "0") or 0)
-    return "child" if ppid in pids else "main"
+    return "child" if parent_pid(meta) in pids else "main"
 
 
 def _clock(meta: dict[str, str]) -> dict[str, Any] | None:
@@ -146,7 +145,7 @@ def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
     for entry, proc in zip(entries, trace.processes, strict=True):
         entry.update(_label(proc.metadata, pids))
     # the launcher of DDP ranks (torchrun's agent), when it is no rank itself
-    launchers = {int(p.metadata.get("ppid") or 0) for p in trace.processes if p.metadata.get("world_size")}
+    launchers = {parent_pid(p.metadata) for p in trace.processes if p.metadata.get("world_size")}
     for entry in entries:
         if entry["pid"] in launchers and entry["role"] in ("main", "child"):
             entry["role"] = entry["label"] = TORCHRUN_AGENT

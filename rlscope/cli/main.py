@@ -15,24 +15,17 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from rlscope.cli.parser import Parser, command_list
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
-from rlscope.session import RUN_OPTIONS_ENV, RUN_TRACE_DIR_ENV
+from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.trace import clear_trace_dir
 
 EXIT_BAD_INPUT = 2
-SITECUSTOMIZE = """\
-# Written by `rlscope run`: profile this interpreter (see rlscope/_autorun.py).
-try:
-    import rlscope._autorun  # noqa: F401
-except Exception as e:  # never stop the user's program
-    import sys
-    print(f"rlscope: this process is not profiled: {e}", file=sys.stderr)
-"""
+# the directory `rlscope run` puts first on its program's PYTHONPATH (its sitecustomize starts the session)
+BOOT_DIR = Path(__file__).resolve().parent.parent / "_boot"
 
 
 def _print_report(
@@ -144,17 +137,18 @@ def run(argv: list[str]) -> int:
         "backend": not args.no_backend,
         "gpu": False if args.gpu == "off" else args.gpu,
     }
-    with tempfile.TemporaryDirectory(prefix="rlscope-run-") as boot:
-        Path(boot, "sitecustomize.py").write_text(SITECUSTOMIZE)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(x for x in (boot, env.get("PYTHONPATH", "")) if x)
-        env[RUN_TRACE_DIR_ENV] = str(trace_dir)
-        env[RUN_OPTIONS_ENV] = json.dumps(options)
-        try:
-            proc = subprocess.Popen(command, env=env)
-        except FileNotFoundError:
-            raise RLScopeError(f"{command[0]}: command not found") from None
-        code = _wait_like_a_shell(proc)
+    if not (BOOT_DIR / "sitecustomize.py").is_file():
+        raise RLScopeError(f"{BOOT_DIR / 'sitecustomize.py'} is missing: reinstall rlscope")
+    env = dict(os.environ)
+    env.pop(RUN_PARENT_ENV, None)  # this program is the run's first process
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if x)
+    env[RUN_TRACE_DIR_ENV] = str(trace_dir)
+    env[RUN_OPTIONS_ENV] = json.dumps(options)
+    try:
+        proc = subprocess.Popen(command, env=env)
+    except FileNotFoundError:
+        raise RLScopeError(f"{command[0]}: command not found") from None
+    code = _wait_like_a_shell(proc)
     print(f"rlscope run: exit status {code}; trace in {trace_dir}", file=sys.stderr)
     if not args.no_analyze and trace_dir.exists():
         try:

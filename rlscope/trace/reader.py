@@ -60,6 +60,16 @@ def name_of(names: list[str], i: int, none: str = "") -> str:
     return names[i] if i < len(names) else f"<unknown name {i}>"
 
 
+def parent_pid(meta: dict[str, str]) -> int:
+    """The pid of the profiled process that started this one (0: none known).
+
+    ``run_parent`` (set under ``rlscope run``) before ``ppid``: a process whose parent exited before
+    its session started (multiprocessing's resource tracker, a worker outliving its pool) reads
+    ``ppid`` 1, its reparenting, but inherited its launcher's pid in its environment.
+    """
+    return int(meta.get("run_parent") or meta.get("ppid") or 0)
+
+
 def clock_offset(proc: ProcessHeader) -> int:
     """Add to a trace-clock ns to get the Unix-anchored clock all processes share (0: no anchors)."""
     meta = proc.metadata

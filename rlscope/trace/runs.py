@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 
-from rlscope.trace.reader import ProcessHeader, clock_offset
+from rlscope.trace.reader import ProcessHeader, clock_offset, parent_pid
 
 
 def groups(spans: Sequence[tuple[int, int] | None], offsets: Sequence[int]) -> list[list[int]]:
@@ -46,7 +46,7 @@ def _when(unix_ns: int) -> str:
 
 
 def _join_children(runs: list[list[int]], headers: Sequence[ProcessHeader]) -> list[list[int]]:
-    """Runs merged where a process's parent (same host, ``ppid``) is in another run: a child is part
+    """Runs merged where a process's parent (same host, :func:`parent_pid`) is in another run: a child is part
     of its parent's run whatever the clocks say."""
     run_of = {i: r for r, run in enumerate(runs) for i in run}
     where = {(h.metadata.get("host", ""), h.pid): i for i, h in enumerate(headers)}
@@ -58,7 +58,7 @@ def _join_children(runs: list[list[int]], headers: Sequence[ProcessHeader]) -> l
         return r
 
     for i, h in enumerate(headers):
-        j = where.get((h.metadata.get("host", ""), int(h.metadata.get("ppid", "0") or 0)))
+        j = where.get((h.metadata.get("host", ""), parent_pid(h.metadata)))
         if j is not None:
             a, b = root(run_of[i]), root(run_of[j])
             parent[max(a, b)] = min(a, b)
