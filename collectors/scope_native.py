@@ -33,7 +33,7 @@ from rlscope import annotate, categories
 from rlscope.trace import schema as S
 
 SOURCE = Path(__file__).with_name("scope_native.c")
-ABI_VERSION = 3
+ABI_VERSION = 4
 MODULE = "rlscope_scope_native"
 ENV = "RLSCOPE_NATIVE_SCOPES"
 
