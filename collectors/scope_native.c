@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#define ABI_VERSION 4
+#define ABI_VERSION 5
 
 /* event kinds and flags: rlscope/trace/schema.py's, checked by install() */
 #define OP_BEGIN 0
@@ -50,6 +50,13 @@ typedef struct {
     PyObject *session, *tls, *ops, *open_names, *cats, *thread;
 } TState;
 static _Thread_local TState tstate;
+
+/* the boundary in progress on this thread (see "self-timed boundaries" below) */
+struct EventBuffer_;
+static _Thread_local struct EventBuffer_ *row_buf; /* the buffer and row of its event, */
+static _Thread_local Py_ssize_t row_idx;           /* -1: none yet */
+static _Thread_local long long row_ts;
+static _Thread_local int row_count, row_real_clock, row_python;
 
 static inline long long now_ns(void) {
     struct timespec t;
@@ -81,7 +88,10 @@ static PyObject *active_dict(PyObject **active) {
 
 static long long session_clock(PyObject *d, int *err) {
     PyObject *clock = PyDict_GetItemWithError(d, s_clock);
-    if (clock == NULL || clock == perf_counter_ns) return now_ns();
+    if (clock == NULL || clock == perf_counter_ns) {
+        row_real_clock = 1;
+        return now_ns();
+    }
     PyObject *r = PyObject_CallNoArgs(clock); /* a test's fake clock, or another clock */
     if (r == NULL) {
         *err = 1;
@@ -96,6 +106,7 @@ static long long session_clock(PyObject *d, int *err) {
 static int call_if_set(PyObject *d, PyObject *key, PyObject *arg) {
     PyObject *f = PyDict_GetItemWithError(d, key);
     if (f == NULL || f == Py_None) return PyErr_Occurred() ? -1 : 0;
+    row_python = 1;
     PyObject *r = arg ? PyObject_CallOneArg(f, arg) : PyObject_CallNoArgs(f);
     if (r == NULL) return -1;
     Py_DECREF(r);
@@ -115,6 +126,7 @@ static void tstate_clear(void) {
  * -1 on error, 1 when the state is not what annotate.ThreadState holds (the caller falls back). */
 static int thread_state(PyObject *s, PyObject *tls) {
     if (tstate.session == s && tstate.tls == tls) return 0;
+    row_python = 1;
     PyObject *st = PyObject_CallMethodNoArgs(s, s_thread_state);
     if (st == NULL) return -1;
     PyObject *ops = PyObject_GetAttr(st, s_ops), *open_names = PyObject_GetAttr(st, s_open_names),
@@ -147,8 +159,8 @@ static int thread_state(PyObject *s, PyObject *tls) {
  * in one copy. Against a deque of tuples: no Python objects kept per event (a tuple and two ints
  * that the job's own code would find in its caches' way), and the writer converts a batch with one
  * numpy view instead of a Python loop over tuples, while holding the GIL beside the job. */
-#define WIDTH 7
-typedef struct {
+#define WIDTH 8 /* the events schema's 7 columns, then ``cost`` (schema.EVENT_COST_COLUMN) */
+typedef struct EventBuffer_ {
     PyObject_HEAD
     long long *rows;
     Py_ssize_t len, cap; /* in rows */
@@ -178,26 +190,30 @@ static inline int eb_push(EventBuffer *b, long long ts, long long thread, long l
     r[4] = p;
     r[5] = c;
     r[6] = flags;
+    r[7] = 0; /* not measured: the analyzer uses the calibrated cost */
     b->len += 1;
     return 0;
 }
 
 static PyObject *eb_append(EventBuffer *b, PyObject *row) {
-    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != WIDTH) {
-        PyErr_SetString(PyExc_TypeError, "EventBuffer.append: a 7-tuple of ints");
+    /* a 7-tuple (the events' columns, as Python code appends them; cost 0) or an 8-tuple */
+    Py_ssize_t n = PyTuple_Check(row) ? PyTuple_GET_SIZE(row) : 0;
+    if (n != WIDTH - 1 && n != WIDTH) {
+        PyErr_SetString(PyExc_TypeError, "EventBuffer.append: a 7- or 8-tuple of ints");
         return NULL;
     }
-    long long v[WIDTH];
-    for (int i = 0; i < WIDTH; i++) {
+    long long v[WIDTH] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
         v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(row, i));
         if (v[i] == -1 && PyErr_Occurred()) return NULL;
     }
     if (eb_push(b, v[0], v[1], v[2], v[3], v[4], v[5], v[6]) < 0) return NULL;
+    b->rows[(b->len - 1) * WIDTH + 7] = v[7];
     Py_RETURN_NONE;
 }
 
 static PyObject *eb_drain(EventBuffer *b, PyObject *unused) {
-    /* the rows so far as bytes (n * 7 int64, native order); the buffer keeps its memory */
+    /* the rows so far as bytes (n * 8 int64, native order); the buffer keeps its memory */
     PyObject *out = PyBytes_FromStringAndSize((const char *)b->rows, b->len * WIDTH * (Py_ssize_t)sizeof(long long));
     if (out != NULL) b->len = 0;
     return out;
@@ -289,6 +305,41 @@ static PyTypeObject EventBufferType = {
 };
 
 
+/* ---------------------------------------------------------------------- self-timed boundaries
+ *
+ * Each boundary measures what it costs on the job's thread and writes it into its own event row
+ * (the ``cost`` column): the time from entering the C method to the event's timestamp (``pre``,
+ * paid before it) and from the timestamp to the method's return (``post``, after it), packed as
+ * pre | post << 32. A boundary in a real loop costs several times its tight-loop calibration (the
+ * job's own work between two boundaries evicts what a boundary touches: 0.45 us per pair beside a
+ * little Python, 1.0 us beside a numpy pass over 1 MB, on the development VM), and most of that is
+ * inside these methods, so the analyzer removes what each boundary measured, plus the calibrated
+ * dispatch around the methods (docs/overhead.md). Two more clock reads per boundary pay for it.
+ *
+ * Not measured (cost 0, the calibrated cost applies): a boundary that ran Python code of rlscope's
+ * on the way (a window switch, a tick, NVTX ranges, a forced close: their own time is marked or
+ * calibrated apart), one that wrote more or less than one row, and a session on another clock. */
+
+static inline void boundary_start(void) {
+    row_buf = NULL;
+    row_idx = -1;
+    row_count = 0;
+    row_python = 0;
+    row_real_clock = 0;
+}
+
+static inline void boundary_stamp(long long t0) {
+    if (row_buf == NULL || row_count != 1 || row_python || !row_real_clock) return;
+    long long t1 = now_ns();
+    EventBuffer *b = row_buf;
+    if (row_idx >= b->len) return; /* drained meanwhile */
+    long long *r = b->rows + row_idx * WIDTH;
+    if (r[0] != row_ts) return; /* another row now: drained and refilled */
+    long long pre = row_ts - t0, post = t1 - row_ts, cap = 0x7fffffffLL;
+    if (pre < 0 || post < 0) return;
+    r[7] = (pre < cap ? pre : cap) | ((post < cap ? post : cap) << 32);
+}
+
 /* session.events.append((ts, thread, kind, a, b, c, flags)); steals nothing. */
 static int append_event(PyObject *d, long long ts, PyObject *thread, long kind, PyObject *a, PyObject *b,
                         PyObject *c, long flags) {
@@ -304,7 +355,14 @@ static int append_event(PyObject *d, long long ts, PyObject *thread, long kind, 
             v[i] = PyLong_AsLongLong(objs[i]);
             if (v[i] == -1 && PyErr_Occurred()) return -1;
         }
-        return eb_push((EventBuffer *)events, ts, v[0], kind, v[1], v[2], v[3], flags);
+        int rc = eb_push((EventBuffer *)events, ts, v[0], kind, v[1], v[2], v[3], flags);
+        if (rc == 0) {
+            row_buf = (EventBuffer *)events;
+            row_idx = row_buf->len - 1;
+            row_ts = ts;
+            row_count += 1;
+        }
+        return rc;
     }
     PyObject *t = PyTuple_New(7);
     if (t == NULL) return -1;
@@ -367,6 +425,7 @@ static int long_op_entry(PyObject *s, PyObject *d, PyObject *nid) {
     PyObject *long_ops;
     int known = long_op_known(d, nid, &long_ops);
     if (known <= 0) return known;
+    row_python = 1;
     PyObject *r = PyObject_CallMethodOneArg(s, s_long_op_entry, nid);
     if (r == NULL) return -1;
     Py_DECREF(r);
@@ -390,6 +449,7 @@ static int long_op_done(PyObject *s, PyObject *d, PyObject *nid, long long ts) {
         int known = long_op_known(d, nid, &long_ops);
         return known > 0 ? PyDict_DelItem(long_ops, nid) : known;
     }
+    row_python = 1;
     PyObject *r = PyObject_CallMethodOneArg(s, s_long_op_done, nid);
     if (r == NULL) return -1;
     Py_DECREF(r);
@@ -404,7 +464,7 @@ static PyObject *python_exit(PyObject *fn, PyObject *self, PyObject *const *args
     return PyObject_Vectorcall(fn, full, 1 + n, NULL);
 }
 
-static PyObject *scope_enter(PyObject *self, PyObject *unused) {
+static PyObject *scope_enter_impl(PyObject *self, PyObject *unused) {
     PyObject *s;
     PyObject *d = active_dict(&s);
     if (d == NULL) {
@@ -470,7 +530,7 @@ static PyObject *scope_enter(PyObject *self, PyObject *unused) {
     return Py_NewRef(self);
 }
 
-static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *scope_exit_impl(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *s;
     PyObject *d = active_dict(&s);
     if (d == NULL) {
@@ -525,6 +585,7 @@ static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t na
         if (rc < 0) return NULL;
         if (depth == 0 && long_op_done(s, d, nid, ts) < 0) return NULL; /* before a switch due now */
     } else {
+        row_python = 1;
         PyObject *st = PyObject_CallMethodNoArgs(s, s_thread_state);
         if (st == NULL) return NULL;
         PyObject *tsv = PyLong_FromLongLong(ts), *kind = PyLong_FromLong(OP_END);
@@ -540,6 +601,7 @@ static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t na
         int same = is_main_thread(d);
         if (same < 0) return NULL;
         if (same) {
+            row_python = 1;
             PyObject *r = PyObject_CallMethodNoArgs(s, s_switch_window);
             if (r == NULL) return NULL;
             Py_DECREF(r);
@@ -549,6 +611,7 @@ static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t na
     due = PyDict_GetItemWithError(d, s_tick_due);
     if (due != NULL && ts >= PyLong_AsLongLong(due)) {
         PyObject *tsv = PyLong_FromLongLong(ts);
+        row_python = 1;
         PyObject *r = tsv ? PyObject_CallMethodOneArg(s, s_run_tick, tsv) : NULL;
         Py_XDECREF(tsv);
         if (r == NULL) return NULL;
@@ -562,7 +625,7 @@ fallback:
 
 /* ---------------------------------------------------------------------------- categories */
 
-static PyObject *cat_enter(PyObject *self, PyObject *unused) {
+static PyObject *cat_enter_impl(PyObject *self, PyObject *unused) {
     PyObject *s;
     PyObject *d = active_dict(&s);
     if (d == NULL) {
@@ -590,7 +653,7 @@ static PyObject *cat_enter(PyObject *self, PyObject *unused) {
     return Py_NewRef(self);
 }
 
-static PyObject *cat_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *cat_exit_impl(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *s;
     PyObject *d = active_dict(&s);
     if (d == NULL) {
@@ -638,6 +701,44 @@ fallback:
 }
 
 /* ------------------------------------------------------------------------------ install */
+
+/* The methods installed: each boundary timed around its implementation (see "self-timed
+ * boundaries"). The no-session path returns before the clock is read twice. */
+static PyObject *scope_enter(PyObject *self, PyObject *unused) {
+    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) return Py_NewRef(self);
+    long long t0 = now_ns();
+    boundary_start();
+    PyObject *r = scope_enter_impl(self, unused);
+    if (r != NULL) boundary_stamp(t0);
+    return r;
+}
+
+static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) Py_RETURN_NONE;
+    long long t0 = now_ns();
+    boundary_start();
+    PyObject *r = scope_exit_impl(self, args, nargs);
+    if (r != NULL) boundary_stamp(t0);
+    return r;
+}
+
+static PyObject *cat_enter(PyObject *self, PyObject *unused) {
+    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) return Py_NewRef(self);
+    long long t0 = now_ns();
+    boundary_start();
+    PyObject *r = cat_enter_impl(self, unused);
+    if (r != NULL) boundary_stamp(t0);
+    return r;
+}
+
+static PyObject *cat_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) Py_RETURN_NONE;
+    long long t0 = now_ns();
+    boundary_start();
+    PyObject *r = cat_exit_impl(self, args, nargs);
+    if (r != NULL) boundary_stamp(t0);
+    return r;
+}
 
 static PyMethodDef scope_defs[] = {
     {"__enter__", (PyCFunction)scope_enter, METH_NOARGS, "rlscope scope enter (native)"},

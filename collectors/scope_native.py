@@ -33,7 +33,7 @@ from rlscope import annotate, categories
 from rlscope.trace import schema as S
 
 SOURCE = Path(__file__).with_name("scope_native.c")
-ABI_VERSION = 4
+ABI_VERSION = 5
 MODULE = "rlscope_scope_native"
 ENV = "RLSCOPE_NATIVE_SCOPES"
 
@@ -124,6 +124,14 @@ def load() -> Any:
 def wanted() -> bool:
     """Whether the native methods are asked for (``RLSCOPE_NATIVE_SCOPES=0`` says no)."""
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def calibration_key() -> str:
+    """The ``scopes`` field of the calibration key: ``native-<ABI>`` or ``python``. The C methods'
+    version is part of it: a change in what they do per boundary (ABI 5: two clock reads more, to
+    measure themselves) changes what they cost, so older calibrations do not apply."""
+    recorder = available()
+    return f"native-{ABI_VERSION}" if recorder == "native" else recorder
 
 
 def available() -> str:

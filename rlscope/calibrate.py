@@ -48,9 +48,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 import rlscope
 from rlscope import calibration as cal_mod
+from rlscope import categories
 from rlscope.annotate import simulator
+from rlscope.trace import schema as S
 
 OUTER = rlscope.scope("rlscope.calibrate.outer")
 INNER = rlscope.scope("rlscope.calibrate.inner")
@@ -424,6 +428,52 @@ def _summary(trace: Any) -> dict[str, Any]:
     return dict(analyze(trace, correct=False, intervals=False).summary)
 
 
+def _measured(
+    trace: Any, a: int, b: int, begin: int, end: int, name: str | None = None, category: int | None = None
+) -> dict[str, float] | None:
+    """What the timed loop's boundaries measured they cost (schema.EVENT_COST_COLUMN), per pair:
+    ``measured_inside`` (after a begin's timestamp, before an end's) and ``measured_outside``. The
+    analyzer removes a measured boundary's own figure and, around it, what the calibration found
+    beyond it (rlscope/analysis/overhead.py). None without measurements (the Python methods)."""
+    ev = trace.processes[0].events
+    if S.EVENT_COST_COLUMN[0] not in ev.column_names:
+        return None
+    proc = trace.processes[0]
+    ts, kind = ev.column("ts_ns").to_numpy(), ev.column("kind").to_numpy()
+    keep = (ts >= a) & (ts <= b) & ((kind == begin) | (kind == end))
+    if name is not None:
+        ids = [i for i, x in enumerate(proc.names) if x == name]
+        keep &= np.isin(ev.column("name").to_numpy(), ids)
+    if category is not None:  # not the writer's flush marks
+        keep &= ev.column("id").to_numpy() == category
+    cost = ev.column(S.EVENT_COST_COLUMN[0]).to_numpy()[keep]
+    pairs = len(cost) / 2
+    if pairs == 0 or (cost > 0).mean() < 0.9:  # most boundaries must have measured themselves
+        return None
+    pre, post = S.unpack_cost(cost)
+    opens = kind[keep] == begin
+    return {
+        "measured_inside": float(np.where(opens, post, pre).sum()) / pairs,
+        "measured_outside": float(np.where(opens, pre, post).sum()) / pairs,
+    }
+
+
+def _measured_median(seen: list[tuple[float, dict[str, float] | None]]) -> dict[str, float]:
+    """Median per-pair measurements over a round's timings ({} when a timing had none)."""
+    got = [m for _, m in seen]
+    if not got or any(m is None for m in got):
+        return {}
+    return {k: statistics.median(m[k] for m in got) for k in ("measured_inside", "measured_outside")}  # type: ignore[index]
+
+
+def _with_measured(entry: dict[str, float], st: Stable) -> dict[str, float]:
+    """The cost entry with the boundaries' own measurements, when every counted round had them."""
+    if all("measured_inside" in r for r in st.rounds[-st.k :]):
+        entry["measured_inside"] = st.median("measured_inside")
+        entry["measured_outside"] = st.median("measured_outside")
+    return entry
+
+
 def _split(total_ns: float, inside_ns: float) -> dict[str, float]:
     inside = max(0.0, min(inside_ns, total_ns))
     return {"inside": inside, "outside": max(total_ns - inside, 0.0), "total": total_ns}
@@ -437,33 +487,35 @@ def measure_scope(plan: Plan, traces: _Traces, options: dict[str, Any]) -> tuple
     inner scope's analyzed time: its true time is empty)."""
     n = max(int(20_000 * plan.scale), 1000)
 
-    def inside(trace: Any, a: int, b: int) -> float:
-        return _summary(trace)["operations"][INNER.name]["exclusive_s"] * 1e9 / n
+    def inside(trace: Any, a: int, b: int) -> tuple[float, dict[str, float] | None]:
+        ns = _summary(trace)["operations"][INNER.name]["exclusive_s"] * 1e9 / n
+        return ns, _measured(trace, a, b, S.OP_BEGIN, S.OP_END, INNER.name)
 
     def one() -> dict[str, float]:
-        u, p, ins = _interleaved(traces, SCOPES, n, plan.timings, options, inside)
-        return {"total": (p - u) / n, "inside": min(ins)}
+        u, p, seen = _interleaved(traces, SCOPES, n, plan.timings, options, inside)
+        return {"total": (p - u) / n, "inside": min(x[0] for x in seen), **_measured_median(seen)}
 
     one()  # warm-up: imports, caches, the first session's start
     st = _until_stable_per_ref(one, "total", plan)
-    return st, _split(st.cost, st.median("inside"))
+    return st, _with_measured(_split(st.cost, st.median("inside")), st)
 
 
 def measure_category(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:
     """Per simulator/category boundary pair (``rlscope.simulator``, ``wrap_env``)."""
     n = max(int(20_000 * plan.scale), 1000)
 
-    def inside(trace: Any, a: int, b: int) -> float:
+    def inside(trace: Any, a: int, b: int) -> tuple[float, dict[str, float] | None]:
         cats = _summary(trace)["operations"][OUTER.name]["categories"]
-        return cats.get("simulator", 0.0) * 1e9 / n
+        measured = _measured(trace, a, b, S.CAT_BEGIN, S.CAT_END, category=categories.SIMULATOR)
+        return cats.get("simulator", 0.0) * 1e9 / n, measured
 
     def one() -> dict[str, float]:
-        u, p, ins = _interleaved(traces, CATEGORIES, n, plan.timings, {}, inside)
-        return {"total": (p - u) / n, "inside": min(ins)}
+        u, p, seen = _interleaved(traces, CATEGORIES, n, plan.timings, {}, inside)
+        return {"total": (p - u) / n, "inside": min(x[0] for x in seen), **_measured_median(seen)}
 
     one()
     st = _until_stable_per_ref(one, "total", plan)
-    return st, _split(st.cost, st.median("inside"))
+    return st, _with_measured(_split(st.cost, st.median("inside")), st)
 
 
 def measure_writer(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]:

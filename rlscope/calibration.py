@@ -72,7 +72,7 @@ def current_key() -> dict[str, str]:
         "python": sys.version.split()[0],
         "torch": _package_version("torch"),
         "cuda": torch_cuda_version(),
-        "scopes": scope_native.available(),  # the native and the Python scope methods cost differently
+        "scopes": scope_native.calibration_key(),  # the native and the Python scope methods cost differently
         "rlscope": __version__,
     }
 

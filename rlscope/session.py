@@ -208,7 +208,7 @@ class Session:
             "gymnasium": _package_version("gymnasium"),
             "clock": "perf_counter_ns",
             # native | python: the scope methods a session here runs (a calibration key field)
-            "scopes": scope_native.available(),
+            "scopes": scope_native.calibration_key(),
             "clock_anchor_ns": str(start_ns),
             "clock_anchor_unix_ns": str(time.time_ns() if unix_ns is None else unix_ns),
             "argv": json.dumps(sys.argv),

@@ -134,8 +134,12 @@ def test_event_buffer_rows_round_trip():
     for r in rows:
         buf.append(r)
     assert len(buf) == len(rows)
-    table = np.frombuffer(buf.drain(), np.int64).reshape(-1, 7)
-    assert len(buf) == 0 and table.tolist() == [list(r) for r in rows]
+    buf.append((1, 2, 3, 4, 5, 6, 7, (40 << 32) | 30))  # a row with its measured cost (pre 30, post 40)
+    table = np.frombuffer(buf.drain(), np.int64).reshape(-1, 8)  # the events' columns, then the cost
+    assert len(buf) == 0 and table.tolist() == [[*r, 0] for r in rows] + [
+        [1, 2, 3, 4, 5, 6, 7, (40 << 32) | 30]
+    ]
+    assert [int(x) for x in S.unpack_cost(table[-1, 7])] == [30, 40]
     with pytest.raises(TypeError):
         buf.append((1, 2))
 
@@ -183,11 +187,11 @@ def test_event_buffer_drains_into_a_kept_array_in_parts():
     rows = [(i, 7, S.OP_END, i, -1, 3, 0) for i in range(10)]
     for r in rows:
         buf.append(r)
-    out = np.zeros((4, 7), np.int64)
-    assert buf.drain_into(out) == 4 and out.tolist() == [list(r) for r in rows[:4]]
+    out = np.zeros((4, 8), np.int64)
+    assert buf.drain_into(out) == 4 and out.tolist() == [[*r, 0] for r in rows[:4]]
     assert len(buf) == 6  # the rest waits for the next drain, in order
-    big = np.zeros((16, 7), np.int64)
-    assert buf.drain_into(big) == 6 and big[:6].tolist() == [list(r) for r in rows[4:]]
+    big = np.zeros((16, 8), np.int64)
+    assert buf.drain_into(big) == 6 and big[:6].tolist() == [[*r, 0] for r in rows[4:]]
     assert len(buf) == 0 and buf.drain_into(big) == 0
 
 
@@ -199,8 +203,8 @@ def test_reserve_ahead_keeps_the_rows_and_only_grows():
     assert buf.reserve_ahead(100_000) and buf.capacity() == 100_000
     assert not buf.reserve_ahead(50_000) and buf.capacity() == 100_000  # never shrinks
     buf.append(rows[0])
-    table = np.frombuffer(buf.drain(), np.int64).reshape(-1, 7)
-    assert table.tolist() == [list(r) for r in [*rows, rows[0]]]
+    table = np.frombuffer(buf.drain(), np.int64).reshape(-1, 8)
+    assert table.tolist() == [[*r, 0] for r in [*rows, rows[0]]]
 
 
 @pytest.mark.skipif(not hasattr(resource, "RUSAGE_THREAD"), reason="per-thread page faults: Linux")
@@ -221,3 +225,23 @@ def test_a_fresh_sessions_scopes_take_no_page_faults_on_the_jobs_thread(tmp_path
     proc = rlscope.load_trace(str(tmp_path / "t")).processes[0]
     begins = proc.events.column("name").to_numpy()[proc.events.column("kind").to_numpy() == S.OP_BEGIN]
     assert sum(proc.name(int(n)) == "work" for n in begins) == 10_000  # every row reached the trace
+
+
+def test_boundaries_measure_their_own_cost(tmp_path):
+    # every scope and category boundary on the common path writes what it cost into its row; a
+    # phase (the Python methods) and rows rlscope writes itself measure nothing
+    work = rlscope.scope("work")
+    opts = {"backend": False, "gpu": False, "windows": False, "nvml_hz": 0}
+    with rlscope.profile(tmp_path / "t", **opts), rlscope.phase("training"):
+        for _ in range(2000):
+            with work, rlscope.simulator():
+                pass
+    ev = rlscope.load_trace(str(tmp_path / "t")).processes[0].events
+    kind, cost = ev.column("kind").to_numpy(), ev.column(S.EVENT_COST_COLUMN[0]).to_numpy()
+    boundaries = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END)) & (
+        ev.column("thread").to_numpy() == threading.get_native_id()
+    )
+    assert (cost[boundaries] > 0).mean() > 0.95
+    pre, post = S.unpack_cost(cost[boundaries & (cost > 0)])
+    assert (pre + post).max() < 10_000_000 and np.median(pre + post) < 20_000  # ns: plausible
+    assert (cost[np.isin(kind, (S.PHASE_BEGIN, S.PHASE_END, S.SESSION_START, S.SESSION_END))] == 0).all()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,13 @@ from rlscope.trace.schema import CostClass
 
 # cost class -> the name the calibration, the summary and the notes use
 CLASS_NAMES = tuple(c.name.lower() for c in CostClass)
+# "0": ignore what boundaries measured, calibrated costs for every row (benchmarks comparing the two)
+MEASURED_ENV = "RLSCOPE_MEASURED_COSTS"
 MAX_BACKGROUND_SHARE = 0.5  # a larger share means a calibration that does not fit this run
+
+
+def _unknown() -> np.ndarray:
+    return np.full(len(CLASS_NAMES), np.nan)
 
 
 @dataclasses.dataclass
@@ -37,6 +44,12 @@ class EventCosts:
 
     inside: np.ndarray  # per class: cost inside a begin/end pair
     outside: np.ndarray  # per class: cost outside it (the enclosing operation or category pays)
+    # per class, for boundaries that measured their own cost (schema.EVENT_COST_COLUMN): the
+    # calibrated part around what they measure (the interpreter's dispatch into the C methods and
+    # back), inside and outside; NaN where the calibration has no such figure (calibrated costs
+    # then apply to every row, measured or not)
+    dispatch_inside: np.ndarray = dataclasses.field(default_factory=lambda: _unknown())
+    dispatch_outside: np.ndarray = dataclasses.field(default_factory=lambda: _unknown())
     writer_per_event: float = 0.0  # background: the writer's GIL time per event row written
     nvml_per_sample: float = 0.0  # background: the NVML sampler's GIL time per sample
     used: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> calibration entry used
@@ -79,6 +92,10 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
         costs.inside[cls] = float(table[entry].get("inside", 0.0))
         costs.outside[cls] = float(table[entry].get("outside", 0.0))
         costs.used[CLASS_NAMES[cls]] = entry
+        row = table[entry]
+        if "measured_inside" in row:  # the calibration read what its boundaries measured
+            costs.dispatch_inside[cls] = max(costs.inside[cls] - float(row["measured_inside"]), 0.0)
+            costs.dispatch_outside[cls] = max(costs.outside[cls] - float(row["measured_outside"]), 0.0)
     costs.writer_per_event = float(table.get("writer", {}).get("per_event", 0.0))
     costs.nvml_per_sample = float(table.get("nvml", {}).get("per_sample", 0.0))
     return costs
@@ -253,6 +270,15 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
     return dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
 
 
+def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarray:
+    """Per row: a scope or category boundary that measured its own cost, with a calibration that
+    says what lies around the measurement."""
+    if tl.cost is None or os.environ.get(MEASURED_ENV) == "0":
+        return np.zeros(len(tl.ts), bool)
+    known = ~np.isnan(costs.dispatch_inside[cls])
+    return (tl.cost > 0) & known & ((cls == CostClass.SCOPE) | (cls == CostClass.CATEGORY))
+
+
 def thread_last(tl: Timeline) -> np.ndarray:
     """Per row: whether it is its thread's last row."""
     last = np.ones(len(tl.ts), bool)
@@ -271,6 +297,13 @@ def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> 
     half_in, half_out = costs.inside[cls] / 2, costs.outside[cls] / 2
     before = np.where(opens, half_out, half_in)  # paid before the timestamp: the previous segment
     after = np.where(opens, half_in, half_out)  # paid after it: the segment it opens
+    measured = measured_rows(tl, cls, costs)
+    if measured.any():  # what these boundaries measured, plus the calibrated dispatch around it
+        pre, post = S.unpack_cost(tl.cost[measured])
+        d_in, d_out = costs.dispatch_inside[cls[measured]] / 2, costs.dispatch_outside[cls[measured]] / 2
+        o = opens[measured]
+        before[measured] = pre + np.where(o, d_out, d_in)
+        after[measured] = post + np.where(o, d_in, d_out)
     last = thread_last(tl)
     planned = after.copy()
     planned[:-1] += np.where(last[:-1], 0.0, before[1:])

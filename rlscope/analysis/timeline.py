@@ -43,6 +43,9 @@ class Timeline:
     inst_name: np.ndarray  # instance id -> name id (-1 unknown)
     inst_end: np.ndarray  # instance id -> end time (end_ns when never closed)
     thread_idx: np.ndarray  # dense thread index of each row (rows are grouped by thread)
+    # per row: what the boundary measured it cost (schema.EVENT_COST_COLUMN; 0: not measured),
+    # None for traces without the column
+    cost: np.ndarray | None = None
 
     @property
     def duration(self) -> np.ndarray:
@@ -91,6 +94,7 @@ def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[
             "parent": (np.zeros(n, np.int64), np.zeros(n, np.int64)),
             "name": (names, names),
             "flags": (np.zeros(n, np.int8), np.zeros(n, np.int8)),
+            "cost": (np.zeros(n, np.int64), np.zeros(n, np.int64)),
         }
         for k in col:
             extra[k].append(np.column_stack(pair[k]).reshape(-1))  # b0, e0, b1, e1, ...
@@ -142,6 +146,8 @@ def build_timeline(
     unless inside a CUDA API call, and their rows keep the op's name id in ``name``.
     """
     col = {name: events.column(name).to_numpy() for name in S.EVENT_COLUMNS}
+    if S.EVENT_COST_COLUMN[0] in events.column_names:
+        col["cost"] = events.column(S.EVENT_COST_COLUMN[0]).to_numpy()
     if len(col["ts_ns"]) == 0:  # no events: no run, whatever was recorded beside them
         empty = np.zeros(0, np.int64)
         return Timeline(
@@ -241,4 +247,5 @@ def build_timeline(
         inst_name=inst_name,
         inst_end=inst_end,
         thread_idx=np.cumsum(first, dtype=np.int32) - 1,
+        cost=col.get("cost"),
     )

@@ -187,7 +187,7 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
     tables (their headers are read for the metadata), with the same metadata and errors as a full load:
     what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`)."""
     events, meta, warnings = _read_stream(
-        path / S.EVENTS_FILE, S.EVENT_COLUMNS, keep=LIGHT_COLUMNS if light else None
+        path / S.EVENTS_FILE, S.EVENT_COLUMNS, [S.EVENT_COST_COLUMN[0]], keep=LIGHT_COLUMNS if light else None
     )
     names = [] if light else _read_names(path, warnings)
     optional = {}

@@ -8,7 +8,7 @@ still leaves the begin on disk: the analyzer closes it at the end of the data an
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pyarrow is imported when a schema is built, not at `import rlscope`
     import pyarrow as pa
@@ -96,6 +96,17 @@ EVENT_COLUMNS_DOC = [
     ("flags", "int8", "FLAG_RECURSIVE | FLAG_FORCED_CLOSE"),
 ]
 EVENT_COLUMNS = [c for c, _, _ in EVENT_COLUMNS_DOC]
+# written by sessions with the C scope methods (collectors/scope_native.c), absent from older traces
+# and from sessions on the Python methods: what a scope or category boundary measured it cost on the
+# job's thread, packed as pre | post << 32 (ns before and after the event's timestamp); 0: not
+# measured, the calibrated cost applies (rlscope/analysis/overhead.py)
+EVENT_COST_COLUMN = ("cost", "int64", "measured cost of the boundary: pre | post << 32 ns (0: not measured)")
+
+
+def unpack_cost(cost: Any) -> tuple[Any, Any]:
+    """(pre, post) ns of packed ``cost`` values (numpy arrays or ints)."""
+    return cost & 0xFFFFFFFF, cost >> 32
+
 
 GPU_FILE = "gpu.arrows"
 # GPU activity and CUDA API calls (from CUPTI), times already on the events' clock
@@ -172,11 +183,13 @@ NVML_COLUMNS_DOC = [
 NVML_COLUMNS = [c for c, _, _ in NVML_COLUMNS_DOC]
 
 
-def events_schema(metadata: dict[str, str]) -> pa.Schema:
-    """The events schema with this process's metadata attached (schema version first)."""
+def events_schema(metadata: dict[str, str], cost: bool = False) -> pa.Schema:
+    """The events schema with this process's metadata attached (schema version first); ``cost``:
+    with the measured-cost column (EVENT_COST_COLUMN)."""
     import pyarrow as pa
 
-    fields = [pa.field(c, getattr(pa, t)()) for c, t, _ in EVENT_COLUMNS_DOC]
+    columns = EVENT_COLUMNS_DOC + ([EVENT_COST_COLUMN] if cost else [])
+    fields = [pa.field(c, getattr(pa, t)()) for c, t, _ in columns]
     return pa.schema(fields, metadata={"rlscope.schema_version": str(SCHEMA_VERSION), **metadata})
 
 

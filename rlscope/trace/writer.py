@@ -153,12 +153,14 @@ class TraceWriter:
         self._clock = clock
         self.process_dir = process_dir
         self.events: Any = events if events is not None else collections.deque()
-        self._rows = np.empty((0, len(schema.EVENT_COLUMNS)), np.int64)  # the native buffer's rows, drained
+        native = events is not None
+        # the native buffer's rows, drained; they carry the boundaries' measured costs (schema.py)
+        self._rows = np.empty((0, len(schema.EVENT_COLUMNS) + 1), np.int64)
         if hasattr(self.events, "reserve_ahead"):  # the native buffer: its first pages touched now, not
             self.events.reserve_ahead(AHEAD_MIN_ROWS)  # by the job's first scopes (see _reserve_ahead)
         self._names = names  # the process-wide interning table (append-only)
         self._names_written = 0
-        self._events_file = StreamFile(made / schema.EVENTS_FILE, schema.events_schema(metadata))
+        self._events_file = StreamFile(made / schema.EVENTS_FILE, schema.events_schema(metadata, cost=native))
         self._names_file = StreamFile(made / schema.NAMES_FILE, schema.names_schema())
         if made != process_dir:
             made.rename(process_dir)
