@@ -704,40 +704,34 @@ fallback:
 
 /* The methods installed: each boundary timed around its implementation (see "self-timed
  * boundaries"). The no-session path returns before the clock is read twice. */
-static PyObject *scope_enter(PyObject *self, PyObject *unused) {
+typedef PyObject *(*enter_impl)(PyObject *, PyObject *);
+typedef PyObject *(*exit_impl)(PyObject *, PyObject *const *, Py_ssize_t);
+
+static inline PyObject *timed_enter(enter_impl impl, PyObject *self) {
     if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) return Py_NewRef(self);
     long long t0 = now_ns();
     boundary_start();
-    PyObject *r = scope_enter_impl(self, unused);
+    PyObject *r = impl(self, NULL);
     if (r != NULL) boundary_stamp(t0);
     return r;
 }
 
+static inline PyObject *timed_exit(exit_impl impl, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) Py_RETURN_NONE;
+    long long t0 = now_ns();
+    boundary_start();
+    PyObject *r = impl(self, args, nargs);
+    if (r != NULL) boundary_stamp(t0);
+    return r;
+}
+
+static PyObject *scope_enter(PyObject *self, PyObject *unused) { return timed_enter(scope_enter_impl, self); }
+static PyObject *cat_enter(PyObject *self, PyObject *unused) { return timed_enter(cat_enter_impl, self); }
 static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) Py_RETURN_NONE;
-    long long t0 = now_ns();
-    boundary_start();
-    PyObject *r = scope_exit_impl(self, args, nargs);
-    if (r != NULL) boundary_stamp(t0);
-    return r;
+    return timed_exit(scope_exit_impl, self, args, nargs);
 }
-
-static PyObject *cat_enter(PyObject *self, PyObject *unused) {
-    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) return Py_NewRef(self);
-    long long t0 = now_ns();
-    boundary_start();
-    PyObject *r = cat_enter_impl(self, unused);
-    if (r != NULL) boundary_stamp(t0);
-    return r;
-}
-
 static PyObject *cat_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) Py_RETURN_NONE;
-    long long t0 = now_ns();
-    boundary_start();
-    PyObject *r = cat_exit_impl(self, args, nargs);
-    if (r != NULL) boundary_stamp(t0);
-    return r;
+    return timed_exit(cat_exit_impl, self, args, nargs);
 }
 
 static PyMethodDef scope_defs[] = {
