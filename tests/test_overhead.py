@@ -349,6 +349,12 @@ def test_measured_boundary_costs_are_removed_where_they_were_paid():
     # without the calibration's figure around the measurement, the calibrated costs apply
     plain = correct_timeline(tl, costs_for({"costs_ns": {"scope": {"inside": 560.0, "outside": 540.0}}}, {}))
     assert list(plain.timeline.duration) == [1000 - 270, 10000 - 560, 9000 - 270, 0]
+    # a scope cost the calibration refused (or no calibration, windows only): what the boundaries
+    # measured is still removed, the dispatch around it is not, and the note says so
+    refused = costs_for({"costs_ns": {}}, {})
+    assert any("boundaries that measured their own cost" in n for n in refused.notes)
+    for costs in (refused, overhead.EventCosts.measured_only()):
+        assert list(correct_timeline(tl, costs).timeline.duration) == [900, 9500, 8600, 0]
 
 
 @real_clock()

@@ -67,12 +67,13 @@ def plan(
                 cal, why = None, f"process {pid}: {why or 'another calibration than process 0'}"
                 break
     if cal is None and correct and any(light_windows):
-        # the collectors' cost is measured in the run itself; only the small residual costs
-        # (scopes, simulator boundaries, the writer) would need a calibration
+        # the collectors' cost is measured in the run itself, and so is what each scope and
+        # category boundary cost (where it measured itself); the dispatch around the boundaries and
+        # the writer's stall would need a calibration
         return CorrectionPlan(
-            costs=[EventCosts.zero() for _ in metadata],
+            costs=[EventCosts.measured_only() for _ in metadata],
             info={"status": "windows only", "reason": why or ""},
-            warnings=[f"residual per-event costs not removed: {why}"],
+            warnings=[f"residual per-event costs removed only as boundaries measured them: {why}"],
         )
     if cal is None:
         return CorrectionPlan(

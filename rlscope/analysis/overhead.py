@@ -59,6 +59,14 @@ class EventCosts:
     def zero(cls) -> EventCosts:
         return cls(np.zeros(len(CLASS_NAMES)), np.zeros(len(CLASS_NAMES)))
 
+    @classmethod
+    def measured_only(cls) -> EventCosts:
+        """No calibration: only what scope and category boundaries measured of themselves."""
+        costs = cls.zero()
+        for c in (CostClass.SCOPE, CostClass.CATEGORY):
+            costs.dispatch_inside[c] = costs.dispatch_outside[c] = 0.0
+        return costs
+
 
 def _options(metadata: dict[str, str]) -> dict[str, Any]:
     try:
@@ -86,6 +94,15 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
         if entry not in table and entry == "scope_nvtx" and "scope" in table:
             costs.notes.append("scope cost with NVTX ranges not calibrated: the cost without them is used")
             entry = "scope"
+        if entry not in table and cls in (CostClass.SCOPE, CostClass.CATEGORY):
+            # refused (unstable) or not measured: the boundaries' own measurements still apply
+            costs.dispatch_inside[cls] = costs.dispatch_outside[cls] = 0.0
+            costs.used[CLASS_NAMES[cls]] = "measured by its boundaries only"
+            costs.notes.append(
+                f"{entry} not calibrated on this machine: boundaries that measured their own cost have"
+                " it removed; the dispatch around them and unmeasured boundaries are not corrected"
+            )
+            continue
         if entry not in table:
             costs.notes.append(f"{entry} not calibrated on this machine: its overhead is not removed")
             continue
