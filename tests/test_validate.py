@@ -366,3 +366,41 @@ def test_the_verdict_sets_the_machines_speed_beside_a_miss():
         "timer_spread": None,
         "fast_error": None,
     }
+
+
+def test_timer_rows_with_measured_costs_take_them_off_where_they_were_paid():
+    from rlscope.trace import schema as S
+
+    pack = lambda pre, post: pre | (post << 32)  # noqa: E731
+    a, b = annotate.intern("v.measured.a"), annotate.intern("v.measured.b")
+    agg = TimerAggregate()
+    agg.feed(
+        [  # A over [0, 1000) with B over [100, 200) inside; each boundary measured (pre, post) ns
+            (0, 1, S.OP_BEGIN, 1, -1, a, 0, pack(10, 20)),
+            (100, 1, S.OP_BEGIN, 2, 1, b, 0, pack(5, 15)),
+            (200, 1, S.OP_END, 2, 1, b, 0, pack(7, 9)),
+            (1000, 1, S.OP_END, 1, -1, a, 0, pack(3, 4)),
+        ]
+    )
+    ops = agg.counters(list(annotate._names))
+    # B: its begin's post and its end's pre are inside it; A: everything after its begin's timestamp
+    # and before its end's, B's four parts included
+    assert ops["v.measured.b"]["inclusive_ns"] == 100 - 15 - 7
+    assert ops["v.measured.a"]["inclusive_ns"] == 1000 - (20 + 5 + 15 + 7 + 9 + 3)
+    assert ops["v.measured.a"]["exclusive_ns"] == 1000 - (20 + 5 + 15 + 7 + 9 + 3) - 78
+    assert agg.measured_ns == 73 and agg.measured_boundaries == 4
+
+
+def test_timer_runs_measure_their_boundaries_with_the_c_methods():
+    from rlscope.collectors import scope_native
+
+    if scope_native.available() != "native":
+        pytest.skip("no C compiler or Python headers")
+    session, agg = _timer_session()
+    with session:
+        for _ in range(1000):
+            with rlscope.scope("v.measured.loop"):
+                pass
+    assert agg.measured_boundaries >= 1900  # all but a thread's first boundary or so
+    costs = validate.measure_timer_costs(n=2000, reps=3)
+    assert 0 <= costs["inside"] <= costs["pair"] < 400  # the dispatch left after the measurements
