@@ -12,9 +12,11 @@ the mode order rotated per repetition (machine noise hits every mode alike):
   (or, for a script that never calls ``rlscope.profile``, from interpreter start to exit) is the
   ground truth for the total.
 - **timers**: ``RLSCOPE_MODE=timers``. A :class:`TimerSession` stands in for the session: every
-  scope boundary is one ``perf_counter_ns`` and a list append, aggregated into inclusive and
-  exclusive time per operation (nesting per thread, as rlscope's analyzer does), less the timers'
-  own cost nested inside each operation. This is the ground truth per operation.
+  scope boundary is one clock read and one row in an event buffer (the C methods, which also
+  measure what they cost), aggregated into inclusive and exclusive time per operation (nesting per
+  thread, as rlscope's analyzer does), less the timers' own cost nested inside each operation
+  (what each boundary measured, and the calibrated dispatch around it). This is the ground truth
+  per operation.
 - **profiled**: rlscope's profile (the script's ``rlscope.profile`` redirected to the validation's
   trace directory, or, for a script without one, a whole-process session as ``rlscope run`` starts),
   analyzed with the machine's overhead calibration: corrected wall and per-operation inclusive time.
