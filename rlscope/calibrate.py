@@ -435,10 +435,10 @@ def _measured(
     ``measured_inside`` (after a begin's timestamp, before an end's) and ``measured_outside``. The
     analyzer removes a measured boundary's own figure and, around it, what the calibration found
     beyond it (rlscope/analysis/overhead.py). None without measurements (the Python methods)."""
-    ev = trace.processes[0].events
+    proc = trace.processes[0]
+    ev = proc.events
     if S.EVENT_COST_COLUMN[0] not in ev.column_names:
         return None
-    proc = trace.processes[0]
     ts, kind = ev.column("ts_ns").to_numpy(), ev.column("kind").to_numpy()
     keep = (ts >= a) & (ts <= b) & ((kind == begin) | (kind == end))
     if name is not None:

@@ -188,7 +188,7 @@ class Session:
     def active(self) -> bool:
         return annotate._active is self
 
-    def _metadata(self, start_ns: int, unix_ns: int | None = None) -> dict[str, str]:
+    def _metadata(self, start_ns: int, unix_ns: int) -> dict[str, str]:
         from rlscope.collectors import scope_native
 
         return {
@@ -210,7 +210,7 @@ class Session:
             # native | python: the scope methods a session here runs (a calibration key field)
             "scopes": scope_native.calibration_key(),
             "clock_anchor_ns": str(start_ns),
-            "clock_anchor_unix_ns": str(time.time_ns() if unix_ns is None else unix_ns),
+            "clock_anchor_unix_ns": str(unix_ns),
             "argv": json.dumps(sys.argv),
             "options": json.dumps(self.options),
         }

@@ -54,6 +54,7 @@ from rlscope import annotate
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
+from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.trace import schema as S
 
 MODE_ENV = "RLSCOPE_MODE"
@@ -131,8 +132,8 @@ class TimerAggregate:
 
         ``cost``: what the boundary measured it cost (collectors/scope_native.c; 0: not measured).
         Taken off as a pause at the side of the timestamp where it was paid, so no operation counts
-        it: ``pre`` before the boundary's state change, ``post`` after it. ``measured_pairs`` counts
-        the measured boundaries, in pairs, for :func:`measure_timer_costs`.
+        it: ``pre`` before the boundary's state change, ``post`` after it. ``measured_ns`` and
+        ``measured_boundaries`` add them up, for :func:`measure_timer_costs`.
         """
         for row in events:
             ts, thread, kind, inst, _parent, nid, flags = row[:7]
@@ -140,7 +141,7 @@ class TimerAggregate:
             th = self._thread(thread)
             pre = post = 0
             if cost > 0:
-                pre, post = cost & 0xFFFFFFFF, cost >> 32
+                pre, post = S.unpack_cost(cost)
                 th[4] += pre
                 self.measured_ns += pre + post
                 self.measured_boundaries += 1
@@ -528,9 +529,6 @@ def corrected_timers(counters: dict[str, dict[str, int]], costs: dict[str, float
 
 # ------------------------------------------------------------------------------------ parent side
 
-_RUN_TRACE_ENV = "RLSCOPE_RUN_TRACE_DIR"  # rlscope._autorun's (not imported: importing it starts a session)
-_RUN_OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
-_RUN_PARENT_ENV = "RLSCOPE_RUN_PARENT"
 _TAIL_LINES = 20
 SHOWN_SHARE = 0.01  # operations above this share of the run are shown
 CHECKED_SHARE = 0.05  # and above this one checked against the operation tolerance
@@ -735,9 +733,9 @@ def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, w
         TRACE_ENV,
         OPTIONS_ENV,
         WHOLE_ENV,
-        _RUN_TRACE_ENV,
-        _RUN_OPTIONS_ENV,
-        _RUN_PARENT_ENV,
+        RUN_TRACE_DIR_ENV,
+        RUN_OPTIONS_ENV,
+        RUN_PARENT_ENV,
     ):
         env.pop(k, None)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(boot), env.get("PYTHONPATH", "")) if x)
@@ -747,8 +745,8 @@ def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, w
         env[WHOLE_ENV] = "1"
     if mode == "profiled":
         if whole:  # as `rlscope run` does (rlscope/_autorun.py)
-            env[_RUN_TRACE_ENV] = str(trace)
-            env[_RUN_OPTIONS_ENV] = json.dumps({"gpu": "auto", **profile_overrides(opts)})
+            env[RUN_TRACE_DIR_ENV] = str(trace)
+            env[RUN_OPTIONS_ENV] = json.dumps({"gpu": "auto", **profile_overrides(opts)})
         else:
             env[TRACE_ENV] = str(trace)
             env[OPTIONS_ENV] = json.dumps(profile_overrides(opts))

@@ -294,7 +294,7 @@ def test_an_explicit_calibration_file_wins_over_the_embedded_one(embedding_sessi
 
 
 def test_no_calibration_to_embed_and_bad_embedded_ones_are_ignored(tmp_path):
-    meta = {**Session(tmp_path / "t")._metadata(0)}
+    meta = {**Session(tmp_path / "t")._metadata(0, 0)}
     assert cal_mod.for_trace_metadata(meta) is None  # the cache is empty
     assert cal_mod.from_trace_metadata(meta) is None
     assert cal_mod.from_trace_metadata({**meta, "calibration": "{not json"}) is None

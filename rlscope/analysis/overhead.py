@@ -106,10 +106,10 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
         if entry not in table:
             costs.notes.append(f"{entry} not calibrated on this machine: its overhead is not removed")
             continue
-        costs.inside[cls] = float(table[entry].get("inside", 0.0))
-        costs.outside[cls] = float(table[entry].get("outside", 0.0))
-        costs.used[CLASS_NAMES[cls]] = entry
         row = table[entry]
+        costs.inside[cls] = float(row.get("inside", 0.0))
+        costs.outside[cls] = float(row.get("outside", 0.0))
+        costs.used[CLASS_NAMES[cls]] = entry
         if "measured_inside" in row:  # the calibration read what its boundaries measured
             costs.dispatch_inside[cls] = max(costs.inside[cls] - float(row["measured_inside"]), 0.0)
             costs.dispatch_outside[cls] = max(costs.outside[cls] - float(row["measured_outside"]), 0.0)

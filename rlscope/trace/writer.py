@@ -153,14 +153,15 @@ class TraceWriter:
         self._clock = clock
         self.process_dir = process_dir
         self.events: Any = events if events is not None else collections.deque()
-        native = events is not None
+        self._native = events is not None
         # the native buffer's rows, drained; they carry the boundaries' measured costs (schema.py)
         self._rows = np.empty((0, len(schema.EVENT_COLUMNS) + 1), np.int64)
-        if hasattr(self.events, "reserve_ahead"):  # the native buffer: its first pages touched now, not
-            self.events.reserve_ahead(AHEAD_MIN_ROWS)  # by the job's first scopes (see _reserve_ahead)
+        if self._native:  # its first pages touched now, not by the job's first scopes (_reserve_ahead)
+            self.events.reserve_ahead(AHEAD_MIN_ROWS)
         self._names = names  # the process-wide interning table (append-only)
         self._names_written = 0
-        self._events_file = StreamFile(made / schema.EVENTS_FILE, schema.events_schema(metadata, cost=native))
+        events_schema = schema.events_schema(metadata, cost=self._native)
+        self._events_file = StreamFile(made / schema.EVENTS_FILE, events_schema)
         self._names_file = StreamFile(made / schema.NAMES_FILE, schema.names_schema())
         if made != process_dir:
             made.rename(process_dir)
@@ -177,14 +178,13 @@ class TraceWriter:
 
     def _run(self) -> None:
         # wakes every AHEAD_CHECK_S between flushes to grow the native buffer before the job fills it
-        native = hasattr(self.events, "reserve_ahead")
-        step = min(self._flush_interval, AHEAD_CHECK_S) if native else self._flush_interval
+        step = min(self._flush_interval, AHEAD_CHECK_S) if self._native else self._flush_interval
         due = time.monotonic() + self._flush_interval
         while not self._stop.wait(max(min(step, due - time.monotonic()), 0.0)):
             if time.monotonic() >= due:
                 self.flush(mark=True)
                 due = time.monotonic() + self._flush_interval
-            elif native and 2 * len(self.events) > self.events.capacity():
+            elif self._native and 2 * len(self.events) > self.events.capacity():
                 self._reserve_ahead(2 * self.events.capacity())
 
     def add_stream(self, filename: str, arrow_schema: pa.Schema) -> collections.deque[tuple]:
@@ -219,7 +219,7 @@ class TraceWriter:
             # drain everything first, then write names, then rows: every name a row uses is on disk
             drained = [([q.popleft() for _ in range(len(q))], stream) for q, stream in self._streams]
             ahead = 0
-            if isinstance(self.events, collections.deque):
+            if not self._native:
                 pop = self.events.popleft
                 rows: Any = [pop() for _ in range(len(self.events))]
             else:  # the native buffer: one copy into rows kept from flush to flush (_table_columns)
@@ -264,5 +264,5 @@ class TraceWriter:
                 for _, stream in self._streams:
                     stream.close()
                 self._events_file = None
-                if hasattr(self.events, "release"):  # the native buffer: its memory back, now drained
+                if self._native:  # the native buffer: its memory back, now drained
                     self.events.release()
