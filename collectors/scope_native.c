@@ -66,11 +66,9 @@ static inline long long now_ns(void) {
 
 static inline PyObject *slot(PyObject *o, Py_ssize_t off) { return *(PyObject **)((char *)o + off); }
 
-/* The active object's instance dict (borrowed), or NULL (no session / not a plain object). */
-static PyObject *active_dict(PyObject **active) {
-    PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
-    *active = s;
-    if (s == NULL || s == Py_None) return NULL;
+/* The active object's instance dict (borrowed), or NULL (not a plain object). ``s``: annotate's
+ * ``_active``, read once per boundary by the timed wrappers, neither NULL nor None. */
+static PyObject *active_dict(PyObject *s) {
     PyObject **dp = _PyObject_GetDictPtr(s);
     if (dp == NULL || *dp == NULL) {
         /* 3.11+ may keep attributes inline until __dict__ is asked for: materialize it once */
@@ -464,12 +462,10 @@ static PyObject *python_exit(PyObject *fn, PyObject *self, PyObject *const *args
     return PyObject_Vectorcall(fn, full, 1 + n, NULL);
 }
 
-static PyObject *scope_enter_impl(PyObject *self, PyObject *unused) {
-    PyObject *s;
-    PyObject *d = active_dict(&s);
+static PyObject *scope_enter_impl(PyObject *self, PyObject *s) {
+    PyObject *d = active_dict(s);
     if (d == NULL) {
         if (PyErr_Occurred()) return NULL;
-        if (s == NULL || s == Py_None) return Py_NewRef(self);
         return PyObject_CallOneArg(py_scope_enter, self);
     }
     PyObject *begin = slot(self, off_begin), *nid = slot(self, off_name_id);
@@ -530,12 +526,10 @@ static PyObject *scope_enter_impl(PyObject *self, PyObject *unused) {
     return Py_NewRef(self);
 }
 
-static PyObject *scope_exit_impl(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *s;
-    PyObject *d = active_dict(&s);
+static PyObject *scope_exit_impl(PyObject *self, PyObject *s, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *d = active_dict(s);
     if (d == NULL) {
         if (PyErr_Occurred()) return NULL;
-        if (s == NULL || s == Py_None) Py_RETURN_NONE;
         goto fallback;
     }
     PyObject *begin = slot(self, off_begin), *nid = slot(self, off_name_id);
@@ -625,12 +619,10 @@ fallback:
 
 /* ---------------------------------------------------------------------------- categories */
 
-static PyObject *cat_enter_impl(PyObject *self, PyObject *unused) {
-    PyObject *s;
-    PyObject *d = active_dict(&s);
+static PyObject *cat_enter_impl(PyObject *self, PyObject *s) {
+    PyObject *d = active_dict(s);
     if (d == NULL) {
         if (PyErr_Occurred()) return NULL;
-        if (s == NULL || s == Py_None) return Py_NewRef(self);
         return PyObject_CallOneArg(py_cat_enter, self);
     }
     PyObject *code = slot(self, off_code);
@@ -653,12 +645,10 @@ static PyObject *cat_enter_impl(PyObject *self, PyObject *unused) {
     return Py_NewRef(self);
 }
 
-static PyObject *cat_exit_impl(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *s;
-    PyObject *d = active_dict(&s);
+static PyObject *cat_exit_impl(PyObject *self, PyObject *s, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *d = active_dict(s);
     if (d == NULL) {
         if (PyErr_Occurred()) return NULL;
-        if (s == NULL || s == Py_None) Py_RETURN_NONE;
         goto fallback;
     }
     PyObject *code = slot(self, off_code);
@@ -703,24 +693,30 @@ fallback:
 /* ------------------------------------------------------------------------------ install */
 
 /* The methods installed: each boundary timed around its implementation (see "self-timed
- * boundaries"). The no-session path returns before the clock is read twice. */
+ * boundaries"). annotate's ``_active`` is read here once and handed on; the no-session path
+ * returns before the clock is read. */
 typedef PyObject *(*enter_impl)(PyObject *, PyObject *);
-typedef PyObject *(*exit_impl)(PyObject *, PyObject *const *, Py_ssize_t);
+typedef PyObject *(*exit_impl)(PyObject *, PyObject *, PyObject *const *, Py_ssize_t);
 
 static inline PyObject *timed_enter(enter_impl impl, PyObject *self) {
-    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) return Py_NewRef(self);
+    PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
+    if (s == NULL || s == Py_None) return PyErr_Occurred() ? NULL : Py_NewRef(self); /* no session */
     long long t0 = now_ns();
     boundary_start();
-    PyObject *r = impl(self, NULL);
+    PyObject *r = impl(self, s);
     if (r != NULL) boundary_stamp(t0);
     return r;
 }
 
 static inline PyObject *timed_exit(exit_impl impl, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (PyDict_GetItemWithError(annotate_dict, s_active) == Py_None) Py_RETURN_NONE;
+    PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
+    if (s == NULL || s == Py_None) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE; /* no session */
+    }
     long long t0 = now_ns();
     boundary_start();
-    PyObject *r = impl(self, args, nargs);
+    PyObject *r = impl(self, s, args, nargs);
     if (r != NULL) boundary_stamp(t0);
     return r;
 }
