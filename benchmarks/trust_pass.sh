@@ -2,7 +2,8 @@
 # The device pass of the trustworthy-numbers work (no network; wheels carried in .whl/): GPU tests,
 # where the CUPTI cost goes, the native backend recorder's cost, and the validation matrix
 # (`rlscope validate`, each mode in its own process, interleaved), all results under $OUT.
-#   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest;
+#   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest; SPEED=1 the
+#                                             machine-speed probe; PROCSTAT=1 /proc/stat each second;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
 #                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
@@ -26,6 +27,20 @@ export RLSCOPE_CALIBRATION_DIR="$OUT/calibration"
     | tee "$OUT/calibrate.log" | grep -E "refused|: [0-9,.]+ ns|real"
 if [ -z "${SKIP_TESTS:-}" ]; then
     RLSCOPE_TEST_ARTIFACTS="$OUT" timeout "${TEST_LIMIT:-260}" python3 -m pytest -q -rfE -m gpu ${TESTS:-tests/} -p no:cacheprovider 2>&1 | tee "$OUT/pytest_gpu.log" | tail -6
+fi
+if [ -n "${PROCSTAT:-}" ]; then  # every core's /proc/stat line each second, for the whole pass (steal per run)
+    # started from a subshell, so the plain `wait`s below do not wait for it
+    ( ( while :; do echo "t $(date +%s.%N)"; grep '^cpu[0-9]' /proc/stat; sleep 1; done ) > "$OUT/procstat.log" &
+      echo $! > /tmp/procstat.pid )
+fi
+if [ -n "${SPEED:-}" ]; then  # the machine's two speeds: fixed blocks on two cores at once, with steal and run delay
+    timeout 120 python3 benchmarks/machine_speed.py --seconds "${SPEED_SECONDS:-40}" --cpu 3 \
+        --json "$OUT/speed_a.json" > "$OUT/speed_a.log" 2>&1 &
+    SPEED_A=$!
+    timeout 120 python3 benchmarks/machine_speed.py --seconds "${SPEED_SECONDS:-40}" --cpu 11 --kinds py,mem \
+        --json "$OUT/speed_b.json" > "$OUT/speed_b.log" 2>&1 &
+    wait "$SPEED_A" $!
+    cat "$OUT/speed_a.log" "$OUT/speed_b.log"
 fi
 if [ -n "${MEMCOST:-}" ]; then  # the memory recorder per allocator event and per drained event
     timeout 90 python3 benchmarks/memory_cost.py --json "$OUT/memory_cost.json" 2>&1 | tail -14
@@ -157,6 +172,7 @@ RLSCOPE_CUPTI_KINDS=kernel,runtime,memcpy,memset val ppo_gpu_runtime 10-15 200 p
 wait
 fi
 done  # VALS
+[ -f /tmp/procstat.pid ] && kill "$(cat /tmp/procstat.pid)" && rm -f /tmp/procstat.pid
 
 # at most 8 files of 16 MiB come back from the device: bundle the results, and each kept trace set in its own
 # (benchmarks/window_estimators.py re-analyzes them here with other estimators against the same truth)

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlscope import annotate
+from rlscope import annotate, hoststat
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
@@ -564,6 +564,7 @@ class ChildRun:
     process_s: float  # measured by the parent, start to end of the process
     record: dict[str, Any] = field(default_factory=dict)
     tail: list[str] = field(default_factory=list)
+    host: dict[str, float] | None = None  # the run's cores meanwhile (hoststat: busy, steal seconds)
 
     @property
     def measured_s(self) -> float | None:
@@ -838,6 +839,16 @@ def _fail_line(run: ChildRun, why: str) -> str:
     return "\n".join(lines)
 
 
+def steal_share(run: ChildRun) -> float | None:
+    """Core-seconds the hypervisor took from the run's cores per second of the run (None where not
+    known). Idle cores accrue no steal, so for a job that keeps one core busy this is the share of
+    its time it lost to the host."""
+    h = run.host
+    if not h or run.process_s <= 0:
+        return None
+    return h["steal"] / run.process_s
+
+
 class _Runner:
     """Runs the child processes of one validation in a scratch directory."""
 
@@ -862,8 +873,13 @@ class _Runner:
             clear_trace_dir(trace)
         env = child_env(self.opts, mode, self.boot, record, trace, bool(self.whole))
         self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{self.opts.reps}'}: {mode} ...")
+        cores = self.opts.cpus or os.sched_getaffinity(0)
+        before = hoststat.core_seconds(cores)
         code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose, self.opts.cpus)
-        run = ChildRun(mode, rep, code, seconds, tail=tail)
+        host = hoststat.delta(before, hoststat.core_seconds(cores))
+        run = ChildRun(mode, rep, code, seconds, tail=tail, host=host)
+        if run.host is not None:
+            run.host["cores"] = len(cores)
         if code != 0:
             raise RLScopeError(_fail_line(run, f"exited with status {code}"))
         if not record.exists():
@@ -874,7 +890,9 @@ class _Runner:
         if self.whole is None:
             self.whole = run.record["profile_calls"] == 0
         measured = run.measured_s
-        self.log(f"  ran {seconds:.1f} s" + (f", measured {measured:.2f} s" if measured is not None else ""))
+        stolen = f", {steal_share(run):.1%} of it stolen by the host" if steal_share(run) else ""
+        shown = f", measured {measured:.2f} s" if measured is not None else ""
+        self.log(f"  ran {seconds:.1f} s{shown}{stolen}")
         return run
 
 
@@ -934,6 +952,8 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
                 "process_s": r.process_s,
                 "measured_s": r.measured_s,
                 "returncode": r.returncode,
+                "host": r.host,
+                "steal_share": steal_share(r),
             }
             for r in runs
         ],
