@@ -1,6 +1,6 @@
 """``rlscope validate``: does rlscope's corrected profile of *your* program match the program unprofiled?
 
-    rlscope validate [--reps 3] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
+    rlscope validate [--reps 3] [--max-reps N] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
                      [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--cpus LIST]
                      [--verbose] [--] python train.py ARGS...
 
@@ -540,6 +540,7 @@ class Options:
 
     command: list[str]
     reps: int = 3
+    max_reps: int = 0  # --max-reps: more repetitions, one at a time, until the verdict is settled
     trace_dir: Path | None = None
     json_path: str | None = None
     gpu: str | None = None  # None: the script's own choice, else rlscope's default
@@ -605,6 +606,14 @@ def parse_args(argv: list[str]) -> Options:
     )
     p.add_argument("--reps", type=int, default=3, help="runs per mode (default 3)")
     p.add_argument(
+        "--max-reps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after --reps, add repetitions one at a time, up to N, until every checked figure's 90%%"
+        " interval lies wholly inside or wholly outside its band (default: no more)",
+    )
+    p.add_argument(
         "--trace-dir", default=None, metavar="DIR", help="keep the profiled runs' traces here (rep-N each)"
     )
     p.add_argument("--json", default=None, metavar="FILE", help="write every measurement as JSON")
@@ -645,11 +654,14 @@ def parse_args(argv: list[str]) -> Options:
     args = p.parse_args(argv)
     if args.reps < 1:
         p.error("--reps must be >= 1")
+    if args.max_reps and args.max_reps < args.reps:
+        p.error("--max-reps must be >= --reps")
     command = program_command(args.command, "rlscope validate -- python train.py ...")
     total, ops = _parse_tolerance(args.tolerance)
     return Options(
         command=command,
         reps=args.reps,
+        max_reps=args.max_reps,
         trace_dir=Path(args.trace_dir).resolve() if args.trace_dir else None,
         json_path=args.json,
         gpu=args.gpu,
@@ -872,7 +884,8 @@ class _Runner:
 
             clear_trace_dir(trace)
         env = child_env(self.opts, mode, self.boot, record, trace, bool(self.whole))
-        self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{self.opts.reps}'}: {mode} ...")
+        of = max(self.opts.reps, self.opts.max_reps, rep + 1)
+        self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{of}'}: {mode} ...")
         cores = self.opts.cpus or os.sched_getaffinity(0)
         before = hoststat.core_seconds(cores)
         code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose, self.opts.cpus)
@@ -896,8 +909,21 @@ class _Runner:
         return run
 
 
+def settled(result: dict[str, Any]) -> bool:
+    """Every checked figure's 90% interval lies wholly inside its band or wholly outside it: more
+    repetitions would not change the verdict's meaning (:func:`judge`)."""
+    checked = [r for r in result["rows"] if r["tolerance"] is not None]
+    return all(r.get("judged") in ("confirmed", "systematic") for r in checked)
+
+
 def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
-    """Run every repetition of every mode, analyze the traces, and compare (see :func:`compare`)."""
+    """Run the repetitions of every mode, analyze the traces, and compare (see :func:`compare`).
+
+    ``opts.reps`` repetitions always; then, up to ``opts.max_reps``, one more at a time until the
+    comparison is :func:`settled`. On a noisy machine a verdict on three repetitions is often
+    "inconclusive"; repetitions added until each interval clears its band's edge cost only what
+    the machine's noise requires.
+    """
     from rlscope.analysis import analyze
 
     costs = measure_timer_costs()
@@ -905,11 +931,16 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     timers: list[dict[str, Any]] = []
     blocks: list[dict[str, list[float]]] = []
     profiled: list[dict[str, Any]] = []
+    result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="rlscope-validate-") as tmp:
         runner = _Runner(opts, Path(tmp), log)
         if opts.warmup:
             runner.run("unprofiled", -1)
-        for rep in range(opts.reps):
+        for rep in itertools.count():
+            if rep >= opts.reps and (rep >= max(opts.reps, opts.max_reps) or settled(result)):
+                break
+            if rep >= opts.reps:
+                log(f"not settled after {rep} repetitions: one more (at most {opts.max_reps})")
             for mode in mode_order(rep):
                 run = runner.run(mode, rep)
                 runs.append(run)
@@ -928,11 +959,28 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
                         f"  analyzed: wall {p['raw_wall_s']:.2f} s raw,"
                         f" {p['corrected_wall_s']:.2f} s corrected"
                     )
-        whole = bool(runner.whole)
+            result = _result(opts, costs, runs, timers, blocks, profiled, bool(runner.whole))
+    return result
+
+
+def _result(
+    opts: Options,
+    costs: dict[str, float],
+    runs: list[ChildRun],
+    timers: list[dict[str, Any]],
+    blocks: list[dict[str, list[float]]],
+    profiled: list[dict[str, Any]],
+    whole: bool,
+) -> dict[str, Any]:
+    """The validation's JSON from the runs so far, compared."""
     result: dict[str, Any] = {
         "schema": "rlscope.validate/1",
         "command": opts.command,
-        "reps": opts.reps,
+        "reps": len(profiled),
+        "min_reps": opts.reps,
+        "max_reps": max(opts.reps, opts.max_reps),
+        # the stopping rule's looks at the intervals (error_interval): one per repetition it may add
+        "looks": max(opts.reps, opts.max_reps) - opts.reps + 1,
         "profile_overrides": profile_overrides(opts),
         "cpus": _cpu_list(opts.cpus) if opts.cpus else None,
         "script_calls_profile": not whole,
@@ -969,7 +1017,9 @@ def _by_rep(runs: list[dict[str, Any]], mode: str) -> list[float]:
     return [r["measured_s"] for r in sorted(runs, key=lambda r: r["rep"]) if r["mode"] == mode]
 
 
-def _row(name: str, share: float, ref: list[float], prof: list[dict[str, float]], tol: float | None) -> dict:
+def _row(
+    name: str, share: float, ref: list[float], prof: list[dict[str, float]], tol: float | None, looks: int = 1
+) -> dict:
     """One table row: per repetition reference, raw, corrected; errors paired by repetition."""
     raw = [p["raw"] for p in prof]
     cor = [p["corrected"] for p in prof]
@@ -986,7 +1036,7 @@ def _row(name: str, share: float, ref: list[float], prof: list[dict[str, float]]
         "error": err,
         "raw_slowdown": slow,
         "median_error": median_err,
-        "interval": error_interval(known),
+        "interval": error_interval(known, looks),
         "tolerance": tol,
         "ok": None if tol is None else median_err is not None and abs(median_err) <= tol,
     }
@@ -1004,15 +1054,32 @@ def _t90(df: int) -> float:
     return next((t for d, t in _T90_WIDE if df <= d), 1.645)
 
 
-def error_interval(errors: list[float]) -> list[float] | None:
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile ``p`` (> 0.5) with ``df`` degrees of freedom, by the Cornish-Fisher
+    expansion around the normal quantile (within ~1% of the exact value from df = 2 on). Written
+    out rather than importing scipy for one function."""
+    z = statistics.NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    return z + g1 / df + g2 / df**2 + g3 / df**3
+
+
+def error_interval(errors: list[float], looks: int = 1) -> list[float] | None:
     """90% interval of the mean error over repetitions (Student's t; None for fewer than two): where
     the true error of the correction lies, given how much the repetitions disagree. A miss whose
     interval lies wholly outside the band is systematic; one whose interval reaches into it may be the
-    machine's noise."""
+    machine's noise.
+
+    ``looks``: how many times a sequential rule (``--max-reps``) may look at the interval to decide
+    whether to stop; each look then uses a 1 - 10%/looks interval (Bonferroni), so stopping at
+    the first interval that clears its band keeps the 90% claim."""
     if len(errors) < 2:
         return None
     mean = statistics.mean(errors)
-    half = _t90(len(errors) - 1) * statistics.stdev(errors) / len(errors) ** 0.5
+    df = len(errors) - 1
+    t = _t90(df) if looks <= 1 else t_quantile(1 - 0.05 / looks, df)
+    half = t * statistics.stdev(errors) / len(errors) ** 0.5
     return [mean - half, mean + half]
 
 
@@ -1039,7 +1106,8 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     unprof = _by_rep(result["runs"], "unprofiled")
     base = statistics.median(unprof)
     walls = [{"raw": p["raw_wall_s"], "corrected": p["corrected_wall_s"]} for p in result["profiled"]]
-    rows = [_row("[total]", 1.0, unprof, walls, opts.tolerance_total)]
+    looks = result.get("looks", 1)
+    rows = [_row("[total]", 1.0, unprof, walls, opts.tolerance_total, looks)]
     names: dict[str, float] = {}
     for t in result["timers"]:
         for op in t:
@@ -1056,7 +1124,7 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
             }
             for p in result["profiled"]
         ]
-        rows.append(_row(op, share, ref, prof, opts.tolerance_op if share >= CHECKED_SHARE else None))
+        rows.append(_row(op, share, ref, prof, opts.tolerance_op if share >= CHECKED_SHARE else None, looks))
         rows[-1].update(speed_rows(result, op))
     misses = [r["operation"] for r in rows if r["ok"] is False]
     corrected = all(p["corrected_for_overhead"] for p in result["profiled"])
@@ -1085,7 +1153,11 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     if unsure or unconfirmed:
         line += (
             f" (their 90% intervals reach across the band; the unprofiled runs vary by ±{noise:.0%}:"
-            " more --reps or a longer run narrow them)"
+            + (
+                f" not settled after {len(unprof)} repetitions, the most --max-reps allowed)"
+                if result.get("looks", 1) > 1
+                else " more --reps, --max-reps or a longer run narrow them)"
+            )
         )
     if drift and (misses or unconfirmed):
         line += "; " + drift_text(drift)

@@ -404,3 +404,104 @@ def test_timer_runs_measure_their_boundaries_with_the_c_methods():
     assert agg.measured_boundaries >= 1900  # all but a thread's first boundary or so
     costs = validate.measure_timer_costs(n=2000, reps=3)
     assert 0 <= costs["inside"] <= costs["pair"] < 400  # the dispatch left after the measurements
+
+
+class _FakeRunner:
+    """validate's runner without processes: every unprofiled run measures 1 s, every profiled run's
+    corrected wall is the next of ``walls`` (so its error is known), and timer runs record no
+    operation, so only the total is checked."""
+
+    def __init__(self, opts, work, log) -> None:
+        self.whole = False
+        self.calls = 0
+
+    def trace_dir(self, rep: int) -> pathlib.Path:
+        return pathlib.Path(f"rep-{rep + 1}")
+
+    def run(self, mode: str, rep: int) -> validate.ChildRun:
+        record = {"profile_calls": 1, "window_s": 1.0, "timers": {}, "blocks": {}}
+        return validate.ChildRun(mode, rep, 0, 1.0, record=record)
+
+
+def _fake_validation(monkeypatch, walls: list[float]) -> None:
+    import rlscope.analysis
+
+    pending = iter(walls)
+
+    class Analyzed:
+        def __init__(self) -> None:
+            self.summary = {"trace_dir": "x", "wall": next(pending)}
+
+    monkeypatch.setattr(validate, "_Runner", _FakeRunner)
+    monkeypatch.setattr(validate, "measure_timer_costs", lambda: {"inside": 0.0, "pair": 0.0})
+    monkeypatch.setattr(validate, "corrected_timers", lambda counters, costs: {})
+    monkeypatch.setattr(rlscope.analysis, "analyze", lambda *a, **k: Analyzed())
+    monkeypatch.setattr(
+        validate,
+        "profiled_figures",
+        lambda s: {
+            "raw_wall_s": s["wall"],
+            "corrected_wall_s": s["wall"],
+            "corrected_for_overhead": True,
+            "calibration": "test",
+            "overhead": {},
+            "warnings": [],
+            "operations": {},
+        },
+    )
+
+
+def test_max_reps_adds_repetitions_until_the_interval_clears_the_band(monkeypatch) -> None:
+    """Brute force: the first n >= 3 whose Bonferroni-widened interval (8 looks for --reps 3
+    --max-reps 10) lies inside ±5% is where validate stops, and the verdict is confirmed."""
+    errors = [0.03, -0.04, 0.02, 0.0, 0.01, -0.01, 0.0, 0.01, 0.0, 0.0]
+    _fake_validation(monkeypatch, [1 + e for e in errors])
+    opts = validate.parse_args(
+        ["--reps", "3", "--max-reps", "10", "--no-warmup", "--", sys.executable, __file__]
+    )
+    res = validate.validate(opts)
+
+    looks = 10 - 3 + 1
+    expect = None
+    for n in range(3, 11):
+        e = errors[:n]
+        m = sum(e) / n
+        sd = (sum((x - m) ** 2 for x in e) / (n - 1)) ** 0.5
+        half = validate.t_quantile(1 - 0.05 / looks, n - 1) * sd / n**0.5
+        if m - half >= -0.05 and m + half <= 0.05:
+            expect = n
+            break
+    assert expect is not None and 3 < expect < 10  # the case exercises the rule, not its ends
+    assert res["reps"] == expect and res["looks"] == looks
+    assert res["min_reps"] == 3 and res["max_reps"] == 10
+    assert len([r for r in res["runs"] if r["mode"] == "profiled"]) == expect
+    assert res["verdict"]["pass"] and "confirmed: every checked figure" in res["verdict"]["line"]
+
+
+def test_max_reps_stops_at_its_limit_and_says_so(monkeypatch) -> None:
+    """A machine whose runs swing by ±15% never settles within 6 repetitions: validate runs 6, no
+    more, and says it is not settled."""
+    _fake_validation(monkeypatch, [1.15, 0.85] * 10)
+    opts = validate.parse_args(
+        ["--reps", "3", "--max-reps", "6", "--no-warmup", "--", sys.executable, __file__]
+    )
+    res = validate.validate(opts)
+    assert res["reps"] == 6
+    assert "not settled after 6 repetitions" in res["verdict"]["line"]
+
+
+def test_without_max_reps_the_repetitions_are_exactly_reps(monkeypatch) -> None:
+    _fake_validation(monkeypatch, [1.15, 0.85] * 10)
+    res = validate.validate(
+        validate.parse_args(["--reps", "2", "--no-warmup", "--", sys.executable, __file__])
+    )
+    assert res["reps"] == 2 and res["looks"] == 1
+    with pytest.raises(validate.RLScopeError, match="max-reps"):
+        validate.parse_args(["--reps", "4", "--max-reps", "3", "--", sys.executable, __file__])
+
+
+def test_t_quantile_matches_the_table() -> None:
+    for df, t in validate._T90.items():
+        if df >= 2:
+            assert validate.t_quantile(0.95, df) == pytest.approx(t, rel=0.015)
+    assert validate.t_quantile(0.975, 4) == pytest.approx(2.776, rel=0.01)
