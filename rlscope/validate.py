@@ -1,6 +1,6 @@
 """``rlscope validate``: does rlscope's corrected profile of *your* program match the program unprofiled?
 
-    rlscope validate [--reps 3] [--max-reps N] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
+    rlscope validate [--reps 5] [--max-reps N] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
                      [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--cpus LIST]
                      [--verbose] [--] python train.py ARGS...
 
@@ -36,6 +36,7 @@ import atexit
 import contextlib
 import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -539,7 +540,7 @@ class Options:
     """What ``rlscope validate`` was asked to do."""
 
     command: list[str]
-    reps: int = 3
+    reps: int = 5
     max_reps: int = 0  # --max-reps: more repetitions, one at a time, until the verdict is settled
     trace_dir: Path | None = None
     json_path: str | None = None
@@ -604,13 +605,13 @@ def parse_args(argv: list[str]) -> Options:
         description="Check rlscope's corrected profile of your program against the program unprofiled"
         " and under plain timers: rlscope validate [options] [--] python train.py ARGS...",
     )
-    p.add_argument("--reps", type=int, default=3, help="runs per mode (default 3)")
+    p.add_argument("--reps", type=int, default=5, help="runs per mode (default 5)")
     p.add_argument(
         "--max-reps",
         type=int,
         default=0,
         metavar="N",
-        help="after --reps, add repetitions one at a time, up to N, until every checked figure's 90%%"
+        help="after --reps, add repetitions (doubling), up to N, until every checked figure's 90%%"
         " interval lies wholly inside or wholly outside its band (default: no more)",
     )
     p.add_argument(
@@ -884,7 +885,8 @@ class _Runner:
 
             clear_trace_dir(trace)
         env = child_env(self.opts, mode, self.boot, record, trace, bool(self.whole))
-        of = max(self.opts.reps, self.opts.max_reps, rep + 1)
+        most = max(self.opts.reps, self.opts.max_reps)
+        of = f"{self.opts.reps}-{most}" if most > self.opts.reps else str(most)
         self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{of}'}: {mode} ...")
         cores = self.opts.cpus or os.sched_getaffinity(0)
         before = hoststat.core_seconds(cores)
@@ -909,6 +911,18 @@ class _Runner:
         return run
 
 
+def look_points(reps: int, max_reps: int) -> list[int]:
+    """The repetition counts at which ``--max-reps`` looks at the intervals: ``reps``, then each
+    doubling, then ``max_reps``. Few looks keep each look's interval narrow (median_interval's
+    Bonferroni share), and doubling still stops a quiet machine early."""
+    points = [reps]
+    while points[-1] * 2 < max_reps:
+        points.append(points[-1] * 2)
+    if max_reps > reps:
+        points.append(max_reps)
+    return points
+
+
 def settled(result: dict[str, Any]) -> bool:
     """Every checked figure's 90% interval lies wholly inside its band or wholly outside it: more
     repetitions would not change the verdict's meaning (:func:`judge`)."""
@@ -919,10 +933,10 @@ def settled(result: dict[str, Any]) -> bool:
 def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     """Run the repetitions of every mode, analyze the traces, and compare (see :func:`compare`).
 
-    ``opts.reps`` repetitions always; then, up to ``opts.max_reps``, one more at a time until the
-    comparison is :func:`settled`. On a noisy machine a verdict on three repetitions is often
-    "inconclusive"; repetitions added until each interval clears its band's edge cost only what
-    the machine's noise requires.
+    ``opts.reps`` repetitions always; then, up to ``opts.max_reps``, more until the comparison is
+    :func:`settled` at one of the :func:`look_points`. On a noisy machine a verdict on five
+    repetitions is often "inconclusive"; repetitions added until each interval clears its band's
+    edge cost only what the machine's noise requires.
     """
     from rlscope.analysis import analyze
 
@@ -932,15 +946,17 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     blocks: list[dict[str, list[float]]] = []
     profiled: list[dict[str, Any]] = []
     result: dict[str, Any] = {}
+    points = look_points(opts.reps, max(opts.reps, opts.max_reps))
     with tempfile.TemporaryDirectory(prefix="rlscope-validate-") as tmp:
         runner = _Runner(opts, Path(tmp), log)
         if opts.warmup:
             runner.run("unprofiled", -1)
         for rep in itertools.count():
-            if rep >= opts.reps and (rep >= max(opts.reps, opts.max_reps) or settled(result)):
-                break
-            if rep >= opts.reps:
-                log(f"not settled after {rep} repetitions: one more (at most {opts.max_reps})")
+            if rep in points:
+                if rep == points[-1] or settled(result):
+                    break
+                nxt = points[points.index(rep) + 1]
+                log(f"not settled after {rep} repetitions: running to {nxt}")
             for mode in mode_order(rep):
                 run = runner.run(mode, rep)
                 runs.append(run)
@@ -979,8 +995,8 @@ def _result(
         "reps": len(profiled),
         "min_reps": opts.reps,
         "max_reps": max(opts.reps, opts.max_reps),
-        # the stopping rule's looks at the intervals (error_interval): one per repetition it may add
-        "looks": max(opts.reps, opts.max_reps) - opts.reps + 1,
+        # how often the stopping rule may look at the intervals (look_points, median_interval)
+        "looks": len(look_points(opts.reps, max(opts.reps, opts.max_reps))),
         "profile_overrides": profile_overrides(opts),
         "cpus": _cpu_list(opts.cpus) if opts.cpus else None,
         "script_calls_profile": not whole,
@@ -1036,51 +1052,40 @@ def _row(
         "error": err,
         "raw_slowdown": slow,
         "median_error": median_err,
-        "interval": error_interval(known, looks),
+        "interval": median_interval(known, looks),
         "tolerance": tol,
         "ok": None if tol is None else median_err is not None and abs(median_err) <= tol,
     }
 
 
-# Student's t, two-sided 90% (0.95 quantile), by degrees of freedom; beyond 30 the normal's 1.645.
-# Written out rather than importing scipy for ten numbers.
-_T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833, 10: 1.812}
-_T90_WIDE = ((15, 1.753), (20, 1.725), (30, 1.697))
+def median_interval(errors: list[float], looks: int = 1) -> list[float] | None:
+    """Distribution-free 90% interval of the median error over repetitions, from order statistics:
+    where the correction's typical error lies, given how much the repetitions disagree. None when
+    there are too few repetitions for that confidence (fewer than 5 at 90%).
+
+    The verdict is on medians, so the interval is too; and it assumes nothing about the errors'
+    distribution, which on the machines measured is not normal (a process draws one of the
+    machine's speeds, BENCHMARKS §9): one run in the slow speed widens a t-interval of the mean
+    by its whole distance, and an order-statistic interval of the median by one rank. The interval
+    [x(k), x(n+1-k)] of the sorted errors holds the median with probability 1 - 2 P(Bin(n, 1/2) < k);
+    the narrowest one with at least the confidence asked is taken. ``looks``: how many times a
+    sequential rule (``--max-reps``) may look at it to decide whether to stop; each look then asks
+    1 - 10%/looks (Bonferroni), so stopping at the first interval that clears its band keeps the
+    90% claim."""
+    n = len(errors)
+    want = 1 - 0.10 / max(1, looks)
+    xs = sorted(errors)
+    best = None
+    below = 0  # P(Bin(n, 1/2) <= k - 1), k counting up from 1
+    for k in range(1, n // 2 + 1):
+        below += math.comb(n, k - 1) / 2**n
+        if 1 - 2 * below < want:
+            break
+        best = [xs[k - 1], xs[n - k]]
+    return best
 
 
-def _t90(df: int) -> float:
-    if df in _T90:
-        return _T90[df]
-    return next((t for d, t in _T90_WIDE if df <= d), 1.645)
-
-
-def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile ``p`` (> 0.5) with ``df`` degrees of freedom, by the Cornish-Fisher
-    expansion around the normal quantile (within ~1% of the exact value from df = 2 on). Written
-    out rather than importing scipy for one function."""
-    z = statistics.NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    return z + g1 / df + g2 / df**2 + g3 / df**3
-
-
-def error_interval(errors: list[float], looks: int = 1) -> list[float] | None:
-    """90% interval of the mean error over repetitions (Student's t; None for fewer than two): where
-    the true error of the correction lies, given how much the repetitions disagree. A miss whose
-    interval lies wholly outside the band is systematic; one whose interval reaches into it may be the
-    machine's noise.
-
-    ``looks``: how many times a sequential rule (``--max-reps``) may look at the interval to decide
-    whether to stop; each look then uses a 1 - 10%/looks interval (Bonferroni), so stopping at
-    the first interval that clears its band keeps the 90% claim."""
-    if len(errors) < 2:
-        return None
-    mean = statistics.mean(errors)
-    df = len(errors) - 1
-    t = _t90(df) if looks <= 1 else t_quantile(1 - 0.05 / looks, df)
-    half = t * statistics.stdev(errors) / len(errors) ** 0.5
-    return [mean - half, mean + half]
+error_interval = median_interval  # the name the JSON's ``interval`` and the benchmarks know
 
 
 def judge(row: dict[str, Any]) -> str:
@@ -1151,13 +1156,10 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
             line += f"; {label}: " + ", ".join(r["operation"] for r in group)
     drift = speed_drift(checked)
     if unsure or unconfirmed:
-        line += (
-            f" (their 90% intervals reach across the band; the unprofiled runs vary by ±{noise:.0%}:"
-            + (
-                f" not settled after {len(unprof)} repetitions, the most --max-reps allowed)"
-                if result.get("looks", 1) > 1
-                else " more --reps, --max-reps or a longer run narrow them)"
-            )
+        line += f" (their 90% intervals reach across the band; the unprofiled runs vary by ±{noise:.0%}:" + (
+            f" not settled after {len(unprof)} repetitions, the most --max-reps allowed)"
+            if result.get("looks", 1) > 1
+            else " more --reps, --max-reps or a longer run narrow them)"
         )
     if drift and (misses or unconfirmed):
         line += "; " + drift_text(drift)

@@ -241,9 +241,11 @@ def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
     assert noise_floor([1.0, 1.2, 1.1]) == pytest.approx(0.1 / 1.1)
     assert noise_floor([1.0]) == 0.0
     opts = parse_args(["--", sys.executable, __file__])
-    runs = [{"mode": "unprofiled", "rep": r, "measured_s": v} for r, v in enumerate((1.0, 1.4, 1.2), 1)]
+    runs = [
+        {"mode": "unprofiled", "rep": r, "measured_s": v} for r, v in enumerate((1.0, 1.4, 1.2, 1.3, 1.1), 1)
+    ]
     prof = {"raw_wall_s": 1.5, "corrected_wall_s": 1.4, "corrected_for_overhead": True, "operations": {}}
-    result = {"runs": runs, "profiled": [prof] * 3, "timers": [{}, {}, {}]}
+    result = {"runs": runs, "profiled": [prof] * 5, "timers": [{}] * 5}
     verdict = compare(result, opts)["verdict"]
     assert not verdict["pass"] and "inconclusive" in verdict["line"]
     quiet = {**result, "runs": [{**r, "measured_s": 1.0} for r in runs]}
@@ -251,34 +253,36 @@ def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
 
 
 def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
-    """Errors over repetitions → a 90% Student-t interval against the band: every repetition ~+20%
-    is a systematic miss; ~0% with a little spread, a confirmed pass; ±15% around 0, a pass not
-    yet confirmed."""
+    """Errors over five repetitions → a 90% interval of the median against the band: every
+    repetition ~+20% is a systematic miss; ~0% with a little spread, a confirmed pass; ±15% around
+    0, a pass not yet confirmed; four repetitions are too few to confirm anything."""
     from rlscope.validate import compare, error_interval, judge, parse_args
 
-    lo, hi = error_interval([0.1, 0.2, 0.3])
-    assert lo == pytest.approx(0.2 - 2.920 * 0.1 / 3**0.5) and hi == pytest.approx(0.2 + 2.920 * 0.1 / 3**0.5)
-    assert error_interval([0.1]) is None
+    assert error_interval([0.3, 0.1, 0.5, 0.2, 0.4]) == [0.1, 0.5]  # five runs: [min, max] is 93.75%
+    assert error_interval([0.1, 0.2, 0.3]) is None
     assert judge({"interval": [0.06, 0.09], "tolerance": 0.05}) == "systematic"
     assert judge({"interval": [-0.02, 0.03], "tolerance": 0.05}) == "confirmed"
     assert judge({"interval": [-0.02, 0.07], "tolerance": 0.05}) == "inconclusive"
+    assert judge({"interval": None, "tolerance": 0.05}) == "inconclusive"
 
     opts = parse_args(["--", sys.executable, __file__])
 
     def result(corrected: list[float]) -> dict:
-        runs = [{"mode": "unprofiled", "rep": r, "measured_s": 1.0} for r in (1, 2, 3, 4)]
+        runs = [{"mode": "unprofiled", "rep": r + 1, "measured_s": 1.0} for r in range(len(corrected))]
         prof = [
             {"raw_wall_s": 1.5, "corrected_wall_s": c, "corrected_for_overhead": True, "operations": {}}
             for c in corrected
         ]
-        return {"runs": runs, "profiled": prof, "timers": [{}] * 4}
+        return {"runs": runs, "profiled": prof, "timers": [{}] * len(corrected)}
 
-    v = compare(result([1.19, 1.21, 1.2, 1.22]), opts)["verdict"]
+    v = compare(result([1.19, 1.21, 1.2, 1.22, 1.18]), opts)["verdict"]
     assert not v["pass"] and v["systematic"] == ["[total]"] and "systematic: [total] (+" in v["line"]
-    v = compare(result([1.0, 1.01, 0.99, 1.0]), opts)["verdict"]
+    v = compare(result([1.0, 1.01, 0.99, 1.0, 1.0]), opts)["verdict"]
     assert v["pass"] and not v["not_confirmed"] and "confirmed: every checked figure" in v["line"]
-    v = compare(result([0.85, 1.15, 1.02, 0.98]), opts)["verdict"]
+    v = compare(result([0.85, 1.15, 1.02, 0.98, 1.0]), opts)["verdict"]
     assert v["pass"] and v["not_confirmed"] == ["[total]"] and "not confirmed: [total]" in v["line"]
+    v = compare(result([1.0, 1.01, 0.99, 1.0]), opts)["verdict"]
+    assert v["pass"] and v["not_confirmed"] == ["[total]"]  # four runs: no 90% interval of a median
 
 
 def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.Path) -> None:
@@ -407,9 +411,9 @@ def test_timer_runs_measure_their_boundaries_with_the_c_methods():
 
 
 class _FakeRunner:
-    """validate's runner without processes: every unprofiled run measures 1 s, every profiled run's
-    corrected wall is the next of ``walls`` (so its error is known), and timer runs record no
-    operation, so only the total is checked."""
+    """validate's runner without processes: every unprofiled run measures 1 s, a profiled run's
+    corrected wall is the next one _fake_validation was given (so its error is known), and timer
+    runs record no operation, so only the total is checked."""
 
     def __init__(self, opts, work, log) -> None:
         self.whole = False
@@ -451,57 +455,66 @@ def _fake_validation(monkeypatch, walls: list[float]) -> None:
     )
 
 
-def test_max_reps_adds_repetitions_until_the_interval_clears_the_band(monkeypatch) -> None:
-    """Brute force: the first n >= 3 whose Bonferroni-widened interval (8 looks for --reps 3
-    --max-reps 10) lies inside ±5% is where validate stops, and the verdict is confirmed."""
-    errors = [0.03, -0.04, 0.02, 0.0, 0.01, -0.01, 0.0, 0.01, 0.0, 0.0]
-    _fake_validation(monkeypatch, [1 + e for e in errors])
-    opts = validate.parse_args(
-        ["--reps", "3", "--max-reps", "10", "--no-warmup", "--", sys.executable, __file__]
-    )
-    res = validate.validate(opts)
+def test_median_interval_against_exact_binomial_coverage() -> None:
+    """Brute force over every k: the interval is [x(k), x(n+1-k)] for the largest k whose coverage
+    1 - 2 P(Bin(n, 1/2) < k) reaches the level asked, and None when even [min, max] does not."""
+    from itertools import product
 
-    looks = 10 - 3 + 1
-    expect = None
-    for n in range(3, 11):
-        e = errors[:n]
-        m = sum(e) / n
-        sd = (sum((x - m) ** 2 for x in e) / (n - 1)) ** 0.5
-        half = validate.t_quantile(1 - 0.05 / looks, n - 1) * sd / n**0.5
-        if m - half >= -0.05 and m + half <= 0.05:
-            expect = n
-            break
-    assert expect is not None and 3 < expect < 10  # the case exercises the rule, not its ends
-    assert res["reps"] == expect and res["looks"] == looks
-    assert res["min_reps"] == 3 and res["max_reps"] == 10
-    assert len([r for r in res["runs"] if r["mode"] == "profiled"]) == expect
+    def coverage(n: int, k: int) -> float:  # enumerate every sign pattern of n draws around the median
+        hits = sum(1 for signs in product((0, 1), repeat=n) if k <= sum(signs) <= n - k)
+        return hits / 2**n
+
+    for n in range(2, 13):
+        xs = [float(i) for i in range(n)]
+        for looks in (1, 3):
+            want = 1 - 0.10 / looks
+            ks = [k for k in range(1, n // 2 + 1) if coverage(n, k) >= want]
+            got = validate.median_interval(xs, looks)
+            assert got == ([xs[max(ks) - 1], xs[n - max(ks)]] if ks else None), (n, looks)
+    assert validate.median_interval([0.1, 0.2, 0.3, 0.4]) is None  # 87.5% at best: too few for 90%
+    # one run in the machine's slow speed moves the interval by one rank, not by its distance
+    assert validate.median_interval([0.0, 0.01, -0.01, 0.02, -0.02, 0.0, 0.01, -0.01, 0.0, 0.40]) == [
+        -0.01,
+        0.02,
+    ]
+
+
+def test_look_points_double() -> None:
+    assert validate.look_points(5, 5) == [5]
+    assert validate.look_points(3, 10) == [3, 6, 10]
+    assert validate.look_points(5, 20) == [5, 10, 20]
+    assert validate.look_points(5, 40) == [5, 10, 20, 40]
+
+
+def test_max_reps_runs_until_every_interval_clears_its_band(monkeypatch) -> None:
+    """Brute force: with --reps 5 --max-reps 20 validate looks at 5, 10 and 20 repetitions and stops
+    at the first whose 96.7% median interval (3 looks) lies inside ±5%; here 10, and confirmed."""
+    errors = [0.03, -0.04, 0.02, 0.0, 0.25, -0.01, 0.0, 0.01, 0.0, 0.01] + [0.0] * 10
+    _fake_validation(monkeypatch, [1 + e for e in errors])
+    opts = validate.parse_args(["--reps", "5", "--max-reps", "20", "--no-warmup", "--", "python", __file__])
+    res = validate.validate(opts)
+    assert validate.median_interval(errors[:5], 3) is None  # five runs cannot give 96.7%
+    lo, hi = validate.median_interval(errors[:10], 3)
+    assert lo >= -0.05 and hi <= 0.05
+    assert res["reps"] == 10 and res["looks"] == 3 and res["min_reps"] == 5 and res["max_reps"] == 20
+    assert len([r for r in res["runs"] if r["mode"] == "profiled"]) == 10
     assert res["verdict"]["pass"] and "confirmed: every checked figure" in res["verdict"]["line"]
 
 
 def test_max_reps_stops_at_its_limit_and_says_so(monkeypatch) -> None:
-    """A machine whose runs swing by ±15% never settles within 6 repetitions: validate runs 6, no
-    more, and says it is not settled."""
+    """A machine whose runs swing by ±15% never settles: validate runs to --max-reps, no more, and
+    says it is not settled."""
     _fake_validation(monkeypatch, [1.15, 0.85] * 10)
-    opts = validate.parse_args(
-        ["--reps", "3", "--max-reps", "6", "--no-warmup", "--", sys.executable, __file__]
-    )
+    opts = validate.parse_args(["--reps", "3", "--max-reps", "8", "--no-warmup", "--", "python", __file__])
     res = validate.validate(opts)
-    assert res["reps"] == 6
-    assert "not settled after 6 repetitions" in res["verdict"]["line"]
+    assert res["reps"] == 8
+    assert "not settled after 8 repetitions" in res["verdict"]["line"]
 
 
 def test_without_max_reps_the_repetitions_are_exactly_reps(monkeypatch) -> None:
     _fake_validation(monkeypatch, [1.15, 0.85] * 10)
-    res = validate.validate(
-        validate.parse_args(["--reps", "2", "--no-warmup", "--", sys.executable, __file__])
-    )
+    opts = validate.parse_args(["--reps", "2", "--no-warmup", "--", "python", __file__])
+    res = validate.validate(opts)
     assert res["reps"] == 2 and res["looks"] == 1
     with pytest.raises(validate.RLScopeError, match="max-reps"):
-        validate.parse_args(["--reps", "4", "--max-reps", "3", "--", sys.executable, __file__])
-
-
-def test_t_quantile_matches_the_table() -> None:
-    for df, t in validate._T90.items():
-        if df >= 2:
-            assert validate.t_quantile(0.95, df) == pytest.approx(t, rel=0.015)
-    assert validate.t_quantile(0.975, 4) == pytest.approx(2.776, rel=0.01)
+        validate.parse_args(["--reps", "4", "--max-reps", "3", "--", "python", __file__])
