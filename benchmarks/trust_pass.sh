@@ -2,7 +2,7 @@
 # The device pass of the trustworthy-numbers work (no network; wheels carried in .whl/): GPU tests,
 # where the CUPTI cost goes, the native backend recorder's cost, and the validation matrix
 # (`rlscope validate`, each mode in its own process, interleaved), all results under $OUT.
-#   bash benchmarks/trust_pass.sh            (REPS=3 by default; SKIP_TESTS=1 to skip pytest; SPEED=1 the
+#   bash benchmarks/trust_pass.sh            (REPS=5 by default, VOPTS="--max-reps 10" to settle; SKIP_TESTS=1 to skip pytest; SPEED=1 the
 #                                             machine-speed probe; PROCSTAT=1 /proc/stat each second;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
@@ -10,7 +10,7 @@
 #                                             pair2 / pairs: two rows side by side, see below)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
@@ -138,17 +138,17 @@ if [ "$VAL" = rest ]; then  # the rows not yet measured on the devices, one at a
 fi
 # two rows side by side on disjoint cores (runs pinned to 2-5 and 9-12; CPU rows on one torch thread):
 # cpu_pair: DQN beside PPO-CPU; pair1: DQN beside SB3 PPO; pair2: PPO-CPU beside SB3 SAC; pairs: pair1 then pair2
-dqn_row() { OMP_NUM_THREADS=1 VOPTS="--cpus 2-5" val dqn 0-7 "${VAL_LIMIT:-280}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-1}"; }
-ppo_cpu_row() { OMP_NUM_THREADS=1 VOPTS="--cpus $1" val ppo_cpu "$2" "${VAL_LIMIT:-280}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${PPO_CPU_SCALE:-${SCALE:-1}}"; }
+dqn_row() { OMP_NUM_THREADS=1 VOPTS="${VOPTS:-} --cpus 2-5" val dqn 0-7 "${VAL_LIMIT:-280}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-1}"; }
+ppo_cpu_row() { OMP_NUM_THREADS=1 VOPTS="${VOPTS:-} --cpus $1" val ppo_cpu "$2" "${VAL_LIMIT:-280}" python3 benchmarks/validation_workloads.py ppo_cpu --scale "${PPO_CPU_SCALE:-${SCALE:-1}}"; }
 case $VAL in cpu_pair) dqn_row & ppo_cpu_row 9-12 8-15 & wait ;; esac
 case $VAL in pair1|pairs)
     dqn_row &
-    VOPTS="--cpus 9-12" val sb3_ppo 8-15 "${VAL_LIMIT:-280}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-2048}" --n-steps 256 &
+    VOPTS="${VOPTS:-} --cpus 9-12" val sb3_ppo 8-15 "${VAL_LIMIT:-280}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS:-2048}" --n-steps 256 &
     wait ;;
 esac
 case $VAL in pair2|pairs)
     ppo_cpu_row 2-5 0-7 &
-    VOPTS="--cpus 9-12" val sb3_sac 8-15 "${VAL_LIMIT:-280}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-300}" &
+    VOPTS="${VOPTS:-} --cpus 9-12" val sb3_sac 8-15 "${VAL_LIMIT:-280}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-300}" &
     wait ;;
 esac
 if [ "$VAL" = sim_configs ]; then  # the eager simulator without GPU tracing, and without the memory recorder
