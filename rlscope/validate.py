@@ -541,7 +541,7 @@ class Options:
 
     command: list[str]
     reps: int = 5
-    max_reps: int = 0  # --max-reps: more repetitions, one at a time, until the verdict is settled
+    max_reps: int = 0  # --max-reps: more repetitions (doubling) until the verdict is settled
     trace_dir: Path | None = None
     json_path: str | None = None
     gpu: str | None = None  # None: the script's own choice, else rlscope's default
@@ -888,13 +888,13 @@ class _Runner:
         most = max(self.opts.reps, self.opts.max_reps)
         of = f"{self.opts.reps}-{most}" if most > self.opts.reps else str(most)
         self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{of}'}: {mode} ...")
-        cores = self.opts.cpus or os.sched_getaffinity(0)
+        cores = self.opts.cpus or (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None)
         before = hoststat.core_seconds(cores)
         code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose, self.opts.cpus)
         host = hoststat.delta(before, hoststat.core_seconds(cores))
         run = ChildRun(mode, rep, code, seconds, tail=tail, host=host)
         if run.host is not None:
-            run.host["cores"] = len(cores)
+            run.host["cores"] = len(cores) if cores else os.cpu_count() or 1
         if code != 0:
             raise RLScopeError(_fail_line(run, f"exited with status {code}"))
         if not record.exists():
