@@ -914,12 +914,20 @@ class _Runner:
 def look_points(reps: int, max_reps: int) -> list[int]:
     """The repetition counts at which ``--max-reps`` looks at the intervals: ``reps``, then each
     doubling, then ``max_reps``. Few looks keep each look's interval narrow (median_interval's
-    Bonferroni share), and doubling still stops a quiet machine early."""
+    Bonferroni share), and doubling still stops a quiet machine early. A count too small to give
+    any interval at the looks' shared level (five runs cannot reach 95%) is no look: it would
+    spend a share of the confidence on nothing."""
     points = [reps]
     while points[-1] * 2 < max_reps:
         points.append(points[-1] * 2)
     if max_reps > reps:
         points.append(max_reps)
+    while len(points) > 1:
+        # [min, max] of n runs holds the median with 1 - 2^(1-n): n must reach 1 + log2(10 K)
+        useful = [n for n in points if 2.0 ** (1 - n) <= 0.10 / len(points)]
+        if len(useful) == len(points) or not useful:
+            break
+        points = useful
     return points
 
 

@@ -479,24 +479,34 @@ def test_median_interval_against_exact_binomial_coverage() -> None:
     ]
 
 
-def test_look_points_double() -> None:
+def test_look_points_double_and_skip_counts_too_small_for_an_interval() -> None:
     assert validate.look_points(5, 5) == [5]
-    assert validate.look_points(3, 10) == [3, 6, 10]
-    assert validate.look_points(5, 20) == [5, 10, 20]
-    assert validate.look_points(5, 40) == [5, 10, 20, 40]
+    assert validate.look_points(8, 20) == [8, 16, 20]
+    assert validate.look_points(7, 40) == [7, 14, 28, 40]
+    assert validate.look_points(6, 40) == [12, 24, 40]  # 4 looks ask 97.5%: six runs give 96.9%
+    # 3 and 5 runs can give no 95% (or 96.7%) interval of a median: they are not looks
+    assert validate.look_points(3, 10) == [6, 10]
+    assert validate.look_points(5, 20) == [10, 20]
+    assert validate.look_points(5, 10) == [10]
+    for reps, most in ((3, 10), (5, 20), (8, 20), (6, 40), (4, 4)):
+        points = validate.look_points(reps, most)
+        assert points[-1] == most
+        if len(points) > 1:  # every look can give an interval at the looks' shared level
+            assert all(validate.median_interval([0.0] * n, len(points)) is not None for n in points)
 
 
 def test_max_reps_runs_until_every_interval_clears_its_band(monkeypatch) -> None:
-    """Brute force: with --reps 5 --max-reps 20 validate looks at 5, 10 and 20 repetitions and stops
-    at the first whose 96.7% median interval (3 looks) lies inside ±5%; here 10, and confirmed."""
+    """Brute force: with --reps 5 --max-reps 20 validate looks at 10 and 20 repetitions (five cannot
+    give a 95% interval of a median) and stops at the first whose 95% interval lies inside ±5%;
+    here 10, and confirmed."""
     errors = [0.03, -0.04, 0.02, 0.0, 0.25, -0.01, 0.0, 0.01, 0.0, 0.01] + [0.0] * 10
     _fake_validation(monkeypatch, [1 + e for e in errors])
     opts = validate.parse_args(["--reps", "5", "--max-reps", "20", "--no-warmup", "--", "python", __file__])
     res = validate.validate(opts)
-    assert validate.median_interval(errors[:5], 3) is None  # five runs cannot give 96.7%
-    lo, hi = validate.median_interval(errors[:10], 3)
+    assert validate.median_interval(errors[:5], 2) is None  # five runs cannot give 95%
+    lo, hi = validate.median_interval(errors[:10], 2)
     assert lo >= -0.05 and hi <= 0.05
-    assert res["reps"] == 10 and res["looks"] == 3 and res["min_reps"] == 5 and res["max_reps"] == 20
+    assert res["reps"] == 10 and res["looks"] == 2 and res["min_reps"] == 5 and res["max_reps"] == 20
     assert len([r for r in res["runs"] if r["mode"] == "profiled"]) == 10
     assert res["verdict"]["pass"] and "confirmed: every checked figure" in res["verdict"]["line"]
 
