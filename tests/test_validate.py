@@ -528,3 +528,38 @@ def test_without_max_reps_the_repetitions_are_exactly_reps(monkeypatch) -> None:
     assert res["reps"] == 2 and res["looks"] == 1
     with pytest.raises(validate.RLScopeError, match="max-reps"):
         validate.parse_args(["--reps", "4", "--max-reps", "3", "--", "python", __file__])
+
+
+def test_a_timer_fold_makes_no_garbage_collection() -> None:
+    """Folding a second of events must not make the job collect: its rows are Python lists alive
+    until the fold ends, and a collection meanwhile promoted them all, bringing the timed process a
+    full collection (~85 ms in a torch process) the unprofiled one did not make."""
+    import gc
+
+    from rlscope.trace import schema as S
+
+    session, agg = _timer_session(SteppingClock())
+    session.events = [
+        (2 * i + k, 1, (S.OP_BEGIN, S.OP_END)[k], i, -1, 0, 0) for i in range(20_000) for k in (0, 1)
+    ]
+    collections: list[int] = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    old = gc.get_threshold()
+    gc.set_threshold(50, 2, 2)  # a collection every 50 container allocations, were it on
+    gc.callbacks.append(count)
+    try:
+        session.drain()
+        assert collections == [] and gc.isenabled()
+        gc.disable()
+        session.events = [(0, 1, S.OP_BEGIN, 0, -1, 0, 0), (5, 1, S.OP_END, 0, -1, 0, 0)]
+        session.drain()
+        assert not gc.isenabled()  # a job that turned it off keeps it off
+    finally:
+        gc.enable()
+        gc.callbacks.remove(count)
+        gc.set_threshold(*old)
+    assert agg.counters(["x"])["x"]["calls"] == 20_001
