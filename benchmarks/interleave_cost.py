@@ -15,6 +15,8 @@ between seconds, not within a block), rotated over ``--rounds`` rounds; traces a
   the truth a corrected figure is held to;
 - ``timers``: the step with three plain timers (two clock reads and a list append each), the shape
   of ``rlscope validate``'s timer mode;
+- ``vtimers``: the step under `rlscope validate`'s timer mode (``TimerSession``): the block's
+  time, and its per-operation truth summed over the three operations (the timers' cost taken off);
 - ``session``: the step in a session with scopes only (no GPU, backend ops or memory recorder): raw,
   and corrected by the analyzer (raw minus what the correction removed, per iteration);
 - ``quiet``: the same session with its writer's thread asleep through the block (no flush, no
@@ -93,6 +95,7 @@ def main() -> None:
     args = p.parse_args()
     os.environ["RLSCOPE_GPU_MEMORY"] = "0"  # scopes only: the memory recorder is measured elsewhere
     import rlscope
+    from rlscope import validate
     from rlscope.analysis import analyze
     from rlscope.cli.main import ensure_calibration
     from rlscope.trace import writer
@@ -126,13 +129,29 @@ def main() -> None:
         session.stop()
         return raw
 
+    timer_costs = validate.measure_timer_costs()
+
+    def validate_timers(fn: Callable[[], None], n: int) -> tuple[float, float]:
+        """(block, truth) seconds per call under `rlscope validate`'s timer mode: the block's time,
+        and the sum of its operations' inclusive times less the timers' cost (its per-operation truth)."""
+        agg = validate.TimerAggregate()
+        session = validate.TimerSession(record=validate.ChildRecord(None, "timers"), aggregate=agg).start()
+        raw = block(fn, n)
+        session.stop()
+        names = {validate.annotate.intern(k): k for k in ("policy", "step", "stats")}
+        counters = {
+            names[nid]: dict(zip(agg.FIELDS, c, strict=True)) for nid, c in agg.ops.items() if nid in names
+        }
+        truth = validate.corrected_timers(counters, timer_costs)
+        return raw, sum(t["inclusive_s"] for t in truth.values()) / n
+
     def removed_per_call(tmp: str, n: int) -> float:
         """What the analyzer's correction removed from a session's trace, per call."""
         s = analyze(rlscope.load_trace(tmp)).summary
         assert s["corrected_for_overhead"], s["warnings"]
         return (s["raw"]["wall_s"] - s["corrected"]["wall_s"]) / n
 
-    configs = ["bare", "inactive", "timers", "session", "quiet", "tight"]
+    configs = ["bare", "inactive", "timers", "vtimers", "session", "quiet", "tight"]
     rows: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
     for fn in fns.values():
         block(fn, 200)  # warm-up: torch's first calls
@@ -150,6 +169,9 @@ def main() -> None:
                     rows[c].append({"s": block(fns["timed"], args.iters)})
                 elif c == "session":
                     rows[c].append({"s": in_session(d, fns["scoped"], args.iters)})
+                elif c == "vtimers":
+                    raw, truth = validate_timers(fns["scoped"], args.iters)
+                    rows[c].append({"s": raw, "truth_s": truth})
                 elif c == "quiet":
                     rows[c].append({"s": in_session(d, fns["scoped"], args.iters, quiet=True)})
                 else:  # per pair, 100x the iterations: a pair is ~1000x shorter than a step
@@ -168,7 +190,7 @@ def main() -> None:
     base = [x["s"] for x in rows["inactive"]]
     out: dict = {"device": args.device, "iters": args.iters, "rounds": args.rounds, "rows": rows}
     print(f"\nper iteration, median over {args.rounds} rounds; ratio to the same round's inactive block:")
-    for c in ("bare", "inactive", "timers", "session", "quiet"):
+    for c in ("bare", "inactive", "timers", "vtimers", "session", "quiet"):
         xs = [x["s"] for x in rows[c]]
         ratio = [x / b for x, b in zip(xs, base, strict=True)]
         print(f"  {c:9} {med(xs) * 1e6:8.2f} us  x{med(ratio):.3f} {span(ratio)}")
@@ -179,6 +201,9 @@ def main() -> None:
         f"  x{med(cor):.3f} {span(cor)}"
     )
     out["corrected_ratio"] = med(cor)
+    truth = [x["truth_s"] / b for x, b in zip(rows["vtimers"], base, strict=True)]
+    print(f"  validate's truth (its operations' sum) x{med(truth):.3f} {span(truth)}")
+    out["vtimers_truth_ratio"] = med(truth)
     # per scope pair (three per iteration), paired per round
     in_loop = [(s["s"] - b) / 3 for s, b in zip(rows["session"], base, strict=True)]
     removed = [(s["s"] - s["corrected_s"]) / 3 for s in rows["session"]]

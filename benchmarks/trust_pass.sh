@@ -5,6 +5,7 @@
 #   bash benchmarks/trust_pass.sh            (REPS=5 by default, VOPTS="--max-reps 10" to settle; SKIP_TESTS=1 to skip pytest; SPEED=1 the
 #                                             machine-speed probe; PROCSTAT=1 /proc/stat each second;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
+#                                             INTERLEAVE=1 benchmarks/interleave_cost.py (boundaries' in-loop cost);
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
 #                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
 #                                             pair2 / pairs: two rows side by side, see below)
@@ -79,6 +80,10 @@ fi
 if [ -n "${INPROC:-}" ]; then  # each collector state's cost on a launch-bound loop, in one process
     timeout "${INPROC_LIMIT:-200}" python3 benchmarks/light_inprocess.py --rounds "${INPROC_ROUNDS:-5}" \
         --iters "${INPROC_ITERS:-2000}" --workload "${INPROC_WORKLOAD:-launch}" ${INPROC_CONFIGS:+--configs "$INPROC_CONFIGS"} --json "$OUT/light_inprocess.json" 2>&1 | tail -8
+fi
+if [ -n "${INTERLEAVE:-}" ]; then  # what active boundaries cost the job's code around them (eager simulator on the GPU)
+    timeout "${INTERLEAVE_LIMIT:-300}" taskset -c 2 python3 benchmarks/interleave_cost.py --device cuda \
+        --rounds "${INTERLEAVE_ROUNDS:-100}" --json "$OUT/interleave_cost.json" 2>&1 | tee "$OUT/interleave_cost.log" | tail -16
 fi
 if [ -n "${RESIDUAL:-}" ]; then  # how long a window switch keeps costing, per window kind
     timeout "${RESIDUAL_LIMIT:-150}" python3 benchmarks/switch_residual.py --rounds "${RESIDUAL_ROUNDS:-3}" --attached \
