@@ -721,13 +721,112 @@ static inline PyObject *timed_exit(exit_impl impl, PyObject *self, PyObject *con
     return r;
 }
 
-static PyObject *scope_enter(PyObject *self, PyObject *unused) { return timed_enter(scope_enter_impl, self); }
-static PyObject *cat_enter(PyObject *self, PyObject *unused) { return timed_enter(cat_enter_impl, self); }
+/* ------------------------------------------------------------------ validate's timer mode */
+
+/* `rlscope validate`'s timer runs (rlscope/validate.py, TimerSession) take the per-operation truth
+ * through these methods. There a boundary reads the clock and writes one row (thread, kind, name or
+ * category), stamped with its own cost like any measured row, and nothing else: no instance ids,
+ * stacks, open counts or window checks. The session's full path costs the job's code around it
+ * ~2-3 us a pair in a torch loop, 5x its tight-loop cost, spread over its dozen dictionary and list
+ * touches; a truth taken through it read +0.9% high (BENCHMARKS.md §9, thirteenth session). The
+ * fold (TimerAggregate.feed) matches ends to begins by name, per thread. */
+static PyObject *timer_session;      /* the TimerSession whose boundaries take this path */
+static EventBuffer *timer_buf;       /* its event buffer */
+static long long timer_tick_due;     /* when its next fold is due (TimerSession.run_tick) */
+static _Thread_local long long my_tid = -1; /* threading.get_native_id(), as ThreadState.thread */
+
+static int timer_row(PyObject *s, long kind, long long a, long long name) {
+    long long t0 = now_ns();
+    boundary_start();
+    if (my_tid < 0) my_tid = (long long)PyThread_get_thread_native_id();
+    long long ts = now_ns();
+    if (eb_push(timer_buf, ts, my_tid, kind, a, -1, name, 0) < 0) return -1;
+    row_buf = timer_buf;
+    row_idx = timer_buf->len - 1;
+    row_ts = ts;
+    row_count = 1;
+    row_real_clock = 1;
+    boundary_stamp(t0);
+    if ((kind & 1) && ts >= timer_tick_due) { /* an end (OP_END, CAT_END, PHASE_END are odd) */
+        PyObject *tsv = PyLong_FromLongLong(ts);
+        PyObject *r = tsv ? PyObject_CallMethodOneArg(s, s_run_tick, tsv) : NULL; /* pauses itself */
+        Py_XDECREF(tsv);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* A scope or phase boundary on the timer path; ``end``: 0 enter, 1 exit. */
+static int timer_scope(PyObject *self, PyObject *s, int end) {
+    PyObject *begin = slot(self, off_begin), *nid = slot(self, off_name_id);
+    long b = begin ? PyLong_AsLong(begin) : -1;
+    long long name = nid ? PyLong_AsLongLong(nid) : -1;
+    if (PyErr_Occurred()) return -1;
+    return timer_row(s, b + end, -1, name);
+}
+
+static int timer_cat(PyObject *self, PyObject *s, int end) {
+    PyObject *code = slot(self, off_code);
+    long long c = code ? PyLong_AsLongLong(code) : -1;
+    if (PyErr_Occurred()) return -1;
+    return timer_row(s, CAT_BEGIN + end, c, -1);
+}
+
+/* The session on the timer path: annotate's _active, when it is the timer session; else NULL. */
+static PyObject *timer_target(void) {
+    if (timer_session == NULL) return NULL;
+    PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
+    return s == timer_session ? s : NULL;
+}
+
+static PyObject *scope_enter(PyObject *self, PyObject *unused) {
+    PyObject *t = timer_target();
+    if (t != NULL) return timer_scope(self, t, 0) < 0 ? NULL : Py_NewRef(self);
+    return timed_enter(scope_enter_impl, self);
+}
+static PyObject *cat_enter(PyObject *self, PyObject *unused) {
+    PyObject *t = timer_target();
+    if (t != NULL) return timer_cat(self, t, 0) < 0 ? NULL : Py_NewRef(self);
+    return timed_enter(cat_enter_impl, self);
+}
 static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *t = timer_target();
+    if (t != NULL) return timer_scope(self, t, 1) < 0 ? NULL : Py_NewRef(Py_None);
     return timed_exit(scope_exit_impl, self, args, nargs);
 }
 static PyObject *cat_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *t = timer_target();
+    if (t != NULL) return timer_cat(self, t, 1) < 0 ? NULL : Py_NewRef(Py_None);
     return timed_exit(cat_exit_impl, self, args, nargs);
+}
+
+/* set_timer(session, buffer, tick_due): boundaries while ``session`` is annotate's _active take
+ * the timer path into ``buffer``; set_timer(None, None, 0) ends it. */
+static PyObject *set_timer(PyObject *mod, PyObject *args) {
+    PyObject *s, *buf;
+    long long due;
+    if (!PyArg_ParseTuple(args, "OOL", &s, &buf, &due)) return NULL;
+    if (s == Py_None) {
+        Py_CLEAR(timer_session);
+        Py_CLEAR(timer_buf);
+        Py_RETURN_NONE;
+    }
+    if (!Py_IS_TYPE(buf, &EventBufferType)) {
+        PyErr_SetString(PyExc_TypeError, "set_timer: the buffer must be an EventBuffer");
+        return NULL;
+    }
+    Py_XSETREF(timer_session, Py_NewRef(s));
+    Py_XSETREF(timer_buf, (EventBuffer *)Py_NewRef(buf));
+    timer_tick_due = due;
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_timer_tick(PyObject *mod, PyObject *arg) {
+    long long due = PyLong_AsLongLong(arg);
+    if (due == -1 && PyErr_Occurred()) return NULL;
+    timer_tick_due = due;
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef scope_defs[] = {
@@ -809,6 +908,8 @@ static PyMethodDef module_methods[] = {
     {"install", install, METH_VARARGS, "put the native __enter__/__exit__ on annotate's classes"},
     {"abi_version", abi_version, METH_NOARGS, "the C side's version (checked against the Python side)"},
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
+    {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},
+    {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -149,16 +149,20 @@ class TimerAggregate:
                 self.measured_boundaries += 1
             frames = th[0]
             if kind == S.OP_BEGIN:
+                if inst < 0:  # the C timer path writes no instance ids: recursion by name
+                    flags = S.FLAG_RECURSIVE if any(f[1] == nid for f in frames) else 0
                 # frame: inst, name, begin, ops0, phase0, cat0, paused0, child_incl, d_ops, d_ph, d_cat, rec
                 frames.append(
                     [inst, nid, ts, th[1], th[2], th[3], th[4], 0, 0, 0, 0, flags & S.FLAG_RECURSIVE]
                 )
             elif kind == S.OP_END:
-                if any(f[0] == inst for f in frames):  # else: opened before this session started
+                # an end closes its own instance, or (no ids) the innermost open one of its name
+                key, want = (0, inst) if inst >= 0 else (1, nid)
+                if any(f[key] == want for f in frames):  # else: opened before this session started
                     while True:
                         f = frames.pop()
                         self._close(th, f, ts)
-                        if f[0] == inst:
+                        if f[key] == want:
                             break
             elif kind in (S.PHASE_BEGIN, S.PHASE_END):
                 th[2] += 1
@@ -358,6 +362,7 @@ class TimerSession(NullSession):
         self.top_begin_ns = 0
         self.timers = aggregate if aggregate is not None else self.record.timers
         self._tls = threading.local()
+        self._native: Any = None  # the C methods' module while they run the timer path
 
     def thread_state(self) -> annotate.ThreadState:
         st = getattr(self._tls, "st", None)
@@ -372,12 +377,20 @@ class TimerSession(NullSession):
             raise RLScopeError("an rlscope session is already active in this process")
         from rlscope.collectors import scope_native
 
-        # the same scope methods as a profiled run: the reference's cost is as small
+        # the C scope methods, on their timer path (collectors/scope_native.c): a boundary reads the
+        # clock and writes one row, stamped with its cost. Through the session's full path the
+        # truth read +0.9% high in a torch loop, its boundaries slowing the job's code around
+        # them (BENCHMARKS.md §9, thirteenth session); the Python methods where there is no compiler
+        native = None
         if scope_native.install() == "native" and self.clock is time.perf_counter_ns:
             self.events = scope_native.event_buffer()
+            native = scope_native.load()
         super().start()
         annotate._active = self  # type: ignore[assignment]
         self.tick_due_ns = self.clock() + _TICK_NS
+        if native is not None:
+            native.set_timer(self, self.events, self.tick_due_ns)
+            self._native = native
         return self
 
     def stop(self) -> None:
@@ -386,6 +399,7 @@ class TimerSession(NullSession):
         end = self.clock()
         if annotate._active is self:
             annotate._active = None
+        self._end_timer_path()
         self.tick_due_ns = _NEVER
         self.drain()
         self.timers.close_all(end)
@@ -421,7 +435,14 @@ class TimerSession(NullSession):
         t0 = self.clock()
         self.drain()
         self.tick_due_ns = now + _TICK_NS
+        if self._native is not None:
+            self._native.set_timer_tick(self.tick_due_ns)
         self.timers.pause(threading.get_native_id(), self.clock() - t0)
+
+    def _end_timer_path(self) -> None:
+        if self._native is not None:
+            self._native.set_timer(None, None, 0)
+            self._native = None
 
     def switch_window(self) -> None:
         """Never due (``window_due_ns``); here for annotate's sake."""
@@ -429,6 +450,7 @@ class TimerSession(NullSession):
     def _restart_in_child(self) -> None:
         """After fork (rlscope.session's hook): the child is not measured."""
         annotate._active = None
+        self._end_timer_path()
         self._t0 = None
 
 

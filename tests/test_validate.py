@@ -563,3 +563,82 @@ def test_a_timer_fold_makes_no_garbage_collection() -> None:
         gc.callbacks.remove(count)
         gc.set_threshold(*old)
     assert agg.counters(["x"])["x"]["calls"] == 20_001
+
+
+def _fold(rows: list[tuple]) -> dict[str, dict]:
+    agg = TimerAggregate()
+    agg.feed(rows)
+    return agg.counters(list(annotate._names))
+
+
+def test_timer_rows_without_instance_ids_close_by_name_per_thread():
+    """The C timer path writes no instance ids: the fold closes an end's innermost open operation of
+    its name on its thread, and finds recursion by name; the figures equal those of rows with ids."""
+    from rlscope.trace import schema as S
+
+    a, b = annotate.intern("v.noid.a"), annotate.intern("v.noid.b")
+    B, E = S.OP_BEGIN, S.OP_END
+    with_ids = [  # thread 1: A [0, 1000) holding B [100, 300) and a recursive A [400, 500); thread 2: B
+        (0, 1, B, 1, -1, a, 0),
+        (50, 2, B, 9, -1, b, 0),
+        (100, 1, B, 2, 1, b, 0),
+        (300, 1, E, 2, 1, b, 0),
+        (400, 1, B, 3, 1, a, S.FLAG_RECURSIVE),
+        (500, 1, E, 3, 1, a, 0),
+        (650, 2, E, 9, -1, b, 0),
+        (700, 1, E, 7, -1, b, 0),  # an end whose begin came before the session: ignored
+        (1000, 1, E, 1, -1, a, 0),
+    ]
+    no_ids = [(ts, th, k, -1, -1, nid, 0) for ts, th, k, _i, _p, nid, _f in with_ids]
+    want, got = _fold(with_ids), _fold(no_ids)
+    assert got["v.noid.a"] == want["v.noid.a"] and got["v.noid.b"] == want["v.noid.b"]
+    assert got["v.noid.a"]["calls"] == 2 and got["v.noid.a"]["inclusive_calls"] == 1
+    assert got["v.noid.a"]["inclusive_ns"] == 1000 and got["v.noid.b"]["inclusive_ns"] == 200 + 600
+
+
+def test_timer_runs_take_the_c_timer_path(monkeypatch, tmp_path):
+    """Under a timer session the C methods write one row per boundary (no ids), stamped with its
+    cost, from every thread; a fold falls due at an exit and runs there; the session's own path
+    is back once it stops."""
+    import threading
+
+    import numpy as np
+
+    from rlscope.collectors import scope_native
+    from rlscope.trace import schema as S
+
+    if scope_native.available() != "native":
+        pytest.skip("no C compiler or Python headers")
+    monkeypatch.setattr(validate, "_TICK_NS", 1_000_000)
+    session, agg = _timer_session()
+    rows = []
+    with session:
+        with rlscope.phase("v.path.phase"), rlscope.scope("v.path.outer"):
+            with rlscope.simulator(), rlscope.scope("v.path.outer"):
+                pass
+            t = threading.Thread(
+                target=lambda: rlscope.scope("v.path.thread").__enter__().__exit__(None, None, None)
+            )
+            t.start()
+            t.join()
+        rows = np.frombuffer(session.events.drain(), np.int64).reshape(-1, 8).tolist()
+        agg.feed(rows)
+        with rlscope.scope("v.path.tick"):
+            _busy(3)  # past the next fold: it runs at this scope's exit, before the session stops
+        assert agg.counters(list(annotate._names))["v.path.tick"]["calls"] == 1
+    assert [r[2] for r in rows] == [
+        S.PHASE_BEGIN, S.OP_BEGIN, S.CAT_BEGIN, S.OP_BEGIN, S.OP_END, S.CAT_END,
+        S.OP_BEGIN, S.OP_END, S.OP_END, S.PHASE_END,
+    ]  # fmt: skip
+    assert all(r[4] == -1 and (r[3] == -1 or r[2] in (S.CAT_BEGIN, S.CAT_END)) for r in rows)
+    assert all(r[7] > 0 for r in rows), "every boundary stamped its own cost"
+    threads = {r[1] for r in rows}
+    assert threading.get_native_id() in threads and len(threads) == 2
+    t = _totals(agg, {"pair": 0.0, "inside": 0.0, "category": 0.0})
+    assert t["v.path.outer"]["calls"] == 2 and t["v.path.thread"]["calls"] == 1
+    # stopped: a profiled session's boundaries take their full path again (instance ids)
+    with rlscope.profile(tmp_path / "after", gpu=False, backend=False) as s:
+        with rlscope.scope("v.path.after"):
+            pass
+        ev = np.frombuffer(s.events.drain(), np.int64).reshape(-1, 8)
+    assert any(r[2] == S.OP_BEGIN and r[3] >= 0 for r in ev)
