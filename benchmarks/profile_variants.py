@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from rlscope.analysis import analyze
-from rlscope.validate import _parse_setting, _Runner, error_interval, parse_args
+from rlscope.validate import _parse_setting, _Runner, median_interval, parse_args
 
 
 def main() -> None:
@@ -73,14 +73,14 @@ def main() -> None:
     for name in variants:
         err = [c / u - 1 for c, u in zip(walls[name], ref, strict=True)]
         slow = [w / u for w, u in zip(raws[name], ref, strict=True)]
-        iv = error_interval(err)
+        iv = median_interval(err)
         out["variants"][name] = {"corrected_s": walls[name], "raw_s": raws[name], "error": err}
         out["variants"][name]["interval"] = iv
         ivs = f"{iv[0]:+.1%}..{iv[1]:+.1%}" if iv else "-"
         print(
             f"{name:>12}: raw {statistics.median(slow):.2f}x,"
             f" corrected error median {statistics.median(err):+.1%}"
-            f" [{min(err):+.1%}, {max(err):+.1%}], 90% interval of the mean {ivs}"
+            f" [{min(err):+.1%}, {max(err):+.1%}], 90% interval of the median {ivs}"
         )
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))

@@ -1130,9 +1130,6 @@ def median_interval(errors: list[float], looks: int = 1) -> list[float] | None:
     return best
 
 
-error_interval = median_interval  # the name the JSON's ``interval`` and the benchmarks know
-
-
 def judge(row: dict[str, Any]) -> str:
     """``systematic`` (every plausible error is outside the band), ``confirmed`` (every plausible
     error is inside it) or ``inconclusive``, from the row's interval and tolerance."""

@@ -256,10 +256,10 @@ def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
     """Errors over five repetitions → a 90% interval of the median against the band: every
     repetition ~+20% is a systematic miss; ~0% with a little spread, a confirmed pass; ±15% around
     0, a pass not yet confirmed; four repetitions are too few to confirm anything."""
-    from rlscope.validate import compare, error_interval, judge, parse_args
+    from rlscope.validate import compare, judge, median_interval, parse_args
 
-    assert error_interval([0.3, 0.1, 0.5, 0.2, 0.4]) == [0.1, 0.5]  # five runs: [min, max] is 93.75%
-    assert error_interval([0.1, 0.2, 0.3]) is None
+    assert median_interval([0.3, 0.1, 0.5, 0.2, 0.4]) == [0.1, 0.5]  # five runs: [min, max] is 93.75%
+    assert median_interval([0.1, 0.2, 0.3]) is None
     assert judge({"interval": [0.06, 0.09], "tolerance": 0.05}) == "systematic"
     assert judge({"interval": [-0.02, 0.03], "tolerance": 0.05}) == "confirmed"
     assert judge({"interval": [-0.02, 0.07], "tolerance": 0.05}) == "inconclusive"
