@@ -138,11 +138,9 @@ def main() -> None:
         session = validate.TimerSession(record=validate.ChildRecord(None, "timers"), aggregate=agg).start()
         raw = block(fn, n)
         session.stop()
-        names = {validate.annotate.intern(k): k for k in ("policy", "step", "stats")}
-        counters = {
-            names[nid]: dict(zip(agg.FIELDS, c, strict=True)) for nid, c in agg.ops.items() if nid in names
-        }
-        truth = validate.corrected_timers(counters, timer_costs)
+        counters = agg.counters(list(validate.annotate._names))
+        ops = {k: counters[k] for k in ("policy", "step", "stats")}
+        truth = validate.corrected_timers(ops, timer_costs)
         return raw, sum(t["inclusive_s"] for t in truth.values()) / n
 
     def removed_per_call(tmp: str, n: int) -> float:
@@ -179,7 +177,7 @@ def main() -> None:
                     rows[c].append({"s": active, "inactive_s": block(pair, 100 * args.iters)})
         for r, row in enumerate(rows["session"]):  # analyzed after the timed blocks: no analysis between them
             row["corrected_s"] = row["s"] - removed_per_call(os.path.join(tmp, f"session-{r}"), args.iters)
-    med = lambda xs: statistics.median(xs)  # noqa: E731
+    med = statistics.median
 
     def span(xs: list[float], scale: float = 1.0, fmt: str = ".3f") -> str:
         """The median's 90% interval (order statistics, as validate's verdicts) and the range."""
