@@ -8,7 +8,8 @@
 #                                             INTERLEAVE=1 benchmarks/interleave_cost.py (boundaries' in-loop cost);
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
 #                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
-#                                             pair2 / pairs: two rows side by side, see below)
+#                                             pair2 / pairs: two rows side by side, see below; LIM_A / LIM_B: seconds
+#                                             per row of VAL=all's first two pairs / its last pair)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-5}
@@ -96,7 +97,10 @@ val() {  # name, cores, seconds limit, command...
     # WARMUP=1: validate's untimed first run (the first process after set-up ran 10-45% slow)
     local warm=--no-warmup
     [ -n "${WARMUP:-}" ] && warm=
+    # --time-limit a little inside the hard timeout: no repetition is started that the timeout would cut
+    # (and a SIGTERM from the timeout still keeps the repetitions done)
     timeout "$limit" taskset -c "$cores" python3 -m rlscope.cli.main validate --reps "$REPS" $warm ${VOPTS:-} \
+        --time-limit "$((limit - ${LIMIT_MARGIN:-10}))" \
         --json "$OUT/val_$name.json" --trace-dir "/tmp/val-$name" -- "$@" > "$OUT/val_$name.log" 2>&1
     echo "== $name (exit $?, cores $cores)"
     # KEEP_TRACES=1: the profiled runs' traces come back too (to look at the windows offline)
@@ -114,16 +118,16 @@ case $VAL in sac) VAL_SKIP="sim_eager sb3_ppo" ;; sb3_ppo) VAL_SKIP="sim_eager s
 VAL=rest
 fi
 if [ "$VAL" = all ] || [ "$VAL" = a ]; then
-val ppo_gpu 0-7 170 python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
-OMP_NUM_THREADS=1 val ppo_cpu 8-15 170 python3 benchmarks/validation_workloads.py ppo_cpu &
+val ppo_gpu 0-7 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
+OMP_NUM_THREADS=1 val ppo_cpu 8-15 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py ppo_cpu &
 wait
-val sb3_ppo 0-7 170 python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 2048 &
-OMP_NUM_THREADS=1 val dqn 8-15 170 python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
+val sb3_ppo 0-7 "${LIM_A:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 2048 &
+OMP_NUM_THREADS=1 val dqn 8-15 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
 wait
 fi
 if [ "$VAL" = all ] || [ "$VAL" = b ]; then
-val sim_eager 0-7 150 python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}" &
-val sb3_sac 8-15 150 python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 400 &
+val sim_eager 0-7 "${LIM_B:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SCALE:-0.5}" &
+val sb3_sac 8-15 "${LIM_B:-150}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 400 &
 wait
 fi
 if [ "$VAL" = ppo_gpu ] || [ "$VAL" = alone ]; then  # PPO-GPU alone on the machine (no neighbour)

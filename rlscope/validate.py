@@ -591,6 +591,7 @@ class Options:
     verbose: bool = False
     session: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: rlscope.profile options
     cpus: frozenset[int] | None = None  # --cpus: every run pinned to these CPUs
+    time_limit: float | None = None  # --time-limit: start no repetition that would end past it (seconds)
 
 
 @dataclass
@@ -687,6 +688,14 @@ def parse_args(argv: list[str]) -> Options:
         metavar="LIST",
         help="run every mode on these CPUs only, e.g. 2-5 or 0,2,4 (the same cores for every run)",
     )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start no repetition after the first that would end past SECONDS from the start"
+        " (estimated from the last one); the verdict says where it stopped",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show the program's output")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python train.py ...)")
     args = p.parse_args(argv)
@@ -694,6 +703,8 @@ def parse_args(argv: list[str]) -> Options:
         p.error("--reps must be >= 1")
     if args.max_reps and args.max_reps < args.reps:
         p.error("--max-reps must be >= --reps")
+    if args.time_limit is not None and not args.time_limit > 0:
+        p.error("--time-limit must be > 0 seconds")
     command = program_command(args.command, "rlscope validate -- python train.py ...")
     total, ops = _parse_tolerance(args.tolerance)
     return Options(
@@ -712,6 +723,7 @@ def parse_args(argv: list[str]) -> Options:
         verbose=args.verbose,
         session=dict(_parse_setting(x) for x in args.set),
         cpus=_parse_cpus(args.cpus) if args.cpus is not None else None,
+        time_limit=args.time_limit,
     )
 
 
@@ -820,9 +832,12 @@ def run_child(
             for line in proc.stdout or ():  # verbose: the output goes to the terminal, no pipe
                 tail.append(line.rstrip("\n"))
             code = proc.wait()
-        except BaseException:
-            if verbose:  # as subprocess.call did; a piped run is left to finish its own SIGINT
-                proc.kill()
+        except BaseException as e:
+            # verbose: as subprocess.call did. Terminated: a SIGTERM sent to rlscope alone (not its
+            # process group) must not leave the program running. A piped run's own SIGINT (Ctrl-C
+            # reaches the whole group) is left to the program to finish.
+            if verbose or isinstance(e, Terminated):
+                proc.kill() if verbose else proc.terminate()
             raise
     return code, time.perf_counter() - t0, list(tail)
 
@@ -897,6 +912,15 @@ def steal_share(run: ChildRun) -> float | None:
     if not h or run.process_s <= 0:
         return None
     return h["steal"] / run.process_s
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a batch scheduler) while validating: stop as Ctrl-C does, keeping the
+    repetitions already done."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated
 
 
 class _Runner:
@@ -983,8 +1007,6 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     repetitions is often "inconclusive"; repetitions added until each interval clears its band's
     edge cost only what the machine's noise requires.
     """
-    from rlscope.analysis import analyze
-
     costs = measure_timer_costs()
     runs: list[ChildRun] = []
     timers: list[dict[str, Any]] = []
@@ -992,36 +1014,67 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     profiled: list[dict[str, Any]] = []
     result: dict[str, Any] = {}
     points = look_points(opts.reps, max(opts.reps, opts.max_reps))
+    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rlscope-validate-") as tmp:
         runner = _Runner(opts, Path(tmp), log)
-        if opts.warmup:
-            runner.run("unprofiled", -1)
-        for rep in itertools.count():
-            if rep in points:
-                if rep == points[-1] or settled(result):
+        try:
+            if opts.warmup:
+                runner.run("unprofiled", -1)
+            rep_s = 0.0  # the last repetition's seconds
+            for rep in itertools.count():
+                if rep in points:
+                    if rep == points[-1] or settled(result):
+                        break
+                    nxt = points[points.index(rep) + 1]
+                    log(f"not settled after {rep} repetitions: running to {nxt}")
+                elapsed = time.perf_counter() - t0
+                if rep and opts.time_limit is not None and elapsed + rep_s > opts.time_limit:
+                    log(f"--time-limit: one more repetition (~{rep_s:.0f} s) ends past {opts.time_limit:g} s")
+                    result["stopped"] = f"--time-limit {opts.time_limit:g} s after {rep} repetitions"
                     break
-                nxt = points[points.index(rep) + 1]
-                log(f"not settled after {rep} repetitions: running to {nxt}")
-            for mode in mode_order(rep):
-                run = runner.run(mode, rep)
-                runs.append(run)
-                if mode == "timers":
-                    timers.append(corrected_timers(run.record["timers"], costs))
-                    # an instance's own timer boundaries (the part inside it) off its exclusive time
-                    own, got = costs["inside"], run.record.get("blocks", {})
-                    blocks.append({op: [x - own for x in q] for op, q in got.items()})
-                elif mode == "profiled":
-                    summary = analyze(
-                        runner.trace_dir(rep), calibration=opts.calibration, intervals=False
-                    ).summary
-                    profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
-                    p = profiled[-1]
-                    log(
-                        f"  analyzed: wall {p['raw_wall_s']:.2f} s raw,"
-                        f" {p['corrected_wall_s']:.2f} s corrected"
-                    )
-            result = _result(opts, costs, runs, timers, blocks, profiled, bool(runner.whole))
+                _one_rep(opts, runner, rep, costs, runs, timers, blocks, profiled, log)
+                rep_s = time.perf_counter() - t0 - elapsed
+                result = _result(opts, costs, runs, timers, blocks, profiled, bool(runner.whole))
+        except KeyboardInterrupt as e:
+            if not result:
+                raise
+            why = "SIGTERM" if isinstance(e, Terminated) else "interrupted"
+            log(f"{why}: keeping the {result['reps']} repetitions done")
+            result["stopped"] = f"{why} after {result['reps']} repetitions"
+            result["signal"] = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+    if result.get("stopped"):
+        v = result["verdict"]
+        v["line"] += f" [stopped early: {result['stopped']}]"
     return result
+
+
+def _one_rep(
+    opts: Options,
+    runner: _Runner,
+    rep: int,
+    costs: dict[str, float],
+    runs: list[ChildRun],
+    timers: list[dict[str, Any]],
+    blocks: list[dict[str, list[float]]],
+    profiled: list[dict[str, Any]],
+    log: Any,
+) -> None:
+    """Every mode once (in :func:`mode_order`), each run's figures appended to the lists."""
+    from rlscope.analysis import analyze
+
+    for mode in mode_order(rep):
+        run = runner.run(mode, rep)
+        runs.append(run)
+        if mode == "timers":
+            timers.append(corrected_timers(run.record["timers"], costs))
+            # an instance's own timer boundaries (the part inside it) off its exclusive time
+            own, got = costs["inside"], run.record.get("blocks", {})
+            blocks.append({op: [x - own for x in q] for op, q in got.items()})
+        elif mode == "profiled":
+            summary = analyze(runner.trace_dir(rep), calibration=opts.calibration, intervals=False).summary
+            profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
+            p = profiled[-1]
+            log(f"  analyzed: wall {p['raw_wall_s']:.2f} s raw, {p['corrected_wall_s']:.2f} s corrected")
 
 
 def _result(
@@ -1066,9 +1119,10 @@ def _result(
             }
             for r in runs
         ],
-        "timers": timers,
-        "timer_blocks": blocks,
-        "profiled": profiled,
+        # copies: a repetition cut short by a signal appends to the lists after this result
+        "timers": list(timers),
+        "timer_blocks": list(blocks),
+        "profiled": list(profiled),
     }
     result.update(compare(result, opts))
     return result
@@ -1353,15 +1407,25 @@ def main(argv: list[str]) -> int:
         from rlscope.cli.main import ensure_calibration
 
         ensure_calibration()
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         result = validate(opts, log)
+    except Terminated:
+        print("rlscope validate: terminated (SIGTERM) before a repetition was done", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("rlscope validate: interrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if opts.json_path:
         try:
             Path(opts.json_path).write_text(json.dumps(result, indent=1) + "\n")
         except OSError as e:
             raise RLScopeError(f"{opts.json_path}: cannot write: {e.strerror or e}") from None
     render(result)
+    if result.get("signal"):  # cut short: the figures so far are written and shown, the exit says why
+        return 143 if result["signal"] == "SIGTERM" else 130
     return 0 if result["verdict"]["pass"] else 1

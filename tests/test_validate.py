@@ -530,6 +530,92 @@ def test_without_max_reps_the_repetitions_are_exactly_reps(monkeypatch) -> None:
         validate.parse_args(["--reps", "4", "--max-reps", "3", "--", "python", __file__])
 
 
+class _Clock:
+    """A fake time.perf_counter for validate: each run of the fake runner takes ``step`` seconds."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_time_limit_starts_no_repetition_that_would_end_past_it(monkeypatch) -> None:
+    """Runs of 10/3 s (10 s a repetition), --time-limit 35: repetitions start at 0, 10 and 20 s; a
+    fourth, starting at 30 s, would end at 40 s, so validate stops at three and says so."""
+    import types
+
+    clock = _Clock(10 / 3)
+    _fake_validation(monkeypatch, [1.0] * 20)
+    run = _FakeRunner.run
+
+    def timed_run(self, mode, rep):
+        clock.now += clock.step
+        return run(self, mode, rep)
+
+    monkeypatch.setattr(_FakeRunner, "run", timed_run)
+    monkeypatch.setattr(validate, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    argv = ["--reps", "5", "--time-limit", "35", "--no-warmup", "--", "python", __file__]
+    res = validate.validate(validate.parse_args(argv))
+    assert res["reps"] == 3 and res["stopped"] == "--time-limit 35 s after 3 repetitions"
+    assert res["verdict"]["line"].endswith("[stopped early: --time-limit 35 s after 3 repetitions]")
+    with pytest.raises(validate.RLScopeError, match="time-limit"):
+        validate.parse_args(["--time-limit", "0", "--", "python", __file__])
+
+
+def test_sigterm_mid_repetition_keeps_the_repetitions_done(monkeypatch, tmp_path, capsys) -> None:
+    """`timeout` ends validate in its third repetition: the JSON holds the two done (none of the
+    third's runs), the table is shown, and the exit status is 143, as a shell reports SIGTERM."""
+    _fake_validation(monkeypatch, [1.02, 1.01, 1.0, 1.0, 1.0])
+    run = _FakeRunner.run
+
+    def cut_run(self, mode, rep):
+        if rep == 2 and mode == validate.mode_order(2)[1]:
+            raise validate.Terminated
+        return run(self, mode, rep)
+
+    monkeypatch.setattr(_FakeRunner, "run", cut_run)
+    out = tmp_path / "v.json"
+    code = validate.main(["--reps", "5", "--no-warmup", "--no-calibrate", "--json", str(out), "--", "python", __file__])
+    assert code == 143
+    res = json.loads(out.read_text())
+    assert res["reps"] == 2 and res["signal"] == "SIGTERM" and len(res["profiled"]) == 2
+    assert len(res["runs"]) == 2 * len(validate.mode_order(0)) and len(res["timers"]) == 2
+    assert "stopped early: SIGTERM after 2 repetitions" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_sigterm_before_any_repetition_is_one_line_and_143(monkeypatch, capsys) -> None:
+    _fake_validation(monkeypatch, [1.0])
+
+    def cut_run(self, mode, rep):
+        raise validate.Terminated
+
+    monkeypatch.setattr(_FakeRunner, "run", cut_run)
+    assert validate.main(["--reps", "2", "--no-warmup", "--no-calibrate", "--", "python", __file__]) == 143
+    assert "terminated (SIGTERM) before a repetition was done" in capsys.readouterr().err
+
+
+def test_sigterm_while_a_child_runs_ends_the_child(tmp_path) -> None:
+    """SIGTERM sent to validate alone (not its process group): the program it runs must not be left
+    running. The child sleeps 30 s; run_child returns within seconds, raising Terminated."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    previous = signal.signal(signal.SIGTERM, validate._on_sigterm)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    t0 = time.perf_counter()
+    try:
+        timer.start()
+        with pytest.raises(validate.Terminated):
+            validate.run_child([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), False)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGTERM, previous)
+    assert time.perf_counter() - t0 < 10
+
+
 def test_a_timer_fold_makes_no_garbage_collection() -> None:
     """Folding a second of events must not make the job collect: its rows are Python lists alive
     until the fold ends, and a collection meanwhile promoted them all, bringing the timed process a

@@ -3,8 +3,8 @@
 rlscope demo [--seconds 20] [--device auto|cpu|cuda] [--trace-dir D] [--html FILE] [--json FILE]
 rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--no-analyze] [--] python train.py ARGS...
 rlscope calibrate [--out FILE] [--reps 5] [--quick] [--no-gpu]
-rlscope validate [--reps 5] [--max-reps N] [--trace-dir D] [--json FILE] [--gpu MODE] [--no-backend]
-                 [--tolerance PCT] [--] python train.py ARGS...
+rlscope validate [--reps 5] [--max-reps N] [--time-limit S] [--trace-dir D] [--json FILE] [--gpu MODE]
+                 [--no-backend] [--tolerance PCT] [--] python train.py ARGS...
     run your program unprofiled, under plain timers and profiled: is the corrected profile right?
 """
 
