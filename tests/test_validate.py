@@ -576,7 +576,9 @@ def test_sigterm_mid_repetition_keeps_the_repetitions_done(monkeypatch, tmp_path
 
     monkeypatch.setattr(_FakeRunner, "run", cut_run)
     out = tmp_path / "v.json"
-    code = validate.main(["--reps", "5", "--no-warmup", "--no-calibrate", "--json", str(out), "--", "python", __file__])
+    code = validate.main(
+        ["--reps", "5", "--no-warmup", "--no-calibrate", "--json", str(out), "--", "python", __file__]
+    )
     assert code == 143
     res = json.loads(out.read_text())
     assert res["reps"] == 2 and res["signal"] == "SIGTERM" and len(res["profiled"]) == 2
