@@ -6,6 +6,7 @@
 #                                             machine-speed probe; PROCSTAT=1 /proc/stat each second;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
 #                                             INTERLEAVE=1 benchmarks/interleave_cost.py (boundaries' in-loop cost);
+#                                             PERSIST=1 benchmarks/cupti_persist.py (CUPTI's cost after one attach);
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
 #                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
 #                                             pair2 / pairs: two rows side by side, see below; LIM_A / LIM_B: seconds
@@ -85,6 +86,10 @@ fi
 if [ -n "${INTERLEAVE:-}" ]; then  # what active boundaries cost the job's code around them (eager simulator on the GPU)
     timeout "${INTERLEAVE_LIMIT:-300}" taskset -c 2 python3 benchmarks/interleave_cost.py --device cuda \
         --rounds "${INTERLEAVE_ROUNDS:-100}" --json "$OUT/interleave_cost.json" 2>&1 | tee "$OUT/interleave_cost.log" | tail -16
+fi
+if [ -n "${PERSIST:-}" ]; then  # does CUPTI, attached once and detached, leave a cost in later launches
+    timeout "${PERSIST_LIMIT:-240}" python3 benchmarks/cupti_persist.py --procs "${PERSIST_PROCS:-3}" --cpus 2-5 \
+        --json "$OUT/cupti_persist.json" 2>&1 | tee "$OUT/cupti_persist.log" | tail -14
 fi
 if [ -n "${RESIDUAL:-}" ]; then  # how long a window switch keeps costing, per window kind
     timeout "${RESIDUAL_LIMIT:-150}" python3 benchmarks/switch_residual.py --rounds "${RESIDUAL_ROUNDS:-3}" --attached \
