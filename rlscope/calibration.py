@@ -143,7 +143,8 @@ def _differences(a: dict[str, str], b: dict[str, str]) -> list[str]:
 
 
 def find(metadata: dict[str, str], explicit: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
-    """(calibration, None) for the trace's machine and stack, or (None, why figures stay uncorrected).
+    """(calibration, None) for the trace's machine and stack, or (None, why there is none: the
+    caller says what that leaves uncorrected).
 
     ``explicit``: a calibration file the user named; it is used only if its key matches too.
     """
@@ -152,20 +153,17 @@ def find(metadata: dict[str, str], explicit: str | None = None) -> tuple[dict[st
         try:
             cal = load(explicit)
         except CalibrationError as e:
-            return None, f"{e}; figures are uncorrected"
+            return None, str(e)
         diffs = _differences(cal["key"], want)
         if diffs:
-            return None, (
-                f"calibration {explicit} is from another machine or stack ({'; '.join(diffs)}):"
-                " figures are uncorrected"
-            )
+            return None, (f"calibration {explicit} is from another machine or stack ({'; '.join(diffs)})")
         return cal, None
     path = path_for(want)
     if path.exists():
         try:
             return load(path), None
         except CalibrationError as e:
-            return None, f"{e}; figures are uncorrected (rerun `rlscope calibrate`)"
+            return None, f"{e} (rerun `rlscope calibrate`)"
     # none for this exact stack: say what is close, so a stale calibration is recognized as such
     others = []
     for f in sorted(calibration_dir().glob("*.json")) if calibration_dir().is_dir() else []:
@@ -179,10 +177,9 @@ def find(metadata: dict[str, str], explicit: str | None = None) -> tuple[dict[st
     if others:
         closest = min(others, key=len)
         return None, (
-            f"the calibrations for this host are stale ({'; '.join(closest)}): figures are uncorrected;"
-            " run `rlscope calibrate`"
+            f"the calibrations for this host are stale ({'; '.join(closest)}); run `rlscope calibrate`"
         )
-    return None, f"no overhead calibration for {where}: figures are uncorrected; run `rlscope calibrate`"
+    return None, f"no overhead calibration for {where}; run `rlscope calibrate`"
 
 
 METADATA_KEY = "calibration"  # trace metadata key holding the calibration the run was profiled with

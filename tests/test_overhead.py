@@ -133,10 +133,37 @@ def _small_trace(tmp_path):
 
 
 def _assert_raw(s: dict, fragment: str) -> None:
+    """No usable calibration and no light windows: raw figures, or (the C scope methods, which time
+    themselves) only the boundaries' own measurements removed; a warning says why either way."""
+    assert any(fragment in w for w in s["warnings"]), s["warnings"]
+    if s["calibration"]["status"] == "boundaries only":
+        assert s["corrected_for_overhead"]
+        assert any("only what the scope and category boundaries measured" in w for w in s["warnings"])
+        got, raw = s["operations"]["op"]["total_s"], s["raw"]["operations"]["op"]["total_s"]
+        assert 0 <= got < raw  # the empty scope's own boundary time, measured, is out
+        return
     assert not s["corrected_for_overhead"]
     assert s["operations"] == s["raw"]["operations"]
     assert s["calibration"]["status"] in ("none", "off")
-    assert any(fragment in w for w in s["warnings"]), s["warnings"]
+    assert any("figures are uncorrected" in w for w in s["warnings"]), s["warnings"]
+
+
+def test_a_trace_without_calibration_or_windows_removes_what_its_boundaries_measured():
+    """The plan without a calibration: windows when some process has light windows, else the
+    boundaries' own measurements when every process's boundaries timed themselves (the C methods
+    from ABI 5: ``scopes`` native-5), else raw; never any of them when raw figures were asked for."""
+    from rlscope.analysis.correction import plan, self_timed
+
+    assert self_timed({"scopes": "native-5"}) and self_timed({"scopes": "native-12"})
+    assert not any(self_timed({"scopes": v}) for v in ("native-4", "python", "native-x", ""))
+    meta = {"host": "nowhere", "scopes": "native-5"}
+    assert plan([meta], [True]).info["status"] == "windows only"
+    got = plan([meta, meta], [False, False])
+    assert got.info["status"] == "boundaries only" and all(c is not None for c in got.costs)
+    assert "no overhead calibration" in got.warnings[0]
+    assert plan([meta, {**meta, "scopes": "python"}], [False, False]).info["status"] == "none"
+    assert plan([{**meta, "scopes": "native-4"}], [False]).warnings[0].startswith("figures are uncorrected")
+    assert plan([meta], [False], correct=False).info["status"] == "off"
 
 
 def test_missing_calibration_warns_and_reports_raw(tmp_path):
@@ -164,7 +191,7 @@ def test_corrupt_calibration_warns_and_reports_raw(tmp_path, content):
     trace = _small_trace(tmp_path)
     cal_mod.path_for(cal_mod.trace_key(trace.processes[0].metadata)).parent.mkdir(parents=True, exist_ok=True)
     cal_mod.path_for(cal_mod.trace_key(trace.processes[0].metadata)).write_text(content)
-    _assert_raw(analyze(trace).summary, "figures are uncorrected")
+    _assert_raw(analyze(trace).summary, "calibration")
 
 
 def test_cli_with_foreign_calibration_is_one_warning_and_exit_0(tmp_path):
@@ -178,7 +205,7 @@ def test_cli_with_foreign_calibration_is_one_warning_and_exit_0(tmp_path):
     )
     assert r.returncode == 0
     assert "Traceback" not in r.stderr
-    assert "figures are uncorrected" in r.stderr
+    assert str(bad) in r.stderr  # one warning naming the file, raw or boundaries-only figures
 
 
 def test_calibrate_cli_writes_a_loadable_file(tmp_path):

@@ -1,4 +1,5 @@
-"""Which overhead correction a trace gets: the calibration's costs, the run's windows only, or none.
+"""Which overhead correction a trace gets: the calibration's costs, the run's windows only, the
+boundaries' own measurements only, or none.
 
 The plan is chosen once per trace before any process is aggregated (every process must match the
 same calibration), and says in ``info`` and ``warnings`` what the summary reports about it.
@@ -39,13 +40,25 @@ def has_light_windows(proc: ProcessTrace) -> bool:
     return bool(pc.any(light).as_py() or False)
 
 
+# the C scope methods measure their own cost from this ABI on (collectors/scope_native.c)
+SELF_TIMED_ABI = 5
+
+
+def self_timed(metadata: dict[str, str]) -> bool:
+    """Whether the process's boundaries stamped their measured cost into its events (the C scope
+    methods, ABI 5 on: the trace's ``scopes`` field is ``native-<ABI>``; the Python methods do not)."""
+    kind, _, abi = metadata.get("scopes", "").partition("-")
+    return kind == "native" and abi.isdigit() and int(abi) >= SELF_TIMED_ABI
+
+
 def plan(
     metadata: list[dict[str, str]],
     light_windows: list[bool],
     calibration: str | None = None,
     correct: bool = True,
 ) -> CorrectionPlan:
-    """The correction for a trace: a matching calibration's costs, else the windows alone, else none.
+    """The correction for a trace: a matching calibration's costs, else the windows alone, else the
+    boundaries' own measurements alone, else none.
 
     ``metadata``: each process's; ``light_windows``: whether each switched its expensive collectors
     off for part of the run (:func:`has_light_windows`; known before any process is analyzed, so the
@@ -75,11 +88,22 @@ def plan(
             info={"status": "windows only", "reason": why or ""},
             warnings=[f"residual per-event costs removed only as boundaries measured them: {why}"],
         )
+    if cal is None and correct and all(self_timed(m) for m in metadata):
+        # no windows either (scopes only, or windows=False): what each boundary measured of itself
+        # is still this run's own measurement, and leaving it in reads every operation high
+        return CorrectionPlan(
+            costs=[EventCosts.measured_only() for _ in metadata],
+            info={"status": "boundaries only", "reason": why or ""},
+            warnings=[
+                "only what the scope and category boundaries measured of themselves is removed (no"
+                f" light windows measured the collectors, no calibration the rest): {why}"
+            ],
+        )
     if cal is None:
         return CorrectionPlan(
             costs=[None for _ in metadata],
             info={"status": "off" if not correct else "none", "reason": why or "raw figures requested"},
-            warnings=[why] if why else [],
+            warnings=[f"figures are uncorrected: {why}"] if why else [],
         )
     info = {
         "status": "applied",
