@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import windows
 from rlscope.analysis.timeline import build_timeline
 from rlscope.trace import reader
 from rlscope.trace import schema as S
@@ -49,9 +50,7 @@ def _light_instances(proc: Any) -> dict[str, Any]:
     seg = tl.op >= 0
     excl = np.bincount(tl.op[seg], weights=(tl.seg_end - tl.ts)[seg], minlength=len(tl.inst_name))
     names = proc.names
-    win = np.flatnonzero(tl.kind == S.WINDOW)
-    order = np.argsort(tl.ts[win], kind="stable")
-    win_ts, win_mode = tl.ts[win][order], tl.id[win][order]
+    win_ts, win_mode = windows.window_rows(tl)
     begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread))
     inst = tl.id[begins]
     b_ts, e_ts = tl.ts[begins], tl.inst_end[inst]

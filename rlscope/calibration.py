@@ -156,7 +156,7 @@ def find(metadata: dict[str, str], explicit: str | None = None) -> tuple[dict[st
             return None, str(e)
         diffs = _differences(cal["key"], want)
         if diffs:
-            return None, (f"calibration {explicit} is from another machine or stack ({'; '.join(diffs)})")
+            return None, f"calibration {explicit} is from another machine or stack ({'; '.join(diffs)})"
         return cal, None
     path = path_for(want)
     if path.exists():

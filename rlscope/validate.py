@@ -836,8 +836,10 @@ def run_child(
             # verbose: as subprocess.call did. Terminated: a SIGTERM sent to rlscope alone (not its
             # process group) must not leave the program running. A piped run's own SIGINT (Ctrl-C
             # reaches the whole group) is left to the program to finish.
-            if verbose or isinstance(e, Terminated):
-                proc.kill() if verbose else proc.terminate()
+            if verbose:
+                proc.kill()
+            elif isinstance(e, Terminated):
+                proc.terminate()
             raise
     return code, time.perf_counter() - t0, list(tail)
 
@@ -1008,10 +1010,7 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
     edge cost only what the machine's noise requires.
     """
     costs = measure_timer_costs()
-    runs: list[ChildRun] = []
-    timers: list[dict[str, Any]] = []
-    blocks: list[dict[str, list[float]]] = []
-    profiled: list[dict[str, Any]] = []
+    got = _Measured()
     result: dict[str, Any] = {}
     points = look_points(opts.reps, max(opts.reps, opts.max_reps))
     t0 = time.perf_counter()
@@ -1032,65 +1031,61 @@ def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
                     log(f"--time-limit: one more repetition (~{rep_s:.0f} s) ends past {opts.time_limit:g} s")
                     result["stopped"] = f"--time-limit {opts.time_limit:g} s after {rep} repetitions"
                     break
-                _one_rep(opts, runner, rep, costs, runs, timers, blocks, profiled, log)
+                _one_rep(opts, runner, rep, costs, got, log)
                 rep_s = time.perf_counter() - t0 - elapsed
-                result = _result(opts, costs, runs, timers, blocks, profiled, bool(runner.whole))
+                result = _result(opts, costs, got, bool(runner.whole))
         except KeyboardInterrupt as e:
             if not result:
                 raise
-            why = "SIGTERM" if isinstance(e, Terminated) else "interrupted"
+            terminated = isinstance(e, Terminated)
+            why = "SIGTERM" if terminated else "interrupted"
             log(f"{why}: keeping the {result['reps']} repetitions done")
             result["stopped"] = f"{why} after {result['reps']} repetitions"
-            result["signal"] = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+            result["signal"] = "SIGTERM" if terminated else "SIGINT"
     if result.get("stopped"):
         v = result["verdict"]
         v["line"] += f" [stopped early: {result['stopped']}]"
     return result
 
 
+@dataclass
+class _Measured:
+    """What the runs so far measured: every run, and per repetition the timer runs' figures and
+    blocks and the profiled run's analyzed figures."""
+
+    runs: list[ChildRun] = field(default_factory=list)
+    timers: list[dict[str, Any]] = field(default_factory=list)
+    blocks: list[dict[str, list[float]]] = field(default_factory=list)
+    profiled: list[dict[str, Any]] = field(default_factory=list)
+
+
 def _one_rep(
-    opts: Options,
-    runner: _Runner,
-    rep: int,
-    costs: dict[str, float],
-    runs: list[ChildRun],
-    timers: list[dict[str, Any]],
-    blocks: list[dict[str, list[float]]],
-    profiled: list[dict[str, Any]],
-    log: Any,
+    opts: Options, runner: _Runner, rep: int, costs: dict[str, float], got: _Measured, log: Any
 ) -> None:
-    """Every mode once (in :func:`mode_order`), each run's figures appended to the lists."""
+    """Every mode once (in :func:`mode_order`), each run's figures appended to ``got``."""
     from rlscope.analysis import analyze
 
     for mode in mode_order(rep):
         run = runner.run(mode, rep)
-        runs.append(run)
+        got.runs.append(run)
         if mode == "timers":
-            timers.append(corrected_timers(run.record["timers"], costs))
+            got.timers.append(corrected_timers(run.record["timers"], costs))
             # an instance's own timer boundaries (the part inside it) off its exclusive time
-            own, got = costs["inside"], run.record.get("blocks", {})
-            blocks.append({op: [x - own for x in q] for op, q in got.items()})
+            own, blocks = costs["inside"], run.record.get("blocks", {})
+            got.blocks.append({op: [x - own for x in q] for op, q in blocks.items()})
         elif mode == "profiled":
             summary = analyze(runner.trace_dir(rep), calibration=opts.calibration, intervals=False).summary
-            profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
-            p = profiled[-1]
+            got.profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
+            p = got.profiled[-1]
             log(f"  analyzed: wall {p['raw_wall_s']:.2f} s raw, {p['corrected_wall_s']:.2f} s corrected")
 
 
-def _result(
-    opts: Options,
-    costs: dict[str, float],
-    runs: list[ChildRun],
-    timers: list[dict[str, Any]],
-    blocks: list[dict[str, list[float]]],
-    profiled: list[dict[str, Any]],
-    whole: bool,
-) -> dict[str, Any]:
+def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool) -> dict[str, Any]:
     """The validation's JSON from the runs so far, compared."""
     result: dict[str, Any] = {
         "schema": "rlscope.validate/1",
         "command": opts.command,
-        "reps": len(profiled),
+        "reps": len(got.profiled),
         "min_reps": opts.reps,
         "max_reps": max(opts.reps, opts.max_reps),
         # how often the stopping rule may look at the intervals (look_points, median_interval)
@@ -1117,12 +1112,12 @@ def _result(
                 "host": r.host,
                 "steal_share": steal_share(r),
             }
-            for r in runs
+            for r in got.runs
         ],
         # copies: a repetition cut short by a signal appends to the lists after this result
-        "timers": list(timers),
-        "timer_blocks": list(blocks),
-        "profiled": list(profiled),
+        "timers": list(got.timers),
+        "timer_blocks": list(got.blocks),
+        "profiled": list(got.profiled),
     }
     result.update(compare(result, opts))
     return result

@@ -1,4 +1,4 @@
-"""Shared fixtures: a fake clock for exact tests, and the ``gpu`` marker's skip."""
+"""Shared fixtures: a fake clock for exact tests, a windowed session on it, and the ``gpu`` marker's skip."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,3 +142,13 @@ def quick_calibration(tmp_path_factory):
 
     cal = run_calibration(reps=3, scale=0.2, gpu=False, log=lambda m: None)
     return cal, tmp_path_factory.mktemp("quick-calibration")
+
+
+@pytest.fixture
+def windowed(tmp_path: Path) -> tuple[Any, FakeClock]:
+    """A session of short alternating windows (50 us) on a fake clock, not started: (session, clock).
+    tests/test_windows.py's fake collector then makes every instance's time known exactly."""
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=50e-6)
+    session.clock = clock
+    return session, clock

@@ -8,7 +8,6 @@ import pathlib
 
 import pytest
 
-import rlscope
 from tests.test_windows import OPS_PER_INFER, SIM, WORK, _run_fake
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -22,13 +21,9 @@ def _light_state():
 
 
 @pytest.fixture
-def fake_windows(tmp_path):
-    """tests/test_windows.py's windowed session on a fake clock, run: its trace directory."""
-    from tests.conftest import FakeClock
-
-    clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=50e-6)
-    session.clock = clock
+def fake_windows(windowed):
+    """The windowed session on a fake clock, run with tests/test_windows.py's fake collector: its trace."""
+    session, clock = windowed
     _run_fake(session, clock, 600)
     return session.trace_dir
 

@@ -74,16 +74,6 @@ def _run_fake(session, clock, iters: int, long_every: int = 0) -> FakeCollector:
     return col
 
 
-@pytest.fixture
-def windowed(tmp_path):
-    from tests.conftest import FakeClock
-
-    clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=50e-6)
-    session.clock = clock
-    return session, clock
-
-
 def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed):
     session, clock = windowed
     iters = 600
