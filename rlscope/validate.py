@@ -118,6 +118,7 @@ class TimerAggregate:
         # (the machine's speed over the run, to set beside the light windows': block_quantiles)
         self._block: dict[int, tuple[int, list[int]]] = {}
         self.block_medians: dict[int, list[float]] = {}
+        self.block_counts: dict[int, list[int]] = {}  # instances per folded block (speed_match's weights)
         # thread -> [frames, closed op pairs, phase events, category events, paused ns]
         self._threads: dict[int, list[Any]] = {}
         self.measured_ns = 0  # what measured boundaries cost, taken off as pauses (feed)
@@ -209,6 +210,7 @@ class TimerAggregate:
     def _fold(self, nid: int, times: list[int]) -> None:
         if len(times) >= MIN_BLOCK_INSTANCES:
             self.block_medians.setdefault(nid, []).append(float(statistics.median(times)))
+            self.block_counts.setdefault(nid, []).append(len(times))
 
     def block_quantiles(self, names: list[str]) -> dict[str, list[float]]:
         """Per operation name: the 10th, 50th and 90th percentiles of its blocks' median exclusive ns."""
@@ -220,6 +222,15 @@ class TimerAggregate:
             if len(meds) >= 3:
                 name = names[nid] if nid < len(names) else f"<name {nid}>"
                 out[name] = quantiles3(meds)
+        return out
+
+    def block_samples(self, names: list[str]) -> dict[str, list[list[float]]]:
+        """Per operation name: ``[median exclusive ns, instances]`` of each block (after
+        :meth:`block_quantiles`, which folds the last ones), for :mod:`rlscope.speed_match`."""
+        out = {}
+        for nid, meds in self.block_medians.items():
+            name = names[nid] if nid < len(names) else f"<name {nid}>"
+            out[name] = [[m, float(n)] for m, n in zip(meds, self.block_counts.get(nid, []), strict=False)]
         return out
 
     def pause(self, thread: int, ns: int) -> None:
@@ -276,6 +287,7 @@ class ChildRecord:
             "process_s": (exit_ns - self.boot_ns) / 1e9,
             "timers": self.timers.counters(list(annotate._names)),
             "blocks": self.timers.block_quantiles(list(annotate._names)),
+            "block_samples": self.timers.block_samples(list(annotate._names)),
         }
         tmp = f"{self.path}.tmp"
         with open(tmp, "w") as f:
@@ -1056,6 +1068,7 @@ class _Measured:
     runs: list[ChildRun] = field(default_factory=list)
     timers: list[dict[str, Any]] = field(default_factory=list)
     blocks: list[dict[str, list[float]]] = field(default_factory=list)
+    samples: list[dict[str, list[list[float]]]] = field(default_factory=list)  # [block median, instances]
     profiled: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -1073,6 +1086,8 @@ def _one_rep(
             # an instance's own timer boundaries (the part inside it) off its exclusive time
             own, blocks = costs["inside"], run.record.get("blocks", {})
             got.blocks.append({op: [x - own for x in q] for op, q in blocks.items()})
+            samples = run.record.get("block_samples", {})
+            got.samples.append({op: [[m - own, n] for m, n in xs] for op, xs in samples.items()})
         elif mode == "profiled":
             summary = analyze(runner.trace_dir(rep), calibration=opts.calibration, intervals=False).summary
             got.profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
@@ -1117,6 +1132,7 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
         # copies: a repetition cut short by a signal appends to the lists after this result
         "timers": list(got.timers),
         "timer_blocks": list(got.blocks),
+        "timer_block_samples": list(got.samples),
         "profiled": list(got.profiled),
     }
     result.update(compare(result, opts))
@@ -1222,6 +1238,7 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         ]
         rows.append(_row(op, share, ref, prof, opts.tolerance_op if share >= CHECKED_SHARE else None, looks))
         rows[-1].update(speed_rows(result, op))
+        rows[-1].update(matched_row(result, op, ref, prof))
     misses = [r["operation"] for r in rows if r["ok"] is False]
     corrected = all(p["corrected_for_overhead"] for p in result["profiled"])
     noise = noise_floor(unprof)
@@ -1252,6 +1269,9 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
             if result.get("looks", 1) > 1
             else " more --reps, --max-reps or a longer run narrow them)"
         )
+    matched = matched_verdict(checked, opts.tolerance_op)
+    if matched:
+        line += "; " + matched["line"]
     if drift and (misses or unconfirmed):
         line += "; " + drift_text(drift)
     elif checked and not misses:
@@ -1265,8 +1285,62 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         "inconclusive": [r["operation"] for r in unsure],
         "not_confirmed": [r["operation"] for r in unconfirmed],
         "speed_drift": drift,
+        "speed_matched": matched,
     }
     return {"rows": rows, "verdict": verdict}
+
+
+def matched_row(
+    result: dict[str, Any], op: str, ref: list[float], prof: list[dict[str, float]]
+) -> dict[str, Any]:
+    """``op``'s corrected error per repetition against the timed reference scaled to the profiled
+    run's mix of the machine's speeds (rlscope/speed_match.py): ``speed_mix`` is that scale (1: no
+    two speeds seen, or nothing to place them by), ``matched_error`` the error, ``matched_median``
+    its median. The profiled side's speeds come from its light windows, the timed side's from its
+    quarter-second blocks."""
+    from rlscope import speed_match
+
+    samples = result.get("timer_block_samples") or []
+    mixes: list[float] = []
+    errors: list[float | None] = []
+    for i, p in enumerate(prof):
+        light = result["profiled"][i].get("overhead", {}).get("windows", {}).get("operations", {})
+        light_samples = (light.get(op) or {}).get("light_windows") or []
+        timed = (samples[i] if i < len(samples) else {}).get(op) or []
+        mix = speed_match.mix_factor(speed_match.split(timed), speed_match.split(light_samples))
+        mixes.append(mix)
+        scaled = ref[i] * mix
+        errors.append(p["corrected"] / scaled - 1 if scaled > 0 else None)
+    known = [e for e in errors if e is not None]
+    return {
+        "speed_mix": mixes,
+        "matched_error": errors,
+        "matched_median": statistics.median(known) if known else None,
+    }
+
+
+def matched_verdict(checked: list[dict[str, Any]], tolerance: float) -> dict[str, Any] | None:
+    """The checked operations judged at matched machine speed, when some repetition's speeds were
+    matched (a ``speed_mix`` other than 1); None otherwise. Operations only: the unprofiled runs,
+    the total's reference, time nothing inside themselves, so their mix of speeds is unknown."""
+    used = [r for r in checked if any(abs(m - 1) > 1e-9 for m in r.get("speed_mix", []))]
+    if not used:
+        return None
+    known = [r for r in checked if r.get("matched_median") is not None]
+    misses = [r["operation"] for r in known if abs(r["matched_median"]) > tolerance]
+    figures = ", ".join(f"{r['operation']} {r['matched_median']:+.1%}" for r in known)
+    mixes = [m for r in used for m in r["speed_mix"]]
+    return {
+        "pass": not misses,
+        "misses": misses,
+        "errors": {r["operation"]: r["matched_median"] for r in known},
+        "line": (
+            "at matched machine speed (operations; the timed reference scaled by"
+            f" {min(mixes):.2f}x-{max(mixes):.2f}x to the profiled runs' mix of the machine's two"
+            f" speeds): {figures},"
+            f" {'within' if not misses else 'not within'} ±{tolerance:.0%}"
+        ),
+    }
 
 
 def speed_rows(result: dict[str, Any], op: str) -> dict[str, Any]:

@@ -210,6 +210,8 @@ def _window_info(
             "uncertainty_s": float(incl) / 1e9,
             # the machine's speed over the run: percentiles of the light windows' medians (ns)
             "light_window_ns": e.get("light_window_ns"),
+            # each light window's [median ns, instances] (rlscope validate's speed matching)
+            "light_windows": e.get("light_windows"),
         }
     total_sigma = float(np.sqrt(sum(v**2 for v in sigma.values()))) / 1e9
     return {

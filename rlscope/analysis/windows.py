@@ -45,6 +45,7 @@ from rlscope.trace import schema as S
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
 MIN_PAIRS = 3  # full windows with a light neighbour, for an operation's own estimate
 MIN_WINDOW_INSTANCES = 5  # per light window, for its median to count in light_spread
+MAX_LIGHT_SAMPLES = 512  # light windows kept per operation for rlscope validate (light_samples)
 # per window, for its median to stand for the window in a pair: a window of one or two instances is
 # as often as not one cold call (a first SAC update took 387 ms against 10 ms after), and as a light
 # reference it made the next full window's cost 40x too large (H100, SB3 SAC train corrected -33%)
@@ -203,6 +204,7 @@ def estimate(
             light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
         )
         e["light_window_ns"] = light_quantiles(group[mine], mode[mine], excl[inst[mine]])
+        e["light_windows"] = light_samples(group[mine], mode[mine], excl[inst[mine]])
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
@@ -394,6 +396,24 @@ def light_quantiles(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> l
     if len(light) < MIN_PAIRS:
         return None
     return [float(x) for x in np.percentile(light, [10, 50, 90])]
+
+
+def light_samples(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> list[list[float]] | None:
+    """``[median ns, instances]`` of one operation's light windows (``MIN_WINDOW_INSTANCES`` or more),
+    at most ``MAX_LIGHT_SAMPLES`` of them, evenly spaced over the run.
+
+    ``rlscope validate`` splits them into the machine's speeds to compare with its timed runs at the
+    same speed (rlscope/speed_match.py); the cap keeps an hour's run's JSON small.
+    """
+    med, is_full, count = window_medians(group, mode, value)
+    keep = ~is_full & (count >= MIN_WINDOW_INSTANCES)
+    med, count = med[keep], count[keep]
+    if len(med) < MIN_PAIRS:
+        return None
+    if len(med) > MAX_LIGHT_SAMPLES:
+        pick = np.linspace(0, len(med) - 1, MAX_LIGHT_SAMPLES).round().astype(np.int64)
+        med, count = med[pick], count[pick]
+    return [[float(m), float(n)] for m, n in zip(med, count, strict=True)]
 
 
 def paired_windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
