@@ -103,3 +103,25 @@ def mix_factor(timed: Speeds | None, profiled: Speeds | None) -> float:
         return 1.0
     # per instance, relative to the fast level: 1 at the fast speed, gap at the slow one
     return (p + (1 - p) * gap) / (q + (1 - q) * gap)
+
+
+def level_ratio(timed: Speeds | None, profiled: Speeds | None) -> float | None:
+    """The profiled side's level over the timed side's at the same speed: what the light state
+    costs the operation, the machine's speeds taken out. The mean of the two speeds' ratios where
+    both sides show both; a one-speed side's level against the other side's at that speed (placed
+    as in :func:`mix_factor`); None when no speed is seen on both sides."""
+    if timed is None or profiled is None:
+        return None
+    if timed.slow is not None and profiled.slow is not None:
+        return math.sqrt(profiled.fast / timed.fast * profiled.slow / timed.slow)
+    if timed.slow is None and profiled.slow is None:
+        # one speed each: the same one when they are within the placing distance
+        near = abs(math.log(profiled.fast / timed.fast)) <= PLACE_TOLERANCE
+        return profiled.fast / timed.fast if near else None
+    one, two = (timed, profiled) if timed.slow is None else (profiled, timed)
+    at = _place(one, two)
+    if at is None:
+        return None
+    level = two.fast if at == 1.0 else two.slow
+    assert level is not None
+    return profiled.fast / level if one is profiled else level / timed.fast

@@ -1303,19 +1303,26 @@ def matched_row(
     samples = result.get("timer_block_samples") or []
     mixes: list[float] = []
     errors: list[float | None] = []
+    levels: list[float | None] = []
     for i, p in enumerate(prof):
         light = result["profiled"][i].get("overhead", {}).get("windows", {}).get("operations", {})
         light_samples = (light.get(op) or {}).get("light_windows") or []
         timed = (samples[i] if i < len(samples) else {}).get(op) or []
-        mix = speed_match.mix_factor(speed_match.split(timed), speed_match.split(light_samples))
+        t_speeds, p_speeds = speed_match.split(timed), speed_match.split(light_samples)
+        mix = speed_match.mix_factor(t_speeds, p_speeds)
         mixes.append(mix)
+        levels.append(speed_match.level_ratio(t_speeds, p_speeds))
         scaled = ref[i] * mix
         errors.append(p["corrected"] / scaled - 1 if scaled > 0 else None)
     known = [e for e in errors if e is not None]
+    seen = [lv for lv in levels if lv is not None]
     return {
         "speed_mix": mixes,
         "matched_error": errors,
         "matched_median": statistics.median(known) if known else None,
+        # the light windows' level over the timed runs' at the same speed, less one, per repetition
+        "light_level": [None if lv is None else lv - 1 for lv in levels],
+        "light_level_median": statistics.median(seen) - 1 if seen else None,
     }
 
 
@@ -1329,6 +1336,14 @@ def matched_verdict(checked: list[dict[str, Any]], tolerance: float) -> dict[str
     known = [r for r in checked if r.get("matched_median") is not None]
     misses = [r["operation"] for r in known if abs(r["matched_median"]) > tolerance]
     figures = ", ".join(f"{r['operation']} {r['matched_median']:+.1%}" for r in known)
+    level = [r for r in checked if r.get("light_level_median") is not None]
+    levels = ""
+    if level:  # the light state's own cost, the speeds taken out (no correction involved)
+        levels = "; light windows over timed runs at the same speed: " + ", ".join(
+            f"{r['operation']} {r['light_level_median']:+.1%}"
+            f" ({sum(x is not None for x in r['light_level'])} of {len(r['light_level'])} repetitions)"
+            for r in level
+        )
     mixes = [m for r in used for m in r["speed_mix"]]
     return {
         "pass": not misses,
@@ -1338,7 +1353,7 @@ def matched_verdict(checked: list[dict[str, Any]], tolerance: float) -> dict[str
             "at matched machine speed (operations; the timed reference scaled by"
             f" {min(mixes):.2f}x-{max(mixes):.2f}x to the profiled runs' mix of the machine's two"
             f" speeds): {figures},"
-            f" {'within' if not misses else 'not within'} ±{tolerance:.0%}"
+            f" {'within' if not misses else 'not within'} ±{tolerance:.0%}{levels}"
         ),
     }
 

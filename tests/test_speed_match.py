@@ -93,6 +93,7 @@ def test_validate_reports_operations_at_matched_speed():
     step = next(r for r in got["rows"] if r["operation"] == "step")
     assert step["median_error"] == pytest.approx(1.35 / 1.1 - 1, rel=1e-6)
     assert step["matched_median"] == pytest.approx(0.0, abs=0.01)
+    assert step["light_level_median"] == pytest.approx(0.0, abs=0.02)  # no light-state cost
     matched = got["verdict"]["speed_matched"]
     assert matched["pass"] and matched["errors"]["step"] == pytest.approx(0.0, abs=0.01)
     assert "at matched machine speed" in got["verdict"]["line"] and "step -0.0%" in got["verdict"]["line"]
@@ -117,3 +118,19 @@ def test_the_analysis_keeps_each_light_windows_median_and_instances(windowed):
     assert len(windows) >= 3 and all(m == OPS_PER_INFER * WORK for m, _ in windows)
     assert sum(n for _, n in windows) <= ops["infer"]["light_instances"]
     assert sm.split([(m, n) for m, n in windows]).slow is None  # one speed
+
+
+def test_the_light_level_at_the_same_speed_is_the_light_states_own_cost():
+    """The light state 10% slower at both speeds, whatever the two sides' mixes."""
+    timed = sm.split(_samples(0.8))
+    assert sm.level_ratio(timed, sm.split(_samples(0.3, scale=1.1, seed=5))) == pytest.approx(1.1, rel=0.02)
+    # one-speed sides: at the level they sit at (within PLACE_TOLERANCE), else unknown
+    assert sm.level_ratio(timed, sm.split(_samples(0.0, scale=1.05))) == pytest.approx(1.05, rel=0.02)
+    assert sm.level_ratio(sm.split(_samples(1.0)), sm.split(_samples(0.3, scale=1.05))) == pytest.approx(
+        1.05, rel=0.02
+    )
+    assert sm.level_ratio(sm.split(_samples(1.0)), sm.split(_samples(1.0, scale=1.04))) == pytest.approx(
+        1.04, rel=0.02
+    )
+    assert sm.level_ratio(timed, sm.split(_samples(1.0, scale=1.25))) is None
+    assert sm.level_ratio(None, timed) is None
