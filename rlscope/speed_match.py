@@ -5,10 +5,13 @@ time, independently of the other cores and of what the guest does (no steal, no 
 guest; pure Python slows as much as the eager simulator: BENCHMARKS.md §9, fifteenth session). Which
 speed a process draws for how long is the host's doing, and it moves a run's time by up to 50%:
 two processes compared raw measure that draw as much as the profiler. Both kinds of run time the
-operation repeatedly (the profiled run per light window, the timed runs per quarter second), so each
-side shows how long it spent at each speed. This module splits each side's samples into the two
-speeds and scales the timed reference to the profiled run's mix of them, so the error left is the
-profiler's: a light state that really costs the job X% still reads X% at either speed.
+operation repeatedly (the profiled run per window, the timed runs per quarter second), so each
+side shows its levels at each speed. This module splits each side's samples into the two speeds;
+:func:`level_ratio` sets the profiled run's light level against the timed one at the same speed
+(the light state's own cost: a light state that costs the job X% reads X% at either speed), and
+:func:`mix_factor` scales the timed reference to the profiled run's mix of speeds. The mix holds
+only for loops whose instances are alike: phases of a workload 1.25-2x apart look like speeds
+(DQN learns on some steps only), so ``rlscope validate`` shows only the level ratio.
 
 A side whose samples show one speed is placed at the other side's level it is close to
 (``PLACE_TOLERANCE``), else nothing is adjusted: a real cost must never be read as a speed.
@@ -20,6 +23,9 @@ import math
 from dataclasses import dataclass
 
 SPLIT_MIN_RATIO = 1.25  # two speeds: the slow group's median at least this over the fast group's
+# and at most this: the machines' two speeds are 1.4-1.6x apart; groups further apart are the
+# workload's own phases (DQN's exploring steps skip the network: 5 us against 60 us), not a speed
+SPLIT_MAX_RATIO = 2.0
 SPLIT_MIN_SHARE = 0.1  # and each group at least this share of the side's instances
 PLACE_TOLERANCE = 0.1  # a one-speed side is at a level of the other side within this (log) distance
 
@@ -44,7 +50,8 @@ def _weighted_median(xs: list[float], ws: list[float]) -> float:
 
 
 def split(samples: list[tuple[float, float]]) -> Speeds | None:
-    """Two speeds in ``(level ns, instances)`` samples, or one; None without samples.
+    """Two speeds in ``(level ns, instances)`` samples, or one; None without samples, or when the
+    groups are too far apart for speeds (``SPLIT_MAX_RATIO``: phases of the workload).
 
     The cut maximizes the between-group variance of the log levels, weighted by instances (Otsu's
     threshold); it counts as two speeds only when the groups are far apart and both substantial.
@@ -69,9 +76,29 @@ def split(samples: list[tuple[float, float]]) -> Speeds | None:
         return one
     lo, hi = _weighted_median(xs[:cut], ws[:cut]), _weighted_median(xs[cut:], ws[cut:])
     share = sum(ws[:cut]) / total
-    if hi - lo < math.log(SPLIT_MIN_RATIO) or not SPLIT_MIN_SHARE <= share <= 1 - SPLIT_MIN_SHARE:
+    if not math.log(SPLIT_MIN_RATIO) <= hi - lo <= math.log(SPLIT_MAX_RATIO):
+        return None if hi - lo > math.log(SPLIT_MAX_RATIO) else one
+    if not SPLIT_MIN_SHARE <= share <= 1 - SPLIT_MIN_SHARE:
         return one
     return Speeds(math.exp(lo), math.exp(hi), share)
+
+
+def profiled(light: list[tuple[float, float]], full: list[tuple[float, float]]) -> Speeds | None:
+    """The profiled run's speeds: the light windows' levels (what the correction brings every
+    instance to), and the mix over all its windows. Full windows run slower by the collectors'
+    cost, so they are split on their own; their share joins the light windows' when they show two
+    speeds too, weighted by instances. Light windows alone over-sample the run's start (the first
+    window is light), where a loop's phases differ (DQN explores before it learns)."""
+    lt = split(light)
+    if lt is None or lt.slow is None:
+        return lt
+    fl = split(full)
+    if fl is None or fl.slow is None:
+        return lt
+    n_light = sum(n for lv, n in light if lv > 0 and n > 0)
+    n_full = sum(n for lv, n in full if lv > 0 and n > 0)
+    share = (lt.fast_share * n_light + fl.fast_share * n_full) / (n_light + n_full)
+    return Speeds(lt.fast, lt.slow, share)
 
 
 def _place(one: Speeds, other: Speeds) -> float | None:

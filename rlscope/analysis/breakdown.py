@@ -212,6 +212,7 @@ def _window_info(
             "light_window_ns": e.get("light_window_ns"),
             # each light window's [median ns, instances] (rlscope validate's speed matching)
             "light_windows": e.get("light_windows"),
+            "full_windows": e.get("full_windows"),
         }
     total_sigma = float(np.sqrt(sum(v**2 for v in sigma.values()))) / 1e9
     return {

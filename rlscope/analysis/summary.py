@@ -254,9 +254,10 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
             if q is not None and o.get("light_window_ns") is not q:  # the widest
                 lo, mid, hi = o.get("light_window_ns") or q
                 o["light_window_ns"] = [min(lo, q[0]), mid, max(hi, q[2])]
-            w = e.get("light_windows")
-            if w is not None and o.get("light_windows") is not w:  # every process's windows
-                o["light_windows"] = (o.get("light_windows") or []) + w
+            for key in ("light_windows", "full_windows"):  # every process's windows
+                w = e.get(key)
+                if w is not None and o.get(key) is not w:
+                    o[key] = (o.get(key) or []) + w
     return {
         "switched": sorted({k for i in infos for k in i["switched"]}),
         "full_share": min(i["full_share"] for i in infos),

@@ -204,7 +204,8 @@ def estimate(
             light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
         )
         e["light_window_ns"] = light_quantiles(group[mine], mode[mine], excl[inst[mine]])
-        e["light_windows"] = light_samples(group[mine], mode[mine], excl[inst[mine]])
+        e["light_windows"] = window_samples(group[mine], mode[mine], excl[inst[mine]])
+        e["full_windows"] = window_samples(group[mine], mode[mine], excl[inst[mine]], full=True)
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
@@ -398,15 +399,19 @@ def light_quantiles(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> l
     return [float(x) for x in np.percentile(light, [10, 50, 90])]
 
 
-def light_samples(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> list[list[float]] | None:
-    """``[median ns, instances]`` of one operation's light windows (``MIN_WINDOW_INSTANCES`` or more),
-    at most ``MAX_LIGHT_SAMPLES`` of them, evenly spaced over the run.
+def window_samples(
+    group: np.ndarray, mode: np.ndarray, value: np.ndarray, full: bool = False
+) -> list[list[float]] | None:
+    """``[median ns, instances]`` of one operation's light (or full) windows of
+    ``MIN_WINDOW_INSTANCES`` or more, at most ``MAX_LIGHT_SAMPLES`` of them, evenly spaced over the run.
 
     ``rlscope validate`` splits them into the machine's speeds to compare with its timed runs at the
-    same speed (rlscope/speed_match.py); the cap keeps an hour's run's JSON small.
+    same speed (rlscope/speed_match.py): the light windows give the levels, both kinds the run's mix
+    of speeds (light windows alone over-sample a run's start, where the first window is light). The
+    cap keeps an hour's run's JSON small.
     """
     med, is_full, count = window_medians(group, mode, value)
-    keep = ~is_full & (count >= MIN_WINDOW_INSTANCES)
+    keep = (is_full == full) & (count >= MIN_WINDOW_INSTANCES)
     med, count = med[keep], count[keep]
     if len(med) < MIN_PAIRS:
         return None
