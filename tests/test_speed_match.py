@@ -161,3 +161,11 @@ def test_the_profiled_mix_counts_the_full_windows_too():
     assert sm.profiled(light, _samples(1.0, scale=1.1)).fast_share == pytest.approx(0.6)
     assert sm.profiled(light, []).fast_share == pytest.approx(0.6)
     assert sm.profiled([], full) is None
+
+
+def test_the_same_speed_level_replaces_the_fast_end_in_the_drift_clause():
+    from rlscope.validate import drift_text
+
+    drift = {"operation": "step", "light_spread": [-0.3, 0.2], "timer_spread": None, "fast_error": 0.19}
+    assert "at the fast end" in drift_text({**drift, "light_level": None})
+    assert "at the fast end" not in drift_text({**drift, "light_level": 0.01})
