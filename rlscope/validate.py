@@ -117,8 +117,7 @@ class TimerAggregate:
         # per name: the exclusive times of the current block, and the medians of the blocks so far
         # (the machine's speed over the run, to set beside the light windows': block_quantiles)
         self._block: dict[int, tuple[int, list[int]]] = {}
-        self.block_medians: dict[int, list[float]] = {}
-        self.block_counts: dict[int, list[int]] = {}  # instances per folded block (speed_match's weights)
+        self.block_medians: dict[int, list[tuple[float, int]]] = {}  # (median, instances) per block
         # thread -> [frames, closed op pairs, phase events, category events, paused ns]
         self._threads: dict[int, list[Any]] = {}
         self.measured_ns = 0  # what measured boundaries cost, taken off as pauses (feed)
@@ -209,28 +208,32 @@ class TimerAggregate:
 
     def _fold(self, nid: int, times: list[int]) -> None:
         if len(times) >= MIN_BLOCK_INSTANCES:
-            self.block_medians.setdefault(nid, []).append(float(statistics.median(times)))
-            self.block_counts.setdefault(nid, []).append(len(times))
+            self.block_medians.setdefault(nid, []).append((float(statistics.median(times)), len(times)))
 
-    def block_quantiles(self, names: list[str]) -> dict[str, list[float]]:
-        """Per operation name: the 10th, 50th and 90th percentiles of its blocks' median exclusive ns."""
+    def _fold_open(self) -> None:
+        """Fold every operation's current (last) block."""
         for nid, (_, times) in self._block.items():
             self._fold(nid, times)
         self._block.clear()
+
+    def block_quantiles(self, names: list[str]) -> dict[str, list[float]]:
+        """Per operation name: the 10th, 50th and 90th percentiles of its blocks' median exclusive ns."""
+        self._fold_open()
         out = {}
-        for nid, meds in self.block_medians.items():
-            if len(meds) >= 3:
+        for nid, blocks in self.block_medians.items():
+            if len(blocks) >= 3:
                 name = names[nid] if nid < len(names) else f"<name {nid}>"
-                out[name] = quantiles3(meds)
+                out[name] = quantiles3([m for m, _ in blocks])
         return out
 
     def block_samples(self, names: list[str]) -> dict[str, list[list[float]]]:
-        """Per operation name: ``[median exclusive ns, instances]`` of each block (after
-        :meth:`block_quantiles`, which folds the last ones), for :mod:`rlscope.speed_match`."""
+        """Per operation name: ``[median exclusive ns, instances]`` of each block, for
+        :mod:`rlscope.speed_match`."""
+        self._fold_open()
         out = {}
-        for nid, meds in self.block_medians.items():
+        for nid, blocks in self.block_medians.items():
             name = names[nid] if nid < len(names) else f"<name {nid}>"
-            out[name] = [[m, float(n)] for m, n in zip(meds, self.block_counts.get(nid, []), strict=False)]
+            out[name] = [[m, float(n)] for m, n in blocks]
         return out
 
     def pause(self, thread: int, ns: int) -> None:
@@ -1269,7 +1272,7 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
             if result.get("looks", 1) > 1
             else " more --reps, --max-reps or a longer run narrow them)"
         )
-    matched = matched_verdict(checked, opts.tolerance_op)
+    matched = light_level_clause(checked, opts.tolerance_op)
     if matched:
         line += "; " + matched["line"]
     if drift and (misses or unconfirmed):
@@ -1327,7 +1330,7 @@ def matched_row(
     }
 
 
-def matched_verdict(checked: list[dict[str, Any]], tolerance: float) -> dict[str, Any] | None:
+def light_level_clause(checked: list[dict[str, Any]], tolerance: float) -> dict[str, Any] | None:
     """The light state's own cost per checked operation, at the same speed on both sides
     (``light_level``), when some repetition gave one; None otherwise.
 

@@ -45,7 +45,7 @@ from rlscope.trace import schema as S
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
 MIN_PAIRS = 3  # full windows with a light neighbour, for an operation's own estimate
 MIN_WINDOW_INSTANCES = 5  # per light window, for its median to count in light_spread
-MAX_LIGHT_SAMPLES = 512  # light windows kept per operation for rlscope validate (light_samples)
+MAX_LIGHT_SAMPLES = 512  # windows of each kind kept per operation for rlscope validate (window_samples)
 # per window, for its median to stand for the window in a pair: a window of one or two instances is
 # as often as not one cold call (a first SAC update took 387 ms against 10 ms after), and as a light
 # reference it made the next full window's cost 40x too large (H100, SB3 SAC train corrected -33%)
@@ -203,9 +203,10 @@ def estimate(
         e.update(
             light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
         )
-        e["light_window_ns"] = light_quantiles(group[mine], mode[mine], excl[inst[mine]])
-        e["light_windows"] = window_samples(group[mine], mode[mine], excl[inst[mine]])
-        e["full_windows"] = window_samples(group[mine], mode[mine], excl[inst[mine]], full=True)
+        wins = window_medians(group[mine], mode[mine], excl[inst[mine]])  # once, for the three below
+        e["light_window_ns"] = light_quantiles(*wins)
+        e["light_windows"] = window_samples(*wins)
+        e["full_windows"] = window_samples(*wins, full=True)
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
@@ -383,8 +384,9 @@ def window_medians(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tu
     return med, m[starts] == S.WINDOW_FULL, np.diff(np.r_[starts, len(g)])
 
 
-def light_quantiles(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> list[float] | None:
-    """10th, 50th and 90th percentiles of one operation's per-light-window median time (ns).
+def light_quantiles(med: np.ndarray, is_full: np.ndarray, count: np.ndarray) -> list[float] | None:
+    """10th, 50th and 90th percentiles of one operation's per-light-window median time (ns), from
+    its :func:`window_medians`.
 
     Light windows run the operation as the unprofiled program would, but for the always-on
     residuals, so their medians moving over the run is the machine's speed moving (other tenants,
@@ -392,7 +394,6 @@ def light_quantiles(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> l
     another process does (``rlscope validate`` sets these beside its timed runs'). Windows with fewer
     than ``MIN_WINDOW_INSTANCES`` instances are left out (their median is one instance's time).
     """
-    med, is_full, count = window_medians(group, mode, value)
     light = med[~is_full & (count >= MIN_WINDOW_INSTANCES)]
     if len(light) < MIN_PAIRS:
         return None
@@ -400,17 +401,17 @@ def light_quantiles(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> l
 
 
 def window_samples(
-    group: np.ndarray, mode: np.ndarray, value: np.ndarray, full: bool = False
+    med: np.ndarray, is_full: np.ndarray, count: np.ndarray, full: bool = False
 ) -> list[list[float]] | None:
     """``[median ns, instances]`` of one operation's light (or full) windows of
-    ``MIN_WINDOW_INSTANCES`` or more, at most ``MAX_LIGHT_SAMPLES`` of them, evenly spaced over the run.
+    ``MIN_WINDOW_INSTANCES`` or more, from its :func:`window_medians`, at most ``MAX_LIGHT_SAMPLES``
+    of them, evenly spaced over the run.
 
     ``rlscope validate`` splits them into the machine's speeds to compare with its timed runs at the
     same speed (rlscope/speed_match.py): the light windows give the levels, both kinds the run's mix
     of speeds (light windows alone over-sample a run's start, where the first window is light). The
     cap keeps an hour's run's JSON small.
     """
-    med, is_full, count = window_medians(group, mode, value)
     keep = (is_full == full) & (count >= MIN_WINDOW_INSTANCES)
     med, count = med[keep], count[keep]
     if len(med) < MIN_PAIRS:
