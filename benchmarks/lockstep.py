@@ -1,0 +1,273 @@
+"""What a collector state costs a loop, measured against a twin process on the same core, in lockstep.
+
+    python benchmarks/lockstep.py [--cpu 2] [--aux-cpu 3] [--configs none,light,...] [--pairs 30]
+                                  [--iters 60] [--rounds 2] [--device cuda] [--json FILE]
+
+Why: on the devices a core runs at a speed the host sets (BENCHMARKS.md §9, fifteenth session: up to
+1.5x slower for seconds at a time, per core, independently), so two processes, or two halves of one
+process, compare the speeds they drew as much as the states they ran in. Here two processes, A and
+B, run the eager CartPole loop (`loops.sim_eager_step`: ~50 small launches an iteration) with their
+main threads pinned to the same core (``--cpu``; every other thread on ``--aux-cpu``) and take turns:
+a block of ``--iters`` iterations and a synchronize in one, then in the other, ABBA. Both blocks of a
+pair run within ~0.2 s on the same core, so the host's speed cancels in their ratio B/A.
+
+Per configuration B is a fresh process; A, the pristine reference, serves every configuration and
+never starts a session. ``--pairs`` pairs are timed with B pristine (the base ratio), then B enters
+the configuration's state and ``--pairs`` more are timed (the state ratio); the cost of the state is
+state / base. Configurations:
+
+- ``none``: B enters nothing (the null: should read 1.000);
+- ``control_once``: a session without GPU tracing, stopped before the blocks (what a stopped session
+  leaves behind);
+- ``cupti_once``: a session with GPU tracing (CUPTI attached, memory recorder off), stopped before the
+  blocks: what CUPTI leaves in a process once it has been attached and detached (``cuptiFinalize``);
+- ``light``: the default profile held in a light window (CUPTI detached, backend recorder off, the
+  memory recorder, NVML sampling and the writer on): what a validation's light windows pay;
+- ``light_cycled``: the same after 20 window switches (10 CUPTI attach/detach cycles);
+- ``light_nomem`` / ``light_nonvml``: the light window without the memory recorder / NVML sampling;
+- ``light_nogpu``: a session without GPU tracing at all (scopes, backend recorder off, no memory);
+- ``keep``: the light window with CUPTI left attached, its kinds off (the positive control: +30%);
+- ``full``: every collector on (no windows).
+
+Reported per configuration: base and state ratios (median of the pairs, with quartiles), the cost
+(state / base), and A's own block range, which shows how far the host's speed moved meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CONFIGS = (
+    "none",
+    "control_once",
+    "cupti_once",
+    "light",
+    "light_cycled",
+    "light_nomem",
+    "light_nonvml",
+    "light_nogpu",
+    "keep",
+    "full",
+)
+
+
+def _pin(main_cpu: int, aux_cpu: int) -> None:
+    """The calling (main) thread on ``main_cpu``, every other thread of the process on ``aux_cpu``."""
+    me = threading.get_native_id()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {main_cpu} if int(tid) == me else {aux_cpu})
+        except OSError:  # a thread that ended meanwhile
+            pass
+
+
+def child(device: str) -> None:
+    """Serve commands from the parent, one per line: pin, block, enter, quit."""
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from loops import sim_eager_step
+
+    import rlscope
+    import rlscope.session as rs
+
+    step = sim_eager_step(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    for _ in range(50):
+        step()
+    sync()
+    pins = (0, 0)
+    session = None
+    tmp = tempfile.mkdtemp(prefix="rlscope-lockstep-")
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd, *arg = line.split()
+        if cmd == "pin":
+            pins = (int(arg[0]), int(arg[1]))
+            _pin(*pins)
+            print("ok", flush=True)
+        elif cmd == "block":
+            n = int(arg[0])
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                step()
+            sync()
+            print(time.perf_counter_ns() - t0, flush=True)
+        elif cmd == "enter":
+            config = arg[0]
+            t0 = time.perf_counter_ns()
+            if config != "none":
+                os.environ["RLSCOPE_GPU_MEMORY"] = "0" if config in ("light_nomem", "cupti_once") else "1"
+                os.environ["RLSCOPE_CUPTI_DETACH"] = "0" if config == "keep" else "1"
+                opts: dict = {}
+                if config == "control_once":
+                    opts = {"gpu": False, "backend": False, "nvml_hz": 0}
+                elif config == "cupti_once":
+                    opts = {"gpu": "cupti", "backend": False, "nvml_hz": 0, "windows": False}
+                elif config == "light_nogpu":
+                    opts = {"gpu": False}
+                elif config == "light_nonvml":
+                    opts = {"nvml_hz": 0}
+                elif config == "full":
+                    opts = {"windows": False}
+                session = rlscope.profile(tmp, **opts).start()
+                for _ in range(20):  # torch's collectors join on first use; CUPTI gets used
+                    step()
+                if config == "light_cycled":
+                    for _ in range(20):
+                        session.switch_window()
+                        for _ in range(5):
+                            step()
+                if config.endswith("_once"):
+                    session.stop()
+                    session = None
+                elif config != "full":
+                    if session._window_mode != rs.S.WINDOW_LIGHT:
+                        session.switch_window()
+                    session.window_due_ns = 1 << 62  # hold the light window
+                sync()
+            _pin(*pins)  # the session's threads on the aux core, like the rest
+            print(time.perf_counter_ns() - t0, flush=True)
+        elif cmd == "quit":
+            break
+    if session is not None:
+        session.stop()
+
+
+class Proc:
+    """One child process, driven line by line."""
+
+    def __init__(self, device: str, park: str) -> None:
+        self.p = subprocess.Popen(
+            ["taskset", "-c", park, sys.executable, os.path.abspath(__file__), "--child", "--device", device],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, line: str) -> str:
+        assert self.p.stdin is not None and self.p.stdout is not None
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        return self.p.stdout.readline().strip()
+
+    def wait_ready(self) -> None:
+        assert self.p.stdout is not None
+        got = self.p.stdout.readline().strip()
+        if got != "ready":
+            raise SystemExit(f"lockstep: a child did not start (got {got!r})")
+
+    def close(self) -> None:
+        try:
+            self.ask("quit")
+        except (BrokenPipeError, OSError):
+            pass
+        self.p.wait(timeout=60)
+
+
+def _pairs(a: Proc, b: Proc, pairs: int, iters: int) -> list[tuple[int, int]]:
+    """``pairs`` (A ns, B ns) block pairs, ABBA: each pair's order alternates."""
+    out = []
+    for i in range(pairs):
+        if i % 2 == 0:
+            ta = int(a.ask(f"block {iters}"))
+            tb = int(b.ask(f"block {iters}"))
+        else:
+            tb = int(b.ask(f"block {iters}"))
+            ta = int(a.ask(f"block {iters}"))
+        out.append((ta, tb))
+    return out
+
+
+def _q(xs: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(xs, n=4)
+    return q[0], statistics.median(xs), q[2]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--device", default="cuda", help="cuda, or cpu to check the wiring")
+    p.add_argument("--cpu", type=int, default=2, help="the core both main threads run on")
+    p.add_argument("--aux-cpu", type=int, default=3, help="the core every other thread runs on")
+    p.add_argument("--park", default="8-15", help="cores the waiting children start on")
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--pairs", type=int, default=30)
+    p.add_argument("--iters", type=int, default=60)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--json", default=None)
+    args = p.parse_args()
+    if args.child:
+        child(args.device)
+        return
+    configs = [c for c in args.configs.split(",") if c]
+    bad = [c for c in configs if c not in CONFIGS]
+    if bad:
+        raise SystemExit(f"lockstep: unknown configuration(s) {', '.join(bad)}; known: {', '.join(CONFIGS)}")
+    os.sched_setaffinity(0, {0, 1})
+    a = Proc(args.device, args.park)
+    results: list[dict] = []
+    for r in range(args.rounds):
+        order = configs[r % len(configs) :] + configs[: r % len(configs)]
+        bs = {c: Proc(args.device, args.park) for c in order}  # started together, parked
+        a.wait_ready()
+        a.ask(f"pin {args.cpu} {args.aux_cpu}")
+        for b in bs.values():
+            b.wait_ready()
+        for config in order:
+            b = bs[config]
+            b.ask(f"pin {args.cpu} {args.aux_cpu}")
+            _pairs(a, b, 3, args.iters)  # both settle on the core
+            base = _pairs(a, b, args.pairs, args.iters)
+            enter_ns = int(b.ask(f"enter {config}"))
+            _pairs(a, b, 3, args.iters)  # a switch's transient
+            state = _pairs(a, b, args.pairs, args.iters)
+            b.close()
+            base_r = [tb / ta for ta, tb in base]
+            state_r = [tb / ta for ta, tb in state]
+            a_us = [ta / args.iters / 1e3 for ta, _ in base + state]
+            row = {
+                "round": r + 1,
+                "config": config,
+                "base_ratio": _q(base_r),
+                "state_ratio": _q(state_r),
+                "cost": statistics.median(state_r) / statistics.median(base_r),
+                "a_us": (min(a_us), statistics.median(a_us), max(a_us)),
+                "enter_ms": enter_ns / 1e6,
+                "base": base,
+                "state": state,
+            }
+            results.append(row)
+            print(
+                f"round {r + 1} {config:13} base {row['base_ratio'][1]:.3f} "
+                f"[{row['base_ratio'][0]:.3f}-{row['base_ratio'][2]:.3f}]  state {row['state_ratio'][1]:.3f} "
+                f"[{row['state_ratio'][0]:.3f}-{row['state_ratio'][2]:.3f}]  cost {row['cost']:.3f}  "
+                f"A {row['a_us'][0]:.0f}-{row['a_us'][2]:.0f} us/iter  enter {row['enter_ms']:.0f} ms",
+                flush=True,
+            )
+        if r + 1 < args.rounds:  # a fresh A each round too
+            a.close()
+            a = Proc(args.device, args.park)
+    a.close()
+    print("cost (state / base), median [min-max] over rounds:")
+    summary = {}
+    for config in configs:
+        costs = [x["cost"] for x in results if x["config"] == config]
+        summary[config] = costs
+        print(f"  {config:13} {statistics.median(costs):.3f} [{min(costs):.3f}-{max(costs):.3f}]")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "rows": results, "summary": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
