@@ -27,7 +27,11 @@ state / base. Configurations:
 - ``light_nomem`` / ``light_nonvml``: the light window without the memory recorder / NVML sampling;
 - ``light_nogpu``: a session without GPU tracing at all (scopes, backend recorder off, no memory);
 - ``keep``: the light window with CUPTI left attached, its kinds off (the positive control: +30%);
-- ``full``: every collector on (no windows).
+- ``full``: every collector on (no windows);
+- ``cyclesN``: the light window after N more full/light window pairs (N more CUPTI attach/detach
+  cycles; ``light`` is ``cycles0``, ``light_cycled`` ``cycles10``); ``nogpucyclesN``: the same in a
+  session without GPU tracing (only the backend recorder switches); ``stopN``: the session stopped
+  after N cycles; ``rawN``: no session, only the native CUPTI consumer attached and detached N times.
 
 Reported per configuration: base and state ratios (median of the pairs, with quartiles), the cost
 (state / base), and A's own block range, which shows how far the host's speed moved meanwhile.
@@ -36,14 +40,17 @@ Reported per configuration: base and state ratios (median of the pairs, with qua
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from typing import Any
 
 CONFIGS = (
     "none",
@@ -59,14 +66,39 @@ CONFIGS = (
 )
 
 
+def _known(config: str) -> bool:
+    return config in CONFIGS or re.fullmatch(r"(cycles|nogpucycles|stop|raw)\d+", config) is not None
+
+
+def _raw_cycles(n: int, step: Any) -> None:
+    """Attach and detach the native CUPTI consumer ``n`` times, a few iterations each way; no session."""
+    import ctypes
+
+    from rlscope.collectors import cupti_native as cn
+
+    lib = ctypes.CDLL(str(cn.build()))
+    lib.rl_start_kinds.argtypes = [ctypes.c_uint]
+    lib.rl_set_enabled.argtypes = [ctypes.c_int]
+    lib.rl_set_detach.argtypes = [ctypes.c_int]
+    lib.rl_set_detach(1)
+    for i in range(n):
+        if i == 0:
+            lib.rl_start_kinds(cn.kinds_mask())
+        else:
+            lib.rl_set_enabled(1)
+        for _ in range(5):
+            step()
+        lib.rl_set_enabled(0)  # detached (cuptiFinalize)
+        for _ in range(5):
+            step()
+
+
 def _pin(main_cpu: int, aux_cpu: int) -> None:
     """The calling (main) thread on ``main_cpu``, every other thread of the process on ``aux_cpu``."""
     me = threading.get_native_id()
     for tid in os.listdir("/proc/self/task"):
-        try:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
             os.sched_setaffinity(int(tid), {main_cpu} if int(tid) == me else {aux_cpu})
-        except OSError:  # a thread that ended meanwhile
-            pass
 
 
 def child(device: str) -> None:
@@ -105,7 +137,11 @@ def child(device: str) -> None:
         elif cmd == "enter":
             config = arg[0]
             t0 = time.perf_counter_ns()
-            if config != "none":
+            m = re.fullmatch(r"(cycles|nogpucycles|stop|raw)(\d+)", config)
+            kind, cycles = (m.group(1), int(m.group(2))) if m else ("", 10 if config == "light_cycled" else 0)
+            if kind == "raw":
+                _raw_cycles(cycles, step)
+            elif config != "none":
                 os.environ["RLSCOPE_GPU_MEMORY"] = "0" if config in ("light_nomem", "cupti_once") else "1"
                 os.environ["RLSCOPE_CUPTI_DETACH"] = "0" if config == "keep" else "1"
                 opts: dict = {}
@@ -113,7 +149,7 @@ def child(device: str) -> None:
                     opts = {"gpu": False, "backend": False, "nvml_hz": 0}
                 elif config == "cupti_once":
                     opts = {"gpu": "cupti", "backend": False, "nvml_hz": 0, "windows": False}
-                elif config == "light_nogpu":
+                elif config == "light_nogpu" or kind == "nogpucycles":
                     opts = {"gpu": False}
                 elif config == "light_nonvml":
                     opts = {"nvml_hz": 0}
@@ -122,12 +158,11 @@ def child(device: str) -> None:
                 session = rlscope.profile(tmp, **opts).start()
                 for _ in range(20):  # torch's collectors join on first use; CUPTI gets used
                     step()
-                if config == "light_cycled":
-                    for _ in range(20):
-                        session.switch_window()
-                        for _ in range(5):
-                            step()
-                if config.endswith("_once"):
+                for _ in range(2 * cycles):
+                    session.switch_window()
+                    for _ in range(5):
+                        step()
+                if config.endswith("_once") or kind == "stop":
                     session.stop()
                     session = None
                 elif config != "full":
@@ -167,10 +202,8 @@ class Proc:
             raise SystemExit(f"lockstep: a child did not start (got {got!r})")
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):  # BrokenPipeError: the child is gone already
             self.ask("quit")
-        except (BrokenPipeError, OSError):
-            pass
         self.p.wait(timeout=60)
 
 
@@ -210,9 +243,10 @@ def main() -> None:
         child(args.device)
         return
     configs = [c for c in args.configs.split(",") if c]
-    bad = [c for c in configs if c not in CONFIGS]
+    bad = [c for c in configs if not _known(c)]
     if bad:
-        raise SystemExit(f"lockstep: unknown configuration(s) {', '.join(bad)}; known: {', '.join(CONFIGS)}")
+        known = ", ".join(CONFIGS) + ", cyclesN, nogpucyclesN, stopN, rawN"
+        raise SystemExit(f"lockstep: unknown configuration(s) {', '.join(bad)}; known: {known}")
     os.sched_setaffinity(0, {0, 1})
     a = Proc(args.device, args.park)
     results: list[dict] = []
