@@ -25,6 +25,9 @@ state / base. Configurations:
   memory recorder, NVML sampling and the writer on): what a validation's light windows pay;
 - ``light_cycled``: the same after 20 window switches (10 CUPTI attach/detach cycles);
 - ``light_nomem`` / ``light_nonvml``: the light window without the memory recorder / NVML sampling;
+- ``light_memoff``: the light window with the memory recorder attached but told to drop events (its
+  flag, checked first in torch's call): what switching it in windows would leave;
+- ``light_bare``: the light window without the memory recorder and NVML sampling;
 - ``light_nogpu``: a session without GPU tracing at all (scopes, backend recorder off, no memory);
 - ``keep``: the light window with CUPTI left attached, its kinds off (the positive control: +30%);
 - ``full``: every collector on (no windows);
@@ -60,6 +63,8 @@ CONFIGS = (
     "light_cycled",
     "light_nomem",
     "light_nonvml",
+    "light_memoff",
+    "light_bare",
     "light_nogpu",
     "keep",
     "full",
@@ -142,7 +147,8 @@ def child(device: str) -> None:
             if kind == "raw":
                 _raw_cycles(cycles, step)
             elif config != "none":
-                os.environ["RLSCOPE_GPU_MEMORY"] = "0" if config in ("light_nomem", "cupti_once") else "1"
+                nomem = config in ("light_nomem", "light_bare", "cupti_once")
+                os.environ["RLSCOPE_GPU_MEMORY"] = "0" if nomem else "1"
                 os.environ["RLSCOPE_CUPTI_DETACH"] = "0" if config == "keep" else "1"
                 opts: dict = {}
                 if config == "control_once":
@@ -151,7 +157,7 @@ def child(device: str) -> None:
                     opts = {"gpu": "cupti", "backend": False, "nvml_hz": 0, "windows": False}
                 elif config == "light_nogpu" or kind == "nogpucycles":
                     opts = {"gpu": False}
-                elif config == "light_nonvml":
+                elif config in ("light_nonvml", "light_bare"):
                     opts = {"nvml_hz": 0}
                 elif config == "full":
                     opts = {"windows": False}
@@ -169,6 +175,10 @@ def child(device: str) -> None:
                     if session._window_mode != rs.S.WINDOW_LIGHT:
                         session.switch_window()
                     session.window_due_ns = 1 << 62  # hold the light window
+                if config == "light_memoff":
+                    for col in session._collectors:
+                        if getattr(col, "native", None) is not None:
+                            col.native.mn_enable(0)
                 sync()
             _pin(*pins)  # the session's threads on the aux core, like the rest
             print(time.perf_counter_ns() - t0, flush=True)
