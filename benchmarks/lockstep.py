@@ -36,6 +36,13 @@ state / base. Configurations:
   session without GPU tracing (only the backend recorder switches); ``stopN``: the session stopped
   after N cycles; ``rawN``: no session, only the native CUPTI consumer attached and detached N times.
 
+Two configurations check the correction itself rather than a held state: ``default`` (and
+``default_nomem``, without the memory recorder) runs B's state blocks under the default profile with
+its windows switching, then analyzes B's trace. Every iteration runs in a scope ``iter`` (in A too,
+where no session makes it a no-op), so B's corrected ``iter`` time per call is set against A's time
+per iteration over the same pairs, divided by the base ratio: the corrected figure's error with the
+host's speed and the two processes' own difference taken out. The raw ratio is reported beside it.
+
 Reported per configuration: base and state ratios (median of the pairs, with quartiles), the cost
 (state / base), and A's own block range, which shows how far the host's speed moved meanwhile.
 """
@@ -68,6 +75,8 @@ CONFIGS = (
     "light_nogpu",
     "keep",
     "full",
+    "default",
+    "default_nomem",
 )
 
 
@@ -117,7 +126,12 @@ def child(device: str) -> None:
     import rlscope
     import rlscope.session as rs
 
-    step = sim_eager_step(device)
+    one = sim_eager_step(device)
+
+    def step() -> None:
+        with rlscope.scope("iter"):
+            one()
+
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(50):
         step()
@@ -162,6 +176,10 @@ def child(device: str) -> None:
                 elif config == "full":
                     opts = {"windows": False}
                 session = rlscope.profile(tmp, **opts).start()
+                if config.startswith("default"):  # the blocks run under the switching windows
+                    _pin(*pins)
+                    print(time.perf_counter_ns() - t0, flush=True)
+                    continue
                 for _ in range(20):  # torch's collectors join on first use; CUPTI gets used
                     step()
                 for _ in range(2 * cycles):
@@ -182,6 +200,25 @@ def child(device: str) -> None:
                 sync()
             _pin(*pins)  # the session's threads on the aux core, like the rest
             print(time.perf_counter_ns() - t0, flush=True)
+        elif cmd == "leave":  # stop the session; its corrected and raw ``iter`` per call
+            from rlscope.analysis import analyze
+
+            assert session is not None
+            session.stop()
+            session = None
+            summary = analyze(rlscope.load_trace(tmp)).summary
+            cor, raw = summary["operations"]["iter"], summary["raw"]["operations"]["iter"]
+            print(
+                json.dumps(
+                    {
+                        "corrected_ns": cor["total_s"] / cor["calls"] * 1e9,
+                        "raw_ns": raw["total_s"] / raw["calls"] * 1e9,
+                        "calls": cor["calls"],
+                        "corrected": summary["corrected_for_overhead"],
+                    }
+                ),
+                flush=True,
+            )
         elif cmd == "quit":
             break
     if session is not None:
@@ -273,8 +310,11 @@ def main() -> None:
             _pairs(a, b, 3, args.iters)  # both settle on the core
             base = _pairs(a, b, args.pairs, args.iters)
             enter_ns = int(b.ask(f"enter {config}"))
-            _pairs(a, b, 3, args.iters)  # a switch's transient
+            session = config.startswith("default")
+            if not session:
+                _pairs(a, b, 3, args.iters)  # a switch's transient
             state = _pairs(a, b, args.pairs, args.iters)
+            analysis = json.loads(b.ask("leave")) if session else None
             b.close()
             base_r = [tb / ta for ta, tb in base]
             state_r = [tb / ta for ta, tb in state]
@@ -287,9 +327,15 @@ def main() -> None:
                 "cost": statistics.median(state_r) / statistics.median(base_r),
                 "a_us": (min(a_us), statistics.median(a_us), max(a_us)),
                 "enter_ms": enter_ns / 1e6,
+                "analysis": analysis,
                 "base": base,
                 "state": state,
             }
+            if analysis:  # the corrected figure against A over the same pairs, base ratio out
+                a_iter = sum(ta for ta, _ in state) / (len(state) * args.iters)
+                base_sum = sum(tb for _, tb in base) / sum(ta for ta, _ in base)
+                row["corrected_error"] = analysis["corrected_ns"] / a_iter / base_sum - 1
+                row["raw_error"] = analysis["raw_ns"] / a_iter / base_sum - 1
             results.append(row)
             print(
                 f"round {r + 1} {config:13} base {row['base_ratio'][1]:.3f} "
@@ -298,6 +344,13 @@ def main() -> None:
                 f"A {row['a_us'][0]:.0f}-{row['a_us'][2]:.0f} us/iter  enter {row['enter_ms']:.0f} ms",
                 flush=True,
             )
+            if analysis:
+                print(
+                    f"        {config:13} iter: corrected {row['corrected_error']:+.1%}"
+                    f"  raw {row['raw_error']:+.1%}"
+                    f"  ({analysis['calls']} calls, corrected={analysis['corrected']})",
+                    flush=True,
+                )
         if r + 1 < args.rounds:  # a fresh A each round too
             a.close()
             a = Proc(args.device, args.park)
@@ -307,7 +360,14 @@ def main() -> None:
     for config in configs:
         costs = [x["cost"] for x in results if x["config"] == config]
         summary[config] = costs
-        print(f"  {config:13} {statistics.median(costs):.3f} [{min(costs):.3f}-{max(costs):.3f}]")
+        line = f"  {config:13} {statistics.median(costs):.3f} [{min(costs):.3f}-{max(costs):.3f}]"
+        errs = [x["corrected_error"] for x in results if x["config"] == config and "corrected_error" in x]
+        if errs:
+            line += (
+                f"  corrected iter error {statistics.median(errs):+.1%} [{min(errs):+.1%}, {max(errs):+.1%}]"
+            )
+            summary[config + ".corrected_error"] = errs
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rows": results, "summary": summary}, f, indent=1)
