@@ -107,6 +107,40 @@ def _raw_cycles(n: int, step: Any) -> None:
             step()
 
 
+def _keep(trace_dir: str, summary: dict, path: str) -> None:
+    """The main thread's operation instances (name, begin, end, exclusive ns, window, whole in one),
+    the window switches and the summary, as one small .npz beside the pairs' block times."""
+    import numpy as np
+
+    from rlscope.analysis import windows
+    from rlscope.analysis.timeline import build_timeline
+    from rlscope.trace import reader
+    from rlscope.trace import schema as S
+
+    _, dirs, _ = reader.process_dirs(trace_dir)
+    proc = reader.load_process(dirs[0])
+    tl = build_timeline(proc.events)
+    seg = tl.op >= 0
+    excl = np.bincount(tl.op[seg], weights=(tl.seg_end - tl.ts)[seg], minlength=len(tl.inst_name))
+    win_ts, win_mode = windows.window_rows(tl)
+    begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread))
+    inst = tl.id[begins]
+    b_ts, e_ts = tl.ts[begins], tl.inst_end[inst]
+    names = sorted({int(n) for n in tl.inst_name[inst]})
+    np.savez_compressed(
+        path,
+        name=tl.inst_name[inst],
+        begin=b_ts,
+        end=e_ts,
+        excl=excl[inst],
+        win_ts=win_ts,
+        win_mode=win_mode,
+        names=np.array([reader.name_of(proc.names, n, str(n)) for n in names]),
+        name_ids=np.array(names),
+        summary=np.array(json.dumps(summary, default=str)),
+    )
+
+
 def _pin(main_cpu: int, aux_cpu: int) -> None:
     """The calling (main) thread on ``main_cpu``, every other thread of the process on ``aux_cpu``."""
     me = threading.get_native_id()
@@ -152,7 +186,7 @@ def child(device: str) -> None:
             for _ in range(n):
                 step()
             sync()
-            print(time.perf_counter_ns() - t0, flush=True)
+            print(t0, time.perf_counter_ns(), flush=True)  # CLOCK_MONOTONIC: one clock for A and B
         elif cmd == "enter":
             config = arg[0]
             t0 = time.perf_counter_ns()
@@ -207,6 +241,8 @@ def child(device: str) -> None:
             session.stop()
             session = None
             summary = analyze(rlscope.load_trace(tmp)).summary
+            if arg:  # keep what an offline look at the windows needs (the trace is too large)
+                _keep(tmp, summary, arg[0])
             cor, raw = summary["operations"]["iter"], summary["raw"]["operations"]["iter"]
             print(
                 json.dumps(
@@ -254,17 +290,20 @@ class Proc:
         self.p.wait(timeout=60)
 
 
-def _pairs(a: Proc, b: Proc, pairs: int, iters: int) -> list[tuple[int, int]]:
-    """``pairs`` (A ns, B ns) block pairs, ABBA: each pair's order alternates."""
+def _pairs(a: Proc, b: Proc, pairs: int, iters: int, spans: list | None = None) -> list[tuple[int, int]]:
+    """``pairs`` (A ns, B ns) block pairs, ABBA: each pair's order alternates. ``spans`` gets each
+    pair's (A start, A end, B start, B end) on the shared monotonic clock."""
     out = []
     for i in range(pairs):
         if i % 2 == 0:
-            ta = int(a.ask(f"block {iters}"))
-            tb = int(b.ask(f"block {iters}"))
+            a0, a1 = map(int, a.ask(f"block {iters}").split())
+            b0, b1 = map(int, b.ask(f"block {iters}").split())
         else:
-            tb = int(b.ask(f"block {iters}"))
-            ta = int(a.ask(f"block {iters}"))
-        out.append((ta, tb))
+            b0, b1 = map(int, b.ask(f"block {iters}").split())
+            a0, a1 = map(int, a.ask(f"block {iters}").split())
+        out.append((a1 - a0, b1 - b0))
+        if spans is not None:
+            spans.append((a0, a1, b0, b1))
     return out
 
 
@@ -285,6 +324,7 @@ def main() -> None:
     p.add_argument("--iters", type=int, default=60)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", default=None)
+    p.add_argument("--keep", default=None, help="folder for the default configurations' instance tables")
     args = p.parse_args()
     if args.child:
         child(args.device)
@@ -313,8 +353,10 @@ def main() -> None:
             session = config.startswith("default")
             if not session:
                 _pairs(a, b, 3, args.iters)  # a switch's transient
-            state = _pairs(a, b, args.pairs, args.iters)
-            analysis = json.loads(b.ask("leave")) if session else None
+            spans: list = []
+            state = _pairs(a, b, args.pairs, args.iters, spans)
+            keep = f" {args.keep}/lockstep-{config}-{r + 1}.npz" if args.keep else ""
+            analysis = json.loads(b.ask("leave" + keep)) if session else None
             b.close()
             base_r = [tb / ta for ta, tb in base]
             state_r = [tb / ta for ta, tb in state]
@@ -328,6 +370,7 @@ def main() -> None:
                 "a_us": (min(a_us), statistics.median(a_us), max(a_us)),
                 "enter_ms": enter_ns / 1e6,
                 "analysis": analysis,
+                "spans": spans,
                 "base": base,
                 "state": state,
             }
