@@ -34,7 +34,10 @@ state / base. Configurations:
 - ``cyclesN``: the light window after N more full/light window pairs (N more CUPTI attach/detach
   cycles; ``light`` is ``cycles0``, ``light_cycled`` ``cycles10``); ``nogpucyclesN``: the same in a
   session without GPU tracing (only the backend recorder switches); ``stopN``: the session stopped
-  after N cycles; ``rawN``: no session, only the native CUPTI consumer attached and detached N times.
+  after N cycles; ``rawN``: no session, only the native CUPTI consumer attached and detached N times;
+- ``busyN``: no session; N µs of busy-waiting added to each iteration: a known cost, so the
+  benchmark's own answer can be checked (``expected`` in its row: N µs over B's iteration as A's
+  blocks at the time put it; a fixed time costs more of a fast block than of a slow one).
 
 Two configurations check the correction itself rather than a held state: ``default`` (and
 ``default_nomem``, without the memory recorder) runs B's state blocks under the default profile with
@@ -81,7 +84,7 @@ CONFIGS = (
 
 
 def _known(config: str) -> bool:
-    return config in CONFIGS or re.fullmatch(r"(cycles|nogpucycles|stop|raw)\d+", config) is not None
+    return config in CONFIGS or re.fullmatch(r"(cycles|nogpucycles|stop|raw|busy)\d+", config) is not None
 
 
 def _raw_cycles(n: int, step: Any) -> None:
@@ -161,10 +164,15 @@ def child(device: str) -> None:
     import rlscope.session as rs
 
     one = sim_eager_step(device)
+    extra = [0]  # ns of busy-waiting added to each iteration (``busyN``: a known cost)
 
     def step() -> None:
         with rlscope.scope("iter"):
             one()
+            if extra[0]:
+                end = time.perf_counter_ns() + extra[0]
+                while time.perf_counter_ns() < end:
+                    pass
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(50):
@@ -190,9 +198,11 @@ def child(device: str) -> None:
         elif cmd == "enter":
             config = arg[0]
             t0 = time.perf_counter_ns()
-            m = re.fullmatch(r"(cycles|nogpucycles|stop|raw)(\d+)", config)
+            m = re.fullmatch(r"(cycles|nogpucycles|stop|raw|busy)(\d+)", config)
             kind, cycles = (m.group(1), int(m.group(2))) if m else ("", 10 if config == "light_cycled" else 0)
-            if kind == "raw":
+            if kind == "busy":
+                extra[0] = cycles * 1000
+            elif kind == "raw":
                 _raw_cycles(cycles, step)
             elif config != "none":
                 nomem = config in ("light_nomem", "light_bare", "cupti_once")
@@ -332,7 +342,7 @@ def main() -> None:
     configs = [c for c in args.configs.split(",") if c]
     bad = [c for c in configs if not _known(c)]
     if bad:
-        known = ", ".join(CONFIGS) + ", cyclesN, nogpucyclesN, stopN, rawN"
+        known = ", ".join(CONFIGS) + ", cyclesN, nogpucyclesN, stopN, rawN, busyN"
         raise SystemExit(f"lockstep: unknown configuration(s) {', '.join(bad)}; known: {known}")
     os.sched_setaffinity(0, {0, 1})
     a = Proc(args.device, args.park)
@@ -374,6 +384,11 @@ def main() -> None:
                 "base": base,
                 "state": state,
             }
+            if config.startswith("busy"):
+                # the known cost: a fixed time per iteration (not a fixed amount of work), so its share
+                # of a pair follows A's block at the time: B/A = base + added / A, pair by pair
+                added, base_med = int(config[4:]) * 1000 * args.iters, statistics.median(base_r)
+                row["expected"] = statistics.median(base_med + added / ta for ta, _ in state) / base_med
             if analysis:  # the corrected figure against A over the same pairs, base ratio out
                 a_iter = sum(ta for ta, _ in state) / (len(state) * args.iters)
                 base_sum = sum(tb for _, tb in base) / sum(ta for ta, _ in base)
@@ -387,6 +402,8 @@ def main() -> None:
                 f"A {row['a_us'][0]:.0f}-{row['a_us'][2]:.0f} us/iter  enter {row['enter_ms']:.0f} ms",
                 flush=True,
             )
+            if "expected" in row:
+                print(f"        {config:13} expected {row['expected']:.3f}", flush=True)
             if analysis:
                 print(
                     f"        {config:13} iter: corrected {row['corrected_error']:+.1%}"

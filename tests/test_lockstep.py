@@ -1,0 +1,74 @@
+"""benchmarks/lockstep.py on the CPU: a known added cost is read back, the null reads 1, and the
+default profile's corrected figure is set against the twin process."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
+    """B's state ``busy100`` adds 100 µs of busy-waiting to each ~250 µs iteration: the benchmark must
+    read about that (``expected`` comes from B's own pristine blocks), and the null about 1. The
+    bounds are loose (the blocks share a 2-core machine with the test run); they reject a benchmark
+    that reads nothing, reads the cost twice, or swaps A and B."""
+    cpus = sorted(os.sched_getaffinity(0))
+    main_cpu, aux_cpu = cpus[-1], cpus[0]
+    out = tmp_path / "lockstep.json"
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "lockstep.py"),
+        "--device",
+        "cpu",
+        "--cpu",
+        str(main_cpu),
+        "--aux-cpu",
+        str(aux_cpu),
+        "--park",
+        ",".join(map(str, cpus)),
+        "--configs",
+        "none,busy100,default",
+        "--pairs",
+        "10",
+        "--iters",
+        "60",
+        "--rounds",
+        "1",
+        "--json",
+        str(out),
+        "--keep",
+        str(tmp_path),
+    ]
+    env = {**os.environ, "RLSCOPE_CALIBRATION_DIR": str(tmp_path / "calibration")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["config"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"none", "busy100", "default"}
+    for r in rows.values():
+        assert len(r["base"]) == len(r["state"]) == 10
+        assert len(r["spans"]) == 10 and all(a0 < a1 and b0 < b1 for a0, a1, b0, b1 in r["spans"])
+    busy = rows["busy100"]
+    assert 1.2 < busy["expected"] < 2.0  # 100 µs over an iteration of 100-500 µs
+    assert busy["cost"] == pytest.approx(busy["expected"], abs=0.15)
+    assert rows["none"]["cost"] == pytest.approx(1.0, abs=0.12)
+    # the default profile: analyzed in B, corrected below raw, and near the twin's time
+    d = rows["default"]
+    assert d["analysis"]["corrected"] is True and d["analysis"]["calls"] >= 600
+    assert d["corrected_error"] < d["raw_error"]
+    assert abs(d["corrected_error"]) < 0.2
+    kept = tmp_path / "lockstep-default-1.npz"
+    assert kept.exists()
+    import numpy as np
+
+    z = np.load(kept)
+    names = list(z["names"])
+    assert "iter" in names and "step" in names
+    assert len(z["begin"]) == len(z["end"]) == len(z["excl"]) and (z["end"] >= z["begin"]).all()
