@@ -6,7 +6,8 @@
 Why: on the devices a core runs at a speed the host sets (BENCHMARKS.md §9, fifteenth session: up to
 1.5x slower for seconds at a time, per core, independently), so two processes, or two halves of one
 process, compare the speeds they drew as much as the states they ran in. Here two processes, A and
-B, run the eager CartPole loop (`loops.sim_eager_step`: ~50 small launches an iteration) with their
+B, run the eager CartPole loop (`loops.sim_eager_step`: ~50 small launches an iteration; ``--loop
+ppo``: the bundled PPO's iteration, `loops.ppo_step`, in blocks of a multiple of 128) with their
 main threads pinned to the same core (``--cpu``; every other thread on ``--aux-cpu``) and take turns:
 a block of ``--iters`` iterations and a synchronize in one, then in the other, ABBA. Both blocks of a
 pair run within ~0.2 s on the same core, so the host's speed cancels in their ratio B/A.
@@ -152,18 +153,18 @@ def _pin(main_cpu: int, aux_cpu: int) -> None:
             os.sched_setaffinity(int(tid), {main_cpu} if int(tid) == me else {aux_cpu})
 
 
-def child(device: str) -> None:
+def child(device: str, loop: str) -> None:
     """Serve commands from the parent, one per line: pin, block, enter, quit."""
     import torch
 
     torch.set_num_threads(1)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from loops import sim_eager_step
+    import loops
 
     import rlscope
     import rlscope.session as rs
 
-    one = sim_eager_step(device)
+    one = loops.ppo_step(device) if loop == "ppo" else loops.sim_eager_step(device)
     extra = [0]  # ns of busy-waiting added to each iteration (``busyN``: a known cost)
 
     def step() -> None:
@@ -175,7 +176,7 @@ def child(device: str) -> None:
                     pass
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    for _ in range(50):
+    for _ in range(loops.UPDATE_EVERY if loop == "ppo" else 50):  # warm: a whole update cycle for ppo
         step()
     sync()
     pins = (0, 0)
@@ -274,9 +275,10 @@ def child(device: str) -> None:
 class Proc:
     """One child process, driven line by line."""
 
-    def __init__(self, device: str, park: str) -> None:
+    def __init__(self, device: str, park: str, loop: str) -> None:
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--device", device, "--loop", loop]
         self.p = subprocess.Popen(
-            ["taskset", "-c", park, sys.executable, os.path.abspath(__file__), "--child", "--device", device],
+            ["taskset", "-c", park, *cmd],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -330,6 +332,12 @@ def main() -> None:
     p.add_argument("--aux-cpu", type=int, default=3, help="the core every other thread runs on")
     p.add_argument("--park", default="8-15", help="cores the waiting children start on")
     p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument(
+        "--loop",
+        default="sim_eager",
+        choices=["sim_eager", "ppo"],
+        help="sim_eager: the eager CartPole step; ppo: PPO's iteration (--iters: a multiple of 128)",
+    )
     p.add_argument("--pairs", type=int, default=30)
     p.add_argument("--iters", type=int, default=60)
     p.add_argument("--rounds", type=int, default=2)
@@ -337,19 +345,21 @@ def main() -> None:
     p.add_argument("--keep", default=None, help="folder for the default configurations' instance tables")
     args = p.parse_args()
     if args.child:
-        child(args.device)
+        child(args.device, args.loop)
         return
+    if args.loop == "ppo" and args.iters % 128:
+        raise SystemExit("lockstep: --loop ppo needs --iters a multiple of 128 (a backprop every 128)")
     configs = [c for c in args.configs.split(",") if c]
     bad = [c for c in configs if not _known(c)]
     if bad:
         known = ", ".join(CONFIGS) + ", cyclesN, nogpucyclesN, stopN, rawN, busyN"
         raise SystemExit(f"lockstep: unknown configuration(s) {', '.join(bad)}; known: {known}")
     os.sched_setaffinity(0, {0, 1})
-    a = Proc(args.device, args.park)
+    a = Proc(args.device, args.park, args.loop)
     results: list[dict] = []
     for r in range(args.rounds):
         order = configs[r % len(configs) :] + configs[: r % len(configs)]
-        bs = {c: Proc(args.device, args.park) for c in order}  # started together, parked
+        bs = {c: Proc(args.device, args.park, args.loop) for c in order}  # started together, parked
         a.wait_ready()
         a.ask(f"pin {args.cpu} {args.aux_cpu}")
         for b in bs.values():
@@ -413,7 +423,7 @@ def main() -> None:
                 )
         if r + 1 < args.rounds:  # a fresh A each round too
             a.close()
-            a = Proc(args.device, args.park)
+            a = Proc(args.device, args.park, args.loop)
     a.close()
     print("cost (state / base), median [min-max] over rounds:")
     summary = {}

@@ -71,3 +71,47 @@ def sim_eager_step(device: str) -> Callable[[], None]:
             state["total"] += out[1].sum()
 
     return step
+
+
+UPDATE_EVERY = 128  # iterations between two backprop calls (PPO's 128 steps per rollout)
+
+
+def ppo_step(device: str) -> Callable[[], None]:
+    """One iteration of the bundled PPO's loop (`benchmarks/light_cost.py`'s): ``inference`` and a
+    ``simulation`` step of 4 CartPole envs, and a one-minibatch ``backprop`` every UPDATE_EVERY
+    iterations. Blocks of a multiple of UPDATE_EVERY iterations do the same work."""
+    import torch
+
+    import rlscope
+    from rlscope.workloads import ppo_cartpole as ppo
+
+    dev = ppo.resolve_device(device)
+    torch.manual_seed(1)
+    envs = ppo.make_envs(4)
+    agent = ppo.Agent(4, 2).to(dev)
+    opt = torch.optim.Adam(agent.parameters(), lr=1e-4, eps=1e-5)
+    obs_np, _ = envs.reset(seed=1)
+    obs = torch.as_tensor(obs_np, dtype=torch.float32, device=dev)
+    state = {"obs": obs, "i": 0, "obs_b": [], "act_b": []}
+
+    def step() -> None:
+        with rlscope.scope("inference"), torch.no_grad():
+            action, _, _, _ = agent.get_action_and_value(state["obs"])
+        state["obs_b"].append(state["obs"])
+        state["act_b"].append(action)
+        with rlscope.scope("simulation"):
+            obs_np, _, _, _, _ = envs.step(action.cpu().numpy())
+            state["obs"] = torch.as_tensor(obs_np, dtype=torch.float32, device=dev)
+        state["i"] += 1
+        if state["i"] % UPDATE_EVERY == 0:
+            with rlscope.scope("backprop"):
+                x, a = torch.cat(state["obs_b"]), torch.cat(state["act_b"])
+                _, logprob, entropy, value = agent.get_action_and_value(x, a)
+                loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * value.pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+                opt.step()
+            state["obs_b"], state["act_b"] = [], []
+
+    return step

@@ -62,6 +62,7 @@ fi
 if [ -n "${LOCKSTEP:-}" ]; then  # collector states against a twin process on the same core, in lockstep
     timeout "${LOCKSTEP_LIMIT:-420}" python3 benchmarks/lockstep.py --rounds "${LOCKSTEP_ROUNDS:-2}" \
         --pairs "${LOCKSTEP_PAIRS:-30}" ${LOCKSTEP_CONFIGS:+--configs "$LOCKSTEP_CONFIGS"} \
+        --loop "${LOCKSTEP_LOOP:-sim_eager}" --iters "${LOCKSTEP_ITERS:-60}" \
         --json "$OUT/lockstep.json" --keep "$OUT" 2>&1 | grep -v "^rlscope: warning" | tee "$OUT/lockstep.log"
 fi
 if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core vs pinned (NOISE_CPUS)
