@@ -1,10 +1,11 @@
 """What a collector state costs a loop, measured against a twin process on the same core, in lockstep.
 
     python benchmarks/lockstep.py [--cpu 2] [--aux-cpu 3] [--configs none,light,...] [--pairs 30]
-                                  [--iters 60] [--rounds 2] [--device cuda] [--json FILE]
+                                  [--iters 60] [--rounds 2] [--loop sim_eager|ppo] [--device cuda]
+                                  [--json FILE] [--keep DIR]
 
-Why: on the devices a core runs at a speed the host sets (BENCHMARKS.md §9, fifteenth session: up to
-1.5x slower for seconds at a time, per core, independently), so two processes, or two halves of one
+Why: on the devices a core runs at a speed the host sets (BENCHMARKS.md §9, fifteenth and sixteenth
+sessions: 0.9-3.5 ms for the same iteration within a minute, per core, independently), so two processes, or two halves of one
 process, compare the speeds they drew as much as the states they ran in. Here two processes, A and
 B, run the eager CartPole loop (`loops.sim_eager_step`: ~50 small launches an iteration; ``--loop
 ppo``: the bundled PPO's iteration, `loops.ppo_step`, in blocks of a multiple of 128) with their
