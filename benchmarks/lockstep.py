@@ -5,8 +5,9 @@
                                   [--json FILE] [--keep DIR]
 
 Why: on the devices a core runs at a speed the host sets (BENCHMARKS.md §9, fifteenth and sixteenth
-sessions: 0.9-3.5 ms for the same iteration within a minute, per core, independently), so two processes, or two halves of one
-process, compare the speeds they drew as much as the states they ran in. Here two processes, A and
+sessions: 0.9-3.5 ms for the same iteration within a minute, per core, independently), so two
+processes, or two halves of one process, compare the speeds they drew as much as the states they
+ran in. Here two processes, A and
 B, run the eager CartPole loop (`loops.sim_eager_step`: ~50 small launches an iteration; ``--loop
 ppo``: the bundled PPO's iteration, `loops.ppo_step`, in blocks of a multiple of 128) with their
 main threads pinned to the same core (``--cpu``; every other thread on ``--aux-cpu``) and take turns:
@@ -37,6 +38,9 @@ state / base. Configurations:
   cycles; ``light`` is ``cycles0``, ``light_cycled`` ``cycles10``); ``nogpucyclesN``: the same in a
   session without GPU tracing (only the backend recorder switches); ``stopN``: the session stopped
   after N cycles; ``rawN``: no session, only the native CUPTI consumer attached and detached N times;
+- ``flushN``: a session without GPU tracing or backend ops, held, whose writer gets N thousand
+  GPU-activity rows a second built as the native CUPTI consumer builds them (``flush0``: none):
+  what flushing GPU rows costs the job's thread, on any machine;
 - ``busyN``: no session; N µs of busy-waiting added to each iteration: a known cost, so the
   benchmark's own answer can be checked (``expected`` in its row: N µs over B's iteration as A's
   blocks at the time put it; a fixed time costs more of a fast block than of a slow one).
@@ -84,9 +88,11 @@ CONFIGS = (
     "default_nomem",
 )
 
+NUMBERED = r"(cycles|nogpucycles|stop|raw|busy|flush)(\d+)"  # configurations with a count
+
 
 def _known(config: str) -> bool:
-    return config in CONFIGS or re.fullmatch(r"(cycles|nogpucycles|stop|raw|busy)\d+", config) is not None
+    return config in CONFIGS or re.fullmatch(NUMBERED, config) is not None
 
 
 def _raw_cycles(n: int, step: Any) -> None:
@@ -146,6 +152,47 @@ def _keep(trace_dir: str, summary: dict, path: str) -> None:
     )
 
 
+class _FakeGpuRows:
+    """Hands the writer ``per_s`` GPU-activity rows a second of wall time, built as the native CUPTI
+    consumer's flush builds them (numpy columns, one record batch, names mapped with np.unique):
+    what a flush of GPU rows costs the job's thread, measurable without a GPU (``flushN``)."""
+
+    def __init__(self, session: Any, per_s: int) -> None:
+        import numpy as np
+
+        from rlscope.collectors.cupti_native import ROW
+        from rlscope.trace import schema as S
+
+        self.np, self.row, self.per_s = np, ROW, per_s
+        self.schema = S.columns_schema(S.GPU_COLUMNS_DOC + S.GPU_KERNEL_COLUMNS_DOC, "native", {})
+        self.rows = session.writer.add_stream("fake_gpu.arrows", self.schema)
+        self.last = time.monotonic()
+        session.writer.before_flush(self.flush)
+
+    def flush(self) -> None:
+        import pyarrow as pa
+
+        np = self.np
+        now = time.monotonic()
+        n, self.last = int(self.per_s * (now - self.last)), now
+        if n <= 0:
+            return
+        buf = np.zeros(n, self.row)
+        buf["start"] = np.arange(n)
+        buf["end"] = buf["start"] + 5
+        buf["name"] = np.arange(n) % 50
+        _, inv = np.unique(buf["name"], return_inverse=True)
+        cols = [buf["category"], buf["start"], buf["end"], buf["corr"], buf["thread"], buf["device"]]
+        cols += [buf["stream"], inv.reshape(-1), buf["bytes"], *(buf["grid"][:, i] for i in range(3))]
+        cols += [*(buf["block"][:, i] for i in range(3)), buf["registers"], buf["static_smem"]]
+        cols += [buf["dynamic_smem"]]
+        arrays = [
+            pa.array(np.ascontiguousarray(c).astype(f.type.to_pandas_dtype(), copy=False), type=f.type)
+            for c, f in zip(cols, self.schema, strict=True)
+        ]
+        self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+
+
 def _pin(main_cpu: int, aux_cpu: int) -> None:
     """The calling (main) thread on ``main_cpu``, every other thread of the process on ``aux_cpu``."""
     me = threading.get_native_id()
@@ -200,7 +247,7 @@ def child(device: str, loop: str) -> None:
         elif cmd == "enter":
             config = arg[0]
             t0 = time.perf_counter_ns()
-            m = re.fullmatch(r"(cycles|nogpucycles|stop|raw|busy)(\d+)", config)
+            m = re.fullmatch(NUMBERED, config)
             kind, cycles = (m.group(1), int(m.group(2))) if m else ("", 10 if config == "light_cycled" else 0)
             if kind == "busy":
                 extra[0] = cycles * 1000
@@ -211,7 +258,7 @@ def child(device: str, loop: str) -> None:
                 os.environ["RLSCOPE_GPU_MEMORY"] = "0" if nomem else "1"
                 os.environ["RLSCOPE_CUPTI_DETACH"] = "0" if config == "keep" else "1"
                 opts: dict = {}
-                if config == "control_once":
+                if config == "control_once" or kind == "flush":
                     opts = {"gpu": False, "backend": False, "nvml_hz": 0}
                 elif config == "cupti_once":
                     opts = {"gpu": "cupti", "backend": False, "nvml_hz": 0, "windows": False}
@@ -222,6 +269,8 @@ def child(device: str, loop: str) -> None:
                 elif config == "full":
                     opts = {"windows": False}
                 session = rlscope.profile(tmp, **opts).start()
+                if kind == "flush" and cycles:
+                    _FakeGpuRows(session, cycles * 1000)
                 if config.startswith("default"):  # the blocks run under the switching windows
                     _pin(*pins)
                     print(time.perf_counter_ns() - t0, flush=True)
@@ -353,7 +402,7 @@ def main() -> None:
     configs = [c for c in args.configs.split(",") if c]
     bad = [c for c in configs if not _known(c)]
     if bad:
-        known = ", ".join(CONFIGS) + ", cyclesN, nogpucyclesN, stopN, rawN, busyN"
+        known = ", ".join(CONFIGS) + ", cyclesN, nogpucyclesN, stopN, rawN, busyN, flushN"
         raise SystemExit(f"lockstep: unknown configuration(s) {', '.join(bad)}; known: {known}")
     os.sched_setaffinity(0, {0, 1})
     a = Proc(args.device, args.park, args.loop)
