@@ -322,6 +322,22 @@ def child(device: str, loop: str) -> None:
         session.stop()
 
 
+def window_pairs(kept: str, spans: list, base_ratio: float) -> dict[str, list[float]]:
+    """Each state pair's B/A over the base ratio, by the kind of window B's block lay wholly in
+    (``light``, ``full``; ``mixed`` when a switch fell inside it), from a ``--keep`` table."""
+    import numpy as np
+
+    z = np.load(kept)
+    win_ts, win_mode = z["win_ts"], z["win_mode"]
+    out: dict[str, list[float]] = {"light": [], "full": [], "mixed": []}
+    for a0, a1, b0, b1 in spans:
+        i0 = int(np.searchsorted(win_ts, b0, side="right")) - 1
+        i1 = int(np.searchsorted(win_ts, b1, side="right")) - 1
+        kind = "mixed" if i0 != i1 or i0 < 0 else ("full" if win_mode[i0] == 1 else "light")
+        out[kind].append((b1 - b0) / (a1 - a0) / base_ratio)
+    return out
+
+
 class Proc:
     """One child process, driven line by line."""
 
@@ -454,6 +470,11 @@ def main() -> None:
                 base_sum = sum(tb for _, tb in base) / sum(ta for ta, _ in base)
                 row["corrected_error"] = analysis["corrected_ns"] / a_iter / base_sum - 1
                 row["raw_error"] = analysis["raw_ns"] / a_iter / base_sum - 1
+                if keep:  # the pairs by B's kind of window: what each kind really cost against A
+                    by = window_pairs(keep.strip(), spans, statistics.median(base_r))
+                    row["window_pairs"] = {
+                        k: (len(v), statistics.median(v) if v else None) for k, v in by.items()
+                    }
             results.append(row)
             print(
                 f"round {r + 1} {config:13} base {row['base_ratio'][1]:.3f} "
@@ -470,6 +491,11 @@ def main() -> None:
                     f"  raw {row['raw_error']:+.1%}"
                     f"  ({analysis['calls']} calls, corrected={analysis['corrected']})",
                     flush=True,
+                )
+            if row.get("window_pairs"):
+                cells = [f"{k} {n}: {m:.3f}" for k, (n, m) in row["window_pairs"].items() if m is not None]
+                print(
+                    f"        {config:13} pairs by B's window (B/A over base): {', '.join(cells)}", flush=True
                 )
         if r + 1 < args.rounds:  # a fresh A each round too
             a.close()
