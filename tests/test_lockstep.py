@@ -64,6 +64,8 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     assert d["analysis"]["corrected"] is True and d["analysis"]["calls"] >= 600
     assert d["corrected_error"] < d["raw_error"]
     assert abs(d["corrected_error"]) < 0.2
+    # every state pair placed by B's kind of window, read from the kept table
+    assert sum(n for n, _ in d["window_pairs"].values()) == 10
     kept = tmp_path / "lockstep-default-1.npz"
     assert kept.exists()
     import numpy as np
