@@ -352,9 +352,15 @@ class Proc:
 
     def ask(self, line: str) -> str:
         assert self.p.stdin is not None and self.p.stdout is not None
-        self.p.stdin.write(line + "\n")
-        self.p.stdin.flush()
-        return self.p.stdout.readline().strip()
+        try:
+            self.p.stdin.write(line + "\n")
+            self.p.stdin.flush()
+        except OSError:
+            raise SystemExit(f"lockstep: a child process ended before {line.split()[0]!r}") from None
+        got = self.p.stdout.readline().strip()
+        if not got:
+            raise SystemExit(f"lockstep: a child process ended during {line.split()[0]!r} (its error above)")
+        return got
 
     def wait_ready(self) -> None:
         assert self.p.stdout is not None
@@ -363,8 +369,10 @@ class Proc:
             raise SystemExit(f"lockstep: a child did not start (got {got!r})")
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):  # BrokenPipeError: the child is gone already
-            self.ask("quit")
+        assert self.p.stdin is not None
+        with contextlib.suppress(OSError):  # the child is gone already
+            self.p.stdin.write("quit\n")
+            self.p.stdin.flush()
         self.p.wait(timeout=60)
 
 
