@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loops import UPDATE_EVERY, ppo_parts, ppo_update  # this script's directory
+
 import rlscope
 
 NO_FLUSH = 1e6  # a flush interval that never fires: the writer drains once, at the end
@@ -104,22 +106,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "light-nomem": {"session": {"windows": False}, "off": True, "env": NO_MEMORY},
     "light-history": {"session": {"windows": False}, "off": True, "env": HISTORY},
 }
-UPDATE_EVERY = 128  # iterations between two backprop calls (PPO's 128 steps per rollout)
 
 
 def workload(device: str) -> Any:
     """(run(iterations) -> ns per inference call, the device): the PPO-like loop, built once."""
     import torch
 
-    from rlscope.workloads import ppo_cartpole as ppo
-
-    dev = ppo.resolve_device(device)
-    torch.manual_seed(1)
-    if dev.type == "cpu":
-        torch.set_num_threads(1)  # as the bundled PPO does: a 64-64 MLP is faster on one thread
-    envs = ppo.make_envs(4)
-    agent = ppo.Agent(4, 2).to(dev)
-    opt = torch.optim.Adam(agent.parameters(), lr=1e-4, eps=1e-5)
+    dev, envs, agent, opt = ppo_parts(device)
 
     def run(iterations: int) -> list[int]:
         calls: list[int] = []
@@ -137,14 +130,7 @@ def workload(device: str) -> Any:
                 obs_np, _, _, _, _ = envs.step(action.cpu().numpy())
                 obs = torch.as_tensor(obs_np, dtype=torch.float32, device=dev)
             if (i + 1) % UPDATE_EVERY == 0:
-                with rlscope.scope("backprop"):
-                    x, a = torch.cat(batch_obs), torch.cat(batch_act)
-                    _, logprob, entropy, value = agent.get_action_and_value(x, a)
-                    loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * value.pow(2).mean()
-                    opt.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
-                    opt.step()
+                ppo_update(agent, opt, batch_obs, batch_act)
                 batch_obs, batch_act = [], []
         if dev.type == "cuda":
             torch.cuda.synchronize()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def launch_step(device: str) -> Callable[[], None]:
@@ -76,6 +77,37 @@ def sim_eager_step(device: str) -> Callable[[], None]:
 UPDATE_EVERY = 128  # iterations between two backprop calls (PPO's 128 steps per rollout)
 
 
+def ppo_parts(device: str) -> tuple[Any, Any, Any, Any]:
+    """(device, 4 CartPole envs, agent, optimizer) of the bundled PPO, seeded; one torch thread on the
+    CPU, as the bundled PPO runs (a 64-64 MLP is faster on one)."""
+    import torch
+
+    from rlscope.workloads import ppo_cartpole as ppo
+
+    dev = ppo.resolve_device(device)
+    torch.manual_seed(1)
+    if dev.type == "cpu":
+        torch.set_num_threads(1)
+    agent = ppo.Agent(4, 2).to(dev)
+    return dev, ppo.make_envs(4), agent, torch.optim.Adam(agent.parameters(), lr=1e-4, eps=1e-5)
+
+
+def ppo_update(agent: Any, opt: Any, obs: list[Any], actions: list[Any]) -> None:
+    """One one-minibatch PPO-like update on the collected observations and actions (in ``backprop``)."""
+    import torch
+
+    import rlscope
+
+    with rlscope.scope("backprop"):
+        x, a = torch.cat(obs), torch.cat(actions)
+        _, logprob, entropy, value = agent.get_action_and_value(x, a)
+        loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * value.pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+        opt.step()
+
+
 def ppo_step(device: str) -> Callable[[], None]:
     """One iteration of the bundled PPO's loop (`benchmarks/light_cost.py`'s): ``inference`` and a
     ``simulation`` step of 4 CartPole envs, and a one-minibatch ``backprop`` every UPDATE_EVERY
@@ -83,13 +115,8 @@ def ppo_step(device: str) -> Callable[[], None]:
     import torch
 
     import rlscope
-    from rlscope.workloads import ppo_cartpole as ppo
 
-    dev = ppo.resolve_device(device)
-    torch.manual_seed(1)
-    envs = ppo.make_envs(4)
-    agent = ppo.Agent(4, 2).to(dev)
-    opt = torch.optim.Adam(agent.parameters(), lr=1e-4, eps=1e-5)
+    dev, envs, agent, opt = ppo_parts(device)
     obs_np, _ = envs.reset(seed=1)
     obs = torch.as_tensor(obs_np, dtype=torch.float32, device=dev)
     state = {"obs": obs, "i": 0, "obs_b": [], "act_b": []}
@@ -104,14 +131,7 @@ def ppo_step(device: str) -> Callable[[], None]:
             state["obs"] = torch.as_tensor(obs_np, dtype=torch.float32, device=dev)
         state["i"] += 1
         if state["i"] % UPDATE_EVERY == 0:
-            with rlscope.scope("backprop"):
-                x, a = torch.cat(state["obs_b"]), torch.cat(state["act_b"])
-                _, logprob, entropy, value = agent.get_action_and_value(x, a)
-                loss = -logprob.mean() - 0.01 * entropy.mean() + 0.5 * value.pow(2).mean()
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
-                opt.step()
+            ppo_update(agent, opt, state["obs_b"], state["act_b"])
             state["obs_b"], state["act_b"] = [], []
 
     return step
