@@ -28,7 +28,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,24 +42,42 @@ from rlscope.trace import schema as S
 INDEX_BINS = ((0, 1), (1, 3), (3, 10), (10, 30), (30, 100), (100, 1 << 62))
 
 
+class MainInstances(NamedTuple):
+    """A process's operation instances on its main thread, in begin order, and its window switches."""
+
+    tl: Any  # the raw timeline
+    inst: np.ndarray  # each instance's id
+    begin: np.ndarray  # its begin and end (ns)
+    end: np.ndarray
+    excl: np.ndarray  # its exclusive ns
+    win_ts: np.ndarray  # the window switches: time and mode
+    win_mode: np.ndarray
+
+
+def main_instances(proc: Any) -> MainInstances:
+    """The main thread's operation instances of a loaded process (``reader.load_process``)."""
+    tl = build_timeline(proc.events)
+    seg = tl.op >= 0
+    excl = np.bincount(tl.op[seg], weights=(tl.seg_end - tl.ts)[seg], minlength=len(tl.inst_name))
+    win_ts, win_mode = windows.window_rows(tl)
+    begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread))
+    inst = tl.id[begins]
+    return MainInstances(tl, inst, tl.ts[begins], tl.inst_end[inst], excl[inst], win_ts, win_mode)
+
+
 def _light_instances(proc: Any) -> dict[str, Any]:
     """Per operation name on the main thread: each instance's exclusive ns (what validate's timer
     blocks hold), window kind at its start, index since its window's switch, and whether it
     overlapped a flush on another thread."""
-    tl = build_timeline(proc.events)
-    seg = tl.op >= 0
-    excl = np.bincount(tl.op[seg], weights=(tl.seg_end - tl.ts)[seg], minlength=len(tl.inst_name))
+    m = main_instances(proc)
+    tl, b_ts, e_ts, win_ts, win_mode = m.tl, m.begin, m.end, m.win_ts, m.win_mode
     names = proc.names
-    win_ts, win_mode = windows.window_rows(tl)
-    begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread))
-    inst = tl.id[begins]
-    b_ts, e_ts = tl.ts[begins], tl.inst_end[inst]
     wi = np.searchsorted(win_ts, b_ts, side="right") - 1
     whole = wi == np.searchsorted(win_ts, e_ts, side="left") - 1
     mode = np.where(wi >= 0, win_mode[np.maximum(wi, 0)], S.WINDOW_FULL)
     # index since the window opened, per operation name
-    name = tl.inst_name[inst]
-    idx = np.zeros(len(begins), np.int64)
+    name = tl.inst_name[m.inst]
+    idx = np.zeros(len(m.inst), np.int64)
     last: dict[tuple[int, int], int] = {}
     for i, (n, w) in enumerate(zip(name.tolist(), wi.tolist(), strict=True)):
         idx[i] = last.get((n, w), -1) + 1
@@ -71,14 +89,14 @@ def _light_instances(proc: Any) -> dict[str, Any]:
     other = tl.thread[cb[:k]] != tl.main_thread
     flush = np.stack([tl.ts[cb[:k]][other], tl.ts[ce[:k]][other]], axis=1)
     main_ns = (tl.ts[ce[:k]] - tl.ts[cb[:k]])[~other]
-    overlap = np.zeros(len(begins), bool)
+    overlap = np.zeros(len(m.inst), bool)
     for a, z in flush:
         overlap |= (b_ts < z) & (e_ts > a)
     out: dict[str, Any] = {"main_profiler_ms": main_ns / 1e6, "flush_ms": (flush[:, 1] - flush[:, 0]) / 1e6}
     for nid in np.unique(name).tolist():
         sel = (name == nid) & whole
         out.setdefault("ops", {})[reader.name_of(names, nid, str(nid))] = {
-            "ns": excl[inst[sel]],
+            "ns": m.excl[sel],
             "light": mode[sel] == S.WINDOW_LIGHT,
             "index": idx[sel],
             "overlap": overlap[sel],

@@ -119,33 +119,26 @@ def _raw_cycles(n: int, step: Any) -> None:
 
 
 def _keep(trace_dir: str, summary: dict, path: str) -> None:
-    """The main thread's operation instances (name, begin, end, exclusive ns, window, whole in one),
-    the window switches and the summary, as one small .npz beside the pairs' block times."""
+    """The main thread's operation instances (name id, begin, end, exclusive ns), the window switches,
+    the names and the summary, as one small .npz beside the pairs' block times."""
     import numpy as np
+    from light_state import main_instances  # this script's directory
 
-    from rlscope.analysis import windows
-    from rlscope.analysis.timeline import build_timeline
     from rlscope.trace import reader
-    from rlscope.trace import schema as S
 
     _, dirs, _ = reader.process_dirs(trace_dir)
     proc = reader.load_process(dirs[0])
-    tl = build_timeline(proc.events)
-    seg = tl.op >= 0
-    excl = np.bincount(tl.op[seg], weights=(tl.seg_end - tl.ts)[seg], minlength=len(tl.inst_name))
-    win_ts, win_mode = windows.window_rows(tl)
-    begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread))
-    inst = tl.id[begins]
-    b_ts, e_ts = tl.ts[begins], tl.inst_end[inst]
-    names = sorted({int(n) for n in tl.inst_name[inst]})
+    m = main_instances(proc)
+    name = m.tl.inst_name[m.inst]
+    names = sorted({int(n) for n in name})
     np.savez_compressed(
         path,
-        name=tl.inst_name[inst],
-        begin=b_ts,
-        end=e_ts,
-        excl=excl[inst],
-        win_ts=win_ts,
-        win_mode=win_mode,
+        name=name,
+        begin=m.begin,
+        end=m.end,
+        excl=m.excl,
+        win_ts=m.win_ts,
+        win_mode=m.win_mode,
         names=np.array([reader.name_of(proc.names, n, str(n)) for n in names]),
         name_ids=np.array(names),
         summary=np.array(json.dumps(summary, default=str)),
@@ -193,6 +186,32 @@ class _FakeGpuRows:
         self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
 
 
+def _hold(config: str, kind: str, cycles: int, session: Any, step: Any) -> None:
+    """Bring a started session into ``config``'s state: used (torch's collectors join on first use,
+    CUPTI gets used), ``cycles`` more window pairs, then stopped (``*_once``, ``stopN``), every
+    collector on (``full``) or held in a light window; ``light_memoff`` tells the memory recorder to
+    drop events."""
+    import rlscope.session as rs
+
+    for _ in range(20):
+        step()
+    for _ in range(2 * cycles):
+        session.switch_window()
+        for _ in range(5):
+            step()
+    if config.endswith("_once") or kind == "stop":
+        session.stop()
+        return
+    if config != "full":
+        if session._window_mode != rs.S.WINDOW_LIGHT:
+            session.switch_window()
+        session.window_due_ns = 1 << 62  # hold the light window
+    if config == "light_memoff":
+        for col in session._collectors:
+            if getattr(col, "native", None) is not None:
+                col.native.mn_enable(0)
+
+
 def _pin(main_cpu: int, aux_cpu: int) -> None:
     """The calling (main) thread on ``main_cpu``, every other thread of the process on ``aux_cpu``."""
     me = threading.get_native_id()
@@ -210,7 +229,6 @@ def child(device: str, loop: str) -> None:
     import loops
 
     import rlscope
-    import rlscope.session as rs
 
     one = loops.ppo_step(device) if loop == "ppo" else loops.sim_eager_step(device)
     extra = [0]  # ns of busy-waiting added to each iteration (``busyN``: a known cost)
@@ -271,27 +289,10 @@ def child(device: str, loop: str) -> None:
                 session = rlscope.profile(tmp, **opts).start()
                 if kind == "flush" and cycles:
                     _FakeGpuRows(session, cycles * 1000)
-                if config.startswith("default"):  # the blocks run under the switching windows
-                    _pin(*pins)
-                    print(time.perf_counter_ns() - t0, flush=True)
-                    continue
-                for _ in range(20):  # torch's collectors join on first use; CUPTI gets used
-                    step()
-                for _ in range(2 * cycles):
-                    session.switch_window()
-                    for _ in range(5):
-                        step()
-                if config.endswith("_once") or kind == "stop":
-                    session.stop()
-                    session = None
-                elif config != "full":
-                    if session._window_mode != rs.S.WINDOW_LIGHT:
-                        session.switch_window()
-                    session.window_due_ns = 1 << 62  # hold the light window
-                if config == "light_memoff":
-                    for col in session._collectors:
-                        if getattr(col, "native", None) is not None:
-                            col.native.mn_enable(0)
+                if not config.startswith("default"):  # default: the blocks run under the switching windows
+                    _hold(config, kind, cycles, session, step)
+                    if config.endswith("_once") or kind == "stop":
+                        session = None  # stopped
                 sync()
             _pin(*pins)  # the session's threads on the aux core, like the rest
             print(time.perf_counter_ns() - t0, flush=True)
