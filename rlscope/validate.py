@@ -217,14 +217,13 @@ class TimerAggregate:
         self._block.clear()
 
     def block_quantiles(self, names: list[str]) -> dict[str, list[float]]:
-        """Per operation name: the 10th, 50th and 90th percentiles of its blocks' median exclusive ns."""
-        self._fold_open()
-        out = {}
-        for nid, blocks in self.block_medians.items():
-            if len(blocks) >= 3:
-                name = names[nid] if nid < len(names) else f"<name {nid}>"
-                out[name] = quantiles3([m for m, _ in blocks])
-        return out
+        """Per operation name with 3 blocks or more: the 10th, 50th and 90th percentiles of its
+        blocks' median exclusive ns."""
+        return {
+            name: quantiles3([m for m, _ in blocks])
+            for name, blocks in self.block_samples(names).items()
+            if len(blocks) >= 3
+        }
 
     def block_samples(self, names: list[str]) -> dict[str, list[list[float]]]:
         """Per operation name: ``[median exclusive ns, instances]`` of each block, for
