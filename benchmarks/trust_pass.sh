@@ -5,6 +5,7 @@
 #   bash benchmarks/trust_pass.sh            (REPS=5 by default, VOPTS="--max-reps 10" to settle; SKIP_TESTS=1 to skip pytest; SPEED=1 the
 #                                             machine-speed probe; PROCSTAT=1 /proc/stat each second;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
+#                                             LIGHTPARTS=1 benchmarks/light_parts.py (light window's parts, in place);
 #                                             LOCKSTEP=1 benchmarks/lockstep.py (collector states, twin process, same core);
 #                                             INTERLEAVE=1 benchmarks/interleave_cost.py (boundaries' in-loop cost);
 #                                             PERSIST=1 benchmarks/cupti_persist.py (CUPTI's cost after one attach);
@@ -58,6 +59,10 @@ if [ -n "${LIGHT:-}" ]; then  # what each collector costs switched off (the ligh
     timeout "${LIGHT_LIMIT:-300}" python3 benchmarks/light_cost.py --device cuda --reps "${LIGHT_REPS:-3}" \
         --iterations "${LIGHT_ITERS:-1500}" --configs "${LIGHT_CONFIGS:-unprofiled,scopes,nvtx,backend-off,cupti-off,memory,light,full}" \
         --json "$OUT/light_cost.json" 2>&1 | tee "$OUT/light_cost.log"
+fi
+if [ -n "${LIGHTPARTS:-}" ]; then  # the light window's parts switched on and off in place (one process)
+    timeout "${LIGHTPARTS_LIMIT:-300}" python3 benchmarks/light_parts.py --pairs "${LIGHTPARTS_PAIRS:-150}" \
+        ${LIGHTPARTS_PARTS:+--parts "$LIGHTPARTS_PARTS"} --json "$OUT/light_parts.json" 2>&1 | tee "$OUT/light_parts.log"
 fi
 if [ -n "${LOCKSTEP:-}" ]; then  # collector states against a twin process on the same core, in lockstep
     timeout "${LOCKSTEP_LIMIT:-420}" python3 benchmarks/lockstep.py --rounds "${LOCKSTEP_ROUNDS:-2}" \

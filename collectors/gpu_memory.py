@@ -39,7 +39,7 @@ from rlscope.errors import warn_once
 from rlscope.trace import schema as S
 
 NATIVE_SOURCE = Path(__file__).with_name("memory_native.cpp")
-NATIVE_ABI = 1
+NATIVE_ABI = 2
 _native: Any = None  # the loaded library (the tracker is process-wide)
 
 MAX_ENTRIES = 1_000_000  # history ring buffer between two drains (a drain per flush, 1 s by default)

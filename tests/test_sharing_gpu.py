@@ -69,6 +69,50 @@ def test_scope_that_frees_is_ephemeral_one_that_keeps_is_persistent(tmp_path, mo
         assert set(table["thread"].to_pylist()) - {-1} == {threading.get_native_id()}
 
 
+def test_native_memory_stamps_fall_inside_their_calls(tmp_path):
+    """The native tracker keeps torch's approximate clock and converts it at each drain: every
+    allocation's stamp must lie within the call that made it, on the events' clock (to 2 us),
+    across several drains and half a second of the clocks' drift."""
+    import numpy as np
+    import pyarrow as pa
+    import torch
+
+    from rlscope.collectors import gpu_memory
+
+    try:
+        gpu_memory.load_native(torch)
+    except gpu_memory.NativeMemoryUnavailable as e:
+        pytest.skip(str(e))
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    calls = []
+    with rlscope.profile(tmp_path / "t", windows=False, flush_interval=0.1):
+        for i in range(100):
+            t0 = time.perf_counter_ns()
+            x = torch.empty(MIB8 + (i + 1) * (2 << 20), dtype=torch.uint8, device="cuda")
+            t1 = time.perf_counter_ns()
+            calls.append((t0, t1, x.untyped_storage().nbytes()))
+            del x
+            time.sleep(0.005)
+    (path,) = (tmp_path / "t").rglob(S.MEMORY_FILE)
+    with pa.OSFile(str(path)) as f:
+        t = pa.ipc.open_stream(f).read_all().to_pydict()
+    allocs = {
+        size: ts
+        for ts, action, size in zip(t["ts_ns"], t["action"], t["bytes"], strict=True)
+        if action == S.MEMORY_ALLOC
+    }
+    off = np.array(
+        [
+            allocs[size] - t0 if allocs[size] < t0 else max(0, allocs[size] - t1)
+            for t0, t1, size in calls
+            if size in allocs
+        ]
+    )
+    assert len(off) == len(calls), f"{len(off)} of {len(calls)} allocations recorded"
+    assert np.abs(off).max() <= 2_000, f"stamps outside their calls by up to {np.abs(off).max()} ns"
+
+
 def test_memory_recorded_when_cuda_starts_inside_the_session(tmp_path):
     """The usual `rlscope run` case: torch imported and CUDA initialized after the session starts."""
     import subprocess
