@@ -25,7 +25,8 @@ Parts, in this order (the tracker last: torch cannot detach it):
   the difference between the two runs is torch's own part of a tracker's cost.
 
 Per part: the median of on/off over the pairs with a 95% interval (bootstrap of the median), the
-added us per iteration, and the share of the step. Results: BENCHMARKS.md §9, seventeenth session.
+added us per iteration, the share of the step, and the cost per counted sample or event (the
+median pair's; the JSON has the mean's too). Results: BENCHMARKS.md §9, seventeenth session.
 """
 
 from __future__ import annotations
@@ -220,7 +221,11 @@ def measure(
         "excess_us_per_iter_mean": float(np.mean(excess_us)),
         "counted": n,
         "per_iter_counted": n / (pairs * iters),
-        "ns_per_counted": float(np.sum(on - off) * 1e9 / n) if n else None,
+        # per counted thing (sample, event, busy ns): the median pair's excess over the mean count
+        # per block, as the table's other columns; the mean excess's beside it (a drain or sample
+        # that lands in a few blocks shows there)
+        "ns_per_counted": float(np.median(on - off) * 1e9 / (n / pairs)) if n else None,
+        "ns_per_counted_mean": float(np.sum(on - off) * 1e9 / n) if n else None,
     }
 
 

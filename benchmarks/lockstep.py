@@ -2,7 +2,7 @@
 
     python benchmarks/lockstep.py [--cpu 2] [--aux-cpu 3] [--configs none,light,...] [--pairs 30]
                                   [--iters 60] [--rounds 2] [--loop sim_eager|ppo] [--device cuda]
-                                  [--json FILE] [--keep DIR]
+                                  [--json FILE] [--keep DIR] [--a-timers]
 
 Why: on the devices a core runs at a speed the host sets (BENCHMARKS.md §9, fifteenth and sixteenth
 sessions: 0.9-3.5 ms for the same iteration within a minute, per core, independently), so two
@@ -51,6 +51,12 @@ its windows switching, then analyzes B's trace. Every iteration runs in a scope 
 where no session makes it a no-op), so B's corrected ``iter`` time per call is set against A's time
 per iteration over the same pairs, divided by the base ratio: the corrected figure's error with the
 host's speed and the two processes' own difference taken out. The raw ratio is reported beside it.
+
+``--a-timers``: A's scopes feed plain timers (`rlscope validate`'s timer path: C boundaries that
+stamp their own cost, tens of ns a scope, the same in the base and state phases), so the default
+configurations' corrected figure is also set against A per operation (B's corrected ns a call over
+A's timed ns a call over the same pairs, with the whole iteration's base ratio, since pristine B
+has no per-operation times): which operation carries an error the ``iter`` figure shows.
 
 Reported per configuration: base and state ratios (median of the pairs, with quartiles), the cost
 (state / base), and A's own block range, which shows how far the host's speed moved meanwhile.
@@ -220,8 +226,12 @@ def _pin(main_cpu: int, aux_cpu: int) -> None:
             os.sched_setaffinity(int(tid), {main_cpu} if int(tid) == me else {aux_cpu})
 
 
-def child(device: str, loop: str) -> None:
-    """Serve commands from the parent, one per line: pin, block, enter, quit."""
+def child(device: str, loop: str, timers: bool = False) -> None:
+    """Serve commands from the parent, one per line: pin, block, enter, leave, optimes, quit.
+
+    ``timers``: the process's scopes feed plain timers (`rlscope validate`'s timer path, C boundaries
+    that stamp their own cost), so ``optimes`` can say what each operation took (A, with
+    ``--a-timers``: the per-operation truth the corrected figures of B are set against)."""
     import torch
 
     torch.set_num_threads(1)
@@ -248,6 +258,14 @@ def child(device: str, loop: str) -> None:
     pins = (0, 0)
     session = None
     tmp = tempfile.mkdtemp(prefix="rlscope-lockstep-")
+    timer_costs: dict[str, float] = {}
+    if timers:
+        from rlscope import annotate, validate
+
+        timer_costs = validate.measure_timer_costs()
+        aggregate = validate.TimerAggregate()
+        record = validate.ChildRecord(None, "timers")
+        timer_session = validate.TimerSession(tmp, record=record, aggregate=aggregate).start()
     print("ready", flush=True)
     for line in sys.stdin:
         cmd, *arg = line.split()
@@ -306,6 +324,14 @@ def child(device: str, loop: str) -> None:
             if arg:  # keep what an offline look at the windows needs (the trace is too large)
                 _keep(tmp, summary, arg[0])
             cor, raw = summary["operations"]["iter"], summary["raw"]["operations"]["iter"]
+            ops = {  # every operation's corrected and raw inclusive ns per call
+                k: [
+                    v["total_s"] / v["calls"] * 1e9,
+                    summary["raw"]["operations"][k]["total_s"] / v["calls"] * 1e9,
+                ]
+                for k, v in summary["operations"].items()
+                if v.get("calls") and k in summary["raw"]["operations"]
+            }
             print(
                 json.dumps(
                     {
@@ -313,14 +339,21 @@ def child(device: str, loop: str) -> None:
                         "raw_ns": raw["total_s"] / raw["calls"] * 1e9,
                         "calls": cor["calls"],
                         "corrected": summary["corrected_for_overhead"],
+                        "ops": ops,
                     }
                 ),
                 flush=True,
             )
+        elif cmd == "optimes":  # each operation's inclusive ns and calls so far, timers' cost out
+            timer_session.drain()
+            ops = validate.corrected_timers(aggregate.counters(list(annotate._names)), timer_costs)
+            print(json.dumps({k: [v["inclusive_s"] * 1e9, v["calls"]] for k, v in ops.items()}), flush=True)
         elif cmd == "quit":
             break
     if session is not None:
         session.stop()
+    if timers:
+        timer_session.stop()
 
 
 def window_pairs(kept: str, spans: list, base_ratio: float) -> dict[str, list[float]]:
@@ -342,8 +375,9 @@ def window_pairs(kept: str, spans: list, base_ratio: float) -> dict[str, list[fl
 class Proc:
     """One child process, driven line by line."""
 
-    def __init__(self, device: str, park: str, loop: str) -> None:
+    def __init__(self, device: str, park: str, loop: str, timers: bool = False) -> None:
         cmd = [sys.executable, os.path.abspath(__file__), "--child", "--device", device, "--loop", loop]
+        cmd += ["--timers"] if timers else []
         self.p = subprocess.Popen(
             ["taskset", "-c", park, *cmd],
             stdin=subprocess.PIPE,
@@ -394,6 +428,22 @@ def _pairs(a: Proc, b: Proc, pairs: int, iters: int, spans: list | None = None) 
     return out
 
 
+def _op_errors(b_ops: dict, a0: dict, a1: dict, base: float) -> dict[str, tuple[float, float, float]]:
+    """Per operation A timed over the state pairs (``a1 - a0``): B's corrected and raw error against
+    it, with the whole iteration's base ratio (B pristine has no per-operation times), and the
+    operation's share of A's ``iter``."""
+    out = {}
+    iter_ns = a1["iter"][0] - a0.get("iter", [0.0, 0])[0]
+    for name, (ns1, calls1) in a1.items():
+        ns0, calls0 = a0.get(name, [0.0, 0])
+        if name not in b_ops or calls1 <= calls0 or name == "iter":
+            continue
+        a_call = (ns1 - ns0) / (calls1 - calls0)
+        cor, raw = b_ops[name]
+        out[name] = (cor / a_call / base - 1, raw / a_call / base - 1, (ns1 - ns0) / iter_ns)
+    return out
+
+
 def _q(xs: list[float]) -> tuple[float, float, float]:
     q = statistics.quantiles(xs, n=4)
     return q[0], statistics.median(xs), q[2]
@@ -418,9 +468,15 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", default=None)
     p.add_argument("--keep", default=None, help="folder for the default configurations' instance tables")
+    p.add_argument(
+        "--a-timers",
+        action="store_true",
+        help="A's scopes feed plain timers: the default configurations' corrected figure per operation",
+    )
+    p.add_argument("--timers", action="store_true", help=argparse.SUPPRESS)  # a child's
     args = p.parse_args()
     if args.child:
-        child(args.device, args.loop)
+        child(args.device, args.loop, args.timers)
         return
     if args.loop == "ppo" and args.iters % 128:
         raise SystemExit("lockstep: --loop ppo needs --iters a multiple of 128 (a backprop every 128)")
@@ -430,7 +486,7 @@ def main() -> None:
         known = ", ".join(CONFIGS) + ", cyclesN, nogpucyclesN, stopN, rawN, busyN, flushN"
         raise SystemExit(f"lockstep: unknown configuration(s) {', '.join(bad)}; known: {known}")
     os.sched_setaffinity(0, {0, 1})
-    a = Proc(args.device, args.park, args.loop)
+    a = Proc(args.device, args.park, args.loop, args.a_timers)
     results: list[dict] = []
     for r in range(args.rounds):
         order = configs[r % len(configs) :] + configs[: r % len(configs)]
@@ -449,7 +505,9 @@ def main() -> None:
             if not session:
                 _pairs(a, b, 3, args.iters)  # a switch's transient
             spans: list = []
+            a_ops0 = json.loads(a.ask("optimes")) if args.a_timers else {}
             state = _pairs(a, b, args.pairs, args.iters, spans)
+            a_ops1 = json.loads(a.ask("optimes")) if args.a_timers else {}
             keep = f" {args.keep}/lockstep-{config}-{r + 1}.npz" if args.keep else ""
             analysis = json.loads(b.ask("leave" + keep)) if session else None
             b.close()
@@ -479,6 +537,8 @@ def main() -> None:
                 base_sum = sum(tb for _, tb in base) / sum(ta for ta, _ in base)
                 row["corrected_error"] = analysis["corrected_ns"] / a_iter / base_sum - 1
                 row["raw_error"] = analysis["raw_ns"] / a_iter / base_sum - 1
+                if a_ops1:  # per operation: B's corrected ns a call over A's timed ns a call, base out
+                    row["op_errors"] = _op_errors(analysis["ops"], a_ops0, a_ops1, base_sum)
                 if keep:  # the pairs by B's kind of window: what each kind really cost against A
                     by = window_pairs(keep.strip(), spans, statistics.median(base_r))
                     row["window_pairs"] = {
@@ -501,6 +561,11 @@ def main() -> None:
                     f"  ({analysis['calls']} calls, corrected={analysis['corrected']})",
                     flush=True,
                 )
+            if row.get("op_errors"):
+                cells = [
+                    f"{k} {c:+.1%} (raw {r:+.1%}, {sh:.0%})" for k, (c, r, sh) in row["op_errors"].items()
+                ]
+                print(f"        {config:13} per operation, corrected: {', '.join(cells)}", flush=True)
             if row.get("window_pairs"):
                 cells = [f"{k} {n}: {m:.3f}" for k, (n, m) in row["window_pairs"].items() if m is not None]
                 print(
@@ -508,7 +573,7 @@ def main() -> None:
                 )
         if r + 1 < args.rounds:  # a fresh A each round too
             a.close()
-            a = Proc(args.device, args.park, args.loop)
+            a = Proc(args.device, args.park, args.loop, args.a_timers)
     a.close()
     print("cost (state / base), median [min-max] over rounds:")
     summary = {}

@@ -1,5 +1,5 @@
 """benchmarks/lockstep.py on the CPU: a known added cost is read back, the null reads 1, and the
-default profile's corrected figure is set against the twin process."""
+default profile's corrected figure is set against the twin process, in total and per operation."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
         str(out),
         "--keep",
         str(tmp_path),
+        "--a-timers",
     ]
     env = {**os.environ, "RLSCOPE_CALIBRATION_DIR": str(tmp_path / "calibration")}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
@@ -64,6 +65,13 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     assert d["analysis"]["corrected"] is True and d["analysis"]["calls"] >= 600
     assert d["corrected_error"] < d["raw_error"]
     assert abs(d["corrected_error"]) < 0.2
+    # per operation against A's timers (--a-timers): every operation of the step, each near the
+    # twin's time, their shares of A's iteration adding up to most of it
+    ops = d["op_errors"]
+    assert set(ops) == {"policy", "step", "stats"}
+    assert all(abs(c) < 0.3 for c, _, _ in ops.values()), ops
+    assert ops["step"][0] < ops["step"][1]  # corrected below raw
+    assert 0.7 < sum(sh for _, _, sh in ops.values()) <= 1.02, ops
     # every state pair placed by B's kind of window, read from the kept table
     assert sum(n for n, _ in d["window_pairs"].values()) == 10
     kept = tmp_path / "lockstep-default-1.npz"
