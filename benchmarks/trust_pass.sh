@@ -6,7 +6,8 @@
 #                                             machine-speed probe; PROCSTAT=1 /proc/stat each second;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
 #                                             LIGHTPARTS=1 benchmarks/light_parts.py (light window's parts, in place);
-#                                             LOCKSTEP=1 benchmarks/lockstep.py (collector states, twin process, same core);
+#                                             LOCKSTEP=1 benchmarks/lockstep.py (collector states, twin process, same core;
+#                                             LOCKSTEP_ATIMERS=1: the corrected figure per operation against A's timers);
 #                                             INTERLEAVE=1 benchmarks/interleave_cost.py (boundaries' in-loop cost);
 #                                             PERSIST=1 benchmarks/cupti_persist.py (CUPTI's cost after one attach);
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
@@ -67,7 +68,7 @@ fi
 if [ -n "${LOCKSTEP:-}" ]; then  # collector states against a twin process on the same core, in lockstep
     timeout "${LOCKSTEP_LIMIT:-420}" python3 benchmarks/lockstep.py --rounds "${LOCKSTEP_ROUNDS:-2}" \
         --pairs "${LOCKSTEP_PAIRS:-30}" ${LOCKSTEP_CONFIGS:+--configs "$LOCKSTEP_CONFIGS"} \
-        --loop "${LOCKSTEP_LOOP:-sim_eager}" --iters "${LOCKSTEP_ITERS:-60}" \
+        --loop "${LOCKSTEP_LOOP:-sim_eager}" --iters "${LOCKSTEP_ITERS:-60}" ${LOCKSTEP_ATIMERS:+--a-timers} \
         --json "$OUT/lockstep.json" --keep "$OUT" 2>&1 | grep -v "^rlscope: warning" | tee "$OUT/lockstep.log"
 fi
 if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core vs pinned (NOISE_CPUS)
