@@ -15,6 +15,8 @@ Parts, in this order (the tracker last: torch cannot detach it):
   "ns each" is the measured excess over the busy time spent: 1.0 when the method sees all of it);
 - ``nvmlHZ``: rlscope's NVML sampler (`collectors/nvml.py`, its own sampling code) at HZ samples a
   second, its thread paused in the off blocks; also per sample (on - off over the samples taken);
+- ``backend_idle``: the native backend-op recorder's callback registered and disabled, as light
+  windows hold it, against removed (the CPU's light window has it too);
 - ``history``: torch's allocator history (no context), which runs the allocator's per-event trace
   entry as the native tracker does; also per allocator event;
 - ``tracker``: rlscope's native tracker attached and enabled against attached and gated off (its own
@@ -176,11 +178,31 @@ class Tracker(Part):
         return 0 if cols is None else len(cols[0])
 
 
+class BackendIdle(Part):
+    """The native backend-op recorder's callback registered with torch and disabled (what a light
+    window holds), against not registered at all: does a disabled callback cost an op anything?"""
+
+    def __init__(self, torch: Any) -> None:
+        from rlscope.collectors import torch_native
+
+        self.lib = torch_native.load(torch)
+
+    def on(self) -> None:
+        if self.lib.tn_start() != 0:
+            raise RuntimeError("torch refused the backend recorder's callback")
+        self.lib.tn_enable(0)
+
+    def off(self) -> None:
+        self.lib.tn_stop()
+
+
 def make_part(name: str, torch: Any, extra: list[float]) -> Part:
     if name.startswith("busy"):
         return Busy(float(name[4:]), extra)
     if name.startswith("nvml"):
         return Nvml(float(name[4:]))
+    if name == "backend_idle":
+        return BackendIdle(torch)
     if name == "history":
         return History(torch)
     if name == "tracker":
