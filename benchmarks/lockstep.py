@@ -32,6 +32,8 @@ state / base. Configurations:
   flag, checked first in torch's call): what switching it in windows would leave;
 - ``light_bare``: the light window without the memory recorder and NVML sampling;
 - ``light_nogpu``: a session without GPU tracing at all (scopes, backend recorder off, no memory);
+  ``light_nogpu_noflush``: the same with the writer flushing once a minute instead of once a second
+  (what the writer's flushes cost the job's thread beside the rest of the session);
 - ``keep``: the light window with CUPTI left attached, its kinds off (the positive control: +30%);
 - ``full``: every collector on (no windows);
 - ``cyclesN``: the light window after N more full/light window pairs (N more CUPTI attach/detach
@@ -88,6 +90,7 @@ CONFIGS = (
     "light_memoff",
     "light_bare",
     "light_nogpu",
+    "light_nogpu_noflush",
     "keep",
     "full",
     "default",
@@ -240,7 +243,8 @@ def child(device: str, loop: str, timers: bool = False) -> None:
 
     import rlscope
 
-    one = loops.ppo_step(device) if loop == "ppo" else loops.sim_eager_step(device)
+    steps = {"ppo": loops.ppo_step, "dqn": loops.dqn_step, "sim_eager": loops.sim_eager_step}
+    one = steps[loop](device)
     extra = [0]  # ns of busy-waiting added to each iteration (``busyN``: a known cost)
 
     def step() -> None:
@@ -300,6 +304,8 @@ def child(device: str, loop: str, timers: bool = False) -> None:
                     opts = {"gpu": "cupti", "backend": False, "nvml_hz": 0, "windows": False}
                 elif config == "light_nogpu" or kind == "nogpucycles":
                     opts = {"gpu": False}
+                elif config == "light_nogpu_noflush":  # the writer flushes once a minute, not a second
+                    opts = {"gpu": False, "flush_interval": 60.0}
                 elif config in ("light_nonvml", "light_bare"):
                     opts = {"nvml_hz": 0}
                 elif config == "full":
@@ -428,17 +434,28 @@ def _pairs(a: Proc, b: Proc, pairs: int, iters: int, spans: list | None = None) 
     return out
 
 
-def _op_errors(b_ops: dict, a0: dict, a1: dict, base: float) -> dict[str, tuple[float, float, float]]:
+def _op_errors(
+    b_ops: dict, a0: dict, a1: dict, a_iter_ns: float, base: float
+) -> dict[str, tuple[float, float, float]]:
     """Per operation A timed over the state pairs (``a1 - a0``): B's corrected and raw error against
-    it, with the whole iteration's base ratio (B pristine has no per-operation times), and the
-    operation's share of A's ``iter``."""
+    it, and the operation's share of A's ``iter``.
+
+    A's timers leave out their own time (each boundary's stamped cost, and the once-a-second fold
+    of the events into totals, ~1-5% of a CPU loop's wall time, which the timers take off the open
+    operations), while the base ratio and ``a_iter_ns`` (A's wall time an iteration) include it. So
+    A's timed operations are scaled by A's wall iteration over its timed ``iter``: the fold lands
+    in whichever operation is open, in proportion to its time. Then ``iter`` reads exactly the
+    wall-based error, and the operations split it. The whole iteration's base ratio serves every
+    operation (B pristine has no per-operation times)."""
     out = {}
-    iter_ns = a1["iter"][0] - a0.get("iter", [0.0, 0])[0]
+    n0 = a0.get("iter", [0.0, 0])
+    scale = a_iter_ns / ((a1["iter"][0] - n0[0]) / max(1, a1["iter"][1] - n0[1]))
+    iter_ns = a1["iter"][0] - n0[0]
     for name, (ns1, calls1) in a1.items():
         ns0, calls0 = a0.get(name, [0.0, 0])
-        if name not in b_ops or calls1 <= calls0 or name == "iter":
+        if name not in b_ops or calls1 <= calls0:
             continue
-        a_call = (ns1 - ns0) / (calls1 - calls0)
+        a_call = (ns1 - ns0) / (calls1 - calls0) * scale
         cor, raw = b_ops[name]
         out[name] = (cor / a_call / base - 1, raw / a_call / base - 1, (ns1 - ns0) / iter_ns)
     return out
@@ -460,8 +477,9 @@ def main() -> None:
     p.add_argument(
         "--loop",
         default="sim_eager",
-        choices=["sim_eager", "ppo"],
-        help="sim_eager: the eager CartPole step; ppo: PPO's iteration (--iters: a multiple of 128)",
+        choices=["sim_eager", "ppo", "dqn"],
+        help="sim_eager: the eager CartPole step; ppo: PPO's iteration (--iters: a multiple of 128); "
+        "dqn: DQN's iteration once it learns (--iters: a multiple of 4)",
     )
     p.add_argument("--pairs", type=int, default=30)
     p.add_argument("--iters", type=int, default=60)
@@ -480,6 +498,8 @@ def main() -> None:
         return
     if args.loop == "ppo" and args.iters % 128:
         raise SystemExit("lockstep: --loop ppo needs --iters a multiple of 128 (a backprop every 128)")
+    if args.loop == "dqn" and args.iters % 4:
+        raise SystemExit("lockstep: --loop dqn needs --iters a multiple of 4 (a backprop every 4)")
     configs = [c for c in args.configs.split(",") if c]
     bad = [c for c in configs if not _known(c)]
     if bad:
@@ -538,7 +558,9 @@ def main() -> None:
                 row["corrected_error"] = analysis["corrected_ns"] / a_iter / base_sum - 1
                 row["raw_error"] = analysis["raw_ns"] / a_iter / base_sum - 1
                 if a_ops1:  # per operation: B's corrected ns a call over A's timed ns a call, base out
-                    row["op_errors"] = _op_errors(analysis["ops"], a_ops0, a_ops1, base_sum)
+                    row["op_errors"] = _op_errors(analysis["ops"], a_ops0, a_ops1, a_iter, base_sum)
+                    timed = (a_ops1["iter"][0] - a_ops0.get("iter", [0.0])[0]) / (len(state) * args.iters)
+                    row["a_untimed_share"] = 1 - timed / a_iter  # A's wall the timers leave out
                 if keep:  # the pairs by B's kind of window: what each kind really cost against A
                     by = window_pairs(keep.strip(), spans, statistics.median(base_r))
                     row["window_pairs"] = {
@@ -565,7 +587,11 @@ def main() -> None:
                 cells = [
                     f"{k} {c:+.1%} (raw {r:+.1%}, {sh:.0%})" for k, (c, r, sh) in row["op_errors"].items()
                 ]
-                print(f"        {config:13} per operation, corrected: {', '.join(cells)}", flush=True)
+                print(
+                    f"        {config:13} per operation, corrected: {', '.join(cells)};"
+                    f" A's wall outside its timers {row['a_untimed_share']:.1%}",
+                    flush=True,
+                )
             if row.get("window_pairs"):
                 cells = [f"{k} {n}: {m:.3f}" for k, (n, m) in row["window_pairs"].items() if m is not None]
                 print(

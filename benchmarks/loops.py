@@ -3,7 +3,9 @@
 - :func:`launch_step`: `tests/test_gpu_windows.py`'s launch-bound step: a ~200 us kernel, 20
   ``torch.add`` launches and a synchronize (scope ``step``), then 100 us of CPU work (``cpu``);
 - :func:`sim_eager_step`: one step of `validation_workloads.py`'s eager CartPole (16 envs, a linear
-  policy): ``policy``, ``step``, ``stats``, ~50 small launches and no synchronize.
+  policy): ``policy``, ``step``, ``stats``, ~50 small launches and no synchronize;
+- :func:`ppo_step`: the bundled PPO's iteration, an update every UPDATE_EVERY;
+- :func:`dqn_step`: the bundled DQN's iteration once it learns, an update every DQN_TRAIN_EVERY.
 
 On ``cpu`` the same code runs without the kernel and the synchronize, to check a benchmark's wiring.
 """
@@ -133,5 +135,72 @@ def ppo_step(device: str) -> Callable[[], None]:
         if state["i"] % UPDATE_EVERY == 0:
             ppo_update(agent, opt, state["obs_b"], state["act_b"])
             state["obs_b"], state["act_b"] = [], []
+
+    return step
+
+
+DQN_TRAIN_EVERY = 4  # the bundled DQN's train_frequency: a sample and a backprop every 4 iterations
+
+
+def dqn_step(device: str) -> Callable[[], None]:
+    """One iteration of the bundled DQN's loop (`workloads/dqn_cartpole.py`) past ``learning_starts``:
+    ``inference`` (greedy, epsilon 0.05), a ``simulation`` step of one CartPole env through
+    ``rlscope.wrap_env``, ``replay_buffer`` add, and every DQN_TRAIN_EVERY iterations a
+    ``replay_buffer`` sample of 128 and a ``backprop``, as the DQN row of the matrix runs. Blocks of
+    a multiple of DQN_TRAIN_EVERY iterations do the same work. Seeded; one torch thread on the CPU."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    import rlscope
+    from rlscope.workloads import dqn_cartpole as dqn
+
+    dev = dqn.resolve_device(device)
+    torch.manual_seed(1)
+    rng = np.random.default_rng(1)
+    if dev.type == "cpu":
+        torch.set_num_threads(1)
+    envs = dqn.make_envs(1)
+    envs.single_action_space.seed(1)
+    q, target = dqn.QNetwork(4, 2).to(dev), dqn.QNetwork(4, 2).to(dev)
+    target.load_state_dict(q.state_dict())
+    opt = torch.optim.Adam(q.parameters(), lr=2.5e-4)
+    rb = dqn.ReplayBuffer(10_000, 4)
+    obs, _ = envs.reset(seed=1)
+    for _ in range(256):  # something to sample from
+        nxt, r, term, _, _ = envs.step(np.array([envs.single_action_space.sample()]))
+        rb.add(obs, nxt, np.zeros(1, np.int64), r, term)
+        obs = nxt
+    state = {"obs": obs, "i": 0}
+
+    def step() -> None:
+        with rlscope.scope("inference"):
+            if rng.random() < 0.05:
+                actions = np.array([envs.single_action_space.sample()])
+            else:
+                with torch.no_grad():
+                    qv = q(torch.as_tensor(state["obs"], dtype=torch.float32, device=dev))
+                    actions = torch.argmax(qv, dim=1).cpu().numpy()
+        with rlscope.scope("simulation"):
+            nxt, rewards, term, trunc, infos = envs.step(actions)
+        real_next = nxt.copy()
+        for i in np.flatnonzero(np.logical_or(term, trunc)):
+            real_next[i] = infos["final_obs"][i]
+        with rlscope.scope("replay_buffer"):
+            rb.add(state["obs"], real_next, actions, rewards, term)
+        state["obs"] = nxt
+        state["i"] += 1
+        if state["i"] % DQN_TRAIN_EVERY == 0:
+            with rlscope.scope("replay_buffer"):
+                b_obs, b_act, b_rew, b_next, b_done = rb.sample(128, rng, dev)
+            with rlscope.scope("backprop"):
+                with torch.no_grad():
+                    target_max, _ = target(b_next).max(dim=1)
+                    td = b_rew + 0.99 * target_max * (1 - b_done)
+                old = q(b_obs).gather(1, b_act.unsqueeze(1)).squeeze(1)
+                loss = F.mse_loss(td, old)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
 
     return step

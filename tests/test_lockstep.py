@@ -68,10 +68,12 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     # per operation against A's timers (--a-timers): every operation of the step, each near the
     # twin's time, their shares of A's iteration adding up to most of it
     ops = d["op_errors"]
-    assert set(ops) == {"policy", "step", "stats"}
+    assert set(ops) == {"iter", "policy", "step", "stats"}
+    assert ops["iter"][0] == pytest.approx(d["corrected_error"], abs=1e-9)  # A's timers scaled to its wall
     assert all(abs(c) < 0.3 for c, _, _ in ops.values()), ops
     assert ops["step"][0] < ops["step"][1]  # corrected below raw
-    assert 0.7 < sum(sh for _, _, sh in ops.values()) <= 1.02, ops
+    assert 0.7 < sum(sh for k, (_, _, sh) in ops.items() if k != "iter") <= 1.02, ops
+    assert 0 <= d["a_untimed_share"] < 0.3
     # every state pair placed by B's kind of window, read from the kept table
     assert sum(n for n, _ in d["window_pairs"].values()) == 10
     kept = tmp_path / "lockstep-default-1.npz"
@@ -82,3 +84,21 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     names = list(z["names"])
     assert "iter" in names and "step" in names
     assert len(z["begin"]) == len(z["end"]) == len(z["excl"]) and (z["end"] >= z["begin"]).all()
+
+
+@pytest.mark.slow
+def test_lockstep_runs_the_dqn_loop(tmp_path):
+    """``--loop dqn`` (the bundled DQN's iteration, a backprop every 4) runs in both children and
+    refuses blocks that would split an update cycle."""
+    out = tmp_path / "lockstep.json"
+    base = [sys.executable, str(ROOT / "benchmarks" / "lockstep.py"), "--device", "cpu", "--loop", "dqn"]
+    cpus = sorted(os.sched_getaffinity(0))
+    pins = ["--cpu", str(cpus[-1]), "--aux-cpu", str(cpus[0]), "--park", ",".join(map(str, cpus))]
+    bad = subprocess.run([*base, *pins, "--iters", "6"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "multiple of 4" in bad.stderr
+    cmd = [*base, *pins, "--configs", "none", "--pairs", "4", "--iters", "8", "--rounds", "1"]
+    cmd += ["--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    assert len(row["state"]) == 4 and row["cost"] == pytest.approx(1.0, abs=0.3)
