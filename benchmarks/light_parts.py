@@ -151,17 +151,7 @@ class Tracker(Part):
         if source is None:
             self.lib = gpu_memory.load_native(torch)
         else:
-            import ctypes
-
-            from rlscope.collectors import torch_native
-
-            inc = gpu_memory.cuda_include_dirs()
-            path = torch_native.build(torch, Path(source), (f"-I{inc[0]}", "-lc10_cuda"), what=source)
-            self.lib = ctypes.CDLL(str(path))
-            self.lib.mn_pending.restype = ctypes.c_size_t
-            p64, p16, p8 = (ctypes.POINTER(t) for t in (ctypes.c_int64, ctypes.c_int16, ctypes.c_int8))
-            self.lib.mn_drain.restype = ctypes.c_size_t
-            self.lib.mn_drain.argtypes = [p64, p64, p16, p8, p64, p64, p64, ctypes.c_size_t]
+            self.lib = gpu_memory.open_tracker(torch, Path(source), what=source)
         if self.lib.mn_start() != 0:
             raise RuntimeError("torch refused the allocator trace tracker")
         self.lib.mn_enable(0)

@@ -74,6 +74,17 @@ def load_native(torch: Any) -> Any:
     global _native
     if _native is not None:
         return _native
+    lib = open_tracker(torch)
+    if lib.mn_abi_version() != NATIVE_ABI:
+        raise NativeMemoryUnavailable("native memory tracker: version mismatch with its Python side")
+    _native = lib
+    return lib
+
+
+def open_tracker(torch: Any, source: Path = NATIVE_SOURCE, what: str = "the native memory tracker") -> Any:
+    """Build ``source`` (memory_native.cpp, or another version of it with the same C functions, as
+    benchmarks/light_parts.py compares) and load it with its C functions declared; no version check,
+    not cached: :func:`load_native` is the collector's way in."""
     from rlscope.collectors import torch_native
 
     inc = cuda_include_dirs()
@@ -83,14 +94,12 @@ def load_native(torch: Any) -> Any:
         )
     try:
         extra = (f"-I{inc[0]}", "-lc10_cuda")
-        path = torch_native.build(torch, NATIVE_SOURCE, extra, what="the native memory tracker")
+        path = torch_native.build(torch, source, extra, what=what)
         lib = ctypes.CDLL(str(path))
     except torch_native.NativeBackendUnavailable as e:
         raise NativeMemoryUnavailable(str(e)) from None
     except OSError as e:
         raise NativeMemoryUnavailable(f"cannot load the native memory tracker: {e}") from None
-    if lib.mn_abi_version() != NATIVE_ABI:
-        raise NativeMemoryUnavailable("native memory tracker: version mismatch with its Python side")
     lib.mn_pending.restype = ctypes.c_size_t
     lib.mn_drops.restype = ctypes.c_uint64
     lib.mn_now.restype = ctypes.c_int64
@@ -98,7 +107,6 @@ def load_native(torch: Any) -> Any:
     p64, p16, p8 = (ctypes.POINTER(t) for t in (ctypes.c_int64, ctypes.c_int16, ctypes.c_int8))
     lib.mn_drain.restype = ctypes.c_size_t
     lib.mn_drain.argtypes = [p64, p64, p16, p8, p64, p64, p64, ctypes.c_size_t]
-    _native = lib
     return lib
 
 
