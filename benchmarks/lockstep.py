@@ -57,8 +57,9 @@ host's speed and the two processes' own difference taken out. The raw ratio is r
 ``--a-timers``: A's scopes feed plain timers (`rlscope validate`'s timer path: C boundaries that
 stamp their own cost, tens of ns a scope, the same in the base and state phases), so the default
 configurations' corrected figure is also set against A per operation (B's corrected ns a call over
-A's timed ns a call over the same pairs, with the whole iteration's base ratio, since pristine B
-has no per-operation times): which operation carries an error the ``iter`` figure shows.
+A's timed ns a call over the same pairs, scaled to A's wall time, with the whole iteration's base
+ratio, since pristine B has no per-operation times): which operation carries an error the ``iter``
+figure shows.
 
 Reported per configuration: base and state ratios (median of the pairs, with quartiles), the cost
 (state / base), and A's own block range, which shows how far the host's speed moved meanwhile.
@@ -436,9 +437,10 @@ def _pairs(a: Proc, b: Proc, pairs: int, iters: int, spans: list | None = None) 
 
 def _op_errors(
     b_ops: dict, a0: dict, a1: dict, a_iter_ns: float, base: float
-) -> dict[str, tuple[float, float, float]]:
+) -> tuple[dict[str, tuple[float, float, float]], float]:
     """Per operation A timed over the state pairs (``a1 - a0``): B's corrected and raw error against
-    it, and the operation's share of A's ``iter``.
+    it, and the operation's share of A's ``iter``; and the share of A's wall time its timers leave
+    out.
 
     A's timers leave out their own time (each boundary's stamped cost, and the once-a-second fold
     of the events into totals, ~1-5% of a CPU loop's wall time, which the timers take off the open
@@ -447,18 +449,19 @@ def _op_errors(
     in whichever operation is open, in proportion to its time. Then ``iter`` reads exactly the
     wall-based error, and the operations split it. The whole iteration's base ratio serves every
     operation (B pristine has no per-operation times)."""
+    delta = {
+        k: (ns1 - a0.get(k, [0.0, 0])[0], calls1 - a0.get(k, [0.0, 0])[1]) for k, (ns1, calls1) in a1.items()
+    }
+    iter_ns, iter_calls = delta["iter"]
+    scale = a_iter_ns / (iter_ns / max(1, iter_calls))
     out = {}
-    n0 = a0.get("iter", [0.0, 0])
-    scale = a_iter_ns / ((a1["iter"][0] - n0[0]) / max(1, a1["iter"][1] - n0[1]))
-    iter_ns = a1["iter"][0] - n0[0]
-    for name, (ns1, calls1) in a1.items():
-        ns0, calls0 = a0.get(name, [0.0, 0])
-        if name not in b_ops or calls1 <= calls0:
+    for name, (ns, calls) in delta.items():
+        if name not in b_ops or calls <= 0:
             continue
-        a_call = (ns1 - ns0) / (calls1 - calls0) * scale
+        a_call = ns / calls * scale
         cor, raw = b_ops[name]
-        out[name] = (cor / a_call / base - 1, raw / a_call / base - 1, (ns1 - ns0) / iter_ns)
-    return out
+        out[name] = (cor / a_call / base - 1, raw / a_call / base - 1, ns / iter_ns)
+    return out, 1 - 1 / scale
 
 
 def _q(xs: list[float]) -> tuple[float, float, float]:
@@ -496,10 +499,13 @@ def main() -> None:
     if args.child:
         child(args.device, args.loop, args.timers)
         return
-    if args.loop == "ppo" and args.iters % 128:
-        raise SystemExit("lockstep: --loop ppo needs --iters a multiple of 128 (a backprop every 128)")
-    if args.loop == "dqn" and args.iters % 4:
-        raise SystemExit("lockstep: --loop dqn needs --iters a multiple of 4 (a backprop every 4)")
+    import loops  # this script's directory; torch only inside its step functions
+
+    cycle = {"ppo": loops.UPDATE_EVERY, "dqn": loops.DQN_TRAIN_EVERY}.get(args.loop, 1)
+    if args.iters % cycle:  # every block does the same work: whole update cycles
+        raise SystemExit(
+            f"lockstep: --loop {args.loop} needs --iters a multiple of {cycle} (a backprop every {cycle})"
+        )
     configs = [c for c in args.configs.split(",") if c]
     bad = [c for c in configs if not _known(c)]
     if bad:
@@ -558,9 +564,8 @@ def main() -> None:
                 row["corrected_error"] = analysis["corrected_ns"] / a_iter / base_sum - 1
                 row["raw_error"] = analysis["raw_ns"] / a_iter / base_sum - 1
                 if a_ops1:  # per operation: B's corrected ns a call over A's timed ns a call, base out
-                    row["op_errors"] = _op_errors(analysis["ops"], a_ops0, a_ops1, a_iter, base_sum)
-                    timed = (a_ops1["iter"][0] - a_ops0.get("iter", [0.0])[0]) / (len(state) * args.iters)
-                    row["a_untimed_share"] = 1 - timed / a_iter  # A's wall the timers leave out
+                    errors, untimed = _op_errors(analysis["ops"], a_ops0, a_ops1, a_iter, base_sum)
+                    row["op_errors"], row["a_untimed_share"] = errors, untimed
                 if keep:  # the pairs by B's kind of window: what each kind really cost against A
                     by = window_pairs(keep.strip(), spans, statistics.median(base_r))
                     row["window_pairs"] = {
