@@ -150,7 +150,6 @@ def dqn_step(device: str) -> Callable[[], None]:
     a multiple of DQN_TRAIN_EVERY iterations do the same work. Seeded; one torch thread on the CPU."""
     import numpy as np
     import torch
-    import torch.nn.functional as F
 
     import rlscope
     from rlscope.workloads import dqn_cartpole as dqn
@@ -192,15 +191,8 @@ def dqn_step(device: str) -> Callable[[], None]:
         state["i"] += 1
         if state["i"] % DQN_TRAIN_EVERY == 0:
             with rlscope.scope("replay_buffer"):
-                b_obs, b_act, b_rew, b_next, b_done = rb.sample(128, rng, dev)
+                batch = rb.sample(128, rng, dev)
             with rlscope.scope("backprop"):
-                with torch.no_grad():
-                    target_max, _ = target(b_next).max(dim=1)
-                    td = b_rew + 0.99 * target_max * (1 - b_done)
-                old = q(b_obs).gather(1, b_act.unsqueeze(1)).squeeze(1)
-                loss = F.mse_loss(td, old)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                dqn.td_update(q, target, opt, batch, 0.99)
 
     return step

@@ -141,6 +141,28 @@ def linear_schedule(start_e: float, end_e: float, duration: int, t: int) -> floa
     return max(slope * t + start_e, end_e)
 
 
+def td_update(
+    q_network: nn.Module,
+    target_network: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: tuple[torch.Tensor, ...],
+    gamma: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One gradient step on a sampled ``(obs, actions, rewards, next_obs, dones)`` batch toward the
+    target network's TD targets; returns (loss, the Q-values of the taken actions). Its own function
+    so that benchmarks/loops.py's DQN iteration runs exactly this update."""
+    b_obs, b_actions, b_rewards, b_next_obs, b_dones = batch
+    with torch.no_grad():
+        target_max, _ = target_network(b_next_obs).max(dim=1)
+        td_target = b_rewards + gamma * target_max * (1 - b_dones)
+    old_val = q_network(b_obs).gather(1, b_actions.unsqueeze(1)).squeeze(1)
+    loss = F.mse_loss(td_target, old_val)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss, old_val
+
+
 def train(
     total_timesteps: int = 50_000,
     seed: int = 1,
@@ -250,14 +272,8 @@ def train(
                         with rlscope.scope("replay_buffer"):
                             b_obs, b_actions, b_rewards, b_next_obs, b_dones = rb.sample(batch_size, rng, dev)
                         with rlscope.scope("backprop"):
-                            with torch.no_grad():
-                                target_max, _ = target_network(b_next_obs).max(dim=1)
-                                td_target = b_rewards + gamma * target_max * (1 - b_dones)
-                            old_val = q_network(b_obs).gather(1, b_actions.unsqueeze(1)).squeeze(1)
-                            loss = F.mse_loss(td_target, old_val)
-                            optimizer.zero_grad()
-                            loss.backward()
-                            optimizer.step()
+                            batch = (b_obs, b_actions, b_rewards, b_next_obs, b_dones)
+                            loss, old_val = td_update(q_network, target_network, optimizer, batch, gamma)
                         q_mean = old_val.detach().mean()
                         updates += 1
 
