@@ -14,26 +14,23 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
+def _lockstep_cpu() -> list[str]:
+    """benchmarks/lockstep.py on the CPU, both main threads on this machine's last core, every other
+    thread on its first, the children parked on all of them."""
+    cpus = sorted(os.sched_getaffinity(0))
+    pins = ["--cpu", str(cpus[-1]), "--aux-cpu", str(cpus[0]), "--park", ",".join(map(str, cpus))]
+    return [sys.executable, str(ROOT / "benchmarks" / "lockstep.py"), "--device", "cpu", *pins]
+
+
 @pytest.mark.slow
 def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     """B's state ``busy100`` adds 100 µs of busy-waiting to each ~250 µs iteration: the benchmark must
     read about that (``expected`` comes from B's own pristine blocks), and the null about 1. The
     bounds are loose (the blocks share a 2-core machine with the test run); they reject a benchmark
     that reads nothing, reads the cost twice, or swaps A and B."""
-    cpus = sorted(os.sched_getaffinity(0))
-    main_cpu, aux_cpu = cpus[-1], cpus[0]
     out = tmp_path / "lockstep.json"
     cmd = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "lockstep.py"),
-        "--device",
-        "cpu",
-        "--cpu",
-        str(main_cpu),
-        "--aux-cpu",
-        str(aux_cpu),
-        "--park",
-        ",".join(map(str, cpus)),
+        *_lockstep_cpu(),
         "--configs",
         "none,busy100,default",
         "--pairs",
@@ -91,12 +88,10 @@ def test_lockstep_runs_the_dqn_loop(tmp_path):
     """``--loop dqn`` (the bundled DQN's iteration, a backprop every 4) runs in both children and
     refuses blocks that would split an update cycle."""
     out = tmp_path / "lockstep.json"
-    base = [sys.executable, str(ROOT / "benchmarks" / "lockstep.py"), "--device", "cpu", "--loop", "dqn"]
-    cpus = sorted(os.sched_getaffinity(0))
-    pins = ["--cpu", str(cpus[-1]), "--aux-cpu", str(cpus[0]), "--park", ",".join(map(str, cpus))]
-    bad = subprocess.run([*base, *pins, "--iters", "6"], capture_output=True, text=True, timeout=60)
+    base = [*_lockstep_cpu(), "--loop", "dqn"]
+    bad = subprocess.run([*base, "--iters", "6"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "multiple of 4" in bad.stderr
-    cmd = [*base, *pins, "--configs", "none", "--pairs", "4", "--iters", "8", "--rounds", "1"]
+    cmd = [*base, "--configs", "none", "--pairs", "4", "--iters", "8", "--rounds", "1"]
     cmd += ["--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
