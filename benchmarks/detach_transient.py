@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -45,25 +44,17 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     import torch
-    from loops import UPDATE_EVERY, ppo_parts, ppo_update
+    from loops import UPDATE_EVERY, ppo_rollout, ppo_update
 
     import rlscope
     import rlscope.session as rs
 
-    dev, envs, agent, opt = ppo_parts(args.device)
-    obs_np, _ = envs.reset(seed=1)
-    state: dict[str, Any] = {"obs": torch.as_tensor(obs_np, dtype=torch.float32, device=dev)}
+    collect, agent, opt, dev = ppo_rollout(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     def rollout(n: int, batch: tuple[list, list]) -> None:
         for _ in range(n):
-            with rlscope.scope("inference"), torch.no_grad():
-                action, _, _, _ = agent.get_action_and_value(state["obs"])
-            batch[0].append(state["obs"])
-            batch[1].append(action)
-            with rlscope.scope("simulation"):
-                o, _, _, _, _ = envs.step(action.cpu().numpy())
-                state["obs"] = torch.as_tensor(o, dtype=torch.float32, device=dev)
+            collect(*batch)
 
     def timed_update(batch: tuple[list, list]) -> float:
         sync()

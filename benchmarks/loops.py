@@ -110,27 +110,39 @@ def ppo_update(agent: Any, opt: Any, obs: list[Any], actions: list[Any]) -> None
         opt.step()
 
 
-def ppo_step(device: str) -> Callable[[], None]:
-    """One iteration of the bundled PPO's loop (`benchmarks/light_cost.py`'s): ``inference`` and a
-    ``simulation`` step of 4 CartPole envs, and a one-minibatch ``backprop`` every UPDATE_EVERY
-    iterations. Blocks of a multiple of UPDATE_EVERY iterations do the same work."""
+def ppo_rollout(device: str) -> tuple[Callable[[list, list], None], Any, Any, Any]:
+    """The bundled PPO's rollout step, apart from its update: (collect, agent, optimizer, device).
+    ``collect(obs_b, act_b)`` runs ``inference`` and a ``simulation`` step of 4 CartPole envs and
+    appends the observation and action the update trains on."""
     import torch
 
     import rlscope
 
     dev, envs, agent, opt = ppo_parts(device)
     obs_np, _ = envs.reset(seed=1)
-    obs = torch.as_tensor(obs_np, dtype=torch.float32, device=dev)
-    state = {"obs": obs, "i": 0, "obs_b": [], "act_b": []}
+    state = {"obs": torch.as_tensor(obs_np, dtype=torch.float32, device=dev)}
 
-    def step() -> None:
+    def collect(obs_b: list, act_b: list) -> None:
         with rlscope.scope("inference"), torch.no_grad():
             action, _, _, _ = agent.get_action_and_value(state["obs"])
-        state["obs_b"].append(state["obs"])
-        state["act_b"].append(action)
+        obs_b.append(state["obs"])
+        act_b.append(action)
         with rlscope.scope("simulation"):
             obs_np, _, _, _, _ = envs.step(action.cpu().numpy())
             state["obs"] = torch.as_tensor(obs_np, dtype=torch.float32, device=dev)
+
+    return collect, agent, opt, dev
+
+
+def ppo_step(device: str) -> Callable[[], None]:
+    """One iteration of the bundled PPO's loop (`benchmarks/light_cost.py`'s): a rollout step
+    (:func:`ppo_rollout`) and a one-minibatch ``backprop`` every UPDATE_EVERY iterations. Blocks of
+    a multiple of UPDATE_EVERY iterations do the same work."""
+    collect, agent, opt, _ = ppo_rollout(device)
+    state: dict[str, Any] = {"i": 0, "obs_b": [], "act_b": []}
+
+    def step() -> None:
+        collect(state["obs_b"], state["act_b"])
         state["i"] += 1
         if state["i"] % UPDATE_EVERY == 0:
             ppo_update(agent, opt, state["obs_b"], state["act_b"])
