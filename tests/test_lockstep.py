@@ -22,41 +22,42 @@ def _lockstep_cpu() -> list[str]:
     return [sys.executable, str(ROOT / "benchmarks" / "lockstep.py"), "--device", "cpu", *pins]
 
 
+def _lockstep_rows(tmp_path, configs: str, pairs: int, *extra: str) -> dict:
+    """One lockstep run on the CPU; its rows by configuration."""
+    tmp_path.mkdir(exist_ok=True)
+    out = tmp_path / "lockstep.json"
+    cmd = [*_lockstep_cpu(), "--configs", configs, "--pairs", str(pairs), "--iters", "60"]
+    cmd += ["--rounds", "1", "--json", str(out), *extra]
+    env = {**os.environ, "RLSCOPE_CALIBRATION_DIR": str(tmp_path / "calibration")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {r["config"]: r for r in json.loads(out.read_text())["rows"]}
+
+
+def _reads_known_cost(rows: dict) -> bool:
+    """busy100 read near its expected cost and the null near 1."""
+    busy = rows["busy100"]
+    return abs(busy["cost"] - busy["expected"]) < 0.15 and abs(rows["none"]["cost"] - 1) < 0.12
+
+
 @pytest.mark.slow
 def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     """B's state ``busy100`` adds 100 µs of busy-waiting to each ~250 µs iteration: the benchmark must
     read about that (``expected`` comes from B's own pristine blocks), and the null about 1. The
-    bounds are loose (the blocks share a 2-core machine with the test run); they reject a benchmark
-    that reads nothing, reads the cost twice, or swaps A and B."""
-    out = tmp_path / "lockstep.json"
-    cmd = [
-        *_lockstep_cpu(),
-        "--configs",
-        "none,busy100,default",
-        "--pairs",
-        "10",
-        "--iters",
-        "60",
-        "--rounds",
-        "1",
-        "--json",
-        str(out),
-        "--keep",
-        str(tmp_path),
-        "--a-timers",
-    ]
-    env = {**os.environ, "RLSCOPE_CALIBRATION_DIR": str(tmp_path / "calibration")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = {r["config"]: r for r in json.loads(out.read_text())["rows"]}
+    bounds are loose; they reject a benchmark that reads nothing, reads the cost twice, or swaps A
+    and B. The blocks share a 2-core machine with whatever else it runs: a host that changes speed
+    inside a pair moves a median of 10 pairs by a third of the cost (CI read 1.54 against 1.35
+    once), so a miss is measured once more, with more pairs, before it counts."""
+    rows = _lockstep_rows(tmp_path, "none,busy100,default", 10, "--keep", str(tmp_path), "--a-timers")
     assert set(rows) == {"none", "busy100", "default"}
     for r in rows.values():
         assert len(r["base"]) == len(r["state"]) == 10
         assert len(r["spans"]) == 10 and all(a0 < a1 and b0 < b1 for a0, a1, b0, b1 in r["spans"])
-    busy = rows["busy100"]
-    assert 1.2 < busy["expected"] < 2.0  # 100 µs over an iteration of 100-500 µs
+    assert 1.2 < rows["busy100"]["expected"] < 2.0  # 100 µs over an iteration of 100-500 µs
+    known = rows if _reads_known_cost(rows) else _lockstep_rows(tmp_path / "again", "none,busy100", 16)
+    busy = known["busy100"]
     assert busy["cost"] == pytest.approx(busy["expected"], abs=0.15)
-    assert rows["none"]["cost"] == pytest.approx(1.0, abs=0.12)
+    assert known["none"]["cost"] == pytest.approx(1.0, abs=0.12)
     # the default profile: analyzed in B, corrected below raw, and near the twin's time
     d = rows["default"]
     assert d["analysis"]["corrected"] is True and d["analysis"]["calls"] >= 600
