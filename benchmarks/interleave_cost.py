@@ -21,6 +21,8 @@ between seconds, not within a block), rotated over ``--rounds`` rounds; traces a
   and corrected by the analyzer (raw minus what the correction removed, per iteration);
 - ``quiet``: the same session with its writer's thread asleep through the block (no flush, no
   check of the event buffer): what the thread beside the job costs it;
+- ``full``: the session on the full C path (``RLSCOPE_LEAN_SCOPES=0``: per-thread state in the
+  session's Python objects) instead of the lean one, raw and corrected (each path calibrated);
 - ``tight``: empty scope pairs back to back, in a session and without one (per pair).
 
 Reported: per-iteration medians over rounds, each configuration's ratio to the same round's
@@ -98,10 +100,14 @@ def main() -> None:
     from rlscope import validate
     from rlscope.analysis import analyze
     from rlscope.cli.main import ensure_calibration
+    from rlscope.collectors import scope_native
     from rlscope.trace import writer
     from rlscope.validate import median_interval
 
     ensure_calibration(quiet=True)  # as `rlscope run` does: the residual costs need the machine's
+    os.environ[scope_native.LEAN_ENV] = "0"
+    ensure_calibration(quiet=True)  # the full C path's, for ``full``
+    del os.environ[scope_native.LEAN_ENV]
     fns = steps(args.device)
     opts = {"gpu": False, "backend": False, "nvml_hz": 0}
     empty = rlscope.scope("empty")
@@ -116,14 +122,20 @@ def main() -> None:
         with empty:
             pass
 
-    def in_session(tmp: str, fn: Callable[[], None], n: int, quiet: bool = False) -> float:
+    def in_session(
+        tmp: str, fn: Callable[[], None], n: int, quiet: bool = False, full: bool = False
+    ) -> float:
         """Seconds per call of ``fn`` in a scopes-only session (trace in ``tmp``, analyzed later).
 
-        ``quiet``: the writer's thread sleeps through the block (no flush, no buffer check)."""
+        ``quiet``: the writer's thread sleeps through the block (no flush, no buffer check);
+        ``full``: the session keeps the full C path."""
         ahead = writer.AHEAD_CHECK_S
         if quiet:
             writer.AHEAD_CHECK_S = 1e6
+        if full:
+            os.environ[scope_native.LEAN_ENV] = "0"
         session = rlscope.profile(tmp, **opts, **({"flush_interval": 1e6} if quiet else {})).start()
+        os.environ.pop(scope_native.LEAN_ENV, None)
         writer.AHEAD_CHECK_S = ahead
         raw = block(fn, n)
         session.stop()
@@ -149,7 +161,7 @@ def main() -> None:
         assert s["corrected_for_overhead"], s["warnings"]
         return (s["raw"]["wall_s"] - s["corrected"]["wall_s"]) / n
 
-    configs = ["bare", "inactive", "timers", "vtimers", "session", "quiet", "tight"]
+    configs = ["bare", "inactive", "timers", "vtimers", "session", "quiet", "full", "tight"]
     rows: dict[str, list[dict[str, float]]] = {c: [] for c in configs}
     for fn in fns.values():
         block(fn, 200)  # warm-up: torch's first calls
@@ -172,11 +184,14 @@ def main() -> None:
                     rows[c].append({"s": raw, "truth_s": truth})
                 elif c == "quiet":
                     rows[c].append({"s": in_session(d, fns["scoped"], args.iters, quiet=True)})
+                elif c == "full":
+                    rows[c].append({"s": in_session(d, fns["scoped"], args.iters, full=True)})
                 else:  # per pair, 100x the iterations: a pair is ~1000x shorter than a step
                     active = in_session(d, pair, 100 * args.iters)
                     rows[c].append({"s": active, "inactive_s": block(pair, 100 * args.iters)})
-        for r, row in enumerate(rows["session"]):  # analyzed after the timed blocks: no analysis between them
-            row["corrected_s"] = row["s"] - removed_per_call(os.path.join(tmp, f"session-{r}"), args.iters)
+        for c in ("session", "full"):  # analyzed after the timed blocks: no analysis between them
+            for r, row in enumerate(rows[c]):
+                row["corrected_s"] = row["s"] - removed_per_call(os.path.join(tmp, f"{c}-{r}"), args.iters)
     med = statistics.median
 
     def span(xs: list[float], scale: float = 1.0, fmt: str = ".3f") -> str:
@@ -188,17 +203,16 @@ def main() -> None:
     base = [x["s"] for x in rows["inactive"]]
     out: dict = {"device": args.device, "iters": args.iters, "rounds": args.rounds, "rows": rows}
     print(f"\nper iteration, median over {args.rounds} rounds; ratio to the same round's inactive block:")
-    for c in ("bare", "inactive", "timers", "vtimers", "session", "quiet"):
+    for c in ("bare", "inactive", "timers", "vtimers", "session", "quiet", "full"):
         xs = [x["s"] for x in rows[c]]
         ratio = [x / b for x, b in zip(xs, base, strict=True)]
         print(f"  {c:9} {med(xs) * 1e6:8.2f} us  x{med(ratio):.3f} {span(ratio)}")
         out[f"{c}_ratio"] = med(ratio)
-    cor = [x["corrected_s"] / b for x, b in zip(rows["session"], base, strict=True)]
-    print(
-        f"  corrected {med([x['corrected_s'] for x in rows['session']]) * 1e6:8.2f} us"
-        f"  x{med(cor):.3f} {span(cor)}"
-    )
-    out["corrected_ratio"] = med(cor)
+    for c, key in (("session", "corrected"), ("full", "full_corrected")):
+        cor = [x["corrected_s"] / b for x, b in zip(rows[c], base, strict=True)]
+        us = med([x["corrected_s"] for x in rows[c]]) * 1e6
+        print(f"  {key:9} {us:8.2f} us  x{med(cor):.3f} {span(cor)}")
+        out[f"{key}_ratio"] = med(cor)
     truth = [x["truth_s"] / b for x, b in zip(rows["vtimers"], base, strict=True)]
     print(f"  validate's truth (its operations' sum) x{med(truth):.3f} {span(truth)}")
     out["vtimers_truth_ratio"] = med(truth)

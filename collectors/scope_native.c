@@ -5,11 +5,13 @@
  * caches, run cold after tens of microseconds of the job's own work. The same steps here are a few
  * hundred bytes of machine code and a handful of dict/list operations.
  *
- * The semantics are annotate.py's, exactly: the same events (tuples appended to the session's
- * ``events``), the same per-thread stacks (annotate.ThreadState's lists and dict, shared with the
- * Python code), the same window and tick checks. Anything off the common path (phases, closing a
- * scope that is not the innermost one, an active object that is not a session with ``_tls``) is
- * handed to annotate.py's Python implementation, passed in by install().
+ * The semantics are annotate.py's, exactly: the same events, the same per-thread stacks, the same
+ * window and tick checks. Three paths: the lean one for a session bound here at its start (its
+ * state in C, see "the lean session path"), the full one for any other session (annotate's
+ * ThreadState lists and dict, shared with the Python code), and validate's timer path. Anything
+ * off the common path (phases; on the full path, closing a scope that is not the innermost one or
+ * an active object that is not a session with ``_tls``) is handed to annotate.py's Python
+ * implementation, passed in by install().
  *
  * install() puts method descriptors for __enter__/__exit__ on annotate._Scope and
  * annotate._Category, so every scope object, including those created before, takes this path.
@@ -20,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#define ABI_VERSION 5
+#define ABI_VERSION 6
 
 /* event kinds and flags: rlscope/trace/schema.py's, checked by install() */
 #define OP_BEGIN 0
@@ -84,13 +86,14 @@ static PyObject *active_dict(PyObject *s) {
     return *dp;
 }
 
-static long long session_clock(PyObject *d, int *err) {
-    PyObject *clock = PyDict_GetItemWithError(d, s_clock);
+/* Read ``clock``: CLOCK_MONOTONIC directly for time.perf_counter_ns (NULL: none set, the same),
+ * else a call (a test's fake clock, or another clock). */
+static inline long long read_clock(PyObject *clock, int *err) {
     if (clock == NULL || clock == perf_counter_ns) {
         row_real_clock = 1;
         return now_ns();
     }
-    PyObject *r = PyObject_CallNoArgs(clock); /* a test's fake clock, or another clock */
+    PyObject *r = PyObject_CallNoArgs(clock);
     if (r == NULL) {
         *err = 1;
         return 0;
@@ -100,6 +103,8 @@ static long long session_clock(PyObject *d, int *err) {
     if (v == -1 && PyErr_Occurred()) *err = 1;
     return v;
 }
+
+static long long session_clock(PyObject *d, int *err) { return read_clock(PyDict_GetItemWithError(d, s_clock), err); }
 
 static int call_if_set(PyObject *d, PyObject *key, PyObject *arg) {
     PyObject *f = PyDict_GetItemWithError(d, key);
@@ -690,36 +695,358 @@ fallback:
     return python_exit(py_cat_exit, self, args, nargs);
 }
 
-/* ------------------------------------------------------------------------------ install */
+/* ------------------------------------------------------------------ the lean session path
+ *
+ * The full path above keeps a session's per-thread state where annotate.py keeps it: Python lists
+ * and dictionaries (ThreadState), instance ids from an itertools.count, due times and thresholds
+ * as the session's attributes. Each boundary touches a dozen of those objects, and the job's code
+ * after it pays to bring its own data back: ~1.5 us a scope pair beyond what the boundary measures
+ * of itself in the eager simulator's loop, ~2% of that loop after correction (BENCHMARKS.md §9,
+ * thirteenth session), no single touch accounting for it (benchmarks/scope_path_variants.py),
+ * while validate's timer path (one clock read and one row) costs the loop nothing measurable.
+ *
+ * So a session that starts with the native methods binds itself here (Session.start, bind()): its
+ * operation and category stacks live in a C struct per thread (ints), its instance ids in a C
+ * counter (the session's ``ids`` becomes an Ids iterator over the same counter, for phases), its
+ * due times and long-operation threshold in C globals that the session's setters keep current
+ * (set_due). A boundary then reads the clock, compares with its thread's stack, writes one row and
+ * checks two due times. Phases, window switches, ticks, long operations and NVTX ranges still call
+ * the session's Python code, as on the full path. The rows are the full path's, bit for bit
+ * (tests/test_scope_native.py compares the three paths). RLSCOPE_LEAN_SCOPES=0: no binding. */
+typedef struct LeanThread {
+    struct LeanThread *next; /* every thread's state, for the closes at a session's stop */
+    long long gen, tid;      /* the bound session it belongs to; threading.get_native_id() */
+    int is_main;
+    Py_ssize_t depth, cap, cdepth, ccap;
+    long long *inst, *nid; /* open operations: instance and name ids, innermost last */
+    long long *cat;        /* open categories, innermost last */
+} LeanThread;
 
-/* The methods installed: each boundary timed around its implementation (see "self-timed
- * boundaries"). annotate's ``_active`` is read here once and handed on; the no-session path
- * returns before the clock is read. */
-typedef PyObject *(*enter_impl)(PyObject *, PyObject *);
-typedef PyObject *(*exit_impl)(PyObject *, PyObject *, PyObject *const *, Py_ssize_t);
+static struct {
+    PyObject *session, *clock, *long_ops, *nvtx_push, *nvtx_pop; /* strong references */
+    EventBuffer *buf;
+    long long gen, next_id, main_tid, window_due, tick_due, long_op_ns, top_begin;
+} B;
+static LeanThread *lean_threads;
+static _Thread_local LeanThread *lean_me;
 
-static inline PyObject *timed_enter(enter_impl impl, PyObject *self) {
-    PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
-    if (s == NULL || s == Py_None) return PyErr_Occurred() ? NULL : Py_NewRef(self); /* no session */
-    long long t0 = now_ns();
-    boundary_start();
-    PyObject *r = impl(self, s);
-    if (r != NULL) boundary_stamp(t0);
-    return r;
-}
+static inline long long lean_clock(int *err) { return read_clock(B.clock, err); }
 
-static inline PyObject *timed_exit(exit_impl impl, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
-    if (s == NULL || s == Py_None) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE; /* no session */
+/* This thread's state under the bound session; its first boundary registers the thread with the
+ * session (Session.thread_state: the GPU collectors map CUPTI's thread ids through it). */
+static LeanThread *lean_thread(void) {
+    LeanThread *t = lean_me;
+    if (t != NULL && t->gen == B.gen) return t;
+    if (t == NULL) {
+        t = PyMem_RawCalloc(1, sizeof(LeanThread));
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->next = lean_threads;
+        lean_threads = t;
+        lean_me = t;
     }
-    long long t0 = now_ns();
-    boundary_start();
-    PyObject *r = impl(self, s, args, nargs);
-    if (r != NULL) boundary_stamp(t0);
-    return r;
+    row_python = 1;
+    PyObject *st = PyObject_CallMethodNoArgs(B.session, s_thread_state);
+    if (st == NULL) return NULL;
+    PyObject *thread = PyObject_GetAttr(st, s_thread);
+    Py_DECREF(st);
+    if (thread == NULL) return NULL;
+    long long tid = PyLong_AsLongLong(thread);
+    Py_DECREF(thread);
+    if (tid == -1 && PyErr_Occurred()) return NULL;
+    t->gen = B.gen;
+    t->tid = tid;
+    t->is_main = tid == B.main_tid;
+    t->depth = t->cdepth = 0;
+    return t;
 }
+
+static int lean_grow(long long **a, long long **b, Py_ssize_t *cap) {
+    Py_ssize_t n = *cap ? *cap * 2 : 16;
+    long long *na = PyMem_RawRealloc(*a, (size_t)n * sizeof(long long));
+    if (na == NULL) goto oom;
+    *a = na;
+    if (b != NULL) {
+        long long *nb = PyMem_RawRealloc(*b, (size_t)n * sizeof(long long));
+        if (nb == NULL) goto oom;
+        *b = nb;
+    }
+    *cap = n;
+    return 0;
+oom:
+    PyErr_NoMemory();
+    return -1;
+}
+
+static inline int lean_row(long long ts, long long tid, long kind, long long a, long long p, long long c,
+                           long flags) {
+    if (eb_push(B.buf, ts, tid, kind, a, p, c, flags) < 0) return -1;
+    row_buf = B.buf;
+    row_idx = B.buf->len - 1;
+    row_ts = ts;
+    row_count += 1;
+    return 0;
+}
+
+static int lean_call(PyObject *fn, PyObject *arg) {
+    row_python = 1;
+    PyObject *r = arg ? PyObject_CallOneArg(fn, arg) : PyObject_CallNoArgs(fn);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int lean_method(PyObject *name, PyObject *arg) {
+    row_python = 1;
+    PyObject *r = arg ? PyObject_CallMethodOneArg(B.session, name, arg) : PyObject_CallMethodNoArgs(B.session, name);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Close the innermost open operation named ``nid`` and, flagged, any left open inside it
+ * (annotate._close_stack); nothing when none is open (opened before the session). */
+static int lean_close_ops(LeanThread *t, long long nid, long long ts) {
+    Py_ssize_t pos = t->depth - 1;
+    while (pos >= 0 && t->nid[pos] != nid) pos--;
+    if (pos < 0) return 0;
+    while (t->depth > pos) {
+        t->depth -= 1;
+        long long parent = t->depth ? t->inst[t->depth - 1] : -1;
+        long flags = t->depth == pos ? 0 : FLAG_FORCED_CLOSE;
+        if (lean_row(ts, t->tid, OP_END, t->inst[t->depth], parent, t->nid[t->depth], flags) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *lean_scope_enter(PyObject *self) {
+    PyObject *begin = slot(self, off_begin), *nido = slot(self, off_name_id);
+    if (begin != op_begin || nido == NULL) return PyObject_CallOneArg(py_scope_enter, self); /* a phase */
+    long long nid = PyLong_AsLongLong(nido);
+    if (nid == -1 && PyErr_Occurred()) return NULL;
+    LeanThread *t = lean_thread(); /* before the clock: a first call's set-up is not the operation's */
+    if (t == NULL) return NULL;
+    int top = t->depth == 0 && t->is_main;
+    if (top && PyDict_GET_SIZE(B.long_ops) > 0) {
+        int known = PyDict_Contains(B.long_ops, nido);
+        if (known < 0 || (known && lean_method(s_long_op_entry, nido) < 0)) return NULL; /* may switch */
+    }
+    int err = 0;
+    long long ts = lean_clock(&err);
+    if (err) return NULL;
+    if (top) B.top_begin = ts;
+    if (B.nvtx_pop != NULL && lean_call(B.nvtx_pop, NULL) < 0) return NULL;
+    long flags = 0;
+    for (Py_ssize_t i = 0; i < t->depth; i++) {
+        if (t->nid[i] == nid) {
+            flags = FLAG_RECURSIVE;
+            break;
+        }
+    }
+    if (t->depth == t->cap && lean_grow(&t->inst, &t->nid, &t->cap) < 0) return NULL;
+    long long inst = B.next_id++, parent = t->depth ? t->inst[t->depth - 1] : -1;
+    if (lean_row(ts, t->tid, OP_BEGIN, inst, parent, nid, flags) < 0) return NULL;
+    t->inst[t->depth] = inst;
+    t->nid[t->depth] = nid;
+    t->depth += 1;
+    PyObject *name = slot(self, off_name);
+    if (B.nvtx_push != NULL && name != NULL && lean_call(B.nvtx_push, name) < 0) return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *lean_scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *begin = slot(self, off_begin), *nido = slot(self, off_name_id);
+    if (begin != op_begin || nido == NULL) return python_exit(py_scope_exit, self, args, nargs);
+    long long nid = PyLong_AsLongLong(nido);
+    if (nid == -1 && PyErr_Occurred()) return NULL;
+    int err = 0;
+    long long ts = lean_clock(&err);
+    if (err) return NULL;
+    LeanThread *t = lean_thread();
+    if (t == NULL) return NULL;
+    if (B.nvtx_pop != NULL && lean_call(B.nvtx_pop, NULL) < 0) return NULL;
+    if (t->depth && t->nid[t->depth - 1] == nid) { /* the common case: the innermost scope */
+        t->depth -= 1;
+        long long parent = t->depth ? t->inst[t->depth - 1] : -1;
+        if (lean_row(ts, t->tid, OP_END, t->inst[t->depth], parent, nid, 0) < 0) return NULL;
+        if (t->depth == 0 && t->is_main) { /* before a switch due now: the kind the call ran in */
+            if (ts - B.top_begin >= B.long_op_ns) {
+                if (lean_method(s_long_op_done, nido) < 0) return NULL;
+            } else if (PyDict_GET_SIZE(B.long_ops) > 0) { /* its last call was short: not alternated */
+                int known = PyDict_Contains(B.long_ops, nido);
+                if (known < 0 || (known && PyDict_DelItem(B.long_ops, nido) < 0)) return NULL;
+            }
+        }
+    } else if (lean_close_ops(t, nid, ts) < 0) {
+        return NULL;
+    }
+    if (ts >= B.window_due && t->is_main && lean_method(s_switch_window, NULL) < 0) return NULL;
+    if (ts >= B.tick_due) {
+        PyObject *tsv = PyLong_FromLongLong(ts);
+        int rc = tsv ? lean_method(s_run_tick, tsv) : -1;
+        Py_XDECREF(tsv);
+        if (rc < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* A category boundary on the lean path: ``end`` 0 opens ``code``; 1 closes it and, flagged, any
+ * left open inside it (annotate.category_exit), or nothing when it is not open. */
+static int lean_cat(long long code, int end) {
+    int err = 0;
+    long long ts = lean_clock(&err);
+    if (err) return -1;
+    LeanThread *t = lean_thread();
+    if (t == NULL) return -1;
+    if (!end) {
+        if (t->cdepth == t->ccap && lean_grow(&t->cat, NULL, &t->ccap) < 0) return -1;
+        long long parent = t->cdepth ? t->cat[t->cdepth - 1] : CAT_PYTHON;
+        if (lean_row(ts, t->tid, CAT_BEGIN, code, parent, -1, 0) < 0) return -1;
+        t->cat[t->cdepth++] = code;
+        return 0;
+    }
+    Py_ssize_t pos = t->cdepth - 1;
+    while (pos >= 0 && t->cat[pos] != code) pos--;
+    if (pos < 0) return 0;
+    while (t->cdepth > pos) {
+        long long c = t->cat[--t->cdepth];
+        long long parent = t->cdepth ? t->cat[t->cdepth - 1] : CAT_PYTHON;
+        if (lean_row(ts, t->tid, CAT_END, c, parent, -1, t->cdepth == pos ? 0 : FLAG_FORCED_CLOSE) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *lean_cat_method(PyObject *self, int end) {
+    PyObject *code = slot(self, off_code);
+    long long c = code ? PyLong_AsLongLong(code) : -1;
+    if (c == -1 && PyErr_Occurred()) return NULL;
+    if (lean_cat(c, end) < 0) return NULL;
+    return Py_NewRef(end ? Py_None : self);
+}
+
+/* The bound session, when it is annotate's _active (its boundaries take the lean path). */
+static inline PyObject *lean_target(PyObject *s) { return B.session != NULL && s == B.session ? s : NULL; }
+
+/* Instance ids from the bound session's counter, for Python code (phases): ``next(session.ids)``. */
+typedef struct {
+    PyObject_HEAD
+} Ids;
+static PyObject *ids_next(PyObject *self) {
+    if (B.session == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "rlscope: no session bound to the native scopes");
+        return NULL;
+    }
+    return PyLong_FromLongLong(B.next_id++);
+}
+static PyTypeObject IdsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rlscope_scope_native.Ids",
+    .tp_basicsize = sizeof(Ids),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = ids_next,
+    .tp_new = PyType_GenericNew,
+};
+
+/* bind(session, buffer, clock, long_ops, main_tid, window_due, tick_due, long_op_ns, next_id) */
+static PyObject *bind(PyObject *mod, PyObject *args) {
+    PyObject *s, *buf, *clock, *long_ops;
+    long long main_tid, window_due, tick_due, long_op_ns, next_id;
+    if (!PyArg_ParseTuple(args, "OOOO!LLLLL", &s, &buf, &clock, &PyDict_Type, &long_ops, &main_tid, &window_due,
+                          &tick_due, &long_op_ns, &next_id))
+        return NULL;
+    if (!Py_IS_TYPE(buf, &EventBufferType)) {
+        PyErr_SetString(PyExc_TypeError, "bind: the buffer must be an EventBuffer");
+        return NULL;
+    }
+    Py_XSETREF(B.session, Py_NewRef(s));
+    Py_XSETREF(B.buf, (EventBuffer *)Py_NewRef(buf));
+    Py_XSETREF(B.clock, Py_NewRef(clock));
+    Py_XSETREF(B.long_ops, Py_NewRef(long_ops));
+    Py_CLEAR(B.nvtx_push);
+    Py_CLEAR(B.nvtx_pop);
+    B.gen += 1; /* every thread's state starts empty under this session */
+    B.main_tid = main_tid;
+    B.window_due = window_due;
+    B.tick_due = tick_due;
+    B.long_op_ns = long_op_ns;
+    B.next_id = next_id;
+    B.top_begin = 0;
+    return PyObject_CallNoArgs((PyObject *)&IdsType);
+}
+
+static PyObject *unbind(PyObject *mod, PyObject *unused) {
+    Py_CLEAR(B.session);
+    Py_CLEAR(B.buf);
+    Py_CLEAR(B.clock);
+    Py_CLEAR(B.long_ops);
+    Py_CLEAR(B.nvtx_push);
+    Py_CLEAR(B.nvtx_pop);
+    B.gen += 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_due(PyObject *mod, PyObject *args) {
+    if (!PyArg_ParseTuple(args, "LLL", &B.window_due, &B.tick_due, &B.long_op_ns)) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_nvtx(PyObject *mod, PyObject *args) {
+    PyObject *push, *pop;
+    if (!PyArg_ParseTuple(args, "OO", &push, &pop)) return NULL;
+    Py_XSETREF(B.nvtx_push, push == Py_None ? NULL : Py_NewRef(push));
+    Py_XSETREF(B.nvtx_pop, pop == Py_None ? NULL : Py_NewRef(pop));
+    Py_RETURN_NONE;
+}
+
+/* close_open(thread, ts, categories): at the bound session's stop, what ``thread`` left open,
+ * closed at ``ts`` and flagged (Session._stop): its operations, or its categories. */
+static PyObject *close_open(PyObject *mod, PyObject *args) {
+    long long tid, ts;
+    int cats;
+    if (!PyArg_ParseTuple(args, "LLp", &tid, &ts, &cats)) return NULL;
+    if (B.session == NULL) Py_RETURN_NONE;
+    for (LeanThread *t = lean_threads; t != NULL; t = t->next) {
+        if (t->gen != B.gen || t->tid != tid) continue;
+        while (!cats && t->depth > 0) {
+            t->depth -= 1;
+            long long parent = t->depth ? t->inst[t->depth - 1] : -1;
+            if (lean_row(ts, tid, OP_END, t->inst[t->depth], parent, t->nid[t->depth], FLAG_FORCED_CLOSE) < 0)
+                return NULL;
+        }
+        while (cats && t->cdepth > 0) {
+            long long c = t->cat[--t->cdepth];
+            long long parent = t->cdepth ? t->cat[t->cdepth - 1] : CAT_PYTHON;
+            if (lean_row(ts, tid, CAT_END, c, parent, -1, FLAG_FORCED_CLOSE) < 0) return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* category_enter(code) / category_exit(code): annotate.category_enter/exit under the bound session
+ * (collectors, the session's own PROFILER marks); not self-timed, as their Python versions. */
+static PyObject *category_call(PyObject *arg, int end) {
+    long long c = PyLong_AsLongLong(arg);
+    if (c == -1 && PyErr_Occurred()) return NULL;
+    if (B.session == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "rlscope: no session bound to the native scopes");
+        return NULL;
+    }
+    /* called from Python, maybe inside a boundary (a window switch's PROFILER mark): its row
+     * bookkeeping is the outer boundary's, which ran Python and so stamps nothing */
+    struct EventBuffer_ *buf = row_buf;
+    Py_ssize_t idx = row_idx;
+    long long ts = row_ts;
+    int count = row_count, real = row_real_clock;
+    int rc = lean_cat(c, end);
+    row_buf = buf, row_idx = idx, row_ts = ts, row_count = count, row_real_clock = real, row_python = 1;
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *category_enter(PyObject *mod, PyObject *arg) { return category_call(arg, 0); }
+static PyObject *category_exit(PyObject *mod, PyObject *arg) { return category_call(arg, 1); }
 
 /* ------------------------------------------------------------------ validate's timer mode */
 
@@ -773,32 +1100,55 @@ static int timer_cat(PyObject *self, PyObject *s, int end) {
     return timer_row(s, CAT_BEGIN + end, c, -1);
 }
 
-/* The session on the timer path: annotate's _active, when it is the timer session; else NULL. */
-static PyObject *timer_target(void) {
-    if (timer_session == NULL) return NULL;
+/* annotate's _active (borrowed; NULL on error, Py_None when no session), read once a boundary:
+ * validate's timer session takes the timer path, the bound session the lean path, any other the
+ * full path, none returns at once. */
+static inline PyObject *active(void) {
     PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
-    return s == timer_session ? s : NULL;
+    return s != NULL ? s : (PyErr_Occurred() ? NULL : Py_None);
 }
 
-static PyObject *scope_enter(PyObject *self, PyObject *unused) {
-    PyObject *t = timer_target();
-    if (t != NULL) return timer_scope(self, t, 0) < 0 ? NULL : Py_NewRef(self);
-    return timed_enter(scope_enter_impl, self);
+enum { SCOPE_ENTER, SCOPE_EXIT, CAT_ENTER, CAT_EXIT };
+
+/* One boundary: ``which`` is a constant at each call below, so each method inlines its own path. */
+static inline PyObject *boundary(int which, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *s = active();
+    if (s == NULL) return NULL;
+    int enter = which == SCOPE_ENTER || which == CAT_ENTER, scope = which == SCOPE_ENTER || which == SCOPE_EXIT;
+    PyObject *done = enter ? self : Py_None; /* what the method returns */
+    if (s == Py_None) return Py_NewRef(done);
+    if (s == timer_session) {
+        int rc = scope ? timer_scope(self, s, !enter) : timer_cat(self, s, !enter);
+        return rc < 0 ? NULL : Py_NewRef(done);
+    }
+    long long t0 = now_ns();
+    boundary_start();
+    int lean = s == B.session;
+    PyObject *r;
+    switch (which) {
+    case SCOPE_ENTER:
+        r = lean ? lean_scope_enter(self) : scope_enter_impl(self, s);
+        break;
+    case SCOPE_EXIT:
+        r = lean ? lean_scope_exit(self, args, nargs) : scope_exit_impl(self, s, args, nargs);
+        break;
+    case CAT_ENTER:
+        r = lean ? lean_cat_method(self, 0) : cat_enter_impl(self, s);
+        break;
+    default:
+        r = lean ? lean_cat_method(self, 1) : cat_exit_impl(self, s, args, nargs);
+    }
+    if (r != NULL) boundary_stamp(t0);
+    return r;
 }
-static PyObject *cat_enter(PyObject *self, PyObject *unused) {
-    PyObject *t = timer_target();
-    if (t != NULL) return timer_cat(self, t, 0) < 0 ? NULL : Py_NewRef(self);
-    return timed_enter(cat_enter_impl, self);
-}
+
+static PyObject *scope_enter(PyObject *self, PyObject *unused) { return boundary(SCOPE_ENTER, self, NULL, 0); }
+static PyObject *cat_enter(PyObject *self, PyObject *unused) { return boundary(CAT_ENTER, self, NULL, 0); }
 static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *t = timer_target();
-    if (t != NULL) return timer_scope(self, t, 1) < 0 ? NULL : Py_NewRef(Py_None);
-    return timed_exit(scope_exit_impl, self, args, nargs);
+    return boundary(SCOPE_EXIT, self, args, nargs);
 }
 static PyObject *cat_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    PyObject *t = timer_target();
-    if (t != NULL) return timer_cat(self, t, 1) < 0 ? NULL : Py_NewRef(Py_None);
-    return timed_exit(cat_exit_impl, self, args, nargs);
+    return boundary(CAT_EXIT, self, args, nargs);
 }
 
 /* set_timer(session, buffer, tick_due): boundaries while ``session`` is annotate's _active take
@@ -828,6 +1178,8 @@ static PyObject *set_timer_tick(PyObject *mod, PyObject *arg) {
     timer_tick_due = due;
     Py_RETURN_NONE;
 }
+
+/* ------------------------------------------------------------------------------ install */
 
 static PyMethodDef scope_defs[] = {
     {"__enter__", (PyCFunction)scope_enter, METH_NOARGS, "rlscope scope enter (native)"},
@@ -910,6 +1262,13 @@ static PyMethodDef module_methods[] = {
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
+    {"bind", bind, METH_VARARGS, "a session's boundaries take the lean path; returns its Ids"},
+    {"unbind", unbind, METH_NOARGS, "no session on the lean path"},
+    {"set_due", set_due, METH_VARARGS, "the bound session's window and tick due times, long-op threshold"},
+    {"set_nvtx", set_nvtx, METH_VARARGS, "the bound session's NVTX push and pop (None: off)"},
+    {"close_open", close_open, METH_VARARGS, "at the bound session's stop: a thread's open ops or categories"},
+    {"category_enter", category_enter, METH_O, "annotate.category_enter under the bound session"},
+    {"category_exit", category_exit, METH_O, "annotate.category_exit under the bound session"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -944,7 +1303,7 @@ PyMODINIT_FUNC PyInit_rlscope_scope_native(void) {
     if ((minus_one = PyLong_FromLong(-1)) == NULL || (cat_python = PyLong_FromLong(CAT_PYTHON)) == NULL ||
         (op_begin = PyLong_FromLong(OP_BEGIN)) == NULL)
         return NULL;
-    if (PyType_Ready(&EventBufferType) < 0) return NULL;
+    if (PyType_Ready(&EventBufferType) < 0 || PyType_Ready(&IdsType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&EventBufferType);

@@ -33,9 +33,10 @@ from rlscope import annotate, categories
 from rlscope.trace import schema as S
 
 SOURCE = Path(__file__).with_name("scope_native.c")
-ABI_VERSION = 5
+ABI_VERSION = 6
 MODULE = "rlscope_scope_native"
 ENV = "RLSCOPE_NATIVE_SCOPES"
+LEAN_ENV = "RLSCOPE_LEAN_SCOPES"  # 0: sessions keep the full C path (benchmarks comparing the two)
 
 _module: Any = None
 _failed: str | None = None  # why the native methods are not available (asked once per process)
@@ -126,12 +127,41 @@ def wanted() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def lean_wanted() -> bool:
+    """Whether sessions bind to the lean C path (``RLSCOPE_LEAN_SCOPES=0`` says no)."""
+    return os.environ.get(LEAN_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def calibration_key() -> str:
-    """The ``scopes`` field of the calibration key: ``native-<ABI>`` or ``python``. The C methods'
-    version is part of it: a change in what they do per boundary (ABI 5: two clock reads more, to
-    measure themselves) changes what they cost, so older calibrations do not apply."""
-    recorder = available()
-    return f"native-{ABI_VERSION}" if recorder == "native" else recorder
+    """The ``scopes`` field of the calibration key: ``native-<ABI>`` (the lean path),
+    ``native-full-<ABI>`` (the full C path) or ``python``. The C methods' version is part of it: a
+    change in what they do per boundary (ABI 5: two clock reads more, to measure themselves; ABI 6:
+    the lean path) changes what they cost, so older calibrations do not apply."""
+    if available() != "native":
+        return "python"
+    return f"native-{ABI_VERSION}" if lean_wanted() else f"native-full-{ABI_VERSION}"
+
+
+def bind(session: Any) -> Any:
+    """Bind ``session`` (started, its events an EventBuffer) to the lean C path; returns the
+    module (the session's handle: set_due, set_nvtx, close_open, unbind), or None when the session
+    keeps the full path (Python methods, ``RLSCOPE_LEAN_SCOPES=0``, another kind of queue)."""
+    if _module is None or scope_recorder() != "native" or not lean_wanted():
+        return None
+    if not isinstance(session.events, _module.EventBuffer):
+        return None
+    session.ids = _module.bind(
+        session,
+        session.events,
+        session.clock,
+        session.long_ops,
+        session.main_tid,
+        session.window_due_ns,
+        session.tick_due_ns,
+        session.long_op_ns,
+        next(session.ids),
+    )
+    return _module
 
 
 def available() -> str:

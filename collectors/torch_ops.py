@@ -67,6 +67,12 @@ class BackendCollector:
             def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 if not collector.enabled or annotate._active is not session or compiling():
                     return func(*args, **(kwargs or {}))
+                if annotate._lean_session is session:  # its categories are on the C lean path's stack
+                    annotate._lean.category_enter(backend)
+                    try:
+                        return func(*args, **kwargs) if kwargs else func(*args)
+                    finally:
+                        annotate._lean.category_exit(backend)
                 parent = cats[-1] if cats else 0
                 append((clock(), thread, cat_begin, backend, parent, -1, 0))
                 cats.append(backend)

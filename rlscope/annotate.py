@@ -23,6 +23,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # The active session, set by rlscope.session; read on every scope boundary.
 _active: Session | None = None
+# The session bound to the C lean path and its module (collectors/scope_native.c): its category
+# stacks live in C, so category_enter/exit below hand its boundaries there.
+_lean: Any = None
+_lean_session: Session | None = None
 
 # Process-wide name interning (append-only list; ids are positions). Names are few, events many.
 _names: list[str] = []
@@ -196,6 +200,9 @@ class _Category:
 
 def category_enter(s: Session, code: int) -> None:
     """Record entering CPU category ``code`` on this thread (used by collectors too)."""
+    if s is _lean_session:
+        _lean.category_enter(code)
+        return
     ts = s.clock()
     st = s.thread_state()
     cats = st.cats
@@ -205,6 +212,9 @@ def category_enter(s: Session, code: int) -> None:
 
 def category_exit(s: Session, code: int) -> None:
     """Record leaving CPU category ``code``; categories left open inside it are closed too."""
+    if s is _lean_session:
+        _lean.category_exit(code)
+        return
     ts = s.clock()
     st = s.thread_state()
     cats = st.cats

@@ -72,8 +72,30 @@ WINDOW_CAP = 4.0
 LONG_OP_SHARE = 0.5
 
 
+def _due(name: str) -> property:
+    """A session attribute the boundaries compare with at every scope exit: a plain attribute for
+    Python code, mirrored into the C globals of the lean scope path while the session is bound to it
+    (collectors/scope_native.c), so a boundary reads an int instead of the session's dictionary."""
+    key = "_" + name
+
+    def get(self: Session) -> int:
+        return self.__dict__[key]
+
+    def set_(self: Session, value: int) -> None:
+        self.__dict__[key] = value
+        if self._lean is not None:
+            self._lean.set_due(self._window_due_ns, self._tick_due_ns, self._long_op_ns)
+
+    return property(get, set_)
+
+
 class Session:
     """One profiling session of this process. Use through :func:`rlscope.profile`."""
+
+    # read by the scope boundaries (annotate.py; the C lean path through set_due)
+    window_due_ns = _due("window_due_ns")
+    tick_due_ns = _due("tick_due_ns")
+    long_op_ns = _due("long_op_ns")
 
     def __init__(
         self,
@@ -99,6 +121,7 @@ class Session:
         if nvml_hz < 0:
             raise RLScopeError(f"nvml_hz must be >= 0 (0: no NVML sampling), got {nvml_hz}")
         self.trace_dir = Path(trace_dir)
+        self._lean: Any = None  # the C scope module while bound to its lean path (start to stop)
         self.options: dict[str, Any] = {
             "flush_interval": flush_interval,
             "backend": backend,
@@ -257,11 +280,33 @@ class Session:
         self.main_tid = threading.get_native_id()
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, -1, -1, 0))
         self._start_windows()
+        self._bind_lean(scope_native)
         atexit.register(self._stop_at_exit)
         if not self._mp_hooked:
             self._mp_hooked = True
             _imports.when_imported("multiprocessing.util", self._hook_multiprocessing)
         return self
+
+    def _bind_lean(self, scope_native: Any) -> None:
+        """Boundaries take the C lean path from here on (collectors/scope_native.c): this session's
+        per-thread stacks, instance ids and due times held in C. Needs the native methods and
+        their event buffer; the clock is the one set now (a test's fake clock is called from C)."""
+        lean = scope_native.bind(self)
+        if lean is None:
+            return
+        self._lean = lean
+        annotate._lean, annotate._lean_session = lean, self
+        if self.nvtx_push is not None:
+            lean.set_nvtx(self.nvtx_push, self.nvtx_pop)
+
+    def _unbind_lean(self) -> None:
+        if self._lean is None:
+            return
+        self._lean.unbind()
+        self._lean = None
+        if annotate._lean_session is self:
+            annotate._lean, annotate._lean_session = None, None
+        self.ids = itertools.count()
 
     def _start_collectors(self) -> None:
         """Turn on optional collectors; a collector that cannot start warns and is skipped."""
@@ -391,6 +436,8 @@ class Session:
         """Every scope also opens an NVTX range of its name, so Nsight Systems shows the operations."""
         if annotate._active is self and torch.cuda.is_available():
             self.nvtx_push, self.nvtx_pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+            if self._lean is not None:
+                self._lean.set_nvtx(self.nvtx_push, self.nvtx_pop)
 
     def stop(self, *, signal: int = 0) -> None:
         """Close open scopes (flagged), stop collectors and flush everything to disk. Idempotent.
@@ -421,13 +468,18 @@ class Session:
         self._collectors.clear()
         with self._states_lock:
             states = list(self._states)
+        lean = self._lean
         for st in states:
+            if lean is not None:  # what the lean path holds open: its stacks are in C
+                lean.close_open(st.thread, end_ns, False)
             for stack, kind in ((st.ops, S.OP_END), (st.phases, S.PHASE_END)):
                 while stack:
                     inst, nid = stack.pop()
                     parent = stack[-1][0] if stack else -1
                     self.events.append((end_ns, st.thread, kind, inst, parent, nid, S.FLAG_FORCED_CLOSE))
             st.open_names.clear()
+            if lean is not None:
+                lean.close_open(st.thread, end_ns, True)
             while st.cats:
                 c = st.cats.pop()
                 parent = st.cats[-1] if st.cats else 0
@@ -437,6 +489,7 @@ class Session:
         self.events.append(end)
         if annotate._active is self:
             annotate._active = None
+        self._unbind_lean()
         from rlscope.collectors import scope_native
 
         scope_native.forget_thread()  # the C methods' cached references to this session (this thread's)
@@ -461,6 +514,7 @@ class Session:
 
     def _restart_in_child(self) -> None:
         """After fork: the parent's writer thread did not survive; start this process's own."""
+        self._unbind_lean()  # the parent's buffer: nothing of the child's goes there
         self._writer = None
         self.events = None
         self._collectors = []

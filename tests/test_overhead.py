@@ -242,7 +242,7 @@ def _scope_heavy(iterations: int) -> None:
     for i in range(iterations):
         with rlscope.scope("iteration"):
             with rlscope.scope("compute"):
-                for j in range(40):
+                for j in range(10):
                     acc = (acc * 31 + j) & 0xFFFFFF
             with rlscope.scope("bookkeeping"):
                 acc ^= i
@@ -258,10 +258,10 @@ def test_corrected_total_is_close_to_the_unprofiled_run(tmp_path, quick_calibrat
     cal, directory = quick_calibration
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(directory))
     cal_mod.save(cal)
-    n = 20_000
+    n, reps = 60_000, 5
     _scope_heavy(n // 10)
     unprof, raw, corrected = [], [], []
-    for rep in range(3):
+    for rep in range(reps):
         t0 = time.perf_counter()
         _scope_heavy(n)
         unprof.append(time.perf_counter() - t0)
@@ -271,14 +271,16 @@ def test_corrected_total_is_close_to_the_unprofiled_run(tmp_path, quick_calibrat
         assert s["corrected_for_overhead"]
         raw.append(s["raw"]["wall_s"])
         corrected.append(s["wall_s"])
-    base = sorted(unprof)[1]
-    raw_err = sorted(raw)[1] / base - 1
-    err = sorted(corrected)[1] / base - 1
-    assert raw_err > 0.3  # the workload is really perturbed ...
+    base = sorted(unprof)[reps // 2]
+    raw_err = sorted(raw)[reps // 2] / base - 1
+    err = sorted(corrected)[reps // 2] / base - 1
+    assert raw_err > 0.2  # the workload is really perturbed ...
     # ... and the correction takes most of it out: each boundary measured what it cost (a CI run
     # before boundaries measured themselves saw raw +89% corrected to +61% only: a boundary in this
-    # nested loop costs 400-900 ns on the CI VM against a tight-loop calibration of 280-360 ns)
-    assert abs(err) < raw_err / 4, (err, raw_err)
+    # nested loop costs 400-900 ns on the CI VM against a tight-loop calibration of 280-360 ns).
+    # Six boundaries a ~1 us iteration: the lean C path reads raw +47-56% and corrected +2-11% on
+    # the development VM (the full C path +120% and +8.5%); what is left is their in-loop cost
+    assert abs(err) < raw_err / 3, (err, raw_err)
 
 
 def test_demo_reports_corrected_figures(tmp_path, quick_calibration, monkeypatch):
@@ -386,15 +388,16 @@ def test_measured_boundary_costs_are_removed_where_they_were_paid():
 
 @real_clock()
 def test_measured_costs_follow_a_loop_whose_boundaries_run_cold(tmp_path, quick_calibration, monkeypatch):
-    """Ground truth: a loop whose work between boundaries (a pass over 256 KB, one write per cache
-    line) evicts what a boundary touches, so a boundary costs several times its tight-loop
-    calibration. The boundaries' own measurements follow; calibrated costs alone leave much of the
-    excess in (on the development VM: raw +19%, measured +2%, calibrated only +7-8%)."""
+    """Ground truth: a loop whose work between boundaries (a pass over 64 KB, one write per cache
+    line, more than the L1 cache) evicts what a boundary touches, so a boundary costs several times
+    its tight-loop calibration. The boundaries' own measurements follow; calibrated costs alone
+    leave much of the excess in (on the development VM, with the full C path and 256 KB passes: raw
+    +19%, measured +2%, calibrated only +7-8%; the lean path costs a 256 KB loop only +6% raw)."""
     cal, directory = quick_calibration
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(directory))
     cal_mod.save(cal)
     assert "measured_inside" in cal["costs_ns"]["scope"]
-    buf = np.zeros(1 << 18, np.uint8)
+    buf = np.zeros(1 << 16, np.uint8)
     outer, inner = rlscope.scope("outer"), rlscope.scope("inner")
 
     def loop(n: int) -> None:
@@ -404,7 +407,7 @@ def test_measured_costs_follow_a_loop_whose_boundaries_run_cold(tmp_path, quick_
                 with inner:
                     buf[::64] = 2
 
-    n = 5_000
+    n = 20_000
     loop(n // 10)
     unprof, measured, calibrated, raw = [], [], [], []
     for rep in range(3):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import rlscope
-from rlscope import annotate
+from rlscope import annotate, categories
 from rlscope.collectors import scope_native
 from rlscope.trace import schema as S
 from tests.conftest import FakeClock
@@ -26,10 +26,13 @@ def recorder(monkeypatch):
     """Run a test body under one recorder, then put the default back."""
 
     def use(which: str) -> None:
-        monkeypatch.setenv(scope_native.ENV, "1" if which == "native" else "0")
+        """``python``, ``native`` (the full C path) or ``lean`` (the C lean path)."""
+        monkeypatch.setenv(scope_native.ENV, "0" if which == "python" else "1")
+        monkeypatch.setenv(scope_native.LEAN_ENV, "1" if which == "lean" else "0")
 
     yield use
     monkeypatch.delenv(scope_native.ENV, raising=False)
+    monkeypatch.delenv(scope_native.LEAN_ENV, raising=False)
     scope_native.install()
 
 
@@ -73,6 +76,25 @@ def _scenario(session, clock) -> None:
         t = threading.Thread(target=worker)
         t.start()
         t.join()
+        with a:  # a collector's category, from Python, inside a scope
+            annotate.category_enter(session, categories.PROFILER)
+            clock.advance(2)
+            annotate.category_exit(session, categories.PROFILER)
+
+        def leaves_open() -> None:
+            b.__enter__()
+            clock.advance(1)
+
+        t = threading.Thread(target=leaves_open)
+        t.start()
+        t.join()
+        # left open at the stop, closed there and flagged: a phase, two scopes, two categories
+        rlscope.phase("evaluation").__enter__()
+        a.__enter__()
+        annotate._SIMULATOR.__enter__()
+        b.__enter__()
+        annotate.category_enter(session, categories.BACKEND)
+        clock.advance(3)
     finally:
         session.stop()
 
@@ -92,17 +114,20 @@ def _events(trace_dir) -> list[tuple]:
 
 def test_native_and_python_scopes_write_the_same_events(tmp_path, recorder):
     got = {}
-    for which in ("python", "native"):
+    for which in ("python", "native", "lean"):
         recorder(which)
         clock = FakeClock()
         session = rlscope.profile(tmp_path / which, backend=False, gpu=False, nvml_hz=0)
         session.clock = clock
         _scenario(session, clock)
-        assert session.scope_recorder == which
-        assert scope_native.scope_recorder() == which
+        assert session.scope_recorder == ("python" if which == "python" else "native")
+        assert scope_native.scope_recorder() == session.scope_recorder
         got[which] = _events(session.trace_dir)
+        scopes = rlscope.load_trace(str(session.trace_dir)).processes[0].metadata["scopes"]
+        assert scopes == {"python": "python", "native": "native-full-6", "lean": "native-6"}[which]
     assert len(got["native"]) > 40
     assert got["native"] == got["python"]
+    assert got["lean"] == got["python"]
     kinds = {r[2] for r in got["native"]}
     assert {S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END} <= kinds
     assert any(r[6] == S.FLAG_RECURSIVE for r in got["native"])

@@ -46,9 +46,11 @@ SELF_TIMED_ABI = 5
 
 def self_timed(metadata: dict[str, str]) -> bool:
     """Whether the process's boundaries stamped their measured cost into its events (the C scope
-    methods, ABI 5 on: the trace's ``scopes`` field is ``native-<ABI>``; the Python methods do not)."""
-    kind, _, abi = metadata.get("scopes", "").partition("-")
-    return kind == "native" and abi.isdigit() and int(abi) >= SELF_TIMED_ABI
+    methods, ABI 5 on: the trace's ``scopes`` field is ``native-<ABI>`` or ``native-full-<ABI>``; the
+    Python methods do not)."""
+    scopes = metadata.get("scopes", "")
+    abi = scopes.rpartition("-")[2]
+    return scopes.startswith("native-") and abi.isdigit() and int(abi) >= SELF_TIMED_ABI
 
 
 def plan(
