@@ -73,18 +73,19 @@ LONG_OP_SHARE = 0.5
 
 
 def _due(name: str) -> property:
-    """A session attribute the boundaries compare with at every scope exit: a plain attribute for
-    Python code, mirrored into the C globals of the lean scope path while the session is bound to it
-    (collectors/scope_native.c), so a boundary reads an int instead of the session's dictionary."""
-    key = "_" + name
+    """A session attribute the boundaries compare with at every scope exit, mirrored into the C
+    globals of the lean scope path while the session is bound to it (collectors/scope_native.c), so
+    a boundary there reads an int instead of the session's dictionary. The value stays in the
+    instance dictionary under its own name: the full C path reads it there."""
 
     def get(self: Session) -> int:
-        return self.__dict__[key]
+        return self.__dict__[name]
 
     def set_(self: Session, value: int) -> None:
-        self.__dict__[key] = value
+        d = self.__dict__
+        d[name] = value
         if self._lean is not None:
-            self._lean.set_due(self._window_due_ns, self._tick_due_ns, self._long_op_ns)
+            self._lean.set_due(d["window_due_ns"], d["tick_due_ns"], d["long_op_ns"])
 
     return property(get, set_)
 

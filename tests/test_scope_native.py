@@ -134,6 +134,28 @@ def test_native_and_python_scopes_write_the_same_events(tmp_path, recorder):
     assert any(r[6] == S.FLAG_FORCED_CLOSE for r in got["native"])
 
 
+def test_the_three_paths_switch_windows_and_alternate_long_operations_alike(tmp_path, recorder):
+    """Windows and long operations read the session's due times and threshold at every exit: the
+    full C path from the session's dictionary, the lean one from C globals its setters keep
+    current. The same fake run on each writes the same rows, window switches included."""
+    from tests.test_windows import _run_fake
+
+    got = {}
+    for which in ("python", "native", "lean"):
+        recorder(which)
+        clock = FakeClock()
+        session = rlscope.profile(tmp_path / which, backend=False, gpu=False, window_s=50e-6)
+        session.clock = clock
+        col = _run_fake(session, clock, 300, long_every=50)
+        assert col.switches > 20, which  # the windows really alternated
+        ev = rlscope.load_trace(str(session.trace_dir)).processes[0].events
+        columns = ("ts_ns", "kind", "id", "parent", "name", "flags")
+        got[which] = list(zip(*(ev.column(c).to_pylist() for c in columns), strict=True))
+    assert sum(r[1] == S.WINDOW for r in got["python"]) > 20
+    assert got["native"] == got["python"]
+    assert got["lean"] == got["python"]
+
+
 def test_native_scopes_take_their_no_session_path_and_the_timers(tmp_path, recorder):
     recorder("native")
     assert scope_native.install() == "native"
