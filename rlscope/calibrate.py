@@ -913,10 +913,20 @@ def run_calibration(
                 skipped["nvml"] = f"{type(e).__name__}: {e}"
             else:
                 keep("nvml", measured)
-    # costs of Python code in ns at the fastest the machine ran Python during the calibration:
-    # the host's speed switches between regimes for seconds at a time; its fastest is reached in
-    # every calibration, its mix of regimes is not the same in any two
-    fastest_ref = min(refs) if refs else float("nan")
+    # costs of Python code in ns at the fastest the machine ran Python: the host's speed switches
+    # between regimes for seconds at a time; its fastest is reached in nearly every calibration,
+    # its mix of regimes is not the same in any two. The fastest seen in this calibration, or the
+    # machine's record of earlier ones where that is faster (a calibration held in the slow regime
+    # throughout: calibration.machine_fastest_ref)
+    run_fastest = min(refs) if refs else float("nan")
+    fastest_ref, record = (
+        cal_mod.machine_fastest_ref(run_fastest) if math.isfinite(run_fastest) else (run_fastest, None)
+    )
+    if record is not None and record < run_fastest * (1 - TOLERANCE):
+        log(
+            f"the reference loop ran at {run_fastest:.0f} ns at best here, this machine's record is"
+            f" {record:.0f} ns: costs of Python code stored at the record's speed"
+        )
     for entry, (st, cost) in kept.items():
         if st.field == "per_ref" and math.isfinite(fastest_ref):
             cost = at_speed(cost, st, fastest_ref)
@@ -942,6 +952,13 @@ def run_calibration(
         "refused": refused,
         "skipped": skipped,
         "rounds_ns": rounds_ns,
+        # ns per iteration of the reference loop: the fastest of this calibration, this machine's
+        # record before it (None: none yet), and the one the costs of Python code are stored at
+        "reference_ns": {
+            "run_fastest": _finite(run_fastest, 1),
+            "machine_record": None if record is None else _finite(record, 1),
+            "used": _finite(fastest_ref, 1),
+        },
     }
 
 

@@ -167,6 +167,45 @@ def test_the_calibration_stores_costs_of_python_code_at_its_fastest_reference(mo
     assert cal["refused"] == []
 
 
+def test_the_machines_fastest_reference_is_kept_across_calibrations(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path))
+    assert cal_mod.machine_fastest_ref(120.0) == (120.0, None)  # none yet: this one's, recorded
+    assert cal_mod.machine_fastest_ref(200.0) == (120.0, 120.0)  # held slow: the record's
+    assert cal_mod.machine_fastest_ref(105.0) == (105.0, 120.0)  # faster: the record follows
+    assert cal_mod.machine_fastest_ref(300.0) == (300.0, None)  # 105 < 0.4 x 300: not this machine
+    assert cal_mod.machine_fastest_ref(150.0) == (150.0, 300.0)  # the untrusted record was replaced
+    cal_mod.speed_record_path().write_text("not json")
+    assert cal_mod.machine_fastest_ref(130.0) == (130.0, None)  # a corrupt record: ignored, rewritten
+    assert cal_mod.machine_fastest_ref(140.0) == (130.0, 130.0)
+
+
+def test_a_calibration_held_slow_throughout_stores_its_costs_at_the_machines_speed(tmp_path, monkeypatch):
+    """Two calibrations of the same machine, the second in its slow regime throughout (the
+    reference loop at 200 ns, against 110 in the first): the same costs, stored at 110."""
+    monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path))
+
+    def per_ref_measurement(refs: list[float]):
+        def measure(*args, **kwargs):
+            it = _regime_rounds([9.0] * 3, refs)
+            st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+            return st, {"total": st.cost}
+
+        return measure
+
+    monkeypatch.setattr(C, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
+    monkeypatch.setattr(C, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
+    logged: list[str] = []
+    totals = []
+    for refs in ([110, 190, 200], [200, 195, 205]):
+        monkeypatch.setattr(C, "measure_scope", per_ref_measurement(refs))
+        monkeypatch.setattr(C, "measure_category", per_ref_measurement(refs))
+        cal = C.run_calibration(gpu=False, log=logged.append, warn=lambda m: None)
+        totals.append(cal["costs_ns"]["scope"]["total"])
+    assert totals == [pytest.approx(9.0 * 110)] * 2
+    assert cal["reference_ns"] == {"run_fastest": 195.0, "machine_record": 110.0, "used": 110.0}
+    assert any("this machine's record is 110 ns" in m for m in logged)
+
+
 def _fake_measurement(values: list[float], cost: dict[str, float]):
     def measure(*args, **kwargs):
         return _stable(values, k=3, budget_s=6.0), cost
