@@ -9,10 +9,12 @@ eager simulator's step in one process: a block in a scopes-only session against 
 session, alternating which goes first, ``--rounds`` times. The variants record wrong or no
 events: the traces are thrown away and only the job's time is read.
 
-Variants: ``base`` (as shipped), ``notimed`` (no self-timing), ``noevent`` (no event rows),
-``noopen`` (no per-name open counts), ``nodue`` (no window or tick checks at the exit), ``noids`` (no
-instance ids), ``minimal`` (the methods return at once: a session, nothing recorded). A variant
-whose source text no longer matches fails with the snippet it looked for.
+Variants of the lean path (ABI 6; the thirteenth session's variants took the full path apart):
+``base`` (as shipped), ``full`` (the full C path, ``RLSCOPE_LEAN_SCOPES=0``), ``notimed`` (no
+self-timing), ``norow`` (no event rows written), ``noclock`` (no clock read for the rows),
+``noscan`` (no recursion check over the thread's stack), ``minimal`` (the methods return at once: a
+session, nothing recorded). A variant whose source text no longer matches fails with the snippet it
+looked for.
 """
 
 from __future__ import annotations
@@ -27,98 +29,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TIMED_ENTER = """    long long t0 = now_ns();
+STAMP = """    long long t0 = now_ns();
     boundary_start();
-    PyObject *r = impl(self, s);
-    if (r != NULL) boundary_stamp(t0);
-    return r;
-}"""
-TIMED_EXIT = """    long long t0 = now_ns();
-    boundary_start();
-    PyObject *r = impl(self, s, args, nargs);
-    if (r != NULL) boundary_stamp(t0);
-    return r;
-}"""
-OPEN_ENTER = """    PyObject *nobj = PyDict_GetItemWithError(open_names, nid);
-    long n = 0;
-    if (nobj == NULL) {
-        if (PyErr_Occurred()) return NULL;
-    } else {
-        n = PyLong_AsLong(nobj);
-    }
-    PyObject *n1 = PyLong_FromLong(n + 1);
-    if (n1 == NULL) return NULL;
-    rc = PyDict_SetItem(open_names, nid, n1);
-    Py_DECREF(n1);
-    if (rc < 0) return NULL;"""
-OPEN_EXIT = """        PyObject *nobj = PyDict_GetItemWithError(open_names, nid);
-        long n = nobj ? PyLong_AsLong(nobj) - 1 : 0;
-        if (n > 0) {
-            PyObject *nn = PyLong_FromLong(n);
-            rc = nn ? PyDict_SetItem(open_names, nid, nn) : -1;
-            Py_XDECREF(nn);
-        } else {
-            rc = PyDict_DelItem(open_names, nid);
-        }
-        if (rc < 0) {
-            Py_DECREF(inst);
-            return NULL;
-        }"""
-SCOPE_ENTER = (
-    "static PyObject *scope_enter(PyObject *self, PyObject *unused) {"
-    " return timed_enter(scope_enter_impl, self); }"
-)
-SCOPE_EXIT = """static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    return timed_exit(scope_exit_impl, self, args, nargs);"""
-ACTIVE = "PyDict_GetItemWithError(annotate_dict, s_active)"
+    int lean = s == B.session;"""
+ROW = """    if (eb_push(B.buf, ts, tid, kind, a, p, c, flags) < 0) return -1;
+    row_buf = B.buf;"""
+CLOCK = "static inline long long lean_clock(int *err) { return read_clock(B.clock, err); }"
+STACK_SCAN = """    for (Py_ssize_t i = 0; i < t->depth; i++) {
+        if (t->nid[i] == nid) {"""
 
+# (old, new) replacements of scope_native.c; "env" entries are environment variables instead
 VARIANTS: dict[str, list[tuple[str, str]]] = {
     "base": [],
-    "notimed": [
-        (TIMED_ENTER, "    boundary_start();\n    return impl(self, s);\n}"),
-        (TIMED_EXIT, "    boundary_start();\n    return impl(self, s, args, nargs);\n}"),
+    "full": [("env", "RLSCOPE_LEAN_SCOPES=0")],  # the full C path, unchanged source
+    "notimed": [  # no self-timing: no clock reads or cost stamps around the boundary
+        (STAMP, "    long long t0 = 0;\n    int lean = s == B.session;"),
+        ("    if (r != NULL) boundary_stamp(t0);\n    return r;", "    (void)t0;\n    return r;"),
     ],
-    "noevent": [
-        (
-            "    PyObject *events = PyDict_GetItemWithError(d, s_events);\n",
-            "    return 0; /* no row */\n    PyObject *events = PyDict_GetItemWithError(d, s_events);\n",
-        )
-    ],
-    "noopen": [
-        (OPEN_ENTER, "    long n = 0;\n    (void)open_names;"),
-        (OPEN_EXIT, "        (void)open_names;"),
-    ],
-    "nodue": [
-        (
-            "    PyObject *due = PyDict_GetItemWithError(d, s_window_due);",
-            "    PyObject *due = NULL;",
-        ),
-        ("    due = PyDict_GetItemWithError(d, s_tick_due);", "    due = NULL;"),
-    ],
-    "noids": [
-        (
-            "    PyObject *inst = PyIter_Next(ids);",
-            "    PyObject *inst = Py_NewRef(minus_one);\n    (void)ids;",
-        )
-    ],
-    "minimal": [
-        (
-            SCOPE_ENTER,
-            "static PyObject *scope_enter(PyObject *self, PyObject *unused) {\n"
-            f"    (void){ACTIVE};\n    return Py_NewRef(self);\n}}",
-        ),
-        (
-            SCOPE_EXIT,
-            f"static PyObject *scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {{\n"
-            f"    (void){ACTIVE};\n    Py_RETURN_NONE;",
-        ),
-    ],
+    "norow": [(ROW, "    return 0;\n" + ROW)],  # no event row written
+    "noclock": [(CLOCK, "static inline long long lean_clock(int *err) { (void)err; return 0; }")],
+    "noscan": [(STACK_SCAN, "    for (Py_ssize_t i = 0; i < 0; i++) {\n        if (t->nid[i] == nid) {")],
+    "minimal": [(STAMP, "    return Py_NewRef(done);\n" + STAMP)],  # a session, nothing recorded
 }
 
 
 def variant_source(name: str) -> str:
     src = (ROOT / "collectors" / "scope_native.c").read_text()
     for old, new in VARIANTS[name]:
+        if old == "env":
+            key, _, value = new.partition("=")
+            os.environ[key] = value
+            continue
         if old not in src:
             sys.exit(f"scope_path_variants: {name}: scope_native.c no longer has:\n{old}")
         src = src.replace(old, new, 1)

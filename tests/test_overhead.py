@@ -122,6 +122,35 @@ def test_writer_flush_stall_is_removed_where_it_happened():
     assert stall[main].sum() == pytest.approx(1000.0)
     op_row = np.flatnonzero(main & (tl.kind == S.OP_BEGIN))[0]
     assert stall[op_row] == pytest.approx(1000.0)
+    # a flush that measured its own CPU time (the native buffer's end row): that, not the per-row cost
+    schema = S.events_schema({}, cost=True)
+    costs = [0, 0, 0, 1500, 0, 0]
+    cols = [*cols, costs]
+    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
+    tl = build_timeline(table)
+    for per_event in (0.0, 500.0):
+        assert _flush_stall(tl, per_event_ns=per_event)[tl.thread == 1].sum() == pytest.approx(1500.0)
+
+
+def test_a_sessions_flushes_measure_their_own_cpu_time(tmp_path):
+    """With the native event buffer, each marked flush's end row carries its CPU time (ns)."""
+    from rlscope.analysis.overhead import flush_intervals
+    from rlscope.collectors import scope_native
+
+    if scope_native.available() != "native":
+        pytest.skip("no C compiler or Python headers: the Python queue measures nothing")
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=False, nvml_hz=0, flush_interval=0.05):
+        for _ in range(20):
+            for _ in range(2000):
+                with rlscope.scope("op"):
+                    pass
+            time.sleep(0.02)
+    tl = build_timeline(rlscope.load_trace(str(tmp_path / "t")).processes[0].events)
+    start, end, converted, cpu = flush_intervals(tl)
+    assert len(start) >= 5 and (cpu > 0).all()
+    assert (cpu <= (end - start) + 1_000_000).all()  # CPU time within the flush's wall time (+1 ms tick)
+    busy = converted > 1000
+    assert busy.any() and np.median(cpu[busy] / converted[busy]) < 5_000  # ns a row: plausible
 
 
 def _small_trace(tmp_path):
@@ -229,7 +258,10 @@ def test_calibrate_cli_writes_a_loadable_file(tmp_path):
     cal = cal_mod.load(out)
     assert cal["key"] == cal_mod.current_key()
     refused = {x["entry"]: x["reason"] for x in cal["refused"]}
-    for kind in ("scope", "category", "writer", "backend"):  # stored, or refused and said on stderr
+    writer_in_run = cal["key"]["scopes"].startswith("native")  # flushes time themselves (native buffer)
+    assert ("writer" in cal["skipped"]) == writer_in_run
+    kinds = ("scope", "category", "backend") if writer_in_run else ("scope", "category", "writer", "backend")
+    for kind in kinds:  # stored, or refused and said on stderr
         assert (kind in cal["costs_ns"]) != (kind in refused)
         assert kind not in refused or refused[kind] in r.stderr
     for kind, c in cal["costs_ns"].items():

@@ -208,8 +208,10 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     return removal
 
 
-def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, rows converted) of each flush the writer thread marked during the session."""
+def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, rows converted, measured CPU ns) of each flush the writer thread marked during
+    the session; the CPU time is what the flush measured of itself (its end row's ``cost``, native
+    event buffer), 0 where it measured nothing."""
     marks = (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)
     marks &= (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
     rows = np.flatnonzero(marks)
@@ -218,26 +220,27 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ends = ends[: len(begins)]
     begins = begins[: len(ends)]  # a flush still running at the end: its cost fell after the run
     start, end = tl.ts[begins], tl.ts[ends]
+    cpu = S.unpack_cost(tl.cost[ends])[0] if tl.cost is not None else np.zeros(len(ends), np.int64)
     order = np.argsort(start)
-    start, end = start[order], end[order]
+    start, end, cpu = start[order], end[order], cpu[order]
     # each flush converts every row recorded before it started that an earlier flush did not
     recorded = np.sort(tl.ts[np.isin(tl.kind, S.WRITTEN_KINDS)])
     upto = np.searchsorted(recorded, start, side="left")
     converted = np.diff(np.concatenate([[0], upto]))
-    return start, end, converted
+    return start, end, converted, cpu
 
 
 def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
-    """Per segment: the GIL time flushes took from it (each flush's stall spread over its interval)."""
-    if per_event_ns <= 0:
-        return np.zeros(len(tl.ts))
-    start, end, converted = flush_intervals(tl)
-    keep = (end > start) & (converted > 0)
-    start, end, converted = start[keep], end[keep], converted[keep]
+    """Per segment: the GIL time flushes took from it (each flush's stall spread over its interval):
+    the CPU time a flush measured of itself, else the calibrated ``per_event_ns`` per row converted."""
+    start, end, converted, cpu = flush_intervals(tl)
+    stall = np.where(cpu > 0, cpu, converted * max(per_event_ns, 0.0)).astype(np.float64)
+    keep = (end > start) & (converted > 0) & (stall > 0)
+    start, end, stall = start[keep], end[keep], stall[keep]
     if len(start) == 0:
         return np.zeros(len(tl.ts))
     length = (end - start).astype(np.float64)
-    density = np.minimum(converted * per_event_ns / length, 1.0)  # share of the flush spent stalling
+    density = np.minimum(stall / length, 1.0)  # share of the flush spent stalling
     cum = np.concatenate([[0.0], np.cumsum(density * length)])
 
     def stall_until(t: np.ndarray) -> np.ndarray:

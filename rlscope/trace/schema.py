@@ -101,6 +101,9 @@ EVENT_COLUMNS = [c for c, _, _ in EVENT_COLUMNS_DOC]
 # job's thread, packed as pre | post << 32 (ns before and after the event's timestamp); 0: not
 # measured, the calibrated cost applies (rlscope/analysis/overhead.py)
 EVENT_COST_COLUMN = ("cost", "int64", "measured cost of the boundary: pre | post << 32 ns (0: not measured)")
+# the writer's flush marks (the ``rlscope`` category on the writer's thread): the end row's cost is
+# the flush's CPU time on that thread, in ns (its ``pre`` field), at most this
+FLUSH_CPU_MAX = 0x7FFFFFFF
 
 
 def unpack_cost(cost: Any) -> tuple[Any, Any]:

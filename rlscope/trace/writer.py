@@ -203,11 +203,15 @@ class TraceWriter:
 
         ``mark``: record the flush as an ``rlscope`` category interval on the writer's thread. The
         flush holds the GIL while it converts events, stalling the job; the analyzer removes that
-        stall where it happened (rlscope/analysis/overhead.py).
+        stall where it happened (rlscope/analysis/overhead.py). With the native event buffer the
+        interval's end row carries the flush's CPU time on this thread in its ``cost`` column: the
+        stall measured in the run itself, instead of a calibrated cost per row, which varies by
+        ±25% between processes at the same machine speed (BENCHMARKS.md §9, eighteenth session).
         """
         if mark:
             thread = threading.get_native_id()
             self.events.append((self._clock(), thread, schema.CAT_BEGIN, PROFILER, 0, -1, 0))
+            cpu0 = time.thread_time_ns()
         for hook in list(self._before_flush):
             try:
                 hook()
@@ -241,7 +245,10 @@ class TraceWriter:
         if ahead and not self._stop.is_set():
             self._reserve_ahead(ahead)
         if mark:  # written with the next flush
-            self.events.append((self._clock(), thread, schema.CAT_END, PROFILER, 0, -1, 0))
+            end = (self._clock(), thread, schema.CAT_END, PROFILER, 0, -1, 0)
+            # the 8th field: the measured cost column, which only the native buffer's rows have
+            cpu = max(time.thread_time_ns() - cpu0, 1)
+            self.events.append((*end, min(cpu, schema.FLUSH_CPU_MAX)) if self._native else end)
 
     def _reserve_ahead(self, rows: int) -> None:
         """Keep room for twice the last flush interval's rows in the native buffer, its pages
