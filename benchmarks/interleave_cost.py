@@ -23,7 +23,8 @@ between seconds, not within a block), rotated over ``--rounds`` rounds; traces a
   check of the event buffer): what the thread beside the job costs it;
 - ``full``: the session on the full C path (``RLSCOPE_LEAN_SCOPES=0``: per-thread state in the
   session's Python objects) instead of the lean one, raw and corrected (each path calibrated);
-- ``tight``: empty scope pairs back to back, in a session and without one (per pair).
+- ``tight``: empty scope pairs back to back, in a session (lean path and full C path) and without
+  one (per pair).
 
 Reported: per-iteration medians over rounds, each configuration's ratio to the same round's
 ``inactive`` block with the 90% interval of its median (order statistics, as `rlscope validate`'s
@@ -188,7 +189,9 @@ def main() -> None:
                     rows[c].append({"s": in_session(d, fns["scoped"], args.iters, full=True)})
                 else:  # per pair, 100x the iterations: a pair is ~1000x shorter than a step
                     active = in_session(d, pair, 100 * args.iters)
-                    rows[c].append({"s": active, "inactive_s": block(pair, 100 * args.iters)})
+                    full = in_session(d + "-full", pair, 100 * args.iters, full=True)
+                    inactive = block(pair, 100 * args.iters)
+                    rows[c].append({"s": active, "full_s": full, "inactive_s": inactive})
         for c in ("session", "full"):  # analyzed after the timed blocks: no analysis between them
             for r, row in enumerate(rows[c]):
                 row["corrected_s"] = row["s"] - removed_per_call(os.path.join(tmp, f"{c}-{r}"), args.iters)
@@ -221,12 +224,14 @@ def main() -> None:
     removed = [(s["s"] - s["corrected_s"]) / 3 for s in rows["session"]]
     left = [(s["corrected_s"] - b) / 3 for s, b in zip(rows["session"], base, strict=True)]
     tight = [t["s"] - t["inactive_s"] for t in rows["tight"]]
+    tight_full = [t["full_s"] - t["inactive_s"] for t in rows["tight"]]
     inactive_loop = [(b - x["s"]) / 3 for b, x in zip(base, rows["bare"], strict=True)]
     print("per scope pair, ns (median [90% interval] over rounds):")
     for name, xs in (
         ("inactive pair in the loop (inactive - bare)", inactive_loop),
         ("active over inactive, in the loop", in_loop),
         ("active over inactive, tight loop", tight),
+        ("the same on the full C path", tight_full),
         ("removed by the correction", removed),
         ("left after it", left),
     ):
