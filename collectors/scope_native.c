@@ -21,6 +21,7 @@
 #include <structmember.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 
 #define ABI_VERSION 6
 
@@ -717,6 +718,7 @@ typedef struct LeanThread {
     struct LeanThread *next; /* every thread's state, for the closes at a session's stop */
     long long gen, tid;      /* the bound session it belongs to; threading.get_native_id() */
     int is_main;
+    volatile int gone; /* its thread ended (lean_thread_gone): the struct may serve another */
     Py_ssize_t depth, cap, cdepth, ccap;
     long long *inst, *nid; /* open operations: instance and name ids, innermost last */
     long long *cat;        /* open categories, innermost last */
@@ -729,6 +731,19 @@ static struct {
 } B;
 static LeanThread *lean_threads;
 static _Thread_local LeanThread *lean_me;
+/* A thread's end marks its struct free (a pthread key's destructor: C11 thread-locals have none),
+ * so a program that starts threads without end keeps as many structs as it has threads at once,
+ * not one per thread it ever ran. Runs without the GIL: it only sets the flag. */
+static pthread_key_t lean_key;
+static int lean_key_ok;
+static void lean_thread_gone(void *p) { ((LeanThread *)p)->gone = 1; }
+
+/* A struct whose thread ended and that holds nothing the bound session's stop must close. */
+static LeanThread *lean_reusable(void) {
+    for (LeanThread *t = lean_threads; t != NULL; t = t->next)
+        if (t->gone && (t->gen != B.gen || (t->depth == 0 && t->cdepth == 0))) return t;
+    return NULL;
+}
 
 static inline long long lean_clock(int *err) { return read_clock(B.clock, err); }
 
@@ -738,14 +753,21 @@ static LeanThread *lean_thread(void) {
     LeanThread *t = lean_me;
     if (t != NULL && t->gen == B.gen) return t;
     if (t == NULL) {
-        t = PyMem_RawCalloc(1, sizeof(LeanThread));
-        if (t == NULL) {
-            PyErr_NoMemory();
-            return NULL;
+        t = lean_reusable();
+        if (t != NULL) {
+            t->gone = 0;
+            t->gen = B.gen - 1; /* set up below, as a new thread's */
+        } else {
+            t = PyMem_RawCalloc(1, sizeof(LeanThread));
+            if (t == NULL) {
+                PyErr_NoMemory();
+                return NULL;
+            }
+            t->next = lean_threads;
+            lean_threads = t;
         }
-        t->next = lean_threads;
-        lean_threads = t;
         lean_me = t;
+        if (lean_key_ok) pthread_setspecific(lean_key, t);
     }
     row_python = 1;
     PyObject *st = PyObject_CallMethodNoArgs(B.session, s_thread_state);
@@ -1251,6 +1273,12 @@ static PyObject *install(PyObject *mod, PyObject *args) {
 
 static PyObject *abi_version(PyObject *mod, PyObject *unused) { return PyLong_FromLong(ABI_VERSION); }
 
+static PyObject *lean_structs(PyObject *mod, PyObject *unused) {
+    Py_ssize_t n = 0;
+    for (LeanThread *t = lean_threads; t != NULL; t = t->next) n++;
+    return PyLong_FromSsize_t(n);
+}
+
 static PyObject *forget_thread(PyObject *mod, PyObject *unused) {
     tstate_clear(); /* drop this thread's cached references (tests; a session's end) */
     Py_RETURN_NONE;
@@ -1260,6 +1288,7 @@ static PyMethodDef module_methods[] = {
     {"install", install, METH_VARARGS, "put the native __enter__/__exit__ on annotate's classes"},
     {"abi_version", abi_version, METH_NOARGS, "the C side's version (checked against the Python side)"},
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
+    {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
     {"bind", bind, METH_VARARGS, "a session's boundaries take the lean path; returns its Ids"},
@@ -1304,6 +1333,7 @@ PyMODINIT_FUNC PyInit_rlscope_scope_native(void) {
         (op_begin = PyLong_FromLong(OP_BEGIN)) == NULL)
         return NULL;
     if (PyType_Ready(&EventBufferType) < 0 || PyType_Ready(&IdsType) < 0) return NULL;
+    lean_key_ok = pthread_key_create(&lean_key, lean_thread_gone) == 0;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&EventBufferType);

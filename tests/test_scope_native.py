@@ -156,6 +156,48 @@ def test_the_three_paths_switch_windows_and_alternate_long_operations_alike(tmp_
     assert got["lean"] == got["python"]
 
 
+def test_the_lean_path_reuses_the_state_of_threads_that_ended(tmp_path, recorder):
+    """Threads started one after another keep one per-thread struct between them, not one each;
+    a thread that ended with a scope open keeps its struct until the stop closes that scope."""
+    recorder("lean")
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, nvml_hz=0).start()
+    try:
+        with rlscope.scope("main"):
+            pass
+        mod = scope_native.load()
+
+        def worker() -> None:
+            with rlscope.scope("work"):
+                pass
+
+        for _ in range(3):  # warm: whatever this process's other threads hold
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join()
+        before = mod.lean_structs()
+        for _ in range(30):
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join()
+        assert mod.lean_structs() <= before + 1
+        left_open = threading.Thread(target=rlscope.scope("orphan").__enter__)
+        left_open.start()
+        left_open.join()
+        for _ in range(5):  # must not take the ended thread's struct: its scope is still open
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join()
+    finally:
+        session.stop()
+    ev = rlscope.load_trace(str(tmp_path / "t")).processes[0]
+    kind, name, flags = (ev.events.column(c).to_numpy() for c in ("kind", "name", "flags"))
+    orphan = np.array([ev.name(int(n)) == "orphan" for n in name])
+    assert (orphan & (kind == S.OP_BEGIN)).sum() == 1
+    assert ((orphan & (kind == S.OP_END)) & (flags == S.FLAG_FORCED_CLOSE)).sum() == 1
+    work = np.array([ev.name(int(n)) == "work" for n in name])
+    assert (work & (kind == S.OP_BEGIN)).sum() == (work & (kind == S.OP_END) & (flags == 0)).sum() == 38
+
+
 def test_native_scopes_take_their_no_session_path_and_the_timers(tmp_path, recorder):
     recorder("native")
     assert scope_native.install() == "native"
