@@ -828,19 +828,34 @@ static int lean_method(PyObject *name, PyObject *arg) {
     return 0;
 }
 
+/* Close the thread's open operations down to stack position ``pos``, innermost first, at ``ts``:
+ * the one at ``pos`` with ``flags``, those left open inside it flagged as forced closes. */
+static int lean_pop_ops(LeanThread *t, Py_ssize_t pos, long long ts, long flags) {
+    while (t->depth > pos) {
+        t->depth -= 1;
+        long long parent = t->depth ? t->inst[t->depth - 1] : -1;
+        long f = t->depth == pos ? flags : FLAG_FORCED_CLOSE;
+        if (lean_row(ts, t->tid, OP_END, t->inst[t->depth], parent, t->nid[t->depth], f) < 0) return -1;
+    }
+    return 0;
+}
+
+/* The same for the thread's open categories. */
+static int lean_pop_cats(LeanThread *t, Py_ssize_t pos, long long ts, long flags) {
+    while (t->cdepth > pos) {
+        long long c = t->cat[--t->cdepth];
+        long long parent = t->cdepth ? t->cat[t->cdepth - 1] : CAT_PYTHON;
+        if (lean_row(ts, t->tid, CAT_END, c, parent, -1, t->cdepth == pos ? flags : FLAG_FORCED_CLOSE) < 0) return -1;
+    }
+    return 0;
+}
+
 /* Close the innermost open operation named ``nid`` and, flagged, any left open inside it
  * (annotate._close_stack); nothing when none is open (opened before the session). */
 static int lean_close_ops(LeanThread *t, long long nid, long long ts) {
     Py_ssize_t pos = t->depth - 1;
     while (pos >= 0 && t->nid[pos] != nid) pos--;
-    if (pos < 0) return 0;
-    while (t->depth > pos) {
-        t->depth -= 1;
-        long long parent = t->depth ? t->inst[t->depth - 1] : -1;
-        long flags = t->depth == pos ? 0 : FLAG_FORCED_CLOSE;
-        if (lean_row(ts, t->tid, OP_END, t->inst[t->depth], parent, t->nid[t->depth], flags) < 0) return -1;
-    }
-    return 0;
+    return pos < 0 ? 0 : lean_pop_ops(t, pos, ts, 0);
 }
 
 static PyObject *lean_scope_enter(PyObject *self) {
@@ -890,9 +905,7 @@ static PyObject *lean_scope_exit(PyObject *self, PyObject *const *args, Py_ssize
     if (t == NULL) return NULL;
     if (B.nvtx_pop != NULL && lean_call(B.nvtx_pop, NULL) < 0) return NULL;
     if (t->depth && t->nid[t->depth - 1] == nid) { /* the common case: the innermost scope */
-        t->depth -= 1;
-        long long parent = t->depth ? t->inst[t->depth - 1] : -1;
-        if (lean_row(ts, t->tid, OP_END, t->inst[t->depth], parent, nid, 0) < 0) return NULL;
+        if (lean_pop_ops(t, t->depth - 1, ts, 0) < 0) return NULL;
         if (t->depth == 0 && t->is_main) { /* before a switch due now: the kind the call ran in */
             if (ts - B.top_begin >= B.long_op_ns) {
                 if (lean_method(s_long_op_done, nido) < 0) return NULL;
@@ -931,13 +944,7 @@ static int lean_cat(long long code, int end) {
     }
     Py_ssize_t pos = t->cdepth - 1;
     while (pos >= 0 && t->cat[pos] != code) pos--;
-    if (pos < 0) return 0;
-    while (t->cdepth > pos) {
-        long long c = t->cat[--t->cdepth];
-        long long parent = t->cdepth ? t->cat[t->cdepth - 1] : CAT_PYTHON;
-        if (lean_row(ts, t->tid, CAT_END, c, parent, -1, t->cdepth == pos ? 0 : FLAG_FORCED_CLOSE) < 0) return -1;
-    }
-    return 0;
+    return pos < 0 ? 0 : lean_pop_cats(t, pos, ts, 0);
 }
 
 static PyObject *lean_cat_method(PyObject *self, int end) {
@@ -947,9 +954,6 @@ static PyObject *lean_cat_method(PyObject *self, int end) {
     if (lean_cat(c, end) < 0) return NULL;
     return Py_NewRef(end ? Py_None : self);
 }
-
-/* The bound session, when it is annotate's _active (its boundaries take the lean path). */
-static inline PyObject *lean_target(PyObject *s) { return B.session != NULL && s == B.session ? s : NULL; }
 
 /* Instance ids from the bound session's counter, for Python code (phases): ``next(session.ids)``. */
 typedef struct {
@@ -1031,17 +1035,8 @@ static PyObject *close_open(PyObject *mod, PyObject *args) {
     if (B.session == NULL) Py_RETURN_NONE;
     for (LeanThread *t = lean_threads; t != NULL; t = t->next) {
         if (t->gen != B.gen || t->tid != tid) continue;
-        while (!cats && t->depth > 0) {
-            t->depth -= 1;
-            long long parent = t->depth ? t->inst[t->depth - 1] : -1;
-            if (lean_row(ts, tid, OP_END, t->inst[t->depth], parent, t->nid[t->depth], FLAG_FORCED_CLOSE) < 0)
-                return NULL;
-        }
-        while (cats && t->cdepth > 0) {
-            long long c = t->cat[--t->cdepth];
-            long long parent = t->cdepth ? t->cat[t->cdepth - 1] : CAT_PYTHON;
-            if (lean_row(ts, tid, CAT_END, c, parent, -1, FLAG_FORCED_CLOSE) < 0) return NULL;
-        }
+        if ((cats ? lean_pop_cats(t, 0, ts, FLAG_FORCED_CLOSE) : lean_pop_ops(t, 0, ts, FLAG_FORCED_CLOSE)) < 0)
+            return NULL;
     }
     Py_RETURN_NONE;
 }
