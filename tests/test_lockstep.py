@@ -63,12 +63,17 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     assert d["analysis"]["corrected"] is True and d["analysis"]["calls"] >= 600
     assert d["corrected_error"] < d["raw_error"]
     assert abs(d["corrected_error"]) < 0.2
-    # per operation against A's timers (--a-timers): every operation of the step, each near the
-    # twin's time, their shares of A's iteration adding up to most of it
+    # per operation against A's timers (--a-timers): every operation of the step, their shares of A's
+    # iteration adding up to most of it. An operation of 5% of the iteration or more (the accuracy
+    # target's scope) is held near the twin's time on its own; a smaller one (``stats``, ``policy``:
+    # 2-4%, a few µs, where 10 pairs move the ratio by 40%) by its error as a share of the iteration.
     ops = d["op_errors"]
     assert set(ops) == {"iter", "policy", "step", "stats"}
     assert ops["iter"][0] == pytest.approx(d["corrected_error"], abs=1e-9)  # A's timers scaled to its wall
-    assert all(abs(c) < 0.3 for c, _, _ in ops.values()), ops
+    big = {k: v for k, v in ops.items() if v[2] >= 0.05}
+    assert {"iter", "step"} <= set(big), ops
+    assert all(abs(c) < 0.3 for c, _, _ in big.values()), ops
+    assert all(abs(c) * share < 0.03 for c, _, share in ops.values()), ops
     assert ops["step"][0] < ops["step"][1]  # corrected below raw
     assert 0.7 < sum(sh for k, (_, _, sh) in ops.items() if k != "iter") <= 1.02, ops
     assert 0 <= d["a_untimed_share"] < 0.3
