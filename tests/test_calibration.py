@@ -110,6 +110,28 @@ def test_a_cost_judged_per_reference_outlives_the_machine_switching_speed():
     assert not in_ns.stable  # the same rounds judged in ns: refused for the machine's doing
 
 
+@pytest.mark.parametrize("key", ["native-6", "native-full-6", "python"])
+def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
+    """A C scope pair costs the same ns whatever the interpreter's speed (its clock reads and
+    stores): on the VM 143-157 ns at reference loops of 109-140 ns. Judged per reference ns, those
+    rounds move 30% and a calibration stored what its fastest loop made of them; judged in ns they
+    agree, and the ns are stored as measured. The Python methods are Python code: judged per
+    reference ns, as before."""
+    from rlscope.collectors import scope_native
+
+    monkeypatch.setattr(scope_native, "calibration_key", lambda: key)
+    refs = itertools.cycle([110.0, 110.0, 140.0, 140.0, 125.0, 125.0])  # before and after each round
+    monkeypatch.setattr(C, "_reference", lambda: next(refs))
+    totals = itertools.cycle([150.0, 148.0, 153.0, 151.0])
+    st = C._until_stable_boundary(lambda: {"total": next(totals)}, "total", C.QUICK)
+    if key == "python":
+        assert st.field == "per_ref" and st.cost_field == "total"
+        return
+    assert st.field == "total" and st.stable and len(st.rounds) == C.QUICK.k
+    assert st.cost == pytest.approx(150.5)
+    assert all("ref" in r for r in st.rounds)  # still timed: kept in the file and the speed record
+
+
 def test_a_cost_that_moves_on_its_own_is_still_refused_and_says_both_figures():
     it = _regime_rounds([9.0, 14.0, 6.0, 11.0], [115, 115, 115, 115])
     st = C.until_stable(lambda: next(it), "per_ref", 4, 6.0, clock=FakeClock(), cost_field="total")
