@@ -6,7 +6,8 @@
 # 1. `rlscope calibrate --quick` five times beside a busy core: do the costs agree within ±20%?
 # 2. benchmarks/lockstep.py on the CPU: the default profile's corrected figure per operation against
 #    a twin process on the same core (the machine's speed cancels), DQN's loop and the eager simulator.
-# 3. `rlscope validate` on the bundled workloads (PPO-CPU, DQN, eager simulator), 3 repetitions each.
+# 3. `rlscope validate` on the bundled workloads (PPO-CPU, DQN, eager simulator) and, where the bench
+#    extras install, stable-baselines3 PPO and SAC: 3 repetitions each.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 probe=$(mktemp -d)
@@ -17,7 +18,7 @@ echo "== ci probe $(git rev-parse --short HEAD 2>/dev/null):$(grep -m1 'model na
     "$(nproc --all) cores, clocksource $clock, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== calibrate --quick x5 beside a busy core"
 timeout 300 python benchmarks/calibration_stability.py --runs 5 --json "$probe/stability.json" 2>&1 \
-    | grep -v "^rlscope: warning" | tail -12
+    | grep -v "^rlscope: warning" | tail -16
 read -r first last all < <(python -c "import os; c = sorted(os.sched_getaffinity(0)); print(c[0], c[-1], ','.join(map(str, c)))")
 for loop in dqn sim_eager; do
     echo "== lockstep --loop $loop (default profile against a twin process, same core)"
@@ -29,10 +30,18 @@ done
 if [ "${PROBE_MATRIX:-1}" != 0 ]; then
     echo "== rlscope validate, 3 repetitions each"
     rm -rf "$RLSCOPE_CALIBRATION_DIR"
-    for w in "ppo_cpu --scale 3" "dqn --scale 2" "sim_eager --device cpu --scale 2"; do
+    rows=("validation_workloads.py ppo_cpu --scale 3" "validation_workloads.py dqn --scale 2"
+        "validation_workloads.py sim_eager --device cpu --scale 2")
+    # the two third-party rows need the bench extras (stable-baselines3); skipped where they don't install
+    if timeout 600 python -m pip install -q -e ".[bench]" >"$probe/pip.log" 2>&1; then
+        rows+=("thirdparty/sb3_ppo.py --timesteps 16384" "thirdparty/sb3_sac.py --timesteps 600")
+    else
+        echo "-- stable-baselines3 rows skipped: $(tail -1 "$probe/pip.log")"
+    fi
+    for w in "${rows[@]}"; do
         # shellcheck disable=SC2086  # the workload's arguments split on purpose
         timeout 900 python -m rlscope.cli.main validate --reps 3 --json "$probe/val.json" \
-            --trace-dir "$probe/trace" -- python benchmarks/validation_workloads.py $w >"$probe/val.log" 2>&1
+            --trace-dir "$probe/trace" -- python benchmarks/$w >"$probe/val.log" 2>&1
         echo "-- $w: exit $?"
         grep -E "^│|^(PASS|FAIL)" "$probe/val.log" | sed -E 's/[│ ]+/ /g; s/;.*//' | cut -c1-150
         rm -rf "$probe/trace"
