@@ -20,11 +20,13 @@ echo "== calibrate --quick x5 beside a busy core"
 timeout 300 python benchmarks/calibration_stability.py --runs 5 --json "$probe/stability.json" 2>&1 \
     | grep -v "^rlscope: warning" | tail -16
 read -r first last all < <(python -c "import os; c = sorted(os.sched_getaffinity(0)); print(c[0], c[-1], ','.join(map(str, c)))")
-for loop in dqn sim_eager; do
-    echo "== lockstep --loop $loop (default profile against a twin process, same core)"
+# DQN's with the held light CPU session beside (its own cost: what the corrected figure has left)
+for loop in "dqn none,light_nogpu,default" "sim_eager none,default"; do
+    read -r name configs <<<"$loop"
+    echo "== lockstep --loop $name (default profile against a twin process, same core)"
     rm -rf "$RLSCOPE_CALIBRATION_DIR"  # each loop's B calibrates afresh, as a user's first run would
     timeout 420 python benchmarks/lockstep.py --device cpu --cpu "$last" --aux-cpu "$first" --park "$all" \
-        --loop "$loop" --configs none,default --pairs 30 --rounds 3 --iters 80 --a-timers 2>&1 \
+        --loop "$name" --configs "$configs" --pairs 30 --rounds 3 --iters 80 --a-timers 2>&1 \
         | grep -E "iter: corrected|per operation|^  " | sed -E 's/ +/ /g'
 done
 if [ "${PROBE_MATRIX:-1}" != 0 ]; then
