@@ -109,6 +109,16 @@ def speed_record_path() -> Path:
     return calibration_dir() / f"speed-{socket.gethostname()}-{digest}.json"
 
 
+def read_fastest_ref() -> float | None:
+    """This machine's record of the reference loop's fastest ns per iteration (None: none yet, or
+    unreadable); read-only: :func:`machine_fastest_ref` updates it at the end of a calibration."""
+    try:
+        value = float(json.loads(speed_record_path().read_text())["fastest_ref_ns"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if value > 0 else None
+
+
 def machine_fastest_ref(seen_ns: float) -> tuple[float, float | None]:
     """The reference loop's fastest ns per iteration on this machine, over every calibration that
     recorded one and this one (``seen_ns``, its own fastest), and the record read (None: none, or

@@ -4,6 +4,7 @@ travel inside it and give the same corrected figures wherever it is analyzed."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import statistics
@@ -120,6 +121,7 @@ def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: key)
+    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
     refs = itertools.cycle([110.0, 110.0, 140.0, 140.0, 125.0, 125.0])  # before and after each round
     monkeypatch.setattr(C, "_reference", lambda: next(refs))
     totals = itertools.cycle([150.0, 148.0, 153.0, 151.0])
@@ -130,6 +132,39 @@ def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
     assert st.field == "total" and st.stable and len(st.rounds) == C.QUICK.k
     assert st.cost == pytest.approx(150.5)
     assert all("ref" in r for r in st.rounds)  # still timed: kept in the file and the speed record
+
+
+def _boundary_rounds(monkeypatch, refs: list[float], totals: list[float], record: float | None) -> C.Stable:
+    """_until_stable_boundary on the C methods over rounds whose reference loop runs at ``refs`` (one
+    figure per round, before and after alike) and whose boundary costs ``totals`` ns."""
+    from rlscope.collectors import scope_native
+
+    monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
+    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: record)
+    ref_it = itertools.cycle([x for r in refs for x in (r, r)])
+    monkeypatch.setattr(C, "_reference", lambda: next(ref_it))
+    total_it = itertools.cycle(totals)
+    plan = dataclasses.replace(C.QUICK, budget_s=60.0)  # the rounds are instant: ends when stable, or at 500
+    return C._until_stable_boundary(lambda: {"total": next(total_it)}, "total", plan)
+
+
+def test_a_boundary_round_in_the_slow_regime_does_not_count(monkeypatch):
+    """The VM's slow regime (reference loop 180 ns against 108) moves a C boundary too (186-231 ns
+    against ~150): those rounds are left out, and the cost is judged and stored from the fast ones."""
+    refs = [108.0, 180.0, 110.0, 182.0, 109.0, 112.0, 181.0, 108.0]
+    totals = [150.0, 200.0, 148.0, 231.0, 152.0, 151.0, 195.0, 149.0]
+    st = _boundary_rounds(monkeypatch, refs, totals, record=None)
+    assert st.field == "total" and st.stable and len(st.rounds) == C.QUICK.k
+    assert all(r["ref"] < 120 for r in st.rounds)
+    assert st.cost == pytest.approx(statistics.median([150.0, 148.0, 152.0, 151.0]))  # the first four fast
+
+
+def test_a_boundary_held_in_the_slow_regime_falls_back_to_the_reference(monkeypatch):
+    """Every round slow against the machine's record (108 ns): no fast round to judge in ns, so the
+    cost is judged per reference ns, and run_calibration stores it at the fastest speed."""
+    st = _boundary_rounds(monkeypatch, [180.0], [200.0], record=108.0)
+    assert st.field == "per_ref" and st.cost_field == "total"
+    assert st.value == pytest.approx(200.0 / 180.0)
 
 
 def test_a_cost_that_moves_on_its_own_is_still_refused_and_says_both_figures():
