@@ -399,9 +399,15 @@ def _until_stable_per_ref(one: Callable[[], dict[str, float]], cost: str, plan: 
 # a round whose reference loop ran this much slower than the fastest seen ran in the host's slow
 # regime (the VM's two speeds are 1.4-1.7x apart; within 1.3x a C boundary's ns do not move)
 SLOW_REGIME = 1.3
+# while fewer than k rounds ran at the fast speed, wait this many budgets for it: the slow regime
+# holds for seconds to tens of seconds, and in it a lean scope pair read 220-404 ns a round (one
+# calibration in CI's probe, 28 rounds in 5 s, refused)
+SLOW_WAIT = 3.0
 
 
-def _until_stable_boundary(one: Callable[[], dict[str, float]], cost: str, plan: Plan) -> Stable:
+def _until_stable_boundary(
+    one: Callable[[], dict[str, float]], cost: str, plan: Plan, clock: Callable[[], float] = time.perf_counter
+) -> Stable:
     """Rounds of a scope or category boundary cost until stable.
 
     On the C methods it is judged in ns, over the rounds run at the machine's fast speed. Nearly all
@@ -411,23 +417,25 @@ def _until_stable_boundary(one: Callable[[], dict[str, float]], cost: str, plan:
     stored 111-153 ns), and 186-231 ns in the host's slow regime (reference loop 162-185 ns), where
     in ns it moved too. So a round whose reference ran over SLOW_REGIME times the fastest seen
     (this calibration's, or the machine's speed record) does not count; the fast ones are judged in
-    ns and stored as measured. A calibration that saw too few fast rounds to judge falls back to the
-    figure per reference ns, stored at the fastest speed, as the Python methods' costs are."""
+    ns and stored as measured. While fewer than k rounds were fast, the budget is SLOW_WAIT times
+    longer; a calibration that still saw too few falls back to the figure per reference ns, stored
+    at the fastest speed, as the Python methods' costs are."""
     from rlscope.collectors import scope_native
 
     if not scope_native.calibration_key().startswith("native"):
         return _until_stable_per_ref(one, cost, plan)
     round_fn = _with_reference(one, cost)
     record = cal_mod.read_fastest_ref()
-    t0 = time.perf_counter()
+    t0 = clock()
     rounds: list[dict[str, float]] = []
     fast = Stable(cost, plan.k, [])
     while len(rounds) < 500:
         rounds.append(round_fn())
         fastest = min([r["ref"] for r in rounds] + ([record] if record else []))
         fast = Stable(cost, plan.k, [r for r in rounds if r["ref"] <= SLOW_REGIME * fastest])
-        fast.elapsed_s = time.perf_counter() - t0
-        if fast.stable or (len(rounds) >= plan.k and fast.elapsed_s >= plan.budget_s):
+        fast.elapsed_s = clock() - t0
+        spent = fast.elapsed_s >= plan.budget_s * (1 if len(fast.rounds) >= plan.k else SLOW_WAIT)
+        if fast.stable or (len(rounds) >= plan.k and spent):
             break
     if len(fast.rounds) >= plan.k:
         return fast

@@ -134,7 +134,9 @@ def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
     assert all("ref" in r for r in st.rounds)  # still timed: kept in the file and the speed record
 
 
-def _boundary_rounds(monkeypatch, refs: list[float], totals: list[float], record: float | None) -> C.Stable:
+def _boundary_rounds(
+    monkeypatch, refs: list[float], totals: list[float], record: float | None, clock=None
+) -> C.Stable:
     """_until_stable_boundary on the C methods over rounds whose reference loop runs at ``refs`` (one
     figure per round, before and after alike) and whose boundary costs ``totals`` ns."""
     from rlscope.collectors import scope_native
@@ -144,6 +146,8 @@ def _boundary_rounds(monkeypatch, refs: list[float], totals: list[float], record
     ref_it = itertools.cycle([x for r in refs for x in (r, r)])
     monkeypatch.setattr(C, "_reference", lambda: next(ref_it))
     total_it = itertools.cycle(totals)
+    if clock is not None:  # one second a round: QUICK's 5 s budget is 5 rounds
+        return C._until_stable_boundary(lambda: {"total": next(total_it)}, "total", C.QUICK, clock)
     plan = dataclasses.replace(C.QUICK, budget_s=60.0)  # the rounds are instant: ends when stable, or at 500
     return C._until_stable_boundary(lambda: {"total": next(total_it)}, "total", plan)
 
@@ -165,6 +169,17 @@ def test_a_boundary_held_in_the_slow_regime_falls_back_to_the_reference(monkeypa
     st = _boundary_rounds(monkeypatch, [180.0], [200.0], record=108.0)
     assert st.field == "per_ref" and st.cost_field == "total"
     assert st.value == pytest.approx(200.0 / 180.0)
+
+
+def test_a_boundary_waits_for_the_fast_speed_before_falling_back(monkeypatch):
+    """Eight seconds of the slow regime (reference 180 ns, the pair 220-404 ns), then the fast one:
+    with a 5 s budget the calibration would have fallen back; it waits up to SLOW_WAIT budgets for k
+    fast rounds and judges those in ns."""
+    refs = [180.0] * 8 + [108.0] * 8
+    totals = [255.0, 404.0, 389.0, 220.0, 300.0, 250.0, 380.0, 230.0] + [150.0, 148.0, 152.0, 151.0] * 2
+    st = _boundary_rounds(monkeypatch, refs, totals, record=108.0, clock=FakeClock())
+    assert st.field == "total" and st.stable and all(r["ref"] == 108.0 for r in st.rounds)
+    assert st.cost == pytest.approx(150.5) and st.elapsed_s <= C.SLOW_WAIT * C.QUICK.budget_s
 
 
 def test_a_cost_that_moves_on_its_own_is_still_refused_and_says_both_figures():
