@@ -405,6 +405,14 @@ SLOW_REGIME = 1.3
 SLOW_WAIT = 3.0
 
 
+def _c_methods() -> bool:
+    """Whether the scope and category boundaries run the C methods (either C path), whose cost is
+    judged in ns and whose flushes time themselves."""
+    from rlscope.collectors import scope_native
+
+    return scope_native.calibration_key().startswith("native")
+
+
 def _until_stable_boundary(
     one: Callable[[], dict[str, float]],
     cost: str,
@@ -424,9 +432,7 @@ def _until_stable_boundary(
     ns and stored as measured. While fewer than k rounds were fast, the budget is SLOW_WAIT times
     longer; a calibration that still saw too few falls back to the figure per reference ns, stored
     at the fastest speed, as the Python methods' costs are."""
-    from rlscope.collectors import scope_native
-
-    if not scope_native.calibration_key().startswith("native"):
+    if not _c_methods():
         return _until_stable_per_ref(one, cost, plan)
     round_fn = _with_reference(one, cost)
     known = [x for x in (cal_mod.read_fastest_ref(), known_fastest) if x]
@@ -443,8 +449,7 @@ def _until_stable_boundary(
             break
     if len(fast.rounds) >= plan.k:
         return fast
-    everything = Stable("per_ref", plan.k, rounds, elapsed_s=fast.elapsed_s, cost_field=cost)
-    return everything
+    return Stable("per_ref", plan.k, rounds, elapsed_s=fast.elapsed_s, cost_field=cost)
 
 
 def figure(cost: dict[str, float]) -> float:
@@ -893,10 +898,8 @@ def _measure_boundaries_again(
     that the fast speed is known. Why: a calibration's first measurement, the scope pair, has no
     fast speed to compare with on a machine without a speed record; one taken in the slow regime
     stored 201 ns against 142-157 for the same machine's four others."""
-    from rlscope.collectors import scope_native
-
     seen = [x for x in (*refs, cal_mod.read_fastest_ref()) if x]
-    if not seen or not scope_native.calibration_key().startswith("native"):
+    if not seen or not _c_methods():
         return
     fastest = min(seen)
     again = {
@@ -970,9 +973,7 @@ def run_calibration(
         boundaries["category"] = measure_category(plan, traces)
         for st, _ in boundaries.values():
             refs.extend(r["ref"] for r in st.rounds if "ref" in r)
-        from rlscope.collectors import scope_native
-
-        if scope_native.calibration_key().startswith("native"):
+        if _c_methods():
             # each flush of the native event buffer times itself in the run (its end row's cost);
             # a per-row cost measured here varies by +-25% from one process to the next
             skipped["writer"] = "measured in the run: each flush times itself (native event buffer)"

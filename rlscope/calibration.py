@@ -127,13 +127,9 @@ def machine_fastest_ref(seen_ns: float) -> tuple[float, float | None]:
     Python code ~1.7x too high (BENCHMARKS §9: one run of five, in one batch of three), since its
     own fastest reference was a slow one. Stored at the machine's fastest, its costs agree."""
     path = speed_record_path()
-    record: float | None = None
-    try:
-        value = float(json.loads(path.read_text())["fastest_ref_ns"])
-        if value >= SPEED_RECORD_FACTOR * seen_ns and value > 0:
-            record = value
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    record = read_fastest_ref()
+    if record is not None and record < SPEED_RECORD_FACTOR * seen_ns:
+        record = None  # not trusted
     fastest = min(seen_ns, record) if record is not None else seen_ns
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
