@@ -17,12 +17,17 @@ if [ -n "${FRESH:-}" ]; then
     mkdir "$fresh/home"
     export HOME="$fresh/home"
     unset RLSCOPE_CALIBRATION_DIR RLSCOPE_CACHE XDG_CACHE_HOME
-    export PYTHONPATH="$fresh/rlscope${PYTHONPATH:+:$PYTHONPATH}"  # the clone's rlscope, not an installed one
     cd "$fresh/rlscope" || exit 1
+    # the clone's rlscope, installed as the package it is (rlscope.collectors lives in collectors/,
+    # mapped by pyproject.toml: the clone on PYTHONPATH alone cannot import it), in a venv that sees
+    # the machine's torch and bench extras
+    python3 -m venv --system-site-packages "$fresh/venv" || exit 1
+    "$fresh/venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit 1
+    export PATH="$fresh/venv/bin:$PATH"
     echo "fresh clone $(git rev-parse --short HEAD) in $fresh, HOME=$HOME" | tee "$OUT/fresh.txt"
 fi
 export OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1  # one torch thread: see benchmarks/thirdparty/sb3_ppo.py
-python3 -c "import rlscope; print('rlscope from', rlscope.__file__)" | tee -a "$OUT/fresh.txt"
+python3 -c "import rlscope, rlscope.collectors as c; print('rlscope from', rlscope.__file__, c.__file__)" | tee -a "$OUT/fresh.txt"
 val() {  # name, command...
     local name=$1
     shift
