@@ -20,8 +20,9 @@ if [ -n "${FRESH:-}" ]; then
     cd "$fresh/rlscope" || exit 1
     # the clone's rlscope, installed as the package it is (rlscope.collectors lives in collectors/,
     # mapped by pyproject.toml: the clone on PYTHONPATH alone cannot import it), in a venv that sees
-    # the machine's torch and bench extras
-    python3 -m venv --system-site-packages "$fresh/venv" || exit 1
+    # the machine's torch, bench extras, pip and setuptools (no pip of its own: its bundled setuptools
+    # shadowed the machine's and could not build)
+    python3 -m venv --system-site-packages --without-pip "$fresh/venv" || exit 1
     "$fresh/venv/bin/python" -m pip install -q --no-deps --no-build-isolation -e . >/dev/null || exit 1
     export PATH="$fresh/venv/bin:$PATH"
     echo "fresh clone $(git rev-parse --short HEAD) in $fresh, HOME=$HOME" | tee "$OUT/fresh.txt"
