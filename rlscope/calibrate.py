@@ -30,7 +30,8 @@ between events, as real loops do.
 
 Measured: scopes (with and without NVTX ranges), simulator/category boundaries, the trace writer's
 CPU time per converted row (not a differential: see ``measure_writer``), and on a GPU the NVML
-sampler; until alternating windows measure them inside the user's run, also backend-op recording
+sampler and the GPU memory recorder per allocator event (rlscope/calibrate_memory.py); until
+alternating windows measure them inside the user's run, also backend-op recording
 and each CUDA API call under each GPU collector.
 """
 
@@ -78,6 +79,8 @@ PLAUSIBLE_NS: dict[str, tuple[float, float]] = {
     "cuda_api.kineto": (50.0, 100_000.0),
     "writer": (5.0, 20_000.0),
     "nvml": (1_000.0, 10_000_000.0),
+    # torch's allocator trace entry and rlscope's tracker per recorded event (~0.1-0.3 us on H100)
+    "memory": (10.0, 5_000.0),
 }
 
 
@@ -877,6 +880,25 @@ def measure_nvml(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]
     return st, {"per_sample": st.cost}
 
 
+def measure_memory(torch: Any, plan: Plan) -> tuple[Stable, dict[str, float]]:
+    """The GPU memory recorder's cost per recorded allocator event, one child process a round
+    (rlscope/calibrate_memory.py says why), judged in ns; the tracker is built here first, so no
+    child pays for a compile."""
+    from rlscope import calibrate_memory
+    from rlscope.collectors import gpu_memory
+
+    gpu_memory.load_native(torch)
+    n, m = max(int(1000 * plan.scale), 200), 30
+
+    def one() -> dict[str, float]:
+        return calibrate_memory.run_child(n, m)
+
+    # a round is a process start (a few seconds): the budget counts rounds, not micro-timings
+    st = until_stable(one, "per_event", plan.k, plan.budget_s * 3)
+    out = {f: st.median(f) for f in ("torch_part", "events_per_iteration", "unrecorded_ns_per_iteration")}
+    return st, {"per_event": st.cost, **out}
+
+
 def _finite(v: float, digits: int) -> float | None:
     """A number for the JSON file: NaN and infinity (a round that measured nothing) become null."""
     return round(v, digits) if math.isfinite(v) else None
@@ -992,9 +1014,16 @@ def run_calibration(
         cuda = torch is not None and gpu and torch.cuda.is_available()
         if not cuda:
             why = "no CUDA GPU" if gpu else "--no-gpu"
-            for kind in ("scope_nvtx", "cuda_api.native", "cuda_api.kineto", "nvml"):
+            for kind in ("scope_nvtx", "cuda_api.native", "cuda_api.kineto", "nvml", "memory"):
                 skipped[kind] = why
         else:
+            log("GPU memory recorder ...")
+            try:
+                measured = measure_memory(torch, plan)
+            except Exception as e:  # no tracker here (no CUDA headers, no compiler): not calibrated
+                skipped["memory"] = f"{type(e).__name__}: {e}"
+            else:
+                keep("memory", measured)
             log("scopes with NVTX ranges ...")
             keep("scope_nvtx", measure_scope(plan, traces, {"gpu": "auto", "nvml_hz": 0, "nvtx": True}))
             for mode in ("cupti", "kineto"):

@@ -460,3 +460,74 @@ def test_measured_costs_follow_a_loop_whose_boundaries_run_cold(tmp_path, quick_
     assert raw_err > 0.1, raw_err  # the loop is perturbed ...
     assert abs(err) < raw_err / 3, (err, raw_err)  # ... and the measured costs take most of it out
     assert abs(err) < abs(cal_err), (err, cal_err)
+
+
+def _write_memory(session, rows, collector: str = "native") -> None:
+    """memory.arrows by hand: (ts, thread, device, action, addr, bytes, stream) per event."""
+    schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, collector)
+    cols = list(zip(*rows, strict=True))
+    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
+    with pa.OSFile(str(session.process_dir / S.MEMORY_FILE), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+        w.write_table(table)
+
+
+MEM_NS = 250  # the recorder's injected cost per allocator event
+
+
+def test_memory_recorder_cost_is_removed_where_events_were_recorded(fake_session):
+    """Each allocator event costs MEM_NS on the fake clock where it happens: in `backprop` (on the
+    main thread and on autograd's device thread, which the main thread waits for), in `act`, and in
+    unannotated glue. The corrected figures are the times without those costs, exactly."""
+    session, clock = fake_session
+    session.options["flush_interval"] = 1e6
+    th = session.thread_state().thread
+    autograd = th + 1
+    events = []  # (ts, thread, device, action, addr, bytes, stream)
+
+    def alloc_free(thread: int, addr: int) -> None:
+        for action in (S.MEMORY_ALLOC, S.MEMORY_FREE):
+            clock.advance(100)
+            events.append((clock.now, thread, 0, action, addr, 512, 7))
+            clock.advance(MEM_NS)
+
+    iters = 5
+    with session:
+        for i in range(iters):
+            with rlscope.scope("act"):
+                clock.advance(1_000)
+                alloc_free(th, 1000 + i)  # 2 events, 200 ns of its own work
+            with rlscope.scope("backprop"):
+                clock.advance(2_000)
+                for k in range(3):  # the backward pass's allocations, on another thread
+                    alloc_free(autograd, 2000 + k)
+            alloc_free(th, 3000 + i)  # unannotated
+    _write_memory(session, events)
+    _save(_calibration(scope={"inside": 0.0, "outside": 0.0}, memory={"per_event": float(MEM_NS)}))
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    ops, raw = s["operations"], s["raw"]["operations"]
+    assert raw["act"]["total_s"] == pytest.approx(iters * (1_200 + 2 * MEM_NS) * 1e-9)
+    assert ops["act"]["total_s"] == pytest.approx(iters * 1_200e-9, abs=1e-12)
+    assert ops["backprop"]["total_s"] == pytest.approx(iters * 2_600e-9, abs=1e-12)
+    assert s["unannotated_s"] == pytest.approx(iters * 200e-9, abs=1e-12)
+    assert s["overhead"]["removed_s"]["memory"] == pytest.approx(iters * 10 * MEM_NS * 1e-9)
+    assert s["overhead"]["costs_used"]["memory"] == "memory"
+
+
+@pytest.mark.parametrize("case", ["uncalibrated", "history"])
+def test_memory_events_without_a_calibrated_cost_are_kept_and_said(fake_session, case):
+    session, clock = fake_session
+    session.options["flush_interval"] = 1e6
+    th = session.thread_state().thread
+    with session, rlscope.scope("act"):
+        clock.advance(1_000)
+        ts = clock.now
+        clock.advance(1_000)
+    source = "native" if case != "history" else "torch-history"
+    _write_memory(session, [(ts, th, 0, S.MEMORY_ALLOC, 1, 512, 7)], source)
+    memory = {} if case == "uncalibrated" else {"memory": {"per_event": 500.0}}
+    _save(_calibration(scope={"inside": 0.0, "outside": 0.0}, **memory))
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    assert s["operations"]["act"]["total_s"] == pytest.approx(2_000e-9)
+    assert "memory" not in s["overhead"]["removed_s"]
+    said = " ".join(s["overhead"]["notes"])
+    assert ("memory not calibrated" if case == "uncalibrated" else "allocator history") in said

@@ -125,7 +125,8 @@ def analyze_process_pair(
     switched = windows.toggled(tl)
     # what the windows measure in the run is not subtracted again per event
     costs = overhead.without(costs, backend=switched["backend"], cuda_api=switched["gpu"])
-    fix = overhead.correct_timeline(tl, costs, nvml_samples)
+    mem_times, mem_notes = overhead.memory_times(proc, costs)
+    fix = overhead.correct_timeline(tl, costs, nvml_samples, mem_times)
     est = windows.estimate(fix.timeline, raw=tl)
     fixes = [(tl, fix)]
     if est is not None:
@@ -150,7 +151,7 @@ def analyze_process_pair(
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
     removed = dict(fix.removed_s)
-    notes = list(costs.notes)
+    notes = list(costs.notes) + mem_notes
     window_info: dict = {}
     if est is not None:
         removed.update(fixes[-1][1].removed_s)

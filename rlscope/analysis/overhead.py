@@ -52,6 +52,9 @@ class EventCosts:
     dispatch_outside: np.ndarray = dataclasses.field(default_factory=lambda: _unknown())
     writer_per_event: float = 0.0  # background: the writer's GIL time per event row written
     nvml_per_sample: float = 0.0  # background: the NVML sampler's GIL time per sample
+    # the GPU memory recorder per recorded allocator event (torch's trace entry and rlscope's
+    # tracker, paid on the allocating thread); 0: not calibrated (rlscope/calibrate_memory.py)
+    memory_per_event: float = 0.0
     used: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> calibration entry used
     notes: list[str] = dataclasses.field(default_factory=list)  # what could not be corrected, and why
 
@@ -115,7 +118,50 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
             costs.dispatch_outside[cls] = max(costs.outside[cls] - float(row["measured_outside"]), 0.0)
     costs.writer_per_event = float(table.get("writer", {}).get("per_event", 0.0))
     costs.nvml_per_sample = float(table.get("nvml", {}).get("per_sample", 0.0))
+    if "memory" in table:
+        costs.memory_per_event = max(float(table["memory"].get("per_event", 0.0)), 0.0)
+        costs.used["memory"] = "memory"
     return costs
+
+
+def memory_times(proc: Any, costs: EventCosts) -> tuple[np.ndarray, list[str]]:
+    """(times of the process's recorded allocator events whose cost applies, notes): the native
+    tracker's events when the calibration has their cost; none otherwise, with a note where the
+    process recorded events the correction cannot remove."""
+    table = getattr(proc, "memory", None)
+    if table is None or table.num_rows == 0:
+        return np.zeros(0, np.int64), []
+    meta = table.schema.metadata or {}
+    if meta.get(b"rlscope.collector", b"").decode() != "native":
+        return np.zeros(0, np.int64), [
+            "GPU memory recorded through torch's allocator history: its cost per event is not"
+            " calibrated and not removed"
+        ]
+    if costs.memory_per_event <= 0:
+        return np.zeros(0, np.int64), [
+            f"memory not calibrated on this machine (`rlscope calibrate` with a GPU): the cost of"
+            f" {table.num_rows} recorded allocator events is not removed"
+        ]
+    return table.column("ts_ns").to_numpy().astype(np.int64), []
+
+
+def _memory_planned(tl: Timeline, times: np.ndarray, per_event_ns: float) -> np.ndarray:
+    """Per timeline row: the memory recorder's cost of the allocator events in its segment.
+
+    Every event is charged to the main thread's segment at its time, whichever thread allocated:
+    in RL loops the other allocating threads are autograd's device threads running a backward pass
+    the main thread waits for (its wait is what lengthened), as rlscope/analysis/memory.py
+    attributes them. A thread allocating on its own beside the main thread (a data loader filling
+    GPU buffers) would have its cost taken from the main thread's time: not corrected right."""
+    planned = np.zeros(len(tl.ts))
+    rows = np.flatnonzero(tl.thread == tl.main_thread)
+    if per_event_ns <= 0 or len(times) == 0 or len(rows) == 0:
+        return planned
+    i = np.searchsorted(tl.ts[rows], times, side="right") - 1
+    ok = i >= 0
+    row = rows[np.maximum(i, 0)]
+    ok &= times <= tl.seg_end[row]
+    return np.bincount(row[ok], minlength=len(tl.ts)).astype(np.float64) * per_event_ns
 
 
 def without(costs: EventCosts, backend: bool, cuda_api: bool) -> EventCosts:
@@ -306,8 +352,11 @@ def thread_last(tl: Timeline) -> np.ndarray:
     return last
 
 
-def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> Correction:
-    """Remove the calibrated overhead from every thread's segments and rebuild the timestamps."""
+def correct_timeline(
+    tl: Timeline, costs: EventCosts, nvml_samples: int = 0, memory: np.ndarray | None = None
+) -> Correction:
+    """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
+    ``memory``: times of the recorded GPU allocator events (:func:`memory_times`)."""
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
@@ -327,6 +376,8 @@ def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> 
     last = thread_last(tl)
     planned = after.copy()
     planned[:-1] += np.where(last[:-1], 0.0, before[1:])
+    mem = _memory_planned(tl, memory if memory is not None else np.zeros(0, np.int64), costs.memory_per_event)
+    planned += mem
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     writer_threads = np.unique(tl.thread[(tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)])
     profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
@@ -349,12 +400,16 @@ def correct_timeline(tl: Timeline, costs: EventCosts, nvml_samples: int = 0) -> 
     removed: dict[str, float] = {}
     per_class = np.bincount(cls, weights=before + after, minlength=len(CLASS_NAMES))
     placed = float(removal.sum() - np.where(profiler, dur, 0.0).sum())
-    wanted = float(per_class[1:].sum())
+    mem_total = float(mem[~profiler].sum())
+    wanted = float(per_class[1:].sum()) + mem_total
     if wanted > placed >= 0:  # report what was removed, never more than the segments held
         per_class = per_class * (placed / wanted)
+        mem_total *= placed / wanted
     for c in range(1, len(CLASS_NAMES)):
         if per_class[c]:
             removed[CLASS_NAMES[c]] = float(per_class[c]) / 1e9
+    if mem_total:
+        removed["memory"] = mem_total / 1e9
     if profiler.any():
         removed["rlscope_periodic"] = float(dur[profiler].sum()) / 1e9
     if stalled.any():
