@@ -888,7 +888,7 @@ def measure_memory(torch: Any, plan: Plan) -> tuple[Stable, dict[str, float]]:
     from rlscope.collectors import gpu_memory
 
     gpu_memory.load_native(torch)
-    n, m = max(int(1000 * plan.scale), 200), 30
+    n, m = max(int(1000 * plan.scale), 200), 40
 
     def one() -> dict[str, float]:
         return calibrate_memory.run_child(n, m)
