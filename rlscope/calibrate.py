@@ -115,9 +115,16 @@ class Stable:
     rounds: list[dict[str, float]]
     elapsed_s: float = 0.0
     cost_field: str = ""  # "": the judged field is the cost itself
+    # "median": every round counts, and the cost is their median, stable once at least k rounds
+    # ran and their median absolute deviation is within TOLERANCE / 2 of it (half the rounds within
+    # +-10%): for a cost whose rounds are separate processes, each with its own draw of the cost
+    # (rlscope/calibrate_memory.py), where k in a row agreeing within 20% is luck
+    rule: str = "last_k"
 
     @property
     def last(self) -> list[float]:
+        if self.rule == "median":
+            return [r[self.field] for r in self.rounds]
         return [r[self.field] for r in self.rounds[-self.k :]]
 
     @property
@@ -132,30 +139,38 @@ class Stable:
 
     @property
     def cost(self) -> float:
-        """The cost stored (ns): median of its estimates over the last k rounds."""
-        return statistics.median(self.estimates[-self.k :])
+        """The cost stored (ns): median of its estimates over the last k rounds (all, "median" rule)."""
+        return statistics.median(self.estimates if self.rule == "median" else self.estimates[-self.k :])
 
     @property
     def spread(self) -> float:
-        """(max - min) / |median| of the last k estimates (inf when the median is 0)."""
+        """(max - min) / |median| of the last k estimates (inf when the median is 0); with the
+        "median" rule, the median absolute deviation over |median| of all of them."""
         last = self.last
         mid = abs(statistics.median(last))
-        return (max(last) - min(last)) / mid if mid > 0 else float("inf")
+        if mid == 0:
+            return float("inf")
+        if self.rule == "median":
+            return statistics.median(abs(v - statistics.median(last)) for v in last) / mid
+        return (max(last) - min(last)) / mid
 
     @property
     def drift(self) -> float:
         """|median of the last k / median of all rounds - 1|: a run of k agreeing rounds at one end
-        of a noisy sequence is luck, not stability."""
+        of a noisy sequence is luck, not stability (0 with the "median" rule: all rounds count)."""
         every = statistics.median(r[self.field] for r in self.rounds)
         return abs(self.value / every - 1) if every else float("inf")
 
     @property
     def stable(self) -> bool:
+        if self.rule == "median":
+            return len(self.rounds) >= self.k and self.spread <= TOLERANCE / 2
         return len(self.rounds) >= self.k and self.spread <= TOLERANCE and self.drift <= TOLERANCE
 
     def median(self, field: str) -> float:
-        """Median of another per-round figure over the same last k rounds."""
-        return statistics.median(r[field] for r in self.rounds[-self.k :])
+        """Median of another per-round figure over the same rounds (the last k, or all)."""
+        rounds = self.rounds if self.rule == "median" else self.rounds[-self.k :]
+        return statistics.median(r[field] for r in rounds)
 
 
 def until_stable(
@@ -166,6 +181,7 @@ def until_stable(
     clock: Callable[[], float] = time.perf_counter,
     max_rounds: int = 500,
     cost_field: str = "",
+    rule: str = "last_k",
 ) -> Stable:
     """Run rounds until the last ``k`` estimates of ``field`` agree within TOLERANCE, or until the
     budget is spent (at least ``k`` rounds either way): why a number is trusted is a rule, not luck.
@@ -173,7 +189,7 @@ def until_stable(
     if k < 2:
         raise ValueError(f"k must be >= 2 to judge stability, got {k}")
     t0 = clock()
-    st = Stable(field, k, [], cost_field=cost_field)
+    st = Stable(field, k, [], cost_field=cost_field, rule=rule)
     while len(st.rounds) < max_rounds:
         st.rounds.append(round_fn())
         st.elapsed_s = clock() - t0
@@ -194,12 +210,17 @@ def refusal(entry: str, st: Stable) -> str | None:
     """None if the cost can be stored, else one line saying which cost and why, with the numbers."""
     judged = st.cost_field and st.cost_field != st.field
     fmt = (lambda v: f"{v:.3g}") if judged else _ns
-    costs = st.estimates[-st.k :]
+    costs = st.estimates[-len(st.last) :]
     seen = f"last {len(costs)} of {len(st.rounds)} rounds: {', '.join(_ns(v) for v in costs)}"
     if judged:
         seen += f"; judged {JUDGED.get(st.field, st.field)}: {', '.join(fmt(v) for v in st.last)}"
     if st.cost < 0:
         return f"{entry}: refused: negative cost {_ns(st.cost)} ({seen})"
+    if not st.stable and st.rule == "median":
+        return (
+            f"{entry}: refused: unstable, the rounds' median absolute deviation is {st.spread:.0%} of"
+            f" their median {fmt(st.value)} > {TOLERANCE / 2:.0%} after {st.elapsed_s:.1f} s ({seen})"
+        )
     if not st.stable:
         if st.spread <= TOLERANCE:  # the last k agree, but not with the rounds before them
             every = statistics.median(r[st.field] for r in st.rounds)
@@ -894,8 +915,10 @@ def measure_memory(torch: Any, plan: Plan) -> tuple[Stable, dict[str, float]]:
     def one() -> dict[str, float]:
         return calibrate_memory.run_child(n, m)
 
-    # a round is a process start (~4 s): the budget counts rounds, not micro-timings
-    st = until_stable(one, "per_event", plan.k, plan.budget_s * 6)
+    # a round is a process start (~4 s): the budget counts rounds, not micro-timings. Judged by
+    # the median of at least k + 2 children: each child draws its own cost (an H100's six children
+    # read 89-151 ns, an H200's four 86-113), so k in a row within 20% came too rarely
+    st = until_stable(one, "per_event", plan.k + 2, plan.budget_s * 8, rule="median")
     out = {f: st.median(f) for f in ("torch_part", "events_per_iteration", "unrecorded_ns_per_iteration")}
     return st, {"per_event": st.cost, **out}
 

@@ -460,3 +460,19 @@ def test_a_round_whose_reference_moved_is_run_again(monkeypatch):
     r = C._with_reference(one, "total")()
     assert len(tries) == 2 and r["ref"] == pytest.approx(100.5)
     assert r["per_ref"] == pytest.approx(201.0 / 100.5)
+
+
+def test_median_rule_counts_every_round_and_refuses_a_wide_one():
+    from rlscope.calibrate import Stable, refusal, until_stable
+
+    values = iter([93.0, 89.0, 151.0, 116.0, 98.0, 104.0, 300.0, 20.0])
+    st = until_stable(lambda: {"per_event": next(values)}, "per_event", 6, 0.0, rule="median")
+    # six rounds: median 101, deviations 8, 12, 50, 15, 3, 3 -> MAD 10 (10% of it): stable, kept
+    assert len(st.rounds) == 6 and st.stable
+    assert st.cost == pytest.approx(101.0) and st.spread == pytest.approx(0.099, abs=1e-3)
+    assert refusal("memory", st) is None
+    wide = Stable(
+        "per_event", 6, [{"per_event": v} for v in (50.0, 150.0, 90.0, 200.0, 60.0, 120.0)], rule="median"
+    )
+    why = refusal("memory", wide)
+    assert why is not None and "median absolute deviation" in why and "of 6 rounds" in why
