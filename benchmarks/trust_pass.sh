@@ -142,7 +142,8 @@ if [ "$VAL" = all ] || [ "$VAL" = a ]; then
 val ppo_gpu 0-7 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" &
 OMP_NUM_THREADS=1 val ppo_cpu 8-15 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py ppo_cpu &
 wait
-val sb3_ppo 0-7 "${LIM_A:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 2048 &
+# --n-steps 256: eight `train` calls (at the default 2,048, one call, which no window pairs)
+val sb3_ppo 0-7 "${LIM_A:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 2048 --n-steps 256 &
 OMP_NUM_THREADS=1 val dqn 8-15 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
 wait
 fi
