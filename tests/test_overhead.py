@@ -457,7 +457,9 @@ def test_measured_costs_follow_a_loop_whose_boundaries_run_cold(tmp_path, quick_
         monkeypatch.delenv(overhead.MEASURED_ENV)
     base = sorted(unprof)[1]
     raw_err, err, cal_err = (sorted(x)[1] / base - 1 for x in (raw, measured, calibrated))
-    assert raw_err > 0.1, raw_err  # the loop is perturbed ...
+    # the loop is perturbed (over 10% was asked until CI's run of 36ae03d failed all three
+    # attempts, the last at +6.6% raw: the lean C path's boundaries perturb it less) ...
+    assert raw_err > 0.05, raw_err
     assert abs(err) < raw_err / 3, (err, raw_err)  # ... and the measured costs take most of it out
     assert abs(err) < abs(cal_err), (err, cal_err)
 
