@@ -252,3 +252,26 @@ def test_html_escapes_names(cpu_summary: dict) -> None:
     page = render_html(cpu_summary)
     assert "<img src=x" not in page and "<b>bad</b>" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_calibration_table_says_where_each_cost_is_paid():
+    from rich.console import Console
+
+    from rlscope.viz.terminal import render_calibration
+
+    cal = {
+        "key": {"host": "h", "python": "3.11", "torch": "2.13"},
+        "costs_ns": {
+            "scope": {"inside": 120.0, "outside": 30.0, "total": 150.0, "spread": 0.05},
+            "writer": {"per_event": 80.0, "spread": 0.1},
+            "memory": {"per_event": 104.0, "spread": 0.08},
+        },
+        "refused": [{"entry": "nvml", "reason": "nvml: refused: unstable, spread 228%"}],
+        "skipped": {},
+    }
+    console = Console(record=True, width=200)
+    render_calibration(cal, console)
+    rows = {line.split("│")[1].strip(): line for line in console.export_text().splitlines() if "│" in line}
+    assert "on the allocating thread" in rows["memory"] and "104" in rows["memory"]
+    assert "GIL stall" in rows["writer"] and "GIL" not in rows["memory"]
+    assert "refused: unstable" in rows["nvml"]

@@ -532,6 +532,10 @@ def render_calibration(cal: dict, console: Console | None = None) -> None:
         table.add_column(col, justify="left" if col in ("event", "note") else "right")
     for kind, c in (cal.get("costs_ns") or {}).items():
         spread = f"{c['spread']:.0%}" if "spread" in c else "-"
+        if kind == "memory":  # paid on the allocating thread, not through the GIL
+            note = "per GPU allocator event, on the allocating thread"
+            table.add_row(kind, "-", "-", f"{c.get('per_event', 0.0):.0f}", spread, note)
+            continue
         if "per_event" in c or "per_sample" in c:
             per = c.get("per_event", c.get("per_sample", 0.0))
             unit = "per event row" if "per_event" in c else "per sample"
