@@ -47,9 +47,12 @@ state / base. Configurations:
   benchmark's own answer can be checked (``expected`` in its row: N µs over B's iteration as A's
   blocks at the time put it; a fixed time costs more of a fast block than of a slow one).
 
-Two configurations check the correction itself rather than a held state: ``default`` (and
-``default_nomem``, without the memory recorder) runs B's state blocks under the default profile with
-its windows switching, then analyzes B's trace. Every iteration runs in a scope ``iter`` (in A too,
+Three configurations check the correction itself rather than a held state. ``default`` runs B's
+state blocks under the default profile with its windows switching, then analyzes B's trace;
+``default_nomem`` does so without the memory recorder, and ``default_noflush`` with the writer
+flushing once a minute, so that no flush falls in a block (its corrected figure against
+``default``'s says whether the flushes' removal, their own CPU time, is the stall they cost the
+job). Every iteration runs in a scope ``iter`` (in A too,
 where no session makes it a no-op), so B's corrected ``iter`` time per call is set against A's time
 per iteration over the same pairs, divided by the base ratio: the corrected figure's error with the
 host's speed and the two processes' own difference taken out. The raw ratio is reported beside it.
@@ -96,6 +99,7 @@ CONFIGS = (
     "full",
     "default",
     "default_nomem",
+    "default_noflush",
 )
 
 NUMBERED = r"(cycles|nogpucycles|stop|raw|busy|flush)(\d+)"  # configurations with a count
@@ -295,7 +299,7 @@ def child(device: str, loop: str, timers: bool = False) -> None:
             elif kind == "raw":
                 _raw_cycles(cycles, step)
             elif config != "none":
-                nomem = config in ("light_nomem", "light_bare", "cupti_once")
+                nomem = config in ("light_nomem", "light_bare", "cupti_once", "default_nomem")
                 os.environ["RLSCOPE_GPU_MEMORY"] = "0" if nomem else "1"
                 os.environ["RLSCOPE_CUPTI_DETACH"] = "0" if config == "keep" else "1"
                 opts: dict = {}
@@ -311,6 +315,8 @@ def child(device: str, loop: str, timers: bool = False) -> None:
                     opts = {"nvml_hz": 0}
                 elif config == "full":
                     opts = {"windows": False}
+                elif config == "default_noflush":  # the default profile, the writer flushing once a minute
+                    opts = {"flush_interval": 60.0}
                 session = rlscope.profile(tmp, **opts).start()
                 if kind == "flush" and cycles:
                     _FakeGpuRows(session, cycles * 1000)
@@ -347,6 +353,8 @@ def child(device: str, loop: str, timers: bool = False) -> None:
                         "calls": cor["calls"],
                         "corrected": summary["corrected_for_overhead"],
                         "ops": ops,
+                        # what the correction removed as the writer's flushes (default vs default_noflush)
+                        "writer_s": summary.get("overhead", {}).get("removed_s", {}).get("writer", 0.0),
                     }
                 ),
                 flush=True,
@@ -585,7 +593,8 @@ def main() -> None:
                 print(
                     f"        {config:13} iter: corrected {row['corrected_error']:+.1%}"
                     f"  raw {row['raw_error']:+.1%}"
-                    f"  ({analysis['calls']} calls, corrected={analysis['corrected']})",
+                    f"  ({analysis['calls']} calls, corrected={analysis['corrected']},"
+                    f" writer removed {analysis.get('writer_s', 0.0) * 1e3:.0f} ms)",
                     flush=True,
                 )
             if row.get("op_errors"):

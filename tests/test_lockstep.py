@@ -48,8 +48,9 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     and B. The blocks share a 2-core machine with whatever else it runs: a host that changes speed
     inside a pair moves a median of 10 pairs by a third of the cost (CI read 1.54 against 1.35
     once), so a miss is measured once more, with more pairs, before it counts."""
-    rows = _lockstep_rows(tmp_path, "none,busy100,default", 10, "--keep", str(tmp_path), "--a-timers")
-    assert set(rows) == {"none", "busy100", "default"}
+    configs = "none,busy100,default,default_noflush"
+    rows = _lockstep_rows(tmp_path, configs, 10, "--keep", str(tmp_path), "--a-timers")
+    assert set(rows) == {"none", "busy100", "default", "default_noflush"}
     for r in rows.values():
         assert len(r["base"]) == len(r["state"]) == 10
         assert len(r["spans"]) == 10 and all(a0 < a1 and b0 < b1 for a0, a1, b0, b1 in r["spans"])
@@ -75,6 +76,11 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     assert all(abs(c) < 0.3 for c, _, _ in big.values()), ops
     assert all(abs(c) * share < 0.03 for c, _, share in ops.values() if share < 0.05), ops
     assert ops["step"][0] < ops["step"][1]  # corrected below raw
+    # the writer flushing once a minute: B's trace still analyzed and corrected
+    quiet = rows["default_noflush"]
+    assert quiet["analysis"]["corrected"] is True and quiet["analysis"]["calls"] >= 600
+    assert quiet["corrected_error"] < quiet["raw_error"]
+    assert quiet["analysis"]["writer_s"] >= 0 and d["analysis"]["writer_s"] >= 0
     assert 0.7 < sum(sh for k, (_, _, sh) in ops.items() if k != "iter") <= 1.02, ops
     assert 0 <= d["a_untimed_share"] < 0.3
     # every state pair placed by B's kind of window, read from the kept table
