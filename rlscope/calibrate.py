@@ -122,10 +122,13 @@ class Stable:
     rule: str = "last_k"
 
     @property
+    def counted(self) -> list[dict[str, float]]:
+        """The rounds the cost is judged and stored from: the last k, or all ("median" rule)."""
+        return self.rounds if self.rule == "median" else self.rounds[-self.k :]
+
+    @property
     def last(self) -> list[float]:
-        if self.rule == "median":
-            return [r[self.field] for r in self.rounds]
-        return [r[self.field] for r in self.rounds[-self.k :]]
+        return [r[self.field] for r in self.counted]
 
     @property
     def value(self) -> float:
@@ -139,8 +142,8 @@ class Stable:
 
     @property
     def cost(self) -> float:
-        """The cost stored (ns): median of its estimates over the last k rounds (all, "median" rule)."""
-        return statistics.median(self.estimates if self.rule == "median" else self.estimates[-self.k :])
+        """The cost stored (ns): median of its estimates over the counted rounds."""
+        return statistics.median(r[self.cost_field or self.field] for r in self.counted)
 
     @property
     def spread(self) -> float:
@@ -168,9 +171,8 @@ class Stable:
         return len(self.rounds) >= self.k and self.spread <= TOLERANCE and self.drift <= TOLERANCE
 
     def median(self, field: str) -> float:
-        """Median of another per-round figure over the same rounds (the last k, or all)."""
-        rounds = self.rounds if self.rule == "median" else self.rounds[-self.k :]
-        return statistics.median(r[field] for r in rounds)
+        """Median of another per-round figure over the counted rounds."""
+        return statistics.median(r[field] for r in self.counted)
 
 
 def until_stable(
@@ -210,7 +212,7 @@ def refusal(entry: str, st: Stable) -> str | None:
     """None if the cost can be stored, else one line saying which cost and why, with the numbers."""
     judged = st.cost_field and st.cost_field != st.field
     fmt = (lambda v: f"{v:.3g}") if judged else _ns
-    costs = st.estimates[-len(st.last) :]
+    costs = [r[st.cost_field or st.field] for r in st.counted]
     seen = f"last {len(costs)} of {len(st.rounds)} rounds: {', '.join(_ns(v) for v in costs)}"
     if judged:
         seen += f"; judged {JUDGED.get(st.field, st.field)}: {', '.join(fmt(v) for v in st.last)}"

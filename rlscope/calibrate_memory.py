@@ -28,7 +28,6 @@ import sys
 import time
 from typing import Any
 
-ENTRY = "memory"
 CHILD_TIMEOUT_S = 120.0  # a child builds nothing (the parent built the tracker) and runs ~1 s
 
 
@@ -48,14 +47,14 @@ def _loop(torch: Any, n: int, device: str = "cuda") -> float:
 def _pairs(torch: Any, n: int, m: int, lib: Any = None) -> tuple[list[float], list[float], list[int]]:
     """``m`` pairs of adjacent timings (CUDA loop, CPU loop), and the events recorded in each CUDA
     one (drained outside the clock, as the writer thread drains) when ``lib`` records."""
+    from rlscope.collectors import gpu_memory
+
     ratios, cpu, events = [], [], []
     for _ in range(m):
         before = lib.mn_pending() if lib is not None else 0
         c = _loop(torch, n)
         if lib is not None:
             events.append(lib.mn_pending() - before)
-            from rlscope.collectors import gpu_memory
-
             gpu_memory.drain_native(lib, 0)
         h = _loop(torch, n, "cpu")
         ratios.append(c / h)

@@ -516,6 +516,11 @@ def overhead_line(summary: dict) -> str:
     )
 
 
+# calibration entries with one figure (no inside/outside split) that are not a background thread's
+# GIL stall, as the writer's and the NVML sampler's are: where they are paid
+ONE_FIGURE_NOTES = {"memory": "per GPU allocator event, on the allocating thread"}
+
+
 def render_calibration(cal: dict, console: Console | None = None) -> None:
     """A calibration's per-event costs as a table (``rlscope calibrate``)."""
     from rich.console import Console
@@ -532,14 +537,11 @@ def render_calibration(cal: dict, console: Console | None = None) -> None:
         table.add_column(col, justify="left" if col in ("event", "note") else "right")
     for kind, c in (cal.get("costs_ns") or {}).items():
         spread = f"{c['spread']:.0%}" if "spread" in c else "-"
-        if kind == "memory":  # paid on the allocating thread, not through the GIL
-            note = "per GPU allocator event, on the allocating thread"
-            table.add_row(kind, "-", "-", f"{c.get('per_event', 0.0):.0f}", spread, note)
-            continue
         if "per_event" in c or "per_sample" in c:
             per = c.get("per_event", c.get("per_sample", 0.0))
             unit = "per event row" if "per_event" in c else "per sample"
-            table.add_row(kind, "-", "-", f"{per:.0f}", spread, f"background (GIL stall), {unit}")
+            note = ONE_FIGURE_NOTES.get(kind, f"background (GIL stall), {unit}")
+            table.add_row(kind, "-", "-", f"{per:.0f}", spread, note)
             continue
         inside, outside, total = (f"{c.get(f, 0):.0f}" for f in ("inside", "outside", "total"))
         table.add_row(kind, inside, outside, total, spread, "")

@@ -145,7 +145,7 @@ def memory_times(proc: Any, costs: EventCosts) -> tuple[np.ndarray, list[str]]:
     return table.column("ts_ns").to_numpy().astype(np.int64), []
 
 
-def _memory_planned(tl: Timeline, times: np.ndarray, per_event_ns: float) -> np.ndarray:
+def _memory_planned(tl: Timeline, times: np.ndarray | None, per_event_ns: float) -> np.ndarray:
     """Per timeline row: the memory recorder's cost of the allocator events in its segment.
 
     Every event is charged to the main thread's segment at its time, whichever thread allocated:
@@ -155,7 +155,7 @@ def _memory_planned(tl: Timeline, times: np.ndarray, per_event_ns: float) -> np.
     GPU buffers) would have its cost taken from the main thread's time: not corrected right."""
     planned = np.zeros(len(tl.ts))
     rows = np.flatnonzero(tl.thread == tl.main_thread)
-    if per_event_ns <= 0 or len(times) == 0 or len(rows) == 0:
+    if times is None or per_event_ns <= 0 or len(times) == 0 or len(rows) == 0:
         return planned
     i = np.searchsorted(tl.ts[rows], times, side="right") - 1
     ok = i >= 0
@@ -376,7 +376,7 @@ def correct_timeline(
     last = thread_last(tl)
     planned = after.copy()
     planned[:-1] += np.where(last[:-1], 0.0, before[1:])
-    mem = _memory_planned(tl, memory if memory is not None else np.zeros(0, np.int64), costs.memory_per_event)
+    mem = _memory_planned(tl, memory, costs.memory_per_event)
     planned += mem
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     writer_threads = np.unique(tl.thread[(tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)])
