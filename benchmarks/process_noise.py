@@ -8,6 +8,10 @@ runs the program unprofiled (``RLSCOPE_MODE=off``, timed from ``rlscope.profile`
 as validate times it) ``--runs`` times per placement, the placements interleaved, and prints each
 placement's runs, half-range / median (validate's noise floor) and coefficient of variation.
 
+``--rotate W`` (repeatable) adds a placement that moves each run through every core, W at a time
+(rlscope/rotate.py, validate's ``--rotate``): whether averaging over the cores' slow turns narrows
+the spread.
+
 ``--busy CPUS`` adds, for each pinned placement, the same placement with a neighbour process
 spinning on CPUS (other cores) throughout the run: whether other busy cores slow the program
 (shared turbo budget, memory bandwidth, a hypervisor's scheduling), which a profiled run's own
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rlscope.validate import Options, _parse_cpus, _Runner, noise_floor
 
@@ -42,6 +47,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=6, help="runs per placement")
     p.add_argument("--cpus", action="append", default=[], help="a placement: CPUs to pin to (repeatable)")
+    p.add_argument("--rotate", action="append", default=[], help="a placement: W CPUs moved (W/MS: hop MS)")
     p.add_argument("--busy", default=None, help="CPUs a neighbour spins on, beside each pinned placement")
     p.add_argument("--json", default=None)
     p.add_argument("command", nargs=argparse.REMAINDER)
@@ -49,7 +55,8 @@ def main() -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("no command")
-    placements = {"any core": None, **{f"cpus {c}": _parse_cpus(c) for c in args.cpus}}
+    placements: dict[str, Any] = {"any core": None, **{f"cpus {c}": _parse_cpus(c) for c in args.cpus}}
+    placements.update({f"rotate {w}": w for w in args.rotate})  # W or W/MS
     busy = _parse_cpus(args.busy) if args.busy else None
     if busy:
         placements.update({f"cpus {c} + busy {args.busy}": _parse_cpus(c) for c in args.cpus})
@@ -61,7 +68,13 @@ def main() -> None:
             for name in names:
                 work = Path(tmp) / f"{name.replace(' ', '_')}-{rep}"
                 work.mkdir()
-                runner = _Runner(Options(command=command, cpus=placements[name]), work, lambda _m: None)
+                where = placements[name]
+                if isinstance(where, str):
+                    w, _, ms = where.partition("/")
+                    opts = Options(command, rotate=int(w), rotate_period_s=float(ms or 50) / 1000)
+                else:
+                    opts = Options(command, cpus=where)
+                runner = _Runner(opts, work, lambda _m: None)
                 spinner = _spin(busy) if busy and "+ busy" in name else None
                 try:
                     run = runner.run("unprofiled", rep)

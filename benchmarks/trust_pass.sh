@@ -74,9 +74,12 @@ if [ -n "${LOCKSTEP:-}" ]; then  # collector states against a twin process on th
         --loop "${LOCKSTEP_LOOP:-sim_eager}" --iters "${LOCKSTEP_ITERS:-60}" ${LOCKSTEP_ATIMERS:+--a-timers} \
         --json "$OUT/lockstep.json" --keep "$OUT" 2>&1 | grep -v "^rlscope: warning" | tee "$OUT/lockstep.log"
 fi
-if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core vs pinned (NOISE_CPUS)
+if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core vs pinned (NOISE_CPUS) vs moved (NOISE_ROTATE="W W/MS ...")
+    # NOISE_WORKLOAD: a validation_workloads.py row (ppo_gpu by default; sim_eager runs on the GPU)
+    nw=${NOISE_WORKLOAD:-ppo_gpu}
     timeout "${NOISE_LIMIT:-150}" python3 benchmarks/process_noise.py --runs "${NOISE_RUNS:-5}" --cpus "${NOISE_CPUS:-2-5}" \
-        --json "$OUT/process_noise.json" -- python3 benchmarks/validation_workloads.py ppo_gpu --scale "${SCALE:-0.5}" 2>&1 | tail -4
+        $(for r in ${NOISE_ROTATE:-}; do printf -- '--rotate %s ' "$r"; done) --json "$OUT/process_noise.json" -- python3 benchmarks/validation_workloads.py \
+        "$nw" $([ "$nw" = sim_eager ] && echo --device cuda) --scale "${NOISE_SCALE:-${SCALE:-0.5}}" 2>&1 | tee "$OUT/process_noise.log" | tail -5
 fi
 if [ -n "${BUSY:-}" ]; then  # unprofiled eager simulator pinned to 2-5, alone and beside busy cores (BUSY=CPUS)
     timeout "${BUSY_LIMIT:-150}" python3 benchmarks/process_noise.py --runs "${BUSY_RUNS:-4}" --cpus 2-5 --busy "$BUSY" \
