@@ -66,7 +66,7 @@ def main() -> None:
             names = list(placements)
             names = names[rep % len(names) :] + names[: rep % len(names)]  # rotate: no placement always first
             for name in names:
-                work = Path(tmp) / f"{name.replace(' ', '_')}-{rep}"
+                work = Path(tmp) / f"{name.replace(' ', '_').replace('/', '-')}-{rep}"
                 work.mkdir()
                 where = placements[name]
                 if isinstance(where, str):
