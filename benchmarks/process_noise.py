@@ -8,9 +8,9 @@ runs the program unprofiled (``RLSCOPE_MODE=off``, timed from ``rlscope.profile`
 as validate times it) ``--runs`` times per placement, the placements interleaved, and prints each
 placement's runs, half-range / median (validate's noise floor) and coefficient of variation.
 
-``--rotate W`` (repeatable) adds a placement that moves each run through every core, W at a time
-(rlscope/rotate.py, validate's ``--rotate``): whether averaging over the cores' slow turns narrows
-the spread.
+``--rotate W`` or ``W/MS`` (repeatable) adds a placement that moves each run through every core, W
+at a time, a hop every MS (default 50) milliseconds (benchmarks/rotate.py): whether averaging over
+the cores' slow turns narrows the spread.
 
 ``--busy CPUS`` adds, for each pinned placement, the same placement with a neighbour process
 spinning on CPUS (other cores) throughout the run: whether other busy cores slow the program
@@ -31,6 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import rotate
+
+from rlscope import validate
 from rlscope.validate import Options, _parse_cpus, _Runner, noise_floor
 
 
@@ -41,6 +44,29 @@ def _spin(cpus: frozenset[int]) -> subprocess.Popen:
     code += f"ps = [m.Process(target=s, args=(c,)) for c in {sorted(cpus)!r}]\n"
     code += "[p.start() for p in ps]\n[p.join() for p in ps]\n"
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
+def run_rotated(runner: _Runner, rep: int, spec: str) -> Any:
+    """One unprofiled run moved through every core (``spec``: W or W/MS): the child is started on
+    the first window and a :class:`rotate.Rotation` moves it until it ends."""
+    w, _, ms = spec.partition("/")
+    cycle = rotate.windows(sorted(os.sched_getaffinity(0)), int(w), seed=rep)
+    movers = []
+    plain = validate._start
+
+    def start(command: list[str], env: dict[str, str], verbose: bool) -> subprocess.Popen:
+        with validate._pinned(cycle[0]):
+            proc = plain(command, env, verbose)
+        movers.append(rotate.Rotation(proc.pid, cycle, float(ms or 50) / 1000).start())
+        return proc
+
+    validate._start = start
+    try:
+        return runner.run("unprofiled", rep)
+    finally:
+        validate._start = plain
+        for m in movers:
+            m.stop()
 
 
 def main() -> None:
@@ -69,15 +95,11 @@ def main() -> None:
                 work = Path(tmp) / f"{name.replace(' ', '_').replace('/', '-')}-{rep}"
                 work.mkdir()
                 where = placements[name]
-                if isinstance(where, str):
-                    w, _, ms = where.partition("/")
-                    opts = Options(command, rotate=int(w), rotate_period_s=float(ms or 50) / 1000)
-                else:
-                    opts = Options(command, cpus=where)
-                runner = _Runner(opts, work, lambda _m: None)
+                moved = isinstance(where, str)
+                runner = _Runner(Options(command, cpus=None if moved else where), work, lambda _m: None)
                 spinner = _spin(busy) if busy and "+ busy" in name else None
                 try:
-                    run = runner.run("unprofiled", rep)
+                    run = run_rotated(runner, rep, where) if moved else runner.run("unprofiled", rep)
                 finally:
                     if spinner is not None:  # its spinning children too: they share its session
                         os.killpg(spinner.pid, signal.SIGKILL)

@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 from rlscope import annotate, hoststat
-from rlscope import rotate as rotation
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
@@ -607,8 +606,6 @@ class Options:
     session: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: rlscope.profile options
     cpus: frozenset[int] | None = None  # --cpus: every run pinned to these CPUs
     time_limit: float | None = None  # --time-limit: start no repetition that would end past it (seconds)
-    rotate: int = 0  # --rotate W: each run's threads moved through the allowed cores, W at a time
-    rotate_period_s: float = rotation.PERIOD_S  # --rotate-every MS: one hop of the window
 
 
 @dataclass
@@ -706,22 +703,6 @@ def parse_args(argv: list[str]) -> Options:
         help="run every mode on these CPUs only, e.g. 2-5 or 0,2,4 (the same cores for every run)",
     )
     p.add_argument(
-        "--rotate",
-        type=int,
-        default=0,
-        metavar="W",
-        help="move each run through every allowed CPU (--cpus, else all), W at a time: each run's"
-        " speed the average of the cores', where cores are slow by turns (cloud hosts); W is the CPUs"
-        " the program needs at once",
-    )
-    p.add_argument(
-        "--rotate-every",
-        type=float,
-        default=rotation.PERIOD_S * 1000,
-        metavar="MS",
-        help=f"with --rotate: a hop of the window every MS (default {rotation.PERIOD_S * 1000:g})",
-    )
-    p.add_argument(
         "--time-limit",
         type=float,
         default=None,
@@ -736,21 +717,10 @@ def parse_args(argv: list[str]) -> Options:
         p.error("--reps must be >= 1")
     if args.max_reps and args.max_reps < args.reps:
         p.error("--max-reps must be >= --reps")
-    if args.rotate < 0:
-        p.error("--rotate must be >= 1 CPUs")
-    if not args.rotate_every > 0:
-        p.error("--rotate-every must be > 0 ms")
-    if args.rotate and not rotation.supported():
-        p.error("--rotate needs Linux (thread affinity through /proc)")
     if args.time_limit is not None and not args.time_limit > 0:
         p.error("--time-limit must be > 0 seconds")
     command = program_command(args.command, "rlscope validate -- python train.py ...")
     total, ops = _parse_tolerance(args.tolerance)
-    cpus = _parse_cpus(args.cpus) if args.cpus is not None else None
-    if args.rotate:
-        n = len(cpus or os.sched_getaffinity(0))
-        if args.rotate >= n:
-            p.error(f"--rotate {args.rotate}: needs more than {args.rotate} CPUs to move on, {n} allowed")
     return Options(
         command=command,
         reps=args.reps,
@@ -766,10 +736,8 @@ def parse_args(argv: list[str]) -> Options:
         warmup=not args.no_warmup,
         verbose=args.verbose,
         session=dict(_parse_setting(x) for x in args.set),
-        cpus=cpus,
+        cpus=_parse_cpus(args.cpus) if args.cpus is not None else None,
         time_limit=args.time_limit,
-        rotate=args.rotate,
-        rotate_period_s=args.rotate_every / 1000,
     )
 
 
@@ -863,23 +831,16 @@ def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, w
 
 
 def run_child(
-    command: list[str],
-    env: dict[str, str],
-    verbose: bool,
-    cpus: frozenset[int] | None = None,
-    cycle: list[frozenset[int]] | None = None,
-    period_s: float = rotation.PERIOD_S,
+    command: list[str], env: dict[str, str], verbose: bool, cpus: frozenset[int] | None = None
 ) -> tuple[int, float, list[str]]:
     """Run the command; (exit status, seconds, last lines of its output unless ``verbose``).
 
     ``cpus``: pinned there before it starts (its threads and children inherit it). Every mode on
-    the same cores takes the scheduler's placement out of the comparison. ``cycle``: instead, the
-    windows of cores the run moves through (:mod:`rlscope.rotate`), starting on the first."""
+    the same cores takes the scheduler's placement out of the comparison."""
     tail: deque[str] = deque(maxlen=_TAIL_LINES)
-    with _pinned(cycle[0] if cycle else cpus):  # the calling thread's affinity, which the child inherits
+    with _pinned(cpus):  # the calling thread's affinity, which the child inherits (no preexec_fn)
         t0 = time.perf_counter()
         proc = _start(command, env, verbose)
-    mover = rotation.Rotation(proc.pid, cycle, period_s).start() if cycle else None
     with proc:
         try:
             for line in proc.stdout or ():  # verbose: the output goes to the terminal, no pipe
@@ -894,9 +855,6 @@ def run_child(
             elif isinstance(e, Terminated):
                 proc.terminate()
             raise
-        finally:
-            if mover is not None:
-                mover.stop()
     return code, time.perf_counter() - t0, list(tail)
 
 
@@ -1009,12 +967,7 @@ class _Runner:
         self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{of}'}: {mode} ...")
         cores = self.opts.cpus or (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None)
         before = hoststat.core_seconds(cores)
-        cycle = None
-        if self.opts.rotate and cores:  # a fresh order of the cores per run
-            cycle = rotation.windows(sorted(cores), self.opts.rotate, seed=3 * (rep + 1) + MODES.index(mode))
-        code, seconds, tail = run_child(
-            self.opts.command, env, self.opts.verbose, self.opts.cpus, cycle, self.opts.rotate_period_s
-        )
+        code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose, self.opts.cpus)
         host = hoststat.delta(before, hoststat.core_seconds(cores))
         run = ChildRun(mode, rep, code, seconds, tail=tail, host=host)
         if run.host is not None:
@@ -1156,7 +1109,6 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
         "looks": len(look_points(opts.reps, max(opts.reps, opts.max_reps))),
         "profile_overrides": profile_overrides(opts),
         "cpus": _cpu_list(opts.cpus) if opts.cpus else None,
-        "rotate": {"width": opts.rotate, "period_s": opts.rotate_period_s} if opts.rotate else None,
         "script_calls_profile": not whole,
         "reference": "interpreter start to exit" if whole else "rlscope.profile start to stop",
         "tolerance": {

@@ -1,15 +1,17 @@
-"""Core rotation (rlscope/rotate.py, validate's --rotate): the windows cover every core, a child and
-its threads really move through them, and bad arguments get one line."""
+"""Core rotation (benchmarks/rotate.py, process_noise.py's --rotate placements): the windows cover
+every core, and a child and its threads really move through them."""
 
 from __future__ import annotations
 
 import os
+import pathlib
+import subprocess
 import sys
 
 import pytest
 
-from rlscope import rotate
-from rlscope.errors import RLScopeError
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+import rotate  # benchmarks/rotate.py
 
 pytestmark = pytest.mark.skipif(not rotate.supported(), reason="no thread affinity through /proc")
 
@@ -41,23 +43,27 @@ print(len(seen["main"]), len(seen["other"]), max(len(s) for s in seen["main"] | 
 
 
 def test_a_child_and_its_threads_move_through_the_windows() -> None:
-    from rlscope.validate import run_child
-
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:
         pytest.skip("one CPU: nothing to move through")
     cycle = rotate.windows(allowed, 1, seed=0)
-    code, _, tail = run_child([sys.executable, "-c", _CHILD], dict(os.environ), False, None, cycle, 0.02)
-    assert code == 0, tail
-    main_sets, other_sets, widest = (int(x) for x in tail[-1].split())
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cycle[0])  # the child starts on the first window, as process_noise starts it
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True)
+    finally:
+        os.sched_setaffinity(0, before)
+    mover = rotate.Rotation(proc.pid, cycle, 0.02).start()
+    out, _ = proc.communicate(timeout=60)
+    mover.stop()
+    assert proc.returncode == 0, out
+    main_sets, other_sets, widest = (int(x) for x in out.split())
     assert main_sets >= 2 and other_sets >= 2  # both threads were moved, more than once
     assert widest == 1  # and never allowed more than the window
     assert os.sched_getaffinity(0) == set(allowed)  # the parent's own affinity is back
 
 
 def test_rotation_stops_with_the_child_and_counts_its_hops() -> None:
-    import subprocess
-
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:
         pytest.skip("one CPU")
@@ -66,16 +72,3 @@ def test_rotation_stops_with_the_child_and_counts_its_hops() -> None:
     proc.wait()
     mover.stop()  # the child's threads are gone: each hop after that is a no-op, not an error
     assert 5 <= mover.hops <= 30
-
-
-def test_rotate_arguments_are_checked() -> None:
-    from rlscope.validate import parse_args
-
-    n = len(os.sched_getaffinity(0))
-    with pytest.raises(RLScopeError, match="--rotate"):
-        parse_args(["--rotate", str(n), "--", "python", "-c", "pass"])  # nothing left to move to
-    with pytest.raises(RLScopeError, match="--rotate-every"):
-        parse_args(["--rotate", "1", "--rotate-every", "0", "--", "python", "-c", "pass"])
-    if n > 1:
-        opts = parse_args(["--rotate", "1", "--rotate-every", "20", "--", "python", "-c", "pass"])
-        assert opts.rotate == 1 and opts.rotate_period_s == pytest.approx(0.02)

@@ -1,4 +1,5 @@
-"""Core rotation: a child process's threads moved through every allowed core, a few at a time.
+"""Core rotation: a child process's threads moved through every allowed core, a few at a time
+(benchmarks/process_noise.py's ``--rotate`` placements).
 
 Why: on the cloud machines measured (BENCHMARKS.md §9, fifteenth session) each core has its own
 slow speed, 1.3-1.5x, taken by the host for seconds at a time and independent of the other cores.
@@ -6,8 +7,11 @@ A process pinned to a few cores (or left where the scheduler keeps it) draws tho
 two runs of one program differ by up to 1.5x and validate compares the draws. Moving the process
 through every core, ``width`` at a time, makes its speed the average of many cores' states, as
 Stabilizer (Curtsinger and Berger, ASPLOS 2013) re-randomizes memory layout during a run so that a
-run's time becomes a sum of many independent draws. Every mode of a validation is moved the same
-way, so the migrations (a cold private cache every ``width`` hops) cost each mode alike.
+run's time becomes a sum of many independent draws.
+
+Measured (BENCHMARKS.md §9, twenty-first session), it did not narrow the spread of unprofiled runs
+on an H200 or an H100 and made them 7-25% slower, so ``rlscope validate`` does not move its runs:
+this stays a benchmark, for the next machine whose noise may be of the kind it averages.
 
 Linux only (``sched_setaffinity`` on thread ids); elsewhere :func:`supported` is false.
 """
