@@ -1,7 +1,8 @@
 """What a collector state costs a loop, measured against a twin process on the same core, in lockstep.
 
     python benchmarks/lockstep.py [--cpu 2] [--aux-cpu 3] [--configs none,light,...] [--pairs 30]
-                                  [--iters 60] [--rounds 2] [--loop sim_eager|ppo] [--device cuda]
+                                  [--iters 60] [--rounds 2] [--loop sim_eager|ppo|dqn|sb3_ppo|sb3_sac]
+                                  [--device cuda]
                                   [--json FILE] [--keep DIR] [--a-timers]
 
 Why: on the devices a core runs at a speed the host sets (BENCHMARKS.md §9, fifteenth and sixteenth
@@ -248,7 +249,13 @@ def child(device: str, loop: str, timers: bool = False) -> None:
 
     import rlscope
 
-    steps = {"ppo": loops.ppo_step, "dqn": loops.dqn_step, "sim_eager": loops.sim_eager_step}
+    steps = {
+        "ppo": loops.ppo_step,
+        "dqn": loops.dqn_step,
+        "sim_eager": loops.sim_eager_step,
+        "sb3_ppo": loops.sb3_ppo_step,
+        "sb3_sac": loops.sb3_sac_step,
+    }
     one = steps[loop](device)
     extra = [0]  # ns of busy-waiting added to each iteration (``busyN``: a known cost)
 
@@ -261,7 +268,8 @@ def child(device: str, loop: str, timers: bool = False) -> None:
                     pass
 
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    for _ in range(loops.UPDATE_EVERY if loop == "ppo" else 50):  # warm: a whole update cycle for ppo
+    warm = loops.UPDATE_EVERY if loop == "ppo" else loops.SB3_WARM.get(loop, 50)  # ppo: a whole update cycle
+    for _ in range(warm):
         step()
     sync()
     pins = (0, 0)
@@ -488,9 +496,10 @@ def main() -> None:
     p.add_argument(
         "--loop",
         default="sim_eager",
-        choices=["sim_eager", "ppo", "dqn"],
+        choices=["sim_eager", "ppo", "dqn", "sb3_ppo", "sb3_sac"],
         help="sim_eager: the eager CartPole step; ppo: PPO's iteration (--iters: a multiple of 128); "
-        "dqn: DQN's iteration once it learns (--iters: a multiple of 4)",
+        "dqn: DQN's iteration once it learns (--iters: a multiple of 4); sb3_ppo / sb3_sac: one"
+        " stable-baselines3 learn call (a PPO rollout and its update / 16 SAC steps; bench extras)",
     )
     p.add_argument("--pairs", type=int, default=30)
     p.add_argument("--iters", type=int, default=60)

@@ -5,7 +5,10 @@
 - :func:`sim_eager_step`: one step of `validation_workloads.py`'s eager CartPole (16 envs, a linear
   policy): ``policy``, ``step``, ``stats``, ~50 small launches and no synchronize;
 - :func:`ppo_step`: the bundled PPO's iteration, an update every UPDATE_EVERY;
-- :func:`dqn_step`: the bundled DQN's iteration once it learns, an update every DQN_TRAIN_EVERY.
+- :func:`dqn_step`: the bundled DQN's iteration once it learns, an update every DQN_TRAIN_EVERY;
+- :func:`sb3_ppo_step` / :func:`sb3_sac_step`: stable-baselines3's PPO and SAC (bench extras), one
+  ``learn`` call a step, annotated as `benchmarks/thirdparty/` annotates them: code the project did
+  not write, in blocks a lockstep twin can pair.
 
 On ``cpu`` the same code runs without the kernel and the synchronize, to check a benchmark's wiring.
 """
@@ -206,5 +209,67 @@ def dqn_step(device: str) -> Callable[[], None]:
                 batch = rb.sample(128, rng, dev)
             with rlscope.scope("backprop"):
                 dqn.td_update(q, target, opt, batch, 0.99)
+
+    return step
+
+
+SB3_PPO_STEPS = 32  # per env and rollout: 128 samples, 2 minibatches of 64, 10 epochs (20 gradient steps)
+SB3_SAC_STEPS = 16  # env steps (and gradient steps) per SAC learn call
+SB3_WARM = {"sb3_ppo": 4, "sb3_sac": 10}  # learn calls before timing: SAC learns after 100 steps
+
+
+def _thirdparty(name: str) -> Any:
+    """benchmarks/thirdparty/NAME.py (its ``annotate``: the scopes a user would add)."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "thirdparty", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"thirdparty_{name}", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def sb3_ppo_step(device: str) -> Callable[[], None]:
+    """One PPO iteration of stable-baselines3 on CartPole-v1 (4 envs, as the matrix row runs it): a
+    ``learn`` call of one rollout of SB3_PPO_STEPS per env (``collect_rollouts``, ``inference``,
+    ``env_step``) and its update (``train``), with the matrix row's ratio of gradient steps to env
+    steps (10 epochs of 64-sample minibatches per 4 x n_steps samples). Seeded; one torch thread."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import rlscope
+
+    torch.set_num_threads(1)
+    env = make_vec_env("CartPole-v1", n_envs=4, seed=1, wrapper_class=rlscope.wrap_env)
+    model = PPO("MlpPolicy", env, n_steps=SB3_PPO_STEPS, batch_size=64, seed=1, device=device, verbose=0)
+    _thirdparty("sb3_ppo").annotate(model)
+    per_call = 4 * SB3_PPO_STEPS
+
+    def step() -> None:
+        model.learn(total_timesteps=per_call, reset_num_timesteps=False)
+
+    return step
+
+
+def sb3_sac_step(device: str) -> Callable[[], None]:
+    """SB3_SAC_STEPS steps of stable-baselines3's SAC on Pendulum-v1 (one env, SB3's defaults): a
+    ``learn`` call of that many env steps, each a ``collect_rollouts`` and a ``train`` gradient step
+    once past SAC's 100 learning-start steps (the warm-up, SB3_WARM, passes them). Seeded."""
+    import torch
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.env_util import make_vec_env
+
+    import rlscope
+
+    torch.set_num_threads(1)
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=1, wrapper_class=rlscope.wrap_env)
+    model = SAC("MlpPolicy", env, seed=1, device=device, verbose=0)
+    _thirdparty("sb3_sac").annotate(model)
+
+    def step() -> None:
+        model.learn(total_timesteps=SB3_SAC_STEPS, reset_num_timesteps=False)
 
     return step

@@ -69,10 +69,16 @@ if [ -n "${LIGHTPARTS:-}" ]; then  # the light window's parts switched on and of
         ${LIGHTPARTS_PARTS:+--parts "$LIGHTPARTS_PARTS"} --json "$OUT/light_parts.json" 2>&1 | tee "$OUT/light_parts.log"
 fi
 if [ -n "${LOCKSTEP:-}" ]; then  # collector states against a twin process on the same core, in lockstep
-    timeout "${LOCKSTEP_LIMIT:-420}" python3 benchmarks/lockstep.py --rounds "${LOCKSTEP_ROUNDS:-2}" \
-        --pairs "${LOCKSTEP_PAIRS:-30}" ${LOCKSTEP_CONFIGS:+--configs "$LOCKSTEP_CONFIGS"} \
-        --loop "${LOCKSTEP_LOOP:-sim_eager}" --iters "${LOCKSTEP_ITERS:-60}" ${LOCKSTEP_ATIMERS:+--a-timers} \
-        --json "$OUT/lockstep.json" --keep "$OUT" 2>&1 | grep -v "^rlscope: warning" | tee "$OUT/lockstep.log"
+    # LOCKSTEP_LOOP: one loop or several ("sb3_ppo sb3_sac"), each with LOCKSTEP_LIMIT seconds
+    for loop in ${LOCKSTEP_LOOP:-sim_eager}; do
+        iters=${LOCKSTEP_ITERS:-60}
+        case $loop in sb3_*) iters=${LOCKSTEP_SB3_ITERS:-1} ;; esac
+        echo "== lockstep $loop"
+        timeout "${LOCKSTEP_LIMIT:-420}" python3 benchmarks/lockstep.py --rounds "${LOCKSTEP_ROUNDS:-2}" \
+            --pairs "${LOCKSTEP_PAIRS:-30}" ${LOCKSTEP_CONFIGS:+--configs "$LOCKSTEP_CONFIGS"} \
+            --loop "$loop" --iters "$iters" ${LOCKSTEP_ATIMERS:+--a-timers} \
+            --json "$OUT/lockstep_$loop.json" --keep "$OUT" 2>&1 | grep -v "^rlscope: warning" | tee "$OUT/lockstep_$loop.log"
+    done
 fi
 if [ -n "${NOISE:-}" ]; then  # how far apart unprofiled runs are, on any core vs pinned (NOISE_CPUS) vs moved (NOISE_ROTATE="W W/MS ...")
     # NOISE_WORKLOAD: a validation_workloads.py row (ppo_gpu by default; sim_eager runs on the GPU)

@@ -109,3 +109,23 @@ def test_lockstep_runs_the_dqn_loop(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = json.loads(out.read_text())["rows"]
     assert len(row["state"]) == 4 and row["cost"] == pytest.approx(1.0, abs=0.3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", ["sb3_ppo", "sb3_sac"])
+def test_lockstep_runs_third_party_loops(tmp_path, loop):
+    """``--loop sb3_ppo`` / ``sb3_sac`` (stable-baselines3, one ``learn`` call a step, annotated as
+    benchmarks/thirdparty annotates it) run in both children; the default profile's corrected figure
+    per operation comes back for SB3's own methods. Wiring only: how close it reads is a benchmark."""
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path / "lockstep.json"
+    cmd = [*_lockstep_cpu(), "--loop", loop, "--configs", "none,default", "--pairs", "3", "--iters", "1"]
+    cmd += ["--rounds", "1", "--a-timers", "--json", str(out)]
+    env = {**os.environ, "RLSCOPE_CALIBRATION_DIR": str(tmp_path / "calibration")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["config"]: r for r in json.loads(out.read_text())["rows"]}
+    assert len(rows["none"]["state"]) == 3
+    d = rows["default"]
+    assert d["analysis"]["calls"] == 3 and d["corrected_error"] < d["raw_error"]
+    assert {"iter", "train", "collect_rollouts", "inference", "env_step"} <= set(d["op_errors"])
