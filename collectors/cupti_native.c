@@ -210,7 +210,12 @@ static int is_query(const char *name) {
   return 0;
 }
 
-const char *rl_api_name(int driver, uint32_t cbid) {
+/* API names by callback id, looked up once while CUPTI is attached (fill_api_names, at the first
+   attach): the writer thread names API records while CUPTI may be detached, and a CUPTI call then
+   could attach it again. */
+static const char **api_names[2]; /* [0] runtime, [1] driver */
+
+static const char *lookup_api_name(int driver, uint32_t cbid) {
   static callback_name_fn get_name;
   static int looked;
   if (!looked) {
@@ -221,6 +226,24 @@ const char *rl_api_name(int driver, uint32_t cbid) {
   if (get_name && get_name(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS)
     name = NULL;
   return name ? name : "";
+}
+
+static void fill_api_names(void) {
+  const uint32_t size[2] = {CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE};
+  for (int d = 0; d < 2; d++) {
+    if (api_names[d]) continue;
+    const char **t = calloc(size[d], sizeof *t);
+    if (!t) continue;
+    for (uint32_t cbid = 0; cbid < size[d]; cbid++) t[cbid] = lookup_api_name(d, cbid);
+    api_names[d] = t;
+  }
+}
+
+const char *rl_api_name(int driver, uint32_t cbid) {
+  int d = driver ? 1 : 0;
+  const uint32_t size = d ? CUPTI_DRIVER_TRACE_CBID_SIZE : CUPTI_RUNTIME_TRACE_CBID_SIZE;
+  if (!api_names[d] || cbid >= size) return "";
+  return api_names[d][cbid];
 }
 
 /* Switch the query APIs' records off (after the RUNTIME / DRIVER kinds are enabled: CUPTI keeps
@@ -243,7 +266,7 @@ static void apply_skip_queries(unsigned mask) {
       skipped[d] = calloc(size[d], sizeof **skipped);
       n_skipped[d] = 0;
       for (uint32_t cbid = 1; skipped[d] && cbid < size[d]; cbid++)
-        if (is_query(rl_api_name(d, cbid))) skipped[d][n_skipped[d]++] = cbid;
+        if (is_query(lookup_api_name(d, cbid))) skipped[d][n_skipped[d]++] = cbid;
     }
     for (int i = 0; i < n_skipped[d]; i++)
       if (enable[d](skipped[d][i], 0) == CUPTI_SUCCESS) n_skip_applied++;
@@ -255,10 +278,19 @@ int rl_skipped_apis(void) { return n_skip_applied; }
 
 /* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). Every
    call attaches CUPTI (again, after a detach): a new epoch. */
-int rl_start_kinds(unsigned mask) {
+/* Every call into CUPTI that could attach it (enable, flush, finalize, its clock) takes this lock and
+   checks the state under it. Without it the writer thread's flush (a forced flush, the clock read
+   before it) could run between a light window's cuptiFinalize and the next attach and attach CUPTI
+   again, kinds off: the +30% state of RLSCOPE_CUPTI_DETACH=0 for the rest of the light window. On
+   the H200, stable-baselines3's PPO held in a light window read 1.27-1.45x its twin in two
+   processes of three (benchmarks/lockstep.py, BENCHMARKS.md §9, twenty-first session). */
+static pthread_mutex_t cupti_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int start_kinds_locked(unsigned mask) {
   epoch++;
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
   if (r != CUPTI_SUCCESS) return (int)r;
+  fill_api_names();
   for (size_t i = 0; i < N_KINDS; i++) {
     if (!(mask & (1u << i))) continue;
     r = cuptiActivityEnable(KINDS[i]);
@@ -272,6 +304,13 @@ int rl_start_kinds(unsigned mask) {
   tracing_on = 1;
   apply_skip_queries(mask);
   return 0;
+}
+
+int rl_start_kinds(unsigned mask) {
+  pthread_mutex_lock(&cupti_mu);
+  int r = start_kinds_locked(mask);
+  pthread_mutex_unlock(&cupti_mu);
+  return r;
 }
 
 int rl_start(void) { return rl_start_kinds((1u << N_KINDS) - 1); }
@@ -290,9 +329,9 @@ static CUptiResult detach(void) {
   return cuptiFinalize();
 }
 
-int rl_set_enabled(int on) {
+static int set_enabled_locked(int on) {
   if ((on != 0) == tracing_on) return 0;
-  if (on && detach_when_off) return rl_start_kinds(enabled_mask);
+  if (on && detach_when_off) return start_kinds_locked(enabled_mask);
   CUptiResult first = CUPTI_SUCCESS;
   for (size_t i = 0; i < N_KINDS; i++) {
     if (!(enabled_mask & (1u << i))) continue;
@@ -308,22 +347,38 @@ int rl_set_enabled(int on) {
   return (int)first;
 }
 
-int rl_flush(int forced) {
+int rl_set_enabled(int on) {
+  pthread_mutex_lock(&cupti_mu);
+  int r = set_enabled_locked(on);
+  pthread_mutex_unlock(&cupti_mu);
+  return r;
+}
+
+static int flush_locked(int forced) {
   if (detach_when_off && !tracing_on) return 0; /* detached: any CUPTI call would attach it again */
   return (int)cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+}
+
+int rl_flush(int forced) {
+  pthread_mutex_lock(&cupti_mu);
+  int r = flush_locked(forced);
+  pthread_mutex_unlock(&cupti_mu);
+  return r;
 }
 
 /* End of the session. With detaching (the default) CUPTI is detached too: attached with its kinds
    off it still intercepts every API call (+3 us a launch on the H100), which the rest of the
    user's program should not pay. A later session attaches it again (rl_start_kinds). */
 int rl_stop(void) {
-  int r = rl_flush(1);
+  pthread_mutex_lock(&cupti_mu);
+  int r = flush_locked(1);
   if (tracing_on) {
     for (size_t i = 0; i < N_KINDS; i++)
       if (enabled_mask & (1u << i)) cuptiActivityDisable(KINDS[i]);
     if (detach_when_off) detach();
   }
   tracing_on = 0;
+  pthread_mutex_unlock(&cupti_mu);
   return r;
 }
 
@@ -355,9 +410,12 @@ int32_t rl_num_names(void) {
 
 const char *rl_name(int32_t i) { return (i >= 0 && (size_t)i < n_names) ? names[i] : ""; }
 
+/* CUPTI's clock; 0 while detached (reading it would attach CUPTI again). */
 uint64_t rl_timestamp(void) {
   uint64_t t = 0;
-  cuptiGetTimestamp(&t);
+  pthread_mutex_lock(&cupti_mu);
+  if (!(detach_when_off && !tracing_on)) cuptiGetTimestamp(&t);
+  pthread_mutex_unlock(&cupti_mu);
   return t;
 }
 

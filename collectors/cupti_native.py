@@ -10,6 +10,7 @@ falls back to another backend.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import hashlib
@@ -27,6 +28,7 @@ import pyarrow as pa
 from rlscope import annotate, categories
 from rlscope.collectors.clock import clock_offset
 from rlscope.collectors.cupti_gpu import COPY_KINDS, CuptiUnavailable
+from rlscope.errors import warn_once
 from rlscope.trace import schema as S
 
 SOURCE = Path(__file__).with_name("cupti_native.c")
@@ -146,6 +148,10 @@ def kinds_mask() -> int:
     return sum(1 << i for i, k in enumerate(KIND_ORDER) if k in names)
 
 
+class _Detached(Exception):
+    """CUPTI was detached (a light window) while the writer read its clock."""
+
+
 class NativeCuptiCollector:
     """Streams CUPTI activity through the native consumer into ``gpu.arrows``."""
 
@@ -199,8 +205,19 @@ class NativeCuptiCollector:
         return self
 
     def _sync_clock(self) -> None:
-        """offset = CUPTI clock - perf_counter_ns (re-measured at every flush: the clocks drift apart)."""
-        self.offset = clock_offset(self.lib.rl_timestamp)
+        """offset = CUPTI clock - perf_counter_ns (re-measured at every flush: the clocks drift apart).
+
+        Kept as it was when CUPTI is detached meanwhile (a light window began on the main thread):
+        the C side then reads no clock, since reading it would attach CUPTI again."""
+
+        def read() -> int:
+            t = self.lib.rl_timestamp()
+            if t == 0:
+                raise _Detached
+            return t
+
+        with contextlib.suppress(_Detached):
+            self.offset = clock_offset(read)
 
     def _name_ids(self, raw: np.ndarray) -> np.ndarray:
         """Map the consumer's name codes to rlscope's interned name ids (few distinct values)."""
@@ -226,8 +243,14 @@ class NativeCuptiCollector:
     def set_enabled(self, on: bool) -> None:
         """GPU tracing on or off (rlscope's alternating windows, rlscope/windows.py)."""
         if self.lib is not None:
-            self.lib.rl_set_enabled(1 if on else 0)
+            rc = self.lib.rl_set_enabled(1 if on else 0)
             self.enabled = on
+            if rc != 0:  # a light window with CUPTI still attached costs what a full one does
+                what = "attach" if on else "detach"
+                warn_once(
+                    f"CUPTI refused to {what} at a window switch ({self.lib.rl_error(rc).decode()});"
+                    " light windows may carry GPU tracing's cost"
+                )
 
     def flush(self) -> None:
         if self.enabled:  # reading CUPTI's clock would attach a detached CUPTI again

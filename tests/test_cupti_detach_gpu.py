@@ -1,0 +1,64 @@
+"""A light window really detaches CUPTI, even with the writer flushing at every moment (``pytest -m
+gpu``; skipped without CUDA).
+
+CUPTI attached with its kinds off still intercepts every CUDA call (+3 us a launch). The writer's
+flush (CUPTI's clock, a forced flush, API names) once ran unlocked beside the main thread's
+cuptiFinalize and could attach CUPTI again for the rest of a light window: stable-baselines3's PPO
+read 1.27-1.45x its twin in a held light window in two processes of three on the H200
+(BENCHMARKS.md §9, twenty-first session). Each block of launches is paired with the same loop on
+the CPU, so the machine's speed moving between the phases cancels."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+CHILD = """
+import json, sys, time, torch, rlscope
+import rlscope.session as rs
+x, c = torch.ones(64, device="cuda"), torch.ones(64)
+def block(t, n=1500):
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        torch.add(t, 1)
+    torch.cuda.synchronize()
+    return time.perf_counter_ns() - t0
+def pairs(k=15):
+    return [block(x) / block(c) for _ in range(k)]
+pairs(3)
+before = pairs()
+s = rlscope.profile(sys.argv[1], backend=False, nvml_hz=0, flush_interval=0.002).start()
+for _ in range(60):  # attach and detach, the writer flushing all the while
+    s.switch_window()
+    block(x, 300)
+if s._window_mode != rs.S.WINDOW_LIGHT:
+    s.switch_window()
+s.window_due_ns = 1 << 62  # held light
+held = pairs()
+s.stop()
+print(json.dumps({"before": before, "held": held}))
+"""
+
+
+def _held_over_before(tmp_path, detach: str) -> float:
+    env = {**os.environ, "RLSCOPE_CUPTI_DETACH": detach, "RLSCOPE_GPU_MEMORY": "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path / f"trace-{detach}")],
+        capture_output=True, text=True, timeout=300, env=env, check=True,
+    )  # fmt: skip
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return statistics.median(got["held"]) / statistics.median(got["before"])
+
+
+def test_a_held_light_window_costs_launches_nothing_after_many_switches(tmp_path):
+    kept = _held_over_before(tmp_path, "0")  # the positive control: CUPTI left attached, kinds off
+    detached = _held_over_before(tmp_path, "1")
+    assert kept > 1.2, (kept, detached)  # the test sees the attached state's cost
+    assert detached < 1.1, (kept, detached)
