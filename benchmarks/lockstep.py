@@ -221,6 +221,10 @@ def _hold(config: str, kind: str, cycles: int, session: Any, step: Any) -> None:
         if session._window_mode != rs.S.WINDOW_LIGHT:
             session.switch_window()
         session.window_due_ns = 1 << 62  # hold the light window
+        # and let no call be a long one: a long call switches the window at its next entry
+        # (Session.long_op_entry), so SB3's 150 ms `iter` flipped the "held" window every block
+        session.long_op_ns = 1 << 62
+        session.long_ops.clear()
     if config == "light_memoff":
         for col in session._collectors:
             if getattr(col, "native", None) is not None:

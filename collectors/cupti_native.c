@@ -280,10 +280,11 @@ int rl_skipped_apis(void) { return n_skip_applied; }
    call attaches CUPTI (again, after a detach): a new epoch. */
 /* Every call into CUPTI that could attach it (enable, flush, finalize, its clock) takes this lock and
    checks the state under it. Without it the writer thread's flush (a forced flush, the clock read
-   before it) could run between a light window's cuptiFinalize and the next attach and attach CUPTI
-   again, kinds off: the +30% state of RLSCOPE_CUPTI_DETACH=0 for the rest of the light window. On
-   the H200, stable-baselines3's PPO held in a light window read 1.27-1.45x its twin in two
-   processes of three (benchmarks/lockstep.py, BENCHMARKS.md §9, twenty-first session). */
+   before it, both outside the GIL) could run beside the main thread's switch into a light window
+   and reach CUPTI after its cuptiFinalize, attaching it again with its kinds off: the +20-30%
+   state of RLSCOPE_CUPTI_DETACH=0 for the rest of that light window. Found by reading the code;
+   tests/test_cupti_detach_gpu.py holds a light window after many switches with the writer
+   flushing every 2 ms. */
 static pthread_mutex_t cupti_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int start_kinds_locked(unsigned mask) {

@@ -1,12 +1,11 @@
 """A light window really detaches CUPTI, even with the writer flushing at every moment (``pytest -m
 gpu``; skipped without CUDA).
 
-CUPTI attached with its kinds off still intercepts every CUDA call (+3 us a launch). The writer's
-flush (CUPTI's clock, a forced flush, API names) once ran unlocked beside the main thread's
-cuptiFinalize and could attach CUPTI again for the rest of a light window: stable-baselines3's PPO
-read 1.27-1.45x its twin in a held light window in two processes of three on the H200
-(BENCHMARKS.md §9, twenty-first session). Each block of launches is paired with the same loop on
-the CPU, so the machine's speed moving between the phases cancels."""
+CUPTI attached with its kinds off still intercepts every CUDA call (+19% on this loop on an
+H200). The writer's flush (CUPTI's clock, a forced flush, API names) once ran unlocked beside the
+main thread's cuptiFinalize and could attach CUPTI again for the rest of a light window
+(collectors/cupti_native.c, cupti_mu). Each block of launches is paired with the same loop on the
+CPU, so the machine's speed moving between the phases cancels."""
 
 from __future__ import annotations
 
@@ -60,5 +59,6 @@ def _held_over_before(tmp_path, detach: str) -> float:
 def test_a_held_light_window_costs_launches_nothing_after_many_switches(tmp_path):
     kept = _held_over_before(tmp_path, "0")  # the positive control: CUPTI left attached, kinds off
     detached = _held_over_before(tmp_path, "1")
-    assert kept > 1.2, (kept, detached)  # the test sees the attached state's cost
-    assert detached < 1.1, (kept, detached)
+    # the test sees the attached state's cost (H200: 1.19), and the detached window has none (0.99)
+    assert kept > 1.1, (kept, detached)
+    assert detached < 1.05, (kept, detached)
