@@ -82,6 +82,7 @@ def test_allocation_loop_corrected_to_its_unprofiled_time(tmp_path):
     corrected = s["operations"]["alloc"]["total_s"] / (BLOCKS * N) * 1e9
     # an allocation and a free a few hundred ns each: the recorder's cost is a large share of it
     assert raw > 1.05 * unprofiled, (raw, unprofiled, per_event)
-    why = (raw, corrected, unprofiled, per_event, s["overhead"].get("removed_s"), s["overhead"].get("windows"))
+    over = s["overhead"]
+    why = (raw, corrected, unprofiled, per_event, over.get("removed_s"), over.get("windows"))
     assert corrected == pytest.approx(unprofiled, rel=0.10), why
     assert s["overhead"]["removed_s"]["memory"] > 0
