@@ -246,9 +246,10 @@ class NativeCuptiCollector:
             rc = self.lib.rl_set_enabled(1 if on else 0)
             self.enabled = on
             if rc != 0:  # a light window with CUPTI still attached costs what a full one does
-                what = "attach" if on else "detach"
+                # CUPTI's own wording only when attaching: any CUPTI call may attach it again
+                why = self.lib.rl_error(rc).decode() if on else f"CUPTI error {rc}"
                 warn_once(
-                    f"CUPTI refused to {what} at a window switch ({self.lib.rl_error(rc).decode()});"
+                    f"CUPTI refused to {'attach' if on else 'detach'} at a window switch ({why});"
                     " light windows may carry GPU tracing's cost"
                 )
 
