@@ -10,7 +10,9 @@ sessions: 0.9-3.5 ms for the same iteration within a minute, per core, independe
 processes, or two halves of one process, compare the speeds they drew as much as the states they
 ran in. Here two processes, A and
 B, run the eager CartPole loop (`loops.sim_eager_step`: ~50 small launches an iteration; ``--loop
-ppo``: the bundled PPO's iteration, `loops.ppo_step`, in blocks of a multiple of 128) with their
+ppo``: the bundled PPO's iteration, `loops.ppo_step`, in blocks of a multiple of 128; ``dqn``;
+``sb3_ppo`` / ``sb3_sac``: stable-baselines3, one ``learn`` call an iteration, ~0.05-0.2 s, so
+``--iters 1``) with their
 main threads pinned to the same core (``--cpu``; every other thread on ``--aux-cpu``) and take turns:
 a block of ``--iters`` iterations and a synchronize in one, then in the other, ABBA. Both blocks of a
 pair run within ~0.2 s on the same core, so the host's speed cancels in their ratio B/A.
@@ -64,6 +66,10 @@ configurations' corrected figure is also set against A per operation (B's correc
 A's timed ns a call over the same pairs, scaled to A's wall time, with the whole iteration's base
 ratio, since pristine B has no per-operation times): which operation carries an error the ``iter``
 figure shows.
+
+A held light window (``light*``) is held for long calls too: a call longer than half a window
+switches the window at its next entry (``Session.long_op_entry``), which flipped SB3's "held"
+window at every iteration until the twenty-first session.
 
 Reported per configuration: base and state ratios (median of the pairs, with quartiles), the cost
 (state / base), and A's own block range, which shows how far the host's speed moved meanwhile.
