@@ -276,8 +276,6 @@ static void apply_skip_queries(unsigned mask) {
 /* how many API ids the current attachment skips (0: none, or this CUPTI cannot) */
 int rl_skipped_apis(void) { return n_skip_applied; }
 
-/* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). Every
-   call attaches CUPTI (again, after a detach): a new epoch. */
 /* Every call into CUPTI that could attach it (enable, flush, finalize, its clock) takes this lock and
    checks the state under it. Without it the writer thread's flush (a forced flush, the clock read
    before it, both outside the GIL) could run beside the main thread's switch into a light window
@@ -287,6 +285,8 @@ int rl_skipped_apis(void) { return n_skip_applied; }
    flushing every 2 ms. */
 static pthread_mutex_t cupti_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). Every
+   call attaches CUPTI (again, after a detach): a new epoch. */
 static int start_kinds_locked(unsigned mask) {
   epoch++;
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -330,6 +330,9 @@ static CUptiResult detach(void) {
   return cuptiFinalize();
 }
 
+/* detached: any CUPTI call would attach it again (read under cupti_mu) */
+static int detached(void) { return detach_when_off && !tracing_on; }
+
 static int set_enabled_locked(int on) {
   if ((on != 0) == tracing_on) return 0;
   if (on && detach_when_off) return start_kinds_locked(enabled_mask);
@@ -356,7 +359,7 @@ int rl_set_enabled(int on) {
 }
 
 static int flush_locked(int forced) {
-  if (detach_when_off && !tracing_on) return 0; /* detached: any CUPTI call would attach it again */
+  if (detached()) return 0;
   return (int)cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
 }
 
@@ -415,7 +418,7 @@ const char *rl_name(int32_t i) { return (i >= 0 && (size_t)i < n_names) ? names[
 uint64_t rl_timestamp(void) {
   uint64_t t = 0;
   pthread_mutex_lock(&cupti_mu);
-  if (!(detach_when_off && !tracing_on)) cuptiGetTimestamp(&t);
+  if (!detached()) cuptiGetTimestamp(&t);
   pthread_mutex_unlock(&cupti_mu);
   return t;
 }

@@ -141,20 +141,26 @@ class Stable:
         return [r[self.cost_field or self.field] for r in self.rounds]
 
     @property
+    def counted_estimates(self) -> list[float]:
+        """The counted rounds' estimates of the cost stored (ns)."""
+        return [r[self.cost_field or self.field] for r in self.counted]
+
+    @property
     def cost(self) -> float:
         """The cost stored (ns): median of its estimates over the counted rounds."""
-        return statistics.median(r[self.cost_field or self.field] for r in self.counted)
+        return statistics.median(self.counted_estimates)
 
     @property
     def spread(self) -> float:
         """(max - min) / |median| of the last k estimates (inf when the median is 0); with the
         "median" rule, the median absolute deviation over |median| of all of them."""
         last = self.last
-        mid = abs(statistics.median(last))
-        if mid == 0:
+        med = statistics.median(last)
+        if med == 0:
             return float("inf")
         if self.rule == "median":
-            return statistics.median(abs(v - statistics.median(last)) for v in last) / mid
+            return statistics.median(abs(v - med) for v in last) / abs(med)
+        mid = abs(med)
         return (max(last) - min(last)) / mid
 
     @property
@@ -212,7 +218,7 @@ def refusal(entry: str, st: Stable) -> str | None:
     """None if the cost can be stored, else one line saying which cost and why, with the numbers."""
     judged = st.cost_field and st.cost_field != st.field
     fmt = (lambda v: f"{v:.3g}") if judged else _ns
-    costs = [r[st.cost_field or st.field] for r in st.counted]
+    costs = st.counted_estimates
     seen = f"last {len(costs)} of {len(st.rounds)} rounds: {', '.join(_ns(v) for v in costs)}"
     if judged:
         seen += f"; judged {JUDGED.get(st.field, st.field)}: {', '.join(fmt(v) for v in st.last)}"
