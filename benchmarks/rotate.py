@@ -10,8 +10,9 @@ Stabilizer (Curtsinger and Berger, ASPLOS 2013) re-randomizes memory layout duri
 run's time becomes a sum of many independent draws.
 
 Measured (BENCHMARKS.md §9, twenty-first session), it did not narrow the spread of unprofiled runs
-on an H200 or an H100 and made them 7-25% slower, so ``rlscope validate`` does not move its runs:
-this stays a benchmark, for the next machine whose noise may be of the kind it averages.
+on an H200 or an H100 and made them slower (medians +9% to +25% over unpinned runs), so ``rlscope
+validate`` does not move its runs: this stays a benchmark, for the next machine whose noise may be
+of the kind it averages.
 
 Linux only (``sched_setaffinity`` on thread ids); elsewhere :func:`supported` is false.
 """
