@@ -436,9 +436,15 @@ def _run_with_late_train(
             if i >= start and (i - start) % every == 0:
                 with rlscope.scope("train"):
                     clock.advance(cold_ns if trains == 0 else 0)
-                    for _ in range(20):
-                        clock.advance((train_cost - COST) if col.on else 0)
-                        _fake_op(col, session, clock.advance)
+                    for _ in range(20):  # _fake_op, at train_cost a recorded op
+                        if col.on:
+                            clock.advance(train_cost // 2)
+                            annotate.category_enter(session, categories.BACKEND)
+                            clock.advance(WORK)
+                            annotate.category_exit(session, categories.BACKEND)
+                            clock.advance(train_cost - train_cost // 2)
+                        else:
+                            clock.advance(WORK)
                 trains += 1
             clock.advance(GLUE)
     trace = rlscope.load_trace(str(tmp_path / f"t{start}"))
@@ -483,6 +489,30 @@ def test_an_operation_too_rare_to_pair_is_corrected_from_its_own_instances(tmp_p
     assert win["train"]["method"] == "unpaired"
     assert s["operations"]["train"]["total_s"] == pytest.approx(trains * 20 * WORK * 1e-9, rel=1e-6)
     assert win["train"]["uncertainty_s"] > 0  # half of what it removed: blind to drift
+
+
+def test_a_pooled_cost_is_capped_by_the_operations_own_full_instance(tmp_path):
+    """A train too rare to estimate alone (one full-window call, three or more light ones) takes the
+    pooled cost per event, infer's: 15x what recording train's ops costs here (PPO-GPU's
+    compute_advantages, whose launches partly hide behind the GPU, lost 36% so on an H200). Its own
+    full call's excess over its light median bounds the removal, exact on this clock."""
+    from rlscope.analysis import windows
+
+    tried = []
+    for start in range(0, 300, 7):  # until exactly one train call falls wholly in a full window
+        trace, trains = _run_with_late_train(tmp_path, start, 600, 0, every=100, train_cost=20)
+        win = analyze(trace).summary["overhead"]["windows"]["operations"]["train"]
+        tried.append((win["method"], win["full_instances"], win["light_instances"]))
+        if win["full_instances"] == 1 and win["light_instances"] >= windows.MIN_CAP_LIGHT:
+            break
+    else:
+        pytest.fail(f"no run put one train in a full window: {tried}")
+    s = analyze(trace).summary
+    assert win["method"] == "pooled, capped by its own instances"
+    assert s["operations"]["train"]["total_s"] == pytest.approx(trains * 20 * WORK * 1e-9, rel=1e-6)
+    assert win["removed_s"] == pytest.approx(20 * 20 * 1e-9, rel=1e-6)  # 20 ops at 20 ns
+    assert win["pooled_s"] == pytest.approx(20 * COST * 1e-9, rel=1e-6)  # what the pooled cost said
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(600 * OPS_PER_INFER * WORK * 1e-9, rel=1e-6)
 
 
 def _rollout_then_update(tmp_path, name: str, periods: int):

@@ -215,6 +215,8 @@ def _window_info(
             "light_windows": e.get("light_windows"),
             "full_windows": e.get("full_windows"),
         }
+        if "pooled_ns" in e:  # what the pooled cost would have removed, beside its own instances' cap
+            ops[_name(names, key)]["pooled_s"] = e["pooled_ns"] / 1e9
     total_sigma = float(np.sqrt(sum(v**2 for v in sigma.values()))) / 1e9
     return {
         "switched": [k for k, on in switched.items() if on],
