@@ -173,6 +173,7 @@ def analyze_process_pair(
         "costs_used": costs.used,
         "notes": notes,
         "windows": window_info,
+        "writer_stall": fix.writer_stall,
     }
     return raw, corrected
 

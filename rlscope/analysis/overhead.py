@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import flush_stall, windows
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 from rlscope.trace.schema import CostClass
@@ -201,6 +202,7 @@ class Correction:
     removed_s: dict[str, float]  # CPU seconds removed per cost kind (all threads)
     background_share: float
     clamped_s: float  # planned removal that exceeded the segments it fell in (not removed)
+    writer_stall: dict[str, Any] | None = None  # flush_stall.StallShare, where flushes were marked
 
     def remap(self, raw: Timeline, thread: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Corrected times of raw times ``t`` on ``thread`` (the main thread's map for unknown threads)."""
@@ -385,8 +387,17 @@ def correct_timeline(
     removal = _place(planned, dur, last)
     left = dur - removal
 
-    # the writer's flushes stall every thread while they hold the GIL: removed where they happened
-    stalled = np.minimum(_flush_stall(tl, costs.writer_per_event), left)
+    # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
+    # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
+    bound = np.minimum(_flush_stall(tl, costs.writer_per_event), left)
+    stall_info = None
+    if bound.any():
+        stall_share = flush_stall.measure(tl, bound, _begin_modes(tl))
+        # the removal's uncertainty is the share's times the bound on the main thread (the wall's)
+        main_bound = float(bound[tl.thread == tl.main_thread].sum())
+        stall_info = {**stall_share.as_dict(), "main_bound_ns": main_bound}
+        bound = bound * stall_share.share
+    stalled = bound
     left = left - stalled
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
     main = tl.thread == tl.main_thread
@@ -418,7 +429,16 @@ def correct_timeline(
         removed["nvml"] = float((left * share).sum()) / 1e9
     ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
     clamped = float(max(planned.sum() - removal.sum(), 0.0)) / 1e9
-    return Correction(corrected, ratio, removed, share, clamped)
+    return Correction(corrected, ratio, removed, share, clamped, stall_info)
+
+
+def _begin_modes(tl: Timeline) -> np.ndarray | None:
+    """Per main-thread OP_BEGIN row, the kind of window its instance began in (None: no windows)."""
+    win_ts, win_mode = windows.window_rows(tl)
+    if len(win_ts) == 0:
+        return None
+    begins = (tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread)
+    return windows.mode_at(win_ts, win_mode, tl.ts[begins])
 
 
 def correct_windows(tl: Timeline, factor: np.ndarray) -> Correction:

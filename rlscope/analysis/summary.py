@@ -6,6 +6,7 @@ category), so this module is plain Python over a few hundred rows.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -225,9 +226,12 @@ def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall:
         not_removable += b.overhead.get("not_removable_s", 0.0)
         notes += [n for n in b.overhead.get("notes", []) if n not in notes]
     windows = _windows_section(breakdowns)
+    stall = _writer_stall_section(breakdowns)
     return {
         "windows": windows,
-        "uncertainty_s": windows.get("uncertainty_s", 0.0),
+        "writer_stall": stall,
+        # the windows' and the writer's stall share's, in quadrature
+        "uncertainty_s": math.hypot(windows.get("uncertainty_s", 0.0), stall.get("uncertainty_s", 0.0)),
         "raw_wall_s": raw_wall,
         "corrected_wall_s": wall,
         "slowdown": raw_wall / wall if wall > 0 else 1.0,
@@ -236,6 +240,25 @@ def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall:
         "background_share": max((b.overhead.get("background_share", 0.0) for b in breakdowns), default=0.0),
         "costs_used": breakdowns[0].overhead.get("costs_used", {}) if breakdowns else {},
         "notes": notes,
+    }
+
+
+def _writer_stall_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
+    """The share of the writer's flush CPU time removed as the job's stall (analysis/flush_stall.py),
+    weighted by each process's flush time over its compared instances; {} without marked flushes."""
+    parts = [b.overhead.get("writer_stall") for b in breakdowns if b.overhead.get("writer_stall")]
+    if not parts:
+        return {}
+    weight = sum(p["bound_ns"] for p in parts)
+    share = sum(p["share"] * p["bound_ns"] for p in parts) / weight if weight > 0 else parts[0]["share"]
+    sigma = max(p["sigma"] for p in parts)
+    return {
+        "share": share,
+        "sigma": sigma,
+        "method": "measured" if all(p["method"] == "measured" for p in parts) else "assumed",
+        "overlapped_instances": sum(p["overlapped"] for p in parts),
+        # what the share's uncertainty means for the wall: its sigma times the main threads' bound
+        "uncertainty_s": math.hypot(*(p["sigma"] * p["main_bound_ns"] / 1e9 for p in parts)),
     }
 
 

@@ -82,7 +82,7 @@ def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     return tl.ts[w][order], tl.id[w][order]
 
 
-def _mode_at(win_ts: np.ndarray, win_mode: np.ndarray, t: np.ndarray, side: str = "right") -> np.ndarray:
+def mode_at(win_ts: np.ndarray, win_mode: np.ndarray, t: np.ndarray, side: str = "right") -> np.ndarray:
     i = np.searchsorted(win_ts, t, side=side) - 1
     return np.where(i >= 0, win_mode[np.maximum(i, 0)], S.WINDOW_FULL)
 
@@ -125,7 +125,7 @@ def toggled(tl: Timeline) -> dict[str, bool]:
     by the windows and the calibrated per-event cost applies to it.
     """
     win_ts, win_mode = window_rows(tl)
-    light = _mode_at(win_ts, win_mode, tl.ts) == S.WINDOW_LIGHT
+    light = mode_at(win_ts, win_mode, tl.ts) == S.WINDOW_LIGHT
     if not light.any():
         return {k: False for k in collector_kinds(tl)}
     return {k: bool(rows.any() and not (rows & light).any()) for k, rows in collector_kinds(tl).items()}

@@ -1,0 +1,88 @@
+"""How much of the trace writer's flush time stalled the job, measured in the run it corrects.
+
+A flush runs on the writer's thread. The part of it that holds the GIL stalls the job's threads;
+the rest (CUPTI's and the memory tracker's buffers, drained in C; Arrow's writes, which release
+the GIL; the kernel's file I/O) runs beside them on another core. The flush measures its own CPU
+time (rlscope/trace/writer.py), which bounds the stall but is not it: against the job's own
+operation instances, the instances a flush overlapped ran 20-60% of that time slower than the
+same operation's other instances, on the CPU VM and on an H200 (BENCHMARKS.md §9, twenty-second
+session), where removing all of it took 4-8% off PPO-GPU's corrected total.
+
+So the removal is each flush's CPU time spread over its interval (the bound) times a *share*
+measured here: per operation and kind of window, the excess of the overlapped instances over the
+median of the clear ones, summed, over the bound summed over the same instances. Operations
+compared with themselves in the same window kind carry the machine's speed and the collectors'
+state on both sides. A run with too few clear instances to compare takes ``ASSUMED`` with an
+uncertainty as wide as the share's range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rlscope.analysis.timeline import Timeline
+from rlscope.trace import schema as S
+
+MIN_CLEAR = 5  # clear instances of an operation (same window kind) for a median to compare with
+MIN_BOUND_SHARE = 0.05  # an overlap under this share of the operation's median is noise, not evidence
+MAX_SIGMA = 0.35  # a measured share less certain than this gives way to the assumed one
+ASSUMED = 0.5  # the share where the run cannot measure it, ±0.5: anywhere in [0, 1]
+
+
+@dataclasses.dataclass(frozen=True)
+class StallShare:
+    """The share of the flushes' CPU time that stalled the job, and the evidence."""
+
+    share: float
+    sigma: float
+    method: str  # "measured" | "assumed"
+    overlapped: int  # instances compared
+    bound_ns: float  # the flushes' CPU time over those instances
+    excess_ns: float  # what those instances took over their operation's clear median
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return dataclasses.asdict(self)
+
+
+def measure(tl: Timeline, bound: np.ndarray, mode_at_begin: np.ndarray | None = None) -> StallShare:
+    """The stall share from the main thread's operation instances.
+
+    ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall);
+    ``mode_at_begin``: per main-thread OP_BEGIN row, the window kind its instance began in (None:
+    a run without windows, one kind).
+    """
+    main = tl.thread == tl.main_thread
+    seg = (tl.op >= 0) & main
+    n_inst = len(tl.inst_name)
+    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    excl = np.bincount(tl.op[seg], weights=dur[seg], minlength=n_inst)
+    over = np.bincount(tl.op[seg], weights=bound[seg], minlength=n_inst)
+    begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & main)
+    inst = tl.id[begins]
+    name = tl.inst_name[inst]
+    mode = np.zeros(len(begins), np.int64) if mode_at_begin is None else mode_at_begin
+    e, b = excl[inst], over[inst]
+    bound_sum = excess = var = 0.0
+    used = 0
+    for key in np.unique(np.stack([name, mode]), axis=1).T:
+        g = (name == key[0]) & (mode == key[1])
+        clear = g & (b == 0)
+        if clear.sum() < MIN_CLEAR:
+            continue
+        med = float(np.median(e[clear]))
+        hit = g & (b > MIN_BOUND_SHARE * med)
+        if not hit.any():
+            continue
+        mad = 1.4826 * float(np.median(np.abs(e[clear] - med)))
+        bound_sum += float(b[hit].sum())
+        excess += float((e[hit] - med).sum())
+        var += int(hit.sum()) * mad**2
+        used += int(hit.sum())
+    if bound_sum > 0:
+        sigma = float(np.sqrt(var)) / bound_sum
+        if sigma <= MAX_SIGMA:
+            share = min(max(excess / bound_sum, 0.0), 1.0)
+            return StallShare(share, sigma, "measured", used, bound_sum, excess)
+    return StallShare(ASSUMED, 0.5, "assumed", used, bound_sum, excess)
