@@ -85,6 +85,8 @@ def test_the_correction_removes_the_measured_share_of_the_flushes():
     assert fix.writer_stall["share"] == pytest.approx(0.25, abs=0.01)
     main = tl.thread == tl.main_thread
     assert fix.writer_stall["main_bound_ns"] == pytest.approx(_flush_stall(tl, 0.0)[main].sum())
+    # what is reported removed is the job's stall: the writer's own thread is not counted
+    assert fix.removed_s["writer"] == pytest.approx(0.25 * fix.writer_stall["main_bound_ns"] / 1e9, rel=1e-3)
 
 
 def test_a_flush_that_measured_more_than_it_stalled_is_not_removed_whole():

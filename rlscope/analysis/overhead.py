@@ -390,6 +390,7 @@ def correct_timeline(
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
     bound = np.minimum(_flush_stall(tl, costs.writer_per_event), left)
+    bound[np.isin(tl.thread, writer_threads)] = 0.0  # the flush itself, not a stall of the job
     stall_info = None
     if bound.any():
         stall_share = flush_stall.measure(tl, bound, _begin_modes(tl))
