@@ -36,7 +36,12 @@ def _finish(t: float, remaining: float, flushes: list[tuple[int, int]], share: f
 
 
 def _trace(
-    share: float, n: int = 400, flushes=((600_000, 700_000), (2_500_000, 2_560_000)), cpu=None, slow_from=None
+    share: float,
+    n: int = 400,
+    flushes=((600_000, 700_000), (2_500_000, 2_560_000)),
+    cpu=None,
+    slow_from=None,
+    extra=(),
 ):
     """Main thread 1: ``n`` instances of op 0, WORK ns each (1.2x from ``slow_from`` ns on); writer
     thread 2 flushes over ``flushes``, each measuring ``cpu`` ns of its own CPU time (its wall by
@@ -57,6 +62,7 @@ def _trace(
         rows += [(fs, 2, S.CAT_BEGIN, categories.PROFILER, 0, -1, 0, 0)]
         rows += [(fe, 2, S.CAT_END, categories.PROFILER, 0, -1, 0, took)]
     rows.append((round(t), 1, S.SESSION_END, -1, -1, -1, 0, 0))
+    rows += list(extra)  # other threads' rows
     schema = S.events_schema({}, cost=True)
     cols = list(zip(*rows, strict=True))
     table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
@@ -114,3 +120,18 @@ def test_instances_are_compared_within_their_window_kind():
     bound = _flush_stall(tl, 0.0)
     assert flush_stall.measure(tl, bound, mode).share == pytest.approx(0.3, abs=0.01)
     assert abs(flush_stall.measure(tl, bound).share - 0.3) > 0.05
+
+
+def test_a_job_thread_whose_instance_id_is_the_rlscope_category_is_not_the_writer():
+    """Thread 3 runs an operation instance numbered 7, the ``rlscope`` category's number, over the
+    first flush. Only category rows mark a flush: thread 3 is the job's, and its stall is removed."""
+    inst = 7  # categories.PROFILER
+    extra = [(550_000, 3, S.OP_BEGIN, inst, -1, 0, 0, 0), (750_000, 3, S.OP_END, inst, -1, 0, 0, 0)]
+    tl, _ = _trace(0.25, extra=extra)
+    assert inst == categories.PROFILER
+    fix = correct_timeline(tl, EventCosts.zero())
+    bound = _flush_stall(tl, 0.0)
+    job = bound[tl.thread == 3].sum()
+    assert job > 0
+    main = fix.writer_stall["main_bound_ns"]
+    assert fix.removed_s["writer"] == pytest.approx(fix.writer_stall["share"] * (main + job) / 1e9, rel=1e-3)

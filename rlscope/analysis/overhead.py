@@ -260,9 +260,7 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     """(start, end, rows converted, measured CPU ns) of each flush the writer thread marked during
     the session; the CPU time is what the flush measured of itself (its end row's ``cost``, native
     event buffer), 0 where it measured nothing."""
-    marks = (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)
-    marks &= (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
-    rows = np.flatnonzero(marks)
+    rows = np.flatnonzero(_flush_marks(tl))
     begins = rows[tl.kind[rows] == S.CAT_BEGIN]
     ends = rows[tl.kind[rows] == S.CAT_END]
     ends = ends[: len(begins)]
@@ -276,6 +274,13 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     upto = np.searchsorted(recorded, start, side="left")
     converted = np.diff(np.concatenate([[0], upto]))
     return start, end, converted, cpu
+
+
+def _flush_marks(tl: Timeline) -> np.ndarray:
+    """Rows that open or close a writer flush: the ``rlscope`` category off the main thread (an
+    operation row's id is an instance id, which can be the category's number too)."""
+    cat_row = (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
+    return cat_row & (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)
 
 
 def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
@@ -381,7 +386,7 @@ def correct_timeline(
     mem = _memory_planned(tl, memory, costs.memory_per_event)
     planned += mem
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
-    writer_threads = np.unique(tl.thread[(tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)])
+    writer_threads = np.unique(tl.thread[_flush_marks(tl)])
     profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
     planned = np.where(profiler, dur, planned)
     removal = _place(planned, dur, last)
