@@ -28,6 +28,7 @@ import dataclasses
 
 import numpy as np
 
+from rlscope.analysis import windows
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 
@@ -47,6 +48,7 @@ class StallShare:
     overlapped: int  # instances compared
     bound_ns: float  # the flushes' CPU time over those instances
     excess_ns: float  # what those instances took over their operation's clear median
+    main_bound_ns: float  # the flushes' CPU time over the main thread (the wall's): sigma times it
 
     def as_dict(self) -> dict[str, float | int | str]:
         return dataclasses.asdict(self)
@@ -57,7 +59,7 @@ def measure(tl: Timeline, bound: np.ndarray, mode_at_begin: np.ndarray | None = 
 
     ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall);
     ``mode_at_begin``: per main-thread OP_BEGIN row, the window kind its instance began in (None:
-    a run without windows, one kind).
+    read from the trace's window rows; a run without windows is one kind).
     """
     main = tl.thread == tl.main_thread
     seg = (tl.op >= 0) & main
@@ -68,8 +70,14 @@ def measure(tl: Timeline, bound: np.ndarray, mode_at_begin: np.ndarray | None = 
     begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & main)
     inst = tl.id[begins]
     name = tl.inst_name[inst]
-    mode = np.zeros(len(begins), np.int64) if mode_at_begin is None else mode_at_begin
+    mode = mode_at_begin
+    if mode is None:
+        win_ts, win_mode = windows.window_rows(tl)
+        mode = np.zeros(len(begins), np.int64)
+        if len(win_ts):
+            mode = windows.mode_at(win_ts, win_mode, tl.ts[begins])
     e, b = excl[inst], over[inst]
+    main_bound = float(bound[main].sum())
     bound_sum = excess = var = 0.0
     used = 0
     for key in np.unique(np.stack([name, mode]), axis=1).T:
@@ -90,5 +98,5 @@ def measure(tl: Timeline, bound: np.ndarray, mode_at_begin: np.ndarray | None = 
         sigma = float(np.sqrt(var)) / bound_sum
         if sigma <= MAX_SIGMA:
             share = min(max(excess / bound_sum, 0.0), 1.0)
-            return StallShare(share, sigma, "measured", used, bound_sum, excess)
-    return StallShare(ASSUMED, 0.5, "assumed", used, bound_sum, excess)
+            return StallShare(share, sigma, "measured", used, bound_sum, excess, main_bound)
+    return StallShare(ASSUMED, 0.5, "assumed", used, bound_sum, excess, main_bound)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
-from rlscope.analysis import flush_stall, windows
+from rlscope.analysis import flush_stall
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 from rlscope.trace.schema import CostClass
@@ -398,10 +398,8 @@ def correct_timeline(
     bound[np.isin(tl.thread, writer_threads)] = 0.0  # the flush itself, not a stall of the job
     stall_info = None
     if bound.any():
-        stall_share = flush_stall.measure(tl, bound, _begin_modes(tl))
-        # the removal's uncertainty is the share's times the bound on the main thread (the wall's)
-        main_bound = float(bound[tl.thread == tl.main_thread].sum())
-        stall_info = {**stall_share.as_dict(), "main_bound_ns": main_bound}
+        stall_share = flush_stall.measure(tl, bound)
+        stall_info = stall_share.as_dict()
         bound = bound * stall_share.share
     stalled = bound
     left = left - stalled
@@ -436,15 +434,6 @@ def correct_timeline(
     ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
     clamped = float(max(planned.sum() - removal.sum(), 0.0)) / 1e9
     return Correction(corrected, ratio, removed, share, clamped, stall_info)
-
-
-def _begin_modes(tl: Timeline) -> np.ndarray | None:
-    """Per main-thread OP_BEGIN row, the kind of window its instance began in (None: no windows)."""
-    win_ts, win_mode = windows.window_rows(tl)
-    if len(win_ts) == 0:
-        return None
-    begins = (tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread)
-    return windows.mode_at(win_ts, win_mode, tl.ts[begins])
 
 
 def correct_windows(tl: Timeline, factor: np.ndarray) -> Correction:
