@@ -346,7 +346,7 @@ def test_refused_costs_are_not_stored_and_are_said(refused_scope):
     json.dumps(cal, allow_nan=False)  # strict JSON: no NaN or infinity from a round that measured nothing
 
 
-def test_the_analyzer_notes_a_refused_cost_as_not_calibrated(refused_scope, tmp_path):
+def test_the_analyzer_notes_a_refused_cost_with_the_reason(refused_scope, tmp_path):
     cal, _ = refused_scope
     path = cal_mod.save(cal)
     assert cal_mod.load(path)["costs_ns"].keys() == cal["costs_ns"].keys()
@@ -356,7 +356,10 @@ def test_the_analyzer_notes_a_refused_cost_as_not_calibrated(refused_scope, tmp_
                 pass
     s = analyze(rlscope.load_trace(str(tmp_path / "t"))).summary
     assert s["corrected_for_overhead"]
-    assert any("scope not calibrated" in n for n in s["overhead"]["notes"]), s["overhead"]["notes"]
+    # the note gives the calibration's own reason, not "not calibrated" (it was calibrated)
+    notes = s["overhead"]["notes"]
+    assert any(n.startswith("scope cost refused by the calibration (unstable") for n in notes), notes
+    assert not any("scope not calibrated" in n for n in notes), notes
     assert s["overhead"]["costs_used"].get("category") == "category"
     assert "scope" in {r["entry"] for r in s["calibration"]["refused"]}
     assert s["calibration"]["source"] == "trace"  # the session embedded the calibration it found

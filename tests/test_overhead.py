@@ -515,8 +515,10 @@ def test_memory_recorder_cost_is_removed_where_events_were_recorded(fake_session
     assert s["overhead"]["costs_used"]["memory"] == "memory"
 
 
-@pytest.mark.parametrize("case", ["uncalibrated", "history"])
+@pytest.mark.parametrize("case", ["uncalibrated", "refused", "history"])
 def test_memory_events_without_a_calibrated_cost_are_kept_and_said(fake_session, case):
+    """A memory cost the calibration lacks leaves the events' time in, and the note says why: not
+    measured (calibrate with a GPU), refused (the calibration's own reason), or torch's history."""
     session, clock = fake_session
     session.options["flush_interval"] = 1e6
     th = session.thread_state().thread
@@ -526,10 +528,20 @@ def test_memory_events_without_a_calibrated_cost_are_kept_and_said(fake_session,
         clock.advance(1_000)
     source = "native" if case != "history" else "torch-history"
     _write_memory(session, [(ts, th, 0, S.MEMORY_ALLOC, 1, 512, 7)], source)
-    memory = {} if case == "uncalibrated" else {"memory": {"per_event": 500.0}}
-    _save(_calibration(scope={"inside": 0.0, "outside": 0.0}, **memory))
+    memory = {"memory": {"per_event": 500.0}} if case == "history" else {}
+    cal = _calibration(scope={"inside": 0.0, "outside": 0.0}, **memory)
+    why = "unstable, the rounds' median absolute deviation is 21% of their median 82 ns > 10%"
+    if case == "refused":
+        cal["refused"] = [{"entry": "memory", "reason": f"memory: refused: {why}"}]
+    _save(cal)
     s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
     assert s["operations"]["act"]["total_s"] == pytest.approx(2_000e-9)
     assert "memory" not in s["overhead"]["removed_s"]
     said = " ".join(s["overhead"]["notes"])
-    assert ("memory not calibrated" if case == "uncalibrated" else "allocator history") in said
+    expected = {
+        "uncalibrated": "memory not calibrated on this machine (`rlscope calibrate` with a GPU)",
+        "refused": f"memory cost refused by the calibration ({why}): the cost of 1 recorded",
+        "history": "allocator history",
+    }[case]
+    assert expected in said
+    assert case != "refused" or "memory not calibrated" not in said

@@ -57,6 +57,9 @@ class EventCosts:
     # tracker, paid on the allocating thread); 0: not calibrated (rlscope/calibrate_memory.py)
     memory_per_event: float = 0.0
     used: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> calibration entry used
+    # calibration entry -> why `rlscope calibrate` refused it: a note then says so, instead of
+    # sending the user to calibrate a machine that was calibrated
+    refused: dict[str, str] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)  # what could not be corrected, and why
 
     @classmethod
@@ -84,6 +87,7 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
     """The costs of the events a process recorded, given how it was profiled (its metadata)."""
     table = calibration["costs_ns"]
     costs = EventCosts.zero()
+    costs.refused = _refusals(calibration)
     gpu_collector = metadata.get("gpu.collector", "")
     nvtx = bool(gpu_collector) and _options(metadata).get("nvtx", True)
     wanted = {
@@ -103,12 +107,12 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
             costs.dispatch_inside[cls] = costs.dispatch_outside[cls] = 0.0
             costs.used[CLASS_NAMES[cls]] = "measured by its boundaries only"
             costs.notes.append(
-                f"{entry} not calibrated on this machine: boundaries that measured their own cost have"
+                f"{_missing(entry, costs.refused)}: boundaries that measured their own cost have"
                 " it removed; the dispatch around them and unmeasured boundaries are not corrected"
             )
             continue
         if entry not in table:
-            costs.notes.append(f"{entry} not calibrated on this machine: its overhead is not removed")
+            costs.notes.append(f"{_missing(entry, costs.refused)}: its overhead is not removed")
             continue
         row = table[entry]
         costs.inside[cls] = float(row.get("inside", 0.0))
@@ -123,6 +127,25 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
         costs.memory_per_event = max(float(table["memory"].get("per_event", 0.0)), 0.0)
         costs.used["memory"] = "memory"
     return costs
+
+
+def _refusals(calibration: dict[str, Any]) -> dict[str, str]:
+    """Calibration entry -> the reason `rlscope calibrate` gave for refusing it."""
+    out: dict[str, str] = {}
+    for r in calibration.get("refused") or []:
+        if isinstance(r, dict) and isinstance(r.get("entry"), str):
+            reason = str(r.get("reason", ""))
+            prefix = f"{r['entry']}: refused: "
+            out[r["entry"]] = reason[len(prefix) :] if reason.startswith(prefix) else reason
+    return out
+
+
+def _missing(entry: str, refused: dict[str, str], hint: str = "") -> str:
+    """Why a calibration has no cost for ``entry``: refused (with the calibration's reason) or not
+    measured on this machine."""
+    if entry in refused:
+        return f"{entry} cost refused by the calibration ({refused[entry] or 'no reason given'})"
+    return f"{entry} not calibrated on this machine{hint}"
 
 
 def memory_times(proc: Any, costs: EventCosts) -> tuple[np.ndarray, list[str]]:
@@ -140,7 +163,7 @@ def memory_times(proc: Any, costs: EventCosts) -> tuple[np.ndarray, list[str]]:
         ]
     if costs.memory_per_event <= 0:
         return np.zeros(0, np.int64), [
-            f"memory not calibrated on this machine (`rlscope calibrate` with a GPU): the cost of"
+            f"{_missing('memory', costs.refused, ' (`rlscope calibrate` with a GPU)')}: the cost of"
             f" {table.num_rows} recorded allocator events is not removed"
         ]
     return table.column("ts_ns").to_numpy().astype(np.int64), []
