@@ -22,6 +22,9 @@
 #include <string.h>
 #include <time.h>
 #include <pthread.h>
+#include <signal.h>
+#include <errno.h>
+#include <unistd.h>
 
 #define ABI_VERSION 6
 
@@ -1279,6 +1282,72 @@ static PyObject *forget_thread(PyObject *mod, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* ---- the signal relay (rlscope/session.py, _SignalRelay) ----------------------------------------
+ * A child that its parent ends with SIGTERM flushes its trace first, in a Python handler. CPython
+ * runs such a handler only on the main thread, between bytecodes: a main thread that blocks in C
+ * (a pool worker waiting on its task queue's semaphore) after the signal was taken, but before it
+ * saw it, or a signal the kernel gave to another thread, leaves the handler pending for ever and
+ * the process hung where it would have died (`with Pool()` never returned). This C handler chains
+ * to the one it replaced (CPython's: the Python handler still runs where it can) and writes the
+ * signal's number to a pipe that rlscope's relay thread waits on; that thread ends the process
+ * itself when the main thread has not started the Python handler within a grace period. Only
+ * async-signal-safe calls here (getpid, write). A forked child inherits the handler and the pipe:
+ * the pid check keeps its signals out of its parent's pipe until it installs its own. */
+#define RELAY_MAX_SIG 65
+static struct sigaction relay_old[RELAY_MAX_SIG];
+static volatile sig_atomic_t relay_fd[RELAY_MAX_SIG];
+static volatile pid_t relay_pid[RELAY_MAX_SIG];
+
+static void relay_handler(int sig) {
+    int saved = errno;
+    if (sig > 0 && sig < RELAY_MAX_SIG) {
+        struct sigaction *old = &relay_old[sig];
+        if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN &&
+            old->sa_handler != NULL)
+            old->sa_handler(sig);
+        if (relay_fd[sig] >= 0 && relay_pid[sig] == getpid()) {
+            unsigned char b = (unsigned char)sig;
+            ssize_t r = write(relay_fd[sig], &b, 1);
+            (void)r; /* a full pipe already holds a wake-up */
+        }
+    }
+    errno = saved;
+}
+
+static PyObject *relay_signal(PyObject *mod, PyObject *args) {
+    int sig, fd;
+    if (!PyArg_ParseTuple(args, "ii", &sig, &fd)) return NULL;
+    if (sig <= 0 || sig >= RELAY_MAX_SIG) {
+        PyErr_SetString(PyExc_ValueError, "signal number out of range");
+        return NULL;
+    }
+    struct sigaction cur, act;
+    if (sigaction(sig, NULL, &cur) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    relay_fd[sig] = -1;
+    if (cur.sa_handler != relay_handler) relay_old[sig] = cur; /* re-installing keeps the first */
+    relay_pid[sig] = getpid();
+    relay_fd[sig] = fd;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = relay_handler;
+    act.sa_flags = relay_old[sig].sa_flags & ~(SA_SIGINFO | SA_RESETHAND);
+    act.sa_mask = relay_old[sig].sa_mask;
+    if (sigaction(sig, &act, NULL) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
+static PyObject *default_signal(PyObject *mod, PyObject *arg) {
+    /* SIG_DFL from any thread (Python's signal.signal works on the main thread only) */
+    int sig = PyLong_AsLong(arg);
+    if (sig == -1 && PyErr_Occurred()) return NULL;
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = SIG_DFL;
+    sigemptyset(&act.sa_mask);
+    if (sigaction(sig, &act, NULL) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    if (sig > 0 && sig < RELAY_MAX_SIG) relay_fd[sig] = -1;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"install", install, METH_VARARGS, "put the native __enter__/__exit__ on annotate's classes"},
     {"abi_version", abi_version, METH_NOARGS, "the C side's version (checked against the Python side)"},
@@ -1293,6 +1362,8 @@ static PyMethodDef module_methods[] = {
     {"close_open", close_open, METH_VARARGS, "at the bound session's stop: a thread's open ops or categories"},
     {"category_enter", category_enter, METH_O, "annotate.category_enter under the bound session"},
     {"category_exit", category_exit, METH_O, "annotate.category_exit under the bound session"},
+    {"relay_signal", relay_signal, METH_VARARGS, "chain a C handler that writes the signal to a pipe"},
+    {"default_signal", default_signal, METH_O, "the signal's default action, from any thread"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1329,6 +1400,7 @@ PyMODINIT_FUNC PyInit_rlscope_scope_native(void) {
         return NULL;
     if (PyType_Ready(&EventBufferType) < 0 || PyType_Ready(&IdsType) < 0) return NULL;
     lean_key_ok = pthread_key_create(&lean_key, lean_thread_gone) == 0;
+    for (int i = 0; i < RELAY_MAX_SIG; i++) relay_fd[i] = -1;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&EventBufferType);

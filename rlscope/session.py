@@ -8,7 +8,7 @@ Every way a process can end normally flushes its session: ``atexit`` for an inte
 (spawned children included: ``spawn_main`` ends with ``sys.exit``), a ``multiprocessing`` finalizer
 for multiprocessing children, which leave through ``os._exit`` (see :meth:`Session._hook_multiprocessing`),
 and, in the children rlscope starts a session in, a SIGTERM handler for a child its parent ends
-(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; :func:`_on_sigterm`).
+(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; rlscope/child_signal.py).
 """
 
 from __future__ import annotations
@@ -57,8 +57,6 @@ def stack_info() -> dict[str, str]:
 
 
 _NEVER = 2**63 - 1
-# a child's flush when its parent ends it (SIGTERM) may take this long before it dies regardless
-SIGNAL_FLUSH_TIMEOUT_S = 5.0
 SWITCH_BUDGET = 0.03  # the windows' switches take at most this share of the run (Session.window_length_ns)
 MAX_WINDOW_SCALE = 50.0  # and windows grow at most this much for it (5 s with the default 0.1 s)
 # each window's length is random, WINDOW_FLOOR of its nominal length plus an exponential share of
@@ -558,51 +556,11 @@ class Session:
         multiprocessing.util.Finalize(self, self._stop_at_exit, exitpriority=100)
 
     def end_cleanly_on_sigterm(self) -> None:
-        """In a child rlscope started a session in: when its parent ends it with SIGTERM, flush first.
+        """In a child rlscope started a session in: when its parent ends it with SIGTERM, flush
+        first (rlscope/child_signal.py). Only where SIGTERM still has its default action."""
+        from rlscope import child_signal
 
-        Only where SIGTERM still has its default action: a handler of the program's stays.
-        """
-        import signal
-
-        global _sigterm_session
-        try:
-            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _on_sigterm):
-                _sigterm_session = self
-                signal.signal(signal.SIGTERM, _on_sigterm)
-        except (ValueError, OSError) as e:  # not the main thread, or no signals here
-            warn_once(f"a SIGTERM to process {os.getpid()} will lose its last second of trace ({e})")
-
-
-_sigterm_session: Session | None = None  # the session _on_sigterm flushes (it may be stopping already)
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    """A child ended by its parent (``Pool.terminate``, ``with Pool()``, daemonic children at exit).
-
-    Flushes the session, marked as ended by that signal (not crashed), then dies of the same
-    signal with its default action, so the exit status is the one it had without rlscope. The
-    default action is restored first: a second SIGTERM, or the watchdog's after
-    ``SIGNAL_FLUSH_TIMEOUT_S`` (a flush that hangs), ends the process at once. Like any Python
-    handler, it runs when the main thread next runs Python code: a child inside a long C call
-    ends when that call returns, not at the signal.
-    """
-    import signal
-
-    try:
-        signal.signal(signum, signal.SIG_DFL)
-        s = _sigterm_session
-        if s is not None and s._pid == os.getpid() and (s._writer is not None or s._stopping):
-            watchdog = threading.Timer(SIGNAL_FLUSH_TIMEOUT_S, os.kill, (os.getpid(), signum))
-            watchdog.daemon = True
-            watchdog.start()
-            if s._stopping:  # a worker's own exit was flushing (its pool's sentinel came first):
-                # let that stop finish, it re-raises the signal when done
-                s._pending_signal = signum
-                return
-            s.stop(signal=signum)
-    except Exception as e:
-        warn_once(f"could not flush the trace before SIGTERM: {e!r}")
-    os.kill(os.getpid(), signum)
+        child_signal.end_cleanly_on_sigterm(self)
 
 
 # Set by `rlscope run` (rlscope/cli/main.py) for the program it profiles; rlscope/_autorun.py starts

@@ -11,6 +11,7 @@ import pytest
 
 import rlscope
 from rlscope.categories import SIMULATOR
+from rlscope.collectors import scope_native
 from rlscope.trace import schema as S
 from rlscope.trace.check import check_trace
 from rlscope.trace.reader import load_trace
@@ -142,6 +143,56 @@ def test_a_terminated_child_flushes_and_keeps_its_exit_status(tmp_path):
     findings = [str(f) for f in check_trace(str(tmp_path / "trace"))]
     assert any("ended by SIGTERM" in f for f in findings), findings
     assert not any(f.startswith(("error", "warning")) for f in findings), findings
+
+
+BLOCKED_CHILD_SCRIPT = textwrap.dedent(
+    """
+    import multiprocessing as mp
+    import os
+    import signal
+    import threading
+    import time
+
+    import rlscope
+
+    def child(ready):
+        with rlscope.scope("blocked"):
+            lock = threading.Lock()
+            lock.acquire()
+
+            def poke():  # SIGTERM to this thread, not the main one: CPython's handler runs here, and
+                time.sleep(0.3)  # the main thread, blocked in C, never learns of it
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+            threading.Thread(target=poke, daemon=True).start()
+            ready.set()
+            lock.acquire()  # for ever: only the signal ends this process
+
+    if __name__ == "__main__":
+        ctx = mp.get_context("fork")
+        ready = ctx.Event()
+        p = ctx.Process(target=child, args=(ready,))
+        p.start()
+        assert ready.wait(30)
+        p.join(15)
+        print("EXITCODE", p.exitcode)
+        if p.exitcode is None:  # hung: do not leave it behind
+            os.kill(p.pid, signal.SIGKILL)
+            p.join()
+    """
+)
+
+
+@pytest.mark.skipif(scope_native.available() != "native", reason="the relay needs the native scope module")
+def test_a_sigterm_the_main_thread_cannot_see_still_ends_the_child_after_its_flush(tmp_path):
+    """A child whose main thread waits in C while SIGTERM is taken on another thread (or just
+    before the wait) never runs the Python handler: without the relay (rlscope/child_signal.py) it
+    hung, where without rlscope it died at once; a pool worker did this to `with Pool()` in CI."""
+    r, trace = _run_script(tmp_path, BLOCKED_CHILD_SCRIPT)
+    assert "EXITCODE -15" in r.stdout, r.stdout + r.stderr  # died of the signal, as without rlscope
+    (child,) = [p for p in trace.processes if "blocked" in _op_names(p)]
+    assert child.complete and not child.warnings
+    assert _end_signals(child) == [15]
 
 
 VECTOR_ENV_SCRIPT = textwrap.dedent(
