@@ -30,9 +30,12 @@ from rlscope.errors import warn_once
 
 # a child's flush when its parent ends it may take this long before it dies regardless
 SIGNAL_FLUSH_TIMEOUT_S = 5.0
-# how long the relay thread leaves the main thread to start the Python handler: it runs within
-# microseconds wherever the main thread runs Python or a call that checks for signals
-RELAY_GRACE_S = 0.25
+# how long the relay thread leaves the main thread to start the Python handler. It starts within
+# microseconds wherever the main thread runs Python or a call that checks for signals; a main
+# thread in a long C call that released the GIL starts it when the call returns, and the relay
+# must not flush the session while that thread could still be recording: long enough for most
+# such calls, short beside a parent's wait (a hang cost `with Pool()` its whole run)
+RELAY_GRACE_S = 0.5
 
 _session: Any = None  # the session to flush (it may be stopping already)
 _claim = threading.Lock()  # taken by whichever ends the process: the handler or the relay
