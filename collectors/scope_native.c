@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <errno.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #define ABI_VERSION 6
 
@@ -1291,23 +1292,30 @@ static PyObject *forget_thread(PyObject *mod, PyObject *unused) {
  * to the one it replaced (CPython's: the Python handler still runs where it can) and writes the
  * signal's number to a pipe that rlscope's relay thread waits on; that thread ends the process
  * itself when the main thread has not started the Python handler within a grace period. Only
- * async-signal-safe calls here (getpid, write). A forked child inherits the handler and the pipe:
+ * async-signal-safe calls here (getpid, fstat, write). A forked child inherits the handler and the pipe:
  * the pid check keeps its signals out of its parent's pipe until it installs its own. */
 #define RELAY_MAX_SIG 65
 static struct sigaction relay_old[RELAY_MAX_SIG];
 static volatile sig_atomic_t relay_fd[RELAY_MAX_SIG];
 static volatile pid_t relay_pid[RELAY_MAX_SIG];
+static dev_t relay_dev[RELAY_MAX_SIG]; /* the pipe's identity: a program that closed the fd and */
+static ino_t relay_ino[RELAY_MAX_SIG]; /* opened a file of its own there gets no byte from us */
 
-static void relay_handler(int sig) {
+static void relay_handler(int sig, siginfo_t *info, void *ctx) {
     int saved = errno;
     if (sig > 0 && sig < RELAY_MAX_SIG) {
         struct sigaction *old = &relay_old[sig];
-        if (!(old->sa_flags & SA_SIGINFO) && old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN &&
-            old->sa_handler != NULL)
+        if (old->sa_flags & SA_SIGINFO) {
+            if (old->sa_sigaction != NULL) old->sa_sigaction(sig, info, ctx);
+        } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN && old->sa_handler != NULL) {
             old->sa_handler(sig);
-        if (relay_fd[sig] >= 0 && relay_pid[sig] == getpid()) {
+        }
+        int fd = relay_fd[sig];
+        struct stat st;
+        if (fd >= 0 && relay_pid[sig] == getpid() && fstat(fd, &st) == 0 && st.st_dev == relay_dev[sig] &&
+            st.st_ino == relay_ino[sig]) {
             unsigned char b = (unsigned char)sig;
-            ssize_t r = write(relay_fd[sig], &b, 1);
+            ssize_t r = write(fd, &b, 1);
             (void)r; /* a full pipe already holds a wake-up */
         }
     }
@@ -1322,14 +1330,18 @@ static PyObject *relay_signal(PyObject *mod, PyObject *args) {
         return NULL;
     }
     struct sigaction cur, act;
-    if (sigaction(sig, NULL, &cur) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    struct stat st;
+    if (sigaction(sig, NULL, &cur) < 0 || fstat(fd, &st) < 0) return PyErr_SetFromErrno(PyExc_OSError);
     relay_fd[sig] = -1;
-    if (cur.sa_handler != relay_handler) relay_old[sig] = cur; /* re-installing keeps the first */
+    int ours = (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == relay_handler;
+    if (!ours) relay_old[sig] = cur; /* re-installing (a forked child) keeps the one it chains to */
+    relay_dev[sig] = st.st_dev;
+    relay_ino[sig] = st.st_ino;
     relay_pid[sig] = getpid();
     relay_fd[sig] = fd;
     memset(&act, 0, sizeof act);
-    act.sa_handler = relay_handler;
-    act.sa_flags = relay_old[sig].sa_flags & ~(SA_SIGINFO | SA_RESETHAND);
+    act.sa_sigaction = relay_handler;
+    act.sa_flags = (relay_old[sig].sa_flags & ~SA_RESETHAND) | SA_SIGINFO;
     act.sa_mask = relay_old[sig].sa_mask;
     if (sigaction(sig, &act, NULL) < 0) return PyErr_SetFromErrno(PyExc_OSError);
     Py_RETURN_NONE;
