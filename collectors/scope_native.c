@@ -1283,7 +1283,7 @@ static PyObject *forget_thread(PyObject *mod, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* ---- the signal relay (rlscope/session.py, _SignalRelay) ----------------------------------------
+/* ---- the signal relay (rlscope/child_signal.py) -----------------------------------------------------
  * A child that its parent ends with SIGTERM flushes its trace first, in a Python handler. CPython
  * runs such a handler only on the main thread, between bytecodes: a main thread that blocks in C
  * (a pool worker waiting on its task queue's semaphore) after the signal was taken, but before it

@@ -9,7 +9,7 @@ CPython runs a Python handler only on the main thread, between bytecodes. A main
 the signal just before it blocked in C (a pool worker entering ``sem_wait`` on its task queue), or a
 signal the kernel handed to another thread, leaves the handler pending while the main thread waits
 for ever: the child hung where it would have died, and so did its parent's ``with Pool()``. So the
-native scope module (rlscope/collectors/scope_native.c) chains a C handler in front of CPython's
+native scope module (collectors/scope_native.c) chains a C handler in front of CPython's
 that writes the signal to a pipe; a relay thread waits on it and, when the main thread has not
 started the Python handler within :data:`RELAY_GRACE_S`, ends the process itself. Whichever starts
 first claims the ending; the other does nothing. Without the native module (no compiler,

@@ -3,7 +3,6 @@ synthetic traces where the main thread is known to slow by that share while a fl
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -42,11 +41,12 @@ def _trace(
     cpu=None,
     slow_from=None,
     extra=(),
+    windows=(),
 ):
     """Main thread 1: ``n`` instances of op 0, WORK ns each (1.2x from ``slow_from`` ns on); writer
     thread 2 flushes over ``flushes``, each measuring ``cpu`` ns of its own CPU time (its wall by
-    default), while the main thread runs at 1 - ``share``. Returns (timeline, true wall of the run
-    without the stall)."""
+    default), while the main thread runs at 1 - ``share``; ``windows``: (ns, kind) window switches
+    on the main thread. Returns (timeline, true wall of the run without the stall)."""
     rows = [(0, 1, S.SESSION_START, -1, -1, -1, 0, 0)]
     t = 0.0
     truth = 0.0
@@ -61,6 +61,7 @@ def _trace(
         took = (fe - fs) if cpu is None else cpu[k]
         rows += [(fs, 2, S.CAT_BEGIN, categories.PROFILER, 0, -1, 0, 0)]
         rows += [(fe, 2, S.CAT_END, categories.PROFILER, 0, -1, 0, took)]
+    rows += [(ts, 1, S.WINDOW, kind, -1, -1, 0, 0) for ts, kind in windows]
     rows.append((round(t), 1, S.SESSION_END, -1, -1, -1, 0, 0))
     rows += list(extra)  # other threads' rows
     schema = S.events_schema({}, cost=True)
@@ -114,12 +115,11 @@ def test_instances_are_compared_within_their_window_kind():
     """Full-window instances are slower for their own reason (the collectors): a flush in a full
     window must not count that as stall. Per kind of window the share stays exact; pooled over both
     kinds (no windows known) each flush is read against the other kind's instances too."""
-    tl, _ = _trace(0.3, n=600, slow_from=1_500_000)
-    main_begins = (tl.kind == S.OP_BEGIN) & (tl.thread == tl.main_thread)
-    mode = np.where(tl.ts[main_begins] < 1_500_000, S.WINDOW_LIGHT, S.WINDOW_FULL)
-    bound = _flush_stall(tl, 0.0)
-    assert flush_stall.measure(tl, bound, mode).share == pytest.approx(0.3, abs=0.01)
-    assert abs(flush_stall.measure(tl, bound).share - 0.3) > 0.05
+    switches = ((0, S.WINDOW_LIGHT), (1_500_000, S.WINDOW_FULL))
+    tl, _ = _trace(0.3, n=600, slow_from=1_500_000, windows=switches)
+    assert flush_stall.measure(tl, _flush_stall(tl, 0.0)).share == pytest.approx(0.3, abs=0.01)
+    pooled, _ = _trace(0.3, n=600, slow_from=1_500_000)
+    assert abs(flush_stall.measure(pooled, _flush_stall(pooled, 0.0)).share - 0.3) > 0.05
 
 
 def test_a_job_thread_whose_instance_id_is_the_rlscope_category_is_not_the_writer():

@@ -54,12 +54,11 @@ class StallShare:
         return dataclasses.asdict(self)
 
 
-def measure(tl: Timeline, bound: np.ndarray, mode_at_begin: np.ndarray | None = None) -> StallShare:
-    """The stall share from the main thread's operation instances.
+def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
+    """The stall share from the main thread's operation instances, each compared within the kind of
+    window it began in (read from the trace's window rows; a run without windows is one kind).
 
-    ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall);
-    ``mode_at_begin``: per main-thread OP_BEGIN row, the window kind its instance began in (None:
-    read from the trace's window rows; a run without windows is one kind).
+    ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall).
     """
     main = tl.thread == tl.main_thread
     seg = (tl.op >= 0) & main
@@ -70,12 +69,10 @@ def measure(tl: Timeline, bound: np.ndarray, mode_at_begin: np.ndarray | None = 
     begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & main)
     inst = tl.id[begins]
     name = tl.inst_name[inst]
-    mode = mode_at_begin
-    if mode is None:
-        win_ts, win_mode = windows.window_rows(tl)
-        mode = np.zeros(len(begins), np.int64)
-        if len(win_ts):
-            mode = windows.mode_at(win_ts, win_mode, tl.ts[begins])
+    win_ts, win_mode = windows.window_rows(tl)
+    mode = np.zeros(len(begins), np.int64)
+    if len(win_ts):
+        mode = windows.mode_at(win_ts, win_mode, tl.ts[begins])
     e, b = excl[inst], over[inst]
     main_bound = float(bound[main].sum())
     bound_sum = excess = var = 0.0
