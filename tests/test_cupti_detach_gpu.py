@@ -48,8 +48,9 @@ print(json.dumps({"before": before, "held": held}))
 
 def _held_over_before(tmp_path, detach: str) -> float:
     env = {**os.environ, "RLSCOPE_CUPTI_DETACH": detach, "RLSCOPE_GPU_MEMORY": "0"}
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path / f"trace-{detach}")],
+        [sys.executable, "-c", CHILD, str(tmp_path / "trace")],
         capture_output=True, text=True, timeout=300, env=env, check=True,
     )  # fmt: skip
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -57,9 +58,15 @@ def _held_over_before(tmp_path, detach: str) -> float:
 
 
 def test_a_held_light_window_costs_launches_nothing_after_many_switches(tmp_path):
-    kept = _held_over_before(tmp_path, "0")  # the positive control: CUPTI left attached, kinds off
-    detached = _held_over_before(tmp_path, "1")
+    # three processes of each, interleaved, and their medians: one of each failed 1 time in 7 on the
+    # H100s of one day (kept 1.054, detached 1.094: a process's paired medians move ~5% with the
+    # machine's speed)
+    kept, detached = [], []
+    for i in range(3):
+        kept.append(_held_over_before(tmp_path / f"k{i}", "0"))  # the positive control: kinds off, attached
+        detached.append(_held_over_before(tmp_path / f"d{i}", "1"))
+    k, d = statistics.median(kept), statistics.median(detached)
     # the test sees the attached state's cost (H200: 1.19, 1.10), and the detached window is nearer
-    # no cost than that cost (0.99, 0.91: the paired medians move ~5% with the machine's speed)
-    assert kept > 1.05, (kept, detached)
-    assert detached < 1 + (kept - 1) / 2, (kept, detached)
+    # no cost than that cost (0.99, 0.91)
+    assert k > 1.05, (kept, detached)
+    assert d < 1 + (k - 1) / 2, (kept, detached)

@@ -98,6 +98,7 @@ def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed
     assert win["operations"]["infer"]["uncertainty_s"] == pytest.approx(0.0, abs=1e-9)
     assert win["cost_per_event_ns"] == pytest.approx(COST, rel=1e-6)
     assert 0.2 < win["full_share"] < 0.8
+    assert not any("window switches in this run" in n for n in s["overhead"]["notes"])  # every op paired
     json.dumps(s)
 
 
@@ -489,6 +490,10 @@ def test_an_operation_too_rare_to_pair_is_corrected_from_its_own_instances(tmp_p
     assert win["train"]["method"] == "unpaired"
     assert s["operations"]["train"]["total_s"] == pytest.approx(trains * 20 * WORK * 1e-9, rel=1e-6)
     assert win["train"]["uncertainty_s"] > 0  # half of what it removed: blind to drift
+    # the user is told which operations could not pair windows, and what would
+    few = [n for n in s["overhead"]["notes"] if "window switches in this run" in n]
+    assert len(few) == 1 and "train corrected from all their full-window calls" in few[0], few
+    assert "infer" not in few[0].split(":")[1].split("corrected")[0]  # infer paired its windows
 
 
 def test_a_pooled_cost_is_capped_by_the_operations_own_full_instance(tmp_path):

@@ -161,6 +161,9 @@ def analyze_process_pair(
                 f"{_name(proc.names, k)} ran only in light windows ({n} calls): its CPU categories and"
                 " GPU work were not recorded (shown as python, no GPU time); a longer run samples it"
             )
+        few = _few_windows_note(est, proc.names)
+        if few:
+            notes.append(few)
         window_info = _window_info(est, proc.names, final, switched)
         _split_like_full_windows(corrected, est, proc.names, final, proc.pid)
         if switched["gpu"]:
@@ -180,6 +183,30 @@ def analyze_process_pair(
 
 def _name(names: list[str], i: int, none: str = UNANNOTATED) -> str:
     return name_of(names, i, none)
+
+
+def _few_windows_note(est: windows.WindowEstimate, names: list[str]) -> str | None:
+    """A note naming the operations whose correction could not pair windows, or None.
+
+    Why: a short run holds a few windows (switches are spaced so that they cost at most 3% of the
+    run: ~0.2 s apart with GPU tracing on an H100), and an operation seen in too few of them is
+    corrected from all its full-window instances against all its light ones. That estimate cannot
+    follow the machine's speed through the run nor take out what a switch leaves for the next call:
+    PPO with its policy on an H100, 1.3 s profiled (five switches), read `backprop` +11% over 10 runs
+    where 4-5 s read +1% over 5 (BENCHMARKS.md §9, twenty-fourth session). The user should know that
+    a longer run gives a better figure.
+    """
+    ops = sorted(
+        (e["removed_ns"], _name(names, k)) for k, e in est.per_op.items() if e.get("method") == "unpaired"
+    )
+    if not ops:
+        return None
+    listed = ", ".join(n for _, n in reversed(ops))
+    return (
+        f"{est.switches} window switches in this run: {listed} corrected from all their full-window calls"
+        " against all their light-window ones, not window by window (half of what was removed is its"
+        " uncertainty); a run several times longer pairs windows"
+    )
 
 
 def _full_share(est: windows.WindowEstimate, tl: Timeline) -> float:

@@ -73,6 +73,7 @@ class WindowEstimate:
     inst_phase: np.ndarray  # per instance: phase name id (-1 none)
     inst_full: np.ndarray  # per instance: began in a full window
     light_only: dict[int, int]  # operation name id -> instances, for operations never in a full window
+    switches: int = 0  # window switches in the run (the first WINDOW row opens it)
 
 
 def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
@@ -292,6 +293,7 @@ def estimate(
     light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
     return WindowEstimate(
         light_only=light_only,
+        switches=max(len(win_ts) - 1, 0),
         factor=factor,
         row_mode=row_mode,
         per_op=per_op,
