@@ -196,16 +196,21 @@ def _few_windows_note(est: windows.WindowEstimate, names: list[str]) -> str | No
     where 4-5 s read +1% over 5 (BENCHMARKS.md §9, twenty-fourth session). The user should know that
     a longer run gives a better figure.
     """
+    # only operations frequent enough to pair in more windows: one called once a rollout (PPO's
+    # compute_advantages) never pairs, however long the run, and its uncertainty already says so
+    enough = windows.MIN_PAIR_INSTANCES * (est.switches + 1)  # instances for a few in each window
     ops = sorted(
-        (e["removed_ns"], _name(names, k)) for k, e in est.per_op.items() if e.get("method") == "unpaired"
+        (e["removed_ns"], _name(names, k))
+        for k, e in est.per_op.items()
+        if e.get("method") == "unpaired" and e["light_n"] + e["full_n"] >= enough
     )
     if not ops:
         return None
     listed = ", ".join(n for _, n in reversed(ops))
     return (
-        f"{est.switches} window switches in this run: {listed} corrected from all their full-window calls"
-        " against all their light-window ones, not window by window (half of what was removed is its"
-        " uncertainty); a run several times longer pairs windows"
+        f"only {est.switches} window switches in this run: {listed} corrected from all their full-window"
+        " calls against all their light-window ones, not window by window (half of what was removed is"
+        " its uncertainty); a run several times longer pairs windows"
     )
 
 
