@@ -563,6 +563,54 @@ def test_time_limit_starts_no_repetition_that_would_end_past_it(monkeypatch) -> 
         validate.parse_args(["--time-limit", "0", "--", "python", __file__])
 
 
+def test_a_first_calibration_counts_against_the_time_limit_and_is_quick(monkeypatch, tmp_path) -> None:
+    """A machine with no calibration yet, --time-limit 35, repetitions of 10 s: the calibration (20 s
+    here) is the quick one and counts, so one repetition runs (from 20 s; a second would end at 40 s).
+    Without a limit the full calibration runs and the limit has nothing to say."""
+    import types
+
+    import rlscope.cli.main as cli
+
+    clock = _Clock(10 / 3)
+    _fake_validation(monkeypatch, [1.0] * 20)
+    run = _FakeRunner.run
+
+    def timed_run(self, mode, rep):
+        clock.now += clock.step
+        return run(self, mode, rep)
+
+    asked: list[bool] = []
+
+    def calibrate(quiet: bool = False, quick: bool = False) -> None:
+        asked.append(quick)
+        clock.now += 20
+
+    monkeypatch.setattr(_FakeRunner, "run", timed_run)
+    monkeypatch.setattr(validate, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(cli, "ensure_calibration", calibrate)
+    out = tmp_path / "v.json"
+    argv = ["--reps", "5", "--time-limit", "35", "--no-warmup", "--json", str(out), "--", "python", __file__]
+    validate.main(argv)
+    res = json.loads(out.read_text())
+    assert asked == [True]
+    assert res["reps"] == 1 and res["stopped"] == "--time-limit 35 s after 1 repetition"
+    validate.main(["--reps", "2", "--no-warmup", "--json", str(out), "--", "python", __file__])
+    assert asked == [True, False] and json.loads(out.read_text())["reps"] == 2
+
+
+def test_sigterm_during_the_first_calibration_is_one_line_and_143(monkeypatch, capsys) -> None:
+    import rlscope.cli.main as cli
+
+    _fake_validation(monkeypatch, [1.0])
+
+    def calibrate(quiet: bool = False, quick: bool = False) -> None:
+        raise validate.Terminated
+
+    monkeypatch.setattr(cli, "ensure_calibration", calibrate)
+    assert validate.main(["--reps", "2", "--no-warmup", "--", "python", __file__]) == 143
+    assert "terminated (SIGTERM) before a repetition was done" in capsys.readouterr().err
+
+
 def test_sigterm_mid_repetition_keeps_the_repetitions_done(monkeypatch, tmp_path, capsys) -> None:
     """`timeout` ends validate in its third repetition: the JSON holds the two done (none of the
     third's runs), the table is shown, and the exit status is 143, as a shell reports SIGTERM."""

@@ -213,16 +213,22 @@ def calibrate(argv: list[str]) -> int:
     return 0
 
 
-def ensure_calibration(quiet: bool = False) -> None:
-    """Calibrate once per machine and stack if no calibration exists yet (the demo reports corrected)."""
+def ensure_calibration(quiet: bool = False, quick: bool = False) -> None:
+    """Calibrate once per machine and stack if no calibration exists yet (the demo reports corrected).
+
+    ``quick``: ``rlscope calibrate --quick``'s plan, for a caller with a time limit.
+    """
     from rlscope import calibration
 
     if calibration.path_for(calibration.current_key()).exists():
         return
     from rlscope.calibrate import run_calibration
 
-    print("rlscope: no overhead calibration for this machine yet: calibrating once (about a minute) ...")
-    cal = run_calibration(log=lambda m: None if quiet else print(f"rlscope calibrate: {m}", file=sys.stderr))
+    how = "quickly (--quick)" if quick else "(a minute or more on a noisy machine)"
+    print(f"rlscope: no overhead calibration for this machine yet: calibrating once {how} ...")
+    cal = run_calibration(
+        log=lambda m: None if quiet else print(f"rlscope calibrate: {m}", file=sys.stderr), quick=quick
+    )
     print(f"rlscope: calibration saved to {calibration.save(cal)}")
 
 
