@@ -540,9 +540,8 @@ class _Clock:
         return self.now
 
 
-def test_time_limit_starts_no_repetition_that_would_end_past_it(monkeypatch) -> None:
-    """Runs of 10/3 s (10 s a repetition), --time-limit 35: repetitions start at 0, 10 and 20 s; a
-    fourth, starting at 30 s, would end at 40 s, so validate stops at three and says so."""
+def _ten_second_repetitions(monkeypatch) -> _Clock:
+    """A fake validation whose runs take 10/3 s each on a fake clock (10 s a repetition)."""
     import types
 
     clock = _Clock(10 / 3)
@@ -555,6 +554,13 @@ def test_time_limit_starts_no_repetition_that_would_end_past_it(monkeypatch) -> 
 
     monkeypatch.setattr(_FakeRunner, "run", timed_run)
     monkeypatch.setattr(validate, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    return clock
+
+
+def test_time_limit_starts_no_repetition_that_would_end_past_it(monkeypatch) -> None:
+    """Runs of 10/3 s (10 s a repetition), --time-limit 35: repetitions start at 0, 10 and 20 s; a
+    fourth, starting at 30 s, would end at 40 s, so validate stops at three and says so."""
+    _ten_second_repetitions(monkeypatch)
     argv = ["--reps", "5", "--time-limit", "35", "--no-warmup", "--", "python", __file__]
     res = validate.validate(validate.parse_args(argv))
     assert res["reps"] == 3 and res["stopped"] == "--time-limit 35 s after 3 repetitions"
@@ -567,26 +573,15 @@ def test_a_first_calibration_counts_against_the_time_limit_and_is_quick(monkeypa
     """A machine with no calibration yet, --time-limit 35, repetitions of 10 s: the calibration (20 s
     here) is the quick one and counts, so one repetition runs (from 20 s; a second would end at 40 s).
     Without a limit the full calibration runs and the limit has nothing to say."""
-    import types
-
     import rlscope.cli.main as cli
 
-    clock = _Clock(10 / 3)
-    _fake_validation(monkeypatch, [1.0] * 20)
-    run = _FakeRunner.run
-
-    def timed_run(self, mode, rep):
-        clock.now += clock.step
-        return run(self, mode, rep)
-
+    clock = _ten_second_repetitions(monkeypatch)
     asked: list[bool] = []
 
     def calibrate(quiet: bool = False, quick: bool = False) -> None:
         asked.append(quick)
         clock.now += 20
 
-    monkeypatch.setattr(_FakeRunner, "run", timed_run)
-    monkeypatch.setattr(validate, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
     monkeypatch.setattr(cli, "ensure_calibration", calibrate)
     out = tmp_path / "v.json"
     argv = ["--reps", "5", "--time-limit", "35", "--no-warmup", "--json", str(out), "--", "python", __file__]
