@@ -39,6 +39,7 @@ import itertools
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -931,6 +932,24 @@ def steal_share(run: ChildRun) -> float | None:
     return h["steal"] / run.process_s
 
 
+def distinct_warnings(profiled: list[dict[str, Any]]) -> list[str]:
+    """The profiled runs' analyzer warnings, once each: two that differ only in their figures (a
+    switch count, an event count) are one line, the first run's, with how many runs said it.
+
+    Why: every repetition's analysis says the same thing about the same program, and five lines of
+    "only 5 window switches" / "only 4 window switches" bury the verdict under them."""
+    seen: dict[str, list[Any]] = {}
+    for p in profiled:
+        for w in dict.fromkeys(p["warnings"]):
+            key = re.sub(r"[0-9][0-9,.]*", "#", w)
+            if key in seen:
+                seen[key][1] += 1
+            else:
+                seen[key] = [w, 1]
+    n = len(profiled)
+    return [w if k == n or n < 2 else f"{w} ({k} of {n} runs)" for w, k in seen.values()]
+
+
 def _reps(n: int) -> str:
     return f"{n} repetition" + ("" if n == 1 else "s")
 
@@ -1482,7 +1501,7 @@ def render(result: dict[str, Any], console: Any = None) -> None:
         f"total: unprofiled time from {result['reference']}; operations: inclusive time under plain timers"
         f" (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
     )
-    for w in dict.fromkeys(w for p in result["profiled"] for w in p["warnings"]):
+    for w in distinct_warnings(result["profiled"]):
         console.print(f"analyzer: {escape(w)}", style="yellow")
     style = "bold green" if result["verdict"]["pass"] else "bold red"
     console.print(f"[{style}]{escape(result['verdict']['line'])}[/]")

@@ -773,3 +773,19 @@ def test_timer_runs_take_the_c_timer_path(monkeypatch, tmp_path):
             pass
         ev = np.frombuffer(s.events.drain(), np.int64).reshape(-1, 8)
     assert any(r[2] == S.OP_BEGIN and r[3] >= 0 for r in ev)
+
+
+def test_analyzer_warnings_that_differ_only_in_figures_are_one_line() -> None:
+    few = "only {} window switches in this run: a"
+    runs = [
+        {"warnings": [few.format(5), "memory: 372,115 events"]},
+        {"warnings": [few.format(4), "memory: 372,115 events"]},
+        {"warnings": [few.format(5), "memory: 372,115 events"]},
+        {"warnings": ["memory: 372,115 events", "a collector failed"]},
+    ]
+    assert validate.distinct_warnings(runs) == [
+        few.format(5) + " (3 of 4 runs)",
+        "memory: 372,115 events",
+        "a collector failed (1 of 4 runs)",
+    ]
+    assert validate.distinct_warnings(runs[:1]) == runs[0]["warnings"]
