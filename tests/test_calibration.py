@@ -470,12 +470,31 @@ def test_median_rule_counts_every_round_and_refuses_a_wide_one():
 
     values = iter([93.0, 89.0, 151.0, 116.0, 98.0, 104.0, 300.0, 20.0])
     st = until_stable(lambda: {"per_event": next(values)}, "per_event", 6, 0.0, rule="median")
-    # six rounds: median 101, deviations 8, 12, 50, 15, 3, 3 -> MAD 10 (10% of it): stable, kept
+    # six rounds: median 101, deviations 8, 12, 50, 15, 3, 3 -> MAD 10 (10% of it); the median's
+    # 90% interval 1.645 * 1.2533 * 1.4826 * 0.099 / sqrt(6) = +-12.4%: stable, kept
     assert len(st.rounds) == 6 and st.stable
     assert st.cost == pytest.approx(101.0) and st.spread == pytest.approx(0.099, abs=1e-3)
+    assert st.median_error == pytest.approx(0.124, abs=1e-3)
     assert refusal("memory", st) is None
     wide = Stable(
         "per_event", 6, [{"per_event": v} for v in (50.0, 150.0, 90.0, 200.0, 60.0, 120.0)], rule="median"
     )
+    # median 105, MAD 45 (43%): the median known to +-53%, refused
     why = refusal("memory", wide)
-    assert why is not None and "median absolute deviation" in why and "of 6 rounds" in why
+    assert why is not None and "+-53%" in why and "median absolute deviation 43%" in why and "of 6 rounds" in why
+
+
+def test_median_rule_keeps_a_per_process_spread_once_its_median_is_known():
+    """An H200's memory calibration (2026-11-26): nine children 57-162 ns, MAD 21% of the median
+    109 ns. Each process draws its own cost, so the rounds' spread stays; the median is what the
+    analyzer removes, and with more rounds it is known well enough (refusing it removed 0 ns)."""
+    from rlscope.calibrate import Stable, refusal
+
+    nine = [73.5, 129.8, 87.3, 114.3, 77.9, 109.4, 161.8, 132.4, 56.9]
+    st = Stable("per_event", 6, [{"per_event": v} for v in nine], rule="median")
+    assert st.spread == pytest.approx(0.21, abs=0.005)
+    assert st.median_error == pytest.approx(0.214, abs=0.002) and not st.stable  # 9 rounds: +-21%
+    thirteen = nine + [101.0, 118.0, 92.0, 125.0]  # the same spread, four more children
+    st = Stable("per_event", 6, [{"per_event": v} for v in thirteen], rule="median")
+    assert st.stable and refusal("memory", st) is None
+    assert st.cost == pytest.approx(109.4)

@@ -530,7 +530,7 @@ def test_memory_events_without_a_calibrated_cost_are_kept_and_said(fake_session,
     _write_memory(session, [(ts, th, 0, S.MEMORY_ALLOC, 1, 512, 7)], source)
     memory = {"memory": {"per_event": 500.0}} if case == "history" else {}
     cal = _calibration(scope={"inside": 0.0, "outside": 0.0}, **memory)
-    why = "unstable, the rounds' median absolute deviation is 21% of their median 82 ns > 10%"
+    why = "unstable, the median 82 ns is known to +-31% (90%) > 20% after 40.2 s"
     if case == "refused":
         cal["refused"] = [{"entry": "memory", "reason": f"memory: refused: {why}"}]
     _save(cal)
