@@ -1179,12 +1179,6 @@ def _row(
     slow = [a / r if r > 0 else None for a, r in zip(raw, ref, strict=True)]
     known = [e for e in err if e is not None]
     median_err = statistics.median(known) if known else None
-    # kept beside the verdict's paired error, not in it: each repetition pairs processes whose
-    # speed draws are independent on the devices, where the two can differ (an H200's PPO-GPU
-    # total, six repetitions: +5.3% paired, +0.2% medians' ratio). The JSON keeps both so the
-    # estimators can be compared over many runs before either is chosen for the verdict
-    refs = [r for r in ref if r > 0]
-    medians_err = statistics.median(cor) / statistics.median(refs) - 1 if refs and cor else None
     return {
         "operation": name,
         "share": share,
@@ -1194,7 +1188,6 @@ def _row(
         "error": err,
         "raw_slowdown": slow,
         "median_error": median_err,
-        "medians_error": medians_err,
         "interval": median_interval(known, looks),
         "tolerance": tol,
         "ok": None if tol is None else median_err is not None and abs(median_err) <= tol,

@@ -479,21 +479,6 @@ def test_median_interval_against_exact_binomial_coverage() -> None:
     ]
 
 
-def test_a_row_keeps_the_medians_ratio_beside_the_paired_error() -> None:
-    """The H200's PPO-GPU total (2026-11-26, six repetitions): paired by repetition +5.3%, the
-    medians' ratio +0.2%. Both are in the row; the verdict stays on the paired median."""
-    ref = [4.278, 3.957, 3.594, 4.408, 4.340, 4.193]
-    cor = [4.166, 4.177, 3.998, 4.628, 4.315, 4.591]
-    prof = [{"raw": c * 1.2, "corrected": c} for c in cor]
-    row = validate._row("[total]", 1.0, ref, prof, 0.05)
-    paired = sorted(c / r - 1 for c, r in zip(cor, ref, strict=True))
-    assert row["median_error"] == pytest.approx((paired[2] + paired[3]) / 2)
-    assert row["median_error"] == pytest.approx(0.053, abs=1e-3) and row["ok"] is False
-    assert row["medians_error"] == pytest.approx(4.246 / 4.2355 - 1, abs=1e-6)  # +0.2%
-    unmeasured = validate._row("x", 0.1, [0.0, 0.0], [{"raw": 1.0, "corrected": 1.0}] * 2, None)
-    assert unmeasured["medians_error"] is None
-
-
 def test_look_points_double_and_skip_counts_too_small_for_an_interval() -> None:
     assert validate.look_points(5, 5) == [5]
     assert validate.look_points(8, 20) == [8, 16, 20]
