@@ -13,7 +13,7 @@
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
 #                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
 #                                             pair2 / pairs: two rows side by side, see below; LIM_A / LIM_B: seconds
-#                                             per row of VAL=all's first two pairs / its last pair; PPO_GPU_SCALE: PPO-GPU's size, 2 by default)
+#                                             per row of VAL=all's first two pairs / its last two rows (one at a time); PPO_GPU_SCALE: PPO-GPU's size, 2 by default)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-5}

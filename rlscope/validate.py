@@ -607,7 +607,6 @@ class Options:
     session: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: rlscope.profile options
     cpus: frozenset[int] | None = None  # --cpus: every run pinned to these CPUs
     time_limit: float | None = None  # --time-limit: start no repetition that would end past it (seconds)
-    started: float | None = None  # time.perf_counter() when the command began (the limit counts from it)
 
 
 @dataclass
@@ -1039,19 +1038,20 @@ def settled(result: dict[str, Any]) -> bool:
     return all(r.get("judged") in ("confirmed", "systematic") for r in checked)
 
 
-def validate(opts: Options, log: Any = lambda msg: None) -> dict[str, Any]:
+def validate(opts: Options, log: Any = lambda msg: None, started: float | None = None) -> dict[str, Any]:
     """Run the repetitions of every mode, analyze the traces, and compare (see :func:`compare`).
 
     ``opts.reps`` repetitions always; then, up to ``opts.max_reps``, more until the comparison is
     :func:`settled` at one of the :func:`look_points`. On a noisy machine a verdict on five
     repetitions is often "inconclusive"; repetitions added until each interval clears its band's
-    edge cost only what the machine's noise requires.
+    edge cost only what the machine's noise requires. ``started``: ``time.perf_counter()`` when the
+    command began, so ``--time-limit`` counts a first calibration too (default: now).
     """
     costs = measure_timer_costs()
     got = _Measured()
     result: dict[str, Any] = {}
     points = look_points(opts.reps, max(opts.reps, opts.max_reps))
-    t0 = opts.started if opts.started is not None else time.perf_counter()
+    t0 = started if started is not None else time.perf_counter()  # --time-limit counts from it
     with tempfile.TemporaryDirectory(prefix="rlscope-validate-") as tmp:
         runner = _Runner(opts, Path(tmp), log)
         try:
@@ -1525,8 +1525,7 @@ def main(argv: list[str]) -> int:
             # a machine's first calibration counts against --time-limit and is the quick one there: a
             # full one took minutes on a noisy H100 and left no time for a single repetition
             ensure_calibration(quick=opts.time_limit is not None)
-        opts.started = started
-        result = validate(opts, log)
+        result = validate(opts, log, started)
     except Terminated:
         print("rlscope validate: terminated (SIGTERM) before a repetition was done", file=sys.stderr)
         return 143
