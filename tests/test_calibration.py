@@ -207,6 +207,97 @@ def test_a_boundary_measured_slow_before_the_fast_speed_was_known_is_measured_ag
     assert boundaries["category"][0] is fast and len(logged) == 1 and "again" in logged[0]
 
 
+def test_backend_rounds_in_a_slow_stretch_do_not_count(monkeypatch):
+    """The backend's rho held steady when the host slowed down, its ns did not (a calibration whose
+    rounds all ran at a 243-259 ns reference loop stored 1,138 ns against 641-749 at 142-159): the
+    rounds run slow are left out, the calibration waits for fast ones and judges those."""
+    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
+    refs = [250.0] * 4 + [150.0] * 4
+    rounds = iter(
+        {"rho": 0.30 if r > 200 else 0.25, "total": 1100.0 if r > 200 else 700.0, "ref": r} for r in refs
+    )
+    fast, every, _ = C._until_stable_at_speed(
+        lambda: next(rounds), "rho", 4, 5.0, known_fastest=148.0, clock=FakeClock(), cost_field="total"
+    )
+    assert fast is not None and len(every) == 8 and all(r["ref"] == 150.0 for r in fast.rounds)
+    assert fast.value == 0.25 and fast.cost == 700.0
+    slow = iter([{"rho": 0.3, "total": 1100.0, "ref": 250.0}] * 40)
+    fast, every, elapsed = C._until_stable_at_speed(
+        lambda: next(slow), "rho", 4, 5.0, known_fastest=148.0, clock=FakeClock(), cost_field="total"
+    )
+    assert (
+        fast is None and elapsed >= C.SLOW_WAIT * 5.0
+    )  # waited three budgets, then gave up: all rounds kept
+
+
+def test_waiting_for_the_fast_speed_ends_when_the_reference_loop_is_back_or_the_wait_is_over(monkeypatch):
+    readings = iter([284.0, 280.0, 112.0, 284.0])
+    monkeypatch.setattr(C, "_reference", lambda: next(readings))
+    slept: list[float] = []
+    assert C._wait_for_speed(109.0, 30.0, clock=FakeClock(), sleep=slept.append) == 112.0
+    assert len(slept) == 2  # back within SLOW_REGIME of 109 ns at the third reading
+    monkeypatch.setattr(C, "_reference", lambda: 284.0)
+    slept.clear()
+    assert C._wait_for_speed(109.0, 5.0, clock=FakeClock(), sleep=slept.append) == 284.0
+    assert len(slept) == 4  # a FakeClock second per reading: gives up after the 5 s asked
+
+
+def _negative_then(total: float, negatives: int, calls: list):
+    """A scope measurement that reads -53 ns (CI's probe, a 2.5x slow stretch) ``negatives`` times,
+    then ``total``."""
+
+    def measure_scope(plan, traces, options, known_fastest=None):
+        calls.append(known_fastest)
+        if len(calls) <= negatives:
+            return C.Stable("total", 2, [{"total": -53.0, "ref": 284.0}] * 2), {"total": -53.0}
+        return C.Stable("total", 2, [{"total": total, "ref": 112.0}] * 2), {"total": total}
+
+    return measure_scope
+
+
+def test_a_boundary_refused_in_a_slow_stretch_is_measured_again_once_the_speed_is_back(monkeypatch):
+    """The scope pair measured -53 ns with the reference loop at 284 ns, against the machine's 109:
+    measured again at once (slow), still negative; so the calibration waits for the fast speed and
+    measures it a last time, and keeps that figure. The category, fine, is left alone."""
+    from rlscope.collectors import scope_native
+
+    monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
+    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: 109.0)
+    waited: list[float] = []
+    monkeypatch.setattr(C, "_wait_for_speed", lambda fastest, wait_s: waited.append(fastest) or 112.0)
+    calls: list = []
+    monkeypatch.setattr(C, "measure_scope", _negative_then(148.0, 1, calls))
+    fine = C.Stable("total", 2, [{"total": 145.0, "ref": 110.0}] * 2)
+    boundaries = {
+        "scope": (C.Stable("total", 2, [{"total": -53.0, "ref": 284.0}] * 2), {"total": -53.0}),
+        "category": (fine, {"total": 145.0}),
+    }
+    logged: list[str] = []
+    C._measure_boundaries_again(boundaries, C.QUICK, None, [284.0], logged.append)
+    assert calls == [109.0, 109.0] and waited == [109.0]
+    assert boundaries["scope"][1]["total"] == 148.0 and C.refusal("scope", boundaries["scope"][0]) is None
+    assert boundaries["category"][0] is fine
+    assert "again" in logged[0] and logged[1].startswith("scope: refused: negative cost -53 ns")
+    assert "measured again, the reference loop now at 112 ns" in logged[1]
+
+
+def test_a_boundary_refused_again_after_the_wait_stays_refused(monkeypatch):
+    """Still negative after the wait: the refusal stands, said once, and nothing is stored."""
+    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
+    monkeypatch.setattr(C, "_wait_for_speed", lambda fastest, wait_s: 284.0)
+    calls: list = []
+    monkeypatch.setattr(C, "measure_scope", _negative_then(148.0, 10, calls))
+    monkeypatch.setattr(C, "measure_category", _fake_measurement([145] * 3, {"total": 145.0}))
+    monkeypatch.setattr(C, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
+    monkeypatch.setattr(C, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
+    warned: list[str] = []
+    cal = C.run_calibration(gpu=False, log=lambda m: None, warn=warned.append)
+    assert "scope" not in cal["costs_ns"] and cal["costs_ns"]["category"]["total"] == 145.0
+    assert [r["entry"] for r in cal["refused"]] == ["scope"] and len(warned) == 1
+    assert warned[0].startswith("scope: refused: negative cost -53 ns")
+    assert len(calls) == 2  # the first measurement, and once more after the wait (no faster speed was seen)
+
+
 def test_a_cost_that_moves_on_its_own_is_still_refused_and_says_both_figures():
     it = _regime_rounds([9.0, 14.0, 6.0, 11.0], [115, 115, 115, 115])
     st = C.until_stable(lambda: next(it), "per_ref", 4, 6.0, clock=FakeClock(), cost_field="total")
