@@ -54,7 +54,9 @@ def test_lockstep_reads_a_known_cost_and_the_null(tmp_path):
     for r in rows.values():
         assert len(r["base"]) == len(r["state"]) == 10
         assert len(r["spans"]) == 10 and all(a0 < a1 and b0 < b1 for a0, a1, b0, b1 in r["spans"])
-    assert 1.2 < rows["busy100"]["expected"] < 2.0  # 100 µs over an iteration of 100-500 µs
+    # 100 µs over an iteration of 100-1,000 µs (~250 µs at the VM's fast speed; a 2-core VM whose
+    # cores switch to a speed ~1.6-2x slower ran it at ~530 µs and read 1.19, twenty-sixth session)
+    assert 1.1 < rows["busy100"]["expected"] < 2.0
     known = rows if _reads_known_cost(rows) else _lockstep_rows(tmp_path / "again", "none,busy100", 16)
     busy = known["busy100"]
     assert busy["cost"] == pytest.approx(busy["expected"], abs=0.15)

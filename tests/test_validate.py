@@ -102,13 +102,16 @@ def test_timer_mode_busy_waits(monkeypatch):
     The truth is each busy-wait's own length, measured inside it: on a loaded 2-core machine a
     preemption stretches a wait past its nominal length, and that time is in the operation too.
     What is left to the timers' error is the code between the waits and the scope boundaries; a
-    preemption landing there is rare, so the check gets three tries.
+    preemption landing there is rare, so the check gets several tries. One landing inside a
+    boundary's own code is taken off as the boundary's measured cost (TimerAggregate.feed): a 2-core
+    VM whose host deschedules its cores read outer -1.1 ms in the last of three tries (CI,
+    twenty-sixth session), so eight tries, ~60 ms each.
     """
     monkeypatch.setattr(validate, "_TICK_NS", 2_000_000)
     costs = validate.measure_timer_costs(n=5_000, reps=5)
     assert 0 < costs["inside"] <= costs["pair"] < 50_000
     tol = 1e-3
-    for _attempt in range(3):
+    for _attempt in range(8):
         t, spent = _busy_workload(costs)
         assert t["v.inner"]["calls"] == 5 and t["v.tiny"]["calls"] == 300
         inner, outer_self = spent["inner"] / 1e9, spent["outer_self"] / 1e9
