@@ -45,7 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1008,6 +1008,20 @@ def _wait_for_speed(
         sleep(0.25)
 
 
+def _fastest_known(refs: Iterable[float]) -> float | None:
+    """The reference loop's fastest ns per iteration seen: ``refs`` and this machine's speed record
+    (None: neither has one)."""
+    seen = [x for x in (*refs, cal_mod.read_fastest_ref()) if x]
+    return min(seen) if seen else None
+
+
+def _ran_slow(st: Stable, fastest: float | None) -> bool:
+    """Whether a cost's judged rounds ran in the slow regime: their reference loop over SLOW_REGIME
+    times ``fastest``."""
+    ref = _ref(st)
+    return fastest is not None and math.isfinite(ref) and ref > SLOW_REGIME * fastest
+
+
 def _measure_boundaries_again(
     boundaries: dict[str, tuple[Stable, dict[str, float]]],
     plan: Plan,
@@ -1025,17 +1039,16 @@ def _measure_boundaries_again(
     A boundary cost that would still be refused (negative, unstable) is measured once more after
     waiting up to ``wait_s`` for the machine's fast speed (SPEED_WAIT_S); if it is refused again,
     the refusal stands (run_calibration says why)."""
-    seen = [x for x in (*refs, cal_mod.read_fastest_ref()) if x]
-    fastest = min(seen) if seen else None
+    fastest = _fastest_known(refs)
     again = {
         "scope": lambda: measure_scope(plan, traces, {}, known_fastest=fastest),
         "category": lambda: measure_category(plan, traces, known_fastest=fastest),
     }
     for entry, (st, _) in list(boundaries.items()):
-        ref = _ref(st)
-        if fastest is not None and _c_methods() and math.isfinite(ref) and ref > SLOW_REGIME * fastest:
+        if _c_methods() and _ran_slow(st, fastest):
             log(
-                f"{entry}: measured at a {ref:.0f} ns reference loop, the fastest was {fastest:.0f} ns: again"
+                f"{entry}: measured at a {_ref(st):.0f} ns reference loop, the fastest was {fastest:.0f} ns:"
+                " again"
             )
             boundaries[entry] = again[entry]()
         why = refusal(entry, boundaries[entry][0])
@@ -1122,17 +1135,15 @@ def run_calibration(
             skipped["backend"] = "torch is not installed"
         else:
             log("backend-op recording ...")
-            known = [x for x in (*refs, cal_mod.read_fastest_ref()) if x]
-            measured = measure_backend(torch, plan, traces, min(known) if known else None)
-            ref, fastest = (
-                _ref(measured[0]),
-                min([*known, *(r["ref"] for r in measured[0].rounds if "ref" in r)], default=0.0),
-            )
-            if fastest and math.isfinite(ref) and ref > SLOW_REGIME * fastest:
+            # the speed record is read again inside (_until_stable_at_speed): only this run's refs here
+            measured = measure_backend(torch, plan, traces, min(refs, default=None))
+            st = measured[0]
+            fastest = _fastest_known([*refs, *(r["ref"] for r in st.rounds if "ref" in r)])
+            if _ran_slow(st, fastest):
                 # no fast round in SLOW_WAIT budgets: its ns are the slow speed's (the 2-core VM
                 # beside a busy core: ~1.4x the fast speed's, with the reference loop ~1.65x)
                 log(
-                    f"backend: no round ran at the machine's fast speed (reference loop {ref:.0f} ns,"
+                    f"backend: no round ran at the machine's fast speed (reference loop {_ref(st):.0f} ns,"
                     f" the fastest {fastest:.0f} ns): stored as measured, at the slower speed"
                 )
             keep("backend", measured)

@@ -225,9 +225,8 @@ def test_backend_rounds_in_a_slow_stretch_do_not_count(monkeypatch):
     fast, every, elapsed = C._until_stable_at_speed(
         lambda: next(slow), "rho", 4, 5.0, known_fastest=148.0, clock=FakeClock(), cost_field="total"
     )
-    assert (
-        fast is None and elapsed >= C.SLOW_WAIT * 5.0
-    )  # waited three budgets, then gave up: all rounds kept
+    # waited three budgets, then gave up: all rounds kept
+    assert fast is None and elapsed >= C.SLOW_WAIT * 5.0
 
 
 def test_waiting_for_the_fast_speed_ends_when_the_reference_loop_is_back_or_the_wait_is_over(monkeypatch):
