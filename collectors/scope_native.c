@@ -38,6 +38,11 @@
 #define FLAG_FORCED_CLOSE 2
 #define CAT_PYTHON 0
 
+/* Scope exits (operations, not phases or categories) on the lean and timer paths, every thread:
+ * how far a program has run, the same count in its timed and its profiled run (rlscope/twin.py:
+ * validate's twin runs take turns at the same point of the program). One add a scope. */
+static long long scope_exits;
+
 static PyObject *annotate_dict;   /* rlscope.annotate.__dict__: "_active" read on every boundary */
 static PyObject *perf_counter_ns; /* time.perf_counter_ns: a session clock read as CLOCK_MONOTONIC */
 static PyObject *py_scope_enter, *py_scope_exit, *py_close_stack; /* annotate.py's fallbacks */
@@ -902,6 +907,7 @@ static PyObject *lean_scope_exit(PyObject *self, PyObject *const *args, Py_ssize
     if (begin != op_begin || nido == NULL) return python_exit(py_scope_exit, self, args, nargs);
     long long nid = PyLong_AsLongLong(nido);
     if (nid == -1 && PyErr_Occurred()) return NULL;
+    scope_exits++;
     int err = 0;
     long long ts = lean_clock(&err);
     if (err) return NULL;
@@ -1111,6 +1117,7 @@ static int timer_scope(PyObject *self, PyObject *s, int end) {
     long b = begin ? PyLong_AsLong(begin) : -1;
     long long name = nid ? PyLong_AsLongLong(nid) : -1;
     if (PyErr_Occurred()) return -1;
+    if (end && b == OP_BEGIN) scope_exits++;
     return timer_row(s, b + end, -1, name);
 }
 
@@ -1278,6 +1285,8 @@ static PyObject *lean_structs(PyObject *mod, PyObject *unused) {
     return PyLong_FromSsize_t(n);
 }
 
+static PyObject *exits(PyObject *mod, PyObject *unused) { return PyLong_FromLongLong(scope_exits); }
+
 static PyObject *forget_thread(PyObject *mod, PyObject *unused) {
     tstate_clear(); /* drop this thread's cached references (tests; a session's end) */
     Py_RETURN_NONE;
@@ -1363,6 +1372,7 @@ static PyObject *default_signal(PyObject *mod, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"install", install, METH_VARARGS, "put the native __enter__/__exit__ on annotate's classes"},
     {"abi_version", abi_version, METH_NOARGS, "the C side's version (checked against the Python side)"},
+    {"exits", exits, METH_NOARGS, "scope exits so far on the lean and timer paths (rlscope/twin.py)"},
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
     {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},

@@ -134,9 +134,11 @@ class Session:
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
         self.nvtx_pop: Any = None
         # a collector's periodic work on the session's own thread (Kineto cycles), run at scope exits
-        self.tick_due_ns = _NEVER
+        self.tick_due_ns = _NEVER  # the earliest of the ticker's and a twin run's turn
         self._ticker: Any = None
         self._tick_every_ns = 0
+        self._ticker_due_ns = _NEVER
+        self._turn: Any = None  # a twin run of rlscope validate: its turns (rlscope/twin.py)
         # alternating windows (rlscope/windows.py): checked at scope exits on the main thread
         self.window_due_ns = _NEVER
         self.main_tid = -1
@@ -184,18 +186,36 @@ class Session:
     def set_ticker(self, fn: Any, every_ns: int) -> None:
         """Run ``fn`` at the first scope exit after every ``every_ns`` (see annotate._Scope.__exit__)."""
         self._ticker, self._tick_every_ns = fn, every_ns
-        self.tick_due_ns = self.clock() + every_ns
+        self._ticker_due_ns = self.clock() + every_ns
+        self._sync_tick()
 
     def run_tick(self, now: int) -> None:
-        self.tick_due_ns = now + self._tick_every_ns
-        annotate.category_enter(self, categories.PROFILER)  # rlscope's time, reported as such
-        try:
-            self._ticker()
-        except Exception as e:  # never break the user's job
-            self.tick_due_ns = _NEVER
-            print(f"rlscope: warning: periodic collector work failed, stopped: {e}", file=sys.stderr)
-        finally:
-            annotate.category_exit(self, categories.PROFILER)
+        """At a scope exit once ``tick_due_ns`` has passed: a twin run's turn, the ticker's work."""
+        turn = self._turn
+        if turn is not None and now >= turn.due_ns and turn.ready(now):
+            # waiting for the twin is rlscope's time: the analyzer removes it from the job's
+            annotate.category_enter(self, categories.PROFILER)
+            try:
+                waited = turn.hand_over(now)
+            finally:
+                annotate.category_exit(self, categories.PROFILER)
+            if self.window_due_ns != _NEVER:  # a window holds the same share of the job's own time
+                self.window_due_ns += waited
+        if self._ticker is not None and now >= self._ticker_due_ns:
+            self._ticker_due_ns = now + self._tick_every_ns
+            annotate.category_enter(self, categories.PROFILER)  # rlscope's time, reported as such
+            try:
+                self._ticker()
+            except Exception as e:  # never break the user's job
+                self._ticker, self._ticker_due_ns = None, _NEVER
+                print(f"rlscope: warning: periodic collector work failed, stopped: {e}", file=sys.stderr)
+            finally:
+                annotate.category_exit(self, categories.PROFILER)
+        self._sync_tick()
+
+    def _sync_tick(self) -> None:
+        turn = self._turn
+        self.tick_due_ns = min(self._ticker_due_ns, turn.due_ns if turn is not None else _NEVER)
 
     def thread_states(self) -> list[annotate.ThreadState]:
         with self._states_lock:
@@ -280,6 +300,10 @@ class Session:
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, -1, -1, 0))
         self._start_windows()
         self._bind_lean(scope_native)
+        from rlscope import twin
+
+        self._turn = twin.current()
+        self._sync_tick()
         atexit.register(self._stop_at_exit)
         if not self._mp_hooked:
             self._mp_hooked = True
@@ -493,7 +517,7 @@ class Session:
 
         scope_native.forget_thread()  # the C methods' cached references to this session (this thread's)
         self.nvtx_push = self.nvtx_pop = None
-        self.tick_due_ns, self._ticker = _NEVER, None
+        self.tick_due_ns, self._ticker, self._ticker_due_ns, self._turn = _NEVER, None, _NEVER, None
         writer, self._writer = self._writer, None
         writer.close()
         atexit.unregister(self._stop_at_exit)
@@ -522,7 +546,7 @@ class Session:
         self._states_lock = threading.RLock()
         self._stopping, self._pending_signal = False, 0
         # the parent's GPU collectors (Kineto rotation, NVTX) belong to the parent process
-        self.tick_due_ns, self._ticker = _NEVER, None
+        self.tick_due_ns, self._ticker, self._ticker_due_ns, self._turn = _NEVER, None, _NEVER, None
         self.nvtx_push = self.nvtx_pop = None
         self.long_ops, self.long_op_ns = {}, _NEVER
         annotate._active = None

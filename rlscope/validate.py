@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlscope import annotate, hoststat
+from rlscope import annotate, hoststat, twin
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
@@ -73,6 +73,7 @@ _TICK_NS = 1_000_000_000  # how often a timer session folds its events into tota
 # counterpart of the profiled runs' light windows (windows.light_quantiles)
 BLOCK_NS = 250_000_000
 MIN_BLOCK_INSTANCES = 5
+TURN_MS = twin.TURN_NS / 1e6  # --turn-ms's default
 
 
 def quantiles3(values: list[float]) -> list[float]:
@@ -236,6 +237,17 @@ class TimerAggregate:
             out[name] = [[m, float(n)] for m, n in blocks]
         return out
 
+    def boundary_counts(self) -> dict[str, int]:
+        """Boundaries folded in so far, by kind: what the timers' own dispatch cost adds up to
+        over the run (validate's twin runs take it off the run's total)."""
+        th = list(self._threads.values())
+        return {
+            "scope_pairs": sum(t[1] for t in th),
+            "phase_events": sum(t[2] for t in th),
+            "cat_events": sum(t[3] for t in th),
+            "measured_ns": self.measured_ns,
+        }
+
     def pause(self, thread: int, ns: int) -> None:
         """``ns`` of timer bookkeeping on ``thread``: not the job's time, taken off the open operations."""
         self._thread(thread)[4] += ns
@@ -270,6 +282,7 @@ class ChildRecord:
         self.pid = os.getpid()
         self.boot_ns = time.perf_counter_ns()
         self.window_ns = 0
+        self.window_waited_ns = 0  # of window_ns: waiting for a twin's turn (rlscope/twin.py)
         self.profile_calls = 0
         self.timers = TimerAggregate()
         self.open: list[Any] = []  # sessions started and not stopped yet
@@ -287,7 +300,10 @@ class ChildRecord:
             "pid": self.pid,
             "profile_calls": self.profile_calls,
             "window_s": self.window_ns / 1e9,
+            "window_waited_s": self.window_waited_ns / 1e9,
             "process_s": (exit_ns - self.boot_ns) / 1e9,
+            "turn": turn.as_record() if (turn := twin.current()) is not None else None,
+            "boundaries": self.timers.boundary_counts(),
             "timers": self.timers.counters(list(annotate._names)),
             "blocks": self.timers.block_quantiles(list(annotate._names)),
             "block_samples": self.timers.block_samples(list(annotate._names)),
@@ -318,6 +334,8 @@ class NullSession:
         self.trace_dir = Path(trace_dir)
         self.record = record if record is not None else child_record()
         self._t0: int | None = None
+        self._turn = twin.current()  # a twin run's turns (rlscope/twin.py): their waits are not the job's
+        self._waited0 = 0
 
     @property
     def active(self) -> bool:
@@ -327,6 +345,7 @@ class NullSession:
         if self._t0 is None:
             self.record.profile_calls += 1
             self.record.open.append(self)
+            self._waited0 = self._turn.waited_ns if self._turn is not None else 0
             self._t0 = time.perf_counter_ns()
         return self
 
@@ -334,6 +353,8 @@ class NullSession:
         t = time.perf_counter_ns()
         if self._t0 is not None:
             self.record.window_ns += t - self._t0
+            if self._turn is not None:
+                self.record.window_waited_ns += self._turn.waited_ns - self._waited0
             self._t0 = None
             self.record.open.remove(self)
 
@@ -375,6 +396,7 @@ class TimerSession(NullSession):
         self.long_ops: dict[int, int] = {}  # none: no windows (Session.long_op_entry)
         self.long_op_ns = _NEVER
         self.top_begin_ns = 0
+        self._fold_due_ns = _NEVER
         self.timers = aggregate if aggregate is not None else self.record.timers
         self._tls = threading.local()
         self._native: Any = None  # the C methods' module while they run the timer path
@@ -402,7 +424,8 @@ class TimerSession(NullSession):
             native = scope_native.load()
         super().start()
         annotate._active = self  # type: ignore[assignment]
-        self.tick_due_ns = self.clock() + _TICK_NS
+        self._fold_due_ns = self.clock() + _TICK_NS
+        self._sync_tick()
         if native is not None:
             native.set_timer(self, self.events, self.tick_due_ns)
             self._native = native
@@ -415,7 +438,7 @@ class TimerSession(NullSession):
         if annotate._active is self:
             annotate._active = None
         self._end_timer_path()
-        self.tick_due_ns = _NEVER
+        self.tick_due_ns = self._fold_due_ns = _NEVER
         self.drain()
         self.timers.close_all(end)
         super().stop()
@@ -447,12 +470,25 @@ class TimerSession(NullSession):
                 gc.enable()
 
     def run_tick(self, now: int) -> None:
+        """At an end boundary once ``tick_due_ns`` has passed: fold the events (once a second),
+        hand a twin's turn over (rlscope/twin.py); the time spent is a pause, not the job's."""
         t0 = self.clock()
-        self.drain()
-        self.tick_due_ns = now + _TICK_NS
+        turn = self._turn
+        hand_over = turn is not None and now >= turn.due_ns and turn.ready(now)
+        # folded before a hand-over too: a pause applies to the events fed before it
+        if hand_over or now >= self._fold_due_ns:
+            self.drain()
+            self._fold_due_ns = now + _TICK_NS
+        if hand_over:
+            turn.hand_over(now)
+        self._sync_tick()
+        self.timers.pause(threading.get_native_id(), self.clock() - t0)
+
+    def _sync_tick(self) -> None:
+        turn = self._turn
+        self.tick_due_ns = min(self._fold_due_ns, turn.due_ns if turn is not None else _NEVER)
         if self._native is not None:
             self._native.set_timer_tick(self.tick_due_ns)
-        self.timers.pause(threading.get_native_id(), self.clock() - t0)
 
     def _end_timer_path(self) -> None:
         if self._native is not None:
@@ -488,6 +524,9 @@ def session_for_mode(mode: str, trace_dir: str | os.PathLike[str], options: dict
 def child_boot() -> None:
     """Run by the child's sitecustomize (rlscope/_boot): take the record, and start a whole-process
     session if asked."""
+    turn = twin.start_from_env()  # a twin run: wait for the first turn before the job's time starts
+    if turn is not None:
+        atexit.register(turn.finish)  # before the record's: runs after it (the partner waits till then)
     record = child_record()
     if os.environ.get(WHOLE_ENV) == "1" and record.path:
         if record.mode == "timers":
@@ -580,6 +619,20 @@ def corrected_timers(counters: dict[str, dict[str, int]], costs: dict[str, float
     return out
 
 
+def timer_cost_s(record: dict[str, Any], costs: dict[str, float]) -> float:
+    """Seconds a timed run's boundaries added to its whole run: what they measured themselves and
+    the dispatch around each (:func:`measure_timer_costs`). 0 for a run without timers."""
+    b = record.get("boundaries") or {}
+    pair, cat = costs.get("pair", 0.0), costs.get("category", 0.0)
+    ns = (
+        b.get("measured_ns", 0)
+        + b.get("scope_pairs", 0) * pair
+        + b.get("phase_events", 0) * pair / 2
+        + b.get("cat_events", 0) * cat / 2
+    )
+    return ns / 1e9
+
+
 # ------------------------------------------------------------------------------------ parent side
 
 _TAIL_LINES = 20
@@ -607,6 +660,8 @@ class Options:
     session: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: rlscope.profile options
     cpus: frozenset[int] | None = None  # --cpus: every run pinned to these CPUs
     time_limit: float | None = None  # --time-limit: start no repetition that would end past it (seconds)
+    twin: bool = False  # --twin: timed and profiled runs side by side, in turns on one core
+    turn_ms: float = TURN_MS
 
 
 @dataclass
@@ -620,18 +675,26 @@ class ChildRun:
     record: dict[str, Any] = field(default_factory=dict)
     tail: list[str] = field(default_factory=list)
     host: dict[str, float] | None = None  # the run's cores meanwhile (hoststat: busy, steal seconds)
+    position: int = 0  # 1: it ran first in its repetition (a twin pair: it took the first turn)
 
     @property
     def measured_s(self) -> float | None:
-        """In-process time: the rlscope.profile windows, or interpreter start to exit without any.
+        """In-process time: the rlscope.profile windows, or interpreter start to exit without any,
+        less what a twin run waited for its partner's turns (rlscope/twin.py).
 
         None for a profiled run: its time is the trace's wall.
         """
         if self.mode == "profiled":
             return None
         if self.record.get("profile_calls"):
-            return float(self.record["window_s"])
-        return float(self.record.get("process_s", 0.0))
+            return float(self.record["window_s"]) - float(self.record.get("window_waited_s") or 0.0)
+        turn = self.record.get("turn") or {}
+        return float(self.record.get("process_s", 0.0)) - float(turn.get("waited_s", 0.0))
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds a twin run waited for its partner after its start (0 outside twin runs)."""
+        return float((self.record.get("turn") or {}).get("waited_s", 0.0))
 
 
 class _Parser(Parser):
@@ -711,6 +774,20 @@ def parse_args(argv: list[str]) -> Options:
         help="start no repetition after the first that would end past SECONDS from the start"
         " (estimated from the last one); the verdict says where it stopped",
     )
+    p.add_argument(
+        "--twin",
+        action="store_true",
+        help="run each repetition's timed and profiled runs side by side, taking turns of ~0.1 s on"
+        " one core, so that both see the machine at the same speeds (no unprofiled runs; the total"
+        " is checked against the timed run's)",
+    )
+    p.add_argument(
+        "--turn-ms",
+        type=float,
+        default=twin.TURN_NS / 1e6,
+        metavar="MS",
+        help=f"--twin: the timed run's turn (default {twin.TURN_NS / 1e6:g} ms)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show the program's output")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python train.py ...)")
     args = p.parse_args(argv)
@@ -720,6 +797,8 @@ def parse_args(argv: list[str]) -> Options:
         p.error("--max-reps must be >= --reps")
     if args.time_limit is not None and not args.time_limit > 0:
         p.error("--time-limit must be > 0 seconds")
+    if not 1 <= args.turn_ms <= 10_000:
+        p.error("--turn-ms must be between 1 and 10000")
     command = program_command(args.command, "rlscope validate -- python train.py ...")
     total, ops = _parse_tolerance(args.tolerance)
     return Options(
@@ -739,6 +818,8 @@ def parse_args(argv: list[str]) -> Options:
         session=dict(_parse_setting(x) for x in args.set),
         cpus=_parse_cpus(args.cpus) if args.cpus is not None else None,
         time_limit=args.time_limit,
+        twin=args.twin,
+        turn_ms=args.turn_ms,
     )
 
 
@@ -873,13 +954,16 @@ def _pinned(cpus: frozenset[int] | None) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
-def _start(command: list[str], env: dict[str, str], verbose: bool) -> subprocess.Popen:
+def _start(
+    command: list[str], env: dict[str, str], verbose: bool, pass_fds: tuple[int, ...] = ()
+) -> subprocess.Popen:
     try:
         if verbose:
-            return subprocess.Popen(command, env=env)
+            return subprocess.Popen(command, env=env, pass_fds=pass_fds)
         return subprocess.Popen(
             command,
             env=env,
+            pass_fds=pass_fds,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -976,23 +1060,93 @@ class _Runner:
     def trace_dir(self, rep: int) -> Path:
         return self.traces / f"rep-{rep + 1}"
 
-    def run(self, mode: str, rep: int) -> ChildRun:
-        """One run; RLScopeError when the command fails or leaves no record."""
+    def _prepare(self, mode: str, rep: int) -> tuple[Path, dict[str, str]]:
+        """A run's record path and environment (its trace directory emptied)."""
         record = self.work / f"{mode}-{rep + 1}.json"
         trace = self.trace_dir(rep)
         if mode == "profiled":
             from rlscope.trace import clear_trace_dir
 
             clear_trace_dir(trace)
-        env = child_env(self.opts, mode, self.boot, record, trace, bool(self.whole))
+        return record, child_env(self.opts, mode, self.boot, record, trace, bool(self.whole))
+
+    def _label(self, rep: int) -> str:
         most = max(self.opts.reps, self.opts.max_reps)
         of = f"{self.opts.reps}-{most}" if most > self.opts.reps else str(most)
-        self.log(f"{'warm-up' if rep < 0 else f'repetition {rep + 1}/{of}'}: {mode} ...")
-        cores = self.opts.cpus or (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None)
+        return "warm-up" if rep < 0 else f"repetition {rep + 1}/{of}"
+
+    def _cores(self) -> frozenset[int] | None:
+        if self.opts.cpus:
+            return self.opts.cpus
+        return frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+    def run(self, mode: str, rep: int) -> ChildRun:
+        """One run; RLScopeError when the command fails or leaves no record."""
+        record, env = self._prepare(mode, rep)
+        self.log(f"{self._label(rep)}: {mode} ...")
+        cores = self._cores()
         before = hoststat.core_seconds(cores)
         code, seconds, tail = run_child(self.opts.command, env, self.opts.verbose, self.opts.cpus)
         host = hoststat.delta(before, hoststat.core_seconds(cores))
-        run = ChildRun(mode, rep, code, seconds, tail=tail, host=host)
+        position = mode_order(rep).index(mode) + 1 if rep >= 0 else 1
+        return self._finish(
+            ChildRun(mode, rep, code, seconds, tail=tail, host=host, position=position), record
+        )
+
+    def run_pair(self, rep: int) -> list[ChildRun]:
+        """The timed and the profiled run side by side, in turns on one core (rlscope/twin.py);
+        the two runs, the one that took the first turn first (they alternate by repetition)."""
+        first = "timers" if rep % 2 == 0 else "profiled"
+        order = [first, "profiled" if first == "timers" else "timers"]
+        cores = self._cores()
+        main_cpu, aux = twin_cores(cores)
+        turn_ns = int(self.opts.turn_ms * 1e6)
+        r_t, w_t = os.pipe()  # the timed run reads its turns here; the profiled run writes them
+        r_p, w_p = os.pipe()
+        specs = {
+            "timers": twin.Spec(r_t, w_p, True, first == "timers", turn_ns, main_cpu, aux),
+            "profiled": twin.Spec(r_p, w_t, False, first == "profiled", turn_ns, main_cpu, aux),
+        }
+        partner_w = {"timers": w_p, "profiled": w_t}  # the parent's DONE when a run exits
+        prepared = {m: self._prepare(m, rep) for m in order}
+        where = f" on CPU {main_cpu}" if main_cpu is not None else ""
+        self.log(f"{self._label(rep)}: timers and profiled in turns{where}, {order[0]} first ...")
+        before = hoststat.core_seconds(cores)
+        procs: dict[str, subprocess.Popen] = {}
+        try:
+            try:
+                with _pinned(self.opts.cpus):
+                    t0 = time.perf_counter()
+                    for m in order:
+                        env = {**prepared[m][1], twin.TURN_ENV: specs[m].encode()}
+                        procs[m] = _start(
+                            self.opts.command, env, self.opts.verbose, (specs[m].rfd, specs[m].wfd)
+                        )
+            finally:
+                os.close(r_t)
+                os.close(r_p)
+            ended = _wait_pair(procs, partner_w, t0, self.opts.verbose)
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            os.close(w_t)
+            os.close(w_p)
+        host = hoststat.delta(before, hoststat.core_seconds(cores))
+        runs = []
+        for i, m in enumerate(order):
+            code, seconds, tail = ended[m]
+            run = ChildRun(
+                m, rep, code, seconds, tail=tail, host=dict(host) if host else None, position=i + 1
+            )
+            runs.append(self._finish(run, prepared[m][0]))
+        return runs
+
+    def _finish(self, run: ChildRun, record: Path) -> ChildRun:
+        """Check a run's exit and read its record; RLScopeError when it failed or left none."""
+        cores = self._cores()
+        code, seconds = run.returncode, run.process_s
         if run.host is not None:
             run.host["cores"] = len(cores) if cores else os.cpu_count() or 1
         if code != 0:
@@ -1007,8 +1161,55 @@ class _Runner:
         measured = run.measured_s
         stolen = f", {steal_share(run):.1%} of it stolen by the host" if steal_share(run) else ""
         shown = f", measured {measured:.2f} s" if measured is not None else ""
-        self.log(f"  ran {seconds:.1f} s{shown}{stolen}")
+        waited = f", waited {run.waited_s:.1f} s for its twin" if run.record.get("turn") else ""
+        self.log(f"  {run.mode}: ran {seconds:.1f} s{shown}{waited}{stolen}")
         return run
+
+
+def twin_cores(cores: Iterable[int] | None) -> tuple[int | None, tuple[int, ...]]:
+    """Where a twin pair runs: both main threads on the highest core given, every other thread on
+    the rest (the main threads take turns; the rest would crowd them); (None, ()) where the cores
+    are not known."""
+    if not cores:
+        return None, ()
+    ids = sorted(cores)
+    return ids[-1], tuple(ids[:-1])
+
+
+def _wait_pair(
+    procs: dict[str, subprocess.Popen], partner_w: dict[str, int], t0: float, verbose: bool
+) -> dict[str, tuple[int, float, list[str]]]:
+    """Wait for both runs of a twin pair, reading their output; when one exits, tell the other
+    (DONE on its turns' pipe), so it never waits for a turn that will not come. Per mode: exit
+    status, seconds since ``t0``, the last lines of its output."""
+    import struct
+
+    out: dict[str, tuple[int, float, list[str]]] = {}
+
+    def watch(mode: str, proc: subprocess.Popen) -> None:
+        tail: deque[str] = deque(maxlen=_TAIL_LINES)
+        try:
+            for line in proc.stdout or ():
+                tail.append(line.rstrip("\n"))
+            code = proc.wait()
+        finally:
+            with contextlib.suppress(OSError):
+                os.write(partner_w[mode], struct.pack("<q", twin.DONE))
+        out[mode] = (code, time.perf_counter() - t0, list(tail))
+
+    threads = [threading.Thread(target=watch, args=kv, daemon=True) for kv in procs.items()]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # a timed join: Ctrl-C and SIGTERM reach this thread meanwhile
+    except BaseException as e:
+        for p in procs.values():
+            if verbose or isinstance(e, Terminated):
+                p.terminate() if isinstance(e, Terminated) else p.kill()
+        raise
+    return out
 
 
 def look_points(reps: int, max_reps: int) -> list[int]:
@@ -1104,8 +1305,8 @@ def _one_rep(
     """Every mode once (in :func:`mode_order`), each run's figures appended to ``got``."""
     from rlscope.analysis import analyze
 
-    for mode in mode_order(rep):
-        run = runner.run(mode, rep)
+    for run in runner.run_pair(rep) if opts.twin else (runner.run(mode, rep) for mode in mode_order(rep)):
+        mode = run.mode
         got.runs.append(run)
         if mode == "timers":
             got.timers.append(corrected_timers(run.record["timers"], costs))
@@ -1118,6 +1319,9 @@ def _one_rep(
             summary = analyze(runner.trace_dir(rep), calibration=opts.calibration, intervals=False).summary
             got.profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
             p = got.profiled[-1]
+            if opts.twin:  # its waits for the twin's turns are in the raw trace, as rlscope's time
+                p["turn_waited_s"] = run.waited_s
+                p["raw_wall_s"] -= run.waited_s
             log(f"  analyzed: wall {p['raw_wall_s']:.2f} s raw, {p['corrected_wall_s']:.2f} s corrected")
 
 
@@ -1133,6 +1337,7 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
         "looks": len(look_points(opts.reps, max(opts.reps, opts.max_reps))),
         "profile_overrides": profile_overrides(opts),
         "cpus": _cpu_list(opts.cpus) if opts.cpus else None,
+        "twin": {"turn_ms": opts.turn_ms} if opts.twin else None,
         "script_calls_profile": not whole,
         "reference": "interpreter start to exit" if whole else "rlscope.profile start to stop",
         "tolerance": {
@@ -1146,9 +1351,13 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
             {
                 "mode": r.mode,
                 "rep": r.rep + 1,
-                "position": mode_order(r.rep).index(r.mode) + 1,
+                "position": r.position,
                 "process_s": r.process_s,
                 "measured_s": r.measured_s,
+                "waited_s": r.waited_s,
+                "turn": r.record.get("turn"),
+                # a timed run's time less its timers' own cost (the twin's reference for the total)
+                "net_s": None if r.measured_s is None else r.measured_s - timer_cost_s(r.record, costs),
                 "returncode": r.returncode,
                 "host": r.host,
                 "steal_share": steal_share(r),
@@ -1176,7 +1385,7 @@ def _row(
     raw = [p["raw"] for p in prof]
     cor = [p["corrected"] for p in prof]
     err = [c / r - 1 if r > 0 else None for c, r in zip(cor, ref, strict=True)]
-    slow = [a / r if r > 0 else None for a, r in zip(raw, ref, strict=True)]
+    slow = [a / r if r > 0 and a is not None else None for a, r in zip(raw, ref, strict=True)]
     known = [e for e in err if e is not None]
     median_err = statistics.median(known) if known else None
     return {
@@ -1237,11 +1446,17 @@ def judge(row: dict[str, Any]) -> str:
 def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     """Rows (the total, then operations above 1% of the run) and the verdict.
 
-    Total: unprofiled in-process time vs the profiled trace's wall. Operations: inclusive time under
-    the timers vs the trace's. Errors are paired by repetition (the runs of one repetition ran
-    back to back); the verdict is on their medians.
+    Total: unprofiled in-process time vs the profiled trace's wall (twin runs: the timed run's time,
+    its timers' own cost taken off). Operations: inclusive time under the timers vs the trace's.
+    Errors are paired by repetition (the runs of one repetition ran back to back, or in turns);
+    the verdict is on their medians.
     """
-    unprof = _by_rep(result["runs"], "unprofiled")
+    twin_runs = bool(result.get("twin"))
+    if twin_runs:
+        timed = sorted((r for r in result["runs"] if r["mode"] == "timers"), key=lambda r: r["rep"])
+        unprof = [r["net_s"] for r in timed]
+    else:
+        unprof = _by_rep(result["runs"], "unprofiled")
     base = statistics.median(unprof)
     walls = [{"raw": p["raw_wall_s"], "corrected": p["corrected_wall_s"]} for p in result["profiled"]]
     looks = result.get("looks", 1)
@@ -1257,7 +1472,8 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         ref = [t.get(op, {}).get("inclusive_s", 0.0) for t in result["timers"]]
         prof = [
             {
-                "raw": p["operations"].get(op, {}).get("raw_s", 0.0),
+                # twin runs: an operation's raw time holds the waits for the twin's turns inside it
+                "raw": None if twin_runs else p["operations"].get(op, {}).get("raw_s", 0.0),
                 "corrected": p["operations"].get(op, {}).get("corrected_s", 0.0),
             }
             for p in result["profiled"]
@@ -1464,6 +1680,12 @@ def _spread(values: list[float | None], fmt: str, spread: bool = True) -> str:
     return f"{med} [{format(min(vals), fmt)}–{format(max(vals), fmt)}]"
 
 
+def _times(values: list[float | None]) -> str:
+    """A slowdown's median as ``1.23x``; ``-`` when none is known."""
+    text = _spread(values, ".2f", spread=False)
+    return text if text == "-" else text + "x"
+
+
 def render(result: dict[str, Any], console: Any = None) -> None:
     """The comparison table and the verdict line."""
     from rich.console import Console
@@ -1493,14 +1715,22 @@ def render(result: dict[str, Any], console: Any = None) -> None:
             _spread(r["raw_s"], ".3f", spread=False),
             _spread(r["corrected_s"], ".3f", spread=False),
             escape(_spread(r["error"], "+.1%")),
-            _spread(r["raw_slowdown"], ".2f", spread=False) + "x",
+            _times(r["raw_slowdown"]),
             ok,
         )
     console.print(table)
-    console.print(
-        f"total: unprofiled time from {result['reference']}; operations: inclusive time under plain timers"
-        f" (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
-    )
+    if result.get("twin"):
+        console.print(
+            f"twin runs: timed and profiled side by side, in turns of {result['twin']['turn_ms']:g} ms on"
+            f" one core; total: the timed run's time from {result['reference']}, its waits and its timers'"
+            " cost taken off; operations: inclusive time under plain timers (raw per operation not shown:"
+            " it holds the waits)"
+        )
+    else:
+        console.print(
+            f"total: unprofiled time from {result['reference']}; operations: inclusive time under plain"
+            f" timers (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
+        )
     for w in distinct_warnings(result["profiled"]):
         console.print(f"analyzer: {escape(w)}", style="yellow")
     style = "bold green" if result["verdict"]["pass"] else "bold red"

@@ -1,0 +1,268 @@
+"""Turn-taking for ``rlscope validate --twin``: a repetition's timed and profiled runs share one core.
+
+Why: on the machines this is checked on, a core runs at a speed the host sets, and switches it every
+few seconds (the CPU VM: 145-175 ns for the reference loop in one stretch, 190-330 ns in the next;
+BENCHMARKS.md §9, twenty-sixth session). Two runs of the same program one after the other draw
+different mixes of those speeds: unprofiled runs alone spread ±12-48% there, so a ±5% check of the
+corrected profile against a run before or after it measures the host as much as rlscope. Run side by
+side in turns of ~0.1 s on the same core, both runs see the same speeds in the same proportions, and
+the host's share cancels (``benchmarks/lockstep.py`` measured the method: a null of 1.00 ± 0.03 where
+separate runs spread ±12% and more).
+
+Protocol. The parent (rlscope/validate.py) makes one pipe per child, and each child writes to its
+partner's. A child runs while the other blocks reading its pipe; at the first scope exit of the main
+thread after its turn is due (the sessions' ``tick_due_ns`` hook: no cost between turns) it writes
+how far it has run and blocks on its own pipe. How far: scope exits so far (the C scope methods'
+count, the same in the timed and the profiled run of one program). The *leader* (the timed run)
+takes turns of ``turn_ns``; the *follower* (the profiled run) runs until it has reached the count
+the leader handed over, so both turns cover the same stretch of the program whatever the profile
+costs, and neither run ends with a long stretch alone. A message of ``DONE`` (or an end of file):
+the partner has ended; the run goes on without turns. The parent holds the write ends too and
+sends ``DONE`` when a child exits, so a child never waits on a partner that died.
+
+The time a child waits is not its own: the timer session takes it off as a pause, the profiled
+session marks it as rlscope's time (the analyzer removes it), and each child's record says how
+long it waited (``as_record``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+TURN_ENV = "RLSCOPE_VALIDATE_TURN"
+DONE = -1
+NEVER = 2**63 - 1
+TURN_NS = 100_000_000  # a turn: short beside the host's few seconds at one speed, long beside a switch
+FOLLOWER_CAP = 4  # a follower hands over after this many leader turns, count reached or not
+_MSG = struct.Struct("<q")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One child's side of the turns, as the parent wrote it into ``RLSCOPE_VALIDATE_TURN``."""
+
+    rfd: int  # read: the partner's hand-overs
+    wfd: int  # write: this child's hand-overs
+    leader: bool  # turns of turn_ns (else: up to the leader's count)
+    first: bool  # runs first (else waits at start for the partner's first hand-over)
+    turn_ns: int = TURN_NS
+    main_cpu: int | None = None  # the main thread's core (both children's), None: not pinned
+    aux_cpus: tuple[int, ...] = ()  # every other thread's cores
+
+    def encode(self) -> str:
+        aux = "+".join(str(c) for c in self.aux_cpus)
+        main = "" if self.main_cpu is None else str(self.main_cpu)
+        return f"{self.rfd},{self.wfd},{int(self.leader)},{int(self.first)},{self.turn_ns},{main},{aux}"
+
+    @classmethod
+    def decode(cls, text: str) -> Spec:
+        rfd, wfd, leader, first, turn_ns, main, aux = text.split(",")
+        return cls(
+            int(rfd),
+            int(wfd),
+            leader == "1",
+            first == "1",
+            int(turn_ns),
+            int(main) if main else None,
+            tuple(int(c) for c in aux.split("+") if c),
+        )
+
+
+class Turn:
+    """This process's turns. ``take`` is called by the active session at a scope exit once
+    ``due_ns`` has passed; it returns the nanoseconds spent in it (waiting for the partner,
+    pinning threads), which the caller keeps out of the job's time."""
+
+    def __init__(self, spec: Spec, clock: Any = time.perf_counter_ns) -> None:
+        self.spec = spec
+        self.clock = clock
+        self.pid = os.getpid()
+        self.main_ident = threading.get_ident()
+        self.due_ns = NEVER
+        self.free = False  # the partner has ended: no more turns
+        self.turns = 0  # hand-overs made
+        self.waited_ns = 0  # in take(), after start
+        self.start_wait_ns = 0  # at start, before the job's time begins
+        self.capped = 0  # follower turns handed over at FOLLOWER_CAP before the count was reached
+        self._target: int | None = None  # follower: the leader's count to reach (None: time only)
+        self._turn_start = 0
+        self._look = (0, 0)  # follower: (time, count) at its last look at the count
+        self._look_from: int | None = None  # follower: its first look in this turn
+        self._last_turn_ns = spec.turn_ns
+        self._pinned: set[int] = set()
+
+    # -- the count ------------------------------------------------------------------------------
+    def count(self) -> int | None:
+        """Scope exits so far (None: the C scope methods are not in use; turns go by time)."""
+        from rlscope.collectors import scope_native
+
+        mod = scope_native._module
+        return mod.exits() if mod is not None and hasattr(mod, "exits") else None
+
+    # -- start and end --------------------------------------------------------------------------
+    def start(self) -> None:
+        """At the child's start (before its job's time begins): pin, then wait for the first turn
+        unless this child goes first."""
+        for fd in (self.spec.rfd, self.spec.wfd):
+            os.set_inheritable(fd, False)  # a program this one runs must not hold the turns' pipes
+        if self.spec.main_cpu is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, {self.spec.main_cpu})  # pid 0: this (the main) thread
+        t0 = self.clock()
+        if not self.spec.first:
+            self._receive()
+        now = self.clock()
+        self.start_wait_ns = now - t0
+        self._begin_turn(now)
+
+    def finish(self) -> None:
+        """At exit: the partner runs on alone."""
+        if os.getpid() != self.pid or self.free:
+            return
+        self.free = True
+        self.due_ns = NEVER
+        with contextlib.suppress(OSError):
+            os.write(self.spec.wfd, _MSG.pack(DONE))
+
+    # -- a turn ---------------------------------------------------------------------------------
+    def ready(self, now: int) -> bool:
+        """Whether this turn is over (call once ``due_ns`` has passed); when not, ``due_ns`` says
+        when to look again. Only the main thread takes turns."""
+        if os.getpid() != self.pid or self.free:  # a forked child of the job takes no turns
+            self.due_ns = NEVER
+            return False
+        return threading.get_ident() == self.main_ident and self._over(now)
+
+    def take(self, now: int) -> int:
+        """Hand the turn over if it is over and wait for the next; the ns spent (0: not over)."""
+        return self.hand_over(now) if self.ready(now) else 0
+
+    def hand_over(self, now: int) -> int:
+        """Hand the turn over (``ready`` said so) and wait for the next; the ns spent."""
+        self._pin_others()
+        count = self.count()
+        try:
+            os.write(self.spec.wfd, _MSG.pack(count if count is not None else 0))
+        except OSError:  # the partner is gone
+            self.free = True
+        self.turns += 1
+        self._last_turn_ns = max(now - self._turn_start, 1)
+        if not self.free:
+            self._receive()
+        end = self.clock()
+        self.waited_ns += end - now
+        self._begin_turn(end)
+        return end - now
+
+    def _over(self, now: int) -> bool:
+        """Whether this turn is done; a follower short of its count looks again when, at its pace
+        so far, it will have reached it."""
+        elapsed = now - self._turn_start
+        if self.spec.leader or self._target is None:
+            if elapsed >= self.spec.turn_ns:
+                return True
+            self.due_ns = self._turn_start + self.spec.turn_ns
+            return False
+        count = self.count()
+        if count is None or count >= self._target:
+            return True
+        if self._look_from is None:  # the turn's first look: its start-up, if any, is behind it
+            self._look_from = now
+        elif now - self._look_from >= FOLLOWER_CAP * self.spec.turn_ns:
+            self.capped += 1
+            return True
+        # the pace since the last look (a turn's first stretch can hold the program's start-up)
+        done, took = count - self._look[1], now - self._look[0]
+        step = self.spec.turn_ns / 8
+        if done > 0 and took > 0:
+            step = min(0.9 * took * (self._target - count) / done, self.spec.turn_ns / 4)
+        self._look = (now, count)
+        self.due_ns = now + max(int(step), 20_000)
+        return False
+
+    def _receive(self) -> None:
+        """Block until the partner hands over (its count) or ends."""
+        data = b""
+        while len(data) < _MSG.size:
+            try:
+                chunk = os.read(self.spec.rfd, _MSG.size - len(data))
+            except OSError:
+                chunk = b""
+            if not chunk:  # end of file: nobody else holds the write end
+                self.free = True
+                return
+            data += chunk
+        (value,) = _MSG.unpack(data)
+        if value == DONE:
+            self.free = True
+        elif not self.spec.leader:
+            self._target = value
+
+    def _begin_turn(self, now: int) -> None:
+        self._turn_start = now
+        self._look = (now, self.count() or 0)
+        self._look_from: int | None = None
+        if self.free:
+            self.due_ns = NEVER
+        elif self.spec.leader or self._target is None:
+            self.due_ns = now + self.spec.turn_ns
+        else:  # first look: most of the last turn's length (the pace is known after it)
+            self.due_ns = now + int(min(self._last_turn_ns, self.spec.turn_ns) * 0.8)
+
+    def _pin_others(self) -> None:
+        """Every thread but the main one onto the other cores (threads inherit the main thread's
+        core when it creates them): only the main threads take turns."""
+        if self.spec.main_cpu is None or not self.spec.aux_cpus:
+            return
+        me = threading.get_native_id()
+        try:
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            return
+        for tid in tids:
+            if tid != me and tid not in self._pinned:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(tid, set(self.spec.aux_cpus))
+                self._pinned.add(tid)
+
+    def as_record(self) -> dict[str, Any]:
+        """What the child's record says about its turns."""
+        return {
+            "leader": self.spec.leader,
+            "first": self.spec.first,
+            "turns": self.turns,
+            "waited_s": self.waited_ns / 1e9,
+            "start_wait_s": self.start_wait_ns / 1e9,
+            "capped": self.capped,
+            "counted": self.count() is not None,
+        }
+
+
+_current: Turn | None = None
+
+
+def current() -> Turn | None:
+    """This process's turns (None outside a twin run, and in a process forked from one)."""
+    t = _current
+    return t if t is not None and t.pid == os.getpid() else None
+
+
+def start_from_env() -> Turn | None:
+    """Called once at a validate child's start (rlscope.validate.child_boot)."""
+    global _current
+    text = os.environ.pop(TURN_ENV, None)
+    if not text:
+        return None
+    try:
+        spec = Spec.decode(text)
+    except ValueError:
+        return None
+    _current = Turn(spec)
+    _current.start()
+    return _current
