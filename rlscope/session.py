@@ -471,10 +471,13 @@ class Session:
         if self._writer is None or os.getpid() != self._pid or self._stopping:
             return
         self._stopping = True
+        turn = self._turn
         try:
             self._stop(signal)
         finally:
             self._stopping = False
+            if turn is not None and not signal:  # a twin run: the partner runs its last stretch now
+                turn.release()
         pending, self._pending_signal = self._pending_signal, 0
         if pending:  # the parent's SIGTERM came while stopping: end as it asked, now that all is on disk
             os.kill(os.getpid(), pending)

@@ -86,12 +86,17 @@ class Turn:
         self.main_ident = threading.get_ident()
         self.due_ns = NEVER
         self.free = False  # the partner has ended: no more turns
+        self.released = False  # this run's measured part has ended (release)
+        self.end_wait_ns = 0  # in release, waiting for the partner's end
         self.turns = 0  # hand-overs made
         self.waited_ns = 0  # in take(), after start
         self.start_wait_ns = 0  # at start, before the job's time begins
         self.capped = 0  # follower turns handed over at FOLLOWER_CAP before the count was reached
+        self.looks = 0  # follower: looks at the count that found the turn not yet over
+        self.log: list[tuple[int, int, int, int]] = []  # per turn: start ns, own ns, first count, last count
         self._target: int | None = None  # follower: the leader's count to reach (None: time only)
         self._turn_start = 0
+        self._turn_count = 0
         self._look = (0, 0)  # follower: (time, count) at its last look at the count
         self._look_from: int | None = None  # follower: its first look in this turn
         self._last_turn_ns = spec.turn_ns
@@ -121,9 +126,38 @@ class Turn:
         self.start_wait_ns = now - t0
         self._begin_turn(now)
 
+    def release(self) -> None:
+        """At the end of the measured run (its session's stop): hand the last turn over for good and
+        wait until the partner's run has ended too. Why: each run's last stretch (after its last
+        hand-over) then runs right after the other's, at the same speed, where it ran after the
+        other process's whole exit (interpreter and torch teardown, a second or more later) and
+        read the host's speed then: +2-6% on one side of the twin null on the VM
+        (benchmarks/twin_null.py). Nothing of this process runs meanwhile, so the partner's last
+        stretch has the core to itself; a run without turns left (the partner released first, or
+        ended) only says so."""
+        if os.getpid() != self.pid or self.released:
+            return
+        self.released = True
+        was_free = self.free
+        self.free, self.due_ns = True, NEVER
+        with contextlib.suppress(OSError):
+            os.write(self.spec.wfd, _MSG.pack(DONE))
+        if not was_free:  # the partner still runs: until its own release or exit (the parent's DONE)
+            t0 = self.clock()
+            self.free = False
+            self._receive_done()
+            self.free = True
+            self.end_wait_ns = self.clock() - t0
+
+    def _receive_done(self) -> None:
+        while True:
+            self._receive()
+            if self.free:
+                return
+
     def finish(self) -> None:
-        """At exit: the partner runs on alone."""
-        if os.getpid() != self.pid or self.free:
+        """At exit: the partner runs on alone (if this run never released it)."""
+        if os.getpid() != self.pid or self.free or self.released:
             return
         self.free = True
         self.due_ns = NEVER
@@ -147,6 +181,8 @@ class Turn:
         """Hand the turn over (``ready`` said so) and wait for the next; the ns spent."""
         self._pin_others()
         count = self.count()
+        if len(self.log) < 2000:
+            self.log.append((self._turn_start, now - self._turn_start, self._turn_count, count or 0))
         try:
             os.write(self.spec.wfd, _MSG.pack(count if count is not None else 0))
         except OSError:  # the partner is gone
@@ -183,6 +219,7 @@ class Turn:
         if done > 0 and took > 0:
             step = min(0.9 * took * (self._target - count) / done, self.spec.turn_ns / 4)
         self._look = (now, count)
+        self.looks += 1
         self.due_ns = now + max(int(step), 20_000)
         return False
 
@@ -206,7 +243,8 @@ class Turn:
 
     def _begin_turn(self, now: int) -> None:
         self._turn_start = now
-        self._look = (now, self.count() or 0)
+        self._turn_count = self.count() or 0
+        self._look = (now, self._turn_count)
         self._look_from: int | None = None
         if self.free:
             self.due_ns = NEVER
@@ -239,7 +277,10 @@ class Turn:
             "turns": self.turns,
             "waited_s": self.waited_ns / 1e9,
             "start_wait_s": self.start_wait_ns / 1e9,
+            "end_wait_s": self.end_wait_ns / 1e9,
             "capped": self.capped,
+            "looks": self.looks,
+            "log": self.log,
             "counted": self.count() is not None,
         }
 

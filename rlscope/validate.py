@@ -357,6 +357,8 @@ class NullSession:
                 self.record.window_waited_ns += self._turn.waited_ns - self._waited0
             self._t0 = None
             self.record.open.remove(self)
+            if self._turn is not None:  # a twin run: the partner runs its last stretch now
+                self._turn.release()
 
     def __enter__(self) -> Any:
         return self.start()
@@ -1060,9 +1062,9 @@ class _Runner:
     def trace_dir(self, rep: int) -> Path:
         return self.traces / f"rep-{rep + 1}"
 
-    def _prepare(self, mode: str, rep: int) -> tuple[Path, dict[str, str]]:
+    def _prepare(self, mode: str, rep: int, tag: str = "") -> tuple[Path, dict[str, str]]:
         """A run's record path and environment (its trace directory emptied)."""
-        record = self.work / f"{mode}-{rep + 1}.json"
+        record = self.work / f"{mode}{tag}-{rep + 1}.json"
         trace = self.trace_dir(rep)
         if mode == "profiled":
             from rlscope.trace import clear_trace_dir
@@ -1093,54 +1095,60 @@ class _Runner:
             ChildRun(mode, rep, code, seconds, tail=tail, host=host, position=position), record
         )
 
-    def run_pair(self, rep: int) -> list[ChildRun]:
-        """The timed and the profiled run side by side, in turns on one core (rlscope/twin.py);
-        the two runs, the one that took the first turn first (they alternate by repetition)."""
-        first = "timers" if rep % 2 == 0 else "profiled"
-        order = [first, "profiled" if first == "timers" else "timers"]
+    def run_pair(
+        self, rep: int, modes: tuple[str, str] = ("timers", "profiled"), counted: bool = True
+    ) -> list[ChildRun]:
+        """Two runs side by side, in turns on one core (rlscope/twin.py): ``modes[0]`` leads (turns
+        of ``--turn-ms``), ``modes[1]`` follows (up to the leader's count); the one that takes the
+        first turn alternates by repetition. The two runs, the first one first. Two runs of the same
+        mode are the method's null (benchmarks/twin_null.py); ``counted=False`` makes both sides take
+        turns by time (the null's control for the count matching)."""
+        lead_first = rep % 2 == 0
+        order = [0, 1] if lead_first else [1, 0]
+        tags = ("", "-twin") if modes[0] == modes[1] else ("", "")
         cores = self._cores()
         main_cpu, aux = twin_cores(cores)
         turn_ns = int(self.opts.turn_ms * 1e6)
-        r_t, w_t = os.pipe()  # the timed run reads its turns here; the profiled run writes them
-        r_p, w_p = os.pipe()
-        specs = {
-            "timers": twin.Spec(r_t, w_p, True, first == "timers", turn_ns, main_cpu, aux),
-            "profiled": twin.Spec(r_p, w_t, False, first == "profiled", turn_ns, main_cpu, aux),
-        }
-        partner_w = {"timers": w_p, "profiled": w_t}  # the parent's DONE when a run exits
-        prepared = {m: self._prepare(m, rep) for m in order}
+        r0, w0 = os.pipe()  # the leader reads its turns here; the follower writes them
+        r1, w1 = os.pipe()
+        specs = (
+            twin.Spec(r0, w1, True, lead_first, turn_ns, main_cpu, aux),
+            twin.Spec(r1, w0, not counted, not lead_first, turn_ns, main_cpu, aux),
+        )
+        partner_w = {0: w1, 1: w0}  # the parent's DONE when a run exits
+        prepared = {i: self._prepare(modes[i], rep, tags[i]) for i in order}
         where = f" on CPU {main_cpu}" if main_cpu is not None else ""
-        self.log(f"{self._label(rep)}: timers and profiled in turns{where}, {order[0]} first ...")
+        first = f"{modes[order[0]]}{tags[order[0]]}"
+        self.log(f"{self._label(rep)}: {modes[0]} and {modes[1]} in turns{where}, {first} first ...")
         before = hoststat.core_seconds(cores)
-        procs: dict[str, subprocess.Popen] = {}
+        procs: dict[int, subprocess.Popen] = {}
         try:
             try:
                 with _pinned(self.opts.cpus):
                     t0 = time.perf_counter()
-                    for m in order:
-                        env = {**prepared[m][1], twin.TURN_ENV: specs[m].encode()}
-                        procs[m] = _start(
-                            self.opts.command, env, self.opts.verbose, (specs[m].rfd, specs[m].wfd)
+                    for i in order:
+                        env = {**prepared[i][1], twin.TURN_ENV: specs[i].encode()}
+                        procs[i] = _start(
+                            self.opts.command, env, self.opts.verbose, (specs[i].rfd, specs[i].wfd)
                         )
             finally:
-                os.close(r_t)
-                os.close(r_p)
+                os.close(r0)
+                os.close(r1)
             ended = _wait_pair(procs, partner_w, t0, self.opts.verbose)
         finally:
             for p in procs.values():
                 if p.poll() is None:
                     p.kill()
                     p.wait()
-            os.close(w_t)
-            os.close(w_p)
+            os.close(w0)
+            os.close(w1)
         host = hoststat.delta(before, hoststat.core_seconds(cores))
         runs = []
-        for i, m in enumerate(order):
-            code, seconds, tail = ended[m]
-            run = ChildRun(
-                m, rep, code, seconds, tail=tail, host=dict(host) if host else None, position=i + 1
-            )
-            runs.append(self._finish(run, prepared[m][0]))
+        for pos, i in enumerate(order):
+            code, seconds, tail = ended[i]
+            own = dict(host) if host else None
+            run = ChildRun(modes[i], rep, code, seconds, tail=tail, host=own, position=pos + 1)
+            runs.append(self._finish(run, prepared[i][0]))
         return runs
 
     def _finish(self, run: ChildRun, record: Path) -> ChildRun:
@@ -1177,16 +1185,16 @@ def twin_cores(cores: Iterable[int] | None) -> tuple[int | None, tuple[int, ...]
 
 
 def _wait_pair(
-    procs: dict[str, subprocess.Popen], partner_w: dict[str, int], t0: float, verbose: bool
-) -> dict[str, tuple[int, float, list[str]]]:
+    procs: dict[int, subprocess.Popen], partner_w: dict[int, int], t0: float, verbose: bool
+) -> dict[int, tuple[int, float, list[str]]]:
     """Wait for both runs of a twin pair, reading their output; when one exits, tell the other
-    (DONE on its turns' pipe), so it never waits for a turn that will not come. Per mode: exit
+    (DONE on its turns' pipe), so it never waits for a turn that will not come. Per key: exit
     status, seconds since ``t0``, the last lines of its output."""
     import struct
 
-    out: dict[str, tuple[int, float, list[str]]] = {}
+    out: dict[int, tuple[int, float, list[str]]] = {}
 
-    def watch(mode: str, proc: subprocess.Popen) -> None:
+    def watch(key: int, proc: subprocess.Popen) -> None:
         tail: deque[str] = deque(maxlen=_TAIL_LINES)
         try:
             for line in proc.stdout or ():
@@ -1194,8 +1202,8 @@ def _wait_pair(
             code = proc.wait()
         finally:
             with contextlib.suppress(OSError):
-                os.write(partner_w[mode], struct.pack("<q", twin.DONE))
-        out[mode] = (code, time.perf_counter() - t0, list(tail))
+                os.write(partner_w[key], struct.pack("<q", twin.DONE))
+        out[key] = (code, time.perf_counter() - t0, list(tail))
 
     threads = [threading.Thread(target=watch, args=kv, daemon=True) for kv in procs.items()]
     for t in threads:
