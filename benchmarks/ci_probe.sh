@@ -6,8 +6,9 @@
 # 1. `rlscope calibrate --quick` five times beside a busy core: do the costs agree within ±20%?
 # 2. benchmarks/lockstep.py on the CPU: the default profile's corrected figure per operation against
 #    a twin process on the same core (the machine's speed cancels), DQN's loop and the eager simulator.
-# 3. `rlscope validate` on the bundled workloads (PPO-CPU, DQN, eager simulator) and, where the bench
-#    extras install, stable-baselines3 PPO and SAC: 3 repetitions each.
+# 3. `rlscope validate --twin` on the bundled workloads (PPO-CPU, DQN, eager simulator) and, where the
+#    bench extras install, stable-baselines3 PPO and SAC: 3 repetitions each (twin runs: the timed and
+#    the profiled run in turns on one core, so the host's speed cancels; rlscope/twin.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 probe=$(mktemp -d)
@@ -30,7 +31,7 @@ for loop in "dqn none,light_nogpu,default" "sim_eager none,default"; do
         | grep -E "iter: corrected|per operation|^  " | sed -E 's/ +/ /g'
 done
 if [ "${PROBE_MATRIX:-1}" != 0 ]; then
-    echo "== rlscope validate, 3 repetitions each"
+    echo "== rlscope validate --twin, 3 repetitions each"
     rm -rf "$RLSCOPE_CALIBRATION_DIR"
     rows=("validation_workloads.py ppo_cpu --scale 3" "validation_workloads.py dqn --scale 2"
         "validation_workloads.py sim_eager --device cpu --scale 2")
@@ -42,7 +43,7 @@ if [ "${PROBE_MATRIX:-1}" != 0 ]; then
     fi
     for w in "${rows[@]}"; do
         # shellcheck disable=SC2086  # the workload's arguments split on purpose
-        timeout 900 python -m rlscope.cli.main validate --reps 3 --json "$probe/val.json" \
+        timeout 900 python -m rlscope.cli.main validate --twin --reps 3 --json "$probe/val.json" \
             --trace-dir "$probe/trace" -- python benchmarks/$w >"$probe/val.log" 2>&1
         echo "-- $w: exit $?"
         grep -E "^│|^(PASS|FAIL)" "$probe/val.log" | sed -E 's/[│ ]+/ /g; s/;.*//' | cut -c1-150

@@ -3,7 +3,9 @@
 # BENCHMARKS.md's matrix under `rlscope validate`, one at a time, results under $OUT.
 #   bash benchmarks/cpu_matrix.sh            (REPS=5; FRESH=1: clone HEAD into a temporary directory
 #                                             and run there with an empty HOME, so no calibration or
-#                                             built recorder is reused; ONLY="dqn sb3_sac" runs a subset)
+#                                             built recorder is reused; ONLY="dqn sb3_sac" runs a subset;
+#                                             VOPTS: validate's options, --twin by default, VOPTS= for
+#                                             separate runs)
 # Needs the bench extras (stable-baselines3, gymnasium) importable. Takes the lock other benchmarks
 # take (/tmp/rlscope-bench.lock), so two heavy jobs never share the machine's cores.
 set -uo pipefail
@@ -34,7 +36,7 @@ val() {  # name, command...
     shift
     case " ${ONLY:-$name} " in *" $name "*) ;; *) return ;; esac
     echo "== $name: $(uptime)" | tee -a "$OUT/load.txt"
-    ( time flock /tmp/rlscope-bench.lock python3 -m rlscope.cli.main validate --reps "$REPS" ${VOPTS:-} \
+    ( time flock /tmp/rlscope-bench.lock python3 -m rlscope.cli.main validate --reps "$REPS" ${VOPTS-"--twin"} \
         --json "$OUT/val_$name.json" --trace-dir "$OUT/trace-$name" -- "$@" ) > "$OUT/val_$name.log" 2>&1
     echo "   exit $?, $(uptime)" | tee -a "$OUT/load.txt"
     grep -v "^rlscope: warning" "$OUT/val_$name.log" | tail -14

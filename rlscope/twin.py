@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -180,6 +181,7 @@ class Turn:
     def hand_over(self, now: int) -> int:
         """Hand the turn over (``ready`` said so) and wait for the next; the ns spent."""
         self._pin_others()
+        _sync_gpu()
         count = self.count()
         if len(self.log) < 2000:
             self.log.append((self._turn_start, now - self._turn_start, self._turn_count, count or 0))
@@ -283,6 +285,19 @@ class Turn:
             "log": self.log,
             "counted": self.count() is not None,
         }
+
+
+def _sync_gpu() -> None:
+    """Finish this process's GPU work before the partner's turn: work left queued ran on the GPU
+    beside the partner's and slowed one side more than the other (the twin null of PPO-GPU on an
+    H100 read the follower 1.02-1.05x the leader, SB3 PPO 1.06-1.18x; BENCHMARKS.md §9,
+    twenty-seventh session). Only where the program has set CUDA up itself."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except Exception:  # never break the job: the turn goes on without it
+        pass
 
 
 _current: Turn | None = None

@@ -14,6 +14,7 @@ import pytest
 
 import rlscope
 from rlscope import calibration as cal_mod
+from rlscope import categories
 from rlscope.analysis import analyze, overhead
 from rlscope.analysis.overhead import _flush_stall, correct_timeline, costs_for
 from rlscope.analysis.timeline import build_timeline
@@ -545,3 +546,25 @@ def test_memory_events_without_a_calibrated_cost_are_kept_and_said(fake_session,
     }[case]
     assert expected in said
     assert case != "refused" or "memory not calibrated" not in said
+
+
+def test_a_cuda_call_inside_rlscopes_own_work_stays_rlscopes():
+    """A twin run's synchronize at a turn (rlscope/twin.py) is a CUDA call inside the profiler
+    category: its time is rlscope's (removed), not the job's CUDA API time; one outside stays CUDA."""
+    rows = [  # main thread 1: an operation over [0, 10000); rlscope's work over [2000, 6000)
+        (0, 1, S.SESSION_START, -1, -1, -1, 0),
+        (0, 1, S.OP_BEGIN, 0, -1, 0, 0),
+        (2000, 1, S.CAT_BEGIN, 7, 0, -1, 0),
+        (6000, 1, S.CAT_END, 7, 0, -1, 0),
+        (10000, 1, S.OP_END, 0, -1, 0, 0),
+        (10000, 1, S.SESSION_END, -1, -1, -1, 0),
+    ]
+    cols = list(zip(*rows, strict=True))
+    schema = S.events_schema({})
+    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
+    api = (np.array([1, 1]), np.array([3000, 7000]), np.array([5000, 8000]))  # one inside, one outside
+    tl = build_timeline(table, api=api)
+    seg = np.diff(np.append(tl.ts, tl.ts[-1]))
+    by_cat = {c: int(seg[(tl.cat == c) & (tl.thread == 1)].sum()) for c in np.unique(tl.cat)}
+    assert by_cat[categories.PROFILER] == 4000  # [2000, 6000), its CUDA call included
+    assert by_cat[categories.CUDA_API] == 1000  # [7000, 8000)

@@ -215,7 +215,8 @@ def build_timeline(
         cat = np.where((in_op == 1) & (cat != categories.PROFILER), categories.BACKEND, cat)
     if has_api:
         in_api = _state_after(stack == 4, after, first, 0)
-        cat = np.where(in_api == 1, categories.CUDA_API, cat)
+        # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
+        cat = np.where((in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API, cat)
 
     seg_end = np.empty(n, np.int64)
     seg_end[:-1] = ts[1:]
