@@ -494,6 +494,7 @@ def _until_stable_at_speed(
     known_fastest: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
     cost_field: str = "",
+    rule: str = "last_k",
 ) -> tuple[Stable | None, list[dict[str, float]], float]:
     """Rounds (each with its reference loop, ``ref``) until the ones run at the machine's fast
     speed are stable in ``field``: a round whose reference ran over SLOW_REGIME times the fastest
@@ -503,13 +504,12 @@ def _until_stable_at_speed(
     known = [x for x in (cal_mod.read_fastest_ref(), known_fastest) if x]
     t0 = clock()
     rounds: list[dict[str, float]] = []
-    fast = Stable(field, k, [], cost_field=cost_field)
+    fast = Stable(field, k, [], cost_field=cost_field, rule=rule)
     while len(rounds) < 500:
         rounds.append(round_fn())
         fastest = min([r["ref"] for r in rounds] + known)
-        fast = Stable(
-            field, k, [r for r in rounds if r["ref"] <= SLOW_REGIME * fastest], cost_field=cost_field
-        )
+        counted = [r for r in rounds if r["ref"] <= SLOW_REGIME * fastest]
+        fast = Stable(field, k, counted, cost_field=cost_field, rule=rule)
         fast.elapsed_s = clock() - t0
         spent = fast.elapsed_s >= budget_s * (1 if len(fast.rounds) >= k else SLOW_WAIT)
         if fast.stable or (len(rounds) >= k and spent):
@@ -829,16 +829,26 @@ def measure_backend(
         # down, the stored ns are not: beside a busy core, two calibrations of five whose backend
         # rounds all ran in a slow stretch (reference loop 243-259 ns against 142-159) stored 884
         # and 1,138 ns against 641-749 (BENCHMARKS.md §9, twenty-sixth session)
+        # the median rule (every fast round counts; stable once the median is known to 20%): at the
+        # fast speed its rho moves 15-25% from one 1-1.5 s round to the next, and k rounds in a row
+        # within 20% was luck: 2 of 5 --quick calibrations beside a busy core were refused so, with
+        # 4 rounds' ns within 10% (BENCHMARKS.md §9, twenty-seventh session). More budget lets an
+        # unsettled median narrow; a settled one stops at k rounds
         fast, rounds, elapsed = _until_stable_at_speed(
-            _with_reference(one), "rho", plan.k, 2 * plan.budget_s, known_fastest, cost_field="total"
+            _with_reference(one),
+            "rho",
+            plan.k,
+            4 * plan.budget_s,
+            known_fastest,
+            cost_field="total",
+            rule="median",
         )
-        st = fast or Stable("rho", plan.k, rounds, elapsed_s=elapsed, cost_field="total")
+        st = fast or Stable("rho", plan.k, rounds, elapsed_s=elapsed, cost_field="total", rule="median")
         inside_ns = statistics.median(inside() for _ in range(plan.k))
     finally:
         torch.set_num_threads(threads)
     # in ns at the fastest the machine ran each unit over the judged rounds, as the Python costs
-    last = st.rounds[-st.k :]
-    extra = sum(st.median(f"rho.{u}") * min(r[f"fastest.{u}"] for r in last) for u in units)
+    extra = sum(st.median(f"rho.{u}") * min(r[f"fastest.{u}"] for r in st.counted) for u in units)
     calls = st.median("calls")  # per act + learn
     out = _split(extra / calls if calls else float("nan"), inside_ns)
     out["calls_per_loop"] = calls
@@ -1022,6 +1032,42 @@ def _ran_slow(st: Stable, fastest: float | None) -> bool:
     return fastest is not None and math.isfinite(ref) and ref > SLOW_REGIME * fastest
 
 
+def _measure_backend_again(
+    measured: tuple[Stable, dict[str, float]],
+    measure: Callable[[float], tuple[Stable, dict[str, float]]],
+    refs: list[float],
+    log: Callable[[str], None],
+    wait_s: float = SPEED_WAIT_S,
+    wait: Callable[[float, float], float] = lambda fastest, s: _wait_for_speed(fastest, s),
+) -> tuple[Stable, dict[str, float]]:
+    """The backend's cost, measured once more when none of its rounds ran at the machine's fast
+    speed (no fast round in SLOW_WAIT budgets), after waiting up to ``wait_s`` for that speed.
+    Why: its ns are the slow speed's, ~1.4-1.5x the fast speed's, and the costs of five
+    calibrations beside a busy core then disagreed (CI's probe of 08a11aa: 1,035 ns with the
+    reference loop at 252 ns, 684-728 ns at 149-160 ns; BENCHMARKS.md §9, twenty-seventh session),
+    where the scope and category costs are measured again so already. Slow again: the faster of the
+    two measurements is stored as measured, and the log says so."""
+    st = measured[0]
+    fastest = _fastest_known([*refs, *(r["ref"] for r in st.rounds if "ref" in r)])
+    if not _ran_slow(st, fastest):
+        return measured
+    assert fastest is not None  # _ran_slow needs it
+    now = wait(fastest, wait_s)
+    log(
+        f"backend: no round ran at the machine's fast speed (reference loop {_ref(st):.0f} ns, the"
+        f" fastest {fastest:.0f} ns): measured again, the reference loop now at {now:.0f} ns"
+    )
+    again = measure(fastest)
+    if not _ran_slow(again[0], fastest):
+        return again
+    best = min((measured, again), key=lambda m: _ref(m[0]))
+    log(
+        f"backend: slow again (reference loop {_ref(again[0]):.0f} ns): stored as measured, at the"
+        " slower speed"
+    )
+    return best
+
+
 def _measure_boundaries_again(
     boundaries: dict[str, tuple[Stable, dict[str, float]]],
     plan: Plan,
@@ -1137,15 +1183,9 @@ def run_calibration(
             log("backend-op recording ...")
             # the speed record is read again inside (_until_stable_at_speed): only this run's refs here
             measured = measure_backend(torch, plan, traces, min(refs, default=None))
-            st = measured[0]
-            fastest = _fastest_known([*refs, *(r["ref"] for r in st.rounds if "ref" in r)])
-            if _ran_slow(st, fastest):
-                # no fast round in SLOW_WAIT budgets: its ns are the slow speed's (the 2-core VM
-                # beside a busy core: ~1.4x the fast speed's, with the reference loop ~1.65x)
-                log(
-                    f"backend: no round ran at the machine's fast speed (reference loop {_ref(st):.0f} ns,"
-                    f" the fastest {fastest:.0f} ns): stored as measured, at the slower speed"
-                )
+            measured = _measure_backend_again(
+                measured, lambda fastest: measure_backend(torch, plan, traces, fastest), refs, log
+            )
             keep("backend", measured)
         _measure_boundaries_again(boundaries, plan, traces, refs, log)
         for entry, measured in boundaries.items():
