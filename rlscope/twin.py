@@ -76,9 +76,9 @@ class Spec:
 
 
 class Turn:
-    """This process's turns. ``take`` is called by the active session at a scope exit once
-    ``due_ns`` has passed; it returns the nanoseconds spent in it (waiting for the partner,
-    pinning threads), which the caller keeps out of the job's time."""
+    """This process's turns. The active session asks ``ready`` at a scope exit once ``due_ns`` has
+    passed, then ``hand_over``, which returns the nanoseconds spent (waiting for the partner,
+    pinning threads, finishing GPU work): the session keeps them out of the job's time."""
 
     def __init__(self, spec: Spec, clock: Any = time.perf_counter_ns) -> None:
         self.spec = spec
@@ -90,7 +90,7 @@ class Turn:
         self.released = False  # this run's measured part has ended (release)
         self.end_wait_ns = 0  # in release, waiting for the partner's end
         self.turns = 0  # hand-overs made
-        self.waited_ns = 0  # in take(), after start
+        self.waited_ns = 0  # in hand_over(), after start
         self.start_wait_ns = 0  # at start, before the job's time begins
         self.capped = 0  # follower turns handed over at FOLLOWER_CAP before the count was reached
         self.looks = 0  # follower: looks at the count that found the turn not yet over
@@ -139,22 +139,12 @@ class Turn:
         if os.getpid() != self.pid or self.released:
             return
         self.released = True
-        was_free = self.free
-        self.free, self.due_ns = True, NEVER
-        with contextlib.suppress(OSError):
-            os.write(self.spec.wfd, _MSG.pack(DONE))
-        if not was_free:  # the partner still runs: until its own release or exit (the parent's DONE)
-            t0 = self.clock()
-            self.free = False
-            self._receive_done()
-            self.free = True
-            self.end_wait_ns = self.clock() - t0
-
-    def _receive_done(self) -> None:
-        while True:
+        self.due_ns = NEVER
+        self._send_done()
+        t0 = self.clock()
+        while not self.free:  # the partner still runs: until its own release or exit (the parent's DONE)
             self._receive()
-            if self.free:
-                return
+        self.end_wait_ns = self.clock() - t0
 
     def finish(self) -> None:
         """At exit: the partner runs on alone (if this run never released it)."""
@@ -162,7 +152,10 @@ class Turn:
             return
         self.free = True
         self.due_ns = NEVER
-        with contextlib.suppress(OSError):
+        self._send_done()
+
+    def _send_done(self) -> None:
+        with contextlib.suppress(OSError):  # the partner is gone: nothing to tell
             os.write(self.spec.wfd, _MSG.pack(DONE))
 
     # -- a turn ---------------------------------------------------------------------------------
@@ -173,10 +166,6 @@ class Turn:
             self.due_ns = NEVER
             return False
         return threading.get_ident() == self.main_ident and self._over(now)
-
-    def take(self, now: int) -> int:
-        """Hand the turn over if it is over and wait for the next; the ns spent (0: not over)."""
-        return self.hand_over(now) if self.ready(now) else 0
 
     def hand_over(self, now: int) -> int:
         """Hand the turn over (``ready`` said so) and wait for the next; the ns spent."""
@@ -247,7 +236,7 @@ class Turn:
         self._turn_start = now
         self._turn_count = self.count() or 0
         self._look = (now, self._turn_count)
-        self._look_from: int | None = None
+        self._look_from = None
         if self.free:
             self.due_ns = NEVER
         elif self.spec.leader or self._target is None:

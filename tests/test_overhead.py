@@ -105,6 +105,15 @@ def test_correction_is_exact_on_injected_overhead(fake_session):
     json.dumps(s)  # the whole summary stays JSON
 
 
+def _events_table(rows: list[tuple], cost: list[int] | None = None) -> pa.Table:
+    """A process's events table from rows of the event columns (and a cost column, if given)."""
+    cols = list(zip(*rows, strict=True))
+    if cost is not None:
+        cols.append(cost)
+    schema = S.events_schema({}, cost=cost is not None)
+    return pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
+
+
 def test_writer_flush_stall_is_removed_where_it_happened():
     rows = [  # main thread 1: one operation over [0, 10000); writer thread 2 flushes over [2000, 4000)
         (0, 1, S.SESSION_START, -1, -1, -1, 0),
@@ -114,21 +123,14 @@ def test_writer_flush_stall_is_removed_where_it_happened():
         (10000, 1, S.OP_END, 0, -1, 0, 0),
         (10000, 1, S.SESSION_END, -1, -1, -1, 0),
     ]
-    cols = list(zip(*rows, strict=True))
-    schema = S.events_schema({})
-    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
-    tl = build_timeline(table)
+    tl = build_timeline(_events_table(rows))
     stall = _flush_stall(tl, per_event_ns=500.0)  # 2 rows recorded before the flush: 1000 ns
     main = tl.thread == 1
     assert stall[main].sum() == pytest.approx(1000.0)
     op_row = np.flatnonzero(main & (tl.kind == S.OP_BEGIN))[0]
     assert stall[op_row] == pytest.approx(1000.0)
     # a flush that measured its own CPU time (the native buffer's end row): that, not the per-row cost
-    schema = S.events_schema({}, cost=True)
-    costs = [0, 0, 0, 1500, 0, 0]
-    cols = [*cols, costs]
-    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
-    tl = build_timeline(table)
+    tl = build_timeline(_events_table(rows, cost=[0, 0, 0, 1500, 0, 0]))
     for per_event in (0.0, 500.0):
         assert _flush_stall(tl, per_event_ns=per_event)[tl.thread == 1].sum() == pytest.approx(1500.0)
 
@@ -559,11 +561,8 @@ def test_a_cuda_call_inside_rlscopes_own_work_stays_rlscopes():
         (10000, 1, S.OP_END, 0, -1, 0, 0),
         (10000, 1, S.SESSION_END, -1, -1, -1, 0),
     ]
-    cols = list(zip(*rows, strict=True))
-    schema = S.events_schema({})
-    table = pa.table({f.name: pa.array(c, f.type) for f, c in zip(schema, cols, strict=True)}, schema=schema)
     api = (np.array([1, 1]), np.array([3000, 7000]), np.array([5000, 8000]))  # one inside, one outside
-    tl = build_timeline(table, api=api)
+    tl = build_timeline(_events_table(rows), api=api)
     seg = np.diff(np.append(tl.ts, tl.ts[-1]))
     by_cat = {c: int(seg[(tl.cat == c) & (tl.thread == 1)].sum()) for c in np.unique(tl.cat)}
     assert by_cat[categories.PROFILER] == 4000  # [2000, 6000), its CUDA call included
