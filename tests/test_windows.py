@@ -417,11 +417,12 @@ def test_light_windows_show_the_machines_speed_moving(tmp_path):
 
 
 def _run_with_late_train(
-    tmp_path, start: int, iters: int, cold_ns: int, every: int = 1, train_cost: int = COST
+    tmp_path, start: int, iters: int, cold_ns: int, every: int = 1, train_cost: int = COST, speed=None
 ):
     """infer per iteration; from iteration ``start`` a ``train`` of 20 ops every ``every`` iterations,
     whose first call costs ``cold_ns`` more (a cold first update, as SB3 SAC's after learning_starts);
-    recording one of train's ops costs ``train_cost``."""
+    recording one of train's ops costs ``train_cost``. ``speed(i)``: how much slower train's work runs
+    at iteration i (the machine's speed moving; 1 by default)."""
     from tests.conftest import FakeClock
 
     clock = FakeClock()
@@ -437,15 +438,16 @@ def _run_with_late_train(
             if i >= start and (i - start) % every == 0:
                 with rlscope.scope("train"):
                     clock.advance(cold_ns if trains == 0 else 0)
+                    work = round(WORK * (speed(i) if speed else 1))
                     for _ in range(20):  # _fake_op, at train_cost a recorded op
                         if col.on:
                             clock.advance(train_cost // 2)
                             annotate.category_enter(session, categories.BACKEND)
-                            clock.advance(WORK)
+                            clock.advance(work)
                             annotate.category_exit(session, categories.BACKEND)
                             clock.advance(train_cost - train_cost // 2)
                         else:
-                            clock.advance(WORK)
+                            clock.advance(work)
                 trains += 1
             clock.advance(GLUE)
     trace = rlscope.load_trace(str(tmp_path / f"t{start}"))
@@ -492,6 +494,31 @@ def test_an_operation_too_rare_to_pair_is_corrected_from_its_own_instances(tmp_p
     assert win["train"]["uncertainty_s"] > 0  # half of what it removed: blind to drift
     # too rare to pair however long the run: no advice to run longer
     assert not any("window switches in this run" in n for n in s["overhead"]["notes"])
+
+
+def test_an_unpaired_estimate_reports_the_drift_between_its_windows(tmp_path):
+    """The unpaired estimate compares calls far apart, so the machine's speed moving between them
+    moves it (SB3 PPO's train on an H100: +8-12% off, reported as +-6%). Here train's work runs 1.6x
+    slower in stretches of 500 iterations, which the windows do not follow: the corrected train is
+    off by more than half of what was removed (the old uncertainty), and the uncertainty reported
+    now covers the error, at about the error's size."""
+
+    def speed(i: int) -> float:
+        return 1.6 if (i // 500) % 2 else 1.0
+
+    trace, _ = _run_with_late_train(tmp_path, 0, 3000, 0, every=100, train_cost=3 * COST, speed=speed)
+    s = analyze(trace).summary
+    win = s["overhead"]["windows"]["operations"]["train"]
+    assert win["method"] == "unpaired"
+    truth = sum(20 * round(WORK * speed(i)) for i in range(0, 3000, 100)) * 1e-9
+    err = abs(s["operations"]["train"]["total_s"] - truth)
+    assert err > 0.5 * win["removed_s"]  # the drift, not only the collectors, moved the estimate
+    assert err <= 2 * win["uncertainty_s"] <= 10 * err, (err, win["uncertainty_s"])
+    assert s["operations"]["train"]["uncertainty_s"] == pytest.approx(win["uncertainty_s"])
+    # without drift the same run is exact, and its uncertainty stays a fraction of what was removed
+    steady, _ = _run_with_late_train(tmp_path / "steady", 0, 3000, 0, every=100, train_cost=3 * COST)
+    w = analyze(steady).summary["overhead"]["windows"]["operations"]["train"]
+    assert w["uncertainty_s"] <= 0.6 * w["removed_s"]
 
 
 def test_a_run_too_short_to_pair_windows_says_which_operations_and_what_would(tmp_path):
