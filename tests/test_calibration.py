@@ -636,3 +636,36 @@ def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch)
         assert fast is not None and len(seen) == 5 and len(fast.rounds) == 4
         assert (C.refusal("backend", fast) is None) is kept
     assert fast.cost == pytest.approx(statistics.median(rhos) * 8000)
+
+
+def test_a_backend_measured_within_the_fast_band_but_slower_is_stored_at_the_fastest_speed(monkeypatch):
+    """CI's probe of 2111963: one calibration's backend rounds all ran with the reference loop at
+    188 ns, inside the 1.3x band of its own boundary rounds' 148 ns, so they counted as fast and
+    stored 962 ns against 693-718 for four others. Scaled by the reference to the fastest speed the
+    calibration saw, it reads 757 ns, with the figures it came from; a backend measured at that
+    speed is stored as measured."""
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
+    monkeypatch.setattr(cal_mod, "machine_fastest_ref", lambda run: (run, None))
+    st, _ = _backend_at(188.0, 962.0)
+    got = C.backend_at_speed(
+        {"total": 962.0, "inside": 400.0, "outside": 562.0, "calls_per_loop": 90}, st, 148.0
+    )
+    assert got["total"] == pytest.approx(962.0 * 148 / 188) and got["inside"] == pytest.approx(
+        400 * 148 / 188
+    )
+    assert got["measured_ns"] == 962.0 and got["measured_ref_ns"] == 188.0 and got["ref_ns"] == 148.0
+    assert got["calls_per_loop"] == 90
+    fast_st, _ = _backend_at(145.0, 700.0)
+    assert C.backend_at_speed({"total": 700.0}, fast_st, 148.0) == {"total": 700.0}
+
+    def boundary(*args, **kwargs):
+        return _backend_at(148.0, 260.0)
+
+    monkeypatch.setattr(C, "measure_scope", boundary)
+    monkeypatch.setattr(C, "measure_category", boundary)
+    monkeypatch.setattr(C, "measure_backend", lambda *a, **k: _backend_at(188.0, 962.0))
+    monkeypatch.setattr(C, "_measure_boundaries_again", lambda *a, **k: None)
+    cal = C.run_calibration(gpu=False, log=lambda m: None, warn=lambda m: None)
+    backend = cal["costs_ns"]["backend"]
+    assert backend["total"] == pytest.approx(962.0 * 148 / 188, rel=1e-3) and backend["measured_ns"] == 962.0
+    assert cal["costs_ns"]["scope"]["total"] == 260.0  # judged in ns at the fast speed: as measured
