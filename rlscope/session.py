@@ -213,6 +213,12 @@ class Session:
                 annotate.category_exit(self, categories.PROFILER)
         self._sync_tick()
 
+    def _at_point(self) -> None:
+        """A twin run's extra hand-over point (rlscope/twin.py, add_points): as at a scope exit."""
+        now = self.clock()
+        if now >= self.tick_due_ns:
+            self.run_tick(now)
+
     def _sync_tick(self) -> None:
         turn = self._turn
         self.tick_due_ns = min(self._ticker_due_ns, turn.due_ns if turn is not None else _NEVER)
@@ -294,6 +300,7 @@ class Session:
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
         self.events = self._writer.events
         annotate._active = self
+        torch_before = "torch" in sys.modules  # before the collectors import it (twin.add_points)
         self._start_collectors()
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
         self.main_tid = threading.get_native_id()
@@ -303,6 +310,8 @@ class Session:
         from rlscope import twin
 
         self._turn = twin.current()
+        if self._turn is not None and torch_before:
+            self._turn.add_points(self._at_point)
         self._sync_tick()
         atexit.register(self._stop_at_exit)
         if not self._mp_hooked:

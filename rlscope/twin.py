@@ -33,6 +33,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,8 @@ class Turn:
         self._look_from: int | None = None  # follower: its first look in this turn
         self._last_turn_ns = spec.turn_ns
         self._pinned: set[int] = set()
+        self.points = 0  # returns from torch's autograd engine counted (add_points)
+        self._engine: tuple[Any, Any, Any] | None = None  # (torch.autograd, original, wrapper)
 
     # -- the count ------------------------------------------------------------------------------
     def count(self) -> int | None:
@@ -109,7 +112,41 @@ class Turn:
         from rlscope.collectors import scope_native
 
         mod = scope_native._module
-        return mod.exits() if mod is not None and hasattr(mod, "exits") else None
+        return mod.exits() + self.points if mod is not None and hasattr(mod, "exits") else None
+
+    def add_points(self, at_point: Callable[[], None]) -> None:
+        """Hand over at returns from torch's autograd engine (backward, grad) too, counted with the
+        scope exits; ``at_point`` (the session's) looks whether the turn is due. Call only where
+        torch was imported before the session started, in both runs alike (the profiled session's
+        collectors import it): the two counts must step together.
+
+        Why: a long update with no scope inside (SB3 PPO's ``train``, ~3 s a call on the VM) held
+        a turn for its whole length, so the two runs' updates ran seconds apart at whatever speeds
+        the host drew then; its null read 0.87-1.07 on an H100 and one fresh-clone VM pass missed
+        on it (``train`` -8.8%). An update makes a backward call every few ms."""
+        torch = sys.modules.get("torch")
+        autograd = getattr(torch, "autograd", None)
+        original = getattr(autograd, "_engine_run_backward", None)
+        if original is None or self._engine is not None:
+            return
+
+        def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.points += 1
+                if threading.get_ident() == self.main_ident and not self.free and not self.released:
+                    with contextlib.suppress(Exception):  # never break the user's job
+                        at_point()
+
+        autograd._engine_run_backward = _engine_run_backward
+        self._engine = (autograd, original, _engine_run_backward)
+
+    def _remove_points(self) -> None:
+        if self._engine is not None:
+            autograd, original, wrapper = self._engine
+            if autograd._engine_run_backward is wrapper:  # not wrapped again since
+                autograd._engine_run_backward = original
 
     # -- start and end --------------------------------------------------------------------------
     def start(self) -> None:
@@ -140,6 +177,7 @@ class Turn:
             return
         self.released = True
         self.due_ns = NEVER
+        self._remove_points()
         self._send_done()
         t0 = self.clock()
         while not self.free:  # the partner still runs: until its own release or exit (the parent's DONE)

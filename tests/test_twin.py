@@ -189,3 +189,51 @@ def test_turn_ms_out_of_range_is_one_line():
     r = _cli("validate", "--twin", "--turn-ms", "0", "--", "python", "-c", "pass")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "--turn-ms" in r.stderr
+
+
+UPDATE = textwrap.dedent(
+    """
+    import time
+    import torch
+    import rlscope
+
+    def busy(s):
+        end = time.perf_counter() + s
+        while time.perf_counter() < end:
+            pass
+
+    w = torch.ones(4, requires_grad=True)
+    with rlscope.profile("ignored-trace", backend=False):
+        for _ in range(2):
+            with rlscope.scope("train"):  # one long update, no scope inside: SB3 PPO's shape
+                for _ in range(150):
+                    busy(0.004)
+                    (w * 2.0).sum().backward()
+    """
+)
+
+
+def test_a_long_update_without_scopes_hands_over_at_its_backward_calls(tmp_path):
+    """Two 0.6 s updates with no scope inside, 150 backward calls each: without other places to
+    hand over, a turn would last a whole update (at most 3 turns a run). Both runs count the
+    autograd engine's returns with the scope exits, so they take ~0.1 s turns inside the updates,
+    the follower reaches the leader's count each time (never capped), and the totals still read the
+    busy time."""
+    pytest.importorskip("torch")
+    script = tmp_path / "update.py"
+    script.write_text(UPDATE)
+    out = tmp_path / "v.json"
+    r = _cli("validate", "--twin", "--reps", "1", "--no-warmup", "--no-calibrate", "--json", str(out),
+             "--", "python", str(script), cwd=tmp_path)  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr
+    res = json.loads(out.read_text())
+    nominal = 2 * 150 * 0.004
+    for x in res["runs"]:
+        turn = x["turn"]
+        assert turn["turns"] >= 6 and turn["counted"], turn
+        if not turn["leader"]:
+            assert turn["capped"] == 0, turn
+    rows = {row["operation"]: row for row in res["rows"]}
+    assert 0.97 * nominal <= rows["train"]["reference_s"][0] <= 1.3 * nominal
+    assert 0.97 * nominal <= res["profiled"][0]["corrected_wall_s"] <= 1.3 * nominal
