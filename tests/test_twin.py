@@ -137,18 +137,24 @@ def _cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProc
     )
 
 
+def _validate_twin(tmp_path, source: str, reps: int) -> tuple[subprocess.CompletedProcess, dict]:
+    """``rlscope validate --twin`` on a script (uncalibrated, no warm-up): the run and its JSON."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    out = tmp_path / "v.json"
+    r = _cli("validate", "--twin", "--reps", str(reps), "--no-warmup", "--no-calibrate", "--json", str(out),
+             "--", "python", str(script), cwd=tmp_path)  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr
+    return r, json.loads(out.read_text())
+
+
 def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
     """Ground truth: 200 steps of 3 + 1 ms of busy-waiting. Each run waits about as long as the
     other runs; the timed run's total and the profiled run's raw and corrected walls must still
     read the busy time (a wait left in would double them)."""
-    script = tmp_path / "busy.py"
-    script.write_text(BUSY)
-    out = tmp_path / "v.json"
-    r = _cli("validate", "--twin", "--reps", "2", "--no-warmup", "--no-calibrate", "--json", str(out),
-             "--", "python", str(script), cwd=tmp_path)  # fmt: skip
-    assert r.returncode in (0, 1), r.stderr
-    assert "Traceback" not in r.stderr and "twin runs" in r.stdout
-    res = json.loads(out.read_text())
+    r, res = _validate_twin(tmp_path, BUSY, reps=2)
+    assert "twin runs" in r.stdout
     assert res["twin"] == {"turn_ms": 100.0}
     runs = res["runs"]
     assert [(x["mode"], x["position"]) for x in runs] == [
@@ -220,14 +226,7 @@ def test_a_long_update_without_scopes_hands_over_at_its_backward_calls(tmp_path)
     the follower reaches the leader's count each time (never capped), and the totals still read the
     busy time."""
     pytest.importorskip("torch")
-    script = tmp_path / "update.py"
-    script.write_text(UPDATE)
-    out = tmp_path / "v.json"
-    r = _cli("validate", "--twin", "--reps", "1", "--no-warmup", "--no-calibrate", "--json", str(out),
-             "--", "python", str(script), cwd=tmp_path)  # fmt: skip
-    assert r.returncode in (0, 1), r.stderr
-    assert "Traceback" not in r.stderr
-    res = json.loads(out.read_text())
+    _, res = _validate_twin(tmp_path, UPDATE, reps=1)
     nominal = 2 * 150 * 0.004
     for x in res["runs"]:
         turn = x["turn"]
