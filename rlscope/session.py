@@ -481,6 +481,8 @@ class Session:
             return
         self._stopping = True
         turn = self._turn
+        if turn is not None:  # its wrapper is on top of the backend collector's: off first
+            turn.remove_points()
         try:
             self._stop(signal)
         finally:

@@ -142,7 +142,9 @@ class Turn:
         autograd._engine_run_backward = _engine_run_backward
         self._engine = (autograd, original, _engine_run_backward)
 
-    def _remove_points(self) -> None:
+    def remove_points(self) -> None:
+        """Unwrap the autograd engine (add_points), unless wrapped again since. The profiled session
+        calls it before its collectors stop, so that each wrapper is taken off in the order put on."""
         if self._engine is not None:
             autograd, original, wrapper = self._engine
             if autograd._engine_run_backward is wrapper:  # not wrapped again since
@@ -177,7 +179,7 @@ class Turn:
             return
         self.released = True
         self.due_ns = NEVER
-        self._remove_points()
+        self.remove_points()
         self._send_done()
         t0 = self.clock()
         while not self.free:  # the partner still runs: until its own release or exit (the parent's DONE)
