@@ -31,7 +31,9 @@ Per operation ``X`` (exclusive time per instance, instances wholly inside one wi
   it stands clear of its spread (:func:`switch_transient`).
 
 Uncertainty: the spread of the paired excesses (MAD / sqrt(pairs)) times the full-window instances;
-fallbacks carry half of what they removed. docs/overhead.md says why this mechanism.
+an unpaired estimate carries half of what it removed or its bootstrap spread over its windows,
+whichever is larger (:func:`unpaired_rel_sigma`); a pooled one half of what it removed and the
+pooled cost's own uncertainty, in quadrature. docs/overhead.md says why this mechanism.
 """
 
 from __future__ import annotations
@@ -240,8 +242,8 @@ def estimate(
         elif e["light_n"] >= MIN_UNPAIRED and e["full_n"] >= MIN_UNPAIRED:
             # too few windows to pair (an operation run once per rollout): its own instances, full
             # against light over the whole run; closer than the pooled cost per event, which is the
-            # other operations' (events differ 5x in cost between ops), but blind to drift: half of
-            # what it removes is its uncertainty, as for the pooled cost
+            # other operations' (events differ 5x in cost between ops), but blind to drift: its
+            # uncertainty is half of what it removes or its bootstrap spread, the larger
             # its first call is left out: the cold one (CUDA modules, cuBLAS handles, optimizer
             # state), which the run puts in its first, light window. With two calls a kind (SB3
             # PPO's four ``train`` calls, alternated), the light median was the cold and a warm
