@@ -213,12 +213,6 @@ class Session:
                 annotate.category_exit(self, categories.PROFILER)
         self._sync_tick()
 
-    def _at_point(self) -> None:
-        """A twin run's extra hand-over point (rlscope/twin.py, add_points): as at a scope exit."""
-        now = self.clock()
-        if now >= self.tick_due_ns:
-            self.run_tick(now)
-
     def _sync_tick(self) -> None:
         turn = self._turn
         self.tick_due_ns = min(self._ticker_due_ns, turn.due_ns if turn is not None else _NEVER)
@@ -311,7 +305,7 @@ class Session:
 
         self._turn = twin.current()
         if self._turn is not None and torch_before:
-            self._turn.add_points(self._at_point)
+            self._turn.add_points(self)
         self._sync_tick()
         atexit.register(self._stop_at_exit)
         if not self._mp_hooked:

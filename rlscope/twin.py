@@ -33,7 +33,6 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,11 +113,12 @@ class Turn:
         mod = scope_native._module
         return mod.exits() + self.points if mod is not None and hasattr(mod, "exits") else None
 
-    def add_points(self, at_point: Callable[[], None]) -> None:
+    def add_points(self, session: Any) -> None:
         """Hand over at returns from torch's autograd engine (backward, grad) too, counted with the
-        scope exits; ``at_point`` (the session's) looks whether the turn is due. Call only where
-        torch was imported before the session started, in both runs alike (the profiled session's
-        collectors import it): the two counts must step together.
+        scope exits; there the active ``session`` (its ``clock``, ``tick_due_ns`` and ``run_tick``)
+        looks whether the turn is due, as at a scope exit. Call only where torch was imported before
+        the session started, in both runs alike (the profiled session's collectors import it): the
+        two counts must step together.
 
         Why: a long update with no scope inside (SB3 PPO's ``train``, ~3 s a call on the VM) held
         a turn for its whole length, so the two runs' updates ran seconds apart at whatever speeds
@@ -137,7 +137,9 @@ class Turn:
                 self.points += 1
                 if threading.get_ident() == self.main_ident and not self.free and not self.released:
                     with contextlib.suppress(Exception):  # never break the user's job
-                        at_point()
+                        now = session.clock()
+                        if now >= session.tick_due_ns:
+                            session.run_tick(now)
 
         autograd._engine_run_backward = _engine_run_backward
         self._engine = (autograd, original, _engine_run_backward)

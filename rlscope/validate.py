@@ -428,7 +428,7 @@ class TimerSession(NullSession):
         annotate._active = self  # type: ignore[assignment]
         self._fold_due_ns = self.clock() + _TICK_NS
         if self._turn is not None and "torch" in sys.modules:
-            self._turn.add_points(self._at_point)
+            self._turn.add_points(self)
         self._sync_tick()
         if native is not None:
             native.set_timer(self, self.events, self.tick_due_ns)
@@ -487,12 +487,6 @@ class TimerSession(NullSession):
             turn.hand_over(now)
         self._sync_tick()
         self.timers.pause(threading.get_native_id(), self.clock() - t0)
-
-    def _at_point(self) -> None:
-        """A twin run's extra hand-over point (rlscope/twin.py, add_points): as at an end boundary."""
-        now = self.clock()
-        if now >= self.tick_due_ns:
-            self.run_tick(now)
 
     def _sync_tick(self) -> None:
         turn = self._turn
