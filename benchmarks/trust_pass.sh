@@ -59,6 +59,10 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     [ "${BENCH:-}" = cupti ] || timeout 60 python3 benchmarks/backend_overhead.py --quick \
         --json "$OUT/backend_overhead.json" 2>&1 | tail -12
 fi
+if [ -n "${MEMINSITU:-}" ]; then  # the memory recorder's cost per event in three loops (is the calibration's loop representative)
+    timeout "${MEMINSITU_LIMIT:-150}" python3 benchmarks/memory_insitu.py --rounds "${MEMINSITU_ROUNDS:-3}" \
+        --json "$OUT/memory_insitu.json" 2>&1 | tee "$OUT/memory_insitu.log" | tail -16
+fi
 if [ -n "${LIGHT:-}" ]; then  # what each collector costs switched off (the light windows), one at a time
     timeout "${LIGHT_LIMIT:-300}" python3 benchmarks/light_cost.py --device cuda --reps "${LIGHT_REPS:-3}" \
         --iterations "${LIGHT_ITERS:-1500}" --configs "${LIGHT_CONFIGS:-unprofiled,scopes,nvtx,backend-off,cupti-off,memory,light,full}" \

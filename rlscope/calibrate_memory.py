@@ -31,38 +31,76 @@ from typing import Any
 CHILD_TIMEOUT_S = 120.0  # a child builds nothing (the parent built the tracker) and runs ~1 s
 
 
-def _loop(torch: Any, n: int, device: str = "cuda") -> float:
-    """Wall ns of ``n`` small allocations on ``device``, each freed at once (the caching allocator
-    serves CUDA ones from its cache: no cudaMalloc, no device work, only its bookkeeping and its
-    trace). On the CPU the same Python and dispatcher path with no allocator trace: the reference
-    that follows the machine's speed as the CUDA loop does."""
+# the calibration's loop, and two closer to real code (benchmarks/memory_insitu.py compares them)
+LOOPS = ("tight", "launch", "mlp")
+
+
+def _step(torch: Any, device: str, kind: str = "tight") -> Any:
+    """One iteration of a loop kind on ``device``: ``tight`` a small allocation freed at once (the
+    caching allocator serves CUDA ones from its cache: no cudaMalloc, no device work, only its
+    bookkeeping and its trace); ``launch`` the same with one kernel on it (driver work between
+    events, as in real code); ``mlp`` a small MLP's forward, backward and Adam step (an RL update's
+    allocation pattern). On the CPU the same Python and dispatcher path with no allocator trace: the
+    reference that follows the machine's speed as the CUDA loop does."""
     empty = torch.empty
+    if kind == "tight":
+
+        def step() -> None:
+            x = empty(64, device=device)
+            del x
+
+    elif kind == "launch":
+
+        def step() -> None:
+            x = empty(64, device=device)
+            x.add_(1.0)
+            del x
+
+    elif kind == "mlp":
+        net = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2)).to(device)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+        xb = torch.zeros(32, 8, device=device)
+
+        def step() -> None:
+            loss = net(xb).square().mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    else:
+        raise ValueError(f"unknown loop {kind!r} (one of {', '.join(LOOPS)})")
+    return step
+
+
+def _loop(step: Any, n: int) -> float:
+    """Wall ns of ``n`` iterations of ``step``."""
     t0 = time.perf_counter_ns()
     for _ in range(n):
-        x = empty(64, device=device)
-        del x
+        step()
     return float(time.perf_counter_ns() - t0)
 
 
-def _pairs(torch: Any, n: int, m: int, lib: Any = None) -> tuple[list[float], list[float], list[int]]:
+def _pairs(
+    cuda: Any, cpu: Any, n: int, m: int, lib: Any = None
+) -> tuple[list[float], list[float], list[int]]:
     """``m`` pairs of adjacent timings (CUDA loop, CPU loop), and the events recorded in each CUDA
     one (drained outside the clock, as the writer thread drains) when ``lib`` records."""
     from rlscope.collectors import gpu_memory
 
-    ratios, cpu, events = [], [], []
+    ratios, cpu_ns, events = [], [], []
     for _ in range(m):
         before = lib.mn_pending() if lib is not None else 0
-        c = _loop(torch, n)
+        c = _loop(cuda, n)
         if lib is not None:
             events.append(lib.mn_pending() - before)
             gpu_memory.drain_native(lib, 0)
-        h = _loop(torch, n, "cpu")
+        h = _loop(cpu, n)
         ratios.append(c / h)
-        cpu.append(h / n)
-    return ratios, cpu, events
+        cpu_ns.append(h / n)
+    return ratios, cpu_ns, events
 
 
-def child_round(n: int, m: int) -> dict[str, float]:
+def child_round(n: int, m: int, kind: str = "tight") -> dict[str, float]:
     """One round in this (fresh) process: ``m`` pairs before attaching the tracker, ``m`` after.
 
     Each pair's CUDA timing is judged against the CPU timing next to it: the machine's speed moves
@@ -76,17 +114,19 @@ def child_round(n: int, m: int) -> dict[str, float]:
 
     lib = gpu_memory.load_native(torch)
     torch.cuda.init()
-    _loop(torch, 2000)  # the allocator's cache and the interpreter warm
-    _loop(torch, 2000, "cpu")
-    r0, cpu0, _ = _pairs(torch, n, m)
+    cuda, cpu = _step(torch, "cuda", kind), _step(torch, "cpu", kind)
+    _loop(cuda, 2000)  # the allocator's cache and the interpreter warm
+    _loop(cpu, 2000)
+    torch.cuda.synchronize()
+    r0, cpu0, _ = _pairs(cuda, cpu, n, m)
     if lib.mn_start() != 0:
         raise RuntimeError("torch refused the allocator trace tracker")
     lib.mn_enable(1)
-    _loop(torch, 200)
+    _loop(cuda, 200)
     gpu_memory.drain_native(lib, 0)
-    r1, cpu1, events = _pairs(torch, n, m, lib)
+    r1, cpu1, events = _pairs(cuda, cpu, n, m, lib)
     lib.mn_enable(0)
-    r2, cpu2, _ = _pairs(torch, n, m)  # attached, recording nothing: torch's part alone
+    r2, cpu2, _ = _pairs(cuda, cpu, n, m)  # attached, recording nothing: torch's part alone
     per_iter = statistics.median(events) / n
     if per_iter <= 0:
         raise RuntimeError("the allocator trace tracker recorded no events")
@@ -100,10 +140,10 @@ def child_round(n: int, m: int) -> dict[str, float]:
     }
 
 
-def run_child(n: int, m: int, timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, float]:
+def run_child(n: int, m: int, timeout_s: float = CHILD_TIMEOUT_S, kind: str = "tight") -> dict[str, float]:
     """One round in a fresh child process (the tracker cannot be detached from this one)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "rlscope.calibrate_memory", str(n), str(m)],
+        [sys.executable, "-m", "rlscope.calibrate_memory", str(n), str(m), kind],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -119,7 +159,8 @@ def run_child(n: int, m: int, timeout_s: float = CHILD_TIMEOUT_S) -> dict[str, f
 
 def main(argv: list[str]) -> int:
     n, m = int(argv[0]), int(argv[1])
-    print(json.dumps(child_round(n, m)), flush=True)
+    kind = argv[2] if len(argv) > 2 else "tight"
+    print(json.dumps(child_round(n, m, kind)), flush=True)
     return 0
 
 

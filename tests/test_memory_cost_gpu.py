@@ -25,21 +25,22 @@ BLOCKS, N = 30, 3000  # blocks of N small allocations each freed at once, ~5-15 
 # Each profiled block notes its window: in full windows CUPTI's cost is there too.
 CHILD = """
 import json, sys, torch, rlscope
-from rlscope.calibrate_memory import _loop
+from rlscope.calibrate_memory import _loop, _step
 torch.cuda.init()
-_loop(torch, 3000)
-_loop(torch, 3000, "cpu")
+cuda_step, cpu_step = _step(torch, "cuda"), _step(torch, "cpu")
+_loop(cuda_step, 3000)
+_loop(cpu_step, 3000)
 before, after = [], []
 for _ in range({blocks}):
-    before.append([_loop(torch, {n}), _loop(torch, {n}, "cpu")])
+    before.append([_loop(cuda_step, {n}), _loop(cpu_step, {n})])
 s = rlscope.profile(sys.argv[1], backend=False, nvml_hz=0, flush_interval=0.2)
 with s:
-    _loop(torch, 3000)
+    _loop(cuda_step, 3000)
     for _ in range({blocks}):
         with rlscope.scope("alloc"):
             mode = s._window_mode
-            cuda = _loop(torch, {n})
-        after.append([cuda, _loop(torch, {n}, "cpu"), mode])
+            cuda = _loop(cuda_step, {n})
+        after.append([cuda, _loop(cpu_step, {n}), mode])
 print(json.dumps({{"before": before, "after": after}}))
 """
 
