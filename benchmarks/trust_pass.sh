@@ -12,8 +12,8 @@
 #                                             PERSIST=1 benchmarks/cupti_persist.py (CUPTI's cost after one attach);
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
 #                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
-#                                             pair2 / pairs: two rows side by side, see below; LIM_A / LIM_B: seconds
-#                                             per row of VAL=all's first two pairs / its last two rows (one at a time); PPO_GPU_SCALE: PPO-GPU's size, 2 by default)
+#                                             pair2 / pairs: two rows side by side, see below; LIM_A / LIM_B / LIM_SB3: seconds
+#                                             per row of VAL=all's first two pairs / its last two rows (one at a time) / its SB3 PPO row; PPO_GPU_SCALE: PPO-GPU's size, 2 by default)
 set -uo pipefail
 OUT=${OUT:-/tmp/rlscope-trust-pass}
 REPS=${REPS:-5}
@@ -158,8 +158,11 @@ if [ "$VAL" = all ] || [ "$VAL" = a ]; then
 val ppo_gpu 0-7 "${LIM_A:-200}" python3 benchmarks/validation_workloads.py ppo_gpu --scale "${PPO_GPU_SCALE:-2}" &
 OMP_NUM_THREADS=1 val ppo_cpu 8-15 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py ppo_cpu &
 wait
-# --n-steps 256: eight `train` calls (at the default 2,048, one call, which no window pairs)
-val sb3_ppo 0-7 "${LIM_A:-170}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps 2048 --n-steps 256 &
+# --n-steps 256 with 4 envs: 1,024 steps an update. 8,192 steps, eight `train` calls: at 2,048 (two
+# calls, the first one cold, ~3 s measured) the run held ~7 window switches, `train` fell back to the
+# pooled cost, and the row read +12-13% on both devices (twenty-ninth session); at 8,192 +3.6% (H200)
+# and +6.2% (H100). ~170 s for 4 repetitions on an H200, 3 in 210 s on an H100: LIM_SB3 gives it its own limit
+val sb3_ppo 0-7 "${LIM_SB3:-240}" python3 benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps "${SB3_PPO_STEPS_A:-8192}" --n-steps 256 &
 OMP_NUM_THREADS=1 val dqn 8-15 "${LIM_A:-170}" python3 benchmarks/validation_workloads.py dqn --scale "${SCALE:-0.5}" &
 wait
 fi

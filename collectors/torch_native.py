@@ -15,7 +15,6 @@ reason, and rlscope.collectors.torch_ops falls back to the Python mode.
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 import shutil
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rlscope import annotate
+from rlscope import annotate, autograd_engine
 from rlscope.trace import schema as S
 
 SOURCE = Path(__file__).with_name("torch_native.cpp")
@@ -229,32 +228,19 @@ class NativeBackendCollector:
         """Record each autograd backward/grad call as one op on the calling thread.
 
         No RecordFunction covers it: on CUDA the caller only waits while the engine's device
-        threads run the nodes, which would leave that wait as python time. Both
-        ``torch.autograd.backward`` and ``torch.autograd.grad`` (and ``Tensor.backward`` through
-        the former) call the module's ``_engine_run_backward``; it is replaced while the
-        collector runs. On CPU the nodes then count as nested ops of this record.
+        threads run the nodes, which would leave that wait as python time. The engine's entry is
+        wrapped while the collector runs (rlscope/autograd_engine.py). On CPU the nodes then count
+        as nested ops of this record.
         """
-        autograd = torch.autograd
-        original = getattr(autograd, "_engine_run_backward", None)
-        if original is None or getattr(original, "_rlscope_engine", False):
-            return
         enter, leave, name = _pylib.tn_enter, _pylib.tn_exit, ENGINE_NAME
-        compiling = torch.compiler.is_compiling  # Dynamo tracing through: nothing to record, no break
 
-        @functools.wraps(original)
-        def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
-            if compiling():
-                return original(*args, **kwargs)
-            counted = enter(name)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                if counted:
-                    leave()
+        def done(counted: Any) -> None:
+            if counted:
+                leave()
 
-        _engine_run_backward._rlscope_engine = True  # type: ignore[attr-defined]
-        autograd._engine_run_backward = _engine_run_backward
-        self._engine = (autograd, original, _engine_run_backward)
+        handle = autograd_engine.wrap(torch, "backend", lambda: enter(name), done)
+        if handle is not None:
+            self._engine = handle
 
     def set_enabled(self, on: bool) -> None:
         """Switch recording on or off (the session's alternating windows); cheap, any thread."""
@@ -305,11 +291,8 @@ class NativeBackendCollector:
     def stop(self) -> None:
         if self.lib is None:
             return
-        if self._engine is not None:
-            autograd, original, wrapper = self._engine
-            if autograd._engine_run_backward is wrapper:
-                autograd._engine_run_backward = original
-            self._engine = None
+        autograd_engine.unwrap(self._engine)
+        self._engine = None
         self.lib.tn_stop()
         self.flush()
         if self.drops:

@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rlscope import autograd_engine
+
 TURN_ENV = "RLSCOPE_VALIDATE_TURN"
 DONE = -1
 NEVER = 2**63 - 1
@@ -125,32 +127,23 @@ class Turn:
         the host drew then; its null read 0.87-1.07 on an H100 and one fresh-clone VM pass missed
         on it (``train`` -8.8%). An update makes a backward call every few ms."""
         torch = sys.modules.get("torch")
-        autograd = getattr(torch, "autograd", None)
-        original = getattr(autograd, "_engine_run_backward", None)
-        if original is None or self._engine is not None:
+        if torch is None or self._engine is not None:
             return
 
-        def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.points += 1
-                if threading.get_ident() == self.main_ident and not self.free and not self.released:
-                    with contextlib.suppress(Exception):  # never break the user's job
-                        now = session.clock()
-                        if now >= session.tick_due_ns:
-                            session.run_tick(now)
+        def after(_: Any) -> None:
+            self.points += 1
+            if threading.get_ident() == self.main_ident and not self.free and not self.released:
+                with contextlib.suppress(Exception):  # never break the user's job
+                    now = session.clock()
+                    if now >= session.tick_due_ns:
+                        session.run_tick(now)
 
-        autograd._engine_run_backward = _engine_run_backward
-        self._engine = (autograd, original, _engine_run_backward)
+        self._engine = autograd_engine.wrap(torch, "twin", lambda: None, after)
 
     def remove_points(self) -> None:
         """Unwrap the autograd engine (add_points), unless wrapped again since. The profiled session
         calls it before its collectors stop, so that each wrapper is taken off in the order put on."""
-        if self._engine is not None:
-            autograd, original, wrapper = self._engine
-            if autograd._engine_run_backward is wrapper:  # not wrapped again since
-                autograd._engine_run_backward = original
+        autograd_engine.unwrap(self._engine)
 
     # -- start and end --------------------------------------------------------------------------
     def start(self) -> None:
