@@ -239,12 +239,14 @@ def sb3_ppo_step(device: str) -> Callable[[], None]:
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     import rlscope
 
     torch.set_num_threads(1)
     env = make_vec_env("CartPole-v1", n_envs=4, seed=1, wrapper_class=rlscope.wrap_env)
     model = PPO("MlpPolicy", env, n_steps=SB3_PPO_STEPS, batch_size=64, seed=1, device=device, verbose=0)
+    model.set_logger(Logger(None, []))  # no output: SB3 would make an empty /tmp/SB3-<time> a call
     _thirdparty("sb3_ppo").annotate(model)
     per_call = 4 * SB3_PPO_STEPS
 
@@ -261,12 +263,14 @@ def sb3_sac_step(device: str) -> Callable[[], None]:
     import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     import rlscope
 
     torch.set_num_threads(1)
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=1, wrapper_class=rlscope.wrap_env)
     model = SAC("MlpPolicy", env, seed=1, device=device, verbose=0)
+    model.set_logger(Logger(None, []))  # no output: SB3 would make an empty /tmp/SB3-<time> a call
     _thirdparty("sb3_sac").annotate(model)
 
     def step() -> None:

@@ -51,10 +51,12 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     torch.set_num_threads(args.torch_threads)
     env = make_vec_env("CartPole-v1", n_envs=4, seed=args.seed, wrapper_class=rlscope.wrap_env)
     model = PPO("MlpPolicy", env, n_steps=args.n_steps, seed=args.seed, device=args.device, verbose=0)
+    model.set_logger(Logger(None, []))  # no output: SB3 would make an empty /tmp/SB3-<time> a run
     annotate(model)
     t0 = time.perf_counter()
     gpu = "auto" if args.device == "cuda" else False

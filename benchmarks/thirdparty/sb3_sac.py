@@ -43,10 +43,12 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     torch.set_num_threads(args.torch_threads)
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=args.seed, wrapper_class=rlscope.wrap_env)
     model = SAC("MlpPolicy", env, seed=args.seed, device=args.device, verbose=0)
+    model.set_logger(Logger(None, []))  # no output: SB3 would make an empty /tmp/SB3-<time> a run
     annotate(model)
     t0 = time.perf_counter()
     gpu = "auto" if args.device == "cuda" else False
