@@ -379,3 +379,42 @@ def test_reader_and_timeline_use_backend_file(tmp_path):
     tl, _, _ = timeline_with_gpu(proc)
     inside = (tl.kind == S.BACKEND_BEGIN) & (tl.name == op)
     assert inside.sum() == 1 and int(tl.cat[inside][0]) == categories.BACKEND
+
+
+@pytest.mark.gpu
+def test_backward_on_cuda_is_one_record_spanning_the_callers_wait(lib, tmp_path):
+    """On CUDA the engine's device thread runs the nodes while the caller waits: the caller's
+    thread holds one ``torch.autograd.backward`` record over that wait (the engine wrapper,
+    rlscope/autograd_engine.py), in full windows and light ones alike unwrapped at the end."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    x = torch.randn(64, device="cuda", requires_grad=True)
+    original = torch.autograd._engine_run_backward
+    spans = []
+    with rlscope.profile(tmp_path / "t", gpu=False, windows=False, nvml_hz=0):
+        for _ in range(3):
+            y = x
+            for _ in range(100):  # 200 nodes: the engine's work outweighs the Python around it
+                y = y * 1.01 + 0.1
+            loss = y.sum()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter_ns()
+            loss.backward()
+            t1 = time.perf_counter_ns()
+            spans.append((t0, t1))
+        torch.cuda.synchronize()
+    assert torch.autograd._engine_run_backward is original
+    proc = load_trace(tmp_path / "t").processes[0]
+    b = proc.backend.to_pydict()
+    main = threading.get_native_id()
+    recs = [
+        (s, e)
+        for n, s, e, t in zip(b["name"], b["start_ns"], b["end_ns"], b["thread"], strict=True)
+        if t == main and proc.name(n) == "torch.autograd.backward"
+    ]
+    assert len(recs) == 3
+    for (s, e), (t0, t1) in zip(recs, spans, strict=True):
+        # the record lies inside the timed call and covers most of it (the seed gradient and the
+        # Python around the engine call are outside it)
+        assert t0 <= s and e <= t1
+        assert e - s >= 0.5 * (t1 - t0)
