@@ -10,6 +10,7 @@
 #                                             LOCKSTEP_ATIMERS=1: the corrected figure per operation against A's timers);
 #                                             INTERLEAVE=1 benchmarks/interleave_cost.py (boundaries' in-loop cost);
 #                                             PERSIST=1 benchmarks/cupti_persist.py (CUPTI's cost after one attach);
+#                                             NULLS="sim_eager sb3_sac" benchmarks/twin_null.py on those rows (the twin's own null);
 #                                             VAL=none skips validation; VAL=rest: eager simulator, SB3 PPO
 #                                             and SAC, each alone; VAL=sb3_ppo / sac: one of them; VAL=cpu_pair / pair1 /
 #                                             pair2 / pairs: two rows side by side, see below; LIM_A / LIM_B / LIM_SB3: seconds
@@ -123,6 +124,21 @@ fi
 if [ -n "${RESIDUAL:-}" ]; then  # how long a window switch keeps costing, per window kind
     timeout "${RESIDUAL_LIMIT:-150}" python3 benchmarks/switch_residual.py --rounds "${RESIDUAL_ROUNDS:-3}" --attached \
         --json "$OUT/switch_residual.json" 2>&1 | tee "$OUT/switch_residual.log" | tail -40
+fi
+if [ -n "${NULLS:-}" ]; then  # the twin's own null (both sides plain timers) on matrix rows, e.g. NULLS="sim_eager sb3_sac"
+    for row in $NULLS; do
+        case $row in
+            sim_eager) cmd="benchmarks/validation_workloads.py sim_eager --device cuda --scale ${SCALE:-0.5}" ;;
+            ppo_gpu) cmd="benchmarks/validation_workloads.py ppo_gpu --scale ${PPO_GPU_SCALE:-2}" ;;
+            sb3_sac) cmd="benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps 400" ;;
+            sb3_ppo) cmd="benchmarks/thirdparty/sb3_ppo.py --device cuda --timesteps ${SB3_PPO_STEPS_A:-8192} --n-steps 256" ;;
+            *) echo "NULLS: unknown row $row"; continue ;;
+        esac
+        echo "== null $row"
+        # shellcheck disable=SC2086  # cmd: the row's arguments, split on spaces
+        timeout "${NULL_LIMIT:-150}" python3 benchmarks/twin_null.py --reps "${NULL_REPS:-4}" --json "$OUT/null_$row.json" \
+            -- python3 $cmd 2>&1 | grep -v "^rlscope: warning" | tee "$OUT/null_$row.log" | tail -9
+    done
 fi
 val() {  # name, cores, seconds limit, command...
     local name=$1 cores=$2 limit=$3

@@ -5,12 +5,13 @@ profiled run do (rlscope/twin.py). Every figure should read 1.000.
                                    -- python train.py ARGS...
 
 Why: a twin validation sets the profiled run's corrected figures against the timed run beside it; a
-difference between the two *sides* of the protocol (leader and follower, first and second turn,
-the core each thread lands on, the cache each turn starts with) would read as rlscope's error. Here
-both sides run the same plain timers, so whatever the follower's figures differ from the leader's by
-is the method's own bias and noise. Per repetition and per operation above 5% of the run: the
-follower's inclusive time over the leader's (their timers' own cost taken off both), and the same
-for the whole run; the median and range over repetitions.
+difference between the two *sides* of the protocol (first and second turn, the core each thread
+lands on, the cache each turn starts with; until the thirtieth session also leading and catching up,
+which read the catching-up side +10.7% on an H100) would read as rlscope's error. Here both sides run
+the same plain timers, so whatever the second side's figures differ from the first's by is the
+method's own bias and noise. Per repetition and per operation above 5% of the run: the second side's
+(the profiled run's place in a validation) inclusive time over the first's (their timers' own cost
+taken off both), and the same for the whole run; the median and range over repetitions.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def main(argv: list[str]) -> int:
         runner.run("timers", -1)  # warm-up, and whether the script calls rlscope.profile
         for rep in range(args.reps):
             pair = runner.run_pair(rep, ("timers", "timers"), counted=not args.timed)
-            runs = pair if rep % 2 == 0 else pair[::-1]  # the pipes' first side (the leader) first
+            runs = pair if rep % 2 == 0 else pair[::-1]  # the pipes' first side (the timed run's place) first
             lead, follow = runs
             t_lead = validate.corrected_timers(lead.record["timers"], costs)
             t_follow = validate.corrected_timers(follow.record["timers"], costs)
@@ -75,7 +76,7 @@ def main(argv: list[str]) -> int:
                 + ", ".join(f"{op} {b / a:.3f}" for op, (a, b) in row.items() if a > 0)
                 + f" looks {follow.record['turn']['looks']} turns {follow.record['turn']['turns']}"
             )
-    print(f"twin null: follower / leader over {args.reps} repetitions, median [min-max]")
+    print(f"twin null: second side / first over {args.reps} repetitions, median [min-max]")
     summary = {}
     for op in reps[0]["figures"]:
         ratios = [r["figures"][op][1] / r["figures"][op][0] for r in reps if op in r["figures"]]

@@ -13,13 +13,19 @@ Protocol. The parent (rlscope/validate.py) makes one pipe per child, and each ch
 partner's. A child runs while the other blocks reading its pipe; at the first scope exit of the main
 thread after its turn is due (the sessions' ``tick_due_ns`` hook: no cost between turns) it writes
 how far it has run and blocks on its own pipe. How far: scope exits so far (the C scope methods'
-count, the same in the timed and the profiled run of one program). The *leader* (the timed run)
-takes turns of ``turn_ns``; the *follower* (the profiled run) runs until it has reached the count
-the leader handed over, so both turns cover the same stretch of the program whatever the profile
-costs, and neither run ends with a long stretch alone. A message of ``DONE`` (or an end of file):
+count, the same in the timed and the profiled run of one program). Both children take turns alike:
+a turn first *catches up* with the partner, running until it has reached the count the partner
+handed over, then *leads* for half of ``turn_ns`` and hands its own count over. So each stretch of
+the program is run twice in a row, first by the child that leads it, then by the other, whatever the
+profile costs, and neither run ends with a long stretch alone. Why both alike: a side that only
+catches up stretches its turns when the host slows the core, so it spends more of the host's slow
+spells running than a side whose turns are fixed in time. With the timed run leading and the
+profiled run catching up, the twin's null (two timed runs) read the catching-up side 1.107
+[1.017-1.175] of the leading one on the eager simulator on an H100 (BENCHMARKS.md §9, thirtieth
+session; `benchmarks/twin_sim.py` reproduces it on a simulated host: +5-9%, and 1.000 with both alike).
+A message of ``DONE`` (or an end of file):
 the partner has ended; the run goes on without turns. The parent holds the write ends too and
 sends ``DONE`` when a child exits, so a child never waits on a partner that died.
-
 The time a child waits is not its own: the timer session takes it off as a pause, the profiled
 session marks it as rlscope's time (the analyzer removes it), and each child's record says how
 long it waited (``as_record``).
@@ -41,8 +47,11 @@ from rlscope import autograd_engine
 TURN_ENV = "RLSCOPE_VALIDATE_TURN"
 DONE = -1
 NEVER = 2**63 - 1
-TURN_NS = 100_000_000  # a turn: short beside the host's few seconds at one speed, long beside a switch
-FOLLOWER_CAP = 4  # a follower hands over after this many leader turns, count reached or not
+# a turn (a catch-up and a lead of half of it): short beside the host's slow spells of 0.1-0.3 s on the
+# devices, long beside a hand-over. On a simulated host with such spells, two sides' totals spread
+# -2.6%..+2.5% (10th-90th percentile) at 50 ms and -5.9%..+5.5% at 100 ms (tests/test_twin.py)
+TURN_NS = 50_000_000
+CATCH_UP_CAP = 4  # a catch-up hands over after this many turns' time, count reached or not
 _MSG = struct.Struct("<q")
 
 
@@ -52,7 +61,7 @@ class Spec:
 
     rfd: int  # read: the partner's hand-overs
     wfd: int  # write: this child's hand-overs
-    leader: bool  # turns of turn_ns (else: up to the leader's count)
+    by_time: bool  # turns of turn_ns only (the null's control); else catch up, then lead turn_ns / 2
     first: bool  # runs first (else waits at start for the partner's first hand-over)
     turn_ns: int = TURN_NS
     main_cpu: int | None = None  # the main thread's core (both children's), None: not pinned
@@ -61,15 +70,15 @@ class Spec:
     def encode(self) -> str:
         aux = "+".join(str(c) for c in self.aux_cpus)
         main = "" if self.main_cpu is None else str(self.main_cpu)
-        return f"{self.rfd},{self.wfd},{int(self.leader)},{int(self.first)},{self.turn_ns},{main},{aux}"
+        return f"{self.rfd},{self.wfd},{int(self.by_time)},{int(self.first)},{self.turn_ns},{main},{aux}"
 
     @classmethod
     def decode(cls, text: str) -> Spec:
-        rfd, wfd, leader, first, turn_ns, main, aux = text.split(",")
+        rfd, wfd, by_time, first, turn_ns, main, aux = text.split(",")
         return cls(
             int(rfd),
             int(wfd),
-            leader == "1",
+            by_time == "1",
             first == "1",
             int(turn_ns),
             int(main) if main else None,
@@ -94,15 +103,16 @@ class Turn:
         self.turns = 0  # hand-overs made
         self.waited_ns = 0  # in hand_over(), after start
         self.start_wait_ns = 0  # at start, before the job's time begins
-        self.capped = 0  # follower turns handed over at FOLLOWER_CAP before the count was reached
-        self.looks = 0  # follower: looks at the count that found the turn not yet over
+        self.capped = 0  # catch-ups handed over at CATCH_UP_CAP before the count was reached
+        self.looks = 0  # looks at the count that found a catch-up not yet done
         self.log: list[tuple[int, int, int, int]] = []  # per turn: start ns, own ns, first count, last count
-        self._target: int | None = None  # follower: the leader's count to reach (None: time only)
+        self._target: int | None = None  # the partner's count to catch up with (None: leading)
         self._turn_start = 0
         self._turn_count = 0
-        self._look = (0, 0)  # follower: (time, count) at its last look at the count
-        self._look_from: int | None = None  # follower: its first look in this turn
-        self._last_turn_ns = spec.turn_ns
+        self._lead_start = 0  # when this turn's lead began
+        self._look = (0, 0)  # (time, count) at the last look at the count
+        self._look_from: int | None = None  # the catch-up's first look
+        self._last_catch_ns = spec.turn_ns // 2  # how long the last catch-up took
         self._pinned: set[int] = set()
         self.points = 0  # returns from torch's autograd engine counted (add_points)
         self._engine: tuple[Any, Any, Any] | None = None  # (torch.autograd, original, wrapper)
@@ -214,7 +224,6 @@ class Turn:
         except OSError:  # the partner is gone
             self.free = True
         self.turns += 1
-        self._last_turn_ns = max(now - self._turn_start, 1)
         if not self.free:
             self._receive()
         end = self.clock()
@@ -222,21 +231,32 @@ class Turn:
         self._begin_turn(end)
         return end - now
 
+    @property
+    def lead_ns(self) -> int:
+        """How long a turn leads: half a turn, so that a catch-up and a lead make one."""
+        return self.spec.turn_ns if self.spec.by_time else self.spec.turn_ns // 2
+
     def _over(self, now: int) -> bool:
-        """Whether this turn is done; a follower short of its count looks again when, at its pace
-        so far, it will have reached it."""
-        elapsed = now - self._turn_start
-        if self.spec.leader or self._target is None:
-            if elapsed >= self.spec.turn_ns:
-                return True
-            self.due_ns = self._turn_start + self.spec.turn_ns
-            return False
-        count = self.count()
-        if count is None or count >= self._target:
+        """Whether this turn is done: caught up with the partner, then led for ``lead_ns``. A
+        catch-up short of its count looks again when, at its pace so far, it will have reached it."""
+        if self._target is not None:
+            count = self.count()
+            if count is not None and count < self._target:
+                return self._look_again(now, count)
+            self._last_catch_ns = max(now - self._turn_start, 1)
+            self._target = None
+            self._lead_start = now  # the lead starts where the partner's count is reached
+        if now - self._lead_start >= self.lead_ns:
             return True
-        if self._look_from is None:  # the turn's first look: its start-up, if any, is behind it
+        self.due_ns = self._lead_start + self.lead_ns
+        return False
+
+    def _look_again(self, now: int, count: int) -> bool:
+        """A catch-up not yet done: when to look next (True: hand over at the cap instead)."""
+        assert self._target is not None
+        if self._look_from is None:  # the catch-up's first look: its start-up, if any, is behind it
             self._look_from = now
-        elif now - self._look_from >= FOLLOWER_CAP * self.spec.turn_ns:
+        elif now - self._look_from >= CATCH_UP_CAP * self.spec.turn_ns:
             self.capped += 1
             return True
         # the pace since the last look (a turn's first stretch can hold the program's start-up)
@@ -264,7 +284,7 @@ class Turn:
         (value,) = _MSG.unpack(data)
         if value == DONE:
             self.free = True
-        elif not self.spec.leader:
+        elif not self.spec.by_time:
             self._target = value
 
     def _begin_turn(self, now: int) -> None:
@@ -274,10 +294,11 @@ class Turn:
         self._look_from = None
         if self.free:
             self.due_ns = NEVER
-        elif self.spec.leader or self._target is None:
-            self.due_ns = now + self.spec.turn_ns
-        else:  # first look: most of the last turn's length (the pace is known after it)
-            self.due_ns = now + int(min(self._last_turn_ns, self.spec.turn_ns) * 0.8)
+        elif self._target is None:  # the first turn of the side that starts, or turns by time
+            self._lead_start = now
+            self.due_ns = now + self.lead_ns
+        else:  # first look: most of the last catch-up's length (the pace is known after it)
+            self.due_ns = now + int(min(self._last_catch_ns, self.spec.turn_ns) * 0.8)
 
     def _pin_others(self) -> None:
         """Every thread but the main one onto the other cores (threads inherit the main thread's
@@ -298,7 +319,7 @@ class Turn:
     def as_record(self) -> dict[str, Any]:
         """What the child's record says about its turns."""
         return {
-            "leader": self.spec.leader,
+            "by_time": self.spec.by_time,
             "first": self.spec.first,
             "turns": self.turns,
             "waited_s": self.waited_ns / 1e9,
@@ -314,7 +335,7 @@ class Turn:
 def _sync_gpu() -> None:
     """Finish this process's GPU work before the partner's turn: work left queued ran on the GPU
     beside the partner's and slowed one side more than the other (the twin null of PPO-GPU on an
-    H100 read the follower 1.02-1.05x the leader, SB3 PPO 1.06-1.18x; BENCHMARKS.md §9,
+    H100 read one side 1.02-1.05x the other, SB3 PPO 1.06-1.18x; BENCHMARKS.md §9,
     twenty-seventh session). Only where the program has set CUDA up itself."""
     torch = sys.modules.get("torch")
     try:

@@ -781,7 +781,7 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument(
         "--twin",
         action="store_true",
-        help="run each repetition's timed and profiled runs side by side, taking turns of ~0.1 s on"
+        help="run each repetition's timed and profiled runs side by side, taking turns of ~50 ms on"
         " one core, so that both see the machine at the same speeds (no unprofiled runs; the total"
         " is checked against the timed run's)",
     )
@@ -790,7 +790,8 @@ def parse_args(argv: list[str]) -> Options:
         type=float,
         default=twin.TURN_NS / 1e6,
         metavar="MS",
-        help=f"--twin: the timed run's turn (default {twin.TURN_NS / 1e6:g} ms)",
+        help=f"--twin: a turn, a catch-up with the other run and a lead of half of it (default"
+        f" {twin.TURN_NS / 1e6:g} ms)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="show the program's output")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python train.py ...)")
@@ -1100,21 +1101,21 @@ class _Runner:
     def run_pair(
         self, rep: int, modes: tuple[str, str] = ("timers", "profiled"), counted: bool = True
     ) -> list[ChildRun]:
-        """Two runs side by side, in turns on one core (rlscope/twin.py): ``modes[0]`` leads (turns
-        of ``--turn-ms``), ``modes[1]`` follows (up to the leader's count); the one that takes the
-        first turn alternates by repetition. The two runs, the first one first. Two runs of the same
-        mode are the method's null (benchmarks/twin_null.py); ``counted=False`` makes both sides take
-        turns by time (the null's control for the count matching)."""
+        """Two runs side by side, in turns on one core (rlscope/twin.py): each turn catches up with
+        the partner's count, then leads for half of ``--turn-ms``; which run takes the first turn
+        alternates by repetition (``modes[0]`` in even ones). The two runs, the first one first. Two
+        runs of the same mode are the method's null (benchmarks/twin_null.py); ``counted=False``
+        makes both sides take turns by time (the null's control for the count matching)."""
         lead_first = rep % 2 == 0
         order = [0, 1] if lead_first else [1, 0]
         tags = ("", "-twin") if modes[0] == modes[1] else ("", "")
         cores = self._cores()
         main_cpu, aux = twin_cores(cores)
         turn_ns = int(self.opts.turn_ms * 1e6)
-        r0, w0 = os.pipe()  # the leader reads its turns here; the follower writes them
+        r0, w0 = os.pipe()  # modes[0] reads its turns here; modes[1] writes them
         r1, w1 = os.pipe()
         specs = (
-            twin.Spec(r0, w1, True, lead_first, turn_ns, main_cpu, aux),
+            twin.Spec(r0, w1, not counted, lead_first, turn_ns, main_cpu, aux),
             twin.Spec(r1, w0, not counted, not lead_first, turn_ns, main_cpu, aux),
         )
         partner_w = {0: w1, 1: w0}  # the parent's DONE when a run exits
