@@ -22,7 +22,12 @@ from rlscope._version import __version__
 from rlscope.errors import RLScopeError
 
 SCHEMA = "rlscope.calibration/1"
-KEY_FIELDS = ("host", "machine", "cpu", "python", "torch", "cuda", "scopes", "rlscope")
+KEY_FIELDS = ("host", "machine", "cpu", "gpu", "python", "torch", "cuda", "scopes", "rlscope")
+# the GPU joined the key in the thirtieth session: the device machines, an H100's and an H200's, share
+# a host name and a CPU model, and one's calibration (memory events, traced CUDA calls) was taken for
+# the other's. Traces and calibrations from before have no such field, and match each other still.
+GPU_FIELD = "gpu"
+NVIDIA_PROC = "/proc/driver/nvidia/gpus"
 
 
 class CalibrationError(RLScopeError):
@@ -39,6 +44,20 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or ""
+
+
+def gpu_model(root: str | os.PathLike[str] = NVIDIA_PROC) -> str:
+    """The NVIDIA GPUs' model names ('+'-joined, sorted; '' without any), read from the driver's
+    files: no CUDA context, no library, so a session can record it at start for free."""
+    names = set()
+    for info in sorted(Path(root).glob("*/information")):
+        try:
+            for line in info.read_text(errors="replace").splitlines():
+                if line.startswith("Model:"):
+                    names.add(line.split(":", 1)[1].strip())
+        except OSError:
+            continue
+    return "+".join(sorted(names))
 
 
 def torch_cuda_version() -> str:
@@ -69,6 +88,7 @@ def current_key() -> dict[str, str]:
         "host": socket.gethostname(),
         "machine": platform.machine(),
         "cpu": cpu_model(),
+        GPU_FIELD: gpu_model(),
         "python": sys.version.split()[0],
         "torch": _package_version("torch"),
         "cuda": torch_cuda_version(),
@@ -79,7 +99,9 @@ def current_key() -> dict[str, str]:
 
 def trace_key(metadata: dict[str, str]) -> dict[str, str]:
     """The calibration key of the process that wrote a trace (fields missing in old traces are '?')."""
-    key = {f: metadata.get(f, "?") for f in KEY_FIELDS if f != "rlscope"}
+    key = {f: metadata.get(f, "?") for f in KEY_FIELDS if f not in ("rlscope", GPU_FIELD)}
+    if GPU_FIELD in metadata:  # absent from traces written before it joined the key
+        key[GPU_FIELD] = metadata[GPU_FIELD]
     key["rlscope"] = metadata.get("rlscope.version", "?")
     return key
 

@@ -51,9 +51,14 @@ def stack_info() -> dict[str, str]:
     """Machine and CUDA facts that key overhead calibrations (rlscope.calibration); no torch import."""
     import platform
 
-    from rlscope.calibration import cpu_model, torch_cuda_version
+    from rlscope.calibration import cpu_model, gpu_model, torch_cuda_version
 
-    return {"machine": platform.machine(), "cpu": cpu_model(), "cuda": torch_cuda_version()}
+    return {
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "gpu": gpu_model(),
+        "cuda": torch_cuda_version(),
+    }
 
 
 _NEVER = 2**63 - 1

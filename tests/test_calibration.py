@@ -669,3 +669,42 @@ def test_a_backend_measured_within_the_fast_band_but_slower_is_stored_at_the_fas
     backend = cal["costs_ns"]["backend"]
     assert backend["total"] == pytest.approx(962.0 * 148 / 188, rel=1e-3) and backend["measured_ns"] == 962.0
     assert cal["costs_ns"]["scope"]["total"] == 260.0  # judged in ns at the fast speed: as measured
+
+
+def test_the_gpu_model_is_read_from_the_drivers_files(tmp_path):
+    assert cal_mod.gpu_model(tmp_path / "none") == ""
+    for bus, model in (("0000:18:00.0", "NVIDIA H100 80GB HBM3"), ("0000:2a:00.0", "NVIDIA H100 80GB HBM3")):
+        (tmp_path / bus).mkdir()
+        (tmp_path / bus / "information").write_text(f"Model: \t\t {model}\nIRQ:   \t\t 35\n")
+    assert cal_mod.gpu_model(tmp_path) == "NVIDIA H100 80GB HBM3"
+    (tmp_path / "0000:3b:00.0").mkdir()
+    (tmp_path / "0000:3b:00.0" / "information").write_text("Model: \t\t NVIDIA H200\n")
+    assert cal_mod.gpu_model(tmp_path) == "NVIDIA H100 80GB HBM3+NVIDIA H200"
+
+
+def _metadata(key: dict[str, str]) -> dict[str, str]:
+    """Trace metadata as a session writes it, for a calibration key."""
+    meta = {f: v for f, v in key.items() if f != "rlscope"}
+    meta["rlscope.version"] = key["rlscope"]
+    return meta
+
+
+def test_a_calibration_taken_with_another_gpu_is_not_used():
+    """Two device machines with one host name and CPU model: the H200's calibration must not
+    correct the H100's trace (it did, until the GPU joined the key)."""
+    key = {**cal_mod.current_key(), "gpu": "NVIDIA H200"}
+    cal_mod.save({"schema": cal_mod.SCHEMA, "created": "test", "key": key, "costs_ns": {"scope": {"x": 1.0}}})
+    found, why = cal_mod.find(_metadata({**key, "gpu": "NVIDIA H100 80GB HBM3"}))
+    assert found is None and "gpu 'NVIDIA H200' vs 'NVIDIA H100 80GB HBM3'" in why
+    found, why = cal_mod.find(_metadata(key))
+    assert found is not None and why is None
+
+
+def test_a_trace_and_a_calibration_from_before_the_gpu_field_still_match():
+    key = {f: v for f, v in cal_mod.current_key().items() if f != "gpu"}
+    cal_mod.save({"schema": cal_mod.SCHEMA, "created": "test", "key": key, "costs_ns": {"scope": {"x": 1.0}}})
+    found, why = cal_mod.find(_metadata(key))
+    assert found is not None, why
+    # a trace of today (it records its GPU, '' on a machine without one) does not take it
+    found, why = cal_mod.find(_metadata({**key, "gpu": ""}))
+    assert found is None and "gpu" in why
