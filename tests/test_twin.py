@@ -249,6 +249,7 @@ def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
     for x in runs:
         turn = x["turn"]
         assert turn is not None and turn["turns"] >= 3 and turn["counted"]
+        assert not turn["by_time"]  # both runs catch up and lead: neither takes turns fixed in time
         assert x["waited_s"] > 0.3 * nominal  # it did wait for its twin
         assert turn["capped"] == 0
     rows = {row["operation"]: row for row in res["rows"]}
