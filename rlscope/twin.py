@@ -22,7 +22,8 @@ catches up stretches its turns when the host slows the core, so it spends more o
 spells running than a side whose turns are fixed in time. With the timed run leading and the
 profiled run catching up, the twin's null (two timed runs) read the catching-up side 1.107
 [1.017-1.175] of the leading one on the eager simulator on an H100 (BENCHMARKS.md §9, thirtieth
-session; `benchmarks/twin_sim.py` reproduces it on a simulated host: +5-9%, and 1.000 with both alike).
+session); tests/test_twin.py drives this code on a fake clock whose host slows the core in spells:
++11.6% with one side only catching up, -0.2% with both alike.
 A message of ``DONE`` (or an end of file):
 the partner has ended; the run goes on without turns. The parent holds the write ends too and
 sends ``DONE`` when a child exits, so a child never waits on a partner that died.
