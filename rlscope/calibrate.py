@@ -53,7 +53,7 @@ import numpy as np
 
 import rlscope
 from rlscope import calibration as cal_mod
-from rlscope import categories
+from rlscope import categories, reference
 from rlscope.annotate import simulator
 from rlscope.trace import schema as S
 
@@ -264,9 +264,7 @@ def refusal(entry: str, st: Stable) -> str | None:
 # -- micro-workloads --------------------------------------------------------------------------
 
 
-def _work(state: list[int]) -> None:
-    """A little Python between events (~0.3 us): a loop never runs the profiler's code back to back."""
-    state[0] = (state[0] * 1103515245 + 12345) & 0x7FFFFFFF
+_work = reference.work  # the reference loop's step (rlscope/reference.py), between events here too
 
 
 def _scope_loop(n: int, outer: Any = OUTER, inner: Any = INNER) -> None:
@@ -287,11 +285,7 @@ def _category_loop(n: int, outer: Any = OUTER) -> None:
                 pass
 
 
-def _spin(n: int) -> None:
-    """Plain Python, no events: the job that background threads stall through the GIL."""
-    state = [1]
-    for _ in range(n):
-        _work(state)
+_spin = reference.spin  # plain Python, no events: the job that background threads stall through the GIL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,7 +400,7 @@ def _reference() -> float:
     """CPU ns per iteration of a plain Python loop (the least of 3 short timings): how fast this
     machine runs Python at the moment; stored beside each cost (``ref_ns``), since on a shared
     machine every cost moves with it."""
-    return min(_measure(Workload(_spin), 2000, True)[0] for _ in range(3)) / 2000
+    return reference.reference_ns(2000, 3)  # the loop a session times too (rlscope/reference.py)
 
 
 REF_TRIES = 3  # a round whose reference moved is run again, at most this many times in all

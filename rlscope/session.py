@@ -27,7 +27,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rlscope import _imports, annotate, categories
+from rlscope import _imports, annotate, categories, reference
 from rlscope._version import __version__
 from rlscope.errors import RLScopeError, warn_once
 from rlscope.trace import schema as S
@@ -303,7 +303,10 @@ class Session:
         self._start_collectors()
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
         self.main_tid = threading.get_native_id()
-        self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, -1, -1, 0))
+        # the machine's Python speed now (rlscope/reference.py: ``parent`` of the start, window and
+        # end rows), taken before the run starts: the analysis prices rlscope's Python at the run's speed
+        speed = reference.session_sample_ps()
+        self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, speed, -1, 0))
         self._start_windows()
         self._bind_lean(scope_native)
         from rlscope import twin
@@ -401,9 +404,10 @@ class Session:
                 self._togglers.remove(col)
                 print(f"rlscope: warning: cannot switch {col!r}: {e}", file=sys.stderr)
         self._window_mode = mode
+        speed = reference.session_sample_ps()  # ~0.15 ms, rlscope's time like the switch
         annotate.category_exit(self, categories.PROFILER)
         now = self.clock()
-        self.events.append((now, self.main_tid, S.WINDOW, mode, -1, -1, 0))
+        self.events.append((now, self.main_tid, S.WINDOW, mode, speed, -1, 0))
         self._switch_ns[mode] = now - t0
         self._schedule(mode, now)
 
@@ -520,8 +524,10 @@ class Session:
                 c = st.cats.pop()
                 parent = st.cats[-1] if st.cats else 0
                 self.events.append((end_ns, st.thread, S.CAT_END, c, parent, -1, S.FLAG_FORCED_CLOSE))
-        # id: the signal that ended the process (-1: the session ended normally)
-        end = (end_ns, threading.get_native_id(), S.SESSION_END, signal or -1, -1, -1, 0)
+        # id: the signal that ended the process (-1: the session ended normally); parent: the
+        # machine's Python speed, timed after the run's end (rlscope/reference.py)
+        speed = reference.session_sample_ps() if not signal else -1
+        end = (end_ns, threading.get_native_id(), S.SESSION_END, signal or -1, speed, -1, 0)
         self.events.append(end)
         if annotate._active is self:
             annotate._active = None

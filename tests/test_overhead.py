@@ -567,3 +567,93 @@ def test_a_cuda_call_inside_rlscopes_own_work_stays_rlscopes():
     by_cat = {c: int(seg[(tl.cat == c) & (tl.thread == 1)].sum()) for c in np.unique(tl.cat)}
     assert by_cat[categories.PROFILER] == 4000  # [2000, 6000), its CUDA call included
     assert by_cat[categories.CUDA_API] == 1000  # [7000, 8000)
+
+
+def test_python_costs_are_priced_at_the_runs_own_speed(fake_session, monkeypatch):
+    """A calibration taken while the host ran Python at half the run's speed stored its boundary
+    costs at that speed (``ref_ns`` 200 against the run's 100): priced at the run's speed, the
+    injected overhead is removed exactly again; the native classes would not be scaled."""
+    from rlscope import reference
+
+    monkeypatch.setattr(reference, "session_sample_ps", lambda: 100_000)  # the run: 100 ns an iteration
+    session, clock = fake_session
+    session.options["flush_interval"] = 1e6
+    inj = Injector(clock)
+    iters = 5
+    with session:
+        for _ in range(iters):
+            inj.scope("outer", lambda: inj.simulator(2000))
+            clock.advance(50)
+    slow = 2  # the calibration's machine speed: twice as slow, every Python cost twice as high
+    _save(
+        _calibration(
+            scope={"inside": SCOPE_IN * slow, "outside": SCOPE_OUT * slow, "total": 0, "ref_ns": 200.0},
+            category={"inside": CAT_IN * slow, "outside": CAT_OUT * slow, "total": 0, "ref_ns": 200.0},
+            writer={"per_event": 0.0, "ref_ns": 200.0},
+        )
+    )
+    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    ops = s["operations"]
+    assert ops["outer"]["total_s"] == pytest.approx(iters * 2000e-9, abs=1e-12)
+    assert ops["outer"]["categories"]["simulator"] == pytest.approx(iters * 2000e-9, abs=1e-12)
+    assert s["wall_s"] == pytest.approx(iters * 2050e-9, abs=1e-12)
+    assert any("priced at this run's speed" in n and "x0.50" in n for n in s["overhead"]["notes"])
+
+
+def test_run_speed_is_the_mean_of_the_undisturbed_samples():
+    rows = [
+        (10, 1, S.SESSION_START, -1, 120_000, -1, 0),
+        (20, 1, S.WINDOW, S.WINDOW_LIGHT, 100_000, -1, 0),
+        (30, 1, S.OP_BEGIN, 0, 999_000, 0, 0),  # an operation's parent: not a sample
+        (40, 1, S.WINDOW, S.WINDOW_FULL, 400_000, -1, 0),  # disturbed: over 2.5x the fastest
+        (50, 1, S.WINDOW, S.WINDOW_LIGHT, -1, -1, 0),  # not timed
+        (60, 1, S.SESSION_END, -1, 110_000, -1, 0),
+    ]
+    assert overhead.run_reference_ns(_events_table(rows)) == pytest.approx(110.0)
+    old = [(10, 1, S.SESSION_START, -1, -1, -1, 0), (60, 1, S.SESSION_END, -1, -1, -1, 0)]
+    assert overhead.run_reference_ns(_events_table(old)) is None
+
+
+def test_speed_scale_leaves_native_costs_and_unknown_references_alone():
+    costs = costs_for(
+        _calibration(
+            scope={
+                "inside": 100,
+                "outside": 50,
+                "total": 150,
+                "measured_inside": 60,
+                "measured_outside": 50,
+                "ref_ns": 100.0,
+            },
+            backend={"inside": 0, "outside": 700, "total": 700, "ref_ns": 100.0},
+            category={"inside": 80, "outside": 40, "total": 120},  # an older file: no ref_ns
+            writer={"per_event": 30.0, "ref_ns": 150.0},
+        ),
+        {},
+    )
+    fast = overhead.at_run_speed(costs, 300.0)
+    assert fast.inside[S.CostClass.SCOPE] == 300 and fast.outside[S.CostClass.SCOPE] == 150
+    assert fast.dispatch_inside[S.CostClass.SCOPE] == pytest.approx(120)  # (100 - 60) x 3
+    assert fast.outside[S.CostClass.BACKEND] == 700  # native: as calibrated
+    assert fast.inside[S.CostClass.CATEGORY] == 80  # no reference: as calibrated
+    assert fast.writer_per_event == pytest.approx(60)  # 300 / 150
+    capped = overhead.at_run_speed(costs, 10_000.0)
+    assert capped.inside[S.CostClass.SCOPE] == 100 * overhead.MAX_SPEED_SCALE
+    assert overhead.at_run_speed(costs, None) is costs
+
+
+def test_a_session_times_the_reference_loop_at_start_switches_and_end(tmp_path):
+    """Real clock: the samples lie near the loop timed here (the same code, rlscope/reference.py)."""
+    from rlscope import reference
+
+    with rlscope.profile(tmp_path / "t", backend=False) as session:
+        session._togglers = [type("Toggle", (), {"set_enabled": lambda self, on: None})()]
+        for _ in range(3):
+            session.switch_window()
+    ev = rlscope.load_trace(str(tmp_path / "t")).processes[0].events
+    kind, parent = ev.column("kind").to_numpy(), ev.column("parent").to_numpy()
+    timed = np.isin(kind, (S.SESSION_START, S.SESSION_END)) | ((kind == S.WINDOW) & (parent != -1))
+    assert timed.sum() == 5 and (parent[timed] > 0).all()
+    here = reference.reference_ns()
+    run = overhead.run_reference_ns(ev)
+    assert here / 3 < run < here * 3

@@ -125,6 +125,7 @@ def analyze_process_pair(
     switched = windows.toggled(tl)
     # what the windows measure in the run is not subtracted again per event
     costs = overhead.without(costs, backend=switched["backend"], cuda_api=switched["gpu"])
+    costs = overhead.at_run_speed(costs, overhead.run_reference_ns(proc.events))
     mem_times, mem_notes = overhead.memory_times(proc, costs)
     fix = overhead.correct_timeline(tl, costs, nvml_samples, mem_times)
     est = windows.estimate(fix.timeline, raw=tl)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any
 
 import numpy as np
 
-from rlscope import categories
+from rlscope import categories, reference
 from rlscope.analysis import flush_stall
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
@@ -33,6 +34,13 @@ CLASS_NAMES = tuple(c.name.lower() for c in CostClass)
 # "0": ignore what boundaries measured, calibrated costs for every row (benchmarks comparing the two)
 MEASURED_ENV = "RLSCOPE_MEASURED_COSTS"
 MAX_BACKGROUND_SHARE = 0.5  # a larger share means a calibration that does not fit this run
+# the costs of rlscope's Python code, priced at the run's own speed (at_run_speed); the calibration
+# entries they come from are judged in reference-loop units (benchmarks/calibration_stability.py)
+SPEED_PRICED_CLASSES = (CostClass.SCOPE, CostClass.CATEGORY)
+SPEED_PRICED_ENTRIES = ("scope", "scope_nvtx", "category", "writer")
+SPEED_SAMPLE_BAND = 2.5  # run_reference_ns: samples up to this many times the fastest count
+MAX_SPEED_SCALE = 3.0  # at_run_speed scales by at most this, either way
+SPEED_NOTE = 0.10  # a scale further from 1 than this is said in the notes
 
 
 def _unknown() -> np.ndarray:
@@ -56,6 +64,10 @@ class EventCosts:
     # the GPU memory recorder per recorded allocator event (torch's trace entry and rlscope's
     # tracker, paid on the allocating thread); 0: not calibrated (rlscope/calibrate_memory.py)
     memory_per_event: float = 0.0
+    # per class (and the writer's): the reference loop's ns per iteration at which the calibration
+    # stored the cost; NaN: a cost not priced at the run's speed (:func:`at_run_speed`)
+    ref_ns: np.ndarray = dataclasses.field(default_factory=lambda: _unknown())
+    writer_ref_ns: float = math.nan
     used: dict[str, str] = dataclasses.field(default_factory=dict)  # class -> calibration entry used
     # calibration entry -> why `rlscope calibrate` refused it: a note then says so, instead of
     # sending the user to calibrate a machine that was calibrated
@@ -115,6 +127,8 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
             costs.notes.append(f"{_missing(entry, costs.refused)}: its overhead is not removed")
             continue
         row = table[entry]
+        if cls in SPEED_PRICED_CLASSES:
+            costs.ref_ns[cls] = _ref(row)
         costs.inside[cls] = float(row.get("inside", 0.0))
         costs.outside[cls] = float(row.get("outside", 0.0))
         costs.used[CLASS_NAMES[cls]] = entry
@@ -122,11 +136,95 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
             costs.dispatch_inside[cls] = max(costs.inside[cls] - float(row["measured_inside"]), 0.0)
             costs.dispatch_outside[cls] = max(costs.outside[cls] - float(row["measured_outside"]), 0.0)
     costs.writer_per_event = float(table.get("writer", {}).get("per_event", 0.0))
+    costs.writer_ref_ns = _ref(table.get("writer", {}))
     costs.nvml_per_sample = float(table.get("nvml", {}).get("per_sample", 0.0))
     if "memory" in table:
         costs.memory_per_event = max(float(table["memory"].get("per_event", 0.0)), 0.0)
         costs.used["memory"] = "memory"
     return costs
+
+
+def _ref(row: dict[str, Any]) -> float:
+    """The reference loop's ns at which a calibration entry is stored (NaN: none, an old file)."""
+    try:
+        ref = float(row.get("ref_ns", math.nan))
+    except (TypeError, ValueError):
+        return math.nan
+    return ref if ref > 0 else math.nan
+
+
+def run_reference_ns(events: Any) -> float | None:
+    """The run's own Python speed: the reference loop's ns per iteration the session timed at its
+    start, at every window switch and at its end (``parent`` of those rows, rlscope/reference.py);
+    None when it timed none (traces before them, or a session stopped by a signal at once).
+
+    The mean of the samples within SPEED_SAMPLE_BAND of the fastest: the samples are spread over
+    the run (window lengths are random), so their mean weighs a slow stretch by its share of the
+    run; a sample far above the rest was itself disturbed (an interrupt storm, a page fault), not
+    the machine's speed (the VM's two speeds are 1.4-1.9x apart)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if events is None or events.num_rows == 0:
+        return None
+    kinds = pa.array([S.SESSION_START, S.SESSION_END, S.WINDOW], events.schema.field("kind").type)
+    timed = pc.is_in(events.column("kind"), value_set=kinds)
+    timed = pc.and_(timed, pc.greater(events.column("parent"), 0))
+    ps = pc.filter(events.column("parent"), timed).to_numpy()
+    if len(ps) == 0:
+        return None
+    ns = ps.astype(np.float64) / reference.PS_PER_NS
+    return float(ns[ns <= SPEED_SAMPLE_BAND * ns.min()].mean())
+
+
+def at_run_speed(costs: EventCosts, run_ref_ns: float | None) -> EventCosts:
+    """``costs`` with those of rlscope's Python code priced at the run's own speed.
+
+    Why: the dispatch around the scope and category boundaries and the writer's conversions are
+    Python, whose speed on a shared host moves 1.4-1.9x for seconds to minutes at a time; a
+    calibration stores them at the speed it saw (the reference loop's ``ref_ns``), which a run on
+    the same machine may not have had. Each is scaled by the run's reference loop over the
+    calibration's (within MAX_SPEED_SCALE either way; unscaled where either is unknown). The
+    native costs (the backend recorder, CUPTI, the memory tracker) do not follow the interpreter
+    and stay as calibrated."""
+    if run_ref_ns is None or not run_ref_ns > 0:
+        return costs
+    inside, outside = costs.inside.copy(), costs.outside.copy()
+    d_in, d_out = costs.dispatch_inside.copy(), costs.dispatch_outside.copy()
+    scales = []
+    for cls in SPEED_PRICED_CLASSES:
+        f = _speed_scale(run_ref_ns, costs.ref_ns[cls])
+        if f is None:
+            continue
+        scales.append(f)
+        for a in (inside, outside, d_in, d_out):
+            a[cls] *= f  # NaN (no dispatch figure) stays NaN
+    writer = costs.writer_per_event
+    fw = _speed_scale(run_ref_ns, costs.writer_ref_ns)
+    if fw is not None:
+        writer *= fw
+    notes = list(costs.notes)
+    if scales and abs(scales[0] - 1) > SPEED_NOTE:
+        notes.append(
+            f"rlscope's Python costs priced at this run's speed: reference loop {run_ref_ns:.0f} ns an"
+            f" iteration against the calibration's {costs.ref_ns[SPEED_PRICED_CLASSES[0]]:.0f}"
+            f" (x{scales[0]:.2f})"
+        )
+    return dataclasses.replace(
+        costs,
+        inside=inside,
+        outside=outside,
+        dispatch_inside=d_in,
+        dispatch_outside=d_out,
+        writer_per_event=writer,
+        notes=notes,
+    )
+
+
+def _speed_scale(run_ref_ns: float, cal_ref_ns: float) -> float | None:
+    if not cal_ref_ns > 0:
+        return None
+    return min(MAX_SPEED_SCALE, max(1 / MAX_SPEED_SCALE, run_ref_ns / cal_ref_ns))
 
 
 def _refusals(calibration: dict[str, Any]) -> dict[str, str]:

@@ -91,7 +91,13 @@ EVENT_COLUMNS_DOC = [
     ("thread", "int64", "OS thread id (threading.get_native_id)"),
     ("kind", "int8", "event kind (see KIND_NAMES)"),
     ("id", "int64", "op/phase rows: the instance id; category rows: the category entered or left"),
-    ("parent", "int64", "op/phase rows: enclosing instance (-1: none); category rows: enclosing category"),
+    (
+        "parent",
+        "int64",
+        "op/phase rows: enclosing instance (-1: none); category rows: enclosing category; session"
+        " start, end and window rows: the reference Python loop's ps per iteration timed there"
+        " (rlscope/reference.py; -1: not timed)",
+    ),
     ("name", "int32", "id into names.arrows (-1 for category rows)"),
     ("flags", "int8", "FLAG_RECURSIVE | FLAG_FORCED_CLOSE"),
 ]
