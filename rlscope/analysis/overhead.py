@@ -191,12 +191,12 @@ def at_run_speed(costs: EventCosts, run_ref_ns: float | None) -> EventCosts:
         return costs
     inside, outside = costs.inside.copy(), costs.outside.copy()
     d_in, d_out = costs.dispatch_inside.copy(), costs.dispatch_outside.copy()
-    scales = []
+    scales: list[tuple[float, float]] = []  # (scale, the calibration's reference)
     for cls in SPEED_PRICED_CLASSES:
         f = _speed_scale(run_ref_ns, costs.ref_ns[cls])
         if f is None:
             continue
-        scales.append(f)
+        scales.append((f, costs.ref_ns[cls]))
         for a in (inside, outside, d_in, d_out):
             a[cls] *= f  # NaN (no dispatch figure) stays NaN
     writer = costs.writer_per_event
@@ -204,11 +204,10 @@ def at_run_speed(costs: EventCosts, run_ref_ns: float | None) -> EventCosts:
     if fw is not None:
         writer *= fw
     notes = list(costs.notes)
-    if scales and abs(scales[0] - 1) > SPEED_NOTE:
+    if scales and abs(scales[0][0] - 1) > SPEED_NOTE:
         notes.append(
             f"rlscope's Python costs priced at this run's speed: reference loop {run_ref_ns:.0f} ns an"
-            f" iteration against the calibration's {costs.ref_ns[SPEED_PRICED_CLASSES[0]]:.0f}"
-            f" (x{scales[0]:.2f})"
+            f" iteration against the calibration's {scales[0][1]:.0f} (x{scales[0][0]:.2f})"
         )
     return dataclasses.replace(
         costs,
