@@ -58,6 +58,23 @@ def test_a_disturbed_round_is_outlived():
     assert C.refusal("scope", st) is None
 
 
+def test_a_cold_first_round_at_the_budgets_end_is_slid_past():
+    """A quick calibration's scope cost read 354 ns, then 279, 270, 273 as its 5 s budget ran out at
+    k = 4 rounds: refused, where the window needed one more round. The budget now ends the rounds
+    only once the window could slide past SLIDE_ROUNDS early ones."""
+    st = _stable([354.0, 279.0, 270.0, 273.0] + [272.0] * 20, k=4, budget_s=3.0)
+    assert st.stable and len(st.rounds) == 5 and C.refusal("scope", st) is None
+    assert st.cost == pytest.approx(272.5)
+    fast, every, _ = C._until_stable_at_speed(
+        iter([{"total": v, "ref": 100.0} for v in [354.0, 279.0, 270.0, 273.0] + [272.0] * 9]).__next__,
+        "total",
+        4,
+        3.0,
+        clock=FakeClock(),
+    )
+    assert fast is not None and fast.stable and len(every) == 5
+
+
 def test_a_cost_that_keeps_varying_by_half_is_refused_in_one_line():
     st = _stable([1000, 1500], budget_s=12.0)
     assert not st.stable and len(st.rounds) == 12  # ran until the budget was spent
@@ -628,12 +645,14 @@ def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch)
     rhos = [0.0987, 0.0796, 0.0875, 0.0918]
     rounds = [{"rho": r, "total": r * 8000, "ref": 150.0} for r in rhos]
     rounds.insert(2, {"rho": 0.2, "total": 1600.0, "ref": 250.0})
-    for rule, kept in (("last_k", False), ("median", True)):
-        it = iter(rounds)
+    # the last-k rule gets SLIDE_ROUNDS more rounds (the same four again) and still refuses
+    again = [{"rho": r, "total": r * 8000, "ref": 150.0} for r in rhos[: C.SLIDE_ROUNDS]]
+    for rule, kept, extra in (("last_k", False, again), ("median", True, [])):
+        it = iter(rounds + extra)
         fast, seen, _ = C._until_stable_at_speed(
             lambda it=it: next(it), "rho", 4, 4.0, clock=FakeClock(), cost_field="total", rule=rule
         )
-        assert fast is not None and len(seen) == 5 and len(fast.rounds) == 4
+        assert fast is not None and len(seen) == 5 + len(extra) and len(fast.rounds) == 4 + len(extra)
         assert (C.refusal("backend", fast) is None) is kept
     assert fast.cost == pytest.approx(statistics.median(rhos) * 8000)
 
