@@ -13,6 +13,17 @@ Source, in order of preference:
    which the job's own thread waits for in light and full windows alike, so the in-run windows
    cannot see or remove it. benchmarks/memory_cost.py measures both per event and per drain.
 
+3. ``windows`` (``RLSCOPE_GPU_MEMORY=windows``): torch's allocator history, on in full windows only
+   (rlscope/windows.py), like GPU tracing. Why: once anything records (a tracker attached, or the
+   history on), the allocator builds a trace entry for every event, ~300 ns an event inside a real
+   loop against ~100 in a tight one; the light windows pay it where no window can see it (the eager
+   simulator's light state on an H100: 1.056 of its unprofiled speed with the native tracker,
+   1.012 without, BENCHMARKS.md §9), and torch cannot detach a tracker. The history can be
+   switched off, and then the allocator builds nothing. A full window opens with the allocator's
+   live blocks and segments (``MEMORY_LIVE``, ``MEMORY_SEGMENT_LIVE`` rows, from a snapshot) and
+   closes with a snapshot of its entries, both on the job's thread inside the switch (rlscope's
+   time, removed). The memory figures then cover the full windows: rlscope/analysis/memory.py.
+
 CUPTI's memory activity was not used because it sees only the allocator's cudaMalloc/cudaFree of
 whole segments, not the blocks the program asks for.
 
@@ -127,9 +138,18 @@ def drain_native(lib: Any, since_ns: int) -> list[np.ndarray] | None:
     return [c[:k][keep] for c in cols]
 
 
+def memory_mode() -> str:
+    """``RLSCOPE_GPU_MEMORY``: ``0`` off, ``history`` or ``windows`` (module docstring), anything
+    else the native tracker (the default)."""
+    value = os.environ.get("RLSCOPE_GPU_MEMORY", "1")
+    if value == "0":
+        return "off"
+    return value if value in ("history", "windows") else "native"
+
+
 def enabled_for(session: Any) -> bool:
     """Recorded with GPU collection on, unless ``RLSCOPE_GPU_MEMORY=0``."""
-    if os.environ.get("RLSCOPE_GPU_MEMORY", "1") == "0":
+    if memory_mode() == "off":
         return False
     return session.options.get("gpu", "auto") not in (False, None, "off")
 
@@ -179,17 +199,35 @@ def entries_to_rows(snapshot: dict[str, Any], now_unix_ns: int, now_trace_ns: in
     return rows
 
 
-def initial_rows(snapshot: dict[str, Any], ts: int) -> list[tuple]:
-    """What the allocator already held when recording started: its segments and live blocks, at ``ts``."""
+def initial_rows(snapshot: dict[str, Any], ts: int, live: bool = False) -> list[tuple]:
+    """What the allocator already held when recording started: its segments and live blocks, at
+    ``ts``; ``live``: as MEMORY_SEGMENT_LIVE / MEMORY_LIVE rows (a recording window opening)."""
+    seg_action, block_action = (
+        (S.MEMORY_SEGMENT_LIVE, S.MEMORY_LIVE) if live else (S.MEMORY_SEGMENT_ALLOC, S.MEMORY_ALLOC)
+    )
     rows = []
     for seg in snapshot.get("segments", []) or []:
         dev, stream, addr = int(seg.get("device", 0)), int(seg.get("stream", 0)), int(seg.get("address", 0))
-        rows.append((ts, -1, dev, S.MEMORY_SEGMENT_ALLOC, addr, int(seg.get("total_size", 0)), stream))
+        rows.append((ts, -1, dev, seg_action, addr, int(seg.get("total_size", 0)), stream))
         for block in seg.get("blocks", []) or []:
             if block.get("state") == "active_allocated":
-                rows.append((ts, -1, dev, S.MEMORY_ALLOC, addr, int(block.get("size", 0)), stream))
+                rows.append((ts, -1, dev, block_action, addr, int(block.get("size", 0)), stream))
             addr += int(block.get("size", 0))
     return rows
+
+
+class MemoryWindows:
+    """The windows mode's switch: the allocator history on in full windows, off in light ones
+    (a toggler of the session's windows, rlscope/session.py)."""
+
+    def __init__(self, recorder: MemoryRecorder) -> None:
+        self.recorder = recorder
+
+    def set_enabled(self, on: bool) -> None:
+        self.recorder.record_window(on)
+
+    def __repr__(self) -> str:
+        return "MemoryWindows"
 
 
 class MemoryRecorder:
@@ -205,6 +243,8 @@ class MemoryRecorder:
         self.drops = 0
         self._drops0 = 0
         self._t0 = 0
+        self.windowed = False  # the windows mode: history on in full windows only
+        self.recording = False  # windows mode: a full window's history is on
 
     def start(self) -> MemoryRecorder:
         if enabled_for(self.session):
@@ -221,11 +261,16 @@ class MemoryRecorder:
                 return
             from rlscope.collectors.device_limits import devices_metadata
 
-            native = self._native(torch)
-            source = "native" if native is not None else "torch-history"
+            # the windows mode needs the session's windows; without them it is the history mode
+            self.windowed = memory_mode() == "windows" and bool(self.session.options.get("windows"))
+            native = None if self.windowed else self._native(torch)
+            source = "native" if native is not None else "torch-windows" if self.windowed else "torch-history"
             self._schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, source, devices_metadata())
             self.rows = self.session.writer.add_stream(S.MEMORY_FILE, self._schema)
             self.torch = torch
+            if self.windowed:  # nothing recorded until a full window opens
+                self.session.add_toggler(MemoryWindows(self))
+                return
             if native is not None:
                 self._lib = native
                 self._drops0 = native.mn_drops()
@@ -260,9 +305,34 @@ class MemoryRecorder:
         except Exception as e:  # never break the user's job
             self._fail(e)
 
+    def record_window(self, on: bool) -> None:
+        """Windows mode, at a switch on the job's thread: open a recording window (history on, then
+        what the allocator holds, as LIVE rows) or close one (its entries, then history off, which
+        clears it). Never raises. A window that opens before CUDA is initialized records nothing:
+        initializing it here would change the job."""
+        torch = self.torch
+        if torch is None or on == self.recording:
+            return
+        try:
+            if on:
+                if not torch.cuda.is_initialized():
+                    return
+                record_history(torch, True, clear=True)
+                self.recording = True
+                ts = self.session.clock()  # after the history is on: an event before it is in the LIVE set
+                self.rows.extend(initial_rows(torch.cuda.memory._snapshot(), ts, live=True))
+            else:
+                snap = torch.cuda.memory._snapshot()
+                now_unix, now_trace = time.time_ns(), time.perf_counter_ns()
+                record_history(torch, False)
+                self.recording = False
+                self.rows.extend(entries_to_rows(snap, now_unix, now_trace))
+        except Exception as e:
+            self._fail(e)
+
     def _native(self, torch: Any) -> Any:
         """The native tracker's library, or None (history fallback, with a one-line warning why)."""
-        if os.environ.get("RLSCOPE_GPU_MEMORY") == "history":
+        if memory_mode() == "history":
             return None
         annotate.category_enter(self.session, categories.PROFILER)  # a first build takes seconds
         try:
@@ -285,6 +355,7 @@ class MemoryRecorder:
         except Exception:
             pass
         self.torch = self.native = self._lib = None
+        self.recording = False
 
     def flush(self) -> None:
         """Drain the native queue or the allocator history into rows (writer thread)."""
@@ -294,6 +365,8 @@ class MemoryRecorder:
         if self._lib is not None:  # native: nothing to drain before it is attached
             if self.native is not None:
                 self._flush_native(self.native)
+            return
+        if self.windowed:  # drained as each full window closes, on the job's thread
             return
         try:
             snap = torch.cuda.memory._snapshot()
@@ -323,6 +396,10 @@ class MemoryRecorder:
             return
         if self.native is not None:
             self.native.mn_enable(0)  # the tracker stays attached (torch cannot detach one): gated off
+        if self.windowed:
+            self.record_window(False)  # the last full window's entries
+            self.torch = None
+            return
         self.flush()
         try:
             if self._lib is None and self.torch is not None:

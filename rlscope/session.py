@@ -155,6 +155,10 @@ class Session:
             S.WINDOW_LIGHT: int(2 * window_s * (1 - full_share) * 1e9),
         }
         self._togglers: list[Any] = []
+        # togglers that joined while the collectors were starting, before the windows did
+        # (a collector that starts on torch's import, with torch already imported)
+        self._early_togglers: list[Any] = []
+        self._windows_started = False
         self._switch_ns = {S.WINDOW_FULL: 0, S.WINDOW_LIGHT: 0}  # the last switch into each mode took
         # long top-level operations (name id -> the window kind their last call ran in), read at
         # scope entries; the threshold, read at scope exits; the main thread's open top-level op's start
@@ -299,6 +303,7 @@ class Session:
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
         self.events = self._writer.events
         annotate._active = self
+        self._windows_started, self._early_togglers = False, []  # a forked child starts them again
         torch_before = "torch" in sys.modules  # before the collectors import it (twin.add_points)
         self._start_collectors()
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
@@ -365,7 +370,9 @@ class Session:
 
     def _start_windows(self) -> None:
         """Alternate windows with and without the expensive collectors (rlscope/windows.py)."""
-        self._togglers = [c for c in self._collectors if hasattr(c, "set_enabled")]
+        self._togglers = [c for c in self._collectors if hasattr(c, "set_enabled")] + self._early_togglers
+        self._early_togglers = []
+        self._windows_started = True
         self._window_mode = S.WINDOW_FULL
         self.events.append((self.clock(), self.main_tid, S.WINDOW, S.WINDOW_FULL, -1, -1, 0))
         if self.options["windows"] and self._togglers:
@@ -378,6 +385,9 @@ class Session:
     def add_toggler(self, collector: Any) -> None:
         """A collector started after the session (on torch's import) joins the windows."""
         if self.options["windows"] and hasattr(collector, "set_enabled"):
+            if not self._windows_started:  # _start_windows takes it with the others
+                self._early_togglers.append(collector)
+                return
             self._togglers.append(collector)
             if self.window_due_ns != _NEVER:  # windows under way: join the current one
                 collector.set_enabled(self._window_mode == S.WINDOW_FULL)

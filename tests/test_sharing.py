@@ -594,3 +594,128 @@ def test_gpu_rates_are_over_the_loop_and_scale_to_its_speed(fake_session):
     assert fast["busy_period_mean_us"] == m["busy_period_mean_us"]  # the GPU's own time is the same
     assert sharing.PROFILED_RATES_NOTE not in fast["notes"]
     assert any(n.startswith(sharing.SCALED_NOTE) and n.endswith("x2.00") for n in fast["notes"])
+
+
+def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session):
+    """RLSCOPE_GPU_MEMORY=windows: recorded in full windows only, each opening with the allocator's
+    live state. Four calls of ``step``, two in full windows; a light window frees two blocks unseen
+    and allocates one. Every figure is worked out by hand below."""
+    session, clock = fake_session
+    toggle = type("Toggle", (), {"set_enabled": lambda self, on: None})()
+    marks = {}
+    with session:
+        session._togglers = [toggle]
+        t0 = clock.now
+        session.switch_window()  # light
+        for call in range(4):
+            if call in (1, 3):
+                clock.advance(1_000)
+                session.switch_window()  # full
+                marks[f"sync{call}"] = clock.now + 500
+            clock.advance(1_000)
+            marks[f"start{call}"] = clock.now
+            with rlscope.scope("step"):
+                clock.advance(2_000)
+            if call in (1, 3) and call < 3:
+                clock.advance(1_000)
+                session.switch_window()  # light
+        clock.advance(1_000)
+    end = clock.now
+    s1, s3, c1, c3 = marks["sync1"], marks["sync3"], marks["start1"], marks["start3"]
+    L, SL = S.MEMORY_LIVE, S.MEMORY_SEGMENT_LIVE
+    A, F = S.MEMORY_ALLOC, S.MEMORY_FREE
+    mem = [
+        (s1, -1, 0, SL, 0, 1 << 20, 0),
+        (s1, -1, 0, L, 10, 100, 0),  # held since before
+        (c1 + 500, -1, 0, A, 20, 200, 0),  # step: freed inside -> ephemeral
+        (c1 + 1_000, -1, 0, F, 20, 200, 0),
+        (c1 + 1_500, -1, 0, A, 30, 300, 0),  # step: kept -> persistent (freed unseen, later)
+        (s3, -1, 0, SL, 0, 1 << 20, 0),  # the same segment: reserved stays 1 MiB
+        (s3, -1, 0, L, 40, 50, 0),  # allocated in the light window; 10 and 30 freed there
+        (c3 + 500, -1, 0, A, 50, 500, 0),
+        (c3 + 1_500, -1, 0, F, 50, 500, 0),
+    ]
+    write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
+    m = sharing.sharing_section(load_trace(session.trace_dir))["memory"]
+    p = m["processes"][0]
+    step = m["operations"]["step"]
+    # recorded calls 1 and 3: 200 + 300 + 500 bytes in 3 allocations, for 4 calls: doubled
+    assert step == {
+        "calls": 4,
+        "allocations": 6,
+        "allocated_bytes": 2_000,
+        "ephemeral_bytes": 1_400,
+        "persistent_bytes": 600,
+        "peak_bytes": 500,  # call 3: 50 -> 550
+        "recorded_calls": 2,
+    }
+    # without the resync, blocks 10 and 30 would still count: 100 + 300 + 50 + 500 = 950
+    assert p["peak_bytes"] == 550 and p["reserved_peak_bytes"] == 1 << 20
+    assert p["allocations"] == 3  # the job's own, not the LIVE rows
+    spans = (marks["start1"] + 3_000 - s1) + (end - s3)  # to the switch to light, and to the end
+    assert p["recorded_share"] == pytest.approx(spans / (end - t0), rel=1e-6)
+
+
+def test_memory_windows_switch_the_history_and_write_live_rows():
+    """The windows mode's switch with a stand-in torch: opening a window turns the history on, then
+    takes the live state (LIVE rows, at a time after the history is on); closing takes the
+    window's entries, then turns the history off (which clears it). A failure warns once and
+    stops recording, never the job."""
+    from types import SimpleNamespace
+
+    calls = []
+
+    class Memory:
+        def _record_memory_history(self, enabled=None, **kw):
+            calls.append(("history", enabled))
+
+        def _snapshot(self):
+            calls.append(("snapshot",))
+            seg = {"device": 0, "address": 4096, "total_size": 1024, "stream": 0}
+            seg["blocks"] = [{"size": 256, "state": "active_allocated"}, {"size": 768, "state": "inactive"}]
+            trace = [{"action": "alloc", "addr": 4352, "size": 512, "stream": 0, "time_us": 0}]
+            return {"segments": [seg], "device_traces": [trace]}
+
+    fake_torch = SimpleNamespace(cuda=SimpleNamespace(memory=Memory(), is_initialized=lambda: True))
+    rec = gpu_memory.MemoryRecorder(session=SimpleNamespace(clock=lambda: 777))
+    rec.torch, rec.windowed, rec.rows = fake_torch, True, []
+    window = gpu_memory.MemoryWindows(rec)
+    window.set_enabled(True)
+    assert calls == [("history", "all"), ("snapshot",)]
+    assert rec.rows == [
+        (777, -1, 0, S.MEMORY_SEGMENT_LIVE, 4096, 1024, 0),
+        (777, -1, 0, S.MEMORY_LIVE, 4096, 256, 0),
+    ]
+    window.set_enabled(True)  # already on: nothing
+    assert len(calls) == 2
+    window.set_enabled(False)
+    assert calls[2:] == [("snapshot",), ("history", None)]
+    assert rec.rows[-1][3] == S.MEMORY_ALLOC and rec.rows[-1][4:6] == (4352, 512)
+    rec.flush()  # drained at the switches, never by the writer
+    assert len(calls) == 4
+    fake_torch.cuda.is_initialized = lambda: False  # before CUDA starts: nothing, and CUDA left alone
+    window.set_enabled(True)
+    assert len(calls) == 4 and not rec.recording
+
+
+def test_a_toggler_that_joins_before_the_windows_start_waits_for_them(tmp_path):
+    """A collector that starts on torch's import, with torch already imported, joins while the
+    session's collectors start: it waits for the windows to start, with the others."""
+    seen = []
+
+    class Early:
+        def set_enabled(self, on: bool) -> None:
+            seen.append(on)
+
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
+    early = Early()
+    start_collectors = session._start_collectors
+
+    def with_early() -> None:
+        start_collectors()
+        session.add_toggler(early)
+        assert seen == []  # not switched before the windows start
+
+    session._start_collectors = with_early
+    with session:
+        assert early in session._togglers and seen == [False]  # the run starts in a light window

@@ -230,3 +230,36 @@ def test_share_check_two_copies(tmp_path):
         assert r["measured_slowdown"] > 0.5
         assert r.get("measured_memory_bytes", 1) > 0
     print(share_check.check_text(res))
+
+
+def test_memory_recorded_in_windows_counts_every_call(tmp_path, monkeypatch):
+    """RLSCOPE_GPU_MEMORY=windows: the history is on in full windows only. Each ``step`` allocates
+    and frees exactly 8 MiB, each ``keep`` keeps 8 MiB: scaled from the recorded calls, the figures
+    are exact for all calls, and the trace holds the live state of each recording window."""
+    import pyarrow as pa
+    import torch
+
+    monkeypatch.setenv("RLSCOPE_GPU_MEMORY", "windows")
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    kept = []
+    with rlscope.profile(tmp_path / "t", window_s=0.01):
+        for i in range(200):
+            with rlscope.scope("step"):
+                x = torch.empty(MIB8, dtype=torch.uint8, device="cuda")
+                x.fill_(1)
+                del x
+                time.sleep(0.0005)
+            if i % 20 == 0:
+                with rlscope.scope("keep"):
+                    kept.append(torch.empty(MIB8, dtype=torch.uint8, device="cuda"))
+    mem = analyze(tmp_path / "t", correct=False).summary["sharing"]["memory"]
+    step, proc = mem["operations"]["step"], mem["processes"][0]
+    assert 0 < step["recorded_calls"] < step["calls"] == 200
+    assert step["ephemeral_bytes"] == step["allocated_bytes"] == 200 * MIB8
+    assert step["peak_bytes"] == MIB8 and 0 < proc["recorded_share"] < 1
+    (path,) = (tmp_path / "t").rglob(S.MEMORY_FILE)
+    with pa.OSFile(str(path)) as f:
+        table = pa.ipc.open_stream(f).read_all()
+    assert table.schema.metadata[b"rlscope.collector"].decode() == "torch-windows"
+    assert S.MEMORY_LIVE in set(table["action"].to_pylist())

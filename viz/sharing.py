@@ -44,6 +44,14 @@ def _memory(mem: Mapping[str, Any], fig: Callable[[Any], str]) -> str:
         f" {_mib(p['cyclic_peak_bytes'])} MiB, reserved peak {_mib(p['reserved_peak_bytes'])} MiB"
         f" ({100 * p['fragmentation']:.0f}% of it unallocated at the peak).</p>"
     ]
+    if p.get("recorded_share", 1.0) < 1.0:  # RLSCOPE_GPU_MEMORY=windows
+        out.append(
+            _note(
+                f"Recorded in full windows only ({100 * p['recorded_share']:.0f}% of the run): the curves"
+                " are exact at each window's start and through it, flat between; each operation's"
+                " figures come from its calls inside a recording window, scaled to all its calls."
+            )
+        )
     f = go.Figure()
     t = c["t_s"]
     f.add_trace(

@@ -20,6 +20,14 @@ reserved memory not allocated at the allocated peak (``fragmentation``).
 
 A free whose allocation was never seen (made before recording, or an entry lost between two drains)
 is ignored; an address allocated twice without a free between counts as freed at the second.
+
+Recorded in full windows only (``RLSCOPE_GPU_MEMORY=windows``, collectors/gpu_memory.py), each
+recording window opens with what the allocator held (``MEMORY_LIVE`` and ``MEMORY_SEGMENT_LIVE``
+rows, at one time: a *resync*). Every block or segment still open then is closed just before it
+(freed, unseen, in the light window before) and the live ones open again, so the curves are right
+at every resync and through each recording window, and held flat between (marked by
+``recorded_share``). The operations' figures come from their calls wholly inside a recording window
+(``recorded_calls``), scaled to all their calls; ``peak_bytes`` is the largest over those calls.
 """
 
 from __future__ import annotations
@@ -44,9 +52,19 @@ def _columns(table: Any) -> dict[str, np.ndarray]:
     return {k: v[order] for k, v in c.items()}
 
 
+def resync_times(c: dict[str, np.ndarray]) -> np.ndarray:
+    """The sorted times at which a recording window opened with the allocator's live state."""
+    live = (c["action"] == S.MEMORY_LIVE) | (c["action"] == S.MEMORY_SEGMENT_LIVE)
+    return np.unique(c["ts_ns"][live])
+
+
 def pair_frees(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(alloc row indices, free time of each: int64 max when never freed) from time-sorted rows."""
-    is_alloc = c["action"] == S.MEMORY_ALLOC
+    """(alloc row indices, free time of each: int64 max when never freed) from time-sorted rows.
+
+    LIVE rows count as allocations here (they hold memory until freed), and every block open at a
+    resync is closed 1 ns before it: its free fell in the unrecorded window before, and a LIVE row
+    opens it again if it was still held (the order keeps a resync from doubling the level)."""
+    is_alloc = (c["action"] == S.MEMORY_ALLOC) | (c["action"] == S.MEMORY_LIVE)
     is_free = c["action"] == S.MEMORY_FREE
     rows = np.flatnonzero(is_alloc | is_free)
     # group by (device, addr), time order within (the sort is stable: alloc before free at equal ts)
@@ -61,7 +79,15 @@ def pair_frees(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     nxt = np.minimum(allocs + 1, len(order) - 1)
     ok = has_next & np.append(same, False)[allocs]
     free_at[ok] = c["ts_ns"][order[nxt[ok]]]  # the next event at that address: its free (or a re-alloc)
-    return order[allocs], free_at
+    rows = order[allocs]
+    syncs = resync_times(c)
+    if len(syncs):
+        i = np.searchsorted(syncs, c["ts_ns"][rows], side="right")
+        later = i < len(syncs)
+        closed = np.full(len(rows), never, np.int64)
+        closed[later] = syncs[i[later]] - 1
+        free_at = np.minimum(free_at, closed)
+    return rows, free_at
 
 
 def level_curve(c: dict[str, np.ndarray], alloc_rows: np.ndarray, free_at: np.ndarray):
@@ -75,9 +101,23 @@ def level_curve(c: dict[str, np.ndarray], alloc_rows: np.ndarray, free_at: np.nd
 
 
 def reserved_curve(c: dict[str, np.ndarray]):
-    seg = (c["action"] == S.MEMORY_SEGMENT_ALLOC) | (c["action"] == S.MEMORY_SEGMENT_FREE)
-    sign = np.where(c["action"][seg] == S.MEMORY_SEGMENT_ALLOC, 1, -1)
-    return c["ts_ns"][seg], np.cumsum(sign * c["bytes"][seg])
+    """(times, reserved bytes after each): segment reserves and releases, reset at each resync to
+    the LIVE segments' total (the rows are time-sorted)."""
+    a = c["action"]
+    seg = (a == S.MEMORY_SEGMENT_ALLOC) | (a == S.MEMORY_SEGMENT_FREE) | (a == S.MEMORY_SEGMENT_LIVE)
+    t, act, size = c["ts_ns"][seg], a[seg], c["bytes"][seg]
+    d = np.where(act == S.MEMORY_SEGMENT_ALLOC, size, np.where(act == S.MEMORY_SEGMENT_FREE, -size, 0))
+    live = act == S.MEMORY_SEGMENT_LIVE
+    if live.any():
+        raw = np.cumsum(d)
+        jumps = 0
+        for sync in np.unique(t[live]):  # one per recording window: a Python loop is cheap here
+            k = int(np.searchsorted(t, sync, side="left"))
+            before = (int(raw[k - 1]) if k else 0) + jumps
+            need = int(size[live & (t == sync)].sum()) - before
+            d[k] += need
+            jumps += need
+    return t, np.cumsum(d)
 
 
 def _level_at(t: np.ndarray, level: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -113,6 +153,7 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
     c = _columns(proc.memory)
     thread = np.where(c["thread"] < 0, tl.main_thread, c["thread"])
     alloc_rows, free_at = pair_frees(c)
+    spans = recorded_spans(c, tl)
     op, phase = gpu.state_at(tl, thread[alloc_rows], c["ts_ns"][alloc_rows])
     other = (op < 0) & (thread[alloc_rows] != tl.main_thread)  # no operation open on its own thread
     if other.any():
@@ -139,20 +180,45 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
         inst_phase_id[ids] >= 0, np.asarray(names, dtype=object)[name_id[inst_phase_id[ids]]], NO_PHASE
     )
 
+    # what the operations' figures count: the job's allocations (not the LIVE rows of a resync) and,
+    # recorded in windows, only those of calls wholly inside a recording window
+    job = c["action"][alloc_rows] == S.MEMORY_ALLOC
+    inst_rec = np.ones(len(ids), bool)
+    if spans is not None:
+        inst_rec = inside_spans(spans, starts, ends)
+        rec_of = np.zeros(len(tl.inst_name) + 1, bool)
+        rec_of[ids] = inst_rec
+        unannotated = op < 0
+        job &= np.where(unannotated, True, rec_of[np.maximum(op, 0)])
+    run_ns = max(tl.end_ns - tl.start_ns, 1)
+    rec_ns = int((spans[1] - spans[0]).sum()) if spans is not None else run_ns
+
     def table(alloc_sel: np.ndarray, inst_sel: np.ndarray) -> dict[str, dict[str, Any]]:
         """Per operation, over the allocations and instances selected (a phase's, or all)."""
         out: dict[str, dict[str, Any]] = {}
+        alloc_sel = alloc_sel & job
         for key in dict.fromkeys([*inst_op[inst_sel].tolist(), *op_names[alloc_sel].tolist()]):
             a = alloc_sel & (op_names == key)
             i = inst_sel & (inst_op == key)
-            out[str(key)] = {
+            recorded = i & inst_rec
+            # recorded in windows: the recorded calls' figures stand for all the calls
+            if spans is None:
+                scale = 1.0
+            elif key == NO_OPERATION:
+                scale = run_ns / max(rec_ns, 1)
+            else:
+                scale = i.sum() / recorded.sum() if recorded.any() else 0.0
+            row = {
                 "calls": int(i.sum()),
-                "allocations": int(a.sum()),
-                "allocated_bytes": int(size[a].sum()),
-                "ephemeral_bytes": int(size[a & ephemeral].sum()),
-                "persistent_bytes": int(size[a & ~ephemeral].sum()),
-                "peak_bytes": int(inst_peak[i].max()) if i.any() else 0,
+                "allocations": round(int(a.sum()) * scale),
+                "allocated_bytes": round(int(size[a].sum()) * scale),
+                "ephemeral_bytes": round(int(size[a & ephemeral].sum()) * scale),
+                "persistent_bytes": round(int(size[a & ~ephemeral].sum()) * scale),
+                "peak_bytes": int(inst_peak[recorded].max()) if recorded.any() else 0,
             }
+            if spans is not None:
+                row["recorded_calls"] = int(recorded.sum())
+            out[str(key)] = row
         return dict(sorted(out.items(), key=lambda kv: -kv[1]["allocated_bytes"]))
 
     operations = table(np.ones(len(op_names), bool), np.ones(len(inst_op), bool))
@@ -171,7 +237,9 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
     reserved_peak = int(rlevel.max()) if len(rlevel) else 0
     return {
         "pid": proc.pid,
-        "allocations": len(alloc_rows),
+        # recorded in windows: the share of the run the recording windows covered (1: all of it)
+        "recorded_share": min(1.0, rec_ns / run_ns),
+        "allocations": int(job.sum()),
         "peak_bytes": peak,
         "floor_bytes": floor,
         "cyclic_peak_bytes": cyclic,
@@ -181,6 +249,30 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
         "phases": phases,
         "curve": curve(t, level, rt, rlevel, start, end),
     }
+
+
+def recorded_spans(c: dict[str, np.ndarray], tl: Timeline) -> tuple[np.ndarray, np.ndarray] | None:
+    """(starts, ends) of the recording windows of memory recorded in windows, else None: each
+    from its resync to the next switch to a light window (the session's end for the last)."""
+    syncs = resync_times(c)
+    if not len(syncs):
+        return None
+    w = tl.kind == S.WINDOW
+    light = np.sort(tl.ts[w & (tl.id == S.WINDOW_LIGHT)])
+    ends = np.full(len(syncs), max(tl.end_ns, int(syncs.max())), np.int64)
+    if len(light):
+        i = np.searchsorted(light, syncs, side="right")
+        ends = np.where(i < len(light), light[np.minimum(i, len(light) - 1)], ends)
+    return syncs, ends
+
+
+def inside_spans(spans: tuple[np.ndarray, np.ndarray], start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Whether each interval [start, end] lies wholly inside one span (spans sorted, disjoint)."""
+    lo, hi = spans
+    j = np.searchsorted(lo, start, side="right") - 1
+    ok = j >= 0
+    jj = np.maximum(j, 0)
+    return ok & (end <= hi[jj]) & (start >= lo[jj])
 
 
 def curve(t, level, rt, rlevel, start: int, end: int, points: int = CURVE_POINTS) -> dict[str, list]:

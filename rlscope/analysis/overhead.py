@@ -253,7 +253,10 @@ def memory_times(proc: Any, costs: EventCosts) -> tuple[np.ndarray, list[str]]:
     if table is None or table.num_rows == 0:
         return np.zeros(0, np.int64), []
     meta = table.schema.metadata or {}
-    if meta.get(b"rlscope.collector", b"").decode() != "native":
+    source = meta.get(b"rlscope.collector", b"").decode()
+    if source == "torch-windows":  # recorded in full windows only: the windows measure its cost
+        return np.zeros(0, np.int64), []
+    if source != "native":
         return np.zeros(0, np.int64), [
             "GPU memory recorded through torch's allocator history: its cost per event is not"
             " calibrated and not removed"

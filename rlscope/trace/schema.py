@@ -156,11 +156,21 @@ MEMORY_ALLOC = 0  # a block handed to the program
 MEMORY_FREE = 1  # the program freed it (free requested; the allocator may reuse it after its stream)
 MEMORY_SEGMENT_ALLOC = 2  # the allocator reserved device memory (cudaMalloc)
 MEMORY_SEGMENT_FREE = 3  # the allocator released reserved memory (cudaFree, empty_cache)
+# recorded in full windows only (RLSCOPE_GPU_MEMORY=windows): what the allocator held as a recording
+# window opened, at its first row's time. Every block or segment still open then is closed there
+# (its free fell in the light window before, unseen) and these open again (rlscope/analysis/memory.py)
+MEMORY_LIVE = 4  # a block allocated to the program as recording resumed
+MEMORY_SEGMENT_LIVE = 5  # a segment reserved as recording resumed
 MEMORY_COLUMNS_DOC = [
     ("ts_ns", "int64", "time of the event, on the events' clock"),
     ("thread", "int64", "OS thread id of the allocating thread; -1 unknown (analysis: the main thread)"),
     ("device", "int16", "GPU index"),
-    ("action", "int8", "0 alloc, 1 free, 2 segment_alloc (reserve), 3 segment_free (release)"),
+    (
+        "action",
+        "int8",
+        "0 alloc, 1 free, 2 segment_alloc (reserve), 3 segment_free (release); recorded in windows:"
+        " 4 block live, 5 segment live as a recording window opened",
+    ),
     ("addr", "int64", "device address of the block or segment"),
     ("bytes", "int64", "size of the block or segment"),
     ("stream", "int64", "CUDA stream the block belongs to"),
