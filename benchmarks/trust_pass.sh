@@ -6,6 +6,7 @@
 #                                             machine-speed probe; PROCSTAT=1 /proc/stat each second;
 #                                             LIGHT=1 adds benchmarks/light_cost.py; NOISE=1 benchmarks/process_noise.py;
 #                                             LIGHTPARTS=1 benchmarks/light_parts.py (light window's parts, in place);
+#                                             VAL=sim_memwin: the eager simulator with RLSCOPE_GPU_MEMORY=windows, then the default;
 #                                             LOCKSTEP=1 benchmarks/lockstep.py (collector states, twin process, same core;
 #                                             LOCKSTEP_ATIMERS=1: the corrected figure per operation against A's timers);
 #                                             INTERLEAVE=1 benchmarks/interleave_cost.py (boundaries' in-loop cost);
@@ -219,6 +220,10 @@ case $VAL in pair2|pairs)
     VOPTS="${VOPTS:-} --cpus 9-12" val sb3_sac 8-15 "${VAL_LIMIT:-280}" python3 benchmarks/thirdparty/sb3_sac.py --device cuda --timesteps "${SB3_SAC_STEPS:-300}" &
     wait ;;
 esac
+if [ "$VAL" = sim_memwin ]; then  # the eager simulator with GPU memory in full windows only, then with the default tracker
+RLSCOPE_GPU_MEMORY=windows val sim_eager_memwin 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-${SCALE:-0.5}}"
+val sim_eager 0-15 "${VAL_LIMIT:-150}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-${SCALE:-0.5}}"
+fi
 if [ "$VAL" = sim_configs ]; then  # the eager simulator without GPU tracing, and without the memory recorder
 VOPTS="${VOPTS:-} --gpu off" val sim_eager_nogpu 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
 RLSCOPE_GPU_MEMORY=0 val sim_eager_nomem 0-15 "${VAL_LIMIT:-170}" python3 benchmarks/validation_workloads.py sim_eager --device cuda --scale "${SIM_SCALE:-1}"
