@@ -198,6 +198,12 @@ class Stable:
 SLIDE_ROUNDS = 2
 
 
+def _min_rounds_at_budget(k: int, rule: str) -> int:
+    """Rounds before the budget may end a judgement: the last-k rule's window needs SLIDE_ROUNDS
+    more to slide past early rounds; the median rule judges every round."""
+    return k + (SLIDE_ROUNDS if rule == "last_k" else 0)
+
+
 def until_stable(
     round_fn: Callable[[], dict[str, float]],
     field: str,
@@ -216,11 +222,11 @@ def until_stable(
         raise ValueError(f"k must be >= 2 to judge stability, got {k}")
     t0 = clock()
     st = Stable(field, k, [], cost_field=cost_field, rule=rule)
+    at_budget = _min_rounds_at_budget(k, rule)
     while len(st.rounds) < max_rounds:
         st.rounds.append(round_fn())
         st.elapsed_s = clock() - t0
-        slide = SLIDE_ROUNDS if rule == "last_k" else 0  # the median rule judges every round
-        if st.stable or (len(st.rounds) >= k + slide and st.elapsed_s >= budget_s):
+        if st.stable or (len(st.rounds) >= at_budget and st.elapsed_s >= budget_s):
             break
     return st
 
@@ -514,9 +520,8 @@ def _until_stable_at_speed(
         fast = Stable(field, k, counted, cost_field=cost_field, rule=rule)
         fast.elapsed_s = clock() - t0
         spent = fast.elapsed_s >= budget_s * (1 if len(fast.rounds) >= k else SLOW_WAIT)
-        # the last-k rule's window needs rounds to slide; the median rule judges all of them
-        slide = SLIDE_ROUNDS if rule == "last_k" else 0
-        slid = len(fast.rounds) >= k + slide or len(fast.rounds) < k  # (too few fast: SLOW_WAIT)
+        # too few fast rounds: the SLOW_WAIT budget alone ends it
+        slid = len(fast.rounds) >= _min_rounds_at_budget(k, rule) or len(fast.rounds) < k
         if fast.stable or (len(rounds) >= k and spent and slid):
             break
     return (fast if len(fast.rounds) >= k else None), rounds, fast.elapsed_s

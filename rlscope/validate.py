@@ -556,12 +556,11 @@ def measure_timer_costs(n: int = 10_000, reps: int = 9) -> dict[str, float]:
     sc = annotate.scope("rlscope.validate.timer-cost")
     cat = annotate._Category(categories.SIMULATOR)
 
-    agg: TimerAggregate | None = None
-
-    def loop(cm: Any) -> float:
-        # a fold falling inside the loop is the session's bookkeeping, not a boundary's cost: its
-        # pause comes off (at a short fold interval every loop held one, and the pair read 2.8 us
-        # instead of 0.08 us: tests/test_validate.py::test_timer_mode_busy_waits)
+    def loop(cm: Any, agg: TimerAggregate | None = None) -> float:
+        """ns per pair of ``n`` pairs of ``cm``; under a timer session (``agg``) less its pauses: a
+        fold falling inside the loop is the session's bookkeeping, not a boundary's cost (at a short
+        fold interval every loop held one, and the pair read 2.8 us instead of 0.08 us:
+        tests/test_validate.py::test_timer_mode_busy_waits)."""
         p0 = agg.paused_ns if agg is not None else 0
         t0 = time.perf_counter_ns()
         for _ in range(n):
@@ -574,16 +573,15 @@ def measure_timer_costs(n: int = 10_000, reps: int = 9) -> dict[str, float]:
     measured_scope: list[float] = []
     measured_cat: list[float] = []
     for _ in range(reps):
-        agg = None
         plain_scope.append(loop(sc))
         plain_cat.append(loop(cat))
         agg = TimerAggregate()
         ts = TimerSession(record=ChildRecord(None, "timers"), aggregate=agg).start()
         try:
-            timed_scope.append(loop(sc))
+            timed_scope.append(loop(sc, agg))
             ts.drain()
             measured_scope.append(agg.measured_ns / n)
-            timed_cat.append(loop(cat))
+            timed_cat.append(loop(cat, agg))
             ts.drain()
             measured_cat.append((agg.measured_ns / n) - measured_scope[-1])
         finally:
