@@ -30,6 +30,8 @@ nproc | tee -a "$OUT/gpu.txt"
 export RLSCOPE_CALIBRATION_DIR="${RLSCOPE_CALIBRATION_DIR:-$OUT/calibration}"
 # build both native parts once (timed), so no run below pays for a compile
 ( time python3 -c "import torch; from rlscope.collectors import cupti_native, torch_native, scope_native, gpu_memory as m; print(cupti_native.build()); print(torch_native.build(torch)); print(m.load_native(torch)); print('scopes:', scope_native.available())" ) 2>&1 | tail -6
+# a carried calibration (SKIP_CALIBRATE=1): is it this machine's? (REKEY=1: take one that differs in host or GPU name only)
+[ -n "${SKIP_CALIBRATE:-}" ] && python3 benchmarks/calibration_key_check.py ${REKEY:+--rekey}
 # calibrated before the GPU tests too: a user's traces carry the residual costs (scopes, the writer), and
 # without them tests/test_gpu_windows.py compared a correction that left those in
 # with the GPU measurements: the memory recorder's cost per allocator event is one of them
