@@ -17,7 +17,7 @@ small PPO-like loop (the bundled PPO's agent and CartPole envs: one ``inference`
 - ``backend-off``: the native backend recorder attached, switched off;
 - ``cupti-off``: rlscope's CUPTI consumer attached, its activity kinds switched off (GPU only; the
   light state before CUPTI was detached in light windows);
-- ``memory``: the GPU memory recorder (GPU only, always on in a session) as a session records it:
+- ``memory``: the GPU memory recorder (GPU only) as a session without windows records it (every event):
   the native allocator tracker where it builds, else torch's allocator history; never drained
   until the end (its recording alone);
 - ``memory-history``: the same with torch's allocator history (``RLSCOPE_GPU_MEMORY=history``);

@@ -2,10 +2,25 @@
 
 Source, in order of preference:
 
-1. ``native``: rlscope's allocator trace tracker (``memory_native.cpp``), built on first use like the
-   backend recorder. Each allocator event is stamped (events' clock, allocating thread) and queued
-   in C++; the writer thread drains the queue into numpy arrays, no Python per event.
-2. ``history``: torch's allocator history (``torch.cuda.memory._record_memory_history``) with no
+1. ``windows`` (the default with the session's windows on; ``RLSCOPE_GPU_MEMORY=windows``): torch's
+   allocator history, on in full windows only (rlscope/windows.py), like GPU tracing. Why: once
+   anything records (a tracker attached, or the history on), the allocator builds a trace entry for
+   every event, ~300 ns an event inside a real loop against ~100 in a tight one; recorded always,
+   the light windows pay it where no window can see it, and torch cannot detach a tracker. The
+   history can be switched off, and then the allocator builds nothing. Measured on an H100 (the
+   eager simulator, ``validate --twin``, BENCHMARKS.md §9, thirty-second session): raw slowdown
+   1.13-1.14x against 1.29-1.34x with the native tracker always on, and the corrected total +0.3% and
+   +1.7% against +2.4% and +5.1%. A full window opens with the allocator's live blocks and segments
+   (``MEMORY_LIVE``, ``MEMORY_SEGMENT_LIVE`` rows, from a snapshot) and closes with a snapshot of its
+   entries, both on the job's thread inside the switch (rlscope's time, removed). The memory
+   figures then cover the full windows (rlscope/analysis/memory.py), and the process's peaks come
+   from the allocator's own high-water marks (``MEMORY_PEAK`` rows, below), which see every event.
+2. ``native`` (without windows, ``windows=False``, or ``RLSCOPE_GPU_MEMORY=native``): rlscope's
+   allocator trace tracker (``memory_native.cpp``), built on first use like the backend recorder.
+   Each allocator event is stamped (events' clock, allocating thread) and queued in C++; the writer
+   thread drains the queue into numpy arrays, no Python per event. Every event is recorded, and the
+   analysis removes its calibrated cost per event.
+3. ``history``: torch's allocator history (``torch.cuda.memory._record_memory_history``) with no
    context, drained at every flush with ``torch.cuda.memory._snapshot()`` and then cleared. Used
    when the native tracker cannot be built (no CUDA headers, no compiler) or with
    ``RLSCOPE_GPU_MEMORY=history``. Why it is only the fallback: the drain builds a Python dict per
@@ -13,16 +28,10 @@ Source, in order of preference:
    which the job's own thread waits for in light and full windows alike, so the in-run windows
    cannot see or remove it. benchmarks/memory_cost.py measures both per event and per drain.
 
-3. ``windows`` (``RLSCOPE_GPU_MEMORY=windows``): torch's allocator history, on in full windows only
-   (rlscope/windows.py), like GPU tracing. Why: once anything records (a tracker attached, or the
-   history on), the allocator builds a trace entry for every event, ~300 ns an event inside a real
-   loop against ~100 in a tight one; the light windows pay it where no window can see it (the eager
-   simulator's light state on an H100: 1.056 of its unprofiled speed with the native tracker,
-   1.012 without, BENCHMARKS.md §9), and torch cannot detach a tracker. The history can be
-   switched off, and then the allocator builds nothing. A full window opens with the allocator's
-   live blocks and segments (``MEMORY_LIVE``, ``MEMORY_SEGMENT_LIVE`` rows, from a snapshot) and
-   closes with a snapshot of its entries, both on the job's thread inside the switch (rlscope's
-   time, removed). The memory figures then cover the full windows: rlscope/analysis/memory.py.
+Every source also records the allocator's high-water marks per device (``MEMORY_PEAK``,
+``MEMORY_SEGMENT_PEAK``: ``torch.cuda.max_memory_allocated`` / ``_reserved``, two counter reads)
+as recording starts and as it stops: a peak reached outside a recording window is still known, and
+with every event recorded the marks check the recorded curve.
 
 CUPTI's memory activity was not used because it sees only the allocator's cudaMalloc/cudaFree of
 whole segments, not the blocks the program asks for.
@@ -139,12 +148,28 @@ def drain_native(lib: Any, since_ns: int) -> list[np.ndarray] | None:
 
 
 def memory_mode() -> str:
-    """``RLSCOPE_GPU_MEMORY``: ``0`` off, ``history`` or ``windows`` (module docstring), anything
-    else the native tracker (the default)."""
-    value = os.environ.get("RLSCOPE_GPU_MEMORY", "1")
+    """``RLSCOPE_GPU_MEMORY``: ``0`` off, ``native``, ``history`` or ``windows`` (module docstring);
+    anything else (``1``, unset) the default, ``windows`` (the native tracker in a session without
+    windows)."""
+    value = os.environ.get("RLSCOPE_GPU_MEMORY", "windows")
     if value == "0":
         return "off"
-    return value if value in ("history", "windows") else "native"
+    return value if value in ("native", "history", "windows") else "windows"
+
+
+def high_water_rows(torch: Any, ts: int) -> list[tuple]:
+    """The allocator's high-water marks (allocated, reserved) of every device at ``ts``, as
+    MEMORY_PEAK and MEMORY_SEGMENT_PEAK rows; 0 before CUDA is initialized (nothing allocated yet,
+    and reading the counters then is not worth initializing CUDA for). Counter reads only: no CUDA
+    call, no context on a device the job never used."""
+    init = torch.cuda.is_initialized()
+    rows = []
+    for dev in range(torch.cuda.device_count()):
+        allocated = int(torch.cuda.max_memory_allocated(dev)) if init else 0
+        reserved = int(torch.cuda.max_memory_reserved(dev)) if init else 0
+        rows.append((ts, -1, dev, S.MEMORY_PEAK, -1, allocated, 0))
+        rows.append((ts, -1, dev, S.MEMORY_SEGMENT_PEAK, -1, reserved, 0))
+    return rows
 
 
 def enabled_for(session: Any) -> bool:
@@ -268,6 +293,7 @@ class MemoryRecorder:
             self._schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, source, devices_metadata())
             self.rows = self.session.writer.add_stream(S.MEMORY_FILE, self._schema)
             self.torch = torch
+            self._add(high_water_rows(torch, self.session.clock()), batch=native is not None)
             if self.windowed:  # nothing recorded until a full window opens
                 self.session.add_toggler(MemoryWindows(self))
                 return
@@ -330,6 +356,15 @@ class MemoryRecorder:
         except Exception as e:
             self._fail(e)
 
+    def _high_water_at_stop(self) -> None:
+        torch = self.torch
+        if torch is None:  # recording failed on the way
+            return
+        try:
+            self._add(high_water_rows(torch, self.session.clock()), batch=self._lib is not None)
+        except Exception as e:  # never break the user's job
+            self._fail(e)
+
     def _native(self, torch: Any) -> Any:
         """The native tracker's library, or None (history fallback, with a one-line warning why)."""
         if memory_mode() == "history":
@@ -385,6 +420,16 @@ class MemoryRecorder:
         except Exception as e:
             self._fail(e)
 
+    def _add(self, rows: list[tuple], batch: bool) -> None:
+        """Add tuple rows; ``batch``: as one batch (the writer takes a flush's rows as all tuples
+        or all batches, and the native tracker's are batches)."""
+        if not rows:
+            return
+        if batch:
+            self._append([np.asarray(c) for c in zip(*rows, strict=True)])
+        else:
+            self.rows.extend(rows)
+
     def _append(self, cols: list[np.ndarray]) -> None:
         import pyarrow as pa
 
@@ -398,9 +443,11 @@ class MemoryRecorder:
             self.native.mn_enable(0)  # the tracker stays attached (torch cannot detach one): gated off
         if self.windowed:
             self.record_window(False)  # the last full window's entries
+            self._high_water_at_stop()
             self.torch = None
             return
         self.flush()
+        self._high_water_at_stop()
         try:
             if self._lib is None and self.torch is not None:
                 record_history(self.torch, False)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -66,6 +67,7 @@ def test_allocation_loop_corrected_to_its_unprofiled_time(tmp_path):
     trace = tmp_path / "trace"
     out = subprocess.run(
         [sys.executable, "-c", CHILD.format(n=N, blocks=BLOCKS), str(trace)],
+        env={**os.environ, "RLSCOPE_GPU_MEMORY": "native"},  # every event (the default: full windows only)
         capture_output=True,
         text=True,
         timeout=300,

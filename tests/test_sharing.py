@@ -184,8 +184,16 @@ def test_native_memory_drain_into_batches(monkeypatch):
             queued.clear()
             return ctypes.c_size_t(k).value
 
-    rec = gpu_memory.MemoryRecorder(session=None)
-    rec.torch, rec._t0, rec._drops0 = object(), 100, 2
+    from types import SimpleNamespace
+
+    cuda = SimpleNamespace(
+        is_initialized=lambda: True,
+        device_count=lambda: 1,
+        max_memory_allocated=lambda dev: 4096,
+        max_memory_reserved=lambda dev: 8192,
+    )
+    rec = gpu_memory.MemoryRecorder(session=SimpleNamespace(clock=lambda: 999))
+    rec.torch, rec._t0, rec._drops0 = SimpleNamespace(cuda=cuda), 100, 2
     rec.native = rec._lib = FakeLib()
     rec._schema = S.columns_schema(S.MEMORY_COLUMNS_DOC, "native")
     rec.rows = collections.deque()
@@ -208,6 +216,16 @@ def test_native_memory_drain_into_batches(monkeypatch):
     rec.stop()
     assert lib.enabled == 0 and rec.native is None
     assert warned == ["the native memory tracker dropped 3 allocator event(s) (queue full)"]
+    # the allocator's high-water marks as recording stopped, a batch like the drained events
+    assert rec.rows[-1].to_pydict() == {
+        "ts_ns": [999, 999],
+        "thread": [-1, -1],
+        "device": [0, 0],
+        "action": [S.MEMORY_PEAK, S.MEMORY_SEGMENT_PEAK],
+        "addr": [-1, -1],
+        "bytes": [4096, 8192],
+        "stream": [0, 0],
+    }
 
 
 def test_native_memory_attaches_at_cuda_init(monkeypatch):
@@ -246,6 +264,16 @@ def test_native_memory_attaches_at_cuda_init(monkeypatch):
         def _lazy_call(fn):
             queued.append(fn)
 
+        @staticmethod
+        def device_count():
+            return 1
+
+        @staticmethod
+        def max_memory_allocated(dev):
+            raise AssertionError("counters read before CUDA's init")
+
+        max_memory_reserved = max_memory_allocated
+
     class Torch:
         cuda = Cuda
 
@@ -262,6 +290,9 @@ def test_native_memory_attaches_at_cuda_init(monkeypatch):
         def __init__(self):
             self.options = {"gpu": "auto"}
 
+        def clock(self):
+            return 77
+
     session = Session()
     monkeypatch.setattr(rlscope.annotate, "_active", session)
     monkeypatch.setattr(gpu_memory, "load_native", lambda torch: Lib())
@@ -271,6 +302,10 @@ def test_native_memory_attaches_at_cuda_init(monkeypatch):
     rec = gpu_memory.MemoryRecorder(session)
     rec._begin(Torch())
     assert not rec.failed and queued and not started and rec.native is None
+    # the start's high-water marks: 0 before CUDA's init (nothing allocated), one batch
+    (marks,) = rec.rows
+    assert marks.column("bytes").to_pylist() == [0, 0]
+    assert marks.column("action").to_pylist() == [S.MEMORY_PEAK, S.MEMORY_SEGMENT_PEAK]
     rec.flush()  # before CUDA's init: nothing to drain, and never torch's history
     queued[0]()  # CUDA initializes
     assert started == [True] and rec.native is not None and rec._t0 == 123
@@ -596,13 +631,13 @@ def test_gpu_rates_are_over_the_loop_and_scale_to_its_speed(fake_session):
     assert any(n.startswith(sharing.SCALED_NOTE) and n.endswith("x2.00") for n in fast["notes"])
 
 
-def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session):
-    """RLSCOPE_GPU_MEMORY=windows: recorded in full windows only, each opening with the allocator's
-    live state. Four calls of ``step``, two in full windows; a light window frees two blocks unseen
-    and allocates one. Every figure is worked out by hand below."""
+def _memory_in_windows(fake_session, marks=lambda t0, end: []):
+    """Four calls of ``step``, two in full windows, recorded in windows (each opening with the
+    allocator's live state); a light window frees two blocks unseen and allocates one. ``marks``:
+    high-water rows to add. Returns (memory section, marks, t0, end)."""
     session, clock = fake_session
     toggle = type("Toggle", (), {"set_enabled": lambda self, on: None})()
-    marks = {}
+    marks_at = {}
     with session:
         session._togglers = [toggle]
         t0 = clock.now
@@ -611,9 +646,9 @@ def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session
             if call in (1, 3):
                 clock.advance(1_000)
                 session.switch_window()  # full
-                marks[f"sync{call}"] = clock.now + 500
+                marks_at[f"sync{call}"] = clock.now + 500
             clock.advance(1_000)
-            marks[f"start{call}"] = clock.now
+            marks_at[f"start{call}"] = clock.now
             with rlscope.scope("step"):
                 clock.advance(2_000)
             if call in (1, 3) and call < 3:
@@ -621,7 +656,7 @@ def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session
                 session.switch_window()  # light
         clock.advance(1_000)
     end = clock.now
-    s1, s3, c1, c3 = marks["sync1"], marks["sync3"], marks["start1"], marks["start3"]
+    s1, s3, c1, c3 = marks_at["sync1"], marks_at["sync3"], marks_at["start1"], marks_at["start3"]
     L, SL = S.MEMORY_LIVE, S.MEMORY_SEGMENT_LIVE
     A, F = S.MEMORY_ALLOC, S.MEMORY_FREE
     mem = [
@@ -635,8 +670,14 @@ def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session
         (c3 + 500, -1, 0, A, 50, 500, 0),
         (c3 + 1_500, -1, 0, F, 50, 500, 0),
     ]
+    mem += marks(t0, end)
     write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
-    m = sharing.sharing_section(load_trace(session.trace_dir))["memory"]
+    return sharing.sharing_section(load_trace(session.trace_dir))["memory"], marks_at, t0, end
+
+
+def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session):
+    """RLSCOPE_GPU_MEMORY=windows: every figure of :func:`_memory_in_windows` worked out by hand."""
+    m, marks, t0, end = _memory_in_windows(fake_session)
     p = m["processes"][0]
     step = m["operations"]["step"]
     # recorded calls 1 and 3: 200 + 300 + 500 bytes in 3 allocations, for 4 calls: doubled
@@ -652,8 +693,69 @@ def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session
     # without the resync, blocks 10 and 30 would still count: 100 + 300 + 50 + 500 = 950
     assert p["peak_bytes"] == 550 and p["reserved_peak_bytes"] == 1 << 20
     assert p["allocations"] == 3  # the job's own, not the LIVE rows
+    s1, s3 = marks["sync1"], marks["sync3"]
     spans = (marks["start1"] + 3_000 - s1) + (end - s3)  # to the switch to light, and to the end
     assert p["recorded_share"] == pytest.approx(spans / (end - t0), rel=1e-6)
+    assert p["peak_source"] == "recorded" and p["allocator"] == {}  # a trace without marks
+
+
+# the allocator's high-water marks (allocated, reserved) per device: at the start, at the stop
+MARK_CASES = {
+    "rose": {0: ((150, 1 << 20), (900, 2 << 20))},  # a light window reached 900 unseen
+    "stayed": {0: ((2_000, 4 << 20), (2_000, 4 << 20))},  # the run stayed below its start's mark
+    "two_devices": {0: ((150, 1 << 20), (900, 2 << 20)), 1: ((0, 0), (300, 2 << 20))},
+    "no_stop": {0: ((150, 1 << 20), None)},  # the run never stopped rlscope
+    "reset": {0: ((100, 1 << 20), (400, 1 << 20))},  # the job reset the counters: a mark too low
+}
+
+
+@pytest.mark.parametrize("case", list(MARK_CASES))
+def test_process_peak_takes_the_allocators_mark_the_run_reached(fake_session, case):
+    """On one device, a stop mark above the start's is the run's exact peak, even one no recording
+    window saw (the curve's own peak is 550); any other mark leaves the curve's peak."""
+    P, SP = S.MEMORY_PEAK, S.MEMORY_SEGMENT_PEAK
+
+    def marks(t0, end):
+        rows = []
+        for dev, (start, stop) in MARK_CASES[case].items():
+            for ts, pair in ((t0, start), (end, stop)):
+                if pair is not None:
+                    rows += [(ts, -1, dev, P, -1, pair[0], 0), (ts, -1, dev, SP, -1, pair[1], 0)]
+        return rows
+
+    p = _memory_in_windows(fake_session, marks)[0]["processes"][0]
+    got = (p["peak_bytes"], p["reserved_peak_bytes"], p["peak_source"])
+    expect = {
+        "rose": (900, 2 << 20, "allocator"),
+        "stayed": (550, 1 << 20, "recorded"),
+        "two_devices": (550, 1 << 20, "recorded"),  # the curve sums devices, the marks do not
+        "no_stop": (550, 1 << 20, "recorded"),
+        "reset": (550, 1 << 20, "recorded"),
+    }[case]
+    assert got == expect
+    assert p["fragmentation"] == pytest.approx(1 - expect[0] / expect[1])
+    devices = {k: v for k, v in MARK_CASES[case].items() if v[1] is not None}
+    assert p["allocator"] == {
+        str(dev): {
+            "peak_bytes": stop[0],
+            "peak_in_run": stop[0] > start[0],
+            "reserved_peak_bytes": stop[1],
+            "reserved_peak_in_run": stop[1] > start[1],
+        }
+        for dev, (start, stop) in devices.items()
+    }
+
+
+def test_memory_marks_of_an_unused_gpu_are_no_memory(fake_session):
+    """CUDA available, torch imported, nothing allocated: the zero marks alone are no GPU memory
+    (the trace reads as a CPU-only one)."""
+    session, clock = fake_session
+    with session:
+        t0 = clock.now
+        clock.advance(1_000)
+    rows = [(t0 + d, -1, 0, a, -1, 0, 0) for d in (0, 1_000) for a in (S.MEMORY_PEAK, S.MEMORY_SEGMENT_PEAK)]
+    write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, rows)
+    assert sharing.sharing_section(load_trace(session.trace_dir)) == {"note": sharing.NO_GPU_NOTE}
 
 
 def test_memory_windows_switch_the_history_and_write_live_rows():

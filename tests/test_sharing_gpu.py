@@ -263,3 +263,57 @@ def test_memory_recorded_in_windows_counts_every_call(tmp_path, monkeypatch):
         table = pa.ipc.open_stream(f).read_all()
     assert table.schema.metadata[b"rlscope.collector"].decode() == "torch-windows"
     assert S.MEMORY_LIVE in set(table["action"].to_pylist())
+
+
+def test_peak_between_recording_windows_comes_from_the_allocator(tmp_path, monkeypatch):
+    """RLSCOPE_GPU_MEMORY=windows: a 64 MiB block allocated and freed in a light window is never
+    recorded, yet the process's peak is exactly the allocator's own high-water mark over the run
+    (ground truth: torch.cuda.max_memory_allocated after a reset before the session)."""
+    import torch
+
+    monkeypatch.setenv("RLSCOPE_GPU_MEMORY", "windows")
+    torch.cuda.init()
+    base = torch.empty(MIB8, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    spiked = False
+    with rlscope.profile(tmp_path / "t", window_s=0.01):
+        session = rlscope.annotate._active
+        for _ in range(400):
+            with rlscope.scope("step"):
+                x = torch.empty(MIB8 // 8, dtype=torch.uint8, device="cuda")
+                time.sleep(0.0005)
+                del x
+            if not spiked and session._window_mode == S.WINDOW_LIGHT:
+                with rlscope.scope("spike"):
+                    y = torch.empty(8 * MIB8, dtype=torch.uint8, device="cuda")
+                    del y
+                spiked = True
+    truth = torch.cuda.max_memory_allocated()
+    assert spiked
+    proc = analyze(tmp_path / "t", correct=False).summary["sharing"]["memory"]["processes"][0]
+    assert 0 < proc["recorded_share"] < 1
+    assert proc["peak_source"] == "allocator"
+    assert proc["peak_bytes"] == truth >= base.numel() + 8 * MIB8
+    assert proc["reserved_peak_bytes"] == torch.cuda.max_memory_reserved()
+
+
+def test_every_event_recorded_matches_the_allocators_peak(tmp_path):
+    """Without windows (the native tracker, every event): the recorded curve's own peak is the
+    allocator's high-water mark over the run, to the byte."""
+    import torch
+
+    torch.cuda.init()
+    keep = torch.empty(MIB8, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    with rlscope.profile(tmp_path / "t", windows=False):
+        for i in range(20):
+            with rlscope.scope("step"):
+                xs = [torch.empty((i + 1) * 4096, dtype=torch.uint8, device="cuda") for _ in range(3)]
+                del xs
+    truth = torch.cuda.max_memory_allocated()
+    proc = analyze(tmp_path / "t", correct=False).summary["sharing"]["memory"]["processes"][0]
+    assert proc["peak_bytes"] == truth > keep.numel()
+    assert proc["peak_source"] == "recorded"
+    assert proc["allocator"]["0"]["peak_bytes"] == truth

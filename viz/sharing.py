@@ -52,6 +52,13 @@ def _memory(mem: Mapping[str, Any], fig: Callable[[Any], str]) -> str:
                 " figures come from its calls inside a recording window, scaled to all its calls."
             )
         )
+    if p.get("peak_source") == "allocator":
+        out.append(
+            _note(
+                "The peak was reached where no event was recorded: it is the allocator's own high-water"
+                " mark over the run (torch.cuda.max_memory_allocated), not a point of the curve."
+            )
+        )
     f = go.Figure()
     t = c["t_s"]
     f.add_trace(

@@ -28,6 +28,16 @@ rows, at one time: a *resync*). Every block or segment still open then is closed
 at every resync and through each recording window, and held flat between (marked by
 ``recorded_share``). The operations' figures come from their calls wholly inside a recording window
 (``recorded_calls``), scaled to all their calls; ``peak_bytes`` is the largest over those calls.
+
+The process's peaks also draw on the allocator's own high-water marks (``MEMORY_PEAK`` and
+``MEMORY_SEGMENT_PEAK`` rows, per device, as recording started and stopped): when the stop's mark
+is above the start's, the run reached it, recorded or not (a peak between two recording windows),
+and on one device it is the exact peak (``peak_source``: ``allocator``; ``recorded`` when the
+curve's own peak stands). With several devices the curve sums them while the marks are per
+device, so the marks are reported (``allocator``) but the peaks stay the curve's. A mark that did
+not rise says only that the run stayed at or below the mark it started with. A job that resets
+the allocator's peak counters (``torch.cuda.reset_peak_memory_stats``) during the run leaves a stop
+mark that may be too low; the larger of the two figures is kept, so this only loses the gain.
 """
 
 from __future__ import annotations
@@ -56,6 +66,38 @@ def resync_times(c: dict[str, np.ndarray]) -> np.ndarray:
     """The sorted times at which a recording window opened with the allocator's live state."""
     live = (c["action"] == S.MEMORY_LIVE) | (c["action"] == S.MEMORY_SEGMENT_LIVE)
     return np.unique(c["ts_ns"][live])
+
+
+def allocator_marks(c: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """Per device (as a string key, for JSON), the allocator's high-water marks as recording
+    stopped (``peak_bytes``, ``reserved_peak_bytes``) and whether each rose above the mark recording
+    started with (``peak_in_run``, ``reserved_peak_in_run``). A device with no stop mark (a run that
+    ended without stopping rlscope) is left out: its start mark alone says nothing of the run."""
+    out: dict[str, dict[str, Any]] = {}
+    for action, name in ((S.MEMORY_PEAK, "peak"), (S.MEMORY_SEGMENT_PEAK, "reserved_peak")):
+        sel = c["action"] == action
+        for dev in np.unique(c["device"][sel]):
+            marks = c["bytes"][sel & (c["device"] == dev)]  # time order (_columns sorts)
+            if len(marks) < 2:
+                continue
+            entry = out.setdefault(str(int(dev)), {})
+            entry[f"{name}_bytes"] = int(marks[-1])
+            entry[f"{name}_in_run"] = bool(marks[-1] > marks[0])
+    return out
+
+
+def _with_marks(peak: int, reserved_peak: int, marks: dict[str, dict[str, Any]]) -> tuple[int, int, str]:
+    """(peak, reserved peak, peak source): the curve's, raised to one device's marks that the run
+    reached (module docstring)."""
+    if len(marks) != 1:
+        return peak, reserved_peak, "recorded"
+    (m,) = marks.values()
+    source = "recorded"
+    if m.get("peak_in_run") and m["peak_bytes"] > peak:
+        peak, source = m["peak_bytes"], "allocator"
+    if m.get("reserved_peak_in_run") and m["reserved_peak_bytes"] > reserved_peak:
+        reserved_peak = m["reserved_peak_bytes"]
+    return peak, reserved_peak, source
 
 
 def pair_frees(c: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -151,6 +193,9 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
     if proc.memory is None or proc.memory.num_rows == 0:
         return None
     c = _columns(proc.memory)
+    marks_only = (c["action"] == S.MEMORY_PEAK) | (c["action"] == S.MEMORY_SEGMENT_PEAK)
+    if marks_only.all() and not c["bytes"].any():  # CUDA there, never used: no memory to show
+        return None
     thread = np.where(c["thread"] < 0, tl.main_thread, c["thread"])
     alloc_rows, free_at = pair_frees(c)
     spans = recorded_spans(c, tl)
@@ -235,6 +280,8 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
     floor = min(at_half, int(level[second].min())) if second.any() else at_half
     cyclic = max(at_half, int(level[second].max())) if second.any() else at_half
     reserved_peak = int(rlevel.max()) if len(rlevel) else 0
+    marks = allocator_marks(c)
+    peak, reserved_peak, peak_source = _with_marks(peak, reserved_peak, marks)
     return {
         "pid": proc.pid,
         # recorded in windows: the share of the run the recording windows covered (1: all of it)
@@ -244,7 +291,9 @@ def process_memory(proc: ProcessTrace, tl: Timeline) -> dict[str, Any] | None:
         "floor_bytes": floor,
         "cyclic_peak_bytes": cyclic,
         "reserved_peak_bytes": reserved_peak,
-        "fragmentation": 1 - peak / reserved_peak if reserved_peak > 0 else 0.0,
+        "fragmentation": max(0.0, 1 - peak / reserved_peak) if reserved_peak > 0 else 0.0,
+        "peak_source": peak_source,
+        "allocator": marks,
         "operations": operations,
         "phases": phases,
         "curve": curve(t, level, rt, rlevel, start, end),

@@ -161,6 +161,11 @@ MEMORY_SEGMENT_FREE = 3  # the allocator released reserved memory (cudaFree, emp
 # (its free fell in the light window before, unseen) and these open again (rlscope/analysis/memory.py)
 MEMORY_LIVE = 4  # a block allocated to the program as recording resumed
 MEMORY_SEGMENT_LIVE = 5  # a segment reserved as recording resumed
+# the allocator's own high-water marks on one device (torch.cuda.max_memory_allocated / _reserved),
+# as recording started (0 before CUDA is initialized) and as it stopped: when the stop's mark is
+# above the start's, the run reached it, whether or not a recording window saw it; addr -1
+MEMORY_PEAK = 6  # allocated bytes
+MEMORY_SEGMENT_PEAK = 7  # reserved bytes
 MEMORY_COLUMNS_DOC = [
     ("ts_ns", "int64", "time of the event, on the events' clock"),
     ("thread", "int64", "OS thread id of the allocating thread; -1 unknown (analysis: the main thread)"),
@@ -169,7 +174,8 @@ MEMORY_COLUMNS_DOC = [
         "action",
         "int8",
         "0 alloc, 1 free, 2 segment_alloc (reserve), 3 segment_free (release); recorded in windows:"
-        " 4 block live, 5 segment live as a recording window opened",
+        " 4 block live, 5 segment live as a recording window opened; 6 allocated, 7 reserved"
+        " high-water mark (torch's, per device) as recording started and stopped",
     ),
     ("addr", "int64", "device address of the block or segment"),
     ("bytes", "int64", "size of the block or segment"),
