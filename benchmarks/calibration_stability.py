@@ -16,7 +16,9 @@ user's is not.
 Each cost's verdict is taken in the unit the analysis prices it in: the costs of rlscope's Python
 code (``overhead.SPEED_PRICED_ENTRIES``: the scope and category boundaries' dispatch, the writer)
 in reference-loop iterations, since the analysis converts them to ns at the profiled run's own
-speed (``overhead.at_run_speed``); the native ones (backend, memory, CUDA API) in ns. Why: a first
+speed (``overhead.at_run_speed``); the native ones (backend, memory, CUDA API) in ns, the backend
+as the analysis prices it: a run whose backend rounds ran in the host's slow regime re-priced at
+the machine's fastest speed recorded by the batch's end (``calibration.at_machine_speed``). Why: a first
 calibration on a machine whose host ran its slow speed throughout stores the slow speed's ns (the
 CI probe of 2351473: scope 255-472 ns over five runs, 1.58-1.85 reference iterations), and no run
 of its own can tell that speed from the machine's usual one.
@@ -152,7 +154,17 @@ def main() -> int:
         if busy is not None:
             busy.kill()
             busy.wait()
-    rows = table(cals)
+    # the backend as the analysis prices it: at the machine's fastest speed once one run recorded it
+    from rlscope import calibration as cal_mod
+
+    fastest = cal_mod.read_fastest_ref()
+    priced = []
+    for i, cal in enumerate(cals):
+        repriced, notes = cal_mod.at_machine_speed(cal, fastest)
+        priced.append(repriced)
+        for note in notes:
+            print(f"run {i + 1}: {note}")
+    rows = table(priced)
     load = "no load" if args.no_load else "one core kept busy by another process"
     print(f"rlscope calibrate{'' if args.full else ' --quick'} x{args.runs}, {load} (ns per event)")
     print(render(rows, args.runs))

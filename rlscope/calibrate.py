@@ -450,7 +450,7 @@ def _until_stable_per_ref(one: Callable[[], dict[str, float]], cost: str, plan: 
 
 # a round whose reference loop ran this much slower than the fastest seen ran in the host's slow
 # regime (the VM's two speeds are 1.4-1.7x apart; within 1.3x a C boundary's ns do not move)
-SLOW_REGIME = 1.3
+SLOW_REGIME = cal_mod.SLOW_REGIME
 # while fewer than k rounds ran at the fast speed, wait this many budgets for it: the slow regime
 # holds for seconds to tens of seconds, and in it a lean scope pair read 220-404 ns a round (one
 # calibration in CI's probe, 28 rounds in 5 s, refused)

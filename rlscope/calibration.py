@@ -125,20 +125,82 @@ def path_for(key: dict[str, str]) -> Path:
 SPEED_RECORD_FACTOR = 0.4
 
 
-def speed_record_path() -> Path:
-    """This machine's speed record (host and CPU model: no stack field, Python's speed is the host's)."""
-    digest = hashlib.sha1(json.dumps([platform.machine(), cpu_model()]).encode()).hexdigest()[:12]
-    return calibration_dir() / f"speed-{socket.gethostname()}-{digest}.json"
+def speed_record_path(key: dict[str, str] | None = None) -> Path:
+    """A machine's speed record (host and CPU model: no stack field, Python's speed is the host's):
+    this machine's, or that of the machine a calibration or trace ``key`` names."""
+    machine, cpu, host = (
+        (platform.machine(), cpu_model(), socket.gethostname())
+        if key is None
+        else (key.get("machine", "?"), key.get("cpu", "?"), key.get("host", "?"))
+    )
+    digest = hashlib.sha1(json.dumps([machine, cpu]).encode()).hexdigest()[:12]
+    return calibration_dir() / f"speed-{host}-{digest}.json"
 
 
-def read_fastest_ref() -> float | None:
-    """This machine's record of the reference loop's fastest ns per iteration (None: none yet, or
-    unreadable); read-only: :func:`machine_fastest_ref` updates it at the end of a calibration."""
+def read_fastest_ref(key: dict[str, str] | None = None) -> float | None:
+    """A machine's record of the reference loop's fastest ns per iteration (this one's, or the one
+    ``key`` names; None: none yet, or unreadable); read-only: :func:`machine_fastest_ref` updates it
+    at the end of a calibration."""
     try:
-        value = float(json.loads(speed_record_path().read_text())["fastest_ref_ns"])
+        value = float(json.loads(speed_record_path(key).read_text())["fastest_ref_ns"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return value if value > 0 else None
+
+
+# a round or a calibration whose reference loop ran this much slower than the machine's fastest ran
+# in the host's slow regime (the VM's two speeds are 1.4-1.9x apart; within 1.3x a native cost's ns
+# do not move: rlscope/calibrate.py)
+SLOW_REGIME = 1.3
+# the native costs re-priced when their calibration ran in the slow regime (:func:`at_machine_speed`)
+REGIME_PRICED = ("backend",)
+# where a trace's embedded calibration carries the machine's speed record as the session started
+MACHINE_FASTEST = "machine_fastest_ref_ns"
+
+
+def at_machine_speed(cal: dict[str, Any], fastest_ref: float | None) -> tuple[dict[str, Any], list[str]]:
+    """``cal`` with each REGIME_PRICED cost measured in the host's slow regime (its ``ref_ns`` over
+    SLOW_REGIME times the machine's fastest, ``fastest_ref``) scaled to that fastest speed; and one
+    note per cost re-priced.
+
+    Why: the backend recorder's cost is C++, priced in ns; within one speed regime it holds in ns
+    while the reference loop wanders, but between the regimes it moves with the loop. A first
+    calibration on a machine whose host ran its slow regime throughout cannot know it: in one batch
+    of five beside a busy core, two such runs stored 1,234 and 1,100 ns against 690-720 for the other
+    three (74% apart in ns, 12% in reference iterations; BENCHMARKS §9, thirty-first session). Once
+    a later calibration records the machine's fastest speed, the slow one is priced at it. Within
+    SLOW_REGIME, or with no record or one not trusted (SPEED_RECORD_FACTOR), nothing changes."""
+    if not fastest_ref or not fastest_ref > 0:
+        return cal, []
+    costs, notes = dict(cal["costs_ns"]), []
+    for entry in REGIME_PRICED:
+        row = costs.get(entry)
+        ref = float(row.get("ref_ns", 0.0) or 0.0) if isinstance(row, dict) else 0.0
+        if not ref > SLOW_REGIME * fastest_ref or fastest_ref < SPEED_RECORD_FACTOR * ref:
+            continue
+        scale = fastest_ref / ref
+        costs[entry] = {
+            **{f: v * scale if f in ("total", "inside", "outside") else v for f, v in row.items()},
+            "ref_ns": fastest_ref,
+            "regime_ref_ns": ref,
+            "regime_ns": float(row.get("total", 0.0)),
+        }
+        notes.append(
+            f"the {entry} cost was calibrated while the machine ran {ref / fastest_ref:.2f}x slower than"
+            f" its fastest known speed: priced at that speed ({row.get('total', 0):.0f} ->"
+            f" {costs[entry].get('total', 0):.0f} ns)"
+        )
+    return ({**cal, "costs_ns": costs}, notes) if notes else (cal, [])
+
+
+def machine_fastest_for(cal: dict[str, Any], metadata: dict[str, str]) -> float | None:
+    """The machine's fastest reference loop for a trace: the record embedded with its calibration
+    as the session started, else the record the cache holds for the trace's machine."""
+    try:
+        embedded = float(cal.get(MACHINE_FASTEST) or 0.0)
+    except (TypeError, ValueError):
+        embedded = 0.0
+    return embedded if embedded > 0 else read_fastest_ref(trace_key(metadata))
 
 
 def machine_fastest_ref(seen_ns: float) -> tuple[float, float | None]:
@@ -269,6 +331,9 @@ def for_trace_metadata(metadata: dict[str, str] | None = None) -> str | None:
     if _differences(cal["key"], key):
         return None
     cal["source"] = cal.pop("path")
+    fastest = read_fastest_ref(key)
+    if fastest is not None:  # the machine's speed as the run started, for :func:`at_machine_speed`
+        cal[MACHINE_FASTEST] = fastest
     return json.dumps(cal, separators=(",", ":"), sort_keys=True)
 
 

@@ -727,3 +727,52 @@ def test_a_trace_and_a_calibration_from_before_the_gpu_field_still_match():
     # a trace of today (it records its GPU, '' on a machine without one) does not take it
     found, why = cal_mod.find(_metadata({**key, "gpu": ""}))
     assert found is None and "gpu" in why
+
+
+def _with_slow_backend() -> dict:
+    """A calibration whose backend rounds ran at a 300 ns reference loop (the host's slow regime)."""
+    cal = _calibration(SCOPE_IN, SCOPE_OUT)
+    cal["costs_ns"]["backend"] = {"inside": 0.0, "outside": 1_200.0, "total": 1_200.0, "ref_ns": 300.0}
+    return cal
+
+
+def test_a_backend_calibrated_in_the_slow_regime_is_priced_at_the_machines_fastest():
+    cal = _with_slow_backend()
+    priced, notes = cal_mod.at_machine_speed(cal, 150.0)
+    assert priced["costs_ns"]["backend"] == {
+        "inside": 0.0,
+        "outside": 600.0,
+        "total": 600.0,
+        "ref_ns": 150.0,
+        "regime_ref_ns": 300.0,
+        "regime_ns": 1_200.0,
+    }
+    assert priced["costs_ns"]["scope"] == cal["costs_ns"]["scope"]  # priced at the run's speed instead
+    assert len(notes) == 1 and "2.00x slower" in notes[0] and "1200 -> 600 ns" in notes[0]
+    assert cal["costs_ns"]["backend"]["total"] == 1_200.0  # the calibration given is left as it was
+    # within SLOW_REGIME (300 / 240 = 1.25), no record, or a record not trusted (100 < 0.4 x 300)
+    for fastest in (240.0, None, 100.0):
+        assert cal_mod.at_machine_speed(cal, fastest) == (cal, [])
+
+
+def test_the_analysis_prices_a_slow_backend_at_the_speed_recorded_as_the_session_started(
+    embedding_session, fake_session, monkeypatch, tmp_path
+):
+    """The machine's speed record travels with the embedded calibration: analyzed with an empty
+    cache the backend is still priced at it; a trace without one uses the cache's record."""
+    session, clock = fake_session
+    cal_mod.save(_with_slow_backend())
+    assert cal_mod.machine_fastest_ref(150.0) == (150.0, None)  # a later calibration ran fast
+    _record(session, clock)
+    trace = rlscope.load_trace(str(session.trace_dir))
+    meta = trace.processes[0].metadata
+    assert cal_mod.from_trace_metadata(meta)[cal_mod.MACHINE_FASTEST] == 150.0
+    here = analyze(trace).summary["calibration"]
+    assert here["costs_ns"]["backend"]["total"] == 600.0 and len(here["repriced"]) == 1
+    monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path / "empty"))
+    elsewhere = analyze(rlscope.load_trace(str(session.trace_dir))).summary["calibration"]
+    assert elsewhere["costs_ns"]["backend"]["total"] == 600.0
+    # a calibration named by the user, and no record anywhere: as calibrated
+    named = cal_mod.save(_with_slow_backend(), tmp_path / "named.json")
+    s = analyze(rlscope.load_trace(str(session.trace_dir)), calibration=str(named)).summary["calibration"]
+    assert s["costs_ns"]["backend"]["total"] == 1_200.0 and "repriced" not in s

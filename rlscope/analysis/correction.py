@@ -116,4 +116,12 @@ def plan(
         "costs_ns": cal["costs_ns"],
         "refused": cal.get("refused", []),
     }
-    return CorrectionPlan(costs=[costs_for(cal, meta) for meta in metadata], info=info, warnings=[])
+    # a native cost calibrated in the host's slow regime, priced at the machine's fastest known speed
+    cal, repriced = cal_mod.at_machine_speed(cal, cal_mod.machine_fastest_for(cal, metadata[0]))
+    if repriced:
+        info["costs_ns"] = cal["costs_ns"]
+        info["repriced"] = repriced
+    costs = [costs_for(cal, meta) for meta in metadata]
+    for c in costs:
+        c.notes.extend(repriced)
+    return CorrectionPlan(costs=costs, info=info, warnings=[])
