@@ -166,9 +166,10 @@ def at_machine_speed(cal: dict[str, Any], fastest_ref: float | None) -> tuple[di
     Why: the backend recorder's cost is C++, priced in ns; within one speed regime it holds in ns
     while the reference loop wanders, but between the regimes it moves with the loop. A first
     calibration on a machine whose host ran its slow regime throughout cannot know it: in one batch
-    of five beside a busy core, two such runs stored 1,234 and 1,100 ns against 690-720 for the other
-    three (74% apart in ns, 12% in reference iterations; BENCHMARKS §9, thirty-first session). Once
-    a later calibration records the machine's fastest speed, the slow one is priced at it. Within
+    of five beside a busy core, the first two stored 1,234 and 1,208 ns (reference loop 296 and 235
+    ns) against 690-711 for the other three (153-154 ns; BENCHMARKS §9, thirty-first session). Once a
+    later calibration records the machine's fastest speed (151 ns there), the slow ones are priced at
+    it: 628 and 776 ns, within 11% of the batch's median. Within
     SLOW_REGIME, or with no record or one not trusted (SPEED_RECORD_FACTOR), nothing changes."""
     if not fastest_ref or not fastest_ref > 0:
         return cal, []
