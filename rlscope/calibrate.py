@@ -483,7 +483,12 @@ def _until_stable_boundary(
     (this calibration's, or the machine's speed record) does not count; the fast ones are judged in
     ns and stored as measured. While fewer than k rounds were fast, the budget is SLOW_WAIT times
     longer; a calibration that still saw too few falls back to the figure per reference ns, stored
-    at the fastest speed, as the Python methods' costs are."""
+    at the fastest speed, as the Python methods' costs are, judged on the median of all its rounds
+    (the "median" rule). Why the median: in the slow regime a C boundary's figure per reference ns
+    moves round to round, and one calibration whose host stayed slow through its scope pair's 57
+    rounds (15 s) and the wait after them was refused twice under "k in a row within 20%" (its last
+    four 1.24-1.69); the median of those rounds, 1.50, was known to +-2%, where the same batch's
+    other four stored 1.35-1.76 reference iterations (BENCHMARKS.md §9, thirty-second session)."""
     if not _c_methods():
         return _until_stable_per_ref(one, cost, plan)
     fast, rounds, elapsed = _until_stable_at_speed(
@@ -491,7 +496,7 @@ def _until_stable_boundary(
     )
     if fast is not None:
         return fast
-    return Stable("per_ref", plan.k, rounds, elapsed_s=elapsed, cost_field=cost)
+    return Stable("per_ref", plan.k, rounds, elapsed_s=elapsed, cost_field=cost, rule="median")
 
 
 def _until_stable_at_speed(

@@ -808,3 +808,18 @@ def test_a_boundary_judged_on_a_plateau_above_its_fastest_round_is_measured_agai
     boundaries["category"] = (plateau, {"total": 350.0})
     C._measure_boundaries_again(boundaries, C.QUICK, None, [150.0, 149.0], logged.append)
     assert boundaries["category"][1]["total"] == 350.0 and len(calls) == 2
+
+
+def test_a_boundary_held_slow_throughout_is_judged_on_the_median_of_its_rounds(monkeypatch):
+    """The host slow for a C boundary's whole measurement (reference 265 ns against a 154 ns
+    record), its figure per reference ns moving round to round so that no four in a row agree
+    within 20%: judged on the median of every round, which many rounds pin down, not refused."""
+    wobble = [1.24, 1.69, 1.38, 1.70, 1.25, 1.48, 1.66, 1.30]
+    totals = [w * 265.0 for w in wobble]
+    st = _boundary_rounds(monkeypatch, [265.0], totals, record=154.0, clock=FakeClock())
+    assert st.field == "per_ref" and st.rule == "median" and len(st.rounds) >= C.QUICK.k
+    assert st.stable and C.refusal("scope", st) is None
+    n = len(st.rounds)
+    assert st.value == pytest.approx(statistics.median((wobble * 3)[:n]))
+    last_k = C.Stable("per_ref", C.QUICK.k, st.rounds, cost_field="total")
+    assert not last_k.stable  # the rule it replaces refused these rounds
