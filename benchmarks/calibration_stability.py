@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlscope import calibration as cal_mod
 from rlscope.analysis.overhead import SPEED_PRICED_ENTRIES
 from rlscope.calibrate import figure as value
 
@@ -155,8 +156,6 @@ def main() -> int:
             busy.kill()
             busy.wait()
     # the backend as the analysis prices it: at the machine's fastest speed once one run recorded it
-    from rlscope import calibration as cal_mod
-
     fastest = cal_mod.read_fastest_ref()
     priced = []
     for i, cal in enumerate(cals):

@@ -567,8 +567,7 @@ def backend_at_speed(cost: dict[str, float], st: Stable, ref_ns: float) -> dict[
     refs = [r["ref"] for r in st.counted if "ref" in r]
     if not refs or not min(refs) > ref_ns:
         return cost
-    scale = ref_ns / min(refs)
-    scaled = {f: v * scale if f in ("total", "inside", "outside") else v for f, v in cost.items()}
+    scaled = cal_mod.scaled_ns(cost, ref_ns / min(refs))
     return {**scaled, "ref_ns": ref_ns, "measured_ref_ns": min(refs), "measured_ns": cost["total"]}
 
 
@@ -1074,8 +1073,13 @@ def _above_its_fastest(st: Stable) -> bool:
     a first round of 228 ns, where the other four stored 241-263 ns and its own scope pair 247
     (BENCHMARKS.md §9, thirty-second session). The fastest timing is the least disturbed one, as for
     each round's own timings (module docstring)."""
-    est = [e for e in st.estimates if e > 0]
-    return bool(est) and st.cost > (1 + TOLERANCE) * min(est)
+    fastest = _fastest_round(st)
+    return fastest is not None and st.cost > (1 + TOLERANCE) * fastest
+
+
+def _fastest_round(st: Stable) -> float | None:
+    """The lowest positive round estimate of a cost (None: none positive)."""
+    return min((e for e in st.estimates if e > 0), default=None)
 
 
 def _measure_backend_again(
@@ -1146,7 +1150,7 @@ def _measure_boundaries_again(
         elif _c_methods() and refusal(entry, st) is None and _above_its_fastest(st):
             log(
                 f"{entry}: judged at {st.cost:.0f} ns, over {1 + TOLERANCE:.1f}x its fastest round"
-                f" ({min(e for e in st.estimates if e > 0):.0f} ns): measured again, the lower kept"
+                f" ({_fastest_round(st):.0f} ns): measured again, the lower kept"
             )
             other = again[entry]()
             if refusal(entry, other[0]) is None and other[0].cost < st.cost:

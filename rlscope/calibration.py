@@ -158,6 +158,14 @@ REGIME_PRICED = ("backend",)
 MACHINE_FASTEST = "machine_fastest_ref_ns"
 
 
+NS_FIELDS = ("total", "inside", "outside")  # an entry's figures in ns, scaled alike with its speed
+
+
+def scaled_ns(row: dict[str, Any], scale: float) -> dict[str, Any]:
+    """A calibration entry with its ns figures (NS_FIELDS) times ``scale``, the rest as they are."""
+    return {f: v * scale if f in NS_FIELDS else v for f, v in row.items()}
+
+
 def at_machine_speed(cal: dict[str, Any], fastest_ref: float | None) -> tuple[dict[str, Any], list[str]]:
     """``cal`` with each REGIME_PRICED cost measured in the host's slow regime (its ``ref_ns`` over
     SLOW_REGIME times the machine's fastest, ``fastest_ref``) scaled to that fastest speed; and one
@@ -169,8 +177,8 @@ def at_machine_speed(cal: dict[str, Any], fastest_ref: float | None) -> tuple[di
     of five beside a busy core, the first two stored 1,234 and 1,208 ns (reference loop 296 and 235
     ns) against 690-711 for the other three (153-154 ns; BENCHMARKS §9, thirty-first session). Once a
     later calibration records the machine's fastest speed (151 ns there), the slow ones are priced at
-    it: 628 and 776 ns, within 11% of the batch's median. Within
-    SLOW_REGIME, or with no record or one not trusted (SPEED_RECORD_FACTOR), nothing changes."""
+    it: 628 and 776 ns, within 11% of the batch's median. Within SLOW_REGIME, or with no record or
+    one not trusted (SPEED_RECORD_FACTOR), nothing changes."""
     if not fastest_ref or not fastest_ref > 0:
         return cal, []
     costs, notes = dict(cal["costs_ns"]), []
@@ -179,9 +187,8 @@ def at_machine_speed(cal: dict[str, Any], fastest_ref: float | None) -> tuple[di
         ref = float(row.get("ref_ns", 0.0) or 0.0) if isinstance(row, dict) else 0.0
         if not ref > SLOW_REGIME * fastest_ref or fastest_ref < SPEED_RECORD_FACTOR * ref:
             continue
-        scale = fastest_ref / ref
         costs[entry] = {
-            **{f: v * scale if f in ("total", "inside", "outside") else v for f, v in row.items()},
+            **scaled_ns(row, fastest_ref / ref),
             "ref_ns": fastest_ref,
             "regime_ref_ns": ref,
             "regime_ns": float(row.get("total", 0.0)),

@@ -107,6 +107,8 @@ def plan(
             info={"status": "off" if not correct else "none", "reason": why or "raw figures requested"},
             warnings=[f"figures are uncorrected: {why}"] if why else [],
         )
+    # a native cost calibrated in the host's slow regime, priced at the machine's fastest known speed
+    cal, repriced = cal_mod.at_machine_speed(cal, cal_mod.machine_fastest_for(cal, metadata[0]))
     info = {
         "status": "applied",
         "path": cal["path"],
@@ -116,10 +118,7 @@ def plan(
         "costs_ns": cal["costs_ns"],
         "refused": cal.get("refused", []),
     }
-    # a native cost calibrated in the host's slow regime, priced at the machine's fastest known speed
-    cal, repriced = cal_mod.at_machine_speed(cal, cal_mod.machine_fastest_for(cal, metadata[0]))
     if repriced:
-        info["costs_ns"] = cal["costs_ns"]
         info["repriced"] = repriced
     costs = [costs_for(cal, meta) for meta in metadata]
     for c in costs:
