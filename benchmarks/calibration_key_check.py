@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from rlscope.calibration import calibration_dir, current_key, path_for
+from rlscope.overhead.correct.calibration import calibration_dir, current_key, path_for
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlscope import calibration as cal_mod
-from rlscope.analysis.overhead import SPEED_PRICED_ENTRIES
-from rlscope.calibrate import figure as value
+from rlscope.overhead.calibrate.rounds import figure as value
+from rlscope.overhead.correct import calibration as cal_mod
+from rlscope.overhead.correct.residual import SPEED_PRICED_ENTRIES
 
 TOLERANCE = 0.20
 BUSY = "while True:\n    pass\n"

@@ -8,7 +8,7 @@
 #    a twin process on the same core (the machine's speed cancels), DQN's loop and the eager simulator.
 # 3. `rlscope validate --twin` on the bundled workloads (PPO-CPU, DQN, eager simulator) and, where the
 #    bench extras install, stable-baselines3 PPO and SAC: 3 repetitions each (twin runs: the timed and
-#    the profiled run in turns on one core, so the host's speed cancels; rlscope/twin.py).
+#    the profiled run in turns on one core, so the host's speed cancels; rlscope/overhead/validate/twin.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 probe=$(mktemp -d)

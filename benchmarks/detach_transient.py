@@ -3,7 +3,7 @@
     python benchmarks/detach_transient.py [--reps 30] [--device cuda] [--json FILE]
 
 The windows correction takes a light window's calls as the operation's unprofiled level, and takes
-out of it only the one call right after each switch (rlscope/analysis/windows.py). In PPO the
+out of it only the one call right after each switch (rlscope/overhead/correct/windows.py). In PPO the
 update (``backprop``) runs once per 128 steps, so nearly every update in a light window is the
 first of its kernels since CUPTI was detached (and, before that, attached): if the driver or CUPTI
 leaves work for a kernel's first launch after a detach (modules instrumented on attach, restored

@@ -98,12 +98,12 @@ def main() -> None:
     args = p.parse_args()
     os.environ["RLSCOPE_GPU_MEMORY"] = "0"  # scopes only: the memory recorder is measured elsewhere
     import rlscope
-    from rlscope import validate
     from rlscope.analysis import analyze
     from rlscope.cli.main import ensure_calibration
     from rlscope.collectors import scope_native
+    from rlscope.overhead.validate import runner as validate
+    from rlscope.overhead.validate.runner import median_interval
     from rlscope.trace import writer
-    from rlscope.validate import median_interval
 
     ensure_calibration(quiet=True)  # as `rlscope run` does: the residual costs need the machine's
     os.environ[scope_native.LEAN_ENV] = "0"

@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlscope import categories
-from rlscope.analysis import windows
 from rlscope.analysis.timeline import build_timeline
+from rlscope.overhead.correct import windows
 from rlscope.trace import reader
 from rlscope.trace import schema as S
 

@@ -287,7 +287,8 @@ def child(device: str, loop: str, timers: bool = False) -> None:
     tmp = tempfile.mkdtemp(prefix="rlscope-lockstep-")
     timer_costs: dict[str, float] = {}
     if timers:
-        from rlscope import annotate, validate
+        from rlscope import annotate
+        from rlscope.overhead.validate import runner as validate
 
         timer_costs = validate.measure_timer_costs()
         aggregate = validate.TimerAggregate()

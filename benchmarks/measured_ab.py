@@ -46,8 +46,8 @@ def main() -> int:
     p.add_argument("out", type=Path)
     args = p.parse_args()
     from rlscope.analysis import analyze
-    from rlscope.analysis.overhead import MEASURED_ENV
-    from rlscope.validate import profiled_figures
+    from rlscope.overhead.correct.residual import MEASURED_ENV
+    from rlscope.overhead.validate.runner import profiled_figures
 
     for path in sorted(args.out.glob("val_*.json")):
         row = path.stem[len("val_") :]

@@ -3,7 +3,7 @@
     python benchmarks/memory_insitu.py [--rounds 3] [--pairs 30] [--kinds tight,launch,mlp] [--json FILE]
 
 Why: the calibration prices an allocator event in a tight loop of ``torch.empty`` + ``del``
-(rlscope/calibrate_memory.py), ~100 ns on the devices, while a twin process put the memory
+(rlscope/overhead/calibrate/memory.py), ~100 ns on the devices, while a twin process put the memory
 recorder's share of the eager simulator's light state at ~4% (BENCHMARKS.md §9), several times what
 the calibrated price times the events explains. If the price of an event rises when driver work or
 an autograd step runs between events (cold caches, longer paths), the calibration under-prices real
@@ -23,7 +23,7 @@ import json
 import statistics
 import time
 
-from rlscope import calibrate_memory
+from rlscope.overhead.calibrate import memory as calibrate_memory
 
 ITERS = {"tight": 1000, "launch": 1000, "mlp": 100}  # ~5-50 ms a timing
 

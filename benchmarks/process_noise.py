@@ -33,8 +33,8 @@ from typing import Any
 
 import rotate
 
-from rlscope import validate
-from rlscope.validate import Options, _parse_cpus, _Runner, noise_floor
+from rlscope.overhead.validate import runner as validate
+from rlscope.overhead.validate.runner import Options, _parse_cpus, _Runner, noise_floor
 
 
 def _spin(cpus: frozenset[int]) -> subprocess.Popen:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from rlscope.analysis import analyze
-from rlscope.validate import _parse_setting, _Runner, median_interval, parse_args
+from rlscope.overhead.validate.runner import _parse_setting, _Runner, median_interval, parse_args
 
 
 def main() -> None:

@@ -106,7 +106,7 @@ def _light_iterations(trace: Path, t) -> list[bool]:
 
     import rlscope
     from rlscope.analysis.timeline import build_timeline
-    from rlscope.analysis.windows import window_rows
+    from rlscope.overhead.correct.windows import window_rows
     from rlscope.trace import schema as S
 
     tl = build_timeline(rlscope.load_trace(str(trace)).processes[0].events)

@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from rlscope import validate
 from rlscope.analysis import analyze
+from rlscope.overhead.validate import runner as validate
 
 
 def revalidate(result: dict, traces: Path) -> dict:

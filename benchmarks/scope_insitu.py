@@ -38,8 +38,8 @@ def main() -> int:
     from loops import sim_eager_step
 
     import rlscope
-    from rlscope import calibration
     from rlscope.collectors import scope_native
+    from rlscope.overhead.correct import calibration
 
     torch.set_num_threads(1)
     step = sim_eager_step(args.device)

@@ -1,5 +1,5 @@
 """The null of `rlscope validate --twin`: two *timed* runs of one program taking turns, as a timed and a
-profiled run do (rlscope/twin.py). Every figure should read 1.000.
+profiled run do (rlscope/overhead/validate/twin.py). Every figure should read 1.000.
 
     python benchmarks/twin_null.py [--reps 4] [--turn-ms 100] [--cpus LIST] [--json F] [--timed]
                                    -- python train.py ARGS...
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlscope import validate
+from rlscope.overhead.validate import runner as validate
 
 
 def main(argv: list[str]) -> int:

@@ -11,7 +11,7 @@ way of pairing windows would hold better, on a model of that noise: back-to-back
 windows), 5% instance noise, windows alternating with random lengths around 0.25 s. Estimators of
 ``c`` (the relative excess), each a median over the run's pairs:
 
-- ``A`` (rlscope/analysis/windows.py's): each full window's median instance over the mean of its
+- ``A`` (rlscope/overhead/correct/windows.py's): each full window's median instance over the mean of its
   light neighbours' medians;
 - ``B``: each switch, the ``K`` instances before it against the ``K`` after it (the first ``S``
   after a switch skipped: the switch's transient);

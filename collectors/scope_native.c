@@ -39,7 +39,7 @@
 #define CAT_PYTHON 0
 
 /* Scope exits (operations, not phases or categories) on the lean and timer paths, every thread:
- * how far a program has run, the same count in its timed and its profiled run (rlscope/twin.py:
+ * how far a program has run, the same count in its timed and its profiled run (rlscope/overhead/validate/twin.py:
  * validate's twin runs take turns at the same point of the program). One add a scope. */
 static long long scope_exits;
 
@@ -1077,7 +1077,7 @@ static PyObject *category_exit(PyObject *mod, PyObject *arg) { return category_c
 
 /* ------------------------------------------------------------------ validate's timer mode */
 
-/* `rlscope validate`'s timer runs (rlscope/validate.py, TimerSession) take the per-operation truth
+/* `rlscope validate`'s timer runs (rlscope/overhead/validate/runner.py, TimerSession) take the per-operation truth
  * through these methods. There a boundary reads the clock and writes one row (thread, kind, name or
  * category), stamped with its own cost like any measured row, and nothing else: no instance ids,
  * stacks, open counts or window checks. The session's full path costs the job's code around it
@@ -1292,7 +1292,7 @@ static PyObject *forget_thread(PyObject *mod, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-/* ---- the signal relay (rlscope/child_signal.py) -----------------------------------------------------
+/* ---- the signal relay (rlscope/runtime/child_signal.py) -----------------------------------------------------
  * A child that its parent ends with SIGTERM flushes its trace first, in a Python handler. CPython
  * runs such a handler only on the main thread, between bytecodes: a main thread that blocks in C
  * (a pool worker waiting on its task queue's semaphore) after the signal was taken, but before it
@@ -1372,7 +1372,7 @@ static PyObject *default_signal(PyObject *mod, PyObject *arg) {
 static PyMethodDef module_methods[] = {
     {"install", install, METH_VARARGS, "put the native __enter__/__exit__ on annotate's classes"},
     {"abi_version", abi_version, METH_NOARGS, "the C side's version (checked against the Python side)"},
-    {"exits", exits, METH_NOARGS, "scope exits so far on the lean and timer paths (rlscope/twin.py)"},
+    {"exits", exits, METH_NOARGS, "scope exits so far on the lean and timer paths (rlscope/overhead/validate/twin.py)"},
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
     {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},

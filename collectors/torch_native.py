@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from rlscope import annotate, autograd_engine
+from rlscope import annotate
+from rlscope.runtime import autograd_engine
 from rlscope.trace import schema as S
 
 SOURCE = Path(__file__).with_name("torch_native.cpp")
@@ -229,7 +230,7 @@ class NativeBackendCollector:
 
         No RecordFunction covers it: on CUDA the caller only waits while the engine's device
         threads run the nodes, which would leave that wait as python time. The engine's entry is
-        wrapped while the collector runs (rlscope/autograd_engine.py). On CPU the nodes then count
+        wrapped while the collector runs (rlscope/runtime/autograd_engine.py). On CPU the nodes then count
         as nested ops of this record.
         """
         enter, leave, name = _pylib.tn_enter, _pylib.tn_exit, ENGINE_NAME

@@ -19,7 +19,7 @@ rlscope's (:func:`runtime_env` merges them), with its errors its own, as without
 
 **Under ``rlscope run``.** Ray workers are children of the raylet, not of the profiled program, so
 ``rlscope run``'s ``sitecustomize`` cannot follow them. When the program imports ray, ``rlscope run``'s
-bootstrap (rlscope/_autorun.py) calls :func:`follow_run`: every ``ray.init`` of the program (an implicit
+bootstrap (rlscope/runtime/autorun.py) calls :func:`follow_run`: every ``ray.init`` of the program (an implicit
 one too) then gets the same hook and collector as :class:`RayProfile`, with the run's session as the
 driver's, and ``ray.shutdown`` (or the end of the program) first has the workers ship the rest of their
 traces into the run's trace directory.
@@ -538,7 +538,7 @@ class RayProfile:
 def follow_run(session: Any, options: dict[str, Any]) -> None:
     """``rlscope run``: the program's Ray workers are profiled too, into the run's trace (module docstring).
 
-    Called by rlscope/_autorun.py right after the program imports ray. Wraps ``ray.init`` (which Ray's
+    Called by rlscope/runtime/autorun.py right after the program imports ray. Wraps ``ray.init`` (which Ray's
     implicit init on a first ``.remote()`` calls too) so that each Ray instance the program starts gets
     rlscope's hook and a collector, with ``session`` (the run's, in this process) as the driver's; and
     ``ray.shutdown`` so the workers ship the rest of their traces before Ray stops them. At the program's

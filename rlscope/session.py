@@ -8,7 +8,7 @@ Every way a process can end normally flushes its session: ``atexit`` for an inte
 (spawned children included: ``spawn_main`` ends with ``sys.exit``), a ``multiprocessing`` finalizer
 for multiprocessing children, which leave through ``os._exit`` (see :meth:`Session._hook_multiprocessing`),
 and, in the children rlscope starts a session in, a SIGTERM handler for a child its parent ends
-(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; rlscope/child_signal.py).
+(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; rlscope/runtime/child_signal.py).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rlscope import _imports, annotate, categories, reference
+from rlscope import _imports, annotate, categories
 from rlscope._version import __version__
 from rlscope.errors import RLScopeError, warn_once
+from rlscope.overhead.correct import reference
 from rlscope.trace import schema as S
 
 
@@ -48,10 +49,10 @@ def _rank() -> str:
 
 
 def stack_info() -> dict[str, str]:
-    """Machine and CUDA facts that key overhead calibrations (rlscope.calibration); no torch import."""
+    """Machine and CUDA facts that key overhead calibrations (rlscope.overhead.correct.calibration); no torch import."""
     import platform
 
-    from rlscope.calibration import cpu_model, gpu_model, torch_cuda_version
+    from rlscope.overhead.correct.calibration import cpu_model, gpu_model, torch_cuda_version
 
     return {
         "machine": platform.machine(),
@@ -143,7 +144,7 @@ class Session:
         self._ticker: Any = None
         self._tick_every_ns = 0
         self._ticker_due_ns = _NEVER
-        self._turn: Any = None  # a twin run of rlscope validate: its turns (rlscope/twin.py)
+        self._turn: Any = None  # a twin run of rlscope validate: its turns (rlscope/overhead/validate/twin.py)
         # alternating windows (rlscope/windows.py): checked at scope exits on the main thread
         self.window_due_ns = _NEVER
         self.main_tid = -1
@@ -284,7 +285,7 @@ class Session:
         metadata = self._metadata(start_ns, unix_ns)
         if RUN_TRACE_DIR_ENV in os.environ:  # under `rlscope run`: this process's children are its
             os.environ[RUN_PARENT_ENV] = str(self._pid)
-        from rlscope import calibration
+        from rlscope.overhead.correct import calibration
 
         # the residual per-event costs travel inside the trace: analyzed anywhere, same figures
         embedded = calibration.for_trace_metadata(metadata)
@@ -308,13 +309,13 @@ class Session:
         self._start_collectors()
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
         self.main_tid = threading.get_native_id()
-        # the machine's Python speed now (rlscope/reference.py: ``parent`` of the start, window and
+        # the machine's Python speed now (rlscope/overhead/correct/reference.py: ``parent`` of the start, window and
         # end rows), taken before the run starts: the analysis prices rlscope's Python at the run's speed
         speed = reference.session_sample_ps()
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, speed, -1, 0))
         self._start_windows()
         self._bind_lean(scope_native)
-        from rlscope import twin
+        from rlscope.overhead.validate import twin
 
         self._turn = twin.current()
         if self._turn is not None and torch_before:
@@ -535,7 +536,7 @@ class Session:
                 parent = st.cats[-1] if st.cats else 0
                 self.events.append((end_ns, st.thread, S.CAT_END, c, parent, -1, S.FLAG_FORCED_CLOSE))
         # id: the signal that ended the process (-1: the session ended normally); parent: the
-        # machine's Python speed, timed after the run's end (rlscope/reference.py)
+        # machine's Python speed, timed after the run's end (rlscope/overhead/correct/reference.py)
         speed = reference.session_sample_ps() if not signal else -1
         end = (end_ns, threading.get_native_id(), S.SESSION_END, signal or -1, speed, -1, 0)
         self.events.append(end)
@@ -610,15 +611,15 @@ class Session:
 
     def end_cleanly_on_sigterm(self) -> None:
         """In a child rlscope started a session in: when its parent ends it with SIGTERM, flush
-        first (rlscope/child_signal.py). Only where SIGTERM still has its default action."""
-        from rlscope import child_signal
+        first (rlscope/runtime/child_signal.py). Only where SIGTERM still has its default action."""
+        from rlscope.runtime import child_signal
 
         child_signal.end_cleanly_on_sigterm(self)
 
 
-# Set by `rlscope run` (rlscope/cli/main.py) for the program it profiles; rlscope/_autorun.py starts
+# Set by `rlscope run` (rlscope/cli/main.py) for the program it profiles; rlscope/runtime/autorun.py starts
 # that program's session from them. Here because every reader imports this module anyway (importing
-# rlscope._autorun would start a run).
+# rlscope.runtime.autorun would start a run).
 RUN_TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"
 RUN_OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
 RUN_PARENT_ENV = "RLSCOPE_RUN_PARENT"  # pid of the latest profiled process in a process's ancestry
@@ -633,11 +634,11 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     ``windows`` (default True: switch backend-op recording and GPU tracing off in every other
     window of ``window_s`` seconds on average, default 0.1, so their cost is measured in this very
     run; ``full_share``, default 0.5, is the share of the time they are on;
-    rlscope/analysis/windows.py).
+    rlscope/overhead/correct/windows.py).
     """
     mode = os.environ.get("RLSCOPE_MODE")  # a run of `rlscope validate`: off | timers | profile
     if mode:
-        from rlscope.validate import session_for_mode
+        from rlscope.overhead.validate.runner import session_for_mode
 
         return session_for_mode(mode, trace_dir, options)
     run = annotate._active
@@ -649,7 +650,7 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
 class RunSession:
     """What ``rlscope.profile`` returns inside a program already profiled by ``rlscope run``.
 
-    Why: the run's session (rlscope/_autorun.py) started before the program's first line, and a
+    Why: the run's session (rlscope/runtime/autorun.py) started before the program's first line, and a
     second session in one process is refused; a program that profiles itself (``--trace-dir`` in the
     bundled workloads) must not crash because it is run under ``rlscope run``. Its scopes go to the
     run's trace; this object only stands in for the session it asked for, and says so once.

@@ -1,4 +1,4 @@
-"""The shared wrapper around torch's autograd engine entry (rlscope/autograd_engine.py)."""
+"""The shared wrapper around torch's autograd engine entry (rlscope/runtime/autograd_engine.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rlscope import autograd_engine  # noqa: E402
+from rlscope.runtime import autograd_engine  # noqa: E402
 
 
 def _counter(log: list[str], name: str):

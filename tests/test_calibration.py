@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 import rlscope
-from rlscope import calibrate as C
-from rlscope import calibration as cal_mod
 from rlscope.analysis import analyze
 from rlscope.collectors import scope_native
+from rlscope.overhead.calibrate import rounds as C
+from rlscope.overhead.correct import calibration as cal_mod
 from rlscope.session import Session
 
 
@@ -573,7 +573,7 @@ def test_a_round_whose_reference_moved_is_run_again(monkeypatch):
 
 
 def test_median_rule_counts_every_round_and_refuses_a_wide_one():
-    from rlscope.calibrate import Stable, refusal, until_stable
+    from rlscope.overhead.calibrate.rounds import Stable, refusal, until_stable
 
     values = iter([93.0, 89.0, 151.0, 116.0, 98.0, 104.0, 300.0, 20.0])
     st = until_stable(lambda: {"per_event": next(values)}, "per_event", 6, 0.0, rule="median")
@@ -596,7 +596,7 @@ def test_median_rule_keeps_a_per_process_spread_once_its_median_is_known():
     """An H200's memory calibration (2026-11-26): nine children 57-162 ns, MAD 21% of the median
     109 ns. Each process draws its own cost, so the rounds' spread stays; the median is what the
     analyzer removes, and with more rounds it is known well enough (refusing it removed 0 ns)."""
-    from rlscope.calibrate import Stable, refusal
+    from rlscope.overhead.calibrate.rounds import Stable, refusal
 
     nine = [73.5, 129.8, 87.3, 114.3, 77.9, 109.4, 161.8, 132.4, 56.9]
     st = Stable("per_event", 6, [{"per_event": v} for v in nine], rule="median")

@@ -9,7 +9,7 @@ import pytest
 
 import rlscope
 from rlscope import categories as C
-from rlscope import demangle as D
+from rlscope.analysis import demangle as D
 from rlscope.annotate import intern
 from rlscope.trace import schema as S
 from tests.conftest import FakeClock, write_stream

@@ -7,9 +7,9 @@ import pyarrow as pa
 import pytest
 
 from rlscope import categories
-from rlscope.analysis import flush_stall
-from rlscope.analysis.overhead import EventCosts, _flush_stall, correct_timeline
 from rlscope.analysis.timeline import build_timeline
+from rlscope.overhead.correct import flush_stall
+from rlscope.overhead.correct.residual import EventCosts, _flush_stall, correct_timeline
 from rlscope.trace import schema as S
 
 WORK, GLUE = 10_000, 100  # ns of work per instance, unannotated ns between instances

@@ -1,4 +1,4 @@
-"""rlscope.hoststat: a run's cores' busy and stolen time from /proc/stat, and validate's use of it."""
+"""rlscope.overhead.validate.hoststat: a run's cores' busy and stolen time from /proc/stat, and validate's use of it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from rlscope import hoststat, validate
+from rlscope.overhead.validate import hoststat
+from rlscope.overhead.validate import runner as validate
 
 STAT = """cpu  900 0 300 5000 10 0 5 70 0 0
 cpu0 100 0 50 2000 5 0 1 10 0 0

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from rlscope import calibration as cal_mod
+from rlscope.overhead.correct import calibration as cal_mod
 
 pytestmark = pytest.mark.gpu
 
@@ -26,7 +26,7 @@ BLOCKS, N = 30, 3000  # blocks of N small allocations each freed at once, ~5-15 
 # Each profiled block notes its window: in full windows CUPTI's cost is there too.
 CHILD = """
 import json, sys, torch, rlscope
-from rlscope.calibrate_memory import _loop, _step
+from rlscope.overhead.calibrate.memory import _loop, _step
 torch.cuda.init()
 cuda_step, cpu_step = _step(torch, "cuda"), _step(torch, "cpu")
 _loop(cuda_step, 3000)
@@ -47,7 +47,7 @@ print(json.dumps({{"before": before, "after": after}}))
 
 
 def test_memory_cost_per_event_is_measured_in_fresh_processes():
-    from rlscope import calibrate_memory
+    from rlscope.overhead.calibrate import memory as calibrate_memory
 
     r = calibrate_memory.run_child(1000, 20)
     # torch.empty + del: an alloc and a free_requested recorded (free_completed is not)
@@ -59,8 +59,8 @@ def test_memory_cost_per_event_is_measured_in_fresh_processes():
 def test_allocation_loop_corrected_to_its_unprofiled_time(tmp_path):
     """The calibrated cost per event is what the recorder costs a loop in a session's light windows,
     and the analyzer removes it for every recorded event."""
-    from rlscope import calibrate_memory
     from rlscope.analysis import analyze
+    from rlscope.overhead.calibrate import memory as calibrate_memory
     from rlscope.trace import schema as S
 
     per_event = statistics.median(calibrate_memory.run_child(1000, 30)["per_event"] for _ in range(3))

@@ -186,7 +186,7 @@ BLOCKED_CHILD_SCRIPT = textwrap.dedent(
 @pytest.mark.skipif(scope_native.available() != "native", reason="the relay needs the native scope module")
 def test_a_sigterm_the_main_thread_cannot_see_still_ends_the_child_after_its_flush(tmp_path):
     """A child whose main thread waits in C while SIGTERM is taken on another thread (or just
-    before the wait) never runs the Python handler: without the relay (rlscope/child_signal.py) it
+    before the wait) never runs the Python handler: without the relay (rlscope/runtime/child_signal.py) it
     hung, where without rlscope it died at once; a pool worker did this to `with Pool()` in CI."""
     r, trace = _run_script(tmp_path, BLOCKED_CHILD_SCRIPT)
     assert "EXITCODE -15" in r.stdout, r.stdout + r.stderr  # died of the signal, as without rlscope

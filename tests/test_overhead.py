@@ -13,11 +13,12 @@ import pyarrow as pa
 import pytest
 
 import rlscope
-from rlscope import calibration as cal_mod
 from rlscope import categories
-from rlscope.analysis import analyze, overhead
-from rlscope.analysis.overhead import _flush_stall, correct_timeline, costs_for
+from rlscope.analysis import analyze
 from rlscope.analysis.timeline import build_timeline
+from rlscope.overhead.correct import calibration as cal_mod
+from rlscope.overhead.correct import residual as overhead
+from rlscope.overhead.correct.residual import _flush_stall, correct_timeline, costs_for
 from rlscope.trace import schema as S
 from tests.conftest import real_clock
 
@@ -137,8 +138,8 @@ def test_writer_flush_stall_is_removed_where_it_happened():
 
 def test_a_sessions_flushes_measure_their_own_cpu_time(tmp_path):
     """With the native event buffer, each marked flush's end row carries its CPU time (ns)."""
-    from rlscope.analysis.overhead import flush_intervals
     from rlscope.collectors import scope_native
+    from rlscope.overhead.correct.residual import flush_intervals
 
     if scope_native.available() != "native":
         pytest.skip("no C compiler or Python headers: the Python queue measures nothing")
@@ -184,7 +185,7 @@ def test_a_trace_without_calibration_or_windows_removes_what_its_boundaries_meas
     """The plan without a calibration: windows when some process has light windows, else the
     boundaries' own measurements when every process's boundaries timed themselves (the C methods
     from ABI 5: ``scopes`` native-5), else raw; never any of them when raw figures were asked for."""
-    from rlscope.analysis.correction import plan, self_timed
+    from rlscope.overhead.correct.plan import plan, self_timed
 
     assert self_timed({"scopes": "native-5"}) and self_timed({"scopes": "native-12"})
     assert not any(self_timed({"scopes": v}) for v in ("native-4", "python", "native-x", ""))
@@ -217,7 +218,7 @@ def test_foreign_calibration_file_warns_and_reports_raw(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content", ["{not json", '{"schema": "other"}', '{"schema": "rlscope.calibration/1"}']
+    "content", ["{not json", '{"schema": "other"}', '{"schema": "rlscope.overhead.correct.calibration/1"}']
 )
 def test_corrupt_calibration_warns_and_reports_raw(tmp_path, content):
     trace = _small_trace(tmp_path)
@@ -551,7 +552,7 @@ def test_memory_events_without_a_calibrated_cost_are_kept_and_said(fake_session,
 
 
 def test_a_cuda_call_inside_rlscopes_own_work_stays_rlscopes():
-    """A twin run's synchronize at a turn (rlscope/twin.py) is a CUDA call inside the profiler
+    """A twin run's synchronize at a turn (rlscope/overhead/validate/twin.py) is a CUDA call inside the profiler
     category: its time is rlscope's (removed), not the job's CUDA API time; one outside stays CUDA."""
     rows = [  # main thread 1: an operation over [0, 10000); rlscope's work over [2000, 6000)
         (0, 1, S.SESSION_START, -1, -1, -1, 0),
@@ -573,7 +574,7 @@ def test_python_costs_are_priced_at_the_runs_own_speed(fake_session, monkeypatch
     """A calibration taken while the host ran Python at half the run's speed stored its boundary
     costs at that speed (``ref_ns`` 200 against the run's 100): priced at the run's speed, the
     injected overhead is removed exactly again; the native classes would not be scaled."""
-    from rlscope import reference
+    from rlscope.overhead.correct import reference
 
     monkeypatch.setattr(reference, "session_sample_ps", lambda: 100_000)  # the run: 100 ns an iteration
     session, clock = fake_session
@@ -643,8 +644,8 @@ def test_speed_scale_leaves_native_costs_and_unknown_references_alone():
 
 
 def test_a_session_times_the_reference_loop_at_start_switches_and_end(tmp_path):
-    """Real clock: the samples lie near the loop timed here (the same code, rlscope/reference.py)."""
-    from rlscope import reference
+    """Real clock: the samples lie near the loop timed here (the same code, rlscope/overhead/correct/reference.py)."""
+    from rlscope.overhead.correct import reference
 
     with rlscope.profile(tmp_path / "t", backend=False) as session:
         session._togglers = [type("Toggle", (), {"set_enabled": lambda self, on: None})()]

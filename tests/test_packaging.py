@@ -42,7 +42,7 @@ def test_wheel_top_level_is_only_rlscope(tmp_path):
         "collectors/torch_ops.py",
         "collectors/cupti_native.c",
         "collectors/scope_native.c",
-        "_boot/sitecustomize.py",  # `rlscope run` puts its directory on the program's PYTHONPATH
+        "runtime/boot/sitecustomize.py",  # `rlscope run` puts its directory on the program's PYTHONPATH
         "viz/terminal.py",
         "workloads/ppo_cartpole.py",
         "analysis/overlap.py",

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import rlscope
-from rlscope import calibration as cal_mod
 from rlscope.analysis import AnalysisResult, analyze
 from rlscope.analysis.breakdown import analyze as breakdown_all
 from rlscope.analysis.intervals import intervals
@@ -27,6 +26,7 @@ from rlscope.analysis.summary import summarize
 from rlscope.cli import analyze as cli
 from rlscope.cli import export
 from rlscope.errors import TraceError
+from rlscope.overhead.correct import calibration as cal_mod
 from rlscope.trace.reader import load_trace
 from rlscope.viz import html, terminal
 from tests.test_viz import _row

@@ -455,7 +455,7 @@ def test_memory_recorder_swallows_errors_with_one_warning(capsys):
 def test_share_cli_and_share_check_on_cpu(fake_session, tmp_path, capsys):
     import sys
 
-    from rlscope import share_check
+    from rlscope.cli import share_check
     from rlscope.cli.analyze import main as analyze_main
 
     session, _ = _synthetic(fake_session)
@@ -477,7 +477,7 @@ def test_share_check_times_the_scoped_loop_not_start_up(tmp_path):
     """Each copy's loop is its first scope entry to its last exit, read from its own trace."""
     import sys
 
-    from rlscope import share_check
+    from rlscope.cli import share_check
 
     prog = "import time, rlscope\nfor _ in range(4):\n    with rlscope.scope('a'):\n        time.sleep(.05)"
     res = share_check.check([sys.executable, "-c", prog], (2,), None, tmp_path, 120, False)
@@ -506,7 +506,7 @@ def test_share_check_counts_each_copys_cpu_time(tmp_path):
     """A copy's CPU seconds (all threads, its traced child too) against a known busy-wait and a sleep."""
     import sys
 
-    from rlscope import share_check
+    from rlscope.cli import share_check
 
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4:\n    pass"
     runs = share_check.run_copies([sys.executable, "-c", spin], 2, dict(os.environ), 60)

@@ -207,7 +207,7 @@ def test_kernel_occupancy_matches_the_driver(tmp_path, in_fresh_process):
 
 
 def test_share_check_two_copies(tmp_path):
-    from rlscope import share_check
+    from rlscope.cli import share_check
 
     prog = (
         "import torch, time\n"

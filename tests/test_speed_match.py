@@ -1,4 +1,4 @@
-"""rlscope.speed_match: the timed reference scaled to the profiled run's mix of the machine's speeds.
+"""rlscope.overhead.validate.speed_match: the timed reference scaled to the profiled run's mix of the machine's speeds.
 
 Ground truth by construction: samples drawn at known levels (1.0 ms fast, 1.5 ms slow) in known
 shares, so the mix factor and the matched error are known numbers.
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from rlscope import speed_match as sm
+from rlscope.overhead.validate import speed_match as sm
 
 FAST, SLOW = 1.0e6, 1.5e6
 
@@ -69,7 +69,7 @@ def test_validate_reports_operations_at_matched_speed():
     """`step`: the timed runs 80% fast (0.95 s inclusive), the profiled run 30% fast with no light
     cost, corrected to what its own mix took: 0.95 * 1.35 / 1.1. Plain, that reads +22.7%; at
     matched speed 0% (in the JSON), and the line gives the light state's own cost: 0%."""
-    from rlscope.validate import compare, parse_args
+    from rlscope.overhead.validate.runner import compare, parse_args
 
     opts = parse_args(["--", sys.executable, __file__])
     light = [[lv, n] for lv, n in _samples(0.3, seed=3)]
@@ -164,7 +164,7 @@ def test_the_profiled_mix_counts_the_full_windows_too():
 
 
 def test_the_same_speed_level_replaces_the_fast_end_in_the_drift_clause():
-    from rlscope.validate import drift_text
+    from rlscope.overhead.validate.runner import drift_text
 
     drift = {"operation": "step", "light_spread": [-0.3, 0.2], "timer_spread": None, "fast_error": 0.19}
     assert "at the fast end" in drift_text({**drift, "light_level": None})

@@ -385,7 +385,7 @@ def test_reader_and_timeline_use_backend_file(tmp_path):
 def test_backward_on_cuda_is_one_record_spanning_the_callers_wait(lib, tmp_path):
     """On CUDA the engine's device thread runs the nodes while the caller waits: the caller's
     thread holds one ``torch.autograd.backward`` record over that wait (the engine wrapper,
-    rlscope/autograd_engine.py), in full windows and light ones alike unwrapped at the end."""
+    rlscope/runtime/autograd_engine.py), in full windows and light ones alike unwrapped at the end."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     x = torch.randn(64, device="cuda", requires_grad=True)

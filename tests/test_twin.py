@@ -1,4 +1,4 @@
-"""``rlscope validate --twin``: two runs of one program taking turns (rlscope/twin.py), checked
+"""``rlscope validate --twin``: two runs of one program taking turns (rlscope/overhead/validate/twin.py), checked
 against known counts and known busy-wait times."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from rlscope import twin, validate
+from rlscope.overhead.validate import runner as validate
+from rlscope.overhead.validate import twin
 
 
 def test_spec_round_trips_through_the_environment():

@@ -13,8 +13,9 @@ import time
 import pytest
 
 import rlscope
-from rlscope import annotate, validate
-from rlscope.validate import ChildRecord, TimerAggregate, TimerSession, corrected_timers
+from rlscope import annotate
+from rlscope.overhead.validate import runner as validate
+from rlscope.overhead.validate.runner import ChildRecord, TimerAggregate, TimerSession, corrected_timers
 
 STEP_NS = 100  # what the fake clock moves at each read: the timers' own cost, in clock time
 
@@ -255,7 +256,7 @@ def test_help_lists_validate():
 
 
 def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
-    from rlscope.validate import compare, noise_floor, parse_args
+    from rlscope.overhead.validate.runner import compare, noise_floor, parse_args
 
     assert noise_floor([1.0, 1.2, 1.1]) == pytest.approx(0.1 / 1.1)
     assert noise_floor([1.0]) == 0.0
@@ -275,7 +276,7 @@ def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
     """Errors over five repetitions → a 90% interval of the median against the band: every
     repetition ~+20% is a systematic miss; ~0% with a little spread, a confirmed pass; ±15% around
     0, a pass not yet confirmed; four repetitions are too few to confirm anything."""
-    from rlscope.validate import compare, judge, median_interval, parse_args
+    from rlscope.overhead.validate.runner import compare, judge, median_interval, parse_args
 
     assert median_interval([0.3, 0.1, 0.5, 0.2, 0.4]) == [0.1, 0.5]  # five runs: [min, max] is 93.75%
     assert median_interval([0.1, 0.2, 0.3]) is None
@@ -306,7 +307,7 @@ def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
 
 def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.Path) -> None:
     from rlscope.errors import RLScopeError
-    from rlscope.validate import parse_args, profile_overrides
+    from rlscope.overhead.validate.runner import parse_args, profile_overrides
 
     script = tmp_path / "x.py"
     script.write_text("")
@@ -322,7 +323,7 @@ def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.P
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this OS")
 def test_cpus_pins_every_run_and_refuses_cpus_it_cannot_use(tmp_path: pathlib.Path) -> None:
     from rlscope.errors import RLScopeError
-    from rlscope.validate import parse_args, run_child
+    from rlscope.overhead.validate.runner import parse_args, run_child
 
     allowed = sorted(os.sched_getaffinity(0))
     opts = parse_args(["--cpus", str(allowed[0]), "--", "python", "-c", "pass"])
@@ -360,7 +361,7 @@ def test_the_verdict_sets_the_machines_speed_beside_a_miss():
     """The profiled runs' light windows of `step` ranged 1.0-1.5 ms, the timed runs' blocks 1.0-1.1
     ms: the machine slowed during the profiled run. Their fast ends agree (+0%), which says the
     light state costs `step` nothing; the miss is the machine's."""
-    from rlscope.validate import compare, parse_args, speed_rows
+    from rlscope.overhead.validate.runner import compare, parse_args, speed_rows
 
     opts = parse_args(["--", sys.executable, __file__])
     windows = {"windows": {"operations": {"step": {"light_window_ns": [1.0e6, 1.2e6, 1.5e6]}}}}

@@ -12,7 +12,7 @@ import rlscope
 from rlscope import annotate, categories
 from rlscope.analysis import analyze
 from rlscope.analysis.timeline import build_timeline
-from rlscope.analysis.windows import estimate
+from rlscope.overhead.correct.windows import estimate
 from rlscope.trace import schema as S
 from tests.conftest import real_clock
 
@@ -459,7 +459,7 @@ def test_a_window_of_one_cold_call_is_no_light_reference(tmp_path):
     As the light reference of the next full window it made that window's cost 40x too large (SB3 SAC
     on an H100: train corrected -33%); windows of fewer than MIN_PAIR_INSTANCES instances neither pair
     nor serve as reference, and the correction is exact again, wherever the cold call falls."""
-    from rlscope.analysis import windows
+    from rlscope.overhead.correct import windows
 
     cold = 100 * 20 * WORK
     seen = set()
@@ -533,7 +533,7 @@ def test_a_run_too_short_to_pair_windows_says_which_operations_and_what_would(tm
     few = [n for n in s["overhead"]["notes"] if "window switches in this run" in n]
     assert len(few) == 1, s["overhead"]["notes"]
     assert "train, infer corrected from all their full-window calls" in few[0]
-    from rlscope.analysis import windows
+    from rlscope.overhead.correct import windows
 
     switches = len(windows.window_rows(build_timeline(trace.processes[0].events))[0]) - 1
     assert 2 <= switches <= 6 and few[0].startswith(f"only {switches} window switches"), few
@@ -548,7 +548,7 @@ def test_a_pooled_cost_is_capped_by_the_operations_own_full_instance(tmp_path):
     pooled cost per event, infer's: 15x what recording train's ops costs here (PPO-GPU's
     compute_advantages, whose launches partly hide behind the GPU, lost 36% so on an H200). Its own
     full call's excess over its light median bounds the removal, exact on this clock."""
-    from rlscope.analysis import windows
+    from rlscope.overhead.correct import windows
 
     tried = []
     for start in range(0, 300, 7):  # until exactly one train call falls wholly in a full window
@@ -690,7 +690,7 @@ def test_an_unpaired_estimate_leaves_out_the_cold_first_call(tmp_path, monkeypat
     Compared by medians of two calls a kind, the light median was the cold and the warm call's mean
     and the collectors' cost read low: train +11% here, +8-12% on an H100. Left out, the estimate is
     warm against warm and the corrected train holds the cold call's time exactly once."""
-    from rlscope.analysis import windows
+    from rlscope.overhead.correct import windows
 
     cold = 200 * WORK // 2
     truth = (4 * 200 * WORK + cold) * 1e-9

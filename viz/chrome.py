@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlscope.demangle import demangle
+from rlscope.analysis.demangle import demangle
 from rlscope.errors import RLScopeError
 
 if TYPE_CHECKING:

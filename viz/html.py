@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rlscope.demangle import demangle
+from rlscope.analysis.demangle import demangle
 from rlscope.errors import RLScopeError
 from rlscope.viz.colors import CATEGORY_COLORS, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html

@@ -10,7 +10,7 @@ import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rlscope.demangle import demangle
+from rlscope.analysis.demangle import demangle
 
 MIB = 1 << 20
 TOP_OPS = 8

@@ -15,10 +15,12 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis import gpu, overhead, windows
-from rlscope.analysis.overhead import EventCosts
+from rlscope.analysis import gpu
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
+from rlscope.overhead.correct import residual as overhead
+from rlscope.overhead.correct import windows
+from rlscope.overhead.correct.residual import EventCosts
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace, name_of
 
@@ -105,7 +107,7 @@ def analyze_process_pair(
     """(raw, corrected) breakdowns of one process from one timeline; corrected is None without costs.
 
     The corrected one runs the same aggregation over the timeline with rlscope's overhead removed
-    (rlscope.analysis.overhead); GPU work keeps its durations and moves with its launch.
+    (rlscope.overhead.correct.residual); GPU work keeps its durations and moves with its launch.
     ``joined``: the process's timeline with GPU work (:func:`rlscope.analysis.gpu.timeline_with_gpu`),
     when the caller already built it.
     """

@@ -5,7 +5,7 @@ joined to operations exactly as the breakdown does (:func:`rlscope.analysis.gpu.
 :func:`~rlscope.analysis.timeline.build_timeline` with CUDA API time, :func:`rlscope.analysis.gpu.attribute`):
 a record belongs to the operation innermost on the launching thread when its CUDA API call started.
 Records with no launch seen go to ``[unannotated]``. Times are raw (not overhead-corrected). Kernel
-names are demangled (:mod:`rlscope.demangle`); ``mangled`` keeps each as the trace recorded it.
+names are demangled (:mod:`rlscope.analysis.demangle`); ``mangled`` keeps each as the trace recorded it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from rlscope import categories
 from rlscope.analysis import gpu
+from rlscope.analysis.demangle import demangle
 from rlscope.categories import UNANNOTATED
-from rlscope.demangle import demangle
 from rlscope.trace.reader import ProcessTrace, Trace
 
 __all__ = ["KERNEL_SCHEMA", "KernelRows", "kernel_table", "kernel_table_from", "process_kernel_rows"]

@@ -31,9 +31,9 @@ from typing import Any
 # imported here, not in the functions: forked pool workers then start with them loaded
 from rlscope.analysis import gpu, intervals, report, sharing
 from rlscope.analysis.breakdown import analyze_process_pair
-from rlscope.analysis.correction import has_light_windows
 from rlscope.analysis.kernels import process_kernel_rows
 from rlscope.errors import RLScopeError, TraceError
+from rlscope.overhead.correct.plan import has_light_windows
 from rlscope.trace.reader import ProcessTrace, load_process
 
 __all__ = ["PieceRequest", "ProcessInfo", "ProcessPiece", "Runner", "process_piece", "survey"]

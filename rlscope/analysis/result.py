@@ -2,7 +2,7 @@
 
 :func:`analyze` walks the trace once, one process at a time (:mod:`~rlscope.analysis.parallel`: here,
 in a process pool or in Ray tasks): a survey of each process (metadata, session bounds) chooses the
-correction (:mod:`~rlscope.analysis.correction`) and the run's time axis; then each process is loaded
+correction (:mod:`~rlscope.overhead.correct.plan`) and the run's time axis; then each process is loaded
 (:mod:`rlscope.trace.reader`), its per-thread timeline built with its GPU work joined
 (:func:`rlscope.analysis.gpu.timeline_with_gpu`), corrected and aggregated
 (:mod:`~rlscope.analysis.breakdown`) and cut into its kernel rows, its share of the report's timeline
@@ -126,13 +126,13 @@ def _analyze(
     want_intervals: bool,
 ) -> AnalysisResult:
     from rlscope.analysis import nccl
-    from rlscope.analysis.correction import plan
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
     from rlscope.analysis.parallel import PieceRequest, Runner, process_piece, survey
     from rlscope.analysis.report import MAX_INTERVALS, report_dict, timeline_from, window_choice
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
+    from rlscope.overhead.correct.plan import plan
     from rlscope.trace.reader import (
         ProcessHeader,
         Trace,

@@ -12,7 +12,7 @@ from typing import Any
 
 from rlscope.analysis import roles
 from rlscope.analysis.breakdown import UNANNOTATED, ProcessBreakdown
-from rlscope.analysis.correction import CorrectionPlan
+from rlscope.overhead.correct.plan import CorrectionPlan
 from rlscope.trace.reader import TraceHeader, clock_offset
 
 SUMMARY_SCHEMA = "rlscope.summary/1"

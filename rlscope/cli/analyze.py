@@ -141,7 +141,7 @@ def _bench_sim(argv: list[str]) -> int:
 
 
 def _share(argv: list[str]) -> int:
-    from rlscope.share_check import share_main  # the co-location estimate (docs/sharing.md)
+    from rlscope.cli.share_check import share_main  # the co-location estimate (docs/sharing.md)
 
     return share_main(argv)
 

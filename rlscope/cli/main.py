@@ -20,12 +20,11 @@ from pathlib import Path
 from rlscope.cli.parser import Parser, command_list
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
+from rlscope.runtime import BOOT_DIR
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.trace import clear_trace_dir
 
 EXIT_BAD_INPUT = 2
-# the directory `rlscope run` puts first on its program's PYTHONPATH (its sitecustomize starts the session)
-BOOT_DIR = Path(__file__).resolve().parent.parent / "_boot"
 
 
 def _print_report(
@@ -196,8 +195,8 @@ def calibrate(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.reps is not None and args.reps < 2:
         p.error("--reps must be >= 2: stability is agreement between rounds")
-    from rlscope import calibration
-    from rlscope.calibrate import run_calibration
+    from rlscope.overhead.calibrate.rounds import run_calibration
+    from rlscope.overhead.correct import calibration
     from rlscope.viz.terminal import render_calibration
 
     def log(msg: str) -> None:
@@ -218,11 +217,11 @@ def ensure_calibration(quiet: bool = False, quick: bool = False) -> None:
 
     ``quick``: ``rlscope calibrate --quick``'s plan, for a caller with a time limit.
     """
-    from rlscope import calibration
+    from rlscope.overhead.correct import calibration
 
     if calibration.path_for(calibration.current_key()).exists():
         return
-    from rlscope.calibrate import run_calibration
+    from rlscope.overhead.calibrate.rounds import run_calibration
 
     how = "quickly (--quick)" if quick else "(a minute or more on a noisy machine)"
     print(f"rlscope: no overhead calibration for this machine yet: calibrating once {how} ...")
@@ -233,13 +232,13 @@ def ensure_calibration(quiet: bool = False, quick: bool = False) -> None:
 
 
 def validate(argv: list[str]) -> int:
-    from rlscope.validate import main as validate_main
+    from rlscope.overhead.validate.runner import main as validate_main
 
     return validate_main(argv)
 
 
 def share_check(argv: list[str]) -> int:
-    from rlscope import share_check  # k copies on one GPU against the co-location estimate
+    from rlscope.cli import share_check  # k copies on one GPU against the co-location estimate
 
     return share_check.main(argv)
 

@@ -45,7 +45,7 @@ class EventKind(IntEnum):
 
 
 class CostClass(IntEnum):
-    """Which calibrated begin/end cost a timeline row pays (rlscope/analysis/overhead.py)."""
+    """Which calibrated begin/end cost a timeline row pays (rlscope/overhead/correct/residual.py)."""
 
     NONE = 0  # rows rlscope wrote itself (forced closes), and the rlscope category
     SCOPE = 1  # operations and phases
@@ -96,7 +96,7 @@ EVENT_COLUMNS_DOC = [
         "int64",
         "op/phase rows: enclosing instance (-1: none); category rows: enclosing category; session"
         " start, end and window rows: the reference Python loop's ps per iteration timed there"
-        " (rlscope/reference.py; -1: not timed)",
+        " (rlscope/overhead/correct/reference.py; -1: not timed)",
     ),
     ("name", "int32", "id into names.arrows (-1 for category rows)"),
     ("flags", "int8", "FLAG_RECURSIVE | FLAG_FORCED_CLOSE"),
@@ -105,7 +105,7 @@ EVENT_COLUMNS = [c for c, _, _ in EVENT_COLUMNS_DOC]
 # written by sessions with the C scope methods (collectors/scope_native.c), absent from older traces
 # and from sessions on the Python methods: what a scope or category boundary measured it cost on the
 # job's thread, packed as pre | post << 32 (ns before and after the event's timestamp); 0: not
-# measured, the calibrated cost applies (rlscope/analysis/overhead.py)
+# measured, the calibrated cost applies (rlscope/overhead/correct/residual.py)
 EVENT_COST_COLUMN = ("cost", "int64", "measured cost of the boundary: pre | post << 32 ns (0: not measured)")
 # the writer's flush marks (the ``rlscope`` category on the writer's thread): the end row's cost is
 # the flush's CPU time on that thread, in ns (its ``pre`` field), at most this

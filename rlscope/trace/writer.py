@@ -203,7 +203,7 @@ class TraceWriter:
 
         ``mark``: record the flush as an ``rlscope`` category interval on the writer's thread. The
         flush holds the GIL while it converts events, stalling the job; the analyzer removes that
-        stall where it happened (rlscope/analysis/overhead.py). With the native event buffer the
+        stall where it happened (rlscope/overhead/correct/residual.py). With the native event buffer the
         interval's end row carries the flush's CPU time on this thread in its ``cost`` column: the
         stall measured in the run itself, instead of a calibrated cost per row, which varies by
         ±25% between processes at the same machine speed (BENCHMARKS.md §9, eighteenth session).

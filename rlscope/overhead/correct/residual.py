@@ -4,7 +4,7 @@ Every recorded event costs CPU time, and that time lands on the thread's timelin
 the event's timestamp or the other. For a begin/end pair (a scope, a category, a backend op, a
 CUDA API call under CUPTI) calibration measures the part that falls *inside* the pair (charged to
 the operation or category it opens) and the part that falls *outside* (charged to the enclosing
-one); rlscope/calibrate.py says how. Correction shrinks each segment of the timeline by the cost
+one); rlscope/overhead/calibrate/rounds.py says how. Correction shrinks each segment of the timeline by the cost
 of the events that bound it, removes the ``rlscope`` category (the profiler's periodic work)
 entirely, and scales what is left by the share of the run that background work (the trace writer
 and the NVML sampler, which stall the job through the GIL) took. The corrected timestamps are
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from rlscope import categories, reference
-from rlscope.analysis import flush_stall
+from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.overhead.correct import flush_stall, reference
 from rlscope.trace import schema as S
 from rlscope.trace.schema import CostClass
 
@@ -62,7 +62,7 @@ class EventCosts:
     writer_per_event: float = 0.0  # background: the writer's GIL time per event row written
     nvml_per_sample: float = 0.0  # background: the NVML sampler's GIL time per sample
     # the GPU memory recorder per recorded allocator event (torch's trace entry and rlscope's
-    # tracker, paid on the allocating thread); 0: not calibrated (rlscope/calibrate_memory.py)
+    # tracker, paid on the allocating thread); 0: not calibrated (rlscope/overhead/calibrate/memory.py)
     memory_per_event: float = 0.0
     # per class (and the writer's): the reference loop's ns per iteration at which the calibration
     # stored the cost; NaN: a cost not priced at the run's speed (:func:`at_run_speed`)
@@ -155,7 +155,7 @@ def _ref(row: dict[str, Any]) -> float:
 
 def run_reference_ns(events: Any) -> float | None:
     """The run's own Python speed: the reference loop's ns per iteration the session timed at its
-    start, at every window switch and at its end (``parent`` of those rows, rlscope/reference.py);
+    start, at every window switch and at its end (``parent`` of those rows, rlscope/overhead/correct/reference.py);
     None when it timed none (traces before them, or a session stopped by a signal at once).
 
     The mean of the samples within SPEED_SAMPLE_BAND of the fastest: the samples are spread over
@@ -289,7 +289,7 @@ def _memory_planned(tl: Timeline, times: np.ndarray | None, per_event_ns: float)
 
 
 def without(costs: EventCosts, backend: bool, cuda_api: bool) -> EventCosts:
-    """``costs`` less the classes measured in the run itself (rlscope/analysis/windows.py)."""
+    """``costs`` less the classes measured in the run itself (rlscope/overhead/correct/windows.py)."""
     inside, outside, used = costs.inside.copy(), costs.outside.copy(), dict(costs.used)
     notes = list(costs.notes)
     for cls, drop in ((CostClass.BACKEND, backend), (CostClass.CUDA_API, cuda_api)):
@@ -560,7 +560,7 @@ def correct_timeline(
 
 
 def correct_windows(tl: Timeline, factor: np.ndarray) -> Correction:
-    """Scale each segment by its window factor (rlscope/analysis/windows.py) and rebuild the timeline."""
+    """Scale each segment by its window factor (rlscope/overhead/correct/windows.py) and rebuild the timeline."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     dur = (tl.seg_end - tl.ts).astype(np.float64)

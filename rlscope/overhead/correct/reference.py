@@ -5,7 +5,7 @@ time (BENCHMARKS.md §9), and the costs of rlscope's own Python code (the dispat
 and category boundaries, the writer's conversions) move with it. ``rlscope calibrate`` judges those
 costs per ns of this loop, and a profiled session times the same loop at its start, at every window
 switch and at its end, so the analysis prices them at the speed the run itself had
-(:func:`rlscope.analysis.overhead.at_run_speed`), not at whatever speed the calibration happened to
+(:func:`rlscope.overhead.correct.residual.at_run_speed`), not at whatever speed the calibration happened to
 see. One module, so that both time exactly the same code.
 """
 

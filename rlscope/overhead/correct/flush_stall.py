@@ -28,8 +28,8 @@ import dataclasses
 
 import numpy as np
 
-from rlscope.analysis import windows
 from rlscope.analysis.timeline import Timeline
+from rlscope.overhead.correct import windows
 from rlscope.trace import schema as S
 
 MIN_CLEAR = 5  # clear instances of an operation (same window kind) for a median to compare with

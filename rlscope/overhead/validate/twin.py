@@ -9,7 +9,7 @@ side in turns of ~0.1 s on the same core, both runs see the same speeds in the s
 the host's share cancels (``benchmarks/lockstep.py`` measured the method: a null of 1.00 ± 0.03 where
 separate runs spread ±12% and more).
 
-Protocol. The parent (rlscope/validate.py) makes one pipe per child, and each child writes to its
+Protocol. The parent (rlscope/overhead/validate/runner.py) makes one pipe per child, and each child writes to its
 partner's. A child runs while the other blocks reading its pipe; at the first scope exit of the main
 thread after its turn is due (the sessions' ``tick_due_ns`` hook: no cost between turns) it writes
 how far it has run and blocks on its own pipe. How far: scope exits so far (the C scope methods'
@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rlscope import autograd_engine
+from rlscope.runtime import autograd_engine
 
 TURN_ENV = "RLSCOPE_VALIDATE_TURN"
 DONE = -1
@@ -356,7 +356,7 @@ def current() -> Turn | None:
 
 
 def start_from_env() -> Turn | None:
-    """Called once at a validate child's start (rlscope.validate.child_boot)."""
+    """Called once at a validate child's start (rlscope.overhead.validate.runner.child_boot)."""
     global _current
     text = os.environ.pop(TURN_ENV, None)
     if not text:

@@ -30,7 +30,7 @@ between events, as real loops do.
 
 Measured: scopes (with and without NVTX ranges), simulator/category boundaries, the trace writer's
 CPU time per converted row (not a differential: see ``measure_writer``), and on a GPU the NVML
-sampler and the GPU memory recorder per allocator event (rlscope/calibrate_memory.py); until
+sampler and the GPU memory recorder per allocator event (rlscope/overhead/calibrate/memory.py); until
 alternating windows measure them inside the user's run, also backend-op recording
 and each CUDA API call under each GPU collector.
 """
@@ -52,14 +52,15 @@ from typing import Any
 import numpy as np
 
 import rlscope
-from rlscope import calibration as cal_mod
-from rlscope import categories, reference
+from rlscope import categories
 from rlscope.annotate import simulator
+from rlscope.overhead.correct import calibration as cal_mod
+from rlscope.overhead.correct import reference
 from rlscope.trace import schema as S
 
-OUTER = rlscope.scope("rlscope.calibrate.outer")
-INNER = rlscope.scope("rlscope.calibrate.inner")
-WARM = rlscope.scope("rlscope.calibrate.warm-up")  # warm-ups run here: what is measured never sees them
+OUTER = rlscope.scope("rlscope.overhead.calibrate.rounds.outer")
+INNER = rlscope.scope("rlscope.overhead.calibrate.rounds.inner")
+WARM = rlscope.scope("rlscope.overhead.calibrate.rounds.warm-up")  # warm-ups run here: what is measured never sees them
 _SIM = simulator()
 NO_FLUSH = 1e6  # flush interval that never fires during a measured loop: the writer is measured apart
 
@@ -117,7 +118,7 @@ class Stable:
     cost_field: str = ""  # "": the judged field is the cost itself
     # "median": every round counts, and the cost is their median, stable once at least k rounds
     # ran and the median's 90% interval is within TOLERANCE of it: for a cost whose rounds are
-    # separate processes, each with its own draw of the cost (rlscope/calibrate_memory.py), where
+    # separate processes, each with its own draw of the cost (rlscope/overhead/calibrate/memory.py), where
     # k in a row agreeing within 20% is luck. Judged on the median, not on the rounds: the draws
     # are the cost's own spread from process to process (an H200's nine read 57-162 ns), which
     # more rounds do not narrow, and refusing it removed nothing where ~110 ns was due
@@ -278,7 +279,7 @@ def refusal(entry: str, st: Stable) -> str | None:
 # -- micro-workloads --------------------------------------------------------------------------
 
 
-_work = reference.work  # the reference loop's step (rlscope/reference.py), between events here too
+_work = reference.work  # the reference loop's step (rlscope/overhead/correct/reference.py), between events here too
 
 
 def _scope_loop(n: int, outer: Any = OUTER, inner: Any = INNER) -> None:
@@ -414,7 +415,7 @@ def _reference() -> float:
     """CPU ns per iteration of a plain Python loop (the least of 3 short timings): how fast this
     machine runs Python at the moment; stored beside each cost (``ref_ns``), since on a shared
     machine every cost moves with it."""
-    return reference.reference_ns(2000, 3)  # the loop a session times too (rlscope/reference.py)
+    return reference.reference_ns(2000, 3)  # the loop a session times too (rlscope/overhead/correct/reference.py)
 
 
 REF_TRIES = 3  # a round whose reference moved is run again, at most this many times in all
@@ -589,7 +590,7 @@ def _measured(
     """What the timed loop's boundaries measured they cost (schema.EVENT_COST_COLUMN), per pair:
     ``measured_inside`` (after a begin's timestamp, before an end's) and ``measured_outside``. The
     analyzer removes a measured boundary's own figure and, around it, what the calibration found
-    beyond it (rlscope/analysis/overhead.py). None without measurements (the Python methods)."""
+    beyond it (rlscope/overhead/correct/residual.py). None without measurements (the Python methods)."""
     proc = trace.processes[0]
     ev = proc.events
     if S.EVENT_COST_COLUMN[0] not in ev.column_names:
@@ -998,10 +999,10 @@ def measure_nvml(plan: Plan, traces: _Traces) -> tuple[Stable, dict[str, float]]
 
 def measure_memory(torch: Any, plan: Plan) -> tuple[Stable, dict[str, float]]:
     """The GPU memory recorder's cost per recorded allocator event, one child process a round
-    (rlscope/calibrate_memory.py says why), judged in ns; the tracker is built here first, so no
+    (rlscope/overhead/calibrate/memory.py says why), judged in ns; the tracker is built here first, so no
     child pays for a compile."""
-    from rlscope import calibrate_memory
     from rlscope.collectors import gpu_memory
+    from rlscope.overhead.calibrate import memory as calibrate_memory
 
     gpu_memory.load_native(torch)
     # 120 pairs a phase: at 40, four children on an H200 read 86-113 ns (spread 29%, refused)
@@ -1179,7 +1180,7 @@ def run_calibration(
     budget_s: float | None = None,
     warn: Callable[[str], None] = _stderr,
 ) -> dict[str, Any]:
-    """Measure every event cost until stable; returns the calibration dict (``rlscope.calibration``).
+    """Measure every event cost until stable; returns the calibration dict (``rlscope.overhead.correct.calibration``).
 
     ``reps``: round estimates that must agree (k, default 5; 4 with ``quick``). ``scale``: loop
     sizes. ``budget_s``: seconds per cost before an unstable one is refused. A refused cost is

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rlscope.analysis.overhead import EventCosts
+from rlscope.overhead.correct.residual import EventCosts
 from rlscope.trace.reader import ProcessTrace
 
 __all__ = ["CorrectionPlan", "has_light_windows", "plan"]
@@ -65,14 +65,14 @@ def plan(
     ``metadata``: each process's; ``light_windows``: whether each switched its expensive collectors
     off for part of the run (:func:`has_light_windows`; known before any process is analyzed, so the
     plan can be handed to workers). ``calibration``: a calibration file to use instead of the one
-    embedded in the trace or found for its machine and stack (rlscope.calibration.for_trace).
+    embedded in the trace or found for its machine and stack (rlscope.overhead.correct.calibration.for_trace).
     ``correct=False``: raw figures only.
     """
-    from rlscope import calibration as cal_mod
-    from rlscope.analysis.overhead import costs_for
+    from rlscope.overhead.correct import calibration as cal_mod
+    from rlscope.overhead.correct.residual import costs_for
 
     # the calibration embedded in the trace first (the costs it was recorded with), unless a file
-    # is named; else the cache's for the trace's machine and stack (rlscope.calibration.for_trace)
+    # is named; else the cache's for the trace's machine and stack (rlscope.overhead.correct.calibration.for_trace)
     cal, why = (None, None) if not correct else cal_mod.for_trace(metadata[0], calibration)
     if cal is not None:
         for meta in metadata[1:]:

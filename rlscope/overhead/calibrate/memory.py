@@ -16,7 +16,7 @@ with it attached and recording, and counts the events it recorded; each timing i
 of the same loop on the CPU (no allocator trace), and the round's estimate is the rise of the
 paired ratio, in ns at the CPU loop's fastest, per recorded event. The rounds are judged in ns,
 like the C scope methods: the cost is C++ (torch's allocator and the tracker), which does not
-follow the Python reference loop. Run as ``python -m rlscope.calibrate_memory N M``: one round, one JSON line.
+follow the Python reference loop. Run as ``python -m rlscope.overhead.calibrate.memory N M``: one round, one JSON line.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def child_round(n: int, m: int, kind: str = "tight") -> dict[str, float]:
 def run_child(n: int, m: int, timeout_s: float = CHILD_TIMEOUT_S, kind: str = "tight") -> dict[str, float]:
     """One round in a fresh child process (the tracker cannot be detached from this one)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "rlscope.calibrate_memory", str(n), str(m), kind],
+        [sys.executable, "-m", "rlscope.overhead.calibrate.memory", str(n), str(m), kind],
         capture_output=True,
         text=True,
         timeout=timeout_s,

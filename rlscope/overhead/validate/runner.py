@@ -53,10 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlscope import annotate, hoststat, twin
+from rlscope import annotate
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
+from rlscope.overhead.validate import hoststat, twin
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.trace import schema as S
 
@@ -230,7 +231,7 @@ class TimerAggregate:
 
     def block_samples(self, names: list[str]) -> dict[str, list[list[float]]]:
         """Per operation name: ``[median exclusive ns, instances]`` of each block, for
-        :mod:`rlscope.speed_match`."""
+        :mod:`rlscope.overhead.validate.speed_match`."""
         self._fold_open()
         out = {}
         for nid, blocks in self.block_medians.items():
@@ -284,7 +285,7 @@ class ChildRecord:
         self.pid = os.getpid()
         self.boot_ns = time.perf_counter_ns()
         self.window_ns = 0
-        self.window_waited_ns = 0  # of window_ns: waiting for a twin's turn (rlscope/twin.py)
+        self.window_waited_ns = 0  # of window_ns: waiting for a twin's turn (rlscope/overhead/validate/twin.py)
         self.profile_calls = 0
         self.timers = TimerAggregate()
         self.open: list[Any] = []  # sessions started and not stopped yet
@@ -336,7 +337,7 @@ class NullSession:
         self.trace_dir = Path(trace_dir)
         self.record = record if record is not None else child_record()
         self._t0: int | None = None
-        self._turn = twin.current()  # a twin run's turns (rlscope/twin.py): their waits are not the job's
+        self._turn = twin.current()  # a twin run's turns (rlscope/overhead/validate/twin.py): their waits are not the job's
         self._waited0 = 0
 
     @property
@@ -477,7 +478,7 @@ class TimerSession(NullSession):
 
     def run_tick(self, now: int) -> None:
         """At an end boundary once ``tick_due_ns`` has passed: fold the events (once a second),
-        hand a twin's turn over (rlscope/twin.py); the time spent is a pause, not the job's."""
+        hand a twin's turn over (rlscope/overhead/validate/twin.py); the time spent is a pause, not the job's."""
         t0 = self.clock()
         turn = self._turn
         hand_over = turn is not None and now >= turn.due_ns and turn.ready(now)
@@ -528,7 +529,7 @@ def session_for_mode(mode: str, trace_dir: str | os.PathLike[str], options: dict
 
 
 def child_boot() -> None:
-    """Run by the child's sitecustomize (rlscope/_boot): take the record, and start a whole-process
+    """Run by the child's sitecustomize (rlscope/runtime/boot): take the record, and start a whole-process
     session if asked."""
     turn = twin.start_from_env()  # a twin run: wait for the first turn before the job's time starts
     if turn is not None:
@@ -553,7 +554,7 @@ def measure_timer_costs(n: int = 10_000, reps: int = 9) -> dict[str, float]:
     """
     from rlscope import categories
 
-    sc = annotate.scope("rlscope.validate.timer-cost")
+    sc = annotate.scope("rlscope.overhead.validate.runner.timer-cost")
     cat = annotate._Category(categories.SIMULATOR)
 
     def loop(cm: Any, agg: TimerAggregate | None = None) -> float:
@@ -692,7 +693,7 @@ class ChildRun:
     @property
     def measured_s(self) -> float | None:
         """In-process time: the rlscope.profile windows, or interpreter start to exit without any,
-        less what a twin run waited for its partner's turns (rlscope/twin.py).
+        less what a twin run waited for its partner's turns (rlscope/overhead/validate/twin.py).
 
         None for a profiled run: its time is the trace's wall.
         """
@@ -916,7 +917,7 @@ def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, w
     if whole:
         env[WHOLE_ENV] = "1"
     if mode == "profiled":
-        if whole:  # as `rlscope run` does (rlscope/_autorun.py)
+        if whole:  # as `rlscope run` does (rlscope/runtime/autorun.py)
             env[RUN_TRACE_DIR_ENV] = str(trace)
             env[RUN_OPTIONS_ENV] = json.dumps({"gpu": "auto", **profile_overrides(opts)})
         else:
@@ -1064,7 +1065,7 @@ class _Runner:
 
     def __init__(self, opts: Options, work: Path, log: Any) -> None:
         self.opts, self.work, self.log = opts, work, log
-        from rlscope.cli.main import BOOT_DIR  # its sitecustomize calls child_boot, then _autorun
+        from rlscope.runtime import BOOT_DIR  # its sitecustomize calls child_boot, then autorun
 
         self.boot = BOOT_DIR
         self.traces = opts.trace_dir or work / "traces"
@@ -1109,7 +1110,7 @@ class _Runner:
     def run_pair(
         self, rep: int, modes: tuple[str, str] = ("timers", "profiled"), counted: bool = True
     ) -> list[ChildRun]:
-        """Two runs side by side, in turns on one core (rlscope/twin.py): each turn catches up with
+        """Two runs side by side, in turns on one core (rlscope/overhead/validate/twin.py): each turn catches up with
         the partner's count, then leads for half of ``--turn-ms``; which run takes the first turn
         alternates by repetition (``modes[0]`` in even ones). The two runs, the first one first. Two
         runs of the same mode are the method's null (benchmarks/twin_null.py); ``counted=False``
@@ -1347,7 +1348,7 @@ def _one_rep(
 def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool) -> dict[str, Any]:
     """The validation's JSON from the runs so far, compared."""
     result: dict[str, Any] = {
-        "schema": "rlscope.validate/1",
+        "schema": "rlscope.overhead.validate.runner/1",
         "command": opts.command,
         "reps": len(got.profiled),
         "min_reps": opts.reps,
@@ -1555,11 +1556,11 @@ def matched_row(
     result: dict[str, Any], op: str, ref: list[float], prof: list[dict[str, float]]
 ) -> dict[str, Any]:
     """``op``'s corrected error per repetition against the timed reference scaled to the profiled
-    run's mix of the machine's speeds (rlscope/speed_match.py): ``speed_mix`` is that scale (1: no
+    run's mix of the machine's speeds (rlscope/overhead/validate/speed_match.py): ``speed_mix`` is that scale (1: no
     two speeds seen, or nothing to place them by), ``matched_error`` the error, ``matched_median``
     its median. The profiled side's levels come from its light windows and its mix of speeds from
     all its windows (speed_match.profiled), the timed side's from its quarter-second blocks."""
-    from rlscope import speed_match
+    from rlscope.overhead.validate import speed_match
 
     samples = result.get("timer_block_samples") or []
     mixes: list[float] = []

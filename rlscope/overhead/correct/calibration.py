@@ -1,7 +1,7 @@
 """Calibration files: rlscope's measured cost per recorded event, keyed by machine and software stack.
 
-``rlscope calibrate`` (rlscope/calibrate.py) measures the costs and saves them here; the analyzer
-(rlscope/analysis/overhead.py) looks up the file whose key matches the trace's metadata. A cost
+``rlscope calibrate`` (rlscope/overhead/calibrate/rounds.py) measures the costs and saves them here; the analyzer
+(rlscope/overhead/correct/residual.py) looks up the file whose key matches the trace's metadata. A cost
 measured on another machine, Python, torch, CUDA or rlscope version is not trusted: the analyzer
 warns and reports uncorrected figures instead of subtracting a wrong number.
 """
@@ -21,7 +21,7 @@ from typing import Any
 from rlscope._version import __version__
 from rlscope.errors import RLScopeError
 
-SCHEMA = "rlscope.calibration/1"
+SCHEMA = "rlscope.overhead.correct.calibration/1"
 KEY_FIELDS = ("host", "machine", "cpu", "gpu", "python", "torch", "cuda", "scopes", "rlscope")
 # the GPU joined the key in the thirtieth session: the device machines, an H100's and an H200's, share
 # a host name and a CPU model, and one's calibration (memory events, traced CUDA calls) was taken for
@@ -150,7 +150,7 @@ def read_fastest_ref(key: dict[str, str] | None = None) -> float | None:
 
 # a round or a calibration whose reference loop ran this much slower than the machine's fastest ran
 # in the host's slow regime (the VM's two speeds are 1.4-1.9x apart; within 1.3x a native cost's ns
-# do not move: rlscope/calibrate.py)
+# do not move: rlscope/overhead/calibrate/rounds.py)
 SLOW_REGIME = 1.3
 # the native costs re-priced when their calibration ran in the slow regime (:func:`at_machine_speed`)
 REGIME_PRICED = ("backend",)

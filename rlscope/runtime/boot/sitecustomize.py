@@ -12,10 +12,10 @@ import sys
 
 try:
     if "RLSCOPE_VALIDATE_RECORD" in os.environ:  # a child run of `rlscope validate`: its timers first
-        import rlscope.validate
+        import rlscope.overhead.validate.runner
 
-        rlscope.validate.child_boot()
-    import rlscope._autorun  # starts the session (see rlscope/_autorun.py)
+        rlscope.overhead.validate.runner.child_boot()
+    import rlscope.runtime.autorun  # starts the session (see rlscope/runtime/autorun.py)
 except Exception as e:  # never stop the user's program
     print(f"rlscope: this process is not profiled: {e}", file=sys.stderr)
 

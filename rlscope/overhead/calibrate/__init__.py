@@ -1,0 +1,1 @@
+"""Measure rlscope's per-event costs on this machine and store them (`rlscope calibrate`)."""

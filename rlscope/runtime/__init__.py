@@ -1,0 +1,12 @@
+"""Code that runs inside the profiled program rather than in rlscope's own tools.
+
+``autorun`` starts a session in every interpreter ``rlscope run`` starts (through ``boot/``'s
+``sitecustomize``), ``child_signal`` lets a terminated child flush its trace, and
+``autograd_engine`` wraps torch's autograd entry for the collectors that need each backward call.
+"""
+
+from pathlib import Path
+
+# the directory `rlscope run` and `rlscope validate` put first on their program's PYTHONPATH:
+# its sitecustomize starts the session
+BOOT_DIR = Path(__file__).resolve().parent / "boot"
