@@ -1,6 +1,6 @@
 """Analyzer throughput: events per second from trace files to the breakdown table, on one core.
 
-    python benchmarks/analyzer_throughput.py [--events 10000000]
+    python benchmarks/analyzer_throughput.py [--events 10000000] [--shared-ops] [--json FILE]
 
 Writes a synthetic trace of realistic shape (nested operations, simulator and backend categories,
 two threads, record batches of 100k rows like a 1 s flush of a busy process), then times
@@ -11,6 +11,7 @@ tables; raw figures; best of 3).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -114,6 +115,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--events", type=int, default=10_000_000)
     p.add_argument("--shared-ops", action="store_true", help="second thread runs the same operations")
+    p.add_argument("--json", default=None, metavar="FILE", help="write events, best_s and events_per_s here")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     pa.set_cpu_count(1)
@@ -129,6 +131,10 @@ def main() -> None:
         expected = {"inference", "simulation", "backprop"} | (set() if args.shared_ops else {"data_loading"})
         assert set(ops) == expected, ops.keys()
         print(f"events: {n:,}  best of 3: {best:.3f} s  throughput: {n / best / 1e6:.2f} M events/s (1 core)")
+        if args.json:
+            Path(args.json).write_text(
+                json.dumps({"events": n, "best_s": best, "events_per_s": n / best}) + "\n"
+            )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Parallel analysis: ``analyze(trace)`` serially vs ``analyze(trace, workers=N)`` on a many-process trace.
 
     python benchmarks/parallel_analysis.py [--processes 64] [--events 100000000] [--workers 2]
-        [--reps 2] [--trace DIR]
+        [--reps 2] [--trace DIR] [--json FILE]
 
 Writes a synthetic trace of ``--processes`` process directories (the shape of
 ``analyzer_throughput.py``: nested operations, simulator and backend categories, a second thread;
@@ -170,6 +170,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--reps", type=int, default=2, help="analyses of each kind, alternating")
     p.add_argument("--trace", help="write the trace here and keep it (reused when its shape matches)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write serial_s, parallel_s and speedup here")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -203,6 +204,10 @@ def main() -> None:
         )
         same = all(r["identical"] for rs in runs.values() for r in rs)
         print(f"speedup (medians): {speedup:.2f}x  all summaries identical: {same}")
+        if args.json:
+            serial = statistics.median(r["seconds"] for r in runs[0])
+            res = {"serial_s": serial, "parallel_s": serial / speedup, "speedup": speedup, "identical": same}
+            Path(args.json).write_text(json.dumps(res) + "\n")
         if not same:
             sys.exit(1)
 

@@ -1,107 +1,117 @@
 """The project's own validation workloads as scripts, for ``rlscope validate -- python THIS NAME``.
 
     python benchmarks/validation_workloads.py {ppo_cpu,ppo_gpu,dqn,sim_eager,scopes} [--scale 1.0]
+                                              [--device auto|cpu|cuda]
 
 Each warms up (imports, CUDA context, allocator) outside ``rlscope.profile``, then runs the
 workload inside it, so ``rlscope validate``'s modes (unprofiled, plain timers, profiled) time the
-same region. Sizes: about 2-5 s each on the development VM (``--scale`` multiplies them).
+same region. Sizes: about 2-5 s each on a 2-core CPU machine (``--scale`` multiplies them).
+
+- ``ppo_cpu`` / ``ppo_gpu``: the bundled PPO (CartPole), policy on the CPU / the GPU;
+- ``dqn``: the bundled DQN on the CPU;
+- ``sim_eager``: the simulator benchmark's eager torch CartPole at N = 16 with a linear policy in
+  three scopes a step: launch-bound on a GPU;
+- ``scopes``: scope-heavy pure Python, three scopes per ~10 us iteration.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import time
 from collections.abc import Callable
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from overhead_validation import _dqn, _ppo, _scopes, _sim_eager
+from typing import Any
 
 import rlscope
 
 
-def _touch_cupti(warmup: Callable[[], None]) -> None:
-    """Run ``warmup`` with CUPTI attached (every kind rlscope records), then detach it as rlscope does.
+def ppo(device: str, steps: int) -> Callable[[], Any]:
+    from rlscope.workloads import ppo_cartpole
 
-    In every mode of ``rlscope validate``, unprofiled ones included, so a cost that CUPTI's first
-    attach leaves in a process for good is in all of them: if the profiled run's miss against the
-    unprofiled one goes away with this, that cost is what the windows could not see. The native
-    consumer directly, not a session: under validate, ``rlscope.profile`` is the measured region.
-    """
-    import ctypes
+    def run() -> Any:
+        return ppo_cartpole.train(total_timesteps=steps, seed=1, device=device, eval_episodes=0)
 
-    import numpy as np
+    return run
 
-    from rlscope.collectors import cupti_native as cn
 
-    lib = ctypes.CDLL(str(cn.build()))
-    lib.rl_start_kinds.argtypes = [ctypes.c_uint]
-    lib.rl_drain.restype = lib.rl_pending.restype = ctypes.c_size_t
-    lib.rl_drain.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    lib.rl_set_detach(1)
-    if lib.rl_start_kinds(cn.kinds_mask()) != 0:
-        print("touch-cupti: CUPTI refused", file=sys.stderr)
-        return
-    warmup()
-    lib.rl_stop()  # flushes and detaches
-    n = lib.rl_pending()
-    buf = np.empty(n, cn.ROW)  # drained here, or the measured session's first flush would get them
-    lib.rl_drain(buf.ctypes.data, n)
-    print(f"touch-cupti: {n} records traced and dropped", file=sys.stderr)
+def dqn(steps: int) -> Callable[[], Any]:
+    from rlscope.workloads import dqn_cartpole
+
+    def run() -> Any:
+        return dqn_cartpole.train(total_timesteps=steps, seed=1, device="cpu", learning_starts=steps // 10)
+
+    return run
+
+
+def sim_eager(device: str, steps: int, num_envs: int = 16) -> Callable[[], Any]:
+    """The simulator benchmark's eager torch backend at small N with a torch policy: launch-bound."""
+    import torch
+
+    from rlscope.workloads import cartpole as cp
+
+    env = cp.make_vec("torch", num_envs, device=device)
+    weight = torch.tensor([[0.0, 0.1], [0.0, 0.5], [0.0, 2.0], [0.0, 1.0]], device=device)
+
+    def run() -> Any:
+        obs, _ = env.reset(seed=0)
+        total = torch.zeros((), device=device)
+        for _ in range(steps):
+            with rlscope.scope("policy"):
+                action = (obs @ weight).argmax(dim=-1)
+            with rlscope.scope("step"):
+                obs, reward, _, _, _ = env.step(action)
+            with rlscope.scope("stats"):
+                total += reward.sum()
+        return float(total)
+
+    return run
+
+
+def scopes(iterations: int) -> Callable[[], Any]:
+    """Scope-heavy pure Python: three scopes per ~10 us iteration (~300k scopes/s unprofiled)."""
+
+    def run() -> Any:
+        table: dict[int, int] = {}
+        acc = 0
+        for i in range(iterations):
+            with rlscope.scope("iteration"):
+                with rlscope.scope("compute"):
+                    for j in range(40):
+                        acc = (acc * 31 + j) & 0xFFFFFF
+                with rlscope.scope("bookkeeping"):
+                    table[i & 255] = acc
+                    acc ^= len(table)
+        return acc
+
+    return run
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("workload", choices=["ppo_cpu", "ppo_gpu", "dqn", "sim_eager", "scopes"])
     p.add_argument("--scale", type=float, default=1.0, help="multiply the workload's size")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="dqn and sim_eager")
-    p.add_argument(
-        "--touch-cupti",
-        action="store_true",
-        help="diagnostic: CUPTI traces the warm-up and is detached, before the timed region, in every mode",
-    )
-    p.add_argument(
-        "--thread-cpu",
-        action="store_true",
-        help="diagnostic: the main thread's and the other threads' CPU time over the timed region",
-    )
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="sim_eager's device")
     args = p.parse_args()
     import torch
 
     cuda = torch.cuda.is_available() and args.device != "cpu"
     dev = "cuda" if cuda else "cpu"
-    n = lambda k: max(int(k * args.scale), 1)  # noqa: E731
-    make = {
-        "ppo_cpu": lambda: _ppo("cpu", n(4096)),
-        "ppo_gpu": lambda: _ppo("cuda", n(4096)),
-        "dqn": lambda: _dqn(n(6000)),
-        "sim_eager": lambda: _sim_eager(dev, n(4000)),
-        "scopes": lambda: _scopes(n(200_000)),
-    }[args.workload]
+
+    def make(scale: float) -> Callable[[], Any]:
+        n = lambda k: max(int(k * scale), 1)  # noqa: E731
+        return {
+            "ppo_cpu": lambda: ppo("cpu", n(4096)),
+            "ppo_gpu": lambda: ppo("cuda", n(4096)),
+            "dqn": lambda: dqn(n(6000)),
+            "sim_eager": lambda: sim_eager(dev, n(4000)),
+            "scopes": lambda: scopes(n(200_000)),
+        }[args.workload]()
+
     gpu = "auto" if args.workload == "ppo_gpu" or (cuda and args.workload == "sim_eager") else False
     # warm-up outside the measured region: a short run of the same workload (CUDA context, cuBLAS
     # handles, allocator, first-call initialization), as any user's first iterations would do
-    scale = args.scale
-    args.scale = min(scale, 0.1)
-    if args.touch_cupti and cuda:
-        _touch_cupti(make())
-    else:
-        make()()
-    args.scale = scale
-    run = make()
-    wall, proc, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
+    make(min(args.scale, 0.1))()
+    run = make(args.scale)
     with rlscope.profile("rlscope-trace-" + args.workload, gpu=gpu):
         run()
-    if args.thread_cpu:  # the other threads' share: exited threads count in process_time too
-        wall, proc = time.perf_counter() - wall, time.process_time() - proc
-        main_cpu = time.thread_time() - main_cpu
-        print(
-            f"thread-cpu: wall {wall:.3f} s, main thread {main_cpu:.3f} s ({100 * main_cpu / wall:.0f}%),"
-            f" other threads {proc - main_cpu:.3f} s ({100 * (proc - main_cpu) / wall:.0f}% of a core)",
-            file=sys.stderr,
-        )
 
 
 if __name__ == "__main__":

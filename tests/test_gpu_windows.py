@@ -1,8 +1,8 @@
 """Windows on a real GPU (marked ``gpu``): GPU tracing switched off in light windows, its figures
 scaled from the full ones, still matching kernels of known duration (run on the device machine).
 
-The corrected iteration time uses the machine's calibration when there is one (benchmarks/trust_pass.sh
-calibrates first); without it the scopes' and the trace writer's residual costs, ~2% of this loop,
+The corrected iteration time uses the machine's calibration when there is one (``rlscope calibrate``
+first); without it the scopes' and the trace writer's residual costs, ~2% of this loop,
 stay in the figure the test compares."""
 
 from __future__ import annotations

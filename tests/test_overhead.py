@@ -288,8 +288,8 @@ def _scope_heavy(iterations: int) -> None:
 def test_corrected_total_is_close_to_the_unprofiled_run(tmp_path, quick_calibration, monkeypatch):
     """CPU validation on a small scope-heavy workload (~0.3-0.9 us of rlscope per 2.5 us of work).
 
-    The bound is loose because CI machines are noisy; benchmarks/overhead_validation.py measures
-    the real error (BENCHMARKS.md).
+    The bound is loose because CI machines are noisy; the validation matrix measures the real error
+    (``python -m benchmarks run --suite cpu --only matrix``, BENCHMARKS.md).
     """
     cal, directory = quick_calibration
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(directory))
