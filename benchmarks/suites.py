@@ -81,6 +81,11 @@ def rlscope_analyze(*args: str) -> list[str]:
     return py("-c", "import sys; from rlscope.cli.analyze import main; sys.exit(main())", *args)
 
 
+def slug(text: str) -> str:
+    """A configuration's or workload's name as part of a figure name: no spaces or commas."""
+    return text.replace(",", "").replace(" ", "_")
+
+
 def need(module: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise Skip(f"{module} is not installed")
@@ -127,7 +132,9 @@ def backend(ctx: Context) -> Figures:
     out = ctx.work / "backend.json"
     run(ctx, py("benchmarks/backend_overhead.py", "--quick", "--json", str(out)), 600)
     res = json.loads(out.read_text())["results"]
-    return {f"backend.{w}_ns_per_op": fig(r["native"]["ns_per_op"], "ns", "lower") for w, r in res.items()}
+    return {
+        f"backend.{slug(w)}_ns_per_op": fig(r["native"]["ns_per_op"], "ns", "lower") for w, r in res.items()
+    }
 
 
 def cupti(ctx: Context) -> Figures:
@@ -137,9 +144,7 @@ def cupti(ctx: Context) -> Figures:
     run(ctx, py("benchmarks/cupti_cost.py", "--reps", "1", "--json", str(out)), 600)
     table = json.loads(out.read_text())["table"]
     return {
-        f"cupti.{config.replace(' ', '_').replace(',', '')}_launch_ns": fig(
-            row["launch_extra_ns"], "ns", "lower"
-        )
+        f"cupti.{slug(config)}_launch_ns": fig(row["launch_extra_ns"], "ns", "lower")
         for config, row in table.items()
         if config != "none"
     }
