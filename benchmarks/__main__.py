@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,7 @@ def run_suite(suite: str, out: Path, only: list[str] | None, machine: str, keep:
         "steps": {},
     }
     failed = False
+    out.write_text(json.dumps(results, indent=1) + "\n")  # there from the start, even if stopped early
     with tempfile.TemporaryDirectory(prefix="rlscope-bench-") as tmp:
         work = keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -78,6 +80,11 @@ def run_suite(suite: str, out: Path, only: list[str] | None, machine: str, keep:
         print(f"no baseline for machine {machine!r}: nothing compared")
     print(f"results: {out}")
     return 1 if failed else 0
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """A time limit's SIGTERM stops the running step (and its process group) like Ctrl-C."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         unknown = sorted(set(only or []) - set(suites.SUITES[args.suite]))
         if unknown:
             p.error(f"--only: not steps of the {args.suite} suite: {', '.join(unknown)}")
-        return run_suite(args.suite, args.out, only, args.machine or suites.detect_machine(), args.keep)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            return run_suite(args.suite, args.out, only, args.machine or suites.detect_machine(), args.keep)
+        except KeyboardInterrupt:
+            print(f"benchmarks: stopped; the steps done so far are in {args.out}", file=sys.stderr)
+            return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     try:
         verdicts = compare.compare(compare.load(args.results), compare.load(args.baseline), args.machine)
     except (KeyError, ValueError) as e:

@@ -13,10 +13,12 @@ no Ray, no stable-baselines3) is skipped with the reason, never failed.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -56,17 +58,45 @@ def fig(value: float | None, unit: str, better: str) -> dict[str, Any]:
 
 
 def run(ctx: Context, cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> str:
-    """Run a command from the repository root; its output (stdout and stderr) goes to the log file."""
+    """Run a command from the repository root; its output (stdout and stderr) goes to the log file.
+
+    The command runs in a process group of its own: when it outruns ``timeout`` or the runner is
+    stopped (CI's time limit sends SIGTERM), the whole group gets SIGTERM, then SIGKILL, so no
+    child (validate's runs, torchrun's ranks) outlives the suite.
+    """
     ctx.log("$ " + " ".join(cmd))
-    proc = subprocess.run(
-        cmd, cwd=ROOT, env={**ctx.env, **(env or {})}, capture_output=True, text=True, timeout=timeout
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**ctx.env, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        stop_group(proc)
+        raise
     with open(ctx.work / "log.txt", "a") as f:
-        f.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
+        f.write(f"$ {' '.join(cmd)}\n{stdout}{stderr}\n")
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        tail = (stderr or stdout).strip().splitlines()[-3:]
         raise RuntimeError(f"exit {proc.returncode}: {' | '.join(tail)}")
-    return proc.stdout
+    return stdout
+
+
+def stop_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to the command's process group, SIGKILL after 10 s."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.communicate(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def py(*args: str) -> list[str]:
