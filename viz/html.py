@@ -19,9 +19,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rlscope.analysis.demangle import demangle
 from rlscope.errors import RLScopeError
-from rlscope.viz.colors import CATEGORY_COLORS, RESOURCE_COLORS, category_color, operation_color
+from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.terminal import (
     GPU_CATEGORY_ORDER,
@@ -35,6 +34,7 @@ from rlscope.viz.terminal import (
     run_line,
     sorted_operations,
 )
+from rlscope.viz.timeline import timeline_section
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -99,13 +99,23 @@ def _label(name: str) -> str:
     return html.escape(name, quote=False)
 
 
-def _fig_html(fig: go.Figure, state: dict[str, bool]) -> str:
-    """One chart as a div; plotly.js goes inline with the first chart only, so the page has it once."""
+def _fig_html(
+    fig: go.Figure, state: dict[str, bool], post_script: str | None = None, div_id: str | None = None
+) -> str:
+    """One chart as a div; plotly.js goes inline with the first chart only, so the page has it once.
+    ``post_script`` runs once the chart is drawn (``{plot_id}`` is its div's id, ``div_id`` if given)."""
     import plotly.io as pio
 
     include = not state.get("plotlyjs_included", False)
     state["plotlyjs_included"] = True
-    return pio.to_html(fig, full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    return pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=include,
+        config={"displaylogo": False},
+        post_script=post_script,
+        div_id=div_id,
+    )
 
 
 def _bar_layout(fig: go.Figure, n_rows: int, xtitle: str) -> None:
@@ -235,7 +245,7 @@ def _gpu_util_section(
             y=100.0 * np.asarray(g["nvml_util"], float),
             name="NVML utilization (any kernel in the period)",
             mode="lines",
-            line={"color": "#e45756", "shape": "hv"},
+            line={"color": OTHER_COLOR, "shape": "hv"},
             hovertemplate="%{x:.3f} s: %{y:.0f}%<extra>NVML</extra>",
         )
     )
@@ -268,137 +278,6 @@ def _gpu_util_section(
         f"(mean {mean_busy:.0f}%). Process {html.escape(str(g.get('pid', '?')))}, first GPU.</p>"
     )
     return note + _fig_html(fig, state)
-
-
-def _timeline_section(
-    summary: Mapping[str, Any], report: Mapping[str, Any] | None, state: dict[str, bool]
-) -> str:
-    import numpy as np
-    import plotly.graph_objects as go
-
-    if report is None or "timeline" not in report:
-        return "<p class='empty'>No timeline: this report was rendered from a summary alone.</p>"
-    if report["timeline"] is None:
-        return "<p class='empty'>No timeline: the trace holds no events.</p>"
-    tl = report["timeline"]
-    w0, w1 = tl["window_s"]
-    how = {
-        "default": "default window: a few iterations of the outermost repeating operation, from its median"
-        " instance",
-        "all processes": "default window: the whole run, which covers every process",
-    }.get(report.get("window_choice", ""), "window chosen with --window")
-    head = (
-        f"<p class='note'>Window {w0:.6f}–{w1:.6f} s of a {float(report.get('run_s', 0.0)):.3f} s run "
-        f"({how}; pick another with <code>--window START:END</code>).</p>"
-    )
-    if tl["capped"]:
-        head += (
-            f"<p class='note'><b>Timeline capped</b>: drawing {tl['drawn_intervals']:,} of "
-            f"{tl['total_intervals']:,} intervals in the window (those starting before "
-            f"{tl['shown_until_s']:.6f} s); narrow --window to see the rest.</p>"
-        )
-    rows: list[str] = tl["rows"]
-    if not rows:
-        return head + "<p class='empty'>No operations or GPU work in this window.</p>"
-    row_of = {r: i for i, r in enumerate(rows)}
-    fig = go.Figure()
-    procs = tl.get("processes") or {"row": []}
-    if procs["row"]:  # several processes: one bar per process, its session, on its own row
-        start = np.asarray(procs["start_s"], float)
-        fig.add_trace(
-            go.Bar(
-                name="process",
-                y=[row_of[r] for r in procs["row"]],
-                x=np.asarray(procs["end_s"], float) - start,
-                base=start,
-                width=0.5,
-                orientation="h",
-                marker={"color": _UNANNOTATED_COLOR, "line": {"width": 0}},
-                hovertemplate="%{x:.3s}s<extra>process</extra>",
-            )
-        )
-    ops = tl["ops"]
-    names = list(ops["name"])
-    if names:
-        y = np.fromiter((row_of[r] for r in ops["row"]), np.int32, len(names))
-        start = np.asarray(ops["start_s"], float)
-        dur = np.asarray(ops["end_s"], float) - start
-        width = np.clip(0.8 - 0.15 * np.asarray(ops["depth"], float), 0.2, 0.8)  # nested: thinner
-        arr = np.asarray(names, dtype=object)
-        for name in dict.fromkeys(names):
-            sel = np.flatnonzero(arr == name)
-            w = width[sel]
-            fig.add_trace(
-                go.Bar(
-                    name=_label(name),
-                    y=y[sel],
-                    x=dur[sel],
-                    base=start[sel],
-                    width=float(w[0]) if len(w) and (w == w[0]).all() else w,  # a scalar when uniform
-                    orientation="h",
-                    marker={"color": operation_color(name), "line": {"width": 0}},
-                    hovertemplate="%{fullData.name}<br>%{x:.3s}s<extra></extra>",
-                )
-            )
-    g = tl["gpu"]
-    if g["name"]:
-        y = np.fromiter((row_of[r] for r in g["row"]), np.int32, len(g["name"]))
-        start = np.asarray(g["start_s"], float)
-        dur = np.asarray(g["end_s"], float) - start
-        cats = np.asarray(g["category"], dtype=object)
-        knames = np.asarray([_label(demangle(n)) for n in g["name"]], dtype=object)
-        for cat in dict.fromkeys(g["category"]):
-            sel = np.flatnonzero(cats == cat)
-            fig.add_trace(
-                go.Bar(
-                    name=cat,
-                    y=y[sel],
-                    x=dur[sel],
-                    base=start[sel],
-                    width=0.8,
-                    orientation="h",
-                    marker={"color": category_color(cat), "line": {"width": 0}},
-                    hovertext=knames[sel].tolist(),
-                    hovertemplate="%{hovertext}<br>%{x:.3s}s<extra>%{fullData.name}</extra>",
-                )
-            )
-    _role_bands(fig, tl.get("groups") or [])
-    fig.update_layout(
-        barmode="overlay",
-        height=max(220, 90 + 36 * len(rows)),
-        margin={"l": 10, "r": 10, "t": 30, "b": 40},
-        xaxis={"title": "seconds since the run start", "range": [w0, w1]},
-        yaxis={
-            "tickvals": list(range(len(rows))),
-            "ticktext": [_label(r) for r in rows],
-            "autorange": "reversed",
-            "automargin": True,
-        },
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
-        template="plotly_white",
-    )
-    return head + _fig_html(fig, state)
-
-
-def _role_bands(fig: go.Figure, groups: list[Mapping[str, Any]]) -> None:
-    """Shade every other role's rows and name the role at the band's right edge (several processes)."""
-    for k, g in enumerate(groups):
-        y0, y1 = float(g["first"]) - 0.5, float(g["last"]) + 0.5
-        if k % 2 == 0:
-            fig.add_hrect(y0=y0, y1=y1, fillcolor="#f2f2f2", line_width=0, layer="below")
-        if k:
-            fig.add_hline(y=y0, line={"color": "#bbb", "width": 1})
-        fig.add_annotation(
-            text=_label(str(g["role"])),
-            x=1.0,
-            xref="paper",
-            y=y0,
-            xanchor="right",
-            yanchor="top",
-            showarrow=False,
-            font={"size": 11, "color": "#555"},
-            bgcolor="rgba(255,255,255,0.7)",
-        )
 
 
 def _kernel_cell(row: Mapping[str, Any]) -> str:
@@ -683,7 +562,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         "<h2>GPU utilization over time</h2>",
         _gpu_util_section(summary, report, state),
         "<h2>Timeline</h2>",
-        _timeline_section(summary, report, state),
+        timeline_section(report, lambda f, **kw: _fig_html(f, state, **kw)),
         "<h2>Kernels by operation</h2>",
         _kernel_section(summary, report),
         "<h2>Phases</h2>",
