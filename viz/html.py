@@ -1,13 +1,15 @@
 """Self-contained HTML report of an analyzer summary (``rlscope.summary/1``) with plotly.
 
 The file embeds plotly.js once (``include_plotlyjs=True`` on the first chart) so it opens offline and
-can be attached to a bug report or copied off a cluster. Every section is always present: when it has no
-data it says so, so a reader can tell "nothing happened" from "the report is broken".
+can be attached to a bug report or copied off a cluster. A section with no data says so, so a reader
+can tell "nothing happened" from "the report is broken"; a CPU-only report folds the four GPU
+sections into one line that says what a GPU run would add (:data:`CPU_ONLY_TEXT`).
 
-Sections: headline; time by operation and category; resource overlap; GPU utilization over time
-(NVML next to the kernel trace); timeline of a window (one row per process when there are several,
-grouped by role); kernels by operation; phases; roles (per role: breakdown, spread across workers,
-lagging workers) and one section per process when there are several; warnings. :func:`render`
+Sections: headline (cards of the figures the run has); time by operation and category; resource
+overlap; GPU utilization over time (NVML next to the kernel trace); timeline of a window (one row
+per process when there are several, grouped by role; :mod:`rlscope.viz.timeline`); kernels by
+operation; phases; roles (per role: breakdown, spread across workers, lagging workers) and one
+section per process when there are several; sharing; warnings. :func:`render`
 takes an :class:`rlscope.analysis.AnalysisResult`; the timeline and kernel tables are its
 ``report`` (:mod:`rlscope.analysis.report`): this module never reads a trace.
 """
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CATEGORY_COLORS",
+    "CPU_ONLY_TEXT",
+    "GPU_SECTION_TITLES",
     "NO_GPU_TEXT",
     "NO_NVML_TEXT",
     "RAW_NOTE",
@@ -58,6 +62,13 @@ __all__ = [
 _UNANNOTATED_COLOR = operation_color(UNANNOTATED)
 NO_GPU_TEXT = "no GPU activity recorded"
 NO_NVML_TEXT = "No NVML utilization samples recorded"
+# a CPU-only report folds the four GPU sections into this line
+CPU_ONLY_TEXT = (
+    f"CPU only: {NO_GPU_TEXT} (no CUDA GPU, or GPU tracing off). On a GPU, rlscope adds four sections"
+    " here: resource overlap (each operation's CPU-only, GPU-only and overlapped time), GPU"
+    " utilization over time (NVML beside the kernel trace), the kernels each operation launched, and"
+    " sharing (GPU memory, kernel occupancy and lengths, how many copies of the job fit one GPU)."
+)
 RAW_NOTE = "Figures are raw: not corrected for the profiler's own overhead."
 SECTION_TITLES = (
     "Time by operation and category",
@@ -68,6 +79,8 @@ SECTION_TITLES = (
     "Phases",
     "Warnings",
 )
+# the sections a CPU-only report folds into one line (CPU_ONLY_TEXT)
+GPU_SECTION_TITLES = ("Resource overlap", "GPU utilization over time", "Kernels by operation", "Sharing")
 TOP_KERNELS = 10
 # fullData.name rather than the name itself, so a "%{" in an operation name is not a placeholder.
 _HOVER = "%{y}<br>%{fullData.name}: %{x:.3f} s<extra></extra>"
@@ -144,29 +157,28 @@ def _headline(summary: Mapping[str, Any]) -> str:
     def pct(s: float) -> str:
         return f"{100.0 * s / wall:.0f}%" if wall > 0 else "-"
 
+    def card(value: str, key: str) -> str:
+        return f"<div class='card'><div class='v'>{value}</div><div class='k'>{key}</div></div>"
+
+    # only figures this run has: no GPU card without GPU data, no top operation without operations
+    cards = [card(f"{wall:.3f} s", "wall time")]
     if _has_gpu_data(summary):
         bound = float(summary.get("gpu_bound_s", 0.0) or 0.0)
-        gpu_card = (
-            f"<div class='v'>{pct(bound)}</div>"
-            f"<div class='k'>GPU-bound ({bound:.3f} s with a kernel or copy running)</div>"
+        cards.append(card(pct(bound), f"GPU-bound ({bound:.3f} s with a kernel or copy running)"))
+    if ops:
+        name, top = ops[0]
+        cards.append(
+            card(html.escape(name), f"top operation: {pct(float(top.get('total_s', 0.0)))} of the run")
         )
-    else:
-        gpu_card = f"<div class='v'>-</div><div class='k'>{NO_GPU_TEXT}</div>"
-    top = ops[0] if ops else None
-    top_card = (
-        f"<div class='v'>{html.escape(top[0])}</div><div class='k'>top operation: "
-        f"{pct(float(top[1].get('total_s', 0.0)))} of the run</div>"
-        if top
-        else "<div class='v'>-</div><div class='k'>no operations</div>"
-    )
+    cats = {c: float(v) for c, v in (summary.get("categories") or {}).items() if c in cpu_categories(summary)}
+    if sum(cats.values()) > 0:
+        cat, secs = max(cats.items(), key=lambda kv: kv[1])
+        share = f"{100.0 * secs / sum(cats.values()):.0f}%"
+        cards.append(card(html.escape(cat), f"top category: {share} of the CPU time"))
+    if wall > 0:
+        cards.append(card(pct(unann), f"unannotated ({unann:.3f} s)"))
     parts = [
-        "<div class='cards'>"
-        f"<div class='card'><div class='v'>{wall:.3f} s</div><div class='k'>wall time</div></div>"
-        f"<div class='card'>{gpu_card}</div>"
-        f"<div class='card'>{top_card}</div>"
-        f"<div class='card'><div class='v'>{pct(unann)}</div>"
-        f"<div class='k'>unannotated ({unann:.3f} s)</div></div>"
-        "</div>",
+        "<div class='cards'>" + "".join(cards) + "</div>",
         f"<p class='headline'>Wall time <b>{wall:.3f} s</b>; unannotated <b>{unann:.3f} s</b> "
         f"({pct(unann)}); {len(ops)} operation(s).</p>",
     ]
@@ -544,6 +556,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
     """
     check_schema(summary)
     state: dict[str, bool] = {}
+    gpu = _has_gpu_data(summary) or bool((report or {}).get("kernels"))
     trace_dir = html.escape(str(summary.get("trace_dir", "?")))
     gpu_note = (
         " GPU categories: " + ", ".join(c for c in GPU_CATEGORY_ORDER if c in gpu_categories(summary))
@@ -556,25 +569,38 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         _headline(summary),
         "<h2>Time by operation and category</h2>",
         _category_section(summary, state),
+        *(_gpu_sections(summary, report, state, gpu_note) if gpu else ["<h2>GPU</h2>", _cpu_only_line()]),
+        "<h2>Timeline</h2>",
+        timeline_section(report, lambda f, **kw: _fig_html(f, state, **kw)),
+        "<h2>Kernels by operation</h2>" if gpu else "",
+        _kernel_section(summary, report) if gpu else "",
+        "<h2>Phases</h2>",
+        _phase_section(summary, state),
+        _roles_section(summary),
+        _processes_section(summary),
+        "<h2>Sharing</h2>" if gpu else "",  # GPU memory, occupancy, kernel lengths, co-location
+        sharing_html(summary, state, lambda f: _fig_html(f, state)) if gpu else "",
+        "<h2>Warnings</h2>",
+        _warnings_section(summary),
+    ]
+    return page(f"rlscope report — {summary.get('trace_dir', '?')}", body)
+
+
+def _cpu_only_line() -> str:
+    return f"<p class='empty'>{html.escape(CPU_ONLY_TEXT)}</p>"
+
+
+def _gpu_sections(
+    summary: Mapping[str, Any], report: Mapping[str, Any] | None, state: dict[str, bool], gpu_note: str
+) -> list[str]:
+    """Resource overlap and GPU utilization over time (a run with GPU data)."""
+    return [
         "<h2>Resource overlap</h2>",
         f"<p class='note'>{html.escape(gpu_note)}</p>" if gpu_note else "",
         _resource_section(summary, state),
         "<h2>GPU utilization over time</h2>",
         _gpu_util_section(summary, report, state),
-        "<h2>Timeline</h2>",
-        timeline_section(report, lambda f, **kw: _fig_html(f, state, **kw)),
-        "<h2>Kernels by operation</h2>",
-        _kernel_section(summary, report),
-        "<h2>Phases</h2>",
-        _phase_section(summary, state),
-        _roles_section(summary),
-        _processes_section(summary),
-        "<h2>Sharing</h2>",  # GPU memory, occupancy, kernel lengths, co-location (viz/sharing.py)
-        sharing_html(summary, state, lambda f: _fig_html(f, state)),
-        "<h2>Warnings</h2>",
-        _warnings_section(summary),
     ]
-    return page(f"rlscope report — {summary.get('trace_dir', '?')}", body)
 
 
 def page(title: str, parts: Iterable[str]) -> str:
