@@ -214,21 +214,26 @@ def _overhead_note(summary: Mapping[str, Any]) -> str:
     )
     win = over.get("windows") or {}
     measured = (
-        f" The cost of {html.escape(', '.join(win['switched']))} was measured in this run: those"
-        f" collectors were on in alternating windows ({win['full_share']:.0%} of the run), and each"
-        " operation's time comes from the windows without them, its split by category and its GPU"
-        " work from the windows with them."
+        f" What the {html.escape(', '.join(win['switched']))} recording costs was measured in this run:"
+        f" it was on in alternating windows ({win['full_share']:.0%} of the run); each operation's time"
+        " comes from the windows without it, its split by category and its GPU work from those with it."
         if win.get("switched")
         else ""
     )
-    residual = cal.get("path") or cal.get("status", "?")
+    added = float(over["raw_wall_s"]) - float(over["corrected_wall_s"])
+    share = added / float(over["raw_wall_s"]) if over["raw_wall_s"] else 0.0
+    source = {"trace": "stored in the trace", "file": "from the file given"}.get(str(cal.get("source")), "")
+    residual = (
+        f" The small per-event costs left come from this machine's calibration of"
+        f" {html.escape(str(cal.get('created', '?')))}" + (f" ({source})" if source else "") + "."
+        if cal.get("status") == "applied"
+        else ""
+    )
     return (
-        f"<p class='note'>Figures are <b>corrected for rlscope's own overhead</b>: the profiled run took"
-        f" {over['raw_wall_s']:.3f} s, the corrected estimate of the unprofiled run is"
-        f" {over['corrected_wall_s']:.3f} ± {float(over.get('uncertainty_s', 0.0)):.3f} s"
-        f" (x{over['slowdown']:.2f}).{measured} Removed: {removed or 'nothing'}."
-        f" Residual per-event costs: {html.escape(str(residual))}"
-        f" {html.escape(str(cal.get('created', '')))}.</p>"
+        f"<p class='note'><b>rlscope added {added:.3f} s ({share:.0%}) to this run; the figures here have"
+        f" it removed</b>, ± {float(over.get('uncertainty_s', 0.0)):.3f} s (the profiled run took"
+        f" {over['raw_wall_s']:.3f} s, the estimate of the run without rlscope is"
+        f" {over['corrected_wall_s']:.3f} s).{measured} Removed: {removed or 'nothing'}.{residual}</p>"
         "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>uncertainty</th>"
         f"<th>raw s</th></tr>{rows}</table>"
     )
