@@ -66,7 +66,7 @@ function rlscopeTimeline(gd, data) {
         o.x.push((j - runFrom) * bw);
         o.y.push(layer.y);
         o.width.push(layer.width);
-        var label = one >= 0 && data.labels ? data.labels[data.seg.label[one]] + "<br>" : "";
+        var label = one >= 0 && data.seg.label[one] >= 0 ? data.labels[data.seg.label[one]] + "<br>" : "";
         var what = one >= 0 ? fmt(data.seg.dur[one] * 1e-9)
           : n + " started here, " + fmt(t) + " of these " + fmt((j - runFrom) * bw);
         o.text.push(label + what);
