@@ -23,7 +23,7 @@ from pathlib import Path
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # width x height of each screenshot: the GPU report has more sections with content
-SIZES = {"cpu": (1300, 2000), "gpu": (1300, 3000)}
+SIZES = {"cpu": (1300, 1800), "gpu": (1300, 3000)}
 FILES = {"cpu": "report.png", "gpu": "report_gpu.png"}
 
 

@@ -1,8 +1,10 @@
 """The HTML report in a real browser: headless Chromium runs its JavaScript.
 
-Asserts that the page logs nothing to the JavaScript console (no errors, no uncaught exceptions)
-and that every plotly chart rendered its SVG. A screenshot is saved for humans: under tmp_path,
-and copied to ``$RLSCOPE_SCREENSHOT_DIR`` when that is set.
+Asserts that the page logs nothing to the JavaScript console (no errors, no uncaught exceptions),
+that every plotly chart rendered its SVG, and that the timeline's drawn bars are in proportion
+to the operations' time at the default window, a narrow and a wide one, and zoomed in the page.
+A screenshot is saved for humans: under tmp_path, and copied to ``$RLSCOPE_SCREENSHOT_DIR`` when
+that is set.
 
 Skipped when no Chromium is installed, except under ``CI`` (set): there a missing browser fails,
 so CI cannot pass by skipping (``.ci/run`` installs Debian's ``chromium``).
@@ -19,9 +21,12 @@ import time
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rlscope
+from rlscope.viz.colors import operation_color
+from rlscope.viz.timeline import DIV_ID
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = [
@@ -272,3 +277,103 @@ def test_progress_drawn_on_a_tty_unless_disabled(monkeypatch: pytest.MonkeyPatch
     assert tty.parts == []
     assert list(track(iter(range(3)), "counting [x]", total=3)) == [0, 1, 2]
     assert "counting [x]" in "".join(tty.parts)
+
+
+# --- the timeline, drawn in proportion (rlscope.viz.timeline) ---
+
+# a short real CPU PPO run: thousands of sub-pixel inference and simulation instances
+PPO_TRACE = Path(__file__).resolve().parent / "golden" / "traces" / "ppo_cpu"
+_BAR_RE = re.compile(
+    r'<path d="M([-\d.]+),[-\d.]+V[-\d.]+H([-\d.]+)V[-\d.]+Z" style="[^"]*fill: rgb\((\d+), (\d+), (\d+)\)'
+)
+
+
+def drawn_shares(dom: str) -> dict[str, float]:
+    """Fill colour -> the width of its timeline bars, as a share of the plot area's width."""
+    width = _plot_px(dom)
+    out: dict[str, float] = {}
+    for m in _BAR_RE.finditer(_chart(dom)):
+        colour = "#{:02x}{:02x}{:02x}".format(*(int(v) for v in m.group(3, 4, 5)))
+        out[colour] = out.get(colour, 0.0) + abs(float(m.group(2)) - float(m.group(1))) / width
+    return out
+
+
+def data_shares(timeline: dict, w0: float, w1: float) -> dict[str, float]:
+    """Operation -> its time in [w0, w1] (the outermost level, where the PPO trace has them all) as a
+    share of it: what the drawn widths must match."""
+    ops = timeline["ops"]
+    start = np.clip(np.asarray(ops["start_s"]), w0, w1)
+    dur = np.clip(np.asarray(ops["end_s"]), w0, w1) - start
+    names = np.asarray(ops["name"], dtype=object)
+    assert set(np.asarray(ops["depth"]).tolist()) == {0}
+    return {str(n): float(dur[names == n].sum()) / (w1 - w0) for n in dict.fromkeys(ops["name"])}
+
+
+def _assert_in_proportion(drawn: dict[str, float], data: dict[str, float], plot_px: float) -> None:
+    """Each operation within 10% of its share of the window (and of 2 bins, 6 px, when smaller)."""
+    assert data and sum(data.values()) > 0.5
+    for name, share in data.items():
+        got = drawn.get(operation_color(name), 0.0)
+        assert abs(got - share) <= max(0.1 * share, 6.0 / plot_px), (name, got, share, drawn)
+
+
+@pytest.mark.parametrize("window", [None, "2.20:2.23", "1.0:4.0"], ids=["default window", "narrow", "wide"])
+def test_timeline_drawn_in_proportion(tmp_path: Path, window: str | None) -> None:
+    from rlscope.analysis import analyze
+
+    page = tmp_path / "report.html"
+    extra = ["--window", window] if window else []
+    res = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(PPO_TRACE), "--html", str(page), "-q", *extra],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    win = tuple(float(v) for v in window.split(":")) if window else None
+    timeline = analyze(str(PPO_TRACE), correct=False, window=win).report["timeline"]
+    w0, w1 = timeline["window_s"]
+    messages, dom = console_messages(page, tmp_path)
+    assert messages == [], "JavaScript console messages:\n" + "\n".join(messages)
+    _assert_in_proportion(drawn_shares(dom), data_shares(timeline, w0, w1), _plot_px(dom))
+    if window is None:
+        # control: bins far below a pixel are drawn as plotly draws instances as they are, each
+        # widened to a pixel or two, and the short, frequent simulation steps come out far too wide
+        control = tmp_path / "control.html"
+        control.write_text(
+            page.read_text(encoding="utf-8").replace("RLSCOPE_BIN_PX = 3;", "RLSCOPE_BIN_PX = 0.05;"),
+            encoding="utf-8",
+        )
+        _, dom = console_messages(control, tmp_path)
+        share = data_shares(timeline, w0, w1)["simulation"]
+        assert drawn_shares(dom)[operation_color("simulation")] > 1.5 * share
+
+        # zoomed in the page (as a drag does): redrawn from the instances for the new range
+        z0, z1 = w0 + 0.3 * (w1 - w0), w0 + 0.4 * (w1 - w0)
+        zoomed = tmp_path / "zoomed.html"
+        zoomed.write_text(
+            page.read_text(encoding="utf-8").replace(
+                "</body>",
+                "<script>window.addEventListener('load', function () { setTimeout(function () {"
+                f" Plotly.relayout(document.getElementById('{DIV_ID}'), {{'xaxis.range': [{z0!r}, {z1!r}]}});"
+                " }, 500); });</script></body>",
+            ),
+            encoding="utf-8",
+        )
+        messages, dom = console_messages(zoomed, tmp_path)
+        assert messages == [], "JavaScript console messages:\n" + "\n".join(messages)
+        ticks = [float(t) for t in re.findall(r'<g class="xtick"><text[^>]*>([-\d.]+)</text>', _chart(dom))]
+        assert ticks and all(z0 <= t <= z1 for t in ticks), (ticks, z0, z1)  # the zoom took place
+        _assert_in_proportion(drawn_shares(dom), data_shares(timeline, z0, z1), _plot_px(dom))
+
+
+def _chart(dom: str) -> str:
+    """The timeline chart's part of the DOM."""
+    start = dom.index(f'id="{DIV_ID}"')
+    return dom[start : dom.index("<h2>", start)]
+
+
+def _plot_px(dom: str) -> float:
+    """The width of the timeline's plot area in pixels."""
+    return float(re.search(r'class="nsewdrag drag"[^>]*width="([\d.]+)"', _chart(dom)).group(1))

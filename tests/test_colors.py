@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import colorsys
+import io
 import json
 import re
 
 from rlscope.analysis.diff import diff_summaries
+from rlscope.viz import colors
 from rlscope.viz import html as viz_html
-from rlscope.viz.colors import CATEGORY_COLORS, category_color, operation_color
+from rlscope.viz.colors import CATEGORY_COLORS, OPERATION_COLORS, category_color, operation_color
 from rlscope.viz.diff import diff_html
 
 
@@ -104,3 +107,56 @@ def test_diff_page_has_the_report_style_and_colours():
     assert "<h1>rlscope diff</h1>" in page and "class='sub'" in page
     assert _trace_colours(page)["backend"] == {category_color("backend")}
     assert "my_custom_op (only in B)" in page
+
+
+def _hue_sat(colour: str) -> tuple[float, float]:
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+    h, _, s = colorsys.rgb_to_hls(r, g, b)
+    return 360.0 * h, s
+
+
+def _is_category_hue(colour: str) -> bool:
+    """Violet to pink (the category palette), greys excepted."""
+    hue, sat = _hue_sat(colour)
+    return sat > 0.1 and 250.0 <= hue <= 345.0
+
+
+def test_operations_and_categories_have_visibly_different_palettes():
+    op_colours = {*OPERATION_COLORS.values(), *colors._OPERATION_PALETTE}
+    cat_colours = {*CATEGORY_COLORS.values(), *colors._CATEGORY_PALETTE}
+    assert not op_colours & cat_colours
+    assert not any(_is_category_hue(c) for c in op_colours), [c for c in op_colours if _is_category_hue(c)]
+    grey = {CATEGORY_COLORS["rlscope"]}  # rlscope's own work: neutral, like no operation's colour
+    assert all(_is_category_hue(c) for c in cat_colours - grey)
+    assert _hue_sat(CATEGORY_COLORS["rlscope"])[1] < 0.1 and CATEGORY_COLORS["rlscope"] not in op_colours
+    # whatever the names: hashed operations and categories land in their own palettes
+    for name in ("my_custom_op", "python", "rollout_0", "learner-update", "gpu_kernel", "zeta"):
+        assert not _is_category_hue(operation_color(name)) or name in CATEGORY_COLORS, name
+        assert _is_category_hue(category_color(name)) or category_color(name) in grey, name
+    # the CPU categories darken from the outermost to the innermost layer
+    lightness = [
+        colorsys.rgb_to_hls(*(int(CATEGORY_COLORS[c][i : i + 2], 16) / 255 for i in (1, 3, 5)))[1]
+        for c in ("python", "simulator", "backend", "cuda_api")
+    ]
+    assert lightness == sorted(lightness, reverse=True)
+
+
+def test_terminal_uses_the_same_colours():
+    from rich.console import Console
+
+    from rlscope.viz.terminal import render_summary
+
+    ops = {"inference": _op(3.0, {"python": 1.0, "backend": 2.0}), "simulation": _op(1.0, {"simulator": 1.0})}
+    buf = io.StringIO()
+    console = Console(file=buf, width=160, color_system="truecolor", force_terminal=True)
+    render_summary(_summary("/a", ops, {"training": ops}), console)
+    out = buf.getvalue()
+
+    def ansi(colour: str) -> str:  # rich's truecolor foreground code
+        r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        return f"38;2;{r};{g};{b}"
+
+    for name in ("inference", "simulation"):
+        assert re.search(re.escape(ansi(operation_color(name))) + r"[;0-9]*m\s*" + name, out), name
+    for cat in ("python", "backend", "simulator"):
+        assert re.search(re.escape(ansi(category_color(cat))) + r"[;0-9]*m\s*" + cat, out), cat

@@ -193,3 +193,117 @@ def test_trace_without_gpu_and_bad_dir(tmp_path):
     assert not any(e["ph"] in "sf" for e in obj["traceEvents"])
     with pytest.raises(RLScopeError):  # TraceError is an RLScopeError
         export.main([str(tmp_path / "missing"), "--chrome", str(tmp_path / "o.json")])
+
+
+def _table(schema, rows):
+    import pyarrow as pa
+
+    return pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
+
+
+def test_short_backend_ops_fold_into_their_innermost_operation():
+    from rlscope.analysis.intervals import BACKEND_SCHEMA
+
+    ops = _table(
+        OPS_SCHEMA,
+        [  # pid, thread, id, name, start, end, depth, parent, phase
+            (1, 7, 1, "outer", 0, 1000, 0, -1, ""),
+            (1, 7, 2, "inner", 200, 500, 1, 1, ""),
+            (1, 8, 3, "other", 0, 1000, 0, -1, ""),
+        ],
+    )
+    backend = _table(
+        BACKEND_SCHEMA,
+        [  # pid, thread, name, start, end
+            (1, 7, "aten::add", 250, 260),  # short, in inner
+            (1, 7, "aten::add", 300, 330),  # short, in inner
+            (1, 7, "aten::mul", 600, 650),  # short, in outer
+            (1, 7, "aten::addmm", 700, 900),  # long: its own box
+            (1, 7, "aten::to", 1200, 1210),  # short, in no operation: only counted
+            (1, 8, "aten::relu", 100, 150),  # short, in the other thread's operation
+        ],
+    )
+    tables = {"operations": ops, "backend": backend}
+    obj = to_chrome(tables, main_threads={1: 7}, min_op_ns=100)
+    x = [e for e in obj["traceEvents"] if e["ph"] == "X"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in x if e["cat"] == "cpu_op"] == [("aten::addmm", 0.7, 0.2)]
+    args = {e["name"]: e["args"] for e in x if e["cat"] == "user_annotation"}
+    assert (args["inner"]["folded_cpu_ops"], args["inner"]["folded_cpu_op_us"]) == (2, 0.04)
+    assert args["inner"]["folded_cpu_op_names"] == {"aten::add": 2}
+    assert (args["outer"]["folded_cpu_ops"], args["outer"]["folded_cpu_op_names"]) == (1, {"aten::mul": 1})
+    assert (args["other"]["folded_cpu_ops"], args["other"]["folded_cpu_op_us"]) == (1, 0.05)
+    assert obj["otherData"]["folded_cpu_ops"] == 5 and obj["otherData"]["folded_cpu_ops_below_us"] == 0.1
+    assert obj["otherData"]["folded_cpu_ops_outside_operations"] == 1
+    assert obj["otherData"]["folded_cpu_ops_outside_operations_us"] == 0.01
+    # 0 keeps every op, and then no operation carries folded ones
+    kept = to_chrome(tables, main_threads={1: 7}, min_op_ns=0)
+    assert sum(e.get("cat") == "cpu_op" for e in kept["traceEvents"]) == 6
+    assert not any("folded_cpu_ops" in e.get("args", {}) for e in kept["traceEvents"])
+    assert kept["otherData"]["folded_cpu_ops"] == 0
+
+
+PPO_TRACE = os.path.join(os.path.dirname(__file__), "golden", "traces", "ppo_cpu")
+
+
+def test_export_of_a_cpu_ppo_run_is_small_gzip_and_says_what_it_wrote(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert export.main([PPO_TRACE, "--chrome"]) == 0  # default: gzip, named after the trace, here
+    out = capsys.readouterr().out
+    path = tmp_path / "ppo_cpu.json.gz"
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    obj = json.loads(data)
+    run_s = 3.255382909  # the trace's run, ns exact
+    n_events = sum(e["ph"] != "M" for e in obj["traceEvents"])
+    # under 20 MB per 10 s of run, as JSON (the file itself is gzip, several times smaller)
+    assert len(data) < 20e6 * run_s / 10 and path.stat().st_size < len(data) / 4
+    assert f"wrote ppo_cpu.json.gz: {n_events:,} events" in out
+    assert "gzip JSON, window 0.000–3.255 s" in out and "folded into their operations" in out
+    folded = obj["otherData"]["folded_cpu_ops"]
+    assert f"{folded:,} backend ops shorter than 10 µs" in out
+
+    # --all-ops: every backend op of the trace, and the folded ones were exactly those left out
+    assert export.main([PPO_TRACE, "--chrome", str(tmp_path / "all.json"), "--all-ops"]) == 0
+    every = json.loads((tmp_path / "all.json").read_text())
+    n_ops = sum(e.get("cat") == "cpu_op" for e in every["traceEvents"])
+    assert n_ops == 178_689 and every["otherData"]["folded_cpu_ops"] == 0
+    assert sum(e.get("cat") == "cpu_op" for e in obj["traceEvents"]) == n_ops - folded
+    # the time of the folded ops is on the operations that hold them, to the rounding of each
+    short_us = sum(e["dur"] for e in every["traceEvents"] if e.get("cat") == "cpu_op" and e["dur"] < 10)
+    on_ops = sum(e["args"].get("folded_cpu_op_us", 0.0) for e in obj["traceEvents"] if e["ph"] == "X")
+    outside = obj["otherData"]["folded_cpu_ops_outside_operations_us"]
+    assert on_ops + outside == pytest.approx(short_us, rel=1e-4) and outside < 0.1 * on_ops
+    assert "window 0.000–3.255 s" in capsys.readouterr().out
+    with pytest.raises(RLScopeError, match="min-op-us"):
+        export.main([PPO_TRACE, "--chrome", "--min-op-us", "-1"])
+
+
+class _FakeTTY:
+    """A text stream that claims to be a terminal (progress lines are drawn only on one)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.parts.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_export_shows_progress_on_a_terminal_only(trace_dir, tmp_path, monkeypatch, capsys):
+    import sys
+
+    assert export.main([str(trace_dir), "--chrome", str(tmp_path / "a.json.gz")]) == 0
+    err = capsys.readouterr().err  # not a terminal: warnings only, no progress lines
+    assert all(line.startswith("rlscope-analyze: warning:") for line in err.splitlines())
+    tty = _FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert export.main([str(trace_dir), "--chrome", str(tmp_path / "b.json.gz")]) == 0
+    drawn = "".join(tty.parts)
+    assert "analyzing" in drawn and "building the Chrome trace" in drawn and "writing" in drawn
+    assert "wrote" in capsys.readouterr().out

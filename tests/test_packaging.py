@@ -44,6 +44,7 @@ def test_wheel_top_level_is_only_rlscope(tmp_path):
         "collectors/scope_native.c",
         "runtime/boot/sitecustomize.py",  # `rlscope run` puts its directory on the program's PYTHONPATH
         "viz/terminal.py",
+        "viz/timeline.js",  # the HTML timeline draws with it
         "workloads/ppo_cartpole.py",
         "analysis/overlap.py",
     ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 
@@ -19,7 +20,15 @@ from rlscope.cli import analyze as cli
 from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
 from rlscope.trace.reader import load_trace
-from rlscope.viz.html import NO_GPU_TEXT, NO_NVML_TEXT, RAW_NOTE, SECTION_TITLES, render_html
+from rlscope.viz.html import (
+    CPU_ONLY_TEXT,
+    GPU_SECTION_TITLES,
+    NO_GPU_TEXT,
+    NO_NVML_TEXT,
+    RAW_NOTE,
+    SECTION_TITLES,
+    render_html,
+)
 from tests.conftest import FakeClock, summary_of, write_stream
 
 
@@ -138,11 +147,19 @@ def test_gpu_report_sections(gpu_trace):
     assert report["nvml_shift_s"] is not None
 
 
-def test_cpu_only_report_says_no_gpu(cpu_trace):
+def test_cpu_only_report_folds_the_gpu_sections(cpu_trace):
     page, report = _page(cpu_trace)
-    assert NO_GPU_TEXT in page
-    assert NO_NVML_TEXT in page
-    assert "No kernels or copies recorded" in page
+    # one line says there was no GPU and what a GPU run would add, instead of four empty sections
+    assert page.count(NO_GPU_TEXT) == 1 and html.escape(CPU_ONLY_TEXT) in page
+    for title in GPU_SECTION_TITLES:
+        assert f"<h2>{title}</h2>" not in page
+        assert title.lower() in CPU_ONLY_TEXT.lower() or title == "Kernels by operation"
+    assert NO_NVML_TEXT not in page and "No kernels or copies recorded" not in page
+    # headline cards: only figures the run has (no "-" card, no GPU card)
+    cards = re.findall(r"<div class='v'>([^<]*)</div><div class='k'>([^<]*)</div>", page)
+    assert cards and all(v.strip() not in ("", "-") for v, _ in cards), cards
+    assert not any("GPU" in k for _, k in cards)
+    assert [k.split(":")[0] for _, k in cards][1:3] == ["top operation", "top category"]
     assert report["kernels"] == []
     assert set(report["timeline"]["ops"]["name"]) == {"step", "sim", "learn"}
     assert "<h2>Timeline</h2>" in page and "Timeline capped" not in page

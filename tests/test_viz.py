@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rlscope.viz.colors import category_color
 from rlscope.viz.html import NO_GPU_TEXT, render_html, write_html
 from rlscope.viz.terminal import has_gpu_time, summary_text
 
@@ -222,7 +223,7 @@ def test_html_gpu(gpu_summary: dict, tmp_path: Path) -> None:
     assert NO_GPU_TEXT not in page
     for name in ("backprop", "inference", "gpu_kernel", "gpu_memcpy", "CPU+GPU"):
         assert name in page
-    assert "#9467bd" in page  # gpu_kernel's fixed color
+    assert f'"color":"{category_color("gpu_kernel")}"' in page  # gpu_kernel's fixed colour, in a chart
 
 
 def test_html_two_phases(two_phase_summary: dict, tmp_path: Path) -> None:

@@ -1,13 +1,15 @@
 """Self-contained HTML report of an analyzer summary (``rlscope.summary/1``) with plotly.
 
 The file embeds plotly.js once (``include_plotlyjs=True`` on the first chart) so it opens offline and
-can be attached to a bug report or copied off a cluster. Every section is always present: when it has no
-data it says so, so a reader can tell "nothing happened" from "the report is broken".
+can be attached to a bug report or copied off a cluster. A section with no data says so, so a reader
+can tell "nothing happened" from "the report is broken"; a CPU-only report folds the four GPU
+sections into one line that says what a GPU run would add (:data:`CPU_ONLY_TEXT`).
 
-Sections: headline; time by operation and category; resource overlap; GPU utilization over time
-(NVML next to the kernel trace); timeline of a window (one row per process when there are several,
-grouped by role); kernels by operation; phases; roles (per role: breakdown, spread across workers,
-lagging workers) and one section per process when there are several; warnings. :func:`render`
+Sections: headline (cards of the figures the run has); time by operation and category; resource
+overlap; GPU utilization over time (NVML next to the kernel trace); timeline of a window (one row
+per process when there are several, grouped by role; :mod:`rlscope.viz.timeline`); kernels by
+operation; phases; roles (per role: breakdown, spread across workers, lagging workers) and one
+section per process when there are several; sharing; warnings. :func:`render`
 takes an :class:`rlscope.analysis.AnalysisResult`; the timeline and kernel tables are its
 ``report`` (:mod:`rlscope.analysis.report`): this module never reads a trace.
 """
@@ -19,9 +21,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rlscope.analysis.demangle import demangle
 from rlscope.errors import RLScopeError
-from rlscope.viz.colors import CATEGORY_COLORS, RESOURCE_COLORS, category_color, operation_color
+from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.terminal import (
     GPU_CATEGORY_ORDER,
@@ -35,6 +36,7 @@ from rlscope.viz.terminal import (
     run_line,
     sorted_operations,
 )
+from rlscope.viz.timeline import timeline_section
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CATEGORY_COLORS",
+    "CPU_ONLY_TEXT",
+    "GPU_SECTION_TITLES",
     "NO_GPU_TEXT",
     "NO_NVML_TEXT",
     "RAW_NOTE",
@@ -58,6 +62,13 @@ __all__ = [
 _UNANNOTATED_COLOR = operation_color(UNANNOTATED)
 NO_GPU_TEXT = "no GPU activity recorded"
 NO_NVML_TEXT = "No NVML utilization samples recorded"
+# a CPU-only report folds the four GPU sections into this line
+CPU_ONLY_TEXT = (
+    f"CPU only: {NO_GPU_TEXT} (no CUDA GPU, or GPU tracing off). On a GPU, rlscope adds four sections"
+    " here: resource overlap (each operation's CPU-only, GPU-only and overlapped time), GPU"
+    " utilization over time (NVML beside the kernel trace), the kernels each operation launched, and"
+    " sharing (GPU memory, kernel occupancy and lengths, how many copies of the job fit one GPU)."
+)
 RAW_NOTE = "Figures are raw: not corrected for the profiler's own overhead."
 SECTION_TITLES = (
     "Time by operation and category",
@@ -68,6 +79,8 @@ SECTION_TITLES = (
     "Phases",
     "Warnings",
 )
+# the sections a CPU-only report folds into one line (CPU_ONLY_TEXT)
+GPU_SECTION_TITLES = ("Resource overlap", "GPU utilization over time", "Kernels by operation", "Sharing")
 TOP_KERNELS = 10
 # fullData.name rather than the name itself, so a "%{" in an operation name is not a placeholder.
 _HOVER = "%{y}<br>%{fullData.name}: %{x:.3f} s<extra></extra>"
@@ -99,13 +112,23 @@ def _label(name: str) -> str:
     return html.escape(name, quote=False)
 
 
-def _fig_html(fig: go.Figure, state: dict[str, bool]) -> str:
-    """One chart as a div; plotly.js goes inline with the first chart only, so the page has it once."""
+def _fig_html(
+    fig: go.Figure, state: dict[str, bool], post_script: str | None = None, div_id: str | None = None
+) -> str:
+    """One chart as a div; plotly.js goes inline with the first chart only, so the page has it once.
+    ``post_script`` runs once the chart is drawn (``{plot_id}`` is its div's id, ``div_id`` if given)."""
     import plotly.io as pio
 
     include = not state.get("plotlyjs_included", False)
     state["plotlyjs_included"] = True
-    return pio.to_html(fig, full_html=False, include_plotlyjs=include, config={"displaylogo": False})
+    return pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=include,
+        config={"displaylogo": False},
+        post_script=post_script,
+        div_id=div_id,
+    )
 
 
 def _bar_layout(fig: go.Figure, n_rows: int, xtitle: str) -> None:
@@ -134,29 +157,28 @@ def _headline(summary: Mapping[str, Any]) -> str:
     def pct(s: float) -> str:
         return f"{100.0 * s / wall:.0f}%" if wall > 0 else "-"
 
+    def card(value: str, key: str) -> str:
+        return f"<div class='card'><div class='v'>{value}</div><div class='k'>{key}</div></div>"
+
+    # only figures this run has: no GPU card without GPU data, no top operation without operations
+    cards = [card(f"{wall:.3f} s", "wall time")]
     if _has_gpu_data(summary):
         bound = float(summary.get("gpu_bound_s", 0.0) or 0.0)
-        gpu_card = (
-            f"<div class='v'>{pct(bound)}</div>"
-            f"<div class='k'>GPU-bound ({bound:.3f} s with a kernel or copy running)</div>"
+        cards.append(card(pct(bound), f"GPU-bound ({bound:.3f} s with a kernel or copy running)"))
+    if ops:
+        name, top = ops[0]
+        cards.append(
+            card(html.escape(name), f"top operation: {pct(float(top.get('total_s', 0.0)))} of the run")
         )
-    else:
-        gpu_card = f"<div class='v'>-</div><div class='k'>{NO_GPU_TEXT}</div>"
-    top = ops[0] if ops else None
-    top_card = (
-        f"<div class='v'>{html.escape(top[0])}</div><div class='k'>top operation: "
-        f"{pct(float(top[1].get('total_s', 0.0)))} of the run</div>"
-        if top
-        else "<div class='v'>-</div><div class='k'>no operations</div>"
-    )
+    cats = {c: float(v) for c, v in (summary.get("categories") or {}).items() if c in cpu_categories(summary)}
+    if sum(cats.values()) > 0:
+        cat, secs = max(cats.items(), key=lambda kv: kv[1])
+        share = f"{100.0 * secs / sum(cats.values()):.0f}%"
+        cards.append(card(html.escape(cat), f"top category: {share} of the CPU time"))
+    if wall > 0:
+        cards.append(card(pct(unann), f"unannotated ({unann:.3f} s)"))
     parts = [
-        "<div class='cards'>"
-        f"<div class='card'><div class='v'>{wall:.3f} s</div><div class='k'>wall time</div></div>"
-        f"<div class='card'>{gpu_card}</div>"
-        f"<div class='card'>{top_card}</div>"
-        f"<div class='card'><div class='v'>{pct(unann)}</div>"
-        f"<div class='k'>unannotated ({unann:.3f} s)</div></div>"
-        "</div>",
+        "<div class='cards'>" + "".join(cards) + "</div>",
         f"<p class='headline'>Wall time <b>{wall:.3f} s</b>; unannotated <b>{unann:.3f} s</b> "
         f"({pct(unann)}); {len(ops)} operation(s).</p>",
     ]
@@ -192,21 +214,26 @@ def _overhead_note(summary: Mapping[str, Any]) -> str:
     )
     win = over.get("windows") or {}
     measured = (
-        f" The cost of {html.escape(', '.join(win['switched']))} was measured in this run: those"
-        f" collectors were on in alternating windows ({win['full_share']:.0%} of the run), and each"
-        " operation's time comes from the windows without them, its split by category and its GPU"
-        " work from the windows with them."
+        f" What the {html.escape(', '.join(win['switched']))} recording costs was measured in this run:"
+        f" it was on in alternating windows ({win['full_share']:.0%} of the run); each operation's time"
+        " comes from the windows without it, its split by category and its GPU work from those with it."
         if win.get("switched")
         else ""
     )
-    residual = cal.get("path") or cal.get("status", "?")
+    added = float(over["raw_wall_s"]) - float(over["corrected_wall_s"])
+    share = added / float(over["raw_wall_s"]) if over["raw_wall_s"] else 0.0
+    source = {"trace": "stored in the trace", "file": "from the file given"}.get(str(cal.get("source")), "")
+    residual = (
+        f" The small per-event costs left come from this machine's calibration of"
+        f" {html.escape(str(cal.get('created', '?')))}" + (f" ({source})" if source else "") + "."
+        if cal.get("status") == "applied"
+        else ""
+    )
     return (
-        f"<p class='note'>Figures are <b>corrected for rlscope's own overhead</b>: the profiled run took"
-        f" {over['raw_wall_s']:.3f} s, the corrected estimate of the unprofiled run is"
-        f" {over['corrected_wall_s']:.3f} ± {float(over.get('uncertainty_s', 0.0)):.3f} s"
-        f" (x{over['slowdown']:.2f}).{measured} Removed: {removed or 'nothing'}."
-        f" Residual per-event costs: {html.escape(str(residual))}"
-        f" {html.escape(str(cal.get('created', '')))}.</p>"
+        f"<p class='note'><b>rlscope added {added:.3f} s ({share:.0%}) to this run; the figures here have"
+        f" it removed</b>, ± {float(over.get('uncertainty_s', 0.0)):.3f} s (the profiled run took"
+        f" {over['raw_wall_s']:.3f} s, the estimate of the run without rlscope is"
+        f" {over['corrected_wall_s']:.3f} s).{measured} Removed: {removed or 'nothing'}.{residual}</p>"
         "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>uncertainty</th>"
         f"<th>raw s</th></tr>{rows}</table>"
     )
@@ -235,7 +262,7 @@ def _gpu_util_section(
             y=100.0 * np.asarray(g["nvml_util"], float),
             name="NVML utilization (any kernel in the period)",
             mode="lines",
-            line={"color": "#e45756", "shape": "hv"},
+            line={"color": OTHER_COLOR, "shape": "hv"},
             hovertemplate="%{x:.3f} s: %{y:.0f}%<extra>NVML</extra>",
         )
     )
@@ -268,137 +295,6 @@ def _gpu_util_section(
         f"(mean {mean_busy:.0f}%). Process {html.escape(str(g.get('pid', '?')))}, first GPU.</p>"
     )
     return note + _fig_html(fig, state)
-
-
-def _timeline_section(
-    summary: Mapping[str, Any], report: Mapping[str, Any] | None, state: dict[str, bool]
-) -> str:
-    import numpy as np
-    import plotly.graph_objects as go
-
-    if report is None or "timeline" not in report:
-        return "<p class='empty'>No timeline: this report was rendered from a summary alone.</p>"
-    if report["timeline"] is None:
-        return "<p class='empty'>No timeline: the trace holds no events.</p>"
-    tl = report["timeline"]
-    w0, w1 = tl["window_s"]
-    how = {
-        "default": "default window: a few iterations of the outermost repeating operation, from its median"
-        " instance",
-        "all processes": "default window: the whole run, which covers every process",
-    }.get(report.get("window_choice", ""), "window chosen with --window")
-    head = (
-        f"<p class='note'>Window {w0:.6f}–{w1:.6f} s of a {float(report.get('run_s', 0.0)):.3f} s run "
-        f"({how}; pick another with <code>--window START:END</code>).</p>"
-    )
-    if tl["capped"]:
-        head += (
-            f"<p class='note'><b>Timeline capped</b>: drawing {tl['drawn_intervals']:,} of "
-            f"{tl['total_intervals']:,} intervals in the window (those starting before "
-            f"{tl['shown_until_s']:.6f} s); narrow --window to see the rest.</p>"
-        )
-    rows: list[str] = tl["rows"]
-    if not rows:
-        return head + "<p class='empty'>No operations or GPU work in this window.</p>"
-    row_of = {r: i for i, r in enumerate(rows)}
-    fig = go.Figure()
-    procs = tl.get("processes") or {"row": []}
-    if procs["row"]:  # several processes: one bar per process, its session, on its own row
-        start = np.asarray(procs["start_s"], float)
-        fig.add_trace(
-            go.Bar(
-                name="process",
-                y=[row_of[r] for r in procs["row"]],
-                x=np.asarray(procs["end_s"], float) - start,
-                base=start,
-                width=0.5,
-                orientation="h",
-                marker={"color": _UNANNOTATED_COLOR, "line": {"width": 0}},
-                hovertemplate="%{x:.3s}s<extra>process</extra>",
-            )
-        )
-    ops = tl["ops"]
-    names = list(ops["name"])
-    if names:
-        y = np.fromiter((row_of[r] for r in ops["row"]), np.int32, len(names))
-        start = np.asarray(ops["start_s"], float)
-        dur = np.asarray(ops["end_s"], float) - start
-        width = np.clip(0.8 - 0.15 * np.asarray(ops["depth"], float), 0.2, 0.8)  # nested: thinner
-        arr = np.asarray(names, dtype=object)
-        for name in dict.fromkeys(names):
-            sel = np.flatnonzero(arr == name)
-            w = width[sel]
-            fig.add_trace(
-                go.Bar(
-                    name=_label(name),
-                    y=y[sel],
-                    x=dur[sel],
-                    base=start[sel],
-                    width=float(w[0]) if len(w) and (w == w[0]).all() else w,  # a scalar when uniform
-                    orientation="h",
-                    marker={"color": operation_color(name), "line": {"width": 0}},
-                    hovertemplate="%{fullData.name}<br>%{x:.3s}s<extra></extra>",
-                )
-            )
-    g = tl["gpu"]
-    if g["name"]:
-        y = np.fromiter((row_of[r] for r in g["row"]), np.int32, len(g["name"]))
-        start = np.asarray(g["start_s"], float)
-        dur = np.asarray(g["end_s"], float) - start
-        cats = np.asarray(g["category"], dtype=object)
-        knames = np.asarray([_label(demangle(n)) for n in g["name"]], dtype=object)
-        for cat in dict.fromkeys(g["category"]):
-            sel = np.flatnonzero(cats == cat)
-            fig.add_trace(
-                go.Bar(
-                    name=cat,
-                    y=y[sel],
-                    x=dur[sel],
-                    base=start[sel],
-                    width=0.8,
-                    orientation="h",
-                    marker={"color": category_color(cat), "line": {"width": 0}},
-                    hovertext=knames[sel].tolist(),
-                    hovertemplate="%{hovertext}<br>%{x:.3s}s<extra>%{fullData.name}</extra>",
-                )
-            )
-    _role_bands(fig, tl.get("groups") or [])
-    fig.update_layout(
-        barmode="overlay",
-        height=max(220, 90 + 36 * len(rows)),
-        margin={"l": 10, "r": 10, "t": 30, "b": 40},
-        xaxis={"title": "seconds since the run start", "range": [w0, w1]},
-        yaxis={
-            "tickvals": list(range(len(rows))),
-            "ticktext": [_label(r) for r in rows],
-            "autorange": "reversed",
-            "automargin": True,
-        },
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
-        template="plotly_white",
-    )
-    return head + _fig_html(fig, state)
-
-
-def _role_bands(fig: go.Figure, groups: list[Mapping[str, Any]]) -> None:
-    """Shade every other role's rows and name the role at the band's right edge (several processes)."""
-    for k, g in enumerate(groups):
-        y0, y1 = float(g["first"]) - 0.5, float(g["last"]) + 0.5
-        if k % 2 == 0:
-            fig.add_hrect(y0=y0, y1=y1, fillcolor="#f2f2f2", line_width=0, layer="below")
-        if k:
-            fig.add_hline(y=y0, line={"color": "#bbb", "width": 1})
-        fig.add_annotation(
-            text=_label(str(g["role"])),
-            x=1.0,
-            xref="paper",
-            y=y0,
-            xanchor="right",
-            yanchor="top",
-            showarrow=False,
-            font={"size": 11, "color": "#555"},
-            bgcolor="rgba(255,255,255,0.7)",
-        )
 
 
 def _kernel_cell(row: Mapping[str, Any]) -> str:
@@ -665,6 +561,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
     """
     check_schema(summary)
     state: dict[str, bool] = {}
+    gpu = _has_gpu_data(summary) or bool((report or {}).get("kernels"))
     trace_dir = html.escape(str(summary.get("trace_dir", "?")))
     gpu_note = (
         " GPU categories: " + ", ".join(c for c in GPU_CATEGORY_ORDER if c in gpu_categories(summary))
@@ -677,25 +574,38 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         _headline(summary),
         "<h2>Time by operation and category</h2>",
         _category_section(summary, state),
+        *(_gpu_sections(summary, report, state, gpu_note) if gpu else ["<h2>GPU</h2>", _cpu_only_line()]),
+        "<h2>Timeline</h2>",
+        timeline_section(report, lambda f, **kw: _fig_html(f, state, **kw)),
+        "<h2>Kernels by operation</h2>" if gpu else "",
+        _kernel_section(summary, report) if gpu else "",
+        "<h2>Phases</h2>",
+        _phase_section(summary, state),
+        _roles_section(summary),
+        _processes_section(summary),
+        "<h2>Sharing</h2>" if gpu else "",  # GPU memory, occupancy, kernel lengths, co-location
+        sharing_html(summary, state, lambda f: _fig_html(f, state)) if gpu else "",
+        "<h2>Warnings</h2>",
+        _warnings_section(summary),
+    ]
+    return page(f"rlscope report — {summary.get('trace_dir', '?')}", body)
+
+
+def _cpu_only_line() -> str:
+    return f"<p class='empty'>{html.escape(CPU_ONLY_TEXT)}</p>"
+
+
+def _gpu_sections(
+    summary: Mapping[str, Any], report: Mapping[str, Any] | None, state: dict[str, bool], gpu_note: str
+) -> list[str]:
+    """Resource overlap and GPU utilization over time (a run with GPU data)."""
+    return [
         "<h2>Resource overlap</h2>",
         f"<p class='note'>{html.escape(gpu_note)}</p>" if gpu_note else "",
         _resource_section(summary, state),
         "<h2>GPU utilization over time</h2>",
         _gpu_util_section(summary, report, state),
-        "<h2>Timeline</h2>",
-        _timeline_section(summary, report, state),
-        "<h2>Kernels by operation</h2>",
-        _kernel_section(summary, report),
-        "<h2>Phases</h2>",
-        _phase_section(summary, state),
-        _roles_section(summary),
-        _processes_section(summary),
-        "<h2>Sharing</h2>",  # GPU memory, occupancy, kernel lengths, co-location (viz/sharing.py)
-        sharing_html(summary, state, lambda f: _fig_html(f, state)),
-        "<h2>Warnings</h2>",
-        _warnings_section(summary),
     ]
-    return page(f"rlscope report — {summary.get('trace_dir', '?')}", body)
 
 
 def page(title: str, parts: Iterable[str]) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlscope.analysis.demangle import demangle
+from rlscope.viz.colors import operation_color
 
 MIB = 1 << 20
 TOP_OPS = 8
@@ -156,7 +157,14 @@ def _lengths(kl: Mapping[str, Any], fig: Callable[[Any], str]) -> str:
     f = go.Figure()
     for op, e in list(kl["operations"].items())[:TOP_OPS]:
         if e["kernels"].get("count"):
-            f.add_trace(go.Bar(x=labels, y=e["kernels"]["histogram"], name=html.escape(op, quote=False)))
+            f.add_trace(
+                go.Bar(
+                    x=labels,
+                    y=e["kernels"]["histogram"],
+                    name=html.escape(op, quote=False),
+                    marker_color=operation_color(op),  # the operation's colour in every chart
+                )
+            )
     f.update_layout(
         barmode="group",
         height=300,

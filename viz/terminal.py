@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.categories import UNANNOTATED
+from rlscope.viz.colors import category_color, operation_color
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -232,7 +233,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> _Column
     table.add_column("% run", justify="right")
     table.add_column("excl s", justify="right")
     for cat in cpu_cats:
-        table.add_column(cat, justify="right")
+        table.add_column(cat, justify="right", header_style=f"bold {category_color(cat)}")
     if gpu:
         for key in RESOURCE_KEYS:
             table.add_column(f"{RESOURCE_LABELS[key]} s", justify="right")
@@ -256,7 +257,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> _Column
         excl_sum += excl
         cats = op.get("categories") or {}
         table.add_row(
-            Text(name),  # Text, not str: names are not rich markup
+            Text(name, style=operation_color(name)),  # Text, not str: names are not rich markup
             _secs(float(op.get("total_s", 0.0))),
             *raw_cell(float((raw_ops.get(name) or {}).get("total_s", 0.0)), op.get("uncertainty_s")),
             _pct(float(op.get("total_s", 0.0)), wall),
@@ -335,7 +336,7 @@ def _phase_table(summary: Mapping[str, Any]) -> _Columns:
         for name, op in sorted_operations(phase.get("operations") or {}):
             total = float(op.get("total_s", 0.0))
             table.add_row(
-                Text(f"  {name}"),
+                Text(f"  {name}", style=operation_color(name)),
                 _secs(total),
                 _pct(total, pwall),
                 _secs(float(op.get("exclusive_s", 0.0))),
