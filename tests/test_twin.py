@@ -76,15 +76,29 @@ def _pipes() -> tuple[tuple[int, int], tuple[int, int]]:
     return os.pipe(), os.pipe()
 
 
+class _SharedClock:
+    """A fake clock for two sides that never run at once: only the running side's steps move it."""
+
+    def __init__(self) -> None:
+        self.now_ns = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now_ns
+
+    def advance(self, ns: int) -> None:
+        self.now_ns += ns
+
+
 def test_each_turn_catches_up_with_the_partner_then_leads_and_neither_waits_for_an_ended_partner():
-    """Steps of 1 ms and 1.5 ms in turns of 20 ms: each side, once it has the turn, runs up to the
-    count its partner handed over, then leads ~10 ms further, so the counts handed over, in the
-    order handed, only grow, each by a lead's worth; never capped; both run to the end (the one
-    that ends first sends DONE)."""
+    """Steps of 1 ms and 1.5 ms on a fake clock in turns of 20 ms: each side, once it has the turn,
+    runs up to the count its partner handed over, then leads ~10 ms further, so the counts handed
+    over, in the order handed, only grow, each by a lead's worth (10 steps of a's, 6-7 of b's);
+    never capped; both run to the end (the one that ends first sends DONE)."""
+    clock = _SharedClock()
     (r_a, w_a), (r_b, w_b) = _pipes()
     try:
-        a = _Side(twin.Spec(r_a, w_b, False, True, 20_000_000), 300, lambda: _busy(0.001))
-        b = _Side(twin.Spec(r_b, w_a, False, False, 20_000_000), 300, lambda: _busy(0.0015))
+        a = _Side(twin.Spec(r_a, w_b, False, True, 20_000_000), 300, lambda: clock.advance(1_000_000), clock)
+        b = _Side(twin.Spec(r_b, w_a, False, False, 20_000_000), 300, lambda: clock.advance(1_500_000), clock)
         _take_turns(a, b)
     finally:
         for fd in (r_a, w_a, r_b, w_b):
@@ -95,10 +109,11 @@ def test_each_turn_catches_up_with_the_partner_then_leads_and_neither_waits_for_
     assert a.turn.capped == b.turn.capped == 0
     handed = [c for pair in zip(a.handed, b.handed, strict=False) for c in pair]  # a first: a, b, a, ...
     steps = [y - x for x, y in itertools.pairwise(handed)]
-    assert min(steps) >= 4, handed  # a lead of 10 ms: 10 steps of a's, 6 of b's (less on a slow core)
-    # each waited about as long as the other ran
-    assert a.turn.waited_ns / 1e9 > 0.5 * 300 * 0.0015
-    assert b.turn.waited_ns / 1e9 > 0.5 * 300 * 0.001
+    assert min(steps) >= 6, handed  # a lead of 10 ms: 10 steps of a's, 6-7 of b's
+    # each waited exactly as long as the other ran while it was not done: a through all of b's
+    # steps, b through all of a's but the 10 a ran after b had ended
+    assert a.turn.waited_ns == 300 * 1_500_000
+    assert b.turn.waited_ns == 290 * 1_000_000
 
 
 class _SpellClock:
