@@ -137,7 +137,7 @@ class _SpellClock:
 
 
 class _CatchUpOnly(twin.Turn):
-    """The protocol before the thirtieth session, for the side that caught up: no lead."""
+    """The older protocol, turns fixed in time, for the side that caught up: no lead."""
 
     lead_ns = 0
 
@@ -177,9 +177,9 @@ def _spell_ratios(seeds: range, old: bool, turn_ns: int = twin.TURN_NS) -> list[
 
 def test_slow_spells_of_the_host_fall_on_both_sides_alike():
     """Ground truth: both sides run the same steps, so their own times must agree. With one side
-    leading every stretch in turns fixed in time and the other only catching up (the protocol until
-    the thirtieth session), the catching-up side stretched its turns over the host's slow spells and
-    ran more of them: the twin's null read it +10.7% on an H100. Over 16 spell patterns, the old
+    leading every stretch in turns fixed in time and the other only catching up (the older
+    protocol), the catching-up side stretched its turns over the host's slow spells and ran more of
+    them: the twin's null read it +10.7% on an H100. Over 16 spell patterns, the old
     protocol (100 ms turns) reads high here too (+12% median on 40 patterns), and the one where
     both sides catch up and lead (50 ms turns) within 2% (-0.2%; 10th-90th percentile -2.6% to
     +2.5%)."""
@@ -250,10 +250,11 @@ def _validate_twin(tmp_path, source: str, reps: int) -> tuple[subprocess.Complet
     return r, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
     """Ground truth: 200 steps of 3 + 1 ms of busy-waiting. Each run waits about as long as the
     other runs; the timed run's total and the profiled run's raw and corrected walls must still
-    read the busy time (a wait left in would double them)."""
+    read the busy time (a wait left in would double them). Real clock, so ``slow``."""
     r, res = _validate_twin(tmp_path, BUSY, reps=2)
     assert "twin runs" in r.stdout
     assert res["twin"] == {"turn_ms": twin.TURN_NS / 1e6}
@@ -322,12 +323,14 @@ UPDATE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_long_update_without_scopes_hands_over_at_its_backward_calls(tmp_path):
     """Two 0.6 s updates with no scope inside, 150 backward calls each: without other places to
     hand over, a turn would last a whole update (at most 3 turns a run). Both runs count the
     autograd engine's returns with the scope exits, so they take ~0.1 s turns inside the updates,
     each catch-up reaches its twin's count (never capped), and the totals still read the
-    busy time. The engine is unwrapped when the session ends (the script exits 3 otherwise)."""
+    busy time. The engine is unwrapped when the session ends (the script exits 3 otherwise).
+    Real clock, so ``slow``."""
     pytest.importorskip("torch")
     _, res = _validate_twin(tmp_path, UPDATE, reps=1)
     nominal = 2 * 150 * 0.004

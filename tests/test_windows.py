@@ -14,7 +14,6 @@ from rlscope.analysis import analyze
 from rlscope.analysis.timeline import build_timeline
 from rlscope.overhead.correct.windows import estimate
 from rlscope.trace import schema as S
-from tests.conftest import real_clock
 
 WORK, COST, SIM, GLUE = 1000, 300, 2000, 100  # ns per fake op, collector cost per op, ...
 OPS_PER_INFER = 5
@@ -153,9 +152,10 @@ def _real_loop(seconds: float, col: FakeCollector, session=None) -> tuple[int, i
     return calls, inside
 
 
-@real_clock()
+@pytest.mark.slow
 def test_real_clock_windows_recover_the_unprofiled_operation_time(tmp_path):
-    """Busy-waits with a real 30 µs per-op collector cost: corrected close to the unprofiled loop."""
+    """Busy-waits with a real 30 µs per-op collector cost: corrected close to the unprofiled loop
+    (real clock, so ``slow``; the windows' arithmetic is checked exactly on fake clocks above)."""
     off = FakeCollector()
     off.on = False
     base = [_real_loop(0.4, off)]
