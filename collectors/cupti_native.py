@@ -177,8 +177,8 @@ class NativeCuptiCollector:
         # nothing and cost more to record than to run (cupti_native.c, QUERY_APIS)
         lib.rl_set_skip_queries(0 if os.environ.get("RLSCOPE_CUPTI_QUERIES") == "1" else 1)
         # detach CUPTI in light windows (cuptiFinalize, see cupti_native.c): attached with its kinds
-        # disabled it still costs a PPO-GPU inference call +66% on the H200 (detached: within noise;
-        # benchmarks/light_cost.py, BENCHMARKS.md §9); RLSCOPE_CUPTI_DETACH=0 keeps it attached
+        # disabled it still costs a PPO-GPU inference call +66% on an H200 (detached: within noise);
+        # RLSCOPE_CUPTI_DETACH=0 keeps it attached
         lib.rl_set_detach(0 if os.environ.get("RLSCOPE_CUPTI_DETACH") == "0" else 1)
         rc = lib.rl_start_kinds(kinds_mask())
         if rc != 0:

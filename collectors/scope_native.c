@@ -250,7 +250,7 @@ static PyObject *eb_drain_into(EventBuffer *b, PyObject *out) {
 static PyObject *eb_reserve_ahead(EventBuffer *b, PyObject *arg) {
     /* grow to ``rows`` of capacity now, from the writer's thread, with every page of the new block
      * touched while the GIL is released: an append that grows the buffer itself takes its page
-     * faults on the job's thread (about 100 ns per scope pair on the development VM, where a minor
+     * faults on the job's thread (about 100 ns per scope pair on a 2-core CPU machine, where a minor
      * fault costs 3-4 us), so the writer keeps twice the last flush interval's rows ready. The
      * rows so far are copied under the GIL (the appenders hold it). True if it grew. */
     Py_ssize_t want = PyLong_AsSsize_t(arg);
@@ -325,7 +325,7 @@ static PyTypeObject EventBufferType = {
  * paid before it) and from the timestamp to the method's return (``post``, after it), packed as
  * pre | post << 32. A boundary in a real loop costs several times its tight-loop calibration (the
  * job's own work between two boundaries evicts what a boundary touches: 0.45 us per pair beside a
- * little Python, 1.0 us beside a numpy pass over 1 MB, on the development VM), and most of that is
+ * little Python, 1.0 us beside a numpy pass over 1 MB, on a 2-core CPU machine), and most of that is
  * inside these methods, so the analyzer removes what each boundary measured, plus the calibrated
  * dispatch around the methods (docs/overhead.md). Two more clock reads per boundary pay for it.
  *
@@ -711,8 +711,8 @@ fallback:
  * and dictionaries (ThreadState), instance ids from an itertools.count, due times and thresholds
  * as the session's attributes. Each boundary touches a dozen of those objects, and the job's code
  * after it pays to bring its own data back: ~1.5 us a scope pair beyond what the boundary measures
- * of itself in the eager simulator's loop, ~2% of that loop after correction (BENCHMARKS.md §9,
- * thirteenth session), no single touch accounting for it (benchmarks/scope_path_variants.py),
+ * of itself in the eager simulator's loop, ~2% of that loop after correction, no single touch
+ * accounting for it (each removed in turn),
  * while validate's timer path (one clock read and one row) costs the loop nothing measurable.
  *
  * So a session that starts with the native methods binds itself here (Session.start, bind()): its
@@ -1082,7 +1082,7 @@ static PyObject *category_exit(PyObject *mod, PyObject *arg) { return category_c
  * category), stamped with its own cost like any measured row, and nothing else: no instance ids,
  * stacks, open counts or window checks. The session's full path costs the job's code around it
  * ~2-3 us a pair in a torch loop, 5x its tight-loop cost, spread over its dozen dictionary and list
- * touches; a truth taken through it read +0.9% high (BENCHMARKS.md §9, thirteenth session). The
+ * touches; a truth taken through it read +0.9% high. The
  * fold (TimerAggregate.feed) matches ends to begins by name, per thread. */
 static PyObject *timer_session;      /* the TimerSession whose boundaries take this path */
 static EventBuffer *timer_buf;       /* its event buffer */

@@ -438,7 +438,7 @@ class Session:
         Why: a long call with no scope exit inside (SB3 PPO's ``train``, 1-2 s) takes the switch
         that falls due during it at its exit, so the next window starts with the operation after it.
         When that one spans one switch, the next call runs in the same kind of window as the last:
-        on the devices, both ``train`` calls of a run ran in light windows, their categories and GPU
+        on an H100, both ``train`` calls of an SB3 PPO run ran in light windows, their categories and GPU
         work never seen. Random lengths break that only over many calls; a run may have two.
         """
         if self.long_ops.get(name_id) == self._window_mode and self.window_due_ns != _NEVER:

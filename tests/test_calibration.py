@@ -274,7 +274,7 @@ def _negative_then(total: float, negatives: int, calls: list):
 def test_a_boundary_refused_in_a_slow_stretch_is_measured_again_once_the_speed_is_back(monkeypatch):
     """The scope pair measured -53 ns with the reference loop at 284 ns, against the machine's 109:
     measured again at once (slow), still negative; so the calibration waits for the fast speed and
-    measures it a last time, and keeps that figure. The category, fine, is left alone."""
+    measures it once more, and keeps that figure. The category, fine, is left alone."""
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
@@ -500,10 +500,10 @@ def embedding_session(monkeypatch):
     monkeypatch.setattr(Session, "_metadata", with_calibration)
 
 
-def _record(session, clock, iters: int = 5) -> None:
+def _record(sess, clock, iters: int = 5) -> None:
     """Scopes with a known injected cost per boundary (as tests/test_overhead.py's Injector)."""
-    session.options["flush_interval"] = 1e6
-    with session:
+    sess.options["flush_interval"] = 1e6
+    with sess:
         for _ in range(iters):
             clock.advance(SCOPE_OUT // 2)
             with rlscope.scope("op"):
@@ -514,10 +514,10 @@ def _record(session, clock, iters: int = 5) -> None:
 def test_a_calibration_round_trips_through_trace_metadata(
     embedding_session, fake_session, monkeypatch, tmp_path
 ):
-    session, clock = fake_session
+    sess, clock = fake_session
     cal_mod.save(_calibration(SCOPE_IN, SCOPE_OUT))
-    _record(session, clock)
-    trace = rlscope.load_trace(str(session.trace_dir))
+    _record(sess, clock)
+    trace = rlscope.load_trace(str(sess.trace_dir))
     embedded = cal_mod.from_trace_metadata(trace.processes[0].metadata)
     assert embedded is not None and embedded["costs_ns"]["scope"]["inside"] == SCOPE_IN
     here = analyze(trace).summary
@@ -526,20 +526,20 @@ def test_a_calibration_round_trips_through_trace_metadata(
 
     # elsewhere: an empty cache, then a cache holding other costs for the same key
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path / "empty"))
-    elsewhere = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    elsewhere = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     assert elsewhere["corrected_for_overhead"]
     assert elsewhere["operations"] == here["operations"] and elsewhere["wall_s"] == here["wall_s"]
     cal_mod.save(_calibration(0.0, 0.0))
-    recalibrated = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    recalibrated = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     assert recalibrated["operations"] == here["operations"]
 
 
 def test_an_explicit_calibration_file_wins_over_the_embedded_one(embedding_session, fake_session, tmp_path):
-    session, clock = fake_session
+    sess, clock = fake_session
     cal_mod.save(_calibration(SCOPE_IN, SCOPE_OUT))
-    _record(session, clock)
+    _record(sess, clock)
     zero = cal_mod.save(_calibration(0.0, 0.0), tmp_path / "zero.json")
-    s = analyze(rlscope.load_trace(str(session.trace_dir)), calibration=str(zero)).summary
+    s = analyze(rlscope.load_trace(str(sess.trace_dir)), calibration=str(zero)).summary
     assert s["calibration"]["source"] == "file" and s["calibration"]["path"] == str(zero)
     assert s["operations"]["op"]["total_s"] == pytest.approx(5 * (1000 + SCOPE_IN) * 1e-9, abs=1e-12)
 
@@ -760,21 +760,21 @@ def test_the_analysis_prices_a_slow_backend_at_the_speed_recorded_as_the_session
 ):
     """The machine's speed record travels with the embedded calibration: analyzed with an empty
     cache the backend is still priced at it; a trace without one uses the cache's record."""
-    session, clock = fake_session
+    sess, clock = fake_session
     cal_mod.save(_with_slow_backend())
     assert cal_mod.machine_fastest_ref(150.0) == (150.0, None)  # a later calibration ran fast
-    _record(session, clock)
-    trace = rlscope.load_trace(str(session.trace_dir))
+    _record(sess, clock)
+    trace = rlscope.load_trace(str(sess.trace_dir))
     meta = trace.processes[0].metadata
     assert cal_mod.from_trace_metadata(meta)[cal_mod.MACHINE_FASTEST] == 150.0
     here = analyze(trace).summary["calibration"]
     assert here["costs_ns"]["backend"]["total"] == 600.0 and len(here["repriced"]) == 1
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path / "empty"))
-    elsewhere = analyze(rlscope.load_trace(str(session.trace_dir))).summary["calibration"]
+    elsewhere = analyze(rlscope.load_trace(str(sess.trace_dir))).summary["calibration"]
     assert elsewhere["costs_ns"]["backend"]["total"] == 600.0
     # a calibration named by the user, and no record anywhere: as calibrated
     named = cal_mod.save(_with_slow_backend(), tmp_path / "named.json")
-    s = analyze(rlscope.load_trace(str(session.trace_dir)), calibration=str(named)).summary["calibration"]
+    s = analyze(rlscope.load_trace(str(sess.trace_dir)), calibration=str(named)).summary["calibration"]
     assert s["costs_ns"]["backend"]["total"] == 1_200.0 and "repriced" not in s
 
 

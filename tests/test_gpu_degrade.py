@@ -133,6 +133,6 @@ def test_native_cupti_consumer_builds_and_refuses_cleanly(tmp_path, monkeypatch)
     lib.rl_row_size.restype = __import__("ctypes").c_size_t
     assert lib.rl_row_size() == cupti_native.ROW.itemsize
     if not gpu_mod.cuda_driver_present():
-        session = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
-        with session, pytest.raises(CuptiUnavailable, match="CUPTI"):
-            cupti_native.NativeCuptiCollector(session).start()
+        sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
+        with sess, pytest.raises(CuptiUnavailable, match="CUPTI"):
+            cupti_native.NativeCuptiCollector(sess).start()

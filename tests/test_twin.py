@@ -3,6 +3,7 @@ against known counts and known busy-wait times."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import itertools
 import json
@@ -213,17 +214,24 @@ BUSY = textwrap.dedent(
         raise SystemExit(3)  # fails in this mode only
 
     def busy(s):
-        end = time.perf_counter() + s
-        while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        end = t0 + s
+        while (t := time.perf_counter()) < end:
             pass
+        return t - t0
 
+    spent = {"work": 0.0, "total": 0.0}  # what the busy-waits really took (a preemption stretches one)
     with rlscope.profile("ignored-trace", backend=False):
         for _ in range(200):
             with rlscope.scope("step"):
                 with rlscope.scope("work"):
-                    busy(0.003)
+                    w = busy(0.003)
                 with rlscope.scope("rest"):
-                    busy(0.001)
+                    r = busy(0.001)
+            spent["work"] += w
+            spent["total"] += w + r
+    with open(f"spent-{os.getpid()}.json", "w") as f:
+        f.write(repr(spent))
     """
 )
 
@@ -252,9 +260,10 @@ def _validate_twin(tmp_path, source: str, reps: int) -> tuple[subprocess.Complet
 
 @pytest.mark.slow
 def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
-    """Ground truth: 200 steps of 3 + 1 ms of busy-waiting. Each run waits about as long as the
-    other runs; the timed run's total and the profiled run's raw and corrected walls must still
-    read the busy time (a wait left in would double them). Real clock, so ``slow``."""
+    """Ground truth: 200 steps of 3 + 1 ms of busy-waiting, each run measuring what its waits really
+    took. Each run waits about as long as the other runs; the timed run's total and the profiled
+    run's raw and corrected walls must still read the busy time (a wait left in would double them).
+    Real clock, so ``slow``."""
     r, res = _validate_twin(tmp_path, BUSY, reps=2)
     assert "twin runs" in r.stdout
     assert res["twin"] == {"turn_ms": twin.TURN_NS / 1e6}
@@ -263,6 +272,10 @@ def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
         ("timers", 1), ("profiled", 2), ("profiled", 1), ("timers", 2)
     ]  # fmt: skip
     nominal = 200 * 0.004
+    spent = [ast.literal_eval(p.read_text()) for p in tmp_path.glob("spent-*.json")]
+    assert len(spent) == 4  # each run's own measurement
+    lo, hi = min(s["total"] for s in spent), max(s["total"] for s in spent)
+    work_lo, work_hi = min(s["work"] for s in spent), max(s["work"] for s in spent)
     for x in runs:
         turn = x["turn"]
         assert turn is not None and turn["turns"] >= 3 and turn["counted"]
@@ -271,12 +284,12 @@ def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
         assert turn["capped"] == 0
     rows = {row["operation"]: row for row in res["rows"]}
     for ref in rows["[total]"]["reference_s"]:
-        assert 0.97 * nominal <= ref <= 1.3 * nominal
+        assert 0.97 * lo <= ref <= 1.3 * hi
     for ref in rows["work"]["reference_s"]:
-        assert 0.97 * 200 * 0.003 <= ref <= 1.3 * 200 * 0.003
+        assert 0.97 * work_lo <= ref <= 1.3 * work_hi
     for p in res["profiled"]:
-        assert 0.97 * nominal <= p["raw_wall_s"] <= 1.3 * nominal
-        assert 0.97 * nominal <= p["corrected_wall_s"] <= 1.3 * nominal
+        assert 0.97 * lo <= p["raw_wall_s"] <= 1.3 * hi
+        assert 0.97 * lo <= p["corrected_wall_s"] <= 1.3 * hi
     assert all(x is None for x in rows["work"]["raw_s"])  # raw per operation holds the waits: not shown
 
 
@@ -301,22 +314,27 @@ def test_turn_ms_out_of_range_is_one_line():
 
 UPDATE = textwrap.dedent(
     """
-    import time
+    import os, time
     import torch
     import rlscope
 
     def busy(s):
-        end = time.perf_counter() + s
-        while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        end = t0 + s
+        while (t := time.perf_counter()) < end:
             pass
+        return t - t0
 
     w = torch.ones(4, requires_grad=True)
+    spent = 0.0  # what the busy-waits really took (a preemption stretches one)
     with rlscope.profile("ignored-trace", backend=False):
         for _ in range(2):
             with rlscope.scope("train"):  # one long update, no scope inside: SB3 PPO's shape
                 for _ in range(150):
-                    busy(0.004)
+                    spent += busy(0.004)
                     (w * 2.0).sum().backward()
+    with open(f"spent-{os.getpid()}.json", "w") as f:
+        f.write(repr(spent))
     if hasattr(torch.autograd._engine_run_backward, "_rlscope_engine"):
         raise SystemExit(3)  # a wrapper of rlscope's outlived the session
     """
@@ -333,11 +351,13 @@ def test_a_long_update_without_scopes_hands_over_at_its_backward_calls(tmp_path)
     Real clock, so ``slow``."""
     pytest.importorskip("torch")
     _, res = _validate_twin(tmp_path, UPDATE, reps=1)
-    nominal = 2 * 150 * 0.004
+    spent = [ast.literal_eval(p.read_text()) for p in tmp_path.glob("spent-*.json")]
+    assert len(spent) == 2  # each run's own measurement
+    lo, hi = min(spent), max(spent)
     for x in res["runs"]:
         turn = x["turn"]
         assert turn["turns"] >= 6 and turn["counted"], turn
         assert turn["capped"] == 0, turn
     rows = {row["operation"]: row for row in res["rows"]}
-    assert 0.97 * nominal <= rows["train"]["reference_s"][0] <= 1.3 * nominal
-    assert 0.97 * nominal <= res["profiled"][0]["corrected_wall_s"] <= 1.3 * nominal
+    assert 0.97 * lo <= rows["train"]["reference_s"][0] <= 1.3 * hi
+    assert 0.97 * lo <= res["profiled"][0]["corrected_wall_s"] <= 1.3 * hi

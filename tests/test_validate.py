@@ -46,8 +46,8 @@ def _totals(agg: TimerAggregate, costs: dict[str, float]) -> dict[str, dict]:
 
 def test_timer_mode_exact_inclusive_exclusive():
     clock = SteppingClock()
-    session, agg = _timer_session(clock)
-    with session, rlscope.phase("training"), rlscope.scope("v.outer"):
+    sess, agg = _timer_session(clock)
+    with sess, rlscope.phase("training"), rlscope.scope("v.outer"):
         clock.advance(1000)
         for _ in range(3):
             with rlscope.scope("v.inner"):
@@ -83,8 +83,8 @@ def _busy(ms: float) -> int:
 def _busy_workload(costs: dict[str, float]) -> tuple[dict[str, dict], dict[str, int]]:
     """Scopes around busy-waits under a timer session: (timer totals, busy ns spent per operation)."""
     spent = {"outer_self": 0, "inner": 0}
-    session, agg = _timer_session()
-    with session:
+    sess, agg = _timer_session()
+    with sess:
         with rlscope.scope("v.outer"):
             spent["outer_self"] += _busy(20)
             for _ in range(5):
@@ -345,8 +345,8 @@ def test_timed_runs_record_the_machines_speed_per_quarter_second():
     the blocks' median times, at the 10th / 50th / 90th percentile, are 1 ms, 1 ms and 2 ms (to
     within the one clock read that lands inside each instance)."""
     clock = SteppingClock()
-    session, agg = _timer_session(clock)
-    with session:
+    sess, agg = _timer_session(clock)
+    with sess:
         for ms, blocks in ((1_000_000, 9), (2_000_000, 3)):
             for _ in range(blocks * validate.BLOCK_NS // ms):
                 with rlscope.scope("v.blk"):
@@ -419,8 +419,8 @@ def test_timer_runs_measure_their_boundaries_with_the_c_methods():
 
     if scope_native.available() != "native":
         pytest.skip("no C compiler or Python headers")
-    session, agg = _timer_session()
-    with session:
+    sess, agg = _timer_session()
+    with sess:
         for _ in range(1000):
             with rlscope.scope("v.measured.loop"):
                 pass
@@ -688,8 +688,8 @@ def test_a_timer_fold_makes_no_garbage_collection() -> None:
 
     from rlscope.trace import schema as S
 
-    session, agg = _timer_session(SteppingClock())
-    session.events = [
+    sess, agg = _timer_session(SteppingClock())
+    sess.events = [
         (2 * i + k, 1, (S.OP_BEGIN, S.OP_END)[k], i, -1, 0, 0) for i in range(20_000) for k in (0, 1)
     ]
     collections: list[int] = []
@@ -702,11 +702,11 @@ def test_a_timer_fold_makes_no_garbage_collection() -> None:
     gc.set_threshold(50, 2, 2)  # a collection every 50 container allocations, were it on
     gc.callbacks.append(count)
     try:
-        session.drain()
+        sess.drain()
         assert collections == [] and gc.isenabled()
         gc.disable()
-        session.events = [(0, 1, S.OP_BEGIN, 0, -1, 0, 0), (5, 1, S.OP_END, 0, -1, 0, 0)]
-        session.drain()
+        sess.events = [(0, 1, S.OP_BEGIN, 0, -1, 0, 0), (5, 1, S.OP_END, 0, -1, 0, 0)]
+        sess.drain()
         assert not gc.isenabled()  # a job that turned it off keeps it off
     finally:
         gc.enable()
@@ -762,9 +762,9 @@ def test_timer_runs_take_the_c_timer_path(monkeypatch, tmp_path):
     # a fold 20 ms after the start: none in the first block (a thread's start and join took over
     # 1 ms on the loaded VM, and a fold there drained the rows this test reads), one at the tick
     monkeypatch.setattr(validate, "_TICK_NS", 20_000_000)
-    session, agg = _timer_session()
+    sess, agg = _timer_session()
     rows = []
-    with session:
+    with sess:
         with rlscope.phase("v.path.phase"), rlscope.scope("v.path.outer"):
             with rlscope.simulator(), rlscope.scope("v.path.outer"):
                 pass
@@ -773,7 +773,7 @@ def test_timer_runs_take_the_c_timer_path(monkeypatch, tmp_path):
             )
             t.start()
             t.join()
-        rows = np.frombuffer(session.events.drain(), np.int64).reshape(-1, 8).tolist()
+        rows = np.frombuffer(sess.events.drain(), np.int64).reshape(-1, 8).tolist()
         agg.feed(rows)
         with rlscope.scope("v.path.tick"):
             _busy(25)  # past the next fold: it runs at this scope's exit, before the session stops

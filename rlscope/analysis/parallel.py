@@ -166,7 +166,7 @@ class Runner:
 
 def _worker_start() -> None:
     """A pool worker allocates Arrow buffers with the system allocator: with Arrow's default (mimalloc),
-    forked workers spent about twice the kernel time (page faults) on the same work (BENCHMARKS.md §11)."""
+    forked workers spent about twice the kernel time (page faults) on the same work."""
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
