@@ -725,7 +725,7 @@ fallback:
  * (tests/test_scope_native.py compares the three paths). RLSCOPE_LEAN_SCOPES=0: no binding. */
 typedef struct LeanThread {
     struct LeanThread *next; /* every thread's state, for the closes at a session's stop */
-    long long gen, tid;      /* the bound session it belongs to; threading.get_native_id() */
+    long long gen, tid;      /* the lean session it belongs to; threading.get_native_id() */
     int is_main;
     volatile int gone; /* its thread ended (lean_thread_gone): the struct may serve another */
     Py_ssize_t depth, cap, cdepth, ccap;
@@ -747,7 +747,7 @@ static pthread_key_t lean_key;
 static int lean_key_ok;
 static void lean_thread_gone(void *p) { ((LeanThread *)p)->gone = 1; }
 
-/* A struct whose thread ended and that holds nothing the bound session's stop must close. */
+/* A struct whose thread ended and that holds nothing the lean session's stop must close. */
 static LeanThread *lean_reusable(void) {
     for (LeanThread *t = lean_threads; t != NULL; t = t->next)
         if (t->gone && (t->gen != B.gen || (t->depth == 0 && t->cdepth == 0))) return t;
@@ -756,7 +756,7 @@ static LeanThread *lean_reusable(void) {
 
 static inline long long lean_clock(int *err) { return read_clock(B.clock, err); }
 
-/* This thread's state under the bound session; its first boundary registers the thread with the
+/* This thread's state under the lean session; its first boundary registers the thread with the
  * session (Session.thread_state: the GPU collectors map CUPTI's thread ids through it). */
 static LeanThread *lean_thread(void) {
     LeanThread *t = lean_me;
@@ -965,7 +965,7 @@ static PyObject *lean_cat_method(PyObject *self, int end) {
     return Py_NewRef(end ? Py_None : self);
 }
 
-/* Instance ids from the bound session's counter, for Python code (phases): ``next(session.ids)``. */
+/* Instance ids from the lean session's counter, for Python code (phases): ``next(session.ids)``. */
 typedef struct {
     PyObject_HEAD
 } Ids;
@@ -1036,7 +1036,7 @@ static PyObject *set_nvtx(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* close_open(thread, ts, categories): at the bound session's stop, what ``thread`` left open,
+/* close_open(thread, ts, categories): at the lean session's stop, what ``thread`` left open,
  * closed at ``ts`` and flagged (Session._stop): its operations, or its categories. */
 static PyObject *close_open(PyObject *mod, PyObject *args) {
     long long tid, ts;
@@ -1051,7 +1051,7 @@ static PyObject *close_open(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* category_enter(code) / category_exit(code): annotate.category_enter/exit under the bound session
+/* category_enter(code) / category_exit(code): annotate.category_enter/exit under the lean session
  * (collectors, the session's own PROFILER marks); not self-timed, as their Python versions. */
 static PyObject *category_call(PyObject *arg, int end) {
     long long c = PyLong_AsLongLong(arg);
@@ -1129,7 +1129,7 @@ static int timer_cat(PyObject *self, PyObject *s, int end) {
 }
 
 /* annotate's _active (borrowed; NULL on error, Py_None when no session), read once a boundary:
- * validate's timer session takes the timer path, the bound session the lean path, any other the
+ * validate's timer session takes the timer path, the lean session (bound here) the lean path, any other the
  * full path, none returns at once. */
 static inline PyObject *active(void) {
     PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
@@ -1379,11 +1379,11 @@ static PyMethodDef module_methods[] = {
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
     {"bind", bind, METH_VARARGS, "a session's boundaries take the lean path; returns its Ids"},
     {"unbind", unbind, METH_NOARGS, "no session on the lean path"},
-    {"set_due", set_due, METH_VARARGS, "the bound session's window and tick due times, long-op threshold"},
-    {"set_nvtx", set_nvtx, METH_VARARGS, "the bound session's NVTX push and pop (None: off)"},
-    {"close_open", close_open, METH_VARARGS, "at the bound session's stop: a thread's open ops or categories"},
-    {"category_enter", category_enter, METH_O, "annotate.category_enter under the bound session"},
-    {"category_exit", category_exit, METH_O, "annotate.category_exit under the bound session"},
+    {"set_due", set_due, METH_VARARGS, "the lean session's window and tick due times, long-op threshold"},
+    {"set_nvtx", set_nvtx, METH_VARARGS, "the lean session's NVTX push and pop (None: off)"},
+    {"close_open", close_open, METH_VARARGS, "at the lean session's stop: a thread's open ops or categories"},
+    {"category_enter", category_enter, METH_O, "annotate.category_enter under the lean session"},
+    {"category_exit", category_exit, METH_O, "annotate.category_exit under the lean session"},
     {"relay_signal", relay_signal, METH_VARARGS, "chain a C handler that writes the signal to a pipe"},
     {"default_signal", default_signal, METH_O, "the signal's default action, from any thread"},
     {NULL, NULL, 0, NULL},

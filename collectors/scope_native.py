@@ -195,7 +195,7 @@ def event_buffer() -> Any:
 
 
 def forget_thread() -> None:
-    """Drop the calling thread's cached references to the last session (at a session's stop; other
+    """Drop the calling thread's cached references to the session just stopped (at a session's stop; other
     threads' caches are replaced at their next boundary under another session)."""
     if _module is not None:
         _module.forget_thread()

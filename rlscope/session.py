@@ -650,8 +650,8 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
 class RunSession:
     """What ``rlscope.profile`` returns inside a program already profiled by ``rlscope run``.
 
-    Why: the run's session (rlscope/runtime/autorun.py) started before the program's first line, and a
-    second session in one process is refused; a program that profiles itself (``--trace-dir`` in the
+    Why: the run's session (rlscope/runtime/autorun.py) started before the program's first line, and
+    one process runs one session at a time; a program that profiles itself (``--trace-dir`` in the
     bundled workloads) must not crash because it is run under ``rlscope run``. Its scopes go to the
     run's trace; this object only stands in for the session it asked for, and says so once.
     """

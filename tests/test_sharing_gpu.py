@@ -278,13 +278,13 @@ def test_peak_between_recording_windows_comes_from_the_allocator(tmp_path, monke
     torch.cuda.reset_peak_memory_stats()
     spiked = False
     with rlscope.profile(tmp_path / "t", window_s=0.01):
-        session = rlscope.annotate._active
+        sess = rlscope.annotate._active
         for _ in range(400):
             with rlscope.scope("step"):
                 x = torch.empty(MIB8 // 8, dtype=torch.uint8, device="cuda")
                 time.sleep(0.0005)
                 del x
-            if not spiked and session._window_mode == S.WINDOW_LIGHT:
+            if not spiked and sess._window_mode == S.WINDOW_LIGHT:
                 with rlscope.scope("spike"):
                     y = torch.empty(8 * MIB8, dtype=torch.uint8, device="cuda")
                     del y

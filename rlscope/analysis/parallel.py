@@ -89,7 +89,7 @@ def _load(source: Source, light: bool = False) -> ProcessTrace:
 
 
 def survey(source: Source) -> ProcessInfo | TraceError:
-    """Metadata, event count, window modes and session bounds of one process; the error of an
+    """Metadata, event count, window modes and the bounds of the sessions of one process; the error of an
     unreadable one is returned (the driver skips that process, as ``load_trace`` does)."""
     try:
         proc = _load(source, light=True)
