@@ -259,7 +259,7 @@ def test_waiting_for_the_fast_speed_ends_when_the_reference_loop_is_back_or_the_
 
 
 def _negative_then(total: float, negatives: int, calls: list):
-    """A scope measurement that reads -53 ns (CI's probe, a 2.5x slow stretch) ``negatives`` times,
+    """A scope measurement that reads -53 ns (a 2-core CPU machine in a 2.5x slow stretch) ``negatives`` times,
     then ``total``."""
 
     def measure_scope(plan, traces, options, known_fastest=None):
@@ -658,7 +658,7 @@ def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch)
 
 
 def test_a_backend_measured_within_the_fast_band_but_slower_is_stored_at_the_fastest_speed(monkeypatch):
-    """CI's probe of 2111963: one calibration's backend rounds all ran with the reference loop at
+    """A calibration on a 2-core CPU machine whose backend rounds all ran with the reference loop at
     188 ns, inside the 1.3x band of its own boundary rounds' 148 ns, so they counted as fast and
     stored 962 ns against 693-718 for four others. Scaled by the reference to the fastest speed the
     calibration saw, it reads 757 ns, with the figures it came from; a backend measured at that
