@@ -131,8 +131,8 @@ def test_a_cost_judged_per_reference_outlives_the_machine_switching_speed():
 @pytest.mark.parametrize("key", ["native-6", "native-full-6", "python"])
 def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
     """A C scope pair costs the same ns whatever the interpreter's speed (its clock reads and
-    stores): on the VM 143-157 ns at reference loops of 109-140 ns. Judged per reference ns, those
-    rounds move 30% and a calibration stored what its fastest loop made of them; judged in ns they
+    stores): on a 2-core CPU machine 143-157 ns at reference loops of 109-140 ns. Judged per
+    reference ns, those rounds move 30% and a calibration stored what its fastest loop made of them; judged in ns they
     agree, and the ns are stored as measured. The Python methods are Python code: judged per
     reference ns, as before."""
     from rlscope.collectors import scope_native
@@ -170,8 +170,8 @@ def _boundary_rounds(
 
 
 def test_a_boundary_round_in_the_slow_regime_does_not_count(monkeypatch):
-    """The VM's slow regime (reference loop 180 ns against 108) moves a C boundary too (186-231 ns
-    against ~150): those rounds are left out, and the cost is judged and stored from the fast ones."""
+    """A 2-core CPU machine's slow regime (reference loop 180 ns against 108) moves a C boundary
+    too (186-231 ns against ~150): those rounds are left out, and the cost is judged and stored from the fast ones."""
     refs = [108.0, 180.0, 110.0, 182.0, 109.0, 112.0, 181.0, 108.0]
     totals = [150.0, 200.0, 148.0, 231.0, 152.0, 151.0, 195.0, 149.0]
     st = _boundary_rounds(monkeypatch, refs, totals, record=None)
@@ -259,8 +259,8 @@ def test_waiting_for_the_fast_speed_ends_when_the_reference_loop_is_back_or_the_
 
 
 def _negative_then(total: float, negatives: int, calls: list):
-    """A scope measurement that reads -53 ns (a 2-core CPU machine in a 2.5x slow stretch) ``negatives`` times,
-    then ``total``."""
+    """A scope measurement that reads -53 ns (a 2-core CPU machine in a 2.5x slow stretch)
+    ``negatives`` times, then ``total``."""
 
     def measure_scope(plan, traces, options, known_fastest=None):
         calls.append(known_fastest)
@@ -638,7 +638,7 @@ def test_a_backend_cost_measured_slow_throughout_is_measured_again_at_the_fast_s
 
 
 def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch):
-    """Four fast rounds of a CI VM's refused backend calibration (rho 0.0987, 0.0796, 0.0875,
+    """Four fast rounds of a 2-core CPU machine's refused backend calibration (rho 0.0987, 0.0796, 0.0875,
     0.0918: 21% apart): k in a row within 20% refuses them; their median is known to +-8%, kept.
     A slow round (reference 250 ns against 150) does not count either way."""
     monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)

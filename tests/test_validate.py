@@ -760,7 +760,7 @@ def test_timer_runs_take_the_c_timer_path(monkeypatch, tmp_path):
     if scope_native.available() != "native":
         pytest.skip("no C compiler or Python headers")
     # a fold 20 ms after the start: none in the first block (a thread's start and join took over
-    # 1 ms on the loaded VM, and a fold there drained the rows this test reads), one at the tick
+    # 1 ms on a loaded 2-core CPU machine, and a fold there drained the rows this test reads), one at the tick
     monkeypatch.setattr(validate, "_TICK_NS", 20_000_000)
     sess, agg = _timer_session()
     rows = []
