@@ -132,9 +132,9 @@ def test_a_cost_judged_per_reference_outlives_the_machine_switching_speed():
 def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
     """A C scope pair costs the same ns whatever the interpreter's speed (its clock reads and
     stores): on a 2-core CPU machine 143-157 ns at reference loops of 109-140 ns. Judged per
-    reference ns, those rounds move 30% and a calibration stored what its fastest loop made of them; judged in ns they
-    agree, and the ns are stored as measured. The Python methods are Python code: judged per
-    reference ns, as before."""
+    reference ns, those rounds move 30% and a calibration stored what its fastest loop made of
+    them; judged in ns they agree, and the ns are stored as measured. The Python methods are
+    Python code: judged per reference ns."""
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: key)
@@ -171,7 +171,8 @@ def _boundary_rounds(
 
 def test_a_boundary_round_in_the_slow_regime_does_not_count(monkeypatch):
     """A 2-core CPU machine's slow regime (reference loop 180 ns against 108) moves a C boundary
-    too (186-231 ns against ~150): those rounds are left out, and the cost is judged and stored from the fast ones."""
+    too (186-231 ns against ~150): those rounds are left out, and the cost is judged and stored
+    from the fast ones."""
     refs = [108.0, 180.0, 110.0, 182.0, 109.0, 112.0, 181.0, 108.0]
     totals = [150.0, 200.0, 148.0, 231.0, 152.0, 151.0, 195.0, 149.0]
     st = _boundary_rounds(monkeypatch, refs, totals, record=None)
