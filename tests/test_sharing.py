@@ -459,9 +459,7 @@ def test_share_cli_and_share_check_on_cpu(fake_session, tmp_path, capsys):
     from rlscope.cli.analyze import main as analyze_main
 
     sess, _ = _synthetic(fake_session)
-    assert (
-        analyze_main(["share", str(sess.trace_dir), "-k", "1,2", "--json", str(tmp_path / "e.json")]) == 0
-    )
+    assert analyze_main(["share", str(sess.trace_dir), "-k", "1,2", "--json", str(tmp_path / "e.json")]) == 0
     out = capsys.readouterr().out
     assert "copies with each at most 25% slower" in out
     assert [t["k"] for t in json.loads((tmp_path / "e.json").read_text())["table"]] == [1, 2]
