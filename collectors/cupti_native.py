@@ -1,11 +1,11 @@
 """GPU activity through rlscope's own native CUPTI consumer (``cupti_native.c``).
 
 The C file is compiled on first use (``cc``, seconds) against the CUPTI headers and library that
-CUDA installs or that the ``nvidia-cuda-cupti`` wheel (a torch dependency) ships, and cached in
-``~/.cache/rlscope``. CUPTI's callback copies records into flat rows in C; the writer thread
-drains them with one ``memcpy`` into a numpy array. No per-record Python on the training thread.
-Anything missing (no compiler, no headers, no library) raises CuptiUnavailable and the caller
-falls back to another backend.
+CUDA installs or that the ``nvidia-cuda-cupti`` wheel (a torch dependency) ships, and cached
+(collectors/native_build.py: ``$RLSCOPE_CACHE_DIR/build``). CUPTI's callback copies records into
+flat rows in C; the writer thread drains them with one ``memcpy`` into a numpy array. No
+per-record Python on the training thread. Anything missing (no compiler, no headers, no library)
+raises CuptiUnavailable and the caller falls back to another backend.
 """
 
 from __future__ import annotations
@@ -13,11 +13,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import glob
-import hashlib
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import annotate, categories
+from rlscope.collectors import native_build
 from rlscope.collectors.clock import clock_offset
 from rlscope.collectors.cupti_gpu import COPY_KINDS, CuptiUnavailable
 from rlscope.errors import warn_once
@@ -78,54 +76,45 @@ def _cuda_dirs() -> list[tuple[Path, Path]]:
 
 
 def build() -> Path:
-    """Compile (once, cached) and return the shared library's path."""
-    cc = shutil.which("cc") or shutil.which("gcc")
+    """Compile (once, cached: collectors/native_build.py) and return the shared library's path."""
+    cc = native_build.find_compiler("cc", "gcc")
     if cc is None:
         raise CuptiUnavailable("no C compiler (cc) to build the native CUPTI consumer")
     dirs = _cuda_dirs()
     if not dirs:
         raise CuptiUnavailable("CUPTI headers/library not found (CUDA toolkit or nvidia-cuda-cupti wheel)")
-    cache = Path(os.environ.get("RLSCOPE_CACHE", Path.home() / ".cache" / "rlscope"))
     errors = []
     for inc, lib in dirs:  # the CUDA toolkit first; a wheel's headers can lack what cupti.h includes
-        key = hashlib.sha256(SOURCE.read_bytes() + str(inc).encode() + str(lib).encode()).hexdigest()[:16]
-        out = cache / f"cupti_native-{key}.so"
-        if out.exists():
-            return out
-        cache.mkdir(parents=True, exist_ok=True)
+        key = native_build.cache_key(SOURCE.read_bytes(), inc, lib, cc)
+        out = native_build.build_dir() / f"cupti_native-{key}.so"
         libname = "cupti"
         if not (lib / "libcupti.so").exists():  # wheels ship only libcupti.so.<major>
             libname = ":" + Path(sorted(glob.glob(str(lib / "libcupti.so*")))[0]).name
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        cmd = [
-            cc,
-            "-O2",
-            "-shared",
-            "-fPIC",
-            "-std=c11",
-            "-D_GNU_SOURCE",
-            f"-I{inc}",
-            str(SOURCE),
-            "-o",
-            str(tmp),
-            f"-L{lib}",
-            f"-l{libname}",
-            f"-Wl,-rpath,{lib}",
-            "-lpthread",
-            "-ldl",
-        ]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode == 0:
-            tmp.replace(out)
-            return out
-        errors.append(f"{inc}: {_first_error(r.stderr)}")
+
+        def command(tmp: str, inc: Path = inc, lib: Path = lib, libname: str = libname) -> list[str]:
+            return [
+                str(cc),
+                "-O2",
+                "-shared",
+                "-fPIC",
+                "-std=c11",
+                "-D_GNU_SOURCE",
+                f"-I{inc}",
+                str(SOURCE),
+                "-o",
+                tmp,
+                f"-L{lib}",
+                f"-l{libname}",
+                f"-Wl,-rpath,{lib}",
+                "-lpthread",
+                "-ldl",
+            ]
+
+        try:
+            return native_build.build(out, command, "the native CUPTI consumer")
+        except native_build.BuildError as e:
+            errors.append(f"{inc}: {e}")
     raise CuptiUnavailable("building the native CUPTI consumer failed: " + " | ".join(errors))
-
-
-def _first_error(stderr: str) -> str:
-    """The compiler's first error line (one line, for a one-line warning)."""
-    lines = [ln for ln in stderr.splitlines() if "error" in ln] or stderr.splitlines() or ["?"]
-    return lines[0].strip()[:200]
 
 
 # the activity kinds of cupti_native.c's KINDS, in its order (bit i of rl_start_kinds' mask)
@@ -188,8 +177,8 @@ class NativeCuptiCollector:
         # nothing and cost more to record than to run (cupti_native.c, QUERY_APIS)
         lib.rl_set_skip_queries(0 if os.environ.get("RLSCOPE_CUPTI_QUERIES") == "1" else 1)
         # detach CUPTI in light windows (cuptiFinalize, see cupti_native.c): attached with its kinds
-        # disabled it still costs a PPO-GPU inference call +66% on the H200 (detached: within noise;
-        # benchmarks/light_cost.py, BENCHMARKS.md §9); RLSCOPE_CUPTI_DETACH=0 keeps it attached
+        # disabled it still costs a PPO-GPU inference call +66% on an H200 (detached: within noise);
+        # RLSCOPE_CUPTI_DETACH=0 keeps it attached
         lib.rl_set_detach(0 if os.environ.get("RLSCOPE_CUPTI_DETACH") == "0" else 1)
         rc = lib.rl_start_kinds(kinds_mask())
         if rc != 0:

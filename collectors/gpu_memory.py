@@ -8,7 +8,7 @@ Source, in order of preference:
    every event, ~300 ns an event inside a real loop against ~100 in a tight one; recorded always,
    the light windows pay it where no window can see it, and torch cannot detach a tracker. The
    history can be switched off, and then the allocator builds nothing. Measured on an H100 (the
-   eager simulator, ``validate --twin``, BENCHMARKS.md §9, thirty-second session): raw slowdown
+   eager simulator, ``validate --twin``): raw slowdown
    1.13-1.14x against 1.29-1.34x with the native tracker always on, and the corrected total +0.3% and
    +1.7% against +2.4% and +5.1%. A full window opens with the allocator's live blocks and segments
    (``MEMORY_LIVE``, ``MEMORY_SEGMENT_LIVE`` rows, from a snapshot) and closes with a snapshot of its

@@ -18,7 +18,7 @@
 // Why the tracker stamps nothing itself: it runs on the job's thread for every allocator event,
 // in light windows too, where no window can see it. The eager CartPole step makes ~190 events an
 // iteration; a clock read, a growing buffer and its page faults per event cost the step +2.6% on
-// the H100 (benchmarks/light_parts.py, BENCHMARKS.md section 9, seventeenth session).
+// an H100 (the part switched on and off between blocks of the same loop).
 //
 // torch has no way to detach a tracker: it is attached once per process and gated by a flag
 // (mn_enable). Over kMaxRecords undrained events the tracker drops and counts them, never blocks.

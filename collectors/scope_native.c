@@ -1,7 +1,7 @@
 /* rlscope's scope and category boundaries in C (built on first use by scope_native.py).
  *
  * Why: a scope pair in Python costs ~1 us in a tight loop but 3.6-4.0 us inside a real RL loop on
- * the CPU VM (benchmarks/scope_insitu.py): a dozen bytecode-level steps, each with its own inline
+ * a 2-core CPU machine (benchmarks/scope_insitu.py): a dozen bytecode-level steps, each with its own inline
  * caches, run cold after tens of microseconds of the job's own work. The same steps here are a few
  * hundred bytes of machine code and a handful of dict/list operations.
  *
@@ -250,7 +250,7 @@ static PyObject *eb_drain_into(EventBuffer *b, PyObject *out) {
 static PyObject *eb_reserve_ahead(EventBuffer *b, PyObject *arg) {
     /* grow to ``rows`` of capacity now, from the writer's thread, with every page of the new block
      * touched while the GIL is released: an append that grows the buffer itself takes its page
-     * faults on the job's thread (about 100 ns per scope pair on the development VM, where a minor
+     * faults on the job's thread (about 100 ns per scope pair on a 2-core CPU machine, where a minor
      * fault costs 3-4 us), so the writer keeps twice the last flush interval's rows ready. The
      * rows so far are copied under the GIL (the appenders hold it). True if it grew. */
     Py_ssize_t want = PyLong_AsSsize_t(arg);
@@ -325,7 +325,7 @@ static PyTypeObject EventBufferType = {
  * paid before it) and from the timestamp to the method's return (``post``, after it), packed as
  * pre | post << 32. A boundary in a real loop costs several times its tight-loop calibration (the
  * job's own work between two boundaries evicts what a boundary touches: 0.45 us per pair beside a
- * little Python, 1.0 us beside a numpy pass over 1 MB, on the development VM), and most of that is
+ * little Python, 1.0 us beside a numpy pass over 1 MB, on a 2-core CPU machine), and most of that is
  * inside these methods, so the analyzer removes what each boundary measured, plus the calibrated
  * dispatch around the methods (docs/overhead.md). Two more clock reads per boundary pay for it.
  *
@@ -711,8 +711,8 @@ fallback:
  * and dictionaries (ThreadState), instance ids from an itertools.count, due times and thresholds
  * as the session's attributes. Each boundary touches a dozen of those objects, and the job's code
  * after it pays to bring its own data back: ~1.5 us a scope pair beyond what the boundary measures
- * of itself in the eager simulator's loop, ~2% of that loop after correction (BENCHMARKS.md §9,
- * thirteenth session), no single touch accounting for it (benchmarks/scope_path_variants.py),
+ * of itself in the eager simulator's loop, ~2% of that loop after correction, no single touch
+ * accounting for it (each removed in turn),
  * while validate's timer path (one clock read and one row) costs the loop nothing measurable.
  *
  * So a session that starts with the native methods binds itself here (Session.start, bind()): its
@@ -725,7 +725,7 @@ fallback:
  * (tests/test_scope_native.py compares the three paths). RLSCOPE_LEAN_SCOPES=0: no binding. */
 typedef struct LeanThread {
     struct LeanThread *next; /* every thread's state, for the closes at a session's stop */
-    long long gen, tid;      /* the bound session it belongs to; threading.get_native_id() */
+    long long gen, tid;      /* the lean session it belongs to; threading.get_native_id() */
     int is_main;
     volatile int gone; /* its thread ended (lean_thread_gone): the struct may serve another */
     Py_ssize_t depth, cap, cdepth, ccap;
@@ -747,7 +747,7 @@ static pthread_key_t lean_key;
 static int lean_key_ok;
 static void lean_thread_gone(void *p) { ((LeanThread *)p)->gone = 1; }
 
-/* A struct whose thread ended and that holds nothing the bound session's stop must close. */
+/* A struct whose thread ended and that holds nothing the lean session's stop must close. */
 static LeanThread *lean_reusable(void) {
     for (LeanThread *t = lean_threads; t != NULL; t = t->next)
         if (t->gone && (t->gen != B.gen || (t->depth == 0 && t->cdepth == 0))) return t;
@@ -756,7 +756,7 @@ static LeanThread *lean_reusable(void) {
 
 static inline long long lean_clock(int *err) { return read_clock(B.clock, err); }
 
-/* This thread's state under the bound session; its first boundary registers the thread with the
+/* This thread's state under the lean session; its first boundary registers the thread with the
  * session (Session.thread_state: the GPU collectors map CUPTI's thread ids through it). */
 static LeanThread *lean_thread(void) {
     LeanThread *t = lean_me;
@@ -965,7 +965,7 @@ static PyObject *lean_cat_method(PyObject *self, int end) {
     return Py_NewRef(end ? Py_None : self);
 }
 
-/* Instance ids from the bound session's counter, for Python code (phases): ``next(session.ids)``. */
+/* Instance ids from the lean session's counter, for Python code (phases): ``next(session.ids)``. */
 typedef struct {
     PyObject_HEAD
 } Ids;
@@ -1036,7 +1036,7 @@ static PyObject *set_nvtx(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* close_open(thread, ts, categories): at the bound session's stop, what ``thread`` left open,
+/* close_open(thread, ts, categories): at the lean session's stop, what ``thread`` left open,
  * closed at ``ts`` and flagged (Session._stop): its operations, or its categories. */
 static PyObject *close_open(PyObject *mod, PyObject *args) {
     long long tid, ts;
@@ -1051,7 +1051,7 @@ static PyObject *close_open(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* category_enter(code) / category_exit(code): annotate.category_enter/exit under the bound session
+/* category_enter(code) / category_exit(code): annotate.category_enter/exit under the lean session
  * (collectors, the session's own PROFILER marks); not self-timed, as their Python versions. */
 static PyObject *category_call(PyObject *arg, int end) {
     long long c = PyLong_AsLongLong(arg);
@@ -1082,7 +1082,7 @@ static PyObject *category_exit(PyObject *mod, PyObject *arg) { return category_c
  * category), stamped with its own cost like any measured row, and nothing else: no instance ids,
  * stacks, open counts or window checks. The session's full path costs the job's code around it
  * ~2-3 us a pair in a torch loop, 5x its tight-loop cost, spread over its dozen dictionary and list
- * touches; a truth taken through it read +0.9% high (BENCHMARKS.md §9, thirteenth session). The
+ * touches; a truth taken through it read +0.9% high. The
  * fold (TimerAggregate.feed) matches ends to begins by name, per thread. */
 static PyObject *timer_session;      /* the TimerSession whose boundaries take this path */
 static EventBuffer *timer_buf;       /* its event buffer */
@@ -1129,7 +1129,7 @@ static int timer_cat(PyObject *self, PyObject *s, int end) {
 }
 
 /* annotate's _active (borrowed; NULL on error, Py_None when no session), read once a boundary:
- * validate's timer session takes the timer path, the bound session the lean path, any other the
+ * validate's timer session takes the timer path, the lean session (bound here) the lean path, any other the
  * full path, none returns at once. */
 static inline PyObject *active(void) {
     PyObject *s = PyDict_GetItemWithError(annotate_dict, s_active);
@@ -1379,11 +1379,11 @@ static PyMethodDef module_methods[] = {
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
     {"bind", bind, METH_VARARGS, "a session's boundaries take the lean path; returns its Ids"},
     {"unbind", unbind, METH_NOARGS, "no session on the lean path"},
-    {"set_due", set_due, METH_VARARGS, "the bound session's window and tick due times, long-op threshold"},
-    {"set_nvtx", set_nvtx, METH_VARARGS, "the bound session's NVTX push and pop (None: off)"},
-    {"close_open", close_open, METH_VARARGS, "at the bound session's stop: a thread's open ops or categories"},
-    {"category_enter", category_enter, METH_O, "annotate.category_enter under the bound session"},
-    {"category_exit", category_exit, METH_O, "annotate.category_exit under the bound session"},
+    {"set_due", set_due, METH_VARARGS, "the lean session's window and tick due times, long-op threshold"},
+    {"set_nvtx", set_nvtx, METH_VARARGS, "the lean session's NVTX push and pop (None: off)"},
+    {"close_open", close_open, METH_VARARGS, "at the lean session's stop: a thread's open ops or categories"},
+    {"category_enter", category_enter, METH_O, "annotate.category_enter under the lean session"},
+    {"category_exit", category_exit, METH_O, "annotate.category_exit under the lean session"},
     {"relay_signal", relay_signal, METH_VARARGS, "chain a C handler that writes the signal to a pipe"},
     {"default_signal", default_signal, METH_O, "the signal's default action, from any thread"},
     {NULL, NULL, 0, NULL},

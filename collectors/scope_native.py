@@ -1,13 +1,13 @@
 """Scope and category boundaries in C (``scope_native.c``): the hot path of every profiled loop.
 
 A scope pair through annotate.py's Python methods costs ~1 µs in a tight loop and 3.6-4.0 µs inside
-a real RL loop on the CPU VM, where the job's own work evicts the interpreter's caches between
+a real RL loop on a 2-core CPU machine, where the job's own work evicts the interpreter's caches between
 boundaries (benchmarks/scope_insitu.py). The C methods do the same work in a few hundred bytes of
 machine code. They are installed on ``annotate._Scope`` and ``annotate._Category`` (every scope
 object, old or new, takes them) when a session or validate's timers start.
 
 The C file is compiled on first use with ``cc`` against this Python's headers (under a second) and
-cached in ``~/.cache/rlscope/build`` (``$RLSCOPE_CACHE_DIR/build``), keyed by the source, the
+cached (collectors/native_build.py: ``$RLSCOPE_CACHE_DIR/build``), keyed by the source, the
 Python build and the compiler. No compiler, no headers or a failed build: a one-line warning and
 the Python methods stay (``scope_recorder()`` says which is in use; the trace metadata records it,
 and calibrations are keyed by it). ``RLSCOPE_NATIVE_SCOPES=0`` keeps the Python methods.
@@ -15,21 +15,18 @@ and calibrations are keyed by it). ``RLSCOPE_NATIVE_SCOPES=0`` keeps the Python 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 from rlscope import annotate, categories
+from rlscope.collectors import native_build
 from rlscope.trace import schema as S
 
 SOURCE = Path(__file__).with_name("scope_native.c")
@@ -50,56 +47,25 @@ class NativeScopesUnavailable(RuntimeError):
     """The C scope methods cannot be built or loaded; the message is one line saying why."""
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("RLSCOPE_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "rlscope") / "build"
-
-
 def build() -> Path:
-    """Compile (once, cached) and return the extension's path; atomic rename, so processes
-    building at once never load a half-written file."""
-    cc = shutil.which("cc") or shutil.which("gcc")
+    """Compile (once, cached: collectors/native_build.py) and return the extension's path."""
+    cc = native_build.find_compiler("cc", "gcc")
     if cc is None:
         raise NativeScopesUnavailable("no C compiler (cc)")
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").exists():
         raise NativeScopesUnavailable(f"no Python headers (Python.h) in {include}")
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    st = Path(cc).resolve().stat()
-    key = hashlib.sha256(
-        b"\0".join(
-            [
-                SOURCE.read_bytes(),
-                sys.version.encode(),
-                include.encode(),
-                f"{Path(cc).resolve()}:{st.st_size}:{st.st_mtime_ns}".encode(),
-            ]
-        )
-    ).hexdigest()[:16]
-    out = _cache_dir() / f"scope_native-{key}{suffix}"
-    if out.exists():
-        return out
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
-    except OSError as e:  # a read-only home: no cache to build into
-        where = out.parent
-        raise NativeScopesUnavailable(f"cannot build the native scope recorder in {where}: {e}") from None
-    os.close(fd)
-    cmd = [cc, "-O2", "-shared", "-fPIC", "-std=c11", f"-I{include}", str(SOURCE), "-o", tmp]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            from rlscope.collectors.torch_native import _first_error  # only on failure: imports numpy
+    key = native_build.cache_key(SOURCE.read_bytes(), sys.version, include, cc)
+    out = native_build.build_dir() / f"scope_native-{key}{suffix}"
 
-            raise NativeScopesUnavailable(f"building the native scope recorder failed: {_first_error(r)}")
-        os.replace(tmp, out)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise NativeScopesUnavailable(f"building the native scope recorder failed: {e}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+    def command(tmp: str) -> list[str]:
+        return [str(cc), "-O2", "-shared", "-fPIC", "-std=c11", f"-I{include}", str(SOURCE), "-o", tmp]
+
+    try:
+        return native_build.build(out, command, "the native scope recorder", timeout_s=120)
+    except native_build.BuildError as e:
+        raise NativeScopesUnavailable(str(e)) from None
 
 
 def load() -> Any:
@@ -229,7 +195,7 @@ def event_buffer() -> Any:
 
 
 def forget_thread() -> None:
-    """Drop the calling thread's cached references to the last session (at a session's stop; other
+    """Drop the calling thread's cached references to the session just stopped (at a session's stop; other
     threads' caches are replaced at their next boundary under another session)."""
     if _module is not None:
         _module.forget_thread()

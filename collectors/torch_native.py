@@ -6,7 +6,7 @@ into numpy arrays per flush. No Python runs per torch op, so a recorded op costs
 the Python ``TorchFunctionMode``'s 2-4 µs (benchmarks/backend_overhead.py).
 
 The C++ file is compiled on first use with ``g++`` against the installed torch's headers and
-libraries (about 6 s) and cached in ``~/.cache/rlscope/build`` (``$RLSCOPE_CACHE_DIR/build``),
+libraries (about 6 s) and cached (collectors/native_build.py: ``$RLSCOPE_CACHE_DIR/build``),
 keyed by the source, the torch build and the compiler. Anything missing (no compiler, a failed
 build, a library that does not load) raises :class:`NativeBackendUnavailable` with a one-line
 reason, and rlscope.collectors.torch_ops falls back to the Python mode.
@@ -15,12 +15,7 @@ reason, and rlscope.collectors.torch_ops falls back to the Python mode.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import annotate
+from rlscope.collectors import native_build
 from rlscope.runtime import autograd_engine
 from rlscope.trace import schema as S
 
@@ -44,13 +40,8 @@ class NativeBackendUnavailable(RuntimeError):
     """The native recorder cannot be built or loaded here; the message is one line saying why."""
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("RLSCOPE_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "rlscope") / "build"
-
-
-def _compiler() -> str:
-    cxx = shutil.which("g++") or shutil.which("c++")
+def _compiler() -> Path:
+    cxx = native_build.find_compiler("g++", "c++")
     if cxx is None:
         raise NativeBackendUnavailable("no C++ compiler (g++) to build the native backend-op recorder")
     return cxx
@@ -65,22 +56,11 @@ def library_path(torch: Any, source: Path | None = None, extra: tuple[str, ...] 
     """Where the library built for this source (default ``SOURCE``), torch, compiler and extra
     compiler arguments is (or would be) cached."""
     source = source or SOURCE
-    cxx = Path(_compiler()).resolve()
     torch_dir, abi = _torch_facts(torch)
-    st = cxx.stat()
-    key = hashlib.sha256(
-        b"\0".join(
-            [
-                source.read_bytes(),
-                str(torch.__version__).encode(),
-                str(torch_dir).encode(),
-                str(abi).encode(),
-                f"{cxx}:{st.st_size}:{st.st_mtime_ns}".encode(),
-                *(a.encode() for a in extra),
-            ]
-        )
-    ).hexdigest()[:16]
-    return cache_dir() / f"{source.stem}-{key}.so"
+    key = native_build.cache_key(
+        source.read_bytes(), str(torch.__version__), torch_dir, str(abi), _compiler(), *extra
+    )
+    return native_build.build_dir() / f"{source.stem}-{key}.so"
 
 
 def build(
@@ -89,14 +69,10 @@ def build(
     extra: tuple[str, ...] = (),
     what: str = "the native backend-op recorder",
 ) -> Path:
-    """Compile (once, cached) and return the shared library's path (``source``: another C++ file
-    built the same way, e.g. benchmarks/recorder_breakdown.cpp, which includes this one's;
-    ``extra``: more compiler arguments, e.g. collectors/memory_native.cpp's CUDA headers and c10_cuda;
-    ``what``: the library's name in a failure's one-line message).
-
-    Several processes may build at once: each compiles into its own temporary file and renames it
-    into place, which is atomic, so a reader never sees a half-written library.
-    """
+    """Compile (once, cached: collectors/native_build.py) and return the shared library's path
+    (``source``: another C++ file built the same way against torch, e.g. collectors/memory_native.cpp;
+    ``extra``: more compiler arguments, e.g. that file's CUDA headers and c10_cuda; ``what``: the
+    library's name in a failure's one-line message)."""
     source = source or SOURCE
     out = library_path(torch, source, extra)
     if out.exists():
@@ -105,45 +81,32 @@ def build(
 
     torch_dir, abi = _torch_facts(torch)
     lib_dir = torch_dir / "lib"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    cmd = [
-        _compiler(),
-        "-O2",
-        "-shared",
-        "-fPIC",
-        "-std=c++20",
-        f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
-        *(f"-I{p}" for p in include_paths()),
-        str(source),
-        "-o",
-        tmp,
-        f"-L{lib_dir}",
-        "-ltorch_cpu",
-        "-lc10",
-        *extra,
-        f"-Wl,-rpath,{lib_dir}",
-        "-lpthread",
-    ]
+    cxx = _compiler()
+
+    def command(tmp: str) -> list[str]:
+        return [
+            str(cxx),
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-std=c++20",
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",
+            *(f"-I{p}" for p in include_paths()),
+            str(source),
+            "-o",
+            tmp,
+            f"-L{lib_dir}",
+            "-ltorch_cpu",
+            "-lc10",
+            *extra,
+            f"-Wl,-rpath,{lib_dir}",
+            "-lpthread",
+        ]
+
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        if r.returncode != 0:
-            raise NativeBackendUnavailable(f"building {what} failed: {_first_error(r)}")
-        os.replace(tmp, out)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise NativeBackendUnavailable(f"building {what} failed: {e}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
-
-
-def _first_error(r: subprocess.CompletedProcess) -> str:
-    """The compiler's first error line (one line, for a one-line warning)."""
-    lines = r.stderr.splitlines()
-    errors = [ln for ln in lines if "error" in ln] or lines or [f"exit status {r.returncode}"]
-    return errors[0].strip()[:200]
+        return native_build.build(out, command, what, timeout_s=BUILD_TIMEOUT_S)
+    except native_build.BuildError as e:
+        raise NativeBackendUnavailable(str(e)) from None
 
 
 def load(torch: Any) -> Any:

@@ -438,7 +438,7 @@ class Session:
         Why: a long call with no scope exit inside (SB3 PPO's ``train``, 1-2 s) takes the switch
         that falls due during it at its exit, so the next window starts with the operation after it.
         When that one spans one switch, the next call runs in the same kind of window as the last:
-        on the devices, both ``train`` calls of a run ran in light windows, their categories and GPU
+        on an H100, both ``train`` calls of an SB3 PPO run ran in light windows, their categories and GPU
         work never seen. Random lengths break that only over many calls; a run may have two.
         """
         if self.long_ops.get(name_id) == self._window_mode and self.window_due_ns != _NEVER:
@@ -650,8 +650,8 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
 class RunSession:
     """What ``rlscope.profile`` returns inside a program already profiled by ``rlscope run``.
 
-    Why: the run's session (rlscope/runtime/autorun.py) started before the program's first line, and a
-    second session in one process is refused; a program that profiles itself (``--trace-dir`` in the
+    Why: the run's session (rlscope/runtime/autorun.py) started before the program's first line, and
+    one process runs one session at a time; a program that profiles itself (``--trace-dir`` in the
     bundled workloads) must not crash because it is run under ``rlscope run``. Its scopes go to the
     run's trace; this object only stands in for the session it asked for, and says so once.
     """

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
@@ -50,34 +49,6 @@ def in_fresh_process(request: pytest.FixtureRequest) -> Callable[[], bool]:
         return True
 
     return run
-
-
-def real_clock(attempts: int = 3) -> Callable:
-    """Mark a test that times real busy-waits: it passes when one of ``attempts`` runs passes.
-
-    Why: on a loaded 2-core CI machine another process can take the core for milliseconds in the
-    middle of the profiled half only, which no estimator can tell from a cost rlscope added. A
-    broken estimator fails every attempt; a preemption burst fails one. Each attempt gets its own
-    ``tmp_path`` subfolder so traces never mix.
-    """
-
-    def deco(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            base = kwargs.get("tmp_path")
-            for i in range(attempts):
-                if base is not None:
-                    kwargs["tmp_path"] = base / f"attempt{i}"
-                    kwargs["tmp_path"].mkdir()
-                try:
-                    return fn(*args, **kwargs)
-                except AssertionError:
-                    if i == attempts - 1:
-                        raise
-
-        return wrapper
-
-    return deco
 
 
 class FakeClock:

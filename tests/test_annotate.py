@@ -15,8 +15,8 @@ S = 1e-9  # seconds per fake-clock ns
 
 
 def test_nested_exclusive_inclusive_exact(fake_session):
-    session, clock = fake_session
-    with session:
+    sess, clock = fake_session
+    with sess:
         clock.advance(5)  # unannotated, no phase
         with rlscope.phase("training"):
             with rlscope.scope("outer"):
@@ -28,7 +28,7 @@ def test_nested_exclusive_inclusive_exact(fake_session):
                     clock.advance(1)
                 clock.advance(4)
             clock.advance(7)  # in training, unannotated
-    s = summary_of(session.trace_dir)
+    s = summary_of(sess.trace_dir)
     ops = s["operations"]
     assert ops["outer"]["exclusive_s"] == pytest.approx(14 * S)
     assert ops["outer"]["total_s"] == pytest.approx(65 * S)
@@ -47,36 +47,36 @@ def test_nested_exclusive_inclusive_exact(fake_session):
 
 
 def test_recursion_not_double_counted(fake_session):
-    session, clock = fake_session
-    with session, rlscope.scope("f"):
+    sess, clock = fake_session
+    with sess, rlscope.scope("f"):
         clock.advance(10)
         with rlscope.scope("f"):
             clock.advance(10)
-    ops = summary_of(session.trace_dir)["operations"]
+    ops = summary_of(sess.trace_dir)["operations"]
     assert ops["f"]["total_s"] == pytest.approx(20 * S)
     assert ops["f"]["exclusive_s"] == pytest.approx(20 * S)
     assert ops["f"]["calls"] == 2
 
 
 def test_exception_propagates_and_scope_closes(fake_session):
-    session, clock = fake_session
+    sess, clock = fake_session
 
     class Boom(Exception):
         pass
 
-    with session:
+    with sess:
         with pytest.raises(Boom), rlscope.scope("fails"):
             clock.advance(3)
             raise Boom
         clock.advance(2)
-        assert session.thread_state().ops == []
-    s = summary_of(session.trace_dir)
+        assert sess.thread_state().ops == []
+    s = summary_of(sess.trace_dir)
     assert s["operations"]["fails"]["total_s"] == pytest.approx(3 * S)
     assert s["unannotated_s"] == pytest.approx(2 * S)
 
 
 def test_decorator_forms(fake_session):
-    session, clock = fake_session
+    sess, clock = fake_session
 
     @rlscope.scope("named")
     def f(x):
@@ -91,44 +91,44 @@ def test_decorator_forms(fake_session):
     def sim():
         clock.advance(8)
 
-    with session:
+    with sess:
         assert f(1) == 2
         g()
         with rlscope.scope("sim_op"):
             sim()
-    ops = summary_of(session.trace_dir)["operations"]
+    ops = summary_of(sess.trace_dir)["operations"]
     assert ops["named"]["exclusive_s"] == pytest.approx(4 * S)
     assert ops["test_decorator_forms.<locals>.g"]["exclusive_s"] == pytest.approx(6 * S)
     assert ops["sim_op"]["categories"] == pytest.approx({"simulator": 8 * S})
 
 
 def test_scopes_from_other_threads_are_recorded(fake_session):
-    session, clock = fake_session
+    sess, clock = fake_session
 
     def worker():
         with rlscope.scope("worker_op"):
             clock.advance(50)
 
-    with session, rlscope.scope("main_op"):
+    with sess, rlscope.scope("main_op"):
         t = threading.Thread(target=worker)
         t.start()
         t.join()
-    s = summary_of(session.trace_dir)
+    s = summary_of(sess.trace_dir)
     assert s["operations"]["worker_op"]["exclusive_s"] == pytest.approx(50 * S)
     # the main thread was inside main_op the whole time the worker ran
     assert s["operations"]["main_op"]["exclusive_s"] == pytest.approx(50 * S)
 
 
 def test_open_scopes_closed_at_stop_and_flagged(fake_session):
-    session, clock = fake_session
-    session.start()
+    sess, clock = fake_session
+    sess.start()
     rlscope.phase("training").__enter__()
     rlscope.scope("never_closed").__enter__()
     clock.advance(9)
-    session.stop()
-    s = summary_of(session.trace_dir)
+    sess.stop()
+    s = summary_of(sess.trace_dir)
     assert s["operations"]["never_closed"]["total_s"] == pytest.approx(9 * S)
-    findings = rlscope.check_trace(str(session.trace_dir))
+    findings = rlscope.check_trace(str(sess.trace_dir))
     assert any("closed by rlscope" in f.message for f in findings)
 
 

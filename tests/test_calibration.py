@@ -131,10 +131,10 @@ def test_a_cost_judged_per_reference_outlives_the_machine_switching_speed():
 @pytest.mark.parametrize("key", ["native-6", "native-full-6", "python"])
 def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
     """A C scope pair costs the same ns whatever the interpreter's speed (its clock reads and
-    stores): on the VM 143-157 ns at reference loops of 109-140 ns. Judged per reference ns, those
-    rounds move 30% and a calibration stored what its fastest loop made of them; judged in ns they
-    agree, and the ns are stored as measured. The Python methods are Python code: judged per
-    reference ns, as before."""
+    stores): on a 2-core CPU machine 143-157 ns at reference loops of 109-140 ns. Judged per
+    reference ns, those rounds move 30% and a calibration stored what its fastest loop made of
+    them; judged in ns they agree, and the ns are stored as measured. The Python methods are
+    Python code: judged per reference ns."""
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: key)
@@ -170,8 +170,9 @@ def _boundary_rounds(
 
 
 def test_a_boundary_round_in_the_slow_regime_does_not_count(monkeypatch):
-    """The VM's slow regime (reference loop 180 ns against 108) moves a C boundary too (186-231 ns
-    against ~150): those rounds are left out, and the cost is judged and stored from the fast ones."""
+    """A 2-core CPU machine's slow regime (reference loop 180 ns against 108) moves a C boundary
+    too (186-231 ns against ~150): those rounds are left out, and the cost is judged and stored
+    from the fast ones."""
     refs = [108.0, 180.0, 110.0, 182.0, 109.0, 112.0, 181.0, 108.0]
     totals = [150.0, 200.0, 148.0, 231.0, 152.0, 151.0, 195.0, 149.0]
     st = _boundary_rounds(monkeypatch, refs, totals, record=None)
@@ -259,8 +260,8 @@ def test_waiting_for_the_fast_speed_ends_when_the_reference_loop_is_back_or_the_
 
 
 def _negative_then(total: float, negatives: int, calls: list):
-    """A scope measurement that reads -53 ns (CI's probe, a 2.5x slow stretch) ``negatives`` times,
-    then ``total``."""
+    """A scope measurement that reads -53 ns (a 2-core CPU machine in a 2.5x slow stretch)
+    ``negatives`` times, then ``total``."""
 
     def measure_scope(plan, traces, options, known_fastest=None):
         calls.append(known_fastest)
@@ -274,7 +275,7 @@ def _negative_then(total: float, negatives: int, calls: list):
 def test_a_boundary_refused_in_a_slow_stretch_is_measured_again_once_the_speed_is_back(monkeypatch):
     """The scope pair measured -53 ns with the reference loop at 284 ns, against the machine's 109:
     measured again at once (slow), still negative; so the calibration waits for the fast speed and
-    measures it a last time, and keeps that figure. The category, fine, is left alone."""
+    measures it once more, and keeps that figure. The category, fine, is left alone."""
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
@@ -500,10 +501,10 @@ def embedding_session(monkeypatch):
     monkeypatch.setattr(Session, "_metadata", with_calibration)
 
 
-def _record(session, clock, iters: int = 5) -> None:
+def _record(sess, clock, iters: int = 5) -> None:
     """Scopes with a known injected cost per boundary (as tests/test_overhead.py's Injector)."""
-    session.options["flush_interval"] = 1e6
-    with session:
+    sess.options["flush_interval"] = 1e6
+    with sess:
         for _ in range(iters):
             clock.advance(SCOPE_OUT // 2)
             with rlscope.scope("op"):
@@ -514,10 +515,10 @@ def _record(session, clock, iters: int = 5) -> None:
 def test_a_calibration_round_trips_through_trace_metadata(
     embedding_session, fake_session, monkeypatch, tmp_path
 ):
-    session, clock = fake_session
+    sess, clock = fake_session
     cal_mod.save(_calibration(SCOPE_IN, SCOPE_OUT))
-    _record(session, clock)
-    trace = rlscope.load_trace(str(session.trace_dir))
+    _record(sess, clock)
+    trace = rlscope.load_trace(str(sess.trace_dir))
     embedded = cal_mod.from_trace_metadata(trace.processes[0].metadata)
     assert embedded is not None and embedded["costs_ns"]["scope"]["inside"] == SCOPE_IN
     here = analyze(trace).summary
@@ -526,20 +527,20 @@ def test_a_calibration_round_trips_through_trace_metadata(
 
     # elsewhere: an empty cache, then a cache holding other costs for the same key
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path / "empty"))
-    elsewhere = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    elsewhere = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     assert elsewhere["corrected_for_overhead"]
     assert elsewhere["operations"] == here["operations"] and elsewhere["wall_s"] == here["wall_s"]
     cal_mod.save(_calibration(0.0, 0.0))
-    recalibrated = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    recalibrated = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     assert recalibrated["operations"] == here["operations"]
 
 
 def test_an_explicit_calibration_file_wins_over_the_embedded_one(embedding_session, fake_session, tmp_path):
-    session, clock = fake_session
+    sess, clock = fake_session
     cal_mod.save(_calibration(SCOPE_IN, SCOPE_OUT))
-    _record(session, clock)
+    _record(sess, clock)
     zero = cal_mod.save(_calibration(0.0, 0.0), tmp_path / "zero.json")
-    s = analyze(rlscope.load_trace(str(session.trace_dir)), calibration=str(zero)).summary
+    s = analyze(rlscope.load_trace(str(sess.trace_dir)), calibration=str(zero)).summary
     assert s["calibration"]["source"] == "file" and s["calibration"]["path"] == str(zero)
     assert s["operations"]["op"]["total_s"] == pytest.approx(5 * (1000 + SCOPE_IN) * 1e-9, abs=1e-12)
 
@@ -638,7 +639,7 @@ def test_a_backend_cost_measured_slow_throughout_is_measured_again_at_the_fast_s
 
 
 def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch):
-    """Four fast rounds of a CI VM's refused backend calibration (rho 0.0987, 0.0796, 0.0875,
+    """Four fast rounds of a 2-core CPU machine's refused backend calibration (rho 0.0987, 0.0796, 0.0875,
     0.0918: 21% apart): k in a row within 20% refuses them; their median is known to +-8%, kept.
     A slow round (reference 250 ns against 150) does not count either way."""
     monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
@@ -658,7 +659,7 @@ def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch)
 
 
 def test_a_backend_measured_within_the_fast_band_but_slower_is_stored_at_the_fastest_speed(monkeypatch):
-    """CI's probe of 2111963: one calibration's backend rounds all ran with the reference loop at
+    """A calibration on a 2-core CPU machine whose backend rounds all ran with the reference loop at
     188 ns, inside the 1.3x band of its own boundary rounds' 148 ns, so they counted as fast and
     stored 962 ns against 693-718 for four others. Scaled by the reference to the fastest speed the
     calibration saw, it reads 757 ns, with the figures it came from; a backend measured at that
@@ -760,21 +761,21 @@ def test_the_analysis_prices_a_slow_backend_at_the_speed_recorded_as_the_session
 ):
     """The machine's speed record travels with the embedded calibration: analyzed with an empty
     cache the backend is still priced at it; a trace without one uses the cache's record."""
-    session, clock = fake_session
+    sess, clock = fake_session
     cal_mod.save(_with_slow_backend())
     assert cal_mod.machine_fastest_ref(150.0) == (150.0, None)  # a later calibration ran fast
-    _record(session, clock)
-    trace = rlscope.load_trace(str(session.trace_dir))
+    _record(sess, clock)
+    trace = rlscope.load_trace(str(sess.trace_dir))
     meta = trace.processes[0].metadata
     assert cal_mod.from_trace_metadata(meta)[cal_mod.MACHINE_FASTEST] == 150.0
     here = analyze(trace).summary["calibration"]
     assert here["costs_ns"]["backend"]["total"] == 600.0 and len(here["repriced"]) == 1
     monkeypatch.setenv("RLSCOPE_CALIBRATION_DIR", str(tmp_path / "empty"))
-    elsewhere = analyze(rlscope.load_trace(str(session.trace_dir))).summary["calibration"]
+    elsewhere = analyze(rlscope.load_trace(str(sess.trace_dir))).summary["calibration"]
     assert elsewhere["costs_ns"]["backend"]["total"] == 600.0
     # a calibration named by the user, and no record anywhere: as calibrated
     named = cal_mod.save(_with_slow_backend(), tmp_path / "named.json")
-    s = analyze(rlscope.load_trace(str(session.trace_dir)), calibration=str(named)).summary["calibration"]
+    s = analyze(rlscope.load_trace(str(sess.trace_dir)), calibration=str(named)).summary["calibration"]
     assert s["costs_ns"]["backend"]["total"] == 1_200.0 and "repriced" not in s
 
 

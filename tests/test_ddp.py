@@ -65,15 +65,15 @@ def test_torchrun_gloo_every_rank_profiled_with_its_rank(tmp_path):
 
 
 def test_nccl_kernels_per_operation_from_a_synthetic_gpu_table(fake_session):
-    session, clock = fake_session
-    with session:
+    sess, clock = fake_session
+    with sess:
         t0 = clock.now
         with rlscope.scope("backprop"):
             clock.advance(100)
         with rlscope.scope("inference"):
             clock.advance(100)
         nccl_name, gemm_name = intern(NCCL_KERNEL), intern("ampere_sgemm_32x32")
-    tid = session.thread_states()[0].thread
+    tid = sess.thread_states()[0].thread
     rows = [
         # category, start, end, correlation, thread, device, stream, name, bytes
         (C.CUDA_API, t0 + 10, t0 + 20, 1, tid, -1, -1, 0, 0),
@@ -85,8 +85,8 @@ def test_nccl_kernels_per_operation_from_a_synthetic_gpu_table(fake_session):
         (C.CUDA_API, t0 + 110, t0 + 120, 4, tid, -1, -1, 0, 0),
         (C.GPU_KERNEL, t0 + 300, t0 + 310, 4, -1, 0, 7, gemm_name, 0),  # inference: no NCCL
     ]
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
-    (p,) = summary_of(session.trace_dir)["processes"]
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    (p,) = summary_of(sess.trace_dir)["processes"]
     assert p["nccl_s"] == pytest.approx(250e-9)
     assert p["operations"]["backprop"]["nccl_s"] == pytest.approx(250e-9)
     assert p["operations"]["backprop"]["nccl_kernels"] == {
@@ -127,10 +127,10 @@ def test_nccl_rows_and_cpu_traces_degrade_to_nothing(fake_session):
             },
         }
     }
-    session, clock = fake_session
-    with session, rlscope.scope("backprop"):
+    sess, clock = fake_session
+    with sess, rlscope.scope("backprop"):
         clock.advance(100)
-    (p,) = summary_of(session.trace_dir)["processes"]
+    (p,) = summary_of(sess.trace_dir)["processes"]
     assert "nccl_s" not in p and "nccl_s" not in p["operations"]["backprop"]
 
 

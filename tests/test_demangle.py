@@ -51,9 +51,9 @@ def test_without_a_cxx_runtime_names_stay_as_recorded(monkeypatch):
 def mangled_trace(tmp_path):
     """One operation, 'step', launching the torch fill kernel and add_kernel once each."""
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False)
-    session.clock = clock
-    with session:
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False)
+    sess.clock = clock
+    with sess:
         t0 = clock.now
         launch, fill, add = intern("cudaLaunchKernel"), intern(FILL), intern(ADD)
         with rlscope.scope("step"):
@@ -66,8 +66,8 @@ def mangled_trace(tmp_path):
         (C.CUDA_API, t0 + 400, t0 + 410, 2, th, -1, -1, launch, 0),
         (C.GPU_KERNEL, t0 + 420, t0 + 500, 2, -1, 0, 7, add, 0),
     ]
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
-    return session.trace_dir
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    return sess.trace_dir
 
 
 def test_reports_show_demangled_names_and_the_trace_keeps_mangled(mangled_trace, tmp_path):

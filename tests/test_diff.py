@@ -16,10 +16,10 @@ S = 1e-9
 
 
 def _trace(path, sim_ns: int, extra_op: bool = False):
-    session = rlscope.profile(path, backend=False, gpu=False)
+    sess = rlscope.profile(path, backend=False, gpu=False)
     clock = FakeClock()
-    session.clock = clock
-    with session:
+    sess.clock = clock
+    with sess:
         with rlscope.scope("simulation"):
             clock.advance(10)
             with rlscope.simulator():

@@ -30,9 +30,9 @@ def trace_dir(tmp_path):
     1120..1200 (corr 8); a kernel with no launch seen (corr 99, stream 8) at 1300..1310.
     """
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False)
-    session.clock = clock
-    with session:
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False)
+    sess.clock = clock
+    with sess:
         t0 = clock.now
         names = {n: intern(n) for n in ("cudaLaunchKernel", "sgemm", "cudaMemcpyAsync", "Memcpy HtoD")}
         with rlscope.phase("training"):
@@ -57,8 +57,8 @@ def trace_dir(tmp_path):
         (C.GPU_MEMCPY, t0 + 1120, t0 + 1200, 8, -1, 0, 7, names["Memcpy HtoD"], 64),
         (C.GPU_KERNEL, t0 + 1300, t0 + 1310, 99, -1, 0, 8, names["sgemm"], 0),
     ]
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
-    return session.trace_dir
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    return sess.trace_dir
 
 
 def _x(events, cat):
@@ -184,11 +184,11 @@ def test_window_outside_run_is_one_line_error(trace_dir, tmp_path):
 
 def test_trace_without_gpu_and_bad_dir(tmp_path):
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
-    session.clock = clock
-    with session, rlscope.scope("only"):
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
+    sess.clock = clock
+    with sess, rlscope.scope("only"):
         clock.advance(1000)
-    obj = to_chrome(intervals(load_trace(session.trace_dir)))
+    obj = to_chrome(intervals(load_trace(sess.trace_dir)))
     assert [e["cat"] for e in obj["traceEvents"] if e["ph"] == "X"] == ["user_annotation"]
     assert not any(e["ph"] in "sf" for e in obj["traceEvents"])
     with pytest.raises(RLScopeError):  # TraceError is an RLScopeError

@@ -18,14 +18,14 @@ S_ = 1e-9
 
 
 def test_kernel_after_scope_closed_counts_for_its_launcher(fake_session):
-    session, clock = fake_session
-    with session:
+    sess, clock = fake_session
+    with sess:
         t0 = clock.now
         with rlscope.scope("launch"):
             clock.advance(100)  # API call at t0+10 .. t0+30 inside this scope
         with rlscope.scope("other"):
             clock.advance(100)
-    st = session.thread_states()[0]
+    st = sess.thread_states()[0]
     rows = [
         # category, start, end, correlation, thread, device, stream, name, bytes
         (C.CUDA_API, t0 + 10, t0 + 30, 7, st.thread, -1, -1, 0, 0),
@@ -34,8 +34,8 @@ def test_kernel_after_scope_closed_counts_for_its_launcher(fake_session):
         (C.GPU_MEMCPY, t0 + 150, t0 + 170, 8, -1, 0, 7, 0, 64),
         (C.GPU_KERNEL, t0 + 500, t0 + 510, 99, -1, 0, 7, 0, 0),  # no API record: unattributed
     ]
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
-    s = summary_of(session.trace_dir)
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    s = summary_of(sess.trace_dir)
     launch, other = s["operations"]["launch"], s["operations"]["other"]
     assert launch["gpu_categories"] == pytest.approx({"gpu_kernel": 120 * S_})
     assert other["gpu_categories"] == pytest.approx({"gpu_memcpy": 20 * S_})

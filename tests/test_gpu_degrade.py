@@ -123,16 +123,16 @@ def test_native_cupti_consumer_builds_and_refuses_cleanly(tmp_path, monkeypatch)
     from rlscope.collectors import cupti_native
     from rlscope.collectors.cupti_gpu import CuptiUnavailable
 
-    monkeypatch.setenv("RLSCOPE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RLSCOPE_CACHE_DIR", str(tmp_path / "cache"))
     try:
         so = cupti_native.build()
     except CuptiUnavailable as e:
         pytest.skip(f"no CUPTI toolchain here: {e}")
-    assert so.exists() and so.parent == tmp_path / "cache"
+    assert so.exists() and so.parent == tmp_path / "cache" / "build"
     lib = __import__("ctypes").CDLL(str(so))
     lib.rl_row_size.restype = __import__("ctypes").c_size_t
     assert lib.rl_row_size() == cupti_native.ROW.itemsize
     if not gpu_mod.cuda_driver_present():
-        session = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
-        with session, pytest.raises(CuptiUnavailable, match="CUPTI"):
-            cupti_native.NativeCuptiCollector(session).start()
+        sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
+        with sess, pytest.raises(CuptiUnavailable, match="CUPTI"):
+            cupti_native.NativeCuptiCollector(sess).start()

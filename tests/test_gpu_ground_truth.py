@@ -42,10 +42,10 @@ def test_kineto_cycles_stream_records(tmp_path):
     """With a short cycle, Kineto rotates during the run and every cycle's kernels reach the trace."""
     torch = pytest.importorskip("torch")
     cycles = _sleep_cycles_for(torch, 0.005)
-    session = rlscope.profile(tmp_path / "t", backend=False, gpu="kineto", nvml_hz=0)
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu="kineto", nvml_hz=0)
     timed = 0.0
-    with session:
-        session.set_ticker(session._ticker, int(0.02e9))  # rotate every 20 ms instead of 10 s
+    with sess:
+        sess.set_ticker(sess._ticker, int(0.02e9))  # rotate every 20 ms instead of 10 s
         for _ in range(20):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with rlscope.scope("step"):
@@ -171,12 +171,12 @@ def test_query_api_records_are_skipped_and_every_kernel_keeps_its_launch(tmp_pat
     x = torch.ones(16, device="cuda")
     torch.add(x, 1)
     torch.cuda.synchronize()
-    session = rlscope.profile(tmp_path / "t", backend=False, gpu="cupti", windows=False)
-    with session, rlscope.scope("adds"):
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu="cupti", windows=False)
+    with sess, rlscope.scope("adds"):
         for _ in range(200):
             torch.add(x, 1)
         torch.cuda.synchronize()
-    if not any(isinstance(c, NativeCuptiCollector) for c in session._collectors):
+    if not any(isinstance(c, NativeCuptiCollector) for c in sess._collectors):
         pytest.skip("the native CUPTI consumer could not be built here")
     proc = load_trace(tmp_path / "t").processes[0]
     rows = proc.gpu.to_pylist()

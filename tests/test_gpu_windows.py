@@ -78,7 +78,7 @@ def test_gpu_tracing_switched_in_windows_keeps_kernel_time(tmp_path):
     r = subprocess.run([sys.executable, str(script), str(tmp_path / "t")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    if os.environ.get("RLSCOPE_TEST_ARTIFACTS"):  # the device pass keeps the evidence
+    if os.environ.get("RLSCOPE_TEST_ARTIFACTS"):  # a GPU run keeps the evidence
         Path(os.environ["RLSCOPE_TEST_ARTIFACTS"], "gpu_windows.json").write_text(json.dumps(out, indent=1))
     s, n = out["summary"], out["n"]
     win = s["overhead"]["windows"]

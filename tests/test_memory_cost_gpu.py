@@ -21,7 +21,7 @@ BLOCKS, N = 30, 3000  # blocks of N small allocations each freed at once, ~5-15 
 # usually attached it in an earlier test. Each block is paired with the same loop on the CPU (no
 # allocator trace), as the calibration pairs its timings, and the phases are compared by their
 # median paired ratios: the machine's speed moves 2x between runs and over fractions of a second
-# within one (compared by sums, the corrected loop read +11%, +24% and +27% on three device passes,
+# within one (compared by sums, the corrected loop read +11%, +24% and +27% in three runs on an H100,
 # and on a fourth the raw loop read 3% under the unprofiled one).
 # Each profiled block notes its window: in full windows CUPTI's cost is there too.
 CHILD = """

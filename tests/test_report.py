@@ -41,9 +41,9 @@ def gpu_trace(tmp_path):
     1300..1310 (stream 8). NVML samples every 500 ns.
     """
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False)
-    session.clock = clock
-    with session:
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False)
+    sess.clock = clock
+    with sess:
         t0 = clock.now
         n = {
             k: intern(k)
@@ -75,19 +75,19 @@ def gpu_trace(tmp_path):
         (C.GPU_MEMCPY, t0 + 1120, t0 + 1200, 8, -1, 0, 7, n["Memcpy HtoD"], 64),
         (k, t0 + 1300, t0 + 1310, 99, -1, 0, 8, n["sgemm"], 0),
     ]
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
     nvml = [(t0 + t, 0, u, 0, 0, 0, 0) for t, u in ((0, 0), (500, 100), (1000, 100), (1500, 100), (2000, 0))]
-    write_stream(session.process_dir / S.NVML_FILE, S.NVML_COLUMNS_DOC, nvml)
-    return session.trace_dir
+    write_stream(sess.process_dir / S.NVML_FILE, S.NVML_COLUMNS_DOC, nvml)
+    return sess.trace_dir
 
 
 @pytest.fixture
 def cpu_trace(tmp_path):
     """10 iterations of step (100 ns: sim 60 + learn 40), after 1000 ns of setup; ends 1000 ns later."""
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "cpu", backend=False, gpu=False)
-    session.clock = clock
-    with session:
+    sess = rlscope.profile(tmp_path / "cpu", backend=False, gpu=False)
+    sess.clock = clock
+    with sess:
         clock.advance(1000)
         for _ in range(10):
             with rlscope.scope("step"):
@@ -96,7 +96,7 @@ def cpu_trace(tmp_path):
                 with rlscope.scope("learn"):
                     clock.advance(40)
         clock.advance(1000)
-    return session.trace_dir
+    return sess.trace_dir
 
 
 def _page(trace_dir, window=None) -> tuple[str, dict]:

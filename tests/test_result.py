@@ -42,8 +42,8 @@ def _header(text: str) -> list[str]:
 @pytest.fixture
 def corrected_trace(fake_session) -> Path:
     """Two operations with a known scope cost injected around each boundary, and its calibration."""
-    session, clock = fake_session
-    session.options["flush_interval"] = 1e6
+    sess, clock = fake_session
+    sess.options["flush_interval"] = 1e6
 
     def scope(name: str, ns: int) -> None:
         clock.advance(SCOPE_OUT // 2)
@@ -51,7 +51,7 @@ def corrected_trace(fake_session) -> Path:
             clock.advance(SCOPE_IN // 2 + ns + SCOPE_IN // 2)
         clock.advance(SCOPE_OUT // 2)
 
-    with session:
+    with sess:
         for _ in range(5):
             scope("simulation", 30 * MS)
             scope("backprop", 17 * MS)
@@ -65,7 +65,7 @@ def corrected_trace(fake_session) -> Path:
             "costs_ns": {"scope": cost},
         }
     )
-    return session.trace_dir
+    return sess.trace_dir
 
 
 def test_csv_json_and_table_give_identical_corrected_figures(corrected_trace, tmp_path, capsys, monkeypatch):
@@ -154,9 +154,9 @@ sys.path.insert(0, {root!r})
 from tests.conftest import FakeClock
 
 clock = FakeClock()
-session = rlscope.profile(sys.argv[1], backend=False, gpu=False)
-session.clock = clock
-with session:
+sess = rlscope.profile(sys.argv[1], backend=False, gpu=False)
+sess.clock = clock
+with sess:
     for _ in range(3):
         with rlscope.scope(sys.argv[2]):
             clock.advance(int(sys.argv[3]))

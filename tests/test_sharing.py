@@ -61,15 +61,15 @@ def test_occupancy_register_hardware_check():
 
 # -- a synthetic run: two operations, their kernels and allocations --------------------------------
 def _synthetic(fake_session, with_resources=True, with_memory=True, mem_thread=-1, lost=()):
-    session, clock = fake_session
-    with session:
+    sess, clock = fake_session
+    with sess:
         t0 = clock.now
         with rlscope.scope("a"):
             clock.advance(100_000)
         with rlscope.phase("training"), rlscope.scope("b"):
             clock.advance(100_000)
         clock.advance(100_000)
-    thread = session.thread_states()[0].thread
+    thread = sess.thread_states()[0].thread
     # (api start, kernel start, duration, stream, threads, grid, regs, smem)
     kernels = [
         (t0 + 1_000, t0 + 2_000, 1_000, 7, 256, 1000, 64, 0),
@@ -89,7 +89,7 @@ def _synthetic(fake_session, with_resources=True, with_memory=True, mem_thread=-
     doc = S.GPU_COLUMNS_DOC + (S.GPU_KERNEL_COLUMNS_DOC if with_resources else [])
     if not with_resources:
         rows = [r[: len(S.GPU_COLUMNS_DOC)] for r in rows]
-    write_with_meta(session.process_dir / S.GPU_FILE, doc, rows)
+    write_with_meta(sess.process_dir / S.GPU_FILE, doc, rows)
     if with_memory:
         M = S.MEMORY_ALLOC, S.MEMORY_FREE
         mem = [
@@ -105,13 +105,13 @@ def _synthetic(fake_session, with_resources=True, with_memory=True, mem_thread=-
             (t0 + 270_000, -1, 0, M[1], 99, 64, 0),  # free of a block never seen: ignored
         ]
         mem = [(r[0], mem_thread if r[1] == -1 else r[1], *r[2:]) for r in mem]
-        write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
-    return session, kernels
+        write_with_meta(sess.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
+    return sess, kernels
 
 
 def test_memory_attribution_exact(fake_session):
-    session, _ = _synthetic(fake_session)
-    sec = sharing.sharing_section(load_trace(session.trace_dir))
+    sess, _ = _synthetic(fake_session)
+    sec = sharing.sharing_section(load_trace(sess.trace_dir))
     mem = sec["memory"]
     ops = mem["operations"]
     assert ops["a"] == {
@@ -146,8 +146,8 @@ def test_memory_on_a_thread_without_operations_goes_to_the_main_thread(fake_sess
     """The native tracker stamps the allocating thread: autograd's device threads open no operation,
     so their allocations belong to the main thread's, exactly as thread -1 rows (history) do."""
     ref = sharing.sharing_section(load_trace(_synthetic(fake_session)[0].trace_dir))["memory"]
-    session, _ = _synthetic(fake_session, mem_thread=4_242_424)
-    got = sharing.sharing_section(load_trace(session.trace_dir))["memory"]
+    sess, _ = _synthetic(fake_session, mem_thread=4_242_424)
+    got = sharing.sharing_section(load_trace(sess.trace_dir))["memory"]
     assert got["operations"] == ref["operations"] and got["phases"] == ref["phases"]
 
 
@@ -293,13 +293,13 @@ def test_native_memory_attaches_at_cuda_init(monkeypatch):
         def clock(self):
             return 77
 
-    session = Session()
-    monkeypatch.setattr(rlscope.annotate, "_active", session)
+    sess = Session()
+    monkeypatch.setattr(rlscope.annotate, "_active", sess)
     monkeypatch.setattr(gpu_memory, "load_native", lambda torch: Lib())
     monkeypatch.setattr("rlscope.collectors.device_limits.devices_metadata", lambda: {})
     monkeypatch.setattr(rlscope.annotate, "category_enter", lambda *a: None)
     monkeypatch.setattr(rlscope.annotate, "category_exit", lambda *a: None)
-    rec = gpu_memory.MemoryRecorder(session)
+    rec = gpu_memory.MemoryRecorder(sess)
     rec._begin(Torch())
     assert not rec.failed and queued and not started and rec.native is None
     # the start's high-water marks: 0 before CUDA's init (nothing allocated), one batch
@@ -321,8 +321,8 @@ def test_native_memory_needs_cuda_headers(monkeypatch):
 
 
 def test_kernel_lengths_match_numpy(fake_session):
-    session, kernels = _synthetic(fake_session)
-    kl = sharing.sharing_section(load_trace(session.trace_dir))["kernel_lengths"]
+    sess, kernels = _synthetic(fake_session)
+    kl = sharing.sharing_section(load_trace(sess.trace_dir))["kernel_lengths"]
     a = np.array([k[2] for k in kernels[:4]]) / 1e3
     got = kl["operations"]["a"]["kernels"]
     for p in (50, 90, 99):
@@ -340,8 +340,8 @@ def test_kernel_lengths_match_numpy(fake_session):
 
 
 def test_occupancy_table_and_low_fill(fake_session):
-    session, _ = _synthetic(fake_session)
-    occ = sharing.sharing_section(load_trace(session.trace_dir))["occupancy"]
+    sess, _ = _synthetic(fake_session)
+    occ = sharing.sharing_section(load_trace(sess.trace_dir))["occupancy"]
     a = occ["operations"]["a"]["kernels"][0]
     assert (a["occupancy"], a["limiter"], a["blocks_per_sm"]) == (0.5, "registers", 4)
     assert a["fill"] == pytest.approx(528 * 8 / (132 * 64))  # 4 blocks x 132 SMs resident of 1000
@@ -352,8 +352,8 @@ def test_occupancy_table_and_low_fill(fake_session):
 
 
 def test_old_trace_without_resources_or_memory_degrades(fake_session):
-    session, _ = _synthetic(fake_session, with_resources=False, with_memory=False)
-    trace = load_trace(session.trace_dir)
+    sess, _ = _synthetic(fake_session, with_resources=False, with_memory=False)
+    trace = load_trace(sess.trace_dir)
     assert "grid_x" not in trace.processes[0].gpu.column_names
     sec = sharing.sharing_section(trace)
     assert list(sec["occupancy"]) == ["note"]
@@ -362,10 +362,10 @@ def test_old_trace_without_resources_or_memory_degrades(fake_session):
 
 
 def test_cpu_only_trace_is_one_note(fake_session):
-    session, clock = fake_session
-    with session, rlscope.scope("x"):
+    sess, clock = fake_session
+    with sess, rlscope.scope("x"):
         clock.advance(1000)
-    s = dict(rlscope.analysis.analyze(session.trace_dir, correct=False).summary)
+    s = dict(rlscope.analysis.analyze(sess.trace_dir, correct=False).summary)
     assert s["sharing"] == {"note": sharing.NO_GPU_NOTE}
     from rlscope.viz.sharing import sharing_html
 
@@ -458,15 +458,13 @@ def test_share_cli_and_share_check_on_cpu(fake_session, tmp_path, capsys):
     from rlscope.cli import share_check
     from rlscope.cli.analyze import main as analyze_main
 
-    session, _ = _synthetic(fake_session)
-    assert (
-        analyze_main(["share", str(session.trace_dir), "-k", "1,2", "--json", str(tmp_path / "e.json")]) == 0
-    )
+    sess, _ = _synthetic(fake_session)
+    assert analyze_main(["share", str(sess.trace_dir), "-k", "1,2", "--json", str(tmp_path / "e.json")]) == 0
     out = capsys.readouterr().out
     assert "copies with each at most 25% slower" in out
     assert [t["k"] for t in json.loads((tmp_path / "e.json").read_text())["table"]] == [1, 2]
     # copies of a trivial program, the estimate from the synthetic trace (no NVML here: times only)
-    res = share_check.check([sys.executable, "-c", "pass"], (2,), str(session.trace_dir), tmp_path, 60, False)
+    res = share_check.check([sys.executable, "-c", "pass"], (2,), str(sess.trace_dir), tmp_path, 60, False)
     assert [r["k"] for r in res["runs"]] == [1, 2] and res["runs"][1]["exit_codes"] == [0, 0]
     assert res["basis"] == "wall"  # no scopes in the program: whole-process times, and it says so
     assert "share-check (time-sharing" in share_check.check_text(res)
@@ -495,10 +493,10 @@ def test_share_check_times_the_scoped_loop_not_start_up(tmp_path):
 def test_share_on_a_cpu_trace_is_one_line_error(fake_session, capsys):
     from rlscope.cli.analyze import main as analyze_main
 
-    session, clock = fake_session
-    with session, rlscope.scope("x"):
+    sess, clock = fake_session
+    with sess, rlscope.scope("x"):
         clock.advance(1000)
-    assert analyze_main(["share", str(session.trace_dir)]) == 2
+    assert analyze_main(["share", str(sess.trace_dir)]) == 2
     assert sharing.NO_GPU_NOTE in capsys.readouterr().err
 
 
@@ -525,8 +523,8 @@ def test_gpu_work_without_its_launch_is_flagged(fake_session):
     """Kernels whose launching API call is missing count as unannotated, and the summary says so."""
     from rlscope.analysis import analyze
 
-    session, _ = _synthetic(fake_session, lost=(3,))  # the 10 us kernel of 17.2 us in all
-    s = analyze(session.trace_dir, correct=False).summary
+    sess, _ = _synthetic(fake_session, lost=(3,))  # the 10 us kernel of 17.2 us in all
+    s = analyze(sess.trace_dir, correct=False).summary
     (w,) = [w for w in s["warnings"] if "no launching CUDA API call" in w]
     assert "1 GPU records (58.1% of recorded GPU time)" in w
     assert s["gpu"]["records_without_launch"] == 1
@@ -537,8 +535,8 @@ def test_gpu_work_without_its_launch_is_flagged(fake_session):
 def test_gpu_work_with_every_launch_is_not_flagged(fake_session):
     from rlscope.analysis import analyze
 
-    session, _ = _synthetic(fake_session)
-    s = analyze(session.trace_dir, correct=False).summary
+    sess, _ = _synthetic(fake_session)
+    s = analyze(sess.trace_dir, correct=False).summary
     assert not [w for w in s["warnings"] if "no launching CUDA API call" in w]
     assert s["gpu"]["records_without_launch"] == 0
 
@@ -605,8 +603,8 @@ def test_time_slicing_against_a_brute_force_queue(n, k, c_us, rel):
 
 
 def test_context_switches_are_named_as_left_out(fake_session):
-    session, _ = _synthetic(fake_session)
-    m = sharing.sharing_section(load_trace(session.trace_dir))["estimate"]["inputs"]
+    sess, _ = _synthetic(fake_session)
+    m = sharing.sharing_section(load_trace(sess.trace_dir))["estimate"]["inputs"]
     assert m["notes"].count(sharing.NO_SWITCH_NOTE) == 1
     assert sharing.estimate(m, (1, 2))["inputs"]["notes"].count(sharing.NO_SWITCH_NOTE) == 1
 
@@ -614,8 +612,8 @@ def test_context_switches_are_named_as_left_out(fake_session):
 def test_gpu_rates_are_over_the_loop_and_scale_to_its_speed(fake_session):
     """Rates count the loop (first entry to last exit), not start-up; at_speed moves them to the
     unprofiled loop's speed: the same GPU work per operation entry, the CPU gaps shrunk alike."""
-    session, _ = _synthetic(fake_session)
-    m = sharing.sharing_section(load_trace(session.trace_dir))["estimate"]["inputs"]
+    sess, _ = _synthetic(fake_session)
+    m = sharing.sharing_section(load_trace(sess.trace_dir))["estimate"]["inputs"]
     loop_s = 200e-6  # a's entry to b's exit; the session runs 100 us longer
     assert m["traced_s"] == pytest.approx(loop_s)
     assert m["operations_per_s"] == pytest.approx(2 / loop_s)
@@ -635,17 +633,17 @@ def _memory_in_windows(fake_session, marks=lambda t0, end: []):
     """Four calls of ``step``, two in full windows, recorded in windows (each opening with the
     allocator's live state); a light window frees two blocks unseen and allocates one. ``marks``:
     high-water rows to add. Returns (memory section, marks, t0, end)."""
-    session, clock = fake_session
+    sess, clock = fake_session
     toggle = type("Toggle", (), {"set_enabled": lambda self, on: None})()
     marks_at = {}
-    with session:
-        session._togglers = [toggle]
+    with sess:
+        sess._togglers = [toggle]
         t0 = clock.now
-        session.switch_window()  # light
+        sess.switch_window()  # light
         for call in range(4):
             if call in (1, 3):
                 clock.advance(1_000)
-                session.switch_window()  # full
+                sess.switch_window()  # full
                 marks_at[f"sync{call}"] = clock.now + 500
             clock.advance(1_000)
             marks_at[f"start{call}"] = clock.now
@@ -653,7 +651,7 @@ def _memory_in_windows(fake_session, marks=lambda t0, end: []):
                 clock.advance(2_000)
             if call in (1, 3) and call < 3:
                 clock.advance(1_000)
-                session.switch_window()  # light
+                sess.switch_window()  # light
         clock.advance(1_000)
     end = clock.now
     s1, s3, c1, c3 = marks_at["sync1"], marks_at["sync3"], marks_at["start1"], marks_at["start3"]
@@ -671,8 +669,8 @@ def _memory_in_windows(fake_session, marks=lambda t0, end: []):
         (c3 + 1_500, -1, 0, F, 50, 500, 0),
     ]
     mem += marks(t0, end)
-    write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
-    return sharing.sharing_section(load_trace(session.trace_dir))["memory"], marks_at, t0, end
+    write_with_meta(sess.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, mem)
+    return sharing.sharing_section(load_trace(sess.trace_dir))["memory"], marks_at, t0, end
 
 
 def test_memory_recorded_in_windows_resyncs_and_scales_to_all_calls(fake_session):
@@ -749,13 +747,13 @@ def test_process_peak_takes_the_allocators_mark_the_run_reached(fake_session, ca
 def test_memory_marks_of_an_unused_gpu_are_no_memory(fake_session):
     """CUDA available, torch imported, nothing allocated: the zero marks alone are no GPU memory
     (the trace reads as a CPU-only one)."""
-    session, clock = fake_session
-    with session:
+    sess, clock = fake_session
+    with sess:
         t0 = clock.now
         clock.advance(1_000)
     rows = [(t0 + d, -1, 0, a, -1, 0, 0) for d in (0, 1_000) for a in (S.MEMORY_PEAK, S.MEMORY_SEGMENT_PEAK)]
-    write_with_meta(session.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, rows)
-    assert sharing.sharing_section(load_trace(session.trace_dir)) == {"note": sharing.NO_GPU_NOTE}
+    write_with_meta(sess.process_dir / S.MEMORY_FILE, S.MEMORY_COLUMNS_DOC, rows)
+    assert sharing.sharing_section(load_trace(sess.trace_dir)) == {"note": sharing.NO_GPU_NOTE}
 
 
 def test_memory_windows_switch_the_history_and_write_live_rows():
@@ -809,15 +807,15 @@ def test_a_toggler_that_joins_before_the_windows_start_waits_for_them(tmp_path):
         def set_enabled(self, on: bool) -> None:
             seen.append(on)
 
-    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
     early = Early()
-    start_collectors = session._start_collectors
+    start_collectors = sess._start_collectors
 
     def with_early() -> None:
         start_collectors()
-        session.add_toggler(early)
+        sess.add_toggler(early)
         assert seen == []  # not switched before the windows start
 
-    session._start_collectors = with_early
-    with session:
-        assert early in session._togglers and seen == [False]  # the run starts in a light window
+    sess._start_collectors = with_early
+    with sess:
+        assert early in sess._togglers and seen == [False]  # the run starts in a light window

@@ -139,8 +139,8 @@ def test_the_light_level_at_the_same_speed_is_the_light_states_own_cost():
 
 
 def test_groups_too_far_apart_are_the_workloads_phases_not_speeds():
-    """DQN on the VM: exploring steps skip the network (5 us), learning ones run it (60 us): a 12x
-    gap is no machine speed, so nothing is matched on it."""
+    """DQN on a 2-core CPU machine: exploring steps skip the network (5 us), learning ones run it
+    (60 us): a 12x gap is no machine speed, so nothing is matched on it."""
     rng = random.Random(6)
     phases = [(5e3 * rng.uniform(0.97, 1.03), 50.0) for _ in range(30)]
     phases += [(60e3 * rng.uniform(0.97, 1.03), 50.0) for _ in range(70)]

@@ -19,7 +19,7 @@ from rlscope.analysis.breakdown import analyze
 from rlscope.analysis.gpu import timeline_with_gpu
 from rlscope.analysis.intervals import intervals
 from rlscope.analysis.timeline import backend_intervals, build_timeline
-from rlscope.collectors import torch_native, torch_ops
+from rlscope.collectors import native_build, torch_native, torch_ops
 from rlscope.trace import schema as S
 from rlscope.trace.reader import load_trace
 from rlscope.viz.chrome import to_chrome
@@ -71,7 +71,7 @@ def mine(records: list, tid: int | None = None) -> list:
 
 def test_build_is_cached_and_shares_python_clock_and_thread_ids(lib):
     path = torch_native.library_path(torch)
-    assert path.exists() and path.parent == torch_native.cache_dir()
+    assert path.exists() and path.parent == native_build.build_dir()
     before = time.perf_counter_ns()
     now = lib.tn_now()
     after = time.perf_counter_ns()
@@ -286,7 +286,7 @@ def test_build_failure_and_missing_compiler_say_why_in_one_line(tmp_path, monkey
         torch_native.build(torch)
     assert "\n" not in str(e.value)
     assert not list((tmp_path / "cache" / "build").glob("*"))  # no half-written file left
-    monkeypatch.setattr(torch_native.shutil, "which", lambda name: None)
+    monkeypatch.setattr(native_build.shutil, "which", lambda name: None)
     with pytest.raises(torch_native.NativeBackendUnavailable, match="no C\\+\\+ compiler"):
         torch_native.build(torch)
 

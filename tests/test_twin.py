@@ -3,6 +3,7 @@ against known counts and known busy-wait times."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import itertools
 import json
@@ -76,15 +77,29 @@ def _pipes() -> tuple[tuple[int, int], tuple[int, int]]:
     return os.pipe(), os.pipe()
 
 
+class _SharedClock:
+    """A fake clock for two sides that never run at once: only the running side's steps move it."""
+
+    def __init__(self) -> None:
+        self.now_ns = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now_ns
+
+    def advance(self, ns: int) -> None:
+        self.now_ns += ns
+
+
 def test_each_turn_catches_up_with_the_partner_then_leads_and_neither_waits_for_an_ended_partner():
-    """Steps of 1 ms and 1.5 ms in turns of 20 ms: each side, once it has the turn, runs up to the
-    count its partner handed over, then leads ~10 ms further, so the counts handed over, in the
-    order handed, only grow, each by a lead's worth; never capped; both run to the end (the one
-    that ends first sends DONE)."""
+    """Steps of 1 ms and 1.5 ms on a fake clock in turns of 20 ms: each side, once it has the turn,
+    runs up to the count its partner handed over, then leads ~10 ms further, so the counts handed
+    over, in the order handed, only grow, each by a lead's worth (10 steps of a's, 6-7 of b's);
+    never capped; both run to the end (the one that ends first sends DONE)."""
+    clock = _SharedClock()
     (r_a, w_a), (r_b, w_b) = _pipes()
     try:
-        a = _Side(twin.Spec(r_a, w_b, False, True, 20_000_000), 300, lambda: _busy(0.001))
-        b = _Side(twin.Spec(r_b, w_a, False, False, 20_000_000), 300, lambda: _busy(0.0015))
+        a = _Side(twin.Spec(r_a, w_b, False, True, 20_000_000), 300, lambda: clock.advance(1_000_000), clock)
+        b = _Side(twin.Spec(r_b, w_a, False, False, 20_000_000), 300, lambda: clock.advance(1_500_000), clock)
         _take_turns(a, b)
     finally:
         for fd in (r_a, w_a, r_b, w_b):
@@ -95,10 +110,11 @@ def test_each_turn_catches_up_with_the_partner_then_leads_and_neither_waits_for_
     assert a.turn.capped == b.turn.capped == 0
     handed = [c for pair in zip(a.handed, b.handed, strict=False) for c in pair]  # a first: a, b, a, ...
     steps = [y - x for x, y in itertools.pairwise(handed)]
-    assert min(steps) >= 4, handed  # a lead of 10 ms: 10 steps of a's, 6 of b's (less on a slow core)
-    # each waited about as long as the other ran
-    assert a.turn.waited_ns / 1e9 > 0.5 * 300 * 0.0015
-    assert b.turn.waited_ns / 1e9 > 0.5 * 300 * 0.001
+    assert min(steps) >= 6, handed  # a lead of 10 ms: 10 steps of a's, 6-7 of b's
+    # each waited exactly as long as the other ran while it was not done: a through all of b's
+    # steps, b through all of a's but the 10 a ran after b had ended
+    assert a.turn.waited_ns == 300 * 1_500_000
+    assert b.turn.waited_ns == 290 * 1_000_000
 
 
 class _SpellClock:
@@ -122,7 +138,7 @@ class _SpellClock:
 
 
 class _CatchUpOnly(twin.Turn):
-    """The protocol before the thirtieth session, for the side that caught up: no lead."""
+    """The older protocol, turns fixed in time, for the side that caught up: no lead."""
 
     lead_ns = 0
 
@@ -162,9 +178,9 @@ def _spell_ratios(seeds: range, old: bool, turn_ns: int = twin.TURN_NS) -> list[
 
 def test_slow_spells_of_the_host_fall_on_both_sides_alike():
     """Ground truth: both sides run the same steps, so their own times must agree. With one side
-    leading every stretch in turns fixed in time and the other only catching up (the protocol until
-    the thirtieth session), the catching-up side stretched its turns over the host's slow spells and
-    ran more of them: the twin's null read it +10.7% on an H100. Over 16 spell patterns, the old
+    leading every stretch in turns fixed in time and the other only catching up (the older
+    protocol), the catching-up side stretched its turns over the host's slow spells and ran more of
+    them: the twin's null read it +10.7% on an H100. Over 16 spell patterns, the old
     protocol (100 ms turns) reads high here too (+12% median on 40 patterns), and the one where
     both sides catch up and lead (50 ms turns) within 2% (-0.2%; 10th-90th percentile -2.6% to
     +2.5%)."""
@@ -198,17 +214,24 @@ BUSY = textwrap.dedent(
         raise SystemExit(3)  # fails in this mode only
 
     def busy(s):
-        end = time.perf_counter() + s
-        while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        end = t0 + s
+        while (t := time.perf_counter()) < end:
             pass
+        return t - t0
 
+    spent = {"work": 0.0, "total": 0.0}  # what the busy-waits really took (a preemption stretches one)
     with rlscope.profile("ignored-trace", backend=False):
         for _ in range(200):
             with rlscope.scope("step"):
                 with rlscope.scope("work"):
-                    busy(0.003)
+                    w = busy(0.003)
                 with rlscope.scope("rest"):
-                    busy(0.001)
+                    r = busy(0.001)
+            spent["work"] += w
+            spent["total"] += w + r
+    with open(f"spent-{os.getpid()}.json", "w") as f:
+        f.write(repr(spent))
     """
 )
 
@@ -235,10 +258,12 @@ def _validate_twin(tmp_path, source: str, reps: int) -> tuple[subprocess.Complet
     return r, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
-    """Ground truth: 200 steps of 3 + 1 ms of busy-waiting. Each run waits about as long as the
-    other runs; the timed run's total and the profiled run's raw and corrected walls must still
-    read the busy time (a wait left in would double them)."""
+    """Ground truth: 200 steps of 3 + 1 ms of busy-waiting, each run measuring what its waits really
+    took. Each run waits about as long as the other runs; the timed run's total and the profiled
+    run's raw and corrected walls must still read the busy time (a wait left in would double them).
+    Real clock, so ``slow``."""
     r, res = _validate_twin(tmp_path, BUSY, reps=2)
     assert "twin runs" in r.stdout
     assert res["twin"] == {"turn_ms": twin.TURN_NS / 1e6}
@@ -247,6 +272,10 @@ def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
         ("timers", 1), ("profiled", 2), ("profiled", 1), ("timers", 2)
     ]  # fmt: skip
     nominal = 200 * 0.004
+    spent = [ast.literal_eval(p.read_text()) for p in tmp_path.glob("spent-*.json")]
+    assert len(spent) == 4  # each run's own measurement
+    lo, hi = min(s["total"] for s in spent), max(s["total"] for s in spent)
+    work_lo, work_hi = min(s["work"] for s in spent), max(s["work"] for s in spent)
     for x in runs:
         turn = x["turn"]
         assert turn is not None and turn["turns"] >= 3 and turn["counted"]
@@ -255,12 +284,12 @@ def test_twin_runs_take_turns_and_keep_their_waits_out_of_both_sides(tmp_path):
         assert turn["capped"] == 0
     rows = {row["operation"]: row for row in res["rows"]}
     for ref in rows["[total]"]["reference_s"]:
-        assert 0.97 * nominal <= ref <= 1.3 * nominal
+        assert 0.97 * lo <= ref <= 1.3 * hi
     for ref in rows["work"]["reference_s"]:
-        assert 0.97 * 200 * 0.003 <= ref <= 1.3 * 200 * 0.003
+        assert 0.97 * work_lo <= ref <= 1.3 * work_hi
     for p in res["profiled"]:
-        assert 0.97 * nominal <= p["raw_wall_s"] <= 1.3 * nominal
-        assert 0.97 * nominal <= p["corrected_wall_s"] <= 1.3 * nominal
+        assert 0.97 * lo <= p["raw_wall_s"] <= 1.3 * hi
+        assert 0.97 * lo <= p["corrected_wall_s"] <= 1.3 * hi
     assert all(x is None for x in rows["work"]["raw_s"])  # raw per operation holds the waits: not shown
 
 
@@ -285,41 +314,50 @@ def test_turn_ms_out_of_range_is_one_line():
 
 UPDATE = textwrap.dedent(
     """
-    import time
+    import os, time
     import torch
     import rlscope
 
     def busy(s):
-        end = time.perf_counter() + s
-        while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        end = t0 + s
+        while (t := time.perf_counter()) < end:
             pass
+        return t - t0
 
     w = torch.ones(4, requires_grad=True)
+    spent = 0.0  # what the busy-waits really took (a preemption stretches one)
     with rlscope.profile("ignored-trace", backend=False):
         for _ in range(2):
             with rlscope.scope("train"):  # one long update, no scope inside: SB3 PPO's shape
                 for _ in range(150):
-                    busy(0.004)
+                    spent += busy(0.004)
                     (w * 2.0).sum().backward()
+    with open(f"spent-{os.getpid()}.json", "w") as f:
+        f.write(repr(spent))
     if hasattr(torch.autograd._engine_run_backward, "_rlscope_engine"):
         raise SystemExit(3)  # a wrapper of rlscope's outlived the session
     """
 )
 
 
+@pytest.mark.slow
 def test_a_long_update_without_scopes_hands_over_at_its_backward_calls(tmp_path):
     """Two 0.6 s updates with no scope inside, 150 backward calls each: without other places to
     hand over, a turn would last a whole update (at most 3 turns a run). Both runs count the
     autograd engine's returns with the scope exits, so they take ~0.1 s turns inside the updates,
     each catch-up reaches its twin's count (never capped), and the totals still read the
-    busy time. The engine is unwrapped when the session ends (the script exits 3 otherwise)."""
+    busy time. The engine is unwrapped when the session ends (the script exits 3 otherwise).
+    Real clock, so ``slow``."""
     pytest.importorskip("torch")
     _, res = _validate_twin(tmp_path, UPDATE, reps=1)
-    nominal = 2 * 150 * 0.004
+    spent = [ast.literal_eval(p.read_text()) for p in tmp_path.glob("spent-*.json")]
+    assert len(spent) == 2  # each run's own measurement
+    lo, hi = min(spent), max(spent)
     for x in res["runs"]:
         turn = x["turn"]
         assert turn["turns"] >= 6 and turn["counted"], turn
         assert turn["capped"] == 0, turn
     rows = {row["operation"]: row for row in res["rows"]}
-    assert 0.97 * nominal <= rows["train"]["reference_s"][0] <= 1.3 * nominal
-    assert 0.97 * nominal <= res["profiled"][0]["corrected_wall_s"] <= 1.3 * nominal
+    assert 0.97 * lo <= rows["train"]["reference_s"][0] <= 1.3 * hi
+    assert 0.97 * lo <= res["profiled"][0]["corrected_wall_s"] <= 1.3 * hi

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -14,7 +13,6 @@ from rlscope.analysis import analyze
 from rlscope.analysis.timeline import build_timeline
 from rlscope.overhead.correct.windows import estimate
 from rlscope.trace import schema as S
-from tests.conftest import real_clock
 
 WORK, COST, SIM, GLUE = 1000, 300, 2000, 100  # ns per fake op, collector cost per op, ...
 OPS_PER_INFER = 5
@@ -36,38 +34,38 @@ class FakeCollector:
         pass
 
 
-def _fake_op(col: FakeCollector, session, advance) -> None:
+def _fake_op(col: FakeCollector, sess, advance) -> None:
     if col.on:
         advance(COST // 2)
-        annotate.category_enter(session, categories.BACKEND)
+        annotate.category_enter(sess, categories.BACKEND)
         advance(WORK)
-        annotate.category_exit(session, categories.BACKEND)
+        annotate.category_exit(sess, categories.BACKEND)
         advance(COST // 2)
     else:
         advance(WORK)
 
 
-def _fake_infer(col: FakeCollector, session, advance) -> None:
+def _fake_infer(col: FakeCollector, sess, advance) -> None:
     """One ``infer``: OPS_PER_INFER fake ops."""
     with rlscope.scope("infer"):
         for _ in range(OPS_PER_INFER):
-            _fake_op(col, session, advance)
+            _fake_op(col, sess, advance)
 
 
-def _run_fake(session, clock, iters: int, long_every: int = 0) -> FakeCollector:
+def _run_fake(sess, clock, iters: int, long_every: int = 0) -> FakeCollector:
     col = FakeCollector()
-    session.options["flush_interval"] = 1e6
-    with session:
-        session.add_toggler(col)
+    sess.options["flush_interval"] = 1e6
+    with sess:
+        sess.add_toggler(col)
         for i in range(iters):
-            _fake_infer(col, session, clock.advance)
+            _fake_infer(col, sess, clock.advance)
             with rlscope.scope("sim"):
                 clock.advance(SIM)
             if long_every and i % long_every == long_every - 1:
                 # a long operation that always straddles a window switch: pooled per-event cost
                 with rlscope.scope("update"):
                     for _ in range(40):
-                        _fake_op(col, session, clock.advance)
+                        _fake_op(col, sess, clock.advance)
                         with rlscope.scope("minibatch"):
                             clock.advance(500)
             clock.advance(GLUE)
@@ -75,11 +73,11 @@ def _run_fake(session, clock, iters: int, long_every: int = 0) -> FakeCollector:
 
 
 def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed):
-    session, clock = windowed
+    sess, clock = windowed
     iters = 600
-    col = _run_fake(session, clock, iters)
+    col = _run_fake(sess, clock, iters)
     assert col.switches > 20  # the session really alternated
-    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    s = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     assert s["corrected_for_overhead"] and s["calibration"]["status"] == "windows only"
     ops = s["operations"]
     infer_true = iters * OPS_PER_INFER * WORK
@@ -103,10 +101,10 @@ def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed
 
 
 def test_operation_that_always_straddles_uses_the_pooled_cost(windowed):
-    session, clock = windowed
+    sess, clock = windowed
     iters = 600
-    _run_fake(session, clock, iters, long_every=50)
-    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    _run_fake(sess, clock, iters, long_every=50)
+    s = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     ops = s["operations"]
     n_updates = iters // 50
     win = s["overhead"]["windows"]["operations"]
@@ -118,61 +116,16 @@ def test_operation_that_always_straddles_uses_the_pooled_cost(windowed):
 
 
 def test_no_light_window_means_no_window_estimate(fake_session):
-    session, clock = fake_session
-    session.options["flush_interval"] = 1e6
-    with session:
+    sess, clock = fake_session
+    sess.options["flush_interval"] = 1e6
+    with sess:
         for _ in range(10):
             with rlscope.scope("a"):
                 clock.advance(100)
-    trace = rlscope.load_trace(str(session.trace_dir))
+    trace = rlscope.load_trace(str(sess.trace_dir))
     tl = build_timeline(trace.processes[0].events)
     assert (tl.kind == S.WINDOW).sum() == 1  # the session's first (full) window only
     assert estimate(tl) is None
-
-
-def _busy(ns: int) -> None:
-    end = time.perf_counter_ns() + ns
-    while time.perf_counter_ns() < end:
-        pass
-
-
-def _real_loop(seconds: float, col: FakeCollector, session=None) -> tuple[int, int]:
-    """The loop of the real-clock test: (calls, ns inside ``infer``); unprofiled when session is None."""
-    clock = time.perf_counter_ns
-    calls = inside = 0
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        t0 = clock()
-        with rlscope.scope("infer"):
-            for _ in range(4):
-                _fake_op(col, session, lambda ns: _busy(15_000 if ns == COST // 2 else ns * 40))
-        inside += clock() - t0
-        calls += 1
-        with rlscope.scope("sim"):
-            _busy(50_000)
-    return calls, inside
-
-
-@real_clock()
-def test_real_clock_windows_recover_the_unprofiled_operation_time(tmp_path):
-    """Busy-waits with a real 30 µs per-op collector cost: corrected close to the unprofiled loop."""
-    off = FakeCollector()
-    off.on = False
-    base = [_real_loop(0.4, off)]
-    col = FakeCollector()
-    with rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=0.02) as session:
-        session.add_toggler(col)
-        _real_loop(1.2, col, session)
-    base.append(_real_loop(0.4, off))
-    truth = sum(t for _, t in base) / sum(c for c, _ in base) / 1e9  # unprofiled seconds per call
-    s = analyze(rlscope.load_trace(str(tmp_path / "t"))).summary
-    infer, raw = s["operations"]["infer"], s["raw"]["operations"]["infer"]
-    err = infer["total_s"] / infer["calls"] / truth - 1
-    raw_err = raw["total_s"] / raw["calls"] / truth - 1
-    assert raw_err > 0.2  # the injected cost is large
-    assert abs(err) < 0.08, (err, raw_err)
-    assert abs(err) < raw_err / 3
-    assert 0 < infer["uncertainty_s"] < 0.1 * infer["total_s"]
 
 
 def test_csv_json_and_table_give_the_same_corrected_figures(windowed, tmp_path, capsys):
@@ -180,9 +133,9 @@ def test_csv_json_and_table_give_the_same_corrected_figures(windowed, tmp_path, 
 
     from rlscope.cli.analyze import main as analyze_main
 
-    session, clock = windowed
-    _run_fake(session, clock, 300)
-    trace_dir = str(session.trace_dir)
+    sess, clock = windowed
+    _run_fake(sess, clock, 300)
+    trace_dir = str(sess.trace_dir)
     assert analyze_main([trace_dir, "--json", str(tmp_path / "s.json"), "-q"]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())
     assert analyze_main(["export", trace_dir, "--csv", str(tmp_path / "csv")]) == 0
@@ -209,8 +162,8 @@ def test_windows_survive_residual_correction_of_a_second_thread(windowed):
 
     from tests.test_overhead import SCOPE_IN, SCOPE_OUT, _calibration, _save
 
-    session, clock = windowed
-    session.options["flush_interval"] = 1e6
+    sess, clock = windowed
+    sess.options["flush_interval"] = 1e6
     col = FakeCollector()
     jobs: queue.Queue = queue.Queue()
     done = threading.Event()
@@ -218,13 +171,13 @@ def test_windows_survive_residual_correction_of_a_second_thread(windowed):
     def helper() -> None:
         while jobs.get() is not None:
             if col.on:  # the helper's own backend work, recorded only in full windows
-                annotate.category_enter(session, categories.BACKEND)
-                annotate.category_exit(session, categories.BACKEND)
+                annotate.category_enter(sess, categories.BACKEND)
+                annotate.category_exit(sess, categories.BACKEND)
             done.set()
 
     iters = 600
-    with session:
-        session.add_toggler(col)
+    with sess:
+        sess.add_toggler(col)
         worker = threading.Thread(target=helper)
         worker.start()
         for _ in range(iters):
@@ -232,7 +185,7 @@ def test_windows_survive_residual_correction_of_a_second_thread(windowed):
             with rlscope.scope("infer"):
                 clock.advance(SCOPE_IN // 2)
                 for _ in range(OPS_PER_INFER):
-                    _fake_op(col, session, clock.advance)
+                    _fake_op(col, sess, clock.advance)
                 clock.advance(SCOPE_IN // 2)
             clock.advance(SCOPE_OUT // 2)
             done.clear()
@@ -242,7 +195,7 @@ def test_windows_survive_residual_correction_of_a_second_thread(windowed):
         jobs.put(None)
         worker.join()
     _save(_calibration(scope={"inside": SCOPE_IN, "outside": SCOPE_OUT, "total": SCOPE_IN + SCOPE_OUT}))
-    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    s = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     win = s["overhead"]["windows"]
     assert win["switched"] == ["backend"] and 0.2 < win["full_share"] < 0.8
     assert s["operations"]["infer"]["total_s"] == pytest.approx(iters * OPS_PER_INFER * WORK * 1e-9, rel=1e-2)
@@ -252,9 +205,9 @@ def test_full_share_sets_the_time_with_every_collector_on(tmp_path):
     from tests.conftest import FakeClock
 
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6, full_share=0.25)
-    session.clock = clock
-    _run_fake(session, clock, 2000)
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6, full_share=0.25)
+    sess.clock = clock
+    _run_fake(sess, clock, 2000)
     trace = rlscope.load_trace(str(tmp_path / "t"))
     tl = build_timeline(trace.processes[0].events)
     w = np.flatnonzero(tl.kind == S.WINDOW)
@@ -286,15 +239,15 @@ def test_windows_lengthen_when_switching_is_expensive(tmp_path, monkeypatch):
             super().set_enabled(on)
 
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6)
-    session.clock = clock
-    session.options["flush_interval"] = 1e6
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6)
+    sess.clock = clock
+    sess.options["flush_interval"] = 1e6
     col = SlowSwitch()
-    with session:
-        session.add_toggler(col)
+    with sess:
+        sess.add_toggler(col)
         start = clock()
         for _ in range(20_000):
-            _fake_infer(col, session, clock.advance)
+            _fake_infer(col, sess, clock.advance)
             clock.advance(GLUE)
         run_ns = clock() - start
     share = col.switches * switch_ns / run_ns
@@ -333,12 +286,12 @@ def _run_with_updates(tmp_path, col, iters: int, cold_ns: int = 0):
     from tests.conftest import FakeClock
 
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=200e-6)
-    session.clock = clock
-    session.options["flush_interval"] = 1e6
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=200e-6)
+    sess.clock = clock
+    sess.options["flush_interval"] = 1e6
     colds = 0
-    with session:
-        session.add_toggler(col)
+    with sess:
+        sess.add_toggler(col)
         cold = False
         for i in range(iters):
             with rlscope.scope("infer"):
@@ -346,7 +299,7 @@ def _run_with_updates(tmp_path, col, iters: int, cold_ns: int = 0):
                 clock.advance(cold_ns if cold else 0)
                 colds += cold
                 for _ in range(OPS_PER_INFER):
-                    _fake_op(col, session, clock.advance)
+                    _fake_op(col, sess, clock.advance)
             cold = False
             with rlscope.scope("sim"):
                 clock.advance(col.take())
@@ -391,22 +344,22 @@ def test_light_windows_show_the_machines_speed_moving(tmp_path):
     from tests.conftest import FakeClock
 
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=300e-6)
-    session.clock = clock  # windows of ~30 iterations (a light window's median needs 5 instances)
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=300e-6)
+    sess.clock = clock  # windows of ~30 iterations (a light window's median needs 5 instances)
     col = FakeCollector()
-    session.options["flush_interval"] = 1e6
+    sess.options["flush_interval"] = 1e6
     iters = 600
-    with session:
-        session.add_toggler(col)
+    with sess:
+        sess.add_toggler(col)
         for i in range(iters):
             slow = 2 if i >= iters // 2 else 1
             with rlscope.scope("infer"):
                 for _ in range(OPS_PER_INFER):
-                    _fake_op(col, session, lambda ns, k=slow: clock.advance(ns * k))
+                    _fake_op(col, sess, lambda ns, k=slow: clock.advance(ns * k))
             with rlscope.scope("sim"):
                 clock.advance(SIM * slow)
             clock.advance(GLUE)
-    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    s = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     win = s["overhead"]["windows"]["operations"]
     lo, _, hi = win["sim"]["light_window_ns"]  # no collector events: still a speed reading
     assert (lo, hi) == (pytest.approx(SIM), pytest.approx(2 * SIM))
@@ -426,15 +379,15 @@ def _run_with_late_train(
     from tests.conftest import FakeClock
 
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / f"t{start}", backend=False, gpu=False, window_s=400e-6)
-    session.clock = clock
-    session.options["flush_interval"] = 1e6
+    sess = rlscope.profile(tmp_path / f"t{start}", backend=False, gpu=False, window_s=400e-6)
+    sess.clock = clock
+    sess.options["flush_interval"] = 1e6
     col = FakeCollector()
     trains = 0
-    with session:
-        session.add_toggler(col)
+    with sess:
+        sess.add_toggler(col)
         for i in range(iters):
-            _fake_infer(col, session, clock.advance)
+            _fake_infer(col, sess, clock.advance)
             if i >= start and (i - start) % every == 0:
                 with rlscope.scope("train"):
                     clock.advance(cold_ns if trains == 0 else 0)
@@ -442,9 +395,9 @@ def _run_with_late_train(
                     for _ in range(20):  # _fake_op, at train_cost a recorded op
                         if col.on:
                             clock.advance(train_cost // 2)
-                            annotate.category_enter(session, categories.BACKEND)
+                            annotate.category_enter(sess, categories.BACKEND)
                             clock.advance(work)
-                            annotate.category_exit(session, categories.BACKEND)
+                            annotate.category_exit(sess, categories.BACKEND)
                             clock.advance(train_cost - train_cost // 2)
                         else:
                             clock.advance(work)
@@ -573,21 +526,21 @@ def _rollout_then_update(tmp_path, name: str, periods: int, cold_ns: int = 0):
     from tests.conftest import FakeClock
 
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / name, backend=False, gpu=False, window_s=250e-6)
-    session.clock = clock
-    session.options["flush_interval"] = 1e6
+    sess = rlscope.profile(tmp_path / name, backend=False, gpu=False, window_s=250e-6)
+    sess.clock = clock
+    sess.options["flush_interval"] = 1e6
     col = FakeCollector()
-    with session:
-        session.add_toggler(col)
+    with sess:
+        sess.add_toggler(col)
         for _ in range(periods):
             with rlscope.scope("collect"):
                 for _ in range(60):
-                    _fake_infer(col, session, clock.advance)
+                    _fake_infer(col, sess, clock.advance)
             with rlscope.scope("train"):
                 clock.advance(cold_ns)
                 cold_ns = 0
                 for _ in range(200):
-                    _fake_op(col, session, clock.advance)
+                    _fake_op(col, sess, clock.advance)
     trace = rlscope.load_trace(str(tmp_path / name))
     est = estimate(build_timeline(trace.processes[0].events))
     names = trace.processes[0].names
@@ -616,22 +569,22 @@ def test_the_run_starts_in_a_light_window_so_cold_calls_run_untraced(windowed):
     """A loop's first call is its cold one, and GPU tracing makes cold work (modules loaded, libraries
     set up) far costlier than a typical call's excess, which is all the windows remove. The session
     starts in a light window, so the cold call costs what it costs unprofiled and the total is exact."""
-    session, clock = windowed
+    sess, clock = windowed
     col = FakeCollector()
-    session.options["flush_interval"] = 1e6
+    sess.options["flush_interval"] = 1e6
     cold_on, cold_off = 400_000, 100_000  # the cold call traced / untraced
-    with session:
-        session.add_toggler(col)
+    with sess:
+        sess.add_toggler(col)
         assert not col.on  # joined in the first, light window
         for i in range(600):
             with rlscope.scope("infer"):
                 if i == 0:
                     clock.advance(cold_on if col.on else cold_off)
                 for _ in range(OPS_PER_INFER):
-                    _fake_op(col, session, clock.advance)
+                    _fake_op(col, sess, clock.advance)
             clock.advance(GLUE)
     assert col.switches > 20
-    s = analyze(rlscope.load_trace(str(session.trace_dir))).summary
+    s = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
     truth = (cold_off + 600 * OPS_PER_INFER * WORK) * 1e-9
     assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-6)
 
@@ -639,8 +592,8 @@ def test_the_run_starts_in_a_light_window_so_cold_calls_run_untraced(windowed):
 def test_a_collector_joining_after_every_other_was_dropped_still_alternates(windowed):
     """A collector that fails to switch is dropped; if that leaves none while a light window holds,
     the next one to join must not stay off for the rest of the run."""
-    session, clock = windowed
-    session.options["flush_interval"] = 1e6
+    sess, clock = windowed
+    sess.options["flush_interval"] = 1e6
 
     class Broken(FakeCollector):
         def set_enabled(self, on: bool) -> None:
@@ -648,15 +601,15 @@ def test_a_collector_joining_after_every_other_was_dropped_still_alternates(wind
                 raise RuntimeError("cannot switch")
             super().set_enabled(on)
 
-    with session:
-        session.add_toggler(Broken())  # the session starts light with it
+    with sess:
+        sess.add_toggler(Broken())  # the session starts light with it
         for _ in range(200):
-            _fake_infer(FakeCollector(), session, clock.advance)  # dropped: a light window, none due
-        assert not session._togglers and session._window_mode == S.WINDOW_LIGHT
+            _fake_infer(FakeCollector(), sess, clock.advance)  # dropped: a light window, none due
+        assert not sess._togglers and sess._window_mode == S.WINDOW_LIGHT
         col = FakeCollector()
-        session.add_toggler(col)
+        sess.add_toggler(col)
         for _ in range(600):
-            _fake_infer(col, session, clock.advance)
+            _fake_infer(col, sess, clock.advance)
     assert col.switches > 5
 
 
@@ -666,7 +619,7 @@ def test_long_calls_alternate_window_kinds_even_in_a_short_run(
     tmp_path, monkeypatch, recorder, random_lengths
 ):
     """A long leaf call takes the switch due during it at its exit; when the rollout after it spans
-    one switch, the next call starts in the same kind of window (SB3 PPO on the devices: both
+    one switch, the next call starts in the same kind of window (SB3 PPO on an H100: both
     ``train`` calls of a run light). A long top-level call's next call now starts in the other kind,
     so six periods suffice, with random or fixed lengths, through the C and the Python methods."""
     from rlscope import session as session_mod
@@ -685,7 +638,7 @@ def test_long_calls_alternate_window_kinds_even_in_a_short_run(
 
 
 def test_an_unpaired_estimate_leaves_out_the_cold_first_call(tmp_path, monkeypatch):
-    """SB3 PPO's shape on the devices: four long ``train`` calls alternate light, full, light, full,
+    """SB3 PPO's shape on a GPU: four long ``train`` calls alternate light, full, light, full,
     and the first, light, is cold (half a call longer here; CUDA's and the optimizer's first use).
     Compared by medians of two calls a kind, the light median was the cold and the warm call's mean
     and the collectors' cost read low: train +11% here, +8-12% on an H100. Left out, the estimate is

@@ -196,7 +196,7 @@ def _few_windows_note(est: windows.WindowEstimate, names: list[str]) -> str | No
     corrected from all its full-window instances against all its light ones. That estimate cannot
     follow the machine's speed through the run nor take out what a switch leaves for the next call:
     PPO with its policy on an H100, 1.3 s profiled (five switches), read `backprop` +11% over 10 runs
-    where 4-5 s read +1% over 5 (BENCHMARKS.md §9, twenty-fourth session). The user should know that
+    where 4-5 s read +1% over 5. The user should know that
     a longer run gives a better figure.
     """
     # only operations frequent enough to pair in more windows: one called once a rollout (PPO's

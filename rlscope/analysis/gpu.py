@@ -88,7 +88,7 @@ def union_per_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
 
 
 def session_bounds(proc: ProcessTrace) -> tuple[int, int]:
-    """(first session start, last session end) of a process, or its first/last event without them."""
+    """(when a process's sessions start, when they end), or its first/last event without them."""
     ev = proc.events
     return session_span(ev.column("ts_ns").to_numpy(), ev.column("kind").to_numpy())
 

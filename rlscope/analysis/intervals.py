@@ -6,8 +6,8 @@ aggregates time away; a timeline (Chrome/Perfetto export, the HTML report's time
 instances themselves, derived from the same :func:`~rlscope.analysis.timeline.build_timeline`
 state so both views agree.
 
-Times are integer nanoseconds since the run start (the earliest session start), with processes
-aligned through their clock anchors as in the summary. A window (seconds since the run start)
+Times are integer nanoseconds since the run start (the start of the process that started first),
+with processes aligned through their clock anchors as in the summary. A window (seconds since the run start)
 keeps the intervals that overlap it, clipped to it.
 """
 

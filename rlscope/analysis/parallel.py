@@ -89,7 +89,7 @@ def _load(source: Source, light: bool = False) -> ProcessTrace:
 
 
 def survey(source: Source) -> ProcessInfo | TraceError:
-    """Metadata, event count, window modes and session bounds of one process; the error of an
+    """Metadata, event count, window modes and the bounds of the sessions of one process; the error of an
     unreadable one is returned (the driver skips that process, as ``load_trace`` does)."""
     try:
         proc = _load(source, light=True)
@@ -166,7 +166,7 @@ class Runner:
 
 def _worker_start() -> None:
     """A pool worker allocates Arrow buffers with the system allocator: with Arrow's default (mimalloc),
-    forked workers spent about twice the kernel time (page faults) on the same work (BENCHMARKS.md §11)."""
+    forked workers spent about twice the kernel time (page faults) on the same work."""
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())

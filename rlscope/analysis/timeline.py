@@ -124,7 +124,7 @@ def backend_intervals(
 
 
 def session_span(ts: np.ndarray, kind: np.ndarray) -> tuple[int, int]:
-    """(first session start, last session end) of a process's events, or its first/last event without them.
+    """(when a process's sessions start, when they end), or its first/last event without them.
 
     The run of a process: the timeline's ``start_ns``/``end_ns``, and what intervals recorded outside
     the events (CUDA API calls, torch ops) are clipped to, so that it is the same with or without them.

@@ -51,8 +51,8 @@ class StreamFile:
         # zstd: event columns are regular (repeated kinds, threads, nearby timestamps) and shrink
         # several-fold; every Arrow reader (pyarrow, polars, DuckDB via pyarrow) decompresses it
         # use_threads=False: compress on the writer's own thread, not in Arrow's pool, which would
-        # wake a thread per core at every flush beside the job (on the devices, threads waking
-        # beside an unprofiled loop put it in the machine's slow speed more: BENCHMARKS.md §9)
+        # wake a thread per core at every flush beside the job (on an H100 host, threads waking
+        # beside an unprofiled loop put it in the machine's slow speed more often)
         options = pa.ipc.IpcWriteOptions(compression="zstd", use_threads=False)
         self._writer = pa.ipc.new_stream(self._sink, arrow_schema, options=options)
         # the schema (with the process metadata) reaches disk now, not with the first rows: a
@@ -147,7 +147,7 @@ class TraceWriter:
         ``EventBuffer`` (collectors/scope_native.c), drained as one int64 array."""
         # the directory appears whole: its files are made in a hidden one renamed into place, so a
         # process killed while its session starts (a pool worker its pool ends at once) leaves no
-        # half-made process directory behind (a second session of a process reuses its directory)
+        # half-made process directory behind (a process's next session reuses its directory)
         made = process_dir if process_dir.exists() else process_dir.with_name(f".{process_dir.name}")
         made.mkdir(parents=True, exist_ok=True)
         self._clock = clock
@@ -206,7 +206,7 @@ class TraceWriter:
         stall where it happened (rlscope/overhead/correct/residual.py). With the native event buffer the
         interval's end row carries the flush's CPU time on this thread in its ``cost`` column: the
         stall measured in the run itself, instead of a calibrated cost per row, which varies by
-        ±25% between processes at the same machine speed (BENCHMARKS.md §9, eighteenth session).
+        ±25% between processes at the same machine speed.
         """
         if mark:
             thread = threading.get_native_id()
@@ -253,8 +253,8 @@ class TraceWriter:
     def _reserve_ahead(self, rows: int) -> None:
         """Keep room for twice the last flush interval's rows in the native buffer, its pages
         touched here, on the writer's thread without the GIL: a buffer the job's appends grow
-        faults its new pages on the job's thread, 3-4 us a page on a VM, about 100 ns a scope pair
-        (BENCHMARKS.md §9). The memory is kept until the session ends, like the rows it holds."""
+        faults its new pages on the job's thread, 3-4 us a page on a VM, about 100 ns a scope pair.
+        The memory is kept until the session ends, like the rows it holds."""
         with contextlib.suppress(MemoryError):  # the appends grow it as they need, as before
             self.events.reserve_ahead(max(rows, AHEAD_MIN_ROWS))
 

@@ -31,9 +31,9 @@ def build_windowed(out: Path) -> None:
     from tests.test_windows import _run_fake
 
     clock = FakeClock()
-    session = rlscope.profile(out, backend=False, gpu=False, window_s=50e-6)
-    session.clock = clock
-    _run_fake(session, clock, 400, long_every=50)
+    sess = rlscope.profile(out, backend=False, gpu=False, window_s=50e-6)
+    sess.clock = clock
+    _run_fake(sess, clock, 400, long_every=50)
 
 
 def build_gpu(out: Path) -> None:
@@ -43,10 +43,10 @@ def build_gpu(out: Path) -> None:
     from tests.conftest import FakeClock, write_stream
 
     clock = FakeClock()
-    session = rlscope.profile(out, backend=False, gpu=False)
-    session.clock = clock
+    sess = rlscope.profile(out, backend=False, gpu=False)
+    sess.clock = clock
     rows = []
-    with session:
+    with sess:
         st = None
         for i in range(20):
             t0 = clock.now
@@ -56,7 +56,7 @@ def build_gpu(out: Path) -> None:
                 clock.advance(300)
             with rlscope.scope("simulation"), rlscope.simulator():
                 clock.advance(500)
-            st = st or session.thread_states()[0]
+            st = st or sess.thread_states()[0]
             c = 2 * i + 1
             rows += [
                 (C.CUDA_API, t0 + 10, t0 + 30, c, st.thread, -1, -1, 0, 0),
@@ -65,7 +65,7 @@ def build_gpu(out: Path) -> None:
                 (C.GPU_MEMCPY, t0 + 150, t0 + 170, c + 1, -1, 0, 7, 0, 64),
                 (C.GPU_KERNEL, t0 + 600, t0 + 610, 10_000 + i, -1, 0, 7, 0, 0),
             ]
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
 
 
 def build_ppo(out: Path) -> None:
