@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlscope.cli import options
+from rlscope.cli.output import write_text
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError, TraceError
@@ -86,13 +88,15 @@ def share_main(argv: list[str]) -> int:
         description="Estimate how many copies of the traced job fit one GPU, and which resource binds"
         " (memory, GPU time, CPU). The model is docs/sharing.md; 'rlscope share-check' measures it.",
     )
-    p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
-    p.add_argument("-k", default="1,2,4,8,16", help="copies to tabulate (default 1,2,4,8,16)")
-    p.add_argument("--json", metavar="FILE", help="write the estimate as JSON")
+    options.trace_dir(p)
+    p.add_argument(
+        "-k", default="1,2,4,8,16", metavar="K,K,...", help="copies to tabulate (default 1,2,4,8,16)"
+    )
+    options.json_out(p, "the estimate")
     args = p.parse_args(argv)
     est = estimate_of(args.trace_dir, _k_list(args.k))
     if args.json:
-        Path(args.json).write_text(json.dumps(est, indent=2) + "\n")
+        write_text(args.json, json.dumps(est, indent=2))
     print(estimate_text(est))
     return 0
 
@@ -460,13 +464,15 @@ def main(argv: list[str]) -> int:
         description="Run k copies of a program at once on one GPU and compare each copy's slowdown and"
         " the device memory used with rlscope's co-location estimate (rlscope-analyze share).",
     )
-    p.add_argument("-k", default="2,4,8", help="copies to run together (default 2,4,8)")
-    p.add_argument("--trace", metavar="DIR", help="estimate from this trace (default: profile one run first)")
+    p.add_argument("-k", default="2,4,8", metavar="K,K,...", help="copies to run together (default 2,4,8)")
+    p.add_argument(
+        "--trace", metavar="TRACE_DIR", help="estimate from this trace (default: profile one run first)"
+    )
     p.add_argument(
         "--work-dir", metavar="DIR", help="where the profiled run's trace goes (default: a temp dir)"
     )
-    p.add_argument("--json", metavar="FILE", help="write the measurements and the estimate as JSON")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds each set of copies may take (600)")
+    options.json_out(p, "the measurements and the estimate")
+    options.seconds(p, "--timeout", 600.0, "seconds each set of copies may take (default 600)")
     p.add_argument(
         "--mps", action="store_true", help="run the copies under an MPS daemon (needs its control)"
     )
@@ -480,7 +486,7 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="skip the context-switch probe (two small torch processes, ~10 s): no switch cost estimated",
     )
-    p.add_argument("command", nargs="...", help="the program to run (python train.py ...)")
+    options.program(p)
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope share-check -k 2,4 -- python train.py ...")
     ks = _k_list(args.k)
@@ -490,7 +496,7 @@ def main(argv: list[str]) -> int:
             command, ks, args.trace, work, args.timeout, args.mps, args.whole_process, not args.no_probe
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+        write_text(args.json, json.dumps(res, indent=2))
     if res["estimate"]:
         print(estimate_text(res["estimate"]))
     print(check_text(res))
