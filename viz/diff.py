@@ -18,12 +18,11 @@ def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def _row_label(name: str, o: dict[str, Any]) -> str:
-    return f"{name} (only in {o['only_in'].upper()})" if o.get("only_in") else name
-
-
-def verdict(change: dict[str, Any], once: str = "can't tell (ran once)") -> str:
-    """'slower' / 'faster' (significant), 'within noise', or ``once`` when the noise is unknown."""
+def verdict(change: dict[str, Any], once: str = "can't tell", only_in: str | None = None) -> str:
+    """'only in A' / 'only in B', 'slower' / 'faster' (significant), 'within noise', or ``once`` when
+    the noise is unknown (an operation that ran once in a trace)."""
+    if only_in:
+        return f"only in {only_in.upper()}"
     sig = change.get("significant")
     if sig is None:
         return once
@@ -80,9 +79,9 @@ def _table(d: dict[str, Any], compact: bool = False) -> Any:
     t.add_column("largest category change")
     for name, o in d["operations"].items():
         tot = o["total"]
-        word = verdict(tot)
+        word = verdict(tot, only_in=o.get("only_in"))
         t.add_row(
-            Text(_row_label(name, o), style="bold" if tot.get("significant") else ""),
+            Text(name, style="bold" if tot.get("significant") else ""),
             f"{tot['a']:.3f}",
             f"{tot['b']:.3f}",
             f"{tot['delta_s']:+.3f}",
@@ -115,7 +114,8 @@ def _note(d: dict[str, Any]) -> str:
     return (
         f"slower/faster: the change is more than {z:g} times its uncertainty (± s: one standard deviation,"
         " from the spread of each operation's calls in both traces and the overhead correction's);"
-        " within noise otherwise. Unannotated time has no repeated calls to judge by."
+        " within noise otherwise; can't tell: an operation that ran once has no spread to judge by,"
+        " nor has unannotated time."
     )
 
 
@@ -178,17 +178,17 @@ def diff_html(d: dict[str, Any]) -> str:
     fig.update_layout(barmode="relative")
     w = d["wall"]
     rows = [
-        (_row_label(n, o), o["total"], f"{o['calls']['a']}→{o['calls']['b']}")
+        (n, o["total"], f"{o['calls']['a']}→{o['calls']['b']}", o.get("only_in"))
         for n, o in d["operations"].items()
     ]
-    rows += [(label, p, "") for label, p in _other_rows(d)]
+    rows += [(label, p, "", None) for label, p in _other_rows(d)]
     table = "".join(
         f"<tr class='{'sig' if p.get('significant') else 'noise'}'><td>{html.escape(name)}</td>"
         f"<td>{p['a']:.3f}</td><td>{p['b']:.3f}</td><td>{p['delta_s']:+.3f}</td><td>{_unc(p)}</td>"
         f"<td>{_fmt_ratio(p['ratio'])}</td>"
-        f"<td>{html.escape(verdict(p, once='ran once' if calls else '-'))}</td>"
+        f"<td>{html.escape(verdict(p, once='ran once' if calls else '-', only_in=only))}</td>"
         f"<td>{calls}</td></tr>"
-        for name, p, calls in rows
+        for name, p, calls, only in rows
     )
     style = "<style>tr.sig td { font-weight: bold; } tr.noise td { color: #777; }</style>"
     return page(

@@ -149,7 +149,10 @@ class Columns:
         self.rows: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
     def add_column(self, header: str, **options: Any) -> None:
-        self.columns.append((header, {"no_wrap": True, **options}))
+        # the row label (the first column) folds onto a second line when even the fewest columns
+        # leave it too little room: a name is never cut short; every other cell stays on one line
+        wrap = {"no_wrap": False, "overflow": "fold"} if not self.columns else {"no_wrap": True}
+        self.columns.append((header, {**wrap, **options}))
 
     def add_row(self, *cells: Any, **options: Any) -> None:
         self.rows.append((cells, options))

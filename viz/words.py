@@ -51,7 +51,9 @@ def correction_sentence(summary: Mapping[str, Any]) -> str:
     correction's uncertainty), or that the figures are raw and why."""
     over = summary.get("overhead") or {}
     cal = summary.get("calibration") or {}
-    if not summary.get("corrected_for_overhead") or not over:
+    if summary.get("corrected_for_overhead") and not over:  # a summary without the correction's figures
+        return "The figures above have rlscope's own overhead removed."
+    if not summary.get("corrected_for_overhead"):
         why = str(cal.get("reason") or "").strip()
         return "The figures are raw: rlscope's own overhead is still in them" + (f" ({why})." if why else ".")
     raw, corrected = float(over.get("raw_wall_s", 0.0)), float(over.get("corrected_wall_s", 0.0))
