@@ -196,7 +196,13 @@ def test_process_and_role_tables_fit_with_whole_columns(width):
 def test_wide_process_table_keeps_every_column():
     text = summary_text(_ddp_summary(), width=240)
     assert set(_header_cells(text, "process")) == PROCESS_HEADERS & {
-        "process", "wall s", "in ops s", "unannot. s", "GPU-bound s", "NCCL s", "NCCL by operation (s)",
+        "process",
+        "wall s",
+        "in ops s",
+        "unannot. s",
+        "GPU-bound s",
+        "NCCL s",
+        "NCCL by operation (s)",
         "top operations (total s)",
     }
     assert "backprop 1.234" in text
@@ -254,3 +260,73 @@ def test_a_name_too_long_for_the_width_folds_never_cut():
         firsts = [_tokens(line)[0] for line in text.splitlines() if _tokens(line)]
         # whole on one line, or folded onto the next: every character of it is there, in order
         assert any(x == name or x + y == name for x, y in zip(firsts, [*firsts[1:], ""], strict=True)), text
+
+
+def _share_results() -> tuple[dict, dict]:
+    gib = 1 << 30
+    est = {
+        "inputs": {
+            "gpu_busy_fraction": 0.31,
+            "busy_periods_per_s": 950.0,
+            "busy_period_residual_us": 12.5,
+            "per_copy_bytes": 2.5 * gib,
+            "cpu_cores_per_copy": 1.2,
+            "host_cpus": 16,
+            "device": "NVIDIA H100 80GB HBM3",
+            "notes": [],
+        },
+        "k_fit": 3,
+        "max_slowdown": 1.25,
+        "binds": "gpu_time_slicing",
+        "k_max_memory": 31,
+        "table": [
+            {
+                "k": k,
+                "memory_bytes": k * 2.5 * gib,
+                "memory_shared_allocator_bytes": k * 2.1 * gib,
+                "slowdown": 1 + 0.2 * (k - 1),
+                "throughput": k / (1 + 0.2 * (k - 1)),
+                "binds": "gpu_time_slicing",
+            }
+            for k in (1, 2, 4, 8, 16)
+        ],
+    }
+    runs = [
+        {
+            "k": k,
+            "mean_wall_s": 20.0 * (1 + 0.2 * (k - 1)),
+            "mean_cores": 1.2,
+            "measured_slowdown": 1 + 0.21 * (k - 1),
+            "predicted_slowdown": 1 + 0.2 * (k - 1),
+            "measured_memory_bytes": k * 2.4 * gib,
+            "predicted_memory_bytes": k * 2.5 * gib,
+            "predicted_binds": "gpu_time_slicing",
+            "exit_codes": [0] * k,
+        }
+        for k in (1, 2, 4)
+    ]
+    res = {
+        "mode": "time-sharing",
+        "mps_available": False,
+        "command": ["python", "train.py"],
+        "basis": "loop",
+        "runs": runs,
+    }
+    return est, res
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_share_tables_fit_with_whole_columns(width):
+    from rlscope.cli.share_check import check_text, estimate_text
+
+    est, res = _share_results()
+    for text, first in ((estimate_text(est, width), "k"), (check_text(res, width), "k")):
+        lines = text.splitlines()  # the table: from its header (the prose above wraps in the terminal)
+        at = next(i for i, line in enumerate(lines) if _tokens(line)[:1] == [first])
+        table = "\n".join(lines[max(at - 1, 0) :])
+        assert all(len(line.rstrip()) <= width for line in table.splitlines()), text
+        assert "…" not in text, text
+        header = _header_cells(table, first)
+        assert "slowdown" in header and ("gpu_time_slicing" in text or "binds" in text), (header, text)
+        if width < 120:
+            assert "not shown, for width" in text or len(header) >= 6
