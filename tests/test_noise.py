@@ -63,3 +63,8 @@ def test_drift_raises_the_estimate():
     group = np.repeat([0, 1], n)
     _, var = sum_variance(group, np.tile(np.arange(n), 2), np.concatenate([steady, drifting]), 2)
     assert var[1, 0] > 4 * var[0, 0]
+
+
+def test_no_instances():
+    count, var = sum_variance(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)), 2)
+    assert count.tolist() == [0, 0] and var.shape == (2, 3) and not var.any()

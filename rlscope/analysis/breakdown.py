@@ -610,7 +610,7 @@ def _noise(
             for c in range(x.shape[1])
         ],
         axis=1,
-    ).reshape(n_pairs, -1)
+    )
     has[:, :2] = True
     rows: tuple[list[int], list[str], list[int], list[float]] = ([], [], [], [])
     for p, c in zip(*np.nonzero(has & (count[:, None] > 0)), strict=True):

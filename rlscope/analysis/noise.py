@@ -33,7 +33,8 @@ def sum_variance(
     ``values``: (instances, columns). A group of fewer than two instances has variance 0 (unknown:
     the caller looks at the count).
     """
-    values = np.asarray(values, np.float64).reshape(len(group), -1)
+    values = np.asarray(values, np.float64)
+    values = values.reshape(len(group), values.shape[1] if values.ndim == 2 else 1)
     ncol = values.shape[1]
     keep = group >= 0
     g, t, x = group[keep].astype(np.int64), when[keep], values[keep]
