@@ -57,6 +57,11 @@ def _largest_category(o: dict[str, Any]) -> str:
     return f"{c} {ch['delta_s']:+.3f} s"
 
 
+def _label_html(name: str, o: dict[str, Any]) -> str:
+    """The page's row label: the name, and where the operation ran in one trace only, which."""
+    return f"{name} (only in {o['only_in'].upper()})" if o.get("only_in") else name
+
+
 def _other_rows(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     rows = [(UNANNOTATED, d["unannotated"]), ("wall", d["wall"])]
     if "gpu_bound" in d:  # only when a trace has GPU data
@@ -178,17 +183,17 @@ def diff_html(d: dict[str, Any]) -> str:
     fig.update_layout(barmode="relative")
     w = d["wall"]
     rows = [
-        (n, o["total"], f"{o['calls']['a']}→{o['calls']['b']}", o.get("only_in"))
+        (_label_html(n, o), o["total"], f"{o['calls']['a']}→{o['calls']['b']}")
         for n, o in d["operations"].items()
     ]
-    rows += [(label, p, "", None) for label, p in _other_rows(d)]
+    rows += [(label, p, "") for label, p in _other_rows(d)]
     table = "".join(
         f"<tr class='{'sig' if p.get('significant') else 'noise'}'><td>{html.escape(name)}</td>"
         f"<td>{p['a']:.3f}</td><td>{p['b']:.3f}</td><td>{p['delta_s']:+.3f}</td><td>{_unc(p)}</td>"
         f"<td>{_fmt_ratio(p['ratio'])}</td>"
-        f"<td>{html.escape(verdict(p, once='ran once' if calls else '-', only_in=only))}</td>"
+        f"<td>{html.escape(verdict(p, once='ran once' if calls else '-'))}</td>"
         f"<td>{calls}</td></tr>"
-        for name, p, calls, only in rows
+        for name, p, calls in rows
     )
     style = "<style>tr.sig td { font-weight: bold; } tr.noise td { color: #777; }</style>"
     return page(
