@@ -53,21 +53,34 @@ def test_rlscope_without_a_command_prints_the_help_and_status_2(capsys):
 @pytest.mark.parametrize(
     "entry, prog, command",
     [(main.main, "rlscope", c) for c in ("demo", "run", "calibrate", "validate")]
-    + [(analyze.main, "rlscope-analyze", c) for c in ("check", "diff", "export", "bench-sim")],
+    + [(main.main, "rlscope", "share-check")]
+    + [(analyze.main, "rlscope-analyze", c) for c in analyze.SUBCOMMANDS],
 )
 def test_subcommand_help_describes_each_option(entry, prog, command, capsys):
     code, out, _ = _call(entry, [command, "--help"], capsys)
     assert code == 0
     assert out.startswith(f"usage: {prog} {command}")
     assert _undescribed_options(out) == []
+    # a trace read is TRACE_DIR everywhere (never trace_dir or DIR)
+    assert "trace_dir" not in out and not re.search(r"--trace(?!-dir) DIR\b", out)
 
 
 def test_rlscope_analyze_help_lists_every_subcommand(capsys):
     code, out, _ = _call(analyze.main, ["--help"], capsys)
     assert code == 0
-    for name in ("check", "diff", "export", "bench-sim"):
-        assert re.search(rf"^  {name} +\w", out, re.MULTILINE), name
+    assert set(analyze.SUBCOMMAND_HELP) == set(analyze.SUBCOMMANDS)
+    for name in analyze.SUBCOMMANDS:
+        assert len(re.findall(rf"^  {name} +\w", out, re.MULTILINE)) == 1, name
+        assert name in out.splitlines()[1], name  # and in the usage line
     assert _undescribed_options(out) == []
+    code, out, _ = _call(main.main, ["--help"], capsys)
+    assert all(name in out for name in analyze.SUBCOMMANDS)  # rlscope --help points to every one
+
+
+def test_check_errors_go_to_stderr_with_the_prefix(tmp_path, capsys):
+    code, out, err = _call(analyze.main, ["check", str(tmp_path / "nope")], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("rlscope-analyze: error: ") and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize(
@@ -77,6 +90,12 @@ def test_rlscope_analyze_help_lists_every_subcommand(capsys):
         (main.main, ["--bogus"]),
         (main.main, ["demo", "--seconds", "-1"]),
         (main.main, ["calibrate", "--reps", "1"]),
+        (main.main, ["calibrate", "--rounds", "x"]),
+        (main.main, ["run", "--flush-interval", "0", "--", "python", "x.py"]),
+        (main.main, ["share-check", "--timeout", "-5", "--", "python", "x.py"]),
+        (analyze.main, ["trace", "--workers", "-3"]),
+        (analyze.main, ["trace", "--workers", "two"]),
+        (analyze.main, ["share"]),
         (main.main, ["demo", "--device", "tpu"]),
         (analyze.main, []),
         (analyze.main, ["--bogus", "x"]),

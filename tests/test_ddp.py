@@ -105,7 +105,8 @@ def test_nccl_kernels_per_operation_from_a_synthetic_gpu_table(fake_session):
     procs = [{**p, "pid": i, "role": DDP_RANK, "label": f"rank {i}"} for i in (0, 1)]
     summary = {"processes": procs, "roles": {DDP_RANK: {}}}
     buf = io.StringIO()
-    Console(file=buf, width=200).print(terminal._process_table(summary))
+    console = Console(file=buf, width=200)
+    console.print(terminal._fitted_process_table(summary, console))
     assert "rank 1 pid 1" in buf.getvalue() and "backprop 0.000" in buf.getvalue()  # 250 ns, 3 decimals
     report = html._processes_section(summary)
     assert "rank 1 — Process 1" in report and "<th>NCCL s</th>" in report

@@ -1,4 +1,8 @@
-"""Rendering a run-to-run diff (rlscope.analysis.diff): a rich table and a plotly delta-bar page."""
+"""Rendering a run-to-run diff (rlscope.analysis.diff): a rich table and a plotly delta-bar page.
+
+Each change is shown beside its uncertainty and called what it is: slower, faster, or within noise
+(the analysis decides; these renderers only say it).
+"""
 
 from __future__ import annotations
 
@@ -7,99 +11,206 @@ from typing import Any
 
 from rlscope.categories import UNANNOTATED
 
+__all__ = ["diff_html", "diff_text", "render_diff", "verdict"]
+
 
 def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
-def _row_label(name: str, o: dict[str, Any]) -> str:
-    return f"{name} (only in {o['only_in'].upper()})" if o["only_in"] else name
+def verdict(change: dict[str, Any], once: str = "can't tell", only_in: str | None = None) -> str:
+    """'only in A' / 'only in B', 'slower' / 'faster' (significant), 'within noise', or ``once`` when
+    the noise is unknown (an operation that ran once in a trace)."""
+    if only_in:
+        return f"only in {only_in.upper()}"
+    sig = change.get("significant")
+    if sig is None:
+        return once
+    if not sig:
+        return "within noise"
+    return "slower" if change["delta_s"] > 0 else "faster"
 
 
-def render_diff(d: dict[str, Any], console: Any = None) -> None:
-    """Rich table: per operation, A and B total time, the difference and the ratio, and the
-    category that moved most."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+def _unc(change: dict[str, Any]) -> str:
+    u = change.get("uncertainty_s")
+    return "?" if u is None else f"{u:.3f}"
 
-    console = console or Console()
-    t = Table(title=escape(f"rlscope diff — A: {d['a']}  B: {d['b']}"))
-    for col, just in (
-        ("operation", "left"),
-        ("A s", "right"),
-        ("B s", "right"),
-        ("Δ s", "right"),
-        ("B/A", "right"),
-        ("largest category change", "left"),
-    ):
-        t.add_column(col, justify=just)
+
+def _per_call(o: dict[str, Any]) -> str:
+    pc = o.get("per_call")
+    if not pc:
+        return "-"
+    mark = "" if pc.get("significant") else " (noise)" if pc.get("significant") is False else " (?)"
+    return f"{1e3 * pc['delta_s']:+.3f}{mark}"
+
+
+def _largest_category(o: dict[str, Any]) -> str:
+    """The category whose change is largest among the significant ones ('-' when none is)."""
+    cats = [
+        (c, ch)
+        for c, ch in {**o["categories"], **(o.get("gpu_categories") or {})}.items()
+        if ch.get("significant")
+    ]
+    if not cats:
+        return "-"
+    c, ch = max(cats, key=lambda kv: abs(kv[1]["delta_s"]))
+    return f"{c} {ch['delta_s']:+.3f} s"
+
+
+def _label_html(name: str, o: dict[str, Any]) -> str:
+    """The page's row label: the name, and where the operation ran in one trace only, which."""
+    return f"{name} (only in {o['only_in'].upper()})" if o.get("only_in") else name
+
+
+def _other_rows(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    rows = [(UNANNOTATED, d["unannotated"]), ("wall", d["wall"])]
+    if "gpu_bound" in d:  # only when a trace has GPU data
+        rows.append(("GPU-bound", d["gpu_bound"]))
+    return rows
+
+
+def _table(d: dict[str, Any], compact: bool = False) -> Any:
+    from rich.text import Text
+
+    from rlscope.viz.terminal import Columns
+
+    t = Columns(title=Text(f"rlscope diff — A: {d['a']}  B: {d['b']}"), title_justify="left")
+    t.add_column("operation")
+    for col in ("A s", "B s", "Δ s", "± s", "B/A"):
+        t.add_column(col, justify="right")
+    t.add_column("change")
+    t.add_column("calls A→B", justify="right")
+    t.add_column("Δ per call ms", justify="right")
+    t.add_column("largest category change")
     for name, o in d["operations"].items():
-        cats = sorted(o["categories"].items(), key=lambda kv: -abs(kv[1]["delta_s"]))
-        moved = f"{cats[0][0]} {cats[0][1]['delta_s']:+.3f} s" if cats else "-"
         tot = o["total"]
+        word = verdict(tot, only_in=o.get("only_in"))
         t.add_row(
-            escape(_row_label(name, o)),
+            Text(name, style="bold" if tot.get("significant") else ""),
             f"{tot['a']:.3f}",
             f"{tot['b']:.3f}",
             f"{tot['delta_s']:+.3f}",
+            _unc(tot),
             _fmt_ratio(tot["ratio"]),
-            moved,
+            Text(word, style="bold" if tot.get("significant") else "dim"),
+            f"{o['calls']['a']}→{o['calls']['b']}",
+            _per_call(o),
+            _largest_category(o),
         )
-    for label, key in ((UNANNOTATED, "unannotated"), ("wall", "wall"), ("GPU-bound", "gpu_bound")):
-        p = d[key]
+    t.add_section()
+    for label, p in _other_rows(d):
         t.add_row(
-            escape(label),
+            Text(label, style="italic" if label == UNANNOTATED else ""),
             f"{p['a']:.3f}",
             f"{p['b']:.3f}",
             f"{p['delta_s']:+.3f}",
+            _unc(p),
             _fmt_ratio(p["ratio"]),
+            Text(verdict(p, once="-"), style="bold" if p.get("significant") else "dim"),
+            "",
+            "",
             "",
         )
-    console.print(t)
+    return t
+
+
+def _note(d: dict[str, Any]) -> str:
+    z = d.get("significance_z", 3.0)
+    return (
+        f"slower/faster: the change is more than {z:g} times its uncertainty (± s: one standard deviation,"
+        " from the spread of each operation's calls in both traces and the overhead correction's);"
+        " within noise otherwise; can't tell: an operation that ran once has no spread to judge by,"
+        " nor has unannotated time."
+    )
+
+
+def render_diff(d: dict[str, Any], console: Any = None) -> None:
+    """Rich table: per operation, A and B total time, the change with its uncertainty and what it is,
+    the calls and the change per call, and the category that moved most among those that moved."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from rlscope.viz.terminal import fit_table
+
+    console = console or Console()
+    first = ["B/A", "calls A→B", "Δ per call ms", "A s"]
+    then = ["largest category change", "± s"]
+    console.print(fit_table(lambda compact: _table(d, compact), console, first, then))
+    console.print(Text(_note(d), style="dim"))
+
+
+def diff_text(d: dict[str, Any], width: int = 160) -> str:
+    """The diff table as plain text (no colors), for tests, logs and files."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    render_diff(d, Console(file=buf, width=width, color_system=None, force_terminal=False))
+    return buf.getvalue()
 
 
 def diff_html(d: dict[str, Any]) -> str:
     """The diff as a page in the report's style (:func:`rlscope.viz.html.page`): the wall-time change,
-    delta bars (B - A) per operation stacked by category in the report's colours, and a table."""
+    delta bars (B - A) per operation stacked by category in the report's colours (changes within noise
+    drawn faint), and a table that says which changes are beyond noise."""
     import plotly.graph_objects as go
 
     from rlscope.viz.colors import category_color
     from rlscope.viz.html import _bar_layout, _fig_html, _label, page
 
     ops = list(d["operations"])
-    cats = sorted({c for o in d["operations"].values() for c in o["categories"]})
+    key = "categories"
+    cats = sorted({c for o in d["operations"].values() for c in o[key]})
     fig = go.Figure()
     for c in cats:
+        changes = [d["operations"][n][key].get(c) or {"delta_s": 0.0, "significant": False} for n in ops]
         fig.add_bar(
             name=c,
             orientation="h",
             y=[_label(n) for n in ops],
-            x=[d["operations"][n]["categories"].get(c, {}).get("delta_s", 0.0) for n in ops],
-            marker_color=category_color(c),
-            hovertemplate="%{y}<br>%{fullData.name}: %{x:+.3f} s<extra></extra>",
+            x=[ch["delta_s"] for ch in changes],
+            customdata=[verdict(ch) for ch in changes],
+            marker={
+                "color": category_color(c),
+                "opacity": [1.0 if ch.get("significant") else 0.35 for ch in changes],
+            },
+            hovertemplate="%{y}<br>%{fullData.name}: %{x:+.3f} s (%{customdata})<extra></extra>",
         )
-    _bar_layout(fig, len(ops), "change in exclusive seconds, B − A (negative: B is faster)")
+    _bar_layout(
+        fig, len(ops), "change in exclusive seconds, B − A (negative: B is faster; faint: within noise)"
+    )
     fig.update_layout(barmode="relative")
     w = d["wall"]
-    rows = [(_row_label(n, o), o["total"]) for n, o in d["operations"].items()]
-    rows += [(UNANNOTATED, d["unannotated"]), ("wall", d["wall"]), ("GPU-bound", d["gpu_bound"])]
+    rows = [
+        (_label_html(n, o), o["total"], f"{o['calls']['a']}→{o['calls']['b']}")
+        for n, o in d["operations"].items()
+    ]
+    rows += [(label, p, "") for label, p in _other_rows(d)]
     table = "".join(
-        f"<tr><td>{html.escape(name)}</td><td>{p['a']:.3f}</td><td>{p['b']:.3f}</td>"
-        f"<td>{p['delta_s']:+.3f}</td><td>{_fmt_ratio(p['ratio'])}</td></tr>"
-        for name, p in rows
+        f"<tr class='{'sig' if p.get('significant') else 'noise'}'><td>{html.escape(name)}</td>"
+        f"<td>{p['a']:.3f}</td><td>{p['b']:.3f}</td><td>{p['delta_s']:+.3f}</td><td>{_unc(p)}</td>"
+        f"<td>{_fmt_ratio(p['ratio'])}</td>"
+        f"<td>{html.escape(verdict(p, once='ran once' if calls else '-'))}</td>"
+        f"<td>{calls}</td></tr>"
+        for name, p, calls in rows
     )
+    style = "<style>tr.sig td { font-weight: bold; } tr.noise td { color: #777; }</style>"
     return page(
         "rlscope diff",
         [
+            style,
             "<h1>rlscope diff</h1>",
             f"<div class='sub'>A: {html.escape(str(d['a']))}<br>B: {html.escape(str(d['b']))}</div>",
             f"<p class='headline'>Wall time <b>{w['a']:.3f} s</b> → <b>{w['b']:.3f} s</b> "
-            f"({w['delta_s']:+.3f} s, B/A {_fmt_ratio(w['ratio'])})</p>",
+            f"({w['delta_s']:+.3f} ± {_unc(w)} s, B/A {_fmt_ratio(w['ratio'])}:"
+            f" {html.escape(verdict(w, '-'))})</p>",
             "<h2>Change by operation and category</h2>",
             _fig_html(fig, {}) if ops else "<p class='empty'>No operations in either trace.</p>",
             "<h2>Total time per operation</h2>",
             "<table class='kernels'><thead><tr><th>operation</th><th>A s</th><th>B s</th><th>Δ s</th>"
-            f"<th>B/A</th></tr></thead><tbody>{table}</tbody></table>",
+            "<th>± s</th><th>B/A</th><th>change</th><th>calls A→B</th></tr></thead>"
+            f"<tbody>{table}</tbody></table>",
+            f"<p class='note'>{html.escape(_note(d))}</p>",
         ],
     )

@@ -69,7 +69,7 @@ CPU_ONLY_TEXT = (
     " utilization over time (NVML beside the kernel trace), the kernels each operation launched, and"
     " sharing (GPU memory, kernel occupancy and lengths, how many copies of the job fit one GPU)."
 )
-RAW_NOTE = "Figures are raw: not corrected for the profiler's own overhead."
+RAW_NOTE = "The figures are raw: rlscope's own overhead is still in them"
 SECTION_TITLES = (
     "Time by operation and category",
     "Resource overlap",
@@ -196,15 +196,14 @@ def _headline(summary: Mapping[str, Any]) -> str:
 
 
 def _overhead_note(summary: Mapping[str, Any]) -> str:
-    """Raw or corrected, and by how much: the profiled run's wall and each top operation, both ways."""
-    cal = summary.get("calibration") or {}
-    over = summary.get("overhead") or {}
-    if not summary.get("corrected_for_overhead") or not over:
-        why = f" ({cal['reason']})" if cal.get("reason") else ""
-        return f"<p class='note'>{html.escape(RAW_NOTE + why)}</p>"
-    removed = ", ".join(
-        f"{html.escape(k)} {v:.3f} s" for k, v in (over.get("removed_s") or {}).items() if v > 0
-    )
+    """The correction in one sentence (the same words as the terminal, rlscope.viz.words), its
+    details below it, and each top operation both ways."""
+    from rlscope.viz.words import correction_details, correction_sentence
+
+    sentence = f"<b>{html.escape(correction_sentence(summary))}</b>"
+    if not summary.get("corrected_for_overhead") or not summary.get("overhead"):
+        return f"<p class='note'>{sentence}</p>"
+    details = " ".join(html.escape(d) for d in correction_details(summary))
     raw_ops = (summary.get("raw") or {}).get("operations") or {}
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.4f}</td>"
@@ -212,28 +211,8 @@ def _overhead_note(summary: Mapping[str, Any]) -> str:
         f"<td>{float((raw_ops.get(name) or {}).get('total_s', 0.0)):.4f}</td></tr>"
         for name, op in sorted_operations(summary.get("operations") or {})[:8]
     )
-    win = over.get("windows") or {}
-    measured = (
-        f" What the {html.escape(', '.join(win['switched']))} recording costs was measured in this run:"
-        f" it was on in alternating windows ({win['full_share']:.0%} of the run); each operation's time"
-        " comes from the windows without it, its split by category and its GPU work from those with it."
-        if win.get("switched")
-        else ""
-    )
-    added = float(over["raw_wall_s"]) - float(over["corrected_wall_s"])
-    share = added / float(over["raw_wall_s"]) if over["raw_wall_s"] else 0.0
-    source = {"trace": "stored in the trace", "file": "from the file given"}.get(str(cal.get("source")), "")
-    residual = (
-        f" The small per-event costs left come from this machine's calibration of"
-        f" {html.escape(str(cal.get('created', '?')))}" + (f" ({source})" if source else "") + "."
-        if cal.get("status") == "applied"
-        else ""
-    )
     return (
-        f"<p class='note'><b>rlscope added {added:.3f} s ({share:.0%}) to this run; the figures here have"
-        f" it removed</b>, ± {float(over.get('uncertainty_s', 0.0)):.3f} s (the profiled run took"
-        f" {over['raw_wall_s']:.3f} s, the estimate of the run without rlscope is"
-        f" {over['corrected_wall_s']:.3f} s).{measured} Removed: {removed or 'nothing'}.{residual}</p>"
+        f"<p class='note'>{sentence} <span class='details'>{details}</span></p>"
         "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>uncertainty</th>"
         f"<th>raw s</th></tr>{rows}</table>"
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlscope.categories import UNANNOTATED
 from rlscope.viz.colors import category_color, operation_color
+from rlscope.viz.words import correction_details, correction_sentence
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,8 +27,10 @@ __all__ = [
     "GPU_CATEGORY_ORDER",
     "RESOURCE_KEYS",
     "SCHEMA",
+    "Columns",
     "check_schema",
     "cpu_categories",
+    "fit_table",
     "gpu_categories",
     "has_gpu_time",
     "render",
@@ -137,7 +140,7 @@ def _cat_cell(s: float, exclusive_s: float, compact: bool = False) -> str:
 # more, and a caption says what was left out.
 
 
-class _Columns:
+class Columns:
     """A table recorded column by column (the rich ``Table`` calls), so that it can be built with any
     subset of its columns: ``build(drop)``."""
 
@@ -147,7 +150,10 @@ class _Columns:
         self.rows: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
     def add_column(self, header: str, **options: Any) -> None:
-        self.columns.append((header, {"no_wrap": True, **options}))
+        # the row label (the first column) folds onto a second line when even the fewest columns
+        # leave it too little room: a name is never cut short; every other cell stays on one line
+        wrap = {"no_wrap": False, "overflow": "fold"} if not self.columns else {"no_wrap": True}
+        self.columns.append((header, {**wrap, **options}))
 
     def add_row(self, *cells: Any, **options: Any) -> None:
         self.rows.append((cells, options))
@@ -175,8 +181,8 @@ def _too_wide(table: Table, console: Console) -> bool:
     return natural > console.options.max_width
 
 
-def _fit(
-    build: Callable[[bool], _Columns],
+def fit_table(
+    build: Callable[[bool], Columns],
     console: Console,
     first: list[str],
     then: list[str],
@@ -212,7 +218,7 @@ def _fit(
     return table
 
 
-def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> _Columns:
+def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
     from rich.text import Text
 
     wall = float(summary.get("wall_s", 0.0))
@@ -224,7 +230,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> _Column
     raw_ops = (summary.get("raw") or {}).get("operations") or {} if corrected else {}
     kind = "corrected for rlscope's overhead" if corrected else "raw (not corrected for overhead)"
     title = Text(f"rlscope summary — {summary.get('trace_dir', '?')} — wall {_secs(wall)} s — {kind}")
-    table = _Columns(title=title, title_justify="left", header_style="bold")
+    table = Columns(title=title, title_justify="left", header_style="bold")
     table.add_column("operation")
     table.add_column("total s", justify="right")
     if corrected:
@@ -305,10 +311,10 @@ def _fitted_summary_table(summary: Mapping[str, Any], console: Console) -> Table
     first = ["raw s", "± s", "calls", *(f"{RESOURCE_LABELS[k]} s" for k in reversed(RESOURCE_KEYS))]
     then = ["excl s", *reversed(cpu_categories(summary)), "% run"]
     note = "categories: share of the row's exclusive time"
-    return _fit(lambda compact: _summary_table(summary, compact), console, first, then, note)
+    return fit_table(lambda compact: _summary_table(summary, compact), console, first, then, note)
 
 
-def _phase_table(summary: Mapping[str, Any]) -> _Columns:
+def _phase_table(summary: Mapping[str, Any]) -> Columns:
     from rich.text import Text
 
     # phases add up every process's time: with several processes, share of the processes' time (the
@@ -319,7 +325,7 @@ def _phase_table(summary: Mapping[str, Any]) -> _Columns:
     if several:
         wall = process_time_s(summary)
     of = "of process time" if several else "of run"
-    table = _Columns(title="per phase", title_justify="left", header_style="bold")
+    table = Columns(title="per phase", title_justify="left", header_style="bold")
     table.add_column("phase / operation")
     table.add_column("total s", justify="right")
     table.add_column("% phase", justify="right")
@@ -349,10 +355,13 @@ def _phase_table(summary: Mapping[str, Any]) -> _Columns:
     return table
 
 
-def render_summary(summary: dict, console: Console | None = None, warnings: bool = True) -> None:
+def render_summary(
+    summary: dict, console: Console | None = None, warnings: bool = True, verbose: bool = False
+) -> None:
     """Print the summary as rich tables: where the run's time went, per operation and category.
 
-    ``warnings=False`` leaves the trace's warnings out (the CLI prints them on stderr instead).
+    ``warnings=False`` leaves the trace's warnings out (the CLI prints them on stderr instead);
+    ``verbose`` adds the overhead correction's details under its one-sentence footer.
     """
     from rich.console import Console
     from rich.text import Text
@@ -382,39 +391,45 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
     processes = summary.get("processes") or []
     incomplete = [p for p in processes if not p.get("complete", True)]
     if len(processes) > 1:
-        console.print(_process_table(summary))
+        console.print(_fitted_process_table(summary, console))
         if any(r.get("workers", 0) > 1 for r in (summary.get("roles") or {}).values()):
-            console.print(_role_table(summary))
+            console.print(_fitted_role_table(summary, console))
     if len(processes) > 1 or incomplete:
         console.print(Text(run_line(summary), style="yellow" if incomplete else "dim"))
 
     for warning in (summary.get("warnings") or []) if warnings else []:
         console.print(Text(f"warning: {warning}", style="yellow"))
 
-    over = overhead_line(summary)
-    if over:
-        console.print(Text(over, style="dim"))
+    console.print(Text(correction_sentence(summary), style="dim"))
+    if verbose:
+        for line in correction_details(summary):
+            console.print(Text(f"  {line}", style="dim"))
 
     gpu_line = gpu_utilization_line(summary)
     if gpu_line:
         console.print(Text(gpu_line, style="bold"))
 
     if len(summary.get("phases") or {}) > 1:
-        console.print(_fit(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"]))
+        console.print(
+            fit_table(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"])
+        )
 
 
-def _role_table(summary: Mapping[str, Any]) -> Table:
+def _role_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
     """Per role: its workers' busy time (time in operations) spread, the stragglers, the top operations."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(title="per role (busy: time inside operations, per worker)", title_justify="left")
-    table.add_column("role", no_wrap=True, min_width=12, overflow="ellipsis")
+    roles = summary.get("roles") or {}
+    lagging = any(r.get("stragglers") for r in roles.values())  # a column of dashes says nothing
+    title = "per role (busy: time inside operations, per worker)" + ("" if lagging else "; no stragglers")
+    table = Columns(title=title, title_justify="left", header_style="bold")
+    table.add_column("role")
     for col in ("workers", "median s", "p95 s", "max s"):
-        table.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    table.add_column("lagging (x median)", overflow="fold")
-    table.add_column("top operations (total s)", overflow="fold")
-    for role, r in (summary.get("roles") or {}).items():
+        table.add_column(col, justify="right")
+    if lagging:
+        table.add_column("lagging (x median)")
+    table.add_column("top operations (total s)")
+    for role, r in roles.items():
         spread = r.get("spread") or {}
         lag = ", ".join(f"pid {s['pid']} {s['ratio']:.2f}x" for s in r.get("stragglers") or [])
         ops = r.get("operations") or {}
@@ -423,32 +438,37 @@ def _role_table(summary: Mapping[str, Any]) -> Table:
             Text(role),
             str(r.get("workers", 0)),
             *(_secs(float(spread.get(k, 0.0))) for k in ("median_s", "p95_s", "max_s")),
-            Text(lag or "-", style="yellow" if lag else ""),
+            *([Text(lag or "-", style="yellow" if lag else "")] if lagging else []),
             Text(top or "-"),
         )
     return table
 
 
-def _process_table(summary: Mapping[str, Any]) -> Table:
+def _fitted_role_table(summary: Mapping[str, Any], console: Console) -> Table:
+    first = ["top operations (total s)", "p95 s", "median s"]
+    return fit_table(lambda compact: _role_table(summary, compact), console, first, ["workers", "max s"])
+
+
+def _process_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
     """One compact row per process: its wall, its operations' time, its unannotated and GPU time."""
-    from rich.table import Table
     from rich.text import Text
 
-    gpu = any(float(p.get("gpu_bound_s", 0.0)) > 0 for p in summary.get("processes") or [])
-    table = Table(title="per process", title_justify="left", header_style="bold")
-    # never wrapped (a narrow or piped terminal cut "process" names into pieces): cut with an ellipsis
-    table.add_column("process", no_wrap=True, overflow="ellipsis")
+    processes = summary.get("processes") or []
+    gpu = any(float(p.get("gpu_bound_s", 0.0)) > 0 for p in processes)
+    table = Columns(title="per process", title_justify="left", header_style="bold")
+    table.add_column("process")
     table.add_column("wall s", justify="right")
     table.add_column("in ops s", justify="right")
     table.add_column("unannot. s", justify="right")
     if gpu:
         table.add_column("GPU-bound s", justify="right")
-    nccl = any("nccl_s" in p for p in summary.get("processes") or [])  # rlscope.analysis.nccl
+    nccl = any("nccl_s" in p for p in processes)  # rlscope.analysis.nccl
     if nccl:
-        table.add_column("NCCL s (per op)", no_wrap=True, overflow="ellipsis")
-    table.add_column("top operations (total s)", no_wrap=True, overflow="ellipsis")
+        table.add_column("NCCL s", justify="right")
+        table.add_column("NCCL by operation (s)")
+    table.add_column("top operations (total s)")
     roles = list(summary.get("roles") or {})  # rows grouped by role (rlscope.analysis.roles)
-    procs = sorted(summary.get("processes") or [], key=lambda p: roles.index(p["role"]) if "role" in p else 0)
+    procs = sorted(processes, key=lambda p: roles.index(p["role"]) if p.get("role") in roles else 0)
     for p in procs:
         ops = p.get("operations") or {}
         top = ", ".join(f"{n} {_secs(float(o.get('total_s', 0.0)))}" for n, o in sorted_operations(ops)[:3])
@@ -461,19 +481,21 @@ def _process_table(summary: Mapping[str, Any]) -> Table:
             _secs(sum(float(o.get("exclusive_s", 0.0)) for o in ops.values())),
             _secs(float(p.get("unannotated_s", 0.0))),
             *([_secs(float(p.get("gpu_bound_s", 0.0)))] if gpu else []),
-            *([Text(_nccl_cell(p))] if nccl else []),
+            *([_secs(float(p["nccl_s"])) if "nccl_s" in p else "-", Text(_nccl_by_op(p))] if nccl else []),
             Text(top or "-"),
         )
     return table
 
 
-def _nccl_cell(p: Mapping[str, Any]) -> str:
-    """A process's NCCL kernel time, then per operation that launched NCCL kernels."""
-    if "nccl_s" not in p:
-        return "-"
+def _fitted_process_table(summary: Mapping[str, Any], console: Console) -> Table:
+    first = ["top operations (total s)", "NCCL by operation (s)", "unannot. s"]
+    return fit_table(lambda compact: _process_table(summary, compact), console, first, ["in ops s", "wall s"])
+
+
+def _nccl_by_op(p: Mapping[str, Any]) -> str:
+    """Per operation that launched NCCL kernels, its NCCL kernel time, largest first."""
     ops = [(n, float(o["nccl_s"])) for n, o in (p.get("operations") or {}).items() if o.get("nccl_s")]
-    per_op = ", ".join(f"{n} {_secs(v)}" for n, v in sorted(ops, key=lambda kv: -kv[1]))
-    return f"{_secs(float(p['nccl_s']))}" + (f" ({per_op})" if per_op else "")
+    return ", ".join(f"{n} {_secs(v)}" for n, v in sorted(ops, key=lambda kv: -kv[1])) or "-"
 
 
 def process_time_s(summary: Mapping[str, Any]) -> float:
@@ -493,28 +515,6 @@ def run_line(summary: Mapping[str, Any]) -> str:
     if incomplete:
         line += "; incomplete: " + ", ".join(f"pid {p.get('pid')}@{p.get('host', '?')}" for p in incomplete)
     return line
-
-
-def overhead_line(summary: dict) -> str:
-    """What the overhead correction did (or why there was none), in one line."""
-    cal = summary.get("calibration") or {}
-    over = summary.get("overhead") or {}
-    if not summary.get("corrected_for_overhead") or not over:
-        return f"figures are raw: {cal['reason']}" if cal.get("reason") else ""
-    removed = ", ".join(f"{k} {_secs(v)} s" for k, v in (over.get("removed_s") or {}).items() if v > 0)
-    win = over.get("windows") or {}
-    measured = (
-        f" {', '.join(win['switched'])} measured in this run ({win['full_share']:.0%} of it with them on);"
-        if win.get("switched")
-        else ""
-    )
-    sigma = f" ± {_secs(over['uncertainty_s'])}" if over.get("uncertainty_s") else ""
-    return (
-        f"corrected for rlscope's overhead: wall {_secs(over['raw_wall_s'])} s profiled ->"
-        f" {_secs(over['corrected_wall_s'])}{sigma} s unprofiled (x{over['slowdown']:.2f});{measured}"
-        f" removed {removed or 'nothing'};"
-        f" residual costs: {cal.get('path') or cal.get('status', '?')}"
-    )
 
 
 # calibration entries with one figure (no inside/outside split) that are not a background thread's
@@ -570,9 +570,11 @@ def gpu_utilization_line(summary: dict) -> str:
     return line
 
 
-def render(result: AnalysisResult, console: Console | None = None, warnings: bool = True) -> None:
+def render(
+    result: AnalysisResult, console: Console | None = None, warnings: bool = True, verbose: bool = False
+) -> None:
     """Print an analysis as tables (per process too, when there are several)."""
-    render_summary(dict(result.summary), console, warnings)
+    render_summary(dict(result.summary), console, warnings, verbose)
 
 
 def text(result: AnalysisResult, width: int = 160) -> str:
@@ -580,11 +582,11 @@ def text(result: AnalysisResult, width: int = 160) -> str:
     return summary_text(dict(result.summary), width)
 
 
-def summary_text(summary: dict, width: int = 160) -> str:
+def summary_text(summary: dict, width: int = 160, verbose: bool = False) -> str:
     """The summary as plain text (no colors), for tests, logs and files."""
     from rich.console import Console
 
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system=None, force_terminal=False, legacy_windows=False)
-    render_summary(summary, console)
+    render_summary(summary, console, verbose=verbose)
     return buf.getvalue()

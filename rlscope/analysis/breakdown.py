@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis import gpu
+from rlscope.analysis import gpu, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
 from rlscope.overhead.correct import residual as overhead
@@ -59,6 +59,20 @@ OPS_SCHEMA = pa.schema(
         ("cpu_gpu_s", pa.float64()),
     ]
 )
+# The noise of each summed figure (rlscope.analysis.noise): per (phase, operation) and measure --
+# "total" (inclusive), "exclusive", or a category name -- the instances and the variance of the sum
+# (s^2). Operations only: unannotated time has no repeated instances to tell its noise from.
+NOISE_SCHEMA = pa.schema(
+    [
+        ("pid", pa.int64()),
+        ("phase", pa.string()),
+        ("operation", pa.string()),
+        ("measure", pa.string()),
+        ("instances", pa.int64()),
+        ("variance_s2", pa.float64()),
+    ]
+)
+TOTAL, EXCLUSIVE = "total", "exclusive"
 
 
 @dataclasses.dataclass
@@ -78,6 +92,7 @@ class ProcessBreakdown:
     gpu_time: pa.Table  # GPU_TIME_SCHEMA: GPU time launched by each (phase, operation), by category
     gpu: dict  # GPU-bound time and the NVML comparison (rlscope.analysis.gpu.nvml_comparison)
     overhead: dict = dataclasses.field(default_factory=dict)  # what correction removed (corrected only)
+    noise: pa.Table = dataclasses.field(default_factory=NOISE_SCHEMA.empty_table)  # NOISE_SCHEMA
 
 
 def analyze_process(proc: ProcessTrace, costs: EventCosts | None = None) -> ProcessBreakdown:
@@ -501,6 +516,18 @@ def breakdown_timeline(
     )
     gpu_info = gpu.nvml_comparison(nvml, busy_s, busy_e, tl.end_ns - tl.start_ns)
 
+    noise_rows = _noise(
+        tl, idx, op_k, seg_pair, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records)
+    )
+    noise_rows = {
+        "pid": np.full(len(noise_rows[0]), pid, np.int64),
+        "phase": [name_of(int(pair_ph[i]), NO_PHASE) for i in noise_rows[0]],
+        "operation": [name_of(int(pair_op[i]), UNANNOTATED) for i in noise_rows[0]],
+        "measure": noise_rows[1],
+        "instances": noise_rows[2],
+        "variance_s2": noise_rows[3],
+    }
+
     main_by_pair = sums[:, :, 1].sum(axis=1)
     phase_wall: dict[str, float] = {}
     for p in np.flatnonzero(main_by_pair):
@@ -519,7 +546,79 @@ def breakdown_timeline(
         phase_wall_s=phase_wall,
         gpu_time=gpu_time,
         gpu=gpu_info,
+        noise=pa.table(noise_rows, schema=NOISE_SCHEMA),
     )
+
+
+def rec_op_inst(gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None) -> np.ndarray | None:
+    """The operation instance that launched each GPU record (-1: none), or None without GPU records."""
+    return None if gpu_records is None else gpu_records[1]
+
+
+def _noise(
+    tl: Timeline,
+    idx: np.ndarray,
+    op_k: np.ndarray,
+    seg_pair: np.ndarray,
+    begins: np.ndarray,
+    b_pair: np.ndarray,
+    b_incl: np.ndarray,
+    n_pairs: int,
+    recs: gpu.GpuRecords | None,
+    rec_inst: np.ndarray | None,
+) -> tuple[list[int], list[str], list[int], list[float]]:
+    """(pair, measure, instances, variance s^2) rows: the noise of each summed figure of a pair.
+
+    Per operation instance: its inclusive time, its exclusive time and that by category (CPU
+    segments while it was innermost, GPU work it launched); the instances of a (phase, operation)
+    pair give each sum's variance. Unannotated time has no instances (its one long stretch before
+    the loop is no sample of a repeated cost): no rows.
+    """
+    n_inst = len(tl.inst_name)
+    inst_pair = np.full(n_inst, -1, np.int64)
+    inst_ts = np.zeros(n_inst, np.int64)
+    inst_pair[tl.id[begins]] = b_pair
+    inst_ts[tl.id[begins]] = tl.ts[begins]
+    seg_inst = tl.op[idx]
+    in_op = op_k >= 0
+    dur = (tl.seg_end[idx] - tl.ts[idx]).astype(np.float64)
+    cats = np.unique(tl.cat[idx][in_op])
+    gpu_cats = np.zeros(0, np.int64)
+    if recs is not None and rec_inst is not None:
+        launched = rec_inst >= 0
+        gpu_cats = np.unique(recs.category[launched])
+    measures = [TOTAL, EXCLUSIVE]
+    n_cpu = len(cats)
+    x = np.zeros((n_inst, 2 + n_cpu + len(gpu_cats)))
+    x[tl.id[begins], 0] = b_incl
+    for j, c in enumerate(cats.tolist()):
+        sel = in_op & (tl.cat[idx] == c)
+        x[:, 2 + j] = np.bincount(seg_inst[sel], weights=dur[sel], minlength=n_inst)[:n_inst]
+        measures.append(categories.CATEGORY_NAMES[int(c)])
+    x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
+    for j, c in enumerate(gpu_cats.tolist()):
+        sel = (rec_inst >= 0) & (recs.category == c)  # type: ignore[operator,union-attr]
+        d = (recs.end[sel] - recs.start[sel]).astype(np.float64)  # type: ignore[union-attr]
+        x[:, 2 + n_cpu + j] = np.bincount(rec_inst[sel], weights=d, minlength=n_inst)[:n_inst]  # type: ignore[index]
+        measures.append(categories.CATEGORY_NAMES[int(c)])
+    count, var = noise.sum_variance(inst_pair, inst_ts, x, n_pairs)
+    # every pair with instances: its total and exclusive rows, and the categories it has time in
+    begun = inst_pair >= 0
+    has = np.stack(
+        [
+            np.bincount(inst_pair[begun], weights=x[begun, c] != 0, minlength=n_pairs) > 0
+            for c in range(x.shape[1])
+        ],
+        axis=1,
+    )
+    has[:, :2] = True
+    rows: tuple[list[int], list[str], list[int], list[float]] = ([], [], [], [])
+    for p, c in zip(*np.nonzero(has & (count[:, None] > 0)), strict=True):
+        rows[0].append(int(p))
+        rows[1].append(measures[c])
+        rows[2].append(int(count[p]))
+        rows[3].append(float(var[p, c]) / 1e18)
+    return rows
 
 
 def analyze(trace: Trace) -> list[ProcessBreakdown]:

@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from rlscope.analysis import roles
-from rlscope.analysis.breakdown import UNANNOTATED, ProcessBreakdown
+from rlscope.analysis.breakdown import EXCLUSIVE, TOTAL, UNANNOTATED, ProcessBreakdown
 from rlscope.overhead.correct.plan import CorrectionPlan
 from rlscope.trace.reader import TraceHeader, clock_offset
 
@@ -26,7 +26,35 @@ def _op_entry() -> dict[str, Any]:
         "categories": defaultdict(float),
         "gpu_categories": defaultdict(float),
         "resources": {"cpu_only": 0.0, "gpu_only": 0.0, "cpu_gpu": 0.0},
+        "noise": defaultdict(lambda: [0, 0.0]),  # measure -> [instances, variance s^2]; _finish turns it
     }
+
+
+# fewer instances than this in a trace: no spread to estimate a sum's noise from (reported as None)
+MIN_NOISE_INSTANCES = 2
+
+
+def _noise_s(instances: int, variance: float) -> float | None:
+    return math.sqrt(variance) if instances >= MIN_NOISE_INSTANCES else None
+
+
+def _noise_entry(acc: dict[str, list], gpu_names: set[str]) -> dict[str, Any]:
+    """One standard deviation of each sum from its instances' spread (rlscope.analysis.noise)."""
+    sd = {m: _noise_s(n, v) for m, (n, v) in acc.items()}
+    return {
+        "total_s": sd.get(TOTAL),
+        "exclusive_s": sd.get(EXCLUSIVE),
+        "categories": {m: v for m, v in sd.items() if m not in (TOTAL, EXCLUSIVE) and m not in gpu_names},
+        "gpu_categories": {m: v for m, v in sd.items() if m in gpu_names},
+    }
+
+
+def _fill_noise(ops_out: dict[str, dict[str, Any]], noise_rows: list[dict[str, Any]]) -> None:
+    """Add each row's instances and variance to its operation's."""
+    for r in noise_rows:
+        acc = ops_out.setdefault(r["operation"], _op_entry())["noise"][r["measure"]]
+        acc[0] += r["instances"]
+        acc[1] += r["variance_s2"]
 
 
 def _fill_operations(
@@ -34,9 +62,11 @@ def _fill_operations(
     cpu_rows: list[dict[str, Any]],
     op_rows: list[dict[str, Any]],
     gpu_rows: list[dict[str, Any]],
+    noise_rows: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> float:
     """Accumulate operation entries from table rows; returns the unannotated seconds seen."""
     unannotated = 0.0
+    _fill_noise(ops_out, list(noise_rows))
     for r in cpu_rows:
         if r["operation"] == UNANNOTATED:
             unannotated += r["seconds"]
@@ -64,6 +94,7 @@ def _finish(ops: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for name, e in sorted(ops.items(), key=lambda kv: -kv[1]["total_s"]):
         e["categories"] = dict(sorted(e["categories"].items(), key=lambda kv: -kv[1]))
         e["gpu_categories"] = dict(sorted(e["gpu_categories"].items(), key=lambda kv: -kv[1]))
+        e["noise_s"] = _noise_entry(e.pop("noise"), set(e["gpu_categories"]))
         out[name] = e
     return out
 
@@ -84,7 +115,7 @@ def _by_total(d: dict[str, float]) -> dict[str, float]:
 def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows: list) -> dict[str, Any]:
     """One process's own figures: its operations, categories and GPU time (the run's are summed)."""
     operations: dict[str, dict[str, Any]] = {}
-    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows)
+    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows, b.noise.to_pylist())
     cats: dict[str, float] = defaultdict(float)
     for r in cpu_rows:
         cats[r["category"]] += r["seconds"]
@@ -111,9 +142,10 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
     cpu_rows = [r for c, _, _ in per_proc for r in c]
     op_rows = [r for _, o, _ in per_proc for r in o]
     gpu_rows = [r for _, _, g in per_proc for r in g]
+    noise_rows = [r for b in breakdowns for r in b.noise.to_pylist()]
 
     operations: dict[str, dict[str, Any]] = {}
-    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows)
+    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows, noise_rows)
     gpu_cats: dict[str, float] = defaultdict(float)
     unattributed_gpu: dict[str, float] = defaultdict(float)
     for r in gpu_rows:
@@ -135,6 +167,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
             [r for r in cpu_rows if r["phase"] == ph],
             [r for r in op_rows if r["phase"] == ph],
             [r for r in gpu_rows if r["phase"] == ph],
+            [r for r in noise_rows if r["phase"] == ph],
         )
         phases[ph] = {
             "wall_s": sum(b.phase_wall_s.get(ph, 0.0) for b in breakdowns),
@@ -154,6 +187,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
     return {
         "wall_s": wall,
         "unannotated_s": unannotated,
+        "wall_noise_s": _wall_noise(breakdowns),
         "categories": _by_total(cats),
         "unannotated_categories": dict(unannotated_cats),
         "operations": _finish(operations),
@@ -165,6 +199,18 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
         "processes": procs,
         "roles": roles.roles_of(procs),  # per role: breakdown, spread across workers, stragglers
     }
+
+
+def _wall_noise(breakdowns: list[ProcessBreakdown]) -> float | None:
+    """The wall's noise as far as repeated work tells it: per process, its operations' exclusive
+    variances added; the largest process's. None without instances to tell."""
+    best: float | None = None
+    for b in breakdowns:
+        rows = [r for r in b.noise.to_pylist() if r["measure"] == EXCLUSIVE]
+        if sum(r["instances"] for r in rows) >= MIN_NOISE_INSTANCES:
+            sd = math.sqrt(sum(r["variance_s2"] for r in rows))
+            best = sd if best is None else max(best, sd)
+    return best
 
 
 def summarize(

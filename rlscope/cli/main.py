@@ -2,7 +2,7 @@
 
 rlscope demo [--seconds 20] [--device auto|cpu|cuda] [--trace-dir D] [--html FILE] [--json FILE]
 rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--no-analyze] [--] python train.py ARGS...
-rlscope calibrate [--out FILE] [--reps 5] [--quick] [--no-gpu]
+rlscope calibrate [--out FILE] [--rounds 5] [--quick] [--no-gpu]
 rlscope validate [--reps 5] [--max-reps N] [--time-limit S] [--trace-dir D] [--json FILE] [--gpu MODE]
                  [--no-backend] [--tolerance PCT] [--] python train.py ARGS...
     run your program unprofiled, under plain timers and profiled: is the corrected profile right?
@@ -17,24 +17,29 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlscope.cli.parser import Parser, command_list
+from rlscope.cli import options
+from rlscope.cli.analyze import SUBCOMMAND_HELP as ANALYZE_COMMANDS
+from rlscope.cli.parser import EXIT_BAD_INPUT, Parser, command_list
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
 from rlscope.runtime import BOOT_DIR
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.trace import clear_trace_dir
 
-EXIT_BAD_INPUT = 2
-
 
 def _print_report(
-    trace_dir: str, html: str | None, json_path: str | None, quiet: bool = False, correct: bool = True
+    trace_dir: str,
+    html: str | None,
+    json_path: str | None,
+    quiet: bool = False,
+    correct: bool = True,
+    verbose: bool = False,
 ) -> None:
     from rlscope.analysis import analyze
     from rlscope.cli.output import report
 
     result = analyze(trace_dir, correct=correct, progress=not quiet, intervals=False)
-    report(result, json_path=json_path, html_path=html, quiet=quiet, prog="rlscope")
+    report(result, json_path=json_path, html_path=html, quiet=quiet, prog="rlscope", verbose=verbose)
 
 
 def demo(argv: list[str]) -> int:
@@ -43,7 +48,7 @@ def demo(argv: list[str]) -> int:
         description="Profile the bundled PPO CartPole workload, then print and write its breakdown."
         " The first run on a machine also calibrates rlscope's overhead, once.",
     )
-    p.add_argument("--seconds", type=float, default=20.0, help="how long to train (default 20)")
+    options.seconds(p, "--seconds", 20.0, "how long to train (default 20)")
     p.add_argument(
         "--device",
         choices=["auto", "cpu", "cuda"],
@@ -51,23 +56,12 @@ def demo(argv: list[str]) -> int:
         help="where the policy runs (default auto: cuda when a GPU is available)",
     )
     p.add_argument("--seed", type=int, default=1, help="random seed of the training run (default 1)")
-    p.add_argument(
-        "--trace-dir",
-        default="rlscope-demo-trace",
-        metavar="DIR",
-        help="write the trace here, replacing any trace in it (default rlscope-demo-trace)",
-    )
-    p.add_argument(
-        "--html",
-        default="rlscope-demo-report.html",
-        metavar="FILE",
-        help="write the HTML report here (default rlscope-demo-report.html)",
-    )
-    p.add_argument("--json", default=None, metavar="FILE", help="also write the summary as JSON")
-    p.add_argument("--raw", action="store_true", help="report raw figures (no calibration, no correction)")
+    options.trace_dir_out(p, "rlscope-demo-trace")
+    options.html_out(p, "the HTML report here", default="rlscope-demo-report.html")
+    options.json_out(p, "the summary")
+    options.raw(p, "report raw figures (no calibration, no correction)")
+    options.verbose(p)
     args = p.parse_args(argv)
-    if args.seconds <= 0:
-        p.error("--seconds must be > 0")
     if args.device == "cuda":
         import torch
 
@@ -89,7 +83,7 @@ def demo(argv: list[str]) -> int:
         f"rlscope demo: {result['global_step']} steps, {len(result['episode_returns'])} episodes,"
         f" mean return of the last 20: {result['final_mean_return']:.1f}"
     )
-    _print_report(str(trace_dir), args.html, args.json, correct=not args.raw)
+    _print_report(str(trace_dir), args.html, args.json, correct=not args.raw, verbose=args.verbose)
     print(f"trace: {trace_dir}   report: {args.html}")
     return 0
 
@@ -101,37 +95,22 @@ def run(argv: list[str]) -> int:
         " Every Python process it starts is profiled (gymnasium environments count as simulator time);"
         " at the end the breakdown is printed. Exits with the program's exit status.",
     )
-    p.add_argument(
-        "--trace-dir",
-        default="rlscope-trace",
-        metavar="DIR",
-        help="write the trace here, replacing any trace in it (default rlscope-trace)",
-    )
-    p.add_argument(
-        "--gpu",
-        default="auto",
-        choices=["auto", "kineto", "cupti", "off"],
-        help="how to record GPU kernels and copies (default auto: the native CUPTI recorder, else"
-        " Kineto; off: no GPU trace)",
-    )
-    p.add_argument("--no-backend", action="store_true", help="do not record time inside torch ops")
-    p.add_argument(
-        "--flush-interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="how often each process writes its events to the trace (default 1)",
+    options.trace_dir_out(p, "rlscope-trace")
+    options.gpu(p)
+    options.no_backend(p)
+    options.seconds(
+        p, "--flush-interval", 1.0, "how often each process writes its events to the trace (default 1)"
     )
     p.add_argument("--no-analyze", action="store_true", help="do not print the breakdown at the end")
-    p.add_argument("--html", default=None, metavar="FILE", help="also write an HTML report")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="the program to run (python script.py ...)")
+    options.html_out(p)
+    options.json_out(p, "the summary")
+    options.verbose(p)
+    options.program(p)
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope run -- python train.py ...")
-    if args.flush_interval <= 0:
-        p.error("--flush-interval must be > 0")
     trace_dir = Path(args.trace_dir).resolve()
     clear_trace_dir(trace_dir)
-    options = {
+    run_options = {
         "flush_interval": args.flush_interval,
         "backend": not args.no_backend,
         "gpu": False if args.gpu == "off" else args.gpu,
@@ -142,7 +121,7 @@ def run(argv: list[str]) -> int:
     env.pop(RUN_PARENT_ENV, None)  # this program is the run's first process
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if x)
     env[RUN_TRACE_DIR_ENV] = str(trace_dir)
-    env[RUN_OPTIONS_ENV] = json.dumps(options)
+    env[RUN_OPTIONS_ENV] = json.dumps(run_options)
     try:
         proc = subprocess.Popen(command, env=env)
     except FileNotFoundError:
@@ -151,7 +130,7 @@ def run(argv: list[str]) -> int:
     print(f"rlscope run: exit status {code}; trace in {trace_dir}", file=sys.stderr)
     if not args.no_analyze and trace_dir.exists():
         try:
-            _print_report(str(trace_dir), args.html, None)
+            _print_report(str(trace_dir), args.html, args.json, verbose=args.verbose)
         except Exception as e:  # the program's status is what `rlscope run` reports, whatever
             print(f"rlscope run: warning: no analysis: {e}", file=sys.stderr)
     return code
@@ -185,16 +164,18 @@ def calibrate(argv: list[str]) -> int:
     )
     p.add_argument("--out", metavar="FILE", help="write here instead of the per-machine cache")
     p.add_argument(
-        "--reps",
-        type=int,
-        help="consecutive rounds whose estimates must agree within 20%% (default 5; 4 with --quick)",
+        "--rounds",
+        "--reps",  # its earlier name, still accepted (validate's --reps counts runs, not rounds)
+        dest="rounds",
+        type=options.count(2),
+        metavar="K",
+        help="consecutive rounds whose estimates must agree within 20%% (default 5; 4 with --quick;"
+        " at least 2: stability is agreement between rounds)",
     )
     p.add_argument("--quick", action="store_true", help="fewer, shorter rounds; the same stability rule")
     p.add_argument("--no-gpu", action="store_true", help="skip the GPU measurements")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no table")
     args = p.parse_args(argv)
-    if args.reps is not None and args.reps < 2:
-        p.error("--reps must be >= 2: stability is agreement between rounds")
     from rlscope.overhead.calibrate.rounds import run_calibration
     from rlscope.overhead.correct import calibration
     from rlscope.viz.terminal import render_calibration
@@ -204,7 +185,7 @@ def calibrate(argv: list[str]) -> int:
             print(f"rlscope calibrate: {msg}", file=sys.stderr, flush=True)
 
     # a refused cost is one line on stderr even with -q (run_calibration's warn), never dropped silently
-    cal = run_calibration(reps=args.reps, quick=args.quick, gpu=not args.no_gpu, log=log)
+    cal = run_calibration(reps=args.rounds, quick=args.quick, gpu=not args.no_gpu, log=log)
     path = calibration.save(cal, args.out)
     if not args.quiet:
         render_calibration(cal)
@@ -278,7 +259,7 @@ def _parser() -> Parser:
                 "rlscope run -- python train.py": "profile your program as it is",
                 "rlscope-analyze rlscope-trace": "the breakdown of a trace again (--html, --json)",
                 "rlscope COMMAND --help": "a command's options",
-                "rlscope-analyze --help": "the analysis commands (check, diff, export, bench-sim)",
+                "rlscope-analyze --help": f"the analysis commands ({', '.join(ANALYZE_COMMANDS)})",
             },
         ),
     )

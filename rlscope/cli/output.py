@@ -7,12 +7,23 @@ thing; each output is a renderer of the one :class:`~rlscope.analysis.AnalysisRe
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from rlscope.errors import RLScopeError
 
 if TYPE_CHECKING:
     from rlscope.analysis.result import AnalysisResult
 
-__all__ = ["report"]
+__all__ = ["report", "write_text"]
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write a file a command was asked for; a path that cannot be written is one line and status 2."""
+    try:
+        Path(path).write_text(text if text.endswith("\n") else text + "\n")
+    except OSError as e:
+        raise RLScopeError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 def report(
@@ -21,8 +32,10 @@ def report(
     html_path: str | None = None,
     quiet: bool = False,
     prog: str = "rlscope-analyze",
+    verbose: bool = False,
 ) -> None:
-    """Write the JSON and HTML asked for, print the table unless ``quiet``, each warning on stderr."""
+    """Write the JSON and HTML asked for, print the table unless ``quiet`` (with the correction's
+    details when ``verbose``), each warning on stderr."""
     from rlscope.viz import data_files, html, terminal
 
     if json_path:
@@ -30,6 +43,6 @@ def report(
     if html_path:
         html.write(result, html_path)
     if not quiet:
-        terminal.render(result, warnings=False)
+        terminal.render(result, warnings=False, verbose=verbose)
     for w in result.warnings:
         print(f"{prog}: warning: {w}", file=sys.stderr)

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlscope.cli import options
+from rlscope.cli.output import write_text
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError, TraceError
@@ -58,7 +60,25 @@ def estimate_of(trace_dir: str, ks: tuple[int, ...]) -> dict[str, Any]:
     return estimate(est["inputs"], tuple(sorted({1, *ks})))
 
 
-def estimate_text(est: dict[str, Any]) -> str:
+def _fitted(table: Any, first: list[str], then: list[str], width: int | None) -> str:
+    """A table (rlscope.viz.terminal.Columns) as text at ``width`` (default: the terminal's), columns
+    left out with a note where it is narrower than the table."""
+    import io
+
+    from rich.console import Console
+
+    from rlscope.viz.terminal import fit_table
+
+    width = width or shutil.get_terminal_size().columns
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False)
+    console.print(fit_table(lambda compact: table, console, first, then))
+    return buf.getvalue().rstrip("\n")
+
+
+def estimate_text(est: dict[str, Any], width: int | None = None) -> str:
+    from rlscope.viz.terminal import Columns
+
     m = est["inputs"]
     lines = [
         f"alone: GPU busy {100 * m['gpu_busy_fraction']:.2f}% of the time"
@@ -68,13 +88,22 @@ def estimate_text(est: dict[str, Any]) -> str:
         f" ({m['host_cpus'] or '?'} on the host, device {m['device'] or '?'})",
         f"fits: {est['k_fit']} copies with each at most {100 * (est['max_slowdown'] - 1):.0f}% slower;"
         f" then {est['binds']} binds (memory alone allows {est['k_max_memory']})",
-        f"{'k':>3} {'memory GiB':>11} {'shared-alloc GiB':>17} {'slowdown':>9} {'throughput':>11}  binds",
     ]
-    for t in est["table"]:
-        lines.append(
-            f"{t['k']:>3} {t['memory_bytes'] / GIB:>11.2f} {t['memory_shared_allocator_bytes'] / GIB:>17.2f}"
-            f" {t['slowdown']:>9.3f} {t['throughput']:>11.2f}  {t['binds']}"
+    t = Columns(header_style="bold")
+    t.add_column("k", justify="right")
+    for col in ("memory GiB", "shared-alloc GiB", "slowdown", "throughput"):
+        t.add_column(col, justify="right")
+    t.add_column("binds")
+    for r in est["table"]:
+        t.add_row(
+            str(r["k"]),
+            f"{r['memory_bytes'] / GIB:.2f}",
+            f"{r['memory_shared_allocator_bytes'] / GIB:.2f}",
+            f"{r['slowdown']:.3f}",
+            f"{r['throughput']:.2f}",
+            str(r["binds"]),
         )
+    lines.append(_fitted(t, ["shared-alloc GiB", "throughput"], ["memory GiB"], width))
     lines += [f"note: {n}" for n in m.get("notes", [])]
     return "\n".join(lines)
 
@@ -86,13 +115,15 @@ def share_main(argv: list[str]) -> int:
         description="Estimate how many copies of the traced job fit one GPU, and which resource binds"
         " (memory, GPU time, CPU). The model is docs/sharing.md; 'rlscope share-check' measures it.",
     )
-    p.add_argument("trace_dir", help="trace directory written by rlscope.profile / rlscope run")
-    p.add_argument("-k", default="1,2,4,8,16", help="copies to tabulate (default 1,2,4,8,16)")
-    p.add_argument("--json", metavar="FILE", help="write the estimate as JSON")
+    options.trace_dir(p)
+    p.add_argument(
+        "-k", default="1,2,4,8,16", metavar="K,K,...", help="copies to tabulate (default 1,2,4,8,16)"
+    )
+    options.json_out(p, "the estimate")
     args = p.parse_args(argv)
     est = estimate_of(args.trace_dir, _k_list(args.k))
     if args.json:
-        Path(args.json).write_text(json.dumps(est, indent=2) + "\n")
+        write_text(args.json, json.dumps(est, indent=2))
     print(estimate_text(est))
     return 0
 
@@ -412,7 +443,9 @@ def check(
     }
 
 
-def check_text(res: dict[str, Any]) -> str:
+def check_text(res: dict[str, Any], width: int | None = None) -> str:
+    from rlscope.viz.terminal import Columns
+
     pr = res.get("context_switch_probe")
     lines = []
     if pr:
@@ -430,23 +463,32 @@ def check_text(res: dict[str, Any]) -> str:
             if res["basis"] == "loop"
             else "whole process (start to exit, start-up included: no scopes in the program)"
         ),
-        f"{'k':>3} {'wall s':>8} {'cores':>6} {'slowdown':>9} {'predicted':>10} {'err':>6} {'mem GiB':>8}"
-        f" {'predicted':>10} {'err':>6}  binds (predicted)",
     ]
+    t = Columns(header_style="bold")
+    t.add_column("k", justify="right")
+    cols = ("wall s", "cores", "slowdown", "predicted", "err", "mem GiB", "predicted GiB", "mem err")
+    for col in cols:
+        t.add_column(col, justify="right")
+    t.add_column("binds (predicted)")
     for r in res["runs"]:
         err = r["predicted_slowdown"] / r["measured_slowdown"] - 1
         mem = r.get("measured_memory_bytes")
-        mem_s = f"{mem / GIB:>8.2f}" if mem is not None else f"{'?':>8}"
-        mem_err = f"{100 * (r['predicted_memory_bytes'] / mem - 1):>5.0f}%" if mem else f"{'?':>6}"
+        mem_err = f"{100 * (r['predicted_memory_bytes'] / mem - 1):.0f}%" if mem else "?"
         if not r["predicted_memory_bytes"]:
-            mem_err = f"{'?':>6}"
-        lines.append(
-            f"{r['k']:>3} {r['mean_wall_s']:>8.2f} {r.get('mean_cores', float('nan')):>6.2f}"
-            f" {r['measured_slowdown']:>9.3f}"
-            f" {r['predicted_slowdown']:>10.3f}"
-            f" {100 * err:>5.0f}% {mem_s} {r['predicted_memory_bytes'] / GIB:>10.2f} {mem_err}"
-            f"  {r['predicted_binds']}"
+            mem_err = "?"
+        t.add_row(
+            str(r["k"]),
+            f"{r['mean_wall_s']:.2f}",
+            f"{r.get('mean_cores', float('nan')):.2f}",
+            f"{r['measured_slowdown']:.3f}",
+            f"{r['predicted_slowdown']:.3f}",
+            f"{100 * err:.0f}%",
+            f"{mem / GIB:.2f}" if mem is not None else "?",
+            f"{r['predicted_memory_bytes'] / GIB:.2f}",
+            mem_err,
+            str(r["predicted_binds"]),
         )
+    lines.append(_fitted(t, ["cores", "wall s", "mem err", "predicted GiB"], ["binds (predicted)"], width))
     bad = [r["k"] for r in res["runs"] if any(r["exit_codes"])]
     if bad:
         lines.append(f"warning: copies exited with an error status at k = {bad}")
@@ -460,13 +502,15 @@ def main(argv: list[str]) -> int:
         description="Run k copies of a program at once on one GPU and compare each copy's slowdown and"
         " the device memory used with rlscope's co-location estimate (rlscope-analyze share).",
     )
-    p.add_argument("-k", default="2,4,8", help="copies to run together (default 2,4,8)")
-    p.add_argument("--trace", metavar="DIR", help="estimate from this trace (default: profile one run first)")
+    p.add_argument("-k", default="2,4,8", metavar="K,K,...", help="copies to run together (default 2,4,8)")
+    p.add_argument(
+        "--trace", metavar="TRACE_DIR", help="estimate from this trace (default: profile one run first)"
+    )
     p.add_argument(
         "--work-dir", metavar="DIR", help="where the profiled run's trace goes (default: a temp dir)"
     )
-    p.add_argument("--json", metavar="FILE", help="write the measurements and the estimate as JSON")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds each set of copies may take (600)")
+    options.json_out(p, "the measurements and the estimate")
+    options.seconds(p, "--timeout", 600.0, "seconds each set of copies may take (default 600)")
     p.add_argument(
         "--mps", action="store_true", help="run the copies under an MPS daemon (needs its control)"
     )
@@ -480,7 +524,7 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="skip the context-switch probe (two small torch processes, ~10 s): no switch cost estimated",
     )
-    p.add_argument("command", nargs="...", help="the program to run (python train.py ...)")
+    options.program(p)
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope share-check -k 2,4 -- python train.py ...")
     ks = _k_list(args.k)
@@ -490,7 +534,7 @@ def main(argv: list[str]) -> int:
             command, ks, args.trace, work, args.timeout, args.mps, args.whole_process, not args.no_probe
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+        write_text(args.json, json.dumps(res, indent=2))
     if res["estimate"]:
         print(estimate_text(res["estimate"]))
     print(check_text(res))

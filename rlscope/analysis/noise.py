@@ -1,0 +1,73 @@
+"""How much a summed figure would move between two runs of the same program: its noise.
+
+An operation's total is the sum of its instances. From their spread in one trace we estimate the
+variance of that sum, which ``rlscope-analyze diff`` adds up for two traces to say whether a change
+is larger than noise. Two estimates, the larger wins:
+
+- independent instances: ``n * s**2`` (``s``: the sample standard deviation of one instance);
+- batch means: the instances in time order cut into up to :data:`MAX_BLOCKS` consecutive blocks,
+  ``n * sum(n_j * (m_j - m)**2) / (B - 1)`` (``m_j``: block j's mean). Where the machine's speed
+  drifts during the run (a busy neighbour, a clock change), neighbouring instances move together and
+  the blocks' means spread more than independent instances would: the sum's noise is larger, and this
+  estimate sees it.
+
+Variances of independent groups add, so a row's variance can be summed over phases and processes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["MAX_BLOCKS", "MIN_PER_BLOCK", "sum_variance"]
+
+MAX_BLOCKS = 16
+MIN_PER_BLOCK = 4  # fewer instances per block than this: batch means too noisy, independent only
+
+
+def sum_variance(
+    group: np.ndarray, when: np.ndarray, values: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(instances per group, variance of each group's sum per column of ``values``).
+
+    ``group``: each instance's group (< 0: left out); ``when``: its start, to order it in time;
+    ``values``: (instances, columns). A group of fewer than two instances has variance 0 (unknown:
+    the caller looks at the count).
+    """
+    values = np.asarray(values, np.float64)
+    values = values.reshape(len(group), values.shape[1] if values.ndim == 2 else 1)
+    ncol = values.shape[1]
+    keep = group >= 0
+    g, t, x = group[keep].astype(np.int64), when[keep], values[keep]
+    n = np.bincount(g, minlength=n_groups).astype(np.float64)
+    if not len(g):
+        return n.astype(np.int64), np.zeros((n_groups, ncol))
+    sums = np.stack([np.bincount(g, weights=x[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
+    mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+    dev2 = (x - mean[g]) ** 2
+    ss = np.stack([np.bincount(g, weights=dev2[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
+    several = n > 1
+    iid = np.where(several[:, None], ss * (n / np.maximum(n - 1, 1))[:, None], 0.0)
+
+    # batch means: rank of each instance in its group by time, then block = rank * B // n
+    blocks = np.minimum(MAX_BLOCKS, n // MIN_PER_BLOCK).astype(np.int64)
+    order = np.lexsort((t, g))
+    g_sorted = g[order]
+    first = np.searchsorted(g_sorted, np.arange(n_groups))
+    rank = np.empty(len(g), np.int64)
+    rank[order] = np.arange(len(g)) - first[g_sorted]
+    nb = blocks[g]
+    use = nb >= 2
+    if not use.any():
+        return n.astype(np.int64), iid
+    block = np.where(use, rank * nb // np.maximum(n[g], 1).astype(np.int64), 0)
+    key = (g * MAX_BLOCKS + block)[use]
+    size = np.bincount(key, minlength=n_groups * MAX_BLOCKS).astype(np.float64)
+    bsum = np.stack(
+        [np.bincount(key, weights=x[use, c], minlength=n_groups * MAX_BLOCKS) for c in range(ncol)], axis=1
+    )
+    bmean = np.divide(bsum, size[:, None], out=np.zeros_like(bsum), where=size[:, None] > 0)
+    grp_of_block = np.arange(n_groups * MAX_BLOCKS) // MAX_BLOCKS
+    wdev = size[:, None] * (bmean - mean[grp_of_block]) ** 2  # empty blocks weigh 0
+    between = wdev.reshape(n_groups, MAX_BLOCKS, ncol).sum(axis=1)
+    batch = np.where((blocks >= 2)[:, None], n[:, None] * between / np.maximum(blocks - 1, 1)[:, None], 0.0)
+    return n.astype(np.int64), np.maximum(iid, batch)

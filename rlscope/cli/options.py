@@ -1,0 +1,179 @@
+"""The options rlscope's commands share, defined once: one name, one meaning, one help text.
+
+Every command adds what it takes with these (``rlscope``, ``rlscope-analyze`` and their subcommands),
+so ``--json`` writes JSON everywhere, ``TRACE_DIR`` names a trace to read everywhere, ``--trace-dir``
+names where a trace is written, and numbers are checked where they are parsed (a bad value is
+argparse's one-line error and exit status 2, see :class:`rlscope.cli.parser.Parser`).
+
+    p = Parser(prog="rlscope-analyze diff", ...)
+    options.trace_dir(p, dest="a", metavar="A", help="baseline trace directory")
+    options.json_out(p, "the diff")
+    options.workers(p)
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "GPU_MODES",
+    "calibration",
+    "count",
+    "gpu",
+    "html_out",
+    "json_out",
+    "no_backend",
+    "positive_float",
+    "positive_int",
+    "program",
+    "quiet",
+    "raw",
+    "ray",
+    "seconds",
+    "trace_dir",
+    "trace_dir_out",
+    "verbose",
+    "window",
+    "workers",
+]
+
+TRACE_HELP = "trace directory written by rlscope.profile / rlscope run"
+GPU_MODES = ("auto", "kineto", "cupti", "off")
+
+
+def _number(kind: Callable[[str], Any], name: str, low: float, strict: bool) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
+        if value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(f"must be {'>' if strict else '>='} {low:g}, got {text}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 1."""
+    return _number(int, "an integer", 1, strict=False)(text)
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type``: a number > 0."""
+    return _number(float, "a number", 0, strict=True)(text)
+
+
+def count(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``low``."""
+    return _number(int, "an integer", low, strict=False)
+
+
+def trace_dir(
+    p: argparse.ArgumentParser, dest: str = "trace_dir", metavar: str = "TRACE_DIR", help: str = TRACE_HELP
+) -> argparse.Action:
+    """The trace a command reads: a positional ``TRACE_DIR``."""
+    return p.add_argument(dest, metavar=metavar, help=help)
+
+
+def trace_dir_out(p: argparse.ArgumentParser, default: str) -> argparse.Action:
+    """Where a command that runs a program writes its trace: ``--trace-dir DIR``."""
+    return p.add_argument(
+        "--trace-dir",
+        default=default,
+        metavar="DIR",
+        help=f"write the trace here, replacing any trace in it (default {default})",
+    )
+
+
+def json_out(
+    p: argparse.ArgumentParser, what: str = "the summary", default: str | None = None
+) -> argparse.Action:
+    return p.add_argument("--json", metavar="FILE", default=default, help=f"write {what} as JSON")
+
+
+def html_out(
+    p: argparse.ArgumentParser, what: str = "an interactive HTML report", default: str | None = None
+) -> argparse.Action:
+    tail = f" (default {default})" if default else ""
+    return p.add_argument("--html", metavar="FILE", default=default, help=f"write {what}{tail}")
+
+
+def quiet(p: argparse.ArgumentParser, help: str = "do not print the table") -> argparse.Action:
+    return p.add_argument("-q", "--quiet", action="store_true", help=help)
+
+
+def verbose(
+    p: argparse.ArgumentParser, help: str = "also print how the overhead correction was made"
+) -> argparse.Action:
+    return p.add_argument("-v", "--verbose", action="store_true", help=help)
+
+
+def window(
+    p: argparse.ArgumentParser,
+    help: str = "timeline window of the HTML report, seconds since the run start (either side may be"
+    " empty); default: a few iterations of the outermost repeating operation",
+) -> argparse.Action:
+    return p.add_argument("--window", metavar="START:END", help=help)
+
+
+def calibration(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="overhead calibration to use (default: the one embedded in the trace when it was recorded,"
+        " else the one `rlscope calibrate` saved for the trace's machine and software stack)",
+    )
+
+
+def raw(
+    p: argparse.ArgumentParser, help: str = "report raw figures: no overhead correction"
+) -> argparse.Action:
+    return p.add_argument("--raw", action="store_true", help=help)
+
+
+def workers(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="analyze the processes of the trace in N local worker processes (same result as serial)",
+    )
+
+
+def ray(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="analyze the processes in Ray tasks on the cluster at ADDRESS ('auto', 'local' or host:port;"
+        " needs rlscope[ray])",
+    )
+
+
+def gpu(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument(
+        "--gpu",
+        default="auto",
+        choices=list(GPU_MODES),
+        help="how to record GPU kernels and copies (default auto: the native CUPTI recorder, else"
+        " Kineto; off: no GPU trace)",
+    )
+
+
+def no_backend(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument("--no-backend", action="store_true", help="do not record time inside torch ops")
+
+
+def seconds(p: argparse.ArgumentParser, flag: str, default: float | None, help: str) -> argparse.Action:
+    """A duration option (> 0), in seconds."""
+    return p.add_argument(flag, type=positive_float, default=default, metavar="SECONDS", help=help)
+
+
+def program(p: argparse.ArgumentParser) -> argparse.Action:
+    """The program a wrapper command runs: everything after the options (``--`` optional)."""
+    return p.add_argument(
+        "command", nargs=argparse.REMAINDER, help="the program to run (python train.py ARGS...)"
+    )
