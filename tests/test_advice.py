@@ -51,7 +51,8 @@ class Run:
         self.gpu.append((C.CUDA_API, t, t + ns, self.corr, self.thread, -1, -1, intern(name), 0))
         if nested:
             self.corr += 1
-            self.gpu.append((C.CUDA_API, t + 1, t + ns - 1, self.corr, self.thread, -1, -1, intern(nested), 0))
+            row = (C.CUDA_API, t + 1, t + ns - 1, self.corr, self.thread, -1, -1, intern(nested), 0)
+            self.gpu.append(row)
         if record:
             cat, rname, rns, nbytes = record
             self.gpu.append((cat, t + ns, t + ns + rns, self.corr, -1, 0, 7, intern(rname), nbytes))
@@ -412,7 +413,8 @@ def test_python_dominated_fires_when_python_outweighs_torch_ops(tmp_path, op, ru
     assert a["operation"] == op
     assert a["seconds_at_stake"] == pytest.approx(STEPS * 700 * NS)
     assert a["evidence"] == (
-        f"{op} took 20.0 µs over 20 calls (1.0 µs each); 70% of its own time is Python (14.0 µs), 30% torch ops"
+        f"{op} took 20.0 µs over 20 calls (1.0 µs each); 70% of its own time is Python (14.0 µs),"
+        " 30% torch ops"
     )
 
 
