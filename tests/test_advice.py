@@ -7,6 +7,7 @@ hand (as tests/test_gpu_analysis.py does), so every figure the advice quotes is 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -483,3 +484,57 @@ def test_a_small_gpu_policy_is_one_finding_not_three(tmp_path):
     s = run(tmp_path, step)
     rules = {a["rule"] for a in s["advice"] if a["operation"] == "inference"}
     assert rules == {"gpu_idle_small_policy"}
+
+
+# --------------------------------------------------------------------------- renderings
+
+
+def _many_findings() -> dict:
+    ops = {f"update_{i}": _op(1.0 + i / 10, python=0.9 + i / 10, backend=0.1) for i in range(7)}
+    summary = {"wall_s": 20.0, "categories": {"backend": 1.0}, "operations": ops}
+    summary["advice"] = advise(summary)
+    return summary
+
+
+def test_terminal_footer_shows_the_top_findings_one_line_each():
+    from rlscope.viz.advice import FOOTER_FINDINGS, footer_lines
+
+    summary = _many_findings()
+    lines = footer_lines(summary)
+    assert lines[0] == "advice, most time at stake first (2 more in --json / --html):"
+    assert len(lines) == 1 + FOOTER_FINDINGS
+    top = summary["advice"][0]
+    assert top["operation"] == "update_6" and top["seconds_at_stake"] == pytest.approx(1.5)
+    assert (
+        lines[1]
+        == f"1. update_6: {top['change']} — 1.50 s at stake (8% of the run). Evidence: {top['evidence']}"
+    )
+    assert footer_lines({"advice": []}) == []
+
+
+def test_table_and_html_show_the_advice(tmp_path):
+    from rlscope.viz import html, terminal
+
+    def step(r: Run, i: int) -> None:
+        with rlscope.scope("inference"):
+            r.python(2000)
+        with rlscope.scope("simulation"), rlscope.simulator():
+            r.python(6000)
+
+    with Run(tmp_path / "trace") as r:
+        for i in range(STEPS):
+            step(r, i)
+    result = analyze(tmp_path / "trace", correct=False)
+    [a] = result.advice
+    text = terminal.text(result, width=400)
+    assert f"1. simulation: {a['change']} — 120.0 µs at stake (75% of the run)." in text
+    page = html.render(result)
+    assert page.index("<h2>Advice</h2>") < page.index("<h2>Time by operation and category</h2>")
+    assert "[simulation_bound · simulation]" in page
+    assert json.loads(json.dumps(result.summary))["advice"] == [a]
+
+
+def test_html_says_when_there_is_no_advice():
+    from rlscope.viz.advice import NO_ADVICE, html_section
+
+    assert NO_ADVICE in html_section({"advice": []})

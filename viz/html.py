@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlscope.analysis.demangle import demangle
 from rlscope.errors import RLScopeError
+from rlscope.viz.advice import html_section as advice_section
 from rlscope.viz.colors import CATEGORY_COLORS, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.terminal import (
@@ -675,6 +676,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         "<h1>rlscope report</h1>",
         f"<div class='sub'>{trace_dir}</div>",
         _headline(summary),
+        advice_section(summary),  # ranked findings first: what to change (viz/advice.py)
         "<h2>Time by operation and category</h2>",
         _category_section(summary, state),
         "<h2>Resource overlap</h2>",

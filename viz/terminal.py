@@ -398,6 +398,10 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
     if gpu_line:
         console.print(Text(gpu_line, style="bold"))
 
+    from rlscope.viz.advice import render_footer
+
+    render_footer(summary, console)  # ranked findings last: what to change (rlscope.analysis.advice)
+
     if len(summary.get("phases") or {}) > 1:
         console.print(_fit(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"]))
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlscope.analysis.gpu_calls import GpuCalls, OpGpuCalls
 from rlscope.categories import UNANNOTATED
+
+if TYPE_CHECKING:
+    from rlscope.analysis.gpu_calls import GpuCalls, OpGpuCalls
 
 __all__ = ["Facts", "Finding", "count", "pct", "secs", "words_of"]
 
