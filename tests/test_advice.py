@@ -538,3 +538,19 @@ def test_html_says_when_there_is_no_advice():
     from rlscope.viz.advice import NO_ADVICE, html_section
 
     assert NO_ADVICE in html_section({"advice": []})
+
+
+@pytest.mark.parametrize(
+    "seconds, shown",
+    [
+        (1.5, "1.50 s"),
+        (0.0999, "99.9 ms"),
+        (200 * 999.9999e-9 / 200, "1.0 µs"),
+        (5e-7, "500 ns"),
+        (0.99949e-3, "999.5 µs"),
+    ],
+)
+def test_durations_read_in_the_unit_they_round_to(seconds, shown):
+    from rlscope.analysis.advice.base import secs
+
+    assert secs(seconds) == shown

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -116,6 +117,23 @@ def _nesting(api: gpu.ApiCalls) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return group, outer, reach[last]
 
 
+def _dense(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct ids, index of each into them) of small non-negative-or--1 ids (name ids), without a sort:
+    a trace has few names and many records."""
+    if len(ids) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    present = np.bincount(ids + 1) > 0
+    uniq = np.flatnonzero(present) - 1
+    index = np.cumsum(present) - 1
+    return uniq, index[ids + 1]
+
+
+def _flag(ids: np.ndarray, test: Callable[[int], bool]) -> np.ndarray:
+    """``test`` of each name id, asked once per distinct id."""
+    uniq, index = _dense(ids)
+    return np.array([test(int(u)) for u in uniq], bool)[index] if len(ids) else np.zeros(0, bool)
+
+
 def process_gpu_calls(proc: ProcessTrace, joined: gpu.JoinedTimeline | None = None) -> GpuCalls:
     """Per operation name, the :class:`OpGpuCalls` of one process ({} without CUDA API records)."""
     tl, api, recs = joined if joined is not None else gpu.timeline_with_gpu(proc)
@@ -125,11 +143,11 @@ def process_gpu_calls(proc: ProcessTrace, joined: gpu.JoinedTimeline | None = No
     ngroups = len(outer)
     dur_s = (group_end - api.start[outer]).astype(np.float64) / 1e9
 
-    names = {int(i): proc.name(int(i)) for i in np.unique(np.concatenate([api.name, recs.name]))}
-    base = {i: api_base_name(n) for i, n in names.items()}
-    sync_named = np.array([base[int(i)] in SYNC_APIS for i in api.name], bool)
-    g_sync_named = np.zeros(ngroups, bool)
-    np.logical_or.at(g_sync_named, group, sync_named)
+    def base(i: int) -> str:
+        return api_base_name(proc.name(i))
+
+    sync_named = _flag(api.name, lambda i: base(i) in SYNC_APIS)
+    g_sync_named = np.bincount(group, weights=sync_named, minlength=ngroups) > 0
     # the name a group is listed under: the outermost call's, or a nested synchronizing call's when
     # the outermost is not one (a driver synchronize inside a runtime call of another name)
     g_name = api.name[outer].copy()
@@ -140,63 +158,83 @@ def process_gpu_calls(proc: ProcessTrace, joined: gpu.JoinedTimeline | None = No
     rec_group = np.where(found, group[idx], -1)
     kernel = recs.category == categories.GPU_KERNEL
     copy = recs.category == categories.GPU_MEMCPY
-    dtoh = copy & np.array([("DtoH" in names[int(i)]) for i in recs.name], bool)
-    pageable = copy & np.array([("pageable" in names[int(i)].lower()) for i in recs.name], bool)
+    dtoh = copy & _flag(recs.name, lambda i: "DtoH" in proc.name(i))
+    pageable = copy & _flag(recs.name, lambda i: "pageable" in proc.name(i).lower())
 
     def launched(mask: np.ndarray) -> np.ndarray:
         out = np.zeros(ngroups, bool)
         out[rec_group[mask & found]] = True
         return out
 
-    g_launch, g_dtoh, g_pageable = launched(kernel), launched(dtoh), launched(pageable)
-    g_sync = g_sync_named | g_dtoh
+    g_launch, g_pageable = launched(kernel), launched(pageable)
+    g_sync = g_sync_named | launched(dtoh)
 
+    # each group's operation (innermost on its thread as the outermost call started), as a dense index
     inst, _ = gpu.state_at(tl, api.thread[outer], api.start[outer])
-    g_op = np.where(inst >= 0, np.append(tl.inst_name, -1)[inst], -1)
-    op_names = {int(k): (UNANNOTATED if k < 0 else proc.name(int(k))) for k in np.unique(g_op)}
+    g_op_name = np.where(inst >= 0, np.append(tl.inst_name, -1)[inst], -1)
+    rec_op_name = np.where(rec_group >= 0, g_op_name[np.maximum(rec_group, 0)], -1)
+    op_ids, dense = _dense(np.concatenate([g_op_name, rec_op_name]))
+    g_op, rec_op = dense[:ngroups], dense[ngroups:]
+    n = len(op_ids)
+
+    def per_op(index: np.ndarray, mask: np.ndarray, weights: np.ndarray | None = None) -> list[float]:
+        w = mask.astype(np.float64) if weights is None else np.where(mask, weights, 0.0)
+        return np.bincount(index, weights=w, minlength=n).tolist()
+
+    everything = np.ones(ngroups, bool)
+    api_calls, api_s = per_op(g_op, everything), per_op(g_op, everything, dur_s)
+    launch_calls, launch_s = per_op(g_op, g_launch), per_op(g_op, g_launch, dur_s)
+    sync_calls, sync_s = per_op(g_op, g_sync), per_op(g_op, g_sync, dur_s)
+    pageable_api_s = per_op(g_op, g_pageable, dur_s)
+    # instances that made a call, counted per operation (an instance has one operation)
+    seen = np.zeros(len(tl.inst_name), bool)
+    seen[inst[inst >= 0]] = True
+    seen_op = np.searchsorted(op_ids, tl.inst_name[seen])  # op_ids is sorted and holds every one
+    instances = np.bincount(seen_op, minlength=n).tolist()
+
+    rec_ns = (recs.end - recs.start).astype(np.float64)
+    rec_s = rec_ns / 1e9
+    nbytes = (recs.bytes if recs.bytes is not None else np.zeros(len(rec_s), np.int64)).astype(np.float64)
+    short = kernel & (rec_ns < SHORT_KERNEL_NS)
+    kernels, kernel_s = per_op(rec_op, kernel), per_op(rec_op, kernel, rec_s)
+    short_kernels, short_kernel_s = per_op(rec_op, short), per_op(rec_op, short, rec_s)
+    dtoh_copies, dtoh_bytes = per_op(rec_op, dtoh), per_op(rec_op, dtoh, nbytes)
+    pageable_copies, pageable_bytes = per_op(rec_op, pageable), per_op(rec_op, pageable, nbytes)
+    pageable_copy_s = per_op(rec_op, pageable, rec_s)
 
     out: GpuCalls = {}
-
-    def entry(name_id: int) -> OpGpuCalls:
-        return out.setdefault(op_names[name_id], OpGpuCalls())
-
-    for k in op_names:
-        sel = g_op == k
-        e = entry(k)
-        if k >= 0:
-            e.instances += len(np.unique(inst[sel]))
-        e.api_calls += int(sel.sum())
-        e.api_s += float(dur_s[sel].sum())
-        e.launch_calls += int((sel & g_launch).sum())
-        e.launch_s += float(dur_s[sel & g_launch].sum())
-        e.sync_calls += int((sel & g_sync).sum())
-        e.sync_s += float(dur_s[sel & g_sync].sum())
-        e.pageable_api_s += float(dur_s[sel & g_pageable].sum())
-        for nid in np.unique(g_name[sel & g_sync]).tolist():
-            m = sel & g_sync & (g_name == nid)
-            got = e.sync_names.setdefault(base[nid], [0, 0.0])
-            got[0] += int(m.sum())
-            got[1] += float(dur_s[m].sum())
-
-    rec_op = np.where(rec_group >= 0, g_op[np.maximum(rec_group, 0)], -1)
-    rec_s = (recs.end - recs.start).astype(np.float64) / 1e9
-    nbytes = recs.bytes if recs.bytes is not None else np.zeros(len(rec_s), np.int64)
-    for k in np.unique(rec_op).tolist():
-        if k not in op_names:
-            op_names[k] = UNANNOTATED if k < 0 else proc.name(k)
-        sel = rec_op == k
-        e = entry(k)
-        ks = sel & kernel
-        short = ks & ((recs.end - recs.start) < SHORT_KERNEL_NS)
-        e.kernels += int(ks.sum())
-        e.kernel_s += float(rec_s[ks].sum())
-        e.short_kernels += int(short.sum())
-        e.short_kernel_s += float(rec_s[short].sum())
-        e.dtoh_copies += int((sel & dtoh).sum())
-        e.dtoh_bytes += int(nbytes[sel & dtoh].sum())
-        e.pageable_copies += int((sel & pageable).sum())
-        e.pageable_bytes += int(nbytes[sel & pageable].sum())
-        e.pageable_copy_s += float(rec_s[sel & pageable].sum())
+    for k, name_id in enumerate(op_ids.tolist()):
+        out[UNANNOTATED if name_id < 0 else proc.name(name_id)] = OpGpuCalls(
+            instances=int(instances[k]) if name_id >= 0 else 0,
+            api_calls=int(api_calls[k]),
+            api_s=api_s[k],
+            launch_calls=int(launch_calls[k]),
+            launch_s=launch_s[k],
+            sync_calls=int(sync_calls[k]),
+            sync_s=sync_s[k],
+            kernels=int(kernels[k]),
+            kernel_s=kernel_s[k],
+            short_kernels=int(short_kernels[k]),
+            short_kernel_s=short_kernel_s[k],
+            dtoh_copies=int(dtoh_copies[k]),
+            dtoh_bytes=int(dtoh_bytes[k]),
+            pageable_copies=int(pageable_copies[k]),
+            pageable_bytes=int(pageable_bytes[k]),
+            pageable_copy_s=pageable_copy_s[k],
+            pageable_api_s=pageable_api_s[k],
+        )
+    # the synchronizing calls by name, per operation (few distinct pairs)
+    sel = np.flatnonzero(g_sync)
+    width = int(g_name.max()) + 2
+    pair, index = np.unique(g_op[sel] * width + (g_name[sel] + 1), return_inverse=True)
+    calls = np.bincount(index.reshape(-1), minlength=len(pair))
+    secs = np.bincount(index.reshape(-1), weights=dur_s[sel], minlength=len(pair))
+    for key, c, t in zip(pair.tolist(), calls.tolist(), secs.tolist(), strict=True):
+        k, nid = divmod(key, width)
+        name = UNANNOTATED if op_ids[k] < 0 else proc.name(int(op_ids[k]))
+        got = out[name].sync_names.setdefault(base(nid - 1), [0, 0.0])  # names differing in version add up
+        got[0] += c
+        got[1] += t
     return out
 
 

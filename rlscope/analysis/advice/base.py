@@ -84,8 +84,9 @@ class Facts:
 
 
 def secs(s: float) -> str:
-    """A duration as people read it: 1.23 s, 45.6 ms, 7.8 µs, 120 ns."""
-    a = abs(s)
+    """A duration as people read it: 1.23 s, 45.6 ms, 7.8 µs, 120 ns (a unit from where the value
+    rounds to 1.0 of it, so a sum a hair under 1 µs reads 1.0 µs, not 1000 ns)."""
+    a = abs(s) / 0.9995
     if a >= 1.0:
         return f"{s:.2f} s"
     if a >= 1e-3:
