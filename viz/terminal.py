@@ -398,12 +398,12 @@ def render_summary(summary: dict, console: Console | None = None, warnings: bool
     if gpu_line:
         console.print(Text(gpu_line, style="bold"))
 
+    if len(summary.get("phases") or {}) > 1:
+        console.print(_fit(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"]))
+
     from rlscope.viz.advice import render_footer
 
     render_footer(summary, console)  # ranked findings last: what to change (rlscope.analysis.advice)
-
-    if len(summary.get("phases") or {}) > 1:
-        console.print(_fit(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"]))
 
 
 def _role_table(summary: Mapping[str, Any]) -> Table:
