@@ -40,7 +40,6 @@ SYNC_APIS = frozenset(
         "cudaDeviceSynchronize",
         "cudaStreamSynchronize",
         "cudaEventSynchronize",
-        "cudaStreamWaitEvent",
         "cudaMemcpy",
         "cudaMemcpy2D",
         "cuCtxSynchronize",
