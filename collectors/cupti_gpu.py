@@ -28,6 +28,13 @@ COPY_KINDS = {
     8: "memcpy DtoD",
     10: "memcpy PtoP",
 }
+PAGEABLE = 1  # CUpti_ActivityMemoryKind: CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE
+
+
+def copy_label(kind: int, pageable: bool) -> str:
+    """A copy's name in the trace: its direction, and ``pageable`` when its host side is pageable memory
+    (the driver stages such copies and the caller blocks; rlscope.analysis.advice.copies reads it)."""
+    return COPY_KINDS.get(kind, "memcpy") + (" pageable" if pageable else "")
 
 
 class CuptiUnavailable(RuntimeError):
@@ -109,7 +116,8 @@ class CuptiCollector:
         self._gpu(r, categories.GPU_KERNEL, annotate.intern(r.name or "<kernel>"), 0)
 
     def _memcpy(self, r: Any) -> None:
-        name = annotate.intern(COPY_KINDS.get(int(r.copy_kind), "memcpy"))
+        kinds = (int(getattr(r, "src_kind", 0)), int(getattr(r, "dst_kind", 0)))
+        name = annotate.intern(copy_label(int(r.copy_kind), PAGEABLE in kinds))
         self._gpu(r, categories.GPU_MEMCPY, name, r.bytes)
 
     def _memset(self, r: Any) -> None:

@@ -23,7 +23,8 @@ typedef CUpti_ActivityMemset4 rl_memset_t;
 
 typedef struct {
   int64_t start, end, corr, thread, stream, bytes;
-  int32_t name;    /* >= 0: kernel name id; memcpy: -100 - copyKind; memset: -1; API: -(domain*1e6 + cbid) */
+  int32_t name;    /* >= 0: kernel name id; memcpy: -100 - copyKind (-200 - copyKind when its host side is
+                      pageable memory); memset: -1; API: -(domain*1e6 + cbid) */
   int16_t device;
   int8_t category; /* 3 cuda_api, 4 kernel, 5 memcpy, 6 memset (rlscope.categories) */
   int8_t pad;
@@ -119,7 +120,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         r = push_row();
         r->category = 5; r->start = m->start; r->end = m->end; r->corr = EPOCH_CORR(m->correlationId);
         r->device = m->deviceId; r->stream = m->streamId; r->bytes = m->bytes;
-        r->name = -100 - (int32_t)m->copyKind; r->thread = -1;
+        /* pageable host memory: the driver stages the copy and the caller blocks (advice: pageable_copies) */
+        int pageable = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE ||
+                       m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+        r->name = (pageable ? -200 : -100) - (int32_t)m->copyKind; r->thread = -1;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {

@@ -25,7 +25,7 @@ import pyarrow as pa
 from rlscope import annotate, categories
 from rlscope.collectors import native_build
 from rlscope.collectors.clock import clock_offset
-from rlscope.collectors.cupti_gpu import COPY_KINDS, CuptiUnavailable
+from rlscope.collectors.cupti_gpu import CuptiUnavailable, copy_label
 from rlscope.errors import warn_once
 from rlscope.trace import schema as S
 
@@ -219,8 +219,8 @@ class NativeCuptiCollector:
                     label = self.lib.rl_name(code).decode(errors="replace")
                 elif code == -1:
                     label = "memset"
-                elif code > -1000:
-                    label = COPY_KINDS.get(-100 - code, "memcpy")
+                elif code > -1000:  # a copy: -100 - kind; -200 - kind from or to pageable host memory
+                    label = copy_label(-100 - code if code > -200 else -200 - code, code <= -200)
                 else:
                     driver = -code >= 2000000
                     name = self.lib.rl_api_name(int(driver), -code % 1000000).decode(errors="replace")

@@ -48,14 +48,14 @@ def test_rows_become_gpu_records(tmp_path):
     session = rlscope.profile(tmp_path / "t", backend=False, gpu=False).start()
     try:
         collector = cn.NativeCuptiCollector(session)
-        buf = np.zeros(4, cn.ROW)
-        buf["category"] = [3, 4, 5, 3]
-        buf["start"] = [2_000_000, 2_000_100, 2_000_200, 2_000_300]
+        buf = np.zeros(5, cn.ROW)
+        buf["category"] = [3, 4, 5, 3, 5]
+        buf["start"] = [2_000_000, 2_000_100, 2_000_200, 2_000_300, 2_000_400]
         buf["end"] = buf["start"] + 50
-        buf["corr"] = [7, 7, 8, 9]
-        buf["name"] = [-1_000_211, 0, -102, -2_000_307]
-        buf["bytes"] = [0, 0, 4096, 0]
-        buf["thread"] = [session.thread_state().ident32, 0, 0, 12345]
+        buf["corr"] = [7, 7, 8, 9, 10]
+        buf["name"] = [-1_000_211, 0, -102, -2_000_307, -201]  # -201: HtoD from pageable memory
+        buf["bytes"] = [0, 0, 4096, 0, 64]
+        buf["thread"] = [session.thread_state().ident32, 0, 0, 12345, 0]
         collector.lib = FakeLib(buf)
         collector._schema = S.columns_schema(S.GPU_COLUMNS_DOC + S.GPU_KERNEL_COLUMNS_DOC)
         collector.rows = session.writer.add_stream(S.GPU_FILE, collector._schema)
@@ -70,6 +70,7 @@ def test_rows_become_gpu_records(tmp_path):
         "my_kernel",
         "memcpy DtoH",
         "cuda driver cbid 307",
+        "memcpy HtoD pageable",
     ]
     assert rows[0]["thread"] == session.thread_states()[0].thread  # CUPTI's pthread id -> OS thread id
     assert rows[3]["thread"] == -2 - 12345  # a thread rlscope never saw keeps a distinct id

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.errors import RLScopeError
+from rlscope.viz.advice import html_section as advice_section
 from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.terminal import (
@@ -551,6 +552,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         "<h1>rlscope report</h1>",
         f"<div class='sub'>{trace_dir}</div>",
         _headline(summary),
+        advice_section(summary),  # ranked findings first: what to change (viz/advice.py)
         "<h2>Time by operation and category</h2>",
         _category_section(summary, state),
         *(_gpu_sections(summary, report, state, gpu_note) if gpu else ["<h2>GPU</h2>", _cpu_only_line()]),

@@ -414,6 +414,10 @@ def render_summary(
             fit_table(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"])
         )
 
+    from rlscope.viz.advice import render_footer
+
+    render_footer(summary, console)  # ranked findings last: what to change (rlscope.analysis.advice)
+
 
 def _role_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
     """Per role: its workers' busy time (time in operations) spread, the stragglers, the top operations."""

@@ -30,6 +30,7 @@ class GpuRecords:
     end: np.ndarray
     correlation: np.ndarray
     name: np.ndarray
+    bytes: np.ndarray | None = None  # bytes copied or set (0 for kernels)
 
 
 @dataclasses.dataclass
@@ -38,6 +39,7 @@ class ApiCalls:
     start: np.ndarray
     end: np.ndarray
     correlation: np.ndarray
+    name: np.ndarray | None = None  # API function name ids (rlscope.analysis.gpu_calls reads them)
 
 
 # a process's timeline with its CUDA API calls and GPU records (None without GPU data): the one
@@ -47,7 +49,7 @@ JoinedTimeline = tuple[Timeline, "ApiCalls | None", "GpuRecords | None"]
 
 def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecords]:
     """API calls (clipped to the session) and GPU records from a ``gpu.arrows`` table."""
-    keys = ("category", "start_ns", "end_ns", "correlation", "thread", "name")
+    keys = ("category", "start_ns", "end_ns", "correlation", "thread", "name", "bytes")
     c = {k: gpu.column(k).to_numpy() for k in keys}
     is_api = c["category"] == categories.CUDA_API
     a = np.flatnonzero(is_api)
@@ -57,6 +59,7 @@ def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecor
         start=np.clip(c["start_ns"][a], start_ns, end_ns),
         end=np.clip(c["end_ns"][a], start_ns, end_ns),
         correlation=c["correlation"][a].astype(np.int64),
+        name=c["name"][a].astype(np.int64),
     )
     records = GpuRecords(
         category=c["category"][g].astype(np.int64),
@@ -64,6 +67,7 @@ def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecor
         end=c["end_ns"][g].astype(np.int64),
         correlation=c["correlation"][g].astype(np.int64),
         name=c["name"][g].astype(np.int64),
+        bytes=c["bytes"][g].astype(np.int64),
     )
     return api, records
 

@@ -7,10 +7,10 @@ Two top-level functions take one process each and return small, picklable result
    process must match one calibration) and place the run on one time axis (the run's start, the
    timeline window).
 2. :func:`process_piece` loads the whole process, builds its timeline with GPU work joined, and
-   returns a :class:`ProcessPiece`: its raw and corrected breakdowns, kernel rows, sharing inputs,
-   its share of the report's timeline and, when asked, its interval tables. That is everything the
-   run's figures are merged from and nothing per event, so the timeline is dropped before the next
-   process is loaded.
+   returns a :class:`ProcessPiece`: its raw and corrected breakdowns, kernel rows, CUDA API evidence,
+   sharing inputs, its share of the report's timeline and, when asked, its interval tables. That is
+   everything the run's figures are merged from and nothing per event, so the timeline is dropped
+   before the next process is loaded.
 
 A worker is given a process's directory and reads its files itself; the driver reads no event table
 but the survey's columns. So memory is bounded by the largest process, not by the trace, whether
@@ -31,6 +31,7 @@ from typing import Any
 # imported here, not in the functions: forked pool workers then start with them loaded
 from rlscope.analysis import gpu, intervals, report, sharing
 from rlscope.analysis.breakdown import analyze_process_pair
+from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.analysis.kernels import process_kernel_rows
 from rlscope.errors import RLScopeError, TraceError
 from rlscope.overhead.correct.plan import has_light_windows
@@ -74,6 +75,7 @@ class ProcessPiece:
     sharing: Any  # rlscope.analysis.sharing.SharingPart | str (its failure) | None (no GPU data)
     timeline: Any  # rlscope.analysis.report.TimelinePart | None (no events)
     intervals: Any  # rlscope.analysis.intervals.ProcessIntervals | None (not asked, or no events)
+    gpu_calls: Any = None  # rlscope.analysis.gpu_calls.GpuCalls: per operation, its CUDA API calls (advice)
 
 
 def _load(source: Source, light: bool = False) -> ProcessTrace:
@@ -122,6 +124,7 @@ def process_piece(source: Source, costs: Any, request: PieceRequest) -> ProcessP
         sharing=sharing.process_part_or_error(proc, joined),
         timeline=timeline,
         intervals=part if request.intervals else None,
+        gpu_calls=process_gpu_calls(proc, joined),
     )
 
 

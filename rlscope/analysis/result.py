@@ -8,7 +8,8 @@ correction (:mod:`~rlscope.overhead.correct.plan`) and the run's time axis; then
 (:mod:`~rlscope.analysis.breakdown`) and cut into its kernel rows, its share of the report's timeline
 and, when asked, its interval tables (:mod:`~rlscope.analysis.kernels`,
 :mod:`~rlscope.analysis.report`, :mod:`~rlscope.analysis.intervals`). Those per-process pieces are
-merged in trace order into the summary (:mod:`~rlscope.analysis.summary`) and the rest. The terminal
+merged in trace order into the summary (:mod:`~rlscope.analysis.summary`) and the rest; the advice
+rules (:mod:`~rlscope.analysis.advice`) read the finished summary last. The terminal
 table, JSON, CSV, HTML, Chrome trace and diff are renderers of the :class:`AnalysisResult` it
 returns, so they cannot disagree (pyinstrument's ``session -> processors -> renderers`` shape).
 """
@@ -86,6 +87,11 @@ class AnalysisResult:
     def warnings(self) -> list[str]:
         return self.summary["warnings"]
 
+    @property
+    def advice(self) -> list[Mapping[str, Any]]:
+        """Ranked findings: rule, operation, evidence, seconds_at_stake, change (rlscope.analysis.advice)."""
+        return self.summary.get("advice", [])
+
 
 def analyze(
     trace_or_dir: Trace | str | Path,
@@ -125,7 +131,8 @@ def _analyze(
     ray_address: str | None,
     want_intervals: bool,
 ) -> AnalysisResult:
-    from rlscope.analysis import nccl
+    from rlscope.analysis import gpu_calls, nccl
+    from rlscope.analysis.advice import advise
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
     from rlscope.analysis.parallel import PieceRequest, Runner, process_piece, survey
@@ -194,6 +201,8 @@ def _analyze(
     # NCCL kernel time per operation and process
     nccl.add_to_summary(summary, [(h.pid, p.kernel_rows) for h, p in zip(headers, pieces, strict=True)])
     summary["warnings"] = once_per_run(summary["warnings"])
+    # ranked findings (rlscope.analysis.advice): last, since the rules read the finished summary
+    summary["advice"] = advise(summary, gpu_calls.merge([p.gpu_calls or {} for p in pieces]))
     kernels = kernel_table_from([p.kernel_rows for p in pieces])
     gpu_pid = (summary.get("gpu") or {}).get("pid")
     shift = next(((clock_offset(h) - run_start) / 1e9 for h in headers if h.pid == gpu_pid), None)

@@ -127,7 +127,12 @@ GPU_COLUMNS_DOC = [
     ("thread", "int64", "cuda_api rows: OS thread id of the caller; -1 for GPU rows"),
     ("device", "int16", "GPU index (-1 for cuda_api rows)"),
     ("stream", "int64", "CUDA stream id (-1 for cuda_api rows)"),
-    ("name", "int32", "id into names.arrows: kernel name, copy kind, or API callback id"),
+    (
+        "name",
+        "int32",
+        "id into names.arrows: kernel name, copy kind ('memcpy HtoD', 'memcpy DtoH pageable': host side in"
+        " pageable memory), or API function",
+    ),
     ("bytes", "int64", "bytes copied or set (0 for kernels and API calls)"),
 ]
 GPU_COLUMNS = [c for c, _, _ in GPU_COLUMNS_DOC]

@@ -2,7 +2,8 @@
 
 Run only when a change of the analysis's output is intended: ``python -m tests.golden.build``.
 The traces are built on a fake clock (exact, synthetic GPU records) and one short real CPU PPO run,
-so the analysis of each is deterministic once the trace is on disk.
+so the analysis of each is deterministic once the trace is on disk. ``--summaries`` keeps the
+committed traces and writes their summaries again (an analysis change, not a recording change).
 """
 
 from __future__ import annotations
@@ -81,10 +82,12 @@ BUILDERS = {"windowed": build_windowed, "gpu_synthetic": build_gpu, "ppo_cpu": b
 
 
 def main() -> None:
+    keep_traces = "--summaries" in sys.argv[1:]
     for name, build in BUILDERS.items():
         out = TRACES / name
-        shutil.rmtree(out, ignore_errors=True)
-        build(out)
+        if not keep_traces:
+            shutil.rmtree(out, ignore_errors=True)
+            build(out)
         for correct in (True, False):
             path = HERE / f"{name}.{'corrected' if correct else 'raw'}.json"
             path.write_text(json.dumps(summary(out, correct), indent=1, sort_keys=True) + "\n")

@@ -1,0 +1,68 @@
+"""Advice: ranked findings over one analysis, each naming a change, its evidence in this trace and the
+time at stake.
+
+One module per rule family (Holistic Trace Analysis' one-analyzer-per-module habit); each rule is a pure
+function of :class:`~rlscope.analysis.advice.base.Facts` (the summary and the per-operation CUDA API
+evidence of :mod:`rlscope.analysis.gpu_calls`) with its thresholds as named, documented constants.
+:func:`advise` runs them all and ranks what they find; the analysis stores the result in the summary's
+``advice`` list and the renderers show it (the table's footer, the HTML report's first section).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rlscope.analysis.advice.base import Facts, Finding
+from rlscope.analysis.advice.copies import pageable_copies
+from rlscope.analysis.advice.gpu_idle import gpu_idle_small_policy
+from rlscope.analysis.advice.launch import launch_bound
+from rlscope.analysis.advice.python_time import python_backprop, python_inference
+from rlscope.analysis.advice.simulation import simulation_bound
+from rlscope.analysis.advice.stragglers import role_stragglers, worker_stragglers
+from rlscope.analysis.advice.syncs import device_to_host_sync
+from rlscope.analysis.gpu_calls import GpuCalls
+
+__all__ = ["MIN_STAKE_SHARE", "RULES", "SUPERSEDES", "Facts", "Finding", "advise", "findings"]
+
+Rule = Callable[[Facts], list[Finding]]
+
+RULES: tuple[Rule, ...] = (
+    gpu_idle_small_policy,
+    simulation_bound,
+    launch_bound,
+    device_to_host_sync,
+    pageable_copies,
+    worker_stragglers,
+    role_stragglers,
+    python_backprop,
+    python_inference,
+)
+
+MIN_STAKE_SHARE = 0.01
+"""Findings whose time at stake is under this share of the run's wall are left out: a change that wins
+back less than 1% is lost in run-to-run noise and not worth a researcher's time."""
+
+SUPERSEDES = {"gpu_idle_small_policy": ("launch_bound", "python_inference")}
+"""A finding of the key's rule hides the value rules' findings on the same operation: a small policy on
+the GPU is one problem (its launches and the Python that drives them), and acting on the CPU is the one
+change for those seconds."""
+
+
+def findings(facts: Facts) -> list[Finding]:
+    """Every rule's findings worth saying, most time at stake first (ties: rule, then operation)."""
+    found = [f for rule in RULES for f in rule(facts)]
+    hidden = {(r, f.operation) for f in found for r in SUPERSEDES.get(f.rule, ())}
+    floor = MIN_STAKE_SHARE * facts.wall_s
+    kept = [
+        f
+        for f in found
+        if (f.rule, f.operation) not in hidden and f.seconds_at_stake > 0 and f.seconds_at_stake >= floor
+    ]
+    return sorted(kept, key=lambda f: (-f.seconds_at_stake, f.rule, f.operation))
+
+
+def advise(summary: Mapping[str, Any], gpu_calls: GpuCalls | None = None) -> list[dict[str, Any]]:
+    """The summary's ``advice`` list: ``{"rule", "operation", "evidence", "seconds_at_stake", "change"}``
+    per finding, ranked by ``seconds_at_stake``."""
+    return [f.as_dict() for f in findings(Facts(summary, gpu_calls or {}))]
