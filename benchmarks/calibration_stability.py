@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlscope.overhead.calibrate.rounds import figure as value
+from rlscope.overhead.calibrate.store import figure as value
 from rlscope.overhead.correct import calibration as cal_mod
 from rlscope.overhead.correct.residual import SPEED_PRICED_ENTRIES
 

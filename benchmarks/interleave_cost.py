@@ -98,11 +98,13 @@ def main() -> None:
     args = p.parse_args()
     os.environ["RLSCOPE_GPU_MEMORY"] = "0"  # scopes only: the memory recorder is measured elsewhere
     import rlscope
+    from rlscope import annotate
     from rlscope.analysis import analyze
-    from rlscope.cli.main import ensure_calibration
     from rlscope.collectors import scope_native
-    from rlscope.overhead.validate import runner as validate
-    from rlscope.overhead.validate.runner import median_interval
+    from rlscope.overhead.calibrate.cli import ensure_calibration
+    from rlscope.overhead.validate import aggregate as validate_aggregate
+    from rlscope.overhead.validate import child as validate_child
+    from rlscope.overhead.validate.verdict import median_interval
     from rlscope.trace import writer
 
     ensure_calibration(quiet=True)  # as `rlscope run` does: the residual costs need the machine's
@@ -142,18 +144,19 @@ def main() -> None:
         session.stop()
         return raw
 
-    timer_costs = validate.measure_timer_costs()
+    timer_costs = validate_child.measure_timer_costs()
 
     def validate_timers(fn: Callable[[], None], n: int) -> tuple[float, float]:
         """(block, truth) seconds per call under `rlscope validate`'s timer mode: the block's time,
         and the sum of its operations' inclusive times less the timers' cost (its per-operation truth)."""
-        agg = validate.TimerAggregate()
-        session = validate.TimerSession(record=validate.ChildRecord(None, "timers"), aggregate=agg).start()
+        agg = validate_aggregate.TimerAggregate()
+        record = validate_child.ChildRecord(None, "timers")
+        session = validate_child.TimerSession(record=record, aggregate=agg).start()
         raw = block(fn, n)
         session.stop()
-        counters = agg.counters(list(validate.annotate._names))
+        counters = agg.counters(list(annotate._names))
         ops = {k: counters[k] for k in ("policy", "step", "stats")}
-        truth = validate.corrected_timers(ops, timer_costs)
+        truth = validate_aggregate.corrected_timers(ops, timer_costs)
         return raw, sum(t["inclusive_s"] for t in truth.values()) / n
 
     def removed_per_call(tmp: str, n: int) -> float:

@@ -288,12 +288,13 @@ def child(device: str, loop: str, timers: bool = False) -> None:
     timer_costs: dict[str, float] = {}
     if timers:
         from rlscope import annotate
-        from rlscope.overhead.validate import runner as validate
+        from rlscope.overhead.validate import aggregate as validate_aggregate
+        from rlscope.overhead.validate import child as validate_child
 
-        timer_costs = validate.measure_timer_costs()
-        aggregate = validate.TimerAggregate()
-        record = validate.ChildRecord(None, "timers")
-        timer_session = validate.TimerSession(tmp, record=record, aggregate=aggregate).start()
+        timer_costs = validate_child.measure_timer_costs()
+        aggregate = validate_aggregate.TimerAggregate()
+        record = validate_child.ChildRecord(None, "timers")
+        timer_session = validate_child.TimerSession(tmp, record=record, aggregate=aggregate).start()
     print("ready", flush=True)
     for line in sys.stdin:
         cmd, *arg = line.split()
@@ -380,7 +381,7 @@ def child(device: str, loop: str, timers: bool = False) -> None:
             )
         elif cmd == "optimes":  # each operation's inclusive ns and calls so far, timers' cost out
             timer_session.drain()
-            ops = validate.corrected_timers(aggregate.counters(list(annotate._names)), timer_costs)
+            ops = validate_aggregate.corrected_timers(aggregate.counters(list(annotate._names)), timer_costs)
             print(json.dumps({k: [v["inclusive_s"] * 1e9, v["calls"]] for k, v in ops.items()}), flush=True)
         elif cmd == "quit":
             break

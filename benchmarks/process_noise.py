@@ -33,8 +33,11 @@ from typing import Any
 
 import rotate
 
-from rlscope.overhead.validate import runner as validate
-from rlscope.overhead.validate.runner import Options, _parse_cpus, _Runner, noise_floor
+from rlscope.overhead.validate import runner as validate_runner
+from rlscope.overhead.validate.cli import _parse_cpus
+from rlscope.overhead.validate.options import Options
+from rlscope.overhead.validate.runner import _Runner
+from rlscope.overhead.validate.verdict import noise_floor
 
 
 def _spin(cpus: frozenset[int]) -> subprocess.Popen:
@@ -52,19 +55,19 @@ def run_rotated(runner: _Runner, rep: int, spec: str) -> Any:
     w, _, ms = spec.partition("/")
     cycle = rotate.windows(sorted(os.sched_getaffinity(0)), int(w), seed=rep)
     movers = []
-    plain = validate._start
+    plain = validate_runner._start
 
     def start(command: list[str], env: dict[str, str], verbose: bool) -> subprocess.Popen:
-        with validate._pinned(cycle[0]):
+        with validate_runner._pinned(cycle[0]):
             proc = plain(command, env, verbose)
         movers.append(rotate.Rotation(proc.pid, cycle, float(ms or 50) / 1000).start())
         return proc
 
-    validate._start = start
+    validate_runner._start = start
     try:
         return runner.run("unprofiled", rep)
     finally:
-        validate._start = plain
+        validate_runner._start = plain
         for m in movers:
             m.stop()
 

@@ -22,7 +22,9 @@ import tempfile
 from pathlib import Path
 
 from rlscope.analysis import analyze
-from rlscope.overhead.validate.runner import _parse_setting, _Runner, median_interval, parse_args
+from rlscope.overhead.validate.cli import _parse_setting, parse_args
+from rlscope.overhead.validate.runner import _Runner
+from rlscope.overhead.validate.verdict import median_interval
 
 
 def main() -> None:

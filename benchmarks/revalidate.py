@@ -18,12 +18,15 @@ import sys
 from pathlib import Path
 
 from rlscope.analysis import analyze
-from rlscope.overhead.validate import runner as validate
+from rlscope.overhead.validate import options as validate_options
+from rlscope.overhead.validate import render as validate_render
+from rlscope.overhead.validate import runner as validate_runner
+from rlscope.overhead.validate import verdict as validate_verdict
 
 
 def revalidate(result: dict, traces: Path) -> dict:
     """``result`` with each profiled repetition's figures from a fresh analysis of its trace."""
-    opts = validate.Options(
+    opts = validate_options.Options(
         command=result["command"],
         tolerance_total=result["tolerance"]["total"],
         tolerance_op=result["tolerance"]["operation"],
@@ -36,8 +39,8 @@ def revalidate(result: dict, traces: Path) -> dict:
         if not rep.is_dir():
             raise SystemExit(f"revalidate: {rep}: no such trace ({reps} reps in the result)")
         summary = analyze(str(rep), intervals=False).summary
-        out["profiled"].append({"trace_dir": str(rep), **validate.profiled_figures(summary)})
-    out.update(validate.compare(out, opts))
+        out["profiled"].append({"trace_dir": str(rep), **validate_runner.profiled_figures(summary)})
+    out.update(validate_verdict.compare(out, opts))
     return out
 
 
@@ -51,7 +54,7 @@ def main(argv: list[str]) -> int:
     before = json.loads(a.result.read_text())
     after = revalidate(before, a.traces)
     if not a.quiet:
-        validate.render(after)
+        validate_render.render(after)
     old = {r["operation"]: r for r in before["rows"]}
     for r in after["rows"]:
         o = old.get(r["operation"], {})

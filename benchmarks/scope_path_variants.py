@@ -83,7 +83,7 @@ def main() -> None:
     from interleave_cost import steps
 
     import rlscope
-    from rlscope.overhead.validate.runner import median_interval
+    from rlscope.overhead.validate.verdict import median_interval
 
     step = steps("cpu")["scoped"]
 

@@ -23,7 +23,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlscope.overhead.validate import runner as validate
+from rlscope.overhead.validate import aggregate as validate_aggregate
+from rlscope.overhead.validate import child as validate_child
+from rlscope.overhead.validate import cli as validate_cli
+from rlscope.overhead.validate import runner as validate_runner
 
 
 def main(argv: list[str]) -> int:
@@ -38,23 +41,23 @@ def main(argv: list[str]) -> int:
     vargs = ["--twin", "--turn-ms", args.turn_ms, "--no-warmup"]
     if args.cpus:
         vargs += ["--cpus", args.cpus]
-    opts = validate.parse_args([*vargs, "--", *[c for c in args.command if c != "--"]])
-    costs = validate.measure_timer_costs()
+    opts = validate_cli.parse_args([*vargs, "--", *[c for c in args.command if c != "--"]])
+    costs = validate_child.measure_timer_costs()
 
     def log(msg: str) -> None:
         print(f"twin_null: {msg}", file=sys.stderr, flush=True)
 
     reps: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="rlscope-twin-null-") as tmp:
-        runner = validate._Runner(opts, Path(tmp), log)
+        runner = validate_runner._Runner(opts, Path(tmp), log)
         runner.run("timers", -1)  # warm-up, and whether the script calls rlscope.profile
         for rep in range(args.reps):
             pair = runner.run_pair(rep, ("timers", "timers"), counted=not args.timed)
             runs = pair if rep % 2 == 0 else pair[::-1]  # the pipes' first side (the timed run's place) first
             lead, follow = runs
-            t_lead = validate.corrected_timers(lead.record["timers"], costs)
-            t_follow = validate.corrected_timers(follow.record["timers"], costs)
-            total = [r.measured_s - validate.timer_cost_s(r.record, costs) for r in runs]
+            t_lead = validate_aggregate.corrected_timers(lead.record["timers"], costs)
+            t_follow = validate_aggregate.corrected_timers(follow.record["timers"], costs)
+            total = [r.measured_s - validate_aggregate.timer_cost_s(r.record, costs) for r in runs]
             row = {"[total]": [total[0], total[1]]}
             for op, v in t_lead.items():
                 if op in t_follow and v["inclusive_s"] >= 0.05 * total[0]:
@@ -62,7 +65,7 @@ def main(argv: list[str]) -> int:
             sides = [
                 {
                     "measured_s": r.measured_s,
-                    "timer_cost_s": validate.timer_cost_s(r.record, costs),
+                    "timer_cost_s": validate_aggregate.timer_cost_s(r.record, costs),
                     "window_s": r.record["window_s"],
                     "window_waited_s": r.record["window_waited_s"],
                     "process_s": r.process_s,

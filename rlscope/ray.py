@@ -57,11 +57,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlscope.errors import RAY_INSTALL_HINT as INSTALL_HINT
 from rlscope.errors import RLScopeError
 from rlscope.session import RUN_TRACE_DIR_ENV
 from rlscope.trace.schema import RAY_META_FILE as META_FILE
 
-INSTALL_HINT = 'profiling Ray jobs needs Ray: pip install "rlscope[ray]"'
 ENV = "RLSCOPE_RAY"  # JSON settings for the worker hook (runtime_env env_vars)
 COLLECTOR = "rlscope-collector"
 HOOK = "rlscope.ray._worker_setup"  # by module path: each node imports its installed rlscope

@@ -14,7 +14,6 @@ and, in the children rlscope starts a session in, a SIGTERM handler for a child 
 from __future__ import annotations
 
 import atexit
-import importlib.metadata
 import itertools
 import json
 import os
@@ -29,16 +28,11 @@ from typing import Any
 
 from rlscope import _imports, annotate, categories
 from rlscope._version import __version__
+from rlscope._version import package_version as _package_version
 from rlscope.errors import RLScopeError, warn_once
 from rlscope.overhead.correct import reference
+from rlscope.runtime import hooks
 from rlscope.trace import schema as S
-
-
-def _package_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
 
 
 def _rank() -> str:
@@ -315,9 +309,7 @@ class Session:
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, speed, -1, 0))
         self._start_windows()
         self._bind_lean(scope_native)
-        from rlscope.overhead.validate import twin
-
-        self._turn = twin.current()
+        self._turn = hooks.current_turn()
         if self._turn is not None and torch_before:
             self._turn.add_points(self)
         self._sync_tick()
@@ -636,11 +628,12 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     run; ``full_share``, default 0.5, is the share of the time they are on;
     rlscope/overhead/correct/windows.py).
     """
-    mode = os.environ.get("RLSCOPE_MODE")  # a run of `rlscope validate`: off | timers | profile
+    mode = os.environ.get(hooks.MODE_ENV)  # a run of `rlscope validate`: off | timers | profile
+    factory = hooks.mode_session() if mode else None
+    if factory is not None:
+        return factory(mode, trace_dir, options)
     if mode:
-        from rlscope.overhead.validate.runner import session_for_mode
-
-        return session_for_mode(mode, trace_dir, options)
+        warn_once(f"{hooks.MODE_ENV}={mode!r} is set outside a run of rlscope validate: profiling")
     run = annotate._active
     if run is not None and os.environ.get(RUN_TRACE_DIR_ENV):
         return RunSession(run, trace_dir)

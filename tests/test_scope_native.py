@@ -208,11 +208,11 @@ def test_native_scopes_take_their_no_session_path_and_the_timers(tmp_path, recor
     assert scope_native.install() == "native"
     with rlscope.scope("x") as sc, rlscope.simulator():
         assert sc is rlscope.scope("x") and annotate._active is None
-    from rlscope.overhead.validate import runner as validate
+    from rlscope.overhead.validate import aggregate, child
 
-    agg = validate.TimerAggregate()
-    ts = validate.TimerSession(
-        record=validate.ChildRecord(None, "timers"), aggregate=agg, clock=FakeClock()
+    agg = aggregate.TimerAggregate()
+    ts = child.TimerSession(
+        record=child.ChildRecord(None, "timers"), aggregate=agg, clock=FakeClock()
     ).start()
     try:
         with rlscope.scope("timed"):

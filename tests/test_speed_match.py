@@ -69,7 +69,8 @@ def test_validate_reports_operations_at_matched_speed():
     """`step`: the timed runs 80% fast (0.95 s inclusive), the profiled run 30% fast with no light
     cost, corrected to what its own mix took: 0.95 * 1.35 / 1.1. Plain, that reads +22.7%; at
     matched speed 0% (in the JSON), and the line gives the light state's own cost: 0%."""
-    from rlscope.overhead.validate.runner import compare, parse_args
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.verdict import compare
 
     opts = parse_args(["--", sys.executable, __file__])
     light = [[lv, n] for lv, n in _samples(0.3, seed=3)]
@@ -164,7 +165,7 @@ def test_the_profiled_mix_counts_the_full_windows_too():
 
 
 def test_the_same_speed_level_replaces_the_fast_end_in_the_drift_clause():
-    from rlscope.overhead.validate.runner import drift_text
+    from rlscope.overhead.validate.verdict import drift_text
 
     drift = {"operation": "step", "light_spread": [-0.3, 0.2], "timer_spread": None, "fast_error": 0.19}
     assert "at the fast end" in drift_text({**drift, "light_level": None})

@@ -18,7 +18,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from rlscope._version import __version__
+from rlscope._version import __version__, package_version
 from rlscope.errors import RLScopeError
 
 SCHEMA = "rlscope.overhead.correct.calibration/1"
@@ -82,7 +82,6 @@ def torch_cuda_version() -> str:
 def current_key() -> dict[str, str]:
     """This process's machine and stack, as recorded in trace metadata (rlscope.session)."""
     from rlscope.collectors import scope_native
-    from rlscope.session import _package_version
 
     return {
         "host": socket.gethostname(),
@@ -90,7 +89,7 @@ def current_key() -> dict[str, str]:
         "cpu": cpu_model(),
         GPU_FIELD: gpu_model(),
         "python": sys.version.split()[0],
-        "torch": _package_version("torch"),
+        "torch": package_version("torch"),
         "cuda": torch_cuda_version(),
         "scopes": scope_native.calibration_key(),  # the native and the Python scope methods cost differently
         "rlscope": __version__,
