@@ -97,8 +97,9 @@ def test_validate_reports_operations_at_matched_speed():
     assert step["light_level_median"] == pytest.approx(0.0, abs=0.02)  # no light-state cost
     matched = got["verdict"]["speed_matched"]
     assert not matched["over_tolerance"] and matched["light_level"]["step"] == pytest.approx(0.0, abs=0.02)
-    assert "at the same machine speed" in got["verdict"]["line"] and "step " in got["verdict"]["line"]
-    assert "(2 of 2)" in got["verdict"]["line"]
+    notes = " ".join(got["verdict"]["notes"])
+    assert "at the same machine speed" in notes and "step " in notes
+    assert "(2 of 2)" in notes
     # without samples (an older trace, or one speed): no matched clause, the rows say 1x
     result["timer_block_samples"] = []
     plain = compare(result, opts)

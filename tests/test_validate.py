@@ -277,9 +277,10 @@ def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
     prof = {"raw_wall_s": 1.5, "corrected_wall_s": 1.4, "corrected_for_overhead": True, "operations": {}}
     result = {"runs": runs, "profiled": [prof] * 5, "timers": [{}] * 5}
     verdict = compare(result, opts)["verdict"]
-    assert not verdict["pass"] and "inconclusive" in verdict["line"]
+    assert not verdict["pass"] and verdict["status"] == "INCONCLUSIVE"
+    assert any("vary by ±17%" in n for n in verdict["notes"])
     quiet = {**result, "runs": [{**r, "measured_s": 1.0} for r in runs]}
-    assert "inconclusive" not in compare(quiet, opts)["verdict"]["line"]
+    assert compare(quiet, opts)["verdict"]["status"] == "FAIL"
 
 
 def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
@@ -307,11 +308,11 @@ def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
         return {"runs": runs, "profiled": prof, "timers": [{}] * len(corrected)}
 
     v = compare(result([1.19, 1.21, 1.2, 1.22, 1.18]), opts)["verdict"]
-    assert not v["pass"] and v["systematic"] == ["[total]"] and "systematic: [total] (+" in v["line"]
+    assert not v["pass"] and v["systematic"] == ["[total]"] and "[total] +18.0%..+22.0%" in v["line"]
     v = compare(result([1.0, 1.01, 0.99, 1.0, 1.0]), opts)["verdict"]
-    assert v["pass"] and not v["not_confirmed"] and "confirmed: every checked figure" in v["line"]
+    assert v["pass"] and not v["not_confirmed"] and "every checked figure's 90% interval" in v["line"]
     v = compare(result([0.85, 1.15, 1.02, 0.98, 1.0]), opts)["verdict"]
-    assert v["pass"] and v["not_confirmed"] == ["[total]"] and "not confirmed: [total]" in v["line"]
+    assert v["status"] == "INCONCLUSIVE" and v["not_confirmed"] == ["[total]"] and "[total]" in v["reason"]
     v = compare(result([1.0, 1.01, 0.99, 1.0]), opts)["verdict"]
     assert v["pass"] and v["not_confirmed"] == ["[total]"]  # four runs: no 90% interval of a median
 
@@ -397,7 +398,8 @@ def test_the_verdict_sets_the_machines_speed_beside_a_miss():
     assert got["fast_error"] == pytest.approx(0.0)
     v = compare(result, opts)["verdict"]
     assert not v["pass"] and v["speed_drift"]["operation"] == "step"
-    assert "light windows -17%..+25%" in v["line"] and "+0.0% from timed runs" in v["line"]
+    notes = " ".join(v["notes"])
+    assert "light windows -17%..+25%" in notes and "+0.0% from timed runs" in notes
     assert speed_rows({"profiled": [{}], "timer_blocks": []}, "step") == {
         "light_spread": None,
         "timer_spread": None,
@@ -541,7 +543,7 @@ def test_max_reps_runs_until_every_interval_clears_its_band(monkeypatch) -> None
     assert lo >= -0.05 and hi <= 0.05
     assert res["reps"] == 10 and res["looks"] == 2 and res["min_reps"] == 5 and res["max_reps"] == 20
     assert len([r for r in res["runs"] if r["mode"] == "profiled"]) == 10
-    assert res["verdict"]["pass"] and "confirmed: every checked figure" in res["verdict"]["line"]
+    assert res["verdict"]["pass"] and "every checked figure's 90% interval" in res["verdict"]["line"]
 
 
 def test_max_reps_stops_at_its_limit_and_says_so(monkeypatch) -> None:

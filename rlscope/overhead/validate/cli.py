@@ -186,8 +186,12 @@ def _parse_setting(text: str) -> tuple[str, Any]:
         return key, value
 
 
+# the verdict's exit status (2: bad input, from rlscope's main; 130/143: interrupted)
+EXIT_STATUS = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3}
+
+
 def main(argv: list[str]) -> int:
-    """``rlscope validate``: 0 when the corrected profile is within tolerance, 1 when not."""
+    """``rlscope validate``: 0 PASS, 1 FAIL, 3 INCONCLUSIVE (the verdict of the corrected profile)."""
     started = time.perf_counter()
     opts = parse_args(argv)
 
@@ -221,4 +225,4 @@ def main(argv: list[str]) -> int:
     render(result)
     if result.get("signal"):  # cut short: the figures so far are written and shown, the exit says why
         return 143 if result["signal"] == "SIGTERM" else 130
-    return 0 if result["verdict"]["pass"] else 1
+    return EXIT_STATUS[result["verdict"]["status"]]

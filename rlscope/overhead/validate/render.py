@@ -42,8 +42,76 @@ def _times(values: list[float | None]) -> str:
     return text if text == "-" else text + "x"
 
 
+# the table's columns, most wanted first: at a narrow width the last ones are left out (with a
+# note), never an operation's name cut
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("operation", "left"),
+    ("corrected error", "right"),
+    ("ok", "center"),
+    ("share", "right"),
+    ("unprofiled / timers s", "right"),
+    ("corrected s", "right"),
+    ("raw slowdown", "right"),
+    ("raw s", "right"),
+)
+_OK = {None: "", True: "yes", False: "NO"}
+_OK_STYLE = {True: "green", False: "red"}
+
+
+def cells(result: dict[str, Any]) -> list[list[str]]:
+    """The table's rows as plain text, in ``COLUMNS`` order."""
+    out = []
+    for r in result["rows"]:
+        out.append(
+            [
+                r["operation"],
+                _spread(r["error"], "+.1%"),
+                _OK[r["ok"]],
+                f"{r['share']:.0%}",
+                _spread(r["reference_s"], ".3f"),
+                _spread(r["corrected_s"], ".3f", spread=False),
+                _times(r["raw_slowdown"]),
+                _spread(r["raw_s"], ".3f", spread=False),
+            ]
+        )
+    return out
+
+
+def fit_columns(rows: list[list[str]], width: int) -> tuple[list[int], list[int]]:
+    """(kept, dropped) column indices: the columns with any figure (a column of ``-`` alone says
+    nothing), then as many as fit ``width`` in ``COLUMNS`` order. A column is as wide as its widest
+    cell or its header; a rich table adds 3 characters a column and 1 for its edge."""
+
+    def need(i: int) -> int:
+        return max([len(COLUMNS[i][0]), *(len(row[i]) for row in rows)]) + 3
+
+    filled = [i for i in range(len(COLUMNS)) if i == 0 or any(row[i] not in ("", "-") for row in rows)]
+    kept: list[int] = []
+    used = 1
+    for i in filled:
+        if i == 0 or used + need(i) <= width:
+            kept.append(i)
+            used += need(i)
+    return kept, [i for i in range(len(COLUMNS)) if i not in kept and i in filled]
+
+
+def regime(result: dict[str, Any]) -> str:
+    """Which comparison the runs made, in one line."""
+    if result.get("twin"):
+        return (
+            f"regime: twin runs, timed and profiled side by side in turns of {result['twin']['turn_ms']:g} ms"
+            f" on one core; total: the timed run's time from {result['reference']}, its waits and its"
+            " timers' cost taken off; operations: inclusive time under plain timers"
+        )
+    return (
+        "regime: plain interleaved runs (unprofiled, timers, profiled; the order rotated per repetition);"
+        f" total: unprofiled time from {result['reference']}; operations: inclusive time under plain"
+        f" timers (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
+    )
+
+
 def render(result: dict[str, Any], console: Any = None) -> None:
-    """The comparison table and the verdict line."""
+    """The comparison table, the regime, notes, and the verdict (one line, last)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -53,41 +121,33 @@ def render(result: dict[str, Any], console: Any = None) -> None:
         if not console.is_terminal:
             console = Console(width=max(console.width, 132))  # a log file: no wrapped cells
     n = result["reps"]
+    rows = cells(result)
+    kept, dropped = fit_columns(rows, console.width)
     table = Table(
         title=escape(f"rlscope validate: {n} run{'s' if n > 1 else ''} per mode, median [min–max]"),
         title_justify="left",
         header_style="bold",
     )
-    table.add_column("operation")
-    for col in ("share", "unprofiled / timers s", "raw s", "corrected s", "corrected error", "raw slowdown"):
-        table.add_column(col, justify="right")
-    table.add_column("ok", justify="center")
-    for r in result["rows"]:
-        ok = {None: "", True: "[green]yes[/]", False: "[red]NO[/]"}[r["ok"]]
-        table.add_row(
-            escape(r["operation"]),
-            f"{r['share']:.0%}",
-            escape(_spread(r["reference_s"], ".3f")),
-            _spread(r["raw_s"], ".3f", spread=False),
-            _spread(r["corrected_s"], ".3f", spread=False),
-            escape(_spread(r["error"], "+.1%")),
-            _times(r["raw_slowdown"]),
-            ok,
-        )
+    for i in kept:
+        header, justify = COLUMNS[i]
+        table.add_column(header, justify=justify, no_wrap=True, overflow="fold")  # type: ignore[arg-type]
+    for r, row in zip(result["rows"], rows, strict=True):
+        texts = []
+        for i in kept:
+            text = escape(row[i])
+            if COLUMNS[i][0] == "ok" and r["ok"] is not None:
+                text = f"[{_OK_STYLE[r['ok']]}]{text}[/]"
+            texts.append(text)
+        table.add_row(*texts)
     console.print(table)
-    if result.get("twin"):
-        console.print(
-            f"twin runs: timed and profiled side by side, in turns of {result['twin']['turn_ms']:g} ms on"
-            f" one core; total: the timed run's time from {result['reference']}, its waits and its timers'"
-            " cost taken off; operations: inclusive time under plain timers (raw per operation not shown:"
-            " it holds the waits)"
-        )
-    else:
-        console.print(
-            f"total: unprofiled time from {result['reference']}; operations: inclusive time under plain"
-            f" timers (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
-        )
+    if dropped:
+        left = ", ".join(COLUMNS[i][0] for i in dropped)
+        console.print(f"not shown at this width: {left} (a wider terminal or --json shows them)")
+    console.print(escape(regime(result)))
+    for note in result["verdict"].get("notes", []):
+        console.print(f"note: {escape(note)}")
     for w in distinct_warnings(result["profiled"]):
         console.print(f"analyzer: {escape(w)}", style="yellow")
-    style = "bold green" if result["verdict"]["pass"] else "bold red"
+    status = result["verdict"].get("status", "PASS" if result["verdict"]["pass"] else "FAIL")
+    style = {"PASS": "bold green", "FAIL": "bold red"}.get(status, "bold yellow")
     console.print(f"[{style}]{escape(result['verdict']['line'])}[/]")

@@ -550,6 +550,7 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
         "profile_overrides": profile_overrides(opts),
         "cpus": _cpu_list(opts.cpus) if opts.cpus else None,
         "twin": {"turn_ms": opts.turn_ms} if opts.twin else None,
+        "regime": "twin" if opts.twin else "interleaved",
         "script_calls_profile": not whole,
         "reference": "interpreter start to exit" if whole else "rlscope.profile start to stop",
         "tolerance": {

@@ -127,45 +127,34 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     misses = [r["operation"] for r in rows if r["ok"] is False]
     corrected = all(p["corrected_for_overhead"] for p in result["profiled"])
     noise = noise_floor(unprof)
-    line = (
-        f"{'PASS' if not misses else 'FAIL'}: total within ±{opts.tolerance_total:.0%}"
-        f" and operations above {CHECKED_SHARE:.0%} of the run within ±{opts.tolerance_op:.0%}"
-        + (f"; missed: {', '.join(misses)}" if misses else "")
-        + ("" if corrected else f" (not corrected: {result['profiled'][0]['calibration']})")
-    )
-    # how sure: each checked row's 90% interval against its band (the verdict itself is on medians)
+    # how sure: each checked row's 90% interval against its band
     checked = [r for r in rows if r["tolerance"] is not None]
     for r in checked:
         r["judged"] = judge(r)
     systematic = [r for r in checked if r["ok"] is False and r["judged"] == "systematic"]
     unsure = [r for r in checked if r["ok"] is False and r["judged"] != "systematic"]
     unconfirmed = [r for r in checked if r["ok"] and r["judged"] != "confirmed"]
-    if systematic:
-        line += "; systematic: " + ", ".join(
-            f"{r['operation']} ({r['interval'][0]:+.0%}..{r['interval'][1]:+.0%})" for r in systematic
-        )
-    for label, group in (("inconclusive", unsure), ("not confirmed", unconfirmed)):
-        if group:
-            line += f"; {label}: " + ", ".join(r["operation"] for r in group)
     drift = speed_drift(checked)
-    if unsure or unconfirmed:
-        line += f" (their 90% intervals reach across the band; the unprofiled runs vary by ±{noise:.0%}:" + (
-            f" not settled after {len(unprof)} repetitions, the most --max-reps allowed)"
-            if result.get("looks", 1) > 1
-            else " more --reps, --max-reps or a longer run narrow them)"
-        )
     matched = light_level_clause(checked, opts.tolerance_op)
+    status, reason = _status(checked, systematic, unsure, unconfirmed, len(unprof), result.get("looks", 1), opts)
+    notes = []
+    if not corrected:
+        notes.append(f"the profiled runs were not corrected: {result['profiled'][0]['calibration']}")
+    if len(unprof) >= 2:  # a spread needs two runs at least
+        runs = "timed" if twin_runs else "unprofiled"
+        notes.append(f"the {runs} runs vary by ±{noise:.0%} ({len(unprof)} runs)")
     if matched:
-        line += "; " + matched["line"]
+        notes.append(matched["line"])
     if drift and (misses or unconfirmed):
-        line += "; " + drift_text(drift)
-    elif checked and not misses:
-        line += "; confirmed: every checked figure's 90% interval lies inside its band"
+        notes.append(drift_text(drift))
     verdict = {
-        "pass": not misses,
+        "status": status,
+        "reason": reason,
+        "pass": status == "PASS",
         "misses": misses,
-        "line": line,
-        "noise": noise,
+        "line": f"{status}: {reason}",
+        "notes": notes,
+        "noise": noise if len(unprof) >= 2 else None,
         "systematic": [r["operation"] for r in systematic],
         "inconclusive": [r["operation"] for r in unsure],
         "not_confirmed": [r["operation"] for r in unconfirmed],
@@ -173,6 +162,71 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         "speed_matched": matched,
     }
     return {"rows": rows, "verdict": verdict}
+
+
+def _bands(opts: Options) -> str:
+    return (
+        f"total ±{opts.tolerance_total:.0%}, operations above {CHECKED_SHARE:.0%} of the run"
+        f" ±{opts.tolerance_op:.0%}"
+    )
+
+
+def _status(
+    checked: list[dict[str, Any]],
+    systematic: list[dict[str, Any]],
+    unsure: list[dict[str, Any]],
+    unconfirmed: list[dict[str, Any]],
+    runs: int,
+    looks: int,
+    opts: Options,
+) -> tuple[str, str]:
+    """PASS, FAIL or INCONCLUSIVE, and the one reason for it.
+
+    FAIL: a checked figure's error is outside its band, and every plausible error is (its 90%
+    interval lies wholly outside), or there are too few runs for an interval and its median is.
+    PASS: every checked figure's 90% interval lies inside its band, or, too few runs for an
+    interval, every median does. INCONCLUSIVE: an interval reaches across its band's edge.
+    """
+
+    def named(rows: list[dict[str, Any]]) -> str:
+        return ", ".join(r["operation"] for r in rows)
+
+    def errors(rows: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{r['operation']} {r['median_error']:+.1%}" for r in rows)
+
+    per_mode = f"{runs} run{'s' if runs != 1 else ''} per mode"
+    no_interval = [r for r in checked if r.get("interval") is None]
+    if systematic:
+        ivs = ", ".join(
+            f"{r['operation']} {r['interval'][0]:+.1%}..{r['interval'][1]:+.1%}" for r in systematic
+        )
+        return "FAIL", f"errors outside their bands ({_bands(opts)}) in every plausible case: {ivs} (90% intervals)"
+    if unsure and len(no_interval) == len(checked):
+        return "FAIL", (
+            f"median errors outside their bands ({_bands(opts)}): {errors(unsure)}, from {per_mode}"
+            " (5 runs per mode or more also give a 90% interval)"
+        )
+    more = (
+        f"not settled after {runs} repetitions, the most --max-reps allowed"
+        if looks > 1
+        else "more --reps, --max-reps or a longer run narrow them"
+    )
+    if unsure:
+        return "INCONCLUSIVE", (
+            f"median errors outside their bands ({_bands(opts)}): {errors(unsure)}, but their 90%"
+            f" intervals reach inside after {per_mode}; {more}"
+        )
+    if unconfirmed and len(no_interval) < len(checked):
+        return "INCONCLUSIVE", (
+            f"median errors within their bands ({_bands(opts)}), but the 90% intervals of"
+            f" {named(unconfirmed)} reach across them after {per_mode}; {more}"
+        )
+    if unconfirmed:
+        return "PASS", (
+            f"median errors within their bands ({_bands(opts)}) from {per_mode}"
+            " (5 runs per mode or more also give a 90% interval)"
+        )
+    return "PASS", f"every checked figure's 90% interval lies inside its band ({_bands(opts)})"
 
 
 def matched_row(
