@@ -5,7 +5,7 @@
 ``rlscope validate --trace-dir D --json F`` keeps each profiled run's trace in ``D/rep-N`` and the
 unprofiled and timer runs' figures in ``F`` (``benchmarks/trust_pass.sh KEEP_TRACES=1`` brings
 ``val_NAME.json`` back with the traces beside it in ``traces-NAME/``). This script analyzes every
-kept trace once per variant of the windows estimator (rlscope/overhead/correct/windows.py: each window's instances are
+kept trace once per variant of the windows estimator (overhead/correct/windows.py: each window's instances are
 summarized by one statistic, then full windows are compared with their light neighbours) and
 prints each variant's corrected error, total and per operation, against the same references, so
 variants are compared on identical runs (no process-to-process noise between them).

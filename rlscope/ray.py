@@ -19,7 +19,7 @@ rlscope's (:func:`runtime_env` merges them), with its errors its own, as without
 
 **Under ``rlscope run``.** Ray workers are children of the raylet, not of the profiled program, so
 ``rlscope run``'s ``sitecustomize`` cannot follow them. When the program imports ray, ``rlscope run``'s
-bootstrap (rlscope/runtime/autorun.py) calls :func:`follow_run`: every ``ray.init`` of the program (an implicit
+bootstrap (runtime/autorun.py) calls :func:`follow_run`: every ``ray.init`` of the program (an implicit
 one too) then gets the same hook and collector as :class:`RayProfile`, with the run's session as the
 driver's, and ``ray.shutdown`` (or the end of the program) first has the workers ship the rest of their
 traces into the run's trace directory.

@@ -8,7 +8,7 @@ Every way a process can end normally flushes its session: ``atexit`` for an inte
 (spawned children included: ``spawn_main`` ends with ``sys.exit``), a ``multiprocessing`` finalizer
 for multiprocessing children, which leave through ``os._exit`` (see :meth:`Session._hook_multiprocessing`),
 and, in the children rlscope starts a session in, a SIGTERM handler for a child its parent ends
-(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; rlscope/runtime/child_signal.py).
+(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; runtime/child_signal.py).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _rank() -> str:
 
 
 def stack_info() -> dict[str, str]:
-    """Machine and CUDA facts that key overhead calibrations (rlscope.overhead.correct.calibration); no torch import."""
+    """Machine and CUDA facts that key overhead calibrations (correct/calibration.py); no torch import."""
     import platform
 
     from rlscope.overhead.correct.calibration import cpu_model, gpu_model, torch_cuda_version
@@ -138,7 +138,7 @@ class Session:
         self._ticker: Any = None
         self._tick_every_ns = 0
         self._ticker_due_ns = _NEVER
-        self._turn: Any = None  # a twin run of rlscope validate: its turns (rlscope/overhead/validate/twin.py)
+        self._turn: Any = None  # a twin run of rlscope validate: its turns (overhead/validate/twin.py)
         # alternating windows (rlscope/windows.py): checked at scope exits on the main thread
         self.window_due_ns = _NEVER
         self.main_tid = -1
@@ -303,7 +303,7 @@ class Session:
         self._start_collectors()
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
         self.main_tid = threading.get_native_id()
-        # the machine's Python speed now (rlscope/overhead/correct/reference.py: ``parent`` of the start, window and
+        # the machine's Python speed now (overhead/correct/reference.py: ``parent`` of the start, window and
         # end rows), taken before the run starts: the analysis prices rlscope's Python at the run's speed
         speed = reference.session_sample_ps()
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, speed, -1, 0))

@@ -165,8 +165,12 @@ def _boundary_rounds(
     monkeypatch.setattr(cal_rounds, "_reference", lambda: next(ref_it))
     total_it = itertools.cycle(totals)
     if clock is not None:  # one second a round: QUICK's 5 s budget is 5 rounds
-        return cal_rounds._until_stable_boundary(lambda: {"total": next(total_it)}, "total", cal_rounds.QUICK, clock)
-    plan = dataclasses.replace(cal_rounds.QUICK, budget_s=60.0)  # the rounds are instant: ends when stable, or at 500
+        return cal_rounds._until_stable_boundary(
+            lambda: {"total": next(total_it)}, "total", cal_rounds.QUICK, clock
+        )
+    plan = dataclasses.replace(
+        cal_rounds.QUICK, budget_s=60.0
+    )  # the rounds are instant: ends when stable, or at 500
     return cal_rounds._until_stable_boundary(lambda: {"total": next(total_it)}, "total", plan)
 
 
@@ -197,7 +201,9 @@ def test_a_boundary_waits_for_the_fast_speed_before_falling_back(monkeypatch):
     totals = [255.0, 404.0, 389.0, 220.0, 300.0, 250.0, 380.0, 230.0] + [150.0, 148.0, 152.0, 151.0] * 2
     st = _boundary_rounds(monkeypatch, refs, totals, record=108.0, clock=FakeClock())
     assert st.field == "total" and st.stable and all(r["ref"] == 108.0 for r in st.rounds)
-    assert st.cost == pytest.approx(150.5) and st.elapsed_s <= cal_rounds.SLOW_WAIT * cal_rounds.QUICK.budget_s
+    assert (
+        st.cost == pytest.approx(150.5) and st.elapsed_s <= cal_rounds.SLOW_WAIT * cal_rounds.QUICK.budget_s
+    )
 
 
 def test_a_boundary_measured_slow_before_the_fast_speed_was_known_is_measured_again(monkeypatch):
@@ -220,7 +226,9 @@ def test_a_boundary_measured_slow_before_the_fast_speed_was_known_is_measured_ag
     monkeypatch.setattr(measure, "measure_scope", measure_scope)
     boundaries = {"scope": (slow, {"total": 201.0}), "category": (fast, {"total": 145.0})}
     logged = []
-    measure._measure_boundaries_again(boundaries, cal_rounds.QUICK, None, [199.0, 110.0, 108.0], logged.append)
+    measure._measure_boundaries_again(
+        boundaries, cal_rounds.QUICK, None, [199.0, 110.0, 108.0], logged.append
+    )
     assert calls == [108.0] and boundaries["scope"][1]["total"] == 150.0
     assert boundaries["category"][0] is fast and len(logged) == 1 and "again" in logged[0]
 
@@ -281,7 +289,9 @@ def test_a_boundary_refused_in_a_slow_stretch_is_measured_again_once_the_speed_i
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
     monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: 109.0)
     waited: list[float] = []
-    monkeypatch.setattr(cal_rounds, "_wait_for_speed", lambda fastest, wait_s: waited.append(fastest) or 112.0)
+    monkeypatch.setattr(
+        cal_rounds, "_wait_for_speed", lambda fastest, wait_s: waited.append(fastest) or 112.0
+    )
     calls: list = []
     monkeypatch.setattr(measure, "measure_scope", _negative_then(148.0, 1, calls))
     fine = cal_rounds.Stable("total", 2, [{"total": 145.0, "ref": 110.0}] * 2)
@@ -354,7 +364,9 @@ def test_the_calibration_stores_costs_of_python_code_at_its_fastest_reference(mo
     def per_ref_measurement(per_ref: list[float], refs: list[float], cost_of):
         def measure(*args, **kwargs):
             it = _regime_rounds(per_ref, refs)
-            st = cal_rounds.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+            st = cal_rounds.until_stable(
+                lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total"
+            )
             return st, cost_of(st)
 
         return measure
@@ -395,7 +407,9 @@ def test_a_calibration_held_slow_throughout_stores_its_costs_at_the_machines_spe
     def per_ref_measurement(refs: list[float]):
         def measure(*args, **kwargs):
             it = _regime_rounds([9.0] * 3, refs)
-            st = cal_rounds.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+            st = cal_rounds.until_stable(
+                lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total"
+            )
             return st, {"total": st.cost}
 
         return measure
@@ -426,7 +440,9 @@ def refused_scope(monkeypatch):
     """A calibration whose scope cost never settles (the rest is fine), and the lines it warned."""
     monkeypatch.setattr(measure, "measure_scope", _fake_measurement([900, 1800], {}))
     monkeypatch.setattr(
-        measure, "measure_category", _fake_measurement([400] * 3, {"inside": 200, "outside": 200, "total": 400})
+        measure,
+        "measure_category",
+        _fake_measurement([400] * 3, {"inside": 200, "outside": 200, "total": 400}),
     )
     monkeypatch.setattr(measure, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
     monkeypatch.setattr(

@@ -1,4 +1,4 @@
-"""rlscope.overhead.validate.hoststat: a run's cores' busy and stolen time from /proc/stat, and validate's use of it."""
+"""rlscope.overhead.validate.hoststat: a run's cores' busy and stolen time from /proc/stat, and its use."""
 
 from __future__ import annotations
 

@@ -177,11 +177,7 @@ def test_no_import_cycles_between_modules(graph):
 
 
 def test_the_core_never_imports_calibrate_or_validate(graph):
-    bad = {
-        m: sorted(x for x in reachable(graph, m) if _in(x, TOOLS))
-        for m in graph
-        if _in(m, CORE)
-    }
+    bad = {m: sorted(x for x in reachable(graph, m) if _in(x, TOOLS)) for m in graph if _in(m, CORE)}
     assert {m: xs for m, xs in bad.items() if xs} == {}
 
 

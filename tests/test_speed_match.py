@@ -1,4 +1,5 @@
-"""rlscope.overhead.validate.speed_match: the timed reference scaled to the profiled run's mix of the machine's speeds.
+"""rlscope.overhead.validate.speed_match: the timed reference scaled to the profiled run's mix of the
+machine's speeds.
 
 Ground truth by construction: samples drawn at known levels (1.0 ms fast, 1.5 ms slow) in known
 shares, so the mix factor and the matched error are known numbers.

@@ -1,4 +1,4 @@
-"""``rlscope validate --twin``: two runs of one program taking turns (rlscope/overhead/validate/twin.py), checked
+"""``rlscope validate --twin``: two runs of one program taking turns (overhead/validate/twin.py), checked
 against known counts and known busy-wait times."""
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ with it attached and recording, and counts the events it recorded; each timing i
 of the same loop on the CPU (no allocator trace), and the round's estimate is the rise of the
 paired ratio, in ns at the CPU loop's fastest, per recorded event. The rounds are judged in ns,
 like the C scope methods: the cost is C++ (torch's allocator and the tracker), which does not
-follow the Python reference loop. Run as ``python -m rlscope.overhead.calibrate.memory N M``: one round, one JSON line.
+follow the Python reference loop.
+Run as ``python -m rlscope.overhead.calibrate.memory N M``: one round, one JSON line.
 """
 
 from __future__ import annotations

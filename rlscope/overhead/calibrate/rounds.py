@@ -177,7 +177,7 @@ def _reference() -> float:
     """CPU ns per iteration of a plain Python loop (the least of 3 short timings): how fast this
     machine runs Python at the moment; stored beside each cost (``ref_ns``), since on a shared
     machine every cost moves with it."""
-    return reference.reference_ns(2000, 3)  # the loop a session times too (rlscope/overhead/correct/reference.py)
+    return reference.reference_ns(2000, 3)  # the loop a session times too (overhead/correct/reference.py)
 
 
 REF_TRIES = 3  # a round whose reference moved is run again, at most this many times in all

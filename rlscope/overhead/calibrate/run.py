@@ -37,7 +37,7 @@ def run_calibration(
     budget_s: float | None = None,
     warn: Callable[[str], None] = _stderr,
 ) -> dict[str, Any]:
-    """Measure every event cost until stable; returns the calibration dict (``rlscope.overhead.correct.calibration``).
+    """Measure every event cost until stable; the calibration dict (overhead.correct.calibration).
 
     ``rounds``: round estimates that must agree (k, default 5; 4 with ``quick``). ``scale``: loop
     sizes. ``budget_s``: seconds per cost before an unstable one is refused. A refused cost is
@@ -120,7 +120,9 @@ def run_calibration(
             else:
                 keep("memory", measured)
             log("scopes with NVTX ranges ...")
-            keep("scope_nvtx", measure.measure_scope(plan, traces, {"gpu": "auto", "nvml_hz": 0, "nvtx": True}))
+            keep(
+                "scope_nvtx", measure.measure_scope(plan, traces, {"gpu": "auto", "nvml_hz": 0, "nvtx": True})
+            )
             for mode in ("cupti", "kineto"):
                 name = f"cuda_api.{measure._collector_name(mode)}"
                 log(f"CUDA API calls under the {measure._collector_name(mode)} collector ...")

@@ -29,10 +29,11 @@ from rlscope.trace import schema as S
 
 OUTER = rlscope.scope("rlscope.overhead.calibrate.rounds.outer")
 INNER = rlscope.scope("rlscope.overhead.calibrate.rounds.inner")
-WARM = rlscope.scope("rlscope.overhead.calibrate.rounds.warm-up")  # warm-ups run here: what is measured never sees them
+# warm-ups run here: what is measured never sees them
+WARM = rlscope.scope("rlscope.overhead.calibrate.rounds.warm-up")
 _SIM = simulator()
 NO_FLUSH = 1e6  # flush interval that never fires during a measured loop: the writer is measured apart
-_work = reference.work  # the reference loop's step (rlscope/overhead/correct/reference.py), between events here too
+_work = reference.work  # the reference loop's step (overhead/correct/reference.py), between events here too
 
 
 def _scope_loop(n: int, outer: Any = OUTER, inner: Any = INNER) -> None:

@@ -1,6 +1,6 @@
 """Calibration files: rlscope's measured cost per recorded event, keyed by machine and software stack.
 
-``rlscope calibrate`` (rlscope/overhead/calibrate/rounds.py) measures the costs and saves them here; the analyzer
+``rlscope calibrate`` (overhead/calibrate/rounds.py) measures the costs and saves them here; the analyzer
 (rlscope/overhead/correct/residual.py) looks up the file whose key matches the trace's metadata. A cost
 measured on another machine, Python, torch, CUDA or rlscope version is not trusted: the analyzer
 warns and reports uncorrected figures instead of subtracting a wrong number.

@@ -61,7 +61,7 @@ class ChildRecord:
         self.pid = os.getpid()
         self.boot_ns = time.perf_counter_ns()
         self.window_ns = 0
-        self.window_waited_ns = 0  # of window_ns: waiting for a twin's turn (rlscope/overhead/validate/twin.py)
+        self.window_waited_ns = 0  # of window_ns: waiting for a twin's turn (overhead/validate/twin.py)
         self.profile_calls = 0
         self.timers = TimerAggregate()
         self.open: list[Any] = []  # sessions started and not stopped yet
@@ -113,7 +113,8 @@ class NullSession:
         self.trace_dir = Path(trace_dir)
         self.record = record if record is not None else child_record()
         self._t0: int | None = None
-        self._turn = twin.current()  # a twin run's turns (rlscope/overhead/validate/twin.py): their waits are not the job's
+        # a twin run's turns (overhead/validate/twin.py): their waits are not the job's
+        self._turn = twin.current()
         self._waited0 = 0
 
     @property
@@ -254,7 +255,7 @@ class TimerSession(NullSession):
 
     def run_tick(self, now: int) -> None:
         """At an end boundary once ``tick_due_ns`` has passed: fold the events (once a second),
-        hand a twin's turn over (rlscope/overhead/validate/twin.py); the time spent is a pause, not the job's."""
+        hand a twin's turn over (overhead/validate/twin.py); the time spent is a pause, not the job's."""
         t0 = self.clock()
         turn = self._turn
         hand_over = turn is not None and now >= turn.due_ns and turn.ready(now)

@@ -302,7 +302,7 @@ class _Runner:
     def run_pair(
         self, rep: int, modes: tuple[str, str] = ("timers", "profiled"), counted: bool = True
     ) -> list[ChildRun]:
-        """Two runs side by side, in turns on one core (rlscope/overhead/validate/twin.py): each turn catches up with
+        """Two runs side by side, in turns on one core (overhead/validate/twin.py): each turn catches up with
         the partner's count, then leads for half of ``--turn-ms``; which run takes the first turn
         alternates by repetition (``modes[0]`` in even ones). The two runs, the first one first. Two
         runs of the same mode are the method's null (benchmarks/twin_null.py); ``counted=False``

@@ -9,7 +9,7 @@ side in turns of ~0.1 s on the same core, both runs see the same speeds in the s
 the host's share cancels (``benchmarks/lockstep.py`` measured the method: a null of 1.00 ± 0.03 where
 separate runs spread ±12% and more).
 
-Protocol. The parent (rlscope/overhead/validate/runner.py) makes one pipe per child, and each child writes to its
+Protocol. The parent (overhead/validate/runner.py) makes one pipe per child, and each child writes to its
 partner's. A child runs while the other blocks reading its pipe; at the first scope exit of the main
 thread after its turn is due (the sessions' ``tick_due_ns`` hook: no cost between turns) it writes
 how far it has run and blocks on its own pipe. How far: scope exits so far (the C scope methods'

@@ -136,7 +136,9 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     unconfirmed = [r for r in checked if r["ok"] and r["judged"] != "confirmed"]
     drift = speed_drift(checked)
     matched = light_level_clause(checked, opts.tolerance_op)
-    status, reason = _status(checked, systematic, unsure, unconfirmed, len(unprof), result.get("looks", 1), opts)
+    status, reason = _status(
+        checked, systematic, unsure, unconfirmed, len(unprof), result.get("looks", 1), opts
+    )
     notes = []
     if not corrected:
         notes.append(f"the profiled runs were not corrected: {result['profiled'][0]['calibration']}")
@@ -200,7 +202,10 @@ def _status(
         ivs = ", ".join(
             f"{r['operation']} {r['interval'][0]:+.1%}..{r['interval'][1]:+.1%}" for r in systematic
         )
-        return "FAIL", f"errors outside their bands ({_bands(opts)}) in every plausible case: {ivs} (90% intervals)"
+        return (
+            "FAIL",
+            f"errors outside their bands ({_bands(opts)}) in every plausible case: {ivs} (90% intervals)",
+        )
     if unsure and len(no_interval) == len(checked):
         return "FAIL", (
             f"median errors outside their bands ({_bands(opts)}): {errors(unsure)}, from {per_mode}"
@@ -233,7 +238,7 @@ def matched_row(
     result: dict[str, Any], op: str, ref: list[float], prof: list[dict[str, float]]
 ) -> dict[str, Any]:
     """``op``'s corrected error per repetition against the timed reference scaled to the profiled
-    run's mix of the machine's speeds (rlscope/overhead/validate/speed_match.py): ``speed_mix`` is that scale (1: no
+    run's mix of the machine's speeds (overhead/validate/speed_match.py): ``speed_mix`` is that scale (1: no
     two speeds seen, or nothing to place them by), ``matched_error`` the error, ``matched_median``
     its median. The profiled side's levels come from its light windows and its mix of speeds from
     all its windows (speed_match.profiled), the timed side's from its quarter-second blocks."""
