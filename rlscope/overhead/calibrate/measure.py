@@ -229,11 +229,11 @@ def measure_backend(
         # loop's fastest so far), as the boundaries are. Why: rho is steady when the host slows
         # down, the stored ns are not: beside a busy core, two calibrations of five whose backend
         # rounds all ran in a slow stretch (reference loop 243-259 ns against 142-159) stored 884
-        # and 1,138 ns against 641-749 (BENCHMARKS.md §9, twenty-sixth session)
+        # and 1,138 ns against 641-749
         # the median rule (every fast round counts; stable once the median is known to 20%): at the
         # fast speed its rho moves 15-25% from one 1-1.5 s round to the next, and k rounds in a row
         # within 20% was luck: 2 of 5 --quick calibrations beside a busy core were refused so, with
-        # 4 rounds' ns within 10% (BENCHMARKS.md §9, twenty-seventh session). More budget lets an
+        # 4 rounds' ns within 10%. More budget lets an
         # unsettled median narrow; a settled one stops at k rounds
         fast, rounds, elapsed = _until_stable_at_speed(
             _with_reference(one),
@@ -371,8 +371,8 @@ def _measure_backend_again(
     """The backend's cost, measured once more when none of its rounds ran at the machine's fast
     speed (no fast round in SLOW_WAIT budgets), after waiting up to ``wait_s`` for that speed.
     Why: its ns are the slow speed's, ~1.4-1.5x the fast speed's, and the costs of five
-    calibrations beside a busy core then disagreed (CI's probe of 08a11aa: 1,035 ns with the
-    reference loop at 252 ns, 684-728 ns at 149-160 ns; BENCHMARKS.md §9, twenty-seventh session),
+    calibrations beside a busy core then disagreed (1,035 ns with the reference loop at 252 ns,
+    684-728 ns at 149-160 ns),
     where the scope and category costs are measured again so already. Slow again: the faster of the
     two measurements is stored as measured, and the log says so."""
     st = measured[0]

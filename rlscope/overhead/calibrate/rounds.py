@@ -136,7 +136,7 @@ class Stable:
 
 # the budget ends the rounds only once the last-k window could slide past this many early rounds:
 # a quick calibration's scope cost was refused at its k = 4 rounds, 354 ns then 279, 270, 273 (the
-# first one cold), where one more round would have been stable (thirty-first session)
+# first one cold), where one more round would have been stable
 SLIDE_ROUNDS = 2
 
 
@@ -216,7 +216,7 @@ def _until_stable_per_ref(one: Callable[[], dict[str, float]], cost: str, plan: 
 SLOW_REGIME = cal_mod.SLOW_REGIME
 # while fewer than k rounds ran at the fast speed, wait this many budgets for it: the slow regime
 # holds for seconds to tens of seconds, and in it a lean scope pair read 220-404 ns a round (one
-# calibration in CI's probe, 28 rounds in 5 s, refused)
+# calibration on a loaded 2-core VM, 28 rounds in 5 s, refused)
 SLOW_WAIT = 3.0
 
 
@@ -251,7 +251,7 @@ def _until_stable_boundary(
     moves round to round, and one calibration whose host stayed slow through its scope pair's 57
     rounds (15 s) and the wait after them was refused twice under "k in a row within 20%" (its last
     four 1.24-1.69); the median of those rounds, 1.50, was known to +-2%, where the same batch's
-    other four stored 1.35-1.76 reference iterations (BENCHMARKS.md §9, thirty-second session)."""
+    other four stored 1.35-1.76 reference iterations."""
     if not _c_methods():
         return _until_stable_per_ref(one, cost, plan)
     fast, rounds, elapsed = _until_stable_at_speed(
@@ -302,8 +302,8 @@ def _ref(st: Stable) -> float:
 
 
 # a boundary cost refused (negative or unstable) is measured once more after the machine is back
-# within SLOW_REGIME of its fastest speed, waited for at most this long. Why: CI's probe (twenty-fifth
-# session) had one calibration of five measure the scope and category pairs at -53 ns while its
+# within SLOW_REGIME of its fastest speed, waited for at most this long. Why: on a loaded 2-core VM
+# one calibration of five measured the scope and category pairs at -53 ns while its
 # reference loop ran 2.5x slower than the other four; a refusal there costs the user the correction,
 # and a few seconds later the machine was fast again
 SPEED_WAIT_S = 30.0
@@ -343,8 +343,8 @@ def _above_its_fastest(st: Stable) -> bool:
     """Whether a cost's stored figure sits more than TOLERANCE above its own fastest round: a
     plateau the reference loop did not show. Why: on the C methods one calibration of five (a fast
     host, reference loop 142-162 ns throughout) judged the category pair stable at 317-364 ns after
-    a first round of 228 ns, where the other four stored 241-263 ns and its own scope pair 247
-    (BENCHMARKS.md §9, thirty-second session). The fastest timing is the least disturbed one, as for
+    a first round of 228 ns, where the other four stored 241-263 ns and its own scope pair 247.
+    The fastest timing is the least disturbed one, as for
     each round's own timings (module docstring)."""
     fastest = _fastest_round(st)
     return fastest is not None and st.cost > (1 + TOLERANCE) * fastest

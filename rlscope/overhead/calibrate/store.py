@@ -109,9 +109,9 @@ def backend_at_speed(cost: dict[str, float], st: Stable, ref_ns: float) -> dict[
     machine's speed only if one round ran at it. A round counts as fast up to SLOW_REGIME (1.3x)
     the fastest reference, and on the VM beside a busy core one calibration's backend rounds all ran
     at 188 ns against 148-150 for its own scope and category rounds: it stored 962 ns against 693-718
-    for the other four (CI's probe of 2111963). The backend's cost per reference ns held within 3%
-    over those four (4.53-4.65) while their ns moved with their reference; scaled by the references
-    in the probe's table, the five would have read about 670-760 ns."""
+    for the other four. The backend's cost per reference ns held within 3%
+    over those four (4.53-4.65) while their ns moved with their reference; scaled by their references,
+    the five would have read about 670-760 ns."""
     refs = [r["ref"] for r in st.counted if "ref" in r]
     if not refs or not min(refs) > ref_ns:
         return cost

@@ -23,9 +23,9 @@ from rlscope.errors import RLScopeError
 
 SCHEMA = "rlscope.overhead.correct.calibration/1"
 KEY_FIELDS = ("host", "machine", "cpu", "gpu", "python", "torch", "cuda", "scopes", "rlscope")
-# the GPU joined the key in the thirtieth session: the device machines, an H100's and an H200's, share
-# a host name and a CPU model, and one's calibration (memory events, traced CUDA calls) was taken for
-# the other's. Traces and calibrations from before have no such field, and match each other still.
+# the GPU is part of the key: two machines with different GPUs (an H100's and an H200's) can share a
+# host name and a CPU model, and one's calibration (memory events, traced CUDA calls) would be taken
+# for the other's. Traces and calibrations without the field match each other still.
 GPU_FIELD = "gpu"
 NVIDIA_PROC = "/proc/driver/nvidia/gpus"
 
@@ -119,7 +119,7 @@ def path_for(key: dict[str, str]) -> Path:
 
 
 # A machine's fastest reference loop record is trusted only if within this factor of the speed a
-# calibration saw itself: a slower host regime measures ~1.7-1.9x the fast one on the development VM;
+# calibration saw itself: a slower host regime measures ~1.7-1.9x the fast one on a shared 2-core VM;
 # a record much faster than that is another machine under the same host name, or wrong
 SPEED_RECORD_FACTOR = 0.4
 
@@ -174,7 +174,7 @@ def at_machine_speed(cal: dict[str, Any], fastest_ref: float | None) -> tuple[di
     while the reference loop wanders, but between the regimes it moves with the loop. A first
     calibration on a machine whose host ran its slow regime throughout cannot know it: in one batch
     of five beside a busy core, the first two stored 1,234 and 1,208 ns (reference loop 296 and 235
-    ns) against 690-711 for the other three (153-154 ns; BENCHMARKS §9, thirty-first session). Once a
+    ns) against 690-711 for the other three (153-154 ns). Once a
     later calibration records the machine's fastest speed (151 ns there), the slow ones are priced at
     it: 628 and 776 ns, within 11% of the batch's median. Within SLOW_REGIME, or with no record or
     one not trusted (SPEED_RECORD_FACTOR), nothing changes."""
@@ -215,7 +215,7 @@ def machine_fastest_ref(seen_ns: float) -> tuple[float, float | None]:
     recorded one and this one (``seen_ns``, its own fastest), and the record read (None: none, or
     not trusted); the record is updated. Why: a shared host switches between speed regimes for
     seconds or minutes; a calibration held in its slow regime throughout stored every cost of
-    Python code ~1.7x too high (BENCHMARKS §9: one run of five, in one batch of three), since its
+    Python code ~1.7x too high (one run of five, in one batch of three), since its
     own fastest reference was a slow one. Stored at the machine's fastest, its costs agree."""
     path = speed_record_path()
     record = read_fastest_ref()

@@ -31,11 +31,11 @@ from rlscope.trace.schema import CostClass
 
 # cost class -> the name the calibration, the summary and the notes use
 CLASS_NAMES = tuple(c.name.lower() for c in CostClass)
-# "0": ignore what boundaries measured, calibrated costs for every row (benchmarks comparing the two)
+# "0": ignore what boundaries measured, calibrated costs for every row (to compare the two)
 MEASURED_ENV = "RLSCOPE_MEASURED_COSTS"
 MAX_BACKGROUND_SHARE = 0.5  # a larger share means a calibration that does not fit this run
 # the costs of rlscope's Python code, priced at the run's own speed (at_run_speed); the calibration
-# entries they come from are judged in reference-loop units (benchmarks/calibration_stability.py)
+# entries they come from are judged in reference-loop units (rlscope.overhead.calibrate.rounds)
 SPEED_PRICED_CLASSES = (CostClass.SCOPE, CostClass.CATEGORY)
 SPEED_PRICED_ENTRIES = ("scope", "scope_nvtx", "category", "writer")
 SPEED_SAMPLE_BAND = 2.5  # run_reference_ns: samples up to this many times the fastest count

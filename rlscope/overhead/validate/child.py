@@ -199,7 +199,7 @@ class TimerSession(NullSession):
         # the C scope methods, on their timer path (collectors/scope_native.c): a boundary reads the
         # clock and writes one row, stamped with its cost. Through the session's full path the
         # truth read +0.9% high in a torch loop, its boundaries slowing the job's code around
-        # them (BENCHMARKS.md §9, thirteenth session); the Python methods where there is no compiler
+        # them; the Python methods where there is no compiler
         native = None
         if scope_native.install() == "native" and self.clock is time.perf_counter_ns:
             self.events = scope_native.event_buffer()
@@ -233,7 +233,7 @@ class TimerSession(NullSession):
         With the garbage collector off: a fold turns a second of events into Python lists, all
         alive until it ends, and a collection meanwhile promoted them all, which brought the job a
         full collection the unprofiled run did not make (~85 ms in a torch process, inside one of
-        its operations: the eager simulator's timer runs read +3.7% over 2.3 s, BENCHMARKS §9). The
+        its operations: the eager simulator's timer runs read +3.7% over 2.3 s). The
         lists die by reference count when the fold ends, so the collector never needs to see them.
         """
         enabled = gc.isenabled()

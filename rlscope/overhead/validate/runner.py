@@ -305,7 +305,7 @@ class _Runner:
         """Two runs side by side, in turns on one core (overhead/validate/twin.py): each turn catches up with
         the partner's count, then leads for half of ``--turn-ms``; which run takes the first turn
         alternates by repetition (``modes[0]`` in even ones). The two runs, the first one first. Two
-        runs of the same mode are the method's null (benchmarks/twin_null.py); ``counted=False``
+        runs of the same mode are the method's null (how far apart two alike runs read); ``counted=False``
         makes both sides take turns by time (the null's control for the count matching)."""
         lead_first = rep % 2 == 0
         order = [0, 1] if lead_first else [1, 0]

@@ -53,7 +53,7 @@ def median_interval(errors: list[float], looks: int = 1) -> list[float] | None:
 
     The verdict is on medians, so the interval is too; and it assumes nothing about the errors'
     distribution, which on the machines measured is not normal (a process draws one of the
-    machine's speeds, BENCHMARKS §9): one run in the slow speed widens a t-interval of the mean
+    machine's speeds for seconds at a time): one run in the slow speed widens a t-interval of the mean
     by its whole distance, and an order-statistic interval of the median by one rank. The interval
     [x(k), x(n+1-k)] of the sorted errors holds the median with probability 1 - 2 P(Bin(n, 1/2) < k);
     the narrowest one with at least the confidence asked is taken. ``looks``: how many times a
