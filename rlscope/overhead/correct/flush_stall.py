@@ -5,8 +5,8 @@ the rest (CUPTI's and the memory tracker's buffers, drained in C; Arrow's writes
 the GIL; the kernel's file I/O) runs beside them on another core. The flush measures its own CPU
 time (rlscope/trace/writer.py), which bounds the stall but is not it: against the job's own
 operation instances, the instances a flush overlapped ran 13-50% of that time slower than the
-same operation's other instances, on a CPU VM and on an H200. Removing all of it had taken 0.1-2.1 points off every VM row's corrected total and up to
-2.4 off PPO-GPU's on the H200.
+same operation's other instances, on a CPU VM and on an H200. Removing all of it had taken
+0.1-2.1 points off every VM row's corrected total and up to 2.4 off PPO-GPU's on the H200.
 
 So the removal is each flush's CPU time spread over its interval (the bound) times a *share*
 measured here: per operation and kind of window, the excess of the overlapped instances over the

@@ -1,6 +1,7 @@
 """Compare a profiled run with timed runs at the same machine speed (``rlscope validate``).
 
-Why: on the cloud GPU machines measured, each core runs at one of two speeds about 1.5x apart, for seconds at a
+Why: on the cloud GPU machines measured, each core runs at one of two speeds about 1.5x apart, for
+seconds at a
 time, independently of the other cores and of what the guest does (no steal, no sibling inside the
 guest; pure Python slows as much as the eager simulator). Which
 speed a process draws for how long is the host's doing, and it moves a run's time by up to 50%:

@@ -21,7 +21,8 @@ profile costs, and neither run ends with a long stretch alone. Why both alike: a
 catches up stretches its turns when the host slows the core, so it spends more of the host's slow
 spells running than a side whose turns are fixed in time. With the timed run leading and the
 profiled run catching up, the twin's null (two timed runs) read the catching-up side 1.107
-[1.017-1.175] of the leading one on the eager simulator on an H100; tests/test_twin.py drives this code on a fake clock whose host slows the core in spells:
+[1.017-1.175] of the leading one on the eager simulator on an H100; tests/test_twin.py drives
+this code on a fake clock whose host slows the core in spells:
 +11.6% with one side only catching up, -0.2% with both alike.
 A message of ``DONE`` (or an end of file):
 the partner has ended; the run goes on without turns. The parent holds the write ends too and
@@ -335,7 +336,8 @@ class Turn:
 def _sync_gpu() -> None:
     """Finish this process's GPU work before the partner's turn: work left queued ran on the GPU
     beside the partner's and slowed one side more than the other (the twin null of PPO-GPU on an
-    H100 read one side 1.02-1.05x the other, SB3 PPO 1.06-1.18x). Only where the program has set CUDA up itself."""
+    H100 read one side 1.02-1.05x the other, SB3 PPO 1.06-1.18x). Only where the program has set
+    CUDA up itself."""
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():
