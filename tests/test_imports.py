@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,15 @@ def test_lint_imports_keeps_every_contract():
     r = subprocess.run([exe, "--no-cache"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 broken" in r.stdout
+
+
+def test_import_rlscope_loads_no_tool_and_no_heavy_library():
+    """The public entries of the overhead packages are imported when called, never at ``import rlscope``."""
+    code = (
+        "import sys, rlscope\n"
+        "tools = ('rlscope.overhead.calibrate', 'rlscope.overhead.validate')\n"
+        "bad = [m for m in sys.modules if m.startswith(tools) or m in ('numpy', 'pyarrow', 'torch')]\n"
+        "print(bad)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
