@@ -28,12 +28,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-gpu", action="store_true", help="skip the GPU measurements")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no table")
     args = p.parse_args(argv)
-    rounds = args.rounds
-    if args.old_reps is not None:
-        print("rlscope calibrate: --reps is deprecated: use --rounds", file=sys.stderr)
-        rounds = args.old_reps if rounds is None else rounds
+    rounds, name = args.rounds, "--rounds"
+    if args.old_reps is not None and rounds is None:
+        rounds, name = args.old_reps, "--reps (now --rounds)"
     if rounds is not None and rounds < 2:
-        p.error("--rounds must be >= 2: stability is agreement between rounds")
+        p.error(f"{name} must be >= 2: stability is agreement between rounds")
+    if args.old_reps is not None:
+        print("rlscope calibrate: --reps is now --rounds", file=sys.stderr)
     from rlscope.overhead.calibrate.run import run_calibration
     from rlscope.overhead.correct import calibration
     from rlscope.viz.terminal import render_calibration
