@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# what to install for Ray: said by the Ray integration (rlscope.ray) and by the analysis on a Ray cluster
+RAY_INSTALL_HINT = 'profiling Ray jobs needs Ray: pip install "rlscope[ray]"'
+
 
 class RLScopeError(Exception):
     """Base class: a problem the user can fix, reported without a traceback."""

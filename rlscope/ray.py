@@ -19,7 +19,7 @@ rlscope's (:func:`runtime_env` merges them), with its errors its own, as without
 
 **Under ``rlscope run``.** Ray workers are children of the raylet, not of the profiled program, so
 ``rlscope run``'s ``sitecustomize`` cannot follow them. When the program imports ray, ``rlscope run``'s
-bootstrap (rlscope/runtime/autorun.py) calls :func:`follow_run`: every ``ray.init`` of the program (an implicit
+bootstrap (runtime/autorun.py) calls :func:`follow_run`: every ``ray.init`` of the program (an implicit
 one too) then gets the same hook and collector as :class:`RayProfile`, with the run's session as the
 driver's, and ``ray.shutdown`` (or the end of the program) first has the workers ship the rest of their
 traces into the run's trace directory.
@@ -57,11 +57,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlscope.errors import RAY_INSTALL_HINT as INSTALL_HINT
 from rlscope.errors import RLScopeError
 from rlscope.session import RUN_TRACE_DIR_ENV
 from rlscope.trace.schema import RAY_META_FILE as META_FILE
 
-INSTALL_HINT = 'profiling Ray jobs needs Ray: pip install "rlscope[ray]"'
 ENV = "RLSCOPE_RAY"  # JSON settings for the worker hook (runtime_env env_vars)
 COLLECTOR = "rlscope-collector"
 HOOK = "rlscope.ray._worker_setup"  # by module path: each node imports its installed rlscope

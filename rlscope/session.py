@@ -8,13 +8,12 @@ Every way a process can end normally flushes its session: ``atexit`` for an inte
 (spawned children included: ``spawn_main`` ends with ``sys.exit``), a ``multiprocessing`` finalizer
 for multiprocessing children, which leave through ``os._exit`` (see :meth:`Session._hook_multiprocessing`),
 and, in the children rlscope starts a session in, a SIGTERM handler for a child its parent ends
-(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; rlscope/runtime/child_signal.py).
+(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; runtime/child_signal.py).
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib.metadata
 import itertools
 import json
 import os
@@ -29,16 +28,11 @@ from typing import Any
 
 from rlscope import _imports, annotate, categories
 from rlscope._version import __version__
+from rlscope._version import package_version as _package_version
 from rlscope.errors import RLScopeError, warn_once
 from rlscope.overhead.correct import reference
+from rlscope.runtime import hooks
 from rlscope.trace import schema as S
-
-
-def _package_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
 
 
 def _rank() -> str:
@@ -49,7 +43,7 @@ def _rank() -> str:
 
 
 def stack_info() -> dict[str, str]:
-    """Machine and CUDA facts that key overhead calibrations (rlscope.overhead.correct.calibration); no torch import."""
+    """Machine and CUDA facts that key overhead calibrations (correct/calibration.py); no torch import."""
     import platform
 
     from rlscope.overhead.correct.calibration import cpu_model, gpu_model, torch_cuda_version
@@ -144,7 +138,7 @@ class Session:
         self._ticker: Any = None
         self._tick_every_ns = 0
         self._ticker_due_ns = _NEVER
-        self._turn: Any = None  # a twin run of rlscope validate: its turns (rlscope/overhead/validate/twin.py)
+        self._turn: Any = None  # a twin run of rlscope validate: its turns (overhead/validate/twin.py)
         # alternating windows (rlscope/windows.py): checked at scope exits on the main thread
         self.window_due_ns = _NEVER
         self.main_tid = -1
@@ -309,15 +303,13 @@ class Session:
         self._start_collectors()
         # the run starts once collectors are up: their start-up (importing torch) is not the job's time
         self.main_tid = threading.get_native_id()
-        # the machine's Python speed now (rlscope/overhead/correct/reference.py: ``parent`` of the start, window and
+        # the machine's Python speed now (overhead/correct/reference.py: ``parent`` of the start, window and
         # end rows), taken before the run starts: the analysis prices rlscope's Python at the run's speed
         speed = reference.session_sample_ps()
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, speed, -1, 0))
         self._start_windows()
         self._bind_lean(scope_native)
-        from rlscope.overhead.validate import twin
-
-        self._turn = twin.current()
+        self._turn = hooks.current_turn()
         if self._turn is not None and torch_before:
             self._turn.add_points(self)
         self._sync_tick()
@@ -636,11 +628,12 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     run; ``full_share``, default 0.5, is the share of the time they are on;
     rlscope/overhead/correct/windows.py).
     """
-    mode = os.environ.get("RLSCOPE_MODE")  # a run of `rlscope validate`: off | timers | profile
+    mode = os.environ.get(hooks.MODE_ENV)  # a run of `rlscope validate`: off | timers | profile
+    factory = hooks.mode_session() if mode else None
+    if factory is not None:
+        return factory(mode, trace_dir, options)
     if mode:
-        from rlscope.overhead.validate.runner import session_for_mode
-
-        return session_for_mode(mode, trace_dir, options)
+        warn_once(f"{hooks.MODE_ENV}={mode!r} is set outside a run of rlscope validate: profiling")
     run = annotate._active
     if run is not None and os.environ.get(RUN_TRACE_DIR_ENV):
         return RunSession(run, trace_dir)

@@ -109,14 +109,14 @@ def _no_calibration(monkeypatch, tmp_path_factory):
 @pytest.fixture(scope="session")
 def quick_calibration(tmp_path_factory):
     """A small real calibration of this machine (a few seconds), saved in its own directory."""
-    from rlscope.overhead.calibrate.rounds import run_calibration
+    from rlscope.overhead.calibrate import run_calibration
 
     directory = tmp_path_factory.mktemp("quick-calibration")
     # session-scoped: made before the per-test empty directory is set; the machine's speed record
     # (rlscope.overhead.correct.calibration.machine_fastest_ref) goes here, not to the user's cache
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLSCOPE_CALIBRATION_DIR", str(directory))
-        cal = run_calibration(reps=3, scale=0.2, gpu=False, log=lambda m: None)
+        cal = run_calibration(rounds=3, scale=0.2, gpu=False, log=lambda m: None)
     return cal, directory
 
 

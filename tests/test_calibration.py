@@ -15,7 +15,8 @@ import pytest
 import rlscope
 from rlscope.analysis import analyze
 from rlscope.collectors import scope_native
-from rlscope.overhead.calibrate import rounds as C
+from rlscope.overhead.calibrate import measure, run, store, workloads
+from rlscope.overhead.calibrate import rounds as cal_rounds
 from rlscope.overhead.correct import calibration as cal_mod
 from rlscope.session import Session
 
@@ -36,9 +37,9 @@ def _rounds(values: list[float]) -> Iterator[dict[str, float]]:
         yield {"total": v, "inside": v / 2}
 
 
-def _stable(values: list[float], k: int = 5, budget_s: float = 20.0) -> C.Stable:
+def _stable(values: list[float], k: int = 5, budget_s: float = 20.0) -> cal_rounds.Stable:
     it = _rounds(values)
-    return C.until_stable(lambda: next(it), "total", k, budget_s, clock=FakeClock())
+    return cal_rounds.until_stable(lambda: next(it), "total", k, budget_s, clock=FakeClock())
 
 
 def test_a_stable_sequence_is_accepted_after_k_rounds():
@@ -47,7 +48,7 @@ def test_a_stable_sequence_is_accepted_after_k_rounds():
     assert st.value == 1000
     assert st.spread == pytest.approx(70 / 1000)
     assert st.median("inside") == 500
-    assert C.refusal("scope", st) is None
+    assert store.refusal("scope", st) is None
 
 
 def test_a_disturbed_round_is_outlived():
@@ -55,7 +56,7 @@ def test_a_disturbed_round_is_outlived():
     st = _stable([1000, 2600, 1000, 1020, 990, 1000, 1010, 1005] + [1000] * 20)
     assert st.stable and st.value == pytest.approx(1005, abs=10)
     assert all(v < 1100 for v in st.last)
-    assert C.refusal("scope", st) is None
+    assert store.refusal("scope", st) is None
 
 
 def test_a_cold_first_round_at_the_budgets_end_is_slid_past():
@@ -63,9 +64,9 @@ def test_a_cold_first_round_at_the_budgets_end_is_slid_past():
     k = 4 rounds: refused, where the window needed one more round. The budget now ends the rounds
     only once the window could slide past SLIDE_ROUNDS early ones."""
     st = _stable([354.0, 279.0, 270.0, 273.0] + [272.0] * 20, k=4, budget_s=3.0)
-    assert st.stable and len(st.rounds) == 5 and C.refusal("scope", st) is None
+    assert st.stable and len(st.rounds) == 5 and store.refusal("scope", st) is None
     assert st.cost == pytest.approx(272.5)
-    fast, every, _ = C._until_stable_at_speed(
+    fast, every, _ = cal_rounds._until_stable_at_speed(
         iter([{"total": v, "ref": 100.0} for v in [354.0, 279.0, 270.0, 273.0] + [272.0] * 9]).__next__,
         "total",
         4,
@@ -78,7 +79,7 @@ def test_a_cold_first_round_at_the_budgets_end_is_slid_past():
 def test_a_cost_that_keeps_varying_by_half_is_refused_in_one_line():
     st = _stable([1000, 1500], budget_s=12.0)
     assert not st.stable and len(st.rounds) == 12  # ran until the budget was spent
-    why = C.refusal("scope", st)
+    why = store.refusal("scope", st)
     assert why is not None and "\n" not in why
     assert why.startswith("scope: refused: unstable")
     assert st.spread > 0.2 and f"spread {st.spread:.0%}" in why
@@ -87,22 +88,22 @@ def test_a_cost_that_keeps_varying_by_half_is_refused_in_one_line():
 
 def test_a_negative_cost_is_refused():
     st = _stable([-26046, -26100, -25990])
-    why = C.refusal("backend", st)
+    why = store.refusal("backend", st)
     assert why is not None and why.startswith("backend: refused: negative cost -26,046 ns")
 
 
 def test_an_implausible_cost_is_refused():
-    too_big = C.refusal("scope", _stable([30_000, 30_100, 29_900]))
+    too_big = store.refusal("scope", _stable([30_000, 30_100, 29_900]))
     assert (
         too_big is not None and "implausible 30,000 ns" in too_big and "outside 50 ns..20,000 ns" in too_big
     )
-    too_small = C.refusal("scope", _stable([20, 20, 20]))
+    too_small = store.refusal("scope", _stable([20, 20, 20]))
     assert too_small is not None and "implausible" in too_small
 
 
 def test_stability_needs_at_least_two_rounds():
     with pytest.raises(ValueError):
-        C.until_stable(lambda: {"total": 1.0}, "total", 1, 1.0)
+        cal_rounds.until_stable(lambda: {"total": 1.0}, "total", 1, 1.0)
 
 
 # -- the machine's speed moves; the judged figure does not ---------------------------------------
@@ -119,12 +120,12 @@ def test_a_cost_judged_per_reference_outlives_the_machine_switching_speed():
     """The host switching between a fast (115 ns) and a slow (200 ns) regime moves the cost in ns
     by 74%; per ns of the reference loop it is steady, so it is accepted, stored in ns."""
     it = _regime_rounds([9.0, 9.2, 8.9, 9.1], [115, 200, 200, 115])
-    st = C.until_stable(lambda: next(it), "per_ref", 4, 20.0, clock=FakeClock(), cost_field="total")
+    st = cal_rounds.until_stable(lambda: next(it), "per_ref", 4, 20.0, clock=FakeClock(), cost_field="total")
     assert st.stable and len(st.rounds) == 4
     assert st.value == pytest.approx(9.05)
     assert st.cost == pytest.approx(statistics.median([9.0 * 115, 9.2 * 200, 8.9 * 200, 9.1 * 115]))
-    assert C.refusal("scope", st) is None
-    in_ns = C.until_stable(lambda: next(it), "total", 4, 20.0, clock=FakeClock())
+    assert store.refusal("scope", st) is None
+    in_ns = cal_rounds.until_stable(lambda: next(it), "total", 4, 20.0, clock=FakeClock())
     assert not in_ns.stable  # the same rounds judged in ns: refused for the machine's doing
 
 
@@ -138,35 +139,39 @@ def test_a_boundary_on_the_c_methods_is_judged_in_ns(monkeypatch, key):
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: key)
-    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
     refs = itertools.cycle([110.0, 110.0, 140.0, 140.0, 125.0, 125.0])  # before and after each round
-    monkeypatch.setattr(C, "_reference", lambda: next(refs))
+    monkeypatch.setattr(cal_rounds, "_reference", lambda: next(refs))
     totals = itertools.cycle([150.0, 148.0, 153.0, 151.0])
-    st = C._until_stable_boundary(lambda: {"total": next(totals)}, "total", C.QUICK)
+    st = cal_rounds._until_stable_boundary(lambda: {"total": next(totals)}, "total", cal_rounds.QUICK)
     if key == "python":
         assert st.field == "per_ref" and st.cost_field == "total"
         return
-    assert st.field == "total" and st.stable and len(st.rounds) == C.QUICK.k
+    assert st.field == "total" and st.stable and len(st.rounds) == cal_rounds.QUICK.k
     assert st.cost == pytest.approx(150.5)
     assert all("ref" in r for r in st.rounds)  # still timed: kept in the file and the speed record
 
 
 def _boundary_rounds(
     monkeypatch, refs: list[float], totals: list[float], record: float | None, clock=None
-) -> C.Stable:
+) -> cal_rounds.Stable:
     """_until_stable_boundary on the C methods over rounds whose reference loop runs at ``refs`` (one
     figure per round, before and after alike) and whose boundary costs ``totals`` ns."""
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
-    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: record)
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: record)
     ref_it = itertools.cycle([x for r in refs for x in (r, r)])
-    monkeypatch.setattr(C, "_reference", lambda: next(ref_it))
+    monkeypatch.setattr(cal_rounds, "_reference", lambda: next(ref_it))
     total_it = itertools.cycle(totals)
     if clock is not None:  # one second a round: QUICK's 5 s budget is 5 rounds
-        return C._until_stable_boundary(lambda: {"total": next(total_it)}, "total", C.QUICK, clock)
-    plan = dataclasses.replace(C.QUICK, budget_s=60.0)  # the rounds are instant: ends when stable, or at 500
-    return C._until_stable_boundary(lambda: {"total": next(total_it)}, "total", plan)
+        return cal_rounds._until_stable_boundary(
+            lambda: {"total": next(total_it)}, "total", cal_rounds.QUICK, clock
+        )
+    plan = dataclasses.replace(
+        cal_rounds.QUICK, budget_s=60.0
+    )  # the rounds are instant: ends when stable, or at 500
+    return cal_rounds._until_stable_boundary(lambda: {"total": next(total_it)}, "total", plan)
 
 
 def test_a_boundary_round_in_the_slow_regime_does_not_count(monkeypatch):
@@ -176,7 +181,7 @@ def test_a_boundary_round_in_the_slow_regime_does_not_count(monkeypatch):
     refs = [108.0, 180.0, 110.0, 182.0, 109.0, 112.0, 181.0, 108.0]
     totals = [150.0, 200.0, 148.0, 231.0, 152.0, 151.0, 195.0, 149.0]
     st = _boundary_rounds(monkeypatch, refs, totals, record=None)
-    assert st.field == "total" and st.stable and len(st.rounds) == C.QUICK.k
+    assert st.field == "total" and st.stable and len(st.rounds) == cal_rounds.QUICK.k
     assert all(r["ref"] < 120 for r in st.rounds)
     assert st.cost == pytest.approx(statistics.median([150.0, 148.0, 152.0, 151.0]))  # the first four fast
 
@@ -197,7 +202,9 @@ def test_a_boundary_waits_for_the_fast_speed_before_falling_back(monkeypatch):
     totals = [255.0, 404.0, 389.0, 220.0, 300.0, 250.0, 380.0, 230.0] + [150.0, 148.0, 152.0, 151.0] * 2
     st = _boundary_rounds(monkeypatch, refs, totals, record=108.0, clock=FakeClock())
     assert st.field == "total" and st.stable and all(r["ref"] == 108.0 for r in st.rounds)
-    assert st.cost == pytest.approx(150.5) and st.elapsed_s <= C.SLOW_WAIT * C.QUICK.budget_s
+    assert (
+        st.cost == pytest.approx(150.5) and st.elapsed_s <= cal_rounds.SLOW_WAIT * cal_rounds.QUICK.budget_s
+    )
 
 
 def test_a_boundary_measured_slow_before_the_fast_speed_was_known_is_measured_again(monkeypatch):
@@ -208,19 +215,21 @@ def test_a_boundary_measured_slow_before_the_fast_speed_was_known_is_measured_ag
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
-    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
-    slow = C.Stable("total", 2, [{"total": 201.0, "ref": 199.0}] * 2)
-    fast = C.Stable("total", 2, [{"total": 145.0, "ref": 110.0}] * 2)
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
+    slow = cal_rounds.Stable("total", 2, [{"total": 201.0, "ref": 199.0}] * 2)
+    fast = cal_rounds.Stable("total", 2, [{"total": 145.0, "ref": 110.0}] * 2)
     calls = []
 
     def measure_scope(plan, traces, options, known_fastest=None):
         calls.append(known_fastest)
-        return C.Stable("total", 2, [{"total": 150.0, "ref": 109.0}] * 2), {"total": 150.0}
+        return cal_rounds.Stable("total", 2, [{"total": 150.0, "ref": 109.0}] * 2), {"total": 150.0}
 
-    monkeypatch.setattr(C, "measure_scope", measure_scope)
+    monkeypatch.setattr(measure, "measure_scope", measure_scope)
     boundaries = {"scope": (slow, {"total": 201.0}), "category": (fast, {"total": 145.0})}
     logged = []
-    C._measure_boundaries_again(boundaries, C.QUICK, None, [199.0, 110.0, 108.0], logged.append)
+    measure._measure_boundaries_again(
+        boundaries, cal_rounds.QUICK, None, [199.0, 110.0, 108.0], logged.append
+    )
     assert calls == [108.0] and boundaries["scope"][1]["total"] == 150.0
     assert boundaries["category"][0] is fast and len(logged) == 1 and "again" in logged[0]
 
@@ -229,33 +238,33 @@ def test_backend_rounds_in_a_slow_stretch_do_not_count(monkeypatch):
     """The backend's rho held steady when the host slowed down, its ns did not (a calibration whose
     rounds all ran at a 243-259 ns reference loop stored 1,138 ns against 641-749 at 142-159): the
     rounds run slow are left out, the calibration waits for fast ones and judges those."""
-    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
     refs = [250.0] * 4 + [150.0] * 4
     rounds = iter(
         {"rho": 0.30 if r > 200 else 0.25, "total": 1100.0 if r > 200 else 700.0, "ref": r} for r in refs
     )
-    fast, every, _ = C._until_stable_at_speed(
+    fast, every, _ = cal_rounds._until_stable_at_speed(
         lambda: next(rounds), "rho", 4, 5.0, known_fastest=148.0, clock=FakeClock(), cost_field="total"
     )
     assert fast is not None and len(every) == 8 and all(r["ref"] == 150.0 for r in fast.rounds)
     assert fast.value == 0.25 and fast.cost == 700.0
     slow = iter([{"rho": 0.3, "total": 1100.0, "ref": 250.0}] * 40)
-    fast, every, elapsed = C._until_stable_at_speed(
+    fast, every, elapsed = cal_rounds._until_stable_at_speed(
         lambda: next(slow), "rho", 4, 5.0, known_fastest=148.0, clock=FakeClock(), cost_field="total"
     )
     # waited three budgets, then gave up: all rounds kept
-    assert fast is None and elapsed >= C.SLOW_WAIT * 5.0
+    assert fast is None and elapsed >= cal_rounds.SLOW_WAIT * 5.0
 
 
 def test_waiting_for_the_fast_speed_ends_when_the_reference_loop_is_back_or_the_wait_is_over(monkeypatch):
     readings = iter([284.0, 280.0, 112.0, 284.0])
-    monkeypatch.setattr(C, "_reference", lambda: next(readings))
+    monkeypatch.setattr(cal_rounds, "_reference", lambda: next(readings))
     slept: list[float] = []
-    assert C._wait_for_speed(109.0, 30.0, clock=FakeClock(), sleep=slept.append) == 112.0
+    assert cal_rounds._wait_for_speed(109.0, 30.0, clock=FakeClock(), sleep=slept.append) == 112.0
     assert len(slept) == 2  # back within SLOW_REGIME of 109 ns at the third reading
-    monkeypatch.setattr(C, "_reference", lambda: 284.0)
+    monkeypatch.setattr(cal_rounds, "_reference", lambda: 284.0)
     slept.clear()
-    assert C._wait_for_speed(109.0, 5.0, clock=FakeClock(), sleep=slept.append) == 284.0
+    assert cal_rounds._wait_for_speed(109.0, 5.0, clock=FakeClock(), sleep=slept.append) == 284.0
     assert len(slept) == 4  # a FakeClock second per reading: gives up after the 5 s asked
 
 
@@ -266,8 +275,8 @@ def _negative_then(total: float, negatives: int, calls: list):
     def measure_scope(plan, traces, options, known_fastest=None):
         calls.append(known_fastest)
         if len(calls) <= negatives:
-            return C.Stable("total", 2, [{"total": -53.0, "ref": 284.0}] * 2), {"total": -53.0}
-        return C.Stable("total", 2, [{"total": total, "ref": 112.0}] * 2), {"total": total}
+            return cal_rounds.Stable("total", 2, [{"total": -53.0, "ref": 284.0}] * 2), {"total": -53.0}
+        return cal_rounds.Stable("total", 2, [{"total": total, "ref": 112.0}] * 2), {"total": total}
 
     return measure_scope
 
@@ -279,20 +288,22 @@ def test_a_boundary_refused_in_a_slow_stretch_is_measured_again_once_the_speed_i
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
-    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: 109.0)
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: 109.0)
     waited: list[float] = []
-    monkeypatch.setattr(C, "_wait_for_speed", lambda fastest, wait_s: waited.append(fastest) or 112.0)
+    monkeypatch.setattr(
+        cal_rounds, "_wait_for_speed", lambda fastest, wait_s: waited.append(fastest) or 112.0
+    )
     calls: list = []
-    monkeypatch.setattr(C, "measure_scope", _negative_then(148.0, 1, calls))
-    fine = C.Stable("total", 2, [{"total": 145.0, "ref": 110.0}] * 2)
+    monkeypatch.setattr(measure, "measure_scope", _negative_then(148.0, 1, calls))
+    fine = cal_rounds.Stable("total", 2, [{"total": 145.0, "ref": 110.0}] * 2)
     boundaries = {
-        "scope": (C.Stable("total", 2, [{"total": -53.0, "ref": 284.0}] * 2), {"total": -53.0}),
+        "scope": (cal_rounds.Stable("total", 2, [{"total": -53.0, "ref": 284.0}] * 2), {"total": -53.0}),
         "category": (fine, {"total": 145.0}),
     }
     logged: list[str] = []
-    C._measure_boundaries_again(boundaries, C.QUICK, None, [284.0], logged.append)
+    measure._measure_boundaries_again(boundaries, cal_rounds.QUICK, None, [284.0], logged.append)
     assert calls == [109.0, 109.0] and waited == [109.0]
-    assert boundaries["scope"][1]["total"] == 148.0 and C.refusal("scope", boundaries["scope"][0]) is None
+    assert boundaries["scope"][1]["total"] == 148.0 and store.refusal("scope", boundaries["scope"][0]) is None
     assert boundaries["category"][0] is fine
     assert "again" in logged[0] and logged[1].startswith("scope: refused: negative cost -53 ns")
     assert "measured again, the reference loop now at 112 ns" in logged[1]
@@ -300,15 +311,15 @@ def test_a_boundary_refused_in_a_slow_stretch_is_measured_again_once_the_speed_i
 
 def test_a_boundary_refused_again_after_the_wait_stays_refused(monkeypatch):
     """Still negative after the wait: the refusal stands, said once, and nothing is stored."""
-    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
-    monkeypatch.setattr(C, "_wait_for_speed", lambda fastest, wait_s: 284.0)
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
+    monkeypatch.setattr(cal_rounds, "_wait_for_speed", lambda fastest, wait_s: 284.0)
     calls: list = []
-    monkeypatch.setattr(C, "measure_scope", _negative_then(148.0, 10, calls))
-    monkeypatch.setattr(C, "measure_category", _fake_measurement([145] * 3, {"total": 145.0}))
-    monkeypatch.setattr(C, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
-    monkeypatch.setattr(C, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
+    monkeypatch.setattr(measure, "measure_scope", _negative_then(148.0, 10, calls))
+    monkeypatch.setattr(measure, "measure_category", _fake_measurement([145] * 3, {"total": 145.0}))
+    monkeypatch.setattr(measure, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
+    monkeypatch.setattr(measure, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
     warned: list[str] = []
-    cal = C.run_calibration(gpu=False, log=lambda m: None, warn=warned.append)
+    cal = run.run_calibration(gpu=False, log=lambda m: None, warn=warned.append)
     assert "scope" not in cal["costs_ns"] and cal["costs_ns"]["category"]["total"] == 145.0
     assert [r["entry"] for r in cal["refused"]] == ["scope"] and len(warned) == 1
     assert warned[0].startswith("scope: refused: negative cost -53 ns")
@@ -317,8 +328,8 @@ def test_a_boundary_refused_again_after_the_wait_stays_refused(monkeypatch):
 
 def test_a_cost_that_moves_on_its_own_is_still_refused_and_says_both_figures():
     it = _regime_rounds([9.0, 14.0, 6.0, 11.0], [115, 115, 115, 115])
-    st = C.until_stable(lambda: next(it), "per_ref", 4, 6.0, clock=FakeClock(), cost_field="total")
-    why = C.refusal("scope", st)
+    st = cal_rounds.until_stable(lambda: next(it), "per_ref", 4, 6.0, clock=FakeClock(), cost_field="total")
+    why = store.refusal("scope", st)
     assert why is not None and why.startswith("scope: refused: unstable") and "\n" not in why
     assert "1,035 ns" in why  # the cost in ns (9.0 * 115) ...
     assert "judged ns per ns of the reference loop: " in why and "14" in why  # ... and what was judged
@@ -326,15 +337,15 @@ def test_a_cost_that_moves_on_its_own_is_still_refused_and_says_both_figures():
 
 def test_a_negative_cost_judged_per_reference_is_refused_in_ns():
     it = _regime_rounds([-5.0, -5.1, -4.9], [200, 200, 200])
-    st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
-    why = C.refusal("category", st)
+    st = cal_rounds.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+    why = store.refusal("category", st)
     assert why is not None and why.startswith("category: refused: negative cost -1,000 ns")
 
 
 def test_a_cost_per_reference_is_stored_at_the_fastest_speed_seen():
     it = _regime_rounds([9.0, 9.0, 9.0], [115, 200, 200])
-    st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
-    cost = C.at_speed({"inside": st.median("inside"), "total": st.cost}, st, 110.0)
+    st = cal_rounds.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+    cost = store.at_speed({"inside": st.median("inside"), "total": st.cost}, st, 110.0)
     assert cost["total"] == pytest.approx(990.0) and cost["inside"] == pytest.approx(495.0)
     assert cost["per_ref"] == 9.0 and cost["ref_ns"] == 110.0 and cost["measured_ns"] == 1800.0
 
@@ -344,29 +355,31 @@ def test_relative_cost_cancels_the_speed_of_each_quad_and_drops_a_preempted_one(
     its own machine speed; one quad's first timing preempted for 50 us."""
     speeds = [1.0, 1.7, 1.2, 1.0, 1.5, 1.7, 1.1, 1.3]
     quads = [[1100 * f, 1000 * f, 1000 * f, 1100 * f] for f in speeds]
-    assert C.relative_cost(quads) == pytest.approx(0.10)
+    assert workloads.relative_cost(quads) == pytest.approx(0.10)
     quads[3][0] += 50_000
-    assert C.relative_cost(quads) == pytest.approx(0.10)
-    assert C.interquartile_mean([1, 2, 3, 4, 100, 0, 2.5, 3.5]) == pytest.approx(2.75)
+    assert workloads.relative_cost(quads) == pytest.approx(0.10)
+    assert workloads.interquartile_mean([1, 2, 3, 4, 100, 0, 2.5, 3.5]) == pytest.approx(2.75)
 
 
 def test_the_calibration_stores_costs_of_python_code_at_its_fastest_reference(monkeypatch):
     def per_ref_measurement(per_ref: list[float], refs: list[float], cost_of):
         def measure(*args, **kwargs):
             it = _regime_rounds(per_ref, refs)
-            st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+            st = cal_rounds.until_stable(
+                lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total"
+            )
             return st, cost_of(st)
 
         return measure
 
     split = lambda st: {"inside": st.median("inside"), "outside": st.cost / 2, "total": st.cost}  # noqa: E731
-    monkeypatch.setattr(C, "measure_scope", per_ref_measurement([9.0] * 3, [200, 200, 190], split))
-    monkeypatch.setattr(C, "measure_category", per_ref_measurement([8.0] * 3, [120, 200, 200], split))
-    monkeypatch.setattr(C, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
-    monkeypatch.setattr(C, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
+    monkeypatch.setattr(measure, "measure_scope", per_ref_measurement([9.0] * 3, [200, 200, 190], split))
+    monkeypatch.setattr(measure, "measure_category", per_ref_measurement([8.0] * 3, [120, 200, 200], split))
+    monkeypatch.setattr(measure, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
+    monkeypatch.setattr(measure, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
     # the Python scope methods: the writer is calibrated (the native buffer's flushes time themselves)
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "python")
-    cal = C.run_calibration(gpu=False, log=lambda m: None, warn=lambda m: None)
+    cal = run.run_calibration(gpu=False, log=lambda m: None, warn=lambda m: None)
     costs = cal["costs_ns"]
     assert costs["scope"]["total"] == pytest.approx(9.0 * 120) and costs["scope"]["ref_ns"] == 120
     assert costs["scope"]["measured_ns"] == 1800 and costs["scope"]["per_ref"] == 9.0
@@ -395,19 +408,21 @@ def test_a_calibration_held_slow_throughout_stores_its_costs_at_the_machines_spe
     def per_ref_measurement(refs: list[float]):
         def measure(*args, **kwargs):
             it = _regime_rounds([9.0] * 3, refs)
-            st = C.until_stable(lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total")
+            st = cal_rounds.until_stable(
+                lambda: next(it), "per_ref", 3, 6.0, clock=FakeClock(), cost_field="total"
+            )
             return st, {"total": st.cost}
 
         return measure
 
-    monkeypatch.setattr(C, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
-    monkeypatch.setattr(C, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
+    monkeypatch.setattr(measure, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
+    monkeypatch.setattr(measure, "measure_backend", _fake_measurement([700] * 3, {"total": 700}))
     logged: list[str] = []
     totals = []
     for refs in ([110, 190, 200], [200, 195, 205]):
-        monkeypatch.setattr(C, "measure_scope", per_ref_measurement(refs))
-        monkeypatch.setattr(C, "measure_category", per_ref_measurement(refs))
-        cal = C.run_calibration(gpu=False, log=logged.append, warn=lambda m: None)
+        monkeypatch.setattr(measure, "measure_scope", per_ref_measurement(refs))
+        monkeypatch.setattr(measure, "measure_category", per_ref_measurement(refs))
+        cal = run.run_calibration(gpu=False, log=logged.append, warn=lambda m: None)
         totals.append(cal["costs_ns"]["scope"]["total"])
     assert totals == [pytest.approx(9.0 * 110)] * 2
     assert cal["reference_ns"] == {"run_fastest": 195.0, "machine_record": 110.0, "used": 110.0}
@@ -424,18 +439,20 @@ def _fake_measurement(values: list[float], cost: dict[str, float]):
 @pytest.fixture
 def refused_scope(monkeypatch):
     """A calibration whose scope cost never settles (the rest is fine), and the lines it warned."""
-    monkeypatch.setattr(C, "measure_scope", _fake_measurement([900, 1800], {}))
+    monkeypatch.setattr(measure, "measure_scope", _fake_measurement([900, 1800], {}))
     monkeypatch.setattr(
-        C, "measure_category", _fake_measurement([400] * 3, {"inside": 200, "outside": 200, "total": 400})
+        measure,
+        "measure_category",
+        _fake_measurement([400] * 3, {"inside": 200, "outside": 200, "total": 400}),
     )
-    monkeypatch.setattr(C, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
+    monkeypatch.setattr(measure, "measure_writer", _fake_measurement([250] * 3, {"per_event": 250}))
     monkeypatch.setattr(
-        C,
+        measure,
         "measure_backend",
         _fake_measurement([-900, -950, -920], {"inside": 0, "outside": 0, "total": -920}),
     )
     warned: list[str] = []
-    cal = C.run_calibration(gpu=False, log=lambda m: None, warn=warned.append)
+    cal = run.run_calibration(gpu=False, log=lambda m: None, warn=warned.append)
     return cal, warned
 
 
@@ -561,20 +578,21 @@ def test_no_calibration_to_embed_and_bad_embedded_ones_are_ignored(tmp_path):
 
 def test_a_round_whose_reference_moved_is_run_again(monkeypatch):
     refs = iter([100.0, 150.0, 100.0, 101.0])  # the machine changed speed during the first try
-    monkeypatch.setattr(C, "_reference", lambda: next(refs))
+    monkeypatch.setattr(cal_rounds, "_reference", lambda: next(refs))
     tries = []
 
     def one() -> dict[str, float]:
         tries.append(1)
         return {"total": 300.0 if len(tries) == 1 else 201.0}
 
-    r = C._with_reference(one, "total")()
+    r = cal_rounds._with_reference(one, "total")()
     assert len(tries) == 2 and r["ref"] == pytest.approx(100.5)
     assert r["per_ref"] == pytest.approx(201.0 / 100.5)
 
 
 def test_median_rule_counts_every_round_and_refuses_a_wide_one():
-    from rlscope.overhead.calibrate.rounds import Stable, refusal, until_stable
+    from rlscope.overhead.calibrate.rounds import Stable, until_stable
+    from rlscope.overhead.calibrate.store import refusal
 
     values = iter([93.0, 89.0, 151.0, 116.0, 98.0, 104.0, 300.0, 20.0])
     st = until_stable(lambda: {"per_event": next(values)}, "per_event", 6, 0.0, rule="median")
@@ -597,7 +615,8 @@ def test_median_rule_keeps_a_per_process_spread_once_its_median_is_known():
     """An H200's memory calibration (2026-11-26): nine children 57-162 ns, MAD 21% of the median
     109 ns. Each process draws its own cost, so the rounds' spread stays; the median is what the
     analyzer removes, and with more rounds it is known well enough (refusing it removed 0 ns)."""
-    from rlscope.overhead.calibrate.rounds import Stable, refusal
+    from rlscope.overhead.calibrate.rounds import Stable
+    from rlscope.overhead.calibrate.store import refusal
 
     nine = [73.5, 129.8, 87.3, 114.3, 77.9, 109.4, 161.8, 132.4, 56.9]
     st = Stable("per_event", 6, [{"per_event": v} for v in nine], rule="median")
@@ -609,9 +628,9 @@ def test_median_rule_keeps_a_per_process_spread_once_its_median_is_known():
     assert st.cost == pytest.approx(109.4)
 
 
-def _backend_at(ref: float, cost: float) -> tuple[C.Stable, dict[str, float]]:
+def _backend_at(ref: float, cost: float) -> tuple[cal_rounds.Stable, dict[str, float]]:
     it = iter([{"total": cost, "ref": ref}] * 3)
-    return C.until_stable(lambda: next(it), "total", 3, 6.0, clock=FakeClock()), {"total": cost}
+    return cal_rounds.until_stable(lambda: next(it), "total", 3, 6.0, clock=FakeClock()), {"total": cost}
 
 
 def test_a_backend_cost_measured_slow_throughout_is_measured_again_at_the_fast_speed(monkeypatch):
@@ -627,15 +646,15 @@ def test_a_backend_cost_measured_slow_throughout_is_measured_again_at_the_fast_s
 
     logged: list[str] = []
     slow, fast = _backend_at(250.0, 1035.0), _backend_at(152.0, 700.0)
-    got = C._measure_backend_again(slow, lambda f: fast, [150.0, 155.0], logged.append, wait=wait)
+    got = measure._measure_backend_again(slow, lambda f: fast, [150.0, 155.0], logged.append, wait=wait)
     assert got is fast and waited == [150.0]
     assert "measured again" in logged[0] and "250 ns" in logged[0]
     slower = _backend_at(260.0, 1100.0)
     logged.clear()
-    got = C._measure_backend_again(slower, lambda f: slow, [150.0], logged.append, wait=wait)
+    got = measure._measure_backend_again(slower, lambda f: slow, [150.0], logged.append, wait=wait)
     assert got is slow and "stored as measured, at the slower speed" in logged[-1]
     never = lambda f: pytest.fail("measured again")  # noqa: E731
-    assert C._measure_backend_again(fast, never, [150.0], logged.append, wait=wait) is fast
+    assert measure._measure_backend_again(fast, never, [150.0], logged.append, wait=wait) is fast
 
 
 def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch):
@@ -647,14 +666,14 @@ def test_the_backends_rho_is_judged_on_its_median_at_the_fast_speed(monkeypatch)
     rounds = [{"rho": r, "total": r * 8000, "ref": 150.0} for r in rhos]
     rounds.insert(2, {"rho": 0.2, "total": 1600.0, "ref": 250.0})
     # the last-k rule gets SLIDE_ROUNDS more rounds (the same four again) and still refuses
-    again = [{"rho": r, "total": r * 8000, "ref": 150.0} for r in rhos[: C.SLIDE_ROUNDS]]
+    again = [{"rho": r, "total": r * 8000, "ref": 150.0} for r in rhos[: cal_rounds.SLIDE_ROUNDS]]
     for rule, kept, extra in (("last_k", False, again), ("median", True, [])):
         it = iter(rounds + extra)
-        fast, seen, _ = C._until_stable_at_speed(
+        fast, seen, _ = cal_rounds._until_stable_at_speed(
             lambda it=it: next(it), "rho", 4, 4.0, clock=FakeClock(), cost_field="total", rule=rule
         )
         assert fast is not None and len(seen) == 5 + len(extra) and len(fast.rounds) == 4 + len(extra)
-        assert (C.refusal("backend", fast) is None) is kept
+        assert (store.refusal("backend", fast) is None) is kept
     assert fast.cost == pytest.approx(statistics.median(rhos) * 8000)
 
 
@@ -667,7 +686,7 @@ def test_a_backend_measured_within_the_fast_band_but_slower_is_stored_at_the_fas
     monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
     monkeypatch.setattr(cal_mod, "machine_fastest_ref", lambda run: (run, None))
     st, _ = _backend_at(188.0, 962.0)
-    got = C.backend_at_speed(
+    got = store.backend_at_speed(
         {"total": 962.0, "inside": 400.0, "outside": 562.0, "calls_per_loop": 90}, st, 148.0
     )
     assert got["total"] == pytest.approx(962.0 * 148 / 188) and got["inside"] == pytest.approx(
@@ -676,16 +695,16 @@ def test_a_backend_measured_within_the_fast_band_but_slower_is_stored_at_the_fas
     assert got["measured_ns"] == 962.0 and got["measured_ref_ns"] == 188.0 and got["ref_ns"] == 148.0
     assert got["calls_per_loop"] == 90
     fast_st, _ = _backend_at(145.0, 700.0)
-    assert C.backend_at_speed({"total": 700.0}, fast_st, 148.0) == {"total": 700.0}
+    assert store.backend_at_speed({"total": 700.0}, fast_st, 148.0) == {"total": 700.0}
 
     def boundary(*args, **kwargs):
         return _backend_at(148.0, 260.0)
 
-    monkeypatch.setattr(C, "measure_scope", boundary)
-    monkeypatch.setattr(C, "measure_category", boundary)
-    monkeypatch.setattr(C, "measure_backend", lambda *a, **k: _backend_at(188.0, 962.0))
-    monkeypatch.setattr(C, "_measure_boundaries_again", lambda *a, **k: None)
-    cal = C.run_calibration(gpu=False, log=lambda m: None, warn=lambda m: None)
+    monkeypatch.setattr(measure, "measure_scope", boundary)
+    monkeypatch.setattr(measure, "measure_category", boundary)
+    monkeypatch.setattr(measure, "measure_backend", lambda *a, **k: _backend_at(188.0, 962.0))
+    monkeypatch.setattr(measure, "_measure_boundaries_again", lambda *a, **k: None)
+    cal = run.run_calibration(gpu=False, log=lambda m: None, warn=lambda m: None)
     backend = cal["costs_ns"]["backend"]
     assert backend["total"] == pytest.approx(962.0 * 148 / 188, rel=1e-3) and backend["measured_ns"] == 962.0
     assert cal["costs_ns"]["scope"]["total"] == 260.0  # judged in ns at the fast speed: as measured
@@ -786,28 +805,28 @@ def test_a_boundary_judged_on_a_plateau_above_its_fastest_round_is_measured_agai
     from rlscope.collectors import scope_native
 
     monkeypatch.setattr(scope_native, "calibration_key", lambda: "native-6")
-    monkeypatch.setattr(C.cal_mod, "read_fastest_ref", lambda: None)
+    monkeypatch.setattr(cal_mod, "read_fastest_ref", lambda: None)
     rounds = [{"total": t, "ref": 150.0} for t in (227.6, 358.6, 341.6, 364.4, 317.0)]
-    plateau = C.Stable("total", 4, rounds, cost_field="total")
-    steady = C.Stable("total", 4, [{"total": t, "ref": 150.0} for t in (250.0, 245.0, 252.0, 248.0)])
-    assert C._above_its_fastest(plateau) and not C._above_its_fastest(steady)
+    plateau = cal_rounds.Stable("total", 4, rounds, cost_field="total")
+    steady = cal_rounds.Stable("total", 4, [{"total": t, "ref": 150.0} for t in (250.0, 245.0, 252.0, 248.0)])
+    assert cal_rounds._above_its_fastest(plateau) and not cal_rounds._above_its_fastest(steady)
     second = {"cost": 249.0}
     calls = []
 
     def measure_category(plan, traces, known_fastest=None):
         calls.append(known_fastest)
         t = second["cost"]
-        return C.Stable("total", 4, [{"total": t, "ref": 149.0}] * 4), {"total": t}
+        return cal_rounds.Stable("total", 4, [{"total": t, "ref": 149.0}] * 4), {"total": t}
 
-    monkeypatch.setattr(C, "measure_category", measure_category)
+    monkeypatch.setattr(measure, "measure_category", measure_category)
     boundaries = {"scope": (steady, {"total": 249.0}), "category": (plateau, {"total": 350.0})}
     logged = []
-    C._measure_boundaries_again(boundaries, C.QUICK, None, [150.0, 149.0], logged.append)
+    measure._measure_boundaries_again(boundaries, cal_rounds.QUICK, None, [150.0, 149.0], logged.append)
     assert calls == [149.0] and boundaries["category"][1]["total"] == 249.0
     assert boundaries["scope"][0] is steady and len(logged) == 1 and "measured again" in logged[0]
     second["cost"] = 400.0  # measured again higher: the first stands
     boundaries["category"] = (plateau, {"total": 350.0})
-    C._measure_boundaries_again(boundaries, C.QUICK, None, [150.0, 149.0], logged.append)
+    measure._measure_boundaries_again(boundaries, cal_rounds.QUICK, None, [150.0, 149.0], logged.append)
     assert boundaries["category"][1]["total"] == 350.0 and len(calls) == 2
 
 
@@ -818,9 +837,9 @@ def test_a_boundary_held_slow_throughout_is_judged_on_the_median_of_its_rounds(m
     wobble = [1.24, 1.69, 1.38, 1.70, 1.25, 1.48, 1.66, 1.30]
     totals = [w * 265.0 for w in wobble]
     st = _boundary_rounds(monkeypatch, [265.0], totals, record=154.0, clock=FakeClock())
-    assert st.field == "per_ref" and st.rule == "median" and len(st.rounds) >= C.QUICK.k
-    assert st.stable and C.refusal("scope", st) is None
+    assert st.field == "per_ref" and st.rule == "median" and len(st.rounds) >= cal_rounds.QUICK.k
+    assert st.stable and store.refusal("scope", st) is None
     n = len(st.rounds)
     assert st.value == pytest.approx(statistics.median((wobble * 3)[:n]))
-    last_k = C.Stable("per_ref", C.QUICK.k, st.rounds, cost_field="total")
+    last_k = cal_rounds.Stable("per_ref", cal_rounds.QUICK.k, st.rounds, cost_field="total")
     assert not last_k.stable  # the rule it replaces refused these rounds

@@ -96,6 +96,7 @@ def test_check_errors_go_to_stderr_with_the_prefix(tmp_path, capsys):
         (analyze.main, ["trace", "--workers", "-3"]),
         (analyze.main, ["trace", "--workers", "two"]),
         (analyze.main, ["share"]),
+        (main.main, ["calibrate", "--rounds", "1"]),
         (main.main, ["demo", "--device", "tpu"]),
         (analyze.main, []),
         (analyze.main, ["--bogus", "x"]),
@@ -108,3 +109,14 @@ def test_bad_arguments_are_one_line_and_status_2(entry, argv, capsys):
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and "error" in err, err
+
+
+def test_calibrate_counts_rounds_and_validate_runs_so_one_name_means_one_thing(capsys):
+    """calibrate's option is --rounds (--reps, its former name, still works but is not shown);
+    validate's --reps is runs per mode."""
+    code, out, _ = _call(main.main, ["calibrate", "--help"], capsys)
+    assert code == 0 and "--rounds" in out and "--reps" not in out
+    code, out, _ = _call(main.main, ["validate", "--help"], capsys)
+    assert code == 0 and "--reps" in out and "--rounds" not in out
+    code, _, err = _call(main.main, ["calibrate", "--reps", "1"], capsys)
+    assert code == 2 and "--reps (now --rounds) must be >= 2" in err

@@ -1,4 +1,4 @@
-"""rlscope.overhead.validate.hoststat: a run's cores' busy and stolen time from /proc/stat, and validate's use of it."""
+"""rlscope.overhead.validate.hoststat: a run's cores' busy and stolen time from /proc/stat, and its use."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from rlscope.overhead.validate import hoststat
-from rlscope.overhead.validate import runner as validate
+from rlscope.overhead.validate import hoststat, runner
 
 STAT = """cpu  900 0 300 5000 10 0 5 70 0 0
 cpu0 100 0 50 2000 5 0 1 10 0 0
@@ -40,6 +39,6 @@ def test_missing_stat_gives_none(tmp_path, monkeypatch):
 
 
 def test_steal_share_is_stolen_core_seconds_per_second_of_the_run():
-    run = validate.ChildRun("unprofiled", 0, 0, 2.0, host={"busy": 1.8, "steal": 0.1, "cores": 4})
-    assert validate.steal_share(run) == pytest.approx(0.05)
-    assert validate.steal_share(validate.ChildRun("unprofiled", 0, 0, 2.0)) is None
+    run = runner.ChildRun("unprofiled", 0, 0, 2.0, host={"busy": 1.8, "steal": 0.1, "cores": 4})
+    assert runner.steal_share(run) == pytest.approx(0.05)
+    assert runner.steal_share(runner.ChildRun("unprofiled", 0, 0, 2.0)) is None

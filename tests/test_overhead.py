@@ -459,7 +459,7 @@ def test_memory_events_without_a_calibrated_cost_are_kept_and_said(fake_session,
 
 
 def test_a_cuda_call_inside_rlscopes_own_work_stays_rlscopes():
-    """A twin run's synchronize at a turn (rlscope/overhead/validate/twin.py) is a CUDA call inside the profiler
+    """A twin run's synchronize at a turn (overhead/validate/twin.py) is a CUDA call inside the profiler
     category: its time is rlscope's (removed), not the job's CUDA API time; one outside stays CUDA."""
     rows = [  # main thread 1: an operation over [0, 10000); rlscope's work over [2000, 6000)
         (0, 1, S.SESSION_START, -1, -1, -1, 0),
@@ -551,7 +551,7 @@ def test_speed_scale_leaves_native_costs_and_unknown_references_alone():
 
 
 def test_a_session_times_the_reference_loop_at_start_switches_and_end(tmp_path):
-    """Real clock: the samples lie near the loop timed here (the same code, rlscope/overhead/correct/reference.py)."""
+    """Real clock: the samples lie near the loop timed here (the same code, overhead/correct/reference.py)."""
     from rlscope.overhead.correct import reference
 
     with rlscope.profile(tmp_path / "t", backend=False) as sess:

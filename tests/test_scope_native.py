@@ -153,7 +153,7 @@ def test_the_three_paths_switch_windows_and_alternate_long_operations_alike(tmp_
         ev = rlscope.load_trace(str(session.trace_dir)).processes[0].events
         columns = ("ts_ns", "kind", "id", "parent", "name", "flags")
         rows = zip(*(ev.column(c).to_pylist() for c in columns), strict=True)
-        # the parent of session rows and window rows: the speed sample (rlscope/overhead/correct/reference.py), which differs
+        # the parent of window and session rows: the speed sample (correct/reference.py), which differs
         timed = (S.WINDOW, S.SESSION_START, S.SESSION_END)
         got[which] = [(*r[:3], -1, *r[4:]) if r[1] in timed else r for r in rows]
     assert sum(r[1] == S.WINDOW for r in got["python"]) > 20
@@ -208,11 +208,11 @@ def test_native_scopes_take_their_no_session_path_and_the_timers(tmp_path, recor
     assert scope_native.install() == "native"
     with rlscope.scope("x") as sc, rlscope.simulator():
         assert sc is rlscope.scope("x") and annotate._active is None
-    from rlscope.overhead.validate import runner as validate
+    from rlscope.overhead.validate import aggregate, child
 
-    agg = validate.TimerAggregate()
-    ts = validate.TimerSession(
-        record=validate.ChildRecord(None, "timers"), aggregate=agg, clock=FakeClock()
+    agg = aggregate.TimerAggregate()
+    ts = child.TimerSession(
+        record=child.ChildRecord(None, "timers"), aggregate=agg, clock=FakeClock()
     ).start()
     try:
         with rlscope.scope("timed"):

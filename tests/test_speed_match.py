@@ -1,4 +1,5 @@
-"""rlscope.overhead.validate.speed_match: the timed reference scaled to the profiled run's mix of the machine's speeds.
+"""rlscope.overhead.validate.speed_match: the timed reference scaled to the profiled run's mix of the
+machine's speeds.
 
 Ground truth by construction: samples drawn at known levels (1.0 ms fast, 1.5 ms slow) in known
 shares, so the mix factor and the matched error are known numbers.
@@ -69,7 +70,8 @@ def test_validate_reports_operations_at_matched_speed():
     """`step`: the timed runs 80% fast (0.95 s inclusive), the profiled run 30% fast with no light
     cost, corrected to what its own mix took: 0.95 * 1.35 / 1.1. Plain, that reads +22.7%; at
     matched speed 0% (in the JSON), and the line gives the light state's own cost: 0%."""
-    from rlscope.overhead.validate.runner import compare, parse_args
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.verdict import compare
 
     opts = parse_args(["--", sys.executable, __file__])
     light = [[lv, n] for lv, n in _samples(0.3, seed=3)]
@@ -96,8 +98,9 @@ def test_validate_reports_operations_at_matched_speed():
     assert step["light_level_median"] == pytest.approx(0.0, abs=0.02)  # no light-state cost
     matched = got["verdict"]["speed_matched"]
     assert not matched["over_tolerance"] and matched["light_level"]["step"] == pytest.approx(0.0, abs=0.02)
-    assert "at the same machine speed" in got["verdict"]["line"] and "step " in got["verdict"]["line"]
-    assert "(2 of 2)" in got["verdict"]["line"]
+    notes = " ".join(got["verdict"]["notes"])
+    assert "at the same machine speed" in notes and "step " in notes
+    assert "(2 of 2)" in notes
     # without samples (an older trace, or one speed): no matched clause, the rows say 1x
     result["timer_block_samples"] = []
     plain = compare(result, opts)
@@ -164,7 +167,7 @@ def test_the_profiled_mix_counts_the_full_windows_too():
 
 
 def test_the_same_speed_level_replaces_the_fast_end_in_the_drift_clause():
-    from rlscope.overhead.validate.runner import drift_text
+    from rlscope.overhead.validate.verdict import drift_text
 
     drift = {"operation": "step", "light_spread": [-0.3, 0.2], "timer_spread": None, "fast_error": 0.19}
     assert "at the fast end" in drift_text({**drift, "light_level": None})

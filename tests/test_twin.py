@@ -1,4 +1,4 @@
-"""``rlscope validate --twin``: two runs of one program taking turns (rlscope/overhead/validate/twin.py), checked
+"""``rlscope validate --twin``: two runs of one program taking turns (overhead/validate/twin.py), checked
 against known counts and known busy-wait times."""
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import time
 
 import pytest
 
-from rlscope.overhead.validate import runner as validate
-from rlscope.overhead.validate import twin
+from rlscope.overhead.validate import runner, twin
 
 
 def test_spec_round_trips_through_the_environment():
@@ -29,9 +28,9 @@ def test_spec_round_trips_through_the_environment():
 
 
 def test_twin_cores_put_the_main_threads_on_one_core_and_the_rest_beside():
-    assert validate.twin_cores({0, 1}) == (1, (0,))
-    assert validate.twin_cores({5}) == (5, ())
-    assert validate.twin_cores(None) == (None, ())
+    assert runner.twin_cores({0, 1}) == (1, (0,))
+    assert runner.twin_cores({5}) == (5, ())
+    assert runner.twin_cores(None) == (None, ())
 
 
 def _busy(seconds: float) -> None:

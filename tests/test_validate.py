@@ -14,8 +14,10 @@ import pytest
 
 import rlscope
 from rlscope import annotate
-from rlscope.overhead.validate import runner as validate
-from rlscope.overhead.validate.runner import ChildRecord, TimerAggregate, TimerSession, corrected_timers
+from rlscope.errors import RLScopeError
+from rlscope.overhead.validate import aggregate, child, cli, render, runner, verdict
+from rlscope.overhead.validate.aggregate import TimerAggregate, corrected_timers
+from rlscope.overhead.validate.child import ChildRecord, TimerSession
 
 STEP_NS = 100  # what the fake clock moves at each read: the timers' own cost, in clock time
 
@@ -110,8 +112,8 @@ def test_timer_mode_busy_waits(monkeypatch):
     instead of 0.08 us and took ~0.8 ms off outer). The arithmetic is checked exactly on a
     stepping clock in test_timer_mode_exact_inclusive_exclusive.
     """
-    monkeypatch.setattr(validate, "_TICK_NS", 2_000_000)
-    costs = validate.measure_timer_costs(n=5_000, reps=5)
+    monkeypatch.setattr(child, "_TICK_NS", 2_000_000)
+    costs = child.measure_timer_costs(n=5_000, reps=5)
     assert 0 < costs["inside"] <= costs["pair"] < 50_000
     tol = 1e-3
     t, spent = _busy_workload(costs)
@@ -133,8 +135,8 @@ def test_timer_costs_leave_out_folds(monkeypatch):
     With a fold every millisecond each loop of 5,000 pairs holds several; with their pauses left
     in, the pair read 2.8 us on a 2-core CPU machine, 35x its ~0.08 us.
     """
-    monkeypatch.setattr(validate, "_TICK_NS", 1_000_000)
-    folded = validate.measure_timer_costs(n=5_000, reps=5)
+    monkeypatch.setattr(child, "_TICK_NS", 1_000_000)
+    folded = child.measure_timer_costs(n=5_000, reps=5)
     assert 0 < folded["inside"] <= folded["pair"] < 1_000
     agg = TimerAggregate()
     agg.pause(1, 500)
@@ -143,6 +145,13 @@ def test_timer_costs_leave_out_folds(monkeypatch):
 
 
 def test_profile_off_writes_no_trace(monkeypatch, tmp_path):
+    """With validate's child hooks registered (child.install, as its boot does in a measured
+    child), rlscope.profile returns the mode's session."""
+    from rlscope.runtime import hooks
+
+    monkeypatch.setattr(hooks, "_mode_session", None)
+    monkeypatch.setattr(hooks, "_turns", None)
+    child.install()
     monkeypatch.setenv("RLSCOPE_MODE", "off")
     with rlscope.profile(tmp_path / "t") as s:
         assert annotate._active is None  # scopes take their no-session path
@@ -157,7 +166,7 @@ def test_profile_off_writes_no_trace(monkeypatch, tmp_path):
 
 
 def test_mode_order_rotates():
-    assert [validate.mode_order(r)[0] for r in range(3)] == ["unprofiled", "timers", "profiled"]
+    assert [runner.mode_order(r)[0] for r in range(3)] == ["unprofiled", "timers", "profiled"]
 
 
 TINY = textwrap.dedent(
@@ -255,7 +264,8 @@ def test_help_lists_validate():
 
 
 def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
-    from rlscope.overhead.validate.runner import compare, noise_floor, parse_args
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.verdict import compare, noise_floor
 
     assert noise_floor([1.0, 1.2, 1.1]) == pytest.approx(0.1 / 1.1)
     assert noise_floor([1.0]) == 0.0
@@ -266,16 +276,18 @@ def test_a_miss_within_the_machines_own_noise_is_called_inconclusive():
     prof = {"raw_wall_s": 1.5, "corrected_wall_s": 1.4, "corrected_for_overhead": True, "operations": {}}
     result = {"runs": runs, "profiled": [prof] * 5, "timers": [{}] * 5}
     verdict = compare(result, opts)["verdict"]
-    assert not verdict["pass"] and "inconclusive" in verdict["line"]
+    assert not verdict["pass"] and verdict["status"] == "INCONCLUSIVE"
+    assert any("vary by ±17%" in n for n in verdict["notes"])
     quiet = {**result, "runs": [{**r, "measured_s": 1.0} for r in runs]}
-    assert "inconclusive" not in compare(quiet, opts)["verdict"]["line"]
+    assert compare(quiet, opts)["verdict"]["status"] == "FAIL"
 
 
 def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
     """Errors over five repetitions → a 90% interval of the median against the band: every
     repetition ~+20% is a systematic miss; ~0% with a little spread, a confirmed pass; ±15% around
     0, a pass not yet confirmed; four repetitions are too few to confirm anything."""
-    from rlscope.overhead.validate.runner import compare, judge, median_interval, parse_args
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.verdict import compare, judge, median_interval
 
     assert median_interval([0.3, 0.1, 0.5, 0.2, 0.4]) == [0.1, 0.5]  # five runs: [min, max] is 93.75%
     assert median_interval([0.1, 0.2, 0.3]) is None
@@ -295,18 +307,18 @@ def test_the_verdict_says_whether_a_miss_is_systematic_or_a_pass_is_confirmed():
         return {"runs": runs, "profiled": prof, "timers": [{}] * len(corrected)}
 
     v = compare(result([1.19, 1.21, 1.2, 1.22, 1.18]), opts)["verdict"]
-    assert not v["pass"] and v["systematic"] == ["[total]"] and "systematic: [total] (+" in v["line"]
+    assert not v["pass"] and v["systematic"] == ["[total]"] and "[total] +18.0%..+22.0%" in v["line"]
     v = compare(result([1.0, 1.01, 0.99, 1.0, 1.0]), opts)["verdict"]
-    assert v["pass"] and not v["not_confirmed"] and "confirmed: every checked figure" in v["line"]
+    assert v["pass"] and not v["not_confirmed"] and "every checked figure's 90% interval" in v["line"]
     v = compare(result([0.85, 1.15, 1.02, 0.98, 1.0]), opts)["verdict"]
-    assert v["pass"] and v["not_confirmed"] == ["[total]"] and "not confirmed: [total]" in v["line"]
+    assert v["status"] == "INCONCLUSIVE" and v["not_confirmed"] == ["[total]"] and "[total]" in v["reason"]
     v = compare(result([1.0, 1.01, 0.99, 1.0]), opts)["verdict"]
     assert v["pass"] and v["not_confirmed"] == ["[total]"]  # four runs: no 90% interval of a median
 
 
 def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.Path) -> None:
-    from rlscope.errors import RLScopeError
-    from rlscope.overhead.validate.runner import parse_args, profile_overrides
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.runner import profile_overrides
 
     script = tmp_path / "x.py"
     script.write_text("")
@@ -322,7 +334,8 @@ def test_set_passes_session_options_and_refuses_unknown_keys(tmp_path: pathlib.P
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this OS")
 def test_cpus_pins_every_run_and_refuses_cpus_it_cannot_use(tmp_path: pathlib.Path) -> None:
     from rlscope.errors import RLScopeError
-    from rlscope.overhead.validate.runner import parse_args, run_child
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.runner import run_child
 
     allowed = sorted(os.sched_getaffinity(0))
     opts = parse_args(["--cpus", str(allowed[0]), "--", "python", "-c", "pass"])
@@ -348,7 +361,7 @@ def test_timed_runs_record_the_machines_speed_per_quarter_second():
     sess, agg = _timer_session(clock)
     with sess:
         for ms, blocks in ((1_000_000, 9), (2_000_000, 3)):
-            for _ in range(blocks * validate.BLOCK_NS // ms):
+            for _ in range(blocks * aggregate.BLOCK_NS // ms):
                 with rlscope.scope("v.blk"):
                     clock.advance(ms - 2 * STEP_NS)  # a pair of reads: an instance spans ms exactly
     q = agg.block_quantiles(list(annotate._names))["v.blk"]
@@ -360,7 +373,8 @@ def test_the_verdict_sets_the_machines_speed_beside_a_miss():
     """The profiled runs' light windows of `step` ranged 1.0-1.5 ms, the timed runs' blocks 1.0-1.1
     ms: the machine slowed during the profiled run. Their fast ends agree (+0%), which says the
     light state costs `step` nothing; the miss is the machine's."""
-    from rlscope.overhead.validate.runner import compare, parse_args, speed_rows
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.verdict import compare, speed_rows
 
     opts = parse_args(["--", sys.executable, __file__])
     windows = {"windows": {"operations": {"step": {"light_window_ns": [1.0e6, 1.2e6, 1.5e6]}}}}
@@ -383,7 +397,8 @@ def test_the_verdict_sets_the_machines_speed_beside_a_miss():
     assert got["fast_error"] == pytest.approx(0.0)
     v = compare(result, opts)["verdict"]
     assert not v["pass"] and v["speed_drift"]["operation"] == "step"
-    assert "light windows -17%..+25%" in v["line"] and "+0.0% from timed runs" in v["line"]
+    notes = " ".join(v["notes"])
+    assert "light windows -17%..+25%" in notes and "+0.0% from timed runs" in notes
     assert speed_rows({"profiled": [{}], "timer_blocks": []}, "step") == {
         "light_spread": None,
         "timer_spread": None,
@@ -425,7 +440,7 @@ def test_timer_runs_measure_their_boundaries_with_the_c_methods():
             with rlscope.scope("v.measured.loop"):
                 pass
     assert agg.measured_boundaries >= 1900  # all but a thread's first boundary or so
-    costs = validate.measure_timer_costs(n=2000, reps=3)
+    costs = child.measure_timer_costs(n=2000, reps=3)
     assert 0 <= costs["inside"] <= costs["pair"] < 400  # the dispatch left after the measurements
 
 
@@ -441,9 +456,9 @@ class _FakeRunner:
     def trace_dir(self, rep: int) -> pathlib.Path:
         return pathlib.Path(f"rep-{rep + 1}")
 
-    def run(self, mode: str, rep: int) -> validate.ChildRun:
+    def run(self, mode: str, rep: int) -> runner.ChildRun:
         record = {"profile_calls": 1, "window_s": 1.0, "timers": {}, "blocks": {}}
-        return validate.ChildRun(mode, rep, 0, 1.0, record=record)
+        return runner.ChildRun(mode, rep, 0, 1.0, record=record)
 
 
 def _fake_validation(monkeypatch, walls: list[float]) -> None:
@@ -455,12 +470,12 @@ def _fake_validation(monkeypatch, walls: list[float]) -> None:
         def __init__(self) -> None:
             self.summary = {"trace_dir": "x", "wall": next(pending)}
 
-    monkeypatch.setattr(validate, "_Runner", _FakeRunner)
-    monkeypatch.setattr(validate, "measure_timer_costs", lambda: {"inside": 0.0, "pair": 0.0})
-    monkeypatch.setattr(validate, "corrected_timers", lambda counters, costs: {})
+    monkeypatch.setattr(runner, "_Runner", _FakeRunner)
+    monkeypatch.setattr(runner, "measure_timer_costs", lambda: {"inside": 0.0, "pair": 0.0})
+    monkeypatch.setattr(runner, "corrected_timers", lambda counters, costs: {})
     monkeypatch.setattr(rlscope.analysis, "analyze", lambda *a, **k: Analyzed())
     monkeypatch.setattr(
-        validate,
+        runner,
         "profiled_figures",
         lambda s: {
             "raw_wall_s": s["wall"],
@@ -488,30 +503,30 @@ def test_median_interval_against_exact_binomial_coverage() -> None:
         for looks in (1, 3):
             want = 1 - 0.10 / looks
             ks = [k for k in range(1, n // 2 + 1) if coverage(n, k) >= want]
-            got = validate.median_interval(xs, looks)
+            got = verdict.median_interval(xs, looks)
             assert got == ([xs[max(ks) - 1], xs[n - max(ks)]] if ks else None), (n, looks)
-    assert validate.median_interval([0.1, 0.2, 0.3, 0.4]) is None  # 87.5% at best: too few for 90%
+    assert verdict.median_interval([0.1, 0.2, 0.3, 0.4]) is None  # 87.5% at best: too few for 90%
     # one run in the machine's slow speed moves the interval by one rank, not by its distance
-    assert validate.median_interval([0.0, 0.01, -0.01, 0.02, -0.02, 0.0, 0.01, -0.01, 0.0, 0.40]) == [
+    assert verdict.median_interval([0.0, 0.01, -0.01, 0.02, -0.02, 0.0, 0.01, -0.01, 0.0, 0.40]) == [
         -0.01,
         0.02,
     ]
 
 
 def test_look_points_double_and_skip_counts_too_small_for_an_interval() -> None:
-    assert validate.look_points(5, 5) == [5]
-    assert validate.look_points(8, 20) == [8, 16, 20]
-    assert validate.look_points(7, 40) == [7, 14, 28, 40]
-    assert validate.look_points(6, 40) == [12, 24, 40]  # 4 looks ask 97.5%: six runs give 96.9%
+    assert runner.look_points(5, 5) == [5]
+    assert runner.look_points(8, 20) == [8, 16, 20]
+    assert runner.look_points(7, 40) == [7, 14, 28, 40]
+    assert runner.look_points(6, 40) == [12, 24, 40]  # 4 looks ask 97.5%: six runs give 96.9%
     # 3 and 5 runs can give no 95% (or 96.7%) interval of a median: they are not looks
-    assert validate.look_points(3, 10) == [6, 10]
-    assert validate.look_points(5, 20) == [10, 20]
-    assert validate.look_points(5, 10) == [10]
+    assert runner.look_points(3, 10) == [6, 10]
+    assert runner.look_points(5, 20) == [10, 20]
+    assert runner.look_points(5, 10) == [10]
     for reps, most in ((3, 10), (5, 20), (8, 20), (6, 40), (4, 4)):
-        points = validate.look_points(reps, most)
+        points = runner.look_points(reps, most)
         assert points[-1] == most
         if len(points) > 1:  # every look can give an interval at the looks' shared level
-            assert all(validate.median_interval([0.0] * n, len(points)) is not None for n in points)
+            assert all(verdict.median_interval([0.0] * n, len(points)) is not None for n in points)
 
 
 def test_max_reps_runs_until_every_interval_clears_its_band(monkeypatch) -> None:
@@ -520,33 +535,33 @@ def test_max_reps_runs_until_every_interval_clears_its_band(monkeypatch) -> None
     here 10, and confirmed."""
     errors = [0.03, -0.04, 0.02, 0.0, 0.25, -0.01, 0.0, 0.01, 0.0, 0.01] + [0.0] * 10
     _fake_validation(monkeypatch, [1 + e for e in errors])
-    opts = validate.parse_args(["--reps", "5", "--max-reps", "20", "--no-warmup", "--", "python", __file__])
-    res = validate.validate(opts)
-    assert validate.median_interval(errors[:5], 2) is None  # five runs cannot give 95%
-    lo, hi = validate.median_interval(errors[:10], 2)
+    opts = cli.parse_args(["--reps", "5", "--max-reps", "20", "--no-warmup", "--", "python", __file__])
+    res = runner.validate(opts)
+    assert verdict.median_interval(errors[:5], 2) is None  # five runs cannot give 95%
+    lo, hi = verdict.median_interval(errors[:10], 2)
     assert lo >= -0.05 and hi <= 0.05
     assert res["reps"] == 10 and res["looks"] == 2 and res["min_reps"] == 5 and res["max_reps"] == 20
     assert len([r for r in res["runs"] if r["mode"] == "profiled"]) == 10
-    assert res["verdict"]["pass"] and "confirmed: every checked figure" in res["verdict"]["line"]
+    assert res["verdict"]["pass"] and "every checked figure's 90% interval" in res["verdict"]["line"]
 
 
 def test_max_reps_stops_at_its_limit_and_says_so(monkeypatch) -> None:
     """A machine whose runs swing by ±15% never settles: validate runs to --max-reps, no more, and
     says it is not settled."""
     _fake_validation(monkeypatch, [1.15, 0.85] * 10)
-    opts = validate.parse_args(["--reps", "3", "--max-reps", "8", "--no-warmup", "--", "python", __file__])
-    res = validate.validate(opts)
+    opts = cli.parse_args(["--reps", "3", "--max-reps", "8", "--no-warmup", "--", "python", __file__])
+    res = runner.validate(opts)
     assert res["reps"] == 8
     assert "not settled after 8 repetitions" in res["verdict"]["line"]
 
 
 def test_without_max_reps_the_repetitions_are_exactly_reps(monkeypatch) -> None:
     _fake_validation(monkeypatch, [1.15, 0.85] * 10)
-    opts = validate.parse_args(["--reps", "2", "--no-warmup", "--", "python", __file__])
-    res = validate.validate(opts)
+    opts = cli.parse_args(["--reps", "2", "--no-warmup", "--", "python", __file__])
+    res = runner.validate(opts)
     assert res["reps"] == 2 and res["looks"] == 1
-    with pytest.raises(validate.RLScopeError, match="max-reps"):
-        validate.parse_args(["--reps", "4", "--max-reps", "3", "--", "python", __file__])
+    with pytest.raises(RLScopeError, match="max-reps"):
+        cli.parse_args(["--reps", "4", "--max-reps", "3", "--", "python", __file__])
 
 
 class _Clock:
@@ -572,7 +587,8 @@ def _ten_second_repetitions(monkeypatch) -> _Clock:
         return run(self, mode, rep)
 
     monkeypatch.setattr(_FakeRunner, "run", timed_run)
-    monkeypatch.setattr(validate, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(runner, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(cli, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
     return clock
 
 
@@ -581,18 +597,18 @@ def test_time_limit_starts_no_repetition_that_would_end_past_it(monkeypatch) -> 
     fourth, starting at 30 s, would end at 40 s, so validate stops at three and says so."""
     _ten_second_repetitions(monkeypatch)
     argv = ["--reps", "5", "--time-limit", "35", "--no-warmup", "--", "python", __file__]
-    res = validate.validate(validate.parse_args(argv))
+    res = runner.validate(cli.parse_args(argv))
     assert res["reps"] == 3 and res["stopped"] == "--time-limit 35 s after 3 repetitions"
     assert res["verdict"]["line"].endswith("[stopped early: --time-limit 35 s after 3 repetitions]")
-    with pytest.raises(validate.RLScopeError, match="time-limit"):
-        validate.parse_args(["--time-limit", "0", "--", "python", __file__])
+    with pytest.raises(RLScopeError, match="time-limit"):
+        cli.parse_args(["--time-limit", "0", "--", "python", __file__])
 
 
 def test_a_first_calibration_counts_against_the_time_limit_and_is_quick(monkeypatch, tmp_path) -> None:
     """A machine with no calibration yet, --time-limit 35, repetitions of 10 s: the calibration (20 s
     here) is the quick one and counts, so one repetition runs (from 20 s; a second would end at 40 s).
     Without a limit the full calibration runs and the limit has nothing to say."""
-    import rlscope.cli.main as cli
+    import rlscope.overhead.calibrate.cli as calibrate_cli
 
     clock = _ten_second_repetitions(monkeypatch)
     asked: list[bool] = []
@@ -601,27 +617,27 @@ def test_a_first_calibration_counts_against_the_time_limit_and_is_quick(monkeypa
         asked.append(quick)
         clock.now += 20
 
-    monkeypatch.setattr(cli, "ensure_calibration", calibrate)
+    monkeypatch.setattr(calibrate_cli, "ensure_calibration", calibrate)
     out = tmp_path / "v.json"
     argv = ["--reps", "5", "--time-limit", "35", "--no-warmup", "--json", str(out), "--", "python", __file__]
-    validate.main(argv)
+    cli.main(argv)
     res = json.loads(out.read_text())
     assert asked == [True]
     assert res["reps"] == 1 and res["stopped"] == "--time-limit 35 s after 1 repetition"
-    validate.main(["--reps", "2", "--no-warmup", "--json", str(out), "--", "python", __file__])
+    cli.main(["--reps", "2", "--no-warmup", "--json", str(out), "--", "python", __file__])
     assert asked == [True, False] and json.loads(out.read_text())["reps"] == 2
 
 
 def test_sigterm_during_the_first_calibration_is_one_line_and_143(monkeypatch, capsys) -> None:
-    import rlscope.cli.main as cli
+    import rlscope.overhead.calibrate.cli as calibrate_cli
 
     _fake_validation(monkeypatch, [1.0])
 
     def calibrate(quiet: bool = False, quick: bool = False) -> None:
-        raise validate.Terminated
+        raise runner.Terminated
 
-    monkeypatch.setattr(cli, "ensure_calibration", calibrate)
-    assert validate.main(["--reps", "2", "--no-warmup", "--", "python", __file__]) == 143
+    monkeypatch.setattr(calibrate_cli, "ensure_calibration", calibrate)
+    assert cli.main(["--reps", "2", "--no-warmup", "--", "python", __file__]) == 143
     assert "terminated (SIGTERM) before a repetition was done" in capsys.readouterr().err
 
 
@@ -632,19 +648,19 @@ def test_sigterm_mid_repetition_keeps_the_repetitions_done(monkeypatch, tmp_path
     run = _FakeRunner.run
 
     def cut_run(self, mode, rep):
-        if rep == 2 and mode == validate.mode_order(2)[1]:
-            raise validate.Terminated
+        if rep == 2 and mode == runner.mode_order(2)[1]:
+            raise runner.Terminated
         return run(self, mode, rep)
 
     monkeypatch.setattr(_FakeRunner, "run", cut_run)
     out = tmp_path / "v.json"
-    code = validate.main(
+    code = cli.main(
         ["--reps", "5", "--no-warmup", "--no-calibrate", "--json", str(out), "--", "python", __file__]
     )
     assert code == 143
     res = json.loads(out.read_text())
     assert res["reps"] == 2 and res["signal"] == "SIGTERM" and len(res["profiled"]) == 2
-    assert len(res["runs"]) == 2 * len(validate.mode_order(0)) and len(res["timers"]) == 2
+    assert len(res["runs"]) == 2 * len(runner.mode_order(0)) and len(res["timers"]) == 2
     assert "stopped early: SIGTERM after 2 repetitions" in capsys.readouterr().out.replace("\n", "")
 
 
@@ -652,10 +668,10 @@ def test_sigterm_before_any_repetition_is_one_line_and_143(monkeypatch, capsys) 
     _fake_validation(monkeypatch, [1.0])
 
     def cut_run(self, mode, rep):
-        raise validate.Terminated
+        raise runner.Terminated
 
     monkeypatch.setattr(_FakeRunner, "run", cut_run)
-    assert validate.main(["--reps", "2", "--no-warmup", "--no-calibrate", "--", "python", __file__]) == 143
+    assert cli.main(["--reps", "2", "--no-warmup", "--no-calibrate", "--", "python", __file__]) == 143
     assert "terminated (SIGTERM) before a repetition was done" in capsys.readouterr().err
 
 
@@ -667,13 +683,13 @@ def test_sigterm_while_a_child_runs_ends_the_child(tmp_path) -> None:
     import threading
     import time
 
-    previous = signal.signal(signal.SIGTERM, validate._on_sigterm)
+    previous = signal.signal(signal.SIGTERM, runner._on_sigterm)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
     t0 = time.perf_counter()
     try:
         timer.start()
-        with pytest.raises(validate.Terminated):
-            validate.run_child([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), False)
+        with pytest.raises(runner.Terminated):
+            runner.run_child([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), False)
     finally:
         timer.cancel()
         signal.signal(signal.SIGTERM, previous)
@@ -761,7 +777,7 @@ def test_timer_runs_take_the_c_timer_path(monkeypatch, tmp_path):
         pytest.skip("no C compiler or Python headers")
     # a fold 20 ms after the start: none in the first block (a thread's start and join took over
     # 1 ms on a loaded 2-core CPU machine, and a fold there drained the rows this test reads), one at the tick
-    monkeypatch.setattr(validate, "_TICK_NS", 20_000_000)
+    monkeypatch.setattr(child, "_TICK_NS", 20_000_000)
     sess, agg = _timer_session()
     rows = []
     with sess:
@@ -804,9 +820,9 @@ def test_analyzer_warnings_that_differ_only_in_figures_are_one_line() -> None:
         {"warnings": [few.format(5), "memory: 372,115 events"]},
         {"warnings": ["memory: 372,115 events", "a collector failed"]},
     ]
-    assert validate.distinct_warnings(runs) == [
+    assert render.distinct_warnings(runs) == [
         few.format(5) + " (3 of 4 runs)",
         "memory: 372,115 events",
         "a collector failed (1 of 4 runs)",
     ]
-    assert validate.distinct_warnings(runs[:1]) == runs[0]["warnings"]
+    assert render.distinct_warnings(runs[:1]) == runs[0]["warnings"]

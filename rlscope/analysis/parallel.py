@@ -33,7 +33,7 @@ from rlscope.analysis import gpu, intervals, report, sharing
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.analysis.kernels import process_kernel_rows
-from rlscope.errors import RLScopeError, TraceError
+from rlscope.errors import RAY_INSTALL_HINT, RLScopeError, TraceError
 from rlscope.overhead.correct.plan import has_light_windows
 from rlscope.trace.reader import ProcessTrace, load_process
 
@@ -180,9 +180,7 @@ def _ray(address: str) -> Any:
     try:
         import ray
     except ImportError:
-        from rlscope.ray import INSTALL_HINT
-
-        raise RLScopeError(INSTALL_HINT) from None
+        raise RLScopeError(RAY_INSTALL_HINT) from None
     if not ray.is_initialized():
         ray.init(address=None if address == "local" else address, include_dashboard=False)
     return ray

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.trace import schema as S
+from rlscope.trace.header import session_span
 
 
 @dataclasses.dataclass
@@ -121,16 +122,6 @@ def backend_intervals(
     end[:-1] = np.where(same[:-1], np.minimum(end[:-1], start[1:]), end[:-1])
     keep = end > start
     return thread[keep], start[keep], end[keep], name[keep]
-
-
-def session_span(ts: np.ndarray, kind: np.ndarray) -> tuple[int, int]:
-    """(when a process's sessions start, when they end), or its first/last event without them.
-
-    The run of a process: the timeline's ``start_ns``/``end_ns``, and what intervals recorded outside
-    the events (CUDA API calls, torch ops) are clipped to, so that it is the same with or without them.
-    """
-    starts, ends = ts[kind == S.SESSION_START], ts[kind == S.SESSION_END]
-    return int((starts if len(starts) else ts).min()), int((ends if len(ends) else ts).max())
 
 
 def build_timeline(

@@ -71,6 +71,8 @@ def demo(argv: list[str]) -> int:
     from rlscope.workloads import ppo_cartpole
 
     if not args.raw:
+        from rlscope.overhead.calibrate.cli import ensure_calibration
+
         ensure_calibration()
     trace_dir = Path(args.trace_dir)
     clear_trace_dir(trace_dir)  # a stale trace would be merged into this one's analysis
@@ -157,63 +159,13 @@ def _wait_like_a_shell(proc: subprocess.Popen) -> int:
 
 
 def calibrate(argv: list[str]) -> int:
-    p = Parser(
-        prog="rlscope calibrate",
-        description="Measure rlscope's cost per recorded event on this machine and software stack, and"
-        " save it where rlscope-analyze finds it to correct traces (method: docs/overhead.md).",
-    )
-    p.add_argument("--out", metavar="FILE", help="write here instead of the per-machine cache")
-    p.add_argument(
-        "--rounds",
-        "--reps",  # its earlier name, still accepted (validate's --reps counts runs, not rounds)
-        dest="rounds",
-        type=options.count(2),
-        metavar="K",
-        help="consecutive rounds whose estimates must agree within 20%% (default 5; 4 with --quick;"
-        " at least 2: stability is agreement between rounds)",
-    )
-    p.add_argument("--quick", action="store_true", help="fewer, shorter rounds; the same stability rule")
-    p.add_argument("--no-gpu", action="store_true", help="skip the GPU measurements")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines and no table")
-    args = p.parse_args(argv)
-    from rlscope.overhead.calibrate.rounds import run_calibration
-    from rlscope.overhead.correct import calibration
-    from rlscope.viz.terminal import render_calibration
+    from rlscope.overhead.calibrate.cli import main as calibrate_main
 
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(f"rlscope calibrate: {msg}", file=sys.stderr, flush=True)
-
-    # a refused cost is one line on stderr even with -q (run_calibration's warn), never dropped silently
-    cal = run_calibration(reps=args.rounds, quick=args.quick, gpu=not args.no_gpu, log=log)
-    path = calibration.save(cal, args.out)
-    if not args.quiet:
-        render_calibration(cal)
-    print(f"calibration: {path}  ({cal['duration_s']:.0f} s)")
-    return 0
-
-
-def ensure_calibration(quiet: bool = False, quick: bool = False) -> None:
-    """Calibrate once per machine and stack if no calibration exists yet (the demo reports corrected).
-
-    ``quick``: ``rlscope calibrate --quick``'s plan, for a caller with a time limit.
-    """
-    from rlscope.overhead.correct import calibration
-
-    if calibration.path_for(calibration.current_key()).exists():
-        return
-    from rlscope.overhead.calibrate.rounds import run_calibration
-
-    how = "quickly (--quick)" if quick else "(a minute or more on a noisy machine)"
-    print(f"rlscope: no overhead calibration for this machine yet: calibrating once {how} ...")
-    cal = run_calibration(
-        log=lambda m: None if quiet else print(f"rlscope calibrate: {m}", file=sys.stderr), quick=quick
-    )
-    print(f"rlscope: calibration saved to {calibration.save(cal)}")
+    return calibrate_main(argv)
 
 
 def validate(argv: list[str]) -> int:
-    from rlscope.overhead.validate.runner import main as validate_main
+    from rlscope.overhead.validate import main as validate_main
 
     return validate_main(argv)
 

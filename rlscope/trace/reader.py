@@ -16,20 +16,11 @@ import pyarrow.compute as pc
 
 from rlscope.errors import TraceError
 from rlscope.trace import schema as S
-
-
-@dataclasses.dataclass
-class ProcessHeader:
-    """A process known by its metadata and load warnings: what the run-wide figures (roles, clock
-    alignment, warnings) read of it, so a driver can merge per-process results without its events."""
-
-    path: Path
-    metadata: dict[str, str]
-    warnings: list[str]
-
-    @property
-    def pid(self) -> int:
-        return int(self.metadata.get("pid", "0") or 0)
+from rlscope.trace.header import ProcessHeader as ProcessHeader
+from rlscope.trace.header import clock_offset as clock_offset
+from rlscope.trace.header import parent_pid as parent_pid
+from rlscope.trace.header import session_span
+from rlscope.trace.runs import runs_warning
 
 
 @dataclasses.dataclass
@@ -58,28 +49,6 @@ def name_of(names: list[str], i: int, none: str = "") -> str:
     if i < 0:
         return none
     return names[i] if i < len(names) else f"<unknown name {i}>"
-
-
-def parent_pid(meta: dict[str, str]) -> int:
-    """The pid of the profiled process that started this one (0: none known).
-
-    ``run_parent`` (set under ``rlscope run``) before ``ppid``: a process whose parent exited before
-    its session started (multiprocessing's resource tracker, a worker outliving its pool) reads
-    ``ppid`` 1, its reparenting, but inherited its launcher's pid in its environment.
-    """
-    return int(meta.get("run_parent") or meta.get("ppid") or 0)
-
-
-def clock_offset(proc: ProcessHeader) -> int:
-    """Add to a trace-clock ns to get the Unix-anchored clock all processes share (0: no anchors)."""
-    meta = proc.metadata
-    if "clock.offset_ns" in meta and "clock.driver_anchor_ns" in meta:  # a Ray worker (rlscope/ray.py):
-        # its measured offset to the driver's clock, then the driver's own anchors
-        driver = int(meta["clock.driver_anchor_unix_ns"]) - int(meta["clock.driver_anchor_ns"])
-        return int(meta["clock.offset_ns"]) + driver
-    anchor = int(meta.get("clock_anchor_ns", "0") or 0)
-    unix = int(meta.get("clock_anchor_unix_ns", "0") or 0)
-    return unix - anchor
 
 
 @dataclasses.dataclass
@@ -285,12 +254,15 @@ def load_trace(trace_dir: str | Path, light: bool = False) -> Trace:
             errors.append(e)
     if not processes:
         raise errors[0]
-    from rlscope.analysis.gpu import session_bounds
-    from rlscope.trace.runs import runs_warning
-
     # a directory profiled into twice: said
-    earlier = runs_warning(processes, [session_bounds(p) if p.events.num_rows else None for p in processes])
+    spans = [_session_bounds(p) if p.events.num_rows else None for p in processes]
+    earlier = runs_warning(processes, spans)
     trace = Trace(path=path, processes=processes)
     # keep what is readable: one bad process must not hide the others
     trace.processes[0].warnings.extend(skipped_warnings(errors) + ([earlier] if earlier else []))
     return trace
+
+
+def _session_bounds(proc: ProcessTrace) -> tuple[int, int]:
+    ev = proc.events
+    return session_span(ev.column("ts_ns").to_numpy(), ev.column("kind").to_numpy())

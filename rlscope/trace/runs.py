@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 
-from rlscope.trace.reader import ProcessHeader, clock_offset, parent_pid
+from rlscope.trace.header import ProcessHeader, clock_offset, parent_pid
 
 
 def groups(spans: Sequence[tuple[int, int] | None], offsets: Sequence[int]) -> list[list[int]]:

@@ -2,8 +2,8 @@
 
 Why it needs its own measurement: the memory recorder (collectors/gpu_memory.py) is on in light
 and full windows alike, so the windows cannot see its cost, and on GPU loops it is the light
-state's largest part (BENCHMARKS.md §9: the eager simulator's light state read 1.056 of a twin
-process with it, 1.012 without). Every allocator event pays torch's trace entry (built for every
+state's largest part (the eager simulator's light state read 1.056 of a twin process with it,
+1.012 without). Every allocator event pays torch's trace entry (built for every
 event once any tracker is attached) and rlscope's tracker call, synchronously, on the thread that
 allocates or frees: a launch-bound backward pass, one allocation and one free per kernel, pays it
 at every op.
@@ -16,7 +16,8 @@ with it attached and recording, and counts the events it recorded; each timing i
 of the same loop on the CPU (no allocator trace), and the round's estimate is the rise of the
 paired ratio, in ns at the CPU loop's fastest, per recorded event. The rounds are judged in ns,
 like the C scope methods: the cost is C++ (torch's allocator and the tracker), which does not
-follow the Python reference loop. Run as ``python -m rlscope.overhead.calibrate.memory N M``: one round, one JSON line.
+follow the Python reference loop.
+Run as ``python -m rlscope.overhead.calibrate.memory N M``: one round, one JSON line.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 CHILD_TIMEOUT_S = 120.0  # a child builds nothing (the parent built the tracker) and runs ~1 s
 
 
-# the calibration's loop, and two closer to real code (benchmarks/memory_insitu.py compares them)
+# the calibration's loop, and two closer to real code, to compare them in place
 LOOPS = ("tight", "launch", "mlp")
 
 

@@ -1,6 +1,6 @@
 """Calibration files: rlscope's measured cost per recorded event, keyed by machine and software stack.
 
-``rlscope calibrate`` (rlscope/overhead/calibrate/rounds.py) measures the costs and saves them here; the analyzer
+``rlscope calibrate`` (overhead/calibrate/rounds.py) measures the costs and saves them here; the analyzer
 (rlscope/overhead/correct/residual.py) looks up the file whose key matches the trace's metadata. A cost
 measured on another machine, Python, torch, CUDA or rlscope version is not trusted: the analyzer
 warns and reports uncorrected figures instead of subtracting a wrong number.
@@ -18,14 +18,14 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from rlscope._version import __version__
+from rlscope._version import __version__, package_version
 from rlscope.errors import RLScopeError
 
 SCHEMA = "rlscope.overhead.correct.calibration/1"
 KEY_FIELDS = ("host", "machine", "cpu", "gpu", "python", "torch", "cuda", "scopes", "rlscope")
-# the GPU joined the key in the thirtieth session: the device machines, an H100's and an H200's, share
-# a host name and a CPU model, and one's calibration (memory events, traced CUDA calls) was taken for
-# the other's. Traces and calibrations from before have no such field, and match each other still.
+# the GPU is part of the key: two machines with different GPUs (an H100's and an H200's) can share a
+# host name and a CPU model, and one's calibration (memory events, traced CUDA calls) would be taken
+# for the other's. Traces and calibrations without the field match each other still.
 GPU_FIELD = "gpu"
 NVIDIA_PROC = "/proc/driver/nvidia/gpus"
 
@@ -82,7 +82,6 @@ def torch_cuda_version() -> str:
 def current_key() -> dict[str, str]:
     """This process's machine and stack, as recorded in trace metadata (rlscope.session)."""
     from rlscope.collectors import scope_native
-    from rlscope.session import _package_version
 
     return {
         "host": socket.gethostname(),
@@ -90,7 +89,7 @@ def current_key() -> dict[str, str]:
         "cpu": cpu_model(),
         GPU_FIELD: gpu_model(),
         "python": sys.version.split()[0],
-        "torch": _package_version("torch"),
+        "torch": package_version("torch"),
         "cuda": torch_cuda_version(),
         "scopes": scope_native.calibration_key(),  # the native and the Python scope methods cost differently
         "rlscope": __version__,
@@ -120,7 +119,7 @@ def path_for(key: dict[str, str]) -> Path:
 
 
 # A machine's fastest reference loop record is trusted only if within this factor of the speed a
-# calibration saw itself: a slower host regime measures ~1.7-1.9x the fast one on the development VM;
+# calibration saw itself: a slower host regime measures ~1.7-1.9x the fast one on a shared 2-core VM;
 # a record much faster than that is another machine under the same host name, or wrong
 SPEED_RECORD_FACTOR = 0.4
 
@@ -175,7 +174,7 @@ def at_machine_speed(cal: dict[str, Any], fastest_ref: float | None) -> tuple[di
     while the reference loop wanders, but between the regimes it moves with the loop. A first
     calibration on a machine whose host ran its slow regime throughout cannot know it: in one batch
     of five beside a busy core, the first two stored 1,234 and 1,208 ns (reference loop 296 and 235
-    ns) against 690-711 for the other three (153-154 ns; BENCHMARKS §9, thirty-first session). Once a
+    ns) against 690-711 for the other three (153-154 ns). Once a
     later calibration records the machine's fastest speed (151 ns there), the slow ones are priced at
     it: 628 and 776 ns, within 11% of the batch's median. Within SLOW_REGIME, or with no record or
     one not trusted (SPEED_RECORD_FACTOR), nothing changes."""
@@ -216,7 +215,7 @@ def machine_fastest_ref(seen_ns: float) -> tuple[float, float | None]:
     recorded one and this one (``seen_ns``, its own fastest), and the record read (None: none, or
     not trusted); the record is updated. Why: a shared host switches between speed regimes for
     seconds or minutes; a calibration held in its slow regime throughout stored every cost of
-    Python code ~1.7x too high (BENCHMARKS §9: one run of five, in one batch of three), since its
+    Python code ~1.7x too high (one run of five, in one batch of three), since its
     own fastest reference was a slow one. Stored at the machine's fastest, its costs agree."""
     path = speed_record_path()
     record = read_fastest_ref()

@@ -5,9 +5,8 @@ the rest (CUPTI's and the memory tracker's buffers, drained in C; Arrow's writes
 the GIL; the kernel's file I/O) runs beside them on another core. The flush measures its own CPU
 time (rlscope/trace/writer.py), which bounds the stall but is not it: against the job's own
 operation instances, the instances a flush overlapped ran 13-50% of that time slower than the
-same operation's other instances, on the CPU VM and on an H200 (BENCHMARKS.md §9, twenty-second
-session). Removing all of it had taken 0.1-2.1 points off every VM row's corrected total and up to
-2.4 off PPO-GPU's on the H200.
+same operation's other instances, on a CPU VM and on an H200. Removing all of it had taken
+0.1-2.1 points off every VM row's corrected total and up to 2.4 off PPO-GPU's on the H200.
 
 So the removal is each flush's CPU time spread over its interval (the bound) times a *share*
 measured here: per operation and kind of window, the excess of the overlapped instances over the
@@ -19,7 +18,7 @@ uncertainty as wide as the share's range.
 The median, not the mean, stands for a clear instance: a cold call or a collection among the clear
 ones would move a mean. For right-skewed operations that makes the share an upper estimate: on the
 VM's and the H200's traces the clear instances' mean (or their mean weighted by the chance to
-overlap a flush) gave shares 0.02-0.16 lower, 1-6 ms a flush (twenty-second session).
+overlap a flush) gave shares 0.02-0.16 lower, 1-6 ms a flush.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def plan(
     from rlscope.overhead.correct.residual import costs_for
 
     # the calibration embedded in the trace first (the costs it was recorded with), unless a file
-    # is named; else the cache's for the trace's machine and stack (rlscope.overhead.correct.calibration.for_trace)
+    # is named; else the cache's for the trace's machine and stack (calibration.for_trace)
     cal, why = (None, None) if not correct else cal_mod.for_trace(metadata[0], calibration)
     if cal is not None:
         for meta in metadata[1:]:

@@ -1,7 +1,7 @@
 """The reference Python loop: how fast this machine runs Python code at the moment.
 
 Why a module of its own: a shared host runs Python 1.4-1.9x slower for seconds to minutes at a
-time (BENCHMARKS.md §9), and the costs of rlscope's own Python code (the dispatch around the scope
+time, and the costs of rlscope's own Python code (the dispatch around the scope
 and category boundaries, the writer's conversions) move with it. ``rlscope calibrate`` judges those
 costs per ns of this loop, and a profiled session times the same loop at its start, at every window
 switch and at its end, so the analysis prices them at the speed the run itself had
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-# a session's samples: few iterations (~0.15 ms on the development VM), paid at every window switch
+# a session's samples: few iterations (~0.15 ms on a 2-core cloud VM), paid at every window switch
 SESSION_ITERATIONS = 500
 SESSION_TIMINGS = 2
 # the events' ``parent`` column holds a sample in picoseconds per iteration (an integer column)

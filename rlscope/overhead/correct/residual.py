@@ -4,7 +4,7 @@ Every recorded event costs CPU time, and that time lands on the thread's timelin
 the event's timestamp or the other. For a begin/end pair (a scope, a category, a backend op, a
 CUDA API call under CUPTI) calibration measures the part that falls *inside* the pair (charged to
 the operation or category it opens) and the part that falls *outside* (charged to the enclosing
-one); rlscope/overhead/calibrate/rounds.py says how. Correction shrinks each segment of the timeline by the cost
+one); overhead/calibrate/rounds.py says how. Correction shrinks each segment of the timeline by the cost
 of the events that bound it, removes the ``rlscope`` category (the profiler's periodic work)
 entirely, and scales what is left by the share of the run that background work (the trace writer
 and the NVML sampler, which stall the job through the GIL) took. The corrected timestamps are
@@ -31,11 +31,11 @@ from rlscope.trace.schema import CostClass
 
 # cost class -> the name the calibration, the summary and the notes use
 CLASS_NAMES = tuple(c.name.lower() for c in CostClass)
-# "0": ignore what boundaries measured, calibrated costs for every row (benchmarks comparing the two)
+# "0": ignore what boundaries measured, calibrated costs for every row (to compare the two)
 MEASURED_ENV = "RLSCOPE_MEASURED_COSTS"
 MAX_BACKGROUND_SHARE = 0.5  # a larger share means a calibration that does not fit this run
 # the costs of rlscope's Python code, priced at the run's own speed (at_run_speed); the calibration
-# entries they come from are judged in reference-loop units (benchmarks/calibration_stability.py)
+# entries they come from are judged in reference-loop units (rlscope.overhead.calibrate.rounds)
 SPEED_PRICED_CLASSES = (CostClass.SCOPE, CostClass.CATEGORY)
 SPEED_PRICED_ENTRIES = ("scope", "scope_nvtx", "category", "writer")
 SPEED_SAMPLE_BAND = 2.5  # run_reference_ns: samples up to this many times the fastest count
@@ -155,7 +155,7 @@ def _ref(row: dict[str, Any]) -> float:
 
 def run_reference_ns(events: Any) -> float | None:
     """The run's own Python speed: the reference loop's ns per iteration the session timed at its
-    start, at every window switch and at its end (``parent`` of those rows, rlscope/overhead/correct/reference.py);
+    start, at every window switch and at its end (``parent`` of those rows, overhead/correct/reference.py);
     None when it timed none (traces before them, or a session stopped by a signal at once).
 
     The mean of the samples within SPEED_SAMPLE_BAND of the fastest: the samples are spread over
@@ -560,7 +560,7 @@ def correct_timeline(
 
 
 def correct_windows(tl: Timeline, factor: np.ndarray) -> Correction:
-    """Scale each segment by its window factor (rlscope/overhead/correct/windows.py) and rebuild the timeline."""
+    """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     dur = (tl.seg_end - tl.ts).astype(np.float64)

@@ -505,7 +505,7 @@ def window_samples(
     of them, evenly spaced over the run.
 
     ``rlscope validate`` splits them into the machine's speeds to compare with its timed runs at the
-    same speed (rlscope/overhead/validate/speed_match.py): the light windows give the levels, both kinds the run's mix
+    same speed (overhead/validate/speed_match.py): the light windows give the levels, both kinds the run's mix
     of speeds (light windows alone over-sample a run's start, where the first window is light). The
     cap keeps an hour's run's JSON small.
     """

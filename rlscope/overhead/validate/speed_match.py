@@ -1,9 +1,9 @@
 """Compare a profiled run with timed runs at the same machine speed (``rlscope validate``).
 
-Why: on the device machines each core runs at one of two speeds about 1.5x apart, for seconds at a
-time, independently of the other cores and of what the guest does (no steal, no sibling inside the
-guest; pure Python slows as much as the eager simulator: BENCHMARKS.md §9, fifteenth session). Which
-speed a process draws for how long is the host's doing, and it moves a run's time by up to 50%:
+Why: on the cloud GPU machines measured, each core runs at one of two speeds about 1.5x apart, for
+seconds at a time, independently of the other cores and of what the guest does (no steal, no
+sibling inside the guest; pure Python slows as much as the eager simulator). Which speed a
+process draws for how long is the host's doing, and it moves a run's time by up to 50%:
 two processes compared raw measure that draw as much as the profiler. Both kinds of run time the
 operation repeatedly (the profiled run per window, the timed runs per quarter second), so each
 side shows its levels at each speed. This module splits each side's samples into the two speeds;

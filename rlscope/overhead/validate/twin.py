@@ -1,15 +1,15 @@
 """Turn-taking for ``rlscope validate --twin``: a repetition's timed and profiled runs share one core.
 
 Why: on the machines this is checked on, a core runs at a speed the host sets, and switches it every
-few seconds (the CPU VM: 145-175 ns for the reference loop in one stretch, 190-330 ns in the next;
-BENCHMARKS.md §9, twenty-sixth session). Two runs of the same program one after the other draw
+few seconds (the CPU VM: 145-175 ns for the reference loop in one stretch, 190-330 ns in the
+next). Two runs of the same program one after the other draw
 different mixes of those speeds: unprofiled runs alone spread ±12-48% there, so a ±5% check of the
 corrected profile against a run before or after it measures the host as much as rlscope. Run side by
 side in turns of ~0.1 s on the same core, both runs see the same speeds in the same proportions, and
-the host's share cancels (``benchmarks/lockstep.py`` measured the method: a null of 1.00 ± 0.03 where
-separate runs spread ±12% and more).
+the host's share cancels (two alike runs in turns read 1.00 ± 0.03 of each other where separate
+runs spread ±12% and more).
 
-Protocol. The parent (rlscope/overhead/validate/runner.py) makes one pipe per child, and each child writes to its
+Protocol. The parent (overhead/validate/runner.py) makes one pipe per child, and each child writes to its
 partner's. A child runs while the other blocks reading its pipe; at the first scope exit of the main
 thread after its turn is due (the sessions' ``tick_due_ns`` hook: no cost between turns) it writes
 how far it has run and blocks on its own pipe. How far: scope exits so far (the C scope methods'
@@ -21,8 +21,8 @@ profile costs, and neither run ends with a long stretch alone. Why both alike: a
 catches up stretches its turns when the host slows the core, so it spends more of the host's slow
 spells running than a side whose turns are fixed in time. With the timed run leading and the
 profiled run catching up, the twin's null (two timed runs) read the catching-up side 1.107
-[1.017-1.175] of the leading one on the eager simulator on an H100 (BENCHMARKS.md §9, thirtieth
-session); tests/test_twin.py drives this code on a fake clock whose host slows the core in spells:
+[1.017-1.175] of the leading one on the eager simulator on an H100; tests/test_twin.py drives
+this code on a fake clock whose host slows the core in spells:
 +11.6% with one side only catching up, -0.2% with both alike.
 A message of ``DONE`` (or an end of file):
 the partner has ended; the run goes on without turns. The parent holds the write ends too and
@@ -177,8 +177,8 @@ class Turn:
         wait until the partner's run has ended too. Why: each run's last stretch (after its last
         hand-over) then runs right after the other's, at the same speed, where it ran after the
         other process's whole exit (interpreter and torch teardown, a second or more later) and
-        read the host's speed then: +2-6% on one side of the twin null on the VM
-        (benchmarks/twin_null.py). Nothing of this process runs meanwhile, so the partner's last
+        read the host's speed then: +2-6% on one side of the twin null on the VM.
+        Nothing of this process runs meanwhile, so the partner's last
         stretch has the core to itself; a run without turns left (the partner released first, or
         ended) only says so."""
         if os.getpid() != self.pid or self.released:
@@ -336,8 +336,8 @@ class Turn:
 def _sync_gpu() -> None:
     """Finish this process's GPU work before the partner's turn: work left queued ran on the GPU
     beside the partner's and slowed one side more than the other (the twin null of PPO-GPU on an
-    H100 read one side 1.02-1.05x the other, SB3 PPO 1.06-1.18x; BENCHMARKS.md §9,
-    twenty-seventh session). Only where the program has set CUDA up itself."""
+    H100 read one side 1.02-1.05x the other, SB3 PPO 1.06-1.18x). Only where the program has set
+    CUDA up itself."""
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():

@@ -11,11 +11,10 @@ import os
 import sys
 
 try:
-    if "RLSCOPE_VALIDATE_RECORD" in os.environ:  # a child run of `rlscope validate`: its timers first
-        import rlscope.overhead.validate.runner
+    from rlscope.runtime import hooks
 
-        rlscope.overhead.validate.runner.child_boot()
-    import rlscope.runtime.autorun  # starts the session (see rlscope/runtime/autorun.py)
+    hooks.run_boot_hook()  # a launching tool's code first (a child run of `rlscope validate`: its timers)
+    import rlscope.runtime.autorun  # noqa: F401  (importing it starts the session: rlscope/runtime/autorun.py)
 except Exception as e:  # never stop the user's program
     print(f"rlscope: this process is not profiled: {e}", file=sys.stderr)
 

@@ -1,0 +1,59 @@
+"""What a process of a trace is known by without its events: its metadata, its parent, its clock.
+
+Shared by the reader and by the run grouping (:mod:`rlscope.trace.runs`), which needs no loaded events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from rlscope.trace import schema as S
+
+
+@dataclasses.dataclass
+class ProcessHeader:
+    """A process known by its metadata and load warnings: what the run-wide figures (roles, clock
+    alignment, warnings) read of it, so a driver can merge per-process results without its events."""
+
+    path: Path
+    metadata: dict[str, str]
+    warnings: list[str]
+
+    @property
+    def pid(self) -> int:
+        return int(self.metadata.get("pid", "0") or 0)
+
+
+def parent_pid(meta: dict[str, str]) -> int:
+    """The pid of the profiled process that started this one (0: none known).
+
+    ``run_parent`` (set under ``rlscope run``) before ``ppid``: a process whose parent exited before
+    its session started (multiprocessing's resource tracker, a worker outliving its pool) reads
+    ``ppid`` 1, its reparenting, but inherited its launcher's pid in its environment.
+    """
+    return int(meta.get("run_parent") or meta.get("ppid") or 0)
+
+
+def clock_offset(proc: ProcessHeader) -> int:
+    """Add to a trace-clock ns to get the Unix-anchored clock all processes share (0: no anchors)."""
+    meta = proc.metadata
+    if "clock.offset_ns" in meta and "clock.driver_anchor_ns" in meta:  # a Ray worker (rlscope/ray.py):
+        # its measured offset to the driver's clock, then the driver's own anchors
+        driver = int(meta["clock.driver_anchor_unix_ns"]) - int(meta["clock.driver_anchor_ns"])
+        return int(meta["clock.offset_ns"]) + driver
+    anchor = int(meta.get("clock_anchor_ns", "0") or 0)
+    unix = int(meta.get("clock_anchor_unix_ns", "0") or 0)
+    return unix - anchor
+
+
+def session_span(ts: np.ndarray, kind: np.ndarray) -> tuple[int, int]:
+    """(first session start, last session end) of a process's events, or its first/last event without them.
+
+    The run of a process: the timeline's ``start_ns``/``end_ns``, and what intervals recorded outside
+    the events (CUDA API calls, torch ops) are clipped to, so that it is the same with or without them.
+    """
+    starts, ends = ts[kind == S.SESSION_START], ts[kind == S.SESSION_END]
+    return int((starts if len(starts) else ts).min()), int((ends if len(ends) else ts).max())
