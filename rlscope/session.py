@@ -360,6 +360,10 @@ class Session:
 
         gpu_collectors = start_gpu_collectors(self)
         self._collectors.extend(gpu_collectors)
+        if gpu_collectors:  # the engine's threads launch backward's GPU work: say whose it is
+            from rlscope.collectors.autograd_calls import AutogradCalls
+
+            self._collectors.append(AutogradCalls(self).start())
         from rlscope.collectors.gpu_memory import MemoryRecorder  # allocator events, once torch is imported
 
         self._collectors.append(MemoryRecorder(self).start())

@@ -29,7 +29,6 @@ NCCL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 __all__ = ["NCCL_PREFIXES", "add_to_summary", "is_nccl", "nccl_by_operation"]
 
 
-
 def _mangled_function_name(name: str) -> str:
     """The function's identifier in a mangled name (``_Z<len><id>...``, nested ``_ZN<len><ns>...<len><id>E``),
     read by length prefix, for names the C++ runtime could not demangle; "" where it does not parse.
