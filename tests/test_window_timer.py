@@ -156,4 +156,5 @@ def test_an_unmodified_matmul_loop_under_rlscope_run_is_backend(tmp_path):
     s = analyze(trace).summary
     wall, backend = s["wall_s"], s["unannotated_categories"].get("backend", 0.0)
     assert backend >= 0.9 * wall, (backend, wall)
-    assert s["overhead"]["windows"]["full_share"] > 0.1
+    ev = load_trace(trace).processes[0].events.to_pydict()
+    assert sum(1 for k in ev["kind"] if k == S.WINDOW) >= 4  # the windows alternated without a scope

@@ -173,7 +173,7 @@ def analyze_process_pair(
         if few:
             notes.append(few)
         window_info = _window_info(est, proc.names, final, switched)
-        thin = _thin_full_windows(window_info["full_share"], proc.metadata, switched)
+        thin = _thin_full_windows(_nominal_full_share(final), proc.metadata, switched)
         if thin is not None:  # too little seen with the collectors on to stand for the run
             notes.append(thin)
             if switched["gpu"]:
@@ -253,6 +253,23 @@ def _thin_full_windows(share: float, metadata: dict[str, str], switched: dict[st
     )
 
 
+def _nominal_full_share(tl: Timeline) -> float:
+    """Share of the run between a switch to full and the next switch to light (1.0 without windows).
+
+    Unlike :func:`_full_share`, a full window counts whether or not its collectors found anything to
+    record: start-up with no torch op nor CUDA call in it was traced as much as the loop was, and
+    its (absent) GPU work was seen as well in full windows as the loop's.
+    """
+    win_ts, win_mode = windows.window_rows(tl)
+    total = tl.end_ns - tl.start_ns
+    if len(win_ts) == 0 or total <= 0:
+        return 1.0
+    ts = np.clip(win_ts, tl.start_ns, tl.end_ns)
+    length = np.diff(np.append(ts, tl.end_ns))
+    first = np.clip(win_ts[0], tl.start_ns, tl.end_ns) - tl.start_ns  # before the first row: full
+    return float(length[win_mode == S.WINDOW_FULL].sum() + first) / total
+
+
 def _full_share(est: windows.WindowEstimate, tl: Timeline) -> float:
     """Share of the corrected main-thread time spent in full windows."""
     main = tl.thread == tl.main_thread
@@ -307,7 +324,7 @@ def _scale_gpu_to_run(
     Each (phase, operation)'s GPU time is scaled by its instances over its full-window instances;
     unattributed GPU work and the GPU-bound time by the run's time over the full windows' time.
     """
-    share = _full_share(est, tl)
+    share = _nominal_full_share(tl)  # GPU work is recorded whenever GPU tracing is on
     run_scale = 1.0 / share if share > 0 else 1.0
     scale: dict[tuple[str, str], float] = {}
     for (ph, op), grp in _group_instances(est):
