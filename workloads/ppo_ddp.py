@@ -55,6 +55,45 @@ class DDPAgent(Agent):
         return self.get_action_and_value(x, action)
 
 
+def timed_allreduce_hook(state, bucket):  # unannotated: DDP checks annotations, and these are strings
+    """DDP's default all-reduce (average the bucket), timed per call for an independent check of a
+    profiler's NCCL time (benchmarks/ddp_nccl.py).
+
+    On CUDA the collective runs on a side stream held back by a short GPU sleep until the CPU has
+    queued it, so the CUDA events before and after it bracket the collective's kernel, not the CPU's
+    launch; on the CPU (gloo) the call is timed on the clock. Each call's CPU time (perf_counter_ns,
+    the profiler's clock) is kept too, to match calls with a profiler's recording windows.
+    """
+    buf = bucket.buffer()
+    buf.div_(dist.get_world_size())
+    at = time.perf_counter_ns()
+    if buf.is_cuda:
+        side = state.setdefault("stream", torch.cuda.Stream(device=buf.device))
+        side.wait_stream(torch.cuda.current_stream())
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(200_000)  # ~0.1 ms of GPU cycles: the collective is queued meanwhile
+            begin.record()
+            dist.all_reduce(buf)
+            end.record()
+        torch.cuda.current_stream().wait_stream(side)
+        state["calls"].append((at, begin, end))
+    else:
+        dist.all_reduce(buf)
+        state["calls"].append((at, (time.perf_counter_ns() - at) / 1e6))
+    fut: torch.futures.Future = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+def allreduce_times(state: dict[str, Any]) -> list[tuple[int, float]]:
+    """(perf_counter_ns at the call, milliseconds of the collective) of each timed call."""
+    if state["calls"] and len(state["calls"][0]) == 3:
+        torch.cuda.synchronize()
+        return [(at, float(b.elapsed_time(e))) for at, b, e in state["calls"]]
+    return [(at, float(ms)) for at, ms in state["calls"]]
+
+
 def setup(backend: str) -> tuple[int, int, torch.device]:
     """Join the process group torchrun describes (RANK, WORLD_SIZE, MASTER_ADDR/PORT in the env)."""
     if backend == "auto":
@@ -86,8 +125,12 @@ def train(
     max_grad_norm: float = 0.5,
     eval_episodes: int = 5,
     verbose: bool = True,
+    time_allreduce: bool = False,
 ) -> dict[str, Any]:
-    """Train on this rank; returns this rank's learning curve (``ppo_cartpole.train``'s keys)."""
+    """Train on this rank; returns this rank's learning curve (``ppo_cartpole.train``'s keys).
+
+    ``time_allreduce``: all-reduce through :func:`timed_allreduce_hook` (the same arithmetic as
+    DDP's default), and return each call's time as ``allreduce_ms`` with ``allreduce_at_ns``."""
     rank, world, dev = setup(backend)
     batch_size = num_envs * num_steps  # per rank
     minibatch_size = batch_size // num_minibatches
@@ -105,6 +148,9 @@ def train(
     obs_dim = int(np.prod(envs.single_observation_space.shape))
     agent = DDPAgent(obs_dim, int(envs.single_action_space.n)).to(dev)
     ddp_agent = DDP(agent, device_ids=[dev.index] if dev.type == "cuda" else None)
+    hook_state: dict[str, Any] = {"calls": []}
+    if time_allreduce:
+        ddp_agent.register_comm_hook(hook_state, timed_allreduce_hook)
     optimizer = torch.optim.Adam(ddp_agent.parameters(), lr=learning_rate, eps=1e-5)
     torch.manual_seed(seed + rank)  # action sampling differs per rank
 
@@ -215,6 +261,7 @@ def train(
             eval_returns = evaluate(agent, eval_episodes, seed + rank, dev)
     envs.close()
 
+    timed = allreduce_times(hook_state)
     recent = episode_returns[-RUNNING_WINDOW:]
     final = float(np.mean(recent)) if recent else float("nan")
     mean_over_ranks = torch.tensor([final], dtype=torch.float64, device=dev)
@@ -233,6 +280,9 @@ def train(
         "wall_seconds": train_seconds,
         "device": str(dev),
         "seed": seed,
+        **(
+            {"allreduce_at_ns": [a for a, _ in timed], "allreduce_ms": [m for _, m in timed]} if timed else {}
+        ),
     }
 
 
@@ -247,6 +297,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--eval-episodes", type=int, default=5)
     p.add_argument("--json", default=None, metavar="FILE", help="write each rank's result to FILE.rank<N>")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument(
+        "--time-allreduce",
+        action="store_true",
+        help="time each gradient all-reduce (CUDA events; --json has them)",
+    )
     args = p.parse_args(argv)
 
     result = train(
@@ -258,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         learning_rate=args.learning_rate,
         eval_episodes=args.eval_episodes,
         verbose=not args.quiet,
+        time_allreduce=args.time_allreduce,
     )
     print(
         f"rank {result['rank']}/{result['world_size']} seed {args.seed}: {result['global_step']} steps "
