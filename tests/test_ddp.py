@@ -186,7 +186,8 @@ def _cuda_gpus() -> int:
 def test_torchrun_nccl_kernels_attributed_to_backprop(tmp_path):
     pytest.importorskip("gymnasium")
     trace = tmp_path / "trace"
-    r = _profile_torchrun(trace, "--backend", "nccl", gpu="auto")
+    # eight rollouts: GPU tracing runs in full windows only, and the backward calls must meet some
+    r = _profile_torchrun(trace, "--backend", "nccl", "--total-steps", "8192", gpu="auto")
     assert r.returncode == 0, r.stderr[-3000:]
     s = analyze(trace).summary
     per_rank = _ranks(s)
