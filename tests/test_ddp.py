@@ -200,3 +200,26 @@ def test_torchrun_nccl_kernels_attributed_to_backprop(tmp_path):
         # DDP all-reduces in backward only: the rollout's operations launch no collective
         assert p["operations"]["inference"].get("nccl_s", 0.0) == 0.0
     assert s["roles"][DDP_RANK]["nccl"]["backprop"]["median_s"] > 0
+
+
+def test_corrected_nccl_time_is_scaled_to_the_run_like_the_operations_gpu_time():
+    """GPU tracing runs in full windows only: an operation whose GPU kernel time was scaled 2x to the
+    run (half its instances traced) has its NCCL time scaled 2x too; the recorded time stays beside."""
+    rows = {
+        (100, "backprop", "gpu_kernel", NCCL_MANGLED): (4, 400.0),
+        (100, "backprop", "gpu_kernel", "g"): (4, 600.0),
+    }
+    kernel_rows = [(100, {(op, cat, k): [c, ns] for (_, op, cat, k), (c, ns) in rows.items()})]
+
+    def proc(gpu_kernel_s: float) -> dict:
+        return {"pid": 100, "operations": {"backprop": {"gpu_categories": {"gpu_kernel": gpu_kernel_s}}}}
+
+    summary = {"processes": [proc(2000e-9)], "raw": {"processes": [proc(1000e-9)]}}
+    nccl.add_to_summary(summary, kernel_rows)
+    (p,), (raw,) = summary["processes"], summary["raw"]["processes"]
+    assert raw["operations"]["backprop"]["nccl_s"] == pytest.approx(400e-9) == raw["nccl_s"]
+    assert p["operations"]["backprop"]["nccl_s"] == pytest.approx(800e-9) == p["nccl_s"]
+    assert p["operations"]["backprop"]["nccl_recorded_s"] == pytest.approx(400e-9)
+    assert p["operations"]["backprop"]["nccl_kernels"] == {
+        NCCL_KERNEL: {"count": 4, "total_s": pytest.approx(400e-9)}
+    }

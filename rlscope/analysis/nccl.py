@@ -93,16 +93,35 @@ def nccl_by_operation(rows: Iterable[tuple[str, str, str, int, float]]) -> dict[
     return out
 
 
-def _add(entries: list[dict[str, Any]], per_pid: dict[int, tuple[dict[str, Any], bool]]) -> None:
+def _add(
+    entries: list[dict[str, Any]],
+    per_pid: dict[int, tuple[dict[str, Any], bool]],
+    recorded: dict[int, dict[str, Any]] | None = None,
+) -> None:
+    """NCCL figures onto process entries. ``recorded``: pid -> the raw process entry, for corrected
+    entries: each operation's NCCL time is scaled to the run as its GPU kernel time was (GPU work is
+    traced in full windows only; rlscope.analysis.breakdown scales it by the operation's instances),
+    and the time recorded is kept beside it as ``nccl_recorded_s``."""
     for entry in entries:
         nccl, has_kernels = per_pid.get(entry["pid"], ({}, False))
         if not has_kernels:
             continue
-        entry["nccl_s"] = sum(e["nccl_s"] for e in nccl.values())
+        raw_ops = (recorded or {}).get(entry["pid"], {}).get("operations", {})
+        total = 0.0
         for op, e in entry["operations"].items():
-            e["nccl_s"] = nccl.get(op, {}).get("nccl_s", 0.0)
+            got = nccl.get(op, {}).get("nccl_s", 0.0)
+            scale = 1.0
+            if recorded is not None and got:
+                was = raw_ops.get(op, {}).get("gpu_categories", {}).get("gpu_kernel", 0.0)
+                now = e.get("gpu_categories", {}).get("gpu_kernel", 0.0)
+                scale = now / was if was > 0 and now > 0 else 1.0
+                e["nccl_recorded_s"] = got
+            e["nccl_s"] = got * scale
+            total += e["nccl_s"]
             if op in nccl:
                 e["nccl_kernels"] = nccl[op]["nccl_kernels"]
+        # NCCL kernels of no listed operation ([unannotated]) count for the process as recorded
+        entry["nccl_s"] = total + sum(v["nccl_s"] for op, v in nccl.items() if op not in entry["operations"])
 
 
 def _roles(figures: dict[str, Any]) -> None:
@@ -130,6 +149,12 @@ def add_to_summary(summary: dict[str, Any], kernel_rows: list[tuple[int, KernelR
         per_pid[pid] = (nccl_by_operation(rows), has_kernels)
     if not any(has for _, has in per_pid.values()):
         return
-    for figures in {id(f): f for f in (summary, summary.get("raw") or summary)}.values():
-        _add(figures.get("processes") or [], per_pid)
-        _roles(figures)
+    raw = summary.get("raw")
+    if raw is not None:  # corrected figures on top: scaled to the run, the raw ones as recorded
+        _add(raw.get("processes") or [], per_pid)
+        _roles(raw)
+        recorded = {p["pid"]: p for p in raw.get("processes") or []}
+        _add(summary.get("processes") or [], per_pid, recorded)
+    else:
+        _add(summary.get("processes") or [], per_pid)
+    _roles(summary)
