@@ -1,8 +1,9 @@
 """PPO on CartPole-v1 with its learner in DistributedDataParallel, annotated with rlscope.
 
-The bundled single-process PPO (``ppo_cartpole.py``: same agent, envs, hyperparameters and rlscope
-annotations) run as several ranks in the style of CleanRL's ``ppo_atari_multigpu.py``: each rank
-steps its own envs (seeded ``seed + rank``) and collects its own rollout, and the learner is wrapped
+The bundled single-process PPO (``ppo_cartpole.py``: its agent, envs, rollout, advantages and loss,
+imported from there, with its hyperparameters and rlscope annotations) run as several ranks in the
+style of CleanRL's ``ppo_atari_multigpu.py``: each rank steps its own envs (seeded ``seed + rank``)
+and collects its own rollout, and the learner is wrapped
 in ``torch.nn.parallel.DistributedDataParallel``, so ``loss.backward()`` all-reduces (averages) the
 gradients across ranks inside ``backprop`` and every rank takes the same optimizer step. Backend
 ``gloo`` on the CPU, ``nccl`` on GPUs (one per rank, ``cuda:LOCAL_RANK``).
@@ -35,13 +36,29 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import rlscope
 
 try:  # run as a file (torchrun workloads/ppo_ddp.py) or as a module (-m rlscope.workloads.ppo_ddp)
-    from ppo_cartpole import RUNNING_WINDOW, Agent, evaluate, make_envs, running_mean_crossing
+    from ppo_cartpole import (
+        RUNNING_WINDOW,
+        Agent,
+        Episodes,
+        Rollout,
+        collect_rollout,
+        compute_advantages,
+        evaluate,
+        make_envs,
+        ppo_loss,
+        running_mean_crossing,
+    )
 except ImportError:
     from rlscope.workloads.ppo_cartpole import (
         RUNNING_WINDOW,
         Agent,
+        Episodes,
+        Rollout,
+        collect_rollout,
+        compute_advantages,
         evaluate,
         make_envs,
+        ppo_loss,
         running_mean_crossing,
     )
 
@@ -154,16 +171,9 @@ def train(
     optimizer = torch.optim.Adam(ddp_agent.parameters(), lr=learning_rate, eps=1e-5)
     torch.manual_seed(seed + rank)  # action sampling differs per rank
 
-    obs = torch.zeros((num_steps, num_envs, obs_dim), device=dev)
-    actions = torch.zeros((num_steps, num_envs), device=dev)
-    logprobs = torch.zeros((num_steps, num_envs), device=dev)
-    rewards = torch.zeros((num_steps, num_envs), device=dev)
-    dones = torch.zeros((num_steps, num_envs), device=dev)
-    values = torch.zeros((num_steps, num_envs), device=dev)
-
-    episode_returns: list[float] = []
-    episode_end_steps: list[int] = []  # global steps (all ranks) at each episode's end
-    running_return = np.zeros(num_envs)
+    buf = Rollout.zeros(num_steps, num_envs, obs_dim, dev)
+    episodes = Episodes.start(num_envs)  # end steps count every rank's env steps
+    episode_returns, episode_end_steps = episodes.returns, episodes.end_steps
     global_step = 0
     start = time.perf_counter()
     with rlscope.phase("training"):
@@ -172,53 +182,19 @@ def train(
         for iteration in range(1, num_iterations + 1):
             optimizer.param_groups[0]["lr"] = (1.0 - (iteration - 1.0) / num_iterations) * learning_rate
 
-            for step in range(num_steps):
-                global_step += num_envs * world
-                obs[step] = next_obs
-                dones[step] = next_done
-                with rlscope.scope("inference"), torch.no_grad():  # the local module: no DDP hooks
-                    action, logprob, _, value = agent.get_action_and_value(next_obs)
-                    values[step] = value.flatten()
-                actions[step] = action
-                logprobs[step] = logprob
+            # the local module in the rollout: no DDP hooks
+            next_obs, next_done, global_step = collect_rollout(
+                agent, envs, buf, next_obs, next_done, episodes, global_step,
+                steps_per_step=num_envs * world, gamma=gamma, bootstrap_truncated=True, dev=dev,
+            )  # fmt: skip
+            advantages, returns = compute_advantages(agent, buf, next_obs, next_done, gamma, gae_lambda)
 
-                with rlscope.scope("simulation"):
-                    next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-                    next_done_np = np.logical_or(terminations, truncations)
-                    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
-                    next_done = torch.as_tensor(next_done_np, dtype=torch.float32, device=dev)
-                    rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=dev)
-
-                # bootstrap episodes cut by the time limit (see ppo_cartpole.py's docstring)
-                timeouts = np.flatnonzero(truncations & ~terminations)
-                if timeouts.size:
-                    with rlscope.scope("inference"), torch.no_grad():
-                        final_obs = torch.as_tensor(np.stack(infos["final_obs"][timeouts]), device=dev)
-                        rewards[step, timeouts] += gamma * agent.get_value(final_obs.float()).flatten()
-
-                running_return += reward
-                for i in np.flatnonzero(next_done_np):
-                    episode_returns.append(float(running_return[i]))
-                    episode_end_steps.append(global_step)
-                    running_return[i] = 0.0
-
-            with rlscope.scope("compute_advantages"), torch.no_grad():
-                next_value = agent.get_value(next_obs).reshape(1, -1)
-                advantages = torch.zeros_like(rewards)
-                lastgaelam = 0
-                for t in reversed(range(num_steps)):
-                    nextnonterminal = 1.0 - (next_done if t == num_steps - 1 else dones[t + 1])
-                    nextvalues = next_value if t == num_steps - 1 else values[t + 1]
-                    delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-                    advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-                returns = advantages + values
-
-            b_obs = obs.reshape((-1, obs_dim))
-            b_logprobs, b_actions = logprobs.reshape(-1), actions.reshape(-1).long()
+            b_obs = buf.obs.reshape((-1, obs_dim))
+            b_logprobs, b_actions = buf.logprobs.reshape(-1), buf.actions.reshape(-1).long()
             b_advantages, b_returns, b_values = (
                 advantages.reshape(-1),
                 returns.reshape(-1),
-                values.reshape(-1),
+                buf.values.reshape(-1),
             )
 
             b_inds = np.arange(batch_size)
@@ -228,18 +204,18 @@ def train(
                     mb = b_inds[start_i : start_i + minibatch_size]
                     with rlscope.scope("backprop"):
                         _, newlogprob, entropy, newvalue = ddp_agent(b_obs[mb], b_actions[mb])
-                        ratio = (newlogprob - b_logprobs[mb]).exp()
-                        mb_adv = b_advantages[mb]
-                        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
-                        pg_loss = torch.max(
-                            -mb_adv * ratio, -mb_adv * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-                        ).mean()
-                        newvalue = newvalue.view(-1)
-                        v_clipped = b_values[mb] + torch.clamp(newvalue - b_values[mb], -clip_coef, clip_coef)
-                        v_loss = 0.5 * torch.max(
-                            (newvalue - b_returns[mb]) ** 2, (v_clipped - b_returns[mb]) ** 2
-                        )
-                        loss = pg_loss - ent_coef * entropy.mean() + vf_coef * v_loss.mean()
+                        loss = ppo_loss(
+                            newlogprob,
+                            entropy,
+                            newvalue,
+                            b_logprobs[mb],
+                            b_advantages[mb],
+                            b_returns[mb],
+                            b_values[mb],
+                            clip_coef,
+                            ent_coef,
+                            vf_coef,
+                        )["loss"]
 
                         optimizer.zero_grad()
                         loss.backward()  # DDP all-reduces the gradients here
