@@ -1051,6 +1051,18 @@ static PyObject *close_open(PyObject *mod, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* open_ops(thread): how many operations ``thread`` has open under the lean session (0: none, or no
+ * session bound); the session's window timer asks it of the main thread (Session.switch_on_schedule). */
+static PyObject *open_ops(PyObject *mod, PyObject *arg) {
+    long long tid = PyLong_AsLongLong(arg);
+    if (tid == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t depth = 0;
+    if (B.session != NULL)
+        for (LeanThread *t = lean_threads; t != NULL; t = t->next)
+            if (t->gen == B.gen && t->tid == tid) depth += t->depth;
+    return PyLong_FromSsize_t(depth);
+}
+
 /* category_enter(code) / category_exit(code): annotate.category_enter/exit under the lean session
  * (collectors, the session's own PROFILER marks); not self-timed, as their Python versions. */
 static PyObject *category_call(PyObject *arg, int end) {
@@ -1382,6 +1394,7 @@ static PyMethodDef module_methods[] = {
     {"set_due", set_due, METH_VARARGS, "the lean session's window and tick due times, long-op threshold"},
     {"set_nvtx", set_nvtx, METH_VARARGS, "the lean session's NVTX push and pop (None: off)"},
     {"close_open", close_open, METH_VARARGS, "at the lean session's stop: a thread's open ops or categories"},
+    {"open_ops", open_ops, METH_O, "how many operations a thread has open under the lean session"},
     {"category_enter", category_enter, METH_O, "annotate.category_enter under the lean session"},
     {"category_exit", category_exit, METH_O, "annotate.category_exit under the lean session"},
     {"relay_signal", relay_signal, METH_VARARGS, "chain a C handler that writes the signal to a pipe"},

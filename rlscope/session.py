@@ -68,6 +68,11 @@ WINDOW_CAP = 4.0
 # a top-level operation on the main thread that lasted at least this share of a window is "long":
 # its next call starts in the other kind of window (Session.long_op_entry)
 LONG_OP_SHARE = 0.5
+# the window timer (Session.switch_on_schedule): a window due for this share of its length that no
+# scope exit on the main thread has switched is switched by the timer, when no operation is open on
+# the main thread; while one is, the timer looks again this often
+TIMER_GRACE = 0.1
+TIMER_BUSY_POLL_S = 0.05
 
 
 def _due(name: str) -> property:
@@ -155,6 +160,13 @@ class Session:
         self._early_togglers: list[Any] = []
         self._windows_started = False
         self._switch_ns = {S.WINDOW_FULL: 0, S.WINDOW_LIGHT: 0}  # the last switch into each mode took
+        # the window timer's thread (Session.switch_on_schedule), its stop flag, and the lock that
+        # keeps its switches and the main thread's apart; the main thread's state (its open operations)
+        self._timer: threading.Thread | None = None
+        self._timer_stop = threading.Event()
+        self._switch_lock = threading.RLock()  # reentrant: a collector switched may import torch
+        self._main_state: annotate.ThreadState | None = None
+        self.timer_due_ns = _NEVER  # when the timer may switch the current window (switch_on_schedule)
         # long top-level operations (name id -> the window kind their last call ran in), read at
         # scope entries; the threshold, read at scope exits; the main thread's open top-level op's start
         self.long_ops: dict[int, int] = {}
@@ -205,6 +217,7 @@ class Session:
                 annotate.category_exit(self, categories.PROFILER)
             if self.window_due_ns != _NEVER:  # a window holds the same share of the job's own time
                 self.window_due_ns += waited
+                self.timer_due_ns += waited
         if self._ticker is not None and now >= self._ticker_due_ns:
             self._ticker_due_ns = now + self._tick_every_ns
             annotate.category_enter(self, categories.PROFILER)  # rlscope's time, reported as such
@@ -307,6 +320,7 @@ class Session:
         # end rows), taken before the run starts: the analysis prices rlscope's Python at the run's speed
         speed = reference.session_sample_ps()
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, speed, -1, 0))
+        self._main_state = self.thread_state()
         self._start_windows()
         self._bind_lean(scope_native)
         self._turn = hooks.current_turn()
@@ -352,6 +366,10 @@ class Session:
 
         gpu_collectors = start_gpu_collectors(self)
         self._collectors.extend(gpu_collectors)
+        if gpu_collectors:  # the engine's threads launch backward's GPU work: say whose it is
+            from rlscope.collectors.autograd_calls import AutogradCalls
+
+            self._collectors.append(AutogradCalls(self).start())
         from rlscope.collectors.gpu_memory import MemoryRecorder  # allocator events, once torch is imported
 
         self._collectors.append(MemoryRecorder(self).start())
@@ -396,8 +414,15 @@ class Session:
         The switch's own cost is marked as rlscope's time (removed by the analyzer); the WINDOW
         event is written after it, so the segments it splits are the job's.
         """
+        with self._switch_lock:
+            self._switch(on_main=True)
+
+    def _switch(self, on_main: bool) -> None:
+        """The switch itself, under the switch lock; ``on_main``: on the main thread (a scope exit),
+        else on the window timer's (:meth:`switch_on_schedule`)."""
         t0 = self.clock()
-        annotate.category_enter(self, categories.PROFILER)
+        if on_main:
+            annotate.category_enter(self, categories.PROFILER)
         mode = S.WINDOW_LIGHT if self._window_mode == S.WINDOW_FULL else S.WINDOW_FULL
         on = mode == S.WINDOW_FULL
         for col in list(self._togglers):  # a failing one is dropped while iterating
@@ -407,20 +432,86 @@ class Session:
                 self._togglers.remove(col)
                 print(f"rlscope: warning: cannot switch {col!r}: {e}", file=sys.stderr)
         self._window_mode = mode
-        speed = reference.session_sample_ps()  # ~0.15 ms, rlscope's time like the switch
-        annotate.category_exit(self, categories.PROFILER)
+        if on_main:
+            speed = reference.session_sample_ps()  # ~0.15 ms, rlscope's time like the switch
+            annotate.category_exit(self, categories.PROFILER)
+        else:  # timed beside the running job, the sample would time the job's hold of the GIL
+            speed = -1
         now = self.clock()
-        self.events.append((now, self.main_tid, S.WINDOW, mode, speed, -1, 0))
+        # the timer's switch is a row on its own thread: rows of the main thread stay in time order
+        thread = self.main_tid if on_main else threading.get_native_id()
+        self.events.append((now, thread, S.WINDOW, mode, speed, -1, 0))
         self._switch_ns[mode] = now - t0
         self._schedule(mode, now)
+
+    def main_thread_in_operation(self) -> bool:
+        """Whether an operation is open on the main thread now (either scope path)."""
+        if self._lean is not None:
+            return self._lean.open_ops(self.main_tid) > 0
+        return bool(self._main_state is not None and self._main_state.ops)
+
+    def switch_on_schedule(self, now: int) -> bool:
+        """The window timer's check: switch a window due since TIMER_GRACE of its length that no
+        scope exit switched, unless an operation is open on the main thread. Returns whether it switched.
+
+        Why: switches come at the main thread's scope exits, so a program without scopes (or its
+        start-up before the first one: importing torch, NCCL's set-up in a DDP rank, a torchrun
+        agent) stayed in its first, light window for good, its backend ops and GPU work never
+        recorded. An open operation is left whole (switched at its exit as before): a long call
+        such as an update must lie in one window to be measured against its other calls.
+        """
+        if annotate._active is not self or self._stopping or now < max(self.timer_due_ns, self.window_due_ns):
+            return False
+        with self._switch_lock:
+            now = self.clock()
+            if now < max(self.timer_due_ns, self.window_due_ns) or self.main_thread_in_operation():
+                return False  # the main thread switched meanwhile, or holds an operation open
+            self._switch(on_main=False)
+            return True
+
+    def _start_window_timer(self) -> None:
+        """The window timer's thread; only on the real clock (a test's fake clock calls
+        :meth:`switch_on_schedule` itself, deterministically) and in the process that runs the
+        session (a forked child starts its own)."""
+        if self.clock is not time.perf_counter_ns or annotate._active is not self or os.getpid() != self._pid:
+            return
+        self._timer_stop = threading.Event()
+        self._timer = threading.Thread(target=self._window_timer, name="rlscope-windows", daemon=True)
+        self._timer.start()
+
+    def _window_timer(self) -> None:
+        stop = self._timer_stop
+        try:
+            while not stop.is_set():
+                due = max(self.timer_due_ns, self.window_due_ns)
+                if due >= _NEVER:  # every collector was dropped: nothing to switch
+                    stop.wait(1.0)
+                    continue
+                wait_ns = due - self.clock()
+                if wait_ns > 0:
+                    stop.wait(min(wait_ns / 1e9, 1.0))
+                elif not self.switch_on_schedule(self.clock()):
+                    stop.wait(TIMER_BUSY_POLL_S)
+        except Exception as e:  # never break the user's job: windows go on at scope exits
+            print(f"rlscope: warning: window timer stopped: {e}", file=sys.stderr)
+
+    def _stop_window_timer(self) -> None:
+        self._timer_stop.set()
+        timer, self._timer = self._timer, None
+        if timer is not None and timer is not threading.current_thread():
+            timer.join(timeout=5.0)
 
     def _schedule(self, mode: int, now: int) -> None:
         """When the window of ``mode`` starting ``now`` ends, and how long a call in it is a long
         one (LONG_OP_SHARE of its nominal length); never, with no collector left to switch."""
         if not self._togglers:
-            self.window_due_ns = self.long_op_ns = _NEVER
+            self.window_due_ns = self.long_op_ns = self.timer_due_ns = _NEVER
             return
-        self.window_due_ns = now + self.window_length_ns(mode)
+        length = self.window_length_ns(mode)
+        self.window_due_ns = now + length
+        self.timer_due_ns = now + int(length * (1 + TIMER_GRACE))
+        if self._timer is None:  # the first window with a collector to switch
+            self._start_window_timer()
         self.long_op_ns = min(_NEVER, int(LONG_OP_SHARE * self._window_ns[mode] * self._window_scale()))
 
     def long_op_entry(self, name_id: int) -> None:
@@ -502,7 +593,8 @@ class Session:
     def _stop(self, signal: int) -> None:
         # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
         end_ns = self.clock()
-        self.window_due_ns = self.long_op_ns = _NEVER
+        self.window_due_ns = self.long_op_ns = self.timer_due_ns = _NEVER
+        self._stop_window_timer()
         for col in reversed(self._collectors):
             try:
                 col.stop()
@@ -567,6 +659,8 @@ class Session:
         self._states = []
         self._states_lock = threading.RLock()
         self._stopping, self._pending_signal = False, 0
+        # the parent's window timer did not survive the fork; its lock may have been held then
+        self._timer, self._timer_stop, self._switch_lock = None, threading.Event(), threading.RLock()
         # the parent's GPU collectors (Kineto rotation, NVTX) belong to the parent process
         self.tick_due_ns, self._ticker, self._ticker_due_ns, self._turn = _NEVER, None, _NEVER, None
         self.nvtx_push = self.nvtx_pop = None

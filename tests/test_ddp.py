@@ -18,6 +18,9 @@ from tests.conftest import summary_of, write_stream
 
 PPO_DDP = Path(__file__).resolve().parent.parent / "workloads" / "ppo_ddp.py"
 NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+# the same kernel as CUPTI records it (NCCL 2.19+), and an older NCCL's kernel as recorded
+NCCL_MANGLED = "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"
+NCCL_OLD_MANGLED = "_Z38ncclKernel_AllReduce_RING_LL_Sum_floatP11ncclDevComm"
 
 
 def _profile_torchrun(trace: Path, *args: str, gpu: str = "off") -> subprocess.CompletedProcess:
@@ -72,7 +75,7 @@ def test_nccl_kernels_per_operation_from_a_synthetic_gpu_table(fake_session):
             clock.advance(100)
         with rlscope.scope("inference"):
             clock.advance(100)
-        nccl_name, gemm_name = intern(NCCL_KERNEL), intern("ampere_sgemm_32x32")
+        nccl_name, gemm_name = intern(NCCL_MANGLED), intern("ampere_sgemm_32x32")
     tid = sess.thread_states()[0].thread
     rows = [
         # category, start, end, correlation, thread, device, stream, name, bytes
@@ -112,19 +115,54 @@ def test_nccl_kernels_per_operation_from_a_synthetic_gpu_table(fake_session):
     assert "rank 1 — Process 1" in report and "<th>NCCL s</th>" in report
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        NCCL_MANGLED,
+        NCCL_KERNEL,
+        NCCL_OLD_MANGLED,
+        "ncclKernel_AllReduce_RING_LL_Sum_float",  # Kineto's and older CUPTI's plain names
+        "void ncclKernel<1>(ncclWorkElem)",  # a template, with its return type
+        "_ZN4nccl13ncclDevKernelEv",  # nested in a namespace
+        "_ZL39ncclDevKernel_AllReduce_Sum_f32_RING_LLv",  # internal linkage
+    ],
+)
+def test_nccl_kernels_recognised_whatever_the_mangling(name):
+    assert nccl.is_nccl(name)
+    if name.startswith("_Z"):  # without a demangler too: the mangled function name is read
+        assert nccl._mangled_function_name(name).startswith(nccl.NCCL_PREFIXES)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ampere_sgemm_32x32",
+        "_Z10add_kernelPfS_S_i",
+        "_Z3foo24ncclDevKernelArgsStorageILm4096EE",  # NCCL's type among the arguments only
+        "void at::native::vectorized_elementwise_kernel<4, ncclKernelish>(int)",  # in a template argument
+        "_ZN2at6native29vectorized_elementwise_kernelILi4EEEvi",
+    ],
+)
+def test_other_kernels_are_not_nccl(name):
+    assert not nccl.is_nccl(name)
+    assert not nccl._mangled_function_name(name).startswith(nccl.NCCL_PREFIXES)
+
+
 def test_nccl_rows_and_cpu_traces_degrade_to_nothing(fake_session):
     got = nccl.nccl_by_operation(
         [
             ("backprop", "gpu_kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 3, 600.0),
+            ("backprop", "gpu_kernel", NCCL_MANGLED, 2, 50.0),
             ("backprop", "gpu_kernel", "volta_sgemm", 1, 100.0),
             ("backprop", "gpu_memcpy", "ncclKernel_not_a_kernel", 1, 100.0),
         ]
     )
     assert got == {
         "backprop": {
-            "nccl_s": pytest.approx(600e-9),
+            "nccl_s": pytest.approx(650e-9),
             "nccl_kernels": {
-                "ncclKernel_AllReduce_RING_LL_Sum_float": {"count": 3, "total_s": pytest.approx(600e-9)}
+                "ncclKernel_AllReduce_RING_LL_Sum_float": {"count": 3, "total_s": pytest.approx(600e-9)},
+                NCCL_KERNEL: {"count": 2, "total_s": pytest.approx(50e-9)},  # named demangled
             },
         }
     }
@@ -149,7 +187,8 @@ def _cuda_gpus() -> int:
 def test_torchrun_nccl_kernels_attributed_to_backprop(tmp_path):
     pytest.importorskip("gymnasium")
     trace = tmp_path / "trace"
-    r = _profile_torchrun(trace, "--backend", "nccl", gpu="auto")
+    # eight rollouts: GPU tracing runs in full windows only, and the backward calls must meet some
+    r = _profile_torchrun(trace, "--backend", "nccl", "--total-steps", "8192", gpu="auto")
     assert r.returncode == 0, r.stderr[-3000:]
     s = analyze(trace).summary
     per_rank = _ranks(s)
@@ -162,3 +201,26 @@ def test_torchrun_nccl_kernels_attributed_to_backprop(tmp_path):
         # DDP all-reduces in backward only: the rollout's operations launch no collective
         assert p["operations"]["inference"].get("nccl_s", 0.0) == 0.0
     assert s["roles"][DDP_RANK]["nccl"]["backprop"]["median_s"] > 0
+
+
+def test_corrected_nccl_time_is_scaled_to_the_run_like_the_operations_gpu_time():
+    """GPU tracing runs in full windows only: an operation whose GPU kernel time was scaled 2x to the
+    run (half its instances traced) has its NCCL time scaled 2x too; the recorded time stays beside."""
+    rows = {
+        (100, "backprop", "gpu_kernel", NCCL_MANGLED): (4, 400.0),
+        (100, "backprop", "gpu_kernel", "g"): (4, 600.0),
+    }
+    kernel_rows = [(100, {(op, cat, k): [c, ns] for (_, op, cat, k), (c, ns) in rows.items()})]
+
+    def proc(gpu_kernel_s: float) -> dict:
+        return {"pid": 100, "operations": {"backprop": {"gpu_categories": {"gpu_kernel": gpu_kernel_s}}}}
+
+    summary = {"processes": [proc(2000e-9)], "raw": {"processes": [proc(1000e-9)]}}
+    nccl.add_to_summary(summary, kernel_rows)
+    (p,), (raw,) = summary["processes"], summary["raw"]["processes"]
+    assert raw["operations"]["backprop"]["nccl_s"] == pytest.approx(400e-9) == raw["nccl_s"]
+    assert p["operations"]["backprop"]["nccl_s"] == pytest.approx(800e-9) == p["nccl_s"]
+    assert p["operations"]["backprop"]["nccl_recorded_s"] == pytest.approx(400e-9)
+    assert p["operations"]["backprop"]["nccl_kernels"] == {
+        NCCL_KERNEL: {"count": 4, "total_s": pytest.approx(400e-9)}
+    }

@@ -28,6 +28,7 @@ with two changes, both measured on this file (CPU, seeds 1-8, 200k steps):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import time
@@ -140,6 +141,169 @@ def evaluate(agent: Agent, episodes: int, seed: int, device: torch.device) -> li
     return returns
 
 
+@dataclasses.dataclass
+class Rollout:
+    """Rollout storage: one row per step, one column per env (shared with ``ppo_ddp.py``)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    rewards: torch.Tensor
+    dones: torch.Tensor
+    values: torch.Tensor
+
+    @classmethod
+    def zeros(cls, num_steps: int, num_envs: int, obs_dim: int, device: torch.device) -> Rollout:
+        per_env = {k: torch.zeros((num_steps, num_envs), device=device) for k in PER_ENV}
+        return cls(obs=torch.zeros((num_steps, num_envs, obs_dim), device=device), **per_env)
+
+
+PER_ENV = ("actions", "logprobs", "rewards", "dones", "values")  # Rollout's fields with one value per env
+
+
+@dataclasses.dataclass
+class Episodes:
+    """Finished training episodes: their returns and the global step each ended at."""
+
+    returns: list[float]
+    end_steps: list[int]
+    running: np.ndarray  # the return so far of each env's current episode
+
+    @classmethod
+    def start(cls, num_envs: int) -> Episodes:
+        return cls([], [], np.zeros(num_envs))
+
+
+def collect_rollout(
+    agent: Agent,
+    envs: gym.vector.VectorEnv,
+    buf: Rollout,
+    next_obs: torch.Tensor,
+    next_done: torch.Tensor,
+    episodes: Episodes,
+    global_step: int,
+    steps_per_step: int,
+    gamma: float,
+    bootstrap_truncated: bool,
+    dev: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Fill ``buf`` with one rollout; returns the next observation and done flags and the global step
+    (``steps_per_step`` env steps counted per vector step: the envs of every rank under DDP)."""
+    num_steps = buf.obs.shape[0]
+    for step in range(num_steps):
+        global_step += steps_per_step
+        buf.obs[step] = next_obs
+        buf.dones[step] = next_done
+
+        with rlscope.scope("inference"), torch.no_grad():
+            action, logprob, _, value = agent.get_action_and_value(next_obs)
+            buf.values[step] = value.flatten()
+        buf.actions[step] = action
+        buf.logprobs[step] = logprob
+
+        with rlscope.scope("simulation"):
+            next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_done_np = np.logical_or(terminations, truncations)
+            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
+            next_done = torch.as_tensor(next_done_np, dtype=torch.float32, device=dev)
+            buf.rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=dev)
+
+        # An episode cut by the time limit did not end: bootstrap its last reward with the value of
+        # the state it was cut at, so the critic does not learn that step 500 is terminal (CleanRL
+        # treats truncation as termination; see the module docstring).
+        timeouts = np.flatnonzero(truncations & ~terminations)
+        if bootstrap_truncated and timeouts.size:
+            with rlscope.scope("inference"), torch.no_grad():
+                final_obs = np.stack(infos["final_obs"][timeouts])
+                final_values = agent.get_value(torch.as_tensor(final_obs, device=dev).float())
+                buf.rewards[step, timeouts] += gamma * final_values.flatten()
+
+        episodes.running += reward
+        for i in np.flatnonzero(next_done_np):
+            episodes.returns.append(float(episodes.running[i]))
+            episodes.end_steps.append(global_step)
+            episodes.running[i] = 0.0
+    return next_obs, next_done, global_step
+
+
+def compute_advantages(
+    agent: Agent,
+    buf: Rollout,
+    next_obs: torch.Tensor,
+    next_done: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimation, bootstrapping from the value of the last observation;
+    returns (advantages, returns)."""
+    num_steps = buf.obs.shape[0]
+    with rlscope.scope("compute_advantages"), torch.no_grad():
+        next_value = agent.get_value(next_obs).reshape(1, -1)
+        advantages = torch.zeros_like(buf.rewards)
+        lastgaelam = 0
+        for t in reversed(range(num_steps)):
+            if t == num_steps - 1:
+                nextnonterminal = 1.0 - next_done
+                nextvalues = next_value
+            else:
+                nextnonterminal = 1.0 - buf.dones[t + 1]
+                nextvalues = buf.values[t + 1]
+            delta = buf.rewards[t] + gamma * nextvalues * nextnonterminal - buf.values[t]
+            advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+        returns = advantages + buf.values
+    return advantages, returns
+
+
+def ppo_loss(
+    newlogprob: torch.Tensor,
+    entropy: torch.Tensor,
+    newvalue: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    old_values: torch.Tensor,
+    clip_coef: float,
+    ent_coef: float,
+    vf_coef: float,
+    norm_adv: bool = True,
+    clip_vloss: bool = True,
+) -> dict[str, torch.Tensor]:
+    """PPO's clipped loss on one minibatch: ``loss`` and its parts (``pg_loss``, ``v_loss``,
+    ``entropy_loss``), with ``logratio`` and ``ratio`` for the statistics."""
+    logratio = newlogprob - old_logprobs
+    ratio = logratio.exp()
+
+    mb_advantages = advantages
+    if norm_adv:
+        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+
+    # Policy loss
+    pg_loss1 = -mb_advantages * ratio
+    pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+    # Value loss
+    newvalue = newvalue.view(-1)
+    if clip_vloss:
+        v_loss_unclipped = (newvalue - returns) ** 2
+        v_clipped = old_values + torch.clamp(newvalue - old_values, -clip_coef, clip_coef)
+        v_loss_clipped = (v_clipped - returns) ** 2
+        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+    else:
+        v_loss = 0.5 * ((newvalue - returns) ** 2).mean()
+
+    entropy_loss = entropy.mean()
+    loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef
+    return {
+        "loss": loss,
+        "pg_loss": pg_loss,
+        "v_loss": v_loss,
+        "entropy_loss": entropy_loss,
+        "logratio": logratio,
+        "ratio": ratio,
+    }
+
+
 def train(
     total_timesteps: int = 200_000,
     seed: int = 1,
@@ -193,17 +357,9 @@ def train(
         agent = Agent(obs_dim, int(envs.single_action_space.n)).to(dev)
         optimizer = torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5)
 
-        # Rollout storage.
-        obs = torch.zeros((num_steps, num_envs, obs_dim), device=dev)
-        actions = torch.zeros((num_steps, num_envs), device=dev)
-        logprobs = torch.zeros((num_steps, num_envs), device=dev)
-        rewards = torch.zeros((num_steps, num_envs), device=dev)
-        dones = torch.zeros((num_steps, num_envs), device=dev)
-        values = torch.zeros((num_steps, num_envs), device=dev)
-
-        episode_returns: list[float] = []
-        episode_end_steps: list[int] = []
-        running_return = np.zeros(num_envs)
+        buf = Rollout.zeros(num_steps, num_envs, obs_dim, dev)
+        episodes = Episodes.start(num_envs)
+        episode_returns, episode_end_steps = episodes.returns, episodes.end_steps
 
         global_step = 0
         start = time.perf_counter()
@@ -219,65 +375,19 @@ def train(
                     frac = 1.0 - (iteration - 1.0) / num_iterations
                     optimizer.param_groups[0]["lr"] = frac * learning_rate
 
-                for step in range(num_steps):
-                    global_step += num_envs
-                    obs[step] = next_obs
-                    dones[step] = next_done
-
-                    with rlscope.scope("inference"), torch.no_grad():
-                        action, logprob, _, value = agent.get_action_and_value(next_obs)
-                        values[step] = value.flatten()
-                    actions[step] = action
-                    logprobs[step] = logprob
-
-                    with rlscope.scope("simulation"):
-                        next_obs_np, reward, terminations, truncations, infos = envs.step(
-                            action.cpu().numpy()
-                        )
-                        next_done_np = np.logical_or(terminations, truncations)
-                        next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
-                        next_done = torch.as_tensor(next_done_np, dtype=torch.float32, device=dev)
-                        rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=dev)
-
-                    # An episode cut by the time limit did not end: bootstrap its last reward with the
-                    # value of the state it was cut at, so the critic does not learn that step 500 is
-                    # terminal (CleanRL treats truncation as termination; see the module docstring).
-                    timeouts = np.flatnonzero(truncations & ~terminations)
-                    if bootstrap_truncated and timeouts.size:
-                        with rlscope.scope("inference"), torch.no_grad():
-                            final_obs = np.stack(infos["final_obs"][timeouts])
-                            final_values = agent.get_value(torch.as_tensor(final_obs, device=dev).float())
-                            rewards[step, timeouts] += gamma * final_values.flatten()
-
-                    running_return += reward
-                    for i in np.flatnonzero(next_done_np):
-                        episode_returns.append(float(running_return[i]))
-                        episode_end_steps.append(global_step)
-                        running_return[i] = 0.0
-
-                # Generalized advantage estimation (bootstrapping from the value of the last obs).
-                with rlscope.scope("compute_advantages"), torch.no_grad():
-                    next_value = agent.get_value(next_obs).reshape(1, -1)
-                    advantages = torch.zeros_like(rewards)
-                    lastgaelam = 0
-                    for t in reversed(range(num_steps)):
-                        if t == num_steps - 1:
-                            nextnonterminal = 1.0 - next_done
-                            nextvalues = next_value
-                        else:
-                            nextnonterminal = 1.0 - dones[t + 1]
-                            nextvalues = values[t + 1]
-                        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
-                        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
-                    returns = advantages + values
+                next_obs, next_done, global_step = collect_rollout(
+                    agent, envs, buf, next_obs, next_done, episodes, global_step,
+                    steps_per_step=num_envs, gamma=gamma, bootstrap_truncated=bootstrap_truncated, dev=dev,
+                )  # fmt: skip
+                advantages, returns = compute_advantages(agent, buf, next_obs, next_done, gamma, gae_lambda)
 
                 # Flatten the batch.
-                b_obs = obs.reshape((-1, obs_dim))
-                b_logprobs = logprobs.reshape(-1)
-                b_actions = actions.reshape(-1)
+                b_obs = buf.obs.reshape((-1, obs_dim))
+                b_logprobs = buf.logprobs.reshape(-1)
+                b_actions = buf.actions.reshape(-1)
                 b_advantages = advantages.reshape(-1)
                 b_returns = returns.reshape(-1)
-                b_values = values.reshape(-1)
+                b_values = buf.values.reshape(-1)
 
                 # Optimize the policy and value network.
                 b_inds = np.arange(batch_size)
@@ -290,40 +400,19 @@ def train(
                             _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                                 b_obs[mb_inds], b_actions.long()[mb_inds]
                             )
-                            logratio = newlogprob - b_logprobs[mb_inds]
-                            ratio = logratio.exp()
+                            out = ppo_loss(
+                                newlogprob, entropy, newvalue, b_logprobs[mb_inds], b_advantages[mb_inds],
+                                b_returns[mb_inds], b_values[mb_inds], clip_coef, ent_coef, vf_coef,
+                                norm_adv=norm_adv, clip_vloss=clip_vloss,
+                            )  # fmt: skip
+                            logratio, ratio, loss = out["logratio"], out["ratio"], out["loss"]
+                            pg_loss, v_loss, entropy_loss = out["pg_loss"], out["v_loss"], out["entropy_loss"]
 
                             with torch.no_grad():
                                 # http://joschu.net/blog/kl-approx.html
                                 old_approx_kl = (-logratio).mean()
                                 approx_kl = ((ratio - 1) - logratio).mean()
                                 clipfracs.append(((ratio - 1.0).abs() > clip_coef).float().mean().item())
-
-                            mb_advantages = b_advantages[mb_inds]
-                            if norm_adv:
-                                mb_advantages = (mb_advantages - mb_advantages.mean()) / (
-                                    mb_advantages.std() + 1e-8
-                                )
-
-                            # Policy loss
-                            pg_loss1 = -mb_advantages * ratio
-                            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-                            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-
-                            # Value loss
-                            newvalue = newvalue.view(-1)
-                            if clip_vloss:
-                                v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-                                v_clipped = b_values[mb_inds] + torch.clamp(
-                                    newvalue - b_values[mb_inds], -clip_coef, clip_coef
-                                )
-                                v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-                                v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-                            else:
-                                v_loss = 0.5 * ((newvalue - b_returns[mb_inds]) ** 2).mean()
-
-                            entropy_loss = entropy.mean()
-                            loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef
 
                             optimizer.zero_grad()
                             loss.backward()

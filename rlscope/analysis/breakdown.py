@@ -10,6 +10,7 @@ operations counts (an idle helper thread is not work).
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -140,8 +141,12 @@ def analyze_process_pair(
         return raw, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
     switched = windows.toggled(tl)
-    # what the windows measure in the run is not subtracted again per event
-    costs = overhead.without(costs, backend=switched["backend"], cuda_api=switched["gpu"])
+    # what the windows measure in the run is not subtracted again per event; a process without any
+    # operation gives the windows nothing to compare, and keeps the calibrated per-event costs
+    measurable = bool((tl.kind == S.OP_BEGIN).any())
+    costs = overhead.without(
+        costs, backend=switched["backend"] and measurable, cuda_api=switched["gpu"] and measurable
+    )
     costs = overhead.at_run_speed(costs, overhead.run_reference_ns(proc.events))
     mem_times, mem_notes = overhead.memory_times(proc, costs)
     fix = overhead.correct_timeline(tl, costs, nvml_samples, mem_times)
@@ -183,9 +188,15 @@ def analyze_process_pair(
         if few:
             notes.append(few)
         window_info = _window_info(est, proc.names, final, switched)
-        _split_like_full_windows(corrected, est, proc.names, final, proc.pid)
-        if switched["gpu"]:
-            _scale_gpu_to_run(corrected, est, proc.names, final)
+        thin = _thin_full_windows(_nominal_full_share(final), proc.metadata, switched)
+        if thin is not None:  # too little seen with the collectors on to stand for the run
+            notes.append(thin)
+            if switched["gpu"]:
+                corrected.gpu["scaled_from_full_windows"] = False
+        else:
+            _split_like_full_windows(corrected, est, proc.names, final, proc.pid)
+            if switched["gpu"]:
+                _scale_gpu_to_run(corrected, est, proc.names, final)
     corrected.overhead = {
         "removed_s": removed,
         "wall_removed_s": raw.wall_s - corrected.wall_s,
@@ -230,6 +241,48 @@ def _few_windows_note(est: windows.WindowEstimate, names: list[str]) -> str | No
         " calls against all their light-window ones, not window by window (half of what was removed is"
         " its uncertainty); a run several times longer pairs windows"
     )
+
+
+# the least share of its intended share of the run a process must spend with the expensive
+# collectors on for its full windows' categories and GPU work to stand for the whole run
+MIN_SHARE_OF_INTENDED = 0.2
+
+
+def _thin_full_windows(share: float, metadata: dict[str, str], switched: dict[str, bool]) -> str | None:
+    """A note refusing to scale a process's backend and GPU figures from its full windows when they
+    held almost none of its run (below MIN_SHARE_OF_INTENDED of the share asked for), else None.
+
+    Why: scaled from a near-empty share, a few milliseconds of GPU work stood for seconds (a DDP
+    rank's GPU time read 9.6 s, scaled from 1.1 s recorded, against 5.6 s of GPU-bound time).
+    """
+    try:
+        intended = float(json.loads(metadata.get("options") or "{}").get("full_share", 0.5))
+    except (ValueError, TypeError, AttributeError):
+        intended = 0.5
+    on = [k for k, v in switched.items() if v]
+    if not on or share >= MIN_SHARE_OF_INTENDED * intended:
+        return None
+    return (
+        f"{', '.join(on)} recorded during only {share:.1%} of this process's run ({intended:.0%} intended):"
+        " its CPU categories and GPU work are shown as recorded, not scaled to the run"
+    )
+
+
+def _nominal_full_share(tl: Timeline) -> float:
+    """Share of the run between a switch to full and the next switch to light (1.0 without windows).
+
+    Unlike :func:`_full_share`, a full window counts whether or not its collectors found anything to
+    record: start-up with no torch op nor CUDA call in it was traced as much as the loop was, and
+    its (absent) GPU work was seen as well in full windows as the loop's.
+    """
+    win_ts, win_mode = windows.window_rows(tl)
+    total = tl.end_ns - tl.start_ns
+    if len(win_ts) == 0 or total <= 0:
+        return 1.0
+    ts = np.clip(win_ts, tl.start_ns, tl.end_ns)
+    length = np.diff(np.append(ts, tl.end_ns))
+    first = np.clip(win_ts[0], tl.start_ns, tl.end_ns) - tl.start_ns  # before the first row: full
+    return float(length[win_mode == S.WINDOW_FULL].sum() + first) / total
 
 
 def _full_share(est: windows.WindowEstimate, tl: Timeline) -> float:
@@ -286,7 +339,7 @@ def _scale_gpu_to_run(
     Each (phase, operation)'s GPU time is scaled by its instances over its full-window instances;
     unattributed GPU work and the GPU-bound time by the run's time over the full windows' time.
     """
-    share = _full_share(est, tl)
+    share = _nominal_full_share(tl)  # GPU work is recorded whenever GPU tracing is on
     run_scale = 1.0 / share if share > 0 else 1.0
     scale: dict[tuple[str, str], float] = {}
     for (ph, op), grp in _group_instances(est):

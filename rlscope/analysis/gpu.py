@@ -3,7 +3,10 @@ GPU-bound time, and NVML's utilization next to the same metric recomputed from t
 
 Attribution: a kernel, copy or memset belongs to the operation that was innermost on the
 launching thread when its CUDA API call started (joined through CUPTI's correlation id), so
-asynchronous work that runs after its scope closed still counts for that scope.
+asynchronous work that runs after its scope closed still counts for that scope. A launch from a
+thread with no open operation during an autograd engine call made on another thread (the
+engine's device thread running ``backward()``'s nodes on CUDA, DDP's all-reduce from its reducer's
+hooks) belongs to the operation open on the thread that made the call (:func:`state_at_launch`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pyarrow as pa
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline, backend_intervals, build_timeline, session_span
+from rlscope.trace import schema as S
 
 if TYPE_CHECKING:
     from rlscope.trace.reader import ProcessTrace
@@ -136,6 +140,56 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     return np.where(ok, tl.op[pos], -1), np.where(ok, tl.phase[pos], -1)
 
 
+def engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(calling thread, start, end) of each autograd engine call (``engine_begin``/``end`` rows),
+    sorted by start; a call still running at the end of the data lasts to it."""
+    begin = np.flatnonzero(tl.kind == S.ENGINE_BEGIN)
+    if len(begin) == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    end_rows = np.flatnonzero(tl.kind == S.ENGINE_END)
+    # a call's end row shares its id (and thread) with its begin row
+    key_end = tl.id[end_rows]
+    order = np.argsort(key_end, kind="stable")
+    pos = np.minimum(np.searchsorted(key_end[order], tl.id[begin]), max(len(end_rows) - 1, 0))
+    ends = np.full(len(begin), tl.end_ns, np.int64)
+    if len(end_rows):
+        cand = end_rows[order][pos]
+        found = (tl.id[cand] == tl.id[begin]) & (tl.thread[cand] == tl.thread[begin])
+        ends = np.where(found, tl.ts[cand], ends)
+    by_start = np.argsort(tl.ts[begin], kind="stable")
+    return tl.thread[begin][by_start], tl.ts[begin][by_start], ends[by_start]
+
+
+def state_at_launch(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`state_at`, and for a launch on a thread with no open operation made while an autograd
+    engine call ran on another thread, the state of the thread that made the call.
+
+    Why: on CUDA the engine's device thread launches every kernel of ``backward()`` while the
+    caller waits inside its ``backprop``; without this, all of backward's GPU work (and DDP's
+    all-reduce) would be ``[unannotated]``. Of calls overlapping in time (``backward()`` from two
+    threads at once) the latest begun that still runs is taken: the engine's thread serves both.
+    """
+    op, phase = state_at(tl, thread, ts)
+    c_thread, c_start, c_end = engine_calls(tl)
+    lost = np.flatnonzero(op < 0)
+    if len(c_start) == 0 or len(lost) == 0:
+        return op, phase
+    t = ts[lost]
+    i = np.searchsorted(c_start, t, side="right") - 1  # the latest call begun at or before t
+    ok = i >= 0
+    i = np.maximum(i, 0)
+    ok &= (c_end[i] > t) & (c_thread[i] != thread[lost])
+    if not ok.any():
+        return op, phase
+    hit = lost[ok]
+    c_op, c_phase = state_at(tl, c_thread[i[ok]], t[ok])
+    op, phase = op.copy(), phase.copy()
+    op[hit] = c_op
+    phase[hit] = np.where(phase[hit] < 0, c_phase, phase[hit])
+    return op, phase
+
+
 def launching_call(api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.ndarray]:
     """(index into ``api``, found) of the CUDA API call that launched each GPU record (correlation id)."""
     if len(api.correlation) == 0:
@@ -156,7 +210,7 @@ def attribute(
     if not found.any():
         none = np.full(len(records.correlation), -1, np.int64)
         return none, none.copy()
-    op, phase = state_at(tl, api.thread, api.start)
+    op, phase = state_at_launch(tl, api.thread, api.start)
     return np.where(found, op[idx], -1), np.where(found, phase[idx], -1)
 
 

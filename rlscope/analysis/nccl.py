@@ -1,8 +1,13 @@
 """NCCL kernels per operation and per process: the collectives (all-reduce in DDP's ``backprop``) on the GPU.
 
-NCCL kernels are GPU kernel records whose names start with ``ncclKernel`` or ``ncclDevKernel``; they are
-joined to operations like every GPU record (:mod:`rlscope.analysis.kernels`: the operation open on the
-launching thread), read off each process's kernel rows. Each process entry of the summary with GPU
+NCCL kernels are GPU kernel records whose function is named ``ncclKernel...`` or ``ncclDevKernel...``.
+CUPTI records kernel names mangled (``_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgs...``),
+so a name is demangled first (:mod:`rlscope.analysis.demangle`, as the kernel tables do) and the
+function's own name is matched: namespaces, a return type and template arguments do not hide it. Where
+no demangler is at hand, the mangled name's leading identifier is matched. They are joined to operations
+like every GPU record (:mod:`rlscope.analysis.kernels`: the operation open on the launching thread, or on
+the thread that called ``backward()`` for the engine's threads), read off each process's kernel rows;
+the figures name each kernel demangled. Each process entry of the summary with GPU
 kernels gets ``nccl_s`` (its NCCL kernel time) and, per operation, ``nccl_s`` and ``nccl_kernels``
 (name -> count, seconds); each role with several workers gets the spread of its workers' NCCL time per
 operation (``nccl``). A trace without GPU kernels (CPU, gloo) gets nothing: no key, no zero. Times are
@@ -11,9 +16,11 @@ raw GPU time, as GPU time always is.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
+from rlscope.analysis.demangle import demangle
 from rlscope.analysis.kernels import KernelRows
 from rlscope.analysis.roles import _spread
 
@@ -22,38 +29,99 @@ NCCL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 __all__ = ["NCCL_PREFIXES", "add_to_summary", "is_nccl", "nccl_by_operation"]
 
 
+def _mangled_function_name(name: str) -> str:
+    """The function's identifier in a mangled name (``_Z<len><id>...``, nested ``_ZN<len><ns>...<len><id>E``),
+    read by length prefix, for names the C++ runtime could not demangle; "" where it does not parse.
+    Why not a regex: an argument type such as ``24ncclDevKernelArgsStorage`` must not count."""
+    i, last, nested = 2, "", False
+    if name[i : i + 1] == "N":
+        i, nested = i + 1, True
+    while i < len(name):
+        if name[i] == "L":  # internal linkage
+            i += 1
+        j = i
+        while j < len(name) and name[j].isdigit():
+            j += 1
+        if j == i:
+            break
+        n = int(name[i:j])
+        last, i = name[j : j + n], j + n
+        if not nested:
+            break
+    return last
+
+
+def _function_name(demangled: str) -> str:
+    """The function's own identifier in a demangled signature: ``void ns::f<int>(char*)`` -> ``f``."""
+    depth, head = 0, []
+    for ch in demangled:  # template arguments may hold parentheses and "::": drop them first
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            if ch == "(":
+                break
+            head.append(ch)
+    return "".join(head).split()[-1].rsplit("::", 1)[-1] if "".join(head).split() else ""
+
+
+@functools.lru_cache(maxsize=16384)
 def is_nccl(kernel: str) -> bool:
-    return kernel.startswith(NCCL_PREFIXES)
+    """Whether a kernel name (as recorded, mangled, or demangled) is one of NCCL's kernels."""
+    name = demangle(kernel)
+    if _function_name(name).startswith(NCCL_PREFIXES):
+        return True
+    return name.startswith("_Z") and _mangled_function_name(name).startswith(NCCL_PREFIXES)
 
 
 def nccl_by_operation(rows: Iterable[tuple[str, str, str, int, float]]) -> dict[str, dict[str, Any]]:
     """``(operation, category, kernel name, count, ns)`` GPU rows of one process -> NCCL time per operation.
 
     Returns ``{operation: {"nccl_s": s, "nccl_kernels": {kernel: {"count": n, "total_s": s}}}}`` for the
-    operations that launched at least one NCCL kernel.
+    operations that launched at least one NCCL kernel, each kernel named demangled.
     """
     out: dict[str, dict[str, Any]] = {}
     for op, cat, name, count, ns in rows:
         if cat != "gpu_kernel" or not is_nccl(name):
             continue
         e = out.setdefault(op, {"nccl_s": 0.0, "nccl_kernels": {}})
-        k = e["nccl_kernels"].setdefault(name, {"count": 0, "total_s": 0.0})
+        k = e["nccl_kernels"].setdefault(demangle(name), {"count": 0, "total_s": 0.0})
         k["count"] += int(count)
         k["total_s"] += ns / 1e9
         e["nccl_s"] += ns / 1e9
     return out
 
 
-def _add(entries: list[dict[str, Any]], per_pid: dict[int, tuple[dict[str, Any], bool]]) -> None:
+def _add(
+    entries: list[dict[str, Any]],
+    per_pid: dict[int, tuple[dict[str, Any], bool]],
+    recorded: dict[int, dict[str, Any]] | None = None,
+) -> None:
+    """NCCL figures onto process entries. ``recorded``: pid -> the raw process entry, for corrected
+    entries: each operation's NCCL time is scaled to the run as its GPU kernel time was (GPU work is
+    traced in full windows only; rlscope.analysis.breakdown scales it by the operation's instances),
+    and the time recorded is kept beside it as ``nccl_recorded_s``."""
     for entry in entries:
         nccl, has_kernels = per_pid.get(entry["pid"], ({}, False))
         if not has_kernels:
             continue
-        entry["nccl_s"] = sum(e["nccl_s"] for e in nccl.values())
+        raw_ops = (recorded or {}).get(entry["pid"], {}).get("operations", {})
+        total = 0.0
         for op, e in entry["operations"].items():
-            e["nccl_s"] = nccl.get(op, {}).get("nccl_s", 0.0)
+            got = nccl.get(op, {}).get("nccl_s", 0.0)
+            scale = 1.0
+            if recorded is not None and got:
+                was = raw_ops.get(op, {}).get("gpu_categories", {}).get("gpu_kernel", 0.0)
+                now = e.get("gpu_categories", {}).get("gpu_kernel", 0.0)
+                scale = now / was if was > 0 and now > 0 else 1.0
+                e["nccl_recorded_s"] = got
+            e["nccl_s"] = got * scale
+            total += e["nccl_s"]
             if op in nccl:
                 e["nccl_kernels"] = nccl[op]["nccl_kernels"]
+        # NCCL kernels of no listed operation ([unannotated]) count for the process as recorded
+        entry["nccl_s"] = total + sum(v["nccl_s"] for op, v in nccl.items() if op not in entry["operations"])
 
 
 def _roles(figures: dict[str, Any]) -> None:
@@ -81,6 +149,12 @@ def add_to_summary(summary: dict[str, Any], kernel_rows: list[tuple[int, KernelR
         per_pid[pid] = (nccl_by_operation(rows), has_kernels)
     if not any(has for _, has in per_pid.values()):
         return
-    for figures in {id(f): f for f in (summary, summary.get("raw") or summary)}.values():
-        _add(figures.get("processes") or [], per_pid)
-        _roles(figures)
+    raw = summary.get("raw")
+    if raw is not None:  # corrected figures on top: scaled to the run, the raw ones as recorded
+        _add(raw.get("processes") or [], per_pid)
+        _roles(raw)
+        recorded = {p["pid"]: p for p in raw.get("processes") or []}
+        _add(summary.get("processes") or [], per_pid, recorded)
+    else:
+        _add(summary.get("processes") or [], per_pid)
+    _roles(summary)

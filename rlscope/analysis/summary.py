@@ -329,7 +329,9 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
                     o[key] = (o.get(key) or []) + w
     return {
         "switched": sorted({k for i in infos for k in i["switched"]}),
-        "full_share": min(i["full_share"] for i in infos),
+        # of the processes whose collectors recorded anything: one that never ran a torch op (a
+        # torchrun agent) has no full window in effect, and says nothing of the others' share
+        "full_share": min(i["full_share"] for i in ([i for i in infos if i["switched"]] or infos)),
         "cost_per_event_ns": infos[0]["cost_per_event_ns"],
         "uncertainty_s": sum(i["uncertainty_s"] ** 2 for i in infos) ** 0.5,
         "operations": ops,

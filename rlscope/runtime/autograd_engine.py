@@ -1,11 +1,13 @@
-"""One wrapper around torch's autograd engine entry, shared by the two things that hook it.
+"""One wrapper around torch's autograd engine entry, shared by the things that hook it.
 
 Both ``torch.autograd.backward`` and ``torch.autograd.grad`` (and ``Tensor.backward`` through the
 former) call ``torch.autograd._engine_run_backward``. The native backend recorder
 (collectors/torch_native.py) records each call as one op, and ``rlscope validate --twin``
-(overhead/validate/twin.py) counts its returns as points where the turn may hand over. No public hook covers
+(overhead/validate/twin.py) counts its returns as points where the turn may hand over, and
+collectors/autograd_calls.py marks each call on its thread (whose operation the engine threads'
+GPU work belongs to). No public hook covers
 the call (RecordFunction sees the engine's nodes, not the caller's wait), so the module attribute is
-replaced while either runs. Kept in one place so both wrappers step aside while Dynamo traces
+replaced while any runs. Kept in one place so the wrappers step aside while Dynamo traces
 through the call (``torch.compiler.is_compiling()``: a side effect there is a graph break) and
 unwrap only what they put on.
 """

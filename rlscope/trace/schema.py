@@ -35,6 +35,12 @@ class EventKind(IntEnum):
     # ``id`` holds the new mode (WINDOW_FULL or WINDOW_LIGHT). Written only at top-level scope exits,
     # so every root operation instance lies wholly inside one window (rlscope/windows.py).
     WINDOW = 8
+    # a call of torch's autograd engine (backward, grad) began or ended on the calling thread; ``id``
+    # holds the call's number. On CUDA the engine's device threads launch the call's GPU work (every
+    # backward kernel, DDP's all-reduce), where no operation is open: the analysis gives that work to
+    # the operation open on this thread (collectors/autograd_calls.py, rlscope/analysis/gpu.py).
+    ENGINE_BEGIN = 9
+    ENGINE_END = 10
     # Analysis-only kinds (never written to files): intervals recorded outside the events stream
     # (CUDA API calls from the GPU trace, torch ops from the native backend recorder) are merged into
     # the per-thread timeline as begin/end rows of these kinds (rlscope/analysis/timeline.py).
@@ -60,6 +66,7 @@ CAT_BEGIN, CAT_END = int(EventKind.CAT_BEGIN), int(EventKind.CAT_END)
 PHASE_BEGIN, PHASE_END = int(EventKind.PHASE_BEGIN), int(EventKind.PHASE_END)
 SESSION_START, SESSION_END = int(EventKind.SESSION_START), int(EventKind.SESSION_END)
 WINDOW = int(EventKind.WINDOW)
+ENGINE_BEGIN, ENGINE_END = int(EventKind.ENGINE_BEGIN), int(EventKind.ENGINE_END)
 WINDOW_LIGHT = 0  # scopes and simulator boundaries only: operation totals come from these windows
 WINDOW_FULL = 1  # every collector on: categories and GPU work come from these windows
 API_BEGIN, API_END = int(EventKind.API_BEGIN), int(EventKind.API_END)
@@ -76,6 +83,8 @@ WRITTEN_KINDS = (
     SESSION_START,
     SESSION_END,
     WINDOW,
+    ENGINE_BEGIN,
+    ENGINE_END,
 )
 MERGED_KINDS = (API_BEGIN, API_END, BACKEND_BEGIN, BACKEND_END)
 

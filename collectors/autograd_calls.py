@@ -1,0 +1,61 @@
+"""Autograd engine calls on the thread that made them, so the GPU work the engine's threads launch
+belongs to the operation that called ``backward()``.
+
+On CUDA, ``backward()`` hands the graph's nodes to the autograd engine's device thread (one per
+GPU) and waits: every backward kernel, and DDP's all-reduce (its reducer's hooks fire there), is
+launched from a thread where no operation is open. Each call of the engine's entry
+(rlscope/runtime/autograd_engine.py) writes an ``engine_begin`` and an ``engine_end`` row on the
+calling thread; the analysis gives a launch on a thread with no open operation, made during such a
+call on another thread, to the operation open on the caller (rlscope/analysis/gpu.py).
+
+Always on while GPU tracing runs, in light windows too: a call costs two event rows (about a
+microsecond), a few per training step, and a window may switch in the middle of a call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+from rlscope import _imports, annotate
+from rlscope.runtime import autograd_engine
+from rlscope.trace import schema as S
+
+
+class AutogradCalls:
+    """Wraps the autograd engine's entry once torch is imported; writes a row pair per call."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._handle: tuple | None = None
+        self._ids = itertools.count()
+
+    def start(self) -> AutogradCalls:
+        _imports.when_imported("torch", self._wrap)
+        return self
+
+    def _wrap(self, torch: Any) -> None:
+        if annotate._active is self.session:
+            self._handle = autograd_engine.wrap(torch, "calls", self._begin, self._end)
+
+    def _begin(self) -> tuple[int, int] | None:
+        s = self.session
+        if annotate._active is not s:  # still wrapped under another wrapper after the session stopped
+            return None
+        call, thread = next(self._ids), threading.get_native_id()
+        s.events.append((s.clock(), thread, S.ENGINE_BEGIN, call, -1, -1, 0))
+        return call, thread
+
+    def _end(self, token: tuple[int, int] | None) -> None:
+        s = self.session
+        if token is not None and annotate._active is s:
+            s.events.append((s.clock(), token[1], S.ENGINE_END, token[0], -1, -1, 0))
+
+    def stop(self) -> None:
+        _imports.cancel("torch", self._wrap)
+        autograd_engine.unwrap(self._handle)
+        self._handle = None
+
+    def __repr__(self) -> str:
+        return "AutogradCalls(torch.autograd._engine_run_backward)"

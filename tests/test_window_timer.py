@@ -1,0 +1,160 @@
+"""Windows switch on their own schedule: a program without scopes still records backend ops and GPU
+work in full windows, and figures are never scaled from a near-empty share of full windows.
+
+Fake clock: the test calls the window timer's check (``Session.switch_on_schedule``) where the
+timer thread would (the thread itself runs only on the real clock), so every figure is exact.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import rlscope
+from rlscope.analysis import analyze
+from rlscope.collectors import scope_native
+from rlscope.trace import schema as S
+from rlscope.trace.reader import load_trace
+from tests.test_windows import COST, WORK, FakeCollector, _fake_op
+
+
+def _unscoped_run(session, clock, ops: int) -> FakeCollector:
+    """``ops`` fake torch ops and no scope at all; the timer's check after each."""
+    col = FakeCollector()
+    session.options["flush_interval"] = 1e6
+    with session:
+        session.add_toggler(col)  # joins: the run starts light
+        for _ in range(ops):
+            _fake_op(col, session, clock.advance)
+            session.switch_on_schedule(clock.now)
+    return col
+
+
+@pytest.mark.parametrize("recorder", ["native", "python"])
+def test_a_program_without_scopes_records_backend_in_full_windows(tmp_path, monkeypatch, recorder):
+    from tests.conftest import FakeClock
+
+    monkeypatch.setenv(scope_native.ENV, "1" if recorder == "native" else "0")
+    try:
+        clock = FakeClock()
+        session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=0.005)
+        session.clock = clock
+        ops = 40_000  # 40-52 ms of fake work: about four pairs of 10 ms windows
+        col = _unscoped_run(session, clock, ops)
+    finally:
+        monkeypatch.delenv(scope_native.ENV)
+        scope_native.install()
+    assert col.switches >= 6
+    ev = load_trace(session.trace_dir).processes[0].events.to_pydict()
+    windows = [
+        (t, th) for t, k, th in zip(ev["ts_ns"], ev["kind"], ev["thread"], strict=True) if k == S.WINDOW
+    ]
+    assert len(windows) == col.switches + 1  # the opening row, then every switch the timer made
+    s = analyze(session.trace_dir).summary
+    # no operation: the windows measure nothing, and nothing is removed; the time in full windows
+    # holds COST per op as python, the rest is backend: the run's categories split as in full windows
+    total = s["unannotated_s"]
+    full_ops = (total * 1e9 - ops * WORK) / COST
+    assert full_ops == pytest.approx(round(full_ops), abs=1e-3)  # the fake clock: exact counts
+    n_full = round(full_ops)
+    assert 0.2 * ops < n_full < 0.8 * ops
+    backend = s["unannotated_categories"]["backend"]
+    assert backend / total == pytest.approx(WORK / (WORK + COST), rel=1e-9)
+    assert backend / total >= 0.75  # every op's own time is backend: only rlscope's cost is python
+
+
+def test_the_timer_leaves_an_open_operation_whole(windowed):
+    """Due while an operation is open on the main thread: no switch until it closes (at its exit)."""
+    session, clock = windowed
+    col = FakeCollector()
+    session.options["flush_interval"] = 1e6
+    with session:
+        session.add_toggler(col)
+        with rlscope.scope("update"):
+            clock.advance(2 * session.timer_due_ns - clock.now)
+            assert not session.switch_on_schedule(clock.now)
+            assert col.switches == 1  # the join's switch to light only
+        assert col.switches == 2  # the exit took the switch
+        assert session.timer_due_ns > session.window_due_ns  # a grace, for the main thread's exits
+        clock.advance(session.timer_due_ns - clock.now - 1)
+        assert not session.switch_on_schedule(clock.now)  # not yet past the grace
+        clock.advance(1)
+        assert session.switch_on_schedule(clock.now) and col.switches == 3
+
+
+def test_the_timer_switches_from_its_own_thread_on_a_row_of_its_own(windowed):
+    session, clock = windowed
+    col = FakeCollector()
+    session.options["flush_interval"] = 1e6
+    with session:
+        session.add_toggler(col)
+        clock.advance(session.timer_due_ns - clock.now)
+        done = []
+        t = threading.Thread(target=lambda: done.append(session.switch_on_schedule(clock.now)))
+        t.start()
+        t.join()
+        clock.advance(100)
+    assert done == [True] and col.on
+    ev = load_trace(session.trace_dir).processes[0].events.to_pydict()
+    rows = [(k, th) for k, th in zip(ev["kind"], ev["thread"], strict=True) if k == S.WINDOW]
+    assert rows[-1][1] == t.native_id != session.main_tid
+    # and no rlscope-category rows off the main thread (the analysis reads those as the writer's)
+    assert not [
+        1 for k, th in zip(ev["kind"], ev["thread"], strict=True) if k == S.CAT_BEGIN and th == t.native_id
+    ]
+
+
+def test_figures_are_not_scaled_from_a_near_empty_share_of_full_windows(windowed):
+    """Full windows held 1% of the run: categories are shown as recorded, with a note, not split
+    as in those windows."""
+    session, clock = windowed
+    col = FakeCollector()
+    session.options["flush_interval"] = 1e6
+    with session:
+        session.add_toggler(col)  # light
+        session.window_due_ns = 1 << 62  # held (the timer too): the test switches by hand
+
+        def loop(n):
+            for _ in range(n):
+                with rlscope.scope("infer"):
+                    _fake_op(col, session, clock.advance)
+
+        loop(990)
+        session.switch_window()  # full for 10 calls
+        session.window_due_ns = 1 << 62
+        loop(10)
+        session.switch_window()
+        session.window_due_ns = 1 << 62
+        loop(990)
+    s = analyze(session.trace_dir).summary
+    notes = s["overhead"]["notes"]
+    assert any("not scaled to the run" in n for n in notes), notes
+    infer = s["operations"]["infer"]
+    assert infer["total_s"] == pytest.approx(1990 * WORK * 1e-9, rel=1e-6)  # still corrected exactly
+    # as recorded: backend only in the 10 full-window calls (split as in them, 3/4 would read backend)
+    assert 0 < infer["categories"]["backend"] < 0.01 * infer["total_s"]
+
+
+def test_an_unmodified_matmul_loop_under_rlscope_run_is_backend(tmp_path):
+    """Issue: an unmodified loop of ``a @ a`` read ``[unannotated] python 100%``. Shares, not times."""
+    pytest.importorskip("torch")
+    prog = tmp_path / "loop.py"
+    prog.write_text(
+        "import time, torch\n"
+        "a = torch.randn(256, 256)\n"
+        "t = time.perf_counter()\n"
+        "while time.perf_counter() - t < 1.5:\n"
+        "    a @ a\n"
+    )
+    trace = tmp_path / "trace"
+    cmd = [sys.executable, "-m", "rlscope.cli.main", "run", "--trace-dir", str(trace), "--no-analyze"]
+    r = subprocess.run([*cmd, "--", sys.executable, str(prog)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = analyze(trace).summary
+    wall, backend = s["wall_s"], s["unannotated_categories"].get("backend", 0.0)
+    assert backend >= 0.9 * wall, (backend, wall)
+    ev = load_trace(trace).processes[0].events.to_pydict()
+    assert sum(1 for k in ev["kind"] if k == S.WINDOW) >= 4  # the windows alternated without a scope
