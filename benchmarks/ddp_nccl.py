@@ -75,12 +75,30 @@ def _nccl_kernels(proc: Any) -> tuple[np.ndarray, np.ndarray]:
     return start[order].astype(np.int64), end[order].astype(np.int64)
 
 
+def _calls_in_full_windows(proc: Any, at: np.ndarray) -> int | None:
+    """How many hook calls started while the process's window was full (GPU tracing on)."""
+    from rlscope.trace import schema as S
+
+    ev = proc.events
+    if ev is None or not len(at):
+        return None
+    kind, ts, mode = (ev.column(c).to_numpy() for c in ("kind", "ts_ns", "id"))
+    w = np.flatnonzero(kind == S.WINDOW)
+    if not len(w):
+        return None
+    order = np.argsort(ts[w], kind="stable")
+    win_ts, win_mode = ts[w][order], mode[w][order]
+    i = np.searchsorted(win_ts, at, side="right") - 1
+    return int(((i >= 0) & (win_mode[np.maximum(i, 0)] == S.WINDOW_FULL)).sum())
+
+
 def _check_rank(proc: Any, timed: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     """rlscope's NCCL time in ``backprop`` against the hook's events for the calls rlscope recorded."""
     at = np.asarray(timed.get("allreduce_at_ns", []), np.int64)
     ms = np.asarray(timed.get("allreduce_ms", []), np.float64)
     k_start, k_end = _nccl_kernels(proc)
     out: dict[str, Any] = {"hook_calls": len(at), "nccl_kernels_recorded": len(k_start)}
+    out["hook_calls_in_full_windows"] = _calls_in_full_windows(proc, at)
     backprop = entry["operations"].get("backprop", {})
     out["rlscope_backprop_nccl_s"] = backprop.get("nccl_s")  # scaled to the run
     out["rlscope_backprop_nccl_recorded_s"] = backprop.get("nccl_recorded_s", backprop.get("nccl_s"))
@@ -170,7 +188,8 @@ def main() -> int:
     import torch
 
     role = summary.get("roles", {}).get(DDP_RANK, {})
-    unprof, prof = statistics.median(walls["unprofiled"]), statistics.median(walls["profiled"])
+    unprof = statistics.median(walls["unprofiled"]) if walls["unprofiled"] else None
+    prof = statistics.median(walls["profiled"]) if walls["profiled"] else None
     checks = [r["check"].get("within_10pct") for r in ranks.values()]
     result = {
         "machine": {
@@ -181,7 +200,7 @@ def main() -> int:
         "command": " ".join(_rlscope_run(Path("TRACE")) + _torchrun(args)),
         "env": NO_MULTICAST,
         "walls_s": walls,
-        "slowdown": prof / unprof,
+        "slowdown": prof / unprof if prof and unprof else None,
         "ranks": ranks,
         "spread": {
             "nccl": role.get("nccl"),

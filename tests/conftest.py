@@ -66,9 +66,10 @@ class FakeClock:
 
 @pytest.fixture
 def fake_session(tmp_path):
-    """A session (not started) whose clock is a FakeClock; backend recording off."""
+    """A session (not started) whose clock is a FakeClock; backend recording and GPU tracing off (a test
+    writes its own GPU records; a real GPU collector would add its own)."""
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False)
+    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False)
     session.clock = clock
     return session, clock
 
