@@ -73,6 +73,66 @@ LONG_OP_SHARE = 0.5
 # the main thread; while one is, the timer looks again this often
 TIMER_GRACE = 0.1
 TIMER_BUSY_POLL_S = 0.05
+# the shared window grid of a distributed job (SharedWindows): a pair of windows lasts at least this
+SHARED_PAIR_S = 1.0
+SHARED_WINDOWS_ENV = "RLSCOPE_SHARED_WINDOWS"  # 1: every process on the host follows one grid; 0: off
+
+
+class SharedWindows:
+    """One window schedule for every process of a distributed job on a host: a function of the time.
+
+    Why: a collective (NCCL's all-reduce under DDP) takes as long as its rank waits for the others.
+    With windows of its own, a rank slowed by its full window arrives late and waits less, so the
+    collectives recorded in full windows were 2-5x shorter than those in light windows (two H100
+    ranks, CUDA events around each all-reduce), and no scaling from the full windows could recover
+    the run's NCCL time. With every rank in the same kind of window at the same time, the ranks are
+    slowed alike and the waits recorded in full windows are the run's.
+
+    The time axis (the host's monotonic clock, which every process reads alike) is cut into slots
+    of one pair's length; slot ``k`` is full where ``(x + r_k) mod 1 < full_share``, ``x`` the
+    position within the slot and ``r_k`` a hash of ``k``. So each process computes the same modes
+    with nothing shared but the clock, and a loop of any period finds each of its calls in a full
+    window with probability ``full_share``, independently from slot to slot (as the random
+    lengths of a process's own windows do).
+    """
+
+    def __init__(self, pair_ns: int, full_share: float) -> None:
+        self.pair_ns = max(1, int(pair_ns))
+        self.full_share = full_share
+
+    @staticmethod
+    def _offset(k: int) -> float:
+        """A uniform draw in [0, 1) for slot ``k`` (splitmix64: the same in every process)."""
+        z = (k * 0x9E3779B97F4A7C15 + 0x726C73) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        return ((z ^ (z >> 31)) >> 11) / float(1 << 53)
+
+    def mode_at(self, t: int) -> int:
+        k, rest = divmod(t, self.pair_ns)
+        y = (rest / self.pair_ns + self._offset(k)) % 1.0
+        return S.WINDOW_FULL if y < self.full_share else S.WINDOW_LIGHT
+
+    def next_change(self, t: int) -> int:
+        """The first time after ``t`` at which the mode may change (a switch point or a slot's end)."""
+        k = t // self.pair_ns
+        r = self._offset(k)
+        start = k * self.pair_ns
+        points = ((self.full_share - r) % 1.0, (1.0 - r) % 1.0)
+        later = [start + int(x * self.pair_ns) for x in points if start + int(x * self.pair_ns) > t]
+        return min([*later, start + self.pair_ns])
+
+
+def shared_windows_wanted() -> bool:
+    """Whether this process follows the host's shared window grid: set by RLSCOPE_SHARED_WINDOWS, else
+    in a rank of a distributed job (torchrun and torch.distributed's launchers set WORLD_SIZE)."""
+    forced = os.environ.get(SHARED_WINDOWS_ENV)
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
 
 
 def _due(name: str) -> property:
@@ -173,6 +233,9 @@ class Session:
         self.long_op_ns = _NEVER
         self.top_begin_ns = 0
         self._jitter = random.Random(0x726C73)  # seeded: a run's windows are the same each time
+        # a distributed job's processes share one grid of windows (SharedWindows); None: own windows
+        pair_ns = int(max(2 * window_s, SHARED_PAIR_S) * 1e9)
+        self._shared = SharedWindows(pair_ns, full_share) if shared_windows_wanted() else None
         self.clock = time.perf_counter_ns
         self.ids = itertools.count()
         self.events: Any = None  # the writer's deque, once started
@@ -421,9 +484,14 @@ class Session:
         """The switch itself, under the switch lock; ``on_main``: on the main thread (a scope exit),
         else on the window timer's (:meth:`switch_on_schedule`)."""
         t0 = self.clock()
+        mode = S.WINDOW_LIGHT if self._window_mode == S.WINDOW_FULL else S.WINDOW_FULL
+        if self._shared is not None and self.window_due_ns != _NEVER:  # windows under way: the grid's
+            mode = self._shared.mode_at(t0)
+            if mode == self._window_mode:  # due, but the grid kept this kind of window: look again later
+                self._schedule(mode, t0)
+                return
         if on_main:
             annotate.category_enter(self, categories.PROFILER)
-        mode = S.WINDOW_LIGHT if self._window_mode == S.WINDOW_FULL else S.WINDOW_FULL
         on = mode == S.WINDOW_FULL
         for col in list(self._togglers):  # a failing one is dropped while iterating
             try:
@@ -507,9 +575,14 @@ class Session:
         if not self._togglers:
             self.window_due_ns = self.long_op_ns = self.timer_due_ns = _NEVER
             return
-        length = self.window_length_ns(mode)
-        self.window_due_ns = now + length
-        self.timer_due_ns = now + int(length * (1 + TIMER_GRACE))
+        if self._shared is not None:
+            due = self._shared.next_change(now)
+            self.window_due_ns = due
+            self.timer_due_ns = due + int(TIMER_GRACE * self._shared.pair_ns / 2)
+        else:
+            length = self.window_length_ns(mode)
+            self.window_due_ns = now + length
+            self.timer_due_ns = now + int(length * (1 + TIMER_GRACE))
         if self._timer is None:  # the first window with a collector to switch
             self._start_window_timer()
         self.long_op_ns = min(_NEVER, int(LONG_OP_SHARE * self._window_ns[mode] * self._window_scale()))
@@ -524,6 +597,8 @@ class Session:
         on an H100, both ``train`` calls of an SB3 PPO run ran in light windows, their categories and GPU
         work never seen. Random lengths break that only over many calls; a run may have two.
         """
+        if self._shared is not None:  # the grid decides: a process of its own would leave it
+            return
         if self.long_ops.get(name_id) == self._window_mode and self.window_due_ns != _NEVER:
             self.switch_window()
 

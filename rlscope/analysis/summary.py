@@ -329,9 +329,10 @@ def _windows_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
                     o[key] = (o.get(key) or []) + w
     return {
         "switched": sorted({k for i in infos for k in i["switched"]}),
-        # of the processes whose collectors recorded anything: one that never ran a torch op (a
-        # torchrun agent) has no full window in effect, and says nothing of the others' share
-        "full_share": min(i["full_share"] for i in ([i for i in infos if i["switched"]] or infos)),
+        # the least of the processes that ran operations (else of those whose collectors recorded
+        # anything): a torchrun agent, with no operation and hardly a torch op, has almost no full
+        # window in effect, and says nothing of the ranks' share
+        "full_share": min(i["full_share"] for i in _sharing_processes(infos)),
         "cost_per_event_ns": infos[0]["cost_per_event_ns"],
         "uncertainty_s": sum(i["uncertainty_s"] ** 2 for i in infos) ** 0.5,
         "operations": ops,
@@ -357,3 +358,9 @@ def summarize_run(
     if correction.corrected:
         out["warnings"] += [f"overhead correction: {n}" for n in out["overhead"].get("notes", [])]
     return out
+
+
+def _sharing_processes(infos: list[dict]) -> list[dict]:
+    """The processes whose full-window share speaks for the run (see the summary's ``full_share``)."""
+    with_ops = [i for i in infos if i["switched"] and set(i.get("operations") or {}) - {UNANNOTATED}]
+    return with_ops or [i for i in infos if i["switched"]] or infos
