@@ -1,4 +1,8 @@
-"""The ``simulator`` CPU category for gymnasium environments, and auto-wrapping for ``rlscope run``."""
+"""The ``simulator`` CPU category for gymnasium environments, and auto-wrapping for ``rlscope run``.
+
+With automatic operations on (rlscope/runtime/auto_ops.py), a wrapped env's ``step``/``reset`` is
+also the ``simulation`` operation (the outermost one, when wrapped envs nest).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import functools
 from typing import Any
 
 from rlscope.annotate import simulator
+from rlscope.runtime import auto_ops
 
 _SIM = simulator()
 
@@ -46,12 +51,20 @@ def _wrapper_classes() -> tuple[type, type]:
         _rlscope_simulator = True
 
         def step(self, action: Any) -> Any:
-            with _SIM:
-                return self.env.step(action)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.step(action)
+            finally:
+                auto_ops.simulation_end(opened)
 
         def reset(self, **kwargs: Any) -> Any:
-            with _SIM:
-                return self.env.reset(**kwargs)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.reset(**kwargs)
+            finally:
+                auto_ops.simulation_end(opened)
 
     class SimulatorVectorWrapper(gym.vector.VectorWrapper):
         """Records vector ``step``/``reset`` as simulator time."""
@@ -59,11 +72,19 @@ def _wrapper_classes() -> tuple[type, type]:
         _rlscope_simulator = True
 
         def step(self, actions: Any) -> Any:
-            with _SIM:
-                return self.env.step(actions)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.step(actions)
+            finally:
+                auto_ops.simulation_end(opened)
 
         def reset(self, **kwargs: Any) -> Any:
-            with _SIM:
-                return self.env.reset(**kwargs)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.reset(**kwargs)
+            finally:
+                auto_ops.simulation_end(opened)
 
     return SimulatorWrapper, SimulatorVectorWrapper

@@ -114,6 +114,7 @@ class Session:
         windows: bool = True,
         window_s: float = 0.1,
         full_share: float = 0.5,
+        auto_ops: bool = False,
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
@@ -136,6 +137,7 @@ class Session:
             "windows": bool(windows),
             "window_s": window_s,
             "full_share": full_share,
+            "auto_ops": bool(auto_ops),
         }
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
         self.nvtx_pop: Any = None
@@ -299,6 +301,7 @@ class Session:
                 flush_interval=self.options["flush_interval"],
                 clock=self.clock,
                 events=scope_native.event_buffer() if self.scope_recorder == "native" else None,
+                auto_ids=annotate.auto_ids,
             )
         except OSError as e:
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
@@ -315,6 +318,10 @@ class Session:
         self.events.append((self.clock(), self.main_tid, S.SESSION_START, -1, speed, -1, 0))
         self._start_windows()
         self._bind_lean(scope_native)
+        if self.options["auto_ops"]:  # after the lean path is bound: they ask it for the ops open
+            from rlscope.runtime import auto_ops
+
+            auto_ops.start(self)
         from rlscope.overhead.validate import twin
 
         self._turn = twin.current()
@@ -511,6 +518,10 @@ class Session:
         # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
         end_ns = self.clock()
         self.window_due_ns = self.long_op_ns = _NEVER
+        if self.options["auto_ops"]:  # no automatic boundary after this; what is open closes below
+            from rlscope.runtime import auto_ops
+
+            auto_ops.stop()
         for col in reversed(self._collectors):
             try:
                 col.stop()
@@ -634,7 +645,9 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     ``windows`` (default True: switch backend-op recording and GPU tracing off in every other
     window of ``window_s`` seconds on average, default 0.1, so their cost is measured in this very
     run; ``full_share``, default 0.5, is the share of the time they are on;
-    rlscope/overhead/correct/windows.py).
+    rlscope/overhead/correct/windows.py), ``auto_ops`` (default False; on under ``rlscope run``:
+    record ``simulation``, ``inference`` and ``backprop`` and the library adapters' phases in code
+    without scopes, rlscope/runtime/auto_ops.py, docs/automatic-operations.md).
     """
     mode = os.environ.get("RLSCOPE_MODE")  # a run of `rlscope validate`: off | timers | profile
     if mode:

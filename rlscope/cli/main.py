@@ -116,6 +116,12 @@ def run(argv: list[str]) -> int:
     )
     p.add_argument("--no-backend", action="store_true", help="do not record time inside torch ops")
     p.add_argument(
+        "--no-auto-ops",
+        action="store_true",
+        help="do not find simulation, inference and backprop (and the rollout/update phases of"
+        " stable-baselines3, TorchRL, RLlib) in the program on their own; only its own scopes count",
+    )
+    p.add_argument(
         "--flush-interval",
         type=float,
         default=1.0,
@@ -135,6 +141,7 @@ def run(argv: list[str]) -> int:
         "flush_interval": args.flush_interval,
         "backend": not args.no_backend,
         "gpu": False if args.gpu == "off" else args.gpu,
+        "auto_ops": not args.no_auto_ops,
     }
     if not (BOOT_DIR / "sitecustomize.py").is_file():
         raise RLScopeError(f"{BOOT_DIR / 'sitecustomize.py'} is missing: reinstall rlscope")
