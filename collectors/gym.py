@@ -32,6 +32,25 @@ def wrap_env(env: Any) -> Any:
     raise TypeError(f"rlscope.wrap_env expects a gymnasium Env or VectorEnv, got {type(env).__name__}")
 
 
+def patch_gymnasium(gym: Any) -> None:
+    """Make ``gymnasium.make``/``make_vec`` return simulator-wrapped envs (``rlscope run``, and the
+    Ray workers of RLlib's env runners, rlscope/runtime/adapters/rllib.py)."""
+    if getattr(gym, "_rlscope_patched", False):
+        return
+    for attr in ("make", "make_vec"):
+        original = getattr(gym, attr, None)
+        if original is None:
+            continue
+
+        def patched(*args: Any, __orig: Any = original, **kwargs: Any) -> Any:
+            return wrap_env(__orig(*args, **kwargs))
+
+        patched.__wrapped__ = original  # type: ignore[attr-defined]
+        patched.__doc__ = original.__doc__
+        setattr(gym, attr, patched)
+    gym._rlscope_patched = True
+
+
 def _is_wrapped(env: Any) -> bool:
     while env is not None:
         if getattr(env, "_rlscope_simulator", False):

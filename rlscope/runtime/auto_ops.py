@@ -50,6 +50,9 @@ UPDATE = "update"
 _on = False  # a session with automatic operations is running in this process
 _session: Any = None
 _torch_handles: list[Any] = []  # what _install_torch put on, for _uninstall_torch
+# module classes whose call starts a library's ``update`` phase, ended by the next optimizer step
+# (TorchRL's loss modules: rlscope/runtime/adapters/torchrl.py)
+_update_modules: tuple[type, ...] = ()
 
 
 class _Thread(threading.local):
@@ -63,6 +66,7 @@ class _Thread(threading.local):
         self.per_call = False  # the inference is one module call's (autograd off globally)
         self.update: tuple[Any, int] | None = None
         self.sim: tuple[Any, int] | None = None
+        self.update_phase: _Phase | None = None  # an update phase a loss module's call opened
         self.late: list[tuple[Any, int]] = []  # ended while a user's scope inside them was open
 
 
@@ -130,6 +134,7 @@ def simulation_begin() -> bool:
     if t.update is not None:  # nor an update: acting with autograd on opened it
         _close(t, t.update)
         t.update = None
+    _end_update_phase(t)
     t.sim = _open(SIMULATION)
     return True
 
@@ -170,12 +175,28 @@ def _like(wrapper: Any, fn: Any) -> Any:
 # -- torch: module calls, grad-disabled blocks, optimizer steps -----------------------------------
 
 
-def _outer_call(t: _Thread, torch: Any) -> None:
+def update_phase_starts_at(cls: type) -> None:
+    """A call of a ``cls`` module (at the outermost level) opens the ``update`` phase, which the
+    next optimizer step ends (a library's loss modules)."""
+    global _update_modules
+    if cls not in _update_modules:
+        _update_modules = (*_update_modules, cls)
+
+
+def _end_update_phase(t: _Thread) -> None:
+    if t.update_phase is not None:
+        ph, t.update_phase = t.update_phase, None
+        ph.__exit__(None, None, None)
+
+
+def _outer_call(t: _Thread, torch: Any, module: Any) -> None:
     """The first of a module call's hooks at the outermost level: inference or backprop starts."""
     if t.late:
         _close_late(t)
     if t.sim is not None:  # a model inside the simulator is the simulator's
         return
+    if _update_modules and t.update_phase is None and isinstance(module, _update_modules):
+        t.update_phase = phase(UPDATE).__enter__()
     if torch.is_grad_enabled():
         if t.update is None and t.inference is None:
             t.update = _open(BACKPROP)
@@ -198,7 +219,7 @@ def _install_torch(torch: Any) -> None:
         t = _tls
         t.calls += 1
         if t.calls == 1 and _on and not compiling():
-            _outer_call(t, torch)
+            _outer_call(t, torch, module)
 
     def post_hook(module: Any, args: Any, output: Any) -> None:
         t = _tls
@@ -215,6 +236,7 @@ def _install_torch(torch: Any) -> None:
             upd, t.update = t.update, None
             if _on:
                 _close(t, upd)
+        _end_update_phase(t)
 
     _torch_handles.append(nn_module.register_module_forward_pre_hook(pre_hook))
     _torch_handles.append(nn_module.register_module_forward_hook(post_hook, always_call=True))
@@ -282,7 +304,7 @@ def stop() -> None:
     _imports.cancel("torch", _install_torch)
     _uninstall_torch()
     t = _tls
-    t.inference = t.update = t.sim = None
+    t.inference = t.update = t.sim = t.update_phase = None
     t.per_call = False
     t.late = []
     _session = None
