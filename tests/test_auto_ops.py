@@ -128,14 +128,16 @@ def test_off_by_default_in_profile(tmp_path):
 
 
 def test_hooks_come_off_at_stop(tmp_path):
-    from torch.nn.modules import module as nn_module
+    from torch.optim import optimizer
 
-    before = (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks))
+    call, hooks = torch.nn.Module.__call__, len(optimizer._global_optimizer_post_hooks)
     session, clock = _session(tmp_path, auto_ops=True)
     with session:
         _loop(clock, 1, 1)
         assert getattr(torch.no_grad.__enter__, "_rlscope_auto", False)
-    assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == before
+        assert torch.nn.Module.__call__ is not call
+    assert torch.nn.Module.__call__ is call
+    assert len(optimizer._global_optimizer_post_hooks) == hooks
     assert not getattr(torch.no_grad.__enter__, "_rlscope_auto", False)
     assert not getattr(torch.inference_mode.__exit__, "_rlscope_auto", False)
 
