@@ -1,4 +1,8 @@
-"""The ``simulator`` CPU category for gymnasium environments, and auto-wrapping for ``rlscope run``."""
+"""The ``simulator`` CPU category for gymnasium environments, and auto-wrapping for ``rlscope run``.
+
+With automatic operations on (rlscope/runtime/auto_ops.py), a wrapped env's ``step``/``reset`` is
+also the ``simulation`` operation (the outermost one, when wrapped envs nest).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import functools
 from typing import Any
 
 from rlscope.annotate import simulator
+from rlscope.runtime import auto_ops
 
 _SIM = simulator()
 
@@ -27,6 +32,25 @@ def wrap_env(env: Any) -> Any:
     raise TypeError(f"rlscope.wrap_env expects a gymnasium Env or VectorEnv, got {type(env).__name__}")
 
 
+def patch_gymnasium(gym: Any) -> None:
+    """Make ``gymnasium.make``/``make_vec`` return simulator-wrapped envs (``rlscope run``, and the
+    Ray workers of RLlib's env runners, rlscope/runtime/adapters/rllib.py)."""
+    if getattr(gym, "_rlscope_patched", False):
+        return
+    for attr in ("make", "make_vec"):
+        original = getattr(gym, attr, None)
+        if original is None:
+            continue
+
+        def patched(*args: Any, __orig: Any = original, **kwargs: Any) -> Any:
+            return wrap_env(__orig(*args, **kwargs))
+
+        patched.__wrapped__ = original  # type: ignore[attr-defined]
+        patched.__doc__ = original.__doc__
+        setattr(gym, attr, patched)
+    gym._rlscope_patched = True
+
+
 def _is_wrapped(env: Any) -> bool:
     while env is not None:
         if getattr(env, "_rlscope_simulator", False):
@@ -46,12 +70,20 @@ def _wrapper_classes() -> tuple[type, type]:
         _rlscope_simulator = True
 
         def step(self, action: Any) -> Any:
-            with _SIM:
-                return self.env.step(action)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.step(action)
+            finally:
+                auto_ops.simulation_end(opened)
 
         def reset(self, **kwargs: Any) -> Any:
-            with _SIM:
-                return self.env.reset(**kwargs)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.reset(**kwargs)
+            finally:
+                auto_ops.simulation_end(opened)
 
     class SimulatorVectorWrapper(gym.vector.VectorWrapper):
         """Records vector ``step``/``reset`` as simulator time."""
@@ -59,11 +91,19 @@ def _wrapper_classes() -> tuple[type, type]:
         _rlscope_simulator = True
 
         def step(self, actions: Any) -> Any:
-            with _SIM:
-                return self.env.step(actions)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.step(actions)
+            finally:
+                auto_ops.simulation_end(opened)
 
         def reset(self, **kwargs: Any) -> Any:
-            with _SIM:
-                return self.env.reset(**kwargs)
+            opened = auto_ops.simulation_begin()
+            try:
+                with _SIM:
+                    return self.env.reset(**kwargs)
+            finally:
+                auto_ops.simulation_end(opened)
 
     return SimulatorWrapper, SimulatorVectorWrapper

@@ -1291,6 +1291,15 @@ static PyObject *install(PyObject *mod, PyObject *args) {
 
 static PyObject *abi_version(PyObject *mod, PyObject *unused) { return PyLong_FromLong(ABI_VERSION); }
 
+/* How many operations are open on this thread under the bound session (-1: none bound): automatic
+ * operations (rlscope/runtime/auto_ops.py) close only when none opened inside them is still open. */
+static PyObject *op_depth(PyObject *mod, PyObject *unused) {
+    if (B.session == NULL) return PyLong_FromLong(-1);
+    LeanThread *t = lean_thread();
+    if (t == NULL) return NULL;
+    return PyLong_FromSsize_t(t->depth);
+}
+
 static PyObject *lean_structs(PyObject *mod, PyObject *unused) {
     Py_ssize_t n = 0;
     for (LeanThread *t = lean_threads; t != NULL; t = t->next) n++;
@@ -1387,6 +1396,7 @@ static PyMethodDef module_methods[] = {
     {"exits", exits, METH_NOARGS, "scope exits so far on the lean and timer paths (rlscope/overhead/validate/twin.py)"},
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
     {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
+    {"op_depth", op_depth, METH_NOARGS, "operations open on this thread under the bound session (-1: none)"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
     {"bind", bind, METH_VARARGS, "a session's boundaries take the lean path; returns its Ids"},

@@ -32,18 +32,26 @@ _lean_session: Session | None = None
 _names: list[str] = []
 _name_ids: dict[str, int] = {}
 _names_lock = threading.Lock()
+# Names of automatic operations and phases (rlscope/runtime/auto_ops.py, the library adapters): their
+# own ids, apart from a user scope of the same name, flagged in names.arrows' ``auto`` column
+_auto_name_ids: dict[str, int] = {}
+auto_ids: set[int] = set()
 
 
-def intern(name: str) -> int:
-    """Id of ``name`` in the process's name table, adding it on first use."""
-    i = _name_ids.get(name)
+def intern(name: str, auto: bool = False) -> int:
+    """Id of ``name`` in the process's name table, adding it on first use; ``auto``: the name of
+    an automatic operation or phase, a different id from a user scope's ``name``."""
+    ids = _auto_name_ids if auto else _name_ids
+    i = ids.get(name)
     if i is None:
         with _names_lock:
-            i = _name_ids.get(name)
+            i = ids.get(name)
             if i is None:
                 i = len(_names)
                 _names.append(name)
-                _name_ids[name] = i
+                ids[name] = i
+                if auto:
+                    auto_ids.add(i)
     return i
 
 
@@ -89,9 +97,9 @@ class _Scope:
 
     __slots__ = ("_begin", "name", "name_id")
 
-    def __init__(self, name: str, begin_kind: int) -> None:
+    def __init__(self, name: str, begin_kind: int, auto: bool = False) -> None:
         self.name = name
-        self.name_id = intern(name)
+        self.name_id = intern(name, auto)
         self._begin = begin_kind
 
     def __enter__(self) -> _Scope:
@@ -257,6 +265,18 @@ def phase(name: str) -> _Scope:
             raise TypeError(f"rlscope.phase needs a non-empty str name, got {name!r}")
         ph = _phases.setdefault(name, _Scope(name, S.PHASE_BEGIN))
     return ph
+
+
+_auto: dict[tuple[str, int], _Scope] = {}
+
+
+def auto_scope(name: str, kind: int = S.OP_BEGIN) -> _Scope:
+    """An automatic operation (``kind`` OP_BEGIN) or phase (PHASE_BEGIN): recorded as a scope or
+    phase is, under a name id of its own that the trace marks as automatic (rlscope/runtime/auto_ops.py)."""
+    sc = _auto.get((name, kind))
+    if sc is None:
+        sc = _auto.setdefault((name, kind), _Scope(name, kind, auto=True))
+    return sc
 
 
 _SIMULATOR = _Category(categories.SIMULATOR)

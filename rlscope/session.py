@@ -173,6 +173,7 @@ class Session:
         windows: bool = True,
         window_s: float = 0.1,
         full_share: float = 0.5,
+        auto_ops: bool = False,
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
@@ -195,6 +196,7 @@ class Session:
             "windows": bool(windows),
             "window_s": window_s,
             "full_share": full_share,
+            "auto_ops": bool(auto_ops),
         }
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
         self.nvtx_pop: Any = None
@@ -369,6 +371,7 @@ class Session:
                 flush_interval=self.options["flush_interval"],
                 clock=self.clock,
                 events=scope_native.event_buffer() if self.scope_recorder == "native" else None,
+                auto_ids=annotate.auto_ids,
             )
         except OSError as e:
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
@@ -386,6 +389,10 @@ class Session:
         self._main_state = self.thread_state()
         self._start_windows()
         self._bind_lean(scope_native)
+        if self.options["auto_ops"]:  # after the lean path is bound: they ask it for the ops open
+            from rlscope.runtime import auto_ops
+
+            auto_ops.start(self)
         self._turn = hooks.current_turn()
         if self._turn is not None and torch_before:
             self._turn.add_points(self)
@@ -670,6 +677,10 @@ class Session:
         end_ns = self.clock()
         self.window_due_ns = self.long_op_ns = self.timer_due_ns = _NEVER
         self._stop_window_timer()
+        if self.options["auto_ops"]:  # no automatic boundary after this; what is open closes below
+            from rlscope.runtime import auto_ops
+
+            auto_ops.stop()
         for col in reversed(self._collectors):
             try:
                 col.stop()
@@ -795,7 +806,9 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     ``windows`` (default True: switch backend-op recording and GPU tracing off in every other
     window of ``window_s`` seconds on average, default 0.1, so their cost is measured in this very
     run; ``full_share``, default 0.5, is the share of the time they are on;
-    rlscope/overhead/correct/windows.py).
+    rlscope/overhead/correct/windows.py), ``auto_ops`` (default False; on under ``rlscope run``:
+    record ``simulation``, ``inference`` and ``backprop`` and the library adapters' phases in code
+    without scopes, rlscope/runtime/auto_ops.py, docs/automatic-operations.md).
     """
     mode = os.environ.get(hooks.MODE_ENV)  # a run of `rlscope validate`: off | timers | profile
     factory = hooks.mode_session() if mode else None

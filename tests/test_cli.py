@@ -56,7 +56,10 @@ def test_rlscope_run_unmodified_script(tmp_path):
     assert a.returncode == 0, a.stderr
     s = json.loads(out.read_text())
     assert s["categories"]["simulator"] > 0  # gymnasium.make / make_vec envs were auto-wrapped
-    assert s["unannotated_categories"]["simulator"] == s["categories"]["simulator"]
+    # their steps are the automatic simulation operation (docs/automatic-operations.md)
+    sim = s["operations"]["simulation (auto)"]
+    assert sim["auto"] and sim["categories"]["simulator"] == pytest.approx(s["categories"]["simulator"])
+    assert "simulator" not in s["unannotated_categories"]
 
 
 def test_a_program_that_profiles_itself_runs_under_rlscope_run(tmp_path):

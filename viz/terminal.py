@@ -372,7 +372,7 @@ def render_summary(
 
     ops = summary.get("operations") or {}
     if not ops:
-        console.print(Text("no operations recorded: all time is unannotated", style="dim"))
+        console.print(Text(summary.get("hint") or "no operations recorded: all time is unannotated", "dim"))
 
     wall = float(summary.get("wall_s", 0.0))
     excl_sum = sum(float(op.get("exclusive_s", 0.0)) for op in ops.values()) + float(

@@ -28,6 +28,7 @@ with two changes, both measured on this file (CPU, seeds 1-8, 200k steps):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import random
@@ -47,6 +48,19 @@ ENV_ID = "CartPole-v1"
 SOLVED_RETURN = 475.0  # CartPole-v1's reward threshold
 RUNNING_WINDOW = 20  # episodes in the running mean that defines final_mean_return / steps_to_475
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes use env seeds the training envs never see
+# False: the loop runs with no rlscope annotation at all (``--no-scopes``), as an unmodified program
+# that ``rlscope run`` finds the operations of on its own (benchmarks/auto_ops.py compares the two)
+ANNOTATE = True
+
+
+def scope(name: str) -> Any:
+    """``rlscope.scope(name)``, or nothing with ``ANNOTATE`` off."""
+    return rlscope.scope(name) if ANNOTATE else contextlib.nullcontext()
+
+
+def phase(name: str) -> Any:
+    """``rlscope.phase(name)``, or nothing with ``ANNOTATE`` off."""
+    return rlscope.phase(name) if ANNOTATE else contextlib.nullcontext()
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
@@ -129,10 +143,10 @@ def evaluate(agent: Agent, episodes: int, seed: int, device: torch.device) -> li
         obs, _ = env.reset(seed=seed + EVAL_SEED_OFFSET + ep)
         done, ep_return = False, 0.0
         while not done:
-            with rlscope.scope("inference"), torch.no_grad():
+            with scope("inference"), torch.no_grad():
                 logits = agent.actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
                 action = int(logits.argmax())
-            with rlscope.scope("simulation"):
+            with scope("simulation"):
                 obs, reward, terminated, truncated, _ = env.step(action)
             ep_return += float(reward)
             done = terminated or truncated
@@ -195,25 +209,26 @@ def collect_rollout(
         buf.obs[step] = next_obs
         buf.dones[step] = next_done
 
-        with rlscope.scope("inference"), torch.no_grad():
+        with scope("inference"), torch.no_grad():
             action, logprob, _, value = agent.get_action_and_value(next_obs)
             buf.values[step] = value.flatten()
         buf.actions[step] = action
         buf.logprobs[step] = logprob
 
-        with rlscope.scope("simulation"):
-            next_obs_np, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
-            next_done_np = np.logical_or(terminations, truncations)
-            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
-            next_done = torch.as_tensor(next_done_np, dtype=torch.float32, device=dev)
-            buf.rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=dev)
+        action_np = action.cpu().numpy()
+        with scope("simulation"):  # the env step alone, as rlscope's automatic simulation
+            next_obs_np, reward, terminations, truncations, infos = envs.step(action_np)
+        next_done_np = np.logical_or(terminations, truncations)
+        next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
+        next_done = torch.as_tensor(next_done_np, dtype=torch.float32, device=dev)
+        buf.rewards[step] = torch.as_tensor(reward, dtype=torch.float32, device=dev)
 
         # An episode cut by the time limit did not end: bootstrap its last reward with the value of
         # the state it was cut at, so the critic does not learn that step 500 is terminal (CleanRL
         # treats truncation as termination; see the module docstring).
         timeouts = np.flatnonzero(truncations & ~terminations)
         if bootstrap_truncated and timeouts.size:
-            with rlscope.scope("inference"), torch.no_grad():
+            with scope("inference"), torch.no_grad():
                 final_obs = np.stack(infos["final_obs"][timeouts])
                 final_values = agent.get_value(torch.as_tensor(final_obs, device=dev).float())
                 buf.rewards[step, timeouts] += gamma * final_values.flatten()
@@ -237,8 +252,11 @@ def compute_advantages(
     """Generalized advantage estimation, bootstrapping from the value of the last observation;
     returns (advantages, returns)."""
     num_steps = buf.obs.shape[0]
-    with rlscope.scope("compute_advantages"), torch.no_grad():
+    # the value call is inference and the recursion is not: each in a block of its own, as rlscope's
+    # automatic operations tell them apart (docs/automatic-operations.md)
+    with scope("inference"), torch.no_grad():
         next_value = agent.get_value(next_obs).reshape(1, -1)
+    with scope("compute_advantages"), torch.no_grad():
         advantages = torch.zeros_like(buf.rewards)
         lastgaelam = 0
         for t in reversed(range(num_steps)):
@@ -363,7 +381,7 @@ def train(
 
         global_step = 0
         start = time.perf_counter()
-        with rlscope.phase("training"):
+        with phase("training"):
             next_obs_np, _ = envs.reset(seed=seed)
             next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=dev)
             next_done = torch.zeros(num_envs, device=dev)
@@ -396,7 +414,7 @@ def train(
                     rng.shuffle(b_inds)
                     for start_i in range(0, batch_size, minibatch_size):
                         mb_inds = b_inds[start_i : start_i + minibatch_size]
-                        with rlscope.scope("backprop"):
+                        with scope("backprop"):
                             _, newlogprob, entropy, newvalue = agent.get_action_and_value(
                                 b_obs[mb_inds], b_actions.long()[mb_inds]
                             )
@@ -448,7 +466,7 @@ def train(
 
         eval_returns: list[float] = []
         if eval_episodes > 0:
-            with rlscope.phase("evaluation"):
+            with phase("evaluation"):
                 eval_returns = evaluate(agent, eval_episodes, seed, dev)
     finally:
         envs.close()
@@ -489,7 +507,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--eval-episodes", type=int, default=5)
     p.add_argument("--json", default=None, metavar="FILE", help="write the result dict as JSON")
     p.add_argument("--quiet", action="store_true", help="no per-iteration log")
+    p.add_argument(
+        "--no-scopes",
+        action="store_true",
+        help="run with no rlscope annotation (for `rlscope run`'s automatic operations)",
+    )
     args = p.parse_args(argv)
+    global ANNOTATE
+    ANNOTATE = not args.no_scopes
 
     kwargs: dict[str, Any] = {
         "total_timesteps": args.total_timesteps,

@@ -14,6 +14,7 @@ from rlscope.analysis import roles
 from rlscope.analysis.breakdown import EXCLUSIVE, TOTAL, UNANNOTATED, ProcessBreakdown
 from rlscope.overhead.correct.plan import CorrectionPlan
 from rlscope.trace.reader import TraceHeader, clock_offset
+from rlscope.trace.schema import is_auto
 
 SUMMARY_SCHEMA = "rlscope.summary/1"
 
@@ -89,9 +90,11 @@ def _fill_operations(
 
 
 def _finish(ops: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Plain dicts, sorted by total time, categories sorted by code order."""
+    """Plain dicts, sorted by total time, categories sorted by code order; ``auto``: an automatic
+    operation (rlscope/runtime/auto_ops.py), its name labelled ``inference (auto)``."""
     out = {}
     for name, e in sorted(ops.items(), key=lambda kv: -kv[1]["total_s"]):
+        e["auto"] = is_auto(name)
         e["categories"] = dict(sorted(e["categories"].items(), key=lambda kv: -kv[1]))
         e["gpu_categories"] = dict(sorted(e["gpu_categories"].items(), key=lambda kv: -kv[1]))
         e["noise_s"] = _noise_entry(e.pop("noise"), set(e["gpu_categories"]))
@@ -239,7 +242,35 @@ def summarize(
     out["uncertainty_s"] = out["overhead"].get("uncertainty_s", 0.0)
     out["clock_alignment"] = roles.clock_alignment(trace)
     out["warnings"] = list(trace.warnings) + _unlaunched_warnings(raw if raw is not None else breakdowns)
+    out["hint"] = no_operations_hint(trace) if not out["operations"] else ""
     return out
+
+
+def _auto_ops_on(trace: TraceHeader) -> bool:
+    """Whether any process recorded with automatic operations on (its session's options)."""
+    import json
+
+    for p in trace.processes:
+        try:
+            if json.loads(p.metadata.get("options", "{}") or "{}").get("auto_ops"):
+                return True
+        except (ValueError, AttributeError):
+            continue
+    return False
+
+
+def no_operations_hint(trace: TraceHeader) -> str:
+    """One line for a run with no operation at all: how to get some (the renderers print it)."""
+    scope = 'wrap the loop\'s parts in `with rlscope.scope("inference"):` (and "simulation", "backprop")'
+    if _auto_ops_on(trace):
+        return (
+            "no operations recorded: none of gymnasium/stable-baselines3 env steps, torch module calls"
+            f" or optimizer steps ran; {scope} to attribute the time"
+        )
+    return (
+        f"no operations recorded: {scope}, or profile with `rlscope run -- python train.py`, which finds"
+        " simulation, inference and backprop in PyTorch code on its own"
+    )
 
 
 UNLAUNCHED_WARN_SHARE = 0.01  # a kernel or two in flight at the session's start is normal

@@ -100,6 +100,12 @@ def run(argv: list[str]) -> int:
     options.trace_dir_out(p, "rlscope-trace")
     options.gpu(p)
     options.no_backend(p)
+    p.add_argument(
+        "--no-auto-ops",
+        action="store_true",
+        help="do not find simulation, inference and backprop (and the rollout/update phases of"
+        " stable-baselines3, TorchRL, RLlib) in the program on their own; only its own scopes count",
+    )
     options.seconds(
         p, "--flush-interval", 1.0, "how often each process writes its events to the trace (default 1)"
     )
@@ -116,6 +122,7 @@ def run(argv: list[str]) -> int:
         "flush_interval": args.flush_interval,
         "backend": not args.no_backend,
         "gpu": False if args.gpu == "off" else args.gpu,
+        "auto_ops": not args.no_auto_ops,
     }
     if not (BOOT_DIR / "sitecustomize.py").is_file():
         raise RLScopeError(f"{BOOT_DIR / 'sitecustomize.py'} is missing: reinstall rlscope")

@@ -23,32 +23,13 @@ import warnings
 from typing import Any
 
 from rlscope._imports import when_imported
+from rlscope.collectors.gym import patch_gymnasium
 from rlscope.session import RUN_OPTIONS_ENV as OPTIONS_ENV
 from rlscope.session import RUN_TRACE_DIR_ENV as TRACE_DIR_ENV
 
 # "<pid> <trace dir>" of the run's first profiled process; the processes it starts inherit it
 ROOT_ENV = "RLSCOPE_RUN_ROOT"
 STARTUP_PHASE = "startup"
-
-
-def patch_gymnasium(gym: Any) -> None:
-    """Make ``gymnasium.make``/``make_vec`` return simulator-wrapped envs."""
-    from rlscope.collectors.gym import wrap_env
-
-    if getattr(gym, "_rlscope_patched", False):
-        return
-    for attr in ("make", "make_vec"):
-        original = getattr(gym, attr, None)
-        if original is None:
-            continue
-
-        def patched(*args: Any, __orig: Any = original, **kwargs: Any) -> Any:
-            return wrap_env(__orig(*args, **kwargs))
-
-        patched.__wrapped__ = original  # type: ignore[attr-defined]
-        patched.__doc__ = original.__doc__
-        setattr(gym, attr, patched)
-    gym._rlscope_patched = True
 
 
 def is_multiprocessing_helper() -> bool:

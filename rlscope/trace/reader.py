@@ -198,15 +198,24 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
 
 
 def _read_names(path: Path, warnings: list[str]) -> list[str]:
-    """The process's names by id; unreadable names are a warning (operations then show as ids)."""
+    """The process's names by id; unreadable names are a warning (operations then show as ids).
+
+    Automatic operations and phases (names.arrows' ``auto`` column) come labelled
+    (``inference (auto)``, schema.auto_label): every output shows them as such, and a user's scope
+    of the same name stays apart from them."""
     try:
-        names_table, _, name_warnings = _read_stream(path / S.NAMES_FILE, ["id", "name"])
+        names_table, _, name_warnings = _read_stream(
+            path / S.NAMES_FILE, ["id", "name"], optional=[S.NAMES_AUTO_COLUMN]
+        )
     except TraceError as e:
         warnings.append(f"{e}; operation names will show as ids")
         return []
     warnings += name_warnings
     ids = names_table.column("id").to_pylist()
     values = names_table.column("name").to_pylist()
+    if S.NAMES_AUTO_COLUMN in names_table.column_names:
+        auto = names_table.column(S.NAMES_AUTO_COLUMN).to_pylist()
+        values = [S.auto_label(n) if a else n for n, a in zip(values, auto, strict=True)]
     names = [f"<unknown name {i}>" for i in range(max(ids, default=-1) + 1)]
     for i, n in zip(ids, values, strict=True):
         names[i] = n

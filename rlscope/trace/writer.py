@@ -14,7 +14,7 @@ import itertools
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,9 +142,11 @@ class TraceWriter:
         flush_interval: float = 1.0,
         clock: Callable[[], int] = time.perf_counter_ns,
         events: Any = None,
+        auto_ids: Collection[int] = frozenset(),
     ) -> None:
         """``events``: the queue the session appends to: a deque (default), or the native
-        ``EventBuffer`` (collectors/scope_native.c), drained as one int64 array."""
+        ``EventBuffer`` (collectors/scope_native.c), drained as one int64 array. ``auto_ids``: the
+        ids of ``names`` that name automatic operations or phases (annotate.auto_ids)."""
         # the directory appears whole: its files are made in a hidden one renamed into place, so a
         # process killed while its session starts (a pool worker its pool ends at once) leaves no
         # half-made process directory behind (a process's next session reuses its directory)
@@ -160,9 +162,10 @@ class TraceWriter:
             self.events.reserve_ahead(AHEAD_MIN_ROWS)
         self._names = names  # the process-wide interning table (append-only)
         self._names_written = 0
+        self._auto_ids = auto_ids
         events_schema = schema.events_schema(metadata, cost=self._native)
         self._events_file = StreamFile(made / schema.EVENTS_FILE, events_schema)
-        self._names_file = StreamFile(made / schema.NAMES_FILE, schema.names_schema())
+        self._names_file = StreamFile(made / schema.NAMES_FILE, schema.names_schema(auto=True))
         if made != process_dir:
             made.rename(process_dir)
             self._events_file.path = process_dir / schema.EVENTS_FILE
@@ -236,7 +239,8 @@ class TraceWriter:
                 ahead = 2 * want
             n_names = len(self._names)
             if n_names > self._names_written:
-                new = [(i, self._names[i]) for i in range(self._names_written, n_names)]
+                auto = self._auto_ids
+                new = [(i, self._names[i], int(i in auto)) for i in range(self._names_written, n_names)]
                 self._names_file.write_rows(new)
                 self._names_written = n_names
             self._events_file.write_rows(rows)

@@ -1,0 +1,48 @@
+"""TorchRL: a collector's ``rollout`` is the ``rollout`` phase; a loss module's call opens the
+``update`` phase, which the next optimizer step ends; an env's ``step``/``reset``/
+``step_and_maybe_reset`` is ``simulation`` (the outermost call).
+
+The policy's forward inside the collector runs with autograd off (the collector's own
+``torch.no_grad()``), so the generic ``inference`` finds it; the loss module's forward is the first
+grad-enabled module call of the update, so ``backprop`` starts with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from rlscope.runtime import auto_ops
+
+ENV_METHODS = ("step", "reset", "step_and_maybe_reset")
+
+
+def _class(path: str, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(path), name, None)
+    except ImportError:
+        return None
+
+
+def _subclasses(cls: type) -> list[type]:
+    out, todo = [], [cls]
+    while todo:
+        c = todo.pop()
+        out.append(c)
+        todo.extend(c.__subclasses__())
+    return out
+
+
+def apply(torchrl: Any) -> None:
+    env_base = _class("torchrl.envs.common", "EnvBase")
+    if env_base is not None:
+        for cls in _subclasses(env_base):
+            for method in ENV_METHODS:
+                auto_ops.patch(cls, method, auto_ops.simulation)
+    collector = _class("torchrl.collectors", "DataCollectorBase")
+    if collector is not None:
+        for cls in _subclasses(collector):
+            auto_ops.patch(cls, "rollout", lambda fn: auto_ops.in_phase(auto_ops.ROLLOUT, fn))
+    loss = _class("torchrl.objectives.common", "LossModule")
+    if loss is not None:
+        auto_ops.update_phase_starts_at(loss)

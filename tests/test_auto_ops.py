@@ -1,0 +1,299 @@
+"""Automatic operations (rlscope/runtime/auto_ops.py) against ground truth on a fake clock.
+
+Fake modules, envs and optimizers advance the clock by known amounts inside the blocks the
+operations are defined by; the raw analysis must give exactly those times.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import rlscope
+from rlscope.analysis import analyze
+from rlscope.trace import schema as S
+from tests.conftest import FakeClock
+
+torch = pytest.importorskip("torch")
+gym = pytest.importorskip("gymnasium")
+
+FWD = 7_000  # a module's forward
+BEFORE = 500  # in a no_grad block before its first module call (left out of inference)
+SAMPLE = 2_000  # in the block after the forward: action sampling (inside inference)
+STEP_ENV = 11_000  # an env step
+GLUE = 3_000  # the loop's own code between the blocks (unannotated)
+LOSS = 4_000  # loss and backward between the forward and the optimizer step
+OPT = 5_000  # inside optimizer.step
+
+
+class ClockNet(torch.nn.Module):
+    """A forward that takes FWD ns of the fake clock (a submodule call inside: nesting)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.lin = torch.nn.Linear(2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.advance(FWD)
+        return self.lin(x)
+
+
+class ClockEnv(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def step(self, action):
+        self.clock.advance(STEP_ENV)
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+    def reset(self, *, seed=None, options=None):
+        self.clock.advance(STEP_ENV)
+        return self.observation_space.sample(), {}
+
+
+def _optimizer(params, clock: FakeClock) -> torch.optim.Optimizer:
+    class ClockSGD(torch.optim.SGD):
+        def step(self, closure=None):
+            clock.advance(OPT)
+            return super().step(closure)
+
+    return ClockSGD(params, lr=0.01)
+
+
+def _session(tmp_path, **options):
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, windows=False, **options)
+    session.clock = clock
+    return session, clock
+
+
+def _ops(session) -> dict:
+    return analyze(session.trace_dir, correct=False).summary["operations"]
+
+
+def _loop(clock: FakeClock, iters: int, updates: int, user_scope: str | None = None) -> None:
+    net = ClockNet(clock)
+    opt = _optimizer(net.parameters(), clock)
+    env = rlscope.wrap_env(ClockEnv(clock))
+    env.reset()
+    x = torch.ones(2)
+    for _ in range(iters):
+        with torch.no_grad():
+            clock.advance(BEFORE)
+            net(x)
+            clock.advance(SAMPLE)
+        clock.advance(GLUE)
+        env.step(0)
+        clock.advance(GLUE)
+    for _ in range(updates):
+        loss = net(x).sum()
+        clock.advance(LOSS)
+        opt.zero_grad()
+        loss.backward()
+        if user_scope:
+            with rlscope.scope(user_scope):
+                opt.step()
+        else:
+            opt.step()
+        clock.advance(GLUE)
+
+
+def test_operations_match_the_known_times(tmp_path):
+    session, clock = _session(tmp_path, auto_ops=True)
+    iters, updates = 20, 6
+    with session:
+        _loop(clock, iters, updates)
+    ops = _ops(session)
+    inf, sim, bp = ops["inference (auto)"], ops["simulation (auto)"], ops["backprop (auto)"]
+    assert inf["calls"] == iters and inf["auto"]
+    assert inf["total_s"] == pytest.approx(iters * (FWD + SAMPLE) * 1e-9, rel=1e-9)
+    assert sim["calls"] == iters + 1  # and the reset
+    assert sim["total_s"] == pytest.approx((iters + 1) * STEP_ENV * 1e-9, rel=1e-9)
+    assert bp["calls"] == updates
+    assert bp["total_s"] == pytest.approx(updates * (FWD + LOSS + OPT) * 1e-9, rel=1e-9)
+    assert set(ops) == {"inference (auto)", "simulation (auto)", "backprop (auto)"}
+
+
+def test_off_by_default_in_profile(tmp_path):
+    session, clock = _session(tmp_path)
+    with session:
+        _loop(clock, 3, 2)
+    assert _ops(session) == {}
+    assert not hasattr(torch.no_grad.__enter__, "_rlscope_auto")
+
+
+def test_hooks_come_off_at_stop(tmp_path):
+    from torch.optim import optimizer
+
+    call, hooks = torch.nn.Module.__call__, len(optimizer._global_optimizer_post_hooks)
+    session, clock = _session(tmp_path, auto_ops=True)
+    with session:
+        _loop(clock, 1, 1)
+        assert getattr(torch.no_grad.__enter__, "_rlscope_auto", False)
+        assert torch.nn.Module.__call__ is not call
+    assert torch.nn.Module.__call__ is call
+    assert len(optimizer._global_optimizer_post_hooks) == hooks
+    assert not getattr(torch.no_grad.__enter__, "_rlscope_auto", False)
+    assert not getattr(torch.inference_mode.__exit__, "_rlscope_auto", False)
+
+
+def test_a_user_scope_is_never_split(tmp_path):
+    """backprop opened before the user's scope ends inside it: it waits for the scope to close."""
+    session, clock = _session(tmp_path, auto_ops=True)
+    updates = 5
+    with session:
+        _loop(clock, 0, updates, user_scope="optimizer")
+        rlscope.wrap_env(ClockEnv(clock)).reset()  # the next automatic boundary
+    ops = _ops(session)
+    user = ops["optimizer"]
+    assert user["calls"] == updates and not user["auto"]
+    assert user["total_s"] == pytest.approx(updates * OPT * 1e-9, rel=1e-9)
+    bp = ops["backprop (auto)"]
+    assert bp["calls"] == updates
+    # it closes at the next automatic boundary after the user's scope: the next forward, or the reset
+    assert bp["total_s"] == pytest.approx(updates * (FWD + LOSS + OPT + GLUE) * 1e-9, rel=1e-9)
+
+
+def test_automatic_operations_nest_under_a_user_scope(tmp_path):
+    session, clock = _session(tmp_path, auto_ops=True)
+    with session, rlscope.scope("train"):
+        _loop(clock, 4, 3)
+    ops = _ops(session)
+    assert ops["inference (auto)"]["total_s"] == pytest.approx(4 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
+    assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * (FWD + LOSS + OPT) * 1e-9, rel=1e-9)
+    assert ops["train"]["calls"] == 1
+
+
+def test_a_user_scope_closing_first_ends_the_automatic_one(tmp_path):
+    session, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    opt = _optimizer(net.parameters(), clock)
+    with session:
+        for _ in range(3):
+            with rlscope.scope("forward"):
+                loss = net(torch.ones(2)).sum()
+            clock.advance(LOSS)
+            loss.backward()
+            opt.step()
+    ops = _ops(session)
+    assert ops["forward"]["total_s"] == pytest.approx(3 * FWD * 1e-9, rel=1e-9)
+    assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * FWD * 1e-9, rel=1e-9)
+
+
+def test_autograd_off_globally_each_outermost_call(tmp_path):
+    session, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    with session:
+        prev = torch.is_grad_enabled()
+        torch.set_grad_enabled(False)
+        try:
+            for _ in range(4):
+                net(torch.ones(2))
+                clock.advance(GLUE)
+        finally:
+            torch.set_grad_enabled(prev)
+    inf = _ops(session)["inference (auto)"]
+    assert inf["calls"] == 4 and inf["total_s"] == pytest.approx(4 * FWD * 1e-9, rel=1e-9)
+
+
+def test_blocks_without_a_module_call_and_blocks_inside_an_update(tmp_path):
+    """A no_grad block with no module call (a target-network soft update) is no inference; one
+    inside an update (PPO's approx-KL) belongs to the update; inference_mode counts like no_grad."""
+    session, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    opt = _optimizer(net.parameters(), clock)
+    with session:
+        with torch.no_grad():
+            for p in net.parameters():
+                p.mul_(0.5)
+            clock.advance(GLUE)
+        loss = net(torch.ones(2)).sum()
+        with torch.no_grad():
+            net(torch.ones(2))  # inside the update
+        clock.advance(LOSS)
+        loss.backward()
+        opt.step()
+        with torch.inference_mode():
+            net(torch.ones(2))
+            clock.advance(SAMPLE)
+    ops = _ops(session)
+    assert ops["backprop (auto)"]["total_s"] == pytest.approx((2 * FWD + LOSS + OPT) * 1e-9, rel=1e-9)
+    assert ops["inference (auto)"]["calls"] == 1
+    assert ops["inference (auto)"]["total_s"] == pytest.approx((FWD + SAMPLE) * 1e-9, rel=1e-9)
+
+
+def test_an_env_step_ends_acting_with_autograd_on(tmp_path):
+    """Actions chosen with autograd on open backprop; the env step ends it (never inside it)."""
+    session, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    env = rlscope.wrap_env(ClockEnv(clock))
+    with session:
+        for _ in range(3):
+            net(torch.ones(2))
+            clock.advance(GLUE)
+            env.step(0)
+    ops = _ops(session)
+    assert ops["simulation (auto)"]["total_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
+    assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * (FWD + GLUE) * 1e-9, rel=1e-9)
+
+
+def test_an_env_step_inside_a_no_grad_block_splits_inference(tmp_path):
+    """An evaluation loop inside one no_grad block: inference per policy call, simulation apart."""
+    session, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    env = rlscope.wrap_env(ClockEnv(clock))
+    with session, torch.no_grad():
+        for _ in range(3):
+            net(torch.ones(2))
+            clock.advance(SAMPLE)
+            env.step(0)
+    ops = _ops(session)
+    assert ops["inference (auto)"]["calls"] == 3
+    assert ops["inference (auto)"]["total_s"] == pytest.approx(3 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
+    assert ops["simulation (auto)"]["exclusive_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
+
+
+def test_a_user_scope_of_the_same_name_stays_apart(tmp_path):
+    session, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    with session:
+        with rlscope.scope("inference"):
+            clock.advance(GLUE)
+        with torch.no_grad():
+            net(torch.ones(2))
+    ops = _ops(session)
+    assert ops["inference"]["total_s"] == pytest.approx(GLUE * 1e-9) and not ops["inference"]["auto"]
+    assert ops["inference (auto)"]["total_s"] == pytest.approx(FWD * 1e-9) and ops["inference (auto)"]["auto"]
+
+
+def test_names_file_marks_automatic_names(tmp_path):
+    import pyarrow as pa
+
+    session, clock = _session(tmp_path, auto_ops=True)
+    with session:
+        _loop(clock, 1, 1)
+    (proc,) = session.trace_dir.iterdir()
+    names = pa.ipc.open_stream(str(proc / S.NAMES_FILE)).read_all().to_pylist()
+    auto = {r["name"] for r in names if r[S.NAMES_AUTO_COLUMN]}
+    assert {"inference", "simulation", "backprop"} <= auto
+    assert S.base_name("inference (auto)") == "inference" and S.is_auto("backprop (auto)")
+
+
+def test_no_operation_gives_a_hint(tmp_path):
+    session, clock = _session(tmp_path)
+    with session:
+        clock.advance(GLUE)
+    s = analyze(session.trace_dir, correct=False).summary
+    assert s["operations"] == {}
+    assert "rlscope.scope" in s["hint"] and "rlscope run" in s["hint"]
+    assert json.loads(json.dumps(s))["hint"] == s["hint"]
+    session, clock = _session(tmp_path / "auto", auto_ops=True)
+    with session:
+        clock.advance(GLUE)
+    hint = analyze(session.trace_dir, correct=False).summary["hint"]
+    assert "rlscope.scope" in hint and "rlscope run" not in hint
