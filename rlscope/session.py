@@ -390,9 +390,10 @@ class Session:
         self._start_windows()
         self._bind_lean(scope_native)
         if self.options["auto_ops"]:  # after the lean path is bound: they ask it for the ops open
-            from rlscope.runtime import auto_ops
+            from rlscope.runtime import adapters, auto_ops
 
             auto_ops.start(self)
+            adapters.apply_when_imported()  # the libraries' phases, once each library is imported
         self._turn = hooks.current_turn()
         if self._turn is not None and torch_before:
             self._turn.add_points(self)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -28,7 +30,7 @@ def test_next_change_is_where_the_mode_changes():
         points.append(t)
     for c in changes:  # the first sampled time after each change lies within one step of a point
         assert any(0 <= c - p < 997 for p in points), c
-    for a, b in zip(points, points[1:], strict=False):  # constant in between
+    for a, b in itertools.pairwise(points):  # constant in between
         inner = times[(times >= a) & (times < b)]
         assert len({grid.mode_at(int(x)) for x in inner}) <= 1
 

@@ -314,9 +314,6 @@ def start(session: Any) -> None:
     _reset(_tls)
     _session, _on = session, True
     _imports.when_imported("torch", _install_torch)
-    from rlscope.runtime import adapters
-
-    adapters.apply_when_imported()
 
 
 def stop() -> None:
