@@ -1300,6 +1300,19 @@ static PyObject *op_depth(PyObject *mod, PyObject *unused) {
     return PyLong_FromSsize_t(t->depth);
 }
 
+/* op_open(name_id): whether an operation of that name is open on this thread under the bound session
+ * (rlscope/runtime/auto_ops.py opens no automatic operation inside a user's one of the same name). */
+static PyObject *op_open(PyObject *mod, PyObject *arg) {
+    long long nid = PyLong_AsLongLong(arg);
+    if (nid == -1 && PyErr_Occurred()) return NULL;
+    if (B.session == NULL) Py_RETURN_FALSE;
+    LeanThread *t = lean_thread();
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < t->depth; i++)
+        if (t->nid[i] == nid) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
 static PyObject *lean_structs(PyObject *mod, PyObject *unused) {
     Py_ssize_t n = 0;
     for (LeanThread *t = lean_threads; t != NULL; t = t->next) n++;
@@ -1397,6 +1410,7 @@ static PyMethodDef module_methods[] = {
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
     {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
     {"op_depth", op_depth, METH_NOARGS, "operations open on this thread under the bound session (-1: none)"},
+    {"op_open", op_open, METH_O, "whether an operation of this name id is open on this thread"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
     {"bind", bind, METH_VARARGS, "a session's boundaries take the lean path; returns its Ids"},

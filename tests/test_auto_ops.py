@@ -297,3 +297,34 @@ def test_no_operation_gives_a_hint(tmp_path):
         clock.advance(GLUE)
     hint = analyze(session.trace_dir, correct=False).summary["hint"]
     assert "rlscope.scope" in hint and "rlscope run" not in hint
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["c-scopes", "python-scopes"])
+def test_a_hand_annotated_loop_gets_no_automatic_copies(tmp_path, monkeypatch, native):
+    """Inside the user's own ``inference``/``simulation``/``backprop`` the automatic operation of the same
+    name does not open: the hand-annotated loop reads exactly as without automatic operations."""
+    monkeypatch.setenv("RLSCOPE_NATIVE_SCOPES", native)
+    session, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    opt = _optimizer(net.parameters(), clock)
+    env = rlscope.wrap_env(ClockEnv(clock))
+    x = torch.ones(2)
+    with session:
+        for _ in range(5):
+            with rlscope.scope("inference"), torch.no_grad():
+                net(x)
+            with rlscope.scope("simulation"):
+                env.step(0)
+        with rlscope.scope("backprop"):
+            loss = net(x).sum()
+            clock.advance(LOSS)
+            loss.backward()
+            opt.step()
+        with rlscope.scope("rollout"), torch.no_grad():  # another name: the automatic one nests
+            net(x)
+    ops = _ops(session)
+    assert set(ops) == {"inference", "simulation", "backprop", "rollout", "inference (auto)"}
+    assert ops["inference"]["total_s"] == pytest.approx(5 * FWD * 1e-9, rel=1e-9)
+    assert ops["simulation"]["total_s"] == pytest.approx(5 * STEP_ENV * 1e-9, rel=1e-9)
+    assert ops["backprop"]["total_s"] == pytest.approx((FWD + LOSS + OPT) * 1e-9, rel=1e-9)
+    assert ops["inference (auto)"]["calls"] == 1
