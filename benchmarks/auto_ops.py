@@ -51,11 +51,12 @@ def _ppo(args: argparse.Namespace) -> list[str]:
 def hand_timers(args: argparse.Namespace, work: Path, rep: int) -> dict[str, float]:
     """The hand-annotated operations' inclusive seconds, from validate's timers."""
     from rlscope.overhead.validate import runner
-    from rlscope.runtime import BOOT_DIR
+    from rlscope.runtime import BOOT_DIR, hooks
 
     record = work / f"timers-{rep}.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if x)
+    env[hooks.BOOT_ENV] = runner.BOOT  # the timers' child boot, as validate's children get it
     env[runner.MODE_ENV] = "timers"
     env[runner.RECORD_ENV] = str(record)
     _run([*_ppo(args), "--trace-dir", str(work / f"unused-{rep}")], env)

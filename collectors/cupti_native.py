@@ -242,6 +242,20 @@ class NativeCuptiCollector:
                     " light windows may carry GPU tracing's cost"
                 )
 
+    def set_enabled_off_main(self, on: bool) -> None:
+        """A switch made by the session's window timer, on its own thread: CUPTI stays attached.
+
+        Why: detaching (cuptiFinalize) while the program's threads are inside CUDA calls is not
+        safe, and the timer switches at any point of a program without open operations, where the
+        main thread may be in a CUDA call. A profiled SB3 PPO on an H100 with every switch made
+        this way once died of heap corruption ("corrupted double-linked list"). From the first such
+        switch on, light windows keep CUPTI attached with its kinds disabled
+        (``RLSCOPE_CUPTI_DETACH=0``'s behaviour): they cost more, and are never unsafe.
+        """
+        if self.lib is not None and not on:
+            self.lib.rl_set_detach(0)  # before switching off: disable the kinds, do not detach
+        self.set_enabled(on)
+
     def flush(self) -> None:
         if self.enabled:  # reading CUPTI's clock would attach a detached CUPTI again
             self._sync_clock()

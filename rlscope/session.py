@@ -503,7 +503,9 @@ class Session:
         on = mode == S.WINDOW_FULL
         for col in list(self._togglers):  # a failing one is dropped while iterating
             try:
-                col.set_enabled(on)
+                # off the main thread, a collector may switch in a way safe beside the job's calls
+                switch = col.set_enabled if on_main else getattr(col, "set_enabled_off_main", col.set_enabled)
+                switch(on)
             except Exception as e:  # never break the user's job: this collector stays as it is
                 self._togglers.remove(col)
                 print(f"rlscope: warning: cannot switch {col!r}: {e}", file=sys.stderr)

@@ -158,3 +158,34 @@ def test_an_unmodified_matmul_loop_under_rlscope_run_is_backend(tmp_path):
     assert backend >= 0.9 * wall, (backend, wall)
     ev = load_trace(trace).processes[0].events.to_pydict()
     assert sum(1 for k in ev["kind"] if k == S.WINDOW) >= 4  # the windows alternated without a scope
+
+
+def test_a_timer_switch_asks_collectors_for_their_off_main_thread_switch(windowed):
+    """The timer switches through ``set_enabled_off_main`` where a collector has one (the native CUPTI
+    consumer: no detach beside the job's CUDA calls); a scope exit on the main thread, ``set_enabled``."""
+    session, clock = windowed
+
+    class Careful(FakeCollector):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[str, bool]] = []
+
+        def set_enabled(self, on: bool) -> None:
+            self.calls.append(("main", on))
+            super().set_enabled(on)
+
+        def set_enabled_off_main(self, on: bool) -> None:
+            self.calls.append(("timer", on))
+            super().set_enabled(on)
+
+    col = Careful()
+    session.options["flush_interval"] = 1e6
+    with session:
+        session.add_toggler(col)  # the join's switch to light, on the main thread
+        clock.advance(session.timer_due_ns - clock.now)
+        assert session.switch_on_schedule(clock.now)  # the timer's: to full
+        clock.advance(session.window_due_ns - clock.now)
+        with rlscope.scope("step"):
+            clock.advance(1)
+        # the scope exit took the due switch: to light, on the main thread
+    assert col.calls[:3] == [("main", False), ("timer", True), ("main", False)]
