@@ -249,8 +249,9 @@ MATRIX: dict[str, dict[str, list[str]]] = {
 MATRIX_REPS = {"ci": "3", "cpu": "5", "gpu": "4"}
 
 
-def validation_figures(row: str, result: dict[str, Any]) -> Figures:
-    """A validate JSON's headline: the total's median error, its raw slowdown, the worst checked operation."""
+def validation_figures(row: str, result: dict[str, Any], prefix: str = "") -> Figures:
+    """A validate JSON's headline: the total's median error, its raw slowdown, the worst checked operation
+    (``prefix``: ``twin_`` for the twin regime's figures beside the plain regime's headline)."""
     total = next(r for r in result["rows"] if r["operation"] == "[total]")
 
     def median(values: list[float | None]) -> float | None:
@@ -261,15 +262,22 @@ def validation_figures(row: str, result: dict[str, Any]) -> Figures:
     ops = [median(r["error"]) for r in result["rows"] if r["operation"] != "[total]" and r["ok"] is not None]
     ops = [e for e in ops if e is not None]
     return {
-        f"matrix.{row}.total_error_pct": fig(None if err is None else 100 * err, "%", "zero"),
-        f"matrix.{row}.worst_operation_error_pct": fig(100 * max(ops, key=abs) if ops else None, "%", "zero"),
-        f"matrix.{row}.raw_slowdown_x": fig(median(total["raw_slowdown"]), "x", "lower"),
-        f"matrix.{row}.pass": fig(1.0 if result["verdict"]["pass"] else 0.0, "bool", "higher"),
+        f"matrix.{row}.{prefix}total_error_pct": fig(None if err is None else 100 * err, "%", "zero"),
+        f"matrix.{row}.{prefix}worst_operation_error_pct": fig(
+            100 * max(ops, key=abs) if ops else None, "%", "zero"
+        ),
+        f"matrix.{row}.{prefix}raw_slowdown_x": fig(median(total["raw_slowdown"]), "x", "lower"),
+        f"matrix.{row}.{prefix}pass": fig(1.0 if result["verdict"]["pass"] else 0.0, "bool", "higher"),
     }
 
 
+MATRIX_REPS_PLAIN = {"ci": "3", "cpu": "10", "gpu": "10"}
+
+
 def matrix(ctx: Context) -> Figures:
-    """``rlscope validate --twin`` on each row of the suite's matrix (sb3 rows need the bench extras)."""
+    """``rlscope validate`` on each row of the suite's matrix, in both regimes: plain interleaved runs,
+    as users run their programs (the headline figures), then ``--twin`` (``twin_`` figures); sb3 rows
+    need the bench extras."""
     figures: Figures = {}
     rows = MATRIX["gpu" if ctx.gpu and ctx.suite == "gpu" else ctx.suite]
     for row, args in rows.items():
@@ -279,20 +287,22 @@ def matrix(ctx: Context) -> Figures:
         ):
             ctx.log(f"matrix {row}: skipped (stable-baselines3 not installed: pip install -e '.[bench]')")
             continue
-        out = ctx.work / f"val_{row}.json"
-        cmd = rlscope("validate", "--twin", "--reps", MATRIX_REPS[ctx.suite], "--json", str(out))
-        try:  # validate exits 1 on a FAIL verdict: the JSON still holds the figures
-            run(
-                ctx,
-                [*cmd, "--trace-dir", str(ctx.work / f"trace-{row}"), "--", *py(*args)],
-                1800,
-                env={"OMP_NUM_THREADS": "1"},
-            )
-        except RuntimeError as e:
-            if not out.exists():
-                raise RuntimeError(f"{row}: {e}") from None
-        figures |= validation_figures(row, json.loads(out.read_text()))
-        shutil.rmtree(ctx.work / f"trace-{row}", ignore_errors=True)
+        for prefix, regime in (("", ["--reps", MATRIX_REPS_PLAIN[ctx.suite]]),
+                               ("twin_", ["--twin", "--reps", MATRIX_REPS[ctx.suite]])):  # fmt: skip
+            out = ctx.work / f"val_{prefix}{row}.json"
+            cmd = rlscope("validate", *regime, "--json", str(out))
+            try:  # validate exits 1 on FAIL and 3 on INCONCLUSIVE: the JSON still holds the figures
+                run(
+                    ctx,
+                    [*cmd, "--trace-dir", str(ctx.work / f"trace-{row}"), "--", *py(*args)],
+                    1800,
+                    env={"OMP_NUM_THREADS": "1"},
+                )
+            except RuntimeError as e:
+                if not out.exists():
+                    raise RuntimeError(f"{row}: {e}") from None
+            figures |= validation_figures(row, json.loads(out.read_text()), prefix)
+            shutil.rmtree(ctx.work / f"trace-{row}", ignore_errors=True)
     return figures
 
 

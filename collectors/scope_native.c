@@ -1291,7 +1291,7 @@ static PyObject *install(PyObject *mod, PyObject *args) {
 
 static PyObject *abi_version(PyObject *mod, PyObject *unused) { return PyLong_FromLong(ABI_VERSION); }
 
-/* How many operations are open on this thread under the bound session (-1: none bound): automatic
+/* How many operations are open on this thread under the lean session (-1: none bound): automatic
  * operations (rlscope/runtime/auto_ops.py) close only when none opened inside them is still open. */
 static PyObject *op_depth(PyObject *mod, PyObject *unused) {
     if (B.session == NULL) return PyLong_FromLong(-1);
@@ -1300,7 +1300,7 @@ static PyObject *op_depth(PyObject *mod, PyObject *unused) {
     return PyLong_FromSsize_t(t->depth);
 }
 
-/* op_open(name_id): whether an operation of that name is open on this thread under the bound session
+/* op_open(name_id): whether an operation of that name is open on this thread under the lean session
  * (rlscope/runtime/auto_ops.py opens no automatic operation inside a user's one of the same name). */
 static PyObject *op_open(PyObject *mod, PyObject *arg) {
     long long nid = PyLong_AsLongLong(arg);
@@ -1409,7 +1409,7 @@ static PyMethodDef module_methods[] = {
     {"exits", exits, METH_NOARGS, "scope exits so far on the lean and timer paths (rlscope/overhead/validate/twin.py)"},
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
     {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
-    {"op_depth", op_depth, METH_NOARGS, "operations open on this thread under the bound session (-1: none)"},
+    {"op_depth", op_depth, METH_NOARGS, "operations open on this thread under the lean session (-1: none)"},
     {"op_open", op_open, METH_O, "whether an operation of this name id is open on this thread"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},

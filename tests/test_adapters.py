@@ -30,13 +30,13 @@ GLUE = 3_000
 
 def _session(tmp_path):
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, windows=False, auto_ops=True)
-    session.clock = clock
-    return session, clock
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, windows=False, auto_ops=True)
+    sess.clock = clock
+    return sess, clock
 
 
-def _summary(session) -> dict:
-    return analyze(session.trace_dir, correct=False).summary
+def _summary(sess) -> dict:
+    return analyze(sess.trace_dir, correct=False).summary
 
 
 def _module(monkeypatch, name: str, **attrs) -> types.ModuleType:
@@ -75,7 +75,7 @@ def _sgd(params, clock):
 def test_torchrl_adapter_on_stand_ins(tmp_path, monkeypatch):
     from rlscope.runtime.adapters import torchrl as adapter
 
-    session, clock = _session(tmp_path)
+    sess, clock = _session(tmp_path)
 
     class EnvBase:
         def step(self, td):
@@ -124,7 +124,7 @@ def test_torchrl_adapter_on_stand_ins(tmp_path, monkeypatch):
     loss_module, opt = LossModule(net), _sgd(net.parameters(), clock)
     collector = SyncDataCollector(GymLikeEnv(), net, frames=5)
     iters, updates = 3, 2
-    with session:
+    with sess:
         for _ in range(iters):
             collector.rollout()
             clock.advance(GLUE)
@@ -133,7 +133,7 @@ def test_torchrl_adapter_on_stand_ins(tmp_path, monkeypatch):
                 loss.backward()
                 opt.step()
                 clock.advance(GLUE)
-    phases = _summary(session)["phases"]
+    phases = _summary(sess)["phases"]
     rollout, update = phases["rollout (auto)"], phases["update (auto)"]
     assert rollout["wall_s"] == pytest.approx(iters * 5 * (FWD + GLUE + STEP_ENV) * 1e-9, rel=1e-9)
     assert rollout["operations"]["inference (auto)"]["calls"] == iters * 5
@@ -151,7 +151,7 @@ def test_torchrl_adapter_on_stand_ins(tmp_path, monkeypatch):
 def test_rllib_adapter_on_stand_ins(tmp_path, monkeypatch):
     from rlscope.runtime.adapters import rllib as adapter
 
-    session, clock = _session(tmp_path)
+    sess, clock = _session(tmp_path)
     gym = pytest.importorskip("gymnasium")
 
     class ClockEnv(gym.Env):
@@ -199,13 +199,13 @@ def test_rllib_adapter_on_stand_ins(tmp_path, monkeypatch):
 
     net = ClockNet(clock)
     runner, learner = SingleAgentEnvRunner(rlscope.wrap_env(ClockEnv()), net), Learner(net, clock)
-    with session:
+    with sess:
         for _ in range(3):
             runner.sample(num_timesteps=4)
             clock.advance(GLUE)
             learner.update()
             clock.advance(GLUE)
-    phases = _summary(session)["phases"]
+    phases = _summary(sess)["phases"]
     rollout, update = phases["rollout (auto)"], phases["update (auto)"]
     assert rollout["wall_s"] == pytest.approx(3 * 4 * (FWD + STEP_ENV) * 1e-9, rel=1e-9)
     assert rollout["operations"]["inference (auto)"]["total_s"] == pytest.approx(12 * FWD * 1e-9, rel=1e-9)
@@ -217,18 +217,18 @@ def test_rllib_adapter_on_stand_ins(tmp_path, monkeypatch):
 def test_a_user_phase_is_not_cut_into_the_library_phases(tmp_path, monkeypatch):
     from rlscope.runtime import auto_ops
 
-    session, clock = _session(tmp_path)
+    sess, clock = _session(tmp_path)
 
     class Algo:
         def collect_rollouts(self):
             clock.advance(GLUE)
 
     auto_ops.patch(Algo, "collect_rollouts", lambda fn: auto_ops.in_phase(auto_ops.ROLLOUT, fn))
-    with session:
+    with sess:
         with rlscope.phase("training"):
             Algo().collect_rollouts()
         Algo().collect_rollouts()
-    phases = _summary(session)["phases"]
+    phases = _summary(sess)["phases"]
     assert phases["training"]["wall_s"] == pytest.approx(GLUE * 1e-9)
     assert phases["rollout (auto)"]["wall_s"] == pytest.approx(GLUE * 1e-9)
 
@@ -302,8 +302,8 @@ def test_torchrl_for_real(tmp_path):
     from torchrl.modules import QValueActor
     from torchrl.objectives import DQNLoss
 
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, auto_ops=True)
-    with session:
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, auto_ops=True)
+    with sess:
         env = GymEnv("CartPole-v1")
         net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
         actor = QValueActor(TensorDictModule(net, ["observation"], ["action_value"]), spec=env.action_spec)
@@ -314,7 +314,7 @@ def test_torchrl_for_real(tmp_path):
             value.backward()
             opt.step()
             opt.zero_grad()
-    phases = _summary(session)["phases"]
+    phases = _summary(sess)["phases"]
     assert phases["rollout (auto)"]["operations"]["simulation (auto)"]["calls"] > 0
     assert phases["update (auto)"]["operations"]["backprop (auto)"]["calls"] > 0
 

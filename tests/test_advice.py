@@ -332,9 +332,9 @@ def _process(trace, monkeypatch, pid: int, ppid: int, ops: dict[str, int], env=N
         m.setattr(os, "getppid", lambda: ppid)
         for k, v in (env or {}).items():
             m.setenv(k, v)
-        session = rlscope.profile(trace, backend=False, gpu=False, windows=False)
-        session.clock = clock = FakeClock()
-        with session:
+        sess = rlscope.profile(trace, backend=False, gpu=False, windows=False)
+        sess.clock = clock = FakeClock()
+        with sess:
             for name, ns in ops.items():
                 with rlscope.scope(name):
                     clock.advance(ns)

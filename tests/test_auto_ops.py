@@ -67,13 +67,13 @@ def _optimizer(params, clock: FakeClock) -> torch.optim.Optimizer:
 
 def _session(tmp_path, **options):
     clock = FakeClock()
-    session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, windows=False, **options)
-    session.clock = clock
-    return session, clock
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, windows=False, **options)
+    sess.clock = clock
+    return sess, clock
 
 
-def _ops(session) -> dict:
-    return analyze(session.trace_dir, correct=False).summary["operations"]
+def _ops(sess) -> dict:
+    return analyze(sess.trace_dir, correct=False).summary["operations"]
 
 
 def _loop(clock: FakeClock, iters: int, updates: int, user_scope: str | None = None) -> None:
@@ -104,11 +104,11 @@ def _loop(clock: FakeClock, iters: int, updates: int, user_scope: str | None = N
 
 
 def test_operations_match_the_known_times(tmp_path):
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     iters, updates = 20, 6
-    with session:
+    with sess:
         _loop(clock, iters, updates)
-    ops = _ops(session)
+    ops = _ops(sess)
     inf, sim, bp = ops["inference (auto)"], ops["simulation (auto)"], ops["backprop (auto)"]
     assert inf["calls"] == iters and inf["auto"]
     assert inf["total_s"] == pytest.approx(iters * (FWD + SAMPLE) * 1e-9, rel=1e-9)
@@ -120,10 +120,10 @@ def test_operations_match_the_known_times(tmp_path):
 
 
 def test_off_by_default_in_profile(tmp_path):
-    session, clock = _session(tmp_path)
-    with session:
+    sess, clock = _session(tmp_path)
+    with sess:
         _loop(clock, 3, 2)
-    assert _ops(session) == {}
+    assert _ops(sess) == {}
     assert not hasattr(torch.no_grad.__enter__, "_rlscope_auto")
 
 
@@ -131,8 +131,8 @@ def test_hooks_come_off_at_stop(tmp_path):
     from torch.optim import optimizer
 
     call, hooks = torch.nn.Module.__call__, len(optimizer._global_optimizer_post_hooks)
-    session, clock = _session(tmp_path, auto_ops=True)
-    with session:
+    sess, clock = _session(tmp_path, auto_ops=True)
+    with sess:
         _loop(clock, 1, 1)
         assert getattr(torch.no_grad.__enter__, "_rlscope_auto", False)
         assert torch.nn.Module.__call__ is not call
@@ -144,12 +144,12 @@ def test_hooks_come_off_at_stop(tmp_path):
 
 def test_a_user_scope_is_never_split(tmp_path):
     """backprop opened before the user's scope ends inside it: it waits for the scope to close."""
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     updates = 5
-    with session:
+    with sess:
         _loop(clock, 0, updates, user_scope="optimizer")
         rlscope.wrap_env(ClockEnv(clock)).reset()  # the next automatic boundary
-    ops = _ops(session)
+    ops = _ops(sess)
     user = ops["optimizer"]
     assert user["calls"] == updates and not user["auto"]
     assert user["total_s"] == pytest.approx(updates * OPT * 1e-9, rel=1e-9)
@@ -160,35 +160,35 @@ def test_a_user_scope_is_never_split(tmp_path):
 
 
 def test_automatic_operations_nest_under_a_user_scope(tmp_path):
-    session, clock = _session(tmp_path, auto_ops=True)
-    with session, rlscope.scope("train"):
+    sess, clock = _session(tmp_path, auto_ops=True)
+    with sess, rlscope.scope("train"):
         _loop(clock, 4, 3)
-    ops = _ops(session)
+    ops = _ops(sess)
     assert ops["inference (auto)"]["total_s"] == pytest.approx(4 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
     assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * (FWD + LOSS + OPT) * 1e-9, rel=1e-9)
     assert ops["train"]["calls"] == 1
 
 
 def test_a_user_scope_closing_first_ends_the_automatic_one(tmp_path):
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
     opt = _optimizer(net.parameters(), clock)
-    with session:
+    with sess:
         for _ in range(3):
             with rlscope.scope("forward"):
                 loss = net(torch.ones(2)).sum()
             clock.advance(LOSS)
             loss.backward()
             opt.step()
-    ops = _ops(session)
+    ops = _ops(sess)
     assert ops["forward"]["total_s"] == pytest.approx(3 * FWD * 1e-9, rel=1e-9)
     assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * FWD * 1e-9, rel=1e-9)
 
 
 def test_autograd_off_globally_each_outermost_call(tmp_path):
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
-    with session:
+    with sess:
         prev = torch.is_grad_enabled()
         torch.set_grad_enabled(False)
         try:
@@ -197,17 +197,17 @@ def test_autograd_off_globally_each_outermost_call(tmp_path):
                 clock.advance(GLUE)
         finally:
             torch.set_grad_enabled(prev)
-    inf = _ops(session)["inference (auto)"]
+    inf = _ops(sess)["inference (auto)"]
     assert inf["calls"] == 4 and inf["total_s"] == pytest.approx(4 * FWD * 1e-9, rel=1e-9)
 
 
 def test_blocks_without_a_module_call_and_blocks_inside_an_update(tmp_path):
     """A no_grad block with no module call (a target-network soft update) is no inference; one
     inside an update (PPO's approx-KL) belongs to the update; inference_mode counts like no_grad."""
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
     opt = _optimizer(net.parameters(), clock)
-    with session:
+    with sess:
         with torch.no_grad():
             for p in net.parameters():
                 p.mul_(0.5)
@@ -221,7 +221,7 @@ def test_blocks_without_a_module_call_and_blocks_inside_an_update(tmp_path):
         with torch.inference_mode():
             net(torch.ones(2))
             clock.advance(SAMPLE)
-    ops = _ops(session)
+    ops = _ops(sess)
     assert ops["backprop (auto)"]["total_s"] == pytest.approx((2 * FWD + LOSS + OPT) * 1e-9, rel=1e-9)
     assert ops["inference (auto)"]["calls"] == 1
     assert ops["inference (auto)"]["total_s"] == pytest.approx((FWD + SAMPLE) * 1e-9, rel=1e-9)
@@ -229,44 +229,44 @@ def test_blocks_without_a_module_call_and_blocks_inside_an_update(tmp_path):
 
 def test_an_env_step_ends_acting_with_autograd_on(tmp_path):
     """Actions chosen with autograd on open backprop; the env step ends it (never inside it)."""
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
     env = rlscope.wrap_env(ClockEnv(clock))
-    with session:
+    with sess:
         for _ in range(3):
             net(torch.ones(2))
             clock.advance(GLUE)
             env.step(0)
-    ops = _ops(session)
+    ops = _ops(sess)
     assert ops["simulation (auto)"]["total_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
     assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * (FWD + GLUE) * 1e-9, rel=1e-9)
 
 
 def test_an_env_step_inside_a_no_grad_block_splits_inference(tmp_path):
     """An evaluation loop inside one no_grad block: inference per policy call, simulation apart."""
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
     env = rlscope.wrap_env(ClockEnv(clock))
-    with session, torch.no_grad():
+    with sess, torch.no_grad():
         for _ in range(3):
             net(torch.ones(2))
             clock.advance(SAMPLE)
             env.step(0)
-    ops = _ops(session)
+    ops = _ops(sess)
     assert ops["inference (auto)"]["calls"] == 3
     assert ops["inference (auto)"]["total_s"] == pytest.approx(3 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
     assert ops["simulation (auto)"]["exclusive_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
 
 
 def test_a_user_scope_of_the_same_name_stays_apart(tmp_path):
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
-    with session:
+    with sess:
         with rlscope.scope("inference"):
             clock.advance(GLUE)
         with torch.no_grad():
             net(torch.ones(2))
-    ops = _ops(session)
+    ops = _ops(sess)
     assert ops["inference"]["total_s"] == pytest.approx(GLUE * 1e-9) and not ops["inference"]["auto"]
     assert ops["inference (auto)"]["total_s"] == pytest.approx(FWD * 1e-9) and ops["inference (auto)"]["auto"]
 
@@ -274,10 +274,10 @@ def test_a_user_scope_of_the_same_name_stays_apart(tmp_path):
 def test_names_file_marks_automatic_names(tmp_path):
     import pyarrow as pa
 
-    session, clock = _session(tmp_path, auto_ops=True)
-    with session:
+    sess, clock = _session(tmp_path, auto_ops=True)
+    with sess:
         _loop(clock, 1, 1)
-    (proc,) = session.trace_dir.iterdir()
+    (proc,) = sess.trace_dir.iterdir()
     names = pa.ipc.open_stream(str(proc / S.NAMES_FILE)).read_all().to_pylist()
     auto = {r["name"] for r in names if r[S.NAMES_AUTO_COLUMN]}
     assert {"inference", "simulation", "backprop"} <= auto
@@ -285,17 +285,17 @@ def test_names_file_marks_automatic_names(tmp_path):
 
 
 def test_no_operation_gives_a_hint(tmp_path):
-    session, clock = _session(tmp_path)
-    with session:
+    sess, clock = _session(tmp_path)
+    with sess:
         clock.advance(GLUE)
-    s = analyze(session.trace_dir, correct=False).summary
+    s = analyze(sess.trace_dir, correct=False).summary
     assert s["operations"] == {}
     assert "rlscope.scope" in s["hint"] and "rlscope run" in s["hint"]
     assert json.loads(json.dumps(s))["hint"] == s["hint"]
-    session, clock = _session(tmp_path / "auto", auto_ops=True)
-    with session:
+    sess, clock = _session(tmp_path / "auto", auto_ops=True)
+    with sess:
         clock.advance(GLUE)
-    hint = analyze(session.trace_dir, correct=False).summary["hint"]
+    hint = analyze(sess.trace_dir, correct=False).summary["hint"]
     assert "rlscope.scope" in hint and "rlscope run" not in hint
 
 
@@ -304,12 +304,12 @@ def test_a_hand_annotated_loop_gets_no_automatic_copies(tmp_path, monkeypatch, n
     """Inside the user's own ``inference``/``simulation``/``backprop`` the automatic operation of the same
     name does not open: the hand-annotated loop reads exactly as without automatic operations."""
     monkeypatch.setenv("RLSCOPE_NATIVE_SCOPES", native)
-    session, clock = _session(tmp_path, auto_ops=True)
+    sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
     opt = _optimizer(net.parameters(), clock)
     env = rlscope.wrap_env(ClockEnv(clock))
     x = torch.ones(2)
-    with session:
+    with sess:
         for _ in range(5):
             with rlscope.scope("inference"), torch.no_grad():
                 net(x)
@@ -322,7 +322,7 @@ def test_a_hand_annotated_loop_gets_no_automatic_copies(tmp_path, monkeypatch, n
             opt.step()
         with rlscope.scope("rollout"), torch.no_grad():  # another name: the automatic one nests
             net(x)
-    ops = _ops(session)
+    ops = _ops(sess)
     assert set(ops) == {"inference", "simulation", "backprop", "rollout", "inference (auto)"}
     assert ops["inference"]["total_s"] == pytest.approx(5 * FWD * 1e-9, rel=1e-9)
     assert ops["simulation"]["total_s"] == pytest.approx(5 * STEP_ENV * 1e-9, rel=1e-9)

@@ -87,11 +87,11 @@ def _noisy_trace(path, seed: int, n: int = 300, sim_ns: float = 100_000, once: b
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    session = rlscope.profile(path, backend=False, gpu=False)
+    sess = rlscope.profile(path, backend=False, gpu=False)
     clock = FakeClock()
-    session.clock = clock
+    sess.clock = clock
     drawn = []
-    with session:
+    with sess:
         for _ in range(n):
             with rlscope.scope("inference"):
                 clock.advance(int(rng.normal(50_000, 10_000)))

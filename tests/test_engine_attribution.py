@@ -45,13 +45,13 @@ def _backward_advancing(clock, ns: int) -> None:
     Takes.apply(x).sum().backward()
 
 
-def _trace(session, clock, *, engine_rows: bool = True):
+def _trace(sess, clock, *, engine_rows: bool = True):
     """backprop (forward, backward on the engine thread, optimizer step), then inference.
 
     Returns the GPU rows' ground truth: ns of kernels per (operation, what)."""
     pytest.importorskip("torch")
-    with session:
-        calls = AutogradCalls(session).start() if engine_rows else None
+    with sess:
+        calls = AutogradCalls(sess).start() if engine_rows else None
         t0 = clock.now
         with rlscope.scope("backprop"):
             clock.advance(100)  # forward: launches at t0+10, +20, +30
@@ -62,7 +62,7 @@ def _trace(session, clock, *, engine_rows: bool = True):
         clock.advance(100)  # no operation: a launch at t0+720 from a loader thread
         if calls is not None:
             calls.stop()
-    main = session.thread_states()[0].thread
+    main = sess.thread_states()[0].thread
     loader = -2 - 5151
     launches = [  # (thread, launch time, kernel start, kernel length, name)
         (main, 10, 40, 10, "fwd_gemm"),
@@ -83,14 +83,14 @@ def _trace(session, clock, *, engine_rows: bool = True):
         rows.append(
             (C.GPU_KERNEL, t0 + start, t0 + start + length, corr, -1, 0, 7, rlscope.annotate.intern(name), 0)
         )
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
     return t0
 
 
 def test_the_engine_call_is_marked_on_the_calling_thread(fake_session):
-    session, clock = fake_session
-    t0 = _trace(session, clock)
-    ev = load_trace(session.trace_dir).processes[0].events.to_pydict()
+    sess, clock = fake_session
+    t0 = _trace(sess, clock)
+    ev = load_trace(sess.trace_dir).processes[0].events.to_pydict()
     rows = [
         (ts - t0, th, k, i)
         for ts, th, k, i in zip(ev["ts_ns"], ev["thread"], ev["kind"], ev["id"], strict=True)
@@ -101,9 +101,9 @@ def test_the_engine_call_is_marked_on_the_calling_thread(fake_session):
 
 
 def test_backward_gpu_work_from_the_engine_thread_goes_to_backprop(fake_session):
-    session, clock = fake_session
-    _trace(session, clock)
-    s = summary_of(session.trace_dir)
+    sess, clock = fake_session
+    _trace(sess, clock)
+    s = summary_of(sess.trace_dir)
     backprop = s["operations"]["backprop"]
     # forward 30 + backward 60 + all-reduce 50 + optimizer 20: all of it backprop's
     assert backprop["gpu_categories"] == pytest.approx({"gpu_kernel": 160 * S_})
@@ -111,7 +111,7 @@ def test_backward_gpu_work_from_the_engine_thread_goes_to_backprop(fake_session)
     assert s["unannotated_gpu_categories"] == pytest.approx({"gpu_kernel": 5 * S_})  # the loader's only
     (p,) = s["processes"]
     assert p["operations"]["backprop"]["nccl_s"] == pytest.approx(50 * S_)
-    table = kernels.kernel_table(load_trace(session.trace_dir)).to_pylist()
+    table = kernels.kernel_table(load_trace(sess.trace_dir)).to_pylist()
     got = {(r["operation"], r["kernel"]): r["total_s"] for r in table}
     assert got[("backprop", "bwd_gemm")] == pytest.approx(40 * S_)
     assert got[("backprop", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)")] == (
@@ -119,23 +119,23 @@ def test_backward_gpu_work_from_the_engine_thread_goes_to_backprop(fake_session)
     )
     assert got[("[unannotated]", "copy_kernel")] == pytest.approx(5 * S_)
     # the corrected figures attribute it the same way
-    corrected = analyze(session.trace_dir).summary
+    corrected = analyze(sess.trace_dir).summary
     assert corrected["operations"]["backprop"]["gpu_categories"]["gpu_kernel"] == pytest.approx(160 * S_)
 
 
 def test_without_the_engine_marks_backward_gpu_work_is_unannotated(fake_session):
     """What traces without the marks read (and every trace read before them): backward's kernels
     and the all-reduce, 110 of backprop's 160 ns of GPU work here, fall to ``[unannotated]``."""
-    session, clock = fake_session
-    _trace(session, clock, engine_rows=False)
-    s = summary_of(session.trace_dir)
+    sess, clock = fake_session
+    _trace(sess, clock, engine_rows=False)
+    s = summary_of(sess.trace_dir)
     assert s["operations"]["backprop"]["gpu_categories"] == pytest.approx({"gpu_kernel": 50 * S_})
     assert s["unannotated_gpu_categories"] == pytest.approx({"gpu_kernel": (110 + 5) * S_})
 
 
 def test_an_operation_open_on_the_launching_thread_keeps_its_work(fake_session):
     """A thread with its own open operation launching during another thread's engine call keeps it."""
-    session, clock = fake_session
+    sess, clock = fake_session
     pytest.importorskip("torch")
     other: dict = {}
     started, release = threading.Event(), threading.Event()
@@ -146,8 +146,8 @@ def test_an_operation_open_on_the_launching_thread_keeps_its_work(fake_session):
             started.set()
             release.wait(10)
 
-    with session:
-        calls = AutogradCalls(session).start()
+    with sess:
+        calls = AutogradCalls(sess).start()
         th = threading.Thread(target=worker)
         th.start()
         started.wait(10)
@@ -165,8 +165,8 @@ def test_an_operation_open_on_the_launching_thread_keeps_its_work(fake_session):
         (C.CUDA_API, t0 + 450, t0 + 455, 3, ENGINE_THREAD, -1, -1, 0, 0),  # after the call: none
         (C.GPU_KERNEL, t0 + 460, t0 + 470, 3, -1, 0, 7, 0, 0),
     ]
-    write_stream(session.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
-    s = summary_of(session.trace_dir)
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    s = summary_of(sess.trace_dir)
     assert s["operations"]["worker_op"]["gpu_categories"] == pytest.approx({"gpu_kernel": 20 * S_})
     assert s["operations"]["backprop"]["gpu_categories"] == pytest.approx({"gpu_kernel": 40 * S_})
     assert s["unannotated_gpu_categories"] == pytest.approx({"gpu_kernel": 10 * S_})

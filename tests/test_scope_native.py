@@ -153,7 +153,8 @@ def test_the_three_paths_switch_windows_and_alternate_long_operations_alike(tmp_
         ev = rlscope.load_trace(str(session.trace_dir)).processes[0].events
         columns = ("ts_ns", "kind", "id", "parent", "name", "flags")
         rows = zip(*(ev.column(c).to_pylist() for c in columns), strict=True)
-        # the parent of window and session rows: the speed sample (correct/reference.py), which differs
+        # the parent of window rows and of the rows of sessions: the speed sample
+        # (correct/reference.py), which differs
         timed = (S.WINDOW, S.SESSION_START, S.SESSION_END)
         got[which] = [(*r[:3], -1, *r[4:]) if r[1] in timed else r for r in rows]
     assert sum(r[1] == S.WINDOW for r in got["python"]) > 20

@@ -21,15 +21,15 @@ from rlscope.trace.reader import load_trace
 from tests.test_windows import COST, WORK, FakeCollector, _fake_op
 
 
-def _unscoped_run(session, clock, ops: int) -> FakeCollector:
+def _unscoped_run(sess, clock, ops: int) -> FakeCollector:
     """``ops`` fake torch ops and no scope at all; the timer's check after each."""
     col = FakeCollector()
-    session.options["flush_interval"] = 1e6
-    with session:
-        session.add_toggler(col)  # joins: the run starts light
+    sess.options["flush_interval"] = 1e6
+    with sess:
+        sess.add_toggler(col)  # joins: the run starts light
         for _ in range(ops):
-            _fake_op(col, session, clock.advance)
-            session.switch_on_schedule(clock.now)
+            _fake_op(col, sess, clock.advance)
+            sess.switch_on_schedule(clock.now)
     return col
 
 
@@ -40,20 +40,20 @@ def test_a_program_without_scopes_records_backend_in_full_windows(tmp_path, monk
     monkeypatch.setenv(scope_native.ENV, "1" if recorder == "native" else "0")
     try:
         clock = FakeClock()
-        session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=0.005)
-        session.clock = clock
+        sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=0.005)
+        sess.clock = clock
         ops = 40_000  # 40-52 ms of fake work: about four pairs of 10 ms windows
-        col = _unscoped_run(session, clock, ops)
+        col = _unscoped_run(sess, clock, ops)
     finally:
         monkeypatch.delenv(scope_native.ENV)
         scope_native.install()
     assert col.switches >= 6
-    ev = load_trace(session.trace_dir).processes[0].events.to_pydict()
+    ev = load_trace(sess.trace_dir).processes[0].events.to_pydict()
     windows = [
         (t, th) for t, k, th in zip(ev["ts_ns"], ev["kind"], ev["thread"], strict=True) if k == S.WINDOW
     ]
     assert len(windows) == col.switches + 1  # the opening row, then every switch the timer made
-    s = analyze(session.trace_dir).summary
+    s = analyze(sess.trace_dir).summary
     # no operation: the windows measure nothing, and nothing is removed; the time in full windows
     # holds COST per op as python, the rest is backend: the run's categories split as in full windows
     total = s["unannotated_s"]
@@ -68,39 +68,39 @@ def test_a_program_without_scopes_records_backend_in_full_windows(tmp_path, monk
 
 def test_the_timer_leaves_an_open_operation_whole(windowed):
     """Due while an operation is open on the main thread: no switch until it closes (at its exit)."""
-    session, clock = windowed
+    sess, clock = windowed
     col = FakeCollector()
-    session.options["flush_interval"] = 1e6
-    with session:
-        session.add_toggler(col)
+    sess.options["flush_interval"] = 1e6
+    with sess:
+        sess.add_toggler(col)
         with rlscope.scope("update"):
-            clock.advance(2 * session.timer_due_ns - clock.now)
-            assert not session.switch_on_schedule(clock.now)
+            clock.advance(2 * sess.timer_due_ns - clock.now)
+            assert not sess.switch_on_schedule(clock.now)
             assert col.switches == 1  # the join's switch to light only
         assert col.switches == 2  # the exit took the switch
-        assert session.timer_due_ns > session.window_due_ns  # a grace, for the main thread's exits
-        clock.advance(session.timer_due_ns - clock.now - 1)
-        assert not session.switch_on_schedule(clock.now)  # not yet past the grace
+        assert sess.timer_due_ns > sess.window_due_ns  # a grace, for the main thread's exits
+        clock.advance(sess.timer_due_ns - clock.now - 1)
+        assert not sess.switch_on_schedule(clock.now)  # not yet past the grace
         clock.advance(1)
-        assert session.switch_on_schedule(clock.now) and col.switches == 3
+        assert sess.switch_on_schedule(clock.now) and col.switches == 3
 
 
 def test_the_timer_switches_from_its_own_thread_on_a_row_of_its_own(windowed):
-    session, clock = windowed
+    sess, clock = windowed
     col = FakeCollector()
-    session.options["flush_interval"] = 1e6
-    with session:
-        session.add_toggler(col)
-        clock.advance(session.timer_due_ns - clock.now)
+    sess.options["flush_interval"] = 1e6
+    with sess:
+        sess.add_toggler(col)
+        clock.advance(sess.timer_due_ns - clock.now)
         done = []
-        t = threading.Thread(target=lambda: done.append(session.switch_on_schedule(clock.now)))
+        t = threading.Thread(target=lambda: done.append(sess.switch_on_schedule(clock.now)))
         t.start()
         t.join()
         clock.advance(100)
     assert done == [True] and col.on
-    ev = load_trace(session.trace_dir).processes[0].events.to_pydict()
+    ev = load_trace(sess.trace_dir).processes[0].events.to_pydict()
     rows = [(k, th) for k, th in zip(ev["kind"], ev["thread"], strict=True) if k == S.WINDOW]
-    assert rows[-1][1] == t.native_id != session.main_tid
+    assert rows[-1][1] == t.native_id != sess.main_tid
     # and no rlscope-category rows off the main thread (the analysis reads those as the writer's)
     assert not [
         1 for k, th in zip(ev["kind"], ev["thread"], strict=True) if k == S.CAT_BEGIN and th == t.native_id
@@ -110,26 +110,26 @@ def test_the_timer_switches_from_its_own_thread_on_a_row_of_its_own(windowed):
 def test_figures_are_not_scaled_from_a_near_empty_share_of_full_windows(windowed):
     """Full windows held 1% of the run: categories are shown as recorded, with a note, not split
     as in those windows."""
-    session, clock = windowed
+    sess, clock = windowed
     col = FakeCollector()
-    session.options["flush_interval"] = 1e6
-    with session:
-        session.add_toggler(col)  # light
-        session.window_due_ns = 1 << 62  # held (the timer too): the test switches by hand
+    sess.options["flush_interval"] = 1e6
+    with sess:
+        sess.add_toggler(col)  # light
+        sess.window_due_ns = 1 << 62  # held (the timer too): the test switches by hand
 
         def loop(n):
             for _ in range(n):
                 with rlscope.scope("infer"):
-                    _fake_op(col, session, clock.advance)
+                    _fake_op(col, sess, clock.advance)
 
         loop(990)
-        session.switch_window()  # full for 10 calls
-        session.window_due_ns = 1 << 62
+        sess.switch_window()  # full for 10 calls
+        sess.window_due_ns = 1 << 62
         loop(10)
-        session.switch_window()
-        session.window_due_ns = 1 << 62
+        sess.switch_window()
+        sess.window_due_ns = 1 << 62
         loop(990)
-    s = analyze(session.trace_dir).summary
+    s = analyze(sess.trace_dir).summary
     notes = s["overhead"]["notes"]
     assert any("not scaled to the run" in n for n in notes), notes
     infer = s["operations"]["infer"]
@@ -163,7 +163,7 @@ def test_an_unmodified_matmul_loop_under_rlscope_run_is_backend(tmp_path):
 def test_a_timer_switch_asks_collectors_for_their_off_main_thread_switch(windowed):
     """The timer switches through ``set_enabled_off_main`` where a collector has one (the native CUPTI
     consumer: no detach beside the job's CUDA calls); a scope exit on the main thread, ``set_enabled``."""
-    session, clock = windowed
+    sess, clock = windowed
 
     class Careful(FakeCollector):
         def __init__(self) -> None:
@@ -179,12 +179,12 @@ def test_a_timer_switch_asks_collectors_for_their_off_main_thread_switch(windowe
             super().set_enabled(on)
 
     col = Careful()
-    session.options["flush_interval"] = 1e6
-    with session:
-        session.add_toggler(col)  # the join's switch to light, on the main thread
-        clock.advance(session.timer_due_ns - clock.now)
-        assert session.switch_on_schedule(clock.now)  # the timer's: to full
-        clock.advance(session.window_due_ns - clock.now)
+    sess.options["flush_interval"] = 1e6
+    with sess:
+        sess.add_toggler(col)  # the join's switch to light, on the main thread
+        clock.advance(sess.timer_due_ns - clock.now)
+        assert sess.switch_on_schedule(clock.now)  # the timer's: to full
+        clock.advance(sess.window_due_ns - clock.now)
         with rlscope.scope("step"):
             clock.advance(1)
         # the scope exit took the due switch: to light, on the main thread

@@ -50,7 +50,7 @@ def clock_offset(proc: ProcessHeader) -> int:
 
 
 def session_span(ts: np.ndarray, kind: np.ndarray) -> tuple[int, int]:
-    """(first session start, last session end) of a process's events, or its first/last event without them.
+    """When a process's sessions begin and end (its first and last event without them).
 
     The run of a process: the timeline's ``start_ns``/``end_ns``, and what intervals recorded outside
     the events (CUDA API calls, torch ops) are clipped to, so that it is the same with or without them.

@@ -85,7 +85,7 @@ def measure_scope(
         u, p, seen = _interleaved(traces, SCOPES, n, plan.timings, options, inside)
         return {"total": (p - u) / n, "inside": min(x[0] for x in seen), **_measured_median(seen)}
 
-    one()  # warm-up: imports, caches, the first session's start
+    one()  # warm-up: imports, caches, the first profile's start
     st = _until_stable_boundary(one, "total", plan, known_fastest=known_fastest)
     return st, _with_measured(_split(st.cost, st.median("inside")), st)
 
