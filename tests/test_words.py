@@ -61,3 +61,23 @@ def test_table_footer_is_the_sentence_and_v_adds_the_details():
     assert "residual costs" not in plain and "trace writer" not in plain
     verbose = summary_text(_corrected(), width=120, verbose=True)
     assert "the trace writer holding the GIL" in verbose
+
+
+def test_a_run_of_several_processes_says_what_all_of_them_lost():
+    """The run's wall is its longest process's (a torchrun agent that rlscope hardly slows): the sentence
+    adds up what was removed from every process instead."""
+    summary = {
+        "corrected_for_overhead": True,
+        "calibration": {"status": "applied"},
+        "overhead": {
+            "raw_wall_s": 38.7,
+            "corrected_wall_s": 38.68,
+            "uncertainty_s": 0.5,
+            "removed_s": {"collectors (windows)": 6.0, "writer": 3.0, "scope": 1.0},
+        },
+        "processes": [{"wall_s": 38.68}, {"wall_s": 26.0}, {"wall_s": 25.32}],
+    }
+    assert correction_sentence(summary) == (
+        "rlscope added 10.0 s to the 3 processes (10% of their time);"
+        " the figures above have it removed, ±0.50 s."
+    )

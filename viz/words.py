@@ -56,11 +56,21 @@ def correction_sentence(summary: Mapping[str, Any]) -> str:
     if not summary.get("corrected_for_overhead"):
         why = str(cal.get("reason") or "").strip()
         return "The figures are raw: rlscope's own overhead is still in them" + (f" ({why})." if why else ".")
+    sigma = float(over.get("uncertainty_s") or summary.get("uncertainty_s") or 0.0)
+    pm = f", ±{_s(sigma)}" if sigma > 0 else ""
+    procs = summary.get("processes") or []
+    if len(procs) > 1:  # the run's wall is its longest process's (a launcher): say what all of them lost
+        added = sum(float(v) for v in (over.get("removed_s") or {}).values())
+        time_s = sum(float(p.get("wall_s") or 0.0) for p in procs) + added
+        n = len(procs)
+        if added <= 0:
+            return f"rlscope added no measurable time to the {n} processes; the figures are as recorded."
+        share = f" ({added / time_s:.0%} of their time)" if time_s > 0 else ""
+        removed = f"the figures above have it removed{pm}"
+        return f"rlscope added {_s(added)} to the {n} processes{share}; {removed}."
     raw, corrected = float(over.get("raw_wall_s", 0.0)), float(over.get("corrected_wall_s", 0.0))
     added = raw - corrected
     share = f" ({added / raw:.0%} of the run)" if raw > 0 else ""
-    sigma = float(over.get("uncertainty_s") or summary.get("uncertainty_s") or 0.0)
-    pm = f", ±{_s(sigma)}" if sigma > 0 else ""
     if added <= 0:
         return "rlscope added no measurable time to this run; the figures above are as recorded."
     return f"rlscope added {_s(added)}{share}; the figures above have it removed{pm}."
