@@ -36,31 +36,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import rlscope
 
 try:  # run as a file (torchrun workloads/ppo_ddp.py) or as a module (-m rlscope.workloads.ppo_ddp)
-    from ppo_cartpole import (
-        RUNNING_WINDOW,
-        Agent,
-        Episodes,
-        Rollout,
-        collect_rollout,
-        compute_advantages,
-        evaluate,
-        make_envs,
-        ppo_loss,
-        running_mean_crossing,
-    )
+    import ppo_cartpole as _core
 except ImportError:
-    from rlscope.workloads.ppo_cartpole import (
-        RUNNING_WINDOW,
-        Agent,
-        Episodes,
-        Rollout,
-        collect_rollout,
-        compute_advantages,
-        evaluate,
-        make_envs,
-        ppo_loss,
-        running_mean_crossing,
-    )
+    from rlscope.workloads import ppo_cartpole as _core
+
+RUNNING_WINDOW, Agent, Episodes, Rollout = _core.RUNNING_WINDOW, _core.Agent, _core.Episodes, _core.Rollout
+collect_rollout, compute_advantages = _core.collect_rollout, _core.compute_advantages
+ppo_loss = _core.ppo_loss
+evaluate, make_envs, running_mean_crossing = _core.evaluate, _core.make_envs, _core.running_mean_crossing
 
 
 class DDPAgent(Agent):

@@ -14,17 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from rlscope.runtime import auto_ops
+from rlscope.runtime.adapters.classes import subclasses as _subclasses
 
 ALGORITHMS = ("PPO", "A2C", "DQN", "SAC", "TD3")
 
-
-def _subclasses(cls: type) -> list[type]:
-    out, todo = [], [cls]
-    while todo:
-        c = todo.pop()
-        out.append(c)
-        todo.extend(c.__subclasses__())
-    return out
 
 
 def apply(sb3: Any) -> None:

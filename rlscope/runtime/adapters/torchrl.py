@@ -13,6 +13,7 @@ import importlib
 from typing import Any
 
 from rlscope.runtime import auto_ops
+from rlscope.runtime.adapters.classes import subclasses as _subclasses
 
 ENV_METHODS = ("step", "reset", "step_and_maybe_reset")
 
@@ -23,14 +24,6 @@ def _class(path: str, name: str) -> Any:
     except ImportError:
         return None
 
-
-def _subclasses(cls: type) -> list[type]:
-    out, todo = [], [cls]
-    while todo:
-        c = todo.pop()
-        out.append(c)
-        todo.extend(c.__subclasses__())
-    return out
 
 
 def apply(torchrl: Any) -> None:
