@@ -296,8 +296,8 @@ def test_sb3_unmodified_script_under_rlscope_run(algo, tmp_path):
 @pytest.mark.slow
 def test_torchrl_for_real(tmp_path):
     pytest.importorskip("torchrl")
+    import torchrl.collectors as collectors
     from tensordict.nn import TensorDictModule
-    from torchrl.collectors import SyncDataCollector
     from torchrl.envs import GymEnv
     from torchrl.modules import QValueActor
     from torchrl.objectives import DQNLoss
@@ -309,7 +309,9 @@ def test_torchrl_for_real(tmp_path):
         actor = QValueActor(TensorDictModule(net, ["observation"], ["action_value"]), spec=env.action_spec)
         loss = DQNLoss(actor, action_space=env.action_spec)
         opt = torch.optim.Adam(loss.parameters())
-        for batch in SyncDataCollector(env, actor, frames_per_batch=32, total_frames=96):
+        # SyncDataCollector up to TorchRL 0.13, Collector from 0.14
+        sync = getattr(collectors, "SyncDataCollector", None) or collectors.Collector
+        for batch in sync(env, actor, frames_per_batch=32, total_frames=96):
             value = loss(batch)["loss"]
             value.backward()
             opt.step()

@@ -25,14 +25,15 @@ def _class(path: str, name: str) -> Any:
         return None
 
 
-
 def apply(torchrl: Any) -> None:
     env_base = _class("torchrl.envs.common", "EnvBase")
     if env_base is not None:
         for cls in _subclasses(env_base):
             for method in ENV_METHODS:
                 auto_ops.patch(cls, method, auto_ops.simulation)
+    # the collectors' base class: DataCollectorBase up to TorchRL 0.13, BaseCollector from 0.14
     collector = _class("torchrl.collectors", "DataCollectorBase")
+    collector = collector or _class("torchrl.collectors", "BaseCollector")
     if collector is not None:
         for cls in _subclasses(collector):
             auto_ops.patch(cls, "rollout", lambda fn: auto_ops.in_phase(auto_ops.ROLLOUT, fn))
