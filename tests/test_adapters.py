@@ -288,6 +288,8 @@ def test_sb3_unmodified_script_under_rlscope_run(algo, tmp_path):
     assert "backprop (auto)" not in rollout["operations"]
     assert update["operations"]["backprop (auto)"]["total_s"] > 0.5 * update["wall_s"]
     assert "simulation (auto)" not in update["operations"]
+    # and something to change, found in this trace (rlscope/analysis/advice/)
+    assert s["advice"] and all(a["seconds_at_stake"] > 0 and a["change"] for a in s["advice"]), s["advice"]
 
 
 # -- the real TorchRL and RLlib (skipped unless installed) ----------------------------------------
