@@ -204,7 +204,7 @@ def _overhead_note(summary: Mapping[str, Any]) -> str:
     sentence = f"<b>{html.escape(correction_sentence(summary))}</b>"
     if not summary.get("corrected_for_overhead") or not summary.get("overhead"):
         return f"<p class='note'>{sentence}</p>"
-    details = " ".join(html.escape(d) for d in correction_details(summary))
+    details = "".join(f"<li>{html.escape(d)}</li>" for d in correction_details(summary))
     raw_ops = (summary.get("raw") or {}).get("operations") or {}
     rows = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.4f}</td>"
@@ -213,7 +213,7 @@ def _overhead_note(summary: Mapping[str, Any]) -> str:
         for name, op in sorted_operations(summary.get("operations") or {})[:8]
     )
     return (
-        f"<p class='note'>{sentence} <span class='details'>{details}</span></p>"
+        f"<p class='note'>{sentence}</p><ul class='note details'>{details}</ul>"
         "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>uncertainty</th>"
         f"<th>raw s</th></tr>{rows}</table>"
     )
