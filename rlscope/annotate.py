@@ -77,7 +77,7 @@ def _close_stack(
         if stack[pos][1] == name_id:
             break
     else:
-        return  # opened before this session started: nothing to close
+        return  # opened before this profile started: nothing to close
     append = session.events.append
     while len(stack) > pos:
         inst, nid = stack.pop()

@@ -149,7 +149,7 @@ class TraceWriter:
         ids of ``names`` that name automatic operations or phases (annotate.auto_ids)."""
         # the directory appears whole: its files are made in a hidden one renamed into place, so a
         # process killed while its session starts (a pool worker its pool ends at once) leaves no
-        # half-made process directory behind (a process's next session reuses its directory)
+        # half-made process directory behind (a later profile of the process reuses its directory)
         made = process_dir if process_dir.exists() else process_dir.with_name(f".{process_dir.name}")
         made.mkdir(parents=True, exist_ok=True)
         self._clock = clock

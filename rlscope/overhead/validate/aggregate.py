@@ -103,7 +103,7 @@ class TimerAggregate:
             elif kind == S.OP_END:
                 # an end closes its own instance, or (no ids) the innermost open one of its name
                 key, want = (0, inst) if inst >= 0 else (1, nid)
-                if any(f[key] == want for f in frames):  # else: opened before this session started
+                if any(f[key] == want for f in frames):  # else: opened before this profile started
                     while True:
                         f = frames.pop()
                         self._close(th, f, ts)
