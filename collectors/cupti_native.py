@@ -124,7 +124,7 @@ KIND_ORDER = ("kernel", "memcpy", "memset", "runtime", "driver")
 def kinds_mask() -> int:
     """Which CUPTI activity kinds to record: all, or ``$RLSCOPE_CUPTI_KINDS`` (comma-separated).
 
-    The variable exists to measure what each kind costs (benchmarks/gpu_overhead.py); without
+    The variable exists to measure what each kind costs by switching kinds off; without
     runtime *and* driver records, kernels launched through the other API lose their launching call.
     """
     wanted = os.environ.get("RLSCOPE_CUPTI_KINDS", "")

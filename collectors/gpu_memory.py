@@ -103,7 +103,7 @@ def load_native(torch: Any) -> Any:
 
 def open_tracker(torch: Any, source: Path = NATIVE_SOURCE, what: str = "the native memory tracker") -> Any:
     """Build ``source`` (memory_native.cpp, or another version of it with the same C functions, as
-    benchmarks/light_parts.py compares) and load it with its C functions declared; no version check,
+    a variant built to measure one part's cost) and load it with its C functions declared; no version check,
     not cached: :func:`load_native` is the collector's way in."""
     from rlscope.collectors import torch_native
 

@@ -1,7 +1,7 @@
 /* rlscope's scope and category boundaries in C (built on first use by scope_native.py).
  *
  * Why: a scope pair in Python costs ~1 us in a tight loop but 3.6-4.0 us inside a real RL loop on
- * a 2-core CPU machine (benchmarks/scope_insitu.py): a dozen bytecode-level steps, each with its own inline
+ * a 2-core CPU machine (timed in the eager simulator): a dozen bytecode-level steps, each with its own inline
  * caches, run cold after tens of microseconds of the job's own work. The same steps here are a few
  * hundred bytes of machine code and a handful of dict/list operations.
  *

@@ -2,7 +2,7 @@
 
 A scope pair through annotate.py's Python methods costs ~1 µs in a tight loop and 3.6-4.0 µs inside
 a real RL loop on a 2-core CPU machine, where the job's own work evicts the interpreter's caches between
-boundaries (benchmarks/scope_insitu.py). The C methods do the same work in a few hundred bytes of
+boundaries (timed inside the eager simulator's loop). The C methods do the same work in a few hundred bytes of
 machine code. They are installed on ``annotate._Scope`` and ``annotate._Category`` (every scope
 object, old or new, takes them) when a session or validate's timers start.
 

@@ -445,8 +445,8 @@ class Session:
 
         self._collectors.append(MemoryRecorder(self).start())
         # NVTX ranges are off by default: the analysis never reads them, Nsight cannot trace a process
-        # rlscope's own CUPTI subscriber holds, and they cost each scope ~1.2 us (H200,
-        # benchmarks/nvtx_cost.py), paid in light windows too, where the windows cannot see it
+        # rlscope's own CUPTI subscriber holds, and they cost each scope ~1.2 us (H200, a scope pair
+        # timed with and without them), paid in light windows too, where the windows cannot see it
         if gpu_collectors and self.options["nvtx"]:
             _imports.when_imported("torch", self._start_nvtx)
 

@@ -150,7 +150,7 @@ def td_update(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One gradient step on a sampled ``(obs, actions, rewards, next_obs, dones)`` batch toward the
     target network's TD targets; returns (loss, the Q-values of the taken actions). Its own function
-    so that benchmarks/loops.py's DQN iteration runs exactly this update."""
+    so that a benchmark timing one DQN iteration can run exactly this update."""
     b_obs, b_actions, b_rewards, b_next_obs, b_dones = batch
     with torch.no_grad():
         target_max, _ = target_network(b_next_obs).max(dim=1)
