@@ -59,6 +59,16 @@ def _is_wrapped(env: Any) -> bool:
     return False
 
 
+def _simulated(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """An env's ``step``/``reset``: simulator time, and the automatic ``simulation`` operation."""
+    opened = auto_ops.simulation_begin()
+    try:
+        with _SIM:
+            return call(*args, **kwargs)
+    finally:
+        auto_ops.simulation_end(opened)
+
+
 @functools.cache
 def _wrapper_classes() -> tuple[type, type]:
     """The wrapper classes, built on first use so that gymnasium is imported only when needed."""
@@ -70,20 +80,10 @@ def _wrapper_classes() -> tuple[type, type]:
         _rlscope_simulator = True
 
         def step(self, action: Any) -> Any:
-            opened = auto_ops.simulation_begin()
-            try:
-                with _SIM:
-                    return self.env.step(action)
-            finally:
-                auto_ops.simulation_end(opened)
+            return _simulated(self.env.step, action)
 
         def reset(self, **kwargs: Any) -> Any:
-            opened = auto_ops.simulation_begin()
-            try:
-                with _SIM:
-                    return self.env.reset(**kwargs)
-            finally:
-                auto_ops.simulation_end(opened)
+            return _simulated(self.env.reset, **kwargs)
 
     class SimulatorVectorWrapper(gym.vector.VectorWrapper):
         """Records vector ``step``/``reset`` as simulator time."""
@@ -91,19 +91,9 @@ def _wrapper_classes() -> tuple[type, type]:
         _rlscope_simulator = True
 
         def step(self, actions: Any) -> Any:
-            opened = auto_ops.simulation_begin()
-            try:
-                with _SIM:
-                    return self.env.step(actions)
-            finally:
-                auto_ops.simulation_end(opened)
+            return _simulated(self.env.step, actions)
 
         def reset(self, **kwargs: Any) -> Any:
-            opened = auto_ops.simulation_begin()
-            try:
-                with _SIM:
-                    return self.env.reset(**kwargs)
-            finally:
-                auto_ops.simulation_end(opened)
+            return _simulated(self.env.reset, **kwargs)
 
     return SimulatorWrapper, SimulatorVectorWrapper
