@@ -12,22 +12,15 @@ Imported lazily: a measuring child process (``memory``) pays for nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+__all__ = ["run_calibration"]
 
-def run_calibration(
-    rounds: int | None = None,
-    scale: float | None = None,
-    gpu: bool = True,
-    log: Callable[[str], None] = print,
-    *,
-    quick: bool = False,
-    budget_s: float | None = None,
-    warn: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Measure every event cost until stable; the calibration dict (:mod:`.run` says how)."""
-    from rlscope.overhead.calibrate import run
 
-    extra = {} if warn is None else {"warn": warn}
-    return run.run_calibration(rounds, scale, gpu, log, quick=quick, budget_s=budget_s, **extra)
+def __getattr__(name: str) -> Any:
+    """``run_calibration`` from :mod:`.run`, imported on first use (PEP 562)."""
+    if name == "run_calibration":
+        from rlscope.overhead.calibrate.run import run_calibration
+
+        return run_calibration
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
