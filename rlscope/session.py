@@ -75,6 +75,7 @@ TIMER_GRACE = 0.1
 TIMER_BUSY_POLL_S = 0.05
 # the shared window grid of a distributed job (SharedWindows): a pair of windows lasts at least this
 SHARED_PAIR_S = 1.0
+COLLECTIVES_ENV = "RLSCOPE_COLLECTIVES"  # 0: leave torch's flight recorder alone (collectors/collectives.py)
 SHARED_WINDOWS_ENV = "RLSCOPE_SHARED_WINDOWS"  # 1: every process on the host follows one grid; 0: off
 
 
@@ -441,6 +442,10 @@ class Session:
             from rlscope.collectors.autograd_calls import AutogradCalls
 
             self._collectors.append(AutogradCalls(self).start())
+        if os.environ.get(COLLECTIVES_ENV, "1") != "0":  # torch.distributed's collectives, every one
+            from rlscope.collectors.collectives import CollectiveRecorder
+
+            self._collectors.append(CollectiveRecorder(self).start())
         from rlscope.collectors.gpu_memory import MemoryRecorder  # allocator events, once torch is imported
 
         self._collectors.append(MemoryRecorder(self).start())

@@ -197,6 +197,9 @@ def test_torchrun_nccl_kernels_attributed_to_backprop(tmp_path):
         backprop = p["operations"]["backprop"]
         assert backprop["nccl_s"] > 0 and backprop["nccl_kernels"]
         assert all(nccl.is_nccl(k) for k in backprop["nccl_kernels"])
+        # every all-reduce of the run, from torch's flight recorder, not scaled from full windows
+        assert p["nccl_source"] == "collectives"
+        assert backprop["nccl_collectives"]["nccl:all_reduce"]["count"] > 0
         assert p["gpu_bound_s"] > 0
         # DDP all-reduces in backward only: the rollout's operations launch no collective
         assert p["operations"]["inference"].get("nccl_s", 0.0) == 0.0

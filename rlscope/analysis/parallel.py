@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # imported here, not in the functions: forked pool workers then start with them loaded
-from rlscope.analysis import gpu, intervals, report, sharing
+from rlscope.analysis import gpu, intervals, nccl, report, sharing
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.analysis.kernels import process_kernel_rows
@@ -76,6 +76,7 @@ class ProcessPiece:
     timeline: Any  # rlscope.analysis.report.TimelinePart | None (no events)
     intervals: Any  # rlscope.analysis.intervals.ProcessIntervals | None (not asked, or no events)
     gpu_calls: Any = None  # rlscope.analysis.gpu_calls.GpuCalls: per operation, its CUDA API calls (advice)
+    collectives: Any = None  # rlscope.analysis.nccl.Collectives | None: torch.distributed's collectives
 
 
 def _load(source: Source, light: bool = False) -> ProcessTrace:
@@ -125,6 +126,7 @@ def process_piece(source: Source, costs: Any, request: PieceRequest) -> ProcessP
         timeline=timeline,
         intervals=part if request.intervals else None,
         gpu_calls=process_gpu_calls(proc, joined),
+        collectives=nccl.collective_rows(proc, joined),
     )
 
 

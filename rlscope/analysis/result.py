@@ -199,7 +199,11 @@ def _analyze(
     # GPU memory, occupancy, kernel lengths and the co-location estimate (rlscope.analysis.sharing)
     summary["sharing"] = sharing_for_summary([p.sharing for p in pieces], summary)
     # NCCL kernel time per operation and process
-    nccl.add_to_summary(summary, [(h.pid, p.kernel_rows) for h, p in zip(headers, pieces, strict=True)])
+    nccl.add_to_summary(
+        summary,
+        [(h.pid, p.kernel_rows) for h, p in zip(headers, pieces, strict=True)],
+        [(h.pid, p.collectives) for h, p in zip(headers, pieces, strict=True)],
+    )
     summary["warnings"] = once_per_run(summary["warnings"])
     # ranked findings (rlscope.analysis.advice): last, since the rules read the finished summary
     summary["advice"] = advise(summary, gpu_calls.merge([p.gpu_calls or {} for p in pieces]))

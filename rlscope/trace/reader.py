@@ -33,6 +33,7 @@ class ProcessTrace(ProcessHeader):
     nvml: pa.Table | None = None  # NVML samples (nvml.arrows), when sampled
     backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
     memory: pa.Table | None = None  # CUDA caching allocator events (memory.arrows), when recorded
+    collectives: pa.Table | None = None  # torch.distributed collectives (collectives.arrows), when recorded
 
     @property
     def complete(self) -> bool:
@@ -165,6 +166,7 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
         ("nvml", S.NVML_FILE, S.NVML_COLUMNS, None),
         ("backend", S.BACKEND_FILE, S.BACKEND_COLUMNS, None),
         ("memory", S.MEMORY_FILE, S.MEMORY_COLUMNS, None),
+        ("collectives", S.COLLECTIVES_FILE, S.COLLECTIVES_COLUMNS, None),
     ):
         if (path / filename).exists():
             try:

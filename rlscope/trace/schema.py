@@ -207,6 +207,19 @@ BACKEND_COLUMNS_DOC = [
 ]
 BACKEND_COLUMNS = [c for c, _, _ in BACKEND_COLUMNS_DOC]
 
+COLLECTIVES_FILE = "collectives.arrows"
+# torch.distributed collectives from torch's flight recorder (collectors/collectives.py)
+COLLECTIVES_COLUMNS_DOC = [
+    ("ts_ns", "int64", "when the collective was queued, on the events' clock"),
+    ("duration_ns", "int64", "GPU time between the CUDA events ProcessGroupNCCL records around it; -1: none"),
+    ("thread", "int64", "OS thread id of the thread that queued it (-1: not a thread rlscope knows)"),
+    ("name", "int32", "id into names.arrows: the collective ('nccl:all_reduce', ...)"),
+    ("bytes", "int64", "size of its input tensors (0 where the type is not known)"),
+    ("record_id", "int64", "the flight recorder's id: consecutive per process, a gap is a collective lost"),
+    ("pg_id", "int64", "the process group's id"),
+]
+COLLECTIVES_COLUMNS = [c for c, _, _ in COLLECTIVES_COLUMNS_DOC]
+
 NVML_FILE = "nvml.arrows"
 # JSON written beside the streams of a Ray worker or driver (rlscope/ray.py): role, node, clock offset
 RAY_META_FILE = "ray.json"

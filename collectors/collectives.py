@@ -1,0 +1,178 @@
+"""Every collective of torch.distributed, timed on the GPU, from torch's own flight recorder.
+
+Why not the kernel trace alone: GPU tracing runs in full windows only (rlscope/windows.py), and a
+collective's length is mostly the wait for the slowest rank. That wait differs between the windows
+(a full window slows this rank's launches, not its peer's), so NCCL time scaled up from the full
+windows misread a two-rank DDP PPO by up to 2x. The flight recorder (``TORCH_FR_BUFFER_SIZE``) keeps an
+entry per collective, and with ``TORCH_NCCL_ENABLE_TIMING`` the two CUDA events ProcessGroupNCCL
+records around it on its stream give the collective's GPU time, in every window, for two event
+records per collective.
+
+:func:`arm` sets those variables (where the user has not) before a process group exists; torch reads
+them once, when it builds the recorder. At every flush the recorder's entries are read as JSON
+(``_dump_fr_trace_json``) and each completed collective not yet written becomes one row of
+``collectives.arrows``: the time it was queued (the recorder's wall clock, moved onto the events'
+clock), its GPU time (-1 for gloo's, which have none), the queuing thread, its name
+(``nccl:all_reduce``) and its size. The analysis
+gives each to the operation open on that thread, or to the one that called ``backward()`` when the
+autograd engine queued it (rlscope/analysis/nccl.py).
+
+Limits: a collective whose events have not been read by torch's watchdog (about 100 ms after it ends)
+at the session's end is left out; more collectives between two flushes than the buffer holds
+overwrite each other (the analysis counts the record ids missing between those it has and says so).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from rlscope import annotate
+from rlscope.errors import warn_once
+from rlscope.trace import schema as S
+
+BUFFER_ENV = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")  # the newer name, then the older
+TIMING_ENV = "TORCH_NCCL_ENABLE_TIMING"
+BUFFER_SIZE = 8192  # entries: a flush a second reads them all; ~4 ms of JSON when full
+DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1}
+
+
+def arm(environ: Any = os.environ) -> bool:
+    """Turn torch's flight recorder and its collective timing on for process groups made from now on.
+
+    A value the user set is kept. Returns whether the recorder will keep entries."""
+    if not any(v in environ for v in BUFFER_ENV):
+        for v in BUFFER_ENV:
+            environ[v] = str(BUFFER_SIZE)
+    environ.setdefault(TIMING_ENV, "1")
+    size = next((environ[v] for v in BUFFER_ENV if v in environ), "0")
+    return size.strip().isdigit() and int(size) > 0
+
+
+def _dump_json() -> dict[str, Any] | None:
+    """The flight recorder's entries, or None where torch has no recorder to read."""
+    c10d = sys.modules.get("torch._C._distributed_c10d")
+    if c10d is None:
+        return None
+    dump = getattr(c10d, "_dump_fr_trace_json", None) or getattr(c10d, "_dump_nccl_trace_json", None)
+    if dump is None:
+        return None
+    return json.loads(dump(True, False))  # includeCollectives, onlyActive
+
+
+def _elements(sizes: list[list[int]]) -> int:
+    total = 0
+    for shape in sizes or []:
+        n = 1
+        for d in shape:
+            n *= int(d)
+        total += n
+    return total
+
+
+def entry_row(e: dict[str, Any], offset_ns: int, threads: dict[int, int]) -> tuple | None:
+    """One row of ``collectives.arrows`` from a recorder entry, or None until it is done.
+
+    Done: it has its GPU time, or torch retired it without one (gloo's; duration -1).
+    ``offset_ns``: wall clock minus the events' clock; ``threads``: 32-bit thread ident -> OS thread id."""
+    ms = e.get("duration_ms")
+    if ms is None and not e.get("retired"):
+        return None
+    try:
+        ident = int(e.get("thread_id", -1)) & 0xFFFFFFFF
+    except (TypeError, ValueError):
+        ident = -1
+    dtypes = e.get("input_dtypes") or []
+    item = DTYPE_BYTES.get(dtypes[0], 0) if dtypes else 0
+    return (
+        int(e["time_created_ns"]) - offset_ns,
+        -1 if ms is None else round(float(ms) * 1e6),
+        threads.get(ident, -1),
+        annotate.intern(str(e.get("profiling_name", "collective"))),
+        _elements(e.get("input_sizes") or []) * item,
+        int(e.get("record_id", -1)),
+        int(e.get("pg_id", -1)),
+    )
+
+
+class CollectiveRecorder:
+    """Reads the flight recorder at every flush once a process group exists; writes new entries."""
+
+    def __init__(self, session: Any, dump: Any = _dump_json) -> None:
+        self.session = session
+        self._dump = dump
+        self._written: set[int] = set()  # record ids written; pruned below the oldest id in the buffer
+        self.lost = 0
+        self._next_id = 0  # the first record id not yet seen: a gap is entries overwritten unread
+        self._seen_group = False
+        self._lock = threading.Lock()
+        self.rows: Any = None
+
+    def start(self) -> CollectiveRecorder:
+        self.armed = arm()
+        self.session.writer.before_flush(self.flush)
+        return self
+
+    def _group_exists(self) -> bool:
+        if not self._seen_group:
+            dist = sys.modules.get("torch.distributed")
+            try:
+                self._seen_group = bool(dist is not None and dist.is_available() and dist.is_initialized())
+            except Exception:  # a torch without distributed support
+                return False
+        return self._seen_group
+
+    def flush(self, last: bool = False) -> None:
+        """Read the recorder: at a flush once a process group exists, and at the session's end
+        (``last``) in any case, since a short program may make and destroy its group between flushes."""
+        if not self.armed or not (last or self._group_exists()):
+            return
+        try:
+            data = self._dump()
+        except Exception as e:  # never the job: the NCCL figures fall back to the kernel trace
+            warn_once(f"rlscope: cannot read torch's flight recorder ({e}); NCCL time from GPU tracing only")
+            self.armed = False
+            return
+        entries = (data or {}).get("entries") or []
+        if not entries:
+            return
+        if self.rows is None:  # the file exists only in processes that made a collective
+            schema = S.columns_schema(S.COLLECTIVES_COLUMNS_DOC)
+            self.rows = self.session.writer.add_stream(S.COLLECTIVES_FILE, schema)
+        with self._lock:
+            self._add(entries)
+
+    def _add(self, entries: list[dict[str, Any]]) -> None:
+        # wall clock minus the events' clock, read now: the pair drifts by microseconds over a run
+        offset = time.time_ns() - self.session.clock()
+        threads = {st.ident32: st.thread for st in self.session.thread_states()}
+        ids = [int(e.get("record_id", -1)) for e in entries]
+        oldest = min(ids)
+        if oldest > self._next_id:  # overwritten before this read
+            self.lost += oldest - self._next_id
+        self._next_id = max(self._next_id, max(ids) + 1)
+        self._written = {i for i in self._written if i >= oldest}
+        for rid, e in zip(ids, entries, strict=True):
+            if rid in self._written:
+                continue
+            row = entry_row(e, offset, threads)
+            if row is None:  # not completed, or not yet read by torch's watchdog: the next flush
+                continue
+            self._written.add(rid)
+            self.rows.append(row)
+
+    def stop(self) -> None:
+        """Reads the recorder a last time; what is still pending then is left out (module doc)."""
+        self.flush(last="torch.distributed" in sys.modules)
+        if self.lost:
+            warn_once(
+                f"rlscope: {self.lost} collectives were overwritten in torch's flight recorder before"
+                f" they were read; NCCL time misses them (raise {BUFFER_ENV[0]})"
+            )
+
+    def __repr__(self) -> str:
+        return "CollectiveRecorder(torch flight recorder)"
