@@ -9,13 +9,13 @@ records around it on its stream give the collective's GPU time, in every window,
 records per collective.
 
 :func:`arm` sets those variables (where the user has not) before a process group exists; torch reads
-them once, when it builds the recorder. At every flush the recorder's entries are read as JSON
-(``_dump_fr_trace_json``) and each completed collective not yet written becomes one row of
-``collectives.arrows``: the time it was queued (the recorder's wall clock, moved onto the events'
-clock), its GPU time (-1 for gloo's, which have none), the queuing thread, its name
-(``nccl:all_reduce``) and its size. The analysis
-gives each to the operation open on that thread, or to the one that called ``backward()`` when the
-autograd engine queued it (rlscope/analysis/nccl.py).
+them once, when it builds the recorder. At every flush the recorders' entries are read as JSON
+(ProcessGroupNCCL's ``_dump_nccl_trace_json``, then the generic ``_dump_fr_trace_json``, gloo's), and
+each completed collective not yet written becomes one row of ``collectives.arrows``: the time it was
+queued (the recorder's wall clock, moved onto the events' clock), its GPU time (-1 for gloo's, which
+have none), the queuing thread, its name (``nccl:all_reduce``) and its size. The analysis gives each
+to the operation open on that thread, or to the one that called ``backward()`` when the autograd
+engine queued it (rlscope/analysis/nccl.py).
 
 Limits: a collective whose events have not been read by torch's watchdog (about 100 ms after it ends)
 at the session's end is left out; more collectives between two flushes than the buffer holds
@@ -53,15 +53,24 @@ def arm(environ: Any = os.environ) -> bool:
     return size.strip().isdigit() and int(size) > 0
 
 
-def _dump_json() -> dict[str, Any] | None:
-    """The flight recorder's entries, or None where torch has no recorder to read."""
+# torch keeps two recorders: ProcessGroupNCCL's own (FlightRecorder<CUDAEvent>, where NCCL's
+# collectives go; absent from CPU builds) and the generic one (gloo's). Each is read, in this order.
+RECORDERS = ("_dump_nccl_trace_json", "_dump_fr_trace_json")
+
+
+def _dump_json() -> list[dict[str, Any] | None]:
+    """Each recorder's dump (None where this torch has not that recorder), in ``RECORDERS``' order."""
     c10d = sys.modules.get("torch._C._distributed_c10d")
-    if c10d is None:
-        return None
-    dump = getattr(c10d, "_dump_fr_trace_json", None) or getattr(c10d, "_dump_nccl_trace_json", None)
-    if dump is None:
-        return None
-    return json.loads(dump(True, False))  # includeCollectives, onlyActive
+    out: list[dict[str, Any] | None] = []
+    for name in RECORDERS:
+        dump = getattr(c10d, name, None) if c10d is not None else None
+        out.append(None if dump is None else json.loads(dump(True, False)))  # includeCollectives, onlyActive
+    return out
+
+
+def _key(e: dict[str, Any]) -> tuple:
+    """What identifies a collective across recorders (a torch where both dumps read one recorder)."""
+    return (e.get("pg_id"), e.get("collective_seq_id"), e.get("p2p_seq_id"), e.get("time_created_ns"))
 
 
 def _elements(sizes: list[list[int]]) -> int:
@@ -74,7 +83,7 @@ def _elements(sizes: list[list[int]]) -> int:
     return total
 
 
-def entry_row(e: dict[str, Any], offset_ns: int, threads: dict[int, int]) -> tuple | None:
+def entry_row(e: dict[str, Any], offset_ns: int, threads: dict[int, int], recorder: int = 0) -> tuple | None:
     """One row of ``collectives.arrows`` from a recorder entry, or None until it is done.
 
     Done: it has its GPU time, or torch retired it without one (gloo's; duration -1).
@@ -96,21 +105,33 @@ def entry_row(e: dict[str, Any], offset_ns: int, threads: dict[int, int]) -> tup
         _elements(e.get("input_sizes") or []) * item,
         int(e.get("record_id", -1)),
         int(e.get("pg_id", -1)),
+        recorder,
     )
 
 
+class _Seen:
+    """One recorder's read state: the record ids written, and the next id (a gap: overwritten)."""
+
+    def __init__(self) -> None:
+        self.written: set[int] = set()  # pruned below the oldest id the recorder still holds
+        self.next_id = 0
+        self.lost = 0
+
+
 class CollectiveRecorder:
-    """Reads the flight recorder at every flush once a process group exists; writes new entries."""
+    """Reads torch's recorders at every flush once a process group exists; writes new entries."""
 
     def __init__(self, session: Any, dump: Any = _dump_json) -> None:
         self.session = session
         self._dump = dump
-        self._written: set[int] = set()  # record ids written; pruned below the oldest id in the buffer
-        self.lost = 0
-        self._next_id = 0  # the first record id not yet seen: a gap is entries overwritten unread
+        self._seen = [_Seen() for _ in RECORDERS]
         self._seen_group = False
         self._lock = threading.Lock()
         self.rows: Any = None
+
+    @property
+    def lost(self) -> int:
+        return sum(s.lost for s in self._seen)
 
     def start(self) -> CollectiveRecorder:
         self.armed = arm()
@@ -127,42 +148,48 @@ class CollectiveRecorder:
         return self._seen_group
 
     def flush(self, last: bool = False) -> None:
-        """Read the recorder: at a flush once a process group exists, and at the session's end
+        """Read the recorders: at a flush once a process group exists, and at the session's end
         (``last``) in any case, since a short program may make and destroy its group between flushes."""
         if not self.armed or not (last or self._group_exists()):
             return
         try:
-            data = self._dump()
+            dumps = self._dump()
         except Exception as e:  # never the job: the NCCL figures fall back to the kernel trace
             warn_once(f"rlscope: cannot read torch's flight recorder ({e}); NCCL time from GPU tracing only")
             self.armed = False
             return
-        entries = (data or {}).get("entries") or []
-        if not entries:
+        found = [(i, (d or {}).get("entries") or []) for i, d in enumerate(dumps)]
+        if not any(entries for _, entries in found):
             return
         if self.rows is None:  # the file exists only in processes that made a collective
             schema = S.columns_schema(S.COLLECTIVES_COLUMNS_DOC)
             self.rows = self.session.writer.add_stream(S.COLLECTIVES_FILE, schema)
         with self._lock:
-            self._add(entries)
+            keys: set[tuple] = set()
+            for i, entries in found:
+                fresh = [e for e in entries if _key(e) not in keys]
+                keys.update(_key(e) for e in entries)
+                if fresh:
+                    self._add(i, fresh)
 
-    def _add(self, entries: list[dict[str, Any]]) -> None:
+    def _add(self, recorder: int, entries: list[dict[str, Any]]) -> None:
+        seen = self._seen[recorder]
         # wall clock minus the events' clock, read now: the pair drifts by microseconds over a run
         offset = time.time_ns() - self.session.clock()
         threads = {st.ident32: st.thread for st in self.session.thread_states()}
         ids = [int(e.get("record_id", -1)) for e in entries]
         oldest = min(ids)
-        if oldest > self._next_id:  # overwritten before this read
-            self.lost += oldest - self._next_id
-        self._next_id = max(self._next_id, max(ids) + 1)
-        self._written = {i for i in self._written if i >= oldest}
+        if oldest > seen.next_id:  # overwritten before this read
+            seen.lost += oldest - seen.next_id
+        seen.next_id = max(seen.next_id, max(ids) + 1)
+        seen.written = {i for i in seen.written if i >= oldest}
         for rid, e in zip(ids, entries, strict=True):
-            if rid in self._written:
+            if rid in seen.written:
                 continue
-            row = entry_row(e, offset, threads)
+            row = entry_row(e, offset, threads, recorder)
             if row is None:  # not completed, or not yet read by torch's watchdog: the next flush
                 continue
-            self._written.add(rid)
+            seen.written.add(rid)
             self.rows.append(row)
 
     def stop(self) -> None:

@@ -51,8 +51,8 @@ def _entry(rid: int, created_ns: int, ms: float | None, *, retired: bool = True,
 
 def test_entry_row_moves_the_wall_clock_and_waits_for_gpu_time():
     row = entry_row(_entry(3, 5_000, 2.5, thread=0x1_0000_0007), offset_ns=1_000, threads={7: 77})
-    ts, dur, thread, _name, nbytes, rid, pg = row
-    assert (ts, dur, thread, nbytes, rid, pg) == (4_000, 2_500_000, 77, 256 * 4 * 4, 3, 0)
+    ts, dur, thread, _name, nbytes, rid, pg, recorder = row
+    assert (ts, dur, thread, nbytes, rid, pg, recorder) == (4_000, 2_500_000, 77, 256 * 4 * 4, 3, 0, 0)
     assert entry_row(_entry(4, 0, None, retired=False), 0, {}) is None  # still running: next flush
     gloo = entry_row(_entry(5, 0, None, name="gloo:all_reduce"), 0, {})
     assert gloo is not None and gloo[1] == -1  # retired without GPU time
@@ -64,7 +64,7 @@ def _recorder(sess, entries_at):
 
     def dump():
         offset = time.time_ns() - sess.clock()
-        return {"entries": entries_at(lambda t: t + offset)}
+        return [{"entries": entries_at(lambda t: t + offset)}, None]  # NCCL's recorder; no generic one
 
     rec = CollectiveRecorder(sess, dump=dump)
     rec._seen_group = True  # as if a process group existed
@@ -277,3 +277,32 @@ def test_torch_s_flight_recorder_is_read_in_a_real_process_group(tmp_path):
     assert rows == {("sync", "gloo:all_reduce"): [3, -1.0]} and lost == 0
     (p,) = summary_of(trace)["processes"]
     assert "nccl_s" not in p
+
+
+def test_both_recorders_are_read_and_a_collective_in_both_counts_once(fake_session):
+    """ProcessGroupNCCL's recorder and the generic one number their entries separately; a torch whose
+    two dumps read one recorder must not double the time."""
+    sess, clock = fake_session
+    with sess:
+        t, me = clock.now + MS // 2, sess.thread_states()[0].ident32  # inside backprop, below
+
+        def dumps():
+            offset = time.time_ns() - sess.clock()
+            nccl_entries = [_entry(i, t + offset + i, 1.0, thread=me) for i in range(3)]
+            gloo = [_entry(i, t + offset + 9 + i, None, name="gloo:barrier", thread=me) for i in (0, 2)]
+            return [{"entries": nccl_entries}, {"entries": nccl_entries + gloo}]  # gloo's id 1: lost
+
+        rec = CollectiveRecorder(sess, dump=dumps)
+        rec._seen_group = True
+        rec.start()
+        with rlscope.scope("backprop"):
+            clock.advance(MS)
+            sess.writer.flush()
+        rec.stop()
+    from rlscope.trace.reader import load_process
+
+    proc = load_process(sess.process_dir)
+    assert proc.collectives.column("recorder").to_pylist() == [0, 0, 0, 1, 1]
+    rows, lost = nccl.collective_rows(proc)
+    assert rows == {("backprop", "nccl:all_reduce"): [3, 3 * MS], ("backprop", "gloo:barrier"): [2, -1.0]}
+    assert lost == 1  # the generic recorder's id 1

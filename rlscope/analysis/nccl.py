@@ -133,8 +133,12 @@ def collective_rows(proc: Any, joined: gpu.JoinedTimeline | None = None) -> Coll
         e = acc.setdefault((UNANNOTATED if on < 0 else proc.name(on), proc.name(n)), [0, 0.0])
         e[0] += 1
         e[1] = -1.0 if d < 0 or e[1] < 0 else e[1] + d  # -1: no GPU time (gloo)
-    ids = np.unique(table.column("record_id").to_numpy())
-    lost = int(ids[-1] - ids[0] + 1 - len(ids)) if len(ids) else 0
+    rid = table.column("record_id").to_numpy().astype(np.int64)
+    which = table.column("recorder").to_numpy() if "recorder" in table.column_names else np.zeros(len(rid))
+    lost = 0
+    for r in np.unique(which):  # each recorder numbers its entries 0, 1, ...: a gap is one lost
+        ids = np.unique(rid[which == r])
+        lost += int(ids[-1] - ids[0] + 1 - len(ids))
     return acc, lost
 
 

@@ -217,6 +217,7 @@ COLLECTIVES_COLUMNS_DOC = [
     ("bytes", "int64", "size of its input tensors (0 where the type is not known)"),
     ("record_id", "int64", "the flight recorder's id: consecutive per process, a gap is a collective lost"),
     ("pg_id", "int64", "the process group's id"),
+    ("recorder", "int8", "which of torch's recorders: 0 ProcessGroupNCCL's, 1 the generic one (gloo)"),
 ]
 COLLECTIVES_COLUMNS = [c for c, _, _ in COLLECTIVES_COLUMNS_DOC]
 
