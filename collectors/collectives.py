@@ -41,13 +41,31 @@ BUFFER_SIZE = 8192  # entries: a flush a second reads them all; ~4 ms of JSON wh
 DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1}
 
 
-def arm(environ: Any = os.environ) -> bool:
+def _torch_version() -> tuple[int, int]:
+    """torch's (major, minor), without importing it; (0, 0) when unknown."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None:
+            text = torch.__version__
+        else:
+            from importlib import metadata
+
+            text = metadata.version("torch")
+        major, minor = text.split(".")[:2]
+        return int(major), int(minor)
+    except Exception:  # not installed, or an odd version string
+        return 0, 0
+
+
+def arm(environ: Any = os.environ, torch_version: tuple[int, int] | None = None) -> bool:
     """Turn torch's flight recorder and its collective timing on for process groups made from now on.
 
-    A value the user set is kept. Returns whether the recorder will keep entries."""
+    A value the user set is kept. Only the name this torch reads is set: torch 2.8 and later read
+    ``TORCH_FR_BUFFER_SIZE`` and warn on every process group about the older one. Returns whether
+    the recorder will keep entries."""
     if not any(v in environ for v in BUFFER_ENV):
-        for v in BUFFER_ENV:
-            environ[v] = str(BUFFER_SIZE)
+        new = (torch_version or _torch_version()) >= (2, 8)
+        environ[BUFFER_ENV[0] if new else BUFFER_ENV[1]] = str(BUFFER_SIZE)
     environ.setdefault(TIMING_ENV, "1")
     size = next((environ[v] for v in BUFFER_ENV if v in environ), "0")
     return size.strip().isdigit() and int(size) > 0

@@ -19,9 +19,11 @@ MS = 1_000_000
 
 def test_arm_sets_the_recorder_and_timing_and_keeps_what_the_user_set():
     env: dict[str, str] = {}
-    assert arm(env)
-    assert env == {
-        "TORCH_FR_BUFFER_SIZE": str(collectives.BUFFER_SIZE),
+    assert arm(env, torch_version=(2, 11))
+    assert env == {"TORCH_FR_BUFFER_SIZE": str(collectives.BUFFER_SIZE), "TORCH_NCCL_ENABLE_TIMING": "1"}
+    older: dict[str, str] = {}  # a torch that reads only the older name
+    assert arm(older, torch_version=(2, 6))
+    assert older == {
         "TORCH_NCCL_TRACE_BUFFER_SIZE": str(collectives.BUFFER_SIZE),
         "TORCH_NCCL_ENABLE_TIMING": "1",
     }
