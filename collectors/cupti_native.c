@@ -289,6 +289,10 @@ int rl_skipped_apis(void) { return n_skip_applied; }
    flushing every 2 ms. */
 static pthread_mutex_t cupti_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* CUPTI is attached to the process: from the first start until a detach (cuptiFinalize). Kinds
+   switched off without detaching (a light window begun off the main thread) leave it attached. */
+static int attached;
+
 /* Enable the kinds whose bit is set in mask (bit i: KINDS[i]); all of them is rl_start(). Every
    call attaches CUPTI (again, after a detach): a new epoch. */
 static int start_kinds_locked(unsigned mask) {
@@ -307,6 +311,7 @@ static int start_kinds_locked(unsigned mask) {
   }
   enabled_mask = mask;
   tracing_on = 1;
+  attached = 1;
   apply_skip_queries(mask);
   return 0;
 }
@@ -331,15 +336,16 @@ void rl_set_detach(int on) { detach_when_off = on; }
 /* Detach CUPTI from the process, its buffers first drained into rows; rl_start_kinds attaches it. */
 static CUptiResult detach(void) {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  attached = 0;
   return cuptiFinalize();
 }
 
 /* detached: any CUPTI call would attach it again (read under cupti_mu) */
-static int detached(void) { return detach_when_off && !tracing_on; }
+static int detached(void) { return !attached; }
 
 static int set_enabled_locked(int on) {
   if ((on != 0) == tracing_on) return 0;
-  if (on && detach_when_off) return start_kinds_locked(enabled_mask);
+  if (on && !attached) return start_kinds_locked(enabled_mask);
   CUptiResult first = CUPTI_SUCCESS;
   for (size_t i = 0; i < N_KINDS; i++) {
     if (!(enabled_mask & (1u << i))) continue;
@@ -358,6 +364,16 @@ static int set_enabled_locked(int on) {
 int rl_set_enabled(int on) {
   pthread_mutex_lock(&cupti_mu);
   int r = set_enabled_locked(on);
+  pthread_mutex_unlock(&cupti_mu);
+  return r;
+}
+
+/* Detach now if the kinds are off but CUPTI is still attached (a light window begun off the main
+   thread, where detaching is not safe): called on the main thread at its next scope exit. */
+int rl_detach_now(void) {
+  pthread_mutex_lock(&cupti_mu);
+  int r = 0;
+  if (attached && !tracing_on && detach_when_off) r = (int)detach();
   pthread_mutex_unlock(&cupti_mu);
   return r;
 }
@@ -383,8 +399,8 @@ int rl_stop(void) {
   if (tracing_on) {
     for (size_t i = 0; i < N_KINDS; i++)
       if (enabled_mask & (1u << i)) cuptiActivityDisable(KINDS[i]);
-    if (detach_when_off) detach();
   }
+  if (attached && detach_when_off) detach();
   tracing_on = 0;
   pthread_mutex_unlock(&cupti_mu);
   return r;

@@ -147,6 +147,7 @@ class NativeCuptiCollector:
     def __init__(self, session: Any) -> None:
         self.session = session
         self.lib: Any = None
+        self._detach = 1  # detach CUPTI in light windows (RLSCOPE_CUPTI_DETACH), read at start
         self.offset = 0
         self.enabled = True
         self._names: dict[int, int] = {}
@@ -170,6 +171,7 @@ class NativeCuptiCollector:
         lib.rl_start_kinds.argtypes = [ctypes.c_uint]
         lib.rl_set_enabled.argtypes = [ctypes.c_int]
         lib.rl_set_detach.argtypes = [ctypes.c_int]
+        lib.rl_detach_now.restype = ctypes.c_int
         lib.rl_set_skip_queries.argtypes = [ctypes.c_int]
         lib.rl_api_name.restype = ctypes.c_char_p
         lib.rl_api_name.argtypes = [ctypes.c_int, ctypes.c_uint32]
@@ -179,7 +181,8 @@ class NativeCuptiCollector:
         # detach CUPTI in light windows (cuptiFinalize, see cupti_native.c): attached with its kinds
         # disabled it still costs a PPO-GPU inference call +66% on an H200 (detached: within noise);
         # RLSCOPE_CUPTI_DETACH=0 keeps it attached
-        lib.rl_set_detach(0 if os.environ.get("RLSCOPE_CUPTI_DETACH") == "0" else 1)
+        self._detach = 0 if os.environ.get("RLSCOPE_CUPTI_DETACH") == "0" else 1
+        lib.rl_set_detach(self._detach)
         rc = lib.rl_start_kinds(kinds_mask())
         if rc != 0:
             raise CuptiUnavailable(f"CUPTI refused activity tracing ({lib.rl_error(rc).decode()})")
@@ -243,18 +246,37 @@ class NativeCuptiCollector:
                 )
 
     def set_enabled_off_main(self, on: bool) -> None:
-        """A switch made by the session's window timer, on its own thread: CUPTI stays attached.
+        """A switch made by the session's window timer, on its own thread: CUPTI is not detached here.
 
         Why: detaching (cuptiFinalize) while the program's threads are inside CUDA calls is not
         safe, and the timer switches at any point of a program without open operations, where the
         main thread may be in a CUDA call. A profiled SB3 PPO on an H100 with every switch made
-        this way once died of heap corruption ("corrupted double-linked list"). From the first such
-        switch on, light windows keep CUPTI attached with its kinds disabled
-        (``RLSCOPE_CUPTI_DETACH=0``'s behaviour): they cost more, and are never unsafe.
+        this way once died of heap corruption ("corrupted double-linked list"). A light window begun
+        here disables the kinds with CUPTI attached, and :meth:`finish_off_main` detaches it at the
+        main thread's next scope exit (the session arranges it). Attached with its kinds disabled,
+        CUPTI still intercepts every CUDA call (a PPO-GPU inference call +66% on an H200): kept for
+        the whole light window, that cost put a plain PPO-GPU run on an H100 13% above its
+        unprofiled time after correction.
         """
         if self.lib is not None and not on:
-            self.lib.rl_set_detach(0)  # before switching off: disable the kinds, do not detach
+            self.lib.rl_set_detach(0)  # disable the kinds, do not detach
+            try:
+                self.set_enabled(False)
+            finally:
+                self.lib.rl_set_detach(self._detach)
+            return
         self.set_enabled(on)
+
+    def finish_off_main(self) -> bool:
+        """On the main thread, in a light window the timer began: detach CUPTI now. Returns whether
+        there was anything to do."""
+        if self.lib is None or self.enabled or not self._detach:
+            return False
+        rc = self.lib.rl_detach_now()
+        if rc != 0:
+            why = self.lib.rl_error(rc).decode()
+            warn_once(f"CUPTI refused to detach ({why}); light windows may carry GPU tracing's cost")
+        return True
 
     def flush(self) -> None:
         if self.enabled:  # reading CUPTI's clock would attach a detached CUPTI again

@@ -228,6 +228,7 @@ class Session:
         self._timer: threading.Thread | None = None
         self._timer_stop = threading.Event()
         self._switch_lock = threading.RLock()  # reentrant: a collector switched may import torch
+        self._finish_due: int | None = None  # a light window the timer began: the window's real due
         self._main_state: annotate.ThreadState | None = None
         self.timer_due_ns = _NEVER  # when the timer may switch the current window (switch_on_schedule)
         # long top-level operations (name id -> the window kind their last call ran in), read at
@@ -488,10 +489,30 @@ class Session:
         """Switch the expensive collectors on or off; called by a scope exit on the main thread.
 
         The switch's own cost is marked as rlscope's time (removed by the analyzer); the WINDOW
-        event is written after it, so the segments it splits are the job's.
+        event is written after it, so the segments it splits are the job's. Right after the window
+        timer began a light window, the first such exit finishes that switch instead
+        (:meth:`_finish_off_main`).
         """
         with self._switch_lock:
+            if self._finish_due is not None:
+                self._finish_off_main()
+                return
             self._switch(on_main=True)
+
+    def _finish_off_main(self) -> None:
+        """On the main thread: what a collector leaves undone when the timer switched it off on its
+        own thread (CUPTI detached: collectors/cupti_native.py), then the window's schedule again."""
+        due, self._finish_due = self._finish_due, None
+        annotate.category_enter(self, categories.PROFILER)  # rlscope's time, removed like a switch
+        for col in list(self._togglers):
+            finish = getattr(col, "finish_off_main", None)
+            if finish is not None:
+                try:
+                    finish()
+                except Exception as e:  # never break the user's job: the light window costs more
+                    print(f"rlscope: warning: cannot finish switching {col!r}: {e}", file=sys.stderr)
+        annotate.category_exit(self, categories.PROFILER)
+        self.window_due_ns = due
 
     def _switch(self, on_main: bool) -> None:
         """The switch itself, under the switch lock; ``on_main``: on the main thread (a scope exit),
@@ -525,7 +546,11 @@ class Session:
         thread = self.main_tid if on_main else threading.get_native_id()
         self.events.append((now, thread, S.WINDOW, mode, speed, -1, 0))
         self._switch_ns[mode] = now - t0
+        self._finish_due = None
         self._schedule(mode, now)
+        if not on_main and not on and any(hasattr(c, "finish_off_main") for c in self._togglers):
+            # the next scope exit on the main thread finishes the switch, then the schedule resumes
+            self._finish_due, self.window_due_ns = self.window_due_ns, 0
 
     def main_thread_in_operation(self) -> bool:
         """Whether an operation is open on the main thread now (either scope path)."""
@@ -755,6 +780,7 @@ class Session:
         self._stopping, self._pending_signal = False, 0
         # the parent's window timer did not survive the fork; its lock may have been held then
         self._timer, self._timer_stop, self._switch_lock = None, threading.Event(), threading.RLock()
+        self._finish_due = None
         # the parent's GPU collectors (Kineto rotation, NVTX) belong to the parent process
         self.tick_due_ns, self._ticker, self._ticker_due_ns, self._turn = _NEVER, None, _NEVER, None
         self.nvtx_push = self.nvtx_pop = None

@@ -14,6 +14,7 @@ import threading
 import pytest
 
 import rlscope
+from rlscope import categories as C
 from rlscope.analysis import analyze
 from rlscope.collectors import scope_native
 from rlscope.trace import schema as S
@@ -189,3 +190,50 @@ def test_a_timer_switch_asks_collectors_for_their_off_main_thread_switch(windowe
             clock.advance(1)
         # the scope exit took the due switch: to light, on the main thread
     assert col.calls[:3] == [("main", False), ("timer", True), ("main", False)]
+
+
+def test_a_light_window_the_timer_began_is_finished_at_the_next_main_thread_exit(windowed):
+    """CUPTI cannot be detached off the main thread: a light window the timer begins leaves it
+    attached, and the very next scope exit on the main thread (due or not) detaches it, as rlscope's
+    time; then the window's own schedule goes on."""
+    sess, clock = windowed
+
+    class Detaching(FakeCollector):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def set_enabled_off_main(self, on: bool) -> None:
+            self.calls.append(f"timer {on}")
+            super().set_enabled(on)
+
+        def finish_off_main(self) -> bool:
+            self.calls.append("finish")
+            return True
+
+    col = Detaching()
+    sess.options["flush_interval"] = 1e6
+    with sess:
+        sess.add_toggler(col)  # light, on the main thread
+        clock.advance(sess.timer_due_ns - clock.now)
+        assert sess.switch_on_schedule(clock.now)  # the timer: to full (nothing to finish)
+        assert sess.window_due_ns > clock.now
+        clock.advance(sess.timer_due_ns - clock.now)
+        assert sess.switch_on_schedule(clock.now)  # the timer: to light, CUPTI left attached
+        real_due = sess._finish_due
+        assert real_due is not None and real_due > clock.now and sess.window_due_ns == 0
+        assert col.calls == ["timer True", "timer False"]
+        with rlscope.scope("step"):
+            clock.advance(1)
+        assert col.calls == ["timer True", "timer False", "finish"]  # at that exit, not a switch
+        assert sess.window_due_ns == real_due and sess._finish_due is None
+        with rlscope.scope("step"):
+            clock.advance(1)
+        assert col.calls[-1] == "finish"  # once
+    ev = load_trace(sess.trace_dir).processes[0].events.to_pydict()
+    windows = [m for k, m in zip(ev["kind"], ev["id"], strict=True) if k == S.WINDOW]
+    assert windows.count(S.WINDOW_FULL) >= 2 and windows[-1] == S.WINDOW_LIGHT  # no extra switch
+    main = sess.main_tid
+    rows = zip(ev["kind"], ev["id"], ev["thread"], strict=True)
+    marked = sum(1 for k, c, t in rows if k == S.CAT_BEGIN and c == C.PROFILER and t == main)
+    assert marked == 2  # the main thread's one switch, and the detach: rlscope's own time
