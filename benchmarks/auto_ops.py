@@ -1,7 +1,7 @@
 """Automatic operations: accuracy against hand annotation, and what ``rlscope run`` costs an SB3 PPO.
 
     python benchmarks/auto_ops.py [--reps 3] [--device cpu|cuda] [--timesteps N] [--json F]
-                                  [--part accuracy|cost|both]
+                                  [--part accuracy|cost|wrapper|both]
 
 **accuracy**: the bundled PPO (workloads/ppo_cartpole.py) run twice per repetition, interleaved:
 
@@ -16,6 +16,13 @@ Per operation: the median over repetitions of auto total / hand total (target: w
 ``rlscope run --no-analyze`` and under ``rlscope run --no-analyze --no-auto-ops``, interleaved; the
 median process wall time of each and the ratios (target: ``rlscope run`` at most 1.2x).
 ``--device cuda`` puts both programs' policies on the GPU.
+
+**wrapper** (``--part wrapper``, in this process): what the automatic operations' ``nn.Module.__call__``
+wrapper costs a module call, which the correction does not remove. A CleanRL-shaped rollout step (actor
+and critic, each a 64-64 MLP: 12 module calls, in ``torch.no_grad()``) timed with torch's own
+``__call__`` and inside a session with automatic operations, inside a user's ``inference`` scope (so no
+automatic operation opens: the wrapper alone, and the no_grad block's), interleaved ``--reps`` times;
+the median difference per module call. Runs with ``--part both`` too.
 """
 
 from __future__ import annotations
@@ -129,13 +136,53 @@ def cost(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return out
 
 
+def wrapper(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    import torch
+    from torch import nn
+
+    import rlscope
+
+    torch.set_num_threads(1)
+
+    def mlp(out: int) -> nn.Module:
+        return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, out))
+
+    actor, critic, obs = mlp(2), mlp(1), torch.randn(8, 4)
+    module_calls = 12
+
+    def step_us(n: int = 4000) -> float:
+        def step() -> None:
+            with torch.no_grad():
+                actor(obs)
+                critic(obs)
+
+        for _ in range(300):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        return (time.perf_counter() - t0) / n * 1e6
+
+    times: dict[str, list[float]] = {"torch": [], "wrapped": []}
+    for rep in range(max(args.reps, 5)):
+        times["torch"].append(step_us())
+        session = rlscope.profile(work / f"wrapper-{rep}", auto_ops=True, backend=False, gpu=False)
+        with session, rlscope.scope("inference"):  # the user's: no automatic inference opens inside
+            times["wrapped"].append(step_us())
+    med = {k: statistics.median(v) for k, v in times.items()}
+    per_call = (med["wrapped"] - med["torch"]) / module_calls
+    print(f"module-call wrapper: {per_call:.3f} us a module call (step {med['torch']:.1f} us, wrapped"
+          f" {med['wrapped']:.1f} us, {module_calls} module calls)")  # fmt: skip
+    return {"step_us": times, "median_step_us": med, "per_module_call_us": per_call}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--timesteps", type=int, default=16_384, help="bundled PPO's steps per run")
     p.add_argument("--sb3-timesteps", type=int, default=8_192, help="SB3 PPO's steps per run")
-    p.add_argument("--part", choices=["accuracy", "cost", "both"], default="both")
+    p.add_argument("--part", choices=["accuracy", "cost", "wrapper", "both"], default="both")
     p.add_argument("--json", default=None, metavar="FILE")
     args = p.parse_args()
     result: dict[str, Any] = {"device": args.device, "reps": args.reps, "cpus": os.cpu_count(),
@@ -146,6 +193,8 @@ def main() -> None:
             result["accuracy"] = accuracy(args, work)
         if args.part in ("cost", "both"):
             result["cost"] = cost(args, work)
+        if args.part in ("wrapper", "both"):
+            result["wrapper"] = wrapper(args, work)
     result["load_avg_at_end"] = os.getloadavg()
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")

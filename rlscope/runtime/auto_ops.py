@@ -240,22 +240,28 @@ def _install_torch(torch: Any) -> None:
     # forward hook. Why: a global hook sends every module call (every submodule's) down _call_impl's
     # slow path; measured on a 64-64 MLP (6 module calls a forward, CPU): +2.3 us a module call with
     # the two hooks, +0.8 us with the wrapper, which keeps the fast path. Only the outermost call
-    # matters, but the depth must be counted at every level.
+    # matters, but the depth must be counted at every level: a nested call (most of them) reads the
+    # depth once and writes it twice (0.68 us a call on cpu-vm, against 0.96 with a decrement).
     module_call = nn_module.Module.__call__
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         if compiling():  # while Dynamo traces: nothing at all (a side effect there is a graph break)
             return module_call(self, *args, **kwargs)
         t = _tls
-        t.calls += 1
-        if t.calls == 1 and _on:
+        depth = t.calls
+        t.calls = depth + 1
+        if depth:  # inside another module's call
+            try:
+                return module_call(self, *args, **kwargs)
+            finally:
+                t.calls = depth
+        if _on:
             _outer_call(t, torch, self)
         try:
             return module_call(self, *args, **kwargs)
         finally:
-            if t.calls > 0:
-                t.calls -= 1
-            if t.calls == 0 and t.per_call and t.inference is not None:
+            t.calls = 0
+            if t.per_call and t.inference is not None:
                 inf, t.inference, t.per_call = t.inference, None, False
                 if _on:
                     _close(t, inf)
