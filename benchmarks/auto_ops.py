@@ -166,8 +166,8 @@ def wrapper(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     times: dict[str, list[float]] = {"torch": [], "wrapped": []}
     for rep in range(max(args.reps, 5)):
         times["torch"].append(step_us())
-        session = rlscope.profile(work / f"wrapper-{rep}", auto_ops=True, backend=False, gpu=False)
-        with session, rlscope.scope("inference"):  # the user's: no automatic inference opens inside
+        sess = rlscope.profile(work / f"wrapper-{rep}", auto_ops=True, backend=False, gpu=False)
+        with sess, rlscope.scope("inference"):  # the user's: no automatic inference opens inside
             times["wrapped"].append(step_us())
     med = {k: statistics.median(v) for k, v in times.items()}
     per_call = (med["wrapped"] - med["torch"]) / module_calls
