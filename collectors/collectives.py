@@ -19,7 +19,8 @@ engine queued it (rlscope/analysis/nccl.py).
 
 Limits: a collective whose events have not been read by torch's watchdog (about 100 ms after it ends)
 at the session's end is left out; more collectives between two flushes than the buffer holds
-overwrite each other (the analysis counts the record ids missing between those it has and says so).
+overwrite each other (the analysis counts the record ids missing between those it has and says so);
+once the ring is full, each flush parses all of it again (``BUFFER_SIZE``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from rlscope.trace import schema as S
 
 BUFFER_ENV = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")  # the newer name, then the older
 TIMING_ENV = "TORCH_NCCL_ENABLE_TIMING"
-BUFFER_SIZE = 8192  # entries: a flush a second reads them all; ~4 ms of JSON when full
+# entries: every flush (1 s) parses them all, 17 ms of JSON once the ring is full (70 ms for 8192, on
+# cpu-vm), on the writer's thread holding the GIL; more than this many collectives a second are lost
+BUFFER_SIZE = 2048
 DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1}
 
 

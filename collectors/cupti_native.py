@@ -254,9 +254,8 @@ class NativeCuptiCollector:
         this way once died of heap corruption ("corrupted double-linked list"). A light window begun
         here disables the kinds with CUPTI attached, and :meth:`finish_off_main` detaches it at the
         main thread's next scope exit (the session arranges it). Attached with its kinds disabled,
-        CUPTI still intercepts every CUDA call (a PPO-GPU inference call +66% on an H200): kept for
-        the whole light window, that cost put a plain PPO-GPU run on an H100 13% above its
-        unprofiled time after correction.
+        CUPTI still intercepts every CUDA call (a PPO-GPU inference call +66% on an H200), and left
+        so, every later light window of the run would carry that cost.
         """
         if self.lib is not None and not on:
             self.lib.rl_set_detach(0)  # disable the kinds, do not detach
@@ -267,16 +266,14 @@ class NativeCuptiCollector:
             return
         self.set_enabled(on)
 
-    def finish_off_main(self) -> bool:
-        """On the main thread, in a light window the timer began: detach CUPTI now. Returns whether
-        there was anything to do."""
+    def finish_off_main(self) -> None:
+        """On the main thread, in a light window the timer began: detach CUPTI now."""
         if self.lib is None or self.enabled or not self._detach:
-            return False
+            return
         rc = self.lib.rl_detach_now()
         if rc != 0:
             why = self.lib.rl_error(rc).decode()
             warn_once(f"CUPTI refused to detach ({why}); light windows may carry GPU tracing's cost")
-        return True
 
     def flush(self) -> None:
         if self.enabled:  # reading CUPTI's clock would attach a detached CUPTI again

@@ -207,9 +207,8 @@ def test_a_light_window_the_timer_began_is_finished_at_the_next_main_thread_exit
             self.calls.append(f"timer {on}")
             super().set_enabled(on)
 
-        def finish_off_main(self) -> bool:
+        def finish_off_main(self) -> None:
             self.calls.append("finish")
-            return True
 
     col = Detaching()
     sess.options["flush_interval"] = 1e6

@@ -241,7 +241,8 @@ def _install_torch(torch: Any) -> None:
     # slow path; measured on a 64-64 MLP (6 module calls a forward, CPU): +2.3 us a module call with
     # the two hooks, +0.8 us with the wrapper, which keeps the fast path. Only the outermost call
     # matters, but the depth must be counted at every level: a nested call (most of them) reads the
-    # depth once and writes it twice (0.68 us a call on cpu-vm, against 0.96 with a decrement).
+    # depth once and writes it twice (benchmarks/auto_ops.py --part wrapper: 1.0 us a module call on
+    # cpu-vm, 1.2 when it read-modify-wrote it going in and out).
     module_call = nn_module.Module.__call__
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
