@@ -26,6 +26,7 @@ once the ring is full, each flush parses all of it again (``BUFFER_SIZE``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -94,16 +95,6 @@ def _key(e: dict[str, Any]) -> tuple:
     return (e.get("pg_id"), e.get("collective_seq_id"), e.get("p2p_seq_id"), e.get("time_created_ns"))
 
 
-def _elements(sizes: list[list[int]]) -> int:
-    total = 0
-    for shape in sizes or []:
-        n = 1
-        for d in shape:
-            n *= int(d)
-        total += n
-    return total
-
-
 def entry_row(e: dict[str, Any], offset_ns: int, threads: dict[int, int], recorder: int = 0) -> tuple | None:
     """One row of ``collectives.arrows`` from a recorder entry, or None until it is done.
 
@@ -123,7 +114,7 @@ def entry_row(e: dict[str, Any], offset_ns: int, threads: dict[int, int], record
         -1 if ms is None else round(float(ms) * 1e6),
         threads.get(ident, -1),
         annotate.intern(str(e.get("profiling_name", "collective"))),
-        _elements(e.get("input_sizes") or []) * item,
+        sum(math.prod(shape) for shape in e.get("input_sizes") or []) * item,
         int(e.get("record_id", -1)),
         int(e.get("pg_id", -1)),
         recorder,
