@@ -9,18 +9,20 @@ records around it on its stream give the collective's GPU time, in every window,
 records per collective.
 
 :func:`arm` sets those variables (where the user has not) before a process group exists; torch reads
-them once, when it builds the recorder. At every flush the recorders' entries are read as JSON
-(ProcessGroupNCCL's ``_dump_nccl_trace_json``, then the generic ``_dump_fr_trace_json``, gloo's), and
-each completed collective not yet written becomes one row of ``collectives.arrows``: the time it was
-queued (the recorder's wall clock, moved onto the events' clock), its GPU time (-1 for gloo's, which
-have none), the queuing thread, its name (``nccl:all_reduce``) and its size. The analysis gives each
-to the operation open on that thread, or to the one that called ``backward()`` when the autograd
-engine queued it (rlscope/analysis/nccl.py).
+them once, when it builds the recorder. At flushes, paced to the collectives' rate (``_pace``), the
+recorders' entries are read as JSON (ProcessGroupNCCL's ``_dump_nccl_trace_json``, then the generic
+``_dump_fr_trace_json``, gloo's), and each completed collective not yet written becomes one row of
+``collectives.arrows``: the time it was queued (the recorder's wall clock, moved onto the events'
+clock), its GPU time (-1 for gloo's, which have none), the queuing thread, its name
+(``nccl:all_reduce``) and its size. The analysis gives each to the operation open on that thread, or
+to the one that called ``backward()`` when the autograd engine queued it (rlscope/analysis/nccl.py).
 
 Limits: a collective whose events have not been read by torch's watchdog (about 100 ms after it ends)
 at the session's end is left out; more collectives between two flushes than the buffer holds
 overwrite each other (the analysis counts the record ids missing between those it has and says so);
-once the ring is full, each flush parses all of it again (``BUFFER_SIZE``).
+each read parses the whole ring (``BUFFER_SIZE``), so reads are paced: a quarter of the ring at
+the rate seen, at most twice the last gap and 10 s apart; a burst that overfills the ring in between
+loses its oldest entries.
 """
 
 from __future__ import annotations
@@ -39,9 +41,13 @@ from rlscope.trace import schema as S
 
 BUFFER_ENV = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")  # the newer name, then the older
 TIMING_ENV = "TORCH_NCCL_ENABLE_TIMING"
-# entries: every flush (1 s) parses them all, 17 ms of JSON once the ring is full (70 ms for 8192, on
-# cpu-vm), on the writer's thread holding the GIL; more than this many collectives a second are lost
+# entries in the ring: a read parses all it holds, 17 ms of JSON when full (70 ms for 8192, on cpu-vm),
+# on the writer's thread holding the GIL
 BUFFER_SIZE = 2048
+# reads are paced to the collectives' rate: the next one when a quarter of the ring has filled since
+# the last (the rest: room for bursts), at most twice the last gap and this long apart, and at the end
+READ_SHARE = 0.25
+MAX_READ_GAP_S = 10.0
 DTYPE_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1, "Char": 1}
 
 
@@ -131,15 +137,18 @@ class _Seen:
 
 
 class CollectiveRecorder:
-    """Reads torch's recorders at every flush once a process group exists; writes new entries."""
+    """Reads torch's recorders at flushes once a process group exists; writes new entries."""
 
-    def __init__(self, session: Any, dump: Any = _dump_json) -> None:
+    def __init__(self, session: Any, dump: Any = _dump_json, clock: Any = time.monotonic) -> None:
         self.session = session
         self._dump = dump
+        self._clock = clock
         self._seen = [_Seen() for _ in RECORDERS]
         self._seen_group = False
         self._lock = threading.Lock()
         self.rows: Any = None
+        self._last_read: float | None = None
+        self._next_read = 0.0
 
     @property
     def lost(self) -> int:
@@ -147,8 +156,23 @@ class CollectiveRecorder:
 
     def start(self) -> CollectiveRecorder:
         self.armed = arm()
+        size = next((os.environ[v] for v in BUFFER_ENV if v in os.environ), "")
+        self.capacity = int(size) if size.strip().isdigit() else BUFFER_SIZE
         self.session.writer.before_flush(self.flush)
         return self
+
+    def _pace(self, now: float, new: int) -> None:
+        """When to read next: a quarter of the ring at the rate seen since the last read.
+
+        Why: a full ring costs its whole parse at every read, though a flush a second finds few new
+        entries (a DDP PPO queues about 15 all-reduces a second). The gap at most doubles from one
+        read to the next, so collectives starting after a quiet stretch are read within a few
+        seconds."""
+        if self._last_read is not None and now > self._last_read:
+            gap = now - self._last_read
+            wait = READ_SHARE * self.capacity * gap / new if new else MAX_READ_GAP_S
+            self._next_read = now + min(wait, 2 * max(gap, 1.0), MAX_READ_GAP_S)
+        self._last_read = now
 
     def _group_exists(self) -> bool:
         if not self._seen_group:
@@ -164,6 +188,9 @@ class CollectiveRecorder:
         (``last``) in any case, since a short program may make and destroy its group between flushes."""
         if not self.armed or not (last or self._group_exists()):
             return
+        now = self._clock()
+        if not last and now < self._next_read:
+            return
         try:
             dumps = self._dump()
         except Exception as e:  # never the job: the NCCL figures fall back to the kernel trace
@@ -171,7 +198,9 @@ class CollectiveRecorder:
             self.armed = False
             return
         found = [(i, (d or {}).get("entries") or []) for i, d in enumerate(dumps)]
+        before = sum(s.next_id for s in self._seen)
         if not any(entries for _, entries in found):
+            self._pace(now, 0)
             return
         if self.rows is None:  # the file exists only in processes that made a collective
             schema = S.columns_schema(S.COLLECTIVES_COLUMNS_DOC)
@@ -183,6 +212,7 @@ class CollectiveRecorder:
                 keys.update(_key(e) for e in entries)
                 if fresh:
                     self._add(i, fresh)
+            self._pace(now, sum(s.next_id for s in self._seen) - before)
 
     def _add(self, recorder: int, entries: list[dict[str, Any]]) -> None:
         seen = self._seen[recorder]
@@ -206,7 +236,7 @@ class CollectiveRecorder:
 
     def stop(self) -> None:
         """Reads the recorder a last time; what is still pending then is left out (module doc)."""
-        self.flush(last="torch.distributed" in sys.modules)
+        self.flush(last=True)
         if self.lost:
             warn_once(
                 f"rlscope: {self.lost} collectives were overwritten in torch's flight recorder before"

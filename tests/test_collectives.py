@@ -3,6 +3,7 @@ the operation that queued it (or that called ``backward()``), in light windows t
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -308,3 +309,45 @@ def test_both_recorders_are_read_and_a_collective_in_both_counts_once(fake_sessi
     rows, lost = nccl.collective_rows(proc)
     assert rows == {("backprop", "nccl:all_reduce"): [3, 3 * MS], ("backprop", "gloo:barrier"): [2, -1.0]}
     assert lost == 1  # the generic recorder's id 1
+
+
+def test_reads_are_paced_to_the_collectives_rate_and_the_end_reads_all(fake_session):
+    """A read parses the whole ring: at 15 collectives a second (a DDP PPO) reads come up to 10 s
+    apart, growing at most 2x a time; a quiet stretch is read again within seconds; the session's
+    end reads once more, and no collective is written twice or lost."""
+    sess, clock = fake_session
+    now = [0.0]
+    made: list[int] = []  # record ids in the ring (never full here)
+    reads: list[float] = []
+
+    def dumps():
+        reads.append(now[0])
+        offset = time.time_ns() - sess.clock()
+        return [{"entries": [_entry(i, clock.now + offset, 1.0) for i in made]}, None]
+
+    with sess:
+        rec = CollectiveRecorder(sess, dump=dumps, clock=lambda: now[0])
+        rec._seen_group = True
+        rec.start()
+        for second in range(60):  # one flush a second, 15 new collectives each
+            now[0] = float(second)
+            made.extend(range(len(made), len(made) + 15))
+            rec.flush()
+        busy = list(reads)
+        for second in range(60, 80):  # quiet: no new collective
+            now[0] = float(second)
+            rec.flush()
+        quiet = reads[len(busy) :]
+        now[0] = 80.0
+        made.extend(range(len(made), len(made) + 15))
+        rec.stop()
+    gaps = [b - a for a, b in itertools.pairwise(busy)]
+    assert gaps[:3] == [1.0, 2.0, 4.0] and max(gaps) <= 10.0  # doubling, then at most 10 s
+    assert len(busy) < 15  # not one read a second
+    assert quiet and all(b - a <= 10.0 for a, b in itertools.pairwise(quiet))
+    assert reads[-1] == 80.0  # the end reads
+    from rlscope.trace.reader import load_process
+
+    ids = load_process(sess.process_dir).collectives.column("record_id").to_pylist()
+    assert sorted(ids) == list(range(len(made)))  # every one, once
+    assert rec.lost == 0
