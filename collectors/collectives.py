@@ -17,6 +17,9 @@ clock), its GPU time (-1 for gloo's, which have none), the queuing thread, its n
 (``nccl:all_reduce``) and its size. The analysis gives each to the operation open on that thread, or
 to the one that called ``backward()`` when the autograd engine queued it (rlscope/analysis/nccl.py).
 
+Only collectives queued after the session began are its own: a forked child inherits its parent's
+recorder, entries and all.
+
 Limits: a collective whose events have not been read by torch's watchdog (about 100 ms after it ends)
 at the session's end is left out; more collectives between two flushes than the buffer holds
 overwrite each other (the analysis counts the record ids missing between those it has and says so);
@@ -132,7 +135,7 @@ class _Seen:
 
     def __init__(self) -> None:
         self.written: set[int] = set()  # pruned below the oldest id the recorder still holds
-        self.next_id = 0
+        self.next_id: int | None = None  # None until the first read
         self.lost = 0
 
 
@@ -155,6 +158,9 @@ class CollectiveRecorder:
         return sum(s.lost for s in self._seen)
 
     def start(self) -> CollectiveRecorder:
+        # what the recorder held before this session (a forked child inherits its parent's entries:
+        # a DataLoader worker of a DDP rank would count the rank's all-reduces again) is not its own
+        self._since = self.session.clock()
         self.armed = arm()
         size = next((os.environ[v] for v in BUFFER_ENV if v in os.environ), "")
         self.capacity = int(size) if size.strip().isdigit() else BUFFER_SIZE
@@ -191,14 +197,20 @@ class CollectiveRecorder:
         now = self._clock()
         if not last and now < self._next_read:
             return
+        # wall clock minus the events' clock, read now: the pair drifts by microseconds over a run
+        offset = time.time_ns() - self.session.clock()
         try:
             dumps = self._dump()
         except Exception as e:  # never the job: the NCCL figures fall back to the kernel trace
             warn_once(f"rlscope: cannot read torch's flight recorder ({e}); NCCL time from GPU tracing only")
             self.armed = False
             return
-        found = [(i, (d or {}).get("entries") or []) for i, d in enumerate(dumps)]
-        before = sum(s.next_id for s in self._seen)
+        since = self._since + offset  # the session's start on the recorder's clock
+        found = [
+            (i, [e for e in (d or {}).get("entries") or [] if int(e.get("time_created_ns", 0)) >= since])
+            for i, d in enumerate(dumps)
+        ]
+        before = sum(s.next_id or 0 for s in self._seen)
         if not any(entries for _, entries in found):
             self._pace(now, 0)
             return
@@ -211,16 +223,16 @@ class CollectiveRecorder:
                 fresh = [e for e in entries if _key(e) not in keys]
                 keys.update(_key(e) for e in entries)
                 if fresh:
-                    self._add(i, fresh)
-            self._pace(now, sum(s.next_id for s in self._seen) - before)
+                    self._add(i, fresh, offset)
+            self._pace(now, sum(s.next_id or 0 for s in self._seen) - before)
 
-    def _add(self, recorder: int, entries: list[dict[str, Any]]) -> None:
+    def _add(self, recorder: int, entries: list[dict[str, Any]], offset: int) -> None:
         seen = self._seen[recorder]
-        # wall clock minus the events' clock, read now: the pair drifts by microseconds over a run
-        offset = time.time_ns() - self.session.clock()
         threads = {st.ident32: st.thread for st in self.session.thread_states()}
         ids = [int(e.get("record_id", -1)) for e in entries]
         oldest = min(ids)
+        if seen.next_id is None:  # the first read: what came before is not this session's
+            seen.next_id = oldest
         if oldest > seen.next_id:  # overwritten before this read
             seen.lost += oldest - seen.next_id
         seen.next_id = max(seen.next_id, max(ids) + 1)

@@ -351,3 +351,24 @@ def test_reads_are_paced_to_the_collectives_rate_and_the_end_reads_all(fake_sess
     ids = load_process(sess.process_dir).collectives.column("record_id").to_pylist()
     assert sorted(ids) == list(range(len(made)))  # every one, once
     assert rec.lost == 0
+
+
+def test_entries_from_before_the_session_are_not_its_own(fake_session):
+    """A forked child (a DataLoader worker of a DDP rank) inherits its parent's recorder: the rank's
+    all-reduces, queued before the child's session began, are neither written nor counted lost."""
+    sess, clock = fake_session
+    with sess:
+        clock.advance(10 * MS)
+
+        def entries(wall):
+            before = [_entry(i, wall(clock.now - 20 * MS), 1.0) for i in range(10)]  # the parent's
+            return [*before, _entry(10, wall(clock.now), 2.0), _entry(11, wall(clock.now), 2.0)]
+
+        rec = _recorder(sess, entries)
+        clock.advance(MS)
+        sess.writer.flush()
+        rec.stop()
+    from rlscope.trace.reader import load_process
+
+    assert load_process(sess.process_dir).collectives.column("record_id").to_pylist() == [10, 11]
+    assert rec.lost == 0
