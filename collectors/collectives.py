@@ -17,7 +17,7 @@ clock), its GPU time (-1 for gloo's, which have none), the queuing thread, its n
 (``nccl:all_reduce``) and its size. The analysis gives each to the operation open on that thread, or
 to the one that called ``backward()`` when the autograd engine queued it (rlscope/analysis/nccl.py).
 
-Only collectives queued after the session began are its own: a forked child inherits its parent's
+Only collectives queued after the profile started are recorded: a forked child inherits its parent's
 recorder, entries and all.
 
 Limits: a collective whose events have not been read by torch's watchdog (about 100 ms after it ends)
@@ -158,8 +158,8 @@ class CollectiveRecorder:
         return sum(s.lost for s in self._seen)
 
     def start(self) -> CollectiveRecorder:
-        # what the recorder held before this session (a forked child inherits its parent's entries:
-        # a DataLoader worker of a DDP rank would count the rank's all-reduces again) is not its own
+        # entries queued before this profile started are not its own (a forked child inherits its
+        # parent's entries: a DataLoader worker of a DDP rank would count the rank's all-reduces again)
         self._since = self.session.clock()
         self.armed = arm()
         size = next((os.environ[v] for v in BUFFER_ENV if v in os.environ), "")
@@ -231,7 +231,7 @@ class CollectiveRecorder:
         threads = {st.ident32: st.thread for st in self.session.thread_states()}
         ids = [int(e.get("record_id", -1)) for e in entries]
         oldest = min(ids)
-        if seen.next_id is None:  # the first read: what came before is not this session's
+        if seen.next_id is None:  # the first read: ids below the first one kept are not lost
             seen.next_id = oldest
         if oldest > seen.next_id:  # overwritten before this read
             seen.lost += oldest - seen.next_id

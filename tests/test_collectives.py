@@ -355,7 +355,7 @@ def test_reads_are_paced_to_the_collectives_rate_and_the_end_reads_all(fake_sess
 
 def test_entries_from_before_the_session_are_not_its_own(fake_session):
     """A forked child (a DataLoader worker of a DDP rank) inherits its parent's recorder: the rank's
-    all-reduces, queued before the child's session began, are neither written nor counted lost."""
+    all-reduces, queued before the child's profile started, are neither written nor counted lost."""
     sess, clock = fake_session
     with sess:
         clock.advance(10 * MS)
