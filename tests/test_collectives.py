@@ -353,7 +353,7 @@ def test_reads_are_paced_to_the_collectives_rate_and_the_end_reads_all(fake_sess
     assert rec.lost == 0
 
 
-def test_entries_from_before_the_session_are_not_its_own(fake_session):
+def test_entries_from_before_the_profile_started_are_not_its_own(fake_session):
     """A forked child (a DataLoader worker of a DDP rank) inherits its parent's recorder: the rank's
     all-reduces, queued before the child's profile started, are neither written nor counted lost."""
     sess, clock = fake_session
