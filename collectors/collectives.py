@@ -70,18 +70,18 @@ def _torch_version() -> tuple[int, int]:
         return 0, 0
 
 
-def arm(environ: Any = os.environ, torch_version: tuple[int, int] | None = None) -> bool:
+def arm(environ: Any = os.environ, torch_version: tuple[int, int] | None = None) -> int:
     """Turn torch's flight recorder and its collective timing on for process groups made from now on.
 
     A value the user set is kept. Only the name this torch reads is set: torch 2.8 and later read
-    ``TORCH_FR_BUFFER_SIZE`` and warn on every process group about the older one. Returns whether
-    the recorder will keep entries."""
+    ``TORCH_FR_BUFFER_SIZE`` and warn on every process group about the older one. Returns the
+    entries the recorder will keep (0: none, the user turned it off)."""
     if not any(v in environ for v in BUFFER_ENV):
         new = (torch_version or _torch_version()) >= (2, 8)
         environ[BUFFER_ENV[0] if new else BUFFER_ENV[1]] = str(BUFFER_SIZE)
     environ.setdefault(TIMING_ENV, "1")
-    size = next((environ[v] for v in BUFFER_ENV if v in environ), "0")
-    return size.strip().isdigit() and int(size) > 0
+    size = next(environ[v] for v in BUFFER_ENV if v in environ).strip()
+    return int(size) if size.isdigit() else 0
 
 
 # torch keeps two recorders: ProcessGroupNCCL's own (FlightRecorder<CUDAEvent>, where NCCL's
@@ -161,9 +161,8 @@ class CollectiveRecorder:
         # entries queued before this profile started are not its own (a forked child inherits its
         # parent's entries: a DataLoader worker of a DDP rank would count the rank's all-reduces again)
         self._since = self.session.clock()
-        self.armed = arm()
-        size = next((os.environ[v] for v in BUFFER_ENV if v in os.environ), "")
-        self.capacity = int(size) if size.strip().isdigit() else BUFFER_SIZE
+        self.capacity = arm()
+        self.armed = self.capacity > 0
         self.session.writer.before_flush(self.flush)
         return self
 
