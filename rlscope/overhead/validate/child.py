@@ -37,6 +37,7 @@ from rlscope import annotate
 from rlscope.errors import RLScopeError
 from rlscope.overhead.validate import twin
 from rlscope.overhead.validate.aggregate import TimerAggregate
+from rlscope.overhead.validate.speed_probe import SpeedProbe
 from rlscope.runtime import hooks
 
 MODE_ENV = hooks.MODE_ENV
@@ -44,6 +45,7 @@ RECORD_ENV = "RLSCOPE_VALIDATE_RECORD"
 TRACE_ENV = "RLSCOPE_VALIDATE_TRACE_DIR"
 OPTIONS_ENV = "RLSCOPE_VALIDATE_OPTIONS"
 WHOLE_ENV = "RLSCOPE_VALIDATE_WHOLE"
+PROBE_ENV = "RLSCOPE_VALIDATE_SPEED_PROBE"  # "0": no speed probe (rlscope validate --no-speed-probe)
 _NEVER = 2**63 - 1
 _TICK_NS = 1_000_000_000  # how often a timer session folds its events into totals (bounds memory)
 
@@ -65,8 +67,18 @@ class ChildRecord:
         self.profile_calls = 0
         self.timers = TimerAggregate()
         self.open: list[Any] = []  # sessions started and not stopped yet
+        self.regions: list[tuple[int, int]] = []  # (start, stop) clock readings of the measured sessions
+        self.probe: SpeedProbe | None = None  # the main thread's speed (speed_probe.py), where started
         if path:
             atexit.register(self.write)
+
+    def start_probe(self) -> None:
+        """Sample the main thread's speed until the record is written (not in twin runs)."""
+        wanted = os.environ.get(PROBE_ENV, "1") != "0" and twin.current() is None
+        if self.path and self.probe is None and wanted:
+            probe = SpeedProbe()
+            if probe.start():
+                self.probe = probe
 
     def write(self) -> None:
         exit_ns = time.perf_counter_ns()
@@ -74,6 +86,10 @@ class ChildRecord:
             return
         for session in list(self.open):
             session.stop()
+        speed = None
+        if self.probe is not None:
+            self.probe.stop()
+            speed = self.probe.level(self.regions or [(self.boot_ns, exit_ns)])
         data = {
             "mode": self.mode,
             "pid": self.pid,
@@ -81,6 +97,7 @@ class ChildRecord:
             "window_s": self.window_ns / 1e9,
             "window_waited_s": self.window_waited_ns / 1e9,
             "process_s": (exit_ns - self.boot_ns) / 1e9,
+            "speed": speed,
             "turn": turn.as_record() if (turn := twin.current()) is not None else None,
             "boundaries": self.timers.boundary_counts(),
             "timers": self.timers.counters(list(annotate._names)),
@@ -133,6 +150,7 @@ class NullSession:
         t = time.perf_counter_ns()
         if self._t0 is not None:
             self.record.window_ns += t - self._t0
+            self.record.regions.append((self._t0, t))
             if self._turn is not None:
                 self.record.window_waited_ns += self._turn.waited_ns - self._waited0
             self._t0 = None
@@ -300,9 +318,37 @@ def session_for_mode(mode: str, trace_dir: str | os.PathLike[str], options: dict
     if mode == "profile":
         child_record().profile_calls += 1
         override = json.loads(os.environ.get(OPTIONS_ENV) or "{}")
-        return Session(os.environ.get(TRACE_ENV) or trace_dir, **{**options, **override})
+        return _profiled_session()(os.environ.get(TRACE_ENV) or trace_dir, **{**options, **override})
     warnings.warn(f"rlscope: unknown {MODE_ENV}={mode!r} (off, timers, profile): profiling", stacklevel=3)
     return Session(trace_dir, **options)
+
+
+_PROFILED: type | None = None
+
+
+def _profiled_session() -> type:
+    """rlscope's Session, noting the region it measured in the record (where the speed probe's
+    samples count). Made on first use: only a profiled run imports the session module."""
+    global _PROFILED
+    if _PROFILED is None:
+        from rlscope.session import Session
+
+        class ProfiledSession(Session):
+            _region_t0: int | None = None
+
+            def start(self) -> Any:
+                if self._region_t0 is None:
+                    self._region_t0 = time.perf_counter_ns()
+                return super().start()
+
+            def stop(self, *, signal: int = 0) -> None:
+                t0, self._region_t0 = self._region_t0, None
+                super().stop(signal=signal)
+                if t0 is not None:
+                    child_record().regions.append((t0, time.perf_counter_ns()))
+
+        _PROFILED = ProfiledSession
+    return _PROFILED
 
 
 def install() -> None:
@@ -320,6 +366,7 @@ def child_boot() -> None:
     if turn is not None:
         atexit.register(turn.finish)  # before the record's: runs after it (the partner waits till then)
     record = child_record()
+    record.start_probe()
     if os.environ.get(WHOLE_ENV) == "1" and record.path:
         if record.mode == "timers":
             TimerSession(record=record).start()

@@ -102,6 +102,12 @@ def parse_args(argv: list[str]) -> Options:
         " (estimated from the last one); the verdict says where it stopped",
     )
     p.add_argument(
+        "--no-speed-probe",
+        action="store_true",
+        help="compare the plain runs' times as measured, not set at one main-thread speed (the"
+        " probe times a tiny loop on the main thread 20 times a second, by SIGALRM)",
+    )
+    p.add_argument(
         "--twin",
         action="store_true",
         help="run each repetition's timed and profiled runs side by side, taking turns of ~50 ms on"
@@ -148,6 +154,7 @@ def parse_args(argv: list[str]) -> Options:
         time_limit=args.time_limit,
         twin=args.twin,
         turn_ms=args.turn_ms,
+        speed_probe=not args.no_speed_probe,
     )
 
 

@@ -35,6 +35,7 @@ class Options:
     time_limit: float | None = None  # --time-limit: start no repetition that would end past it (seconds)
     twin: bool = False  # --twin: timed and profiled runs side by side, in turns on one core
     turn_ms: float = TURN_MS
+    speed_probe: bool = True  # plain runs: sample each run's main-thread speed (speed_probe.py)
 
 
 def _cpu_list(cpus: Iterable[int]) -> str:

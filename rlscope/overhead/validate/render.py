@@ -48,6 +48,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("operation", "left"),
     ("corrected error", "right"),
     ("ok", "center"),
+    ("unadjusted", "right"),
     ("share", "right"),
     ("unprofiled / timers s", "right"),
     ("corrected s", "right"),
@@ -56,6 +57,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 _OK = {None: "", True: "yes", False: "NO"}
 _OK_STYLE = {True: "green", False: "red"}
+
+
+def _unadjusted(row: dict[str, Any]) -> str:
+    """The median error before the runs were set at one speed; ``-`` where they were not."""
+    a = row.get("speed_adjusted") or {}
+    e = a.get("unadjusted_median_error")
+    return "-" if e is None else format(e, "+.1%")
 
 
 def cells(result: dict[str, Any]) -> list[list[str]]:
@@ -67,6 +75,7 @@ def cells(result: dict[str, Any]) -> list[list[str]]:
                 r["operation"],
                 _spread(r["error"], "+.1%"),
                 _OK[r["ok"]],
+                _unadjusted(r),
                 f"{r['share']:.0%}",
                 _spread(r["reference_s"], ".3f"),
                 _spread(r["corrected_s"], ".3f", spread=False),
@@ -103,10 +112,12 @@ def regime(result: dict[str, Any]) -> str:
             f" on one core; total: the timed run's time from {result['reference']}, its waits and its"
             " timers' cost taken off; operations: inclusive time under plain timers"
         )
+    adjusted = any(r.get("speed_adjusted") for r in result["rows"])
     return (
         "regime: plain interleaved runs (unprofiled, timers, profiled; the order rotated per repetition);"
         f" total: unprofiled time from {result['reference']}; operations: inclusive time under plain"
         f" timers (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
+        + ("; every run's times set at one main-thread speed (speed probe)" if adjusted else "")
     )
 
 

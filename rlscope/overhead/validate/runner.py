@@ -40,6 +40,7 @@ from rlscope.overhead.validate.aggregate import corrected_timers, timer_cost_s
 from rlscope.overhead.validate.child import (
     MODE_ENV,
     OPTIONS_ENV,
+    PROBE_ENV,
     RECORD_ENV,
     TRACE_ENV,
     WHOLE_ENV,
@@ -114,6 +115,7 @@ def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, w
         TRACE_ENV,
         OPTIONS_ENV,
         WHOLE_ENV,
+        PROBE_ENV,
         hooks.BOOT_ENV,
         RUN_TRACE_DIR_ENV,
         RUN_OPTIONS_ENV,
@@ -126,6 +128,8 @@ def child_env(opts: Options, mode: str, boot: Path, record: Path, trace: Path, w
     env[RECORD_ENV] = str(record)
     if whole:
         env[WHOLE_ENV] = "1"
+    if not opts.speed_probe:
+        env[PROBE_ENV] = "0"
     if mode == "profiled":
         if whole:  # as `rlscope run` does (rlscope/runtime/autorun.py)
             env[RUN_TRACE_DIR_ENV] = str(trace)
@@ -574,6 +578,8 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
                 "returncode": r.returncode,
                 "host": r.host,
                 "steal_share": steal_share(r),
+                # the main thread's speed over the measured region (speed_probe.py; None: not probed)
+                "speed_ns": (r.record.get("speed") or {}).get("ns_per_iteration"),
             }
             for r in got.runs
         ],

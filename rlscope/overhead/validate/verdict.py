@@ -11,6 +11,7 @@ import math
 import statistics
 from typing import Any
 
+from rlscope.overhead.validate import speed_adjust
 from rlscope.overhead.validate.options import Options
 
 SHOWN_SHARE = 0.01  # operations above this share of the run are shown
@@ -21,12 +22,40 @@ def _by_rep(runs: list[dict[str, Any]], mode: str) -> list[float]:
     return [r["measured_s"] for r in sorted(runs, key=lambda r: r["rep"]) if r["mode"] == mode]
 
 
+def _speeds(runs: list[dict[str, Any]], mode: str) -> list[float | None]:
+    """Per repetition, the main thread's speed of the run of ``mode`` (speed_probe.py; None: none)."""
+    return [r.get("speed_ns") for r in sorted(runs, key=lambda r: r["rep"]) if r["mode"] == mode]
+
+
+def _median_error(cor: list[float], ref: list[float]) -> float | None:
+    errs = [c / r - 1 for c, r in zip(cor, ref, strict=True) if r > 0]
+    return statistics.median(errs) if errs else None
+
+
 def _row(
-    name: str, share: float, ref: list[float], prof: list[dict[str, float]], tol: float | None, looks: int = 1
+    name: str,
+    share: float,
+    ref: list[float],
+    prof: list[dict[str, float]],
+    tol: float | None,
+    looks: int = 1,
+    speeds: tuple[list[float | None], list[float | None]] | None = None,
 ) -> dict:
-    """One table row: per repetition reference, raw, corrected; errors paired by repetition."""
+    """One table row: per repetition reference, raw, corrected; errors paired by repetition.
+
+    ``speeds``: each reference and profiled run's main-thread speed; with them, every time is set
+    at the row's median speed first (speed_adjust.py), and the row keeps the unadjusted error."""
     raw = [p["raw"] for p in prof]
     cor = [p["corrected"] for p in prof]
+    adjusted = None
+    if speeds is not None:
+        fit = speed_adjust.factors(*speeds, ref, cor)
+        if fit is not None:
+            fr, fp, info = fit
+            adjusted = {**info, "unadjusted_median_error": _median_error(cor, ref)}
+            ref = [r * f for r, f in zip(ref, fr, strict=True)]
+            cor = [c * f for c, f in zip(cor, fp, strict=True)]
+            raw = [a * f if a is not None else None for a, f in zip(raw, fp, strict=True)]
     err = [c / r - 1 if r > 0 else None for c, r in zip(cor, ref, strict=True)]
     slow = [a / r if r > 0 and a is not None else None for a, r in zip(raw, ref, strict=True)]
     known = [e for e in err if e is not None]
@@ -43,6 +72,7 @@ def _row(
         "interval": median_interval(known, looks),
         "tolerance": tol,
         "ok": None if tol is None else median_err is not None and abs(median_err) <= tol,
+        "speed_adjusted": adjusted,
     }
 
 
@@ -103,7 +133,11 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     base = statistics.median(unprof)
     walls = [{"raw": p["raw_wall_s"], "corrected": p["corrected_wall_s"]} for p in result["profiled"]]
     looks = result.get("looks", 1)
-    rows = [_row("[total]", 1.0, unprof, walls, opts.tolerance_total, looks)]
+    # plain runs: each process drew its own speeds; twin runs share one core's (no probe there)
+    prof_speed = _speeds(result["runs"], "profiled")
+    total_speeds = None if twin_runs else (_speeds(result["runs"], "unprofiled"), prof_speed)
+    op_speeds = None if twin_runs else (_speeds(result["runs"], "timers"), prof_speed)
+    rows = [_row("[total]", 1.0, unprof, walls, opts.tolerance_total, looks, total_speeds)]
     names: dict[str, float] = {}
     for t in result["timers"]:
         for op in t:
@@ -121,7 +155,8 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
             }
             for p in result["profiled"]
         ]
-        rows.append(_row(op, share, ref, prof, opts.tolerance_op if share >= CHECKED_SHARE else None, looks))
+        tol = opts.tolerance_op if share >= CHECKED_SHARE else None
+        rows.append(_row(op, share, ref, prof, tol, looks, op_speeds))
         rows[-1].update(speed_rows(result, op))
         rows[-1].update(matched_row(result, op, ref, prof))
     misses = [r["operation"] for r in rows if r["ok"] is False]
@@ -145,6 +180,9 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     if len(unprof) >= 2:  # a spread needs two runs at least
         runs = "timed" if twin_runs else "unprofiled"
         notes.append(f"the {runs} runs vary by ±{noise:.0%} ({len(unprof)} runs)")
+    adjusted = adjustment_note(rows)
+    if adjusted:
+        notes.append(adjusted)
     if matched:
         notes.append(matched["line"])
     if drift and (misses or unconfirmed):
@@ -164,6 +202,24 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         "speed_matched": matched,
     }
     return {"rows": rows, "verdict": verdict}
+
+
+def adjustment_note(rows: list[dict[str, Any]]) -> str | None:
+    """What setting the runs at one speed changed, in one line; None where no row was adjusted."""
+    done = [r for r in rows if r.get("speed_adjusted")]
+    if not done:
+        return None
+    total = done[0]["speed_adjusted"]
+    parts = []
+    for r in done:
+        a = r["speed_adjusted"]
+        before = a["unadjusted_median_error"]
+        was = "-" if before is None else f"{before:+.1%}"
+        parts.append(f"{r['operation']} {was} (elasticity {a['elasticity']:.2f})")
+    return (
+        f"times set at one main-thread speed ({total['speed_ns']:.1f} ns a probe iteration; the runs"
+        f" drew speeds {total['spread']:.0%} apart); unadjusted median errors: " + ", ".join(parts)
+    )
 
 
 def _bands(opts: Options) -> str:

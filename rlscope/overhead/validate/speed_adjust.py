@@ -1,0 +1,64 @@
+"""Set every run's times at one main-thread speed before ``rlscope validate`` compares them.
+
+Each run of a plain validation is its own process, and its main thread draws the machine's speeds
+(:mod:`rlscope.overhead.validate.speed_probe` measures the draw). A time moves with the speed by an
+*elasticity* ``b``: 1 for pure CPU work, less where the run waits for the GPU. Per row of the
+comparison, ``b`` is fitted on the runs themselves: the slope of log(time) on log(speed) within
+each side (reference runs, profiled runs), pooled, so the sides' own difference (what rlscope got
+wrong) does not enter the slope. Each time ``t`` of a run at speed ``s`` becomes
+``t * (c / s) ** b``, with ``c`` the row's median speed. A slope fitted on noise alone comes out
+near 0 and adjusts little. The slope may exceed 1: the probe's tiny loop slows less than a job whose
+data misses the caches a busy neighbour on the same core shares (1.55 for the bundled PPO on the
+2-core CPU VM). docs/overhead.md gives the spreads it removes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+MIN_RUNS = 5  # runs with a speed on each side, for a slope (three gave slopes off by 0.5)
+MAX_ELASTICITY = 2.0
+
+
+def elasticity(sides: Sequence[Sequence[tuple[float, float]]]) -> float:
+    """The pooled within-side slope of log(time) on log(speed) over ``sides`` of (time, speed)
+    pairs, clipped to [0, MAX_ELASTICITY]; 0 when the speeds do not vary within any side."""
+    sxy = sxx = 0.0
+    for pairs in sides:
+        pts = [(math.log(s), math.log(t)) for t, s in pairs if t > 0 and s > 0]
+        if len(pts) < 2:
+            continue
+        mx = statistics.fmean(x for x, _ in pts)
+        my = statistics.fmean(y for _, y in pts)
+        sxy += sum((x - mx) * (y - my) for x, y in pts)
+        sxx += sum((x - mx) ** 2 for x, _ in pts)
+    if sxx <= 0:
+        return 0.0
+    return min(max(sxy / sxx, 0.0), MAX_ELASTICITY)
+
+
+def factors(
+    ref_speed: Sequence[float | None],
+    prof_speed: Sequence[float | None],
+    ref: Sequence[float],
+    prof: Sequence[float],
+) -> tuple[list[float], list[float], dict[str, float]] | None:
+    """Per run, the factor that sets its times at the row's median speed, for the reference and
+    the profiled runs (in their order), and the fit ({elasticity, speed_ns, spread}); None where a
+    run has no speed or a side has fewer than MIN_RUNS runs."""
+    if any(s is None or s <= 0 for s in (*ref_speed, *prof_speed)):
+        return None
+    if len(ref_speed) < MIN_RUNS or len(prof_speed) < MIN_RUNS:
+        return None
+    rs = [float(s) for s in ref_speed if s is not None]
+    ps = [float(s) for s in prof_speed if s is not None]
+    b = elasticity([list(zip(ref, rs, strict=True)), list(zip(prof, ps, strict=True))])
+    center = statistics.median(rs + ps)
+    fit = {
+        "elasticity": b,
+        "speed_ns": center,
+        "spread": max(rs + ps) / min(rs + ps) - 1.0,  # between the slowest and the fastest run
+    }
+    return [(center / s) ** b for s in rs], [(center / s) ** b for s in ps], fit

@@ -1,0 +1,88 @@
+"""The speed of a validation run's main thread, sampled alike in every mode of ``rlscope validate``.
+
+Why: on the machines measured each core runs at one of two speeds about 1.5x apart, for seconds at
+a time, independently of the other cores (:mod:`rlscope.overhead.validate.speed_match`). Two
+processes of one program then differ by 10-20% by the speeds their main threads drew, which is as
+much as rlscope's whole cost: a plain comparison of separate runs measures the host as much as the
+profiler. This probe measures the draw, so :func:`rlscope.overhead.validate.verdict.compare` can set
+each run's times at one common speed.
+
+How: a thread would sample another core, so a ``SIGALRM`` handler, which Python runs on the main
+thread, times the reference loop that prices rlscope's own Python costs
+(:func:`rlscope.overhead.correct.reference.spin`, ``LOOP`` iterations, ~10 us) in thread CPU time
+(a wait for the core is not speed) every ``PERIOD_S``: 0.02% of the run, the same in every mode. A
+run's level is the median of its samples inside the measured region.
+
+The probe stays off where the program has a ``SIGALRM`` handler or an interval timer of its own, and
+in twin runs (both runs take turns on one core: they share its speed by construction). A forked
+child inherits the handler but not the timer, so it takes no samples.
+"""
+
+from __future__ import annotations
+
+import signal
+import statistics
+import threading
+import time
+from array import array
+from collections.abc import Iterable
+from typing import Any
+
+from rlscope.overhead.correct.reference import spin
+
+PERIOD_S = 0.05
+LOOP = 40  # iterations timed per sample: ~10 us at 0.25 us an iteration
+
+
+class SpeedProbe:
+    """Samples (time, ns per loop iteration) on the main thread while started."""
+
+    def __init__(self, clock: Any = time.perf_counter_ns, cpu_clock: Any = time.thread_time_ns) -> None:
+        self.clock = clock
+        self.cpu_clock = cpu_clock
+        self.at: array = array("q")
+        self.ns: array = array("q")
+        self.running = False
+
+    def _sample(self, signum: int, frame: Any) -> None:
+        c0 = self.cpu_clock()
+        spin(LOOP)
+        self.ns.append(self.cpu_clock() - c0)
+        self.at.append(self.clock())
+
+    def start(self) -> bool:
+        """Start sampling; False (and nothing changed) where the program's own signal use or a
+        thread other than the main one rules the probe out."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
+            return False
+        if signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0):
+            return False
+        signal.signal(signal.SIGALRM, self._sample)
+        signal.siginterrupt(signal.SIGALRM, False)  # a blocking call the signal lands in resumes
+        signal.setitimer(signal.ITIMER_REAL, PERIOD_S, PERIOD_S)
+        self.running = True
+        return True
+
+    def stop(self) -> None:
+        """Stop the timer and give the signal back its default action (idempotent)."""
+        if not self.running:
+            return
+        self.running = False
+        signal.setitimer(signal.ITIMER_REAL, 0.0, 0.0)
+        if signal.getsignal(signal.SIGALRM) == self._sample:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    def level(self, regions: Iterable[tuple[int, int]] = ()) -> dict[str, float] | None:
+        """The median ns per iteration of the samples inside ``regions`` ((start, end) clock
+        readings; none given: every sample), with their count; None without samples."""
+        spans = list(regions)
+        picked = [
+            ns / LOOP
+            for at, ns in zip(self.at, self.ns, strict=True)
+            if not spans or any(a <= at <= b for a, b in spans)
+        ]
+        if not picked:
+            return None
+        return {"ns_per_iteration": statistics.median(picked), "samples": len(picked)}
