@@ -100,7 +100,9 @@ def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed
     json.dumps(s)
 
 
-def test_operation_that_always_straddles_uses_the_pooled_cost(windowed):
+def test_operation_that_always_straddles_is_corrected_by_its_pieces(windowed):
+    """An update too long for whole instances in both kinds of window: its time between its
+    minibatches (one fake op each) is compared piece by piece (overhead/correct/pieces.py)."""
     sess, clock = windowed
     iters = 600
     _run_fake(sess, clock, iters, long_every=50)
@@ -108,8 +110,9 @@ def test_operation_that_always_straddles_uses_the_pooled_cost(windowed):
     ops = s["operations"]
     n_updates = iters // 50
     win = s["overhead"]["windows"]["operations"]
-    assert win["update"]["method"] == "pooled"
-    # update's own time: 40 fake ops of WORK each; the pooled cost per event is exactly COST here
+    assert win["update"]["method"] == "pieces"
+    assert win["update"]["pieces"]["windows"] + win["update"]["pieces"]["unpaired"] >= 1
+    # update's own time: 40 fake ops of WORK each; each piece's excess is exactly COST here
     assert ops["update"]["exclusive_s"] == pytest.approx(n_updates * 40 * WORK * 1e-9, rel=1e-6)
     assert ops["minibatch"]["total_s"] == pytest.approx(n_updates * 40 * 500 * 1e-9, rel=1e-9)
     assert win["update"]["uncertainty_s"] > 0  # a fallback says it is less sure
@@ -654,3 +657,43 @@ def test_an_unpaired_estimate_leaves_out_the_cold_first_call(tmp_path, monkeypat
     monkeypatch.setattr(windows, "warm_instances", lambda mine, *_: np.ones(len(mine), bool))
     s, _ = _rollout_then_update(tmp_path, "every", 4, cold)
     assert s["operations"]["train"]["total_s"] > 1.05 * truth  # the cold call hid the cost
+
+
+def test_unannotated_time_loses_what_its_own_pieces_say_not_the_pooled_cost(windowed):
+    """Time between operations whose recorded calls cost it less than elsewhere (a GPU wait after
+    them absorbs part of their cost, as ``.cpu()`` does after a rollout step's launches): its pieces
+    measure that, where the pooled cost per event, measured on ``infer``, would remove too much."""
+    sess, clock = windowed
+    col = FakeCollector()
+    sess.options["flush_interval"] = 1e6
+    absorbed = 0.75  # of each recorded call's cost between the operations
+    iters = 600
+    with sess:
+        sess.add_toggler(col)
+        for _ in range(iters):
+            _fake_infer(col, sess, clock.advance)
+            with rlscope.scope("sim"):
+                clock.advance(SIM)
+            for _ in range(2):  # between operations: two recorded calls, then a wait for the GPU
+                if col.on:
+                    annotate.category_enter(sess, categories.BACKEND)
+                    clock.advance(WORK)
+                    annotate.category_exit(sess, categories.BACKEND)
+                    clock.advance(round(COST * (1 - absorbed)))
+                else:
+                    clock.advance(WORK)
+            clock.advance(GLUE)
+    s = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
+    win = s["overhead"]["windows"]["operations"]
+    assert win["[unannotated]"]["method"] == "pieces"
+    assert win["infer"]["method"] == "windows"
+    glue_true = iters * (2 * WORK + GLUE)
+    # exact but for the few pieces a window switch cut in two (classes too rare to compare: they
+    # take the pooled cost, 450 ns too much each); the pooled cost everywhere would be 11% off
+    assert s["unannotated_s"] == pytest.approx(glue_true * 1e-9, rel=2e-3)
+    wall_true = iters * (OPS_PER_INFER * WORK + SIM + 2 * WORK + GLUE)
+    assert s["wall_s"] == pytest.approx(wall_true * 1e-9, rel=1e-3)
+    # the pooled cost (COST an event, from infer) would have taken the absorbed part too
+    pooled = s["overhead"]["windows"]["cost_per_event_ns"]
+    assert pooled == pytest.approx(COST, rel=1e-6)
+    assert win["[unannotated]"]["removed_s"] < 0.5 * pooled * 2 * iters * 1e-9

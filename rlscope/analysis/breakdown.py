@@ -321,6 +321,8 @@ def _window_info(
         }
         if "pooled_ns" in e:  # what the pooled cost would have removed, beside its own instances' cap
             ops[_name(names, key)]["pooled_s"] = e["pooled_ns"] / 1e9
+        if "pieces" in e:  # its pieces' classes, by how each was compared (overhead/correct/pieces.py)
+            ops[_name(names, key)]["pieces"] = e["pieces"]
     total_sigma = float(np.sqrt(sum(v**2 for v in sigma.values()))) / 1e9
     return {
         "switched": [k for k, on in switched.items() if on],

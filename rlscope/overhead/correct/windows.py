@@ -45,6 +45,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.overhead.correct import pieces as P
 from rlscope.trace import schema as S
 
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
@@ -275,13 +276,36 @@ def estimate(
     # would otherwise report half of almost nothing
     cost_sigma = math.sqrt(var) / den if den > 0 else math.sqrt(var_u) / den_u if den_u > 0 else 0.0
     notes: list[str] = []
+    pending = [k for k, e in per_op.items() if "factor" not in e and e["full_events"] > 0]
+    clock = raw if raw is not None else tl  # (``ref`` is a light reference by now)
+    by_pieces = piece_estimates(
+        tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
+    )
+    overrides: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, factors) set by pieces
     for key, e in per_op.items():
         if "factor" in e:
             continue
         if key == UNANNOTATED_ID:
             e.update(light_n=0, full_n=0, method="pooled" if e["full_events"] else "no collector events")
+        est = by_pieces.get(key)
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
+        elif est is not None and e["full_time_ns"] > 0:
+            # its pieces where they can be compared; the rest of its full-window time (pieces too
+            # rare, rows off the main thread) at the pooled cost per event
+            rest_time = max(e["full_time_ns"] - est.time_ns, 0.0)
+            rest_events = max(e["full_events"] - est.events, 0)
+            rest = min(cost * rest_events, rest_time) if cost is not None else 0.0
+            removed = est.removed_ns + rest
+            rest_sigma = math.hypot(FALLBACK_REL_SIGMA * rest, cost_sigma * rest_events)
+            e.update(
+                factor=1.0 - removed / e["full_time_ns"],
+                method="pieces",
+                pieces=est.counts,
+                sigma_ns=math.hypot(est.sigma_ns, rest_sigma),
+            )
+            e["rest_factor"] = 1.0 - rest / rest_time if rest_time > 0 else 1.0
+            overrides.append((est.rows, est.row_factor))
         elif cost is None or e["full_time_ns"] <= 0:
             e.update(factor=1.0, method="not corrected", sigma_ns=0.0)
             notes.append("collector cost not measurable: no operation was seen in both kinds of window")
@@ -298,7 +322,12 @@ def estimate(
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
     factor = np.ones(n)
-    factor[counted] = np.array([per_op[int(k)]["factor"] for k in keys.tolist()])[key_of]
+    per_key = [per_op[int(k)].get("rest_factor", per_op[int(k)]["factor"]) for k in keys.tolist()]
+    factor[counted] = np.array(per_key)[key_of]
+    for rows, f in overrides:
+        factor[rows] = f
+    for e in per_op.values():
+        e.pop("rest_factor", None)
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
     factor *= pre
@@ -324,6 +353,115 @@ def estimate(
         inst_phase=inst_phase,
         inst_full=mode == S.WINDOW_FULL,
     )
+
+
+@dataclasses.dataclass
+class PieceEstimate:
+    """What an operation's (or the unannotated time's) pieces say (:mod:`rlscope.overhead.correct.pieces`)."""
+
+    removed_ns: float  # from the classes compared, over their full-window time
+    sigma_ns: float
+    time_ns: float  # full-window time of the classes compared
+    events: int  # their collector events in full windows
+    rows: np.ndarray  # their full-window rows
+    row_factor: np.ndarray  # and each row's factor
+    counts: dict[str, int]  # classes by how they were compared
+
+
+def piece_estimates(
+    tl: Timeline,
+    raw: Timeline,
+    win_ts: np.ndarray,
+    win_mode: np.ndarray,
+    live: np.ndarray,
+    dur: np.ndarray,
+    coll: np.ndarray,
+    full_row: np.ndarray,
+    keys: list[int],
+    min_instances: int = MIN_INSTANCES,
+) -> dict[int, PieceEstimate]:
+    """Per operation name in ``keys`` (-1: unannotated) with at least one class of main-thread pieces
+    compared in both kinds of window: what they remove (docs/overhead.md, "Pieces").
+
+    Each class is compared as an operation's instances are: its full windows' median over their
+    light neighbours' (``windows``), else its full-window median over its light one across the run
+    (``unpaired``, its first piece left out as a cold one).
+    """
+    if not keys:
+        return {}
+    pc = P.pieces(tl, raw)
+    main = np.flatnonzero(pc.row >= 0)
+    if len(main) == 0:
+        return {}
+    npc = len(pc.owner)
+    pr = pc.row[main]
+    ptime = np.bincount(pr, weights=dur[main], minlength=npc)
+    full_main = full_row[main]
+    pfull_time = np.bincount(pr, weights=np.where(full_main, dur[main], 0.0), minlength=npc)
+    pfull_events = np.bincount(pr, weights=(coll[main] & full_main), minlength=npc)
+    win = np.searchsorted(win_ts, pc.start_ns, side="right")
+    whole = win == np.searchsorted(win_ts, pc.end_ns, side="left")
+    mode = _effective_mode(win_ts, win_mode, live, pc.start_ns)
+    group = 2 * win + (mode == S.WINDOW_FULL)
+    is_full = mode == S.WINDOW_FULL
+    out: dict[int, PieceEstimate] = {}
+    for key in keys:
+        removed = var = time = 0.0
+        events = 0
+        counts = {"windows": 0, "unpaired": 0, "not compared": 0}
+        rows: list[np.ndarray] = []
+        factors: list[np.ndarray] = []
+        for c in np.unique(pc.klass[pc.owner == key]).tolist():
+            mine = pc.klass == c
+            c_full_time = float(pfull_time[mine].sum())
+            if c_full_time <= 0 or not pfull_events[mine].any():
+                continue
+            sel = np.flatnonzero(mine & whole)
+            v, m, g = ptime[sel], mode[sel], group[sel]
+            n_full, n_light = int(is_full[sel].sum()), int((~is_full[sel]).sum())
+            full_g, full_med, refs = paired_windows(g, m, v)
+            if len(full_g) >= MIN_PAIRS and min(n_full, n_light) >= min_instances:
+                rel = full_med / refs - 1.0
+                r = max(float(np.median(rel)), 0.0)
+                base = light_base(full_g, refs, group[np.flatnonzero(mine & is_full)])
+                got = min(r * base, c_full_time)
+                mad = 1.4826 * float(np.median(np.abs(rel - np.median(rel))))
+                sigma = base * mad / np.sqrt(len(rel))
+                counts["windows"] += 1
+            elif min(n_full, n_light) >= min_instances:
+                keep = sel != sel[np.argmin(pc.start_ns[sel])]  # the class's first piece: a cold one
+                if not (is_full[sel][keep].any() and (~is_full[sel][keep]).any()):
+                    keep[:] = True
+                vk, fk = v[keep], is_full[sel][keep]
+                light_med = float(np.median(vk[~fk]))
+                r = max(float(np.median(vk[fk])) / light_med - 1.0, 0.0) if light_med > 0 else 0.0
+                got = min(r * light_med * int((mine & is_full).sum()), c_full_time)
+                wins = window_medians(g[keep], m[keep], vk)
+                drift = unpaired_rel_sigma(*wins, vk, fk) * light_med * int((mine & is_full).sum())
+                sigma = max(FALLBACK_REL_SIGMA * got, drift)
+                counts["unpaired"] += 1
+            else:
+                counts["not compared"] += 1
+                continue
+            removed += got
+            var += sigma**2
+            time += c_full_time
+            events += int(pfull_events[mine].sum())
+            crow = main[np.isin(pr, np.flatnonzero(mine)) & full_main]
+            rows.append(crow)
+            factors.append(np.full(len(crow), 1.0 - got / c_full_time))
+        if counts["windows"] + counts["unpaired"] == 0:
+            continue
+        out[key] = PieceEstimate(
+            removed_ns=removed,
+            sigma_ns=math.sqrt(var),
+            time_ns=time,
+            events=events,
+            rows=np.concatenate(rows),
+            row_factor=np.concatenate(factors),
+            counts=counts,
+        )
+    return out
 
 
 def own_excess(excl: np.ndarray, in_full: np.ndarray, full_time_ns: float) -> float | None:

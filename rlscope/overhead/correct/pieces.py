@@ -1,0 +1,94 @@
+"""Pieces of the main thread's time between boundaries that every window records: instances for the
+windows' comparison where an operation's own instances are too few, and for the unannotated time.
+
+Why: the windows compare an operation's instances in full and light windows
+(:mod:`rlscope.overhead.correct.windows`). An update called a few times a run (SB3 PPO's ``train``:
+four calls, one of them in a full window) has too few for that, and the time between operations
+has no instances at all; both took the run's pooled cost per collector event, measured on other
+operations. That cost moved 0-8,800 ns an event between runs of one program on an H100 and left
+SB3 PPO's ``train`` +8-13% over its plain-timer truth; on PPO-GPU it took 54-77% of the unannotated
+full-window time, where that time's own pieces said about half of that (the GPU wait before
+``.cpu()`` absorbs part of the launches' cost, so less is due). Their pieces are many: ``train``
+calls ``backward()`` 160 times, each call a boundary every window records (``engine_begin``/``end``),
+and each step of a rollout leaves the same stretches between its operations.
+
+A piece is a maximal run of the main thread's rows between two *anchor* rows: operation, phase,
+category (not the backend's or the CUDA API's, recorded in full windows only), autograd engine,
+session and window rows. Its *class* is its owner (the innermost operation, -1 unannotated) and the
+anchors it starts and ends at; pieces of one class are alike, as an operation's instances are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from rlscope import categories
+from rlscope.analysis.timeline import Timeline
+from rlscope.trace import schema as S
+
+ANCHOR_KINDS = (
+    S.OP_BEGIN,
+    S.OP_END,
+    S.PHASE_BEGIN,
+    S.PHASE_END,
+    S.CAT_BEGIN,
+    S.CAT_END,
+    S.ENGINE_BEGIN,
+    S.ENGINE_END,
+    S.SESSION_START,
+    S.SESSION_END,
+    S.WINDOW,
+)
+# categories whose rows only full windows record: they cut no piece
+FULL_ONLY_CATEGORIES = (categories.BACKEND, categories.CUDA_API)
+
+
+@dataclasses.dataclass
+class Pieces:
+    """The main thread's pieces, in time order."""
+
+    row: np.ndarray  # per timeline row: its piece (-1: not on the main thread)
+    owner: np.ndarray  # per piece: operation name id, -1 unannotated
+    klass: np.ndarray  # per piece: dense class id (owner and the anchors at both ends)
+    start_ns: np.ndarray  # per piece: start on the raw clock (where the switches were made)
+    end_ns: np.ndarray
+
+
+def _signature(tl: Timeline, rows: np.ndarray) -> np.ndarray:
+    """One int per anchor row: its kind and what it names (an operation's name, a category)."""
+    kind, ids = tl.kind[rows], tl.id[rows]
+    what = np.zeros(len(rows), np.int64)
+    named = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    known = named & (ids >= 0) & (ids < len(tl.inst_name))
+    what[known] = tl.inst_name[ids[known]]
+    cat = np.isin(kind, (S.CAT_BEGIN, S.CAT_END))
+    what[cat] = ids[cat]
+    return kind.astype(np.int64) * (1 << 32) + what
+
+
+def pieces(tl: Timeline, raw: Timeline) -> Pieces:
+    """Cut the main thread's rows of ``tl`` into pieces; ``raw``: the same rows before correction,
+    whose clock the window switches were made on."""
+    n = len(tl.ts)
+    row = np.full(n, -1, np.int64)
+    main = np.flatnonzero(tl.thread == tl.main_thread)
+    if len(main) == 0:
+        empty = np.zeros(0, np.int64)
+        return Pieces(row, empty, empty, empty, empty)
+    kind = tl.kind[main]
+    anchor = np.isin(kind, ANCHOR_KINDS)
+    cat_row = np.isin(kind, (S.CAT_BEGIN, S.CAT_END))
+    anchor &= ~(cat_row & np.isin(tl.id[main], FULL_ONLY_CATEGORIES))
+    anchor[0] = True
+    piece = np.cumsum(anchor) - 1
+    row[main] = piece
+    first = main[anchor]
+    last = main[np.r_[np.flatnonzero(anchor)[1:] - 1, len(main) - 1]]
+    names = np.append(tl.inst_name, -1)
+    owner = names[tl.op[first]]
+    sig = _signature(tl, first)
+    after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
+    _, klass = np.unique(np.stack([owner, sig, after]), axis=1, return_inverse=True)
+    return Pieces(row, owner, klass.reshape(-1), raw.ts[first], raw.seg_end[last])
