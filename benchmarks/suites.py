@@ -261,7 +261,15 @@ def validation_figures(row: str, result: dict[str, Any], prefix: str = "") -> Fi
     err = median(total["error"])
     ops = [median(r["error"]) for r in result["rows"] if r["operation"] != "[total]" and r["ok"] is not None]
     ops = [e for e in ops if e is not None]
+    # plain runs set at one main-thread speed (validate's speed probe): the error before it too
+    unadjusted = (total.get("speed_adjusted") or {}).get("unadjusted_median_error")
+    extra = (
+        {}
+        if unadjusted is None
+        else {f"matrix.{row}.{prefix}unadjusted_total_error_pct": fig(100 * unadjusted, "%", "zero")}
+    )
     return {
+        **extra,
         f"matrix.{row}.{prefix}total_error_pct": fig(None if err is None else 100 * err, "%", "zero"),
         f"matrix.{row}.{prefix}worst_operation_error_pct": fig(
             100 * max(ops, key=abs) if ops else None, "%", "zero"

@@ -409,8 +409,8 @@ def piece_estimates(
         removed = var = time = 0.0
         events = 0
         counts = {"windows": 0, "unpaired": 0, "not compared": 0}
-        rows: list[np.ndarray] = []
-        factors: list[np.ndarray] = []
+        piece_factor = np.ones(npc)
+        compared = np.zeros(npc, bool)
         for c in np.unique(pc.klass[pc.owner == key]).tolist():
             mine = pc.klass == c
             c_full_time = float(pfull_time[mine].sum())
@@ -447,18 +447,18 @@ def piece_estimates(
             var += sigma**2
             time += c_full_time
             events += int(pfull_events[mine].sum())
-            crow = main[np.isin(pr, np.flatnonzero(mine)) & full_main]
-            rows.append(crow)
-            factors.append(np.full(len(crow), 1.0 - got / c_full_time))
+            piece_factor[mine] = 1.0 - got / c_full_time
+            compared |= mine
         if counts["windows"] + counts["unpaired"] == 0:
             continue
+        on = compared[pr] & full_main
         out[key] = PieceEstimate(
             removed_ns=removed,
             sigma_ns=math.sqrt(var),
             time_ns=time,
             events=events,
-            rows=np.concatenate(rows),
-            row_factor=np.concatenate(factors),
+            rows=main[on],
+            row_factor=piece_factor[pr[on]],
             counts=counts,
         )
     return out
