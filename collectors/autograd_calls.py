@@ -8,8 +8,13 @@ launched from a thread where no operation is open. Each call of the engine's ent
 calling thread; the analysis gives a launch on a thread with no open operation, made during such a
 call on another thread, to the operation open on the caller (rlscope/analysis/gpu.py).
 
-Always on while GPU tracing runs, in light windows too: a call costs two event rows (about a
-microsecond), a few per training step, and a window may switch in the middle of a call.
+The same rows cut a long update into pieces that every window records (one per ``backward()``),
+which the windows compare where the update's own calls are too few (SB3 PPO's ``train``: a few calls
+a run, over a thousand ``backward()`` calls each; rlscope/overhead/correct/pieces.py).
+
+Always on while GPU tracing or the backend recorder runs, in light windows too: a call costs two
+event rows (about a microsecond), a few per training step, and a window may switch in the middle of
+a call.
 """
 
 from __future__ import annotations

@@ -429,17 +429,20 @@ class Session:
 
     def _start_collectors(self) -> None:
         """Turn on optional collectors; a collector that cannot start warns and is skipped."""
+        backend = None
         if self.options["backend"]:
             from rlscope.collectors import torch_ops
 
-            col = torch_ops.start(self)
-            if col is not None:
-                self._collectors.append(col)
+            backend = torch_ops.start(self)
+            if backend is not None:
+                self._collectors.append(backend)
         from rlscope.collectors.gpu import start_gpu_collectors
 
         gpu_collectors = start_gpu_collectors(self)
         self._collectors.extend(gpu_collectors)
-        if gpu_collectors:  # the engine's threads launch backward's GPU work: say whose it is
+        # each backward() call on its thread: whose GPU work the engine's threads launch, and the
+        # boundaries that cut a long update into pieces the windows compare (overhead/correct/pieces.py)
+        if gpu_collectors or backend is not None:
             from rlscope.collectors.autograd_calls import AutogradCalls
 
             self._collectors.append(AutogradCalls(self).start())
