@@ -272,9 +272,13 @@ def test_compare_without_speeds_compares_the_raw_times():
     raw error, no note, and the miss the host's speeds made."""
     result = _plain_result()
     result["runs"][0]["speed_ns"] = None  # an unprofiled run without a probe: the total unadjusted
-    rows = _rows(compare(result, Options(command=["python"])))
+    partial = compare(result, Options(command=["python"]))
+    rows = _rows(partial)
     assert rows["[total]"]["speed_adjusted"] is None
     assert rows["step"]["speed_adjusted"] is not None  # its runs all have speeds
+    # the note's speed figures are then the operation's runs', and it says so
+    note = next(n for n in partial["verdict"]["notes"] if "one main-thread speed" in n)
+    assert "(step's runs)" in note
     for r in result["runs"]:
         r["speed_ns"] = None
     out = compare(result, Options(command=["python"]))

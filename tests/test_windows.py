@@ -697,3 +697,41 @@ def test_unannotated_time_loses_what_its_own_pieces_say_not_the_pooled_cost(wind
     pooled = s["overhead"]["windows"]["cost_per_event_ns"]
     assert pooled == pytest.approx(COST, rel=1e-6)
     assert win["[unannotated]"]["removed_s"] < 0.5 * pooled * 2 * iters * 1e-9
+
+
+def test_pieces_cut_at_boundaries_every_window_records(fake_session):
+    """An operation's pieces: cut at a simulator boundary (recorded in every window), not at a
+    backend one (full windows only); pieces at the same place of each call share a class."""
+    from rlscope.overhead.correct.pieces import pieces
+
+    sess, clock = fake_session
+    sess.options["flush_interval"] = 1e6
+    calls = 3
+    with sess:
+        for _ in range(calls):
+            with rlscope.scope("update"):
+                clock.advance(100)
+                annotate.category_enter(sess, categories.BACKEND)
+                clock.advance(50)
+                annotate.category_exit(sess, categories.BACKEND)
+                clock.advance(100)
+                annotate.category_enter(sess, categories.SIMULATOR)
+                clock.advance(70)
+                annotate.category_exit(sess, categories.SIMULATOR)
+                clock.advance(30)
+            clock.advance(20)
+    tl = build_timeline(rlscope.load_trace(str(sess.trace_dir)).processes[0].events)
+    pc = pieces(tl, tl)
+    main = pc.row >= 0
+    assert main.sum() == (tl.thread == tl.main_thread).sum()  # every main-thread row is in one piece
+    dur = np.bincount(pc.row[main], weights=(tl.seg_end - tl.ts)[main], minlength=len(pc.owner))
+    update = annotate.scope("update").name_id
+    mine = np.flatnonzero(pc.owner == update)
+    # per call: begin -> simulator enter (the backend rows inside cut nothing), the simulator
+    # stretch, simulator exit -> end
+    assert dur[mine].tolist() == [250, 70, 30] * calls
+    assert len(np.unique(pc.klass[mine])) == 3
+    assert (pc.klass[mine].reshape(calls, 3) == pc.klass[mine][:3]).all()  # same places, same classes
+    between = np.flatnonzero(pc.owner == -1)
+    # unannotated: each call's end to what follows it (the session's own rows cut empty pieces)
+    assert dur[between][dur[between] > 0].tolist() == [20] * calls

@@ -209,7 +209,9 @@ def adjustment_note(rows: list[dict[str, Any]]) -> str | None:
     done = [r for r in rows if r.get("speed_adjusted")]
     if not done:
         return None
-    total = done[0]["speed_adjusted"]
+    first = done[0]  # the total where it was adjusted: its speeds are every run's
+    total = first["speed_adjusted"]
+    whose = "" if first["operation"] == "[total]" else f" ({first['operation']}'s runs)"
     parts = []
     for r in done:
         a = r["speed_adjusted"]
@@ -218,7 +220,7 @@ def adjustment_note(rows: list[dict[str, Any]]) -> str | None:
         parts.append(f"{r['operation']} {was} (elasticity {a['elasticity']:.2f})")
     return (
         f"times set at one main-thread speed ({total['speed_ns']:.1f} ns a probe iteration; the runs"
-        f" drew speeds {total['spread']:.0%} apart); unadjusted median errors: " + ", ".join(parts)
+        f"{whose} drew speeds {total['spread']:.0%} apart); unadjusted median errors: " + ", ".join(parts)
     )
 
 
