@@ -225,47 +225,28 @@ def estimate(
         full_events = float(events[inst[full_inst]].sum())
         full_g, full_med, ref = paired_windows(group[mine], mode[mine], excl[inst[mine]])
         if len(full_g) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
-            # the cost in proportion to the light neighbours' time, applied at each full window's
-            # own neighbours' time: when the machine's speed moves during the run, the collectors'
-            # cost moves with it (all CPU work slows alike), which one excess in ns would miss;
-            # per-instance outliers (a cold call) still get the typical instance's cost, not a share
-            rel = full_med / ref - 1.0
-            r = max(float(np.median(rel)), 0.0)
-            base = light_base(full_g, ref, group[full_inst])
-            removed = min(r * base, e["full_time_ns"])
-            e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(rel))
-            # robust spread between windows (MAD): one window holding a one-time cost is not noise
-            mad = 1.4826 * float(np.median(np.abs(rel - np.median(rel))))
-            e["sigma_ns"] = base * mad / np.sqrt(len(rel))
+            removed, sigma = paired_excess(full_med, ref, full_g, group[full_inst], e["full_time_ns"])
+            e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(full_g))
+            e["sigma_ns"] = sigma
             num += removed
             den += full_events
-            var += e["sigma_ns"] ** 2
+            var += sigma**2
         elif e["light_n"] >= MIN_UNPAIRED and e["full_n"] >= MIN_UNPAIRED:
             # too few windows to pair (an operation run once per rollout): its own instances, full
-            # against light over the whole run; closer than the pooled cost per event, which is the
-            # other operations' (events differ 5x in cost between ops), but blind to drift: its
-            # uncertainty is half of what it removes or its bootstrap spread, the larger
-            # its first call is left out: the cold one (CUDA modules, cuBLAS handles, optimizer
-            # state), which the run puts in its first, light window. With two calls a kind (SB3
-            # PPO's four ``train`` calls, alternated), the light median was the cold and a warm
-            # call's mean, and the cost read a third low: train +8-12% on an H100, +0-8% without it
+            # against light over the whole run (unpaired_excess)
             warm = warm_instances(mine, name == key, b_ts, mode[mine] == S.WINDOW_FULL)
             sel = mine[warm]
-            v, in_full = excl[inst[sel]], mode[sel] == S.WINDOW_FULL
-            wins = window_medians(group[sel], mode[sel], v)
-            light_med = float(np.median(v[~in_full]))
-            r = max(float(np.median(v[in_full])) / light_med - 1.0, 0.0) if light_med > 0 else 0.0
-            n_full = int(full_inst.sum())
-            removed = min(r * light_med * n_full, e["full_time_ns"])
-            drift = unpaired_rel_sigma(*wins, v, in_full) * light_med * n_full
+            removed, sigma = unpaired_excess(
+                excl[inst[sel]], group[sel], mode[sel], int(full_inst.sum()), e["full_time_ns"]
+            )
             e.update(
                 factor=1.0 - removed / e["full_time_ns"] if e["full_time_ns"] > 0 else 1.0,
                 method="unpaired",
-                sigma_ns=max(FALLBACK_REL_SIGMA * removed, drift),
+                sigma_ns=sigma,
             )
             num_u += removed
             den_u += full_events
-            var_u += e["sigma_ns"] ** 2
+            var_u += sigma**2
         else:
             e["method"] = "pooled"
             e["own_excess_ns"] = own_excess(excl[inst[mine]], mode[mine] == S.WINDOW_FULL, e["full_time_ns"])
@@ -420,25 +401,13 @@ def piece_estimates(
             v, m, g = ptime[sel], mode[sel], group[sel]
             n_full, n_light = int(is_full[sel].sum()), int((~is_full[sel]).sum())
             full_g, full_med, refs = paired_windows(g, m, v)
+            full_groups = group[np.flatnonzero(mine & is_full)]
             if len(full_g) >= MIN_PAIRS and min(n_full, n_light) >= min_instances:
-                rel = full_med / refs - 1.0
-                r = max(float(np.median(rel)), 0.0)
-                base = light_base(full_g, refs, group[np.flatnonzero(mine & is_full)])
-                got = min(r * base, c_full_time)
-                mad = 1.4826 * float(np.median(np.abs(rel - np.median(rel))))
-                sigma = base * mad / np.sqrt(len(rel))
+                got, sigma = paired_excess(full_med, refs, full_g, full_groups, c_full_time)
                 counts["windows"] += 1
             elif min(n_full, n_light) >= min_instances:
-                keep = sel != sel[np.argmin(pc.start_ns[sel])]  # the class's first piece: a cold one
-                if not (is_full[sel][keep].any() and (~is_full[sel][keep]).any()):
-                    keep[:] = True
-                vk, fk = v[keep], is_full[sel][keep]
-                light_med = float(np.median(vk[~fk]))
-                r = max(float(np.median(vk[fk])) / light_med - 1.0, 0.0) if light_med > 0 else 0.0
-                got = min(r * light_med * int((mine & is_full).sum()), c_full_time)
-                wins = window_medians(g[keep], m[keep], vk)
-                drift = unpaired_rel_sigma(*wins, vk, fk) * light_med * int((mine & is_full).sum())
-                sigma = max(FALLBACK_REL_SIGMA * got, drift)
+                warm = warm_instances(sel, mine, pc.start_ns, is_full[sel])
+                got, sigma = unpaired_excess(v[warm], g[warm], m[warm], len(full_groups), c_full_time)
                 counts["unpaired"] += 1
             else:
                 counts["not compared"] += 1
@@ -462,6 +431,48 @@ def piece_estimates(
             counts=counts,
         )
     return out
+
+
+def paired_excess(
+    full_med: np.ndarray, ref: np.ndarray, full_g: np.ndarray, full_groups: np.ndarray, cap: float
+) -> tuple[float, float]:
+    """(ns removed, its uncertainty) of instances compared window by window (:func:`paired_windows`'
+    ``full_g``, ``full_med``, ``ref``); ``full_groups``: the window of each full-window instance;
+    ``cap``: their time, never exceeded.
+
+    The cost in proportion to the light neighbours' time, applied at each full window's own
+    neighbours' time: when the machine's speed moves during the run, the collectors' cost moves
+    with it (all CPU work slows alike), which one excess in ns would miss; per-instance outliers (a
+    cold call) still get the typical instance's cost, not a share. The spread between windows is
+    robust (MAD): one window holding a one-time cost is not noise.
+    """
+    rel = full_med / ref - 1.0
+    r = max(float(np.median(rel)), 0.0)
+    base = light_base(full_g, ref, full_groups)
+    mad = 1.4826 * float(np.median(np.abs(rel - np.median(rel))))
+    return min(r * base, cap), base * mad / np.sqrt(len(rel))
+
+
+def unpaired_excess(
+    v: np.ndarray, group: np.ndarray, mode: np.ndarray, n_full: int, cap: float
+) -> tuple[float, float]:
+    """(ns removed, its uncertainty) of instances compared full against light over the whole run:
+    times ``v`` in windows ``group`` of kinds ``mode`` (the cold first one already left out,
+    :func:`warm_instances`), for ``n_full`` full-window instances of total time ``cap``.
+
+    Closer than the pooled cost per event, which is the other operations' (events differ 5x in
+    cost between operations), but blind to drift: the uncertainty is half of what it removes or
+    its bootstrap spread, the larger. The cold first call matters: with two calls a kind (SB3 PPO's
+    four ``train`` calls, alternated), a light median of the cold and a warm call read the cost a
+    third low (train +8-12% on an H100, +0-8% without it).
+    """
+    in_full = mode == S.WINDOW_FULL
+    wins = window_medians(group, mode, v)
+    light_med = float(np.median(v[~in_full]))
+    r = max(float(np.median(v[in_full])) / light_med - 1.0, 0.0) if light_med > 0 else 0.0
+    removed = min(r * light_med * n_full, cap)
+    drift = unpaired_rel_sigma(*wins, v, in_full) * light_med * n_full
+    return removed, max(FALLBACK_REL_SIGMA * removed, drift)
 
 
 def own_excess(excl: np.ndarray, in_full: np.ndarray, full_time_ns: float) -> float | None:
