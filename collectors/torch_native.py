@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,9 @@ class NativeBackendCollector:
         self._t0 = 0
         self._map = np.zeros(0, np.int32)  # native name id -> rlscope name id
         self._engine: tuple[Any, Any, Any] | None = None  # (torch.autograd, original, wrapper)
+        # one drain at a time: the writer's periodic flush and stop()'s last one may meet, and each
+        # thread's queue has a single consumer (a drain racing stop() once lost its batch)
+        self._drain_lock = threading.Lock()
 
     def start(self) -> NativeBackendCollector:
         import torch  # already imported by the user's code: this only binds it
@@ -212,11 +216,11 @@ class NativeBackendCollector:
         if self.lib is not None:
             self.lib.tn_enable(int(self.enabled))
 
-    def _name_ids(self, raw: np.ndarray) -> np.ndarray:
+    def _name_ids(self, lib: Any, raw: np.ndarray) -> np.ndarray:
         """Native name ids -> rlscope's interned ids (new names fetched once each)."""
-        n = self.lib.tn_num_names()
+        n = lib.tn_num_names()
         if n > len(self._map):
-            text = [self.lib.tn_name(i).decode(errors="replace") for i in range(len(self._map), n)]
+            text = [lib.tn_name(i).decode(errors="replace") for i in range(len(self._map), n)]
             new = [annotate.intern(t) for t in text]
             self._map = np.concatenate([self._map, np.asarray(new, np.int32)])
         known = (raw >= 0) & (raw < len(self._map))
@@ -226,9 +230,11 @@ class NativeBackendCollector:
 
     def flush(self) -> None:
         """Drain every thread's queue into one record batch (the writer thread, before each flush)."""
-        lib = self.lib
-        if lib is None:
-            return
+        with self._drain_lock:
+            if self.lib is not None:
+                self._drain(self.lib)
+
+    def _drain(self, lib: Any) -> None:
         n = lib.tn_pending()
         if n:
             start, end, tid = (np.empty(n, np.int64) for _ in range(3))
@@ -237,15 +243,17 @@ class NativeBackendCollector:
             k = lib.tn_drain(_ptr(start, i64), _ptr(end, i64), _ptr(tid, i64), _ptr(name, ctypes.c_int32), n)
             # records of ops that were running when a previous session of this process stopped
             keep = end[:k] >= self._t0
-            self._append(start[:k][keep], end[:k][keep], tid[:k][keep], name[:k][keep])
+            self._append(lib, start[:k][keep], end[:k][keep], tid[:k][keep], name[:k][keep])
         self.drops = int(lib.tn_drops() - self._drops0)
 
-    def _append(self, start: np.ndarray, end: np.ndarray, tid: np.ndarray, name: np.ndarray) -> None:
+    def _append(
+        self, lib: Any, start: np.ndarray, end: np.ndarray, tid: np.ndarray, name: np.ndarray
+    ) -> None:
         import pyarrow as pa
 
         if not len(start):
             return
-        cols = [start, end, tid, self._name_ids(name)]
+        cols = [start, end, tid, self._name_ids(lib, name)]
         arrays = [
             pa.Array.from_buffers(f.type, len(c), [None, pa.py_buffer(np.ascontiguousarray(c))])
             for c, f in zip(cols, self._schema, strict=True)
@@ -253,19 +261,20 @@ class NativeBackendCollector:
         self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
 
     def stop(self) -> None:
-        if self.lib is None:
-            return
-        autograd_engine.unwrap(self._engine)
-        self._engine = None
-        self.lib.tn_stop()
-        self.flush()
+        with self._drain_lock:
+            lib, self.lib = self.lib, None
+            if lib is None:
+                return
+            autograd_engine.unwrap(self._engine)
+            self._engine = None
+            lib.tn_stop()
+            self._drain(lib)
         if self.drops:
             print(
                 f"rlscope: warning: the native backend-op recorder dropped {self.drops} torch op(s)"
                 " (a thread's queue was full between flushes); their time shows as python",
                 file=sys.stderr,
             )
-        self.lib = None
 
     def __repr__(self) -> str:
         return "NativeBackendCollector(at::RecordFunction)"

@@ -425,3 +425,65 @@ def test_backward_on_cuda_is_one_record_spanning_the_callers_wait(lib, tmp_path)
         # Python around the engine call are outside it)
         assert t0 <= s and e <= t1
         assert e - s >= 0.5 * (t1 - t0)
+
+
+class _SlowDrainLib:
+    """A stand-in for the native library whose drain blocks until released: one record, op 0."""
+
+    def __init__(self) -> None:
+        self.draining = threading.Event()
+        self.release = threading.Event()
+        self.stopped = False
+
+    def tn_pending(self) -> int:
+        return 1
+
+    def tn_drain(self, start, end, tid, name, n) -> int:
+        self.draining.set()
+        assert self.release.wait(5)
+        start[0], end[0], tid[0], name[0] = 10, 20, 1, 0
+        return 1
+
+    def tn_drops(self) -> int:
+        return 0
+
+    def tn_num_names(self) -> int:
+        return 1
+
+    def tn_name(self, i: int) -> bytes:
+        return b"aten::add"
+
+    def tn_stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_flush_under_way_when_the_collector_stops_keeps_its_batch():
+    """The writer's periodic flush and the session's stop may meet: the stop waits for the drain
+    under way, which keeps its rows (it once found the library gone mid-drain and lost its batch)."""
+    col = torch_native.NativeBackendCollector(session=None)
+    col.lib = lib = _SlowDrainLib()
+    col._schema = S.columns_schema(S.BACKEND_COLUMNS_DOC, collector="native")
+    col.rows = []
+    errors: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            col.flush()
+        except BaseException as e:  # the writer would warn and drop the batch
+            errors.append(e)
+
+    writer = threading.Thread(target=flush)
+    writer.start()
+    assert lib.draining.wait(5)
+    stopper = threading.Thread(target=col.stop)
+    stopper.start()
+    stopper.join(0.2)
+    assert stopper.is_alive() and not lib.stopped  # the stop waits for the drain under way
+    lib.release.set()
+    writer.join(5)
+    stopper.join(5)
+    assert errors == []
+    assert lib.stopped and col.lib is None
+    batches = col.rows
+    assert sum(b.num_rows for b in batches) >= 1
+    assert batches[0].column(0).to_pylist() == [10]
