@@ -61,6 +61,13 @@ def test_entry_row_moves_the_wall_clock_and_waits_for_gpu_time():
     assert gloo is not None and gloo[1] == -1  # retired without GPU time
 
 
+def _started(sess, dump, **kw) -> CollectiveRecorder:
+    """A collective recorder of ``sess`` reading ``dump``, started as if a process group existed."""
+    rec = CollectiveRecorder(sess, dump=dump, **kw)
+    rec._seen_group = True
+    return rec.start()
+
+
 def _recorder(sess, entries_at):
     """A collective recorder of ``sess`` whose flight recorder holds ``entries_at(wall)`` at each read,
     ``wall(t)`` stamping events'-clock time ``t`` as the recorder's wall clock does."""
@@ -69,9 +76,7 @@ def _recorder(sess, entries_at):
         offset = time.time_ns() - sess.clock()
         return [{"entries": entries_at(lambda t: t + offset)}, None]  # NCCL's recorder; no generic one
 
-    rec = CollectiveRecorder(sess, dump=dump)
-    rec._seen_group = True  # as if a process group existed
-    return rec.start()
+    return _started(sess, dump)
 
 
 def test_every_collective_goes_to_the_operation_that_queued_it(fake_session):
@@ -206,9 +211,7 @@ def test_a_recorder_that_fails_warns_once_and_never_stops_the_job(fake_session, 
         raise RuntimeError("no recorder")
 
     with sess:
-        rec = CollectiveRecorder(sess, dump=broken)
-        rec._seen_group = True
-        rec.start()
+        rec = _started(sess, broken)
         with rlscope.scope("backprop"):
             clock.advance(MS)
             sess.writer.flush()
@@ -295,9 +298,7 @@ def test_both_recorders_are_read_and_a_collective_in_both_counts_once(fake_sessi
             gloo = [_entry(i, t + offset + 9 + i, None, name="gloo:barrier", thread=me) for i in (0, 2)]
             return [{"entries": nccl_entries}, {"entries": nccl_entries + gloo}]  # gloo's id 1: lost
 
-        rec = CollectiveRecorder(sess, dump=dumps)
-        rec._seen_group = True
-        rec.start()
+        rec = _started(sess, dumps)
         with rlscope.scope("backprop"):
             clock.advance(MS)
             sess.writer.flush()
@@ -326,9 +327,7 @@ def test_reads_are_paced_to_the_collectives_rate_and_the_end_reads_all(fake_sess
         return [{"entries": [_entry(i, clock.now + offset, 1.0) for i in made]}, None]
 
     with sess:
-        rec = CollectiveRecorder(sess, dump=dumps, clock=lambda: now[0])
-        rec._seen_group = True
-        rec.start()
+        rec = _started(sess, dumps, clock=lambda: now[0])
         for second in range(60):  # one flush a second, 15 new collectives each
             now[0] = float(second)
             made.extend(range(len(made), len(made) + 15))

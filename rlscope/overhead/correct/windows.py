@@ -263,6 +263,7 @@ def estimate(
         tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
     )
     overrides: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, factors) set by pieces
+    rest_factor: dict[int, float] = {}  # per operation with pieces: the factor of its other rows
     for key, e in per_op.items():
         if "factor" in e:
             continue
@@ -285,7 +286,7 @@ def estimate(
                 pieces=est.counts,
                 sigma_ns=math.hypot(est.sigma_ns, rest_sigma),
             )
-            e["rest_factor"] = 1.0 - rest / rest_time if rest_time > 0 else 1.0
+            rest_factor[key] = 1.0 - rest / rest_time if rest_time > 0 else 1.0
             overrides.append((est.rows, est.row_factor))
         elif cost is None or e["full_time_ns"] <= 0:
             e.update(factor=1.0, method="not corrected", sigma_ns=0.0)
@@ -303,12 +304,10 @@ def estimate(
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
     factor = np.ones(n)
-    per_key = [per_op[int(k)].get("rest_factor", per_op[int(k)]["factor"]) for k in keys.tolist()]
+    per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
     factor[counted] = np.array(per_key)[key_of]
     for rows, f in overrides:
         factor[rows] = f
-    for e in per_op.values():
-        e.pop("rest_factor", None)
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
     factor *= pre
