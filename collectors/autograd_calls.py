@@ -10,7 +10,9 @@ call on another thread, to the operation open on the caller (rlscope/analysis/gp
 
 The same rows cut a long update into pieces that every window records (one per ``backward()``),
 which the windows compare where the update's own calls are too few (SB3 PPO's ``train``: a few calls
-a run, over a thousand ``backward()`` calls each; rlscope/overhead/correct/pieces.py).
+a run, over a thousand ``backward()`` calls each; rlscope/overhead/correct/pieces.py). A window
+overdue while such an update runs switches at its next ``backward()`` return
+(Session.switch_at_engine_return), so its pieces fall in both kinds of window.
 
 Always on while GPU tracing or the backend recorder runs, in light windows too: a call costs two
 event rows (about a microsecond), a few per training step, and a window may switch in the middle of
@@ -55,7 +57,10 @@ class AutogradCalls:
     def _end(self, token: tuple[int, int] | None) -> None:
         s = self.session
         if token is not None and annotate._active is s:
-            s.events.append((s.clock(), token[1], S.ENGINE_END, token[0], -1, -1, 0))
+            now = s.clock()
+            s.events.append((now, token[1], S.ENGINE_END, token[0], -1, -1, 0))
+            if token[1] == s.main_tid and now >= s.timer_due_ns:  # a window overdue in a long update
+                s.switch_at_engine_return(now)
 
     def stop(self) -> None:
         _imports.cancel("torch", self._wrap)

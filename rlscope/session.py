@@ -580,6 +580,24 @@ class Session:
             self._switch(on_main=False)
             return True
 
+    def switch_at_engine_return(self, now: int) -> None:
+        """A ``backward()`` call returned on the main thread at ``now`` inside an open operation:
+        switch the window the timer would have switched by now (TIMER_GRACE past due), had no
+        operation been open (collectors/autograd_calls.py calls this).
+
+        Why: a long update with no scope inside (SB3 PPO's ``train``: 1-5 s, a thousand
+        ``backward()`` calls) otherwise lies whole in one window, so its pieces
+        (overhead/correct/pieces.py) compared one call with another, which differ by their place in
+        the run too (cpu-vm: ``train`` +9-11% over the timed runs). Switched between its
+        ``backward()`` calls, its pieces have both kinds of window in every call and pair like a
+        loop's operations. A call shorter than the grace (a rollout step's update of a few ms) is
+        not cut: it only meets a switch it began less than TIMER_GRACE of a window before.
+        """
+        if annotate._active is not self or self._stopping or now < max(self.timer_due_ns, self.window_due_ns):
+            return
+        if self.main_thread_in_operation():  # else the timer switches (switch_on_schedule)
+            self.switch_window()
+
     def _start_window_timer(self) -> None:
         """The window timer's thread; only on the real clock (a test's fake clock calls
         :meth:`switch_on_schedule` itself, deterministically) and in the process that runs the

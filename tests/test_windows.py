@@ -730,3 +730,71 @@ def test_pieces_cut_at_boundaries_every_window_records(fake_session):
     between = np.flatnonzero(pc.owner == -1)
     # unannotated: each call's end to what follows it (the session's own rows cut empty pieces)
     assert dur[between][dur[between] > 0].tolist() == [20] * calls
+
+
+def _update_with_backward_calls(tmp_path, name: str, speeds: tuple[float, ...]):
+    """SB3 PPO's shape on a CPU: per period a rollout, then a long ``train`` with no scope inside,
+    made of ``backward()`` calls (rows written by the autograd collector) and the steps between them,
+    each a recorded op; ``speeds[k]``: how much slower period k's work runs (the host's speed)."""
+    from rlscope.collectors.autograd_calls import AutogradCalls
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    sess = rlscope.profile(tmp_path / name, backend=False, gpu=False, window_s=250e-6)
+    sess.clock = clock
+    sess.options["flush_interval"] = 1e6
+    col = FakeCollector()
+    with sess:
+        sess.add_toggler(col)
+        engine = AutogradCalls(sess)
+        for speed in speeds:
+            work = lambda ns, k=speed: clock.advance(round(ns * k))  # noqa: E731
+            with rlscope.scope("collect"):
+                for _ in range(60):
+                    _fake_infer(col, sess, work)
+            with rlscope.scope("train"):
+                for _ in range(1000):
+                    token = engine._begin()
+                    _fake_op(col, sess, work)  # the backward pass
+                    engine._end(token)
+                    _fake_op(col, sess, work)  # the optimizer's step, the next minibatch's forward
+    trace = rlscope.load_trace(str(tmp_path / name))
+    tl = build_timeline(trace.processes[0].events)
+    return analyze(trace).summary, tl
+
+
+@pytest.mark.parametrize("recorder", ["native", "python"])
+def test_a_long_update_switches_windows_at_its_backward_returns(tmp_path, monkeypatch, recorder):
+    """Two long ``train`` calls, the second on a 30% slower host. Switched only between operations,
+    each call lies in one kind of window and its pieces compare the fast call with the slow one:
+    the slowdown reads as the collectors' cost (-13%). Switched at ``backward()`` returns once a
+    window is overdue, every call has pieces in both kinds of window, they pair, and train is exact
+    (through the C and the Python scope methods)."""
+    from rlscope import session as session_mod
+    from rlscope.collectors import scope_native
+
+    speeds = (1.0, 1.3)
+    truth = sum(2 * 1000 * WORK * k for k in speeds) * 1e-9
+    monkeypatch.setenv(scope_native.ENV, "1" if recorder == "native" else "0")
+    try:
+        s, tl = _update_with_backward_calls(tmp_path, "switched", speeds)
+    finally:
+        monkeypatch.delenv(scope_native.ENV)
+        scope_native.install()
+    train = rlscope.load_trace(str(tmp_path / "switched")).processes[0].names.index("train")
+
+    def rows(kind: int) -> np.ndarray:
+        at = np.flatnonzero(tl.kind == kind)
+        return at[tl.inst_name[tl.id[at]] == train]
+
+    windows = np.flatnonzero(tl.kind == S.WINDOW)
+    for b, e in zip(rows(S.OP_BEGIN), rows(S.OP_END)):
+        inside = windows[(windows > b) & (windows < e)]
+        assert len(inside) >= 2  # both kinds of window inside every call
+        assert (tl.kind[inside - 1] != S.OP_END).all()  # not at a scope exit: after a backward()
+    win = s["overhead"]["windows"]["operations"]["train"]
+    assert win["method"] == "pieces" and win["pieces"]["windows"] >= 1  # paired within the calls
+    assert s["operations"]["train"]["total_s"] == pytest.approx(truth, rel=2e-3)
+    monkeypatch.setattr(session_mod.Session, "switch_at_engine_return", lambda self, now: None)
+    s, _ = _update_with_backward_calls(tmp_path, "whole", speeds)
+    assert s["operations"]["train"]["total_s"] < 0.9 * truth  # the slow call read as the cost
