@@ -788,7 +788,7 @@ def test_a_long_update_switches_windows_at_its_backward_returns(tmp_path, monkey
         return at[tl.inst_name[tl.id[at]] == train]
 
     windows = np.flatnonzero(tl.kind == S.WINDOW)
-    for b, e in zip(rows(S.OP_BEGIN), rows(S.OP_END)):
+    for b, e in zip(rows(S.OP_BEGIN), rows(S.OP_END), strict=True):
         inside = windows[(windows > b) & (windows < e)]
         assert len(inside) >= 2  # both kinds of window inside every call
         assert (tl.kind[inside - 1] != S.OP_END).all()  # not at a scope exit: after a backward()
