@@ -568,8 +568,9 @@ class Session:
         Why: switches come at the main thread's scope exits, so a program without scopes (or its
         start-up before the first one: importing torch, NCCL's set-up in a DDP rank, a torchrun
         agent) stayed in its first, light window for good, its backend ops and GPU work never
-        recorded. An open operation is left whole (switched at its exit as before): a long call
-        such as an update must lie in one window to be measured against its other calls.
+        recorded. An open operation is left to the main thread, which switches at the operation's
+        exit or at its next ``backward()`` return (:meth:`switch_at_engine_return`): a switch from
+        this thread would cut it at an arbitrary point, where no boundary marks the pieces.
         """
         if annotate._active is not self or self._stopping or now < max(self.timer_due_ns, self.window_due_ns):
             return False
