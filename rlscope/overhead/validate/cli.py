@@ -105,7 +105,7 @@ def parse_args(argv: list[str]) -> Options:
         "--no-speed-probe",
         action="store_true",
         help="compare the plain runs' times as measured, not set at one main-thread speed (the"
-        " probe times a tiny loop on the main thread 20 times a second, by SIGALRM)",
+        " probe times a tiny loop on the main thread 10 times a second, by SIGALRM)",
     )
     p.add_argument(
         "--twin",

@@ -9,9 +9,19 @@ each run's times at one common speed.
 
 How: a thread would sample another core, so a ``SIGALRM`` handler, which Python runs on the main
 thread, times the reference loop that prices rlscope's own Python costs
-(:func:`rlscope.overhead.correct.reference.spin`, ``LOOP`` iterations, ~10 us) in thread CPU time
-(a wait for the core is not speed) every ``PERIOD_S``: 0.02% of the run, the same in every mode. A
+(:func:`rlscope.overhead.correct.reference.spin`, ``LOOP`` iterations, ~60 us) in thread CPU time
+(a wait for the core is not speed) every ``PERIOD_S``: 0.07% of the run, the same in every mode. A
 run's level is the median of its samples inside the measured region.
+
+Each sample first runs ``WARM`` iterations untimed, then times ``LOOP``. A short loop run right after
+the program's own code measures the caches that code left as much as the core: 40 iterations took
+15-19 us, against 6-8 us run a second time (SB3 PPO, CPU VM), and under a session, whose recording
+keeps more of the interpreter warm, they read 2.6-6.2% faster than without one in the same process
+(six experiments alternating the two, 300-450 samples a side; -4.2% on average). Set at that speed,
+the profiled runs' times came out too long by about as much times the elasticity (SB3 PPO on the
+CPU VM: the profiled runs' probe read 6% faster than the unprofiled runs', and the total +13.0%
+against +0.5% unadjusted). Warmed, 400 iterations read 0.9% and 1.8% faster under a session (two
+experiments): less, not nothing.
 
 The probe stays off where the program has a ``SIGALRM`` handler or an interval timer of its own, and
 in twin runs (both runs take turns on one core: they share its speed by construction). A forked
@@ -30,8 +40,9 @@ from typing import Any
 
 from rlscope.overhead.correct.reference import spin
 
-PERIOD_S = 0.05
-LOOP = 40  # iterations timed per sample: ~10 us at 0.25 us an iteration
+PERIOD_S = 0.1
+WARM = 40  # iterations run untimed before each sample
+LOOP = 400  # iterations timed per sample: ~60 us at 0.15 us an iteration
 
 
 class SpeedProbe:
@@ -45,6 +56,7 @@ class SpeedProbe:
         self.running = False
 
     def _sample(self, signum: int, frame: Any) -> None:
+        spin(WARM)  # untimed: the caches the program left are not the core's speed
         c0 = self.cpu_clock()
         spin(LOOP)
         self.ns.append(self.cpu_clock() - c0)

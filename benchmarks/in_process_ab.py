@@ -1,0 +1,184 @@
+"""SB3 PPO in one process, alternating with and without rlscope: the checks separate runs cannot make.
+
+    python benchmarks/in_process_ab.py [--part train|light|probe|all] [--reps 8] [--json FILE]
+
+Separate processes draw their cores' speeds (±10-30% on the machines measured), so
+``rlscope validate``'s plain regime compares the host as much as rlscope. Here every comparison is
+between neighbours in one process, a few seconds apart (``pip install -e ".[bench]"``; CPU, one
+torch thread):
+
+- ``train``: SB3 PPO's ``train()`` (SB3's defaults: 4 envs x 2048 steps, 10 epochs of 64-sample
+  minibatches) unprofiled, under ``rlscope.profile``, unprofiled again. The session's corrected
+  ``train`` over the mean of its two neighbours is the correction's error; its wall over it the raw
+  slowdown.
+- ``light``: ``train()`` (2 epochs of 512 x 4 steps) under a session held in its light state and in
+  its full state, against the unprofiled call, in shuffled order: the light state's own cost (which
+  the windows cannot see: it is their reference) and the full state's.
+- ``probe``: ``rlscope validate``'s speed probe (:mod:`rlscope.overhead.validate.speed_probe`)
+  sampling ``learn()`` stretches with and without a session: the probe's reading under a session
+  over its reading without one. The same core's speed should read the same; a ratio below 1 makes
+  validate's adjusted errors lean positive by about as much.
+
+Each part prints the median ratio and its [min, max] over the repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import rlscope
+
+
+def _model(n_steps: int = 2048, n_epochs: int = 10, wrap: bool = False) -> Any:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
+
+    torch.set_num_threads(1)
+    env = make_vec_env("CartPole-v1", n_envs=4, seed=1, wrapper_class=rlscope.wrap_env if wrap else None)
+    model = PPO("MlpPolicy", env, n_steps=n_steps, n_epochs=n_epochs, seed=1, verbose=0)
+    model.set_logger(Logger(None, []))
+    return model
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def part_train(reps: int, tmp: Path) -> dict[str, Any]:
+    """Corrected ``train`` under a session over the unprofiled calls on either side of it."""
+    from rlscope.analysis import analyze
+
+    model = _model()
+    model.learn(total_timesteps=8192)  # a filled rollout buffer; train() re-trains on it
+    train = rlscope.scope("train")(model.train)
+
+    def unprofiled() -> float:
+        t0 = time.perf_counter()
+        train()
+        return time.perf_counter() - t0
+
+    def profiled(k: int) -> tuple[float, float]:
+        trace = tmp / f"train-{k}"
+        shutil.rmtree(trace, ignore_errors=True)
+        with rlscope.profile(trace, gpu=False):
+            t0 = time.perf_counter()
+            train()
+            wall = time.perf_counter() - t0
+        summary = analyze(rlscope.load_trace(str(trace))).summary
+        return wall, summary["operations"]["train"]["total_s"]
+
+    unprofiled(), profiled(-1)  # warm: the first calls of each kind
+    errors, slowdowns = [], []
+    for k in range(reps):
+        before = unprofiled()
+        wall, corrected = profiled(k)
+        ref = (before + unprofiled()) / 2
+        errors.append(corrected / ref - 1)
+        slowdowns.append(wall / ref)
+        print(f"train {k + 1}/{reps}: corrected {errors[-1]:+.1%}, raw x{slowdowns[-1]:.3f}", flush=True)
+    return {"corrected_error": _spread(errors), "raw_slowdown": _spread(slowdowns)}
+
+
+def part_light(reps: int, tmp: Path) -> dict[str, Any]:
+    """``train()`` under a session held light, and held full, over the unprofiled call."""
+    from rlscope import session as session_mod
+
+    model = _model(n_steps=512, n_epochs=2)
+    model.learn(total_timesteps=2048)
+
+    def timed(mode: str) -> int:
+        sess = None
+        if mode != "none":
+            sess = rlscope.profile(tmp / f"light-{mode}", gpu=False).start()
+            sess.window_due_ns = sess.timer_due_ns = session_mod._NEVER  # held in one state
+            for col in sess._togglers:
+                col.set_enabled(mode == "full")
+        t0 = time.thread_time_ns()
+        model.train()
+        spent = time.thread_time_ns() - t0
+        if sess is not None:
+            sess.stop()
+        return spent
+
+    for mode in ("none", "light", "full"):
+        timed(mode)
+    times: dict[str, list[int]] = {"none": [], "light": [], "full": []}
+    rng = random.Random(0)
+    for _ in range(reps):
+        order = list(times)
+        rng.shuffle(order)
+        for mode in order:
+            times[mode].append(timed(mode))
+    return {
+        f"{mode}_over_unprofiled": _spread([a / b for a, b in zip(times[mode], times["none"], strict=True)])
+        for mode in ("light", "full")
+    }
+
+
+def part_probe(reps: int, tmp: Path) -> dict[str, Any]:
+    """The speed probe's level in ``learn()`` stretches under a session over its level without one."""
+    from rlscope.overhead.validate.speed_probe import SpeedProbe
+
+    model = _model(n_steps=512, wrap=True)
+    model.collect_rollouts = rlscope.scope("collect_rollouts")(model.collect_rollouts)
+    model.train = rlscope.scope("train")(model.train)
+    model.policy.forward = rlscope.scope("inference")(model.policy.forward)
+    probe = SpeedProbe()
+    if not probe.start():
+        raise SystemExit("in_process_ab: SIGALRM is in use; the probe cannot run")
+    try:
+        model.learn(total_timesteps=4096)
+        ratios = []
+        for k in range(reps):
+            spans: dict[str, tuple[int, int]] = {}
+            for mode in ("none", "session") if k % 2 else ("session", "none"):
+                t0 = probe.clock()
+                if mode == "session":
+                    with rlscope.profile(tmp / f"probe-{k}", gpu=False):
+                        model.learn(total_timesteps=4096, reset_num_timesteps=False)
+                else:
+                    model.learn(total_timesteps=4096, reset_num_timesteps=False)
+                spans[mode] = (t0, probe.clock())
+            on, off = probe.level([spans["session"]]), probe.level([spans["none"]])
+            if on and off:
+                ratios.append(on["ns_per_iteration"] / off["ns_per_iteration"])
+    finally:
+        probe.stop()
+    return {"session_over_none": _spread(ratios)}
+
+
+PARTS = {"train": part_train, "light": part_light, "probe": part_probe}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--part", choices=[*PARTS, "all"], default="all")
+    p.add_argument("--reps", type=int, default=8, help="alternations per part (default 8)")
+    p.add_argument("--json", help="write the figures here")
+    args = p.parse_args(argv)
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="rlscope-ab-") as tmp:
+        for name, part in PARTS.items():
+            if args.part in (name, "all"):
+                results[name] = part(args.reps, Path(tmp))
+                for figure, v in results[name].items():
+                    spread = f"[{v['min']:.3f}, {v['max']:.3f}] ({v['n']})"
+                    print(f"{name} {figure}: median {v['median']:.3f} {spread}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
