@@ -416,6 +416,26 @@ def ddp(ctx: Context) -> Figures:
     }
 
 
+def in_process(ctx: Context) -> Figures:
+    """SB3 PPO with and without rlscope in one process (in_process_ab.py): the corrected train's error,
+    the light and full states' cost, the speed probe's reading under a session."""
+    need("stable_baselines3")
+    out = ctx.work / "in_process.json"
+    cmd = py("benchmarks/in_process_ab.py", "--reps", "8", "--json", str(out))
+    run(ctx, cmd, 900, {"OMP_NUM_THREADS": "1"})
+    r = json.loads(out.read_text())
+    return {
+        "in_process.train_error_pct": fig(100 * r["train"]["corrected_error"]["median"], "%", "zero"),
+        "in_process.train_raw_slowdown_x": fig(r["train"]["raw_slowdown"]["median"], "x", "lower"),
+        "in_process.light_state_x": fig(r["light"]["light_over_unprofiled"]["median"], "x", "lower"),
+        "in_process.full_state_x": fig(r["light"]["full_over_unprofiled"]["median"], "x", "lower"),
+        # the probe's reading under a session over its reading without one, less one: ideally 0
+        "in_process.probe_session_bias_pct": fig(
+            100 * (r["probe"]["session_over_none"]["median"] - 1), "%", "zero"
+        ),
+    }
+
+
 def analyze_json(ctx: Context, trace: Path) -> dict[str, Any]:
     """A trace's summary through ``rlscope-analyze --json`` (the format docs/trace-format.md fixes)."""
     out = trace.with_suffix(".summary.json")
@@ -437,6 +457,7 @@ STEPS: dict[str, Callable[[Context], Figures]] = {
     "sharing": sharing,
     "ray": ray,
     "ddp": ddp,
+    "in_process": in_process,
 }
 SUITES: dict[str, list[str]] = {
     "ci": ["costs", "calibrate", "analyzer", "slowdown", "matrix"],
@@ -450,6 +471,7 @@ SUITES: dict[str, list[str]] = {
         "simulators",
         "ray",
         "ddp",
+        "in_process",
         "matrix",
     ],
     "gpu": [
