@@ -23,7 +23,7 @@ import pytest
 from rlscope.overhead.validate.child import PROBE_ENV, ChildRecord
 from rlscope.overhead.validate.options import Options
 from rlscope.overhead.validate.speed_adjust import MAX_ELASTICITY, MIN_RUNS, elasticity, factors
-from rlscope.overhead.validate.speed_probe import LOOP, PERIOD_S, SpeedProbe
+from rlscope.overhead.validate.speed_probe import LOOP, PERIOD_S, WARM, SpeedProbe
 from rlscope.overhead.validate.verdict import compare
 
 
@@ -52,6 +52,24 @@ def sigalrm_free():
 
 
 # -- speed_probe.SpeedProbe --------------------------------------------------------------------
+
+
+def test_a_sample_times_the_loop_only_after_an_untimed_warm_run(monkeypatch):
+    """The first run after the program's code measures the caches it left (read faster under a
+    session): each sample runs ``WARM`` iterations before its clock starts, then times ``LOOP``."""
+    from rlscope.overhead.validate import speed_probe
+
+    seen: list[tuple[str, int]] = []
+    monkeypatch.setattr(speed_probe, "spin", lambda n: seen.append(("spin", n)))
+
+    def cpu_clock() -> int:
+        seen.append(("clock", 0))
+        return len(seen)
+
+    probe = SpeedProbe(clock=lambda: 0, cpu_clock=cpu_clock)
+    probe._sample(signal.SIGALRM, None)
+    assert seen == [("spin", WARM), ("clock", 0), ("spin", LOOP), ("clock", 0)]
+    assert list(probe.ns) == [2]  # between the two clock readings: the timed loop only
 
 
 def test_samples_are_leveled_over_the_measured_regions_only():
