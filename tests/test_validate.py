@@ -826,3 +826,68 @@ def test_analyzer_warnings_that_differ_only_in_figures_are_one_line() -> None:
         "a collector failed (1 of 4 runs)",
     ]
     assert render.distinct_warnings(runs[:1]) == runs[0]["warnings"]
+
+
+def _stopped_validation(monkeypatch, tmp_path, name: str, walls: list[float], argv: list[str]) -> str:
+    """One validation of the fake runner (walls: the profiled runs' corrected walls against 1 s
+    unprofiled), written as --json would; returns the file."""
+    _fake_validation(monkeypatch, walls)
+    out = tmp_path / f"{name}.json"
+    code = cli.main(["--no-warmup", "--no-calibrate", "--json", str(out), *argv, "--", "python", __file__])
+    assert code in cli.EXIT_STATUS.values()
+    return str(out)
+
+
+def test_merge_pools_the_repetitions_of_validations_stopped_by_a_time_limit(monkeypatch, tmp_path, capsys):
+    """Two calls of one command, 4 and 6 repetitions (the first stopped by --time-limit): merged,
+    their 10 repetitions are one validation's, renumbered, every error kept, compared again with one
+    more look for the decision to merge; the JSON says which files, and the line says it merged."""
+    first = [1.02, 0.97, 1.04, 1.0]
+    second = [1.01, 0.99, 1.0, 1.03, 0.98, 1.0]
+    _ten_second_repetitions(monkeypatch)  # 10 s a repetition: --time-limit 45 stops at 4
+    a = _stopped_validation(monkeypatch, tmp_path, "a", first, ["--reps", "6", "--time-limit", "45"])
+    b = _stopped_validation(monkeypatch, tmp_path, "b", second, ["--reps", "6"])
+    assert json.loads(pathlib.Path(a).read_text())["stopped"] == "--time-limit 45 s after 4 repetitions"
+    capsys.readouterr()
+    out = tmp_path / "merged.json"
+    code = cli.main(["--merge", a, b, "--json", str(out)])
+    res = json.loads(out.read_text())
+    assert code == cli.EXIT_STATUS[res["verdict"]["status"]]
+    assert res["reps"] == 10 and len(res["profiled"]) == len(res["timers"]) == 10
+    for mode in ("unprofiled", "timers", "profiled"):
+        assert sorted(r["rep"] for r in res["runs"] if r["mode"] == mode) == list(range(1, 11))
+    total = res["rows"][0]
+    assert total["error"] == pytest.approx([w - 1 for w in first + second])
+    assert total["median_error"] == pytest.approx(0.0)
+    assert res["looks"] == 1 + 1 + 1  # each call looked once; the merge is one look more
+    assert total["interval"] == pytest.approx(verdict.median_interval(total["error"], 3))
+    assert [m["reps"] for m in res["merged"]] == [4, 6] and res["merged"][0]["stopped"]
+    assert "stopped" not in res
+    line = res["verdict"]["line"]
+    assert line.endswith("[merged: 10 repetitions from 2 files]") and "--max-reps allowed" not in line
+    assert "merged: 10 repetitions" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_merge_refuses_what_is_not_one_validations_repetitions(monkeypatch, tmp_path):
+    """Results of different commands, a file that is not a result, a single file, or a program
+    beside --merge: a one-line error (status 2 from rlscope's main), nothing merged."""
+    a = _stopped_validation(monkeypatch, tmp_path, "a", [1.0] * 3, ["--reps", "3"])
+    other = json.loads(pathlib.Path(a).read_text())
+    other["command"] = ["python", "other.py"]
+    b = tmp_path / "other.json"
+    b.write_text(json.dumps(other))
+    not_json = tmp_path / "notes.txt"
+    not_json.write_text("not a result\n")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**other, "schema": "rlscope.validate/0"}))
+    cases = [
+        (["--merge", a, str(b)], "not a validation of the same kind .*different command"),
+        (["--merge", a, str(not_json)], "not a validate JSON file"),
+        (["--merge", a, str(old)], "not a validate result of schema"),
+        (["--merge", a, str(tmp_path / "missing.json")], "cannot read"),
+        (["--merge", a], "two result files or more"),
+        (["--merge", a, a, "--", "python", __file__], "runs nothing"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(RLScopeError, match=message):
+            cli.main(argv)

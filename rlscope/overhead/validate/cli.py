@@ -3,6 +3,7 @@
     rlscope validate [--reps 5] [--max-reps N] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
                      [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--cpus LIST]
                      [--twin] [--verbose] [--] python train.py ARGS...
+    rlscope validate --merge A.json B.json [...] [--json F]
 """
 
 from __future__ import annotations
@@ -102,6 +103,14 @@ def parse_args(argv: list[str]) -> Options:
         " (estimated from the last one); the verdict says where it stopped",
     )
     p.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="run nothing: pool the repetitions of these --json results of one command (e.g. calls"
+        " stopped by --time-limit) and compare again; with --json, write the merged result",
+    )
+    p.add_argument(
         "--no-speed-probe",
         action="store_true",
         help="compare the plain runs' times as measured, not set at one main-thread speed (the"
@@ -133,7 +142,12 @@ def parse_args(argv: list[str]) -> Options:
         p.error("--time-limit must be > 0 seconds")
     if not 1 <= args.turn_ms <= 10_000:
         p.error("--turn-ms must be between 1 and 10000")
-    command = program_command(args.command, "rlscope validate -- python train.py ...")
+    if args.merge:
+        if args.command:
+            p.error("--merge runs nothing: give result files, not a program")
+        command = []
+    else:
+        command = program_command(args.command, "rlscope validate -- python train.py ...")
     total, ops = _parse_tolerance(args.tolerance)
     return Options(
         command=command,
@@ -155,6 +169,7 @@ def parse_args(argv: list[str]) -> Options:
         twin=args.twin,
         turn_ms=args.turn_ms,
         speed_probe=not args.no_speed_probe,
+        merge=tuple(args.merge),
     )
 
 
@@ -201,6 +216,10 @@ def main(argv: list[str]) -> int:
     """``rlscope validate``: 0 PASS, 1 FAIL, 3 INCONCLUSIVE (the verdict of the corrected profile)."""
     started = time.perf_counter()
     opts = parse_args(argv)
+    if opts.merge:
+        from rlscope.overhead.validate.merge import load, merge
+
+        return _finish(opts, merge([load(f) for f in opts.merge], list(opts.merge)))
 
     def log(msg: str) -> None:
         print(f"rlscope validate: {msg}", file=sys.stderr, flush=True)
@@ -224,6 +243,11 @@ def main(argv: list[str]) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+    return _finish(opts, result)
+
+
+def _finish(opts: Options, result: dict[str, Any]) -> int:
+    """Write the result (``--json``), show it, and the exit status of its verdict."""
     if opts.json_path:
         try:
             Path(opts.json_path).write_text(json.dumps(result, indent=1) + "\n")

@@ -36,6 +36,7 @@ class Options:
     twin: bool = False  # --twin: timed and profiled runs side by side, in turns on one core
     turn_ms: float = TURN_MS
     speed_probe: bool = True  # plain runs: sample each run's main-thread speed (speed_probe.py)
+    merge: tuple[str, ...] = ()  # --merge: pool these results' repetitions instead of running (merge.py)
 
 
 def _cpu_list(cpus: Iterable[int]) -> str:

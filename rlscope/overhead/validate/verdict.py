@@ -269,11 +269,12 @@ def _status(
             f"median errors outside their bands ({_bands(opts)}): {errors(unsure)}, from {per_mode}"
             " (5 runs per mode or more also give a 90% interval)"
         )
-    more = (
-        f"not settled after {runs} repetitions, the most --max-reps allowed"
-        if looks > 1
-        else "more --reps, --max-reps or a longer run narrow them"
-    )
+    if opts.merge:  # pooled from separate validations: one more, merged in, adds repetitions
+        more = "another validation of the same command, merged in, narrows them"
+    elif looks > 1:
+        more = f"not settled after {runs} repetitions, the most --max-reps allowed"
+    else:
+        more = "more --reps, --max-reps or a longer run narrow them"
     if unsure:
         return "INCONCLUSIVE", (
             f"median errors outside their bands ({_bands(opts)}): {errors(unsure)}, but their 90%"
