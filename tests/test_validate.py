@@ -869,8 +869,9 @@ def test_merge_pools_the_repetitions_of_validations_stopped_by_a_time_limit(monk
 
 
 def test_merge_refuses_what_is_not_one_validations_repetitions(monkeypatch, tmp_path):
-    """Results of different commands, a file that is not a result, a single file, or a program
-    beside --merge: a one-line error (status 2 from rlscope's main), nothing merged."""
+    """Results of different commands or speed probes (the runs' speeds would not compare), a file
+    that is not a result, a single file, or a program beside --merge: a one-line error (status 2
+    from rlscope's main), nothing merged."""
     a = _stopped_validation(monkeypatch, tmp_path, "a", [1.0] * 3, ["--reps", "3"])
     other = json.loads(pathlib.Path(a).read_text())
     other["command"] = ["python", "other.py"]
@@ -880,8 +881,12 @@ def test_merge_refuses_what_is_not_one_validations_repetitions(monkeypatch, tmp_
     not_json.write_text("not a result\n")
     old = tmp_path / "old.json"
     old.write_text(json.dumps({**other, "schema": "rlscope.validate/0"}))
+    older_probe = {k: v for k, v in json.loads(pathlib.Path(a).read_text()).items() if k != "speed_probe"}
+    c = tmp_path / "older_probe.json"
+    c.write_text(json.dumps(older_probe))
     cases = [
         (["--merge", a, str(b)], "not a validation of the same kind .*different command"),
+        (["--merge", a, str(c)], "different speed_probe"),
         (["--merge", a, str(not_json)], "not a validate JSON file"),
         (["--merge", a, str(old)], "not a validate result of schema"),
         (["--merge", a, str(tmp_path / "missing.json")], "cannot read"),

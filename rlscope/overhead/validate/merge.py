@@ -34,6 +34,7 @@ SAME = (
     "script_calls_profile",
     "reference",
     "tolerance",
+    "speed_probe",  # what speed_ns measures (absent: an older probe, 40 iterations timed cold)
 )
 RESULT_ONLY = ("rows", "verdict", "stopped", "signal")  # what a comparison or a stop wrote
 # per repetition, one entry each, in repetition order
@@ -51,7 +52,7 @@ def load(path: str) -> dict[str, Any]:
     if not isinstance(result, dict) or result.get("schema") != SCHEMA:
         found = result.get("schema") if isinstance(result, dict) else type(result).__name__
         raise RLScopeError(f"{path}: not a validate result of schema {SCHEMA} (found {found!r})")
-    missing = [k for k in (*SAME, *PER_REP, "runs", "reps") if k not in result]
+    missing = [k for k in (*SAME, *PER_REP, "runs", "reps") if k not in result and k != "speed_probe"]
     if missing:
         raise RLScopeError(f"{path}: incomplete validate result: no {', '.join(missing)}")
     if result["reps"] < 1:
@@ -65,7 +66,7 @@ def merge(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
         raise RLScopeError("validate --merge: give two result files or more")
     first = parts[0]
     for part, name in zip(parts[1:], names[1:], strict=True):
-        differ = [k for k in SAME if part[k] != first[k]]
+        differ = [k for k in SAME if part.get(k) != first.get(k)]
         if differ:
             raise RLScopeError(
                 f"validate --merge: {name} is not a validation of the same kind as {names[0]}"

@@ -47,6 +47,7 @@ from rlscope.overhead.validate.child import (
     measure_timer_costs,
 )
 from rlscope.overhead.validate.options import Options, _cpu_list
+from rlscope.overhead.validate.speed_probe import LOOP, PERIOD_S, WARM
 from rlscope.overhead.validate.verdict import CHECKED_SHARE, SHOWN_SHARE, compare
 from rlscope.runtime import hooks
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
@@ -556,6 +557,10 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
         "twin": {"turn_ms": opts.turn_ms} if opts.twin else None,
         "regime": "twin" if opts.twin else "interleaved",
         "script_calls_profile": not whole,
+        # what the runs' speed_ns measure: results of different probes do not merge (merge.py)
+        "speed_probe": None
+        if opts.twin or not opts.speed_probe
+        else {"warm": WARM, "loop": LOOP, "period_s": PERIOD_S},
         "reference": "interpreter start to exit" if whole else "rlscope.profile start to stop",
         "tolerance": {
             "total": opts.tolerance_total,
