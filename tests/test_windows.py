@@ -34,6 +34,18 @@ class FakeCollector:
         pass
 
 
+def _fake_clock_session(path, window_s: float, **options):
+    """A session of ``window_s`` windows on a FakeClock, flushing only at its stop, not started:
+    (session, clock)."""
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    sess = rlscope.profile(path, backend=False, gpu=False, window_s=window_s, **options)
+    sess.clock = clock
+    sess.options["flush_interval"] = 1e6
+    return sess, clock
+
+
 def _fake_op(col: FakeCollector, sess, advance, cost: int = COST) -> None:
     """One op of WORK ns, recorded at ``cost`` more while the collector is on."""
     if col.on:
@@ -206,11 +218,7 @@ def test_windows_survive_residual_correction_of_a_second_thread(windowed):
 
 
 def test_full_share_sets_the_time_with_every_collector_on(tmp_path):
-    from tests.conftest import FakeClock
-
-    clock = FakeClock()
-    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6, full_share=0.25)
-    sess.clock = clock
+    sess, clock = _fake_clock_session(tmp_path / "t", 500e-6, full_share=0.25)
     _run_fake(sess, clock, 2000)
     trace = rlscope.load_trace(str(tmp_path / "t"))
     tl = build_timeline(trace.processes[0].events)
@@ -231,7 +239,6 @@ def test_windows_lengthen_when_switching_is_expensive(tmp_path, monkeypatch):
     (fixed lengths here: random ones keep the mean, over more windows than this run has)."""
     from rlscope import session as session_mod
     from rlscope.session import SWITCH_BUDGET
-    from tests.conftest import FakeClock
 
     monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
 
@@ -242,10 +249,7 @@ def test_windows_lengthen_when_switching_is_expensive(tmp_path, monkeypatch):
             clock.advance(switch_ns)
             super().set_enabled(on)
 
-    clock = FakeClock()
-    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=500e-6)
-    sess.clock = clock
-    sess.options["flush_interval"] = 1e6
+    sess, clock = _fake_clock_session(tmp_path / "t", 500e-6)
     col = SlowSwitch()
     with sess:
         sess.add_toggler(col)
@@ -287,12 +291,7 @@ class AfterSwitchCost(FakeCollector):
 
 def _run_with_updates(tmp_path, col, iters: int, cold_ns: int = 0):
     """infer / sim per iteration, an update every 16; the first infer after an update costs cold_ns more."""
-    from tests.conftest import FakeClock
-
-    clock = FakeClock()
-    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False, window_s=200e-6)
-    sess.clock = clock
-    sess.options["flush_interval"] = 1e6
+    sess, clock = _fake_clock_session(tmp_path / "t", 200e-6)
     colds = 0
     with sess:
         sess.add_toggler(col)
@@ -345,13 +344,9 @@ def test_light_windows_show_the_machines_speed_moving(tmp_path):
     """The machine runs twice as slow in the second half: each operation's light-window medians
     (10th / 50th / 90th percentile) show both speeds, and the correction, pairing neighbours, is
     still exact away from the change."""
-    from tests.conftest import FakeClock
-
-    clock = FakeClock()
-    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=300e-6)
-    sess.clock = clock  # windows of ~30 iterations (a light window's median needs 5 instances)
+    # windows of ~30 iterations (a light window's median needs 5 instances)
+    sess, clock = _fake_clock_session(tmp_path / "trace", 300e-6)
     col = FakeCollector()
-    sess.options["flush_interval"] = 1e6
     iters = 600
     with sess:
         sess.add_toggler(col)
@@ -380,12 +375,7 @@ def _run_with_late_train(
     whose first call costs ``cold_ns`` more (a cold first update, as SB3 SAC's after learning_starts);
     recording one of train's ops costs ``train_cost``. ``speed(i)``: how much slower train's work runs
     at iteration i (the machine's speed moving; 1 by default)."""
-    from tests.conftest import FakeClock
-
-    clock = FakeClock()
-    sess = rlscope.profile(tmp_path / f"t{start}", backend=False, gpu=False, window_s=400e-6)
-    sess.clock = clock
-    sess.options["flush_interval"] = 1e6
+    sess, clock = _fake_clock_session(tmp_path / f"t{start}", 400e-6)
     col = FakeCollector()
     trains = 0
     with sess:
@@ -527,12 +517,7 @@ def test_a_pooled_cost_is_capped_by_the_operations_own_full_instance(tmp_path):
 def _rollout_then_update(tmp_path, name: str, periods: int, cold_ns: int = 0):
     """SB3's shape: a rollout of many short scopes that outlasts a window, then one long leaf update
     (the first ``cold_ns`` longer: CUDA's and the optimizer's first-use set-up)."""
-    from tests.conftest import FakeClock
-
-    clock = FakeClock()
-    sess = rlscope.profile(tmp_path / name, backend=False, gpu=False, window_s=250e-6)
-    sess.clock = clock
-    sess.options["flush_interval"] = 1e6
+    sess, clock = _fake_clock_session(tmp_path / name, 250e-6)
     col = FakeCollector()
     with sess:
         sess.add_toggler(col)
@@ -737,12 +722,8 @@ def _update_with_backward_calls(tmp_path, name: str, speeds: tuple[float, ...]):
     made of ``backward()`` calls (rows written by the autograd collector) and the steps between them,
     each a recorded op; ``speeds[k]``: how much slower period k's work runs (the host's speed)."""
     from rlscope.collectors.autograd_calls import AutogradCalls
-    from tests.conftest import FakeClock
 
-    clock = FakeClock()
-    sess = rlscope.profile(tmp_path / name, backend=False, gpu=False, window_s=250e-6)
-    sess.clock = clock
-    sess.options["flush_interval"] = 1e6
+    sess, clock = _fake_clock_session(tmp_path / name, 250e-6)
     col = FakeCollector()
     with sess:
         sess.add_toggler(col)
