@@ -22,6 +22,7 @@ The core never imports this module: :func:`child_boot` (named by the boot hook,
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import itertools
 import json
@@ -323,32 +324,27 @@ def session_for_mode(mode: str, trace_dir: str | os.PathLike[str], options: dict
     return Session(trace_dir, **options)
 
 
-_PROFILED: type | None = None
-
-
+@functools.cache
 def _profiled_session() -> type:
     """rlscope's Session, noting the region it measured in the record (where the speed probe's
     samples count). Made on first use: only a profiled run imports the session module."""
-    global _PROFILED
-    if _PROFILED is None:
-        from rlscope.session import Session
+    from rlscope.session import Session
 
-        class ProfiledSession(Session):
-            _region_t0: int | None = None
+    class ProfiledSession(Session):
+        _region_t0: int | None = None
 
-            def start(self) -> Any:
-                if self._region_t0 is None:
-                    self._region_t0 = time.perf_counter_ns()
-                return super().start()
+        def start(self) -> Any:
+            if self._region_t0 is None:
+                self._region_t0 = time.perf_counter_ns()
+            return super().start()
 
-            def stop(self, *, signal: int = 0) -> None:
-                t0, self._region_t0 = self._region_t0, None
-                super().stop(signal=signal)
-                if t0 is not None:
-                    child_record().regions.append((t0, time.perf_counter_ns()))
+        def stop(self, *, signal: int = 0) -> None:
+            t0, self._region_t0 = self._region_t0, None
+            super().stop(signal=signal)
+            if t0 is not None:
+                child_record().regions.append((t0, time.perf_counter_ns()))
 
-        _PROFILED = ProfiledSession
-    return _PROFILED
+    return ProfiledSession
 
 
 def install() -> None:

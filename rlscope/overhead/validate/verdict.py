@@ -27,9 +27,14 @@ def _speeds(runs: list[dict[str, Any]], mode: str) -> list[float | None]:
     return [r.get("speed_ns") for r in sorted(runs, key=lambda r: r["rep"]) if r["mode"] == mode]
 
 
-def _median_error(cor: list[float], ref: list[float]) -> float | None:
-    errs = [c / r - 1 for c, r in zip(cor, ref, strict=True) if r > 0]
-    return statistics.median(errs) if errs else None
+def _errors(cor: list[float], ref: list[float]) -> list[float | None]:
+    """Per repetition, the corrected time's error against its reference (None: no reference)."""
+    return [c / r - 1 if r > 0 else None for c, r in zip(cor, ref, strict=True)]
+
+
+def _median(errors: list[float | None]) -> float | None:
+    known = [e for e in errors if e is not None]
+    return statistics.median(known) if known else None
 
 
 def _row(
@@ -52,14 +57,14 @@ def _row(
         fit = speed_adjust.factors(*speeds, ref, cor)
         if fit is not None:
             fr, fp, info = fit
-            adjusted = {**info, "unadjusted_median_error": _median_error(cor, ref)}
+            adjusted = {**info, "unadjusted_median_error": _median(_errors(cor, ref))}
             ref = [r * f for r, f in zip(ref, fr, strict=True)]
             cor = [c * f for c, f in zip(cor, fp, strict=True)]
             raw = [a * f if a is not None else None for a, f in zip(raw, fp, strict=True)]
-    err = [c / r - 1 if r > 0 else None for c, r in zip(cor, ref, strict=True)]
+    err = _errors(cor, ref)
     slow = [a / r if r > 0 and a is not None else None for a, r in zip(raw, ref, strict=True)]
     known = [e for e in err if e is not None]
-    median_err = statistics.median(known) if known else None
+    median_err = _median(err)
     return {
         "operation": name,
         "share": share,
