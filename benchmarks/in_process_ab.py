@@ -1,16 +1,21 @@
 """SB3 PPO in one process, alternating with and without rlscope: the checks separate runs cannot make.
 
-    python benchmarks/in_process_ab.py [--part train|light|probe|all] [--reps 8] [--json FILE]
+    python benchmarks/in_process_ab.py [--part train|learn|light|probe|all] [--reps 8] [--device cpu|cuda]
+                                       [--json FILE]
 
 Separate processes draw their cores' speeds (±10-30% on the machines measured), so
 ``rlscope validate``'s plain regime compares the host as much as rlscope. Here every comparison is
-between neighbours in one process, a few seconds apart (``pip install -e ".[bench]"``; CPU, one
-torch thread):
+between neighbours in one process, a few seconds apart (``pip install -e ".[bench]"``; one torch
+thread; ``--device cuda`` puts the policy on the GPU and profiles with GPU tracing):
 
 - ``train``: SB3 PPO's ``train()`` (SB3's defaults: 4 envs x 2048 steps, 10 epochs of 64-sample
   minibatches) unprofiled, under ``rlscope.profile``, unprofiled again. The session's corrected
   ``train`` over the mean of its two neighbours is the correction's error; its wall over it the raw
   slowdown.
+- ``learn``: whole ``learn()`` stretches of 4,096 steps (256 steps x 4 envs per rollout, annotated
+  as ``benchmarks/thirdparty/sb3_ppo.py`` is, the plain-regime row of BENCHMARKS.md) alternating
+  unprofiled and under ``rlscope.profile``: the corrected wall and ``train`` / ``collect_rollouts``
+  over their unprofiled neighbours.
 - ``light``: ``train()`` (2 epochs of 512 x 4 steps) under a session held in its light state and in
   its full state, against the unprofiled call, in shuffled order: the light state's own cost (which
   the windows cannot see: it is their reference) and the full state's.
@@ -29,6 +34,7 @@ import json
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,8 +42,11 @@ from typing import Any
 
 import rlscope
 
+sys.path.insert(0, str(Path(__file__).parent / "thirdparty"))
+from sb3_ppo import annotate  # the row's annotations: one definition
 
-def _model(n_steps: int = 2048, n_epochs: int = 10, wrap: bool = False) -> Any:
+
+def _model(device: str, n_steps: int = 2048, n_epochs: int = 10, wrap: bool = False) -> Any:
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -45,20 +54,25 @@ def _model(n_steps: int = 2048, n_epochs: int = 10, wrap: bool = False) -> Any:
 
     torch.set_num_threads(1)
     env = make_vec_env("CartPole-v1", n_envs=4, seed=1, wrapper_class=rlscope.wrap_env if wrap else None)
-    model = PPO("MlpPolicy", env, n_steps=n_steps, n_epochs=n_epochs, seed=1, verbose=0)
+    model = PPO("MlpPolicy", env, n_steps=n_steps, n_epochs=n_epochs, seed=1, device=device, verbose=0)
     model.set_logger(Logger(None, []))
     return model
+
+
+def _gpu(device: str) -> str | bool:
+    """The session's GPU tracing: rlscope's default on the GPU, none on the CPU."""
+    return "auto" if device == "cuda" else False
 
 
 def _spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def part_train(reps: int, tmp: Path) -> dict[str, Any]:
+def part_train(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     """Corrected ``train`` under a session over the unprofiled calls on either side of it."""
     from rlscope.analysis import analyze
 
-    model = _model()
+    model = _model(device)
     model.learn(total_timesteps=8192)  # a filled rollout buffer; train() re-trains on it
     train = rlscope.scope("train")(model.train)
 
@@ -70,7 +84,7 @@ def part_train(reps: int, tmp: Path) -> dict[str, Any]:
     def profiled(k: int) -> tuple[float, float]:
         trace = tmp / f"train-{k}"
         shutil.rmtree(trace, ignore_errors=True)
-        with rlscope.profile(trace, gpu=False):
+        with rlscope.profile(trace, gpu=_gpu(device)):
             t0 = time.perf_counter()
             train()
             wall = time.perf_counter() - t0
@@ -89,23 +103,84 @@ def part_train(reps: int, tmp: Path) -> dict[str, Any]:
     return {"corrected_error": _spread(errors), "raw_slowdown": _spread(slowdowns)}
 
 
-def part_light(reps: int, tmp: Path) -> dict[str, Any]:
-    """``train()`` under a session held light, and held full, over the unprofiled call."""
+def part_learn(reps: int, tmp: Path, device: str) -> dict[str, Any]:
+    """Corrected ``learn()`` wall and operations under a session over the unprofiled stretches beside it."""
+    from rlscope.analysis import analyze
+
+    model = _model(device, n_steps=256, wrap=True)
+    annotate(model)
+    ops = ("train", "collect_rollouts")
+    spent = dict.fromkeys(ops, 0.0)
+
+    def timed(name: str, fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+
+        return call
+
+    for name in ops:  # outside the scopes: the same wrapper in both kinds of stretch
+        setattr(model, name, timed(name, getattr(model, name)))
+
+    def stretch() -> dict[str, float]:
+        spent.update(dict.fromkeys(ops, 0.0))
+        t0 = time.perf_counter()
+        model.learn(total_timesteps=4096, reset_num_timesteps=False)
+        return {"[total]": time.perf_counter() - t0, **spent}
+
+    def profiled(k: int) -> tuple[dict[str, float], dict[str, float]]:
+        trace = tmp / f"learn-{k}"
+        shutil.rmtree(trace, ignore_errors=True)
+        with rlscope.profile(trace, gpu=_gpu(device)):
+            raw = stretch()
+        summary = analyze(rlscope.load_trace(str(trace))).summary
+        corrected = {"[total]": summary["wall_s"]}
+        corrected.update({op: summary["operations"][op]["total_s"] for op in ops})
+        return raw, corrected
+
+    stretch(), profiled(-1)  # warm: the first stretches of each kind
+    errors: dict[str, list[float]] = {op: [] for op in ("[total]", *ops)}
+    slowdowns = []
+    before = stretch()
+    for k in range(reps):
+        raw, corrected = profiled(k)
+        after = stretch()
+        ref = {op: (before[op] + after[op]) / 2 for op in errors}
+        for op in errors:
+            errors[op].append(corrected[op] / ref[op] - 1)
+        slowdowns.append(raw["[total]"] / ref["[total]"])
+        line = ", ".join(f"{op} {e[-1]:+.1%}" for op, e in errors.items())
+        print(f"learn {k + 1}/{reps}: corrected {line}; raw x{slowdowns[-1]:.3f}", flush=True)
+        before = after
+    names = {op: "corrected_error" + ("" if op == "[total]" else f".{op}") for op in errors}
+    figures = {names[op]: _spread(e) for op, e in errors.items()}
+    return {**figures, "raw_slowdown": _spread(slowdowns)}
+
+
+def part_light(reps: int, tmp: Path, device: str) -> dict[str, Any]:
+    """``train()`` under a session held light, and held full, over the unprofiled call.
+
+    Timed in the main thread's CPU time on the CPU (other jobs on a small machine do not enter), in
+    wall time on the GPU (waits for the device are part of what a state can cost)."""
     from rlscope import session as session_mod
 
-    model = _model(n_steps=512, n_epochs=2)
+    model = _model(device, n_steps=512, n_epochs=2)
+    clock = time.thread_time_ns if device == "cpu" else time.perf_counter_ns
     model.learn(total_timesteps=2048)
 
     def timed(mode: str) -> int:
         sess = None
         if mode != "none":
-            sess = rlscope.profile(tmp / f"light-{mode}", gpu=False).start()
+            sess = rlscope.profile(tmp / f"light-{mode}", gpu=_gpu(device)).start()
             sess.window_due_ns = sess.timer_due_ns = session_mod._NEVER  # held in one state
             for col in sess._togglers:
                 col.set_enabled(mode == "full")
-        t0 = time.thread_time_ns()
+        t0 = clock()
         model.train()
-        spent = time.thread_time_ns() - t0
+        spent = clock() - t0
         if sess is not None:
             sess.stop()
         return spent
@@ -125,14 +200,12 @@ def part_light(reps: int, tmp: Path) -> dict[str, Any]:
     }
 
 
-def part_probe(reps: int, tmp: Path) -> dict[str, Any]:
+def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     """The speed probe's level in ``learn()`` stretches under a session over its level without one."""
     from rlscope.overhead.validate.speed_probe import SpeedProbe
 
-    model = _model(n_steps=512, wrap=True)
-    model.collect_rollouts = rlscope.scope("collect_rollouts")(model.collect_rollouts)
-    model.train = rlscope.scope("train")(model.train)
-    model.policy.forward = rlscope.scope("inference")(model.policy.forward)
+    model = _model(device, n_steps=512, wrap=True)
+    annotate(model)
     probe = SpeedProbe()
     if not probe.start():
         raise SystemExit("in_process_ab: SIGALRM is in use; the probe cannot run")
@@ -144,7 +217,7 @@ def part_probe(reps: int, tmp: Path) -> dict[str, Any]:
             for mode in ("none", "session") if k % 2 else ("session", "none"):
                 t0 = probe.clock()
                 if mode == "session":
-                    with rlscope.profile(tmp / f"probe-{k}", gpu=False):
+                    with rlscope.profile(tmp / f"probe-{k}", gpu=_gpu(device)):
                         model.learn(total_timesteps=4096, reset_num_timesteps=False)
                 else:
                     model.learn(total_timesteps=4096, reset_num_timesteps=False)
@@ -157,13 +230,14 @@ def part_probe(reps: int, tmp: Path) -> dict[str, Any]:
     return {"session_over_none": _spread(ratios)}
 
 
-PARTS = {"train": part_train, "light": part_light, "probe": part_probe}
+PARTS = {"train": part_train, "learn": part_learn, "light": part_light, "probe": part_probe}
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--part", choices=[*PARTS, "all"], default="all")
     p.add_argument("--reps", type=int, default=8, help="alternations per part (default 8)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args(argv)
     if args.reps < 1:
@@ -172,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="rlscope-ab-") as tmp:
         for name, part in PARTS.items():
             if args.part in (name, "all"):
-                results[name] = part(args.reps, Path(tmp))
+                results[name] = part(args.reps, Path(tmp), args.device)
                 for figure, v in results[name].items():
                     spread = f"[{v['min']:.3f}, {v['max']:.3f}] ({v['n']})"
                     print(f"{name} {figure}: median {v['median']:.3f} {spread}")
