@@ -417,16 +417,20 @@ def ddp(ctx: Context) -> Figures:
 
 
 def in_process(ctx: Context) -> Figures:
-    """SB3 PPO with and without rlscope in one process (in_process_ab.py): the corrected train's error,
-    the light and full states' cost, the speed probe's reading under a session."""
+    """SB3 PPO with and without rlscope in one process (in_process_ab.py; its policy on the GPU where
+    there is one): the corrected train's and learn()'s error, the light and full states' cost, the
+    speed probe's reading under a session."""
     need("stable_baselines3")
     out = ctx.work / "in_process.json"
-    cmd = py("benchmarks/in_process_ab.py", "--reps", "8", "--json", str(out))
-    run(ctx, cmd, 900, {"OMP_NUM_THREADS": "1"})
+    device = "cuda" if ctx.gpu else "cpu"
+    cmd = py("benchmarks/in_process_ab.py", "--reps", "8", "--device", device, "--json", str(out))
+    run(ctx, cmd, 1200, {"OMP_NUM_THREADS": "1"})
     r = json.loads(out.read_text())
     return {
         "in_process.train_error_pct": fig(100 * r["train"]["corrected_error"]["median"], "%", "zero"),
         "in_process.train_raw_slowdown_x": fig(r["train"]["raw_slowdown"]["median"], "x", "lower"),
+        "in_process.learn_error_pct": fig(100 * r["learn"]["corrected_error"]["median"], "%", "zero"),
+        "in_process.learn_raw_slowdown_x": fig(r["learn"]["raw_slowdown"]["median"], "x", "lower"),
         "in_process.light_state_x": fig(r["light"]["light_over_unprofiled"]["median"], "x", "lower"),
         "in_process.full_state_x": fig(r["light"]["full_over_unprofiled"]["median"], "x", "lower"),
         # the probe's reading under a session over its reading without one, less one: ideally 0
@@ -483,6 +487,7 @@ SUITES: dict[str, list[str]] = {
         "slowdown",
         "simulators",
         "sharing",
+        "in_process",
         "matrix",
     ],
 }

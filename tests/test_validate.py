@@ -896,3 +896,30 @@ def test_merge_refuses_what_is_not_one_validations_repetitions(monkeypatch, tmp_
     for argv, message in cases:
         with pytest.raises(RLScopeError, match=message):
             cli.main(argv)
+
+
+def test_the_verdict_says_when_the_corrected_runs_spread_beyond_the_reference_runs():
+    """Reference runs within 1% of each other and corrected totals ±10%: the note names the excess
+    as the correction's own noise and a longer run as the remedy; alike spreads, or fewer than five
+    runs, give no note."""
+    from rlscope.overhead.validate.cli import parse_args
+    from rlscope.overhead.validate.verdict import compare, correction_noise_note
+
+    opts = parse_args(["--", sys.executable, __file__])
+    walls = (1.0, 1.01, 0.99, 1.0, 1.005)
+    runs = [{"mode": "unprofiled", "rep": r, "measured_s": v} for r, v in enumerate(walls, 1)]
+    corrected = (1.0, 1.2, 0.85, 1.1, 0.9)
+    prof = [
+        {"raw_wall_s": 1.3 * c, "corrected_wall_s": c, "corrected_for_overhead": True, "operations": {}}
+        for c in corrected
+    ]
+    result = {"runs": runs, "profiled": prof, "timers": [{}] * 5}
+    notes = compare(result, opts)["verdict"]["notes"]
+    note = next(n for n in notes if "correction's own noise" in n)
+    assert "vary by 14.2%" in note and "against 0.7% for the unprofiled runs" in note
+    assert "longer run" in note
+
+    alike = {**result, "profiled": [{**p, "corrected_wall_s": w} for p, w in zip(prof, walls, strict=True)]}
+    assert not any("own noise" in n for n in compare(alike, opts)["verdict"]["notes"])
+    row = {"operation": "[total]", "reference_s": list(walls[:4]), "corrected_s": list(corrected[:4])}
+    assert correction_noise_note([row], "unprofiled") is None

@@ -7,9 +7,10 @@ comparison, ``b`` is fitted on the runs themselves: the slope of log(time) on lo
 each side (reference runs, profiled runs), pooled, so the sides' own difference (what rlscope got
 wrong) does not enter the slope. Each time ``t`` of a run at speed ``s`` becomes
 ``t * (c / s) ** b``, with ``c`` the row's median speed. A slope fitted on noise alone comes out
-near 0 and adjusts little. The slope may exceed 1: the probe's tiny loop slows less than a job whose
-data misses the caches a busy neighbour on the same core shares (1.55 for the bundled PPO on the
-2-core CPU VM). docs/overhead.md gives the spreads it removes.
+near 0 and adjusts little. The slope may exceed 1 where the job's data misses caches that a busy
+neighbour on the same core shares, which the probe's tiny loop hardly uses; MAX_ELASTICITY bounds
+it (fitted slopes: 0.3-0.6 on the h100 rows, 0.4-1.1 on cpu-vm's). docs/overhead.md gives the
+spreads it removes.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ from rlscope.overhead.validate.options import Options
 
 SHOWN_SHARE = 0.01  # operations above this share of the run are shown
 CHECKED_SHARE = 0.05  # and above this one checked against the operation tolerance
+# correction_noise_note: runs for two spreads to compare, and how far apart they must be
+CORRECTION_NOISE_RUNS = 5
+CORRECTION_NOISE_RATIO = 1.5  # the corrected totals' coefficient of variation over the reference runs'
+CORRECTION_NOISE_MIN = 0.02  # and at least this much above it
 
 
 def _by_rep(runs: list[dict[str, Any]], mode: str) -> list[float]:
@@ -188,6 +192,9 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
     adjusted = adjustment_note(rows)
     if adjusted:
         notes.append(adjusted)
+    own = correction_noise_note(rows, "timed" if twin_runs else "unprofiled")
+    if own:
+        notes.append(own)
     if matched:
         notes.append(matched["line"])
     if drift and (misses or unconfirmed):
@@ -207,6 +214,34 @@ def compare(result: dict[str, Any], opts: Options) -> dict[str, Any]:
         "speed_matched": matched,
     }
     return {"rows": rows, "verdict": verdict}
+
+
+def correction_noise_note(rows: list[dict[str, Any]], runs: str) -> str | None:
+    """One line where the profiled runs' corrected totals spread well beyond the reference runs'
+    (each set at one speed where validate did): that excess is the correction's own noise in each
+    run, not the host's draw of speeds, and a longer run (more window switches) narrows it. None
+    where it is not well beyond, or with under CORRECTION_NOISE_RUNS runs.
+
+    Why: on the h100, set at one speed, the unprofiled totals varied by 4-7% and the profiled runs'
+    corrected totals by 8-10%: most of a repetition's error spread came from the correction of runs
+    of 4-6 s, which the unprofiled runs' spread did not show."""
+    total = next((r for r in rows if r["operation"] == "[total]"), None)
+    if total is None or len(total["corrected_s"]) < CORRECTION_NOISE_RUNS:
+        return None
+    ref, cor = _cv(total["reference_s"]), _cv(total["corrected_s"])
+    if cor < CORRECTION_NOISE_RATIO * ref or cor - ref < CORRECTION_NOISE_MIN:
+        return None
+    at = " set at one speed" if total.get("speed_adjusted") else ""
+    return (
+        f"the profiled runs' corrected totals vary by {cor:.1%} (coefficient of variation) against"
+        f" {ref:.1%} for the {runs} runs{at}: the rest is the correction's own noise in each run;"
+        " a longer run (more window switches) narrows it"
+    )
+
+
+def _cv(values: list[float]) -> float:
+    good = [v for v in values if v]
+    return statistics.stdev(good) / statistics.mean(good) if len(good) >= 2 else 0.0
 
 
 def adjustment_note(rows: list[dict[str, Any]]) -> str | None:
