@@ -22,7 +22,8 @@ thread; ``--device cuda`` puts the policy on the GPU and profiles with GPU traci
 - ``probe``: ``rlscope validate``'s speed probe (:mod:`rlscope.overhead.validate.speed_probe`)
   sampling ``learn()`` stretches with and without a session: the probe's reading under a session
   over its reading without one. The same core's speed should read the same; a ratio below 1 makes
-  validate's adjusted errors lean positive by about as much.
+  validate's adjusted errors lean positive by about as much. The same ratio is also given from the
+  samples taken in the session's light windows only, and in its full windows only.
 
 Each part prints the median ratio and its [min, max] over the repetitions.
 """
@@ -39,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import pyarrow.compute as pc
 
 import rlscope
 
@@ -200,18 +203,36 @@ def part_light(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     }
 
 
+def _window_spans(trace: Path, end: int) -> dict[int, list[tuple[int, int]]]:
+    """The session's light and full windows in ``trace``, as (start, end) clock readings per kind."""
+    from rlscope.trace import schema as S
+
+    events = rlscope.load_trace(str(trace)).processes[0].events
+    rows = events.filter(pc.equal(events["kind"], S.WINDOW)).sort_by("ts_ns")
+    ts, mode = rows["ts_ns"].to_pylist(), rows["id"].to_pylist()
+    spans: dict[int, list[tuple[int, int]]] = {S.WINDOW_LIGHT: [], S.WINDOW_FULL: []}
+    for i, (t, m) in enumerate(zip(ts, mode, strict=True)):
+        spans[m].append((t, ts[i + 1] if i + 1 < len(ts) else end))
+    return spans
+
+
 def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
-    """The speed probe's level in ``learn()`` stretches under a session over its level without one."""
+    """The speed probe's level in ``learn()`` stretches under a session over its level without one;
+    and the same with only the samples taken in the session's light windows, and in its full ones.
+
+    Why the split: if the probe read differently under a session only where the expensive
+    collectors are on, validate could take its speeds from the light windows alone."""
     from rlscope.overhead.validate.speed_probe import SpeedProbe
+    from rlscope.trace import schema as S
 
     model = _model(device, n_steps=512, wrap=True)
     annotate(model)
     probe = SpeedProbe()
     if not probe.start():
         raise SystemExit("in_process_ab: SIGALRM is in use; the probe cannot run")
+    ratios: dict[str, list[float]] = {"session": [], "light": [], "full": []}
     try:
         model.learn(total_timesteps=4096)
-        ratios = []
         for k in range(reps):
             spans: dict[str, tuple[int, int]] = {}
             for mode in ("none", "session") if k % 2 else ("session", "none"):
@@ -222,12 +243,22 @@ def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
                 else:
                     model.learn(total_timesteps=4096, reset_num_timesteps=False)
                 spans[mode] = (t0, probe.clock())
-            on, off = probe.level([spans["session"]]), probe.level([spans["none"]])
-            if on and off:
-                ratios.append(on["ns_per_iteration"] / off["ns_per_iteration"])
+            off = probe.level([spans["none"]])
+            windows = _window_spans(tmp / f"probe-{k}", spans["session"][1])
+            picks = {
+                "session": [spans["session"]],
+                "light": windows[S.WINDOW_LIGHT],
+                "full": windows[S.WINDOW_FULL],
+            }
+            for name, regions in picks.items():
+                on = probe.level(regions)
+                if on and off:
+                    ratios[name].append(on["ns_per_iteration"] / off["ns_per_iteration"])
     finally:
         probe.stop()
-    return {"session_over_none": _spread(ratios)}
+    out = {"session_over_none": _spread(ratios["session"])}
+    out.update({f"{k}_windows_over_none": _spread(v) for k, v in ratios.items() if k != "session" and v})
+    return out
 
 
 PARTS = {"train": part_train, "learn": part_learn, "light": part_light, "probe": part_probe}

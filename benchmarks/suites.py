@@ -433,10 +433,18 @@ def in_process(ctx: Context) -> Figures:
         "in_process.learn_raw_slowdown_x": fig(r["learn"]["raw_slowdown"]["median"], "x", "lower"),
         "in_process.light_state_x": fig(r["light"]["light_over_unprofiled"]["median"], "x", "lower"),
         "in_process.full_state_x": fig(r["light"]["full_over_unprofiled"]["median"], "x", "lower"),
-        # the probe's reading under a session over its reading without one, less one: ideally 0
+        # the probe's reading under a session over its reading without one, less one: ideally 0;
+        # and from the samples in the session's light windows only, and in its full ones only
         "in_process.probe_session_bias_pct": fig(
             100 * (r["probe"]["session_over_none"]["median"] - 1), "%", "zero"
         ),
+        **{
+            f"in_process.probe_{kind}_windows_bias_pct": fig(
+                100 * (r["probe"][f"{kind}_windows_over_none"]["median"] - 1), "%", "zero"
+            )
+            for kind in ("light", "full")
+            if f"{kind}_windows_over_none" in r["probe"]
+        },
     }
 
 
