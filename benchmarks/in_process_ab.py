@@ -273,6 +273,11 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.reps < 1:
         p.error("--reps must be at least 1")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error("--device cuda: torch sees no GPU here")
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="rlscope-ab-") as tmp:
         for name, part in PARTS.items():
