@@ -561,6 +561,11 @@ class Session:
             return self._lean.open_ops(self.main_tid) > 0
         return bool(self._main_state is not None and self._main_state.ops)
 
+    def _overdue(self, now: int) -> bool:
+        """Whether this running session's window is past the timer's grace at ``now``."""
+        due = max(self.timer_due_ns, self.window_due_ns)
+        return annotate._active is self and not self._stopping and now >= due
+
     def switch_on_schedule(self, now: int) -> bool:
         """The window timer's check: switch a window due since TIMER_GRACE of its length that no
         scope exit switched, unless an operation is open on the main thread. Returns whether it switched.
@@ -572,7 +577,7 @@ class Session:
         exit or at its next ``backward()`` return (:meth:`switch_at_engine_return`): a switch from
         this thread would cut it at an arbitrary point, where no boundary marks the pieces.
         """
-        if annotate._active is not self or self._stopping or now < max(self.timer_due_ns, self.window_due_ns):
+        if not self._overdue(now):
             return False
         with self._switch_lock:
             now = self.clock()
@@ -594,7 +599,7 @@ class Session:
         loop's operations. A call shorter than the grace (a rollout step's update of a few ms) is
         not cut: it only meets a switch it began less than TIMER_GRACE of a window before.
         """
-        if annotate._active is not self or self._stopping or now < max(self.timer_due_ns, self.window_due_ns):
+        if not self._overdue(now):
             return
         if self.main_thread_in_operation():  # else the timer switches (switch_on_schedule)
             self.switch_window()
