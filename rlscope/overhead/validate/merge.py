@@ -1,7 +1,7 @@
 """Several ``rlscope validate --json`` results of one program as one: ``rlscope validate --merge A B``.
 
 Why: a validation's repetitions may not fit one job. On an H100 a repetition of PPO-GPU or SB3 PPO
-takes 55-62 s (three processes of 16-30 s), so a device call or a batch job of ten minutes stops
+takes 55-62 s (three processes of 16-30 s), so a batch job limited to ten minutes stops
 after nine (``--time-limit``), where a verdict wants ten or more. Every error compares the runs of
 one repetition with each other, so repetitions made by separate invocations of the same command,
 options and regime pool like more repetitions of one: the merge renumbers them, concatenates what
