@@ -41,8 +41,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow.compute as pc
-
 import rlscope
 
 sys.path.insert(0, str(Path(__file__).parent / "thirdparty"))
@@ -203,19 +201,6 @@ def part_light(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     }
 
 
-def _window_spans(trace: Path, end: int) -> dict[int, list[tuple[int, int]]]:
-    """The session's light and full windows in ``trace``, as (start, end) clock readings per kind."""
-    from rlscope.trace import schema as S
-
-    events = rlscope.load_trace(str(trace)).processes[0].events
-    rows = events.filter(pc.equal(events["kind"], S.WINDOW)).sort_by("ts_ns")
-    ts, mode = rows["ts_ns"].to_pylist(), rows["id"].to_pylist()
-    spans: dict[int, list[tuple[int, int]]] = {S.WINDOW_LIGHT: [], S.WINDOW_FULL: []}
-    for i, (t, m) in enumerate(zip(ts, mode, strict=True)):
-        spans[m].append((t, ts[i + 1] if i + 1 < len(ts) else end))
-    return spans
-
-
 def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     """The speed probe's level in ``learn()`` stretches under a session over its level without one;
     and the same with only the samples taken in the session's light windows, and in its full ones.
@@ -223,6 +208,7 @@ def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     Why the split: if the probe read differently under a session only where the expensive
     collectors are on, validate could take its speeds from the light windows alone."""
     from rlscope.overhead.validate.speed_probe import SpeedProbe
+    from rlscope.overhead.validate.window_speed import window_spans
     from rlscope.trace import schema as S
 
     model = _model(device, n_steps=512, wrap=True)
@@ -244,7 +230,7 @@ def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
                     model.learn(total_timesteps=4096, reset_num_timesteps=False)
                 spans[mode] = (t0, probe.clock())
             off = probe.level([spans["none"]])
-            windows = _window_spans(tmp / f"probe-{k}", spans["session"][1])
+            windows = window_spans(tmp / f"probe-{k}", end=spans["session"][1])
             picks = {
                 "session": [spans["session"]],
                 "light": windows[S.WINDOW_LIGHT],

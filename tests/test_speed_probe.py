@@ -19,7 +19,9 @@ import statistics
 import threading
 
 import pytest
+from conftest import FakeClock
 
+import rlscope
 from rlscope.overhead.validate.child import PROBE_ENV, ChildRecord
 from rlscope.overhead.validate.options import Options
 from rlscope.overhead.validate.speed_adjust import MAX_ELASTICITY, MIN_RUNS, elasticity, factors
@@ -374,3 +376,63 @@ def test_the_record_stops_its_probe_and_levels_it_over_the_regions(monkeypatch, 
     speed = data["speed"]
     assert speed is not None and speed["samples"] >= 2
     assert math.isfinite(speed["ns_per_iteration"]) and speed["ns_per_iteration"] > 0
+    assert data["speed_samples"] is None  # kept for a profiled run only (window_speed.py)
+
+
+def test_a_profiled_record_keeps_each_sample_with_its_clock_reading(monkeypatch, tmp_path, sigalrm_free):
+    """What window_speed.py splits by the trace's windows: [clock reading, ns per iteration] of each
+    sample inside the measured regions, whose median is the run's level."""
+    monkeypatch.delenv(PROBE_ENV, raising=False)
+    record = ChildRecord(str(tmp_path / "record.json"), "profile")
+    try:
+        record.start_probe()
+        probe = record.probe
+        assert probe is not None
+        for _ in range(3):
+            probe._sample(signal.SIGALRM, None)
+        record.regions.append((probe.at[-2], probe.at[-1]))  # the last two samples
+        at, ns = list(probe.at), [x / LOOP for x in probe.ns]
+        data = _written(record)
+    finally:
+        atexit.unregister(record.write)
+        if record.probe is not None:
+            record.probe.stop()
+    assert data["speed_samples"] == [[at[1], ns[1]], [at[2], ns[2]]]
+    assert data["speed"] == {"ns_per_iteration": statistics.median(ns[1:]), "samples": 2}
+
+
+def test_a_profiled_runs_samples_are_split_by_its_windows(tmp_path):
+    """A synthetic trace: the session opens with a full window at its start ``t0`` (every session
+    does), then light windows from t0+1000 and t0+3000 ns, full ones from t0+2000 and t0+4000.
+    Samples at 10 ns an iteration in the light windows and 7 in the full ones read back as those
+    levels; a trace without light windows, or an unreadable one, leaves those None, not an error."""
+    from rlscope.overhead.validate import window_speed
+    from rlscope.trace import schema as S
+
+    light, full = S.WINDOW_LIGHT, S.WINDOW_FULL
+    clock = FakeClock()
+    t0 = clock()
+
+    def trace(name: str, windows: tuple[tuple[int, int], ...]):
+        session = rlscope.profile(tmp_path / name, backend=False, gpu=False)
+        session.clock = clock
+        session.start()
+        for t, mode in windows:
+            session.events.append((t0 + t, session.main_tid, S.WINDOW, mode, -1, -1, 0))
+        session.stop()
+        return session.trace_dir
+
+    windowed = trace("windowed", ((1000, light), (2000, full), (3000, light), (4000, full)))
+    samples = [[t0 + t, ns] for t, ns in ((1500, 10.0), (2500, 7.0), (3200, 10.0), (3800, 10.0), (4500, 7.0))]
+    got = window_speed.levels([*samples, [t0 + 500, 7.0]], windowed)
+    assert got["light"] == {"ns_per_iteration": 10.0, "samples": 3}
+    assert got["full"] == {"ns_per_iteration": 7.0, "samples": 3}  # t0+500: the opening full window
+    spans = window_speed.window_spans(windowed, end=t0 + 6000)
+    assert spans[light] == [(t0 + 1000, t0 + 2000), (t0 + 3000, t0 + 4000)]
+    assert spans[full] == [(t0, t0 + 1000), (t0 + 2000, t0 + 3000), (t0 + 4000, t0 + 6000)]
+    # no windows but the opening one: every sample in it
+    assert window_speed.levels(samples, trace("plain", ())) == {
+        "light": None,
+        "full": {"ns_per_iteration": 10.0, "samples": 5},
+    }
+    assert window_speed.levels(samples, tmp_path / "missing") is None

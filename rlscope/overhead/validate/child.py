@@ -36,7 +36,7 @@ from typing import Any
 
 from rlscope import annotate
 from rlscope.errors import RLScopeError
-from rlscope.overhead.validate import twin
+from rlscope.overhead.validate import speed_probe, twin
 from rlscope.overhead.validate.aggregate import TimerAggregate
 from rlscope.overhead.validate.speed_probe import SpeedProbe
 from rlscope.runtime import hooks
@@ -87,10 +87,11 @@ class ChildRecord:
             return
         for session in list(self.open):
             session.stop()
-        speed = None
+        speed = samples = None
         if self.probe is not None:
             self.probe.stop()
-            speed = self.probe.level(self.regions or [(self.boot_ns, exit_ns)])
+            samples = self.probe.samples(self.regions or [(self.boot_ns, exit_ns)])
+            speed = speed_probe.level(samples)
         data = {
             "mode": self.mode,
             "pid": self.pid,
@@ -99,6 +100,8 @@ class ChildRecord:
             "window_waited_s": self.window_waited_ns / 1e9,
             "process_s": (exit_ns - self.boot_ns) / 1e9,
             "speed": speed,
+            # each sample's clock reading too: a profiled run's are split by its windows (window_speed.py)
+            "speed_samples": samples if self.mode == "profile" else None,
             "turn": turn.as_record() if (turn := twin.current()) is not None else None,
             "boundaries": self.timers.boundary_counts(),
             "timers": self.timers.counters(list(annotate._names)),

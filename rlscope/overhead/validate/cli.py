@@ -1,9 +1,9 @@
 """``rlscope validate``'s command line: its options, and the command's run from start to exit status.
 
-    rlscope validate [--reps 5] [--max-reps N] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
-                     [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--cpus LIST]
-                     [--twin] [--verbose] [--] python train.py ARGS...
-    rlscope validate --merge A.json B.json [...] [--json F]
+rlscope validate [--reps 5] [--max-reps N] [--trace-dir D] [--json F] [--gpu MODE] [--no-backend]
+                 [--tolerance PCT[,PCT]] [--calibration F] [--no-warmup] [--cpus LIST]
+                 [--twin] [--verbose] [--] python train.py ARGS...
+rlscope validate --merge A.json B.json [...] [--json F]
 """
 
 from __future__ import annotations

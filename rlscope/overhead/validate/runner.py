@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlscope.errors import RLScopeError
-from rlscope.overhead.validate import hoststat, twin
+from rlscope.overhead.validate import hoststat, twin, window_speed
 from rlscope.overhead.validate.aggregate import corrected_timers, timer_cost_s
 from rlscope.overhead.validate.child import (
     MODE_ENV,
@@ -224,6 +224,12 @@ def profiled_figures(summary: dict[str, Any]) -> dict[str, Any]:
             for op, e in summary["operations"].items()
         },
     }
+
+
+def _window_speeds(record: dict[str, Any]) -> dict[str, float | None]:
+    """A profiled run's probe level in its light and in its full windows (None: no sample there)."""
+    got = record.get("speed_windows") or {}
+    return {f"speed_{kind}_ns": (got.get(kind) or {}).get("ns_per_iteration") for kind in ("light", "full")}
 
 
 def _fail_line(run: ChildRun, why: str) -> str:
@@ -535,6 +541,10 @@ def _one_rep(
         elif mode == "profiled":
             summary = analyze(runner.trace_dir(rep), calibration=opts.calibration, intervals=False).summary
             got.profiled.append({"trace_dir": summary["trace_dir"], **profiled_figures(summary)})
+            if run.record.get("speed_samples"):  # the probe's level in each kind of window
+                run.record["speed_windows"] = window_speed.levels(
+                    run.record["speed_samples"], runner.trace_dir(rep), run.record.get("pid")
+                )
             p = got.profiled[-1]
             if opts.twin:  # its waits for the twin's turns are in the raw trace, as rlscope's time
                 p["turn_waited_s"] = run.waited_s
@@ -585,6 +595,8 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
                 "steal_share": steal_share(r),
                 # the main thread's speed over the measured region (speed_probe.py; None: not probed)
                 "speed_ns": (r.record.get("speed") or {}).get("ns_per_iteration"),
+                # a profiled run's in its light and in its full windows (window_speed.py)
+                **(_window_speeds(r.record) if r.mode == "profiled" else {}),
             }
             for r in got.runs
         ],

@@ -35,7 +35,7 @@ import statistics
 import threading
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rlscope.overhead.correct.reference import spin
@@ -86,15 +86,29 @@ class SpeedProbe:
         if signal.getsignal(signal.SIGALRM) == self._sample:
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
-    def level(self, regions: Iterable[tuple[int, int]] = ()) -> dict[str, float] | None:
-        """The median ns per iteration of the samples inside ``regions`` ((start, end) clock
-        readings; none given: every sample), with their count; None without samples."""
+    def samples(self, regions: Iterable[tuple[int, int]] = ()) -> list[list[float]]:
+        """[clock reading, ns per iteration] of each sample inside ``regions`` ((start, end) clock
+        readings; none given: every sample)."""
         spans = list(regions)
-        picked = [
-            ns / LOOP
+        return [
+            [at, ns / LOOP]
             for at, ns in zip(self.at, self.ns, strict=True)
             if not spans or any(a <= at <= b for a, b in spans)
         ]
-        if not picked:
-            return None
-        return {"ns_per_iteration": statistics.median(picked), "samples": len(picked)}
+
+    def level(self, regions: Iterable[tuple[int, int]] = ()) -> dict[str, float] | None:
+        """The median ns per iteration of the samples inside ``regions`` (none given: every
+        sample), with their count; None without samples."""
+        return level(self.samples(regions))
+
+
+def level(
+    samples: Sequence[Sequence[float]], regions: Iterable[tuple[int, int]] | None = None
+) -> dict[str, float] | None:
+    """The median ns per iteration of ``samples`` ([clock reading, ns per iteration]) inside
+    ``regions`` (None: all of them), with their count; None without any."""
+    spans = None if regions is None else list(regions)
+    picked = [ns for at, ns in samples if spans is None or any(a <= at <= b for a, b in spans)]
+    if not picked:
+        return None
+    return {"ns_per_iteration": statistics.median(picked), "samples": len(picked)}
