@@ -376,10 +376,10 @@ def test_the_record_stops_its_probe_and_levels_it_over_the_regions(monkeypatch, 
     speed = data["speed"]
     assert speed is not None and speed["samples"] >= 2
     assert math.isfinite(speed["ns_per_iteration"]) and speed["ns_per_iteration"] > 0
-    assert data["speed_samples"] is None  # kept for a profiled run only (window_speed.py)
+    assert len(data["speed_samples"]) == speed["samples"]
 
 
-def test_a_profiled_record_keeps_each_sample_with_its_clock_reading(monkeypatch, tmp_path, sigalrm_free):
+def test_the_record_keeps_each_sample_with_its_clock_reading(monkeypatch, tmp_path, sigalrm_free):
     """What window_speed.py splits by the trace's windows: [clock reading, ns per iteration] of each
     sample inside the measured regions, whose median is the run's level."""
     monkeypatch.delenv(PROBE_ENV, raising=False)

@@ -100,8 +100,9 @@ class ChildRecord:
             "window_waited_s": self.window_waited_ns / 1e9,
             "process_s": (exit_ns - self.boot_ns) / 1e9,
             "speed": speed,
-            # each sample's clock reading too: a profiled run's are split by its windows (window_speed.py)
-            "speed_samples": samples if self.mode == "profile" else None,
+            # each sample with its clock reading: a profiled run's are split by its windows
+            # (window_speed.py), and the result keeps them to check how the level summarizes a run
+            "speed_samples": samples,
             "turn": turn.as_record() if (turn := twin.current()) is not None else None,
             "boundaries": self.timers.boundary_counts(),
             "timers": self.timers.counters(list(annotate._names)),

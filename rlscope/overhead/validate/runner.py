@@ -597,6 +597,8 @@ def _result(opts: Options, costs: dict[str, float], got: _Measured, whole: bool)
                 "speed_ns": (r.record.get("speed") or {}).get("ns_per_iteration"),
                 # a profiled run's in its light and in its full windows (window_speed.py)
                 **(_window_speeds(r.record) if r.mode == "profiled" else {}),
+                # ns per iteration of each sample, in time order
+                "speed_samples": [ns for _, ns in r.record.get("speed_samples") or []],
             }
             for r in got.runs
         ],
