@@ -24,7 +24,14 @@ from conftest import FakeClock
 import rlscope
 from rlscope.overhead.validate.child import PROBE_ENV, ChildRecord
 from rlscope.overhead.validate.options import Options
-from rlscope.overhead.validate.speed_adjust import MAX_ELASTICITY, MIN_RUNS, elasticity, factors
+from rlscope.overhead.validate.speed_adjust import (
+    MAX_ELASTICITY,
+    MIN_NARROWING,
+    MIN_RUNS,
+    elasticity,
+    factors,
+    narrows,
+)
 from rlscope.overhead.validate.speed_probe import LOOP, PERIOD_S, WARM, SpeedProbe
 from rlscope.overhead.validate.verdict import compare
 
@@ -208,6 +215,23 @@ def test_factors_set_every_run_at_the_median_speed():
     assert unadjusted > 0.10
 
 
+def test_factors_say_how_much_they_narrow_the_reference_runs_spread():
+    """Reference times that follow their speeds exactly: setting them at one speed removes their
+    whole spread (narrowing 1). Reference times that do not follow them at all, beside profiled
+    runs whose times do: the pooled slope is positive, the reference spread grows, and the fit is
+    not applied."""
+    speeds = [250.0, 300.0, 280.0, 260.0, 310.0, 270.0]
+    follow = [10.0 * s / 250 for s in speeds]
+    _, _, fit = factors(speeds, speeds, follow, follow)
+    assert fit["narrowing"] == pytest.approx(1.0)
+    assert narrows(fit)
+    flat = [10.0, 10.4, 9.7, 10.2, 9.9, 10.1]  # the reference: noise of its own, not the speeds'
+    steep = [10.0 * (s / 250) ** 2 for s in speeds]  # the profiled runs: a slope of 2
+    _, _, fit = factors(speeds, speeds, flat, steep)
+    assert fit["elasticity"] > 0.5
+    assert fit["narrowing"] < MIN_NARROWING and not narrows(fit)
+
+
 # -- verdict.compare end to end ----------------------------------------------------------------
 
 TRUE_TOTAL = 0.02  # what rlscope's correction really got wrong, per run, on the total
@@ -306,6 +330,39 @@ def test_compare_without_speeds_compares_the_raw_times():
     assert not any("one main-thread speed" in n for n in out["verdict"]["notes"])
     assert out["rows"][0]["median_error"] > TRUE_TOTAL + 0.03
     assert not out["verdict"]["pass"]
+
+
+def test_a_row_whose_reference_times_do_not_follow_the_speeds_is_left_as_measured():
+    """The step's timed runs drew speeds close together and their times do not follow them; the
+    profiled runs' probe read faster (lower ns) and, by chance, their times follow it. The pooled
+    slope would set the profiled times slower and add several points to the step's error; left as
+    measured (it would not narrow the timed runs' spread), the step reads its true error, and the
+    note names it."""
+    result = _plain_result()
+    timed_speeds = [128.0, 131.0, 126.0, 133.0, 129.0, 125.0, 130.0]
+    prof_speeds = [119.0, 126.0, 121.0, 133.0, 123.0, 120.0, 130.0]
+    for r in result["runs"]:
+        if r["mode"] == "timers":
+            r["speed_ns"] = timed_speeds[r["rep"] - 1]
+        elif r["mode"] == "profiled":
+            r["speed_ns"] = prof_speeds[r["rep"] - 1]
+    own = [1.03, 0.97, 1.01, 0.98, 1.00, 0.99, 0.96]  # the timed runs' own noise
+    timed = [STEP_S * x for x in own]
+    prof = [(1 + TRUE_OP) * STEP_S * (s / 123.0) ** 1.5 for s in prof_speeds]
+    for t, x in zip(result["timers"], timed, strict=True):
+        t["step"]["inclusive_s"] = x
+    for p, x in zip(result["profiled"], prof, strict=True):
+        p["operations"]["step"]["corrected_s"] = x
+    out = compare(result, Options(command=["python"]))
+    step = _rows(out)["step"]
+    assert step["speed_adjusted"] is None
+    assert step["speed_left"]["narrowing"] < MIN_NARROWING
+    assert step["median_error"] == pytest.approx(TRUE_OP, abs=0.02)
+    fr, fp, fit = factors(timed_speeds, prof_speeds, timed, prof)
+    would = statistics.median(c * g / (r * f) - 1 for r, f, c, g in zip(timed, fr, prof, fp, strict=True))
+    assert fit["elasticity"] > 0.5 and would > TRUE_OP + 0.04  # what the fit would have read
+    note = next(n for n in out["verdict"]["notes"] if "as measured" in n)
+    assert note.endswith(": step") and "did not narrow" in note
 
 
 def test_twin_runs_are_never_set_at_one_speed():

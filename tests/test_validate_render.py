@@ -98,6 +98,13 @@ def test_the_output_names_the_regime_it_measured():
     assert "regime: plain interleaved runs" in _text(_result(), 120)
     assert "set at one main-thread speed" in _text(_result(), 200)
     assert "regime: twin runs" in _text(_result(twin=True), 120)
+    # one row left as measured (its speeds did not narrow its reference runs' spread): the line says
+    # the times were set at one speed only in some rows
+    partly = _result()
+    partly["rows"][1] = {**partly["rows"][1], "speed_adjusted": None, "speed_left": {"narrowing": -0.1}}
+    line = render.regime(partly)
+    assert "in the rows where that narrowed their reference runs' spread" in line
+    assert "every run's times" not in line
 
 
 def _compared(corrected: list[float], unprofiled: list[float] | None = None) -> dict:

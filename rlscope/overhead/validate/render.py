@@ -113,11 +113,19 @@ def regime(result: dict[str, Any]) -> str:
             " timers' cost taken off; operations: inclusive time under plain timers"
         )
     adjusted = any(r.get("speed_adjusted") for r in result["rows"])
+    left = any(r.get("speed_left") for r in result["rows"])
+    speed = ""
+    if adjusted and left:
+        speed = (
+            "; times set at one main-thread speed (speed probe) in the rows where that narrowed"
+            " their reference runs' spread"
+        )
+    elif adjusted:
+        speed = "; every run's times set at one main-thread speed (speed probe)"
     return (
         "regime: plain interleaved runs (unprofiled, timers, profiled; the order rotated per repetition);"
         f" total: unprofiled time from {result['reference']}; operations: inclusive time under plain"
-        f" timers (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)"
-        + ("; every run's times set at one main-thread speed (speed probe)" if adjusted else "")
+        f" timers (their own cost, {result['timer_costs_ns']['pair']:.0f} ns per scope, taken off)" + speed
     )
 
 

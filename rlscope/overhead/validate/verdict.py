@@ -56,10 +56,12 @@ def _row(
     at the row's median speed first (speed_adjust.py), and the row keeps the unadjusted error."""
     raw = [p["raw"] for p in prof]
     cor = [p["corrected"] for p in prof]
-    adjusted = None
+    adjusted = left = None
     if speeds is not None:
         fit = speed_adjust.factors(*speeds, ref, cor)
-        if fit is not None:
+        if fit is not None and not speed_adjust.narrows(fit[2]):
+            left = fit[2]  # the speeds do not explain the reference runs' times: left as measured
+        elif fit is not None:
             fr, fp, info = fit
             adjusted = {**info, "unadjusted_median_error": _median(_errors(cor, ref))}
             ref = [r * f for r, f in zip(ref, fr, strict=True)]
@@ -82,6 +84,7 @@ def _row(
         "tolerance": tol,
         "ok": None if tol is None else median_err is not None and abs(median_err) <= tol,
         "speed_adjusted": adjusted,
+        "speed_left": left,
     }
 
 
@@ -245,10 +248,18 @@ def _cv(values: list[float]) -> float:
 
 
 def adjustment_note(rows: list[dict[str, Any]]) -> str | None:
-    """What setting the runs at one speed changed, in one line; None where no row was adjusted."""
+    """What setting the runs at one speed changed, in one line, and which rows it left as measured;
+    None where no row was adjusted or left."""
     done = [r for r in rows if r.get("speed_adjusted")]
+    left = [r["operation"] for r in rows if r.get("speed_left")]
+    kept = (
+        f"; left as measured (setting them at one speed did not narrow their reference runs' spread"
+        f" by {speed_adjust.MIN_NARROWING:.0%}): " + ", ".join(left)
+        if left
+        else ""
+    )
     if not done:
-        return None
+        return f"times as measured{kept[1:]}" if left else None
     first = done[0]  # the total where it was adjusted: its speeds are every run's
     total = first["speed_adjusted"]
     whose = "" if first["operation"] == "[total]" else f" ({first['operation']}'s runs)"
@@ -260,7 +271,9 @@ def adjustment_note(rows: list[dict[str, Any]]) -> str | None:
         parts.append(f"{r['operation']} {was} (elasticity {a['elasticity']:.2f})")
     return (
         f"times set at one main-thread speed ({total['speed_ns']:.1f} ns a probe iteration; the runs"
-        f"{whose} drew speeds {total['spread']:.0%} apart); unadjusted median errors: " + ", ".join(parts)
+        f"{whose} drew speeds {total['spread']:.0%} apart); unadjusted median errors: "
+        + ", ".join(parts)
+        + kept
     )
 
 
