@@ -20,9 +20,9 @@ keeps more of the interpreter warm, they read 2.6-6.2% faster than without one i
 (six experiments alternating the two, 300-450 samples a side; -4.2% on average). Set at that speed,
 the profiled runs' times came out too long by about as much times the elasticity (SB3 PPO on the
 CPU VM: the profiled runs' probe read 6% faster than the unprofiled runs', and the total +13.0%
-against +0.5% unadjusted). Warmed, 400 iterations read 0.9% and 1.8% faster under a session (two
-experiments), and on an H100 under GPU tracing 0.6% faster (12 alternations; 0.0% in the session's
-light windows, 0.8% in its full ones).
+against +0.5% unadjusted). Warmed, 400 iterations read 0.9%, 1.8% and 1.3% faster under a session
+on the CPU VM (the last: 16 alternations of SB3 PPO's ``learn()``), and on an H100 under GPU tracing
+0.6% faster (12 alternations); in the session's light and full windows alike within 1%.
 
 The probe stays off where the program has a ``SIGALRM`` handler or an interval timer of its own, and
 in twin runs (both runs take turns on one core: they share its speed by construction). A forked
