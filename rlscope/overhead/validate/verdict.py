@@ -252,14 +252,13 @@ def adjustment_note(rows: list[dict[str, Any]]) -> str | None:
     None where no row was adjusted or left."""
     done = [r for r in rows if r.get("speed_adjusted")]
     left = [r["operation"] for r in rows if r.get("speed_left")]
-    kept = (
-        f"; left as measured (setting them at one speed did not narrow their reference runs' spread"
+    why = (
+        f"left as measured (setting them at one speed did not narrow their reference runs' spread"
         f" by {speed_adjust.MIN_NARROWING:.0%}): " + ", ".join(left)
-        if left
-        else ""
     )
+    kept = f"; {why}" if left else ""
     if not done:
-        return f"times as measured{kept[1:]}" if left else None
+        return f"times {why}" if left else None
     first = done[0]  # the total where it was adjusted: its speeds are every run's
     total = first["speed_adjusted"]
     whose = "" if first["operation"] == "[total]" else f" ({first['operation']}'s runs)"
