@@ -202,11 +202,17 @@ class NativeBackendCollector:
         """
         enter, leave, name = _pylib.tn_enter, _pylib.tn_exit, ENGINE_NAME
 
+        def begin() -> Any:
+            # off (a light window), the library would only answer 0, so it is not called: a call
+            # through ctypes is the costliest part of this wrapper, and a light window's cost is
+            # one the windows cannot see (they take the light state as their reference)
+            return enter(name) if self.enabled else 0
+
         def done(counted: Any) -> None:
             if counted:
                 leave()
 
-        handle = autograd_engine.wrap(torch, "backend", lambda: enter(name), done)
+        handle = autograd_engine.wrap(torch, "backend", begin, done)
         if handle is not None:
             self._engine = handle
 

@@ -170,6 +170,24 @@ def test_backward_and_grad_calls_are_one_record_each_in_a_session(lib, tmp_path)
     assert not [n for n, _, _ in rows if n.startswith("autograd::engine")]
 
 
+def test_a_backward_in_a_light_window_makes_no_call_into_the_library(lib, tmp_path, monkeypatch):
+    """The engine wrapper's call into the library costs a backward() microseconds in light windows
+    too, where the windows cannot see it: off, the wrapper does not call; on, it records the call."""
+    calls: list[bytes] = []
+    real = torch_native._pylib.tn_enter
+    monkeypatch.setattr(torch_native._pylib, "tn_enter", lambda name: calls.append(name) or real(name))
+    x = torch.randn(4, 8, requires_grad=True)
+    with rlscope.profile(tmp_path / "t", gpu=False, windows=False, nvml_hz=0) as sess:
+        backend = next(c.active for c in sess._collectors if isinstance(c, torch_ops.BackendRecorder))
+        assert isinstance(backend, torch_native.NativeBackendCollector)
+        backend.set_enabled(False)
+        (x * 2).sum().backward()
+        assert calls == []
+        backend.set_enabled(True)
+        (x * 2).sum().backward()
+        assert calls == [torch_native.ENGINE_NAME]
+
+
 def test_set_enabled_false_records_nothing(recording, lib):
     a = torch.randn(4)
     recording()
