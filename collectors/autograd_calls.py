@@ -19,7 +19,7 @@ event rows, a few per training step, and a window may switch in the middle of a 
 this wrapper's two calls take 0.8 us; inside a torch update loop on cpu-vm, this wrapper and the
 backend recorder's together cost a ``backward()`` 9-12 us (thread CPU time, medians of 30 to 80
 alternations with and without them, the host's noise about as large), most of a light session's own
-cost there (+14 us a 0.5 ms step). The windows cannot see it, and the correction does not remove
+cost there (+14-18 us a 0.5 ms step). The windows cannot see it, and the correction does not remove
 it yet.
 """
 
