@@ -71,9 +71,23 @@ def build_gpu(out: Path) -> None:
 
 def build_ppo(out: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "rlscope.cli.main", "demo", "--seconds", "2", "--device", "cpu", "--raw",
-         "--trace-dir", str(out), "--html", str(out.parent / "unused.html")],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "rlscope.cli.main",
+            "demo",
+            "--seconds",
+            "2",
+            "--device",
+            "cpu",
+            "--raw",
+            "--trace-dir",
+            str(out),
+            "--html",
+            str(out.parent / "unused.html"),
+        ],
+        check=True,
+        capture_output=True,
     )
     (out.parent / "unused.html").unlink(missing_ok=True)
 

@@ -19,7 +19,6 @@ from rlscope.runtime.adapters.classes import subclasses as _subclasses
 ALGORITHMS = ("PPO", "A2C", "DQN", "SAC", "TD3")
 
 
-
 def apply(sb3: Any) -> None:
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
     from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
