@@ -1,7 +1,7 @@
 """SB3 PPO in one process, alternating with and without rlscope: the checks separate runs cannot make.
 
-    python benchmarks/in_process_ab.py [--part train|learn|light|probe|all] [--reps 8] [--device cpu|cuda]
-                                       [--json FILE]
+    python benchmarks/in_process_ab.py [--part train|learn|light|probe|engine|all] [--reps 8]
+                                       [--device cpu|cuda] [--json FILE]
 
 Separate processes draw their cores' speeds (±10-30% on the machines measured), so
 ``rlscope validate``'s plain regime compares the host as much as rlscope. Here every comparison is
@@ -24,6 +24,13 @@ thread; ``--device cuda`` puts the policy on the GPU and profiles with GPU traci
   over its reading without one. The same core's speed should read the same; a ratio below 1 makes
   validate's adjusted errors lean positive by about as much. The same ratio is also given from the
   samples taken in the session's light windows only, and in its full windows only.
+
+- ``engine``: a torch update loop (a 64-64 MLP, batch 64, Adam) under a session held light, and the
+  same with torch's own ``torch.autograd._engine_run_backward`` put back for the stretch, each between
+  two stretches without a session (four alternations per ``--reps``): what a light session costs a
+  step, and what of it the wrappers around the autograd engine's entry cost
+  (rlscope/runtime/autograd_engine.py). Their rows carry no cost the correction removes, and the
+  windows cannot see a light window's cost.
 
 Each part prints the median ratio and its [min, max] over the repetitions.
 """
@@ -247,7 +254,92 @@ def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     return out
 
 
-PARTS = {"train": part_train, "learn": part_learn, "light": part_light, "probe": part_probe}
+def part_engine(reps: int, tmp: Path, device: str) -> dict[str, Any]:
+    """Microseconds a step that a session held light adds to a torch update loop, with and without
+    the wrappers around the autograd engine's entry, over the stretches without a session on either
+    side; and the wrappers' share (the two, paired by alternation). CPU time of the main thread on
+    the CPU, wall time on the GPU (as ``light``)."""
+    import torch
+
+    from rlscope import session as session_mod
+    from rlscope.runtime import autograd_engine
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Linear(4, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 2),
+    ).to(device)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4)
+    x, y = torch.randn(64, 4, device=device), torch.randn(64, 2, device=device)
+    clock = time.thread_time_ns if device == "cpu" else time.perf_counter_ns
+    steps = 150
+
+    def step() -> None:
+        loss = ((net(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def stretch(mode: str) -> float:
+        sess = None
+        if mode != "none":
+            sess = rlscope.profile(tmp / f"engine-{mode}", gpu=_gpu(device)).start()
+            sess.window_due_ns = sess.timer_due_ns = session_mod._NEVER  # held light
+            for col in sess._togglers:
+                col.set_enabled(False)
+        wrapped = torch.autograd._engine_run_backward
+        if mode == "bare":  # torch's own entry for the stretch: no wrapper runs
+            inner = wrapped
+            while getattr(inner, autograd_engine.MARK, None) is not None:
+                inner = inner.__wrapped__
+            torch.autograd._engine_run_backward = inner
+        for _ in range(20):
+            step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = clock()
+        for _ in range(steps):
+            step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        spent = (clock() - t0) / steps / 1e3
+        torch.autograd._engine_run_backward = wrapped
+        if sess is not None:
+            sess.stop()
+        return spent
+
+    for mode in ("none", "light", "bare"):
+        stretch(mode)
+    added: dict[str, list[float]] = {"light": [], "bare": []}
+    base: list[float] = []
+    rng = random.Random(0)
+    for _ in range(4 * reps):
+        order = list(added)
+        rng.shuffle(order)
+        for mode in order:
+            a, b, c = stretch("none"), stretch(mode), stretch("none")
+            added[mode].append(b - (a + c) / 2)
+            base.append((a + c) / 2)
+    wrappers = [a - b for a, b in zip(added["light"], added["bare"], strict=True)]
+    return {
+        "step_us": _spread(base),
+        "light_added_us": _spread(added["light"]),
+        "light_without_engine_wrappers_added_us": _spread(added["bare"]),
+        "engine_wrappers_us": _spread(wrappers),
+    }
+
+
+PARTS = {
+    "train": part_train,
+    "learn": part_learn,
+    "light": part_light,
+    "probe": part_probe,
+    "engine": part_engine,
+}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -419,7 +419,8 @@ def ddp(ctx: Context) -> Figures:
 def in_process(ctx: Context) -> Figures:
     """SB3 PPO with and without rlscope in one process (in_process_ab.py; its policy on the GPU where
     there is one): the corrected train's and learn()'s error, the light and full states' cost, the
-    speed probe's reading under a session."""
+    speed probe's reading under a session, and what a light session and its autograd engine wrappers
+    add to a torch update step."""
     need("stable_baselines3")
     out = ctx.work / "in_process.json"
     device = "cuda" if ctx.gpu else "cpu"
@@ -445,6 +446,9 @@ def in_process(ctx: Context) -> Figures:
             for kind in ("light", "full")
             if f"{kind}_windows_over_none" in r["probe"]
         },
+        # what a light session adds to a torch update step, and the engine wrappers' part of it
+        "in_process.light_step_added_us": fig(r["engine"]["light_added_us"]["median"], "us", "lower"),
+        "in_process.engine_wrappers_us": fig(r["engine"]["engine_wrappers_us"]["median"], "us", "lower"),
     }
 
 
