@@ -17,10 +17,9 @@ overdue while such an update runs switches at its next ``backward()`` return
 Always on while GPU tracing or the backend recorder runs, in light windows too: a call costs two
 event rows, a few per training step, and a window may switch in the middle of a call. Timed alone,
 this wrapper's two calls take 0.8 us; inside a torch update loop on cpu-vm, this wrapper and the
-backend recorder's together cost a ``backward()`` 9-12 us (thread CPU time, medians of 30 to 80
-alternations with and without them, the host's noise about as large), most of a light session's own
-cost there (+14-18 us a 0.5 ms step). The windows cannot see it, and the correction does not remove
-it yet.
+backend recorder's together cost a ``backward()`` 9-13 us, most of what a light session adds to a
+0.5 ms step (``benchmarks/in_process_ab.py --part engine``; BENCHMARKS.md §3). The windows cannot
+see it, and the correction does not remove it yet.
 """
 
 from __future__ import annotations
