@@ -72,6 +72,18 @@ def _gpu(device: str) -> str | bool:
     return "auto" if device == "cuda" else False
 
 
+def _held(trace: Path, device: str, full: bool) -> Any:
+    """A started session held in one state: its windows never switch, its expensive collectors on
+    (``full``) or off (light)."""
+    from rlscope import session as session_mod
+
+    sess = rlscope.profile(trace, gpu=_gpu(device)).start()
+    sess.window_due_ns = sess.timer_due_ns = session_mod._NEVER
+    for col in sess._togglers:
+        col.set_enabled(full)
+    return sess
+
+
 def _spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
@@ -173,19 +185,13 @@ def part_light(reps: int, tmp: Path, device: str) -> dict[str, Any]:
 
     Timed in the main thread's CPU time on the CPU (other jobs on a small machine do not enter), in
     wall time on the GPU (waits for the device are part of what a state can cost)."""
-    from rlscope import session as session_mod
 
     model = _model(device, n_steps=512, n_epochs=2)
     clock = time.thread_time_ns if device == "cpu" else time.perf_counter_ns
     model.learn(total_timesteps=2048)
 
     def timed(mode: str) -> int:
-        sess = None
-        if mode != "none":
-            sess = rlscope.profile(tmp / f"light-{mode}", gpu=_gpu(device)).start()
-            sess.window_due_ns = sess.timer_due_ns = session_mod._NEVER  # held in one state
-            for col in sess._togglers:
-                col.set_enabled(mode == "full")
+        sess = None if mode == "none" else _held(tmp / f"light-{mode}", device, full=mode == "full")
         t0 = clock()
         model.train()
         spent = clock() - t0
@@ -261,7 +267,6 @@ def part_engine(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     the CPU, wall time on the GPU (as ``light``)."""
     import torch
 
-    from rlscope import session as session_mod
     from rlscope.runtime import autograd_engine
 
     torch.set_num_threads(1)
@@ -285,12 +290,7 @@ def part_engine(reps: int, tmp: Path, device: str) -> dict[str, Any]:
         opt.step()
 
     def stretch(mode: str) -> float:
-        sess = None
-        if mode != "none":
-            sess = rlscope.profile(tmp / f"engine-{mode}", gpu=_gpu(device)).start()
-            sess.window_due_ns = sess.timer_due_ns = session_mod._NEVER  # held light
-            for col in sess._togglers:
-                col.set_enabled(False)
+        sess = None if mode == "none" else _held(tmp / f"engine-{mode}", device, full=False)
         wrapped = torch.autograd._engine_run_backward
         if mode == "bare":  # torch's own entry for the stretch: no wrapper runs
             inner = wrapped
