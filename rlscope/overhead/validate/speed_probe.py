@@ -94,7 +94,7 @@ class SpeedProbe:
         return [
             [at, ns / LOOP]
             for at, ns in zip(self.at, self.ns, strict=True)
-            if not spans or any(a <= at <= b for a, b in spans)
+            if not spans or _inside(at, spans)
         ]
 
     def level(self, regions: Iterable[tuple[int, int]] = ()) -> dict[str, float] | None:
@@ -109,7 +109,11 @@ def level(
     """The median ns per iteration of ``samples`` ([clock reading, ns per iteration]) inside
     ``regions`` (None: all of them), with their count; None without any."""
     spans = None if regions is None else list(regions)
-    picked = [ns for at, ns in samples if spans is None or any(a <= at <= b for a, b in spans)]
+    picked = [ns for at, ns in samples if spans is None or _inside(at, spans)]
     if not picked:
         return None
     return {"ns_per_iteration": statistics.median(picked), "samples": len(picked)}
+
+
+def _inside(at: float, spans: list[tuple[int, int]]) -> bool:
+    return any(a <= at <= b for a, b in spans)
