@@ -779,3 +779,43 @@ def test_a_long_update_switches_windows_at_its_backward_returns(tmp_path, monkey
     monkeypatch.setattr(session_mod.Session, "switch_at_engine_return", lambda self, now: None)
     s, _ = _update_with_backward_calls(tmp_path, "whole", speeds)
     assert s["operations"]["train"]["total_s"] < 0.9 * truth  # the slow call read as the cost
+
+
+def test_a_run_whose_windows_measured_no_operation_removes_the_calibrated_costs(tmp_path, monkeypatch):
+    """Switches so costly that the windows grew longer than the run: every call but the first ran in
+    one full window, so no operation ran in both kinds and the windows measured nothing. The
+    calibrated per-event cost is removed instead, and the note says so; the total is exact again."""
+    from rlscope import session as session_mod
+    from rlscope.analysis.breakdown import UNMEASURED
+    from rlscope.overhead.correct import calibration as cal_mod
+
+    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
+    sess, clock = _fake_clock_session(tmp_path / "t", window_s=10.0)  # longer than the run
+    col = FakeCollector()
+    iters = 300
+    with sess:
+        sess.add_toggler(col)
+        assert not col.on  # the run starts light
+        _fake_infer(col, sess, clock.advance)  # the one light call
+        sess.switch_window()
+        assert col.on
+        for _ in range(iters - 1):
+            _fake_infer(col, sess, clock.advance)
+            clock.advance(GLUE)
+    assert col.switches == 2
+    truth = iters * OPS_PER_INFER * WORK * 1e-9
+    trace_dir = str(tmp_path / "t")
+    windows_only = analyze(rlscope.load_trace(trace_dir)).summary
+    assert windows_only["operations"]["infer"]["total_s"] > truth * 1.2  # nothing to correct with
+    cal_mod.save(
+        {
+            "schema": cal_mod.SCHEMA,
+            "created": "test",
+            "key": cal_mod.current_key(),
+            "costs_ns": {"backend": {"inside": 0.0, "outside": float(COST), "total": float(COST)}},
+        }
+    )
+    s = analyze(rlscope.load_trace(trace_dir)).summary
+    assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-6)
+    assert UNMEASURED in s["overhead"]["notes"]
+    assert not any(n.startswith("collector cost not measurable") for n in s["overhead"]["notes"])

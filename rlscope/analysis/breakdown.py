@@ -141,16 +141,29 @@ def analyze_process_pair(
         return raw, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
     switched = windows.toggled(tl)
+    run_ref_ns = overhead.run_reference_ns(proc.events)
+    calibrated = costs
+
+    def residual(measured: bool) -> tuple[EventCosts, list[str], overhead.Correction]:
+        """The per-event correction: without the classes the windows measure when ``measured``."""
+        used = overhead.without(
+            calibrated, backend=switched["backend"] and measured, cuda_api=switched["gpu"] and measured
+        )
+        used = overhead.at_run_speed(used, run_ref_ns)
+        mem_times, mem_notes = overhead.memory_times(proc, used)
+        return used, mem_notes, overhead.correct_timeline(tl, used, nvml_samples, mem_times)
+
     # what the windows measure in the run is not subtracted again per event; a process without any
     # operation gives the windows nothing to compare, and keeps the calibrated per-event costs
     measurable = bool((tl.kind == S.OP_BEGIN).any())
-    costs = overhead.without(
-        costs, backend=switched["backend"] and measurable, cuda_api=switched["gpu"] and measurable
-    )
-    costs = overhead.at_run_speed(costs, overhead.run_reference_ns(proc.events))
-    mem_times, mem_notes = overhead.memory_times(proc, costs)
-    fix = overhead.correct_timeline(tl, costs, nvml_samples, mem_times)
+    costs, mem_notes, fix = residual(measurable)
     est = windows.estimate(fix.timeline, raw=tl)
+    if measurable and est is not None and not est.measured and (switched["backend"] or switched["gpu"]):
+        # the windows measured nothing after all (WindowEstimate.measured): the calibrated costs
+        costs, mem_notes, fix = residual(False)
+        est = windows.estimate(fix.timeline, raw=tl)
+        if est is not None:
+            est.notes = [n for n in est.notes if not n.startswith(windows.NOT_MEASURABLE)] + [UNMEASURED]
     fixes = [(tl, fix)]
     if est is not None:
         fixes.append((fix.timeline, overhead.correct_windows(fix.timeline, est.factor)))
@@ -208,6 +221,14 @@ def analyze_process_pair(
         "writer_stall": fix.writer_stall,
     }
     return raw, corrected
+
+
+# the note of a run whose windows measured no operation (WindowEstimate.measured)
+UNMEASURED = (
+    "collector cost not measured by the windows: no operation ran often enough in both kinds of"
+    " window (too few switches for this run's length); the calibrated per-event costs were removed"
+    " instead"
+)
 
 
 def _name(names: list[str], i: int, none: str = UNANNOTATED) -> str:

@@ -60,6 +60,9 @@ MIN_UNPAIRED = 2  # whole instances per kind of window for an operation's unpair
 # light instances for an operation's own full-window excess to cap its pooled removal (own_excess):
 # the run starts light, so the first (cold) call is a light one, and a median of three outvotes it
 MIN_CAP_LIGHT = 3
+NOT_MEASURABLE = "collector cost not measurable"  # the start of the note of an operation left so
+# per-operation methods in which the windows measured the collectors' cost (WindowEstimate.measured)
+MEASURED_METHODS = ("windows", "unpaired", "pieces")
 FALLBACK_REL_SIGMA = 0.5  # uncertainty of a removal made with the pooled per-event cost
 BOOTSTRAP = 400  # resamples of an unpaired estimate's windows, for its uncertainty
 UNANNOTATED_ID = -1
@@ -79,6 +82,18 @@ class WindowEstimate:
     inst_full: np.ndarray  # per instance: began in a full window
     light_only: dict[int, int]  # operation name id -> instances, for operations never in a full window
     switches: int = 0  # window switches in the run (the first WINDOW row opens it)
+
+    @property
+    def measured(self) -> bool:
+        """Whether the windows measured the collectors' cost on some operation of the run.
+
+        Not so when no operation was seen often enough in both kinds of window: a short run whose
+        switches cost so much that its windows grew to seconds (GPU tracing of the eager CartPole
+        simulator in validate's twin regime on an H200: switches of 57-158 ms on the main thread,
+        and in two runs of four the whole 2,000-step loop in one full window). The analysis then
+        removes the calibrated per-event costs instead.
+        """
+        return any(e.get("method") in MEASURED_METHODS for e in self.per_op.values())
 
 
 def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
@@ -290,7 +305,7 @@ def estimate(
             overrides.append((est.rows, est.row_factor))
         elif cost is None or e["full_time_ns"] <= 0:
             e.update(factor=1.0, method="not corrected", sigma_ns=0.0)
-            notes.append("collector cost not measurable: no operation was seen in both kinds of window")
+            notes.append(f"{NOT_MEASURABLE}: no operation was seen in both kinds of window")
         else:
             pooled = cost * e["full_events"]
             removed = min(pooled, e["full_time_ns"])
