@@ -229,6 +229,7 @@ class Session:
         self._timer_stop = threading.Event()
         self._switch_lock = threading.RLock()  # reentrant: a collector switched may import torch
         self._finish_due: int | None = None  # a light window the timer began: the window's real due
+        self._window_began_ns = 0  # when the current window began (the last switch)
         self._main_state: annotate.ThreadState | None = None
         self.timer_due_ns = _NEVER  # when the timer may switch the current window (switch_on_schedule)
         # long top-level operations (name id -> the window kind their last call ran in), read at
@@ -282,9 +283,7 @@ class Session:
                 waited = turn.hand_over(now)
             finally:
                 annotate.category_exit(self, categories.PROFILER)
-            if self.window_due_ns != _NEVER:  # a window holds the same share of the job's own time
-                self.window_due_ns += waited
-                self.timer_due_ns += waited
+            self._after_wait(now, waited)
         if self._ticker is not None and now >= self._ticker_due_ns:
             self._ticker_due_ns = now + self._tick_every_ns
             annotate.category_enter(self, categories.PROFILER)  # rlscope's time, reported as such
@@ -296,6 +295,25 @@ class Session:
             finally:
                 annotate.category_exit(self, categories.PROFILER)
         self._sync_tick()
+
+    def _after_wait(self, start: int, waited: int) -> None:
+        """A window holds the same share of the job's own time: its due moves by the part of a twin
+        wait (from ``start``, ``waited`` ns) that fell inside it.
+
+        Why only that part: the window timer may switch during a long wait (the partner catching
+        up at the start of a run: 3.5 s on an H200), and the window it begins then holds none of
+        the job's time yet. Moved by the whole wait, that window lasted the wait again, and a
+        2,000-step loop ran in one full window.
+        """
+        with self._switch_lock:
+            if self.window_due_ns == _NEVER:
+                return
+            shift = start + waited - max(start, self._window_began_ns)
+            self.timer_due_ns += shift
+            if self._finish_due is not None:  # a light window the timer began: due 0 until finished
+                self._finish_due += shift
+            else:
+                self.window_due_ns += shift
 
     def _sync_tick(self) -> None:
         turn = self._turn
@@ -549,6 +567,7 @@ class Session:
         thread = self.main_tid if on_main else threading.get_native_id()
         self.events.append((now, thread, S.WINDOW, mode, speed, -1, 0))
         self._switch_ns[mode] = now - t0
+        self._window_began_ns = now
         self._finish_due = None
         self._schedule(mode, now)
         if not on_main and not on and any(hasattr(c, "finish_off_main") for c in self._togglers):

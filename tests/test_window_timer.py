@@ -240,3 +240,62 @@ def test_a_light_window_the_timer_began_is_finished_at_the_next_main_thread_exit
     rows = zip(ev["kind"], ev["id"], ev["thread"], strict=True)
     marked = sum(1 for k, c, t in rows if k == S.CAT_BEGIN and c == C.PROFILER and t == main)
     assert marked == 2  # the main thread's one switch, and the detach: rlscope's own time
+
+
+class _WaitingTurn:
+    """A twin run's turns (overhead/validate/twin.py) whose one hand-over waits ``wait_ns`` on the
+    fake clock for the partner; ``during`` runs ``at_ns`` into the wait (where the window timer may
+    switch, on its own thread)."""
+
+    def __init__(self, clock, due_ns: int, wait_ns: int, during=None, at_ns: int = 0) -> None:
+        self.clock, self.due_ns, self.wait_ns, self.during, self.at_ns = clock, due_ns, wait_ns, during, at_ns
+
+    def ready(self, now: int) -> bool:
+        return True
+
+    def hand_over(self, now: int) -> int:
+        self.due_ns = 2**62  # one turn only
+        self.clock.advance(self.at_ns)
+        if self.during is not None:
+            self.during()
+        self.clock.advance(self.wait_ns - self.at_ns)
+        return self.wait_ns
+
+    def remove_points(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("timer_switches", [False, True])
+def test_a_window_keeps_its_share_of_the_jobs_time_across_a_twin_wait(tmp_path, monkeypatch, timer_switches):
+    """A twin run waits for its partner at a scope exit (3 s here, a catch-up at the start of a
+    run). A window begun before the wait ends as far into the job's time as without it; one the
+    timer began during the wait holds its whole length of the job's time after it, not that plus
+    the wait again (which ran a whole short loop in one full window)."""
+    from rlscope import session as session_mod
+    from tests.test_windows import _fake_clock_session
+
+    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
+    sess, clock = _fake_clock_session(tmp_path / "t", window_s=0.1)  # windows of 100 ms
+    col = FakeCollector()
+    wait_ns = 3_000_000_000
+    with sess:
+        sess.add_toggler(col)  # the run starts light, due in 100 ms
+        with rlscope.scope("step"):
+            clock.advance(1_000_000)
+        left = sess.window_due_ns - clock()
+        during = (lambda: sess.switch_on_schedule(clock())) if timer_switches else None
+        sess._turn = _WaitingTurn(clock, clock() + 1, wait_ns, during, at_ns=1_000_000_000)
+        sess._sync_tick()
+        clock.advance(2)
+        with rlscope.scope("step"):  # its exit hands the turn over
+            pass
+        sess._turn = None
+        if timer_switches:
+            assert col.on  # the timer began a full window during the wait
+            assert sess.window_due_ns - clock() == sess.window_length_ns(S.WINDOW_FULL)
+        else:
+            assert not col.on
+            assert sess.window_due_ns - clock() == left - 2
