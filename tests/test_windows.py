@@ -786,7 +786,7 @@ def test_a_run_whose_windows_measured_no_operation_removes_the_calibrated_costs(
     one full window, so no operation ran in both kinds and the windows measured nothing. The
     calibrated per-event cost is removed instead, and the note says so; the total is exact again."""
     from rlscope import session as session_mod
-    from rlscope.analysis.breakdown import UNMEASURED
+    from rlscope.analysis.breakdown import NOT_REMOVED, REMOVED, UNMEASURED
     from rlscope.overhead.correct import calibration as cal_mod
 
     monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
@@ -807,6 +807,7 @@ def test_a_run_whose_windows_measured_no_operation_removes_the_calibrated_costs(
     trace_dir = str(tmp_path / "t")
     windows_only = analyze(rlscope.load_trace(trace_dir)).summary
     assert windows_only["operations"]["infer"]["total_s"] > truth * 1.2  # nothing to correct with
+    assert UNMEASURED + NOT_REMOVED in windows_only["overhead"]["notes"]
     cal_mod.save(
         {
             "schema": cal_mod.SCHEMA,
@@ -817,5 +818,5 @@ def test_a_run_whose_windows_measured_no_operation_removes_the_calibrated_costs(
     )
     s = analyze(rlscope.load_trace(trace_dir)).summary
     assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-6)
-    assert UNMEASURED in s["overhead"]["notes"]
+    assert UNMEASURED + REMOVED in s["overhead"]["notes"]
     assert not any(n.startswith("collector cost not measurable") for n in s["overhead"]["notes"])

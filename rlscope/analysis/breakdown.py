@@ -24,6 +24,7 @@ from rlscope.overhead.correct import windows
 from rlscope.overhead.correct.residual import EventCosts
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace, name_of
+from rlscope.trace.schema import CostClass
 
 UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
 NCAT = len(categories.CATEGORY_NAMES)
@@ -163,7 +164,8 @@ def analyze_process_pair(
         costs, mem_notes, fix = residual(False)
         est = windows.estimate(fix.timeline, raw=tl)
         if est is not None:
-            est.notes = [n for n in est.notes if not n.startswith(windows.NOT_MEASURABLE)] + [UNMEASURED]
+            est.notes = [n for n in est.notes if not n.startswith(windows.NOT_MEASURABLE)]
+            est.notes.append(UNMEASURED + (REMOVED if _has_costs(costs, switched) else NOT_REMOVED))
     fixes = [(tl, fix)]
     if est is not None:
         fixes.append((fix.timeline, overhead.correct_windows(fix.timeline, est.factor)))
@@ -223,12 +225,22 @@ def analyze_process_pair(
     return raw, corrected
 
 
-# the note of a run whose windows measured no operation (WindowEstimate.measured)
+# the note of a run whose windows measured no operation (WindowEstimate.measured), and its end: the
+# calibrated per-event costs removed instead, or none to remove (no calibration of those classes)
 UNMEASURED = (
     "collector cost not measured by the windows: no operation ran often enough in both kinds of"
-    " window (too few switches for this run's length); the calibrated per-event costs were removed"
-    " instead"
+    " window (too few switches for this run's length); "
 )
+REMOVED = "the calibrated per-event costs were removed instead"
+NOT_REMOVED = "no calibrated per-event cost applies either, so the collectors' cost is left in"
+
+
+def _has_costs(costs: EventCosts, switched: dict[str, bool]) -> bool:
+    """Whether ``costs`` removes anything per event of the collectors the windows switched."""
+    classes = [
+        c for c, on in ((CostClass.BACKEND, switched["backend"]), (CostClass.CUDA_API, switched["gpu"])) if on
+    ]
+    return any(costs.inside[c] + costs.outside[c] > 0 for c in classes)
 
 
 def _name(names: list[str], i: int, none: str = UNANNOTATED) -> str:
