@@ -19,6 +19,7 @@ from rlscope.analysis import gpu
 from rlscope.analysis.kernel_lengths import kernel_lengths, process_kernels
 from rlscope.analysis.memory import memory_section, process_memory
 from rlscope.analysis.occupancy import device_limits, occupancy_section
+from rlscope.overhead.correct import windows
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace
 
@@ -31,17 +32,11 @@ GAP_QUANTILES = (np.arange(50) + 0.5) / 50  # the idle gaps' distribution, in 50
 
 def full_windows(proc: ProcessTrace, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the stretches with GPU tracing on (the full windows; the whole run without)."""
-    ev = proc.events
-    kind = ev.column("kind").to_numpy()
-    sel = kind == S.WINDOW
-    ts, mode = ev.column("ts_ns").to_numpy()[sel], ev.column("id").to_numpy()[sel]
+    ts, ends, mode = windows.window_spans(proc.events, end)
     if not (mode == S.WINDOW_LIGHT).any():
         return np.array([start]), np.array([end])
-    order = np.argsort(ts, kind="stable")
-    ts, mode = np.clip(ts[order], start, end), mode[order]
-    ends = np.append(ts[1:], end)
     full = mode == S.WINDOW_FULL
-    return ts[full], ends[full]
+    return np.clip(ts[full], start, end), np.clip(ends[full], start, end)
 
 
 def _overlap(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[float, np.ndarray]:

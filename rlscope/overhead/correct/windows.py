@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
@@ -101,6 +102,16 @@ def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     w = np.flatnonzero(tl.kind == S.WINDOW)
     order = np.argsort(tl.ts[w], kind="stable")
     return tl.ts[w][order], tl.id[w][order]
+
+
+def window_spans(events: Any, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, mode) of each window in a process's events table, in time order; each ends at
+    the next WINDOW row, the last at ``end``."""
+    sel = events.column("kind").to_numpy() == S.WINDOW
+    ts, mode = events.column("ts_ns").to_numpy()[sel], events.column("id").to_numpy()[sel]
+    order = np.argsort(ts, kind="stable")
+    ts, mode = ts[order], mode[order]
+    return ts, np.append(ts[1:], end), mode
 
 
 def mode_at(win_ts: np.ndarray, win_mode: np.ndarray, t: np.ndarray, side: str = "right") -> np.ndarray:

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow.compute as pc
-
 from rlscope.errors import RLScopeError
+from rlscope.overhead.correct import windows
 from rlscope.overhead.validate import speed_probe
 from rlscope.trace import schema as S
 from rlscope.trace.reader import load_trace
@@ -31,14 +30,11 @@ def window_spans(
     runs to ``end`` (default: the end of time, for samples taken inside the session only)."""
     procs = load_trace(trace_dir, light=True).processes
     proc = next((p for p in procs if p.pid == pid), procs[0])
-    events = proc.events
-    rows = events.filter(pc.equal(events["kind"], S.WINDOW)).sort_by("ts_ns")
-    ts, mode = rows["ts_ns"].to_pylist(), rows["id"].to_pylist()
-    spans: dict[int, list[tuple[int, int]]] = {S.WINDOW_LIGHT: [], S.WINDOW_FULL: []}
-    for i, (t, m) in enumerate(zip(ts, mode, strict=True)):
-        if m in spans:
-            spans[m].append((t, ts[i + 1] if i + 1 < len(ts) else end))
-    return spans
+    starts, ends, mode = windows.window_spans(proc.events, end)
+    return {
+        kind: list(zip(starts[mode == kind].tolist(), ends[mode == kind].tolist(), strict=True))
+        for kind in (S.WINDOW_LIGHT, S.WINDOW_FULL)
+    }
 
 
 def levels(
