@@ -250,7 +250,7 @@ def part_probe(reps: int, tmp: Path, device: str) -> dict[str, Any]:
                 "full": windows[S.WINDOW_FULL],
             }
             for name, regions in picks.items():
-                on = probe.level(regions)
+                on = probe.level(regions) if regions else None  # no such window: no reading
                 if on and off:
                     ratios[name].append(on["ns_per_iteration"] / off["ns_per_iteration"])
     finally:
