@@ -114,6 +114,9 @@ class Collector:
             if name in self.dirs.values() or (self.trace_dir / name).exists():
                 name = f"process-{pid}-{node[:8]}"
             self.dirs[key] = name
+            from rlscope.trace import ownership
+
+            ownership.add_entry(self.trace_dir, name)  # listed before made: the trace's own
         return self.dirs[key], self.anchor
 
     def write(self, name: str, parts: list[tuple[str, int, bytes]]) -> bool:

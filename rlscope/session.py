@@ -32,6 +32,7 @@ from rlscope._version import package_version as _package_version
 from rlscope.errors import RLScopeError, warn_once
 from rlscope.overhead.correct import reference
 from rlscope.runtime import hooks
+from rlscope.trace import ownership
 from rlscope.trace import schema as S
 
 
@@ -256,6 +257,7 @@ class Session:
         self._stopping = False  # stop() is running (a signal handler must not re-enter it)
         self._pending_signal = 0  # a SIGTERM that came during stop(): re-raised when it is done
         self._mp_hooked = False  # the multiprocessing exit hook is registered (kept across fork)
+        self._lock: ownership.Lock | None = None  # the trace directory's shared lock while writing
 
     # -- per-thread state (hot path) -------------------------------------------------------
     def thread_state(self) -> annotate.ThreadState:
@@ -367,13 +369,19 @@ class Session:
 
         # the C scope methods (built on first use, cached): a scope pair costs a fraction of Python's
         self.scope_recorder = scope_native.install()
+        # the directory is rlscope's (or new) and no run replaces it while this session writes it
+        self._lock = ownership.join(self.trace_dir)
+        try:
+            self.process_dir = ownership.new_process_dir(self.trace_dir, os.getpid())
+        except OSError as e:
+            self._release_lock()
+            raise RLScopeError(f"cannot write trace to {self.trace_dir}: {e.strerror or e}") from None
         start_ns = self.clock()
         # read next to start_ns: the pair maps this process's clock onto every other's; read after
         # the metadata's package lookups (milliseconds, tens under load in a fresh interpreter), it
         # shifted a short-lived pool worker's session past its parent's end
         unix_ns = time.time_ns()
         self._pid = os.getpid()
-        self.process_dir = self.trace_dir / f"{S.PROCESS_PREFIX}{self._pid}"
         metadata = self._metadata(start_ns, unix_ns)
         if RUN_TRACE_DIR_ENV in os.environ:  # under `rlscope run`: this process's children are its
             os.environ[RUN_PARENT_ENV] = str(self._pid)
@@ -394,6 +402,7 @@ class Session:
                 auto_ids=annotate.auto_ids,
             )
         except OSError as e:
+            self._release_lock()
             raise RLScopeError(f"cannot write trace to {self.process_dir}: {e.strerror or e}") from None
         self.events = self._writer.events
         annotate._active = self
@@ -799,7 +808,13 @@ class Session:
         self.tick_due_ns, self._ticker, self._ticker_due_ns, self._turn = _NEVER, None, _NEVER, None
         writer, self._writer = self._writer, None
         writer.close()
+        self._release_lock()
         atexit.unregister(self._stop_at_exit)
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     def _stop_at_exit(self) -> None:
         """stop() from an exit hook (atexit, a multiprocessing finalizer): warns once, never raises."""
@@ -818,6 +833,9 @@ class Session:
         """After fork: the parent's writer thread did not survive; start this process's own."""
         self._unbind_lean()  # the parent's buffer: nothing of the child's goes there
         self._writer = None
+        # the parent's lock stays the parent's (the inherited descriptor is left open: closing a copy
+        # would not release it); this process takes its own as its session starts
+        self._lock = None
         self.events = None
         self._collectors = []
         self._tls = threading.local()

@@ -277,7 +277,7 @@ def test_names_file_marks_automatic_names(tmp_path):
     sess, clock = _session(tmp_path, auto_ops=True)
     with sess:
         _loop(clock, 1, 1)
-    (proc,) = sess.trace_dir.iterdir()
+    proc = sess.process_dir
     names = pa.ipc.open_stream(str(proc / S.NAMES_FILE)).read_all().to_pylist()
     auto = {r["name"] for r in names if r[S.NAMES_AUTO_COLUMN]}
     assert {"inference", "simulation", "backprop"} <= auto

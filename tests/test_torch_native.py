@@ -390,7 +390,7 @@ def test_reader_and_timeline_use_backend_file(tmp_path):
         time.sleep(0.002)
     t1 = time.perf_counter_ns()
     s.stop()
-    proc_dir = next((tmp_path / "t").iterdir())
+    proc_dir = s.process_dir
     write_stream(proc_dir / S.BACKEND_FILE, S.BACKEND_COLUMNS_DOC, [(t0 + 100, t1 - 100, s.main_tid, op)])
     proc = load_trace(tmp_path / "t").processes[0]
     assert proc.backend.num_rows == 1

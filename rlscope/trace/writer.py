@@ -121,8 +121,10 @@ class StreamFile:
         return out
 
     def close(self) -> None:
-        self._writer.close()
-        self._sink.close()
+        try:
+            self._writer.close()
+        finally:
+            self._sink.close()
 
 
 # rows the native event buffer is grown to, touched, before the session's first event: 32,768
@@ -171,6 +173,9 @@ class TraceWriter:
             self._events_file.path = process_dir / schema.EVENTS_FILE
             self._names_file.path = process_dir / schema.NAMES_FILE
         self._flush_interval = flush_interval
+        # a write that failed (disk full, quota, I/O error): from then on flushes drain and drop
+        self.failed: OSError | None = None
+        self.rows_dropped = 0
         self._streams: list[tuple[collections.deque[tuple], StreamFile]] = []
         self._before_flush: list[Callable[[], None]] = []
         # reentrant: a SIGTERM handler (rlscope/session.py) may close the writer on a thread that holds it
@@ -237,15 +242,13 @@ class TraceWriter:
                     )
                 rows = self._rows[: self.events.drain_into(self._rows)]
                 ahead = 2 * want
-            n_names = len(self._names)
-            if n_names > self._names_written:
-                auto = self._auto_ids
-                new = [(i, self._names[i], int(i in auto)) for i in range(self._names_written, n_names)]
-                self._names_file.write_rows(new)
-                self._names_written = n_names
-            self._events_file.write_rows(rows)
-            for stream_rows, stream in drained:
-                stream.write_rows(stream_rows)
+            if self.failed is None:
+                try:
+                    self._write(rows, drained)
+                except OSError as e:
+                    self._fail(e)
+            if self.failed is not None:
+                self.rows_dropped += len(rows) + sum(len(r) for r, _ in drained)
         if ahead and not self._stop.is_set():
             self._reserve_ahead(ahead)
         if mark:  # written with the next flush
@@ -253,6 +256,33 @@ class TraceWriter:
             # the 8th field: the measured cost column, which only the native buffer's rows have
             cpu = max(time.thread_time_ns() - cpu0, 1)
             self.events.append((*end, min(cpu, schema.FLUSH_CPU_MAX)) if self._native else end)
+
+    def _write(self, rows: Any, drained: list[tuple[list, StreamFile]]) -> None:
+        """Names first, then the events, then the collectors' rows (the writer's lock held)."""
+        n_names = len(self._names)
+        if n_names > self._names_written:
+            auto = self._auto_ids
+            new = [(i, self._names[i], int(i in auto)) for i in range(self._names_written, n_names)]
+            self._names_file.write_rows(new)
+            self._names_written = n_names
+        self._events_file.write_rows(rows)
+        for stream_rows, stream in drained:
+            stream.write_rows(stream_rows)
+
+    def _fail(self, error: OSError) -> None:
+        """A write failed: stop writing, keep draining, say it once; the job goes on.
+
+        Why drain: rows left in the queue would pile up in the profiled process's memory for the rest
+        of the run. Why stop: the failed batch may be half on disk, and the stream's reader stops at
+        it anyway, so nothing written after it could be read. What was written before stays readable.
+        """
+        from rlscope.errors import warn_once
+
+        self.failed = error
+        warn_once(
+            f"cannot write the trace in {self.process_dir} ({error.strerror or error}): recording stops"
+            " here and the job goes on; the trace keeps what was written until now"
+        )
 
     def _reserve_ahead(self, rows: int) -> None:
         """Keep room for twice the last flush interval's rows in the native buffer, its pages
@@ -270,10 +300,12 @@ class TraceWriter:
         self.flush()
         with self._lock:
             if self._events_file is not None:
-                self._events_file.close()
-                self._names_file.close()
-                for _, stream in self._streams:
-                    stream.close()
+                for f in (self._events_file, self._names_file, *(stream for _, stream in self._streams)):
+                    try:
+                        f.close()
+                    except OSError as e:  # the end-of-stream marker did not fit either
+                        if self.failed is None:
+                            self._fail(e)
                 self._events_file = None
                 if self._native:  # the native buffer: its memory back, now drained
                     self.events.release()
