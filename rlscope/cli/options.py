@@ -80,12 +80,17 @@ def trace_dir(
 
 
 def trace_dir_out(p: argparse.ArgumentParser, default: str) -> argparse.Action:
-    """Where a command that runs a program writes its trace: ``--trace-dir DIR``."""
+    """Where a command that runs a program writes its trace: ``--trace-dir DIR``.
+
+    Parsed as None when not given: the default directory may then give way to a numbered one next to
+    it (rlscope/trace/ownership.py), a directory the user named may not.
+    """
     return p.add_argument(
         "--trace-dir",
-        default=default,
+        default=None,
         metavar="DIR",
-        help=f"write the trace here, replacing any trace in it (default {default})",
+        help=f"write the trace here (default {default}); a previous rlscope trace there is replaced,"
+        " a directory that holds anything else, or that another run is writing, is refused",
     )
 
 
