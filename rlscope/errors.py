@@ -31,6 +31,7 @@ _WARNED_ENV = "RLSCOPE_WARNED"
 def warn_once(message: str) -> None:
     """One line on stderr per distinct message and run (processes started later inherit what was said).
 
+    The message is shown through :func:`rlscope.text.printable`: it may hold names and paths.
     Never raises: it is called from collectors' start-up and exit hooks.
     """
     import contextlib
@@ -38,10 +39,12 @@ def warn_once(message: str) -> None:
     import sys
     import zlib
 
-    key = format(zlib.crc32(message.encode()), "x")
+    from rlscope.text import printable
+
+    key = format(zlib.crc32(message.encode(errors="surrogatepass")), "x")  # a path may hold any bytes
     seen = [k for k in os.environ.get(_WARNED_ENV, "").split(",") if k]
     if key in seen:
         return
     with contextlib.suppress(Exception):  # stderr closed at exit; environ immutable in odd embeddings
         os.environ[_WARNED_ENV] = ",".join([*seen, key])
-        print(f"rlscope: warning: {message}", file=sys.stderr, flush=True)
+        print(f"rlscope: warning: {printable(message)}", file=sys.stderr, flush=True)

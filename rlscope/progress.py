@@ -4,7 +4,8 @@ The bar goes to stderr, and only when stderr is a TTY and the caller has not bee
 quiet: redirected output, pipes and CI logs stay clean, and stdout is never touched. The bar
 disappears once the step is done (``transient``), leaving only the requested output behind.
 
-``rich`` is imported lazily, so ``import rlscope`` stays light.
+``rich`` is imported lazily, so ``import rlscope`` stays light. Descriptions name trace paths and are
+shown through :func:`rlscope.text.printable`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import contextlib
 import sys
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
+
+from rlscope.text import printable
 
 T = TypeVar("T")
 
@@ -55,7 +58,7 @@ def track(
         columns.append(MofNCompleteColumn())
     columns.append(TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        yield from progress.track(iterable, total=total, description=description)
+        yield from progress.track(iterable, total=total, description=printable(description))
 
 
 @contextlib.contextmanager
@@ -67,5 +70,5 @@ def spinner(description: str, enabled: bool = True) -> Iterator[None]:
     from rich.console import Console
     from rich.text import Text
 
-    with Console(stderr=True).status(Text(description)):
+    with Console(stderr=True).status(Text(printable(description))):
         yield

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.analysis.advice.base import pct, secs
+from rlscope.text import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,11 +44,12 @@ def footer_lines(summary: Mapping[str, Any], limit: int = FOOTER_FINDINGS) -> li
 
 
 def render_footer(summary: Mapping[str, Any], console: Console) -> None:
-    """Print the advice footer under the table (nothing without advice)."""
+    """Print the advice footer under the table (nothing without advice); operation names and evidence
+    come from the trace, so each line is shown through :func:`rlscope.text.printable`."""
     from rich.text import Text
 
     for i, line in enumerate(footer_lines(summary)):
-        console.print(Text(line, style="bold" if i == 0 else ""))
+        console.print(Text(printable(line), style="bold" if i == 0 else ""))
 
 
 def html_section(summary: Mapping[str, Any]) -> str:

@@ -70,11 +70,9 @@ def _other_rows(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _table(d: dict[str, Any], compact: bool = False) -> Any:
-    from rich.text import Text
+    from rlscope.viz.terminal import Columns, cell
 
-    from rlscope.viz.terminal import Columns
-
-    t = Columns(title=Text(f"rlscope diff — A: {d['a']}  B: {d['b']}"), title_justify="left")
+    t = Columns(title=cell(f"rlscope diff — A: {d['a']}  B: {d['b']}"), title_justify="left")
     t.add_column("operation")
     for col in ("A s", "B s", "Δ s", "± s", "B/A"):
         t.add_column(col, justify="right")
@@ -86,13 +84,13 @@ def _table(d: dict[str, Any], compact: bool = False) -> Any:
         tot = o["total"]
         word = verdict(tot, only_in=o.get("only_in"))
         t.add_row(
-            Text(name, style="bold" if tot.get("significant") else ""),
+            cell(name, style="bold" if tot.get("significant") else ""),
             f"{tot['a']:.3f}",
             f"{tot['b']:.3f}",
             f"{tot['delta_s']:+.3f}",
             _unc(tot),
             _fmt_ratio(tot["ratio"]),
-            Text(word, style="bold" if tot.get("significant") else "dim"),
+            cell(word, style="bold" if tot.get("significant") else "dim"),
             f"{o['calls']['a']}→{o['calls']['b']}",
             _per_call(o),
             _largest_category(o),
@@ -100,13 +98,13 @@ def _table(d: dict[str, Any], compact: bool = False) -> Any:
     t.add_section()
     for label, p in _other_rows(d):
         t.add_row(
-            Text(label, style="italic" if label == UNANNOTATED else ""),
+            cell(label, style="italic" if label == UNANNOTATED else ""),
             f"{p['a']:.3f}",
             f"{p['b']:.3f}",
             f"{p['delta_s']:+.3f}",
             _unc(p),
             _fmt_ratio(p["ratio"]),
-            Text(verdict(p, once="-"), style="bold" if p.get("significant") else "dim"),
+            cell(verdict(p, once="-"), style="bold" if p.get("significant") else "dim"),
             "",
             "",
             "",
@@ -128,15 +126,14 @@ def render_diff(d: dict[str, Any], console: Any = None) -> None:
     """Rich table: per operation, A and B total time, the change with its uncertainty and what it is,
     the calls and the change per call, and the category that moved most among those that moved."""
     from rich.console import Console
-    from rich.text import Text
 
-    from rlscope.viz.terminal import fit_table
+    from rlscope.viz.terminal import cell, fit_table
 
     console = console or Console()
     first = ["B/A", "calls A→B", "Δ per call ms", "A s"]
     then = ["largest category change", "± s"]
     console.print(fit_table(lambda compact: _table(d, compact), console, first, then))
-    console.print(Text(_note(d), style="dim"))
+    console.print(cell(_note(d), style="dim"))
 
 
 def diff_text(d: dict[str, Any], width: int = 160) -> str:

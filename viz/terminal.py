@@ -13,12 +13,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.categories import UNANNOTATED
+from rlscope.text import printable
 from rlscope.viz.colors import category_color, operation_color
 from rlscope.viz.words import correction_details, correction_sentence
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.style import Style
     from rich.table import Table
+    from rich.text import Text
 
     from rlscope.analysis.result import AnalysisResult
 
@@ -28,6 +31,7 @@ __all__ = [
     "RESOURCE_KEYS",
     "SCHEMA",
     "Columns",
+    "cell",
     "check_schema",
     "cpu_categories",
     "fit_table",
@@ -140,9 +144,38 @@ def _cat_cell(s: float, exclusive_s: float, compact: bool = False) -> str:
 # more, and a caption says what was left out.
 
 
+def cell(value: object, style: str | Style = "") -> Text:
+    """A name (or any text from the trace) as a table cell or a line: shown through
+    :func:`rlscope.text.printable` (one line, no terminal control), and as rich ``Text``, never read
+    as rich markup (``[bold]x[/]`` is a name like any other).
+
+    Escaped before ``Text`` is made: rich drops some control characters (BEL, CR) on its own, which
+    would hide them instead of showing them.
+    """
+    from rich.text import Text
+
+    return Text(printable(value), style=style)
+
+
+def _safe(value: Any) -> Any:
+    """A cell of a :class:`Columns` table: text as :func:`cell` makes it (a ``Text`` made elsewhere
+    keeps its style, its text escaped); other renderables as they are."""
+    from rich.text import Text
+
+    if isinstance(value, str):
+        return cell(value)
+    if isinstance(value, Text) and printable(value.plain) != value.plain:
+        return cell(value.plain, style=value.style)
+    return value
+
+
 class Columns:
     """A table recorded column by column (the rich ``Table`` calls), so that it can be built with any
-    subset of its columns: ``build(drop)``."""
+    subset of its columns: ``build(drop)``.
+
+    Every header, cell and title is shown through :func:`cell`: a table never passes a name's control
+    characters to the terminal nor reads it as markup.
+    """
 
     def __init__(self, **table: Any) -> None:
         self.table = table
@@ -166,11 +199,14 @@ class Columns:
         from rich.table import Table
 
         keep = [i for i, (header, _) in enumerate(self.columns) if header not in set(drop)]
-        out = Table(**{**self.table, **table})
+        options = {**self.table, **table}
+        if isinstance(options.get("title"), str):
+            options["title"] = cell(options["title"], style="table.title")
+        out = Table(**options)
         for i in keep:
-            out.add_column(self.columns[i][0], **self.columns[i][1])
-        for cells, options in self.rows:
-            out.add_row(*(cells[i] for i in keep), **options)
+            out.add_column(_safe(self.columns[i][0]), **self.columns[i][1])
+        for cells, row_options in self.rows:
+            out.add_row(*(_safe(cells[i]) for i in keep), **row_options)
         return out
 
 
@@ -213,14 +249,12 @@ def fit_table(
     notes = [compact_note] if compact and compact_note else []
     if dropped:
         notes.append(f"not shown, for width: {', '.join(dropped)} (a wider terminal, or --json, has all)")
-    if notes:
-        table.caption, table.caption_justify = "; ".join(notes), "left"
+    if notes:  # headers are names too (a category from the trace)
+        table.caption, table.caption_justify = cell("; ".join(notes), style="table.caption"), "left"
     return table
 
 
 def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
-    from rich.text import Text
-
     wall = float(summary.get("wall_s", 0.0))
     ops = summary.get("operations") or {}
     cpu_cats = cpu_categories(summary)
@@ -229,7 +263,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
     corrected = bool(summary.get("corrected_for_overhead"))
     raw_ops = (summary.get("raw") or {}).get("operations") or {} if corrected else {}
     kind = "corrected for rlscope's overhead" if corrected else "raw (not corrected for overhead)"
-    title = Text(f"rlscope summary — {summary.get('trace_dir', '?')} — wall {_secs(wall)} s — {kind}")
+    title = cell(f"rlscope summary — {summary.get('trace_dir', '?')} — wall {_secs(wall)} s — {kind}")
     table = Columns(title=title, title_justify="left", header_style="bold")
     table.add_column("operation")
     table.add_column("total s", justify="right")
@@ -263,7 +297,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
         excl_sum += excl
         cats = op.get("categories") or {}
         table.add_row(
-            Text(name, style=operation_color(name)),  # Text, not str: names are not rich markup
+            cell(name, style=operation_color(name)),
             _secs(float(op.get("total_s", 0.0))),
             *raw_cell(float((raw_ops.get(name) or {}).get("total_s", 0.0)), op.get("uncertainty_s")),
             _pct(float(op.get("total_s", 0.0)), wall),
@@ -277,7 +311,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
     excl_sum += unann
     unann_cats = summary.get("unannotated_categories") or {}
     table.add_row(
-        Text(UNANNOTATED, style="italic"),
+        cell(UNANNOTATED, style="italic"),
         _secs(unann),
         *raw_cell(float((summary.get("raw") or {}).get("unannotated_s", 0.0))),
         _pct(unann, wall),
@@ -293,7 +327,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
         k: sum(float((op.get("resources") or {}).get(k, 0.0)) for op in ops.values()) for k in RESOURCE_KEYS
     }
     table.add_row(
-        Text("total", style="bold"),
+        cell("total", style="bold"),
         _secs(wall),
         *raw_cell(float((summary.get("raw") or {}).get("wall_s", 0.0)), summary.get("uncertainty_s")),
         _pct(wall, wall),
@@ -315,8 +349,6 @@ def _fitted_summary_table(summary: Mapping[str, Any], console: Console) -> Table
 
 
 def _phase_table(summary: Mapping[str, Any]) -> Columns:
-    from rich.text import Text
-
     # phases add up every process's time: with several processes, share of the processes' time (the
     # run's wall would give "139% of run")
     processes = summary.get("processes") or []
@@ -338,11 +370,11 @@ def _phase_table(summary: Mapping[str, Any]) -> Columns:
         if i:
             table.add_section()
         pwall = float(phase.get("wall_s", 0.0))
-        table.add_row(Text(f"{pname} ({_pct(pwall, wall)} {of})", style="bold"), _secs(pwall), "", "", "")
+        table.add_row(cell(f"{pname} ({_pct(pwall, wall)} {of})", style="bold"), _secs(pwall), "", "", "")
         for name, op in sorted_operations(phase.get("operations") or {}):
             total = float(op.get("total_s", 0.0))
             table.add_row(
-                Text(f"  {name}", style=operation_color(name)),
+                cell(f"  {name}", style=operation_color(name)),
                 _secs(total),
                 _pct(total, pwall),
                 _secs(float(op.get("exclusive_s", 0.0))),
@@ -350,7 +382,7 @@ def _phase_table(summary: Mapping[str, Any]) -> Columns:
             )
         unann = float(phase.get("unannotated_s", 0.0))
         table.add_row(
-            Text(f"  {UNANNOTATED}", style="italic"), _secs(unann), _pct(unann, pwall), _secs(unann), "-"
+            cell(f"  {UNANNOTATED}", style="italic"), _secs(unann), _pct(unann, pwall), _secs(unann), "-"
         )
     return table
 
@@ -364,7 +396,6 @@ def render_summary(
     ``verbose`` adds the overhead correction's details under its one-sentence footer.
     """
     from rich.console import Console
-    from rich.text import Text
 
     check_schema(summary)
     console = console or Console()
@@ -372,7 +403,7 @@ def render_summary(
 
     ops = summary.get("operations") or {}
     if not ops:
-        console.print(Text(summary.get("hint") or "no operations recorded: all time is unannotated", "dim"))
+        console.print(cell(summary.get("hint") or "no operations recorded: all time is unannotated", "dim"))
 
     wall = float(summary.get("wall_s", 0.0))
     excl_sum = sum(float(op.get("exclusive_s", 0.0)) for op in ops.values()) + float(
@@ -381,7 +412,7 @@ def render_summary(
     several = len(summary.get("processes") or []) > 1  # then run_line explains the sum
     if wall > 0 and abs(excl_sum - wall) > _SUM_TOLERANCE * wall and not several:
         console.print(
-            Text(
+            cell(
                 f"note: exclusive times sum to {_secs(excl_sum)} s, not the wall time {_secs(wall)} s "
                 "(several threads or processes inside operations?)",
                 style="yellow",
@@ -395,19 +426,19 @@ def render_summary(
         if any(r.get("workers", 0) > 1 for r in (summary.get("roles") or {}).values()):
             console.print(_fitted_role_table(summary, console))
     if len(processes) > 1 or incomplete:
-        console.print(Text(run_line(summary), style="yellow" if incomplete else "dim"))
+        console.print(cell(run_line(summary), style="yellow" if incomplete else "dim"))
 
     for warning in (summary.get("warnings") or []) if warnings else []:
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        console.print(cell(f"warning: {warning}", style="yellow"))
 
-    console.print(Text(correction_sentence(summary), style="dim"))
+    console.print(cell(correction_sentence(summary), style="dim"))
     if verbose:
         for line in correction_details(summary):
-            console.print(Text(f"  {line}", style="dim"))
+            console.print(cell(f"  {line}", style="dim"))
 
     gpu_line = gpu_utilization_line(summary)
     if gpu_line:
-        console.print(Text(gpu_line, style="bold"))
+        console.print(cell(gpu_line, style="bold"))
 
     if len(summary.get("phases") or {}) > 1:
         console.print(
@@ -421,8 +452,6 @@ def render_summary(
 
 def _role_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
     """Per role: its workers' busy time (time in operations) spread, the stragglers, the top operations."""
-    from rich.text import Text
-
     roles = summary.get("roles") or {}
     lagging = any(r.get("stragglers") for r in roles.values())  # a column of dashes says nothing
     title = "per role (busy: time inside operations, per worker)" + ("" if lagging else "; no stragglers")
@@ -439,11 +468,11 @@ def _role_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
         ops = r.get("operations") or {}
         top = ", ".join(f"{n} {_secs(float(o.get('total_s', 0.0)))}" for n, o in list(ops.items())[:3])
         table.add_row(
-            Text(role),
+            cell(role),
             str(r.get("workers", 0)),
             *(_secs(float(spread.get(k, 0.0))) for k in ("median_s", "p95_s", "max_s")),
-            *([Text(lag or "-", style="yellow" if lag else "")] if lagging else []),
-            Text(top or "-"),
+            *([cell(lag or "-", style="yellow" if lag else "")] if lagging else []),
+            cell(top or "-"),
         )
     return table
 
@@ -455,8 +484,6 @@ def _fitted_role_table(summary: Mapping[str, Any], console: Console) -> Table:
 
 def _process_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
     """One compact row per process: its wall, its operations' time, its unannotated and GPU time."""
-    from rich.text import Text
-
     processes = summary.get("processes") or []
     gpu = any(float(p.get("gpu_bound_s", 0.0)) > 0 for p in processes)
     table = Columns(title="per process", title_justify="left", header_style="bold")
@@ -480,13 +507,13 @@ def _process_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
         role = f"{p.get('label') or p['role']} " if p.get("role") else ""  # DDP ranks: "rank N"
         label = f"{role}pid {p.get('pid')}@{p.get('node') or p.get('host') or '?'}{done}"
         table.add_row(
-            Text(label),
+            cell(label),
             _secs(float(p.get("wall_s", 0.0))),
             _secs(sum(float(o.get("exclusive_s", 0.0)) for o in ops.values())),
             _secs(float(p.get("unannotated_s", 0.0))),
             *([_secs(float(p.get("gpu_bound_s", 0.0)))] if gpu else []),
-            *([_secs(float(p["nccl_s"])) if "nccl_s" in p else "-", Text(_nccl_by_op(p))] if nccl else []),
-            Text(top or "-"),
+            *([_secs(float(p["nccl_s"])) if "nccl_s" in p else "-", cell(_nccl_by_op(p))] if nccl else []),
+            cell(top or "-"),
         )
     return table
 
@@ -537,24 +564,28 @@ def render_calibration(cal: dict, console: Console | None = None) -> None:
         f"rlscope calibration — {key.get('host', '?')}, python {key.get('python', '?')},"
         f" torch {key.get('torch') or 'none'}"
     )
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = Table(title=cell(title, style="table.title"), title_justify="left", header_style="bold")
     for col in ("event", "inside ns", "outside ns", "total ns", "spread", "note"):
         table.add_column(col, justify="left" if col in ("event", "note") else "right")
+
+    def row(*cells: str) -> None:  # entries and reasons name hosts and files: cells, never markup
+        table.add_row(*(cell(c) for c in cells))
+
     for kind, c in (cal.get("costs_ns") or {}).items():
         spread = f"{c['spread']:.0%}" if "spread" in c else "-"
         if "per_event" in c or "per_sample" in c:
             per = c.get("per_event", c.get("per_sample", 0.0))
             unit = "per event row" if "per_event" in c else "per sample"
             note = ONE_FIGURE_NOTES.get(kind, f"background (GIL stall), {unit}")
-            table.add_row(kind, "-", "-", f"{per:.0f}", spread, note)
+            row(kind, "-", "-", f"{per:.0f}", spread, note)
             continue
         inside, outside, total = (f"{c.get(f, 0):.0f}" for f in ("inside", "outside", "total"))
-        table.add_row(kind, inside, outside, total, spread, "")
+        row(kind, inside, outside, total, spread, "")
     for r in cal.get("refused") or []:  # "scope: refused: unstable, ..." (the whole line went to stderr)
         why = r.get("reason", "").partition("refused: ")[2].split(",")[0].split(" ")[0] or "see stderr"
-        table.add_row(r.get("entry", "?"), "-", "-", "-", "-", f"refused: {why}")
+        row(r.get("entry", "?"), "-", "-", "-", "-", f"refused: {why}")
     for kind, why in (cal.get("skipped") or {}).items():
-        table.add_row(kind, "-", "-", "-", "-", f"not measured: {why}")
+        row(kind, "-", "-", "-", "-", f"not measured: {why}")
     console.print(table)
 
 

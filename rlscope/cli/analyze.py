@@ -21,6 +21,7 @@ from rlscope.cli import options
 from rlscope.cli.output import write_text
 from rlscope.cli.parser import EXIT_BAD_INPUT, Parser, command_list
 from rlscope.errors import RLScopeError
+from rlscope.text import printable
 
 PROG = "rlscope-analyze"
 
@@ -71,9 +72,9 @@ def _check(argv: list[str]) -> int:
     findings = check_trace(args.trace_dir)
     for f in findings:
         if f.level in ("error", "warning"):
-            print(f"{PROG}: {f}", file=sys.stderr)
+            print(f"{PROG}: {printable(f)}", file=sys.stderr)
         else:
-            print(f)
+            print(printable(f))
     if not any(f.level in ("error", "warning") for f in findings):
         print(f"{args.trace_dir}: ok")
     return EXIT_BAD_INPUT if any(f.level == "error" for f in findings) else 0
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         report(result, json_path=args.json, html_path=args.html, quiet=args.quiet, verbose=args.verbose)
         return 0
     except RLScopeError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(f"{PROG}: error: {printable(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlscope.errors import RLScopeError
+from rlscope.text import printable
 
 if TYPE_CHECKING:
     from rlscope.analysis.result import AnalysisResult
@@ -34,15 +35,19 @@ def report(
     prog: str = "rlscope-analyze",
     verbose: bool = False,
 ) -> None:
-    """Write the JSON and HTML asked for, print the table unless ``quiet`` (with the correction's
-    details when ``verbose``), each warning on stderr."""
+    """Write the JSON and HTML asked for; unless ``quiet``, print the table (with the correction's
+    details when ``verbose``) and each warning on stderr, one line each.
+
+    ``quiet`` leaves only errors on the terminal: the warnings stay in the JSON and HTML.
+    """
     from rlscope.viz import data_files, html, terminal
 
     if json_path:
         data_files.write_json(result, json_path)
     if html_path:
         html.write(result, html_path)
-    if not quiet:
-        terminal.render(result, warnings=False, verbose=verbose)
+    if quiet:
+        return
+    terminal.render(result, warnings=False, verbose=verbose)
     for w in result.warnings:
-        print(f"{prog}: warning: {w}", file=sys.stderr)
+        print(f"{prog}: warning: {printable(w)}", file=sys.stderr)
