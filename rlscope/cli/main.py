@@ -24,6 +24,7 @@ from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
 from rlscope.runtime import BOOT_DIR
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
+from rlscope.text import printable
 from rlscope.trace import clear_trace_dir
 
 
@@ -136,12 +137,12 @@ def run(argv: list[str]) -> int:
     except FileNotFoundError:
         raise RLScopeError(f"{command[0]}: command not found") from None
     code = _wait_like_a_shell(proc)
-    print(f"rlscope run: exit status {code}; trace in {trace_dir}", file=sys.stderr)
+    print(f"rlscope run: exit status {code}; trace in {printable(trace_dir)}", file=sys.stderr)
     if not args.no_analyze and trace_dir.exists():
         try:
             _print_report(str(trace_dir), args.html, args.json, verbose=args.verbose)
         except Exception as e:  # the program's status is what `rlscope run` reports, whatever
-            print(f"rlscope run: warning: no analysis: {e}", file=sys.stderr)
+            print(f"rlscope run: warning: no analysis: {printable(e)}", file=sys.stderr)
     return code
 
 
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[argv[0]](argv[1:])
     except RLScopeError as e:
-        print(f"rlscope: error: {e}", file=sys.stderr)
+        print(f"rlscope: error: {printable(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
