@@ -2,6 +2,12 @@
 
 With automatic operations on (rlscope/runtime/auto_ops.py), a wrapped env's ``step``/``reset`` is
 also the ``simulation`` operation (the outermost one, when wrapped envs nest).
+
+Under ``rlscope run`` envs made by ``gymnasium.make``/``make_vec`` are wrapped, and gymnasium's own
+vector envs and vector wrappers are patched at the class (:func:`patch_vector_envs`): a CleanRL-style
+``gym.vector.SyncVectorEnv([make_env, ...])`` built directly wraps only its sub-envs, so without the
+patch the vector env's batching, autoreset and info merging went to no operation, and simulation was
+counted once per sub-env instead of once per vector step.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from typing import Any
 
 from rlscope.annotate import simulator
 from rlscope.runtime import auto_ops
+from rlscope.runtime.adapters.classes import subclasses
 
 _SIM = simulator()
 
@@ -48,7 +55,35 @@ def patch_gymnasium(gym: Any) -> None:
         patched.__wrapped__ = original  # type: ignore[attr-defined]
         patched.__doc__ = original.__doc__
         setattr(gym, attr, patched)
+    patch_vector_envs(gym)
     gym._rlscope_patched = True
+
+
+def patch_vector_envs(gym: Any) -> None:
+    """Every vector env and vector wrapper class of gymnasium loaded so far: ``step``/``reset`` are
+    simulator time and the ``simulation`` operation, however the env was built.
+
+    Only a class's own methods are patched, once; nested calls (a wrapper's step calling its env's,
+    a ``SyncVectorEnv`` calling its sub-envs') count once, as the outermost call, which includes
+    the vector env's own work. ``AsyncVectorEnv.step`` in the main process is its wait for the
+    workers; each worker process records its sub-envs' steps itself.
+    """
+    for cls in subclasses(gym.vector.VectorEnv):
+        if getattr(cls, "_rlscope_simulator", False):  # rlscope's own wrapper records itself
+            continue
+        for method in ("step", "reset"):
+            auto_ops.patch(cls, method, _simulator_method)
+
+
+def _simulator_method(fn: Any) -> Any:
+    """``fn`` (an env class's ``step``/``reset``) recorded as :func:`_simulated`."""
+
+    @functools.wraps(fn)
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return _simulated(fn, *args, **kwargs)
+
+    method._rlscope_auto = True  # type: ignore[attr-defined]  # auto_ops.patch: patched once
+    return method
 
 
 def _is_wrapped(env: Any) -> bool:
