@@ -1,10 +1,11 @@
-"""Text from a trace made safe to show on a terminal: :func:`printable`.
+"""Text from a trace made safe to show on a terminal (:func:`printable`) and in HTML (:func:`html_text`).
 
 Operation, phase, kernel and role names, host names and file paths come from the profiled program
 and its machine, not from rlscope. Printed as they are, an escape sequence in one retitles or clears
 the terminal or plants a hyperlink, a newline splits a one-line warning, and a bidi override turns
 the rest of a line around. Every terminal output (tables, warnings, errors, progress) shows such text
-through :func:`printable`; JSON, CSV and the trace keep the exact names, HTML escapes its own way.
+through :func:`printable`, and the HTML reports show it the same way; JSON, CSV and the trace keep
+the exact names.
 
 Core and viz both import this module: it imports nothing of rlscope.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["printable"]
+__all__ = ["html_text", "printable"]
 
 # Unicode categories a terminal does not show as a glyph: controls (C0, DEL, C1), format characters
 # (bidi overrides and isolates, zero-width characters), lone surrogates (undecodable bytes of a path,
@@ -59,3 +60,11 @@ def printable(text: object) -> str:
     if s.isprintable():  # nothing hidden (a superset of what is escaped): the common case, in C
         return s
     return s.translate(_ESCAPES)
+
+
+def html_text(text: object, quote: bool = True) -> str:
+    """:func:`printable`, then escaped for HTML (``html.escape``): a report shows a name as the
+    terminal does, and a bidi override in one cannot turn the rest of its line around on the page."""
+    import html
+
+    return html.escape(printable(text), quote=quote)

@@ -125,9 +125,12 @@ def test_quiet_prints_nothing_for_a_trace_with_warnings(evil_trace, tmp_path, ca
     assert json.loads(out.read_text())["warnings"]  # they are in --json
 
 
-def test_diff_quiet_prints_nothing_and_diff_shows_names_escaped(evil_trace, wide, capsys):
-    assert analyze_cli.main(["diff", str(evil_trace), str(evil_trace), "-q"]) == 0
+def test_diff_quiet_prints_nothing_and_diff_shows_names_escaped(evil_trace, wide, tmp_path, capsys):
+    page = tmp_path / "diff.html"
+    assert analyze_cli.main(["diff", str(evil_trace), str(evil_trace), "-q", "--html", str(page)]) == 0
     assert capsys.readouterr() == ("", "")
+    html = page.read_text()  # the page shows names as the terminal does
+    assert printable(TITLE) in html and TITLE not in html and "\u202e" not in html
     assert analyze_cli.main(["diff", str(evil_trace), str(evil_trace)]) == 0
     out, err = capsys.readouterr()
     _assert_safe(out + err)

@@ -248,11 +248,22 @@ def test_html_empty_says_so(empty_summary: dict, tmp_path: Path) -> None:
 
 
 def test_html_escapes_names(cpu_summary: dict) -> None:
-    cpu_summary["operations"] = {"<img src=x onerror=alert(1)>": _op(9.0, 9.0, 1, {"python": 9.0})}
-    cpu_summary["warnings"] = ["<b>bad</b>"]
+    """Markup in a name is text; control and bidi characters show as on the terminal (\\x1b, \\u202e)."""
+    script = "</script><script>alert(1)</script>"
+    control = "\x1b]0;evil\x07\u202e"
+    cpu_summary["operations"] = {
+        "<img src=x onerror=alert(1)>": _op(9.0, 9.0, 1, {"python": 9.0}),
+        script: _op(5.0, 5.0, 1, {"python": 5.0}),
+        control: _op(4.0, 4.0, 1, {"python": 4.0}),
+    }
+    cpu_summary["phases"]["training"]["operations"] = cpu_summary["operations"]
+    cpu_summary["warnings"] = ["<b>bad</b>", f"w {control}"]
     page = render_html(cpu_summary)
     assert "<img src=x" not in page and "<b>bad</b>" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "<script>alert" not in page and "&lt;/script&gt;&lt;script&gt;alert(1)" in page
+    assert "\\x1b]0;evil\\x07\\u202e" in page and "w \\x1b]0;evil" in page
+    assert "\x1b]0;evil" not in page and "\u202e" not in page and "\\u001b]0;evil" not in page
 
 
 def test_calibration_table_says_where_each_cost_is_paid():

@@ -7,12 +7,11 @@ trace. The terminal shows the top ``FOOTER_FINDINGS``; the HTML and the JSON hav
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.analysis.advice.base import pct, secs
-from rlscope.text import printable
+from rlscope.text import html_text, printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -56,16 +55,16 @@ def html_section(summary: Mapping[str, Any]) -> str:
     """The report's advice section: every finding, ranked, or one line saying there is none."""
     advice = list(summary.get("advice") or [])
     if not advice:
-        return f"<h2>{HTML_TITLE}</h2>\n<p class='empty'>{html.escape(NO_ADVICE)}</p>"
+        return f"<h2>{HTML_TITLE}</h2>\n<p class='empty'>{html_text(NO_ADVICE)}</p>"
     wall = float(summary.get("wall_s", 0.0))
     items = []
     for a in advice:
         where = f"{a['rule']}" + (f" · {a['operation']}" if a.get("operation") else "")
         items.append(
             "<li style='margin-bottom:0.6em'>"
-            f"<b>{html.escape(str(a['change']))}</b><br>"
-            f"<span style='font-variant-numeric:tabular-nums'>{html.escape(_stake(a, wall))}</span>"
-            f" <span class='note'>[{html.escape(where)}]</span><br>"
-            f"<span class='note'>Evidence: {html.escape(str(a['evidence']))}</span></li>"
+            f"<b>{html_text(str(a['change']))}</b><br>"
+            f"<span style='font-variant-numeric:tabular-nums'>{html_text(_stake(a, wall))}</span>"
+            f" <span class='note'>[{html_text(where)}]</span><br>"
+            f"<span class='note'>Evidence: {html_text(str(a['evidence']))}</span></li>"
         )
     return f"<h2>{HTML_TITLE}</h2>\n<ol class='advice'>" + "".join(items) + "</ol>"

@@ -6,10 +6,10 @@ Each change is shown beside its uncertainty and called what it is: slower, faste
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from rlscope.categories import UNANNOTATED
+from rlscope.text import html_text
 
 __all__ = ["diff_html", "diff_text", "render_diff", "verdict"]
 
@@ -163,7 +163,7 @@ def diff_html(d: dict[str, Any]) -> str:
     for c in cats:
         changes = [d["operations"][n][key].get(c) or {"delta_s": 0.0, "significant": False} for n in ops]
         fig.add_bar(
-            name=c,
+            name=_label(c),
             orientation="h",
             y=[_label(n) for n in ops],
             x=[ch["delta_s"] for ch in changes],
@@ -185,10 +185,10 @@ def diff_html(d: dict[str, Any]) -> str:
     ]
     rows += [(label, p, "") for label, p in _other_rows(d)]
     table = "".join(
-        f"<tr class='{'sig' if p.get('significant') else 'noise'}'><td>{html.escape(name)}</td>"
+        f"<tr class='{'sig' if p.get('significant') else 'noise'}'><td>{html_text(name)}</td>"
         f"<td>{p['a']:.3f}</td><td>{p['b']:.3f}</td><td>{p['delta_s']:+.3f}</td><td>{_unc(p)}</td>"
         f"<td>{_fmt_ratio(p['ratio'])}</td>"
-        f"<td>{html.escape(verdict(p, once='ran once' if calls else '-'))}</td>"
+        f"<td>{html_text(verdict(p, once='ran once' if calls else '-'))}</td>"
         f"<td>{calls}</td></tr>"
         for name, p, calls in rows
     )
@@ -198,16 +198,16 @@ def diff_html(d: dict[str, Any]) -> str:
         [
             style,
             "<h1>rlscope diff</h1>",
-            f"<div class='sub'>A: {html.escape(str(d['a']))}<br>B: {html.escape(str(d['b']))}</div>",
+            f"<div class='sub'>A: {html_text(str(d['a']))}<br>B: {html_text(str(d['b']))}</div>",
             f"<p class='headline'>Wall time <b>{w['a']:.3f} s</b> → <b>{w['b']:.3f} s</b> "
             f"({w['delta_s']:+.3f} ± {_unc(w)} s, B/A {_fmt_ratio(w['ratio'])}:"
-            f" {html.escape(verdict(w, '-'))})</p>",
+            f" {html_text(verdict(w, '-'))})</p>",
             "<h2>Change by operation and category</h2>",
             _fig_html(fig, {}) if ops else "<p class='empty'>No operations in either trace.</p>",
             "<h2>Total time per operation</h2>",
             "<table class='kernels'><thead><tr><th>operation</th><th>A s</th><th>B s</th><th>Δ s</th>"
             "<th>± s</th><th>B/A</th><th>change</th><th>calls A→B</th></tr></thead>"
             f"<tbody>{table}</tbody></table>",
-            f"<p class='note'>{html.escape(_note(d))}</p>",
+            f"<p class='note'>{html_text(_note(d))}</p>",
         ],
     )

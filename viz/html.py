@@ -16,12 +16,12 @@ takes an :class:`rlscope.analysis.AnalysisResult`; the timeline and kernel table
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.errors import RLScopeError
+from rlscope.text import html_text
 from rlscope.viz.advice import html_section as advice_section
 from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html
@@ -110,7 +110,7 @@ h3 { font-size: 1em; margin-bottom: 0.3em; }
 
 def _label(name: str) -> str:
     """Names as plotly labels: plotly.js interprets a little HTML, so escape to show names literally."""
-    return html.escape(name, quote=False)
+    return html_text(name, quote=False)
 
 
 def _fig_html(
@@ -169,13 +169,13 @@ def _headline(summary: Mapping[str, Any]) -> str:
     if ops:
         name, top = ops[0]
         cards.append(
-            card(html.escape(name), f"top operation: {pct(float(top.get('total_s', 0.0)))} of the run")
+            card(html_text(name), f"top operation: {pct(float(top.get('total_s', 0.0)))} of the run")
         )
     cats = {c: float(v) for c, v in (summary.get("categories") or {}).items() if c in cpu_categories(summary)}
     if sum(cats.values()) > 0:
         cat, secs = max(cats.items(), key=lambda kv: kv[1])
         share = f"{100.0 * secs / sum(cats.values()):.0f}%"
-        cards.append(card(html.escape(cat), f"top category: {share} of the CPU time"))
+        cards.append(card(html_text(cat), f"top category: {share} of the CPU time"))
     if wall > 0:
         cards.append(card(pct(unann), f"unannotated ({unann:.3f} s)"))
     parts = [
@@ -185,7 +185,7 @@ def _headline(summary: Mapping[str, Any]) -> str:
     ]
     if ops:
         items = "".join(
-            f"<li><b>{html.escape(name)}</b>: {float(op.get('total_s', 0.0)):.3f} s "
+            f"<li><b>{html_text(name)}</b>: {float(op.get('total_s', 0.0)):.3f} s "
             f"({pct(float(op.get('total_s', 0.0)))} of run), {int(op.get('calls', 0))} call(s)</li>"
             for name, op in ops[:3]
         )
@@ -201,13 +201,13 @@ def _overhead_note(summary: Mapping[str, Any]) -> str:
     details below it, and each top operation both ways."""
     from rlscope.viz.words import correction_details, correction_sentence
 
-    sentence = f"<b>{html.escape(correction_sentence(summary))}</b>"
+    sentence = f"<b>{html_text(correction_sentence(summary))}</b>"
     if not summary.get("corrected_for_overhead") or not summary.get("overhead"):
         return f"<p class='note'>{sentence}</p>"
-    details = "".join(f"<li>{html.escape(d)}</li>" for d in correction_details(summary))
+    details = "".join(f"<li>{html_text(d)}</li>" for d in correction_details(summary))
     raw_ops = (summary.get("raw") or {}).get("operations") or {}
     rows = "".join(
-        f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.4f}</td>"
+        f"<tr><td>{html_text(name)}</td><td>{float(op.get('total_s', 0.0)):.4f}</td>"
         f"<td>± {float(op.get('uncertainty_s', 0.0)):.4f}</td>"
         f"<td>{float((raw_ops.get(name) or {}).get('total_s', 0.0)):.4f}</td></tr>"
         for name, op in sorted_operations(summary.get("operations") or {})[:8]
@@ -272,7 +272,7 @@ def _gpu_util_section(
         "<p class='note'>NVML counts a sample period as busy if any kernel ran in it "
         f"(mean {mean_nvml:.0f}%); "
         f"the kernel trace says how much of each period a kernel or copy was actually running "
-        f"(mean {mean_busy:.0f}%). Process {html.escape(str(g.get('pid', '?')))}, first GPU.</p>"
+        f"(mean {mean_busy:.0f}%). Process {html_text(str(g.get('pid', '?')))}, first GPU.</p>"
     )
     return note + _fig_html(fig, state)
 
@@ -280,8 +280,8 @@ def _gpu_util_section(
 def _kernel_cell(row: Mapping[str, Any]) -> str:
     """The kernel's demangled name; the name as recorded (mangled) shows on hover."""
     name, mangled = str(row["kernel"]), str(row.get("mangled") or row["kernel"])
-    title = f" title='{html.escape(mangled)}'" if mangled != name else ""
-    return f"<td{title}>{html.escape(name)}</td>"
+    title = f" title='{html_text(mangled)}'" if mangled != name else ""
+    return f"<td{title}>{html_text(name)}</td>"
 
 
 def _kernel_section(summary: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
@@ -301,12 +301,12 @@ def _kernel_section(summary: Mapping[str, Any], report: Mapping[str, Any] | None
         total = sum(float(r["total_s"]) for r in krows)
         count = sum(int(r["count"]) for r in krows)
         out.append(
-            f"<h3>{html.escape(op)} <span class='note'>{count:,} record(s), {total:.6f} s GPU time, "
+            f"<h3>{html_text(op)} <span class='note'>{count:,} record(s), {total:.6f} s GPU time, "
             f"{len(krows)} distinct</span></h3>"
         )
         body = "".join(
             "<tr>"
-            f"{_kernel_cell(r)}<td>{html.escape(str(r['category']))}</td>"
+            f"{_kernel_cell(r)}<td>{html_text(str(r['category']))}</td>"
             f"<td>{int(r['count']):,}</td><td>{1e3 * float(r['total_s']):.3f}</td>"
             f"<td>{1e6 * float(r['mean_s']):.1f}</td><td>{100.0 * float(r['share']):.1f}%</td>"
             "</tr>"
@@ -343,7 +343,7 @@ def _category_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str
             continue
         fig.add_trace(
             go.Bar(
-                name=cat,
+                name=_label(cat),  # a newer analyzer's category is a name from the trace
                 y=labels,
                 x=xs,
                 orientation="h",
@@ -394,7 +394,7 @@ def _phase_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str:
         return "<p class='empty'>No phases recorded.</p>"
     if len(phases) == 1:
         (name,) = phases
-        return f"<p class='empty'>One phase ({html.escape(name)}): the charts above cover it.</p>"
+        return f"<p class='empty'>One phase ({html_text(name)}): the charts above cover it.</p>"
 
     ordered = sorted(phases.items(), key=lambda kv: (-float(kv[1].get("wall_s", 0.0)), kv[0]))
     labels = [_label(name) for name, _ in ordered]
@@ -454,19 +454,19 @@ def _roles_section(summary: Mapping[str, Any]) -> str:
     for role, r in roles.items():
         spread = r.get("spread") or {}
         lag = ", ".join(
-            f"<a href='#process-{html.escape(str(s['pid']))}'>"
-            f"{html.escape(label.get(s['pid'], str(s['pid'])))}</a> {float(s['ratio']):.2f}×"
+            f"<a href='#process-{html_text(str(s['pid']))}'>"
+            f"{html_text(label.get(s['pid'], str(s['pid'])))}</a> {float(s['ratio']):.2f}×"
             for s in r.get("stragglers") or []
         )
         out.append(
-            f"<tr><td>{html.escape(role)}</td><td>{int(r.get('workers', 0))}</td>"
+            f"<tr><td>{html_text(role)}</td><td>{int(r.get('workers', 0))}</td>"
             + "".join(f"<td>{float(spread.get(k, 0.0)):.3f}</td>" for k in ("median_s", "p95_s", "max_s"))
             + f"<td>{lag or '-'}</td></tr>"
         )
     out.append("</table>")
     for role, r in roles.items():
         ops = r.get("operations") or {}
-        out.append(f"<h3>{html.escape(role)}: {int(r.get('workers', 0))} worker(s)</h3>")
+        out.append(f"<h3>{html_text(role)}: {int(r.get('workers', 0))} worker(s)</h3>")
         if not ops:
             out.append("<p class='empty'>No operations in this role.</p>")
             continue
@@ -475,7 +475,7 @@ def _roles_section(summary: Mapping[str, Any]) -> str:
             "<th>per worker: median s</th><th>p95 s</th><th>max s</th></tr>"
         )
         body = "".join(
-            f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
+            f"<tr><td>{html_text(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
             f"<td>{float(op.get('exclusive_s', 0.0)):.3f}</td><td>{int(op.get('calls', 0))}</td>"
             + "".join(f"<td>{float(op.get(k, 0.0)):.3f}</td>" for k in ("median_s", "p95_s", "max_s"))
             + "</tr>"
@@ -492,19 +492,19 @@ def _processes_section(summary: Mapping[str, Any]) -> str:
         return ""
     out = [
         "<h2>Processes</h2>",
-        f"<p class='note'>{html.escape(run_line(summary))}.</p>",
+        f"<p class='note'>{html_text(run_line(summary))}.</p>",
     ]
     for p in processes:
-        pid, host = html.escape(str(p.get("pid"))), html.escape(str(p.get("host") or "?"))
+        pid, host = html_text(str(p.get("pid"))), html_text(str(p.get("host") or "?"))
         done = "" if p.get("complete", True) else " — incomplete (the session did not end normally)"
-        cats = ", ".join(f"{html.escape(c)} {v:.3f} s" for c, v in (p.get("categories") or {}).items())
+        cats = ", ".join(f"{html_text(c)} {v:.3f} s" for c, v in (p.get("categories") or {}).items())
         gpu = float(p.get("gpu_bound_s", 0.0))
-        who = html.escape(f"{p['label']} — " if p.get("label") else "")  # DDP ranks: "rank N"
+        who = html_text(f"{p['label']} — " if p.get("label") else "")  # DDP ranks: "rank N"
         nccl = f"; NCCL kernels {float(p['nccl_s']):.3f} s" if "nccl_s" in p else ""
         out.append(
             f"<h3 id='process-{pid}'>{who}Process {pid}@{host}{done}</h3>"
             f"<p class='note'>wall {float(p.get('wall_s', 0.0)):.3f} s, {int(p.get('events', 0)):,} events;"
-            f" {html.escape(UNANNOTATED)} {float(p.get('unannotated_s', 0.0)):.3f} s;"
+            f" {html_text(UNANNOTATED)} {float(p.get('unannotated_s', 0.0)):.3f} s;"
             f" categories: {cats or 'none'}" + (f"; GPU-bound {gpu:.3f} s" if gpu else "") + nccl + "</p>"
         )
         ops = sorted_operations(p.get("operations") or {})
@@ -515,7 +515,7 @@ def _processes_section(summary: Mapping[str, Any]) -> str:
             "<th>NCCL s</th></tr>" if nccl else "</tr>"
         )
         body = "".join(
-            f"<tr><td>{html.escape(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
+            f"<tr><td>{html_text(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
             f"<td>{float(op.get('exclusive_s', 0.0)):.3f}</td><td>{int(op.get('calls', 0))}</td>"
             f"<td>{sum(float(v) for v in (op.get('gpu_categories') or {}).values()):.3f}</td>"
             + (f"<td>{float(op.get('nccl_s', 0.0)):.3f}</td>" if nccl else "")
@@ -530,7 +530,7 @@ def _warnings_section(summary: Mapping[str, Any]) -> str:
     warnings = summary.get("warnings") or []
     if not warnings:
         return "<p class='empty'>No warnings.</p>"
-    return "<ul class='warnings'>" + "".join(f"<li>{html.escape(str(w))}</li>" for w in warnings) + "</ul>"
+    return "<ul class='warnings'>" + "".join(f"<li>{html_text(str(w))}</li>" for w in warnings) + "</ul>"
 
 
 def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
@@ -542,7 +542,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
     check_schema(summary)
     state: dict[str, bool] = {}
     gpu = _has_gpu_data(summary) or bool((report or {}).get("kernels"))
-    trace_dir = html.escape(str(summary.get("trace_dir", "?")))
+    trace_dir = html_text(str(summary.get("trace_dir", "?")))
     gpu_note = (
         " GPU categories: " + ", ".join(c for c in GPU_CATEGORY_ORDER if c in gpu_categories(summary))
         if has_gpu_time(summary)
@@ -573,7 +573,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
 
 
 def _cpu_only_line() -> str:
-    return f"<p class='empty'>{html.escape(CPU_ONLY_TEXT)}</p>"
+    return f"<p class='empty'>{html_text(CPU_ONLY_TEXT)}</p>"
 
 
 def _gpu_sections(
@@ -582,7 +582,7 @@ def _gpu_sections(
     """Resource overlap and GPU utilization over time (a run with GPU data)."""
     return [
         "<h2>Resource overlap</h2>",
-        f"<p class='note'>{html.escape(gpu_note)}</p>" if gpu_note else "",
+        f"<p class='note'>{html_text(gpu_note)}</p>" if gpu_note else "",
         _resource_section(summary, state),
         "<h2>GPU utilization over time</h2>",
         _gpu_util_section(summary, report, state),
@@ -594,7 +594,7 @@ def page(title: str, parts: Iterable[str]) -> str:
     report's style sheet around ``parts`` (empty ones left out)."""
     return (
         "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
-        f"<title>{html.escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<title>{html_text(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         + "\n".join(part for part in parts if part)
         + "\n</body>\n</html>\n"
     )

@@ -6,11 +6,11 @@ without them (CPU-only, or GPU tracing off) gets one line saying so.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlscope.analysis.demangle import demangle
+from rlscope.text import html_text
 from rlscope.viz.colors import operation_color
 
 MIB = 1 << 20
@@ -22,13 +22,13 @@ def _mib(b: float) -> str:
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    th = "".join(f"<th>{html_text(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html_text(str(c))}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table class='kernels'><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _note(text: str) -> str:
-    return f"<p class='empty'>{html.escape(text)}</p>"
+    return f"<p class='empty'>{html_text(text)}</p>"
 
 
 def _memory(mem: Mapping[str, Any], fig: Callable[[Any], str]) -> str:
@@ -106,14 +106,14 @@ def _occupancy(occ: Mapping[str, Any]) -> str:
         return _note(occ["note"])
     out = [
         "<p class='note'>Theoretical occupancy (CUDA occupancy calculator rules,"
-        f" {html.escape(str(occ['device'].get('sm_count', '?')))}"
+        f" {html_text(str(occ['device'].get('sm_count', '?')))}"
         f" SMs) of each operation's top kernels by GPU time, and the resource that limits it. "
         f"{100 * occ['low_fill_share']:.0f}% of all kernel time is in launches that fill less than"
         f" {100 * occ['low_fill_threshold']:.0f}% of the GPU's warp slots.</p>"
     ]
     for op, e in list(occ["operations"].items())[:TOP_OPS]:
         out.append(
-            f"<h3>{html.escape(op)} <span class='note'>{1e3 * e['gpu_time_s']:.3f} ms kernel time,"
+            f"<h3>{html_text(op)} <span class='note'>{1e3 * e['gpu_time_s']:.3f} ms kernel time,"
             f" {100 * e['low_fill_share']:.0f}% in low-fill launches</span></h3>"
         )
         rows = [
@@ -161,7 +161,7 @@ def _lengths(kl: Mapping[str, Any], fig: Callable[[Any], str]) -> str:
                 go.Bar(
                     x=labels,
                     y=e["kernels"]["histogram"],
-                    name=html.escape(op, quote=False),
+                    name=html_text(op, quote=False),
                     marker_color=operation_color(op),  # the operation's colour in every chart
                 )
             )
@@ -208,7 +208,7 @@ def _lengths(kl: Mapping[str, Any], fig: Callable[[Any], str]) -> str:
             "<p class='note'>Kernel durations and the gaps between kernels on each stream, per launching"
             " operation. The mean residual is how long another job's kernel would wait, on average, behind"
             f" one of these found running. Kernels a latency target would need sliced:"
-            f" {html.escape(sl)}.</p>",
+            f" {html_text(sl)}.</p>",
             fig(f),
             _table(head, rows),
         ]
@@ -231,14 +231,14 @@ def _estimate(est: Mapping[str, Any]) -> str:
         for t in est["table"]
     ]
     head = ["copies k", "memory GiB", "fits", "slowdown per copy", "throughput (x one copy)", "binds"]
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in m.get("notes", []))
+    notes = "".join(f"<li>{html_text(n)}</li>" for n in m.get("notes", []))
     return (
         "<p class='note'>Estimate for k copies of this job on one"
-        f" {html.escape(str(m.get('device') or 'GPU'))}"
+        f" {html_text(str(m.get('device') or 'GPU'))}"
         f" (docs/sharing.md): alone it keeps the GPU busy {100 * m['gpu_busy_fraction']:.1f}% of the time,"
         f" needs {m['per_copy_bytes'] / (1 << 30):.2f} GiB of device memory and {m['cpu_cores_per_copy']:.2f}"
         f" CPU cores. Up to <b>{est['k_fit']}</b> copies fit with each at most"
-        f" {100 * (est['max_slowdown'] - 1):.0f}% slower; then {html.escape(est['binds'])} binds.</p>"
+        f" {100 * (est['max_slowdown'] - 1):.0f}% slower; then {html_text(est['binds'])} binds.</p>"
         + _table(head, rows)
         + (f"<ul class='warnings'>{notes}</ul>" if notes else "")
     )
