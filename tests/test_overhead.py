@@ -231,7 +231,7 @@ def test_cli_with_foreign_calibration_is_one_warning_and_exit_0(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("[]")
     r = subprocess.run(
-        [sys.executable, "-m", "rlscope.cli.analyze", str(trace.path), "--calibration", str(bad), "-q"],
+        [sys.executable, "-m", "rlscope.cli.analyze", str(trace.path), "--calibration", str(bad)],
         capture_output=True,
         text=True,
     )
