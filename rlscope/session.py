@@ -32,6 +32,7 @@ from rlscope._version import package_version as _package_version
 from rlscope.errors import RLScopeError, warn_once
 from rlscope.overhead.correct import reference
 from rlscope.runtime import hooks
+from rlscope.text import printable
 from rlscope.trace import ownership
 from rlscope.trace import schema as S
 
@@ -293,7 +294,7 @@ class Session:
                 self._ticker()
             except Exception as e:  # never break the user's job
                 self._ticker, self._ticker_due_ns = None, _NEVER
-                print(f"rlscope: warning: periodic collector work failed, stopped: {e}", file=sys.stderr)
+                print(f"rlscope: warning: periodic collector work failed, stopped: {printable(e)}", file=sys.stderr)
             finally:
                 annotate.category_exit(self, categories.PROFILER)
         self._sync_tick()
@@ -540,7 +541,7 @@ class Session:
                 try:
                     finish()
                 except Exception as e:  # never break the user's job: the light window costs more
-                    print(f"rlscope: warning: cannot finish switching {col!r}: {e}", file=sys.stderr)
+                    print(f"rlscope: warning: cannot finish switching {col!r}: {printable(e)}", file=sys.stderr)
         annotate.category_exit(self, categories.PROFILER)
         self.window_due_ns = due
 
@@ -564,7 +565,7 @@ class Session:
                 switch(on)
             except Exception as e:  # never break the user's job: this collector stays as it is
                 self._togglers.remove(col)
-                print(f"rlscope: warning: cannot switch {col!r}: {e}", file=sys.stderr)
+                print(f"rlscope: warning: cannot switch {col!r}: {printable(e)}", file=sys.stderr)
         self._window_mode = mode
         if on_main:
             speed = reference.session_sample_ps()  # ~0.15 ms, rlscope's time like the switch
@@ -656,7 +657,7 @@ class Session:
                 elif not self.switch_on_schedule(self.clock()):
                     stop.wait(TIMER_BUSY_POLL_S)
         except Exception as e:  # never break the user's job: windows go on at scope exits
-            print(f"rlscope: warning: window timer stopped: {e}", file=sys.stderr)
+            print(f"rlscope: warning: window timer stopped: {printable(e)}", file=sys.stderr)
 
     def _stop_window_timer(self) -> None:
         self._timer_stop.set()
@@ -773,7 +774,7 @@ class Session:
             try:
                 col.stop()
             except Exception as e:  # a collector failing must not lose the trace
-                warnings.warn(f"rlscope: collector {col!r} failed to stop: {e}", stacklevel=2)
+                warnings.warn(f"rlscope: collector {col!r} failed to stop: {printable(e)}", stacklevel=2)
         self._collectors.clear()
         with self._states_lock:
             states = list(self._states)
@@ -853,7 +854,7 @@ class Session:
         try:
             self.start()
         except RLScopeError as e:
-            warnings.warn(f"rlscope: not profiling forked child {os.getpid()}: {e}", stacklevel=1)
+            warnings.warn(f"rlscope: not profiling forked child {os.getpid()}: {printable(e)}", stacklevel=1)
             return
         self.end_cleanly_on_sigterm()
 
