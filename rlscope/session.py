@@ -294,7 +294,10 @@ class Session:
                 self._ticker()
             except Exception as e:  # never break the user's job
                 self._ticker, self._ticker_due_ns = None, _NEVER
-                print(f"rlscope: warning: periodic collector work failed, stopped: {printable(e)}", file=sys.stderr)
+                print(
+                    f"rlscope: warning: periodic collector work failed, stopped: {printable(e)}",
+                    file=sys.stderr,
+                )
             finally:
                 annotate.category_exit(self, categories.PROFILER)
         self._sync_tick()
@@ -541,7 +544,9 @@ class Session:
                 try:
                     finish()
                 except Exception as e:  # never break the user's job: the light window costs more
-                    print(f"rlscope: warning: cannot finish switching {col!r}: {printable(e)}", file=sys.stderr)
+                    print(
+                        f"rlscope: warning: cannot finish switching {col!r}: {printable(e)}", file=sys.stderr
+                    )
         annotate.category_exit(self, categories.PROFILER)
         self.window_due_ns = due
 
