@@ -1,13 +1,18 @@
 """Presents the simulator benchmark's result dict: a rich table and a plotly HTML report.
 
 Reads only the dict that ``rlscope.workloads.sim_benchmark.run_benchmark`` returns (or its JSON), never
-raw traces. rich and plotly are imported inside the functions that use them.
+raw traces. rich and plotly are imported inside the functions that use them. Its text (device and
+backend names, notes, trace paths, why a run was skipped) is shown as the profiler's tables show
+names: through :func:`rlscope.text.printable` on the terminal, never read as rich markup, and through
+:func:`rlscope.text.html_text` in the page.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from rlscope.text import html_text
 
 __all__ = ["render_table", "write_html"]
 
@@ -47,11 +52,17 @@ def render_table(result: dict[str, Any], console: Any) -> None:
     """Print throughput, speedups, the chain curve, the targets and (if present) the per-category
     breakdown of the profiled runs to a ``rich.console.Console``."""
     from rich.table import Table
+    from rich.text import Text
+
+    from rlscope.viz.terminal import cell
 
     meta = result.get("meta", {})
     where = meta.get("gpu") or f"CPU ({meta.get('cpu_count')} cores)"
     console.print(
-        f"[bold]Simulator benchmark[/bold] on {where}, {meta.get('date', '')}, torch {meta.get('torch')}"
+        Text.assemble(
+            ("Simulator benchmark", "bold"),
+            cell(f" on {where}, {meta.get('date', '')}, torch {meta.get('torch')}"),
+        )
     )
 
     t = Table(title="CartPole-v1, linear policy: env-steps per second (best K per backend and N)")
@@ -60,7 +71,7 @@ def render_table(result: dict[str, Any], console: Any) -> None:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in best_rows(result):
         t.add_row(
-            r["backend"],
+            cell(r["backend"]),
             _pow2(r["num_envs"]),
             str(r.get("k", 1)),
             _si(r["steps_per_sec"]),
@@ -89,7 +100,7 @@ def render_table(result: dict[str, Any], console: Any) -> None:
         vt.add_column("mean return", justify="right")
         for r in result["fused_variants"]:
             mr = r.get("mean_return")
-            vt.add_row(r["variant"], _si(r["steps_per_sec"]), "-" if mr is None else f"{mr:.1f}")
+            vt.add_row(cell(r["variant"]), _si(r["steps_per_sec"]), "-" if mr is None else f"{mr:.1f}")
         console.print(vt)
 
     if result.get("chain"):
@@ -119,7 +130,9 @@ def render_table(result: dict[str, Any], console: Any) -> None:
             tt.add_column(col)
         for r in result["targets"]:
             met = {True: "[green]met[/green]", False: "[red]missed[/red]", None: "not measured"}[r["met"]]
-            tt.add_row(r["target"], _si(r["required"]), _si(r["measured"]), met, r.get("note", ""))
+            tt.add_row(
+                cell(r["target"]), _si(r["required"]), _si(r["measured"]), met, cell(r.get("note", ""))
+            )
         console.print(tt)
 
     prof = result.get("profiled") or {}
@@ -131,22 +144,22 @@ def render_table(result: dict[str, Any], console: Any) -> None:
         pt.add_column("N", justify="right")
         pt.add_column("steps/s", justify="right")
         for c in cats:
-            pt.add_column(f"{c} %", justify="right")
+            pt.add_column(cell(f"{c} %"), justify="right")
         pt.add_column("trace")
         for b, p in prof.items():
             shares = breakdown.get(b, {})
             # percent of the profiled run's wall time (CPU categories add up to it; gpu_bound is apart)
             total = shares.get("_wall") or sum(v for c, v in shares.items() if c != "gpu_bound") or 1.0
             pt.add_row(
-                b,
+                cell(b),
                 _pow2(p["num_envs"]),
                 _si(p["steps_per_sec"]),
                 *(f"{100 * shares.get(c, 0.0) / total:.0f}" for c in cats),
-                p["trace"],
+                cell(p["trace"]),
             )
         console.print(pt)
     for s in result.get("skipped", []):
-        console.print(f"[dim]skipped {s['what']}: {s['why']}[/dim]")
+        console.print(cell(f"skipped {s['what']}: {s['why']}", "dim"))
 
 
 def write_html(result: dict[str, Any], path: str | Path, *, self_contained: bool = False) -> Path:
@@ -220,9 +233,10 @@ def write_html(result: dict[str, Any], path: str | Path, *, self_contained: bool
 
     meta = result.get("meta", {})
     head = (
-        f"<h1>rlscope simulator benchmark</h1><p>{meta.get('date', '')} on "
-        f"{meta.get('gpu') or 'CPU'}; torch {meta.get('torch')}, triton {meta.get('triton')}; "
-        f"command: <code>{meta.get('command', '')}</code></p>"
+        f"<h1>rlscope simulator benchmark</h1><p>{html_text(meta.get('date', ''))} on "
+        f"{html_text(meta.get('gpu') or 'CPU')}; torch {html_text(meta.get('torch'))}, "
+        f"triton {html_text(meta.get('triton'))}; "
+        f"command: <code>{html_text(meta.get('command', ''))}</code></p>"
     )
     parts = [
         f.to_html(full_html=False, include_plotlyjs=(True if self_contained else "cdn") if i == 0 else False)
@@ -230,8 +244,8 @@ def write_html(result: dict[str, Any], path: str | Path, *, self_contained: bool
     ]
     verdict = {True: "met", False: "missed", None: "not measured"}
     targets = "".join(
-        f"<tr><td>{t['target']}</td><td>{_si(t['required'])}</td><td>{_si(t['measured'])}</td>"
-        f"<td>{verdict[t['met']]}</td><td>{t.get('note', '')}</td></tr>"
+        f"<tr><td>{html_text(t['target'])}</td><td>{_si(t['required'])}</td><td>{_si(t['measured'])}</td>"
+        f"<td>{verdict[t['met']]}</td><td>{html_text(t.get('note', ''))}</td></tr>"
         for t in result.get("targets", [])
     )
     table = (

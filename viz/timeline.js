@@ -14,8 +14,9 @@
 var RLSCOPE_BIN_PX = 3;
 
 function rlscopeTimeline(gd, data) {
-  // data: {window: [t0, t1] s, keys: [{name, trace}], layers: [{y, width}],
+  // data: {window: [t0, t1] s, keys: [{trace}] (plotly trace of each key), layers: [{y, width}],
   //        seg: {layer: [], key: [], start: [], dur: []} (ns since window[0]), labels: [] or null}
+  // labels are HTML-escaped already (rlscope.text.html_text): plotly reads hover text as HTML
   var nKeys = data.keys.length;
   var byLayer = data.layers.map(function () { return []; });
   for (var i = 0; i < data.seg.layer.length; i++) byLayer[data.seg.layer[i]].push(i);

@@ -11,7 +11,6 @@ The data comes from :mod:`rlscope.analysis.report`; this module never reads a tr
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlscope.analysis.demangle import demangle
+from rlscope.text import html_text
 from rlscope.viz.colors import category_color, operation_color
 from rlscope.viz.terminal import UNANNOTATED
 
@@ -41,8 +41,9 @@ SCRIPT = _script()
 
 
 def _label(name: str) -> str:
-    """Names as plotly labels: plotly.js interprets a little HTML, so escape to show names literally."""
-    return html.escape(name, quote=False)
+    """Names as plotly labels (legend, rows, roles, hover text): plotly.js interprets a little HTML, so
+    markup is escaped, and control and bidi characters show as on the terminal (``\\x1b``, ``\\u202e``)."""
+    return html_text(name, quote=False)
 
 
 def _width(depth: int) -> float:
@@ -86,7 +87,7 @@ def timeline_payload(tl: Mapping[str, Any], row_of: Mapping[str, int]) -> tuple[
     seg["label"].extend(labels.setdefault(_label(demangle(n)), len(labels)) for n in gpu["name"])
     payload = {
         "window": [float(w) for w in tl["window_s"]],
-        "keys": [{"name": name, "trace": i} for i, (_, name) in enumerate(keys)],
+        "keys": [{"trace": i} for i in range(len(keys))],
         "layers": [{"y": y, "width": w} for (y, w) in layers],
         "seg": seg,
         "labels": list(labels),
@@ -95,8 +96,14 @@ def timeline_payload(tl: Mapping[str, Any], row_of: Mapping[str, int]) -> tuple[
 
 
 def _script_json(value: Any) -> str:
-    """JSON that is safe inside a <script> element (no "</script>" in a name can end it)."""
-    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+    """JSON that stays data inside a <script> element: no ``<``, ``>`` or ``&`` a name holds can end
+    the element or start an HTML comment in it, and no ``{plot_id}`` in a name is taken for plotly's
+    placeholder in the post script. These characters only occur inside JSON strings, where ``\\u``
+    escapes read back the same."""
+    text = json.dumps(value, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("{plot_id}", "\\u007bplot_id}")):
+        text = text.replace(ch, esc)
+    return text
 
 
 def timeline_section(report: Mapping[str, Any] | None, fig_html: Callable[..., str]) -> str:

@@ -34,6 +34,7 @@ from rlscope.cli.output import write_text
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError, TraceError
+from rlscope.text import printable
 
 GIB = 1 << 30
 
@@ -77,6 +78,8 @@ def _fitted(table: Any, first: list[str], then: list[str], width: int | None) ->
 
 
 def estimate_text(est: dict[str, Any], width: int | None = None) -> str:
+    """The estimate as terminal text: the device name and the notes come from the machine and the
+    trace, so they are shown through :func:`rlscope.text.printable`, one line each."""
     from rlscope.viz.terminal import Columns
 
     m = est["inputs"]
@@ -85,7 +88,7 @@ def estimate_text(est: dict[str, Any], width: int | None = None) -> str:
         f" ({m['busy_periods_per_s']:.0f} busy periods/s,"
         f" mean residual {m['busy_period_residual_us']:.1f} us),"
         f" {m['per_copy_bytes'] / GIB:.2f} GiB of device memory, {m['cpu_cores_per_copy']:.2f} CPU cores"
-        f" ({m['host_cpus'] or '?'} on the host, device {m['device'] or '?'})",
+        f" ({m['host_cpus'] or '?'} on the host, device {printable(m['device'] or '?')})",
         f"fits: {est['k_fit']} copies with each at most {100 * (est['max_slowdown'] - 1):.0f}% slower;"
         f" then {est['binds']} binds (memory alone allows {est['k_max_memory']})",
     ]
@@ -104,7 +107,7 @@ def estimate_text(est: dict[str, Any], width: int | None = None) -> str:
             str(r["binds"]),
         )
     lines.append(_fitted(t, ["shared-alloc GiB", "throughput"], ["memory GiB"], width))
-    lines += [f"note: {n}" for n in m.get("notes", [])]
+    lines += [f"note: {printable(n)}" for n in m.get("notes", [])]
     return "\n".join(lines)
 
 
@@ -397,12 +400,15 @@ def check(
             try:
                 switch = switch_probe(env)
             except RLScopeError as e:
-                print(f"rlscope share-check: warning: {e}; context switches left out", file=sys.stderr)
+                print(
+                    f"rlscope share-check: warning: {printable(e)}; context switches left out",
+                    file=sys.stderr,
+                )
         est_ks = tuple(sorted({1, *ks}))
         try:
             est: dict[str, Any] | None = estimate_of(trace, ks)
         except RLScopeError as e:  # measure anyway: the copies' figures stand on their own
-            print(f"rlscope share-check: warning: no estimate: {e}", file=sys.stderr)
+            print(f"rlscope share-check: warning: no estimate: {printable(e)}", file=sys.stderr)
             est = None
         alone = run_copies(command, 1, env, timeout, traces)
         if est is not None and alone.get("loop_entries") and alone["loop_s"][0] > 0:
@@ -456,7 +462,7 @@ def check_text(res: dict[str, Any], width: int | None = None) -> str:
         )
     lines += [
         f"share-check ({res['mode']}; MPS {'available' if res['mps_available'] else 'not installed'}):"
-        f" {' '.join(res['command'])}",
+        f" {printable(' '.join(res['command']))}",
         "slowdown of each copy's "
         + (
             "loop (first scope entry to last exit; start-up left out)"

@@ -1,10 +1,16 @@
-"""``rlscope validate``'s table and verdict on the terminal (rich)."""
+"""``rlscope validate``'s table and verdict on the terminal (rich).
+
+Operation names, notes and the analyzer's warnings hold the program's names and paths: they are shown
+through :func:`rlscope.text.printable` (one line, no terminal control) and never read as rich markup.
+"""
 
 from __future__ import annotations
 
 import re
 import statistics
 from typing import Any
+
+from rlscope.text import printable
 
 
 def distinct_warnings(profiled: list[dict[str, Any]]) -> list[str]:
@@ -67,12 +73,13 @@ def _unadjusted(row: dict[str, Any]) -> str:
 
 
 def cells(result: dict[str, Any]) -> list[list[str]]:
-    """The table's rows as plain text, in ``COLUMNS`` order."""
+    """The table's rows as the terminal shows them (names through :func:`rlscope.text.printable`, so
+    widths are measured on what is shown), in ``COLUMNS`` order."""
     out = []
     for r in result["rows"]:
         out.append(
             [
-                r["operation"],
+                printable(r["operation"]),
                 _spread(r["error"], "+.1%"),
                 _OK[r["ok"]],
                 _unadjusted(r),
@@ -162,11 +169,11 @@ def render(result: dict[str, Any], console: Any = None) -> None:
     if dropped:
         left = ", ".join(COLUMNS[i][0] for i in dropped)
         console.print(f"not shown at this width: {left} (a wider terminal or --json shows them)")
-    console.print(escape(regime(result)))
+    console.print(escape(printable(regime(result))))
     for note in result["verdict"].get("notes", []):
-        console.print(f"note: {escape(note)}")
+        console.print(f"note: {escape(printable(note))}")
     for w in distinct_warnings(result["profiled"]):
-        console.print(f"analyzer: {escape(w)}", style="yellow")
+        console.print(f"analyzer: {escape(printable(w))}", style="yellow")
     status = result["verdict"].get("status", "PASS" if result["verdict"]["pass"] else "FAIL")
     style = {"PASS": "bold green", "FAIL": "bold red"}.get(status, "bold yellow")
-    console.print(f"[{style}]{escape(result['verdict']['line'])}[/]")
+    console.print(f"[{style}]{escape(printable(result['verdict']['line']))}[/]")
