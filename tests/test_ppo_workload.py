@@ -65,3 +65,51 @@ def test_cli_writes_json(tmp_path, capsys):
     assert data["seed"] == 1
     assert len(data["episode_returns"]) == len(data["episode_end_steps"]) > 0
     assert "final mean return" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "sim", ["torch", pytest.param("compiled", marks=pytest.mark.slow)]
+)  # compiling: ~40 s
+def test_a_short_run_on_a_bundled_simulator(sim):
+    result = ppo_cartpole.train(seed=2, sim=sim, **SHORT)
+    assert result["sim"] == sim and result["global_step"] == 2048
+    returns, ends = result["episode_returns"], result["episode_end_steps"]
+    assert len(returns) == len(ends) > 20
+    assert all(r == int(r) and 1.0 <= r <= 500.0 for r in returns)  # whole episodes, reward 1 a step
+    assert ends == sorted(ends) and ends[0] > 0 and ends[-1] <= result["global_step"]
+    assert ppo_cartpole.train(seed=2, sim=sim, **SHORT)["episode_returns"] == returns  # seeded
+
+
+def test_the_masked_loss_is_the_loss_of_the_valid_transitions():
+    g = torch.Generator().manual_seed(0)
+    n = 64
+    args = [torch.randn(n, generator=g) for _ in range(7)]  # newlogprob, entropy, newvalue, old ...
+    valid = (torch.rand(n, generator=g) > 0.3).float()
+    keep = valid.bool()
+    masked = ppo_cartpole.ppo_loss(*args, 0.2, 0.01, 0.5, valid=valid)
+    subset = ppo_cartpole.ppo_loss(*[a[keep] for a in args], 0.2, 0.01, 0.5)
+    for key in ("loss", "pg_loss", "v_loss", "entropy_loss"):
+        assert masked[key].item() == pytest.approx(subset[key].item(), rel=1e-5), key
+    everything = ppo_cartpole.ppo_loss(*args, 0.2, 0.01, 0.5, valid=torch.ones(n))
+    assert everything["loss"].item() == pytest.approx(
+        ppo_cartpole.ppo_loss(*args, 0.2, 0.01, 0.5)["loss"].item()
+    )
+
+
+def test_episodes_of_a_rollout_come_back_in_step_order():
+    episodes = ppo_cartpole.Episodes([], [], np.zeros(3))
+    ended = torch.tensor([[False, True, False], [True, False, True]])
+    returns = torch.tensor([[0.0, 7.0, 0.0], [9.0, 0.0, 4.0]])
+    episodes.add(ended, returns, first_step=100, steps_per_step=3)
+    assert episodes.returns == [7.0, 9.0, 4.0]
+    assert episodes.end_steps == [103, 106, 106]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sim", ["gymnasium", "torch", "compiled"])
+def test_ppo_learns_cartpole_on_every_cpu_simulator(sim):
+    """CartPole solved (a running mean of 20 episodes of 475) within the default 200k steps, and the
+    learned policy scores 500 on gymnasium's own CartPole."""
+    result = ppo_cartpole.train(seed=1, device="cpu", sim=sim, eval_episodes=3)
+    assert result["steps_to_475"] is not None, result["final_mean_return"]
+    assert min(result["eval_returns"]) >= 475.0

@@ -11,6 +11,12 @@ Run it::
 
     python -m rlscope.workloads.ppo_cartpole --total-timesteps 200000 --seed 1
     python -m rlscope.workloads.ppo_cartpole --trace-dir /tmp/ppo-trace   # profiled
+    python -m rlscope.workloads.ppo_cartpole --sim fused --device cuda      # simulation on the GPU
+
+``--sim`` picks the simulator (rlscope.workloads.cartpole): ``gymnasium`` (default, gymnasium's own
+CartPole on the CPU), or the bundled ``torch``, ``compiled`` and ``fused`` CartPole, which step on the
+policy's device, so a rollout stays there (:func:`collect_rollout_on_device`). Same hyperparameters and
+number of envs on every simulator: only where the time goes changes.
 
 Hyperparameters are CleanRL's defaults for CartPole (4 envs x 128 steps, 4 minibatches, 4 epochs,
 gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.01, value 0.5, grad norm 0.5, 64-64 tanh MLP)
@@ -45,6 +51,7 @@ from torch.distributions.categorical import Categorical
 import rlscope
 
 ENV_ID = "CartPole-v1"
+SIMS = ("gymnasium", "torch", "compiled", "fused")  # the simulators --sim picks from
 SOLVED_RETURN = 475.0  # CartPole-v1's reward threshold
 RUNNING_WINDOW = 20  # episodes in the running mean that defines final_mean_return / steps_to_475
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes use env seeds the training envs never see
@@ -112,10 +119,20 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def make_envs(num_envs: int) -> gym.vector.VectorEnv:
-    """Synchronous vector env with SAME_STEP autoreset: a step that ends an episode returns the next
-    episode's first observation, so every stored transition is a real one (gymnasium 1.x's default,
-    NEXT_STEP, would insert a no-op "reset" transition after each episode end)."""
+def make_envs(num_envs: int, sim: str = "gymnasium", device: torch.device | None = None) -> Any:
+    """The training envs on simulator ``sim`` (:data:`SIMS`).
+
+    ``gymnasium``: a synchronous vector env with SAME_STEP autoreset: a step that ends an episode
+    returns the next episode's first observation, so every stored transition is a real one (gymnasium
+    1.x's default, NEXT_STEP, would insert a no-op "reset" transition after each episode end). The
+    bundled simulators reset the NEXT_STEP way, on ``device``; their rollouts mask those transitions.
+    """
+    if sim != "gymnasium":
+        from rlscope.workloads import cartpole
+
+        if sim not in SIMS:
+            raise ValueError(f"sim must be one of {', '.join(SIMS)}, got {sim!r}")
+        return cartpole.make_vec(sim, num_envs, device=device)
     envs = gym.make_vec(
         ENV_ID,
         num_envs=num_envs,
@@ -187,6 +204,14 @@ class Episodes:
     def start(cls, num_envs: int) -> Episodes:
         return cls([], [], np.zeros(num_envs))
 
+    def add(self, ended: torch.Tensor, returns: torch.Tensor, first_step: int, steps_per_step: int) -> None:
+        """Episodes that ended in one rollout (``ended[t, i]``: env ``i``'s episode ended at step ``t``,
+        with return ``returns[t, i]``), in the order a step-by-step loop meets them; one copy to the host."""
+        ended_np, returns_np = ended.cpu().numpy(), returns.cpu().numpy()
+        for t, i in zip(*np.nonzero(ended_np), strict=True):
+            self.returns.append(float(returns_np[t, i]))
+            self.end_steps.append(first_step + (int(t) + 1) * steps_per_step)
+
 
 def collect_rollout(
     agent: Agent,
@@ -241,6 +266,69 @@ def collect_rollout(
     return next_obs, next_done, global_step
 
 
+def collect_rollout_on_device(
+    agent: Agent,
+    envs: Any,
+    buf: Rollout,
+    valid: torch.Tensor,
+    next_obs: torch.Tensor,
+    next_done: torch.Tensor,
+    running: torch.Tensor,
+    episodes: Episodes,
+    global_step: int,
+    gamma: float,
+    dev: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """:func:`collect_rollout` for a simulator that steps on the policy's device (the bundled torch,
+    compiled and fused CartPole): observations, rewards and flags stay tensors there, no step waits
+    for the host, and one copy per rollout brings the finished episodes back.
+
+    These simulators reset the NEXT_STEP way: the step after an episode ends ignores its action and
+    returns the reset observation with reward 0. That transition belongs to no episode: ``valid`` is 0
+    for it, and the loss leaves it out. The observation returned with the end is the episode's last,
+    so a truncated episode's last reward is bootstrapped with its value (the next step's inference).
+    ``running``: each env's return so far, on the device.
+    """
+    num_steps, num_envs = buf.rewards.shape
+    first_step = global_step
+    truncated = torch.zeros_like(buf.rewards)
+    ended = torch.zeros((num_steps, num_envs), dtype=torch.bool, device=dev)
+    returns = torch.zeros_like(buf.rewards)
+    for step in range(num_steps):
+        global_step += num_envs
+        buf.obs[step] = next_obs
+        buf.dones[step] = next_done
+        valid[step] = 1.0 - next_done  # after an end: the reset transition
+
+        with scope("inference"), torch.no_grad():
+            action, logprob, _, value = agent.get_action_and_value(next_obs)
+            buf.values[step] = value.flatten()
+        buf.actions[step] = action
+        buf.logprobs[step] = logprob
+
+        with scope("simulation"):
+            obs, reward, terminations, truncations, _ = envs.step(action)
+        next_obs = torch.as_tensor(obs, dtype=torch.float32, device=dev)
+        reward = torch.as_tensor(reward, dtype=torch.float32, device=dev)
+        terminations = torch.as_tensor(terminations, device=dev)
+        truncations = torch.as_tensor(truncations, device=dev)
+        done = terminations | truncations
+        buf.rewards[step] = reward
+        truncated[step] = (truncations & ~terminations).float()
+        running += reward
+        ended[step] = done
+        returns[step] = running
+        running.masked_fill_(done, 0.0)
+        next_done = done.float()
+
+    with scope("inference"), torch.no_grad():  # the value of each step's next observation
+        last_value = agent.get_value(next_obs).flatten()
+    next_values = torch.cat([buf.values[1:], last_value[None]])
+    buf.rewards += gamma * next_values * truncated
+    episodes.add(ended, returns, first_step, num_envs)
+    return next_obs, next_done, global_step
+
+
 def compute_advantages(
     agent: Agent,
     buf: Rollout,
@@ -285,20 +373,30 @@ def ppo_loss(
     vf_coef: float,
     norm_adv: bool = True,
     clip_vloss: bool = True,
+    valid: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """PPO's clipped loss on one minibatch: ``loss`` and its parts (``pg_loss``, ``v_loss``,
-    ``entropy_loss``), with ``logratio`` and ``ratio`` for the statistics."""
+    ``entropy_loss``), with ``logratio`` and ``ratio`` for the statistics. ``valid``: 1 for the
+    transitions that count, 0 for those left out (:func:`collect_rollout_on_device`); None: all count."""
     logratio = newlogprob - old_logprobs
     ratio = logratio.exp()
 
+    def mean(x: torch.Tensor) -> torch.Tensor:
+        return x.mean() if valid is None else (x * valid).sum() / valid.sum().clamp(min=1.0)
+
     mb_advantages = advantages
     if norm_adv:
-        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+        if valid is None:
+            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+        else:
+            centred = mb_advantages - mean(mb_advantages)
+            std = (mean(centred**2) * valid.sum() / (valid.sum() - 1).clamp(min=1.0)).sqrt()
+            mb_advantages = centred / (std + 1e-8)
 
     # Policy loss
     pg_loss1 = -mb_advantages * ratio
     pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    pg_loss = mean(torch.max(pg_loss1, pg_loss2))
 
     # Value loss
     newvalue = newvalue.view(-1)
@@ -306,11 +404,11 @@ def ppo_loss(
         v_loss_unclipped = (newvalue - returns) ** 2
         v_clipped = old_values + torch.clamp(newvalue - old_values, -clip_coef, clip_coef)
         v_loss_clipped = (v_clipped - returns) ** 2
-        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+        v_loss = 0.5 * mean(torch.max(v_loss_unclipped, v_loss_clipped))
     else:
-        v_loss = 0.5 * ((newvalue - returns) ** 2).mean()
+        v_loss = 0.5 * mean((newvalue - returns) ** 2)
 
-    entropy_loss = entropy.mean()
+    entropy_loss = mean(entropy)
     loss = pg_loss - ent_coef * entropy_loss + v_loss * vf_coef
     return {
         "loss": loss,
@@ -345,14 +443,15 @@ def train(
     eval_episodes: int = 5,
     log_fn: Callable[[dict[str, Any]], None] | None = None,
     time_limit_s: float | None = None,
+    sim: str = "gymnasium",
 ) -> dict[str, Any]:
     """Train PPO on CartPole-v1 and return its learning curve.
 
     Returns ``episode_returns`` / ``episode_end_steps`` (one entry per finished training episode, in
     order), ``global_step``, ``final_mean_return`` (mean of the last 20 episodes), ``steps_to_475``
     (first global step where that running mean reached 475, or None), ``eval_returns``,
-    ``wall_seconds`` and ``device``. ``log_fn``, if given, receives one dict of statistics per
-    iteration.
+    ``wall_seconds``, ``device`` and ``sim``. ``log_fn``, if given, receives one dict of statistics
+    per iteration. ``sim``: the simulator (:data:`SIMS`); evaluation is always on gymnasium's CartPole.
     """
     dev = resolve_device(device)
     batch_size = num_envs * num_steps
@@ -369,7 +468,8 @@ def train(
     if dev.type == "cpu":
         torch.set_num_threads(1)  # a 64-64 MLP on a batch of 4-512 is faster single-threaded
 
-    envs = make_envs(num_envs)
+    envs = make_envs(num_envs, sim, dev)
+    on_device = sim != "gymnasium"
     try:
         obs_dim = int(np.prod(envs.single_observation_space.shape))
         agent = Agent(obs_dim, int(envs.single_action_space.n)).to(dev)
@@ -378,6 +478,8 @@ def train(
         buf = Rollout.zeros(num_steps, num_envs, obs_dim, dev)
         episodes = Episodes.start(num_envs)
         episode_returns, episode_end_steps = episodes.returns, episodes.end_steps
+        valid = torch.ones((num_steps, num_envs), device=dev)  # on-device simulators: see their rollout
+        running = torch.zeros(num_envs, device=dev)
 
         global_step = 0
         start = time.perf_counter()
@@ -393,10 +495,25 @@ def train(
                     frac = 1.0 - (iteration - 1.0) / num_iterations
                     optimizer.param_groups[0]["lr"] = frac * learning_rate
 
-                next_obs, next_done, global_step = collect_rollout(
-                    agent, envs, buf, next_obs, next_done, episodes, global_step,
-                    steps_per_step=num_envs, gamma=gamma, bootstrap_truncated=bootstrap_truncated, dev=dev,
-                )  # fmt: skip
+                if on_device:
+                    next_obs, next_done, global_step = collect_rollout_on_device(
+                        agent,
+                        envs,
+                        buf,
+                        valid,
+                        next_obs,
+                        next_done,
+                        running,
+                        episodes,
+                        global_step,
+                        gamma,
+                        dev,
+                    )
+                else:
+                    next_obs, next_done, global_step = collect_rollout(
+                        agent, envs, buf, next_obs, next_done, episodes, global_step, steps_per_step=num_envs,
+                        gamma=gamma, bootstrap_truncated=bootstrap_truncated, dev=dev,
+                    )  # fmt: skip
                 advantages, returns = compute_advantages(agent, buf, next_obs, next_done, gamma, gae_lambda)
 
                 # Flatten the batch.
@@ -406,6 +523,7 @@ def train(
                 b_advantages = advantages.reshape(-1)
                 b_returns = returns.reshape(-1)
                 b_values = buf.values.reshape(-1)
+                b_valid = valid.reshape(-1) if on_device else None
 
                 # Optimize the policy and value network.
                 b_inds = np.arange(batch_size)
@@ -422,6 +540,7 @@ def train(
                                 newlogprob, entropy, newvalue, b_logprobs[mb_inds], b_advantages[mb_inds],
                                 b_returns[mb_inds], b_values[mb_inds], clip_coef, ent_coef, vf_coef,
                                 norm_adv=norm_adv, clip_vloss=clip_vloss,
+                                valid=None if b_valid is None else b_valid[mb_inds],
                             )  # fmt: skip
                             logratio, ratio, loss = out["logratio"], out["ratio"], out["loss"]
                             pg_loss, v_loss, entropy_loss = out["pg_loss"], out["v_loss"], out["entropy_loss"]
@@ -483,6 +602,7 @@ def train(
         "wall_seconds": train_seconds,
         "device": str(dev),
         "seed": seed,
+        "sim": sim,
     }
 
 
@@ -501,6 +621,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--total-timesteps", type=int, default=200_000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument(
+        "--sim",
+        choices=SIMS,
+        default="gymnasium",
+        help="the simulator the training envs run on (default gymnasium)",
+    )
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--num-steps", type=int, default=128, help="steps per env per rollout")
     p.add_argument("--trace-dir", default=None, help="profile with rlscope, writing the trace here")
@@ -524,6 +650,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "num_steps": args.num_steps,
         "eval_episodes": args.eval_episodes,
         "log_fn": None if args.quiet else _print_log,
+        "sim": args.sim,
     }
     if args.trace_dir:
         with rlscope.profile(args.trace_dir):
