@@ -113,3 +113,22 @@ def test_ppo_learns_cartpole_on_every_cpu_simulator(sim):
     result = ppo_cartpole.train(seed=1, device="cpu", sim=sim, eval_episodes=3)
     assert result["steps_to_475"] is not None, result["final_mean_return"]
     assert min(result["eval_returns"]) >= 475.0
+
+
+def test_a_short_run_on_the_fused_simulator_through_tritons_interpreter(tmp_path):
+    """The fused kernel runs on a GPU; Triton's interpreter runs it on CPU tensors (set before triton
+    is imported, hence a process of its own)."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, "-m", "rlscope.workloads.ppo_cartpole", "--sim", "fused", "--device", "cpu"]
+    cmd += ["--total-timesteps", "1024", "--eval-episodes", "1", "--quiet", "--json", str(out)]
+    r = subprocess.run(cmd, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["sim"] == "fused" and result["global_step"] == 1024
+    assert len(result["episode_returns"]) > 10
+    assert all(r == int(r) and 1.0 <= r <= 500.0 for r in result["episode_returns"])
