@@ -1,6 +1,6 @@
 """Every collective of torch.distributed, timed on the GPU, from torch's own flight recorder.
 
-Why not the kernel trace alone: GPU tracing runs in full windows only (rlscope/windows.py), and a
+Why not the kernel trace alone: GPU tracing runs in full windows only (docs/overhead.md), and a
 collective's length is mostly the wait for the slowest rank. That wait differs between the windows
 (a full window slows this rank's launches, not its peer's), so NCCL time scaled up from the full
 windows misread a two-rank DDP PPO by up to 2x. The flight recorder (``TORCH_FR_BUFFER_SIZE``) keeps an

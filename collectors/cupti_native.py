@@ -233,7 +233,7 @@ class NativeCuptiCollector:
         return mapped[inv.reshape(-1)]
 
     def set_enabled(self, on: bool) -> None:
-        """GPU tracing on or off (rlscope's alternating windows, rlscope/windows.py)."""
+        """GPU tracing on or off (rlscope's alternating windows, rlscope/session.py)."""
         if self.lib is not None:
             rc = self.lib.rl_set_enabled(1 if on else 0)
             self.enabled = on

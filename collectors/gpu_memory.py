@@ -3,7 +3,7 @@
 Source, in order of preference:
 
 1. ``windows`` (the default with the session's windows on; ``RLSCOPE_GPU_MEMORY=windows``): torch's
-   allocator history, on in full windows only (rlscope/windows.py), like GPU tracing. Why: once
+   allocator history, on in full windows only (docs/overhead.md), like GPU tracing. Why: once
    anything records (a tracker attached, or the history on), the allocator builds a trace entry for
    every event, ~300 ns an event inside a real loop against ~100 in a tight one; recorded always,
    the light windows pay it where no window can see it, and torch cannot detach a tracker. The

@@ -209,7 +209,7 @@ class Session:
         self._tick_every_ns = 0
         self._ticker_due_ns = _NEVER
         self._turn: Any = None  # a twin run of rlscope validate: its turns (overhead/validate/twin.py)
-        # alternating windows (rlscope/windows.py): checked at scope exits on the main thread
+        # alternating windows (docs/overhead.md): checked at scope exits on the main thread
         self.window_due_ns = _NEVER
         self.main_tid = -1
         self._window_mode = S.WINDOW_FULL
@@ -491,7 +491,7 @@ class Session:
             _imports.when_imported("torch", self._start_nvtx)
 
     def _start_windows(self) -> None:
-        """Alternate windows with and without the expensive collectors (rlscope/windows.py)."""
+        """Alternate windows with and without the expensive collectors (docs/overhead.md)."""
         self._togglers = [c for c in self._collectors if hasattr(c, "set_enabled")] + self._early_togglers
         self._early_togglers = []
         self._windows_started = True

@@ -33,7 +33,7 @@ class EventKind(IntEnum):
     SESSION_END = 7
     # the expensive collectors (backend ops, GPU tracing) were switched on or off on the main thread;
     # ``id`` holds the new mode (WINDOW_FULL or WINDOW_LIGHT). Written only at top-level scope exits,
-    # so every root operation instance lies wholly inside one window (rlscope/windows.py).
+    # so every root operation instance lies wholly inside one window (docs/overhead.md).
     WINDOW = 8
     # a call of torch's autograd engine (backward, grad) began or ended on the calling thread; ``id``
     # holds the call's number. On CUDA the engine's device threads launch the call's GPU work (every
