@@ -246,19 +246,33 @@ def _backend_part(
 
 
 def _depth(ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Nesting depth from parent links (vectorized pointer jumping: one pass per level)."""
+    """Nesting depth from parent links (vectorized pointer jumping: log2(levels) passes).
+
+    Bounded whatever the links: a cycle (which the reader's checks leave no room for) ends after
+    the passes a chain of every instance needs, with a large depth instead of a hang.
+    """
     if len(ident) == 0:
         return np.zeros(0, np.int64)
-    size = int(max(ident.max(), parent.max(), 0)) + 2
-    par = np.full(size, -1, np.int64)
-    par[ident] = parent
-    depth = np.zeros(len(ident), np.int64)
-    cur = parent.copy()
-    while (cur >= 0).any():
-        live = cur >= 0
-        depth += live
-        cur = np.where(live, par[np.maximum(cur, 0)], -1)
-    return depth
+    ids = np.unique(ident)
+    n = len(ids)
+
+    def dense(values: np.ndarray) -> np.ndarray:  # index into ids; n for "no instance"
+        pos = np.minimum(np.searchsorted(ids, values), n - 1)
+        return np.where(ids[pos] == values, pos, n)
+
+    par = np.full(n + 1, n, np.int64)
+    par[dense(ident)] = dense(parent)
+    links = np.zeros(n + 1, np.int64)  # each instance's links to the root, a parent of no instance counted
+    links[dense(ident)] = parent >= 0
+    anc = par.copy()
+    for _ in range(int(n).bit_length() + 1):
+        live = anc != n
+        if not live.any():
+            break
+        links = links + np.where(live, links[anc], 0)
+        anc = anc[anc]
+    own = dense(parent)
+    return (parent >= 0).astype(np.int64) + np.where(own != n, links[own], 0)
 
 
 def _cpu_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 
 from rlscope.cli import options
 from rlscope.cli.output import write_text
@@ -159,6 +161,27 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # the last safety net: a damaged trace the reader's checks did not foresee
+        if "-v" in argv or "--verbose" in argv:
+            traceback.print_exc()
+        print(f"{PROG}: error: {printable(unexpected_error_line(argv, e))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def unexpected_error_line(argv: list[str], e: BaseException) -> str:
+    """The one line said for an exception the analysis did not expect: a trace damaged in a way its
+    checks (rlscope/trace/validate.py) do not catch, or a bug; never a traceback unless ``-v``."""
+    text = str(e).strip()
+    what = f"{type(e).__name__}: {text.splitlines()[0][:200]}" if text else type(e).__name__
+    args = argv[1:] if argv and argv[0] in SUBCOMMANDS else argv
+    dirs = [a for a in args if not a.startswith("-") and os.path.isdir(a)]
+    if not dirs:
+        return f"unexpected {what} (-v shows the traceback)"
+    where = " or ".join(dirs[:2])
+    return (
+        f"cannot analyze {where}: {what} (a damaged trace? '{PROG} check {dirs[0]}' lists what is wrong;"
+        " -v shows the traceback)"
+    )
 
 
 if __name__ == "__main__":

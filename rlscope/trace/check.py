@@ -1,26 +1,19 @@
-"""``rlscope.check_trace``: a validator with readable findings, in the spirit of gymnasium's check_env."""
+"""``rlscope.check_trace``: a validator with readable findings, in the spirit of gymnasium's check_env.
+
+It reads the trace as every analysis does (:func:`rlscope.trace.reader.load_trace`), so its findings
+are the reader's: what :mod:`rlscope.trace.validate` found and repaired in each process's events
+(``error``: damage, the analysis drops or changes rows, as each finding says), what could not be
+read (``warning``), and a few notes (``info``).
+"""
 
 from __future__ import annotations
-
-import dataclasses
-
-import numpy as np
 
 from rlscope.errors import TraceError
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, load_trace
+from rlscope.trace.validate import Finding
 
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    """One thing worth knowing about a trace: ``error`` (unusable), ``warning`` or ``info``."""
-
-    level: str
-    where: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.level}: {self.where}: {self.message}"
+__all__ = ["Finding", "check_trace"]
 
 
 def _signal_name(signum: int) -> str:
@@ -33,25 +26,22 @@ def _signal_name(signum: int) -> str:
 
 
 def _check_process(p: ProcessTrace) -> list[Finding]:
-    out: list[Finding] = []
     where = str(p.path)
+    said = {f.warning for f in p.findings}
+    warnings = [w.removeprefix(f"{p.path}: ") for w in p.warnings if w not in said]
     ev = p.events
-    warnings = [w.removeprefix(f"{p.path}: ") for w in p.warnings]
     if ev.num_rows == 0:
         # a process ended (by its parent, say) before its session wrote anything: nothing to analyze
         # in it, and nothing wrong with the rest of the trace; the reader's warning says the same,
         # and with no events to name, a names file it could not read does not matter either
         notes = [w for w in warnings if not w.startswith("no events") and S.NAMES_FILE not in w]
         return [
+            *p.findings,
             *[Finding("warning", where, w) for w in notes],
             Finding("info", where, "no events: the process ended before its session recorded anything"),
         ]
-    out += [Finding("warning", where, w) for w in warnings]
-    ts = ev.column("ts_ns").to_numpy()
-    thread = ev.column("thread").to_numpy()
+    out = [*p.findings, *[Finding("warning", where, w) for w in warnings]]
     kind = ev.column("kind").to_numpy()
-    name = ev.column("name").to_numpy()
-    flags = ev.column("flags").to_numpy()
     if not (kind == S.SESSION_START).any():
         out.append(Finding("warning", where, "no session start event"))
     # a session end's id: the signal that ended the process after rlscope flushed it (its parent
@@ -60,19 +50,15 @@ def _check_process(p: ProcessTrace) -> list[Finding]:
     for signum in signals:
         message = f"ended by {_signal_name(signum)} (terminated by its parent?); its trace was flushed first"
         out.append(Finding("info", where, message))
-    for t in np.unique(thread):
-        sel = thread == t
-        if (np.diff(ts[sel]) < 0).any():
-            out.append(Finding("error", where, f"thread {t}: timestamps go backwards"))
-    n_begin = int((kind == S.OP_BEGIN).sum())
-    n_end = int((kind == S.OP_END).sum())
-    if n_begin != n_end:
-        out.append(Finding("warning", where, f"{n_begin - n_end} operation(s) begun but never ended"))
-    forced = int(((flags & S.FLAG_FORCED_CLOSE) > 0).sum())
+    n_open = int((kind == S.OP_BEGIN).sum() - (kind == S.OP_END).sum())
+    if n_open > 0 and not p.complete:
+        out.append(Finding("warning", where, f"{n_open} operation(s) still open where the data ends"))
+    forced = int(((ev.column("flags").to_numpy() & S.FLAG_FORCED_CLOSE) > 0).sum())
     if forced:
         out.append(Finding("info", where, f"{forced} scope(s) were still open and closed by rlscope"))
-    used = name[name >= 0]
-    if len(used) and int(used.max()) >= len(p.names):
+    name = ev.column("name").to_numpy()
+    scoped = (kind == S.OP_BEGIN) | (kind == S.PHASE_BEGIN)
+    if scoped.any() and int(name[scoped].max()) >= len(p.names):
         out.append(Finding("warning", where, "some events name ids missing from names.arrows"))
     return out
 

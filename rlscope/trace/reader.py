@@ -11,6 +11,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -21,6 +22,7 @@ from rlscope.trace.header import clock_offset as clock_offset
 from rlscope.trace.header import parent_pid as parent_pid
 from rlscope.trace.header import session_span
 from rlscope.trace.runs import runs_warning
+from rlscope.trace.validate import Finding, validate_events, validate_table
 
 
 @dataclasses.dataclass
@@ -34,6 +36,8 @@ class ProcessTrace(ProcessHeader):
     backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
     memory: pa.Table | None = None  # CUDA caching allocator events (memory.arrows), when recorded
     collectives: pa.Table | None = None  # torch.distributed collectives (collectives.arrows), when recorded
+    # what rlscope.trace.validate found and repaired in the events (each also one of ``warnings``)
+    findings: list[Finding] = dataclasses.field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -76,26 +80,39 @@ class Trace(TraceHeader):
 
 
 def _open_stream(
-    path: Path, required: list[str], keep: list[str] | None = None
+    path: Path,
+    required: list[str],
+    keep: list[str] | None = None,
+    warnings: list[str] | None = None,
+    text: tuple[str, ...] = (),
 ) -> tuple[pa.ipc.RecordBatchStreamReader, dict[str, str]]:
     """An IPC stream's reader and metadata, after checking its header; raise TraceError if unusable.
 
-    ``keep``: read only these columns (the others are not decompressed).
+    ``keep``: read only these columns (the others are not decompressed). ``warnings``: where to say
+    metadata that is not UTF-8 text (read with its bad bytes escaped). Required columns are
+    integers, but for the ``text`` ones (strings).
     """
-    if not path.is_file():
+    if not path.is_file():  # also a FIFO, a device or a symlink loop: never opened (a read could block)
         raise TraceError(path, "missing trace file")
     try:
         source = pa.memory_map(str(path), "r")
     except OSError as e:
         raise TraceError(path, f"cannot open: {e.strerror or e}") from None
+    except Exception as e:  # an unexpected error of the filesystem or Arrow: the file is unusable
+        raise TraceError(path, f"cannot open ({_short(e)})") from None
     try:
         reader = pa.ipc.open_stream(source)
-    except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+        schema = reader.schema
+    except Exception as e:  # ArrowInvalid, OSError, and whatever a damaged schema message raises
         if path.stat().st_size == 0:
             raise TraceError(path, "empty file (the process died before its first flush?)") from None
         raise TraceError(path, f"not an Arrow IPC stream, or corrupt ({_short(e)})") from None
-    schema = reader.schema
-    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    meta, undecodable = _metadata(schema.metadata or {})
+    if undecodable and warnings is not None:
+        warnings.append(
+            f"{path}: metadata {', '.join(undecodable[:4])} not UTF-8 text (damaged?): read with the bad"
+            " bytes escaped"
+        )
     version = meta.get("rlscope.schema_version")
     if version is None:
         raise TraceError(path, "not an rlscope trace file (no rlscope.schema_version in its metadata)")
@@ -107,59 +124,230 @@ def _open_stream(
         raise TraceError(
             path, f"schema version {v} is newer than this rlscope reads ({S.SCHEMA_VERSION}); upgrade rlscope"
         )
+    if v < 1:
+        raise TraceError(path, f"schema version {v} is not one rlscope ever wrote (damaged?)")
     missing = [c for c in required if c not in schema.names]
     if missing:
         raise TraceError(path, f"schema lacks column(s) {', '.join(missing)}")
+    for c in required:
+        typ = schema.field(c).type
+        if schema.get_all_field_indices(c) != [schema.get_field_index(c)] or not (
+            pa.types.is_string(typ) if c in text else pa.types.is_integer(typ)
+        ):
+            raise TraceError(path, f"column {c} is of type {typ}, not one rlscope writes (damaged?)")
     if keep is not None:
         options = pa.ipc.IpcReadOptions(included_fields=[schema.get_field_index(c) for c in keep])
-        reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"), options=options)
+        try:
+            reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"), options=options)
+        except Exception as e:
+            raise TraceError(path, f"not an Arrow IPC stream, or corrupt ({_short(e)})") from None
     return reader, meta
 
 
+def _metadata(raw: dict[bytes, bytes]) -> tuple[dict[str, str], list[str]]:
+    """Schema metadata as text, and the keys that were not UTF-8 (their bad bytes escaped)."""
+    meta: dict[str, str] = {}
+    bad: list[str] = []
+    for k, v in raw.items():
+        try:
+            key, value = k.decode(), v.decode()
+        except UnicodeDecodeError:
+            key, value = k.decode(errors="backslashreplace"), v.decode(errors="backslashreplace")
+            bad.append(key)
+        meta[key] = value
+    return meta, bad
+
+
 def _read_stream(
-    path: Path, required: list[str], optional: list[str] | None = None, keep: list[str] | None = None
+    path: Path,
+    required: list[str],
+    optional: list[str] | None = None,
+    keep: list[str] | None = None,
+    text: tuple[str, ...] = (),
 ) -> tuple[pa.Table, dict[str, str], list[str]]:
     """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable.
 
     ``optional`` columns are kept when the file has them (columns added after a file kind existed);
-    ``keep``: only these of the ``required`` columns are read.
+    ``keep``: only these of the ``required`` columns are read; ``text``: required columns of strings
+    (the others and the optional ones are integers: an optional column of another type is damage,
+    left out). A batch that decodes but whose buffers
+    are inconsistent, or that has nulls in integer columns (a damaged file), is left out and said.
     """
     warnings: list[str] = []
-    reader, meta = _open_stream(path, required, keep)
+    reader, meta = _open_stream(path, required, keep, warnings, text)
     schema = reader.schema
+    extra = [c for c in optional or [] if c in schema.names]
+    wrong = [
+        c
+        for c in extra
+        if not pa.types.is_integer(schema.field(c).type) or len(schema.get_all_field_indices(c)) > 1
+    ]
+    if wrong:
+        warnings.append(
+            f"{path}: column(s) {', '.join(wrong)} of a type rlscope does not write (damaged?) left out"
+        )
+    columns = keep if keep is not None else required + [c for c in extra if c not in wrong]
     batches = []
+    bad = 0
     while True:
         try:
-            batches.append(reader.read_next_batch())
+            batch = reader.read_next_batch()
         except StopIteration:
             break
-        except (pa.ArrowInvalid, pa.ArrowException, OSError) as e:
+        except Exception as e:  # ArrowInvalid, OSError, a decompression error: the stream ends here
             warnings.append(
-                f"{path}: truncated or corrupt after {len(batches)} complete batch(es) ({_short(e)});"
+                f"{path}: truncated or corrupt after {len(batches) + bad} complete batch(es) ({_short(e)});"
                 " reading what came before"
             )
             break
-    table = pa.Table.from_batches(batches, schema=schema)
-    columns = keep if keep is not None else required + [c for c in optional or [] if c in schema.names]
+        problem = _batch_problem(batch, [c for c in columns if c in batch.schema.names])
+        if problem:
+            bad += 1
+            warnings.append(
+                f"{path}: record batch {len(batches) + bad} of {batch.num_rows} rows {problem}: left out"
+            )
+            continue
+        batches.append(batch)
+    try:
+        table = pa.Table.from_batches(batches, schema=reader.schema)
+    except Exception as e:
+        raise TraceError(path, f"batches that do not match the file's schema ({_short(e)})") from None
     return table.select(columns), meta, warnings
 
 
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # Arrow's end-of-stream marker: continuation, length 0
+
+
+def _closed(path: Path) -> bool:
+    """Whether the file ends with Arrow's end-of-stream marker: a writer that closed it wrote every
+    row it had; a stream without it was cut short (the process killed, or the file damaged)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(path.stat().st_size - 8, 0))
+            tail = f.read(8)
+    except OSError:
+        return False
+    return tail == _EOS
+
+
+def _batch_problem(batch: pa.RecordBatch, columns: list[str]) -> str:
+    """Why a decoded batch cannot be used ("" when it can): inconsistent buffers, nulls in a column
+    rlscope never leaves empty. Strings are checked as bytes: names that are not UTF-8 are escaped."""
+    try:
+        for c in columns:
+            arr = batch.column(c)
+            if pa.types.is_string(arr.type):
+                arr = arr.view(pa.binary())
+            arr.validate(full=True)
+            if arr.null_count:
+                return f"has empty values in column {c}"
+    except Exception as e:
+        return f"is damaged ({_short(e)})"
+    return ""
+
+
 def _short(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+    text = str(e).strip()
+    first = text.splitlines()[0][:160] if text else ""
+    return (
+        f"{type(e).__name__}: {first}"
+        if first and not isinstance(e, pa.ArrowException)
+        else first or type(e).__name__
+    )
 
 
 # the events columns a driver reads to plan an analysis it hands out: session bounds, window modes
 LIGHT_COLUMNS = ["ts_ns", "kind", "id"]
 
+# metadata read as integers (pids, clock anchors and offsets) and as JSON objects (session options)
+_INT_KEYS = (
+    "pid",
+    "ppid",
+    "run_parent",
+    "clock_anchor_ns",
+    "clock_anchor_unix_ns",
+    "clock.offset_ns",
+    "clock.driver_anchor_ns",
+    "clock.driver_anchor_unix_ns",
+)
+_NUMBER_KEYS = ("clock.uncertainty_ns", "clock.uncertainty_end_ns", "clock.drift_ns", "clock.offset_end_ns")
+_JSON_OBJECT_KEYS = ("options",)
+# pairs that only mean something together: one unreadable drops both
+_PAIRS = {
+    "clock_anchor_ns": "clock_anchor_unix_ns",
+    "clock_anchor_unix_ns": "clock_anchor_ns",
+    "clock.driver_anchor_ns": "clock.offset_ns",
+    "clock.driver_anchor_unix_ns": "clock.offset_ns",
+}
+_MAX_META_INT = 1 << 62  # a clock anchor plus an event time stays inside int64
+
+
+def _checked_metadata(meta: dict[str, str], path: Path, warnings: list[str]) -> dict[str, str]:
+    """The metadata with values the analysis cannot read (damage) left out, and said: a pid from the
+    directory's name, no clock alignment for unreadable anchors, default session options."""
+    bad: list[str] = []
+    for key in _INT_KEYS:
+        value = meta.get(key, "")
+        try:
+            ok = value == "" or abs(int(value)) < _MAX_META_INT
+        except ValueError:
+            ok = False
+        if not ok:
+            bad.append(key)
+    for key in _NUMBER_KEYS:
+        try:
+            ok = meta.get(key, "") == "" or abs(float(meta[key])) < _MAX_META_INT
+        except ValueError:
+            ok = False
+        if not ok:
+            bad.append(key)
+    for key in _JSON_OBJECT_KEYS:
+        try:
+            ok = key not in meta or isinstance(json.loads(meta[key] or "{}"), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            bad.append(key)
+    if not bad:
+        return meta
+    meta = dict(meta)
+    for key in bad:
+        meta.pop(key, None)
+        if key in _PAIRS:
+            meta.pop(_PAIRS[key], None)
+    if "pid" in bad:
+        digits = path.name.removeprefix(S.PROCESS_PREFIX)
+        meta["pid"] = digits if digits.isdigit() and len(digits) < 18 else "0"
+    warnings.append(
+        f"{path}: metadata {', '.join(bad)} unreadable (damaged?): left out (the pid from the directory's"
+        " name, no clock alignment from an unreadable anchor, default session options)"
+    )
+    return meta
+
 
 def load_process(path: Path, light: bool = False) -> ProcessTrace:
     """One process directory. ``light``: only the events' ``LIGHT_COLUMNS``, no names and no optional
     tables (their headers are read for the metadata), with the same metadata and errors as a full load:
-    what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`)."""
+    what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`).
+
+    The events are checked and repaired as :mod:`rlscope.trace.validate` says, in a light load too
+    (it reads every event column for that, then keeps the light ones), so both see the same rows.
+    """
+    if not path.is_dir():  # a process-* entry that is a file, a broken link or a symlink loop
+        raise TraceError(path, "not a directory (a broken or looping symlink?)")
     events, meta, warnings = _read_stream(
-        path / S.EVENTS_FILE, S.EVENT_COLUMNS, [S.EVENT_COST_COLUMN[0]], keep=LIGHT_COLUMNS if light else None
+        path / S.EVENTS_FILE, S.EVENT_COLUMNS, [] if light else [S.EVENT_COST_COLUMN[0]]
     )
+    read = [S.EVENTS_FILE]  # the files read whole: each should end with its end-of-stream marker
+    meta = _checked_metadata(meta, path, warnings)
+    events, findings = validate_events(events, str(path))
+    warnings += [f.warning for f in findings]
+    span = _session_bounds(events) if events.num_rows else None
+    if light:
+        events = events.select(LIGHT_COLUMNS)
     names = [] if light else _read_names(path, warnings)
+    if not light and (path / S.NAMES_FILE).is_file():
+        read.append(S.NAMES_FILE)
     optional = {}
     for attr, filename, columns, optional_columns in (
         ("gpu", S.GPU_FILE, S.GPU_COLUMNS, S.GPU_KERNEL_COLUMNS),
@@ -174,7 +362,10 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
                     _, file_meta = _open_stream(path / filename, columns)
                 else:
                     table, file_meta, more = _read_stream(path / filename, columns, optional_columns)
-                    warnings += more
+                    read.append(filename)
+                    table, found = validate_table(table, attr, str(path / filename), span)
+                    warnings += more + [f.warning for f in found]
+                    findings += found
                     optional[attr] = table
                 if "rlscope.collector" in file_meta:  # which collector wrote it: its overhead differs
                     meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
@@ -184,11 +375,29 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
                 warnings.append(f"{e}; its data is left out")
     if (path / S.RAY_META_FILE).exists():  # role, node and clock offset of a Ray worker (rlscope/ray.py)
         try:
+            if not (path / S.RAY_META_FILE).is_file():  # a FIFO would block the read
+                raise ValueError("not a regular file")
             extra = json.loads((path / S.RAY_META_FILE).read_text())
-            meta.update({k: v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()})
+            if not isinstance(extra, dict):
+                raise ValueError("not a JSON object")
+            ray_meta = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()}
+            meta = _checked_metadata({**meta, **ray_meta}, path, warnings)
         except (OSError, ValueError) as e:
             warnings.append(f"{path / S.RAY_META_FILE}: unreadable ({e}); no role or clock offset")
-    proc = ProcessTrace(path=path, events=events, names=names, metadata=meta, warnings=warnings, **optional)
+    cut = " ".join(warnings)
+    unclosed = [f for f in read if f"{path / f}: truncated" not in cut and not _closed(path / f)]
+    proc = ProcessTrace(
+        path=path, events=events, names=names, metadata=meta, warnings=warnings, findings=findings, **optional
+    )
+    if proc.complete and unclosed:
+        # the session ended normally, so its writer closed every file: one without its end marker
+        # was cut short at a batch boundary, and may lack its last rows
+        warnings.append(
+            f"{path}: {', '.join(unclosed)} cut short (no end-of-stream marker though the session ended"
+            " normally): its last rows may be missing"
+        )
+    if not light and events.num_rows:
+        proc.events = _placeholder_names(events, names, path, warnings)
     if events.num_rows == 0:
         warnings.append(f"{path}: no events (the process ended before its first flush)")
     elif not proc.complete:
@@ -199,28 +408,70 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
     return proc
 
 
+def _placeholder_names(events: pa.Table, names: list[str], path: Path, warnings: list[str]) -> pa.Table:
+    """Operation and phase rows whose name id is not in names.arrows (a file cut short, a damaged
+    id) get a name ``<unknown name N>`` appended to ``names``, their rows pointing to it: the
+    analysis sizes its tables by name ids, so none may be a damaged one's size."""
+    kind, name = events.column("kind").to_numpy(), events.column("name").to_numpy().astype(np.int64)
+    scoped = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    missing = scoped & (name >= len(names))
+    if not missing.any():
+        return events
+    unnamed = np.unique(name[missing])
+    warnings.append(
+        f"{path}: {len(unnamed)} operation or phase name id(s) missing from {S.NAMES_FILE} (cut short or"
+        " damaged?): shown as <unknown name N>"
+    )
+    new = np.where(missing, len(names) + np.searchsorted(unnamed, name), name)
+    names.extend(f"<unknown name {i}>" for i in unnamed.tolist())
+    i = events.schema.get_field_index("name")
+    return events.set_column(i, events.schema.field(i), pa.array(new, events.schema.field(i).type))
+
+
 def _read_names(path: Path, warnings: list[str]) -> list[str]:
     """The process's names by id; unreadable names are a warning (operations then show as ids).
 
     Automatic operations and phases (names.arrows' ``auto`` column) come labelled
     (``inference (auto)``, schema.auto_label): every output shows them as such, and a user's scope
-    of the same name stays apart from them."""
+    of the same name stays apart from them. Ids are positions (names are appended in order): one
+    far beyond the file's rows is damage, left out; a name that is not UTF-8 is read with its bad
+    bytes escaped."""
     try:
         names_table, _, name_warnings = _read_stream(
-            path / S.NAMES_FILE, ["id", "name"], optional=[S.NAMES_AUTO_COLUMN]
+            path / S.NAMES_FILE, ["id", "name"], optional=[S.NAMES_AUTO_COLUMN], text=("name",)
         )
     except TraceError as e:
         warnings.append(f"{e}; operation names will show as ids")
         return []
     warnings += name_warnings
-    ids = names_table.column("id").to_pylist()
-    values = names_table.column("name").to_pylist()
+    ids = names_table.column("id").to_numpy().astype(np.int64)
+    ok = (ids >= 0) & (ids < 2 * len(ids) + 1024)
+    if not ok.all():
+        warnings.append(
+            f"{path / S.NAMES_FILE}: {int((~ok).sum())} name(s) with an id beyond the file's rows (damaged?)"
+            " left out"
+        )
+    raw = names_table.column("name").cast(pa.binary()).to_pylist()
+    values, undecodable = [], 0
+    for b in raw:  # one per name (interned), not per event
+        try:
+            values.append(b.decode())
+        except UnicodeDecodeError:
+            values.append(b.decode(errors="backslashreplace"))
+            undecodable += 1
+    if undecodable:
+        warnings.append(
+            f"{path / S.NAMES_FILE}: {undecodable} name(s) not UTF-8 text (damaged?): read with the bad"
+            " bytes escaped"
+        )
     if S.NAMES_AUTO_COLUMN in names_table.column_names:
         auto = names_table.column(S.NAMES_AUTO_COLUMN).to_pylist()
         values = [S.auto_label(n) if a else n for n, a in zip(values, auto, strict=True)]
-    names = [f"<unknown name {i}>" for i in range(max(ids, default=-1) + 1)]
-    for i, n in zip(ids, values, strict=True):
-        names[i] = n
+    kept = ids[ok].tolist()
+    names = [f"<unknown name {i}>" for i in range(max(kept, default=-1) + 1)]
+    for i, n, keep in zip(ids.tolist(), values, ok.tolist(), strict=True):
+        if keep:
+            names[i] = n
     return names
 
 
@@ -236,7 +487,9 @@ def process_dirs(trace_dir: str | Path) -> tuple[Path, list[Path], bool]:
         raise TraceError(path, "not a directory (expected an rlscope trace directory)")
     if (path / S.EVENTS_FILE).exists():
         return path, [path], True
-    dirs = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith(S.PROCESS_PREFIX))
+    # every process-* entry: one that is no directory (a broken or looping symlink) is then said
+    # unreadable, not passed over; other entries (a manifest, a lock file) are not the reader's
+    dirs = sorted(p for p in path.iterdir() if p.name.startswith(S.PROCESS_PREFIX))
     if not dirs:
         if not any(path.iterdir()):
             raise TraceError(path, "empty directory, not an rlscope trace")
@@ -274,6 +527,6 @@ def load_trace(trace_dir: str | Path, light: bool = False) -> Trace:
     return trace
 
 
-def _session_bounds(proc: ProcessTrace) -> tuple[int, int]:
-    ev = proc.events
+def _session_bounds(proc: ProcessTrace | pa.Table) -> tuple[int, int]:
+    ev = proc.events if isinstance(proc, ProcessTrace) else proc
     return session_span(ev.column("ts_ns").to_numpy(), ev.column("kind").to_numpy())

@@ -1,0 +1,701 @@
+"""Checks and repairs of one process's events: what every analysis and ``rlscope-analyze check`` read.
+
+The analysis relies on what the writer guarantees: known kinds, each row once, one thread's rows in
+time order, every operation and phase ended on the thread that began it, nested as recorded, valid
+category codes and flags. A damaged file (a flipped bit, a batch written twice, a stretch
+overwritten, a clock gone wrong) breaks these, and an analysis of it would fail, loop, or report a
+negative wall or an operation longer than its run without a word. So the reader passes every
+process's events through :func:`validate_events`: each check is a few vectorized passes over the
+columns (no Python loop per event); each repair drops or changes the fewest rows that make the table
+what the analysis relies on; and each one is a :class:`Finding` naming the process, the time span and
+what was dropped or changed. The reader turns the findings into the process's warnings (so into the
+result's), and ``rlscope-analyze check`` lists the same findings: one validation for both.
+
+An intact table passes unchanged (the same object). Repairs, in order:
+
+- rows of an unknown kind, of a negative or impossibly large time, with an instance id below 0, an
+  operation or phase with no name, or a category code that does not exist: dropped;
+- rows written twice (a repeated batch; equal in every column to an earlier row) and operation or
+  phase rows repeating an instance id: the later copy dropped;
+- a thread's rows out of time order: a single row out of line with both neighbours dropped, the
+  rest put back in time order (a batch written out of order);
+- session starts after the last session end: the session rows dropped (the data bound the run);
+- rows after the session's end: clipped to it;
+- operation and phase ends with no begin, or not on their begin's thread, after it, of its name:
+  dropped; an end's parent differing from its begin's: set to the begin's;
+- a begin whose parent is no instance begun earlier on its thread: its parent set to what was open;
+- begins never ended: closed (a row flagged closed by rlscope) where their thread left them, the
+  first row after which neither they nor anything inside them is open; those still open at the end
+  of a session that ended normally are left to the analysis, which closes them at the end of the
+  data, and said;
+- unknown flag bits cleared, the recursive flag set as the nesting says, window rows of an unknown
+  mode dropped, measured costs that do not fit between a row and its neighbours set to 0 (not
+  measured: the calibrated cost applies).
+
+What stays inconsistent after that (a category or nesting row that contradicts the rows before it)
+is said, not repaired: its time is counted as the rows say, and the finding says where.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+
+from rlscope import categories
+from rlscope.trace import schema as S
+
+__all__ = ["MAX_TS_NS", "Finding", "validate_events", "validate_table"]
+
+# No clock the trace records (perf_counter_ns, CLOCK_MONOTONIC: time since boot) reaches 2**60 ns
+# (36 years); beyond it a timestamp is damage, and sums with the Unix anchor (about 2**61) would wrap
+MAX_TS_NS = 1 << 60
+_KNOWN_FLAGS = S.FLAG_RECURSIVE | S.FLAG_FORCED_CLOSE
+_CATEGORY_CODES = np.array(sorted(categories.CATEGORY_NAMES), np.int64)
+_EXAMPLES = 4  # values, threads named in a finding before "..."
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One thing worth knowing about a trace: ``error`` (damage: the analysis dropped or changed
+    rows, as the message says), ``warning`` or ``info``. ``span_ns``: where, on the process's clock."""
+
+    level: str
+    where: str
+    message: str
+    span_ns: tuple[int, int] | None = None
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.where}: {self.message}"
+
+    @property
+    def warning(self) -> str:
+        """The line the analysis result carries in its warnings."""
+        return f"{self.where}: {self.message}"
+
+
+def _few(values: np.ndarray) -> str:
+    """Up to _EXAMPLES distinct values, for a message."""
+    u = np.unique(values)
+    shown = ", ".join(str(int(v)) for v in u[:_EXAMPLES])
+    return shown + (", ..." if len(u) > _EXAMPLES else "")
+
+
+class _Table:
+    """The events' columns as numpy arrays while they are checked: rows dropped, changed, added."""
+
+    def __init__(self, events: pa.Table, where: str) -> None:
+        self.where = where
+        self.names = events.column_names
+        self.schema = events.schema
+        self.c = {k: events.column(k).to_numpy().astype(np.int64) for k in self.names}
+        self.changed = False
+        self.findings: list[Finding] = []
+        ts = self.c["ts_ns"]
+        plausible = (ts >= 0) & (ts < MAX_TS_NS)
+        self.origin = int(ts[plausible].min()) if plausible.any() else 0
+
+    def __len__(self) -> int:
+        return len(self.c["ts_ns"])
+
+    def span_text(self, ts: np.ndarray) -> str:
+        """Where rows are, in seconds since the process's first event."""
+        ts = ts[(ts >= 0) & (ts < MAX_TS_NS)]
+        if not len(ts):
+            return "at times no clock gives"
+        a, b = (int(ts.min()) - self.origin) / 1e9, (int(ts.max()) - self.origin) / 1e9
+        return f"at {a:.6g} s" if a == b else f"between {a:.6g} s and {b:.6g} s"
+
+    def threads_text(self, rows: np.ndarray) -> str:
+        threads = self.c["thread"][rows]
+        label = "thread" if len(np.unique(threads)) == 1 else "threads"
+        return f"{label} {_few(threads)}"
+
+    def say(self, rows: np.ndarray, message: str, level: str = "error") -> None:
+        """A finding about ``rows`` (indices or a mask): the message, their threads and time span."""
+        rows = np.flatnonzero(rows) if rows.dtype == bool else rows
+        ts = self.c["ts_ns"][rows]
+        ok = ts[(ts >= 0) & (ts < MAX_TS_NS)]
+        span = (int(ok.min()), int(ok.max())) if len(ok) else None
+        text = f"{message} ({self.threads_text(rows)}, {self.span_text(ts)} into the process)"
+        self.findings.append(Finding(level, self.where, text, span))
+
+    def drop(self, mask: np.ndarray, message: str) -> None:
+        """Drop the rows of ``mask`` (said first)."""
+        if not mask.any():
+            return
+        self.say(mask, message)
+        self.keep(~mask)
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.c = {k: v[mask] for k, v in self.c.items()}
+        self.changed = True
+        if hasattr(self, "first"):
+            self.first, self.last = _boundaries(self.c["thread"])
+
+    def take(self, order: np.ndarray, change: bool = True) -> None:
+        self.c = {k: v[order] for k, v in self.c.items()}
+        self.changed |= change
+
+    def group(self) -> None:
+        """Rows grouped by thread, each thread's in file order: how the checks read them. Not a
+        change: an intact table goes back as it came."""
+        order = _thread_order(self.c["thread"])
+        if not np.array_equal(order, np.arange(len(order))):
+            self.take(order, change=False)
+        self.first, self.last = _boundaries(self.c["thread"])
+
+    def table(self) -> pa.Table:
+        """The repaired rows in time order (stable: a thread's rows keep their order), as the writer
+        appends rows of all threads."""
+        order = np.argsort(self.c["ts_ns"], kind="stable")
+        cols = [pa.array(self.c[f.name][order].astype(f.type.to_pandas_dtype()), f.type) for f in self.schema]
+        return pa.Table.from_arrays(cols, schema=self.schema)
+
+
+def _thread_order(thread: np.ndarray) -> np.ndarray:
+    """Row indices grouped by thread (threads by first appearance), each thread's rows in file order.
+
+    Dense thread indices (hash-based, no sort) let numpy's stable sort run as a radix sort.
+    """
+    import pyarrow.compute as pc
+
+    col = pa.array(thread)
+    dense = pc.index_in(col, value_set=pc.unique(col)).to_numpy()
+    return np.argsort(dense.astype(np.int32), kind="stable")
+
+
+def _boundaries(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, last) masks of each thread's rows, for rows grouped by thread."""
+    n = len(thread)
+    first = np.ones(n, bool)
+    first[1:] = thread[1:] != thread[:-1]
+    last = np.ones(n, bool)
+    last[:-1] = first[1:]
+    return first, last
+
+
+def _drop_impossible(t: _Table) -> None:
+    """Rows no writer makes: unknown kinds, times no clock gives, ids and codes out of range."""
+    c = t.c
+    kind = c["kind"]
+    t.drop(
+        ~np.isin(kind, S.WRITTEN_KINDS),
+        f"{(~np.isin(kind, S.WRITTEN_KINDS)).sum()} row(s) of unknown"
+        f" kind ({_few(kind[~np.isin(kind, S.WRITTEN_KINDS)])}) dropped",
+    )
+    ts = t.c["ts_ns"]
+    bad = (ts < 0) | (ts >= MAX_TS_NS)
+    t.drop(bad, f"{bad.sum()} row(s) with a timestamp no clock gives ({_few(ts[bad])} ns) dropped")
+    c, kind = t.c, t.c["kind"]
+    scoped = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    bad = scoped & ((c["id"] < 0) | (c["name"] < 0))
+    t.drop(bad, f"{bad.sum()} operation or phase row(s) with a negative instance or name id dropped")
+    c, kind = t.c, t.c["kind"]
+    is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
+    bad = is_cat & ~(np.isin(c["id"], _CATEGORY_CODES) & np.isin(c["parent"], _CATEGORY_CODES))
+    t.drop(bad, f"{bad.sum()} category row(s) with a category code that does not exist dropped")
+    c = t.c
+    bad = (c["kind"] == S.WINDOW) & ~np.isin(c["id"], (S.WINDOW_LIGHT, S.WINDOW_FULL))
+    t.drop(bad, f"{bad.sum()} window row(s) of an unknown mode ({_few(c['id'][bad])}) dropped")
+
+
+def _behind(t: _Table) -> np.ndarray:
+    """Rows (grouped by thread) earlier than a row before them on their thread."""
+    ts, first = t.c["ts_ns"], t.first
+    back = np.zeros(len(t), bool)
+    back[1:] = ts[1:] < ts[:-1]
+    back &= ~first
+    if not back.any():
+        return back
+    # one running maximum over all threads: each thread's time ranks lifted above the previous ones'
+    rank = np.unique(ts, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    lifted = rank + (np.cumsum(first) - 1) * (len(ts) + 1)
+    before = np.empty(len(ts), np.int64)
+    before[1:] = np.maximum.accumulate(lifted)[:-1]
+    return ~first & (lifted < before)
+
+
+def _drop_repeats(t: _Table) -> None:
+    """Copies of rows (a batch written twice): a row out of time order on its thread that equals an
+    earlier row in every column, and an operation or phase row repeating an earlier row's instance
+    id (ids are unique in a process): the later one dropped.
+
+    Rows in time order that equal each other are left alone: a coarse or fake clock gives two
+    identical boundaries (entering rlscope's category twice in one tick) honestly.
+    """
+    behind = _behind(t)
+    if behind.any():
+        c = t.c
+        n = len(t)
+        suspects = np.isin(c["ts_ns"], c["ts_ns"][behind])  # a copy shares its original's time
+        cand = np.flatnonzero(suspects)
+        keys = [cand] + [c[k][cand] for k in reversed(S.EVENT_COLUMNS)]  # lexsort: last key first
+        order = cand[np.lexsort(keys)]
+        equal = np.ones(len(order) - 1, bool)
+        for k in S.EVENT_COLUMNS:
+            v = c[k][order]
+            equal &= v[1:] == v[:-1]
+        copy = np.zeros(n, bool)
+        copy[order[1:][equal]] = True
+        copy &= behind
+        t.drop(copy, f"{copy.sum()} row(s) written twice (a batch repeated) dropped")
+    c = t.c
+    kind = c["kind"]
+    scoped = np.flatnonzero(np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)))
+    key_kind, key_id = kind[scoped], c["id"][scoped]
+    order = np.lexsort((scoped, key_id, key_kind))
+    again = np.zeros(len(t), bool)
+    dup = (key_kind[order][1:] == key_kind[order][:-1]) & (key_id[order][1:] == key_id[order][:-1])
+    again[scoped[order][1:][dup]] = True
+    t.drop(again, f"{again.sum()} operation or phase row(s) repeating an earlier row's instance id dropped")
+
+
+def _restore_time_order(t: _Table) -> None:
+    """Each thread's rows in time order: a lone row out of line with both neighbours (a flipped
+    bit in its time) dropped, what is still out of order then sorted (a batch written out of order)."""
+    ts, first, last = t.c["ts_ns"], t.first, t.last
+    prev = np.concatenate(([0], ts[:-1]))
+    back = ~first & (ts < prev)
+    if not back.any():
+        return
+    nxt = np.concatenate((ts[1:], [0]))
+    in_line = prev <= nxt  # the rows around this one are in order
+    # a spike: later than the next row; a dip: earlier than the row before
+    spike = ~last & (ts > nxt) & (first | in_line)
+    dip = ~first & (ts < prev) & (last | in_line)
+    dip[1:] &= ~spike[:-1]
+    lone = spike | dip
+    t.drop(lone, f"{lone.sum()} row(s) out of time order with both neighbours (a damaged timestamp) dropped")
+    ts, first = t.c["ts_ns"], t.first
+    back = np.zeros(len(t), bool)
+    back[1:] = ts[1:] < ts[:-1]
+    back &= ~first
+    if not back.any():
+        return
+    t.say(
+        back,
+        f"timestamps go backwards ({back.sum()} row(s) earlier than the row before); rows put back in"
+        " time order",
+    )
+    t.take(np.lexsort((np.arange(len(t)), ts, np.cumsum(first))))
+
+
+def _session_rows(t: _Table) -> None:
+    """Session bounds that contradict each other dropped; rows after the session's end clipped to it."""
+    c = t.c
+    kind, ts = c["kind"], c["ts_ns"]
+    starts, ends = kind == S.SESSION_START, kind == S.SESSION_END
+    if starts.any() and ends.any() and ts[starts].min() > ts[ends].max():
+        t.drop(
+            starts | ends,
+            "the session starts after it ends: its start and end rows dropped, the data bound the run",
+        )
+        c, kind, ts = t.c, t.c["kind"], t.c["ts_ns"]
+        ends = kind == S.SESSION_END
+    if ends.any():
+        end = ts[ends].max()
+        late = ts > end
+        if late.any():
+            t.say(late, f"{late.sum()} row(s) after the session's end clipped to it")
+            c["ts_ns"] = np.minimum(ts, end)
+            t.changed = True
+
+
+def _state_before(stack_rows: np.ndarray, thread: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
+    """For rows of one stack (grouped by thread, in time order): the state before each row."""
+    before = np.full(len(stack_rows), default, np.int64)
+    if len(stack_rows) > 1:
+        same = thread[stack_rows][1:] == thread[stack_rows][:-1]
+        before[1:] = np.where(same, after[:-1], default)
+    return before
+
+
+class _Tree:
+    """Instances of one stack (operations or phases) by dense index, with parent and depth links.
+
+    Parents point to smaller instance ids (ids count up as instances begin), so the links form a
+    forest and pointer jumping ends after log2(instances) rounds.
+    """
+
+    def __init__(self, ids: np.ndarray, parents: np.ndarray) -> None:
+        order = np.argsort(ids)
+        self.ids = ids[order]
+        n = len(ids)
+        self.root = n  # the sentinel "no instance", its own parent
+        par = self.index(parents[order])
+        self.par = np.append(par, n)
+        rounds = max(int(n).bit_length(), 1) + 1
+        self.up = [self.par]
+        for _ in range(rounds):
+            prev = self.up[-1]
+            self.up.append(prev[prev])
+        depth = np.append((par != n).astype(np.int64), 0)
+        anc = self.par.copy()
+        for _ in range(rounds):
+            live = anc != n
+            if not live.any():
+                break
+            depth = depth + np.where(live, depth[anc], 0)
+            anc = anc[anc]
+        self.depth = depth
+
+    def index(self, ids: np.ndarray) -> np.ndarray:
+        """Dense index of each id (the sentinel for ids of no instance)."""
+        n = len(self.ids)
+        pos = np.searchsorted(self.ids, ids)
+        pos = np.minimum(pos, max(n - 1, 0))
+        found = (n > 0) & (self.ids[pos] == ids) if n else np.zeros(len(ids), bool)
+        return np.where(found, pos, n)
+
+    def ancestor_at(self, nodes: np.ndarray, level: int) -> np.ndarray:
+        """The ancestor of each node at depth ``level`` (itself at it; the sentinel when shallower)."""
+        steps = np.maximum(self.depth[nodes] - level, 0)
+        out = nodes.copy()
+        for k, up in enumerate(self.up):
+            sel = ((steps >> k) & 1).astype(bool)
+            if sel.any():
+                out = np.where(sel, up[out], out)
+        return np.where(self.depth[nodes] < level, self.root, out)
+
+
+def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
+    """One stack (operations or phases): ends matched to begins, parents checked, begins closed."""
+    c = t.c
+    kind, thread, ts = c["kind"], c["thread"], c["ts_ns"]
+    n = len(t)
+    pos = np.arange(n)
+    b = np.flatnonzero(kind == begin)
+    e = np.flatnonzero(kind == end)
+    # ends matched to their begins by id (ids are unique per kind by now)
+    b_sorted = np.argsort(c["id"][b])
+    bid = c["id"][b][b_sorted]
+    at = np.minimum(np.searchsorted(bid, c["id"][e]), max(len(bid) - 1, 0))
+    has = (len(bid) > 0) & (bid[at] == c["id"][e]) if len(bid) else np.zeros(len(e), bool)
+    mate = np.where(has, b[b_sorted][at] if len(bid) else 0, -1)
+    ok = mate >= 0
+    bad = np.zeros(n, bool)
+    bad[e[~ok]] = True
+    t_ok = np.where(ok, thread[np.maximum(mate, 0)] == thread[e], False)
+    after = np.where(ok, pos[np.maximum(mate, 0)] < e, False)
+    named = np.where(ok, c["name"][np.maximum(mate, 0)] == c["name"][e], False)
+    unmatched = np.zeros(n, bool)
+    unmatched[e[~ok]] = True
+    wrong = np.zeros(n, bool)
+    wrong[e[ok & ~(t_ok & after & named)]] = True
+    if unmatched.any():
+        t.say(unmatched, f"{unmatched.sum()} {noun} end(s) without a begin dropped")
+    if wrong.any():
+        t.say(
+            wrong,
+            f"{wrong.sum()} {noun} end(s) not on their begin's thread, before it or of another name dropped",
+        )
+    if unmatched.any() or wrong.any():
+        t.keep(~(unmatched | wrong))
+        _stack(t, begin, end, noun, complete)
+        return
+    # an end's parent is its begin's
+    differs = c["parent"][e] != c["parent"][mate]
+    if differs.any():
+        t.say(
+            e[differs],
+            f"{differs.sum()} {noun} end(s) naming another parent than their begin: set to the begin's",
+        )
+        c["parent"][e[differs]] = c["parent"][mate[differs]]
+        t.changed = True
+    # a begin's parent: an instance begun earlier on its thread (ids count up), or none
+    rows = np.flatnonzero((kind == begin) | (kind == end))
+    parent_b = c["parent"][b]
+    tree_ids = c["id"][b]
+    at = np.minimum(np.searchsorted(bid, parent_b), max(len(bid) - 1, 0))
+    known = (bid[at] == parent_b) if len(bid) else np.zeros(len(b), bool)
+    p_row = b[b_sorted][at] if len(bid) else np.zeros(len(b), np.int64)
+    valid = (parent_b == -1) | (known & (parent_b < tree_ids) & (thread[p_row] == thread[b]) & (p_row < b))
+    if not valid.all():
+        after_state = np.where(kind[rows] == begin, c["id"][rows], c["parent"][rows])
+        before = _state_before(rows, thread, after_state, -1)
+        guess = before[np.searchsorted(rows, b)]
+        fixed = np.where(guess < tree_ids, guess, -1)
+        t.say(
+            b[~valid],
+            f"{(~valid).sum()} {noun} begin(s) naming a parent that is not open before them:"
+            " set to what was open",
+        )
+        c["parent"][b[~valid]] = fixed[~valid]
+        # their ends' parents follow
+        ends_of = np.zeros(n, bool)
+        ends_of[e] = True
+        mate_of = np.full(n, -1)
+        mate_of[e] = mate
+        for_ends = np.isin(mate_of, b[~valid]) & ends_of
+        c["parent"][for_ends] = c["parent"][mate_of[for_ends]]
+        t.changed = True
+    # begins never ended: closed where their thread left them
+    ended = np.zeros(n, bool)
+    ended[mate] = True
+    open_b = b[~ended[b]]
+    if not len(open_b):
+        return
+    tree = _Tree(c["id"][b], c["parent"][b])
+    after_state = tree.index(np.where(kind[rows] == begin, c["id"][rows], c["parent"][rows]))
+    first, _ = _boundaries(thread[rows])  # of the stack's rows
+    node = tree.index(c["id"][open_b])
+    where_open = np.searchsorted(rows, open_b)
+    close_at = np.full(len(open_b), -1)
+    for level in np.unique(tree.depth[node]):
+        mine = tree.depth[node] == level
+        anc = tree.ancestor_at(after_state, int(level))
+        change = first.copy()
+        change[1:] |= anc[1:] != anc[:-1]
+        idx = np.where(change, np.arange(len(rows)), len(rows))
+        nxt = np.minimum.accumulate(idx[::-1])[::-1]
+        nxt = np.append(nxt, len(rows))
+        q = nxt[where_open[mine] + 1]
+        inside = q < len(rows)
+        same = np.zeros(len(q), bool)
+        same[inside] = thread[rows[q[inside]]] == thread[open_b[mine]][inside]
+        close_at[np.flatnonzero(mine)[same]] = rows[q[same]]
+    left = close_at >= 0
+    if left.any():
+        closing = open_b[left]
+        t.say(closing, f"{left.sum()} {noun}(s) begun but never ended: closed where their thread left them")
+        new = {k: v[closing].copy() for k, v in c.items()}
+        new["kind"][:] = end
+        new["ts_ns"] = ts[close_at[left]]
+        new["flags"][:] = S.FLAG_FORCED_CLOSE
+        if "cost" in new:
+            new["cost"][:] = 0
+        primary = np.concatenate([2 * pos + 1, 2 * close_at[left]])
+        secondary = np.concatenate([np.zeros(n, np.int64), -tree.depth[node[left]]])
+        order = np.lexsort((secondary, primary))
+        t.c = {k: np.concatenate([v, new[k]])[order] for k, v in c.items()}
+        t.changed = True
+        t.first, t.last = _boundaries(t.c["thread"])
+    if complete and (~left).any():
+        t.say(
+            open_b[~left],
+            f"{(~left).sum()} {noun}(s) begun but never ended in a session that ended"
+            " normally: closed at the end of the data",
+        )
+
+
+def _flags(t: _Table) -> None:
+    """Unknown flag bits cleared; the recursive flag of operation begins as their nesting says."""
+    c = t.c
+    flags = c["flags"]
+    unknown = (flags & ~_KNOWN_FLAGS) != 0
+    unknown |= np.isin(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)) & ((flags & S.FLAG_FORCED_CLOSE) != 0)
+    if unknown.any():
+        t.say(unknown, f"{unknown.sum()} row(s) with flags no writer sets: cleared")
+        keep = np.where(np.isin(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)), S.FLAG_RECURSIVE, _KNOWN_FLAGS)
+        c["flags"] = flags & keep
+        t.changed = True
+    b = np.flatnonzero(c["kind"] == S.OP_BEGIN)
+    if not len(b):
+        return
+    tree = _Tree(c["id"][b], c["parent"][b])
+    name = np.append(c["name"][b][np.argsort(c["id"][b])], -1)
+    node = tree.index(c["id"][b])
+    recursive = np.zeros(len(b), bool)
+    walking, anc = np.arange(len(b)), tree.par[node]
+    for _ in range(len(b)):  # one round per nesting level: links point to earlier instances only
+        if not len(walking):
+            break
+        live = anc != tree.root
+        walking, anc = walking[live], anc[live]
+        recursive[walking] |= name[anc] == name[node[walking]]
+        anc = tree.par[anc]
+    flagged = (c["flags"][b] & S.FLAG_RECURSIVE) != 0
+    wrong = flagged != recursive
+    if wrong.any():
+        t.say(
+            b[wrong],
+            f"{wrong.sum()} operation begin(s) flagged recursive against their nesting, or the"
+            " other way round: set as the nesting says",
+        )
+        c["flags"][b] = np.where(
+            recursive, c["flags"][b] | S.FLAG_RECURSIVE, c["flags"][b] & ~S.FLAG_RECURSIVE
+        )
+        t.changed = True
+
+
+def _costs(t: _Table) -> None:
+    """Measured boundary costs (``pre | post << 32``) lie between a row and its thread's neighbours:
+    one that does not fit is set to 0, not measured (the calibrated cost applies instead)."""
+    if "cost" not in t.c or not t.c["cost"].any():
+        return
+    c = t.c
+    cost, ts, kind = c["cost"], c["ts_ns"], c["kind"]
+    # the writer's flush marks carry the flush's CPU time, not a pre | post pair
+    flush = (kind == S.CAT_END) & (c["id"] == categories.PROFILER)
+    pre, post = S.unpack_cost(cost)
+    gap = np.diff(ts, prepend=ts[:1])
+    before = np.where(t.first, MAX_TS_NS, gap)
+    after = np.where(t.last, MAX_TS_NS, np.append(gap[1:], 0))
+    bad = cost < 0
+    bad |= ~flush & ((pre > before) | (post > after))
+    bad |= flush & ((cost > S.FLUSH_CPU_MAX) | (cost > before))
+    bad &= cost != 0
+    if bad.any():
+        t.say(
+            bad,
+            f"{bad.sum()} measured boundary cost(s) longer than the time around their row: set to not"
+            " measured",
+        )
+        c["cost"] = np.where(bad, 0, cost)
+        t.changed = True
+
+
+# instance ids count up from where the process's counter started (a forked child's from its
+# parent's count), so the ids of one process lie close together; the analysis indexes arrays by them
+_ID_SPREAD = 1 << 22
+
+
+def _compact_ids(t: _Table) -> None:
+    """Operation and phase ids spread far wider than the rows could number (a damaged id) renumbered
+    in their order, parents with them, so that no array is sized by a damaged value."""
+    c = t.c
+    scoped = np.isin(c["kind"], (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    ids = c["id"][scoped]
+    if not len(ids) or int(ids.max()) - int(ids.min()) <= _ID_SPREAD + 16 * len(t):
+        return
+    u, lo = np.unique(ids), int(ids.min())
+    t.say(
+        scoped & (c["id"] > lo + _ID_SPREAD + 16 * len(t)),
+        "instance ids far beyond what the process could count (a damaged id): the process's ids renumbered"
+        " in order",
+    )
+    c["id"][scoped] = lo + np.searchsorted(u, ids)
+    linked = scoped & (c["parent"] >= 0)
+    parents = c["parent"][linked]
+    at = np.minimum(np.searchsorted(u, parents), len(u) - 1)
+    c["parent"][linked] = np.where(u[at] == parents, lo + at, -1)
+    t.changed = True
+
+
+def _nesting(t: _Table) -> None:
+    """Say (not repair) rows whose recorded nesting contradicts the rows before them on their thread."""
+    c = t.c
+    kind, thread = c["kind"], c["thread"]
+    for begin, end, default, noun in (
+        (S.OP_BEGIN, S.OP_END, -1, "operation"),
+        (S.PHASE_BEGIN, S.PHASE_END, -1, "phase"),
+        (S.CAT_BEGIN, S.CAT_END, categories.PYTHON, "category"),
+    ):
+        rows = np.flatnonzero((kind == begin) | (kind == end))
+        if not len(rows):
+            continue
+        is_begin = kind[rows] == begin
+        after = np.where(is_begin, c["id"][rows], c["parent"][rows])
+        before = _state_before(rows, thread, after, default)
+        if begin == S.CAT_BEGIN:
+            # a thread may enter a category it is in, or close inner ones first (flagged)
+            wrong = np.where(is_begin, c["parent"][rows] != before, False)
+        else:
+            wrong = np.where(is_begin, c["parent"][rows] != before, c["id"][rows] != before)
+        if wrong.any():
+            t.say(
+                rows[wrong],
+                f"{wrong.sum()} {noun} row(s) whose nesting contradicts the rows before"
+                " them: times there are counted as recorded",
+            )
+
+
+def _window_row(t: _Table) -> None:
+    """Every session writes a window row as it starts (the collectors' mode, ``WINDOW_FULL`` without
+    windows); the analysis reads the mode from them. Without one (lost to damage), one is added
+    where the session starts, full: what the analysis assumes before a session's first window."""
+    c = t.c
+    if not len(t) or (c["kind"] == S.WINDOW).any():
+        return
+    starts = np.flatnonzero(c["kind"] == S.SESSION_START)
+    at = int(starts[0]) if len(starts) else int(np.argmin(c["ts_ns"]))
+    row = {k: v[at : at + 1].copy() for k, v in c.items()}
+    row["kind"][:] = S.WINDOW
+    row["id"][:] = S.WINDOW_FULL
+    row["parent"][:] = -1
+    row["name"][:] = -1
+    row["flags"][:] = 0
+    if "cost" in row:
+        row["cost"][:] = 0
+    t.say(np.array([at]), "no window row (the collectors' mode): a full one added where the session starts")
+    t.c = {k: np.concatenate([v[: at + 1], row[k], v[at + 1 :]]) for k, v in c.items()}
+    t.changed = True
+    t.first, t.last = _boundaries(t.c["thread"])
+
+
+def validate_events(
+    events: pa.Table, where: str, complete: bool | None = None
+) -> tuple[pa.Table, list[Finding]]:
+    """``events`` checked and repaired, and what was found (module docstring); ``where``: the process,
+    as findings name it. ``complete``: the session ended normally (None: from the rows)."""
+    if events.num_rows == 0:
+        return events, []
+    t = _Table(events, where)
+    _drop_impossible(t)
+    t.group()
+    _drop_repeats(t)
+    _restore_time_order(t)
+    _session_rows(t)
+    if complete is None:
+        complete = bool((t.c["kind"] == S.SESSION_END).any())
+    _stack(t, S.OP_BEGIN, S.OP_END, "operation", complete)
+    _stack(t, S.PHASE_BEGIN, S.PHASE_END, "phase", complete)
+    _flags(t)
+    _costs(t)
+    _compact_ids(t)
+    _window_row(t)
+    _nesting(t)
+    if not t.changed:
+        return events, t.findings
+    return t.table(), t.findings
+
+
+# the rows of the collectors' files no writer makes: (time columns, column of a code, its codes)
+_TABLE_RULES: dict[str, tuple[tuple[str, ...], str | None, tuple[int, ...]]] = {
+    "gpu": (("start_ns", "end_ns"), "category", tuple(range(categories.CUDA_API, categories.GPU_MEMSET + 1))),
+    "backend": (("start_ns", "end_ns"), None, ()),
+    "nvml": (("ts_ns",), None, ()),
+    "memory": (("ts_ns",), "action", tuple(range(S.MEMORY_ALLOC, S.MEMORY_SEGMENT_PEAK + 1))),
+    "collectives": (("ts_ns",), None, ()),
+}
+
+
+def validate_table(
+    table: pa.Table, kind: str, where: str, session: tuple[int, int] | None = None
+) -> tuple[pa.Table, list[Finding]]:
+    """A collector's table (``kind``: gpu, backend, nvml, memory, collectives) without the rows no
+    writer makes (times no clock gives, an interval ending before it starts, an unknown code), and
+    a finding when there were any. The table comes back unchanged (the same object) when intact.
+
+    ``session``: the process's session (start, end); a torch op of the backend recorder ends inside
+    it (the analysis counts none of its time past the end): one ending after it is said."""
+    if table.num_rows == 0 or kind not in _TABLE_RULES:
+        return table, []
+    found = []
+    if kind == "backend" and session is not None:
+        end = table.column("end_ns").to_numpy()
+        late = end > session[1]
+        if late.any():
+            found.append(
+                Finding(
+                    "warning",
+                    where,
+                    f"{int(late.sum())} torch op(s) ending after the session's end (by up to"
+                    f" {(int(end.max()) - session[1]) / 1e9:.6g} s; a damaged time?): counted up to it",
+                )
+            )
+    times, code, codes = _TABLE_RULES[kind]
+    cols = {c: table.column(c).to_numpy().astype(np.int64) for c in times}
+    bad = np.zeros(table.num_rows, bool)
+    for v in cols.values():
+        bad |= (v < 0) | (v >= MAX_TS_NS)
+    if len(times) == 2:
+        bad |= cols[times[1]] < cols[times[0]]
+    if code is not None:
+        bad |= ~np.isin(table.column(code).to_numpy(), codes)
+    if not bad.any():
+        return table, found
+    message = f"{int(bad.sum())} of {table.num_rows} row(s) with impossible times or codes (damaged?) dropped"
+    return table.filter(pa.array(~bad)), [Finding("error", where, message), *found]
