@@ -79,6 +79,7 @@ FILES = ("events.arrows", "names.arrows", "backend.arrows")
 REQUIRED = ("events.arrows", "names.arrows")
 TOLERANCE_S = 1e-9  # figures are rounded to the nanosecond at most
 SAFETY_NET = "(a damaged trace?"  # the CLI's last-resort line for an unexpected exception
+ACCEPTED = ("clean-error", "warned", "unchanged", "plausible")  # the outcomes a damaged trace may have
 
 
 # ---------------------------------------------------------------------------------------- the base

@@ -126,7 +126,11 @@ def _open_stream(
         )
     if v < 1:
         raise TraceError(path, f"schema version {v} is not one rlscope ever wrote (damaged?)")
-    missing = [c for c in required if c not in schema.names]
+    try:
+        names = schema.names
+    except Exception as e:  # a column name that is not UTF-8
+        raise TraceError(path, f"unreadable column names (damaged? {_short(e)})") from None
+    missing = [c for c in required if c not in names]
     if missing:
         raise TraceError(path, f"schema lacks column(s) {', '.join(missing)}")
     for c in required:
@@ -176,7 +180,7 @@ def _read_stream(
     warnings: list[str] = []
     reader, meta = _open_stream(path, required, keep, warnings, text)
     schema = reader.schema
-    extra = [c for c in optional or [] if c in schema.names]
+    extra = [c for c in optional or [] if c in schema.names]  # readable: _open_stream read them
     wrong = [
         c
         for c in extra

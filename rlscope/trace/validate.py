@@ -406,17 +406,23 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
         t.changed = True
     # a begin's parent: an instance begun earlier on its thread (ids count up), or none
     rows = np.flatnonzero((kind == begin) | (kind == end))
-    parent_b = c["parent"][b]
     tree_ids = c["id"][b]
-    at = np.minimum(np.searchsorted(bid, parent_b), max(len(bid) - 1, 0))
-    known = (bid[at] == parent_b) if len(bid) else np.zeros(len(b), bool)
-    p_row = b[b_sorted][at] if len(bid) else np.zeros(len(b), np.int64)
-    valid = (parent_b == -1) | (known & (parent_b < tree_ids) & (thread[p_row] == thread[b]) & (p_row < b))
+
+    def opened_before(parents: np.ndarray) -> np.ndarray:
+        """Which ``parents`` (one per begin) are none, or an instance begun earlier on its thread."""
+        if not len(bid):
+            return parents == -1
+        at = np.minimum(np.searchsorted(bid, parents), len(bid) - 1)
+        p_row = b[b_sorted][at]
+        known = (bid[at] == parents) & (parents < tree_ids) & (thread[p_row] == thread[b]) & (p_row < b)
+        return (parents == -1) | known
+
+    valid = opened_before(c["parent"][b])
     if not valid.all():
         after_state = np.where(kind[rows] == begin, c["id"][rows], c["parent"][rows])
         before = _state_before(rows, thread, after_state, -1)
         guess = before[np.searchsorted(rows, b)]
-        fixed = np.where(guess < tree_ids, guess, -1)
+        fixed = np.where(opened_before(guess), guess, -1)
         t.say(
             b[~valid],
             f"{(~valid).sum()} {noun} begin(s) naming a parent that is not open before them:"

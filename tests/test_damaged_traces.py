@@ -1,0 +1,332 @@
+"""Damaged traces never crash, hang or lie: one line and exit 2, or a result whose warnings name the
+damage, the process and where; never a traceback, a negative time or an operation longer than its
+process without a word. Each damage the reader repairs has its test here; tests/trace_fuzz.py's
+corpus checks hundreds more (thousands under ``-m slow``)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from rlscope.analysis import analyze
+from rlscope.cli import analyze as analyze_cli
+from rlscope.trace import schema as S
+from rlscope.trace.check import check_trace
+from rlscope.trace.reader import load_trace
+from tests import trace_fuzz as F
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return F.build_base(tmp_path_factory.mktemp("fuzz") / "base")
+
+
+@pytest.fixture
+def trace(base: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the base trace to damage."""
+    out = tmp_path / "trace"
+    shutil.copytree(base, out)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _alarm() -> Iterator[None]:
+    """A damaged trace must never hang the analysis: each test fails after 60 s instead."""
+
+    def fail(signum: int, frame: object) -> None:
+        raise TimeoutError("the analysis of a damaged trace did not end within 60 s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def _events(trace: Path, which: int = 0) -> tuple[Path, pa.Schema, list[pa.RecordBatch], pa.Table]:
+    path = sorted(trace.glob("process-*"))[which] / S.EVENTS_FILE
+    schema, batches = F.read_stream(path)
+    return path, schema, batches, pa.Table.from_batches(batches, schema=schema)
+
+
+def _rewrite(trace: Path, change, which: int = 0) -> None:
+    """The events of process ``which`` changed by ``change(table) -> table``, in the original batch sizes."""
+    path, schema, batches, table = _events(trace, which)
+    F._write_stream(path, schema, F._cut(schema, change(table), [b.num_rows for b in batches]))
+
+
+def _set(table: pa.Table, column: str, values: np.ndarray) -> pa.Table:
+    return F._column(table, column, values)
+
+
+def _warned(result, *words: str) -> str:
+    """The result's warning that has every one of ``words`` (the test fails without one)."""
+    hits = [w for w in result.warnings if all(x in w for x in words)]
+    assert hits, (words, result.warnings)
+    return hits[0]
+
+
+def _no_impossible_figure(result) -> None:
+    for part in ("raw", "corrected"):
+        s = result.summary[part]
+        assert s["wall_s"] >= 0
+        for name, op in s["operations"].items():
+            assert op["total_s"] >= 0 and op["exclusive_s"] >= 0, (part, name, op)
+        for p in s["processes"]:
+            for name, op in p["operations"].items():
+                assert op["total_s"] <= p["wall_s"] + 1e-9, (part, p["pid"], name, op["total_s"], p["wall_s"])
+
+
+def _figures_equal(a, b) -> None:
+    fa, fb = F.figures(a.summary), F.figures(b.summary)
+    assert fa.keys() == fb.keys()
+    for k in fa:
+        assert fa[k] == pytest.approx(fb[k], abs=1e-9), k
+
+
+def test_rows_written_twice_are_dropped_and_said_not_looped_over(base: Path, trace: Path):
+    """A batch written twice made the interval depths' parent links a cycle, and the analysis loop
+    forever; the copies are dropped, and the figures are the intact trace's."""
+    path, schema, batches, _ = _events(trace)
+    i = max(range(len(batches)), key=lambda k: batches[k].num_rows)
+    F._write_stream(path, schema, [*batches[: i + 1], batches[i], *batches[i + 1 :]])
+    result = analyze(trace)
+    warning = _warned(result, "written twice", str(path.parent))
+    assert "into the process" in warning  # where
+    _figures_equal(result, analyze(base))
+    assert result.interval_tables().operations.num_rows == analyze(base).interval_tables().operations.num_rows
+
+
+def test_a_batch_written_again_at_the_end_is_dropped(base: Path, trace: Path):
+    path, schema, batches, _ = _events(trace)
+    F._write_stream(path, schema, [*batches, batches[2]])
+    result = analyze(trace)
+    _warned(result, str(path.parent))
+    _figures_equal(result, analyze(base))
+
+
+def test_an_event_kind_out_of_range_is_dropped_with_a_warning(trace: Path, capsys):
+    def change(table: pa.Table) -> pa.Table:
+        kind = F._np(table, "kind").copy()
+        kind[5] = 100
+        return _set(table, "kind", kind)
+
+    _rewrite(trace, change)
+    assert analyze_cli.main([str(trace), "-q", "--json", str(trace / "s.json")]) == 0
+    warnings = json.loads((trace / "s.json").read_text())["warnings"]
+    assert any("unknown kind (100) dropped" in w for w in warnings), warnings
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_metadata_that_is_not_utf8_is_read_escaped_and_said(trace: Path, capsys):
+    path, schema, batches, _ = _events(trace)
+    F._write_stream(path, schema.with_metadata({**schema.metadata, b"host": b"vm\xff\xfe"}), batches)
+    assert analyze_cli.main([str(trace), "-q", "--json", str(trace / "s.json")]) == 0
+    summary = json.loads((trace / "s.json").read_text())
+    assert any("metadata host not UTF-8" in w for w in summary["warnings"]), summary["warnings"]
+    assert summary["processes"][0]["host"] == "vm\\xff\\xfe"
+
+
+def test_names_that_are_not_utf8_are_read_escaped_and_said(trace: Path):
+    F._non_utf8_names(0)(trace)
+    result = analyze(trace)
+    _warned(result, "not UTF-8")
+    assert any(name.endswith("\\xff\\xfe") for name in result.operations)
+
+
+def test_missing_scope_ends_close_where_their_thread_left_them(base: Path, trace: Path):
+    """Every operation end lost: each call lasted to the end of the data (a 0.02 s run gave its
+    operations 10 times the run); each is closed where its thread went on, and said."""
+
+    def change(table: pa.Table) -> pa.Table:
+        keep = F._np(table, "kind") != S.OP_END
+        return F._take(table, np.flatnonzero(keep))
+
+    _rewrite(trace, change)
+    result = analyze(trace)
+    _warned(result, "begun but never ended: closed where their thread left them")
+    _no_impossible_figure(result)
+    intact = analyze(base)
+    assert result.summary["wall_s"] == pytest.approx(intact.summary["wall_s"])
+    for name, op in intact.operations.items():
+        assert result.operations[name]["calls"] == op["calls"]
+    # each call ends at its thread's next operation row: time the rows do not place (the simulator
+    # step after an inference) goes to the call, and the main thread's time still adds up to the wall
+    damaged = next(p for p in result.processes if p["pid"] == intact.processes[0]["pid"])
+    on_main = sum(op["exclusive_s"] for name, op in damaged["operations"].items() if name != "prefetch")
+    assert on_main + damaged["unannotated_s"] == pytest.approx(damaged["wall_s"])
+
+
+def test_one_missing_end_is_closed_where_its_parent_goes_on(base: Path, trace: Path):
+    def change(table: pa.Table) -> pa.Table:
+        kind, name = F._np(table, "kind"), F._np(table, "name")
+        names = pa.ipc.open_stream(str(sorted(base.glob("process-*"))[0] / S.NAMES_FILE)).read_all()
+        inference = names.column("name").to_pylist().index("inference")
+        end = np.flatnonzero((kind == S.OP_END) & (name == inference))[1]
+        return F._take(table, np.setdiff1d(np.arange(table.num_rows), [end]))
+
+    _rewrite(trace, change)
+    result = analyze(trace)
+    _warned(result, "1 operation(s) begun but never ended")
+    # nothing in the rows says the call ended before its rollout did: it is closed there, and has
+    # the simulator step after it (0.4 ms)
+    intact = analyze(base)
+    assert result.operations["inference"]["total_s"] == pytest.approx(
+        intact.operations["inference"]["total_s"] + 0.0004
+    )
+    assert result.operations["rollout"]["total_s"] == pytest.approx(intact.operations["rollout"]["total_s"])
+
+
+def test_reversed_timestamps_give_no_negative_wall(trace: Path):
+    """Times of every row reversed: the wall read -1.6 s; the rows are put back in time order,
+    what then does not nest is repaired, all of it said."""
+
+    def change(table: pa.Table) -> pa.Table:
+        return _set(table, "ts_ns", F._np(table, "ts_ns")[::-1].copy())
+
+    _rewrite(trace, change)
+    result = analyze(trace)
+    _warned(result, "timestamps go backwards")
+    _no_impossible_figure(result)
+    assert result.summary["wall_s"] > 0
+
+
+def test_a_stretch_of_reversed_times_is_said_with_its_thread_and_span(trace: Path):
+    def change(table: pa.Table) -> pa.Table:
+        ts = F._np(table, "ts_ns").copy()
+        ts[10:30] = ts[10:30][::-1]
+        return _set(table, "ts_ns", ts)
+
+    _rewrite(trace, change)
+    result = analyze(trace)
+    warning = _warned(result, "timestamps go backwards", "thread", "between")
+    assert "s into the process" in warning
+    _no_impossible_figure(result)
+
+
+def test_a_lone_damaged_timestamp_is_dropped(base: Path, trace: Path):
+    def change(table: pa.Table) -> pa.Table:
+        ts = F._np(table, "ts_ns").copy()
+        ts[20] += 1 << 50  # a flipped high bit: 13 days later
+        return _set(table, "ts_ns", ts)
+
+    _rewrite(trace, change)
+    result = analyze(trace)
+    _warned(result, "out of time order with both neighbours")
+    _no_impossible_figure(result)
+    assert result.summary["wall_s"] == pytest.approx(analyze(base).summary["wall_s"])
+
+
+def _overwrite_uncompressed(trace: Path, seed: int) -> None:
+    """The events written without compression (as pyarrow writes by default, and readers accept),
+    then 4 KB in the middle overwritten: the values decode, garbled."""
+    path, schema, _, table = _events(trace)
+    big = pa.concat_tables([table] * 40).combine_chunks()
+    ts = F._np(big, "ts_ns")
+    step = int(ts.max() - ts.min()) + 1_000_000
+    big = _set(big, "ts_ns", ts + np.repeat(np.arange(40), table.num_rows) * step)
+    ids = F._np(big, "id")
+    scoped = np.isin(F._np(big, "kind"), (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    copy = np.repeat(np.arange(40), table.num_rows) * 1000
+    big = _set(big, "id", np.where(scoped, ids + copy, ids))
+    parents = F._np(big, "parent")
+    big = _set(big, "parent", np.where(scoped & (parents >= 0), parents + copy, parents))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as w:
+        for b in big.to_batches(max_chunksize=500):
+            w.write_batch(b)
+    data = bytearray(sink.getvalue().to_pybytes())
+    rng = np.random.default_rng(seed)
+    at = len(data) // 2
+    data[at : at + 4096] = rng.bytes(4096)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_4kb_overwritten_gives_no_negative_operation_or_slice(trace: Path, tmp_path: Path, seed: int):
+    """4 KB of events.arrows overwritten read as an operation of -1.5 s and Chrome slices of
+    negative duration; what no writer makes is dropped, said, and no figure or slice is negative."""
+    _overwrite_uncompressed(trace, seed)
+    result = analyze(trace)
+    assert result.warnings
+    _no_impossible_figure(result)
+    chrome = tmp_path / "t.json"
+    assert analyze_cli.main(["export", str(trace), "--chrome", str(chrome)]) == 0
+    assert F.chrome_problem(chrome) == ""
+    ops = result.interval_tables().operations
+    assert (ops.column("end_ns").to_numpy() >= ops.column("start_ns").to_numpy()).all()
+
+
+def test_check_lists_the_findings_the_analysis_warns_of(trace: Path, capsys):
+    path, schema, batches, _ = _events(trace)
+    F._write_stream(path, schema, [*batches, batches[2]])
+    findings = check_trace(str(trace))
+    errors = [f for f in findings if f.level == "error"]
+    assert errors and all(str(path.parent) == f.where for f in errors)
+    warnings = analyze(trace).warnings
+    for f in errors:
+        assert f.warning in warnings  # the same words, from the same validation
+    assert analyze_cli.main(["check", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert "written twice" in err or "repeating" in err
+
+
+def test_the_cli_says_an_unexpected_exception_in_one_line(trace: Path, monkeypatch, capsys):
+    import rlscope.analysis as analysis
+
+    def broken(*a, **kw):
+        raise ValueError("a case no check foresaw\nsecond line")
+
+    monkeypatch.setattr(analysis, "analyze", broken)
+    assert analyze_cli.main([str(trace), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(
+        f"rlscope-analyze: error: cannot analyze {trace}: ValueError: a case no check foresaw"
+    )
+    assert f"'rlscope-analyze check {trace}' lists what is wrong; -v shows the traceback" in err
+    assert analyze_cli.main([str(trace), "-q", "-v"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_an_intact_trace_passes_validation_unchanged(base: Path):
+    trace = load_trace(base)
+    assert not trace.warnings
+    assert all(not p.findings for p in trace.processes)
+    assert not [f for f in check_trace(str(base)) if f.level in ("error", "warning")]
+
+
+def _corpus(base: Path, scratch: Path, seed: int, per_kind: int) -> collections.Counter:
+    results = F.run_corpus(base, scratch, seed, per_kind)
+    counts = collections.Counter(o.cls for _, o in results)
+    safety_net = sum(F.SAFETY_NET in o.stderr for _, o in results)
+    bad = [(c.kind, c.label, o.cls, o.detail[:300]) for c, o in results if o.cls not in F.ACCEPTED]
+    assert safety_net == 0, bad
+    assert not bad, bad
+    assert set(F.DAMAGE_KINDS) <= {c.kind for c, _ in results}
+    return counts
+
+
+def test_fuzz_corpus_damaged_traces_never_crash_hang_or_lie(base: Path, tmp_path: Path, capsys):
+    """Over 300 damaged copies of a real trace (tests/trace_fuzz.py): each a clean error, a
+    warning naming the damage, the intact figures, or times moved within a valid trace."""
+    counts = _corpus(base, tmp_path, seed=0, per_kind=16)
+    assert sum(counts.values()) >= 300
+    with capsys.disabled():
+        print(f"\ndamaged traces: {dict(sorted(counts.items()))}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_fuzz_corpus_thousands(base: Path, tmp_path: Path, capsys, seed: int):
+    counts = _corpus(base, tmp_path, seed=seed, per_kind=60)
+    with capsys.disabled():
+        print(f"\ndamaged traces, seed {seed}: {dict(sorted(counts.items()))}")
