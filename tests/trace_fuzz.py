@@ -29,10 +29,10 @@ Damage kinds (``Case.kind``):
 
 Outcomes (:class:`Outcome.cls`): ``clean-error`` (exit 2, one line on stderr), ``warned`` (exit 0,
 a warning the intact trace does not have), ``unchanged`` (exit 0, the intact trace's figures),
-``plausible`` (exit 0: the damage only moved recorded times or changed a name's text, leaving a
-valid trace no reader can tell from one recorded that way, as a bit flipped in a timestamp that
-stays between its neighbours: every figure within the sum of those moves of the intact one, under
-the names as changed); and what must never happen:
+``plausible`` (exit 0: the damage only moved recorded times or costs, put a torch op on another
+thread or changed a name's text, leaving a valid trace no reader can tell from one recorded that
+way, as a bit flipped in a timestamp that stays between its neighbours: every figure within the
+sum of those moves of the intact one, under the names as changed); and what must never happen:
 ``traceback`` (an exception escaped, or the last-resort line of the CLI fired), ``hang`` (over the
 alarm), ``silent`` (figures differ from the intact trace's without a new warning), ``impossible``
 (a negative duration or Chrome slice, or an operation longer than its process without a new
@@ -138,20 +138,75 @@ def build_base(out: Path) -> Path:
                 sess.writer.flush()
         with rlscope.phase("evaluation"), rlscope.scope("evaluate"):
             clock.advance(1_500_000)
-    proc = next(out.glob(f"{S.PROCESS_PREFIX}*"))
+    recorded = next(out.glob(f"{S.PROCESS_PREFIX}*"))
+    # the same bytes on every machine and run: the process's pid, threads, host and versions fixed,
+    # its names only those it uses (the name table is the interpreter's, shared by every session)
+    for f in out.iterdir():
+        if f != recorded:
+            f.unlink()  # the manifest and the lock name the process directory as recorded
+    proc = out / f"{S.PROCESS_PREFIX}{PID}"
+    recorded.rename(proc)
+    schema, batches = read_stream(proc / S.EVENTS_FILE)
+    table = pa.Table.from_batches(batches, schema=schema)
+    threads = {t: PID + i for i, t in enumerate(dict.fromkeys(table.column("thread").to_pylist()))}
+    used = sorted({n for n in table.column("name").to_pylist() if n >= 0} | {mm})
+    rename = {n: i for i, n in enumerate(used)}
+    fixed = []
+    for b in batches:
+        cols = b.to_pydict()
+        cols["thread"] = [threads[t] for t in cols["thread"]]
+        cols["name"] = [rename.get(n, n) for n in cols["name"]]
+        # the reference loop's speed, timed at session start and end (ps per iteration): fixed too
+        timed = [
+            k in (S.SESSION_START, S.SESSION_END, S.WINDOW) and p > 0
+            for k, p in zip(cols["kind"], cols["parent"], strict=True)
+        ]
+        cols["parent"] = [120_000 if t else p for t, p in zip(timed, cols["parent"], strict=True)]
+        fixed.append(pa.RecordBatch.from_pydict(cols, schema=schema))
+    meta = _fixed_metadata(schema.metadata, PID, 1)
+    _write_stream(proc / S.EVENTS_FILE, schema.with_metadata(meta), fixed)
+    names_schema, names = read_stream(proc / S.NAMES_FILE)
+    rows = pa.Table.from_batches(names, schema=names_schema).to_pylist()
+    kept = [{**rows[n], "id": rename[n]} for n in used]
+    # names reach the file a few at a time, as each flush adds the new ones
+    _write_stream(
+        proc / S.NAMES_FILE, names_schema, pa.Table.from_pylist(kept, schema=names_schema).to_batches(2)
+    )
     schema = S.columns_schema(S.BACKEND_COLUMNS_DOC, collector="native")
+    ops = [(a, b, threads[t], rename[n]) for a, b, t, n in ops]
     cols = list(zip(*ops, strict=True))
     table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
     _write_stream(proc / S.BACKEND_FILE, schema, table.to_batches(max_chunksize=2))
     _reencode(proc)
     # a second process: the same rows under another pid (a child of the first)
-    pid = int(proc.name.removeprefix(S.PROCESS_PREFIX))
-    twin = out / f"{S.PROCESS_PREFIX}{pid + 1}"
+    twin = out / f"{S.PROCESS_PREFIX}{PID + 1}"
     shutil.copytree(proc, twin)
     schema, batches = read_stream(twin / S.EVENTS_FILE)
-    meta = {**schema.metadata, b"pid": str(pid + 1).encode(), b"ppid": str(pid).encode()}
-    _write_stream(twin / S.EVENTS_FILE, schema.with_metadata(meta), batches)
+    _write_stream(
+        twin / S.EVENTS_FILE, schema.with_metadata(_fixed_metadata(schema.metadata, PID + 1, PID)), batches
+    )
     return out
+
+
+PID = 4000  # the base trace's first process (the second is PID + 1, its child)
+
+
+def _fixed_metadata(meta: dict[bytes, bytes], pid: int, ppid: int) -> dict[bytes, bytes]:
+    """The recorded metadata with what differs between machines and runs set to fixed values."""
+    fixed = {
+        b"host": b"fuzz-host",
+        b"pid": str(pid).encode(),
+        b"ppid": str(ppid).encode(),
+        b"argv": b'["fuzz"]',
+        b"clock_anchor_unix_ns": b"1700000000000000000",
+        b"python": b"3.11.0",
+        b"torch": b"",
+        b"gymnasium": b"",
+        b"machine": b"x86_64",
+        b"cpu": b"fuzz-cpu",
+        b"rlscope.version": b"0.0.0",
+    }
+    return {k: fixed.get(k, v) for k, v in meta.items()}
 
 
 # ----------------------------------------------------------------------------------- Arrow streams
@@ -730,8 +785,9 @@ _TIME_KEYS = ("clock_anchor_ns", "clock_anchor_unix_ns")
 
 def value_moves(base: Path, damaged: Path) -> tuple[float, dict[int, dict[str, str]]] | None:
     """What the damage changed of the values the files decode to, when it only moved recorded times
-    (their sum, s) or changed names' text (per pid, old -> new); None when it changed anything else
-    (a row, a kind, an id) or the damaged files do not decode whole."""
+    (their sum, s: timestamps, measured costs, a torch op's thread) or changed names' text (per
+    pid, old -> new); None when it changed anything else (a row, a kind, an id) or the damaged files
+    do not decode whole."""
     moved, renames = 0, {}
     procs = sorted(p.name for p in base.iterdir() if p.name.startswith("process-"))
     for name in procs:
@@ -761,10 +817,23 @@ def value_moves(base: Path, damaged: Path) -> tuple[float, dict[int, dict[str, s
                     pid = int(name.removeprefix("process-"))
                     renames[pid] = {x: y for x, y in zip(old, new, strict=True) if x != y}
                     continue
-                if col not in _TIME_COLUMNS:
+                va, vb = (
+                    ta.column(col).to_numpy().astype(np.int64),
+                    tb.column(col).to_numpy().astype(np.int64),
+                )
+                if col in _TIME_COLUMNS:
+                    moved += int(np.abs(va - vb).sum())
+                elif col == "cost":  # a boundary's measured cost, pre | post << 32 ns
+                    moved += int(
+                        (
+                            np.abs((va & 0xFFFFFFFF) - (vb & 0xFFFFFFFF)) + np.abs((va >> 32) - (vb >> 32))
+                        ).sum()
+                    )
+                elif f == "backend.arrows" and col == "thread":  # a torch op's time, moved to another thread
+                    ops = ta.column("end_ns").to_numpy() - ta.column("start_ns").to_numpy()
+                    moved += int(ops[va != vb].sum())
+                else:
                     return None
-                va, vb = ta.column(col).to_numpy(), tb.column(col).to_numpy()
-                moved += int(np.abs(va.astype(np.int64) - vb.astype(np.int64)).sum())
     return moved / 1e9, renames
 
 

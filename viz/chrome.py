@@ -179,7 +179,7 @@ def to_chrome(
                 "pid": pid,
                 "tid": tid,
                 "ts": _us(start),
-                "dur": _us(end - start),
+                "dur": _us(max(end - start, 0)),  # never negative: a viewer draws those wrongly
                 "args": args,
             }
         )

@@ -395,7 +395,25 @@ def process_intervals(
             "bytes": g["bytes"][r],
         }
         tables["gpu"] = _part(GPU_SCHEMA, pid, columns)
+    _instants_for_reversed(tables, proc)
     return ProcessIntervals(pid, tl.main_thread, (tl.start_ns + shift, tl.end_ns + shift), tables)
+
+
+def _instants_for_reversed(tables: dict[str, pa.Table], proc: ProcessTrace) -> None:
+    """Intervals ending before they start become instants at their start, and a warning of the process
+    says so: the reader's checks leave none, so one is damage they did not foresee, and no export
+    may show a negative duration."""
+    for kind, table in tables.items():
+        start = table.column("start_ns").to_numpy()
+        end = table.column("end_ns").to_numpy()
+        reversed_ = end < start
+        if reversed_.any():
+            i = table.schema.get_field_index("end_ns")
+            tables[kind] = table.set_column(i, "end_ns", pa.array(np.maximum(end, start), pa.int64()))
+            proc.warnings.append(
+                f"{proc.path}: {int(reversed_.sum())} {kind} interval(s) ending before they start (damaged"
+                " data): shown as instants"
+            )
 
 
 _SCHEMAS = {

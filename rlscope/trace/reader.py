@@ -312,6 +312,9 @@ def _checked_metadata(meta: dict[str, str], path: Path, warnings: list[str]) -> 
             ok = False
         if not ok:
             bad.append(key)
+    anchors = ("clock_anchor_ns", "clock_anchor_unix_ns")
+    if sum(k in meta for k in anchors) == 1:  # half a pair: the other's key was damaged
+        bad += [k for k in anchors if k in meta and k not in bad]
     if not bad:
         return meta
     meta = dict(meta)

@@ -595,11 +595,7 @@ def _nesting(t: _Table) -> None:
         is_begin = kind[rows] == begin
         after = np.where(is_begin, c["id"][rows], c["parent"][rows])
         before = _state_before(rows, thread, after, default)
-        if begin == S.CAT_BEGIN:
-            # a thread may enter a category it is in, or close inner ones first (flagged)
-            wrong = np.where(is_begin, c["parent"][rows] != before, False)
-        else:
-            wrong = np.where(is_begin, c["parent"][rows] != before, c["id"][rows] != before)
+        wrong = np.where(is_begin, c["parent"][rows] != before, c["id"][rows] != before)
         if wrong.any():
             t.say(
                 rows[wrong],
