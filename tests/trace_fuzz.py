@@ -722,7 +722,7 @@ def run_case(
     against ``intact``, the intact trace's summary (``base``: the intact trace, to tell how far the
     damage moved recorded times)."""
     summary_path = work / "summary.json"
-    code, _, err, escaped = _cli([str(trace), "--json", str(summary_path), "-q"], timeout_s)
+    code, _, err, escaped = _cli([str(trace), "--json", str(summary_path)], timeout_s)
     if code is None:
         return Outcome("hang", -1, err)
     if escaped or SAFETY_NET in err:

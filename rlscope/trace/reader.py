@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +96,7 @@ def _open_stream(
     if not path.is_file():  # also a FIFO, a device or a symlink loop: never opened (a read could block)
         raise TraceError(path, "missing trace file")
     try:
-        source = pa.memory_map(str(path), "r")
+        source = _map(path)
     except OSError as e:
         raise TraceError(path, f"cannot open: {e.strerror or e}") from None
     except Exception as e:  # an unexpected error of the filesystem or Arrow: the file is unusable
@@ -142,10 +143,25 @@ def _open_stream(
     if keep is not None:
         options = pa.ipc.IpcReadOptions(included_fields=[schema.get_field_index(c) for c in keep])
         try:
-            reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"), options=options)
+            reader = pa.ipc.open_stream(_map(path), options=options)
         except Exception as e:
             raise TraceError(path, f"not an Arrow IPC stream, or corrupt ({_short(e)})") from None
     return reader, meta
+
+
+def _map(path: Path) -> pa.NativeFile:
+    """The file memory-mapped. Arrow takes paths as UTF-8: one with bytes that are not (a folder
+    name, kept by Python as surrogate escapes) is mapped through Python's own ``mmap``."""
+    try:
+        name = str(path).encode()
+    except UnicodeEncodeError:
+        import mmap
+
+        with open(path, "rb") as f:
+            if not os.fstat(f.fileno()).st_size:
+                return pa.BufferReader(b"")
+            return pa.BufferReader(pa.py_buffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)))
+    return pa.memory_map(name.decode(), "r")
 
 
 def _metadata(raw: dict[bytes, bytes]) -> tuple[dict[str, str], list[str]]:
