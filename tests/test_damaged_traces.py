@@ -318,7 +318,7 @@ def _corpus(base: Path, scratch: Path, seed: int, per_kind: int) -> collections.
 def test_fuzz_corpus_damaged_traces_never_crash_hang_or_lie(base: Path, tmp_path: Path, capsys):
     """Over 300 damaged copies of a real trace (tests/trace_fuzz.py): each a clean error, a
     warning naming the damage, the intact figures, or times moved within a valid trace."""
-    counts = _corpus(base, tmp_path, seed=0, per_kind=16)
+    counts = _corpus(base, tmp_path, seed=0, per_kind=14)
     assert sum(counts.values()) >= 300
     with capsys.disabled():
         print(f"\ndamaged traces: {dict(sorted(counts.items()))}")

@@ -1,8 +1,9 @@
 """Damaged traces made from a small real trace, and how ``rlscope-analyze`` takes each one.
 
 :func:`build_base` records a small trace with rlscope on a fake clock (two threads, phases, nested
-scopes, simulator time, a flush per step, so several record batches) and adds a second process (a
-copy under another pid) and a hand-written ``backend.arrows``. :func:`cases` makes a seeded list of
+scopes, simulator time, a flush per step, so several record batches) and adds a hand-written
+``backend.arrows`` and ``gpu.arrows`` (torch ops, CUDA calls and the kernels and copies they
+launched) and a second process (a copy under another pid). :func:`cases` makes a seeded list of
 damaged copies of it; :func:`run_case` runs ``rlscope-analyze`` and ``rlscope-analyze export`` on one
 in this process, under an alarm, and classifies the outcome against the intact trace.
 
@@ -29,10 +30,11 @@ Damage kinds (``Case.kind``):
 
 Outcomes (:class:`Outcome.cls`): ``clean-error`` (exit 2, one line on stderr), ``warned`` (exit 0,
 a warning the intact trace does not have), ``unchanged`` (exit 0, the intact trace's figures),
-``plausible`` (exit 0: the damage only moved recorded times or costs, put a torch op on another
-thread or changed a name's text, leaving a valid trace no reader can tell from one recorded that
-way, as a bit flipped in a timestamp that stays between its neighbours: every figure within the
-sum of those moves of the intact one, under the names as changed); and what must never happen:
+``plausible`` (exit 0: the damage only moved recorded times or costs, put a torch op or a CUDA
+call on another thread, gave a GPU record another category, stream or correlation, or changed a
+name's text, leaving a valid trace no reader can tell from one recorded that way, as a bit
+flipped in a timestamp that stays between its neighbours: every figure within the sum of those
+moves of the intact one, under the names as changed); and what must never happen:
 ``traceback`` (an exception escaped, or the last-resort line of the CLI fired), ``hang`` (over the
 alarm), ``silent`` (figures differ from the intact trace's without a new warning), ``impossible``
 (a negative duration or Chrome slice, or an operation longer than its process without a new
@@ -75,11 +77,13 @@ DAMAGE_KINDS = (
     "symlink_loop",
     "missing_file",
 )
-FILES = ("events.arrows", "names.arrows", "backend.arrows")
+FILES = ("events.arrows", "names.arrows", "backend.arrows", "gpu.arrows")
 REQUIRED = ("events.arrows", "names.arrows")
 TOLERANCE_S = 1e-9  # figures are rounded to the nanosecond at most
 SAFETY_NET = "(a damaged trace?"  # the CLI's last-resort line for an unexpected exception
 ACCEPTED = ("clean-error", "warned", "unchanged", "plausible")  # the outcomes a damaged trace may have
+# damage to what the terminal table shows as text: every such case prints it (others, one in four)
+TEXT_KINDS = ("non_utf8", "bad_metadata", "schema_version")
 
 
 # ---------------------------------------------------------------------------------------- the base
@@ -97,11 +101,13 @@ class _Clock:
 
 
 def build_base(out: Path) -> Path:
-    """A small real trace in ``out`` (made anew): two processes, each events, names and backend."""
+    """A small real trace in ``out`` (made anew): two processes, each with events, names, torch ops and
+    GPU work."""
     import threading
 
     import rlscope
     from rlscope import annotate
+    from rlscope import categories as C
     from rlscope.trace import schema as S
 
     shutil.rmtree(out, ignore_errors=True)
@@ -110,6 +116,8 @@ def build_base(out: Path) -> Path:
     sess.clock = clock
     ops: list[tuple[int, int, int, int]] = []  # backend ops: start, end, thread, name
     mm = annotate.intern("aten::mm")
+    launch, kernel, copy = (annotate.intern(n) for n in ("cudaLaunchKernel", "sgemm_kernel", "memcpy HtoD"))
+    gpu: list[tuple[int, ...]] = []  # category, start, end, correlation, thread, device, stream, name, bytes
 
     def worker() -> None:
         with rlscope.scope("prefetch"):
@@ -125,6 +133,13 @@ def build_base(out: Path) -> Path:
                         t0 = clock.now
                         clock.advance(300_000)
                         ops.append((t0 + 50_000, t0 + 250_000, main, mm))
+                        c = 2 * step + 1
+                        gpu += [
+                            (C.CUDA_API, t0 + 60_000, t0 + 70_000, c, main, -1, -1, launch, 0),
+                            (C.GPU_KERNEL, t0 + 80_000, t0 + 500_000, c, -1, 0, 7, kernel, 0),
+                            (C.CUDA_API, t0 + 100_000, t0 + 110_000, c + 1, main, -1, -1, launch, 0),
+                            (C.GPU_MEMCPY, t0 + 500_000, t0 + 520_000, c + 1, -1, 0, 7, copy, 4096),
+                        ]
                     with rlscope.simulator():
                         clock.advance(400_000)
                 with rlscope.scope("backprop"):
@@ -149,7 +164,7 @@ def build_base(out: Path) -> Path:
     schema, batches = read_stream(proc / S.EVENTS_FILE)
     table = pa.Table.from_batches(batches, schema=schema)
     threads = {t: PID + i for i, t in enumerate(dict.fromkeys(table.column("thread").to_pylist()))}
-    used = sorted({n for n in table.column("name").to_pylist() if n >= 0} | {mm})
+    used = sorted({n for n in table.column("name").to_pylist() if n >= 0} | {mm, launch, kernel, copy})
     rename = {n: i for i, n in enumerate(used)}
     fixed = []
     for b in batches:
@@ -177,6 +192,11 @@ def build_base(out: Path) -> Path:
     cols = list(zip(*ops, strict=True))
     table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
     _write_stream(proc / S.BACKEND_FILE, schema, table.to_batches(max_chunksize=2))
+    schema = S.columns_schema(S.GPU_COLUMNS_DOC, collector="native")
+    gpu = [(*r[:4], threads.get(r[4], r[4]), *r[5:7], rename[r[7]], r[8]) for r in gpu]
+    cols = list(zip(*gpu, strict=True))
+    table = pa.table([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+    _write_stream(proc / S.GPU_FILE, schema, table.to_batches(max_chunksize=4))
     _reencode(proc)
     # a second process: the same rows under another pid (a child of the first)
     twin = out / f"{S.PROCESS_PREFIX}{PID + 1}"
@@ -509,7 +529,7 @@ def cases(base: Path, seed: int = 0, per_kind: int = 16) -> list[Case]:
     out: list[Case] = []
 
     def pick() -> tuple[int, str]:
-        return int(rng.integers(2)), str(rng.choice(FILES, p=[0.6, 0.2, 0.2]))
+        return int(rng.integers(2)), str(rng.choice(FILES, p=[0.5, 0.2, 0.15, 0.15]))
 
     for (which, f), ends in _boundaries(base).items():
         for cut in ends:
@@ -676,7 +696,7 @@ def figures(summary: dict) -> dict[tuple, float]:
         for name, op in s["operations"].items():
             for k in ("total_s", "exclusive_s", "calls"):
                 out[(part, "op", name, k)] = op[k]
-            for cat, v in op["categories"].items():
+            for cat, v in {**op["categories"], **op.get("gpu_categories", {})}.items():
                 out[(part, "op", name, cat)] = v
         for ph, phase in s["phases"].items():
             for name, op in phase["operations"].items():
@@ -716,13 +736,22 @@ def chrome_problem(path: Path) -> str:
 
 
 def run_case(
-    trace: Path, work: Path, intact: dict, timeout_s: float = 20.0, base: Path | None = None
+    trace: Path,
+    work: Path,
+    intact: dict,
+    timeout_s: float = 20.0,
+    base: Path | None = None,
+    table: bool = True,
+    export: bool = True,
 ) -> Outcome:
     """Analyze and export the damaged ``trace`` (``work``: a scratch folder) and classify the outcome
     against ``intact``, the intact trace's summary (``base``: the intact trace, to tell how far the
-    damage moved recorded times)."""
+    damage moved recorded times). ``table``: print the terminal table too (to a strict UTF-8
+    stdout), the slowest part of a case; else ``-q``. ``export``: run ``rlscope-analyze export`` too
+    (Chrome trace and CSV), when the analysis succeeded."""
     summary_path = work / "summary.json"
-    code, _, err, escaped = _cli([str(trace), "--json", str(summary_path)], timeout_s)
+    quiet = [] if table else ["-q"]
+    code, _, err, escaped = _cli([str(trace), "--json", str(summary_path), *quiet], timeout_s)
     if code is None:
         return Outcome("hang", -1, err)
     if escaped or SAFETY_NET in err:
@@ -735,17 +764,18 @@ def run_case(
         return Outcome("traceback", code, err, f"exit status {code}")
     summary = json.loads(summary_path.read_text())
     new = [w for w in summary["warnings"] if w not in intact["warnings"]]
-    chrome = work / "trace.json"
-    e_code, _, e_err, e_escaped = _cli(
-        ["export", str(trace), "--chrome", str(chrome), "--csv", str(work / "csv")], timeout_s
-    )
-    if e_code is None:
-        return Outcome("hang", -1, e_err, "export")
-    if e_escaped or SAFETY_NET in e_err or e_code != 0:
-        return Outcome("traceback", e_code, e_err, f"export: {e_escaped or e_err}")
-    bad = chrome_problem(chrome)
-    if bad:
-        return Outcome("impossible", 0, err, bad)
+    if export:
+        chrome = work / "trace.json"
+        e_code, _, e_err, e_escaped = _cli(
+            ["export", str(trace), "--chrome", str(chrome), "--csv", str(work / "csv")], timeout_s
+        )
+        if e_code is None:
+            return Outcome("hang", -1, e_err, "export")
+        if e_escaped or SAFETY_NET in e_err or e_code != 0:
+            return Outcome("traceback", e_code, e_err, f"export: {e_escaped or e_err}")
+        bad = chrome_problem(chrome)
+        if bad:
+            return Outcome("impossible", 0, err, bad)
     bad = impossible(summary)
     if bad and not new:
         return Outcome("impossible", 0, err, bad)
@@ -832,6 +862,16 @@ def value_moves(base: Path, damaged: Path) -> tuple[float, dict[int, dict[str, s
                 elif f == "backend.arrows" and col == "thread":  # a torch op's time, moved to another thread
                     ops = ta.column("end_ns").to_numpy() - ta.column("start_ns").to_numpy()
                     moved += int(ops[va != vb].sum())
+                elif f == "gpu.arrows":
+                    # a record's category, stream, thread or correlation: its time, and the time of the
+                    # records its old and new correlation join it to, may go to another operation
+                    dur = ta.column("end_ns").to_numpy() - ta.column("start_ns").to_numpy()
+                    corr = ta.column("correlation").to_numpy()
+                    changed = va != vb
+                    linked = np.isin(corr, corr[changed])
+                    if col == "correlation":
+                        linked |= np.isin(corr, vb[changed])
+                    moved += int(dur[changed | linked].sum())
                 else:
                     return None
     return moved / 1e9, renames
@@ -847,7 +887,8 @@ def _durations(summary: dict) -> list[float]:
 
 
 def run_corpus(base: Path, scratch: Path, seed: int = 0, per_kind: int = 16) -> list[tuple[Case, Outcome]]:
-    """Every case of :func:`cases`, each on a fresh copy of ``base`` in ``scratch``."""
+    """Every case of :func:`cases`, each on a fresh copy of ``base`` in ``scratch``: the terminal table
+    printed for the cases of TEXT_KINDS and every fourth other one, every other one exported."""
     scratch.mkdir(parents=True, exist_ok=True)
     code, _, err, _ = _cli([str(base), "--json", str(scratch / "intact.json"), "-q"], 60.0)
     assert code == 0, err
@@ -859,7 +900,8 @@ def run_corpus(base: Path, scratch: Path, seed: int = 0, per_kind: int = 16) -> 
         shutil.copytree(base, trace, symlinks=True)
         work.mkdir()
         case.apply(trace)
-        results.append((case, run_case(trace, work, intact, base=base)))
+        table, export = case.kind in TEXT_KINDS or i % 4 == 0, i % 2 == 1
+        results.append((case, run_case(trace, work, intact, base=base, table=table, export=export)))
         shutil.rmtree(os.fsencode(trace), ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     return results

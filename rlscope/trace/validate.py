@@ -668,26 +668,15 @@ def validate_table(
     table: pa.Table, kind: str, where: str, session: tuple[int, int] | None = None
 ) -> tuple[pa.Table, list[Finding]]:
     """A collector's table (``kind``: gpu, backend, nvml, memory, collectives) without the rows no
-    writer makes (times no clock gives, an interval ending before it starts, an unknown code), and
-    a finding when there were any. The table comes back unchanged (the same object) when intact.
+    writer makes (times no clock gives, an interval ending before it starts, an unknown code) or
+    writes twice, and a finding for each kind of row dropped. The table comes back unchanged (the
+    same object) when intact.
 
     ``session``: the process's session (start, end); a torch op of the backend recorder ends inside
     it (the analysis counts none of its time past the end): one ending after it is said."""
     if table.num_rows == 0 or kind not in _TABLE_RULES:
         return table, []
     found = []
-    if kind == "backend" and session is not None:
-        end = table.column("end_ns").to_numpy()
-        late = end > session[1]
-        if late.any():
-            found.append(
-                Finding(
-                    "warning",
-                    where,
-                    f"{int(late.sum())} torch op(s) ending after the session's end (by up to"
-                    f" {(int(end.max()) - session[1]) / 1e9:.6g} s; a damaged time?): counted up to it",
-                )
-            )
     times, code, codes = _TABLE_RULES[kind]
     cols = {c: table.column(c).to_numpy().astype(np.int64) for c in times}
     bad = np.zeros(table.num_rows, bool)
@@ -697,7 +686,45 @@ def validate_table(
         bad |= cols[times[1]] < cols[times[0]]
     if code is not None:
         bad |= ~np.isin(table.column(code).to_numpy(), codes)
-    if not bad.any():
-        return table, found
-    message = f"{int(bad.sum())} of {table.num_rows} row(s) with impossible times or codes (damaged?) dropped"
-    return table.filter(pa.array(~bad)), [Finding("error", where, message), *found]
+    if bad.any():
+        message = (
+            f"{int(bad.sum())} of {table.num_rows} row(s) with impossible times or codes (damaged?) dropped"
+        )
+        found.append(Finding("error", where, message))
+    copy = _copies(table) & ~bad if kind in _UNIQUE_ROWS else np.zeros(table.num_rows, bool)
+    if copy.any():
+        found.append(
+            Finding("error", where, f"{int(copy.sum())} row(s) written twice (a batch repeated) dropped")
+        )
+    if kind == "backend" and session is not None:
+        end = cols["end_ns"]
+        late = ~bad & (end > session[1])
+        if late.any():
+            found.append(
+                Finding(
+                    "warning",
+                    where,
+                    f"{int(late.sum())} torch op(s) ending after the session's end (by up to"
+                    f" {(int(end[late].max()) - session[1]) / 1e9:.6g} s; a damaged time?): counted up to it",
+                )
+            )
+    drop = bad | copy
+    return (table.filter(pa.array(~drop)) if drop.any() else table), found
+
+
+# tables no two of whose rows are equal: a GPU record or CUDA call (its own times and correlation),
+# a thread's outermost torch op, a collective (the recorder's id)
+_UNIQUE_ROWS = ("gpu", "backend", "collectives")
+
+
+def _copies(table: pa.Table) -> np.ndarray:
+    """Rows equal in every column to an earlier row."""
+    cols = [table.column(c).to_numpy().astype(np.int64) for c in table.column_names]
+    order = np.lexsort([np.arange(table.num_rows), *reversed(cols)])
+    equal = np.ones(max(table.num_rows - 1, 0), bool)
+    for v in cols:
+        v = v[order]
+        equal &= v[1:] == v[:-1]
+    copy = np.zeros(table.num_rows, bool)
+    copy[order[1:][equal]] = True
+    return copy
