@@ -418,8 +418,14 @@ def _split_like_full_windows(
     main = tl.thread == tl.main_thread
     keep = (dur > 0) & ((op >= 0) | main)
     rows = np.flatnonzero(keep)
-    key_arr = np.stack([ph[rows], op[rows], main[rows].astype(np.int64)], axis=1)
-    uniq, inv = np.unique(key_arr, axis=0, return_inverse=True)
+    # one int64 key per row, phase then operation then main thread in that order of significance:
+    # sorted like the (phase, operation, main) rows it stands for, and a 1-D np.unique instead of
+    # axis=0's row-by-row comparison, which was a third of the analyzer's time on large traces
+    p_r, o_r = ph[rows].astype(np.int64), op[rows].astype(np.int64)
+    width = int(max(p_r.max(initial=-1), o_r.max(initial=-1))) + 2
+    key = ((p_r + 1) * width + (o_r + 1)) * 2 + main[rows]
+    ukey, inv = np.unique(key, return_inverse=True)
+    uniq = np.stack([ukey // 2 // width - 1, ukey // 2 % width - 1, ukey % 2], axis=1)
     inv, d, cat = inv.reshape(-1), dur[rows], tl.cat[rows]
     cat_all = np.zeros((len(uniq), NCAT))
     np.add.at(cat_all, (inv, cat), d)
