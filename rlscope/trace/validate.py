@@ -13,14 +13,14 @@ result's), and ``rlscope-analyze check`` lists the same findings: one validation
 
 An intact table passes unchanged (the same object). Repairs, in order:
 
-- rows of an unknown kind, of a negative or impossibly large time, with an instance id below 0, an
-  operation or phase with no name, or a category code that does not exist: dropped;
-- rows written twice (a repeated batch; equal in every column to an earlier row) and operation or
-  phase rows repeating an instance id: the later copy dropped;
+- rows of an unknown kind, of a negative or impossibly large time, an operation or phase row with a
+  negative instance or name id, a category code or a window mode that does not exist: dropped;
+- copies (a batch written twice): a row out of time order equal in every column to an earlier row,
+  and an operation or phase row repeating an instance id: the later one dropped;
 - a thread's rows out of time order: a single row out of line with both neighbours dropped, the
   rest put back in time order (a batch written out of order);
 - session starts after the last session end: the session rows dropped (the data bound the run);
-- rows after the session's end: clipped to it;
+  rows after the session's end: clipped to it;
 - operation and phase ends with no begin, or not on their begin's thread, after it, of its name:
   dropped; an end's parent differing from its begin's: set to the begin's;
 - a begin whose parent is no instance begun earlier on its thread: its parent set to what was open;
@@ -28,12 +28,15 @@ An intact table passes unchanged (the same object). Repairs, in order:
   first row after which neither they nor anything inside them is open; those still open at the end
   of a session that ended normally are left to the analysis, which closes them at the end of the
   data, and said;
-- unknown flag bits cleared, the recursive flag set as the nesting says, window rows of an unknown
-  mode dropped, measured costs that do not fit between a row and its neighbours set to 0 (not
-  measured: the calibrated cost applies).
+- unknown flag bits cleared, the recursive flag set as the nesting says, measured costs that do not
+  fit between a row and its neighbours set to 0 (not measured: the calibrated cost applies);
+- instance ids spread far wider than the rows could number: renumbered in order (the analysis
+  sizes arrays by them); no window row: a full one added where the session starts (the analysis
+  reads the collectors' mode from them).
 
 What stays inconsistent after that (a category or nesting row that contradicts the rows before it)
 is said, not repaired: its time is counted as the rows say, and the finding says where.
+:func:`validate_table` does the same for the collectors' tables (GPU records, torch ops, ...).
 """
 
 from __future__ import annotations
@@ -178,13 +181,9 @@ def _boundaries(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _drop_impossible(t: _Table) -> None:
     """Rows no writer makes: unknown kinds, times no clock gives, ids and codes out of range."""
-    c = t.c
-    kind = c["kind"]
-    t.drop(
-        ~np.isin(kind, S.WRITTEN_KINDS),
-        f"{(~np.isin(kind, S.WRITTEN_KINDS)).sum()} row(s) of unknown"
-        f" kind ({_few(kind[~np.isin(kind, S.WRITTEN_KINDS)])}) dropped",
-    )
+    kind = t.c["kind"]
+    bad = ~np.isin(kind, S.WRITTEN_KINDS)
+    t.drop(bad, f"{bad.sum()} row(s) of unknown kind ({_few(kind[bad])}) dropped")
     ts = t.c["ts_ns"]
     bad = (ts < 0) | (ts >= MAX_TS_NS)
     t.drop(bad, f"{bad.sum()} row(s) with a timestamp no clock gives ({_few(ts[bad])} ns) dropped")
@@ -326,11 +325,8 @@ class _Tree:
         self.root = n  # the sentinel "no instance", its own parent
         par = self.index(parents[order])
         self.par = np.append(par, n)
-        rounds = max(int(n).bit_length(), 1) + 1
-        self.up = [self.par]
-        for _ in range(rounds):
-            prev = self.up[-1]
-            self.up.append(prev[prev])
+        self.rounds = rounds = max(int(n).bit_length(), 1) + 1
+        self._up: list[np.ndarray] = []
         depth = np.append((par != n).astype(np.int64), 0)
         anc = self.par.copy()
         for _ in range(rounds):
@@ -351,9 +347,13 @@ class _Tree:
 
     def ancestor_at(self, nodes: np.ndarray, level: int) -> np.ndarray:
         """The ancestor of each node at depth ``level`` (itself at it; the sentinel when shallower)."""
+        if not self._up:  # 2**k levels up, for each k (binary lifting), made on first use
+            self._up = [self.par]
+            for _ in range(self.rounds):
+                self._up.append(self._up[-1][self._up[-1]])
         steps = np.maximum(self.depth[nodes] - level, 0)
         out = nodes.copy()
-        for k, up in enumerate(self.up):
+        for k, up in enumerate(self._up):
             sel = ((steps >> k) & 1).astype(bool)
             if sel.any():
                 out = np.where(sel, up[out], out)
@@ -375,8 +375,6 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     has = (len(bid) > 0) & (bid[at] == c["id"][e]) if len(bid) else np.zeros(len(e), bool)
     mate = np.where(has, b[b_sorted][at] if len(bid) else 0, -1)
     ok = mate >= 0
-    bad = np.zeros(n, bool)
-    bad[e[~ok]] = True
     t_ok = np.where(ok, thread[np.maximum(mate, 0)] == thread[e], False)
     after = np.where(ok, pos[np.maximum(mate, 0)] < e, False)
     named = np.where(ok, c["name"][np.maximum(mate, 0)] == c["name"][e], False)
