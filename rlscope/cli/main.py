@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
+import shlex
 import sys
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from rlscope.cli import options
 from rlscope.cli.analyze import SUBCOMMAND_HELP as ANALYZE_COMMANDS
 from rlscope.cli.parser import EXIT_BAD_INPUT, Parser, command_list
 from rlscope.cli.program import program_command
+from rlscope.cli.supervise import DEFAULT_GRACE_S, run_program
 from rlscope.errors import RLScopeError
 from rlscope.runtime import BOOT_DIR
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
@@ -114,6 +115,7 @@ def run(argv: list[str]) -> int:
     options.html_out(p)
     options.json_out(p, "the summary")
     options.verbose(p)
+    options.grace(p, DEFAULT_GRACE_S)
     options.program(p)
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope run -- python train.py ...")
@@ -132,38 +134,25 @@ def run(argv: list[str]) -> int:
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if x)
     env[RUN_TRACE_DIR_ENV] = str(trace_dir)
     env[RUN_OPTIONS_ENV] = json.dumps(run_options)
-    try:
-        proc = subprocess.Popen(command, env=env)
+    try:  # in a process group of its own, which gets the signals rlscope gets (rlscope/cli/supervise.py)
+        code = run_program(command, env, grace_s=args.grace)
     except FileNotFoundError:
         raise RLScopeError(f"{command[0]}: command not found") from None
-    code = _wait_like_a_shell(proc)
     print(f"rlscope run: exit status {code}; trace in {printable(trace_dir)}", file=sys.stderr)
     if not args.no_analyze and trace_dir.exists():
         try:
             _print_report(str(trace_dir), args.html, args.json, verbose=args.verbose)
+        except KeyboardInterrupt:  # Ctrl-C here stops the analysis only: the trace is on disk
+            where = printable(trace_dir)
+            print(
+                f"rlscope run: analysis interrupted; the trace is in {where}"
+                f" (rlscope-analyze {shlex.quote(where)})",
+                file=sys.stderr,
+            )
+            return 130
         except Exception as e:  # the program's status is what `rlscope run` reports, whatever
             print(f"rlscope run: warning: no analysis: {printable(e)}", file=sys.stderr)
     return code
-
-
-def _wait_like_a_shell(proc: subprocess.Popen) -> int:
-    """The program's exit status as a shell gives it (128 + N when signal N ended it: 130 for Ctrl-C).
-
-    Ctrl-C reaches the program too (same process group): wait for it to end and flush its trace,
-    as a shell waits for its foreground job, instead of killing it (what ``subprocess.call`` does).
-    """
-    import signal
-
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: Ctrl-C is not ours to handle
-        previous = None
-    try:
-        code = proc.wait()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-    return 128 - code if code < 0 else code
 
 
 def calibrate(argv: list[str]) -> int:

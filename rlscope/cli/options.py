@@ -22,6 +22,7 @@ __all__ = [
     "calibration",
     "count",
     "gpu",
+    "grace",
     "html_out",
     "json_out",
     "no_backend",
@@ -175,6 +176,18 @@ def no_backend(p: argparse.ArgumentParser) -> argparse.Action:
 def seconds(p: argparse.ArgumentParser, flag: str, default: float | None, help: str) -> argparse.Action:
     """A duration option (> 0), in seconds."""
     return p.add_argument(flag, type=positive_float, default=default, metavar="SECONDS", help=help)
+
+
+def grace(p: argparse.ArgumentParser, default: float) -> argparse.Action:
+    """How long a command that runs a program lets it end on a signal: ``--grace SECONDS``."""
+    return p.add_argument(
+        "--grace",
+        type=positive_float,
+        default=default,
+        metavar="SECONDS",
+        help="SIGTERM, SIGHUP and SIGINT sent to rlscope go to the program's process group; after that"
+        f" long, what still runs of it is killed with SIGKILL (default {default:g})",
+    )
 
 
 def program(p: argparse.ArgumentParser) -> argparse.Action:

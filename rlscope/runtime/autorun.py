@@ -10,8 +10,12 @@ this process tree, so on import of ray the bootstrap hands them Ray's ``worker_p
 (:func:`rlscope.ray.follow_run`); their traces come back into the run's trace directory.
 
 The time from the session's start to the program's first line (the rest of the interpreter's
-start-up) is the ``startup`` phase. In the processes the program starts (spawned workers,
-subprocesses), whose parent may end them with SIGTERM, the session flushes before they die.
+start-up) is the ``startup`` phase. Every process of the run, the first one included, flushes its
+session before a SIGTERM or SIGHUP ends it (rlscope/runtime/child_signal.py): a parent ends its
+workers with SIGTERM, and ``rlscope run`` forwards the SIGTERM or SIGHUP it gets (``kill``, a
+batch scheduler, ``docker stop``, a closed terminal) to the program's whole process group. The
+handler is installed before the program's first line, so a handler of the program's own replaces
+it and stays in charge; that process's trace then ends on the program's own way out (``atexit``).
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ from typing import Any
 
 from rlscope._imports import when_imported
 from rlscope.collectors.gym import patch_gymnasium
+from rlscope.runtime import child_signal
 from rlscope.session import RUN_OPTIONS_ENV as OPTIONS_ENV
 from rlscope.session import RUN_TRACE_DIR_ENV as TRACE_DIR_ENV
+from rlscope.session import Session
 
-# "<pid> <trace dir>" of the run's first profiled process; the processes it starts inherit it
-ROOT_ENV = "RLSCOPE_RUN_ROOT"
 STARTUP_PHASE = "startup"
 
 
@@ -49,18 +53,19 @@ def start_from_env() -> None:
         return
     import rlscope
 
-    try:
-        options = json.loads(os.environ.get(OPTIONS_ENV, "{}") or "{}")
-        session = rlscope.profile(trace_dir, **options).start()
-    except Exception as e:
-        warnings.warn(f"rlscope: this process is not profiled: {e}", stacklevel=1)
-        return
-    try:
-        open_startup_phase()
-        if is_child_of_the_run(trace_dir) and hasattr(session, "end_cleanly_on_sigterm"):
-            session.end_cleanly_on_sigterm()
-    except Exception as e:  # the trace goes on without these
-        warnings.warn(f"rlscope: {e}", stacklevel=1)
+    with child_signal.signals_kept_from_new_threads():  # the threads rlscope starts here
+        try:
+            options = json.loads(os.environ.get(OPTIONS_ENV, "{}") or "{}")
+            session = rlscope.profile(trace_dir, **options).start()
+        except Exception as e:
+            warnings.warn(f"rlscope: this process is not profiled: {e}", stacklevel=1)
+            return
+        try:
+            open_startup_phase()
+            if isinstance(session, Session):  # not a stand-in of rlscope validate's (off, timers)
+                child_signal.end_cleanly_on(session, child_signal.ENDING_SIGNALS)
+        except Exception as e:  # the trace goes on without these
+            warnings.warn(f"rlscope: {e}", stacklevel=1)
     when_imported("gymnasium", patch_gymnasium)
     when_imported("ray", lambda ray: follow_ray(session, options))
 
@@ -70,13 +75,6 @@ def follow_ray(session: Any, options: dict[str, Any]) -> None:
     from rlscope.ray import follow_run
 
     follow_run(session, options)
-
-
-def is_child_of_the_run(trace_dir: str) -> bool:
-    """False in the run's first profiled process (which marks the environment), True in the others."""
-    me = f"{os.getpid()} {trace_dir}"
-    root = os.environ.setdefault(ROOT_ENV, me)
-    return root != me and root.split(" ", 1)[-1] == trace_dir
 
 
 def open_startup_phase() -> None:
