@@ -26,7 +26,10 @@ from rlscope.errors import RLScopeError
 from rlscope.runtime import BOOT_DIR
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.text import printable
-from rlscope.trace import clear_trace_dir
+from rlscope.trace import ownership
+
+DEMO_TRACE_DIR = "rlscope-demo-trace"
+RUN_TRACE_DIR = "rlscope-trace"
 
 
 def _print_report(
@@ -58,7 +61,7 @@ def demo(argv: list[str]) -> int:
         help="where the policy runs (default auto: cuda when a GPU is available)",
     )
     p.add_argument("--seed", type=int, default=1, help="random seed of the training run (default 1)")
-    options.trace_dir_out(p, "rlscope-demo-trace")
+    options.trace_dir_out(p, DEMO_TRACE_DIR)
     options.html_out(p, "the HTML report here", default="rlscope-demo-report.html")
     options.json_out(p, "the summary")
     options.raw(p, "report raw figures (no calibration, no correction)")
@@ -76,8 +79,8 @@ def demo(argv: list[str]) -> int:
         from rlscope.overhead.calibrate.cli import ensure_calibration
 
         ensure_calibration()
-    trace_dir = Path(args.trace_dir)
-    clear_trace_dir(trace_dir)  # a stale trace would be merged into this one's analysis
+    # its own trace directory, locked for the demo's life (a previous demo's trace replaced)
+    trace_dir = ownership.claim(args.trace_dir or DEMO_TRACE_DIR, "rlscope demo", args.trace_dir is None).path
     print(f"rlscope demo: training PPO on CartPole-v1 for {args.seconds:g} s (device {args.device}) ...")
     with rlscope.profile(trace_dir):
         result = ppo_cartpole.train(
@@ -99,7 +102,7 @@ def run(argv: list[str]) -> int:
         " Every Python process it starts is profiled (gymnasium environments count as simulator time);"
         " at the end the breakdown is printed. Exits with the program's exit status.",
     )
-    options.trace_dir_out(p, "rlscope-trace")
+    options.trace_dir_out(p, RUN_TRACE_DIR)
     options.gpu(p)
     options.no_backend(p)
     p.add_argument(
@@ -119,8 +122,12 @@ def run(argv: list[str]) -> int:
     options.program(p)
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope run -- python train.py ...")
-    trace_dir = Path(args.trace_dir).resolve()
-    clear_trace_dir(trace_dir)
+    # locked for the run's life (the program's processes write under its token); a previous
+    # trace there is replaced, what rlscope did not write is never touched
+    claimed = ownership.claim(
+        Path(args.trace_dir or RUN_TRACE_DIR).resolve(), "rlscope run", args.trace_dir is None
+    )
+    trace_dir = claimed.path
     run_options = {
         "flush_interval": args.flush_interval,
         "backend": not args.no_backend,

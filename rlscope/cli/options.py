@@ -108,7 +108,9 @@ def html_out(
     return p.add_argument("--html", metavar="FILE", default=default, help=f"write {what}{tail}")
 
 
-def quiet(p: argparse.ArgumentParser, help: str = "do not print the table") -> argparse.Action:
+def quiet(
+    p: argparse.ArgumentParser, help: str = "print only errors (the warnings stay in --json)"
+) -> argparse.Action:
     return p.add_argument("-q", "--quiet", action="store_true", help=help)
 
 
