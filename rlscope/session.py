@@ -7,8 +7,11 @@ active session starts its own.
 Every way a process can end normally flushes its session: ``atexit`` for an interpreter that exits
 (spawned children included: ``spawn_main`` ends with ``sys.exit``), a ``multiprocessing`` finalizer
 for multiprocessing children, which leave through ``os._exit`` (see :meth:`Session._hook_multiprocessing`),
-and, in the children rlscope starts a session in, a SIGTERM handler for a child its parent ends
-(``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit; runtime/child_signal.py).
+and, under ``rlscope run`` (every process of the run, the first included) and in forked children, a
+handler for the SIGTERM or SIGHUP that ends the process: ``rlscope run`` forwarding a signal, a parent
+ending its children (``Pool.terminate``, ``with Pool(...)``, daemonic children at the parent's exit).
+Only a signal still at its default action is taken: a program's own handler stays in charge, and its
+normal exit flushes the trace (rlscope/runtime/child_signal.py).
 """
 
 from __future__ import annotations
@@ -366,6 +369,18 @@ class Session:
         }
 
     def start(self) -> Session:
+        """Start recording: collectors, the trace writer, the windows. Raises RLScopeError when it cannot.
+
+        The threads it starts (writer, window timer, NVML sampler, signal relay) block the program's
+        signals (rlscope/runtime/child_signal.py): a Ctrl-C or SIGTERM reaches the program's main
+        thread, never one of rlscope's, which would leave it pending while the main thread waits.
+        """
+        from rlscope.runtime import child_signal
+
+        with child_signal.signals_kept_from_new_threads():
+            return self._start()
+
+    def _start(self) -> Session:
         if annotate._active is not None:
             raise RLScopeError("an rlscope session is already active in this process")
         from rlscope.collectors import scope_native
@@ -644,9 +659,12 @@ class Session:
         session (a forked child starts its own)."""
         if self.clock is not time.perf_counter_ns or annotate._active is not self or os.getpid() != self._pid:
             return
+        from rlscope.runtime import child_signal
+
         self._timer_stop = threading.Event()
         self._timer = threading.Thread(target=self._window_timer, name="rlscope-windows", daemon=True)
-        self._timer.start()
+        with child_signal.signals_kept_from_new_threads():  # started later than start(), so again here
+            self._timer.start()
 
     def _window_timer(self) -> None:
         stop = self._timer_stop
@@ -886,8 +904,8 @@ class Session:
         multiprocessing.util.Finalize(self, self._stop_at_exit, exitpriority=100)
 
     def end_cleanly_on_sigterm(self) -> None:
-        """In a child rlscope started a session in: when its parent ends it with SIGTERM, flush
-        first (rlscope/runtime/child_signal.py). Only where SIGTERM still has its default action."""
+        """In a forked child: when its parent ends it with SIGTERM, flush first
+        (rlscope/runtime/child_signal.py). Only where SIGTERM still has its default action."""
         from rlscope.runtime import child_signal
 
         child_signal.end_cleanly_on_sigterm(self)
