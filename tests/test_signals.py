@@ -355,3 +355,26 @@ def test_rlscopes_threads_leave_the_programs_signals_to_it(tmp_path):
         run.cleanup()
     assert "THREADS" in out and out.split("THREADS")[1].split()[1:] == ["True", "False"], out
     assert int(out.split("THREADS")[1].split()[0]) >= 2  # the writer and the signal relay at least
+
+
+def _blocked(native_id: int) -> int:
+    """The signal mask of one of this process's threads (Linux: SigBlk in /proc)."""
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread masks from /proc")
+def test_a_profile_sessions_threads_leave_the_programs_signals_to_it(tmp_path):
+    """rlscope.profile in a program of its own (no rlscope run): its writer thread blocks SIGINT and
+    SIGTERM, and the program's main thread is left as it was."""
+    import threading
+
+    import rlscope
+
+    main_before = _blocked(threading.get_native_id())
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=False):
+        (writer,) = [t for t in threading.enumerate() if t.name == "rlscope-writer"]
+        mask = _blocked(writer.native_id)
+        assert _blocked(threading.get_native_id()) == main_before
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        assert mask & (1 << (sig - 1)), sig
