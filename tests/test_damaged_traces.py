@@ -308,7 +308,7 @@ def _corpus(base: Path, scratch: Path, seed: int, per_kind: int) -> collections.
     results = F.run_corpus(base, scratch, seed, per_kind)
     counts = collections.Counter(o.cls for _, o in results)
     safety_net = sum(F.SAFETY_NET in o.stderr for _, o in results)
-    bad = [(c.kind, c.label, o.cls, o.detail[:300]) for c, o in results if o.cls not in F.ACCEPTED]
+    bad = [(c.kind, c.label, o.cls, o.detail[:1000]) for c, o in results if o.cls not in F.ACCEPTED]
     assert safety_net == 0, bad
     assert not bad, bad
     assert set(F.DAMAGE_KINDS) <= {c.kind for c, _ in results}

@@ -65,9 +65,11 @@ def _check(argv: list[str]) -> int:
 
     p = Parser(
         prog=f"{PROG} check",
-        description="Validate a trace directory: files readable, timestamps in order, operations that"
-        " begin and end, names present. Errors and warnings go to stderr, one line each; 'ok' or the"
-        " notes to stdout; exit status 2 when any finding is an error.",
+        description="Validate a trace directory as the analysis reads it: files readable, timestamps in"
+        " order, operations that begin and end, names present. An error is damage the analysis repairs"
+        " (dropping or changing rows, as it says) or a trace it cannot read. Errors and warnings go to"
+        " stderr, one line each; 'ok' or the notes to stdout; exit status 2 when any finding is an"
+        " error.",
     )
     options.trace_dir(p, help="trace directory to check")
     args = p.parse_args(argv)
@@ -78,7 +80,7 @@ def _check(argv: list[str]) -> int:
         else:
             print(printable(f))
     if not any(f.level in ("error", "warning") for f in findings):
-        print(f"{args.trace_dir}: ok")
+        print(f"{printable(args.trace_dir)}: ok")
     return EXIT_BAD_INPUT if any(f.level == "error" for f in findings) else 0
 
 

@@ -420,7 +420,7 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
             " normally): its last rows may be missing"
         )
     if not light and events.num_rows:
-        proc.events = _placeholder_names(events, names, path, warnings)
+        _placeholder_names(proc, path, warnings)
     if events.num_rows == 0:
         warnings.append(f"{path}: no events (the process ended before its first flush)")
     elif not proc.complete:
@@ -431,24 +431,42 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
     return proc
 
 
-def _placeholder_names(events: pa.Table, names: list[str], path: Path, warnings: list[str]) -> pa.Table:
-    """Operation and phase rows whose name id is not in names.arrows (a file cut short, a damaged
-    id) get a name ``<unknown name N>`` appended to ``names``, their rows pointing to it: the
-    analysis sizes its tables by name ids, so none may be a damaged one's size."""
-    kind, name = events.column("kind").to_numpy(), events.column("name").to_numpy().astype(np.int64)
-    scoped = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
-    missing = scoped & (name >= len(names))
-    if not missing.any():
-        return events
-    unnamed = np.unique(name[missing])
-    warnings.append(
-        f"{path}: {len(unnamed)} operation or phase name id(s) missing from {S.NAMES_FILE} (cut short or"
-        " damaged?): shown as <unknown name N>"
+def _placeholder_names(proc: ProcessTrace, path: Path, warnings: list[str]) -> None:
+    """Name ids not in names.arrows (a file cut short, a damaged id) of operation and phase rows and of
+    the collectors' records get a name ``<unknown name N>`` appended to ``proc.names``, their rows
+    pointing to it: the analysis sizes its tables by name ids, so none may be a damaged one's size."""
+    names = proc.names
+    tables: dict[str, tuple[pa.Table, np.ndarray]] = {}
+    kind = proc.events.column("kind").to_numpy()
+    tables["events"] = (proc.events, np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)))
+    for attr in ("gpu", "backend", "collectives"):
+        table = getattr(proc, attr)
+        if table is not None and table.num_rows:
+            tables[attr] = (table, np.ones(table.num_rows, bool))
+    missing = {}
+    for attr, (table, rows) in tables.items():
+        name = table.column("name").to_numpy().astype(np.int64)
+        missing[attr] = rows & ((name >= len(names)) | (name < -1))
+    unnamed = np.unique(
+        np.concatenate(
+            [t.column("name").to_numpy().astype(np.int64)[missing[a]] for a, (t, _) in tables.items()]
+        )
     )
-    new = np.where(missing, len(names) + np.searchsorted(unnamed, name), name)
+    if not len(unnamed):
+        return
+    warnings.append(
+        f"{path}: {len(unnamed)} name id(s) missing from {S.NAMES_FILE} (cut short or damaged?): shown as"
+        " <unknown name N>"
+    )
+    first = len(names)
     names.extend(f"<unknown name {i}>" for i in unnamed.tolist())
-    i = events.schema.get_field_index("name")
-    return events.set_column(i, events.schema.field(i), pa.array(new, events.schema.field(i).type))
+    for attr, (table, _) in tables.items():
+        if missing[attr].any():
+            name = table.column("name").to_numpy().astype(np.int64)
+            new = np.where(missing[attr], first + np.searchsorted(unnamed, name), name)
+            i = table.schema.get_field_index("name")
+            table = table.set_column(i, table.schema.field(i), pa.array(new, table.schema.field(i).type))
+            setattr(proc, attr, table)
 
 
 def _read_names(path: Path, warnings: list[str]) -> list[str]:
@@ -491,6 +509,12 @@ def _read_names(path: Path, warnings: list[str]) -> list[str]:
         auto = names_table.column(S.NAMES_AUTO_COLUMN).to_pylist()
         values = [S.auto_label(n) if a else n for n, a in zip(values, auto, strict=True)]
     kept = ids[ok].tolist()
+    holes = max(kept, default=-1) + 1 - len(set(kept))
+    if holes or len(set(kept)) != len(kept):
+        warnings.append(
+            f"{path / S.NAMES_FILE}: ids are not the names' positions ({holes} missing,"
+            f" {len(kept) - len(set(kept))} repeated; damaged?): missing names show as <unknown name N>"
+        )
     names = [f"<unknown name {i}>" for i in range(max(kept, default=-1) + 1)]
     for i, n, keep in zip(ids.tolist(), values, ok.tolist(), strict=True):
         if keep:
