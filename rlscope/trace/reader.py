@@ -2,7 +2,10 @@
 
 A trace directory holds one ``process-<pid>`` subdirectory per profiled process (a process
 directory may also be given directly). Files are Arrow IPC streams; a stream cut short (the
-process was killed) is read up to its last complete record batch, with a warning.
+process was killed) is read up to its last complete record batch, with a warning. Every process's
+events are checked and repaired as they are read (:mod:`rlscope.trace.validate`), so that no
+analysis sees rows the writer never makes; what was repaired is in the process's warnings and
+``findings``. Other entries of a trace directory (its manifest, its lock) are not the reader's.
 """
 
 from __future__ import annotations
@@ -190,8 +193,8 @@ def _read_stream(
     ``optional`` columns are kept when the file has them (columns added after a file kind existed);
     ``keep``: only these of the ``required`` columns are read; ``text``: required columns of strings
     (the others and the optional ones are integers: an optional column of another type is damage,
-    left out). A batch that decodes but whose buffers
-    are inconsistent, or that has nulls in integer columns (a damaged file), is left out and said.
+    left out). A batch that decodes but whose buffers are inconsistent, or that has nulls in integer
+    columns (a damaged file), is left out and said.
     """
     warnings: list[str] = []
     reader, meta = _open_stream(path, required, keep, warnings, text)
