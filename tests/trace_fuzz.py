@@ -31,15 +31,15 @@ Damage kinds (``Case.kind``):
 
 Outcomes (:class:`Outcome.cls`): ``clean-error`` (exit 2, one line on stderr), ``warned`` (exit 0,
 a warning the intact trace does not have), ``unchanged`` (exit 0, the intact trace's figures),
-``plausible`` (exit 0: the damage only moved recorded times or costs, put a torch op or a CUDA
-call on another thread, gave a GPU record another category, stream or correlation, or changed a
-name's text, leaving a valid trace no reader can tell from one recorded that way, as a bit
-flipped in a timestamp that stays between its neighbours: every figure within the sum of those
-moves of the intact one, under the names as changed); and what must never happen:
-``traceback`` (an exception escaped, or the last-resort line of the CLI fired), ``hang`` (over the
-alarm), ``silent`` (figures differ from the intact trace's without a new warning), ``impossible``
-(a negative duration or Chrome slice, or an operation longer than its process without a new
-warning).
+``plausible`` (exit 0: the damage only moved recorded times or costs, put rows, a torch op or a
+CUDA call on another thread, gave a whole instance another name, a GPU record another category,
+stream or correlation, or changed a name's text, leaving a valid trace no reader can tell from one
+recorded that way, as a bit flipped in a timestamp that stays between its neighbours: every
+figure within what those changes span of the intact one, under the names as changed); and what
+must never happen: ``traceback`` (an exception escaped, or the last-resort line of the CLI
+fired), ``hang`` (over the alarm), ``silent`` (figures differ from the intact trace's without a
+new warning), ``impossible`` (a negative duration or Chrome slice, or an operation longer than its
+process without a new warning).
 """
 
 from __future__ import annotations
@@ -792,11 +792,11 @@ def run_case(
         return Outcome("warned", 0, err, new[0])
     a, b = figures(intact), figures(summary)
     moves = value_moves(base, trace) if base is not None else None
-    if moves is not None and moves[1]:
+    if moves is not None and moves.renames:
         # names a flipped bit left valid text: each process's figures under its names as changed
         # (the run's, merged by name across processes, then differ in shape only)
         def renamed(k: tuple) -> tuple:
-            table = moves[1].get(k[2], {}) if k[1] == "pid" else {}
+            table = moves.renames.get(k[2], {}) if k[1] == "pid" else {}
             return tuple(table.get(x, x) if isinstance(x, str) and i > 2 else x for i, x in enumerate(k))
 
         a = {renamed(k): v for k, v in a.items() if k[1] == "pid" or k[1].endswith("_s")}
@@ -806,14 +806,15 @@ def run_case(
         key=str,
     )
     if not differ:
-        return Outcome("plausible" if moves and moves[1] else "unchanged", 0, err)
+        return Outcome("plausible" if moves and moves.renames else "unchanged", 0, err)
     k = differ[0]
     detail = f"{k}: {a.get(k)} -> {b.get(k)} ({len(differ)} figures)"
     # a category an operation had no time in is not in its figures: 0
     if moves is not None and all(
-        k[-1] != "calls" and abs(a.get(k, 0.0) - b.get(k, 0.0)) <= moves[0] + TOLERANCE_S for k in differ
+        abs(a.get(k, 0) - b.get(k, 0)) <= (moves.calls if k[-1] == "calls" else moves.seconds + TOLERANCE_S)
+        for k in differ
     ):
-        return Outcome("plausible", 0, err, f"{detail}; times moved {moves[0]:.9f} s")
+        return Outcome("plausible", 0, err, f"{detail}; moved {moves.seconds:.9f} s, {moves.calls} calls")
     return Outcome("silent", 0, err, detail)
 
 
@@ -821,12 +822,37 @@ _TIME_COLUMNS = ("ts_ns", "start_ns", "end_ns")
 _TIME_KEYS = ("clock_anchor_ns", "clock_anchor_unix_ns")
 
 
-def value_moves(base: Path, damaged: Path) -> tuple[float, dict[int, dict[str, str]]] | None:
-    """What the damage changed of the values the files decode to, when it only moved recorded times
-    (their sum, s: timestamps, measured costs, a torch op's thread) or changed names' text (per
-    pid, old -> new); None when it changed anything else (a row, a kind, an id) or the damaged files
-    do not decode whole."""
-    moved, renames = 0, {}
+def _gpu_time_launched(proc: Path, start: int, end: int) -> int:
+    """GPU time (ns) of the records whose launching call began in [start, end]: it goes where the
+    operation open at the launch goes."""
+    if not (proc / "gpu.arrows").exists():
+        return 0
+    gpu = pa.Table.from_batches(read_stream(proc / "gpu.arrows")[1]).to_pydict()
+    launched = {
+        c
+        for k, s, c in zip(gpu["category"], gpu["start_ns"], gpu["correlation"], strict=True)
+        if k == 3 and start <= s <= end
+    }
+    rows = zip(gpu["category"], gpu["start_ns"], gpu["end_ns"], gpu["correlation"], strict=True)
+    return sum(e - s for k, s, e, c in rows if k != 3 and c in launched)
+
+
+@dataclasses.dataclass
+class Moves:
+    """What a damage changed that leaves a valid trace: how far it can move any figure (s), how many
+    calls it can move between operations, and names whose text it changed (per pid, old -> new)."""
+
+    seconds: float = 0.0
+    calls: int = 0
+    renames: dict[int, dict[str, str]] = dataclasses.field(default_factory=dict)
+
+
+def value_moves(base: Path, damaged: Path) -> Moves | None:
+    """What the damage changed of the values the files decode to (:class:`Moves`) when it only moved
+    recorded times (timestamps, measured costs, clock anchors), moved rows to another thread,
+    renamed whole instances or records, or changed names' text; None when it changed anything else (a
+    row, a kind, an id, half an instance) or the damaged files do not decode whole."""
+    moves, moved = Moves(), 0
     procs = sorted(p.name for p in base.iterdir() if p.name.startswith("process-"))
     for name in procs:
         for f in FILES:
@@ -853,36 +879,39 @@ def value_moves(base: Path, damaged: Path) -> tuple[float, dict[int, dict[str, s
                 if f == "names.arrows" and col == "name":
                     old, new = ta.column(col).to_pylist(), tb.column(col).to_pylist()
                     pid = int(name.removeprefix("process-"))
-                    renames[pid] = {x: y for x, y in zip(old, new, strict=True) if x != y}
+                    moves.renames[pid] = {x: y for x, y in zip(old, new, strict=True) if x != y}
                     continue
-                va, vb = (
-                    ta.column(col).to_numpy().astype(np.int64),
-                    tb.column(col).to_numpy().astype(np.int64),
-                )
+                va = ta.column(col).to_numpy().astype(np.int64)
+                vb = tb.column(col).to_numpy().astype(np.int64)
+                changed = va != vb
                 if col in _TIME_COLUMNS:
                     moved += int(np.abs(va - vb).sum())
                 elif col == "cost":  # a boundary's measured cost, pre | post << 32 ns
-                    moved += int(
-                        (
-                            np.abs((va & 0xFFFFFFFF) - (vb & 0xFFFFFFFF)) + np.abs((va >> 32) - (vb >> 32))
-                        ).sum()
-                    )
-                elif f == "backend.arrows" and col == "thread":  # a torch op's time, moved to another thread
+                    pre, post = np.abs((va & 0xFFFFFFFF) - (vb & 0xFFFFFFFF)), np.abs((va >> 32) - (vb >> 32))
+                    moved += int((pre + post).sum())
+                elif f == "events.arrows" and col in ("thread", "name"):
+                    # rows on another thread, or an instance under another name (begin and end alike,
+                    # else the reader says so): what they span may go to other operations
+                    ts = ta.column("ts_ns").to_numpy()[changed]
+                    moved += int(ts.max() - ts.min()) + _gpu_time_launched(base / name, ts.min(), ts.max())
+                    kind = ta.column("kind").to_numpy()[changed]
+                    moves.calls += int(np.isin(kind, (0, 4)).sum()) if col == "name" else 0
+                elif f == "backend.arrows" and col in ("thread", "name"):  # a torch op elsewhere
                     ops = ta.column("end_ns").to_numpy() - ta.column("start_ns").to_numpy()
-                    moved += int(ops[va != vb].sum())
+                    moved += int(ops[changed].sum())
                 elif f == "gpu.arrows":
                     # a record's category, stream, thread or correlation: its time, and the time of the
                     # records its old and new correlation join it to, may go to another operation
                     dur = ta.column("end_ns").to_numpy() - ta.column("start_ns").to_numpy()
                     corr = ta.column("correlation").to_numpy()
-                    changed = va != vb
                     linked = np.isin(corr, corr[changed])
                     if col == "correlation":
                         linked |= np.isin(corr, vb[changed])
                     moved += int(dur[changed | linked].sum())
                 else:
                     return None
-    return moved / 1e9, renames
+    moves.seconds = moved / 1e9
+    return moves
 
 
 def _durations(summary: dict) -> list[float]:
