@@ -578,6 +578,57 @@ def _compact_ids(t: _Table) -> None:
     t.changed = True
 
 
+# the reference Python loop's speed (ps per iteration) that session and window rows carry in
+# ``parent`` (rlscope/overhead/correct/reference.py: ~0.3 us on a cloud VM): no machine runs it
+# below a nanosecond or above a millisecond
+_REFERENCE_PS = (1_000, 1_000_000_000)
+
+
+def _reference_speeds(t: _Table) -> None:
+    """A reference loop speed no machine has (a damaged value) set to not timed (-1): the correction
+    then prices rlscope's Python costs as it does for sessions that did not time it."""
+    c = t.c
+    timed = np.isin(c["kind"], (S.SESSION_START, S.SESSION_END, S.WINDOW)) & (c["parent"] != -1)
+    bad = timed & ((c["parent"] < _REFERENCE_PS[0]) | (c["parent"] > _REFERENCE_PS[1]))
+    if bad.any():
+        t.say(
+            bad,
+            f"{bad.sum()} reference loop speed(s) no machine has ({_few(c['parent'][bad])} ps): set to not"
+            " timed",
+        )
+        c["parent"] = np.where(bad, -1, c["parent"])
+        t.changed = True
+
+
+def _category_ends(t: _Table) -> None:
+    """Say category ends that restore another category than their begin left (``parent``): which of
+    the two is damaged the rows do not tell, so the time is counted as recorded. Begins and ends
+    pair as a stack per thread."""
+    c = t.c
+    rows = np.flatnonzero((c["kind"] == S.CAT_BEGIN) | (c["kind"] == S.CAT_END))
+    if not len(rows):
+        return
+    thread, is_begin = c["thread"][rows], c["kind"][rows] == S.CAT_BEGIN
+    step = np.where(is_begin, 1, -1)
+    first, _ = _boundaries(thread)
+    group = np.cumsum(first)
+    total = np.cumsum(step)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
+    depth_after = total - np.concatenate(([0], total))[start]  # per thread
+    level = np.where(is_begin, depth_after, depth_after + 1)  # the level a begin opens, an end closes
+    order = np.lexsort((np.arange(len(rows)), level, group))
+    ob, og, ol = is_begin[order], group[order], level[order]
+    pair = ~ob[1:] & ob[:-1] & (og[1:] == og[:-1]) & (ol[1:] == ol[:-1])
+    ends, begins = rows[order[1:][pair]], rows[order[:-1][pair]]
+    differs = c["parent"][ends] != c["parent"][begins]
+    if differs.any():
+        t.say(
+            ends[differs],
+            f"{differs.sum()} category end(s) restoring another category than their begin left: times there"
+            " are counted as recorded",
+        )
+
+
 def _nesting(t: _Table) -> None:
     """Say (not repair) rows whose recorded nesting contradicts the rows before them on their thread."""
     c = t.c
@@ -646,6 +697,8 @@ def validate_events(
     _costs(t)
     _compact_ids(t)
     _window_row(t)
+    _reference_speeds(t)
+    _category_ends(t)
     _nesting(t)
     if not t.changed:
         return events, t.findings
