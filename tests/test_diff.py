@@ -60,6 +60,23 @@ def test_diff_cli_outputs_and_bad_input(tmp_path):
 
 
 def test_diff_refuses_different_schema_versions(tmp_path):
+    """Schema version 1 is the only one yet, so two versions meet only in analyses: refused in one line."""
+    import dataclasses
+
+    from rlscope.analysis import analyze
+    from rlscope.analysis.diff import diff_results
+    from rlscope.errors import RLScopeError
+
+    a = analyze(_trace(tmp_path / "a", 100), intervals=False)
+    b = analyze(_trace(tmp_path / "b", 40), intervals=False)
+    older = dataclasses.replace(b, schema_versions=frozenset({"0"}))
+    with pytest.raises(RLScopeError, match="different schema versions") as e:
+        diff_results(a, older)
+    assert "\n" not in str(e.value)
+    assert diff_results(a, b)  # the same version: compared
+
+
+def test_diff_of_a_trace_with_an_unknown_schema_version_is_one_line(tmp_path):
     import pyarrow as pa
 
     from rlscope.trace import schema as TS
@@ -74,7 +91,8 @@ def test_diff_refuses_different_schema_versions(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "rlscope.cli.analyze", "diff", str(a), str(b)], capture_output=True, text=True
     )
-    assert r.returncode == 2 and "different schema versions" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "schema version 0" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 # --------------------------------------------------------------------------- noise

@@ -179,9 +179,11 @@ def test_sigkill_leaves_readable_trace(tmp_path):
     # the scope open at the kill is closed at the end of the data, not lost
     assert ops["forever"]["total_s"] == pytest.approx(s["wall_s"], rel=0.05)
     r = subprocess.run(
-        [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "-q"], capture_output=True, text=True
+        [sys.executable, "-m", "rlscope.cli.analyze", str(trace)], capture_output=True, text=True
     )
     assert r.returncode == 0 and "did not end normally" in r.stderr
+    quiet = subprocess.run([*analyze_cmd, "-q"], capture_output=True, text=True)
+    assert quiet.returncode == 0 and quiet.stderr == ""  # -q: errors only
 
 
 FORK_SCRIPT = textwrap.dedent(
