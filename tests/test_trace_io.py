@@ -178,9 +178,8 @@ def test_sigkill_leaves_readable_trace(tmp_path):
     assert ops["tick"]["calls"] >= 50
     # the scope open at the kill is closed at the end of the data, not lost
     assert ops["forever"]["total_s"] == pytest.approx(s["wall_s"], rel=0.05)
-    r = subprocess.run(
-        [sys.executable, "-m", "rlscope.cli.analyze", str(trace)], capture_output=True, text=True
-    )
+    analyze_cmd = [sys.executable, "-m", "rlscope.cli.analyze", str(trace)]
+    r = subprocess.run(analyze_cmd, capture_output=True, text=True)
     assert r.returncode == 0 and "did not end normally" in r.stderr
     quiet = subprocess.run([*analyze_cmd, "-q"], capture_output=True, text=True)
     assert quiet.returncode == 0 and quiet.stderr == ""  # -q: errors only
