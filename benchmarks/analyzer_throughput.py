@@ -73,14 +73,14 @@ def write_synthetic(path: Path, n_events: int, batch: int = 100_000, shared_ops:
         "name": name,
         "flags": flags,
     }
-    head = {
-        "ts_ns": [0],
-        "thread": [1],
-        "kind": [S.SESSION_START],
-        "id": [-1],
-        "parent": [-1],
-        "name": [-1],
-        "flags": [0],
+    head = {  # a session's start and its first window's mode row, as every session writes them
+        "ts_ns": [0, 0],
+        "thread": [1, 1],
+        "kind": [S.SESSION_START, S.WINDOW],
+        "id": [-1, S.WINDOW_FULL],
+        "parent": [-1, -1],
+        "name": [-1, -1],
+        "flags": [0, 0],
     }
     tail = {
         "ts_ns": [int(ts[-1]) + 1],

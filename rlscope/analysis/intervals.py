@@ -253,12 +253,20 @@ def _depth(ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """
     if len(ident) == 0:
         return np.zeros(0, np.int64)
-    ids = np.unique(ident)
-    n = len(ids)
+    top = int(max(ident.max(), parent.max(), 0)) + 1
+    if top <= 4 * len(ident) + 1024:  # compact ids (the reader renumbers spread ones): index by them
+        n = top
 
-    def dense(values: np.ndarray) -> np.ndarray:  # index into ids; n for "no instance"
-        pos = np.minimum(np.searchsorted(ids, values), n - 1)
-        return np.where(ids[pos] == values, pos, n)
+        def dense(values: np.ndarray) -> np.ndarray:  # the id itself; n for "no instance"
+            return np.where((values >= 0) & (values < n), values, n)
+
+    else:
+        ids = np.unique(ident)
+        n = len(ids)
+
+        def dense(values: np.ndarray) -> np.ndarray:  # index into ids; n for "no instance"
+            pos = np.minimum(np.searchsorted(ids, values), n - 1)
+            return np.where(ids[pos] == values, pos, n)
 
     par = np.full(n + 1, n, np.int64)
     par[dense(ident)] = dense(parent)

@@ -26,7 +26,7 @@ from rlscope.trace.header import clock_offset as clock_offset
 from rlscope.trace.header import parent_pid as parent_pid
 from rlscope.trace.header import session_span
 from rlscope.trace.runs import runs_warning
-from rlscope.trace.validate import Finding, validate_events, validate_table
+from rlscope.trace.validate import Finding, plausible_rows, validate_events, validate_table
 
 
 @dataclasses.dataclass
@@ -356,17 +356,25 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
     tables (their headers are read for the metadata), with the same metadata and errors as a full load:
     what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`).
 
-    The events are checked and repaired as :mod:`rlscope.trace.validate` says, in a light load too
-    (it reads every event column for that, then keeps the light ones), so both see the same rows.
+    A full load checks and repairs the events as :mod:`rlscope.trace.validate` says; a light load
+    drops only the rows no writer makes (:func:`~rlscope.trace.validate.plausible_rows`), so the
+    driver's survey costs a read of three columns and no repair: the bounds and window modes it reads
+    agree with the full load's on any intact trace, and on a damaged one they bound it.
     """
     if not path.is_dir():  # a process-* entry that is a file, a broken link or a symlink loop
         raise TraceError(path, "not a directory (a broken or looping symlink?)")
     events, meta, warnings = _read_stream(
-        path / S.EVENTS_FILE, S.EVENT_COLUMNS, [] if light else [S.EVENT_COST_COLUMN[0]]
+        path / S.EVENTS_FILE,
+        S.EVENT_COLUMNS,
+        [] if light else [S.EVENT_COST_COLUMN[0]],
+        keep=LIGHT_COLUMNS if light else None,
     )
     read = [S.EVENTS_FILE]  # the files read whole: each should end with its end-of-stream marker
     meta = _checked_metadata(meta, path, warnings)
-    events, findings = validate_events(events, str(path))
+    if light:  # the rows no writer makes dropped; the repairs and their findings come with the full load
+        events, findings = plausible_rows(events), []
+    else:
+        events, findings = validate_events(events, str(path))
     warnings += [f.warning for f in findings]
     span = _session_bounds(events) if events.num_rows else None
     if light:
