@@ -78,6 +78,17 @@ class Finding:
         return f"{self.where}: {self.message}"
 
 
+_SCOPED = (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)
+
+
+def _among(values: np.ndarray, codes: tuple[int, ...]) -> np.ndarray:
+    """``np.isin`` for a few codes: one comparison per code, where np.isin sorts (millions of rows)."""
+    out = values == codes[0]
+    for code in codes[1:]:
+        out |= values == code
+    return out
+
+
 def _few(values: np.ndarray) -> str:
     """Up to _EXAMPLES distinct values, for a message."""
     u = np.unique(values)
@@ -188,7 +199,7 @@ def _drop_impossible(t: _Table) -> None:
     bad = (ts < 0) | (ts >= MAX_TS_NS)
     t.drop(bad, f"{bad.sum()} row(s) with a timestamp no clock gives ({_few(ts[bad])} ns) dropped")
     c, kind = t.c, t.c["kind"]
-    scoped = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    scoped = _among(kind, _SCOPED)
     bad = scoped & ((c["id"] < 0) | (c["name"] < 0))
     t.drop(bad, f"{bad.sum()} operation or phase row(s) with a negative instance or name id dropped")
     c, kind = t.c, t.c["kind"]
@@ -196,7 +207,7 @@ def _drop_impossible(t: _Table) -> None:
     bad = is_cat & ~(np.isin(c["id"], _CATEGORY_CODES) & np.isin(c["parent"], _CATEGORY_CODES))
     t.drop(bad, f"{bad.sum()} category row(s) with a category code that does not exist dropped")
     c = t.c
-    bad = (c["kind"] == S.WINDOW) & ~np.isin(c["id"], (S.WINDOW_LIGHT, S.WINDOW_FULL))
+    bad = (c["kind"] == S.WINDOW) & ~_among(c["id"], (S.WINDOW_LIGHT, S.WINDOW_FULL))
     t.drop(bad, f"{bad.sum()} window row(s) of an unknown mode ({_few(c['id'][bad])}) dropped")
 
 
@@ -242,7 +253,7 @@ def _drop_repeats(t: _Table) -> None:
         t.drop(copy, f"{copy.sum()} row(s) written twice (a batch repeated) dropped")
     c = t.c
     kind = c["kind"]
-    scoped = np.flatnonzero(np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)))
+    scoped = np.flatnonzero(_among(kind, _SCOPED))
     key_kind, key_id = kind[scoped], c["id"][scoped]
     order = np.lexsort((scoped, key_id, key_kind))
     again = np.zeros(len(t), bool)
@@ -489,10 +500,10 @@ def _flags(t: _Table) -> None:
     c = t.c
     flags = c["flags"]
     unknown = (flags & ~_KNOWN_FLAGS) != 0
-    unknown |= np.isin(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)) & ((flags & S.FLAG_FORCED_CLOSE) != 0)
+    unknown |= _among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)) & ((flags & S.FLAG_FORCED_CLOSE) != 0)
     if unknown.any():
         t.say(unknown, f"{unknown.sum()} row(s) with flags no writer sets: cleared")
-        keep = np.where(np.isin(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)), S.FLAG_RECURSIVE, _KNOWN_FLAGS)
+        keep = np.where(_among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)), S.FLAG_RECURSIVE, _KNOWN_FLAGS)
         c["flags"] = flags & keep
         t.changed = True
     b = np.flatnonzero(c["kind"] == S.OP_BEGIN)
@@ -560,7 +571,7 @@ def _compact_ids(t: _Table) -> None:
     """Operation and phase ids spread far wider than the rows could number (a damaged id) renumbered
     in their order, parents with them, so that no array is sized by a damaged value."""
     c = t.c
-    scoped = np.isin(c["kind"], (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    scoped = _among(c["kind"], _SCOPED)
     ids = c["id"][scoped]
     if not len(ids) or int(ids.max()) - int(ids.min()) <= _ID_SPREAD + 16 * len(t):
         return
@@ -588,7 +599,7 @@ def _reference_speeds(t: _Table) -> None:
     """A reference loop speed no machine has (a damaged value) set to not timed (-1): the correction
     then prices rlscope's Python costs as it does for sessions that did not time it."""
     c = t.c
-    timed = np.isin(c["kind"], (S.SESSION_START, S.SESSION_END, S.WINDOW)) & (c["parent"] != -1)
+    timed = _among(c["kind"], (S.SESSION_START, S.SESSION_END, S.WINDOW)) & (c["parent"] != -1)
     bad = timed & ((c["parent"] < _REFERENCE_PS[0]) | (c["parent"] > _REFERENCE_PS[1]))
     if bad.any():
         t.say(
@@ -686,7 +697,7 @@ def plausible_rows(events: pa.Table) -> pa.Table:
     ts = events.column("ts_ns").to_numpy()
     ok = _KIND_OK[kind.astype(np.uint8)] & (ts >= 0) & (ts < MAX_TS_NS)
     if "id" in events.column_names:
-        ok &= (kind != S.WINDOW) | np.isin(events.column("id").to_numpy(), (S.WINDOW_LIGHT, S.WINDOW_FULL))
+        ok &= (kind != S.WINDOW) | _among(events.column("id").to_numpy(), (S.WINDOW_LIGHT, S.WINDOW_FULL))
     return events if ok.all() else events.filter(pa.array(ok))
 
 
