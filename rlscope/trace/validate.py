@@ -759,7 +759,7 @@ def validate_table(
         return table, []
     found = []
     times, code, codes = _TABLE_RULES[kind]
-    cols = {c: table.column(c).to_numpy().astype(np.int64) for c in times}
+    cols = {c: table.column(c).to_numpy().astype(np.int64, copy=False) for c in times}
     bad = np.zeros(table.num_rows, bool)
     for v in cols.values():
         bad |= (v < 0) | (v >= MAX_TS_NS)
@@ -800,7 +800,7 @@ _UNIQUE_ROWS = ("gpu", "backend", "collectives")
 
 def _copies(table: pa.Table) -> np.ndarray:
     """Rows equal in every column to an earlier row."""
-    cols = [table.column(c).to_numpy().astype(np.int64) for c in table.column_names]
+    cols = [table.column(c).to_numpy().astype(np.int64, copy=False) for c in table.column_names]
     order = np.lexsort([np.arange(table.num_rows), *reversed(cols)])
     equal = np.ones(max(table.num_rows - 1, 0), bool)
     for v in cols:
