@@ -103,7 +103,7 @@ class _Table:
         self.where = where
         self.names = events.column_names
         self.schema = events.schema
-        self.c = {k: events.column(k).to_numpy().astype(np.int64) for k in self.names}
+        self.c = {k: _int64(events.column(k)) for k in self.names}
         self.changed = False
         self.findings: list[Finding] = []
         ts = self.c["ts_ns"]
@@ -166,6 +166,17 @@ class _Table:
         order = np.argsort(self.c["ts_ns"], kind="stable")
         cols = [pa.array(self.c[f.name][order].astype(f.type.to_pandas_dtype()), f.type) for f in self.schema]
         return pa.Table.from_arrays(cols, schema=self.schema)
+
+
+def _int64(column: pa.ChunkedArray) -> np.ndarray:
+    """A column as a writable int64 array of its own, copied once: the checks repair rows in place.
+
+    Why not ``to_numpy().astype(np.int64)``: a column of several batches is already a fresh array
+    after ``to_numpy``, and copying it again (fresh pages, their faults) was a third of the checks'
+    time on ten million rows."""
+    values = column.to_numpy()
+    own = values.flags.writeable  # a zero-copy view of the table is read-only
+    return values.astype(np.int64, copy=not own)
 
 
 def _thread_order(thread: np.ndarray) -> np.ndarray:
