@@ -44,11 +44,12 @@ def _check_process(p: ProcessTrace) -> list[Finding]:
     kind = ev.column("kind").to_numpy()
     if not (kind == S.SESSION_START).any():
         out.append(Finding("warning", where, "no session start event"))
-    # a session end's id: the signal that ended the process after rlscope flushed it (its parent
-    # terminated it: Pool.terminate, a pool or daemonic children closed at exit), -1 for none
+    # a session end's id: the signal that ended the process after rlscope flushed it (rlscope run
+    # forwarding a SIGTERM or SIGHUP, a parent ending its children: Pool.terminate, daemonic children
+    # at exit, a closed terminal), -1 for none
     signals = sorted({int(i) for i in ev.column("id").to_numpy()[kind == S.SESSION_END] if i > 0})
     for signum in signals:
-        message = f"ended by {_signal_name(signum)} (terminated by its parent?); its trace was flushed first"
+        message = f"ended by {_signal_name(signum)}; its trace was flushed first"
         out.append(Finding("info", where, message))
     n_open = int((kind == S.OP_BEGIN).sum() - (kind == S.OP_END).sum())
     if n_open > 0 and not p.complete:
