@@ -10,30 +10,14 @@ from rlscope.analysis import analyze
 from rlscope.collectors import gym as gym_collector
 from rlscope.runtime.adapters.classes import subclasses
 from tests.conftest import FakeClock
+from tests.test_auto_ops import STEP_ENV, ClockEnv  # a sub-env step: STEP_ENV of the fake clock
 
 gym = pytest.importorskip("gymnasium")
 
-STEP_ENV = 11_000  # one sub-env's step or reset
 BATCH = 4_000  # the vector env's own work per call: stacking the sub-envs' observations
 GLUE = 3_000  # the loop's own code between steps
 ENVS = 4
 STEPS = 25
-
-
-class ClockEnv(gym.Env):
-    observation_space = gym.spaces.Box(-1, 1, (2,))
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-
-    def step(self, action):
-        self.clock.advance(STEP_ENV)
-        return self.observation_space.sample(), 1.0, False, False, {}
-
-    def reset(self, *, seed=None, options=None):
-        self.clock.advance(STEP_ENV)
-        return self.observation_space.sample(), {}
 
 
 @pytest.fixture

@@ -59,6 +59,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tests.conftest import FakeClock
+
 DAMAGE_KINDS = (
     "truncate_boundary",
     "truncate_random",
@@ -90,17 +92,6 @@ TEXT_KINDS = ("non_utf8", "bad_metadata", "schema_version")
 # ---------------------------------------------------------------------------------------- the base
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 5_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ns: int) -> None:
-        self.now += ns
-
-
 def build_base(out: Path) -> Path:
     """A small real trace in ``out`` (made anew): two processes, each with events, names, torch ops and
     GPU work."""
@@ -112,7 +103,8 @@ def build_base(out: Path) -> Path:
     from rlscope.trace import schema as S
 
     shutil.rmtree(out, ignore_errors=True)
-    clock = _Clock()
+    clock = FakeClock()
+    clock.now = 5_000_000_000
     sess = rlscope.profile(out, backend=False, gpu=False)
     sess.clock = clock
     ops: list[tuple[int, int, int, int]] = []  # backend ops: start, end, thread, name
