@@ -330,3 +330,42 @@ def test_fuzz_corpus_thousands(base: Path, tmp_path: Path, capsys, seed: int):
     counts = _corpus(base, tmp_path, seed=seed, per_kind=60)
     with capsys.disabled():
         print(f"\ndamaged traces, seed {seed}: {dict(sorted(counts.items()))}")
+
+
+def _rows(*rows: tuple[int, int, int, int, int, int]) -> pa.Table:
+    """An events table of (ts, thread, kind, id, parent, name) rows, flags 0."""
+    cols = list(zip(*rows, strict=True))
+    names = ["ts_ns", "thread", "kind", "id", "parent", "name"]
+    data = {n: np.array(v, np.int64) for n, v in zip(names, cols, strict=True)}
+    data["flags"] = np.zeros(len(rows), np.int64)
+    schema = S.events_schema({})
+    return pa.table({f.name: pa.array(data[f.name], f.type) for f in schema}, schema=schema)
+
+
+def test_a_flush_running_as_the_session_stops_is_no_damage():
+    """The writer's last flush mark may end after the session's end row (the end is stamped before
+    the writer closes): an intact trace, left as it is; a row of the job after the end is clipped."""
+    from rlscope import categories
+    from rlscope.trace.validate import validate_events
+
+    intact = _rows(
+        (0, 1, S.SESSION_START, -1, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1, -1),
+        (10, 1, S.OP_BEGIN, 0, -1, 0),
+        (20, 1, S.OP_END, 0, -1, 0),
+        (90, 2, S.CAT_BEGIN, categories.PROFILER, 0, -1),
+        (100, 1, S.SESSION_END, -1, -1, -1),
+        (120, 2, S.CAT_END, categories.PROFILER, 0, -1),
+    )
+    out, findings = validate_events(intact, "p")
+    assert out is intact and findings == []
+    damaged = _rows(
+        (0, 1, S.SESSION_START, -1, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1, -1),
+        (10, 1, S.OP_BEGIN, 0, -1, 0),
+        (100, 1, S.SESSION_END, -1, -1, -1),
+        (130, 1, S.OP_END, 0, -1, 0),
+    )
+    out, findings = validate_events(damaged, "p")
+    assert any("after the session's end clipped" in f.message for f in findings)
+    assert out.column("ts_ns").to_numpy().max() == 100
