@@ -252,8 +252,8 @@ def test_a_second_run_into_a_live_trace_is_refused_and_deletes_nothing(tmp_path)
         assert f"being written by rlscope run (pid {first.pid}" in second.stderr
         assert any((tmp_path / "t").glob("process-*/events.arrows"))
     finally:
-        first.kill()
-        first.wait()
+        first.terminate()  # rlscope run ends its program too
+        first.wait(timeout=60)
 
 
 # -- a write that fails -------------------------------------------------------------------------------
