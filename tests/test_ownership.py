@@ -291,3 +291,8 @@ def test_a_full_disk_stops_the_recording_not_the_job(tmp_path, monkeypatch, capf
     proc = load_trace(tmp_path / "t").processes[0]
     ends = proc.events.filter(proc.events.column("kind").to_numpy() == 1).num_rows
     assert ends == 2000  # the round written before the disk filled, whole
+    # the manifest says the recording was cut, and the analysis says so
+    assert ownership.read_manifest(tmp_path / "t").cuts == {proc.path.name: "No space left on device"}
+    (said,) = [w for w in proc.warnings if "recording stopped early" in w]
+    assert "No space left on device" in said
+    assert not [w for w in proc.warnings if "did not end normally" in w]  # not a crash: said once, why

@@ -54,6 +54,7 @@ class Manifest:
 
     header: dict[str, Any]
     entries: list[str]
+    cuts: dict[str, str] = dataclasses.field(default_factory=dict)  # entry -> why its recording stopped
 
 
 def _header() -> dict[str, Any]:
@@ -83,6 +84,7 @@ def read_manifest(path: Path) -> Manifest | None:
         return Manifest({}, [])
     header: dict[str, Any] = {}
     entries: list[str] = []
+    cuts: dict[str, str] = {}
     for line in text.splitlines():
         try:
             row = json.loads(line)
@@ -95,7 +97,10 @@ def read_manifest(path: Path) -> Manifest | None:
         entry = row.get("entry")
         if isinstance(entry, str) and _ENTRY.match(entry) and entry not in entries:
             entries.append(entry)
-    return Manifest(header, entries)
+        cut = row.get("cut")
+        if isinstance(cut, str) and _ENTRY.match(cut):
+            cuts[cut] = str(row.get("reason", ""))
+    return Manifest(header, entries, cuts)
 
 
 def _strangers(path: Path) -> list[str]:
@@ -158,6 +163,19 @@ def add_entry(path: Path, name: str) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+def note_cut(path: Path, name: str, reason: str) -> None:
+    """Say in the manifest of ``path`` that process directory ``name`` stopped recording early (a
+    write failed), so the analysis can say the run was cut. Best effort: on a full disk this short
+    append may fail too (it often fits in the manifest's last block); never raises."""
+    line = json.dumps({"cut": name, "reason": reason, "at_unix": round(time.time(), 3)}) + "\n"
+    with contextlib.suppress(OSError):
+        fd = os.open(path / MANIFEST_FILE, os.O_WRONLY | os.O_APPEND)  # a manifest that exists only
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
 
 
 def new_process_dir(path: Path, pid: int) -> Path:

@@ -25,6 +25,7 @@ from rlscope.trace.header import ProcessHeader as ProcessHeader
 from rlscope.trace.header import clock_offset as clock_offset
 from rlscope.trace.header import parent_pid as parent_pid
 from rlscope.trace.header import session_span
+from rlscope.trace.ownership import read_manifest
 from rlscope.trace.runs import runs_warning
 from rlscope.trace.validate import Finding, plausible_rows, validate_events, validate_table
 
@@ -418,6 +419,13 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
             meta = _checked_metadata({**meta, **ray_meta}, path, warnings)
         except (OSError, ValueError) as e:
             warnings.append(f"{path / S.RAY_META_FILE}: unreadable ({e}); no role or clock offset")
+    manifest = read_manifest(path.parent)
+    was_cut = manifest is not None and path.name in manifest.cuts
+    if was_cut:
+        warnings.append(
+            f"{path}: recording stopped early, a write failed ({manifest.cuts[path.name] or 'no reason'}):"
+            " the figures cover the run up to then"
+        )
     cut = " ".join(warnings)
     unclosed = [f for f in read if f"{path / f}: truncated" not in cut and not _closed(path / f)]
     proc = ProcessTrace(
@@ -434,7 +442,7 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
         _placeholder_names(proc, path, warnings)
     if events.num_rows == 0:
         warnings.append(f"{path}: no events (the process ended before its first flush)")
-    elif not proc.complete:
+    elif not proc.complete and not was_cut:  # a cut recording is said above, with its reason
         warnings.append(
             f"{path}: the session did not end normally (process killed or crashed?); analyzed up to"
             " where its data ends, with scopes still open closed there"

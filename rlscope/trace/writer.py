@@ -277,8 +277,10 @@ class TraceWriter:
         it anyway, so nothing written after it could be read. What was written before stays readable.
         """
         from rlscope.errors import warn_once
+        from rlscope.trace import ownership
 
         self.failed = error
+        ownership.note_cut(self.process_dir.parent, self.process_dir.name, str(error.strerror or error))
         warn_once(
             f"cannot write the trace in {self.process_dir} ({error.strerror or error}): recording stops"
             " here and the job goes on; the trace keeps what was written until now"
