@@ -19,7 +19,7 @@ An intact table passes unchanged (the same object). Repairs, in order:
   and an operation or phase row repeating an instance id: the later one dropped;
 - a thread's rows out of time order: a single row out of line with both neighbours dropped, the
   rest put back in time order (a batch written out of order);
-- session starts after the last session end: the session rows dropped (the data bound the run);
+- a session start row after the last session end row: both dropped (the data bound the run);
   rows after the session's end: clipped to it;
 - operation and phase ends with no begin, or not on their begin's thread, after it, of its name:
   dropped; an end's parent differing from its begin's: set to the begin's;
@@ -89,6 +89,25 @@ def _among(values: np.ndarray, codes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+# the written kinds as a lookup table indexed by the kind's byte: one pass, no sort (np.isin's)
+_KIND_OK = np.zeros(256, bool)
+_KIND_OK[list(S.WRITTEN_KINDS)] = True
+
+
+def _unknown_kind(kind: np.ndarray) -> np.ndarray:
+    return ~_KIND_OK[kind.astype(np.uint8)] | (kind < 0) | (kind > 255)
+
+
+def _no_clock(ts: np.ndarray) -> np.ndarray:
+    """Timestamps no clock the trace records gives (MAX_TS_NS)."""
+    return (ts < 0) | (ts >= MAX_TS_NS)
+
+
+def _unknown_mode(kind: np.ndarray, ident: np.ndarray) -> np.ndarray:
+    """Window rows of a mode that does not exist."""
+    return (kind == S.WINDOW) & ~_among(ident, (S.WINDOW_LIGHT, S.WINDOW_FULL))
+
+
 def _few(values: np.ndarray) -> str:
     """Up to _EXAMPLES distinct values, for a message."""
     u = np.unique(values)
@@ -107,7 +126,7 @@ class _Table:
         self.changed = False
         self.findings: list[Finding] = []
         ts = self.c["ts_ns"]
-        plausible = (ts >= 0) & (ts < MAX_TS_NS)
+        plausible = ~_no_clock(ts)
         self.origin = int(ts[plausible].min()) if plausible.any() else 0
 
     def __len__(self) -> int:
@@ -115,7 +134,7 @@ class _Table:
 
     def span_text(self, ts: np.ndarray) -> str:
         """Where rows are, in seconds since the process's first event."""
-        ts = ts[(ts >= 0) & (ts < MAX_TS_NS)]
+        ts = ts[~_no_clock(ts)]
         if not len(ts):
             return "at times no clock gives"
         a, b = (int(ts.min()) - self.origin) / 1e9, (int(ts.max()) - self.origin) / 1e9
@@ -130,7 +149,7 @@ class _Table:
         """A finding about ``rows`` (indices or a mask): the message, their threads and time span."""
         rows = np.flatnonzero(rows) if rows.dtype == bool else rows
         ts = self.c["ts_ns"][rows]
-        ok = ts[(ts >= 0) & (ts < MAX_TS_NS)]
+        ok = ts[~_no_clock(ts)]
         span = (int(ok.min()), int(ok.max())) if len(ok) else None
         text = f"{message} ({self.threads_text(rows)}, {self.span_text(ts)} into the process)"
         self.findings.append(Finding(level, self.where, text, span))
@@ -204,10 +223,10 @@ def _boundaries(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _drop_impossible(t: _Table) -> None:
     """Rows no writer makes: unknown kinds, times no clock gives, ids and codes out of range."""
     kind = t.c["kind"]
-    bad = ~_KIND_OK[kind.astype(np.uint8)] | (kind < 0) | (kind > 255)
+    bad = _unknown_kind(kind)
     t.drop(bad, f"{bad.sum()} row(s) of unknown kind ({_few(kind[bad])}) dropped")
     ts = t.c["ts_ns"]
-    bad = (ts < 0) | (ts >= MAX_TS_NS)
+    bad = _no_clock(ts)
     t.drop(bad, f"{bad.sum()} row(s) with a timestamp no clock gives ({_few(ts[bad])} ns) dropped")
     c, kind = t.c, t.c["kind"]
     scoped = _among(kind, _SCOPED)
@@ -218,7 +237,7 @@ def _drop_impossible(t: _Table) -> None:
     bad = is_cat & ~(np.isin(c["id"], _CATEGORY_CODES) & np.isin(c["parent"], _CATEGORY_CODES))
     t.drop(bad, f"{bad.sum()} category row(s) with a category code that does not exist dropped")
     c = t.c
-    bad = (c["kind"] == S.WINDOW) & ~_among(c["id"], (S.WINDOW_LIGHT, S.WINDOW_FULL))
+    bad = _unknown_mode(c["kind"], c["id"])
     t.drop(bad, f"{bad.sum()} window row(s) of an unknown mode ({_few(c['id'][bad])}) dropped")
 
 
@@ -709,15 +728,10 @@ def plausible_rows(events: pa.Table) -> pa.Table:
         return events
     kind = events.column("kind").to_numpy()
     ts = events.column("ts_ns").to_numpy()
-    ok = _KIND_OK[kind.astype(np.uint8)] & (ts >= 0) & (ts < MAX_TS_NS)
+    bad = _unknown_kind(kind) | _no_clock(ts)
     if "id" in events.column_names:
-        ok &= (kind != S.WINDOW) | _among(events.column("id").to_numpy(), (S.WINDOW_LIGHT, S.WINDOW_FULL))
-    return events if ok.all() else events.filter(pa.array(ok))
-
-
-# the written kinds as a lookup table indexed by the kind's byte: one pass, no sort (np.isin's)
-_KIND_OK = np.zeros(256, bool)
-_KIND_OK[list(S.WRITTEN_KINDS)] = True
+        bad |= _unknown_mode(kind, events.column("id").to_numpy())
+    return events.filter(pa.array(~bad)) if bad.any() else events
 
 
 def validate_events(
@@ -776,7 +790,7 @@ def validate_table(
     cols = {c: table.column(c).to_numpy().astype(np.int64, copy=False) for c in times}
     bad = np.zeros(table.num_rows, bool)
     for v in cols.values():
-        bad |= (v < 0) | (v >= MAX_TS_NS)
+        bad |= _no_clock(v)
     if len(times) == 2:
         bad |= cols[times[1]] < cols[times[0]]
     if code is not None:
