@@ -181,8 +181,8 @@ def note_cut(path: Path, name: str, reason: str) -> None:
 def new_process_dir(path: Path, pid: int) -> Path:
     """A process directory of ``path`` for a session of process ``pid``, listed in the manifest.
 
-    ``process-<pid>``, or ``process-<pid>-2`` and so on where that exists (an earlier session of this
-    process, a reused pid): a session never writes into another's directory.
+    ``process-<pid>``, or ``process-<pid>-2`` and so on where that exists (the process profiled into
+    this directory before, or a reused pid): a session never writes into another's directory.
     """
     listed = set((read_manifest(path) or Manifest({}, [])).entries)
     for k in range(1, MAX_NUMBERED + 1):
@@ -320,8 +320,9 @@ class Claim:
     instead_of: Path | None  # the directory asked for, when another one was used next to it
 
 
-def _claim_one(path: Path, what: str) -> tuple[Claim | None, str]:
-    """Claim ``path`` as it is, or (None, why not)."""
+def _writable(path: Path) -> tuple[Manifest | None, str]:
+    """Whether rlscope may write into ``path`` (made if new): (its manifest, None for a new or empty
+    directory; "") where it may, (None, why not) where it may not."""
     if path.exists() and not path.is_dir():
         return None, f"{path} is a file, not a directory"
     try:
@@ -329,9 +330,15 @@ def _claim_one(path: Path, what: str) -> tuple[Claim | None, str]:
     except OSError as e:
         return None, f"cannot make {path}: {e.strerror or e}"
     manifest = read_manifest(path)
-    strangers = _strangers(path)
-    if manifest is None and strangers:
-        return None, _not_ours(path, strangers)
+    strangers = _strangers(path) if manifest is None else []
+    return manifest, _not_ours(path, strangers) if strangers else ""
+
+
+def _claim_one(path: Path, what: str) -> tuple[Claim | None, str]:
+    """Claim ``path`` as it is, or (None, why not)."""
+    manifest, why = _writable(path)
+    if why:
+        return None, why
     try:
         lock, holder = _lock_exclusive(path, what)
     except OSError as e:
@@ -382,16 +389,10 @@ def join(path: str | Path) -> Lock | None:
     that a run writes. Nothing is removed: sessions write beside what is there.
     """
     p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise RLScopeError(f"{p} is a file, not a trace directory")
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RLScopeError(f"cannot make {p}: {e.strerror or e}") from None
-    if read_manifest(p) is None:
-        strangers = _strangers(p)
-        if strangers:
-            raise RLScopeError(f"{_not_ours(p, strangers)}; profile into another directory")
+    manifest, why = _writable(p)
+    if why:
+        raise RLScopeError(f"{why}; profile into another directory")
+    if manifest is None:
         _ensure_manifest(p)
     token = os.environ.get(TOKEN_ENV)
     if token and _holder(p).get("token") == token:
