@@ -419,7 +419,7 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
             meta = _checked_metadata({**meta, **ray_meta}, path, warnings)
         except (OSError, ValueError) as e:
             warnings.append(f"{path / S.RAY_META_FILE}: unreadable ({e}); no role or clock offset")
-    manifest = read_manifest(path.parent)
+    manifest = None if light else read_manifest(path.parent)  # a light load's warnings go unread
     was_cut = manifest is not None and path.name in manifest.cuts
     if was_cut:
         warnings.append(
