@@ -388,7 +388,7 @@ class Session:
 
         # the C scope methods (built on first use, cached): a scope pair costs a fraction of Python's
         self.scope_recorder = scope_native.install()
-        # the directory is rlscope's (or new) and no run replaces it while this session writes it
+        # the directory is rlscope's (or new), and its shared lock keeps a run from replacing it
         self._lock = ownership.join(self.trace_dir)
         try:
             self.process_dir = ownership.new_process_dir(self.trace_dir, os.getpid())
