@@ -213,6 +213,21 @@ class Episodes:
             self.end_steps.append(first_step + (int(t) + 1) * steps_per_step)
 
 
+def act(
+    agent: Agent, buf: Rollout, step: int, next_obs: torch.Tensor, next_done: torch.Tensor
+) -> torch.Tensor:
+    """One rollout step's observation and done flags stored, the policy's action chosen (inference)
+    and stored with its log-probability and value: what every rollout does before the env steps."""
+    buf.obs[step] = next_obs
+    buf.dones[step] = next_done
+    with scope("inference"), torch.no_grad():
+        action, logprob, _, value = agent.get_action_and_value(next_obs)
+        buf.values[step] = value.flatten()
+    buf.actions[step] = action
+    buf.logprobs[step] = logprob
+    return action
+
+
 def collect_rollout(
     agent: Agent,
     envs: gym.vector.VectorEnv,
@@ -231,15 +246,7 @@ def collect_rollout(
     num_steps = buf.obs.shape[0]
     for step in range(num_steps):
         global_step += steps_per_step
-        buf.obs[step] = next_obs
-        buf.dones[step] = next_done
-
-        with scope("inference"), torch.no_grad():
-            action, logprob, _, value = agent.get_action_and_value(next_obs)
-            buf.values[step] = value.flatten()
-        buf.actions[step] = action
-        buf.logprobs[step] = logprob
-
+        action = act(agent, buf, step, next_obs, next_done)
         action_np = action.cpu().numpy()
         with scope("simulation"):  # the env step alone, as rlscope's automatic simulation
             next_obs_np, reward, terminations, truncations, infos = envs.step(action_np)
@@ -296,16 +303,8 @@ def collect_rollout_on_device(
     returns = torch.zeros_like(buf.rewards)
     for step in range(num_steps):
         global_step += num_envs
-        buf.obs[step] = next_obs
-        buf.dones[step] = next_done
         valid[step] = 1.0 - next_done  # after an end: the reset transition
-
-        with scope("inference"), torch.no_grad():
-            action, logprob, _, value = agent.get_action_and_value(next_obs)
-            buf.values[step] = value.flatten()
-        buf.actions[step] = action
-        buf.logprobs[step] = logprob
-
+        action = act(agent, buf, step, next_obs, next_done)
         with scope("simulation"):
             obs, reward, terminations, truncations, _ = envs.step(action)
         next_obs = torch.as_tensor(obs, dtype=torch.float32, device=dev)
