@@ -36,8 +36,10 @@ from rlscope.errors import RLScopeError, warn_once
 from rlscope.overhead.correct import reference
 from rlscope.runtime import hooks
 from rlscope.text import printable
+from rlscope.trace import detail as detail_schedule
 from rlscope.trace import ownership
 from rlscope.trace import schema as S
+from rlscope.trace.detail import DetailSchedule
 
 
 def _rank() -> str:
@@ -180,6 +182,7 @@ class Session:
         window_s: float = 0.1,
         full_share: float = 0.5,
         auto_ops: bool = False,
+        detail: str | DetailSchedule | None = None,
     ) -> None:
         if flush_interval <= 0:
             raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
@@ -192,6 +195,9 @@ class Session:
         if nvml_hz < 0:
             raise RLScopeError(f"nvml_hz must be >= 0 (0: no NVML sampling), got {nvml_hz}")
         self.trace_dir = Path(trace_dir)
+        # when full event detail is kept (rlscope/trace/detail.py); with windows off, for the whole run
+        self._detail = DetailSchedule.parse(detail if windows else "all")
+        self._origin_ns = 0  # the schedule's origin on the session's clock, set at start
         self._lean: Any = None  # the C scope module while bound to its lean path (start to stop)
         self.options: dict[str, Any] = {
             "flush_interval": flush_interval,
@@ -203,6 +209,7 @@ class Session:
             "window_s": window_s,
             "full_share": full_share,
             "auto_ops": bool(auto_ops),
+            "detail": self._detail.to_env(),
         }
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
         self.nvtx_pop: Any = None
@@ -366,6 +373,8 @@ class Session:
             "clock_anchor_unix_ns": str(unix_ns),
             "argv": json.dumps(sys.argv),
             "options": json.dumps(self.options),
+            # the detail schedule's origin (rlscope/trace/detail.py), on the events' clock
+            "detail_origin_ns": str(self._origin_ns),
         }
 
     def start(self) -> Session:
@@ -396,6 +405,9 @@ class Session:
             self._release_lock()
             raise RLScopeError(f"cannot write trace to {self.trace_dir}: {e.strerror or e}") from None
         start_ns = self.clock()
+        self._origin_ns = (
+            detail_schedule.origin_ns(start_ns) if self.clock is time.perf_counter_ns else start_ns
+        )
         # read next to start_ns: the pair maps this process's clock onto every other's; read after
         # the metadata's package lookups (milliseconds, tens under load in a fresh interpreter), it
         # shifted a short-lived pool worker's session past its parent's end
@@ -419,6 +431,9 @@ class Session:
                 clock=self.clock,
                 events=scope_native.event_buffer() if self.scope_recorder == "native" else None,
                 auto_ids=annotate.auto_ids,
+                detail=self._detail,
+                origin_ns=self._origin_ns,
+                main_thread=threading.get_native_id(),  # the thread that sets main_tid below
             )
         except OSError as e:
             self._release_lock()
@@ -572,9 +587,11 @@ class Session:
         mode = S.WINDOW_LIGHT if self._window_mode == S.WINDOW_FULL else S.WINDOW_FULL
         if self._shared is not None and self.window_due_ns != _NEVER:  # windows under way: the grid's
             mode = self._shared.mode_at(t0)
-            if mode == self._window_mode:  # due, but the grid kept this kind of window: look again later
-                self._schedule(mode, t0)
-                return
+        if not self._in_detail(t0):  # only aggregates are kept: the collectors stay off
+            mode = S.WINDOW_LIGHT
+        if mode == self._window_mode and self.window_due_ns != _NEVER:
+            self._schedule(mode, t0)  # due, but this kind of window goes on: look again later
+            return
         if on_main:
             annotate.category_enter(self, categories.PROFILER)
         on = mode == S.WINDOW_FULL
@@ -696,15 +713,29 @@ class Session:
             return
         if self._shared is not None:
             due = self._shared.next_change(now)
-            self.window_due_ns = due
-            self.timer_due_ns = due + int(TIMER_GRACE * self._shared.pair_ns / 2)
+            grace = int(TIMER_GRACE * self._shared.pair_ns / 2)
         else:
             length = self.window_length_ns(mode)
-            self.window_due_ns = now + length
-            self.timer_due_ns = now + int(length * (1 + TIMER_GRACE))
+            due, grace = now + length, int(length * TIMER_GRACE)
+        change = self._detail_change(now)
+        if not self._in_detail(now):  # collectors off until the next detail stretch begins
+            due = change
+        elif mode == S.WINDOW_FULL:  # a full window ends with the stretch: none runs past its cut
+            due = min(due, change)
+        self.window_due_ns = due
+        self.timer_due_ns = min(_NEVER, due + grace)
         if self._timer is None:  # the first window with a collector to switch
             self._start_window_timer()
         self.long_op_ns = min(_NEVER, int(LONG_OP_SHARE * self._window_ns[mode] * self._window_scale()))
+
+    def _in_detail(self, now: int) -> bool:
+        """Whether ``now`` lies in a detail stretch of the run (rlscope/trace/detail.py)."""
+        return self._detail.in_detail(now - self._origin_ns)
+
+    def _detail_change(self, now: int) -> int:
+        """When the run next enters or leaves a detail stretch, on the session's clock."""
+        change = self._detail.next_change(now - self._origin_ns)
+        return _NEVER if change >= detail_schedule.NEVER else min(_NEVER, self._origin_ns + change)
 
     def long_op_entry(self, name_id: int) -> None:
         """A long operation starts on the main thread (annotate's scope entry, at top level): if its

@@ -95,6 +95,8 @@ class ProcessBreakdown:
     gpu: dict  # GPU-bound time and the NVML comparison (rlscope.analysis.gpu.nvml_comparison)
     overhead: dict = dataclasses.field(default_factory=dict)  # what correction removed (corrected only)
     noise: pa.Table = dataclasses.field(default_factory=NOISE_SCHEMA.empty_table)  # NOISE_SCHEMA
+    # a run with detail stretches: the whole run's and the detail's seconds (rlscope.analysis.whole_run)
+    detail: dict = dataclasses.field(default_factory=dict)
 
 
 def analyze_process(proc: ProcessTrace, costs: EventCosts | None = None) -> ProcessBreakdown:
@@ -135,11 +137,15 @@ def analyze_process_pair(
         launch = gpu.launching_call(api, records)  # once: attribution, the check and the correction
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
+    # imported here: it extends this module's breakdowns (and imports them)
+    from rlscope.analysis import whole_run
+
     raw = breakdown_timeline(tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml)
     if launch is not None:
         raw.gpu.update(unlaunched(records, launch[1]))
+    raw_whole = whole_run.extend(raw, whole_run.summarized(proc, None))
     if costs is None:
-        return raw, None
+        return raw_whole, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
     switched = windows.toggled(tl)
     run_ref_ns = overhead.run_reference_ns(proc.events)
@@ -222,7 +228,7 @@ def analyze_process_pair(
         "windows": window_info,
         "writer_stall": fix.writer_stall,
     }
-    return raw, corrected
+    return raw_whole, whole_run.extend(corrected, whole_run.summarized(proc, costs))
 
 
 # the note of a run whose windows measured no operation (WindowEstimate.measured), and its end: the

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope.errors import TraceError
+from rlscope.trace import glue
 from rlscope.trace import schema as S
 from rlscope.trace.header import ProcessHeader as ProcessHeader
 from rlscope.trace.header import clock_offset as clock_offset
@@ -41,6 +42,12 @@ class ProcessTrace(ProcessHeader):
     backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
     memory: pa.Table | None = None  # CUDA caching allocator events (memory.arrows), when recorded
     collectives: pa.Table | None = None  # torch.distributed collectives (collectives.arrows), when recorded
+    # the whole run's aggregates (aggregates.arrows) summed per key over the run (full loads only):
+    # AGGREGATE_COLUMNS less ts_ns (rlscope/trace/aggregate.py, rlscope/analysis/whole_run.py)
+    aggregates: pa.Table | None = None
+    # the stretches without event detail, on the process's own clock; every table above is on the
+    # joined clock, as if the run had been only its detail stretches (rlscope/trace/glue.py)
+    gaps: glue.Gaps | None = None
     # what rlscope.trace.validate found and repaired in the events (each also one of ``warnings``)
     findings: list[Finding] = dataclasses.field(default_factory=list)
 
@@ -378,6 +385,12 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
         events, findings = validate_events(events, str(path))
     warnings += [f.warning for f in findings]
     span = _session_bounds(events) if events.num_rows else None
+    gaps = glue.gaps_of(events, span[1] if span else None) if events.num_rows else None
+    if gaps is not None and len(gaps):  # the detail stretches joined (the span stays the real one)
+        events = glue.join(events, "events", gaps)
+        meta["detail.gaps"] = gaps.to_json()
+    else:
+        gaps = None
     if light:
         events = events.select(LIGHT_COLUMNS)
     names = [] if light else _read_names(path, warnings)
@@ -401,7 +414,7 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
                     table, found = validate_table(table, attr, str(path / filename), span)
                     warnings += more + [f.warning for f in found]
                     findings += found
-                    optional[attr] = table
+                    optional[attr] = glue.join(table, attr, gaps) if gaps is not None else table
                 if "rlscope.collector" in file_meta:  # which collector wrote it: its overhead differs
                     meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
                 if S.DEVICES_METADATA_KEY in file_meta:  # device limits (occupancy, sharing)
@@ -428,8 +441,20 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
         )
     cut = " ".join(warnings)
     unclosed = [f for f in read if f"{path / f}: truncated" not in cut and not _closed(path / f)]
+    if not light and (path / S.AGGREGATES_FILE).exists():
+        try:
+            optional["aggregates"] = read_aggregates(path / S.AGGREGATES_FILE)
+        except TraceError as e:
+            warnings.append(f"{e}; the whole run is analyzed from its detail only")
     proc = ProcessTrace(
-        path=path, events=events, names=names, metadata=meta, warnings=warnings, findings=findings, **optional
+        path=path,
+        events=events,
+        names=names,
+        metadata=meta,
+        warnings=warnings,
+        findings=findings,
+        gaps=gaps,
+        **optional,
     )
     if proc.complete and unclosed:
         # the session ended normally, so its writer closed every file: one without its end marker
@@ -448,6 +473,38 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
             " where its data ends, with scopes still open closed there"
         )
     return proc
+
+
+AGGREGATE_KEYS = ["thread", "mode", "phase", "operation", "category"]
+AGGREGATE_SUMS = ["time_ns", "calls", "boundaries", "cost_ns"]
+
+
+def read_aggregates(path: Path) -> pa.Table:
+    """aggregates.arrows summed per key over the run, one record batch at a time.
+
+    Why batch by batch: the file grows with the run (a few rows a second), and summing as it reads
+    keeps the memory to the distinct keys, however long the run. A file cut short is read up to
+    its last whole batch, like the events.
+    """
+    reader, _ = _open_stream(path, S.AGGREGATE_COLUMNS)
+    parts: list[pa.Table] = []
+    rows = 0
+    try:
+        for batch in reader:
+            parts.append(pa.Table.from_batches([batch]).select(AGGREGATE_KEYS + AGGREGATE_SUMS))
+            rows += batch.num_rows
+            if rows > 200_000:  # fold what is read so far: memory stays at the distinct keys
+                parts, rows = [_sum_aggregates(pa.concat_tables(parts))], 0
+    except Exception:  # noqa: BLE001 - a batch cut short or damaged: the rows up to it count
+        pass  # as for the events: the rows up to it count, as for the events
+    if not parts:
+        return pa.table({c: pa.array([], pa.int64()) for c in AGGREGATE_KEYS + AGGREGATE_SUMS})
+    return _sum_aggregates(pa.concat_tables(parts))
+
+
+def _sum_aggregates(table: pa.Table) -> pa.Table:
+    summed = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate([(c, "sum") for c in AGGREGATE_SUMS])
+    return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
 
 
 def _placeholder_names(proc: ProcessTrace, path: Path, warnings: list[str]) -> None:

@@ -41,6 +41,12 @@ class EventKind(IntEnum):
     # the operation open on this thread (collectors/autograd_calls.py, rlscope/analysis/gpu.py).
     ENGINE_BEGIN = 9
     ENGINE_END = 10
+    # the writer paused (``id`` 0) or resumed (``id`` 1) the event detail at the detail schedule's
+    # cut (rlscope/trace/detail.py), on the main thread: between a pause and the next resume no
+    # event rows are written, only aggregates (AGGREGATES_FILE). At a resume the writer closes the
+    # scopes that ended unrecorded and opens those that began unrecorded (FLAG_SUMMARIZED), so the
+    # reader can join the detail stretches into one timeline (rlscope/trace/glue.py).
+    DETAIL = 11
     # Analysis-only kinds (never written to files): intervals recorded outside the events stream
     # (CUDA API calls from the GPU trace, torch ops from the native backend recorder) are merged into
     # the per-thread timeline as begin/end rows of these kinds (rlscope/analysis/timeline.py).
@@ -67,6 +73,8 @@ PHASE_BEGIN, PHASE_END = int(EventKind.PHASE_BEGIN), int(EventKind.PHASE_END)
 SESSION_START, SESSION_END = int(EventKind.SESSION_START), int(EventKind.SESSION_END)
 WINDOW = int(EventKind.WINDOW)
 ENGINE_BEGIN, ENGINE_END = int(EventKind.ENGINE_BEGIN), int(EventKind.ENGINE_END)
+DETAIL = int(EventKind.DETAIL)
+DETAIL_PAUSE, DETAIL_RESUME = 0, 1
 WINDOW_LIGHT = 0  # scopes and simulator boundaries only: operation totals come from these windows
 WINDOW_FULL = 1  # every collector on: categories and GPU work come from these windows
 API_BEGIN, API_END = int(EventKind.API_BEGIN), int(EventKind.API_END)
@@ -85,6 +93,7 @@ WRITTEN_KINDS = (
     WINDOW,
     ENGINE_BEGIN,
     ENGINE_END,
+    DETAIL,
 )
 MERGED_KINDS = (API_BEGIN, API_END, BACKEND_BEGIN, BACKEND_END)
 
@@ -93,6 +102,9 @@ KIND_NAMES = {k: EventKind(k).name.lower() for k in WRITTEN_KINDS}
 # flags
 FLAG_RECURSIVE = 1  # an operation opened while another of the same name was open on the thread
 FLAG_FORCED_CLOSE = 2  # an end written by rlscope for a scope still open at session end
+# a begin or end the writer wrote at a detail resume: the scope began or ended while only
+# aggregates were kept (schema.DETAIL); its time before the resume is in the aggregates only
+FLAG_SUMMARIZED = 4
 
 # (column, arrow type name, meaning)
 EVENT_COLUMNS_DOC = [
@@ -108,7 +120,7 @@ EVENT_COLUMNS_DOC = [
         " (rlscope/overhead/correct/reference.py; -1: not timed)",
     ),
     ("name", "int32", "id into names.arrows (-1 for category rows)"),
-    ("flags", "int8", "FLAG_RECURSIVE | FLAG_FORCED_CLOSE"),
+    ("flags", "int8", "FLAG_RECURSIVE | FLAG_FORCED_CLOSE | FLAG_SUMMARIZED"),
 ]
 EVENT_COLUMNS = [c for c, _, _ in EVENT_COLUMNS_DOC]
 # written by sessions with the C scope methods (collectors/scope_native.c), absent from older traces
@@ -125,6 +137,27 @@ def unpack_cost(cost: Any) -> tuple[Any, Any]:
     """(pre, post) ns of packed ``cost`` values (numpy arrays or ints)."""
     return cost & 0xFFFFFFFF, cost >> 32
 
+
+AGGREGATES_FILE = "aggregates.arrows"
+# The whole run at low cost (rlscope/trace/aggregate.py): at every flush, per thread, window mode
+# and state, the time spent since the last flush. A *time row* (category >= 0) is the exclusive
+# time in (phase, operation, category); a *call row* (category -1) counts the operation's
+# instances that ended, and their inclusive time. Written for the whole run, detail or not.
+AGGREGATE_CALLS = -1  # the category of a call row
+MODE_SUMMARY = 2  # the aggregates' mode of time outside the detail stretches (no event rows kept)
+AGGREGATE_COLUMNS_DOC = [
+    ("ts_ns", "int64", "the flush that wrote the row: it covers the time since the one before"),
+    ("thread", "int64", "OS thread id"),
+    ("mode", "int8", "0 light window, 1 full window (detail kept), 2 summary (no detail kept)"),
+    ("phase", "int32", "id into names.arrows of the innermost phase (-1: none)"),
+    ("operation", "int32", "id into names.arrows of the innermost operation (-1: none)"),
+    ("category", "int8", "CPU category of a time row; -1 for a call row"),
+    ("time_ns", "int64", "time rows: exclusive time in that state; call rows: inclusive time of the calls"),
+    ("calls", "int64", "call rows: instances of the operation that ended; time rows: 0"),
+    ("boundaries", "int64", "time rows: scope and category boundaries that ran in that time"),
+    ("cost_ns", "int64", "time rows: what those boundaries measured they cost (schema.EVENT_COST_COLUMN)"),
+]
+AGGREGATE_COLUMNS = [c for c, _, _ in AGGREGATE_COLUMNS_DOC]
 
 GPU_FILE = "gpu.arrows"
 # GPU activity and CUDA API calls (from CUPTI), times already on the events' clock

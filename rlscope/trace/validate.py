@@ -54,7 +54,7 @@ __all__ = ["MAX_TS_NS", "Finding", "validate_events", "validate_table"]
 # No clock the trace records (perf_counter_ns, CLOCK_MONOTONIC: time since boot) reaches 2**60 ns
 # (36 years); beyond it a timestamp is damage, and sums with the Unix anchor (about 2**61) would wrap
 MAX_TS_NS = 1 << 60
-_KNOWN_FLAGS = S.FLAG_RECURSIVE | S.FLAG_FORCED_CLOSE
+_KNOWN_FLAGS = S.FLAG_RECURSIVE | S.FLAG_FORCED_CLOSE | S.FLAG_SUMMARIZED
 _CATEGORY_CODES = np.array(sorted(categories.CATEGORY_NAMES), np.int64)
 _EXAMPLES = 4  # values, threads named in a finding before "..."
 
@@ -105,7 +105,8 @@ def _no_clock(ts: np.ndarray) -> np.ndarray:
 
 def _unknown_mode(kind: np.ndarray, ident: np.ndarray) -> np.ndarray:
     """Window rows of a mode that does not exist."""
-    return (kind == S.WINDOW) & ~_among(ident, (S.WINDOW_LIGHT, S.WINDOW_FULL))
+    window = (kind == S.WINDOW) & ~_among(ident, (S.WINDOW_LIGHT, S.WINDOW_FULL))
+    return window | ((kind == S.DETAIL) & ~_among(ident, (S.DETAIL_PAUSE, S.DETAIL_RESUME)))
 
 
 def _few(values: np.ndarray) -> str:
@@ -536,7 +537,8 @@ def _flags(t: _Table) -> None:
     unknown |= _among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)) & ((flags & S.FLAG_FORCED_CLOSE) != 0)
     if unknown.any():
         t.say(unknown, f"{unknown.sum()} row(s) with flags no writer sets: cleared")
-        keep = np.where(_among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)), S.FLAG_RECURSIVE, _KNOWN_FLAGS)
+        begin_flags = S.FLAG_RECURSIVE | S.FLAG_SUMMARIZED
+        keep = np.where(_among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)), begin_flags, _KNOWN_FLAGS)
         c["flags"] = flags & keep
         t.changed = True
     b = np.flatnonzero(c["kind"] == S.OP_BEGIN)

@@ -23,6 +23,8 @@ import pyarrow as pa
 
 from rlscope.categories import PROFILER
 from rlscope.trace import schema
+from rlscope.trace.aggregate import Aggregator
+from rlscope.trace.detail import DetailSchedule
 
 
 def _to_arrow(values: Sequence, typ: pa.DataType) -> pa.Array:
@@ -145,10 +147,15 @@ class TraceWriter:
         clock: Callable[[], int] = time.perf_counter_ns,
         events: Any = None,
         auto_ids: Collection[int] = frozenset(),
+        detail: DetailSchedule | None = None,
+        origin_ns: int = 0,
+        main_thread: int = -1,
     ) -> None:
         """``events``: the queue the session appends to: a deque (default), or the native
         ``EventBuffer`` (collectors/scope_native.c), drained as one int64 array. ``auto_ids``: the
-        ids of ``names`` that name automatic operations or phases (annotate.auto_ids)."""
+        ids of ``names`` that name automatic operations or phases (annotate.auto_ids). ``detail``:
+        when event rows are kept (default: the whole run), from ``origin_ns`` on the events' clock;
+        every row also goes into the aggregates (aggregates.arrows), ``main_thread``'s the cut rows."""
         # the directory appears whole: its files are made in a hidden one renamed into place, so a
         # process killed while its session starts (a pool worker its pool ends at once) leaves no
         # half-made process directory behind (a later profile of the process reuses its directory)
@@ -168,10 +175,16 @@ class TraceWriter:
         events_schema = schema.events_schema(metadata, cost=self._native)
         self._events_file = StreamFile(made / schema.EVENTS_FILE, events_schema)
         self._names_file = StreamFile(made / schema.NAMES_FILE, schema.names_schema(auto=True))
+        aggregates_schema = schema.columns_schema(schema.AGGREGATE_COLUMNS_DOC)
+        self._aggregates_file = StreamFile(made / schema.AGGREGATES_FILE, aggregates_schema)
         if made != process_dir:
             made.rename(process_dir)
-            self._events_file.path = process_dir / schema.EVENTS_FILE
-            self._names_file.path = process_dir / schema.NAMES_FILE
+            for f in (self._events_file, self._names_file, self._aggregates_file):
+                f.path = process_dir / f.path.name
+        width = len(events_schema)
+        self.aggregator: Aggregator | None = Aggregator(
+            detail or DetailSchedule.parse("all"), origin_ns, main_thread, width
+        )
         self._flush_interval = flush_interval
         # a write that failed (disk full, quota, I/O error): from then on flushes drain and drop
         self.failed: OSError | None = None
@@ -234,6 +247,7 @@ class TraceWriter:
             if not self._native:
                 pop = self.events.popleft
                 rows: Any = [pop() for _ in range(len(self.events))]
+                rows = np.array(rows, np.int64).reshape(-1, len(self._events_file.schema))
             else:  # the native buffer: one copy into rows kept from flush to flush (_table_columns)
                 want = len(self.events)
                 if len(self._rows) < want:
@@ -244,7 +258,8 @@ class TraceWriter:
                 ahead = 2 * want
             if self.failed is None:
                 try:
-                    self._write(rows, drained)
+                    events, aggregates = self._fold(rows)
+                    self._write(events, drained, aggregates)
                 except OSError as e:
                     self._fail(e)
             if self.failed is not None:
@@ -257,8 +272,25 @@ class TraceWriter:
             cpu = max(time.thread_time_ns() - cpu0, 1)
             self.events.append((*end, min(cpu, schema.FLUSH_CPU_MAX)) if self._native else end)
 
-    def _write(self, rows: Any, drained: list[tuple[list, StreamFile]]) -> None:
-        """Names first, then the events, then the collectors' rows (the writer's lock held)."""
+    def _fold(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows to write as events, and the aggregates of this flush's interval.
+
+        A fault in the fold (a bug, never the job's) must not lose the events: they are then all
+        written as they came, and the aggregates stop, with one warning."""
+        if self.aggregator is None:
+            return rows, np.zeros((0, len(schema.AGGREGATE_COLUMNS)), np.int64)
+        try:
+            folded = self.aggregator.fold(rows, self._clock())
+        except Exception as e:
+            from rlscope.errors import warn_once
+
+            warn_once(f"cannot aggregate the trace's events ({e!r}): every event is kept from here on")
+            self.aggregator = None
+            return rows, np.zeros((0, len(schema.AGGREGATE_COLUMNS)), np.int64)
+        return folded.events, folded.aggregates
+
+    def _write(self, rows: Any, drained: list[tuple[list, StreamFile]], aggregates: np.ndarray) -> None:
+        """Names first, then the events and aggregates, then the collectors' rows (the writer's lock held)."""
         n_names = len(self._names)
         if n_names > self._names_written:
             auto = self._auto_ids
@@ -266,6 +298,7 @@ class TraceWriter:
             self._names_file.write_rows(new)
             self._names_written = n_names
         self._events_file.write_rows(rows)
+        self._aggregates_file.write_rows(aggregates)
         for stream_rows, stream in drained:
             stream.write_rows(stream_rows)
 
@@ -302,7 +335,8 @@ class TraceWriter:
         self.flush()
         with self._lock:
             if self._events_file is not None:
-                for f in (self._events_file, self._names_file, *(stream for _, stream in self._streams)):
+                files = (self._events_file, self._names_file, self._aggregates_file)
+                for f in (*files, *(stream for _, stream in self._streams)):
                     try:
                         f.close()
                     except OSError as e:  # the end-of-stream marker did not fit either

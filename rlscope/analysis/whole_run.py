@@ -1,0 +1,252 @@
+"""The whole run from its aggregates, and its detail from the detail stretches.
+
+A long run keeps event detail in stretches only (rlscope/trace/detail.py); the breakdown of those
+stretches (:mod:`rlscope.analysis.breakdown`, on the joined clock of rlscope/trace/glue.py) is
+exact and corrected as any short run's. This module adds the time between the stretches, which the
+trace holds as aggregates (rlscope/trace/aggregate.py): per phase and operation, its exclusive time
+by the categories recorded there (python, simulator), its calls and inclusive time, less what
+rlscope's boundaries measured they cost there. What only detail records is carried over from the
+stretches, and the summary says so: the split of an operation's Python time into python, backend
+and CUDA API (collectors off between the stretches), its GPU work (per call), and its overlap of
+CPU and GPU (per second).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from rlscope import categories
+from rlscope.analysis.breakdown import (
+    CPU_TIME_SCHEMA,
+    GPU_TIME_SCHEMA,
+    OPS_SCHEMA,
+    ProcessBreakdown,
+)
+from rlscope.overhead.correct.residual import EventCosts
+from rlscope.trace import schema as S
+from rlscope.trace.reader import ProcessTrace, name_of
+from rlscope.trace.schema import CostClass
+
+UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
+# the categories the detail splits a summarized operation's Python time into
+_SPLIT = ("python", "backend", "cuda_api")
+
+
+@dataclasses.dataclass
+class Summarized:
+    """The time between the detail stretches, per (phase, operation) of one process."""
+
+    cpu: dict[tuple[str, str, str, bool], float]  # (phase, op, category, main thread) -> s
+    calls: dict[tuple[str, str], int]
+    inclusive: dict[tuple[str, str], float]  # s
+    removed: dict[tuple[str, str], float]  # s removed per (phase, operation) (corrected only)
+    # instances the detail counted that ended between the stretches (their end row written at the
+    # resume, FLAG_SUMMARIZED): the aggregates count those calls, so the detail's are taken back
+    cut_calls: dict[str, int]
+    removed_s: float  # what the boundaries cost there (corrected only)
+    seconds: float  # the process's time between the stretches
+
+
+def summarized(proc: ProcessTrace, costs: EventCosts | None) -> Summarized | None:
+    """The process's summary-mode aggregates as named figures, corrected with ``costs`` (raw: None)."""
+    agg = proc.aggregates
+    if agg is None or proc.gaps is None or not agg.num_rows:
+        return None
+    c = {k: agg.column(k).to_numpy().astype(np.int64) for k in agg.column_names}
+    summary = c["mode"] == S.MODE_SUMMARY
+    if not summary.any():
+        return None
+    main = _main_thread(proc)
+    names = proc.names
+    per_boundary = _dispatch_ns(costs)
+    cpu: dict[tuple[str, str, str, bool], float] = {}
+    calls: dict[tuple[str, str], int] = {}
+    inclusive: dict[tuple[str, str], float] = {}
+    removed = 0.0
+    removed_by_op: dict[tuple[str, str], float] = {}
+    rows = np.flatnonzero(summary)
+    for i in rows.tolist():
+        phase = name_of(names, int(c["phase"][i]), NO_PHASE)
+        op = name_of(names, int(c["operation"][i]), UNANNOTATED)
+        cat = int(c["category"][i])
+        if cat == S.AGGREGATE_CALLS:
+            if c["operation"][i] >= 0:
+                calls[(phase, op)] = calls.get((phase, op), 0) + int(c["calls"][i])
+                inclusive[(phase, op)] = inclusive.get((phase, op), 0.0) + c["time_ns"][i] / 1e9
+            continue
+        on_main = int(c["thread"][i]) == main
+        if not on_main and c["operation"][i] < 0:
+            continue  # off the main thread only operations are work (breakdown's rule)
+        t = float(c["time_ns"][i])
+        if costs is not None:
+            cut = min(t, float(c["cost_ns"][i]) + per_boundary * float(c["boundaries"][i]))
+            t -= cut
+            removed += cut
+            removed_by_op[(phase, op)] = removed_by_op.get((phase, op), 0.0) + cut / 1e9
+        name = categories.CPU_CATEGORIES.get(cat, "python")
+        key = (phase, op, name, on_main)
+        cpu[key] = cpu.get(key, 0.0) + t / 1e9
+    cut_calls = _cut_calls(proc)
+    return Summarized(
+        cpu, calls, inclusive, removed_by_op, cut_calls, removed / 1e9, proc.gaps.total_ns / 1e9
+    )
+
+
+def _cut_calls(proc: ProcessTrace) -> dict[str, int]:
+    ev = proc.events
+    kind, flags = ev.column("kind").to_numpy(), ev.column("flags").to_numpy()
+    ends = np.flatnonzero((kind == S.OP_END) & ((flags & S.FLAG_SUMMARIZED) != 0))
+    out: dict[str, int] = {}
+    for n in ev.column("name").to_numpy()[ends].tolist():
+        out[name_of(proc.names, int(n), UNANNOTATED)] = (
+            out.get(name_of(proc.names, int(n), UNANNOTATED), 0) + 1
+        )
+    return out
+
+
+def _main_thread(proc: ProcessTrace) -> int:
+    kind = proc.events.column("kind").to_numpy()
+    start = np.flatnonzero(kind == S.SESSION_START)
+    thread = proc.events.column("thread").to_numpy() if "thread" in proc.events.column_names else None
+    if thread is None or not len(thread):
+        return -1
+    return int(thread[start[0] if len(start) else 0])
+
+
+def _dispatch_ns(costs: EventCosts | None) -> float:
+    """The calibrated part of a boundary's cost that it does not measure itself (per boundary)."""
+    if costs is None:
+        return 0.0
+    parts = [costs.dispatch_inside[CostClass.SCOPE], costs.dispatch_outside[CostClass.SCOPE]]
+    parts = [p for p in parts if not math.isnan(p)]
+    return float(sum(parts)) / 2 if parts else 0.0
+
+
+def extend(bd: ProcessBreakdown, extra: Summarized | None) -> ProcessBreakdown:
+    """``bd`` (the detail stretches' breakdown) with the time between them added; ``bd`` when none."""
+    if extra is None:
+        return bd
+    detail_s = bd.wall_s
+    cpu = _extend_cpu(bd.cpu_time, extra, bd.pid)
+    detail_calls = _by_op(bd.ops, "calls")
+    ops = _extend_ops(bd.ops, extra, bd.pid)
+    whole_calls = _by_op(ops, "calls")
+    gpu_time = _scale_gpu(bd.gpu_time, detail_calls, whole_calls)
+    phase_wall = dict(bd.phase_wall_s)
+    for (phase, _op, _cat, on_main), s in extra.cpu.items():
+        if on_main:
+            phase_wall[phase] = phase_wall.get(phase, 0.0) + s
+    wall = detail_s + extra.seconds
+    gpu_info = dict(bd.gpu)
+    if "gpu_bound_s" in gpu_info and detail_s > 0:
+        gpu_info["gpu_bound_s"] = gpu_info["gpu_bound_s"] * wall / detail_s
+    out = dataclasses.replace(
+        bd, wall_s=wall, cpu_time=cpu, ops=ops, phase_wall_s=phase_wall, gpu_time=gpu_time, gpu=gpu_info
+    )
+    out.detail = {
+        "whole_run_s": wall,
+        "detail_s": detail_s,
+        "summarized_s": extra.seconds,
+        "summarized_removed_s": extra.removed_s,
+        "from_detail": ["categories within python time", "GPU work", "CPU/GPU overlap", "timeline"],
+    }
+    return out
+
+
+def _extend_cpu(table: pa.Table, extra: Summarized, pid: int) -> pa.Table:
+    """CPU time with the summarized seconds added; their python time split like the detail's."""
+    d = table.to_pydict()
+    split: dict[tuple[str, str, bool], dict[str, float]] = {}
+    for ph, op, cat, main, s in zip(
+        d["phase"], d["operation"], d["category"], d["main_thread"], d["seconds"], strict=True
+    ):
+        if cat in _SPLIT:
+            split.setdefault((ph, op, main), {}).setdefault(cat, 0.0)
+            split[(ph, op, main)][cat] += s
+    rows: dict[tuple[str, str, str, bool], float] = {}
+    for ph, op, cat, main, s in zip(
+        d["phase"], d["operation"], d["category"], d["main_thread"], d["seconds"], strict=True
+    ):
+        rows[(ph, op, cat, main)] = rows.get((ph, op, cat, main), 0.0) + s
+    for (ph, op, cat, main), s in extra.cpu.items():
+        shares = split.get((ph, op, main)) if cat == "python" else None
+        total = sum(shares.values()) if shares else 0.0
+        if shares and total > 0:
+            for c, v in shares.items():
+                rows[(ph, op, c, main)] = rows.get((ph, op, c, main), 0.0) + s * v / total
+        else:
+            rows[(ph, op, cat, main)] = rows.get((ph, op, cat, main), 0.0) + s
+    keys = list(rows)
+    return pa.table(
+        {
+            "pid": [pid] * len(keys),
+            "phase": [k[0] for k in keys],
+            "operation": [k[1] for k in keys],
+            "category": [k[2] for k in keys],
+            "main_thread": [k[3] for k in keys],
+            "seconds": [rows[k] for k in keys],
+        },
+        schema=CPU_TIME_SCHEMA,
+    )
+
+
+def _by_op(ops: pa.Table, column: str) -> dict[tuple[str, str], float]:
+    d = ops.to_pydict()
+    return {(p, o): v for p, o, v in zip(d["phase"], d["operation"], d[column], strict=True)}
+
+
+def _extend_ops(ops: pa.Table, extra: Summarized, pid: int) -> pa.Table:
+    """Calls and inclusive time with the summarized ones added; the overlap split like the detail's."""
+    d = ops.to_pydict()
+    rows = {
+        (p, o): {k: d[k][i] for k in OPS_SCHEMA.names if k not in ("pid", "phase", "operation")}
+        for i, (p, o) in enumerate(zip(d["phase"], d["operation"], strict=True))
+    }
+    for key in set(extra.calls) | set(extra.inclusive):
+        # the operation's own boundaries' cost out of its inclusive time (its children's stays)
+        add_incl = max(extra.inclusive.get(key, 0.0) - extra.removed.get(key, 0.0), 0.0)
+        row = rows.setdefault(
+            key, {"calls": 0, "inclusive_s": 0.0, "cpu_only_s": 0.0, "gpu_only_s": 0.0, "cpu_gpu_s": 0.0}
+        )
+        before = row["inclusive_s"]
+        row["calls"] += extra.calls.get(key, 0)
+        row["inclusive_s"] = before + add_incl
+        parts = ("cpu_only_s", "gpu_only_s", "cpu_gpu_s")
+        if before > 0:
+            for k in parts:
+                row[k] *= row["inclusive_s"] / before
+        else:
+            row["cpu_only_s"] = row["inclusive_s"]
+    for op, n in extra.cut_calls.items():  # counted by the aggregates: taken from the busiest row
+        mine = [k for k in rows if k[1] == op]
+        if mine:
+            top = max(mine, key=lambda k: rows[k]["calls"])
+            rows[top]["calls"] = max(rows[top]["calls"] - n, 0)
+    keys = list(rows)
+    return pa.table(
+        {
+            "pid": [pid] * len(keys),
+            "phase": [k[0] for k in keys],
+            "operation": [k[1] for k in keys],
+            **{c: [rows[k][c] for k in keys] for c in OPS_SCHEMA.names[3:]},
+        },
+        schema=OPS_SCHEMA,
+    )
+
+
+def _scale_gpu(table: pa.Table, detail_calls: dict, whole_calls: dict) -> pa.Table:
+    """GPU work per operation, carried over per call from the detail to the whole run."""
+    if not table.num_rows:
+        return table
+    d = table.to_pydict()
+    scale = [
+        (whole_calls.get((p, o), 0) / detail_calls[(p, o)]) if detail_calls.get((p, o)) else 1.0
+        for p, o in zip(d["phase"], d["operation"], strict=True)
+    ]
+    d["count"] = [round(c * f) for c, f in zip(d["count"], scale, strict=True)]
+    d["seconds"] = [s * f for s, f in zip(d["seconds"], scale, strict=True)]
+    return pa.table(d, schema=GPU_TIME_SCHEMA)

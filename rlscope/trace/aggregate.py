@@ -1,0 +1,452 @@
+"""The writer's fold of event rows into the whole run's aggregates, and its detail cuts.
+
+Every flush hands the rows recorded since the last one to :meth:`Aggregator.fold`. It returns
+the rows to keep as events (those inside detail stretches, rlscope/trace/detail.py, plus the
+session and cut rows) and the aggregate rows of the interval (schema.AGGREGATE_COLUMNS): per
+thread, window mode and state, the exclusive time, the boundaries that ran in it and what they
+measured they cost; per operation, the calls that ended and their inclusive time. So a run of any
+length costs a bounded trace, and the whole run is still accounted for.
+
+The fold is vectorized like the analysis's timeline (rlscope/analysis/timeline.py): the state after
+each row is forward-filled along its thread, starting from the state the thread was left in at
+the last flush. What it carries from flush to flush is bounded by the threads and the scopes
+open at once, not by the run's length.
+
+At a detail pause it writes a ``DETAIL`` pause row; at the resume a ``DETAIL`` resume row, then
+the ends of the scopes that ended unrecorded and the begins of those that began unrecorded
+(``FLAG_SUMMARIZED``), so the stretches join into one consistent timeline (rlscope/trace/glue.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+from rlscope import categories
+from rlscope.trace import schema as S
+from rlscope.trace.detail import NEVER, DetailSchedule
+
+# event columns of a row array (the native buffer's has the cost column as well)
+TS, THREAD, KIND, ID, PARENT, NAME, FLAGS, COST = range(8)
+_BEGINS = (S.OP_BEGIN, S.PHASE_BEGIN)
+_ENDS = (S.OP_END, S.PHASE_END)
+_BOUNDARY_KINDS = (S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END)
+_ALWAYS_KEPT = (S.SESSION_START, S.SESSION_END, S.DETAIL)
+_PSEUDO = -1  # the kind of the fold's own rows (a thread's carried state, a cut): never written
+
+
+@dataclasses.dataclass
+class _Open:
+    """Scope instances (operations and phases) open at the end of the last fold, by id."""
+
+    id: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    kind: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    thread: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    parent: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    name: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    flags: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    begin: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+
+    FIELDS = ("id", "kind", "thread", "parent", "name", "flags", "begin")
+
+    def select(self, keep: np.ndarray) -> _Open:
+        return _Open(*(getattr(self, f)[keep] for f in self.FIELDS))
+
+    def concat(self, other: _Open) -> _Open:
+        return _Open(*(np.concatenate([getattr(self, f), getattr(other, f)]) for f in self.FIELDS))
+
+    def sorted(self) -> _Open:
+        return self.select(np.argsort(self.id, kind="stable"))
+
+    def lookup(self, ids: np.ndarray, field: str, missing: int) -> np.ndarray:
+        """``field`` of each of ``ids`` (this table sorted by id); ``missing`` where not found."""
+        if not len(self.id):
+            return np.full(len(ids), missing, np.int64)
+        at = np.clip(np.searchsorted(self.id, ids), 0, len(self.id) - 1)
+        return np.where(self.id[at] == ids, getattr(self, field)[at], missing)
+
+
+@dataclasses.dataclass
+class Fold:
+    """What one fold returns: event rows to write, and aggregate rows (an (n, columns) array)."""
+
+    events: np.ndarray
+    aggregates: np.ndarray
+
+
+class Aggregator:
+    """Folds one process's event rows into aggregates and cuts the detail kept (see module doc)."""
+
+    def __init__(self, schedule: DetailSchedule, origin_ns: int, main_thread: int, width: int) -> None:
+        """``origin_ns``: the schedule's origin on the events' clock; ``width``: columns of a row
+        (7, or 8 with the measured cost)."""
+        self.schedule = schedule
+        self.origin_ns = origin_ns
+        self.main_thread = main_thread
+        self.width = width
+        # per thread, the state it was left in: last row's time, operation, category, phase and
+        # the collectors' window mode then
+        self._threads: dict[int, tuple[int, int, int, int, int]] = {}
+        self._open = _Open()
+        self._window = S.WINDOW_LIGHT  # the collectors' window mode as of the last fold
+        self._horizon = -(2**62)  # the last fold's time: cuts up to it are done
+        self._paused: _Open | None = None  # the scopes open at the current pause (None: in detail)
+        self._paused_cats: dict[int, int] = {}
+        self.folded_rows = 0
+        self.kept_rows = 0
+
+    # -- the schedule on the events' clock --------------------------------------------------
+    def in_detail(self, ts: np.ndarray) -> np.ndarray:
+        sch = self.schedule
+        if sch.whole_run:
+            return np.ones(len(ts), bool)
+        rel = ts - self.origin_ns
+        keep = rel < sch.first_ns
+        if sch.every_ns:
+            keep |= (rel >= 0) & (rel % sch.every_ns < sch.length_ns)
+        return keep
+
+    def _cuts(self, until: int) -> list[int]:
+        """Cut times in (horizon, until], on the events' clock."""
+        if self.schedule.whole_run:
+            return []
+        return self._cut_times(self._horizon, until + 1)
+
+    # -- the fold -----------------------------------------------------------------------------
+    def fold(self, rows: np.ndarray, now: int) -> Fold:
+        """Fold ``rows`` (append order; int64, ``width`` columns) recorded up to ``now``."""
+        rows = np.asarray(rows, np.int64).reshape(-1, self.width)
+        end = np.flatnonzero(rows[:, KIND] == S.SESSION_END)
+        end_at = int(rows[end[0], TS]) if len(end) else None
+        until = end_at if end_at is not None else max(now, int(rows[:, TS].max(initial=now)))
+        cuts = self._cuts(until)
+        self.folded_rows += len(rows)
+        state, aggregates = self._table(rows, cuts, until)
+        events = self._events(rows, state, cuts, end_at)
+        self._horizon = max(self._horizon, until)
+        self.kept_rows += len(events)
+        return Fold(events, aggregates)
+
+    def _table(
+        self, rows: np.ndarray, cuts: list[int], stamp: int
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Rows with each thread's carried state and the cuts, sorted per thread; the state after
+        each, and the aggregate rows. Updates the carried state."""
+        n = len(rows)
+        threads = np.unique(rows[:, THREAD]) if n else np.zeros(0, np.int64)
+        known = np.array(sorted(set(self._threads) | set(threads.tolist())), np.int64)
+        carried = [t for t in known.tolist() if t in self._threads]
+        # pseudo rows: each carried thread's state at its last row, first among its rows
+        c_ts = np.array([self._threads[t][0] for t in carried], np.int64)
+        ts = np.concatenate([c_ts, rows[:, TS]])
+        thread = np.concatenate([np.asarray(carried, np.int64), rows[:, THREAD]])
+        kind = np.concatenate([np.full(len(carried), _PSEUDO), rows[:, KIND]])
+        seq = np.concatenate([np.full(len(carried), -1), np.arange(n)])
+        # a thread's rows are in time order already, its carried state first: group by thread
+        dense = np.searchsorted(known, thread)
+        order = np.argsort(dense.astype(np.int16 if len(known) < 2**15 else np.int32), kind="stable")
+        ts, thread, kind, seq = ts[order], thread[order], kind[order], seq[order]
+        src = np.where((seq >= 0) & (seq < n), seq, 0)
+        ident, parent, name, flags = (
+            rows[src, c] if n else np.zeros(len(ts), np.int64) for c in (ID, PARENT, NAME, FLAGS)
+        )
+        cost = rows[src, COST] if n and self.width > COST else np.zeros(len(ts), np.int64)
+        is_real = (seq >= 0) & (seq < n)
+        is_carry = seq == -1
+        m = len(ts)
+        first = np.ones(m, bool)
+        first[1:] = thread[1:] != thread[:-1]
+        last = np.ones(m, bool)
+        last[:-1] = first[1:]
+        # the state after each row: carried rows set all three, begins their id, ends their parent
+        c_op = np.zeros(m, np.int64)
+        c_cat = np.full(m, categories.PYTHON, np.int64)
+        c_phase = np.zeros(m, np.int64)
+        if carried:
+            where = np.flatnonzero(is_carry)
+            st = np.array([self._threads[t][1:4] for t in thread[where].tolist()], np.int64).reshape(-1, 3)
+            c_op[where], c_cat[where], c_phase[where] = st[:, 0], st[:, 1], st[:, 2]
+        opens = np.isin(kind, (S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN))
+        after = np.where(opens, ident, parent)
+        op = _fill(
+            is_carry | (is_real & np.isin(kind, (S.OP_BEGIN, S.OP_END))),
+            np.where(is_carry, c_op, after),
+            first,
+            -1,
+        )
+        cat = _fill(
+            is_carry | (is_real & np.isin(kind, (S.CAT_BEGIN, S.CAT_END))),
+            np.where(is_carry, c_cat, after),
+            first,
+            categories.PYTHON,
+        )
+        phase = _fill(
+            is_carry | (is_real & np.isin(kind, (S.PHASE_BEGIN, S.PHASE_END))),
+            np.where(is_carry, c_phase, after),
+            first,
+            -1,
+        )
+        dur = np.zeros(m, np.int64)
+        dur[:-1] = np.maximum(ts[1:] - ts[:-1], 0)
+        dur[last] = 0
+        # the collectors' window mode, and summary outside the detail stretches
+        win_ts, win_mode = [self._horizon], [self._window]
+        w = is_real & (kind == S.WINDOW)
+        if w.any():
+            wo = np.argsort(ts[w], kind="stable")
+            win_ts += ts[w][wo].tolist()
+            win_mode += ident[w][wo].tolist()
+            self._window = int(win_mode[-1])
+        mode = np.asarray(win_mode, np.int64)[np.clip(np.searchsorted(win_ts, ts, "right") - 1, 0, None)]
+        if carried:  # a thread's carried segment began in the mode of its time, maybe folds ago
+            mode[is_carry] = [self._threads[t][4] for t in thread[is_carry].tolist()]
+        window_mode = mode
+        mode = np.where(self.in_detail(ts), window_mode, S.MODE_SUMMARY)
+        # names of the instances: open before this fold, or begun in it
+        begun = is_real & np.isin(kind, _BEGINS)
+        new = _Open(
+            id=ident[begun],
+            kind=kind[begun],
+            thread=thread[begun],
+            parent=parent[begun],
+            name=name[begun],
+            flags=flags[begun],
+            begin=ts[begun],
+        )
+        table = self._open.concat(new).sorted()
+        op_name = np.where(op >= 0, table.lookup(op, "name", -1), -1)
+        phase_name = np.where(phase >= 0, table.lookup(phase, "name", -1), -1)
+        # boundaries: their count and post-cost on the segment they open, pre-cost on the one before
+        bound = is_real & np.isin(kind, _BOUNDARY_KINDS)
+        pre, post = cost & 0xFFFFFFFF, cost >> 32
+        seg_cost = np.where(bound, post, 0)
+        prev_ok = np.zeros(m, bool)
+        prev_ok[1:] = ~first[1:]
+        give = np.flatnonzero(bound & prev_ok & (pre > 0))
+        np.add.at(seg_cost, give - 1, pre[give])
+        keys = np.stack([thread, mode, phase_name, op_name, cat])
+        values = np.stack([dur, np.zeros(m, np.int64), bound.astype(np.int64), seg_cost])
+        keys, values = self._split_at_cuts(keys, values, ts, window_mode)
+        time_rows = _group(keys, values, keep=(values[0] > 0) | (values[2] > 0))
+        # calls: operations that ended, with their inclusive time
+        ended = is_real & (kind == S.OP_END)
+        e_ts, e_id = ts[ended], ident[ended]
+        b_ts = table.lookup(e_id, "begin", -1)
+        b_flags = table.lookup(e_id, "flags", 0)
+        incl = np.where((b_ts >= 0) & ((b_flags & S.FLAG_RECURSIVE) == 0), np.maximum(e_ts - b_ts, 0), 0)
+        call_rows = _group(
+            np.stack(
+                [
+                    thread[ended],
+                    mode[ended],
+                    phase_name[ended],
+                    name[ended],
+                    np.full(ended.sum(), S.AGGREGATE_CALLS),
+                ]
+            ),
+            np.stack(
+                [
+                    incl,
+                    np.ones(len(e_ts), np.int64),
+                    np.zeros(len(e_ts), np.int64),
+                    np.zeros(len(e_ts), np.int64),
+                ]
+            ),
+            keep=np.ones(len(e_ts), bool),
+        )
+        # what is carried to the next fold: each thread's last state, the instances still open
+        closed = ident[is_real & np.isin(kind, _ENDS)]
+        self._open = table.select(~np.isin(table.id, closed))
+        for i in np.flatnonzero(last).tolist():
+            self._threads[int(thread[i])] = (
+                int(ts[i]),
+                int(op[i]),
+                int(cat[i]),
+                int(phase[i]),
+                int(window_mode[i]),
+            )
+        now_col = np.full(len(time_rows) + len(call_rows), stamp, np.int64)
+        agg = np.concatenate([time_rows, call_rows]) if len(call_rows) else time_rows
+        aggregates = (
+            np.column_stack([now_col, agg]) if len(agg) else np.zeros((0, len(S.AGGREGATE_COLUMNS)), np.int64)
+        )
+        state = {
+            "ts": ts,
+            "thread": thread,
+            "kind": kind,
+            "ident": ident,
+            "cat": cat,
+            "is_real": is_real,
+            "table": table,
+            "last": last,
+        }
+        return state, aggregates
+
+    def _split_at_cuts(
+        self, keys: np.ndarray, values: np.ndarray, ts: np.ndarray, window_mode: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Segments that span a detail cut, split there: each piece takes the mode of its start."""
+        if self.schedule.whole_run or not len(ts):
+            return keys, values
+        dur = values[0]
+        cuts = np.asarray(self._cut_times(int(ts.min()), int((ts + dur).max())), np.int64)
+        if not len(cuts):
+            return keys, values
+        lo = np.searchsorted(cuts, ts, "right")
+        hi = np.searchsorted(cuts, ts + dur, "left")
+        extra_keys, extra_values = [], []
+        for i in np.flatnonzero(hi > lo).tolist():
+            points = [int(ts[i]), *cuts[lo[i] : hi[i]].tolist(), int(ts[i] + dur[i])]
+            values[0, i] = points[1] - points[0]
+            for a, b in itertools.pairwise(points[1:]):
+                k = keys[:, i].copy()
+                k[1] = window_mode[i] if self.in_detail(np.array([a]))[0] else S.MODE_SUMMARY
+                extra_keys.append(k)
+                extra_values.append(np.array([b - a, 0, 0, 0], np.int64))
+        if not extra_keys:
+            return keys, values
+        return (
+            np.concatenate([keys, np.stack(extra_keys, axis=1)], axis=1),
+            np.concatenate([values, np.stack(extra_values, axis=1)], axis=1),
+        )
+
+    def _cut_times(self, lo: int, hi: int) -> list[int]:
+        """Cut times in (lo, hi), on the events' clock."""
+        out = []
+        t = max(lo, self.origin_ns - 1)
+        while True:
+            nxt = self.schedule.next_change(t - self.origin_ns + 1)
+            if nxt >= NEVER or self.origin_ns + nxt >= hi:
+                return out
+            t = self.origin_ns + nxt
+            out.append(t)
+
+    @staticmethod
+    def _open_at(state: dict[str, np.ndarray], t: int) -> _Open:
+        """The scopes open at ``t`` within the fold's span (``state``: :meth:`_table`'s)."""
+        table: _Open = state["table"]  # type: ignore[assignment]
+        ts, kind, ident, is_real = state["ts"], state["kind"], state["ident"], state["is_real"]
+        begun_after = is_real & np.isin(kind, _BEGINS) & (ts > t)
+        ended_by = is_real & np.isin(kind, _ENDS) & (ts <= t)
+        out = ~np.isin(table.id, ident[begun_after]) & ~np.isin(table.id, ident[ended_by])
+        return table.select(out)
+
+    def _cats_at(self, state: dict[str, np.ndarray], t: int) -> dict[int, int]:
+        """Each thread's category at ``t`` (the last row of its at or before ``t``)."""
+        ts, thread, cat = state["ts"], state["thread"], state["cat"]
+        out: dict[int, int] = {}
+        before = np.flatnonzero(ts <= t)
+        for i in before.tolist():  # rows are sorted per thread: the last one wins
+            out[int(thread[i])] = int(cat[i])
+        return out
+
+    def _events(
+        self, rows: np.ndarray, state: dict[str, np.ndarray], cuts: list[int], end_at: int | None
+    ) -> np.ndarray:
+        """The rows to write: those in detail, the session's, and the cut rows."""
+        keep = self.in_detail(rows[:, TS]) | np.isin(rows[:, KIND], _ALWAYS_KEPT)
+        out = [rows[keep]]
+        started = np.flatnonzero(rows[:, KIND] == S.SESSION_START)
+        if len(started) and self._paused is None:  # a session that starts between detail stretches
+            t = int(rows[started[0], TS])
+            if not self.in_detail(np.array([t]))[0]:
+                out.append(self._pause(t, state))
+        for cut in cuts:
+            resumes = bool(self.in_detail(np.array([cut]))[0])
+            if resumes and self._paused is not None:
+                out.append(self._resume(cut, state))
+            elif not resumes and self._paused is None:
+                out.append(self._pause(cut, state))
+        if end_at is not None and self._paused is not None:  # the session ended unrecorded
+            out.append(self._resume(end_at, state))
+        events = np.concatenate(out) if len(out) > 1 else out[0]
+        if len(out) > 1:  # the cut rows among the others, in time order (stable: ends before begins)
+            events = events[np.argsort(events[:, TS], kind="stable")]
+        return events
+
+    def _pause(self, t: int, state: dict[str, np.ndarray]) -> np.ndarray:
+        """Detail stops at ``t``: remember what is open, for the resume."""
+        self._paused = self._open_at(state, t)
+        self._paused_cats = self._cats_at(state, t)
+        return self._row(t, self.main_thread, S.DETAIL, S.DETAIL_PAUSE, -1, -1, 0)
+
+    def _resume(self, t: int, state: dict[str, np.ndarray]) -> np.ndarray:
+        """Rows at a detail resume at ``t``: the resume, then ends and begins of what changed."""
+        paused, self._paused = self._paused, None
+        assert paused is not None
+        now = self._open_at(state, t)
+        rows = [self._row(t, self.main_thread, S.DETAIL, S.DETAIL_RESUME, -1, -1, 0)]
+        gone = paused.select(~np.isin(paused.id, now.id))
+        for i in np.argsort(-gone.begin, kind="stable").tolist():  # innermost first
+            end_kind = S.OP_END if gone.kind[i] == S.OP_BEGIN else S.PHASE_END
+            rows.append(
+                self._row(
+                    t, gone.thread[i], end_kind, gone.id[i], gone.parent[i], gone.name[i], S.FLAG_SUMMARIZED
+                )
+            )
+        cats_then, cats_now = self._paused_cats, self._cats_at(state, t)
+        for th in sorted(set(cats_then) | set(cats_now)):
+            a, b = cats_then.get(th, categories.PYTHON), cats_now.get(th, categories.PYTHON)
+            if a != b:
+                if a != categories.PYTHON:
+                    rows.append(self._row(t, th, S.CAT_END, a, categories.PYTHON, -1, 0))
+                if b != categories.PYTHON:
+                    rows.append(self._row(t, th, S.CAT_BEGIN, b, categories.PYTHON, -1, 0))
+        came = now.select(~np.isin(now.id, paused.id))
+        for i in np.argsort(came.begin, kind="stable").tolist():  # outermost first
+            flags = (int(came.flags[i]) & S.FLAG_RECURSIVE) | S.FLAG_SUMMARIZED
+            rows.append(
+                self._row(
+                    t, came.thread[i], int(came.kind[i]), came.id[i], came.parent[i], came.name[i], flags
+                )
+            )
+        rows.append(self._row(t, self.main_thread, S.WINDOW, self._window, -1, -1, 0))
+        return np.concatenate(rows)
+
+    def _row(
+        self, ts: int, thread: int, kind: int, ident: int, parent: int, name: int, flags: int
+    ) -> np.ndarray:
+        row = np.zeros((1, self.width), np.int64)
+        row[0, :7] = (ts, thread, kind, ident, parent, name, flags)
+        return row
+
+
+def _fill(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
+    """Forward-fill ``after`` from the ``changed`` rows; a thread's first row restarts at ``default``
+    unless it changes the state itself (timeline._state_after's rule)."""
+    marker = changed | first
+    pos = np.where(marker, np.arange(len(marker)), 0)
+    np.maximum.accumulate(pos, out=pos)
+    return np.where(changed, after, default)[pos]
+
+
+def _group(keys: np.ndarray, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Sum ``values`` (4 rows) over distinct ``keys`` (5 rows: thread, mode, phase, operation,
+    category) of the kept columns; one row per key: keys then sums.
+
+    The keys are packed into one int64 when they fit (a 1-D ``np.unique`` is several times faster
+    than one over columns), and summed with ``np.bincount``: float64 sums of int64 ns are exact up
+    to 2**53 ns (104 days) per key and flush.
+    """
+    keys, values = keys[:, keep], values[:, keep]
+    if not keys.shape[1]:
+        return np.zeros((0, 9), np.int64)
+    threads, t_idx = np.unique(keys[0], return_inverse=True)
+    names_fit = max(int(keys[2].max()), int(keys[3].max())) < 2**21 - 1 and len(threads) < 2**14
+    if names_fit:
+        packed = (((t_idx.reshape(-1) << 2 | keys[1]) << 21 | keys[2] + 1) << 21 | keys[3] + 1) << 4 | keys[
+            4
+        ] + 1
+        uniq, inverse = np.unique(packed, return_inverse=True)
+        first = np.zeros(len(uniq), np.int64)
+        first[inverse.reshape(-1)[::-1]] = np.arange(len(packed))[::-1]
+        out_keys = keys[:, first]
+    else:
+        out_keys, inverse = np.unique(keys, axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    sums = [
+        np.rint(np.bincount(inverse, weights=v, minlength=out_keys.shape[1])).astype(np.int64) for v in values
+    ]
+    return np.concatenate([out_keys, np.stack(sums)]).T

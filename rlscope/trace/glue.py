@@ -1,0 +1,128 @@
+"""Join a process's detail stretches into one timeline, as if the run had been only them.
+
+Between a ``DETAIL`` pause and the next resume (rlscope/trace/aggregate.py) the trace holds no
+event rows, only aggregates. Every time column of the process's tables is mapped onto the joined
+clock: a time after a gap moves back by the gaps before it, a time inside a gap goes to the gap's
+start, and a row that lies wholly inside a gap (an NVML sample, a late record) is dropped. Each
+figure the analysis computes from events then covers the detail kept, and the analysis adds the
+rest of the run from the aggregates (rlscope/analysis/whole_run.py). Processes of one run share the
+schedule's origin, so their gaps, and their joined clocks, are the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pyarrow as pa
+
+from rlscope.trace import schema as S
+
+# the time columns of each table, and whether a row is an interval (start, end)
+TIME_COLUMNS = {
+    "events": ("ts_ns",),
+    "gpu": ("start_ns", "end_ns"),
+    "backend": ("start_ns", "end_ns"),
+    "nvml": ("ts_ns",),
+    "memory": ("ts_ns",),
+    "collectives": ("ts_ns",),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Gaps:
+    """The stretches without event detail, ``[start, end)`` on the process's own clock."""
+
+    start: np.ndarray
+    end: np.ndarray
+
+    @property
+    def total_ns(self) -> int:
+        return int((self.end - self.start).sum())
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def to_json(self) -> str:
+        return json.dumps([[int(a), int(b)] for a, b in zip(self.start, self.end, strict=True)])
+
+    @classmethod
+    def from_json(cls, text: str) -> Gaps:
+        pairs = np.asarray(json.loads(text or "[]"), np.int64).reshape(-1, 2)
+        return cls(pairs[:, 0].copy(), pairs[:, 1].copy())
+
+    def map(self, t: np.ndarray) -> np.ndarray:
+        """Times on the joined clock: back by the gaps before them; inside a gap, at its start."""
+        t = np.asarray(t, np.int64)
+        if not len(self):
+            return t
+        before = np.concatenate([[0], np.cumsum(self.end - self.start)])
+        k = np.searchsorted(self.start, t, "right")  # gaps starting at or before t
+        inside = (k > 0) & (t < self.end[np.maximum(k - 1, 0)])
+        clamped = np.where(inside, self.start[np.maximum(k - 1, 0)], t)
+        shift = np.where(inside, before[np.maximum(k - 1, 0)], before[k])
+        return clamped - shift
+
+    def strictly_inside(self, t: np.ndarray) -> np.ndarray:
+        """Whether each time lies inside a gap, not at its start."""
+        t = np.asarray(t, np.int64)
+        if not len(self):
+            return np.zeros(len(t), bool)
+        k = np.searchsorted(self.start, t, "right") - 1
+        ok = k >= 0
+        kk = np.maximum(k, 0)
+        return ok & (t > self.start[kk]) & (t < self.end[kk])
+
+
+def gaps_of(events: pa.Table, end_ns: int | None = None) -> Gaps:
+    """The gaps the ``DETAIL`` rows of ``events`` mark; a pause never resumed lasts to ``end_ns``
+    (default: the last row's time)."""
+    kind = events.column("kind").to_numpy()
+    rows = np.flatnonzero(kind == S.DETAIL)
+    if not len(rows):
+        return Gaps(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ts = events.column("ts_ns").to_numpy()[rows].astype(np.int64)
+    what = events.column("id").to_numpy()[rows]
+    order = np.argsort(ts, kind="stable")
+    ts, what = ts[order], what[order]
+    last = int(events.column("ts_ns").to_numpy().max()) if end_ns is None else end_ns
+    starts, ends = [], []
+    open_at: int | None = None
+    for t, w in zip(ts.tolist(), what.tolist(), strict=True):
+        if w == S.DETAIL_PAUSE and open_at is None:
+            open_at = t
+        elif w == S.DETAIL_RESUME and open_at is not None:
+            if t > open_at:
+                starts.append(open_at)
+                ends.append(t)
+            open_at = None
+    if open_at is not None and last > open_at:
+        starts.append(open_at)
+        ends.append(last)
+    return Gaps(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+
+
+def join(table: pa.Table, name: str, gaps: Gaps) -> pa.Table:
+    """``table`` (one of TIME_COLUMNS) on the joined clock, rows wholly inside a gap dropped."""
+    if not len(gaps) or table is None or not table.num_rows:
+        return table
+    columns = TIME_COLUMNS[name]
+    times = [table.column(c).to_numpy().astype(np.int64, copy=False) for c in columns]
+    if len(times) == 1:
+        drop = gaps.strictly_inside(times[0])
+        if name == "events":  # the session's and the cuts' rows are kept, whatever their time
+            kind = table.column("kind").to_numpy()
+            drop &= ~np.isin(kind, (S.SESSION_START, S.SESSION_END, S.DETAIL))
+    else:  # an interval inside one gap (both ends inside it, or ending at its start)
+        a, b = gaps.map(times[0]), gaps.map(times[1])
+        drop = (a == b) & gaps.strictly_inside(times[0])
+    keep = ~drop
+    out = table.filter(pa.array(keep)) if drop.any() else table
+    for c in columns:
+        col = out.column(c)
+        mapped = gaps.map(col.to_numpy().astype(np.int64, copy=False))
+        out = out.set_column(
+            out.schema.get_field_index(c), c, pa.array(mapped.astype(col.type.to_pandas_dtype()))
+        )
+    return out

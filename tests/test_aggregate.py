@@ -1,0 +1,203 @@
+"""The writer's fold (rlscope/trace/aggregate.py) against a plain per-event reference.
+
+Synthetic event streams of nested operations, categories, phases, window switches and two
+threads are folded in random flush-sized pieces; the summed aggregates must equal what a Python
+loop over the events computes, exactly, and the kept events must nest (every end has its begin)
+across the detail cuts.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+
+import numpy as np
+import pytest
+
+from rlscope import categories
+from rlscope.trace import schema as S
+from rlscope.trace.aggregate import Aggregator
+from rlscope.trace.detail import DetailSchedule
+
+MAIN, OTHER = 100, 200
+NAMES = {"train": 0, "rollout": 1, "inference": 2, "simulation": 3, "backprop": 4, "worker_op": 5}
+
+
+def _stream(seed: int, n_iter: int = 60) -> list[tuple[int, ...]]:
+    """Rows (ts, thread, kind, id, parent, name, flags, cost) of a PPO-like loop on two threads."""
+    rng = random.Random(seed)
+    rows: list[tuple[int, ...]] = []
+    ids = iter(range(1, 10**6))
+    t = {MAIN: 1_000, OTHER: 1_500}
+
+    def at(th: int, step: int) -> int:
+        t[th] += rng.randint(1, step)
+        return t[th]
+
+    def cost() -> int:
+        return rng.randint(0, 50) | rng.randint(0, 50) << 32
+
+    rows.append((at(MAIN, 10), MAIN, S.SESSION_START, 0, -1, -1, 0, 0))
+    rows.append((at(MAIN, 10), MAIN, S.WINDOW, S.WINDOW_LIGHT, -1, -1, 0, 0))
+    phase = next(ids)
+    rows.append((at(MAIN, 10), MAIN, S.PHASE_BEGIN, phase, -1, NAMES["train"], 0, 0))
+    other_open: list[int] = []
+    for _ in range(n_iter):
+        top = next(ids)
+        rows.append((at(MAIN, 300), MAIN, S.OP_BEGIN, top, -1, NAMES["rollout"], 0, cost()))
+        for _ in range(rng.randint(1, 4)):
+            inf = next(ids)
+            rows.append((at(MAIN, 300), MAIN, S.OP_BEGIN, inf, top, NAMES["inference"], 0, cost()))
+            if rng.random() < 0.3:  # recursive
+                rec = next(ids)
+                rows.append((at(MAIN, 100), MAIN, S.OP_BEGIN, rec, inf, NAMES["inference"], S.FLAG_RECURSIVE, 0))
+                rows.append((at(MAIN, 100), MAIN, S.OP_END, rec, inf, NAMES["inference"], 0, 0))
+            rows.append((at(MAIN, 300), MAIN, S.OP_END, inf, top, NAMES["inference"], 0, cost()))
+            sim = next(ids)
+            rows.append((at(MAIN, 100), MAIN, S.OP_BEGIN, sim, top, NAMES["simulation"], 0, cost()))
+            rows.append((at(MAIN, 100), MAIN, S.CAT_BEGIN, categories.SIMULATOR, categories.PYTHON, -1, 0, cost()))
+            rows.append((at(MAIN, 900), MAIN, S.CAT_END, categories.SIMULATOR, categories.PYTHON, -1, 0, cost()))
+            rows.append((at(MAIN, 100), MAIN, S.OP_END, sim, top, NAMES["simulation"], 0, cost()))
+        rows.append((at(MAIN, 300), MAIN, S.OP_END, top, -1, NAMES["rollout"], 0, cost()))
+        if rng.random() < 0.3:
+            mode = rng.choice([S.WINDOW_LIGHT, S.WINDOW_FULL])
+            rows.append((at(MAIN, 50), MAIN, S.WINDOW, mode, -1, -1, 0, 0))
+        # the other thread: ops that may stay open across many main-thread iterations
+        if other_open and rng.random() < 0.5:
+            i = other_open.pop()
+            rows.append((at(OTHER, 2000), OTHER, S.OP_END, i, other_open[-1] if other_open else -1, 5, 0, 0))
+        elif rng.random() < 0.5:
+            i = next(ids)
+            parent = other_open[-1] if other_open else -1
+            rows.append((at(OTHER, 2000), OTHER, S.OP_BEGIN, i, parent, NAMES["worker_op"], 0, 0))
+            other_open.append(i)
+    while other_open:
+        i = other_open.pop()
+        rows.append((at(OTHER, 200), OTHER, S.OP_END, i, other_open[-1] if other_open else -1, 5, 0, 0))
+    rows.append((at(MAIN, 10), MAIN, S.PHASE_END, phase, -1, NAMES["train"], 0, 0))
+    rows.append((max(t.values()) + 5, MAIN, S.SESSION_END, 0, -1, -1, 0, 0))
+    # append order: interleave the threads by time, as the shared buffer does
+    return sorted(rows, key=lambda r: r[0])
+
+
+def _reference(rows: list[tuple[int, ...]], agg: Aggregator) -> tuple[dict, dict]:
+    """Exclusive time and calls per key, one event at a time (the fold's definitions)."""
+    window = []  # (ts, mode) of window rows
+    for r in rows:
+        if r[2] == S.WINDOW:
+            window.append((r[0], r[3]))
+
+    def mode_at(ts: int) -> int:
+        if not agg.in_detail(np.array([ts]))[0]:
+            return S.MODE_SUMMARY
+        m = S.WINDOW_LIGHT
+        for wt, wm in window:
+            if wt <= ts:
+                m = wm
+        return m
+
+    cuts = [c for c in agg._cuts(rows[-1][0])]
+    time: dict = collections.defaultdict(int)
+    calls: dict = collections.defaultdict(lambda: [0, 0])
+    by_thread = collections.defaultdict(list)
+    for r in rows:
+        by_thread[r[1]].append(r)
+    for th, rs in by_thread.items():
+        ops: list[tuple[int, int, int, int]] = []  # id, name, begin, flags
+        cats = [categories.PYTHON]
+        phases: list[tuple[int, int]] = []
+        for a, b in zip(rs, rs[1:] + [None]):
+            kind = a[2]
+            if kind == S.OP_BEGIN:
+                ops.append((a[3], a[5], a[0], a[6]))
+            elif kind == S.OP_END:
+                i, name, begin, flags = ops.pop()
+                key = (th, mode_at(a[0]), phases[-1][1] if phases else -1, name)
+                calls[key][0] += 1
+                calls[key][1] += 0 if flags & S.FLAG_RECURSIVE else a[0] - begin
+            elif kind == S.CAT_BEGIN:
+                cats.append(a[3])
+            elif kind == S.CAT_END:
+                cats.pop()
+            elif kind == S.PHASE_BEGIN:
+                phases.append((a[3], a[5]))
+            elif kind == S.PHASE_END:
+                phases.pop()
+            if b is None:
+                continue
+            points = [a[0]] + [c for c in cuts if a[0] < c < b[0]] + [b[0]]
+            for lo, hi in zip(points, points[1:]):
+                key = (th, mode_at(lo), phases[-1][1] if phases else -1, ops[-1][1] if ops else -1, cats[-1])
+                time[key] += hi - lo
+    return {k: v for k, v in time.items() if v}, {k: tuple(v) for k, v in calls.items()}
+
+
+def _fold_all(rows: list[tuple[int, ...]], agg: Aggregator, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = random.Random(seed)
+    arr = np.array(rows, np.int64)
+    events, aggs = [], []
+    i = 0
+    while i < len(arr):
+        j = min(len(arr), i + rng.randint(1, 40))
+        out = agg.fold(arr[i:j], int(arr[j - 1, 0]))
+        events.append(out.events)
+        aggs.append(out.aggregates)
+        i = j
+    return np.concatenate(events), np.concatenate(aggs)
+
+
+def _sums(aggs: np.ndarray) -> tuple[dict, dict]:
+    time: dict = collections.defaultdict(int)
+    calls: dict = collections.defaultdict(lambda: [0, 0])
+    for ts, th, mode, phase, op, cat, t, n, _b, _c in aggs.tolist():
+        if cat == S.AGGREGATE_CALLS:
+            calls[(th, mode, phase, op)][0] += n
+            calls[(th, mode, phase, op)][1] += t
+        else:
+            time[(th, mode, phase, op, cat)] += t
+    return {k: v for k, v in time.items() if v}, {k: tuple(v) for k, v in calls.items()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("spec", ["all", "0.00002s,0.00005s,0.00002s", "0.00003s"])
+def test_fold_matches_the_reference(seed: int, spec: str) -> None:
+    rows = _stream(seed)
+    # schedule units are seconds on the events' clock; these streams span ~0.1 ms of fake time
+    agg = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
+    events, aggs = _fold_all(rows, agg, seed)
+    ref = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
+    want_time, want_calls = _reference(rows, ref)
+    got_time, got_calls = _sums(aggs)
+    assert got_time == want_time
+    assert got_calls == want_calls
+    # the whole session's time on the main thread is accounted for
+    main = sum(v for k, v in got_time.items() if k[0] == MAIN)
+    assert main == rows[-1][0] - rows[0][0]
+    _assert_nested(events)
+    if spec == "all":
+        assert len(events) == len(rows)
+
+
+def _assert_nested(events: np.ndarray) -> None:
+    """Every end in the kept events closes the innermost open scope of its thread."""
+    stacks: dict = collections.defaultdict(list)
+    for ts, th, kind, ident, parent, name, flags, _cost in events.tolist():
+        if kind in (S.OP_BEGIN, S.PHASE_BEGIN):
+            stacks[(th, kind)].append(ident)
+        elif kind in (S.OP_END, S.PHASE_END):
+            begin = S.OP_BEGIN if kind == S.OP_END else S.PHASE_BEGIN
+            assert stacks[(th, begin)] and stacks[(th, begin)][-1] == ident, (ts, th, kind, ident)
+            stacks[(th, begin)].pop()
+    assert not any(stacks.values())
+
+
+def test_detail_rows_are_bounded_by_the_schedule() -> None:
+    rows = _stream(1, n_iter=400)
+    agg = Aggregator(DetailSchedule.parse("0.00002s,0.0001s,0.00001s"), 1_000, MAIN, 8)
+    events, _ = _fold_all(rows, agg, 1)
+    assert len(events) < len(rows) / 3
+    kinds = events[:, 2]
+    pauses, resumes = (kinds == S.DETAIL) & (events[:, 3] == 0), (kinds == S.DETAIL) & (events[:, 3] == 1)
+    assert pauses.sum() >= 2
+    assert resumes.sum() == pauses.sum()  # the session's end resumes the last pause
+    assert (kinds == S.SESSION_END).sum() == 1
