@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import rlscope
+from rlscope.analysis.result import analyze
 from rlscope.errors import RLScopeError
 from rlscope.session import active_session
 from rlscope.trace import ownership
@@ -296,3 +297,7 @@ def test_a_full_disk_stops_the_recording_not_the_job(tmp_path, monkeypatch, capf
     (said,) = [w for w in proc.warnings if "recording stopped early" in w]
     assert "No space left on device" in said
     assert not [w for w in proc.warnings if "did not end normally" in w]  # not a crash: said once, why
+    # the aggregates went on in their own file: the whole run's calls are all there
+    summary = analyze(tmp_path / "t", workers=1).summary
+    assert summary["operations"]["step"]["calls"] == 5 * 2000
+    assert summary["detail"]["summarized_s"] > 0

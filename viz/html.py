@@ -193,6 +193,10 @@ def _headline(summary: Mapping[str, Any]) -> str:
     else:
         parts.append("<p class='empty'>No operations recorded: all time is unannotated.</p>")
     parts.append(_overhead_note(summary))
+    from rlscope.viz.words import detail_sentence
+
+    if detail_sentence(summary):  # which figures are whole-run, which from the detail stretches
+        parts.append(f"<p class='note'>{html_text(detail_sentence(summary))}</p>")
     return "\n".join(parts)
 
 

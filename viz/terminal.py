@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rlscope.categories import UNANNOTATED
 from rlscope.text import printable
 from rlscope.viz.colors import category_color, operation_color
-from rlscope.viz.words import correction_details, correction_sentence
+from rlscope.viz.words import correction_details, correction_sentence, detail_sentence
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -432,6 +432,8 @@ def render_summary(
         console.print(cell(f"warning: {warning}", style="yellow"))
 
     console.print(cell(correction_sentence(summary), style="dim"))
+    if detail_sentence(summary):
+        console.print(cell(detail_sentence(summary), style="dim"))
     if verbose:
         for line in correction_details(summary):
             console.print(cell(f"  {line}", style="dim"))

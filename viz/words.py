@@ -46,6 +46,20 @@ def removed_kind(kind: str) -> str:
     return REMOVED_KINDS.get(kind, kind)
 
 
+def detail_sentence(summary: Mapping[str, Any]) -> str:
+    """What covers the whole run and what comes from the detail stretches ("" when every event of
+    the run was kept)."""
+    d = summary.get("detail") or {}
+    if not d:
+        return ""
+    schedule = f" ({d['schedule']})" if d.get("schedule") else ""
+    return (
+        f"Whole run: times, calls and wall; the split of Python time into backend and CUDA API, GPU work"
+        f" and the timeline come from {_s(float(d.get('detail_s', 0.0)))} of detail{schedule}, applied to"
+        f" the other {_s(float(d.get('summarized_s', 0.0)))}."
+    )
+
+
 def correction_sentence(summary: Mapping[str, Any]) -> str:
     """One sentence: how much rlscope added to this run and that the figures have it removed (with the
     correction's uncertainty), or that the figures are raw and why."""

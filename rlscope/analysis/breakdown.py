@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -120,15 +121,23 @@ def unlaunched(records: gpu.GpuRecords, found: np.ndarray) -> dict[str, float]:
     }
 
 
+def _as_is(bd: ProcessBreakdown, costs: EventCosts | None) -> ProcessBreakdown:
+    return bd
+
+
 def analyze_process_pair(
-    proc: ProcessTrace, costs: EventCosts | None, joined: gpu.JoinedTimeline | None = None
+    proc: ProcessTrace,
+    costs: EventCosts | None,
+    joined: gpu.JoinedTimeline | None = None,
+    finish: Callable[[ProcessBreakdown, EventCosts | None], ProcessBreakdown] = _as_is,
 ) -> tuple[ProcessBreakdown, ProcessBreakdown | None]:
     """(raw, corrected) breakdowns of one process from one timeline; corrected is None without costs.
 
     The corrected one runs the same aggregation over the timeline with rlscope's overhead removed
     (rlscope.overhead.correct.residual); GPU work keeps its durations and moves with its launch.
     ``joined``: the process's timeline with GPU work (:func:`rlscope.analysis.gpu.timeline_with_gpu`),
-    when the caller already built it.
+    when the caller already built it. ``finish``: applied to each breakdown with the costs it was
+    corrected for (None: raw), e.g. to add the time between detail stretches (analysis/whole_run.py).
     """
     tl, api, records = joined if joined is not None else gpu.timeline_with_gpu(proc)
     host = proc.metadata.get("host", "")
@@ -137,13 +146,10 @@ def analyze_process_pair(
         launch = gpu.launching_call(api, records)  # once: attribution, the check and the correction
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
-    # imported here: it extends this module's breakdowns (and imports them)
-    from rlscope.analysis import whole_run
-
     raw = breakdown_timeline(tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml)
     if launch is not None:
         raw.gpu.update(unlaunched(records, launch[1]))
-    raw_whole = whole_run.extend(raw, whole_run.summarized(proc, None))
+    raw_whole = finish(raw, None)
     if costs is None:
         return raw_whole, None
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
@@ -228,7 +234,7 @@ def analyze_process_pair(
         "windows": window_info,
         "writer_stall": fix.writer_stall,
     }
-    return raw_whole, whole_run.extend(corrected, whole_run.summarized(proc, costs))
+    return raw_whole, finish(corrected, costs)
 
 
 # the note of a run whose windows measured no operation (WindowEstimate.measured), and its end: the

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # imported here, not in the functions: forked pool workers then start with them loaded
-from rlscope.analysis import gpu, intervals, nccl, report, sharing
+from rlscope.analysis import gpu, intervals, nccl, report, sharing, whole_run
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.analysis.kernels import process_kernel_rows
@@ -106,7 +106,7 @@ def process_piece(source: Source, costs: Any, request: PieceRequest) -> ProcessP
     """Load one process, analyze it under the run's ``costs`` and ``request``, and keep only its results."""
     proc = _load(source)
     joined = gpu.timeline_with_gpu(proc)
-    raw, corrected = analyze_process_pair(proc, costs, joined)
+    raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None
     if proc.events.num_rows:
         kinds = intervals.INTERVAL_KINDS if request.intervals else ("operations", "gpu")

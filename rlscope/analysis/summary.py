@@ -136,6 +136,7 @@ def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows:
         "gpu_categories": _by_total(gpu_cats),
         "gpu_bound_s": b.gpu.get("gpu_bound_s", 0.0),
         "operations": _finish(operations),
+        **({"detail": dict(b.detail)} if b.detail else {}),
     }
 
 
@@ -244,7 +245,31 @@ def summarize(
     out["clock_alignment"] = roles.clock_alignment(trace)
     out["warnings"] = list(trace.warnings) + _unlaunched_warnings(raw if raw is not None else breakdowns)
     out["hint"] = no_operations_hint(trace) if not out["operations"] else ""
+    out["detail"] = _detail_section(trace, breakdowns)
     return out
+
+
+def _detail_section(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
+    """Which figures cover the whole run and which come from the detail stretches (empty: the whole
+    run was kept in detail, every figure is measured on all of it)."""
+    import json
+
+    parts = [b.detail for b in breakdowns if b.detail]
+    if not parts:
+        return {}
+    schedule = ""
+    for p in trace.processes:
+        try:
+            schedule = json.loads(p.metadata.get("options", "{}") or "{}").get("detail", "") or schedule
+        except (ValueError, AttributeError):
+            continue
+    return {
+        "schedule": schedule,
+        "detail_s": max(d["detail_s"] for d in parts),
+        "summarized_s": max(d["summarized_s"] for d in parts),
+        "whole_run": ["wall", "operation and phase times", "calls", "simulator time"],
+        "from_detail": parts[0]["from_detail"],
+    }
 
 
 def _auto_ops_on(trace: TraceHeader) -> bool:

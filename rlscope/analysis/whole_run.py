@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -124,6 +125,15 @@ def _dispatch_ns(costs: EventCosts | None) -> float:
     parts = [costs.dispatch_inside[CostClass.SCOPE], costs.dispatch_outside[CostClass.SCOPE]]
     parts = [p for p in parts if not math.isnan(p)]
     return float(sum(parts)) / 2 if parts else 0.0
+
+
+def finisher(proc: ProcessTrace) -> Callable[[ProcessBreakdown, EventCosts | None], ProcessBreakdown]:
+    """What the per-process analysis applies to its raw and corrected breakdowns of ``proc``."""
+
+    def finish(bd: ProcessBreakdown, costs: EventCosts | None) -> ProcessBreakdown:
+        return extend(bd, summarized(proc, costs))
+
+    return finish
 
 
 def extend(bd: ProcessBreakdown, extra: Summarized | None) -> ProcessBreakdown:

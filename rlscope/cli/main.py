@@ -1,7 +1,7 @@
 """``rlscope``: the main command.
 
 rlscope demo [--seconds 20] [--device auto|cpu|cuda] [--trace-dir D] [--html FILE] [--json FILE]
-rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--no-analyze] [--] python train.py ARGS...
+rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--detail SPEC] [--no-analyze] [--] python train.py ARGS...
 rlscope calibrate [--out FILE] [--rounds 5] [--quick] [--no-gpu]
 rlscope validate [--reps 5] [--max-reps N] [--time-limit S] [--trace-dir D] [--json FILE] [--gpu MODE]
                  [--no-backend] [--tolerance PCT] [--] python train.py ARGS...
@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from rlscope.cli import options
@@ -26,7 +27,7 @@ from rlscope.errors import RLScopeError
 from rlscope.runtime import BOOT_DIR
 from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.text import printable
-from rlscope.trace import ownership
+from rlscope.trace import detail, ownership
 
 DEMO_TRACE_DIR = "rlscope-demo-trace"
 RUN_TRACE_DIR = "rlscope-trace"
@@ -114,6 +115,7 @@ def run(argv: list[str]) -> int:
     options.seconds(
         p, "--flush-interval", 1.0, "how often each process writes its events to the trace (default 1)"
     )
+    options.detail(p)
     p.add_argument("--no-analyze", action="store_true", help="do not print the breakdown at the end")
     options.html_out(p)
     options.json_out(p, "the summary")
@@ -133,6 +135,7 @@ def run(argv: list[str]) -> int:
         "backend": not args.no_backend,
         "gpu": False if args.gpu == "off" else args.gpu,
         "auto_ops": not args.no_auto_ops,
+        "detail": args.detail,
     }
     if not (BOOT_DIR / "sitecustomize.py").is_file():
         raise RLScopeError(f"{BOOT_DIR / 'sitecustomize.py'} is missing: reinstall rlscope")
@@ -141,6 +144,8 @@ def run(argv: list[str]) -> int:
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BOOT_DIR), env.get("PYTHONPATH", "")) if x)
     env[RUN_TRACE_DIR_ENV] = str(trace_dir)
     env[RUN_OPTIONS_ENV] = json.dumps(run_options)
+    # every process of the run lays its detail stretches from this one origin (rlscope/trace/detail.py)
+    env[detail.ORIGIN_ENV] = str(time.perf_counter_ns())
     try:  # in a process group of its own, which gets the signals rlscope gets (rlscope/cli/supervise.py)
         code = run_program(command, env, grace_s=args.grace)
     except FileNotFoundError:

@@ -192,6 +192,32 @@ def grace(p: argparse.ArgumentParser, default: float) -> argparse.Action:
     )
 
 
+def detail_schedule(text: str) -> str:
+    """``--detail``'s value, checked now (a bad one is a usage error, not a failure in the program)."""
+    from rlscope.errors import RLScopeError
+    from rlscope.trace.detail import DetailSchedule
+
+    try:
+        return DetailSchedule.parse(text).to_env()
+    except RLScopeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def detail(p: argparse.ArgumentParser) -> argparse.Action:
+    """When a program's full event detail is kept: ``--detail SPEC`` (rlscope/trace/detail.py)."""
+    from rlscope.trace.detail import DEFAULT_SPEC
+
+    return p.add_argument(
+        "--detail",
+        type=detail_schedule,
+        default=DEFAULT_SPEC,
+        metavar="FIRST[,EVERY,LENGTH]|all",
+        help="keep every event (timeline, backend ops, GPU work) for the first FIRST of the run, then for"
+        " LENGTH every EVERY; the rest of the run is kept as aggregates, which the whole-run figures come"
+        f" from. 'all' keeps every event of the run (default {DEFAULT_SPEC}; units ms, s, m, h)",
+    )
+
+
 def program(p: argparse.ArgumentParser) -> argparse.Action:
     """The program a wrapper command runs: everything after the options (``--`` optional)."""
     return p.add_argument(

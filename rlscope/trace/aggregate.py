@@ -92,6 +92,7 @@ class Aggregator:
         self._open = _Open()
         self._window = S.WINDOW_LIGHT  # the collectors' window mode as of the last fold
         self._horizon = -(2**62)  # the last fold's time: cuts up to it are done
+        self.lost_ns = 2**63 - 1  # when the events could no longer be written (detail_lost)
         self._paused: _Open | None = None  # the scopes open at the current pause (None: in detail)
         self._paused_cats: dict[int, int] = {}
         self.folded_rows = 0
@@ -101,12 +102,17 @@ class Aggregator:
     def in_detail(self, ts: np.ndarray) -> np.ndarray:
         sch = self.schedule
         if sch.whole_run:
-            return np.ones(len(ts), bool)
+            return np.asarray(ts) < self.lost_ns
         rel = ts - self.origin_ns
         keep = rel < sch.first_ns
         if sch.every_ns:
             keep |= (rel >= 0) & (rel % sch.every_ns < sch.length_ns)
-        return keep
+        return keep & (np.asarray(ts) < self.lost_ns)
+
+    def detail_lost(self, t: int) -> None:
+        """The events can no longer be written (a write failed at ``t``): from then on every
+        aggregate is summary, which the analysis adds to the detail written before."""
+        self.lost_ns = min(self.lost_ns, t)
 
     def _cuts(self, until: int) -> list[int]:
         """Cut times in (horizon, until], on the events' clock."""

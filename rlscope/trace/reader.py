@@ -443,9 +443,11 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
     unclosed = [f for f in read if f"{path / f}: truncated" not in cut and not _closed(path / f)]
     if not light and (path / S.AGGREGATES_FILE).exists():
         try:
-            optional["aggregates"] = read_aggregates(path / S.AGGREGATES_FILE)
+            optional["aggregates"], last = read_aggregates(path / S.AGGREGATES_FILE)
         except TraceError as e:
             warnings.append(f"{e}; the whole run is analyzed from its detail only")
+        else:
+            gaps = _after_cut(events, gaps, last, was_cut, meta)
     proc = ProcessTrace(
         path=path,
         events=events,
@@ -479,32 +481,51 @@ AGGREGATE_KEYS = ["thread", "mode", "phase", "operation", "category"]
 AGGREGATE_SUMS = ["time_ns", "calls", "boundaries", "cost_ns"]
 
 
-def read_aggregates(path: Path) -> pa.Table:
+def read_aggregates(path: Path) -> tuple[pa.Table, int]:
     """aggregates.arrows summed per key over the run, one record batch at a time.
 
     Why batch by batch: the file grows with the run (a few rows a second), and summing as it reads
     keeps the memory to the distinct keys, however long the run. A file cut short is read up to
-    its last whole batch, like the events.
+    its last whole batch, like the events. Also returns the last row's time (-1: no rows).
     """
     reader, _ = _open_stream(path, S.AGGREGATE_COLUMNS)
     parts: list[pa.Table] = []
-    rows = 0
+    rows, last = 0, -1
     try:
         for batch in reader:
+            if batch.num_rows:
+                last = max(last, int(pc.max(batch.column("ts_ns")).as_py()))
             parts.append(pa.Table.from_batches([batch]).select(AGGREGATE_KEYS + AGGREGATE_SUMS))
             rows += batch.num_rows
             if rows > 200_000:  # fold what is read so far: memory stays at the distinct keys
                 parts, rows = [_sum_aggregates(pa.concat_tables(parts))], 0
-    except Exception:  # noqa: BLE001 - a batch cut short or damaged: the rows up to it count
-        pass  # as for the events: the rows up to it count, as for the events
+    except Exception:  # a batch cut short or damaged: the rows up to it count, as for the events
+        pass
     if not parts:
-        return pa.table({c: pa.array([], pa.int64()) for c in AGGREGATE_KEYS + AGGREGATE_SUMS})
-    return _sum_aggregates(pa.concat_tables(parts))
+        return pa.table({c: pa.array([], pa.int64()) for c in AGGREGATE_KEYS + AGGREGATE_SUMS}), last
+    return _sum_aggregates(pa.concat_tables(parts)), last
 
 
 def _sum_aggregates(table: pa.Table) -> pa.Table:
     summed = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate([(c, "sum") for c in AGGREGATE_SUMS])
     return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
+
+
+def _after_cut(
+    events: pa.Table, gaps: glue.Gaps | None, last: int, was_cut: bool, meta: dict
+) -> glue.Gaps | None:
+    """A recording whose events were cut by a failed write, but whose aggregates went on: the time
+    after its last event is one more gap, which the aggregates cover (rlscope.analysis.whole_run)."""
+    if not was_cut or not events.num_rows:
+        return gaps
+    end = int(pc.max(events.column("ts_ns")).as_py())
+    if last <= end:
+        return gaps
+    start = gaps.start if gaps is not None else np.zeros(0, np.int64)
+    stop = gaps.end if gaps is not None else np.zeros(0, np.int64)
+    out = glue.Gaps(np.append(start, end), np.append(stop, last))
+    meta["detail.gaps"] = out.to_json()
+    return out
 
 
 def _placeholder_names(proc: ProcessTrace, path: Path, warnings: list[str]) -> None:

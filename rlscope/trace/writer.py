@@ -186,8 +186,12 @@ class TraceWriter:
             detail or DetailSchedule.parse("all"), origin_ns, main_thread, width
         )
         self._flush_interval = flush_interval
-        # a write that failed (disk full, quota, I/O error): from then on flushes drain and drop
+        # a write that failed (disk full, quota, I/O error): from then on flushes drain and drop the
+        # events and the collectors' rows; the names and aggregates go on while they can be written
+        # (summary_failed: they could not), so the whole run's figures outlast a cut detail
         self.failed: OSError | None = None
+        self.summary_failed: OSError | None = None
+        self._names_failed = False
         self.rows_dropped = 0
         self._streams: list[tuple[collections.deque[tuple], StreamFile]] = []
         self._before_flush: list[Callable[[], None]] = []
@@ -256,12 +260,26 @@ class TraceWriter:
                     )
                 rows = self._rows[: self.events.drain_into(self._rows)]
                 ahead = 2 * want
+            events, aggregates = self._fold(rows) if self.summary_failed is None else (rows, None)
             if self.failed is None:
-                try:
-                    events, aggregates = self._fold(rows)
-                    self._write(events, drained, aggregates)
+                try:  # names first: every name a row uses is on disk
+                    self._write_names()
+                    self._events_file.write_rows(events)
+                    for stream_rows, stream in drained:
+                        stream.write_rows(stream_rows)
                 except OSError as e:
-                    self._fail(e)
+                    self._fail(e, int(rows[:, 0].min()) if len(rows) else self._clock())
+                    if aggregates is not None:  # this flush's events are lost: its time is summary
+                        aggregates[:, schema.AGGREGATE_COLUMNS.index("mode")] = schema.MODE_SUMMARY
+            if self.summary_failed is None and aggregates is not None:
+                try:  # the whole run's figures go on while anything can be written
+                    if self.failed is not None:
+                        self._write_names()
+                    self._aggregates_file.write_rows(aggregates)
+                except OSError as e:
+                    self.summary_failed = e
+                    if self.failed is None:
+                        self._fail(e, self._clock())
             if self.failed is not None:
                 self.rows_dropped += len(rows) + sum(len(r) for r, _ in drained)
         if ahead and not self._stop.is_set():
@@ -289,34 +307,39 @@ class TraceWriter:
             return rows, np.zeros((0, len(schema.AGGREGATE_COLUMNS)), np.int64)
         return folded.events, folded.aggregates
 
-    def _write(self, rows: Any, drained: list[tuple[list, StreamFile]], aggregates: np.ndarray) -> None:
-        """Names first, then the events and aggregates, then the collectors' rows (the writer's lock held)."""
+    def _write_names(self) -> None:
+        """The names interned since the last flush (the writer's lock held); none once a write of
+        them failed (the stream ends at the failed batch: nothing after it could be read)."""
         n_names = len(self._names)
-        if n_names > self._names_written:
+        if n_names > self._names_written and not self._names_failed:
             auto = self._auto_ids
             new = [(i, self._names[i], int(i in auto)) for i in range(self._names_written, n_names)]
-            self._names_file.write_rows(new)
+            try:
+                self._names_file.write_rows(new)
+            except OSError:
+                self._names_failed = True
+                raise
             self._names_written = n_names
-        self._events_file.write_rows(rows)
-        self._aggregates_file.write_rows(aggregates)
-        for stream_rows, stream in drained:
-            stream.write_rows(stream_rows)
 
-    def _fail(self, error: OSError) -> None:
-        """A write failed: stop writing, keep draining, say it once; the job goes on.
+    def _fail(self, error: OSError, at: int) -> None:
+        """A write failed: stop writing events, keep draining, say it once; the job goes on.
 
         Why drain: rows left in the queue would pile up in the profiled process's memory for the rest
         of the run. Why stop: the failed batch may be half on disk, and the stream's reader stops at
-        it anyway, so nothing written after it could be read. What was written before stays readable.
+        it anyway, so nothing written after it could be read. What was written before stays readable,
+        and the aggregates go on in their own file while it takes them (``summary_failed``).
         """
         from rlscope.errors import warn_once
         from rlscope.trace import ownership
 
         self.failed = error
+        if self.aggregator is not None:  # the aggregates from ``at`` on stand for the whole run
+            self.aggregator.detail_lost(at)
         ownership.note_cut(self.process_dir.parent, self.process_dir.name, str(error.strerror or error))
         warn_once(
-            f"cannot write the trace in {self.process_dir} ({error.strerror or error}): recording stops"
-            " here and the job goes on; the trace keeps what was written until now"
+            f"cannot write the trace in {self.process_dir} ({error.strerror or error}): event detail stops"
+            " here and the job goes on; the trace keeps what was written until now, and the whole run's"
+            " aggregates while they can still be written"
         )
 
     def _reserve_ahead(self, rows: int) -> None:
@@ -341,7 +364,7 @@ class TraceWriter:
                         f.close()
                     except OSError as e:  # the end-of-stream marker did not fit either
                         if self.failed is None:
-                            self._fail(e)
+                            self._fail(e, self._clock())
                 self._events_file = None
                 if self._native:  # the native buffer: its memory back, now drained
                     self.events.release()
