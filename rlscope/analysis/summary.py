@@ -245,7 +245,9 @@ def summarize(
     out["clock_alignment"] = roles.clock_alignment(trace)
     out["warnings"] = list(trace.warnings) + _unlaunched_warnings(raw if raw is not None else breakdowns)
     out["hint"] = no_operations_hint(trace) if not out["operations"] else ""
-    out["detail"] = _detail_section(trace, breakdowns)
+    detail = _detail_section(trace, breakdowns)
+    if detail:  # only a run with detail stretches has one (every figure of the others is measured)
+        out["detail"] = detail
     return out
 
 

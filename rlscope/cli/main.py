@@ -6,6 +6,9 @@ rlscope calibrate [--out FILE] [--rounds 5] [--quick] [--no-gpu]
 rlscope validate [--reps 5] [--max-reps N] [--time-limit S] [--trace-dir D] [--json FILE] [--gpu MODE]
                  [--no-backend] [--tolerance PCT] [--] python train.py ARGS...
     run your program unprofiled, under plain timers and profiled: is the corrected profile right?
+rlscope top TRACE_DIR [--every 2] [--once]
+    attach to a run being profiled and show where its time goes, refreshed (rlscope run --live: the
+    same view while rlscope runs the program)
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlscope.cli import options
+from rlscope.cli import live, options
 from rlscope.cli.analyze import SUBCOMMAND_HELP as ANALYZE_COMMANDS
 from rlscope.cli.parser import EXIT_BAD_INPUT, Parser, command_list
 from rlscope.cli.program import program_command
@@ -121,6 +124,7 @@ def run(argv: list[str]) -> int:
     options.json_out(p, "the summary")
     options.verbose(p)
     options.grace(p, DEFAULT_GRACE_S)
+    live.add_run_options(p)
     options.program(p)
     args = p.parse_args(argv)
     command = program_command(args.command, "rlscope run -- python train.py ...")
@@ -147,7 +151,8 @@ def run(argv: list[str]) -> int:
     # every process of the run lays its detail stretches from this one origin (rlscope/trace/detail.py)
     env[detail.ORIGIN_ENV] = str(time.perf_counter_ns())
     try:  # in a process group of its own, which gets the signals rlscope gets (rlscope/cli/supervise.py)
-        code = run_program(command, env, grace_s=args.grace)
+        with live.during_run(trace_dir, args):
+            code = run_program(command, env, grace_s=args.grace)
     except FileNotFoundError:
         raise RLScopeError(f"{command[0]}: command not found") from None
     print(f"rlscope run: exit status {code}; trace in {printable(trace_dir)}", file=sys.stderr)
@@ -188,6 +193,7 @@ def share_check(argv: list[str]) -> int:
 COMMANDS = {
     "demo": demo,
     "run": run,
+    "top": live.top,
     "calibrate": calibrate,
     "validate": validate,
     "share-check": share_check,
@@ -195,6 +201,7 @@ COMMANDS = {
 COMMAND_HELP = {
     "demo": "profile the bundled PPO CartPole workload for 20 s and show where its time went",
     "run": "profile an unmodified program: rlscope run [options] -- python train.py ...",
+    "top": "attach to a run being profiled and show where its time goes, refreshed",
     "calibrate": "measure rlscope's own cost per event here (used to correct traces)",
     "validate": "check your program's corrected profile against the program unprofiled",
     "share-check": "run k copies of your program on one GPU and compare with rlscope-analyze share",

@@ -37,6 +37,34 @@ _ALWAYS_KEPT = (S.SESSION_START, S.SESSION_END, S.DETAIL)
 _PSEUDO = -1  # the kind of the fold's own rows (a thread's carried state, a cut): never written
 
 
+def _kinds(*kinds: int) -> np.ndarray:
+    """A lookup table over ``kind + 1`` (the pseudo kind -1 included): faster than ``np.isin``."""
+    table = np.zeros(max(S.WRITTEN_KINDS) + 2, bool)
+    table[[k + 1 for k in kinds]] = True
+    return table
+
+
+_IS_OPEN = _kinds(S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN)
+_IS_OP = _kinds(S.OP_BEGIN, S.OP_END)
+_IS_CAT = _kinds(S.CAT_BEGIN, S.CAT_END)
+_IS_PHASE = _kinds(S.PHASE_BEGIN, S.PHASE_END)
+_IS_BEGIN = _kinds(*_BEGINS)
+_IS_END = _kinds(*_ENDS)
+_IS_BOUNDARY = _kinds(*_BOUNDARY_KINDS)
+_IS_ALWAYS_KEPT = _kinds(*_ALWAYS_KEPT)
+
+
+def _absent(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per entry of ``sorted_ids`` (sorted, unique): whether it is not among ``ids``."""
+    out = np.ones(len(sorted_ids), bool)
+    if len(sorted_ids) and len(ids):
+        pos = np.searchsorted(sorted_ids, ids)
+        hit = pos < len(sorted_ids)
+        hit[hit] = sorted_ids[pos[hit]] == ids[hit]
+        out[pos[hit]] = False
+    return out
+
+
 @dataclasses.dataclass
 class _Open:
     """Scope instances (operations and phases) open at the end of the last fold, by id."""
@@ -66,6 +94,51 @@ class _Open:
             return np.full(len(ids), missing, np.int64)
         at = np.clip(np.searchsorted(self.id, ids), 0, len(self.id) - 1)
         return np.where(self.id[at] == ids, getattr(self, field)[at], missing)
+
+
+class _Index:
+    """Lookups of instances by id among those open before a fold (few, sorted) and those begun in
+    it (many; ids from one counter, so nearly dense): a direct index for the new ones, a binary
+    search only among the old ones. A search over all of them per row cost most of a fold."""
+
+    def __init__(self, old: _Open, new: _Open) -> None:
+        self.old, self.new = old, new
+        self.lo, hi = (int(new.id.min()), int(new.id.max())) if len(new.id) else (0, -1)
+        span = hi - self.lo + 1
+        if span > 4 * len(new.id) + 4096:  # ids far apart (not one counter's): search them too
+            self.old, self.new = old.concat(new).sorted(), _Open()
+            self.lo, span = 0, 0
+        self.pos = np.full(max(span, 0), -1, np.int64)
+        self.pos[self.new.id - self.lo] = np.arange(len(self.new.id))
+
+    def where(self, ids: np.ndarray) -> np.ndarray:
+        """Each id's row among the new ones (-1: not begun in this fold)."""
+        rel = ids - self.lo
+        inside = (rel >= 0) & (rel < len(self.pos))
+        out = np.full(len(ids), -1, np.int64)
+        out[inside] = self.pos[rel[inside]]
+        return out
+
+    def lookup(self, ids: np.ndarray, field: str, missing: int) -> np.ndarray:
+        at = self.where(ids)
+        hit = at >= 0
+        out = np.full(len(ids), missing, np.int64)
+        out[hit] = getattr(self.new, field)[at[hit]]
+        rest = ~hit & (ids >= 0)
+        if rest.any() and len(self.old.id):
+            out[rest] = self.old.lookup(ids[rest], field, missing)
+        return out
+
+    def still_open(self, closed: np.ndarray) -> _Open:
+        """The instances open after the fold (sorted by id): all of them but ``closed``."""
+        gone = self.where(closed)
+        keep_new = np.ones(len(self.new.id), bool)
+        keep_new[gone[gone >= 0]] = False
+        return self.old.select(_absent(self.old.id, closed)).concat(self.new.select(keep_new)).sorted()
+
+    def table(self) -> _Open:
+        """Every instance known to the fold, sorted by id (for the cuts: rare)."""
+        return self.old.concat(self.new).sorted()
 
 
 @dataclasses.dataclass
@@ -174,22 +247,22 @@ class Aggregator:
             where = np.flatnonzero(is_carry)
             st = np.array([self._threads[t][1:4] for t in thread[where].tolist()], np.int64).reshape(-1, 3)
             c_op[where], c_cat[where], c_phase[where] = st[:, 0], st[:, 1], st[:, 2]
-        opens = np.isin(kind, (S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN))
-        after = np.where(opens, ident, parent)
+        k1 = kind + 1  # the lookup tables' index (kinds are validated small ints, the pseudo one -1)
+        after = np.where(_IS_OPEN[k1], ident, parent)
         op = _fill(
-            is_carry | (is_real & np.isin(kind, (S.OP_BEGIN, S.OP_END))),
+            is_carry | _IS_OP[k1],
             np.where(is_carry, c_op, after),
             first,
             -1,
         )
         cat = _fill(
-            is_carry | (is_real & np.isin(kind, (S.CAT_BEGIN, S.CAT_END))),
+            is_carry | _IS_CAT[k1],
             np.where(is_carry, c_cat, after),
             first,
             categories.PYTHON,
         )
         phase = _fill(
-            is_carry | (is_real & np.isin(kind, (S.PHASE_BEGIN, S.PHASE_END))),
+            is_carry | _IS_PHASE[k1],
             np.where(is_carry, c_phase, after),
             first,
             -1,
@@ -211,7 +284,7 @@ class Aggregator:
         window_mode = mode
         mode = np.where(self.in_detail(ts), window_mode, S.MODE_SUMMARY)
         # names of the instances: open before this fold, or begun in it
-        begun = is_real & np.isin(kind, _BEGINS)
+        begun = _IS_BEGIN[k1]
         new = _Open(
             id=ident[begun],
             kind=kind[begun],
@@ -221,17 +294,17 @@ class Aggregator:
             flags=flags[begun],
             begin=ts[begun],
         )
-        table = self._open.concat(new).sorted()
-        op_name = np.where(op >= 0, table.lookup(op, "name", -1), -1)
-        phase_name = np.where(phase >= 0, table.lookup(phase, "name", -1), -1)
+        table = _Index(self._open, new)
+        op_name = table.lookup(op, "name", -1)
+        phase_name = table.lookup(phase, "name", -1)
         # boundaries: their count and post-cost on the segment they open, pre-cost on the one before
-        bound = is_real & np.isin(kind, _BOUNDARY_KINDS)
+        bound = _IS_BOUNDARY[k1]
         pre, post = cost & 0xFFFFFFFF, cost >> 32
         seg_cost = np.where(bound, post, 0)
         prev_ok = np.zeros(m, bool)
         prev_ok[1:] = ~first[1:]
         give = np.flatnonzero(bound & prev_ok & (pre > 0))
-        np.add.at(seg_cost, give - 1, pre[give])
+        seg_cost[give - 1] += pre[give]  # distinct rows: each boundary gives to the one before it
         keys = np.stack([thread, mode, phase_name, op_name, cat])
         values = np.stack([dur, np.zeros(m, np.int64), bound.astype(np.int64), seg_cost])
         keys, values = self._split_at_cuts(keys, values, ts, window_mode)
@@ -263,8 +336,8 @@ class Aggregator:
             keep=np.ones(len(e_ts), bool),
         )
         # what is carried to the next fold: each thread's last state, the instances still open
-        closed = ident[is_real & np.isin(kind, _ENDS)]
-        self._open = table.select(~np.isin(table.id, closed))
+        closed = ident[_IS_END[k1]]
+        self._open = table.still_open(closed)
         for i in np.flatnonzero(last).tolist():
             self._threads[int(thread[i])] = (
                 int(ts[i]),
@@ -332,7 +405,7 @@ class Aggregator:
     @staticmethod
     def _open_at(state: dict[str, np.ndarray], t: int) -> _Open:
         """The scopes open at ``t`` within the fold's span (``state``: :meth:`_table`'s)."""
-        table: _Open = state["table"]  # type: ignore[assignment]
+        table = state["table"].table()  # type: ignore[union-attr]
         ts, kind, ident, is_real = state["ts"], state["kind"], state["ident"], state["is_real"]
         begun_after = is_real & np.isin(kind, _BEGINS) & (ts > t)
         ended_by = is_real & np.isin(kind, _ENDS) & (ts <= t)
@@ -352,8 +425,10 @@ class Aggregator:
         self, rows: np.ndarray, state: dict[str, np.ndarray], cuts: list[int], end_at: int | None
     ) -> np.ndarray:
         """The rows to write: those in detail, the session's, and the cut rows."""
-        keep = self.in_detail(rows[:, TS]) | np.isin(rows[:, KIND], _ALWAYS_KEPT)
-        out = [rows[keep]]
+        keep = self.in_detail(rows[:, TS])
+        if not keep.all():
+            keep |= _IS_ALWAYS_KEPT[rows[:, KIND] + 1]
+        out = [rows if keep.all() else rows[keep]]
         started = np.flatnonzero(rows[:, KIND] == S.SESSION_START)
         if len(started) and self._paused is None:  # a session that starts between detail stretches
             t = int(rows[started[0], TS])
@@ -428,31 +503,49 @@ def _fill(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: in
     return np.where(changed, after, default)[pos]
 
 
+def _dense(row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, each entry's index among them) of small-range ints, without a sort."""
+    lo = int(row.min())
+    span = int(row.max()) - lo + 1
+    if span > 1 << 16:
+        values, idx = np.unique(row, return_inverse=True)
+        return values, idx.reshape(-1)
+    present = np.zeros(span, bool)
+    present[row - lo] = True
+    index = np.cumsum(present) - 1
+    return np.flatnonzero(present) + lo, index[row - lo]
+
+
 def _group(keys: np.ndarray, values: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """Sum ``values`` (4 rows) over distinct ``keys`` (5 rows: thread, mode, phase, operation,
     category) of the kept columns; one row per key: keys then sums.
 
-    The keys are packed into one int64 when they fit (a 1-D ``np.unique`` is several times faster
-    than one over columns), and summed with ``np.bincount``: float64 sums of int64 ns are exact up
-    to 2**53 ns (104 days) per key and flush.
+    Each key row is mapped to dense indices (its values are small ints: names, categories, modes, a
+    handful of threads) and the indices are combined into one code, summed with ``np.bincount``:
+    no sort, where ``np.unique`` over the rows took a third of a fold. float64 sums of int64 ns are
+    exact up to 2**53 ns (104 days) per key and flush.
     """
     keys, values = keys[:, keep], values[:, keep]
     if not keys.shape[1]:
         return np.zeros((0, 9), np.int64)
-    threads, t_idx = np.unique(keys[0], return_inverse=True)
-    names_fit = max(int(keys[2].max()), int(keys[3].max())) < 2**21 - 1 and len(threads) < 2**14
-    if names_fit:
-        packed = (((t_idx.reshape(-1) << 2 | keys[1]) << 21 | keys[2] + 1) << 21 | keys[3] + 1) << 4 | keys[
-            4
-        ] + 1
-        uniq, inverse = np.unique(packed, return_inverse=True)
-        first = np.zeros(len(uniq), np.int64)
-        first[inverse.reshape(-1)[::-1]] = np.arange(len(packed))[::-1]
-        out_keys = keys[:, first]
-    else:
-        out_keys, inverse = np.unique(keys, axis=1, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    sums = [
-        np.rint(np.bincount(inverse, weights=v, minlength=out_keys.shape[1])).astype(np.int64) for v in values
-    ]
+    code = np.zeros(keys.shape[1], np.int64)
+    distinct = []
+    size = 1
+    for row in keys:
+        vals, idx = _dense(row)
+        distinct.append(vals)
+        code = code * len(vals) + idx
+        size *= len(vals)
+    if size <= 1 << 20:
+        seen = np.flatnonzero(np.bincount(code, minlength=size))
+        inverse = np.searchsorted(seen, code)
+    else:  # many distinct keys at once: sort them
+        seen, inverse = np.unique(code, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    out_keys = np.empty((len(distinct), len(seen)), np.int64)
+    rest = seen.copy()
+    for k in range(len(distinct) - 1, -1, -1):
+        rest, at = np.divmod(rest, len(distinct[k]))
+        out_keys[k] = distinct[k][at]
+    sums = [np.rint(np.bincount(inverse, weights=v, minlength=len(seen))).astype(np.int64) for v in values]
     return np.concatenate([out_keys, np.stack(sums)]).T
