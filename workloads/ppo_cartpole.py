@@ -633,6 +633,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", default=None, metavar="FILE", help="write the result dict as JSON")
     p.add_argument("--quiet", action="store_true", help="no per-iteration log")
     p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop training after this long, whatever --total-timesteps says (a long profiled run)",
+    )
+    p.add_argument(
         "--no-scopes",
         action="store_true",
         help="run with no rlscope annotation (for `rlscope run`'s automatic operations)",
@@ -650,6 +657,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "eval_episodes": args.eval_episodes,
         "log_fn": None if args.quiet else _print_log,
         "sim": args.sim,
+        "time_limit_s": args.time_limit,
     }
     if args.trace_dir:
         with rlscope.profile(args.trace_dir):
