@@ -27,6 +27,7 @@ from rlscope.analysis.breakdown import (
     OPS_SCHEMA,
     ProcessBreakdown,
 )
+from rlscope.overhead.correct import flush_stall
 from rlscope.overhead.correct.residual import EventCosts
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, name_of
@@ -52,8 +53,16 @@ class Summarized:
     seconds: float  # the process's time between the stretches
 
 
-def summarized(proc: ProcessTrace, costs: EventCosts | None) -> Summarized | None:
-    """The process's summary-mode aggregates as named figures, corrected with ``costs`` (raw: None)."""
+def summarized(
+    proc: ProcessTrace, costs: EventCosts | None, stall_share: float = flush_stall.ASSUMED
+) -> Summarized | None:
+    """The process's summary-mode aggregates as named figures, corrected with ``costs`` (raw: None).
+
+    Corrected, the main thread's time also loses the stall of the writer's flushes between the
+    stretches: their CPU time (each flush measures its own, schema.FLUSH_CPU_MAX) times
+    ``stall_share``, the share of it that stalled the job as the detail measured it
+    (rlscope/overhead/correct/flush_stall.py), spread over the main thread's time there.
+    """
     agg = proc.aggregates
     if agg is None or proc.gaps is None or not agg.num_rows:
         return None
@@ -91,6 +100,18 @@ def summarized(proc: ProcessTrace, costs: EventCosts | None) -> Summarized | Non
         name = categories.CPU_CATEGORIES.get(cat, "python")
         key = (phase, op, name, on_main)
         cpu[key] = cpu.get(key, 0.0) + t / 1e9
+    if costs is not None:
+        flushes = summary & (c["thread"] != main) & (c["category"] == categories.PROFILER)
+        stall = float(c["cost_ns"][flushes].sum()) * stall_share / 1e9
+        main_keys = [k for k in cpu if k[3]]
+        main_s = sum(cpu[k] for k in main_keys)
+        if stall > 0 and main_s > 0:
+            stall = min(stall, main_s)
+            for k in main_keys:
+                part = stall * cpu[k] / main_s
+                cpu[k] -= part
+                removed_by_op[k[:2]] = removed_by_op.get(k[:2], 0.0) + part
+            removed += stall * 1e9
     cut_calls = _cut_calls(proc)
     return Summarized(
         cpu, calls, inclusive, removed_by_op, cut_calls, removed / 1e9, proc.gaps.total_ns / 1e9
@@ -131,7 +152,8 @@ def finisher(proc: ProcessTrace) -> Callable[[ProcessBreakdown, EventCosts | Non
     """What the per-process analysis applies to its raw and corrected breakdowns of ``proc``."""
 
     def finish(bd: ProcessBreakdown, costs: EventCosts | None) -> ProcessBreakdown:
-        return extend(bd, summarized(proc, costs))
+        share = (bd.overhead.get("writer_stall") or {}).get("share", flush_stall.ASSUMED)
+        return extend(bd, summarized(proc, costs, float(share)))
 
     return finish
 
