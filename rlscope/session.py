@@ -729,11 +729,22 @@ class Session:
         self.long_op_ns = min(_NEVER, int(LONG_OP_SHARE * self._window_ns[mode] * self._window_scale()))
 
     def _in_detail(self, now: int) -> bool:
-        """Whether ``now`` lies in a detail stretch of the run (rlscope/trace/detail.py)."""
+        """Whether ``now`` lies in a detail stretch of the run (rlscope/trace/detail.py). A schedule
+        of iterations is followed by the writer, which counts them as it folds the events: the
+        collectors follow it a flush late, and what they record outside a stretch is left out."""
+        if self._detail.iterations:
+            agg = getattr(self._writer, "aggregator", None)
+            return agg is None or agg.detail_now()
         return self._detail.in_detail(now - self._origin_ns)
 
     def _detail_change(self, now: int) -> int:
-        """When the run next enters or leaves a detail stretch, on the session's clock."""
+        """When the run next enters or leaves a detail stretch, on the session's clock. A schedule of
+        iterations: outside a stretch, look again after a flush; inside, at the next window's end
+        (a full window may run past the stretch's end: its records there are left out)."""
+        if self._detail.iterations:
+            if self._in_detail(now):
+                return _NEVER
+            return now + int(self.options["flush_interval"] * 1e9)
         change = self._detail.next_change(now - self._origin_ns)
         return _NEVER if change >= detail_schedule.NEVER else min(_NEVER, self._origin_ns + change)
 

@@ -201,3 +201,20 @@ def test_detail_rows_are_bounded_by_the_schedule() -> None:
     assert pauses.sum() >= 2
     assert resumes.sum() == pauses.sum()  # the session's end resumes the last pause
     assert (kinds == S.SESSION_END).sum() == 1
+
+
+def test_an_iteration_schedule_cuts_at_the_outermost_operation_s_ends() -> None:
+    rows = _stream(2, n_iter=60)
+    agg = Aggregator(DetailSchedule.parse("10it,25it,5it"), 0, MAIN, 8)
+    events, aggs = _fold_all(rows, agg, 2)
+    _assert_nested(events)
+    ref = Aggregator(DetailSchedule.parse("10it,25it,5it"), 0, MAIN, 8)
+    ref._ends = np.array([r[0] for r in rows if r[2] == S.OP_END and r[1] == MAIN and r[4] == -1])
+    want_time, want_calls = _reference(rows, ref)
+    got_time, got_calls = _sums(aggs)
+    assert got_time == want_time
+    assert got_calls == want_calls
+    # the kept top-level iterations: the first 10, then 5 of every 25 (iterations 25-29, 50-54)
+    kept = events[(events[:, 2] == S.OP_END) & (events[:, 1] == MAIN) & (events[:, 4] == -1)]
+    real = kept[(kept[:, 6] & S.FLAG_SUMMARIZED) == 0]
+    assert len(real) == 10 + 5 + 5

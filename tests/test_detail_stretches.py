@@ -54,7 +54,7 @@ def _run(trace: Path, detail: str) -> tuple[float, dict[str, float]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, float, dict[str, float]]]:
     out = {}
-    for spec in ("all", "0.2s,0.3s,0.1s"):
+    for spec in ("all", "0.2s,0.3s,0.1s", "60it,120it,30it"):
         trace = tmp_path_factory.mktemp("detail") / "trace"
         out[spec] = (trace, *_run(trace, spec))
     return out
@@ -72,6 +72,16 @@ def test_events_are_kept_only_in_the_stretches(runs: dict) -> None:
     kind = cut.column("kind").to_numpy()
     assert (kind == S.DETAIL).sum() >= 4  # pauses and resumes
     assert (kind == S.SESSION_END).sum() == 1
+
+
+def test_an_iteration_schedule_keeps_those_iterations(runs: dict) -> None:
+    ev = _events(runs["60it,120it,30it"][0])
+    kind, flags = ev.column("kind").to_numpy(), ev.column("flags").to_numpy()
+    name = ev.column("name").to_numpy()
+    (proc,) = sorted(runs["60it,120it,30it"][0].glob("process-*"))
+    names = pa.ipc.open_stream(proc / S.NAMES_FILE).read_all().column("name").to_pylist()
+    steps = (kind == S.OP_END) & (name == names.index("step")) & ((flags & S.FLAG_SUMMARIZED) == 0)
+    assert steps.sum() == 60 + 30 + 30  # iterations 0-59, 120-149 and 240-269 of the 300
 
 
 def test_whole_run_figures_match_the_known_work(runs: dict) -> None:
@@ -115,6 +125,7 @@ def test_gaps_map_times_onto_the_joined_clock() -> None:
         ("60s,600s,10s", [0, 59.9, 600, 609.9, 1200], [60, 599.9, 610, 1199]),
         ("30s", [0, 29], [30, 1e4]),
         ("all", [0, 1e6], []),
+        ("200it,5000it,50it", [0, 199e-9, 5000e-9, 5049e-9], [200e-9, 4999e-9, 5050e-9]),
     ],
 )
 def test_schedule(spec: str, inside: list[float], outside: list[float]) -> None:
@@ -133,7 +144,7 @@ def test_schedule(spec: str, inside: list[float], outside: list[float]) -> None:
         t = nxt
 
 
-@pytest.mark.parametrize("bad", ["x", "10s,5s", "1s,2q,3s", ""])
+@pytest.mark.parametrize("bad", ["x", "10s,5s", "1s,2q,3s", "", "10s,100it,5it", "2.5it"])
 def test_bad_schedules_are_one_clear_error(bad: str) -> None:
     with pytest.raises(RLScopeError, match="detail schedule"):
         DetailSchedule.parse(bad)

@@ -214,7 +214,8 @@ def detail(p: argparse.ArgumentParser) -> argparse.Action:
         metavar="FIRST[,EVERY,LENGTH]|all",
         help="keep every event (timeline, backend ops, GPU work) for the first FIRST of the run, then for"
         " LENGTH every EVERY; the rest of the run is kept as aggregates, which the whole-run figures come"
-        f" from. 'all' keeps every event of the run (default {DEFAULT_SPEC}; units ms, s, m, h)",
+        f" from. 'all' keeps every event of the run (default {DEFAULT_SPEC}; units ms, s, m, h, or 'it':"
+        " iterations of the outermost operation, e.g. 200it,5000it,50it)",
     )
 
 

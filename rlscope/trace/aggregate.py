@@ -34,6 +34,7 @@ _BEGINS = (S.OP_BEGIN, S.PHASE_BEGIN)
 _ENDS = (S.OP_END, S.PHASE_END)
 _BOUNDARY_KINDS = (S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END)
 _ALWAYS_KEPT = (S.SESSION_START, S.SESSION_END, S.DETAIL)
+PAST_ENDS = 100_000  # iteration ends kept from earlier folds (an iteration schedule's cuts)
 _PSEUDO = -1  # the kind of the fold's own rows (a thread's carried state, a cut): never written
 
 
@@ -166,21 +167,41 @@ class Aggregator:
         self._window = S.WINDOW_LIGHT  # the collectors' window mode as of the last fold
         self._horizon = -(2**62)  # the last fold's time: cuts up to it are done
         self.lost_ns = 2**63 - 1  # when the events could no longer be written (detail_lost)
+        self._iterations = 0  # iterations of the outermost operation ended before this fold
+        self._ends = np.zeros(0, np.int64)  # the times of those ending in this fold
+        self._past = np.zeros(0, np.int64)  # the latest earlier ones (PAST_ENDS at most)
         self._paused: _Open | None = None  # the scopes open at the current pause (None: in detail)
         self._paused_cats: dict[int, int] = {}
         self.folded_rows = 0
         self.kept_rows = 0
 
     # -- the schedule on the events' clock --------------------------------------------------
+    def _position(self, ts: np.ndarray) -> np.ndarray:
+        """Each time's position in the schedule: ns since the origin, or the index of the iteration
+        it falls in (an iteration's end row is its own; the outermost operation's ends on the
+        main thread count them)."""
+        if self.schedule.iterations:
+            base = self._iterations - len(self._past)
+            return base + np.searchsorted(np.concatenate([self._past, self._ends]), ts, "left")
+        return ts - self.origin_ns
+
     def in_detail(self, ts: np.ndarray) -> np.ndarray:
+        ts = np.asarray(ts, np.int64)
         sch = self.schedule
         if sch.whole_run:
-            return np.asarray(ts) < self.lost_ns
-        rel = ts - self.origin_ns
-        keep = rel < sch.first_ns
-        if sch.every_ns:
-            keep |= (rel >= 0) & (rel % sch.every_ns < sch.length_ns)
-        return keep & (np.asarray(ts) < self.lost_ns)
+            keep = np.ones(len(ts), bool)
+        else:
+            pos = self._position(ts)
+            keep = pos < sch.first
+            if sch.every:
+                keep |= (pos >= 0) & (pos % sch.every < sch.length)
+        return keep & (ts < self.lost_ns)
+
+    def detail_now(self) -> bool:
+        """Whether detail is kept as of the last fold (an iteration schedule's session asks this)."""
+        sch = self.schedule
+        pos = self._iterations if sch.iterations else self._horizon - self.origin_ns
+        return sch.whole_run or sch.in_detail(pos)
 
     def detail_lost(self, t: int) -> None:
         """The events can no longer be written (a write failed at ``t``): from then on every
@@ -189,14 +210,14 @@ class Aggregator:
 
     def _cuts(self, until: int) -> list[int]:
         """Cut times in (horizon, until], on the events' clock."""
-        if self.schedule.whole_run:
-            return []
         return self._cut_times(self._horizon, until + 1)
 
     # -- the fold -----------------------------------------------------------------------------
     def fold(self, rows: np.ndarray, now: int) -> Fold:
         """Fold ``rows`` (append order; int64, ``width`` columns) recorded up to ``now``."""
         rows = np.asarray(rows, np.int64).reshape(-1, self.width)
+        top = (rows[:, KIND] == S.OP_END) & (rows[:, THREAD] == self.main_thread) & (rows[:, PARENT] == -1)
+        self._ends = np.sort(rows[top, TS])  # this fold's iterations of the outermost operation
         end = np.flatnonzero(rows[:, KIND] == S.SESSION_END)
         end_at = int(rows[end[0], TS]) if len(end) else None
         until = end_at if end_at is not None else max(now, int(rows[:, TS].max(initial=now)))
@@ -205,6 +226,13 @@ class Aggregator:
         state, aggregates = self._table(rows, cuts, until)
         events = self._events(rows, state, cuts, end_at)
         self._horizon = max(self._horizon, until)
+        # the ends a thread's carried segment may still span (bounded: an idle thread's segment
+        # older than PAST_ENDS iterations is split at the recent cuts only)
+        oldest = min((st[0] for st in self._threads.values()), default=until)
+        past = np.concatenate([self._past, self._ends])
+        self._past = past[past > oldest][-PAST_ENDS:]
+        self._iterations += len(self._ends)
+        self._ends = self._ends[:0]
         self.kept_rows += len(events)
         return Fold(events, aggregates)
 
@@ -392,11 +420,21 @@ class Aggregator:
         )
 
     def _cut_times(self, lo: int, hi: int) -> list[int]:
-        """Cut times in (lo, hi), on the events' clock."""
+        """Cut times in (lo, hi), on the events' clock: where ``in_detail`` changes."""
+        sch = self.schedule
+        if sch.whole_run:
+            return []
+        if sch.iterations:  # at the end row of the last iteration before a change
+            return [
+                int(t)
+                for k, t in enumerate(self._ends.tolist())
+                if lo < t < hi
+                and sch.in_detail(self._iterations + k) != sch.in_detail(self._iterations + k + 1)
+            ]
         out = []
         t = max(lo, self.origin_ns - 1)
         while True:
-            nxt = self.schedule.next_change(t - self.origin_ns + 1)
+            nxt = sch.next_change(t - self.origin_ns + 1)
             if nxt >= NEVER or self.origin_ns + nxt >= hi:
                 return out
             t = self.origin_ns + nxt
@@ -435,7 +473,8 @@ class Aggregator:
             if not self.in_detail(np.array([t]))[0]:
                 out.append(self._pause(t, state))
         for cut in cuts:
-            resumes = bool(self.in_detail(np.array([cut]))[0])
+            # the state just after the cut (an iteration's end row still belongs to it)
+            resumes = bool(self.in_detail(np.array([cut + 1]))[0])
             if resumes and self._paused is not None:
                 out.append(self._resume(cut, state))
             elif not resumes and self._paused is None:

@@ -4,9 +4,14 @@ A training run lasts hours; its events do not fit a trace or an analyzer's memor
 detail is the same loop over and over. So detail (every event row, backend ops, GPU work) is kept
 in *detail stretches*: the first ``first`` of the run (warm-up and the loop settling, the whole of a
 short run), then ``length`` every ``every``. Aggregates cover the whole run
-(rlscope/trace/aggregate.py). The stretches are laid on the run's clock from one origin that every
+(rlscope/trace/aggregate.py).
+
+A schedule counts either time or *iterations*: calls of the outermost operation on the main thread
+(``200it,5000it,50it``: the first 200 iterations, then 50 every 5,000), which suits a loop whose
+speed changes over the run. Time stretches are laid on the run's clock from one origin that every
 process of a run shares (``ORIGIN_ENV``, set by ``rlscope run``), so all processes keep detail at the
-same moments and their detail joins into one timeline (rlscope/trace/glue.py).
+same moments and their detail joins into one timeline (rlscope/trace/glue.py); iterations are each
+process's own.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from rlscope.errors import RLScopeError
 ORIGIN_ENV = "RLSCOPE_RUN_START_NS"  # perf_counter_ns at the run's start (one clock per host)
 DEFAULT_SPEC = "60s,600s,10s"
 NEVER = 2**62
+TIME, ITERATIONS = "ns", "it"  # a schedule's unit
 
 _UNIT_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "min": 60 * 10**9, "h": 3600 * 10**9}
 
@@ -29,18 +35,28 @@ def _duration_ns(text: str, spec: str) -> int:
     if m is None:
         raise RLScopeError(
             f"bad detail schedule {spec!r}: {text.strip()!r} is not a duration (e.g. 60s, 10m, 1h)"
+            " or a number of iterations (e.g. 200it)"
         )
     return int(float(m.group(1)) * _UNIT_NS[m.group(2) or "s"])
 
 
+def _amount(text: str, spec: str) -> tuple[int, str]:
+    """(value, unit) of one part: ns of a duration, or a count of iterations (``200it``)."""
+    m = re.fullmatch(r"\s*(\d+)\s*it\s*", text)
+    if m is not None:
+        return int(m.group(1)), ITERATIONS
+    return _duration_ns(text, spec), TIME
+
+
 @dataclasses.dataclass(frozen=True)
 class DetailSchedule:
-    """Detail for the first ``first_ns``, then for ``length_ns`` at every multiple of ``every_ns``
-    (none when ``every_ns`` is 0), in ns since the origin."""
+    """Detail for the first ``first``, then for ``length`` at every multiple of ``every`` (none when
+    ``every`` is 0): ns since the origin, or iterations (``unit``)."""
 
-    first_ns: int
-    every_ns: int = 0
-    length_ns: int = 0
+    first: int
+    every: int = 0
+    length: int = 0
+    unit: str = TIME
 
     @classmethod
     def parse(cls, spec: str | DetailSchedule | None) -> DetailSchedule:
@@ -53,53 +69,59 @@ class DetailSchedule:
         parts = text.split(",")
         if len(parts) not in (1, 3):
             raise RLScopeError(f"bad detail schedule {text!r}: give 'all', FIRST or FIRST,EVERY,LENGTH")
-        first = _duration_ns(parts[0], text)
+        amounts = [_amount(part, text) for part in parts]
+        units = {unit for _, unit in amounts}
+        if len(units) > 1:
+            raise RLScopeError(
+                f"bad detail schedule {text!r}: give every part in time, or every one in iterations"
+            )
+        (unit,) = units
+        first = amounts[0][0]
         if len(parts) == 1:
-            return cls(first)
-        every, length = _duration_ns(parts[1], text), _duration_ns(parts[2], text)
+            return cls(first, unit=unit)
+        every, length = amounts[1][0], amounts[2][0]
         if every and length >= every:
             return cls(NEVER)  # samples that touch each other: detail throughout
-        return cls(first, every, length if every else 0)
+        return cls(first, every, length if every else 0, unit)
 
     @property
     def whole_run(self) -> bool:
-        return self.first_ns >= NEVER
+        return self.first >= NEVER
 
-    def describe(self) -> str:
-        if self.whole_run:
-            return "detail for the whole run"
-        first = f"detail for the first {self.first_ns / 1e9:g} s"
-        if not self.every_ns:
-            return first
-        return f"{first}, then {self.length_ns / 1e9:g} s every {self.every_ns / 1e9:g} s"
+    @property
+    def iterations(self) -> bool:
+        return self.unit == ITERATIONS
 
     def in_detail(self, t: int) -> bool:
-        """Whether ``t`` (ns since the origin) lies in a detail stretch."""
-        if t < self.first_ns:
+        """Whether ``t`` (ns since the origin, or the iteration's index) lies in a detail stretch."""
+        if t < self.first:
             return True
-        return bool(self.every_ns) and t % self.every_ns < self.length_ns
+        return bool(self.every) and t % self.every < self.length
 
     def next_change(self, t: int) -> int:
-        """The first time after ``t`` at which ``in_detail`` changes (NEVER: none)."""
-        if t < self.first_ns:
-            return self.first_ns if not self.in_detail_after_first() else self._sample_end(self.first_ns)
-        if not self.every_ns:
+        """The first position after ``t`` at which ``in_detail`` changes (NEVER: none)."""
+        if t < self.first:
+            return self.first if not self.in_detail_after_first() else self._sample_end(self.first)
+        if not self.every:
             return NEVER
-        start = t - t % self.every_ns
-        if t - start < self.length_ns:
-            return start + self.length_ns
-        return start + self.every_ns
+        start = t - t % self.every
+        if t - start < self.length:
+            return start + self.length
+        return start + self.every
 
     def in_detail_after_first(self) -> bool:
-        return bool(self.every_ns) and self.first_ns % self.every_ns < self.length_ns
+        return bool(self.every) and self.first % self.every < self.length
 
     def _sample_end(self, t: int) -> int:
-        return t - t % self.every_ns + self.length_ns
+        return t - t % self.every + self.length
 
     def to_env(self) -> str:
+        """The schedule as ``--detail`` takes it."""
         if self.whole_run:
             return "all"
-        return f"{self.first_ns / 1e9:g}s,{self.every_ns / 1e9:g}s,{self.length_ns / 1e9:g}s"
+        if self.iterations:
+            return f"{self.first}it,{self.every}it,{self.length}it"
+        return f"{self.first / 1e9:g}s,{self.every / 1e9:g}s,{self.length / 1e9:g}s"
 
 
 def origin_ns(session_start_ns: int) -> int:
