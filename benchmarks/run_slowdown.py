@@ -62,8 +62,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def profiled(trace: Path) -> list[str]:
         return ["rlscope", "run", "--no-analyze", *detail, "--trace-dir", str(trace), "--", *command]
 
-    _wall(command)  # untimed: caches, native builds, CUDA start-up
-    _wall(profiled(work / "warm"))
+    def say(text: str) -> None:
+        print(f"run_slowdown: {text}", file=sys.stderr, flush=True)
+
+    say(f"untimed runs: plain {_wall(command):.1f} s, rlscope {_wall(profiled(work / 'warm')):.1f} s")
     plain: list[float] = []
     prof: list[float] = []
     traces: list[Path] = []
@@ -75,6 +77,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else:
                 prof.append(_wall(profiled(trace)))
                 traces.append(trace)
+            took = (plain if variant == "plain" else prof)[-1]
+            say(f"repetition {rep + 1}/{args.reps} {variant}: {took:.2f} s")
     startup = _startup_s(command[0]) if command[0].startswith("python") else 0.0
     truth = statistics.median(plain) - startup
     corrected, analyze_s = [], []
