@@ -52,7 +52,7 @@ def test_rlscope_without_a_command_prints_the_help_and_status_2(capsys):
 
 @pytest.mark.parametrize(
     "entry, prog, command",
-    [(main.main, "rlscope", c) for c in ("demo", "run", "calibrate", "validate")]
+    [(main.main, "rlscope", c) for c in ("demo", "run", "top", "calibrate", "validate")]
     + [(main.main, "rlscope", "share-check")]
     + [(analyze.main, "rlscope-analyze", c) for c in analyze.SUBCOMMANDS],
 )

@@ -223,12 +223,13 @@ def fit_table(
     first: list[str],
     then: list[str],
     compact_note: str = "",
+    all_in: str = "a wider terminal, or --json, has all",
 ) -> Table:
     """``build(compact)`` with the fewest columns left out that makes it fit the console's width.
 
     Headers in ``first`` go (in that order) before the compact layout is tried, those in ``then``
     after; what is left when nothing more may go is printed as it is. The caption says what went,
-    and ``compact_note`` what the compact layout changed.
+    and ``compact_note`` what the compact layout changed; ``all_in``: where every column can be seen.
     """
     from rich import box
 
@@ -248,7 +249,7 @@ def fit_table(
             break
     notes = [compact_note] if compact and compact_note else []
     if dropped:
-        notes.append(f"not shown, for width: {', '.join(dropped)} (a wider terminal, or --json, has all)")
+        notes.append(f"not shown, for width: {', '.join(dropped)} ({all_in})")
     if notes:  # headers are names too (a category from the trace)
         table.caption, table.caption_justify = cell("; ".join(notes), style="table.caption"), "left"
     return table

@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +34,7 @@ import pyarrow as pa
 from rlscope import categories
 from rlscope.analysis.roles import TORCHRUN_AGENT, process_role, role_order
 from rlscope.trace import schema as S
-from rlscope.trace.follow import ProcessNews
+from rlscope.trace.follow import AGGREGATE_COLUMNS, ProcessNews
 from rlscope.trace.header import parent_pid
 
 __all__ = [
@@ -107,6 +108,7 @@ class LiveView:
     gpu_interval: float | None  # mean NVML util_gpu (%) over devices; None without samples
     gpu_so_far: float | None
     gpu_devices: int
+    flushes: int  # flushes read so far, over every process (0: nothing to show yet)
 
 
 @dataclasses.dataclass
@@ -128,30 +130,38 @@ class Tally:
         self.main_ns += other.main_ns
 
 
-def tallies(batch: pa.RecordBatch, main_thread: int) -> dict[int, Tally]:
-    """An aggregates batch's rows summed per flush (its ``ts_ns``), by the main-thread rule."""
-    cols = [
-        batch.column(c).to_numpy(zero_copy_only=False).astype(np.int64).tolist()
-        for c in ("ts_ns", "thread", "phase", "operation", "category", "time_ns", "calls")
-    ]
-    out: dict[int, Tally] = {}
-    for ts, thread, phase, op, cat, ns, calls in zip(*cols, strict=True):
-        t = out.get(ts)
-        if t is None:
-            t = out[ts] = Tally()
-        on_main = thread == main_thread
-        if cat == S.AGGREGATE_CALLS:
-            if op >= 0:
-                t.calls[(phase, op)] = t.calls.get((phase, op), 0) + calls
-                if on_main:
-                    t.main_inclusive[op] = t.main_inclusive.get(op, 0) + ns
-            continue
-        if not on_main and op < 0:
-            continue  # off the main thread only operations are work (breakdown's rule)
-        t.time[(phase, op, cat)] = t.time.get((phase, op, cat), 0) + ns
-        if on_main:
-            t.main_ns += ns
-    return out
+_SMALL = 4096  # rows summed in Python below this many: cheaper than a group-by's set-up
+
+
+def _sums(keys: list[np.ndarray], values: np.ndarray) -> dict[Any, int]:
+    """``values`` summed per distinct row of ``keys``: (key, ...) -> sum (exact int64 sums)."""
+    if len(values) < _SMALL:
+        out: dict[Any, int] = {}
+        for key, v in zip(zip(*(k.tolist() for k in keys), strict=True), values.tolist(), strict=True):
+            out[key] = out.get(key, 0) + v
+        return out
+    names = [f"k{i}" for i in range(len(keys))]
+    table = pa.table({**dict(zip(names, keys, strict=True)), "v": values})
+    summed = table.group_by(names, use_threads=False).aggregate([("v", "sum")])
+    columns = [summed.column(n).to_pylist() for n in names]
+    return dict(zip(zip(*columns, strict=True), summed.column("v_sum").to_pylist(), strict=True))
+
+
+def _tally(cols: dict[str, np.ndarray], main_thread: int) -> Tally:
+    """Aggregate rows (columns as int64 arrays) summed by the main-thread rule."""
+    thread, phase, op, cat = cols["thread"], cols["phase"], cols["operation"], cols["category"]
+    ns, n = cols["time_ns"], cols["calls"]
+    on_main = thread == main_thread
+    calls = (cat == S.AGGREGATE_CALLS) & (op >= 0)
+    # off the main thread only operations are work (breakdown's rule)
+    timed = (cat != S.AGGREGATE_CALLS) & (on_main | (op >= 0))
+    main_calls = calls & on_main
+    return Tally(
+        time=_sums([phase[timed], op[timed], cat[timed]], ns[timed]),
+        main_ns=int(ns[timed & on_main].sum()),
+        calls=_sums([phase[calls], op[calls]], n[calls]),
+        main_inclusive={k[0]: v for k, v in _sums([op[main_calls]], ns[main_calls]).items()},
+    )
 
 
 @dataclasses.dataclass
@@ -175,42 +185,63 @@ class _Named:
 class _Process:
     """One process's running totals and its recent flushes (those a last interval may need)."""
 
-    def __init__(self, news: ProcessNews) -> None:
+    def __init__(self, news: ProcessNews, every_ns: int) -> None:
         self.news = news
+        self.every_ns = every_ns
         self.total = Tally()
         self.recent: collections.deque[_Flush] = collections.deque()
         self.first_since: int | None = None
         self.last_ts: int | None = None
+        self.flushes = 0
         self.gpu_total: dict[tuple[str, int], tuple[int, int]] = {}  # (host, device) -> (sum, samples)
         self.gpu_recent: collections.deque[tuple[int, tuple[str, int], int]] = collections.deque()
 
     def add(self, news: ProcessNews) -> None:
         self.news = news
-        for batch in news.aggregates:
-            for ts, tally in sorted(tallies(batch, news.main_thread).items()):
-                self._flush(ts, tally)
-        host = news.header.metadata.get("host", "")
-        for batch in news.nvml:
-            cols = [
-                batch.column(c).to_numpy(zero_copy_only=False).astype(np.int64)
-                for c in ("ts_ns", "device", "util_gpu")
-            ]
-            for ts, device, util in zip(*(c.tolist() for c in cols), strict=True):
-                if util < 0:
-                    continue
-                key = (host, device)
-                s, n = self.gpu_total.get(key, (0, 0))
-                self.gpu_total[key] = (s + util, n + 1)
-                self.gpu_recent.append((ts + news.offset_ns, key, util))
+        if news.aggregates:
+            table = pa.Table.from_batches(news.aggregates)
+            self._add({c: table.column(c).to_numpy().astype(np.int64) for c in AGGREGATE_COLUMNS})
+        if news.nvml:
+            self._add_gpu(pa.Table.from_batches(news.nvml))
 
-    def _flush(self, ts: int, tally: Tally) -> None:
-        since = self.last_ts if self.last_ts is not None else self.news.start_ns
-        since = ts if since is None or since > ts else since
+    def _add(self, cols: dict[str, np.ndarray]) -> None:
+        """New aggregate rows: into the totals at once; the flushes a last interval may need, one
+        by one (the others only move the process's span on)."""
+        ts = cols["ts_ns"]
+        if not len(ts):
+            return
+        flushes = np.unique(ts)
+        start = self.last_ts if self.last_ts is not None else self.news.start_ns
+        since = np.concatenate([[flushes[0] if start is None else start], flushes[:-1]])
+        since = np.minimum(since, flushes)
+        last_span = int(flushes[-1] - since[-1])
+        recent = flushes > flushes[-1] - 2 * max(self.every_ns, last_span)
+        older = ts <= flushes[~recent].max(initial=np.iinfo(np.int64).min)
+        if older.any():  # attaching to a run under way: its history, at once
+            self.total.add(_tally({c: v[older] for c, v in cols.items()}, self.news.main_thread))
+        for f, f_since in zip(flushes[recent].tolist(), since[recent].tolist(), strict=True):
+            rows = ts == f
+            flush = _Flush(f, f_since, _tally({c: v[rows] for c, v in cols.items()}, self.news.main_thread))
+            self.total.add(flush.tally)
+            self.recent.append(flush)
         if self.first_since is None:
-            self.first_since = since
-        self.recent.append(_Flush(ts, since, tally))
-        self.total.add(tally)
-        self.last_ts = ts
+            self.first_since = int(since[0])
+        self.last_ts = int(flushes[-1])
+        self.flushes += len(flushes)
+
+    def _add_gpu(self, table: pa.Table) -> None:
+        ts, device, util = (
+            table.column(c).to_numpy().astype(np.int64) for c in ("ts_ns", "device", "util_gpu")
+        )
+        ok = util >= 0
+        ts, device, util = ts[ok] + self.news.offset_ns, device[ok], util[ok]
+        host = self.news.header.metadata.get("host", "")
+        for (d,), total in _sums([device], util).items():
+            s, n = self.gpu_total.get((host, d), (0, 0))
+            self.gpu_total[(host, d)] = (s + total, n + int((device == d).sum()))
+        recent = ts > ts.max(initial=0) - 2 * self.every_ns
+        for t, d, u in zip(ts[recent].tolist(), device[recent].tolist(), util[recent].tolist(), strict=True):
+            self.gpu_recent.append((t, (host, d), u))
 
     @property
     def last_shared(self) -> int | None:
@@ -352,7 +383,7 @@ class LiveFigures:
         for n in news:
             proc = self._procs.get(n.name)
             if proc is None:
-                proc = self._procs[n.name] = _Process(n)
+                proc = self._procs[n.name] = _Process(n, self.every_ns)
             proc.add(n)
             if n.ended:
                 self._ended.add(n.name)
@@ -418,6 +449,7 @@ class LiveFigures:
             gpu_interval=_mean_util(gpu_now),
             gpu_so_far=_mean_util(gpu_all),
             gpu_devices=len(gpu_all),
+            flushes=sum(p.flushes for p in procs),
         )
 
     @staticmethod

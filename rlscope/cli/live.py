@@ -6,8 +6,8 @@ on a terminal, one line per refresh otherwise, until every process of the run ha
 (:attr:`rlscope.trace.follow.TraceFollower.ended`) or Ctrl-C. ``rlscope run --live`` shows the same
 view from the parent that supervises the program, on stderr: on a terminal in a region kept at its
 bottom (:class:`rlscope.viz.live.PinnedRegion`: the program's own output scrolls above it,
-untouched), otherwise one line every ``--live-every`` seconds; it stops when the program ends,
-before the end-of-run analysis.
+untouched), otherwise one line every ``--live-every`` seconds and a last one as the program ends;
+it stops when the program ends, before the end-of-run analysis.
 
 Either way the view is read from the trace's files in rlscope's own process: what it costs the job
 is the reading of the bytes written since the last refresh.
@@ -116,13 +116,13 @@ def _top_live(watch: Watch, every: float) -> int:
 def _top_lines(watch: Watch, every: float) -> int:
     from rlscope.viz import live
 
-    said_waiting = False
+    said = -1  # the flushes read as of the last line: a line says something new
     while True:
         view, warnings = watch.refresh()
         _warn("rlscope top", warnings)
-        if view.groups or not said_waiting:
+        if view.flushes > said or view.ended:
             print(live.line(view), flush=True)
-            said_waiting = not view.groups
+            said = view.flushes
         if view.ended:
             return 0
         time.sleep(every)
@@ -174,16 +174,21 @@ def _watch_run(trace_dir: Path, every: float, stop: threading.Event, tty: bool) 
     from rlscope.viz import live
 
     region = live.PinnedRegion(sys.stderr.fileno()) if tty else None
+    said = 0  # the flushes read as of the last line: a line says something new
     try:
         watch = Watch(trace_dir, every)
-        while not stop.wait(every):
+        while True:
+            last = stop.wait(every)  # the program ended: one more look, for the log's last line
             view, warnings = watch.refresh()
             _warn("rlscope run", warnings)  # on a terminal, it scrolls above the region like the program's
-            if region is not None:
+            if region is not None and not last:
                 cols, _ = region.size()
-                region.draw(live.text(view, watch.trace, width=cols, color=True).splitlines())
-            elif view.groups:
+                region.draw(live.text(view, watch.trace, width=cols, color=True, compact=True).splitlines())
+            elif region is None and view.flushes > said:
                 print(live.line(view), file=sys.stderr, flush=True)
+                said = view.flushes
+            if last:
+                return
     except Exception as e:  # the view is a convenience: its failure never stops the run
         print(f"rlscope run: the live view stopped: {printable(e)}", file=sys.stderr, flush=True)
     finally:

@@ -18,11 +18,13 @@ needs are on disk by the time they are read. New process directories are picked 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
 import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,10 +35,14 @@ from rlscope.trace.header import ProcessHeader, clock_offset
 from rlscope.trace.ownership import MANIFEST_FILE
 from rlscope.trace.reader import _checked_metadata, _open_stream, name_of, process_dirs
 
-__all__ = ["ProcessFollower", "ProcessNews", "StreamTail", "TraceFollower", "pid_alive"]
+__all__ = ["AGGREGATE_COLUMNS", "ProcessFollower", "ProcessNews", "StreamTail", "TraceFollower", "pid_alive"]
 
 _CONTINUATION = 0xFFFFFFFF  # every IPC message starts with it, then its metadata's length
 _MAX_METADATA = 1 << 24  # a message header larger than this is damage, not a batch being written
+_CHUNK = 64 << 20  # bytes read at once: what a refresh holds in memory at most, but for one larger batch
+_T = TypeVar("_T")
+# the aggregates' columns a live view reads (the boundaries and their cost are not decompressed)
+AGGREGATE_COLUMNS = ("ts_ns", "thread", "phase", "operation", "category", "time_ns", "calls")
 
 
 def _body_length(metadata: bytes) -> int:
@@ -70,98 +76,171 @@ class StreamTail:
         self.schema: pa.Schema | None = None
         self.metadata: dict[str, str] = {}
         self.closed = False  # its writer's end-of-stream marker was read
+        self.removed = False  # the file went away after it was read
         self.damaged = ""  # why the file is no longer read
         self.bytes_read = 0  # what the reads have cost so far
         self.warnings: list[str] = []
         self._schema_message = b""
 
-    def read(self, decode: bool = True, columns: Sequence[str] | None = None) -> list[pa.RecordBatch]:
+    def read(self, columns: Sequence[str] | None = None) -> list[pa.RecordBatch]:
         """The record batches completed since the last read (``columns`` of them: the others are not
-        decompressed). ``decode=False`` only moves on over them, reading their headers."""
+        decompressed), read ``_CHUNK`` bytes at a time and decoded together."""
+        out: list[pa.RecordBatch] = []
+        while True:
+            got, more = self._with_file(lambda fd: self._read_chunk(fd, columns)) or ([], False)
+            out += got
+            if not more:
+                return out
+
+    def read_one(self, columns: Sequence[str] | None = None) -> pa.RecordBatch | None:
+        """The next completed record batch only (None: none yet)."""
+        return self._with_file(lambda fd: self._read_one(fd, columns))
+
+    def skip(self) -> None:
+        """Move on over the messages completed since the last read, reading their headers only."""
+        self._with_file(self._skip)
+
+    def _with_file(self, read: Callable[[int], _T]) -> _T | None:
         if self.closed or self.damaged:
-            return []
+            return None
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            if self.offset:
-                self.damaged = "removed while being read"
-            return []
+            if self.schema is not None:
+                self.removed = True
+                self._stop("removed while being read (the trace replaced?)")
+            return None
         except OSError as e:
             raise TraceError(self.path, f"cannot open: {e.strerror or e}") from None
         try:
-            return self._read(fd, decode, columns)
+            size = os.fstat(fd).st_size
+            if size < self.offset:
+                self._stop("shorter than already read (replaced?)")
+                return None
+            if self.schema is None and not self._read_schema(fd, size):
+                return None
+            return read(fd)
         finally:
             os.close(fd)
 
-    def _read(self, fd: int, decode: bool, columns: Sequence[str] | None) -> list[pa.RecordBatch]:
-        size = os.fstat(fd).st_size
-        if size < self.offset:
-            self.damaged = "shorter than already read (replaced?)"
-            return []
-        out = []
-        while True:
-            head = self._pread(fd, 8, self.offset)
-            if len(head) < 8:
-                return out
-            mark, length = struct.unpack("<Ii", head)
-            if mark != _CONTINUATION or length < 0 or length > _MAX_METADATA:
-                self._stop(f"no Arrow message at byte {self.offset}")
-                return out
-            if length == 0:
-                self.closed = True
-                return out
-            header = self._pread(fd, length, self.offset + 8)
-            if len(header) < length:
-                return out
-            try:
-                body = _body_length(header)
-            except struct.error:
-                self._stop(f"unreadable message header at byte {self.offset}")
-                return out
-            end = self.offset + 8 + length + body
-            if body < 0 or end > size:
-                return out  # being written: the next poll reads it
-            if self.schema is None:
-                self._read_schema(head + header)
-            elif decode:
-                message = head + header + self._pread(fd, body, self.offset + 8 + length)
-                batch = self._decode(message, columns)
-                if batch is None:
-                    return out
-                out.append(batch)
-            self.offset = end
+    def _next(self, data: Callable[[int, int], bytes], at: int, size: int) -> tuple[int, int] | None:
+        """(header length, end) of the complete message at ``at``; None when it is not whole yet
+        or the stream ends there (``closed``, or ``damaged``). ``data(n, pos)``: the file's bytes."""
+        head = data(8, at)
+        if len(head) < 8:
+            return None
+        mark, length = struct.unpack("<Ii", head)
+        if mark != _CONTINUATION or length < 0 or length > _MAX_METADATA:
+            self._stop(f"no Arrow message at byte {at}")
+            return None
+        if length == 0:
+            self.closed = True
+            return None
+        header = data(length, at + 8)
+        if len(header) < length:
+            return None
+        try:
+            body = _body_length(header)
+        except struct.error:
+            self._stop(f"unreadable message header at byte {at}")
+            return None
+        end = at + 8 + length + body
+        if body < 0 or end > size:
+            return None  # being written: the next poll reads it
+        return length, end
 
     def _pread(self, fd: int, n: int, at: int) -> bytes:
         data = os.pread(fd, n, at)
         self.bytes_read += len(data)
         return data
 
-    def _read_schema(self, message: bytes) -> None:
-        """Check the file's header as the reader does (version, columns) and keep its metadata."""
+    def _read_schema(self, fd: int, size: int) -> bool:
+        """Check the file's header as the reader does (version, columns) and keep its metadata;
+        False while the header is not on disk whole."""
+        got = self._next(lambda n, pos: self._pread(fd, n, pos), 0, size)
+        if got is None:
+            if self.damaged or self.closed:  # not even a header: no stream of rlscope's
+                raise TraceError(
+                    self.path, f"not an Arrow IPC stream, or corrupt ({self.damaged or 'empty'})"
+                )
+            return False
         reader, self.metadata = _open_stream(self.path, self.required, warnings=self.warnings, text=self.text)
         self.schema = reader.schema
-        self._schema_message = message
+        self._schema_message = self._pread(fd, got[1], 0)
+        self.offset = got[1]
+        return True
 
-    def _decode(self, message: bytes, columns: Sequence[str] | None) -> pa.RecordBatch | None:
-        assert self.schema is not None
-        try:
-            options = None
-            if columns is not None:
-                fields = [self.schema.get_field_index(c) for c in columns if c in self.schema.names]
-                options = pa.ipc.IpcReadOptions(included_fields=fields)
-            reader = pa.ipc.open_stream(pa.py_buffer(self._schema_message + message), options=options)
-            batch = reader.read_next_batch()
-            batch.validate(full=True)
-        except Exception as e:  # ArrowInvalid, a decompression error: damage, the file stops here
-            self._stop(f"record batch at byte {self.offset} does not decode ({type(e).__name__})")
+    def _read_chunk(self, fd: int, columns: Sequence[str] | None) -> tuple[list[pa.RecordBatch], bool]:
+        """The batches whole in the next chunk, and whether more may follow it."""
+        size = os.fstat(fd).st_size
+        base = self.offset
+        want = min(size - base, _CHUNK)
+        while True:
+            chunk = self._pread(fd, want, base)
+            ends = self._whole(chunk, base)
+            if ends or want == size - base or self.closed or self.damaged:
+                break
+            want = size - base  # one message larger than a chunk: read whole
+        batches = self._decode(chunk[: ends[-1] - base] if ends else b"", ends, base, columns)
+        return batches, want == _CHUNK and bool(ends) and not self.damaged
+
+    def _whole(self, chunk: bytes, base: int) -> list[int]:
+        """The ends of the messages whole in ``chunk`` (the file's bytes from ``base`` on)."""
+
+        def data(n: int, pos: int) -> bytes:
+            return chunk[pos - base : pos - base + n]
+
+        ends: list[int] = []
+        while (got := self._next(data, ends[-1] if ends else base, base + len(chunk))) is not None:
+            ends.append(got[1])
+        return ends
+
+    def _read_one(self, fd: int, columns: Sequence[str] | None) -> pa.RecordBatch | None:
+        size = os.fstat(fd).st_size
+        got = self._next(lambda n, pos: self._pread(fd, n, pos), self.offset, size)
+        if got is None:
             return None
-        return batch
+        message = self._pread(fd, got[1] - self.offset, self.offset)
+        batches = self._decode(message, [got[1]], self.offset, columns)
+        return batches[0] if batches else None
+
+    def _skip(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        while (got := self._next(lambda n, pos: self._pread(fd, n, pos), self.offset, size)) is not None:
+            self.offset = got[1]
+
+    def _decode(
+        self, messages: bytes, ends: list[int], base: int, columns: Sequence[str] | None
+    ) -> list[pa.RecordBatch]:
+        """Decode whole messages (ending at ``ends``, from byte ``base``) with one stream reader;
+        a batch that does not decode stops the file there, those before it kept."""
+        if not ends:
+            return []
+        assert self.schema is not None
+        # on this thread: Arrow's pool costs more than it saves on batches of a flush's size
+        options = pa.ipc.IpcReadOptions(use_threads=False)
+        if columns is not None:
+            fields = [self.schema.get_field_index(c) for c in columns if c in self.schema.names]
+            options = pa.ipc.IpcReadOptions(included_fields=fields, use_threads=False)
+        out: list[pa.RecordBatch] = []
+        try:
+            reader = pa.ipc.open_stream(pa.py_buffer(self._schema_message + messages), options=options)
+            for _ in ends:
+                batch = reader.read_next_batch()
+                batch.validate(full=True)
+                out.append(batch)
+        except Exception as e:  # ArrowInvalid, a decompression error: damage, the file stops here
+            at = ends[len(out) - 1] if out else base
+            self.offset = at
+            self._stop(f"record batch at byte {at} does not decode ({type(e).__name__})")
+            return out
+        self.offset = ends[-1]
+        return out
 
     def _stop(self, why: str) -> None:
-        if self.schema is None:  # not even a header: no stream of rlscope's
-            raise TraceError(self.path, f"not an Arrow IPC stream, or corrupt ({why})")
         self.damaged = why
-        self.warnings.append(f"{self.path}: {why}: read up to there")
+        if self.schema is not None:  # else said by _read_schema, as an error
+            self.warnings.append(f"{self.path}: {why}: read up to there")
 
 
 @dataclasses.dataclass
@@ -213,6 +292,7 @@ class ProcessFollower:
         self.start_ns: int | None = None
         self.header: ProcessHeader | None = None
         self.warnings: list[str] = []
+        self._ray = False  # ray.json read (a Ray worker's role, node and clock offset)
 
     @property
     def tails(self) -> tuple[StreamTail, ...]:
@@ -221,15 +301,20 @@ class ProcessFollower:
     def poll(self) -> ProcessNews | None:
         """The process's news (None until its events' header is on disk). Raises TraceError for a
         process whose events stream is not an rlscope trace's."""
-        aggregates = self.aggregates.read() if self.aggregates.path.exists() else []
-        nvml = self.nvml.read(columns=["ts_ns", "device", "util_gpu"]) if self.nvml.path.exists() else []
-        for batch in self.events.read(decode=self.start_ns is None, columns=["ts_ns", "thread", "kind"]):
+        aggregates = self.aggregates.read(AGGREGATE_COLUMNS) if self.aggregates.path.exists() else []
+        nvml = self._optional(self.nvml, ["ts_ns", "device", "util_gpu"])
+        while self.start_ns is None:  # the first batches: the session's start row is in them
+            batch = self.events.read_one(columns=["ts_ns", "thread", "kind"])
+            if batch is None:
+                break
             self._find_start(batch)
+        if self.start_ns is not None:
+            self.events.skip()
         if self.events.schema is None:
             return None
-        if self.header is None:
-            meta = _checked_metadata(dict(self.events.metadata), self.path, self.warnings)
-            self.header = ProcessHeader(self.path, meta, self.warnings)
+        if self.header is None or (not self._ray and (self.path / S.RAY_META_FILE).is_file()):
+            meta = {**self.events.metadata, **self._ray_metadata()}
+            self.header = ProcessHeader(self.path, _checked_metadata(meta, self.path, self.warnings), [])
         self._read_names()
         for tail in self.tails:
             self.warnings += tail.warnings
@@ -249,12 +334,39 @@ class ProcessFollower:
     @property
     def ended(self) -> bool:
         """Its writer closed the events stream (after the session's end row), or, for a process of
-        this host, the process no longer runs (it was killed before it could close it)."""
-        if self.events.closed:
+        this host, the process no longer runs (it was killed before it could close it); or its
+        directory went away (a new run replaced the trace)."""
+        if self.events.closed or self.events.removed:
             return True
         if self.header is None or self.header.metadata.get("host", "") != self.host:
             return False
         return self.header.pid > 0 and not self.alive(self.header.pid)
+
+    def _ray_metadata(self) -> dict[str, str]:
+        """ray.json's keys, as the reader merges them (rlscope/ray.py writes it beside the streams)."""
+        path = self.path / S.RAY_META_FILE
+        if not path.is_file():
+            return {}
+        self._ray = True
+        try:
+            extra = json.loads(path.read_text())
+            if not isinstance(extra, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            self.warnings.append(f"{path}: unreadable ({e}); no role or clock offset")
+            return {}
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()}
+
+    def _optional(self, tail: StreamTail, columns: list[str] | None = None) -> list[pa.RecordBatch]:
+        """A file the view can do without (NVML samples, names): unreadable, it is left out, said."""
+        if tail.damaged or not tail.path.exists():
+            return []
+        try:
+            return tail.read(columns)
+        except TraceError as e:
+            tail.damaged = e.problem
+            self.warnings.append(f"{e}; its data is left out")
+            return []
 
     def _find_start(self, batch: pa.RecordBatch) -> None:
         i = pc.index(
@@ -266,7 +378,7 @@ class ProcessFollower:
 
     def _read_names(self) -> None:
         """New names, labelled as the reader labels them; ids are positions in the file."""
-        for batch in self.names_tail.read():
+        for batch in self._optional(self.names_tail):
             ids = batch.column("id").to_pylist()
             raw = batch.column("name").cast(pa.binary()).to_pylist()
             auto = (
