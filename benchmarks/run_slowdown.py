@@ -9,16 +9,19 @@ per repetition) after one untimed run of each (native builds, caches, CUDA's fir
 - ``rlscope``: ``rlscope run --no-analyze [--detail SPEC]`` around it (the analysis is timed apart).
 
 The slowdown is the ratio of the two processes' walls (median over repetitions, with their
-spread). The correction is checked against the plain runs: each profiled trace's corrected wall
-(``rlscope-analyze --json``) against the median plain wall less the interpreter's start-up (which
-no session sees), as a percentage error. The program must do the same work in every run (a fixed
-number of steps, not a time limit).
+spread), and of the training times the program prints (``N steps in T s``) where it prints one:
+its own loop, without the start-up (imports, CUDA's initialization) that a short run is mostly made
+of and a long one is not. The correction is checked against the plain runs: each profiled trace's
+corrected wall (``rlscope-analyze --json``) against the median plain wall less the interpreter's
+start-up (which no session sees), as a percentage error. The program must do the same work in
+every run (a fixed number of steps, not a time limit).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -27,14 +30,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+# the training time a program prints ("8192 steps in 10.8 s"): its own loop, without the start-up
+# (imports, CUDA's initialization) that every run pays alike
+TRAIN_TIME = re.compile(r"steps in ([0-9.]+) ?s")
 
-def _wall(cmd: list[str]) -> float:
+
+def _run(cmd: list[str]) -> tuple[float, float | None]:
+    """The process's wall, and the training time it printed (None: none printed)."""
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"run_slowdown: {' '.join(cmd)} exited {done.returncode}: {done.stderr[-2000:]}")
-    return wall
+    found = TRAIN_TIME.findall(done.stdout)
+    return wall, float(found[-1]) if found else None
+
+
+def _wall(cmd: list[str]) -> float:
+    return _run(cmd)[0]
 
 
 def _startup_s(python: str) -> float:
@@ -68,17 +81,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     say(f"untimed runs: plain {_wall(command):.1f} s, rlscope {_wall(profiled(work / 'warm')):.1f} s")
     plain: list[float] = []
     prof: list[float] = []
+    train: dict[str, list[float]] = {"plain": [], "rlscope": []}
     traces: list[Path] = []
     for rep in range(args.reps):
         trace = work / f"rep-{rep}"
         for variant in ("plain", "rlscope") if rep % 2 == 0 else ("rlscope", "plain"):
-            if variant == "plain":
-                plain.append(_wall(command))
-            else:
-                prof.append(_wall(profiled(trace)))
+            wall, trained = _run(command if variant == "plain" else profiled(trace))
+            (plain if variant == "plain" else prof).append(wall)
+            if variant == "rlscope":
                 traces.append(trace)
-            took = (plain if variant == "plain" else prof)[-1]
-            say(f"repetition {rep + 1}/{args.reps} {variant}: {took:.2f} s")
+            if trained is not None:
+                train[variant].append(trained)
+            said = f", training {trained:.2f} s" if trained is not None else ""
+            say(f"repetition {rep + 1}/{args.reps} {variant}: {wall:.2f} s{said}")
     startup = _startup_s(command[0]) if command[0].startswith("python") else 0.0
     truth = statistics.median(plain) - startup
     corrected, analyze_s = [], []
@@ -89,6 +104,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         analyze_s.append(time.perf_counter() - t0)
         corrected.append(float(json.loads(out.read_text())["wall_s"]))
     ratios = [b / a for a, b in zip(plain, prof, strict=True)]
+    trained = len(train["plain"]) == len(train["rlscope"]) == args.reps
+    train_ratios = [b / a for a, b in zip(train["plain"], train["rlscope"], strict=True)] if trained else []
     errors = [100 * (c - truth) / truth for c in corrected]
     result = {
         "command": command,
@@ -98,6 +115,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rlscope_s": prof,
         "slowdown_median": statistics.median(ratios),
         "slowdown_spread": [min(ratios), max(ratios)],
+        "train_plain_s": train["plain"],
+        "train_rlscope_s": train["rlscope"],
+        "train_slowdown_median": statistics.median(train_ratios) if train_ratios else None,
+        "train_slowdown_spread": [min(train_ratios), max(train_ratios)] if train_ratios else None,
         "startup_s": startup,
         "corrected_wall_s": corrected,
         "corrected_error_pct_median": statistics.median(errors),
@@ -110,6 +131,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f" ({_spread(ratios)}); corrected wall error {result['corrected_error_pct_median']:+.1f}%"
         f" ({min(errors):+.1f}..{max(errors):+.1f}); analysis {statistics.median(analyze_s):.1f} s"
     )
+    if train_ratios:
+        print(
+            f"the program's own training time: slowdown {statistics.median(train_ratios):.3f}x"
+            f" ({_spread(train_ratios)})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return result

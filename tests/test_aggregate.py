@@ -9,6 +9,7 @@ across the detail cuts.
 from __future__ import annotations
 
 import collections
+import itertools
 import random
 
 import numpy as np
@@ -50,13 +51,19 @@ def _stream(seed: int, n_iter: int = 60) -> list[tuple[int, ...]]:
             rows.append((at(MAIN, 300), MAIN, S.OP_BEGIN, inf, top, NAMES["inference"], 0, cost()))
             if rng.random() < 0.3:  # recursive
                 rec = next(ids)
-                rows.append((at(MAIN, 100), MAIN, S.OP_BEGIN, rec, inf, NAMES["inference"], S.FLAG_RECURSIVE, 0))
+                rows.append(
+                    (at(MAIN, 100), MAIN, S.OP_BEGIN, rec, inf, NAMES["inference"], S.FLAG_RECURSIVE, 0)
+                )
                 rows.append((at(MAIN, 100), MAIN, S.OP_END, rec, inf, NAMES["inference"], 0, 0))
             rows.append((at(MAIN, 300), MAIN, S.OP_END, inf, top, NAMES["inference"], 0, cost()))
             sim = next(ids)
             rows.append((at(MAIN, 100), MAIN, S.OP_BEGIN, sim, top, NAMES["simulation"], 0, cost()))
-            rows.append((at(MAIN, 100), MAIN, S.CAT_BEGIN, categories.SIMULATOR, categories.PYTHON, -1, 0, cost()))
-            rows.append((at(MAIN, 900), MAIN, S.CAT_END, categories.SIMULATOR, categories.PYTHON, -1, 0, cost()))
+            rows.append(
+                (at(MAIN, 100), MAIN, S.CAT_BEGIN, categories.SIMULATOR, categories.PYTHON, -1, 0, cost())
+            )
+            rows.append(
+                (at(MAIN, 900), MAIN, S.CAT_END, categories.SIMULATOR, categories.PYTHON, -1, 0, cost())
+            )
             rows.append((at(MAIN, 100), MAIN, S.OP_END, sim, top, NAMES["simulation"], 0, cost()))
         rows.append((at(MAIN, 300), MAIN, S.OP_END, top, -1, NAMES["rollout"], 0, cost()))
         if rng.random() < 0.3:
@@ -106,12 +113,12 @@ def _reference(rows: list[tuple[int, ...]], agg: Aggregator) -> tuple[dict, dict
         ops: list[tuple[int, int, int, int]] = []  # id, name, begin, flags
         cats = [categories.PYTHON]
         phases: list[tuple[int, int]] = []
-        for a, b in zip(rs, rs[1:] + [None]):
+        for a, b in zip(rs, [*rs[1:], None], strict=True):
             kind = a[2]
             if kind == S.OP_BEGIN:
                 ops.append((a[3], a[5], a[0], a[6]))
             elif kind == S.OP_END:
-                i, name, begin, flags = ops.pop()
+                _, name, begin, flags = ops.pop()
                 key = (th, mode_at(a[0]), phases[-1][1] if phases else -1, name)
                 calls[key][0] += 1
                 calls[key][1] += 0 if flags & S.FLAG_RECURSIVE else a[0] - begin
@@ -126,7 +133,7 @@ def _reference(rows: list[tuple[int, ...]], agg: Aggregator) -> tuple[dict, dict
             if b is None:
                 continue
             points = [a[0]] + [c for c in cuts if a[0] < c < b[0]] + [b[0]]
-            for lo, hi in zip(points, points[1:]):
+            for lo, hi in itertools.pairwise(points):
                 key = (th, mode_at(lo), phases[-1][1] if phases else -1, ops[-1][1] if ops else -1, cats[-1])
                 time[key] += hi - lo
     return {k: v for k, v in time.items() if v}, {k: tuple(v) for k, v in calls.items()}
@@ -149,7 +156,7 @@ def _fold_all(rows: list[tuple[int, ...]], agg: Aggregator, seed: int) -> tuple[
 def _sums(aggs: np.ndarray) -> tuple[dict, dict]:
     time: dict = collections.defaultdict(int)
     calls: dict = collections.defaultdict(lambda: [0, 0])
-    for ts, th, mode, phase, op, cat, t, n, _b, _c in aggs.tolist():
+    for _ts, th, mode, phase, op, cat, t, n, _b, _c in aggs.tolist():
         if cat == S.AGGREGATE_CALLS:
             calls[(th, mode, phase, op)][0] += n
             calls[(th, mode, phase, op)][1] += t
@@ -181,7 +188,7 @@ def test_fold_matches_the_reference(seed: int, spec: str) -> None:
 def _assert_nested(events: np.ndarray) -> None:
     """Every end in the kept events closes the innermost open scope of its thread."""
     stacks: dict = collections.defaultdict(list)
-    for ts, th, kind, ident, parent, name, flags, _cost in events.tolist():
+    for ts, th, kind, ident, _parent, _name, _flags, _cost in events.tolist():
         if kind in (S.OP_BEGIN, S.PHASE_BEGIN):
             stacks[(th, kind)].append(ident)
         elif kind in (S.OP_END, S.PHASE_END):

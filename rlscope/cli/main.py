@@ -1,7 +1,8 @@
 """``rlscope``: the main command.
 
 rlscope demo [--seconds 20] [--device auto|cpu|cuda] [--trace-dir D] [--html FILE] [--json FILE]
-rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--detail SPEC] [--no-analyze] [--] python train.py ARGS...
+rlscope run [--trace-dir D] [--gpu MODE] [--no-backend] [--detail SPEC] [--no-analyze] [--live]
+            [--] python train.py ARGS...
 rlscope calibrate [--out FILE] [--rounds 5] [--quick] [--no-gpu]
 rlscope validate [--reps 5] [--max-reps N] [--time-limit S] [--trace-dir D] [--json FILE] [--gpu MODE]
                  [--no-backend] [--tolerance PCT] [--] python train.py ARGS...
