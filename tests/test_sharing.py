@@ -819,3 +819,15 @@ def test_a_toggler_that_joins_before_the_windows_start_waits_for_them(tmp_path):
     sess._start_collectors = with_early
     with sess:
         assert early in sess._togglers and seen == [False]  # the run starts in a light window
+
+
+def test_a_memory_curve_without_allocations_is_flat_not_an_error() -> None:
+    """Every allocation of a process can fall between detail stretches (docs/long-runs.md): its
+    memory rows then hold only the allocator's marks, and the curve is zero, not an IndexError."""
+    from rlscope.analysis import memory
+
+    empty = np.zeros(0, np.int64)
+    out = memory.curve(empty, empty, empty, empty, 0, 1_000)
+    assert len(out["t_s"]) == memory.CURVE_POINTS
+    for key in ("allocated_min", "allocated_max", "reserved"):
+        assert out[key] == [0] * memory.CURVE_POINTS

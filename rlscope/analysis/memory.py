@@ -163,6 +163,8 @@ def reserved_curve(c: dict[str, np.ndarray]):
 
 
 def _level_at(t: np.ndarray, level: np.ndarray, q: np.ndarray) -> np.ndarray:
+    if not len(level):  # no allocation recorded (none in the detail kept): nothing allocated
+        return np.zeros(len(q), np.int64)
     i = np.searchsorted(t, q, side="right") - 1
     return np.where(i >= 0, level[np.maximum(i, 0)], 0)
 
