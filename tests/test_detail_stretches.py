@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 import rlscope
-from rlscope.errors import RLScopeError
 from rlscope.analysis.result import analyze
+from rlscope.errors import RLScopeError
 from rlscope.trace import schema as S
 from rlscope.trace.detail import DetailSchedule
 from rlscope.trace.glue import Gaps
@@ -25,14 +25,20 @@ STEPS = 300
 INFER_S, SIM_S = 0.001, 0.002
 
 
-def _spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+def _spin(seconds: float) -> float:
+    """Busy-wait ``seconds``; what it took (more when preempted)."""
+    start = time.perf_counter()
+    while (now := time.perf_counter()) < start + seconds:
         pass
+    return now - start
 
 
-def _run(trace: Path, detail: str) -> tuple[float, dict[str, float]]:
-    truth = {"inference": 0.0, "simulation": 0.0}
+def _run(trace: Path, detail: str) -> tuple[float, dict[str, tuple[float, float]]]:
+    """The run's wall, and per operation (timed inside its scope, timed around it): what the scope
+    held lies between the two, whatever the machine's load (a preempted thread's time goes to
+    whatever it was in when preempted)."""
+    inside = {"inference": 0.0, "simulation": 0.0}
+    around = dict(inside)
     t0 = time.perf_counter()
     with rlscope.profile(trace, detail=detail, gpu=False, flush_interval=0.1), rlscope.phase("training"):
         for _ in range(STEPS):
@@ -41,14 +47,14 @@ def _run(trace: Path, detail: str) -> tuple[float, dict[str, float]]:
                 # lasts longer than asked), plus its own boundaries' cost, under a microsecond
                 a = time.perf_counter()
                 with rlscope.scope("inference"):
-                    _spin(INFER_S)
+                    inside["inference"] += _spin(INFER_S)
                 b = time.perf_counter()
                 with rlscope.scope("simulation"):
-                    _spin(SIM_S)
+                    inside["simulation"] += _spin(SIM_S)
                 c = time.perf_counter()
-                truth["inference"] += b - a
-                truth["simulation"] += c - b
-    return time.perf_counter() - t0, truth
+                around["inference"] += b - a
+                around["simulation"] += c - b
+    return time.perf_counter() - t0, {k: (inside[k], around[k]) for k in inside}
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +97,12 @@ def test_whole_run_figures_match_the_known_work(runs: dict) -> None:
         assert ops["inference"]["calls"] == STEPS, spec
         assert ops["simulation"]["calls"] == STEPS, spec
         assert ops["step"]["calls"] == STEPS, spec
-        # the busy-waits' own timers inside the scopes: what the operations held (raw: with the
-        # scopes' own cost, under a microsecond a call); corrected, less that and the writer's stalls
+        # raw, an operation held what its timers saw (less its scopes' own cost, under a microsecond
+        # a call); corrected, less that and the writer's stalls
         raw = summary["raw"]["operations"]
-        for name in truth:
-            assert raw[name]["total_s"] == pytest.approx(truth[name], rel=0.02), (spec, name)
-            assert ops[name]["total_s"] == pytest.approx(truth[name], rel=0.05), (spec, name)
+        for name, (inside, around) in truth.items():
+            assert 0.99 * inside <= raw[name]["total_s"] <= 1.01 * around, (spec, name)
+            assert 0.95 * inside <= ops[name]["total_s"] <= 1.01 * around, (spec, name)
         # the session's time is all accounted for, and no longer than the run around it
         excl = sum(op["exclusive_s"] for op in ops.values()) + summary["unannotated_s"]
         assert excl == pytest.approx(summary["wall_s"], rel=0.02), spec

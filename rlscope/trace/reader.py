@@ -489,21 +489,33 @@ def read_aggregates(path: Path) -> tuple[pa.Table, int]:
     its last whole batch, like the events. Also returns the last row's time (-1: no rows).
     """
     reader, _ = _open_stream(path, S.AGGREGATE_COLUMNS)
+    columns = AGGREGATE_KEYS + AGGREGATE_SUMS
     parts: list[pa.Table] = []
+    batches: list[pa.RecordBatch] = []
     rows, last = 0, -1
+
+    def fold() -> None:  # what is read so far, summed: memory stays at the distinct keys
+        nonlocal batches, rows
+        if batches:
+            read = pa.Table.from_batches(batches).select(columns)
+            parts[:] = [_sum_aggregates(pa.concat_tables([*parts, read]))]
+        batches, rows = [], 0
+
     try:
         for batch in reader:
             if batch.num_rows:
-                last = max(last, int(pc.max(batch.column("ts_ns")).as_py()))
-            parts.append(pa.Table.from_batches([batch]).select(AGGREGATE_KEYS + AGGREGATE_SUMS))
-            rows += batch.num_rows
-            if rows > 200_000:  # fold what is read so far: memory stays at the distinct keys
-                parts, rows = [_sum_aggregates(pa.concat_tables(parts))], 0
+                batches.append(batch)
+                rows += batch.num_rows
+                # a batch is one flush's: every row carries that flush's time
+                last = max(last, int(batch.column("ts_ns")[batch.num_rows - 1].as_py()))
+            if rows > 200_000:
+                fold()
     except Exception:  # a batch cut short or damaged: the rows up to it count, as for the events
         pass
+    fold()
     if not parts:
-        return pa.table({c: pa.array([], pa.int64()) for c in AGGREGATE_KEYS + AGGREGATE_SUMS}), last
-    return _sum_aggregates(pa.concat_tables(parts)), last
+        return pa.table({c: pa.array([], pa.int64()) for c in columns}), last
+    return parts[0], last
 
 
 def _sum_aggregates(table: pa.Table) -> pa.Table:
