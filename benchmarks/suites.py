@@ -350,6 +350,31 @@ def parallel(ctx: Context) -> Figures:
     }
 
 
+def longrun(ctx: Context) -> Figures:
+    """Runs of a learner and 8 env workers, 10 minutes to 8 hours (2 hours at most in ci), made
+    through the trace writer (benchmarks/longrun.py): the trace's MB, per hour per process, the
+    analysis's seconds and peak RSS, its worst error against the generator's truth (band ±1%)."""
+    out = ctx.work / "longrun.json"
+    lengths = "10m,2h" if ctx.suite == "ci" else "10m,30m,2h,8h"
+    try:  # an error beyond the band exits 1 after the JSON is written: the figures say it
+        run(ctx, py("benchmarks/longrun.py", "--lengths", lengths, "--json", str(out)), 3600)
+    except RuntimeError:
+        if not out.exists():
+            raise
+    r = json.loads(out.read_text())
+    figures: Figures = {}
+    for length in r["runs"]:
+        k = f"longrun.{length['label']}"
+        figures[f"{k}.trace_mb"] = fig(length["trace_mb"], "MB", "lower")
+        figures[f"{k}.mb_per_hour_process"] = fig(length["mb_per_hour_process"], "MB", "lower")
+        figures[f"{k}.analyze_s"] = fig(length["analyze_s"], "s", "lower")
+        figures[f"{k}.peak_rss_mb"] = fig(length["peak_rss_mb"], "MB", "lower")
+        figures[f"{k}.max_error_pct"] = fig(length["max_error_pct"], "%", "zero")
+    first, last = r["runs"][0]["label"], r["runs"][-1]["label"]
+    figures[f"longrun.rss_{last}_over_{first}_x"] = fig(r["rss_growth_x"], "x", "lower")
+    return figures
+
+
 def simulators(ctx: Context) -> Figures:
     """``rlscope-analyze bench-sim`` (``--quick`` on a CPU): each backend's best env-steps/s."""
     out = ctx.work / "sim.json"
@@ -469,6 +494,7 @@ STEPS: dict[str, Callable[[Context], Figures]] = {
     "matrix": matrix,
     "analyzer": analyzer,
     "parallel": parallel,
+    "longrun": longrun,
     "simulators": simulators,
     "sharing": sharing,
     "ray": ray,
@@ -476,7 +502,7 @@ STEPS: dict[str, Callable[[Context], Figures]] = {
     "in_process": in_process,
 }
 SUITES: dict[str, list[str]] = {
-    "ci": ["costs", "calibrate", "analyzer", "slowdown", "matrix"],
+    "ci": ["costs", "calibrate", "analyzer", "longrun", "slowdown", "matrix"],
     "cpu": [
         "costs",
         "calibrate",
@@ -484,6 +510,7 @@ SUITES: dict[str, list[str]] = {
         "slowdown",
         "analyzer",
         "parallel",
+        "longrun",
         "simulators",
         "ray",
         "ddp",

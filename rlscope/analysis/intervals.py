@@ -254,7 +254,7 @@ def _depth(ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
     if len(ident) == 0:
         return np.zeros(0, np.int64)
     top = int(max(ident.max(), parent.max(), 0)) + 1
-    if top <= 4 * len(ident) + 1024:  # compact ids (the reader renumbers spread ones): index by them
+    if top <= 4 * len(ident) + 1024:  # compact ids (the timeline renumbers spread ones): index by them
         n = top
 
         def dense(values: np.ndarray) -> np.ndarray:  # the id itself; n for "no instance"
@@ -356,13 +356,14 @@ def process_intervals(
     def instances(begin_kind: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         i = _instances(p, begin_kind)
         ends = {"start_ns": i["start"] + shift, "end_ns": i["end"] + shift}
-        return i, {"thread": i["thread"], "id": i["id"], "name": _names(names, i["name"]), **ends}
+        ids = tl.trace_ids(i["id"])  # the trace's ids, however the timeline numbers its instances
+        return i, {"thread": i["thread"], "id": ids, "name": _names(names, i["name"]), **ends}
 
     if "operations" in kinds:
         o, columns = instances(S.OP_BEGIN)
         phase_name = np.append(tl.inst_name, -1)[o["phase"]]
         columns["depth"] = _depth(o["id"], o["parent"])
-        columns["parent"] = o["parent"]
+        columns["parent"] = tl.trace_ids(o["parent"])
         columns["phase"] = _names(names, phase_name)
         tables["operations"] = _part(OPS_SCHEMA, pid, columns)
     if "phases" in kinds:

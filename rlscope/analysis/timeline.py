@@ -47,10 +47,19 @@ class Timeline:
     # per row: what the boundary measured it cost (schema.EVENT_COST_COLUMN; 0: not measured),
     # None for traces without the column
     cost: np.ndarray | None = None
+    # instance index -> the trace's instance id, where the timeline renumbered them (_dense_instances);
+    # None: ``id``, ``op`` and ``phase`` hold the trace's ids
+    inst_ids: np.ndarray | None = None
 
     @property
     def duration(self) -> np.ndarray:
         return self.seg_end - self.ts
+
+    def trace_ids(self, inst: np.ndarray) -> np.ndarray:
+        """The trace's instance ids of instance indices (-1, none, stays -1): what exports show."""
+        if self.inst_ids is None:
+            return inst
+        return np.where(inst >= 0, self.inst_ids[np.maximum(inst, 0)], -1)
 
 
 def _state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
@@ -71,6 +80,29 @@ _STACK[[S.PHASE_BEGIN, S.PHASE_END]] = 2
 _STACK[[S.API_BEGIN, S.API_END]] = 4
 _STACK[[S.BACKEND_BEGIN, S.BACKEND_END]] = 5
 _OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
+
+
+def _dense_instances(
+    ident: np.ndarray, parent: np.ndarray, scoped: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Operation and phase rows' ``id`` and ``parent`` as indices 0..k-1 where the trace's ids are
+    spread; (id, parent, the trace's id of each index), or the columns as they are and None.
+
+    Why: the timeline's per-instance tables (``inst_name``, ``inst_end``, and the analyses' own)
+    are indexed by instance id. A session numbers its instances for the whole run, so a trace kept
+    in detail stretches (rlscope/trace/detail.py) holds ids up to the run's count of instances but
+    the instances of its stretches only: tables sized by its largest id would grow with the run's
+    length (hours in, tens of millions of entries each), not with the trace.
+    """
+    ids, parents = ident[scoped], parent[scoped]
+    top = max(int(ids.max(initial=-1)), int(parents.max(initial=-1)))
+    if top < 2 * len(ids) + 1024:  # compact enough: ids index the tables directly
+        return ident, parent, None
+    both = np.concatenate([ids, parents])
+    inst_ids = np.unique(both[both >= 0])
+    ident = np.where(scoped, np.searchsorted(inst_ids, ident), ident)
+    parent = np.where(scoped & (parent >= 0), np.searchsorted(inst_ids, parent), parent)
+    return ident, parent, inst_ids
 
 
 def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[str, np.ndarray]:
@@ -189,14 +221,14 @@ def build_timeline(
         order = np.argsort(dense.astype(np.int16 if dense.max() < 2**15 else np.int32), kind="stable")
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
-    ident, parent = col["id"], col["parent"]
+    stack = _STACK[kind]
+    ident, parent, inst_ids = _dense_instances(col["id"], col["parent"], (stack == 0) | (stack == 2))
     first = np.ones(n, bool)
     first[1:] = thread[1:] != thread[:-1]
     last = np.ones(n, bool)
     last[:-1] = first[1:]
 
     # the state after each row: a begin makes its id current, an end makes its parent current
-    stack = _STACK[kind]
     after = np.where(_OPENS[kind], ident, parent)
     op = _state_after(stack == 0, after, first, -1)
     cat = _state_after(stack == 1, after, first, categories.PYTHON)
@@ -240,4 +272,5 @@ def build_timeline(
         inst_end=inst_end,
         thread_idx=np.cumsum(first, dtype=np.int32) - 1,
         cost=col.get("cost"),
+        inst_ids=inst_ids,
     )
