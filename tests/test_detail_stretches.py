@@ -154,3 +154,28 @@ def test_schedule(spec: str, inside: list[float], outside: list[float]) -> None:
 def test_bad_schedules_are_one_clear_error(bad: str) -> None:
     with pytest.raises(RLScopeError, match="detail schedule"):
         DetailSchedule.parse(bad)
+
+
+def test_a_long_run_s_spread_ids_are_not_taken_for_damage() -> None:
+    """Kept in stretches, a run's rows are a sample of its scopes: ids count hours of them."""
+    from rlscope.trace.validate import validate_events
+
+    def table(detail: bool) -> pa.Table:
+        rows = [(0, 1, S.SESSION_START, -1, -1, -1, 0)]
+        if detail:
+            rows.append((10**9, 1, S.DETAIL, S.DETAIL_PAUSE, -1, -1, 0))
+            rows.append((3600 * 10**9, 1, S.DETAIL, S.DETAIL_RESUME, -1, -1, 0))
+        base = 10**9 if not detail else 3600 * 10**9
+        for k in range(100):  # an hour's scopes later: ids in the tens of millions
+            ident = 5 if k == 0 else 20_000_000 + k
+            rows.append((base + 2 * k + 1, 1, S.OP_BEGIN, ident, -1, 0, 0))
+            rows.append((base + 2 * k + 2, 1, S.OP_END, ident, -1, 0, 0))
+        rows.append((base + 1000, 1, S.SESSION_END, -1, -1, -1, 0))
+        cols = list(zip(*rows, strict=True))
+        schema = S.events_schema({})
+        return pa.table([pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+    _, findings = validate_events(table(detail=True), "p")
+    assert not [f for f in findings if "damaged id" in f.warning]
+    _, findings = validate_events(table(detail=False), "p")
+    assert [f for f in findings if "damaged id" in f.warning]
