@@ -126,7 +126,11 @@ class _Index:
         out = np.full(len(ids), missing, np.int64)
         out[hit] = getattr(self.new, field)[at[hit]]
         rest = ~hit & (ids >= 0)
-        if rest.any() and len(self.old.id):
+        if len(self.old.id) <= 8:  # the few open before the fold (a phase, a long operation): by value
+            values = getattr(self.old, field)
+            for i, old_id in enumerate(self.old.id.tolist()):
+                out[rest & (ids == old_id)] = values[i]
+        elif rest.any():
             out[rest] = self.old.lookup(ids[rest], field, missing)
         return out
 
@@ -242,7 +246,7 @@ class Aggregator:
         """Rows with each thread's carried state and the cuts, sorted per thread; the state after
         each, and the aggregate rows. Updates the carried state."""
         n = len(rows)
-        threads = np.unique(rows[:, THREAD]) if n else np.zeros(0, np.int64)
+        threads = _threads(rows[:, THREAD]) if n else np.zeros(0, np.int64)
         known = np.array(sorted(set(self._threads) | set(threads.tolist())), np.int64)
         carried = [t for t in known.tolist() if t in self._threads]
         # pseudo rows: each carried thread's state at its last row, first among its rows
@@ -542,6 +546,16 @@ def _fill(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: in
     return np.where(changed, after, default)[pos]
 
 
+def _threads(column: np.ndarray) -> np.ndarray:
+    """The distinct threads of a fold's rows, sorted: nearly all rows are one thread's (the main
+    one's), so the others are found first and only they are sorted."""
+    first = column[0]
+    others = column[column != first]
+    if not len(others):
+        return column[:1].copy()
+    return np.unique(np.concatenate([column[:1], others]))
+
+
 def _dense(row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values, each entry's index among them) of small-range ints, without a sort."""
     lo = int(row.min())
@@ -564,7 +578,8 @@ def _group(keys: np.ndarray, values: np.ndarray, keep: np.ndarray) -> np.ndarray
     no sort, where ``np.unique`` over the rows took a third of a fold. float64 sums of int64 ns are
     exact up to 2**53 ns (104 days) per key and flush.
     """
-    keys, values = keys[:, keep], values[:, keep]
+    if not keep.all():
+        keys, values = keys[:, keep], values[:, keep]
     if not keys.shape[1]:
         return np.zeros((0, 9), np.int64)
     code = np.zeros(keys.shape[1], np.int64)
