@@ -179,3 +179,17 @@ def test_a_long_run_s_spread_ids_are_not_taken_for_damage() -> None:
     assert not [f for f in findings if "damaged id" in f.warning]
     _, findings = validate_events(table(detail=False), "p")
     assert [f for f in findings if "damaged id" in f.warning]
+
+
+def test_the_report_marks_where_the_timeline_joins_stretches(runs: dict) -> None:
+    result = analyze(runs["0.2s,0.3s,0.1s"][0], workers=1)
+    cuts = result.report["cuts"]
+    assert cuts and all(c["skipped_s"] > 0 for c in cuts)
+    assert sum(c["skipped_s"] for c in cuts) == pytest.approx(
+        result.summary["detail"]["summarized_s"], rel=1e-6
+    )
+    # on the recorded clock: the raw wall, less the time between the stretches
+    joined = result.summary["raw"]["wall_s"] - result.summary["detail"]["summarized_s"]
+    assert all(0 < c["at_s"] <= joined + 1e-6 for c in cuts), (cuts, joined)
+    assert [c["at_s"] for c in cuts] == sorted(c["at_s"] for c in cuts)
+    assert "cuts" not in analyze(runs["all"][0], workers=1).report

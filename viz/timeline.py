@@ -127,6 +127,15 @@ def timeline_section(report: Mapping[str, Any] | None, fig_html: Callable[..., s
         " are shorter than a few pixels, each stretch shows the operation that filled most of it, so"
         " every operation's width stays in proportion to its time.</p>"
     )
+    cuts = report.get("cuts") or []
+    if cuts:
+        skipped = sum(float(c["skipped_s"]) for c in cuts)
+        head += (
+            f"<p class='note'><b>Detail stretches joined</b>: the run kept every event in stretches only"
+            f" (docs/long-runs.md); the time axis joins them, and a dotted line marks each of the"
+            f" {len(cuts)} joins ({skipped:,.1f} s of the run between them, in the whole-run figures"
+            " only).</p>"
+        )
     if tl["capped"]:
         head += (
             f"<p class='note'><b>Timeline capped</b>: drawing {tl['drawn_intervals']:,} of "
@@ -172,6 +181,7 @@ def timeline_section(report: Mapping[str, Any] | None, fig_html: Callable[..., s
             )
         )
     _role_bands(fig, tl.get("groups") or [])
+    _cut_lines(fig, cuts)
     fig.update_layout(
         barmode="overlay",
         height=max(220, 90 + 36 * len(rows)),
@@ -188,6 +198,22 @@ def timeline_section(report: Mapping[str, Any] | None, fig_html: Callable[..., s
     )
     draw = f"rlscopeTimeline(document.getElementById('{{plot_id}}'), {_script_json(payload)});"
     return head + f"<script>{SCRIPT}</script>" + fig_html(fig, post_script=draw, div_id=DIV_ID)
+
+
+def _cut_lines(fig: go.Figure, cuts: list[Mapping[str, Any]]) -> None:
+    """A dotted line where the joined timeline of a run kept in detail stretches skips time."""
+    for c in cuts:
+        fig.add_vline(x=float(c["at_s"]), line={"color": "#888", "width": 1, "dash": "dot"})
+        fig.add_annotation(
+            text=f"+{float(c['skipped_s']):,.0f} s",
+            x=float(c["at_s"]),
+            y=1.0,
+            yref="paper",
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
+            font={"size": 10, "color": "#777"},
+        )
 
 
 def _role_bands(fig: go.Figure, groups: list[Mapping[str, Any]]) -> None:

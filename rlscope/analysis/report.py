@@ -364,15 +364,44 @@ def report_from(
 
 
 def report_dict(
-    run_end_ns: int, chosen: str, timeline: dict[str, Any], kernels: pa.Table, nvml_shift_s: float | None
+    run_end_ns: int,
+    chosen: str,
+    timeline: dict[str, Any],
+    kernels: pa.Table,
+    nvml_shift_s: float | None,
+    cuts: list[dict[str, float]] | None = None,
 ) -> dict[str, Any]:
-    return {
+    out = {
         "run_s": run_end_ns / 1e9,
         "window_choice": chosen,
         "timeline": timeline,
         "kernels": kernels.to_pylist(),
         "nvml_shift_s": nvml_shift_s,
     }
+    if cuts:  # a run kept in detail stretches: where the timeline joins them (detail_cuts)
+        out["cuts"] = cuts
+    return out
+
+
+def detail_cuts(headers: list[Any], run_start_ns: int) -> list[dict[str, float]]:
+    """Where the timeline of a run kept in detail stretches joins two of them, in seconds since the
+    run start on the joined clock, and how long the run went on between them (rlscope/trace/glue.py).
+    The processes of a run share their cuts; the first process that has any gives them."""
+    from rlscope.trace.glue import Gaps
+    from rlscope.trace.header import clock_offset
+
+    for h in headers:
+        text = h.metadata.get("detail.gaps")
+        if not text:
+            continue
+        gaps = Gaps.from_json(text)
+        joined = gaps.map(gaps.start)
+        at = (joined + clock_offset(h) - run_start_ns) / 1e9
+        return [
+            {"at_s": float(a), "skipped_s": float(b - s) / 1e9}
+            for a, s, b in zip(at, gaps.start, gaps.end, strict=True)
+        ]
+    return []
 
 
 def report_data(

@@ -136,7 +136,7 @@ def _analyze(
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
     from rlscope.analysis.parallel import PieceRequest, Runner, process_piece, survey
-    from rlscope.analysis.report import MAX_INTERVALS, report_dict, timeline_from, window_choice
+    from rlscope.analysis.report import MAX_INTERVALS, detail_cuts, report_dict, timeline_from, window_choice
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
     from rlscope.overhead.correct.plan import plan
@@ -221,7 +221,7 @@ def _analyze(
         summary=summary,
         intervals=whole,
         kernels=kernels,
-        report=report_dict(run_end, chosen, timeline, kernels, shift),
+        report=report_dict(run_end, chosen, timeline, kernels, shift, detail_cuts(headers, run_start)),
         window=window,
         schema_versions=frozenset(i.metadata.get("rlscope.schema_version", "") for i in infos),
     )
