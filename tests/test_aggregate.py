@@ -210,10 +210,11 @@ def test_detail_rows_are_bounded_by_the_schedule() -> None:
     assert (kinds == S.SESSION_END).sum() == 1
 
 
-def test_an_iteration_schedule_cuts_at_the_outermost_operation_s_ends() -> None:
-    rows = _stream(2, n_iter=60)
+@pytest.mark.parametrize("seed", range(2, 8))
+def test_an_iteration_schedule_cuts_at_the_outermost_operation_s_ends(seed: int) -> None:
+    rows = _stream(seed, n_iter=60)
     agg = Aggregator(DetailSchedule.parse("10it,25it,5it"), 0, MAIN, 8)
-    events, aggs = _fold_all(rows, agg, 2)
+    events, aggs = _fold_all(rows, agg, seed)
     _assert_nested(events)
     ref = Aggregator(DetailSchedule.parse("10it,25it,5it"), 0, MAIN, 8)
     ref._ends = np.array([r[0] for r in rows if r[2] == S.OP_END and r[1] == MAIN and r[4] == -1])

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from rlscope import categories
 from rlscope.trace import schema as S
 from rlscope.trace.header import session_span
+from rlscope.trace.states import state_after
 
 
 @dataclasses.dataclass
@@ -60,14 +61,6 @@ class Timeline:
         if self.inst_ids is None:
             return inst
         return np.where(inst >= 0, self.inst_ids[np.maximum(inst, 0)], -1)
-
-
-def _state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
-    """Forward-fill ``after`` from the ``changed`` rows; each thread's first row restarts at ``default``."""
-    marker = changed | first
-    pos = np.where(marker, np.arange(len(marker), dtype=np.int32 if len(marker) < 2**31 else np.int64), 0)
-    np.maximum.accumulate(pos, out=pos)
-    return np.where(changed, after, default)[pos]
 
 
 # per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API,
@@ -230,14 +223,14 @@ def build_timeline(
 
     # the state after each row: a begin makes its id current, an end makes its parent current
     after = np.where(_OPENS[kind], ident, parent)
-    op = _state_after(stack == 0, after, first, -1)
-    cat = _state_after(stack == 1, after, first, categories.PYTHON)
-    phase = _state_after(stack == 2, after, first, -1)
+    op = state_after(stack == 0, after, first, -1)
+    cat = state_after(stack == 1, after, first, categories.PYTHON)
+    phase = state_after(stack == 2, after, first, -1)
     if has_backend:  # innermost but for CUDA API calls; rlscope's own work stays rlscope's
-        in_op = _state_after(stack == 5, after, first, 0)
+        in_op = state_after(stack == 5, after, first, 0)
         cat = np.where((in_op == 1) & (cat != categories.PROFILER), categories.BACKEND, cat)
     if has_api:
-        in_api = _state_after(stack == 4, after, first, 0)
+        in_api = state_after(stack == 4, after, first, 0)
         # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
         cat = np.where((in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API, cat)
 

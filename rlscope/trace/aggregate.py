@@ -27,6 +27,7 @@ import numpy as np
 from rlscope import categories
 from rlscope.trace import schema as S
 from rlscope.trace.detail import NEVER, DetailSchedule
+from rlscope.trace.states import state_after
 
 # event columns of a row array (the native buffer's has the cost column as well)
 TS, THREAD, KIND, ID, PARENT, NAME, FLAGS, COST = range(8)
@@ -35,7 +36,7 @@ _ENDS = (S.OP_END, S.PHASE_END)
 _BOUNDARY_KINDS = (S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END)
 _ALWAYS_KEPT = (S.SESSION_START, S.SESSION_END, S.DETAIL)
 PAST_ENDS = 100_000  # iteration ends kept from earlier folds (an iteration schedule's cuts)
-_PSEUDO = -1  # the kind of the fold's own rows (a thread's carried state, a cut): never written
+_PSEUDO = -1  # the kind of the fold's own rows (a thread's carried state): never written
 
 
 def _kinds(*kinds: int) -> np.ndarray:
@@ -227,7 +228,7 @@ class Aggregator:
         until = end_at if end_at is not None else max(now, int(rows[:, TS].max(initial=now)))
         cuts = self._cuts(until)
         self.folded_rows += len(rows)
-        state, aggregates = self._table(rows, cuts, until)
+        state, aggregates = self._table(rows, until)
         events = self._events(rows, state, cuts, end_at)
         self._horizon = max(self._horizon, until)
         # the ends a thread's carried segment may still span (bounded: an idle thread's segment
@@ -240,11 +241,9 @@ class Aggregator:
         self.kept_rows += len(events)
         return Fold(events, aggregates)
 
-    def _table(
-        self, rows: np.ndarray, cuts: list[int], stamp: int
-    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """Rows with each thread's carried state and the cuts, sorted per thread; the state after
-        each, and the aggregate rows. Updates the carried state."""
+    def _table(self, rows: np.ndarray, stamp: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Rows with each thread's carried state, sorted per thread; the state after each, and the
+        aggregate rows (stamped ``stamp``). Updates the carried state."""
         n = len(rows)
         threads = _threads(rows[:, THREAD]) if n else np.zeros(0, np.int64)
         known = np.array(sorted(set(self._threads) | set(threads.tolist())), np.int64)
@@ -259,13 +258,13 @@ class Aggregator:
         dense = np.searchsorted(known, thread)
         order = np.argsort(dense.astype(np.int16 if len(known) < 2**15 else np.int32), kind="stable")
         ts, thread, kind, seq = ts[order], thread[order], kind[order], seq[order]
-        src = np.where((seq >= 0) & (seq < n), seq, 0)
+        is_carry = seq == -1
+        is_real = ~is_carry
+        src = np.where(is_real, seq, 0)
         ident, parent, name, flags = (
             rows[src, c] if n else np.zeros(len(ts), np.int64) for c in (ID, PARENT, NAME, FLAGS)
         )
         cost = rows[src, COST] if n and self.width > COST else np.zeros(len(ts), np.int64)
-        is_real = (seq >= 0) & (seq < n)
-        is_carry = seq == -1
         m = len(ts)
         first = np.ones(m, bool)
         first[1:] = thread[1:] != thread[:-1]
@@ -281,19 +280,19 @@ class Aggregator:
             c_op[where], c_cat[where], c_phase[where] = st[:, 0], st[:, 1], st[:, 2]
         k1 = kind + 1  # the lookup tables' index (kinds are validated small ints, the pseudo one -1)
         after = np.where(_IS_OPEN[k1], ident, parent)
-        op = _fill(
+        op = state_after(
             is_carry | _IS_OP[k1],
             np.where(is_carry, c_op, after),
             first,
             -1,
         )
-        cat = _fill(
+        cat = state_after(
             is_carry | _IS_CAT[k1],
             np.where(is_carry, c_cat, after),
             first,
             categories.PYTHON,
         )
-        phase = _fill(
+        phase = state_after(
             is_carry | _IS_PHASE[k1],
             np.where(is_carry, c_phase, after),
             first,
@@ -389,9 +388,7 @@ class Aggregator:
             "kind": kind,
             "ident": ident,
             "cat": cat,
-            "is_real": is_real,
             "table": table,
-            "last": last,
         }
         return state, aggregates
 
@@ -429,11 +426,12 @@ class Aggregator:
         if sch.whole_run:
             return []
         if sch.iterations:  # at the end row of the last iteration before a change
+            base = self._iterations - len(self._past)
+            ends = np.concatenate([self._past, self._ends]).tolist()
             return [
                 int(t)
-                for k, t in enumerate(self._ends.tolist())
-                if lo < t < hi
-                and sch.in_detail(self._iterations + k) != sch.in_detail(self._iterations + k + 1)
+                for k, t in enumerate(ends)
+                if lo < t < hi and sch.in_detail(base + k) != sch.in_detail(base + k + 1)
             ]
         out = []
         t = max(lo, self.origin_ns - 1)
@@ -448,20 +446,19 @@ class Aggregator:
     def _open_at(state: dict[str, np.ndarray], t: int) -> _Open:
         """The scopes open at ``t`` within the fold's span (``state``: :meth:`_table`'s)."""
         table = state["table"].table()  # type: ignore[union-attr]
-        ts, kind, ident, is_real = state["ts"], state["kind"], state["ident"], state["is_real"]
-        begun_after = is_real & np.isin(kind, _BEGINS) & (ts > t)
-        ended_by = is_real & np.isin(kind, _ENDS) & (ts <= t)
+        ts, kind, ident = state["ts"], state["kind"], state["ident"]
+        begun_after = _IS_BEGIN[kind + 1] & (ts > t)
+        ended_by = _IS_END[kind + 1] & (ts <= t)
         out = ~np.isin(table.id, ident[begun_after]) & ~np.isin(table.id, ident[ended_by])
         return table.select(out)
 
     def _cats_at(self, state: dict[str, np.ndarray], t: int) -> dict[int, int]:
         """Each thread's category at ``t`` (the last row of its at or before ``t``)."""
         ts, thread, cat = state["ts"], state["thread"], state["cat"]
-        out: dict[int, int] = {}
         before = np.flatnonzero(ts <= t)
-        for i in before.tolist():  # rows are sorted per thread: the last one wins
-            out[int(thread[i])] = int(cat[i])
-        return out
+        # rows are grouped by thread, in time order: each thread's last row at or before t
+        last = before[np.append(thread[before][1:] != thread[before][:-1], True)] if len(before) else before
+        return dict(zip(thread[last].tolist(), cat[last].tolist(), strict=True))
 
     def _events(
         self, rows: np.ndarray, state: dict[str, np.ndarray], cuts: list[int], end_at: int | None
@@ -535,15 +532,6 @@ class Aggregator:
         row = np.zeros((1, self.width), np.int64)
         row[0, :7] = (ts, thread, kind, ident, parent, name, flags)
         return row
-
-
-def _fill(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
-    """Forward-fill ``after`` from the ``changed`` rows; a thread's first row restarts at ``default``
-    unless it changes the state itself (timeline._state_after's rule)."""
-    marker = changed | first
-    pos = np.where(marker, np.arange(len(marker)), 0)
-    np.maximum.accumulate(pos, out=pos)
-    return np.where(changed, after, default)[pos]
 
 
 def _threads(column: np.ndarray) -> np.ndarray:
