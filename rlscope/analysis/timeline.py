@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.trace import schema as S
-from rlscope.trace.header import session_span
+from rlscope.trace.header import main_thread, session_span
 from rlscope.trace.states import state_after
 
 
@@ -185,9 +185,7 @@ def build_timeline(
             empty.astype(np.int32),
         )
     start_ns, end_ns = session_span(col["ts_ns"], col["kind"])
-    # the thread that started the (first) session, else the one of the first event
-    opening = np.flatnonzero((col["kind"] == S.SESSION_START) & (col["ts_ns"] == start_ns))
-    main_thread = int(col["thread"][opening[0] if len(opening) else 0])
+    main = main_thread(col["ts_ns"], col["kind"], col["thread"], start_ns)
     has_api = api is not None and len(api[0]) > 0
     has_backend = backend is not None and len(backend[0]) > 0
     added = []
@@ -258,7 +256,7 @@ def build_timeline(
         op=op,
         cat=cat.astype(np.int64),
         phase=phase,
-        main_thread=main_thread,
+        main_thread=main,
         start_ns=start_ns,
         end_ns=end_ns,
         inst_name=inst_name,

@@ -30,6 +30,7 @@ from rlscope.analysis.breakdown import (
 from rlscope.overhead.correct import flush_stall
 from rlscope.overhead.correct.residual import EventCosts
 from rlscope.trace import schema as S
+from rlscope.trace.header import main_thread, session_span
 from rlscope.trace.reader import ProcessTrace, name_of
 from rlscope.trace.schema import CostClass
 
@@ -124,19 +125,18 @@ def _cut_calls(proc: ProcessTrace) -> dict[str, int]:
     ends = np.flatnonzero((kind == S.OP_END) & ((flags & S.FLAG_SUMMARIZED) != 0))
     out: dict[str, int] = {}
     for n in ev.column("name").to_numpy()[ends].tolist():
-        out[name_of(proc.names, int(n), UNANNOTATED)] = (
-            out.get(name_of(proc.names, int(n), UNANNOTATED), 0) + 1
-        )
+        name = name_of(proc.names, int(n), UNANNOTATED)
+        out[name] = out.get(name, 0) + 1
     return out
 
 
 def _main_thread(proc: ProcessTrace) -> int:
-    kind = proc.events.column("kind").to_numpy()
-    start = np.flatnonzero(kind == S.SESSION_START)
-    thread = proc.events.column("thread").to_numpy() if "thread" in proc.events.column_names else None
-    if thread is None or not len(thread):
+    """The process's main thread, as its timeline takes it (rlscope.trace.header.main_thread)."""
+    ev = proc.events
+    if not ev.num_rows:
         return -1
-    return int(thread[start[0] if len(start) else 0])
+    ts, kind = ev.column("ts_ns").to_numpy(), ev.column("kind").to_numpy()
+    return main_thread(ts, kind, ev.column("thread").to_numpy(), session_span(ts, kind)[0])
 
 
 def _dispatch_ns(costs: EventCosts | None) -> float:
@@ -193,17 +193,14 @@ def _extend_cpu(table: pa.Table, extra: Summarized, pid: int) -> pa.Table:
     """CPU time with the summarized seconds added; their python time split like the detail's."""
     d = table.to_pydict()
     split: dict[tuple[str, str, bool], dict[str, float]] = {}
-    for ph, op, cat, main, s in zip(
-        d["phase"], d["operation"], d["category"], d["main_thread"], d["seconds"], strict=True
-    ):
-        if cat in _SPLIT:
-            split.setdefault((ph, op, main), {}).setdefault(cat, 0.0)
-            split[(ph, op, main)][cat] += s
     rows: dict[tuple[str, str, str, bool], float] = {}
     for ph, op, cat, main, s in zip(
         d["phase"], d["operation"], d["category"], d["main_thread"], d["seconds"], strict=True
     ):
         rows[(ph, op, cat, main)] = rows.get((ph, op, cat, main), 0.0) + s
+        if cat in _SPLIT:
+            shares = split.setdefault((ph, op, main), {})
+            shares[cat] = shares.get(cat, 0.0) + s
     for (ph, op, cat, main), s in extra.cpu.items():
         shares = split.get((ph, op, main)) if cat == "python" else None
         total = sum(shares.values()) if shares else 0.0

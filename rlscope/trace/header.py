@@ -57,3 +57,10 @@ def session_span(ts: np.ndarray, kind: np.ndarray) -> tuple[int, int]:
     """
     starts, ends = ts[kind == S.SESSION_START], ts[kind == S.SESSION_END]
     return int((starts if len(starts) else ts).min()), int((ends if len(ends) else ts).max())
+
+
+def main_thread(ts: np.ndarray, kind: np.ndarray, thread: np.ndarray, start_ns: int) -> int:
+    """The thread that started the process's (first) session at ``start_ns`` (session_span's),
+    else the one of the first event: where unannotated time and the run's wall are counted."""
+    opening = np.flatnonzero((kind == S.SESSION_START) & (ts == start_ns))
+    return int(thread[opening[0] if len(opening) else 0])
