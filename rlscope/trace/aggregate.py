@@ -34,7 +34,6 @@ TS, THREAD, KIND, ID, PARENT, NAME, FLAGS, COST = range(8)
 _BEGINS = (S.OP_BEGIN, S.PHASE_BEGIN)
 _ENDS = (S.OP_END, S.PHASE_END)
 _BOUNDARY_KINDS = (S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END)
-_ALWAYS_KEPT = (S.SESSION_START, S.SESSION_END, S.DETAIL)
 PAST_ENDS = 100_000  # iteration ends kept from earlier folds (an iteration schedule's cuts)
 _PSEUDO = -1  # the kind of the fold's own rows (a thread's carried state): never written
 
@@ -53,7 +52,7 @@ _IS_PHASE = _kinds(S.PHASE_BEGIN, S.PHASE_END)
 _IS_BEGIN = _kinds(*_BEGINS)
 _IS_END = _kinds(*_ENDS)
 _IS_BOUNDARY = _kinds(*_BOUNDARY_KINDS)
-_IS_ALWAYS_KEPT = _kinds(*_ALWAYS_KEPT)
+_IS_UNCUT = _kinds(*S.UNCUT_KINDS)
 
 
 def _absent(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -466,7 +465,7 @@ class Aggregator:
         """The rows to write: those in detail, the session's, and the cut rows."""
         keep = self.in_detail(rows[:, TS])
         if not keep.all():
-            keep |= _IS_ALWAYS_KEPT[rows[:, KIND] + 1]
+            keep |= _IS_UNCUT[rows[:, KIND] + 1]
         out = [rows if keep.all() else rows[keep]]
         started = np.flatnonzero(rows[:, KIND] == S.SESSION_START)
         if len(started) and self._paused is None:  # a session that starts between detail stretches

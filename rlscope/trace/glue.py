@@ -59,10 +59,9 @@ class Gaps:
             return t
         before = np.concatenate([[0], np.cumsum(self.end - self.start)])
         k = np.searchsorted(self.start, t, "right")  # gaps starting at or before t
-        inside = (k > 0) & (t < self.end[np.maximum(k - 1, 0)])
-        clamped = np.where(inside, self.start[np.maximum(k - 1, 0)], t)
-        shift = np.where(inside, before[np.maximum(k - 1, 0)], before[k])
-        return clamped - shift
+        g = np.maximum(k - 1, 0)  # the last of them
+        inside = (k > 0) & (t < self.end[g])
+        return np.where(inside, self.start[g] - before[g], t - before[k])
 
     def strictly_inside(self, t: np.ndarray) -> np.ndarray:
         """Whether each time lies inside a gap, not at its start."""
@@ -109,20 +108,14 @@ def join(table: pa.Table, name: str, gaps: Gaps) -> pa.Table:
         return table
     columns = TIME_COLUMNS[name]
     times = [table.column(c).to_numpy().astype(np.int64, copy=False) for c in columns]
-    if len(times) == 1:
-        drop = gaps.strictly_inside(times[0])
-        if name == "events":  # the session's and the cuts' rows are kept, whatever their time
-            kind = table.column("kind").to_numpy()
-            drop &= ~np.isin(kind, (S.SESSION_START, S.SESSION_END, S.DETAIL))
-    else:  # an interval inside one gap (both ends inside it, or ending at its start)
-        a, b = gaps.map(times[0]), gaps.map(times[1])
-        drop = (a == b) & gaps.strictly_inside(times[0])
-    keep = ~drop
-    out = table.filter(pa.array(keep)) if drop.any() else table
-    for c in columns:
-        col = out.column(c)
-        mapped = gaps.map(col.to_numpy().astype(np.int64, copy=False))
-        out = out.set_column(
-            out.schema.get_field_index(c), c, pa.array(mapped.astype(col.type.to_pandas_dtype()))
-        )
-    return out
+    mapped = [gaps.map(t) for t in times]
+    drop = gaps.strictly_inside(times[0])
+    if len(times) > 1:  # an interval inside one gap (both ends inside it, or ending at its start)
+        drop &= mapped[0] == mapped[1]
+    elif name == "events":  # the session's and the cuts' rows are kept, whatever their time
+        drop &= ~np.isin(table.column("kind").to_numpy(), S.UNCUT_KINDS)
+    out = table
+    for c, m in zip(columns, mapped, strict=True):
+        typ = out.schema.field(c).type
+        out = out.set_column(out.schema.get_field_index(c), c, pa.array(m.astype(typ.to_pandas_dtype())))
+    return out.filter(pa.array(~drop)) if drop.any() else out

@@ -75,6 +75,8 @@ WINDOW = int(EventKind.WINDOW)
 ENGINE_BEGIN, ENGINE_END = int(EventKind.ENGINE_BEGIN), int(EventKind.ENGINE_END)
 DETAIL = int(EventKind.DETAIL)
 DETAIL_PAUSE, DETAIL_RESUME = 0, 1
+# rows the writer keeps and the reader's join keeps whatever their time: the session's and the cuts'
+UNCUT_KINDS = (SESSION_START, SESSION_END, DETAIL)
 WINDOW_LIGHT = 0  # scopes and simulator boundaries only: operation totals come from these windows
 WINDOW_FULL = 1  # every collector on: categories and GPU work come from these windows
 API_BEGIN, API_END = int(EventKind.API_BEGIN), int(EventKind.API_END)
