@@ -193,3 +193,17 @@ def test_the_report_marks_where_the_timeline_joins_stretches(runs: dict) -> None
     assert all(0 < c["at_s"] <= joined + 1e-6 for c in cuts), (cuts, joined)
     assert [c["at_s"] for c in cuts] == sorted(c["at_s"] for c in cuts)
     assert "cuts" not in analyze(runs["all"][0], workers=1).report
+
+
+def test_a_cut_recording_s_last_gap_starts_where_its_events_end_on_its_own_clock() -> None:
+    """Events cut by a failed write after a detail stretch: the aggregates' time after them is one
+    more gap, from the events' end on the process's clock (the gaps' clock), not the joined one."""
+    from rlscope.trace.reader import _after_cut
+
+    meta: dict = {}
+    gaps = _after_cut((0, 100), Gaps(np.array([10]), np.array([30])), 200, True, meta)
+    assert gaps is not None
+    assert gaps.start.tolist() == [10, 100] and gaps.end.tolist() == [30, 200]
+    assert Gaps.from_json(meta["detail.gaps"]).total_ns == 120
+    assert _after_cut((0, 100), None, 90, True, {}) is None  # the aggregates end with the events
+    assert _after_cut((0, 100), None, 200, False, {}) is None  # not cut: no gap after the end

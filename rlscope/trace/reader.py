@@ -447,7 +447,7 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
         except TraceError as e:
             warnings.append(f"{e}; the whole run is analyzed from its detail only")
         else:
-            gaps = _after_cut(events, gaps, last, was_cut, meta)
+            gaps = _after_cut(span, gaps, last, was_cut, meta)
     proc = ProcessTrace(
         path=path,
         events=events,
@@ -524,18 +524,16 @@ def _sum_aggregates(table: pa.Table) -> pa.Table:
 
 
 def _after_cut(
-    events: pa.Table, gaps: glue.Gaps | None, last: int, was_cut: bool, meta: dict
+    span: tuple[int, int] | None, gaps: glue.Gaps | None, last: int, was_cut: bool, meta: dict
 ) -> glue.Gaps | None:
     """A recording whose events were cut by a failed write, but whose aggregates went on: the time
-    after its last event is one more gap, which the aggregates cover (rlscope.analysis.whole_run)."""
-    if not was_cut or not events.num_rows:
-        return gaps
-    end = int(pc.max(events.column("ts_ns")).as_py())
-    if last <= end:
+    from the end of its events (``span``, on the process's own clock, as the gaps are) to the last
+    aggregates is one more gap, which the aggregates cover (rlscope.analysis.whole_run)."""
+    if not was_cut or span is None or last <= span[1]:
         return gaps
     start = gaps.start if gaps is not None else np.zeros(0, np.int64)
     stop = gaps.end if gaps is not None else np.zeros(0, np.int64)
-    out = glue.Gaps(np.append(start, end), np.append(stop, last))
+    out = glue.Gaps(np.append(start, span[1]), np.append(stop, last))
     meta["detail.gaps"] = out.to_json()
     return out
 
