@@ -125,7 +125,9 @@ class DetailSchedule:
 
 
 def origin_ns(session_start_ns: int) -> int:
-    """The run's origin: the ``rlscope run`` that started this process, else this session's start."""
+    """The schedule's origin on the events' clock: ``ORIGIN_ENV`` (the start of the ``rlscope run``
+    this process belongs to) when it is set and not after ``session_start_ns``, else
+    ``session_start_ns``."""
     raw = os.environ.get(ORIGIN_ENV, "")
     try:
         origin = int(raw)

@@ -19,7 +19,8 @@ An intact table passes unchanged (the same object). Repairs, in order:
   and an operation or phase row repeating an instance id: the later one dropped;
 - a thread's rows out of time order: a single row out of line with both neighbours dropped, the
   rest put back in time order (a batch written out of order);
-- a session start row after the last session end row: both dropped (the data bound the run);
+- every session start row later than the last session end row: all start and end rows dropped,
+  and the run spans its first to its last row;
   rows after the session's end: clipped to it;
 - operation and phase ends with no begin, or not on their begin's thread, after it, of its name:
   dropped; an end's parent differing from its begin's: set to the begin's;
@@ -331,7 +332,8 @@ def _session_rows(t: _Table) -> None:
     if starts.any() and ends.any() and ts[starts].min() > ts[ends].max():
         t.drop(
             starts | ends,
-            "the session starts after it ends: its start and end rows dropped, the data bound the run",
+            "the session starts after it ends: its start and end rows dropped, the run taken to span its"
+            " first to its last row",
         )
         c, kind, ts = t.c, t.c["kind"], t.c["ts_ns"]
         ends = kind == S.SESSION_END
