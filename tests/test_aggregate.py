@@ -87,8 +87,11 @@ def _stream(seed: int, n_iter: int = 60) -> list[tuple[int, ...]]:
     return sorted(rows, key=lambda r: r[0])
 
 
-def _reference(rows: list[tuple[int, ...]], agg: Aggregator) -> tuple[dict, dict]:
-    """Exclusive time and calls per key, one event at a time (the fold's definitions)."""
+def _reference(
+    rows: list[tuple[int, ...]], agg: Aggregator, stamps: list[int] | None = None
+) -> tuple[dict, dict]:
+    """Exclusive time and calls per key, one event at a time (the fold's definitions). ``stamps``:
+    the folds' times, where each fold's aggregates end and a segment's mode is taken again."""
     window = []  # (ts, mode) of window rows
     for r in rows:
         if r[2] == S.WINDOW:
@@ -104,6 +107,7 @@ def _reference(rows: list[tuple[int, ...]], agg: Aggregator) -> tuple[dict, dict
         return m
 
     cuts = [c for c in agg._cuts(rows[-1][0])]
+    end = rows[-1][0]  # the last fold's time: each thread's last state lasts to it
     time: dict = collections.defaultdict(int)
     calls: dict = collections.defaultdict(lambda: [0, 0])
     by_thread = collections.defaultdict(list)
@@ -113,7 +117,7 @@ def _reference(rows: list[tuple[int, ...]], agg: Aggregator) -> tuple[dict, dict
         ops: list[tuple[int, int, int, int]] = []  # id, name, begin, flags
         cats = [categories.PYTHON]
         phases: list[tuple[int, int]] = []
-        for a, b in zip(rs, [*rs[1:], None], strict=True):
+        for a, b in zip(rs, [*rs[1:], (end,)], strict=True):
             kind = a[2]
             if kind == S.OP_BEGIN:
                 ops.append((a[3], a[5], a[0], a[6]))
@@ -130,13 +134,14 @@ def _reference(rows: list[tuple[int, ...]], agg: Aggregator) -> tuple[dict, dict
                 phases.append((a[3], a[5]))
             elif kind == S.PHASE_END:
                 phases.pop()
-            if b is None:
-                continue
-            points = [a[0]] + [c for c in cuts if a[0] < c < b[0]] + [b[0]]
+            splits = sorted(set(cuts) | set(stamps or []))
+            points = [a[0]] + [c for c in splits if a[0] < c < b[0]] + [b[0]]
             for lo, hi in itertools.pairwise(points):
                 key = (th, mode_at(lo), phases[-1][1] if phases else -1, ops[-1][1] if ops else -1, cats[-1])
                 time[key] += hi - lo
-    return {k: v for k, v in time.items() if v}, {k: tuple(v) for k, v in calls.items()}
+    # off the main thread, only operations' time (and the writer's own) is kept
+    kept = {k: v for k, v in time.items() if v and (k[0] == MAIN or k[3] >= 0 or k[4] == categories.PROFILER)}
+    return kept, {k: tuple(v) for k, v in calls.items()}
 
 
 def _fold_all(rows: list[tuple[int, ...]], agg: Aggregator, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +223,7 @@ def test_an_iteration_schedule_cuts_at_the_outermost_operation_s_ends(seed: int)
     _assert_nested(events)
     ref = Aggregator(DetailSchedule.parse("10it,25it,5it"), 0, MAIN, 8)
     ref._ends = np.array([r[0] for r in rows if r[2] == S.OP_END and r[1] == MAIN and r[4] == -1])
-    want_time, want_calls = _reference(rows, ref)
+    want_time, want_calls = _reference(rows, ref, sorted(set(aggs[:, 0].tolist())))
     got_time, got_calls = _sums(aggs)
     assert got_time == want_time
     assert got_calls == want_calls

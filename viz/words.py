@@ -53,10 +53,17 @@ def detail_sentence(summary: Mapping[str, Any]) -> str:
     if not d:
         return ""
     schedule = f" ({d['schedule']})" if d.get("schedule") else ""
+    left = float(d.get("left_out_s") or 0.0)
+    budget = (
+        f" The analysis's detail budget left out {_s(left)} of the detail the trace keeps"
+        " (rlscope-analyze --detail-budget all analyzes it)."
+        if left > 0
+        else ""
+    )
     return (
         f"Whole run: times, calls and wall; the split of Python time into backend and CUDA API, GPU work"
         f" and the timeline come from {_s(float(d.get('detail_s', 0.0)))} of detail{schedule}, applied to"
-        f" the other {_s(float(d.get('summarized_s', 0.0)))}."
+        f" the other {_s(float(d.get('summarized_s', 0.0)))}.{budget}"
     )
 
 

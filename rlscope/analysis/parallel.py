@@ -35,6 +35,7 @@ from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.analysis.kernels import process_kernel_rows
 from rlscope.errors import RAY_INSTALL_HINT, RLScopeError, TraceError
 from rlscope.overhead.correct.plan import has_light_windows
+from rlscope.trace import budget
 from rlscope.trace.reader import ProcessTrace, load_process
 
 __all__ = ["PieceRequest", "ProcessInfo", "ProcessPiece", "Runner", "process_piece", "survey"]
@@ -50,6 +51,8 @@ class ProcessInfo:
     events: int
     light_windows: bool  # it switched its expensive collectors off for part of the run
     span: tuple[int, int] | None  # session start and end on its own clock; None without events
+    # its flushes and the detail rows up to each (the detail budget's cut); None for a loaded process
+    flushes: budget.FlushRows | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +82,7 @@ class ProcessPiece:
     collectives: Any = None  # rlscope.analysis.nccl.Collectives | None: torch.distributed's collectives
 
 
-def _load(source: Source, light: bool = False) -> ProcessTrace:
+def _load(source: Source, light: bool = False, cut_ns: int | None = None) -> ProcessTrace:
     if isinstance(source, ProcessTrace):
         return source
     path = Path(source)
@@ -88,7 +91,7 @@ def _load(source: Source, light: bool = False) -> ProcessTrace:
             f"{path}: not found on {socket.gethostname()}, where a worker of this analysis runs;"
             " with --ray the trace must be on a filesystem every node sees at the same path"
         )
-    return load_process(path, light=light)
+    return load_process(path, light=light, cut_ns=cut_ns)
 
 
 def survey(source: Source) -> ProcessInfo | TraceError:
@@ -99,12 +102,16 @@ def survey(source: Source) -> ProcessInfo | TraceError:
     except TraceError as e:
         return e
     span = gpu.session_bounds(proc) if proc.events.num_rows else None
-    return ProcessInfo(proc.metadata, proc.events.num_rows, has_light_windows(proc), span)
+    flushes = None if isinstance(source, ProcessTrace) else budget.flush_rows(proc.path)
+    return ProcessInfo(proc.metadata, proc.events.num_rows, has_light_windows(proc), span, flushes)
 
 
-def process_piece(source: Source, costs: Any, request: PieceRequest) -> ProcessPiece:
-    """Load one process, analyze it under the run's ``costs`` and ``request``, and keep only its results."""
-    proc = _load(source)
+def process_piece(
+    source: Source, costs: Any, request: PieceRequest, cut_ns: int | None = None
+) -> ProcessPiece:
+    """Load one process, analyze it under the run's ``costs`` and ``request``, and keep only its results;
+    ``cut_ns``: where the detail budget cuts its detail (rlscope/trace/budget.py; a directory only)."""
+    proc = _load(source, cut_ns=cut_ns)
     joined = gpu.timeline_with_gpu(proc)
     raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlscope.errors import RLScopeError, TraceError
+from rlscope.trace.budget import DEFAULT_ROWS as DEFAULT_DETAIL_ROWS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,6 +104,7 @@ def analyze(
     workers: int | None = None,
     ray_address: str | None = None,
     intervals: bool = True,
+    detail_budget: int | None = DEFAULT_DETAIL_ROWS,
 ) -> AnalysisResult:
     """Analyze a trace (directory or loaded :class:`~rlscope.trace.reader.Trace`) once.
 
@@ -113,13 +115,18 @@ def analyze(
     (:mod:`rlscope.analysis.parallel`); the result is the same as the serial one.
     ``intervals=False``: no interval tables (``result.intervals`` None): only the exports (Chrome
     trace, CSV intervals) need them, and the whole run's are about as large as its events.
+    ``detail_budget``: the most event rows of one process the analysis holds (None: no limit); past
+    it, each process's detail is analyzed up to one instant of the run and the aggregates stand for
+    the rest (rlscope/trace/budget.py). A loaded ``Trace`` is analyzed whole.
     Raises :class:`~rlscope.errors.TraceError` for a missing, empty or unreadable trace and
     :class:`~rlscope.errors.RLScopeError` for a window outside the run.
     """
     from rlscope.progress import spinner
 
     with spinner(f"analyzing {getattr(trace_or_dir, 'path', trace_or_dir)}", enabled=progress):
-        return _analyze(trace_or_dir, calibration, window, correct, workers, ray_address, intervals)
+        return _analyze(
+            trace_or_dir, calibration, window, correct, workers, ray_address, intervals, detail_budget
+        )
 
 
 def _analyze(
@@ -130,6 +137,7 @@ def _analyze(
     workers: int | None,
     ray_address: str | None,
     want_intervals: bool,
+    detail_budget: int | None,
 ) -> AnalysisResult:
     from rlscope.analysis import gpu_calls, nccl
     from rlscope.analysis.advice import advise
@@ -140,6 +148,7 @@ def _analyze(
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
     from rlscope.overhead.correct.plan import plan
+    from rlscope.trace.budget import choose_cuts
     from rlscope.trace.reader import (
         ProcessHeader,
         Trace,
@@ -186,8 +195,10 @@ def _analyze(
             intervals_window_ns=window_ns(window, run_end),
             max_intervals=MAX_INTERVALS,
         )
+        cuts = choose_cuts([i.flushes for i in infos], [clock_offset(h) for h in headers], detail_budget)
         pieces = runner.map(
-            process_piece, [(s, c, request) for s, c in zip(sources, correction.costs, strict=True)]
+            process_piece,
+            [(s, c, request, cut) for s, c, cut in zip(sources, correction.costs, cuts, strict=True)],
         )
     for i, (h, piece) in enumerate(zip(headers, pieces, strict=True)):
         h.warnings = loaded[i].warnings if loaded else piece.warnings

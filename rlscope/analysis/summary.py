@@ -187,7 +187,8 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
             continue
         starts.append(b.start_ns + clock_offset(p))
         # a run with detail stretches ends later than its joined detail does (rlscope.analysis.whole_run)
-        ends.append(b.end_ns + clock_offset(p) + int(b.detail.get("summarized_s", 0.0) * 1e9))
+        added = b.detail.get("summarized_wall_s", b.detail.get("summarized_s", 0.0))
+        ends.append(b.end_ns + clock_offset(p) + int(added * 1e9))
     wall = (max(ends) - min(starts)) / 1e9 if starts else 0.0
     return {
         "wall_s": wall,
@@ -269,6 +270,8 @@ def _detail_section(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> d
         "schedule": schedule,
         "detail_s": max(d["detail_s"] for d in parts),
         "summarized_s": max(d["summarized_s"] for d in parts),
+        # detail kept in the trace that the analysis's budget left out (rlscope/trace/budget.py)
+        "left_out_s": max(d.get("left_out_s", 0.0) for d in parts),
         "whole_run": ["wall", "operation and phase times", "calls", "simulator time"],
         "from_detail": parts[0]["from_detail"],
     }

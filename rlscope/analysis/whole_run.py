@@ -14,6 +14,7 @@ CPU and GPU (per second).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable
 
@@ -48,14 +49,20 @@ class Summarized:
     inclusive: dict[tuple[str, str], float]  # s
     removed: dict[tuple[str, str], float]  # s removed per (phase, operation) (corrected only)
     # instances the detail counted that ended between the stretches (their end row written at the
-    # resume, FLAG_SUMMARIZED): the aggregates count those calls, so the detail's are taken back
-    cut_calls: dict[str, int]
+    # resume, FLAG_SUMMARIZED): the aggregates count those calls and their inclusive time, so the
+    # detail's (calls, inclusive seconds) are taken back
+    cut_calls: dict[str, tuple[int, float]]
     removed_s: float  # what the boundaries cost there (corrected only)
     seconds: float  # the process's time between the stretches
+    removed_main_s: float = 0.0  # of removed_s, the main thread's: the wall the program would not take
+    left_out_s: float = 0.0  # of seconds, the detail kept in the trace that the detail budget left out
 
 
 def summarized(
-    proc: ProcessTrace, costs: EventCosts | None, stall_share: float = flush_stall.ASSUMED
+    proc: ProcessTrace,
+    costs: EventCosts | None,
+    stall_share: float = flush_stall.ASSUMED,
+    kept: dict[tuple[str, str, bool], float] | None = None,
 ) -> Summarized | None:
     """The process's summary-mode aggregates as named figures, corrected with ``costs`` (raw: None).
 
@@ -63,14 +70,23 @@ def summarized(
     stretches: their CPU time (each flush measures its own, schema.FLUSH_CPU_MAX) times
     ``stall_share``, the share of it that stalled the job as the detail measured it
     (rlscope/overhead/correct/flush_stall.py), spread over the main thread's time there.
+
+    Time the analysis's detail budget left out (``MODE_LEFT_OUT``, rlscope/trace/budget.py) ran with
+    the collectors on, as the detail did: corrected, it keeps what the detail's correction kept of
+    the same (phase, operation, main thread?), ``kept`` (corrected over raw seconds).
     """
     agg = proc.aggregates
     if agg is None or proc.gaps is None or not agg.num_rows:
         return None
     c = {k: agg.column(k).to_numpy().astype(np.int64) for k in agg.column_names}
-    summary = c["mode"] == S.MODE_SUMMARY
+    left_out = c["mode"] == S.MODE_LEFT_OUT
+    summary = (c["mode"] == S.MODE_SUMMARY) | left_out
     if not summary.any():
         return None
+    cpu_left: dict[tuple[str, str, str, bool], float] = {}
+    removed_main = 0.0
+    kept = kept or {}
+    kept_all = kept.get(("", "", True), 1.0)
     main = _main_thread(proc)
     names = proc.names
     per_boundary = _dispatch_ns(costs)
@@ -93,16 +109,24 @@ def summarized(
         if not on_main and c["operation"][i] < 0:
             continue  # off the main thread only operations are work (breakdown's rule)
         t = float(c["time_ns"][i])
-        if costs is not None:
+        if costs is not None and left_out[i]:
+            cut = t * (1.0 - kept.get((phase, op, on_main), kept_all))
+            t -= cut
+            removed += cut
+            removed_main += cut if on_main else 0.0
+            removed_by_op[(phase, op)] = removed_by_op.get((phase, op), 0.0) + cut / 1e9
+        elif costs is not None:
             cut = min(t, float(c["cost_ns"][i]) + per_boundary * float(c["boundaries"][i]))
             t -= cut
             removed += cut
+            removed_main += cut if on_main else 0.0
             removed_by_op[(phase, op)] = removed_by_op.get((phase, op), 0.0) + cut / 1e9
         name = categories.CPU_CATEGORIES.get(cat, "python")
         key = (phase, op, name, on_main)
-        cpu[key] = cpu.get(key, 0.0) + t / 1e9
+        into = cpu_left if left_out[i] else cpu
+        into[key] = into.get(key, 0.0) + t / 1e9
     if costs is not None:
-        flushes = summary & (c["thread"] != main) & (c["category"] == categories.PROFILER)
+        flushes = summary & ~left_out & (c["thread"] != main) & (c["category"] == categories.PROFILER)
         stall = float(c["cost_ns"][flushes].sum()) * stall_share / 1e9
         main_keys = [k for k in cpu if k[3]]
         main_s = sum(cpu[k] for k in main_keys)
@@ -113,20 +137,50 @@ def summarized(
                 cpu[k] -= part
                 removed_by_op[k[:2]] = removed_by_op.get(k[:2], 0.0) + part
             removed += stall * 1e9
+            removed_main += stall * 1e9
+    for key, t in cpu_left.items():  # after the stall, which the detail's correction took out of these
+        cpu[key] = cpu.get(key, 0.0) + t
     cut_calls = _cut_calls(proc)
     return Summarized(
-        cpu, calls, inclusive, removed_by_op, cut_calls, removed / 1e9, proc.gaps.total_ns / 1e9
+        cpu,
+        calls,
+        inclusive,
+        removed_by_op,
+        cut_calls,
+        removed / 1e9,
+        proc.gaps.total_ns / 1e9,
+        removed_main / 1e9,
+        _left_out_s(proc),
     )
 
 
-def _cut_calls(proc: ProcessTrace) -> dict[str, int]:
+def _left_out_s(proc: ProcessTrace) -> float:
+    """The detail the analysis's budget left out of ``proc`` (rlscope/trace/budget.py), in seconds."""
+    try:
+        return float(json.loads(proc.metadata.get("detail.budget") or "{}").get("detail_left_out_s", 0.0))
+    except (ValueError, TypeError, AttributeError):
+        return 0.0
+
+
+def _cut_calls(proc: ProcessTrace) -> dict[str, tuple[int, float]]:
+    """Per operation, the instances the detail saw begin that ended between the stretches (their end
+    row written at a resume, FLAG_SUMMARIZED), and their inclusive seconds in the detail: the
+    aggregates count those calls, with their whole inclusive time, where they ended."""
     ev = proc.events
     kind, flags = ev.column("kind").to_numpy(), ev.column("flags").to_numpy()
+    ident, ts = ev.column("id").to_numpy(), ev.column("ts_ns").to_numpy().astype(np.int64)
     ends = np.flatnonzero((kind == S.OP_END) & ((flags & S.FLAG_SUMMARIZED) != 0))
-    out: dict[str, int] = {}
-    for n in ev.column("name").to_numpy()[ends].tolist():
+    begins = np.flatnonzero((kind == S.OP_BEGIN) & ((flags & S.FLAG_RECURSIVE) == 0))
+    order = np.argsort(ident[begins], kind="stable")
+    b_ids, b_ts = ident[begins][order], ts[begins][order]
+    at = np.minimum(np.searchsorted(b_ids, ident[ends]), max(len(b_ids) - 1, 0))
+    found = (b_ids[at] == ident[ends]) if len(b_ids) else np.zeros(len(ends), bool)
+    held = np.where(found, ts[ends] - b_ts[at] if len(b_ids) else 0, 0)
+    out: dict[str, tuple[int, float]] = {}
+    for n, h in zip(ev.column("name").to_numpy()[ends].tolist(), held.tolist(), strict=True):
         name = name_of(proc.names, int(n), UNANNOTATED)
-        out[name] = out.get(name, 0) + 1
+        calls, seconds = out.get(name, (0, 0.0))
+        out[name] = (calls + 1, seconds + max(h, 0) / 1e9)
     return out
 
 
@@ -151,11 +205,34 @@ def _dispatch_ns(costs: EventCosts | None) -> float:
 def finisher(proc: ProcessTrace) -> Callable[[ProcessBreakdown, EventCosts | None], ProcessBreakdown]:
     """What the per-process analysis applies to its raw and corrected breakdowns of ``proc``."""
 
+    raw_cpu: list[pa.Table] = []  # the raw detail's CPU time: what a corrected breakdown kept of it
+
     def finish(bd: ProcessBreakdown, costs: EventCosts | None) -> ProcessBreakdown:
         share = (bd.overhead.get("writer_stall") or {}).get("share", flush_stall.ASSUMED)
-        return extend(bd, summarized(proc, costs, float(share)))
+        if costs is None:
+            raw_cpu[:] = [bd.cpu_time]
+        kept = _kept(raw_cpu[0], bd.cpu_time) if costs is not None and raw_cpu else None
+        return extend(bd, summarized(proc, costs, float(share), kept))
 
     return finish
+
+
+def _kept(raw: pa.Table, corrected: pa.Table) -> dict[tuple[str, str, bool], float]:
+    """Corrected over raw seconds of the detail, per (phase, operation, main thread?); under
+    ("", "", True), the whole process's."""
+
+    def sums(t: pa.Table) -> dict[tuple[str, str, bool], float]:
+        d = t.to_pydict()
+        out: dict[tuple[str, str, bool], float] = {}
+        for ph, op, main, sec in zip(d["phase"], d["operation"], d["main_thread"], d["seconds"], strict=True):
+            out[(ph, op, main)] = out.get((ph, op, main), 0.0) + sec
+        return out
+
+    before, after = sums(raw), sums(corrected)
+    out = {k: min(max(after.get(k, 0.0) / v, 0.0), 1.0) for k, v in before.items() if v > 0}
+    total = sum(before.values())
+    out[("", "", True)] = min(max(sum(after.values()) / total, 0.0), 1.0) if total > 0 else 1.0
+    return out
 
 
 def extend(bd: ProcessBreakdown, extra: Summarized | None) -> ProcessBreakdown:
@@ -172,7 +249,7 @@ def extend(bd: ProcessBreakdown, extra: Summarized | None) -> ProcessBreakdown:
     for (phase, _op, _cat, on_main), s in extra.cpu.items():
         if on_main:
             phase_wall[phase] = phase_wall.get(phase, 0.0) + s
-    wall = detail_s + extra.seconds
+    wall = detail_s + extra.seconds - extra.removed_main_s
     gpu_info = dict(bd.gpu)
     if "gpu_bound_s" in gpu_info and detail_s > 0:
         gpu_info["gpu_bound_s"] = gpu_info["gpu_bound_s"] * wall / detail_s
@@ -184,6 +261,9 @@ def extend(bd: ProcessBreakdown, extra: Summarized | None) -> ProcessBreakdown:
         "detail_s": detail_s,
         "summarized_s": extra.seconds,
         "summarized_removed_s": extra.removed_s,
+        # the wall it adds: less what the main thread lost to rlscope there (corrected only)
+        "summarized_wall_s": extra.seconds - extra.removed_main_s,
+        "left_out_s": extra.left_out_s,
         "from_detail": ["categories within python time", "GPU work", "CPU/GPU overlap", "timeline"],
     }
     return out
@@ -250,11 +330,17 @@ def _extend_ops(ops: pa.Table, extra: Summarized, pid: int) -> pa.Table:
                 row[k] *= row["inclusive_s"] / before
         else:
             row["cpu_only_s"] = row["inclusive_s"]
-    for op, n in extra.cut_calls.items():  # counted by the aggregates: taken from the busiest row
+    for op, (n, held) in extra.cut_calls.items():  # counted by the aggregates: from the busiest row
         mine = [k for k in rows if k[1] == op]
         if mine:
             top = max(mine, key=lambda k: rows[k]["calls"])
-            rows[top]["calls"] = max(rows[top]["calls"] - n, 0)
+            row = rows[top]
+            row["calls"] = max(row["calls"] - n, 0)
+            before = row["inclusive_s"]
+            row["inclusive_s"] = max(before - held, 0.0)
+            if before > 0:
+                for k in ("cpu_only_s", "gpu_only_s", "cpu_gpu_s"):
+                    row[k] *= row["inclusive_s"] / before
     keys = list(rows)
     return pa.table(
         {

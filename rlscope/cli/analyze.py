@@ -55,6 +55,7 @@ def _analyze_parser() -> argparse.ArgumentParser:
     options.raw(p)
     options.workers(p)
     options.ray(p)
+    options.detail_budget(p)
     options.quiet(p)
     options.verbose(p)
     return p
@@ -102,9 +103,15 @@ def _diff(argv: list[str]) -> int:
     options.html_out(p, "an HTML page of the changes, stacked by category")
     options.calibration(p)
     options.raw(p)
+    options.detail_budget(p)
     options.quiet(p)
     args = p.parse_args(argv)
-    kw = {"calibration": args.calibration, "correct": not args.raw, "intervals": False}
+    kw = {
+        "calibration": args.calibration,
+        "correct": not args.raw,
+        "intervals": False,
+        "detail_budget": args.detail_budget,
+    }
     d = diff_results(analyze(args.a, **kw), analyze(args.b, **kw))
     if args.json:
         write_text(args.json, json.dumps(d, indent=2))
@@ -155,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             ray_address=args.ray,
             intervals=False,  # the table, JSON and HTML need no interval tables (exports do)
+            detail_budget=args.detail_budget,
         )
         report(result, json_path=args.json, html_path=args.html, quiet=args.quiet, verbose=args.verbose)
         return 0

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rlscope.cli import options
 from rlscope.cli.parser import Parser
 from rlscope.errors import RLScopeError
 
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="DIR", help="write the summary and interval tables as CSV files here")
     p.add_argument("--calibration", metavar="FILE", help="overhead calibration to use (as rlscope-analyze)")
     p.add_argument("--raw", action="store_true", help="CSV summary without overhead correction")
+    options.detail_budget(p)
     return p
 
 
@@ -112,7 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     window = parse_window(args.window) if args.window else None
     # one analysis: the CSV holds the same (corrected) figures as the table and --json
     result = analyze(
-        args.trace_dir, calibration=args.calibration, window=window, correct=not args.raw, progress=True
+        args.trace_dir,
+        calibration=args.calibration,
+        window=window,
+        correct=not args.raw,
+        progress=True,
+        detail_budget=args.detail_budget,
     )
     if args.chrome:
         from rlscope.viz import chrome

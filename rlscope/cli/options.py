@@ -21,6 +21,7 @@ __all__ = [
     "GPU_MODES",
     "calibration",
     "count",
+    "detail_budget",
     "gpu",
     "grace",
     "html_out",
@@ -192,15 +193,21 @@ def grace(p: argparse.ArgumentParser, default: float) -> argparse.Action:
     )
 
 
-def detail_schedule(text: str) -> str:
-    """``--detail``'s value, checked now (a bad one is a usage error, not a failure in the program)."""
+def _usage_error(parse: Callable[[str], Any], text: str) -> Any:
+    """``parse(text)``, its RLScopeError made argparse's usage error (one line, exit status 2)."""
     from rlscope.errors import RLScopeError
-    from rlscope.trace.detail import DetailSchedule
 
     try:
-        return DetailSchedule.parse(text).to_env()
+        return parse(text)
     except RLScopeError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def detail_schedule(text: str) -> str:
+    """``--detail``'s value, checked now (a bad one is a usage error, not a failure in the program)."""
+    from rlscope.trace.detail import DetailSchedule
+
+    return _usage_error(lambda t: DetailSchedule.parse(t).to_env(), text)
 
 
 def detail(p: argparse.ArgumentParser) -> argparse.Action:
@@ -216,6 +223,29 @@ def detail(p: argparse.ArgumentParser) -> argparse.Action:
         " LENGTH every EVERY; the rest of the run is kept as aggregates, which the whole-run figures come"
         f" from. 'all' keeps every event of the run (default {DEFAULT_SPEC}; units ms, s, m, h, or 'it':"
         " iterations of the outermost operation, e.g. 200it,5000it,50it)",
+    )
+
+
+def detail_budget_rows(text: str) -> int | None:
+    """``--detail-budget``'s value: rows, or None for 'all' (rlscope/trace/budget.py)."""
+    from rlscope.trace.budget import parse
+
+    return _usage_error(parse, text)
+
+
+def detail_budget(p: argparse.ArgumentParser) -> argparse.Action:
+    """The most event rows of one process the analysis holds: ``--detail-budget ROWS|all``."""
+    from rlscope.trace.budget import DEFAULT_ROWS
+
+    return p.add_argument(
+        "--detail-budget",
+        type=detail_budget_rows,
+        default=DEFAULT_ROWS,
+        metavar="ROWS|all",
+        help="analyze at most ROWS event rows (events and torch ops) of each process, which bounds the"
+        " analysis's memory: past them, the detail is analyzed up to one instant of the run and the"
+        " aggregates stand for the rest; the trace keeps everything. 'all' analyzes all of it (default"
+        f" {DEFAULT_ROWS / 1e6:g}M, e.g. 500k, 4M)",
     )
 
 

@@ -234,7 +234,7 @@ class Aggregator:
         # older than PAST_ENDS iterations is split at the recent cuts only)
         oldest = min((st[0] for st in self._threads.values()), default=until)
         past = np.concatenate([self._past, self._ends])
-        self._past = past[past > oldest][-PAST_ENDS:]
+        self._past = past[past >= oldest][-PAST_ENDS:]
         self._iterations += len(self._ends)
         self._ends = self._ends[:0]
         self.kept_rows += len(events)
@@ -259,6 +259,12 @@ class Aggregator:
         ts, thread, kind, seq = ts[order], thread[order], kind[order], seq[order]
         is_carry = seq == -1
         is_real = ~is_carry
+        if carried:
+            # a row timed before the last fold's time but handed over after it (its thread appended
+            # it as the writer drained): it takes effect at that time, whose state is already counted
+            group_first = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1]])
+            floor = np.where(is_carry[group_first], ts[group_first], np.iinfo(np.int64).min)
+            ts = np.maximum(ts, np.repeat(floor, np.diff(np.r_[group_first, len(ts)])))
         src = np.where(is_real, seq, 0)
         ident, parent, name, flags = (
             rows[src, c] if n else np.zeros(len(ts), np.int64) for c in (ID, PARENT, NAME, FLAGS)
@@ -299,7 +305,9 @@ class Aggregator:
         )
         dur = np.zeros(m, np.int64)
         dur[:-1] = np.maximum(ts[1:] - ts[:-1], 0)
-        dur[last] = 0
+        # a thread's last state lasts to the fold's time: each flush's aggregates end there, so the
+        # detail budget's cut at a flush (rlscope/trace/budget.py) splits the run exactly
+        dur[last] = np.maximum(stamp - ts[last], 0)
         # the collectors' window mode, and summary outside the detail stretches
         win_ts, win_mode = [self._horizon], [self._window]
         w = is_real & (kind == S.WINDOW)
@@ -338,7 +346,10 @@ class Aggregator:
         keys = np.stack([thread, mode, phase_name, op_name, cat])
         values = np.stack([dur, np.zeros(m, np.int64), bound.astype(np.int64), seg_cost])
         keys, values = self._split_at_cuts(keys, values, ts, window_mode)
-        time_rows = _group(keys, values, keep=(values[0] > 0) | (values[2] > 0))
+        # off the main thread only operations are work (the analysis's rule), and the writer's own
+        # flushes (their stall is corrected): an idle thread's time is not kept, flush after flush
+        counted = (keys[0] == self.main_thread) | (keys[3] >= 0) | (keys[4] == categories.PROFILER)
+        time_rows = _group(keys, values, keep=counted & ((values[0] > 0) | (values[2] > 0)))
         # calls: operations that ended, with their inclusive time
         ended = is_real & (kind == S.OP_END)
         e_ts, e_id = ts[ended], ident[ended]
@@ -370,7 +381,7 @@ class Aggregator:
         self._open = table.still_open(closed)
         for i in np.flatnonzero(last).tolist():
             self._threads[int(thread[i])] = (
-                int(ts[i]),
+                max(int(ts[i]), stamp),
                 int(op[i]),
                 int(cat[i]),
                 int(phase[i]),

@@ -33,7 +33,7 @@ from rlscope.errors import TraceError
 from rlscope.trace import schema as S
 from rlscope.trace.header import ProcessHeader, clock_offset
 from rlscope.trace.ownership import MANIFEST_FILE
-from rlscope.trace.reader import _checked_metadata, _open_stream, name_of, process_dirs
+from rlscope.trace.reader import _checked_metadata, name_of, open_stream, process_dirs
 
 __all__ = ["AGGREGATE_COLUMNS", "ProcessFollower", "ProcessNews", "StreamTail", "TraceFollower", "pid_alive"]
 
@@ -164,7 +164,7 @@ class StreamTail:
                     self.path, f"not an Arrow IPC stream, or corrupt ({self.damaged or 'empty'})"
                 )
             return False
-        reader, self.metadata = _open_stream(self.path, self.required, warnings=self.warnings, text=self.text)
+        reader, self.metadata = open_stream(self.path, self.required, warnings=self.warnings, text=self.text)
         self.schema = reader.schema
         self._schema_message = self._pread(fd, got[1], 0)
         self.offset = got[1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope.errors import TraceError
-from rlscope.trace import glue
+from rlscope.trace import budget, glue
 from rlscope.trace import schema as S
 from rlscope.trace.header import ProcessHeader as ProcessHeader
 from rlscope.trace.header import clock_offset as clock_offset
+from rlscope.trace.header import main_thread, session_span
 from rlscope.trace.header import parent_pid as parent_pid
-from rlscope.trace.header import session_span
 from rlscope.trace.ownership import read_manifest
 from rlscope.trace.runs import runs_warning
 from rlscope.trace.validate import Finding, plausible_rows, validate_events, validate_table
@@ -91,7 +92,7 @@ class Trace(TraceHeader):
         return sum(p.events.num_rows for p in self.processes)
 
 
-def _open_stream(
+def open_stream(
     path: Path,
     required: list[str],
     keep: list[str] | None = None,
@@ -195,6 +196,7 @@ def _read_stream(
     optional: list[str] | None = None,
     keep: list[str] | None = None,
     text: tuple[str, ...] = (),
+    rows: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
 ) -> tuple[pa.Table, dict[str, str], list[str]]:
     """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable.
 
@@ -202,12 +204,13 @@ def _read_stream(
     ``keep``: only these of the ``required`` columns are read; ``text``: required columns of strings
     (the others and the optional ones are integers: an optional column of another type is damage,
     left out). A batch that decodes but whose buffers are inconsistent, or that has nulls in integer
-    columns (a damaged file), is left out and said.
+    columns (a damaged file), is left out and said. ``rows``: applied to each good batch, the rows of
+    it to keep (the detail budget's cut, rlscope/trace/budget.py), so the file is never held whole.
     """
     warnings: list[str] = []
-    reader, meta = _open_stream(path, required, keep, warnings, text)
+    reader, meta = open_stream(path, required, keep, warnings, text)
     schema = reader.schema
-    extra = [c for c in optional or [] if c in schema.names]  # readable: _open_stream read them
+    extra = [c for c in optional or [] if c in schema.names]  # readable: open_stream read them
     wrong = [
         c
         for c in extra
@@ -238,7 +241,7 @@ def _read_stream(
                 f"{path}: record batch {len(batches) + bad} of {batch.num_rows} rows {problem}: left out"
             )
             continue
-        batches.append(batch)
+        batches.append(batch if rows is None else rows(batch))
     try:
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except Exception as e:
@@ -359,7 +362,7 @@ def _checked_metadata(meta: dict[str, str], path: Path, warnings: list[str]) -> 
     return meta
 
 
-def load_process(path: Path, light: bool = False) -> ProcessTrace:
+def load_process(path: Path, light: bool = False, cut_ns: int | None = None) -> ProcessTrace:
     """One process directory. ``light``: only the events' ``LIGHT_COLUMNS``, no names and no optional
     tables (their headers are read for the metadata), with the same metadata and errors as a full load:
     what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`).
@@ -368,15 +371,24 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
     drops only the rows no writer makes (:func:`~rlscope.trace.validate.plausible_rows`), so the
     driver's survey costs a read of three columns and no repair: the bounds and window modes it reads
     agree with the full load's on any intact trace, and on a damaged one they bound it.
+
+    ``cut_ns``: the detail budget's cut (rlscope/trace/budget.py), on the process's own clock: the
+    event detail after it is left out as it is read, and the aggregates stand for the rest.
     """
     if not path.is_dir():  # a process-* entry that is a file, a broken link or a symlink loop
         raise TraceError(path, "not a directory (a broken or looping symlink?)")
+    tail = budget.Tail(cut_ns) if cut_ns is not None and not light else None
     events, meta, warnings = _read_stream(
         path / S.EVENTS_FILE,
         S.EVENT_COLUMNS,
         [] if light else [S.EVENT_COST_COLUMN[0]],
         keep=LIGHT_COLUMNS if light else None,
+        rows=tail.split if tail is not None else None,
     )
+    cut_rows: dict[str, int] = {}
+    if tail is not None and (tail.rows or tail.end is not None) and events.num_rows:
+        events = _with_cut_rows(events, tail)
+        cut_rows["events"] = tail.rows
     read = [S.EVENTS_FILE]  # the files read whole: each should end with its end-of-stream marker
     meta = _checked_metadata(meta, path, warnings)
     if light:  # the rows no writer makes dropped; the repairs and their findings come with the full load
@@ -407,9 +419,14 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
         if (path / filename).exists():
             try:
                 if light:
-                    _, file_meta = _open_stream(path / filename, columns)
+                    _, file_meta = open_stream(path / filename, columns)
                 else:
-                    table, file_meta, more = _read_stream(path / filename, columns, optional_columns)
+                    before = budget.Before(cut_ns, columns[0]) if cut_ns is not None else None
+                    table, file_meta, more = _read_stream(
+                        path / filename, columns, optional_columns, rows=before
+                    )
+                    if before is not None and before.rows:
+                        cut_rows[attr] = before.rows
                     read.append(filename)
                     table, found = validate_table(table, attr, str(path / filename), span)
                     warnings += more + [f.warning for f in found]
@@ -443,11 +460,18 @@ def load_process(path: Path, light: bool = False) -> ProcessTrace:
     unclosed = [f for f in read if f"{path / f}: truncated" not in cut and not _closed(path / f)]
     if not light and (path / S.AGGREGATES_FILE).exists():
         try:
-            optional["aggregates"], last = read_aggregates(path / S.AGGREGATES_FILE)
+            optional["aggregates"], last = read_aggregates(
+                path / S.AGGREGATES_FILE, cut_ns if cut_rows else None
+            )
         except TraceError as e:
             warnings.append(f"{e}; the whole run is analyzed from its detail only")
         else:
             gaps = _after_cut(span, gaps, last, was_cut, meta)
+    if cut_rows:  # what the summary says of the detail left out (rlscope.analysis.summary)
+        left = tail.detail_left_out_ns() if tail is not None and tail.schema is not None else 0
+        meta["detail.budget"] = json.dumps(
+            {"cut_ns": cut_ns, "rows_left_out": cut_rows, "detail_left_out_s": left / 1e9}
+        )
     proc = ProcessTrace(
         path=path,
         events=events,
@@ -481,14 +505,15 @@ AGGREGATE_KEYS = ["thread", "mode", "phase", "operation", "category"]
 AGGREGATE_SUMS = ["time_ns", "calls", "boundaries", "cost_ns"]
 
 
-def read_aggregates(path: Path) -> tuple[pa.Table, int]:
-    """aggregates.arrows summed per key over the run, one record batch at a time.
+def read_aggregates(path: Path, cut_ns: int | None = None) -> tuple[pa.Table, int]:
+    """aggregates.arrows summed per key over the run, one record batch at a time; ``cut_ns``: the
+    detail budget's cut, after which every flush counts as summarized time (rlscope/trace/budget.py).
 
     Why batch by batch: the file grows with the run (a few rows a second), and summing as it reads
     keeps the memory to the distinct keys, however long the run. A file cut short is read up to
     its last whole batch, like the events. Also returns the last row's time (-1: no rows).
     """
-    reader, _ = _open_stream(path, S.AGGREGATE_COLUMNS)
+    reader, _ = open_stream(path, S.AGGREGATE_COLUMNS)
     columns = AGGREGATE_KEYS + AGGREGATE_SUMS
     parts: list[pa.Table] = []
     batches: list[pa.RecordBatch] = []
@@ -504,7 +529,7 @@ def read_aggregates(path: Path) -> tuple[pa.Table, int]:
     try:
         for batch in reader:
             if batch.num_rows:
-                batches.append(batch)
+                batches.append(batch if cut_ns is None else budget.as_summary(batch, cut_ns))
                 rows += batch.num_rows
                 # a batch is one flush's: every row carries that flush's time
                 last = max(last, int(batch.column("ts_ns")[batch.num_rows - 1].as_py()))
@@ -521,6 +546,15 @@ def read_aggregates(path: Path) -> tuple[pa.Table, int]:
 def _sum_aggregates(table: pa.Table) -> pa.Table:
     summed = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate([(c, "sum") for c in AGGREGATE_SUMS])
     return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
+
+
+def _with_cut_rows(events: pa.Table, tail: budget.Tail) -> pa.Table:
+    """The kept events, then the rows the detail budget's cut puts after them (budget.Tail)."""
+    ts = events.column("ts_ns").to_numpy()
+    kind = events.column("kind").to_numpy()
+    start, _ = session_span(ts, kind)
+    main = main_thread(ts, kind, events.column("thread").to_numpy(), start)
+    return pa.concat_tables([events, tail.rows_at_cut(main, events.schema)])
 
 
 def _after_cut(

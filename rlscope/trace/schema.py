@@ -147,6 +147,9 @@ AGGREGATES_FILE = "aggregates.arrows"
 # instances that ended, and their inclusive time. Written for the whole run, detail or not.
 AGGREGATE_CALLS = -1  # the category of a call row
 MODE_SUMMARY = 2  # the aggregates' mode of time outside the detail stretches (no event rows kept)
+# analysis only (never written): detail-mode aggregates after the analysis's detail budget cut
+# (rlscope/trace/budget.py), recorded with the collectors on but analyzed as summarized time
+MODE_LEFT_OUT = 3
 AGGREGATE_COLUMNS_DOC = [
     ("ts_ns", "int64", "the flush that wrote the row: it covers the time since the one before"),
     ("thread", "int64", "OS thread id"),
