@@ -20,6 +20,7 @@ from rlscope import categories
 from rlscope.analysis import gpu, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
+from rlscope.keys import factorize
 from rlscope.overhead.correct import residual as overhead
 from rlscope.overhead.correct import windows
 from rlscope.overhead.correct.residual import EventCosts
@@ -436,7 +437,7 @@ def _split_like_full_windows(
     p_r, o_r = ph[rows].astype(np.int64), op[rows].astype(np.int64)
     width = int(max(p_r.max(initial=-1), o_r.max(initial=-1))) + 2
     key = ((p_r + 1) * width + (o_r + 1)) * 2 + main[rows]
-    ukey, inv = np.unique(key, return_inverse=True)
+    ukey, inv = factorize(key)
     uniq = np.stack([ukey // 2 // width - 1, ukey // 2 % width - 1, ukey % 2], axis=1)
     inv, d, cat = inv.reshape(-1), dur[rows], tl.cat[rows]
     cat_all = np.zeros((len(uniq), NCAT))
@@ -462,9 +463,11 @@ def _split_like_full_windows(
 def _group_instances(est: windows.WindowEstimate):
     """(phase name id, operation name id) -> instance indices."""
     key = est.inst_phase.astype(np.int64) * (2**31) + est.inst_name
-    uniq, inv = np.unique(key, return_inverse=True)
+    uniq, inv = factorize(key)
+    order = np.argsort(inv, kind="stable")  # the instances of each key, in one pass
+    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
     for k, u in enumerate(uniq.tolist()):
-        yield (u // 2**31, u % 2**31), np.flatnonzero(inv == k)
+        yield (u // 2**31, u % 2**31), order[bounds[k] : bounds[k + 1]]
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -573,7 +576,7 @@ def breakdown_timeline(
             g, st, en, g_pair[launched], recs.start[launched], recs.end[launched], n_pairs
         )
     elif not m_k.all():
-        t_u, t_i = np.unique(tl.thread[idx], return_inverse=True)
+        t_u, t_i = factorize(tl.thread[idx])
         seen = np.zeros((n_pairs, len(t_u)), bool)
         seen[seg_pair, t_i.reshape(-1)] = True
         multi = seen.sum(axis=1) > 1

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline, backend_intervals, build_timeline, session_span
+from rlscope.keys import factorize
 from rlscope.trace import schema as S
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     """(operation instance, phase instance) innermost on ``thread`` at time ``ts`` (-1: none)."""
     if len(thread) == 0 or len(tl.ts) == 0:
         return np.full(len(thread), -1, np.int64), np.full(len(thread), -1, np.int64)
-    threads, tl_thread = np.unique(tl.thread, return_inverse=True)
+    threads, tl_thread = factorize(tl.thread)
     q_thread = np.searchsorted(threads, thread)
     known = (q_thread < len(threads)) & (threads[np.minimum(q_thread, len(threads) - 1)] == thread)
     t0 = min(int(tl.ts.min()), int(ts.min()))

@@ -25,6 +25,7 @@ import numpy as np
 from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.categories import UNANNOTATED
+from rlscope.keys import factorize
 
 if TYPE_CHECKING:
     from rlscope.trace.reader import ProcessTrace
@@ -225,7 +226,7 @@ def process_gpu_calls(proc: ProcessTrace, joined: gpu.JoinedTimeline | None = No
     # the synchronizing calls by name, per operation (few distinct pairs)
     sel = np.flatnonzero(g_sync)
     width = int(g_name.max()) + 2
-    pair, index = np.unique(g_op[sel] * width + (g_name[sel] + 1), return_inverse=True)
+    pair, index = factorize(g_op[sel] * width + (g_name[sel] + 1))
     calls = np.bincount(index.reshape(-1), minlength=len(pair))
     secs = np.bincount(index.reshape(-1), weights=dur_s[sel], minlength=len(pair))
     for key, c, t in zip(pair.tolist(), calls.tolist(), secs.tolist(), strict=True):

@@ -25,6 +25,7 @@ from rlscope.analysis import gpu
 from rlscope.analysis.overlap import merge_adjacent
 from rlscope.analysis.timeline import Timeline
 from rlscope.errors import RLScopeError
+from rlscope.keys import factorize
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessHeader, ProcessTrace, Trace, clock_offset, name_of
 
@@ -183,8 +184,8 @@ def _prepare(proc: ProcessTrace, joined: gpu.JoinedTimeline | None) -> _Proc:
 
 def _labels(values: np.ndarray, label: Callable[[int], str]) -> pa.Array:
     """A string column of ``label(v)`` per value, built from the distinct values (rows can be millions)."""
-    uniq, inv = np.unique(np.asarray(values, np.int64), return_inverse=True)
-    return pa.array([label(v) for v in uniq.tolist()], pa.string()).take(pa.array(inv.reshape(-1)))
+    uniq, inv = factorize(np.asarray(values, np.int64))
+    return pa.array([label(v) for v in uniq.tolist()], pa.string()).take(pa.array(inv))
 
 
 def _names(names: list[str], ids: np.ndarray, none: str = "") -> pa.Array:

@@ -19,6 +19,7 @@ from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.analysis.demangle import demangle
 from rlscope.categories import UNANNOTATED
+from rlscope.keys import factorize
 from rlscope.trace.reader import ProcessTrace, Trace
 
 __all__ = ["KERNEL_SCHEMA", "KernelRows", "kernel_table", "kernel_table_from", "process_kernel_rows"]
@@ -53,8 +54,7 @@ def process_kernel_rows(proc: ProcessTrace, joined: gpu.JoinedTimeline | None = 
     kname = recs.name.astype(np.int64)
     width = int(max(kname.max(initial=0), 0)) + 2
     key = ((op_name + 1) * ncat + recs.category) * width + (kname + 1)
-    uniq, inv = np.unique(key, return_inverse=True)
-    inv = inv.reshape(-1)
+    uniq, inv = factorize(key)
     counts = np.bincount(inv, minlength=len(uniq))
     total = np.bincount(inv, weights=(recs.end - recs.start).astype(np.float64), minlength=len(uniq))
     for k, c, t in zip(uniq.tolist(), counts.tolist(), total.tolist(), strict=True):

@@ -110,7 +110,10 @@ def summarized(
             continue  # off the main thread only operations are work (breakdown's rule)
         t = float(c["time_ns"][i])
         if costs is not None and left_out[i]:
-            cut = t * (1.0 - kept.get((phase, op, on_main), kept_all))
+            # rlscope's own time goes, as the detail's correction takes it out; the rest keeps
+            # what that correction kept of the operation
+            share = 0.0 if cat == categories.PROFILER else kept.get((phase, op, on_main), kept_all)
+            cut = t * (1.0 - share)
             t -= cut
             removed += cut
             removed_main += cut if on_main else 0.0
@@ -124,7 +127,8 @@ def summarized(
         name = categories.CPU_CATEGORIES.get(cat, "python")
         key = (phase, op, name, on_main)
         into = cpu_left if left_out[i] else cpu
-        into[key] = into.get(key, 0.0) + t / 1e9
+        if t > 0:
+            into[key] = into.get(key, 0.0) + t / 1e9
     if costs is not None:
         flushes = summary & ~left_out & (c["thread"] != main) & (c["category"] == categories.PROFILER)
         stall = float(c["cost_ns"][flushes].sum()) * stall_share / 1e9

@@ -48,6 +48,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
+from rlscope.keys import factorize
 from rlscope.trace import schema as S
 
 __all__ = ["MAX_TS_NS", "Finding", "validate_events", "validate_table"]
@@ -252,7 +253,7 @@ def _behind(t: _Table) -> np.ndarray:
     if not back.any():
         return back
     # one running maximum over all threads: each thread's time ranks lifted above the previous ones'
-    rank = np.unique(ts, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    rank = factorize(ts)[1].astype(np.int64)
     lifted = rank + (np.cumsum(first) - 1) * (len(ts) + 1)
     before = np.empty(len(ts), np.int64)
     before[1:] = np.maximum.accumulate(lifted)[:-1]

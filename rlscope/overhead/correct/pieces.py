@@ -26,6 +26,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.keys import factorize_rows
 from rlscope.trace import schema as S
 
 ANCHOR_KINDS = (
@@ -90,5 +91,5 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     owner = names[tl.op[first]]
     sig = _signature(tl, first)
     after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
-    _, klass = np.unique(np.stack([owner, sig, after]), axis=1, return_inverse=True)
-    return Pieces(row, owner, klass.reshape(-1), raw.ts[first], raw.seg_end[last])
+    _, klass = factorize_rows(np.stack([owner, sig, after]))
+    return Pieces(row, owner, klass, raw.ts[first], raw.seg_end[last])

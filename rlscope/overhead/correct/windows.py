@@ -46,6 +46,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.keys import factorize
 from rlscope.overhead.correct import pieces as P
 from rlscope.trace import schema as S
 
@@ -221,7 +222,7 @@ def estimate(
     op_name_row = np.append(tl.inst_name, UNANNOTATED_ID)[tl.op]
     main = tl.thread == tl.main_thread
     counted = full_row & ((tl.op >= 0) | main)
-    keys, key_of = np.unique(op_name_row[counted], return_inverse=True)  # one dense index
+    keys, key_of = factorize(op_name_row[counted])  # one dense index
     key_of = key_of.reshape(-1)
     full_time = np.bincount(key_of, weights=dur[counted], minlength=len(keys))
     full_events = np.bincount(key_of, weights=coll[counted], minlength=len(keys))
