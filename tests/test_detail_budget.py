@@ -22,7 +22,7 @@ from rlscope.analysis.result import analyze
 from rlscope.errors import RLScopeError
 from rlscope.trace import budget
 from rlscope.trace import schema as S
-from rlscope.trace.budget import FlushRows, choose_cuts
+from rlscope.trace.budget import AUTO, DetailRows, choose_drops
 from rlscope.trace.reader import load_process
 
 STEPS = 400
@@ -95,36 +95,47 @@ def test_a_cut_analysis_gives_the_whole_analysis_s_figures(traces: dict, spec: s
             a["operations"][name]["exclusive_s"], abs=tol
         )
         assert whole["operations"][name]["calls"] == cut["operations"][name]["calls"] == STEPS
-        # corrected, the left-out part keeps what the (shorter, noisier) detail's correction kept
+        # corrected, the left-out part keeps what the detail's correction kept, here of a third of a
+        # second of detail (a noisier estimate than the whole run's): within the ±5% of corrected totals
         assert cut["operations"][name]["total_s"] == pytest.approx(
-            whole["operations"][name]["total_s"], rel=0.03
+            whole["operations"][name]["total_s"], rel=0.05
         ), name
     for name, spin in (("inference", 0.001), ("simulation", 0.002)):  # at least the busy-waits held
-        assert cut["operations"][name]["total_s"] >= 0.97 * STEPS * spin, name
+        assert cut["operations"][name]["total_s"] >= 0.95 * STEPS * spin, name
     assert b["categories"]["simulator"] == pytest.approx(a["categories"]["simulator"], abs=tol)
-    assert cut["wall_s"] == pytest.approx(whole["wall_s"], rel=0.03)
+    assert cut["wall_s"] == pytest.approx(whole["wall_s"], rel=0.05)
 
 
 def test_the_cut_lies_on_a_flush_and_the_reader_joins_it_like_a_detail_cut(traces: dict) -> None:
     (proc_dir,) = sorted(traces["all"].glob("process-*"))
-    flushes = budget.flush_rows(proc_dir)
-    assert flushes is not None and flushes.total > 2 * BUDGET
-    (cut,) = choose_cuts([flushes], [0], BUDGET)
-    assert cut in flushes.times.tolist()
-    assert flushes.rows[flushes.times.tolist().index(cut)] <= BUDGET
-    proc = load_process(proc_dir, cut_ns=cut)
-    assert proc.events.num_rows <= BUDGET + 20  # the rows put at the cut
+    detail = budget.detail_rows(proc_dir)
+    assert detail is not None and detail.total > 2 * BUDGET
+    assert len(detail.stretches) == 1  # kept whole: one stretch
+    ((start, end),) = choose_drops([detail], [0], BUDGET)[0]
+    assert end is None and start - 1 in detail.times.tolist()  # just after a flush, to the end
+    assert detail.rows[detail.times.tolist().index(start - 1)] <= BUDGET
+    proc = load_process(proc_dir, drops=[(start, end)])
+    assert proc.events.num_rows <= BUDGET + 20  # and the rows put at the cut
     ts = proc.events.column("ts_ns").to_numpy()
     kind = proc.events.column("kind").to_numpy()
     assert (kind == S.SESSION_END).sum() == 1
     assert proc.gaps is not None and len(proc.gaps) == 1
     meta = json.loads(proc.metadata["detail.budget"])
-    assert meta["cut_ns"] == cut and meta["rows_left_out"]["events"] > 0
-    # on the joined clock the detail ends at the cut; what follows it is one gap to the session's end
-    assert ts.max() <= cut
+    assert meta["drops"] == [[start, None]] and meta["rows_left_out"]["events"] > 0
+    assert ts.max() <= start  # on the joined clock the detail ends at the cut
     modes = proc.aggregates.column("mode").to_numpy()
     assert (modes == S.MODE_LEFT_OUT).any()
     assert proc.warnings == [], proc.warnings
+
+
+def test_whole_later_stretches_are_left_out_and_joined(traces: dict) -> None:
+    (proc_dir,) = sorted(traces["0.3s,0.5s,0.2s"].glob("process-*"))
+    detail = budget.detail_rows(proc_dir)
+    assert detail is not None and len(detail.stretches) >= 2
+    later = [(int(a), None) for a, _ in detail.stretches[1:]]
+    proc = load_process(proc_dir, drops=later[:1])  # the first later stretch, to the next one
+    assert proc.warnings == [], proc.warnings
+    assert json.loads(proc.metadata["detail.budget"])["detail_left_out_s"] > 0.1
 
 
 def test_a_budget_the_trace_fits_changes_nothing(traces: dict) -> None:
@@ -142,29 +153,45 @@ def test_the_report_says_what_the_budget_left_out(traces: dict) -> None:
     assert "detail budget left out" in line and "--detail-budget all" in line
 
 
-def _flushes(times: list[int], rows: list[int], total: int) -> FlushRows:
-    return FlushRows(np.asarray(times, np.int64), np.asarray(rows, np.int64), total)
+def _detail(times: list[int], rows: list[int], stretches: list[tuple[int, int]]) -> DetailRows:
+    return DetailRows(
+        np.asarray(times, np.int64), np.asarray(rows, np.int64), rows[-1], np.asarray(stretches)
+    )
 
 
 def test_every_process_is_cut_at_one_instant_of_the_run() -> None:
     # a learner that reaches the budget at t=30 and a worker (clock 1000 ns ahead) that never does
-    learner = _flushes([10, 20, 30, 40, 50], [100, 400, 900, 1500, 2000], 2000)
-    worker = _flushes([1005, 1015, 1025, 1035, 1045, 1055], [10, 20, 30, 40, 50, 60], 60)
-    cuts = choose_cuts([learner, worker, None], [0, -1000, 0], 1000)
-    assert cuts[0] == 30  # its last flush within the budget
-    assert cuts[1] == 1025  # its last flush at or before the run's instant 30
-    assert cuts[2] is None  # no aggregates: kept whole
-    assert choose_cuts([learner, worker], [0, -1000], None) == [None, None]
-    assert choose_cuts([learner, worker], [0, -1000], 5000) == [None, None]
-    # the worker's detail ended before the instant: nothing of it to leave out
-    done = _flushes([1001, 1002], [30, 60], 60)
-    assert choose_cuts([learner, done], [0, -1000], 1000) == [30, None]
+    learner = _detail([10, 20, 30, 40, 50], [100, 400, 900, 1500, 2000], [(0, 60)])
+    worker = _detail([1005, 1015, 1025, 1035, 1045, 1055], [10, 20, 30, 40, 50, 60], [(1000, 1060)])
+    drops = choose_drops([learner, worker, None], [0, -1000, 0], 1000)
+    assert drops[0] == [(31, None)]  # after its last flush within the budget
+    assert drops[1] == [(1026, None)]  # after its last flush at or before the run's instant 30
+    assert drops[2] == []  # no aggregates: kept whole
+    assert choose_drops([learner, worker], [0, -1000], None) == [[], []]
+    assert choose_drops([learner, worker], [0, -1000], 5000) == [[], []]
+
+
+def test_half_the_budget_goes_to_whole_later_stretches_spread_over_the_run() -> None:
+    # a first stretch [0, 100) of 1000 rows, then 9 stretches of 100 rows each, every 100 ns
+    times = list(range(10, 1001, 10))
+    stretches = [(0, 100)] + [(100 * k, 100 * k + 20) for k in range(1, 10)]
+    per = [100 if t <= 100 else (50 if (t % 100) in (10, 20) else 0) for t in times]
+    det = _detail(times, np.cumsum(per).tolist(), stretches)
+    assert det.first_rows == 1000 and det.total == 1900
+    (drops,) = choose_drops([det], [0], 1000)
+    # 500 rows for the later ones: 5 of 100, evenly spaced; 500 for the first stretch: up to t=50
+    assert drops[0] == (51, 100)
+    kept = [a for a, _ in stretches[1:] if not any(d[0] <= a < (d[1] or 10**9) for d in drops)]
+    assert kept == [100, 300, 500, 700, 900]
+    # auto: the budget is the first stretch (at least FLOOR_ROWS): everything fits that floor here
+    assert choose_drops([det], [0], AUTO) == [[]]
 
 
 @pytest.mark.parametrize(
-    ("text", "rows"), [("2M", 2_000_000), ("500k", 500_000), ("1.5m", 1_500_000), ("all", None)]
+    ("text", "rows"),
+    [("2M", 2_000_000), ("500k", 500_000), ("1.5m", 1_500_000), ("all", None), ("auto", AUTO), (None, AUTO)],
 )
-def test_budget_parse(text: str, rows: int | None) -> None:
+def test_budget_parse(text: str | None, rows: int | str | None) -> None:
     assert budget.parse(text) == rows
 
 
@@ -184,8 +211,10 @@ def test_the_cli_takes_the_budget(traces: dict, capsys: pytest.CaptureFixture) -
     assert "bad detail budget" in capsys.readouterr().err
 
 
-def test_a_cut_table_keeps_the_rows_up_to_the_cut() -> None:
-    batch = pa.record_batch({"start_ns": pa.array([1, 5, 9, 12], pa.int64())})
-    keep = budget.Before(9, "start_ns")
-    assert keep(batch).column(0).to_pylist() == [1, 5, 9]
-    assert keep.rows == 1
+def test_a_cut_table_keeps_the_rows_outside_the_drops() -> None:
+    from rlscope.trace.drops import Before, Drops
+
+    batch = pa.record_batch({"start_ns": pa.array([1, 5, 9, 12, 20, 31], pa.int64())})
+    keep = Before(Drops([(10, 20), (30, None)]), "start_ns")
+    assert keep(batch).column(0).to_pylist() == [1, 5, 9, 20]
+    assert keep.rows == 2

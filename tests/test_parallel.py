@@ -217,9 +217,9 @@ def test_one_process_at_a_time(trace_dir, monkeypatch):
     most = [0]
     load = parallel.load_process
 
-    def tracked(path: Path, light: bool = False, cut_ns: int | None = None) -> ProcessTrace:
+    def tracked(path: Path, light: bool = False, drops: list | None = None) -> ProcessTrace:
         calls.append((path.name, light))
-        proc = load(path, light, cut_ns)
+        proc = load(path, light, drops)
         if not light:
             loaded.append(weakref.ref(proc))
             most[0] = max(most[0], sum(r() is not None for r in loaded))

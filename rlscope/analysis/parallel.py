@@ -51,8 +51,8 @@ class ProcessInfo:
     events: int
     light_windows: bool  # it switched its expensive collectors off for part of the run
     span: tuple[int, int] | None  # session start and end on its own clock; None without events
-    # its flushes and the detail rows up to each (the detail budget's cut); None for a loaded process
-    flushes: budget.FlushRows | None = None
+    # its flushes, detail rows and stretches (the detail budget's choice); None for a loaded process
+    detail: budget.DetailRows | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,7 @@ class ProcessPiece:
     collectives: Any = None  # rlscope.analysis.nccl.Collectives | None: torch.distributed's collectives
 
 
-def _load(source: Source, light: bool = False, cut_ns: int | None = None) -> ProcessTrace:
+def _load(source: Source, light: bool = False, drops: list[budget.Drop] | None = None) -> ProcessTrace:
     if isinstance(source, ProcessTrace):
         return source
     path = Path(source)
@@ -91,7 +91,7 @@ def _load(source: Source, light: bool = False, cut_ns: int | None = None) -> Pro
             f"{path}: not found on {socket.gethostname()}, where a worker of this analysis runs;"
             " with --ray the trace must be on a filesystem every node sees at the same path"
         )
-    return load_process(path, light=light, cut_ns=cut_ns)
+    return load_process(path, light=light, drops=drops)
 
 
 def survey(source: Source) -> ProcessInfo | TraceError:
@@ -102,16 +102,16 @@ def survey(source: Source) -> ProcessInfo | TraceError:
     except TraceError as e:
         return e
     span = gpu.session_bounds(proc) if proc.events.num_rows else None
-    flushes = None if isinstance(source, ProcessTrace) else budget.flush_rows(proc.path)
-    return ProcessInfo(proc.metadata, proc.events.num_rows, has_light_windows(proc), span, flushes)
+    detail = None if isinstance(source, ProcessTrace) else budget.detail_rows(proc.path)
+    return ProcessInfo(proc.metadata, proc.events.num_rows, has_light_windows(proc), span, detail)
 
 
 def process_piece(
-    source: Source, costs: Any, request: PieceRequest, cut_ns: int | None = None
+    source: Source, costs: Any, request: PieceRequest, drops: list[budget.Drop] | None = None
 ) -> ProcessPiece:
     """Load one process, analyze it under the run's ``costs`` and ``request``, and keep only its results;
-    ``cut_ns``: where the detail budget cuts its detail (rlscope/trace/budget.py; a directory only)."""
-    proc = _load(source, cut_ns=cut_ns)
+    ``drops``: the detail the budget leaves out (rlscope/trace/budget.py; a directory only)."""
+    proc = _load(source, drops=drops)
     joined = gpu.timeline_with_gpu(proc)
     raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlscope.errors import RLScopeError, TraceError
-from rlscope.trace.budget import DEFAULT_ROWS as DEFAULT_DETAIL_ROWS
+from rlscope.trace.budget import AUTO, Budget
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -104,7 +104,7 @@ def analyze(
     workers: int | None = None,
     ray_address: str | None = None,
     intervals: bool = True,
-    detail_budget: int | None = DEFAULT_DETAIL_ROWS,
+    detail_budget: Budget = AUTO,
 ) -> AnalysisResult:
     """Analyze a trace (directory or loaded :class:`~rlscope.trace.reader.Trace`) once.
 
@@ -115,9 +115,9 @@ def analyze(
     (:mod:`rlscope.analysis.parallel`); the result is the same as the serial one.
     ``intervals=False``: no interval tables (``result.intervals`` None): only the exports (Chrome
     trace, CSV intervals) need them, and the whole run's are about as large as its events.
-    ``detail_budget``: the most event rows of one process the analysis holds (None: no limit); past
-    it, each process's detail is analyzed up to one instant of the run and the aggregates stand for
-    the rest (rlscope/trace/budget.py). A loaded ``Trace`` is analyzed whole.
+    ``detail_budget``: how much of each process's detail the analysis holds (rows, ``"auto"``: its
+    first stretch, None: all of it); the aggregates stand for the rest (rlscope/trace/budget.py). A
+    loaded ``Trace`` is analyzed whole.
     Raises :class:`~rlscope.errors.TraceError` for a missing, empty or unreadable trace and
     :class:`~rlscope.errors.RLScopeError` for a window outside the run.
     """
@@ -137,7 +137,7 @@ def _analyze(
     workers: int | None,
     ray_address: str | None,
     want_intervals: bool,
-    detail_budget: int | None,
+    detail_budget: Budget,
 ) -> AnalysisResult:
     from rlscope.analysis import gpu_calls, nccl
     from rlscope.analysis.advice import advise
@@ -148,7 +148,7 @@ def _analyze(
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
     from rlscope.overhead.correct.plan import plan
-    from rlscope.trace.budget import choose_cuts
+    from rlscope.trace.budget import choose_drops
     from rlscope.trace.reader import (
         ProcessHeader,
         Trace,
@@ -195,10 +195,10 @@ def _analyze(
             intervals_window_ns=window_ns(window, run_end),
             max_intervals=MAX_INTERVALS,
         )
-        cuts = choose_cuts([i.flushes for i in infos], [clock_offset(h) for h in headers], detail_budget)
+        drops = choose_drops([i.detail for i in infos], [clock_offset(h) for h in headers], detail_budget)
         pieces = runner.map(
             process_piece,
-            [(s, c, request, cut) for s, c, cut in zip(sources, correction.costs, cuts, strict=True)],
+            [(s, c, request, d) for s, c, d in zip(sources, correction.costs, drops, strict=True)],
         )
     for i, (h, piece) in enumerate(zip(headers, pieces, strict=True)):
         h.warnings = loaded[i].warnings if loaded else piece.warnings

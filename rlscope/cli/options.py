@@ -226,26 +226,27 @@ def detail(p: argparse.ArgumentParser) -> argparse.Action:
     )
 
 
-def detail_budget_rows(text: str) -> int | None:
-    """``--detail-budget``'s value: rows, or None for 'all' (rlscope/trace/budget.py)."""
+def detail_budget_rows(text: str) -> int | str | None:
+    """``--detail-budget``'s value: rows, 'auto', or None for 'all' (rlscope/trace/budget.py)."""
     from rlscope.trace.budget import parse
 
     return _usage_error(parse, text)
 
 
 def detail_budget(p: argparse.ArgumentParser) -> argparse.Action:
-    """The most event rows of one process the analysis holds: ``--detail-budget ROWS|all``."""
-    from rlscope.trace.budget import DEFAULT_ROWS
+    """How much of each process's detail the analysis holds: ``--detail-budget auto|ROWS|all``."""
+    from rlscope.trace.budget import AUTO, AUTO_ROWS
 
     return p.add_argument(
         "--detail-budget",
         type=detail_budget_rows,
-        default=DEFAULT_ROWS,
-        metavar="ROWS|all",
-        help="analyze at most ROWS event rows (events and torch ops) of each process, which bounds the"
-        " analysis's memory: past them, the detail is analyzed up to one instant of the run and the"
-        " aggregates stand for the rest; the trace keeps everything. 'all' analyzes all of it (default"
-        f" {DEFAULT_ROWS / 1e6:g}M, e.g. 500k, 4M)",
+        default=AUTO,
+        metavar="auto|ROWS|all",
+        help="analyze at most this many event rows (events, torch ops, GPU records) of each process,"
+        " which bounds the analysis's memory; the aggregates stand for the detail left out, and the"
+        " trace keeps it. 'auto' (default): as many as the process's first detail stretch holds, at"
+        f" most {AUTO_ROWS / 1e6:g}M, so a long run's analysis takes no more memory than a short one's;"
+        " ROWS: e.g. 500k, 4M; 'all': every row",
     )
 
 

@@ -21,8 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope.errors import TraceError
-from rlscope.trace import budget, glue
+from rlscope.trace import glue
 from rlscope.trace import schema as S
+from rlscope.trace.budget import Drop
+from rlscope.trace.drops import Before, Drops, as_left_out
 from rlscope.trace.header import ProcessHeader as ProcessHeader
 from rlscope.trace.header import clock_offset as clock_offset
 from rlscope.trace.header import main_thread, session_span
@@ -362,7 +364,7 @@ def _checked_metadata(meta: dict[str, str], path: Path, warnings: list[str]) -> 
     return meta
 
 
-def load_process(path: Path, light: bool = False, cut_ns: int | None = None) -> ProcessTrace:
+def load_process(path: Path, light: bool = False, drops: list[Drop] | None = None) -> ProcessTrace:
     """One process directory. ``light``: only the events' ``LIGHT_COLUMNS``, no names and no optional
     tables (their headers are read for the metadata), with the same metadata and errors as a full load:
     what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`).
@@ -372,23 +374,23 @@ def load_process(path: Path, light: bool = False, cut_ns: int | None = None) -> 
     driver's survey costs a read of three columns and no repair: the bounds and window modes it reads
     agree with the full load's on any intact trace, and on a damaged one they bound it.
 
-    ``cut_ns``: the detail budget's cut (rlscope/trace/budget.py), on the process's own clock: the
-    event detail after it is left out as it is read, and the aggregates stand for the rest.
+    ``drops``: the stretches of detail the analysis's budget leaves out (rlscope/trace/budget.py), on
+    the process's own clock: left out as they are read, the aggregates stand for them (drops.py).
     """
     if not path.is_dir():  # a process-* entry that is a file, a broken link or a symlink loop
         raise TraceError(path, "not a directory (a broken or looping symlink?)")
-    tail = budget.Tail(cut_ns) if cut_ns is not None and not light else None
+    dropping = Drops(drops) if drops and not light else None
     events, meta, warnings = _read_stream(
         path / S.EVENTS_FILE,
         S.EVENT_COLUMNS,
         [] if light else [S.EVENT_COST_COLUMN[0]],
         keep=LIGHT_COLUMNS if light else None,
-        rows=tail.split if tail is not None else None,
+        rows=dropping.split if dropping is not None else None,
     )
     cut_rows: dict[str, int] = {}
-    if tail is not None and (tail.rows or tail.end is not None) and events.num_rows:
-        events = _with_cut_rows(events, tail)
-        cut_rows["events"] = tail.rows
+    if dropping is not None and (dropping.rows or dropping.end_row is not None) and events.num_rows:
+        events = _with_cut_rows(events, dropping)
+        cut_rows["events"] = dropping.rows
     read = [S.EVENTS_FILE]  # the files read whole: each should end with its end-of-stream marker
     meta = _checked_metadata(meta, path, warnings)
     if light:  # the rows no writer makes dropped; the repairs and their findings come with the full load
@@ -421,7 +423,7 @@ def load_process(path: Path, light: bool = False, cut_ns: int | None = None) -> 
                 if light:
                     _, file_meta = open_stream(path / filename, columns)
                 else:
-                    before = budget.Before(cut_ns, columns[0]) if cut_ns is not None else None
+                    before = Before(dropping, columns[0]) if dropping is not None else None
                     table, file_meta, more = _read_stream(
                         path / filename, columns, optional_columns, rows=before
                     )
@@ -461,16 +463,17 @@ def load_process(path: Path, light: bool = False, cut_ns: int | None = None) -> 
     if not light and (path / S.AGGREGATES_FILE).exists():
         try:
             optional["aggregates"], last = read_aggregates(
-                path / S.AGGREGATES_FILE, cut_ns if cut_rows else None
+                path / S.AGGREGATES_FILE, dropping if cut_rows else None
             )
         except TraceError as e:
             warnings.append(f"{e}; the whole run is analyzed from its detail only")
         else:
             gaps = _after_cut(span, gaps, last, was_cut, meta)
     if cut_rows:  # what the summary says of the detail left out (rlscope.analysis.summary)
-        left = tail.detail_left_out_ns() if tail is not None and tail.schema is not None else 0
+        assert dropping is not None
+        left = dropping.detail_left_out_s(span[1] if span else 0)
         meta["detail.budget"] = json.dumps(
-            {"cut_ns": cut_ns, "rows_left_out": cut_rows, "detail_left_out_s": left / 1e9}
+            {"drops": [list(d) for d in drops or []], "rows_left_out": cut_rows, "detail_left_out_s": left}
         )
     proc = ProcessTrace(
         path=path,
@@ -505,9 +508,9 @@ AGGREGATE_KEYS = ["thread", "mode", "phase", "operation", "category"]
 AGGREGATE_SUMS = ["time_ns", "calls", "boundaries", "cost_ns"]
 
 
-def read_aggregates(path: Path, cut_ns: int | None = None) -> tuple[pa.Table, int]:
-    """aggregates.arrows summed per key over the run, one record batch at a time; ``cut_ns``: the
-    detail budget's cut, after which every flush counts as summarized time (rlscope/trace/budget.py).
+def read_aggregates(path: Path, drops: Drops | None = None) -> tuple[pa.Table, int]:
+    """aggregates.arrows summed per key over the run, one record batch at a time; ``drops``: the
+    detail the analysis's budget leaves out, whose flushes count as summarized time (drops.py).
 
     Why batch by batch: the file grows with the run (a few rows a second), and summing as it reads
     keeps the memory to the distinct keys, however long the run. A file cut short is read up to
@@ -529,7 +532,7 @@ def read_aggregates(path: Path, cut_ns: int | None = None) -> tuple[pa.Table, in
     try:
         for batch in reader:
             if batch.num_rows:
-                batches.append(batch if cut_ns is None else budget.as_summary(batch, cut_ns))
+                batches.append(batch if drops is None else as_left_out(batch, drops))
                 rows += batch.num_rows
                 # a batch is one flush's: every row carries that flush's time
                 last = max(last, int(batch.column("ts_ns")[batch.num_rows - 1].as_py()))
@@ -548,13 +551,13 @@ def _sum_aggregates(table: pa.Table) -> pa.Table:
     return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
 
 
-def _with_cut_rows(events: pa.Table, tail: budget.Tail) -> pa.Table:
-    """The kept events, then the rows the detail budget's cut puts after them (budget.Tail)."""
+def _with_cut_rows(events: pa.Table, dropping: Drops) -> pa.Table:
+    """The kept events with the rows the detail budget's drops put in (drops.Drops)."""
     ts = events.column("ts_ns").to_numpy()
     kind = events.column("kind").to_numpy()
     start, _ = session_span(ts, kind)
     main = main_thread(ts, kind, events.column("thread").to_numpy(), start)
-    return pa.concat_tables([events, tail.rows_at_cut(main, events.schema)])
+    return dropping.rows_at_cuts(events, main)
 
 
 def _after_cut(
