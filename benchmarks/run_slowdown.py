@@ -13,7 +13,8 @@ spread), and of the training times the program prints (``N steps in T s``) where
 its own loop, without the start-up (imports, CUDA's initialization) that a short run is mostly made
 of and a long one is not. The correction is checked against the plain runs: each profiled trace's
 corrected wall (``rlscope-analyze --json``) against the median plain wall less the interpreter's
-start-up (which no session sees), as a percentage error. The program must do the same work in
+start-up and finalization (which no session sees; ``--loads`` names what the program loads, whose
+teardown is part of it), as a percentage error. The program must do the same work in
 every run (a fixed number of steps, not a time limit).
 """
 
@@ -50,9 +51,19 @@ def _wall(cmd: list[str]) -> float:
     return _run(cmd)[0]
 
 
-def _startup_s(python: str) -> float:
-    """The interpreter's start and exit alone (median of 5): outside any session."""
-    return statistics.median(_wall([python, "-c", "pass"]) for _ in range(5))
+def _outside_s(python: str, loads: str) -> float:
+    """What a plain process spends outside the span a session sees (median of 5): the interpreter's
+    start before ``sitecustomize`` and its finalization after ``atexit``, with ``loads`` (the
+    program's imports, e.g. ``import torch``) done in between, so that the teardown of what they
+    loaded is counted; the time ``loads`` itself takes is inside the session and not counted."""
+    code = "import sys, time; t = time.perf_counter(); exec(sys.argv[1]); print(time.perf_counter() - t)"
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        done = subprocess.run([python, "-c", code, loads], capture_output=True, text=True, check=True)
+        return time.perf_counter() - t0 - float(done.stdout.split()[-1])
+
+    return statistics.median(once() for _ in range(5))
 
 
 def _spread(values: list[float]) -> str:
@@ -64,6 +75,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--detail", default=None, help="rlscope run --detail SPEC (default: rlscope's)")
     p.add_argument("--json", default=None)
+    p.add_argument(
+        "--loads",
+        default="pass",
+        help="Python code that loads what the program loads (e.g. 'import torch'): the plain process's"
+        " start-up and finalization with it loaded are outside the session (default: none)",
+    )
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -94,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 train[variant].append(trained)
             said = f", training {trained:.2f} s" if trained is not None else ""
             say(f"repetition {rep + 1}/{args.reps} {variant}: {wall:.2f} s{said}")
-    startup = _startup_s(command[0]) if command[0].startswith("python") else 0.0
+    startup = _outside_s(command[0], args.loads) if command[0].startswith("python") else 0.0
     truth = statistics.median(plain) - startup
     corrected, analyze_s = [], []
     for trace in traces:
