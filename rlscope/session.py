@@ -732,9 +732,11 @@ class Session:
         """Whether ``now`` lies in a detail stretch of the run (rlscope/trace/detail.py). A schedule
         of iterations is followed by the writer, which counts them as it folds the events: the
         collectors follow it a flush late, and what they record outside a stretch is left out."""
+        agg = getattr(self._writer, "aggregator", None)
         if self._detail.iterations:
-            agg = getattr(self._writer, "aggregator", None)
             return agg is None or agg.detail_now()
+        if agg is not None and agg.stretch_full(now):  # the stretch filled: off until the next
+            return False
         return self._detail.in_detail(now - self._origin_ns)
 
     def _detail_change(self, now: int) -> int:

@@ -231,3 +231,41 @@ def test_an_iteration_schedule_cuts_at_the_outermost_operation_s_ends(seed: int)
     kept = events[(events[:, 2] == S.OP_END) & (events[:, 1] == MAIN) & (events[:, 4] == -1)]
     real = kept[(kept[:, 6] & S.FLAG_SUMMARIZED) == 0]
     assert len(real) == 10 + 5 + 5
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("spec", ["0.001s", "0.00002s,0.00005s,0.00002s", "30it,60it,20it"])
+def test_a_stretch_ends_at_the_flush_that_fills_it(seed: int, spec: str) -> None:
+    """A stretch past its rows (``stretch_rows``) pauses at the flush that filled it and resumes on
+    schedule; the aggregates still account for the whole session, and the detail kept nests."""
+    rows = _stream(seed, n_iter=120)
+    agg = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8, stretch_rows=150)
+    events, aggs = _fold_all(rows, agg, seed)
+    _assert_nested(events)
+    kinds = events[:, 2]
+    pauses = events[(kinds == S.DETAIL) & (events[:, 3] == S.DETAIL_PAUSE), 0]
+    resumes = events[(kinds == S.DETAIL) & (events[:, 3] == S.DETAIL_RESUME), 0]
+    assert len(pauses) >= 1 and len(resumes) == len(pauses)  # the session's end resumes the last
+    # no stretch holds much more than the limit: one flush's rows past it at most (40 rows a fold)
+    edges = np.sort(np.concatenate([pauses, resumes]))
+    kept = events[~np.isin(kinds, S.UNCUT_KINDS) & ((events[:, 6] & S.FLAG_SUMMARIZED) == 0)]
+    starts = np.concatenate([[rows[0][0]], resumes])
+    for a in starts:
+        b = edges[edges > a].min(initial=2**62)
+        assert ((kept[:, 0] >= a) & (kept[:, 0] < b)).sum() <= 150 + 40
+    # the whole session's time on the main thread is accounted for, and the time after a fill is
+    # summary until the stretch's resume
+    got_time, _ = _sums(aggs)
+    assert sum(v for k, v in got_time.items() if k[0] == MAIN) == rows[-1][0] - rows[0][0]
+    assert any(k[1] == S.MODE_SUMMARY for k in got_time)
+    if spec == "0.001s":  # one stretch, longer than the stream: it ends only by filling
+        assert len(pauses) == 1
+        detail_main = sum(v for k, v in got_time.items() if k[0] == MAIN and k[1] != S.MODE_SUMMARY)
+        assert detail_main == pauses[0] - rows[0][0]
+
+
+def test_a_whole_run_schedule_has_no_limit() -> None:
+    rows = _stream(0, n_iter=120)
+    agg = Aggregator(DetailSchedule.parse("all"), origin_ns=1_000, main_thread=MAIN, width=8, stretch_rows=50)
+    events, _ = _fold_all(rows, agg, 0)
+    assert len(events) == len(rows)

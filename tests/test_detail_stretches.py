@@ -207,3 +207,28 @@ def test_a_cut_recording_s_last_gap_starts_where_its_events_end_on_its_own_clock
     assert Gaps.from_json(meta["detail.gaps"]).total_ns == 120
     assert _after_cut((0, 100), None, 90, True, {}) is None  # the aggregates end with the events
     assert _after_cut((0, 100), None, 200, False, {}) is None  # not cut: no gap after the end
+
+
+def test_a_stretch_that_fills_ends_early_and_the_whole_run_still_adds_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first stretch longer than the run, but limited to 400 rows (detail.STRETCH_ROWS): the
+    writer pauses at the flush that fills it, and the aggregates carry the rest of the run."""
+    from rlscope.trace import detail
+
+    monkeypatch.setattr(detail, "STRETCH_ROWS", 400)
+    trace = tmp_path / "trace"
+    wall, truth = _run(trace, "60s")
+    ev = _events(trace)
+    kind = ev.column("kind").to_numpy()
+    assert ev.num_rows < 400 + 400  # the limit, and at most a flush of rows past it
+    assert (kind == S.DETAIL).sum() == 2  # paused when full, resumed at the session's end
+    summary = analyze(trace, workers=1).summary
+    ops = summary["operations"]
+    raw = summary["raw"]["operations"]
+    for name, (inside, around) in truth.items():
+        assert ops[name]["calls"] == STEPS, name
+        assert 0.99 * inside <= raw[name]["total_s"] <= 1.01 * around, name
+        assert 0.95 * inside <= ops[name]["total_s"] <= 1.01 * around, name
+    assert summary["detail"]["summarized_s"] > 0.5 * wall
+    assert summary["raw"]["wall_s"] <= wall

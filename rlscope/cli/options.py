@@ -212,7 +212,7 @@ def detail_schedule(text: str) -> str:
 
 def detail(p: argparse.ArgumentParser) -> argparse.Action:
     """When a program's full event detail is kept: ``--detail SPEC`` (rlscope/trace/detail.py)."""
-    from rlscope.trace.detail import DEFAULT_SPEC
+    from rlscope.trace.detail import DEFAULT_SPEC, STRETCH_ROWS
 
     return p.add_argument(
         "--detail",
@@ -220,9 +220,10 @@ def detail(p: argparse.ArgumentParser) -> argparse.Action:
         default=DEFAULT_SPEC,
         metavar="FIRST[,EVERY,LENGTH]|all",
         help="keep every event (timeline, backend ops, GPU work) for the first FIRST of the run, then for"
-        " LENGTH every EVERY; the rest of the run is kept as aggregates, which the whole-run figures come"
-        f" from. 'all' keeps every event of the run (default {DEFAULT_SPEC}; units ms, s, m, h, or 'it':"
-        " iterations of the outermost operation, e.g. 200it,5000it,50it)",
+        f" LENGTH every EVERY, a stretch ending early once it holds {STRETCH_ROWS / 1e3:g}k rows; the rest"
+        " of the run is kept as aggregates, which the whole-run figures come from. 'all' keeps every"
+        f" event of the run (default {DEFAULT_SPEC}; units ms, s, m, h, or 'it': iterations of the"
+        " outermost operation, e.g. 200it,5000it,50it)",
     )
 
 

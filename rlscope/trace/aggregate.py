@@ -25,6 +25,7 @@ import itertools
 import numpy as np
 
 from rlscope import categories
+from rlscope.trace import detail
 from rlscope.trace import schema as S
 from rlscope.trace.detail import NEVER, DetailSchedule
 from rlscope.trace.states import state_after
@@ -157,10 +158,23 @@ class Fold:
 class Aggregator:
     """Folds one process's event rows into aggregates and cuts the detail kept (see module doc)."""
 
-    def __init__(self, schedule: DetailSchedule, origin_ns: int, main_thread: int, width: int) -> None:
+    def __init__(
+        self,
+        schedule: DetailSchedule,
+        origin_ns: int,
+        main_thread: int,
+        width: int,
+        stretch_rows: int | None = None,
+    ) -> None:
         """``origin_ns``: the schedule's origin on the events' clock; ``width``: columns of a row
-        (7, or 8 with the measured cost)."""
+        (7, or 8 with the measured cost); ``stretch_rows``: the most rows a detail stretch holds
+        (default ``detail.STRETCH_ROWS``; a schedule of ``all`` has no limit)."""
         self.schedule = schedule
+        self.stretch_rows = detail.STRETCH_ROWS if stretch_rows is None else stretch_rows
+        self._rows_in_stretch = 0
+        # a stretch cut because it filled: from that time (events' clock) until the schedule's
+        # position of its next change (the next stretch's start)
+        self._full: tuple[int, int] | None = None
         self.origin_ns = origin_ns
         self.main_thread = main_thread
         self.width = width
@@ -199,13 +213,37 @@ class Aggregator:
             keep = pos < sch.first
             if sch.every:
                 keep |= (pos >= 0) & (pos % sch.every < sch.length)
+            if self._full is not None:
+                keep &= ~((ts >= self._full[0]) & (pos < self._full[1]))
         return keep & (ts < self.lost_ns)
 
     def detail_now(self) -> bool:
         """Whether detail is kept as of the last fold (an iteration schedule's session asks this)."""
         sch = self.schedule
         pos = self._iterations if sch.iterations else self._horizon - self.origin_ns
+        if self._full is not None and self._horizon >= self._full[0] and pos < self._full[1]:
+            return False
         return sch.whole_run or sch.in_detail(pos)
+
+    def stretch_full(self, t: int) -> bool:
+        """Whether the detail stretch of time ``t`` (events' clock) was cut because it filled."""
+        if self._full is None or t < self._full[0]:
+            return False
+        pos = self._iterations if self.schedule.iterations else t - self.origin_ns
+        return pos < self._full[1]
+
+    def _fill(self, kept: int, until: int, state: dict[str, np.ndarray]) -> np.ndarray | None:
+        """Count a fold's kept rows (``kept``: events and the collectors' rows) against its stretch;
+        the pause row when the stretch fills, at the fold's time ``until`` (None: not full)."""
+        if self.schedule.whole_run or self._paused is not None:
+            return None
+        self._rows_in_stretch += kept
+        if self._rows_in_stretch <= self.stretch_rows:
+            return None
+        # the position just after this fold (its iterations counted), and the schedule's next change
+        pos = self._iterations + len(self._ends) if self.schedule.iterations else until - self.origin_ns
+        self._full = (until, self.schedule.next_change(pos))
+        return self._pause(until, state)
 
     def detail_lost(self, t: int) -> None:
         """The events can no longer be written (a write failed at ``t``): from then on every
@@ -217,8 +255,10 @@ class Aggregator:
         return self._cut_times(self._horizon, until + 1)
 
     # -- the fold -----------------------------------------------------------------------------
-    def fold(self, rows: np.ndarray, now: int) -> Fold:
-        """Fold ``rows`` (append order; int64, ``width`` columns) recorded up to ``now``."""
+    def fold(self, rows: np.ndarray, now: int, collected: int = 0) -> Fold:
+        """Fold ``rows`` (append order; int64, ``width`` columns) recorded up to ``now``;
+        ``collected``: the collectors' rows of the same flush (torch ops, GPU work), which count
+        towards the stretch's rows (``stretch_rows``)."""
         rows = np.asarray(rows, np.int64).reshape(-1, self.width)
         top = (rows[:, KIND] == S.OP_END) & (rows[:, THREAD] == self.main_thread) & (rows[:, PARENT] == -1)
         self._ends = np.sort(rows[top, TS])  # this fold's iterations of the outermost operation
@@ -229,6 +269,9 @@ class Aggregator:
         self.folded_rows += len(rows)
         state, aggregates = self._table(rows, until)
         events = self._events(rows, state, cuts, end_at)
+        full = self._fill(len(events) + collected, until, state) if end_at is None else None
+        if full is not None:
+            events = np.concatenate([events, full])
         self._horizon = max(self._horizon, until)
         # the ends a thread's carried segment may still span (bounded: an idle thread's segment
         # older than PAST_ENDS iterations is split at the recent cuts only)
@@ -507,6 +550,7 @@ class Aggregator:
         """Rows at a detail resume at ``t``: the resume, then ends and begins of what changed."""
         paused, self._paused = self._paused, None
         assert paused is not None
+        self._full, self._rows_in_stretch = None, 0  # a new stretch
         now = self._open_at(state, t)
         rows = [self._row(t, self.main_thread, S.DETAIL, S.DETAIL_RESUME, -1, -1, 0)]
         gone = paused.select(~np.isin(paused.id, now.id))

@@ -12,6 +12,12 @@ speed changes over the run. Time stretches are laid on the run's clock from one 
 process of a run shares (``ORIGIN_ENV``, set by ``rlscope run``), so all processes keep detail at the
 same moments and their detail joins into one timeline (rlscope/trace/glue.py); iterations are each
 process's own.
+
+A stretch also ends once it holds ``STRETCH_ROWS`` rows of the process (events and the collectors'
+rows: torch ops, GPU work): a fast loop writes 100 k rows a second with torch ops recorded, and a
+minute of it is 6 M rows, more than the analysis holds by default (rlscope/trace/budget.py). The
+writer cuts such a stretch at the flush that fills it (rlscope/trace/aggregate.py), and the next one
+starts on schedule.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from rlscope.errors import RLScopeError
 ORIGIN_ENV = "RLSCOPE_RUN_START_NS"  # perf_counter_ns at the run's start (one clock per host)
 DEFAULT_SPEC = "60s,600s,10s"
 NEVER = 2**62
+# the rows a detail stretch holds: it ends at the flush that passes them, so a flush's rows more
+# (a second of a fast loop, 100 k) still fit the analysis's auto budget (rlscope/trace/budget.py)
+STRETCH_ROWS = 900_000
 TIME, ITERATIONS = "ns", "it"  # a schedule's unit
 
 _UNIT_NS = {"ms": 10**6, "s": 10**9, "m": 60 * 10**9, "min": 60 * 10**9, "h": 3600 * 10**9}

@@ -139,8 +139,6 @@ class Drops:
         process_end = self.session_end() or last
         parts, first = [events], [np.ones(events.num_rows, np.int8)]
         for d in self.drops:
-            if not d.rows and d.end is not None:
-                continue
             end = process_end if d.end is None else d.end
             rows = [_row(schema, d.start, main, S.DETAIL, S.DETAIL_PAUSE, -1, -1, 0)]
             at_end = []

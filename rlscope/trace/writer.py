@@ -264,7 +264,8 @@ class TraceWriter:
                     )
                 rows = self._rows[: self.events.drain_into(self._rows)]
                 ahead = 2 * want
-            events, aggregates = self._fold(rows) if self.summary_failed is None else (rows, None)
+            collected = sum(_row_count(r) for r, _ in drained)
+            events, aggregates = self._fold(rows, collected) if self.summary_failed is None else (rows, None)
             if self.failed is None:
                 try:  # names first: every name a row uses is on disk
                     self._write_names()
@@ -285,7 +286,7 @@ class TraceWriter:
                     if self.failed is None:
                         self._fail(e, self._clock())
             if self.failed is not None:
-                self.rows_dropped += len(rows) + sum(len(r) for r, _ in drained)
+                self.rows_dropped += len(rows) + collected
         if ahead and not self._stop.is_set():
             self._reserve_ahead(ahead)
         if mark:  # written with the next flush
@@ -294,15 +295,16 @@ class TraceWriter:
             cpu = max(time.thread_time_ns() - cpu0, 1)
             self.events.append((*end, min(cpu, schema.FLUSH_CPU_MAX)) if self._native else end)
 
-    def _fold(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The rows to write as events, and the aggregates of this flush's interval.
+    def _fold(self, rows: np.ndarray, collected: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The rows to write as events, and the aggregates of this flush's interval (``collected``:
+        the collectors' rows drained with them, which fill a detail stretch too).
 
         A fault in the fold (a bug, never the job's) must not lose the events: they are then all
         written as they came, and the aggregates stop, with one warning."""
         if self.aggregator is None:
             return rows, np.zeros((0, len(schema.AGGREGATE_COLUMNS)), np.int64)
         try:
-            folded = self.aggregator.fold(rows, self._clock())
+            folded = self.aggregator.fold(rows, self._clock(), collected)
         except Exception as e:
             from rlscope.errors import warn_once
 
@@ -372,3 +374,8 @@ class TraceWriter:
                 self._events_file = None
                 if self._native:  # the native buffer: its memory back, now drained
                     self.events.release()
+
+
+def _row_count(items: list[Any]) -> int:
+    """Rows in a stream's drained items: row tuples, or record batches a collector built itself."""
+    return sum(i.num_rows if isinstance(i, pa.RecordBatch) else 1 for i in items)
