@@ -44,9 +44,9 @@ class EventKind(IntEnum):
     # the writer paused (``id`` 0) or resumed (``id`` 1) the event detail at the detail schedule's
     # cut, or paused it when a stretch filled (rlscope/trace/detail.py), on the main thread: between
     # a pause and the next resume no event rows are written, only aggregates (AGGREGATES_FILE). At
-    # a resume the writer closes the
-    # scopes that ended unrecorded and opens those that began unrecorded (FLAG_SUMMARIZED), so the
-    # reader can join the detail stretches into one timeline (rlscope/trace/glue.py).
+    # a resume the writer closes the scopes that ended unrecorded and opens those that began
+    # unrecorded (FLAG_SUMMARIZED), so the reader can join the detail stretches into one timeline
+    # (rlscope/trace/glue.py).
     DETAIL = 11
     # Analysis-only kinds (never written to files): intervals recorded outside the events stream
     # (CUDA API calls from the GPU trace, torch ops from the native backend recorder) are merged into
