@@ -52,7 +52,9 @@ def detail_sentence(summary: Mapping[str, Any]) -> str:
     d = summary.get("detail") or {}
     if not d:
         return ""
-    schedule = f" ({d['schedule']})" if d.get("schedule") else ""
+    rows = d.get("stretch_rows")
+    cap = f", at most {int(rows) / 1e3:g}k rows a stretch" if rows else ""
+    schedule = f" ({d['schedule']}{cap})" if d.get("schedule") else ""
     left = float(d.get("left_out_s") or 0.0)
     budget = (
         f" The analysis's detail budget left out {_s(left)} of the detail the trace keeps"

@@ -266,8 +266,12 @@ def _detail_section(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> d
             schedule = json.loads(p.metadata.get("options", "{}") or "{}").get("detail", "") or schedule
         except (ValueError, AttributeError):
             continue
+    from rlscope.trace.detail import STRETCH_ROWS
+
     return {
         "schedule": schedule,
+        # a stretch also ends once it holds this many rows of its process (rlscope/trace/detail.py)
+        "stretch_rows": STRETCH_ROWS if schedule and schedule != "all" else None,
         "detail_s": max(d["detail_s"] for d in parts),
         "summarized_s": max(d["summarized_s"] for d in parts),
         # detail kept in the trace that the analysis's budget left out (rlscope/trace/budget.py)
