@@ -218,3 +218,65 @@ def test_a_cut_table_keeps_the_rows_outside_the_drops() -> None:
     keep = Before(Drops([(10, 20), (30, None)]), "start_ns")
     assert keep(batch).column(0).to_pylist() == [1, 5, 9, 20]
     assert keep.rows == 2
+
+
+_TWO_PROCESSES = """
+import multiprocessing as mp
+import time
+
+import rlscope
+
+
+def spin(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+
+
+def worker(n):
+    for _ in range(n):
+        with rlscope.scope("simulation"):
+            spin(0.002)
+        spin(0.0005)
+
+
+if __name__ == "__main__":
+    p = mp.get_context("spawn").Process(target=worker, args=(700,))
+    p.start()
+    for _ in range(500):
+        with rlscope.scope("inference"):
+            spin(0.002)
+        with rlscope.scope("backprop"):
+            spin(0.001)
+    p.join()
+"""
+
+
+def test_a_learner_and_a_worker_cut_at_one_instant_keep_every_whole_run_figure(tmp_path: Path) -> None:
+    """Two processes of one ``rlscope run`` (stretches laid from the run's origin): under a budget
+    both lose detail, each at its own flushes, and the run's raw figures do not move."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "job.py"
+    script.write_text(_TWO_PROCESSES)
+    trace = tmp_path / "trace"
+    run = [sys.executable, "-m", "rlscope.cli.main", "run", "--no-analyze", "--detail", "0.3s,0.6s,0.15s"]
+    run += ["--flush-interval", "0.05", "--trace-dir", str(trace), "--", sys.executable, str(script)]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    details = [budget.detail_rows(p) for p in sorted(trace.glob("process-*"))]
+    assert len(details) == 2 and all(d is not None for d in details)
+    drops = choose_drops(details, [0, 0], 300)
+    assert all(drops), drops  # both processes lose detail
+    whole = analyze(trace, workers=1, detail_budget=None).summary["raw"]
+    cut = analyze(trace, workers=1, detail_budget=300).summary
+    assert cut["detail"]["left_out_s"] > 0
+    raw = cut["raw"]
+    assert raw["wall_s"] == pytest.approx(whole["wall_s"], abs=1e-6)
+    assert raw["unannotated_s"] == pytest.approx(whole["unannotated_s"], abs=5e-4)
+    for name, n in (("simulation", 700), ("inference", 500), ("backprop", 500)):
+        assert raw["operations"][name]["calls"] == whole["operations"][name]["calls"] == n
+        assert raw["operations"][name]["exclusive_s"] == pytest.approx(
+            whole["operations"][name]["exclusive_s"], abs=5e-4
+        )
