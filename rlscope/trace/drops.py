@@ -59,10 +59,13 @@ class _Drop:
         begins = (kind == S.OP_BEGIN) | (kind == S.PHASE_BEGIN)
         ends = (kind == S.OP_END) | (kind == S.PHASE_END)
         known = np.concatenate([self.open, ident[begins]])
-        self.ended.append(rows.filter(pa.array(ends & ~np.isin(ident, known))))
-        self.begun.append(rows.filter(pa.array(begins)))
         self.open = known[~np.isin(known, ident[ends])]
-        self.begun = [b.filter(pa.array(np.isin(_ints(b, "id"), self.open))) for b in self.begun]
+        ended = rows.filter(pa.array(ends & ~np.isin(ident, known)))
+        # the begins still open: a few batches (no more than scopes open at once), not one a batch
+        begun = [*self.begun, rows.filter(pa.array(begins))]
+        begun = [b.filter(pa.array(np.isin(_ints(b, "id"), self.open))) for b in begun]
+        self.ended += [ended] if ended.num_rows else []
+        self.begun = [b for b in begun if b.num_rows]
         for i in np.flatnonzero((kind == S.CAT_BEGIN) | (kind == S.CAT_END)).tolist():
             th, begin = int(c["thread"][i]), kind[i] == S.CAT_BEGIN
             before = int(c["parent"][i] if begin else ident[i])
