@@ -109,17 +109,14 @@ def summarized(
         if not on_main and c["operation"][i] < 0:
             continue  # off the main thread only operations are work (breakdown's rule)
         t = float(c["time_ns"][i])
-        if costs is not None and left_out[i]:
-            # rlscope's own time goes, as the detail's correction takes it out; the rest keeps
-            # what that correction kept of the operation
-            share = 0.0 if cat == categories.PROFILER else kept.get((phase, op, on_main), kept_all)
-            cut = t * (1.0 - share)
-            t -= cut
-            removed += cut
-            removed_main += cut if on_main else 0.0
-            removed_by_op[(phase, op)] = removed_by_op.get((phase, op), 0.0) + cut / 1e9
-        elif costs is not None:
-            cut = min(t, float(c["cost_ns"][i]) + per_boundary * float(c["boundaries"][i]))
+        if costs is not None:
+            if left_out[i]:
+                # rlscope's own time goes, as the detail's correction takes it out; the rest keeps
+                # what that correction kept of the operation
+                share = 0.0 if cat == categories.PROFILER else kept.get((phase, op, on_main), kept_all)
+                cut = t * (1.0 - share)
+            else:
+                cut = min(t, float(c["cost_ns"][i]) + per_boundary * float(c["boundaries"][i]))
             t -= cut
             removed += cut
             removed_main += cut if on_main else 0.0
