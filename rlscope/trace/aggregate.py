@@ -221,9 +221,7 @@ class Aggregator:
         """Whether detail is kept as of the last fold (an iteration schedule's session asks this)."""
         sch = self.schedule
         pos = self._iterations if sch.iterations else self._horizon - self.origin_ns
-        if self._full is not None and self._horizon >= self._full[0] and pos < self._full[1]:
-            return False
-        return sch.whole_run or sch.in_detail(pos)
+        return sch.whole_run or (sch.in_detail(pos) and not self.stretch_full(self._horizon))
 
     def stretch_full(self, t: int) -> bool:
         """Whether the detail stretch of time ``t`` (events' clock) was cut because it filled."""
