@@ -414,7 +414,7 @@ def light_level_clause(checked: list[dict[str, Any]], tolerance: float) -> dict[
 def speed_rows(result: dict[str, Any], op: str) -> dict[str, Any]:
     """How fast the machine ran ``op`` over time, in the profiled and in the timed runs.
 
-    Profiled runs: ``op``'s median exclusive time per light window (analysis/windows.py,
+    Profiled runs: ``op``'s median exclusive time per light window (rlscope/overhead/correct/windows.py,
     ``light_window_ns``); timed runs: per quarter second (``TimerAggregate.block_quantiles``). Each
     as the 10th / 50th / 90th percentile over the windows or blocks, the widest over the
     repetitions:
