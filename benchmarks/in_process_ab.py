@@ -75,11 +75,9 @@ def _gpu(device: str) -> str | bool:
 def _held(trace: Path, device: str, full: bool) -> Any:
     """A started session held in one state: its windows never switch, its expensive collectors on
     (``full``) or off (light)."""
-    from rlscope import session as session_mod
-
     sess = rlscope.profile(trace, gpu=_gpu(device)).start()
-    sess.window_due_ns = sess.timer_due_ns = session_mod._NEVER
-    for col in sess._togglers:
+    sess.windows.stop()
+    for col in sess.windows.togglers:
         col.set_enabled(full)
     return sess
 

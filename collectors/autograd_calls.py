@@ -12,7 +12,7 @@ The same rows cut a long update into pieces that every window records (one per `
 which the windows compare where the update's own calls are too few (SB3 PPO's ``train``: a few calls
 a run, over a thousand ``backward()`` calls each; rlscope/overhead/correct/pieces.py). A window
 overdue while such an update runs switches at its next ``backward()`` return
-(Session.switch_at_engine_return), so its pieces fall in both kinds of window.
+(Windows.switch_at_engine_return, rlscope/runtime/windows.py), so its pieces fall in both kinds of window.
 
 Always on while GPU tracing or the backend recorder runs, in light windows too: a call costs two
 event rows, a few per training step, and a window may switch in the middle of a call. Timed alone,
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from rlscope import _imports, annotate
@@ -62,8 +63,8 @@ class AutogradCalls:
         if token is not None and annotate._active is s:
             now = s.clock()
             s.events.append((now, token[1], S.ENGINE_END, token[0], -1, -1, 0))
-            if token[1] == s.main_tid and now >= s.timer_due_ns:  # a window overdue in a long update
-                s.switch_at_engine_return(now)
+            if token[1] == s.main_tid and now >= s.windows.timer_due_ns:  # a window overdue in a long update
+                s.windows.switch_at_engine_return(now)
 
     def stop(self) -> None:
         _imports.cancel("torch", self._wrap)
@@ -72,3 +73,9 @@ class AutogradCalls:
 
     def __repr__(self) -> str:
         return "AutogradCalls(torch.autograd._engine_run_backward)"
+
+
+def start_for(session: Any, started: Sequence[Any]) -> AutogradCalls | None:
+    """The registry's factory (rlscope/collectors/registry.py): only where torch ops or the GPU are
+    recorded (the rows before it), whose time and launches the calls attribute."""
+    return AutogradCalls(session).start() if started else None

@@ -36,6 +36,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rlscope import annotate
@@ -256,3 +257,11 @@ class CollectiveRecorder:
 
     def __repr__(self) -> str:
         return "CollectiveRecorder(torch flight recorder)"
+
+
+ENV = "RLSCOPE_COLLECTIVES"  # 0: leave torch's flight recorder alone
+
+
+def start_for(session: Any, started: Sequence[Any]) -> CollectiveRecorder | None:
+    """The registry's factory (rlscope/collectors/registry.py): every collective, unless ENV is 0."""
+    return CollectiveRecorder(session).start() if os.environ.get(ENV, "1") != "0" else None

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+from collections.abc import Sequence
 from typing import Any
 
+from rlscope import _imports
 from rlscope.errors import RLScopeError, warn_once
 
 GPU_MODES = ("auto", "cupti", "kineto")
@@ -71,3 +73,25 @@ def start_gpu_collectors(session: Any) -> list[Any]:
         except NvmlUnavailable as e:
             warn_once(f"NVML sampling off: {e}")
     return started
+
+
+def start_for(session: Any, started: Sequence[Any]) -> list[Any] | None:
+    """The registry's factory (rlscope/collectors/registry.py): the GPU collectors, and NVTX ranges
+    around every scope once torch is imported when the ``nvtx`` option asks for them."""
+    collectors = start_gpu_collectors(session)
+    # NVTX ranges are off by default: the analysis never reads them, Nsight cannot trace a process
+    # rlscope's own CUPTI subscriber holds, and they cost each scope ~1.2 us (H200, a scope pair
+    # timed with and without them), paid in light windows too, where the windows cannot see it
+    if collectors and session.options.get("nvtx"):
+        _imports.when_imported("torch", lambda torch: _start_nvtx(session, torch))
+    return collectors or None
+
+
+def _start_nvtx(session: Any, torch: Any) -> None:
+    """Every scope also opens an NVTX range of its name, so Nsight Systems shows the operations."""
+    from rlscope import annotate
+
+    if annotate._active is session and torch.cuda.is_available():
+        session.nvtx_push, session.nvtx_pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+        if session._lean is not None:
+            session._lean.set_nvtx(session.nvtx_push, session.nvtx_pop)

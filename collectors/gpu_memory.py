@@ -49,6 +49,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -459,3 +460,8 @@ class MemoryRecorder:
 
     def __repr__(self) -> str:
         return "MemoryRecorder"
+
+
+def start_for(session: Any, started: Sequence[Any]) -> MemoryRecorder:
+    """The registry's factory (rlscope/collectors/registry.py): allocator events once torch is imported."""
+    return MemoryRecorder(session).start()

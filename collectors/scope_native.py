@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import itertools
 import os
 import sys
 import sysconfig
@@ -128,6 +129,48 @@ def bind(session: Any) -> Any:
         next(session.ids),
     )
     return _module
+
+
+def due_attribute(name: str) -> property:
+    """A session attribute the boundaries compare with at every scope exit, mirrored into the C
+    globals of the lean scope path while the session is bound to it (scope_native.c), so
+    a boundary there reads an int instead of the session's dictionary. The value stays in the
+    instance dictionary under its own name: the full C path reads it there."""
+
+    def get(self: Any) -> int:
+        return self.__dict__[name]
+
+    def set_(self: Any, value: int) -> None:
+        d = self.__dict__
+        d[name] = value
+        if self._lean is not None:
+            self._lean.set_due(d["window_due_ns"], d["tick_due_ns"], d["long_op_ns"])
+
+    return property(get, set_)
+
+
+def bind_lean(session: Any) -> None:
+    """Scope boundaries take the C lean path from here on (scope_native.c): ``session``'s per-thread
+    stacks, instance ids and due times held in C, its ``_lean`` the module. Needs the native methods
+    and their event buffer; the clock is the one set now (a test's fake clock is called from C)."""
+    lean = bind(session)
+    if lean is None:
+        return
+    session._lean = lean
+    annotate._lean, annotate._lean_session = lean, session
+    if session.nvtx_push is not None:
+        lean.set_nvtx(session.nvtx_push, session.nvtx_pop)
+
+
+def unbind_lean(session: Any) -> None:
+    """Back to the session's Python state (its stop, a forked child): ids count again from 0."""
+    if session._lean is None:
+        return
+    session._lean.unbind()
+    session._lean = None
+    if annotate._lean_session is session:
+        annotate._lean, annotate._lean_session = None, None
+    session.ids = itertools.count()
 
 
 def available() -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from rlscope import _imports, annotate, categories
@@ -172,3 +173,8 @@ class BackendRecorder:
 def start(session: Any) -> BackendRecorder:
     """Record the backend category for ``session``: native recorder first, else the Python mode."""
     return BackendRecorder(session).start()
+
+
+def start_for(session: Any, started: Sequence[Any]) -> BackendRecorder | None:
+    """The registry's factory (rlscope/collectors/registry.py): only with the ``backend`` option on."""
+    return start(session) if session.options.get("backend", True) else None

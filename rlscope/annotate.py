@@ -92,6 +92,28 @@ def _close_stack(
         append((ts, st.thread, end_kind, inst, parent, nid, flags))
 
 
+def close_all(session: Session, states: list[ThreadState], end_ns: int) -> None:
+    """At the session's end: close every scope and category still open on any thread, flagged as
+    forced closes (the analysis tells them from the program's own ends)."""
+    lean = session._lean
+    append = session.events.append
+    for st in states:
+        if lean is not None:  # what the lean path holds open: its stacks are in C
+            lean.close_open(st.thread, end_ns, False)
+        for stack, kind in ((st.ops, S.OP_END), (st.phases, S.PHASE_END)):
+            while stack:
+                inst, nid = stack.pop()
+                parent = stack[-1][0] if stack else -1
+                append((end_ns, st.thread, kind, inst, parent, nid, S.FLAG_FORCED_CLOSE))
+        st.open_names.clear()
+        if lean is not None:
+            lean.close_open(st.thread, end_ns, True)
+        while st.cats:
+            c = st.cats.pop()
+            parent = st.cats[-1] if st.cats else 0
+            append((end_ns, st.thread, S.CAT_END, c, parent, -1, S.FLAG_FORCED_CLOSE))
+
+
 class _Scope:
     """An operation (``scope``) or phase boundary pair; context manager and decorator."""
 

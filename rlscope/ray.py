@@ -59,7 +59,7 @@ from typing import Any
 
 from rlscope.errors import RAY_INSTALL_HINT as INSTALL_HINT
 from rlscope.errors import RLScopeError
-from rlscope.session import RUN_TRACE_DIR_ENV
+from rlscope.runtime.hooks import RUN_TRACE_DIR_ENV
 from rlscope.trace.schema import RAY_META_FILE as META_FILE
 
 ENV = "RLSCOPE_RAY"  # JSON settings for the worker hook (runtime_env env_vars)

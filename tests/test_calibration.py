@@ -505,19 +505,6 @@ def _calibration(scope_in: float, scope_out: float) -> dict:
     }
 
 
-@pytest.fixture
-def embedding_session(monkeypatch):
-    """Sessions put ``for_trace_metadata()`` in their metadata, as rlscope.session is to do."""
-    original = Session._metadata
-
-    def with_calibration(self, start_ns: int, unix_ns: int | None = None) -> dict[str, str]:
-        meta = original(self, start_ns, unix_ns)
-        embedded = cal_mod.for_trace_metadata(meta)
-        return {**meta, cal_mod.METADATA_KEY: embedded} if embedded else meta
-
-    monkeypatch.setattr(Session, "_metadata", with_calibration)
-
-
 def _record(sess, clock, iters: int = 5) -> None:
     """Scopes with a known injected cost per boundary (as tests/test_overhead.py's Injector)."""
     sess.options["flush_interval"] = 1e6
@@ -529,9 +516,7 @@ def _record(sess, clock, iters: int = 5) -> None:
             clock.advance(SCOPE_OUT // 2)
 
 
-def test_a_calibration_round_trips_through_trace_metadata(
-    embedding_session, fake_session, monkeypatch, tmp_path
-):
+def test_a_calibration_round_trips_through_trace_metadata(fake_session, monkeypatch, tmp_path):
     sess, clock = fake_session
     cal_mod.save(_calibration(SCOPE_IN, SCOPE_OUT))
     _record(sess, clock)
@@ -552,7 +537,7 @@ def test_a_calibration_round_trips_through_trace_metadata(
     assert recalibrated["operations"] == here["operations"]
 
 
-def test_an_explicit_calibration_file_wins_over_the_embedded_one(embedding_session, fake_session, tmp_path):
+def test_an_explicit_calibration_file_wins_over_the_embedded_one(fake_session, tmp_path):
     sess, clock = fake_session
     cal_mod.save(_calibration(SCOPE_IN, SCOPE_OUT))
     _record(sess, clock)
@@ -563,7 +548,9 @@ def test_an_explicit_calibration_file_wins_over_the_embedded_one(embedding_sessi
 
 
 def test_no_calibration_to_embed_and_bad_embedded_ones_are_ignored(tmp_path):
-    meta = {**Session(tmp_path / "t")._metadata(0, 0)}
+    from rlscope.runtime.metadata import process_metadata
+
+    meta = process_metadata(Session(tmp_path / "t").options, 0, 0, 0)
     assert cal_mod.for_trace_metadata(meta) is None  # the cache is empty
     assert cal_mod.from_trace_metadata(meta) is None
     assert cal_mod.from_trace_metadata({**meta, "calibration": "{not json"}) is None
@@ -776,7 +763,7 @@ def test_a_backend_calibrated_in_the_slow_regime_is_priced_at_the_machines_faste
 
 
 def test_the_analysis_prices_a_slow_backend_at_the_speed_recorded_as_the_session_started(
-    embedding_session, fake_session, monkeypatch, tmp_path
+    fake_session, monkeypatch, tmp_path
 ):
     """The machine's speed record travels with the embedded calibration: analyzed with an empty
     cache the backend is still priced at it; a trace without one uses the cache's record."""

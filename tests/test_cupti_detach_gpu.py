@@ -37,7 +37,7 @@ s = rlscope.profile(sys.argv[1], backend=False, nvml_hz=0, flush_interval=0.002)
 for _ in range(60):  # attach and detach, the writer flushing all the while
     s.switch_window()
     block(x, 300)
-if s._window_mode != rs.S.WINDOW_LIGHT:
+if s.windows.mode != rs.S.WINDOW_LIGHT:
     s.switch_window()
 s.window_due_ns = 1 << 62  # held light
 held = pairs()

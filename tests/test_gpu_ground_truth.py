@@ -45,7 +45,7 @@ def test_kineto_cycles_stream_records(tmp_path):
     sess = rlscope.profile(tmp_path / "t", backend=False, gpu="kineto", nvml_hz=0)
     timed = 0.0
     with sess:
-        sess.set_ticker(sess._ticker, int(0.02e9))  # rotate every 20 ms instead of 10 s
+        sess.set_ticker(sess.ticks._ticker, int(0.02e9))  # rotate every 20 ms instead of 10 s
         for _ in range(20):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             with rlscope.scope("step"):

@@ -39,7 +39,7 @@ with s:
     _loop(cuda_step, 3000)
     for _ in range({blocks}):
         with rlscope.scope("alloc"):
-            mode = s._window_mode
+            mode = s.windows.mode
             cuda = _loop(cuda_step, {n})
         after.append([cuda, _loop(cpu_step, {n}), mode])
 print(json.dumps({{"before": before, "after": after}}))

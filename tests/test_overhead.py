@@ -555,7 +555,7 @@ def test_a_session_times_the_reference_loop_at_start_switches_and_end(tmp_path):
     from rlscope.overhead.correct import reference
 
     with rlscope.profile(tmp_path / "t", backend=False) as sess:
-        sess._togglers = [type("Toggle", (), {"set_enabled": lambda self, on: None})()]
+        sess.windows.togglers = [type("Toggle", (), {"set_enabled": lambda self, on: None})()]
         for _ in range(3):
             sess.switch_window()
     ev = rlscope.load_trace(str(tmp_path / "t")).processes[0].events

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlscope
-from rlscope.session import SharedWindows, shared_windows_wanted
+from rlscope.runtime.windows import SharedWindows, shared_windows_wanted
 from rlscope.trace import schema as S
 from rlscope.trace.reader import load_trace
 from tests.conftest import FakeClock
@@ -48,7 +48,7 @@ def test_two_processes_switch_at_the_same_times(tmp_path, monkeypatch):
     """Two sessions (two ranks) on one clock, starting at different times and with different loops,
     are in the same kind of window whenever both are past a scope exit."""
     monkeypatch.setenv("RLSCOPE_SHARED_WINDOWS", "1")
-    monkeypatch.setattr("rlscope.session.SHARED_PAIR_S", PAIR / 1e9)  # the grid's pair: 1 ms here
+    monkeypatch.setattr("rlscope.runtime.windows.SHARED_PAIR_S", PAIR / 1e9)  # the grid's pair: 1 ms here
     assert shared_windows_wanted()
     traces = []
     for rank, (start, step) in enumerate([(0, 7_000), (333_333, 11_000)]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -637,7 +638,7 @@ def _memory_in_windows(fake_session, marks=lambda t0, end: []):
     toggle = type("Toggle", (), {"set_enabled": lambda self, on: None})()
     marks_at = {}
     with sess:
-        sess._togglers = [toggle]
+        sess.windows.togglers = [toggle]
         t0 = clock.now
         sess.switch_window()  # light
         for call in range(4):
@@ -798,27 +799,33 @@ def test_memory_windows_switch_the_history_and_write_live_rows():
     assert len(calls) == 4 and not rec.recording
 
 
-def test_a_toggler_that_joins_before_the_windows_start_waits_for_them(tmp_path):
-    """A collector that starts on torch's import, with torch already imported, joins while the
-    session's collectors start: it waits for the windows to start, with the others."""
-    seen = []
+class _Early:
+    """A collector that starts on torch's import, with torch already imported: it joins the windows
+    while the session's collectors start (as collectors/gpu_memory.py does)."""
 
-    class Early:
-        def set_enabled(self, on: bool) -> None:
-            seen.append(on)
+    seen: ClassVar[list[bool]] = []
 
+    def set_enabled(self, on: bool) -> None:
+        self.seen.append(on)
+
+
+def _early_factory(session, started):
+    session.add_toggler(_Early())
+    assert _Early.seen == []  # not switched before the windows start
+
+
+def test_a_toggler_that_joins_before_the_windows_start_waits_for_them(tmp_path, monkeypatch):
+    """A toggler that joins while the session's collectors start waits for the windows to start,
+    with the others."""
+    from rlscope.collectors import registry
+
+    row = registry.CollectorRow("early", f"{__name__}:_early_factory")
+    monkeypatch.setattr(registry, "COLLECTORS", (*registry.COLLECTORS, row))
+    monkeypatch.setattr(_Early, "seen", [])
     sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False)
-    early = Early()
-    start_collectors = sess._start_collectors
-
-    def with_early() -> None:
-        start_collectors()
-        sess.add_toggler(early)
-        assert seen == []  # not switched before the windows start
-
-    sess._start_collectors = with_early
     with sess:
-        assert early in sess._togglers and seen == [False]  # the run starts in a light window
+        assert any(isinstance(t, _Early) for t in sess.windows.togglers)
+        assert _Early.seen == [False]  # the run starts in a light window
 
 
 def test_a_memory_curve_without_allocations_is_flat_not_an_error() -> None:

@@ -284,7 +284,7 @@ def test_peak_between_recording_windows_comes_from_the_allocator(tmp_path, monke
                 x = torch.empty(MIB8 // 8, dtype=torch.uint8, device="cuda")
                 time.sleep(0.0005)
                 del x
-            if not spiked and sess._window_mode == S.WINDOW_LIGHT:
+            if not spiked and sess.windows.mode == S.WINDOW_LIGHT:
                 with rlscope.scope("spike"):
                     y = torch.empty(8 * MIB8, dtype=torch.uint8, device="cuda")
                     del y

@@ -60,7 +60,7 @@ def test_the_clock_anchor_pair_is_read_together_however_slow_the_metadata(tmp_pa
     """clock_anchor_ns and clock_anchor_unix_ns map a process's clock onto the others'; the
     metadata's package lookups took 28-40 ms in a fresh interpreter, and read after them the Unix
     anchor shifted a short-lived pool worker's session past its parent's end."""
-    from rlscope import session as session_mod
+    from rlscope.runtime import metadata as session_mod
 
     real = session_mod.stack_info
 

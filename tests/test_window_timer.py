@@ -1,7 +1,7 @@
 """Windows switch on their own schedule: a program without scopes still records backend ops and GPU
 work in full windows, and figures are never scaled from a near-empty share of full windows.
 
-Fake clock: the test calls the window timer's check (``Session.switch_on_schedule``) where the
+Fake clock: the test calls the window timer's check (``Windows.switch_on_schedule``) where the
 timer thread would (the thread itself runs only on the real clock), so every figure is exact.
 """
 
@@ -30,7 +30,7 @@ def _unscoped_run(sess, clock, ops: int) -> FakeCollector:
         sess.add_toggler(col)  # joins: the run starts light
         for _ in range(ops):
             _fake_op(col, sess, clock.advance)
-            sess.switch_on_schedule(clock.now)
+            sess.windows.switch_on_schedule(clock.now)
     return col
 
 
@@ -75,15 +75,15 @@ def test_the_timer_leaves_an_open_operation_whole(windowed):
     with sess:
         sess.add_toggler(col)
         with rlscope.scope("update"):
-            clock.advance(2 * sess.timer_due_ns - clock.now)
-            assert not sess.switch_on_schedule(clock.now)
+            clock.advance(2 * sess.windows.timer_due_ns - clock.now)
+            assert not sess.windows.switch_on_schedule(clock.now)
             assert col.switches == 1  # the join's switch to light only
         assert col.switches == 2  # the exit took the switch
-        assert sess.timer_due_ns > sess.window_due_ns  # a grace, for the main thread's exits
-        clock.advance(sess.timer_due_ns - clock.now - 1)
-        assert not sess.switch_on_schedule(clock.now)  # not yet past the grace
+        assert sess.windows.timer_due_ns > sess.window_due_ns  # a grace, for the main thread's exits
+        clock.advance(sess.windows.timer_due_ns - clock.now - 1)
+        assert not sess.windows.switch_on_schedule(clock.now)  # not yet past the grace
         clock.advance(1)
-        assert sess.switch_on_schedule(clock.now) and col.switches == 3
+        assert sess.windows.switch_on_schedule(clock.now) and col.switches == 3
 
 
 def test_the_timer_switches_from_its_own_thread_on_a_row_of_its_own(windowed):
@@ -92,9 +92,9 @@ def test_the_timer_switches_from_its_own_thread_on_a_row_of_its_own(windowed):
     sess.options["flush_interval"] = 1e6
     with sess:
         sess.add_toggler(col)
-        clock.advance(sess.timer_due_ns - clock.now)
+        clock.advance(sess.windows.timer_due_ns - clock.now)
         done = []
-        t = threading.Thread(target=lambda: done.append(sess.switch_on_schedule(clock.now)))
+        t = threading.Thread(target=lambda: done.append(sess.windows.switch_on_schedule(clock.now)))
         t.start()
         t.join()
         clock.advance(100)
@@ -187,8 +187,8 @@ def test_a_timer_switch_asks_collectors_for_their_off_main_thread_switch(windowe
     sess.options["flush_interval"] = 1e6
     with sess:
         sess.add_toggler(col)  # the join's switch to light, on the main thread
-        clock.advance(sess.timer_due_ns - clock.now)
-        assert sess.switch_on_schedule(clock.now)  # the timer's: to full
+        clock.advance(sess.windows.timer_due_ns - clock.now)
+        assert sess.windows.switch_on_schedule(clock.now)  # the timer's: to full
         clock.advance(sess.window_due_ns - clock.now)
         with rlscope.scope("step"):
             clock.advance(1)
@@ -218,18 +218,18 @@ def test_a_light_window_the_timer_began_is_finished_at_the_next_main_thread_exit
     sess.options["flush_interval"] = 1e6
     with sess:
         sess.add_toggler(col)  # light, on the main thread
-        clock.advance(sess.timer_due_ns - clock.now)
-        assert sess.switch_on_schedule(clock.now)  # the timer: to full (nothing to finish)
+        clock.advance(sess.windows.timer_due_ns - clock.now)
+        assert sess.windows.switch_on_schedule(clock.now)  # the timer: to full (nothing to finish)
         assert sess.window_due_ns > clock.now
-        clock.advance(sess.timer_due_ns - clock.now)
-        assert sess.switch_on_schedule(clock.now)  # the timer: to light, CUPTI left attached
-        real_due = sess._finish_due
+        clock.advance(sess.windows.timer_due_ns - clock.now)
+        assert sess.windows.switch_on_schedule(clock.now)  # the timer: to light, CUPTI left attached
+        real_due = sess.windows._finish_due
         assert real_due is not None and real_due > clock.now and sess.window_due_ns == 0
         assert col.calls == ["timer True", "timer False"]
         with rlscope.scope("step"):
             clock.advance(1)
         assert col.calls == ["timer True", "timer False", "finish"]  # at that exit, not a switch
-        assert sess.window_due_ns == real_due and sess._finish_due is None
+        assert sess.window_due_ns == real_due and sess.windows._finish_due is None
         with rlscope.scope("step"):
             clock.advance(1)
         assert col.calls[-1] == "finish"  # once
@@ -274,10 +274,10 @@ def test_a_window_keeps_its_share_of_the_jobs_time_across_a_twin_wait(tmp_path, 
     run). A window begun before the wait ends as far into the job's time as without it; one the
     timer began during the wait holds its whole length of the job's time after it, not that plus
     the wait again (which ran a whole short loop in one full window)."""
-    from rlscope import session as session_mod
+    from rlscope.runtime import windows as windows_mod
     from tests.test_windows import _fake_clock_session
 
-    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
+    monkeypatch.setattr(windows_mod, "WINDOW_RANDOM", False)
     sess, clock = _fake_clock_session(tmp_path / "t", window_s=0.1)  # windows of 100 ms
     col = FakeCollector()
     wait_ns = 3_000_000_000
@@ -286,16 +286,16 @@ def test_a_window_keeps_its_share_of_the_jobs_time_across_a_twin_wait(tmp_path, 
         with rlscope.scope("step"):
             clock.advance(1_000_000)
         left = sess.window_due_ns - clock()
-        during = (lambda: sess.switch_on_schedule(clock())) if timer_switches else None
-        sess._turn = _WaitingTurn(clock, clock() + 1, wait_ns, during, at_ns=1_000_000_000)
-        sess._sync_tick()
+        during = (lambda: sess.windows.switch_on_schedule(clock())) if timer_switches else None
+        sess.ticks.turn = _WaitingTurn(clock, clock() + 1, wait_ns, during, at_ns=1_000_000_000)
+        sess.ticks.sync()
         clock.advance(2)
         with rlscope.scope("step"):  # its exit hands the turn over
             pass
-        sess._turn = None
+        sess.ticks.turn = None
         if timer_switches:
             assert col.on  # the timer began a full window during the wait
-            assert sess.window_due_ns - clock() == sess.window_length_ns(S.WINDOW_FULL)
+            assert sess.window_due_ns - clock() == sess.windows.window_length_ns(S.WINDOW_FULL)
         else:
             assert not col.on
             assert sess.window_due_ns - clock() == left - 2

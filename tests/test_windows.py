@@ -237,10 +237,10 @@ def test_full_share_sets_the_time_with_every_collector_on(tmp_path):
 def test_windows_lengthen_when_switching_is_expensive(tmp_path, monkeypatch):
     """Detaching CUPTI makes a switch cost ~7 ms: windows grow so switching stays <= SWITCH_BUDGET
     (fixed lengths here: random ones keep the mean, over more windows than this run has)."""
-    from rlscope import session as session_mod
-    from rlscope.session import SWITCH_BUDGET
+    from rlscope.runtime import windows as windows_mod
+    from rlscope.runtime.windows import SWITCH_BUDGET
 
-    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
+    monkeypatch.setattr(windows_mod, "WINDOW_RANDOM", False)
 
     switch_ns = 100_000  # 20% of a 1 ms window pair: far over the budget at the asked length
 
@@ -541,13 +541,13 @@ def test_window_lengths_are_random_so_no_operation_locks_onto_one_kind(tmp_path,
     """With fixed lengths the switch to light falls in every rollout and the switch back at every
     update's exit, so every update runs in a light window: its categories and GPU work are never seen.
     Random lengths (mean kept) put updates in both kinds, and the correction stays exact."""
-    from rlscope import session as session_mod
+    from rlscope.runtime import windows as windows_mod
 
-    monkeypatch.setattr(session_mod, "LONG_OP_SHARE", 1e9)  # no call is long: no alternation
-    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
+    monkeypatch.setattr(windows_mod, "LONG_OP_SHARE", 1e9)  # no call is long: no alternation
+    monkeypatch.setattr(windows_mod, "WINDOW_RANDOM", False)
     _, locked = _rollout_then_update(tmp_path, "fixed", 40)
     assert locked.all() or not locked.any()  # phase-locked: one kind only
-    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", True)
+    monkeypatch.setattr(windows_mod, "WINDOW_RANDOM", True)
     s, mixed = _rollout_then_update(tmp_path, "jittered", 40)
     assert 0.2 < mixed.mean() < 0.8, mixed.mean()
     assert s["operations"]["train"]["total_s"] == pytest.approx(40 * 200 * WORK * 1e-9, rel=1e-6)
@@ -594,7 +594,7 @@ def test_a_collector_joining_after_every_other_was_dropped_still_alternates(wind
         sess.add_toggler(Broken())  # the session starts light with it
         for _ in range(200):
             _fake_infer(FakeCollector(), sess, clock.advance)  # dropped: a light window, none due
-        assert not sess._togglers and sess._window_mode == S.WINDOW_LIGHT
+        assert not sess.windows.togglers and sess.windows.mode == S.WINDOW_LIGHT
         col = FakeCollector()
         sess.add_toggler(col)
         for _ in range(600):
@@ -611,10 +611,10 @@ def test_long_calls_alternate_window_kinds_even_in_a_short_run(
     one switch, the next call starts in the same kind of window (SB3 PPO on an H100: both
     ``train`` calls of a run light). A long top-level call's next call now starts in the other kind,
     so six periods suffice, with random or fixed lengths, through the C and the Python methods."""
-    from rlscope import session as session_mod
     from rlscope.collectors import scope_native
+    from rlscope.runtime import windows as windows_mod
 
-    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", random_lengths)
+    monkeypatch.setattr(windows_mod, "WINDOW_RANDOM", random_lengths)
     monkeypatch.setenv(scope_native.ENV, "1" if recorder == "native" else "0")
     try:
         s, in_full = _rollout_then_update(tmp_path, f"{recorder}-{random_lengths}", 6)
@@ -751,8 +751,8 @@ def test_a_long_update_switches_windows_at_its_backward_returns(tmp_path, monkey
     the slowdown reads as the collectors' cost (-13%). Switched at ``backward()`` returns once a
     window is overdue, every call has pieces in both kinds of window, they pair, and train is exact
     (through the C and the Python scope methods)."""
-    from rlscope import session as session_mod
     from rlscope.collectors import scope_native
+    from rlscope.runtime import windows as windows_mod
 
     speeds = (1.0, 1.3)
     truth = sum(2 * 1000 * WORK * k for k in speeds) * 1e-9
@@ -776,7 +776,7 @@ def test_a_long_update_switches_windows_at_its_backward_returns(tmp_path, monkey
     win = s["overhead"]["windows"]["operations"]["train"]
     assert win["method"] == "pieces" and win["pieces"]["windows"] >= 1  # paired within the calls
     assert s["operations"]["train"]["total_s"] == pytest.approx(truth, rel=2e-3)
-    monkeypatch.setattr(session_mod.Session, "switch_at_engine_return", lambda self, now: None)
+    monkeypatch.setattr(windows_mod.Windows, "switch_at_engine_return", lambda self, now: None)
     s, _ = _update_with_backward_calls(tmp_path, "whole", speeds)
     assert s["operations"]["train"]["total_s"] < 0.9 * truth  # the slow call read as the cost
 
@@ -785,11 +785,11 @@ def test_a_run_whose_windows_measured_no_operation_removes_the_calibrated_costs(
     """Switches so costly that the windows grew longer than the run: every call but the first ran in
     one full window, so no operation ran in both kinds and the windows measured nothing. The
     calibrated per-event cost is removed instead, and the note says so; the total is exact again."""
-    from rlscope import session as session_mod
-    from rlscope.analysis.breakdown import NOT_REMOVED, REMOVED, UNMEASURED
     from rlscope.overhead.correct import calibration as cal_mod
+    from rlscope.overhead.correct.process import NOT_REMOVED, REMOVED, UNMEASURED
+    from rlscope.runtime import windows as windows_mod
 
-    monkeypatch.setattr(session_mod, "WINDOW_RANDOM", False)
+    monkeypatch.setattr(windows_mod, "WINDOW_RANDOM", False)
     sess, clock = _fake_clock_session(tmp_path / "t", window_s=10.0)  # longer than the run
     col = FakeCollector()
     iters = 300

@@ -29,7 +29,7 @@ from rlscope.cli.program import program_command
 from rlscope.cli.supervise import DEFAULT_GRACE_S, run_program
 from rlscope.errors import RLScopeError
 from rlscope.runtime import BOOT_DIR
-from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
+from rlscope.runtime.hooks import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 from rlscope.text import printable
 from rlscope.trace import detail, ownership
 

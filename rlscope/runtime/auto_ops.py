@@ -27,7 +27,7 @@ labelled ``inference (auto)`` in every output.
 
 Torch's own hook where it is cheap enough: the global optimizer step post-hook. Module calls go
 through a wrapper of ``nn.Module.__call__`` (torch's global forward hooks cost three times as much
-a call, see _install_torch), and grad-disabled blocks through wrapped ``__enter__``/``__exit__`` of
+a call, see install_torch), and grad-disabled blocks through wrapped ``__enter__``/``__exit__`` of
 ``no_grad`` and ``inference_mode`` (torch has no hook for them), for as long as a session with
 automatic operations runs. Nothing is installed without such a session; with one, each module call
 (submodules too) costs one Python call, a counter on most of them.
@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlscope import _imports, annotate
+from rlscope.runtime import backends
 from rlscope.trace import schema as S
 
 SIMULATION = "simulation"
@@ -50,7 +51,7 @@ UPDATE = "update"
 
 _on = False  # a session with automatic operations is running in this process
 _session: Any = None
-_torch_handles: list[Any] = []  # what _install_torch put on, for _uninstall_torch
+_torch_handles: list[Any] = []  # what install_torch put on, for uninstall_torch
 # module classes whose call starts a library's ``update`` phase, ended by the next optimizer step
 # (TorchRL's loss modules: rlscope/runtime/adapters/torchrl.py)
 _update_modules: tuple[type, ...] = ()
@@ -226,7 +227,7 @@ def _outer_call(t: _Thread, torch: Any, module: Any) -> None:
         t.inference = _open(INFERENCE)
 
 
-def _install_torch(torch: Any) -> None:
+def install_torch(torch: Any) -> None:
     """Put the hooks on (once a session with automatic operations runs and torch is imported)."""
     if _torch_handles or not _on:
         return
@@ -311,7 +312,8 @@ def _wrap_block(cls: type, torch: Any) -> tuple[type, Any, Any]:
     return (cls, enter, exit_)
 
 
-def _uninstall_torch() -> None:
+def uninstall_torch() -> None:
+    """Take the hooks off again (the session stops)."""
     while _torch_handles:
         h = _torch_handles.pop()
         if isinstance(h, tuple) and len(h) == 3 and isinstance(h[1], str):
@@ -341,15 +343,19 @@ def start(session: Any) -> None:
     global _on, _session
     _reset(_tls)
     _session, _on = session, True
-    _imports.when_imported("torch", _install_torch)
+    for backend in backends.BACKENDS:  # each framework's hooks, once the program imports it
+        if backend.auto_ops_install:
+            _imports.when_imported(backend.module, backends.load(backend.auto_ops_install))
 
 
 def stop() -> None:
     """The session stops: no more automatic boundaries (its stop closes what is open)."""
     global _on, _session
     _on = False
-    _imports.cancel("torch", _install_torch)
-    _uninstall_torch()
+    for backend in backends.BACKENDS:
+        if backend.auto_ops_install:
+            _imports.cancel(backend.module, backends.load(backend.auto_ops_install))
+            backends.load(backend.auto_ops_uninstall)()
     _reset(_tls)
     _session = None
 

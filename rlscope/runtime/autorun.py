@@ -29,8 +29,8 @@ from typing import Any
 from rlscope._imports import when_imported
 from rlscope.collectors.gym import patch_gymnasium
 from rlscope.runtime import child_signal
-from rlscope.session import RUN_OPTIONS_ENV as OPTIONS_ENV
-from rlscope.session import RUN_TRACE_DIR_ENV as TRACE_DIR_ENV
+from rlscope.runtime.hooks import RUN_OPTIONS_ENV as OPTIONS_ENV
+from rlscope.runtime.hooks import RUN_TRACE_DIR_ENV as TRACE_DIR_ENV
 from rlscope.session import Session
 
 STARTUP_PHASE = "startup"

@@ -19,6 +19,11 @@ from typing import Any
 
 BOOT_ENV = "RLSCOPE_BOOT_HOOK"
 MODE_ENV = "RLSCOPE_MODE"  # off | timers | profile: the session rlscope validate measures with
+# Set by `rlscope run` (rlscope/cli/main.py) for the program it profiles; rlscope/runtime/autorun.py
+# starts that program's session from them
+RUN_TRACE_DIR_ENV = "RLSCOPE_RUN_TRACE_DIR"
+RUN_OPTIONS_ENV = "RLSCOPE_RUN_OPTIONS"
+RUN_PARENT_ENV = "RLSCOPE_RUN_PARENT"  # pid of the latest profiled process in a process's ancestry
 
 ModeSession = Callable[[str, "str | os.PathLike[str]", dict[str, Any]], Any]
 

@@ -50,7 +50,7 @@ from rlscope.overhead.validate.options import Options, _cpu_list
 from rlscope.overhead.validate.speed_probe import LOOP, PERIOD_S, WARM
 from rlscope.overhead.validate.verdict import CHECKED_SHARE, SHOWN_SHARE, compare
 from rlscope.runtime import hooks
-from rlscope.session import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
+from rlscope.runtime.hooks import RUN_OPTIONS_ENV, RUN_PARENT_ENV, RUN_TRACE_DIR_ENV
 
 MODES = ("unprofiled", "timers", "profiled")
 _MODE_VALUE = {"unprofiled": "off", "timers": "timers", "profiled": "profile"}

@@ -1,0 +1,67 @@
+"""What a process's trace says of it (its metadata): identity, versions, machine, options, clock anchors."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+from rlscope._version import __version__
+from rlscope._version import package_version as _package_version
+from rlscope.runtime import hooks
+
+
+def _rank() -> str:
+    for var in ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if var in os.environ:
+            return os.environ[var]
+    return ""
+
+
+def stack_info() -> dict[str, str]:
+    """Machine and CUDA facts that key overhead calibrations (correct/calibration.py); no torch import."""
+    import platform
+
+    from rlscope.overhead.correct.calibration import cpu_model, gpu_model, torch_cuda_version
+
+    return {
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "gpu": gpu_model(),
+        "cuda": torch_cuda_version(),
+    }
+
+
+def process_metadata(options: dict[str, Any], origin_ns: int, start_ns: int, unix_ns: int) -> dict[str, str]:
+    """The metadata of this process's trace: who it is, what it runs on, how it was profiled, and the
+    pair of clock readings (``start_ns`` on the events' clock, ``unix_ns``) that maps its clock onto
+    every other process's."""
+    from rlscope.collectors import scope_native
+
+    return {
+        "rlscope.version": __version__,
+        "host": socket.gethostname(),
+        "pid": str(os.getpid()),
+        "ppid": str(os.getppid()),
+        # the profiled process that started this one, whatever became of it: a helper spawned
+        # just before its parent exits reads ppid 1 (rlscope.trace.reader.parent_pid)
+        "run_parent": os.environ.get(hooks.RUN_PARENT_ENV, ""),
+        "rank": _rank(),
+        # torchrun / torch.distributed: which rank of how many (rlscope.analysis.roles labels ranks)
+        **{k.lower(): os.environ[k] for k in ("LOCAL_RANK", "WORLD_SIZE") if k in os.environ},
+        "python": sys.version.split()[0],
+        "torch": _package_version("torch"),
+        **stack_info(),
+        "gymnasium": _package_version("gymnasium"),
+        "clock": "perf_counter_ns",
+        # native | python: the scope methods a session here runs (a calibration key field)
+        "scopes": scope_native.calibration_key(),
+        "clock_anchor_ns": str(start_ns),
+        "clock_anchor_unix_ns": str(unix_ns),
+        "argv": json.dumps(sys.argv),
+        "options": json.dumps(options),
+        # the detail schedule's origin (rlscope/trace/detail.py), on the events' clock
+        "detail_origin_ns": str(origin_ns),
+    }
