@@ -17,6 +17,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from rlscope.collectors import gpu
+
 __all__ = [
     "GPU_MODES",
     "calibration",
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 TRACE_HELP = "trace directory written by rlscope.profile / rlscope run"
-GPU_MODES = ("auto", "kineto", "cupti", "off")
+GPU_MODES = (*gpu.GPU_MODES, "off")  # the session's modes (collectors/gpu.py), and none
 
 
 def _number(kind: Callable[[str], Any], name: str, low: float, strict: bool) -> Callable[[str], Any]:

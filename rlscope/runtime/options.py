@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlscope.collectors.gpu import GPU_MODES
 from rlscope.errors import RLScopeError
 from rlscope.trace.detail import DetailSchedule
 
-GPU_OPTIONS = (False, None, "off", "auto", "cupti", "kineto")  # collectors/gpu.py reads them
+GPU_OPTIONS = (False, None, "off", *GPU_MODES)
 
 
 def session_options(
@@ -28,7 +29,7 @@ def session_options(
     if flush_interval <= 0:
         raise RLScopeError(f"flush_interval must be > 0, got {flush_interval}")
     if gpu not in GPU_OPTIONS:
-        raise RLScopeError(f"gpu must be one of auto, cupti, kineto or False, got {gpu!r}")
+        raise RLScopeError(f"gpu must be one of {', '.join(GPU_MODES)} or False, got {gpu!r}")
     if window_s <= 0:
         raise RLScopeError(f"window_s must be > 0, got {window_s}")
     if not 0 < full_share < 1:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlscope.cli.options import GPU_MODES
 from rlscope.cli.parser import Parser
 from rlscope.cli.program import program_command
 from rlscope.errors import RLScopeError
@@ -65,7 +66,7 @@ def parse_args(argv: list[str]) -> Options:
     p.add_argument(
         "--gpu",
         default=None,
-        choices=["auto", "kineto", "cupti", "off"],
+        choices=list(GPU_MODES),
         help="GPU recording of the profiled runs, as in rlscope run (default auto)",
     )
     p.add_argument("--no-backend", action="store_true", help="profile without recording torch ops")
