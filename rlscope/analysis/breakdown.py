@@ -10,7 +10,6 @@ operations counts (an idle helper thread is not work).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 
 import numpy as np
@@ -21,12 +20,9 @@ from rlscope.analysis import gpu, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
 from rlscope.keys import factorize
-from rlscope.overhead.correct import residual as overhead
-from rlscope.overhead.correct import windows
-from rlscope.overhead.correct.residual import EventCosts
+from rlscope.overhead.correct import EventCosts, GpuScale, correct_process
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace, name_of
-from rlscope.trace.schema import CostClass
 
 UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
 NCAT = len(categories.CATEGORY_NAMES)
@@ -135,7 +131,9 @@ def analyze_process_pair(
     """(raw, corrected) breakdowns of one process from one timeline; corrected is None without costs.
 
     The corrected one runs the same aggregation over the timeline with rlscope's overhead removed
-    (rlscope.overhead.correct.residual); GPU work keeps its durations and moves with its launch.
+    (:func:`rlscope.overhead.correct.correct_process`: the residual per-event costs and what the
+    windows measured); GPU work keeps its durations and moves with its launch. Where the full windows
+    stand for the run, categories are split and GPU figures scaled as they recorded them.
     ``joined``: the process's timeline with GPU work (:func:`rlscope.analysis.gpu.timeline_with_gpu`),
     when the caller already built it. ``finish``: applied to each breakdown with the costs it was
     corrected for (None: raw), e.g. to add the time between detail stretches (analysis/whole_run.py).
@@ -153,274 +151,56 @@ def analyze_process_pair(
     raw_whole = finish(raw, None)
     if costs is None:
         return raw_whole, None
-    nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
-    switched = windows.toggled(tl)
-    run_ref_ns = overhead.run_reference_ns(proc.events)
-    calibrated = costs
-
-    def residual(measured: bool) -> tuple[EventCosts, list[str], overhead.Correction]:
-        """The per-event correction: without the classes the windows measure when ``measured``."""
-        used = overhead.without(
-            calibrated, backend=switched["backend"] and measured, cuda_api=switched["gpu"] and measured
-        )
-        used = overhead.at_run_speed(used, run_ref_ns)
-        mem_times, mem_notes = overhead.memory_times(proc, used)
-        return used, mem_notes, overhead.correct_timeline(tl, used, nvml_samples, mem_times)
-
-    # what the windows measure in the run is not subtracted again per event; a process without any
-    # operation gives the windows nothing to compare, and keeps the calibrated per-event costs
-    measurable = bool((tl.kind == S.OP_BEGIN).any())
-    costs, mem_notes, fix = residual(measurable)
-    est = windows.estimate(fix.timeline, raw=tl)
-    if measurable and est is not None and not est.measured and (switched["backend"] or switched["gpu"]):
-        # the windows measured nothing after all (WindowEstimate.measured): the calibrated costs
-        costs, mem_notes, fix = residual(False)
-        est = windows.estimate(fix.timeline, raw=tl)
-        if est is not None:
-            est.notes = [n for n in est.notes if not n.startswith(windows.NOT_MEASURABLE)]
-            est.notes.append(UNMEASURED + (REMOVED if _has_costs(costs, switched) else NOT_REMOVED))
-    fixes = [(tl, fix)]
-    if est is not None:
-        fixes.append((fix.timeline, overhead.correct_windows(fix.timeline, est.factor)))
-    final = fixes[-1][1].timeline
-    fixed_records = None
-    if gpu_records is not None and launch is not None:
+    launches = None if launch is None else gpu.launch_points(tl, api, records, launch)
+    fix = correct_process(proc, tl, costs, launches)  # the correction, in one call
+    moved = None
+    if gpu_records is not None and fix.gpu_shift_ns is not None:
         recs, op, phase = gpu_records
-        idx, found = launch
-        if len(api.start):
-            thread = np.where(found, api.thread[idx], tl.main_thread)
-            at = np.where(found, api.start[idx], recs.start)
-        else:  # no launch seen: GPU work moves with the main thread's time
-            thread, at = np.full(len(recs.start), tl.main_thread), recs.start
-        moved_at = at
-        for before, f in fixes:
-            moved_at = f.remap(before, thread, moved_at)
-        shift = at - moved_at
-        moved = dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift)
-        fixed_records = (moved, op, phase)
-    corrected = breakdown_timeline(final, proc.names, proc.pid, host, proc.complete, fixed_records, nvml=None)
+        shift = fix.gpu_shift_ns
+        moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
+    corrected = breakdown_timeline(fix.timeline, proc.names, proc.pid, host, proc.complete, moved, nvml=None)
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
-    removed = dict(fix.removed_s)
-    notes = list(costs.notes) + mem_notes
-    window_info: dict = {}
-    if est is not None:
-        removed.update(fixes[-1][1].removed_s)
-        notes += est.notes
-        for k, n in sorted(est.light_only.items()):
-            notes.append(
-                f"{_name(proc.names, k)} ran only in light windows ({n} calls): its CPU categories and"
-                " GPU work were not recorded (shown as python, no GPU time); a longer run samples it"
-            )
-        few = _few_windows_note(est, proc.names)
-        if few:
-            notes.append(few)
-        window_info = _window_info(est, proc.names, final, switched)
-        thin = _thin_full_windows(_nominal_full_share(final), proc.metadata, switched)
-        if thin is not None:  # too little seen with the collectors on to stand for the run
-            notes.append(thin)
-            if switched["gpu"]:
-                corrected.gpu["scaled_from_full_windows"] = False
-        else:
-            _split_like_full_windows(corrected, est, proc.names, final, proc.pid)
-            if switched["gpu"]:
-                _scale_gpu_to_run(corrected, est, proc.names, final)
-    corrected.overhead = {
-        "removed_s": removed,
-        "wall_removed_s": raw.wall_s - corrected.wall_s,
-        "background_share": fix.background_share,
-        "not_removable_s": fix.clamped_s,
-        "costs_used": costs.used,
-        "notes": notes,
-        "windows": window_info,
-        "writer_stall": fix.writer_stall,
-    }
-    return raw_whole, finish(corrected, costs)
-
-
-# the note of a run whose windows measured no operation (WindowEstimate.measured), and its end: the
-# calibrated per-event costs removed instead, or none to remove (no calibration of those classes)
-UNMEASURED = (
-    "collector cost not measured by the windows: no operation ran often enough in both kinds of"
-    " window (too few switches for this run's length); "
-)
-REMOVED = "the calibrated per-event costs were removed instead"
-NOT_REMOVED = "no calibrated per-event cost applies either, so the collectors' cost is left in"
-
-
-def _has_costs(costs: EventCosts, switched: dict[str, bool]) -> bool:
-    """Whether ``costs`` removes anything per event of the collectors the windows switched."""
-    classes = [
-        c for c, on in ((CostClass.BACKEND, switched["backend"]), (CostClass.CUDA_API, switched["gpu"])) if on
-    ]
-    return any(costs.inside[c] + costs.outside[c] > 0 for c in classes)
+    if fix.window_mode is not None:
+        _split_like_full_windows(corrected, fix.window_mode, proc.names, fix.timeline, proc.pid)
+    if fix.gpu_scale is not None:
+        _scale_gpu_to_run(corrected, fix.gpu_scale)
+    if fix.scaled_from_full_windows is not None:
+        corrected.gpu["scaled_from_full_windows"] = fix.scaled_from_full_windows
+    corrected.overhead = fix.overhead
+    return raw_whole, finish(corrected, fix.costs)
 
 
 def _name(names: list[str], i: int, none: str = UNANNOTATED) -> str:
     return name_of(names, i, none)
 
 
-def _few_windows_note(est: windows.WindowEstimate, names: list[str]) -> str | None:
-    """A note naming the operations whose correction could not pair windows, or None.
-
-    Why: a short run holds a few windows (switches are spaced so that they cost at most 3% of the
-    run: ~0.2 s apart with GPU tracing on an H100), and an operation seen in too few of them is
-    corrected from all its full-window instances against all its light ones. That estimate cannot
-    follow the machine's speed through the run nor take out what a switch leaves for the next call:
-    PPO with its policy on an H100, 1.3 s profiled (five switches), read `backprop` +11% over 10 runs
-    where 4-5 s read +1% over 5. The user should know that
-    a longer run gives a better figure.
-    """
-    # only operations frequent enough to pair in more windows: one called once a rollout (PPO's
-    # compute_advantages) never pairs, however long the run, and its uncertainty already says so
-    enough = windows.MIN_PAIR_INSTANCES * (est.switches + 1)  # instances for a few in each window
-    ops = sorted(
-        (e["removed_ns"], _name(names, k))
-        for k, e in est.per_op.items()
-        if e.get("method") == "unpaired" and e["light_n"] + e["full_n"] >= enough
-    )
-    if not ops:
-        return None
-    listed = ", ".join(n for _, n in reversed(ops))
-    return (
-        f"only {est.switches} window switches in this run: {listed} corrected from all their full-window"
-        " calls against all their light-window ones, not window by window (half of what was removed is"
-        " its uncertainty); a run several times longer pairs windows"
-    )
-
-
-# the least share of its intended share of the run a process must spend with the expensive
-# collectors on for its full windows' categories and GPU work to stand for the whole run
-MIN_SHARE_OF_INTENDED = 0.2
-
-
-def _thin_full_windows(share: float, metadata: dict[str, str], switched: dict[str, bool]) -> str | None:
-    """A note refusing to scale a process's backend and GPU figures from its full windows when they
-    held almost none of its run (below MIN_SHARE_OF_INTENDED of the share asked for), else None.
-
-    Why: scaled from a near-empty share, a few milliseconds of GPU work stood for seconds (a DDP
-    rank's GPU time read 9.6 s, scaled from 1.1 s recorded, against 5.6 s of GPU-bound time).
-    """
-    try:
-        intended = float(json.loads(metadata.get("options") or "{}").get("full_share", 0.5))
-    except (ValueError, TypeError, AttributeError):
-        intended = 0.5
-    on = [k for k, v in switched.items() if v]
-    if not on or share >= MIN_SHARE_OF_INTENDED * intended:
-        return None
-    return (
-        f"{', '.join(on)} recorded during only {share:.1%} of this process's run ({intended:.0%} intended):"
-        " its CPU categories and GPU work are shown as recorded, not scaled to the run"
-    )
-
-
-def _nominal_full_share(tl: Timeline) -> float:
-    """Share of the run between a switch to full and the next switch to light (1.0 without windows).
-
-    Unlike :func:`_full_share`, a full window counts whether or not its collectors found anything to
-    record: start-up with no torch op nor CUDA call in it was traced as much as the loop was, and
-    its (absent) GPU work was seen as well in full windows as the loop's.
-    """
-    win_ts, win_mode = windows.window_rows(tl)
-    total = tl.end_ns - tl.start_ns
-    if len(win_ts) == 0 or total <= 0:
-        return 1.0
-    ts = np.clip(win_ts, tl.start_ns, tl.end_ns)
-    length = np.diff(np.append(ts, tl.end_ns))
-    first = np.clip(win_ts[0], tl.start_ns, tl.end_ns) - tl.start_ns  # before the first row: full
-    return float(length[win_mode == S.WINDOW_FULL].sum() + first) / total
-
-
-def _full_share(est: windows.WindowEstimate, tl: Timeline) -> float:
-    """Share of the corrected main-thread time spent in full windows."""
-    main = tl.thread == tl.main_thread
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
-    total = float(dur[main].sum())
-    return float(dur[main & (est.row_mode == S.WINDOW_FULL)].sum()) / total if total > 0 else 1.0
-
-
-def _window_info(
-    est: windows.WindowEstimate, names: list[str], tl: Timeline, switched: dict[str, bool]
-) -> dict:
-    """The evidence behind the window correction, for the summary (per operation and in total)."""
-    sigma = {k: e["sigma_ns"] for k, e in est.per_op.items()}
-    nested = windows.nested_names(tl)
-    ops = {}
-    for key, e in est.per_op.items():
-        inner = [y for (x, y) in nested if x == key and y != key]
-        incl = np.sqrt(sigma[key] ** 2 + sum(sigma.get(y, 0.0) ** 2 for y in set(inner)))
-        ops[_name(names, key)] = {
-            "method": e["method"],
-            "factor": e["factor"],
-            "light_instances": e["light_n"],
-            "full_instances": e["full_n"],
-            "removed_s": e["removed_ns"] / 1e9,
-            # of which: work a window switch left for the instance right after it (windows.switch_transient)
-            "after_switch_removed_s": e.get("after_switch_removed_ns", 0.0) / 1e9,
-            "exclusive_uncertainty_s": sigma[key] / 1e9,
-            "uncertainty_s": float(incl) / 1e9,
-            # the machine's speed over the run: percentiles of the light windows' medians (ns)
-            "light_window_ns": e.get("light_window_ns"),
-            # each light window's [median ns, instances] (rlscope validate's speed matching)
-            "light_windows": e.get("light_windows"),
-            "full_windows": e.get("full_windows"),
-        }
-        if "pooled_ns" in e:  # what the pooled cost would have removed, beside its own instances' cap
-            ops[_name(names, key)]["pooled_s"] = e["pooled_ns"] / 1e9
-        if "pieces" in e:  # its pieces' classes, by how each was compared (overhead/correct/pieces.py)
-            ops[_name(names, key)]["pieces"] = e["pieces"]
-    total_sigma = float(np.sqrt(sum(v**2 for v in sigma.values()))) / 1e9
-    return {
-        "switched": [k for k, on in switched.items() if on],
-        "full_share": _full_share(est, tl),
-        "cost_per_event_ns": est.cost_per_event_ns,
-        "uncertainty_s": total_sigma,
-        "operations": ops,
-    }
-
-
-def _scale_gpu_to_run(
-    b: ProcessBreakdown, est: windows.WindowEstimate, names: list[str], tl: Timeline
-) -> None:
-    """GPU tracing ran in full windows only: its per-operation figures stand for every instance.
-
-    Each (phase, operation)'s GPU time is scaled by its instances over its full-window instances;
-    unattributed GPU work and the GPU-bound time by the run's time over the full windows' time.
-    """
-    share = _nominal_full_share(tl)  # GPU work is recorded whenever GPU tracing is on
-    run_scale = 1.0 / share if share > 0 else 1.0
-    scale: dict[tuple[str, str], float] = {}
-    for (ph, op), grp in _group_instances(est):
-        n_full = int(est.inst_full[grp].sum())
-        scale[(_name(names, ph, NO_PHASE), _name(names, op))] = len(grp) / n_full if n_full else 1.0
-
-    def factor(ph: str, op: str) -> float:
-        return run_scale if op == UNANNOTATED else scale.get((ph, op), 1.0)
-
+def _scale_gpu_to_run(b: ProcessBreakdown, scale: GpuScale) -> None:
+    """GPU tracing ran in full windows only: its figures scaled to stand for every instance (``scale``)."""
     g = b.gpu_time.to_pydict()
-    f = [factor(p, o) for p, o in zip(g["phase"], g["operation"], strict=True)]
+    f = [scale.factor(p, o) for p, o in zip(g["phase"], g["operation"], strict=True)]
     g["seconds"] = [s * k for s, k in zip(g["seconds"], f, strict=True)]
     g["count"] = [round(c * k) for c, k in zip(g["count"], f, strict=True)]
     b.gpu_time = pa.table(g, schema=GPU_TIME_SCHEMA)
     o = b.ops.to_pydict()
     for i, (p, op) in enumerate(zip(o["phase"], o["operation"], strict=True)):
-        k = factor(p, op)
+        k = scale.factor(p, op)
         cpu = o["cpu_only_s"][i] + o["cpu_gpu_s"][i]
         o["cpu_gpu_s"][i] = min(o["cpu_gpu_s"][i] * k, cpu)
         o["gpu_only_s"][i] *= k
         o["cpu_only_s"][i] = cpu - o["cpu_gpu_s"][i]
     b.ops = pa.table(o, schema=OPS_SCHEMA)
     if "gpu_bound_s" in b.gpu:
-        b.gpu["gpu_bound_s"] *= run_scale
+        b.gpu["gpu_bound_s"] *= scale.run
     if "gpu_bound_fraction" in b.gpu and b.wall_s > 0:
         b.gpu["gpu_bound_fraction"] = b.gpu["gpu_bound_s"] / b.wall_s
-    b.gpu["scaled_from_full_windows"] = True
 
 
 def _split_like_full_windows(
-    b: ProcessBreakdown, est: windows.WindowEstimate, names: list[str], tl: Timeline, pid: int
+    b: ProcessBreakdown, mode: np.ndarray, names: list[str], tl: Timeline, pid: int
 ) -> None:
-    """Categories per (phase, operation): the corrected total split as in the full windows.
+    """Categories per (phase, operation): the corrected total split as in the full windows (``mode``:
+    the kind of window each row of ``tl`` ran in).
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
     only the full windows see the split, and it stands for the operation's whole time.
@@ -443,7 +223,7 @@ def _split_like_full_windows(
     cat_all = np.zeros((len(uniq), NCAT))
     np.add.at(cat_all, (inv, cat), d)
     cat_full = np.zeros((len(uniq), NCAT))
-    f = est.row_mode[rows] == S.WINDOW_FULL
+    f = mode[rows] == S.WINDOW_FULL
     np.add.at(cat_full, (inv[f], cat[f]), d[f])
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     for k, (p, o, m) in enumerate(uniq.tolist()):
@@ -458,16 +238,6 @@ def _split_like_full_windows(
             out["main_thread"].append(bool(m))
             out["seconds"].append(cat_all[k].sum() * shares[c] / 1e9)
     b.cpu_time = pa.table(out, schema=CPU_TIME_SCHEMA)
-
-
-def _group_instances(est: windows.WindowEstimate):
-    """(phase name id, operation name id) -> instance indices."""
-    key = est.inst_phase.astype(np.int64) * (2**31) + est.inst_name
-    uniq, inv = factorize(key)
-    order = np.argsort(inv, kind="stable")  # the instances of each key, in one pass
-    bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
-    for k, u in enumerate(uniq.tolist()):
-        yield (u // 2**31, u % 2**31), order[bounds[k] : bounds[k + 1]]
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:

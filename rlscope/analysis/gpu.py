@@ -202,6 +202,17 @@ def launching_call(api: ApiCalls, records: GpuRecords) -> tuple[np.ndarray, np.n
     return order[pos], corr[pos] == records.correlation
 
 
+def launch_points(
+    tl: Timeline, api: ApiCalls, records: GpuRecords, launch: tuple[np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(thread, time) of each GPU record's launch (``launch``: :func:`launching_call`'s): its API
+    call's, else the main thread at the record's start; the correction moves GPU work with them."""
+    idx, found = launch
+    if not len(api.start):  # no launch seen: GPU work moves with the main thread's time
+        return np.full(len(records.start), tl.main_thread), records.start
+    return np.where(found, api.thread[idx], tl.main_thread), np.where(found, api.start[idx], records.start)
+
+
 def attribute(
     tl: Timeline, api: ApiCalls, records: GpuRecords, launch: tuple[np.ndarray, np.ndarray] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:

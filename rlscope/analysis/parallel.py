@@ -34,7 +34,7 @@ from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.analysis.kernels import process_kernel_rows
 from rlscope.errors import RAY_INSTALL_HINT, RLScopeError, TraceError
-from rlscope.overhead.correct.plan import has_light_windows
+from rlscope.overhead.correct import has_light_windows
 from rlscope.trace import budget
 from rlscope.trace.reader import ProcessTrace, load_process
 

@@ -2,14 +2,14 @@
 
 :func:`analyze` walks the trace once, one process at a time (:mod:`~rlscope.analysis.parallel`: here,
 in a process pool or in Ray tasks): a survey of each process (metadata, session bounds) chooses the
-correction (:mod:`~rlscope.overhead.correct.plan`) and the run's time axis; then each process is loaded
-(:mod:`rlscope.trace.reader`), its per-thread timeline built with its GPU work joined
-(:func:`rlscope.analysis.gpu.timeline_with_gpu`), corrected and aggregated
-(:mod:`~rlscope.analysis.breakdown`) and cut into its kernel rows, its share of the report's timeline
-and, when asked, its interval tables (:mod:`~rlscope.analysis.kernels`,
-:mod:`~rlscope.analysis.report`, :mod:`~rlscope.analysis.intervals`). Those per-process pieces are
-merged in trace order into the summary (:mod:`~rlscope.analysis.summary`) and the rest; the advice
-rules (:mod:`~rlscope.analysis.advice`) read the finished summary last. The terminal
+correction (:func:`~rlscope.overhead.correct.plan_correction`) and the run's time axis; then each
+process is loaded (:mod:`rlscope.trace.reader`), its per-thread timeline built with its GPU work joined
+(:func:`rlscope.analysis.gpu.timeline_with_gpu`), corrected in one call
+(:func:`~rlscope.overhead.correct.correct_process`), aggregated (:mod:`~rlscope.analysis.breakdown`)
+and cut into its kernel rows, its share of the report's timeline and, when asked, its interval tables
+(:mod:`~rlscope.analysis.kernels`, :mod:`~rlscope.analysis.report`, :mod:`~rlscope.analysis.intervals`).
+Those per-process pieces are merged in trace order into the summary (:mod:`~rlscope.analysis.summary`)
+and the rest; the advice rules (:mod:`~rlscope.analysis.advice`) read the finished summary last. The terminal
 table, JSON, CSV, HTML, Chrome trace and diff are renderers of the :class:`AnalysisResult` it
 returns, so they cannot disagree (pyinstrument's ``session -> processors -> renderers`` shape).
 """
@@ -147,7 +147,7 @@ def _analyze(
     from rlscope.analysis.report import MAX_INTERVALS, detail_cuts, report_dict, timeline_from, window_choice
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
-    from rlscope.overhead.correct.plan import plan
+    from rlscope.overhead.correct import plan_correction
     from rlscope.trace.budget import choose_drops
     from rlscope.trace.reader import (
         ProcessHeader,
@@ -183,7 +183,9 @@ def _analyze(
         headers = [ProcessHeader(d, i.metadata, []) for d, i in zip(dirs, infos, strict=True)]
         # a directory profiled into twice (rlscope.trace.runs); a loaded Trace said it when it was read
         earlier = None if loaded else runs_warning(headers, [i.span for i in infos])
-        correction = plan([i.metadata for i in infos], [i.light_windows for i in infos], calibration, correct)
+        correction = plan_correction(
+            [i.metadata for i in infos], [i.light_windows for i in infos], calibration, correct
+        )
         spans = [(h, *i.span) for h, i in zip(headers, infos, strict=True) if i.span is not None]
         run_start, run_end = run_span(spans)
         timeline_ns, chosen = window_choice(window, run_end, len(spans))  # a missed window fails here

@@ -19,7 +19,7 @@ from rlscope.analysis import gpu
 from rlscope.analysis.kernel_lengths import kernel_lengths, process_kernels
 from rlscope.analysis.memory import memory_section, process_memory
 from rlscope.analysis.occupancy import device_limits, occupancy_section
-from rlscope.overhead.correct import windows
+from rlscope.overhead.correct import window_spans
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace
 
@@ -32,7 +32,7 @@ GAP_QUANTILES = (np.arange(50) + 0.5) / 50  # the idle gaps' distribution, in 50
 
 def full_windows(proc: ProcessTrace, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the stretches with GPU tracing on (the full windows; the whole run without)."""
-    ts, ends, mode = windows.window_spans(proc.events, end)
+    ts, ends, mode = window_spans(proc.events, end)
     if not (mode == S.WINDOW_LIGHT).any():
         return np.array([start]), np.array([end])
     full = mode == S.WINDOW_FULL

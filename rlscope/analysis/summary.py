@@ -12,7 +12,7 @@ from typing import Any
 
 from rlscope.analysis import roles
 from rlscope.analysis.breakdown import EXCLUSIVE, TOTAL, UNANNOTATED, ProcessBreakdown
-from rlscope.overhead.correct.plan import CorrectionPlan
+from rlscope.overhead.correct import CorrectionPlan
 from rlscope.trace.reader import TraceHeader, clock_offset
 from rlscope.trace.schema import is_auto
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -28,12 +27,10 @@ from rlscope.analysis.breakdown import (
     OPS_SCHEMA,
     ProcessBreakdown,
 )
-from rlscope.overhead.correct import flush_stall
-from rlscope.overhead.correct.residual import EventCosts
+from rlscope.overhead.correct import ASSUMED_STALL_SHARE, EventCosts
 from rlscope.trace import schema as S
 from rlscope.trace.header import main_thread, session_span
 from rlscope.trace.reader import ProcessTrace, name_of
-from rlscope.trace.schema import CostClass
 
 UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
 # the categories the detail splits a summarized operation's Python time into
@@ -61,7 +58,7 @@ class Summarized:
 def summarized(
     proc: ProcessTrace,
     costs: EventCosts | None,
-    stall_share: float = flush_stall.ASSUMED,
+    stall_share: float = ASSUMED_STALL_SHARE,
     kept: dict[tuple[str, str, bool], float] | None = None,
 ) -> Summarized | None:
     """The process's summary-mode aggregates as named figures, corrected with ``costs`` (raw: None).
@@ -89,7 +86,7 @@ def summarized(
     kept_all = kept.get(("", "", True), 1.0)
     main = _main_thread(proc)
     names = proc.names
-    per_boundary = _dispatch_ns(costs)
+    per_boundary = costs.scope_dispatch_ns() if costs is not None else 0.0
     cpu: dict[tuple[str, str, str, bool], float] = {}
     calls: dict[tuple[str, str], int] = {}
     inclusive: dict[tuple[str, str], float] = {}
@@ -194,22 +191,13 @@ def _main_thread(proc: ProcessTrace) -> int:
     return main_thread(ts, kind, ev.column("thread").to_numpy(), session_span(ts, kind)[0])
 
 
-def _dispatch_ns(costs: EventCosts | None) -> float:
-    """The calibrated part of a boundary's cost that it does not measure itself (per boundary)."""
-    if costs is None:
-        return 0.0
-    parts = [costs.dispatch_inside[CostClass.SCOPE], costs.dispatch_outside[CostClass.SCOPE]]
-    parts = [p for p in parts if not math.isnan(p)]
-    return float(sum(parts)) / 2 if parts else 0.0
-
-
 def finisher(proc: ProcessTrace) -> Callable[[ProcessBreakdown, EventCosts | None], ProcessBreakdown]:
     """What the per-process analysis applies to its raw and corrected breakdowns of ``proc``."""
 
     raw_cpu: list[pa.Table] = []  # the raw detail's CPU time: what a corrected breakdown kept of it
 
     def finish(bd: ProcessBreakdown, costs: EventCosts | None) -> ProcessBreakdown:
-        share = (bd.overhead.get("writer_stall") or {}).get("share", flush_stall.ASSUMED)
+        share = (bd.overhead.get("writer_stall") or {}).get("share", ASSUMED_STALL_SHARE)
         if costs is None:
             raw_cpu[:] = [bd.cpu_time]
         kept = _kept(raw_cpu[0], bd.cpu_time) if costs is not None and raw_cpu else None

@@ -1,24 +1,49 @@
-"""Plan and apply the correction of rlscope's own cost: what the analysis imports.
+"""The correction of rlscope's own cost: the one entry the analysis imports (none of the modules below).
 
-The public entry: :func:`plan_correction` (which correction a trace gets: a calibration's costs,
-the run's windows alone, or none, and why) and :func:`apply_correction` (a process's timeline with
-the residual per-event costs removed). The parts: ``plan``, ``residual``, ``windows``,
-``flush_stall``, ``reference`` and ``calibration`` (the calibration file).
+Two calls: :func:`plan_correction` once per trace (which correction it gets: a calibration's costs,
+the run's windows alone, or none, and why), and :func:`correct_process` once per process (its
+timeline with rlscope's cost removed, and all its corrected breakdown needs besides:
+:class:`~rlscope.overhead.correct.process.Corrected`). Besides them, the names those take and give
+(``CorrectionPlan``, ``EventCosts``, ``Corrected``, ``GpuScale``), what the analysis reads of the
+windows before and beside the correction (``has_light_windows``, ``window_spans``) and the share of
+the writer's flushes that stalls the job where the run cannot measure it (``ASSUMED_STALL_SHARE``).
 
-Imported lazily: the session imports ``reference`` and ``calibration`` at ``import rlscope``, and
-must not pay for numpy or pyarrow there.
+The parts: ``plan``, ``process`` (one process's correction), ``residual`` (per-event costs),
+``windows`` and ``pieces`` (what the expensive collectors cost in this run), ``full_windows`` and
+``window_notes`` (what the full windows stand for, what the summary says of them), ``flush_stall``,
+``reference`` and ``calibration`` (the calibration file).
+
+Loaded lazily: the session imports ``reference`` and ``calibration`` at ``import rlscope``, and must
+not pay for numpy or pyarrow there; the names above load their modules on first use (PEP 562).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
     from rlscope.analysis.timeline import Timeline
-    from rlscope.overhead.correct.plan import CorrectionPlan
-    from rlscope.overhead.correct.residual import Correction, EventCosts
+    from rlscope.overhead.correct.flush_stall import ASSUMED as ASSUMED_STALL_SHARE
+    from rlscope.overhead.correct.full_windows import GpuScale
+    from rlscope.overhead.correct.plan import CorrectionPlan, has_light_windows
+    from rlscope.overhead.correct.process import Corrected
+    from rlscope.overhead.correct.residual import EventCosts
+    from rlscope.overhead.correct.windows import window_spans
+    from rlscope.trace.reader import ProcessTrace
+
+__all__ = [
+    "ASSUMED_STALL_SHARE",
+    "Corrected",
+    "CorrectionPlan",
+    "EventCosts",
+    "GpuScale",
+    "correct_process",
+    "has_light_windows",
+    "plan_correction",
+    "window_spans",
+]
 
 
 def plan_correction(
@@ -33,11 +58,32 @@ def plan_correction(
     return plan.plan(metadata, light_windows, calibration, correct)
 
 
-def apply_correction(
-    tl: Timeline, costs: EventCosts, nvml_samples: int = 0, memory: np.ndarray | None = None
-) -> Correction:
-    """A process's timeline with rlscope's residual costs removed
-    (:func:`rlscope.overhead.correct.residual.correct_timeline`)."""
-    from rlscope.overhead.correct import residual
+def correct_process(
+    proc: ProcessTrace, tl: Timeline, costs: EventCosts, launches: tuple[np.ndarray, np.ndarray] | None = None
+) -> Corrected:
+    """One process's timeline corrected for ``costs`` and its own windows, and what its corrected
+    breakdown needs besides (:func:`rlscope.overhead.correct.process.correct_process`)."""
+    from rlscope.overhead.correct import process
 
-    return residual.correct_timeline(tl, costs, nvml_samples, memory)
+    return process.correct_process(proc, tl, costs, launches)
+
+
+# the names re-exported from the modules, loaded on first use
+_LAZY = frozenset(__all__) - {"correct_process", "plan_correction"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:  # a submodule not imported yet, or no such name
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rlscope.overhead.correct import flush_stall, full_windows, plan, process, residual, windows
+
+    found = {
+        "ASSUMED_STALL_SHARE": flush_stall.ASSUMED,
+        "Corrected": process.Corrected,
+        "CorrectionPlan": plan.CorrectionPlan,
+        "EventCosts": residual.EventCosts,
+        "GpuScale": full_windows.GpuScale,
+        "has_light_windows": plan.has_light_windows,
+        "window_spans": windows.window_spans,
+    }
+    return found[name]

@@ -86,6 +86,14 @@ class EventCosts:
             costs.dispatch_inside[c] = costs.dispatch_outside[c] = 0.0
         return costs
 
+    def scope_dispatch_ns(self) -> float:
+        """The calibrated part of a scope boundary's cost that it does not measure itself, per boundary
+        (the mean of inside and outside; 0 without that figure): what a boundary counted in the
+        aggregates loses besides the cost it measured (rlscope/analysis/whole_run.py)."""
+        parts = [self.dispatch_inside[CostClass.SCOPE], self.dispatch_outside[CostClass.SCOPE]]
+        parts = [p for p in parts if not math.isnan(p)]
+        return float(sum(parts)) / 2 if parts else 0.0
+
 
 def _options(metadata: dict[str, str]) -> dict[str, Any]:
     try:
