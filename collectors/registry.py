@@ -49,6 +49,8 @@ COLLECTORS: tuple[CollectorRow, ...] = (
     CollectorRow("torch.collectives", "rlscope.collectors.collectives:start_for", backend="torch"),
     # the CUDA caching allocator's events
     CollectorRow("torch.memory", "rlscope.collectors.gpu_memory:start_for", ("memory",), backend="torch"),
+    # Python stack samples: [unannotated] and each operation's Python time by function and line
+    CollectorRow("stacks", "rlscope.collectors.stacks:start_for"),
 )
 
 

@@ -64,6 +64,7 @@ class Session:
         full_share: float = 0.5,
         auto_ops: bool = False,
         detail: str | DetailSchedule | None = None,
+        stack_hz: float = 0.0,
     ) -> None:
         self.trace_dir = Path(trace_dir)
         self.options, detail_kept = session_options(
@@ -77,6 +78,7 @@ class Session:
             full_share=full_share,
             auto_ops=auto_ops,
             detail=detail,
+            stack_hz=stack_hz,
         )
         self._lean: Any = None  # the C scope module while bound to its lean path (start to stop)
         self.nvtx_push: Any = None  # set when NVTX ranges are on (see _start_nvtx)
@@ -369,7 +371,10 @@ def profile(trace_dir: str | os.PathLike[str] = "rlscope-trace", **options: Any)
     run; ``full_share``, default 0.5, is the share of the time they are on;
     rlscope/overhead/correct/windows.py), ``auto_ops`` (default False; on under ``rlscope run``:
     record ``simulation``, ``inference`` and ``backprop`` and the library adapters' phases in code
-    without scopes, rlscope/runtime/auto_ops.py, docs/automatic-operations.md).
+    without scopes, rlscope/runtime/auto_ops.py, docs/automatic-operations.md), ``detail`` (when
+    every event is kept, rlscope/trace/detail.py), ``stack_hz`` (default 0; 100 under ``rlscope run``:
+    Python stack samples a second, which break ``[unannotated]`` and Python time down by source line,
+    collectors/stacks.py).
     """
     mode = os.environ.get(hooks.MODE_ENV)  # a run of `rlscope validate`: off | timers | profile
     factory = hooks.mode_session() if mode else None

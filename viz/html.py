@@ -25,6 +25,7 @@ from rlscope.text import html_text
 from rlscope.viz.advice import html_section as advice_section
 from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
 from rlscope.viz.sharing import sharing_html
+from rlscope.viz.stacks import html_section as stacks_section
 from rlscope.viz.terminal import (
     GPU_CATEGORY_ORDER,
     RESOURCE_KEYS,
@@ -566,6 +567,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         _kernel_section(summary, report) if gpu else "",
         "<h2>Phases</h2>",
         _phase_section(summary, state),
+        stacks_section(summary),
         _roles_section(summary),
         _processes_section(summary),
         "<h2>Sharing</h2>" if gpu else "",  # GPU memory, occupancy, kernel lengths, co-location

@@ -438,6 +438,9 @@ def render_summary(
     if verbose:
         for line in correction_details(summary):
             console.print(cell(f"  {line}", style="dim"))
+        from rlscope.viz.stacks import render_footer as render_stacks
+
+        render_stacks(summary, console)  # where [unannotated] and each operation's time runs, by line
 
     gpu_line = gpu_utilization_line(summary)
     if gpu_line:

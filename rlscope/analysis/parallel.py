@@ -30,6 +30,7 @@ from typing import Any
 
 # imported here, not in the functions: forked pool workers then start with them loaded
 from rlscope.analysis import gpu, intervals, nccl, report, sharing, whole_run
+from rlscope.analysis import stacks as stack_samples
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.analysis.kernels import process_kernel_rows
@@ -80,6 +81,7 @@ class ProcessPiece:
     intervals: Any  # rlscope.analysis.intervals.ProcessIntervals | None (not asked, or no events)
     gpu_calls: Any = None  # rlscope.analysis.gpu_calls.GpuCalls: per operation, its CUDA API calls (advice)
     collectives: Any = None  # rlscope.analysis.nccl.Collectives | None: torch.distributed's collectives
+    stacks: Any = None  # rlscope.analysis.stacks.StackCounts | None: its stack samples by operation and line
 
 
 def _load(source: Source, light: bool = False, drops: list[budget.Drop] | None = None) -> ProcessTrace:
@@ -134,6 +136,7 @@ def process_piece(
         intervals=part if request.intervals else None,
         gpu_calls=process_gpu_calls(proc, joined),
         collectives=nccl.collective_rows(proc, joined),
+        stacks=stack_samples.attribute(proc, joined[0], proc.names),
     )
 
 

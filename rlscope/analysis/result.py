@@ -139,7 +139,7 @@ def _analyze(
     want_intervals: bool,
     detail_budget: Budget,
 ) -> AnalysisResult:
-    from rlscope.analysis import gpu_calls, nccl
+    from rlscope.analysis import gpu_calls, nccl, stacks
     from rlscope.analysis.advice import advise
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
@@ -217,6 +217,10 @@ def _analyze(
         [(h.pid, p.kernel_rows) for h, p in zip(headers, pieces, strict=True)],
         [(h.pid, p.collectives) for h, p in zip(headers, pieces, strict=True)],
     )
+    # Python stack samples by operation and source line (rlscope.analysis.stacks), when taken
+    sampled = stacks.merged([p.stacks for p in pieces])
+    if sampled is not None:
+        summary["stacks"] = stacks.summary(sampled)
     summary["warnings"] = once_per_run(summary["warnings"])
     # ranked findings (rlscope.analysis.advice): last, since the rules read the finished summary
     summary["advice"] = advise(summary, gpu_calls.merge([p.gpu_calls or {} for p in pieces]))

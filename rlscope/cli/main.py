@@ -120,6 +120,7 @@ def run(argv: list[str]) -> int:
         p, "--flush-interval", 1.0, "how often each process writes its events to the trace (default 1)"
     )
     options.detail(p)
+    options.stack_hz(p)
     p.add_argument("--no-analyze", action="store_true", help="do not print the breakdown at the end")
     options.html_out(p)
     options.json_out(p, "the summary")
@@ -141,6 +142,7 @@ def run(argv: list[str]) -> int:
         "gpu": False if args.gpu == "off" else args.gpu,
         "auto_ops": not args.no_auto_ops,
         "detail": args.detail,
+        "stack_hz": args.stack_hz,
     }
     if not (BOOT_DIR / "sitecustomize.py").is_file():
         raise RLScopeError(f"{BOOT_DIR / 'sitecustomize.py'} is missing: reinstall rlscope")

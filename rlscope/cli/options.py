@@ -14,6 +14,7 @@ argparse's one-line error and exit status 2, see :class:`rlscope.cli.parser.Pars
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 TRACE_HELP = "trace directory written by rlscope.profile / rlscope run"
+STACK_HZ = 100.0  # rlscope run's stack samples a second (collectors/stacks.py)
 GPU_MODES = (*gpu.GPU_MODES, "off")  # the session's modes (collectors/gpu.py), and none
 
 
@@ -226,6 +228,26 @@ def detail(p: argparse.ArgumentParser) -> argparse.Action:
         " of the run is kept as aggregates, which the whole-run figures come from. 'all' keeps every"
         f" event of the run (default {DEFAULT_SPEC}; units ms, s, m, h, or 'it': iterations of the"
         " outermost operation, e.g. 200it,5000it,50it)",
+    )
+
+
+def rate_hz(text: str) -> float:
+    """An argparse ``type``: a finite rate >= 0 (0: off)."""
+    value = _number(float, "a rate in Hz", 0, strict=False)(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite rate, got {text}")
+    return value
+
+
+def stack_hz(p: argparse.ArgumentParser) -> argparse.Action:
+    """How often each process's Python stacks are sampled: ``--stack-hz HZ`` (collectors/stacks.py)."""
+    return p.add_argument(
+        "--stack-hz",
+        type=rate_hz,
+        default=STACK_HZ,
+        metavar="HZ",
+        help="sample every Python thread's stack HZ times a second, so [unannotated] and each operation's"
+        f" Python time are broken down by function and source line (default {STACK_HZ:g}; 0: off)",
     )
 
 

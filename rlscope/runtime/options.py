@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rlscope.collectors.gpu import GPU_MODES
@@ -23,6 +24,7 @@ def session_options(
     full_share: float,
     auto_ops: bool,
     detail: str | DetailSchedule | None,
+    stack_hz: float = 0.0,
 ) -> tuple[dict[str, Any], DetailSchedule]:
     """The options as the trace's metadata records them, and the detail schedule (with windows off,
     every event for the whole run). Raises RLScopeError on a value the session cannot run with."""
@@ -34,6 +36,8 @@ def session_options(
         raise RLScopeError(f"window_s must be > 0, got {window_s}")
     if not 0 < full_share < 1:
         raise RLScopeError(f"full_share must be between 0 and 1, got {full_share}")
+    if not (stack_hz >= 0 and math.isfinite(stack_hz)):
+        raise RLScopeError(f"stack_hz must be >= 0 (0: no stack samples), got {stack_hz}")
     if nvml_hz < 0:
         raise RLScopeError(f"nvml_hz must be >= 0 (0: no NVML sampling), got {nvml_hz}")
     schedule = DetailSchedule.parse(detail if windows else "all")
@@ -48,5 +52,6 @@ def session_options(
         "full_share": full_share,
         "auto_ops": bool(auto_ops),
         "detail": schedule.to_env(),
+        "stack_hz": stack_hz,
     }
     return options, schedule

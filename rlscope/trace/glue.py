@@ -27,6 +27,7 @@ TIME_COLUMNS = {
     "nvml": ("ts_ns",),
     "memory": ("ts_ns",),
     "collectives": ("ts_ns",),
+    "stacks": ("ts_ns",),
 }
 
 

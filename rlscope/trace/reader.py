@@ -45,6 +45,8 @@ class ProcessTrace(ProcessHeader):
     backend: pa.Table | None = None  # torch ops from the native backend recorder (backend.arrows)
     memory: pa.Table | None = None  # CUDA caching allocator events (memory.arrows), when recorded
     collectives: pa.Table | None = None  # torch.distributed collectives (collectives.arrows), when recorded
+    stacks: pa.Table | None = None  # Python stack samples (stacks.arrows), when sampled
+    frames: pa.Table | None = None  # their stacks' frames (frames.arrows): no times, never cut or joined
     # the whole run's aggregates (aggregates.arrows) summed per key over the run (full loads only):
     # AGGREGATE_COLUMNS less ts_ns (rlscope/trace/aggregate.py, rlscope/analysis/whole_run.py)
     aggregates: pa.Table | None = None
@@ -417,13 +419,16 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         ("backend", S.BACKEND_FILE, S.BACKEND_COLUMNS, None),
         ("memory", S.MEMORY_FILE, S.MEMORY_COLUMNS, None),
         ("collectives", S.COLLECTIVES_FILE, S.COLLECTIVES_COLUMNS, None),
+        ("stacks", S.STACKS_FILE, S.STACKS_COLUMNS, None),
+        ("frames", S.FRAMES_FILE, S.FRAMES_COLUMNS, None),
     ):
         if (path / filename).exists():
             try:
                 if light:
                     _, file_meta = open_stream(path / filename, columns)
                 else:
-                    before = Before(dropping, columns[0]) if dropping is not None else None
+                    timed = attr in glue.TIME_COLUMNS
+                    before = Before(dropping, columns[0]) if dropping is not None and timed else None
                     table, file_meta, more = _read_stream(
                         path / filename, columns, optional_columns, rows=before
                     )
@@ -433,9 +438,11 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
                     table, found = validate_table(table, attr, str(path / filename), span)
                     warnings += more + [f.warning for f in found]
                     findings += found
-                    optional[attr] = glue.join(table, attr, gaps) if gaps is not None else table
+                    optional[attr] = glue.join(table, attr, gaps) if gaps is not None and timed else table
                 if "rlscope.collector" in file_meta:  # which collector wrote it: its overhead differs
                     meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
+                if S.OWN_DIRS_METADATA_KEY in file_meta:  # rlscope's frames in stack samples
+                    meta[S.OWN_DIRS_METADATA_KEY] = file_meta[S.OWN_DIRS_METADATA_KEY]
                 if S.DEVICES_METADATA_KEY in file_meta:  # device limits (occupancy, sharing)
                     meta.setdefault(S.DEVICES_METADATA_KEY, file_meta[S.DEVICES_METADATA_KEY])
             except TraceError as e:

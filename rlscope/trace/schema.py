@@ -260,6 +260,26 @@ COLLECTIVES_COLUMNS_DOC = [
 ]
 COLLECTIVES_COLUMNS = [c for c, _, _ in COLLECTIVES_COLUMNS_DOC]
 
+STACKS_FILE = "stacks.arrows"
+# Python stack samples (collectors/stacks.py): each sample's stack is written once, in FRAMES_FILE
+STACKS_COLUMNS_DOC = [
+    ("ts_ns", "int64", "time of the sample, on the events' clock"),
+    ("thread", "int64", "OS thread id of the sampled thread"),
+    ("stack", "int32", "the stack's id in frames.arrows"),
+]
+STACKS_COLUMNS = [c for c, _, _ in STACKS_COLUMNS_DOC]
+FRAMES_FILE = "frames.arrows"
+# schema metadata key of frames.arrows: JSON list of rlscope's own source folders at recording time
+OWN_DIRS_METADATA_KEY = "rlscope.own_dirs"
+FRAMES_COLUMNS_DOC = [
+    ("stack", "int32", "the stack's id (stacks.arrows)"),
+    ("depth", "int16", "the frame's place in the stack: 0 the innermost (the line running)"),
+    ("function", "int32", "id into names.arrows: the function's name"),
+    ("file", "int32", "id into names.arrows: its source file"),
+    ("line", "int32", "the line running in it (0: unknown)"),
+]
+FRAMES_COLUMNS = [c for c, _, _ in FRAMES_COLUMNS_DOC]
+
 NVML_FILE = "nvml.arrows"
 # JSON written beside the streams of a Ray worker or driver (rlscope/ray.py): role, node, clock offset
 RAY_META_FILE = "ray.json"

@@ -784,6 +784,7 @@ _TABLE_RULES: dict[str, tuple[tuple[str, ...], str | None, tuple[int, ...]]] = {
     "nvml": (("ts_ns",), None, ()),
     "memory": (("ts_ns",), "action", tuple(range(S.MEMORY_ALLOC, S.MEMORY_SEGMENT_PEAK + 1))),
     "collectives": (("ts_ns",), None, ()),
+    "stacks": (("ts_ns",), None, ()),
 }
 
 

@@ -1,0 +1,205 @@
+"""Stack samples put where their thread was: each operation's and ``[unannotated]``'s time by source line.
+
+A sample (collectors/stacks.py) is a thread's Python stack at one instant. The timeline says which
+operation (the innermost open one, or none: ``[unannotated]``) and which CPU category that thread
+was in then; the sample counts there. Per operation the summary lists the lines its samples ran,
+two ways:
+
+- **where** (``top_lines``): the innermost frame in the program's own code, i.e. not in the standard
+  library or an installed package, which is the line to change (a slow ``env.step`` shows as the
+  program's line that called it, not as a line inside gymnasium); a stack with no such frame counts
+  at its innermost frame;
+- **running** (``top_functions``): the innermost frame, whatever its file: what the time is spent in.
+
+``top_python_lines`` are the ``where`` lines of the samples taken in the ``python`` category: the
+operation's Python time by line. Shares are of the operation's samples (of its Python samples);
+the samples are taken in full windows only, at random times relative to the program's loop, so the
+shares estimate the shares of time.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlscope import categories
+from rlscope.analysis.timeline import Timeline
+from rlscope.trace import schema as S
+from rlscope.trace.reader import name_of
+
+TOP = 5  # lines listed per operation
+# a file in one of these is library code: the standard library, installed packages, generated code
+LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "/lib/python3", "\\lib\\python3", "<")
+
+Line = tuple[str, int, str]  # file, line, function
+
+
+def is_library(file: str) -> bool:
+    """Whether ``file`` is not the program's own code."""
+    return file.startswith("<") or any(m in file for m in LIBRARY_MARKS)
+
+
+@dataclass
+class OpSamples:
+    """One operation's samples: counts per line, both ways, and in the python category."""
+
+    samples: int = 0
+    python: int = 0
+    where: collections.Counter[Line] = field(default_factory=collections.Counter)
+    running: collections.Counter[Line] = field(default_factory=collections.Counter)
+    python_where: collections.Counter[Line] = field(default_factory=collections.Counter)
+
+    def add(self, other: OpSamples) -> None:
+        self.samples += other.samples
+        self.python += other.python
+        self.where.update(other.where)
+        self.running.update(other.running)
+        self.python_where.update(other.python_where)
+
+
+@dataclass
+class StackCounts:
+    """A process's (or a run's) samples by operation."""
+
+    samples: int = 0
+    hz: float = 0.0
+    ops: dict[str, OpSamples] = field(default_factory=dict)
+
+    def add(self, other: StackCounts) -> None:
+        self.samples += other.samples
+        self.hz = max(self.hz, other.hz)
+        for op, counts in other.ops.items():
+            self.ops.setdefault(op, OpSamples()).add(counts)
+
+
+def _stack_lines(frames: Any, names: list[str], own: tuple[str, ...]) -> dict[int, tuple[Line, Line]]:
+    """Per stack id: its ``where`` line and its ``running`` line, rlscope's own frames (``own``:
+    its source folders) skipped: they wrap the program's calls (scopes, automatic operations)."""
+    sid = frames.column("stack").to_numpy()
+    depth = frames.column("depth").to_numpy()
+    fn = frames.column("function").to_numpy()
+    file = frames.column("file").to_numpy()
+    line = frames.column("line").to_numpy()
+    order = np.lexsort((depth, sid))
+    innermost: dict[int, Line] = {}
+    running: dict[int, Line] = {}
+    where: dict[int, Line] = {}
+    for i in order.tolist():  # a few hundred stacks: the frames of each, innermost first
+        s = int(sid[i])
+        here: Line = (name_of(names, int(file[i])), int(line[i]), name_of(names, int(fn[i])))
+        innermost.setdefault(s, here)
+        if own and here[0].startswith(own):
+            continue
+        running.setdefault(s, here)
+        if s not in where and not is_library(here[0]):
+            where[s] = here
+    out = {}
+    for s, first in innermost.items():
+        r = running.get(s, first)
+        out[s] = (where.get(s, r), r)
+    return out
+
+
+def own_dirs(proc: Any) -> tuple[str, ...]:
+    """rlscope's source folders where the process was recorded (frames.arrows' metadata)."""
+    try:
+        dirs = json.loads(proc.metadata.get(S.OWN_DIRS_METADATA_KEY, "[]"))
+    except (ValueError, TypeError, AttributeError):
+        return ()
+    return tuple(d for d in dirs if isinstance(d, str) and d) if isinstance(dirs, list) else ()
+
+
+def sample_rows(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Per sample, the timeline row its thread was in at its time (-1: none, before its first row or a
+    thread without rows). Rows are grouped by thread and sorted by time within a thread."""
+    rows = np.full(len(ts), -1, np.int64)
+    if not len(tl.ts):
+        return rows
+    starts = np.flatnonzero(np.r_[True, tl.thread[1:] != tl.thread[:-1]])
+    ends = np.r_[starts[1:], len(tl.ts)]
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        mine = np.flatnonzero(thread == tl.thread[lo])
+        if not len(mine):
+            continue
+        at = np.searchsorted(tl.ts[lo:hi], ts[mine], side="right") - 1
+        rows[mine] = np.where(at >= 0, lo + at, -1)
+    return rows
+
+
+def attribute(proc: Any, tl: Timeline, names: list[str]) -> StackCounts | None:
+    """A process's samples by the operation and category their thread was in; None without samples."""
+    samples, frames = getattr(proc, "stacks", None), getattr(proc, "frames", None)
+    if samples is None or frames is None or not samples.num_rows:
+        return None
+    ts = samples.column("ts_ns").to_numpy().astype(np.int64, copy=False)
+    thread = samples.column("thread").to_numpy().astype(np.int64, copy=False)
+    stack = samples.column("stack").to_numpy()
+    keep = (ts >= tl.start_ns) & (ts <= tl.end_ns)
+    ts, thread, stack = ts[keep], thread[keep], stack[keep]
+    rows = sample_rows(tl, thread, ts)
+    inst = np.where(rows >= 0, tl.op[np.maximum(rows, 0)], -1)
+    name_ids = np.where(inst >= 0, tl.inst_name[np.maximum(inst, 0)], -1)
+    python = np.where(rows >= 0, tl.cat[np.maximum(rows, 0)], categories.PYTHON) == categories.PYTHON
+    lines = _stack_lines(frames, names, own_dirs(proc))
+    unknown: tuple[Line, Line] = (("?", 0, "?"), ("?", 0, "?"))
+    out = StackCounts(samples=len(ts), hz=_hz(proc))
+    keys = np.stack([name_ids, stack.astype(np.int64), python.astype(np.int64)], axis=1)
+    uniq, counts = np.unique(keys, axis=0, return_counts=True) if len(keys) else (keys, np.zeros(0, int))
+    for (nid, sid, py), k in zip(uniq.tolist(), counts.tolist(), strict=True):
+        op = name_of(names, nid, categories.UNANNOTATED)
+        o = out.ops.setdefault(op, OpSamples())
+        where, running = lines.get(sid, unknown)
+        o.samples += k
+        o.where[where] += k
+        o.running[running] += k
+        if py:
+            o.python += k
+            o.python_where[where] += k
+    return out
+
+
+def _hz(proc: Any) -> float:
+    try:
+        return float(json.loads(proc.metadata.get("options", "{}")).get("stack_hz", 0) or 0)
+    except (ValueError, TypeError, AttributeError):
+        return 0.0
+
+
+def _top(counter: collections.Counter[Line], total: int) -> list[dict[str, Any]]:
+    return [
+        {"file": f, "line": ln, "function": fn, "samples": k, "share": k / total if total else 0.0}
+        for (f, ln, fn), k in counter.most_common(TOP)
+    ]
+
+
+def merged(parts: list[StackCounts | None]) -> StackCounts | None:
+    """The run's samples: every process's summed (None: no process has any)."""
+    got = [p for p in parts if p is not None]
+    if not got:
+        return None
+    out = StackCounts()
+    for p in got:
+        out.add(p)
+    return out
+
+
+def summary(counts: StackCounts | None) -> dict[str, Any] | None:
+    """The summary's ``stacks``: per operation its samples and its top lines (None: no samples)."""
+    if counts is None or not counts.samples:
+        return None
+    ops = {}
+    for op, o in sorted(counts.ops.items(), key=lambda kv: -kv[1].samples):
+        named = sum(k for (f, _, _), k in o.where.items() if f not in ("?", ""))
+        ops[op] = {
+            "samples": o.samples,
+            "python_samples": o.python,
+            "named_share": named / o.samples if o.samples else 0.0,
+            "top_lines": _top(o.where, o.samples),
+            "top_functions": _top(o.running, o.samples),
+            "top_python_lines": _top(o.python_where, o.python),
+        }
+    return {"hz": counts.hz, "samples": counts.samples, "operations": ops}

@@ -1,0 +1,135 @@
+"""Stack samples: each counts in the operation and category its thread was in, by source line.
+
+Synthetic samples on a fake-clock trace give the exact counts; one real sampler run checks that a busy
+function of the program's own is named for nearly all of its time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import rlscope
+from rlscope import annotate, categories
+from rlscope.analysis import analyze, stacks
+from rlscope.analysis.timeline import build_timeline
+from rlscope.trace import schema as S
+from tests.conftest import write_stream
+
+TRAIN = "/home/me/project/train.py"
+GYM = "/usr/lib/python3.11/site-packages/gymnasium/core.py"
+
+
+def _frames(names: dict[str, int]) -> list[tuple]:
+    """Stack 0: gymnasium's step (line 50) called from train.py:10 in rollout. Stack 1: train.py:20
+    in update, the program's own line running. Stack 2: inside the standard library only."""
+    return [
+        (0, 0, names["step"], names[GYM], 50),
+        (0, 1, names["rollout"], names[TRAIN], 10),
+        (0, 2, names["<module>"], names[TRAIN], 99),
+        (1, 0, names["update"], names[TRAIN], 20),
+        (1, 1, names["<module>"], names[TRAIN], 98),
+        (2, 0, names["step"], names[GYM], 51),
+    ]
+
+
+@pytest.fixture
+def sampled(fake_session):
+    """A trace: ``op`` from 1 to 3 us (its second half in the simulator category), unannotated until
+    4 us; samples written as the sampler writes them, at known times."""
+    sess, clock = fake_session
+    names = {n: annotate.intern(n) for n in ("step", "rollout", "update", "<module>", TRAIN, GYM)}
+    with sess:
+        main = threading.get_native_id()
+        t0 = clock()
+        clock.advance(1000)
+        with rlscope.scope("op"):
+            clock.advance(1000)
+            with rlscope.simulator():
+                clock.advance(1000)
+        clock.advance(1000)
+    samples = [
+        (t0 + 1500, main, 1),  # op, python: the program's own line
+        (t0 + 2500, main, 0),  # op, simulator: gymnasium's line, called from train.py:10
+        (t0 + 2600, main, 0),
+        (t0 + 3500, main, 2),  # unannotated, library only
+        (t0 + 500, main + 1, 1),  # a thread without rows: unannotated python
+    ]
+    write_stream(sess.process_dir / S.STACKS_FILE, S.STACKS_COLUMNS_DOC, samples)
+    write_stream(sess.process_dir / S.FRAMES_FILE, S.FRAMES_COLUMNS_DOC, _frames(names))
+    return sess
+
+
+def test_samples_count_where_their_thread_was(sampled):
+    proc = rlscope.load_trace(str(sampled.trace_dir)).processes[0]
+    counts = stacks.attribute(proc, build_timeline(proc.events), proc.names)
+    op, un = counts.ops["op"], counts.ops[categories.UNANNOTATED]
+    assert counts.samples == 5 and (op.samples, op.python) == (3, 1) and (un.samples, un.python) == (2, 2)
+    assert op.where == {(TRAIN, 10, "rollout"): 2, (TRAIN, 20, "update"): 1}
+    assert op.running == {(GYM, 50, "step"): 2, (TRAIN, 20, "update"): 1}
+    assert op.python_where == {(TRAIN, 20, "update"): 1}
+    # a stack with no frame of the program's counts at its innermost frame
+    assert un.where == {(GYM, 51, "step"): 1, (TRAIN, 20, "update"): 1}
+
+
+def test_the_summary_lists_each_operations_top_lines_with_shares(sampled):
+    summary = analyze(str(sampled.trace_dir)).summary["stacks"]
+    assert summary["samples"] == 5
+    op = summary["operations"]["op"]
+    assert op["top_lines"][0] == {
+        "file": TRAIN,
+        "line": 10,
+        "function": "rollout",
+        "samples": 2,
+        "share": pytest.approx(2 / 3),
+    }
+    assert op["top_python_lines"][0]["line"] == 20 and op["top_python_lines"][0]["share"] == 1.0
+    assert op["named_share"] == 1.0
+    assert next(iter(summary["operations"])) == "op"  # most samples first
+
+
+def test_the_footer_and_the_html_section_name_the_lines(sampled):
+    from rlscope.viz import stacks as view
+
+    summary = analyze(str(sampled.trace_dir)).summary
+    lines = view.footer_lines(summary)
+    assert lines[1] == f"  {categories.UNANNOTATED} (2 samples)"  # the unexplained time first
+    op = lines.index("  op (3 samples)")
+    assert (
+        lines[op + 1] == "    in your code: project/train.py:10 rollout 67%, project/train.py:20 update 33%"
+    )
+    assert lines[op + 2] == "    running: gymnasium/core.py:50 step 67%, project/train.py:20 update 33%"
+    html = view.html_section(summary)
+    assert "project/train.py:10 rollout" in html and "<h3>op: 3 samples</h3>" in html
+
+
+def test_no_samples_no_section(fake_session):
+    sess, clock = fake_session
+    with sess, rlscope.scope("op"):
+        clock.advance(1000)
+    summary = analyze(str(sess.trace_dir)).summary
+    assert summary.get("stacks") is None
+    from rlscope.viz import stacks as view
+
+    assert view.footer_lines(summary) == [] and view.html_section(summary) == ""
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_the_sampler_names_a_busy_function_of_the_program(tmp_path):
+    """A real run: nearly every sample of an operation that only spins in ``_busy`` is ``_busy``'s."""
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=False, stack_hz=500, window_s=0.02):
+        for _ in range(10):
+            with rlscope.scope("spin"):
+                _busy(0.03)
+    summary = analyze(str(tmp_path / "t")).summary["stacks"]
+    spin = summary["operations"]["spin"]
+    assert spin["samples"] >= 5  # full windows only, on a loaded machine: some, not a rate
+    busy = sum(r["samples"] for r in spin["top_lines"] if r["function"] == "_busy")
+    assert busy / spin["samples"] >= 0.8
