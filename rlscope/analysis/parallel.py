@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # imported here, not in the functions: forked pool workers then start with them loaded
-from rlscope.analysis import gpu, intervals, nccl, report, sharing, whole_run
+from rlscope.analysis import gpu, intervals, nccl, report, sharing, startup, whole_run
 from rlscope.analysis import stacks as stack_samples
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
@@ -114,6 +114,8 @@ def process_piece(
     """Load one process, analyze it under the run's ``costs`` and ``request``, and keep only its results;
     ``drops``: the detail the budget leaves out (rlscope/trace/budget.py; a directory only)."""
     proc = _load(source, drops=drops)
+    if proc.events.num_rows:  # the program's own start-up is the startup phase's (rlscope.analysis.startup)
+        proc = dataclasses.replace(proc, events=startup.extended(proc.events, proc.names))
     joined = gpu.timeline_with_gpu(proc)
     raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None

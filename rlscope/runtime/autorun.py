@@ -10,7 +10,8 @@ this process tree, so on import of ray the bootstrap hands them Ray's ``worker_p
 (:func:`rlscope.ray.follow_run`); their traces come back into the run's trace directory.
 
 The time from the session's start to the program's first line (the rest of the interpreter's
-start-up) is the ``startup`` phase. Every process of the run, the first one included, flushes its
+start-up) is the ``startup`` phase; the analysis extends it to the program's first phase or
+operation, so its imports and set-up are start-up too (rlscope/analysis/startup.py). Every process of the run, the first one included, flushes its
 session before a SIGTERM or SIGHUP ends it (rlscope/runtime/child_signal.py): a parent ends its
 workers with SIGTERM, and ``rlscope run`` forwards the SIGTERM or SIGHUP it gets (``kill``, a
 batch scheduler, ``docker stop``, a closed terminal) to the program's whole process group. The
