@@ -34,6 +34,57 @@ def stack_info() -> dict[str, str]:
     }
 
 
+def _cgroup_cpu_quota() -> float | None:
+    """The CPUs a cgroup's quota allows this process (a container's ``--cpus``), None when unlimited or
+    unknown: cgroup v2's ``cpu.max``, else v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``."""
+    from pathlib import Path
+
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        v1 = Path("/sys/fs/cgroup/cpu")
+        quota_us = int((v1 / "cpu.cfs_quota_us").read_text())
+        period_us = int((v1 / "cpu.cfs_period_us").read_text())
+        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_facts() -> dict[str, str]:
+    """What bounds torch's intra-op threads (advice: ``intra_op_oversubscription``): the cores this
+    process may use (its affinity, capped by a cgroup quota: torch's default thread count ignores both),
+    the thread variables torch reads at import, and torch's thread count if torch is imported already
+    (a program that profiles itself; under ``rlscope run`` torch comes later, and a program may set the
+    count after the session starts, so this reading is of the start only). No torch import."""
+    import math
+
+    count = os.cpu_count() or 0
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = count
+    quota = _cgroup_cpu_quota()
+    usable = min(affinity, math.ceil(quota)) if quota else affinity
+    torch = sys.modules.get("torch")
+    threads = ""
+    if torch is not None:
+        try:
+            threads = str(torch.get_num_threads())
+        except Exception:  # a torch half imported, or one without the call: no reading
+            threads = ""
+    return {
+        "cpu.count": str(count),
+        "cpu.affinity": str(affinity),
+        "cpu.quota": f"{quota:g}" if quota else "",
+        "cpu.usable": str(usable),
+        **{k.lower(): os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ},
+        "torch.intra_op_threads.start": threads,
+    }
+
+
 def process_metadata(options: dict[str, Any], origin_ns: int, start_ns: int, unix_ns: int) -> dict[str, str]:
     """The metadata of this process's trace: who it is, what it runs on, how it was profiled, and the
     pair of clock readings (``start_ns`` on the events' clock, ``unix_ns``) that maps its clock onto
@@ -54,6 +105,7 @@ def process_metadata(options: dict[str, Any], origin_ns: int, start_ns: int, uni
         "python": sys.version.split()[0],
         "torch": _package_version("torch"),
         **stack_info(),
+        **cpu_facts(),
         "gymnasium": _package_version("gymnasium"),
         "clock": "perf_counter_ns",
         # native | python: the scope methods a session here runs (a calibration key field)

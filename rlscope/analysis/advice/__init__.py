@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rlscope.analysis.advice.backprop import backprop_bound
 from rlscope.analysis.advice.base import Facts, Finding
 from rlscope.analysis.advice.copies import pageable_copies
 from rlscope.analysis.advice.gpu_idle import gpu_idle_small_policy
@@ -21,6 +22,7 @@ from rlscope.analysis.advice.python_time import python_backprop, python_inferenc
 from rlscope.analysis.advice.simulation import simulation_bound
 from rlscope.analysis.advice.stragglers import role_stragglers, worker_stragglers
 from rlscope.analysis.advice.syncs import device_to_host_sync
+from rlscope.analysis.advice.threads import intra_op_oversubscription
 from rlscope.analysis.gpu_calls import GpuCalls
 
 __all__ = ["MIN_STAKE_SHARE", "RULES", "SUPERSEDES", "Facts", "Finding", "advise", "findings"]
@@ -37,22 +39,29 @@ RULES: tuple[Rule, ...] = (
     role_stragglers,
     python_backprop,
     python_inference,
+    backprop_bound,
+    intra_op_oversubscription,
 )
 
 MIN_STAKE_SHARE = 0.01
 """Findings whose time at stake is under this share of the run's wall are left out: a change that wins
 back less than 1% is lost in run-to-run noise and not worth a researcher's time."""
 
-SUPERSEDES = {"gpu_idle_small_policy": ("launch_bound", "python_inference")}
-"""A finding of the key's rule hides the value rules' findings on the same operation: a small policy on
-the GPU is one problem (its launches and the Python that drives them), and acting on the CPU is the one
-change for those seconds."""
+SUPERSEDES = {
+    "gpu_idle_small_policy": ("launch_bound", "python_inference", "python_backprop", "backprop_bound"),
+    "intra_op_oversubscription": ("backprop_bound",),
+    "python_backprop": ("backprop_bound",),
+}
+"""A finding of the key's rule hides the value rules' findings on the operations it speaks for (its own
+and its ``covers``): a small policy on the GPU is one problem (its launches and the Python that drives
+them), and acting and learning on the CPU is the one change for those seconds; an update slowed by its
+intra-op threads is theirs to fix first; a Python-dominated update has the more specific finding."""
 
 
 def findings(facts: Facts) -> list[Finding]:
     """Every rule's findings worth saying, most time at stake first (ties: rule, then operation)."""
     found = [f for rule in RULES for f in rule(facts)]
-    hidden = {(r, f.operation) for f in found for r in SUPERSEDES.get(f.rule, ())}
+    hidden = {(r, op) for f in found for r in SUPERSEDES.get(f.rule, ()) for op in (f.operation, *f.covers)}
     floor = MIN_STAKE_SHARE * facts.wall_s
     kept = [
         f

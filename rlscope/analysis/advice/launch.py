@@ -7,7 +7,9 @@ GPU waits for the CPU and only fewer, larger launches help.
 
 from __future__ import annotations
 
-from rlscope.analysis.advice.base import Facts, Finding, count, pct, secs
+from rlscope.analysis.advice import program
+from rlscope.analysis.advice.base import Facts, Finding, clears, count, pct, secs
+from rlscope.analysis.advice.changes import CPU_DEVICE, join
 from rlscope.analysis.gpu_calls import SHORT_KERNEL_NS
 
 __all__ = ["LAUNCH_TO_KERNEL_RATIO", "MIN_KERNELS", "SHORT_KERNEL_SHARE", "launch_bound"]
@@ -18,11 +20,13 @@ not a launch-bound loop)."""
 
 SHORT_KERNEL_SHARE = 0.50
 """Share of the operation's kernels shorter than ``SHORT_KERNEL_NS`` above which it is made of tiny
-kernels: most of its launches cost the CPU as much as the GPU work they start."""
+kernels: most of its launches cost the CPU as much as the GPU work they start (cleared by the share
+margin, :data:`~rlscope.analysis.advice.base.SHARE_MARGIN`)."""
 
 LAUNCH_TO_KERNEL_RATIO = 2.0
 """Launch calls' CPU time at least this many times the kernels' GPU time: the GPU cannot be the
-bottleneck, since the CPU needs twice as long to hand it the work."""
+bottleneck, since the CPU needs twice as long to hand it the work (cleared by the ratio margin,
+:data:`~rlscope.analysis.advice.base.RATIO_MARGIN`: 2.2x)."""
 
 
 def launch_bound(facts: Facts) -> list[Finding]:
@@ -36,9 +40,9 @@ def launch_bound(facts: Facts) -> list[Finding]:
         c = facts.calls(name)
         if c is None or c.kernels < MIN_KERNELS or c.kernel_s <= 0 or c.launch_s <= 0:
             continue
-        if c.short_kernels < SHORT_KERNEL_SHARE * c.kernels:
+        if not clears(c.short_kernels / c.kernels, SHORT_KERNEL_SHARE):
             continue
-        if c.launch_s < LAUNCH_TO_KERNEL_RATIO * c.kernel_s:
+        if not clears(c.launch_s / c.kernel_s, LAUNCH_TO_KERNEL_RATIO, ratio=True):
             continue
         launch_run = facts.api_run_s(name, op, c.launch_s)
         kernel_run = facts.gpu_s(op, "gpu_kernel") or c.kernel_s
@@ -50,10 +54,25 @@ def launch_bound(facts: Facts) -> list[Finding]:
             f" {secs(c.launch_s)} of CPU time against {secs(c.kernel_s)} of kernel time"
             f" ({c.launch_s / c.kernel_s:.1f}x)"
         )
-        change = (
-            "fuse the launches: torch.compile the module or step (mode='reduce-overhead' also replays"
-            " CUDA graphs), capture the step in a CUDA graph (torch.cuda.graph), or give each launch more"
-            " work (larger batches, more envs per forward pass)"
-        )
+        change = _change(facts, name)
         out.append(Finding("launch_bound", name, evidence, max(launch_run - kernel_run, 0.0), change))
     return out
+
+
+def _change(facts: Facts, name: str) -> str:
+    """Fewer launches in the library's words: stable-baselines3 has no switch to compile or graph its
+    steps, so a small network there runs on the CPU; compiled code already is not told to compile."""
+    more_work = "hyperparameters: give each launch more work (larger batches, more envs per call)"
+    if facts.library == program.SB3:
+        return join([f"a network this small runs faster on the CPU: {CPU_DEVICE[program.SB3]}", more_work])
+    if program.compiled(facts.summary, name):
+        fuse = (
+            "replay the compiled step as CUDA graphs (torch.compile(..., mode='reduce-overhead')) or"
+            " capture it in one (torch.cuda.graph)"
+        )
+    else:
+        fuse = (
+            "fuse the launches: torch.compile the module or step (mode='reduce-overhead' also replays CUDA"
+            " graphs), or capture the step in a CUDA graph (torch.cuda.graph)"
+        )
+    return join([fuse, more_work])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlscope.analysis.advice.base import Facts, Finding, secs
+from rlscope.analysis.advice.base import Facts, Finding, clears, secs
 from rlscope.analysis.roles import DDP_RANK, LAUNCHER_ROLES, STRAGGLER_RATIO
 
 __all__ = ["WORKER_ROLES", "role_stragglers", "worker_stragglers"]
@@ -34,11 +34,13 @@ def _findings(facts: Facts, rule: str, wanted: Any) -> list[Finding]:
     procs = {p["pid"]: p for p in facts.summary.get("processes") or []}
     out = []
     for role_name, role in (facts.summary.get("roles") or {}).items():
-        stragglers = role.get("stragglers") or []
+        stragglers = role.get("stragglers") or []  # busiest first, from STRAGGLER_RATIO on (roles.py)
         if role_name in LAUNCHER_ROLES or not wanted(role_name) or not stragglers:
             continue
+        if not clears(float(stragglers[0]["ratio"]), STRAGGLER_RATIO, ratio=True):
+            continue  # the worst is within the margin of the line: a worker like the others, give or take
         median = float(role["spread"]["median_s"])
-        worst = stragglers[0]  # roles.py lists them busiest first
+        worst = stragglers[0]
         p = procs.get(worst["pid"], {})
         where = f"{p.get('label') or role_name} pid {worst['pid']}"
         where += f" on {p['node']}" if p.get("node") else ""
