@@ -80,8 +80,8 @@ def auto_ops(args: argparse.Namespace, work: Path, rep: int) -> dict[str, float]
           *_ppo(args), "--no-scopes"], dict(os.environ))  # fmt: skip
     summary = analyze(trace).summary
     ops, raw = summary["operations"], summary["raw"]["operations"]
-    out = {op: ops[f"{op} (auto)"]["total_s"] for op in OPS if f"{op} (auto)" in ops}
-    out.update({f"{op}_raw": raw[f"{op} (auto)"]["total_s"] for op in OPS if f"{op} (auto)" in raw})
+    out = {op: ops[op]["total_s"] for op in OPS if op in ops}
+    out.update({f"{op}_raw": raw[op]["total_s"] for op in OPS if op in raw})
     return out
 
 

@@ -6,7 +6,11 @@ operations are defined by; the raw analysis must give exactly those times.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
+from typing import Any
 
 import pytest
 
@@ -109,14 +113,14 @@ def test_operations_match_the_known_times(tmp_path):
     with sess:
         _loop(clock, iters, updates)
     ops = _ops(sess)
-    inf, sim, bp = ops["inference (auto)"], ops["simulation (auto)"], ops["backprop (auto)"]
+    inf, sim, bp = ops["inference"], ops["simulation"], ops["backprop"]
     assert inf["calls"] == iters and inf["auto"]
     assert inf["total_s"] == pytest.approx(iters * (FWD + SAMPLE) * 1e-9, rel=1e-9)
     assert sim["calls"] == iters + 1  # and the reset
     assert sim["total_s"] == pytest.approx((iters + 1) * STEP_ENV * 1e-9, rel=1e-9)
     assert bp["calls"] == updates
     assert bp["total_s"] == pytest.approx(updates * (FWD + LOSS + OPT) * 1e-9, rel=1e-9)
-    assert set(ops) == {"inference (auto)", "simulation (auto)", "backprop (auto)"}
+    assert set(ops) == {"inference", "simulation", "backprop"} and all(o["auto"] for o in ops.values())
 
 
 def test_off_by_default_in_profile(tmp_path):
@@ -153,7 +157,7 @@ def test_a_user_scope_is_never_split(tmp_path):
     user = ops["optimizer"]
     assert user["calls"] == updates and not user["auto"]
     assert user["total_s"] == pytest.approx(updates * OPT * 1e-9, rel=1e-9)
-    bp = ops["backprop (auto)"]
+    bp = ops["backprop"]
     assert bp["calls"] == updates
     # it closes at the next automatic boundary after the user's scope: the next forward, or the reset
     assert bp["total_s"] == pytest.approx(updates * (FWD + LOSS + OPT + GLUE) * 1e-9, rel=1e-9)
@@ -164,8 +168,8 @@ def test_automatic_operations_nest_under_a_user_scope(tmp_path):
     with sess, rlscope.scope("train"):
         _loop(clock, 4, 3)
     ops = _ops(sess)
-    assert ops["inference (auto)"]["total_s"] == pytest.approx(4 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
-    assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * (FWD + LOSS + OPT) * 1e-9, rel=1e-9)
+    assert ops["inference"]["total_s"] == pytest.approx(4 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
+    assert ops["backprop"]["total_s"] == pytest.approx(3 * (FWD + LOSS + OPT) * 1e-9, rel=1e-9)
     assert ops["train"]["calls"] == 1
 
 
@@ -182,7 +186,7 @@ def test_a_user_scope_closing_first_ends_the_automatic_one(tmp_path):
             opt.step()
     ops = _ops(sess)
     assert ops["forward"]["total_s"] == pytest.approx(3 * FWD * 1e-9, rel=1e-9)
-    assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * FWD * 1e-9, rel=1e-9)
+    assert ops["backprop"]["total_s"] == pytest.approx(3 * FWD * 1e-9, rel=1e-9)
 
 
 def test_autograd_off_globally_each_outermost_call(tmp_path):
@@ -197,7 +201,7 @@ def test_autograd_off_globally_each_outermost_call(tmp_path):
                 clock.advance(GLUE)
         finally:
             torch.set_grad_enabled(prev)
-    inf = _ops(sess)["inference (auto)"]
+    inf = _ops(sess)["inference"]
     assert inf["calls"] == 4 and inf["total_s"] == pytest.approx(4 * FWD * 1e-9, rel=1e-9)
 
 
@@ -222,9 +226,9 @@ def test_blocks_without_a_module_call_and_blocks_inside_an_update(tmp_path):
             net(torch.ones(2))
             clock.advance(SAMPLE)
     ops = _ops(sess)
-    assert ops["backprop (auto)"]["total_s"] == pytest.approx((2 * FWD + LOSS + OPT) * 1e-9, rel=1e-9)
-    assert ops["inference (auto)"]["calls"] == 1
-    assert ops["inference (auto)"]["total_s"] == pytest.approx((FWD + SAMPLE) * 1e-9, rel=1e-9)
+    assert ops["backprop"]["total_s"] == pytest.approx((2 * FWD + LOSS + OPT) * 1e-9, rel=1e-9)
+    assert ops["inference"]["calls"] == 1
+    assert ops["inference"]["total_s"] == pytest.approx((FWD + SAMPLE) * 1e-9, rel=1e-9)
 
 
 def test_an_env_step_ends_acting_with_autograd_on(tmp_path):
@@ -238,8 +242,8 @@ def test_an_env_step_ends_acting_with_autograd_on(tmp_path):
             clock.advance(GLUE)
             env.step(0)
     ops = _ops(sess)
-    assert ops["simulation (auto)"]["total_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
-    assert ops["backprop (auto)"]["total_s"] == pytest.approx(3 * (FWD + GLUE) * 1e-9, rel=1e-9)
+    assert ops["simulation"]["total_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
+    assert ops["backprop"]["total_s"] == pytest.approx(3 * (FWD + GLUE) * 1e-9, rel=1e-9)
 
 
 def test_an_env_step_inside_a_no_grad_block_splits_inference(tmp_path):
@@ -253,12 +257,14 @@ def test_an_env_step_inside_a_no_grad_block_splits_inference(tmp_path):
             clock.advance(SAMPLE)
             env.step(0)
     ops = _ops(sess)
-    assert ops["inference (auto)"]["calls"] == 3
-    assert ops["inference (auto)"]["total_s"] == pytest.approx(3 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
-    assert ops["simulation (auto)"]["exclusive_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
+    assert ops["inference"]["calls"] == 3
+    assert ops["inference"]["total_s"] == pytest.approx(3 * (FWD + SAMPLE) * 1e-9, rel=1e-9)
+    assert ops["simulation"]["exclusive_s"] == pytest.approx(3 * STEP_ENV * 1e-9, rel=1e-9)
 
 
-def test_a_user_scope_of_the_same_name_stays_apart(tmp_path):
+def test_a_user_scope_and_the_automatic_one_of_its_name_are_one_operation(tmp_path):
+    """A user's ``inference`` and an automatic one apart in time: one entry, its calls and time both's,
+    ``auto`` false (not every instance was automatic)."""
     sess, clock = _session(tmp_path, auto_ops=True)
     net = ClockNet(clock)
     with sess:
@@ -267,8 +273,9 @@ def test_a_user_scope_of_the_same_name_stays_apart(tmp_path):
         with torch.no_grad():
             net(torch.ones(2))
     ops = _ops(sess)
-    assert ops["inference"]["total_s"] == pytest.approx(GLUE * 1e-9) and not ops["inference"]["auto"]
-    assert ops["inference (auto)"]["total_s"] == pytest.approx(FWD * 1e-9) and ops["inference (auto)"]["auto"]
+    assert set(ops) == {"inference"}
+    assert ops["inference"]["calls"] == 2 and not ops["inference"]["auto"]
+    assert ops["inference"]["total_s"] == pytest.approx((GLUE + FWD) * 1e-9)
 
 
 def test_names_file_marks_automatic_names(tmp_path):
@@ -281,7 +288,6 @@ def test_names_file_marks_automatic_names(tmp_path):
     names = pa.ipc.open_stream(str(proc / S.NAMES_FILE)).read_all().to_pylist()
     auto = {r["name"] for r in names if r[S.NAMES_AUTO_COLUMN]}
     assert {"inference", "simulation", "backprop"} <= auto
-    assert S.base_name("inference (auto)") == "inference" and S.is_auto("backprop (auto)")
 
 
 def test_no_operation_gives_a_hint(tmp_path):
@@ -323,8 +329,145 @@ def test_a_hand_annotated_loop_gets_no_automatic_copies(tmp_path, monkeypatch, n
         with rlscope.scope("rollout"), torch.no_grad():  # another name: the automatic one nests
             net(x)
     ops = _ops(sess)
-    assert set(ops) == {"inference", "simulation", "backprop", "rollout", "inference (auto)"}
-    assert ops["inference"]["total_s"] == pytest.approx(5 * FWD * 1e-9, rel=1e-9)
+    assert set(ops) == {"inference", "simulation", "backprop", "rollout"}
     assert ops["simulation"]["total_s"] == pytest.approx(5 * STEP_ENV * 1e-9, rel=1e-9)
     assert ops["backprop"]["total_s"] == pytest.approx((FWD + LOSS + OPT) * 1e-9, rel=1e-9)
-    assert ops["inference (auto)"]["calls"] == 1
+    # the user's five and the automatic one inside ``rollout``: one operation, not all automatic
+    assert ops["inference"]["calls"] == 6 and not ops["inference"]["auto"]
+    assert ops["inference"]["total_s"] == pytest.approx(6 * FWD * 1e-9, rel=1e-9)
+    assert not any(o["auto"] for o in ops.values())
+
+
+# -- one name, one operation: a user's scope and the automatic operation of its name ----------------
+
+
+def _rl_loop(clock: FakeClock, scoped: bool, iters: int = 6, updates: int = 3) -> None:
+    """The same loop with the three RL operations scoped by hand, or left to rlscope to find."""
+
+    def scope(name: str):
+        return rlscope.scope(name) if scoped else contextlib.nullcontext()
+
+    net = ClockNet(clock)
+    opt = _optimizer(net.parameters(), clock)
+    env = rlscope.wrap_env(ClockEnv(clock))
+    x = torch.ones(2)
+    with scope("simulation"):
+        env.reset()
+    for _ in range(iters):
+        with scope("inference"), torch.no_grad():
+            net(x)
+            clock.advance(SAMPLE)
+        clock.advance(GLUE)
+        with scope("simulation"):
+            env.step(0)
+    for _ in range(updates):
+        _update(net, opt, clock, around=scope("backprop"))
+
+
+def _update(net, opt, clock: FakeClock, around: Any = None, after_forward: Any = None) -> None:
+    """One learner update (forward, loss, backward, the optimizer step), ``around`` the whole of it and
+    ``after_forward`` around what follows the forward (context managers; None: none)."""
+    with around or contextlib.nullcontext():
+        loss = net(torch.ones(2)).sum()
+        with after_forward or contextlib.nullcontext():
+            clock.advance(LOSS)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    clock.advance(GLUE)
+
+
+def _terminal(summary: dict) -> str:
+    from rich.console import Console
+
+    from rlscope.viz.terminal import render_summary
+
+    buf = io.StringIO()
+    render_summary(summary, Console(file=buf, width=200, color_system="truecolor", force_terminal=True))
+    return buf.getvalue()
+
+
+def _ansi(colour: str) -> str:
+    """rich's truecolor foreground code of ``colour``."""
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"38;2;{r};{g};{b}"
+
+
+def test_an_annotated_and_an_unmodified_run_are_the_same_operations(tmp_path):
+    """Keys, colours and the diff: ``backprop`` scoped by hand and ``backprop`` found by rlscope match;
+    only the ``auto`` flag (and the table's ``(auto)`` mark) tells them apart."""
+    from rlscope.cli import analyze as cli
+    from rlscope.viz.colors import OPERATION_COLORS
+
+    runs = {}
+    for scoped in (True, False):
+        sess, clock = _session(tmp_path / ("annotated" if scoped else "unmodified"), auto_ops=not scoped)
+        with sess:
+            _rl_loop(clock, scoped)
+        runs[scoped] = sess.trace_dir
+    annotated, unmodified = (analyze(runs[s], correct=False).summary for s in (True, False))
+    rl = {"inference", "simulation", "backprop"}
+    for s, auto in ((annotated, False), (unmodified, True)):
+        assert set(s["operations"]) == set(s["processes"][0]["operations"]) == rl
+        assert set(s["phases"]["[no phase]"]["operations"]) == rl
+        assert all(o["auto"] is auto for o in s["operations"].values())
+        assert all(o["auto"] is auto for o in s["processes"][0]["operations"].values())
+    for name in rl:
+        assert annotated["operations"][name]["calls"] == unmodified["operations"][name]["calls"], name
+    # the same colour, the documented one, in both tables; the unmodified run's rows marked
+    for s, mark in ((annotated, ""), (unmodified, " (auto)")):
+        out = _terminal(s)
+        for name in rl:
+            drawn = re.escape(_ansi(OPERATION_COLORS[name])) + r"[;0-9]*m\s*" + re.escape(name + mark)
+            assert re.search(drawn, out), (name, mark)
+        assert ("(auto): found by rlscope" in out) is bool(mark)
+    # rlscope diff matches every operation: none is only in one trace
+    out = tmp_path / "diff.json"
+    assert cli.main(["diff", str(runs[True]), str(runs[False]), "--raw", "--json", str(out), "-q"]) == 0
+    d = json.loads(out.read_text())
+    assert set(d["operations"]) == rl and all(o["only_in"] is None for o in d["operations"].values())
+
+
+def test_a_hand_backprop_and_automatic_ones_are_one_operation(tmp_path):
+    """One update scoped by hand, the others found: one ``backprop``, every call and second in it, and
+    not ``auto`` (not every instance was automatic)."""
+    sess, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    opt = _optimizer(net.parameters(), clock)
+    with sess:
+        for i in range(4):
+            _update(net, opt, clock, around=rlscope.scope("backprop") if i == 0 else None)
+    s = analyze(sess.trace_dir, correct=False).summary
+    for ops in (s["operations"], s["processes"][0]["operations"], s["phases"]["[no phase]"]["operations"]):
+        assert set(ops) == {"backprop"}
+        bp = ops["backprop"]
+        assert bp["calls"] == 4 and not bp["auto"]
+        assert bp["total_s"] == pytest.approx(4 * (FWD + LOSS + OPT) * 1e-9, rel=1e-9)
+    assert "(auto)" not in _terminal(s)
+
+
+def test_a_hand_backprop_inside_an_automatic_one_is_not_counted_twice(tmp_path):
+    """The automatic ``backprop`` opens at the loss's forward, the user's scope inside it: one operation,
+    whose total is the outer instance's (the inner one is flagged recursive, as for one name id)."""
+    sess, clock = _session(tmp_path, auto_ops=True)
+    net = ClockNet(clock)
+    opt = _optimizer(net.parameters(), clock)
+    with sess:
+        for _ in range(3):
+            _update(net, opt, clock, after_forward=rlscope.scope("backprop"))
+        rlscope.wrap_env(ClockEnv(clock)).reset()  # the next automatic boundary ends the last one
+    ops = _ops(sess)
+    bp = ops["backprop"]
+    assert bp["calls"] == 6 and not bp["auto"] and ops["simulation"]["auto"]
+    # the automatic one ends at the next automatic boundary after the user's scope (the next forward)
+    assert bp["total_s"] == pytest.approx(3 * (FWD + LOSS + OPT + GLUE) * 1e-9, rel=1e-9)
+    assert bp["exclusive_s"] == pytest.approx(bp["total_s"], rel=1e-9)
+    (proc,) = rlscope.load_trace(str(sess.trace_dir)).processes
+    kind = proc.events.column("kind").to_numpy()
+    begins = kind == S.OP_BEGIN
+    name = proc.events.column("name").to_numpy()
+    ids = {int(i) for i in name[begins] if proc.names[int(i)] == "backprop"}
+    assert len(ids) == 1  # one id per name in the events the analysis reads
+    recursive = (proc.events.column("flags").to_numpy() & S.FLAG_RECURSIVE) != 0
+    assert int((begins & recursive).sum()) == 3
+    assert proc.automatic == {"backprop": False, "simulation": True}

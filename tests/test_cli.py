@@ -57,7 +57,7 @@ def test_rlscope_run_unmodified_script(tmp_path):
     s = json.loads(out.read_text())
     assert s["categories"]["simulator"] > 0  # gymnasium.make / make_vec envs were auto-wrapped
     # their steps are the automatic simulation operation (docs/automatic-operations.md)
-    sim = s["operations"]["simulation (auto)"]
+    sim = s["operations"]["simulation"]
     assert sim["auto"] and sim["categories"]["simulator"] == pytest.approx(s["categories"]["simulator"])
     assert "simulator" not in s["unannotated_categories"]
 

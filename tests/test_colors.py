@@ -6,6 +6,7 @@ import colorsys
 import io
 import json
 import re
+from pathlib import Path
 
 from rlscope.analysis.diff import diff_summaries
 from rlscope.viz import colors
@@ -160,3 +161,36 @@ def test_terminal_uses_the_same_colours():
         assert re.search(re.escape(ansi(operation_color(name))) + r"[;0-9]*m\s*" + name, out), name
     for cat in ("python", "backend", "simulator"):
         assert re.search(re.escape(ansi(category_color(cat))) + r"[;0-9]*m\s*" + cat, out), cat
+
+
+def test_the_rl_operations_have_the_documented_colours():
+    """docs/reading-a-report.md names the three RL operations' colours; every report draws them so, and
+    any other operation in a palette colour of its name."""
+    doc = (Path(__file__).parents[1] / "docs" / "reading-a-report.md").read_text()
+    named = dict(re.findall(r"`(inference|simulation|backprop)` (blue|green|red)", doc))
+    assert named == {"inference": "blue", "simulation": "green", "backprop": "red"}
+    hues = {"blue": (190.0, 250.0), "green": (80.0, 160.0), "red": (-20.0, 20.0)}
+    for name, word in named.items():
+        hue, sat = _hue_sat(operation_color(name))
+        lo, hi = hues[word]
+        hue = hue - 360.0 if hue > 180.0 and lo < 0 else hue
+        assert lo <= hue <= hi and sat > 0.3, (name, word, operation_color(name))
+        assert operation_color(name) == OPERATION_COLORS[name]
+    for name in ("my_custom_op", "rollout", "update", "learner_step"):
+        assert operation_color(name) in colors._OPERATION_PALETTE, name  # hashed from the name alone
+
+
+def test_an_automatic_operation_is_drawn_in_its_names_colour():
+    """``auto`` is a flag: the entry keeps its name's colour, and the report marks it ``(auto)``."""
+    ops = {n: {**_op(1.0, {"python": 1.0}), "auto": True} for n in ("inference", "simulation", "backprop")}
+    summary = _summary("/a", ops, {"rollout": ops, "update": {"backprop": ops["backprop"]}})
+    page = viz_html.render_html(summary)
+    colours = _trace_colours(page)
+    for name in ops:
+        assert colours[name] == {OPERATION_COLORS[name]}, name
+    assert "backprop (auto)" in page and "(auto): found by rlscope" in page
+    for op in ops.values():  # the same dicts in the phases: no entry automatic, nothing marked
+        op["auto"] = False
+    page = viz_html.render_html(summary)
+    assert "backprop (auto)" not in page and "found by rlscope" not in page
+    assert _trace_colours(page)["backprop"] == {OPERATION_COLORS["backprop"]}

@@ -210,15 +210,16 @@ def test_the_last_interval_and_the_run_so_far_are_exact_as_flushes_and_processes
     assert _ops(main_group.so_far)["inference"] == (1.2, 0.4, 60, 20.0)  # 3 flushes, 3 s
     assert (workers.role, workers.pids) == ("child", [11])
     assert _ops(workers.interval) == {
-        "simulation (auto)": (1.8, 0.9, 200, 100.0),
+        "simulation": (1.8, 0.9, 200, 100.0),
         "[unannotated]": (0.2, 0.1, 0, None),
     }
-    assert view.steps_operation == "simulation" and (view.steps_interval, view.steps_so_far) == (25.0, 20.0)
+    # the learner's simulation scope and the worker's automatic one are one operation: steps are both's
+    assert view.steps_operation == "simulation" and (view.steps_interval, view.steps_so_far) == (125.0, 120.0)
     assert view.gpu_interval == 25.0 and view.gpu_so_far == 38.0 and view.gpu_devices == 1
     assert view.elapsed_s == 3.5
     assert viz_live.line(view) == (
-        "rlscope: 4 s  25.0 steps/s  main · pid 10: backprop 50%  inference 40%  simulation 40%"
-        "  [unannotated] 20%  GPU 25%  | child · pid 11: simulation (auto) 90%  [unannotated] 10%"
+        "rlscope: 4 s  125 steps/s  main · pid 10: backprop 50%  inference 40%  simulation 40%"
+        "  [unannotated] 20%  GPU 25%  | child · pid 11: simulation 90%  [unannotated] 10%"
     )
 
     # the rest of the fourth flush; both sessions end
@@ -231,7 +232,7 @@ def test_the_last_interval_and_the_run_so_far_are_exact_as_flushes_and_processes
     assert view.ended and [g.ended for g in view.groups] == [1, 1]
     main_group, workers = view.groups
     assert _ops(main_group.so_far)["inference"] == (1.6, 0.4, 100, 25.0)
-    assert _ops(workers.so_far)["simulation (auto)"] == (2.4, 0.8, 250, 100.0)
+    assert _ops(workers.so_far)["simulation"] == (2.4, 0.8, 250, 100.0)
     assert viz_live.line(view).startswith("rlscope: ended, 4 s  ")
 
 

@@ -224,7 +224,7 @@ def test_async_vector_env_workers_keep_their_simulator_time(tmp_path, ending):
     workers = [p for p in trace.processes if steps_envs(p) and p not in main]
     assert len(workers) == 2, "each worker's env steps (simulator time) reached disk"
     # the main process's simulation is its wait on the workers: one per vector step and the reset
-    assert _op_names(main[0]).count("simulation (auto)") == 21
+    assert _op_names(main[0]).count("simulation") == 21
     for p in trace.processes:
         assert p.complete and not p.warnings, (p.path, p.warnings)
 

@@ -61,7 +61,7 @@ def test_a_vector_env_built_directly_is_one_simulation_per_vector_step(
 ):
     clock = FakeClock()
     _clocked_batching(monkeypatch, clock)
-    sim = _run(tmp_path, clock)["simulation (auto)"]
+    sim = _run(tmp_path, clock)["simulation"]
     assert sim["calls"] == STEPS + 1  # the reset and every vector step, not every sub-env's
     assert sim["total_s"] == pytest.approx((STEPS + 1) * (ENVS * STEP_ENV + BATCH) * 1e-9)
 
@@ -76,7 +76,7 @@ def test_vector_wrappers_and_make_vec_count_once(tmp_path, patched_gymnasium):
         envs.reset(seed=0)
         for _ in range(STEPS):
             envs.step(envs.action_space.sample())
-    sim = analyze(tmp_path / "t", correct=False).summary["operations"]["simulation (auto)"]
+    sim = analyze(tmp_path / "t", correct=False).summary["operations"]["simulation"]
     assert sim["calls"] == STEPS + 1
     assert sim["total_s"] == pytest.approx((STEPS + 1) * ENVS * STEP_ENV * 1e-9)
 

@@ -45,6 +45,7 @@ def summary_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         "uncertainty_s",
         "raw_total_s",
         "corrected",
+        "auto",  # every instance was automatic (the operation's key is its name either way)
         *cpu_cats,
         *gpu_cats,
         *(f"{r}_s" for r in _RESOURCES),
@@ -63,6 +64,7 @@ def summary_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                 op.get("uncertainty_s", 0.0),
                 raw_ops.get(name, {}).get("total_s", op.get("total_s", 0.0)),
                 corrected,
+                bool(op.get("auto", False)),
                 *(cats.get(c, 0.0) for c in cpu_cats),
                 *(gcats.get(c, 0.0) for c in gpu_cats),
                 *(res.get(r, 0.0) for r in _RESOURCES),
@@ -79,6 +81,7 @@ def summary_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
             "",
             summary.get("raw", {}).get("unannotated_s", un),
             corrected,
+            False,
             *(ucats.get(c, 0.0) for c in cpu_cats),
             *(ugpu.get(c, 0.0) for c in gpu_cats),
             *("" for _ in _RESOURCES),

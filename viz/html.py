@@ -27,14 +27,17 @@ from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, ca
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.stacks import html_section as stacks_section
 from rlscope.viz.terminal import (
+    AUTO_NOTE,
     GPU_CATEGORY_ORDER,
     RESOURCE_KEYS,
     RESOURCE_LABELS,
     UNANNOTATED,
+    any_automatic,
     check_schema,
     cpu_categories,
     gpu_categories,
     has_gpu_time,
+    operation_label,
     run_line,
     sorted_operations,
 )
@@ -333,7 +336,9 @@ def _category_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str
 
     ops = sorted_operations(summary.get("operations") or {})
     unann = float(summary.get("unannotated_s", 0.0))
-    rows: list[tuple[str, Mapping[str, float]]] = [(n, op.get("categories") or {}) for n, op in ops]
+    rows: list[tuple[str, Mapping[str, float]]] = [
+        (operation_label(n, op), op.get("categories") or {}) for n, op in ops
+    ]
     if unann > 0 or summary.get("unannotated_categories"):
         rows.append((UNANNOTATED, summary.get("unannotated_categories") or {}))
     cats = cpu_categories(summary) + gpu_categories(summary)
@@ -363,6 +368,8 @@ def _category_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str
         if gpu_categories(summary)
         else ""
     )
+    if any_automatic(summary):
+        note += f"<p class='note'>{html_text(AUTO_NOTE)}</p>"
     return _fig_html(fig, state) + note
 
 
@@ -374,7 +381,7 @@ def _resource_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str
     ops = sorted_operations(summary.get("operations") or {})
     if not ops:
         return "<p class='empty'>GPU time recorded, but no operations to break it down by.</p>"
-    labels = [_label(name) for name, _ in ops]
+    labels = [_label(operation_label(name, op)) for name, op in ops]
     fig = go.Figure()
     for key in RESOURCE_KEYS:
         fig.add_trace(
@@ -402,7 +409,7 @@ def _phase_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str:
         return f"<p class='empty'>One phase ({html_text(name)}): the charts above cover it.</p>"
 
     ordered = sorted(phases.items(), key=lambda kv: (-float(kv[1].get("wall_s", 0.0)), kv[0]))
-    labels = [_label(name) for name, _ in ordered]
+    labels = [_label(operation_label(name, phase)) for name, phase in ordered]
     # operations in order of whole-run total time, then the others of each phase
     op_names = [n for n, _ in sorted_operations(summary.get("operations") or {})]
     for _, phase in ordered:

@@ -26,17 +26,20 @@ if TYPE_CHECKING:
     from rlscope.analysis.result import AnalysisResult
 
 __all__ = [
+    "AUTO_NOTE",
     "CPU_CATEGORY_ORDER",
     "GPU_CATEGORY_ORDER",
     "RESOURCE_KEYS",
     "SCHEMA",
     "Columns",
+    "any_automatic",
     "cell",
     "check_schema",
     "cpu_categories",
     "fit_table",
     "gpu_categories",
     "has_gpu_time",
+    "operation_label",
     "render",
     "render_summary",
     "run_line",
@@ -55,6 +58,9 @@ RESOURCE_LABELS: dict[str, str] = {"cpu_only": "CPU only", "gpu_only": "GPU only
 
 # Relative mismatch between the summed exclusive times and wall_s above which we say so in the output.
 _SUM_TOLERANCE = 0.005
+# how reports mark an operation or phase every instance of which was automatic, and what the mark means
+AUTO_MARK = " (auto)"
+AUTO_NOTE = "(auto): found by rlscope in code with no scope of that name (docs/automatic-operations.md)"
 
 
 # --------------------------------------------------------------------------- shared pure helpers
@@ -113,6 +119,21 @@ def has_gpu_time(summary: Mapping[str, Any]) -> bool:
 def sorted_operations(operations: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
     """Operations by total time, largest first; ties by name so output is deterministic."""
     return sorted(operations.items(), key=lambda kv: (-float(kv[1].get("total_s", 0.0)), kv[0]))
+
+
+def operation_label(name: str, entry: Mapping[str, Any]) -> str:
+    """An operation's or phase's name as a report shows it: ``inference (auto)`` when every instance
+    was automatic (the summary's ``auto``); its key and colour are the name's either way."""
+    return name + AUTO_MARK if entry.get("auto") else name
+
+
+def any_automatic(summary: Mapping[str, Any]) -> bool:
+    """Whether a report of ``summary`` marks an operation or phase as automatic (it then says what the
+    mark means)."""
+    phases = (summary.get("phases") or {}).values()
+    entries = [*(summary.get("operations") or {}).values(), *phases]
+    entries += [op for ph in phases for op in (ph.get("operations") or {}).values()]
+    return any(e.get("auto") for e in entries)
 
 
 def _pct(part: float, whole: float) -> str:
@@ -298,7 +319,7 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
         excl_sum += excl
         cats = op.get("categories") or {}
         table.add_row(
-            cell(name, style=operation_color(name)),
+            cell(operation_label(name, op), style=operation_color(name)),
             _secs(float(op.get("total_s", 0.0))),
             *raw_cell(float((raw_ops.get(name) or {}).get("total_s", 0.0)), op.get("uncertainty_s")),
             _pct(float(op.get("total_s", 0.0)), wall),
@@ -371,11 +392,12 @@ def _phase_table(summary: Mapping[str, Any]) -> Columns:
         if i:
             table.add_section()
         pwall = float(phase.get("wall_s", 0.0))
-        table.add_row(cell(f"{pname} ({_pct(pwall, wall)} {of})", style="bold"), _secs(pwall), "", "", "")
+        label = operation_label(pname, phase)
+        table.add_row(cell(f"{label} ({_pct(pwall, wall)} {of})", style="bold"), _secs(pwall), "", "", "")
         for name, op in sorted_operations(phase.get("operations") or {}):
             total = float(op.get("total_s", 0.0))
             table.add_row(
-                cell(f"  {name}", style=operation_color(name)),
+                cell(f"  {operation_label(name, op)}", style=operation_color(name)),
                 _secs(total),
                 _pct(total, pwall),
                 _secs(float(op.get("exclusive_s", 0.0))),
@@ -450,6 +472,8 @@ def render_summary(
         console.print(
             fit_table(lambda compact: _phase_table(summary), console, ["calls", "excl s"], ["% phase"])
         )
+    if any_automatic(summary):
+        console.print(cell(AUTO_NOTE, style="dim"))
 
     from rlscope.viz.advice import render_footer
 

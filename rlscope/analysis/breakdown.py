@@ -95,6 +95,8 @@ class ProcessBreakdown:
     noise: pa.Table = dataclasses.field(default_factory=NOISE_SCHEMA.empty_table)  # NOISE_SCHEMA
     # a run with detail stretches: the whole run's and the detail's seconds (rlscope.analysis.whole_run)
     detail: dict = dataclasses.field(default_factory=dict)
+    # each operation and phase name: whether every instance was automatic (ProcessTrace.automatic)
+    automatic: dict[str, bool] = dataclasses.field(default_factory=dict)
 
 
 def analyze_process(proc: ProcessTrace, costs: EventCosts | None = None) -> ProcessBreakdown:
@@ -146,6 +148,7 @@ def analyze_process_pair(
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
     raw = breakdown_timeline(tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml)
+    raw.automatic = proc.automatic
     if launch is not None:
         raw.gpu.update(unlaunched(records, launch[1]))
     raw_whole = finish(raw, None)
@@ -159,6 +162,7 @@ def analyze_process_pair(
         shift = fix.gpu_shift_ns
         moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
     corrected = breakdown_timeline(fix.timeline, proc.names, proc.pid, host, proc.complete, moved, nvml=None)
+    corrected.automatic = proc.automatic
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
     if fix.window_mode is not None:

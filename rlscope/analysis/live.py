@@ -16,9 +16,10 @@ records, and in CUDA API calls, counts as python: only the full analysis merges 
 latest flush, on the clock all processes share (at least a process's last flush when that is newer
 than a flush period): a process whose last flush is older has ended or stalled, and is out of it.
 **Rates** (calls/s) are per process, its calls over the time its flushes cover, summed over processes.
-**Steps** are the calls of ``simulation`` (else ``simulation (auto)``) summed over every process, when
-any process has them; else those of the main thread's operation with the most inclusive time in the
-first role (the aggregates keep no nesting: an outer loop's scope has the most).
+**Steps** are the calls of ``simulation`` (a user's scope or the automatic one: one operation) summed
+over every process, when any process has them; else those of the main thread's operation with the
+most inclusive time in the first role (the aggregates keep no nesting: an outer loop's scope has the
+most).
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ __all__ = [
 ]
 
 UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
-# what steps are counted by, first found first (a user's scope before the automatic one)
-STEP_OPERATIONS = ("simulation", S.auto_label("simulation"))
+# what steps are counted by, first found first
+STEP_OPERATIONS = ("simulation",)
 STEPS_SIMULATION = "simulation"
 STEPS_OUTERMOST = "outermost operation on the main thread"
 CATEGORY_ORDER = ("python", "simulator", "backend", "cuda_api", "rlscope")

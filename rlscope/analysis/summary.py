@@ -14,7 +14,6 @@ from rlscope.analysis import roles
 from rlscope.analysis.breakdown import EXCLUSIVE, TOTAL, UNANNOTATED, ProcessBreakdown
 from rlscope.overhead.correct import CorrectionPlan
 from rlscope.trace.reader import TraceHeader, clock_offset
-from rlscope.trace.schema import is_auto
 
 SUMMARY_SCHEMA = "rlscope.summary/1"
 
@@ -89,16 +88,27 @@ def _fill_operations(
     return unannotated
 
 
-def _finish(ops: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Plain dicts, sorted by total time, categories sorted by code order; ``auto``: an automatic
-    operation (rlscope/runtime/auto_ops.py), its name labelled ``inference (auto)``."""
+def _finish(ops: dict[str, dict[str, Any]], automatic: dict[str, bool]) -> dict[str, dict[str, Any]]:
+    """Plain dicts, sorted by total time, categories sorted by code order; ``auto``: every instance
+    of the operation was automatic (rlscope/runtime/auto_ops.py, ``automatic``). Keyed by name: a
+    user's ``backprop`` and the automatic one are one entry (rlscope/trace/auto_names.py)."""
     out = {}
     for name, e in sorted(ops.items(), key=lambda kv: -kv[1]["total_s"]):
-        e["auto"] = is_auto(name)
+        e["auto"] = automatic.get(name, False)
         e["categories"] = dict(sorted(e["categories"].items(), key=lambda kv: -kv[1]))
         e["gpu_categories"] = dict(sorted(e["gpu_categories"].items(), key=lambda kv: -kv[1]))
         e["noise_s"] = _noise_entry(e.pop("noise"), set(e["gpu_categories"]))
         out[name] = e
+    return out
+
+
+def _automatic(breakdowns: list[ProcessBreakdown]) -> dict[str, bool]:
+    """Per operation and phase name: whether every instance of it in the run was automatic, in every
+    process that used the name (one user's scope of it anywhere makes it not)."""
+    out: dict[str, bool] = {}
+    for b in breakdowns:
+        for name, auto in b.automatic.items():
+            out[name] = out.get(name, True) and auto
     return out
 
 
@@ -135,7 +145,7 @@ def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows:
         "categories": _by_total(cats),
         "gpu_categories": _by_total(gpu_cats),
         "gpu_bound_s": b.gpu.get("gpu_bound_s", 0.0),
-        "operations": _finish(operations),
+        "operations": _finish(operations, b.automatic),
         **({"detail": dict(b.detail)} if b.detail else {}),
     }
 
@@ -150,6 +160,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
 
     operations: dict[str, dict[str, Any]] = {}
     unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows, noise_rows)
+    automatic = _automatic(breakdowns)
     gpu_cats: dict[str, float] = defaultdict(float)
     unattributed_gpu: dict[str, float] = defaultdict(float)
     for r in gpu_rows:
@@ -176,7 +187,8 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
         phases[ph] = {
             "wall_s": sum(b.phase_wall_s.get(ph, 0.0) for b in breakdowns),
             "unannotated_s": ph_unann,
-            "operations": _finish(ph_ops),
+            "auto": automatic.get(ph, False),
+            "operations": _finish(ph_ops, automatic),
         }
 
     procs = [_process_entry(b, *rows) for b, rows in zip(breakdowns, per_proc, strict=True)]
@@ -196,7 +208,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
         "wall_noise_s": _wall_noise(breakdowns),
         "categories": _by_total(cats),
         "unannotated_categories": dict(unannotated_cats),
-        "operations": _finish(operations),
+        "operations": _finish(operations, automatic),
         "gpu_categories": _by_total(gpu_cats),
         "unannotated_gpu_categories": dict(unattributed_gpu),
         "gpu_bound_s": sum(b.gpu.get("gpu_bound_s", 0.0) for b in breakdowns),

@@ -22,8 +22,9 @@ opened inside it has closed; when a user's scope opened inside it is still open 
 closed there (that would split the user's scope) but at the next automatic boundary after that
 scope has closed. A user's scope that closes around it ends it too. Inside a user's operation of
 the same name it does not open at all (it would only repeat it). It is never renamed: automatic
-operations have name ids of their own, marked in the trace (names.arrows' ``auto`` column) and
-labelled ``inference (auto)`` in every output.
+operations have name ids of their own, marked in the trace (names.arrows' ``auto`` column); the
+analysis reads them as the user's operation of the same name, with an ``auto`` flag
+(rlscope/trace/auto_names.py).
 
 Torch's own hook where it is cheap enough: the global optimizer step post-hook. Module calls go
 through a wrapper of ``nn.Module.__call__`` (torch's global forward hooks cost three times as much

@@ -249,7 +249,7 @@ class ProcessNews:
 
     name: str  # the process directory's name
     header: ProcessHeader
-    names: list[str]  # every name read so far, automatic ones labelled (schema.auto_label)
+    names: list[str]  # every name read so far (an automatic operation's is its plain name, as the reader's)
     main_thread: int  # the thread of the session's start row (-1: not on disk yet)
     start_ns: int | None  # the session's start on the process's clock (None: not on disk yet)
     offset_ns: int  # add to the process's clock for the clock all processes share (header.clock_offset)
@@ -377,22 +377,18 @@ class ProcessFollower:
             self.main_thread = int(batch.column("thread")[i].as_py())
 
     def _read_names(self) -> None:
-        """New names, labelled as the reader labels them; ids are positions in the file."""
+        """New names; ids are positions in the file. An automatic operation's name is its plain name,
+        as the reader reads it: figures add up by name (rlscope/trace/auto_names.py)."""
         for batch in self._optional(self.names_tail):
             ids = batch.column("id").to_pylist()
             raw = batch.column("name").cast(pa.binary()).to_pylist()
-            auto = (
-                batch.column(S.NAMES_AUTO_COLUMN).to_pylist()
-                if S.NAMES_AUTO_COLUMN in batch.schema.names
-                else [0] * len(ids)
-            )
-            for i, b, a in zip(ids, raw, auto, strict=True):
+            for i, b in zip(ids, raw, strict=True):
                 if i is None or b is None or not 0 <= i < 2 * len(self.names) + 1024:
                     continue  # damage: the name shows as <unknown name N>
                 name = b.decode(errors="backslashreplace")
                 if i >= len(self.names):
                     self.names.extend(f"<unknown name {k}>" for k in range(len(self.names), i + 1))
-                self.names[i] = S.auto_label(name) if a else name
+                self.names[i] = name
 
 
 class TraceFollower:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from rlscope.errors import TraceError
 from rlscope.trace import glue
 from rlscope.trace import schema as S
+from rlscope.trace.auto_names import merge_automatic
 from rlscope.trace.budget import Drop
 from rlscope.trace.drops import Before, Drops, as_left_out
 from rlscope.trace.header import ProcessHeader as ProcessHeader
@@ -55,6 +56,9 @@ class ProcessTrace(ProcessHeader):
     gaps: glue.Gaps | None = None
     # what rlscope.trace.validate found and repaired in the events (each also one of ``warnings``)
     findings: list[Finding] = dataclasses.field(default_factory=list)
+    # each operation and phase name the process used: whether every instance of it was automatic
+    # (rlscope/runtime/auto_ops.py); the events hold one id per name (rlscope/trace/auto_names.py)
+    automatic: dict[str, bool] = dataclasses.field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -409,7 +413,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         gaps = None
     if light:
         events = events.select(LIGHT_COLUMNS)
-    names = [] if light else _read_names(path, warnings)
+    names, auto_ids = ([], frozenset()) if light else _read_names(path, warnings)
     if not light and (path / S.NAMES_FILE).is_file():
         read.append(S.NAMES_FILE)
     optional = {}
@@ -501,6 +505,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         )
     if not light and events.num_rows:
         _placeholder_names(proc, path, warnings)
+        proc.events, proc.automatic = merge_automatic(proc.events, proc.aggregates, proc.names, auto_ids)
     if events.num_rows == 0:
         warnings.append(f"{path}: no events (the process ended before its first flush)")
     elif not proc.complete and not was_cut:  # a cut recording is said above, with its reason
@@ -620,12 +625,12 @@ def _placeholder_names(proc: ProcessTrace, path: Path, warnings: list[str]) -> N
             setattr(proc, attr, table)
 
 
-def _read_names(path: Path, warnings: list[str]) -> list[str]:
-    """The process's names by id; unreadable names are a warning (operations then show as ids).
+def _read_names(path: Path, warnings: list[str]) -> tuple[list[str], frozenset[int]]:
+    """The process's names by id, and the ids of automatic operations and phases (names.arrows'
+    ``auto`` column; none in older traces); unreadable names are a warning (operations then show as ids).
 
-    Automatic operations and phases (names.arrows' ``auto`` column) come labelled
-    (``inference (auto)``, schema.auto_label): every output shows them as such, and a user's scope
-    of the same name stays apart from them. Ids are positions (names are appended in order): one
+    An automatic name reads as the name itself: ``backprop``, the same operation as a user's scope of
+    that name (rlscope/trace/auto_names.py). Ids are positions (names are appended in order): one
     far beyond the file's rows is damage, left out; a name that is not UTF-8 is read with its bad
     bytes escaped."""
     try:
@@ -634,7 +639,7 @@ def _read_names(path: Path, warnings: list[str]) -> list[str]:
         )
     except TraceError as e:
         warnings.append(f"{e}; operation names will show as ids")
-        return []
+        return [], frozenset()
     warnings += name_warnings
     ids = names_table.column("id").to_numpy().astype(np.int64)
     ok = (ids >= 0) & (ids < 2 * len(ids) + 1024)
@@ -656,9 +661,9 @@ def _read_names(path: Path, warnings: list[str]) -> list[str]:
             f"{path / S.NAMES_FILE}: {undecodable} name(s) not UTF-8 text (damaged?): read with the bad"
             " bytes escaped"
         )
+    auto: list[int | None] = [0] * len(values)
     if S.NAMES_AUTO_COLUMN in names_table.column_names:
         auto = names_table.column(S.NAMES_AUTO_COLUMN).to_pylist()
-        values = [S.auto_label(n) if a else n for n, a in zip(values, auto, strict=True)]
     kept = ids[ok].tolist()
     holes = max(kept, default=-1) + 1 - len(set(kept))
     if holes or len(set(kept)) != len(kept):
@@ -667,10 +672,11 @@ def _read_names(path: Path, warnings: list[str]) -> list[str]:
             f" {len(kept) - len(set(kept))} repeated; damaged?): missing names show as <unknown name N>"
         )
     names = [f"<unknown name {i}>" for i in range(max(kept, default=-1) + 1)]
-    for i, n, keep in zip(ids.tolist(), values, ok.tolist(), strict=True):
+    auto_of: dict[int, bool] = {}
+    for i, n, a, keep in zip(ids.tolist(), values, auto, ok.tolist(), strict=True):
         if keep:
-            names[i] = n
-    return names
+            names[i], auto_of[i] = n, bool(a)
+    return names, frozenset(i for i, a in auto_of.items() if a)
 
 
 def process_dirs(trace_dir: str | Path) -> tuple[Path, list[Path], bool]:

@@ -323,25 +323,9 @@ def columns_schema(
     return pa.schema(fields, metadata=meta)
 
 
-# names.arrows' optional third column, int8 1 for an automatic name (absent from older traces: none is)
+# names.arrows' optional third column, int8 1 for an automatic name (absent from older traces: none is);
+# the reader reads such a name as the same operation as a user's scope of it (rlscope/trace/auto_names.py)
 NAMES_AUTO_COLUMN = "auto"
-# how the reader labels an automatic operation's or phase's name, so every output shows it as such
-AUTO_SUFFIX = " (auto)"
-
-
-def auto_label(name: str) -> str:
-    """The label of an automatic operation or phase named ``name``: ``inference (auto)``."""
-    return name + AUTO_SUFFIX
-
-
-def is_auto(label: str) -> bool:
-    """Whether an operation or phase label (as the analysis reports it) is an automatic one."""
-    return label.endswith(AUTO_SUFFIX)
-
-
-def base_name(label: str) -> str:
-    """The operation's name without the automatic label: ``inference`` for both kinds."""
-    return label[: -len(AUTO_SUFFIX)] if is_auto(label) else label
 
 
 def names_schema(auto: bool = False) -> pa.Schema:

@@ -51,7 +51,7 @@ from rlscope import categories
 from rlscope.keys import factorize
 from rlscope.trace import schema as S
 
-__all__ = ["MAX_TS_NS", "Finding", "validate_events", "validate_table"]
+__all__ = ["MAX_TS_NS", "Finding", "inside_same_name", "validate_events", "validate_table"]
 
 # No clock the trace records (perf_counter_ns, CLOCK_MONOTONIC: time since boot) reaches 2**60 ns
 # (36 years); beyond it a timestamp is damage, and sums with the Unix anchor (about 2**61) would wrap
@@ -532,6 +532,25 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
         )
 
 
+def inside_same_name(ids: np.ndarray, parents: np.ndarray, names: np.ndarray) -> np.ndarray:
+    """For operation begins (instance ids, parent instance ids, name ids): whether each opened inside
+    an open instance of its own name, what ``FLAG_RECURSIVE`` says (its inclusive time is the outer
+    one's already)."""
+    tree = _Tree(ids, parents)
+    name = np.append(names[np.argsort(ids)], -1)
+    node = tree.index(ids)
+    recursive = np.zeros(len(ids), bool)
+    walking, anc = np.arange(len(ids)), tree.par[node]
+    for _ in range(len(ids)):  # one round per nesting level: links point to earlier instances only
+        if not len(walking):
+            break
+        live = anc != tree.root
+        walking, anc = walking[live], anc[live]
+        recursive[walking] |= name[anc] == name[node[walking]]
+        anc = tree.par[anc]
+    return recursive
+
+
 def _flags(t: _Table) -> None:
     """Unknown flag bits cleared; the recursive flag of operation begins as their nesting says."""
     c = t.c
@@ -547,18 +566,7 @@ def _flags(t: _Table) -> None:
     b = np.flatnonzero(c["kind"] == S.OP_BEGIN)
     if not len(b):
         return
-    tree = _Tree(c["id"][b], c["parent"][b])
-    name = np.append(c["name"][b][np.argsort(c["id"][b])], -1)
-    node = tree.index(c["id"][b])
-    recursive = np.zeros(len(b), bool)
-    walking, anc = np.arange(len(b)), tree.par[node]
-    for _ in range(len(b)):  # one round per nesting level: links point to earlier instances only
-        if not len(walking):
-            break
-        live = anc != tree.root
-        walking, anc = walking[live], anc[live]
-        recursive[walking] |= name[anc] == name[node[walking]]
-        anc = tree.par[anc]
+    recursive = inside_same_name(c["id"][b], c["parent"][b], c["name"][b])
     flagged = (c["flags"][b] & S.FLAG_RECURSIVE) != 0
     wrong = flagged != recursive
     if wrong.any():

@@ -1,0 +1,78 @@
+"""One name, one operation: an automatic operation and a user's scope of the same name are read as one.
+
+The recorder gives automatic operations and phases (rlscope/runtime/auto_ops.py, the library adapters)
+name ids of their own, flagged in names.arrows' ``auto`` column, so that while recording a user's
+``backprop`` and the automatic one never share a recursion count. The analysis reads them as the same
+operation, so an annotated and an unmodified run of the same code give the same keys, colours and
+diff: the reader points the rows of every id of a name at one id (the smallest the events use), flags
+an operation begun inside an open one of its name as recursive (as the recorder does for one id, so
+its time is not counted twice), and keeps, per name, whether every instance was automatic (the
+summary's ``auto`` flag).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+import pyarrow as pa
+
+from rlscope.trace import schema as S
+from rlscope.trace.validate import inside_same_name
+
+__all__ = ["merge_automatic"]
+
+_NAMED_KINDS = (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)
+
+
+def _used_ids(events: pa.Table, aggregates: pa.Table | None, n_names: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the operation and phase rows of the events, the name ids in use by them or by the aggregates)."""
+    kind = events.column("kind").to_numpy()
+    rows = np.isin(kind, _NAMED_KINDS)
+    used = [events.column("name").to_numpy().astype(np.int64)[rows]]
+    if aggregates is not None and aggregates.num_rows:
+        used += [aggregates.column(c).to_numpy().astype(np.int64) for c in ("phase", "operation")]
+    ids = np.unique(np.concatenate(used))
+    return rows, ids[(ids >= 0) & (ids < n_names)]
+
+
+def merge_automatic(
+    events: pa.Table, aggregates: pa.Table | None, names: list[str], auto_ids: Collection[int]
+) -> tuple[pa.Table, dict[str, bool]]:
+    """The events with one name id per operation and phase name, and for each name they use whether
+    every instance of it was automatic (aggregates included; they are read by name, so keep their ids).
+
+    An intact table whose names are one id each comes back unchanged (the same object).
+    """
+    rows, used = _used_ids(events, aggregates, len(names))
+    by_name: dict[str, list[int]] = {}
+    for i in used.tolist():
+        by_name.setdefault(names[i], []).append(i)
+    automatic = {n: all(i in auto_ids for i in ids) for n, ids in by_name.items()}
+    merged = {n: ids for n, ids in by_name.items() if len(ids) > 1}
+    if not merged:
+        return events, automatic
+    remap = np.arange(len(names), dtype=np.int64)
+    for ids in merged.values():
+        remap[ids] = ids[0]  # ids ascend: the smallest in use
+    name = events.column("name").to_numpy().astype(np.int64)
+    name = np.where(rows & (name >= 0) & (name < len(names)), remap[np.clip(name, 0, len(names) - 1)], name)
+    events = _with_column(events, "name", name)
+    kind = events.column("kind").to_numpy()
+    begins = np.flatnonzero(kind == S.OP_BEGIN)
+    if len(begins):
+        nested = inside_same_name(
+            events.column("id").to_numpy().astype(np.int64)[begins],
+            events.column("parent").to_numpy().astype(np.int64)[begins],
+            name[begins],
+        )
+        if nested.any():
+            flags = events.column("flags").to_numpy().copy()
+            flags[begins[nested]] |= S.FLAG_RECURSIVE
+            events = _with_column(events, "flags", flags)
+    return events, automatic
+
+
+def _with_column(table: pa.Table, column: str, values: np.ndarray) -> pa.Table:
+    i = table.schema.get_field_index(column)
+    return table.set_column(i, table.schema.field(i), pa.array(values, table.schema.field(i).type))
