@@ -48,17 +48,14 @@ def _op(summary: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _stack_share(summary: dict[str, Any], name: str, python: bool) -> float | None:
-    """The share of ``name``'s samples (its Python samples) that name a line of a file."""
+    """The share of ``name``'s samples (its Python samples) that name a function and line of a file."""
     ops = (summary.get("stacks") or {}).get("operations") or {}
     o = ops.get(name) or ops.get(f"{name} (auto)")
     if not o:
         return None
-    if not python:
-        return float(o.get("named_share", 0.0))
-    rows = o.get("top_python_lines") or []
-    total = int(o.get("python_samples", 0))
-    # only the top lines are listed: a lower bound of the named share, exact when all are named
-    return sum(r["samples"] for r in rows if r["file"] not in ("", "?")) / total if total else None
+    if python and not o.get("python_samples"):
+        return None
+    return float(o.get("python_named_share" if python else "named_share", 0.0))
 
 
 def one_rep(work: Path, i: int, args: argparse.Namespace, profiled_first: bool) -> dict[str, Any]:

@@ -45,6 +45,26 @@ def own_dirs() -> list[str]:
     return [os.path.dirname(m.__file__ or "") + os.sep for m in (rlscope, rlscope.collectors)]
 
 
+def library_dirs() -> list[str]:
+    """Where this interpreter's libraries live: the standard library, the site directories, and any
+    folder on ``sys.path`` holding installed distributions (``*.dist-info``: ``pip install --target``
+    trees, virtual environments put on ``PYTHONPATH``). A frame there is not the program's own line."""
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    found = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    found.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    found.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else "")
+    for entry in sys.path:
+        try:
+            if entry and os.path.isdir(entry) and any(n.endswith(".dist-info") for n in os.listdir(entry)):
+                found.add(entry)
+        except OSError:
+            continue
+    return sorted(os.path.join(os.path.abspath(d), "") for d in found if d)
+
+
 class StackSampler:
     """Samples the process's Python threads at ``hz`` while enabled (full windows)."""
 
@@ -63,8 +83,11 @@ class StackSampler:
     def start(self) -> StackSampler:
         writer = self.session.writer
         self.samples = writer.add_stream(S.STACKS_FILE, S.columns_schema(S.STACKS_COLUMNS_DOC))
-        own = json.dumps(own_dirs())
-        schema = S.columns_schema(S.FRAMES_COLUMNS_DOC, extra={S.OWN_DIRS_METADATA_KEY: own})
+        dirs = {
+            S.OWN_DIRS_METADATA_KEY: json.dumps(own_dirs()),
+            S.LIBRARY_DIRS_METADATA_KEY: json.dumps(library_dirs()),
+        }
+        schema = S.columns_schema(S.FRAMES_COLUMNS_DOC, extra=dirs)
         self.frames = writer.add_stream(S.FRAMES_FILE, schema)
         self._thread = threading.Thread(target=self._run, name=f"{THREAD_PREFIX}-stacks", daemon=True)
         self._thread.start()

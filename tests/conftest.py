@@ -74,13 +74,14 @@ def fake_session(tmp_path):
     return session, clock
 
 
-def write_stream(path, columns_doc, rows) -> None:
-    """Write a collector file (gpu.arrows, nvml.arrows) by hand: rows are tuples in column order."""
+def write_stream(path, columns_doc, rows, extra: dict[str, str] | None = None) -> None:
+    """Write a collector file (gpu.arrows, nvml.arrows) by hand: rows are tuples in column order;
+    ``extra``: schema metadata, as the collector writes it."""
     import pyarrow as pa
 
     from rlscope.trace import schema as S
 
-    schema = S.columns_schema(columns_doc)
+    schema = S.columns_schema(columns_doc, extra=extra)
     cols = list(zip(*rows, strict=True)) if rows else [[] for _ in columns_doc]
     table = pa.table(
         {c: pa.array(v, type=f.type) for (c, _, _), v, f in zip(columns_doc, cols, schema, strict=True)},

@@ -6,6 +6,7 @@ function of the program's own is named for nearly all of its time.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -88,6 +89,27 @@ def test_the_summary_lists_each_operations_top_lines_with_shares(sampled):
     assert op["top_python_lines"][0]["line"] == 20 and op["top_python_lines"][0]["share"] == 1.0
     assert op["named_share"] == 1.0
     assert next(iter(summary["operations"])) == "op"  # most samples first
+
+
+def test_a_frame_in_a_recorded_library_folder_is_not_the_programs_line(fake_session):
+    """A package installed outside the usual site folders (``pip install --target``, a tree on
+    PYTHONPATH) is a library where the sampler recorded it as one: the program's line is its caller."""
+    sess, clock = fake_session
+    lib = "/opt/deps/stable_baselines3/ppo/ppo.py"
+    names = {n: annotate.intern(n) for n in ("train", "learn", TRAIN, lib)}
+    with sess:
+        main = threading.get_native_id()
+        with rlscope.scope("op"):
+            clock.advance(1000)
+            t = clock()
+    frames = [(0, 0, names["train"], names[lib], 275), (0, 1, names["learn"], names[TRAIN], 12)]
+    dirs = {S.LIBRARY_DIRS_METADATA_KEY: json.dumps(["/opt/deps/"])}
+    write_stream(sess.process_dir / S.STACKS_FILE, S.STACKS_COLUMNS_DOC, [(t - 500, main, 0)])
+    write_stream(sess.process_dir / S.FRAMES_FILE, S.FRAMES_COLUMNS_DOC, frames, extra=dirs)
+    op = analyze(str(sess.trace_dir)).summary["stacks"]["operations"]["op"]
+    assert (op["top_lines"][0]["file"], op["top_lines"][0]["line"]) == (TRAIN, 12)
+    assert (op["top_functions"][0]["file"], op["top_functions"][0]["line"]) == (lib, 275)
+    assert op["named_share"] == 1.0 and op["python_named_share"] == 1.0
 
 
 def test_the_footer_and_the_html_section_name_the_lines(sampled):

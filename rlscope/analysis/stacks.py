@@ -38,9 +38,14 @@ LIBRARY_MARKS = ("/site-packages/", "/dist-packages/", "/lib/python3", "\\lib\\p
 Line = tuple[str, int, str]  # file, line, function
 
 
-def is_library(file: str) -> bool:
-    """Whether ``file`` is not the program's own code."""
-    return file.startswith("<") or any(m in file for m in LIBRARY_MARKS)
+def is_library(file: str, roots: tuple[str, ...] = ()) -> bool:
+    """Whether ``file`` is not the program's own code: generated (``<frozen ...>``), under one of the
+    interpreter's library folders the trace recorded (``roots``), or on a path that marks one."""
+    return (
+        file.startswith("<")
+        or (bool(roots) and file.startswith(roots))
+        or any(m in file for m in LIBRARY_MARKS)
+    )
 
 
 @dataclass
@@ -76,7 +81,9 @@ class StackCounts:
             self.ops.setdefault(op, OpSamples()).add(counts)
 
 
-def _stack_lines(frames: Any, names: list[str], own: tuple[str, ...]) -> dict[int, tuple[Line, Line]]:
+def _stack_lines(
+    frames: Any, names: list[str], own: tuple[str, ...], roots: tuple[str, ...] = ()
+) -> dict[int, tuple[Line, Line]]:
     """Per stack id: its ``where`` line and its ``running`` line, rlscope's own frames (``own``:
     its source folders) skipped: they wrap the program's calls (scopes, automatic operations)."""
     sid = frames.column("stack").to_numpy()
@@ -95,7 +102,7 @@ def _stack_lines(frames: Any, names: list[str], own: tuple[str, ...]) -> dict[in
         if own and here[0].startswith(own):
             continue
         running.setdefault(s, here)
-        if s not in where and not is_library(here[0]):
+        if s not in where and not is_library(here[0], roots):
             where[s] = here
     out = {}
     for s, first in innermost.items():
@@ -104,10 +111,11 @@ def _stack_lines(frames: Any, names: list[str], own: tuple[str, ...]) -> dict[in
     return out
 
 
-def own_dirs(proc: Any) -> tuple[str, ...]:
-    """rlscope's source folders where the process was recorded (frames.arrows' metadata)."""
+def recorded_dirs(proc: Any, key: str) -> tuple[str, ...]:
+    """Folders frames.arrows' metadata names under ``key``: rlscope's own source folders, or the
+    interpreter's library folders, where the process was recorded."""
     try:
-        dirs = json.loads(proc.metadata.get(S.OWN_DIRS_METADATA_KEY, "[]"))
+        dirs = json.loads(proc.metadata.get(key, "[]"))
     except (ValueError, TypeError, AttributeError):
         return ()
     return tuple(d for d in dirs if isinstance(d, str) and d) if isinstance(dirs, list) else ()
@@ -144,7 +152,8 @@ def attribute(proc: Any, tl: Timeline, names: list[str]) -> StackCounts | None:
     inst = np.where(rows >= 0, tl.op[np.maximum(rows, 0)], -1)
     name_ids = np.where(inst >= 0, tl.inst_name[np.maximum(inst, 0)], -1)
     python = np.where(rows >= 0, tl.cat[np.maximum(rows, 0)], categories.PYTHON) == categories.PYTHON
-    lines = _stack_lines(frames, names, own_dirs(proc))
+    own = recorded_dirs(proc, S.OWN_DIRS_METADATA_KEY)
+    lines = _stack_lines(frames, names, own, recorded_dirs(proc, S.LIBRARY_DIRS_METADATA_KEY))
     unknown: tuple[Line, Line] = (("?", 0, "?"), ("?", 0, "?"))
     out = StackCounts(samples=len(ts), hz=_hz(proc))
     keys = np.stack([name_ids, stack.astype(np.int64), python.astype(np.int64)], axis=1)
@@ -167,6 +176,11 @@ def _hz(proc: Any) -> float:
         return float(json.loads(proc.metadata.get("options", "{}")).get("stack_hz", 0) or 0)
     except (ValueError, TypeError, AttributeError):
         return 0.0
+
+
+def _named(counter: collections.Counter[Line], total: int) -> float:
+    """The share of ``total`` samples whose line is known (a function in a file)."""
+    return sum(k for (f, _, _), k in counter.items() if f not in ("?", "")) / total if total else 0.0
 
 
 def _top(counter: collections.Counter[Line], total: int) -> list[dict[str, Any]]:
@@ -193,11 +207,11 @@ def summary(counts: StackCounts | None) -> dict[str, Any] | None:
         return None
     ops = {}
     for op, o in sorted(counts.ops.items(), key=lambda kv: -kv[1].samples):
-        named = sum(k for (f, _, _), k in o.where.items() if f not in ("?", ""))
         ops[op] = {
             "samples": o.samples,
             "python_samples": o.python,
-            "named_share": named / o.samples if o.samples else 0.0,
+            "named_share": _named(o.where, o.samples),
+            "python_named_share": _named(o.python_where, o.python),
             "top_lines": _top(o.where, o.samples),
             "top_functions": _top(o.running, o.samples),
             "top_python_lines": _top(o.python_where, o.python),

@@ -48,6 +48,7 @@ class ProcessTrace(ProcessHeader):
     collectives: pa.Table | None = None  # torch.distributed collectives (collectives.arrows), when recorded
     stacks: pa.Table | None = None  # Python stack samples (stacks.arrows), when sampled
     frames: pa.Table | None = None  # their stacks' frames (frames.arrows): no times, never cut or joined
+    compile: pa.Table | None = None  # JAX compilations (compile.arrows): own clock, never cut or joined
     # the whole run's aggregates (aggregates.arrows) summed per key over the run (full loads only):
     # AGGREGATE_COLUMNS less ts_ns (rlscope/trace/aggregate.py, rlscope/analysis/whole_run.py)
     aggregates: pa.Table | None = None
@@ -425,6 +426,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         ("collectives", S.COLLECTIVES_FILE, S.COLLECTIVES_COLUMNS, None),
         ("stacks", S.STACKS_FILE, S.STACKS_COLUMNS, None),
         ("frames", S.FRAMES_FILE, S.FRAMES_COLUMNS, None),
+        ("compile", S.COMPILE_FILE, S.COMPILE_COLUMNS, None),
     ):
         if (path / filename).exists():
             try:
@@ -445,8 +447,9 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
                     optional[attr] = glue.join(table, attr, gaps) if gaps is not None and timed else table
                 if "rlscope.collector" in file_meta:  # which collector wrote it: its overhead differs
                     meta[f"{attr}.collector"] = file_meta["rlscope.collector"]
-                if S.OWN_DIRS_METADATA_KEY in file_meta:  # rlscope's frames in stack samples
-                    meta[S.OWN_DIRS_METADATA_KEY] = file_meta[S.OWN_DIRS_METADATA_KEY]
+                for key in (S.OWN_DIRS_METADATA_KEY, S.LIBRARY_DIRS_METADATA_KEY):  # stack samples' folders
+                    if key in file_meta:
+                        meta[key] = file_meta[key]
                 if S.DEVICES_METADATA_KEY in file_meta:  # device limits (occupancy, sharing)
                     meta.setdefault(S.DEVICES_METADATA_KEY, file_meta[S.DEVICES_METADATA_KEY])
             except TraceError as e:

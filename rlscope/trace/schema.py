@@ -55,6 +55,8 @@ class EventKind(IntEnum):
     API_END = 17
     BACKEND_BEGIN = 18
     BACKEND_END = 19
+    COMPILE_BEGIN = 20  # a JAX compilation's stages on its thread (COMPILE_FILE), the xla_compile category
+    COMPILE_END = 21
 
 
 class CostClass(IntEnum):
@@ -82,6 +84,7 @@ WINDOW_LIGHT = 0  # scopes and simulator boundaries only: operation totals come 
 WINDOW_FULL = 1  # every collector on: categories and GPU work come from these windows
 API_BEGIN, API_END = int(EventKind.API_BEGIN), int(EventKind.API_END)
 BACKEND_BEGIN, BACKEND_END = int(EventKind.BACKEND_BEGIN), int(EventKind.BACKEND_END)
+COMPILE_BEGIN, COMPILE_END = int(EventKind.COMPILE_BEGIN), int(EventKind.COMPILE_END)
 
 # the kinds written to events.arrows, and those the analysis merges in (never written)
 WRITTEN_KINDS = (
@@ -98,7 +101,7 @@ WRITTEN_KINDS = (
     ENGINE_END,
     DETAIL,
 )
-MERGED_KINDS = (API_BEGIN, API_END, BACKEND_BEGIN, BACKEND_END)
+MERGED_KINDS = (API_BEGIN, API_END, BACKEND_BEGIN, BACKEND_END, COMPILE_BEGIN, COMPILE_END)
 
 KIND_NAMES = {k: EventKind(k).name.lower() for k in WRITTEN_KINDS}
 
@@ -271,6 +274,8 @@ STACKS_COLUMNS = [c for c, _, _ in STACKS_COLUMNS_DOC]
 FRAMES_FILE = "frames.arrows"
 # schema metadata key of frames.arrows: JSON list of rlscope's own source folders at recording time
 OWN_DIRS_METADATA_KEY = "rlscope.own_dirs"
+# and of the interpreter's library folders (standard library, site directories, *.dist-info trees)
+LIBRARY_DIRS_METADATA_KEY = "rlscope.library_dirs"
 FRAMES_COLUMNS_DOC = [
     ("stack", "int32", "the stack's id (stacks.arrows)"),
     ("depth", "int16", "the frame's place in the stack: 0 the innermost (the line running)"),
@@ -279,6 +284,25 @@ FRAMES_COLUMNS_DOC = [
     ("line", "int32", "the line running in it (0: unknown)"),
 ]
 FRAMES_COLUMNS = [c for c, _, _ in FRAMES_COLUMNS_DOC]
+
+COMPILE_FILE = "compile.arrows"
+# A JAX program's compilations (collectors/jax_compile.py): each stage of one is a row, an interval on
+# the thread that ran it, recorded as the stage ended; a load from jax's persistent compilation cache
+# is a point row besides its backend stage. Read whole, on the process's own clock (never cut or joined
+# by the reader: compilations are few, and counted over the whole run; rlscope/analysis/compile.py)
+COMPILE_TRACE = 0  # tracing the Python function to a jaxpr
+COMPILE_LOWER = 1  # lowering the jaxpr to an MLIR module
+COMPILE_BACKEND = 2  # XLA compiling the module to an executable (or loading it from the persistent cache)
+COMPILE_CACHE_HIT = 3  # that executable came from jax's persistent compilation cache (start = end)
+COMPILE_STAGES = {COMPILE_TRACE: "trace", COMPILE_LOWER: "lower", COMPILE_BACKEND: "backend_compile"}
+COMPILE_COLUMNS_DOC = [
+    ("start_ns", "int64", "stage start, on the events' clock: its end less the duration jax measured"),
+    ("end_ns", "int64", "stage end, on the events' clock"),
+    ("thread", "int64", "OS thread id of the thread that compiled"),
+    ("stage", "int8", "0 trace, 1 lower, 2 backend_compile, 3 persistent cache hit (a point)"),
+    ("name", "int32", "id into names.arrows: the function jax names (-1: none given)"),
+]
+COMPILE_COLUMNS = [c for c, _, _ in COMPILE_COLUMNS_DOC]
 
 NVML_FILE = "nvml.arrows"
 # JSON written beside the streams of a Ray worker or driver (rlscope/ray.py): role, node, clock offset
