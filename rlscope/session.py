@@ -30,7 +30,7 @@ from rlscope.collectors import scope_native
 from rlscope.errors import RLScopeError, warn_once
 from rlscope.overhead.correct import reference
 from rlscope.runtime import hooks, process_exit
-from rlscope.runtime.metadata import process_metadata
+from rlscope.runtime.metadata import end_facts, process_metadata
 from rlscope.runtime.options import session_options
 from rlscope.runtime.run_session import RunSession
 from rlscope.runtime.ticks import NEVER, Ticks
@@ -304,6 +304,7 @@ class Session:
         self.ticks.clear()
         writer, self._writer = self._writer, None
         writer.close()
+        end_facts(self.process_dir)
         self._release_lock()
         atexit.unregister(self.stop_at_exit)
 
@@ -350,13 +351,9 @@ class Session:
         except RLScopeError as e:
             warnings.warn(f"rlscope: not profiling forked child {os.getpid()}: {printable(e)}", stacklevel=1)
             return
-        self.end_cleanly_on_sigterm()
-
-    def end_cleanly_on_sigterm(self) -> None:
-        """In a forked child: when its parent ends it with SIGTERM, flush first
-        (rlscope/runtime/child_signal.py). Only where SIGTERM still has its default action."""
         from rlscope.runtime import child_signal
 
+        # when its parent ends it with SIGTERM, flush first (where SIGTERM has its default action)
         child_signal.end_cleanly_on_sigterm(self)
 
 

@@ -132,3 +132,42 @@ def test_roles_section_absent_with_one_process(tmp_path, monkeypatch):
     trace = tmp_path / "one"
     _process(trace, monkeypatch, 5, 1, {"step": 1 * MS})
     assert "<h2>Roles</h2>" not in html.render(analyze(trace, correct=False))
+
+
+def test_the_headline_is_the_main_process_and_workers_stay_in_their_roles(tmp_path, monkeypatch):
+    """A learner and two env workers: the headline figures are the learner's, so no row sums the
+    workers' idle time into several times the run; each worker's own figures are in its role."""
+    trace = tmp_path / "vec"
+    _process(trace, monkeypatch, 7, 1, {"simulation": 5 * MS, "inference": 2 * MS})
+    for pid in (8, 9):
+        _process(trace, monkeypatch, pid, 7, {"simulation": 4 * MS})
+    s = analyze(trace, correct=False).summary
+    assert s["headline"]["pids"] == [7] and "main" in s["headline"]["why"]
+    assert s["operations"]["simulation"]["calls"] == 1
+    assert s["operations"]["simulation"]["total_s"] * 1e9 == 5 * MS
+    assert s["unannotated_s"] * 1e9 == 1 * MS  # the learner's own, not three processes'
+    assert all(o["total_s"] <= s["wall_s"] for o in s["operations"].values())
+    child = s["roles"]["child"]
+    assert child["workers"] == 2 and child["operations"]["simulation"]["calls"] == 2
+
+
+def test_the_headline_of_a_ddp_job_is_rank_0(tmp_path, monkeypatch):
+    trace = tmp_path / "ddp"
+    for rank, pid, ms in ((1, 22, 3), (0, 21, 2)):
+        env = {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank)}
+        _process(trace, monkeypatch, pid, 20, {"backprop": ms * MS}, env=env)
+    _process(trace, monkeypatch, 20, 1, {})  # the torchrun agent
+    s = analyze(trace, correct=False).summary
+    assert s["headline"]["pids"] == [21] and s["headline"]["why"].startswith("rank 0 of 2")
+    assert s["operations"]["backprop"]["total_s"] * 1e9 == 2 * MS
+    assert s["roles"][DDP_RANK]["operations"]["backprop"]["calls"] == 2
+
+
+def test_a_launcher_that_ran_no_operation_gives_the_headline_to_the_busiest(tmp_path, monkeypatch):
+    trace = tmp_path / "pool"
+    _process(trace, monkeypatch, 7, 1, {})
+    _process(trace, monkeypatch, 8, 7, {"task": 1 * MS})
+    _process(trace, monkeypatch, 9, 7, {"task": 3 * MS})
+    s = analyze(trace, correct=False).summary
+    assert s["headline"]["pids"] == [9] and "busiest" in s["headline"]["why"]
+    assert s["operations"]["task"]["calls"] == 1 and s["roles"]["child"]["operations"]["task"]["calls"] == 2

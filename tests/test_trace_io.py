@@ -238,3 +238,33 @@ def test_empty_trace_is_one_line_error(tmp_path):
     )
     assert r.returncode == 2 and "empty trace" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_session_records_torchs_threads_as_the_run_ended(tmp_path):
+    """A program sets torch's intra-op threads after importing it (after the session started): the
+    count the thread advice reads is the one at the session's end (end.json), with the usable cores."""
+    import torch
+
+    from rlscope.analysis import analyze
+
+    before = torch.get_num_threads()
+    try:
+        with rlscope.profile(tmp_path / "t", backend=False, gpu=False, nvml_hz=0):
+            torch.set_num_threads(1 if before > 1 else 2)
+            with rlscope.scope("op"):
+                pass
+        wanted = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    (entry,) = analyze(str(tmp_path / "t"), correct=False).summary["processes"]
+    assert entry["threads"]["torch_intra_op"] == wanted
+    assert entry["threads"]["usable_cores"] >= 1
+
+
+def test_an_unreadable_end_of_run_file_is_one_warning(tmp_path):
+    with rlscope.profile(tmp_path / "t", backend=False, gpu=False, nvml_hz=0), rlscope.scope("op"):
+        pass
+    (proc_dir,) = (tmp_path / "t").glob("process-*")
+    (proc_dir / S.END_META_FILE).write_text("[1, 2")
+    proc = load_trace(tmp_path / "t").processes[0]
+    assert any("end.json: unreadable" in w and "no end-of-run facts" in w for w in proc.warnings)

@@ -12,6 +12,7 @@ import io
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rlscope.analysis.roles import headline_wall_s
 from rlscope.categories import UNANNOTATED
 from rlscope.text import printable
 from rlscope.viz.colors import category_color, operation_color
@@ -373,11 +374,8 @@ def _fitted_summary_table(summary: Mapping[str, Any], console: Console) -> Table
 def _phase_table(summary: Mapping[str, Any]) -> Columns:
     # phases add up every process's time: with several processes, share of the processes' time (the
     # run's wall would give "139% of run")
-    processes = summary.get("processes") or []
-    several = len(processes) > 1
-    wall = float(summary.get("wall_s", 0.0))
-    if several:
-        wall = process_time_s(summary)
+    several = len((summary.get("headline") or {}).get("pids") or summary.get("processes") or []) > 1
+    wall = process_time_s(summary)
     of = "of process time" if several else "of run"
     table = Columns(title="per phase", title_justify="left", header_style="bold")
     table.add_column("phase / operation")
@@ -560,8 +558,8 @@ def _nccl_by_op(p: Mapping[str, Any]) -> str:
 
 
 def process_time_s(summary: Mapping[str, Any]) -> float:
-    """The processes' summed wall time: what the tables add up when a run has several processes."""
-    return sum(float(p.get("wall_s", 0.0)) for p in summary.get("processes") or [])
+    """What the headline tables add up to (rlscope.analysis.roles.headline_wall_s)."""
+    return headline_wall_s(dict(summary))
 
 
 def run_line(summary: Mapping[str, Any]) -> str:
@@ -570,7 +568,10 @@ def run_line(summary: Mapping[str, Any]) -> str:
     wall = float(summary.get("wall_s", 0.0))
     proc_s = process_time_s(summary)
     line = f"whole run: {len(processes)} process(es), wall {_secs(wall)} s from the first start to the last"
-    if len(processes) > 1:
+    why = (summary.get("headline") or {}).get("why")
+    if len(processes) > 1 and why:
+        line += f"; the tables above are {why}"
+    elif len(processes) > 1:
         line += f"; the tables add up the processes' time ({_secs(proc_s)} s of process wall time)"
     incomplete = [p for p in processes if not p.get("complete", True)]
     if incomplete:

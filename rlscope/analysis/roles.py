@@ -32,6 +32,8 @@ __all__ = [
     "STRAGGLER_RATIO",
     "TORCHRUN_AGENT",
     "clock_alignment",
+    "headline",
+    "headline_wall_s",
     "label_processes",
     "process_role",
     "role_order",
@@ -136,7 +138,28 @@ def _label(meta: dict[str, str], pids: set[int]) -> dict[str, Any]:
     clock = _clock(meta)
     if clock is not None:
         label["clock"] = clock
+    threads = _threads(meta)
+    if threads:
+        label["threads"] = threads
     return label
+
+
+def _threads(meta: dict[str, str]) -> dict[str, int]:
+    """torch's intra-op threads (at the session's end, else its start) and the cores the process could
+    use, as the trace recorded them (rlscope/runtime/metadata.py): the thread advice's facts."""
+    out = {}
+    for key, field in (
+        ("torch.intra_op_threads.end", "torch_intra_op"),
+        ("torch.intra_op_threads.start", "torch_intra_op"),
+        ("cpu.usable", "usable_cores"),
+    ):
+        try:
+            value = int(meta.get(key, "") or 0)
+        except ValueError:
+            continue
+        if value > 0:
+            out.setdefault(field, value)
+    return out
 
 
 def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
@@ -149,6 +172,49 @@ def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
     for entry in entries:
         if entry["pid"] in launchers and entry["role"] in ("main", "child"):
             entry["role"] = entry["label"] = TORCHRUN_AGENT
+
+
+def headline(entries: list[dict[str, Any]]) -> tuple[list[int], str]:
+    """Which labelled processes the run's headline figures are, and why (indices into ``entries``).
+
+    The run's critical process: the one the run's wall time waits on. A torch.distributed job: rank 0
+    (the ranks do the same work; each is in the role table). Else the launcher (``driver``, ``main``)
+    when it ran any operation: the learner of a vector-env or Ray job, whose env workers (their steps,
+    and their idle waits for the next) are in their own role's table. Else (a launcher that only
+    waits) the busiest process. One process: itself.
+    """
+    if len(entries) <= 1:
+        return list(range(len(entries))), "the only process"
+    ranks = [i for i, p in enumerate(entries) if p["role"] == DDP_RANK]
+    if ranks:
+        first = min(ranks, key=lambda i: (_rank(entries[i]), entries[i]["pid"]))
+        return [first], f"rank {_rank(entries[first])} of {len(ranks)} ranks (each rank in the role table)"
+    for role in LAUNCHER_ROLES:
+        busy = [i for i, p in enumerate(entries) if p["role"] == role and _busy(p) > 0]
+        if busy:
+            top = max(busy, key=lambda i: _busy(entries[i]))
+            return [top], f"the {role} process (the others in their roles' tables)"
+    top = max(range(len(entries)), key=lambda i: _busy(entries[i]))
+    return [top], f"the busiest process, a {entries[top]['role']} (the launcher ran no operation)"
+
+
+def headline_wall_s(summary: dict[str, Any]) -> float:
+    """What the headline figures add up to: the run's wall with one headline process, the headline
+    processes' walls summed with several (a summary without ``headline``: every process's)."""
+    procs = summary.get("processes") or []
+    pids = set((summary.get("headline") or {}).get("pids") or [p.get("pid") for p in procs])
+    head = [p for p in procs if p.get("pid") in pids]
+    if len(head) > 1:
+        return float(sum(float(p.get("wall_s", 0.0)) for p in head))
+    return float(summary.get("wall_s", 0.0))
+
+
+def _rank(entry: dict[str, Any]) -> int:
+    label = str(entry.get("label") or "")
+    try:
+        return int(label.removeprefix("rank ")) if label.startswith("rank ") else 1 << 30
+    except ValueError:
+        return 1 << 30
 
 
 def roles_of(entries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -151,11 +151,22 @@ def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows:
 
 
 def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
-    """Every figure of the summary, from one set of breakdowns (raw or corrected)."""
+    """Every figure of the summary, from one set of breakdowns (raw or corrected).
+
+    The headline figures (operations, categories, phases, GPU) are the headline processes' (the run's
+    critical process: :func:`rlscope.analysis.roles.headline`), every process's own are in
+    ``processes`` and ``roles``: a worker's idle wait for its next task is its own, not the run's, and
+    summed over workers it made rows of several times the run.
+    """
     per_proc = [(b.cpu_time.to_pylist(), b.ops.to_pylist(), b.gpu_time.to_pylist()) for b in breakdowns]
-    cpu_rows = [r for c, _, _ in per_proc for r in c]
-    op_rows = [r for _, o, _ in per_proc for r in o]
-    gpu_rows = [r for _, _, g in per_proc for r in g]
+    procs = [_process_entry(b, *rows) for b, rows in zip(breakdowns, per_proc, strict=True)]
+    roles.label_processes(trace, procs)  # role, node, clock offset of each process
+    head, why = roles.headline(procs)
+    every = breakdowns
+    breakdowns = [every[i] for i in head]
+    cpu_rows = [r for i in head for r in per_proc[i][0]]
+    op_rows = [r for i in head for r in per_proc[i][1]]
+    gpu_rows = [r for i in head for r in per_proc[i][2]]
     noise_rows = [r for b in breakdowns for r in b.noise.to_pylist()]
 
     operations: dict[str, dict[str, Any]] = {}
@@ -191,10 +202,8 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
             "operations": _finish(ph_ops, automatic),
         }
 
-    procs = [_process_entry(b, *rows) for b, rows in zip(breakdowns, per_proc, strict=True)]
-    roles.label_processes(trace, procs)  # role, node, clock offset of each process
     starts, ends = [], []
-    for b, p in zip(breakdowns, trace.processes, strict=True):
+    for b, p in zip(every, trace.processes, strict=True):
         if b.events == 0:
             continue
         starts.append(b.start_ns + clock_offset(p))
@@ -214,6 +223,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
         "gpu_bound_s": sum(b.gpu.get("gpu_bound_s", 0.0) for b in breakdowns),
         "gpu": _gpu_section(breakdowns),
         "phases": phases,
+        "headline": {"pids": [procs[i]["pid"] for i in head], "why": why},
         "processes": procs,
         "roles": roles.roles_of(procs),  # per role: breakdown, spread across workers, stragglers
     }

@@ -11,12 +11,14 @@ this process tree, so on import of ray the bootstrap hands them Ray's ``worker_p
 
 The time from the session's start to the program's first line (the rest of the interpreter's
 start-up) is the ``startup`` phase; the analysis extends it to the program's first phase or
-operation, so its imports and set-up are start-up too (rlscope/analysis/startup.py). Every process of the run, the first one included, flushes its
-session before a SIGTERM or SIGHUP ends it (rlscope/runtime/child_signal.py): a parent ends its
-workers with SIGTERM, and ``rlscope run`` forwards the SIGTERM or SIGHUP it gets (``kill``, a
-batch scheduler, ``docker stop``, a closed terminal) to the program's whole process group. The
-handler is installed before the program's first line, so a handler of the program's own replaces
-it and stays in charge; that process's trace then ends on the program's own way out (``atexit``).
+operation, so its imports and set-up are start-up too (rlscope/analysis/startup.py).
+
+Every process of the run, the first one included, flushes its session before a SIGTERM or SIGHUP
+ends it (rlscope/runtime/child_signal.py): a parent ends its workers with SIGTERM, and ``rlscope
+run`` forwards the SIGTERM or SIGHUP it gets (``kill``, a batch scheduler, ``docker stop``, a closed
+terminal) to the program's whole process group. The handler is installed before the program's first
+line, so a handler of the program's own replaces it and stays in charge; that process's trace then
+ends on the program's own way out (``atexit``).
 """
 
 from __future__ import annotations

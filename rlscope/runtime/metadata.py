@@ -6,11 +6,13 @@ import json
 import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from rlscope._version import __version__
 from rlscope._version import package_version as _package_version
 from rlscope.runtime import hooks
+from rlscope.trace import schema as S
 
 
 def _rank() -> str:
@@ -83,6 +85,20 @@ def cpu_facts() -> dict[str, str]:
         **{k.lower(): os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ},
         "torch.intra_op_threads.start": threads,
     }
+
+
+def end_facts(process_dir: Path | None) -> None:
+    """Write what is known only at the session's end beside its streams (schema.END_META_FILE): the
+    intra-op threads torch ran with, which a program sets after importing it (after the session
+    started). Never raises: the trace is written already, a missing fact only silences advice."""
+    torch = sys.modules.get("torch")
+    if process_dir is None or torch is None:
+        return
+    try:
+        facts = {"torch.intra_op_threads.end": str(torch.get_num_threads())}
+        (process_dir / S.END_META_FILE).write_text(json.dumps(facts))
+    except Exception:  # a torch half torn down at exit, a full disk: the fact is lost, nothing else
+        return
 
 
 def process_metadata(options: dict[str, Any], origin_ns: int, start_ns: int, unix_ns: int) -> dict[str, str]:

@@ -454,17 +454,24 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
                     meta.setdefault(S.DEVICES_METADATA_KEY, file_meta[S.DEVICES_METADATA_KEY])
             except TraceError as e:
                 warnings.append(f"{e}; its data is left out")
-    if (path / S.RAY_META_FILE).exists():  # role, node and clock offset of a Ray worker (rlscope/ray.py)
+    # metadata written beside the streams: a Ray worker's role, node and clock offset (rlscope/ray.py),
+    # and what the session learned only at its end (rlscope/session.py)
+    for side, lost in (
+        (S.RAY_META_FILE, "no role or clock offset"),
+        (S.END_META_FILE, "no end-of-run facts"),
+    ):
+        if not (path / side).exists():
+            continue
         try:
-            if not (path / S.RAY_META_FILE).is_file():  # a FIFO would block the read
+            if not (path / side).is_file():  # a FIFO would block the read
                 raise ValueError("not a regular file")
-            extra = json.loads((path / S.RAY_META_FILE).read_text())
+            extra = json.loads((path / side).read_text())
             if not isinstance(extra, dict):
                 raise ValueError("not a JSON object")
-            ray_meta = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()}
-            meta = _checked_metadata({**meta, **ray_meta}, path, warnings)
+            side_meta = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in extra.items()}
+            meta = _checked_metadata({**meta, **side_meta}, path, warnings)
         except (OSError, ValueError) as e:
-            warnings.append(f"{path / S.RAY_META_FILE}: unreadable ({e}); no role or clock offset")
+            warnings.append(f"{path / side}: unreadable ({e}); {lost}")
     manifest = None if light else read_manifest(path.parent)  # a light load's warnings go unread
     was_cut = manifest is not None and path.name in manifest.cuts
     if was_cut:

@@ -307,6 +307,8 @@ COMPILE_COLUMNS = [c for c, _, _ in COMPILE_COLUMNS_DOC]
 NVML_FILE = "nvml.arrows"
 # JSON written beside the streams of a Ray worker or driver (rlscope/ray.py): role, node, clock offset
 RAY_META_FILE = "ray.json"
+# JSON written by the session as it stops: facts known only at the run's end (torch's intra-op threads)
+END_META_FILE = "end.json"
 NVML_COLUMNS_DOC = [
     ("ts_ns", "int64", "sample time on the events' clock"),
     ("device", "int16", "GPU index"),

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rlscope.analysis.advice import program
+from rlscope.analysis.roles import headline_wall_s
 from rlscope.categories import UNANNOTATED
 
 if TYPE_CHECKING:
@@ -101,12 +102,9 @@ class Facts:
 
     @property
     def process_time_s(self) -> float:
-        """The run's wall with one process; the processes' walls summed with several (operation times
-        are then CPU-thread seconds, which can add up to more than the run's wall)."""
-        procs = self.summary.get("processes") or []
-        if len(procs) > 1:
-            return float(sum(p.get("wall_s", 0.0) for p in procs))
-        return self.wall_s
+        """What the headline operations' times add up to: the run's wall with one headline process,
+        their walls summed with several (rlscope.analysis.roles.headline_wall_s)."""
+        return headline_wall_s(dict(self.summary))
 
     def operations(self) -> list[tuple[str, Mapping[str, Any]]]:
         """The run's operations (not the unannotated time), longest first."""
