@@ -51,6 +51,8 @@ COLLECTORS: tuple[CollectorRow, ...] = (
     CollectorRow("torch.memory", "rlscope.collectors.gpu_memory:start_for", ("memory",), backend="torch"),
     # Python stack samples: [unannotated] and each operation's Python time by function and line
     CollectorRow("stacks", "rlscope.collectors.stacks:start_for"),
+    # JAX's compilations (tracing, lowering, XLA), from its monitoring events: the xla_compile category
+    CollectorRow("jax.compile", "rlscope.collectors.jax_compile:start_for", backend="jax"),
 )
 
 

@@ -48,7 +48,12 @@ __all__ = [
 
 # CPU category segment -> Chrome "cat". cuda_api segments are left out: the CUDA API calls
 # themselves are exported (cuda_runtime) and cover the same time.
-CPU_CATEGORY_CAT = {"backend": "cpu_op", "simulator": "simulator", "rlscope": "rlscope"}
+CPU_CATEGORY_CAT = {
+    "backend": "cpu_op",
+    "simulator": "simulator",
+    "rlscope": "rlscope",
+    "xla_compile": "compile",
+}
 GPU_CATEGORY_CAT = {"gpu_kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset"}
 _GPU_SORT_BASE = 1_000_000  # GPU tracks after the CPU processes in the viewer
 _FLOW_PROCESS_SHIFT = 32  # flow ids of the 2nd, 3rd... process: correlation + (index << 32)

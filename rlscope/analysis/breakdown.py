@@ -207,7 +207,8 @@ def _split_like_full_windows(
     the kind of window each row of ``tl`` ran in).
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
-    only the full windows see the split, and it stands for the operation's whole time.
+    only the full windows see the split, and it stands for the operation's whole time. Compile time
+    (every window records it, and a few instances hold all of it: a first call) stays as recorded.
     """
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     inst_name = np.append(tl.inst_name, -1)
@@ -230,17 +231,20 @@ def _split_like_full_windows(
     f = mode[rows] == S.WINDOW_FULL
     np.add.at(cat_full, (inv[f], cat[f]), d[f])
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
+    compiling = cat_all[:, categories.COMPILE].copy()
+    cat_all[:, categories.COMPILE] = cat_full[:, categories.COMPILE] = 0.0
     for k, (p, o, m) in enumerate(uniq.tolist()):
         # never in a full window: the light windows' (python) time as it is
         shares = cat_full[k] if cat_full[k].sum() > 0 else cat_all[k]
-        shares = shares / shares.sum()
-        for c in np.flatnonzero(shares):
+        seconds = cat_all[k].sum() * (shares / shares.sum()) if shares.sum() > 0 else np.zeros(NCAT)
+        seconds[categories.COMPILE] = compiling[k]
+        for c in np.flatnonzero(seconds):
             out["pid"].append(pid)
             out["phase"].append(_name(names, p, NO_PHASE))
             out["operation"].append(_name(names, o))
             out["category"].append(categories.CATEGORY_NAMES[int(c)])
             out["main_thread"].append(bool(m))
-            out["seconds"].append(cat_all[k].sum() * shares[c] / 1e9)
+            out["seconds"].append(seconds[c] / 1e9)
     b.cpu_time = pa.table(out, schema=CPU_TIME_SCHEMA)
 
 

@@ -18,7 +18,13 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis.timeline import Timeline, backend_intervals, build_timeline, session_span
+from rlscope.analysis.timeline import (
+    Timeline,
+    backend_intervals,
+    build_timeline,
+    compile_intervals,
+    session_span,
+)
 from rlscope.keys import factorize
 from rlscope.trace import schema as S
 
@@ -105,21 +111,26 @@ def session_bounds(proc: ProcessTrace) -> tuple[int, int]:
 def timeline_with_gpu(proc: ProcessTrace) -> JoinedTimeline:
     """A process's timeline, with CUDA API time as its innermost category, and its GPU work.
 
-    The one place that combines events with ``gpu.arrows`` and ``backend.arrows`` (torch ops from
-    the native recorder): the breakdown, the interval tables and the kernel tables all start
-    here. API calls and records are None without GPU data.
+    The one place that combines events with ``gpu.arrows``, ``backend.arrows`` (torch ops from
+    the native recorder) and ``compile.arrows`` (JAX compilations): the breakdown, the interval
+    tables and the kernel tables all start here. API calls and records are None without GPU data.
     """
     has_gpu = proc.gpu is not None and proc.gpu.num_rows > 0
     has_backend = proc.backend is not None and proc.backend.num_rows > 0
-    if not (has_gpu or has_backend) or proc.events.num_rows == 0:
+    has_compile = proc.compile is not None and proc.compile.num_rows > 0
+    if not (has_gpu or has_backend or has_compile) or proc.events.num_rows == 0:
         return build_timeline(proc.events), None, None
     # recorded intervals count within the session: CUPTI's teardown after its end is rlscope's
     start, end = session_bounds(proc)
     backend = backend_intervals(proc.backend, start, end) if has_backend else None
+    compiles = None
+    if has_compile:  # JAX's compile stages, nested ones (a jitted call made while tracing) merged
+        compiles = union_per_thread(*compile_intervals(proc.compile, start, end, proc.gaps))
     if not has_gpu:
-        return build_timeline(proc.events, backend=backend), None, None
+        return build_timeline(proc.events, backend=backend, compiles=compiles), None, None
     api, records = split(proc.gpu, start, end)
-    tl = build_timeline(proc.events, api=union_per_thread(api.thread, api.start, api.end), backend=backend)
+    api_time = union_per_thread(api.thread, api.start, api.end)
+    tl = build_timeline(proc.events, api=api_time, backend=backend, compiles=compiles)
     return tl, api, records
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # imported here, not in the functions: forked pool workers then start with them loaded
-from rlscope.analysis import gpu, intervals, nccl, report, sharing, startup, whole_run
+from rlscope.analysis import compilation, gpu, intervals, nccl, report, sharing, startup, whole_run
 from rlscope.analysis import stacks as stack_samples
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
@@ -82,6 +82,7 @@ class ProcessPiece:
     gpu_calls: Any = None  # rlscope.analysis.gpu_calls.GpuCalls: per operation, its CUDA API calls (advice)
     collectives: Any = None  # rlscope.analysis.nccl.Collectives | None: torch.distributed's collectives
     stacks: Any = None  # rlscope.analysis.stacks.StackCounts | None: its stack samples by operation and line
+    compile: Any = None  # rlscope.analysis.compilation.CompileCounts | None: its JAX compilations
 
 
 def _load(source: Source, light: bool = False, drops: list[budget.Drop] | None = None) -> ProcessTrace:
@@ -139,6 +140,7 @@ def process_piece(
         gpu_calls=process_gpu_calls(proc, joined),
         collectives=nccl.collective_rows(proc, joined),
         stacks=stack_samples.attribute(proc, joined[0], proc.names),
+        compile=compilation.counts(proc),
     )
 
 

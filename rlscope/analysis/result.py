@@ -139,7 +139,7 @@ def _analyze(
     want_intervals: bool,
     detail_budget: Budget,
 ) -> AnalysisResult:
-    from rlscope.analysis import gpu_calls, nccl, stacks
+    from rlscope.analysis import compilation, gpu_calls, nccl, stacks
     from rlscope.analysis.advice import advise
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
@@ -221,6 +221,10 @@ def _analyze(
     sampled = stacks.merged([p.stacks for p in pieces])
     if sampled is not None:
         summary["stacks"] = stacks.summary(sampled)
+    # JAX compilations (rlscope.analysis.compilation), when the program compiled any
+    compiled = compilation.summary(compilation.merged([p.compile for p in pieces]))
+    if compiled is not None:
+        summary["compile"] = compiled
     summary["warnings"] = once_per_run(summary["warnings"])
     # ranked findings (rlscope.analysis.advice): last, since the rules read the finished summary
     summary["advice"] = advise(summary, gpu_calls.merge([p.gpu_calls or {} for p in pieces]))

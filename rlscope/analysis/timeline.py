@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.trace import schema as S
+from rlscope.trace.glue import Gaps
 from rlscope.trace.header import main_thread, session_span
 from rlscope.trace.states import state_after
 
@@ -64,15 +65,16 @@ class Timeline:
 
 
 # per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API,
-# 5 native backend op) and whether it opens
-_STACK = np.full(S.BACKEND_END + 1, 3, np.int8)
-_OPENS = np.zeros(S.BACKEND_END + 1, bool)
+# 5 native backend op, 6 JAX compilation) and whether it opens
+_STACK = np.full(S.COMPILE_END + 1, 3, np.int8)
+_OPENS = np.zeros(S.COMPILE_END + 1, bool)
 _STACK[[S.OP_BEGIN, S.OP_END]] = 0
 _STACK[[S.CAT_BEGIN, S.CAT_END]] = 1
 _STACK[[S.PHASE_BEGIN, S.PHASE_END]] = 2
 _STACK[[S.API_BEGIN, S.API_END]] = 4
 _STACK[[S.BACKEND_BEGIN, S.BACKEND_END]] = 5
-_OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
+_STACK[[S.COMPILE_BEGIN, S.COMPILE_END]] = 6
+_OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN, S.COMPILE_BEGIN]] = True
 
 
 def _dense_instances(
@@ -149,17 +151,40 @@ def backend_intervals(
     return thread[keep], start[keep], end[keep], name[keep]
 
 
+def compile_intervals(
+    compiles: pa.Table, start_ns: int, end_ns: int, gaps: Gaps | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(thread, start, end) of the JAX compilation stages (compile.arrows) on the timeline's clock,
+    clipped to the session; empty ones left out, nested ones not merged (gpu.union_per_thread).
+
+    The reader gives the stages on the process's own clock (they are counted over the whole run), so
+    a run kept in detail stretches maps them here as rlscope/trace/glue.py maps every other table: a
+    stage between two stretches leaves nothing, one across a cut keeps its part in the detail.
+    """
+    c = {k: compiles.column(k).to_numpy().astype(np.int64, copy=False) for k in S.COMPILE_COLUMNS}
+    timed = c["stage"] != S.COMPILE_CACHE_HIT
+    thread, start, end = c["thread"][timed], c["start_ns"][timed], c["end_ns"][timed]
+    if gaps is not None and len(gaps):
+        start, end = gaps.map(start), gaps.map(end)
+    start, end = np.clip(start, start_ns, end_ns), np.clip(end, start_ns, end_ns)
+    keep = end > start
+    return thread[keep], start[keep], end[keep]
+
+
 def build_timeline(
     events: pa.Table,
     api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     backend: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+    compiles: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Timeline:
     """Sort one process's events per thread and derive the state after every row.
 
     ``api``: (thread, start, end) of CUDA API calls, disjoint per thread; time inside them is
     category ``cuda_api``, the innermost of all. ``backend``: (thread, start, end, name) of torch
     ops from the native recorder (:func:`backend_intervals`); time inside them is ``backend``
-    unless inside a CUDA API call, and their rows keep the op's name id in ``name``.
+    unless inside a CUDA API call, and their rows keep the op's name id in ``name``. ``compiles``:
+    (thread, start, end) of JAX compilations, disjoint per thread (rlscope/analysis/compile.py); time
+    inside them is ``xla_compile`` unless inside a torch op or a CUDA API call.
     """
     col = {name: events.column(name).to_numpy() for name in S.EVENT_COLUMNS}
     if S.EVENT_COST_COLUMN[0] in events.column_names:
@@ -188,11 +213,14 @@ def build_timeline(
     main = main_thread(col["ts_ns"], col["kind"], col["thread"], start_ns)
     has_api = api is not None and len(api[0]) > 0
     has_backend = backend is not None and len(backend[0]) > 0
+    has_compile = compiles is not None and len(compiles[0]) > 0
     added = []
     if has_api:
         added.append((S.API_BEGIN, S.API_END, *api, None))
     if has_backend:
         added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
+    if has_compile:
+        added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     if added:
         col = _with_interval_rows(col, added)
         order = np.lexsort((col["ts_ns"], col["thread"]))  # the added rows are not in time order
@@ -224,6 +252,9 @@ def build_timeline(
     op = state_after(stack == 0, after, first, -1)
     cat = state_after(stack == 1, after, first, categories.PYTHON)
     phase = state_after(stack == 2, after, first, -1)
+    if has_compile:  # inside any category of the program's; rlscope's own work stays rlscope's
+        in_compile = state_after(stack == 6, after, first, 0)
+        cat = np.where((in_compile == 1) & (cat != categories.PROFILER), categories.COMPILE, cat)
     if has_backend:  # innermost but for CUDA API calls; rlscope's own work stays rlscope's
         in_op = state_after(stack == 5, after, first, 0)
         cat = np.where((in_op == 1) & (cat != categories.PROFILER), categories.BACKEND, cat)

@@ -59,6 +59,8 @@ BACKENDS: tuple[Backend, ...] = (
         auto_ops_install="rlscope.runtime.auto_ops:install_torch",
         auto_ops_uninstall="rlscope.runtime.auto_ops:uninstall_torch",
     ),
+    # XLA runs a jitted function as one executable: no op recorder or engine rows on the CPU (docs/jax.md)
+    Backend(name="jax", module="jax", op_recorder="", engine_attribution="", collectors=("jax.compile",)),
 )
 
 
