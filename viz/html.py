@@ -42,6 +42,7 @@ from rlscope.viz.terminal import (
     sorted_operations,
 )
 from rlscope.viz.timeline import timeline_section
+from rlscope.viz.whatif_html import html_section as whatif_section
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -570,6 +571,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         *(_gpu_sections(summary, report, state, gpu_note) if gpu else ["<h2>GPU</h2>", _cpu_only_line()]),
         "<h2>Timeline</h2>",
         timeline_section(report, lambda f, **kw: _fig_html(f, state, **kw)),
+        whatif_section(summary, report, lambda f, **kw: _fig_html(f, state, **kw)),  # viz/whatif_html.py
         "<h2>Kernels by operation</h2>" if gpu else "",
         _kernel_section(summary, report) if gpu else "",
         "<h2>Phases</h2>",

@@ -473,6 +473,10 @@ def render_summary(
     if any_automatic(summary):
         console.print(cell(AUTO_NOTE, style="dim"))
 
+    from rlscope.viz.whatif import render_footer as render_what_if
+
+    render_what_if(summary, console)  # what a speedup would save, from the critical path (viz/whatif.py)
+
     from rlscope.viz.advice import render_footer
 
     render_footer(summary, console)  # ranked findings last: what to change (rlscope.analysis.advice)

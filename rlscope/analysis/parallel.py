@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # imported here, not in the functions: forked pool workers then start with them loaded
-from rlscope.analysis import compilation, gpu, intervals, nccl, report, sharing, startup, whole_run
+from rlscope.analysis import compilation, gpu, intervals, nccl, report, sharing, startup, whatif, whole_run
 from rlscope.analysis import stacks as stack_samples
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
@@ -66,6 +66,7 @@ class PieceRequest:
     intervals: bool  # send the interval tables (exports), not only the timeline's part
     intervals_window_ns: tuple[int, int] | None  # clip those tables to it
     max_intervals: int  # the timeline's cap
+    what_if: Any = None  # rlscope.analysis.whatif.Request: keep what-if inputs (None: not asked)
 
 
 @dataclasses.dataclass
@@ -83,6 +84,7 @@ class ProcessPiece:
     collectives: Any = None  # rlscope.analysis.nccl.Collectives | None: torch.distributed's collectives
     stacks: Any = None  # rlscope.analysis.stacks.StackCounts | None: its stack samples by operation and line
     compile: Any = None  # rlscope.analysis.compilation.CompileCounts | None: its JAX compilations
+    what_if: Any = None  # rlscope.analysis.whatif.ProcessInputs | None: what the what-if replays
 
 
 def _load(source: Source, light: bool = False, drops: list[budget.Drop] | None = None) -> ProcessTrace:
@@ -141,6 +143,9 @@ def process_piece(
         collectives=nccl.collective_rows(proc, joined),
         stacks=stack_samples.attribute(proc, joined[0], proc.names),
         compile=compilation.counts(proc),
+        what_if=None
+        if request.what_if is None
+        else whatif.process_inputs(proc, joined, request.run_start_ns, request.what_if),
     )
 
 

@@ -105,6 +105,7 @@ def analyze(
     ray_address: str | None = None,
     intervals: bool = True,
     detail_budget: Budget = AUTO,
+    what_if: bool = True,
 ) -> AnalysisResult:
     """Analyze a trace (directory or loaded :class:`~rlscope.trace.reader.Trace`) once.
 
@@ -117,7 +118,8 @@ def analyze(
     trace, CSV intervals) need them, and the whole run's are about as large as its events.
     ``detail_budget``: how much of each process's detail the analysis holds (rows, ``"auto"``: its
     first stretch, None: all of it); the aggregates stand for the rest (rlscope/trace/budget.py). A
-    loaded ``Trace`` is analyzed whole.
+    loaded ``Trace`` is analyzed whole. ``what_if=False``: no ``what_if`` in the summary (the replay of
+    the run with operations, categories and roles made faster: rlscope.analysis.whatif).
     Raises :class:`~rlscope.errors.TraceError` for a missing, empty or unreadable trace and
     :class:`~rlscope.errors.RLScopeError` for a window outside the run.
     """
@@ -125,7 +127,15 @@ def analyze(
 
     with spinner(f"analyzing {getattr(trace_or_dir, 'path', trace_or_dir)}", enabled=progress):
         return _analyze(
-            trace_or_dir, calibration, window, correct, workers, ray_address, intervals, detail_budget
+            trace_or_dir,
+            calibration,
+            window,
+            correct,
+            workers,
+            ray_address,
+            intervals,
+            detail_budget,
+            what_if,
         )
 
 
@@ -138,8 +148,9 @@ def _analyze(
     ray_address: str | None,
     want_intervals: bool,
     detail_budget: Budget,
+    want_what_if: bool = True,
 ) -> AnalysisResult:
-    from rlscope.analysis import compilation, gpu_calls, nccl, stacks
+    from rlscope.analysis import compilation, gpu_calls, nccl, stacks, whatif
     from rlscope.analysis.advice import advise
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
@@ -196,6 +207,7 @@ def _analyze(
             intervals=want_intervals,
             intervals_window_ns=window_ns(window, run_end),
             max_intervals=MAX_INTERVALS,
+            what_if=whatif.request([i.metadata for i in infos]) if want_what_if else None,
         )
         drops = choose_drops([i.detail for i in infos], [clock_offset(h) for h in headers], detail_budget)
         pieces = runner.map(
@@ -225,6 +237,13 @@ def _analyze(
     compiled = compilation.summary(compilation.merged([p.compile for p in pieces]))
     if compiled is not None:
         summary["compile"] = compiled
+    # the run replayed with each top operation, category and role made faster (rlscope.analysis.whatif)
+    made = whatif.what_if(
+        [p.what_if for p in pieces], [e["role"] for e in summary["processes"]], summary["wall_s"]
+    )
+    critical = None
+    if made is not None:
+        summary["what_if"], critical = made
     summary["warnings"] = once_per_run(summary["warnings"])
     # ranked findings (rlscope.analysis.advice): last, since the rules read the finished summary
     summary["advice"] = advise(summary, gpu_calls.merge([p.gpu_calls or {} for p in pieces]))
@@ -237,12 +256,15 @@ def _analyze(
     if want_intervals:
         whole = intervals_from([p.intervals for p in pieces if p.intervals is not None], run_start, run_end)
         whole = dataclasses.replace(whole, window_ns=request.intervals_window_ns)
+    report = report_dict(run_end, chosen, timeline, kernels, shift, detail_cuts(headers, run_start))
+    if critical is not None and timeline is not None:  # the critical path in the timeline's window
+        report["critical_path"] = whatif.in_window(critical, timeline["window_s"])
     return AnalysisResult(
         trace_dir=str(path),
         summary=summary,
         intervals=whole,
         kernels=kernels,
-        report=report_dict(run_end, chosen, timeline, kernels, shift, detail_cuts(headers, run_start)),
+        report=report,
         window=window,
         schema_versions=frozenset(i.metadata.get("rlscope.schema_version", "") for i in infos),
     )

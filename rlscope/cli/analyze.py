@@ -56,6 +56,13 @@ def _analyze_parser() -> argparse.ArgumentParser:
     options.workers(p)
     options.ray(p)
     options.detail_budget(p)
+    p.add_argument(
+        "--what-if",
+        action="store_true",
+        help="also print the what-if table: the run's wall replayed from its critical path with each top"
+        " operation (whole, by category, its GPU work) and each role 2, 10 and infinitely many times"
+        " faster; time that overlapped other work or waited on it is not counted twice (docs/what-if.md)",
+    )
     options.quiet(p)
     options.verbose(p)
     return p
@@ -165,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
             detail_budget=args.detail_budget,
         )
         report(result, json_path=args.json, html_path=args.html, quiet=args.quiet, verbose=args.verbose)
+        if args.what_if and not args.quiet:
+            from rich.console import Console
+
+            from rlscope.viz.whatif import render_table
+
+            render_table(result.summary, Console())
         return 0
     except RLScopeError as e:
         print(f"{PROG}: error: {printable(e)}", file=sys.stderr)

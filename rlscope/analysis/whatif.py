@@ -1,0 +1,1128 @@
+"""What-if from the critical path: the run's wall if an operation, a category within it or a process role
+were k times faster, predicted by replaying the recorded schedule with those durations scaled.
+
+Plain subtraction overstates a speedup wherever the time it removes overlapped other work or was spent
+waiting on it: a kernel the CPU never waited for, a learner's step that waited on its slowest env worker.
+So the run is replayed as a graph of what waited on what (docs/what-if.md).
+
+The model
+---------
+Every process's **main thread** is a chain of segments in recorded order, each with its operation and
+category; a segment that is *work* lasts its recorded duration times the scenario's factor (1/k where the
+scenario matches its operation and category, or its process's role; 0 for k = inf). Time that is
+*waiting* is never replayed as a duration: it ends when what it waited for ends, as replayed.
+
+- **GPU work**: each kernel, copy or memset runs on its stream in recorded order and starts no earlier
+  than its launching CUDA API call started (as replayed) and the previous record on its stream ended,
+  plus the recorded latency from the later of the two (its launch latency, or the gap on the stream).
+- **Synchronizing CUDA API calls** (rlscope.analysis.gpu_calls' classification: named syncs, and calls
+  that launched a device->host copy) on the main thread wait for the last record launched before them on
+  each stream they waited for (a device->host copy's own stream; otherwise every stream whose last record
+  ended before the call returned). A call ends at the later of its own start and that GPU work's end, plus
+  its recorded tail after the later of the two; the recorded wait is derived, the tail scales with the
+  call's operation and ``cuda_api`` category.
+- **Workers**: a process whose parent (``run_parent``, else ``ppid``) is in the trace and spent time in
+  operations (an AsyncVectorEnv or SubprocVecEnv learner, a Pool's caller) is the parent's worker. Its
+  time outside operations in ``python`` (or ``rlscope``) is waiting for its next command, so its work
+  spans (maximal stretches in operations or in simulator, backend or CUDA code) start no earlier than the
+  parent's clock reached their recorded start. The parent waits: the innermost operation instance open on
+  its main thread when a worker's span ended (the maximal stretch where it is innermost) waits, from the
+  first of those spans' start to the last one's end, for all of them; its own time before and after is
+  work. A span starting inside that wait starts its recorded lag after the wait began (the command's
+  latency), a worker's start and end follow the parent's clock.
+- **Launchers**: a process with children and no operation of its own (torchrun's agent) ends no earlier
+  than its children, plus its recorded lag.
+- Everything else (other processes, DDP ranks, a worker whose parent does no work) replays its main
+  thread's own chain from its recorded start.
+
+The replay is a longest-path evaluation, barrier by barrier in recorded time order, vectorized over
+every scenario at once (each scenario a column: one pass replays them all). With every factor 1 it ends
+exactly at the recorded wall. The predicted wall is the latest process end minus the run's start; the
+saving is the recorded wall minus it. The replay runs on the raw timeline the analysis holds (for a run
+kept in detail stretches, its detail joined), so every figure but ``recorded_s`` is scaled to the
+summary's wall by ``wall_s / recorded_s``: corrected for overhead, standing for the whole run.
+
+The **critical path** is the chain of segments that set the recorded end: walking back from the last
+process end, through whichever dependency set each barrier's time (GPU work, a worker's span, the parent's
+clock), to the run's start. Each scenario's target reports what share of its time lies on it.
+
+Not captured: threads other than the main thread (their work rides along; a main thread waiting on one
+counts as work), waits between DDP ranks in collectives (each rank replays on its own), CUDA events and
+streams waiting on other streams, a parent that works while its workers step (its time inside the wait is
+taken as waiting), the time of rlscope itself as a scenario.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rlscope import categories
+from rlscope.analysis import gpu
+from rlscope.analysis.gpu_calls import SYNC_APIS, _nesting, api_base_name
+from rlscope.categories import UNANNOTATED
+from rlscope.keys import factorize, factorize_rows
+from rlscope.trace.reader import clock_offset, parent_pid
+
+if TYPE_CHECKING:
+    from rlscope.analysis.timeline import Timeline
+    from rlscope.trace.reader import ProcessTrace
+
+__all__ = [
+    "ALL",
+    "GPU",
+    "K_VALUES",
+    "TOP_OPERATIONS",
+    "ProcessInputs",
+    "Request",
+    "k_label",
+    "process_inputs",
+    "request",
+    "saving",
+    "what_if",
+]
+
+K_VALUES: tuple[float, ...] = (2.0, 10.0, math.inf)
+"""The speedups every scenario is replayed at (inf: the time goes to zero)."""
+TOP_OPERATIONS = 8  # operations given scenarios: the ones with most time, CPU and GPU
+ALL, GPU = "all", "gpu"  # targets of an operation besides its CPU categories: all of it, its GPU work
+ELASTIC = 0  # the key of waiting time: derived by the replay, never a duration
+PATH_SEGMENTS = 12  # the critical path's longest segments listed in the summary
+_NCODE = 16  # category codes are below this: a key's code is (name id + 1) * _NCODE + category
+_IDLE = (categories.PYTHON, categories.PROFILER)  # a worker outside operations in these waits
+_NOT_TARGETS = frozenset({categories.CPU_CATEGORIES[categories.PROFILER]})  # rlscope's own time
+_GPU_NAMES = frozenset(categories.GPU_CATEGORIES.values())
+_CHUNK = 1 << 15  # entries replayed at once (times the scenarios: the largest temporary array)
+
+
+def k_label(k: float) -> str:
+    """A speedup as the summary's keys write it: ``"2"``, ``"10"``, ``"inf"``."""
+    return "inf" if math.isinf(k) else f"{k:g}"
+
+
+def saving(
+    what_if_summary: Mapping[str, Any] | None,
+    operation: str,
+    category: str | None = None,
+    k: float = math.inf,
+) -> float | None:
+    """Seconds the run's wall would lose were ``operation`` (its ``category``: a CPU category or
+    ``"gpu"``; None: all of it) ``k`` times faster, from the summary's ``what_if``; None when that
+    scenario was not replayed (no ``what_if``, an operation outside the top ones, another k)."""
+    if not what_if_summary:
+        return None
+    target = (what_if_summary.get("operations") or {}).get(operation, {}).get(category or ALL)
+    if target is None:
+        return None
+    value = target.get("saving_s", {}).get(k_label(k))
+    return None if value is None else float(value)
+
+
+# --------------------------------------------------------------------------- per process
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """Which processes have a parent in the run and which have children, from the surveys: each
+    process's inputs then keep the points the run's replay needs of it, and no more."""
+
+    pids: frozenset[int]
+    parents: frozenset[int]
+
+
+def request(metadata: Sequence[Mapping[str, str]]) -> Request:
+    pids = frozenset(int(m.get("pid", 0) or 0) for m in metadata)
+    return Request(pids, frozenset(parent_pid(dict(m)) for m in metadata) & pids)
+
+
+@dataclasses.dataclass
+class ProcessInputs:
+    """One process's main thread and GPU work as the replay needs them; times in ns since the run start.
+
+    The main thread is a chain of *stretches* between nodes (the times a dependency may start or end
+    at): stretch ``j`` spans ``node_t[j]..node_t[j+1]`` and holds, per key, its time
+    (``ent_key``/``ent_ns``, entries ``ent_off[j]:ent_off[j+1]``). A parent keeps its *runs* instead
+    (start, key, operation instance), cut at run level where its workers need nodes.
+    """
+
+    pid: int
+    parent: int  # the process that started it (0: none known)
+    keys: list[tuple[str, str]]  # (operation, category) of each key; key 0 (ELASTIC) is waiting
+    start_ns: int
+    end_ns: int
+    working: bool  # its main thread spent time in an operation
+    node_t: np.ndarray
+    ent_off: np.ndarray
+    ent_key: np.ndarray
+    ent_ns: np.ndarray
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # a parent's (start, key, instance)
+    required: np.ndarray | None  # a parent's node times
+    sync_s: np.ndarray  # synchronizing calls that waited for GPU work: start, end,
+    sync_e: np.ndarray
+    sync_b: np.ndarray  # tail after the later of their start and that work's end (< 0: clock skew)
+    sync_key: np.ndarray  # the key their own time counts in
+    sync_dep_off: np.ndarray  # streams each waited for: sync_dep_stream[off[j]:off[j+1]]
+    sync_dep_stream: np.ndarray
+    rec_t: np.ndarray  # GPU records in push order (launch time, then stream order): launch time
+    rec_stream: np.ndarray
+    rec_delta: np.ndarray  # start minus the later of its launch and the previous record's end
+    rec_dur: np.ndarray
+    rec_key: np.ndarray
+    rec_start: np.ndarray  # recorded start (the critical path's segments)
+    rec_won: np.ndarray  # started at its launch, not after the record before it (the critical path)
+
+
+def _empty_i64() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
+def _insert(
+    t: np.ndarray, cols: list[np.ndarray], points: np.ndarray, end: int
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """Runs starting at ``t`` (each lasting to the next; the last to ``end``) cut at ``points`` (sorted,
+    distinct): the new starts, each column with the cut run's value carried, and which rows are points."""
+    inner = points[(points > t[0]) & (points < end)]
+    pos = np.searchsorted(t, inner, "left")
+    is_point = np.insert(np.zeros(len(t), bool), pos, True)
+    return np.insert(t, pos, inner), [np.insert(c, pos, c[pos - 1]) for c in cols], is_point
+
+
+def _within(
+    t: np.ndarray, lo: np.ndarray, hi: np.ndarray, side: str = "right"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the interval of each time, whether it lies in it) among disjoint sorted intervals ``[lo, hi)``;
+    ``side="left"``: in ``(lo, hi]`` instead."""
+    if not len(lo):
+        return np.zeros(len(t), np.int64), np.zeros(len(t), bool)
+    j = np.searchsorted(lo, t, side) - 1
+    at = np.maximum(j, 0)
+    inside = (j >= 0) & ((t < hi[at]) if side == "right" else (t <= hi[at]))
+    return at, inside
+
+
+def _stretches(
+    t: np.ndarray, key: np.ndarray, end: int, nodes: np.ndarray, elastic: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(node_t, ent_off, ent_key, ent_ns) of runs (``t``, ``key``, lasting to ``end``) between ``nodes``
+    (sorted, distinct, with ``t[0]``); ``elastic``: (2, n) intervals whose time becomes waiting."""
+    inner = nodes[(nodes > t[0]) & (nodes < end)]
+    starts, (keys,), is_node = _insert(t, [key], inner, end)
+    is_node[0] = True
+    stretch = np.cumsum(is_node) - 1
+    dur = np.diff(np.append(starts, end))
+    if elastic is not None:
+        keys = np.where(_within(starts, elastic[0], elastic[1])[1], ELASTIC, keys)
+    nkeys = int(keys.max(initial=0)) + 1
+    code = stretch.astype(np.int64) * nkeys + keys
+    size = (int(stretch[-1]) + 1) * nkeys
+    if size <= 4 * len(code) + 4096:  # few (stretch, key) pairs: count them densely, no hashing
+        ns = np.rint(np.bincount(code, weights=dur.astype(np.float64), minlength=size)).astype(np.int64)
+        code = np.flatnonzero(ns > 0)
+        ns = ns[code]
+    else:
+        code, inverse = factorize(code)
+        ns = np.rint(np.bincount(inverse, weights=dur.astype(np.float64), minlength=len(code))).astype(
+            np.int64
+        )
+        keep = ns > 0
+        code, ns = code[keep], ns[keep]
+    ent_stretch, ent_key = np.divmod(code, nkeys)
+    node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
+    ent_off = np.searchsorted(ent_stretch, np.arange(len(node_t)), "left").astype(np.int64)
+    return node_t, ent_off, ent_key.astype(np.int32), ns
+
+
+def _syncs(
+    proc: ProcessTrace,
+    tl: Timeline,
+    api: gpu.ApiCalls,
+    recs: gpu.GpuRecords,
+    launch: tuple[np.ndarray, np.ndarray],
+    launch_t: np.ndarray,
+    stream: np.ndarray,
+    span: tuple[int, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """Main-thread synchronizing calls that waited for GPU work: (start, end, that work's end, (call,
+    stream) pairs it waited for)."""
+    group, outer, group_end = _nesting(api)
+    on_main = api.thread[outer] == tl.main_thread
+    names, inv = factorize(api.name)
+    named = np.array([api_base_name(proc.name(int(n))) in SYNC_APIS for n in names], bool)[inv]
+    g_sync = np.bincount(group, weights=named, minlength=len(outer)) > 0
+    idx, found = launch
+    copy = recs.category == categories.GPU_MEMCPY
+    rnames, rinv = factorize(recs.name)
+    dtoh = copy & np.array(["DtoH" in proc.name(int(n)) for n in rnames], bool)[rinv] & found
+    g_dtoh = np.zeros(len(outer), bool)
+    g_dtoh[group[idx[dtoh]]] = True
+    sync = np.flatnonzero((g_sync | g_dtoh) & on_main)
+    empty = _empty_i64()
+    if not len(sync):
+        return empty, empty, empty, []
+    s = np.clip(api.start[outer[sync]], *span)
+    e = np.clip(group_end[sync], *span)
+    # a call that launched a device->host copy waits for that copy's stream only
+    own = {(int(g), int(q)) for g, q in zip(group[idx[dtoh]], stream[dtoh], strict=True)}
+    g = np.full(len(sync), np.iinfo(np.int64).min, np.int64)
+    pairs: list[tuple[int, int]] = []
+    for q in np.unique(stream).tolist():
+        on_q = np.flatnonzero(stream == q)
+        order = on_q[np.argsort(launch_t[on_q], kind="stable")]
+        k = np.searchsorted(launch_t[order], e, "right") - 1
+        last = order[np.maximum(k, 0)]
+        ok = (k >= 0) & (recs.end[last] <= e)
+        for j in np.flatnonzero(ok).tolist():
+            grp = int(sync[j])
+            if g_dtoh[grp] and (grp, q) not in own:
+                continue
+            pairs.append((j, q))
+            g[j] = max(g[j], int(recs.end[last[j]]))
+    return s, e, g, pairs
+
+
+def _no_records() -> dict[str, np.ndarray]:
+    empty = {k: _empty_i64() for k in ("t", "stream", "delta", "dur", "start")}
+    return empty | {"key": np.zeros(0, np.int32), "won": np.zeros(0, bool)}
+
+
+def _records(
+    launch_t: np.ndarray, stream: np.ndarray, recs: gpu.GpuRecords, key: np.ndarray
+) -> dict[str, np.ndarray]:
+    """GPU records in push order (launch time, then stream order), each with its latency: its start minus
+    the later of its launch and the end of the record before it on its stream, in launch order."""
+    order = np.lexsort((recs.start, launch_t, stream))
+    on = stream[order]
+    first = np.ones(len(order), bool)
+    first[1:] = on[1:] != on[:-1]
+    ends = recs.end[order]
+    prev_end = np.where(first, np.iinfo(np.int64).min, np.roll(ends, 1))
+    delta = np.empty(len(order), np.int64)
+    delta[order] = recs.start[order] - np.maximum(launch_t[order], prev_end)
+    position = np.empty(len(order), np.int64)
+    position[order] = np.arange(len(order))
+    push = np.lexsort((position, launch_t))
+    won = np.empty(len(order), bool)  # started at its launch (else right after the record before it)
+    won[order] = launch_t[order] >= prev_end
+    return {
+        "won": won[push],
+        "t": launch_t[push],
+        "stream": stream[push].astype(np.int64),
+        "delta": delta[push],
+        "dur": (recs.end - recs.start)[push],
+        "key": key[push],
+        "start": recs.start[push],
+    }
+
+
+def process_inputs(
+    proc: ProcessTrace, joined: gpu.JoinedTimeline, run_start_ns: int, req: Request
+) -> ProcessInputs | None:
+    """One process's inputs to the run's what-if (None without a main thread)."""
+    tl, api, recs = joined
+    if len(tl.ts) == 0:
+        return None
+    on_main = tl.thread == tl.main_thread
+    first, count = int(on_main.argmax()), int(on_main.sum())
+    start, end = int(tl.start_ns), int(tl.end_ns)
+    if not count or end <= start:
+        return None
+    # the timeline's rows are grouped by thread: the main thread's are one block
+    main: slice | np.ndarray = slice(first, first + count)
+    if not on_main[main].all():
+        main = np.flatnonzero(on_main)
+    t = np.minimum(tl.ts[main], end)
+    t[0] = start
+    op = tl.op[main]
+    inst_name = np.append(tl.inst_name, -1)
+    cpu_code = (inst_name[op] + 1) * _NCODE + tl.cat[main]  # op -1 reads the appended -1
+    is_parent = proc.pid in req.parents
+    change = np.ones(len(t), bool)  # runs of one key (a parent's also of one operation instance)
+    change[1:] = cpu_code[1:] != cpu_code[:-1]
+    if is_parent:
+        change[1:] |= op[1:] != op[:-1]
+    run_t, run_code, run_inst = t[change], cpu_code[change], op[change]
+
+    # GPU records: stream, launch, operation
+    has_gpu = api is not None and recs is not None and len(recs.start) > 0 and proc.gpu is not None
+    sync_s = sync_e = sync_g = _empty_i64()
+    pairs: list[tuple[int, int]] = []
+    rec_code = rec_t = stream = _empty_i64()
+    if has_gpu:
+        table = proc.gpu
+        rows = np.flatnonzero(table.column("category").to_numpy() != categories.CUDA_API)
+        device = table.column("device").to_numpy()[rows].astype(np.int64)
+        _, stream = factorize_rows(
+            np.vstack([device, table.column("stream").to_numpy()[rows].astype(np.int64)])
+        )
+        launch = gpu.launching_call(api, recs)
+        idx, found = launch
+        rec_t = np.clip(np.where(found, api.start[idx], recs.start), start, end)
+        rec_op, _ = gpu.attribute(tl, api, recs, launch)
+        rec_code = (inst_name[rec_op] + 1) * _NCODE + recs.category
+        if len(api.start) and api.name is not None:
+            sync_s, sync_e, sync_g, pairs = _syncs(proc, tl, api, recs, launch, rec_t, stream, (start, end))
+        keep = np.unique(np.array([j for j, _ in pairs], np.int64))
+        remap = np.full(len(sync_s), -1, np.int64)
+        remap[keep] = np.arange(len(keep))
+        pairs = [(int(remap[j]), q) for j, q in pairs]
+        sync_s, sync_e, sync_g = sync_s[keep], sync_e[keep], sync_g[keep]
+        # a launch inside a waiting call happens, for the replay, at the call's start
+        j, inside = _within(rec_t, sync_s, sync_e)
+        rec_t = np.where(inside, sync_s[j] if len(sync_s) else rec_t, rec_t)
+
+    # keys: waiting first, then every (operation, category) of the main thread and the GPU work
+    both = np.concatenate([run_code, rec_code])
+    present = np.bincount(both) > 0  # codes are small: (name id + 1) * _NCODE + category
+    codes = np.flatnonzero(present)
+    key_of = (np.cumsum(present) - 1).astype(np.int32)[both] + 1
+    run_key, rec_key = key_of[: len(run_code)], key_of[len(run_code) :]
+    keys = [("", "")] + [
+        (
+            UNANNOTATED if c // _NCODE == 0 else proc.name(int(c // _NCODE - 1)),
+            categories.CATEGORY_NAMES.get(int(c % _NCODE), str(int(c % _NCODE))),
+        )
+        for c in codes.tolist()
+    ]
+    idle_key = np.array([False] + [c // _NCODE == 0 and c % _NCODE in _IDLE for c in codes.tolist()])
+    working = bool((run_inst >= 0).any())
+    # a waiting call: its time up to the GPU work's end is waiting, the rest its own
+    sync_m = np.clip(sync_g, sync_s, sync_e)
+    sync_key = np.zeros(len(sync_s), np.int32)
+    if len(sync_s):
+        run_t, (run_key, run_inst), _ = _insert(
+            run_t, [run_key, run_inst], np.unique(np.concatenate([sync_s, sync_m, sync_e])), end
+        )
+        sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
+        run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
+    required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
+    if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
+        idle = idle_key[run_key]
+        flip = np.flatnonzero(idle[1:] != idle[:-1]) + 1
+        required.append(run_t[flip])
+    nodes = np.unique(np.concatenate(required))
+
+    rec = _records(rec_t, stream, recs, rec_key) if has_gpu else _no_records()
+    dep_j = np.array([j for j, _ in pairs], np.int64)
+    dep_q = np.array([q for _, q in pairs], np.int64)
+    by_j = np.argsort(dep_j, kind="stable")
+    shift = clock_offset(proc) - run_start_ns
+    sync_b = sync_e - np.maximum(sync_g, sync_s)
+    inputs = ProcessInputs(
+        pid=proc.pid,
+        parent=parent_pid(proc.metadata),
+        keys=keys,
+        start_ns=start + shift,
+        end_ns=end + shift,
+        working=working,
+        node_t=_empty_i64(),
+        ent_off=_empty_i64(),
+        ent_key=np.zeros(0, np.int32),
+        ent_ns=_empty_i64(),
+        runs=(run_t + shift, run_key, run_inst) if is_parent else None,
+        required=nodes + shift if is_parent else None,
+        sync_s=sync_s + shift,
+        sync_e=sync_e + shift,
+        sync_b=sync_b,
+        sync_key=sync_key,
+        sync_dep_off=np.searchsorted(dep_j[by_j], np.arange(len(sync_s) + 1), "left").astype(np.int64),
+        sync_dep_stream=dep_q[by_j],
+        rec_t=rec["t"] + shift,
+        rec_stream=rec["stream"],
+        rec_delta=rec["delta"],
+        rec_dur=rec["dur"],
+        rec_key=rec["key"],
+        rec_start=rec["start"] + shift,
+        rec_won=rec["won"],
+    )
+    if not is_parent:
+        inputs.node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = _stretches(
+            run_t + shift, run_key, end + shift, nodes + shift
+        )
+    return inputs
+
+
+# --------------------------------------------------------------------------- the run's replay
+
+
+def _idle_keys(keys: list[tuple[str, str]]) -> np.ndarray:
+    """Keys of time outside operations in ``python`` or ``rlscope``: a worker waiting for its command."""
+    idle = {categories.CPU_CATEGORIES[c] for c in _IDLE}
+    return np.array([i > 0 and op == UNANNOTATED and cat in idle for i, (op, cat) in enumerate(keys)], bool)
+
+
+def _stretch_of_entries(x: ProcessInputs) -> np.ndarray:
+    return np.repeat(np.arange(len(x.node_t) - 1), np.diff(x.ent_off))
+
+
+def _spans(x: ProcessInputs) -> tuple[np.ndarray, np.ndarray]:
+    """A worker's work spans as (first node, last node): maximal stretches holding work."""
+    idle = _idle_keys(x.keys)
+    work_ns = np.bincount(
+        _stretch_of_entries(x), weights=np.where(idle[x.ent_key], 0, x.ent_ns), minlength=len(x.node_t) - 1
+    )
+    work = np.concatenate([[False], work_ns > 0, [False]])
+    edges = np.flatnonzero(work[1:] != work[:-1])
+    return edges[0::2], edges[1::2]
+
+
+@dataclasses.dataclass
+class _Trigger:
+    """A worker's node that starts no earlier than its parent's clock reached its recorded time."""
+
+    node: int
+    source: int  # the parent's node (-1: the time is before the parent started: fixed)
+    weight: float  # after the source node (the lag into a wait); the fixed time when no source
+
+
+def _cut_parent(
+    p: ProcessInputs, kids: list[tuple[int, ProcessInputs]]
+) -> tuple[list[tuple[int, int, list[tuple[int, int]]]], dict[int, list[_Trigger]], np.ndarray]:
+    """Cut a working parent's runs into stretches where its workers need nodes: its waits (made
+    waiting time) and the parent's clock at each worker's span starts, start and end. Returns the waits
+    (start node, end node, [(worker, its span end node)]), each worker's triggers, and the kept syncs."""
+    assert p.runs is not None and p.required is not None
+    run_t, run_key, run_inst = p.runs
+    change = np.ones(len(run_t), bool)
+    change[1:] = run_inst[1:] != run_inst[:-1]
+    group = np.cumsum(change) - 1
+    g_t0 = run_t[change]
+    # the spans of every worker, and the wait (a group of the parent's runs) each one's end falls in
+    spans = [(c, x, *_spans(x)) for c, x in kids]
+    wait: dict[int, list[Any]] = {}
+    for c, x, first, last in spans:
+        ws, we = x.node_t[first], x.node_t[last]
+        inside = (we > p.start_ns) & (we <= p.end_ns)
+        gid = group[np.maximum(np.searchsorted(run_t, we, "left") - 1, 0)]
+        for k in np.flatnonzero(inside).tolist():
+            w = wait.setdefault(int(gid[k]), [None, None, []])
+            w[0] = int(ws[k]) if w[0] is None else min(w[0], int(ws[k]))
+            w[1] = int(we[k]) if w[1] is None else max(w[1], int(we[k]))
+            w[2].append((c, int(last[k])))
+    windows = sorted(
+        (max(int(g_t0[g]), w[0]), w[1], w[2]) for g, w in wait.items() if max(int(g_t0[g]), w[0]) < w[1]
+    )
+    w_lo = np.array([w[0] for w in windows], np.int64)
+    w_hi = np.array([w[1] for w in windows], np.int64)
+    # the parent's own syncs inside a wait are part of it
+    keep = ~_within(p.sync_e, w_lo, w_hi, side="left")[1]
+    s_lo, s_hi = p.sync_s[keep], p.sync_e[keep]
+
+    def sources(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the parent's time each trigger hangs from, its lag after it): a wait's start, a sync's start,
+        the parent's end, the time itself (then a node of the parent), or -1 before the parent began."""
+        at, lag = t.copy(), np.zeros(len(t), np.int64)
+        for lo, hi in ((s_lo, s_hi), (w_lo, w_hi)):  # a wait over a sync: the wait's start
+            j, inside = _within(t, lo, hi)
+            at = np.where(inside, lo[j] if len(lo) else t, at)
+        lag = t - at
+        late = t >= p.end_ns
+        at, lag = np.where(late, p.end_ns, at), np.where(late, t - p.end_ns, lag)
+        early = t < p.start_ns
+        return np.where(early, -1, at), np.where(early, t, lag)
+
+    wanted: dict[int, list[tuple[int, int, int]]] = {}  # worker -> (its node, parent time, lag)
+    for c, x, first, last in spans:
+        end = len(x.node_t) - 1
+        # its start, each span's start, and its end unless a span ends there (the end is then work's)
+        nodes = np.unique(np.concatenate([[0], first, [] if len(last) and last[-1] == end else [end]]))
+        at, lag = sources(x.node_t[nodes.astype(np.int64)])
+        wanted[c] = list(zip(nodes.astype(np.int64).tolist(), at.tolist(), lag.tolist(), strict=True))
+    points = [t for rows in wanted.values() for _, t, _ in rows if t >= 0]
+    nodes = np.unique(np.concatenate([p.required, w_lo, w_hi, np.array(points, np.int64)]))
+    elastic = np.vstack([w_lo, w_hi]) if len(windows) else None
+    p.node_t, p.ent_off, p.ent_key, p.ent_ns = _stretches(run_t, run_key, p.end_ns, nodes, elastic)
+    node_of = {int(t): i for i, t in enumerate(p.node_t.tolist())}
+    triggers = {
+        c: [
+            _Trigger(node, -1, float(lag)) if t < 0 else _Trigger(node, node_of[t], float(lag))
+            for node, t, lag in rows
+        ]
+        for c, rows in wanted.items()
+    }
+    waits = [(node_of[lo], node_of[hi], members) for lo, hi, members in windows]
+    return waits, triggers, keep
+
+
+@dataclasses.dataclass
+class _Ready:
+    """One process's chain as the replay runs it, with its state."""
+
+    node_t: np.ndarray
+    ent_off: np.ndarray
+    ent_key: np.ndarray
+    ent_ns: np.ndarray
+    F: np.ndarray  # (scenarios, keys): each key's factor in each scenario
+    rec_node: np.ndarray
+    rec_stream: np.ndarray
+    rec_delta: np.ndarray
+    rec_dur: np.ndarray
+    rec_key: np.ndarray
+    anchor: int = 0
+    val: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    next_rec: int = 0
+    tail: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+    tail_rec: dict[int, int] = dataclasses.field(default_factory=dict)
+    launch_won: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, bool))  # recorded
+    block: tuple | None = None  # (first node, last node, cumulative time, GPU streams): _Replay._block
+    source: dict[int, tuple] = dataclasses.field(default_factory=dict)  # baseline: what set a barrier
+
+
+SYNC, WAIT, JOIN, TRIGGER = 0, 1, 2, 3
+_PRIORITY = {SYNC: 0, WAIT: 1, JOIN: 1, TRIGGER: 2}  # at one time: GPU waits, then waits on workers
+
+
+class _Replay:
+    """The longest-path evaluation of every chain at once, one column per scenario (column 0: recorded)."""
+
+    def __init__(self, chains: list[_Ready]) -> None:
+        self.ch = chains
+        self.fallbacks = 0  # values asked behind a chain's replayed point (read back linearly)
+
+    def _block(self, ch: _Ready) -> None:
+        """The chain's next nodes from its anchor (about ``_CHUNK`` entries) made ready for lookups, every
+        scenario at once: each node's cumulative time, and for the GPU records launched there, per
+        stream, what their recurrence needs (then a node's value is two lookups and a push a few)."""
+        b0 = ch.anchor
+        lo = int(ch.ent_off[b0])
+        b1 = min(len(ch.node_t) - 1, max(b0 + 1, int(np.searchsorted(ch.ent_off, lo + _CHUNK, "right")) - 1))
+        hi = int(ch.ent_off[b1])
+        cum = np.zeros((ch.F.shape[0], max(hi - lo, 0) + 1))
+        if hi > lo:
+            np.cumsum(ch.ent_ns[lo:hi] * ch.F[:, ch.ent_key[lo:hi]], axis=1, out=cum[:, 1:])
+        cum = cum[:, ch.ent_off[b0 : b1 + 1] - lo]
+        # a record r ends at e_r = max(e_{r-1}, L_r) + Q_r on its stream: with P the running sum of Q
+        # there, e_r - P_r = max(e_{r-1} - P_{r-1}, L_r - P_{r-1}), and L_r = base + cum[node_r]
+        streams: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        r_lo, r_hi = np.searchsorted(ch.rec_node, [b0, b1], "left").tolist()
+        if r_hi > r_lo:
+            on = ch.rec_stream[r_lo:r_hi]
+            q_all = ch.rec_dur[r_lo:r_hi] * ch.F[:, ch.rec_key[r_lo:r_hi]] + ch.rec_delta[r_lo:r_hi]
+            launch = cum[:, ch.rec_node[r_lo:r_hi] - b0]
+            for q in np.unique(on).tolist():
+                sel = np.flatnonzero(on == q)
+                p = np.cumsum(q_all[:, sel], axis=1)
+                streams[q] = (r_lo + sel, launch[:, sel] - p + q_all[:, sel], p)
+        ch.block = (b0, b1, cum, streams)
+
+    def advance(self, c: int, n: int) -> None:
+        """Replay chain ``c`` up to node ``n`` along its own stretches, pushing the GPU work launched."""
+        ch = self.ch[c]
+        while ch.anchor < n:
+            if ch.block is None or not ch.block[0] <= ch.anchor < ch.block[1]:
+                self._block(ch)
+            b0, b1, cum, streams = ch.block
+            a, target = ch.anchor, min(n, b1)
+            base = ch.val - cum[:, a - b0]  # the value of node j is base + cum[:, j - b0]
+            if ch.next_rec < len(ch.rec_node):
+                self._push(ch, target, base, streams)
+            ch.anchor, ch.val = target, base + cum[:, target - b0]
+
+    def _push(self, ch: _Ready, n1: int, base: np.ndarray, streams: dict[int, tuple]) -> None:
+        """Run the GPU records launched before node n1 (not yet run) on their streams: each stream's
+        tail is all the replay needs of them."""
+        r0 = ch.next_rec
+        r1 = int(ch.rec_node.searchsorted(n1))
+        if r1 <= r0:
+            return
+        ch.next_rec = r1
+        for q, (index, d, p) in streams.items():
+            i0, i1 = int(index.searchsorted(r0)), int(index.searchsorted(r1))
+            if i1 <= i0:
+                continue
+            top = base + d[:, i0:i1].max(axis=1)
+            tail = ch.tail.get(q)
+            if tail is not None:
+                top = np.maximum(top, tail - p[:, i0 - 1] if i0 else tail)
+            ch.tail[q] = top + p[:, i1 - 1]
+            ch.tail_rec[q] = int(index[i1 - 1])
+
+    def value_at(self, c: int, n: int) -> np.ndarray:
+        ch = self.ch[c]
+        if n >= ch.anchor:
+            self.advance(c, n)
+            return ch.val
+        self.fallbacks += 1  # behind its replayed point: read back along its own stretches
+        lo, hi = int(ch.ent_off[n]), int(ch.ent_off[ch.anchor])
+        return ch.val - (ch.ent_ns[lo:hi] * ch.F[:, ch.ent_key[lo:hi]]).sum(axis=1)
+
+    def barrier(self, kind: int, c: int, n: int, payload: Any) -> None:
+        ch = self.ch[c]
+        if kind == TRIGGER and n == 0:  # a worker's start follows its parent's clock alone
+            ch.val = self._trigger_value(payload)
+            ch.source[0] = _link_source(payload)
+            return
+        self.advance(c, n)
+        own = ch.val
+        best: tuple | None = None
+        ext: np.ndarray | None = None
+        if kind == SYNC:
+            deps, b, key = payload
+            scaled = b * ch.F[:, key] if b > 0 else b
+            for q in deps:
+                v = ch.tail[q] + scaled
+                if ext is None or v[0] > ext[0]:
+                    best = ("gpu", ch.tail_rec[q], float(b), int(key))
+                ext = v if ext is None else np.maximum(ext, v)
+        elif kind in (WAIT, JOIN):
+            for q, m, lag in payload:
+                v = self.value_at(q, m) + lag
+                if ext is None or v[0] > ext[0]:
+                    best = ("proc", q, m, lag)
+                ext = v if ext is None else np.maximum(ext, v)
+        else:
+            ext = self._trigger_value(payload)
+            best = _link_source(payload)
+        if ext is None:
+            return
+        if ext[0] >= own[0]:
+            ch.source[n] = best
+        ch.val = np.maximum(own, ext)
+
+    def _trigger_value(self, t: Any) -> np.ndarray:
+        if t.source < 0:
+            return np.full(len(self.ch[0].val), t.weight)
+        return self.value_at(t.source_chain, t.source) + t.weight
+
+
+@dataclasses.dataclass
+class _Link:
+    """A trigger's source: the parent's chain and node, and the lag after it (``source`` -1: a fixed time,
+    ``weight``)."""
+
+    source_chain: int
+    source: int
+    weight: float
+
+
+def _link_source(link: _Link) -> tuple:
+    if link.source < 0:
+        return ("fixed",)
+    return ("proc", link.source_chain, link.source, link.weight)
+
+
+@dataclasses.dataclass
+class _Target:
+    kind: str  # "operation" or "role"
+    name: str
+    part: str  # ALL, a CPU category or GPU (operations); ALL (roles)
+
+
+def _matches(target: _Target, role: str, keys: list[tuple[str, str]]) -> np.ndarray:
+    out = np.zeros(len(keys), bool)
+    for i, (op, cat) in enumerate(keys):
+        if i == ELASTIC or cat in _NOT_TARGETS:
+            continue
+        if target.kind == "role":
+            out[i] = role == target.name
+        elif op == target.name:
+            out[i] = target.part == ALL or cat == target.part or (target.part == GPU and cat in _GPU_NAMES)
+    return out
+
+
+def _key_time(x: ProcessInputs) -> np.ndarray:
+    """Each key's replayed time in a process (ns): main-thread work and GPU records."""
+    k = len(x.keys)
+    cpu = np.bincount(x.ent_key, weights=x.ent_ns.astype(np.float64), minlength=k)
+    gpu_ns = np.bincount(x.rec_key, weights=x.rec_dur.astype(np.float64), minlength=k)
+    out = cpu + gpu_ns
+    out[ELASTIC] = 0.0
+    return out
+
+
+def _targets(procs: list[ProcessInputs], roles: list[str], top: int) -> list[_Target]:
+    """The top operations by time (each whole, by CPU category and its GPU work), and every role when
+    the run has several processes."""
+    by_op: dict[str, dict[str, float]] = {}
+    for x in procs:
+        for (op, cat), ns in zip(x.keys, _key_time(x).tolist(), strict=True):
+            if ns > 0 and cat not in _NOT_TARGETS and op:
+                part = GPU if cat in _GPU_NAMES else cat
+                by_op.setdefault(op, {}).setdefault(part, 0.0)
+                by_op[op][part] += ns
+    ranked = sorted(by_op.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))[:top]
+    order = [*categories.CPU_CATEGORIES.values(), GPU]
+    out = []
+    for op, parts in ranked:
+        out.append(_Target("operation", op, ALL))
+        out += [_Target("operation", op, p) for p in sorted(parts, key=order.index)]
+    if len(procs) > 1:
+        out += [_Target("role", r, ALL) for r in dict.fromkeys(roles)]
+    return out
+
+
+def _node(x: ProcessInputs, t: np.ndarray) -> np.ndarray:
+    """The node at each time (the last node at or before it, should one be missing)."""
+    return np.maximum(np.searchsorted(x.node_t, t, "right") - 1, 0)
+
+
+def _factors(
+    targets: list[_Target], role: str, keys: list[tuple[str, str]], ks: Sequence[float]
+) -> np.ndarray:
+    """(1 + targets x ks, keys): column 0 the recorded run, then each target at each k; waiting is 0."""
+    f = np.array([0.0 if math.isinf(k) else 1.0 / k for k in ks])
+    m = np.array([_matches(t, role, keys) for t in targets], bool).reshape(len(targets), len(keys))
+    rest = 1.0 - (1.0 - f)[None, :, None] * m[:, None, :]
+    out = np.vstack([np.ones((1, len(keys))), rest.reshape(-1, len(keys))])
+    out[:, ELASTIC] = 0.0
+    return out
+
+
+@dataclasses.dataclass
+class _Path:
+    """The recorded critical path: per chain, its stretches and GPU records on it, and the lags."""
+
+    cpu: dict[int, list[tuple[int, int]]]
+    gpu: dict[int, list[tuple[int, int]]]  # (first record, last record) of a run on one stream
+    sync: list[tuple[int, int, float]]  # (chain, key, the tail after the GPU work) of waits on it
+    complete: bool  # walked back to the run's start
+
+
+def _run_starts(ch: _Ready) -> tuple[np.ndarray, np.ndarray]:
+    """(rank of each record in stream order, the record that began each one's run on its stream: the
+    last one at or before it that started at its launch rather than after the record before it)."""
+    order = np.argsort(ch.rec_stream, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    began = np.maximum.accumulate(np.where(ch.launch_won[order], np.arange(len(order)), 0))
+    start_of = np.empty(len(order), np.int64)
+    start_of[order] = order[began]
+    return rank, start_of
+
+
+def _walk_back(replay: _Replay, end_chain: int) -> _Path:
+    """From the last process end back to the run's start, through whatever set each barrier's time."""
+    ch = replay.ch
+    marks = {c: np.array(sorted(x.source), np.int64) for c, x in enumerate(ch)}
+    starts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    path = _Path({}, {}, [], False)
+    c, n = end_chain, len(ch[end_chain].node_t) - 1
+    seen: set[tuple[int, int]] = set()
+    for _ in range(sum(len(m) for m in marks.values()) + 2):
+        if (c, n) in seen:
+            return path
+        seen.add((c, n))
+        j = int(marks[c].searchsorted(n, "right")) - 1
+        if j < 0:
+            path.cpu.setdefault(c, []).append((0, n))
+            path.complete = True
+            return path
+        b = int(marks[c][j])
+        if b < n:
+            path.cpu.setdefault(c, []).append((b, n))
+        src = ch[c].source[b]
+        if src[0] == "gpu":
+            _, r, tail, key = src
+            path.sync.append((c, key, tail))
+            if c not in starts:
+                starts[c] = _run_starts(ch[c])
+            r0 = int(starts[c][1][r])
+            path.gpu.setdefault(c, []).append((r0, r))
+            n = int(ch[c].rec_node[r0])
+        elif src[0] == "proc":
+            _, c, n, _ = src
+        else:
+            path.complete = True
+            return path
+    return path
+
+
+@dataclasses.dataclass
+class PathIntervals:
+    """The critical path's intervals as arrays: each a run of one key on a process's main thread (lane
+    0) or one GPU record (lane 1), in ns since the run start; ``chain`` indexes ``pids`` and ``keys``."""
+
+    chain: np.ndarray
+    lane: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    key: np.ndarray
+    pids: list[int]
+    keys: list[list[tuple[str, str]]]
+
+    def rows(self, idx: Sequence[int]) -> list[dict[str, Any]]:
+        out = []
+        for i in idx:
+            c = int(self.chain[i])
+            op, cat = self.keys[c][int(self.key[i])]
+            out.append(
+                {
+                    "pid": self.pids[c],
+                    "lane": "gpu" if self.lane[i] else "main",
+                    "operation": op,
+                    "category": cat,
+                    "start_s": float(self.start[i]) / 1e9,
+                    "end_s": float(self.end[i]) / 1e9,
+                }
+            )
+        return out
+
+
+def _segments(
+    procs: list[ProcessInputs], replay: _Replay, path: _Path
+) -> tuple[list[np.ndarray], list[np.ndarray], PathIntervals]:
+    """Per chain, each key's time on the path (ns: main thread, GPU), and the path's intervals."""
+    on_key, on_gpu_key = [], []
+    parts: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []  # (chain, lane, start, end, key)
+    for c, (x, ch) in enumerate(zip(procs, replay.ch, strict=True)):
+        k = len(x.keys)
+        mark = np.zeros(len(x.node_t), np.int64)
+        for lo, hi in path.cpu.get(c, []):
+            mark[lo] += 1
+            mark[hi] -= 1
+        on = np.cumsum(mark)[:-1] > 0
+        stretch = _stretch_of_entries(x)
+        weight = x.ent_ns * ch.F[0, x.ent_key] * on[stretch]
+        on_key.append(np.bincount(x.ent_key, weights=weight, minlength=k))
+        e = np.flatnonzero(weight > 0)
+        if len(e):  # each stretch on the path as its largest key; consecutive stretches of one key joined
+            order = e[np.lexsort((-weight[e], stretch[e]))]
+            top = order[np.concatenate([[True], stretch[order][1:] != stretch[order][:-1]])]
+            st, key = stretch[top], x.ent_key[top]
+            new = np.concatenate([[True], (key[1:] != key[:-1]) | (st[1:] != st[:-1] + 1)])
+            first = np.flatnonzero(new)
+            last = np.append(first[1:], len(st)) - 1
+            parts.append((c, 0, x.node_t[st[first]], x.node_t[st[last] + 1], key[first]))
+        g = np.zeros(k)
+        if path.gpu.get(c):
+            rank, _ = _run_starts(ch)
+            rmark = np.zeros(len(rank) + 1, np.int64)
+            for r0, r in path.gpu[c]:
+                rmark[rank[r0]] += 1
+                rmark[rank[r] + 1] -= 1
+            on_rec = (np.cumsum(rmark)[:-1] > 0)[rank]
+            g = np.bincount(x.rec_key, weights=x.rec_dur * on_rec, minlength=k).astype(np.float64)
+            r = np.flatnonzero(on_rec)
+            parts.append((c, 1, x.rec_start[r], x.rec_start[r] + x.rec_dur[r], x.rec_key[r]))
+        on_gpu_key.append(g)
+    for c, key, tail in path.sync:
+        on_key[c][key] += max(tail, 0.0)
+
+    def column(i: int, dtype: type) -> np.ndarray:
+        return np.concatenate([np.asarray(part[i], dtype) for part in parts] or [np.zeros(0, dtype)])
+
+    intervals = PathIntervals(
+        chain=np.concatenate([np.full(len(p[2]), p[0], np.int32) for p in parts] or [np.zeros(0, np.int32)]),
+        lane=np.concatenate([np.full(len(p[2]), p[1], np.int8) for p in parts] or [np.zeros(0, np.int8)]),
+        start=column(2, np.int64),
+        end=column(3, np.int64),
+        key=column(4, np.int32),
+        pids=[x.pid for x in procs],
+        keys=[x.keys for x in procs],
+    )
+    return on_key, on_gpu_key, intervals
+
+
+def what_if(
+    inputs: Sequence[ProcessInputs | None],
+    roles: Sequence[str],
+    wall_s: float,
+    ks: Sequence[float] | None = None,
+    top: int = TOP_OPERATIONS,
+) -> tuple[dict[str, Any], PathIntervals] | None:
+    """The summary's ``what_if`` and the critical path's intervals, from each process's inputs (in trace
+    order, None for a process without them) and role; ``wall_s``: the summary's wall, which the savings
+    are scaled to. None without any input."""
+    ks = K_VALUES if ks is None else ks
+    present = [(i, x) for i, x in enumerate(inputs) if x is not None]
+    if not present:
+        return None
+    procs = [dataclasses.replace(x) for _, x in present]  # cut and rewritten here, not in the pieces
+    proles = [roles[i] for i, _ in present]
+    by_pid: dict[int, int] = {}
+    for c, x in enumerate(procs):
+        by_pid.setdefault(x.pid, c)
+    parent_of = [by_pid.get(x.parent) if x.parent and x.parent != x.pid else None for x in procs]
+    kids: dict[int, list[int]] = {}
+    for c, p in enumerate(parent_of):
+        if p is not None:
+            kids.setdefault(p, []).append(c)
+
+    def depth(c: int) -> int:
+        d, seen = 0, {c}
+        while parent_of[c] is not None and parent_of[c] not in seen:
+            c = parent_of[c]
+            seen.add(c)
+            d += 1
+        return d
+
+    barriers: list[tuple[int, int, int, int, int, Any]] = []
+    kept: dict[int, np.ndarray] = {}
+    elastic: set[int] = set()
+    for p in sorted(kids, key=depth, reverse=True):  # a worker's spans are cut before its parent's
+        x = procs[p]
+        if x.runs is None:
+            continue
+        if not x.working:  # a parent that did no work: its runs become stretches as they are
+            assert x.required is not None
+            x.node_t, x.ent_off, x.ent_key, x.ent_ns = _stretches(x.runs[0], x.runs[1], x.end_ns, x.required)
+        else:
+            waits, triggers, kept[p] = _cut_parent(x, [(c, procs[c]) for c in kids[p]])
+            for _, hi, members in waits:
+                barriers.append(
+                    (int(x.node_t[hi]), _PRIORITY[WAIT], p, hi, WAIT, [(q, m, 0.0) for q, m in members])
+                )
+            for c, rows in triggers.items():
+                elastic.add(c)
+                for t in rows:
+                    link = _Link(p, t.source, t.weight)
+                    barriers.append(
+                        (int(procs[c].node_t[t.node]), _PRIORITY[TRIGGER], c, t.node, TRIGGER, link)
+                    )
+    for x in procs:
+        if not len(x.node_t):  # a parent none of whose children left inputs
+            assert x.runs is not None and x.required is not None
+            x.node_t, x.ent_off, x.ent_key, x.ent_ns = _stretches(x.runs[0], x.runs[1], x.end_ns, x.required)
+    for c, x in enumerate(procs):
+        launcher = c in kids and not x.working and c not in elastic
+        if c in elastic or launcher:  # time outside operations waits (for a command, for the children)
+            x.ent_key = np.where(_idle_keys(x.keys)[x.ent_key], ELASTIC, x.ent_key).astype(np.int32)
+        if launcher:
+            last = len(x.node_t) - 1
+            last_kid = max(procs[q].end_ns for q in kids[c])  # it ends its recorded lag after the last one
+            members = [(q, len(procs[q].node_t) - 1, float(x.end_ns - last_kid)) for q in kids[c]]
+            t = max(x.end_ns, last_kid)
+            barriers.append((t, _PRIORITY[JOIN], c, last, JOIN, members))
+        keep = kept.get(c, np.ones(len(x.sync_s), bool))
+        n_e = _node(x, x.sync_e)
+        for j in np.flatnonzero(keep).tolist():
+            deps = x.sync_dep_stream[x.sync_dep_off[j] : x.sync_dep_off[j + 1]].tolist()
+            payload = (deps, float(x.sync_b[j]), int(x.sync_key[j]))
+            barriers.append((int(x.sync_e[j]), _PRIORITY[SYNC], c, int(n_e[j]), SYNC, payload))
+    barriers.sort(key=lambda b: b[:4])
+
+    targets = _targets(procs, proles, top)
+    nscen = 1 + len(targets) * len(ks)
+    chains = []
+    for x, role in zip(procs, proles, strict=True):
+        ch = _Ready(
+            node_t=x.node_t,
+            ent_off=x.ent_off,
+            ent_key=x.ent_key,
+            ent_ns=x.ent_ns.astype(np.float64),
+            F=_factors(targets, role, x.keys, ks),
+            rec_node=_node(x, x.rec_t),
+            rec_stream=x.rec_stream,
+            rec_delta=x.rec_delta.astype(np.float64),
+            rec_dur=x.rec_dur.astype(np.float64),
+            rec_key=x.rec_key,
+        )
+        ch.val = np.full(nscen, float(x.node_t[0]))
+        ch.launch_won = x.rec_won
+        chains.append(ch)
+    replay = _Replay(chains)
+    for _, _, c, n, kind, payload in barriers:
+        replay.barrier(kind, c, n, payload)
+    for c, x in enumerate(procs):
+        replay.advance(c, len(x.node_t) - 1)
+    ends = np.vstack([ch.val for ch in chains])
+    t0 = min(x.start_ns for x in procs)
+    walls = ends.max(axis=0) - t0
+    recorded = max(x.end_ns for x in procs) - t0
+
+    path = _walk_back(replay, int(np.argmax(ends[:, 0])))
+    on_cpu, on_gpu, intervals = _segments(procs, replay, path)
+    return _summary(
+        procs, proles, targets, ks, walls, recorded, wall_s, on_cpu, on_gpu, intervals, path, replay
+    )
+
+
+def _summary(
+    procs: list[ProcessInputs],
+    roles: list[str],
+    targets: list[_Target],
+    ks: Sequence[float],
+    walls: np.ndarray,
+    recorded: int,
+    wall_s: float,
+    on_cpu: list[np.ndarray],
+    on_gpu: list[np.ndarray],
+    intervals: PathIntervals,
+    path: _Path,
+    replay: _Replay,
+) -> tuple[dict[str, Any], PathIntervals]:
+    scale = wall_s / (recorded / 1e9) if recorded > 0 else 1.0
+    times = [_key_time(x) for x in procs]
+    on_path = [a + b for a, b in zip(on_cpu, on_gpu, strict=True)]
+    labels = [k_label(k) for k in ks]
+    operations: dict[str, dict[str, Any]] = {}
+    role_out: dict[str, Any] = {}
+    for i, t in enumerate(targets):
+        time_ns = on_ns = 0.0
+        for x, role, spent, on in zip(procs, roles, times, on_path, strict=True):
+            m = _matches(t, role, x.keys)
+            time_ns += float(spent[m].sum())
+            on_ns += float(on[m].sum())
+        cols = 1 + i * len(ks) + np.arange(len(ks))
+        saved = np.maximum(recorded - walls[cols], 0.0) / 1e9 * scale
+        entry = {
+            "time_s": time_ns / 1e9 * scale,
+            "on_path_s": on_ns / 1e9 * scale,
+            "on_path_share": on_ns / time_ns if time_ns > 0 else 0.0,
+            "saving_s": dict(zip(labels, saved.tolist(), strict=True)),
+            "wall_s": dict(zip(labels, (wall_s - saved).tolist(), strict=True)),
+        }
+        if t.kind == "role":
+            role_out[t.name] = {
+                "pids": [x.pid for x, r in zip(procs, roles, strict=True) if r == t.name],
+                **entry,
+            }
+        else:
+            operations.setdefault(t.name, {})[t.part] = entry
+    by_op: dict[str, dict[str, float]] = {}
+    by_pid: dict[str, float] = {}
+    for x, on in zip(procs, on_path, strict=True):
+        for (op, cat), ns in zip(x.keys, on.tolist(), strict=True):
+            if ns > 0:
+                part = by_op.setdefault(op, {})
+                part[cat] = part.get(cat, 0.0) + ns / 1e9 * scale
+        by_pid[str(x.pid)] = by_pid.get(str(x.pid), 0.0) + float(on.sum()) / 1e9 * scale
+    accounted = sum(float(on.sum()) for on in on_path)
+    notes = []
+    if abs(float(walls[0]) - recorded) > 1.0:
+        notes.append(
+            f"the replay of the recorded schedule ends {float(walls[0]) / 1e9:.6f} s after the run's start,"
+            f" not at its recorded wall {recorded / 1e9:.6f} s: predictions are relative to the replay"
+        )
+    if not path.complete:
+        notes.append("the critical path could not be followed back to the run's start")
+    if replay.fallbacks:
+        notes.append(
+            f"{replay.fallbacks} dependencies were met out of recorded order and read back along their"
+            " process's own time: the predictions around them are approximate"
+        )
+    if any(r == "ddp rank" for r in roles):
+        notes.append(
+            "DDP ranks replay on their own: their waits on one another in collectives are not modeled"
+        )
+    longest = np.argsort(intervals.start - intervals.end, kind="stable")[:PATH_SEGMENTS]
+    out = {
+        "recorded_s": recorded / 1e9,
+        "wall_s": wall_s,
+        "k": labels,
+        "operations": operations,
+        "roles": role_out,
+        "critical_path": {
+            "length_s": float(walls[0]) / 1e9 * scale,
+            "operations": by_op,
+            "latency_s": max(float(walls[0]) - accounted, 0.0) / 1e9 * scale,
+            "processes": by_pid,
+            "segments": intervals.rows(sorted(longest.tolist(), key=lambda i: int(intervals.start[i]))),
+        },
+        "notes": notes,
+    }
+    return out, intervals
+
+
+MAX_DRAWN = 20_000  # the critical path's intervals the report carries (its timeline window's first ones)
+
+
+def in_window(intervals: PathIntervals, window_s: Sequence[float]) -> dict[str, Any]:
+    """The critical path's intervals that overlap the report's timeline window (the first ``MAX_DRAWN``)."""
+    lo, hi = round(float(window_s[0]) * 1e9), round(float(window_s[1]) * 1e9)
+    kept = np.flatnonzero((intervals.end > lo) & (intervals.start < hi))
+    kept = kept[np.argsort(intervals.start[kept], kind="stable")]
+    return {"intervals": intervals.rows(kept[:MAX_DRAWN].tolist()), "capped": len(kept) > MAX_DRAWN}
