@@ -27,6 +27,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rlscope
 from rlscope import categories as C
@@ -304,3 +306,80 @@ def test_what_if_is_optional_and_rendered(learner_trace, capsys):
     assert main([str(learner_trace), "--raw", "--what-if"]) == 0
     out = capsys.readouterr().out
     assert "scenario" in out and "saved at" in out and "role child" in out  # the table (80 columns: wrapped)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),  # the operation
+            st.integers(0, 30),  # its Python before the call, µs
+            st.sampled_from(["launch", "copy", "sync", "none"]),
+            st.integers(1, 60),  # the kernel's length, µs
+            st.integers(0, 1),  # its stream
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_random_gpu_runs_replay_exactly_and_never_save_more_than_the_time(
+    tmp_path_factory, monkeypatch, steps
+):
+    """Any schedule of launches, copies and syncs: at k=1 the replay is the recorded run; a saving grows
+    with k and never exceeds the time made faster."""
+    trace = tmp_path_factory.mktemp("random") / "trace"
+
+    def body(at, rows, thread) -> None:
+        now, corr = 0, 0
+        tails = {0: 0, 1: 0}
+        for op, py, call, kernel, stream in steps:
+            with rlscope.scope(op):
+                now += py
+                at(now)
+                if call == "none":
+                    continue
+                corr += 1
+                name = {"launch": "cudaLaunchKernel_v7000", "copy": "cudaMemcpyAsync_v3020"}
+                if call in name:
+                    rows.append(
+                        (C.CUDA_API, _t(now), _t(now + 2), corr, thread, -1, -1, intern(name[call]), 0)
+                    )
+                    start = max(now + 1, tails[stream])
+                    end = start + kernel
+                    tails[stream] = end
+                    cat, rec = (C.GPU_KERNEL, "k") if call == "launch" else (C.GPU_MEMCPY, "memcpy DtoH")
+                    rows.append((cat, _t(start), _t(end), corr, -1, 0, stream, intern(rec), 8))
+                    ret = now + 2 if call == "launch" else max(now + 2, end + 1)  # a DtoH copy waits
+                else:  # a device-wide synchronize
+                    ret = max(now + 3, max(tails.values()) + 1)
+                    rows.append(
+                        (
+                            C.CUDA_API,
+                            _t(now),
+                            _t(ret),
+                            corr,
+                            thread,
+                            -1,
+                            -1,
+                            intern("cudaDeviceSynchronize"),
+                            0,
+                        )
+                    )
+                now = ret
+                at(now)
+        at(now + 5)
+
+    _process(trace, monkeypatch, 9, 1, 0, body)
+    inputs, roles, wall = _inputs(trace)
+    w, _ = whatif.what_if(inputs, roles, wall, ks=(1.0,))
+    assert w["notes"] == [] and w["recorded_s"] == pytest.approx(wall, abs=1e-15)
+    for parts in w["operations"].values():
+        for e in parts.values():
+            assert e["saving_s"] == {"1": 0.0}
+    w, _ = whatif.what_if(inputs, roles, wall)
+    assert w["critical_path"]["length_s"] == pytest.approx(wall)
+    for parts in w["operations"].values():
+        for e in parts.values():
+            s2, s10, sinf = (e["saving_s"][k] for k in ("2", "10", "inf"))
+            assert 0.0 <= s2 <= s10 + 1e-15 <= sinf + 2e-15
+            assert sinf <= e["time_s"] + 1e-15

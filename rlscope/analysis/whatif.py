@@ -49,7 +49,8 @@ clock), to the run's start. Each scenario's target reports what share of its tim
 Not captured: threads other than the main thread (their work rides along; a main thread waiting on one
 counts as work), waits between DDP ranks in collectives (each rank replays on its own), CUDA events and
 streams waiting on other streams, a parent that works while its workers step (its time inside the wait is
-taken as waiting), the time of rlscope itself as a scenario.
+taken as waiting), GPU waits in light windows (GPU tracing is off there: they replay as recorded CPU
+time), the time of rlscope itself as a scenario.
 """
 
 from __future__ import annotations
