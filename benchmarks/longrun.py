@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlscope.analysis.roles import over_processes
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from longrun_trace import make_trace
 
@@ -56,9 +58,10 @@ def errors_pct(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, dict
     out: dict[str, dict[str, float]] = {}
     for level in ("raw", "corrected"):
         figures = summary.get(level) or summary["raw"]
+        summed = over_processes(figures)["operations"]  # the headline is the learner's alone
         errs = out[level] = {}
         for op, t in truth["operations"].items():
-            got = figures["operations"].get(op, {}).get("exclusive_s", 0.0)
+            got = summed.get(op, {}).get("exclusive_s", 0.0)
             errs[op] = 100 * (got / t["exclusive_s"] - 1)
         procs = {p["pid"]: p for p in figures["processes"]}
         for p in truth["processes"]:
@@ -70,10 +73,8 @@ def errors_pct(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, dict
 
 def calls_off(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, int]:
     """Per operation, the analysis's whole-run calls less the truth's (0: every call counted)."""
-    return {
-        op: summary["operations"].get(op, {}).get("calls", 0) - t["calls"]
-        for op, t in truth["operations"].items()
-    }
+    summed = over_processes(summary)["operations"]
+    return {op: summed.get(op, {}).get("calls", 0) - t["calls"] for op, t in truth["operations"].items()}
 
 
 def one_length(label: str, workers: int, work: Path, jobs: int | None) -> dict[str, Any]:

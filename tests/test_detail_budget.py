@@ -19,6 +19,7 @@ import pytest
 
 import rlscope
 from rlscope.analysis.result import analyze
+from rlscope.analysis.roles import over_processes
 from rlscope.errors import RLScopeError
 from rlscope.trace import budget
 from rlscope.trace import schema as S
@@ -252,18 +253,6 @@ if __name__ == "__main__":
 """
 
 
-def _over_processes(figures: dict) -> dict:
-    """Each operation's calls and exclusive seconds, and the unannotated seconds, summed over processes."""
-    out: dict = {"unannotated_s": 0.0}
-    for p in figures["processes"]:
-        out["unannotated_s"] += p["unannotated_s"]
-        for name, o in p["operations"].items():
-            acc = out.setdefault(name, {"calls": 0, "exclusive_s": 0.0})
-            acc["calls"] += o["calls"]
-            acc["exclusive_s"] += o["exclusive_s"]
-    return out
-
-
 def test_a_learner_and_a_worker_cut_at_one_instant_keep_every_whole_run_figure(tmp_path: Path) -> None:
     """Two processes of one ``rlscope run`` (stretches laid from the run's origin): under a budget
     both lose detail, each at its own flushes, and the run's raw figures do not move."""
@@ -287,8 +276,9 @@ def test_a_learner_and_a_worker_cut_at_one_instant_keep_every_whole_run_figure(t
     raw = cut["raw"]
     assert raw["wall_s"] == pytest.approx(whole["wall_s"], abs=1e-6)
     # every process's own figures (the headline is the learner's: the worker's are in its role)
-    got, want = _over_processes(raw), _over_processes(whole)
+    got, want = over_processes(raw), over_processes(whole)
     assert got["unannotated_s"] == pytest.approx(want["unannotated_s"], abs=5e-4)
     for name, n in (("simulation", 700), ("inference", 500), ("backprop", 500)):
-        assert got[name]["calls"] == want[name]["calls"] == n
-        assert got[name]["exclusive_s"] == pytest.approx(want[name]["exclusive_s"], abs=5e-4)
+        g, w = got["operations"][name], want["operations"][name]
+        assert g["calls"] == w["calls"] == n
+        assert g["exclusive_s"] == pytest.approx(w["exclusive_s"], abs=5e-4)

@@ -35,6 +35,7 @@ __all__ = [
     "headline",
     "headline_wall_s",
     "label_processes",
+    "over_processes",
     "process_role",
     "role_order",
     "roles_of",
@@ -196,6 +197,22 @@ def headline(entries: list[dict[str, Any]]) -> tuple[list[int], str]:
             return [top], f"the {role} process (the others in their roles' tables)"
     top = max(range(len(entries)), key=lambda i: _busy(entries[i]))
     return [top], f"the busiest process, a {entries[top]['role']} (the launcher ran no operation)"
+
+
+def over_processes(figures: dict[str, Any]) -> dict[str, Any]:
+    """Every process's own figures summed (a summary, or its ``raw``/``corrected``): per operation its
+    ``calls``, ``exclusive_s`` and ``total_s``, and ``unannotated_s``; the CPU time of the whole job,
+    where the headline figures are its critical process's (:func:`headline`)."""
+    ops: dict[str, dict[str, float]] = {}
+    unannotated = 0.0
+    for p in figures.get("processes") or []:
+        unannotated += float(p.get("unannotated_s", 0.0))
+        for name, o in (p.get("operations") or {}).items():
+            acc = ops.setdefault(name, {"calls": 0, "exclusive_s": 0.0, "total_s": 0.0})
+            acc["calls"] += int(o.get("calls", 0))
+            acc["exclusive_s"] += float(o.get("exclusive_s", 0.0))
+            acc["total_s"] += float(o.get("total_s", 0.0))
+    return {"operations": ops, "unannotated_s": unannotated}
 
 
 def headline_wall_s(summary: dict[str, Any]) -> float:
