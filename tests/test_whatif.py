@@ -383,3 +383,34 @@ def test_random_gpu_runs_replay_exactly_and_never_save_more_than_the_time(
             s2, s10, sinf = (e["saving_s"][k] for k in ("2", "10", "inf"))
             assert 0.0 <= s2 <= s10 + 1e-15 <= sinf + 2e-15
             assert sinf <= e["time_s"] + 1e-15
+
+
+def test_each_scenario_is_its_corrected_time(tmp_path, monkeypatch):
+    """rlscope's cost sits in some (operation, category) more than others: with the correction's
+    factors the replay scales each one's time to its corrected figure, so a scenario's time and its
+    saving at k=∞ are that figure (the same single-process loop, with a correction that halves the
+    step's Python and leaves its simulator time)."""
+
+    def body(at, rows, thread) -> None:
+        for i in range(3):
+            with rlscope.scope("step"):
+                at(10 + 30 * i)
+                with rlscope.simulator():
+                    at(30 + 30 * i)
+            at(35 + 30 * i)
+
+    trace = tmp_path / "one"
+    _process(trace, monkeypatch, 7, 1, 0, body)
+    inputs, roles, wall = _inputs(trace)
+    factors = [{("step", "python"): 0.5, ("[unannotated]", "*"): 1.0}]
+    w, _ = whatif.what_if(inputs, roles, wall - 10 * U, factors=factors)  # the corrected wall: 10 us less
+    step = w["operations"]["step"]
+    assert step["python"]["time_s"] == pytest.approx(10 * U)
+    assert step["python"]["saving_s"]["inf"] == pytest.approx(10 * U)
+    assert step["simulator"]["saving_s"]["inf"] == pytest.approx(60 * U)
+    assert w["notes"] == []
+    summary = {
+        "processes": [{"operations": {"step": {"categories": {"python": 1.0, "simulator": 3.0}}}}],
+        "raw": {"processes": [{"operations": {"step": {"categories": {"python": 2.0, "simulator": 3.0}}}}]},
+    }
+    assert whatif.corrections(summary) == [{("step", "python"): 0.5, ("step", "simulator"): 1.0}]

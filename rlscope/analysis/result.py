@@ -239,7 +239,10 @@ def _analyze(
         summary["compile"] = compiled
     # the run replayed with each top operation, category and role made faster (rlscope.analysis.whatif)
     made = whatif.what_if(
-        [p.what_if for p in pieces], [e["role"] for e in summary["processes"]], summary["wall_s"]
+        [p.what_if for p in pieces],
+        [e["role"] for e in summary["processes"]],
+        summary["wall_s"],
+        factors=whatif.corrections(summary) if summary.get("corrected_for_overhead") else None,
     )
     critical = None
     if made is not None:

@@ -917,22 +917,61 @@ def _segments(
     return on_key, on_gpu_key, intervals
 
 
+def corrections(summary: Mapping[str, Any]) -> list[dict[tuple[str, str], float]]:
+    """Per process (summary order), corrected over raw seconds of each (operation, category): the factor
+    the replay scales that recorded main-thread time by, so each scenario's time is its corrected time.
+
+    Why: rlscope's own cost is not spread evenly: the scope boundaries, the automatic operations'
+    wrappers and the recorders' callbacks sit in some operations' ``python`` and ``backend`` time far
+    more than in others. Scaled by the run's overall ratio only, an operation's Python made infinitely
+    fast saved more than its corrected Python time (a raw figure with rlscope's cost in it)."""
+    raw = (summary.get("raw") or summary).get("processes") or []
+    out = []
+    for got, rec in zip(summary.get("processes") or [], raw, strict=False):
+        f: dict[tuple[str, str], float] = {}
+        for op, o in (rec.get("operations") or {}).items():
+            mine = ((got.get("operations") or {}).get(op) or {}).get("categories") or {}
+            for cat, r in (o.get("categories") or {}).items():
+                if r and r > 0 and cat in mine:
+                    f[(op, cat)] = max(0.0, float(mine[cat]) / float(r))
+        r_un, c_un = float(rec.get("unannotated_s", 0.0)), float(got.get("unannotated_s", 0.0))
+        if r_un > 0:
+            f[(UNANNOTATED, "*")] = max(0.0, c_un / r_un)
+        out.append(f)
+    return out
+
+
+def _corrected_ns(x: ProcessInputs, factors: Mapping[tuple[str, str], float] | None) -> np.ndarray:
+    """The process's main-thread time per entry, scaled by its (operation, category)'s correction."""
+    ns = x.ent_ns.astype(np.float64)
+    if not factors:
+        return ns
+    per_key = np.array(
+        [factors.get((op, cat), factors.get((op, "*"), 1.0)) for op, cat in x.keys], np.float64
+    )
+    per_key[ELASTIC] = 1.0
+    return ns * per_key[x.ent_key] if len(per_key) else ns
+
+
 def what_if(
     inputs: Sequence[ProcessInputs | None],
     roles: Sequence[str],
     wall_s: float,
     ks: Sequence[float] | None = None,
     top: int = TOP_OPERATIONS,
+    factors: Sequence[Mapping[tuple[str, str], float]] | None = None,
 ) -> tuple[dict[str, Any], PathIntervals] | None:
     """The summary's ``what_if`` and the critical path's intervals, from each process's inputs (in trace
     order, None for a process without them) and role; ``wall_s``: the summary's wall, which the savings
-    are scaled to. None without any input."""
+    are scaled to; ``factors``: per process (trace order), the correction of each (operation, category)
+    of its main-thread time (:func:`corrections`; None: the time as recorded). None without any input."""
     ks = K_VALUES if ks is None else ks
     present = [(i, x) for i, x in enumerate(inputs) if x is not None]
     if not present:
         return None
     procs = [dataclasses.replace(x) for _, x in present]  # cut and rewritten here, not in the pieces
     proles = [roles[i] for i, _ in present]
+    pfactors = [factors[i] if factors is not None and i < len(factors) else None for i, _ in present]
     by_pid: dict[int, int] = {}
     for c, x in enumerate(procs):
         by_pid.setdefault(x.pid, c)
@@ -994,6 +1033,9 @@ def what_if(
             payload = (deps, float(x.sync_b[j]), int(x.sync_key[j]))
             barriers.append((int(x.sync_e[j]), _PRIORITY[SYNC], c, int(n_e[j]), SYNC, payload))
     barriers.sort(key=lambda b: b[:4])
+    corrected = any(pfactors)
+    for x, fx in zip(procs, pfactors, strict=True):  # each scenario's time is its corrected time
+        x.ent_ns = _corrected_ns(x, fx)
 
     targets = _targets(procs, proles, top)
     nscen = 1 + len(targets) * len(ks)
@@ -1027,7 +1069,19 @@ def what_if(
     path = _walk_back(replay, int(np.argmax(ends[:, 0])))
     on_cpu, on_gpu, intervals = _segments(procs, replay, path)
     return _summary(
-        procs, proles, targets, ks, walls, recorded, wall_s, on_cpu, on_gpu, intervals, path, replay
+        procs,
+        proles,
+        targets,
+        ks,
+        walls,
+        recorded,
+        wall_s,
+        on_cpu,
+        on_gpu,
+        intervals,
+        path,
+        replay,
+        corrected,
     )
 
 
@@ -1044,8 +1098,12 @@ def _summary(
     intervals: PathIntervals,
     path: _Path,
     replay: _Replay,
+    corrected: bool = False,
 ) -> tuple[dict[str, Any], PathIntervals]:
-    scale = wall_s / (recorded / 1e9) if recorded > 0 else 1.0
+    # savings are against the replay of the run as it was: the recorded wall, or with corrected times
+    # the corrected replay's (rlscope's own cost taken out); then scaled to the summary's wall
+    base = float(walls[0]) if corrected else float(recorded)
+    scale = wall_s / (base / 1e9) if base > 0 else 1.0
     times = [_key_time(x) for x in procs]
     on_path = [a + b for a, b in zip(on_cpu, on_gpu, strict=True)]
     labels = [k_label(k) for k in ks]
@@ -1058,7 +1116,7 @@ def _summary(
             time_ns += float(spent[m].sum())
             on_ns += float(on[m].sum())
         cols = 1 + i * len(ks) + np.arange(len(ks))
-        saved = np.maximum(recorded - walls[cols], 0.0) / 1e9 * scale
+        saved = np.maximum(base - walls[cols], 0.0) / 1e9 * scale
         entry = {
             "time_s": time_ns / 1e9 * scale,
             "on_path_s": on_ns / 1e9 * scale,
@@ -1083,7 +1141,7 @@ def _summary(
         by_pid[str(x.pid)] = by_pid.get(str(x.pid), 0.0) + float(on.sum()) / 1e9 * scale
     accounted = sum(float(on.sum()) for on in on_path)
     notes = []
-    if abs(float(walls[0]) - recorded) > 1.0:
+    if not corrected and abs(float(walls[0]) - recorded) > 1.0:
         notes.append(
             f"the replay of the recorded schedule ends {float(walls[0]) / 1e9:.6f} s after the run's start,"
             f" not at its recorded wall {recorded / 1e9:.6f} s: predictions are relative to the replay"
