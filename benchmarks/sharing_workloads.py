@@ -1,4 +1,4 @@
-"""The workloads of the sharing measurements (BENCHMARKS.md, "GPU memory and sharing"), policy on cuda.
+"""The workloads of the sharing measurements (BENCHMARKS.md, "6. Sharing"), policy on cuda.
 
     python benchmarks/sharing_workloads.py {ppo,dqn,ppo_big,python} [--steps N] [--width 2048]
         [--device cuda|cpu]
