@@ -1,6 +1,7 @@
 """The what-if's prediction checked against the fix: PPO on gymnasium's CartPole predicts the fused one.
 
-    python benchmarks/whatif_check.py [--reps 5] [--timesteps 22528] [--device cuda] [--json F]
+    python benchmarks/whatif_check.py [--reps 5] [--timesteps 22528] [--num-envs 4] [--device cuda]
+                                      [--json F]
 
 1. The bundled PPO (``workloads/ppo_cartpole.py --no-scopes``) on gymnasium's CartPole under
    ``rlscope run``: from its summary, the run's corrected wall ``W`` and the what-if's saving were
@@ -34,7 +35,7 @@ PPO = ROOT / "workloads" / "ppo_cartpole.py"
 def _ppo(sim: str, args: argparse.Namespace) -> list[str]:
     return [
         str(PPO), "--no-scopes", "--quiet", "--sim", sim, "--device", args.device,
-        "--total-timesteps", str(args.timesteps), "--eval-episodes", "0",
+        "--total-timesteps", str(args.timesteps), "--eval-episodes", "0", "--num-envs", str(args.num_envs),
     ]  # fmt: skip
 
 
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--timesteps", type=int, default=22528)
     p.add_argument("--device", default="cuda")
+    p.add_argument("--num-envs", type=int, default=4, help="more envs: a run more bound by its simulator")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
