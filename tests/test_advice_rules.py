@@ -393,3 +393,23 @@ def test_update_change_in_the_librarys_words(lib_stack, words):
     [a] = found(s, "backprop_bound")
     assert words in a["change"]
     assert "fused" not in a["change"]  # sampled, and no optimizer step among its top functions
+
+
+def test_the_what_if_caps_a_stake_at_what_the_run_would_lose():
+    """A rule puts an operation's Python at stake; the run is shorter by that only where it lay on the
+    critical path: the what-if's saving at k=inf caps the stake, and the evidence says so."""
+    from rlscope.analysis.advice import Facts, on_the_critical_path
+    from rlscope.analysis.advice.base import Finding
+
+    found = Finding("python_inference", "inference", "evidence", 2.0, "change", parts=("python",))
+    summary = {
+        "wall_s": 10.0,
+        "what_if": {"operations": {"inference": {"python": {"saving_s": {"inf": 0.5}}}}},
+    }
+    capped = on_the_critical_path(Facts(summary, {}), found)
+    assert capped.seconds_at_stake == 0.5 and "at most 500.0 ms shorter" in capped.evidence
+    more = {"wall_s": 10.0, "what_if": {"operations": {"inference": {"python": {"saving_s": {"inf": 3.0}}}}}}
+    assert on_the_critical_path(Facts(more, {}), found) is found  # never raised above the rule's own
+    assert on_the_critical_path(Facts({"wall_s": 10.0}, {}), found) is found  # no what-if: as the rule says
+    elsewhere = {"wall_s": 10.0, "what_if": {"operations": {}}}  # not replayed: as the rule says
+    assert on_the_critical_path(Facts(elsewhere, {}), found) is found

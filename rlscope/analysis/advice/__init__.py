@@ -10,11 +10,12 @@ evidence of :mod:`rlscope.analysis.gpu_calls`) with its thresholds as named, doc
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlscope.analysis.advice.backprop import backprop_bound
-from rlscope.analysis.advice.base import Facts, Finding
+from rlscope.analysis.advice.base import Facts, Finding, secs
 from rlscope.analysis.advice.copies import pageable_copies
 from rlscope.analysis.advice.gpu_idle import gpu_idle_small_policy
 from rlscope.analysis.advice.launch import launch_bound
@@ -58,9 +59,33 @@ them), and acting and learning on the CPU is the one change for those seconds; a
 intra-op threads is theirs to fix first; a Python-dominated update has the more specific finding."""
 
 
+def on_the_critical_path(facts: Facts, found: Finding) -> Finding:
+    """``found`` with its stake at most what the run's what-if says making its time infinitely fast
+    saves (the time it names that overlapped other work or waited on it does not shorten the run).
+
+    Why: a rule's stake is the time a change removes from an operation; the run is shorter by that only
+    where the time lay on the critical path. The what-if replays the run to tell (whatif.saving)."""
+    from rlscope.analysis import whatif
+
+    w = facts.summary.get("what_if")
+    if not w or not found.parts or not found.operation:
+        return found
+    saved = [whatif.saving(w, found.operation, part) for part in found.parts]
+    if any(s is None for s in saved):
+        return found
+    cap = float(sum(s for s in saved if s is not None))
+    if cap >= found.seconds_at_stake * (1 - 1e-9):
+        return found
+    evidence = (
+        f"{found.evidence}; the run's what-if: at most {secs(cap)} shorter were that time gone"
+        f" ({', '.join(found.parts)} off the critical path for the rest)"
+    )
+    return dataclasses.replace(found, seconds_at_stake=cap, evidence=evidence)
+
+
 def findings(facts: Facts) -> list[Finding]:
     """Every rule's findings worth saying, most time at stake first (ties: rule, then operation)."""
-    found = [f for rule in RULES for f in rule(facts)]
+    found = [on_the_critical_path(facts, f) for rule in RULES for f in rule(facts)]
     hidden = {(r, op) for f in found for r in SUPERSEDES.get(f.rule, ()) for op in (f.operation, *f.covers)}
     floor = MIN_STAKE_SHARE * facts.wall_s
     kept = [

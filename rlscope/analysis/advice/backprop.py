@@ -47,5 +47,15 @@ def backprop_bound(facts: Facts) -> list[Finding]:
             + (f", {pct(api, excl)} CUDA API calls ({secs(api)})" if api > 0 else "")
             + where_python(facts, name)
         )
-        out.append(Finding("backprop_bound", name, evidence, py + api, update_change(facts, name)))
+        stake = py + api
+        out.append(
+            Finding(
+                "backprop_bound",
+                name,
+                evidence,
+                stake,
+                update_change(facts, name),
+                parts=("python", "cuda_api"),
+            )
+        )
     return out

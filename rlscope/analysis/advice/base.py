@@ -78,9 +78,12 @@ class Finding:
     # further operations the finding speaks for (one change for several): rules it supersedes stay
     # silent on them too; not part of the summary's advice entry
     covers: tuple[str, ...] = dataclasses.field(default=(), compare=False)
+    # the CPU categories of ``operation`` (or "gpu") whose time is at stake: the what-if caps the stake
+    # at what making them infinitely fast saves the run (rlscope/analysis/whatif.py); () : not capped
+    parts: tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "covers"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("covers", "parts")}
 
 
 @dataclasses.dataclass(frozen=True)

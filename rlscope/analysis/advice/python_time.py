@@ -31,6 +31,9 @@ MIN_CALLS = 10
 """Calls an operation needs before its Python share is a habit of the loop, not a one-off setup."""
 
 
+PY = ("python",)  # the time these rules put at stake (Finding.parts)
+
+
 def where_python(facts: Facts, name: str) -> str:
     """The evidence's clause naming the program's line with most of the operation's Python samples:
     in a script's own loop (empty without samples, and under a library, where the program's line is its
@@ -75,7 +78,9 @@ def python_backprop(facts: Facts) -> list[Finding]:
     Time at stake: the update's Python time, which compiled or batched code mostly removes.
     """
     return [
-        Finding("python_backprop", name, evidence, facts.cpu_s(op, "python"), update_change(facts, name))
+        Finding(
+            "python_backprop", name, evidence, facts.cpu_s(op, "python"), update_change(facts, name), parts=PY
+        )
         for name, op, evidence in _python_dominated(facts, UPDATE_WORDS)
     ]
 
@@ -87,6 +92,13 @@ def python_inference(facts: Facts) -> list[Finding]:
     envs per forward pass spends (1 - 1/k) of it less for the same env steps: all of it, as k grows.
     """
     return [
-        Finding("python_inference", name, evidence, facts.cpu_s(op, "python"), acting_change(facts, name))
+        Finding(
+            "python_inference",
+            name,
+            evidence,
+            facts.cpu_s(op, "python"),
+            acting_change(facts, name),
+            parts=PY,
+        )
         for name, op, evidence in _python_dominated(facts, POLICY_WORDS)
     ]

@@ -65,5 +65,5 @@ def simulation_bound(facts: Facts) -> list[Finding]:
                 " bench-sim`, docs/simulators.md)",
             ]
         )
-        out.append(Finding("simulation_bound", name, evidence, sim, change))
+        out.append(Finding("simulation_bound", name, evidence, sim, change, parts=("simulator",)))
     return out
