@@ -23,20 +23,53 @@ _SIM = simulator()
 
 
 def wrap_env(env: Any) -> Any:
-    """Wrap a gymnasium env (single or vector) so time in ``step``/``reset`` counts as ``simulator``.
+    """Wrap an env so time in its ``step``/``reset`` counts as ``simulator`` (and, with automatic
+    operations, as the ``simulation`` operation): a gymnasium Env or VectorEnv, or any object with
+    ``step`` and ``reset`` methods (a simulator of one's own on the GPU, EnvPool), whose other
+    attributes the wrapper passes through.
 
     Wrapping twice is harmless (the env is returned as is). The wrapper changes no result.
     """
-    import gymnasium as gym
-
     if _is_wrapped(env):
         return env
-    single, vector = _wrapper_classes()
-    if isinstance(env, gym.vector.VectorEnv):
-        return vector(env)
-    if isinstance(env, gym.Env):
-        return single(env)
-    raise TypeError(f"rlscope.wrap_env expects a gymnasium Env or VectorEnv, got {type(env).__name__}")
+    try:
+        import gymnasium as gym
+    except ImportError:  # not a gymnasium env, then: wrapped by its methods
+        gym = None
+    if gym is not None:
+        single, vector = _wrapper_classes()
+        if isinstance(env, gym.vector.VectorEnv):
+            return vector(env)
+        if isinstance(env, gym.Env):
+            return single(env)
+    if callable(getattr(env, "step", None)) and callable(getattr(env, "reset", None)):
+        return SimulatedEnv(env)
+    raise TypeError(
+        f"rlscope.wrap_env expects a gymnasium Env or VectorEnv, or an object with step() and reset(),"
+        f" got {type(env).__name__}"
+    )
+
+
+class SimulatedEnv:
+    """Any env with ``step``/``reset`` (not gymnasium's): those are simulator time and the
+    ``simulation`` operation; every other attribute is the env's own."""
+
+    _rlscope_simulator = True
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        return _simulated(self.env.step, *args, **kwargs)
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        return _simulated(self.env.reset, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def __repr__(self) -> str:
+        return f"SimulatedEnv({self.env!r})"
 
 
 def patch_gymnasium(gym: Any) -> None:

@@ -35,7 +35,8 @@ def __getattr__(name: str) -> Any:
 
 
 def wrap_env(env: Any) -> Any:
-    """Wrap a gymnasium env or vector env so its ``step``/``reset`` time counts as ``simulator``."""
+    """Wrap an env (gymnasium's, or any object with ``step``/``reset``: a GPU simulator of one's own)
+    so its ``step``/``reset`` time counts as ``simulator``, and as ``simulation`` under ``rlscope run``."""
     from rlscope.collectors.gym import wrap_env as _wrap
 
     return _wrap(env)

@@ -98,3 +98,42 @@ def test_the_patch_changes_no_result(patched_gymnasium):
             if getattr(fn, "_rlscope_auto", False):
                 setattr(cls, method, fn.__wrapped__)
     assert rollout() == patched
+
+
+class _OwnSimulator:
+    """A simulator of one's own (a batch of envs on the GPU, say): no gymnasium, just step/reset."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock, self.num_envs = clock, ENVS
+
+    def reset(self, seed: int | None = None) -> tuple[list[float], dict]:
+        self.clock.advance(BATCH)
+        return [0.0] * ENVS, {}
+
+    def step(self, actions: list[int]) -> tuple[list[float], list[float], list[bool], list[bool], dict]:
+        self.clock.advance(BATCH)
+        return [0.0] * ENVS, [1.0] * ENVS, [False] * ENVS, [False] * ENVS, {}
+
+
+def test_wrap_env_takes_any_simulator_with_step_and_reset(tmp_path):
+    """rlscope.wrap_env on an env that is not gymnasium's: its steps and reset are the simulation
+    operation and simulator time, once per call, its other attributes pass through, results unchanged."""
+    clock = FakeClock()
+    session = rlscope.profile(tmp_path / "t", backend=False, gpu=False, windows=False, auto_ops=True)
+    session.clock = clock
+    with session:
+        envs = rlscope.wrap_env(_OwnSimulator(clock))
+        assert rlscope.wrap_env(envs) is envs and envs.num_envs == ENVS
+        assert envs.reset(seed=0) == ([0.0] * ENVS, {})
+        for _ in range(STEPS):
+            clock.advance(GLUE)
+            assert envs.step([0] * ENVS)[1] == [1.0] * ENVS
+    sim = analyze(tmp_path / "t", correct=False).summary["operations"]["simulation"]
+    assert sim["calls"] == STEPS + 1 and sim["auto"]
+    assert sim["total_s"] * 1e9 == pytest.approx((STEPS + 1) * BATCH)
+    assert sim["categories"]["simulator"] * 1e9 == pytest.approx((STEPS + 1) * BATCH)
+
+
+def test_wrap_env_refuses_what_is_no_env():
+    with pytest.raises(TypeError, match="step\\(\\) and reset\\(\\)"):
+        rlscope.wrap_env(object())

@@ -132,7 +132,7 @@ def make_envs(num_envs: int, sim: str = "gymnasium", device: torch.device | None
 
         if sim not in SIMS:
             raise ValueError(f"sim must be one of {', '.join(SIMS)}, got {sim!r}")
-        return cartpole.make_vec(sim, num_envs, device=device)
+        return rlscope.wrap_env(cartpole.make_vec(sim, num_envs, device=device))  # simulation, as gymnasium's
     envs = gym.make_vec(
         ENV_ID,
         num_envs=num_envs,
