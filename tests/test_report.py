@@ -252,3 +252,31 @@ def test_cli_html_with_window(gpu_trace, tmp_path, capsys):
     assert cli.main([str(gpu_trace), "--html", str(tmp_path / "x.html"), "--window", "5:6", "-q"]) == 2
     assert "outside the run" in capsys.readouterr().err
     assert not (tmp_path / "x.html").exists()
+
+
+def test_default_window_is_one_iteration_of_the_repeating_phases(tmp_path):
+    """A rollout-and-update loop (the adapters' phases): the window is one whole iteration, from the
+    median update's start to the next one's, not a few of the many minibatch operations."""
+    from rlscope.analysis import analyze
+
+    clock = FakeClock()
+    sess = rlscope.profile(tmp_path / "t", backend=False, gpu=False, windows=False)
+    sess.clock = clock
+    with sess:
+        for _ in range(5):
+            with rlscope.phase("rollout"):
+                for _ in range(20):
+                    with rlscope.scope("inference"):
+                        clock.advance(100)
+            with rlscope.phase("update"):
+                for _ in range(8):
+                    with rlscope.scope("backprop"):
+                        clock.advance(400)
+    report = analyze(str(tmp_path / "t"), correct=False).report
+    w0, w1 = report["timeline"]["window_s"]
+    # an iteration: rollout 2,000 ns + update 3,200 ns; update is the longer of the two phases with 5
+    # instances; the median (3rd) update starts at 2 * 5,200 + 2,000 ns
+    assert (w1 - w0) * 1e9 == pytest.approx(5200)
+    assert w0 * 1e9 == pytest.approx(2 * 5200 + 2000, abs=5)
+    names = report["timeline"]["ops"]["name"]
+    assert names.count("backprop") == 8 and names.count("inference") == 20

@@ -123,7 +123,8 @@ def process_piece(
     raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None
     if proc.events.num_rows:
-        kinds = intervals.INTERVAL_KINDS if request.intervals else ("operations", "gpu")
+        # the phases choose a one-process run's default timeline window (rlscope.analysis.report)
+        kinds = intervals.INTERVAL_KINDS if request.intervals else ("operations", "phases", "gpu")
         part = intervals.process_intervals(proc, joined, request.run_start_ns, kinds)
         timeline = report.timeline_part(
             part, request.timeline_window_ns, request.run_end_ns, request.max_intervals
