@@ -196,3 +196,25 @@ def test_diff_json_carries_the_change_its_uncertainty_and_significance(tmp_path)
     html = page.read_text()
     assert "<tr class='sig'><td>simulation</td>" in html and "<tr class='noise'><td>inference</td>" in html
     assert "GPU-bound" not in html
+
+
+def test_runs_of_different_lengths_are_judged_per_call(tmp_path):
+    """A shorter run with a slower simulator: every total is smaller in B, but per call the simulator is
+    10% slower, and that is the verdict; inference, as fast per call, stays within noise."""
+    from rlscope.viz.diff import diff_text, judged_change
+
+    a = summary_of(_noisy_trace(tmp_path / "a", 1, n=300)[0])
+    b = summary_of(_noisy_trace(tmp_path / "b", 2, n=200, sim_ns=110_000)[0])
+    d = diff_summaries(a, b)
+    sim, inf = d["operations"]["simulation"], d["operations"]["inference"]
+    assert sim["judged"] == inf["judged"] == "per_call"
+    assert sim["delta_s"] < 0  # the total fell with the run's length
+    assert judged_change(sim)["significant"] is True and judged_change(sim)["delta_s"] > 0
+    assert judged_change(inf)["significant"] is False
+    text = diff_text(d, width=160)
+    row = next(line for line in text.splitlines() if line.lstrip("│ ").startswith("simulation"))
+    assert "slower per call" in row
+    row = next(line for line in text.splitlines() if line.lstrip("│ ").startswith("inference"))
+    assert "within noise per call" in row
+    same = diff_summaries(a, summary_of(_noisy_trace(tmp_path / "c", 3, n=300)[0]))
+    assert same["operations"]["simulation"]["judged"] == "total"  # the same work: judged by totals

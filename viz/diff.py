@@ -31,6 +31,12 @@ def verdict(change: dict[str, Any], once: str = "can't tell", only_in: str | Non
     return "slower" if change["delta_s"] > 0 else "faster"
 
 
+def judged_change(o: dict[str, Any]) -> dict[str, Any]:
+    """The change an operation is judged by: per call where the runs made different numbers of calls
+    (rlscope.analysis.diff.LENGTH_SHARE), else its total."""
+    return o["per_call"] if o.get("judged") == "per_call" and o.get("per_call") else o["total"]
+
+
 def _unc(change: dict[str, Any]) -> str:
     u = change.get("uncertainty_s")
     return "?" if u is None else f"{u:.3f}"
@@ -82,15 +88,16 @@ def _table(d: dict[str, Any], compact: bool = False) -> Any:
     t.add_column("largest category change")
     for name, o in d["operations"].items():
         tot = o["total"]
-        word = verdict(tot, only_in=o.get("only_in"))
+        judged = judged_change(o)
+        word = verdict(judged, only_in=o.get("only_in")) + (" per call" if judged is not tot else "")
         t.add_row(
-            cell(name, style="bold" if tot.get("significant") else ""),
+            cell(name, style="bold" if judged.get("significant") else ""),
             f"{tot['a']:.3f}",
             f"{tot['b']:.3f}",
             f"{tot['delta_s']:+.3f}",
             _unc(tot),
             _fmt_ratio(tot["ratio"]),
-            cell(word, style="bold" if tot.get("significant") else "dim"),
+            cell(word, style="bold" if judged.get("significant") else "dim"),
             f"{o['calls']['a']}→{o['calls']['b']}",
             _per_call(o),
             _largest_category(o),
@@ -118,7 +125,8 @@ def _note(d: dict[str, Any]) -> str:
         f"slower/faster: the change is more than {z:g} times its uncertainty (± s: one standard deviation,"
         " from the spread of each operation's calls in both traces and the overhead correction's);"
         " within noise otherwise; can't tell: an operation that ran once has no spread to judge by,"
-        " nor has unannotated time."
+        " nor has unannotated time. An operation whose calls differ between the runs (runs of different"
+        " lengths) is judged per call."
     )
 
 
