@@ -29,6 +29,7 @@ import numpy as np
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
+from rlscope.trace.header import recorded_options
 from rlscope.trace.reader import name_of
 
 TOP = 5  # lines listed per operation
@@ -173,8 +174,8 @@ def attribute(proc: Any, tl: Timeline, names: list[str]) -> StackCounts | None:
 
 def _hz(proc: Any) -> float:
     try:
-        return float(json.loads(proc.metadata.get("options", "{}")).get("stack_hz", 0) or 0)
-    except (ValueError, TypeError, AttributeError):
+        return float(recorded_options(proc.metadata).get("stack_hz", 0) or 0)
+    except (ValueError, TypeError):
         return 0.0
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from rlscope.analysis import roles
 from rlscope.analysis.breakdown import EXCLUSIVE, TOTAL, UNANNOTATED, ProcessBreakdown
 from rlscope.overhead.correct import CorrectionPlan
+from rlscope.trace.header import recorded_options
 from rlscope.trace.reader import TraceHeader, clock_offset
 
 SUMMARY_SCHEMA = "rlscope.summary/1"
@@ -277,17 +278,13 @@ def summarize(
 def _detail_section(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:
     """Which figures cover the whole run and which come from the detail stretches (empty: the whole
     run was kept in detail, every figure is measured on all of it)."""
-    import json
 
     parts = [b.detail for b in breakdowns if b.detail]
     if not parts:
         return {}
     schedule = ""
     for p in trace.processes:
-        try:
-            schedule = json.loads(p.metadata.get("options", "{}") or "{}").get("detail", "") or schedule
-        except (ValueError, AttributeError):
-            continue
+        schedule = recorded_options(p.metadata).get("detail", "") or schedule
     from rlscope.trace.detail import STRETCH_ROWS
 
     return {
@@ -305,15 +302,7 @@ def _detail_section(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> d
 
 def _auto_ops_on(trace: TraceHeader) -> bool:
     """Whether any process recorded with automatic operations on (its session's options)."""
-    import json
-
-    for p in trace.processes:
-        try:
-            if json.loads(p.metadata.get("options", "{}") or "{}").get("auto_ops"):
-                return True
-        except (ValueError, AttributeError):
-            continue
-    return False
+    return any(recorded_options(p.metadata).get("auto_ops") for p in trace.processes)
 
 
 def no_operations_hint(trace: TraceHeader) -> str:

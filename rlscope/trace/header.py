@@ -6,7 +6,9 @@ Shared by the reader and by the run grouping (:mod:`rlscope.trace.runs`), which 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,16 @@ def parent_pid(meta: dict[str, str]) -> int:
     ``ppid`` 1, its reparenting, but inherited its launcher's pid in its environment.
     """
     return int(meta.get("run_parent") or meta.get("ppid") or 0)
+
+
+def recorded_options(meta: dict[str, str]) -> dict[str, Any]:
+    """The session options a process was profiled with (metadata ``options``, JSON); {} when absent or
+    unreadable, so a damaged or older trace reads as the defaults."""
+    try:
+        opts = json.loads(meta.get("options") or "{}")
+    except (ValueError, TypeError):
+        return {}
+    return opts if isinstance(opts, dict) else {}
 
 
 def clock_offset(proc: ProcessHeader) -> int:

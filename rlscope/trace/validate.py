@@ -19,7 +19,7 @@ An intact table passes unchanged (the same object). Repairs, in order:
   and an operation or phase row repeating an instance id: the later one dropped;
 - a thread's rows out of time order: a single row out of line with both neighbours dropped, the
   rest put back in time order (a batch written out of order);
-- session start rows that all lie after the last session end row: all start and end rows dropped,
+- no session start row at or before the last session end row: all start and end rows dropped,
   and the run spans its first to its last row;
   rows after the session's end: clipped to it;
 - operation and phase ends with no begin, or not on their begin's thread, after it, of its name:

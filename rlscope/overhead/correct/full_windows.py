@@ -10,7 +10,6 @@ stand for it (:func:`thin_full_windows`).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 
 import numpy as np
@@ -20,6 +19,7 @@ from rlscope.analysis.timeline import Timeline
 from rlscope.keys import factorize
 from rlscope.overhead.correct.windows import WindowEstimate, window_rows
 from rlscope.trace import schema as S
+from rlscope.trace.header import recorded_options
 from rlscope.trace.reader import name_of
 
 # the least share of its intended share of the run a process must spend with the expensive
@@ -72,8 +72,8 @@ def thin_full_windows(share: float, metadata: dict[str, str], switched: dict[str
     rank's GPU time read 9.6 s, scaled from 1.1 s recorded, against 5.6 s of GPU-bound time).
     """
     try:
-        intended = float(json.loads(metadata.get("options") or "{}").get("full_share", 0.5))
-    except (ValueError, TypeError, AttributeError):
+        intended = float(recorded_options(metadata).get("full_share", 0.5))
+    except (ValueError, TypeError):
         intended = 0.5
     on = [k for k, v in switched.items() if v]
     if not on or share >= MIN_SHARE_OF_INTENDED * intended:

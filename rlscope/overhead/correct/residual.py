@@ -16,7 +16,6 @@ the raw ones. GPU work keeps its durations and moves with the CPU time before it
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from typing import Any
@@ -27,6 +26,7 @@ from rlscope import categories
 from rlscope.analysis.timeline import Timeline
 from rlscope.overhead.correct import flush_stall, reference
 from rlscope.trace import schema as S
+from rlscope.trace.header import recorded_options
 from rlscope.trace.schema import CostClass
 
 # cost class -> the name the calibration, the summary and the notes use
@@ -95,21 +95,13 @@ class EventCosts:
         return float(sum(parts)) / 2 if parts else 0.0
 
 
-def _options(metadata: dict[str, str]) -> dict[str, Any]:
-    try:
-        opts = json.loads(metadata.get("options", "{}"))
-    except json.JSONDecodeError:
-        return {}
-    return opts if isinstance(opts, dict) else {}
-
-
 def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCosts:
     """The costs of the events a process recorded, given how it was profiled (its metadata)."""
     table = calibration["costs_ns"]
     costs = EventCosts.zero()
     costs.refused = _refusals(calibration)
     gpu_collector = metadata.get("gpu.collector", "")
-    nvtx = bool(gpu_collector) and _options(metadata).get("nvtx", True)
+    nvtx = bool(gpu_collector) and recorded_options(metadata).get("nvtx", True)
     wanted = {
         CostClass.SCOPE: "scope_nvtx" if nvtx else "scope",
         CostClass.CATEGORY: "category",
