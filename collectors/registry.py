@@ -53,6 +53,8 @@ COLLECTORS: tuple[CollectorRow, ...] = (
     CollectorRow("stacks", "rlscope.collectors.stacks:start_for"),
     # JAX's compilations (tracing, lowering, XLA), from its monitoring events: the xla_compile category
     CollectorRow("jax.compile", "rlscope.collectors.jax_compile:start_for", backend="jax"),
+    # the kernels of JAX's executables and the named scope each belongs to, from XLA's HLO metadata
+    CollectorRow("jax.hlo", "rlscope.collectors.jax_hlo:start_for", backend="jax"),
 )
 
 

@@ -442,6 +442,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--trace-dir", default=None, help="profile with rlscope, writing the trace here")
     p.add_argument("--json", default=None, metavar="FILE", help="write the result dict as JSON")
     p.add_argument("--quiet", action="store_true", help="no per-update log")
+    p.add_argument(
+        "--jax-trace", default=None, metavar="DIR", help="also record jax's own profiler trace (XProf) here"
+    )
     args = p.parse_args(argv)
     kwargs: dict[str, Any] = {
         "seconds": args.seconds,
@@ -452,7 +455,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "log_fn": None if args.quiet else _print_log,
     }
     profiled = rlscope.profile(args.trace_dir) if args.trace_dir else contextlib.nullcontext()
-    with profiled:
+    xprof = (
+        jax.profiler.trace(args.jax_trace, create_perfetto_trace=True)
+        if args.jax_trace
+        else contextlib.nullcontext()
+    )
+    with profiled, xprof:
         result = train(**kwargs)
     solved = result["seconds_to_475"]
     print(

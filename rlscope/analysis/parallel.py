@@ -29,7 +29,18 @@ from pathlib import Path
 from typing import Any
 
 # imported here, not in the functions: forked pool workers then start with them loaded
-from rlscope.analysis import compilation, gpu, intervals, nccl, report, sharing, startup, whatif, whole_run
+from rlscope.analysis import (
+    compilation,
+    device_scopes,
+    gpu,
+    intervals,
+    nccl,
+    report,
+    sharing,
+    startup,
+    whatif,
+    whole_run,
+)
 from rlscope.analysis import stacks as stack_samples
 from rlscope.analysis.breakdown import analyze_process_pair
 from rlscope.analysis.gpu_calls import process_gpu_calls
@@ -84,6 +95,7 @@ class ProcessPiece:
     collectives: Any = None  # rlscope.analysis.nccl.Collectives | None: torch.distributed's collectives
     stacks: Any = None  # rlscope.analysis.stacks.StackCounts | None: its stack samples by operation and line
     compile: Any = None  # rlscope.analysis.compilation.CompileCounts | None: its JAX compilations
+    device_scopes: Any = None  # rlscope.analysis.device_scopes.DeviceScopes | None: GPU time by named scope
     what_if: Any = None  # rlscope.analysis.whatif.ProcessInputs | None: what the what-if replays
 
 
@@ -144,6 +156,7 @@ def process_piece(
         collectives=nccl.collective_rows(proc, joined),
         stacks=stack_samples.attribute(proc, joined[0], proc.names),
         compile=compilation.counts(proc),
+        device_scopes=device_scopes.scaled_like(device_scopes.attribute(proc, joined), raw, corrected),
         what_if=None
         if request.what_if is None
         else whatif.process_inputs(proc, joined, request.run_start_ns, request.what_if),

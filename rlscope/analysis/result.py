@@ -150,7 +150,7 @@ def _analyze(
     detail_budget: Budget,
     want_what_if: bool = True,
 ) -> AnalysisResult:
-    from rlscope.analysis import compilation, gpu_calls, nccl, stacks, whatif
+    from rlscope.analysis import compilation, device_scopes, gpu_calls, nccl, stacks, whatif
     from rlscope.analysis.advice import advise
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
@@ -237,6 +237,10 @@ def _analyze(
     compiled = compilation.summary(compilation.merged([p.compile for p in pieces]))
     if compiled is not None:
         summary["compile"] = compiled
+    # GPU time by jax.named_scope inside jitted code (rlscope.analysis.device_scopes), when recorded
+    scoped = device_scopes.summary(device_scopes.merged([p.device_scopes for p in pieces]))
+    if scoped is not None:
+        summary["device_scopes"] = scoped
     # the run replayed with each top operation, category and role made faster (rlscope.analysis.whatif)
     made = whatif.what_if(
         [p.what_if for p in pieces],

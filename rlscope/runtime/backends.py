@@ -60,7 +60,9 @@ BACKENDS: tuple[Backend, ...] = (
         auto_ops_uninstall="rlscope.runtime.auto_ops:uninstall_torch",
     ),
     # XLA runs a jitted function as one executable: no op recorder or engine rows on the CPU (docs/jax.md)
-    Backend(name="jax", module="jax", op_recorder="", engine_attribution="", collectors=("jax.compile",)),
+    Backend(
+        name="jax", module="jax", op_recorder="", engine_attribution="", collectors=("jax.compile", "jax.hlo")
+    ),
 )
 
 

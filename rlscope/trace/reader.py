@@ -49,6 +49,7 @@ class ProcessTrace(ProcessHeader):
     stacks: pa.Table | None = None  # Python stack samples (stacks.arrows), when sampled
     frames: pa.Table | None = None  # their stacks' frames (frames.arrows): no times, never cut or joined
     compile: pa.Table | None = None  # JAX compilations (compile.arrows): own clock, never cut or joined
+    hlo: pa.Table | None = None  # JAX executables' kernels and their named scopes (hlo.arrows): read whole
     # the whole run's aggregates (aggregates.arrows) summed per key over the run (full loads only):
     # AGGREGATE_COLUMNS less ts_ns (rlscope/trace/aggregate.py, rlscope/analysis/whole_run.py)
     aggregates: pa.Table | None = None
@@ -427,6 +428,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         ("stacks", S.STACKS_FILE, S.STACKS_COLUMNS, None),
         ("frames", S.FRAMES_FILE, S.FRAMES_COLUMNS, None),
         ("compile", S.COMPILE_FILE, S.COMPILE_COLUMNS, None),
+        ("hlo", S.HLO_FILE, S.HLO_COLUMNS, None),
     ):
         if (path / filename).exists():
             try:

@@ -304,6 +304,22 @@ COMPILE_COLUMNS_DOC = [
 ]
 COMPILE_COLUMNS = [c for c, _, _ in COMPILE_COLUMNS_DOC]
 
+HLO_FILE = "hlo.arrows"
+# The kernels of a JAX program's XLA executables and the jax.named_scope each belongs to
+# (collectors/jax_hlo.py): one row per kernel-launching instruction of each compiled module, from its
+# optimized HLO's metadata. Read whole, never cut or joined (rlscope/analysis/device_scopes.py)
+HLO_COLUMNS_DOC = [
+    ("module", "int32", "id into names.arrows: the HLO module (jit_update, ...)"),
+    ("kernel", "int32", "id into names.arrows: the instruction's name as XLA names its GPU kernel"),
+    (
+        "path",
+        "int32",
+        "id into names.arrows: the named scopes around it, outermost first, '/'-joined (-1: none)",
+    ),
+    ("compiled_ns", "int64", "when the executable was built or loaded, on the events' clock"),
+]
+HLO_COLUMNS = [c for c, _, _ in HLO_COLUMNS_DOC]
+
 NVML_FILE = "nvml.arrows"
 # JSON written beside the streams of a Ray worker or driver (rlscope/ray.py): role, node, clock offset
 RAY_META_FILE = "ray.json"
