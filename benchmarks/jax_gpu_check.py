@@ -52,7 +52,8 @@ def _run(cmd: list[str]) -> float:
 
 
 def xprof_scopes(trace_dir: Path) -> dict[str, Any]:
-    """GPU seconds per outermost named scope from XProf's perfetto trace, and its update count."""
+    """GPU seconds per outermost named scope from XProf's perfetto trace (its GPU events, less the
+    autotuning XLA runs while compiling), read from the HLO op path each event carries."""
     from rlscope.collectors.jax_hlo import scope_path
 
     files = sorted(trace_dir.rglob("perfetto_trace.json.gz"))
@@ -68,18 +69,55 @@ def xprof_scopes(trace_dir: Path) -> dict[str, Any]:
         and e.get("name") == "process_name"
         and "GPU" in str(e.get("args", {}).get("name"))
     }
-    scopes: collections.Counter[str] = collections.Counter()
-    kernels = 0
-    for e in events:
-        if e.get("ph") != "X" or e.get("pid") not in gpu_pids:
+    gpu_events = [e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids]
+    by_key: dict[str, collections.Counter[str]] = {}
+    compiling = 0.0
+    for key in ("name", "long_name", "tf_op"):
+        scopes: collections.Counter[str] = collections.Counter()
+        for e in gpu_events:
+            args = e.get("args") or {}
+            if str(args.get("tf_op", "")).startswith("XlaCompile"):
+                compiling += float(e.get("dur", 0.0)) / 1e6 if key == "name" else 0.0
+                continue
+            path = str(args.get(key) or "").split(":")[0]
+            top = scope_path(path).split("/")[0] if "/" in path else ""
+            scopes[top or "[no named scope]"] += float(e.get("dur", 0.0)) / 1e6
+        by_key[key] = scopes
+    # the key whose paths name the most time: the one holding the HLO op's full name
+    best = max(by_key, key=lambda k: sum(v for s, v in by_key[k].items() if s != "[no named scope]"))
+    heavy = collections.Counter()
+    for e in gpu_events:
+        heavy[e.get("name")] += float(e.get("dur", 0.0))
+    samples = {}
+    for e in gpu_events:
+        if e.get("name") in dict(heavy.most_common(12)) and e.get("name") not in samples:
+            samples[e.get("name")] = e.get("args")
+    return {
+        "file": str(files[-1]),
+        "key": best,
+        "scopes": dict(by_key[best]),
+        "by_key": {k: dict(v) for k, v in by_key.items()},
+        "compiling_s": compiling,
+        "events": len(gpu_events),
+        "samples": samples,
+    }
+
+
+def unjoined(trace_dir: Path) -> dict[str, float]:
+    """GPU seconds of the kernels no recorded HLO instruction names, by kernel name (top 10)."""
+    from rlscope import categories
+    from rlscope.trace.reader import load_trace, name_of
+
+    out: collections.Counter[str] = collections.Counter()
+    for proc in load_trace(trace_dir).processes:
+        if proc.hlo is None or proc.gpu is None:
             continue
-        args = e.get("args") or {}
-        long_name = str(args.get("name") or args.get("long_name") or args.get("tf_op") or "")
-        top = scope_path(long_name + "/x").split("/")[0] if "/" in long_name else ""
-        scopes[top or "[no named scope]"] += float(e.get("dur", 0.0)) / 1e6
-        kernels += 1
-    sample = next((e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids), None)
-    return {"file": str(files[-1]), "scopes": dict(scopes), "kernels": kernels, "sample_event": sample}
+        known = set(proc.hlo.column("kernel").to_pylist())
+        g = proc.gpu.to_pydict()
+        for cat, name, s, e in zip(g["category"], g["name"], g["start_ns"], g["end_ns"], strict=True):
+            if cat == categories.GPU_KERNEL and name not in known:
+                out[name_of(proc.names, name, "?")[:120]] += (e - s) / 1e9
+    return dict(out.most_common(10))
 
 
 def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -143,14 +181,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rlscope_joined_by_neighbour": ds.get("joined_by_neighbour"),
         "rlscope_update_calls": calls,
         "xprof_updates": updates,
-        "xprof_kernels": xp["kernels"],
-        "xprof_sample_event": xp["sample_event"],
+        "xprof_events": xp["events"],
+        "xprof_key": xp["key"],
+        "xprof_by_key": xp["by_key"],
+        "xprof_compiling_s": xp["compiling_s"],
+        "xprof_samples": xp["samples"],
         "rlscope_rows": ds.get("rows"),
         "compile": summary.get("compile"),
         "wall_s": summary.get("wall_s"),
         "gpu_bound_s": summary.get("gpu_bound_s"),
         "warnings": summary.get("warnings"),
     }
+    out["device_scopes"]["unjoined_kernels"] = unjoined(work / "trace")
     print(json.dumps(out["device_scopes"], indent=1, default=str), flush=True)
 
     # 2. compile time against lower().compile()

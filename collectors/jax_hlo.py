@@ -39,6 +39,7 @@ STRUCTURE = frozenset(
         "cond",
         "closed_call",
         "core_call",
+        "eval_jaxpr",
         "scan",
         "remat",
         "checkpoint",
