@@ -2,7 +2,8 @@
 
 Both render the summary's ``advice`` list (:mod:`rlscope.analysis.advice`) as it is: ranked by the time
 at stake, each finding with its change, that time (and its share of the run) and the evidence from the
-trace. The terminal shows the top ``FOOTER_FINDINGS``; the HTML and the JSON have every one.
+trace. The terminal shows the top ``FOOTER_FINDINGS``; the HTML and the JSON have every one, the HTML
+its top ``FIRST_SCREEN_FINDINGS`` open on the report's first screen and the others folded under them.
 """
 
 from __future__ import annotations
@@ -16,9 +17,21 @@ from rlscope.text import html_text, printable
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["FOOTER_FINDINGS", "HTML_TITLE", "footer_lines", "html_section", "render_footer"]
+__all__ = [
+    "FIRST_SCREEN_FINDINGS",
+    "FOOTER_FINDINGS",
+    "HTML_ID",
+    "HTML_TITLE",
+    "footer_lines",
+    "html_section",
+    "render_footer",
+]
 
 FOOTER_FINDINGS = 5  # a footer, not a report: the rest are in --json and --html
+# open on the HTML report's first screen under the top operations: a 1366x768 screen holds two of
+# the longest (a change of four lines, its evidence of two)
+FIRST_SCREEN_FINDINGS = 2
+HTML_ID = "advice"
 HTML_TITLE = "Advice"
 NO_ADVICE = "No advice: no rule found a change worth 1% of the run in this trace."
 
@@ -51,20 +64,34 @@ def render_footer(summary: Mapping[str, Any], console: Console) -> None:
         console.print(Text(printable(line), style="bold" if i == 0 else ""))
 
 
-def html_section(summary: Mapping[str, Any]) -> str:
-    """The report's advice section: every finding, ranked, or one line saying there is none."""
+def _html_item(a: Mapping[str, Any], wall: float) -> str:
+    where = f"{a['rule']}" + (f" · {a['operation']}" if a.get("operation") else "")
+    return (
+        "<li>"
+        f"<b>{html_text(str(a['change']))}</b><br>"
+        f"<span class='stake'>{html_text(_stake(a, wall))}</span>"
+        f" <span class='note'>[{html_text(where)}]</span><br>"
+        f"<span class='note'>Evidence: {html_text(str(a['evidence']))}</span></li>"
+    )
+
+
+def html_section(summary: Mapping[str, Any], shown: int = FIRST_SCREEN_FINDINGS) -> str:
+    """The report's advice section (``id`` :data:`HTML_ID`): every finding, ranked, the first ``shown``
+    open and the rest folded in a ``<details>`` after them; or one line saying there is none."""
     advice = list(summary.get("advice") or [])
     if not advice:
-        return f"<h2>{HTML_TITLE}</h2>\n<p class='empty'>{html_text(NO_ADVICE)}</p>"
+        return f"<div id='{HTML_ID}'><h2>{HTML_TITLE}</h2>\n<p class='empty'>{html_text(NO_ADVICE)}</p></div>"
     wall = float(summary.get("wall_s", 0.0))
-    items = []
-    for a in advice:
-        where = f"{a['rule']}" + (f" · {a['operation']}" if a.get("operation") else "")
-        items.append(
-            "<li style='margin-bottom:0.6em'>"
-            f"<b>{html_text(str(a['change']))}</b><br>"
-            f"<span style='font-variant-numeric:tabular-nums'>{html_text(_stake(a, wall))}</span>"
-            f" <span class='note'>[{html_text(where)}]</span><br>"
-            f"<span class='note'>Evidence: {html_text(str(a['evidence']))}</span></li>"
+    items = [_html_item(a, wall) for a in advice]
+    more = ""
+    if len(items) > shown:
+        rest = len(items) - shown
+        more = (
+            f"<details class='more'><summary>{rest} more finding{'s' if rest > 1 else ''}</summary>"
+            f"<ol class='advice' start='{shown + 1}'>" + "".join(items[shown:]) + "</ol></details>"
         )
-    return f"<h2>{HTML_TITLE}</h2>\n<ol class='advice'>" + "".join(items) + "</ol>"
+    return (
+        f"<div id='{HTML_ID}'><h2>{HTML_TITLE}</h2>\n<ol class='advice'>"
+        + "".join(items[:shown])
+        + f"</ol>{more}</div>"
+    )

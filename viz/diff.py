@@ -11,7 +11,17 @@ from typing import Any
 from rlscope.categories import UNANNOTATED
 from rlscope.text import html_text
 
-__all__ = ["diff_html", "diff_text", "render_diff", "verdict"]
+__all__ = ["WITHIN_NOISE_MARK", "WITHIN_NOISE_PATTERN", "diff_html", "diff_text", "render_diff", "verdict"]
+
+# a change within noise (or that cannot be told, an operation that ran once) is hatched in its category's
+# colour, never faded: a faded dark violet is the light violet of another category
+WITHIN_NOISE_MARK = "· within noise"
+WITHIN_NOISE_PATTERN: dict[str, Any] = {
+    "shape": "/",
+    "fillmode": "replace",
+    "bgcolor": "#ffffff",
+    "solidity": 0.4,
+}
 
 
 def _fmt_ratio(r: float | None) -> str:
@@ -155,35 +165,64 @@ def diff_text(d: dict[str, Any], width: int = 160) -> str:
     return buf.getvalue()
 
 
+def _category_bars(fig: Any, d: dict[str, Any], ops: list[str]) -> None:
+    """Per category, its changes beyond noise as solid bars and the others hatched in the same colour,
+    each kind its own legend entry (``c`` and ``c · within noise``), so the legend shows what the bars
+    show: a faded colour would read as a lighter category (a faint ``backend`` looks like ``python``)."""
+    from rlscope.viz.colors import category_color
+    from rlscope.viz.html import _label
+
+    key = "categories"
+    cats = sorted({c for o in d["operations"].values() for c in o[key]})
+    labels = [_label(n) for n in ops]
+    for c in cats:
+        changes = [d["operations"][n][key].get(c) or {"delta_s": 0.0, "significant": False} for n in ops]
+        beyond = [bool(ch.get("significant")) for ch in changes]
+        colour = category_color(c)
+        common = {
+            "orientation": "h",
+            "y": labels,
+            "customdata": [verdict(ch) for ch in changes],
+            "legendgroup": c,
+            "hovertemplate": "%{y}<br>%{fullData.name}: %{x:+.3f} s (%{customdata})<extra></extra>",
+        }
+        # the solid trace is there even without a bar (the category's name and colour in the figure's
+        # data, as in every chart), out of the legend then: the legend lists what is drawn
+        fig.add_bar(
+            name=_label(c),
+            x=[ch["delta_s"] if b else None for ch, b in zip(changes, beyond, strict=True)],
+            marker={"color": colour},
+            showlegend=any(beyond),
+            **common,
+        )
+        if any(not b and ch["delta_s"] for ch, b in zip(changes, beyond, strict=True)):
+            fig.add_bar(
+                name=_label(f"{c} {WITHIN_NOISE_MARK}"),
+                x=[None if b else ch["delta_s"] for ch, b in zip(changes, beyond, strict=True)],
+                marker={
+                    "color": colour,
+                    "line": {"color": colour, "width": 1},
+                    "pattern": WITHIN_NOISE_PATTERN,
+                },
+                **common,
+            )
+
+
 def diff_html(d: dict[str, Any]) -> str:
     """The diff as a page in the report's style (:func:`rlscope.viz.html.page`): the wall-time change,
     delta bars (B - A) per operation stacked by category in the report's colours (changes within noise
-    drawn faint), and a table that says which changes are beyond noise."""
+    hatched, :func:`_category_bars`), and a table that says which changes are beyond noise."""
     import plotly.graph_objects as go
 
-    from rlscope.viz.colors import category_color
-    from rlscope.viz.html import _bar_layout, _fig_html, _label, page
+    from rlscope.viz.html import _bar_layout, _fig_html, page
 
     ops = list(d["operations"])
-    key = "categories"
-    cats = sorted({c for o in d["operations"].values() for c in o[key]})
     fig = go.Figure()
-    for c in cats:
-        changes = [d["operations"][n][key].get(c) or {"delta_s": 0.0, "significant": False} for n in ops]
-        fig.add_bar(
-            name=_label(c),
-            orientation="h",
-            y=[_label(n) for n in ops],
-            x=[ch["delta_s"] for ch in changes],
-            customdata=[verdict(ch) for ch in changes],
-            marker={
-                "color": category_color(c),
-                "opacity": [1.0 if ch.get("significant") else 0.35 for ch in changes],
-            },
-            hovertemplate="%{y}<br>%{fullData.name}: %{x:+.3f} s (%{customdata})<extra></extra>",
-        )
+    _category_bars(fig, d, ops)
     _bar_layout(
-        fig, len(ops), "change in exclusive seconds, B − A (negative: B is faster; faint: within noise)"
+        fig,
+        len(ops),
+        "change in exclusive seconds, B − A (negative: B is faster; hatched: within noise or can't tell)",
     )
     fig.update_layout(barmode="relative")
     w = d["wall"]

@@ -5,10 +5,11 @@ can be attached to a bug report or copied off a cluster. A section with no data 
 can tell "nothing happened" from "the report is broken"; a CPU-only report folds the four GPU
 sections into one line that says what a GPU run would add (:data:`CPU_ONLY_TEXT`).
 
-Sections: headline (cards of the figures the run has); time by operation and category; resource
-overlap; GPU utilization over time (NVML next to the kernel trace); timeline of a window (one row
-per process when there are several, grouped by role; :mod:`rlscope.viz.timeline`); kernels by
-operation; phases; roles (per role: breakdown, spread across workers, lagging workers) and one
+Sections: the first screen (cards of the figures the run has, the top operations, the advice; the
+overhead correction's details folded: :mod:`rlscope.viz.first_screen`); time by operation and
+category; resource overlap; GPU utilization over time (NVML next to the kernel trace); timeline of
+a window (one row per process when there are several, grouped by role; :mod:`rlscope.viz.timeline`);
+kernels by operation; phases; roles (per role: breakdown, spread across workers, lagging workers) and one
 section per process when there are several; sharing; warnings. :func:`render`
 takes an :class:`rlscope.analysis.AnalysisResult`; the timeline and kernel tables are its
 ``report`` (:mod:`rlscope.analysis.report`): this module never reads a trace.
@@ -22,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from rlscope.errors import RLScopeError
 from rlscope.text import html_text
-from rlscope.viz.advice import html_section as advice_section
 from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
+from rlscope.viz.first_screen import FIRST_SCREEN_CSS, first_screen
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.stacks import html_section as stacks_section
 from rlscope.viz.terminal import (
@@ -152,79 +153,6 @@ def _bar_layout(fig: go.Figure, n_rows: int, xtitle: str) -> None:
 def _has_gpu_data(summary: Mapping[str, Any]) -> bool:
     return (
         bool(summary.get("gpu")) or float(summary.get("gpu_bound_s", 0.0) or 0.0) > 0 or has_gpu_time(summary)
-    )
-
-
-def _headline(summary: Mapping[str, Any]) -> str:
-    wall = float(summary.get("wall_s", 0.0))
-    ops = sorted_operations(summary.get("operations") or {})
-    unann = float(summary.get("unannotated_s", 0.0))
-
-    def pct(s: float) -> str:
-        return f"{100.0 * s / wall:.0f}%" if wall > 0 else "-"
-
-    def card(value: str, key: str) -> str:
-        return f"<div class='card'><div class='v'>{value}</div><div class='k'>{key}</div></div>"
-
-    # only figures this run has: no GPU card without GPU data, no top operation without operations
-    cards = [card(f"{wall:.3f} s", "wall time")]
-    if _has_gpu_data(summary):
-        bound = float(summary.get("gpu_bound_s", 0.0) or 0.0)
-        cards.append(card(pct(bound), f"GPU-bound ({bound:.3f} s with a kernel or copy running)"))
-    if ops:
-        name, top = ops[0]
-        cards.append(
-            card(html_text(name), f"top operation: {pct(float(top.get('total_s', 0.0)))} of the run")
-        )
-    cats = {c: float(v) for c, v in (summary.get("categories") or {}).items() if c in cpu_categories(summary)}
-    if sum(cats.values()) > 0:
-        cat, secs = max(cats.items(), key=lambda kv: kv[1])
-        share = f"{100.0 * secs / sum(cats.values()):.0f}%"
-        cards.append(card(html_text(cat), f"top category: {share} of the CPU time"))
-    if wall > 0:
-        cards.append(card(pct(unann), f"unannotated ({unann:.3f} s)"))
-    parts = [
-        "<div class='cards'>" + "".join(cards) + "</div>",
-        f"<p class='headline'>Wall time <b>{wall:.3f} s</b>; unannotated <b>{unann:.3f} s</b> "
-        f"({pct(unann)}); {len(ops)} operation(s).</p>",
-    ]
-    if ops:
-        items = "".join(
-            f"<li><b>{html_text(name)}</b>: {float(op.get('total_s', 0.0)):.3f} s "
-            f"({pct(float(op.get('total_s', 0.0)))} of run), {int(op.get('calls', 0))} call(s)</li>"
-            for name, op in ops[:3]
-        )
-        parts.append(f"<p>Top operations by total time:</p><ol>{items}</ol>")
-    else:
-        parts.append("<p class='empty'>No operations recorded: all time is unannotated.</p>")
-    parts.append(_overhead_note(summary))
-    from rlscope.viz.words import detail_sentence
-
-    if detail_sentence(summary):  # which figures are whole-run, which from the detail stretches
-        parts.append(f"<p class='note'>{html_text(detail_sentence(summary))}</p>")
-    return "\n".join(parts)
-
-
-def _overhead_note(summary: Mapping[str, Any]) -> str:
-    """The correction in one sentence (the same words as the terminal, rlscope.viz.words), its
-    details below it, and each top operation both ways."""
-    from rlscope.viz.words import correction_details, correction_sentence
-
-    sentence = f"<b>{html_text(correction_sentence(summary))}</b>"
-    if not summary.get("corrected_for_overhead") or not summary.get("overhead"):
-        return f"<p class='note'>{sentence}</p>"
-    details = "".join(f"<li>{html_text(d)}</li>" for d in correction_details(summary))
-    raw_ops = (summary.get("raw") or {}).get("operations") or {}
-    rows = "".join(
-        f"<tr><td>{html_text(name)}</td><td>{float(op.get('total_s', 0.0)):.4f}</td>"
-        f"<td>± {float(op.get('uncertainty_s', 0.0)):.4f}</td>"
-        f"<td>{float((raw_ops.get(name) or {}).get('total_s', 0.0)):.4f}</td></tr>"
-        for name, op in sorted_operations(summary.get("operations") or {})[:8]
-    )
-    return (
-        f"<p class='note'>{sentence}</p><ul class='note details'>{details}</ul>"
-        "<table class='kernels'><tr><th>operation</th><th>corrected s</th><th>uncertainty</th>"
-        f"<th>raw s</th></tr>{rows}</table>"
     )
 
 
@@ -564,8 +492,8 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
     body = [
         "<h1>rlscope report</h1>",
         f"<div class='sub'>{trace_dir}</div>",
-        _headline(summary),
-        advice_section(summary),  # ranked findings first: what to change (viz/advice.py)
+        # where the time went and what to change; the correction's details folded (viz/first_screen.py)
+        first_screen(summary, _has_gpu_data(summary)),
         "<h2>Time by operation and category</h2>",
         _category_section(summary, state),
         *(_gpu_sections(summary, report, state, gpu_note) if gpu else ["<h2>GPU</h2>", _cpu_only_line()]),
@@ -609,7 +537,7 @@ def page(title: str, parts: Iterable[str]) -> str:
     report's style sheet around ``parts`` (empty ones left out)."""
     return (
         "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
-        f"<title>{html_text(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<title>{html_text(title)}</title>\n<style>{_CSS}{FIRST_SCREEN_CSS}</style>\n</head>\n<body>\n"
         + "\n".join(part for part in parts if part)
         + "\n</body>\n</html>\n"
     )
