@@ -12,13 +12,14 @@ compilation (at most a trace of no time, a hit of its tracing cache), so the bac
 compilations exactly. The listener is registered when the program imports jax (rlscope/_imports.py);
 jax calls it at compilations only.
 
-Why a stream of its own (``compile.arrows``: start, end, thread, stage, function) and not category
-rows in the events: the listener learns of a stage when it has ended, so a category begin would be
-timed before rows its thread has already written (a scope the traced function opened, a detail cut),
-and before the writer's last flush, which has already folded the time since into the run's aggregates
+Why a stream of its own (``compile.arrows``: start, end, thread, stage, function; shared with
+torch.compile's recorder, collectors/compile_stream.py) and not category rows in the events: the
+listener learns of a stage when it has ended, so a category begin would be timed before rows its
+thread has already written (a scope the traced function opened, a detail cut), and before the
+writer's last flush, which has already folded the time since into the run's aggregates
 (rlscope/trace/aggregate.py): the per-thread time order the writer and rlscope/trace/validate.py
 rely on would break. As recorded intervals, the stages are carved out of their thread's timeline by
-the analysis as the ``xla_compile`` category (rlscope/analysis/timeline.py, as the native recorder's
+the analysis as the ``compile`` category (rlscope/analysis/timeline.py, as the native recorder's
 torch ops are as ``backend``), and counted over the whole run (rlscope/analysis/compilation.py).
 
 A stage's start is the listener's time less the duration jax measured (``time.time()`` around the
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlscope import _imports, annotate
+from rlscope.collectors import compile_stream
 from rlscope.trace import schema as S
 
 # jax's event names (jax/_src/dispatch.py, jax/_src/compiler.py) and the stage each records
@@ -88,8 +90,7 @@ class JaxCompileRecorder:
         global _active
         if annotate._active is not self.session:
             return
-        schema = S.columns_schema(S.COMPILE_COLUMNS_DOC, collector="jax.monitoring")
-        self.rows = self.session.writer.add_stream(S.COMPILE_FILE, schema)
+        self.rows = compile_stream.rows(self.session, "jax.monitoring")
         _register(jax)
         _active = self
 

@@ -51,8 +51,10 @@ COLLECTORS: tuple[CollectorRow, ...] = (
     CollectorRow("torch.memory", "rlscope.collectors.gpu_memory:start_for", ("memory",), backend="torch"),
     # Python stack samples: [unannotated] and each operation's Python time by function and line
     CollectorRow("stacks", "rlscope.collectors.stacks:start_for"),
-    # JAX's compilations (tracing, lowering, XLA), from its monitoring events: the xla_compile category
+    # JAX's compilations (tracing, lowering, XLA), from its monitoring events: the compile category
     CollectorRow("jax.compile", "rlscope.collectors.jax_compile:start_for", backend="jax"),
+    # torch.compile's compilations, from Dynamo's compile callbacks and metrics: the compile category
+    CollectorRow("torch.compile", "rlscope.collectors.torch_compile:start_for", backend="torch"),
     # the kernels of JAX's executables and the named scope each belongs to, from XLA's HLO metadata
     CollectorRow("jax.hlo", "rlscope.collectors.jax_hlo:start_for", backend="jax"),
 )

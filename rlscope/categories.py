@@ -2,7 +2,7 @@
 
 Codes are small ints so event rows stay narrow; names are what users see. CPU categories nest
 per thread and the innermost one wins (cuda_api inside backend inside simulator inside python;
-xla_compile inside simulator, and around the backend ops and CUDA calls a compiler makes).
+compile inside simulator, and around the backend ops and CUDA calls a compiler makes).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ GPU_KERNEL = 4
 GPU_MEMCPY = 5
 GPU_MEMSET = 6
 PROFILER = 7  # rlscope's own work on the user's thread (GPU trace rotation), shown, not hidden
-COMPILE = 8  # a JIT compiling: JAX tracing, lowering and XLA compiling a function (collectors/jax_compile.py)
+COMPILE = 8  # a JIT compiling: JAX tracing, lowering, XLA compiling a function; torch.compile compiling one
 
 
 CPU_CATEGORIES: dict[int, str] = {
@@ -24,7 +24,7 @@ CPU_CATEGORIES: dict[int, str] = {
     BACKEND: "backend",
     CUDA_API: "cuda_api",
     PROFILER: "rlscope",
-    COMPILE: "xla_compile",
+    COMPILE: "compile",  # named "xla_compile" before torch.compile was recorded too: the code is the same
 }
 GPU_CATEGORIES: dict[int, str] = {
     GPU_KERNEL: "gpu_kernel",

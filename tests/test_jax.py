@@ -1,4 +1,4 @@
-"""JAX programs: compilations recorded as the xla_compile category and counted, the bundled JAX PPO.
+"""JAX programs: compilations recorded as the compile category and counted, the bundled JAX PPO.
 
 The exact tests run on the fake clock and report stages through jax's own monitoring API, as jax
 does when it compiles (collectors/jax_compile.py); the analysis tests write compile.arrows by hand
@@ -36,7 +36,7 @@ def stage(jax, event: str, seconds: float, function: str) -> None:
     jax.monitoring.record_event_duration_secs(event, seconds, fun_name=function)
 
 
-def test_compile_stages_are_their_operations_xla_compile_time(fake_session):
+def test_compile_stages_are_their_operations_compile_time(fake_session):
     jax = pytest.importorskip("jax")
     sess, clock = fake_session
     with sess, rlscope.phase("training"):
@@ -55,7 +55,7 @@ def test_compile_stages_are_their_operations_xla_compile_time(fake_session):
     update = summary["operations"]["update"]
     assert update["calls"] == 4
     assert update["total_s"] == pytest.approx(2.4, abs=1e-9)
-    assert update["categories"]["xla_compile"] == pytest.approx(0.85, abs=1e-9)
+    assert update["categories"]["compile"] == pytest.approx(0.85, abs=1e-9)
     assert update["categories"]["python"] == pytest.approx(1.55, abs=1e-9)
     assert summary["compile"] == {
         "compilations": 1,
@@ -126,7 +126,7 @@ def test_compile_time_stays_as_recorded_in_either_window(fake_session, window):
     assert set(modes.tolist()) == {S.WINDOW_LIGHT, S.WINDOW_FULL}  # the windows switched
     for summary in (summary_of(sess.trace_dir), dict(analyze(sess.trace_dir).summary)):
         step = summary["operations"]["step"]
-        assert step["categories"]["xla_compile"] == pytest.approx(0.25, abs=1e-9)
+        assert step["categories"]["compile"] == pytest.approx(0.25, abs=1e-9)
         assert step["categories"]["backend"] > 0
         assert step["exclusive_s"] == pytest.approx(step["total_s"], rel=1e-6)  # nothing counted twice
 
@@ -147,7 +147,7 @@ def test_nested_stages_count_once_and_a_cache_hit_is_counted(fake_session):
     ]
     write_stream(sess.process_dir / S.COMPILE_FILE, S.COMPILE_COLUMNS_DOC, rows)
     summary = summary_of(sess.trace_dir)
-    assert summary["operations"]["step"]["categories"]["xla_compile"] == pytest.approx(0.75, abs=1e-9)
+    assert summary["operations"]["step"]["categories"]["compile"] == pytest.approx(0.75, abs=1e-9)
     got = summary["compile"]
     assert (got["compilations"], got["persistent_cache_hits"]) == (2, 1)
     assert got["seconds"] == pytest.approx(0.75, abs=1e-9)
@@ -197,8 +197,8 @@ def test_compilations_count_exactly_and_a_cached_call_adds_none(tmp_path):
     assert summary["compile"]["compilations"] == 3
     assert summary["compile"]["functions"][0]["function"] == "jit(double_sine)"
     assert summary["compile"]["functions"][0]["compilations"] == 3
-    assert summary["operations"]["new_shapes"]["categories"]["xla_compile"] > 0
-    assert "xla_compile" not in summary["operations"]["cached"]["categories"]
+    assert summary["operations"]["new_shapes"]["categories"]["compile"] > 0
+    assert "compile" not in summary["operations"]["cached"]["categories"]
 
 
 def test_recorded_compile_time_agrees_with_lower_compile_timed_around_it(tmp_path):
@@ -223,7 +223,7 @@ def test_recorded_compile_time_agrees_with_lower_compile_timed_around_it(tmp_pat
                 measured[f"compile{i}"] = (time.perf_counter_ns() - t0) / 1e9
     summary = summary_of(tmp_path / "t")
     assert summary["compile"]["compilations"] == 4
-    ratios = [summary["operations"][k]["categories"]["xla_compile"] / s for k, s in measured.items()]
+    ratios = [summary["operations"][k]["categories"]["compile"] / s for k, s in measured.items()]
     assert all(0.9 <= r <= 1.02 for r in ratios), ratios
     assert 0.9 <= summary["compile"]["seconds"] / sum(measured.values()) <= 1.02
 
@@ -255,7 +255,7 @@ def test_rlscope_run_on_a_jax_program(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     summary = dict(analyze(trace).summary)
     assert summary["operations"]["update"]["calls"] == 4
-    assert summary["operations"]["update"]["categories"]["xla_compile"] > 0
+    assert summary["operations"]["update"]["categories"]["compile"] > 0
     assert "training" in summary["phases"]
     assert summary["compile"]["compilations"] == 2
     assert summary["compile"]["functions"][0] == {
@@ -340,7 +340,7 @@ def test_jax_ppo_learns_cartpole_under_rlscope_run(tmp_path):
     summary = dict(analyze(trace).summary)
     assert summary["operations"]["init"]["calls"] == 1
     assert summary["operations"]["update"]["calls"] == result["updates"]
-    assert summary["operations"]["update"]["categories"]["xla_compile"] > 0
+    assert summary["operations"]["update"]["categories"]["compile"] > 0
     assert "training" in summary["phases"]
     compiled = {f["function"]: f["compilations"] for f in summary["compile"]["functions"]}
     assert compiled["jit(update)"] == 1 and compiled["jit(init)"] == 1

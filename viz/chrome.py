@@ -52,7 +52,7 @@ CPU_CATEGORY_CAT = {
     "backend": "cpu_op",
     "simulator": "simulator",
     "rlscope": "rlscope",
-    "xla_compile": "compile",
+    "compile": "compile",
 }
 GPU_CATEGORY_CAT = {"gpu_kernel": "kernel", "gpu_memcpy": "gpu_memcpy", "gpu_memset": "gpu_memset"}
 _GPU_SORT_BASE = 1_000_000  # GPU tracks after the CPU processes in the viewer

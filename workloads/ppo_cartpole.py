@@ -52,6 +52,7 @@ import rlscope
 
 ENV_ID = "CartPole-v1"
 SIMS = ("gymnasium", "torch", "compiled", "fused")  # the simulators --sim picks from
+COMPILE_MODES = ("default", "reduce-overhead")  # the torch.compile modes --compile picks from
 SOLVED_RETURN = 475.0  # CartPole-v1's reward threshold
 RUNNING_WINDOW = 20  # episodes in the running mean that defines final_mean_return / steps_to_475
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes use env seeds the training envs never see
@@ -419,6 +420,29 @@ def ppo_loss(
     }
 
 
+def minibatch_loss(
+    agent: Agent,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    old_logprob: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    old_values: torch.Tensor,
+    clip_coef: float,
+    ent_coef: float,
+    vf_coef: float,
+    norm_adv: bool = True,
+    clip_vloss: bool = True,
+    valid: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """A minibatch's forward and PPO loss: the part of the update ``--compile`` compiles."""
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
+    return ppo_loss(
+        newlogprob, entropy, newvalue, old_logprob, advantages, returns, old_values, clip_coef, ent_coef,
+        vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss, valid=valid,
+    )  # fmt: skip
+
+
 def train(
     total_timesteps: int = 200_000,
     seed: int = 1,
@@ -443,6 +467,7 @@ def train(
     log_fn: Callable[[dict[str, Any]], None] | None = None,
     time_limit_s: float | None = None,
     sim: str = "gymnasium",
+    compile_mode: str | None = None,
 ) -> dict[str, Any]:
     """Train PPO on CartPole-v1 and return its learning curve.
 
@@ -451,6 +476,9 @@ def train(
     (first global step where that running mean reached 475, or None), ``eval_returns``,
     ``wall_seconds``, ``device`` and ``sim``. ``log_fn``, if given, receives one dict of statistics
     per iteration. ``sim``: the simulator (:data:`SIMS`); evaluation is always on gymnasium's CartPole.
+    ``compile_mode`` (:data:`COMPILE_MODES`): ``torch.compile`` the policy's forward (the actor and
+    critic) and the update's minibatch forward and loss in that mode; backward and the optimizer step
+    stay eager.
     """
     dev = resolve_device(device)
     batch_size = num_envs * num_steps
@@ -472,6 +500,11 @@ def train(
     try:
         obs_dim = int(np.prod(envs.single_observation_space.shape))
         agent = Agent(obs_dim, int(envs.single_action_space.n)).to(dev)
+        loss_fn = minibatch_loss
+        if compile_mode is not None:
+            agent.actor.compile(mode=compile_mode)  # in place: the state dict keeps its keys
+            agent.critic.compile(mode=compile_mode)
+            loss_fn = torch.compile(minibatch_loss, mode=compile_mode)
         optimizer = torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5)
 
         buf = Rollout.zeros(num_steps, num_envs, obs_dim, dev)
@@ -532,13 +565,10 @@ def train(
                     for start_i in range(0, batch_size, minibatch_size):
                         mb_inds = b_inds[start_i : start_i + minibatch_size]
                         with scope("backprop"):
-                            _, newlogprob, entropy, newvalue = agent.get_action_and_value(
-                                b_obs[mb_inds], b_actions.long()[mb_inds]
-                            )
-                            out = ppo_loss(
-                                newlogprob, entropy, newvalue, b_logprobs[mb_inds], b_advantages[mb_inds],
-                                b_returns[mb_inds], b_values[mb_inds], clip_coef, ent_coef, vf_coef,
-                                norm_adv=norm_adv, clip_vloss=clip_vloss,
+                            out = loss_fn(
+                                agent, b_obs[mb_inds], b_actions.long()[mb_inds], b_logprobs[mb_inds],
+                                b_advantages[mb_inds], b_returns[mb_inds], b_values[mb_inds], clip_coef,
+                                ent_coef, vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss,
                                 valid=None if b_valid is None else b_valid[mb_inds],
                             )  # fmt: skip
                             logratio, ratio, loss = out["logratio"], out["ratio"], out["loss"]
@@ -640,6 +670,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="stop training after this long, whatever --total-timesteps says (a long profiled run)",
     )
     p.add_argument(
+        "--compile",
+        choices=COMPILE_MODES,
+        default=None,
+        help="torch.compile the policy's forward and the update's loss in this mode",
+    )
+    p.add_argument(
         "--no-scopes",
         action="store_true",
         help="run with no rlscope annotation (for `rlscope run`'s automatic operations)",
@@ -658,6 +694,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "log_fn": None if args.quiet else _print_log,
         "sim": args.sim,
         "time_limit_s": args.time_limit,
+        "compile_mode": args.compile,
     }
     if args.trace_dir:
         with rlscope.profile(args.trace_dir):

@@ -1,14 +1,21 @@
-"""JAX compilations counted: the summary's ``compile`` (collectors/jax_compile.py records them).
+"""Compilations counted: the summary's ``compile`` (collectors/jax_compile.py and
+collectors/torch_compile.py record them).
 
-Each compilation's stages (tracing, lowering, XLA's compile) are intervals on the thread that ran them.
-Their time is also the ``xla_compile`` category of the timeline (rlscope/analysis/timeline.py), so each
+JAX's compilations are stages (tracing, lowering, XLA's compile), intervals on the thread that ran
+them; torch.compile's are one interval each (a frame, a backward graph, compile work at run time),
+with torch's split of it into stages as durations and, for a recompilation, the guard that failed.
+Their time is also the ``compile`` category of the timeline (rlscope/analysis/timeline.py), so each
 operation's category split says how much of it was compiling; this module adds what a split cannot:
 
-- ``compilations``: the XLA compilations (backend stages: every executable built or loaded from jax's
-  persistent cache, of which ``persistent_cache_hits`` were loaded);
+- ``compilations``: XLA compilations (backend stages: every executable built or loaded from jax's
+  persistent cache, of which ``persistent_cache_hits`` were loaded) and torch.compile's compiled
+  frames and backward graphs;
 - ``seconds``: the time threads spent compiling, nested stages counted once;
-- ``stages``: the seconds of each stage, summed;
-- ``functions``: the functions compiled most (XLA time), with their compilations.
+- ``stages``: the seconds of each stage, summed (the stages of the frameworks that compiled);
+- ``functions``: the functions compiled most (JAX: XLA time; torch: their compilations' time), with
+  their compilations and, torch's, their recompilations;
+- ``recompiles`` and ``recompile_reasons`` (when torch.compile compiled): the frames compiled again
+  because a guard of every earlier compilation failed, and the guards that failed most.
 
 They count the whole run, between detail stretches too (rlscope/trace/detail.py): the stages are few,
 and the reader keeps every one. A stage counts from the session's start.
@@ -29,6 +36,9 @@ from rlscope.trace.reader import ProcessTrace, name_of
 TOP = 5  # functions listed
 
 
+_TORCH_COMPILED = (S.COMPILE_TORCH_FRAME, S.COMPILE_TORCH_BACKWARD)  # torch's compilations, counted
+
+
 @dataclass
 class CompileCounts:
     """A process's (or a run's) compilations."""
@@ -37,8 +47,13 @@ class CompileCounts:
     cache_hits: int = 0
     seconds: float = 0.0
     stages: collections.Counter[str] = field(default_factory=collections.Counter)  # stage -> seconds
-    functions: collections.Counter[str] = field(default_factory=collections.Counter)  # name -> XLA seconds
+    functions: collections.Counter[str] = field(default_factory=collections.Counter)  # name -> seconds
     function_compilations: collections.Counter[str] = field(default_factory=collections.Counter)
+    jax: bool = False  # JAX compiled (its stages are listed)
+    torch: bool = False  # torch.compile compiled (its stages and recompilations are listed)
+    recompiles: int = 0
+    function_recompiles: collections.Counter[str] = field(default_factory=collections.Counter)
+    reasons: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)  # (fn, why)
 
     def add(self, other: CompileCounts) -> None:
         self.compilations += other.compilations
@@ -47,10 +62,15 @@ class CompileCounts:
         self.stages.update(other.stages)
         self.functions.update(other.functions)
         self.function_compilations.update(other.function_compilations)
+        self.jax |= other.jax
+        self.torch |= other.torch
+        self.recompiles += other.recompiles
+        self.function_recompiles.update(other.function_recompiles)
+        self.reasons.update(other.reasons)
 
 
 def counts(proc: ProcessTrace) -> CompileCounts | None:
-    """The compilations of one process; None where it recorded none (it never imported jax)."""
+    """The compilations of one process; None where it recorded none (it compiled nothing)."""
     table = proc.compile
     if table is None or not table.num_rows or not proc.events.num_rows:
         return None
@@ -60,21 +80,44 @@ def counts(proc: ProcessTrace) -> CompileCounts | None:
     c = {k: v[mine] for k, v in c.items()}
     begin = np.maximum(c["start_ns"], start_ns)
     stage = c["stage"]
+    dur = (c["end_ns"] - begin) / 1e9
     out = CompileCounts()
     backend = stage == S.COMPILE_BACKEND
-    out.compilations = int(backend.sum())
+    torch_compiled = np.isin(stage, _TORCH_COMPILED)
+    out.jax = bool(np.isin(stage, list(S.COMPILE_STAGES)).any())
+    out.torch = bool(torch_compiled.any())
+    out.compilations = int(backend.sum() + torch_compiled.sum())
     out.cache_hits = int((stage == S.COMPILE_CACHE_HIT).sum())
-    timed = stage != S.COMPILE_CACHE_HIT
+    timed = ~np.isin(stage, S.COMPILE_UNTIMED)
     _, s, e = union_per_thread(c["thread"][timed], begin[timed], c["end_ns"][timed])
     out.seconds = float((e - s).sum()) / 1e9
-    for code, label in S.COMPILE_STAGES.items():
+    for code, label in {**S.COMPILE_STAGES, **S.TORCH_COMPILE_STAGES}.items():
         rows = stage == code
         if rows.any():
-            out.stages[label] = float((c["end_ns"][rows] - begin[rows]).sum()) / 1e9
-    for nid, dur in zip(c["name"][backend].tolist(), (c["end_ns"] - begin)[backend].tolist(), strict=True):
+            out.stages[label] = float(dur[rows].sum())
+    for nid, d in zip(
+        c["name"][backend | torch_compiled].tolist(), dur[backend | torch_compiled].tolist(), strict=True
+    ):
         name = name_of(proc.names, nid, "?")
-        out.functions[name] += dur / 1e9
+        out.functions[name] += d
         out.function_compilations[name] += 1
+    recompiled = stage == S.COMPILE_TORCH_RECOMPILE
+    if recompiled.any():  # a reason row has its frame's interval on its thread: the frame names it
+        frames = stage == S.COMPILE_TORCH_FRAME
+        thread, start, name = c["thread"], c["start_ns"], c["name"]
+        fn = {
+            (t, s): n
+            for t, s, n in zip(
+                thread[frames].tolist(), start[frames].tolist(), name[frames].tolist(), strict=True
+            )
+        }
+        for t, s, nid in zip(
+            thread[recompiled].tolist(), start[recompiled].tolist(), name[recompiled].tolist(), strict=True
+        ):
+            fn_name = name_of(proc.names, fn.get((t, s), -1), "?")
+            out.recompiles += 1
+            out.function_recompiles[fn_name] += 1
+            out.reasons[(fn_name, name_of(proc.names, nid, "?"))] += 1
     return out
 
 
@@ -93,13 +136,30 @@ def summary(counts: CompileCounts | None) -> dict[str, Any] | None:
     """The summary's ``compile`` (None: nothing compiled)."""
     if counts is None or not (counts.compilations or counts.seconds):
         return None
-    return {
+    labels = [
+        *(S.COMPILE_STAGES.values() if counts.jax or not counts.torch else ()),
+        *(S.TORCH_COMPILE_STAGES.values() if counts.torch else ()),
+    ]
+    functions = []
+    for name, s in counts.functions.most_common(TOP):
+        entry: dict[str, Any] = {
+            "function": name,
+            "compilations": counts.function_compilations[name],
+            "seconds": s,
+        }
+        if counts.torch:
+            entry["recompiles"] = counts.function_recompiles[name]
+        functions.append(entry)
+    out: dict[str, Any] = {
         "compilations": counts.compilations,
         "seconds": counts.seconds,
         "persistent_cache_hits": counts.cache_hits,
-        "stages": {label: counts.stages.get(label, 0.0) for label in S.COMPILE_STAGES.values()},
-        "functions": [
-            {"function": name, "compilations": counts.function_compilations[name], "seconds": s}
-            for name, s in counts.functions.most_common(TOP)
-        ],
+        "stages": {label: counts.stages.get(label, 0.0) for label in labels},
+        "functions": functions,
     }
+    if counts.torch:
+        out["recompiles"] = counts.recompiles
+        out["recompile_reasons"] = [
+            {"function": fn, "reason": why, "count": n} for (fn, why), n in counts.reasons.most_common(TOP)
+        ]
+    return out

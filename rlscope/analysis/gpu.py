@@ -112,7 +112,7 @@ def timeline_with_gpu(proc: ProcessTrace) -> JoinedTimeline:
     """A process's timeline, with CUDA API time as its innermost category, and its GPU work.
 
     The one place that combines events with ``gpu.arrows``, ``backend.arrows`` (torch ops from
-    the native recorder) and ``compile.arrows`` (JAX compilations): the breakdown, the interval
+    the native recorder) and ``compile.arrows`` (compilations): the breakdown, the interval
     tables and the kernel tables all start here. API calls and records are None without GPU data.
     """
     has_gpu = proc.gpu is not None and proc.gpu.num_rows > 0
@@ -124,7 +124,7 @@ def timeline_with_gpu(proc: ProcessTrace) -> JoinedTimeline:
     start, end = session_bounds(proc)
     backend = backend_intervals(proc.backend, start, end) if has_backend else None
     compiles = None
-    if has_compile:  # JAX's compile stages, nested ones (a jitted call made while tracing) merged
+    if has_compile:  # compilations, nested ones (a jitted call made while tracing) merged
         compiles = union_per_thread(*compile_intervals(proc.compile, start, end, proc.gaps))
     if not has_gpu:
         return build_timeline(proc.events, backend=backend, compiles=compiles), None, None

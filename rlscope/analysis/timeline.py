@@ -65,7 +65,7 @@ class Timeline:
 
 
 # per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API,
-# 5 native backend op, 6 JAX compilation) and whether it opens
+# 5 native backend op, 6 compilation) and whether it opens
 _STACK = np.full(S.COMPILE_END + 1, 3, np.int8)
 _OPENS = np.zeros(S.COMPILE_END + 1, bool)
 _STACK[[S.OP_BEGIN, S.OP_END]] = 0
@@ -154,15 +154,16 @@ def backend_intervals(
 def compile_intervals(
     compiles: pa.Table, start_ns: int, end_ns: int, gaps: Gaps | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(thread, start, end) of the JAX compilation stages (compile.arrows) on the timeline's clock,
-    clipped to the session; empty ones left out, nested ones not merged (gpu.union_per_thread).
+    """(thread, start, end) of the compilations (compile.arrows: JAX's stages, torch.compile's
+    compilations) on the timeline's clock, clipped to the session; empty ones left out, nested ones
+    not merged (gpu.union_per_thread); points and torch's stage durations are no time of the timeline.
 
     The reader gives the stages on the process's own clock (they are counted over the whole run), so
     a run kept in detail stretches maps them here as rlscope/trace/glue.py maps every other table: a
     stage between two stretches leaves nothing, one across a cut keeps its part in the detail.
     """
     c = {k: compiles.column(k).to_numpy().astype(np.int64, copy=False) for k in S.COMPILE_COLUMNS}
-    timed = c["stage"] != S.COMPILE_CACHE_HIT
+    timed = ~np.isin(c["stage"], S.COMPILE_UNTIMED)
     thread, start, end = c["thread"][timed], c["start_ns"][timed], c["end_ns"][timed]
     if gaps is not None and len(gaps):
         start, end = gaps.map(start), gaps.map(end)
@@ -183,8 +184,9 @@ def build_timeline(
     category ``cuda_api``, the innermost of all. ``backend``: (thread, start, end, name) of torch
     ops from the native recorder (:func:`backend_intervals`); time inside them is ``backend``
     unless inside a CUDA API call, and their rows keep the op's name id in ``name``. ``compiles``:
-    (thread, start, end) of JAX compilations, disjoint per thread (rlscope/analysis/compile.py); time
-    inside them is ``xla_compile`` unless inside a torch op or a CUDA API call.
+    (thread, start, end) of compilations (JAX, torch.compile), disjoint per thread
+    (rlscope/analysis/compilation.py); time inside them is ``compile`` unless inside a torch op or a
+    CUDA API call.
     """
     col = {name: events.column(name).to_numpy() for name in S.EVENT_COLUMNS}
     if S.EVENT_COST_COLUMN[0] in events.column_names:

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlscope import _imports, annotate
-from rlscope.runtime import backends
+from rlscope.runtime import backends, never_compiled
 from rlscope.trace import schema as S
 
 SIMULATION = "simulation"
@@ -218,6 +218,8 @@ def _outer_call(t: _Thread, torch: Any, module: Any) -> None:
         _close_late(t)
     if t.sim is not None:  # a model inside the simulator is the simulator's
         return
+    if t.candidates == 0 and isinstance(module, torch.fx.GraphModule) and not torch.is_grad_enabled():
+        return  # a compiled function's graph, run by AOT autograd with autograd off: not inference
     if _update_modules and t.update_phase is None and isinstance(module, _update_modules):
         t.update_phase = phase(UPDATE).__enter__()
     if torch.is_grad_enabled():
@@ -270,6 +272,8 @@ def install_torch(torch: Any) -> None:
                     _close(t, inf)
 
     def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if compiling():  # inlined in a compiled step: nothing at all, as in __call__
+            return
         t = _tls
         if t.update is not None:
             upd, t.update = t.update, None
@@ -280,6 +284,7 @@ def install_torch(torch: Any) -> None:
     nn_module.Module.__call__ = _like(__call__, module_call)
     _torch_handles.append((nn_module.Module, "__call__", module_call))
     _torch_handles.append(optim.register_optimizer_step_post_hook(step_hook))
+    never_compiled.skip(__call__, step_hook)  # run as they are inside compiled code's eager parts
     for cls in (torch.no_grad, torch.inference_mode):
         _torch_handles.append(_wrap_block(cls, torch))
 
@@ -310,6 +315,7 @@ def _wrap_block(cls: type, torch: Any) -> tuple[type, Any, Any]:
 
     cls.__enter__ = _like(__enter__, enter)
     cls.__exit__ = _like(__exit__, exit_)
+    never_compiled.skip(__enter__, __exit__)
     return (cls, enter, exit_)
 
 

@@ -18,6 +18,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from rlscope.runtime import never_compiled
+
 MARK = "_rlscope_engine"  # the wrapper's owner, on the wrapper function
 
 
@@ -45,6 +47,7 @@ def wrap(torch: Any, owner: str, before: Callable[[], Any], after: Callable[[Any
             after(token)
 
     setattr(_engine_run_backward, MARK, owner)
+    never_compiled.skip(_engine_run_backward)  # a frame of its own in a compiled update's eager part
     autograd._engine_run_backward = _engine_run_backward
     return (autograd, original, _engine_run_backward)
 

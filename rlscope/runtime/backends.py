@@ -11,7 +11,8 @@ A framework (a *backend*) gives rlscope what the RL operations are made of:
 - **GPU launch correlation**: how a kernel recorded by CUPTI (framework-neutral, the ``gpu`` row)
   finds the host call that launched it: the CUDA API call's correlation id on the launching thread,
   and, for launches from the framework's threads, the engine rows above (rlscope/analysis/gpu.py);
-- any further collectors of its own (torch: collectives from its flight recorder, allocator events).
+- any further collectors of its own (torch: collectives from its flight recorder, allocator events,
+  torch.compile's compilations).
 
 The collectors are rows of rlscope/collectors/registry.py with ``backend`` set to the framework's
 name; a row here names them. Importing this module imports no framework: everything is named
@@ -55,7 +56,7 @@ BACKENDS: tuple[Backend, ...] = (
         module="torch",
         op_recorder="torch.ops",
         engine_attribution="torch.engine",
-        collectors=("torch.collectives", "torch.memory"),
+        collectors=("torch.collectives", "torch.memory", "torch.compile"),
         auto_ops_install="rlscope.runtime.auto_ops:install_torch",
         auto_ops_uninstall="rlscope.runtime.auto_ops:uninstall_torch",
     ),

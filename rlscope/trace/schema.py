@@ -286,21 +286,57 @@ FRAMES_COLUMNS_DOC = [
 FRAMES_COLUMNS = [c for c, _, _ in FRAMES_COLUMNS_DOC]
 
 COMPILE_FILE = "compile.arrows"
-# A JAX program's compilations (collectors/jax_compile.py): each stage of one is a row, an interval on
-# the thread that ran it, recorded as the stage ended; a load from jax's persistent compilation cache
-# is a point row besides its backend stage. Read whole, on the process's own clock (never cut or joined
-# by the reader: compilations are few, and counted over the whole run; rlscope/analysis/compile.py)
+# A program's compilations, one stream for every framework (collectors/compile_stream.py). JAX's
+# (collectors/jax_compile.py): each stage of one is a row, an interval on the thread that ran it,
+# recorded as the stage ended; a load from jax's persistent compilation cache is a point row besides
+# its backend stage. torch.compile's (collectors/torch_compile.py): each compilation is an interval on
+# the thread that compiled (a frame, a backward graph compiled at its first call, or compile work at run
+# time), named by the function; torch's split of it into stages is a row per stage with the duration
+# torch measured, ending where the compilation ends (torch does not say where inside it each stage
+# ran), and a recompilation has a row of the same interval naming the guard that failed; neither kind
+# is timeline time (COMPILE_UNTIMED). Read whole, on the process's own clock (never cut or joined by
+# the reader: compilations are few, and counted over the whole run; rlscope/analysis/compilation.py)
 COMPILE_TRACE = 0  # tracing the Python function to a jaxpr
 COMPILE_LOWER = 1  # lowering the jaxpr to an MLIR module
 COMPILE_BACKEND = 2  # XLA compiling the module to an executable (or loading it from the persistent cache)
 COMPILE_CACHE_HIT = 3  # that executable came from jax's persistent compilation cache (start = end)
+COMPILE_TORCH_FRAME = 4  # torch.compile compiling a frame: Dynamo tracing it, its backend compiling the graph
+COMPILE_TORCH_BACKWARD = 5  # a compiled function's backward graph, compiled at its first backward call
+COMPILE_TORCH_RUNTIME = 6  # compile work at run time: CUDA graph recording, autotuning
+COMPILE_TORCH_DYNAMO = 7  # of a compilation (a duration): Dynamo's own time, tracing bytecode and guards
+COMPILE_TORCH_AOT = 8  # of a compilation (a duration): AOT autograd tracing the joint graph
+COMPILE_TORCH_INDUCTOR = 9  # of a compilation (a duration): inductor lowering, generating, compiling code
+COMPILE_TORCH_AUTOTUNE = 10  # of a compilation (a duration): autotuning kernels while compiling
+COMPILE_TORCH_RECOMPILE = 11  # the interval of a recompiled frame's compilation; name: the guard that failed
 COMPILE_STAGES = {COMPILE_TRACE: "trace", COMPILE_LOWER: "lower", COMPILE_BACKEND: "backend_compile"}
+TORCH_COMPILE_STAGES = {
+    COMPILE_TORCH_DYNAMO: "dynamo",
+    COMPILE_TORCH_AOT: "aot_autograd",
+    COMPILE_TORCH_INDUCTOR: "inductor",
+    COMPILE_TORCH_AUTOTUNE: "autotune",
+    COMPILE_TORCH_RUNTIME: "runtime",
+}
+# rows that are no time on the timeline: points, torch's stage durations, the recompilations' reasons
+COMPILE_UNTIMED = (
+    COMPILE_CACHE_HIT,
+    COMPILE_TORCH_DYNAMO,
+    COMPILE_TORCH_AOT,
+    COMPILE_TORCH_INDUCTOR,
+    COMPILE_TORCH_AUTOTUNE,
+    COMPILE_TORCH_RECOMPILE,
+)
+COMPILE_STAGE_CODES = tuple(range(COMPILE_TRACE, COMPILE_TORCH_RECOMPILE + 1))
 COMPILE_COLUMNS_DOC = [
-    ("start_ns", "int64", "stage start, on the events' clock: its end less the duration jax measured"),
-    ("end_ns", "int64", "stage end, on the events' clock"),
+    ("start_ns", "int64", "start, on the events' clock (a JAX stage: its end less the time jax measured)"),
+    ("end_ns", "int64", "end, on the events' clock"),
     ("thread", "int64", "OS thread id of the thread that compiled"),
-    ("stage", "int8", "0 trace, 1 lower, 2 backend_compile, 3 persistent cache hit (a point)"),
-    ("name", "int32", "id into names.arrows: the function jax names (-1: none given)"),
+    (
+        "stage",
+        "int8",
+        "0 trace, 1 lower, 2 backend_compile, 3 persistent cache hit (a point); torch: 4 frame, 5 backward,"
+        " 6 run time, 7-10 its stages' durations (dynamo, aot_autograd, inductor, autotune), 11 recompile",
+    ),
+    ("name", "int32", "id into names.arrows: the function compiled, or a recompilation's reason (-1: none)"),
 ]
 COMPILE_COLUMNS = [c for c, _, _ in COMPILE_COLUMNS_DOC]
 
@@ -319,6 +355,18 @@ HLO_COLUMNS_DOC = [
     ("compiled_ns", "int64", "when the executable was built or loaded, on the events' clock"),
 ]
 HLO_COLUMNS = [c for c, _, _ in HLO_COLUMNS_DOC]
+
+MODULE_CALLS_FILE = "module_calls.arrows"
+# The automatic operations' wrapped nn.Module calls (collectors/module_calls.py): at each flush, per
+# thread and operation, the module calls made since the last flush. Read whole, never cut or joined:
+# the correction prices each call (rlscope/overhead/correct/module_calls.py)
+MODULE_CALLS_COLUMNS_DOC = [
+    ("ts_ns", "int64", "the flush that wrote the row: it covers the calls since the one before"),
+    ("thread", "int64", "OS thread id of the calling thread"),
+    ("operation", "int32", "id into names.arrows: the innermost operation at the outermost call's end (-1)"),
+    ("calls", "int64", "module calls (every level: submodules count) in that time"),
+]
+MODULE_CALLS_COLUMNS = [c for c, _, _ in MODULE_CALLS_COLUMNS_DOC]
 
 NVML_FILE = "nvml.arrows"
 # JSON written beside the streams of a Ray worker or driver (rlscope/ray.py): role, node, clock offset

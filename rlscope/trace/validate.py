@@ -793,7 +793,7 @@ _TABLE_RULES: dict[str, tuple[tuple[str, ...], str | None, tuple[int, ...]]] = {
     "memory": (("ts_ns",), "action", tuple(range(S.MEMORY_ALLOC, S.MEMORY_SEGMENT_PEAK + 1))),
     "collectives": (("ts_ns",), None, ()),
     "stacks": (("ts_ns",), None, ()),
-    "compile": (("start_ns", "end_ns"), "stage", tuple(range(S.COMPILE_TRACE, S.COMPILE_CACHE_HIT + 1))),
+    "compile": (("start_ns", "end_ns"), "stage", S.COMPILE_STAGE_CODES),
 }
 
 
