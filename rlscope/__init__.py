@@ -1,8 +1,8 @@
 """rlscope: a cross-stack profiler for deep reinforcement-learning workloads.
 
-Annotate with :func:`scope` / :func:`phase` / :func:`simulator`, profile with :func:`profile`,
-read traces with :func:`load_trace` and validate them with :func:`check_trace`. Importing rlscope
-imports neither torch nor gymnasium nor any GPU library.
+Annotate with :func:`scope` / :func:`phase` / :func:`simulator` / :func:`waiting`, profile with
+:func:`profile`, read traces with :func:`load_trace` and validate them with :func:`check_trace`.
+Importing rlscope imports neither torch nor gymnasium nor any GPU library.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlscope._version import __version__
-from rlscope.annotate import phase, scope, simulator
+from rlscope.annotate import phase, scope, simulator, waiting
 from rlscope.session import Session, profile
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "profile",
     "scope",
     "simulator",
+    "waiting",
     "wrap_env",
 ]
 

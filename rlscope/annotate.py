@@ -309,3 +309,16 @@ def simulator(fn: F | None = None) -> Any:
     if fn is not None:
         return _SIMULATOR(fn)
     return _SIMULATOR
+
+
+_WAITING = _Category(categories.WAITING)
+
+
+def waiting(fn: F | None = None) -> Any:
+    """Mark a blocking wait for the next command or task as waiting, not work: ``with
+    rlscope.waiting(): cmd = conn.recv()`` in a worker loop of one's own. Outside operations it is
+    the ``[waiting]`` row, apart from ``[unannotated]``; vector-env and Pool workers are marked
+    already (rlscope/runtime/waits.py)."""
+    if fn is not None:
+        return _WAITING(fn)
+    return _WAITING

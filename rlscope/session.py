@@ -29,7 +29,7 @@ from rlscope import _imports, annotate
 from rlscope.collectors import scope_native
 from rlscope.errors import RLScopeError, warn_once
 from rlscope.overhead.correct import reference
-from rlscope.runtime import hooks, process_exit
+from rlscope.runtime import hooks, process_exit, waits
 from rlscope.runtime.metadata import end_facts, process_metadata
 from rlscope.runtime.options import session_options
 from rlscope.runtime.run_session import RunSession
@@ -240,6 +240,7 @@ class Session:
             turn.add_points(self)
         self.ticks.sync()
         atexit.register(self.stop_at_exit)
+        waits.install()  # worker loops' receives are waits, not work (rlscope/runtime/waits.py)
         if not self._mp_hooked:
             self._mp_hooked = True
             _imports.when_imported(

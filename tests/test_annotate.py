@@ -158,6 +158,7 @@ def test_public_api_is_small():
         "profile",
         "scope",
         "simulator",
+        "waiting",
         "wrap_env",
     }
 

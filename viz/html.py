@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rlscope.categories import CPU_CATEGORIES, WAITING, WAITING_ROW
 from rlscope.errors import RLScopeError
 from rlscope.text import html_text
 from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
@@ -67,6 +68,7 @@ __all__ = [
 
 # Colours come from the names (rlscope.viz.colors): the same in every chart, report and run.
 _UNANNOTATED_COLOR = operation_color(UNANNOTATED)
+_WAITING = CPU_CATEGORIES[WAITING]  # the [waiting] row's category
 NO_GPU_TEXT = "no GPU activity recorded"
 NO_NVML_TEXT = "No NVML utilization samples recorded"
 # a CPU-only report folds the four GPU sections into this line
@@ -270,6 +272,8 @@ def _category_section(summary: Mapping[str, Any], state: dict[str, bool]) -> str
     ]
     if unann > 0 or summary.get("unannotated_categories"):
         rows.append((UNANNOTATED, summary.get("unannotated_categories") or {}))
+    if summary.get("waiting_s"):  # blocked for the next command: its own bar, not [unannotated]'s
+        rows.append((WAITING_ROW, {_WAITING: float(summary["waiting_s"])}))
     cats = cpu_categories(summary) + gpu_categories(summary)
     if not rows or not cats:
         return "<p class='empty'>No categorized time recorded.</p>"
@@ -385,12 +389,16 @@ def _roles_section(summary: Mapping[str, Any]) -> str:
     if len(processes) < 2 or not roles:
         return ""
     label = {p.get("pid"): worker_label(p) for p in processes if "role" in p}
+    waits = any(r.get("waiting") for r in roles.values())
     out = [
         "<h2>Roles</h2>",
         "<p class='note'>Processes grouped by role (Ray actor class or task, DDP rank, launcher). Busy: a"
-        f" worker's time inside operations; lagging: busier than {STRAGGLER_RATIO:g}× its role's median.</p>",
+        f" worker's time inside operations; lagging: busier than {STRAGGLER_RATIO:g}× its role's median."
+        + (f" {html_text(WAITING_ROW)}: blocked for the next command or task, not work." if waits else "")
+        + "</p>",
         "<table class='kernels'><tr><th>role</th><th>workers</th><th>busy median s</th><th>p95 s</th>"
-        "<th>max s</th><th>lagging (× median)</th></tr>",
+        + (f"<th>max s</th><th>{html_text(WAITING_ROW)} median s</th>" if waits else "<th>max s</th>")
+        + "<th>lagging (× median)</th></tr>",
     ]
     for role, r in roles.items():
         spread = r.get("spread") or {}
@@ -402,11 +410,14 @@ def _roles_section(summary: Mapping[str, Any]) -> str:
         out.append(
             f"<tr><td>{html_text(role)}</td><td>{int(r.get('workers', 0))}</td>"
             + "".join(f"<td>{float(spread.get(k, 0.0)):.3f}</td>" for k in ("median_s", "p95_s", "max_s"))
+            + (f"<td>{_waiting_median(r)}</td>" if waits else "")
             + f"<td>{lag or '-'}</td></tr>"
         )
     out.append("</table>")
     for role, r in roles.items():
-        ops = r.get("operations") or {}
+        ops = dict(r.get("operations") or {})
+        if r.get("waiting"):  # a row like an operation's, after them: the workers' waits
+            ops[WAITING_ROW] = {**r["waiting"], "exclusive_s": r["waiting"]["total_s"], "calls": "-"}
         out.append(f"<h3>{html_text(role)}: {int(r.get('workers', 0))} worker(s)</h3>")
         if not ops:
             out.append("<p class='empty'>No operations in this role.</p>")
@@ -417,13 +428,19 @@ def _roles_section(summary: Mapping[str, Any]) -> str:
         )
         body = "".join(
             f"<tr><td>{html_text(name)}</td><td>{float(op.get('total_s', 0.0)):.3f}</td>"
-            f"<td>{float(op.get('exclusive_s', 0.0)):.3f}</td><td>{int(op.get('calls', 0))}</td>"
+            f"<td>{float(op.get('exclusive_s', 0.0)):.3f}</td><td>{op.get('calls', 0)}</td>"
             + "".join(f"<td>{float(op.get(k, 0.0)):.3f}</td>" for k in ("median_s", "p95_s", "max_s"))
             + "</tr>"
             for name, op in ops.items()
         )
         out.append(f"<table class='kernels'>{head}{body}</table>")
     return "\n".join(out)
+
+
+def _waiting_median(role: Mapping[str, Any]) -> str:
+    """A role's median worker's waits for its next command, or a dash (it recorded none)."""
+    waiting = role.get("waiting")
+    return f"{float(waiting['median_s']):.3f}" if waiting else "-"
 
 
 def _processes_section(summary: Mapping[str, Any]) -> str:
@@ -446,7 +463,11 @@ def _processes_section(summary: Mapping[str, Any]) -> str:
             f"<h3 id='process-{pid}'>{who}Process {pid}@{host}{done}</h3>"
             f"<p class='note'>wall {float(p.get('wall_s', 0.0)):.3f} s, {int(p.get('events', 0)):,} events;"
             f" {html_text(UNANNOTATED)} {float(p.get('unannotated_s', 0.0)):.3f} s;"
-            f" categories: {cats or 'none'}" + (f"; GPU-bound {gpu:.3f} s" if gpu else "") + nccl + "</p>"
+            + (f" {html_text(WAITING_ROW)} {float(p['waiting_s']):.3f} s;" if p.get("waiting_s") else "")
+            + f" categories: {cats or 'none'}"
+            + (f"; GPU-bound {gpu:.3f} s" if gpu else "")
+            + nccl
+            + "</p>"
         )
         ops = sorted_operations(p.get("operations") or {})
         if not ops:

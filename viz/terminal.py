@@ -12,8 +12,9 @@ import io
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rlscope import categories
 from rlscope.analysis.roles import headline_wall_s
-from rlscope.categories import UNANNOTATED
+from rlscope.categories import UNANNOTATED, WAITING_ROW
 from rlscope.text import printable
 from rlscope.viz.colors import category_color, operation_color
 from rlscope.viz.words import correction_details, correction_sentence, detail_sentence
@@ -57,6 +58,7 @@ GPU_CATEGORY_ORDER: tuple[str, ...] = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
 RESOURCE_KEYS: tuple[str, ...] = ("cpu_only", "gpu_only", "cpu_gpu")
 RESOURCE_LABELS: dict[str, str] = {"cpu_only": "CPU only", "gpu_only": "GPU only", "cpu_gpu": "CPU+GPU"}
 
+_WAITING = categories.CPU_CATEGORIES[categories.WAITING]  # the [waiting] row's category
 # Relative mismatch between the summed exclusive times and wall_s above which we say so in the output.
 _SUM_TOLERANCE = 0.005
 # how reports mark an operation or phase every instance of which was automatic, and what the mark means
@@ -343,6 +345,19 @@ def _summary_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
         *resource_cells(None),
         "-",
     )
+    waiting = float(summary.get("waiting_s", 0.0))
+    if waiting > 0:  # blocked for the next command outside operations: not work, not [unannotated]
+        excl_sum += waiting
+        table.add_row(
+            cell(WAITING_ROW, style="italic dim"),
+            _secs(waiting),
+            *raw_cell(float((summary.get("raw") or {}).get("waiting_s", 0.0))),
+            _pct(waiting, wall),
+            _secs(waiting),
+            *[_cat_cell(waiting if c == _WAITING else 0.0, waiting, compact) for c in cpu_cats],
+            *resource_cells(None),
+            "-",
+        )
 
     table.add_section()
     run_cats = summary.get("categories") or {}
@@ -405,6 +420,15 @@ def _phase_table(summary: Mapping[str, Any]) -> Columns:
         table.add_row(
             cell(f"  {UNANNOTATED}", style="italic"), _secs(unann), _pct(unann, pwall), _secs(unann), "-"
         )
+        waiting = float(phase.get("waiting_s", 0.0))
+        if waiting > 0:
+            table.add_row(
+                cell(f"  {WAITING_ROW}", style="italic dim"),
+                _secs(waiting),
+                _pct(waiting, pwall),
+                _secs(waiting),
+                "-",
+            )
     return table
 
 
@@ -427,8 +451,10 @@ def render_summary(
         console.print(cell(summary.get("hint") or "no operations recorded: all time is unannotated", "dim"))
 
     wall = float(summary.get("wall_s", 0.0))
-    excl_sum = sum(float(op.get("exclusive_s", 0.0)) for op in ops.values()) + float(
-        summary.get("unannotated_s", 0.0)
+    excl_sum = (
+        sum(float(op.get("exclusive_s", 0.0)) for op in ops.values())
+        + float(summary.get("unannotated_s", 0.0))
+        + float(summary.get("waiting_s", 0.0))
     )
     several = len(summary.get("processes") or []) > 1  # then run_line explains the sum
     if wall > 0 and abs(excl_sum - wall) > _SUM_TOLERANCE * wall and not several:
@@ -483,14 +509,21 @@ def render_summary(
 
 
 def _role_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
-    """Per role: its workers' busy time (time in operations) spread, the stragglers, the top operations."""
+    """Per role: its workers' busy time (time in operations) spread, their waits for the next command
+    (median worker), the stragglers, the top operations."""
     roles = summary.get("roles") or {}
     lagging = any(r.get("stragglers") for r in roles.values())  # a column of dashes says nothing
-    title = "per role (busy: time inside operations, per worker)" + ("" if lagging else "; no stragglers")
+    waits = any(r.get("waiting") for r in roles.values())
+    title = "per role (busy: time inside operations, per worker" + (
+        f"; {WAITING_ROW}: blocked for the next command, not work)" if waits else ")"
+    )
+    title += "" if lagging else "; no stragglers"
     table = Columns(title=title, title_justify="left", header_style="bold")
     table.add_column("role")
     for col in ("workers", "median s", "p95 s", "max s"):
         table.add_column(col, justify="right")
+    if waits:
+        table.add_column(f"{WAITING_ROW} median s", justify="right")
     if lagging:
         table.add_column("lagging (x median)")
     table.add_column("top operations (total s)")
@@ -503,6 +536,7 @@ def _role_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
             cell(role),
             str(r.get("workers", 0)),
             *(_secs(float(spread.get(k, 0.0))) for k in ("median_s", "p95_s", "max_s")),
+            *([_secs(float(r["waiting"]["median_s"])) if r.get("waiting") else "-"] if waits else []),
             *([cell(lag or "-", style="yellow" if lag else "")] if lagging else []),
             cell(top or "-"),
         )
@@ -511,18 +545,22 @@ def _role_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
 
 def _fitted_role_table(summary: Mapping[str, Any], console: Console) -> Table:
     first = ["top operations (total s)", "p95 s", "median s"]
-    return fit_table(lambda compact: _role_table(summary, compact), console, first, ["workers", "max s"])
+    then = ["workers", "max s", f"{WAITING_ROW} median s"]
+    return fit_table(lambda compact: _role_table(summary, compact), console, first, then)
 
 
 def _process_table(summary: Mapping[str, Any], compact: bool = False) -> Columns:
-    """One compact row per process: its wall, its operations' time, its unannotated and GPU time."""
+    """One compact row per process: its wall, its operations' time, its unannotated, waiting and GPU time."""
     processes = summary.get("processes") or []
     gpu = any(float(p.get("gpu_bound_s", 0.0)) > 0 for p in processes)
+    waits = any(float(p.get("waiting_s", 0.0)) > 0 for p in processes)
     table = Columns(title="per process", title_justify="left", header_style="bold")
     table.add_column("process")
     table.add_column("wall s", justify="right")
     table.add_column("in ops s", justify="right")
     table.add_column("unannot. s", justify="right")
+    if waits:
+        table.add_column("waiting s", justify="right")
     if gpu:
         table.add_column("GPU-bound s", justify="right")
     nccl = any("nccl_s" in p for p in processes)  # rlscope.analysis.nccl
@@ -543,6 +581,7 @@ def _process_table(summary: Mapping[str, Any], compact: bool = False) -> Columns
             _secs(float(p.get("wall_s", 0.0))),
             _secs(sum(float(o.get("exclusive_s", 0.0)) for o in ops.values())),
             _secs(float(p.get("unannotated_s", 0.0))),
+            *([_secs(float(p["waiting_s"])) if p.get("waiting_s") else "-"] if waits else []),
             *([_secs(float(p.get("gpu_bound_s", 0.0)))] if gpu else []),
             *([_secs(float(p["nccl_s"])) if "nccl_s" in p else "-", cell(_nccl_by_op(p))] if nccl else []),
             cell(top or "-"),

@@ -26,6 +26,8 @@ from rlscope.trace.reader import ProcessTrace, Trace, name_of
 
 UNANNOTATED, NO_PHASE = categories.UNANNOTATED, categories.NO_PHASE
 NCAT = len(categories.CATEGORY_NAMES)
+# categories every window records, each instance's own: taken as recorded, not split like the full windows
+_AS_RECORDED = [categories.COMPILE, categories.WAITING]
 
 CPU_TIME_SCHEMA = pa.schema(
     [
@@ -208,7 +210,8 @@ def _split_like_full_windows(
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
     only the full windows see the split, and it stands for the operation's whole time. Compile time
-    (every window records it, and a few instances hold all of it: a first call) stays as recorded.
+    (every window records it, and a few instances hold all of it: a first call) and waiting (every
+    window records it, and it is no part of the work the split describes) stay as recorded.
     """
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     inst_name = np.append(tl.inst_name, -1)
@@ -231,13 +234,13 @@ def _split_like_full_windows(
     f = mode[rows] == S.WINDOW_FULL
     np.add.at(cat_full, (inv[f], cat[f]), d[f])
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
-    compiling = cat_all[:, categories.COMPILE].copy()
-    cat_all[:, categories.COMPILE] = cat_full[:, categories.COMPILE] = 0.0
+    as_recorded = cat_all[:, _AS_RECORDED].copy()
+    cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0
     for k, (p, o, m) in enumerate(uniq.tolist()):
         # never in a full window: the light windows' (python) time as it is
         shares = cat_full[k] if cat_full[k].sum() > 0 else cat_all[k]
         seconds = cat_all[k].sum() * (shares / shares.sum()) if shares.sum() > 0 else np.zeros(NCAT)
-        seconds[categories.COMPILE] = compiling[k]
+        seconds[_AS_RECORDED] = as_recorded[k]
         for c in np.flatnonzero(seconds):
             out["pid"].append(pid)
             out["phase"].append(_name(names, p, NO_PHASE))

@@ -3,9 +3,11 @@
 A process's role is what it does in the job: the Ray actor class or task function
 (``ray.role`` in its metadata, rlscope/ray.py), ``driver`` for a Ray driver, else ``main`` for the
 process that started the others and ``child`` for the rest. Per role the summary gives the operation
-breakdown summed over its workers, the spread of each worker's busy time (time inside any operation:
-median, p95, max) and the *stragglers*, workers busy more than ``STRAGGLER_RATIO`` times the role's
-median. Built from the summary's per-process entries only.
+breakdown summed over its workers, the spread of each worker's busy time (time inside any operation,
+its waits left out: median, p95, max), the spread of its waits for the next command or task
+(``waiting``, where any were recorded: rlscope/runtime/waits.py) and the *stragglers*, workers busy
+more than ``STRAGGLER_RATIO`` times the role's median. Built from the summary's per-process entries
+only.
 
 Roles are listed launcher first (``driver``, ``torchrun agent``, ``main``: the process that started
 the others), then by name; the report's timeline
@@ -19,12 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from rlscope.categories import CPU_CATEGORIES, WAITING
 from rlscope.trace.reader import Trace, parent_pid
 
 STRAGGLER_RATIO = 1.25  # a worker busier than this times its role's median lags
 DDP_RANK = "ddp rank"  # a torch.distributed rank (WORLD_SIZE in its environment), labelled "rank N"
 TORCHRUN_AGENT = "torchrun agent"  # the process that started DDP ranks
 LAUNCHER_ROLES = ("driver", TORCHRUN_AGENT, "main")  # listed first: they started the others
+_WAITING = CPU_CATEGORIES[WAITING]  # blocked for the next command: not busy
 
 __all__ = [
     "DDP_RANK",
@@ -74,8 +78,10 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 
 def _busy(entry: dict[str, Any]) -> float:
-    """A process's time inside any operation (exclusive times add up to it)."""
-    return float(sum(e["exclusive_s"] for e in entry["operations"].values()))
+    """A process's time inside any operation (exclusive times add up to it), less any wait for its next
+    command an operation held (a program's own ``rlscope.waiting()`` inside a scope): waits are not work."""
+    ops = entry["operations"].values()
+    return float(sum(e["exclusive_s"] - (e.get("categories") or {}).get(_WAITING, 0.0) for e in ops))
 
 
 def role_order(entries: list[dict[str, Any]]) -> list[str]:
@@ -124,6 +130,9 @@ def _roles(processes: list[dict[str, Any]]) -> dict[str, Any]:
             "stragglers": stragglers,
             "operations": dict(sorted(ops.items(), key=lambda kv: -kv[1]["total_s"])),
         }
+        waits = [float(p.get("waiting_s", 0.0)) for p in members]
+        if any(waits):  # the workers' waits for their next command, shaped like an operation's row
+            out[role]["waiting"] = {"total_s": sum(waits), **_spread(waits)}
     return out
 
 
@@ -201,18 +210,19 @@ def headline(entries: list[dict[str, Any]]) -> tuple[list[int], str]:
 
 def over_processes(figures: dict[str, Any]) -> dict[str, Any]:
     """Every process's own figures summed (a summary, or its ``raw``/``corrected``): per operation its
-    ``calls``, ``exclusive_s`` and ``total_s``, and ``unannotated_s``; the CPU time of the whole job,
-    where the headline figures are its critical process's (:func:`headline`)."""
+    ``calls``, ``exclusive_s`` and ``total_s``, ``unannotated_s`` and ``waiting_s``; the CPU time of the
+    whole job, where the headline figures are its critical process's (:func:`headline`)."""
     ops: dict[str, dict[str, float]] = {}
-    unannotated = 0.0
+    unannotated = waiting = 0.0
     for p in figures.get("processes") or []:
         unannotated += float(p.get("unannotated_s", 0.0))
+        waiting += float(p.get("waiting_s", 0.0))
         for name, o in (p.get("operations") or {}).items():
             acc = ops.setdefault(name, {"calls": 0, "exclusive_s": 0.0, "total_s": 0.0})
             acc["calls"] += int(o.get("calls", 0))
             acc["exclusive_s"] += float(o.get("exclusive_s", 0.0))
             acc["total_s"] += float(o.get("total_s", 0.0))
-    return {"operations": ops, "unannotated_s": unannotated}
+    return {"operations": ops, "unannotated_s": unannotated, "waiting_s": waiting}
 
 
 def headline_wall_s(summary: dict[str, Any]) -> float:

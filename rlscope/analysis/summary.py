@@ -12,11 +12,13 @@ from typing import Any
 
 from rlscope.analysis import roles
 from rlscope.analysis.breakdown import EXCLUSIVE, TOTAL, UNANNOTATED, ProcessBreakdown
+from rlscope.categories import CPU_CATEGORIES, WAITING
 from rlscope.overhead.correct import CorrectionPlan
 from rlscope.trace.header import recorded_options
 from rlscope.trace.reader import TraceHeader, clock_offset
 
 SUMMARY_SCHEMA = "rlscope.summary/1"
+_WAITING = CPU_CATEGORIES[WAITING]  # time outside operations in it is ``waiting_s``, not ``unannotated_s``
 
 
 def _op_entry() -> dict[str, Any]:
@@ -64,13 +66,17 @@ def _fill_operations(
     op_rows: list[dict[str, Any]],
     gpu_rows: list[dict[str, Any]],
     noise_rows: list[dict[str, Any]] = (),  # type: ignore[assignment]
-) -> float:
-    """Accumulate operation entries from table rows; returns the unannotated seconds seen."""
-    unannotated = 0.0
+) -> tuple[float, float]:
+    """Accumulate operation entries from table rows; returns the unannotated and the waiting seconds
+    seen (time outside operations, apart from and in the ``waiting`` category)."""
+    unannotated = waiting = 0.0
     _fill_noise(ops_out, list(noise_rows))
     for r in cpu_rows:
         if r["operation"] == UNANNOTATED:
-            unannotated += r["seconds"]
+            if r["category"] == _WAITING:
+                waiting += r["seconds"]
+            else:
+                unannotated += r["seconds"]
             continue
         e = ops_out.setdefault(r["operation"], _op_entry())
         e["exclusive_s"] += r["seconds"]
@@ -86,7 +92,13 @@ def _fill_operations(
         e["resources"]["cpu_only"] += r["cpu_only_s"]
         e["resources"]["gpu_only"] += r["gpu_only_s"]
         e["resources"]["cpu_gpu"] += r["cpu_gpu_s"]
-    return unannotated
+    return unannotated, waiting
+
+
+def _waiting(seconds: float) -> dict[str, float]:
+    """``waiting_s``, where there was any: a process blocked for its next command or task outside
+    operations (rlscope/runtime/waits.py), its own row beside ``unannotated_s``."""
+    return {"waiting_s": seconds} if seconds > 0 else {}
 
 
 def _finish(ops: dict[str, dict[str, Any]], automatic: dict[str, bool]) -> dict[str, dict[str, Any]]:
@@ -129,7 +141,7 @@ def _by_total(d: dict[str, float]) -> dict[str, float]:
 def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows: list) -> dict[str, Any]:
     """One process's own figures: its operations, categories and GPU time (the run's are summed)."""
     operations: dict[str, dict[str, Any]] = {}
-    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows, b.noise.to_pylist())
+    unannotated, waiting = _fill_operations(operations, cpu_rows, op_rows, gpu_rows, b.noise.to_pylist())
     cats: dict[str, float] = defaultdict(float)
     for r in cpu_rows:
         cats[r["category"]] += r["seconds"]
@@ -143,6 +155,7 @@ def _process_entry(b: ProcessBreakdown, cpu_rows: list, op_rows: list, gpu_rows:
         "events": b.events,
         "complete": b.complete,
         "unannotated_s": unannotated,
+        **_waiting(waiting),
         "categories": _by_total(cats),
         "gpu_categories": _by_total(gpu_cats),
         "gpu_bound_s": b.gpu.get("gpu_bound_s", 0.0),
@@ -171,7 +184,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
     noise_rows = [r for b in breakdowns for r in b.noise.to_pylist()]
 
     operations: dict[str, dict[str, Any]] = {}
-    unannotated = _fill_operations(operations, cpu_rows, op_rows, gpu_rows, noise_rows)
+    unannotated, waiting = _fill_operations(operations, cpu_rows, op_rows, gpu_rows, noise_rows)
     automatic = _automatic(breakdowns)
     gpu_cats: dict[str, float] = defaultdict(float)
     unattributed_gpu: dict[str, float] = defaultdict(float)
@@ -183,13 +196,13 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
     unannotated_cats: dict[str, float] = defaultdict(float)
     for r in cpu_rows:
         cats[r["category"]] += r["seconds"]
-        if r["operation"] == UNANNOTATED:
+        if r["operation"] == UNANNOTATED and r["category"] != _WAITING:
             unannotated_cats[r["category"]] += r["seconds"]
 
     phases: dict[str, Any] = {}
     for ph in dict.fromkeys(r["phase"] for r in cpu_rows + op_rows + gpu_rows):
         ph_ops: dict[str, dict[str, Any]] = {}
-        ph_unann = _fill_operations(
+        ph_unann, ph_waiting = _fill_operations(
             ph_ops,
             [r for r in cpu_rows if r["phase"] == ph],
             [r for r in op_rows if r["phase"] == ph],
@@ -199,6 +212,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
         phases[ph] = {
             "wall_s": sum(b.phase_wall_s.get(ph, 0.0) for b in breakdowns),
             "unannotated_s": ph_unann,
+            **_waiting(ph_waiting),
             "auto": automatic.get(ph, False),
             "operations": _finish(ph_ops, automatic),
         }
@@ -215,6 +229,7 @@ def _figures(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> dict[str
     return {
         "wall_s": wall,
         "unannotated_s": unannotated,
+        **_waiting(waiting),
         "wall_noise_s": _wall_noise(breakdowns),
         "categories": _by_total(cats),
         "unannotated_categories": dict(unannotated_cats),

@@ -23,7 +23,9 @@ scenario matches its operation and category, or its process's role; 0 for k = in
   call's operation and ``cuda_api`` category.
 - **Workers**: a process whose parent (``run_parent``, else ``ppid``) is in the trace and spent time in
   operations (an AsyncVectorEnv or SubprocVecEnv learner, a Pool's caller) is the parent's worker. Its
-  time outside operations in ``python`` (or ``rlscope``) is waiting for its next command, so its work
+  time outside operations in ``waiting`` (or ``rlscope``) is waiting for its next command: the receive of
+  its loop, recorded (rlscope/runtime/waits.py, ``rlscope.waiting()``); a worker that recorded no wait runs
+  a loop rlscope does not know, and its time outside operations in ``python`` waits too. So its work
   spans (maximal stretches in operations or in simulator, backend or CUDA code) start no earlier than the
   parent's clock reached their recorded start. The parent waits: the innermost operation instance open on
   its main thread when a worker's span ended (the maximal stretch where it is innermost) waits, from the
@@ -94,8 +96,12 @@ ALL, GPU = "all", "gpu"  # targets of an operation besides its CPU categories: a
 ELASTIC = 0  # the key of waiting time: derived by the replay, never a duration
 PATH_SEGMENTS = 12  # the critical path's longest segments listed in the summary
 _NCODE = 16  # category codes are below this: a key's code is (name id + 1) * _NCODE + category
-_IDLE = (categories.PYTHON, categories.PROFILER)  # a worker outside operations in these waits
-_NOT_TARGETS = frozenset({categories.CPU_CATEGORIES[categories.PROFILER]})  # rlscope's own time
+_WAITING = categories.CPU_CATEGORIES[categories.WAITING]
+# a worker outside operations in these waits: its recorded waits, else (no wait recorded) its Python too
+_IDLE = frozenset(categories.CPU_CATEGORIES[c] for c in (categories.WAITING, categories.PROFILER))
+_IDLE_UNRECORDED = _IDLE | {categories.CPU_CATEGORIES[categories.PYTHON]}
+# rlscope's own time and waits: no scenario makes them faster
+_NOT_TARGETS = frozenset({categories.CPU_CATEGORIES[categories.PROFILER], _WAITING})
 _GPU_NAMES = frozenset(categories.GPU_CATEGORIES.values())
 _CHUNK = 1 << 15  # entries replayed at once (times the scenarios: the largest temporary array)
 
@@ -388,7 +394,7 @@ def process_inputs(
         )
         for c in codes.tolist()
     ]
-    idle_key = np.array([False] + [c // _NCODE == 0 and c % _NCODE in _IDLE for c in codes.tolist()])
+    idle_key = _idle_keys(keys)
     working = bool((run_inst >= 0).any())
     # a waiting call: its time up to the GPU work's end is waiting, the rest its own
     sync_m = np.clip(sync_g, sync_s, sync_e)
@@ -450,9 +456,12 @@ def process_inputs(
 
 
 def _idle_keys(keys: list[tuple[str, str]]) -> np.ndarray:
-    """Keys of time outside operations in ``python`` or ``rlscope``: a worker waiting for its command."""
-    idle = {categories.CPU_CATEGORIES[c] for c in _IDLE}
-    return np.array([i > 0 and op == UNANNOTATED and cat in idle for i, (op, cat) in enumerate(keys)], bool)
+    """Keys of a worker waiting for its command: time outside operations in ``waiting`` or ``rlscope``
+    where the process recorded its waits, else (a loop rlscope does not know) in ``python`` too."""
+    outside = [i > 0 and op == UNANNOTATED for i, (op, _) in enumerate(keys)]
+    recorded = any(o and cat == _WAITING for o, (_, cat) in zip(outside, keys, strict=True))
+    idle = _IDLE if recorded else _IDLE_UNRECORDED
+    return np.array([o and cat in idle for o, (_, cat) in zip(outside, keys, strict=True)], bool)
 
 
 def _stretch_of_entries(x: ProcessInputs) -> np.ndarray:
