@@ -153,7 +153,10 @@ def _wrapper_classes() -> tuple[type, type]:
         def reset(self, **kwargs: Any) -> Any:
             return _simulated(self.env.reset, **kwargs)
 
-    class SimulatorVectorWrapper(gym.vector.VectorWrapper):
+    # gymnasium 1.x; 0.26-0.29 (PufferLib 2.0 pins 0.29) name it VectorEnvWrapper
+    vector_wrapper = getattr(gym.vector, "VectorWrapper", None) or gym.vector.VectorEnvWrapper
+
+    class SimulatorVectorWrapper(vector_wrapper):  # type: ignore[valid-type,misc]
         """Records vector ``step``/``reset`` as simulator time."""
 
         _rlscope_simulator = True

@@ -7,10 +7,12 @@ runs (one flag read per call otherwise).
 
 - stable-baselines3 (``sb3``): ``collect_rollouts`` is ``rollout``, ``train`` is ``update`` (PPO,
   A2C, DQN, SAC, TD3 and their subclasses), ``VecEnv`` ``step``/``reset`` are ``simulation``.
-- TorchRL (``torchrl``): a collector's rollout is ``rollout``, a loss module's forward and the
-  optimizer step after it are ``update``.
+- TorchRL (``torchrl``): a collector's rollout is ``rollout``, a loss module's or value
+  estimator's call and the optimizer step after it are ``update``.
 - RLlib's new API stack (``rllib``): ``EnvRunner.sample`` is ``rollout``, ``Learner.update`` is
   ``update``, in the Ray workers that ``rlscope run`` profiles (rlscope/ray.py).
+- PufferLib (``pufferlib``): a ``pufferlib.vector`` backend's ``step``/``reset``/``send``/``recv``/
+  ``async_reset`` are ``simulation``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ ADAPTERS = (
     ("stable_baselines3", "sb3"),
     ("torchrl", "torchrl"),
     ("ray.rllib", "rllib"),
+    ("pufferlib.vector", "pufferlib"),
 )
 
 

@@ -1,10 +1,14 @@
-"""TorchRL: a collector's ``rollout`` is the ``rollout`` phase; a loss module's call opens the
-``update`` phase, which the next optimizer step ends; an env's ``step``/``reset``/
-``step_and_maybe_reset`` is ``simulation`` (the outermost call).
+"""TorchRL: a collector's ``rollout`` is the ``rollout`` phase; a loss module's or a value
+estimator's (GAE, TD(lambda)) call opens the ``update`` phase, which the next optimizer step ends;
+an env's ``step``/``reset``/``step_and_maybe_reset`` is ``simulation`` (the outermost call).
 
 The policy's forward inside the collector runs with autograd off (the collector's own
 ``torch.no_grad()``), so the generic ``inference`` finds it; the loss module's forward is the first
-grad-enabled module call of the update, so ``backprop`` starts with it.
+grad-enabled module call of the update, so ``backprop`` starts with it. A value estimator turns
+autograd off inside its forward (``differentiable=False``, the default), not around its call: TorchRL's
+PPO tutorial calls GAE with autograd on, which would otherwise open ``backprop`` at GAE,
+before the update phase. Its call is ``inference`` (in the update phase), called in a
+``torch.no_grad()`` block or not.
 """
 
 from __future__ import annotations
@@ -40,3 +44,12 @@ def apply(torchrl: Any) -> None:
     loss = _class("torchrl.objectives.common", "LossModule")
     if loss is not None:
         auto_ops.update_phase_starts_at(loss)
+    estimator = _class("torchrl.objectives.value.advantages", "ValueEstimatorBase")
+    if estimator is not None:
+        auto_ops.update_phase_starts_at(estimator)
+        auto_ops.grad_mode_set_inside(estimator, _estimator_grad)
+
+
+def _estimator_grad(estimator: Any, grad: bool) -> bool:
+    """A value estimator's forward runs under ``torch.set_grad_enabled(self.differentiable)``."""
+    return bool(getattr(estimator, "differentiable", grad))
