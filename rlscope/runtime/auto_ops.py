@@ -56,6 +56,10 @@ _torch_handles: list[Any] = []  # what install_torch put on, for uninstall_torch
 # module classes whose call starts a library's ``update`` phase, ended by the next optimizer step
 # (TorchRL's loss modules: rlscope/runtime/adapters/torchrl.py)
 _update_modules: tuple[type, ...] = ()
+# module classes that set autograd themselves inside their forward, each with the mode it sets
+# (given the module and the mode at the call): TorchRL's value estimators run with autograd as their
+# ``differentiable`` says, so a GAE called with autograd on is inference, not the start of backprop
+_grad_set_inside: tuple[tuple[type, Callable[[Any, bool], bool]], ...] = ()
 
 
 class _Thread(threading.local):
@@ -206,6 +210,39 @@ def update_phase_starts_at(cls: type) -> None:
         _update_modules = (*_update_modules, cls)
 
 
+def grad_mode_set_inside(cls: type, mode: Callable[[Any, bool], bool]) -> None:
+    """A ``cls`` module sets autograd itself in its forward, to ``mode(module, mode_at_call)``: its
+    call is inference or backprop by that mode, not by the one at the call."""
+    global _grad_set_inside
+    if all(c is not cls for c, _ in _grad_set_inside):
+        _grad_set_inside = (*_grad_set_inside, (cls, mode))
+
+
+def _grad_mode(torch: Any, module: Any) -> bool:
+    """The autograd mode a module call runs its forward in."""
+    grad = torch.is_grad_enabled()
+    for cls, mode in _grad_set_inside:
+        if isinstance(module, cls):
+            return bool(mode(module, grad))
+    return grad
+
+
+def _begin_update_phase(t: _Thread) -> None:
+    """Open the update phase at a loss module's call, around the automatic operation open then
+    rather than inside it: a phase begun inside an operation would hold part of it (the operation
+    longer than the phase's own time). A grad-enabled forward before the loss's (a value network's)
+    opened that operation; it ends here, and the call opens the next inside the phase."""
+    ph = phase(UPDATE)
+    if not _would_open(ph):
+        return
+    for attr in ("update", "inference"):
+        op = getattr(t, attr)
+        if op is not None:
+            setattr(t, attr, None)
+            _close(t, op)
+    t.update_phase = ph.__enter__()
+
+
 def _end_update_phase(t: _Thread) -> None:
     if t.update_phase is not None:
         ph, t.update_phase = t.update_phase, None
@@ -221,8 +258,8 @@ def _outer_call(t: _Thread, torch: Any, module: Any) -> None:
     if t.candidates == 0 and isinstance(module, torch.fx.GraphModule) and not torch.is_grad_enabled():
         return  # a compiled function's graph, run by AOT autograd with autograd off: not inference
     if _update_modules and t.update_phase is None and isinstance(module, _update_modules):
-        t.update_phase = phase(UPDATE).__enter__()
-    if torch.is_grad_enabled():
+        _begin_update_phase(t)
+    if _grad_mode(torch, module):
         if t.update is None and t.inference is None:
             t.update = _open(BACKPROP)
     elif t.update is None and t.inference is None:
@@ -381,8 +418,7 @@ class _Phase:
         self.opened = False
 
     def __enter__(self) -> _Phase:
-        s = _session
-        if _on and s is not None and not s.thread_state().phases:
+        if _would_open(self):
             self.scope.__enter__()
             self.opened = True
         return self
@@ -392,6 +428,12 @@ class _Phase:
             self.opened = False
             if _on:
                 self.scope.__exit__(None, None, None)
+
+
+def _would_open(ph: _Phase) -> bool:
+    """Whether the phase opens if entered now: a session runs and no phase is open on the thread."""
+    s = _session
+    return _on and s is not None and not s.thread_state().phases
 
 
 def in_phase(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
