@@ -24,6 +24,7 @@ import argparse
 import collections
 import gzip
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -43,18 +44,31 @@ def _ppo(args: argparse.Namespace, result: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _run(cmd: list[str]) -> float:
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if r.returncode != 0:
         raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
     return time.perf_counter() - t0
 
 
-def xprof_scopes(trace_dir: Path) -> dict[str, Any]:
-    """GPU seconds per outermost named scope from XProf's perfetto trace (its GPU events, less the
-    autotuning XLA runs while compiling), read from the HLO op path each event carries."""
-    from rlscope.collectors.jax_hlo import scope_path
+def hlo_dumps(dump_dir: Path) -> dict[str, dict[str, str]]:
+    """module -> {instruction's kernel name: named-scope path}, from XLA's own dump of the optimized HLO
+    of each executable (``--xla_dump_to``) in the XProf run."""
+    from rlscope.collectors.jax_hlo import kernels
+
+    out: dict[str, dict[str, str]] = {}
+    for f in sorted(dump_dir.glob("*after_optimizations.txt")):
+        module = f.name.split(".")[1]
+        out.setdefault(module, {}).update(dict(kernels(f.read_text())))
+    return out
+
+
+def xprof_scopes(trace_dir: Path, dump_dir: Path, module: str) -> dict[str, Any]:
+    """GPU seconds per outermost named scope of ``module``'s events in XProf's perfetto trace: each GPU
+    event names the HLO instruction XLA annotated its launch with (``args.hlo_op``), whose named scopes
+    XLA's dump of that module holds."""
+    from rlscope.collectors.jax_hlo import kernel_name
 
     files = sorted(trace_dir.rglob("perfetto_trace.json.gz"))
     if not files:
@@ -69,37 +83,32 @@ def xprof_scopes(trace_dir: Path) -> dict[str, Any]:
         and e.get("name") == "process_name"
         and "GPU" in str(e.get("args", {}).get("name"))
     }
-    gpu_events = [e for e in events if e.get("ph") == "X" and e.get("pid") in gpu_pids]
-    by_key: dict[str, collections.Counter[str]] = {}
-    compiling = 0.0
-    for key in ("name", "long_name", "tf_op"):
-        scopes: collections.Counter[str] = collections.Counter()
-        for e in gpu_events:
-            args = e.get("args") or {}
-            if str(args.get("tf_op", "")).startswith("XlaCompile"):
-                compiling += float(e.get("dur", 0.0)) / 1e6 if key == "name" else 0.0
-                continue
-            path = str(args.get(key) or "").split(":")[0]
-            top = scope_path(path).split("/")[0] if "/" in path else ""
-            scopes[top or "[no named scope]"] += float(e.get("dur", 0.0)) / 1e6
-        by_key[key] = scopes
-    # the key whose paths name the most time: the one holding the HLO op's full name
-    best = max(by_key, key=lambda k: sum(v for s, v in by_key[k].items() if s != "[no named scope]"))
-    heavy = collections.Counter()
-    for e in gpu_events:
-        heavy[e.get("name")] += float(e.get("dur", 0.0))
-    samples = {}
-    for e in gpu_events:
-        if e.get("name") in dict(heavy.most_common(12)) and e.get("name") not in samples:
-            samples[e.get("name")] = e.get("args")
+    paths = hlo_dumps(dump_dir).get(module, {})
+    scopes: collections.Counter[str] = collections.Counter()
+    other: collections.Counter[str] = collections.Counter()  # events of other modules, or none
+    unmapped = 0.0
+    events_in = 0
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") not in gpu_pids:
+            continue
+        args = e.get("args") or {}
+        dur = float(e.get("dur", 0.0)) / 1e6
+        if args.get("hlo_module") != module:
+            other[str(args.get("hlo_module"))] += dur
+            continue
+        events_in += 1
+        path = paths.get(kernel_name(str(args.get("hlo_op", ""))))
+        if path is None:
+            unmapped += dur
+            path = ""
+        scopes[path.split("/")[0] or "[no named scope]"] += dur
     return {
         "file": str(files[-1]),
-        "key": best,
-        "scopes": dict(by_key[best]),
-        "by_key": {k: dict(v) for k, v in by_key.items()},
-        "compiling_s": compiling,
-        "events": len(gpu_events),
-        "samples": samples,
+        "scopes": dict(scopes),
+        "events": events_in,
+        "unmapped_s": unmapped,
+        "instructions_dumped": len(paths),
+        "other_modules_s": dict(other.most_common(8)),
     }
 
 
@@ -160,8 +169,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"args": vars(args)}
 
     # 1. device time by named scope: rlscope against XProf, per update after the first
-    _run([py, *_ppo(args, work / "xprof.json"), "--jax-trace", str(work / "xprof")])
-    xp = xprof_scopes(work / "xprof")
+    dump = work / "xla_dump"
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_as_text"
+    _run([py, *_ppo(args, work / "xprof.json"), "--jax-trace", str(work / "xprof")], {"XLA_FLAGS": flags})
+    xp = xprof_scopes(work / "xprof", dump, "jit_update")
     updates = json.loads((work / "xprof.json").read_text())["updates"]
     _run([py, "-m", "rlscope.cli.main", "run", "--trace-dir", str(work / "trace"), "--no-analyze", "--",
           py, *_ppo(args, work / "profiled.json")])  # fmt: skip
@@ -171,25 +182,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = json.loads((work / "summary.json").read_text())
     ds = summary.get("device_scopes") or {}
     calls = summary["operations"].get("update", {}).get("calls", 0)
-    ours = {k: v["gpu_s"] / max(calls, 1) for k, v in (ds.get("scopes") or {}).items()}
+    ours = {k: v["per_call_s"].get("update", 0.0) for k, v in (ds.get("scopes") or {}).items()}
     theirs = {k: v / max(updates, 1) for k, v in xp["scopes"].items()}
     out["device_scopes"] = {
         "rlscope_per_update_s": ours,
         "xprof_per_update_s": theirs,
         "error": {k: ours.get(k, 0.0) / v - 1 for k, v in theirs.items() if v > 0},
+        "total_error": sum(ours.values()) / sum(theirs.values()) - 1 if sum(theirs.values()) else None,
         "rlscope_joined_by_name": ds.get("joined_by_name"),
         "rlscope_joined_by_neighbour": ds.get("joined_by_neighbour"),
+        "rlscope_compiling_s": ds.get("compiling_s"),
         "rlscope_update_calls": calls,
         "xprof_updates": updates,
-        "xprof_events": xp["events"],
-        "xprof_key": xp["key"],
-        "xprof_by_key": xp["by_key"],
-        "xprof_compiling_s": xp["compiling_s"],
-        "xprof_samples": xp["samples"],
+        "xprof": {k: v for k, v in xp.items() if k != "scopes"},
         "rlscope_rows": ds.get("rows"),
         "compile": summary.get("compile"),
         "wall_s": summary.get("wall_s"),
-        "gpu_bound_s": summary.get("gpu_bound_s"),
         "warnings": summary.get("warnings"),
     }
     out["device_scopes"]["unjoined_kernels"] = unjoined(work / "trace")
@@ -200,6 +208,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(json.dumps(out["compile_check"]), flush=True)
 
     # 3. slowdown, interleaved
+    if args.reps < 1:
+        (work / "jax_gpu_check.json").write_text(json.dumps(out, indent=1, default=str))
+        return out
     plain_w, prof_w, plain_p, prof_p = [], [], [], []
     for rep in range(args.reps):
         for variant in ("plain", "rlscope") if rep % 2 == 0 else ("rlscope", "plain"):

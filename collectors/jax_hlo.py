@@ -56,7 +56,9 @@ _BRANCH = re.compile(r"^branch_\d+(_fun)?$")
 _WRAPPED = re.compile(r"^(\w+)\((.*)\)$")
 _CALLS = ("jit", "pjit", "xla_pmap", "pmap", "xla_call")
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\S+\s+([\w\-]+)\(")
+# ``name = type opcode(operands)``; a type is a shape (``f32[4,8]{1,0}``) or a tuple of them, neither of
+# which holds a word directly followed by '(': the first such word is the opcode
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*[^=]*?\s([a-z][\w\-]*)\(")
 _CALLED = re.compile(r"(?:calls|to_apply)=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 # instructions that launch no kernel of their own

@@ -161,3 +161,49 @@ def test_a_jitted_function_s_named_scopes_are_recorded(tmp_path):
         if name_of(proc.names, r["module"], "") == "jit_update"
     }
     assert "backprop/inference" in paths  # the gradient through the policy, inside the scan's loop
+
+
+def test_figures_per_recorded_call_and_compile_time_kernels_set_apart(fake_session):
+    """Two update calls, kernels recorded for one (GPU tracing in full windows only): per call is that
+    call's, the run's is per call x calls; a kernel launched while compiling (autotuning) is no scope's."""
+    sess, clock = fake_session
+    with sess:
+        t0 = clock.now
+        for _ in range(2):
+            with rlscope.scope("update"):
+                clock.advance(1000)
+        ids = {n: annotate.intern(n) for n in ("sort_3", "sort_3_1", "m", "jit(update)")}
+        path = annotate.intern("simulation")
+    thread = sess.thread_states()[0].thread
+    write_stream(sess.process_dir / S.HLO_FILE, S.HLO_COLUMNS_DOC, [(ids["m"], ids["sort_3"], path, t0)])
+    compile_row = (t0 + 100, t0 + 300, thread, S.COMPILE_BACKEND, ids["jit(update)"])
+    write_stream(sess.process_dir / S.COMPILE_FILE, S.COMPILE_COLUMNS_DOC, [compile_row])
+    rows = [
+        (C.CUDA_API, t0 + 200, t0 + 210, 1, thread, -1, -1, 0, 0),  # inside the compilation
+        (C.CUDA_API, t0 + 500, t0 + 510, 2, thread, -1, -1, 0, 0),
+        (C.CUDA_API, t0 + 600, t0 + 610, 3, thread, -1, -1, 0, 0),
+        (C.GPU_KERNEL, t0 + 250, t0 + 290, 1, -1, 0, 7, ids["sort_3"], 0),
+        (C.GPU_KERNEL, t0 + 700, t0 + 730, 2, -1, 0, 7, ids["sort_3"], 0),
+        (C.GPU_KERNEL, t0 + 740, t0 + 750, 3, -1, 0, 7, ids["sort_3_1"], 0),  # a second kernel of sort.3
+    ]
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, sorted(rows, key=lambda r: r[1]))
+    d = summary_of(sess.trace_dir)["device_scopes"]
+    assert d["compiling_s"] == pytest.approx(40 * S_)
+    (row,) = d["rows"]
+    assert row["calls_recorded"] == 1 and row["kernels"] == 2 and row["path"] == "simulation"
+    assert row["per_call_s"] == pytest.approx(40 * S_)
+    assert row["gpu_s"] == pytest.approx(2 * 40 * S_)  # two calls in the trace
+    assert d["scopes"]["simulation"]["per_call_s"] == {"update": pytest.approx(40 * S_)}
+    assert d["joined_by_name"] == 1.0
+
+
+def test_tuple_typed_instructions_are_kernels():
+    text = """ENTRY %main (a: f32[4]) -> f32[4] {
+  %input_reduce_fusion.2 = (f32[4]{0}, f32[4]{0}) fusion(%a), kind=kInput, calls=%f, \
+metadata={op_name="jit(u)/backprop/r"}
+  %sort.3 = (f32[8]{0}, s32[8]{0}) sort(%a, %b), dimensions={0}, to_apply=%cmp, \
+metadata={op_name="jit(u)/sort"}
+  ROOT %t = ((f32[], f32[]), s32[]) tuple(%a, %b)
+}
+""".replace("\\\n", "")
+    assert dict(jax_hlo.kernels(text)) == {"input_reduce_fusion_2": "backprop", "sort_3": ""}

@@ -6,83 +6,110 @@ the named scopes of the code it came from, in the HLO metadata recorded per exec
 (collectors/jax_hlo.py, ``hlo.arrows``). Here each kernel is joined to its instruction by name:
 
 - **by name**: the kernel's name is an instruction's of a recorded module (XLA names fusions'
-  kernels after them). Where several modules hold an instruction of that name under different scopes,
-  the module compiled last before the kernel's launch is taken;
+  kernels after them; a second kernel of one instruction gets a ``_1`` suffix). Where several modules
+  hold an instruction of that name under different scopes, the module compiled last before the
+  kernel's launch is taken;
 - **by neighbour**: a kernel XLA did not name (a cuBLAS or cuDNN kernel of a library call) takes the
   scope of the kernel launched just before it by the same operation call (CUPTI's correlation order):
   a library call runs between the fusions that make its operands and use its result, in the same scope;
 - otherwise it is in no named scope. Copies and memsets carry no name: no named scope.
 
-Kernel time is CUPTI's, as in the rest of the GPU figures; it is not corrected (rlscope adds no time
-to a kernel). A scope is reported at its outermost name (``backprop`` for ``backprop/inference``: a
-gradient taken in a ``backprop`` scope through a policy's ``inference`` scope is backprop's), with the
-full paths below it.
+Kernels launched while their thread compiles (XLA's autotuning runs candidate kernels) are
+compilation, not the program's: they are counted apart (``compiling_s``).
+
+Figures are per call: GPU tracing runs in the full windows and detail stretches only (the
+correction's windows, docs/long-runs.md), so each (phase, operation)'s GPU seconds are divided by the
+calls whose kernels were recorded, and stand for the run multiplied by its calls in the trace. Kernel
+time is CUPTI's, as in the rest of the GPU figures; rlscope adds no time to a kernel. A scope is
+reported at its outermost name (``backprop`` for ``backprop/inference``: a gradient taken in a
+``backprop`` scope through a policy's ``inference`` scope is backprop's), with the full paths below it.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import re
 from typing import Any
 
 import numpy as np
 
 from rlscope import categories
 from rlscope.analysis import gpu
+from rlscope.analysis.timeline import compile_intervals
+from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, name_of
 
 NO_SCOPE = "[no named scope]"
 TOP_ROWS = 20
 Key = tuple[str, str, str]  # (phase, operation, scope path)
+Op = tuple[str, str]  # (phase, operation)
+_SUFFIX = re.compile(r"_\d+$")
+
+
+def _counter() -> collections.Counter:
+    return collections.Counter()
 
 
 @dataclasses.dataclass
 class DeviceScopes:
     """GPU time of one process (or a run) by (phase, operation, scope path), and how kernels were joined."""
 
-    seconds: collections.Counter[tuple[str, str, str]] = dataclasses.field(
-        default_factory=collections.Counter
-    )
-    kernels: collections.Counter[tuple[str, str, str]] = dataclasses.field(
-        default_factory=collections.Counter
-    )
+    seconds: collections.Counter[Key] = dataclasses.field(default_factory=_counter)  # recorded
+    kernels: collections.Counter[Key] = dataclasses.field(default_factory=_counter)
+    recorded_calls: collections.Counter[Op] = dataclasses.field(default_factory=_counter)  # with kernels
+    calls: collections.Counter[Op] = dataclasses.field(default_factory=_counter)  # in the trace
     by_name: int = 0
     by_neighbour: int = 0
     unnamed: int = 0
+    compiling_s: float = 0.0
 
     def add(self, other: DeviceScopes) -> None:
-        self.seconds.update(other.seconds)
-        self.kernels.update(other.kernels)
+        for mine, theirs in (
+            (self.seconds, other.seconds),
+            (self.kernels, other.kernels),
+            (self.recorded_calls, other.recorded_calls),
+            (self.calls, other.calls),
+        ):
+            mine.update(theirs)
         self.by_name += other.by_name
         self.by_neighbour += other.by_neighbour
         self.unnamed += other.unnamed
+        self.compiling_s += other.compiling_s
+
+    def per_call(self, key: Key) -> float:
+        """GPU seconds of one call of the key's operation in that scope."""
+        return self.seconds[key] / max(self.recorded_calls[key[:2]], 1)
+
+    def run_seconds(self, key: Key) -> float:
+        """The key's GPU seconds over every call of its operation in the trace."""
+        op = key[:2]
+        return self.per_call(key) * max(self.calls[op], self.recorded_calls[op])
 
 
-def _instruction_paths(proc: ProcessTrace) -> dict[int, list[tuple[int, str]]]:
-    """kernel-name id -> [(compiled_ns, scope path)], sorted by compile time."""
+def _instruction_paths(proc: ProcessTrace) -> dict[str, list[tuple[int, str]]]:
+    """kernel name -> [(compiled_ns, scope path)], sorted by compile time."""
     t = proc.hlo
-    out: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)
-    for k, p, c in zip(
-        t.column("kernel").to_pylist(),
-        t.column("path").to_pylist(),
-        t.column("compiled_ns").to_pylist(),
-        strict=True,
-    ):
-        out[int(k)].append((int(c), name_of(proc.names, int(p), "") if p is not None and p >= 0 else ""))
+    out: dict[str, list[tuple[int, str]]] = collections.defaultdict(list)
+    columns = (t.column(c).to_pylist() for c in ("kernel", "path", "compiled_ns"))
+    for k, p, c in zip(*columns, strict=True):
+        path = name_of(proc.names, int(p), "") if p is not None and p >= 0 else ""
+        out[name_of(proc.names, int(k), "")].append((int(c), path))
     for v in out.values():
         v.sort()
     return out
 
 
-def _kernel_paths(proc: ProcessTrace, names: np.ndarray, launched: np.ndarray) -> list[str | None]:
-    """Each kernel's scope path by name ('' : an instruction in no scope), None where no instruction matches.
-
-    The HLO rows name kernels with their own name ids; the GPU records with theirs (one names table per
-    process, so equal strings share an id)."""
+def _paths_by_name(proc: ProcessTrace, names: np.ndarray, launched: np.ndarray) -> list[str | None]:
+    """Each kernel's scope path by name ('' : an instruction in no scope), None where none matches."""
     paths = _instruction_paths(proc)
+    memo: dict[int, list[tuple[int, str]] | None] = {}
     out: list[str | None] = []
     for nid, t in zip(names.tolist(), launched.tolist(), strict=True):
-        cands = paths.get(int(nid))
+        if nid not in memo:
+            name = name_of(proc.names, int(nid), "")
+            memo[nid] = paths.get(name) or paths.get(_SUFFIX.sub("", name))
+        cands = memo[nid]
         if not cands:
             out.append(None)
         elif len(cands) == 1 or len({p for _, p in cands}) == 1:
@@ -93,6 +120,36 @@ def _kernel_paths(proc: ProcessTrace, names: np.ndarray, launched: np.ndarray) -
     return out
 
 
+def _while_compiling(proc: ProcessTrace, tl: Any, thread: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """Whether each launch (thread, time) happened inside a compilation of its thread."""
+    out = np.zeros(len(when), bool)
+    if proc.compile is None or not proc.compile.num_rows:
+        return out
+    c_thread, c_start, c_end = gpu.union_per_thread(
+        *compile_intervals(proc.compile, tl.start_ns, tl.end_ns, proc.gaps)
+    )
+    for t in np.unique(c_thread).tolist():
+        sel = c_thread == t
+        s, e = c_start[sel], c_end[sel]
+        mine = thread == t
+        i = np.searchsorted(s, when[mine], side="right") - 1
+        out[mine] = (i >= 0) & (when[mine] < e[np.maximum(i, 0)])
+    return out
+
+
+def _calls(tl: Any, names: list[str]) -> collections.Counter[Op]:
+    """Each (phase, operation)'s calls in the trace (its instances)."""
+    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    inst = tl.id[begins]
+    inst_name = np.append(tl.inst_name, -1)
+    ph = inst_name[tl.phase[begins]]
+    op = tl.inst_name[inst]
+    out: collections.Counter[Op] = collections.Counter()
+    for (p, o), n in collections.Counter(zip(ph.tolist(), op.tolist(), strict=True)).items():
+        out[(name_of(names, p, categories.NO_PHASE), name_of(names, o, categories.UNANNOTATED))] += n
+    return out
+
+
 def attribute(proc: ProcessTrace, joined: gpu.JoinedTimeline) -> DeviceScopes | None:
     """A process's GPU time by named scope; None without recorded HLO or GPU records."""
     tl, api, records = joined
@@ -100,60 +157,43 @@ def attribute(proc: ProcessTrace, joined: gpu.JoinedTimeline) -> DeviceScopes | 
         return None
     launch = gpu.launching_call(api, records)
     op, phase = gpu.attribute(tl, api, records, launch)
-    _, when = gpu.launch_points(tl, api, records, launch)
-    inst_name = np.append(tl.inst_name, -1)
+    thread, when = gpu.launch_points(tl, api, records, launch)
     order = np.lexsort((records.start, records.correlation))
+    op, phase, thread, when = op[order], phase[order], thread[order], when[order]
     is_kernel = records.category[order] == categories.GPU_KERNEL
-    by_name = _kernel_paths(proc, records.name[order], when[order])
-    out = DeviceScopes()
-    path: list[str] = []
+    compiling = _while_compiling(proc, tl, thread, when)
+    by_name = _paths_by_name(proc, records.name[order], when)
+    dur = (records.end - records.start)[order]
+    out = DeviceScopes(calls=_calls(tl, proc.names))
+    inst_name = np.append(tl.inst_name, -1)
+    seen: set[tuple[int, Op]] = set()
     last: tuple[int, str] | None = None  # (operation instance, path) of the last kernel joined by name
-    for i, row in enumerate(order.tolist()):
-        found = by_name[i] if is_kernel[i] else ""
-        if found is None and last is not None and last[0] == int(op[row]) and op[row] >= 0:
-            found = last[1]
+    for i in range(len(order)):
+        if compiling[i]:
+            out.compiling_s += float(dur[i]) / 1e9
+            continue
+        path = by_name[i] if is_kernel[i] else ""
+        inst = int(op[i])
+        if path is None and last is not None and inst >= 0 and last[0] == inst:
+            path = last[1]
             out.by_neighbour += 1
-        elif found is None:
-            found = ""
+        elif path is None:
+            path = ""
             out.unnamed += 1
         elif is_kernel[i]:
             out.by_name += 1
-            last = (int(op[row]), found)
-        path.append(found)
-    ph = inst_name[phase[order]]
-    opn = inst_name[op[order]]
-    dur = (records.end - records.start)[order]
-    for p, o, s, d, k in zip(ph.tolist(), opn.tolist(), path, dur.tolist(), is_kernel.tolist(), strict=True):
-        key = (
-            name_of(proc.names, p, categories.NO_PHASE),
-            name_of(proc.names, o, categories.UNANNOTATED),
-            s,
+            last = (inst, path)
+        key_op = (
+            name_of(proc.names, int(inst_name[phase[i]]), categories.NO_PHASE),
+            name_of(proc.names, int(inst_name[inst]), categories.UNANNOTATED),
         )
-        out.seconds[key] += d / 1e9
-        out.kernels[key] += int(k)
+        key = (*key_op, path)
+        out.seconds[key] += float(dur[i]) / 1e9
+        out.kernels[key] += int(is_kernel[i])
+        if inst >= 0 and (inst, key_op) not in seen:
+            seen.add((inst, key_op))
+            out.recorded_calls[key_op] += 1
     return out
-
-
-def scaled_like(scopes: DeviceScopes | None, raw: Any, corrected: Any) -> DeviceScopes | None:
-    """``scopes`` with each (phase, operation)'s GPU seconds scaled as the correction scaled that
-    operation's GPU time (``raw`` and ``corrected``: its breakdowns): where GPU tracing ran in full
-    windows only, those stand for every instance (rlscope/overhead/correct/full_windows.py)."""
-    if scopes is None or corrected is None:
-        return scopes
-
-    def by_op(b: Any) -> collections.Counter[tuple[str, str]]:
-        out: collections.Counter[tuple[str, str]] = collections.Counter()
-        g = b.gpu_time.to_pydict()
-        for ph, op, sec in zip(g["phase"], g["operation"], g["seconds"], strict=True):
-            out[(ph, op)] += sec
-        return out
-
-    before, after = by_op(raw), by_op(corrected)
-    for key in list(scopes.seconds):
-        r = before.get(key[:2], 0.0)
-        if r > 0:
-            scopes.seconds[key] *= after.get(key[:2], r) / r
-    return scopes
 
 
 def merged(parts: list[DeviceScopes | None]) -> DeviceScopes | None:
@@ -168,17 +208,20 @@ def merged(parts: list[DeviceScopes | None]) -> DeviceScopes | None:
 
 
 def summary(scopes: DeviceScopes | None) -> dict[str, Any] | None:
-    """The summary's ``device_scopes``: GPU seconds per outermost scope, and per (phase, operation, path)."""
+    """The summary's ``device_scopes``: GPU seconds per outermost scope (over the run, and per call of the
+    operations that launched them), and per (phase, operation, path)."""
     if scopes is None or not any(path for (_, _, path) in scopes.seconds):
         return None
     top: collections.Counter[str] = collections.Counter()
+    top_per_call: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     top_kernels: collections.Counter[str] = collections.Counter()
-    for (_, _, path), s in scopes.seconds.items():
-        top[path.split("/")[0] or NO_SCOPE] += s
-    for (_, _, path), k in scopes.kernels.items():
-        top_kernels[path.split("/")[0] or NO_SCOPE] += k
+    for key in scopes.seconds:
+        name = key[2].split("/")[0] or NO_SCOPE
+        top[name] += scopes.run_seconds(key)
+        top_per_call[name][key[1]] += scopes.per_call(key)
+        top_kernels[name] += scopes.kernels[key]
     total = sum(top.values())
-    rows = sorted(scopes.seconds.items(), key=lambda kv: -kv[1])[:TOP_ROWS]
+    rows = sorted(scopes.seconds, key=lambda k: -scopes.run_seconds(k))[:TOP_ROWS]
     joined = scopes.by_name + scopes.by_neighbour + scopes.unnamed
     return {
         "source": "XLA HLO metadata (jax.named_scope), kernels joined by name",
@@ -186,18 +229,26 @@ def summary(scopes: DeviceScopes | None) -> dict[str, Any] | None:
         "kernels": joined,
         "joined_by_name": scopes.by_name / joined if joined else 0.0,
         "joined_by_neighbour": scopes.by_neighbour / joined if joined else 0.0,
+        "compiling_s": scopes.compiling_s,
         "scopes": {
-            name: {"gpu_s": s, "share": s / total if total else 0.0, "kernels": int(top_kernels[name])}
+            name: {
+                "gpu_s": s,
+                "share": s / total if total else 0.0,
+                "kernels": int(top_kernels[name]),
+                "per_call_s": dict(top_per_call[name]),
+            }
             for name, s in top.most_common()
         },
         "rows": [
             {
-                "phase": ph,
-                "operation": op,
-                "path": path or NO_SCOPE,
-                "gpu_s": s,
-                "kernels": int(scopes.kernels[(ph, op, path)]),
+                "phase": k[0],
+                "operation": k[1],
+                "path": k[2] or NO_SCOPE,
+                "gpu_s": scopes.run_seconds(k),
+                "per_call_s": scopes.per_call(k),
+                "calls_recorded": int(scopes.recorded_calls[k[:2]]),
+                "kernels": int(scopes.kernels[k]),
             }
-            for (ph, op, path), s in rows
+            for k in rows
         ],
     }

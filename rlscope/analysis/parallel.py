@@ -156,7 +156,7 @@ def process_piece(
         collectives=nccl.collective_rows(proc, joined),
         stacks=stack_samples.attribute(proc, joined[0], proc.names),
         compile=compilation.counts(proc),
-        device_scopes=device_scopes.scaled_like(device_scopes.attribute(proc, joined), raw, corrected),
+        device_scopes=device_scopes.attribute(proc, joined),
         what_if=None
         if request.what_if is None
         else whatif.process_inputs(proc, joined, request.run_start_ns, request.what_if),
