@@ -88,6 +88,8 @@ def xprof_scopes(trace_dir: Path, dump_dir: Path, module: str) -> dict[str, Any]
     other: collections.Counter[str] = collections.Counter()  # events of other modules, or none
     unmapped = 0.0
     events_in = 0
+    missed: collections.Counter[str] = collections.Counter()  # hlo_op -> seconds, not in the dump
+    by_kernel: collections.Counter[str] = collections.Counter()  # the event's kernel name joined instead
     for e in events:
         if e.get("ph") != "X" or e.get("pid") not in gpu_pids:
             continue
@@ -97,17 +99,23 @@ def xprof_scopes(trace_dir: Path, dump_dir: Path, module: str) -> dict[str, Any]
             other[str(args.get("hlo_module"))] += dur
             continue
         events_in += 1
-        path = paths.get(kernel_name(str(args.get("hlo_op", ""))))
+        op = str(args.get("hlo_op", ""))
+        path = paths.get(kernel_name(op))
         if path is None:
             unmapped += dur
+            missed[op] += dur
             path = ""
         scopes[path.split("/")[0] or "[no named scope]"] += dur
+        by_kernel[(paths.get(str(e.get("name"))) or "").split("/")[0] or "[no named scope]"] += dur
     return {
         "file": str(files[-1]),
         "scopes": dict(scopes),
         "events": events_in,
         "unmapped_s": unmapped,
         "instructions_dumped": len(paths),
+        "missed_ops": dict(missed.most_common(8)),
+        "dumped_sample": sorted(paths)[:12],
+        "scopes_by_kernel_name": dict(by_kernel),
         "other_modules_s": dict(other.most_common(8)),
     }
 

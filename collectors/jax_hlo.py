@@ -53,6 +53,9 @@ STRUCTURE = frozenset(
     }
 )
 _BRANCH = re.compile(r"^branch_\d+(_fun)?$")
+# a function's qualified name (``make_update.<locals>.epoch``): jax names a loop's or a branch's body
+# after the function it ran, which is the code's structure, not a scope the program named
+_QUALNAME = re.compile(r"[.<]")
 _WRAPPED = re.compile(r"^(\w+)\((.*)\)$")
 _CALLS = ("jit", "pjit", "xla_pmap", "pmap", "xla_call")
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
@@ -81,7 +84,13 @@ def scope_path(op_name: str) -> str:
             if m is None or m.group(1) in _CALLS:
                 break
             part = m.group(2)  # a transformation of a scope: jvp(backprop) -> backprop
-        if not part or _WRAPPED.match(part) or part in STRUCTURE or _BRANCH.match(part):
+        if (
+            not part
+            or _WRAPPED.match(part)
+            or part in STRUCTURE
+            or _BRANCH.match(part)
+            or _QUALNAME.search(part)
+        ):
             continue
         out.append(part)
     return "/".join(out)

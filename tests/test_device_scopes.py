@@ -57,6 +57,8 @@ def test_scope_paths_unwrap_transformations_and_skip_jax_structure():
     assert jax_hlo.scope_path("jit(update)/jit(policy)/inference/dense/add") == "inference/dense"
     assert jax_hlo.scope_path("jit(f)/cond/branch_1_fun/simulation/mul") == "simulation"
     assert jax_hlo.scope_path("jit(f)/add") == ""
+    # jax names a loop's or branch's body after its function: structure, not a scope
+    assert jax_hlo.scope_path("jit(u)/while/body/make_update.<locals>.epoch/backprop/mul") == "backprop"
     assert jax_hlo.kernel_name("loop_add_fusion.1") == "loop_add_fusion_1"
     assert jax_hlo.kernel_name("custom-call.4") == "custom_call_4"
 
