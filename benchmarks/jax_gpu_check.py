@@ -4,10 +4,12 @@
 
 1. **Device time by named scope.** The bundled PureJaxRL-style PPO (``workloads/jax_ppo.py``: one
    jitted update, ``jax.named_scope`` inside) under ``rlscope run``: the summary's ``device_scopes``
-   (rlscope/analysis/device_scopes.py). The same PPO under ``jax.profiler.trace`` (``--jax-trace``):
-   XProf's GPU events, each carrying its HLO op's full name (``args.name``:
-   ``jit(update)/while/body/backprop/...``), summed per outermost named scope. Both per update, after
-   the first (which compiles): GPU seconds per scope, and the error of rlscope's against XProf's.
+   (rlscope/analysis/device_scopes.py), per update call. The same PPO under ``jax.profiler.trace``
+   (``--jax-trace``) with XLA dumping its optimized HLO (``--xla_dump_to``): XProf's GPU events of the
+   update's module, each kernel's name joined to the dumped module's instructions and their named
+   scopes, summed per outermost scope, over its updates. The totals per update, and each scope's
+   error. XProf's own instruction join (``args.hlo_op``) is listed too: inside a CUDA-graph command
+   buffer it names the buffer, not the instruction.
 2. **Compile time.** In one process under ``rlscope.profile``: the PPO's update lowered and compiled
    with ``jax.jit(update).lower(runner).compile()``, timed around it, against the summary's
    ``compile.seconds``.
@@ -64,6 +66,17 @@ def hlo_dumps(dump_dir: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def _by_name(paths: dict[str, str], name: str) -> str | None:
+    """A kernel's path by its name alone, as rlscope joins by name (a pass's suffix dropped), no neighbour."""
+    import re
+
+    found = paths.get(name)
+    while found is None and re.search(r"_{1,2}\d+$", name):
+        name = re.sub(r"_{1,2}\d+$", "", name)
+        found = paths.get(name)
+    return found
+
+
 def xprof_scopes(trace_dir: Path, dump_dir: Path, module: str) -> dict[str, Any]:
     """GPU seconds per outermost named scope of ``module``'s events in XProf's perfetto trace: each GPU
     event names the HLO instruction XLA annotated its launch with (``args.hlo_op``), whose named scopes
@@ -106,16 +119,16 @@ def xprof_scopes(trace_dir: Path, dump_dir: Path, module: str) -> dict[str, Any]
             missed[op] += dur
             path = ""
         scopes[path.split("/")[0] or "[no named scope]"] += dur
-        by_kernel[(paths.get(str(e.get("name"))) or "").split("/")[0] or "[no named scope]"] += dur
+        by_kernel[(_by_name(paths, str(e.get("name"))) or "").split("/")[0] or "[no named scope]"] += dur
     return {
         "file": str(files[-1]),
         "scopes": dict(scopes),
+        "scopes_by_kernel_name": dict(by_kernel),
         "events": events_in,
         "unmapped_s": unmapped,
         "instructions_dumped": len(paths),
         "missed_ops": dict(missed.most_common(8)),
         "dumped_sample": sorted(paths)[:12],
-        "scopes_by_kernel_name": dict(by_kernel),
         "other_modules_s": dict(other.most_common(8)),
     }
 
@@ -191,7 +204,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ds = summary.get("device_scopes") or {}
     calls = summary["operations"].get("update", {}).get("calls", 0)
     ours = {k: v["per_call_s"].get("update", 0.0) for k, v in (ds.get("scopes") or {}).items()}
-    theirs = {k: v / max(updates, 1) for k, v in xp["scopes"].items()}
+    # XProf names a command buffer's kernels after the buffer (``args.hlo_op``: command_buffer_55), so
+    # its instruction join leaves most of them in no scope; its kernels' names joined to XLA's dump are
+    # the reference (rlscope's kernel timing and its own HLO capture checked against them)
+    theirs = {k: v / max(updates, 1) for k, v in xp["scopes_by_kernel_name"].items()}
     out["device_scopes"] = {
         "rlscope_per_update_s": ours,
         "xprof_per_update_s": theirs,

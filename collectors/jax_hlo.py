@@ -62,7 +62,7 @@ _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 # ``name = type opcode(operands)``; a type is a shape (``f32[4,8]{1,0}``) or a tuple of them, neither of
 # which holds a word directly followed by '(': the first such word is the opcode
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*[^=]*?\s([a-z][\w\-]*)\(")
-_CALLED = re.compile(r"(?:calls|to_apply)=%?([\w.\-]+)")
+_CALLED = re.compile(r"(calls|to_apply)=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 # instructions that launch no kernel of their own
 _NO_KERNEL = frozenset(
@@ -102,30 +102,47 @@ def kernel_name(instruction: str) -> str:
 
 
 def kernels(hlo_text: str) -> Iterator[tuple[str, str]]:
-    """(kernel name, named-scope path) of each kernel-launching instruction of an HLO module's text.
+    """(kernel name, named-scope path) of each instruction of an HLO module's text that may launch a
+    kernel of its name, each name once.
 
-    Instructions inside a fusion's computation (``calls=``) run in their fusion's kernel, and a
-    reduction's ``to_apply`` computation inside its reduce: only the other computations' instructions
-    launch kernels."""
+    First the instructions of the computations that run on their own (the entry, loop bodies, command
+    buffers); then those inside a fusion's or wrapper's computation (``calls=``) that carry a scope of
+    their own: a fusion's kernel has the fusion's name, but XLA names a few kernels after the
+    instruction they emit from inside their wrapper (a sort's passes: ``sort_14_1``, ``sort_14_1__1``).
+    A reduction's ``to_apply`` computation (a comparator, an adder) launches nothing."""
     called: set[str] = set()
+    applied: set[str] = set()
     for line in hlo_text.splitlines():
         if "calls=" in line or "to_apply=" in line:
             m = _INSTRUCTION.match(line)
             if m is not None and m.group(2) not in ("while", "conditional", "call"):
-                called.update(_CALLED.findall(line))
+                for kind, name in _CALLED.findall(line):
+                    (called if kind == "calls" else applied).add(name)
+    seen: set[str] = set()
+    fused: list[tuple[str, str]] = []
     inside = None
     for line in hlo_text.splitlines():
         if not line.startswith((" ", "\t")):
             m = _COMPUTATION.match(line)
             inside = m.group(1) if m is not None else None
             continue
-        if inside is None or inside in called:
+        if inside is None or inside in applied:
             continue
         m = _INSTRUCTION.match(line)
         if m is None or m.group(2) in _NO_KERNEL:
             continue
         op = _OP_NAME.search(line)
-        yield kernel_name(m.group(1)), scope_path(op.group(1)) if op is not None else ""
+        row = kernel_name(m.group(1)), scope_path(op.group(1)) if op is not None else ""
+        if inside in called:
+            if op is not None and "/" in op.group(1):  # fusions' parts name ops without a path at times
+                fused.append(row)
+        elif row[0] not in seen:
+            seen.add(row[0])
+            yield row
+    for row in fused:
+        if row[0] not in seen:
+            seen.add(row[0])
+            yield row
 
 
 # the recorder of the running session; the wrapper stays installed once made and writes to it

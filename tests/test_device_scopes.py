@@ -63,7 +63,7 @@ def test_scope_paths_unwrap_transformations_and_skip_jax_structure():
     assert jax_hlo.kernel_name("custom-call.4") == "custom_call_4"
 
 
-def test_only_kernel_launching_instructions_are_listed_with_their_scopes():
+def test_kernel_launching_instructions_are_listed_with_their_scopes():
     got = dict(jax_hlo.kernels(HLO))
     assert got == {
         "loop_tanh_fusion_3": "backprop/inference",
@@ -71,7 +71,8 @@ def test_only_kernel_launching_instructions_are_listed_with_their_scopes():
         "reduce_5": "",
         "input_sin_fusion": "simulation",
         "copy_9": "",
-    }  # not the fused or reduction computations' instructions, the parameters, tuples or the loop
+        "tanh_0": "inference",  # a fused part with a scope of its own, after the rest
+    }  # not the reduction's computation, the parameters, tuples or the loop
 
 
 def test_kernels_join_by_name_by_neighbour_and_by_the_latest_module(fake_session):
@@ -100,24 +101,25 @@ def test_kernels_join_by_name_by_neighbour_and_by_the_latest_module(fake_session
         gpu.append((cat, t0 + 3000 + 100 * corr, t0 + 3000 + 100 * corr + length, corr, -1, 0, 7, name, 0))
 
     launch(1, 10, ids["f_inf"], 10)  # by name: inference
-    launch(2, 20, ids["gemm"], 20)  # a library kernel: its neighbour's scope, inference
-    launch(3, 30, ids["f_bp"], 40)  # backprop (through the policy's inference scope)
-    launch(4, 40, ids["f_none"], 5)  # named, in no scope
-    launch(5, 50, ids["gemm"], 7)  # neighbour in no scope
-    launch(6, 60, ids["f_inf"], 0, C.GPU_MEMCPY)  # a copy: no scope
-    launch(7, 100, ids["loop_fusion"], 11)  # before m2 was compiled: m1's simulation
-    launch(8, 600, ids["loop_fusion"], 13)  # after: m2's backprop
-    launch(9, 1100, ids["gemm"], 17)  # in "other", no named kernel before it there: no scope
+    launch(2, 20, ids["gemm"], 20)  # a library kernel between two of inference: inference
+    launch(3, 25, ids["f_inf"], 6)
+    launch(4, 30, ids["f_bp"], 40)  # backprop (through the policy's inference scope)
+    launch(5, 40, ids["f_none"], 5)  # named, in no scope
+    launch(6, 50, ids["gemm"], 7)  # between no scope and simulation: no scope
+    launch(7, 60, ids["f_inf"], 0, C.GPU_MEMCPY)  # a copy: no scope, and no neighbour
+    launch(8, 100, ids["loop_fusion"], 11)  # before m2 was compiled: m1's simulation
+    launch(9, 600, ids["loop_fusion"], 13)  # after: m2's backprop
+    launch(10, 1100, ids["gemm"], 17)  # in "other", no named kernel there: no scope
     rows = sorted(api + gpu, key=lambda r: r[1])
     write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
     d = summary_of(sess.trace_dir)["device_scopes"]
-    assert d["scopes"]["inference"]["gpu_s"] == pytest.approx(30 * S_)
-    assert d["scopes"]["inference"]["kernels"] == 2
+    assert d["scopes"]["inference"]["gpu_s"] == pytest.approx(36 * S_)
+    assert d["scopes"]["inference"]["kernels"] == 3
     assert d["scopes"]["backprop"]["gpu_s"] == pytest.approx((40 + 13) * S_)
     assert d["scopes"]["simulation"]["gpu_s"] == pytest.approx(11 * S_)
     assert d["scopes"]["[no named scope]"]["gpu_s"] == pytest.approx((5 + 7 + 17) * S_)
-    assert d["kernels"] == 8 and d["joined_by_name"] == pytest.approx(5 / 8)  # the copy is no kernel
-    assert d["joined_by_neighbour"] == pytest.approx(2 / 8)
+    assert d["kernels"] == 9 and d["joined_by_name"] == pytest.approx(6 / 9)  # the copy is no kernel
+    assert d["joined_by_neighbour"] == pytest.approx(1 / 9)
     rows = {(r["operation"], r["path"]): r["gpu_s"] for r in d["rows"]}
     assert rows[("update", "backprop/inference")] == pytest.approx(40 * S_)
     assert rows[("other", "[no named scope]")] == pytest.approx(17 * S_)

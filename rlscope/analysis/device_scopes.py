@@ -9,9 +9,10 @@ the named scopes of the code it came from, in the HLO metadata recorded per exec
   kernels after them; a second kernel of one instruction gets a ``_1`` suffix). Where several modules
   hold an instruction of that name under different scopes, the module compiled last before the
   kernel's launch is taken;
-- **by neighbour**: a kernel XLA did not name (a cuBLAS or cuDNN kernel of a library call) takes the
-  scope of the kernel launched just before it by the same operation call (CUPTI's correlation order):
-  a library call runs between the fusions that make its operands and use its result, in the same scope;
+- **by neighbour**: a kernel XLA did not name (a cuBLAS, cuDNN or CUB kernel of a library call) takes
+  the scope of the kernels joined by name just before and just after it in the same operation call
+  (CUPTI's correlation order) where the two agree: a library call runs between the fusions that make
+  its operands and use its result, in the same scope. Where they differ it is in no named scope;
 - otherwise it is in no named scope. Copies and memsets carry no name: no named scope.
 
 Kernels launched while their thread compiles (XLA's autotuning runs candidate kernels) are
@@ -44,7 +45,7 @@ NO_SCOPE = "[no named scope]"
 TOP_ROWS = 20
 Key = tuple[str, str, str]  # (phase, operation, scope path)
 Op = tuple[str, str]  # (phase, operation)
-_SUFFIX = re.compile(r"_\d+$")
+_SUFFIX = re.compile(r"_{1,2}\d+$")  # a kernel's pass (sort_14_1__2) or a second kernel (_1)
 
 
 def _counter() -> collections.Counter:
@@ -108,7 +109,11 @@ def _paths_by_name(proc: ProcessTrace, names: np.ndarray, launched: np.ndarray) 
     for nid, t in zip(names.tolist(), launched.tolist(), strict=True):
         if nid not in memo:
             name = name_of(proc.names, int(nid), "")
-            memo[nid] = paths.get(name) or paths.get(_SUFFIX.sub("", name))
+            found = paths.get(name)
+            while found is None and _SUFFIX.search(name):
+                name = _SUFFIX.sub("", name)
+                found = paths.get(name)
+            memo[nid] = found
         cands = memo[nid]
         if not cands:
             out.append(None)
@@ -150,6 +155,45 @@ def _calls(tl: Any, names: list[str]) -> collections.Counter[Op]:
     return out
 
 
+def _neighbours(
+    by_name: list[str | None], is_kernel: np.ndarray, op: np.ndarray, out: DeviceScopes
+) -> list[str]:
+    """Each record's path: its own by name; for a kernel no instruction names, the path of the kernels
+    joined by name just before and just after it in the same operation call, where they agree (or the
+    one there is, at the call's start or end); else none. Counts the joins in ``out``."""
+    n = len(by_name)
+    before: list[tuple[int, str] | None] = [None] * n
+    after: list[tuple[int, str] | None] = [None] * n
+    last: tuple[int, str] | None = None
+    for i in range(n):
+        before[i] = last
+        if is_kernel[i] and by_name[i] is not None:
+            last = (int(op[i]), by_name[i])
+    last = None
+    for i in range(n - 1, -1, -1):
+        after[i] = last
+        if is_kernel[i] and by_name[i] is not None:
+            last = (int(op[i]), by_name[i])
+    paths: list[str] = []
+    for i in range(n):
+        if not is_kernel[i]:
+            paths.append("")  # copies and memsets, and kernels launched while compiling
+            continue
+        if by_name[i] is not None:
+            out.by_name += 1
+            paths.append(by_name[i])
+            continue
+        inst = int(op[i])
+        sides = {s[1] for s in (before[i], after[i]) if s is not None and s[0] == inst and inst >= 0}
+        if len(sides) == 1:
+            out.by_neighbour += 1
+            paths.append(sides.pop())
+        else:
+            out.unnamed += 1
+            paths.append("")
+    return paths
+
+
 def attribute(proc: ProcessTrace, joined: gpu.JoinedTimeline) -> DeviceScopes | None:
     """A process's GPU time by named scope; None without recorded HLO or GPU records."""
     tl, api, records = joined
@@ -166,28 +210,22 @@ def attribute(proc: ProcessTrace, joined: gpu.JoinedTimeline) -> DeviceScopes | 
     dur = (records.end - records.start)[order]
     out = DeviceScopes(calls=_calls(tl, proc.names))
     inst_name = np.append(tl.inst_name, -1)
+    paths = _neighbours(by_name, is_kernel & ~compiling, op, out)
     seen: set[tuple[int, Op]] = set()
-    last: tuple[int, str] | None = None  # (operation instance, path) of the last kernel joined by name
+    ops: dict[tuple[int, int], Op] = {}  # (phase, operation) name ids -> names
     for i in range(len(order)):
         if compiling[i]:
             out.compiling_s += float(dur[i]) / 1e9
             continue
-        path = by_name[i] if is_kernel[i] else ""
         inst = int(op[i])
-        if path is None and last is not None and inst >= 0 and last[0] == inst:
-            path = last[1]
-            out.by_neighbour += 1
-        elif path is None:
-            path = ""
-            out.unnamed += 1
-        elif is_kernel[i]:
-            out.by_name += 1
-            last = (inst, path)
-        key_op = (
-            name_of(proc.names, int(inst_name[phase[i]]), categories.NO_PHASE),
-            name_of(proc.names, int(inst_name[inst]), categories.UNANNOTATED),
-        )
-        key = (*key_op, path)
+        ids = (int(inst_name[phase[i]]), int(inst_name[inst]))
+        key_op = ops.get(ids)
+        if key_op is None:
+            key_op = ops[ids] = (
+                name_of(proc.names, ids[0], categories.NO_PHASE),
+                name_of(proc.names, ids[1], categories.UNANNOTATED),
+            )
+        key = (*key_op, paths[i])
         out.seconds[key] += float(dur[i]) / 1e9
         out.kernels[key] += int(is_kernel[i])
         if inst >= 0 and (inst, key_op) not in seen:
