@@ -211,3 +211,32 @@ metadata={op_name="jit(u)/sort"}
 }
 """.replace("\\\n", "")
     assert dict(jax_hlo.kernels(text)) == {"input_reduce_fusion_2": "backprop", "sort_3": ""}
+
+
+def test_footer_and_html_show_each_scope_per_call_and_escaped():
+    from rlscope.viz.device_scopes import footer_lines, html_section
+
+    summary = {
+        "device_scopes": {
+            "gpu_s": 0.4,
+            "joined_by_name": 0.9,
+            "joined_by_neighbour": 0.05,
+            "compiling_s": 0.0,
+            "scopes": {
+                "backprop": {"gpu_s": 0.3, "share": 0.75, "kernels": 10, "per_call_s": {"update": 0.003}},
+                "<b>sim\x1b[2J": {"gpu_s": 0.1, "share": 0.25, "kernels": 4, "per_call_s": {"update": 0.001}},
+            },
+            "rows": [
+                {"operation": "update", "path": "backprop", "gpu_s": 0.3, "per_call_s": 0.003, "kernels": 10}
+            ],
+        }
+    }
+    lines = footer_lines(summary)
+    assert lines[0] == (
+        "GPU time by jax.named_scope (400.0 ms; kernels joined to XLA's HLO: 90% by name, 5% by neighbour):"
+    )
+    assert lines[1] == "  backprop: 300.0 ms (75%), 3.0 ms per update"
+    assert "\x1b" not in lines[2]
+    html = html_section(summary)
+    assert "<b>sim" not in html and "&lt;b&gt;sim" in html
+    assert footer_lines({}) == [] and html_section({}) == ""

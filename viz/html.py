@@ -25,6 +25,7 @@ from rlscope.categories import CPU_CATEGORIES, WAITING, WAITING_ROW
 from rlscope.errors import RLScopeError
 from rlscope.text import html_text
 from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
+from rlscope.viz.device_scopes import html_section as device_scopes_section
 from rlscope.viz.first_screen import FIRST_SCREEN_CSS, first_screen
 from rlscope.viz.sharing import sharing_html
 from rlscope.viz.stacks import html_section as stacks_section
@@ -526,6 +527,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         "<h2>Phases</h2>",
         _phase_section(summary, state),
         stacks_section(summary),
+        device_scopes_section(summary),
         _roles_section(summary),
         _processes_section(summary),
         "<h2>Sharing</h2>" if gpu else "",  # GPU memory, occupancy, kernel lengths, co-location

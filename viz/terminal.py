@@ -491,6 +491,9 @@ def render_summary(
     gpu_line = gpu_utilization_line(summary)
     if gpu_line:
         console.print(cell(gpu_line, style="bold"))
+    from rlscope.viz.device_scopes import render_footer as render_device_scopes
+
+    render_device_scopes(summary, console)  # GPU time by jax.named_scope inside jitted code
 
     if len(summary.get("phases") or {}) > 1:
         console.print(
