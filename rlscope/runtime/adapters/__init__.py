@@ -13,6 +13,9 @@ runs (one flag read per call otherwise).
   ``update``, in the Ray workers that ``rlscope run`` profiles (rlscope/ray.py).
 - PufferLib (``pufferlib``): a ``pufferlib.vector`` backend's ``step``/``reset``/``send``/``recv``/
   ``async_reset`` are ``simulation``.
+- gymnax and Brax (``gymnax``, ``brax``): an environment's ``step``/``reset`` are ``simulation``: a
+  ``jax.named_scope`` inside jitted code (its kernels' scope, rlscope/analysis/device_scopes.py), and
+  the operation when called eagerly.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ ADAPTERS = (
     ("torchrl", "torchrl"),
     ("ray.rllib", "rllib"),
     ("pufferlib.vector", "pufferlib"),
+    ("gymnax.environments.environment", "gymnax"),
+    ("brax.envs.base", "brax"),
 )
 
 
