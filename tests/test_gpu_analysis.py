@@ -84,3 +84,34 @@ def test_covered_and_nvml_comparison():
     assert out["trace_busy_in_windows"] == pytest.approx([0.5, 1.0, 0.0, 0.1])
     assert out["trace_any_activity_fraction"] == pytest.approx(0.75)
     assert out["nvml_util_mean"] == pytest.approx((50 + 100 + 0 + 10) / 400)
+
+
+def test_a_graph_replays_kernels_count_for_the_operation_that_replayed_it(fake_session):
+    """CUPTI gives every kernel of a CUDA graph the correlation id of the graph's launch
+    (cudaGraphLaunch, and cuGraphLaunch inside it): many kernels join one API call, and count for the
+    operation open when it ran, though they run after it closed. A replay after CUPTI was detached
+    and attached again (a new epoch: collectors/cupti_native.c's EPOCH_CORR) reuses CUPTI's raw ids
+    and joins its own launch, not the first epoch's."""
+    sess, clock = fake_session
+    with sess:
+        t0 = clock.now
+        with rlscope.scope("inference"):
+            clock.advance(100)  # the replay's launch at t0+10 .. t0+30
+        with rlscope.scope("other"):
+            clock.advance(100)  # the kernels run here; a second replay (epoch 2) at t0+150
+    th = sess.thread_states()[0].thread
+    epoch1, epoch2 = 5 + (1 << 40), 5 + (2 << 40)
+    rows = [
+        # category, start, end, correlation, thread, device, stream, name, bytes
+        (C.CUDA_API, t0 + 10, t0 + 30, epoch1, th, -1, -1, 0, 0),  # cudaGraphLaunch
+        (C.CUDA_API, t0 + 12, t0 + 28, epoch1, th, -1, -1, 0, 0),  # cuGraphLaunch inside it
+        *((C.GPU_KERNEL, t0 + 110 + 10 * k, t0 + 118 + 10 * k, epoch1, -1, 0, 7, 0, 0) for k in range(3)),
+        (C.CUDA_API, t0 + 150, t0 + 160, epoch2, th, -1, -1, 0, 0),
+        *((C.GPU_KERNEL, t0 + 170 + 5 * k, t0 + 174 + 5 * k, epoch2, -1, 0, 7, 0, 0) for k in range(2)),
+    ]
+    write_stream(sess.process_dir / S.GPU_FILE, S.GPU_COLUMNS_DOC, rows)
+    s = summary_of(sess.trace_dir)
+    assert s["operations"]["inference"]["gpu_categories"] == pytest.approx({"gpu_kernel": 3 * 8 * S_})
+    assert s["operations"]["other"]["gpu_categories"] == pytest.approx({"gpu_kernel": 2 * 4 * S_})
+    assert not s.get("unannotated_gpu_categories")
+    assert not any("launching CUDA API call" in w for w in s.get("warnings") or [])

@@ -25,6 +25,8 @@ from rlscope.categories import CPU_CATEGORIES, WAITING, WAITING_ROW
 from rlscope.errors import RLScopeError
 from rlscope.text import html_text
 from rlscope.viz.colors import CATEGORY_COLORS, OTHER_COLOR, RESOURCE_COLORS, category_color, operation_color
+from rlscope.viz.compile import html_line as compile_line
+from rlscope.viz.compile import html_section as compile_section
 from rlscope.viz.device_scopes import html_section as device_scopes_section
 from rlscope.viz.first_screen import FIRST_SCREEN_CSS, first_screen
 from rlscope.viz.sharing import sharing_html
@@ -516,6 +518,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         f"<div class='sub'>{trace_dir}</div>",
         # where the time went and what to change; the correction's details folded (viz/first_screen.py)
         first_screen(summary, _has_gpu_data(summary)),
+        compile_line(summary),  # a line only when compiling dominates the run (viz/compile.py)
         "<h2>Time by operation and category</h2>",
         _category_section(summary, state),
         *(_gpu_sections(summary, report, state, gpu_note) if gpu else ["<h2>GPU</h2>", _cpu_only_line()]),
@@ -526,6 +529,7 @@ def render_html(summary: dict, report: Mapping[str, Any] | None = None) -> str:
         _kernel_section(summary, report) if gpu else "",
         "<h2>Phases</h2>",
         _phase_section(summary, state),
+        compile_section(summary),
         stacks_section(summary),
         device_scopes_section(summary),
         _roles_section(summary),

@@ -491,6 +491,11 @@ def render_summary(
     gpu_line = gpu_utilization_line(summary)
     if gpu_line:
         console.print(cell(gpu_line, style="bold"))
+
+    from rlscope.viz.compile import render_footer as render_compile
+
+    render_compile(summary, console)  # what was compiled, how long, and why again (viz/compile.py)
+
     from rlscope.viz.device_scopes import render_footer as render_device_scopes
 
     render_device_scopes(summary, console)  # GPU time by jax.named_scope inside jitted code
