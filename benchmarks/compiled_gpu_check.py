@@ -1,0 +1,428 @@
+"""CUDA graph replays and torch.compile on a GPU, checked against CUDA events and plain runs.
+
+    python benchmarks/compiled_gpu_check.py [--replays 2000] [--timesteps 4096] [--reps 2] [--out DIR]
+    python benchmarks/compiled_gpu_check.py --dry-run   # no CUDA: the CPU plumbing of part 2 only
+
+1. **Hand-captured CUDA graph.** The bundled PPO's actor and critic (``workloads/ppo_cartpole.py``: two
+   4-64-64 MLPs, batch ``--batch``) captured with ``torch.cuda.graph`` and replayed ``--replays`` times
+   under ``rlscope.profile(trace, windows=False)`` (GPU tracing on all the run: every replay recorded),
+   in chunks: a ``torch.cuda._sleep`` in a ``backlog`` operation first, so the replays queue behind it
+   and run back to back, then the chunk's replays inside ``inference``, each between a pair of
+   ``torch.cuda.Event(enable_timing=True)``. Compared: the summary's ``inference`` GPU kernel time
+   (``operations.inference.gpu_categories.gpu_kernel``, corrected and raw) and, from the trace, each
+   replay's kernels (joined to its ``cudaGraphLaunch`` by CUPTI's correlation id) summed and spanned,
+   against the events' time (target: within 10%). Also: GPU records whose launching call was not
+   found (they would count as unannotated), the kernels per replay, and which operations the graph's
+   kernels went to. The same replays unprofiled give the events' time without CUPTI.
+   The same again with the default windows (GPU tracing on in every other window, CUPTI detached in
+   between): the graph's kernels recorded in full windows must still join their replay. CUPTI before
+   CUDA 13.1 Update 1 gave graph launches wrong correlation ids after a detach and re-attach (its
+   release notes), which would show here as kernels without a launch or in another operation.
+2. **torch.compile.** The PPO eager, ``--compile default`` and ``--compile reduce-overhead`` (``--device
+   cuda``) under ``rlscope run --json``: ``compile`` (seconds, compilations, recompiles), the wall and
+   the per-operation times; the compiling runs start with an empty inductor cache. Then each variant
+   plain at ``--timesteps`` and twice that, interleaved ``--reps`` times: the difference of the two is
+   the steady-state time of ``--timesteps`` steps, compiling and start-up cancelled. The measured gain
+   of compiling (eager minus compiled, per step) against the advice's prediction from the eager
+   profiled run: the ``launch_bound`` findings' ``seconds_at_stake`` per step (rlscope/analysis/
+   advice/launch.py: launch time minus kernel time, what fusing the launches removes at least); and
+   per flagged operation, its eager time against each compiled run's time less its compiling.
+
+With the defaults it takes about 5 minutes on an H200 (most of it compiling: the profiled compiled
+runs start cold; ``--reps 1`` saves a minute).
+
+Prints one JSON document (also written to ``--out``/compiled_gpu_check.json). Fails with one line
+when no CUDA device is present, unless ``--dry-run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PPO = ROOT / "workloads" / "ppo_cartpole.py"
+MODES = ("eager", "default", "reduce-overhead")
+LAUNCH_RULE = "launch_bound"  # rlscope/analysis/advice/launch.py
+GRAPH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
+CHUNK = 100  # replays queued behind one sleep
+SLEEP_CYCLES = 5_000_000  # ~2.5 ms at 2 GHz: longer than the CPU takes to queue a chunk
+TARGET = 0.10
+
+
+# -- part 1: a hand-captured CUDA graph ------------------------------------------------------------
+
+
+def _policy(batch: int) -> tuple[Any, Any]:
+    """The PPO's actor and critic as one module, and a static input batch, on the GPU."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+
+    def mlp(out: int) -> nn.Sequential:
+        return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, out))
+
+    class Policy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.actor, self.critic = mlp(2), mlp(1)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.actor(x), self.critic(x)
+
+    return Policy().cuda().eval(), torch.randn(batch, 4, device="cuda")
+
+
+def _capture(policy: Any, x: Any) -> Any:
+    """The forward captured in a CUDA graph (warmed up on a side stream first, as torch asks)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):
+            policy(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        policy(x)
+    torch.cuda.synchronize()
+    return graph
+
+
+def _replays(graph: Any, n: int, seconds: float, scope: Any) -> list[float]:
+    """Replay ``graph`` ``n`` times (or for ``seconds``, when set), chunks queued behind a sleep; each
+    replay's CUDA-event time in seconds."""
+    import torch
+
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < n or (seconds and time.perf_counter() - start < seconds):
+        with scope("backlog"):
+            torch.cuda._sleep(SLEEP_CYCLES)
+        pairs = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(CHUNK)
+        ]
+        with scope("inference"):
+            for begin, end in pairs:
+                begin.record()
+                graph.replay()
+                end.record()
+        torch.cuda.synchronize()
+        times += [b.elapsed_time(e) / 1e3 for b, e in pairs]
+    return times
+
+
+def graph_child(mode: str, args: argparse.Namespace) -> None:
+    """One run of part 1 in its own process (``plain``, ``full`` or ``windows``), its result to JSON."""
+    import contextlib
+
+    import torch
+
+    import rlscope
+
+    policy, x = _policy(args.batch)
+    seconds = args.windows_seconds if mode == "windows" else 0.0
+    if mode == "plain":
+        graph = _capture(policy, x)
+        times = _replays(graph, args.replays, 0.0, lambda name: contextlib.nullcontext())
+    else:
+        with rlscope.profile(args.trace_dir, windows=mode == "windows"):
+            with rlscope.scope("capture"):
+                graph = _capture(policy, x)
+            times = _replays(graph, args.replays, seconds, rlscope.scope)
+            torch.cuda.synchronize()
+    Path(args.result).write_text(json.dumps({"replays": len(times), "event_s": sum(times), "times": times}))
+
+
+def _graph_launches(trace_dir: Path) -> dict[str, Any]:
+    """From the trace: each graph launch's kernels (joined by correlation id), summed and spanned, and
+    the GPU records whose launching call is missing."""
+    import numpy as np
+
+    from rlscope import categories
+    from rlscope.analysis import gpu
+    from rlscope.analysis.gpu_calls import api_base_name
+    from rlscope.trace.reader import load_trace
+
+    out: dict[str, Any] = {"graph_launches": 0, "kernels": 0, "kernel_sum_s": 0.0, "span_s": 0.0}
+    out.update(records=0, records_without_launch=0, gpu_s_without_launch=0.0, kernels_per_launch={})
+    for proc in load_trace(trace_dir).processes:
+        if proc.gpu is None or not proc.gpu.num_rows:
+            continue
+        api, recs = gpu.split(proc.gpu, *gpu.session_bounds(proc))
+        idx, found = gpu.launching_call(api, recs)
+        dur = recs.end - recs.start
+        out["records"] += len(found)
+        out["records_without_launch"] += int((~found).sum())
+        out["gpu_s_without_launch"] += float(dur[~found].sum()) / 1e9
+        names = {int(i): api_base_name(proc.name(int(i))) for i in np.unique(api.name)}
+        is_graph = np.array([names[int(i)] in GRAPH_APIS for i in api.name], bool)
+        out["graph_launches"] += int(np.unique(api.correlation[is_graph]).size)
+        mine = found & is_graph[idx] & (recs.category == categories.GPU_KERNEL)
+        corr = recs.correlation[mine]
+        if not len(corr):
+            continue
+        uniq, inv = np.unique(corr, return_inverse=True)
+        first = np.full(len(uniq), np.iinfo(np.int64).max)
+        last = np.zeros(len(uniq), np.int64)
+        np.minimum.at(first, inv, recs.start[mine])
+        np.maximum.at(last, inv, recs.end[mine])
+        out["kernels"] += int(mine.sum())
+        out["kernel_sum_s"] += float(dur[mine].sum()) / 1e9
+        out["span_s"] += float((last - first).sum()) / 1e9
+        for k, n in zip(*np.unique(np.bincount(inv), return_counts=True), strict=True):
+            out["kernels_per_launch"][str(int(k))] = out["kernels_per_launch"].get(str(int(k)), 0) + int(n)
+    return out
+
+
+def _kernels_by_operation(result: Any) -> dict[str, int]:
+    """Kernels per operation from the analysis's kernel table, the backlog's sleep left out."""
+    out: dict[str, int] = {}
+    for row in result.kernels.to_pylist():
+        if row["category"] == "gpu_kernel" and "spin" not in row["kernel"]:
+            out[row["operation"]] = out.get(row["operation"], 0) + int(row["count"])
+    return out
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def graph_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Part 1: the replays plain, profiled with GPU tracing on all along, and with the windows."""
+    import rlscope.analysis
+
+    out: dict[str, Any] = {"batch": args.batch, "replays": args.replays}
+    for mode in ("plain", "full", "windows"):
+        trace, res = work / f"graph-{mode}", work / f"graph-{mode}.json"
+        cmd = [
+            sys.executable,
+            __file__,
+            "--graph-child",
+            mode,
+            "--trace-dir",
+            str(trace),
+            "--result",
+            str(res),
+        ]
+        cmd += ["--replays", str(args.replays), "--batch", str(args.batch)]
+        cmd += ["--windows-seconds", str(args.windows_seconds)]
+        _timed(cmd)
+        child = json.loads(res.read_text())
+        entry: dict[str, Any] = {"replays": child["replays"], "event_s": child["event_s"]}
+        entry["event_per_replay_us"] = 1e6 * child["event_s"] / max(child["replays"], 1)
+        if mode != "plain":
+            result = rlscope.analysis.analyze(str(trace))
+            s = result.summary
+            inference = (s.get("operations") or {}).get("inference") or {}
+            raw = ((s.get("raw") or {}).get("operations") or {}).get("inference") or {}
+            entry["summary_gpu_kernel_s"] = float(
+                (inference.get("gpu_categories") or {}).get("gpu_kernel", 0.0)
+            )
+            entry["summary_gpu_kernel_raw_s"] = float(
+                (raw.get("gpu_categories") or {}).get("gpu_kernel", 0.0)
+            )
+            entry["trace"] = _graph_launches(trace)
+            entry["kernels_by_operation"] = _kernels_by_operation(result)
+            entry["warnings"] = list(s.get("warnings") or [])
+            t = entry["trace"]
+            graph_kernels = sum(entry["kernels_by_operation"].values())
+            entry["graph_kernels_in_inference"] = _ratio(
+                entry["kernels_by_operation"].get("inference", 0), graph_kernels
+            )
+        if mode == "full":
+            ev = child["event_s"]
+            entry["summary_over_events"] = _ratio(entry["summary_gpu_kernel_s"], ev)
+            entry["kernel_sum_over_events"] = _ratio(t["kernel_sum_s"], ev)
+            entry["span_over_events"] = _ratio(t["span_s"], ev)
+            entry["within_target"] = {
+                k: v is not None and abs(v - 1.0) <= TARGET
+                for k, v in (
+                    ("summary", entry["summary_over_events"]),
+                    ("span", entry["span_over_events"]),
+                )
+            }
+        out[mode] = entry
+    out["cupti_slowdown_per_replay"] = _ratio(
+        out["full"]["event_per_replay_us"], out["plain"]["event_per_replay_us"]
+    )
+    return out
+
+
+# -- part 2: torch.compile on the bundled PPO --------------------------------------------------------
+
+
+def _ppo(mode: str, args: argparse.Namespace, timesteps: int) -> list[str]:
+    return [
+        str(PPO), "--quiet", "--device", args.device, "--total-timesteps", str(timesteps),
+        "--eval-episodes", "0", "--num-envs", str(args.num_envs), "--seed", "1",
+        *(["--compile", mode] if mode != "eager" else []), *(["--no-scopes"] if args.no_scopes else []),
+    ]  # fmt: skip
+
+
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})})
+    if r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
+    return time.perf_counter() - t0
+
+
+def _operations(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per operation: total, exclusive, its compile time and its GPU kernel time."""
+    return {
+        name: {
+            "total_s": float(op.get("total_s", 0.0)),
+            "exclusive_s": float(op.get("exclusive_s", 0.0)),
+            "compile_s": float((op.get("categories") or {}).get("compile", 0.0)),
+            "gpu_kernel_s": float((op.get("gpu_categories") or {}).get("gpu_kernel", 0.0)),
+            "calls": int(op.get("calls", 0)),
+        }
+        for name, op in (summary.get("operations") or {}).items()
+    }
+
+
+def _profiled(mode: str, args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict[str, Any]:
+    out = work / f"ppo-{mode}.json"
+    run = [sys.executable, "-m", "rlscope.cli.main", "run", "--trace-dir", str(work / f"ppo-{mode}")]
+    wall = _timed([*run, "--json", str(out), "--", sys.executable, *_ppo(mode, args, args.timesteps)], env)
+    s = json.loads(out.read_text())
+    c = s.get("compile") or {}
+    launch = [f for f in s.get("advice") or [] if f.get("rule") == LAUNCH_RULE]
+    return {
+        "process_wall_s": wall,
+        "wall_s": float(s.get("wall_s", 0.0)),
+        "compile": {k: c.get(k) for k in ("compilations", "seconds", "recompiles", "stages", "functions")},
+        "recompile_reasons": c.get("recompile_reasons") or [],
+        "operations": _operations(s),
+        "launch_bound": [
+            {"operation": f.get("operation"), "seconds_at_stake": float(f.get("seconds_at_stake", 0.0))}
+            for f in launch
+        ],
+        "warnings": list(s.get("warnings") or []),
+    }
+
+
+def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Part 2: each variant profiled (cold inductor cache), then plain at two lengths, interleaved."""
+    modes = [m for m in MODES if m in args.modes.split(",")]
+    profiled = {}
+    for mode in modes:  # a fresh inductor cache each: the compile time a first run pays
+        profiled[mode] = _profiled(
+            mode, args, work, {"TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{mode}")}
+        )
+    plain: dict[str, dict[str, list[float]]] = {m: {"short": [], "long": []} for m in modes}
+    for rep in range(args.reps):
+        order = modes if rep % 2 == 0 else modes[::-1]
+        for mode in order:  # the profiled run's cache: warm, as a second run of a program finds it
+            env = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{mode}")}
+            plain[mode]["short"].append(_timed([sys.executable, *_ppo(mode, args, args.timesteps)], env))
+            plain[mode]["long"].append(_timed([sys.executable, *_ppo(mode, args, 2 * args.timesteps)], env))
+    steady = {m: statistics.median(v["long"]) - statistics.median(v["short"]) for m, v in plain.items()}
+    out: dict[str, Any] = {"timesteps": args.timesteps, "reps": args.reps, "profiled": profiled}
+    out["plain_walls_s"] = plain
+    out["steady_state_s"] = steady  # the time of --timesteps steps, compiling and start-up cancelled
+    if "eager" in profiled:
+        stake = sum(f["seconds_at_stake"] for f in profiled["eager"]["launch_bound"])
+        per_step = stake / args.timesteps  # the profiled run trains --timesteps steps too
+        out["predicted_gain_s"] = {"launch_bound_seconds_at_stake": stake, "per_1k_steps": 1e3 * per_step}
+        out["measured_gain_s"] = {
+            m: {
+                "per_1k_steps": 1e3 * (steady["eager"] - steady[m]) / args.timesteps,
+                "speedup": _ratio(steady["eager"], steady[m]),
+                "predicted_over_measured": _ratio(stake, steady["eager"] - steady[m]),
+            }
+            for m in modes
+            if m != "eager"
+        }
+        out["per_operation"] = _per_operation(profiled)
+    return out
+
+
+def _per_operation(profiled: dict[str, Any]) -> dict[str, Any]:
+    """Per operation the eager run flagged launch-bound: its time at stake, and in the profiled runs its
+    eager time against each compiled run's time without its compiling."""
+    out = {}
+    for f in profiled["eager"]["launch_bound"]:
+        name = f["operation"]
+        eager = profiled["eager"]["operations"].get(name, {}).get("total_s", 0.0)
+        entry: dict[str, Any] = {"seconds_at_stake": f["seconds_at_stake"], "eager_s": eager}
+        for mode, run in profiled.items():
+            op = run["operations"].get(name)
+            if mode != "eager" and op:
+                entry[f"{mode}_s"] = op["total_s"]
+                entry[f"{mode}_without_compile_s"] = op["total_s"] - op["compile_s"]
+                entry[f"{mode}_gain_s"] = eager - (op["total_s"] - op["compile_s"])
+        out[name] = entry
+    return out
+
+
+def _cupti_wheels() -> dict[str, str]:
+    """The CUPTI wheels installed (torch's dependency): before 13.1 Update 1, graph launches had wrong
+    correlation ids after CUPTI was attached again (part 1's windows run shows whether it matters)."""
+    from importlib import metadata
+
+    return {
+        d.metadata["Name"]: d.version
+        for d in metadata.distributions()
+        if (d.metadata["Name"] or "").lower().startswith("nvidia-cuda-cupti")
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--replays", type=int, default=2000, help="graph replays, profiled with tracing on")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--windows-seconds", type=float, default=2.0, help="replays under the default windows")
+    p.add_argument("--timesteps", type=int, default=4096, help="PPO steps of a run (plain: also twice it)")
+    p.add_argument("--num-envs", type=int, default=4)
+    p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--modes", default=",".join(MODES), help="of eager, default, reduce-overhead")
+    p.add_argument("--no-scopes", action="store_true", help="the PPO unannotated: automatic operations")
+    p.add_argument("--out", default=None, help="directory for compiled_gpu_check.json")
+    p.add_argument("--dry-run", action="store_true", help="no CUDA: part 2 on the CPU, part 1 skipped")
+    p.add_argument("--graph-child", choices=("plain", "full", "windows"), help=argparse.SUPPRESS)
+    p.add_argument("--trace-dir", help=argparse.SUPPRESS)
+    p.add_argument("--result", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.graph_child:
+        graph_child(args.graph_child, args)
+        return
+    import torch
+
+    if not args.dry_run and not torch.cuda.is_available():
+        raise SystemExit(
+            "compiled_gpu_check: no CUDA device (torch.cuda.is_available() is False);"
+            " --dry-run checks the CPU plumbing"
+        )
+    args.device = "cpu" if args.dry_run else "cuda"
+    t0 = time.perf_counter()
+    result: dict[str, Any] = {"device": torch.cuda.get_device_name() if not args.dry_run else "cpu (dry run)"}
+    result["torch"] = torch.__version__
+    result["cuda"] = torch.version.cuda
+    result["cupti_wheels"] = _cupti_wheels()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        result["cuda_graph"] = None if args.dry_run else graph_check(args, work)
+        result["torch_compile"] = compile_check(args, work)
+    result["seconds"] = time.perf_counter() - t0
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "compiled_gpu_check.json").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
