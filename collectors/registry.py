@@ -49,6 +49,10 @@ COLLECTORS: tuple[CollectorRow, ...] = (
     CollectorRow("torch.collectives", "rlscope.collectors.collectives:start_for", backend="torch"),
     # the CUDA caching allocator's events
     CollectorRow("torch.memory", "rlscope.collectors.gpu_memory:start_for", ("memory",), backend="torch"),
+    # the automatic operations' wrapped module calls per thread and operation (their cost is removed)
+    CollectorRow(
+        "torch.module_calls", "rlscope.collectors.module_calls:start_for", ("module_call",), backend="torch"
+    ),
     # Python stack samples: [unannotated] and each operation's Python time by function and line
     CollectorRow("stacks", "rlscope.collectors.stacks:start_for"),
     # JAX's compilations (tracing, lowering, XLA), from its monitoring events: the compile category

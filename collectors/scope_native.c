@@ -1313,6 +1313,15 @@ static PyObject *op_open(PyObject *mod, PyObject *arg) {
     Py_RETURN_FALSE;
 }
 
+/* The name id of the innermost operation open on this thread under the lean session (-1: none, or no
+ * lean session): the operation an outermost module call's count goes to (rlscope/runtime/auto_ops.py). */
+static PyObject *op_top(PyObject *mod, PyObject *unused) {
+    if (B.session == NULL) return PyLong_FromLong(-1);
+    LeanThread *t = lean_thread();
+    if (t == NULL) return NULL;
+    return PyLong_FromLongLong(t->depth > 0 ? (long long)t->nid[t->depth - 1] : -1);
+}
+
 static PyObject *lean_structs(PyObject *mod, PyObject *unused) {
     Py_ssize_t n = 0;
     for (LeanThread *t = lean_threads; t != NULL; t = t->next) n++;
@@ -1411,6 +1420,7 @@ static PyMethodDef module_methods[] = {
     {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
     {"op_depth", op_depth, METH_NOARGS, "operations open on this thread under the lean session (-1: none)"},
     {"op_open", op_open, METH_O, "whether an operation of this name id is open on this thread"},
+    {"op_top", op_top, METH_NOARGS, "name id of the innermost operation open on this thread (-1: none)"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},
     {"set_timer_tick", set_timer_tick, METH_O, "when the timer session's next fold is due"},
     {"bind", bind, METH_VARARGS, "a session's boundaries take the lean path; returns its Ids"},

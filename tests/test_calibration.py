@@ -15,7 +15,7 @@ import pytest
 import rlscope
 from rlscope.analysis import analyze
 from rlscope.collectors import scope_native
-from rlscope.overhead.calibrate import measure, run, store, workloads
+from rlscope.overhead.calibrate import measure, module_calls, run, store, workloads
 from rlscope.overhead.calibrate import rounds as cal_rounds
 from rlscope.overhead.correct import calibration as cal_mod
 from rlscope.session import Session
@@ -436,6 +436,14 @@ def _fake_measurement(values: list[float], cost: dict[str, float]):
     return measure
 
 
+@pytest.fixture(autouse=True)
+def _module_call_faked(monkeypatch):
+    """The module-call wrapper's measurement faked (tests/test_module_calls.py prices it): the tests
+    here fake the other measurements, and a real one would add its rounds' speeds to theirs."""
+    cost = {"inside": 900.0, "outside": 0.0, "total": 900.0}
+    monkeypatch.setattr(module_calls, "measure_module_call", _fake_measurement([900] * 3, cost))
+
+
 @pytest.fixture
 def refused_scope(monkeypatch):
     """A calibration whose scope cost never settles (the rest is fine), and the lines it warned."""
@@ -459,7 +467,9 @@ def refused_scope(monkeypatch):
 def test_refused_costs_are_not_stored_and_are_said(refused_scope):
     cal, warned = refused_scope
     native = scope_native.calibration_key().startswith("native")  # the writer measured in the run
-    assert set(cal["costs_ns"]) == ({"category"} if native else {"category", "writer"})
+    assert set(cal["costs_ns"]) == (
+        {"category", "module_call"} if native else {"category", "module_call", "writer"}
+    )
     assert ("writer" in cal["skipped"]) == native
     assert cal["costs_ns"]["category"]["spread"] == 0.0
     assert {r["entry"] for r in cal["refused"]} >= {"scope"}

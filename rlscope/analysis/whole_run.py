@@ -27,7 +27,7 @@ from rlscope.analysis.breakdown import (
     OPS_SCHEMA,
     ProcessBreakdown,
 )
-from rlscope.overhead.correct import ASSUMED_STALL_SHARE, EventCosts
+from rlscope.overhead.correct import ASSUMED_STALL_SHARE, EventCosts, module_calls_between_stretches
 from rlscope.trace import schema as S
 from rlscope.trace.header import main_thread, session_span
 from rlscope.trace.reader import ProcessTrace, name_of
@@ -87,6 +87,8 @@ def summarized(
     main = _main_thread(proc)
     names = proc.names
     per_boundary = costs.scope_dispatch_ns() if costs is not None else 0.0
+    # the automatic operations' module-call wrapper per summary row (overhead/correct/module_calls.py)
+    modules = module_calls_between_stretches(proc, costs) if costs is not None else np.zeros(len(left_out))
     cpu: dict[tuple[str, str, str, bool], float] = {}
     calls: dict[tuple[str, str], int] = {}
     inclusive: dict[tuple[str, str], float] = {}
@@ -113,7 +115,8 @@ def summarized(
                 share = 0.0 if cat == categories.PROFILER else kept.get((phase, op, on_main), kept_all)
                 cut = t * (1.0 - share)
             else:
-                cut = min(t, float(c["cost_ns"][i]) + per_boundary * float(c["boundaries"][i]))
+                paid = float(c["cost_ns"][i]) + per_boundary * float(c["boundaries"][i]) + modules[i]
+                cut = min(t, paid)
             t -= cut
             removed += cut
             removed_main += cut if on_main else 0.0

@@ -31,7 +31,10 @@ through a wrapper of ``nn.Module.__call__`` (torch's global forward hooks cost t
 a call, see install_torch), and grad-disabled blocks through wrapped ``__enter__``/``__exit__`` of
 ``no_grad`` and ``inference_mode`` (torch has no hook for them), for as long as a session with
 automatic operations runs. Nothing is installed without such a session; with one, each module call
-(submodules too) costs one Python call, a counter on most of them.
+(submodules too) costs one Python call, two counters on most of them. That cost is removed by the
+overhead correction: each outermost call adds the module calls it made to the innermost operation
+open on its thread (:func:`module_call_counts`, written by collectors/module_calls.py), and the
+analysis prices them with the calibrated ``module_call`` cost (rlscope/overhead/correct/module_calls.py).
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ _torch_handles: list[Any] = []  # what install_torch put on, for uninstall_torch
 # module classes whose call starts a library's ``update`` phase, ended by the next optimizer step
 # (TorchRL's loss modules: rlscope/runtime/adapters/torchrl.py)
 _update_modules: tuple[type, ...] = ()
+# every thread's module-call counts (thread state, counts by name id), for the module-call collector
+_counters: list[tuple[_Thread, dict[int, int]]] = []
 # module classes that set autograd themselves inside their forward, each with the mode it sets
 # (given the module and the mode at the call): TorchRL's value estimators run with autograd as their
 # ``differentiable`` says, so a GAE called with autograd on is inference, not the start of backprop
@@ -75,6 +80,14 @@ class _Thread(threading.local):
         self.sim: tuple[Any, int] | None = None
         self.update_phase: _Phase | None = None  # an update phase a loss module's call opened
         self.late: list[tuple[Any, int]] = []  # ended while a user's scope inside them was open
+        # module calls made on this thread (every level), those already given to an operation, and
+        # what each operation got (name id -> calls; -1: none open): totals, never reset, so that a
+        # reader diffing them (collectors/module_calls.py) loses nothing to a reset
+        self.seen = 0
+        self.counted = 0
+        self.counts: dict[int, int] = {}
+        self.tid = threading.get_native_id()
+        _counters.append((self, self.counts))
 
 
 _tls = _Thread()
@@ -91,6 +104,32 @@ def _depth() -> int:
     if lean is not None:
         return lean.op_depth()
     return len(s.thread_state().ops)
+
+
+def _top() -> int:
+    """The name id of the innermost operation open on this thread (-1: none)."""
+    s = _session
+    lean = s._lean
+    if lean is not None:
+        return int(lean.op_top())
+    ops = s.thread_state().ops
+    return ops[-1][1] if ops else -1
+
+
+def _count(t: _Thread) -> None:
+    """An outermost module call ends: the module calls made since the last one go to the innermost
+    operation open now (the one that paid for their wrapper)."""
+    n = t.seen - t.counted
+    t.counted = t.seen
+    nid = _top()
+    counts = t.counts
+    counts[nid] = counts.get(nid, 0) + n
+
+
+def module_call_counts() -> list[tuple[int, dict[int, int]]]:
+    """Every thread's (OS thread id, module calls by operation name id so far), copies: the module-call
+    collector diffs them at each flush."""
+    return [(t.tid, dict(counts)) for t, counts in list(_counters)]
 
 
 def _user_open(name: str) -> bool:
@@ -292,6 +331,7 @@ def install_torch(torch: Any) -> None:
         t = _tls
         depth = t.calls
         t.calls = depth + 1
+        t.seen += 1
         if depth:  # inside another module's call
             try:
                 return module_call(self, *args, **kwargs)
@@ -303,6 +343,8 @@ def install_torch(torch: Any) -> None:
             return module_call(self, *args, **kwargs)
         finally:
             t.calls = 0
+            if _on:
+                _count(t)
             if t.per_call and t.inference is not None:
                 inf, t.inference, t.per_call = t.inference, None, False
                 if _on:
@@ -380,6 +422,8 @@ def _reset(t: _Thread) -> None:
     t.inference = t.update = t.sim = t.update_phase = None
     t.per_call = False
     t.late = []
+    t.counted = t.seen  # calls before now were no session's
+    t.tid = threading.get_native_id()  # a forked child's thread has an id of its own
 
 
 def start(session: Any) -> None:

@@ -56,7 +56,7 @@ BACKENDS: tuple[Backend, ...] = (
         module="torch",
         op_recorder="torch.ops",
         engine_attribution="torch.engine",
-        collectors=("torch.collectives", "torch.memory", "torch.compile"),
+        collectors=("torch.collectives", "torch.memory", "torch.compile", "torch.module_calls"),
         auto_ops_install="rlscope.runtime.auto_ops:install_torch",
         auto_ops_uninstall="rlscope.runtime.auto_ops:uninstall_torch",
     ),

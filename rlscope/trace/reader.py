@@ -49,6 +49,8 @@ class ProcessTrace(ProcessHeader):
     stacks: pa.Table | None = None  # Python stack samples (stacks.arrows), when sampled
     frames: pa.Table | None = None  # their stacks' frames (frames.arrows): no times, never cut or joined
     compile: pa.Table | None = None  # JAX compilations (compile.arrows): own clock, never cut or joined
+    # the automatic operations' module calls per flush, thread and operation (module_calls.arrows): read whole
+    module_calls: pa.Table | None = None
     hlo: pa.Table | None = None  # JAX executables' kernels and their named scopes (hlo.arrows): read whole
     # the whole run's aggregates (aggregates.arrows) summed per key over the run (full loads only):
     # AGGREGATE_COLUMNS less ts_ns (rlscope/trace/aggregate.py, rlscope/analysis/whole_run.py)
@@ -428,6 +430,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         ("stacks", S.STACKS_FILE, S.STACKS_COLUMNS, None),
         ("frames", S.FRAMES_FILE, S.FRAMES_COLUMNS, None),
         ("compile", S.COMPILE_FILE, S.COMPILE_COLUMNS, None),
+        ("module_calls", S.MODULE_CALLS_FILE, S.MODULE_CALLS_COLUMNS, None),
         ("hlo", S.HLO_FILE, S.HLO_COLUMNS, None),
     ):
         if (path / filename).exists():

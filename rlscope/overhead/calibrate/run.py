@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlscope.overhead.calibrate import measure
+from rlscope.overhead.calibrate import measure, module_calls
 from rlscope.overhead.calibrate.rounds import FULL, QUICK, TOLERANCE, Stable, _c_methods, _ref
 from rlscope.overhead.calibrate.store import _finite, _ns, at_speed, backend_at_speed, figure, refusal
 from rlscope.overhead.calibrate.workloads import _Traces
@@ -94,7 +94,7 @@ def run_calibration(
             keep("writer", measure.measure_writer(plan, traces))
         torch = _import_torch()
         if torch is None:
-            skipped["backend"] = "torch is not installed"
+            skipped["backend"] = skipped["module_call"] = "torch is not installed"
         else:
             log("backend-op recording ...")
             # the speed record is read again inside (_until_stable_at_speed): only this run's refs here
@@ -103,6 +103,8 @@ def run_calibration(
                 measured, lambda fastest: measure.measure_backend(torch, plan, traces, fastest), refs, log
             )
             keep("backend", measured)
+            log("automatic operations' module calls ...")
+            keep("module_call", module_calls.measure_module_call(torch, plan, traces))
         measure._measure_boundaries_again(boundaries, plan, traces, refs, log)
         for entry, measured in boundaries.items():
             keep(entry, measured)

@@ -1,15 +1,18 @@
 """The correction of rlscope's own cost: the one entry the analysis imports (none of the modules below).
 
-Two calls: :func:`plan_correction` once per trace (which correction it gets: a calibration's costs,
-the run's windows alone, or none, and why), and :func:`correct_process` once per process (its
+Three calls: :func:`plan_correction` once per trace (which correction it gets: a calibration's costs,
+the run's windows alone, or none, and why), :func:`correct_process` once per process (its
 timeline with rlscope's cost removed, and all its corrected breakdown needs besides:
-:class:`~rlscope.overhead.correct.process.Corrected`). Besides them, the names those take and give
-(``CorrectionPlan``, ``EventCosts``, ``Corrected``, ``GpuScale``), what the analysis reads of the
-windows before and beside the correction (``has_light_windows``, ``window_spans``) and the share of
-the writer's flushes that stalls the job where the run cannot measure it (``ASSUMED_STALL_SHARE``).
+:class:`~rlscope.overhead.correct.process.Corrected`), and :func:`module_calls_between_stretches`
+(the automatic operations' module-call cost in the time a long run keeps as aggregates). Besides
+them, the names those take and give (``CorrectionPlan``, ``EventCosts``, ``Corrected``,
+``GpuScale``), what the analysis reads of the windows before and beside the correction
+(``has_light_windows``, ``window_spans``) and the share of the writer's flushes that stalls the job
+where the run cannot measure it (``ASSUMED_STALL_SHARE``).
 
 The parts: ``plan``, ``process`` (one process's correction), ``residual`` (per-event costs),
-``windows`` and ``pieces`` (what the expensive collectors cost in this run), ``full_windows`` and
+``module_calls`` (the automatic operations' module-call wrapper), ``windows`` and ``pieces``
+(what the expensive collectors cost in this run), ``full_windows`` and
 ``window_notes`` (what the full windows stand for, what the summary says of them), ``flush_stall``,
 ``reference`` and ``calibration`` (the calibration file).
 
@@ -41,6 +44,7 @@ __all__ = [
     "GpuScale",
     "correct_process",
     "has_light_windows",
+    "module_calls_between_stretches",
     "plan_correction",
     "window_spans",
 ]
@@ -68,8 +72,16 @@ def correct_process(
     return process.correct_process(proc, tl, costs, launches)
 
 
+def module_calls_between_stretches(proc: ProcessTrace, costs: EventCosts) -> np.ndarray:
+    """Per row of ``proc``'s aggregates: the automatic operations' module-call cost (ns) in the
+    time between the detail stretches (:func:`rlscope.overhead.correct.module_calls.summary_cut`)."""
+    from rlscope.overhead.correct import module_calls
+
+    return module_calls.summary_cut(proc, costs.module_call_ns)
+
+
 # the names re-exported from the modules, loaded on first use
-_LAZY = frozenset(__all__) - {"correct_process", "plan_correction"}
+_LAZY = frozenset(__all__) - {"correct_process", "plan_correction", "module_calls_between_stretches"}
 
 
 def __getattr__(name: str) -> Any:

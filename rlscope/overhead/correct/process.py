@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from rlscope.analysis.timeline import Timeline
-from rlscope.overhead.correct import residual, windows
+from rlscope.overhead.correct import module_calls, residual, windows
 from rlscope.overhead.correct.full_windows import GpuScale, gpu_scale, nominal_full_share, thin_full_windows
 from rlscope.overhead.correct.residual import Correction, EventCosts
 from rlscope.overhead.correct.window_notes import window_info, window_notes
@@ -68,7 +68,13 @@ def correct_process(
         )
         used = residual.at_run_speed(used, run_ref_ns)
         mem_times, mem_notes = residual.memory_times(proc, used)
-        return used, mem_notes, residual.correct_timeline(tl, used, nvml_samples, mem_times)
+        mods = module_calls.planned(proc, tl, used.module_call_ns)
+        if mods.any() and module_calls.ENTRY not in used.used:
+            mem_notes.append(
+                f"{module_calls.ENTRY} not calibrated on this machine: the automatic operations' module"
+                f" calls are priced at the default {used.module_call_ns:.0f} ns each (`rlscope calibrate`)"
+            )
+        return used, mem_notes, residual.correct_timeline(tl, used, nvml_samples, mem_times, mods)
 
     # what the windows measure in the run is not subtracted again per event; a process without any
     # operation gives the windows nothing to compare, and keeps the calibrated per-event costs

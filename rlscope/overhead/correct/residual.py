@@ -24,7 +24,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
-from rlscope.overhead.correct import flush_stall, reference
+from rlscope.overhead.correct import flush_stall, module_calls, reference
 from rlscope.trace import schema as S
 from rlscope.trace.header import recorded_options
 from rlscope.trace.schema import CostClass
@@ -64,6 +64,11 @@ class EventCosts:
     # the GPU memory recorder per recorded allocator event (torch's trace entry and rlscope's
     # tracker, paid on the allocating thread); 0: not calibrated (rlscope/overhead/calibrate/memory.py)
     memory_per_event: float = 0.0
+    # the automatic operations' wrapper per module call (rlscope/overhead/correct/module_calls.py), and
+    # the reference loop's ns it is stored at: Python, priced at the run's speed (:func:`at_run_speed`);
+    # module_calls.DEFAULT unless a calibration has the entry
+    module_call_ns: float = module_calls.DEFAULT["inside"]
+    module_call_ref_ns: float = module_calls.DEFAULT["ref_ns"]
     # per class (and the writer's): the reference loop's ns per iteration at which the calibration
     # stored the cost; NaN: a cost not priced at the run's speed (:func:`at_run_speed`)
     ref_ns: np.ndarray = dataclasses.field(default_factory=lambda: _unknown())
@@ -141,6 +146,11 @@ def costs_for(calibration: dict[str, Any], metadata: dict[str, str]) -> EventCos
     if "memory" in table:
         costs.memory_per_event = max(float(table["memory"].get("per_event", 0.0)), 0.0)
         costs.used["memory"] = "memory"
+    row = table.get(module_calls.ENTRY)
+    if isinstance(row, dict) and "inside" in row:
+        costs.module_call_ns = max(float(row["inside"]), 0.0)
+        costs.module_call_ref_ns = _ref(row)
+        costs.used[module_calls.ENTRY] = module_calls.ENTRY
     return costs
 
 
@@ -203,6 +213,10 @@ def at_run_speed(costs: EventCosts, run_ref_ns: float | None) -> EventCosts:
     fw = _speed_scale(run_ref_ns, costs.writer_ref_ns)
     if fw is not None:
         writer *= fw
+    module_call = costs.module_call_ns
+    fm = _speed_scale(run_ref_ns, costs.module_call_ref_ns)
+    if fm is not None:
+        module_call *= fm
     notes = list(costs.notes)
     if scales and abs(scales[0][0] - 1) > SPEED_NOTE:
         notes.append(
@@ -216,6 +230,7 @@ def at_run_speed(costs: EventCosts, run_ref_ns: float | None) -> EventCosts:
         dispatch_inside=d_in,
         dispatch_outside=d_out,
         writer_per_event=writer,
+        module_call_ns=module_call,
         notes=notes,
     )
 
@@ -483,10 +498,15 @@ def thread_last(tl: Timeline) -> np.ndarray:
 
 
 def correct_timeline(
-    tl: Timeline, costs: EventCosts, nvml_samples: int = 0, memory: np.ndarray | None = None
+    tl: Timeline,
+    costs: EventCosts,
+    nvml_samples: int = 0,
+    memory: np.ndarray | None = None,
+    modules: np.ndarray | None = None,
 ) -> Correction:
     """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
-    ``memory``: times of the recorded GPU allocator events (:func:`memory_times`)."""
+    ``memory``: times of the recorded GPU allocator events (:func:`memory_times`); ``modules``: per
+    row, the automatic operations' module-call cost in its segment (module_calls.planned)."""
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
@@ -508,6 +528,8 @@ def correct_timeline(
     planned[:-1] += np.where(last[:-1], 0.0, before[1:])
     mem = _memory_planned(tl, memory, costs.memory_per_event)
     planned += mem
+    mods = modules if modules is not None and len(modules) == n else np.zeros(n)
+    planned += mods
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     writer_threads = np.unique(tl.thread[_flush_marks(tl)])
     profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
@@ -539,15 +561,19 @@ def correct_timeline(
     per_class = np.bincount(cls, weights=before + after, minlength=len(CLASS_NAMES))
     placed = float(removal.sum() - np.where(profiler, dur, 0.0).sum())
     mem_total = float(mem[~profiler].sum())
-    wanted = float(per_class[1:].sum()) + mem_total
+    mods_total = float(mods[~profiler].sum())
+    wanted = float(per_class[1:].sum()) + mem_total + mods_total
     if wanted > placed >= 0:  # report what was removed, never more than the segments held
         per_class = per_class * (placed / wanted)
         mem_total *= placed / wanted
+        mods_total *= placed / wanted
     for c in range(1, len(CLASS_NAMES)):
         if per_class[c]:
             removed[CLASS_NAMES[c]] = float(per_class[c]) / 1e9
     if mem_total:
         removed["memory"] = mem_total / 1e9
+    if mods_total:
+        removed[module_calls.ENTRY] = mods_total / 1e9
     if profiler.any():
         removed["rlscope_periodic"] = float(dur[profiler].sum()) / 1e9
     if stalled.any():

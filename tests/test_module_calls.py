@@ -1,0 +1,170 @@
+"""The automatic operations' module-call wrapper: counted per operation, priced, removed.
+
+Ground truth on a fake clock: every module's forward advances the clock by its known work plus
+``WRAP`` ns standing for what rlscope's wrapper of that call costs. With a calibration pricing a
+module call at ``WRAP`` (and boundaries at nothing), the corrected operations must hold exactly the
+known work: the trace counts every call, and the correction removes each one's cost from the
+operation that made it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import rlscope
+from rlscope.analysis import analyze
+from rlscope.overhead.correct import calibration as cal_mod
+from rlscope.overhead.correct import module_calls
+from tests.conftest import FakeClock
+
+torch = pytest.importorskip("torch")
+
+WRAP = 700  # the wrapper's cost a module call (ns), as the fake forwards pay it
+LEAF = 2_000  # a leaf module's own work
+ROOT = 1_000  # the container's own work besides its two leaves
+SAMPLE = 3_000  # in the no_grad block after the forward (inference, no module call)
+LOSS = 4_000  # loss and backward (backprop, no module call)
+OPT = 5_000  # inside optimizer.step
+CALLS = 3  # module calls of one forward: the container and its two leaves
+WORK = ROOT + 2 * LEAF  # the forward's known work
+
+
+class Leaf(torch.nn.Module):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.lin = torch.nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.advance(WRAP + LEAF)
+        return x * 1.0
+
+
+class Net(torch.nn.Module):
+    """A container of two leaves: three module calls a forward, each paying WRAP."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.a, self.b = Leaf(clock), Leaf(clock)
+        self.w = torch.nn.Parameter(torch.ones(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.advance(WRAP + ROOT)
+        return self.b(self.a(x)) * self.w
+
+
+def _calibration(module_call: dict | None) -> dict:
+    costs = {"scope": {"inside": 0.0, "outside": 0.0, "total": 0.0}}
+    if module_call is not None:
+        costs[module_calls.ENTRY] = module_call
+    return {
+        "schema": cal_mod.SCHEMA,
+        "created": "test",
+        "key": cal_mod.current_key(),
+        "costs_ns": costs,
+        "refused": [],
+    }
+
+
+def _run(tmp_path, iters: int = 20, updates: int = 5):
+    clock = FakeClock()
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, windows=False, auto_ops=True)
+    sess.clock = clock
+    net = Net(clock)
+
+    class ClockSGD(torch.optim.SGD):
+        def step(self, closure=None):
+            clock.advance(OPT)
+            return super().step(closure)
+
+    opt = ClockSGD(net.parameters(), lr=0.01)
+    x = torch.ones(2)
+    with sess:
+        for _ in range(iters):
+            with torch.no_grad():
+                net(x)
+                clock.advance(SAMPLE)
+            clock.advance(1_000)
+        for _ in range(updates):
+            loss = net(x).sum()
+            clock.advance(LOSS)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            clock.advance(1_000)
+    return sess
+
+
+def test_the_trace_counts_every_module_call_per_operation(tmp_path):
+    sess = _run(tmp_path)
+    proc = rlscope.load_trace(str(sess.trace_dir)).processes[0]
+    per_op: dict[str, int] = {}
+    table = proc.module_calls
+    for nid, n in zip(table.column("operation").to_pylist(), table.column("calls").to_pylist(), strict=True):
+        per_op[proc.names[nid]] = per_op.get(proc.names[nid], 0) + n
+    assert per_op == {"inference": 20 * CALLS, "backprop": 5 * CALLS}
+    (thread,) = set(proc.module_calls.column("thread").to_pylist())
+    assert module_calls.calls_per_instance(proc) == {
+        (thread, "inference"): CALLS,
+        (thread, "backprop"): CALLS,
+    }
+
+
+def test_corrected_operations_hold_the_known_work(tmp_path):
+    cal_mod.save(_calibration({"inside": float(WRAP), "outside": 0.0, "total": float(WRAP)}))
+    sess = _run(tmp_path)
+    s = analyze(sess.trace_dir).summary
+    raw, ops = s["raw"]["operations"], s["operations"]
+    assert raw["inference"]["total_s"] == pytest.approx(20 * (WORK + CALLS * WRAP + SAMPLE) * 1e-9, abs=1e-12)
+    assert ops["inference"]["total_s"] == pytest.approx(20 * (WORK + SAMPLE) * 1e-9, abs=2e-9)
+    assert ops["backprop"]["total_s"] == pytest.approx(5 * (WORK + LOSS + OPT) * 1e-9, abs=2e-9)
+    assert s["overhead"]["removed_s"][module_calls.ENTRY] == pytest.approx(
+        25 * CALLS * WRAP * 1e-9, abs=1e-12
+    )
+    assert s["overhead"]["costs_used"][module_calls.ENTRY] == module_calls.ENTRY
+
+
+def test_a_calibration_without_the_entry_prices_calls_at_the_default(tmp_path):
+    cal_mod.save(_calibration(None))
+    sess = _run(tmp_path)
+    s = analyze(sess.trace_dir).summary
+    removed = s["overhead"]["removed_s"][module_calls.ENTRY]
+    # the default, priced at the run's speed (within residual.MAX_SPEED_SCALE either way)
+    assert 0 < removed <= 25 * CALLS * 3 * module_calls.DEFAULT["inside"] * 1e-9
+    assert any(n.startswith(f"{module_calls.ENTRY} not calibrated") for n in s["overhead"]["notes"])
+
+
+def test_without_automatic_operations_nothing_is_counted(tmp_path):
+    clock = FakeClock()
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, windows=False)
+    sess.clock = clock
+    with sess, rlscope.scope("inference"):
+        Net(clock)(torch.ones(2))
+    proc = rlscope.load_trace(str(sess.trace_dir)).processes[0]
+    assert proc.module_calls is None
+
+
+def test_between_detail_stretches_the_summarized_instances_lose_their_calls_too(tmp_path):
+    """A run kept in detail for 4 of its 20 steps: the corrected whole-run inference is still the
+    known work, its summarized instances' module calls removed from the aggregates' time."""
+    cal_mod.save(_calibration({"inside": float(WRAP), "outside": 0.0, "total": float(WRAP)}))
+    clock = FakeClock()
+    sess = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, auto_ops=True, detail="2it,10it,2it")
+    sess.clock = clock
+    net = Net(clock)
+    with sess:
+        for _ in range(20):
+            with rlscope.scope("step"):
+                with torch.no_grad():
+                    net(torch.ones(2))
+                    clock.advance(SAMPLE)
+                clock.advance(1_000)
+            sess.writer.flush()  # the detail is cut at flushes
+    s = analyze(sess.trace_dir).summary
+    assert s["detail"]["summarized_s"] > 0
+    raw, ops = s["raw"]["operations"], s["operations"]
+    # every instance's calls removed, in the stretches and between them (the raw figures' own
+    # accounting at the cuts is docs/long-runs.md's)
+    removed = raw["inference"]["total_s"] - ops["inference"]["total_s"]
+    assert removed == pytest.approx(20 * CALLS * WRAP * 1e-9, abs=1e-12)
