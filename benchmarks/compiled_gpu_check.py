@@ -412,16 +412,22 @@ def main(argv: list[str] | None = None) -> None:
     result["torch"] = torch.__version__
     result["cuda"] = torch.version.cuda
     result["cupti_wheels"] = _cupti_wheels()
+    parts = [("cuda_graph", None if args.dry_run else graph_check), ("torch_compile", compile_check)]
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        result["cuda_graph"] = None if args.dry_run else graph_check(args, work)
-        result["torch_compile"] = compile_check(args, work)
-    result["seconds"] = time.perf_counter() - t0
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "compiled_gpu_check.json").write_text(text)
+        for name, check in parts:  # each part written as it ends: a run cut short keeps the parts done
+            result[name] = None if check is None else check(args, Path(tmp))
+            result["seconds"] = time.perf_counter() - t0
+            _write(result, args.out)
+            print(
+                f"compiled_gpu_check: {name} done at {result['seconds']:.0f} s", file=sys.stderr, flush=True
+            )
+    print(json.dumps(result, indent=1))
+
+
+def _write(result: dict[str, Any], out: str | None) -> None:
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "compiled_gpu_check.json").write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
