@@ -149,7 +149,10 @@ def analyze_process_pair(
         launch = gpu.launching_call(api, records)  # once: attribution, the check and the correction
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
-    raw = breakdown_timeline(tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml)
+    groups = row_groups(tl, gpu_records)  # the corrected timeline's rows are the raw one's, retimed
+    raw = breakdown_timeline(
+        tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml, groups=groups
+    )
     raw.automatic = proc.automatic
     if launch is not None:
         raw.gpu.update(unlaunched(records, launch[1]))
@@ -163,7 +166,10 @@ def analyze_process_pair(
         recs, op, phase = gpu_records
         shift = fix.gpu_shift_ns
         moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
-    corrected = breakdown_timeline(fix.timeline, proc.names, proc.pid, host, proc.complete, moved, nvml=None)
+    shared = groups if groups.fits(fix.timeline, moved) else None
+    corrected = breakdown_timeline(
+        fix.timeline, proc.names, proc.pid, host, proc.complete, moved, nvml=None, groups=shared
+    )
     corrected.automatic = proc.automatic
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
@@ -278,6 +284,81 @@ def _merge_adjacent(
     return group, start, end
 
 
+@dataclasses.dataclass
+class RowGroups:
+    """The (phase, operation) pair of every row that can hold counted time, of every operation
+    instance and of every GPU record: what a breakdown groups by, apart from the durations.
+
+    Why: the corrected timeline keeps the raw one's rows (only their times change), so the raw and
+    the corrected breakdown share this grouping instead of rebuilding it over millions of rows.
+    """
+
+    op: np.ndarray  # the timeline's columns it was made from (identity: :meth:`fits`)
+    phase: np.ndarray
+    inst_name: np.ndarray
+    thread: np.ndarray
+    main_thread: int
+    rec_op: np.ndarray | None  # the GPU records' launching instances it was made with (None: no records)
+    row_pair: np.ndarray  # per row: its pair index (int32), -1 for rows that hold no counted time
+    begins: np.ndarray  # the OP_BEGIN rows
+    b_pair: np.ndarray
+    g_op: np.ndarray  # each GPU record's operation name id, and its pair
+    g_pair: np.ndarray
+    pair_ph: np.ndarray  # each pair's phase and operation name ids, sorted by (phase, operation)
+    pair_op: np.ndarray
+
+    def fits(self, tl: Timeline, gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None) -> bool:
+        """Whether ``tl`` and ``gpu_records`` are those this grouping was made from, retimed."""
+        return (
+            rec_op_inst(gpu_records) is self.rec_op
+            and tl.op is self.op
+            and tl.phase is self.phase
+            and tl.inst_name is self.inst_name
+            and tl.thread is self.thread
+            and tl.main_thread == self.main_thread
+        )
+
+
+def row_groups(
+    tl: Timeline, gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None = None
+) -> RowGroups:
+    """One dense index over the (phase, operation) pairs of ``tl``'s rows, instances and GPU work."""
+    inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
+    op_name = inst_name[tl.op]
+    main = tl.thread == tl.main_thread
+    cand = np.flatnonzero((op_name >= 0) | main)
+    op_c, ph_c = op_name[cand], inst_name[tl.phase[cand]]
+    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    b_name = tl.name[begins].astype(np.int64)
+    if gpu_records is not None:
+        _, rec_op, rec_phase = gpu_records
+        g_op, g_ph = inst_name[rec_op], inst_name[rec_phase]
+    else:
+        g_op, g_ph = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ph_u, ph_i = _dense(np.concatenate([ph_c, inst_name[tl.phase[begins]], g_ph]))
+    all_op = np.concatenate([op_c, b_name, g_op])
+    width = int(all_op.max(initial=0)) + 2  # above every op id + 1: keys sort by (phase, operation)
+    pair_key, pair_i = _dense(ph_i * width + all_op + 1)
+    n_c, n_b = len(cand), len(begins)
+    row_pair = np.full(len(tl.op), -1, np.int32)  # int32: held through the correction, a row each
+    row_pair[cand] = pair_i[:n_c]
+    return RowGroups(
+        op=tl.op,
+        phase=tl.phase,
+        inst_name=tl.inst_name,
+        thread=tl.thread,
+        main_thread=tl.main_thread,
+        rec_op=rec_op_inst(gpu_records),
+        row_pair=row_pair,
+        begins=begins,
+        b_pair=pair_i[n_c : n_c + n_b],
+        g_op=g_op,
+        g_pair=pair_i[n_c + n_b :],
+        pair_ph=ph_u[pair_key // width],
+        pair_op=pair_key % width - 1,
+    )
+
+
 def breakdown_timeline(
     tl: Timeline,
     names: list[str],
@@ -286,45 +367,38 @@ def breakdown_timeline(
     complete: bool = True,
     gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None = None,
     nvml: pa.Table | None = None,
+    groups: RowGroups | None = None,
 ) -> ProcessBreakdown:
-    """Aggregate a process timeline into the breakdown tables (see module docstring)."""
+    """Aggregate a process timeline into the breakdown tables (see module docstring); ``groups``:
+    :func:`row_groups` of these rows, when the caller has it (ignored unless it fits them)."""
 
     def name_of(i: int, none: str) -> str:
         return _name(names, i, none)
 
+    if groups is None or not groups.fits(tl, gpu_records):
+        groups = row_groups(tl, gpu_records)
     dur = tl.seg_end - tl.ts
-    inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
-    op_name = inst_name[tl.op]
-    ph_name = inst_name[tl.phase]
-    main = tl.thread == tl.main_thread
-    keep = dur > 0
-    keep &= (op_name >= 0) | main
-    idx = np.flatnonzero(keep)  # gather each column once
-    op_k, ph_k, cat_k, d_k, m_k = op_name[idx], ph_name[idx], tl.cat[idx], dur[idx], main[idx]
+    idx = np.flatnonzero((dur > 0) & (groups.row_pair >= 0))  # time inside an operation or on the main thread
+    seg_pair = groups.row_pair[idx].astype(np.int64)
+    op_k, m_k = groups.pair_op[seg_pair], tl.thread[idx] == tl.main_thread
+    cat_k, d_k = tl.cat[idx], dur[idx]
+    begins, b_pair, g_op, g_pair = groups.begins, groups.b_pair, groups.g_op, groups.g_pair
+    pair_ph, pair_op = groups.pair_ph, groups.pair_op
+    # only the pairs that hold time, instances or GPU work here (as many as a grouping of these rows)
+    present = np.zeros(len(pair_ph), bool)
+    present[seg_pair] = present[b_pair] = present[g_pair] = True
+    if not present.all():
+        remap = np.cumsum(present) - 1
+        seg_pair, b_pair, g_pair = remap[seg_pair], remap[b_pair], remap[g_pair]
+        pair_ph, pair_op = pair_ph[present], pair_op[present]
+    n_pairs = len(pair_ph)
 
     # operation instances: calls and inclusive time (phase = the phase open at its begin)
-    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     b_inst = tl.id[begins]
-    b_name = tl.name[begins].astype(np.int64)
     b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - tl.ts[begins])
 
     # GPU work, attributed to the (phase, operation) whose instance launched it
-    if gpu_records is not None:
-        recs, rec_op, rec_phase = gpu_records
-        g_op, g_ph = inst_name[rec_op], inst_name[rec_phase]
-    else:
-        recs, g_op, g_ph = None, np.zeros(0, np.int64), np.zeros(0, np.int64)
-
-    # one dense index over (phase, operation) pairs shared by segments, instances and GPU work;
-    # op -1 is the unannotated time of that phase
-    ph_u, ph_i = _dense(np.concatenate([ph_k, ph_name[begins], g_ph]))
-    all_op = np.concatenate([op_k, b_name, g_op])
-    width = max(len(names), int(all_op.max(initial=0)) + 1) + 1
-    pair_key, pair_i = _dense(ph_i * width + all_op + 1)
-    n_pairs = len(pair_key)
-    pair_ph, pair_op = ph_u[pair_key // width], pair_key % width - 1
-    n_seg, n_b = len(idx), len(begins)
-    seg_pair, b_pair, g_pair = pair_i[:n_seg], pair_i[n_seg : n_seg + n_b], pair_i[n_seg + n_b :]
+    recs = gpu_records[0] if gpu_records is not None else None
 
     # exclusive time per (pair, category, main thread?)
     key = (seg_pair * NCAT + cat_k) * 2 + m_k
@@ -469,10 +543,11 @@ def _noise(
     inst_ts = np.zeros(n_inst, np.int64)
     inst_pair[tl.id[begins]] = b_pair
     inst_ts[tl.id[begins]] = tl.ts[begins]
-    seg_inst = tl.op[idx]
-    in_op = op_k >= 0
-    dur = (tl.seg_end[idx] - tl.ts[idx]).astype(np.float64)
-    cats = np.unique(tl.cat[idx][in_op])
+    in_op = np.flatnonzero(op_k >= 0)
+    rows = idx[in_op]
+    seg_inst, seg_cat = tl.op[rows], tl.cat[rows]
+    dur = (tl.seg_end[rows] - tl.ts[rows]).astype(np.float64)
+    cats = np.unique(seg_cat)
     gpu_cats = np.zeros(0, np.int64)
     if recs is not None and rec_inst is not None:
         launched = rec_inst >= 0
@@ -481,10 +556,13 @@ def _noise(
     n_cpu = len(cats)
     x = np.zeros((n_inst, 2 + n_cpu + len(gpu_cats)))
     x[tl.id[begins], 0] = b_incl
-    for j, c in enumerate(cats.tolist()):
-        sel = in_op & (tl.cat[idx] == c)
-        x[:, 2 + j] = np.bincount(seg_inst[sel], weights=dur[sel], minlength=n_inst)[:n_inst]
-        measures.append(categories.CATEGORY_NAMES[int(c)])
+    # every category's exclusive time per instance in one pass: a bin per (instance, category),
+    # each summed over its rows in row order as a pass per category would
+    cat_j = np.searchsorted(cats, seg_cat)
+    x[:, 2 : 2 + n_cpu] = np.bincount(seg_inst * n_cpu + cat_j, weights=dur, minlength=n_inst * n_cpu)[
+        : n_inst * n_cpu
+    ].reshape(n_inst, n_cpu)
+    measures += [categories.CATEGORY_NAMES[int(c)] for c in cats.tolist()]
     x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     for j, c in enumerate(gpu_cats.tolist()):
         sel = (rec_inst >= 0) & (recs.category == c)  # type: ignore[operator,union-attr]
