@@ -820,3 +820,28 @@ def test_a_run_whose_windows_measured_no_operation_removes_the_calibrated_costs(
     assert s["operations"]["infer"]["total_s"] == pytest.approx(truth, rel=1e-6)
     assert UNMEASURED + REMOVED in s["overhead"]["notes"]
     assert not any(n.startswith("collector cost not measurable") for n in s["overhead"]["notes"])
+
+
+def test_window_medians_and_pairs_equal_a_median_per_window() -> None:
+    """The one-sort medians and the vectorized neighbour search give np.median's values and the
+    light windows either side of each full window, exactly."""
+    from rlscope.overhead.correct.windows import MIN_PAIR_INSTANCES, paired_windows, window_medians
+
+    rng = np.random.default_rng(7)
+    group = rng.integers(0, 40, 2000) * 3
+    mode = np.where(group % 2 == 0, S.WINDOW_FULL, S.WINDOW_LIGHT).astype(np.int64)
+    group[rng.random(2000) < 0.3] = 60  # one window with many instances, some with few
+    value = rng.exponential(1000.0, 2000).round(1)
+    med, is_full, count = window_medians(group, mode, value)
+    ids = np.unique(group)
+    assert med.tolist() == [float(np.median(value[group == g])) for g in ids]
+    thick = count >= MIN_PAIR_INSTANCES
+    want = []
+    for i in np.flatnonzero(is_full & thick):
+        before = [j for j in range(i - 1, -1, -1) if not is_full[j] and thick[j]][:1]
+        after = [j for j in range(i + 1, len(med)) if not is_full[j] and thick[j]][:1]
+        refs = [med[j] for j in before + after]
+        if refs and np.mean(refs) > 0:
+            want.append((int(ids[i]), float(med[i]), float(np.mean(refs))))
+    got = list(zip(*(a.tolist() for a in paired_windows(group, mode, value)), strict=True))
+    assert got == want and len(want) > 5

@@ -250,7 +250,7 @@ def estimate(
             continue
         full_inst = (name == key) & (mode == S.WINDOW_FULL)  # whole or not: what the removal covers
         full_events = float(events[inst[full_inst]].sum())
-        full_g, full_med, ref = paired_windows(group[mine], mode[mine], excl[inst[mine]])
+        full_g, full_med, ref = paired_windows(group[mine], mode[mine], excl[inst[mine]], wins)
         if len(full_g) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
             removed, sigma = paired_excess(full_med, ref, full_g, group[full_inst], e["full_time_ns"])
             e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(full_g))
@@ -652,8 +652,20 @@ def window_medians(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tu
     order = np.argsort(group, kind="stable")
     g, m, v = group[order], mode[order], value[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    med = np.array([np.median(chunk) for chunk in np.split(v, starts[1:])])
-    return med, m[starts] == S.WINDOW_FULL, np.diff(np.r_[starts, len(g)])
+    count = np.diff(np.r_[starts, len(g)])
+    return _group_medians(g, v, starts, count), m[starts] == S.WINDOW_FULL, count
+
+
+def _group_medians(g: np.ndarray, v: np.ndarray, starts: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """``np.median`` of each group's values (``g`` sorted, groups at ``starts``), with one sort for
+    all of them: an operation's instances fill hundreds of windows, and a median call per window
+    was a Python loop over them. The middle value, or the mean of the two middle ones, as np.median."""
+    v = np.asarray(v, np.float64)
+    if np.isnan(v).any():  # np.median's NaN rule: leave those to it
+        return np.array([np.median(chunk) for chunk in np.split(v, starts[1:])])
+    s = v[np.lexsort((v, g))]
+    lo, hi = starts + (count - 1) // 2, starts + count // 2
+    return (s[lo] + s[hi]) / 2.0
 
 
 def light_quantiles(med: np.ndarray, is_full: np.ndarray, count: np.ndarray) -> list[float] | None:
@@ -694,7 +706,9 @@ def window_samples(
     return [[float(m), float(n)] for m, n in zip(med, count, strict=True)]
 
 
-def paired_windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
+def paired_windows(
+    group: np.ndarray, mode: np.ndarray, value: np.ndarray, wins: tuple[np.ndarray, ...] | None = None
+) -> tuple[np.ndarray, ...]:
     """Per full window with a light neighbour: its group, its median instance time, and the mean
     of the medians of the light windows on either side (its reference).
 
@@ -703,22 +717,24 @@ def paired_windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tu
     the run (buffers growing, clocks changing). ``group`` orders the windows in time. Windows of
     fewer than ``MIN_PAIR_INSTANCES`` instances neither pair nor serve as a reference (their median
     is one or two calls, often a cold one); a full window then pairs with the nearest light windows
-    that have enough.
+    that have enough. ``wins``: the :func:`window_medians` of these instances, when made already.
     """
-    med, is_full, count = window_medians(group, mode, value)
-    first = np.r_[0, np.flatnonzero(np.diff(np.sort(group))) + 1] if len(group) else np.zeros(0, int)
-    ids = np.sort(group)[first]
+    med, is_full, count = window_medians(group, mode, value) if wins is None else wins
+    ids = np.unique(group)
     thick = count >= MIN_PAIR_INSTANCES
-    out_g, out_med, out_ref = [], [], []
-    for i in np.flatnonzero(is_full & thick):
-        before = [j for j in range(i - 1, -1, -1) if not is_full[j] and thick[j]][:1]
-        after = [j for j in range(i + 1, len(med)) if not is_full[j] and thick[j]][:1]
-        refs = [med[j] for j in before + after]
-        if refs and np.mean(refs) > 0:
-            out_g.append(ids[i])
-            out_med.append(med[i])
-            out_ref.append(float(np.mean(refs)))
-    return np.asarray(out_g, np.int64), np.asarray(out_med, np.float64), np.asarray(out_ref, np.float64)
+    # each window's nearest thick light window before and after it (-1 / len(med): none)
+    light = ~is_full & thick
+    at = np.arange(len(med))
+    before = np.r_[-1, np.maximum.accumulate(np.where(light, at, -1))[:-1]] if len(med) else at
+    after = np.r_[np.minimum.accumulate(np.where(light, at, len(med))[::-1])[::-1][1:], len(med)]
+    full = np.flatnonzero(is_full & thick)
+    b, a = before[full], after[full]
+    has_b, has_a = b >= 0, a < len(med)
+    med_b, med_a = med[np.maximum(b, 0)], med[np.minimum(a, len(med) - 1)]
+    # the mean of the one or two references, as np.mean makes it
+    ref = np.where(has_b & has_a, (med_b + med_a) / 2, np.where(has_b, med_b, med_a))
+    ok = (has_b | has_a) & (ref > 0)
+    return ids[full[ok]].astype(np.int64), med[full[ok]].astype(np.float64), ref[ok].astype(np.float64)
 
 
 def light_base(full_g: np.ndarray, ref: np.ndarray, inst_groups: np.ndarray) -> float:
