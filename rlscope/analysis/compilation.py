@@ -121,17 +121,6 @@ def counts(proc: ProcessTrace) -> CompileCounts | None:
     return out
 
 
-def merged(parts: list[CompileCounts | None]) -> CompileCounts | None:
-    """The run's compilations: every process's summed (None: no process recorded any)."""
-    got = [p for p in parts if p is not None]
-    if not got:
-        return None
-    out = CompileCounts()
-    for p in got:
-        out.add(p)
-    return out
-
-
 def summary(counts: CompileCounts | None) -> dict[str, Any] | None:
     """The summary's ``compile`` (None: nothing compiled)."""
     if counts is None or not (counts.compilations or counts.seconds):

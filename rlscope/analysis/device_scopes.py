@@ -234,17 +234,6 @@ def attribute(proc: ProcessTrace, joined: gpu.JoinedTimeline) -> DeviceScopes | 
     return out
 
 
-def merged(parts: list[DeviceScopes | None]) -> DeviceScopes | None:
-    """The run's device scopes from its processes' (None where none recorded any)."""
-    got = [p for p in parts if p is not None]
-    if not got:
-        return None
-    out = DeviceScopes()
-    for p in got:
-        out.add(p)
-    return out
-
-
 def summary(scopes: DeviceScopes | None) -> dict[str, Any] | None:
     """The summary's ``device_scopes``: GPU seconds per outermost scope (over the run, and per call of the
     operations that launched them), and per (phase, operation, path)."""

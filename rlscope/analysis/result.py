@@ -155,6 +155,7 @@ def _analyze(
     from rlscope.analysis.intervals import intervals_from, run_span, window_ns
     from rlscope.analysis.kernels import kernel_table_from
     from rlscope.analysis.parallel import PieceRequest, Runner, process_piece, survey
+    from rlscope.analysis.parts import summed
     from rlscope.analysis.report import MAX_INTERVALS, detail_cuts, report_dict, timeline_from, window_choice
     from rlscope.analysis.sharing import sharing_for_summary
     from rlscope.analysis.summary import summarize_run
@@ -230,15 +231,15 @@ def _analyze(
         [(h.pid, p.collectives) for h, p in zip(headers, pieces, strict=True)],
     )
     # Python stack samples by operation and source line (rlscope.analysis.stacks), when taken
-    sampled = stacks.merged([p.stacks for p in pieces])
+    sampled = summed([p.stacks for p in pieces], stacks.StackCounts)
     if sampled is not None:
         summary["stacks"] = stacks.summary(sampled)
     # JAX compilations (rlscope.analysis.compilation), when the program compiled any
-    compiled = compilation.summary(compilation.merged([p.compile for p in pieces]))
+    compiled = compilation.summary(summed([p.compile for p in pieces], compilation.CompileCounts))
     if compiled is not None:
         summary["compile"] = compiled
     # GPU time by jax.named_scope inside jitted code (rlscope.analysis.device_scopes), when recorded
-    scoped = device_scopes.summary(device_scopes.merged([p.device_scopes for p in pieces]))
+    scoped = device_scopes.summary(summed([p.device_scopes for p in pieces], device_scopes.DeviceScopes))
     if scoped is not None:
         summary["device_scopes"] = scoped
     # the run replayed with each top operation, category and role made faster (rlscope.analysis.whatif)

@@ -191,17 +191,6 @@ def _top(counter: collections.Counter[Line], total: int) -> list[dict[str, Any]]
     ]
 
 
-def merged(parts: list[StackCounts | None]) -> StackCounts | None:
-    """The run's samples: every process's summed (None: no process has any)."""
-    got = [p for p in parts if p is not None]
-    if not got:
-        return None
-    out = StackCounts()
-    for p in got:
-        out.add(p)
-    return out
-
-
 def summary(counts: StackCounts | None) -> dict[str, Any] | None:
     """The summary's ``stacks``: per operation its samples and its top lines (None: no samples)."""
     if counts is None or not counts.samples:
