@@ -277,7 +277,9 @@ class Session:
 
     def _stop(self, signal: int) -> None:
         # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
-        end_ns = self.clock()
+        # (nor the aggregates' of a flush that comes before the end row is handed over)
+        assert self._writer is not None
+        end_ns = self._writer.session_ends()
         self.windows.stop()
         if self.options["auto_ops"]:  # no automatic boundary after this; what is open closes below
             from rlscope.runtime import auto_ops

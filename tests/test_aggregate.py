@@ -11,8 +11,10 @@ from __future__ import annotations
 import collections
 import itertools
 import random
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from rlscope import categories
@@ -269,3 +271,55 @@ def test_a_whole_run_schedule_has_no_limit() -> None:
     agg = Aggregator(DetailSchedule.parse("all"), origin_ns=1_000, main_thread=MAIN, width=8, stretch_rows=50)
     events, _ = _fold_all(rows, agg, 0)
     assert len(events) == len(rows)
+
+
+def test_a_flush_between_the_session_s_end_and_its_end_row_counts_nothing_past_the_end() -> None:
+    """The session times its end, stops its collectors, then hands its end row (and the ends of
+    what it closes, timed at its end) over: a flush in between ends the aggregates at that end,
+    where the detail ends, not at the flush's time."""
+    rows = _stream(4, n_iter=40)
+    *body, end_row = rows
+    end = end_row[0]
+    agg = Aggregator(DetailSchedule.parse("all"), origin_ns=1_000, main_thread=MAIN, width=8)
+    arr = np.array(body, np.int64)
+    first = agg.fold(arr[: len(arr) // 2], int(arr[len(arr) // 2 - 1, 0]))
+    agg.session_ends(end)
+    late = agg.fold(arr[len(arr) // 2 :], end + 50_000)  # the stop took 50 µs, and a flush came
+    last = agg.fold(np.array([end_row], np.int64), end + 60_000)
+    aggs = np.concatenate([first.aggregates, late.aggregates, last.aggregates])
+    assert aggs[:, 0].max() == end
+    got_time, got_calls = _sums(aggs)
+    assert sum(v for k, v in got_time.items() if k[0] == MAIN) == end - rows[0][0]
+    want_time, want_calls = _reference(rows, agg, sorted(set(aggs[:, 0].tolist())))
+    assert got_time == want_time
+    assert got_calls == want_calls
+
+
+def test_a_flush_s_aggregates_end_where_its_drain_took_the_rows(tmp_path: Path) -> None:
+    """A flush's aggregates end at the time it read as it drained the rows: a row the job timed
+    and appended while the flush went on (converting, folding: the GIL switches) comes with the
+    next flush and is timed after that end, so its change is counted where it happened."""
+    from rlscope.trace.writer import TraceWriter
+
+    now = [4_000]
+    writer: TraceWriter | None = None
+
+    def clock() -> int:  # the job runs while the flush reads the clock: it ends its operation at 3000
+        if writer is not None and now[0] == 4_000:
+            writer.events.append((3_000, MAIN, S.OP_END, 1, -1, 0, 0))
+        return now[0]
+
+    writer = TraceWriter(
+        tmp_path / "process-1", {}, ["inference"], flush_interval=3600.0, clock=clock, main_thread=MAIN
+    )
+    writer.events.append((1_000, MAIN, S.SESSION_START, -1, -1, -1, 0))
+    writer.events.append((2_000, MAIN, S.OP_BEGIN, 1, -1, 0, 0))
+    writer.flush()
+    now[0] = 5_000
+    writer.events.append((5_000, MAIN, S.SESSION_END, -1, -1, -1, 0))
+    writer.close()
+    aggs = pa.ipc.open_stream(pa.memory_map(str(tmp_path / "process-1" / S.AGGREGATES_FILE))).read_all()
+    got_time, got_calls = _sums(np.column_stack([aggs.column(c).to_numpy() for c in S.AGGREGATE_COLUMNS]))
+    assert sum(v for k, v in got_time.items() if k[3] == 0) == 1_000  # the operation's [2000, 3000]
+    assert sum(v for k, v in got_time.items() if k[3] == -1) == 3_000
+    assert sum(n for n, _ in got_calls.values()) == 1

@@ -10,6 +10,7 @@ as the detail was, not event by event). Busy-waits of known length stand for the
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -137,6 +138,118 @@ def test_whole_later_stretches_are_left_out_and_joined(traces: dict) -> None:
     proc = load_process(proc_dir, drops=later[:1])  # the first later stretch, to the next one
     assert proc.warnings == [], proc.warnings
     assert json.loads(proc.metadata["detail.budget"])["detail_left_out_s"] > 0.1
+
+
+def _keeps_the_whole_run(trace: Path) -> None:
+    """The budget leaves detail of ``trace`` out, and its wall and unannotated time stay."""
+    whole, cut = _both(trace)
+    assert cut["detail"]["left_out_s"] > 0
+    assert cut["raw"]["wall_s"] == pytest.approx(whole["raw"]["wall_s"], abs=1e-6)
+    assert cut["raw"]["unannotated_s"] == pytest.approx(whole["raw"]["unannotated_s"], abs=5e-4)
+
+
+def test_a_flush_while_the_session_stops_counts_nothing_past_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's end is timed before it stops its collectors and samples the machine's speed,
+    and its end row is handed over after: a flush in between must not count that stop in the
+    aggregates, which stand for the run's end where the budget cuts it (the detail ends at the end
+    row's time)."""
+    from rlscope import annotate
+    from rlscope.overhead.correct import reference
+
+    sample = reference.session_sample_ps
+
+    def slow_sample() -> int:  # the stop takes 30 ms, and the writer flushes meanwhile
+        session = annotate._active
+        if session is not None and session._stopping:
+            _spin(0.03)
+            flush = threading.Thread(target=session._writer.flush, kwargs={"mark": True})
+            flush.start()
+            flush.join()
+        return sample()
+
+    monkeypatch.setattr(reference, "session_sample_ps", slow_sample)
+    trace = tmp_path / "trace"
+    with rlscope.profile(trace, detail="all", gpu=False, flush_interval=0.05):
+        for _ in range(3 * BUDGET // 2):  # two rows a step: three budgets' worth
+            with rlscope.scope("inference"):
+                _spin(0.0003)
+            _spin(0.0001)
+    _keeps_the_whole_run(trace)
+
+
+def test_a_process_that_starts_after_the_run_s_origin_loses_no_time_before_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that starts late in a run (a spawned worker) has the schedule's cuts from the
+    run's origin, before its session started: the stretches there are not its own (no drop starts
+    there), and its whole-run wall is the same with and without a budget."""
+    from rlscope.trace import detail
+
+    # the run began 2.7 s ago: its stretches at 0, 0.6, 1.2, 1.8 and 2.4 s passed before this session
+    monkeypatch.setenv(detail.ORIGIN_ENV, str(time.perf_counter_ns() - 2_700_000_000))
+    trace = tmp_path / "trace"
+    with rlscope.profile(trace, detail="0.3s,0.6s,0.15s", gpu=False, flush_interval=0.05):
+        end = time.perf_counter() + 1.3  # to 4 s: its own stretches at 3 and 3.6 s, of a budget each
+        while time.perf_counter() < end:
+            with rlscope.scope("inference"):
+                _spin(0.0002)
+            _spin(0.0001)
+    _keeps_the_whole_run(trace)
+
+
+def _starved_run(trace: Path, quiet: tuple[int, int]) -> None:
+    """A process's trace written with a fake clock: 2.7 s of 1 ms steps (0.6 ms of them in an
+    operation) under ``0.3s,0.6s,0.15s``, flushed every 50 ms but not between the ``quiet`` ms."""
+    from rlscope.runtime.metadata import process_metadata
+    from rlscope.trace.detail import DetailSchedule
+    from rlscope.trace.writer import TraceWriter
+
+    ms, main, origin = 1_000_000, 7, 10_000_000
+    now = [origin]
+    spec = "0.3s,0.6s,0.15s"
+    writer = TraceWriter(
+        trace / "process-1",
+        process_metadata({"detail": spec}, origin, origin, 0),
+        ["inference"],
+        flush_interval=3600.0,
+        clock=lambda: now[0],
+        detail=DetailSchedule.parse(spec),
+        origin_ns=origin,
+        main_thread=main,
+    )
+    writer.events.append((origin, main, S.SESSION_START, -1, -1, -1, 0))
+    for step in range(1, 2701):
+        t = origin + (step - 1) * ms + 1
+        writer.events.append((t, main, S.OP_BEGIN, step, -1, 0, 0))
+        writer.events.append((t + 6 * ms // 10, main, S.OP_END, step, -1, 0, 0))
+        if step % 50 == 0 and not quiet[0] < step < quiet[1]:
+            now[0] = origin + step * ms
+            writer.flush()
+    writer.events.append((now[0], main, S.SESSION_END, -1, -1, -1, 0))
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    "quiet",
+    [
+        (1300, 1850),  # over the end of the left-out stretch at 1.2 s and the start of the kept one at 1.8 s
+        (1900, 2450),  # over the end of the kept stretch at 1.8 s and the start of the left-out one at 2.4 s
+    ],
+)
+def test_a_process_starved_of_its_flushes_over_a_gap_keeps_every_whole_run_figure(
+    tmp_path: Path, quiet: tuple[int, int]
+) -> None:
+    """One flush's aggregates hold the end of a stretch and the start of the next when the process
+    did not flush for the whole gap between them: no drop splits them."""
+    trace = tmp_path / "trace"
+    _starved_run(trace, quiet)
+    _keeps_the_whole_run(trace)
+    whole, cut = _both(trace)
+    a, b = whole["raw"]["operations"]["inference"], cut["raw"]["operations"]["inference"]
+    assert b["calls"] == a["calls"] == 2700
+    assert b["exclusive_s"] == pytest.approx(a["exclusive_s"], abs=1e-6)
 
 
 def test_a_budget_the_trace_fits_changes_nothing(traces: dict) -> None:
@@ -282,3 +395,21 @@ def test_a_learner_and_a_worker_cut_at_one_instant_keep_every_whole_run_figure(t
         g, w = got["operations"][name], want["operations"][name]
         assert g["calls"] == w["calls"] == n
         assert g["exclusive_s"] == pytest.approx(w["exclusive_s"], abs=5e-4)
+
+
+def test_a_drop_never_splits_a_flush_s_aggregates() -> None:
+    # a first stretch [0, 100) and four later ones of 100 rows, a flush every 10 ns in each and one
+    # in each gap, but for the gaps before 200 and 400: the process did not flush from 90 to 210 nor
+    # from 290 to 410, so one flush's aggregates hold the end of a stretch and the start of the next
+    times = [t for t in range(10, 901, 10) if (t % 200) // 100 == 0 or t % 200 == 150]
+    times = [t for t in times if not 90 < t < 210 and not 290 < t < 410]
+    rows = np.cumsum([10 if (t - 1) % 200 < 100 else 0 for t in times]).tolist()
+    stretches = [(0, 100), (200, 300), (400, 500), (600, 700), (800, 900)]
+    det = _detail(times, rows, stretches)
+    # without the late flushes: the stretches at 200 and 600 left out, those at 400 and 800 kept
+    assert choose_drops(
+        [_detail(list(range(10, 901, 10)), list(range(10, 901, 10)), stretches)], [0], 400
+    ) == [[(200, 400), (600, 800)]]
+    # the first drop starts after the flush at 90, and ends at the kept stretch a flush in its gap
+    # precedes (800): the one at 400 is left out with the stretch before it
+    assert choose_drops([det], [0], 400) == [[(91, 800)]]

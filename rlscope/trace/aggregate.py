@@ -185,6 +185,7 @@ class Aggregator:
         self._window = S.WINDOW_LIGHT  # the collectors' window mode as of the last fold
         self._horizon = -(2**62)  # the last fold's time: cuts up to it are done
         self.lost_ns = 2**63 - 1  # when the events could no longer be written (detail_lost)
+        self.end_ns = 2**63 - 1  # the session's end, once timed (session_ends)
         self._iterations = 0  # iterations of the outermost operation ended before this fold
         self._ends = np.zeros(0, np.int64)  # the times of those ending in this fold
         self._past = np.zeros(0, np.int64)  # the latest earlier ones (PAST_ENDS at most)
@@ -248,6 +249,12 @@ class Aggregator:
         aggregate is summary, which the analysis adds to the detail written before."""
         self.lost_ns = min(self.lost_ns, t)
 
+    def session_ends(self, t: int) -> None:
+        """The session ended at ``t``. It hands its end row over later, after stopping its
+        collectors (milliseconds), and a flush may come in between: the aggregates end at ``t``,
+        as the detail does, so none counts that stop as the job's time."""
+        self.end_ns = min(self.end_ns, t)
+
     def _cuts(self, until: int) -> list[int]:
         """Cut times in (horizon, until], on the events' clock."""
         return self._cut_times(self._horizon, until + 1)
@@ -263,6 +270,7 @@ class Aggregator:
         end = np.flatnonzero(rows[:, KIND] == S.SESSION_END)
         end_at = int(rows[end[0], TS]) if len(end) else None
         until = end_at if end_at is not None else max(now, int(rows[:, TS].max(initial=now)))
+        until = min(until, self.end_ns)
         cuts = self._cuts(until)
         self.folded_rows += len(rows)
         state, aggregates = self._table(rows, until)
@@ -306,6 +314,7 @@ class Aggregator:
             group_first = np.flatnonzero(np.r_[True, thread[1:] != thread[:-1]])
             floor = np.where(is_carry[group_first], ts[group_first], np.iinfo(np.int64).min)
             ts = np.maximum(ts, np.repeat(floor, np.diff(np.r_[group_first, len(ts)])))
+        ts = np.minimum(ts, self.end_ns)  # what comes after the session's end is not the run's
         src = np.where(is_real, seq, 0)
         ident, parent, name, flags = (
             rows[src, c] if n else np.zeros(len(ts), np.int64) for c in (ID, PARENT, NAME, FLAGS)

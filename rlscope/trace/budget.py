@@ -128,14 +128,18 @@ def detail_rows(process_dir: Path) -> DetailRows | None:
 
 
 def _stretches(marks: list[np.ndarray], lo: int, hi: int) -> np.ndarray:
-    """The detail stretches of a process: its session less the schedule's gaps."""
+    """The detail stretches of a process: its session less the schedule's gaps. A process that
+    starts after the run's origin (a spawned worker) has the gaps of the schedule before its start
+    too (its joined clock is the run's): they lie outside its session, and so do its stretches."""
     ts, kind, ident = np.concatenate(marks, axis=1) if marks else np.zeros((3, 0), np.int64)
     starts, ends = ts[kind == S.SESSION_START], ts[kind == S.SESSION_END]
     start = int(starts.min()) if len(starts) else lo
     end = int(ends.max()) if len(ends) else hi
     detail = kind == S.DETAIL
     gaps = gaps_of(pa.table({"ts_ns": ts[detail], "kind": kind[detail], "id": ident[detail]}), end)
-    edges = np.concatenate([[start], np.ravel(np.column_stack([gaps.start, gaps.end])), [end]])
+    inside = np.clip(np.column_stack([gaps.start, gaps.end]), start, max(start, end))
+    inside = inside[inside[:, 1] > inside[:, 0]]
+    edges = np.concatenate([[start], np.ravel(inside), [end]])
     out = edges.reshape(-1, 2)
     return out[out[:, 1] > out[:, 0]]
 
@@ -194,7 +198,49 @@ def choose_drops(details: list[DetailRows | None], offsets: list[int], budget: B
         for (a, _b), keep in zip(stretches[1:], kept_later[i], strict=True):
             if not keep:
                 drops.append((int(a), None))
-        out[i] = _joined(drops, stretches)
+        out[i] = _on_flushes(_joined(drops, stretches), d)
+    return out
+
+
+def _on_flushes(drops: list[Drop], d: DetailRows) -> list[Drop]:
+    """``drops`` moved so that each flush's aggregates lie wholly inside or outside every drop.
+
+    A flush's aggregates cover the time since the flush before it; a process that did not flush for
+    a whole gap between two stretches (starved of the CPU) has one flush over the end of the first
+    and the start of the second. A drop that starts at the second's resume starts after the last
+    flush before it instead (the kept stretch before loses its tail to the aggregates); one that
+    ends there goes on to the next kept stretch that a flush in its gap precedes."""
+    starts, ends = d.stretches[:, 0], d.stretches[:, 1]
+
+    def stretch_at(t: int) -> int:
+        """The index of the stretch that resumes at ``t`` (0: none, or the first)."""
+        j = int(np.searchsorted(starts, t))
+        return j if j < len(starts) and int(starts[j]) == t else 0
+
+    def flush_at_or_before(t: int) -> int | None:
+        k = int(np.searchsorted(d.times, t, "right")) - 1
+        return int(d.times[k]) if k >= 0 else None
+
+    def flushed_in_gap(b: int) -> bool:
+        """Whether the process flushed after the stretch before the one that resumes at ``b`` (a
+        flush at ``b`` itself lies in a drop that ends there, drops.as_left_out)."""
+        j = stretch_at(b)
+        f = flush_at_or_before(b)
+        return j == 0 or (f is not None and f >= ends[j - 1])
+
+    kept = [int(s) for s in starts[1:] if not any(a <= s and (b is None or s < b) for a, b in drops)]
+    out: list[Drop] = []
+    for a, b in drops:
+        j = stretch_at(a)
+        f = flush_at_or_before(a)
+        if j and (f is None or f < ends[j - 1]):
+            a = f + 1 if f is not None else int(starts[0])
+        while b is not None and not flushed_in_gap(b):
+            b = next((s for s in kept if s > b), None)
+        if out and (out[-1][1] is None or a <= out[-1][1]):  # it reaches the drop before it: one drop
+            a0, b0 = out.pop()
+            a, b = min(a, a0), None if b is None or b0 is None else max(b, b0)
+        out.append((a, b))
     return out
 
 

@@ -217,12 +217,14 @@ class Before:
 
 def as_left_out(batch: pa.RecordBatch, drops: Drops) -> pa.RecordBatch:
     """An aggregates batch flushed inside a drop: its detail-mode rows become ``MODE_LEFT_OUT``. A
-    flush at a drop's start or end has its detail on the kept side."""
+    flush's aggregates cover the time up to it: one at a drop's start has its detail on the kept
+    side, one at its end inside the drop."""
     if not batch.num_rows:
         return batch
     t = int(batch.column("ts_ns")[0].as_py())
     k = drops.inside(np.asarray([t], np.int64))[0]
-    if k < 0 or t == drops.drops[k].start:
+    at_end = bool((drops._ends == t).any())
+    if (k < 0 or t == drops.drops[k].start) and not at_end:
         return batch
     i = batch.schema.get_field_index("mode")
     mode = batch.column(i).to_numpy(zero_copy_only=False)

@@ -216,6 +216,16 @@ class TraceWriter:
             elif self._native and 2 * len(self.events) > self.events.capacity():
                 self._reserve_ahead(2 * self.events.capacity())
 
+    def session_ends(self) -> int:
+        """The session's end, timed now under the flush's lock, so that no flush after it counts
+        past it in the aggregates (Aggregator.session_ends): the session stops its collectors
+        before it hands its end row over."""
+        with self._lock:
+            t = self._clock()
+            if self.aggregator is not None:
+                self.aggregator.session_ends(t)
+        return t
+
     def add_stream(self, filename: str, arrow_schema: pa.Schema) -> collections.deque[tuple]:
         """A collector's own file in the process directory; append row tuples to the returned deque."""
         rows: collections.deque[tuple] = collections.deque()
@@ -252,6 +262,10 @@ class TraceWriter:
             # drain everything first, then write names, then rows: every name a row uses is on disk
             drained = [([q.popleft() for _ in range(len(q))], stream) for q, stream in self._streams]
             ahead = 0
+            # the fold's time, read just before the drain: every row timed before it is drained now
+            # (the native buffer times and appends a row at once), so no row of this flush's interval
+            # comes with the next flush, which would count its change from this flush's time on
+            now = self._clock()
             if not self._native:
                 pop = self.events.popleft
                 rows: Any = [pop() for _ in range(len(self.events))]
@@ -265,7 +279,9 @@ class TraceWriter:
                 rows = self._rows[: self.events.drain_into(self._rows)]
                 ahead = 2 * want
             collected = sum(_row_count(r) for r, _ in drained)
-            events, aggregates = self._fold(rows, collected) if self.summary_failed is None else (rows, None)
+            events, aggregates = (
+                self._fold(rows, now, collected) if self.summary_failed is None else (rows, None)
+            )
             if self.failed is None:
                 try:  # names first: every name a row uses is on disk
                     self._write_names()
@@ -295,16 +311,16 @@ class TraceWriter:
             cpu = max(time.thread_time_ns() - cpu0, 1)
             self.events.append((*end, min(cpu, schema.FLUSH_CPU_MAX)) if self._native else end)
 
-    def _fold(self, rows: np.ndarray, collected: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """The rows to write as events, and the aggregates of this flush's interval (``collected``:
-        the collectors' rows drained with them, which fill a detail stretch too).
+    def _fold(self, rows: np.ndarray, now: int, collected: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The rows to write as events, and the aggregates of this flush's interval, up to ``now``
+        (``collected``: the collectors' rows drained with them, which fill a detail stretch too).
 
         A fault in the fold (a bug, never the job's) must not lose the events: they are then all
         written as they came, and the aggregates stop, with one warning."""
         if self.aggregator is None:
             return rows, np.zeros((0, len(schema.AGGREGATE_COLUMNS)), np.int64)
         try:
-            folded = self.aggregator.fold(rows, self._clock(), collected)
+            folded = self.aggregator.fold(rows, now, collected)
         except Exception as e:
             from rlscope.errors import warn_once
 
