@@ -228,7 +228,13 @@ def _on_flushes(drops: list[Drop], d: DetailRows) -> list[Drop]:
         f = flush_at_or_before(b)
         return j == 0 or (f is not None and f >= ends[j - 1])
 
-    kept = [int(s) for s in starts[1:] if not any(a <= s and (b is None or s < b) for a, b in drops)]
+    if not drops:
+        return drops
+    later = starts[1:]
+    first = np.asarray([a for a, _ in drops], np.int64)
+    last = np.asarray([2**63 - 1 if b is None else b for _, b in drops], np.int64)
+    k = np.maximum(np.searchsorted(first, later, "right") - 1, 0)
+    kept = later[~((later >= first[k]) & (later < last[k]))]  # the kept stretches' resumes
     out: list[Drop] = []
     for a, b in drops:
         j = stretch_at(a)
@@ -236,7 +242,8 @@ def _on_flushes(drops: list[Drop], d: DetailRows) -> list[Drop]:
         if j and (f is None or f < ends[j - 1]):
             a = f + 1 if f is not None else int(starts[0])
         while b is not None and not flushed_in_gap(b):
-            b = next((s for s in kept if s > b), None)
+            after = int(np.searchsorted(kept, b, "right"))
+            b = int(kept[after]) if after < len(kept) else None
         if out and (out[-1][1] is None or a <= out[-1][1]):  # it reaches the drop before it: one drop
             a0, b0 = out.pop()
             a, b = min(a, a0), None if b is None or b0 is None else max(b, b0)
