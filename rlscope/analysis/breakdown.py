@@ -481,7 +481,7 @@ def breakdown_timeline(
     gpu_info = gpu.nvml_comparison(nvml, busy_s, busy_e, tl.end_ns - tl.start_ns)
 
     noise_rows = _noise(
-        tl, idx, op_k, seg_pair, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records)
+        tl, idx, op_k, cat_k, d_k, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records)
     )
     noise_rows = {
         "pid": np.full(len(noise_rows[0]), pid, np.int64),
@@ -523,7 +523,8 @@ def _noise(
     tl: Timeline,
     idx: np.ndarray,
     op_k: np.ndarray,
-    seg_pair: np.ndarray,
+    cat_k: np.ndarray,
+    d_k: np.ndarray,
     begins: np.ndarray,
     b_pair: np.ndarray,
     b_incl: np.ndarray,
@@ -544,9 +545,8 @@ def _noise(
     inst_pair[tl.id[begins]] = b_pair
     inst_ts[tl.id[begins]] = tl.ts[begins]
     in_op = np.flatnonzero(op_k >= 0)
-    rows = idx[in_op]
-    seg_inst, seg_cat = tl.op[rows], tl.cat[rows]
-    dur = (tl.seg_end[rows] - tl.ts[rows]).astype(np.float64)
+    seg_inst, seg_cat = tl.op[idx[in_op]], cat_k[in_op]  # cat_k, d_k: the rows ``idx``' categories, durations
+    dur = d_k[in_op].astype(np.float64)
     cats = np.unique(seg_cat)
     gpu_cats = np.zeros(0, np.int64)
     if recs is not None and rec_inst is not None:
