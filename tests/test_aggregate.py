@@ -296,15 +296,15 @@ def test_a_flush_between_the_session_s_end_and_its_end_row_counts_nothing_past_t
 
 
 def test_a_flush_s_aggregates_end_where_its_drain_took_the_rows(tmp_path: Path) -> None:
-    """A flush's aggregates end at the time it read as it drained the rows: a row the job timed
-    and appended while the flush went on (converting, folding: the GIL switches) comes with the
-    next flush and is timed after that end, so its change is counted where it happened."""
+    """A flush's aggregates end at the time it read just before draining the rows: a row the job
+    appended by then is in the drain, one appended later is timed after that end (the native buffer
+    times and appends a row at once), so every change is counted where it happened."""
     from rlscope.trace.writer import TraceWriter
 
     now = [4_000]
     writer: TraceWriter | None = None
 
-    def clock() -> int:  # the job runs while the flush reads the clock: it ends its operation at 3000
+    def clock() -> int:  # the job ends its operation (at 3000) as the flush reads the clock (4000)
         if writer is not None and now[0] == 4_000:
             writer.events.append((3_000, MAIN, S.OP_END, 1, -1, 0, 0))
         return now[0]
