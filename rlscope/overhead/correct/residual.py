@@ -376,21 +376,23 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     """
     removal = np.minimum(planned, dur)
     excess = planned - removal
-    same_next = ~last  # segment i and i + 1 are on one thread
+    cut = last[:-1]  # segment i and i + 1 are on two threads: nothing moves between them
+    room = np.empty_like(removal)  # buffers both passes reuse (a row each: millions)
+    take = np.empty(max(len(removal) - 1, 0))
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
-        room = dur - removal
-        moved = np.zeros_like(removal)
+        np.subtract(dur, removal, out=room)
         if shift == 1:
-            give = np.where(same_next[:-1], excess[:-1], 0.0)
-            take = np.minimum(give, room[1:])
-            moved[1:] = take
+            np.copyto(take, excess[:-1])
+            take[cut] = 0.0
+            np.minimum(take, room[1:], out=take)
             excess[:-1] -= take
+            removal[1:] += take
         else:
-            give = np.where(same_next[:-1], excess[1:], 0.0)
-            take = np.minimum(give, room[:-1])
-            moved[:-1] = take
+            np.copyto(take, excess[1:])
+            take[cut] = 0.0
+            np.minimum(take, room[:-1], out=take)
             excess[1:] -= take
-        removal += moved
+            removal[:-1] += take
     return removal
 
 
@@ -440,7 +442,14 @@ def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
         inside = np.clip(t - start[j], 0, end[j] - start[j]) * density[j]
         return np.where(i >= 0, cum[j] + inside, 0.0)
 
-    return stall_until(tl.seg_end) - stall_until(tl.ts)
+    # a segment ends where the next row starts (but at a thread's last row): one lookup per row
+    at_ts = stall_until(tl.ts)
+    at_end = np.empty_like(at_ts)
+    at_end[:-1] = at_ts[1:]
+    other = np.ones(len(tl.ts), bool)
+    other[:-1] = tl.seg_end[:-1] != tl.ts[1:]
+    at_end[other] = stall_until(tl.seg_end[other])
+    return at_end - at_ts
 
 
 def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
@@ -450,8 +459,11 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
     """
     # relative to the session start: float64 stays exact there
     first = np.flatnonzero(np.r_[True, last[:-1]])  # each thread's first row
-    cum = np.concatenate([[0.0], np.cumsum(new_dur)])
-    excl = cum[:-1] - cum[first][tl.thread_idx]
+    cum = np.empty(len(new_dur) + 1)  # in place where it can be: each array is a row each (millions)
+    cum[0] = 0.0
+    np.cumsum(new_dur, out=cum[1:])
+    excl = cum[first][tl.thread_idx]
+    np.subtract(cum[:-1], excl, out=excl)
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
     rel_end = np.array([float(tl.end_ns - tl.start_ns)])
     main_first = first[tl.thread[first] == tl.main_thread]
@@ -470,9 +482,14 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
             return np.where(ok, m_new[i] + into * m_ratio[i], rel)
 
         rel0, rel_end = on_main(rel0), on_main(rel_end)
-    ts_rel = rel0[tl.thread_idx] + excl
-    ts = np.rint(ts_rel).astype(np.int64) + tl.start_ns
-    seg_end = np.rint(ts_rel + new_dur).astype(np.int64) + tl.start_ns
+    ts_rel = excl
+    ts_rel += rel0[tl.thread_idx]
+    buf = np.rint(ts_rel)
+    ts = buf.astype(np.int64)
+    ts += tl.start_ns
+    np.rint(np.add(ts_rel, new_dur, out=buf), out=buf)
+    seg_end = buf.astype(np.int64)
+    seg_end += tl.start_ns
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
     end_ns = int(np.rint(rel_end[0])) + tl.start_ns
     inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
