@@ -67,6 +67,17 @@ def test_cli_writes_json(tmp_path, capsys):
     assert "final mean return" in capsys.readouterr().out
 
 
+def test_cli_passes_the_update_epochs(monkeypatch):
+    """``--update-epochs`` reaches train() (4, PPO's default, when not given)."""
+    seen = []
+    result = {"global_step": 0, "wall_seconds": 0.0, "final_mean_return": 0.0, "steps_to_475": None}
+    result["eval_returns"] = []
+    monkeypatch.setattr(ppo_cartpole, "train", lambda **kw: seen.append(kw["update_epochs"]) or result)
+    ppo_cartpole.main(["--quiet", "--update-epochs", "2"])
+    ppo_cartpole.main(["--quiet"])
+    assert seen == [2, 4]
+
+
 @pytest.mark.parametrize(
     "sim", ["torch", pytest.param("compiled", marks=pytest.mark.slow)]
 )  # compiling: ~40 s

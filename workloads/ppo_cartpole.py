@@ -658,6 +658,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--num-steps", type=int, default=128, help="steps per env per rollout")
+    p.add_argument("--update-epochs", type=int, default=4, help="passes over each rollout per update")
     p.add_argument("--trace-dir", default=None, help="profile with rlscope, writing the trace here")
     p.add_argument("--eval-episodes", type=int, default=5)
     p.add_argument("--json", default=None, metavar="FILE", help="write the result dict as JSON")
@@ -690,6 +691,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "device": args.device,
         "num_envs": args.num_envs,
         "num_steps": args.num_steps,
+        "update_epochs": args.update_epochs,
         "eval_episodes": args.eval_episodes,
         "log_fn": None if args.quiet else _print_log,
         "sim": args.sim,
