@@ -234,11 +234,11 @@ def _split_like_full_windows(
     ukey, inv = factorize(key)
     uniq = np.stack([ukey // 2 // width - 1, ukey // 2 % width - 1, ukey % 2], axis=1)
     inv, d, cat = inv.reshape(-1), dur[rows], tl.cat[rows]
-    cat_all = np.zeros((len(uniq), NCAT))
-    np.add.at(cat_all, (inv, cat), d)
-    cat_full = np.zeros((len(uniq), NCAT))
+    # per (key, category) sums: bincount adds in row order, as np.add.at did, at a fraction of its time
+    cell, size = inv * NCAT + cat, len(uniq) * NCAT
+    cat_all = np.bincount(cell, weights=d, minlength=size).reshape(len(uniq), NCAT)
     f = mode[rows] == S.WINDOW_FULL
-    np.add.at(cat_full, (inv[f], cat[f]), d[f])
+    cat_full = np.bincount(cell[f], weights=d[f], minlength=size).reshape(len(uniq), NCAT)
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     as_recorded = cat_all[:, _AS_RECORDED].copy()
     cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0
