@@ -377,3 +377,29 @@ def _chart(dom: str) -> str:
 def _plot_px(dom: str) -> float:
     """The width of the timeline's plot area in pixels."""
     return float(re.search(r'class="nsewdrag drag"[^>]*width="([\d.]+)"', _chart(dom)).group(1))
+
+
+def test_critical_path_drawn_as_its_intervals(tmp_path: Path) -> None:
+    """The what-if's critical path chart: each operation's bars as wide as its intervals in the window
+    (the PPO run's single process alternates inference, simulation and backprop on it)."""
+    from rlscope.analysis import analyze
+    from rlscope.viz.whatif_html import DIV_ID as PATH_ID
+
+    page = _html_report(PPO_TRACE, tmp_path / "report.html")
+    report = analyze(str(PPO_TRACE)).report
+    w0, w1 = report["timeline"]["window_s"]
+    data: dict[str, float] = {}
+    for iv in report["critical_path"]["intervals"]:
+        share = max(min(iv["end_s"], w1) - max(iv["start_s"], w0), 0.0) / (w1 - w0)
+        data[iv["operation"]] = data.get(iv["operation"], 0.0) + share
+    assert len(data) >= 4  # not one operation over the whole window
+    messages, dom = console_messages(page, tmp_path)
+    assert messages == [], "JavaScript console messages:\n" + "\n".join(messages)
+    start = dom.index(f'id="{PATH_ID}"')
+    chart = dom[start : min(i for i in (dom.find("<h2>", start), dom.find("<h3>", start), len(dom)) if i > 0)]
+    width = float(re.search(r'class="nsewdrag drag"[^>]*width="([\d.]+)"', chart).group(1))
+    drawn: dict[str, float] = {}
+    for m in _BAR_RE.finditer(chart):
+        colour = "#{:02x}{:02x}{:02x}".format(*(int(v) for v in m.group(3, 4, 5)))
+        drawn[colour] = drawn.get(colour, 0.0) + abs(float(m.group(2)) - float(m.group(1))) / width
+    _assert_in_proportion(drawn, data, width)

@@ -257,6 +257,68 @@ def test_single_process_cpu_is_plain_subtraction(tmp_path, monkeypatch):
     }
 
 
+def _alternating(at, rows, thread) -> None:
+    """4 µs outside operations, then twice: inference 5, simulation 3 + simulator 10 twice, backprop 8."""
+    at(4)
+    t = 4
+    for _ in range(2):
+        with rlscope.scope("inference"):
+            t += 5
+            at(t)
+        for _ in range(2):
+            with rlscope.scope("simulation"):
+                t += 3
+                at(t)
+                with rlscope.simulator():
+                    t += 10
+                    at(t)
+        with rlscope.scope("backprop"):
+            t += 8
+            at(t)
+    at(t + 2)
+
+
+def test_single_process_path_is_drawn_as_it_ran(tmp_path, monkeypatch):
+    """A single-process CPU run has no dependency inside it: its path is drawn as the main thread's
+    operations in time order (each as its largest category, back-to-back ones of one kind joined), not as
+    one interval of the run's largest operation."""
+
+    trace = tmp_path / "alternating"
+    _process(trace, monkeypatch, 7, 1, 0, _alternating)
+    result = analyze(trace, correct=False)
+    want = [("[unannotated]", "python", 0, 4)]
+    for i in range(2):
+        t = 4 + 39 * i
+        want += [
+            ("inference", "python", t, t + 5),
+            ("simulation", "simulator", t + 5, t + 31),
+            ("backprop", "python", t + 31, t + 39),
+        ]
+    want.append(("[unannotated]", "python", 82, 84))
+    w = result.summary["what_if"]
+
+    def rows(intervals: list[dict]) -> list[tuple]:
+        assert {(iv["pid"], iv["lane"]) for iv in intervals} == {(7, "main")}
+        return [
+            (iv["operation"], iv["category"], round(iv["start_s"] / U, 6), round(iv["end_s"] / U, 6))
+            for iv in intervals
+        ]
+
+    assert rows(w["critical_path"]["segments"]) == want  # the longest ones: every one here
+    # the report draws those overlapping its timeline's window
+    lo, hi = (s / U for s in result.report["timeline"]["window_s"])
+    assert rows(result.report["critical_path"]["intervals"]) == [
+        iv for iv in want if iv[3] > lo and iv[2] < hi
+    ]
+    assert w["critical_path"]["operations"] == {
+        "[unannotated]": {"python": pytest.approx(6 * U)},
+        "inference": {"python": pytest.approx(10 * U)},
+        "simulation": {"python": pytest.approx(12 * U), "simulator": pytest.approx(40 * U)},
+        "backprop": {"python": pytest.approx(16 * U)},
+    }
+    assert w["operations"]["simulation"]["all"]["saving_s"]["inf"] == pytest.approx(52 * U)
+
+
 def test_a_launcher_ends_after_its_last_rank(tmp_path, monkeypatch):
     """torchrun's agent does no work: it ends its recorded lag after its last rank, whatever sped it up."""
 

@@ -46,7 +46,9 @@ summary's wall by ``wall_s / recorded_s``: corrected for overhead, standing for 
 
 The **critical path** is the chain of segments that set the recorded end: walking back from the last
 process end, through whichever dependency set each barrier's time (GPU work, a worker's span, the parent's
-clock), to the run's start. Each scenario's target reports what share of its time lies on it.
+clock), to the run's start. Each scenario's target reports what share of its time lies on it. The path is
+drawn as what ran on it: a main thread's operation instances in time order (each as its largest key),
+the GPU records on it.
 
 Not captured: threads other than the main thread (their work rides along; a main thread waiting on one
 counts as work), waits between DDP ranks in collectives (each rank replays on its own), CUDA events and
@@ -181,6 +183,11 @@ class ProcessInputs:
     rec_key: np.ndarray
     rec_start: np.ndarray  # recorded start (the critical path's segments)
     rec_won: np.ndarray  # started at its launch, not after the record before it (the critical path)
+    # the main thread as drawn on the critical path (start, key): runs of one operation instance (cut
+    # where a wait may begin or end), each as its largest key, consecutive ones of one key joined
+    drawn: tuple[np.ndarray, np.ndarray] = dataclasses.field(
+        default_factory=lambda: (_empty_i64(), np.zeros(0, np.int32))
+    )
 
 
 def _empty_i64() -> np.ndarray:
@@ -405,11 +412,12 @@ def process_inputs(
         )
         sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
         run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
+    idle = idle_key[run_key]
+    idle_flip = run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1]  # where waiting for a command may flip
+    drawn = _drawn(run_t, run_key, t[_changes(op)], np.concatenate([sync_s, sync_m, sync_e, idle_flip]), end)
     required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
     if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
-        idle = idle_key[run_key]
-        flip = np.flatnonzero(idle[1:] != idle[:-1]) + 1
-        required.append(run_t[flip])
+        required.append(idle_flip)
     nodes = np.unique(np.concatenate(required))
 
     rec = _records(rec_t, stream, recs, rec_key) if has_gpu else _no_records()
@@ -444,12 +452,40 @@ def process_inputs(
         rec_key=rec["key"],
         rec_start=rec["start"] + shift,
         rec_won=rec["won"],
+        drawn=(drawn[0] + shift, drawn[1]),
     )
     if not is_parent:
         inputs.node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = _stretches(
             run_t + shift, run_key, end + shift, nodes + shift
         )
     return inputs
+
+
+def _changes(a: np.ndarray) -> np.ndarray:
+    """Where each run of one value in ``a`` begins."""
+    out = np.ones(len(a), bool)
+    out[1:] = a[1:] != a[:-1]
+    return out
+
+
+def _drawn(
+    run_t: np.ndarray, run_key: np.ndarray, inst_t: np.ndarray, cuts: np.ndarray, end: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The main thread in time order as the critical path draws it: each run of one operation instance
+    (starting at ``inst_t``, also cut at ``cuts``: where a synchronizing call's wait or a command's wait
+    may begin or end) as its largest key, consecutive ones of one key joined.
+
+    Why: the replay's stretches hold each key's total only, and a run with no dependency inside it (a
+    single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
+    points = np.unique(np.concatenate([inst_t, cuts]).astype(np.int64))
+    node_t, ent_off, ent_key, ent_ns = _stretches(run_t, run_key, end, points)
+    stretch = np.repeat(np.arange(len(node_t) - 1), np.diff(ent_off))
+    order = np.lexsort((-ent_ns, stretch))
+    top = order[_changes(stretch[order])]  # each stretch's largest key (every stretch has time)
+    key = np.zeros(len(node_t) - 1, np.int32)
+    key[stretch[top]] = ent_key[top]
+    new = _changes(key)
+    return node_t[:-1][new], key[new]
 
 
 # --------------------------------------------------------------------------- the run's replay
@@ -871,6 +907,28 @@ class PathIntervals:
         return out
 
 
+def _clip(
+    drawn: tuple[np.ndarray, np.ndarray], end: int, lo: np.ndarray, hi: np.ndarray, shown: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, key) of the drawn runs (``ProcessInputs.drawn``, the last lasting to ``end``) within
+    the sorted disjoint intervals ``[lo, hi)``, keys not ``shown`` left out, touching ones of one key
+    joined."""
+    ds, dk = drawn
+    de = np.append(ds[1:], end).astype(np.int64)
+    i0 = np.searchsorted(de, lo, "right")  # the first run ending after each interval's start
+    cnt = np.maximum(np.searchsorted(ds, hi, "left") - i0, 0)
+    which = np.repeat(np.arange(len(lo)), cnt)
+    run = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(i0, cnt)
+    s, e, k = np.maximum(ds[run], lo[which]), np.minimum(de[run], hi[which]), dk[run]
+    keep = shown[k] & (e > s)
+    s, e, k = s[keep], e[keep], k[keep]
+    new = np.ones(len(s), bool)
+    new[1:] = (k[1:] != k[:-1]) | (s[1:] != e[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(s))[: len(first)] - 1
+    return s[first], e[last], k[first]
+
+
 def _segments(
     procs: list[ProcessInputs], replay: _Replay, path: _Path
 ) -> tuple[list[np.ndarray], list[np.ndarray], PathIntervals]:
@@ -887,15 +945,11 @@ def _segments(
         stretch = _stretch_of_entries(x)
         weight = x.ent_ns * ch.F[0, x.ent_key] * on[stretch]
         on_key.append(np.bincount(x.ent_key, weights=weight, minlength=k))
-        e = np.flatnonzero(weight > 0)
-        if len(e):  # each stretch on the path as its largest key; consecutive stretches of one key joined
-            order = e[np.lexsort((-weight[e], stretch[e]))]
-            top = order[np.concatenate([[True], stretch[order][1:] != stretch[order][:-1]])]
-            st, key = stretch[top], x.ent_key[top]
-            new = np.concatenate([[True], (key[1:] != key[:-1]) | (st[1:] != st[:-1] + 1)])
-            first = np.flatnonzero(new)
-            last = np.append(first[1:], len(st)) - 1
-            parts.append((c, 0, x.node_t[st[first]], x.node_t[st[last] + 1], key[first]))
+        working = np.bincount(stretch, weights=weight, minlength=len(x.node_t) - 1) > 0
+        if working.any():  # the stretches on the path that hold work, drawn as what ran in them
+            edge = np.flatnonzero(np.diff(np.concatenate([[0], working.astype(np.int8), [0]])))
+            lo, hi = x.node_t[edge[0::2]], x.node_t[edge[1::2]]
+            parts.append((c, 0, *_clip(x.drawn, x.end_ns, lo, hi, ch.F[0] > 0)))
         g = np.zeros(k)
         if path.gpu.get(c):
             rank, _ = _run_starts(ch)
@@ -1028,7 +1082,9 @@ def what_if(
     for c, x in enumerate(procs):
         launcher = c in kids and not x.working and c not in elastic
         if c in elastic or launcher:  # time outside operations waits (for a command, for the children)
-            x.ent_key = np.where(_idle_keys(x.keys)[x.ent_key], ELASTIC, x.ent_key).astype(np.int32)
+            idle = _idle_keys(x.keys)
+            x.ent_key = np.where(idle[x.ent_key], ELASTIC, x.ent_key).astype(np.int32)
+            x.drawn = (x.drawn[0], np.where(idle[x.drawn[1]], ELASTIC, x.drawn[1]).astype(np.int32))
         if launcher:
             last = len(x.node_t) - 1
             last_kid = max(procs[q].end_ns for q in kids[c])  # it ends its recorded lag after the last one
