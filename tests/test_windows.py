@@ -113,6 +113,41 @@ def test_windows_correct_exactly_and_split_categories_like_full_windows(windowed
     json.dumps(s)
 
 
+def test_python_only_start_up_keeps_its_split_when_model_building_ends_it(windowed):
+    """Start-up's unannotated time is Python (imports) in full and light windows alike, then a few
+    torch ops build the model. The full windows' split of that time must count the whole of each
+    full window, not only what follows its first recorded op: that left only the model building to
+    stand for start-up, which then read almost all backend."""
+    sess, clock = windowed
+    col = FakeCollector()
+    with sess:
+        sess.add_toggler(col)
+        with rlscope.phase("startup"):
+            for _ in range(200):  # imports: Python only, a window switch at each short scope's exit
+                clock.advance(40_000)
+                with rlscope.scope("mark"):
+                    clock.advance(10)
+            while not col.on:  # the model is built in a full window
+                clock.advance(40_000)
+                with rlscope.scope("mark"):
+                    clock.advance(10)
+            for _ in range(5):
+                _fake_op(col, sess, clock.advance)
+        with rlscope.phase("train"):
+            for _ in range(200):
+                _fake_infer(col, sess, clock.advance)
+                clock.advance(GLUE)
+    assert col.switches > 20
+    s = analyze(rlscope.load_trace(str(sess.trace_dir))).summary
+    assert s["corrected_for_overhead"]
+    # the only unannotated backend time is the model's 5 ops (5 us of ~8 ms), seen in full windows
+    # only, so scaled by the run over them: about 2x
+    unannotated = s["unannotated_categories"]
+    assert unannotated.get("backend", 0.0) <= 5 * WORK * 1e-9 * 3
+    assert unannotated["python"] == pytest.approx(s["unannotated_s"] - unannotated.get("backend", 0.0))
+    assert s["raw"]["unannotated_categories"]["python"] > 200 * 40_000 * 1e-9
+
+
 def test_operation_that_always_straddles_is_corrected_by_its_pieces(windowed):
     """An update too long for whole instances in both kinds of window: its time between its
     minibatches (one fake op each) is compared piece by piece (overhead/correct/pieces.py)."""

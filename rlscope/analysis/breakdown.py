@@ -173,8 +173,8 @@ def analyze_process_pair(
     corrected.automatic = proc.automatic
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
-    if fix.window_mode is not None:
-        _split_like_full_windows(corrected, fix.window_mode, proc.names, fix.timeline, proc.pid)
+    if fix.full_fraction is not None:
+        _split_like_full_windows(corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid)
     if fix.gpu_scale is not None:
         _scale_gpu_to_run(corrected, fix.gpu_scale)
     if fix.scaled_from_full_windows is not None:
@@ -209,10 +209,10 @@ def _scale_gpu_to_run(b: ProcessBreakdown, scale: GpuScale) -> None:
 
 
 def _split_like_full_windows(
-    b: ProcessBreakdown, mode: np.ndarray, names: list[str], tl: Timeline, pid: int
+    b: ProcessBreakdown, full: np.ndarray, names: list[str], tl: Timeline, pid: int
 ) -> None:
-    """Categories per (phase, operation): the corrected total split as in the full windows (``mode``:
-    the kind of window each row of ``tl`` ran in).
+    """Categories per (phase, operation): the corrected total split as in the full windows (``full``:
+    the share of each row of ``tl`` that ran in one).
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
     only the full windows see the split, and it stands for the operation's whole time. Compile time
@@ -237,8 +237,7 @@ def _split_like_full_windows(
     # per (key, category) sums: bincount adds in row order, as np.add.at did, at a fraction of its time
     cell, size = inv * NCAT + cat, len(uniq) * NCAT
     cat_all = np.bincount(cell, weights=d, minlength=size).reshape(len(uniq), NCAT)
-    f = mode[rows] == S.WINDOW_FULL
-    cat_full = np.bincount(cell[f], weights=d[f], minlength=size).reshape(len(uniq), NCAT)
+    cat_full = np.bincount(cell, weights=d * full[rows], minlength=size).reshape(len(uniq), NCAT)
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     as_recorded = cat_all[:, _AS_RECORDED].copy()
     cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0

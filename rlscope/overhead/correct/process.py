@@ -17,7 +17,13 @@ import numpy as np
 
 from rlscope.analysis.timeline import Timeline
 from rlscope.overhead.correct import module_calls, residual, windows
-from rlscope.overhead.correct.full_windows import GpuScale, gpu_scale, nominal_full_share, thin_full_windows
+from rlscope.overhead.correct.full_windows import (
+    GpuScale,
+    full_fraction,
+    gpu_scale,
+    nominal_full_share,
+    thin_full_windows,
+)
 from rlscope.overhead.correct.residual import Correction, EventCosts
 from rlscope.overhead.correct.window_notes import window_info, window_notes
 from rlscope.trace import schema as S
@@ -42,9 +48,9 @@ class Corrected:
     costs: EventCosts  # the per-event costs removed: less the classes the windows measured, at run speed
     overhead: dict[str, Any]  # the breakdown's ``overhead``: what was removed, notes, the windows' evidence
     gpu_shift_ns: np.ndarray | None = None  # per GPU record: how much earlier it ran (None: no launches)
-    # per row of ``timeline``: the kind of window it ran in, whose full windows' category split stands
-    # for the run (None: categories as recorded)
-    window_mode: np.ndarray | None = None
+    # per row of ``timeline``: the share of it that ran in full windows (:func:`full_fraction`), whose
+    # category split stands for the run (None: categories as recorded)
+    full_fraction: np.ndarray | None = None
     gpu_scale: GpuScale | None = None  # GPU figures recorded in full windows only (None: as recorded)
     scaled_from_full_windows: bool | None = None  # the breakdown's gpu entry (None: GPU tracing not switched)
 
@@ -106,7 +112,7 @@ def correct_process(
             notes.append(thin)
             out.scaled_from_full_windows = False if switched["gpu"] else None
         else:
-            out.window_mode = est.row_mode
+            out.full_fraction = full_fraction(tl)  # the raw rows: the corrected timeline keeps their order
             if switched["gpu"]:
                 out.gpu_scale = gpu_scale(est, proc.names, share)
                 out.scaled_from_full_windows = True
