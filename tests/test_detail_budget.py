@@ -384,16 +384,53 @@ def test_a_learner_and_a_worker_cut_at_one_instant_keep_every_whole_run_figure(t
     assert all(drops), drops  # both processes lose detail
     whole = analyze(trace, workers=1, detail_budget=None).summary["raw"]
     cut = analyze(trace, workers=1, detail_budget=300).summary
-    assert cut["detail"]["left_out_s"] > 0
-    raw = cut["raw"]
-    assert raw["wall_s"] == pytest.approx(whole["wall_s"], abs=1e-6)
-    # every process's own figures (the headline is the learner's: the worker's are in its role)
-    got, want = over_processes(raw), over_processes(whole)
-    assert got["unannotated_s"] == pytest.approx(want["unannotated_s"], abs=5e-4)
-    for name, n in (("simulation", 700), ("inference", 500), ("backprop", 500)):
-        g, w = got["operations"][name], want["operations"][name]
-        assert g["calls"] == w["calls"] == n
-        assert g["exclusive_s"] == pytest.approx(w["exclusive_s"], abs=5e-4)
+    try:
+        assert cut["detail"]["left_out_s"] > 0
+        raw = cut["raw"]
+        assert raw["wall_s"] == pytest.approx(whole["wall_s"], abs=1e-6)
+        # every process's own figures (the headline is the learner's: the worker's are in its role)
+        got, want = over_processes(raw), over_processes(whole)
+        assert got["unannotated_s"] == pytest.approx(want["unannotated_s"], abs=5e-4)
+        for name, n in (("simulation", 700), ("inference", 500), ("backprop", 500)):
+            g, w = got["operations"][name], want["operations"][name]
+            assert g["calls"] == w["calls"] == n
+            assert g["exclusive_s"] == pytest.approx(w["exclusive_s"], abs=5e-4)
+    except AssertionError as e:  # a run of real processes: what it did is kept to explain it
+        raise AssertionError(f"{e}\n{_explained(trace, whole, cut['raw'], drops)}") from None
+
+
+def _explained(trace: Path, whole: dict, cut: dict, drops: list) -> str:
+    """Each process's raw figures without and with the budget, its drops and its flushes around
+    them, and where the trace is kept (copied out of the test's temporary folder)."""
+    import shutil
+    import tempfile
+
+    kept = Path(tempfile.gettempdir()) / "rlscope-detail-budget" / f"trace-{time.time_ns()}"
+    shutil.copytree(trace, kept)
+    lines = [f"trace kept in {kept}"]
+    for proc_dir, w, c, own in zip(
+        sorted(trace.glob("process-*")), whole["processes"], cut["processes"], drops, strict=True
+    ):
+        detail = budget.detail_rows(proc_dir)
+        assert detail is not None
+        start = int(detail.stretches[0, 0])
+        near = [
+            int(t) - start for t in detail.times if any(abs(int(t) - x) < 1e8 for d in own for x in d if x)
+        ]
+        lines.append(
+            f"{proc_dir.name}: drops {[(a - start, b and b - start) for a, b in own]} ns from {start},"
+        )
+        lines.append(
+            f"  flushes within 0.1 s of them {near}, stretches {(detail.stretches - start).tolist()}"
+        )
+        for key in ("wall_s", "unannotated_s"):
+            lines.append(f"  {key} {w[key]:.6f} -> {c[key]:.6f}")
+        for name, op in w["operations"].items():
+            lines.append(
+                f"  {name} exclusive {op['exclusive_s']:.6f} -> {c['operations'][name]['exclusive_s']:.6f}"
+            )
+        lines.append(f"  detail {c.get('detail')}")
+    return "\n".join(lines)
 
 
 def test_a_drop_never_splits_a_flush_s_aggregates() -> None:
