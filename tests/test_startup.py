@@ -49,3 +49,28 @@ def test_a_startup_phase_with_nothing_after_it_is_left_as_recorded(fake_session)
         clock.advance(4000)
     phases = analyze(str(sess.trace_dir), correct=False).summary["phases"]
     assert phases["startup"]["wall_s"] * 1e9 == 1000 and phases[NO_PHASE]["unannotated_s"] * 1e9 == 4000
+
+
+def test_a_startup_phase_that_ends_between_detail_stretches_counts_its_time_once(tmp_path):
+    """Its end is written where the next stretch resumes, before that resume's other rows (the window
+    mode): moved on to the program's first operation, it goes after them, so no time is counted twice."""
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    sess = rlscope.profile(
+        tmp_path / "trace", backend=False, gpu=False, detail="0.000002s,0.00001s,0.000002s"
+    )
+    sess.clock = clock
+    with sess:  # detail in [0, 2) and [10, 12) us
+        with rlscope.phase("startup"):
+            clock.advance(3000)  # ends at 3 us, between the stretches
+        clock.advance(8000)
+        with rlscope.scope("step"):  # the program's first operation, at 11 us
+            clock.advance(500)
+        clock.advance(500)
+    raw = analyze(str(tmp_path / "trace"), correct=False).summary["raw"]
+    assert raw["wall_s"] * 1e9 == 12000
+    assert raw["unannotated_s"] * 1e9 == 11500 and raw["operations"]["step"]["exclusive_s"] * 1e9 == 500
+    # the interpreter's 3 us and the set-up up to the operation in the stretch (from 10 to 11 us)
+    assert raw["phases"]["startup"]["wall_s"] * 1e9 == 4000
+    assert raw["phases"][NO_PHASE]["unannotated_s"] * 1e9 == 7500

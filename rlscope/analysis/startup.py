@@ -51,4 +51,8 @@ def extended(events: pa.Table, names: list[str]) -> pa.Table:
     new_ts = ts.copy()
     new_ts[end] = ts[first]
     col = events.schema.get_field_index("ts_ns")
-    return events.set_column(col, events.schema.field(col), pa.array(new_ts, events.schema.field(col).type))
+    moved = events.set_column(col, events.schema.field(col), pa.array(new_ts, events.schema.field(col).type))
+    # the end row goes where its new time puts it, right before that begin: the main thread's rows
+    # written between them (a window switch, the rows a detail stretch resumes with) stay in time order
+    order = np.r_[np.arange(end), np.arange(end + 1, first), end, np.arange(first, len(ts))]
+    return moved.take(pa.array(order))
