@@ -276,8 +276,7 @@ class Session:
             os.kill(os.getpid(), pending)
 
     def _stop(self, signal: int) -> None:
-        # the run ends now: draining the collectors' last buffers is rlscope's time, not the job's
-        # (nor the aggregates' of a flush that comes before the end row is handed over)
+        # the run ends now: the collectors' last buffers, and any flush before the end row, are rlscope's time
         assert self._writer is not None
         end_ns = self._writer.session_ends()
         self.windows.stop()
