@@ -66,21 +66,11 @@ def hlo_dumps(dump_dir: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def _by_name(paths: dict[str, str], name: str) -> str | None:
-    """A kernel's path by its name alone, as rlscope joins by name (a pass's suffix dropped), no neighbour."""
-    import re
-
-    found = paths.get(name)
-    while found is None and re.search(r"_{1,2}\d+$", name):
-        name = re.sub(r"_{1,2}\d+$", "", name)
-        found = paths.get(name)
-    return found
-
-
 def xprof_scopes(trace_dir: Path, dump_dir: Path, module: str) -> dict[str, Any]:
     """GPU seconds per outermost named scope of ``module``'s events in XProf's perfetto trace: each GPU
     event names the HLO instruction XLA annotated its launch with (``args.hlo_op``), whose named scopes
     XLA's dump of that module holds."""
+    from rlscope.analysis.device_scopes import instruction_of
     from rlscope.collectors.jax_hlo import kernel_name
 
     files = sorted(trace_dir.rglob("perfetto_trace.json.gz"))
@@ -119,7 +109,9 @@ def xprof_scopes(trace_dir: Path, dump_dir: Path, module: str) -> dict[str, Any]
             missed[op] += dur
             path = ""
         scopes[path.split("/")[0] or "[no named scope]"] += dur
-        by_kernel[(_by_name(paths, str(e.get("name"))) or "").split("/")[0] or "[no named scope]"] += dur
+        by_kernel[(instruction_of(paths, str(e.get("name"))) or "").split("/")[0] or "[no named scope]"] += (
+            dur
+        )
     return {
         "file": str(files[-1]),
         "scopes": dict(scopes),
@@ -189,7 +181,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     py = sys.executable
     out: dict[str, Any] = {"args": vars(args)}
 
-    # 1. device time by named scope: rlscope against XProf, per update after the first
+    # 1. device time by named scope: rlscope against XProf, per update
     dump = work / "xla_dump"
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump} --xla_dump_hlo_as_text"
     _run([py, *_ppo(args, work / "xprof.json"), "--jax-trace", str(work / "xprof")], {"XLA_FLAGS": flags})

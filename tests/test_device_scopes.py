@@ -63,6 +63,16 @@ def test_scope_paths_unwrap_transformations_and_skip_jax_structure():
     assert jax_hlo.kernel_name("custom-call.4") == "custom_call_4"
 
 
+def test_a_kernel_finds_its_instruction_through_its_pass_suffixes():
+    from rlscope.analysis.device_scopes import instruction_of
+
+    instructions = {"sort_14_1": "a", "loop_add_fusion": "b"}
+    assert instruction_of(instructions, "sort_14_1__2") == "a"
+    assert instruction_of(instructions, "sort_14_1") == "a"
+    assert instruction_of(instructions, "loop_add_fusion_3") == "b"
+    assert instruction_of(instructions, "memcpy32_post") is None
+
+
 def test_kernel_launching_instructions_are_listed_with_their_scopes():
     got = dict(jax_hlo.kernels(HLO))
     assert got == {

@@ -31,7 +31,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,7 @@ NO_SCOPE = "[no named scope]"
 TOP_ROWS = 20
 Key = tuple[str, str, str]  # (phase, operation, scope path)
 Op = tuple[str, str]  # (phase, operation)
+V = TypeVar("V")
 _SUFFIX = re.compile(r"_{1,2}\d+$")  # a kernel's pass (sort_14_1__2) or a second kernel (_1)
 
 
@@ -89,16 +90,30 @@ class DeviceScopes:
 
 
 def _instruction_paths(proc: ProcessTrace) -> dict[str, list[tuple[int, str]]]:
-    """kernel name -> [(compiled_ns, scope path)], sorted by compile time."""
+    """kernel name -> [(compiled_ns, scope path)], sorted by compile time; the times on the joined
+    clock of the launches (``hlo.arrows`` is read whole, on the process's own clock)."""
     t = proc.hlo
     out: dict[str, list[tuple[int, str]]] = collections.defaultdict(list)
-    columns = (t.column(c).to_pylist() for c in ("kernel", "path", "compiled_ns"))
+    compiled = t.column("compiled_ns").to_numpy().astype(np.int64, copy=False)
+    if proc.gaps is not None and len(proc.gaps):
+        compiled = proc.gaps.map(compiled)
+    columns = (t.column("kernel").to_pylist(), t.column("path").to_pylist(), compiled.tolist())
     for k, p, c in zip(*columns, strict=True):
         path = name_of(proc.names, int(p), "") if p is not None and p >= 0 else ""
         out[name_of(proc.names, int(k), "")].append((int(c), path))
     for v in out.values():
         v.sort()
     return out
+
+
+def instruction_of(instructions: dict[str, V], kernel: str) -> V | None:
+    """What ``instructions`` (keyed by the kernel names XLA gives them) holds for ``kernel``: its own
+    name, else without a pass's or a second kernel's suffix (``sort_14_1__2``, then ``sort_14_1``)."""
+    found = instructions.get(kernel)
+    while found is None and _SUFFIX.search(kernel):
+        kernel = _SUFFIX.sub("", kernel)
+        found = instructions.get(kernel)
+    return found
 
 
 def _paths_by_name(proc: ProcessTrace, names: np.ndarray, launched: np.ndarray) -> list[str | None]:
@@ -108,12 +123,7 @@ def _paths_by_name(proc: ProcessTrace, names: np.ndarray, launched: np.ndarray) 
     out: list[str | None] = []
     for nid, t in zip(names.tolist(), launched.tolist(), strict=True):
         if nid not in memo:
-            name = name_of(proc.names, int(nid), "")
-            found = paths.get(name)
-            while found is None and _SUFFIX.search(name):
-                name = _SUFFIX.sub("", name)
-                found = paths.get(name)
-            memo[nid] = found
+            memo[nid] = instruction_of(paths, name_of(proc.names, int(nid), ""))
         cands = memo[nid]
         if not cands:
             out.append(None)
