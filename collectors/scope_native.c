@@ -1300,6 +1300,47 @@ static PyObject *op_depth(PyObject *mod, PyObject *unused) {
     return PyLong_FromSsize_t(t->depth);
 }
 
+/* op_end_at(name_id, ts): end this thread's innermost operation, named ``name_id``, at ``ts``, a time
+ * already past (an automatic inference's last module call, rlscope/runtime/auto_ops.py), when nothing
+ * was recorded on this thread after ``ts``: its rows stay in time order, as the writer's fold and the
+ * analysis read them. True when it ended it; False leaves it open (the caller ends it now). No window
+ * switch or tick here: the next boundary makes the one due. Its row's cost is not measured (0: the
+ * calibrated cost of a scope exit applies). */
+#define LATE_SCAN 256 /* rows looked back for this thread's last one; older ones were written before ts */
+static PyObject *op_end_at(PyObject *mod, PyObject *args) {
+    long long nid, ts;
+    if (!PyArg_ParseTuple(args, "LL", &nid, &ts)) return NULL;
+    if (B.session == NULL) Py_RETURN_FALSE;
+    LeanThread *t = lean_thread();
+    if (t == NULL) return NULL;
+    if (t->depth == 0 || t->nid[t->depth - 1] != nid) Py_RETURN_FALSE;
+    EventBuffer *b = B.buf;
+    for (Py_ssize_t i = b->len - 1, seen = 0; i >= 0 && seen < LATE_SCAN; i--, seen++) {
+        long long *r = b->rows + i * WIDTH;
+        if (r[1] == t->tid) {
+            if (r[0] > ts) Py_RETURN_FALSE;
+            break;
+        }
+    }
+    boundary_start();
+    scope_exits++;
+    if (lean_pop_ops(t, t->depth - 1, ts, 0) < 0) return NULL;
+    if (t->depth == 0 && t->is_main) { /* as lean_scope_exit: the long-operation bookkeeping */
+        PyObject *nido = PyLong_FromLongLong(nid);
+        if (nido == NULL) return NULL;
+        int rc = 0;
+        if (ts - B.top_begin >= B.long_op_ns) {
+            rc = lean_method(s_long_op_done, nido);
+        } else if (PyDict_GET_SIZE(B.long_ops) > 0) {
+            int known = PyDict_Contains(B.long_ops, nido);
+            rc = (known < 0 || (known && PyDict_DelItem(B.long_ops, nido) < 0)) ? -1 : 0;
+        }
+        Py_DECREF(nido);
+        if (rc < 0) return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
 /* op_open(name_id): whether an operation of that name is open on this thread under the lean session
  * (rlscope/runtime/auto_ops.py opens no automatic operation inside a user's one of the same name). */
 static PyObject *op_open(PyObject *mod, PyObject *arg) {
@@ -1419,6 +1460,7 @@ static PyMethodDef module_methods[] = {
     {"forget_thread", forget_thread, METH_NOARGS, "drop this thread's cached session references"},
     {"lean_structs", lean_structs, METH_NOARGS, "how many per-thread structs the lean path holds (tests)"},
     {"op_depth", op_depth, METH_NOARGS, "operations open on this thread under the lean session (-1: none)"},
+    {"op_end_at", op_end_at, METH_VARARGS, "end this thread's innermost operation at a time already past"},
     {"op_open", op_open, METH_O, "whether an operation of this name id is open on this thread"},
     {"op_top", op_top, METH_NOARGS, "name id of the innermost operation open on this thread (-1: none)"},
     {"set_timer", set_timer, METH_VARARGS, "validate's timer session: its boundaries' path and buffer"},

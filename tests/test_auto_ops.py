@@ -16,6 +16,7 @@ import pytest
 
 import rlscope
 from rlscope.analysis import analyze
+from rlscope.runtime import auto_ops
 from rlscope.trace import schema as S
 from tests.conftest import FakeClock
 
@@ -229,6 +230,43 @@ def test_blocks_without_a_module_call_and_blocks_inside_an_update(tmp_path):
     assert ops["backprop"]["total_s"] == pytest.approx((2 * FWD + LOSS + OPT) * 1e-9, rel=1e-9)
     assert ops["inference"]["calls"] == 1
     assert ops["inference"]["total_s"] == pytest.approx((FWD + SAMPLE) * 1e-9, rel=1e-9)
+
+
+class SlowNet(ClockNet):
+    """A forward of 200 us: a trail of TRAIL_MIN_NS after it is under TRAIL_FACTOR times its span."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.advance(200_000 - FWD)
+        return super().forward(x)
+
+
+def test_a_long_trail_after_the_last_module_call_is_not_inference(tmp_path):
+    """CleanRL's bootstrap value: one small critic call, then its advantage loop in the same no_grad
+    block. The call stays inference, the loop goes to [unannotated]; a short trail (sampling) and
+    one that is long but under TRAIL_FACTOR times its calls' span stay in."""
+    sess, clock = _session(tmp_path, auto_ops=True)
+    net, slow, x = ClockNet(clock), SlowNet(clock), torch.ones(2)
+    trail = auto_ops.TRAIL_MIN_NS + 1_000
+    reps = 3
+    with sess:
+        for _ in range(reps):
+            with torch.no_grad():  # acting: sampling after the forward
+                net(x)
+                clock.advance(SAMPLE)
+            clock.advance(GLUE)
+            with torch.no_grad():  # the bootstrap value, then the advantages
+                net(x)
+                clock.advance(trail)
+            clock.advance(GLUE)
+            with torch.no_grad():  # a long forward, then a trail under 20 times it
+                slow(x)
+                clock.advance(trail)
+            clock.advance(GLUE)
+    result = analyze(sess.trace_dir, correct=False).summary
+    inf = result["operations"]["inference"]
+    assert inf["calls"] == 3 * reps
+    assert inf["total_s"] == pytest.approx(reps * (FWD + SAMPLE + FWD + 200_000 + trail) * 1e-9, rel=1e-9)
+    assert result["unannotated_s"] == pytest.approx(reps * (trail + 3 * GLUE) * 1e-9, rel=1e-9)
 
 
 def test_an_env_step_ends_acting_with_autograd_on(tmp_path):

@@ -10,8 +10,13 @@ On by default under ``rlscope run``, and with ``rlscope.profile(auto_ops=True)``
 - ``inference``: the outermost block with autograd disabled (``torch.no_grad()``,
   ``torch.inference_mode()``, as blocks or decorators) in which a ``torch.nn.Module`` is called,
   outside a learner update, from its first module call to the block's end (action sampling after the
-  policy's forward counts; work in the block before its first module call does not). With autograd
-  off globally (no such block), each outermost module call.
+  policy's forward counts; work in the block before its first module call does not). A long trail
+  after the block's last module call is not acting: when the block's end comes more than
+  TRAIL_MIN_NS and TRAIL_FACTOR times the calls' span after the last call ended (CleanRL computes
+  its advantages in the ``no_grad`` block of its bootstrap value: a 128-step loop, 3-10 ms after a
+  60 us critic call), the operation ends where that call ended and the trail is its parent's
+  (``[unannotated]`` at the top, where the stack samples name its lines). With autograd off
+  globally (no such block), each outermost module call.
 - ``backprop``: a learner update, from the first grad-enabled outermost module call after the
   previous ``optimizer.step()`` to the end of the next ``optimizer.step()`` (loss, ``backward()``,
   gradient clipping and the step inside).
@@ -59,6 +64,13 @@ _torch_handles: list[Any] = []  # what install_torch put on, for uninstall_torch
 # module classes whose call starts a library's ``update`` phase, ended by the next optimizer step
 # (TorchRL's loss modules: rlscope/runtime/adapters/torchrl.py)
 _update_modules: tuple[type, ...] = ()
+# an inference block's trail after its last module call that ends the operation at that call (module
+# docstring): longer than both. Action sampling, a GPU sync for the actions and their conversion
+# take tens to hundreds of microseconds after forwards of similar length; an advantage loop after a
+# bootstrap value takes milliseconds after one small call
+TRAIL_MIN_NS = 2_000_000
+TRAIL_FACTOR = 20
+_clock: Callable[[], int] = int  # the session's clock (its own, a test's fake one included)
 # every thread's module-call counts (thread state, counts by name id), for the module-call collector
 _counters: list[tuple[_Thread, dict[int, int]]] = []
 # module classes that set autograd themselves inside their forward, each with the mode it sets
@@ -76,6 +88,8 @@ class _Thread(threading.local):
         self.candidates = 0  # True entries of blocks (0 or 1 but for odd nesting)
         self.inference: tuple[Any, int] | None = None
         self.per_call = False  # the inference is one module call's (autograd off globally)
+        self.first = 0  # the open inference's first module call began (session clock, ns)
+        self.last = 0  # and its last outermost module call ended (0: none yet)
         self.update: tuple[Any, int] | None = None
         self.sim: tuple[Any, int] | None = None
         self.update_phase: _Phase | None = None  # an update phase a loss module's call opened
@@ -171,6 +185,19 @@ def _close(t: _Thread, op: tuple[Any, int]) -> None:
     elif now > depth + 1:
         t.late.append(op)
     # now <= depth: a scope around it closed, and closed it
+
+
+def _end_inference(t: _Thread, op: tuple[Any, int]) -> None:
+    """An inference block ends: ``op`` ends now, or where its last module call ended when the trail
+    since is long (module docstring; the lean C path only: it writes an end at a past time)."""
+    if op is not _SKIPPED and t.last:
+        trail = _clock() - t.last
+        if trail > TRAIL_MIN_NS and trail > TRAIL_FACTOR * (t.last - t.first):
+            sc, depth = op
+            lean = _session._lean
+            if lean is not None and _depth() == depth + 1 and lean.op_end_at(sc.name_id, t.last):
+                return
+    _close(t, op)
 
 
 def _close_late(t: _Thread) -> None:
@@ -304,6 +331,8 @@ def _outer_call(t: _Thread, torch: Any, module: Any) -> None:
     elif t.update is None and t.inference is None:
         t.per_call = t.candidates == 0  # autograd off globally: this call alone
         t.inference = _open(INFERENCE)
+        if not t.per_call:
+            t.first, t.last = _clock(), 0
 
 
 def install_torch(torch: Any) -> None:
@@ -345,6 +374,8 @@ def install_torch(torch: Any) -> None:
             t.calls = 0
             if _on:
                 _count(t)
+                if t.inference is not None and not t.per_call:
+                    t.last = _clock()
             if t.per_call and t.inference is not None:
                 inf, t.inference, t.per_call = t.inference, None, False
                 if _on:
@@ -390,7 +421,7 @@ def _wrap_block(cls: type, torch: Any) -> tuple[type, Any, Any]:
                 if t.candidates == 0 and t.inference is not None and not t.per_call:
                     inf, t.inference = t.inference, None
                     if _on:
-                        _close(t, inf)
+                        _end_inference(t, inf)
 
     cls.__enter__ = _like(__enter__, enter)
     cls.__exit__ = _like(__exit__, exit_)
@@ -428,9 +459,9 @@ def _reset(t: _Thread) -> None:
 
 def start(session: Any) -> None:
     """Automatic operations for ``session`` (Session.start, with ``auto_ops``)."""
-    global _on, _session
+    global _on, _session, _clock
     _reset(_tls)
-    _session, _on = session, True
+    _session, _on, _clock = session, True, session.clock
     for backend in backends.BACKENDS:  # each framework's hooks, once the program imports it
         if backend.auto_ops_install:
             _imports.when_imported(backend.module, backends.load(backend.auto_ops_install))
