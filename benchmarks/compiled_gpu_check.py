@@ -18,6 +18,10 @@
    between): the graph's kernels recorded in full windows must still join their replay. CUPTI before
    CUDA 13.1 Update 1 gave graph launches wrong correlation ids after a detach and re-attach (its
    release notes), which would show here as kernels without a launch or in another operation.
+   The PPO's graph is 17 kernels of 1-4 us with the GPU's own gaps between them, so its kernel time
+   is well under the events' (its span is what they measure); a graph of ``SLEEP_KERNELS`` sleeps of
+   known length (``torch.cuda._sleep``), replayed the same way with tracing on, checks the kernel time
+   the report gives against the events where the gaps are negligible (target: within 10%).
 2. **torch.compile.** The PPO eager, ``--compile default`` and ``--compile reduce-overhead`` (``--device
    cuda``) under ``rlscope run --json``: ``compile`` (seconds, compilations, recompiles), the wall and
    the per-operation times; the compiling runs start with an empty inductor cache. Then each variant
@@ -56,6 +60,8 @@ LAUNCH_RULE = "launch_bound"  # rlscope/analysis/advice/launch.py
 GRAPH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 CHUNK = 100  # replays queued behind one sleep
 SLEEP_CYCLES = 5_000_000  # ~2.5 ms at 2 GHz: longer than the CPU takes to queue a chunk
+SLEEP_KERNELS = 4  # the sleep graph's kernels, each of SLEEP_KERNEL_CYCLES (~25 us at 2 GHz)
+SLEEP_KERNEL_CYCLES = 50_000
 TARGET = 0.10
 
 
@@ -100,6 +106,16 @@ def _capture(policy: Any, x: Any) -> Any:
     return graph
 
 
+class _Sleeps:
+    """A stand-in policy whose forward is SLEEP_KERNELS GPU sleeps of known length."""
+
+    def __call__(self, x: Any) -> None:
+        import torch
+
+        for _ in range(SLEEP_KERNELS):
+            torch.cuda._sleep(SLEEP_KERNEL_CYCLES)
+
+
 def _replays(graph: Any, n: int, seconds: float, scope: Any) -> list[float]:
     """Replay ``graph`` ``n`` times (or for ``seconds``, when set), chunks queued behind a sleep; each
     replay's CUDA-event time in seconds."""
@@ -132,12 +148,14 @@ def graph_child(mode: str, args: argparse.Namespace) -> None:
     import rlscope
 
     policy, x = _policy(args.batch)
+    if mode == "sleep":
+        policy = _Sleeps()
     seconds = args.windows_seconds if mode == "windows" else 0.0
     if mode == "plain":
         graph = _capture(policy, x)
         times = _replays(graph, args.replays, 0.0, lambda name: contextlib.nullcontext())
     else:
-        with rlscope.profile(args.trace_dir, windows=mode == "windows"):
+        with rlscope.profile(args.trace_dir, windows=mode == "windows"):  # full, sleep: tracing all along
             with rlscope.scope("capture"):
                 graph = _capture(policy, x)
             times = _replays(graph, args.replays, seconds, rlscope.scope)
@@ -204,7 +222,7 @@ def graph_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import rlscope.analysis
 
     out: dict[str, Any] = {"batch": args.batch, "replays": args.replays}
-    for mode in ("plain", "full", "windows"):
+    for mode in ("plain", "full", "windows", "sleep"):
         trace, res = work / f"graph-{mode}", work / f"graph-{mode}.json"
         cmd = [
             sys.executable,
@@ -241,7 +259,7 @@ def graph_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             entry["graph_kernels_in_inference"] = _ratio(
                 entry["kernels_by_operation"].get("inference", 0), graph_kernels
             )
-        if mode == "full":
+        if mode in ("full", "sleep"):
             ev = child["event_s"]
             entry["summary_over_events"] = _ratio(entry["summary_gpu_kernel_s"], ev)
             entry["kernel_sum_over_events"] = _ratio(t["kernel_sum_s"], ev)
@@ -297,6 +315,8 @@ def _profiled(mode: str, args: argparse.Namespace, work: Path, env: dict[str, st
     out = work / f"ppo-{mode}.json"
     run = [sys.executable, "-m", "rlscope.cli.main", "run", "--trace-dir", str(work / f"ppo-{mode}")]
     wall = _timed([*run, "--json", str(out), "--", sys.executable, *_ppo(mode, args, args.timesteps)], env)
+    if not out.exists():  # the run went through, its end-of-run analysis did not: say why, keep the trace
+        return {"process_wall_s": wall, "analysis_failed": _analysis_error(work / f"ppo-{mode}", out, args)}
     s = json.loads(out.read_text())
     c = s.get("compile") or {}
     launch = [f for f in s.get("advice") or [] if f.get("rule") == LAUNCH_RULE]
@@ -312,6 +332,25 @@ def _profiled(mode: str, args: argparse.Namespace, work: Path, env: dict[str, st
         ],
         "warnings": list(s.get("warnings") or []),
     }
+
+
+def _analysis_error(trace: Path, out: Path, args: argparse.Namespace) -> str:
+    """The trace analyzed again, its error's last lines; the trace kept in ``--out`` (gzipped tar,
+    when under 15 MB) to be analyzed elsewhere."""
+    import tarfile
+
+    r = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "--json", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    if args.out:
+        tgz = Path(args.out) / f"{trace.name}.tgz"
+        with tarfile.open(tgz, "w:gz") as tar:
+            tar.add(trace, arcname=trace.name)
+        if tgz.stat().st_size > 15e6:
+            tgz.unlink()
+    return f"rc {r.returncode}: {(r.stderr or r.stdout)[-3000:]}"
 
 
 def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -334,7 +373,7 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     out["plain_walls_s"] = plain
     out["steady_state_s"] = steady  # the time of --timesteps steps, compiling and start-up cancelled
     if "eager" in profiled:
-        stake = sum(f["seconds_at_stake"] for f in profiled["eager"]["launch_bound"])
+        stake = sum(f["seconds_at_stake"] for f in profiled["eager"].get("launch_bound", []))
         per_step = stake / args.timesteps  # the profiled run trains --timesteps steps too
         out["predicted_gain_s"] = {"launch_bound_seconds_at_stake": stake, "per_1k_steps": 1e3 * per_step}
         out["measured_gain_s"] = {
@@ -354,12 +393,12 @@ def _per_operation(profiled: dict[str, Any]) -> dict[str, Any]:
     """Per operation the eager run flagged launch-bound: its time at stake, and in the profiled runs its
     eager time against each compiled run's time without its compiling."""
     out = {}
-    for f in profiled["eager"]["launch_bound"]:
+    for f in profiled["eager"].get("launch_bound", []):
         name = f["operation"]
-        eager = profiled["eager"]["operations"].get(name, {}).get("total_s", 0.0)
+        eager = profiled["eager"].get("operations", {}).get(name, {}).get("total_s", 0.0)
         entry: dict[str, Any] = {"seconds_at_stake": f["seconds_at_stake"], "eager_s": eager}
         for mode, run in profiled.items():
-            op = run["operations"].get(name)
+            op = run.get("operations", {}).get(name)
             if mode != "eager" and op:
                 entry[f"{mode}_s"] = op["total_s"]
                 entry[f"{mode}_without_compile_s"] = op["total_s"] - op["compile_s"]
@@ -392,7 +431,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-scopes", action="store_true", help="the PPO unannotated: automatic operations")
     p.add_argument("--out", default=None, help="directory for compiled_gpu_check.json")
     p.add_argument("--dry-run", action="store_true", help="no CUDA: part 2 on the CPU, part 1 skipped")
-    p.add_argument("--graph-child", choices=("plain", "full", "windows"), help=argparse.SUPPRESS)
+    p.add_argument("--parts", default="cuda_graph,torch_compile", help="of cuda_graph, torch_compile")
+    p.add_argument("--graph-child", choices=("plain", "full", "windows", "sleep"), help=argparse.SUPPRESS)
     p.add_argument("--trace-dir", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -413,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
     result["cuda"] = torch.version.cuda
     result["cupti_wheels"] = _cupti_wheels()
     parts = [("cuda_graph", None if args.dry_run else graph_check), ("torch_compile", compile_check)]
+    parts = [(name, check) for name, check in parts if name in args.parts.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         for name, check in parts:  # each part written as it ends: a run cut short keeps the parts done
             result[name] = None if check is None else check(args, Path(tmp))
