@@ -347,6 +347,10 @@ class Session:
         self.ticks.clear()
         self.nvtx_push = self.nvtx_pop = None
         self.long_ops, self.long_op_ns = {}, NEVER
+        # no GPU tracing in a forked child: CUDA cannot run in a child of a process that initialized it,
+        # and the parent's CUPTI and NVML state (their threads, their locks) did not survive the fork;
+        # starting them again hung the forked workers of torch.compile's compile pool on a GPU
+        self.options = {**self.options, "gpu": False}
         annotate._active = None
         try:
             self.start()

@@ -17,6 +17,7 @@ import rlscope
 from rlscope.analysis.roles import over_processes
 from rlscope.errors import TraceError
 from rlscope.trace import schema as S
+from rlscope.trace.header import recorded_options
 from rlscope.trace.reader import load_trace
 from tests.conftest import summary_of
 
@@ -216,6 +217,11 @@ def test_forked_children_get_their_own_process_dirs(tmp_path):
     child_work = over_processes(summary_of(trace))["operations"]["child_work"]  # the children's own
     assert child_work["calls"] == 2
     assert child_work["exclusive_s"] == pytest.approx(0.1, rel=0.2)
+    # GPU tracing stays the parent's: a forked child cannot use CUDA its parent initialized, and the
+    # parent's CUPTI and NVML state did not survive the fork
+    pids = {str(p.pid) for p in t.processes}
+    gpu = sorted((p.metadata.get("ppid") in pids, recorded_options(p.metadata)["gpu"]) for p in t.processes)
+    assert gpu == [(False, "auto"), (True, False), (True, False)]
 
 
 def test_one_bad_process_does_not_hide_the_others(tmp_path):

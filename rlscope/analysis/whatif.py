@@ -505,7 +505,10 @@ def _stretch_of_entries(x: ProcessInputs) -> np.ndarray:
 
 
 def _spans(x: ProcessInputs) -> tuple[np.ndarray, np.ndarray]:
-    """A worker's work spans as (first node, last node): maximal stretches holding work."""
+    """A worker's work spans as (first node, last node): maximal stretches holding work (none for a
+    worker with no stretch: a compile worker that started and did nothing recorded)."""
+    if len(x.node_t) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     idle = _idle_keys(x.keys)
     work_ns = np.bincount(
         _stretch_of_entries(x), weights=np.where(idle[x.ent_key], 0, x.ent_ns), minlength=len(x.node_t) - 1
@@ -1055,7 +1058,10 @@ def what_if(
     barriers: list[tuple[int, int, int, int, int, Any]] = []
     kept: dict[int, np.ndarray] = {}
     elastic: set[int] = set()
-    for p in sorted(kids, key=depth, reverse=True):  # a worker's spans are cut before its parent's
+    # a worker's spans are cut before its parent's; a process kept as a parent whose children are
+    # not in the trace (a compile pool's launcher) is cut like one with none
+    parents = set(kids) | {c for c, x in enumerate(procs) if x.runs is not None}
+    for p in sorted(parents, key=depth, reverse=True):
         x = procs[p]
         if x.runs is None:
             continue
@@ -1063,7 +1069,7 @@ def what_if(
             assert x.required is not None
             x.node_t, x.ent_off, x.ent_key, x.ent_ns = _stretches(x.runs[0], x.runs[1], x.end_ns, x.required)
         else:
-            waits, triggers, kept[p] = _cut_parent(x, [(c, procs[c]) for c in kids[p]])
+            waits, triggers, kept[p] = _cut_parent(x, [(c, procs[c]) for c in kids.get(p, [])])
             for _, hi, members in waits:
                 barriers.append(
                     (int(x.node_t[hi]), _PRIORITY[WAIT], p, hi, WAIT, [(q, m, 0.0) for q, m in members])
