@@ -63,7 +63,7 @@ def test_the_analysis_finds_the_time_the_generator_made(made: tuple[Path, dict])
         got = {op: e["exclusive_s"] for op, e in by_pid[p["pid"]]["operations"].items()}
         want = {op: ns / 1e9 for op, ns in p["exclusive_ns"].items()}
         assert got == pytest.approx(want, rel=1e-9)
-    assert {p["role"] for p in summary["processes"]} == {"main", "child"}
+    assert {p["role"] for p in summary["processes"]} == {"main", "env worker"}  # the workers step envs
 
 
 def test_the_same_seed_makes_the_same_trace(made: tuple[Path, dict], tmp_path: Path) -> None:

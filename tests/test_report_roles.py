@@ -147,7 +147,7 @@ def test_the_headline_is_the_main_process_and_workers_stay_in_their_roles(tmp_pa
     assert s["operations"]["simulation"]["total_s"] * 1e9 == 5 * MS
     assert s["unannotated_s"] * 1e9 == 1 * MS  # the learner's own, not three processes'
     assert all(o["total_s"] <= s["wall_s"] for o in s["operations"].values())
-    child = s["roles"]["child"]
+    child = s["roles"]["env worker"]
     assert child["workers"] == 2 and child["operations"]["simulation"]["calls"] == 2
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import json
 import multiprocessing as mp
 import os
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 
 import rlscope
 from rlscope.analysis import analyze
-from rlscope.analysis.roles import over_processes
+from rlscope.analysis.roles import over_processes, process_role
 from rlscope.categories import SIMULATOR, UNANNOTATED, WAITING, WAITING_ROW
 from rlscope.runtime import waits
 from rlscope.trace import schema as S
@@ -86,11 +87,11 @@ def test_a_workers_waits_are_its_waiting_row_not_unannotated(tmp_path, monkeypat
         assert w["waiting_s"] * 1e9 == STEPS * WAIT_MS * MS
         assert w["unannotated_s"] * 1e9 == STEPS * GLUE_MS * MS  # its own Python stays unannotated
         assert w["wall_s"] == pytest.approx(w["unannotated_s"] + w["waiting_s"] + STEPS * STEP_MS * MS / 1e9)
-    child = s["roles"]["child"]
+    child = s["roles"]["env worker"]  # children that stepped environments
     assert child["busy_s"] == {"8": STEPS * STEP_MS * MS / 1e9, "9": STEPS * STEP_MS * MS / 1e9}
     assert child["waiting"]["total_s"] * 1e9 == 2 * STEPS * WAIT_MS * MS
     assert child["waiting"]["median_s"] * 1e9 == STEPS * WAIT_MS * MS
-    assert "waiting" not in s["roles"]["main"]
+    assert "waiting" not in s["roles"]["main"] and "child" not in s["roles"]
     # the headline is the learner's: it waited on no command, so it has no [waiting] row
     assert s["headline"]["pids"] == [7] and "waiting_s" not in s
     assert over_processes(s)["waiting_s"] * 1e9 == 2 * STEPS * WAIT_MS * MS
@@ -239,3 +240,13 @@ def test_vector_env_workers_record_one_wait_per_command(tmp_path, library):
             p for p in procs if p.pid not in {w.pid for w in workers} and p.metadata.get("run_parent")
         ]
         assert count(server, S.CAT_BEGIN, WAITING) >= 2
+
+
+def test_the_forkserver_has_a_role_of_its_own():
+    """SubprocVecEnv's default start method forks its workers from multiprocessing's forkserver,
+    which does nothing else: its role says so (not ``child``, not a straggler's peer)."""
+    argv = ["-c", "from multiprocessing.forkserver import main; main(5, 6, ['__main__'], **{})"]
+    meta = {"argv": json.dumps(argv), "ppid": "7"}
+    assert process_role(meta, {7}) == "forkserver"
+    assert process_role({"argv": json.dumps(["train.py"]), "ppid": "7"}, {7}) == "child"
+    assert process_role({"argv": "not json", "ppid": "7"}, {7}) == "child"

@@ -26,6 +26,7 @@ import os
 import threading
 import time
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -142,6 +143,23 @@ def test_replay_at_k1_is_the_recorded_run(learner_trace):
         assert t["wall_s"] == {"1": pytest.approx(210 * U, abs=1e-15)}
 
 
+def test_a_worker_whose_own_children_left_no_events(learner_trace):
+    """torch.compile's compile pool: a child of the job forks workers that end before their first
+    flush (no events). The child is still a parent by the metadata, with no child to cut its spans by:
+    the what-if replays it as one without children, and its figures do not change."""
+    before = analyze(learner_trace, correct=False).summary["what_if"]
+    events = pa.ipc.open_stream(learner_trace / "process-101" / S.EVENTS_FILE).read_all()
+    meta = {k.decode(): v.decode() for k, v in (events.schema.metadata or {}).items()}
+    empty = learner_trace / "process-103"
+    empty.mkdir()
+    schema = S.events_schema({**meta, "pid": "103", "ppid": "101"})
+    with pa.OSFile(str(empty / S.EVENTS_FILE), "wb") as f, pa.ipc.new_stream(f, schema) as w:
+        w.write_table(schema.empty_table())
+    after = analyze(learner_trace, correct=False).summary["what_if"]
+    assert after["operations"] == before["operations"] and after["wall_s"] == before["wall_s"]
+    assert after["roles"]["env worker"] == before["roles"]["env worker"]
+
+
 def test_multiprocess_what_if_is_exact(learner_trace):
     s = analyze(learner_trace, correct=False).summary
     w = s["what_if"]
@@ -157,8 +175,8 @@ def test_multiprocess_what_if_is_exact(learner_trace):
     exact(_saving(w, "inference", "gpu"), (50, 70, 70))
     # the env workers infinitely fast: the learner's wait shrinks to the command's latency (1 µs); the
     # kernel still binds the synchronize after it, so the whole of worker 2's step (43 µs) is won
-    exact(w["roles"]["child"]["saving_s"], (21.5, 38.7, 43))
-    assert w["roles"]["child"]["pids"] == [101, 102]
+    exact(w["roles"]["env worker"]["saving_s"], (21.5, 38.7, 43))
+    assert w["roles"]["env worker"]["pids"] == [101, 102]
     # simulation everywhere: the learner's own 16 µs and worker 2's 43 (worker 1's 24 was never waited for)
     exact(_saving(w, "simulation"), (29.5, 53.1, 59))
     exact(_saving(w, "simulation", "simulator"), (19.5, 35.1, 39))
@@ -362,14 +380,15 @@ def test_what_if_is_optional_and_rendered(learner_trace, capsys):
     assert footer[0] in terminal.text(result, width=400)
     page = html.render(result)
     assert whatif_html.HTML_TITLE in page and f"id='{whatif_html.DIV_ID}'" in page.replace('"', "'")
-    assert "<td>role child (2 processes)</td><td>67.0 µs</td><td>64%</td>" in page
+    assert "<td>role env worker (2 processes)</td><td>67.0 µs</td><td>64%</td>" in page
     # the critical path over the timeline's window: worker 2's step, the kernel, the learner's pieces
     drawn = result.report["critical_path"]["intervals"]
     assert {(iv["pid"], iv["lane"]) for iv in drawn} == {(100, "main"), (100, "gpu"), (102, "main")}
 
     assert main([str(learner_trace), "--raw", "--what-if"]) == 0
     out = capsys.readouterr().out
-    assert "scenario" in out and "saved at" in out and "role child" in out  # the table (80 columns: wrapped)
+    assert "scenario" in out and "saved at" in out  # the table (80 columns: wrapped)
+    assert "│ role env " in out and "│ worker (2 " in out
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,8 +1,10 @@
 """Process roles, their spread across workers, the workers that lag, and how well clocks were aligned.
 
 A process's role is what it does in the job: the Ray actor class or task function
-(``ray.role`` in its metadata, rlscope/ray.py), ``driver`` for a Ray driver, else ``main`` for the
-process that started the others and ``child`` for the rest. Per role the summary gives the operation
+(``ray.role`` in its metadata, rlscope/ray.py), ``driver`` for a Ray driver, ``ddp rank`` for a
+torch.distributed rank, ``forkserver`` for multiprocessing's forkserver, else ``main`` for the process
+that started the others, ``env worker`` for a child that stepped environments (a vector env's worker)
+and ``child`` for the rest. Per role the summary gives the operation
 breakdown summed over its workers, the spread of each worker's busy time (time inside any operation,
 its waits left out: median, p95, max), the spread of its waits for the next command or task
 (``waiting``, where any were recorded: rlscope/runtime/waits.py) and the *stragglers*, workers busy
@@ -17,6 +19,7 @@ the others), then by name; the report's timeline
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,9 @@ import numpy as np
 from rlscope.categories import CPU_CATEGORIES, WAITING
 from rlscope.trace.reader import Trace, parent_pid
 
+ENV_WORKER = "env worker"  # a child that stepped environments (SubprocVecEnv, AsyncVectorEnv workers)
+FORKSERVER = "forkserver"  # multiprocessing's forkserver: it forks the workers, nothing else
+SIMULATION = "simulation"  # the operation an env worker's steps are (automatic or the user's)
 STRAGGLER_RATIO = 1.25  # a worker busier than this times its role's median lags
 DDP_RANK = "ddp rank"  # a torch.distributed rank (WORLD_SIZE in its environment), labelled "rank N"
 TORCHRUN_AGENT = "torchrun agent"  # the process that started DDP ranks
@@ -32,6 +38,8 @@ _WAITING = CPU_CATEGORIES[WAITING]  # blocked for the next command: not busy
 
 __all__ = [
     "DDP_RANK",
+    "ENV_WORKER",
+    "FORKSERVER",
     "LAUNCHER_ROLES",
     "STRAGGLER_RATIO",
     "TORCHRUN_AGENT",
@@ -52,7 +60,21 @@ def process_role(meta: dict[str, str], pids: set[int]) -> str:
         return meta["ray.role"]
     if meta.get("world_size"):  # a torch.distributed rank (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)
         return DDP_RANK
+    if _is_forkserver(meta):
+        return FORKSERVER
     return "child" if parent_pid(meta) in pids else "main"
+
+
+def _is_forkserver(meta: dict[str, str]) -> bool:
+    """multiprocessing's forkserver (``python -c "from multiprocessing.forkserver import main; ..."``),
+    which forks the workers of SubprocVecEnv and Pool under that start method and does nothing else."""
+    try:
+        argv = json.loads(meta.get("argv") or "[]")
+    except ValueError:
+        return False
+    if not isinstance(argv, list) or "-c" not in argv:
+        return False
+    return any("multiprocessing.forkserver" in str(a) for a in argv)
 
 
 def _clock(meta: dict[str, str]) -> dict[str, Any] | None:
@@ -182,6 +204,8 @@ def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
     for entry in entries:
         if entry["pid"] in launchers and entry["role"] in ("main", "child"):
             entry["role"] = entry["label"] = TORCHRUN_AGENT
+        elif entry["role"] == "child" and SIMULATION in (entry.get("operations") or {}):
+            entry["role"] = ENV_WORKER  # a vector env's worker: it stepped environments
 
 
 def headline(entries: list[dict[str, Any]]) -> tuple[list[int], str]:

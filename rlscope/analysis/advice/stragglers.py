@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlscope.analysis.advice.base import Facts, Finding, clears, secs
-from rlscope.analysis.roles import DDP_RANK, LAUNCHER_ROLES, STRAGGLER_RATIO
+from rlscope.analysis.roles import DDP_RANK, ENV_WORKER, FORKSERVER, LAUNCHER_ROLES, STRAGGLER_RATIO
 
 __all__ = ["WORKER_ROLES", "role_stragglers", "worker_stragglers"]
 
-WORKER_ROLES = frozenset({"child"})
+WORKER_ROLES = frozenset({"child", ENV_WORKER})
 """Roles of processes started by the job itself (multiprocessing Pool workers, SubprocVecEnv and
 AsyncVectorEnv workers): the vector-env / worker rule; every other non-launcher role (Ray actors and
 tasks, DDP ranks) gets the role rule."""
@@ -85,4 +85,4 @@ def role_stragglers(facts: Facts) -> list[Finding]:
 
     Time at stake: the slowest worker's busy time above the role's median, which the others wait out.
     """
-    return _findings(facts, "role_stragglers", lambda r: r not in WORKER_ROLES)
+    return _findings(facts, "role_stragglers", lambda r: r not in WORKER_ROLES and r != FORKSERVER)
