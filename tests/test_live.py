@@ -208,7 +208,7 @@ def test_the_last_interval_and_the_run_so_far_are_exact_as_flushes_and_processes
         "[unannotated]": (0.4, 0.2, 0, None),
     }
     assert _ops(main_group.so_far)["inference"] == (1.2, 0.4, 60, 20.0)  # 3 flushes, 3 s
-    assert (workers.role, workers.pids) == ("child", [11])
+    assert (workers.role, workers.pids) == ("env worker", [11])  # it stepped envs
     assert _ops(workers.interval) == {
         "simulation": (1.8, 0.9, 200, 100.0),
         "[unannotated]": (0.2, 0.1, 0, None),
