@@ -219,7 +219,7 @@ def test_the_last_interval_and_the_run_so_far_are_exact_as_flushes_and_processes
     assert view.elapsed_s == 3.5
     assert viz_live.line(view) == (
         "rlscope: 4 s  125 steps/s  main · pid 10: backprop 50%  inference 40%  simulation 40%"
-        "  [unannotated] 20%  GPU 25%  | child · pid 11: simulation 90%  [unannotated] 10%"
+        "  [unannotated] 20%  GPU 25%  | env worker · pid 11: simulation 90%  [unannotated] 10%"
     )
 
     # the rest of the fourth flush; both sessions end
