@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlscope.keys import distinct, factorize, factorize_rows
+from rlscope.keys import distinct, distinct_times, factorize, factorize_rows
 
 
 @pytest.mark.parametrize("n", [0, 5, 5000])
@@ -17,6 +17,9 @@ def test_factorize_equals_np_unique(n: int, spread: int) -> None:
     assert uniq.tolist() == want_u.tolist()
     assert inverse.tolist() == want_i.reshape(-1).tolist()
     assert distinct(values).tolist() == want_u.tolist()
+    assert distinct_times(values).tolist() == want_u.tolist()
+    runs = np.concatenate([np.sort(values), np.sort(values[: n // 3])])  # sorted runs, repeats
+    assert distinct_times(runs).tolist() == want_u.tolist()
 
 
 @pytest.mark.parametrize("n", [0, 7, 4000])

@@ -70,7 +70,7 @@ from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.analysis.gpu_calls import SYNC_APIS, _nesting, api_base_name
 from rlscope.categories import UNANNOTATED
-from rlscope.keys import factorize, factorize_rows
+from rlscope.keys import distinct_times, factorize, factorize_rows
 from rlscope.trace.reader import clock_offset, parent_pid
 
 if TYPE_CHECKING:
@@ -477,7 +477,7 @@ def _drawn(
 
     Why: the replay's stretches hold each key's total only, and a run with no dependency inside it (a
     single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
-    points = np.unique(np.concatenate([inst_t, cuts]).astype(np.int64))
+    points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64))
     node_t, ent_off, ent_key, ent_ns = _stretches(run_t, run_key, end, points)
     stretch = np.repeat(np.arange(len(node_t) - 1), np.diff(ent_off))
     order = np.lexsort((-ent_ns, stretch))
