@@ -356,7 +356,8 @@ def test_worker_stragglers_fire_on_a_lagging_vector_env_worker(tmp_path, monkeyp
     assert a["operation"] == "simulation"
     host = s["processes"][0]["node"]
     assert a["evidence"] == (
-        f"child: 1 of 3 workers busy over 1.25x the median 21.0 ms; child pid 13 on {host} 46.0 ms (2.19x);"
+        "env worker: 1 of 3 workers busy over 1.25x the median 21.0 ms;"
+        f" env worker pid 13 on {host} 46.0 ms (2.19x);"
         " the widest gap in simulation: slowest 45.0 ms, median 20.0 ms"
     )
     assert "vector env" in a["change"]
