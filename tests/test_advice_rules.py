@@ -99,6 +99,16 @@ def test_intra_op_oversubscription_fires_on_more_threads_than_cores():
     assert "torch.set_num_threads(1)" in a["change"] and "OMP_NUM_THREADS=1" in a["change"]
 
 
+def test_intra_op_oversubscription_names_the_operation_with_most_torch_time():
+    """Near-equal time at stake (a difference of two similar times, ordered by noise run to run) does not
+    decide which operation the finding names: the one with most torch-op time does."""
+    s = _threaded(threads=4, cores=2, backprop_ms=1.0, python_ms=0.25)  # 1.0 s torch, 0.5 s at stake
+    s["operations"]["inference"] = op(2.5, calls=10_000, backend=2.0, python=0.76)  # 2.0 s, 0.48 s
+    [a] = found(s, "intra_op_oversubscription")
+    assert a["operation"] == "inference"
+    assert a["seconds_at_stake"] == pytest.approx((1.0 - 0.5) + (2.0 - 1.52))
+
+
 def test_intra_op_oversubscription_silent_with_one_thread():
     """The fixed program, slow figures kept: the thread count, not the time, says what the cause is."""
     assert found(_threaded(threads=1, cores=2), "intra_op_oversubscription") == []
