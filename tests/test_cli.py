@@ -188,3 +188,13 @@ def test_unwritable_output_is_one_line_error(tmp_path):
         pass
     r = _cli("rlscope.cli.analyze", str(trace), "--json", str(tmp_path / "no" / "such" / "dir.json"), "-q")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot write" in r.stderr
+
+
+def test_the_analysis_keeps_freed_memory_on_glibc():
+    """rlscope-analyze asks glibc to reuse freed arrays' pages (rlscope/cli/heap.py); elsewhere a no-op."""
+    import platform
+
+    from rlscope.cli.heap import keep_freed_memory
+
+    taken = keep_freed_memory()
+    assert taken == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
