@@ -57,6 +57,8 @@ COLLECTORS: tuple[CollectorRow, ...] = (
     CollectorRow("stacks", "rlscope.collectors.stacks:start_for"),
     # JAX's compilations (tracing, lowering, XLA), from its monitoring events: the compile category
     CollectorRow("jax.compile", "rlscope.collectors.jax_compile:start_for", backend="jax"),
+    # Triton's JIT compilations of @triton.jit kernels at their launches, from its compilation listener
+    CollectorRow("triton.compile", "rlscope.collectors.triton_compile:start_for"),
     # torch.compile's compilations, from Dynamo's compile callbacks and metrics: the compile category
     CollectorRow("torch.compile", "rlscope.collectors.torch_compile:start_for", backend="torch"),
     # the kernels of JAX's executables and the named scope each belongs to, from XLA's HLO metadata

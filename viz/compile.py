@@ -65,7 +65,10 @@ def headline(summary: Mapping[str, Any]) -> str:
     ]
     tail = f" ({', '.join(counted)})" if counted else ""
     share = f" ({pct(seconds, wall)} of the wall)" if wall > 0 else ""
-    return f"{secs(seconds)} compiling{share}: {_plural(int(c.get('compilations', 0)), 'compilation')}{tail}"
+    what = [_plural(int(c.get("compilations", 0)), "compilation")] if c.get("compilations") else []
+    if c.get("triton_kernels"):
+        what.append(_plural(int(c["triton_kernels"]), "Triton kernel"))
+    return f"{secs(seconds)} compiling{share}: {', '.join(what) or _plural(0, 'compilation')}{tail}"
 
 
 def _stages(c: Mapping[str, Any]) -> str:

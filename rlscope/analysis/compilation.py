@@ -9,11 +9,12 @@ operation's category split says how much of it was compiling; this module adds w
 
 - ``compilations``: XLA compilations (backend stages: every executable built or loaded from jax's
   persistent cache, of which ``persistent_cache_hits`` were loaded) and torch.compile's compiled
-  frames and backward graphs;
+  frames and backward graphs; ``triton_kernels``: Triton kernels JIT-compiled (or loaded from
+  Triton's disk cache) at a launch (collectors/triton_compile.py), inductor's inside its frames too;
 - ``seconds``: the time threads spent compiling, nested stages counted once;
 - ``stages``: the seconds of each stage, summed (the stages of the frameworks that compiled);
-- ``functions``: the functions compiled most (JAX: XLA time; torch: their compilations' time), with
-  their compilations and, torch's, their recompilations;
+- ``functions``: the functions compiled most (JAX: XLA time; torch: their compilations' time; Triton:
+  its kernels' time), with their compilations and, torch's, their recompilations;
 - ``recompiles`` and ``recompile_reasons`` (when torch.compile compiled): the frames compiled again
   because a guard of every earlier compilation failed, and the guards that failed most.
 
@@ -34,6 +35,7 @@ from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, name_of
 
 TOP = 5  # functions listed
+TRITON = "triton"  # the stage of Triton's JIT compilations
 
 
 _TORCH_COMPILED = (S.COMPILE_TORCH_FRAME, S.COMPILE_TORCH_BACKWARD)  # torch's compilations, counted
@@ -51,6 +53,7 @@ class CompileCounts:
     function_compilations: collections.Counter[str] = field(default_factory=collections.Counter)
     jax: bool = False  # JAX compiled (its stages are listed)
     torch: bool = False  # torch.compile compiled (its stages and recompilations are listed)
+    triton_kernels: int = 0  # Triton kernels compiled at a launch
     recompiles: int = 0
     function_recompiles: collections.Counter[str] = field(default_factory=collections.Counter)
     reasons: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)  # (fn, why)
@@ -64,6 +67,7 @@ class CompileCounts:
         self.function_compilations.update(other.function_compilations)
         self.jax |= other.jax
         self.torch |= other.torch
+        self.triton_kernels += other.triton_kernels
         self.recompiles += other.recompiles
         self.function_recompiles.update(other.function_recompiles)
         self.reasons.update(other.reasons)
@@ -86,18 +90,19 @@ def counts(proc: ProcessTrace) -> CompileCounts | None:
     torch_compiled = np.isin(stage, _TORCH_COMPILED)
     out.jax = bool(np.isin(stage, list(S.COMPILE_STAGES)).any())
     out.torch = bool(torch_compiled.any())
+    triton = stage == S.COMPILE_TRITON
     out.compilations = int(backend.sum() + torch_compiled.sum())
+    out.triton_kernels = int(triton.sum())
     out.cache_hits = int((stage == S.COMPILE_CACHE_HIT).sum())
     timed = ~np.isin(stage, S.COMPILE_UNTIMED)
     _, s, e = union_per_thread(c["thread"][timed], begin[timed], c["end_ns"][timed])
     out.seconds = float((e - s).sum()) / 1e9
-    for code, label in {**S.COMPILE_STAGES, **S.TORCH_COMPILE_STAGES}.items():
+    for code, label in {**S.COMPILE_STAGES, **S.TORCH_COMPILE_STAGES, S.COMPILE_TRITON: TRITON}.items():
         rows = stage == code
         if rows.any():
             out.stages[label] = float(dur[rows].sum())
-    for nid, d in zip(
-        c["name"][backend | torch_compiled].tolist(), dur[backend | torch_compiled].tolist(), strict=True
-    ):
+    named = backend | torch_compiled | triton
+    for nid, d in zip(c["name"][named].tolist(), dur[named].tolist(), strict=True):
         name = name_of(proc.names, nid, "?")
         out.functions[name] += d
         out.function_compilations[name] += 1
@@ -126,8 +131,9 @@ def summary(counts: CompileCounts | None) -> dict[str, Any] | None:
     if counts is None or not (counts.compilations or counts.seconds):
         return None
     labels = [
-        *(S.COMPILE_STAGES.values() if counts.jax or not counts.torch else ()),
+        *(S.COMPILE_STAGES.values() if counts.jax or not (counts.torch or counts.triton_kernels) else ()),
         *(S.TORCH_COMPILE_STAGES.values() if counts.torch else ()),
+        *((TRITON,) if counts.triton_kernels else ()),
     ]
     functions = []
     for name, s in counts.functions.most_common(TOP):
@@ -146,6 +152,8 @@ def summary(counts: CompileCounts | None) -> dict[str, Any] | None:
         "stages": {label: counts.stages.get(label, 0.0) for label in labels},
         "functions": functions,
     }
+    if counts.triton_kernels:
+        out["triton_kernels"] = counts.triton_kernels
     if counts.torch:
         out["recompiles"] = counts.recompiles
         out["recompile_reasons"] = [

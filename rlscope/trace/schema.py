@@ -308,6 +308,7 @@ COMPILE_TORCH_AOT = 8  # of a compilation (a duration): AOT autograd tracing the
 COMPILE_TORCH_INDUCTOR = 9  # of a compilation (a duration): inductor lowering, generating, compiling code
 COMPILE_TORCH_AUTOTUNE = 10  # of a compilation (a duration): autotuning kernels while compiling
 COMPILE_TORCH_RECOMPILE = 11  # the interval of a recompiled frame's compilation; name: the guard that failed
+COMPILE_TRITON = 12  # a @triton.jit kernel compiled (or loaded from Triton's disk cache) at a launch
 COMPILE_STAGES = {COMPILE_TRACE: "trace", COMPILE_LOWER: "lower", COMPILE_BACKEND: "backend_compile"}
 TORCH_COMPILE_STAGES = {
     COMPILE_TORCH_DYNAMO: "dynamo",
@@ -325,7 +326,7 @@ COMPILE_UNTIMED = (
     COMPILE_TORCH_AUTOTUNE,
     COMPILE_TORCH_RECOMPILE,
 )
-COMPILE_STAGE_CODES = tuple(range(COMPILE_TRACE, COMPILE_TORCH_RECOMPILE + 1))
+COMPILE_STAGE_CODES = tuple(range(COMPILE_TRACE, COMPILE_TRITON + 1))
 COMPILE_COLUMNS_DOC = [
     ("start_ns", "int64", "start, on the events' clock (a JAX stage: its end less the time jax measured)"),
     ("end_ns", "int64", "end, on the events' clock"),
@@ -334,9 +335,10 @@ COMPILE_COLUMNS_DOC = [
         "stage",
         "int8",
         "0 trace, 1 lower, 2 backend_compile, 3 persistent cache hit (a point); torch: 4 frame, 5 backward,"
-        " 6 run time, 7-10 its stages' durations (dynamo, aot_autograd, inductor, autotune), 11 recompile",
+        " 6 run time, 7-10 its stages' durations (dynamo, aot_autograd, inductor, autotune), 11 recompile;"
+        " 12 a Triton kernel's JIT compilation",
     ),
-    ("name", "int32", "id into names.arrows: the function compiled, or a recompilation's reason (-1: none)"),
+    ("name", "int32", "id into names.arrows: the function or kernel compiled, a recompile's reason (-1: no)"),
 ]
 COMPILE_COLUMNS = [c for c, _, _ in COMPILE_COLUMNS_DOC]
 
