@@ -5,12 +5,18 @@ each). By default glibc maps each one fresh from the kernel and unmaps it when f
 pays a page fault per page it touches again: on real traces that was about 40% of the analysis's CPU
 time. Served from the heap, and the heap not trimmed when they are freed, the pages are reused. The
 peak memory stays about the same (the largest arrays alive at once); the heap is returned at exit.
+
+numpy's advice that large arrays use huge pages is turned off with it: where the kernel compacts
+memory on demand for advised regions (``transparent_hugepage/defrag`` ``madvise``, the usual
+default) each new huge page cost more system time than the fewer page faults saved, and with the
+heap reused most pages are touched fresh only once.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib
 
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
@@ -26,4 +32,17 @@ def keep_freed_memory() -> bool:
         return False
     if mallopt is None:
         return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, _LARGE)) and bool(mallopt(_M_TRIM_THRESHOLD, _LARGE))
+    taken = bool(mallopt(_M_MMAP_THRESHOLD, _LARGE)) and bool(mallopt(_M_TRIM_THRESHOLD, _LARGE))
+    if taken:
+        _no_huge_pages()
+    return taken
+
+
+def _no_huge_pages() -> None:
+    """numpy's huge-page advice off (``numpy._core`` since 2.0, ``numpy.core`` before)."""
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            importlib.import_module(module)._set_madvise_hugepage(False)
+            return
+        except (ImportError, AttributeError):
+            continue
