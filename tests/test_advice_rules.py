@@ -162,6 +162,19 @@ def test_intra_op_oversubscription_supersedes_backprop_bound():
     assert ("backprop_bound", "backprop") in rules(s)
 
 
+def test_a_superseded_finding_keeps_its_number_under_hides():
+    """The finding the run leads with lists what it hides, each with its own time at stake, as that
+    rule alone gives it (the compile check reads launch_bound's there when acting on the CPU wins)."""
+    s = _threaded(threads=1, cores=2)
+    [alone] = found(s, "backprop_bound")
+    s["processes"][0]["threads"]["torch_intra_op"] = 8
+    [lead] = found(s, "intra_op_oversubscription")
+    assert lead["hides"] == [
+        {"rule": "backprop_bound", "operation": "backprop", "seconds_at_stake": alone["seconds_at_stake"]}
+    ]
+    assert "hides" not in alone  # it hides nothing
+
+
 def test_metadata_records_what_bounds_the_threads():
     from rlscope.runtime.metadata import cpu_facts
 

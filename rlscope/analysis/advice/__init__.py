@@ -89,14 +89,25 @@ def findings(facts: Facts) -> list[Finding]:
     hidden = {(r, op) for f in found for r in SUPERSEDES.get(f.rule, ()) for op in (f.operation, *f.covers)}
     floor = MIN_STAKE_SHARE * facts.wall_s
     kept = [
-        f
+        _with_hidden(f, found)
         for f in found
         if (f.rule, f.operation) not in hidden and f.seconds_at_stake > 0 and f.seconds_at_stake >= floor
     ]
     return sorted(kept, key=lambda f: (-f.seconds_at_stake, f.rule, f.operation))
 
 
+def _with_hidden(f: Finding, found: list[Finding]) -> Finding:
+    """``f`` with the findings it supersedes (SUPERSEDES) on the operations it speaks for."""
+    rules, ops = SUPERSEDES.get(f.rule, ()), (f.operation, *f.covers)
+    hides = tuple(
+        (g.rule, g.operation, g.seconds_at_stake)
+        for g in found
+        if g.rule in rules and g.operation in ops and g.seconds_at_stake > 0
+    )
+    return dataclasses.replace(f, hides=hides) if hides else f
+
+
 def advise(summary: Mapping[str, Any], gpu_calls: GpuCalls | None = None) -> list[dict[str, Any]]:
     """The summary's ``advice`` list: ``{"rule", "operation", "evidence", "seconds_at_stake", "change"}``
-    per finding, ranked by ``seconds_at_stake``."""
+    per finding, ranked by ``seconds_at_stake``, and ``hides`` (the findings it superseded) where any."""
     return [f.as_dict() for f in findings(Facts(summary, gpu_calls or {}))]

@@ -81,9 +81,16 @@ class Finding:
     # the CPU categories of ``operation`` (or "gpu") whose time is at stake: the what-if caps the stake
     # at what making them infinitely fast saves the run (rlscope/analysis/whatif.py); () : not capped
     parts: tuple[str, ...] = dataclasses.field(default=(), compare=False)
+    # the findings this one superseded (rule, operation, seconds at stake): the summary lists them
+    # under ``hides``, so a change the run does not lead with (compiling, where acting on the CPU wins)
+    # still has its number
+    hides: tuple[tuple[str, str, float], ...] = dataclasses.field(default=(), compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("covers", "parts")}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("covers", "parts", "hides")}
+        if self.hides:
+            out["hides"] = [{"rule": r, "operation": o, "seconds_at_stake": s} for r, o, s in self.hides]
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
