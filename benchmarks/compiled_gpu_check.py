@@ -370,6 +370,7 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         profiled[mode] = _profiled(
             mode, args, work, {"TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{mode}")}
         )
+        print(json.dumps({"profiled": mode, **profiled[mode]}), file=sys.stderr, flush=True)  # kept if cut
     plain: dict[str, dict[str, list[float]]] = {m: {"short": [], "long": []} for m in modes}
     for rep in range(args.reps):
         order = modes if rep % 2 == 0 else modes[::-1]
