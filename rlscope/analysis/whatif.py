@@ -479,9 +479,16 @@ def _drawn(
     single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
     points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64))
     node_t, ent_off, ent_key, ent_ns = _stretches(run_t, run_key, end, points)
-    stretch = np.repeat(np.arange(len(node_t) - 1), np.diff(ent_off))
-    order = np.lexsort((-ent_ns, stretch))
-    top = order[_changes(stretch[order])]  # each stretch's largest key (every stretch has time)
+    counts = np.diff(ent_off)
+    stretch = np.repeat(np.arange(len(node_t) - 1), counts)
+    # each stretch's largest key (every stretch has time), the first (smallest key) of equal ones: a
+    # maximum per stretch and one pass, not a sort of every entry
+    most = np.zeros(len(counts), ent_ns.dtype)
+    held = counts > 0
+    if held.any():
+        most[held] = np.maximum.reduceat(ent_ns, ent_off[:-1][held])
+    at_most = np.flatnonzero(ent_ns == most[stretch])
+    top = at_most[_changes(stretch[at_most])]
     key = np.zeros(len(node_t) - 1, np.int32)
     key[stretch[top]] = ent_key[top]
     new = _changes(key)
