@@ -13,7 +13,10 @@ import numpy as np
 def state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
     """Forward-fill ``after`` from the ``changed`` rows (rows grouped by thread, in time order); each
     thread's first row restarts at ``default`` unless it changes the state itself."""
+    # each run from a marked row to the next is one value, repeated: a pass over the marked rows only
+    # (few, for most states), not a running maximum and a gather over every row
     marker = changed | first
-    pos = np.where(marker, np.arange(len(marker), dtype=np.int32 if len(marker) < 2**31 else np.int64), 0)
-    np.maximum.accumulate(pos, out=pos)
-    return np.where(changed, after, default)[pos]
+    marker[:1] = True  # rows before any mark hold the default
+    at = np.flatnonzero(marker)
+    values = np.where(changed[at], after[at], default)
+    return np.repeat(values, np.diff(at, append=len(marker)))
