@@ -1324,6 +1324,7 @@ static PyObject *op_end_at(PyObject *mod, PyObject *args) {
     }
     boundary_start();
     scope_exits++;
+    if (B.nvtx_pop != NULL && lean_call(B.nvtx_pop, NULL) < 0) return NULL; /* its NVTX range ends now */
     if (lean_pop_ops(t, t->depth - 1, ts, 0) < 0) return NULL;
     if (t->depth == 0 && t->is_main) { /* as lean_scope_exit: the long-operation bookkeeping */
         PyObject *nido = PyLong_FromLongLong(nid);

@@ -269,6 +269,38 @@ def test_a_long_trail_after_the_last_module_call_is_not_inference(tmp_path):
     assert result["unannotated_s"] == pytest.approx(reps * (trail + 3 * GLUE) * 1e-9, rel=1e-9)
 
 
+def test_an_operation_ended_at_its_last_call_closes_its_nvtx_range(tmp_path):
+    """With NVTX ranges on (the ``nvtx`` option), an inference cut at its last call makes the same NVTX
+    calls as one that ends with its block."""
+    sess, clock = _session(tmp_path, auto_ops=True)
+    net, x = ClockNet(clock), torch.ones(2)
+    calls: list[str] = []
+    with sess:
+        if sess._lean is None:
+            pytest.skip("the native scope path is not bound")
+        with rlscope.scope("warm"):  # the start-up phase ends here, before the ranges are on
+            pass
+
+        def push(name: str) -> None:
+            calls.append(f"push {name}")
+
+        def pop() -> None:
+            calls.append("pop")
+
+        sess.nvtx_push, sess.nvtx_pop = push, pop
+        sess._lean.set_nvtx(push, pop)
+        for trail in (SAMPLE, auto_ops.TRAIL_MIN_NS + 1_000):  # ends with its block; cut at its call
+            with torch.no_grad():
+                net(x)
+                clock.advance(trail)
+            calls.append("block ended")
+        sess._lean.set_nvtx(None, None)
+        sess.nvtx_push = sess.nvtx_pop = None
+    once = ["pop", "push inference", "pop", "block ended"]
+    assert calls == once + once
+    assert _ops(sess)["inference"]["total_s"] == pytest.approx((FWD + SAMPLE + FWD) * 1e-9, rel=1e-9)
+
+
 def test_an_env_step_ends_acting_with_autograd_on(tmp_path):
     """Actions chosen with autograd on open backprop; the env step ends it (never inside it)."""
     sess, clock = _session(tmp_path, auto_ops=True)
