@@ -158,12 +158,16 @@ def backend_intervals(
     """
     c = {k: backend.column(k).to_numpy().astype(np.int64, copy=False) for k in S.BACKEND_COLUMNS}
     start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
-    order = np.lexsort((start, c["thread"]))
-    thread, start, end, name = c["thread"][order], start[order], end[order], c["name"][order]
+    thread, name = c["thread"], c["name"]
+    if not _sorted_by_thread(thread, start):  # the recorder writes them in order: no sort, no copies
+        order = np.lexsort((start, thread))
+        thread, start, end, name = thread[order], start[order], end[order], name[order]
     same = np.zeros(len(thread), bool)
     same[:-1] = thread[1:] == thread[:-1]
     end[:-1] = np.where(same[:-1], np.minimum(end[:-1], start[1:]), end[:-1])
     keep = end > start
+    if keep.all():
+        return thread, start, end, name
     return thread[keep], start[keep], end[keep], name[keep]
 
 
