@@ -26,6 +26,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -489,3 +490,14 @@ def test_each_scenario_is_its_corrected_time(tmp_path, monkeypatch):
         "raw": {"processes": [{"operations": {"step": {"categories": {"python": 2.0, "simulator": 3.0}}}}]},
     }
     assert whatif.corrections(summary) == [{("step", "python"): 0.5, ("step", "simulator"): 1.0}]
+
+
+@pytest.mark.parametrize("spread", [1, 3, 10**12])
+def test_first_sorted_equals_the_head_of_a_stable_argsort(spread: int) -> None:
+    """The summary's longest path segments: the same indices, in the same order, as a full stable sort."""
+    rng = np.random.default_rng(spread)
+    for n in (0, 5, 12, 13, 5000):
+        values = rng.integers(-spread, spread + 1, n)
+        for k in (1, 12):
+            want = np.argsort(values, kind="stable")[:k]
+            assert whatif._first_sorted(values, k).tolist() == want.tolist()

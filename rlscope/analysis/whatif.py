@@ -461,6 +461,17 @@ def process_inputs(
     return inputs
 
 
+def _first_sorted(values: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(values, kind="stable")[:k]`` without sorting every value (the critical path has
+    millions of segments, the summary lists a dozen): the k-th smallest value bounds the selection."""
+    if len(values) <= k:
+        return np.argsort(values, kind="stable")
+    bound = np.partition(values, k - 1)[k - 1]
+    below = np.flatnonzero(values < bound)
+    chosen = np.union1d(below, np.flatnonzero(values == bound)[: k - len(below)])  # in index order
+    return chosen[np.argsort(values[chosen], kind="stable")]
+
+
 def _changes(a: np.ndarray) -> np.ndarray:
     """Where each run of one value in ``a`` begins."""
     out = np.ones(len(a), bool)
@@ -1235,7 +1246,7 @@ def _summary(
         notes.append(
             "DDP ranks replay on their own: their waits on one another in collectives are not modeled"
         )
-    longest = np.argsort(intervals.start - intervals.end, kind="stable")[:PATH_SEGMENTS]
+    longest = _first_sorted(intervals.start - intervals.end, PATH_SEGMENTS)
     out = {
         "recorded_s": recorded / 1e9,
         "wall_s": wall_s,
