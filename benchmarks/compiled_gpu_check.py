@@ -209,10 +209,11 @@ def _graph_launches(trace_dir: Path) -> dict[str, Any]:
 
 
 def _kernels_by_operation(result: Any) -> dict[str, int]:
-    """Kernels per operation from the analysis's kernel table, the backlog's sleep left out."""
+    """Kernels per operation from the analysis's kernel table, the backlog's sleeps left out (by their
+    operation: the sleep graph's own kernels are sleeps too)."""
     out: dict[str, int] = {}
     for row in result.kernels.to_pylist():
-        if row["category"] == "gpu_kernel" and "spin" not in row["kernel"]:
+        if row["category"] == "gpu_kernel" and row["operation"] != "backlog":
             out[row["operation"]] = out.get(row["operation"], 0) + int(row["count"])
     return out
 
