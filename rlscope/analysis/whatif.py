@@ -1076,13 +1076,12 @@ def what_if(
     barriers: list[tuple[int, int, int, int, int, Any]] = []
     kept: dict[int, np.ndarray] = {}
     elastic: set[int] = set()
-    # a worker's spans are cut before its parent's; a process kept as a parent whose children are
-    # not in the trace (a compile pool's launcher) is cut like one with none
-    parents = set(kids) | {c for c, x in enumerate(procs) if x.runs is not None}
+    # every parent (its runs kept), a worker's spans cut before its parent's; one whose children left
+    # no inputs (a compile pool's launcher, its forked workers ended before their first flush) is cut
+    # as one with none
+    parents = [c for c, x in enumerate(procs) if x.runs is not None]
     for p in sorted(parents, key=depth, reverse=True):
         x = procs[p]
-        if x.runs is None:
-            continue
         if not x.working:  # a parent that did no work: its runs become stretches as they are
             assert x.required is not None
             x.node_t, x.ent_off, x.ent_key, x.ent_ns = _stretches(x.runs[0], x.runs[1], x.end_ns, x.required)
@@ -1099,10 +1098,6 @@ def what_if(
                     barriers.append(
                         (int(procs[c].node_t[t.node]), _PRIORITY[TRIGGER], c, t.node, TRIGGER, link)
                     )
-    for x in procs:
-        if not len(x.node_t):  # a parent none of whose children left inputs
-            assert x.runs is not None and x.required is not None
-            x.node_t, x.ent_off, x.ent_key, x.ent_ns = _stretches(x.runs[0], x.runs[1], x.end_ns, x.required)
     for c, x in enumerate(procs):
         launcher = c in kids and not x.working and c not in elastic
         if c in elastic or launcher:  # time outside operations waits (for a command, for the children)
