@@ -902,6 +902,16 @@ static PyObject *lean_scope_enter(PyObject *self) {
     return Py_NewRef(self);
 }
 
+/* The main thread's top-level operation ``nido`` ended at ``ts``: a long one is done with (its calls
+ * alternate window kinds, Session.long_op_done); a short one no longer alternates. Before a switch
+ * due now, so that the kind the call ran in is the one it is counted in. */
+static int lean_top_ended(PyObject *nido, long long ts) {
+    if (ts - B.top_begin >= B.long_op_ns) return lean_method(s_long_op_done, nido);
+    if (PyDict_GET_SIZE(B.long_ops) == 0) return 0;
+    int known = PyDict_Contains(B.long_ops, nido);
+    return (known < 0 || (known && PyDict_DelItem(B.long_ops, nido) < 0)) ? -1 : 0;
+}
+
 static PyObject *lean_scope_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *begin = slot(self, off_begin), *nido = slot(self, off_name_id);
     if (begin != op_begin || nido == NULL) return python_exit(py_scope_exit, self, args, nargs);
@@ -916,14 +926,7 @@ static PyObject *lean_scope_exit(PyObject *self, PyObject *const *args, Py_ssize
     if (B.nvtx_pop != NULL && lean_call(B.nvtx_pop, NULL) < 0) return NULL;
     if (t->depth && t->nid[t->depth - 1] == nid) { /* the common case: the innermost scope */
         if (lean_pop_ops(t, t->depth - 1, ts, 0) < 0) return NULL;
-        if (t->depth == 0 && t->is_main) { /* before a switch due now: the kind the call ran in */
-            if (ts - B.top_begin >= B.long_op_ns) {
-                if (lean_method(s_long_op_done, nido) < 0) return NULL;
-            } else if (PyDict_GET_SIZE(B.long_ops) > 0) { /* its last call was short: not alternated */
-                int known = PyDict_Contains(B.long_ops, nido);
-                if (known < 0 || (known && PyDict_DelItem(B.long_ops, nido) < 0)) return NULL;
-            }
-        }
+        if (t->depth == 0 && t->is_main && lean_top_ended(nido, ts) < 0) return NULL; /* before a switch */
     } else if (lean_close_ops(t, nid, ts) < 0) {
         return NULL;
     }
@@ -1326,17 +1329,10 @@ static PyObject *op_end_at(PyObject *mod, PyObject *args) {
     scope_exits++;
     if (B.nvtx_pop != NULL && lean_call(B.nvtx_pop, NULL) < 0) return NULL; /* its NVTX range ends now */
     if (lean_pop_ops(t, t->depth - 1, ts, 0) < 0) return NULL;
-    if (t->depth == 0 && t->is_main) { /* as lean_scope_exit: the long-operation bookkeeping */
+    if (t->depth == 0 && t->is_main) {
         PyObject *nido = PyLong_FromLongLong(nid);
-        if (nido == NULL) return NULL;
-        int rc = 0;
-        if (ts - B.top_begin >= B.long_op_ns) {
-            rc = lean_method(s_long_op_done, nido);
-        } else if (PyDict_GET_SIZE(B.long_ops) > 0) {
-            int known = PyDict_Contains(B.long_ops, nido);
-            rc = (known < 0 || (known && PyDict_DelItem(B.long_ops, nido) < 0)) ? -1 : 0;
-        }
-        Py_DECREF(nido);
+        int rc = nido ? lean_top_ended(nido, ts) : -1;
+        Py_XDECREF(nido);
         if (rc < 0) return NULL;
     }
     Py_RETURN_TRUE;
