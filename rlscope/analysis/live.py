@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis.roles import ENV_WORKER, SIMULATION, TORCHRUN_AGENT, process_role, role_order
+from rlscope.analysis.roles import SIMULATION, process_role, refined_role, role_order
 from rlscope.trace import schema as S
 from rlscope.trace.follow import AGGREGATE_COLUMNS, ProcessNews
 from rlscope.trace.header import parent_pid
@@ -360,14 +360,14 @@ def _roles(procs: list[_Process]) -> list[str]:
     launchers = {
         parent_pid(p.news.header.metadata) for p in procs if p.news.header.metadata.get("world_size")
     }
-    out = []
-    for p, r in zip(procs, roles, strict=True):
-        if p.news.pid in launchers and r in ("main", "child"):
-            r = TORCHRUN_AGENT
-        elif r == "child" and any(p.news.name_of(op, UNANNOTATED) == SIMULATION for _, op in p.total.calls):
-            r = ENV_WORKER  # as roles.label_processes: a child that stepped environments
-        out.append(r)
-    return out
+    return [
+        refined_role(
+            r,
+            p.news.pid in launchers,
+            any(p.news.name_of(op, UNANNOTATED) == SIMULATION for _, op in p.total.calls),
+        )
+        for p, r in zip(procs, roles, strict=True)
+    ]
 
 
 def _mean_util(samples: dict[tuple[str, int], tuple[int, int]]) -> float | None:

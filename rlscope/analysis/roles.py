@@ -49,6 +49,7 @@ __all__ = [
     "label_processes",
     "over_processes",
     "process_role",
+    "refined_role",
     "role_order",
     "roles_of",
     "worker_label",
@@ -202,10 +203,23 @@ def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
     # the launcher of DDP ranks (torchrun's agent), when it is no rank itself
     launchers = {parent_pid(p.metadata) for p in trace.processes if p.metadata.get("world_size")}
     for entry in entries:
-        if entry["pid"] in launchers and entry["role"] in ("main", "child"):
-            entry["role"] = entry["label"] = TORCHRUN_AGENT
-        elif entry["role"] == "child" and SIMULATION in (entry.get("operations") or {}):
-            entry["role"] = ENV_WORKER  # a vector env's worker: it stepped environments
+        role = refined_role(
+            entry["role"], entry["pid"] in launchers, SIMULATION in (entry.get("operations") or {})
+        )
+        if role == TORCHRUN_AGENT:
+            entry["label"] = role
+        entry["role"] = role
+
+
+def refined_role(role: str, launches_ranks: bool, stepped_envs: bool) -> str:
+    """A process's role once what it did is known (the summary's and the live view's): the parent of
+    DDP ranks that is no rank itself is torchrun's agent; a child that stepped environments (ran
+    ``simulation``) is a vector env's worker."""
+    if launches_ranks and role in ("main", "child"):
+        return TORCHRUN_AGENT
+    if stepped_envs and role == "child":
+        return ENV_WORKER
+    return role
 
 
 def headline(entries: list[dict[str, Any]]) -> tuple[list[int], str]:
