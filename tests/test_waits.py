@@ -20,7 +20,7 @@ import pytest
 
 import rlscope
 from rlscope.analysis import analyze
-from rlscope.analysis.roles import over_processes, process_role
+from rlscope.analysis.roles import over_processes, process_role, process_roles
 from rlscope.categories import SIMULATOR, UNANNOTATED, WAITING, WAITING_ROW
 from rlscope.runtime import waits
 from rlscope.trace import schema as S
@@ -231,6 +231,8 @@ def test_vector_env_workers_record_one_wait_per_command(tmp_path, library):
         assert count(p, S.CAT_BEGIN, WAITING) >= 22
         assert count(p, S.CAT_BEGIN, WAITING) == count(p, S.CAT_END, WAITING)
     s = analyze(trace, correct=False).summary
+    roles = {p["pid"]: p["role"] for p in s["processes"]}
+    assert {roles[w.pid] for w in workers} == {"env worker"}
     for p in s["processes"]:
         if p["pid"] in {w.pid for w in workers}:
             assert p["waiting_s"] > 0
@@ -240,13 +242,25 @@ def test_vector_env_workers_record_one_wait_per_command(tmp_path, library):
             p for p in procs if p.pid not in {w.pid for w in workers} and p.metadata.get("run_parent")
         ]
         assert count(server, S.CAT_BEGIN, WAITING) >= 2
+        assert roles[server.pid] == "forkserver"  # its workers carry its command line: not forkservers
 
 
 def test_the_forkserver_has_a_role_of_its_own():
     """SubprocVecEnv's default start method forks its workers from multiprocessing's forkserver,
-    which does nothing else: its role says so (not ``child``, not a straggler's peer)."""
-    argv = ["-c", "from multiprocessing.forkserver import main; main(5, 6, ['__main__'], **{})"]
-    meta = {"argv": json.dumps(argv), "ppid": "7"}
+    which does nothing else: its role says so (not ``child``, not a straggler's peer). Its ``sys.argv``
+    is ``['-c']`` alone: the recorded whole command line (``orig_argv``) tells it."""
+    code = "from multiprocessing.forkserver import main; main(5, 6, ['__main__'], **{})"
+    meta = {"argv": json.dumps(["-c"]), "orig_argv": json.dumps(["python3", "-c", code]), "ppid": "7"}
     assert process_role(meta, {7}) == "forkserver"
-    assert process_role({"argv": json.dumps(["train.py"]), "ppid": "7"}, {7}) == "child"
+    assert process_role({**meta, "orig_argv": json.dumps(["python3", "train.py"])}, {7}) == "child"
     assert process_role({"argv": "not json", "ppid": "7"}, {7}) == "child"
+    # its workers are forked from it and carry its command line: children of a forkserver
+    worker = {**meta, "pid": "9", "ppid": "8"}
+    assert process_roles([{**meta, "pid": "8"}, worker], [8, 9]) == ["forkserver", "child"]
+
+
+def test_a_process_records_its_whole_command_line():
+    from rlscope.runtime.metadata import process_metadata
+
+    meta = process_metadata({}, 0, 0, 0)
+    assert json.loads(meta["orig_argv"]) == sys.orig_argv and json.loads(meta["argv"]) == sys.argv

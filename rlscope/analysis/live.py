@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis.roles import SIMULATION, process_role, refined_role, role_order
+from rlscope.analysis.roles import SIMULATION, process_roles, refined_role, role_order
 from rlscope.trace import schema as S
 from rlscope.trace.follow import AGGREGATE_COLUMNS, ProcessNews
 from rlscope.trace.header import parent_pid
@@ -355,8 +355,7 @@ def _span(parts: list[_Named]) -> Span:
 
 def _roles(procs: list[_Process]) -> list[str]:
     """Each process's role (rlscope.analysis.roles's rules, on the metadata read so far)."""
-    pids = {p.news.pid for p in procs}
-    roles = [process_role(p.news.header.metadata, pids) for p in procs]
+    roles = process_roles([p.news.header.metadata for p in procs], [p.news.pid for p in procs])
     launchers = {
         parent_pid(p.news.header.metadata) for p in procs if p.news.header.metadata.get("world_size")
     }

@@ -19,12 +19,12 @@ the others), then by name; the report's timeline
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
 from rlscope.categories import CPU_CATEGORIES, WAITING
+from rlscope.trace.header import command_line, is_forkserver_command
 from rlscope.trace.reader import Trace, parent_pid
 
 ENV_WORKER = "env worker"  # a child that stepped environments (SubprocVecEnv, AsyncVectorEnv workers)
@@ -49,6 +49,7 @@ __all__ = [
     "label_processes",
     "over_processes",
     "process_role",
+    "process_roles",
     "refined_role",
     "role_order",
     "roles_of",
@@ -66,16 +67,23 @@ def process_role(meta: dict[str, str], pids: set[int]) -> str:
     return "child" if parent_pid(meta) in pids else "main"
 
 
+def process_roles(metas: list[dict[str, str]], pids: list[int]) -> list[str]:
+    """Each process's role from its metadata (:func:`process_role`; ``pids[i]`` is ``metas[i]``'s
+    process). The forkserver's workers are forked from it and so carry its command line: one whose
+    parent is a forkserver is a child."""
+    known = set(pids)
+    roles = [process_role(m, known) for m in metas]
+    servers = {pid for pid, r in zip(pids, roles, strict=True) if r == FORKSERVER}
+    return [
+        "child" if r == FORKSERVER and parent_pid(m) in servers else r
+        for m, r in zip(metas, roles, strict=True)
+    ]
+
+
 def _is_forkserver(meta: dict[str, str]) -> bool:
-    """multiprocessing's forkserver (``python -c "from multiprocessing.forkserver import main; ..."``),
-    which forks the workers of SubprocVecEnv and Pool under that start method and does nothing else."""
-    try:
-        argv = json.loads(meta.get("argv") or "[]")
-    except ValueError:
-        return False
-    if not isinstance(argv, list) or "-c" not in argv:
-        return False
-    return any("multiprocessing.forkserver" in str(a) for a in argv)
+    """multiprocessing's forkserver, by its recorded command line: it forks the workers of SubprocVecEnv
+    and Pool under that start method and does nothing else."""
+    return is_forkserver_command(command_line(meta))
 
 
 def _clock(meta: dict[str, str]) -> dict[str, Any] | None:
@@ -159,9 +167,9 @@ def _roles(processes: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _label(meta: dict[str, str], pids: set[int]) -> dict[str, Any]:
+def _label(meta: dict[str, str], role: str) -> dict[str, Any]:
     label: dict[str, Any] = {
-        "role": process_role(meta, pids),
+        "role": role,
         "node": meta.get("ray.node_id", "")[:8] or meta.get("host", ""),
     }
     if meta.get("ray.actor_name"):
@@ -197,9 +205,9 @@ def _threads(meta: dict[str, str]) -> dict[str, int]:
 
 def label_processes(trace: Trace, entries: list[dict[str, Any]]) -> None:
     """Add each process's role, node (and actor name, clock offset) to its summary entry."""
-    pids = {p.pid for p in trace.processes}
-    for entry, proc in zip(entries, trace.processes, strict=True):
-        entry.update(_label(proc.metadata, pids))
+    roles = process_roles([p.metadata for p in trace.processes], [p.pid for p in trace.processes])
+    for entry, proc, role in zip(entries, trace.processes, roles, strict=True):
+        entry.update(_label(proc.metadata, role))
     # the launcher of DDP ranks (torchrun's agent), when it is no rank itself
     launchers = {parent_pid(p.metadata) for p in trace.processes if p.metadata.get("world_size")}
     for entry in entries:

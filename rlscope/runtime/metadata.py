@@ -129,6 +129,7 @@ def process_metadata(options: dict[str, Any], origin_ns: int, start_ns: int, uni
         "clock_anchor_ns": str(start_ns),
         "clock_anchor_unix_ns": str(unix_ns),
         "argv": json.dumps(sys.argv),
+        "orig_argv": json.dumps(getattr(sys, "orig_argv", sys.argv)),  # the interpreter's arguments too
         "options": json.dumps(options),
         # the detail schedule's origin (rlscope/trace/detail.py), on the events' clock
         "detail_origin_ns": str(origin_ns),

@@ -101,10 +101,10 @@ def _patch(spec: WorkerLoop) -> Any:
 
 
 def is_forkserver() -> bool:
-    """This process is multiprocessing's forkserver (``-c "from multiprocessing.forkserver import main;
-    ..."``): SubprocVecEnv's default start method forks every worker from it."""
-    argv = getattr(sys, "orig_argv", [])
-    return "-c" in argv and any("multiprocessing.forkserver" in a for a in argv)
+    """This process is multiprocessing's forkserver (trace.header.is_forkserver_command)."""
+    from rlscope.trace import header  # here: it loads numpy, which importing rlscope does not
+
+    return header.is_forkserver_command(list(getattr(sys, "orig_argv", [])))
 
 
 def _forkserver_waits(selectors: Any) -> None:

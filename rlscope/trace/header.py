@@ -39,6 +39,26 @@ def parent_pid(meta: dict[str, str]) -> int:
     return int(meta.get("run_parent") or meta.get("ppid") or 0)
 
 
+def command_line(meta: dict[str, str]) -> list[str]:
+    """The process's whole command line as recorded (``orig_argv``: the interpreter's own arguments
+    too, so a ``python -c`` program is told by its code), else its ``argv``; [] when unreadable."""
+    for key in ("orig_argv", "argv"):
+        try:
+            argv = json.loads(meta.get(key) or "null")
+        except (ValueError, TypeError):
+            continue
+        if isinstance(argv, list):
+            return [str(a) for a in argv]
+    return []
+
+
+def is_forkserver_command(argv: list[str]) -> bool:
+    """A command line of multiprocessing's forkserver (``python -c "from multiprocessing.forkserver
+    import main; ..."``): SubprocVecEnv's default start method forks every worker from it. Its
+    ``sys.argv`` is ``['-c']`` alone: the code is only in the whole command line."""
+    return "-c" in argv and any("multiprocessing.forkserver" in a for a in argv)
+
+
 def recorded_options(meta: dict[str, str]) -> dict[str, Any]:
     """The session options a process was profiled with (metadata ``options``, JSON); {} when absent or
     unreadable, so a damaged or older trace reads as the defaults."""
