@@ -187,7 +187,7 @@ def test_a_process_that_starts_after_the_run_s_origin_loses_no_time_before_its_s
     there), and its whole-run wall is the same with and without a budget."""
     from rlscope.trace import detail
 
-    # the run began 2.7 s ago: its stretches at 0, 0.6, 1.2, 1.8 and 2.4 s passed before this session
+    # the run began 2.7 s ago: its stretches at 0, 0.6, 1.2, 1.8 and 2.4 s passed before this profile
     monkeypatch.setenv(detail.ORIGIN_ENV, str(time.perf_counter_ns() - 2_700_000_000))
     trace = tmp_path / "trace"
     with rlscope.profile(trace, detail="0.3s,0.6s,0.15s", gpu=False, flush_interval=0.05):
