@@ -1,6 +1,6 @@
 """CUDA graph replays and torch.compile on a GPU, checked against CUDA events and plain runs.
 
-    python benchmarks/compiled_gpu_check.py [--replays 2000] [--timesteps 4096] [--reps 2] [--out DIR]
+    python benchmarks/compiled_gpu_check.py [--replays 2000] [--timesteps 8192] [--reps 2] [--out DIR]
     python benchmarks/compiled_gpu_check.py --dry-run   # no CUDA: the CPU plumbing of part 2 only
 
 1. **Hand-captured CUDA graph.** The bundled PPO's actor and critic (``workloads/ppo_cartpole.py``: two
@@ -23,17 +23,17 @@
    known length (``torch.cuda._sleep``), replayed the same way with tracing on, checks the kernel time
    the report gives against the events where the gaps are negligible (target: within 10%).
 2. **torch.compile.** The PPO eager, ``--compile default`` and ``--compile reduce-overhead`` (``--device
-   cuda``) under ``rlscope run --json``: ``compile`` (seconds, compilations, recompiles), the wall and
-   the per-operation times; the compiling runs start with an empty inductor cache. Then each variant
-   plain at ``--timesteps`` and twice that, interleaved ``--reps`` times: the difference of the two is
-   the steady-state time of ``--timesteps`` steps, compiling and start-up cancelled. The measured gain
-   of compiling (eager minus compiled, per step) against the advice's prediction from the eager
-   profiled run: the ``launch_bound`` findings' ``seconds_at_stake`` per step (rlscope/analysis/
-   advice/launch.py: launch time minus kernel time, what fusing the launches removes at least), read
-   from a leading finding's ``hides`` where one superseded them (the PPO's small MLP on the GPU: acting
-   on the CPU wins more); and per flagged operation, its eager time against each compiled run's time
-   less its compiling. The eager run's findings are kept (``advice``). A measured gain needs
-   ``--reps`` of 3 or more: a compiled plain run's warm start spreads by about a second.
+   cuda``; the policy's step and the update's loss compiled) under ``rlscope run --json``: ``compile``
+   (seconds, compilations, recompiles), the wall and the per-operation times; the compiling runs start
+   with an empty inductor cache. Then each variant plain, interleaved ``--reps`` times, each run's
+   steady state read from its own timers (``iteration_seconds``: rollout, advantages and update of
+   each iteration; the median iteration after the first ``WARM_ITERATIONS``, so compiling and start-up
+   are left out). The measured gain of compiling an iteration (eager minus compiled: the rollout's for
+   ``inference``, the update's for ``backprop``) against the advice's prediction from the eager
+   profiled run: the ``launch_bound`` findings' ``seconds_at_stake`` (rlscope/analysis/advice/
+   launch.py) over its iterations, read from a leading finding's ``hides`` where one superseded them
+   (the PPO's small MLP on the GPU: acting on the CPU wins more). Kept for the model: the eager run's
+   findings, its operations' categories and their CUDA API evidence (``gpu_calls``).
 
 With the defaults it takes about 5 minutes on an H200 (most of it compiling: the profiled compiled
 runs start cold; ``--reps 1`` saves a minute).
@@ -311,6 +311,8 @@ def _operations(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
             "compile_s": float((op.get("categories") or {}).get("compile", 0.0)),
             "gpu_kernel_s": float((op.get("gpu_categories") or {}).get("gpu_kernel", 0.0)),
             "calls": int(op.get("calls", 0)),
+            "categories": dict(op.get("categories") or {}),
+            "gpu_categories": dict(op.get("gpu_categories") or {}),
         }
         for name, op in (summary.get("operations") or {}).items()
     }
@@ -363,8 +365,45 @@ def _analysis_error(trace: Path, out: Path, args: argparse.Namespace) -> str:
     return f"rc {r.returncode}: {(r.stderr or r.stdout)[-3000:]}"
 
 
+PHASES = ("rollout", "advantages", "update")  # the workload's iteration timers (iteration_seconds)
+PHASE_OPERATIONS = {"rollout": "inference", "update": "backprop"}  # the operation each phase's gain is of
+WARM_ITERATIONS = 2  # iterations left out of a steady state: compiling, CUDA graph recording, warm-up
+
+
+def _steady(result_json: Path) -> dict[str, float]:
+    """Per phase, the median iteration's seconds after the first ``WARM_ITERATIONS``: the time an
+    iteration takes once compiling and warm-up are over (the workload's own timers)."""
+    its = json.loads(result_json.read_text())["iteration_seconds"][WARM_ITERATIONS:]
+    if not its:
+        raise SystemExit(f"--timesteps too small: no iteration after the first {WARM_ITERATIONS}")
+    return {phase: statistics.median(it[i] for it in its) for i, phase in enumerate(PHASES)}
+
+
+def _gpu_call_facts(trace: Path) -> dict[str, Any]:
+    """Per operation, the CUDA API evidence the advice rules read (rlscope.analysis.gpu_calls), from an
+    analysis of ``trace`` in this process: the inputs a fix's predicted gain is computed from."""
+    import dataclasses
+
+    from rlscope.analysis import advice, analyze
+
+    seen: dict[str, Any] = {}
+    real = advice.advise
+
+    def keep(summary: Any, gpu_calls: Any = None) -> Any:
+        seen.update({k: dataclasses.asdict(v) for k, v in (gpu_calls or {}).items()})
+        return real(summary, gpu_calls)
+
+    advice.advise = keep
+    try:
+        analyze(trace, intervals=False)
+    finally:
+        advice.advise = real
+    return seen
+
+
 def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Part 2: each variant profiled (cold inductor cache), then plain at two lengths, interleaved."""
+    """Part 2: each variant profiled (cold inductor cache), then plain, interleaved, each run's steady
+    state read from its own iteration timers."""
     modes = [m for m in MODES if m in args.modes.split(",")]
     profiled = {}
     for mode in modes:  # a fresh inductor cache each: the compile time a first run pays
@@ -372,31 +411,62 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             mode, args, work, {"TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{mode}")}
         )
         print(json.dumps({"profiled": mode, **profiled[mode]}), file=sys.stderr, flush=True)  # kept if cut
-    plain: dict[str, dict[str, list[float]]] = {m: {"short": [], "long": []} for m in modes}
+    if "eager" in profiled and (work / "ppo-eager").is_dir():
+        profiled["eager"]["gpu_calls"] = _gpu_call_facts(work / "ppo-eager")
+    plain: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
+    walls: dict[str, list[float]] = {m: [] for m in modes}
     for rep in range(args.reps):
         order = modes if rep % 2 == 0 else modes[::-1]
         for mode in order:  # the profiled run's cache: warm, as a second run of a program finds it
             env = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{mode}")}
-            plain[mode]["short"].append(_timed([sys.executable, *_ppo(mode, args, args.timesteps)], env))
-            plain[mode]["long"].append(_timed([sys.executable, *_ppo(mode, args, 2 * args.timesteps)], env))
-    steady = {m: statistics.median(v["long"]) - statistics.median(v["short"]) for m, v in plain.items()}
-    out: dict[str, Any] = {"timesteps": args.timesteps, "reps": args.reps, "profiled": profiled}
-    out["plain_walls_s"] = plain
-    out["steady_state_s"] = steady  # the time of --timesteps steps, compiling and start-up cancelled
+            res = work / f"plain-{mode}-{rep}.json"
+            walls[mode].append(
+                _timed([sys.executable, *_ppo(mode, args, args.timesteps), "--json", str(res)], env)
+            )
+            plain[mode].append(_steady(res))
+    iterations = args.timesteps // (args.num_envs * 128)
+    steady = {m: {ph: statistics.median(r[ph] for r in runs) for ph in PHASES} for m, runs in plain.items()}
+    out: dict[str, Any] = {"timesteps": args.timesteps, "iterations": iterations, "reps": args.reps}
+    out["profiled"] = profiled
+    out["plain_walls_s"] = walls
+    out["plain_steady_s"] = plain  # per run: per phase, its median steady-state iteration
+    out["steady_iteration_s"] = steady  # per mode: per phase, the median over the runs
     if "eager" in profiled:
-        stake = sum(f["seconds_at_stake"] for f in profiled["eager"].get("launch_bound", []))
-        per_step = stake / args.timesteps  # the profiled run trains --timesteps steps too
-        out["predicted_gain_s"] = {"launch_bound_seconds_at_stake": stake, "per_1k_steps": 1e3 * per_step}
-        out["measured_gain_s"] = {
-            m: {
-                "per_1k_steps": 1e3 * (steady["eager"] - steady[m]) / args.timesteps,
-                "speedup": _ratio(steady["eager"], steady[m]),
-                "predicted_over_measured": _ratio(stake, steady["eager"] - steady[m]),
-            }
-            for m in modes
-            if m != "eager"
-        }
+        out["gain"] = _gains(profiled["eager"], steady, plain, iterations)
         out["per_operation"] = _per_operation(profiled)
+    return out
+
+
+def _gains(eager: dict[str, Any], steady: dict[str, Any], plain: dict[str, Any], iterations: int) -> dict:
+    """Per compiled mode and phase: the measured gain of an iteration (eager minus compiled, medians;
+    with the range of the runs' pairwise differences in order) against the advice's prediction, the
+    ``launch_bound`` finding's ``seconds_at_stake`` on the phase's operation over the profiled run's
+    iterations."""
+    stake = {f["operation"]: f["seconds_at_stake"] for f in eager.get("launch_bound", [])}
+    out: dict[str, Any] = {}
+    for mode in steady:
+        if mode == "eager":
+            continue
+        per: dict[str, Any] = {}
+        for phase, op in PHASE_OPERATIONS.items():
+            measured = steady["eager"][phase] - steady[mode][phase]
+            pairs = [e[phase] - c[phase] for e, c in zip(plain["eager"], plain[mode], strict=False)]
+            predicted = stake.get(op, 0.0) / iterations
+            per[phase] = {
+                "operation": op,
+                "measured_s": measured,
+                "measured_range_s": [min(pairs), max(pairs)] if pairs else None,
+                "predicted_s": predicted,
+                "predicted_over_measured": _ratio(predicted, measured),
+            }
+        total_m = sum(v["measured_s"] for v in per.values())
+        total_p = sum(v["predicted_s"] for v in per.values())
+        per["total"] = {
+            "measured_s": total_m,
+            "predicted_s": total_p,
+            "predicted_over_measured": _ratio(total_p, total_m),
+        }
+        out[mode] = per
     return out
 
 
@@ -435,7 +505,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--replays", type=int, default=2000, help="graph replays, profiled with tracing on")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--windows-seconds", type=float, default=2.0, help="replays under the default windows")
-    p.add_argument("--timesteps", type=int, default=4096, help="PPO steps of a run (plain: also twice it)")
+    p.add_argument("--timesteps", type=int, default=8192, help="PPO steps of a run: num-envs x 128 an iteration")
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--modes", default=",".join(MODES), help="of eager, default, reduce-overhead")

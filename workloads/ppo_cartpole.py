@@ -104,11 +104,19 @@ class Agent(nn.Module):
     def get_action_and_value(
         self, x: torch.Tensor, action: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        logits = self.actor(x)
-        probs = Categorical(logits=logits)
+        # validate_args=False: the logits' check is a data-dependent branch, a graph break under
+        # torch.compile; the network's logits are finite
+        probs = Categorical(logits=self.actor(x), validate_args=False)
         if action is None:
             action = probs.sample()
         return action, probs.log_prob(action), probs.entropy(), self.critic(x)
+
+    def compile_policy(self, mode: str) -> None:
+        """``torch.compile`` :meth:`get_action_and_value` in place: both networks' forward and the
+        action's sampling, one graph. Not ``Module.compile``: torch's tracing rules skip
+        ``Module._call_impl``, which that compiles, so the modules would run eager; and not
+        ``torch.compile(module)``, which renames the state dict's keys."""
+        self.get_action_and_value = torch.compile(self.get_action_and_value, mode=mode)  # type: ignore[method-assign]
 
 
 def resolve_device(device: str) -> torch.device:
@@ -474,11 +482,12 @@ def train(
     Returns ``episode_returns`` / ``episode_end_steps`` (one entry per finished training episode, in
     order), ``global_step``, ``final_mean_return`` (mean of the last 20 episodes), ``steps_to_475``
     (first global step where that running mean reached 475, or None), ``eval_returns``,
-    ``wall_seconds``, ``device`` and ``sim``. ``log_fn``, if given, receives one dict of statistics
-    per iteration. ``sim``: the simulator (:data:`SIMS`); evaluation is always on gymnasium's CartPole.
-    ``compile_mode`` (:data:`COMPILE_MODES`): ``torch.compile`` the policy's forward (the actor and
-    critic) and the update's minibatch forward and loss in that mode; backward and the optimizer step
-    stay eager.
+    ``wall_seconds``, ``iteration_seconds`` (per iteration: rollout, advantages, update; what a compiled
+    run's steady state is read from, its first iterations compiling), ``device`` and ``sim``. ``log_fn``,
+    if given, receives one dict of statistics per iteration. ``sim``: the simulator (:data:`SIMS`);
+    evaluation is always on gymnasium's CartPole. ``compile_mode`` (:data:`COMPILE_MODES`):
+    ``torch.compile`` the policy's step (both networks' forward and the action's sampling) and the
+    update's minibatch forward and loss in that mode; backward and the optimizer step stay eager.
     """
     dev = resolve_device(device)
     batch_size = num_envs * num_steps
@@ -502,8 +511,7 @@ def train(
         agent = Agent(obs_dim, int(envs.single_action_space.n)).to(dev)
         loss_fn = minibatch_loss
         if compile_mode is not None:
-            agent.actor.compile(mode=compile_mode)  # in place: the state dict keeps its keys
-            agent.critic.compile(mode=compile_mode)
+            agent.compile_policy(compile_mode)
             loss_fn = torch.compile(minibatch_loss, mode=compile_mode)
         optimizer = torch.optim.Adam(agent.parameters(), lr=learning_rate, eps=1e-5)
 
@@ -514,6 +522,7 @@ def train(
         running = torch.zeros(num_envs, device=dev)
 
         global_step = 0
+        iteration_seconds: list[tuple[float, float, float]] = []
         start = time.perf_counter()
         with phase("training"):
             next_obs_np, _ = envs.reset(seed=seed)
@@ -527,6 +536,7 @@ def train(
                     frac = 1.0 - (iteration - 1.0) / num_iterations
                     optimizer.param_groups[0]["lr"] = frac * learning_rate
 
+                t_rollout = time.perf_counter()
                 if on_device:
                     next_obs, next_done, global_step = collect_rollout_on_device(
                         agent,
@@ -546,7 +556,9 @@ def train(
                         agent, envs, buf, next_obs, next_done, episodes, global_step, steps_per_step=num_envs,
                         gamma=gamma, bootstrap_truncated=bootstrap_truncated, dev=dev,
                     )  # fmt: skip
+                t_advantages = time.perf_counter()
                 advantages, returns = compute_advantages(agent, buf, next_obs, next_done, gamma, gae_lambda)
+                t_update = time.perf_counter()
 
                 # Flatten the batch.
                 b_obs = buf.obs.reshape((-1, obs_dim))
@@ -587,6 +599,10 @@ def train(
 
                     if target_kl is not None and approx_kl > target_kl:
                         break
+                t_end = time.perf_counter()
+                iteration_seconds.append(
+                    (t_advantages - t_rollout, t_update - t_advantages, t_end - t_update)
+                )
 
                 if log_fn is not None:
                     y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
@@ -629,6 +645,7 @@ def train(
         "steps_to_475": running_mean_crossing(episode_returns, episode_end_steps),
         "eval_returns": eval_returns,
         "wall_seconds": train_seconds,
+        "iteration_seconds": iteration_seconds,
         "device": str(dev),
         "seed": seed,
         "sim": sim,
