@@ -57,6 +57,13 @@ class Timeline:
     def duration(self) -> np.ndarray:
         return self.seg_end - self.ts
 
+    def thread_starts(self) -> np.ndarray:
+        """Each thread's first row, then the row count: thread k's rows are ``[s[k], s[k + 1])``.
+        A search of the sorted ``thread_idx``, not a pass over the rows."""
+        if len(self.thread_idx) == 0:
+            return np.zeros(1, np.int64)
+        return np.searchsorted(self.thread_idx, np.arange(int(self.thread_idx[-1]) + 2))
+
     def trace_ids(self, inst: np.ndarray) -> np.ndarray:
         """The trace's instance ids of instance indices (-1, none, stays -1): what exports show."""
         if self.inst_ids is None:

@@ -234,9 +234,7 @@ def _stretches(
     code = stretch.astype(np.int64) * nkeys + keys
     size = (int(stretch[-1]) + 1) * nkeys
     if size <= 4 * len(code) + 4096:  # few (stretch, key) pairs: count them densely, no hashing
-        ns = np.rint(np.bincount(code, weights=dur.astype(np.float64), minlength=size)).astype(np.int64)
-        code = np.flatnonzero(ns > 0)
-        ns = ns[code]
+        code, ns = _dense_sums(code, stretch, dur, nkeys)
     else:
         code, inverse = factorize(code)
         ns = np.rint(np.bincount(inverse, weights=dur.astype(np.float64), minlength=len(code))).astype(
@@ -248,6 +246,33 @@ def _stretches(
     node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
     ent_off = np.searchsorted(ent_stretch, np.arange(len(node_t)), "left").astype(np.int64)
     return node_t, ent_off, ent_key.astype(np.int32), ns
+
+
+def _dense_sums(
+    code: np.ndarray, stretch: np.ndarray, dur: np.ndarray, nkeys: int, block: int = 1 << 20
+) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, rounded sums) of the codes ``stretch * nkeys + key`` whose ``dur`` sums round above 0,
+    in code order: counted densely, a block of about ``block`` codes at a time (``stretch`` is sorted,
+    so a block's rows are one slice). Why blocks: one count over every code of a run of millions of
+    rows held several arrays of tens of millions of entries at once, the analysis's largest."""
+    per = max(block // nkeys, 1)  # stretches a block
+    n_stretch = int(stretch[-1]) + 1
+    edges = np.searchsorted(stretch, np.arange(0, n_stretch + per, per))
+    codes, sums = [], []
+    for k in range(len(edges) - 1):
+        r0, r1 = int(edges[k]), int(edges[k + 1])
+        if r0 == r1:
+            continue
+        base = k * per * nkeys
+        size = min(per, n_stretch - k * per) * nkeys
+        w = dur[r0:r1].astype(np.float64)
+        ns = np.rint(np.bincount(code[r0:r1] - base, weights=w, minlength=size)).astype(np.int64)
+        nz = np.flatnonzero(ns > 0)
+        codes.append(nz + base)
+        sums.append(ns[nz])
+    if not codes:
+        return _empty_i64(), _empty_i64()
+    return np.concatenate(codes), np.concatenate(sums)
 
 
 def _syncs(

@@ -284,18 +284,20 @@ def memory_times(proc: Any, costs: EventCosts) -> tuple[np.ndarray, list[str]]:
     return table.column("ts_ns").to_numpy().astype(np.int64), []
 
 
-def _memory_planned(tl: Timeline, times: np.ndarray | None, per_event_ns: float) -> np.ndarray:
-    """Per timeline row: the memory recorder's cost of the allocator events in its segment.
+def _memory_planned(tl: Timeline, times: np.ndarray | None, per_event_ns: float) -> np.ndarray | None:
+    """Per timeline row: the memory recorder's cost of the allocator events in its segment (None:
+    no events to charge).
 
     Every event is charged to the main thread's segment at its time, whichever thread allocated:
     in RL loops the other allocating threads are autograd's device threads running a backward pass
     the main thread waits for (its wait is what lengthened), as rlscope/analysis/memory.py
     attributes them. A thread allocating on its own beside the main thread (a data loader filling
     GPU buffers) would have its cost taken from the main thread's time: not corrected right."""
-    planned = np.zeros(len(tl.ts))
+    if times is None or per_event_ns <= 0 or len(times) == 0:
+        return None
     rows = np.flatnonzero(tl.thread == tl.main_thread)
-    if times is None or per_event_ns <= 0 or len(times) == 0 or len(rows) == 0:
-        return planned
+    if len(rows) == 0:
+        return None
     i = np.searchsorted(tl.ts[rows], times, side="right") - 1
     ok = i >= 0
     row = rows[np.maximum(i, 0)]
@@ -442,14 +444,36 @@ def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
         inside = np.clip(t - start[j], 0, end[j] - start[j]) * density[j]
         return np.where(i >= 0, cum[j] + inside, 0.0)
 
-    # a segment ends where the next row starts (but at a thread's last row): one lookup per row
-    at_ts = stall_until(tl.ts)
-    at_end = np.empty_like(at_ts)
-    at_end[:-1] = at_ts[1:]
-    other = np.ones(len(tl.ts), bool)
-    other[:-1] = tl.seg_end[:-1] != tl.ts[1:]
-    at_end[other] = stall_until(tl.seg_end[other])
-    return at_end - at_ts
+    # stall_until is constant between flushes: a segment that meets none takes exactly 0, so only
+    # the rows that meet one are looked up (flushes cover a small part of the run)
+    out = np.zeros(len(tl.ts))
+    rows = _rows_meeting(tl, start, end)
+    out[rows] = stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
+    return out
+
+
+def _rows_meeting(tl: Timeline, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The rows whose segment ``[ts, seg_end]`` meets one of the intervals ``[start, end]`` (sorted by
+    start), and perhaps a neighbour of one: per thread, from the row holding an interval's start to
+    the last row beginning by its end. Relies on the timeline's layout (rows of a thread in time
+    order, each segment ending by the next row's start)."""
+    n = len(tl.ts)
+    bounds = tl.thread_starts()
+    lo_all, hi_all = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        ts = tl.ts[a:b]
+        lo = np.maximum(np.searchsorted(ts, start, side="left") - 1, 0)
+        hi = np.searchsorted(ts, end, side="right")
+        keep = hi > lo
+        lo_all.append(lo[keep] + a)
+        hi_all.append(hi[keep] + a)
+    lo, hi = np.concatenate(lo_all), np.concatenate(hi_all)
+    if len(lo) == 0:
+        return lo
+    covered = np.zeros(n + 1, np.int32)  # +1 where a range opens, -1 past where it closes
+    np.add.at(covered, lo, 1)
+    np.add.at(covered, hi, -1)
+    return np.flatnonzero(np.cumsum(covered[:-1]) > 0)
 
 
 def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
@@ -527,12 +551,18 @@ def correct_timeline(
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
+    # every full-length array is dropped once its part is done: at millions of rows, each one alive
+    # at once is tens of MB of fresh pages
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     cls = event_classes(tl)
     opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN))
-    half_in, half_out = costs.inside[cls] / 2, costs.outside[cls] / 2
-    before = np.where(opens, half_out, half_in)  # paid before the timestamp: the previous segment
-    after = np.where(opens, half_in, half_out)  # paid after it: the segment it opens
+    # a begin pays its outside half before its timestamp (the previous segment) and its inside half
+    # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
+    code = cls + opens * len(CLASS_NAMES)
+    half_in, half_out = costs.inside / 2, costs.outside / 2
+    before = np.concatenate([half_in, half_out])[code]
+    after = np.concatenate([half_out, half_in])[code]
+    del code
     measured = measured_rows(tl, cls, costs)
     if measured.any():  # what these boundaries measured, plus the calibrated dispatch around it
         pre, post = S.unpack_cost(tl.cost[measured])
@@ -540,45 +570,59 @@ def correct_timeline(
         o = opens[measured]
         before[measured] = pre + np.where(o, d_out, d_in)
         after[measured] = post + np.where(o, d_in, d_out)
+    del measured, opens
+    per_class = np.bincount(cls, weights=before + after, minlength=len(CLASS_NAMES))
     last = thread_last(tl)
-    planned = after.copy()
+    planned = after  # a row's segment pays what falls after its timestamp, and before the next one's
     planned[:-1] += np.where(last[:-1], 0.0, before[1:])
+    del before, after
     mem = _memory_planned(tl, memory, costs.memory_per_event)
-    planned += mem
-    mods = modules if modules is not None and len(modules) == n else np.zeros(n)
-    planned += mods
+    if mem is not None:
+        planned += mem
+    mods = modules if modules is not None and len(modules) == n else None
+    if mods is not None:
+        planned += mods
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     writer_threads = np.unique(tl.thread[_flush_marks(tl)])
     profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
-    planned = np.where(profiler, dur, planned)
+    np.copyto(planned, dur, where=profiler)
     removal = _place(planned, dur, last)
-    left = dur - removal
+    planned_sum, removal_sum = planned.sum(), removal.sum()
+    del planned
+    placed = float(removal_sum - np.where(profiler, dur, 0.0).sum())
+    mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
+    mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
+    del mem, mods
+    left = np.subtract(dur, removal, out=removal)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
-    bound = np.minimum(_flush_stall(tl, costs.writer_per_event), left)
+    bound = _flush_stall(tl, costs.writer_per_event)
+    np.minimum(bound, left, out=bound)
     bound[np.isin(tl.thread, writer_threads)] = 0.0  # the flush itself, not a stall of the job
     stall_info = None
+    writer_s = 0.0
     if bound.any():
         stall_share = flush_stall.measure(tl, bound)
         stall_info = stall_share.as_dict()
-        bound = bound * stall_share.share
-    stalled = bound
-    left = left - stalled
+        bound *= stall_share.share
+        writer_s = float(bound.sum()) / 1e9
+    left -= bound
+    del bound
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
     main = tl.thread == tl.main_thread
     main_left = float(left[main].sum())
+    del main
     background_ns = costs.nvml_per_sample * nvml_samples
     share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
-    new_dur = left * (1.0 - share)
+    nvml_s = float((left * share).sum()) / 1e9 if share else 0.0
+    new_dur = left
+    if share:
+        new_dur *= 1.0 - share
 
     corrected = rebuild(tl, dur, new_dur, last)
 
     removed: dict[str, float] = {}
-    per_class = np.bincount(cls, weights=before + after, minlength=len(CLASS_NAMES))
-    placed = float(removal.sum() - np.where(profiler, dur, 0.0).sum())
-    mem_total = float(mem[~profiler].sum())
-    mods_total = float(mods[~profiler].sum())
     wanted = float(per_class[1:].sum()) + mem_total + mods_total
     if wanted > placed >= 0:  # report what was removed, never more than the segments held
         per_class = per_class * (placed / wanted)
@@ -593,12 +637,12 @@ def correct_timeline(
         removed[module_calls.ENTRY] = mods_total / 1e9
     if profiler.any():
         removed["rlscope_periodic"] = float(dur[profiler].sum()) / 1e9
-    if stalled.any():
-        removed["writer"] = float(stalled.sum()) / 1e9
+    if writer_s:
+        removed["writer"] = writer_s
     if share:
-        removed["nvml"] = float((left * share).sum()) / 1e9
+        removed["nvml"] = nvml_s
     ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
-    clamped = float(max(planned.sum() - removal.sum(), 0.0)) / 1e9
+    clamped = float(max(planned_sum - removal_sum, 0.0)) / 1e9
     return Correction(corrected, ratio, removed, share, clamped, stall_info)
 
 
