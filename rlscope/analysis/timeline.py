@@ -10,6 +10,7 @@ and phase. No Python loop over events, so millions of events take well under a s
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +53,9 @@ class Timeline:
     # instance index -> the trace's instance id, where the timeline renumbered them (_dense_instances);
     # None: ``id``, ``op`` and ``phase`` hold the trace's ids
     inst_ids: np.ndarray | None = None
+    # lookups derived from the rows, made once by whoever needs them first (the window each row is in):
+    # the arrays are never changed in place, and ``dataclasses.replace`` starts a new timeline's empty
+    memo: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def duration(self) -> np.ndarray:

@@ -99,10 +99,27 @@ class WindowEstimate:
 
 
 def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
-    """(time, mode) of the window switches, in time order."""
-    w = np.flatnonzero(tl.kind == S.WINDOW)
-    order = np.argsort(tl.ts[w], kind="stable")
-    return tl.ts[w][order], tl.id[w][order]
+    """(time, mode) of the window switches, in time order (found once per timeline)."""
+    got = tl.memo.get("window_rows")
+    if got is None:
+        w = np.flatnonzero(tl.kind == S.WINDOW)
+        order = np.argsort(tl.ts[w], kind="stable")
+        got = tl.memo["window_rows"] = (tl.ts[w][order], tl.id[w][order])
+    return got
+
+
+def row_window(tl: Timeline) -> np.ndarray:
+    """Per row: how many window switches came at or before its start (0: before the first), i.e. the
+    window it starts in, plus one. Looked up once per timeline: the correction asks it four times."""
+    got = tl.memo.get("row_window")
+    if got is None:
+        got = tl.memo["row_window"] = np.searchsorted(window_rows(tl)[0], tl.ts, side="right")
+    return got
+
+
+def mode_table(win_mode: np.ndarray) -> np.ndarray:
+    """The mode of each :func:`row_window` value: full before the first switch, then each switch's."""
+    return np.concatenate([np.array([S.WINDOW_FULL], win_mode.dtype), win_mode])
 
 
 def window_spans(events: Any, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -128,7 +145,7 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     """
     live = np.full(len(win_ts) + 1, np.iinfo(np.int64).max, np.int64)
     rows = np.flatnonzero(coll)
-    wi = np.searchsorted(win_ts, tl.ts[rows], side="right")  # 0: before the first window
+    wi = row_window(tl)[rows]  # 0: before the first window
     # the cost of a recorded call starts before its row: from the thread's previous row on
     prev = np.maximum(rows - 1, 0)
     same = (rows > 0) & (tl.thread_idx[prev] == tl.thread_idx[rows])
@@ -138,10 +155,14 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     return live
 
 
-def _effective_mode(win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """FULL where a full window's collectors were live at ``t``, else LIGHT."""
-    wi = np.searchsorted(win_ts, t, side="right")
-    mode = np.where(wi > 0, win_mode[np.maximum(wi - 1, 0)], S.WINDOW_FULL)
+def _effective_mode(
+    win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, t: np.ndarray, wi: np.ndarray | None = None
+) -> np.ndarray:
+    """FULL where a full window's collectors were live at ``t``, else LIGHT; ``wi``: the windows of
+    ``t`` where known (:func:`row_window`)."""
+    if wi is None:
+        wi = np.searchsorted(win_ts, t, side="right")
+    mode = mode_table(win_mode)[wi]
     return np.where((mode == S.WINDOW_FULL) & (t >= live[wi]), S.WINDOW_FULL, S.WINDOW_LIGHT)
 
 
@@ -157,11 +178,16 @@ def toggled(tl: Timeline) -> dict[str, bool]:
     A collector that cannot be switched (Kineto) records in both; its cost is then not measured
     by the windows and the calibrated per-event cost applies to it.
     """
-    win_ts, win_mode = window_rows(tl)
-    light = mode_at(win_ts, win_mode, tl.ts) == S.WINDOW_LIGHT
-    if not light.any():
-        return {k: False for k in collector_kinds(tl)}
-    return {k: bool(rows.any() and not (rows & light).any()) for k, rows in collector_kinds(tl).items()}
+    got = tl.memo.get("toggled")
+    if got is None:
+        light = mode_table(window_rows(tl)[1])[row_window(tl)] == S.WINDOW_LIGHT
+        kinds = collector_kinds(tl)
+        if not light.any():
+            got = {k: False for k in kinds}
+        else:
+            got = {k: bool(rows.any() and not (rows & light).any()) for k, rows in kinds.items()}
+        tl.memo["toggled"] = got
+    return dict(got)
 
 
 def collector_rows(tl: Timeline) -> np.ndarray:
@@ -192,7 +218,7 @@ def estimate(
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     coll = collector_rows(ref)
     live = _live_from(ref, win_ts, coll)
-    row_mode = _effective_mode(win_ts, win_mode, live, ref.ts)
+    row_mode = _effective_mode(win_ts, win_mode, live, ref.ts, row_window(ref))
     full_row = row_mode == S.WINDOW_FULL
     n_inst = len(tl.inst_name)
 
