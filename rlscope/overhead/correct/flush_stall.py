@@ -28,6 +28,7 @@ import dataclasses
 import numpy as np
 
 from rlscope.analysis.timeline import Timeline
+from rlscope.keys import factorize_rows
 from rlscope.overhead.correct import windows
 from rlscope.trace import schema as S
 
@@ -60,11 +61,11 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall).
     """
     main = tl.thread == tl.main_thread
-    seg = (tl.op >= 0) & main
+    seg = np.flatnonzero((tl.op >= 0) & main)
     n_inst = len(tl.inst_name)
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
-    excl = np.bincount(tl.op[seg], weights=dur[seg], minlength=n_inst)
-    over = np.bincount(tl.op[seg], weights=bound[seg], minlength=n_inst)
+    seg_op = tl.op[seg]
+    excl = np.bincount(seg_op, weights=(tl.seg_end[seg] - tl.ts[seg]).astype(np.float64), minlength=n_inst)
+    over = np.bincount(seg_op, weights=bound[seg], minlength=n_inst)
     begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & main)
     inst = tl.id[begins]
     name = tl.inst_name[inst]
@@ -76,7 +77,7 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     main_bound = float(bound[main].sum())
     bound_sum = excess = var = 0.0
     used = 0
-    for key in np.unique(np.stack([name, mode]), axis=1).T:
+    for key in factorize_rows(np.stack([name, mode]))[0].T:
         g = (name == key[0]) & (mode == key[1])
         clear = g & (b == 0)
         if clear.sum() < MIN_CLEAR:

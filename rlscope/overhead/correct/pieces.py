@@ -50,11 +50,20 @@ FULL_ONLY_CATEGORIES = (categories.BACKEND, categories.CUDA_API)
 class Pieces:
     """The main thread's pieces, in time order."""
 
-    row: np.ndarray  # per timeline row: its piece (-1: not on the main thread)
+    n_rows: int  # the timeline's rows
+    main: np.ndarray  # the main thread's rows
+    piece: np.ndarray  # per row of ``main``: its piece
     owner: np.ndarray  # per piece: operation name id, -1 unannotated
     klass: np.ndarray  # per piece: dense class id (owner and the anchors at both ends)
     start_ns: np.ndarray  # per piece: start on the raw clock (where the switches were made)
     end_ns: np.ndarray
+
+    @property
+    def row(self) -> np.ndarray:
+        """Per timeline row: its piece (-1: not on the main thread)."""
+        row = np.full(self.n_rows, -1, np.int64)
+        row[self.main] = self.piece
+        return row
 
 
 def _signature(tl: Timeline, rows: np.ndarray) -> np.ndarray:
@@ -73,18 +82,16 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     """Cut the main thread's rows of ``tl`` into pieces; ``raw``: the same rows before correction,
     whose clock the window switches were made on."""
     n = len(tl.ts)
-    row = np.full(n, -1, np.int64)
     main = np.flatnonzero(tl.thread == tl.main_thread)
     if len(main) == 0:
         empty = np.zeros(0, np.int64)
-        return Pieces(row, empty, empty, empty, empty)
+        return Pieces(n, empty, empty, empty, empty, empty, empty)
     kind = tl.kind[main]
     anchor = np.isin(kind, ANCHOR_KINDS)
-    cat_row = np.isin(kind, (S.CAT_BEGIN, S.CAT_END))
-    anchor &= ~(cat_row & np.isin(tl.id[main], FULL_ONLY_CATEGORIES))
+    cat_rows = np.flatnonzero(np.isin(kind, (S.CAT_BEGIN, S.CAT_END)))
+    anchor[cat_rows[np.isin(tl.id[main[cat_rows]], FULL_ONLY_CATEGORIES)]] = False
     anchor[0] = True
     piece = np.cumsum(anchor) - 1
-    row[main] = piece
     first = main[anchor]
     last = main[np.r_[np.flatnonzero(anchor)[1:] - 1, len(main) - 1]]
     names = np.append(tl.inst_name, -1)
@@ -92,4 +99,4 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     sig = _signature(tl, first)
     after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
     _, klass = factorize_rows(np.stack([owner, sig, after]))
-    return Pieces(row, owner, klass, raw.ts[first], raw.seg_end[last])
+    return Pieces(n, main, piece, owner, klass, raw.ts[first], raw.seg_end[last])

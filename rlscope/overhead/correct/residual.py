@@ -41,6 +41,7 @@ SPEED_PRICED_ENTRIES = ("scope", "scope_nvtx", "category", "writer")
 SPEED_SAMPLE_BAND = 2.5  # run_reference_ns: samples up to this many times the fastest count
 MAX_SPEED_SCALE = 3.0  # at_run_speed scales by at most this, either way
 SPEED_NOTE = 0.10  # a scale further from 1 than this is said in the notes
+REBUILD_BLOCK = 1 << 16  # rows :func:`rebuild` computes at once
 
 
 def _unknown() -> np.ndarray:
@@ -479,40 +480,44 @@ def _rows_meeting(tl: Timeline, start: np.ndarray, end: np.ndarray) -> np.ndarra
 def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
-    Other threads start, and the run ends, where the main thread's corrected time says.
+    Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
+    each thread's last row (:func:`thread_last`).
     """
     # relative to the session start: float64 stays exact there
     first = np.flatnonzero(np.r_[True, last[:-1]])  # each thread's first row
-    cum = np.empty(len(new_dur) + 1)  # in place where it can be: each array is a row each (millions)
+    cum = np.empty(len(new_dur) + 1)
     cum[0] = 0.0
     np.cumsum(new_dur, out=cum[1:])
-    excl = cum[first][tl.thread_idx]
-    np.subtract(cum[:-1], excl, out=excl)
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
     rel_end = np.array([float(tl.end_ns - tl.start_ns)])
     main_first = first[tl.thread[first] == tl.main_thread]
     if len(main_first):  # other threads start, and the run ends, where the main thread's time says
         m0 = int(main_first[0])
         m1 = int(np.flatnonzero(last[m0:])[0]) + m0 + 1
-        m_ts = (tl.ts[m0:m1] - tl.start_ns).astype(np.float64)
-        m_new = m_ts[0] + cum[m0:m1] - cum[m0]
-        m_ratio = np.divide(new_dur[m0:m1], dur[m0:m1], out=np.ones(m1 - m0), where=dur[m0:m1] > 0)
-
-        def on_main(rel: np.ndarray) -> np.ndarray:
-            i = np.searchsorted(m_ts, rel, side="right") - 1
-            ok = i >= 0
-            i = np.maximum(i, 0)
-            into = np.minimum(rel - m_ts[i], dur[m0:m1][i])
-            return np.where(ok, m_new[i] + into * m_ratio[i], rel)
-
-        rel0, rel_end = on_main(rel0), on_main(rel_end)
-    ts_rel = excl
-    ts_rel += rel0[tl.thread_idx]
-    buf = np.rint(ts_rel)
-    ts = buf.astype(np.int64)
+        # looked up at the few times asked (a start per thread, the end), each as a whole-row pass did
+        at = np.append(tl.ts[first], tl.end_ns)  # the times asked, on the raw clock
+        i = np.searchsorted(tl.ts[m0:m1], at, side="right") - 1
+        ok = i >= 0
+        row = m0 + np.maximum(i, 0)
+        m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
+        m_new = float(tl.ts[m0] - tl.start_ns) + cum[row] - cum[m0]
+        m_ratio = np.divide(new_dur[row], dur[row], out=np.ones(len(row)), where=dur[row] > 0)
+        rel = np.append(rel0, rel_end)
+        into = np.minimum(rel - m_ts, dur[row])
+        moved = np.where(ok, m_new + into * m_ratio, rel)
+        rel0, rel_end = moved[:-1], moved[-1:]
+    # each row's start: its thread's first start plus the corrected time before it on the thread; a
+    # block of rows at a time, the temporaries of a block staying in the cache
+    base, before = cum[first], cum[:-1]
+    ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
+    for a in range(0, len(ts), REBUILD_BLOCK):
+        rows = slice(a, a + REBUILD_BLOCK)
+        t_idx = tl.thread_idx[rows]
+        ts_rel = before[rows] - base[t_idx]
+        ts_rel += rel0[t_idx]
+        ts[rows] = np.rint(ts_rel)
+        seg_end[rows] = np.rint(ts_rel + new_dur[rows])
     ts += tl.start_ns
-    np.rint(np.add(ts_rel, new_dur, out=buf), out=buf)
-    seg_end = buf.astype(np.int64)
     seg_end += tl.start_ns
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
     end_ns = int(np.rint(rel_end[0])) + tl.start_ns

@@ -423,11 +423,11 @@ def piece_estimates(
     if not keys:
         return {}
     pc = P.pieces(tl, raw)
-    main = np.flatnonzero(pc.row >= 0)
+    main = pc.main
     if len(main) == 0:
         return {}
     npc = len(pc.owner)
-    pr = pc.row[main]
+    pr = pc.piece
     ptime = np.bincount(pr, weights=dur[main], minlength=npc)
     full_main = full_row[main]
     pfull_time = np.bincount(pr, weights=np.where(full_main, dur[main], 0.0), minlength=npc)
@@ -593,17 +593,18 @@ def after_switch(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """Per instance (``begins``: its OP_BEGIN rows): whether a window switch came directly before it on
     its thread (after the last operation that ended there), and that operation's name (-2: none).
     """
-    n = len(tl.ts)
-    idx = np.arange(n)
-    first_row = np.maximum.accumulate(np.where(np.r_[True, tl.thread_idx[1:] != tl.thread_idx[:-1]], idx, 0))
     win = np.flatnonzero(tl.kind == S.WINDOW)
-    switch = np.zeros(n, bool)
-    switch[win] = True
     if len(win):
-        switch[win[np.argmin(tl.ts[win])]] = False  # the first WINDOW row opens the run: not a switch
-    last_end = np.maximum.accumulate(np.where(tl.kind == S.OP_END, idx, -1))[begins]
-    last_switch = np.maximum.accumulate(np.where(switch, idx, -1))[begins]
-    start = first_row[begins]
+        win = np.delete(win, np.argmin(tl.ts[win]))  # the first WINDOW row opens the run: not a switch
+
+    def last_before(rows: np.ndarray) -> np.ndarray:
+        """Per begin: the last of ``rows`` (sorted) at or before it, -1 for none."""
+        j = np.searchsorted(rows, begins, side="right") - 1
+        return np.where(j >= 0, rows[np.maximum(j, 0)], -1) if len(rows) else np.full(len(begins), -1)
+
+    last_end = last_before(np.flatnonzero(tl.kind == S.OP_END))
+    last_switch = last_before(win)
+    start = tl.thread_starts()[tl.thread_idx[begins]]  # each begin's thread's first row
     has_pred = last_end >= start
     after = (last_switch >= start) & (last_switch > np.where(has_pred, last_end, -1))
     names = np.append(tl.inst_name, -2)
