@@ -349,20 +349,26 @@ def _profiled(mode: str, args: argparse.Namespace, work: Path, env: dict[str, st
 def _analysis_error(trace: Path, out: Path, args: argparse.Namespace) -> str:
     """The trace analyzed again, its error's last lines; the trace kept in ``--out`` (gzipped tar,
     when under 15 MB) to be analyzed elsewhere."""
-    import tarfile
-
     r = subprocess.run(
         [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "--json", str(out)],
         capture_output=True,
         text=True,
     )
+    _keep(trace, args)
+    return f"rc {r.returncode}: {(r.stderr or r.stdout)[-3000:]}"
+
+
+def _keep(trace: Path, args: argparse.Namespace) -> None:
+    """``trace`` in ``--out`` as a gzipped tar, when under 15 MB."""
+    import tarfile
+
     if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
         tgz = Path(args.out) / f"{trace.name}.tgz"
         with tarfile.open(tgz, "w:gz") as tar:
             tar.add(trace, arcname=trace.name)
         if tgz.stat().st_size > 15e6:
             tgz.unlink()
-    return f"rc {r.returncode}: {(r.stderr or r.stdout)[-3000:]}"
 
 
 PHASES = ("rollout", "advantages", "update")  # the workload's iteration timers (iteration_seconds)
@@ -413,6 +419,7 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         print(json.dumps({"profiled": mode, **profiled[mode]}), file=sys.stderr, flush=True)  # kept if cut
     if "eager" in profiled and (work / "ppo-eager").is_dir():
         profiled["eager"]["gpu_calls"] = _gpu_call_facts(work / "ppo-eager")
+        _keep(work / "ppo-eager", args)  # to analyze again where the rules change
     plain: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     walls: dict[str, list[float]] = {m: [] for m in modes}
     for rep in range(args.reps):
@@ -420,11 +427,15 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for mode in order:  # the profiled run's cache: warm, as a second run of a program finds it
             env = {"TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{mode}")}
             res = work / f"plain-{mode}-{rep}.json"
-            walls[mode].append(
-                _timed([sys.executable, *_ppo(mode, args, args.timesteps), "--json", str(res)], env)
-            )
+            cmd = [
+                sys.executable,
+                *_ppo(mode, args, args.plain_timesteps or args.timesteps),
+                "--json",
+                str(res),
+            ]
+            walls[mode].append(_timed(cmd, env))
             plain[mode].append(_steady(res))
-    iterations = args.timesteps // (args.num_envs * 128)
+    iterations = args.timesteps // (args.num_envs * 128)  # the profiled runs'
     steady = {m: {ph: statistics.median(r[ph] for r in runs) for ph in PHASES} for m, runs in plain.items()}
     out: dict[str, Any] = {"timesteps": args.timesteps, "iterations": iterations, "reps": args.reps}
     out["profiled"] = profiled
@@ -505,7 +516,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--replays", type=int, default=2000, help="graph replays, profiled with tracing on")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--windows-seconds", type=float, default=2.0, help="replays under the default windows")
-    p.add_argument("--timesteps", type=int, default=8192, help="PPO steps of a run: num-envs x 128 an iteration")
+    p.add_argument(
+        "--timesteps", type=int, default=8192, help="PPO steps of a run: num-envs x 128 an iteration"
+    )
+    p.add_argument("--plain-timesteps", type=int, default=None, help="PPO steps of a plain run (--timesteps)")
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--modes", default=",".join(MODES), help="of eager, default, reduce-overhead")

@@ -17,7 +17,8 @@ import pytest
 import rlscope
 from rlscope import categories as C
 from rlscope.analysis import analyze
-from rlscope.analysis.advice import MIN_STAKE_SHARE, advise
+from rlscope.analysis.advice import MIN_STAKE_SHARE, Facts, advise
+from rlscope.analysis.advice.launch import launch_bound
 from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.annotate import intern
 from rlscope.trace import schema as S
@@ -216,6 +217,30 @@ def test_launch_bound_fires_on_many_short_kernels_behind_slow_launches(tmp_path)
         " launching took 600.0 µs of CPU time against 200.0 µs of kernel time (3.0x)"
     )
     assert "torch.compile" in a["change"] and "CUDA graph" in a["change"]
+
+
+def test_launch_bound_counts_the_torch_ops_dispatch_a_graph_replay_skips(tmp_path):
+    """Each launch inside a torch op of 4 µs of its own: a graph replay removes the dispatch as well as
+    the launch call, and the kernels' time stays."""
+
+    def step(r: Run, i: int) -> None:
+        with rlscope.scope("backprop"):
+            r.python(1000)
+            for _ in range(10):
+                t = r.clock.now
+                r.python(4000)  # the op's dispatch, before its launch
+                r.api("cudaLaunchKernel_v7000", 3000, kernel(1000, "elementwise"))
+                r.backend.append((t, r.clock.now, r.thread, intern("aten::add")))
+        simulate(r, 2000)
+
+    s = run(tmp_path, step)
+    # a small policy on the GPU (the GPU is idle 86% of the run) leads; launch_bound's number is kept
+    [lead] = found(s, "gpu_idle_small_policy")
+    [a] = [h for h in lead["hides"] if h["rule"] == "launch_bound"]
+    assert a["seconds_at_stake"] == pytest.approx(200 * (4000 + 3000 - 1000) * NS)
+    calls = process_gpu_calls(load_trace(tmp_path / "trace").processes[0])
+    [f] = launch_bound(Facts(s, calls))
+    assert f.evidence.endswith("; its torch ops took 800.0 µs of CPU time besides, dispatching them")
 
 
 def test_launch_bound_silent_on_long_kernels(tmp_path):

@@ -443,12 +443,21 @@ def minibatch_loss(
     clip_vloss: bool = True,
     valid: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """A minibatch's forward and PPO loss: the part of the update ``--compile`` compiles."""
+    """A minibatch's forward and PPO loss, and its statistics (``old_approx_kl``, ``approx_kl``,
+    ``clipfrac``, tensors): the part of the update ``--compile`` compiles. The statistics stay tensors
+    so that the update waits for the GPU once an iteration, not once a minibatch."""
     _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
-    return ppo_loss(
+    out = ppo_loss(
         newlogprob, entropy, newvalue, old_logprob, advantages, returns, old_values, clip_coef, ent_coef,
         vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss, valid=valid,
     )  # fmt: skip
+    with torch.no_grad():
+        # http://joschu.net/blog/kl-approx.html
+        logratio, ratio = out["logratio"].detach(), out["ratio"].detach()
+        out["old_approx_kl"] = (-logratio).mean()
+        out["approx_kl"] = ((ratio - 1) - logratio).mean()
+        out["clipfrac"] = ((ratio - 1.0).abs() > clip_coef).float().mean()
+    return out
 
 
 def train(
@@ -583,14 +592,10 @@ def train(
                                 ent_coef, vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss,
                                 valid=None if b_valid is None else b_valid[mb_inds],
                             )  # fmt: skip
-                            logratio, ratio, loss = out["logratio"], out["ratio"], out["loss"]
+                            loss = out["loss"]
                             pg_loss, v_loss, entropy_loss = out["pg_loss"], out["v_loss"], out["entropy_loss"]
-
-                            with torch.no_grad():
-                                # http://joschu.net/blog/kl-approx.html
-                                old_approx_kl = (-logratio).mean()
-                                approx_kl = ((ratio - 1) - logratio).mean()
-                                clipfracs.append(((ratio - 1.0).abs() > clip_coef).float().mean().item())
+                            old_approx_kl, approx_kl = out["old_approx_kl"], out["approx_kl"]
+                            clipfracs.append(out["clipfrac"])
 
                             optimizer.zero_grad()
                             loss.backward()
@@ -621,7 +626,7 @@ def train(
                             "entropy": entropy_loss.item(),
                             "old_approx_kl": old_approx_kl.item(),
                             "approx_kl": approx_kl.item(),
-                            "clipfrac": float(np.mean(clipfracs)),
+                            "clipfrac": torch.stack(clipfracs).mean().item(),
                             "explained_variance": explained_var,
                             "sps": int(global_step / (time.perf_counter() - start)),
                         }

@@ -32,8 +32,12 @@ bottleneck, since the CPU needs twice as long to hand it the work (cleared by th
 def launch_bound(facts: Facts) -> list[Finding]:
     """Per operation whose traced kernels are mostly short and whose launches cost far more than they run.
 
-    Time at stake: the operation's launch time over the run minus its kernel time: what fusing the
-    launches (one graph replay, a few compiled kernels) removes at least, the kernels' own time kept.
+    Time at stake: what replaying the operation's GPU work as CUDA graphs removes. Each eager op costs
+    the CPU its dispatch (the torch op's own time, ``backend``) and its launch calls (``cuda_api``,
+    the launching calls' share); a replay is one call for all of them, and the operation then waits
+    for its kernels instead, so their time is kept. The Python around the ops is not counted (a graph
+    replay of a compiled step removes some of it, and adds a replay's own cost per call).
+    ``benchmarks/compiled_gpu_check.py`` checks the number against ``mode="reduce-overhead"``.
     """
     out = []
     for name, op in facts.operations():
@@ -45,6 +49,7 @@ def launch_bound(facts: Facts) -> list[Finding]:
         if not clears(c.launch_s / c.kernel_s, LAUNCH_TO_KERNEL_RATIO, ratio=True):
             continue
         launch_run = facts.api_run_s(name, op, c.launch_s)
+        dispatch_run = facts.cpu_s(op, "backend")
         kernel_run = facts.gpu_s(op, "gpu_kernel") or c.kernel_s
         per_call = c.kernels / c.instances if c.instances else 0.0
         evidence = (
@@ -54,8 +59,11 @@ def launch_bound(facts: Facts) -> list[Finding]:
             f" {secs(c.launch_s)} of CPU time against {secs(c.kernel_s)} of kernel time"
             f" ({c.launch_s / c.kernel_s:.1f}x)"
         )
+        if dispatch_run > 0:
+            evidence += f"; its torch ops took {secs(dispatch_run)} of CPU time besides, dispatching them"
         change = _change(facts, name)
-        out.append(Finding("launch_bound", name, evidence, max(launch_run - kernel_run, 0.0), change))
+        stake = max(dispatch_run + launch_run - kernel_run, 0.0)
+        out.append(Finding("launch_bound", name, evidence, stake, change))
     return out
 
 
@@ -72,7 +80,7 @@ def _change(facts: Facts, name: str) -> str:
         )
     else:
         fuse = (
-            "fuse the launches: torch.compile the module or step (mode='reduce-overhead' also replays CUDA"
-            " graphs), or capture the step in a CUDA graph (torch.cuda.graph)"
+            "replay the step as CUDA graphs: torch.compile(..., mode='reduce-overhead') or a capture"
+            " (torch.cuda.graph); the default mode fuses kernels but keeps a launch and its dispatch each"
         )
     return join([fuse, more_work])
