@@ -112,21 +112,26 @@ def _dense_instances(
 
 
 def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[str, np.ndarray]:
-    """Add begin/end rows for intervals recorded outside the events stream (disjoint per thread).
+    """The events' columns with begin/end rows added for intervals recorded outside the events stream
+    (disjoint per thread), every row sorted by (thread, time).
 
     ``added``: (begin kind, end kind, thread, start, end, name or None) per source. The state after
     a begin row is its ``id`` (1: inside), after an end row its ``parent`` (0: outside). Each
-    source's rows are laid out begin, end, begin, end... in time order per thread, so the stable
-    sort that follows keeps, at equal times, an end before the next interval's begin and an empty
-    interval's begin before its end.
+    source's rows are laid out begin, end, begin, end... in time order per thread after the events,
+    so the stable sort keeps, at equal times, an event before an added row, an end before the next
+    interval's begin and an empty interval's begin before its end.
+
+    Only the columns an added row sets row by row (time, thread, kind, name) are laid out whole and
+    sorted; the others hold one value on every added row, so they are filled with it and take the
+    events' values where the events' rows land (at millions of torch ops, every full-length column
+    written and gathered is tens of MB of fresh pages).
     """
-    n_rows = len(col["ts_ns"]) + 2 * sum(len(a[2]) for a in added)
-    # each column written once into its final array (no per-source pairs and concatenation: at
-    # millions of torch ops, every extra copy of a column is tens of MB of fresh pages)
-    out = {k: np.empty(n_rows, v.dtype) for k, v in col.items()}
-    at = len(col["ts_ns"])
-    for k, v in col.items():
-        out[k][:at] = v
+    n_ev = len(col["ts_ns"])
+    n_rows = n_ev + 2 * sum(len(a[2]) for a in added)
+    laid = {k: np.empty(n_rows, col[k].dtype) for k in ("ts_ns", "thread", "kind", "name")}
+    for k, v in laid.items():
+        v[:n_ev] = col[k]
+    at = n_ev
     for begin_kind, end_kind, thread, start, end, name in added:
         n = len(thread)
         if not _sorted_by_thread(thread, start):
@@ -134,20 +139,34 @@ def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[
             thread, start, end = thread[order], start[order], end[order]
             name = None if name is None else name[order]
         b, e = slice(at, at + 2 * n, 2), slice(at + 1, at + 2 * n, 2)  # b0, e0, b1, e1, ...
-        out["ts_ns"][b], out["ts_ns"][e] = start, end
-        out["thread"][b], out["thread"][e] = thread, thread
-        out["kind"][b], out["kind"][e] = begin_kind, end_kind
-        out["id"][at : at + 2 * n] = 1
-        out["parent"][at : at + 2 * n] = 0
+        laid["ts_ns"][b], laid["ts_ns"][e] = start, end
+        laid["thread"][b], laid["thread"][e] = thread, thread
+        laid["kind"][b], laid["kind"][e] = begin_kind, end_kind
         if name is None:
-            out["name"][at : at + 2 * n] = -1
+            laid["name"][at : at + 2 * n] = -1
         else:
-            out["name"][b], out["name"][e] = name, name
-        for k in ("flags", "cost"):
-            if k in out:
-                out[k][at : at + 2 * n] = 0
+            laid["name"][b], laid["name"][e] = name, name
         at += 2 * n
-    return out
+    order = np.lexsort((laid["ts_ns"], laid["thread"]))
+    out = {k: v[order] for k, v in laid.items()}
+    del laid
+    events_at = np.flatnonzero(order < n_ev)  # where the events' rows land
+    from_events = order[events_at]
+    for k, on_added in (("id", 1), ("parent", 0), ("flags", 0), ("cost", 0)):
+        if k in col:
+            out[k] = np.full(n_rows, on_added, col[k].dtype)
+            out[k][events_at] = col[k][from_events]
+    return {k: out[k] for k in col}
+
+
+def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
+    """Per row: 1 inside an interval added by :func:`_with_interval_rows` (from its begin row to its
+    end row), else 0. Their rows alternate begin, end along each thread and every interval ends on
+    its thread, so a running count is the state :func:`state_after` would forward-fill, without a
+    pass over the millions of rows that change it."""
+    delta = (kind == begin_kind).astype(np.int8)
+    delta -= kind == end_kind
+    return np.cumsum(delta, dtype=np.int8)
 
 
 def _sorted_by_thread(thread: np.ndarray, start: np.ndarray) -> bool:
@@ -247,6 +266,9 @@ def build_timeline(
     has_api = api is not None and len(api[0]) > 0
     has_backend = backend is not None and len(backend[0]) > 0
     has_compile = compiles is not None and len(compiles[0]) > 0
+    # the merged kinds come only from the added intervals (the reader drops them from events): then a
+    # running count says which rows are inside one (_inside); else each row's own state is read
+    merged_only = not np.isin(col["kind"], S.MERGED_KINDS).any()
     added = []
     if has_api:
         added.append((S.API_BEGIN, S.API_END, *api, None))
@@ -255,9 +277,7 @@ def build_timeline(
     if has_compile:
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     if added:
-        col = _with_interval_rows(col, added)
-        order = np.lexsort((col["ts_ns"], col["thread"]))  # the added rows are not in time order
-        col = {k: v[order] for k, v in col.items()}
+        col = _with_interval_rows(col, added)  # sorted: the added rows are not in time order
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = col["thread"].astype(np.int64, copy=False)
     kind = col["kind"]
@@ -285,14 +305,21 @@ def build_timeline(
     op = state_after(stack == 0, after, first, -1)
     cat = state_after(stack == 1, after, first, categories.PYTHON)
     phase = state_after(stack == 2, after, first, -1)
+
+    def inside(begin_kind: int, end_kind: int) -> np.ndarray:
+        """Per row: 1 inside an interval of these kinds."""
+        if merged_only:
+            return _inside(kind, begin_kind, end_kind)
+        return state_after(stack == _STACK[begin_kind], after, first, 0)
+
     if has_compile:  # inside any category of the program's; rlscope's own work stays rlscope's
-        in_compile = state_after(stack == 6, after, first, 0)
+        in_compile = inside(S.COMPILE_BEGIN, S.COMPILE_END)
         cat = np.where((in_compile == 1) & (cat != categories.PROFILER), categories.COMPILE, cat)
     if has_backend:  # innermost but for CUDA API calls; rlscope's own work stays rlscope's
-        in_op = state_after(stack == 5, after, first, 0)
+        in_op = inside(S.BACKEND_BEGIN, S.BACKEND_END)
         cat = np.where((in_op == 1) & (cat != categories.PROFILER), categories.BACKEND, cat)
     if has_api:
-        in_api = state_after(stack == 4, after, first, 0)
+        in_api = inside(S.API_BEGIN, S.API_END)
         # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
         cat = np.where((in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API, cat)
 
