@@ -111,15 +111,18 @@ def _load(source: Source, light: bool = False, drops: list[budget.Drop] | None =
     return load_process(path, light=light, drops=drops)
 
 
-def survey(source: Source) -> ProcessInfo | TraceError:
+def survey(source: Source, detail_rows: bool = True) -> ProcessInfo | TraceError:
     """Metadata, event count, window modes and the bounds of the sessions of one process; the error of an
-    unreadable one is returned (the driver skips that process, as ``load_trace`` does)."""
+    unreadable one is returned (the driver skips that process, as ``load_trace`` does).
+    ``detail_rows``: count its detail rows per flush (the detail budget's choice; not needed when the
+    budget keeps every row)."""
     try:
         proc = _load(source, light=True)
     except TraceError as e:
         return e
     span = gpu.session_bounds(proc) if proc.events.num_rows else None
-    detail = None if isinstance(source, ProcessTrace) else budget.detail_rows(proc.path)
+    counted = detail_rows and not isinstance(source, ProcessTrace)
+    detail = budget.detail_rows(proc.path) if counted else None
     return ProcessInfo(proc.metadata, proc.events.num_rows, has_light_windows(proc), span, detail)
 
 

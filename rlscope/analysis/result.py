@@ -181,7 +181,8 @@ def _analyze(
             dirs = [p.path for p in loaded]
         else:
             path, listed, single = process_dirs(trace_or_dir)
-            surveyed = runner.map(survey, [(str(d),) for d in listed])
+            # detail rows counted for the budget's choice only (every row kept: nothing to choose)
+            surveyed = runner.map(survey, [(str(d), detail_budget is not None) for d in listed])
             errors = [s for s in surveyed if isinstance(s, TraceError)]
             if errors and (single or len(errors) == len(listed)):
                 raise errors[0]

@@ -90,12 +90,15 @@ def _batches(path: Path, columns: list[str]):
     """Each record batch's ``columns`` as int64 arrays, from the memory-mapped file; stops at damage
     (the full load reads the file with its checks and says what it found)."""
     try:
-        reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"))
-        where = [reader.schema.get_field_index(c) for c in columns]
-        if any(i < 0 or not pa.types.is_integer(reader.schema.field(i).type) for i in where):
+        schema = pa.ipc.open_stream(pa.memory_map(str(path), "r")).schema
+        where = [schema.get_field_index(c) for c in columns]
+        if any(i < 0 or not pa.types.is_integer(schema.field(i).type) for i in where):
             return
+        # only these columns decoded (a torch-op file's others are most of its bytes)
+        options = pa.ipc.IpcReadOptions(included_fields=where)
+        reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"), options=options)
         for batch in reader:
-            values = [batch.column(i) for i in where]
+            values = [batch.column(c) for c in columns]
             if any(v.null_count for v in values):  # a damaged batch: left out, as the full load does
                 continue
             yield [v.to_numpy().astype(np.int64, copy=False) for v in values]

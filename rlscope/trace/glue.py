@@ -17,6 +17,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
+from rlscope.blocks import blocks
 from rlscope.trace import schema as S
 
 # the time columns of each table, and whether a row is an interval (start, end)
@@ -59,20 +60,27 @@ class Gaps:
         if not len(self):
             return t
         before = np.concatenate([[0], np.cumsum(self.end - self.start)])
-        k = np.searchsorted(self.start, t, "right")  # gaps starting at or before t
-        g = np.maximum(k - 1, 0)  # the last of them
-        inside = (k > 0) & (t < self.end[g])
-        return np.where(inside, self.start[g] - before[g], t - before[k])
+        out = np.empty(len(t), np.int64)
+        for rows in blocks(len(t)):  # millions of torch ops: the temporaries of a block stay in cache
+            tb = t[rows]
+            k = np.searchsorted(self.start, tb, "right")  # gaps starting at or before t
+            g = np.maximum(k - 1, 0)  # the last of them
+            inside = (k > 0) & (tb < self.end[g])
+            out[rows] = np.where(inside, self.start[g] - before[g], tb - before[k])
+        return out
 
     def strictly_inside(self, t: np.ndarray) -> np.ndarray:
         """Whether each time lies inside a gap, not at its start."""
         t = np.asarray(t, np.int64)
+        out = np.zeros(len(t), bool)
         if not len(self):
-            return np.zeros(len(t), bool)
-        k = np.searchsorted(self.start, t, "right") - 1
-        ok = k >= 0
-        kk = np.maximum(k, 0)
-        return ok & (t > self.start[kk]) & (t < self.end[kk])
+            return out
+        for rows in blocks(len(t)):
+            tb = t[rows]
+            k = np.searchsorted(self.start, tb, "right") - 1
+            kk = np.maximum(k, 0)
+            out[rows] = (k >= 0) & (tb > self.start[kk]) & (tb < self.end[kk])
+        return out
 
 
 def gaps_of(events: pa.Table, end_ns: int | None = None) -> Gaps:

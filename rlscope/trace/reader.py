@@ -258,7 +258,9 @@ def _read_stream(
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except Exception as e:
         raise TraceError(path, f"batches that do not match the file's schema ({_short(e)})") from None
-    return table.select(columns), meta, warnings
+    # one chunk per column, copied once here: the checks, the joining of detail stretches and the
+    # analysis each read columns as numpy arrays, and each read of a column of many batches copied it
+    return table.select(columns).combine_chunks(), meta, warnings
 
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # Arrow's end-of-stream marker: continuation, length 0

@@ -16,6 +16,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.blocks import blocks
 from rlscope.keys import factorize
 from rlscope.overhead.correct.windows import WindowEstimate, mode_table, row_window, window_rows
 from rlscope.trace import schema as S
@@ -25,7 +26,6 @@ from rlscope.trace.reader import name_of
 # the least share of its intended share of the run a process must spend with the expensive
 # collectors on for its full windows' categories and GPU work to stand for the whole run
 MIN_SHARE_OF_INTENDED = 0.2
-BLOCK_ROWS = 1 << 16  # rows :func:`full_fraction` computes at once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,12 +126,10 @@ def full_fraction(tl: Timeline) -> np.ndarray:
         k = np.maximum(i, 0)
         return np.where(i >= 0, before[k] + (t - win_ts[k]) * full[k], (t - win_ts[0]).astype(np.float64))
 
-    # a block of rows at a time: a dozen temporaries of a block each stay in the cache, where over
-    # the whole timeline each was tens of MB of memory traffic
+    # a block of rows at a time (rlscope.blocks): a dozen temporaries, each a block's
     wi = row_window(tl)
     out = np.empty(len(tl.ts))
-    for a in range(0, len(out), BLOCK_ROWS):
-        rows = slice(a, a + BLOCK_ROWS)
+    for rows in blocks(len(out)):
         start = tl.ts[rows]
         end = np.maximum(tl.seg_end[rows], start)
         i_start = wi[rows] - 1

@@ -24,6 +24,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.blocks import blocks
 from rlscope.overhead.correct import flush_stall, module_calls, reference
 from rlscope.trace import schema as S
 from rlscope.trace.header import recorded_options
@@ -41,7 +42,6 @@ SPEED_PRICED_ENTRIES = ("scope", "scope_nvtx", "category", "writer")
 SPEED_SAMPLE_BAND = 2.5  # run_reference_ns: samples up to this many times the fastest count
 MAX_SPEED_SCALE = 3.0  # at_run_speed scales by at most this, either way
 SPEED_NOTE = 0.10  # a scale further from 1 than this is said in the notes
-REBUILD_BLOCK = 1 << 16  # rows :func:`rebuild` computes at once
 
 
 def _unknown() -> np.ndarray:
@@ -506,12 +506,11 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
         into = np.minimum(rel - m_ts, dur[row])
         moved = np.where(ok, m_new + into * m_ratio, rel)
         rel0, rel_end = moved[:-1], moved[-1:]
-    # each row's start: its thread's first start plus the corrected time before it on the thread; a
-    # block of rows at a time, the temporaries of a block staying in the cache
+    # each row's start: its thread's first start plus the corrected time before it on the thread (a
+    # block of rows at a time: rlscope.blocks)
     base, before = cum[first], cum[:-1]
     ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
-    for a in range(0, len(ts), REBUILD_BLOCK):
-        rows = slice(a, a + REBUILD_BLOCK)
+    for rows in blocks(len(ts)):
         t_idx = tl.thread_idx[rows]
         ts_rel = before[rows] - base[t_idx]
         ts_rel += rel0[t_idx]
