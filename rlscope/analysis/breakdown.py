@@ -546,7 +546,9 @@ def _noise(
     in_op = np.flatnonzero(op_k >= 0)
     seg_inst, seg_cat = tl.op[idx[in_op]], cat_k[in_op]  # cat_k, d_k: the rows ``idx``' categories, durations
     dur = d_k[in_op].astype(np.float64)
-    cats = np.unique(seg_cat)
+    # the categories present, sorted (a count per category: they are small codes, no sort of the rows)
+    per_cat = np.bincount(seg_cat, minlength=NCAT)
+    cats = np.flatnonzero(per_cat)
     gpu_cats = np.zeros(0, np.int64)
     if recs is not None and rec_inst is not None:
         launched = rec_inst >= 0
@@ -557,7 +559,9 @@ def _noise(
     x[tl.id[begins], 0] = b_incl
     # every category's exclusive time per instance in one pass: a bin per (instance, category),
     # each summed over its rows in row order as a pass per category would
-    cat_j = np.searchsorted(cats, seg_cat)
+    column = np.zeros(len(per_cat), np.int64)  # each category's column among them
+    column[cats] = np.arange(len(cats))
+    cat_j = column[seg_cat]
     x[:, 2 : 2 + n_cpu] = np.bincount(seg_inst * n_cpu + cat_j, weights=dur, minlength=n_inst * n_cpu)[
         : n_inst * n_cpu
     ].reshape(n_inst, n_cpu)

@@ -25,7 +25,7 @@ import dataclasses
 import numpy as np
 
 from rlscope import categories
-from rlscope.analysis.timeline import Timeline
+from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.keys import factorize_rows
 from rlscope.trace import schema as S
 
@@ -87,8 +87,8 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
         empty = np.zeros(0, np.int64)
         return Pieces(n, empty, empty, empty, empty, empty, empty)
     kind = tl.kind[main]
-    anchor = np.isin(kind, ANCHOR_KINDS)
-    cat_rows = np.flatnonzero(np.isin(kind, (S.CAT_BEGIN, S.CAT_END)))
+    anchor = kinds_among(kind, ANCHOR_KINDS)
+    cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
     anchor[cat_rows[np.isin(tl.id[main[cat_rows]], FULL_ONLY_CATEGORIES)]] = False
     anchor[0] = True
     piece = np.cumsum(anchor) - 1

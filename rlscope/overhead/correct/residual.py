@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
-from rlscope.analysis.timeline import Timeline
+from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import blocks
 from rlscope.overhead.correct import flush_stall, module_calls, reference
 from rlscope.trace import schema as S
@@ -322,14 +322,14 @@ def event_classes(tl: Timeline) -> np.ndarray:
     """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
     kind, ident = tl.kind, tl.id
     cls = np.zeros(len(kind), np.int8)
-    is_op = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    is_op = kinds_among(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
     is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
     cls[is_op] = CostClass.SCOPE
     cls[is_cat] = CostClass.CATEGORY
     cls[is_cat & (ident == categories.BACKEND)] = CostClass.BACKEND
     cls[is_cat & (ident == categories.PROFILER)] = CostClass.NONE  # its whole segment is removed instead
-    cls[np.isin(kind, (S.API_BEGIN, S.API_END))] = CostClass.CUDA_API
-    cls[np.isin(kind, (S.BACKEND_BEGIN, S.BACKEND_END))] = CostClass.BACKEND
+    cls[kinds_among(kind, (S.API_BEGIN, S.API_END))] = CostClass.CUDA_API
+    cls[kinds_among(kind, (S.BACKEND_BEGIN, S.BACKEND_END))] = CostClass.BACKEND
     cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = CostClass.NONE
     return cls
 
@@ -413,7 +413,7 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     order = np.argsort(start)
     start, end, cpu = start[order], end[order], cpu[order]
     # each flush converts every row recorded before it started that an earlier flush did not
-    recorded = np.sort(tl.ts[np.isin(tl.kind, S.WRITTEN_KINDS)])
+    recorded = np.sort(tl.ts[kinds_among(tl.kind, S.WRITTEN_KINDS)])
     upto = np.searchsorted(recorded, start, side="left")
     converted = np.diff(np.concatenate([[0], upto]))
     return start, end, converted, cpu
@@ -559,7 +559,7 @@ def correct_timeline(
     # at once is tens of MB of fresh pages
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     cls = event_classes(tl)
-    opens = np.isin(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN))
+    opens = kinds_among(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN))
     # a begin pays its outside half before its timestamp (the previous segment) and its inside half
     # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
     code = cls + opens * len(CLASS_NAMES)
