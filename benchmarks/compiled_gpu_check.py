@@ -325,6 +325,7 @@ def _profiled(mode: str, args: argparse.Namespace, work: Path, env: dict[str, st
     if not out.exists():  # the run went through, its end-of-run analysis did not: say why, keep the trace
         return {"process_wall_s": wall, "analysis_failed": _analysis_error(work / f"ppo-{mode}", out, args)}
     s = json.loads(out.read_text())
+    _keep(work / f"ppo-{mode}", args)
     c = s.get("compile") or {}
     # launch_bound's findings, also where a finding the run leads with hid them (a small policy on the
     # GPU: acting on the CPU wins more; the rule's own number is under its ``hides``)
@@ -359,7 +360,8 @@ def _analysis_error(trace: Path, out: Path, args: argparse.Namespace) -> str:
 
 
 def _keep(trace: Path, args: argparse.Namespace) -> None:
-    """``trace`` in ``--out`` as a gzipped tar, when under 15 MB."""
+    """``trace`` in ``--out`` as a gzipped tar, when under 15 MB: to analyze again where the rules or the
+    analysis change."""
     import tarfile
 
     if args.out:
@@ -419,7 +421,6 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         print(json.dumps({"profiled": mode, **profiled[mode]}), file=sys.stderr, flush=True)  # kept if cut
     if "eager" in profiled and (work / "ppo-eager").is_dir():
         profiled["eager"]["gpu_calls"] = _gpu_call_facts(work / "ppo-eager")
-        _keep(work / "ppo-eager", args)  # to analyze again where the rules change
     plain: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     walls: dict[str, list[float]] = {m: [] for m in modes}
     for rep in range(args.reps):
