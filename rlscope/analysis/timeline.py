@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope import categories
+from rlscope.blocks import blocks
 from rlscope.trace import schema as S
 from rlscope.trace.glue import Gaps
 from rlscope.trace.header import main_thread, session_span
@@ -180,10 +181,11 @@ def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
 
 def _sorted_by_thread(thread: np.ndarray, start: np.ndarray) -> bool:
     """Whether intervals are in (thread, start) order already (the backend's are), so need no sort."""
-    if len(thread) < 2:
-        return True
-    step = thread[1:] - thread[:-1]
-    return bool((step >= 0).all() and (start[1:] >= start[:-1])[step == 0].all())
+    for rows in blocks(len(thread) - 1):  # each row against the next, a block at a time (in cache)
+        t0, t1 = thread[rows], thread[rows.start + 1 : rows.stop + 1]
+        if (t1 < t0).any() or (start[rows.start + 1 : rows.stop + 1] < start[rows])[t1 == t0].any():
+            return False
+    return True
 
 
 def backend_intervals(
@@ -345,6 +347,8 @@ def build_timeline(
     inst_name[ident[is_begin]] = col["name"][is_begin]
     inst_end = np.full(n_inst, end_ns, np.int64)
     inst_end[ident[is_end]] = ts[is_end]
+    thread_idx = np.cumsum(first, dtype=np.int32)
+    thread_idx -= 1
     return Timeline(
         ts=ts,
         seg_end=seg_end,
@@ -354,14 +358,14 @@ def build_timeline(
         name=col["name"],
         flags=col["flags"],
         op=op,
-        cat=cat.astype(np.int64),
+        cat=cat.astype(np.int64, copy=False),
         phase=phase,
         main_thread=main,
         start_ns=start_ns,
         end_ns=end_ns,
         inst_name=inst_name,
         inst_end=inst_end,
-        thread_idx=np.cumsum(first, dtype=np.int32) - 1,
+        thread_idx=thread_idx,
         cost=col.get("cost"),
         inst_ids=inst_ids,
     )

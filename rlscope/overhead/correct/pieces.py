@@ -91,7 +91,8 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
     anchor[cat_rows[np.isin(tl.id[main[cat_rows]], FULL_ONLY_CATEGORIES)]] = False
     anchor[0] = True
-    piece = np.cumsum(anchor) - 1
+    piece = np.cumsum(anchor)
+    piece -= 1
     first = main[anchor]
     last = main[np.r_[np.flatnonzero(anchor)[1:] - 1, len(main) - 1]]
     names = np.append(tl.inst_name, -1)

@@ -427,7 +427,10 @@ def piece_estimates(
     if len(main) == 0:
         return {}
     npc = len(pc.owner)
-    pr = pc.piece
+    # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
+    # main thread's rows in a PPO run): each piece's sums are over its own rows, in their order
+    asked = np.flatnonzero(np.isin(pc.owner, keys)[pc.piece])
+    main, pr = main[asked], pc.piece[asked]
     ptime = np.bincount(pr, weights=dur[main], minlength=npc)
     full_main = full_row[main]
     pfull_time = np.bincount(pr, weights=np.where(full_main, dur[main], 0.0), minlength=npc)
