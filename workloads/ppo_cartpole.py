@@ -616,6 +616,8 @@ def train(
                     for start_i in range(0, batch_size, minibatch_size):
                         mb_inds = b_inds[start_i : start_i + minibatch_size]
                         with scope("backprop"):
+                            if compile_mode is not None:  # a new step: the last one's graph outputs are free
+                                torch.compiler.cudagraph_mark_step_begin()
                             out = loss_fn(
                                 agent, b_obs[mb_inds], b_actions.long()[mb_inds], b_logprobs[mb_inds],
                                 b_advantages[mb_inds], b_returns[mb_inds], b_values[mb_inds], clip_coef,
