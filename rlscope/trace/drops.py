@@ -66,11 +66,19 @@ class _Drop:
         begun = [b.filter(pa.array(np.isin(_ints(b, "id"), self.open))) for b in begun]
         self.ended += [ended] if ended.num_rows else []
         self.begun = [b for b in begun if b.num_rows]
-        for i in np.flatnonzero((kind == S.CAT_BEGIN) | (kind == S.CAT_END)).tolist():
-            th, begin = int(c["thread"][i]), kind[i] == S.CAT_BEGIN
-            before = int(c["parent"][i] if begin else ident[i])
-            now = int(ident[i] if begin else c["parent"][i])
-            self.cats[th] = (self.cats.get(th, (before, now))[0], now)
+        # per thread: the category before its first change here (unless an earlier batch had one)
+        # and after its last, found for the whole batch at once (a simulator's loop changes it
+        # tens of thousands of times a batch)
+        cat = np.flatnonzero((kind == S.CAT_BEGIN) | (kind == S.CAT_END))
+        if len(cat):
+            th, begin = c["thread"][cat], kind[cat] == S.CAT_BEGIN
+            before = np.where(begin, c["parent"][cat], ident[cat])
+            now = np.where(begin, ident[cat], c["parent"][cat])
+            threads, first = np.unique(th, return_index=True)
+            last = len(th) - 1 - np.unique(th[::-1], return_index=True)[1]
+            for k in np.argsort(first, kind="stable").tolist():  # in the order the threads appear
+                t = int(threads[k])
+                self.cats[t] = (self.cats.get(t, (int(before[first[k]]), 0))[0], int(now[last[k]]))
         window = np.flatnonzero(kind == S.WINDOW)
         if len(window):
             self.window = int(ident[window[-1]])
