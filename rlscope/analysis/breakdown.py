@@ -219,25 +219,30 @@ def _split_like_full_windows(
     (every window records it, and a few instances hold all of it: a first call) and waiting (every
     window records it, and it is no part of the work the split describes) stay as recorded.
     """
+    # each full-length array dropped once used: this runs at the analysis's peak of memory
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     inst_name = np.append(tl.inst_name, -1)
-    op, ph = inst_name[tl.op], inst_name[tl.phase]
+    op = inst_name[tl.op]
     main = tl.thread == tl.main_thread
-    keep = (dur > 0) & ((op >= 0) | main)
-    rows = np.flatnonzero(keep)
+    rows = np.flatnonzero((dur > 0) & ((op >= 0) | main))
+    o_r, m_r, d = op[rows].astype(np.int64), main[rows], dur[rows]
+    del op, main, dur
+    p_r = inst_name[tl.phase[rows]].astype(np.int64)
     # one int64 key per row, phase then operation then main thread in that order of significance:
     # sorted like the (phase, operation, main) rows it stands for, and a 1-D np.unique instead of
     # axis=0's row-by-row comparison, which was a third of the analyzer's time on large traces
-    p_r, o_r = ph[rows].astype(np.int64), op[rows].astype(np.int64)
     width = int(max(p_r.max(initial=-1), o_r.max(initial=-1))) + 2
-    key = ((p_r + 1) * width + (o_r + 1)) * 2 + main[rows]
+    key = ((p_r + 1) * width + (o_r + 1)) * 2 + m_r
+    del p_r, o_r, m_r
     ukey, inv = factorize(key)
+    del key
     uniq = np.stack([ukey // 2 // width - 1, ukey // 2 % width - 1, ukey % 2], axis=1)
-    inv, d, cat = inv.reshape(-1), dur[rows], tl.cat[rows]
     # per (key, category) sums: bincount adds in row order, as np.add.at did, at a fraction of its time
-    cell, size = inv * NCAT + cat, len(uniq) * NCAT
+    cell, size = inv.reshape(-1) * NCAT + tl.cat[rows], len(uniq) * NCAT
+    del inv
     cat_all = np.bincount(cell, weights=d, minlength=size).reshape(len(uniq), NCAT)
     cat_full = np.bincount(cell, weights=d * full[rows], minlength=size).reshape(len(uniq), NCAT)
+    del cell, d, rows
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     as_recorded = cat_all[:, _AS_RECORDED].copy()
     cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0
@@ -381,6 +386,7 @@ def breakdown_timeline(
     seg_pair = groups.row_pair[idx].astype(np.int64)
     op_k, m_k = groups.pair_op[seg_pair], tl.thread[idx] == tl.main_thread
     cat_k, d_k = tl.cat[idx], dur[idx]
+    del dur  # a row each: dropped once used, as the other full-length arrays below
     begins, b_pair, g_op, g_pair = groups.begins, groups.b_pair, groups.g_op, groups.g_pair
     pair_ph, pair_op = groups.pair_ph, groups.pair_op
     # only the pairs that hold time, instances or GPU work here (as many as a grouping of these rows)
@@ -402,6 +408,7 @@ def breakdown_timeline(
     # exclusive time per (pair, category, main thread?)
     key = (seg_pair * NCAT + cat_k) * 2 + m_k
     sums = np.bincount(key, weights=d_k, minlength=n_pairs * NCAT * 2).reshape(n_pairs, NCAT, 2)
+    del key
     nz_p, nz_c, nz_m = np.nonzero(sums)
     cpu_time = pa.table(
         {
@@ -546,6 +553,7 @@ def _noise(
     in_op = np.flatnonzero(op_k >= 0)
     seg_inst, seg_cat = tl.op[idx[in_op]], cat_k[in_op]  # cat_k, d_k: the rows ``idx``' categories, durations
     dur = d_k[in_op].astype(np.float64)
+    del in_op
     # the categories present, sorted (a count per category: they are small codes, no sort of the rows)
     per_cat = np.bincount(seg_cat, minlength=NCAT)
     cats = np.flatnonzero(per_cat)
@@ -561,10 +569,13 @@ def _noise(
     # each summed over its rows in row order as a pass per category would
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
-    cat_j = column[seg_cat]
-    x[:, 2 : 2 + n_cpu] = np.bincount(seg_inst * n_cpu + cat_j, weights=dur, minlength=n_inst * n_cpu)[
-        : n_inst * n_cpu
-    ].reshape(n_inst, n_cpu)
+    cell = seg_inst * n_cpu
+    cell += column[seg_cat]
+    del seg_inst, seg_cat
+    x[:, 2 : 2 + n_cpu] = np.bincount(cell, weights=dur, minlength=n_inst * n_cpu)[: n_inst * n_cpu].reshape(
+        n_inst, n_cpu
+    )
+    del cell, dur
     measures += [categories.CATEGORY_NAMES[int(c)] for c in cats.tolist()]
     x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     for j, c in enumerate(gpu_cats.tolist()):

@@ -233,18 +233,20 @@ def _stretches(
     n, m = len(t), len(inner)
     pos = np.searchsorted(t, inner, "left")  # a node cuts run pos - 1 (inner > t[0]: pos >= 1)
     # a run's stretch: the nodes before it; a node's part: the node's own (node q opens stretch q + 1)
-    run_stretch = np.cumsum(np.bincount(pos, minlength=n + 1)[:n])
+    run_stretch = np.bincount(pos, minlength=n + 1)[:n]
+    np.cumsum(run_stretch, out=run_stretch)
     node_stretch = np.arange(1, m + 1, dtype=np.int64)
     # each part lasts to the next one's start: a run to the next run or to the first node cutting it,
     # a node's part to the next node cutting the same run or to the next run
-    follows = np.append(t, end)
-    run_end = follows[1:].copy()
+    run_dur = np.empty(n, np.int64)  # each run's end, then less its start
+    run_dur[:-1], run_dur[-1] = t[1:], end
     first = np.ones(m, bool)
     first[1:] = pos[1:] != pos[:-1]
-    run_end[pos[first] - 1] = inner[first]
-    node_end = follows[pos]
+    run_dur[pos[first] - 1] = inner[first]
+    run_dur -= t
+    node_end = np.where(pos < n, t[np.minimum(pos, n - 1)], end)
     node_end[:-1] = np.where(first[1:], node_end[:-1], inner[1:])
-    run_dur, node_dur = run_end - t, node_end - inner
+    node_dur = node_end - inner
     run_key, node_key = key, key[pos - 1]
     if elastic is not None:
         run_key = np.where(_within(t, elastic[0], elastic[1])[1], ELASTIC, run_key)
@@ -407,6 +409,7 @@ def process_inputs(
     if is_parent:
         change[1:] |= op[1:] != op[:-1]
     run_t, run_code, run_inst = t[change], cpu_code[change], op[change]
+    del cpu_code, change
 
     # GPU records: stream, launch, operation
     has_gpu = api is not None and recs is not None and len(recs.start) > 0 and proc.gpu is not None

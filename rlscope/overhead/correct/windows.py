@@ -155,13 +155,9 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     return live
 
 
-def _effective_mode(
-    win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, t: np.ndarray, wi: np.ndarray | None = None
-) -> np.ndarray:
-    """FULL where a full window's collectors were live at ``t``, else LIGHT; ``wi``: the windows of
-    ``t`` where known (:func:`row_window`)."""
-    if wi is None:
-        wi = np.searchsorted(win_ts, t, side="right")
+def _effective_mode(win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """FULL where a full window's collectors were live at ``t``, else LIGHT."""
+    wi = np.searchsorted(win_ts, t, side="right")
     mode = mode_table(win_mode)[wi]
     return np.where((mode == S.WINDOW_FULL) & (t >= live[wi]), S.WINDOW_FULL, S.WINDOW_LIGHT)
 
@@ -218,8 +214,10 @@ def estimate(
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     coll = collector_rows(ref)
     live = _live_from(ref, win_ts, coll)
-    row_mode = _effective_mode(win_ts, win_mode, live, ref.ts, row_window(ref))
-    full_row = row_mode == S.WINDOW_FULL
+    wi = row_window(ref)  # as _effective_mode, one byte a row
+    full_row = (mode_table(win_mode)[wi] == S.WINDOW_FULL) & (ref.ts >= live[wi])
+    row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+    del wi
     n_inst = len(tl.inst_name)
 
     # per instance: exclusive time, collector events, and whether it lies wholly in one window
