@@ -126,5 +126,6 @@ def join(table: pa.Table, name: str, gaps: Gaps) -> pa.Table:
     out = table
     for c, m in zip(columns, mapped, strict=True):
         typ = out.schema.field(c).type
-        out = out.set_column(out.schema.get_field_index(c), c, pa.array(m.astype(typ.to_pandas_dtype())))
+        column = pa.array(m.astype(typ.to_pandas_dtype(), copy=False))
+        out = out.set_column(out.schema.get_field_index(c), c, column)
     return out.filter(pa.array(~drop)) if drop.any() else out
