@@ -65,6 +65,7 @@ def correct_process(
     """
     nvml_samples = proc.nvml.num_rows if proc.nvml is not None else 0
     switched = windows.toggled(tl)
+    moving = launches is not None  # GPU launches to move: each correction keeps its ratios for them
     run_ref_ns = residual.run_reference_ns(proc.events)
 
     def remove(measured: bool) -> tuple[EventCosts, list[str], Correction]:
@@ -80,7 +81,8 @@ def correct_process(
                 f"{module_calls.ENTRY} not calibrated on this machine: the automatic operations' module"
                 f" calls are priced at the default {used.module_call_ns:.0f} ns each (`rlscope calibrate`)"
             )
-        return used, mem_notes, residual.correct_timeline(tl, used, nvml_samples, mem_times, mods)
+        fix = residual.correct_timeline(tl, used, nvml_samples, mem_times, mods, keep_ratio=moving)
+        return used, mem_notes, fix
 
     # what the windows measure in the run is not subtracted again per event; a process without any
     # operation gives the windows nothing to compare, and keeps the calibrated per-event costs
@@ -96,7 +98,7 @@ def correct_process(
             est.notes.append(UNMEASURED + (REMOVED if _has_costs(used, switched) else NOT_REMOVED))
     fixes = [(tl, fix)]
     if est is not None:
-        fixes.append((fix.timeline, residual.correct_windows(fix.timeline, est.factor)))
+        fixes.append((fix.timeline, residual.correct_windows(fix.timeline, est.factor, keep_ratio=moving)))
     final = fixes[-1][1].timeline
     out = Corrected(final, used, {}, gpu_shift_ns=_gpu_shift(fixes, launches))
     removed = dict(fix.removed_s)

@@ -339,7 +339,7 @@ class Correction:
     """A corrected timeline and how to move other timestamps (GPU launches) onto it."""
 
     timeline: Timeline
-    ratio: np.ndarray  # per row: corrected / raw segment duration
+    ratio: np.ndarray | None  # per row: corrected / raw segment duration (None: not kept, nothing to move)
     removed_s: dict[str, float]  # CPU seconds removed per cost kind (all threads)
     background_share: float
     clamped_s: float  # planned removal that exceeded the segments it fell in (not removed)
@@ -349,6 +349,7 @@ class Correction:
         """Corrected times of raw times ``t`` on ``thread`` (the main thread's map for unknown threads)."""
         if len(t) == 0 or len(raw.ts) == 0:
             return t.copy()
+        assert self.ratio is not None, "corrected without keep_ratio"
         threads = np.unique(raw.thread)
         known = np.isin(thread, threads)
         q_thread = np.where(known, thread, raw.main_thread)
@@ -548,10 +549,12 @@ def correct_timeline(
     nvml_samples: int = 0,
     memory: np.ndarray | None = None,
     modules: np.ndarray | None = None,
+    keep_ratio: bool = True,
 ) -> Correction:
     """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
     ``memory``: times of the recorded GPU allocator events (:func:`memory_times`); ``modules``: per
-    row, the automatic operations' module-call cost in its segment (module_calls.planned)."""
+    row, the automatic operations' module-call cost in its segment (module_calls.planned).
+    ``keep_ratio``: keep each row's ratio of durations (``Correction.remap``: GPU launches to move)."""
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
@@ -645,18 +648,19 @@ def correct_timeline(
         removed["writer"] = writer_s
     if share:
         removed["nvml"] = nvml_s
-    ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
+    ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0) if keep_ratio else None
     clamped = float(max(planned_sum - removal_sum, 0.0)) / 1e9
     return Correction(corrected, ratio, removed, share, clamped, stall_info)
 
 
-def correct_windows(tl: Timeline, factor: np.ndarray) -> Correction:
-    """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline."""
+def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -> Correction:
+    """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline;
+    ``keep_ratio``: as :func:`correct_timeline`'s."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     new_dur = dur * factor
     corrected = rebuild(tl, dur, new_dur, thread_last(tl))
-    ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0)
+    ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
     removed = float((dur - new_dur).sum()) / 1e9
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)

@@ -113,7 +113,9 @@ def row_window(tl: Timeline) -> np.ndarray:
     window it starts in, plus one. Looked up once per timeline: the correction asks it four times."""
     got = tl.memo.get("row_window")
     if got is None:
-        got = tl.memo["row_window"] = np.searchsorted(window_rows(tl)[0], tl.ts, side="right")
+        # int32 (windows are few): held for the rest of the process's analysis, a row each
+        got = np.searchsorted(window_rows(tl)[0], tl.ts, side="right").astype(np.int32)
+        tl.memo["row_window"] = got
     return got
 
 
