@@ -444,6 +444,7 @@ def process_inputs(
     codes = np.flatnonzero(present)
     key_of = (np.cumsum(present) - 1).astype(np.int32)[both] + 1
     run_key, rec_key = key_of[: len(run_code)], key_of[len(run_code) :]
+    del both, run_code  # a main-thread row each
     keys = [("", "")] + [
         (
             UNANNOTATED if c // _NCODE == 0 else proc.name(int(c // _NCODE - 1)),
@@ -464,7 +465,10 @@ def process_inputs(
         run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
     idle = idle_key[run_key]
     idle_flip = run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1]  # where waiting for a command may flip
-    drawn = _drawn(run_t, run_key, t[_changes(op)], np.concatenate([sync_s, sync_m, sync_e, idle_flip]), end)
+    del idle
+    inst_t = t[_changes(op)]
+    del t
+    drawn = _drawn(run_t, run_key, inst_t, np.concatenate([sync_s, sync_m, sync_e, idle_flip]), end)
     required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
     if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
         required.append(idle_flip)
