@@ -328,10 +328,18 @@ def row_groups(
 ) -> RowGroups:
     """One dense index over the (phase, operation) pairs of ``tl``'s rows, instances and GPU work."""
     inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
-    op_name = inst_name[tl.op]
-    main = tl.thread == tl.main_thread
-    cand = np.flatnonzero((op_name >= 0) | main)
-    op_c, ph_c = op_name[cand], inst_name[tl.phase[cand]]
+    # consecutive rows of one thread, operation instance and phase instance share their pair (a
+    # process's torch ops are a dozen rows an instance): each run is looked up once
+    n = len(tl.op)
+    new_run = np.ones(n, bool)
+    np.not_equal(tl.op[1:], tl.op[:-1], out=new_run[1:])
+    new_run[1:] |= tl.phase[1:] != tl.phase[:-1]
+    new_run[1:] |= tl.thread_idx[1:] != tl.thread_idx[:-1]
+    runs = np.flatnonzero(new_run)
+    del new_run
+    op_name = inst_name[tl.op[runs]]
+    cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
+    op_c, ph_c = op_name[cand], inst_name[tl.phase[runs[cand]]]
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     b_name = tl.name[begins].astype(np.int64)
     if gpu_records is not None:
@@ -344,8 +352,9 @@ def row_groups(
     width = int(all_op.max(initial=0)) + 2  # above every op id + 1: keys sort by (phase, operation)
     pair_key, pair_i = _dense(ph_i * width + all_op + 1)
     n_c, n_b = len(cand), len(begins)
-    row_pair = np.full(len(tl.op), -1, np.int32)  # int32: held through the correction, a row each
-    row_pair[cand] = pair_i[:n_c]
+    run_pair = np.full(len(runs), -1, np.int32)  # int32: held through the correction, a row each
+    run_pair[cand] = pair_i[:n_c]
+    row_pair = np.repeat(run_pair, np.diff(runs, append=n))
     return RowGroups(
         op=tl.op,
         phase=tl.phase,
