@@ -2,7 +2,8 @@
 
 Codes are small ints so event rows stay narrow; names are what users see. CPU categories nest
 per thread and the innermost one wins (cuda_api inside backend inside simulator inside python;
-compile inside simulator, and around the backend ops and CUDA calls a compiler makes).
+compile inside simulator, around the backend ops and CUDA calls a compiler makes, and inside a
+program's torch op that torch compiles in, such as ``loss.backward()`` compiling its graph).
 
 ``waiting`` is not work: a process blocked until its next command or task arrives (a vector-env or
 Pool worker in its receive, rlscope/runtime/waits.py). Outside operations it is reported as the

@@ -83,6 +83,33 @@ def test_torch_rows_are_the_compile_category_and_counted(fake_session):
     ]
 
 
+def test_the_innermost_of_a_torch_op_and_a_compilation_names_the_time(fake_session):
+    """A compilation torch starts inside one of the program's ops (the backward graph compiled inside
+    ``loss.backward()``) is compile time, not the op's; the torch ops a compilation runs itself stay
+    backend time. Step of 10 s: op A [1, 5) holding a compilation [2, 4); a compilation [6, 9)
+    holding op B [7, 8)."""
+    sess, clock = fake_session
+    t0 = clock.now = 10 * S_NS
+    with sess, rlscope.scope("step"):
+        clock.advance(10 * S_NS)
+    main, name = sess.main_tid, rlscope.annotate.intern("aten::add")
+    at = lambda s: t0 + s * S_NS  # noqa: E731
+    write_stream(
+        sess.process_dir / S.BACKEND_FILE,
+        S.BACKEND_COLUMNS_DOC,
+        [(at(1), at(5), main, name), (at(7), at(8), main, name)],
+    )
+    rows = [
+        (at(2), at(4), main, S.COMPILE_TORCH_BACKWARD, -1),
+        (at(6), at(9), main, S.COMPILE_TORCH_FRAME, -1),
+    ]
+    write_stream(sess.process_dir / S.COMPILE_FILE, S.COMPILE_COLUMNS_DOC, rows)
+    cats = summary_of(sess.trace_dir)["operations"]["step"]["categories"]
+    assert cats["compile"] == pytest.approx(2.0 + 2.0, abs=1e-9)  # [2, 4) and [6, 9) less B
+    assert cats["backend"] == pytest.approx(2.0 + 1.0, abs=1e-9)  # A less its compilation, and B
+    assert cats["python"] == pytest.approx(3.0, abs=1e-9)
+
+
 def test_a_trace_of_jax_stages_alone_keeps_its_summary(fake_session):
     """A compile.arrows of JAX's stage codes only (as every trace before torch's rows) analyzes as it
     did: JAX's stages, no torch keys."""

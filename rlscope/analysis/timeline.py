@@ -179,6 +179,24 @@ def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
     return np.cumsum(delta, dtype=np.int8)
 
 
+def _compile_inside_op(kind: np.ndarray, both: np.ndarray) -> np.ndarray:
+    """Per row: inside a compilation that began inside the open torch op (not the other way round).
+
+    The innermost interval names the time: the torch ops a compiler runs while it traces and
+    benchmarks are its ``backend`` time, but a compilation torch starts inside one of the program's
+    ops is ``compile`` (the backward graph compiled at its first ``loss.backward()``, an optimizer
+    step compiled under its ``record_function``). A thread's ops and its compilations are each
+    disjoint, so at a row inside both the later of their begin rows is the inner one."""
+    out = np.zeros(len(kind), bool)
+    if not both.any():
+        return out
+    rows = np.arange(len(kind))
+    last_compile = np.maximum.accumulate(np.where(kind == S.COMPILE_BEGIN, rows, -1))
+    last_op = np.maximum.accumulate(np.where(kind == S.BACKEND_BEGIN, rows, -1))
+    out[both] = last_compile[both] > last_op[both]
+    return out
+
+
 def _sorted_by_thread(thread: np.ndarray, start: np.ndarray) -> bool:
     """Whether intervals are in (thread, start) order already (the backend's are), so need no sort."""
     for rows in blocks(len(thread) - 1):  # each row against the next, a block at a time (in cache)
@@ -323,12 +341,15 @@ def build_timeline(
             return _inside(kind, begin_kind, end_kind)
         return state_after(stack == _STACK[begin_kind], after, first, 0)
 
+    in_compile = None
     if has_compile:  # inside any category of the program's; rlscope's own work stays rlscope's
-        in_compile = inside(S.COMPILE_BEGIN, S.COMPILE_END)
-        cat = np.where((in_compile == 1) & (cat != categories.PROFILER), categories.COMPILE, cat)
-    if has_backend:  # innermost but for CUDA API calls; rlscope's own work stays rlscope's
-        in_op = inside(S.BACKEND_BEGIN, S.BACKEND_END)
-        cat = np.where((in_op == 1) & (cat != categories.PROFILER), categories.BACKEND, cat)
+        in_compile = inside(S.COMPILE_BEGIN, S.COMPILE_END) == 1
+        cat = np.where(in_compile & (cat != categories.PROFILER), categories.COMPILE, cat)
+    if has_backend:  # innermost but for CUDA API calls and compiles; rlscope's own work stays rlscope's
+        in_op = inside(S.BACKEND_BEGIN, S.BACKEND_END) == 1
+        if in_compile is not None:
+            in_op &= ~_compile_inside_op(kind, in_compile & in_op)
+        cat = np.where(in_op & (cat != categories.PROFILER), categories.BACKEND, cat)
     if has_api:
         in_api = inside(S.API_BEGIN, S.API_END)
         # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
