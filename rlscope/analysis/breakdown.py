@@ -174,7 +174,10 @@ def analyze_process_pair(
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
     if fix.full_fraction is not None:
-        _split_like_full_windows(corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid)
+        split_groups = shared if shared is not None else row_groups(fix.timeline, moved)
+        _split_like_full_windows(
+            corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid, split_groups
+        )
     if fix.gpu_scale is not None:
         _scale_gpu_to_run(corrected, fix.gpu_scale)
     if fix.scaled_from_full_windows is not None:
@@ -209,34 +212,25 @@ def _scale_gpu_to_run(b: ProcessBreakdown, scale: GpuScale) -> None:
 
 
 def _split_like_full_windows(
-    b: ProcessBreakdown, full: np.ndarray, names: list[str], tl: Timeline, pid: int
+    b: ProcessBreakdown, full: np.ndarray, names: list[str], tl: Timeline, pid: int, groups: RowGroups
 ) -> None:
     """Categories per (phase, operation): the corrected total split as in the full windows (``full``:
-    the share of each row of ``tl`` that ran in one).
+    the share of each row of ``tl`` that ran in one; ``groups``: :func:`row_groups` of its rows).
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
     only the full windows see the split, and it stands for the operation's whole time. Compile time
     (every window records it, and a few instances hold all of it: a first call) and waiting (every
     window records it, and it is no part of the work the split describes) stay as recorded.
     """
-    # each full-length array dropped once used: this runs at the analysis's peak of memory
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
-    inst_name = np.append(tl.inst_name, -1)
-    op = inst_name[tl.op]
-    main = tl.thread == tl.main_thread
-    rows = np.flatnonzero((dur > 0) & ((op >= 0) | main))
-    o_r, m_r, d = op[rows].astype(np.int64), main[rows], dur[rows]
-    del op, main, dur
-    p_r = inst_name[tl.phase[rows]].astype(np.int64)
-    # one int64 key per row, phase then operation then main thread in that order of significance:
-    # sorted like the (phase, operation, main) rows it stands for, and a 1-D np.unique instead of
-    # axis=0's row-by-row comparison, which was a third of the analyzer's time on large traces
-    width = int(max(p_r.max(initial=-1), o_r.max(initial=-1))) + 2
-    key = ((p_r + 1) * width + (o_r + 1)) * 2 + m_r
-    del p_r, o_r, m_r
+    rows = np.flatnonzero((tl.seg_end > tl.ts) & (groups.row_pair >= 0))
+    # one key per row, its (phase, operation) pair then the main thread: pairs are numbered in
+    # (phase, operation) order, so the keys sort like the (phase, operation, main) rows they stand for
+    key = groups.row_pair[rows].astype(np.int64) * 2 + (tl.thread[rows] == tl.main_thread)
     ukey, inv = factorize(key)
     del key
-    uniq = np.stack([ukey // 2 // width - 1, ukey // 2 % width - 1, ukey % 2], axis=1)
+    pair = ukey // 2
+    uniq = np.stack([groups.pair_ph[pair], groups.pair_op[pair], ukey % 2], axis=1)
+    d = (tl.seg_end[rows] - tl.ts[rows]).astype(np.float64)
     # per (key, category) sums: bincount adds in row order, as np.add.at did, at a fraction of its time
     cell, size = inv.reshape(-1) * NCAT + tl.cat[rows], len(uniq) * NCAT
     del inv
