@@ -88,6 +88,19 @@ def test_a_first_call_paying_a_one_time_cost_is_no_noise():
     assert x.sum(axis=1).std() == pytest.approx(math.sqrt(n) * sigma, rel=0.15)
 
 
+def test_the_instances_that_compiled_are_no_noise_either():
+    """The first step resets, the second JIT-compiles (a second): the caller names the compiling one,
+    and the estimate is the other steps' spread scaled to all of them, exactly."""
+    rng = np.random.default_rng(13)
+    x = rng.normal(300e-6, 30e-6, 1000)
+    x[0], x[1] = 0.05, 1.1
+    one_time = np.zeros(1000, bool)
+    one_time[1] = True
+    group = np.zeros(1000, np.int64)
+    _, var = sum_variance(group, np.arange(1000), x, 1, one_time=one_time)
+    assert var[0, 0] == pytest.approx(1000 / 998 * _spread_reference(x[2:].tolist()), rel=1e-9)
+
+
 def test_no_instances():
     count, var = sum_variance(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)), 2)
     assert count.tolist() == [0, 0] and var.shape == (2, 3) and not var.any()

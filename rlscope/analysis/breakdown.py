@@ -586,7 +586,8 @@ def _noise(
         d = (recs.end[sel] - recs.start[sel]).astype(np.float64)  # type: ignore[union-attr]
         x[:, 2 + n_cpu + j] = np.bincount(rec_inst[sel], weights=d, minlength=n_inst)[:n_inst]  # type: ignore[index]
         measures.append(categories.CATEGORY_NAMES[int(c)])
-    count, var = noise.sum_variance(inst_pair, inst_ts, x, n_pairs)
+    compiled = x[:, 2 + column[categories.COMPILE]] > 0 if per_cat[categories.COMPILE] else None
+    count, var = noise.sum_variance(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
     # every pair with instances: its total and exclusive rows, and the categories it has time in
     begun = inst_pair >= 0
     has = np.stack(

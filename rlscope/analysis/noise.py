@@ -11,10 +11,11 @@ is larger than noise. Two estimates, the larger wins:
   the blocks' means spread more than independent instances would: the sum's noise is larger, and this
   estimate sees it.
 
-The first instance in time is left out of the spread (the estimate is scaled back to all ``n``) where
-at least :data:`MIN_SPREAD` others remain: it carries the one-time costs every run pays again (a JIT
-compiling at the first call, kernels and modules loading, allocators warming up), so its distance from
-the others is no run-to-run noise. Left in, one first call of a second in a thousand of a millisecond
+The first instance in time, and the instances the caller names as paying a one-time cost (those that
+compiled), are left out of the spread (the estimate is scaled back to all ``n``) where at least
+:data:`MIN_SPREAD` others remain: they carry costs every run pays again (a JIT compiling at the first
+call or the first step of a kernel, modules loading, allocators warming up), so their distance from
+the others is no run-to-run noise. Left in, one call of a second among a thousand of a millisecond
 would read as a second of noise, and hide every change smaller than that.
 
 Variances of independent groups add, so a row's variance can be summed over phases and processes.
@@ -32,13 +33,18 @@ MIN_SPREAD = 2  # instances besides the first a group needs before the first is 
 
 
 def sum_variance(
-    group: np.ndarray, when: np.ndarray, values: np.ndarray, n_groups: int
+    group: np.ndarray,
+    when: np.ndarray,
+    values: np.ndarray,
+    n_groups: int,
+    one_time: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(instances per group, variance of each group's sum per column of ``values``).
 
     ``group``: each instance's group (< 0: left out); ``when``: its start, to order it in time;
-    ``values``: (instances, columns). A group of fewer than two instances has variance 0 (unknown:
-    the caller looks at the count).
+    ``values``: (instances, columns); ``one_time``: per instance, True where it paid a one-time cost
+    (module docstring). A group of fewer than two instances has variance 0 (unknown: the caller looks
+    at the count).
     """
     values = np.asarray(values, np.float64)
     values = values.reshape(len(group), values.shape[1] if values.ndim == 2 else 1)
@@ -47,15 +53,15 @@ def sum_variance(
     total = np.bincount(g, minlength=n_groups)
     if not len(g):
         return total, np.zeros((n_groups, values.shape[1]))
-    # each group's first instance in time, left out where MIN_SPREAD others remain (module docstring)
+    # each group's first instance in time and its one-time ones out of the spread, where MIN_SPREAD
+    # others remain (module docstring)
     order = np.lexsort((t, g))
-    firsts = order[np.searchsorted(g[order], np.arange(n_groups))[total > MIN_SPREAD]]
-    spread = np.ones(len(g), bool)
-    spread[firsts] = False
+    spread = np.ones(len(g), bool) if one_time is None else ~one_time[keep]
+    spread[order[np.searchsorted(g[order], np.arange(n_groups))[total > 0]]] = False
+    spread |= (np.bincount(g[spread], minlength=n_groups) < MIN_SPREAD)[g]
     new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
     sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
-    _, var = _spread_variance(g[spread], values[keep][spread], n_groups, sub_order)
-    left = total - (total > MIN_SPREAD)
+    left, var = _spread_variance(g[spread], values[keep][spread], n_groups, sub_order)
     return total, var * np.divide(total, left, out=np.ones(n_groups), where=left > 0)[:, None]
 
 
