@@ -266,7 +266,9 @@ def _stretches(
         code, ns = code[keep], ns[keep]
     ent_stretch, ent_key = np.divmod(code, nkeys)
     node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
-    ent_off = np.searchsorted(ent_stretch, np.arange(len(node_t)), "left").astype(np.int64)
+    # each stretch's first entry: the entries before it (counted: the stretches are sorted)
+    ent_off = np.zeros(len(node_t), np.int64)
+    np.cumsum(np.bincount(ent_stretch, minlength=len(node_t))[: len(node_t) - 1], out=ent_off[1:])
     return node_t, ent_off, ent_key.astype(np.int32), ns
 
 
