@@ -237,18 +237,18 @@ def estimate(
     # work a switch left for the operation right after it: out first, so the windows compare the rest
     ok = whole & (tl.thread[begins] == tl.main_thread)
     cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl)
-    pre = np.ones(n)  # per row: what the instance keeps of its exclusive time
+    # the rows whose instance keeps less than its exclusive time, and what it keeps (all of it elsewhere)
     i = tl.op[seg]
     has = (cut[i] > 0) & (excl[i] > 0)
-    pre[np.flatnonzero(seg)[has]] = 1.0 - cut[i[has]] / excl[i[has]]
-    dur = dur * pre
+    kept_rows = np.flatnonzero(seg)[has]
+    kept = 1.0 - cut[i[has]] / excl[i[has]]
+    del i, has
+    dur[kept_rows] *= kept
     excl = excl - cut
 
     # per operation name (and the unannotated main-thread time): events and time in full windows
-    op_name_row = np.append(tl.inst_name, UNANNOTATED_ID)[tl.op]
-    main = tl.thread == tl.main_thread
-    counted = full_row & ((tl.op >= 0) | main)
-    keys, key_of = factorize(op_name_row[counted])  # one dense index
+    counted = full_row & ((tl.op >= 0) | (tl.thread == tl.main_thread))
+    keys, key_of = factorize(np.append(tl.inst_name, UNANNOTATED_ID)[tl.op[counted]])  # one dense index
     key_of = key_of.reshape(-1)
     full_time = np.bincount(key_of, weights=dur[counted], minlength=len(keys))
     full_events = np.bincount(key_of, weights=coll[counted], minlength=len(keys))
@@ -363,7 +363,7 @@ def estimate(
         factor[rows] = f
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
-    factor *= pre
+    factor[kept_rows] *= kept
     for key, (cut, sigma) in transients.items():
         e = per_op.get(key)
         if e is not None:
