@@ -52,17 +52,28 @@ class Pieces:
 
     n_rows: int  # the timeline's rows
     main: np.ndarray  # the main thread's rows
-    piece: np.ndarray  # per row of ``main``: its piece
+    bounds: np.ndarray  # per piece, where its rows begin in ``main``, then ``len(main)``
     owner: np.ndarray  # per piece: operation name id, -1 unannotated
     klass: np.ndarray  # per piece: dense class id (owner and the anchors at both ends)
     start_ns: np.ndarray  # per piece: start on the raw clock (where the switches were made)
     end_ns: np.ndarray
 
+    def rows_of(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(timeline rows, their piece) of the pieces ``chosen`` (ascending), in row order: a piece's
+        rows are consecutive, so no per-row array of pieces is made."""
+        chosen = np.asarray(chosen, np.int64)
+        size = self.bounds[chosen + 1] - self.bounds[chosen]
+        piece = np.repeat(chosen, size)
+        at = np.arange(int(size.sum()), dtype=np.int64)  # each row's place in ``main``
+        at += np.repeat(self.bounds[chosen] - (np.cumsum(size) - size), size)
+        return self.main[at], piece
+
     @property
     def row(self) -> np.ndarray:
         """Per timeline row: its piece (-1: not on the main thread)."""
         row = np.full(self.n_rows, -1, np.int64)
-        row[self.main] = self.piece
+        rows, piece = self.rows_of(np.arange(len(self.owner)))
+        row[rows] = piece
         return row
 
 
@@ -85,19 +96,17 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     main = np.flatnonzero(tl.thread == tl.main_thread)
     if len(main) == 0:
         empty = np.zeros(0, np.int64)
-        return Pieces(n, empty, empty, empty, empty, empty, empty)
+        return Pieces(n, empty, np.zeros(1, np.int64), empty, empty, empty, empty)
     kind = tl.kind[main]
     anchor = kinds_among(kind, ANCHOR_KINDS)
     cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
     anchor[cat_rows[np.isin(tl.id[main[cat_rows]], FULL_ONLY_CATEGORIES)]] = False
     anchor[0] = True
-    piece = np.cumsum(anchor)
-    piece -= 1
-    first = main[anchor]
-    last = main[np.r_[np.flatnonzero(anchor)[1:] - 1, len(main) - 1]]
+    bounds = np.append(np.flatnonzero(anchor), len(main))
+    first, last = main[bounds[:-1]], main[bounds[1:] - 1]
     names = np.append(tl.inst_name, -1)
     owner = names[tl.op[first]]
     sig = _signature(tl, first)
     after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
     _, klass = factorize_rows(np.stack([owner, sig, after]))
-    return Pieces(n, main, piece, owner, klass, raw.ts[first], raw.seg_end[last])
+    return Pieces(n, main, bounds, owner, klass, raw.ts[first], raw.seg_end[last])

@@ -429,8 +429,7 @@ def piece_estimates(
     npc = len(pc.owner)
     # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
     # main thread's rows in a PPO run): each piece's sums are over its own rows, in their order
-    asked = np.flatnonzero(np.isin(pc.owner, keys)[pc.piece])
-    main, pr = main[asked], pc.piece[asked]
+    main, pr = pc.rows_of(np.flatnonzero(np.isin(pc.owner, keys)))
     ptime = np.bincount(pr, weights=dur[main], minlength=npc)
     full_main = full_row[main]
     pfull_time = np.bincount(pr, weights=np.where(full_main, dur[main], 0.0), minlength=npc)
