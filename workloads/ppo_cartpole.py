@@ -40,7 +40,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -428,28 +428,37 @@ def ppo_loss(
     }
 
 
+class Batch(NamedTuple):
+    """An iteration's rollout flattened, on the policy's device: what each minibatch indexes."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor  # int64
+    logprobs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    values: torch.Tensor
+    valid: torch.Tensor | None  # on-device simulators (collect_rollout_on_device); None: all count
+
+
 def minibatch_loss(
     agent: Agent,
-    obs: torch.Tensor,
-    actions: torch.Tensor,
-    old_logprob: torch.Tensor,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
-    old_values: torch.Tensor,
+    batch: Batch,
+    mb_inds: torch.Tensor,
     clip_coef: float,
     ent_coef: float,
     vf_coef: float,
     norm_adv: bool = True,
     clip_vloss: bool = True,
-    valid: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """A minibatch's forward and PPO loss, and its statistics (``old_approx_kl``, ``approx_kl``,
-    ``clipfrac``, tensors): the part of the update ``--compile`` compiles. The statistics stay tensors
-    so that the update waits for the GPU once an iteration, not once a minibatch."""
-    _, newlogprob, entropy, newvalue = agent.get_action_and_value(obs, actions)
+    """A minibatch (``mb_inds``, indices into ``batch`` on its device) gathered, its forward and PPO
+    loss, and its statistics (``old_approx_kl``, ``approx_kl``, ``clipfrac``, tensors): the part of
+    the update ``--compile`` compiles, the gathering in it. The statistics stay tensors so that the
+    update waits for the GPU once an iteration, not once a minibatch."""
+    mb = Batch(*(None if t is None else t[mb_inds] for t in batch))
+    _, newlogprob, entropy, newvalue = agent.get_action_and_value(mb.obs, mb.actions)
     out = ppo_loss(
-        newlogprob, entropy, newvalue, old_logprob, advantages, returns, old_values, clip_coef, ent_coef,
-        vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss, valid=valid,
+        newlogprob, entropy, newvalue, mb.logprobs, mb.advantages, mb.returns, mb.values, clip_coef, ent_coef,
+        vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss, valid=mb.valid,
     )  # fmt: skip
     with torch.no_grad():
         # http://joschu.net/blog/kl-approx.html
@@ -573,29 +582,25 @@ def train(
                 t_update = time.perf_counter()
 
                 # Flatten the batch.
-                b_obs = buf.obs.reshape((-1, obs_dim))
-                b_logprobs = buf.logprobs.reshape(-1)
-                b_actions = buf.actions.reshape(-1)
-                b_advantages = advantages.reshape(-1)
-                b_returns = returns.reshape(-1)
-                b_values = buf.values.reshape(-1)
-                b_valid = valid.reshape(-1) if on_device else None
+                batch = Batch(
+                    buf.obs.reshape((-1, obs_dim)), buf.actions.reshape(-1).long(), buf.logprobs.reshape(-1),
+                    advantages.reshape(-1), returns.reshape(-1), buf.values.reshape(-1),
+                    valid.reshape(-1) if on_device else None,
+                )  # fmt: skip
 
                 # Optimize the policy and value network.
                 b_inds = np.arange(batch_size)
                 clipfracs = []
                 for _epoch in range(update_epochs):
                     rng.shuffle(b_inds)
+                    order = torch.as_tensor(b_inds, device=dev)  # one copy an epoch, not one a minibatch
                     for start_i in range(0, batch_size, minibatch_size):
-                        mb_inds = b_inds[start_i : start_i + minibatch_size]
                         with scope("backprop"):
                             if compile_mode is not None:  # a new step: the last one's graph outputs are free
                                 torch.compiler.cudagraph_mark_step_begin()
                             out = loss_fn(
-                                agent, b_obs[mb_inds], b_actions.long()[mb_inds], b_logprobs[mb_inds],
-                                b_advantages[mb_inds], b_returns[mb_inds], b_values[mb_inds], clip_coef,
-                                ent_coef, vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss,
-                                valid=None if b_valid is None else b_valid[mb_inds],
+                                agent, batch, order[start_i : start_i + minibatch_size], clip_coef, ent_coef,
+                                vf_coef, norm_adv=norm_adv, clip_vloss=clip_vloss,
                             )  # fmt: skip
                             loss = out["loss"]
                             pg_loss, v_loss, entropy_loss = out["pg_loss"], out["v_loss"], out["entropy_loss"]
@@ -615,7 +620,7 @@ def train(
                 )
 
                 if log_fn is not None:
-                    y_pred, y_true = b_values.cpu().numpy(), b_returns.cpu().numpy()
+                    y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
                     var_y = np.var(y_true)
                     explained_var = float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)
                     recent = episode_returns[-RUNNING_WINDOW:]
