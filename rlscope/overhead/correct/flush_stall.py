@@ -65,7 +65,10 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     n_inst = len(tl.inst_name)
     seg_op = tl.op[seg]
     excl = np.bincount(seg_op, weights=(tl.seg_end[seg] - tl.ts[seg]).astype(np.float64), minlength=n_inst)
-    over = np.bincount(seg_op, weights=bound[seg], minlength=n_inst)
+    # the flushes' share by instance: over the rows that met one (the others add exact zeros)
+    hit = np.flatnonzero(bound)
+    hit = hit[(tl.op[hit] >= 0) & main[hit]]
+    over = np.bincount(tl.op[hit], weights=bound[hit], minlength=n_inst)
     begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & main)
     inst = tl.id[begins]
     name = tl.inst_name[inst]

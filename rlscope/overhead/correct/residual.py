@@ -413,9 +413,13 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     cpu = S.unpack_cost(tl.cost[ends])[0] if tl.cost is not None else np.zeros(len(ends), np.int64)
     order = np.argsort(start)
     start, end, cpu = start[order], end[order], cpu[order]
-    # each flush converts every row recorded before it started that an earlier flush did not
-    recorded = np.sort(tl.ts[kinds_among(tl.kind, S.WRITTEN_KINDS)])
-    upto = np.searchsorted(recorded, start, side="left")
+    # each flush converts every row recorded before it started that an earlier flush did not: the
+    # recorded rows before each start, counted per thread (whose rows are in time order), no sort
+    recorded = kinds_among(tl.kind, S.WRITTEN_KINDS)
+    upto = np.zeros(len(start), np.int64)
+    bounds = tl.thread_starts()
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        upto += np.searchsorted(tl.ts[a:b][recorded[a:b]], start, side="left")
     converted = np.diff(np.concatenate([[0], upto]))
     return start, end, converted, cpu
 
