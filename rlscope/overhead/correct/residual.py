@@ -513,14 +513,15 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
         rel0, rel_end = moved[:-1], moved[-1:]
     # each row's start: its thread's first start plus the corrected time before it on the thread (a
     # block of rows at a time: rlscope.blocks)
-    base, before = cum[first], cum[:-1]
     ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
-    for rows in blocks(len(ts)):
-        t_idx = tl.thread_idx[rows]
-        ts_rel = before[rows] - base[t_idx]
-        ts_rel += rel0[t_idx]
-        ts[rows] = np.rint(ts_rel)
-        seg_end[rows] = np.rint(ts_rel + new_dur[rows])
+    for k, (a, b) in enumerate(zip(first.tolist(), np.append(first[1:], len(ts)).tolist(), strict=True)):
+        base, start = cum[a], rel0[k]  # the thread's own: its rows are consecutive
+        for block in blocks(b - a):
+            rows = slice(a + block.start, a + block.stop)
+            ts_rel = cum[rows] - base
+            ts_rel += start
+            ts[rows] = np.rint(ts_rel)
+            seg_end[rows] = np.rint(ts_rel + new_dur[rows])
     ts += tl.start_ns
     seg_end += tl.start_ns
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
