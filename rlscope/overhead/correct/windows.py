@@ -113,8 +113,20 @@ def row_window(tl: Timeline) -> np.ndarray:
     window it starts in, plus one. Looked up once per timeline: the correction asks it four times."""
     got = tl.memo.get("row_window")
     if got is None:
-        # int32 (windows are few): held for the rest of the process's analysis, a row each
-        got = np.searchsorted(window_rows(tl)[0], tl.ts, side="right").astype(np.int32)
+        # int32 (windows are few): held for the rest of the process's analysis, a row each. A thread's
+        # rows are in time order, so each window's rows are a run: the switches are searched among
+        # the rows (hundreds of searches), not every row among the switches (millions)
+        win_ts = window_rows(tl)[0]
+        got = np.empty(len(tl.ts), np.int32)
+        steps = np.arange(len(win_ts) + 1, dtype=np.int32)
+        bounds = tl.thread_starts()
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            ts = tl.ts[a:b]
+            if (ts[1:] >= ts[:-1]).all():
+                at = np.searchsorted(ts, win_ts, side="left")  # each switch's first row at or after it
+                got[a:b] = np.repeat(steps, np.diff(at, prepend=0, append=b - a))
+            else:
+                got[a:b] = np.searchsorted(win_ts, ts, side="right")
         tl.memo["row_window"] = got
     return got
 
