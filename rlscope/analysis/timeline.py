@@ -126,47 +126,95 @@ def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[
     (disjoint per thread), every row sorted by (thread, time).
 
     ``added``: (begin kind, end kind, thread, start, end, name or None) per source. The state after
-    a begin row is its ``id`` (1: inside), after an end row its ``parent`` (0: outside). Each
-    source's rows are laid out begin, end, begin, end... in time order per thread after the events,
-    so the stable sort keeps, at equal times, an event before an added row, an end before the next
+    a begin row is its ``id`` (1: inside), after an end row its ``parent`` (0: outside). The order is
+    a stable sort of the events then each source's rows laid out begin, end, begin, end... in time
+    order per thread: at equal times an event comes before an added row, an end before the next
     interval's begin and an empty interval's begin before its end.
 
-    Only the columns an added row sets row by row (time, thread, kind, name) are laid out whole and
-    sorted; the others hold one value on every added row, so they are filled with it and take the
-    events' values where the events' rows land (at millions of torch ops, every full-length column
-    written and gathered is tens of MB of fresh pages).
+    Each part (the events, each source) is put in (thread, time) order on its own, and the parts
+    are merged: per thread, a row's place is its rank in its part plus the rows of the other parts
+    before it (searched), but for the largest part's rows, which fill the places left in their order
+    (a sort and a gather of every column over millions of torch-op rows were most of the timeline's
+    time). The columns an added row holds one value in (id, parent, flags, cost) are filled with it
+    and take the events' values where the events' rows land.
     """
-    n_ev = len(col["ts_ns"])
-    n_rows = n_ev + 2 * sum(len(a[2]) for a in added)
-    laid = {k: np.empty(n_rows, col[k].dtype) for k in ("ts_ns", "thread", "kind", "name")}
-    for k, v in laid.items():
-        v[:n_ev] = col[k]
-    at = n_ev
+    ev = np.lexsort((col["ts_ns"], col["thread"]))  # the events in (thread, time) order
+    # per part: its rows' times, kinds and names in order, and its threads' bounds as (values, starts)
+    parts = [(col["ts_ns"][ev], col["kind"][ev], col["name"][ev], *_runs(col["thread"][ev], 1))]
     for begin_kind, end_kind, thread, start, end, name in added:
-        n = len(thread)
         if not _sorted_by_thread(thread, start):
             order = np.lexsort((start, thread))
             thread, start, end = thread[order], start[order], end[order]
             name = None if name is None else name[order]
-        b, e = slice(at, at + 2 * n, 2), slice(at + 1, at + 2 * n, 2)  # b0, e0, b1, e1, ...
-        laid["ts_ns"][b], laid["ts_ns"][e] = start, end
-        laid["thread"][b], laid["thread"][e] = thread, thread
-        laid["kind"][b], laid["kind"][e] = begin_kind, end_kind
-        if name is None:
-            laid["name"][at : at + 2 * n] = -1
-        else:
-            laid["name"][b], laid["name"][e] = name, name
-        at += 2 * n
-    order = np.lexsort((laid["ts_ns"], laid["thread"]))
-    out = {k: v[order] for k, v in laid.items()}
-    del laid
-    events_at = np.flatnonzero(order < n_ev)  # where the events' rows land
-    from_events = order[events_at]
+        n = len(thread)
+        ts = np.empty(2 * n, col["ts_ns"].dtype)
+        ts[0::2], ts[1::2] = start, end
+        kind = np.empty(2 * n, col["kind"].dtype)
+        kind[0::2], kind[1::2] = begin_kind, end_kind
+        names = np.full(2 * n, -1, col["name"].dtype)
+        if name is not None:
+            names[0::2], names[1::2] = name, name
+        values, at = _runs(thread, 2)
+        for a, b in zip(at[:-1].tolist(), at[1:].tolist(), strict=True):
+            if not (ts[a + 1 : b] >= ts[a : b - 1]).all():  # overlapping intervals: their rows sorted
+                order = np.argsort(ts[a:b], kind="stable") + a
+                ts[a:b], kind[a:b], names[a:b] = ts[order], kind[order], names[order]
+        parts.append((ts, kind, names, values, at))
+    threads = np.unique(np.concatenate([p[3] for p in parts])).astype(col["thread"].dtype)
+    # each part's rows of each thread: [lo, hi)
+    spans = []
+    for _, _, _, values, at in parts:
+        i = np.minimum(np.searchsorted(values, threads), max(len(values) - 1, 0))
+        present = values[i] == threads if len(values) else np.zeros(len(threads), bool)
+        spans.append((np.where(present, at[i], 0), np.where(present, at[i + 1], 0)))
+    # the largest part (the torch ops) is placed last, into the rows the others leave, in its order
+    fill = max(range(len(parts)), key=lambda p: len(parts[p][0]))
+    placed = [p for p in range(len(parts)) if p != fill]
+    pos = {p: np.zeros(len(parts[p][0]), np.int64) for p in placed}
+    per_thread = np.zeros(len(threads), np.int64)
+    offset = 0
+    for t in range(len(threads)):
+        rows = [slice(int(lo[t]), int(hi[t])) for lo, hi in spans]
+        for i in placed:
+            if rows[i].stop == rows[i].start:
+                continue
+            mine = parts[i][0][rows[i]]
+            # the rows of every other part before each of these: at equal times the earlier part's
+            # row goes first (a row counts the later parts' rows strictly before it, the earlier's at
+            # or before it)
+            for j in range(len(parts)):
+                if j != i and rows[j].stop > rows[j].start:
+                    side = "left" if i < j else "right"
+                    pos[i][rows[i]] += np.searchsorted(parts[j][0][rows[j]], mine, side=side)
+            pos[i][rows[i]] += np.arange(offset, offset + (rows[i].stop - rows[i].start))
+        per_thread[t] = sum(r.stop - r.start for r in rows)
+        offset += int(per_thread[t])
+    n_rows = offset
+    free = np.ones(n_rows, bool)  # the rows left to the largest part
+    for p in placed:
+        free[pos[p]] = False
+    out = {}
+    for c, k in enumerate(("ts_ns", "kind", "name")):
+        out[k] = np.empty(n_rows, col[k].dtype)
+        for p in placed:
+            out[k][pos[p]] = parts[p][c]
+        out[k][free] = parts[fill][c]
+    out["thread"] = np.repeat(threads, per_thread)
+    events_at = pos[0] if fill else np.flatnonzero(free)  # where the events' rows land
     for k, on_added in (("id", 1), ("parent", 0), ("flags", 0), ("cost", 0)):
         if k in col:
             out[k] = np.full(n_rows, on_added, col[k].dtype)
-            out[k][events_at] = col[k][from_events]
+            out[k][events_at] = col[k][ev]
     return {k: out[k] for k in col}
+
+
+def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(each thread, where its rows begin, then the row count) of entries sorted by thread, each
+    ``width`` rows."""
+    new = np.ones(len(thread), bool)
+    np.not_equal(thread[1:], thread[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    return thread[first], np.append(first, len(thread)) * width
 
 
 def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
