@@ -166,7 +166,11 @@ class TorchCompileRecorder:
         stage = _TRIGGER_STAGE.get(getattr(args.callback_trigger, "name", ""), S.COMPILE_TORCH_FRAME)
         thread = threading.get_native_id()
         module = compiled_module() if stage == S.COMPILE_TORCH_FRAME else None
-        self._open[thread] = _Pending(str(args.compile_id), stage, thread, self.session.clock(), module)
+        start = self.session.clock()
+        self._open[thread] = _Pending(str(args.compile_id), stage, thread, start, module)
+        aggregator = self._aggregator()
+        if aggregator is not None:  # the aggregates count its time as compile (trace/aggregate.py)
+            aggregator.compile_began(thread, start)
         if self._pending:
             self.drain()
 
@@ -179,8 +183,15 @@ class TorchCompileRecorder:
                 return
             del self._open[got.thread]
         got.end = end
+        aggregator = self._aggregator()
+        if aggregator is not None:
+            aggregator.compile_ended(got.thread, end)
         with self._lock:
             self._pending.append(got)
+
+    def _aggregator(self) -> Any:
+        """The writer's fold of the events into aggregates (None when the session has none)."""
+        return getattr(getattr(self.session, "writer", None), "aggregator", None)
 
     def _new_metrics(self) -> list[Any]:
         """The CompilationMetrics torch recorded since the last call (it keeps its latest 64)."""

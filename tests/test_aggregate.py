@@ -90,10 +90,19 @@ def _stream(seed: int, n_iter: int = 60) -> list[tuple[int, ...]]:
 
 
 def _reference(
-    rows: list[tuple[int, ...]], agg: Aggregator, stamps: list[int] | None = None
+    rows: list[tuple[int, ...]],
+    agg: Aggregator,
+    stamps: list[int] | None = None,
+    compiles: list[tuple[int, int, int]] | None = None,
 ) -> tuple[dict, dict]:
     """Exclusive time and calls per key, one event at a time (the fold's definitions). ``stamps``:
-    the folds' times, where each fold's aggregates end and a segment's mode is taken again."""
+    the folds' times, where each fold's aggregates end and a segment's mode is taken again;
+    ``compiles``: (thread, start, end) of compilations, whose python and simulator time is compile."""
+    compiles = compiles or []
+
+    def compiling(th: int, t: int) -> bool:
+        return any(c_th == th and s <= t < e for c_th, s, e in compiles)
+
     window = []  # (ts, mode) of window rows
     for r in rows:
         if r[2] == S.WINDOW:
@@ -136,24 +145,45 @@ def _reference(
                 phases.append((a[3], a[5]))
             elif kind == S.PHASE_END:
                 phases.pop()
-            splits = sorted(set(cuts) | set(stamps or []))
+            bounds = [x for c_th, s, e in compiles if c_th == th for x in (s, e)]
+            splits = sorted(set(cuts) | set(stamps or []) | set(bounds))
             points = [a[0]] + [c for c in splits if a[0] < c < b[0]] + [b[0]]
             for lo, hi in itertools.pairwise(points):
-                key = (th, mode_at(lo), phases[-1][1] if phases else -1, ops[-1][1] if ops else -1, cats[-1])
+                cat = cats[-1]
+                if cat in (categories.PYTHON, categories.SIMULATOR) and compiling(th, lo):
+                    cat = categories.COMPILE
+                key = (th, mode_at(lo), phases[-1][1] if phases else -1, ops[-1][1] if ops else -1, cat)
                 time[key] += hi - lo
     # off the main thread, only operations' time (and the writer's own) is kept
     kept = {k: v for k, v in time.items() if v and (k[0] == MAIN or k[3] >= 0 or k[4] == categories.PROFILER)}
     return kept, {k: tuple(v) for k, v in calls.items()}
 
 
-def _fold_all(rows: list[tuple[int, ...]], agg: Aggregator, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _fold_all(
+    rows: list[tuple[int, ...]],
+    agg: Aggregator,
+    seed: int,
+    compiles: list[tuple[int, int, int]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` folded in random flush-sized pieces; each of ``compiles`` (thread, start, end) told
+    to the aggregator as its collector does, by the fold whose time reaches its start, its end."""
     rng = random.Random(seed)
     arr = np.array(rows, np.int64)
     events, aggs = [], []
+    began: set[int] = set()
+    ended: set[int] = set()
     i = 0
     while i < len(arr):
         j = min(len(arr), i + rng.randint(1, 40))
-        out = agg.fold(arr[i:j], int(arr[j - 1, 0]))
+        now = int(arr[j - 1, 0])
+        for k, (th, start, end) in enumerate(compiles or []):
+            if start <= now and k not in began:
+                began.add(k)
+                agg.compile_began(th, start)
+            if end <= now and k not in ended:
+                ended.add(k)
+                agg.compile_ended(th, end)
+        out = agg.fold(arr[i:j], now)
         events.append(out.events)
         aggs.append(out.aggregates)
         i = j
@@ -190,6 +220,32 @@ def test_fold_matches_the_reference(seed: int, spec: str) -> None:
     _assert_nested(events)
     if spec == "all":
         assert len(events) == len(rows)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("spec", ["all", "0.00002s,0.00005s,0.00002s"])
+def test_compilations_are_compile_time_in_the_aggregates(seed: int, spec: str) -> None:
+    """Compilations on the main thread (one across many folds, short ones inside a fold) and on the
+    other: their python and simulator time is compile, exactly as the per-event reference says,
+    and the main thread's time still adds up to the session's."""
+    rows = _stream(seed)
+    t0, t1 = rows[0][0], rows[-1][0]
+    span = t1 - t0
+    rng = random.Random(seed)
+    compiles = [
+        (MAIN, t0 + span // 10, t0 + span // 3),  # across many folds
+        (MAIN, t0 + span // 2, t0 + span // 2 + rng.randint(50, 400)),
+        (OTHER, t0 + span // 4, t0 + 3 * span // 5),
+    ]
+    agg = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
+    _, aggs = _fold_all(rows, agg, seed, compiles)
+    ref = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
+    want_time, want_calls = _reference(rows, ref, compiles=compiles)
+    got_time, got_calls = _sums(aggs)
+    assert got_time == want_time
+    assert got_calls == want_calls
+    assert sum(v for k, v in got_time.items() if k[4] == categories.COMPILE) > span // 5
+    assert sum(v for k, v in got_time.items() if k[0] == MAIN) == t1 - t0
 
 
 def _assert_nested(events: np.ndarray) -> None:

@@ -219,3 +219,39 @@ def test_automatic_operations_in_compiled_code_and_no_graph_break_of_rlscopes(tm
     assert (
         ops["backprop"]["categories"].get("compile", 0) > 0
     )  # the backward graph compiled at its first call
+
+
+def test_a_compilation_between_the_detail_stretches_is_compile_time(tmp_path):
+    """A function compiled after the first detail stretch has ended: the aggregates, which stand for
+    the run between the stretches, count its compilation as compile time, not as the operation's
+    Python, to the nanosecond of torch's compile callbacks; the operations around it keep none."""
+
+    def scaled(x):
+        return torch.tanh(x * 3.0).sum()
+
+    def slow_backend(gm, example_inputs):
+        end = time.perf_counter() + BACKEND_S
+        while time.perf_counter() < end:
+            pass
+        return gm.forward
+
+    def spin(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    compiled = torch.compile(scaled, backend=slow_backend, dynamic=False)
+    trace = tmp_path / "t"
+    with rlscope.profile(trace, backend=False, gpu=False, detail="0.05s,60s,0.05s", flush_interval=0.02):
+        with rlscope.scope("warm"):
+            spin(0.15)  # past the first stretch
+        with rlscope.scope("first"):
+            compiled(torch.ones(4))
+        with rlscope.scope("after"):
+            spin(0.05)
+    summary = analyze(trace, correct=False).summary
+    assert summary["detail"]["summarized_s"] > BACKEND_S
+    ops = summary["operations"]
+    assert ops["first"]["categories"]["compile"] == pytest.approx(summary["compile"]["seconds"], abs=1e-6)
+    assert ops["first"]["categories"]["compile"] >= BACKEND_S
+    assert "compile" not in ops["warm"]["categories"] and "compile" not in ops["after"]["categories"]

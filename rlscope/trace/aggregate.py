@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 
 import numpy as np
 
@@ -193,6 +194,33 @@ class Aggregator:
         self._paused_cats: dict[int, int] = {}
         self.folded_rows = 0
         self.kept_rows = 0
+        # compilations (compile_began/compile_ended): per thread the one in progress, and those ended
+        # since the last fold; their time is the compile category in the aggregates (_compile_split)
+        self._compiling: dict[int, int] = {}
+        self._compiled: list[tuple[int, int, int]] = []
+        self._compile_lock = threading.Lock()
+
+    # -- compilations, from the compile collectors ---------------------------------------------
+    def compile_began(self, thread: int, start: int) -> None:
+        """A compilation began on ``thread`` at ``start`` (events' clock): a compile collector's call
+        (collectors/torch_compile.py), on the compiling thread or any other."""
+        with self._compile_lock:
+            self._compiling[thread] = start
+
+    def compile_ended(self, thread: int, end: int) -> None:
+        """The compilation in progress on ``thread`` ended at ``end``."""
+        with self._compile_lock:
+            start = self._compiling.pop(thread, None)
+            if start is not None and end > start:
+                self._compiled.append((thread, start, end))
+
+    def _compilations(self, until: int) -> list[tuple[int, int, int]]:
+        """The compilations to fold up to ``until``: those ended since the last fold and those in
+        progress (to ``until``); the ended ones are then done."""
+        with self._compile_lock:
+            out = self._compiled + [(t, s, until) for t, s in self._compiling.items() if s < until]
+            self._compiled = []
+        return out
 
     # -- the schedule on the events' clock --------------------------------------------------
     def _position(self, ts: np.ndarray) -> np.ndarray:
@@ -395,7 +423,10 @@ class Aggregator:
         seg_cost[give - 1] += pre[give]  # distinct rows: each boundary gives to the one before it
         keys = np.stack([thread, mode, phase_name, op_name, cat])
         values = np.stack([dur, np.zeros(m, np.int64), bound.astype(np.int64), seg_cost])
-        keys, values = self._split_at_cuts(keys, values, ts, window_mode)
+        keys, values, seg_ts, seg_window = _compile_split(
+            keys, values, ts, window_mode, self._compilations(stamp)
+        )
+        keys, values = self._split_at_cuts(keys, values, seg_ts, seg_window)
         # off the main thread only operations are work (the analysis's rule), and the writer's own
         # flushes (their stall is corrected): an idle thread's time is not kept, flush after flush
         counted = (keys[0] == self.main_thread) | (keys[3] >= 0) | (keys[4] == categories.PROFILER)
@@ -593,6 +624,57 @@ class Aggregator:
         row = np.zeros((1, self.width), np.int64)
         row[0, :7] = (ts, thread, kind, ident, parent, name, flags)
         return row
+
+
+_COMPILED_CATEGORIES = (categories.PYTHON, categories.SIMULATOR)  # what a compilation's time had been
+
+
+def _compile_split(
+    keys: np.ndarray,
+    values: np.ndarray,
+    ts: np.ndarray,
+    window_mode: np.ndarray,
+    compilations: list[tuple[int, int, int]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Segments (``keys`` by column: thread, mode, phase, operation, category; ``values``: duration
+    first) with the time a compilation ran in as the compile category: a segment of python or
+    simulator time on the compiling thread is split at the compilation's start and end, its part
+    inside it ``compile``. The events do not say it (a compilation sets no category boundary: it is
+    an interval of compile.arrows); without it, the aggregates, which stand for the run between the
+    detail stretches and feed the live view, would count a compilation as its operation's Python.
+
+    Returns keys, values and each segment's start and window mode, the pieces appended."""
+    if not compilations or not len(ts):
+        return keys, values, ts, window_mode
+    extra: list[tuple[int, int, int, int]] = []  # (segment, start, end, category)
+    for thread, start, end in compilations:
+        dur = values[0]
+        hit = np.flatnonzero(
+            (keys[0] == thread) & np.isin(keys[4], _COMPILED_CATEGORIES) & (ts < end) & (ts + dur > start)
+        )
+        for i in hit.tolist():
+            a, b = int(ts[i]), int(ts[i] + values[0, i])
+            lo, hi = max(a, start), min(b, end)
+            was = int(keys[4, i])
+            pieces = [(a, lo, was), (lo, hi, categories.COMPILE), (hi, b, was)]
+            pieces = [p for p in pieces if p[1] > p[0]]
+            # the segment keeps its first piece (and its boundaries' count and cost)
+            values[0, i] = pieces[0][1] - pieces[0][0]
+            keys[4, i] = pieces[0][2]
+            extra += [(i, x, y, c) for x, y, c in pieces[1:]]
+    if not extra:
+        return keys, values, ts, window_mode
+    idx = np.array([e[0] for e in extra], np.int64)
+    k = keys[:, idx].copy()
+    k[4] = [e[3] for e in extra]
+    v = np.zeros((values.shape[0], len(extra)), np.int64)
+    v[0] = [e[2] - e[1] for e in extra]
+    return (
+        np.concatenate([keys, k], axis=1),
+        np.concatenate([values, v], axis=1),
+        np.concatenate([ts, np.array([e[1] for e in extra], np.int64)]),
+        np.concatenate([window_mode, window_mode[idx]]),
+    )
 
 
 def _threads(column: np.ndarray) -> np.ndarray:
