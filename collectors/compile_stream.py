@@ -30,3 +30,9 @@ def rows(session: Any, collector: str) -> collections.deque[tuple]:
             schema = S.columns_schema(S.COMPILE_COLUMNS_DOC, collector=collector)
             got = _streams[writer] = writer.add_stream(S.COMPILE_FILE, schema)
         return got
+
+
+def aggregator(session: Any) -> Any:
+    """The session's writer's fold of the events into aggregates (rlscope/trace/aggregate.py), which
+    a compile collector tells its compilations (None when the session has none)."""
+    return getattr(getattr(session, "writer", None), "aggregator", None)

@@ -168,7 +168,7 @@ class TorchCompileRecorder:
         module = compiled_module() if stage == S.COMPILE_TORCH_FRAME else None
         start = self.session.clock()
         self._open[thread] = _Pending(str(args.compile_id), stage, thread, start, module)
-        aggregator = self._aggregator()
+        aggregator = compile_stream.aggregator(self.session)
         if aggregator is not None:  # the aggregates count its time as compile (trace/aggregate.py)
             aggregator.compile_began(thread, start)
         if self._pending:
@@ -183,15 +183,11 @@ class TorchCompileRecorder:
                 return
             del self._open[got.thread]
         got.end = end
-        aggregator = self._aggregator()
+        aggregator = compile_stream.aggregator(self.session)
         if aggregator is not None:
             aggregator.compile_ended(got.thread, end)
         with self._lock:
             self._pending.append(got)
-
-    def _aggregator(self) -> Any:
-        """The writer's fold of the events into aggregates (None when the session has none)."""
-        return getattr(getattr(self.session, "writer", None), "aggregator", None)
 
     def _new_metrics(self) -> list[Any]:
         """The CompilationMetrics torch recorded since the last call (it keeps its latest 64)."""

@@ -76,7 +76,11 @@ class TritonCompileRecorder:
         start = end - max(0, round(float(total_us) * 1e3))
         name = _kernel_name(src)
         nid = annotate.intern(name) if name else -1
-        self.rows.append((start, end, threading.get_native_id(), S.COMPILE_TRITON, nid))
+        thread = threading.get_native_id()
+        self.rows.append((start, end, thread, S.COMPILE_TRITON, nid))
+        aggregator = compile_stream.aggregator(self.session)
+        if aggregator is not None:  # the aggregates count what they have not folded yet as compile
+            aggregator.compiled(thread, start, end)
 
     def stop(self) -> None:
         _imports.cancel("triton", self._begin)

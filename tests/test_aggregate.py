@@ -164,14 +164,19 @@ def _fold_all(
     agg: Aggregator,
     seed: int,
     compiles: list[tuple[int, int, int]] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    after: list[tuple[int, int, int]] | None = None,
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]:
     """``rows`` folded in random flush-sized pieces; each of ``compiles`` (thread, start, end) told
-    to the aggregator as its collector does, by the fold whose time reaches its start, its end."""
+    to the aggregator as its collector does, by the fold whose time reaches its start, its end; each
+    of ``after`` told once it ended (Triton's listener), and returned when it lay within one fold
+    (what a fold took before it was told stays as counted)."""
     rng = random.Random(seed)
     arr = np.array(rows, np.int64)
     events, aggs = [], []
     began: set[int] = set()
     ended: set[int] = set()
+    told: list[tuple[int, int, int]] = []
+    last = -(2**62)
     i = 0
     while i < len(arr):
         j = min(len(arr), i + rng.randint(1, 40))
@@ -183,11 +188,16 @@ def _fold_all(
             if end <= now and k not in ended:
                 ended.add(k)
                 agg.compile_ended(th, end)
+        for th, start, end in after or []:
+            if last < start and end <= now:
+                agg.compiled(th, start, end)
+                told.append((th, start, end))
         out = agg.fold(arr[i:j], now)
+        last = now
         events.append(out.events)
         aggs.append(out.aggregates)
         i = j
-    return np.concatenate(events), np.concatenate(aggs)
+    return np.concatenate(events), np.concatenate(aggs), told
 
 
 def _sums(aggs: np.ndarray) -> tuple[dict, dict]:
@@ -208,7 +218,7 @@ def test_fold_matches_the_reference(seed: int, spec: str) -> None:
     rows = _stream(seed)
     # schedule units are seconds on the events' clock; these streams span ~0.1 ms of fake time
     agg = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
-    events, aggs = _fold_all(rows, agg, seed)
+    events, aggs, _ = _fold_all(rows, agg, seed)
     ref = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
     want_time, want_calls = _reference(rows, ref)
     got_time, got_calls = _sums(aggs)
@@ -237,10 +247,15 @@ def test_compilations_are_compile_time_in_the_aggregates(seed: int, spec: str) -
         (MAIN, t0 + span // 2, t0 + span // 2 + rng.randint(50, 400)),
         (OTHER, t0 + span // 4, t0 + 3 * span // 5),
     ]
+    # told once ended: nested in a compilation, and short ones a few ns apart (within one segment)
+    x = t0 + 2 * span // 3
+    after = [(MAIN, t0 + span // 5, t0 + span // 5 + 40)]
+    after += [(MAIN, x + 9 * k, x + 9 * k + 5) for k in range(30)]
     agg = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
-    _, aggs = _fold_all(rows, agg, seed, compiles)
+    _, aggs, told = _fold_all(rows, agg, seed, compiles, after)
+    assert len(told) > 20
     ref = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8)
-    want_time, want_calls = _reference(rows, ref, compiles=compiles)
+    want_time, want_calls = _reference(rows, ref, compiles=compiles + told)
     got_time, got_calls = _sums(aggs)
     assert got_time == want_time
     assert got_calls == want_calls
@@ -264,7 +279,7 @@ def _assert_nested(events: np.ndarray) -> None:
 def test_detail_rows_are_bounded_by_the_schedule() -> None:
     rows = _stream(1, n_iter=400)
     agg = Aggregator(DetailSchedule.parse("0.00002s,0.0001s,0.00001s"), 1_000, MAIN, 8)
-    events, _ = _fold_all(rows, agg, 1)
+    events, _, _ = _fold_all(rows, agg, 1)
     assert len(events) < len(rows) / 3
     kinds = events[:, 2]
     pauses, resumes = (kinds == S.DETAIL) & (events[:, 3] == 0), (kinds == S.DETAIL) & (events[:, 3] == 1)
@@ -277,7 +292,7 @@ def test_detail_rows_are_bounded_by_the_schedule() -> None:
 def test_an_iteration_schedule_cuts_at_the_outermost_operation_s_ends(seed: int) -> None:
     rows = _stream(seed, n_iter=60)
     agg = Aggregator(DetailSchedule.parse("10it,25it,5it"), 0, MAIN, 8)
-    events, aggs = _fold_all(rows, agg, seed)
+    events, aggs, _ = _fold_all(rows, agg, seed)
     _assert_nested(events)
     ref = Aggregator(DetailSchedule.parse("10it,25it,5it"), 0, MAIN, 8)
     ref._ends = np.array([r[0] for r in rows if r[2] == S.OP_END and r[1] == MAIN and r[4] == -1])
@@ -298,7 +313,7 @@ def test_a_stretch_ends_at_the_flush_that_fills_it(seed: int, spec: str) -> None
     schedule; the aggregates still account for the whole session, and the detail kept nests."""
     rows = _stream(seed, n_iter=120)
     agg = Aggregator(DetailSchedule.parse(spec), origin_ns=1_000, main_thread=MAIN, width=8, stretch_rows=150)
-    events, aggs = _fold_all(rows, agg, seed)
+    events, aggs, _ = _fold_all(rows, agg, seed)
     _assert_nested(events)
     kinds = events[:, 2]
     pauses = events[(kinds == S.DETAIL) & (events[:, 3] == S.DETAIL_PAUSE), 0]
@@ -325,7 +340,7 @@ def test_a_stretch_ends_at_the_flush_that_fills_it(seed: int, spec: str) -> None
 def test_a_whole_run_schedule_has_no_limit() -> None:
     rows = _stream(0, n_iter=120)
     agg = Aggregator(DetailSchedule.parse("all"), origin_ns=1_000, main_thread=MAIN, width=8, stretch_rows=50)
-    events, _ = _fold_all(rows, agg, 0)
+    events, _, _ = _fold_all(rows, agg, 0)
     assert len(events) == len(rows)
 
 

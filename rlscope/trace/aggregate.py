@@ -214,6 +214,13 @@ class Aggregator:
             if start is not None and end > start:
                 self._compiled.append((thread, start, end))
 
+    def compiled(self, thread: int, start: int, end: int) -> None:
+        """A compilation known once it ended (Triton's listener): of its time, what a fold has not
+        taken yet is compile; what the last folds took before it was told stays as they counted it."""
+        if end > start:
+            with self._compile_lock:
+                self._compiled.append((thread, start, end))
+
     def _compilations(self, until: int) -> list[tuple[int, int, int]]:
         """The compilations to fold up to ``until``: those ended since the last fold and those in
         progress (to ``until``); the ended ones are then done."""
@@ -638,8 +645,8 @@ def _compile_split(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Segments (``keys`` by column: thread, mode, phase, operation, category; ``values``: duration
     first) with the time a compilation ran in as the compile category: a segment of python or
-    simulator time on the compiling thread is split at the compilation's start and end, its part
-    inside it ``compile``. The events do not say it (a compilation sets no category boundary: it is
+    simulator time on the compiling thread is split at the compilations' starts and ends, its parts
+    inside one ``compile``. The events do not say it (a compilation sets no category boundary: it is
     an interval of compile.arrows); without it, the aggregates, which stand for the run between the
     detail stretches and feed the live view, would count a compilation as its operation's Python.
 
@@ -647,17 +654,20 @@ def _compile_split(
     if not compilations or not len(ts):
         return keys, values, ts, window_mode
     extra: list[tuple[int, int, int, int]] = []  # (segment, start, end, category)
-    for thread, start, end in compilations:
+    for thread, spans in _disjoint(compilations).items():
         dur = values[0]
-        hit = np.flatnonzero(
-            (keys[0] == thread) & np.isin(keys[4], _COMPILED_CATEGORIES) & (ts < end) & (ts + dur > start)
-        )
-        for i in hit.tolist():
-            a, b = int(ts[i]), int(ts[i] + values[0, i])
-            lo, hi = max(a, start), min(b, end)
+        mine = np.flatnonzero((keys[0] == thread) & np.isin(keys[4], _COMPILED_CATEGORIES))
+        for i in mine.tolist():
+            a, b = int(ts[i]), int(ts[i] + dur[i])
+            inside = [(max(a, s), min(b, e)) for s, e in spans if s < b and e > a]
+            if not inside:
+                continue
             was = int(keys[4, i])
-            pieces = [(a, lo, was), (lo, hi, categories.COMPILE), (hi, b, was)]
-            pieces = [p for p in pieces if p[1] > p[0]]
+            pieces, at = [], a
+            for lo, hi in inside:
+                pieces += [(at, lo, was), (lo, hi, categories.COMPILE)]
+                at = hi
+            pieces = [p for p in [*pieces, (at, b, was)] if p[1] > p[0]]
             # the segment keeps its first piece (and its boundaries' count and cost)
             values[0, i] = pieces[0][1] - pieces[0][0]
             keys[4, i] = pieces[0][2]
@@ -675,6 +685,19 @@ def _compile_split(
         np.concatenate([ts, np.array([e[1] for e in extra], np.int64)]),
         np.concatenate([window_mode, window_mode[idx]]),
     )
+
+
+def _disjoint(compilations: list[tuple[int, int, int]]) -> dict[int, list[tuple[int, int]]]:
+    """Per thread, its compilations' time as sorted, disjoint spans (one nested in another, a Triton
+    kernel's inside a torch.compile frame, counts once)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for thread, start, end in sorted(compilations):
+        spans = out.setdefault(thread, [])
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        elif end > start:
+            spans.append((start, end))
+    return out
 
 
 def _threads(column: np.ndarray) -> np.ndarray:
