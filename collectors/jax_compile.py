@@ -99,7 +99,11 @@ class JaxCompileRecorder:
         end = self.session.clock()
         start = end - max(0, round(duration_secs * 1e9))
         name = annotate.intern(function) if isinstance(function, str) and function else -1
-        self.rows.append((start, end, threading.get_native_id(), stage, name))
+        thread = threading.get_native_id()
+        self.rows.append((start, end, thread, stage, name))
+        aggregator = compile_stream.aggregator(self.session)
+        if aggregator is not None and stage not in S.COMPILE_UNTIMED:  # as triton_compile.record
+            aggregator.compiled(thread, start, end)
 
     def stop(self) -> None:
         global _active
