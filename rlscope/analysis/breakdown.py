@@ -384,12 +384,11 @@ def breakdown_timeline(
 
     if groups is None or not groups.fits(tl, gpu_records):
         groups = row_groups(tl, gpu_records)
-    dur = tl.seg_end - tl.ts
-    idx = np.flatnonzero((dur > 0) & (groups.row_pair >= 0))  # time inside an operation or on the main thread
+    # time inside an operation or on the main thread (a row each: only the rows kept are copied)
+    idx = np.flatnonzero((tl.seg_end > tl.ts) & (groups.row_pair >= 0))
     seg_pair = groups.row_pair[idx].astype(np.int64)
-    op_k, m_k = groups.pair_op[seg_pair], tl.thread[idx] == tl.main_thread
-    cat_k, d_k = tl.cat[idx], dur[idx]
-    del dur  # a row each: dropped once used, as the other full-length arrays below
+    op_row, m_k = (groups.pair_op >= 0)[seg_pair], tl.thread[idx] == tl.main_thread
+    cat_k, d_k = tl.cat[idx], tl.seg_end[idx] - tl.ts[idx]
     begins, b_pair, g_op, g_pair = groups.begins, groups.b_pair, groups.g_op, groups.g_pair
     pair_ph, pair_op = groups.pair_ph, groups.pair_op
     # only the pairs that hold time, instances or GPU work here (as many as a grouping of these rows)
@@ -409,7 +408,10 @@ def breakdown_timeline(
     recs = gpu_records[0] if gpu_records is not None else None
 
     # exclusive time per (pair, category, main thread?)
-    key = (seg_pair * NCAT + cat_k) * 2 + m_k
+    key = seg_pair * NCAT  # (pair, category, main thread), built in place
+    key += cat_k
+    key *= 2
+    key += m_k
     sums = np.bincount(key, weights=d_k, minlength=n_pairs * NCAT * 2).reshape(n_pairs, NCAT, 2)
     del key
     nz_p, nz_c, nz_m = np.nonzero(sums)
@@ -432,9 +434,8 @@ def breakdown_timeline(
     gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
     if recs is not None:
         # GPU work present: the sweep for every operation, CPU segments vs the GPU work it launched
-        is_op_seg = op_k >= 0
-        rows = idx[is_op_seg]
-        g, st, en = _merge_adjacent(seg_pair[is_op_seg], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+        rows = idx[op_row]
+        g, st, en = _merge_adjacent(seg_pair[op_row], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
         launched = g_op >= 0
         cpu_only, gpu_only, both = overlap_by_group(
             g, st, en, g_pair[launched], recs.start[launched], recs.end[launched], n_pairs
@@ -490,7 +491,7 @@ def breakdown_timeline(
     gpu_info = gpu.nvml_comparison(nvml, busy_s, busy_e, tl.end_ns - tl.start_ns)
 
     noise_rows = _noise(
-        tl, idx, op_k, cat_k, d_k, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records)
+        tl, idx, op_row, cat_k, d_k, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records)
     )
     noise_rows = {
         "pid": np.full(len(noise_rows[0]), pid, np.int64),
@@ -531,7 +532,7 @@ def rec_op_inst(gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | Non
 def _noise(
     tl: Timeline,
     idx: np.ndarray,
-    op_k: np.ndarray,
+    op_row: np.ndarray,
     cat_k: np.ndarray,
     d_k: np.ndarray,
     begins: np.ndarray,
@@ -553,8 +554,8 @@ def _noise(
     inst_ts = np.zeros(n_inst, np.int64)
     inst_pair[tl.id[begins]] = b_pair
     inst_ts[tl.id[begins]] = tl.ts[begins]
-    in_op = np.flatnonzero(op_k >= 0)
-    seg_inst, seg_cat = tl.op[idx[in_op]], cat_k[in_op]  # cat_k, d_k: the rows ``idx``' categories, durations
+    in_op = np.flatnonzero(op_row)  # op_row, cat_k, d_k: per row of ``idx``, inside an operation, ...
+    seg_inst, seg_cat = tl.op[idx[in_op]], cat_k[in_op]  # ... its category and duration
     dur = d_k[in_op].astype(np.float64)
     del in_op
     # the categories present, sorted (a count per category: they are small codes, no sort of the rows)
