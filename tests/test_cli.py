@@ -198,3 +198,36 @@ def test_the_analysis_keeps_freed_memory_on_glibc():
 
     taken = keep_freed_memory()
     assert taken == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+
+
+WARM_CHECK = textwrap.dedent(
+    """
+    import contextlib, io, sys
+    from rlscope.cli import warm
+    warm.warm()
+    before = set(sys.modules)
+    from rlscope.analysis import analyze
+    from rlscope.cli.output import report
+    result = analyze(sys.argv[1], intervals=False)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        report(result, json_path=sys.argv[2], html_path=None, quiet=False, prog="rlscope", verbose=False)
+    ours = ("rlscope", "numpy", "pyarrow", "pandas")
+    print(sorted(m for m in set(sys.modules) - before if m.startswith(ours)))
+    """
+)
+
+
+def test_the_reports_imports_are_done_while_the_program_runs(tmp_path):
+    """`rlscope run` imports the analysis and the report in a thread while the program runs
+    (rlscope/cli/warm.py): after it, analyzing a trace and printing its report import nothing more
+    of rlscope's, numpy's, pyarrow's or pandas' (the list is complete)."""
+    script = tmp_path / "prog.py"
+    script.write_text("import rlscope\nwith rlscope.scope('step'):\n    sum(range(100000))\n")
+    trace = tmp_path / "trace"
+    run = ["rlscope.cli.main", "run", "--trace-dir", str(trace), "--no-analyze", "--"]
+    r = _cli(*run, sys.executable, str(script))
+    assert r.returncode == 0, r.stderr
+    cmd = [sys.executable, "-c", WARM_CHECK, str(trace), str(tmp_path / "s.json")]
+    check = subprocess.run(cmd, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.strip() == "[]", check.stdout

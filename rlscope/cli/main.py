@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlscope.cli import live, options
+from rlscope.cli import live, options, warm
 from rlscope.cli.analyze import SUBCOMMAND_HELP as ANALYZE_COMMANDS
 from rlscope.cli.parser import EXIT_BAD_INPUT, Parser, command_list
 from rlscope.cli.program import program_command
@@ -155,6 +155,8 @@ def run(argv: list[str]) -> int:
     env[RUN_OPTIONS_ENV] = json.dumps(run_options)
     # every process of the run lays its detail stretches from this one origin (rlscope/trace/detail.py)
     env[detail.ORIGIN_ENV] = str(time.perf_counter_ns())
+    if not args.no_analyze:  # the report's imports while the program runs (rlscope/cli/warm.py)
+        warm.start()
     try:  # in a process group of its own, which gets the signals rlscope gets (rlscope/cli/supervise.py)
         with live.during_run(trace_dir, args):
             code = run_program(command, env, grace_s=args.grace)
