@@ -33,7 +33,8 @@
    profiled run: the ``launch_bound`` findings' ``seconds_at_stake`` (rlscope/analysis/advice/
    launch.py) over its iterations, read from a leading finding's ``hides`` where one superseded them
    (the PPO's small MLP on the GPU: acting on the CPU wins more). Kept for the model: the eager run's
-   findings, its operations' categories and their CUDA API evidence (``gpu_calls``).
+   findings, its operations' categories and their CUDA API evidence (``gpu_calls``); and the
+   ``rlscope-analyze diff`` of the eager run against each compiled one (``diff``).
 
 With the defaults it takes about 5 minutes on an H200 (most of it compiling: the profiled compiled
 runs start cold; ``--reps 1`` saves a minute).
@@ -446,7 +447,37 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if "eager" in profiled:
         out["gain"] = _gains(profiled["eager"], steady, plain, iterations)
         out["per_operation"] = _per_operation(profiled)
+        out["diff"] = {m: _diff(work, m) for m in profiled if m != "eager"}
     return out
+
+
+def _diff(work: Path, mode: str) -> dict[str, Any]:
+    """``rlscope-analyze diff`` of the eager run against ``mode``'s (the before/after of compiling):
+    per operation its change, its uncertainty, whether beyond noise and each category's change."""
+    a, b, out = work / "ppo-eager", work / f"ppo-{mode}", work / f"diff-{mode}.json"
+    if not (a.is_dir() and b.is_dir()):
+        return {"error": "a profiled run left no trace"}
+    r = subprocess.run(
+        [sys.executable, "-m", "rlscope.cli.analyze", "diff", str(a), str(b), "--json", str(out), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0 or not out.exists():
+        return {"error": f"rc {r.returncode}: {(r.stderr or r.stdout)[-2000:]}"}
+    d = json.loads(out.read_text())
+    keep = ("delta_s", "uncertainty_s", "significant")
+    return {
+        "wall": {k: d["wall"].get(k) for k in (*keep, "a", "b")},
+        "operations": {
+            name: {
+                **{k: o.get(k) for k in keep},
+                "a_s": o["total"]["a"],
+                "b_s": o["total"]["b"],
+                "categories": {c: round(ch["delta_s"], 6) for c, ch in (o.get("categories") or {}).items()},
+            }
+            for name, o in d["operations"].items()
+        },
+    }
 
 
 def _gains(eager: dict[str, Any], steady: dict[str, Any], plain: dict[str, Any], iterations: int) -> dict:
