@@ -657,6 +657,9 @@ def _compile_split(
     for thread, spans in _disjoint(compilations).items():
         dur = values[0]
         mine = np.flatnonzero((keys[0] == thread) & np.isin(keys[4], _COMPILED_CATEGORIES))
+        s, e = np.array(spans, np.int64).T
+        # the segments a span overlaps (vectorized: a fold holds many, a compilation meets few)
+        mine = mine[_covered(ts[mine] + dur[mine], s, e) > _covered(ts[mine], s, e)]
         for i in mine.tolist():
             a, b = int(ts[i]), int(ts[i] + dur[i])
             inside = [(max(a, s), min(b, e)) for s, e in spans if s < b and e > a]
@@ -685,6 +688,14 @@ def _compile_split(
         np.concatenate([ts, np.array([e[1] for e in extra], np.int64)]),
         np.concatenate([window_mode, window_mode[idx]]),
     )
+
+
+def _covered(x: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per time in ``x``, how much of the sorted, disjoint spans ``[s, e)`` lies before it."""
+    done = np.concatenate([[0], np.cumsum(e - s)])  # the spans' time before each one
+    k = np.searchsorted(s, x, side="right")  # the spans that start at or before x
+    last = np.maximum(k - 1, 0)
+    return np.where(k > 0, done[last] + np.clip(x - s[last], 0, e[last] - s[last]), 0)
 
 
 def _disjoint(compilations: list[tuple[int, int, int]]) -> dict[int, list[tuple[int, int]]]:
