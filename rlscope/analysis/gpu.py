@@ -27,6 +27,8 @@ from rlscope.analysis.timeline import (
 )
 from rlscope.keys import factorize
 from rlscope.trace import schema as S
+from rlscope.trace import spans
+from rlscope.trace.spans import union_per_thread
 
 if TYPE_CHECKING:
     from rlscope.trace.reader import ProcessTrace
@@ -81,25 +83,6 @@ def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecor
         bytes=c["bytes"][g].astype(np.int64),
     )
     return api, records
-
-
-def union_per_thread(thread: np.ndarray, start: np.ndarray, end: np.ndarray):
-    """Disjoint intervals covering the same time, per thread (nested runtime/driver calls merge)."""
-    if len(thread) == 0:
-        return thread, start, end
-    order = np.lexsort((start, thread))
-    t, s, e = thread[order], start[order], end[order]
-    # running max of end within a thread: a new interval starts where start > that max
-    new_thread = np.ones(len(t), bool)
-    new_thread[1:] = t[1:] != t[:-1]
-    # cummax restarting per thread: offset each thread's values above the previous thread's
-    offset = np.cumsum(new_thread) * (int(e.max()) - int(s.min()) + 1)
-    reach = np.maximum.accumulate(e + offset) - offset
-    new = new_thread.copy()
-    new[1:] |= s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(t) - 1)
-    return t[first], s[first], reach[last]
 
 
 def session_bounds(proc: ProcessTrace) -> tuple[int, int]:
@@ -245,14 +228,9 @@ def busy_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def covered(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Busy time in [min, t) for sorted disjoint intervals (s, e), for each t."""
-    if len(s) == 0:
-        return np.zeros(len(t), np.float64)
-    cum = np.concatenate([[0], np.cumsum(e - s)])
-    i = np.searchsorted(s, t, side="right")  # intervals starting at or before t
-    full = cum[np.maximum(i - 1, 0)]
-    partial = np.where(i > 0, np.minimum(t, e[np.maximum(i - 1, 0)]) - s[np.maximum(i - 1, 0)], 0)
-    return np.where(i > 0, full + np.maximum(partial, 0), 0).astype(np.float64)
+    """Busy time in [min, t) for sorted disjoint intervals (s, e), for each t, as a float array
+    (rlscope.trace.spans.covered)."""
+    return spans.covered(s, e, t).astype(np.float64)
 
 
 def nvml_comparison(nvml: pa.Table | None, s: np.ndarray, e: np.ndarray, wall_ns: int) -> dict:

@@ -104,7 +104,7 @@ def _nesting(api: gpu.ApiCalls) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t, s, e = api.thread[order], api.start[order], api.end[order]
     new_thread = np.ones(len(t), bool)
     new_thread[1:] = t[1:] != t[:-1]
-    # running max of end within a thread (as gpu.union_per_thread): a call starting at or past it is outer
+    # running max of end within a thread (as spans.union_per_thread): a call starting at or past it is outer
     offset = np.cumsum(new_thread) * (int(e.max()) - int(s.min()) + 1)
     reach = np.maximum.accumulate(e + offset) - offset
     new = new_thread.copy()

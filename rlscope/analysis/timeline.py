@@ -283,7 +283,7 @@ def compile_intervals(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(thread, start, end) of the compilations (compile.arrows: JAX's stages, torch.compile's
     compilations) on the timeline's clock, clipped to the session; empty ones left out, nested ones
-    not merged (gpu.union_per_thread); points and torch's stage durations are no time of the timeline.
+    not merged (spans.union_per_thread); points and torch's stage durations are no time of the timeline.
 
     The reader gives the stages on the process's own clock (they are counted over the whole run), so
     a run kept in detail stretches maps them here as rlscope/trace/glue.py maps every other table: a

@@ -29,6 +29,7 @@ from rlscope import categories
 from rlscope.trace import detail
 from rlscope.trace import schema as S
 from rlscope.trace.detail import NEVER, DetailSchedule
+from rlscope.trace.spans import covered, union_per_thread
 from rlscope.trace.states import state_after
 
 # event columns of a row array (the native buffer's has the cost column as well)
@@ -211,8 +212,8 @@ class Aggregator:
         """The compilation in progress on ``thread`` ended at ``end``."""
         with self._compile_lock:
             start = self._compiling.pop(thread, None)
-            if start is not None and end > start:
-                self._compiled.append((thread, start, end))
+        if start is not None:
+            self.compiled(thread, start, end)
 
     def compiled(self, thread: int, start: int, end: int) -> None:
         """A compilation known once it ended (Triton's listener): of its time, what a fold has not
@@ -654,17 +655,19 @@ def _compile_split(
     if not compilations or not len(ts):
         return keys, values, ts, window_mode
     extra: list[tuple[int, int, int, int]] = []  # (segment, start, end, category)
-    for thread, spans in _disjoint(compilations).items():
-        dur = values[0]
+    # per thread its compilations' time as disjoint spans: one nested in another (a Triton kernel's
+    # inside a torch.compile frame) counts once
+    threads, starts, ends = union_per_thread(*np.array(compilations, np.int64).T)
+    dur = values[0]
+    for thread in np.unique(threads).tolist():
+        s, e = starts[threads == thread], ends[threads == thread]
         mine = np.flatnonzero((keys[0] == thread) & np.isin(keys[4], _COMPILED_CATEGORIES))
-        s, e = np.array(spans, np.int64).T
         # the segments a span overlaps (vectorized: a fold holds many, a compilation meets few)
-        mine = mine[_covered(ts[mine] + dur[mine], s, e) > _covered(ts[mine], s, e)]
+        mine = mine[covered(s, e, ts[mine] + dur[mine]) > covered(s, e, ts[mine])]
+        pairs = list(zip(s.tolist(), e.tolist(), strict=True))
         for i in mine.tolist():
             a, b = int(ts[i]), int(ts[i] + dur[i])
-            inside = [(max(a, s), min(b, e)) for s, e in spans if s < b and e > a]
-            if not inside:
-                continue
+            inside = [(max(a, lo), min(b, hi)) for lo, hi in pairs if lo < b and hi > a]
             was = int(keys[4, i])
             pieces, at = [], a
             for lo, hi in inside:
@@ -688,27 +691,6 @@ def _compile_split(
         np.concatenate([ts, np.array([e[1] for e in extra], np.int64)]),
         np.concatenate([window_mode, window_mode[idx]]),
     )
-
-
-def _covered(x: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Per time in ``x``, how much of the sorted, disjoint spans ``[s, e)`` lies before it."""
-    done = np.concatenate([[0], np.cumsum(e - s)])  # the spans' time before each one
-    k = np.searchsorted(s, x, side="right")  # the spans that start at or before x
-    last = np.maximum(k - 1, 0)
-    return np.where(k > 0, done[last] + np.clip(x - s[last], 0, e[last] - s[last]), 0)
-
-
-def _disjoint(compilations: list[tuple[int, int, int]]) -> dict[int, list[tuple[int, int]]]:
-    """Per thread, its compilations' time as sorted, disjoint spans (one nested in another, a Triton
-    kernel's inside a torch.compile frame, counts once)."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for thread, start, end in sorted(compilations):
-        spans = out.setdefault(thread, [])
-        if spans and start <= spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
-        elif end > start:
-            spans.append((start, end))
-    return out
 
 
 def _threads(column: np.ndarray) -> np.ndarray:
