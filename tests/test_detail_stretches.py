@@ -17,6 +17,7 @@ import pytest
 import rlscope
 from rlscope.analysis.result import analyze
 from rlscope.errors import RLScopeError
+from rlscope.trace import glue
 from rlscope.trace import schema as S
 from rlscope.trace.detail import DetailSchedule
 from rlscope.trace.glue import Gaps
@@ -123,6 +124,21 @@ def test_gaps_map_times_onto_the_joined_clock() -> None:
     assert gaps.strictly_inside(t).tolist() == [False, False, True, False, False, False, True, False, False]
     assert gaps.total_ns == 15
     assert Gaps.from_json(gaps.to_json()).map(t).tolist() == gaps.map(t).tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_a_gap_swallows_leave_the_table_as_a_filter_would(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    table = pa.table({"start_ns": np.arange(300), "name": rng.integers(0, 9, 300).astype(np.int32)})
+    # none, runs (what a gap swallows: the few sliced), everything, and scattered rows (filtered)
+    drops = [np.zeros(300, bool), np.ones(300, bool), rng.random(300) < 0.5]
+    runs = np.zeros(300, bool)
+    for a in rng.integers(0, 300, 3):
+        runs[a : a + rng.integers(1, 40)] = True
+    for drop in [*drops, runs, ~runs]:
+        out = glue._without(table, drop)
+        assert out.equals(table.filter(pa.array(~drop)))
+        assert all(c.num_chunks <= 1 for c in out.columns)
 
 
 @pytest.mark.parametrize(
