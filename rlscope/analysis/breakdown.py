@@ -19,6 +19,7 @@ from rlscope import categories
 from rlscope.analysis import gpu, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
+from rlscope.blocks import blocks
 from rlscope.keys import factorize
 from rlscope.overhead.correct import EventCosts, GpuScale, correct_process
 from rlscope.trace import schema as S
@@ -366,6 +367,72 @@ def row_groups(
     )
 
 
+@dataclasses.dataclass
+class CountedSums:
+    """What a breakdown sums over its counted rows: those of positive duration inside an operation or
+    on the main thread (``RowGroups.row_pair`` >= 0). Indexed by the grouping's pairs.
+
+    Why one pass a block of rows at a time: gathered whole, each counted row's pair, category,
+    duration and instance were a dozen arrays of the timeline's length (millions of torch-op rows)
+    alive at once, the analysis's highest memory and most of the breakdown's time. Every figure is a
+    sum of whole nanoseconds, exact in any order below 2**53 ns (104 days), so block sums add up to
+    the bits one pass over every row gives.
+    """
+
+    sums: np.ndarray  # (pairs, NCAT, 2): exclusive ns per (pair, category, main thread?)
+    present: np.ndarray  # per pair: whether a counted row holds it
+    off_main: bool  # whether a counted row is off the main thread
+    op_rows_per_cat: np.ndarray  # per category: the counted rows inside an operation
+    inst_cat: np.ndarray  # (instances, NCAT): exclusive ns per operation instance and category
+
+
+def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
+    """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``."""
+    n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
+    sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
+    per_cat, present = np.zeros(NCAT, np.int64), np.zeros(n_pairs, bool)
+    is_op = groups.pair_op >= 0
+    off_main = False
+    for r in blocks(len(tl.ts)):
+        pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
+        rows = np.flatnonzero((end > ts) & (pair >= 0))
+        pair, d, cat = pair[rows].astype(np.int64), end[rows] - ts[rows], tl.cat[r][rows]
+        main = tl.thread[r][rows] == tl.main_thread
+        off_main = off_main or not main.all()
+        present[pair] = True
+        sums += np.bincount((pair * NCAT + cat) * 2 + main, weights=d, minlength=len(sums))
+        op = is_op[pair]
+        inst, cat = tl.op[r][rows[op]], cat[op]
+        per_cat += np.bincount(cat, minlength=NCAT)
+        if len(inst):  # a block's instances are few and near each other: a count over their range
+            cell = inst * NCAT + cat
+            lo = int(cell.min())
+            part = np.bincount(cell - lo, weights=d[op])
+            inst_cat[lo : lo + len(part)] += part
+    return CountedSums(
+        sums.reshape(n_pairs, NCAT, 2), present, off_main, per_cat, inst_cat.reshape(n_inst, NCAT)
+    )
+
+
+def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndarray:
+    """The counted rows whose pair ``pairs`` (a flag per pair) selects, in row order."""
+    chosen = np.append(pairs, False)  # a row outside every pair (-1) reads the appended False
+    out = [np.zeros(0, np.int64)]
+    for r in blocks(len(tl.ts)):
+        out.append(np.flatnonzero((tl.seg_end[r] > tl.ts[r]) & chosen[groups.row_pair[r]]) + r.start)
+    return np.concatenate(out)
+
+
+def _threads_per_pair(tl: Timeline, groups: RowGroups) -> np.ndarray:
+    """Per pair: the threads its counted rows are on."""
+    seen = np.zeros((len(groups.pair_ph), int(tl.thread_idx[-1]) + 1), bool)
+    for r in blocks(len(tl.ts)):
+        pair = groups.row_pair[r]
+        rows = np.flatnonzero((tl.seg_end[r] > tl.ts[r]) & (pair >= 0))
+        seen[pair[rows], tl.thread_idx[r][rows]] = True
+    return seen.sum(axis=1)
+
+
 def breakdown_timeline(
     tl: Timeline,
     names: list[str],
@@ -384,19 +451,16 @@ def breakdown_timeline(
 
     if groups is None or not groups.fits(tl, gpu_records):
         groups = row_groups(tl, gpu_records)
-    # time inside an operation or on the main thread (a row each: only the rows kept are copied)
-    idx = np.flatnonzero((tl.seg_end > tl.ts) & (groups.row_pair >= 0))
-    seg_pair = groups.row_pair[idx].astype(np.int64)
-    op_row, m_k = (groups.pair_op >= 0)[seg_pair], tl.thread[idx] == tl.main_thread
-    cat_k, d_k = tl.cat[idx], tl.seg_end[idx] - tl.ts[idx]
+    counted = _counted_sums(tl, groups)
     begins, b_pair, g_op, g_pair = groups.begins, groups.b_pair, groups.g_op, groups.g_pair
     pair_ph, pair_op = groups.pair_ph, groups.pair_op
     # only the pairs that hold time, instances or GPU work here (as many as a grouping of these rows)
-    present = np.zeros(len(pair_ph), bool)
-    present[seg_pair] = present[b_pair] = present[g_pair] = True
+    present = counted.present.copy()
+    present[b_pair] = present[g_pair] = True
+    remap = np.arange(len(present))
     if not present.all():
         remap = np.cumsum(present) - 1
-        seg_pair, b_pair, g_pair = remap[seg_pair], remap[b_pair], remap[g_pair]
+        b_pair, g_pair = remap[b_pair], remap[g_pair]
         pair_ph, pair_op = pair_ph[present], pair_op[present]
     n_pairs = len(pair_ph)
 
@@ -407,13 +471,7 @@ def breakdown_timeline(
     # GPU work, attributed to the (phase, operation) whose instance launched it
     recs = gpu_records[0] if gpu_records is not None else None
 
-    # exclusive time per (pair, category, main thread?)
-    key = seg_pair * NCAT  # (pair, category, main thread), built in place
-    key += cat_k
-    key *= 2
-    key += m_k
-    sums = np.bincount(key, weights=d_k, minlength=n_pairs * NCAT * 2).reshape(n_pairs, NCAT, 2)
-    del key
+    sums = counted.sums[present]  # exclusive time per (pair, category, main thread?)
     nz_p, nz_c, nz_m = np.nonzero(sums)
     cpu_time = pa.table(
         {
@@ -434,21 +492,20 @@ def breakdown_timeline(
     gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
     if recs is not None:
         # GPU work present: the sweep for every operation, CPU segments vs the GPU work it launched
-        rows = idx[op_row]
-        g, st, en = _merge_adjacent(seg_pair[op_row], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+        rows = _counted_rows(tl, groups, groups.pair_op >= 0)
+        g = remap[groups.row_pair[rows]]
+        g, st, en = _merge_adjacent(g, tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
         launched = g_op >= 0
         cpu_only, gpu_only, both = overlap_by_group(
             g, st, en, g_pair[launched], recs.start[launched], recs.end[launched], n_pairs
         )
-    elif not m_k.all():
-        t_u, t_i = factorize(tl.thread[idx])
-        seen = np.zeros((n_pairs, len(t_u)), bool)
-        seen[seg_pair, t_i.reshape(-1)] = True
-        multi = seen.sum(axis=1) > 1
-        sel = np.flatnonzero(multi[seg_pair])
-        if len(sel):
-            rows = idx[sel]
-            g, st, en = _merge_adjacent(seg_pair[sel], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+    elif counted.off_main:
+        multi_all = _threads_per_pair(tl, groups) > 1
+        multi = multi_all[present]
+        if multi.any():
+            rows = _counted_rows(tl, groups, multi_all)
+            g = remap[groups.row_pair[rows]]
+            g, st, en = _merge_adjacent(g, tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
             empty = np.zeros(0, np.int64)
             swept, _, _ = overlap_by_group(g, st, en, empty, empty, empty, n_pairs)
             cpu_only = np.where(multi, swept, cpu_only)
@@ -490,9 +547,7 @@ def breakdown_timeline(
     )
     gpu_info = gpu.nvml_comparison(nvml, busy_s, busy_e, tl.end_ns - tl.start_ns)
 
-    noise_rows = _noise(
-        tl, idx, op_row, cat_k, d_k, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records)
-    )
+    noise_rows = _noise(tl, counted, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records))
     noise_rows = {
         "pid": np.full(len(noise_rows[0]), pid, np.int64),
         "phase": [name_of(int(pair_ph[i]), NO_PHASE) for i in noise_rows[0]],
@@ -531,10 +586,7 @@ def rec_op_inst(gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | Non
 
 def _noise(
     tl: Timeline,
-    idx: np.ndarray,
-    op_row: np.ndarray,
-    cat_k: np.ndarray,
-    d_k: np.ndarray,
+    counted: CountedSums,
     begins: np.ndarray,
     b_pair: np.ndarray,
     b_incl: np.ndarray,
@@ -545,22 +597,17 @@ def _noise(
     """(pair, measure, instances, variance s^2) rows: the noise of each summed figure of a pair.
 
     Per operation instance: its inclusive time, its exclusive time and that by category (CPU
-    segments while it was innermost, GPU work it launched); the instances of a (phase, operation)
-    pair give each sum's variance. Unannotated time has no instances (its one long stretch before
-    the loop is no sample of a repeated cost): no rows.
+    segments while it was innermost: ``counted``, GPU work it launched); the instances of a (phase,
+    operation) pair give each sum's variance. Unannotated time has no instances (its one long stretch
+    before the loop is no sample of a repeated cost): no rows.
     """
     n_inst = len(tl.inst_name)
     inst_pair = np.full(n_inst, -1, np.int64)
     inst_ts = np.zeros(n_inst, np.int64)
     inst_pair[tl.id[begins]] = b_pair
     inst_ts[tl.id[begins]] = tl.ts[begins]
-    in_op = np.flatnonzero(op_row)  # op_row, cat_k, d_k: per row of ``idx``, inside an operation, ...
-    seg_inst, seg_cat = tl.op[idx[in_op]], cat_k[in_op]  # ... its category and duration
-    dur = d_k[in_op].astype(np.float64)
-    del in_op
-    # the categories present, sorted (a count per category: they are small codes, no sort of the rows)
-    per_cat = np.bincount(seg_cat, minlength=NCAT)
-    cats = np.flatnonzero(per_cat)
+    per_cat = counted.op_rows_per_cat
+    cats = np.flatnonzero(per_cat)  # the categories present, sorted
     gpu_cats = np.zeros(0, np.int64)
     if recs is not None and rec_inst is not None:
         launched = rec_inst >= 0
@@ -569,17 +616,9 @@ def _noise(
     n_cpu = len(cats)
     x = np.zeros((n_inst, 2 + n_cpu + len(gpu_cats)))
     x[tl.id[begins], 0] = b_incl
-    # every category's exclusive time per instance in one pass: a bin per (instance, category),
-    # each summed over its rows in row order as a pass per category would
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
-    cell = seg_inst * n_cpu
-    cell += column[seg_cat]
-    del seg_inst, seg_cat
-    x[:, 2 : 2 + n_cpu] = np.bincount(cell, weights=dur, minlength=n_inst * n_cpu)[: n_inst * n_cpu].reshape(
-        n_inst, n_cpu
-    )
-    del cell, dur
+    x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, cats]
     measures += [categories.CATEGORY_NAMES[int(c)] for c in cats.tolist()]
     x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     for j, c in enumerate(gpu_cats.tolist()):
