@@ -243,6 +243,30 @@ def test_launch_bound_counts_the_torch_ops_dispatch_a_graph_replay_skips(tmp_pat
     assert f.evidence.endswith("; its torch ops took 800.0 µs of CPU time besides, dispatching them")
 
 
+def test_launch_bound_leaves_out_the_first_calls_warm_up(tmp_path):
+    """The first step's ops pay 50 µs each of warm-up in their dispatch and 20 µs in their launch call
+    (a kernel's module loading): a replay does not remove what every run pays once, so the stake is
+    the steady steps' alone, as if the first were like the others."""
+
+    def step(r: Run, i: int) -> None:
+        with rlscope.scope("backprop"):
+            r.python(1000)
+            for _ in range(10):
+                t = r.clock.now
+                r.python(4000 + (50_000 if i == 0 else 0))
+                r.api("cudaLaunchKernel_v7000", 3000 + (20_000 if i == 0 else 0), kernel(1000, "elementwise"))
+                r.backend.append((t, r.clock.now, r.thread, intern("aten::add")))
+        simulate(r, 2000)
+
+    s = run(tmp_path, step)
+    op = s["operations"]["backprop"]
+    assert op["one_time_s"]["categories"]["backend"] == pytest.approx(10 * 50_000 * NS)
+    assert op["one_time_s"]["categories"]["cuda_api"] == pytest.approx(10 * 20_000 * NS)
+    [lead] = found(s, "gpu_idle_small_policy")
+    [a] = [h for h in lead["hides"] if h["rule"] == "launch_bound"]
+    assert a["seconds_at_stake"] == pytest.approx(200 * (4000 + 3000 - 1000) * NS)
+
+
 def test_launch_bound_silent_on_long_kernels(tmp_path):
     assert found(run(tmp_path, _launches(20_000)), "launch_bound") == []
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rlscope.analysis.noise import MAX_BLOCKS, MIN_PER_BLOCK, MIN_SPREAD, sum_variance
+from rlscope.analysis.noise import MAX_BLOCKS, MIN_PER_BLOCK, MIN_SPREAD, one_time_excess, sum_variance
 
 
 def _reference(values: list[float]) -> float:
@@ -104,3 +104,32 @@ def test_the_instances_that_compiled_are_no_noise_either():
 def test_no_instances():
     count, var = sum_variance(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3)), 2)
     assert count.tolist() == [0, 0] and var.shape == (2, 3) and not var.any()
+
+
+def test_the_one_time_excess_is_what_the_left_out_calls_took_beyond_the_others():
+    """Two operations listed in any order: the first's first call pays 0.7 s of warm-up in column 0
+    and none in column 1, its third compiles (0.2 s); the second's first call is quicker than the
+    rest (no excess). Brute force: each left-out instance against the mean of the others."""
+    rng = np.random.default_rng(17)
+    n = 500
+    x = rng.uniform(1e-3, 2e-3, (2 * n, 2))
+    x[0, 0] += 0.7
+    x[2, 0] += 0.2
+    x[n, :] = 0.0
+    one_time = np.zeros(2 * n, bool)
+    one_time[2] = True
+    group = np.repeat([0, 1], n)
+    when = np.tile(np.arange(n), 2)
+    listed = rng.permutation(2 * n)
+    got = one_time_excess(group[listed], when[listed], x[listed], 2, one_time=one_time[listed])
+    rest = np.delete(x[:n], [0, 2], axis=0).mean(axis=0)
+    want0 = np.maximum(x[0] - rest, 0) + np.maximum(x[2] - rest, 0)
+    assert got[0] == pytest.approx(want0, rel=1e-12)
+    assert got[0, 0] == pytest.approx(0.9, abs=5e-3)
+    assert got[1].tolist() == [0.0, 0.0]
+
+
+def test_no_one_time_excess_without_enough_other_calls():
+    """Two calls: nothing is left out of the spread (MIN_SPREAD), so nothing is one-time."""
+    got = one_time_excess(np.zeros(2, np.int64), np.arange(2), np.array([5.0, 1.0]), 1)
+    assert got.tolist() == [[0.0]]

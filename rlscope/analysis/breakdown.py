@@ -73,6 +73,9 @@ NOISE_SCHEMA = pa.schema(
         ("measure", pa.string()),
         ("instances", pa.int64()),
         ("variance_s2", pa.float64()),
+        # what its one-time instances (the first, those that compiled) took beyond the others
+        # (rlscope.analysis.noise.one_time_excess): warm-up every run pays once
+        ("one_time_s", pa.float64()),
     ]
 )
 TOTAL, EXCLUSIVE = "total", "exclusive"
@@ -555,6 +558,7 @@ def breakdown_timeline(
         "measure": noise_rows[1],
         "instances": noise_rows[2],
         "variance_s2": noise_rows[3],
+        "one_time_s": noise_rows[4],
     }
 
     main_by_pair = sums[:, :, 1].sum(axis=1)
@@ -593,8 +597,9 @@ def _noise(
     n_pairs: int,
     recs: gpu.GpuRecords | None,
     rec_inst: np.ndarray | None,
-) -> tuple[list[int], list[str], list[int], list[float]]:
-    """(pair, measure, instances, variance s^2) rows: the noise of each summed figure of a pair.
+) -> tuple[list[int], list[str], list[int], list[float], list[float]]:
+    """(pair, measure, instances, variance s^2, one-time s) rows: the noise of each summed figure of a
+    pair, and its one-time part (warm-up, rlscope.analysis.noise.one_time_excess).
 
     Per operation instance: its inclusive time, its exclusive time and that by category (CPU
     segments while it was innermost: ``counted``, GPU work it launched); the instances of a (phase,
@@ -628,6 +633,7 @@ def _noise(
         measures.append(categories.CATEGORY_NAMES[int(c)])
     compiled = x[:, 2 + column[categories.COMPILE]] > 0 if per_cat[categories.COMPILE] else None
     count, var = noise.sum_variance(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
+    once = noise.one_time_excess(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
     # every pair with instances: its total and exclusive rows, and the categories it has time in
     begun = inst_pair >= 0
     has = np.stack(
@@ -638,12 +644,13 @@ def _noise(
         axis=1,
     )
     has[:, :2] = True
-    rows: tuple[list[int], list[str], list[int], list[float]] = ([], [], [], [])
+    rows: tuple[list[int], list[str], list[int], list[float], list[float]] = ([], [], [], [], [])
     for p, c in zip(*np.nonzero(has & (count[:, None] > 0)), strict=True):
         rows[0].append(int(p))
         rows[1].append(measures[c])
         rows[2].append(int(count[p]))
         rows[3].append(float(var[p, c]) / 1e18)
+        rows[4].append(float(once[p, c]) / 1e9)
     return rows
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MAX_BLOCKS", "MIN_PER_BLOCK", "MIN_SPREAD", "sum_variance"]
+__all__ = ["MAX_BLOCKS", "MIN_PER_BLOCK", "MIN_SPREAD", "one_time_excess", "sum_variance"]
 
 MAX_BLOCKS = 16
 MIN_PER_BLOCK = 4  # fewer instances per block than this: batch means too noisy, independent only
@@ -46,23 +46,68 @@ def sum_variance(
     (module docstring). A group of fewer than two instances has variance 0 (unknown: the caller looks
     at the count).
     """
-    values = np.asarray(values, np.float64)
-    values = values.reshape(len(group), values.shape[1] if values.ndim == 2 else 1)
+    values = _columns(group, values)
     keep = group >= 0
     g, t = group[keep].astype(np.int64), when[keep]
     total = np.bincount(g, minlength=n_groups)
     if not len(g):
         return total, np.zeros((n_groups, values.shape[1]))
-    # each group's first instance in time and its one-time ones out of the spread, where MIN_SPREAD
-    # others remain (module docstring)
-    order = np.lexsort((t, g))
-    spread = np.ones(len(g), bool) if one_time is None else ~one_time[keep]
-    spread[order[np.searchsorted(g[order], np.arange(n_groups))[total > 0]]] = False
-    spread |= (np.bincount(g[spread], minlength=n_groups) < MIN_SPREAD)[g]
+    order, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
     new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
     sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
     left, var = _spread_variance(g[spread], values[keep][spread], n_groups, sub_order)
     return total, var * np.divide(total, left, out=np.ones(n_groups), where=left > 0)[:, None]
+
+
+def one_time_excess(
+    group: np.ndarray,
+    when: np.ndarray,
+    values: np.ndarray,
+    n_groups: int,
+    one_time: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per group and column of ``values``: what the instances left out of the spread (the first, and
+    those ``one_time`` names) took beyond the mean of the others, each instance's excess floored at 0.
+
+    That is the warm-up a run pays once (modules loading at a first launch, a library's handles created
+    at a first call, a compilation), which a change to the per-call work (a CUDA graph replaying the
+    launches) does not remove. 0 where no instance was left out (:data:`MIN_SPREAD`). Arguments as
+    :func:`sum_variance`'s.
+    """
+    values = _columns(group, values)
+    keep = group >= 0
+    g, t, x = group[keep].astype(np.int64), when[keep], values[keep]
+    out = np.zeros((n_groups, values.shape[1]))
+    if not len(g):
+        return out
+    _, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
+    n = np.bincount(g[spread], minlength=n_groups).astype(np.float64)
+    for c in range(x.shape[1]):
+        sums = np.bincount(g[spread], weights=x[spread, c], minlength=n_groups)
+        mean = np.divide(sums, n, out=np.zeros(n_groups), where=n > 0)
+        excess = np.maximum(x[~spread, c] - mean[g[~spread]], 0.0)
+        out[:, c] = np.bincount(g[~spread], weights=excess, minlength=n_groups)
+    return out
+
+
+def _columns(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` as a float (instances, columns) array."""
+    values = np.asarray(values, np.float64)
+    return values.reshape(len(group), values.shape[1] if values.ndim == 2 else 1)
+
+
+def _spread(
+    g: np.ndarray, t: np.ndarray, n_groups: int, one_time: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the instances' (group, time) order, whether each is in the spread): each group's first
+    instance in time and its one-time ones left out, where :data:`MIN_SPREAD` others remain (module
+    docstring)."""
+    total = np.bincount(g, minlength=n_groups)
+    order = np.lexsort((t, g))
+    spread = np.ones(len(g), bool) if one_time is None else ~one_time
+    spread[order[np.searchsorted(g[order], np.arange(n_groups))[total > 0]]] = False
+    spread |= (np.bincount(g[spread], minlength=n_groups) < MIN_SPREAD)[g]
+    return order, spread
 
 
 def _spread_variance(

@@ -29,7 +29,8 @@ def _op_entry() -> dict[str, Any]:
         "categories": defaultdict(float),
         "gpu_categories": defaultdict(float),
         "resources": {"cpu_only": 0.0, "gpu_only": 0.0, "cpu_gpu": 0.0},
-        "noise": defaultdict(lambda: [0, 0.0]),  # measure -> [instances, variance s^2]; _finish turns it
+        # measure -> [instances, variance s^2, one-time s]; _finish turns it into noise_s and one_time_s
+        "noise": defaultdict(lambda: [0, 0.0, 0.0]),
     }
 
 
@@ -43,7 +44,7 @@ def _noise_s(instances: int, variance: float) -> float | None:
 
 def _noise_entry(acc: dict[str, list], gpu_names: set[str]) -> dict[str, Any]:
     """One standard deviation of each sum from its instances' spread (rlscope.analysis.noise)."""
-    sd = {m: _noise_s(n, v) for m, (n, v) in acc.items()}
+    sd = {m: _noise_s(n, v) for m, (n, v, _) in acc.items()}
     return {
         "total_s": sd.get(TOTAL),
         "exclusive_s": sd.get(EXCLUSIVE),
@@ -52,12 +53,25 @@ def _noise_entry(acc: dict[str, list], gpu_names: set[str]) -> dict[str, Any]:
     }
 
 
+def _one_time_entry(acc: dict[str, list], gpu_names: set[str]) -> dict[str, Any]:
+    """The warm-up in each sum: what the operation's first call (and any that compiled) took beyond a
+    typical call (rlscope.analysis.noise.one_time_excess); categories with none are left out."""
+    once = {m: v[2] for m, v in acc.items()}
+    return {
+        "total_s": once.get(TOTAL, 0.0),
+        "exclusive_s": once.get(EXCLUSIVE, 0.0),
+        "categories": {m: v for m, v in once.items() if m not in (TOTAL, EXCLUSIVE, *gpu_names) and v > 0},
+        "gpu_categories": {m: v for m, v in once.items() if m in gpu_names and v > 0},
+    }
+
+
 def _fill_noise(ops_out: dict[str, dict[str, Any]], noise_rows: list[dict[str, Any]]) -> None:
-    """Add each row's instances and variance to its operation's."""
+    """Add each row's instances, variance and one-time seconds to its operation's."""
     for r in noise_rows:
         acc = ops_out.setdefault(r["operation"], _op_entry())["noise"][r["measure"]]
         acc[0] += r["instances"]
         acc[1] += r["variance_s2"]
+        acc[2] += r["one_time_s"]
 
 
 def _fill_operations(
@@ -110,7 +124,9 @@ def _finish(ops: dict[str, dict[str, Any]], automatic: dict[str, bool]) -> dict[
         e["auto"] = automatic.get(name, False)
         e["categories"] = dict(sorted(e["categories"].items(), key=lambda kv: -kv[1]))
         e["gpu_categories"] = dict(sorted(e["gpu_categories"].items(), key=lambda kv: -kv[1]))
-        e["noise_s"] = _noise_entry(e.pop("noise"), set(e["gpu_categories"]))
+        gpu_names = set(e["gpu_categories"])
+        e["one_time_s"] = _one_time_entry(e["noise"], gpu_names)
+        e["noise_s"] = _noise_entry(e.pop("noise"), gpu_names)
         out[name] = e
     return out
 

@@ -133,6 +133,13 @@ class Facts:
     def cpu_s(self, op: Mapping[str, Any], category: str) -> float:
         return float((op.get("categories") or {}).get(category, 0.0))
 
+    def steady_cpu_s(self, op: Mapping[str, Any], category: str) -> float:
+        """A CPU category's time less its warm-up (the summary's ``one_time_s``: what the first call,
+        and any that compiled, took beyond a typical call), which a change to the per-call work does
+        not remove."""
+        warm = ((op.get("one_time_s") or {}).get("categories") or {}).get(category, 0.0)
+        return max(self.cpu_s(op, category) - float(warm), 0.0)
+
     def gpu_s(self, op: Mapping[str, Any], category: str) -> float:
         return float((op.get("gpu_categories") or {}).get(category, 0.0))
 

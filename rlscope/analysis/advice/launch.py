@@ -36,7 +36,9 @@ def launch_bound(facts: Facts) -> list[Finding]:
     the CPU its dispatch (the torch op's own time, ``backend``) and its launch calls (``cuda_api``,
     the launching calls' share); a replay is one call for all of them, and the operation then waits
     for its kernels instead, so their time is kept. The Python around the ops is not counted (a graph
-    replay of a compiled step removes some of it, and adds a replay's own cost per call).
+    replay of a compiled step removes some of it, and adds a replay's own cost per call). Nor is the
+    warm-up of the first call (modules loading at a kernel's first launch, a library's handles made):
+    every run pays it once, replayed or not (:meth:`Facts.steady_cpu_s`).
     ``benchmarks/compiled_gpu_check.py`` checks the number against ``mode="reduce-overhead"``.
     """
     out = []
@@ -48,8 +50,10 @@ def launch_bound(facts: Facts) -> list[Finding]:
             continue
         if not clears(c.launch_s / c.kernel_s, LAUNCH_TO_KERNEL_RATIO, ratio=True):
             continue
-        launch_run = facts.api_run_s(name, op, c.launch_s)
-        dispatch_run = facts.cpu_s(op, "backend")
+        api = facts.cpu_s(op, "cuda_api")
+        steady_api = facts.steady_cpu_s(op, "cuda_api") / api if api > 0 else 1.0
+        launch_run = facts.api_run_s(name, op, c.launch_s) * steady_api
+        dispatch_run = facts.steady_cpu_s(op, "backend")
         kernel_run = facts.gpu_s(op, "gpu_kernel") or c.kernel_s
         per_call = c.kernels / c.instances if c.instances else 0.0
         evidence = (
