@@ -36,6 +36,10 @@
    findings, its operations' categories and their CUDA API evidence (``gpu_calls``); and the
    ``rlscope-analyze diff`` of the eager run against each compiled one (``diff``).
 
+3. **A replay's own cost.** The policy step and a training step compiled with ``reduce-overhead``
+   against the same eager and a single eager op, per call, with rlscope's reference loop beside them
+   (:func:`replay_check`).
+
 With the defaults it takes about 5 minutes on an H200 (most of it compiling: the profiled compiled
 runs start cold; ``--reps 1`` saves a minute).
 
@@ -310,6 +314,7 @@ def _operations(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
             "total_s": float(op.get("total_s", 0.0)),
             "exclusive_s": float(op.get("exclusive_s", 0.0)),
             "compile_s": float((op.get("categories") or {}).get("compile", 0.0)),
+            "one_time_s": float((op.get("one_time_s") or {}).get("total_s", 0.0)),
             "gpu_kernel_s": float((op.get("gpu_categories") or {}).get("gpu_kernel", 0.0)),
             "calls": int(op.get("calls", 0)),
             "categories": dict(op.get("categories") or {}),
@@ -380,12 +385,19 @@ WARM_ITERATIONS = 2  # iterations left out of a steady state: compiling, CUDA gr
 
 
 def _steady(result_json: Path) -> dict[str, float]:
-    """Per phase, the median iteration's seconds after the first ``WARM_ITERATIONS``: the time an
-    iteration takes once compiling and warm-up are over (the workload's own timers)."""
-    its = json.loads(result_json.read_text())["iteration_seconds"][WARM_ITERATIONS:]
+    """Per phase, and per operation (``--time-operations``), the median iteration's seconds after the
+    first ``WARM_ITERATIONS``: the time an iteration takes once compiling and warm-up are over (the
+    workload's own timers)."""
+    res = json.loads(result_json.read_text())
+    its = res["iteration_seconds"][WARM_ITERATIONS:]
+    ops = (res.get("operation_seconds") or [])[WARM_ITERATIONS:]
     if not its:
         raise SystemExit(f"--timesteps too small: no iteration after the first {WARM_ITERATIONS}")
-    return {phase: statistics.median(it[i] for it in its) for i, phase in enumerate(PHASES)}
+    out = {phase: statistics.median(it[i] for it in its) for i, phase in enumerate(PHASES)}
+    for op in PHASE_OPERATIONS.values():
+        if ops:
+            out[op] = statistics.median(it.get(op, 0.0) for it in ops)
+    return out
 
 
 def _gpu_call_facts(trace: Path) -> dict[str, Any]:
@@ -432,13 +444,14 @@ def compile_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             cmd = [
                 sys.executable,
                 *_ppo(mode, args, args.plain_timesteps or args.timesteps),
+                "--time-operations",
                 "--json",
                 str(res),
             ]
             walls[mode].append(_timed(cmd, env))
             plain[mode].append(_steady(res))
     iterations = args.timesteps // (args.num_envs * 128)  # the profiled runs'
-    steady = {m: {ph: statistics.median(r[ph] for r in runs) for ph in PHASES} for m, runs in plain.items()}
+    steady = {m: {ph: statistics.median(r[ph] for r in runs) for ph in runs[0]} for m, runs in plain.items()}
     out: dict[str, Any] = {"timesteps": args.timesteps, "iterations": iterations, "reps": args.reps}
     out["profiled"] = profiled
     out["plain_walls_s"] = walls
@@ -481,25 +494,41 @@ def _diff(work: Path, mode: str) -> dict[str, Any]:
 
 
 def _gains(eager: dict[str, Any], steady: dict[str, Any], plain: dict[str, Any], iterations: int) -> dict:
-    """Per compiled mode and phase: the measured gain of an iteration (eager minus compiled, medians;
-    with the range of the runs' pairwise differences in order) against the advice's prediction, the
-    ``launch_bound`` finding's ``seconds_at_stake`` on the phase's operation over the profiled run's
-    iterations."""
+    """Per compiled mode and operation: the measured gain of an iteration (eager minus compiled, the
+    plain runs' per-operation timers, medians; with the range of the runs' pairwise differences in
+    order) against the advice's prediction from the eager profiled run.
+
+    The prediction is the ``launch_bound`` finding's ``seconds_at_stake`` as a share of the operation's
+    time in that run less its warm-up (``one_time_s``, which the stake leaves out too), applied to the
+    plain eager runs' steady time of the operation: the profiled and the plain runs are separate
+    processes, and the host's CPU speed moves 1.5-2.5x between them (rlscope's reference loop says by
+    how much), so seconds of one are not seconds of the other; a share of the same work is. The
+    stake over the profiled run's iterations, in its own seconds, is kept beside
+    (``predicted_at_profile_speed_s``)."""
     stake = {f["operation"]: f["seconds_at_stake"] for f in eager.get("launch_bound", [])}
+    ops = eager.get("operations", {})
     out: dict[str, Any] = {}
     for mode in steady:
         if mode == "eager":
             continue
         per: dict[str, Any] = {}
         for phase, op in PHASE_OPERATIONS.items():
-            measured = steady["eager"][phase] - steady[mode][phase]
-            pairs = [e[phase] - c[phase] for e, c in zip(plain["eager"], plain[mode], strict=False)]
-            predicted = stake.get(op, 0.0) / iterations
-            per[phase] = {
-                "operation": op,
+            key = op if op in steady["eager"] else phase  # plain runs without operation timers: the phase
+            measured = steady["eager"][key] - steady[mode][key]
+            pairs = [e[key] - c[key] for e, c in zip(plain["eager"], plain[mode], strict=False)]
+            o = ops.get(op, {})
+            steady_total = o.get("total_s", 0.0) - o.get("one_time_s", 0.0)
+            share = stake.get(op, 0.0) / steady_total if steady_total > 0 else 0.0
+            predicted = share * steady["eager"][key]
+            per[op] = {
+                "timer": key,
+                "eager_s": steady["eager"][key],
                 "measured_s": measured,
+                "measured_share": measured / steady["eager"][key] if steady["eager"][key] > 0 else None,
                 "measured_range_s": [min(pairs), max(pairs)] if pairs else None,
+                "predicted_share": share,
                 "predicted_s": predicted,
+                "predicted_at_profile_speed_s": stake.get(op, 0.0) / iterations,
                 "predicted_over_measured": _ratio(predicted, measured),
             }
         total_m = sum(v["measured_s"] for v in per.values())
@@ -531,6 +560,88 @@ def _per_operation(profiled: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# -- part 3: what a replay costs the CPU ----------------------------------------------------------
+
+REPLAY_CALLS = 2000  # calls timed per variant and repetition
+REPLAY_REPS = 3
+
+
+def _per_call(fn: Any, n: int) -> float:
+    """Seconds per call of ``fn`` over ``n`` calls after a warm-up, the GPU drained at both ends: the
+    CPU's cost of a call wherever the GPU keeps up (the steps here run a few µs of kernels)."""
+    import torch
+
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n
+
+
+def replay_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Part 3: one call of the PPO's policy step and of a training step (forward, loss, backward)
+    compiled with ``mode="reduce-overhead"``, against the same eager, and one eager ``add_`` (a single
+    op's dispatch and launch), with rlscope's reference loop timed beside them (the machine's Python
+    speed at that moment): what a CUDA graph tree's replay itself costs the CPU per call (guards, the
+    inputs copied into the graph's buffers, the tree's bookkeeping, the launch), which
+    ``launch_bound``'s stake does not count. Interleaved ``REPLAY_REPS`` times; medians and ranges."""
+    import torch
+
+    from rlscope.overhead.correct.reference import reference_ns
+
+    policy, x = _policy(args.num_envs)
+    train_policy, xb = _policy(args.num_envs * 128 // 4)  # a minibatch: the PPO's 4 per rollout
+    train_policy.train()
+    unit = torch.zeros(args.num_envs, device="cuda")
+
+    def loss_of(out: tuple[Any, Any]) -> Any:
+        return out[0].square().mean() + out[1].square().mean()
+
+    compiled_step = torch.compile(lambda t: policy(t), mode="reduce-overhead")
+    compiled_loss = torch.compile(lambda t: loss_of(train_policy(t)), mode="reduce-overhead")
+
+    def eager_inference() -> None:
+        with torch.no_grad():
+            policy(x)
+
+    def compiled_inference() -> None:
+        with torch.no_grad():
+            compiled_step(x)
+
+    def eager_train() -> None:
+        loss_of(train_policy(xb)).backward()
+
+    def compiled_train() -> None:
+        torch.compiler.cudagraph_mark_step_begin()
+        compiled_loss(xb).backward()
+
+    variants = {
+        "add_": lambda: unit.add_(1.0),
+        "eager_inference": eager_inference,
+        "compiled_inference": compiled_inference,
+        "eager_train": eager_train,
+        "compiled_train": compiled_train,
+    }
+    for fn in variants.values():  # compile and record the graphs before timing
+        for _ in range(5):
+            fn()
+    seen: dict[str, list[float]] = {k: [] for k in ("reference_ns", *variants)}
+    for _ in range(REPLAY_REPS):
+        seen["reference_ns"].append(reference_ns())
+        for name, fn in variants.items():
+            seen[name].append(_per_call(fn, REPLAY_CALLS) * 1e6)
+    out: dict[str, Any] = {
+        name: {"median": statistics.median(v), "range": [min(v), max(v)]} for name, v in seen.items()
+    }
+    out["unit"] = {"reference_ns": "ns an iteration", **{k: "µs a call" for k in variants}}
+    ref = out["reference_ns"]["median"]
+    out["per_reference_ns"] = {k: out[k]["median"] * 1e3 / ref for k in variants}
+    return out
+
+
 def _cupti_wheels() -> dict[str, str]:
     """The CUPTI wheels installed (torch's dependency): before 13.1 Update 1, graph launches had wrong
     correlation ids after CUPTI was attached again (part 1's windows run shows whether it matters)."""
@@ -558,7 +669,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-scopes", action="store_true", help="the PPO unannotated: automatic operations")
     p.add_argument("--out", default=None, help="directory for compiled_gpu_check.json")
     p.add_argument("--dry-run", action="store_true", help="no CUDA: part 2 on the CPU, part 1 skipped")
-    p.add_argument("--parts", default="cuda_graph,torch_compile", help="of cuda_graph, torch_compile")
+    parts = "cuda_graph,replay_cost,torch_compile"
+    p.add_argument("--parts", default=parts, help=f"of {parts}")
     p.add_argument("--graph-child", choices=("plain", "full", "windows", "sleep"), help=argparse.SUPPRESS)
     p.add_argument("--trace-dir", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
@@ -579,7 +691,11 @@ def main(argv: list[str] | None = None) -> None:
     result["torch"] = torch.__version__
     result["cuda"] = torch.version.cuda
     result["cupti_wheels"] = _cupti_wheels()
-    parts = [("cuda_graph", None if args.dry_run else graph_check), ("torch_compile", compile_check)]
+    parts = [
+        ("cuda_graph", None if args.dry_run else graph_check),
+        ("replay_cost", None if args.dry_run else replay_check),
+        ("torch_compile", compile_check),
+    ]
     parts = [(name, check) for name, check in parts if name in args.parts.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         for name, check in parts:  # each part written as it ends: a run cut short keeps the parts done

@@ -59,11 +59,27 @@ EVAL_SEED_OFFSET = 10_000  # evaluation episodes use env seeds the training envs
 # False: the loop runs with no rlscope annotation at all (``--no-scopes``), as an unmodified program
 # that ``rlscope run`` finds the operations of on its own (benchmarks/auto_ops.py compares the two)
 ANNOTATE = True
+# with ``--time-operations``: seconds per operation name in the current iteration (perf_counter around
+# each scope), the ground truth an unprofiled run gives a profile's per-operation figures to compare with
+OPERATION_SECONDS: dict[str, float] | None = None
 
 
 def scope(name: str) -> Any:
-    """``rlscope.scope(name)``, or nothing with ``ANNOTATE`` off."""
-    return rlscope.scope(name) if ANNOTATE else contextlib.nullcontext()
+    """``rlscope.scope(name)``, or nothing with ``ANNOTATE`` off; timed with ``OPERATION_SECONDS`` on."""
+    inner = rlscope.scope(name) if ANNOTATE else contextlib.nullcontext()
+    return inner if OPERATION_SECONDS is None else _timed(name, inner)
+
+
+@contextlib.contextmanager
+def _timed(name: str, inner: Any) -> Any:
+    """``inner``, its wall time added to ``OPERATION_SECONDS[name]``."""
+    t0 = time.perf_counter()
+    try:
+        with inner:
+            yield
+    finally:
+        if OPERATION_SECONDS is not None:
+            OPERATION_SECONDS[name] = OPERATION_SECONDS.get(name, 0.0) + time.perf_counter() - t0
 
 
 def phase(name: str) -> Any:
@@ -501,7 +517,8 @@ def train(
     order), ``global_step``, ``final_mean_return`` (mean of the last 20 episodes), ``steps_to_475``
     (first global step where that running mean reached 475, or None), ``eval_returns``,
     ``wall_seconds``, ``iteration_seconds`` (per iteration: rollout, advantages, update; what a compiled
-    run's steady state is read from, its first iterations compiling), ``device`` and ``sim``. ``log_fn``,
+    run's steady state is read from, its first iterations compiling), ``operation_seconds`` (with
+    ``--time-operations``: per iteration, each operation's seconds), ``device`` and ``sim``. ``log_fn``,
     if given, receives one dict of statistics per iteration. ``sim``: the simulator (:data:`SIMS`);
     evaluation is always on gymnasium's CartPole. ``compile_mode`` (:data:`COMPILE_MODES`):
     ``torch.compile`` the policy's step (both networks' forward and the action's sampling) and the
@@ -544,6 +561,7 @@ def train(
 
         global_step = 0
         iteration_seconds: list[tuple[float, float, float]] = []
+        operation_seconds: list[dict[str, float]] = []  # per iteration, with --time-operations
         start = time.perf_counter()
         with phase("training"):
             next_obs_np, _ = envs.reset(seed=seed)
@@ -618,6 +636,9 @@ def train(
                 iteration_seconds.append(
                     (t_advantages - t_rollout, t_update - t_advantages, t_end - t_update)
                 )
+                if OPERATION_SECONDS is not None:
+                    operation_seconds.append(dict(OPERATION_SECONDS))
+                    OPERATION_SECONDS.clear()
 
                 if log_fn is not None:
                     y_pred, y_true = batch.values.cpu().numpy(), batch.returns.cpu().numpy()
@@ -661,6 +682,7 @@ def train(
         "eval_returns": eval_returns,
         "wall_seconds": train_seconds,
         "iteration_seconds": iteration_seconds,
+        **({"operation_seconds": operation_seconds} if OPERATION_SECONDS is not None else {}),
         "device": str(dev),
         "seed": seed,
         "sim": sim,
@@ -713,9 +735,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="run with no rlscope annotation (for `rlscope run`'s automatic operations)",
     )
+    p.add_argument(
+        "--time-operations",
+        action="store_true",
+        help="time each operation (perf_counter around its scope): operation_seconds in --json",
+    )
     args = p.parse_args(argv)
-    global ANNOTATE
+    global ANNOTATE, OPERATION_SECONDS
     ANNOTATE = not args.no_scopes
+    OPERATION_SECONDS = {} if args.time_operations else None
 
     kwargs: dict[str, Any] = {
         "total_timesteps": args.total_timesteps,
