@@ -501,3 +501,40 @@ def test_first_sorted_equals_the_head_of_a_stable_argsort(spread: int) -> None:
         for k in (1, 12):
             want = np.argsort(values, kind="stable")[:k]
             assert whatif._first_sorted(values, k).tolist() == want.tolist()
+
+
+def _stretches_by_merging(
+    t: np.ndarray, key: np.ndarray, end: int, nodes: np.ndarray, elastic: np.ndarray | None
+) -> tuple[np.ndarray, ...]:
+    """whatif._stretches as it is defined: the runs cut at the nodes into one list of parts, each part's
+    key that of its run (waiting inside an elastic interval), summed per (stretch, key)."""
+    inner = nodes[(nodes > t[0]) & (nodes < end)]
+    part_t, (part_key,), is_node = whatif._insert(t, [key], inner, end)
+    if elastic is not None:
+        part_key = np.where(whatif._within(part_t, elastic[0], elastic[1])[1], whatif.ELASTIC, part_key)
+    stretch = np.cumsum(is_node)
+    dur = np.diff(np.append(part_t, end))
+    cells, inverse = np.unique(np.stack([stretch, part_key]), axis=1, return_inverse=True)
+    ns = np.bincount(inverse.reshape(-1), weights=dur).astype(np.int64)
+    cells, ns = cells[:, ns > 0], ns[ns > 0]
+    node_t = np.concatenate([[t[0]], inner, [end]])
+    off = np.concatenate([[0], np.cumsum(np.bincount(cells[0], minlength=len(node_t))[:-1])])
+    return node_t, off, cells[1], ns
+
+
+@pytest.mark.parametrize(
+    ("n", "n_nodes", "n_keys"),
+    [(50, 10, 3), (3000, 900, 5000), (200_000, 150_000, 40), (300_000, 300_000, 4)],
+)
+def test_stretches_sum_each_key_of_each_stretch_in_blocks(n: int, n_nodes: int, n_keys: int) -> None:
+    rng = np.random.default_rng(n)
+    t = np.sort(rng.integers(0, 10 * n, n))
+    key = rng.integers(0, n_keys, n).astype(np.int32)
+    end = int(t[-1]) + 7
+    nodes = np.unique(np.concatenate([[t[0]], rng.integers(0, end + 5, n_nodes), t[:: max(n // 20, 1)]]))
+    lo = np.sort(rng.choice(10 * n, 10, replace=False))
+    for elastic in (None, np.stack([lo[0::2], lo[1::2]])):
+        got = whatif._stretches(t, key, end, nodes, elastic)
+        want = _stretches_by_merging(t, key, end, nodes, elastic)
+        for g, w in zip(got, want, strict=True):
+            assert g.tolist() == w.tolist()

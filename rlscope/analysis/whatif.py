@@ -228,42 +228,21 @@ def _stretches(
     part from each node on (the run's key) opens the node's. The runs and the nodes' parts are
     counted as two lists, not merged into one: each figure is a sum of whole nanoseconds, the same
     in any order, and a merge of millions of runs with a million nodes was the what-if's largest cost.
+    The stretches are counted a block at a time (:func:`_stretch_block`): a stretch's runs and nodes
+    are consecutive, and a block's arrays stay small where the run's would be millions of entries.
     """
     inner = nodes[(nodes > t[0]) & (nodes < end)]
     n, m = len(t), len(inner)
     pos = np.searchsorted(t, inner, "left")  # a node cuts run pos - 1 (inner > t[0]: pos >= 1)
-    # a run's stretch: the nodes before it; a node's part: the node's own (node q opens stretch q + 1)
-    run_stretch = np.bincount(pos, minlength=n + 1)[:n]
-    np.cumsum(run_stretch, out=run_stretch)
-    node_stretch = np.arange(1, m + 1, dtype=np.int64)
-    # each part lasts to the next one's start: a run to the next run or to the first node cutting it,
-    # a node's part to the next node cutting the same run or to the next run
-    run_dur = np.empty(n, np.int64)  # each run's end, then less its start
-    run_dur[:-1], run_dur[-1] = t[1:], end
-    first = np.ones(m, bool)
+    first = np.ones(m, bool)  # the first node cutting its run: where the run's own part ends
     first[1:] = pos[1:] != pos[:-1]
-    run_dur[pos[first] - 1] = inner[first]
-    run_dur -= t
-    node_end = np.where(pos < n, t[np.minimum(pos, n - 1)], end)
-    node_end[:-1] = np.where(first[1:], node_end[:-1], inner[1:])
-    node_dur = node_end - inner
-    run_key, node_key = key, key[pos - 1]
-    if elastic is not None:
-        run_key = np.where(_within(t, elastic[0], elastic[1])[1], ELASTIC, run_key)
-        node_key = np.where(_within(inner, elastic[0], elastic[1])[1], ELASTIC, node_key)
-    nkeys = int(max(run_key.max(initial=0), node_key.max(initial=0))) + 1
-    parts = [
-        (run_stretch * nkeys + run_key, run_stretch, run_dur),
-        (node_stretch * nkeys + node_key, node_stretch, node_dur),
-    ]
-    if (m + 1) * nkeys <= 4 * (n + m) + 4096:  # few (stretch, key) pairs: count them densely, no hashing
-        code, ns = _dense_sums(parts, m + 1, nkeys)
-    else:
-        code, inverse = factorize(np.concatenate([parts[0][0], parts[1][0]]))
-        weights = np.concatenate([run_dur, node_dur]).astype(np.float64)
-        ns = np.rint(np.bincount(inverse, weights=weights, minlength=len(code))).astype(np.int64)
-        keep = ns > 0
-        code, ns = code[keep], ns[keep]
+    cut = _Cuts(t, key, end, inner, pos, first, elastic)
+    # above every key the runs and nodes can take (ELASTIC among them): codes sort by (stretch, key)
+    nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
+    per = max((1 << 20) // nkeys, 1) if (m + 1) * nkeys <= 4 * (n + m) + 4096 else 1 << 16
+    parts = [_stretch_block(cut, a, min(a + per, m + 1), nkeys) for a in range(0, m + 1, per)]
+    code = np.concatenate([c for c, _ in parts]) if parts else _empty_i64()
+    ns = np.concatenate([v for _, v in parts]) if parts else _empty_i64()
     ent_stretch, ent_key = np.divmod(code, nkeys)
     node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
     # each stretch's first entry: the entries before it (counted: the stretches are sorted)
@@ -272,33 +251,65 @@ def _stretches(
     return node_t, ent_off, ent_key.astype(np.int32), ns
 
 
-def _dense_sums(
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n_stretch: int, nkeys: int, block: int = 1 << 20
-) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, sums) of the codes ``stretch * nkeys + key`` whose ``dur`` sums are above 0, in code
-    order, over ``parts`` of (code, stretch, dur) (each sorted by stretch): counted densely, a block of
-    about ``block`` codes at a time (a block's rows of a part are one slice). Why blocks: one count
-    over every code of a run of millions of rows held several arrays of tens of millions of entries at
-    once, the analysis's largest."""
-    per = max(block // nkeys, 1)  # stretches a block
-    bounds = np.arange(0, n_stretch + per, per)
-    edges = [np.searchsorted(stretch, bounds) for _, stretch, _ in parts]
-    codes, sums = [], []
-    for k in range(len(bounds) - 1):
-        base = k * per * nkeys
-        size = min(per, n_stretch - k * per) * nkeys
-        # the block's rows of every part in one count (whole-ns sums: the same in any order)
-        code = np.concatenate([c[e[k] : e[k + 1]] for (c, _, _), e in zip(parts, edges, strict=True)])
-        w = np.concatenate([d[e[k] : e[k + 1]] for (_, _, d), e in zip(parts, edges, strict=True)])
-        total = np.bincount(code - base, weights=w.astype(np.float64), minlength=size)
-        nz = np.flatnonzero(total > 0)  # then rounded, as whole ns: the few bins that hold time
-        ns = np.rint(total[nz]).astype(np.int64)
-        keep = ns > 0
-        codes.append(nz[keep] + base)
-        sums.append(ns[keep])
-    if not codes:
-        return _empty_i64(), _empty_i64()
-    return np.concatenate(codes), np.concatenate(sums)
+@dataclasses.dataclass(frozen=True)
+class _Cuts:
+    """Runs (``t``, ``key``, the last lasting to ``end``) and the nodes ``inner`` that cut them: node q
+    cuts run ``pos[q] - 1``, ``first[q]``: the first node cutting it; ``elastic`` as :func:`_stretches`."""
+
+    t: np.ndarray
+    key: np.ndarray
+    end: int
+    inner: np.ndarray
+    pos: np.ndarray
+    first: np.ndarray
+    elastic: np.ndarray | None
+
+
+def _stretch_block(cut: _Cuts, a: int, b: int, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes ``stretch * nkeys + key`` in order, their whole-ns sums above 0) of stretches [a, b).
+
+    Stretch s >= 1 is opened by node s - 1; its runs are those from the node's run on (``pos``), up to
+    the run the next block's first node cuts."""
+    t, pos, n, m = cut.t, cut.pos, len(cut.t), len(cut.inner)
+    lo, hi = (int(pos[a - 1]) if a > 0 else 0), (int(pos[b - 1]) if b - 1 < m else n)
+    # each run's stretch: a, plus the block's nodes at or before it
+    run_stretch = np.bincount(pos[a : b - 1] - lo, minlength=hi - lo + 1)[: hi - lo]
+    np.cumsum(run_stretch, out=run_stretch)
+    run_stretch += a
+    # each run lasts to the next run, or to the first node cutting it (which may be the next block's)
+    run_dur = np.empty(hi - lo, np.int64)
+    run_dur[:] = t[lo + 1 : hi + 1] if hi < n else np.append(t[lo + 1 : hi], cut.end)
+    q = np.arange(a, min(b, m))  # the first nodes cutting the block's runs (node a - 1 cuts the run before)
+    q = q[cut.first[q]]
+    run_dur[pos[q] - 1 - lo] = cut.inner[q]
+    run_dur -= t[lo:hi]
+    # the nodes opening the block's stretches: each part lasts to the next run, or the next node
+    # cutting the same run
+    q = np.arange(max(a - 1, 0), b - 1)
+    at = pos[q]
+    node_end = np.where(at < n, t[np.minimum(at, n - 1)], cut.end)
+    nxt = q + 1 < m
+    same = np.zeros(len(q), bool)
+    same[nxt] = ~cut.first[q[nxt] + 1]
+    node_end = np.where(same, cut.inner[np.minimum(q + 1, m - 1)], node_end)
+    run_key, node_key = cut.key[lo:hi], cut.key[at - 1]
+    if cut.elastic is not None:
+        run_key = np.where(_within(t[lo:hi], cut.elastic[0], cut.elastic[1])[1], ELASTIC, run_key)
+        node_key = np.where(_within(cut.inner[q], cut.elastic[0], cut.elastic[1])[1], ELASTIC, node_key)
+    code = np.concatenate([run_stretch * nkeys + run_key, (q + 1) * nkeys + node_key])
+    dur = np.concatenate([run_dur, node_end - cut.inner[q]]).astype(np.float64)
+    code -= a * nkeys
+    span = (b - a) * nkeys
+    if span <= 4 * len(code) + 4096:  # few (stretch, key) pairs: counted densely, no sort
+        total = np.bincount(code, weights=dur, minlength=span)
+        found = np.flatnonzero(total > 0)
+        total = total[found]
+    else:
+        found, inverse = np.unique(code, return_inverse=True)
+        total = np.bincount(inverse.reshape(-1), weights=dur, minlength=len(found))
+    ns = np.rint(total).astype(np.int64)
+    keep = ns > 0
+    return found[keep] + a * nkeys, ns[keep]
 
 
 def _syncs(
