@@ -20,7 +20,6 @@ from rlscope.analysis import gpu, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import blocks
-from rlscope.keys import factorize
 from rlscope.overhead.correct import EventCosts, GpuScale, correct_process
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace, name_of
@@ -170,17 +169,17 @@ def analyze_process_pair(
         recs, op, phase = gpu_records
         shift = fix.gpu_shift_ns
         moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
-    shared = groups if groups.fits(fix.timeline, moved) else None
+    fixed_groups = groups if groups.fits(fix.timeline, moved) else row_groups(fix.timeline, moved)
+    counted = _counted_sums(fix.timeline, fixed_groups)  # the breakdown's, and the category split's
     corrected = breakdown_timeline(
-        fix.timeline, proc.names, proc.pid, host, proc.complete, moved, nvml=None, groups=shared
+        fix.timeline, proc.names, proc.pid, host, proc.complete, moved, None, fixed_groups, counted
     )
     corrected.automatic = proc.automatic
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
     if fix.full_fraction is not None:
-        split_groups = shared if shared is not None else row_groups(fix.timeline, moved)
         _split_like_full_windows(
-            corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid, split_groups
+            corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid, fixed_groups, counted
         )
     if fix.gpu_scale is not None:
         _scale_gpu_to_run(corrected, fix.gpu_scale)
@@ -216,31 +215,34 @@ def _scale_gpu_to_run(b: ProcessBreakdown, scale: GpuScale) -> None:
 
 
 def _split_like_full_windows(
-    b: ProcessBreakdown, full: np.ndarray, names: list[str], tl: Timeline, pid: int, groups: RowGroups
+    b: ProcessBreakdown,
+    full: np.ndarray,
+    names: list[str],
+    tl: Timeline,
+    pid: int,
+    groups: RowGroups,
+    counted: CountedSums,
 ) -> None:
     """Categories per (phase, operation): the corrected total split as in the full windows (``full``:
-    the share of each row of ``tl`` that ran in one; ``groups``: :func:`row_groups` of its rows).
+    the share of each row of ``tl`` that ran in one; ``groups``: :func:`row_groups` of its rows,
+    ``counted``: the breakdown's :func:`_counted_sums` of them).
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
     only the full windows see the split, and it stands for the operation's whole time. Compile time
     (every window records it, and a few instances hold all of it: a first call) and waiting (every
     window records it, and it is no part of the work the split describes) stay as recorded.
     """
-    rows = np.flatnonzero((tl.seg_end > tl.ts) & (groups.row_pair >= 0))
-    # one key per row, its (phase, operation) pair then the main thread: pairs are numbered in
-    # (phase, operation) order, so the keys sort like the (phase, operation, main) rows they stand for
-    key = groups.row_pair[rows].astype(np.int64) * 2 + (tl.thread[rows] == tl.main_thread)
-    ukey, inv = factorize(key)
-    del key
+    # one key per (phase, operation) pair then the main thread: pairs are numbered in (phase,
+    # operation) order, so the keys sort like the (phase, operation, main) rows they stand for; each
+    # key's time per category is the breakdown's own (counted rows have time: a key with rows has some)
+    by_key = counted.sums.transpose(0, 2, 1).reshape(-1, NCAT)
+    held = by_key.sum(axis=1) > 0
+    ukey = np.flatnonzero(held)
     pair = ukey // 2
     uniq = np.stack([groups.pair_ph[pair], groups.pair_op[pair], ukey % 2], axis=1)
-    d = (tl.seg_end[rows] - tl.ts[rows]).astype(np.float64)
-    # per (key, category) sums: bincount adds in row order, as np.add.at did, at a fraction of its time
-    cell, size = inv.reshape(-1) * NCAT + tl.cat[rows], len(uniq) * NCAT
-    del inv
-    cat_all = np.bincount(cell, weights=d, minlength=size).reshape(len(uniq), NCAT)
-    cat_full = np.bincount(cell, weights=d * full[rows], minlength=size).reshape(len(uniq), NCAT)
-    del cell, d, rows
+    cat_all = by_key[held]
+    rank, size = np.cumsum(held) - 1, len(uniq) * NCAT
+    cat_full = _full_window_sums(tl, groups, full, rank, counted.rows, size).reshape(len(uniq), NCAT)
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     as_recorded = cat_all[:, _AS_RECORDED].copy()
     cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0
@@ -257,6 +259,26 @@ def _split_like_full_windows(
             out["main_thread"].append(bool(m))
             out["seconds"].append(seconds[c] / 1e9)
     b.cpu_time = pa.table(out, schema=CPU_TIME_SCHEMA)
+
+
+def _full_window_sums(
+    tl: Timeline, groups: RowGroups, full: np.ndarray, rank: np.ndarray, n_rows: int, size: int
+) -> np.ndarray:
+    """Per (key, category) (``rank``: each key's index, ``size`` of them by NCAT; keys as
+    :func:`_split_like_full_windows`'s), the time of the ``n_rows`` counted rows that ran in full
+    windows: one count over them in row order (a row's share is a fraction of a ns, and such sums
+    depend on the order), its operands made a block of rows at a time."""
+    cell, weight = np.empty(n_rows, np.int64), np.empty(n_rows)
+    at = 0
+    for r in blocks(len(tl.ts)):
+        pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
+        rows = np.flatnonzero((end > ts) & (pair >= 0))
+        part = slice(at, at + len(rows))
+        cell[part] = rank[pair[rows].astype(np.int64) * 2 + (tl.thread[r][rows] == tl.main_thread)] * NCAT
+        cell[part] += tl.cat[r][rows]
+        weight[part] = (end[rows] - ts[rows]).astype(np.float64) * full[r][rows]
+        at = part.stop
+    return np.bincount(cell, weights=weight, minlength=size)
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -387,6 +409,7 @@ class CountedSums:
     off_main: bool  # whether a counted row is off the main thread
     op_rows_per_cat: np.ndarray  # per category: the counted rows inside an operation
     inst_cat: np.ndarray  # (instances, NCAT): exclusive ns per operation instance and category
+    rows: int  # how many rows are counted
 
 
 def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
@@ -395,11 +418,12 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     per_cat, present = np.zeros(NCAT, np.int64), np.zeros(n_pairs, bool)
     is_op = groups.pair_op >= 0
-    off_main = False
+    off_main, n_rows = False, 0
     for r in blocks(len(tl.ts)):
         pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
         rows = np.flatnonzero((end > ts) & (pair >= 0))
         pair, d, cat = pair[rows].astype(np.int64), end[rows] - ts[rows], tl.cat[r][rows]
+        n_rows += len(rows)
         main = tl.thread[r][rows] == tl.main_thread
         off_main = off_main or not main.all()
         present[pair] = True
@@ -413,7 +437,7 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
             part = np.bincount(cell - lo, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
     return CountedSums(
-        sums.reshape(n_pairs, NCAT, 2), present, off_main, per_cat, inst_cat.reshape(n_inst, NCAT)
+        sums.reshape(n_pairs, NCAT, 2), present, off_main, per_cat, inst_cat.reshape(n_inst, NCAT), n_rows
     )
 
 
@@ -445,16 +469,19 @@ def breakdown_timeline(
     gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None = None,
     nvml: pa.Table | None = None,
     groups: RowGroups | None = None,
+    counted: CountedSums | None = None,
 ) -> ProcessBreakdown:
     """Aggregate a process timeline into the breakdown tables (see module docstring); ``groups``:
-    :func:`row_groups` of these rows, when the caller has it (ignored unless it fits them)."""
+    :func:`row_groups` of these rows, when the caller has it (ignored unless it fits them), and
+    ``counted``: their :func:`_counted_sums` by those groups."""
 
     def name_of(i: int, none: str) -> str:
         return _name(names, i, none)
 
     if groups is None or not groups.fits(tl, gpu_records):
-        groups = row_groups(tl, gpu_records)
-    counted = _counted_sums(tl, groups)
+        groups, counted = row_groups(tl, gpu_records), None
+    if counted is None:
+        counted = _counted_sums(tl, groups)
     begins, b_pair, g_op, g_pair = groups.begins, groups.b_pair, groups.g_op, groups.g_pair
     pair_ph, pair_op = groups.pair_ph, groups.pair_op
     # only the pairs that hold time, instances or GPU work here (as many as a grouping of these rows)
