@@ -110,7 +110,8 @@ def _dense_instances(
     the instances of its stretches only: tables sized by its largest id would grow with the run's
     length (hours in, tens of millions of entries each), not with the trace.
     """
-    ids, parents = ident[scoped], parent[scoped]
+    rows = np.flatnonzero(scoped)  # a few rows in millions of torch ops' rows
+    ids, parents = ident[rows], parent[rows]
     top = max(int(ids.max(initial=-1)), int(parents.max(initial=-1)))
     if top < 2 * len(ids) + 1024:  # compact enough: ids index the tables directly
         return ident, parent, None
@@ -407,15 +408,17 @@ def build_timeline(
     seg_end[:-1] = ts[1:]
     seg_end[last] = np.maximum(end_ns, ts[last])  # a thread's last state lasts to the end of the data
 
-    is_begin = (kind == S.OP_BEGIN) | (kind == S.PHASE_BEGIN)
-    is_end = (kind == S.OP_END) | (kind == S.PHASE_END)
-    top = max(ident[is_begin].max(initial=-1), ident[is_end].max(initial=-1), op.max(), phase.max(), 0)
+    # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
+    begins = np.flatnonzero((kind == S.OP_BEGIN) | (kind == S.PHASE_BEGIN))
+    ends = np.flatnonzero((kind == S.OP_END) | (kind == S.PHASE_END))
+    b_ident, e_ident = ident[begins], ident[ends]
+    top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), op.max(), phase.max(), 0)
     n_inst = int(top) + 1
     inst_name = np.full(n_inst, -1, np.int64)
-    inst_name[ident[is_end]] = col["name"][is_end]
-    inst_name[ident[is_begin]] = col["name"][is_begin]
+    inst_name[e_ident] = col["name"][ends]
+    inst_name[b_ident] = col["name"][begins]
     inst_end = np.full(n_inst, end_ns, np.int64)
-    inst_end[ident[is_end]] = ts[is_end]
+    inst_end[e_ident] = ts[ends]
     thread_idx = np.cumsum(first, dtype=np.int32)
     thread_idx -= 1
     return Timeline(
