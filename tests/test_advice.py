@@ -18,7 +18,8 @@ import rlscope
 from rlscope import categories as C
 from rlscope.analysis import analyze
 from rlscope.analysis.advice import MIN_STAKE_SHARE, Facts, advise
-from rlscope.analysis.advice.launch import launch_bound
+from rlscope.analysis.advice.base import DEFAULT_REFERENCE_NS
+from rlscope.analysis.advice.launch import REPLAY_REFERENCE_LOOPS, launch_bound
 from rlscope.analysis.gpu_calls import process_gpu_calls
 from rlscope.annotate import intern
 from rlscope.trace import schema as S
@@ -195,76 +196,105 @@ def test_simulation_bound_silent_on_a_gpu_simulator(tmp_path):
 # --------------------------------------------------------------------------- launch-bound
 
 
-def _launches(kernel_ns: int, launch_ns: int = 3000) -> Callable[[Run, int], None]:
+def _launches(kernel_ns: int, launch_ns: int = 3000, launches: int = 10) -> Callable[[Run, int], None]:
     def step(r: Run, i: int) -> None:
         with rlscope.scope("backprop"):
             r.python(1000)
-            for _ in range(10):
+            for _ in range(launches):
                 r.api("cudaLaunchKernel_v7000", launch_ns, kernel(kernel_ns, "elementwise"))
         simulate(r, 2000)
 
     return step
 
 
+# a replayed call's own cost in the synthetic (uncorrected) traces: no reference loop timed, the default
+TRAINING_REPLAY_NS = REPLAY_REFERENCE_LOOPS["training step"] * DEFAULT_REFERENCE_NS
+STEP_REPLAY_NS = REPLAY_REFERENCE_LOOPS["step"] * DEFAULT_REFERENCE_NS
+
+
 def test_launch_bound_fires_on_many_short_kernels_behind_slow_launches(tmp_path):
-    s = run(tmp_path, _launches(1000))
-    [a] = found(s, "launch_bound")
+    s = run(tmp_path, _launches(1000, 12_000, 100))
+    # a small network on the GPU (idle most of the run) leads; launch_bound's finding is kept under it
+    [lead] = found(s, "gpu_idle_small_policy")
+    [h] = [h for h in lead["hides"] if h["rule"] == "launch_bound"]
+    calls = process_gpu_calls(load_trace(tmp_path / "trace").processes[0])
+    [f] = launch_bound(Facts(s, calls))
+    a = {"operation": f.operation, "seconds_at_stake": f.seconds_at_stake, "evidence": f.evidence}
+    a["change"] = f.change
+    assert h["seconds_at_stake"] == a["seconds_at_stake"]
     assert a["operation"] == "backprop"
-    # launches 200 x 3 µs, kernels 200 x 1 µs: at least the difference goes when the launches fuse
-    assert a["seconds_at_stake"] == pytest.approx(200 * (3000 - 1000) * NS)
+    # each call's CPU time (1 µs of Python, 100 launches of 12 µs) goes, its kernels' time stays, and
+    # a replay of a training step costs its own (the name says it runs a backward pass)
+    per_call = 1000 + 100 * 12_000 - 100 * 1000 - TRAINING_REPLAY_NS
+    assert a["seconds_at_stake"] == pytest.approx(STEPS * per_call * NS)
     assert a["evidence"] == (
-        "backprop: 200 of its 200 traced kernels (100%) ran under 5 µs (mean 1.0 µs), 10 launches a call;"
-        " launching took 600.0 µs of CPU time against 200.0 µs of kernel time (3.0x)"
+        "backprop: 2,000 of its 2,000 traced kernels (100%) ran under 5 µs (mean 1.0 µs), 100 launches a"
+        " call; launching took 24.0 ms of CPU time against 2.0 ms of kernel time (12.0x); a replay would"
+        " cost about 820.2 µs a call, 20 calls"
     )
     assert "torch.compile" in a["change"] and "CUDA graph" in a["change"]
+
+
+def test_launch_bound_silent_where_a_replay_costs_more_than_the_call(tmp_path):
+    """Ten launches of 3 µs a call against a training step's replay of ~0.8 ms: graphs would not pay."""
+    assert found(run(tmp_path, _launches(1000)), "launch_bound") == []
+
+
+def _dispatching(first_extra_ns: int = 0, first_api_extra_ns: int = 0) -> Callable[[Run, int], None]:
+    """An inference step of 100 torch ops, each 4 µs of its own dispatch around a 3 µs launch of a
+    1 µs kernel; the first step's ops ``first_extra_ns`` longer in dispatch, ``first_api_extra_ns`` in
+    their launch."""
+
+    def step(r: Run, i: int) -> None:
+        with rlscope.scope("inference"):
+            r.python(1000)
+            for _ in range(100):
+                t = r.clock.now
+                r.python(4000 + (first_extra_ns if i == 0 else 0))  # the op's dispatch, before its launch
+                extra = first_api_extra_ns if i == 0 else 0
+                r.api("cudaLaunchKernel_v7000", 3000 + extra, kernel(1000, "elementwise"))
+                r.backend.append((t, r.clock.now, r.thread, intern("aten::add")))
+        simulate(r, 2000)
+
+    return step
+
+
+# per call: the Python, the ops' dispatch and launches go; the kernels stay; a step's replay is paid
+DISPATCHING_STAKE_NS = STEPS * (1000 + 100 * (4000 + 3000) - 100 * 1000 - STEP_REPLAY_NS)
 
 
 def test_launch_bound_counts_the_torch_ops_dispatch_a_graph_replay_skips(tmp_path):
     """Each launch inside a torch op of 4 µs of its own: a graph replay removes the dispatch as well as
     the launch call, and the kernels' time stays."""
-
-    def step(r: Run, i: int) -> None:
-        with rlscope.scope("backprop"):
-            r.python(1000)
-            for _ in range(10):
-                t = r.clock.now
-                r.python(4000)  # the op's dispatch, before its launch
-                r.api("cudaLaunchKernel_v7000", 3000, kernel(1000, "elementwise"))
-                r.backend.append((t, r.clock.now, r.thread, intern("aten::add")))
-        simulate(r, 2000)
-
-    s = run(tmp_path, step)
-    # a small policy on the GPU (the GPU is idle 86% of the run) leads; launch_bound's number is kept
+    s = run(tmp_path, _dispatching())
+    # a small policy on the GPU (the GPU is idle most of the run) leads; launch_bound's number is kept
     [lead] = found(s, "gpu_idle_small_policy")
     [a] = [h for h in lead["hides"] if h["rule"] == "launch_bound"]
-    assert a["seconds_at_stake"] == pytest.approx(200 * (4000 + 3000 - 1000) * NS)
+    assert a["seconds_at_stake"] == pytest.approx(DISPATCHING_STAKE_NS * NS)
     calls = process_gpu_calls(load_trace(tmp_path / "trace").processes[0])
     [f] = launch_bound(Facts(s, calls))
-    assert f.evidence.endswith("; its torch ops took 800.0 µs of CPU time besides, dispatching them")
+    assert "; its torch ops took 8.0 ms of CPU time besides, dispatching them;" in f.evidence
+    assert f.evidence.endswith("; a replay would cost about 82.7 µs a call, 20 calls")
 
 
 def test_launch_bound_leaves_out_the_first_calls_warm_up(tmp_path):
     """The first step's ops pay 50 µs each of warm-up in their dispatch and 20 µs in their launch call
     (a kernel's module loading): a replay does not remove what every run pays once, so the stake is
     the steady steps' alone, as if the first were like the others."""
-
-    def step(r: Run, i: int) -> None:
-        with rlscope.scope("backprop"):
-            r.python(1000)
-            for _ in range(10):
-                t = r.clock.now
-                r.python(4000 + (50_000 if i == 0 else 0))
-                r.api("cudaLaunchKernel_v7000", 3000 + (20_000 if i == 0 else 0), kernel(1000, "elementwise"))
-                r.backend.append((t, r.clock.now, r.thread, intern("aten::add")))
-        simulate(r, 2000)
-
-    s = run(tmp_path, step)
-    op = s["operations"]["backprop"]
-    assert op["one_time_s"]["categories"]["backend"] == pytest.approx(10 * 50_000 * NS)
-    assert op["one_time_s"]["categories"]["cuda_api"] == pytest.approx(10 * 20_000 * NS)
+    s = run(tmp_path, _dispatching(50_000, 20_000))
+    op = s["operations"]["inference"]
+    assert op["one_time_s"]["categories"]["backend"] == pytest.approx(100 * 50_000 * NS)
+    assert op["one_time_s"]["categories"]["cuda_api"] == pytest.approx(100 * 20_000 * NS)
     [lead] = found(s, "gpu_idle_small_policy")
     [a] = [h for h in lead["hides"] if h["rule"] == "launch_bound"]
-    assert a["seconds_at_stake"] == pytest.approx(200 * (4000 + 3000 - 1000) * NS)
+    assert a["seconds_at_stake"] == pytest.approx(DISPATCHING_STAKE_NS * NS)
+
+
+def test_launch_bound_prices_a_replay_at_the_runs_speed():
+    """A run whose reference loop took twice the default: a replay costs it twice as long."""
+    slow = Facts({"overhead": {"reference_loop_ns": 2 * DEFAULT_REFERENCE_NS}}, {})
+    assert slow.reference_loop_ns == 2 * DEFAULT_REFERENCE_NS
+    assert Facts({}, {}).reference_loop_ns == DEFAULT_REFERENCE_NS
 
 
 def test_launch_bound_silent_on_long_kernels(tmp_path):

@@ -7,6 +7,7 @@ category), so this module is plain Python over a few hundred rows.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -393,8 +394,16 @@ def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall:
         "not_removable_s": not_removable,
         "background_share": max((b.overhead.get("background_share", 0.0) for b in breakdowns), default=0.0),
         "costs_used": breakdowns[0].overhead.get("costs_used", {}) if breakdowns else {},
+        "reference_loop_ns": _reference_loop_ns(breakdowns),
         "notes": notes,
     }
+
+
+def _reference_loop_ns(breakdowns: list[ProcessBreakdown]) -> float | None:
+    """The run's Python speed: the median over processes of the reference loop's ns an iteration each
+    session timed (rlscope.overhead.correct.residual.run_reference_ns); None where none was timed."""
+    ns = [b.overhead["reference_loop_ns"] for b in breakdowns if b.overhead.get("reference_loop_ns")]
+    return statistics.median(ns) if ns else None
 
 
 def _writer_stall_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:

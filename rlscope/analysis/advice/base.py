@@ -62,6 +62,11 @@ initialization) that every run of the program repeats, so it says little of how 
 that wide would silence a 54% update in a short run."""
 
 
+DEFAULT_REFERENCE_NS = 114.0
+"""ns an iteration of rlscope's reference loop (rlscope/overhead/correct/reference.py) assumed where a
+trace timed none and has no calibration: a calibrated machine's usual speed (an H200 host's)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One piece of advice: the change, the evidence from this trace, and the seconds it could win back.
@@ -139,6 +144,17 @@ class Facts:
         not remove."""
         warm = ((op.get("one_time_s") or {}).get("categories") or {}).get(category, 0.0)
         return max(self.cpu_s(op, category) - float(warm), 0.0)
+
+    @property
+    def reference_loop_ns(self) -> float:
+        """The run's Python speed: ns an iteration of rlscope's reference loop (the summary's
+        ``overhead.reference_loop_ns``), else the calibration's, else ``DEFAULT_REFERENCE_NS``. Costs
+        measured elsewhere in reference loops are priced at the run's speed with it."""
+        run = (self.summary.get("overhead") or {}).get("reference_loop_ns")
+        if run:
+            return float(run)
+        costs = (self.summary.get("calibration") or {}).get("costs_ns") or {}
+        return float((costs.get("scope") or {}).get("ref_ns") or DEFAULT_REFERENCE_NS)
 
     def gpu_s(self, op: Mapping[str, Any], category: str) -> float:
         return float((op.get("gpu_categories") or {}).get(category, 0.0))

@@ -8,11 +8,20 @@ GPU waits for the CPU and only fewer, larger launches help.
 from __future__ import annotations
 
 from rlscope.analysis.advice import program
-from rlscope.analysis.advice.base import Facts, Finding, clears, count, pct, secs
+from rlscope.analysis.advice.base import Facts, Finding, clears, count, pct, secs, words_of
 from rlscope.analysis.advice.changes import CPU_DEVICE, join
+from rlscope.analysis.advice.gpu_idle import UPDATE_WORDS
 from rlscope.analysis.gpu_calls import SHORT_KERNEL_NS
+from rlscope.categories import CATEGORY_NAMES, COMPILE
 
-__all__ = ["LAUNCH_TO_KERNEL_RATIO", "MIN_KERNELS", "SHORT_KERNEL_SHARE", "launch_bound"]
+__all__ = [
+    "BACKWARD_WORDS",
+    "LAUNCH_TO_KERNEL_RATIO",
+    "MIN_KERNELS",
+    "REPLAY_REFERENCE_LOOPS",
+    "SHORT_KERNEL_SHARE",
+    "launch_bound",
+]
 
 MIN_KERNELS = 100
 """Traced kernels an operation needs before its kernel lengths say anything (a handful of launches is
@@ -29,17 +38,31 @@ bottleneck, since the CPU needs twice as long to hand it the work (cleared by th
 :data:`~rlscope.analysis.advice.base.RATIO_MARGIN`: 2.2x)."""
 
 
+REPLAY_REFERENCE_LOOPS = {"step": 725.0, "training step": 7195.0}
+"""What one call of a step compiled with ``mode="reduce-overhead"`` costs the CPU once its graphs
+replay (guards, the inputs copied into the graphs' buffers, CUDA graph trees' bookkeeping, the launch;
+with a backward pass, its graph too and autograd's engine), in iterations of rlscope's reference loop,
+so that it is priced at the run's own speed (:attr:`Facts.reference_loop_ns`). Measured on the bundled
+PPO's policy and a training step of it by ``benchmarks/compiled_gpu_check.py`` (part 3; BENCHMARKS.md
+§12): 100 µs and 990 µs a call at a reference loop of 138 ns."""
+
+BACKWARD_WORDS = UPDATE_WORDS
+"""Operation names whose calls run a backward pass (a training step replays a forward and a backward
+graph): the update's words of :mod:`rlscope.analysis.advice.gpu_idle`."""
+
+
 def launch_bound(facts: Facts) -> list[Finding]:
     """Per operation whose traced kernels are mostly short and whose launches cost far more than they run.
 
-    Time at stake: what replaying the operation's GPU work as CUDA graphs removes. Each eager op costs
-    the CPU its dispatch (the torch op's own time, ``backend``) and its launch calls (``cuda_api``,
-    the launching calls' share); a replay is one call for all of them, and the operation then waits
-    for its kernels instead, so their time is kept. The Python around the ops is not counted (a graph
-    replay of a compiled step removes some of it, and adds a replay's own cost per call). Nor is the
-    warm-up of the first call (modules loading at a kernel's first launch, a library's handles made):
-    every run pays it once, replayed or not (:meth:`Facts.steady_cpu_s`).
-    ``benchmarks/compiled_gpu_check.py`` checks the number against ``mode="reduce-overhead"``.
+    Time at stake: what compiling the operation's step and replaying it as CUDA graphs
+    (``mode="reduce-overhead"``) removes. Each eager call costs the CPU its Python, its torch ops'
+    dispatch (``backend``) and its launch calls (``cuda_api``); a compiled step traces the Python away
+    and replays the launches as graphs, so all of that goes, and each call costs a replay instead
+    (:data:`REPLAY_REFERENCE_LOOPS`, at the run's speed) and waits for its kernels (their time is kept).
+    Not counted: the warm-up of the first call (modules loading at a kernel's first launch, a library's
+    handles made), which every run pays once, replayed or not (:meth:`Facts.steady_cpu_s`), and
+    compiling, which the report shows apart. ``benchmarks/compiled_gpu_check.py`` checks the number
+    against ``mode="reduce-overhead"``.
     """
     out = []
     for name, op in facts.operations():
@@ -50,11 +73,11 @@ def launch_bound(facts: Facts) -> list[Finding]:
             continue
         if not clears(c.launch_s / c.kernel_s, LAUNCH_TO_KERNEL_RATIO, ratio=True):
             continue
-        api = facts.cpu_s(op, "cuda_api")
-        steady_api = facts.steady_cpu_s(op, "cuda_api") / api if api > 0 else 1.0
-        launch_run = facts.api_run_s(name, op, c.launch_s) * steady_api
-        dispatch_run = facts.steady_cpu_s(op, "backend")
+        cpu_cats = [cat for cat in (op.get("categories") or {}) if cat != CATEGORY_NAMES[COMPILE]]
+        cpu_run = sum(facts.steady_cpu_s(op, cat) for cat in cpu_cats)
         kernel_run = facts.gpu_s(op, "gpu_kernel") or c.kernel_s
+        calls = int(op.get("calls", 0))
+        replay = _replay_s(facts, name)
         per_call = c.kernels / c.instances if c.instances else 0.0
         evidence = (
             f"{name}: {count(c.short_kernels)} of its {count(c.kernels)} traced kernels"
@@ -63,12 +86,21 @@ def launch_bound(facts: Facts) -> list[Finding]:
             f" {secs(c.launch_s)} of CPU time against {secs(c.kernel_s)} of kernel time"
             f" ({c.launch_s / c.kernel_s:.1f}x)"
         )
+        dispatch_run = facts.cpu_s(op, "backend")
         if dispatch_run > 0:
             evidence += f"; its torch ops took {secs(dispatch_run)} of CPU time besides, dispatching them"
+        evidence += f"; a replay would cost about {secs(replay)} a call, {count(calls)} calls"
         change = _change(facts, name)
-        stake = max(dispatch_run + launch_run - kernel_run, 0.0)
+        stake = max(cpu_run - kernel_run - calls * replay, 0.0)
         out.append(Finding("launch_bound", name, evidence, stake, change))
     return out
+
+
+def _replay_s(facts: Facts, name: str) -> float:
+    """Seconds of CPU one replayed call of ``name`` would cost at the run's speed: a training step's
+    where the name says it runs a backward pass, a step's otherwise."""
+    kind = "training step" if words_of(name) & BACKWARD_WORDS else "step"
+    return REPLAY_REFERENCE_LOOPS[kind] * facts.reference_loop_ns * 1e-9
 
 
 def _change(facts: Facts, name: str) -> str:

@@ -127,6 +127,7 @@ def correct_process(
         "notes": notes,
         "windows": info,
         "writer_stall": fix.writer_stall,
+        "reference_loop_ns": run_ref_ns,
     }
     return out
 
