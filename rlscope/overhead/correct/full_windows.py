@@ -133,11 +133,25 @@ def full_fraction(tl: Timeline) -> np.ndarray:
         start = tl.ts[rows]
         end = np.maximum(tl.seg_end[rows], start)
         i_start = wi[rows] - 1
-        i_end = np.searchsorted(win_ts, end, side="right") - 1
+        i_end = _end_window(tl, wi, win_ts, rows, end) - 1
         span = (end - start).astype(np.float64)
         inside = (full_until(end, i_end) - full_until(start, i_start)) / np.where(span > 0, span, 1.0)
         at = at_mode[wi[rows]] == S.WINDOW_FULL
         out[rows] = np.where(span > 0, np.clip(inside, 0.0, 1.0), at.astype(np.float64))
+    return out
+
+
+def _end_window(tl: Timeline, wi: np.ndarray, win_ts: np.ndarray, rows: slice, end: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: the window its segment ``end``s in, plus one (as :func:`row_window`). Most
+    segments end where the next row starts, in that row's window (known); only the others are searched."""
+    nxt = slice(rows.start + 1, min(rows.stop + 1, len(wi)))
+    known = nxt.stop - nxt.start
+    out = np.zeros(len(end), np.int64)
+    out[:known] = wi[nxt]
+    other = np.ones(len(end), bool)
+    np.not_equal(end[:known], tl.ts[nxt], out=other[:known])
+    other = np.flatnonzero(other)
+    out[other] = np.searchsorted(win_ts, end[other], side="right")
     return out
 
 
