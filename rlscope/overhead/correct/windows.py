@@ -160,6 +160,11 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     live = np.full(len(win_ts) + 1, np.iinfo(np.int64).max, np.int64)
     rows = np.flatnonzero(coll)
     wi = row_window(tl)[rows]  # 0: before the first window
+    # a thread's rows are in time order, so are the starts below within a (thread, window): only
+    # each one's first collector row can hold its earliest (a few of millions of torch ops)
+    first = np.ones(len(rows), bool)
+    first[1:] = (wi[1:] != wi[:-1]) | (tl.thread_idx[rows[1:]] != tl.thread_idx[rows[:-1]])
+    rows, wi = rows[first], wi[first]
     # the cost of a recorded call starts before its row: from the thread's previous row on
     prev = np.maximum(rows - 1, 0)
     same = (rows > 0) & (tl.thread_idx[prev] == tl.thread_idx[rows])
