@@ -405,40 +405,54 @@ class CountedSums:
     """
 
     sums: np.ndarray  # (pairs, NCAT, 2): exclusive ns per (pair, category, main thread?)
-    present: np.ndarray  # per pair: whether a counted row holds it
     off_main: bool  # whether a counted row is off the main thread
-    op_rows_per_cat: np.ndarray  # per category: the counted rows inside an operation
     inst_cat: np.ndarray  # (instances, NCAT): exclusive ns per operation instance and category
     rows: int  # how many rows are counted
+
+    @property
+    def present(self) -> np.ndarray:
+        """Per pair: whether a counted row holds it (each holds time)."""
+        return self.sums.sum(axis=(1, 2)) > 0
+
+    @property
+    def op_cats(self) -> np.ndarray:
+        """Per category: whether a counted row inside an operation holds it."""
+        return self.inst_cat.sum(axis=0) > 0
 
 
 def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
-    per_cat, present = np.zeros(NCAT, np.int64), np.zeros(n_pairs, bool)
     is_op = groups.pair_op >= 0
+    m0, m1 = _main_rows(tl)
     off_main, n_rows = False, 0
     for r in blocks(len(tl.ts)):
         pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
         rows = np.flatnonzero((end > ts) & (pair >= 0))
         pair, d, cat = pair[rows].astype(np.int64), end[rows] - ts[rows], tl.cat[r][rows]
         n_rows += len(rows)
-        main = tl.thread[r][rows] == tl.main_thread
-        off_main = off_main or not main.all()
-        present[pair] = True
+        if m0 <= r.start and r.stop <= m1:  # the main thread's rows are one run: most blocks are in it
+            main: np.ndarray | int = 1
+        else:
+            main = tl.thread[r][rows] == tl.main_thread
+            off_main = off_main or not main.all()
         sums += np.bincount((pair * NCAT + cat) * 2 + main, weights=d, minlength=len(sums))
         op = is_op[pair]
         inst, cat = tl.op[r][rows[op]], cat[op]
-        per_cat += np.bincount(cat, minlength=NCAT)
         if len(inst):  # a block's instances are few and near each other: a count over their range
             cell = inst * NCAT + cat
             lo = int(cell.min())
             part = np.bincount(cell - lo, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
-    return CountedSums(
-        sums.reshape(n_pairs, NCAT, 2), present, off_main, per_cat, inst_cat.reshape(n_inst, NCAT), n_rows
-    )
+    return CountedSums(sums.reshape(n_pairs, NCAT, 2), off_main, inst_cat.reshape(n_inst, NCAT), n_rows)
+
+
+def _main_rows(tl: Timeline) -> tuple[int, int]:
+    """The main thread's rows ``[start, stop)`` (rows are grouped by thread); (0, 0) without them."""
+    starts = tl.thread_starts()
+    on_main = np.flatnonzero(tl.thread[starts[:-1]] == tl.main_thread) if len(tl.ts) else []
+    return (int(starts[on_main[0]]), int(starts[on_main[0] + 1])) if len(on_main) else (0, 0)
 
 
 def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndarray:
@@ -485,7 +499,7 @@ def breakdown_timeline(
     begins, b_pair, g_op, g_pair = groups.begins, groups.b_pair, groups.g_op, groups.g_pair
     pair_ph, pair_op = groups.pair_ph, groups.pair_op
     # only the pairs that hold time, instances or GPU work here (as many as a grouping of these rows)
-    present = counted.present.copy()
+    present = counted.present
     present[b_pair] = present[g_pair] = True
     remap = np.arange(len(present))
     if not present.all():
@@ -638,7 +652,7 @@ def _noise(
     inst_ts = np.zeros(n_inst, np.int64)
     inst_pair[tl.id[begins]] = b_pair
     inst_ts[tl.id[begins]] = tl.ts[begins]
-    per_cat = counted.op_rows_per_cat
+    per_cat = counted.op_cats
     cats = np.flatnonzero(per_cat)  # the categories present, sorted
     gpu_cats = np.zeros(0, np.int64)
     if recs is not None and rec_inst is not None:
