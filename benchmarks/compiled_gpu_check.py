@@ -582,9 +582,8 @@ def _per_call(fn: Any, n: int) -> float:
 
 
 def replay_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Part 3: one call of the PPO's policy step and of a training step (forward and loss compiled with
-    ``mode="reduce-overhead"``, then backward, gradient clipping and Adam's step, as the PPO's update),
-    against the same eager, and one eager ``add_`` (a single
+    """Part 3: one call of the PPO's policy step and of a training step (forward, loss, backward)
+    compiled with ``mode="reduce-overhead"``, against the same eager, and one eager ``add_`` (a single
     op's dispatch and launch), with rlscope's reference loop timed beside them (the machine's Python
     speed at that moment): what a CUDA graph tree's replay itself costs the CPU per call (guards, the
     inputs copied into the graph's buffers, the tree's bookkeeping, the launch), which
@@ -603,15 +602,6 @@ def replay_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     compiled_step = torch.compile(lambda t: policy(t), mode="reduce-overhead")
     compiled_loss = torch.compile(lambda t: loss_of(train_policy(t)), mode="reduce-overhead")
-    optimizer = torch.optim.Adam(train_policy.parameters(), lr=1e-4)
-
-    def optimize(loss: Any) -> None:
-        """The PPO's (and CleanRL's) update after the loss: eager in a compiled step too (compiling
-        it is a separate, slow choice), so a replayed training step still pays it."""
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(train_policy.parameters(), 0.5)
-        optimizer.step()
 
     def eager_inference() -> None:
         with torch.no_grad():
@@ -622,11 +612,11 @@ def replay_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             compiled_step(x)
 
     def eager_train() -> None:
-        optimize(loss_of(train_policy(xb)))
+        loss_of(train_policy(xb)).backward()
 
     def compiled_train() -> None:
         torch.compiler.cudagraph_mark_step_begin()
-        optimize(compiled_loss(xb))
+        compiled_loss(xb).backward()
 
     variants = {
         "add_": lambda: unit.add_(1.0),
