@@ -143,3 +143,26 @@ def test_a_short_run_on_the_fused_simulator_through_tritons_interpreter(tmp_path
     assert result["sim"] == "fused" and result["global_step"] == 1024
     assert len(result["episode_returns"]) > 10
     assert all(r == int(r) and 1.0 <= r <= 500.0 for r in result["episode_returns"])
+
+
+def test_the_operation_timers_lie_inside_their_phases(tmp_path, monkeypatch):
+    """``--time-operations``: per iteration, each operation's seconds (a timer around every call of its
+    scope) are positive and fit inside the phase that runs them: inference and simulation inside the
+    rollout (the GAE's bootstrap value is one more inference call, in the advantages' phase), backprop
+    inside the update. The same returns as without timers."""
+    monkeypatch.setattr(ppo_cartpole, "OPERATION_SECONDS", None)  # main() sets the module's global
+    out = tmp_path / "r.json"
+    args = ["--total-timesteps", "2048", "--device", "cpu", "--eval-episodes", "0", "--quiet", "--json"]
+    ppo_cartpole.main([*args, str(out), "--time-operations"])
+    timed = json.loads(out.read_text())
+    ppo_cartpole.main([*args, str(tmp_path / "plain.json")])
+    plain = json.loads((tmp_path / "plain.json").read_text())
+    assert "operation_seconds" not in plain and plain["episode_returns"] == timed["episode_returns"]
+    ops, its = timed["operation_seconds"], timed["iteration_seconds"]
+    assert len(ops) == len(its) == 4
+    for o, (rollout, advantages, update) in zip(ops, its, strict=True):
+        assert set(o) == {"inference", "simulation", "compute_advantages", "backprop"}
+        assert all(v > 0 for v in o.values())
+        assert o["simulation"] < rollout and o["backprop"] <= update
+        assert o["compute_advantages"] <= advantages
+        assert o["inference"] + o["simulation"] <= rollout + advantages
