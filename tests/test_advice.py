@@ -275,6 +275,8 @@ def test_launch_bound_counts_the_torch_ops_dispatch_a_graph_replay_skips(tmp_pat
     [f] = launch_bound(Facts(s, calls))
     assert "; its torch ops took 8.0 ms of CPU time besides, dispatching them;" in f.evidence
     assert f.evidence.endswith("; a replay would cost about 82.7 µs a call, 20 calls")
+    # the what-if caps it (advice.on_the_critical_path) by the CPU categories it counts
+    assert f.parts == ("python", "backend", "cuda_api")
 
 
 def test_launch_bound_leaves_out_the_first_calls_warm_up(tmp_path):

@@ -92,7 +92,9 @@ def launch_bound(facts: Facts) -> list[Finding]:
         evidence += f"; a replay would cost about {secs(replay)} a call, {count(calls)} calls"
         change = _change(facts, name)
         stake = max(cpu_run - kernel_run - calls * replay, 0.0)
-        out.append(Finding("launch_bound", name, evidence, stake, change))
+        # capped by the what-if: CPU time the step overlapped with other work does not shorten the run
+        parts = tuple(c for c in ("python", "backend", "cuda_api") if c in cpu_cats)
+        out.append(Finding("launch_bound", name, evidence, stake, change, parts=parts))
     return out
 
 
