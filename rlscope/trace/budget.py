@@ -95,8 +95,7 @@ def _batches(path: Path, columns: list[str]):
         if any(i < 0 or not pa.types.is_integer(schema.field(i).type) for i in where):
             return
         # only these columns decoded (a torch-op file's others are most of its bytes)
-        options = pa.ipc.IpcReadOptions(included_fields=where)
-        reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"), options=options)
+        reader = pa.ipc.open_stream(pa.memory_map(str(path), "r"), options=S.read_options(where))
         for batch in reader:
             values = [batch.column(c) for c in columns]
             if any(v.null_count for v in values):  # a damaged batch: left out, as the full load does

@@ -126,7 +126,7 @@ def open_stream(
     except Exception as e:  # an unexpected error of the filesystem or Arrow: the file is unusable
         raise TraceError(path, f"cannot open ({_short(e)})") from None
     try:
-        reader = pa.ipc.open_stream(source)
+        reader = pa.ipc.open_stream(source, options=S.read_options())
         schema = reader.schema
     except Exception as e:  # ArrowInvalid, OSError, and whatever a damaged schema message raises
         if path.stat().st_size == 0:
@@ -165,7 +165,7 @@ def open_stream(
         ):
             raise TraceError(path, f"column {c} is of type {typ}, not one rlscope writes (damaged?)")
     if keep is not None:
-        options = pa.ipc.IpcReadOptions(included_fields=[schema.get_field_index(c) for c in keep])
+        options = S.read_options([schema.get_field_index(c) for c in keep])
         try:
             reader = pa.ipc.open_stream(_map(path), options=options)
         except Exception as e:
