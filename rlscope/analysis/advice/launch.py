@@ -93,7 +93,7 @@ def launch_bound(facts: Facts) -> list[Finding]:
         change = _change(facts, name)
         stake = max(cpu_run - kernel_run - calls * replay, 0.0)
         # capped by the what-if: CPU time the step overlapped with other work does not shorten the run
-        parts = tuple(c for c in ("python", "backend", "cuda_api") if c in cpu_cats)
+        parts = tuple(cat for cat in ("python", "backend", "cuda_api") if cat in cpu_cats)
         out.append(Finding("launch_bound", name, evidence, stake, change, parts=parts))
     return out
 
