@@ -1,12 +1,13 @@
 """`rlscope run`'s slowdown on a whole program, and its corrected wall against the unprofiled one.
 
-    python benchmarks/run_slowdown.py [--reps 5] [--detail SPEC] [--json F] -- python train.py ARGS...
+    python benchmarks/run_slowdown.py [--reps 5] [--detail SPEC] [--json F] [--time-limit S] -- CMD...
 
 Two variants of the same command, each run in its own process, interleaved (the order alternating
 per repetition) after one untimed run of each (native builds, caches, CUDA's first start-up):
 
 - ``plain``: the program as it is;
-- ``rlscope``: ``rlscope run --no-analyze [--detail SPEC]`` around it (the analysis is timed apart).
+- ``rlscope``: ``rlscope run --no-analyze [--detail SPEC]`` around it (the analysis is timed apart,
+  after each pair).
 
 The slowdown is the ratio of the two processes' walls (median over repetitions, with their
 spread), and of the training times the program prints (``N steps in T s``) where it prints one:
@@ -15,7 +16,9 @@ of and a long one is not. The correction is checked against the plain runs: each
 corrected wall (``rlscope-analyze --json``) against the median plain wall less the interpreter's
 start-up and finalization (which no session sees; ``--loads`` names what the program loads, whose
 teardown is part of it), as a percentage error. The program must do the same work in
-every run (a fixed number of steps, not a time limit).
+every run (a fixed number of steps, not a time limit). ``--json`` is written after every pair and
+``--time-limit`` starts no pair that would not end in time, so a benchmark cut short keeps what it
+measured.
 """
 
 from __future__ import annotations
@@ -74,7 +77,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--detail", default=None, help="rlscope run --detail SPEC (default: rlscope's)")
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, help="the result, written again after every pair")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="start no pair that would end past this many seconds of the benchmark (by the longest pair"
+        " so far); the pairs done are the result",
+    )
     p.add_argument(
         "--loads",
         default="pass",
@@ -86,6 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("give the program to run after --")
+    t_start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="rlscope-slowdown-"))
     detail = ["--detail", args.detail] if args.detail else []
 
@@ -96,66 +108,103 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"run_slowdown: {text}", file=sys.stderr, flush=True)
 
     say(f"untimed runs: plain {_wall(command):.1f} s, rlscope {_wall(profiled(work / 'warm')):.1f} s")
-    plain: list[float] = []
-    prof: list[float] = []
-    train: dict[str, list[float]] = {"plain": [], "rlscope": []}
-    traces: list[Path] = []
+    startup = _outside_s(command[0], args.loads) if command[0].startswith("python") else 0.0
+    runs = Runs(args.reps, startup)
+    longest = 0.0
     for rep in range(args.reps):
+        if args.time_limit and rep and time.perf_counter() - t_start + longest > args.time_limit:
+            say(f"stopping after {rep} of {args.reps} pairs: --time-limit {args.time_limit:g} s")
+            break
+        t_pair = time.perf_counter()
         trace = work / f"rep-{rep}"
         for variant in ("plain", "rlscope") if rep % 2 == 0 else ("rlscope", "plain"):
             wall, trained = _run(command if variant == "plain" else profiled(trace))
-            (plain if variant == "plain" else prof).append(wall)
-            if variant == "rlscope":
-                traces.append(trace)
-            if trained is not None:
-                train[variant].append(trained)
+            runs.add(variant, wall, trained)
             said = f", training {trained:.2f} s" if trained is not None else ""
             say(f"repetition {rep + 1}/{args.reps} {variant}: {wall:.2f} s{said}")
-    startup = _outside_s(command[0], args.loads) if command[0].startswith("python") else 0.0
-    truth = statistics.median(plain) - startup
-    corrected, analyze_s = [], []
-    for trace in traces:
-        out = trace.with_suffix(".json")
-        t0 = time.perf_counter()
-        subprocess.run(["rlscope-analyze", str(trace), "--json", str(out), "-q"], check=True)
-        analyze_s.append(time.perf_counter() - t0)
-        corrected.append(float(json.loads(out.read_text())["wall_s"]))
-    ratios = [b / a for a, b in zip(plain, prof, strict=True)]
-    trained = len(train["plain"]) == len(train["rlscope"]) == args.reps
-    train_ratios = [b / a for a, b in zip(train["plain"], train["rlscope"], strict=True)] if trained else []
-    errors = [100 * (c - truth) / truth for c in corrected]
-    result = {
-        "command": command,
-        "detail": args.detail,
-        "reps": args.reps,
-        "plain_s": plain,
-        "rlscope_s": prof,
-        "slowdown_median": statistics.median(ratios),
-        "slowdown_spread": [min(ratios), max(ratios)],
-        "train_plain_s": train["plain"],
-        "train_rlscope_s": train["rlscope"],
-        "train_slowdown_median": statistics.median(train_ratios) if train_ratios else None,
-        "train_slowdown_spread": [min(train_ratios), max(train_ratios)] if train_ratios else None,
-        "startup_s": startup,
-        "corrected_wall_s": corrected,
-        "corrected_error_pct_median": statistics.median(errors),
-        "corrected_error_pct_spread": [min(errors), max(errors)],
-        "analyze_s": analyze_s,
-    }
+        runs.analyze(trace)  # between pairs, untimed: a cut run keeps the corrected walls it has
+        longest = max(longest, time.perf_counter() - t_pair)
+        if args.json:
+            Path(args.json).write_text(json.dumps(runs.result(command, args.detail), indent=1))
+    result = runs.result(command, args.detail)
     print(
-        f"plain {statistics.median(plain):.2f} s ({_spread(plain)}), rlscope run"
-        f" {statistics.median(prof):.2f} s ({_spread(prof)}): slowdown {result['slowdown_median']:.3f}x"
-        f" ({_spread(ratios)}); corrected wall error {result['corrected_error_pct_median']:+.1f}%"
-        f" ({min(errors):+.1f}..{max(errors):+.1f}); analysis {statistics.median(analyze_s):.1f} s"
+        f"plain {statistics.median(runs.plain):.2f} s ({_spread(runs.plain)}), rlscope run"
+        f" {statistics.median(runs.prof):.2f} s ({_spread(runs.prof)}): slowdown"
+        f" {result['slowdown_median']:.3f}x ({_spread(runs.ratios())}); corrected wall error"
+        f" {result['corrected_error_pct_median']:+.1f}% ({_spread(runs.errors())}); analysis"
+        f" {statistics.median(runs.analyze_s):.1f} s"
     )
-    if train_ratios:
+    if result["train_slowdown_median"] is not None:
         print(
-            f"the program's own training time: slowdown {statistics.median(train_ratios):.3f}x"
-            f" ({_spread(train_ratios)})"
+            f"the program's own training time: slowdown {result['train_slowdown_median']:.3f}x"
+            f" ({_spread(runs.train_ratios())})"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return result
+
+
+class Runs:
+    """The pairs measured so far: walls, the training times the program printed, each profiled trace's
+    corrected wall and analysis time; ``result`` at any point (``complete``: every pair asked for)."""
+
+    def __init__(self, reps: int, startup: float) -> None:
+        self.reps, self.startup = reps, startup
+        self.plain: list[float] = []
+        self.prof: list[float] = []
+        self.train: dict[str, list[float]] = {"plain": [], "rlscope": []}
+        self.corrected: list[float] = []
+        self.analyze_s: list[float] = []
+
+    def add(self, variant: str, wall: float, trained: float | None) -> None:
+        (self.plain if variant == "plain" else self.prof).append(wall)
+        if trained is not None:
+            self.train[variant].append(trained)
+
+    def analyze(self, trace: Path) -> None:
+        """The trace's corrected wall (``rlscope-analyze --json``) and how long the analysis took."""
+        out = trace.with_suffix(".json")
+        t0 = time.perf_counter()
+        subprocess.run(["rlscope-analyze", str(trace), "--json", str(out), "-q"], check=True)
+        self.analyze_s.append(time.perf_counter() - t0)
+        self.corrected.append(float(json.loads(out.read_text())["wall_s"]))
+
+    def ratios(self) -> list[float]:
+        return [b / a for a, b in zip(self.plain, self.prof, strict=True)]
+
+    def train_ratios(self) -> list[float]:
+        t = self.train
+        if not len(t["plain"]) == len(t["rlscope"]) == len(self.plain):
+            return []
+        return [b / a for a, b in zip(t["plain"], t["rlscope"], strict=True)]
+
+    def errors(self) -> list[float]:
+        """Each corrected wall against the median plain wall less the time outside a session, in %."""
+        truth = statistics.median(self.plain) - self.startup
+        return [100 * (c - truth) / truth for c in self.corrected]
+
+    def result(self, command: list[str], detail: str | None) -> dict[str, Any]:
+        ratios, train, errors = self.ratios(), self.train_ratios(), self.errors()
+        return {
+            "command": command,
+            "detail": detail,
+            "reps": self.reps,
+            "pairs": len(ratios),
+            "complete": len(ratios) == self.reps,
+            "plain_s": self.plain,
+            "rlscope_s": self.prof,
+            "slowdown_median": statistics.median(ratios),
+            "slowdown_spread": [min(ratios), max(ratios)],
+            "train_plain_s": self.train["plain"],
+            "train_rlscope_s": self.train["rlscope"],
+            "train_slowdown_median": statistics.median(train) if train else None,
+            "train_slowdown_spread": [min(train), max(train)] if train else None,
+            "startup_s": self.startup,
+            "corrected_wall_s": self.corrected,
+            "corrected_error_pct_median": statistics.median(errors),
+            "corrected_error_pct_spread": [min(errors), max(errors)],
+            "analyze_s": self.analyze_s,
+        }
 
 
 if __name__ == "__main__":

@@ -1,0 +1,31 @@
+"""benchmarks/run_slowdown.py keeps what it measured when its time runs out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import run_slowdown  # noqa: E402
+
+PROGRAM = (
+    "import time; t = time.perf_counter(); sum(range(2_000_000));"
+    " print(f'1000 steps in {time.perf_counter() - t:.3f} s')"
+)
+
+
+def test_a_time_limit_stops_before_a_pair_that_would_not_end_in_time(tmp_path):
+    """Three pairs asked for, a limit that the first pair already uses up: one pair, its corrected wall
+    analyzed, the JSON written and marked incomplete."""
+    out = tmp_path / "r.json"
+    args = ["--reps", "3", "--time-limit", "0.001", "--json", str(out), "--", sys.executable, "-c", PROGRAM]
+    result = run_slowdown.main(args)
+    assert json.loads(out.read_text()) == result
+    assert result["pairs"] == 1 and not result["complete"] and result["reps"] == 3
+    assert len(result["plain_s"]) == len(result["rlscope_s"]) == len(result["corrected_wall_s"]) == 1
+    assert len(result["train_plain_s"]) == len(result["train_rlscope_s"]) == 1
+    assert result["train_slowdown_median"] > 0 and result["slowdown_median"] > 0
+    assert result["corrected_wall_s"][0] > 0
