@@ -394,9 +394,8 @@ def _steady(result_json: Path) -> dict[str, float]:
     if not its:
         raise SystemExit(f"--timesteps too small: no iteration after the first {WARM_ITERATIONS}")
     out = {phase: statistics.median(it[i] for it in its) for i, phase in enumerate(PHASES)}
-    for op in PHASE_OPERATIONS.values():
-        if ops:
-            out[op] = statistics.median(it.get(op, 0.0) for it in ops)
+    if ops:
+        out.update({op: statistics.median(it.get(op, 0.0) for it in ops) for op in PHASE_OPERATIONS.values()})
     return out
 
 
@@ -587,7 +586,9 @@ def replay_check(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     op's dispatch and launch), with rlscope's reference loop timed beside them (the machine's Python
     speed at that moment): what a CUDA graph tree's replay itself costs the CPU per call (guards, the
     inputs copied into the graph's buffers, the tree's bookkeeping, the launch), which
-    ``launch_bound``'s stake does not count. Interleaved ``REPLAY_REPS`` times; medians and ranges."""
+    ``launch_bound``'s stake charges per call (``REPLAY_REFERENCE_LOOPS`` in
+    rlscope/analysis/advice/launch.py holds these figures in reference loops). Interleaved
+    ``REPLAY_REPS`` times; medians and ranges."""
     import torch
 
     from rlscope.overhead.correct.reference import reference_ns

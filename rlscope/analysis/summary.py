@@ -43,27 +43,27 @@ def _noise_s(instances: int, variance: float) -> float | None:
     return math.sqrt(variance) if instances >= MIN_NOISE_INSTANCES else None
 
 
+def _by_measure(values: dict[str, Any], gpu_names: set[str], default: Any) -> dict[str, Any]:
+    """A per-measure figure in the summary's shape: the total, the exclusive time, then the CPU and
+    the GPU categories (``default``: a total or exclusive figure with no row)."""
+    return {
+        "total_s": values.get(TOTAL, default),
+        "exclusive_s": values.get(EXCLUSIVE, default),
+        "categories": {m: v for m, v in values.items() if m not in (TOTAL, EXCLUSIVE) and m not in gpu_names},
+        "gpu_categories": {m: v for m, v in values.items() if m in gpu_names},
+    }
+
+
 def _noise_entry(acc: dict[str, list], gpu_names: set[str]) -> dict[str, Any]:
     """One standard deviation of each sum from its instances' spread (rlscope.analysis.noise)."""
-    sd = {m: _noise_s(n, v) for m, (n, v, _) in acc.items()}
-    return {
-        "total_s": sd.get(TOTAL),
-        "exclusive_s": sd.get(EXCLUSIVE),
-        "categories": {m: v for m, v in sd.items() if m not in (TOTAL, EXCLUSIVE) and m not in gpu_names},
-        "gpu_categories": {m: v for m, v in sd.items() if m in gpu_names},
-    }
+    return _by_measure({m: _noise_s(n, v) for m, (n, v, _) in acc.items()}, gpu_names, None)
 
 
 def _one_time_entry(acc: dict[str, list], gpu_names: set[str]) -> dict[str, Any]:
     """The warm-up in each sum: what the operation's first call (and any that compiled) took beyond a
     typical call (rlscope.analysis.noise.one_time_excess); categories with none are left out."""
-    once = {m: v[2] for m, v in acc.items()}
-    return {
-        "total_s": once.get(TOTAL, 0.0),
-        "exclusive_s": once.get(EXCLUSIVE, 0.0),
-        "categories": {m: v for m, v in once.items() if m not in (TOTAL, EXCLUSIVE, *gpu_names) and v > 0},
-        "gpu_categories": {m: v for m, v in once.items() if m in gpu_names and v > 0},
-    }
+    once = {m: v[2] for m, v in acc.items() if v[2] > 0 or m in (TOTAL, EXCLUSIVE)}
+    return _by_measure(once, gpu_names, 0.0)
 
 
 def _fill_noise(ops_out: dict[str, dict[str, Any]], noise_rows: list[dict[str, Any]]) -> None:
