@@ -272,7 +272,7 @@ def _full_window_sums(
     at = 0
     for r in blocks(len(tl.ts)):
         pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
-        rows = np.flatnonzero((end > ts) & (pair >= 0))
+        rows = _counted_in(tl, groups, r)
         part = slice(at, at + len(rows))
         cell[part] = rank[pair[rows].astype(np.int64) * 2 + (tl.thread[r][rows] == tl.main_thread)] * NCAT
         cell[part] += tl.cat[r][rows]
@@ -420,6 +420,12 @@ class CountedSums:
         return self.inst_cat.sum(axis=0) > 0
 
 
+def _counted_in(tl: Timeline, groups: RowGroups, r: slice) -> np.ndarray:
+    """The counted rows of block ``r`` (:class:`CountedSums`: positive duration, in a pair), as
+    indices into the block."""
+    return np.flatnonzero((tl.seg_end[r] > tl.ts[r]) & (groups.row_pair[r] >= 0))
+
+
 def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
@@ -429,7 +435,7 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     off_main, n_rows = False, 0
     for r in blocks(len(tl.ts)):
         pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
-        rows = np.flatnonzero((end > ts) & (pair >= 0))
+        rows = _counted_in(tl, groups, r)
         pair, d, cat = pair[rows].astype(np.int64), end[rows] - ts[rows], tl.cat[r][rows]
         n_rows += len(rows)
         if m0 <= r.start and r.stop <= m1:  # the main thread's rows are one run: most blocks are in it
@@ -468,9 +474,8 @@ def _threads_per_pair(tl: Timeline, groups: RowGroups) -> np.ndarray:
     """Per pair: the threads its counted rows are on."""
     seen = np.zeros((len(groups.pair_ph), int(tl.thread_idx[-1]) + 1), bool)
     for r in blocks(len(tl.ts)):
-        pair = groups.row_pair[r]
-        rows = np.flatnonzero((tl.seg_end[r] > tl.ts[r]) & (pair >= 0))
-        seen[pair[rows], tl.thread_idx[r][rows]] = True
+        rows = _counted_in(tl, groups, r)
+        seen[groups.row_pair[r][rows], tl.thread_idx[r][rows]] = True
     return seen.sum(axis=1)
 
 
