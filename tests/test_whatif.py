@@ -538,3 +538,19 @@ def test_stretches_sum_each_key_of_each_stretch_in_blocks(n: int, n_nodes: int, 
         want = _stretches_by_merging(t, key, end, nodes, elastic)
         for g, w in zip(got, want, strict=True):
             assert g.tolist() == w.tolist()
+
+
+@pytest.mark.parametrize("n", [1, 7, 50_000])
+def test_stretches_with_no_node_inside_are_one_stretch(n: int) -> None:
+    """A process with no GPU work: its only node is its start, and the runs form one stretch."""
+    rng = np.random.default_rng(n)
+    t = np.sort(rng.integers(0, 10 * n, n))
+    key = rng.integers(0, 6, n).astype(np.int32)
+    end = int(t[-1]) + 3
+    nodes = np.array([t[0]], np.int64)
+    lo = np.sort(rng.choice(10 * n + 10, 4, replace=False))
+    for elastic in (None, np.stack([lo[0::2], lo[1::2]])):
+        got = whatif._stretches(t, key, end, nodes, elastic)
+        want = _stretches_by_merging(t, key, end, nodes, elastic)
+        for g, w in zip(got, want, strict=True):
+            assert g.tolist() == w.tolist()

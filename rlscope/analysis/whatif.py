@@ -233,6 +233,8 @@ def _stretches(
     """
     inner = nodes[(nodes > t[0]) & (nodes < end)]
     n, m = len(t), len(inner)
+    if m == 0:
+        return _one_stretch(t, key, end, elastic)
     pos = np.searchsorted(t, inner, "left")  # a node cuts run pos - 1 (inner > t[0]: pos >= 1)
     first = np.ones(m, bool)  # the first node cutting its run: where the run's own part ends
     first[1:] = pos[1:] != pos[:-1]
@@ -249,6 +251,27 @@ def _stretches(
     ent_off = np.zeros(len(node_t), np.int64)
     np.cumsum(np.bincount(ent_stretch, minlength=len(node_t))[: len(node_t) - 1], out=ent_off[1:])
     return node_t, ent_off, ent_key.astype(np.int32), ns
+
+
+def _one_stretch(
+    t: np.ndarray, key: np.ndarray, end: int, elastic: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_stretches` where no node cuts the runs (a process with no GPU work: the node at its
+    start only): one stretch, each key's runs summed in their order, as the blocks sum them, without
+    a stretch index and a code per run."""
+    dur = np.empty(len(t), np.int64)
+    np.subtract(t[1:], t[:-1], out=dur[:-1])
+    dur[-1] = end - t[-1]
+    if elastic is not None:
+        key = np.where(_within(t, elastic[0], elastic[1])[1], ELASTIC, key)
+    nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
+    total = np.bincount(key, weights=dur.astype(np.float64), minlength=nkeys)
+    found = np.flatnonzero(total > 0)
+    ns = np.rint(total[found]).astype(np.int64)
+    keep = ns > 0
+    found, ns = found[keep], ns[keep]
+    node_t = np.array([t[0], end], np.int64)
+    return node_t, np.array([0, len(found)], np.int64), found.astype(np.int32), ns
 
 
 @dataclasses.dataclass(frozen=True)
