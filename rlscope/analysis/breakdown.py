@@ -434,10 +434,12 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     m0, m1 = _main_rows(tl)
     off_main, n_rows = False, 0
     for r in blocks(len(tl.ts)):
-        pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
-        rows = _counted_in(tl, groups, r)
-        pair, d, cat = pair[rows].astype(np.int64), end[rows] - ts[rows], tl.cat[r][rows]
-        n_rows += len(rows)
+        pair, d = groups.row_pair[r], tl.seg_end[r] - tl.ts[r]
+        counted = (d > 0) & (pair >= 0)
+        # nearly every row counts (a torch op's rows all do): a block of them is read as it is
+        rows: np.ndarray | slice = slice(None) if counted.all() else np.flatnonzero(counted)
+        pair, d, cat = pair[rows].astype(np.int64), d[rows], tl.cat[r][rows]
+        n_rows += len(pair)
         if m0 <= r.start and r.stop <= m1:  # the main thread's rows are one run: most blocks are in it
             main: np.ndarray | int = 1
         else:
@@ -445,7 +447,7 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
             off_main = off_main or not main.all()
         sums += np.bincount((pair * NCAT + cat) * 2 + main, weights=d, minlength=len(sums))
         op = is_op[pair]
-        inst, cat = tl.op[r][rows[op]], cat[op]
+        inst, cat = tl.op[r][rows][op], cat[op]
         if len(inst):  # a block's instances are few and near each other: a count over their range
             cell = inst * NCAT + cat
             lo = int(cell.min())
