@@ -381,7 +381,7 @@ def build_timeline(
     # the state after each row: a begin makes its id current, an end makes its parent current
     after = np.where(_OPENS[kind], ident, parent)
     op = state_after(stack == 0, after, first, -1)
-    cat = state_after(stack == 1, after, first, categories.PYTHON)
+    cat = state_after(stack == 1, after, first, categories.PYTHON)  # a fresh array: set in place below
     phase = state_after(stack == 2, after, first, -1)
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
@@ -393,16 +393,16 @@ def build_timeline(
     in_compile = None
     if has_compile:  # inside any category of the program's; rlscope's own work stays rlscope's
         in_compile = inside(S.COMPILE_BEGIN, S.COMPILE_END) == 1
-        cat = np.where(in_compile & (cat != categories.PROFILER), categories.COMPILE, cat)
+        np.putmask(cat, in_compile & (cat != categories.PROFILER), categories.COMPILE)
     if has_backend:  # innermost but for CUDA API calls and compiles; rlscope's own work stays rlscope's
         in_op = inside(S.BACKEND_BEGIN, S.BACKEND_END) == 1
         if in_compile is not None:
             in_op &= ~_compile_inside_op(kind, in_compile & in_op)
-        cat = np.where(in_op & (cat != categories.PROFILER), categories.BACKEND, cat)
+        np.putmask(cat, in_op & (cat != categories.PROFILER), categories.BACKEND)
     if has_api:
         in_api = inside(S.API_BEGIN, S.API_END)
         # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
-        cat = np.where((in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API, cat)
+        np.putmask(cat, (in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API)
 
     seg_end = np.empty(n, np.int64)
     seg_end[:-1] = ts[1:]
