@@ -540,14 +540,17 @@ def test_stretches_sum_each_key_of_each_stretch_in_blocks(n: int, n_nodes: int, 
             assert g.tolist() == w.tolist()
 
 
-@pytest.mark.parametrize("n", [1, 7, 50_000])
-def test_stretches_with_no_node_inside_are_one_stretch(n: int) -> None:
-    """A process with no GPU work: its only node is its start, and the runs form one stretch."""
-    rng = np.random.default_rng(n)
+@pytest.mark.parametrize(
+    ("n", "n_nodes"), [(1, 0), (7, 0), (50_000, 0), (7, 3), (50_000, 20_000), (300_000, 9)]
+)
+def test_stretches_at_run_starts_are_whole_runs(n: int, n_nodes: int) -> None:
+    """Nodes that each fall on a run's start (the operation instances' starts; a process without GPU
+    work has its start only): no run is cut, each stretch is whole runs."""
+    rng = np.random.default_rng(n + n_nodes)
     t = np.sort(rng.integers(0, 10 * n, n))
     key = rng.integers(0, 6, n).astype(np.int32)
     end = int(t[-1]) + 3
-    nodes = np.array([t[0]], np.int64)
+    nodes = np.unique(np.concatenate([[t[0]], rng.choice(t, n_nodes)]))
     lo = np.sort(rng.choice(10 * n + 10, 4, replace=False))
     for elastic in (None, np.stack([lo[0::2], lo[1::2]])):
         got = whatif._stretches(t, key, end, nodes, elastic)

@@ -233,9 +233,9 @@ def _stretches(
     """
     inner = nodes[(nodes > t[0]) & (nodes < end)]
     n, m = len(t), len(inner)
-    if m == 0:
-        return _one_stretch(t, key, end, elastic)
     pos = np.searchsorted(t, inner, "left")  # a node cuts run pos - 1 (inner > t[0]: pos >= 1)
+    if (pos < n).all() and (t[np.minimum(pos, n - 1)] == inner).all():
+        return _aligned_stretches(t, key, end, inner, pos, elastic)
     first = np.ones(m, bool)  # the first node cutting its run: where the run's own part ends
     first[1:] = pos[1:] != pos[:-1]
     cut = _Cuts(t, key, end, inner, pos, first, elastic)
@@ -253,25 +253,39 @@ def _stretches(
     return node_t, ent_off, ent_key.astype(np.int32), ns
 
 
-def _one_stretch(
-    t: np.ndarray, key: np.ndarray, end: int, elastic: np.ndarray | None
+def _aligned_stretches(
+    t: np.ndarray, key: np.ndarray, end: int, inner: np.ndarray, pos: np.ndarray, elastic: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_stretches` where no node cuts the runs (a process with no GPU work: the node at its
-    start only): one stretch, each key's runs summed in their order, as the blocks sum them, without
-    a stretch index and a code per run."""
-    dur = np.empty(len(t), np.int64)
-    np.subtract(t[1:], t[:-1], out=dur[:-1])
-    dur[-1] = end - t[-1]
+    """:func:`_stretches` where every node falls on a run's start (``t[pos] == inner``: the operation
+    instances' starts the critical path is drawn at, a process without GPU work's start only): no run
+    is cut, so each stretch is whole runs, summed per key a block of stretches at a time."""
+    n, m = len(t), len(inner)
     if elastic is not None:
         key = np.where(_within(t, elastic[0], elastic[1])[1], ELASTIC, key)
     nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
-    total = np.bincount(key, weights=dur.astype(np.float64), minlength=nkeys)
-    found = np.flatnonzero(total > 0)
-    ns = np.rint(total[found]).astype(np.int64)
-    keep = ns > 0
-    found, ns = found[keep], ns[keep]
-    node_t = np.array([t[0], end], np.int64)
-    return node_t, np.array([0, len(found)], np.int64), found.astype(np.int32), ns
+    first = np.concatenate([[0], pos, [n]])  # stretch s's runs: [first[s], first[s + 1])
+    per = max((1 << 20) // nkeys, 1)
+    codes, sums = [_empty_i64()], [_empty_i64()]
+    for a in range(0, m + 1, per):
+        b = min(a + per, m + 1)
+        lo, hi = int(first[a]), int(first[b])
+        dur = np.empty(hi - lo, np.int64)
+        np.subtract(t[lo + 1 : hi], t[lo : hi - 1], out=dur[:-1])
+        dur[-1] = (t[hi] if hi < n else end) - t[hi - 1]
+        code = key[lo:hi].astype(np.int64)
+        if b - a > 1:
+            code += np.repeat(np.arange(0, (b - a) * nkeys, nkeys), np.diff(first[a : b + 1]))
+        total = np.bincount(code, weights=dur.astype(np.float64), minlength=(b - a) * nkeys)
+        found = np.flatnonzero(total > 0)
+        ns = np.rint(total[found]).astype(np.int64)
+        keep = ns > 0
+        codes.append(found[keep] + a * nkeys)
+        sums.append(ns[keep])
+    ent_stretch, ent_key = np.divmod(np.concatenate(codes), nkeys)
+    node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
+    ent_off = np.zeros(len(node_t), np.int64)
+    np.cumsum(np.bincount(ent_stretch, minlength=len(node_t))[: len(node_t) - 1], out=ent_off[1:])
+    return node_t, ent_off, ent_key.astype(np.int32), np.concatenate(sums)
 
 
 @dataclasses.dataclass(frozen=True)
