@@ -123,6 +123,8 @@ def full_fraction(tl: Timeline) -> np.ndarray:
     at_mode = mode_table(win_mode)
 
     def full_until(t: np.ndarray, i: np.ndarray) -> np.ndarray:
+        if len(i) and i.min() >= 0:  # every row after the first switch (all blocks but the first)
+            return before[i] + (t - win_ts[i]) * full[i]
         k = np.maximum(i, 0)
         return np.where(i >= 0, before[k] + (t - win_ts[k]) * full[k], (t - win_ts[0]).astype(np.float64))
 
