@@ -21,7 +21,7 @@ from rlscope.blocks import blocks
 from rlscope.trace import schema as S
 from rlscope.trace.glue import Gaps
 from rlscope.trace.header import main_thread, session_span
-from rlscope.trace.states import state_after
+from rlscope.trace.states import state_after_rows
 
 
 @dataclasses.dataclass
@@ -221,7 +221,7 @@ def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
 def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
     """Per row: 1 inside an interval added by :func:`_with_interval_rows` (from its begin row to its
     end row), else 0. Their rows alternate begin, end along each thread and every interval ends on
-    its thread, so a running count is the state :func:`state_after` would forward-fill, without a
+    its thread, so a running count is the state rlscope.trace.states would forward-fill, without a
     pass over the millions of rows that change it."""
     delta = (kind == begin_kind).astype(np.int8)
     delta -= kind == end_kind
@@ -378,17 +378,26 @@ def build_timeline(
     last = np.ones(n, bool)
     last[:-1] = first[1:]
 
-    # the state after each row: a begin makes its id current, an end makes its parent current
-    after = np.where(_OPENS[kind], ident, parent)
-    op = state_after(stack == 0, after, first, -1)
-    cat = state_after(stack == 1, after, first, categories.PYTHON)  # a fresh array: set in place below
-    phase = state_after(stack == 2, after, first, -1)
+    # the state after each row that changes one: a begin makes its id current, an end makes its parent
+    # current (read at those rows only: the torch ops' millions change none of these)
+    rows = np.flatnonzero(stack < 3 if merged_only else stack != 3)
+    after = np.where(_OPENS[kind[rows]], ident[rows], parent[rows])
+    row_stack = stack[rows]
+
+    def state(s: int, default: int) -> np.ndarray:
+        """Per row: the state of stack ``s`` after it."""
+        mine = row_stack == s
+        return state_after_rows(rows[mine], after[mine], first, default)
+
+    op = state(0, -1)
+    cat = state(1, categories.PYTHON)  # a fresh array: set in place below
+    phase = state(2, -1)
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
         """Per row: 1 inside an interval of these kinds."""
         if merged_only:
             return _inside(kind, begin_kind, end_kind)
-        return state_after(stack == _STACK[begin_kind], after, first, 0)
+        return state(_STACK[begin_kind], 0)
 
     in_compile = None
     if has_compile:  # inside any category of the program's; rlscope's own work stays rlscope's

@@ -13,10 +13,19 @@ import numpy as np
 def state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
     """Forward-fill ``after`` from the ``changed`` rows (rows grouped by thread, in time order); each
     thread's first row restarts at ``default`` unless it changes the state itself."""
+    rows = np.flatnonzero(changed)
+    return state_after_rows(rows, after[rows], first, default)
+
+
+def state_after_rows(rows: np.ndarray, values: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
+    """:func:`state_after` given the changed ``rows`` (sorted) and the state after each of them only:
+    a caller whose changes are a few rows in millions reads their states, not a column of all rows."""
     # each run from a marked row to the next is one value, repeated: a pass over the marked rows only
     # (few, for most states), not a running maximum and a gather over every row
-    marker = changed | first
+    marker = first.copy()
+    marker[rows] = True
     marker[:1] = True  # rows before any mark hold the default
     at = np.flatnonzero(marker)
-    values = np.where(changed[at], after[at], default)
-    return np.repeat(values, np.diff(at, append=len(marker)))
+    held = np.full(len(at), default, values.dtype)
+    held[np.searchsorted(at, rows)] = values
+    return np.repeat(held, np.diff(at, append=len(marker)))
