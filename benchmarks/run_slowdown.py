@@ -13,18 +13,22 @@ The slowdown is the ratio of the two processes' walls (median over repetitions, 
 spread), and of the training times the program prints (``N steps in T s``) where it prints one:
 its own loop, without the start-up (imports, CUDA's initialization) that a short run is mostly made
 of and a long one is not. The correction is checked against the plain runs: each profiled trace's
-corrected wall (``rlscope-analyze --json``) against the median plain wall less the interpreter's
-start-up and finalization (which no session sees; ``--loads`` names what the program loads, whose
-teardown is part of it), as a percentage error. The program must do the same work in
-every run (a fixed number of steps, not a time limit). ``--json`` is written after every pair and
-``--time-limit`` starts no pair that would not end in time, so a benchmark cut short keeps what it
-measured.
+corrected wall (``rlscope-analyze --json``) against its pair's plain span, as a percentage error
+(median over pairs: the pairs are adjacent in time, so a host whose speed drifts over minutes moves
+both alike). A Python program's plain span is timed where a session's is: from its
+``sitecustomize`` to its last ``atexit`` call (a probe on the plain run's PYTHONPATH that does
+nothing else), so that the interpreter's start-up and finalization, and whatever the program does
+after ``atexit`` (CUDA's teardown), are outside both; another program's span is its process wall.
+The program must do the same work in every run (a fixed number of steps, not a time limit).
+``--json`` is written after every pair and ``--time-limit`` starts no pair that would not end in
+time, so a benchmark cut short keeps what it measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -39,10 +43,22 @@ from typing import Any
 TRAIN_TIME = re.compile(r"steps in ([0-9.]+) ?s")
 
 
-def _run(cmd: list[str]) -> tuple[float, float | None]:
+# the plain run's span probe: the span a session would see (its sitecustomize to its last atexit
+# call; atexit calls run last-registered first, and this one registers as early as a session does),
+# written where RLSCOPE_SLOWDOWN_SPAN says; the variable is dropped so that the program's own child
+# processes do not write it too
+PROBE = """import atexit, os, time
+_t0 = time.perf_counter()
+_out = os.environ.pop("RLSCOPE_SLOWDOWN_SPAN", None)
+if _out:
+    atexit.register(lambda: open(_out, "w").write(repr(time.perf_counter() - _t0)))
+"""
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float | None]:
     """The process's wall, and the training time it printed (None: none printed)."""
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"run_slowdown: {' '.join(cmd)} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -50,23 +66,23 @@ def _run(cmd: list[str]) -> tuple[float, float | None]:
     return wall, float(found[-1]) if found else None
 
 
-def _wall(cmd: list[str]) -> float:
-    return _run(cmd)[0]
-
-
-def _outside_s(python: str, loads: str) -> float:
-    """What a plain process spends outside the span a session sees (median of 5): the interpreter's
-    start before ``sitecustomize`` and its finalization after ``atexit``, with ``loads`` (the
-    program's imports, e.g. ``import torch``) done in between, so that the teardown of what they
-    loaded is counted; the time ``loads`` itself takes is inside the session and not counted."""
-    code = "import sys, time; t = time.perf_counter(); exec(sys.argv[1]); print(time.perf_counter() - t)"
-
-    def once() -> float:
-        t0 = time.perf_counter()
-        done = subprocess.run([python, "-c", code, loads], capture_output=True, text=True, check=True)
-        return time.perf_counter() - t0 - float(done.stdout.split()[-1])
-
-    return statistics.median(once() for _ in range(5))
+def _plain_span(cmd: list[str], work: Path) -> tuple[float, float | None, float]:
+    """A plain run: its wall, its printed training time, and its span as a session would see it (the
+    wall where the program is not Python)."""
+    if not Path(cmd[0]).name.startswith("python"):
+        wall, trained = _run(cmd)
+        return wall, trained, wall
+    probe = work / "probe"
+    probe.mkdir(exist_ok=True)
+    (probe / "sitecustomize.py").write_text(PROBE)
+    out = work / "span"
+    out.unlink(missing_ok=True)
+    path = os.pathsep.join(p for p in (str(probe), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "RLSCOPE_SLOWDOWN_SPAN": str(out)}
+    wall, trained = _run(cmd, env)
+    if not out.is_file():
+        raise SystemExit(f"run_slowdown: {' '.join(cmd)} left no span: it ran without sitecustomize?")
+    return wall, trained, float(out.read_text())
 
 
 def _spread(values: list[float]) -> str:
@@ -86,12 +102,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="start no pair that would end past this many seconds of the benchmark (by the longest pair"
         " so far); the pairs done are the result",
     )
-    p.add_argument(
-        "--loads",
-        default="pass",
-        help="Python code that loads what the program loads (e.g. 'import torch'): the plain process's"
-        " start-up and finalization with it loaded are outside the session (default: none)",
-    )
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -107,9 +117,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def say(text: str) -> None:
         print(f"run_slowdown: {text}", file=sys.stderr, flush=True)
 
-    say(f"untimed runs: plain {_wall(command):.1f} s, rlscope {_wall(profiled(work / 'warm')):.1f} s")
-    startup = _outside_s(command[0], args.loads) if command[0].startswith("python") else 0.0
-    runs = Runs(args.reps, startup)
+    warm = _plain_span(command, work)[0], _run(profiled(work / "warm"))[0]
+    say(f"untimed runs: plain {warm[0]:.1f} s, rlscope {warm[1]:.1f} s")
+    runs = Runs(args.reps)
     longest = 0.0
     for rep in range(args.reps):
         if args.time_limit and rep and time.perf_counter() - t_start + longest > args.time_limit:
@@ -118,11 +128,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t_pair = time.perf_counter()
         trace = work / f"rep-{rep}"
         for variant in ("plain", "rlscope") if rep % 2 == 0 else ("rlscope", "plain"):
-            wall, trained = _run(command if variant == "plain" else profiled(trace))
+            if variant == "plain":
+                wall, trained, span = _plain_span(command, work)
+                runs.spans.append(span)
+            else:
+                wall, trained = _run(profiled(trace))
             runs.add(variant, wall, trained)
             said = f", training {trained:.2f} s" if trained is not None else ""
             say(f"repetition {rep + 1}/{args.reps} {variant}: {wall:.2f} s{said}")
         runs.analyze(trace)  # between pairs, untimed: a cut run keeps the corrected walls it has
+        say(
+            f"repetition {rep + 1}/{args.reps}: plain span {runs.spans[-1]:.2f} s, profiled raw"
+            f" {runs.raw[-1]:.2f} s, corrected {runs.corrected[-1]:.2f} s ({runs.errors()[-1]:+.1f}%)"
+        )
         longest = max(longest, time.perf_counter() - t_pair)
         if args.json:
             Path(args.json).write_text(json.dumps(runs.result(command, args.detail), indent=1))
@@ -145,11 +163,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 class Runs:
-    """The pairs measured so far: walls, the training times the program printed, each profiled trace's
-    corrected wall and analysis time; ``result`` at any point (``complete``: every pair asked for)."""
+    """The pairs measured so far: walls, the plain runs' spans, the training times the program printed,
+    each profiled trace's raw and corrected wall and analysis time; ``result`` at any point
+    (``complete``: every pair asked for)."""
 
-    def __init__(self, reps: int, startup: float) -> None:
-        self.reps, self.startup = reps, startup
+    def __init__(self, reps: int) -> None:
+        self.reps = reps
+        self.spans: list[float] = []
+        self.raw: list[float] = []
         self.plain: list[float] = []
         self.prof: list[float] = []
         self.train: dict[str, list[float]] = {"plain": [], "rlscope": []}
@@ -167,7 +188,9 @@ class Runs:
         t0 = time.perf_counter()
         subprocess.run(["rlscope-analyze", str(trace), "--json", str(out), "-q"], check=True)
         self.analyze_s.append(time.perf_counter() - t0)
-        self.corrected.append(float(json.loads(out.read_text())["wall_s"]))
+        summary = json.loads(out.read_text())
+        self.corrected.append(float(summary["wall_s"]))
+        self.raw.append(float(summary["overhead"]["raw_wall_s"]))
 
     def ratios(self) -> list[float]:
         return [b / a for a, b in zip(self.plain, self.prof, strict=True)]
@@ -179,9 +202,8 @@ class Runs:
         return [b / a for a, b in zip(t["plain"], t["rlscope"], strict=True)]
 
     def errors(self) -> list[float]:
-        """Each corrected wall against the median plain wall less the time outside a session, in %."""
-        truth = statistics.median(self.plain) - self.startup
-        return [100 * (c - truth) / truth for c in self.corrected]
+        """Each corrected wall against its pair's plain span, in %."""
+        return [100 * (c - s) / s for c, s in zip(self.corrected, self.spans, strict=False)]
 
     def result(self, command: list[str], detail: str | None) -> dict[str, Any]:
         ratios, train, errors = self.ratios(), self.train_ratios(), self.errors()
@@ -199,7 +221,8 @@ class Runs:
             "train_rlscope_s": self.train["rlscope"],
             "train_slowdown_median": statistics.median(train) if train else None,
             "train_slowdown_spread": [min(train), max(train)] if train else None,
-            "startup_s": self.startup,
+            "plain_span_s": self.spans,
+            "raw_wall_s": self.raw,
             "corrected_wall_s": self.corrected,
             "corrected_error_pct_median": statistics.median(errors),
             "corrected_error_pct_spread": [min(errors), max(errors)],

@@ -29,3 +29,19 @@ def test_a_time_limit_stops_before_a_pair_that_would_not_end_in_time(tmp_path):
     assert len(result["train_plain_s"]) == len(result["train_rlscope_s"]) == 1
     assert result["train_slowdown_median"] > 0 and result["slowdown_median"] > 0
     assert result["corrected_wall_s"][0] > 0
+
+
+def test_the_plain_span_is_timed_where_a_session_is(tmp_path):
+    """The plain run's span holds the loop it printed and leaves out the interpreter's start-up and
+    finalization; the error is each corrected wall against its own pair's span."""
+    result = run_slowdown.main(["--reps", "2", "--", sys.executable, "-c", PROGRAM])
+    for span, wall, trained in zip(
+        result["plain_span_s"], result["plain_s"], result["train_plain_s"], strict=True
+    ):
+        assert trained <= span < wall
+    expected = [
+        100 * (c - s) / s for c, s in zip(result["corrected_wall_s"], result["plain_span_s"], strict=True)
+    ]
+    assert sorted(expected)[0] <= result["corrected_error_pct_median"] <= sorted(expected)[-1]
+    assert result["corrected_error_pct_spread"] == [min(expected), max(expected)]
+    assert all(0 < c <= r for c, r in zip(result["corrected_wall_s"], result["raw_wall_s"], strict=True))
