@@ -38,7 +38,7 @@ def test_the_plain_span_is_timed_where_a_session_is(tmp_path):
     for span, wall, trained in zip(
         result["plain_span_s"], result["plain_s"], result["train_plain_s"], strict=True
     ):
-        assert trained <= span < wall
+        assert trained - 5e-4 <= span < wall  # the loop printed to 3 decimals
     expected = [
         100 * (c - s) / s for c, s in zip(result["corrected_wall_s"], result["plain_span_s"], strict=True)
     ]
