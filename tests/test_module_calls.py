@@ -168,3 +168,35 @@ def test_between_detail_stretches_the_summarized_instances_lose_their_calls_too(
     # accounting at the cuts is docs/long-runs.md's)
     removed = raw["inference"]["total_s"] - ops["inference"]["total_s"]
     assert removed == pytest.approx(20 * CALLS * WRAP * 1e-9, abs=1e-12)
+
+
+def test_each_session_counts_its_own_calls_under_the_thread_that_made_them(tmp_path):
+    """The collector reads the counts on the writer's thread (here: a flush on a thread of its own in
+    the middle of the session): every row still names the program's thread, and a second session in
+    the same process, after calls made with no session, counts its own calls only."""
+    import threading
+
+    from rlscope.collectors.module_calls import ModuleCallCounter
+
+    x = torch.ones(2)
+    for k in range(2):
+        clock = FakeClock()
+        net = Net(clock)
+        net(x)  # no session: no one's
+        sess = rlscope.profile(tmp_path / f"t{k}", backend=False, gpu=False, windows=False, auto_ops=True)
+        sess.clock = clock
+        with sess:
+            for i in range(10):
+                with torch.no_grad():
+                    net(x)
+                    clock.advance(SAMPLE)
+                if i == 4:
+                    (counter,) = [c for c in sess._collectors if isinstance(c, ModuleCallCounter)]
+                    flush = threading.Thread(target=counter.collect)
+                    flush.start()
+                    flush.join()
+        proc = rlscope.load_trace(str(sess.trace_dir)).processes[0]
+        table = proc.module_calls
+        assert set(table.column("thread").to_pylist()) == {threading.get_native_id()}
+        assert sum(table.column("calls").to_pylist()) == 10 * CALLS
+        assert len(table) == 2  # the flush's rows and the rest at the end

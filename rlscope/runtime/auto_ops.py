@@ -71,8 +71,25 @@ _update_modules: tuple[type, ...] = ()
 TRAIL_MIN_NS = 2_000_000
 TRAIL_FACTOR = 20
 _clock: Callable[[], int] = int  # the session's clock (its own, a test's fake one included)
-# every thread's module-call counts (thread state, counts by name id), for the module-call collector
-_counters: list[tuple[_Thread, dict[int, int]]] = []
+
+
+class _Counts:
+    """One thread's module-call counts by operation name id, and the thread's OS id.
+
+    Why a plain object beside the thread's state: the state is a ``threading.local``, so the writer's
+    thread reading ``tid`` through it would read (and make) a state of its own, and file the
+    program's calls under the writer's id.
+    """
+
+    __slots__ = ("counts", "tid")
+
+    def __init__(self) -> None:
+        self.tid = threading.get_native_id()
+        self.counts: dict[int, int] = {}
+
+
+# every thread's module-call counts, for the module-call collector (on the writer's thread)
+_counters: list[_Counts] = []
 # module classes that set autograd themselves inside their forward, each with the mode it sets
 # (given the module and the mode at the call): TorchRL's value estimators run with autograd as their
 # ``differentiable`` says, so a GAE called with autograd on is inference, not the start of backprop
@@ -99,9 +116,9 @@ class _Thread(threading.local):
         # reader diffing them (collectors/module_calls.py) loses nothing to a reset
         self.seen = 0
         self.counted = 0
-        self.counts: dict[int, int] = {}
-        self.tid = threading.get_native_id()
-        _counters.append((self, self.counts))
+        self.counter = _Counts()
+        self.counts = self.counter.counts
+        _counters.append(self.counter)
 
 
 _tls = _Thread()
@@ -143,7 +160,7 @@ def _count(t: _Thread) -> None:
 def module_call_counts() -> list[tuple[int, dict[int, int]]]:
     """Every thread's (OS thread id, module calls by operation name id so far), copies: the module-call
     collector diffs them at each flush."""
-    return [(t.tid, dict(counts)) for t, counts in list(_counters)]
+    return [(c.tid, dict(c.counts)) for c in list(_counters)]
 
 
 def _user_open(name: str) -> bool:
@@ -454,7 +471,7 @@ def _reset(t: _Thread) -> None:
     t.per_call = False
     t.late = []
     t.counted = t.seen  # calls before now were no session's
-    t.tid = threading.get_native_id()  # a forked child's thread has an id of its own
+    t.counter.tid = threading.get_native_id()  # a forked child's thread has an id of its own
 
 
 def start(session: Any) -> None:
