@@ -1,6 +1,6 @@
 """SB3 PPO in one process, alternating with and without rlscope: the checks separate runs cannot make.
 
-    python benchmarks/in_process_ab.py [--part train|learn|light|probe|engine|all] [--reps 8]
+    python benchmarks/in_process_ab.py [--part train|learn|light|probe|engine|summary|all] [--reps 8]
                                        [--device cpu|cuda] [--json FILE]
 
 Separate processes draw their cores' speeds (±10-30% on the machines measured), so
@@ -31,6 +31,11 @@ thread; ``--device cuda`` puts the policy on the GPU and profiles with GPU traci
   step, and what of it the wrappers around the autograd engine's entry cost
   (rlscope/runtime/autograd_engine.py). Their rows carry no cost the correction removes, and the
   windows cannot see a light window's cost.
+- ``summary``: ``learn()`` stretches of 4,096 steps of an unannotated SB3 PPO, alternating
+  unprofiled and profiled as ``rlscope run`` profiles it (automatic operations, stack samples) with
+  no detail stretch: every figure comes from the aggregates and the correction of the time between
+  detail stretches (rlscope/analysis/whole_run.py), the part of a long run's profile no window
+  measures. The corrected wall over the unprofiled stretches beside it.
 
 Each part prints the median ratio and its [min, max] over the repetitions.
 """
@@ -331,12 +336,56 @@ def part_engine(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     }
 
 
+# a detail schedule whose first stretch is over before the measured stretch starts, and whose next
+# one never comes: the session records aggregates only (rlscope/trace/detail.py)
+SUMMARY_ONLY = "1ms,1000h,1ms"
+
+
+def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
+    """Corrected ``learn()`` wall of an unannotated SB3 PPO, profiled as ``rlscope run`` does but from
+    the aggregates alone, over the unprofiled stretches beside it."""
+    from rlscope.analysis import analyze
+
+    model = _model(device, n_steps=256)
+
+    def stretch() -> float:
+        t0 = time.perf_counter()
+        model.learn(total_timesteps=4096, reset_num_timesteps=False)
+        return time.perf_counter() - t0
+
+    def profiled(k: int) -> tuple[float, float]:
+        trace = tmp / f"summary-{k}"
+        shutil.rmtree(trace, ignore_errors=True)
+        options = {"gpu": _gpu(device), "auto_ops": True, "stack_hz": 100, "detail": SUMMARY_ONLY}
+        with rlscope.profile(trace, **options):
+            time.sleep(0.01)  # past the first stretch
+            raw = stretch()
+        summary = analyze(rlscope.load_trace(str(trace))).summary
+        if summary["detail"]["detail_s"] > 0.05:
+            raise SystemExit(f"summary: {summary['detail']['detail_s']:.2f} s of detail kept, expected none")
+        return raw, summary["wall_s"] - 0.01
+
+    stretch(), profiled(-1)  # warm: the first stretches of each kind
+    errors, slowdowns = [], []
+    before = stretch()
+    for k in range(reps):
+        raw, corrected = profiled(k)
+        after = stretch()
+        ref = (before + after) / 2
+        errors.append(corrected / ref - 1)
+        slowdowns.append(raw / ref)
+        print(f"summary {k + 1}/{reps}: corrected {errors[-1]:+.1%}; raw x{slowdowns[-1]:.3f}", flush=True)
+        before = after
+    return {"corrected_error": _spread(errors), "raw_slowdown": _spread(slowdowns)}
+
+
 PARTS = {
     "train": part_train,
     "learn": part_learn,
     "light": part_light,
     "probe": part_probe,
     "engine": part_engine,
+    "summary": part_summary,
 }
 
 
