@@ -444,8 +444,9 @@ def ddp(ctx: Context) -> Figures:
 def in_process(ctx: Context) -> Figures:
     """SB3 PPO with and without rlscope in one process (in_process_ab.py; its policy on the GPU where
     there is one): the corrected train's and learn()'s error, the light and full states' cost, the
-    speed probe's reading under a session, and what a light session and its autograd engine wrappers
-    add to a torch update step."""
+    speed probe's reading under a session, what a light session and its autograd engine wrappers
+    add to a torch update step, and the corrected learn() of an unannotated SB3 PPO between detail
+    stretches."""
     need("stable_baselines3")
     out = ctx.work / "in_process.json"
     device = "cuda" if ctx.gpu else "cpu"
@@ -474,6 +475,9 @@ def in_process(ctx: Context) -> Figures:
         # what a light session adds to a torch update step, and the engine wrappers' part of it
         "in_process.light_step_added_us": fig(r["engine"]["light_added_us"]["median"], "us", "lower"),
         "in_process.engine_wrappers_us": fig(r["engine"]["engine_wrappers_us"]["median"], "us", "lower"),
+        # an unannotated SB3 PPO between detail stretches: the aggregates' correction on its own
+        "in_process.summary_error_pct": fig(100 * r["summary"]["corrected_error"]["median"], "%", "zero"),
+        "in_process.summary_raw_slowdown_x": fig(r["summary"]["raw_slowdown"]["median"], "x", "lower"),
     }
 
 
