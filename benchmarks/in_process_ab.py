@@ -35,7 +35,8 @@ thread; ``--device cuda`` puts the policy on the GPU and profiles with GPU traci
   unprofiled and profiled as ``rlscope run`` profiles it (automatic operations, stack samples) with
   no detail stretch: every figure comes from the aggregates and the correction of the time between
   detail stretches (rlscope/analysis/whole_run.py), the part of a long run's profile no window
-  measures. The corrected wall over the unprofiled stretches beside it.
+  measures. The corrected wall over the unprofiled stretches beside it; and the same without the
+  backend recorder, and without the automatic operations too: what each leaves uncorrected.
 
 Each part prints the median ratio and its [min, max] over the repetitions.
 """
@@ -341,9 +342,19 @@ def part_engine(reps: int, tmp: Path, device: str) -> dict[str, Any]:
 SUMMARY_ONLY = "1ms,1000h,1ms"
 
 
+# the sessions of the summary part: as ``rlscope run`` profiles, then without the backend recorder,
+# then without the automatic operations too: what each leaves in the corrected figure
+SUMMARY_SESSIONS: dict[str, dict[str, Any]] = {
+    "": {},
+    ".no_backend": {"backend": False},
+    ".no_auto_ops": {"backend": False, "auto_ops": False},
+}
+
+
 def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     """Corrected ``learn()`` wall of an unannotated SB3 PPO, profiled as ``rlscope run`` does but from
-    the aggregates alone, over the unprofiled stretches beside it."""
+    the aggregates alone, over the unprofiled stretches beside it; and the same without the backend
+    recorder, and without the automatic operations too (:data:`SUMMARY_SESSIONS`, interleaved)."""
     from rlscope.analysis import analyze
 
     model = _model(device, n_steps=256)
@@ -353,11 +364,11 @@ def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
         model.learn(total_timesteps=4096, reset_num_timesteps=False)
         return time.perf_counter() - t0
 
-    def profiled(k: int) -> tuple[float, float]:
-        trace = tmp / f"summary-{k}"
+    def profiled(k: int, variant: str) -> tuple[float, float]:
+        trace = tmp / f"summary-{k}{variant}"
         shutil.rmtree(trace, ignore_errors=True)
         options = {"gpu": _gpu(device), "auto_ops": True, "stack_hz": 100, "detail": SUMMARY_ONLY}
-        with rlscope.profile(trace, **options):
+        with rlscope.profile(trace, **{**options, **SUMMARY_SESSIONS[variant]}):
             time.sleep(0.01)  # past the first stretch
             raw = stretch()
         summary = analyze(rlscope.load_trace(str(trace))).summary
@@ -365,18 +376,28 @@ def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
             raise SystemExit(f"summary: {summary['detail']['detail_s']:.2f} s of detail kept, expected none")
         return raw, summary["wall_s"] - 0.01
 
-    stretch(), profiled(-1)  # warm: the first stretches of each kind
-    errors, slowdowns = [], []
+    stretch(), profiled(-1, "")  # warm: the first stretches of each kind
+    errors: dict[str, list[float]] = {v: [] for v in SUMMARY_SESSIONS}
+    slowdowns: dict[str, list[float]] = {v: [] for v in SUMMARY_SESSIONS}
     before = stretch()
     for k in range(reps):
-        raw, corrected = profiled(k)
-        after = stretch()
-        ref = (before + after) / 2
-        errors.append(corrected / ref - 1)
-        slowdowns.append(raw / ref)
-        print(f"summary {k + 1}/{reps}: corrected {errors[-1]:+.1%}; raw x{slowdowns[-1]:.3f}", flush=True)
-        before = after
-    return {"corrected_error": _spread(errors), "raw_slowdown": _spread(slowdowns)}
+        for variant in SUMMARY_SESSIONS:
+            raw, corrected = profiled(k, variant)
+            after = stretch()
+            ref = (before + after) / 2
+            errors[variant].append(corrected / ref - 1)
+            slowdowns[variant].append(raw / ref)
+            print(
+                f"summary{variant} {k + 1}/{reps}: corrected {errors[variant][-1]:+.1%};"
+                f" raw x{slowdowns[variant][-1]:.3f}",
+                flush=True,
+            )
+            before = after
+    out: dict[str, Any] = {}
+    for v in SUMMARY_SESSIONS:
+        out[f"corrected_error{v}"] = _spread(errors[v])
+        out[f"raw_slowdown{v}"] = _spread(slowdowns[v])
+    return out
 
 
 PARTS = {

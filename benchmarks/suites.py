@@ -478,6 +478,12 @@ def in_process(ctx: Context) -> Figures:
         # an unannotated SB3 PPO between detail stretches: the aggregates' correction on its own
         "in_process.summary_error_pct": fig(100 * r["summary"]["corrected_error"]["median"], "%", "zero"),
         "in_process.summary_raw_slowdown_x": fig(r["summary"]["raw_slowdown"]["median"], "x", "lower"),
+        **{
+            f"in_process.summary_{v}_error_pct": fig(
+                100 * r["summary"][f"corrected_error.{v}"]["median"], "%", "zero"
+            )
+            for v in ("no_backend", "no_auto_ops")
+        },
     }
 
 
