@@ -50,8 +50,15 @@ TRAIN_TIME = re.compile(r"steps in ([0-9.]+) ?s")
 PROBE = """import atexit, os, time
 _t0 = time.perf_counter()
 _out = os.environ.pop("RLSCOPE_SLOWDOWN_SPAN", None)
+
+
+def _span():
+    with open(_out, "w") as f:
+        f.write(repr(time.perf_counter() - _t0))
+
+
 if _out:
-    atexit.register(lambda: open(_out, "w").write(repr(time.perf_counter() - _t0)))
+    atexit.register(_span)
 """
 
 
