@@ -117,7 +117,6 @@ class _Thread(threading.local):
         self.seen = 0
         self.counted = 0
         self.counter = _Counts()
-        self.counts = self.counter.counts
         _counters.append(self.counter)
 
 
@@ -153,7 +152,7 @@ def _count(t: _Thread) -> None:
     n = t.seen - t.counted
     t.counted = t.seen
     nid = _top()
-    counts = t.counts
+    counts = t.counter.counts
     counts[nid] = counts.get(nid, 0) + n
 
 
