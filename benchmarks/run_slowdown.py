@@ -73,19 +73,24 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, floa
     return wall, float(found[-1]) if found else None
 
 
-def _plain_span(cmd: list[str], work: Path) -> tuple[float, float | None, float]:
-    """A plain run: its wall, its printed training time, and its span as a session would see it (the
-    wall where the program is not Python)."""
-    if not Path(cmd[0]).name.startswith("python"):
-        wall, trained = _run(cmd)
-        return wall, trained, wall
+def _probe_env(work: Path) -> tuple[dict[str, str], Path]:
+    """The plain runs' environment with the span probe first on PYTHONPATH, and where it writes."""
     probe = work / "probe"
     probe.mkdir(exist_ok=True)
     (probe / "sitecustomize.py").write_text(PROBE)
     out = work / "span"
-    out.unlink(missing_ok=True)
     path = os.pathsep.join(p for p in (str(probe), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "RLSCOPE_SLOWDOWN_SPAN": str(out)}
+    return {**os.environ, "PYTHONPATH": path, "RLSCOPE_SLOWDOWN_SPAN": str(out)}, out
+
+
+def _plain_span(cmd: list[str], probe: tuple[dict[str, str], Path]) -> tuple[float, float | None, float]:
+    """A plain run: its wall, its printed training time, and its span as a session would see it (the
+    wall where the program is not Python); ``probe`` from :func:`_probe_env`."""
+    if not Path(cmd[0]).name.startswith("python"):
+        wall, trained = _run(cmd)
+        return wall, trained, wall
+    env, out = probe
+    out.unlink(missing_ok=True)
     wall, trained = _run(cmd, env)
     if not out.is_file():
         raise SystemExit(f"run_slowdown: {' '.join(cmd)} left no span: it ran without sitecustomize?")
@@ -124,7 +129,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def say(text: str) -> None:
         print(f"run_slowdown: {text}", file=sys.stderr, flush=True)
 
-    warm = _plain_span(command, work)[0], _run(profiled(work / "warm"))[0]
+    probe = _probe_env(work)
+    warm = _plain_span(command, probe)[0], _run(profiled(work / "warm"))[0]
     say(f"untimed runs: plain {warm[0]:.1f} s, rlscope {warm[1]:.1f} s")
     runs = Runs(args.reps)
     longest = 0.0
@@ -136,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         trace = work / f"rep-{rep}"
         for variant in ("plain", "rlscope") if rep % 2 == 0 else ("rlscope", "plain"):
             if variant == "plain":
-                wall, trained, span = _plain_span(command, work)
+                wall, trained, span = _plain_span(command, probe)
                 runs.spans.append(span)
             else:
                 wall, trained = _run(profiled(trace))
@@ -210,7 +216,7 @@ class Runs:
 
     def errors(self) -> list[float]:
         """Each corrected wall against its pair's plain span, in %."""
-        return [100 * (c - s) / s for c, s in zip(self.corrected, self.spans, strict=False)]
+        return [100 * (c - s) / s for c, s in zip(self.corrected, self.spans, strict=True)]
 
     def result(self, command: list[str], detail: str | None) -> dict[str, Any]:
         ratios, train, errors = self.ratios(), self.train_ratios(), self.errors()
