@@ -340,6 +340,7 @@ def part_engine(reps: int, tmp: Path, device: str) -> dict[str, Any]:
 # a detail schedule whose first stretch is over before the measured stretch starts, and whose next
 # one never comes: the session records aggregates only (rlscope/trace/detail.py)
 SUMMARY_ONLY = "1ms,1000h,1ms"
+SUMMARY_WAIT_S = 0.01  # slept at the session's start, past that first stretch; not the stretch's time
 
 
 # the sessions of the summary part: as ``rlscope run`` profiles, then without the backend recorder,
@@ -369,12 +370,12 @@ def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
         shutil.rmtree(trace, ignore_errors=True)
         options = {"gpu": _gpu(device), "auto_ops": True, "stack_hz": 100, "detail": SUMMARY_ONLY}
         with rlscope.profile(trace, **{**options, **SUMMARY_SESSIONS[variant]}):
-            time.sleep(0.01)  # past the first stretch
+            time.sleep(SUMMARY_WAIT_S)
             raw = stretch()
         summary = analyze(rlscope.load_trace(str(trace))).summary
         if summary["detail"]["detail_s"] > 0.05:
             raise SystemExit(f"summary: {summary['detail']['detail_s']:.2f} s of detail kept, expected none")
-        return raw, summary["wall_s"] - 0.01
+        return raw, summary["wall_s"] - SUMMARY_WAIT_S
 
     stretch(), profiled(-1, "")  # warm: the first stretches of each kind
     errors: dict[str, list[float]] = {v: [] for v in SUMMARY_SESSIONS}
