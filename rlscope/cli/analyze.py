@@ -22,6 +22,7 @@ import traceback
 from rlscope.cli import options
 from rlscope.cli.heap import keep_freed_memory
 from rlscope.cli.output import write_text
+from rlscope.cli.pandas_probe import skip_pandas_probe
 from rlscope.cli.parser import EXIT_BAD_INPUT, Parser, command_list
 from rlscope.errors import RLScopeError
 from rlscope.text import printable
@@ -154,6 +155,7 @@ SUBCOMMANDS = {"check": _check, "diff": _diff, "export": _export, "bench-sim": _
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     keep_freed_memory()
+    skip_pandas_probe()  # the analysis uses no pandas: not imported (rlscope/cli/pandas_probe.py)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return SUBCOMMANDS[argv[0]](argv[1:])

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib
 import threading
 
+from rlscope.cli.pandas_probe import skip_pandas_probe
+
 MODULES = (
     "numpy",
     "pyarrow",
@@ -49,14 +51,12 @@ MODULES = (
 
 
 def warm() -> None:
-    """Import :data:`MODULES` and make pyarrow's first array (its probe for pandas); any failure is
-    left for the report itself to meet and say."""
+    """Import :data:`MODULES` and make pyarrow's probe for pandas (answered absent:
+    rlscope/cli/pandas_probe.py); any failure is left for the report itself to meet and say."""
     try:
         for name in MODULES:
             importlib.import_module(name)
-        import pyarrow as pa
-
-        pa.array([0])
+        skip_pandas_probe()
     except Exception:  # an optimization only: the report imports what it needs, and says what fails
         return
 
