@@ -178,6 +178,16 @@ def test_schedule(spec: str, inside: list[float], outside: list[float]) -> None:
         t = nxt
 
 
+@pytest.mark.parametrize(
+    "spec", ["60s,600s,10s", "1ms,1000h,1ms", "90m,2h,1.5s", "0.25s", "all", "200it,5000it,50it"]
+)
+def test_a_schedule_passes_to_the_run_s_processes_unchanged(spec: str) -> None:
+    """``rlscope run`` hands its schedule to each process as text (RLSCOPE options): read back, it is
+    the same schedule, whatever its parts' sizes."""
+    sch = DetailSchedule.parse(spec)
+    assert DetailSchedule.parse(sch.to_env()) == sch
+
+
 @pytest.mark.parametrize("bad", ["x", "10s,5s", "1s,2q,3s", "", "10s,100it,5it", "2.5it"])
 def test_bad_schedules_are_one_clear_error(bad: str) -> None:
     with pytest.raises(RLScopeError, match="detail schedule"):

@@ -49,6 +49,11 @@ def _duration_ns(text: str, spec: str) -> int:
     return int(float(m.group(1)) * _UNIT_NS[m.group(2) or "s"])
 
 
+def _seconds(ns: int) -> str:
+    """``ns`` as a duration the parser reads back exactly: ``60s``, ``1.5s``, ``0.001s``."""
+    return f"{ns // 10**9}.{ns % 10**9:09d}".rstrip("0").rstrip(".") + "s"
+
+
 def _amount(text: str, spec: str) -> tuple[int, str]:
     """(value, unit) of one part: ns of a duration, or a count of iterations (``200it``)."""
     m = re.fullmatch(r"\s*(\d+)\s*it\s*", text)
@@ -125,12 +130,13 @@ class DetailSchedule:
         return t - t % self.every + self.length
 
     def to_env(self) -> str:
-        """The schedule as ``--detail`` takes it."""
+        """The schedule as ``--detail`` takes it, exactly: each part in seconds with up to 9 decimals,
+        as a float's shortest form may be an exponent (``3.6e+06``) the parser does not take."""
         if self.whole_run:
             return "all"
         if self.iterations:
             return f"{self.first}it,{self.every}it,{self.length}it"
-        return f"{self.first / 1e9:g}s,{self.every / 1e9:g}s,{self.length / 1e9:g}s"
+        return ",".join(_seconds(ns) for ns in (self.first, self.every, self.length))
 
 
 def origin_ns(session_start_ns: int) -> int:
