@@ -36,7 +36,8 @@ thread; ``--device cuda`` puts the policy on the GPU and profiles with GPU traci
   no detail stretch: every figure comes from the aggregates and the correction of the time between
   detail stretches (rlscope/analysis/whole_run.py), the part of a long run's profile no window
   measures. The corrected wall over the unprofiled stretches beside it; and the same without the
-  backend recorder, and without the automatic operations too: what each leaves uncorrected.
+  backend recorder, and without the automatic operations too: what each leaves uncorrected
+  (``--sessions`` adds ``no_gpu``, no GPU tracing, and ``bare``, nothing but the session's scopes).
 
 Each part prints the median ratio and its [min, max] over the repetitions.
 """
@@ -344,18 +345,24 @@ SUMMARY_WAIT_S = 0.01  # slept at the session's start, past that first stretch; 
 
 
 # the sessions of the summary part: as ``rlscope run`` profiles, then without the backend recorder,
-# then without the automatic operations too: what each leaves in the corrected figure
+# then without the automatic operations too: what each leaves in the corrected figure; on a GPU also
+# without GPU tracing, and with nothing but the session's scopes (``--sessions``)
 SUMMARY_SESSIONS: dict[str, dict[str, Any]] = {
     "": {},
     ".no_backend": {"backend": False},
     ".no_auto_ops": {"backend": False, "auto_ops": False},
+    ".no_gpu": {"gpu": False},
+    ".bare": {"backend": False, "auto_ops": False, "gpu": False, "stack_hz": 0},
 }
+SUMMARY_DEFAULT = ("", ".no_backend", ".no_auto_ops")
 
 
-def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
+def part_summary(
+    reps: int, tmp: Path, device: str, sessions: tuple[str, ...] = SUMMARY_DEFAULT
+) -> dict[str, Any]:
     """Corrected ``learn()`` wall of an unannotated SB3 PPO, profiled as ``rlscope run`` does but from
-    the aggregates alone, over the unprofiled stretches beside it; and the same without the backend
-    recorder, and without the automatic operations too (:data:`SUMMARY_SESSIONS`, interleaved)."""
+    the aggregates alone, over the unprofiled stretches beside it; and the same in the other
+    ``sessions`` (:data:`SUMMARY_SESSIONS`, interleaved)."""
     from rlscope.analysis import analyze
 
     model = _model(device, n_steps=256)
@@ -378,11 +385,11 @@ def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
         return raw, summary["wall_s"] - SUMMARY_WAIT_S
 
     stretch(), profiled(-1, "")  # warm: the first stretches of each kind
-    errors: dict[str, list[float]] = {v: [] for v in SUMMARY_SESSIONS}
-    slowdowns: dict[str, list[float]] = {v: [] for v in SUMMARY_SESSIONS}
+    errors: dict[str, list[float]] = {v: [] for v in sessions}
+    slowdowns: dict[str, list[float]] = {v: [] for v in sessions}
     before = stretch()
     for k in range(reps):
-        for variant in SUMMARY_SESSIONS:
+        for variant in sessions:
             raw, corrected = profiled(k, variant)
             after = stretch()
             ref = (before + after) / 2
@@ -395,7 +402,7 @@ def part_summary(reps: int, tmp: Path, device: str) -> dict[str, Any]:
             )
             before = after
     out: dict[str, Any] = {}
-    for v in SUMMARY_SESSIONS:
+    for v in sessions:
         out[f"corrected_error{v}"] = _spread(errors[v])
         out[f"raw_slowdown{v}"] = _spread(slowdowns[v])
     return out
@@ -417,9 +424,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--reps", type=int, default=8, help="alternations per part (default 8)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--json", help="write the figures here")
+    p.add_argument(
+        "--sessions",
+        default=",".join(v or "run" for v in SUMMARY_DEFAULT),
+        help="the summary part's sessions, comma-separated, of: "
+        + ", ".join(v.lstrip(".") or "run" for v in SUMMARY_SESSIONS)
+        + " (default: %(default)s)",
+    )
     args = p.parse_args(argv)
     if args.reps < 1:
         p.error("--reps must be at least 1")
+    sessions = tuple("" if v == "run" else f".{v}" for v in args.sessions.split(","))
+    if unknown := [v.lstrip(".") for v in sessions if v not in SUMMARY_SESSIONS]:
+        p.error(f"--sessions: unknown {', '.join(unknown)}")
     if args.device == "cuda":
         import torch
 
@@ -429,7 +446,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="rlscope-ab-") as tmp:
         for name, part in PARTS.items():
             if args.part in (name, "all"):
-                results[name] = part(args.reps, Path(tmp), args.device)
+                extra = {"sessions": sessions} if name == "summary" else {}
+                results[name] = part(args.reps, Path(tmp), args.device, **extra)
                 for figure, v in results[name].items():
                     spread = f"[{v['min']:.3f}, {v['max']:.3f}] ({v['n']})"
                     print(f"{name} {figure}: median {v['median']:.3f} {spread}")
