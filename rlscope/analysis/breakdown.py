@@ -431,7 +431,8 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
-    m0, m1 = _main_rows(tl)
+    main_rows = tl.main_rows()
+    m0, m1 = main_rows.start, main_rows.stop
     off_main, n_rows = False, 0
     for r in blocks(len(tl.ts)):
         pair, d = groups.row_pair[r], tl.seg_end[r] - tl.ts[r]
@@ -454,13 +455,6 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
             part = np.bincount(cell - lo, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
     return CountedSums(sums.reshape(n_pairs, NCAT, 2), off_main, inst_cat.reshape(n_inst, NCAT), n_rows)
-
-
-def _main_rows(tl: Timeline) -> tuple[int, int]:
-    """The main thread's rows ``[start, stop)`` (rows are grouped by thread); (0, 0) without them."""
-    starts = tl.thread_starts()
-    on_main = np.flatnonzero(tl.thread[starts[:-1]] == tl.main_thread) if len(tl.ts) else []
-    return (int(starts[on_main[0]]), int(starts[on_main[0] + 1])) if len(on_main) else (0, 0)
 
 
 def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndarray:

@@ -67,7 +67,17 @@ class Timeline:
         A search of the sorted ``thread_idx``, not a pass over the rows."""
         if len(self.thread_idx) == 0:
             return np.zeros(1, np.int64)
-        return np.searchsorted(self.thread_idx, np.arange(int(self.thread_idx[-1]) + 2))
+        # the queries in the column's own type: another would convert the whole column to search it
+        return np.searchsorted(
+            self.thread_idx, np.arange(int(self.thread_idx[-1]) + 2, dtype=self.thread_idx.dtype)
+        )
+
+    def main_rows(self) -> slice:
+        """The main thread's rows, one block (rows are grouped by thread); empty without them. Read
+        at each thread's first row, not by a comparison over every row."""
+        starts = self.thread_starts()
+        on_main = np.flatnonzero(self.thread[starts[:-1]] == self.main_thread)
+        return slice(int(starts[on_main[0]]), int(starts[on_main[0] + 1])) if len(on_main) else slice(0, 0)
 
     def trace_ids(self, inst: np.ndarray) -> np.ndarray:
         """The trace's instance ids of instance indices (-1, none, stays -1): what exports show."""

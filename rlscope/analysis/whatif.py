@@ -438,15 +438,10 @@ def process_inputs(
     tl, api, recs = joined
     if len(tl.ts) == 0:
         return None
-    on_main = tl.thread == tl.main_thread
-    first, count = int(on_main.argmax()), int(on_main.sum())
+    main = tl.main_rows()  # the timeline's rows are grouped by thread: the main thread's are one block
     start, end = int(tl.start_ns), int(tl.end_ns)
-    if not count or end <= start:
+    if main.stop == main.start or end <= start:
         return None
-    # the timeline's rows are grouped by thread: the main thread's are one block
-    main: slice | np.ndarray = slice(first, first + count)
-    if not on_main[main].all():
-        main = np.flatnonzero(on_main)
     t = np.minimum(tl.ts[main], end)
     t[0] = start
     op = tl.op[main]

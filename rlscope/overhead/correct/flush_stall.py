@@ -60,16 +60,19 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
 
     ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall).
     """
-    main = tl.thread == tl.main_thread
-    seg = np.flatnonzero((tl.op >= 0) & main)
+    main = tl.main_rows()
     n_inst = len(tl.inst_name)
-    seg_op = tl.op[seg]
-    excl = np.bincount(seg_op, weights=(tl.seg_end[seg] - tl.ts[seg]).astype(np.float64), minlength=n_inst)
+    op = tl.op[main]
+    # each instance's exclusive time: the rows outside every instance (-1) counted apart, dropped
+    dur = (tl.seg_end[main] - tl.ts[main]).astype(np.float64)
+    excl = np.bincount(op + 1, weights=dur, minlength=n_inst + 1)[1:]
+    del dur
     # the flushes' share by instance: over the rows that met one (the others add exact zeros)
-    hit = np.flatnonzero(bound)
-    hit = hit[(tl.op[hit] >= 0) & main[hit]]
-    over = np.bincount(tl.op[hit], weights=bound[hit], minlength=n_inst)
-    begins = np.flatnonzero((tl.kind == S.OP_BEGIN) & main)
+    main_bound = bound[main]
+    hit = np.flatnonzero(main_bound)
+    hit = hit[op[hit] >= 0]
+    over = np.bincount(op[hit], weights=main_bound[hit], minlength=n_inst)
+    begins = np.flatnonzero(tl.kind[main] == S.OP_BEGIN) + main.start
     inst = tl.id[begins]
     name = tl.inst_name[inst]
     win_ts, win_mode = windows.window_rows(tl)
@@ -77,7 +80,7 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     if len(win_ts):
         mode = windows.mode_at(win_ts, win_mode, tl.ts[begins])
     e, b = excl[inst], over[inst]
-    main_bound = float(bound[main].sum())
+    main_bound_ns = float(main_bound.sum())
     bound_sum = excess = var = 0.0
     used = 0
     for key in factorize_rows(np.stack([name, mode]))[0].T:
@@ -98,5 +101,5 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
         sigma = float(np.sqrt(var)) / bound_sum
         if sigma <= MAX_SIGMA:
             share = min(max(excess / bound_sum, 0.0), 1.0)
-            return StallShare(share, sigma, "measured", used, bound_sum, excess, main_bound)
-    return StallShare(ASSUMED, 0.5, "assumed", used, bound_sum, excess, main_bound)
+            return StallShare(share, sigma, "measured", used, bound_sum, excess, main_bound_ns)
+    return StallShare(ASSUMED, 0.5, "assumed", used, bound_sum, excess, main_bound_ns)

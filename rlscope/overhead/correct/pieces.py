@@ -93,7 +93,8 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     """Cut the main thread's rows of ``tl`` into pieces; ``raw``: the same rows before correction,
     whose clock the window switches were made on."""
     n = len(tl.ts)
-    main = np.flatnonzero(tl.thread == tl.main_thread)
+    main_rows = tl.main_rows()
+    main = np.arange(main_rows.start, main_rows.stop)
     if len(main) == 0:
         empty = np.zeros(0, np.int64)
         return Pieces(n, empty, np.zeros(1, np.int64), empty, empty, empty, empty)

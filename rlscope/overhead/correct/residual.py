@@ -296,7 +296,8 @@ def _memory_planned(tl: Timeline, times: np.ndarray | None, per_event_ns: float)
     GPU buffers) would have its cost taken from the main thread's time: not corrected right."""
     if times is None or per_event_ns <= 0 or len(times) == 0:
         return None
-    rows = np.flatnonzero(tl.thread == tl.main_thread)
+    main = tl.main_rows()
+    rows = np.arange(main.start, main.stop)
     if len(rows) == 0:
         return None
     i = np.searchsorted(tl.ts[rows], times, side="right") - 1
@@ -318,18 +319,24 @@ def without(costs: EventCosts, backend: bool, cuda_api: bool) -> EventCosts:
     return dataclasses.replace(costs, inside=inside, outside=outside, used=used, notes=notes)
 
 
+# per event kind: the cost class its rows pay (category rows: by their category, event_classes), and
+# whether the row opens a begin/end pair
+_KIND_CLASS = np.zeros(S.COMPILE_END + 1, np.int8)
+_KIND_CLASS[[S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END]] = CostClass.SCOPE
+_KIND_CLASS[[S.CAT_BEGIN, S.CAT_END]] = CostClass.CATEGORY
+_KIND_CLASS[[S.API_BEGIN, S.API_END]] = CostClass.CUDA_API
+_KIND_CLASS[[S.BACKEND_BEGIN, S.BACKEND_END]] = CostClass.BACKEND
+_KIND_OPENS = np.zeros(S.COMPILE_END + 1, bool)
+_KIND_OPENS[[S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
+
+
 def event_classes(tl: Timeline) -> np.ndarray:
     """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
-    kind, ident = tl.kind, tl.id
-    cls = np.zeros(len(kind), np.int8)
-    is_op = kinds_among(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
-    is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
-    cls[is_op] = CostClass.SCOPE
-    cls[is_cat] = CostClass.CATEGORY
-    cls[is_cat & (ident == categories.BACKEND)] = CostClass.BACKEND
-    cls[is_cat & (ident == categories.PROFILER)] = CostClass.NONE  # its whole segment is removed instead
-    cls[kinds_among(kind, (S.API_BEGIN, S.API_END))] = CostClass.CUDA_API
-    cls[kinds_among(kind, (S.BACKEND_BEGIN, S.BACKEND_END))] = CostClass.BACKEND
+    cls = _KIND_CLASS[tl.kind]  # a lookup per row; the category rows (few) then read their category
+    cat_rows = np.flatnonzero(cls == CostClass.CATEGORY)
+    ident = tl.id[cat_rows]
+    cls[cat_rows[ident == categories.BACKEND]] = CostClass.BACKEND
+    cls[cat_rows[ident == categories.PROFILER]] = CostClass.NONE  # its whole segment is removed instead
     cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = CostClass.NONE
     return cls
 
@@ -376,27 +383,23 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
 
     An event's total cost is calibrated; which side of its timestamp it falls on varies with the
     call (a torch operator defined in Python pays its dispatch inside the backend interval, a C++
-    one outside), so cost that does not fit on one side goes to the other (one pass each way).
+    one outside), so cost that does not fit on one side goes to the other (one pass each way: each
+    segment's excess moves to the next segment on its thread as far as that one has room, then what
+    is left to the previous one). Only the segments with an excess move anything: a few in millions.
     """
     removal = np.minimum(planned, dur)
-    excess = planned - removal
-    cut = last[:-1]  # segment i and i + 1 are on two threads: nothing moves between them
-    room = np.empty_like(removal)  # buffers both passes reuse (a row each: millions)
-    take = np.empty(max(len(removal) - 1, 0))
+    over = np.flatnonzero(~(planned <= dur))
+    if len(over) == 0:
+        return removal
+    excess = planned[over] - removal[over]
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
-        np.subtract(dur, removal, out=room)
-        if shift == 1:
-            np.copyto(take, excess[:-1])
-            take[cut] = 0.0
-            np.minimum(take, room[1:], out=take)
-            excess[:-1] -= take
-            removal[1:] += take
-        else:
-            np.copyto(take, excess[1:])
-            take[cut] = 0.0
-            np.minimum(take, room[:-1], out=take)
-            excess[1:] -= take
-            removal[:-1] += take
+        # a segment and its neighbour on another thread: nothing moves between them
+        gives = (over + shift >= 0) & (over + shift < len(dur))
+        gives[gives] &= ~last[over[gives] + min(shift, 0)]
+        to = over[gives] + shift
+        take = np.minimum(excess[gives], dur[to] - removal[to])  # the neighbours' room before the pass
+        excess[gives] -= take
+        removal[to] += take
     return removal
 
 
@@ -463,7 +466,6 @@ def _rows_meeting(tl: Timeline, start: np.ndarray, end: np.ndarray) -> np.ndarra
     start), and perhaps a neighbour of one: per thread, from the row holding an interval's start to
     the last row beginning by its end. Relies on the timeline's layout (rows of a thread in time
     order, each segment ending by the next row's start)."""
-    n = len(tl.ts)
     bounds = tl.thread_starts()
     lo_all, hi_all = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
@@ -473,13 +475,24 @@ def _rows_meeting(tl: Timeline, start: np.ndarray, end: np.ndarray) -> np.ndarra
         keep = hi > lo
         lo_all.append(lo[keep] + a)
         hi_all.append(hi[keep] + a)
-    lo, hi = np.concatenate(lo_all), np.concatenate(hi_all)
+    return _union_rows(np.concatenate(lo_all), np.concatenate(hi_all))
+
+
+def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The rows (sorted) in any of the ranges ``[lo, hi)``: the ranges merged where they meet, then
+    listed, a pass over the rows they cover only."""
     if len(lo) == 0:
         return lo
-    covered = np.zeros(n + 1, np.int32)  # +1 where a range opens, -1 past where it closes
-    np.add.at(covered, lo, 1)
-    np.add.at(covered, hi, -1)
-    return np.flatnonzero(np.cumsum(covered[:-1]) > 0)
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], np.maximum.accumulate(hi[order])  # how far the ranges so far reach
+    new = np.ones(len(lo), bool)
+    new[1:] = lo[1:] > hi[:-1]  # a range past every earlier one's reach starts a new run
+    first = np.flatnonzero(new)
+    start, stop = lo[first], hi[np.append(first[1:] - 1, len(lo) - 1)]
+    length = stop - start
+    # each run's rows: a count from 0 over all of them, shifted by where each run starts
+    shift = start - np.concatenate([[0], np.cumsum(length[:-1])])
+    return np.arange(int(length.sum())) + np.repeat(shift, length)
 
 
 def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
@@ -533,12 +546,14 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
 
 
 def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarray:
-    """Per row: a scope or category boundary that measured its own cost, with a calibration that
-    says what lies around the measurement."""
+    """The rows (sorted) of scope and category boundaries that measured their own cost, with a
+    calibration that says what lies around the measurement."""
     if tl.cost is None or os.environ.get(MEASURED_ENV) == "0":
-        return np.zeros(len(tl.ts), bool)
-    known = ~np.isnan(costs.dispatch_inside[cls])
-    return (tl.cost > 0) & known & ((cls == CostClass.SCOPE) | (cls == CostClass.CATEGORY))
+        return np.zeros(0, np.int64)
+    rows = np.flatnonzero(tl.cost > 0)
+    c = cls[rows]
+    known = ~np.isnan(costs.dispatch_inside[c])
+    return rows[known & ((c == CostClass.SCOPE) | (c == CostClass.CATEGORY))]
 
 
 def thread_last(tl: Timeline) -> np.ndarray:
@@ -565,29 +580,40 @@ def correct_timeline(
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     # every full-length array is dropped once its part is done: at millions of rows, each one alive
     # at once is tens of MB of fresh pages
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    dur = np.subtract(tl.seg_end, tl.ts, out=np.empty(n), casting="unsafe")  # exact: int64 ns to float64
     cls = event_classes(tl)
-    opens = kinds_among(tl.kind, (S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN))
     # a begin pays its outside half before its timestamp (the previous segment) and its inside half
     # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
-    code = cls + opens * len(CLASS_NAMES)
+    code = np.add(cls, _KIND_OPENS[tl.kind] * np.int8(len(CLASS_NAMES)), dtype=np.int8)
     half_in, half_out = costs.inside / 2, costs.outside / 2
-    before = np.concatenate([half_in, half_out])[code]
-    after = np.concatenate([half_out, half_in])[code]
-    del code
+    before_of, after_of = np.concatenate([half_in, half_out]), np.concatenate([half_out, half_in])
+    # the rows that pay something (a class without a cost, such as the torch ops' where the windows
+    # measure them, pays nothing: millions of rows skipped, the sums below the same)
+    paying = ((before_of != 0) | (after_of != 0))[code]
     measured = measured_rows(tl, cls, costs)
-    if measured.any():  # what these boundaries measured, plus the calibrated dispatch around it
+    paying[measured] = True
+    rows = np.flatnonzero(paying)
+    del paying
+    row_code = code[rows]
+    del code
+    before, after = before_of[row_code], after_of[row_code]
+    if len(measured):  # what these boundaries measured, plus the calibrated dispatch around it
+        at = np.searchsorted(rows, measured)
         pre, post = S.unpack_cost(tl.cost[measured])
         d_in, d_out = costs.dispatch_inside[cls[measured]] / 2, costs.dispatch_outside[cls[measured]] / 2
-        o = opens[measured]
-        before[measured] = pre + np.where(o, d_out, d_in)
-        after[measured] = post + np.where(o, d_in, d_out)
-    del measured, opens
-    per_class = np.bincount(cls, weights=before + after, minlength=len(CLASS_NAMES))
+        o = row_code[at] >= len(CLASS_NAMES)  # opens
+        before[at] = pre + np.where(o, d_out, d_in)
+        after[at] = post + np.where(o, d_in, d_out)
+    per_class = np.bincount(cls[rows], weights=before + after, minlength=len(CLASS_NAMES))
     last = thread_last(tl)
-    planned = after  # a row's segment pays what falls after its timestamp, and before the next one's
-    planned[:-1] += np.where(last[:-1], 0.0, before[1:])
-    del before, after
+    # a row's segment pays what falls after its timestamp, and before the next one's on its thread
+    planned = np.zeros(n)
+    planned[rows] = after
+    prev = rows - 1
+    pays_prev = prev >= 0
+    pays_prev[pays_prev] = ~last[prev[pays_prev]]
+    planned[prev[pays_prev]] += before[pays_prev]
+    del before, after, rows, prev, pays_prev
     mem = _memory_planned(tl, memory, costs.memory_per_event)
     if mem is not None:
         planned += mem
@@ -622,9 +648,7 @@ def correct_timeline(
     left -= bound
     del bound
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
-    main = tl.thread == tl.main_thread
-    main_left = float(left[main].sum())
-    del main
+    main_left = float(left[tl.main_rows()].sum())
     background_ns = costs.nvml_per_sample * nvml_samples
     share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
     nvml_s = float((left * share).sum()) / 1e9 if share else 0.0
