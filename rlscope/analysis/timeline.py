@@ -109,10 +109,11 @@ def kinds_among(kind: np.ndarray, kinds: tuple[int, ...]) -> np.ndarray:
 
 
 def _dense_instances(
-    ident: np.ndarray, parent: np.ndarray, scoped: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Operation and phase rows' ``id`` and ``parent`` as indices 0..k-1 where the trace's ids are
-    spread; (id, parent, the trace's id of each index), or the columns as they are and None.
+    ident: np.ndarray, scoped: np.ndarray, parents: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Operation and phase rows' ``id`` as indices 0..k-1 where the trace's ids are spread; (id, the
+    trace's id of each index), or the column as it is and None. ``parents``: the ``parent`` of each
+    ``scoped`` row (their ids are among the instances too; :func:`_dense_parents` renumbers them).
 
     Why: the timeline's per-instance tables (``inst_name``, ``inst_end``, and the analyses' own)
     are indexed by instance id. A session numbers its instances for the whole run, so a trace kept
@@ -120,21 +121,49 @@ def _dense_instances(
     the instances of its stretches only: tables sized by its largest id would grow with the run's
     length (hours in, tens of millions of entries each), not with the trace.
     """
-    rows = np.flatnonzero(scoped)  # a few rows in millions of torch ops' rows
-    ids, parents = ident[rows], parent[rows]
+    ids = ident[scoped]  # a few rows in millions of torch ops' rows
     top = max(int(ids.max(initial=-1)), int(parents.max(initial=-1)))
     if top < 2 * len(ids) + 1024:  # compact enough: ids index the tables directly
-        return ident, parent, None
+        return ident, None
     both = np.concatenate([ids, parents])
     inst_ids = np.unique(both[both >= 0])
     ident = np.where(scoped, np.searchsorted(inst_ids, ident), ident)
-    parent = np.where(scoped & (parent >= 0), np.searchsorted(inst_ids, parent), parent)
-    return ident, parent, inst_ids
+    return ident, inst_ids
 
 
-def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[str, np.ndarray]:
+def _dense_parents(parent: np.ndarray, scoped: np.ndarray, inst_ids: np.ndarray | None) -> np.ndarray:
+    """``parent`` values of some rows (``scoped``: theirs are instance ids) as :func:`_dense_instances`
+    numbered the instances."""
+    if inst_ids is None:
+        return parent
+    renumber = scoped & (parent >= 0)
+    return np.where(renumber, np.searchsorted(inst_ids, parent), parent)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Parents:
+    """The events' ``parent`` column on the timeline's rows: ``values`` of the rows ``at`` (sorted;
+    None: every row, in order), 0 (outside) at the rows an added interval made."""
+
+    values: np.ndarray
+    at_rows: np.ndarray | None = None
+
+    def at(self, rows: np.ndarray) -> np.ndarray:
+        """The column at ``rows``."""
+        if self.at_rows is None:
+            return self.values[rows]
+        if len(self.at_rows) == 0:
+            return np.zeros(len(rows), self.values.dtype)
+        j = np.minimum(np.searchsorted(self.at_rows, rows), len(self.at_rows) - 1)
+        return np.where(self.at_rows[j] == rows, self.values[j], 0).astype(self.values.dtype, copy=False)
+
+
+def _with_interval_rows(
+    col: dict[str, np.ndarray], added: list[tuple]
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """The events' columns with begin/end rows added for intervals recorded outside the events stream
-    (disjoint per thread), every row sorted by (thread, time).
+    (disjoint per thread), every row sorted by (thread, time); and where the events' rows land (sorted)
+    with their ``parent`` column, which is read at a few rows (:func:`_Parents`), not made for all.
 
     ``added``: (begin kind, end kind, thread, start, end, name or None) per source. The state after
     a begin row is its ``id`` (1: inside), after an end row its ``parent`` (0: outside). The order is
@@ -146,8 +175,8 @@ def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[
     are merged: per thread, a row's place is its rank in its part plus the rows of the other parts
     before it (searched), but for the largest part's rows, which fill the places left in their order
     (a sort and a gather of every column over millions of torch-op rows were most of the timeline's
-    time). The columns an added row holds one value in (id, parent, flags, cost) are filled with it
-    and take the events' values where the events' rows land.
+    time). The columns an added row holds one value in (id, flags, cost) are filled with it and take
+    the events' values where the events' rows land.
     """
     ev = np.lexsort((col["ts_ns"], col["thread"]))  # the events in (thread, time) order
     # per part: its rows' times, kinds and names in order, and its threads' bounds as (values, starts)
@@ -212,11 +241,11 @@ def _with_interval_rows(col: dict[str, np.ndarray], added: list[tuple]) -> dict[
         out[k][free] = parts[fill][c]
     out["thread"] = np.repeat(threads, per_thread)
     events_at = pos[0] if fill else np.flatnonzero(free)  # where the events' rows land
-    for k, on_added in (("id", 1), ("parent", 0), ("flags", 0), ("cost", 0)):
+    for k, on_added in (("id", 1), ("flags", 0), ("cost", 0)):
         if k in col:
             out[k] = np.full(n_rows, on_added, col[k].dtype)
             out[k][events_at] = col[k][ev]
-    return {k: out[k] for k in col}
+    return {k: out[k] for k in col if k != "parent"}, events_at, col["parent"][ev]
 
 
 def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -364,15 +393,20 @@ def build_timeline(
         added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
     if has_compile:
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
-    if added:
-        col = _with_interval_rows(col, added)  # sorted: the added rows are not in time order
+    parents = _Parents(col["parent"])
+    if added:  # sorted: the added rows are not in time order
+        col, events_at, events_parent = _with_interval_rows(col, added)
+        parents = _Parents(events_parent, events_at)
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = col["thread"].astype(np.int64, copy=False)
     kind = col["kind"]
     n = len(ts)
     # the run starts at SESSION_START: rows before it (collectors starting up, e.g. the native
     # backend recorder loading) set the state the run starts in, but take none of its time
-    ts = np.maximum(ts, start_ns)
+    if added:  # the merged column is this function's own: clamped in place
+        np.maximum(ts, start_ns, out=ts)
+    else:
+        ts = np.maximum(ts, start_ns)
     if not added and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
         # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.
@@ -381,8 +415,10 @@ def build_timeline(
         order = np.argsort(dense.astype(np.int16 if dense.max() < 2**15 else np.int32), kind="stable")
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
+        parents = _Parents(col["parent"])
     stack = _STACK[kind]
-    ident, parent, inst_ids = _dense_instances(col["id"], col["parent"], (stack == 0) | (stack == 2))
+    scoped = (stack == 0) | (stack == 2)
+    ident, inst_ids = _dense_instances(col["id"], scoped, parents.at(np.flatnonzero(scoped)))
     first = np.ones(n, bool)
     first[1:] = thread[1:] != thread[:-1]
     last = np.ones(n, bool)
@@ -391,16 +427,22 @@ def build_timeline(
     # the state after each row that changes one: a begin makes its id current, an end makes its parent
     # current (read at those rows only: the torch ops' millions change none of these)
     rows = np.flatnonzero(stack < 3 if merged_only else stack != 3)
-    after = np.where(_OPENS[kind[rows]], ident[rows], parent[rows])
+    parent = _dense_parents(parents.at(rows), scoped[rows], inst_ids)
+    after = np.where(_OPENS[kind[rows]], ident[rows], parent)
+    del scoped, parent
     row_stack = stack[rows]
 
-    def state(s: int, default: int) -> np.ndarray:
-        """Per row: the state of stack ``s`` after it."""
+    def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
+        """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
+        (categories: a few codes, where an instance id needs eight)."""
         mine = row_stack == s
-        return state_after_rows(rows[mine], after[mine], first, default)
+        values = after[mine]
+        if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
+            values = values.astype(np.int8)
+        return state_after_rows(rows[mine], values, first, default)
 
     op = state(0, -1)
-    cat = state(1, categories.PYTHON)  # a fresh array: set in place below
+    cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
     phase = state(2, -1)
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
@@ -449,7 +491,7 @@ def build_timeline(
         name=col["name"],
         flags=col["flags"],
         op=op,
-        cat=cat.astype(np.int64, copy=False),
+        cat=cat,
         phase=phase,
         main_thread=main,
         start_ns=start_ns,

@@ -46,7 +46,6 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
-from rlscope.keys import factorize
 from rlscope.overhead.correct import pieces as P
 from rlscope.trace import schema as S
 
@@ -239,10 +238,11 @@ def estimate(
     del wi
     n_inst = len(tl.inst_name)
 
-    # per instance: exclusive time, collector events, and whether it lies wholly in one window
-    seg = tl.op >= 0
-    excl = np.bincount(tl.op[seg], weights=dur[seg], minlength=n_inst)
-    events = np.bincount(tl.op[coll & seg], minlength=n_inst)
+    # per instance: exclusive time, collector events, and whether it lies wholly in one window; counted
+    # by instance + 1 over every row, the rows outside any instance in a bin of their own (dropped)
+    op1 = tl.op + 1
+    excl = np.bincount(op1, weights=dur, minlength=n_inst + 1)[1:]
+    events = np.bincount(op1[coll], minlength=n_inst + 1)[1:]
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
@@ -255,18 +255,24 @@ def estimate(
     ok = whole & (tl.thread[begins] == tl.main_thread)
     cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl)
     # the rows whose instance keeps less than its exclusive time, and what it keeps (all of it elsewhere)
-    i = tl.op[seg]
-    has = (cut[i] > 0) & (excl[i] > 0)
-    kept_rows = np.flatnonzero(seg)[has]
-    kept = 1.0 - cut[i[has]] / excl[i[has]]
-    del i, has
+    kept_rows = np.flatnonzero(np.append(False, (cut > 0) & (excl > 0))[op1])
+    i = tl.op[kept_rows]
+    kept = 1.0 - cut[i] / excl[i]
+    del i
     dur[kept_rows] *= kept
     excl = excl - cut
 
     # per operation name (and the unannotated main-thread time): events and time in full windows
-    counted = full_row & ((tl.op >= 0) | (tl.thread == tl.main_thread))
-    keys, key_of = factorize(np.append(tl.inst_name, UNANNOTATED_ID)[tl.op[counted]])  # one dense index
-    key_of = key_of.reshape(-1)
+    on_main = np.zeros(n, bool)
+    on_main[tl.main_rows()] = True
+    counted = full_row & ((op1 > 0) | on_main)
+    del on_main
+    # one dense index of the names: found among the instances counted, read per row through them
+    key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
+    counted_op1 = op1[counted]
+    keys = np.unique(key_name[np.bincount(counted_op1, minlength=len(key_name)) > 0])
+    key_of = np.searchsorted(keys, key_name)[counted_op1]
+    del op1, counted_op1
     full_time = np.bincount(key_of, weights=dur[counted], minlength=len(keys))
     full_events = np.bincount(key_of, weights=coll[counted], minlength=len(keys))
     per_op: dict[int, dict] = {
