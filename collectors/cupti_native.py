@@ -309,7 +309,7 @@ class NativeCuptiCollector:
         ]
         # one record batch, columns straight from numpy: no per-record Python anywhere
         arrays = [
-            pa.array(np.ascontiguousarray(c).astype(f.type.to_pandas_dtype(), copy=False), type=f.type)
+            pa.array(np.ascontiguousarray(c).astype(S.numpy_dtype(f.type), copy=False), type=f.type)
             for c, f in zip(cols, self._schema, strict=True)
         ]
         self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))

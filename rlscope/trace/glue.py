@@ -153,7 +153,7 @@ def join(table: pa.Table, name: str, gaps: Gaps) -> pa.Table:
     out = table
     for c, m in zip(columns, mapped, strict=True):
         typ = out.schema.field(c).type
-        column = pa.array(m.astype(typ.to_pandas_dtype(), copy=False))
+        column = pa.array(m.astype(S.numpy_dtype(typ), copy=False))
         out = out.set_column(out.schema.get_field_index(c), c, column)
     return _without(out, drop) if drop.any() else out
 

@@ -439,3 +439,24 @@ def read_options(fields: list[int] | None = None) -> pa.ipc.IpcReadOptions:
     import pyarrow as pa
 
     return pa.ipc.IpcReadOptions(included_fields=fields, use_threads=False)
+
+
+def numpy_dtype(typ: pa.DataType) -> Any:
+    """The numpy dtype of an Arrow column's values (object for strings).
+
+    Not ``DataType.to_pandas_dtype()``: some pyarrow versions import pandas for it, which takes
+    0.3 s of every profiled process's start where pandas is installed, and fails in the writer's
+    last flush at interpreter shutdown.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    if pa.types.is_integer(typ):
+        return np.dtype(f"{'u' if pa.types.is_unsigned_integer(typ) else 'i'}{typ.bit_width // 8}")
+    if pa.types.is_floating(typ):
+        return np.dtype(f"f{typ.bit_width // 8}")
+    if pa.types.is_boolean(typ):
+        return np.dtype(bool)
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return np.dtype(object)
+    raise TypeError(f"no numpy dtype for the Arrow type {typ}")

@@ -186,7 +186,7 @@ class _Table:
         """The repaired rows in time order (stable: a thread's rows keep their order), as the writer
         appends rows of all threads."""
         order = np.argsort(self.c["ts_ns"], kind="stable")
-        cols = [pa.array(self.c[f.name][order].astype(f.type.to_pandas_dtype()), f.type) for f in self.schema]
+        cols = [pa.array(self.c[f.name][order].astype(S.numpy_dtype(f.type)), f.type) for f in self.schema]
         return pa.Table.from_arrays(cols, schema=self.schema)
 
 

@@ -39,7 +39,7 @@ def _to_arrow(values: Sequence, typ: pa.DataType) -> pa.Array:
         offsets = np.zeros(n + 1, np.int32)
         np.cumsum([len(b) for b in encoded], out=offsets[1:])
         return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
-    data = np.asarray(values, dtype=typ.to_pandas_dtype())
+    data = np.asarray(values, dtype=schema.numpy_dtype(typ))
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
 
 
@@ -114,7 +114,7 @@ class StreamFile:
         n = len(table)
         if not self._cols or len(self._cols[0]) < n:
             self._cols = [
-                np.empty(max(n, 2 * len(self._cols[0]) if self._cols else n), f.type.to_pandas_dtype())
+                np.empty(max(n, 2 * len(self._cols[0]) if self._cols else n), schema.numpy_dtype(f.type))
                 for f in self.schema
             ]
         out = []
