@@ -28,6 +28,7 @@ from rlscope.collectors.clock import clock_offset
 from rlscope.collectors.cupti_gpu import CuptiUnavailable, copy_label
 from rlscope.errors import warn_once
 from rlscope.trace import schema as S
+from rlscope.trace.writer import to_arrow
 
 SOURCE = Path(__file__).with_name("cupti_native.c")
 ROW = np.dtype(
@@ -308,10 +309,7 @@ class NativeCuptiCollector:
             buf["dynamic_smem"],
         ]
         # one record batch, columns straight from numpy: no per-record Python anywhere
-        arrays = [
-            pa.array(np.ascontiguousarray(c).astype(S.numpy_dtype(f.type), copy=False), type=f.type)
-            for c, f in zip(cols, self._schema, strict=True)
-        ]
+        arrays = [to_arrow(c, f.type) for c, f in zip(cols, self._schema, strict=True)]
         self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
 
     def stop(self) -> None:

@@ -434,7 +434,9 @@ class MemoryRecorder:
     def _append(self, cols: list[np.ndarray]) -> None:
         import pyarrow as pa
 
-        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, self._schema, strict=True)]
+        from rlscope.trace.writer import to_arrow
+
+        arrays = [to_arrow(c, f.type) for c, f in zip(cols, self._schema, strict=True)]
         self.rows.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
 
     def stop(self) -> None:

@@ -27,11 +27,12 @@ from rlscope.trace.aggregate import Aggregator
 from rlscope.trace.detail import DetailSchedule
 
 
-def _to_arrow(values: Sequence, typ: pa.DataType) -> pa.Array:
-    """Build an Arrow array straight from buffers.
+def to_arrow(values: Sequence | np.ndarray, typ: pa.DataType) -> pa.Array:
+    """Build an Arrow array straight from buffers, from a sequence or a numpy array.
 
-    Not ``pa.array(values)``: that probes for pandas, and importing pandas fails when the last
-    flush runs at interpreter shutdown (atexit), which would lose the end of the trace.
+    Not ``pa.array(values)``: that imports pandas where it is installed (0.3 s holding the GIL in
+    the middle of the user's run), and importing pandas fails when the last flush runs at
+    interpreter shutdown (atexit), which would lose the end of the trace.
     """
     n = len(values)
     if pa.types.is_string(typ):
@@ -39,7 +40,7 @@ def _to_arrow(values: Sequence, typ: pa.DataType) -> pa.Array:
         offsets = np.zeros(n + 1, np.int32)
         np.cumsum([len(b) for b in encoded], out=offsets[1:])
         return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
-    data = np.asarray(values, dtype=schema.numpy_dtype(typ))
+    data = np.ascontiguousarray(values, dtype=schema.numpy_dtype(typ))
     return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(data)])
 
 
@@ -62,7 +63,7 @@ class StreamFile:
         # the schema (with the process metadata) reaches disk now, not with the first rows: a
         # process killed before its first flush still leaves a readable, empty trace
         self._writer.write_batch(
-            pa.RecordBatch.from_arrays([_to_arrow([], f.type) for f in arrow_schema], schema=arrow_schema)
+            pa.RecordBatch.from_arrays([to_arrow([], f.type) for f in arrow_schema], schema=arrow_schema)
         )
         self.rows_written = 0
         self._all_ints = all(pa.types.is_integer(f.type) for f in arrow_schema)
@@ -88,7 +89,7 @@ class StreamFile:
             arrays = self._int_columns(rows)
         else:
             columns = list(zip(*rows, strict=True))
-            arrays = [_to_arrow(col, f.type) for col, f in zip(columns, self.schema, strict=True)]
+            arrays = [to_arrow(col, f.type) for col, f in zip(columns, self.schema, strict=True)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         self.rows_written += len(rows)
 
