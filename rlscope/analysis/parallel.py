@@ -135,6 +135,9 @@ def process_piece(
     if proc.events.num_rows:  # the program's own start-up is the startup phase's (rlscope.analysis.startup)
         proc = dataclasses.replace(proc, events=startup.extended(proc.events, proc.names))
     joined = gpu.timeline_with_gpu(proc)
+    # the torch ops are the timeline's rows now, and nothing else reads their table: let go, it is the
+    # largest one (millions of rows), and the analysis's peak memory comes after this
+    proc = dataclasses.replace(proc, backend=None)
     raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None
     if proc.events.num_rows:

@@ -79,13 +79,14 @@ def calls_per_instance(proc: ProcessTrace, tl: Timeline | None = None) -> dict[t
 
 
 def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
-    """Per timeline row: the wrapper's cost to remove from its segment (ns)."""
-    out = np.zeros(len(tl.ts))
+    """Per timeline row: the wrapper's cost to remove from its segment (ns); empty where no row has
+    any (a run without automatic operations: no column of zeros to add)."""
+    none = np.zeros(0)
     if per_call_ns <= 0 or len(tl.ts) == 0:
-        return out
+        return none
     mean = calls_per_instance(proc, tl)
     if not mean:
-        return out
+        return none
     names = proc.names
     op = tl.op
     has_op = op >= 0
@@ -98,7 +99,7 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
         per_instance[rows] = m * per_call_ns
     rows = per_instance > 0
     if not rows.any():
-        return out
+        return none
     dur = (tl.seg_end - tl.ts).astype(np.float64)
     python = dur * ~np.isin(tl.cat, _NOT_PYTHON)
     n_inst = int(inst.max()) + 1
@@ -108,6 +109,7 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     weight = np.where(python_sum[inst] > 0, python, dur)
     total = np.where(python_sum[inst] > 0, python_sum[inst], all_sum[inst])
     share = np.divide(weight, total, out=np.zeros(len(tl.ts)), where=total > 0)
+    out = np.zeros(len(tl.ts))
     out[rows] = share[rows] * per_instance[rows]
     return out
 

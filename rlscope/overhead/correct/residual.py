@@ -573,7 +573,7 @@ def correct_timeline(
 ) -> Correction:
     """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
     ``memory``: times of the recorded GPU allocator events (:func:`memory_times`); ``modules``: per
-    row, the automatic operations' module-call cost in its segment (module_calls.planned).
+    row, the automatic operations' module-call cost in its segment (module_calls.planned; empty: none).
     ``keep_ratio``: keep each row's ratio of durations (``Correction.remap``: GPU launches to move)."""
     n = len(tl.ts)
     if n == 0:
