@@ -303,15 +303,16 @@ def backend_intervals(
     one that does (a record function ended on another thread) is cut where the next one starts,
     keeping the timeline's begins and ends alternating. Empty intervals are left out.
     """
-    c = {k: backend.column(k).to_numpy().astype(np.int64, copy=False) for k in S.BACKEND_COLUMNS}
+    c = {
+        k: backend.column(k).to_numpy().astype(np.int64, copy=False) for k in ("start_ns", "end_ns", "thread")
+    }
     start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
-    thread, name = c["thread"], c["name"]
+    thread, name = c["thread"], backend.column("name").to_numpy()  # name ids as stored: the timeline's type
     if not _sorted_by_thread(thread, start):  # the recorder writes them in order: no sort, no copies
         order = np.lexsort((start, thread))
         thread, start, end, name = thread[order], start[order], end[order], name[order]
-    same = np.zeros(len(thread), bool)
-    same[:-1] = thread[1:] == thread[:-1]
-    end[:-1] = np.where(same[:-1], np.minimum(end[:-1], start[1:]), end[:-1])
+    same = thread[1:] == thread[:-1]
+    np.minimum(end[:-1], start[1:], out=end[:-1], where=same)  # cut where the next op on its thread starts
     keep = end > start
     if keep.all():
         return thread, start, end, name

@@ -269,13 +269,13 @@ def _aligned_stretches(
     for a in range(0, m + 1, per):
         b = min(a + per, m + 1)
         lo, hi = int(first[a]), int(first[b])
-        dur = np.empty(hi - lo, np.int64)
-        np.subtract(t[lo + 1 : hi], t[lo : hi - 1], out=dur[:-1])
+        dur = np.empty(hi - lo)  # whole ns, exact in a double: the weights of the count below
+        np.subtract(t[lo + 1 : hi], t[lo : hi - 1], out=dur[:-1], casting="unsafe")
         dur[-1] = (t[hi] if hi < n else end) - t[hi - 1]
         code = key[lo:hi].astype(np.int64)
         if b - a > 1:
             code += np.repeat(np.arange(0, (b - a) * nkeys, nkeys), np.diff(first[a : b + 1]))
-        total = np.bincount(code, weights=dur.astype(np.float64), minlength=(b - a) * nkeys)
+        total = np.bincount(code, weights=dur, minlength=(b - a) * nkeys)
         found = np.flatnonzero(total > 0)
         ns = np.rint(total[found]).astype(np.int64)
         keep = ns > 0

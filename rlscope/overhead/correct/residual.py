@@ -24,7 +24,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline, kinds_among
-from rlscope.blocks import blocks
+from rlscope.blocks import BLOCK_ROWS, blocks
 from rlscope.overhead.correct import flush_stall, module_calls, reference
 from rlscope.trace import schema as S
 from rlscope.trace.header import recorded_options
@@ -527,16 +527,20 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
     # each row's start: its thread's first start plus the corrected time before it on the thread (a
     # block of rows at a time: rlscope.blocks)
     ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
+    rel, rel_seg_end = np.empty(BLOCK_ROWS), np.empty(BLOCK_ROWS)  # one block's operands, reused
     for k, (a, b) in enumerate(zip(first.tolist(), np.append(first[1:], len(ts)).tolist(), strict=True)):
         base, start = cum[a], rel0[k]  # the thread's own: its rows are consecutive
         for block in blocks(b - a):
             rows = slice(a + block.start, a + block.stop)
-            ts_rel = cum[rows] - base
+            m = rows.stop - rows.start
+            ts_rel, end_rel = rel[:m], rel_seg_end[:m]
+            np.subtract(cum[rows], base, out=ts_rel)
             ts_rel += start
-            ts[rows] = np.rint(ts_rel)
-            seg_end[rows] = np.rint(ts_rel + new_dur[rows])
-    ts += tl.start_ns
-    seg_end += tl.start_ns
+            np.add(ts_rel, new_dur[rows], out=end_rel)
+            ts[rows] = np.rint(ts_rel, out=ts_rel)
+            ts[rows] += tl.start_ns
+            seg_end[rows] = np.rint(end_rel, out=end_rel)
+            seg_end[rows] += tl.start_ns
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
     end_ns = int(np.rint(rel_end[0])) + tl.start_ns
     inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
