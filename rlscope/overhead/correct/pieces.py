@@ -51,7 +51,7 @@ class Pieces:
     """The main thread's pieces, in time order."""
 
     n_rows: int  # the timeline's rows
-    main: np.ndarray  # the main thread's rows
+    main: slice  # the main thread's rows (one block: the timeline's rows are grouped by thread)
     bounds: np.ndarray  # per piece, where its rows begin in ``main``, then ``len(main)``
     owner: np.ndarray  # per piece: operation name id, -1 unannotated
     klass: np.ndarray  # per piece: dense class id (owner and the anchors at both ends)
@@ -64,9 +64,9 @@ class Pieces:
         chosen = np.asarray(chosen, np.int64)
         size = self.bounds[chosen + 1] - self.bounds[chosen]
         piece = np.repeat(chosen, size)
-        at = np.arange(int(size.sum()), dtype=np.int64)  # each row's place in ``main``
-        at += np.repeat(self.bounds[chosen] - (np.cumsum(size) - size), size)
-        return self.main[at], piece
+        at = np.arange(int(size.sum()), dtype=np.int64)  # each row's place in ``main``, then its row
+        at += np.repeat(self.bounds[chosen] - (np.cumsum(size) - size) + self.main.start, size)
+        return at, piece
 
     @property
     def row(self) -> np.ndarray:
@@ -93,18 +93,17 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     """Cut the main thread's rows of ``tl`` into pieces; ``raw``: the same rows before correction,
     whose clock the window switches were made on."""
     n = len(tl.ts)
-    main_rows = tl.main_rows()
-    main = np.arange(main_rows.start, main_rows.stop)
-    if len(main) == 0:
+    main = tl.main_rows()
+    if main.stop == main.start:
         empty = np.zeros(0, np.int64)
-        return Pieces(n, empty, np.zeros(1, np.int64), empty, empty, empty, empty)
+        return Pieces(n, main, np.zeros(1, np.int64), empty, empty, empty, empty)
     kind = tl.kind[main]
     anchor = kinds_among(kind, ANCHOR_KINDS)
     cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
-    anchor[cat_rows[np.isin(tl.id[main[cat_rows]], FULL_ONLY_CATEGORIES)]] = False
+    anchor[cat_rows[np.isin(tl.id[main.start + cat_rows], FULL_ONLY_CATEGORIES)]] = False
     anchor[0] = True
-    bounds = np.append(np.flatnonzero(anchor), len(main))
-    first, last = main[bounds[:-1]], main[bounds[1:] - 1]
+    bounds = np.append(np.flatnonzero(anchor), len(kind))
+    first, last = main.start + bounds[:-1], main.start + bounds[1:] - 1
     names = np.append(tl.inst_name, -1)
     owner = names[tl.op[first]]
     sig = _signature(tl, first)

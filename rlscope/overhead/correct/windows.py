@@ -233,7 +233,10 @@ def estimate(
     coll = collector_rows(ref)
     live = _live_from(ref, win_ts, coll)
     wi = row_window(ref)  # as _effective_mode, one byte a row
-    full_row = (mode_table(win_mode)[wi] == S.WINDOW_FULL) & (ref.ts >= live[wi])
+    # full: in a full window, from its collectors' first record on (one threshold per window; a light
+    # window's is past every time)
+    from_ts = np.where(mode_table(win_mode) == S.WINDOW_FULL, live, np.iinfo(np.int64).max)
+    full_row = ref.ts >= from_ts[wi]
     row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
     del wi
     n_inst = len(tl.inst_name)
@@ -446,16 +449,17 @@ def piece_estimates(
     if not keys:
         return {}
     pc = P.pieces(tl, raw)
-    main = pc.main
-    if len(main) == 0:
+    if pc.main.stop == pc.main.start:
         return {}
     npc = len(pc.owner)
     # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
     # main thread's rows in a PPO run): each piece's sums are over its own rows, in their order
     main, pr = pc.rows_of(np.flatnonzero(np.isin(pc.owner, keys)))
-    ptime = np.bincount(pr, weights=dur[main], minlength=npc)
+    main_dur = dur[main]
+    ptime = np.bincount(pr, weights=main_dur, minlength=npc)
     full_main = full_row[main]
-    pfull_time = np.bincount(pr, weights=np.where(full_main, dur[main], 0.0), minlength=npc)
+    pfull_time = np.bincount(pr, weights=np.where(full_main, main_dur, 0.0), minlength=npc)
+    del main_dur
     pfull_events = np.bincount(pr, weights=(coll[main] & full_main), minlength=npc)
     win = np.searchsorted(win_ts, pc.start_ns, side="right")
     whole = win == np.searchsorted(win_ts, pc.end_ns, side="left")
