@@ -19,7 +19,7 @@ from rlscope import categories
 from rlscope.analysis import gpu, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
-from rlscope.blocks import blocks
+from rlscope.blocks import BLOCK_ROWS, blocks
 from rlscope.overhead.correct import EventCosts, GpuScale, correct_process
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace, name_of
@@ -434,8 +434,10 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     main_rows = tl.main_rows()
     m0, m1 = main_rows.start, main_rows.stop
     off_main, n_rows = False, 0
+    block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):
-        pair, d = groups.row_pair[r], tl.seg_end[r] - tl.ts[r]
+        pair = groups.row_pair[r]
+        d = np.subtract(tl.seg_end[r], tl.ts[r], out=block_d[: r.stop - r.start], casting="unsafe")
         counted = (d > 0) & (pair >= 0)
         # nearly every row counts (a torch op's rows all do): a block of them is read as it is
         rows: np.ndarray | slice = slice(None) if counted.all() else np.flatnonzero(counted)

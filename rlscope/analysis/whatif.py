@@ -452,8 +452,9 @@ def process_inputs(
     change[1:] = cpu_code[1:] != cpu_code[:-1]
     if is_parent:
         change[1:] |= op[1:] != op[:-1]
-    run_t, run_code, run_inst = t[change], cpu_code[change], op[change]
-    del cpu_code, change
+    first = np.flatnonzero(change)  # each run's first row, found once for the three columns
+    run_t, run_code, run_inst = t[first], cpu_code[first], op[first]
+    del cpu_code, change, first
 
     # GPU records: stream, launch, operation
     has_gpu = api is not None and recs is not None and len(recs.start) > 0 and proc.gpu is not None
