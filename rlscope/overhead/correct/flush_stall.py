@@ -64,7 +64,7 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     n_inst = len(tl.inst_name)
     op = tl.op[main]
     # each instance's exclusive time: the rows outside every instance (-1) counted apart, dropped
-    dur = np.subtract(tl.seg_end[main], tl.ts[main], out=np.empty(main.stop - main.start), casting="unsafe")
+    dur = tl.float_duration(main)
     excl = np.bincount(op + 1, weights=dur, minlength=n_inst + 1)[1:]
     del dur
     # the flushes' share by instance: over the rows that met one (the others add exact zeros)

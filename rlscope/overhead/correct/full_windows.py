@@ -160,6 +160,6 @@ def _end_window(tl: Timeline, wi: np.ndarray, win_ts: np.ndarray, rows: slice, e
 def full_share(est: WindowEstimate, tl: Timeline) -> float:
     """Share of the corrected main-thread time spent in full windows."""
     main = tl.main_rows()
-    dur = (tl.seg_end[main] - tl.ts[main]).astype(np.float64)
+    dur = tl.float_duration(main)
     total = float(dur.sum())
     return float(dur[est.row_mode[main] == S.WINDOW_FULL].sum()) / total if total > 0 else 1.0

@@ -100,7 +100,7 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     rows = per_instance > 0
     if not rows.any():
         return none
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    dur = tl.float_duration()
     python = dur * ~np.isin(tl.cat, _NOT_PYTHON)
     n_inst = int(inst.max()) + 1
     python_sum = np.bincount(inst[rows], weights=python[rows], minlength=n_inst)

@@ -584,7 +584,7 @@ def correct_timeline(
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     # every full-length array is dropped once its part is done: at millions of rows, each one alive
     # at once is tens of MB of fresh pages
-    dur = np.subtract(tl.seg_end, tl.ts, out=np.empty(n), casting="unsafe")  # exact: int64 ns to float64
+    dur = tl.float_duration()
     cls = event_classes(tl)
     # a begin pays its outside half before its timestamp (the previous segment) and its inside half
     # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
@@ -691,9 +691,9 @@ def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -
     ``keep_ratio``: as :func:`correct_timeline`'s."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    dur = tl.float_duration()
     new_dur = dur * factor
     corrected = rebuild(tl, dur, new_dur, thread_last(tl))
     ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
-    removed = float((dur - new_dur).sum()) / 1e9
+    removed = float(np.subtract(dur, new_dur, out=dur).sum()) / 1e9  # ``dur`` is not needed after
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)

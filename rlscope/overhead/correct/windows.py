@@ -229,7 +229,7 @@ def estimate(
     if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
         return None
     n = len(tl.ts)
-    dur = (tl.seg_end - tl.ts).astype(np.float64)
+    dur = tl.float_duration()
     coll = collector_rows(ref)
     live = _live_from(ref, win_ts, coll)
     wi = row_window(ref)  # as _effective_mode, one byte a row
