@@ -116,17 +116,30 @@ def detail_rows(process_dir: Path) -> DetailRows | None:
     marks: list[np.ndarray] = []  # (ts, kind, id) of the session's and the schedule's rows
     lo, hi = 2**63 - 1, -(2**63)
     for ts, kind, ident in _batches(process_dir / S.EVENTS_FILE, ["ts_ns", "kind", "id"]):
-        counts += np.bincount(np.searchsorted(flush, ts, "left"), minlength=len(counts))
+        _count_per_flush(counts, flush, ts)
         keep = np.isin(kind, (S.SESSION_START, S.SESSION_END, S.DETAIL))
         marks.append(np.stack([ts[keep], kind[keep], ident[keep]]))
         if len(ts):
             lo, hi = min(lo, int(ts.min())), max(hi, int(ts.max()))
     for filename in (S.BACKEND_FILE, S.GPU_FILE):
         for (ts,) in _batches(process_dir / filename, ["start_ns"]):
-            counts += np.bincount(np.searchsorted(flush, ts, "left"), minlength=len(counts))
+            _count_per_flush(counts, flush, ts)
     if hi < lo:
         return None
     return DetailRows(flush, np.cumsum(counts[:-1]), int(counts.sum()), _stretches(marks, lo, hi))
+
+
+def _count_per_flush(counts: np.ndarray, flush: np.ndarray, ts: np.ndarray) -> None:
+    """Add a batch's rows to ``counts`` by the flush each falls before (``flush`` sorted). A batch is
+    written at a flush and its rows mostly lie between two: then its first and last row say where
+    all of them go, and its millions of torch ops are not searched one by one."""
+    if not len(ts):
+        return
+    first, last = np.searchsorted(flush, [ts.min(), ts.max()], "left")
+    if first == last:
+        counts[first] += len(ts)
+    else:
+        counts += np.bincount(np.searchsorted(flush, ts, "left"), minlength=len(counts))
 
 
 def _stretches(marks: list[np.ndarray], lo: int, hi: int) -> np.ndarray:
