@@ -12,7 +12,12 @@ are chosen when tracing starts, through ``RLSCOPE_CUPTI_KINDS``), interleaved ov
 - configurations: no tracing; kernel records only; kernel + runtime API; kernel + driver API;
   everything rlscope records (kernel, memcpy, memset, runtime, driver); everything but switched
   off (rlscope's light windows); everything with the query APIs' records kept (before they were
-  skipped by default).
+  skipped by default);
+- and detached with CUDA initialized after CUPTI first attached: once detached before the
+  initialization, once initialized while attached and detached after it. Every other configuration
+  initializes CUDA first; a program under ``rlscope run`` initializes it in the middle of a session,
+  whose CUPTI may be attached then (a full window, or a light one the window timer began that the
+  main thread has not finished).
 
 Reported: median ns per iteration and the extra over no tracing, and API records per launch.
 """
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 ALL = "kernel,memcpy,memset,runtime,driver"
 CONFIGS = {
@@ -38,7 +44,11 @@ CONFIGS = {
     "all, queries kept": ALL,  # RLSCOPE_CUPTI_QUERIES=1: every API record, as before
     "all, switched off": ALL,
     "all, detached off": ALL,  # RLSCOPE_CUPTI_DETACH=1
+    "detached, then CUDA initialized": ALL,
+    "CUDA initialized attached, detached": ALL,
 }
+# configurations whose process initializes CUDA inside the session, not before it
+LATE_INIT = ("detached, then CUDA initialized", "CUDA initialized attached, detached")
 
 
 def child(config: str) -> dict:
@@ -48,9 +58,13 @@ def child(config: str) -> dict:
 
     import rlscope
 
-    x = torch.ones(16, device="cuda")
-    torch.add(x, 1)
-    torch.cuda.synchronize()
+    def init_cuda() -> Any:
+        x = torch.ones(16, device="cuda")
+        torch.add(x, 1)
+        torch.cuda.synchronize()
+        return x
+
+    x = None if config in LATE_INIT else init_cuda()
 
     def launch(n: int) -> None:
         for _ in range(n):
@@ -68,7 +82,14 @@ def child(config: str) -> dict:
             session = rlscope.profile(tmp, backend=False, gpu="cupti", nvml_hz=0, windows=False).start()
             native = [c for c in session._collectors if hasattr(c, "set_enabled")]
             out["collector"] = [repr(c) for c in session._collectors]
-            if config.endswith("off"):
+            if config in LATE_INIT:
+                if config.startswith("CUDA"):
+                    x = init_cuda()
+                for c in native:
+                    c.set_enabled(False)
+                if x is None:
+                    x = init_cuda()
+            elif config.endswith("off"):
                 # what one off/on switch costs (a window boundary pair), then leave it off
                 t0 = time.perf_counter_ns()
                 for _ in range(10):
@@ -127,7 +148,7 @@ def main() -> None:
             runs[config].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     base = {k: statistics.median(r[k] for r in runs["none"]) for k in ("launch_ns", "sync_ns")}
     table = {}
-    print(f"{'configuration':22} {'launch ns':>10} {'+ns':>7} {'sync ns':>9} {'+ns':>7} {'api rec':>8}")
+    print(f"{'configuration':36} {'launch ns':>10} {'+ns':>7} {'sync ns':>9} {'+ns':>7} {'api rec':>8}")
     for config, rs in runs.items():
         if not rs:
             continue
@@ -140,7 +161,7 @@ def main() -> None:
         row["api_per_launch_by_name"] = rs[0].get("api_per_launch_by_name")
         table[config] = row
         print(
-            f"{config:22} {row['launch_ns']:10.0f} {row['launch_extra_ns']:7.0f} {row['sync_ns']:9.0f}"
+            f"{config:36} {row['launch_ns']:10.0f} {row['launch_extra_ns']:7.0f} {row['sync_ns']:9.0f}"
             f" {row['sync_extra_ns']:7.0f} {row['api_records_per_launch'] or 0:8.2f}"
             + (f"  switch off+on {row['switch_pair_us']:.0f} us" if row["switch_pair_us"] else "")
         )
