@@ -1,6 +1,6 @@
 """SB3 PPO in one process, alternating with and without rlscope: the checks separate runs cannot make.
 
-    python benchmarks/in_process_ab.py [--part train|learn|light|probe|engine|summary|all] [--reps 8]
+    python benchmarks/in_process_ab.py [--part train|learn|light|probe|engine|summary|gpu_ops|all] [--reps 8]
                                        [--device cpu|cuda] [--json FILE]
 
 Separate processes draw their cores' speeds (±10-30% on the machines measured), so
@@ -38,6 +38,9 @@ thread; ``--device cuda`` puts the policy on the GPU and profiles with GPU traci
   measures. The corrected wall over the unprofiled stretches beside it; and the same without the
   backend recorder, and without the automatic operations too: what each leaves uncorrected
   (``--sessions`` adds ``no_gpu``, no GPU tracing, and ``bare``, nothing but the session's scopes).
+- ``gpu_ops`` (``--device cuda`` only): a small GPU op's time under a session between detail
+  stretches, with GPU collection on (CUPTI detached), without NVML, and off, over the stretches
+  without a session beside it: what GPU collection leaves on every launch.
 
 Each part prints the median ratio and its [min, max] over the repetitions.
 """
@@ -338,6 +341,65 @@ def part_engine(reps: int, tmp: Path, device: str) -> dict[str, Any]:
     }
 
 
+# the sessions of the gpu_ops part: GPU collection as between detail stretches (CUPTI detached),
+# with and without the NVML sampler, and none; nothing else of rlscope on
+GPU_OPS_SESSIONS: dict[str, dict[str, Any]] = {
+    "gpu": {"gpu": "auto"},
+    "gpu_no_nvml": {"gpu": "auto", "nvml_hz": 0},
+    "no_gpu": {"gpu": False},
+}
+
+
+def part_gpu_ops(reps: int, tmp: Path, device: str) -> dict[str, Any]:
+    """Microseconds a small GPU op (a 64-64 ``F.linear``, no module call, no grad) takes under a
+    session between detail stretches (:data:`GPU_OPS_SESSIONS`) over the stretches without a session
+    on either side: what GPU collection leaves on every launch while detached, which no window sees.
+    Here CUDA is initialized before any session; ``cupti_cost.py`` measures it initialized inside one."""
+    import torch
+
+    if device != "cuda":
+        raise SystemExit("gpu_ops: needs --device cuda")
+    torch.set_num_threads(1)
+    lin = torch.nn.Linear(64, 64).to(device)
+    x = torch.randn(8, 64, device=device)
+    n = 20_000
+
+    def timed() -> float:
+        with torch.no_grad():
+            for _ in range(500):
+                lin.forward(x)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                lin.forward(x)
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / n * 1e6
+
+    def stretch(variant: str) -> float:
+        trace = tmp / f"gpu-ops-{variant}"
+        shutil.rmtree(trace, ignore_errors=True)
+        options = {"backend": False, "auto_ops": False, "stack_hz": 0, "detail": SUMMARY_ONLY}
+        with rlscope.profile(trace, **{**options, **GPU_OPS_SESSIONS[variant]}):
+            time.sleep(SUMMARY_WAIT_S)
+            return timed()
+
+    timed(), [stretch(v) for v in GPU_OPS_SESSIONS]  # warm: each kind's first stretch
+    added: dict[str, list[float]] = {v: [] for v in GPU_OPS_SESSIONS}
+    base: list[float] = []
+    rng = random.Random(0)
+    before = timed()
+    for _ in range(reps):
+        order = list(GPU_OPS_SESSIONS)
+        rng.shuffle(order)
+        for variant in order:
+            during = stretch(variant)
+            after = timed()
+            added[variant].append(during - (before + after) / 2)
+            base.append((before + after) / 2)
+            before = after
+    return {"op_us": _spread(base), **{f"{v}_added_us": _spread(a) for v, a in added.items()}}
+
+
 # a detail schedule whose first stretch is over before the measured stretch starts, and whose next
 # one never comes: the session records aggregates only (rlscope/trace/detail.py)
 SUMMARY_ONLY = "1ms,1000h,1ms"
@@ -415,6 +477,7 @@ PARTS = {
     "probe": part_probe,
     "engine": part_engine,
     "summary": part_summary,
+    "gpu_ops": part_gpu_ops,
 }
 
 
@@ -445,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="rlscope-ab-") as tmp:
         for name, part in PARTS.items():
-            if args.part in (name, "all"):
+            if args.part == name or (args.part == "all" and (name != "gpu_ops" or args.device == "cuda")):
                 extra = {"sessions": sessions} if name == "summary" else {}
                 results[name] = part(args.reps, Path(tmp), args.device, **extra)
                 for figure, v in results[name].items():

@@ -445,8 +445,8 @@ def in_process(ctx: Context) -> Figures:
     """SB3 PPO with and without rlscope in one process (in_process_ab.py; its policy on the GPU where
     there is one): the corrected train's and learn()'s error, the light and full states' cost, the
     speed probe's reading under a session, what a light session and its autograd engine wrappers
-    add to a torch update step, and the corrected learn() of an unannotated SB3 PPO between detail
-    stretches."""
+    add to a torch update step, the corrected learn() of an unannotated SB3 PPO between detail
+    stretches, and on a GPU what GPU collection leaves on a launch there."""
     need("stable_baselines3")
     out = ctx.work / "in_process.json"
     device = "cuda" if ctx.gpu else "cpu"
@@ -483,6 +483,12 @@ def in_process(ctx: Context) -> Figures:
                 100 * r["summary"][f"corrected_error.{v}"]["median"], "%", "zero"
             )
             for v in ("no_backend", "no_auto_ops")
+        },
+        # on a GPU: what GPU collection, detached between detail stretches, leaves on every launch
+        **{
+            f"in_process.gpu_ops_{v}_added_us": fig(r["gpu_ops"][f"{v}_added_us"]["median"], "us", "lower")
+            for v in ("gpu", "gpu_no_nvml")
+            if "gpu_ops" in r
         },
     }
 
