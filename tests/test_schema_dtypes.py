@@ -40,3 +40,22 @@ with rlscope.profile({str(trace)!r}, gpu=False, backend=False):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert analyze(trace).summary["operations"]["inference"]["calls"] == 3
+
+
+@pytest.mark.parametrize("typ", sorted({t for doc in DOCS for _, t, _ in doc}))
+def test_a_numpy_column_becomes_the_arrow_column_pyarrow_would_make(typ: str) -> None:
+    """What the GPU collectors hand the writer: numpy columns, some strided views of a record array,
+    some of a wider or unsigned dtype than the schema's."""
+    import numpy as np
+
+    from rlscope.trace.writer import to_arrow
+
+    arrow = getattr(pa, typ)()
+    if pa.types.is_string(arrow):
+        values = ["a", "", "kernel<1>"]
+        assert to_arrow(values, arrow).equals(pa.array(values, arrow))
+        return
+    grid = np.arange(12, dtype=np.uint64).reshape(4, 3)  # a record field's column: strided
+    column = grid[:, 1]
+    assert to_arrow(column, arrow).equals(pa.array(column.astype(S.numpy_dtype(arrow)), arrow))
+    assert to_arrow([], arrow).equals(pa.array([], arrow))
