@@ -188,6 +188,15 @@ def test_a_schedule_passes_to_the_run_s_processes_unchanged(spec: str) -> None:
     assert DetailSchedule.parse(sch.to_env()) == sch
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_any_schedule_in_ns_passes_unchanged(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        first, length = (int(v) for v in rng.integers(0, 10**13, 2))
+        sch = DetailSchedule(first, length + 1 + int(rng.integers(0, 10**13)), length)
+        assert DetailSchedule.parse(sch.to_env()) == sch
+
+
 @pytest.mark.parametrize("bad", ["x", "10s,5s", "1s,2q,3s", "", "10s,100it,5it", "2.5it"])
 def test_bad_schedules_are_one_clear_error(bad: str) -> None:
     with pytest.raises(RLScopeError, match="detail schedule"):

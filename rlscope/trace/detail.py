@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from decimal import Decimal
 
 from rlscope.errors import RLScopeError
 
@@ -46,7 +47,8 @@ def _duration_ns(text: str, spec: str) -> int:
             f"bad detail schedule {spec!r}: {text.strip()!r} is not a duration (e.g. 60s, 10m, 1h)"
             " or a number of iterations (e.g. 200it)"
         )
-    return int(float(m.group(1)) * _UNIT_NS[m.group(2) or "s"])
+    # exact decimal arithmetic: a float's product may land a ns below the value written (0.123456789s)
+    return int(Decimal(m.group(1)) * _UNIT_NS[m.group(2) or "s"])
 
 
 def _seconds(ns: int) -> str:
