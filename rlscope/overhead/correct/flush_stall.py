@@ -63,10 +63,7 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     main = tl.main_rows()
     n_inst = len(tl.inst_name)
     op = tl.op[main]
-    # each instance's exclusive time: the rows outside every instance (-1) counted apart, dropped
-    dur = tl.float_duration(main)
-    excl = np.bincount(op + 1, weights=dur, minlength=n_inst + 1)[1:]
-    del dur
+    excl = tl.instance_time(main, n_inst)  # each instance's exclusive time
     # the flushes' share by instance: over the rows that met one (the others add exact zeros)
     main_bound = bound[main]
     hit = np.flatnonzero(main_bound)

@@ -120,41 +120,42 @@ def full_fraction(tl: Timeline) -> np.ndarray:
     full = (win_mode == S.WINDOW_FULL).astype(np.float64)
     # time spent in full windows from the first switch to each switch (before the first: full)
     before = np.concatenate(([0.0], np.cumsum(np.diff(win_ts) * full[:-1])))
-    at_mode = mode_table(win_mode)
+    at_mode = (mode_table(win_mode) == S.WINDOW_FULL).astype(np.float64)
+    # a segment within one window ran all in its kind: the share below gives exactly that (whole ns,
+    # exact in a double), so it is computed for the few segments that end in another window only
+    wi = row_window(tl)
+    out = at_mode[wi]
+    rows = _crossing_rows(tl, wi)
+    start = tl.ts[rows]
+    end = np.maximum(tl.seg_end[rows], start)
+    i_start = wi[rows].astype(np.int64) - 1
+    i_end = np.searchsorted(win_ts, end, side="right") - 1
 
     def full_until(t: np.ndarray, i: np.ndarray) -> np.ndarray:
-        if len(i) and i.min() >= 0:  # every row after the first switch (all blocks but the first)
-            return before[i] + (t - win_ts[i]) * full[i]
         k = np.maximum(i, 0)
         return np.where(i >= 0, before[k] + (t - win_ts[k]) * full[k], (t - win_ts[0]).astype(np.float64))
 
-    # a block of rows at a time (rlscope.blocks): a dozen temporaries, each a block's
-    wi = row_window(tl)
-    out = np.empty(len(tl.ts))
-    for rows in blocks(len(out)):
-        start = tl.ts[rows]
-        end = np.maximum(tl.seg_end[rows], start)
-        i_start = wi[rows] - 1
-        i_end = _end_window(tl, wi, win_ts, rows, end) - 1
-        span = (end - start).astype(np.float64)
-        inside = (full_until(end, i_end) - full_until(start, i_start)) / np.where(span > 0, span, 1.0)
-        at = at_mode[wi[rows]] == S.WINDOW_FULL
-        out[rows] = np.where(span > 0, np.clip(inside, 0.0, 1.0), at.astype(np.float64))
+    span = (end - start).astype(np.float64)
+    inside = (full_until(end, i_end) - full_until(start, i_start)) / np.where(span > 0, span, 1.0)
+    out[rows] = np.where(span > 0, np.clip(inside, 0.0, 1.0), at_mode[wi[rows]])
     return out
 
 
-def _end_window(tl: Timeline, wi: np.ndarray, win_ts: np.ndarray, rows: slice, end: np.ndarray) -> np.ndarray:
-    """Per row of ``rows``: the window its segment ``end``s in, plus one (as :func:`row_window`). Most
-    segments end where the next row starts, in that row's window (known); only the others are searched."""
-    nxt = slice(rows.start + 1, min(rows.stop + 1, len(wi)))
-    known = nxt.stop - nxt.start
-    out = np.zeros(len(end), np.int64)
-    out[:known] = wi[nxt]
-    other = np.ones(len(end), bool)
-    np.not_equal(end[:known], tl.ts[nxt], out=other[:known])
-    other = np.flatnonzero(other)
-    out[other] = np.searchsorted(win_ts, end[other], side="right")
-    return out
+def _crossing_rows(tl: Timeline, wi: np.ndarray) -> np.ndarray:
+    """The rows whose segment may end in another window than it starts in (:func:`row_window`'s ``wi``):
+    those that end elsewhere than at the next row's start, or before a row in another window. A
+    block of rows at a time (rlscope.blocks)."""
+    n = len(wi)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    found = []
+    for rows in blocks(n - 1):
+        nxt = slice(rows.start + 1, rows.stop + 1)
+        cross = wi[rows] != wi[nxt]
+        cross |= tl.seg_end[rows] != tl.ts[nxt]
+        found.append(np.flatnonzero(cross) + rows.start)
+    found.append(np.array([n - 1], np.int64))  # the last row ends at the end of the data
+    return np.concatenate(found)
 
 
 def full_share(est: WindowEstimate, tl: Timeline) -> float:
