@@ -99,6 +99,15 @@ class Timeline:
             self.thread_idx, np.arange(int(self.thread_idx[-1]) + 2, dtype=self.thread_idx.dtype)
         )
 
+    def on_threads(self, threads: np.ndarray) -> np.ndarray:
+        """Per row: whether it is on one of ``threads`` (``np.isin(self.thread, threads)``), read at
+        each thread's first row and filled a thread's block at a time."""
+        out = np.zeros(len(self.ts), bool)
+        starts = self.thread_starts()
+        for k in np.flatnonzero(np.isin(self.thread[starts[:-1]], threads)).tolist():
+            out[starts[k] : starts[k + 1]] = True
+        return out
+
     def main_rows(self) -> slice:
         """The main thread's rows, one block (rows are grouped by thread); empty without them. Read
         at each thread's first row, not by a comparison over every row."""

@@ -626,7 +626,9 @@ def correct_timeline(
         planned += mods
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     writer_threads = np.unique(tl.thread[_flush_marks(tl)])
-    profiler = (tl.cat == categories.PROFILER) & ~np.isin(tl.thread, writer_threads)
+    on_writer = tl.on_threads(writer_threads)
+    profiler = tl.cat == categories.PROFILER
+    profiler &= ~on_writer
     np.copyto(planned, dur, where=profiler)
     removal = _place(planned, dur, last)
     planned_sum, removal_sum = planned.sum(), removal.sum()
@@ -641,7 +643,8 @@ def correct_timeline(
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
     bound = _flush_stall(tl, costs.writer_per_event)
     np.minimum(bound, left, out=bound)
-    bound[np.isin(tl.thread, writer_threads)] = 0.0  # the flush itself, not a stall of the job
+    bound[on_writer] = 0.0  # the flush itself, not a stall of the job
+    del on_writer
     stall_info = None
     writer_s = 0.0
     if bound.any():

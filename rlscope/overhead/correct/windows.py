@@ -245,7 +245,8 @@ def estimate(
     # by instance + 1 over every row, the rows outside any instance in a bin of their own (dropped)
     op1 = tl.op + 1
     excl = np.bincount(op1, weights=dur, minlength=n_inst + 1)[1:]
-    events = np.bincount(op1[coll], minlength=n_inst + 1)[1:]
+    # a count as doubles over every row (whole numbers, exact), not a gather of the collector rows first
+    events = np.bincount(op1, weights=coll, minlength=n_inst + 1)[1:].astype(np.int64)
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
