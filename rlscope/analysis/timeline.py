@@ -89,6 +89,14 @@ class Timeline:
         ns = self.seg_end[last] - self.ts[starts]
         return np.bincount(self.op[starts] + 1, weights=ns, minlength=n_inst + 1)[1:]
 
+    def scope_ends(self) -> np.ndarray:
+        """The rows (sorted) that end an operation or a phase: a few in the torch ops' millions, found
+        once for a set of rows (a timeline rebuilt on other times keeps them)."""
+        got = self.memo.get("scope_ends")
+        if got is None:
+            got = self.memo["scope_ends"] = np.flatnonzero(kinds_among(self.kind, (S.OP_END, S.PHASE_END)))
+        return got
+
     def thread_starts(self) -> np.ndarray:
         """Each thread's first row, then the row count: thread k's rows are ``[s[k], s[k + 1])``.
         A search of the sorted ``thread_idx``, not a pass over the rows."""
@@ -519,7 +527,7 @@ def build_timeline(
     inst_end[e_ident] = ts[ends]
     thread_idx = np.cumsum(first, dtype=np.int32)
     thread_idx -= 1
-    return Timeline(
+    out = Timeline(
         ts=ts,
         seg_end=seg_end,
         thread=thread,
@@ -539,3 +547,5 @@ def build_timeline(
         cost=col.get("cost"),
         inst_ids=inst_ids,
     )
+    out.memo["scope_ends"] = ends
+    return out

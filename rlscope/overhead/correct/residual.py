@@ -544,9 +544,11 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
     end_ns = int(np.rint(rel_end[0])) + tl.start_ns
     inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
-    is_end = (tl.kind == S.OP_END) | (tl.kind == S.PHASE_END)
-    inst_end[tl.id[is_end]] = ts[is_end]
-    return dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+    ends = tl.scope_ends()
+    inst_end[tl.id[ends]] = ts[ends]
+    out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+    out.memo["scope_ends"] = ends  # the same rows
+    return out
 
 
 def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarray:

@@ -279,6 +279,7 @@ def estimate(
     del op1, counted_op1
     full_time = np.bincount(key_of, weights=dur[counted], minlength=len(keys))
     full_events = np.bincount(key_of, weights=coll[counted], minlength=len(keys))
+    del key_of
     per_op: dict[int, dict] = {
         int(k): {"full_time_ns": float(t), "full_events": int(ev)}
         for k, t, ev in zip(keys.tolist(), full_time, full_events, strict=True)
@@ -383,9 +384,13 @@ def estimate(
                 sigma = FALLBACK_REL_SIGMA * removed
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
-    factor = np.ones(n)
-    per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
-    factor[counted] = np.array(per_key)[key_of]
+    factor = _counted_factor(
+        tl,
+        counted,
+        keys,
+        key_name,
+        [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()],
+    )
     for rows, f in overrides:
         factor[rows] = f
     for e in per_op.values():
@@ -413,6 +418,18 @@ def estimate(
         inst_phase=inst_phase,
         inst_full=mode == S.WINDOW_FULL,
     )
+
+
+def _counted_factor(
+    tl: Timeline, counted: np.ndarray, keys: np.ndarray, key_name: np.ndarray, per_key: list[float]
+) -> np.ndarray:
+    """Per row: its key's factor where ``counted`` (``key_name``: each instance's key, after the
+    unannotated one's), else 1. Read per row through a table of the instances (a row outside every
+    instance, -1, reads its last entry: the unannotated time's), not gathered for the counted rows."""
+    if len(keys) == 0:
+        return np.ones(len(counted))
+    per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
+    return np.where(counted, np.append(per_inst[1:], per_inst[0])[tl.op], 1.0)
 
 
 @dataclasses.dataclass
