@@ -46,6 +46,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.blocks import blocks
 from rlscope.overhead.correct import pieces as P
 from rlscope.trace import schema as S
 
@@ -429,7 +430,11 @@ def _counted_factor(
     if len(keys) == 0:
         return np.ones(len(counted))
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
-    return np.where(counted, np.append(per_inst[1:], per_inst[0])[tl.op], 1.0)
+    per_op = np.append(per_inst[1:], per_inst[0])
+    out = np.empty(len(counted))
+    for rows in blocks(len(out)):  # a block at a time (rlscope.blocks): no temporary of every row
+        out[rows] = np.where(counted[rows], per_op[tl.op[rows]], 1.0)
+    return out
 
 
 @dataclasses.dataclass
