@@ -48,9 +48,9 @@ class Timeline:
     inst_name: np.ndarray  # instance id -> name id (-1 unknown)
     inst_end: np.ndarray  # instance id -> end time (end_ns when never closed)
     thread_idx: np.ndarray  # dense thread index of each row (rows are grouped by thread)
-    # per row: what the boundary measured it cost (schema.EVENT_COST_COLUMN; 0: not measured),
-    # None for traces without the column
-    cost: np.ndarray | None = None
+    # per row: what the boundary measured it cost (schema.EVENT_COST_COLUMN; 0: not measured), kept at
+    # the events' rows; None for traces without the column
+    cost: RowValues | None = None
     # instance index -> the trace's instance id, where the timeline renumbered them (_dense_instances);
     # None: ``id``, ``op`` and ``phase`` hold the trace's ids
     inst_ids: np.ndarray | None = None
@@ -185,9 +185,13 @@ def _dense_parents(parent: np.ndarray, scoped: np.ndarray, inst_ids: np.ndarray 
 
 
 @dataclasses.dataclass(frozen=True)
-class _Parents:
-    """The events' ``parent`` column on the timeline's rows: ``values`` of the rows ``at`` (sorted;
-    None: every row, in order), 0 (outside) at the rows an added interval made."""
+class RowValues:
+    """A column of the events on the timeline's rows, kept at the events' rows only: ``values`` of the
+    rows ``at_rows`` (sorted; None: every row, in order), 0 at the rows an added interval made.
+
+    Why: the events' ``parent`` and ``cost`` are read at a few rows, and a column of every row would
+    be tens of MB of zeros on the torch ops' millions of rows.
+    """
 
     values: np.ndarray
     at_rows: np.ndarray | None = None
@@ -201,13 +205,18 @@ class _Parents:
         j = np.minimum(np.searchsorted(self.at_rows, rows), len(self.at_rows) - 1)
         return np.where(self.at_rows[j] == rows, self.values[j], 0).astype(self.values.dtype, copy=False)
 
+    def positive(self) -> np.ndarray:
+        """The rows (sorted) whose value is above 0."""
+        above = np.flatnonzero(self.values > 0)
+        return above if self.at_rows is None else self.at_rows[above]
+
 
 def _with_interval_rows(
     col: dict[str, np.ndarray], added: list[tuple]
-) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+) -> tuple[dict[str, np.ndarray], dict[str, RowValues]]:
     """The events' columns with begin/end rows added for intervals recorded outside the events stream
-    (disjoint per thread), every row sorted by (thread, time); and where the events' rows land (sorted)
-    with their ``parent`` column, which is read at a few rows (:func:`_Parents`), not made for all.
+    (disjoint per thread), every row sorted by (thread, time); and their ``parent`` and ``cost``
+    columns, read at a few rows, at the events' rows only (:class:`RowValues`), not made for all.
 
     ``added``: (begin kind, end kind, thread, start, end, name or None) per source. The state after
     a begin row is its ``id`` (1: inside), after an end row its ``parent`` (0: outside). The order is
@@ -285,11 +294,13 @@ def _with_interval_rows(
         out[k][free] = parts[fill][c]
     out["thread"] = np.repeat(threads, per_thread)
     events_at = pos[0] if fill else np.flatnonzero(free)  # where the events' rows land
-    for k, on_added in (("id", 1), ("flags", 0), ("cost", 0)):
-        if k in col:
-            out[k] = np.full(n_rows, on_added, col[k].dtype)
-            out[k][events_at] = col[k][ev]
-    return {k: out[k] for k in col if k != "parent"}, events_at, col["parent"][ev]
+    for k, on_added in (("id", 1), ("flags", 0)):
+        out[k] = np.full(n_rows, on_added, col[k].dtype)
+        out[k][events_at] = col[k][ev]
+    return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
+
+
+_SPARSE = ("parent", "cost")  # the events' columns a timeline keeps at their rows only (RowValues)
 
 
 def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -438,10 +449,9 @@ def build_timeline(
         added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
     if has_compile:
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
-    parents = _Parents(col["parent"])
+    sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
     if added:  # sorted: the added rows are not in time order
-        col, events_at, events_parent = _with_interval_rows(col, added)
-        parents = _Parents(events_parent, events_at)
+        col, sparse = _with_interval_rows(col, added)
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = col["thread"].astype(np.int64, copy=False)
     kind = col["kind"]
@@ -460,7 +470,8 @@ def build_timeline(
         order = np.argsort(dense.astype(np.int16 if dense.max() < 2**15 else np.int32), kind="stable")
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
-        parents = _Parents(col["parent"])
+        sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
+    parents = sparse["parent"]
     stack = _STACK[kind]
     scoped = (stack == 0) | (stack == 2)
     ident, inst_ids = _dense_instances(col["id"], scoped, parents.at(np.flatnonzero(scoped)))
@@ -544,7 +555,7 @@ def build_timeline(
         inst_name=inst_name,
         inst_end=inst_end,
         thread_idx=thread_idx,
-        cost=col.get("cost"),
+        cost=sparse.get("cost"),
         inst_ids=inst_ids,
     )
     out.memo["scope_ends"] = ends

@@ -413,7 +413,7 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     ends = ends[: len(begins)]
     begins = begins[: len(ends)]  # a flush still running at the end: its cost fell after the run
     start, end = tl.ts[begins], tl.ts[ends]
-    cpu = S.unpack_cost(tl.cost[ends])[0] if tl.cost is not None else np.zeros(len(ends), np.int64)
+    cpu = S.unpack_cost(tl.cost.at(ends))[0] if tl.cost is not None else np.zeros(len(ends), np.int64)
     order = np.argsort(start)
     start, end, cpu = start[order], end[order], cpu[order]
     # each flush converts every row recorded before it started that an earlier flush did not: the
@@ -556,7 +556,7 @@ def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarra
     calibration that says what lies around the measurement."""
     if tl.cost is None or os.environ.get(MEASURED_ENV) == "0":
         return np.zeros(0, np.int64)
-    rows = np.flatnonzero(tl.cost > 0)
+    rows = tl.cost.positive()
     c = cls[rows]
     known = ~np.isnan(costs.dispatch_inside[c])
     return rows[known & ((c == CostClass.SCOPE) | (c == CostClass.CATEGORY))]
@@ -605,7 +605,7 @@ def correct_timeline(
     before, after = before_of[row_code], after_of[row_code]
     if len(measured):  # what these boundaries measured, plus the calibrated dispatch around it
         at = np.searchsorted(rows, measured)
-        pre, post = S.unpack_cost(tl.cost[measured])
+        pre, post = S.unpack_cost(tl.cost.at(measured))
         d_in, d_out = costs.dispatch_inside[cls[measured]] / 2, costs.dispatch_outside[cls[measured]] / 2
         o = row_code[at] >= len(CLASS_NAMES)  # opens
         before[at] = pre + np.where(o, d_out, d_in)
