@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 # imported here, not in the functions: forked pool workers then start with them loaded
 from rlscope.analysis import (
     compilation,
@@ -138,6 +140,9 @@ def process_piece(
     # the torch ops are the timeline's rows now, and nothing else reads their table: let go, it is the
     # largest one (millions of rows), and the analysis's peak memory comes after this
     proc = dataclasses.replace(proc, backend=None)
+    # and its memory given back now: Arrow's allocator keeps what is freed until it next allocates, by
+    # then past the analysis's peak (the analysis's own arrays come from another heap and cannot reuse it)
+    pa.default_memory_pool().release_unused()
     raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None
     if proc.events.num_rows:
