@@ -618,8 +618,10 @@ def _placeholder_names(proc: ProcessTrace, path: Path, warnings: list[str]) -> N
             tables[attr] = (table, np.ones(table.num_rows, bool))
     missing = {}
     for attr, (table, rows) in tables.items():
-        name = table.column("name").to_numpy().astype(np.int64)
+        name = table.column("name").to_numpy()  # compared in its own type: no copy of millions of ids
         missing[attr] = rows & ((name >= len(names)) | (name < -1))
+    if not any(m.any() for m in missing.values()):
+        return
     unnamed = np.unique(
         np.concatenate(
             [t.column("name").to_numpy().astype(np.int64)[missing[a]] for a, (t, _) in tables.items()]
