@@ -132,7 +132,8 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     ok = known & (pos >= 0)
     pos = np.maximum(pos, 0)
     ok &= tl_thread.reshape(-1)[pos] == np.minimum(q_thread, len(threads) - 1)
-    return np.where(ok, tl.op[pos], -1), np.where(ok, tl.phase[pos], -1)
+    # instance ids as int64 (the timeline keeps them narrower): callers build keys from them
+    return np.where(ok, tl.op[pos], -1).astype(np.int64), np.where(ok, tl.phase[pos], -1).astype(np.int64)
 
 
 def engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

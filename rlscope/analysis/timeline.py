@@ -29,7 +29,9 @@ class Timeline:
     """Events of one process sorted by (thread, time), with the state after each row.
 
     Row ``i`` opens the segment ``[ts[i], seg_end[i])`` during which the thread was in
-    ``op[i]`` (operation instance, -1: none), ``cat[i]`` (CPU category) and ``phase[i]``.
+    ``op[i]`` (operation instance, -1: none), ``cat[i]`` (CPU category) and ``phase[i]``. ``op``,
+    ``phase``, ``id`` and ``thread`` are int32 where their values fit (:func:`narrow_ids`); tables
+    and exports built from them keep their own int64 types.
     """
 
     ts: np.ndarray
@@ -292,15 +294,29 @@ def _with_interval_rows(
         for p in placed:
             out[k][pos[p]] = parts[p][c]
         out[k][free] = parts[fill][c]
-    out["thread"] = np.repeat(threads, per_thread)
+    out["thread"] = np.repeat(narrow_ids(threads), per_thread)
     events_at = pos[0] if fill else np.flatnonzero(free)  # where the events' rows land
     for k, on_added in (("id", 1), ("flags", 0)):
-        out[k] = np.full(n_rows, on_added, col[k].dtype)
-        out[k][events_at] = col[k][ev]
+        values = col[k][ev]
+        if k == "id":
+            values = narrow_ids(values)
+        out[k] = np.full(n_rows, on_added, values.dtype)
+        out[k][events_at] = values
     return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
 
 
 _SPARSE = ("parent", "cost")  # the events' columns a timeline keeps at their rows only (RowValues)
+
+
+def narrow_ids(values: np.ndarray) -> np.ndarray:
+    """``values`` (ids, instance indices) as int32 where they fit, else as they are: half the bytes
+    of an int64 column over the torch ops' millions of rows, for every pass that reads it."""
+    if values.dtype.itemsize <= 4 or (len(values) and (values.min() < _I32.min or values.max() > _I32.max)):
+        return values
+    return values.astype(np.int32)
+
+
+_I32 = np.iinfo(np.int32)
 
 
 def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -453,7 +469,7 @@ def build_timeline(
     if added:  # sorted: the added rows are not in time order
         col, sparse = _with_interval_rows(col, added)
     ts = col["ts_ns"].astype(np.int64, copy=False)
-    thread = col["thread"].astype(np.int64, copy=False)
+    thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
     kind = col["kind"]
     n = len(ts)
     # the run starts at SESSION_START: rows before it (collectors starting up, e.g. the native
@@ -475,6 +491,7 @@ def build_timeline(
     stack = _STACK[kind]
     scoped = (stack == 0) | (stack == 2)
     ident, inst_ids = _dense_instances(col["id"], scoped, parents.at(np.flatnonzero(scoped)))
+    ident = narrow_ids(ident)
     first = np.ones(n, bool)
     first[1:] = thread[1:] != thread[:-1]
     last = np.ones(n, bool)
@@ -490,12 +507,12 @@ def build_timeline(
 
     def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
         """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
-        (categories: a few codes, where an instance id needs eight)."""
+        (categories: a few codes, where an instance id needs eight), else four where they fit."""
         mine = row_stack == s
         values = after[mine]
         if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
             values = values.astype(np.int8)
-        return state_after_rows(rows[mine], values, first, default)
+        return state_after_rows(rows[mine], narrow_ids(values), first, default)
 
     op = state(0, -1)
     cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
