@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -234,7 +234,7 @@ def _stretches(
     inner = nodes[(nodes > t[0]) & (nodes < end)]
     n, m = len(t), len(inner)
     pos = np.searchsorted(t, inner, "left")  # a node cuts run pos - 1 (inner > t[0]: pos >= 1)
-    if (pos < n).all() and (t[np.minimum(pos, n - 1)] == inner).all():
+    if _on_run_starts(t, inner, pos):
         return _aligned_stretches(t, key, end, inner, pos, elastic)
     first = np.ones(m, bool)  # the first node cutting its run: where the run's own part ends
     first[1:] = pos[1:] != pos[:-1]
@@ -253,40 +253,61 @@ def _stretches(
     return node_t, ent_off, ent_key.astype(np.int32), ns
 
 
+def _on_run_starts(t: np.ndarray, inner: np.ndarray, pos: np.ndarray) -> bool:
+    """Whether every node falls on a run's start (``pos``: where each is searched in ``t``)."""
+    n = len(t)
+    return bool((pos < n).all() and (t[np.minimum(pos, n - 1)] == inner).all())
+
+
 def _aligned_stretches(
     t: np.ndarray, key: np.ndarray, end: int, inner: np.ndarray, pos: np.ndarray, elastic: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_stretches` where every node falls on a run's start (``t[pos] == inner``: the operation
     instances' starts the critical path is drawn at, a process without GPU work's start only): no run
     is cut, so each stretch is whole runs, summed per key a block of stretches at a time."""
-    n, m = len(t), len(inner)
+    n = len(t)
     if elastic is not None:
         key = np.where(_within(t, elastic[0], elastic[1])[1], ELASTIC, key)
-    nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
     first = np.concatenate([[0], pos, [n]])  # stretch s's runs: [first[s], first[s + 1])
+
+    def durations(lo: int, hi: int) -> np.ndarray:
+        """Runs ``[lo, hi)``'s lengths: whole ns, exact in a double (the weights of a count)."""
+        dur = np.empty(hi - lo)
+        np.subtract(t[lo + 1 : hi], t[lo : hi - 1], out=dur[:-1], casting="unsafe")
+        dur[-1] = (t[hi] if hi < n else end) - t[hi - 1]
+        return dur
+
+    ent_stretch, ent_key, ns = _key_sums(key, first, durations)
+    node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
+    ent_off = np.zeros(len(node_t), np.int64)
+    np.cumsum(np.bincount(ent_stretch, minlength=len(node_t))[: len(node_t) - 1], out=ent_off[1:])
+    return node_t, ent_off, ent_key.astype(np.int32), ns
+
+
+def _key_sums(
+    key: np.ndarray, first: np.ndarray, durations: Callable[[int, int], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(stretch, key, ns) of each key with time in each stretch, sorted by (stretch, key): stretch s
+    is runs ``[first[s], first[s + 1])``, ``durations(lo, hi)``: runs ``[lo, hi)``'s lengths."""
+    nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
+    n_stretch = len(first) - 1
     # a block's count is per x nkeys doubles: 2 MB, in the CPU's cache (8 MB took half again as long)
     per = max((1 << 18) // nkeys, 1)
     codes, sums = [_empty_i64()], [_empty_i64()]
-    for a in range(0, m + 1, per):
-        b = min(a + per, m + 1)
+    for a in range(0, n_stretch, per):
+        b = min(a + per, n_stretch)
         lo, hi = int(first[a]), int(first[b])
-        dur = np.empty(hi - lo)  # whole ns, exact in a double: the weights of the count below
-        np.subtract(t[lo + 1 : hi], t[lo : hi - 1], out=dur[:-1], casting="unsafe")
-        dur[-1] = (t[hi] if hi < n else end) - t[hi - 1]
         code = key[lo:hi].astype(np.int64)
         if b - a > 1:
             code += np.repeat(np.arange(0, (b - a) * nkeys, nkeys), np.diff(first[a : b + 1]))
-        total = np.bincount(code, weights=dur, minlength=(b - a) * nkeys)
+        total = np.bincount(code, weights=durations(lo, hi), minlength=(b - a) * nkeys)
         found = np.flatnonzero(total > 0)
         ns = np.rint(total[found]).astype(np.int64)
         keep = ns > 0
         codes.append(found[keep] + a * nkeys)
         sums.append(ns[keep])
     ent_stretch, ent_key = np.divmod(np.concatenate(codes), nkeys)
-    node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
-    ent_off = np.zeros(len(node_t), np.int64)
-    np.cumsum(np.bincount(ent_stretch, minlength=len(node_t))[: len(node_t) - 1], out=ent_off[1:])
-    return node_t, ent_off, ent_key.astype(np.int32), np.concatenate(sums)
+    return ent_stretch, ent_key, np.concatenate(sums)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -590,21 +611,56 @@ def _drawn(
     Why: the replay's stretches hold each key's total only, and a run with no dependency inside it (a
     single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
     points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64))
-    node_t, ent_off, ent_key, ent_ns = _stretches(run_t, run_key, end, points)
-    counts = np.diff(ent_off)
-    stretch = np.repeat(np.arange(len(node_t) - 1), counts)
-    # each stretch's largest key (every stretch has time), the first (smallest key) of equal ones: a
-    # maximum per stretch and one pass, not a sort of every entry
-    most = np.zeros(len(counts), ent_ns.dtype)
-    held = counts > 0
-    if held.any():
-        most[held] = np.maximum.reduceat(ent_ns, ent_off[:-1][held])
-    at_most = np.flatnonzero(ent_ns == most[stretch])
-    top = at_most[_changes(stretch[at_most])]
-    key = np.zeros(len(node_t) - 1, np.int32)
-    key[stretch[top]] = ent_key[top]
+    inner = points[(points > run_t[0]) & (points < end)]
+    pos = np.searchsorted(run_t, inner, "left")
+    if _on_run_starts(run_t, inner, pos):
+        node_t = np.concatenate([[run_t[0]], inner, [end]]).astype(np.int64)
+        key = _aligned_largest_keys(run_t, run_key, end, pos)
+    else:
+        node_t, ent_off, ent_key, ent_ns = _stretches(run_t, run_key, end, points)
+        stretch = np.repeat(np.arange(len(node_t) - 1), np.diff(ent_off))
+        key = _largest_keys(stretch, ent_key, ent_ns, len(node_t) - 1)
     new = _changes(key)
     return node_t[:-1][new], key[new]
+
+
+def _aligned_largest_keys(run_t: np.ndarray, run_key: np.ndarray, end: int, pos: np.ndarray) -> np.ndarray:
+    """Each stretch's largest key where every node falls on a run's start (``pos``, as
+    :func:`_aligned_stretches`): a stretch of one run (most of them: the idle flips cut at every torch op
+    outside an operation) is its run's key, 0 when it has no time; the others are summed per key.
+
+    Why: the count per stretch and key is per x keys doubles a block, read whole; over millions of
+    one-run stretches it was most of the drawing's time."""
+    first = np.concatenate([[0], pos, [len(run_t)]])  # stretch s's runs: [first[s], first[s + 1])
+    runs = np.diff(first)
+    dur = np.diff(run_t, append=end)
+    key = np.zeros(len(runs), np.int32)
+    one = runs == 1
+    at = first[:-1][one]
+    key[one] = np.where(dur[at] > 0, run_key[at], 0)
+    several = ~one
+    if several.any():
+        mine = np.repeat(several, runs)  # the runs of the stretches of several runs
+        m_dur = dur[mine]
+        m_first = np.concatenate([[0], np.cumsum(runs[several])])
+        stretch, ent_key, ns = _key_sums(run_key[mine], m_first, lambda lo, hi: m_dur[lo:hi])
+        key[several] = _largest_keys(stretch, ent_key, ns, len(m_first) - 1)
+    return key
+
+
+def _largest_keys(stretch: np.ndarray, ent_key: np.ndarray, ent_ns: np.ndarray, n_stretch: int) -> np.ndarray:
+    """Per stretch: its largest key of the entries (``stretch``, ``ent_key``, ``ent_ns``: sorted by
+    stretch, then key), the first (smallest key) of equal ones; 0 for a stretch with none. A maximum per
+    stretch and one pass, not a sort of every entry."""
+    most = np.zeros(n_stretch, ent_ns.dtype)
+    if len(stretch):
+        starts = np.flatnonzero(_changes(stretch))
+        most[stretch[starts]] = np.maximum.reduceat(ent_ns, starts)
+    at_most = np.flatnonzero(ent_ns == most[stretch])
+    top = at_most[_changes(stretch[at_most])]
+    key = np.zeros(n_stretch, np.int32)
+    key[stretch[top]] = ent_key[top]
+    return key
 
 
 # --------------------------------------------------------------------------- the run's replay
