@@ -229,7 +229,6 @@ def estimate(
     win_ts, win_mode = window_rows(ref)
     if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
         return None
-    n = len(tl.ts)
     dur = tl.float_duration()
     coll = collector_rows(ref)
     live = _live_from(ref, win_ts, coll)
@@ -268,10 +267,7 @@ def estimate(
     excl = excl - cut
 
     # per operation name (and the unannotated main-thread time): events and time in full windows
-    on_main = np.zeros(n, bool)
-    on_main[tl.main_rows()] = True
-    counted = full_row & ((op1 > 0) | on_main)
-    del on_main
+    counted = full_row & ((op1 > 0) | tl.on_threads(np.array([tl.main_thread])))
     # one dense index of the names: found among the instances counted, read per row through them
     key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
     counted_op1 = op1[counted]
