@@ -171,9 +171,9 @@ def test_between_detail_stretches_the_summarized_instances_lose_their_calls_too(
 
 
 def test_each_session_counts_its_own_calls_under_the_thread_that_made_them(tmp_path):
-    """The collector reads the counts on the writer's thread (here: a flush on a thread of its own in
-    the middle of the session): every row names the program's thread, and a second session in
-    the same process, after calls made with no session, counts its own calls only."""
+    """The collector reads the counts on the writer's thread, which a collection on a thread of its
+    own halfway through each session stands for: every row names the program's thread, and each
+    session counts its own calls only, not those made before it with no session."""
     import threading
 
     from rlscope.collectors.module_calls import ModuleCallCounter
