@@ -495,7 +495,7 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(length.sum())) + np.repeat(shift, length)
 
 
-def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
+def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
     Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
@@ -519,9 +519,10 @@ def rebuild(tl: Timeline, dur: np.ndarray, new_dur: np.ndarray, last: np.ndarray
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
         m_new = float(tl.ts[m0] - tl.start_ns) + cum[row] - cum[m0]
-        m_ratio = np.divide(new_dur[row], dur[row], out=np.ones(len(row)), where=dur[row] > 0)
+        dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
+        m_ratio = np.divide(new_dur[row], dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
-        into = np.minimum(rel - m_ts, dur[row])
+        into = np.minimum(rel - m_ts, dur_row)
         moved = np.where(ok, m_new + into * m_ratio, rel)
         rel0, rel_end = moved[:-1], moved[-1:]
     # each row's start: its thread's first start plus the corrected time before it on the thread (a
@@ -664,8 +665,11 @@ def correct_timeline(
     new_dur = left
     if share:
         new_dur *= 1.0 - share
+    periodic_s = float(dur[profiler].sum()) / 1e9 if profiler.any() else None
+    ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0) if keep_ratio else None
+    del dur, profiler  # before the rebuild: a column of every row fewer alive beside its new ones
 
-    corrected = rebuild(tl, dur, new_dur, last)
+    corrected = rebuild(tl, new_dur, last)
 
     removed: dict[str, float] = {}
     wanted = float(per_class[1:].sum()) + mem_total + mods_total
@@ -680,25 +684,26 @@ def correct_timeline(
         removed["memory"] = mem_total / 1e9
     if mods_total:
         removed[module_calls.ENTRY] = mods_total / 1e9
-    if profiler.any():
-        removed["rlscope_periodic"] = float(dur[profiler].sum()) / 1e9
+    if periodic_s is not None:
+        removed["rlscope_periodic"] = periodic_s
     if writer_s:
         removed["writer"] = writer_s
     if share:
         removed["nvml"] = nvml_s
-    ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0) if keep_ratio else None
     clamped = float(max(planned_sum - removal_sum, 0.0)) / 1e9
     return Correction(corrected, ratio, removed, share, clamped, stall_info)
 
 
 def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -> Correction:
     """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline;
-    ``keep_ratio``: as :func:`correct_timeline`'s."""
+    ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten with the new durations
+    (the estimate's column, used once: no other column of every row at the rebuild)."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     dur = tl.float_duration()
-    new_dur = dur * factor
-    corrected = rebuild(tl, dur, new_dur, thread_last(tl))
+    new_dur = np.multiply(dur, factor, out=factor)
     ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
     removed = float(np.subtract(dur, new_dur, out=dur).sum()) / 1e9  # ``dur`` is not needed after
+    del dur  # before the rebuild: a column of every row fewer alive beside its new ones
+    corrected = rebuild(tl, new_dur, thread_last(tl))
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
