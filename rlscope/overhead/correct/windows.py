@@ -245,8 +245,8 @@ def estimate(
     # by instance + 1 over every row, the rows outside any instance in a bin of their own (dropped)
     op1 = tl.op + 1
     excl = np.bincount(op1, weights=dur, minlength=n_inst + 1)[1:]
-    # a count as doubles over every row (whole numbers, exact), not a gather of the collector rows first
-    events = np.bincount(op1, weights=coll, minlength=n_inst + 1)[1:].astype(np.int64)
+    # counted over the collector rows only: a bool column as a count's weights is a column of doubles
+    events = np.bincount(op1[coll], minlength=n_inst + 1)[1:]
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
@@ -275,7 +275,7 @@ def estimate(
     key_of = np.searchsorted(keys, key_name)[counted_op1]
     del op1, counted_op1
     full_time = np.bincount(key_of, weights=dur[counted], minlength=len(keys))
-    full_events = np.bincount(key_of, weights=coll[counted], minlength=len(keys))
+    full_events = np.bincount(key_of[coll[counted]], minlength=len(keys))
     del key_of
     per_op: dict[int, dict] = {
         int(k): {"full_time_ns": float(t), "full_events": int(ev)}
