@@ -159,8 +159,13 @@ def _crossing_rows(tl: Timeline, wi: np.ndarray) -> np.ndarray:
 
 
 def full_share(est: WindowEstimate, tl: Timeline) -> float:
-    """Share of the corrected main-thread time spent in full windows."""
+    """Share of the corrected main-thread time spent in full windows: sums of whole ns, exact in any
+    order, so made a block of rows at a time in integers (no column of every row's length)."""
     main = tl.main_rows()
-    dur = tl.float_duration(main)
-    total = float(dur.sum())
-    return float(dur[est.row_mode[main] == S.WINDOW_FULL].sum()) / total if total > 0 else 1.0
+    total = full = 0
+    for r in blocks(main.stop - main.start):
+        rows = slice(main.start + r.start, main.start + r.stop)
+        dur = tl.seg_end[rows] - tl.ts[rows]
+        total += int(dur.sum())
+        full += int(dur[est.row_mode[rows] == S.WINDOW_FULL].sum())
+    return float(full) / float(total) if total > 0 else 1.0
