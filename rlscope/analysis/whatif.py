@@ -69,6 +69,7 @@ import numpy as np
 from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.analysis.gpu_calls import SYNC_APIS, _nesting, api_base_name
+from rlscope.blocks import BLOCK_ROWS, blocks
 from rlscope.categories import UNANNOTATED
 from rlscope.keys import distinct_times, factorize, factorize_rows
 from rlscope.trace.reader import clock_offset, parent_pid
@@ -464,19 +465,9 @@ def process_inputs(
     start, end = int(tl.start_ns), int(tl.end_ns)
     if main.stop == main.start or end <= start:
         return None
-    t = np.minimum(tl.ts[main], end)
-    t[0] = start
-    op = tl.op[main]
     inst_name = np.append(tl.inst_name, -1)
-    cpu_code = (inst_name[op] + 1) * _NCODE + tl.cat[main]  # op -1 reads the appended -1
     is_parent = proc.pid in req.parents
-    change = np.ones(len(t), bool)  # runs of one key (a parent's also of one operation instance)
-    change[1:] = cpu_code[1:] != cpu_code[:-1]
-    if is_parent:
-        change[1:] |= op[1:] != op[:-1]
-    first = np.flatnonzero(change)  # each run's first row, found once for the three columns
-    run_t, run_code, run_inst = t[first], cpu_code[first], op[first]
-    del cpu_code, change, first
+    run_t, run_code, run_inst, inst_t = _main_runs(tl, main, (start, end), inst_name, is_parent)
 
     # GPU records: stream, launch, operation
     has_gpu = api is not None and recs is not None and len(recs.start) > 0 and proc.gpu is not None
@@ -534,8 +525,6 @@ def process_inputs(
     idle = idle_key[run_key]
     idle_flip = run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1]  # where waiting for a command may flip
     del idle
-    inst_t = t[_changes(op)]
-    del t
     drawn = _drawn(run_t, run_key, inst_t, np.concatenate([sync_s, sync_m, sync_e, idle_flip]), end)
     required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
     if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
@@ -581,6 +570,46 @@ def process_inputs(
             run_t + shift, run_key, end + shift, nodes + shift
         )
     return inputs
+
+
+def _main_runs(
+    tl: Timeline, main: slice, span: tuple[int, int], inst_name: np.ndarray, is_parent: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(run_t, run_code, run_inst, inst_t) of the main thread's rows ``main``: each run of one key
+    ``(name id + 1) * _NCODE + category`` (a parent's also of one operation instance) by its start,
+    key and instance, and where each run of one instance starts; times clamped to ``span``'s end,
+    the first one its start. Made a block of rows at a time: the rows are millions (every torch op's
+    begin and end), and a column of each row's time and key was the what-if's highest memory."""
+    start, end = span
+    n = main.stop - main.start
+    run_t, run_code = np.empty(n, np.int64), np.empty(n, np.int64)
+    run_inst = np.empty(n, tl.op.dtype)
+    inst_t = [np.zeros(0, np.int64)]
+    k = 0
+    before: tuple[int, int] | None = None  # the previous block's last (key, instance)
+    for r in blocks(n):
+        rows = slice(main.start + r.start, main.start + r.stop)
+        op, ts = tl.op[rows], tl.ts[rows]
+        code = (inst_name[op] + 1) * _NCODE + tl.cat[rows]  # op -1 reads the appended -1
+        new_op = np.ones(len(op), bool)
+        new_op[1:] = op[1:] != op[:-1]
+        change = np.ones(len(op), bool)
+        change[1:] = code[1:] != code[:-1]
+        if before is not None:
+            new_op[0] = op[0] != before[1]
+            change[0] = code[0] != before[0]
+        if is_parent:
+            change |= new_op
+        at = np.flatnonzero(change)
+        run_t[k : k + len(at)] = np.minimum(ts[at], end)
+        run_code[k : k + len(at)] = code[at]
+        run_inst[k : k + len(at)] = op[at]
+        k += len(at)
+        inst_t.append(np.minimum(ts[new_op], end))
+        before = (int(code[-1]), int(op[-1]))
+    inst_t = np.concatenate(inst_t)
+    run_t[0] = inst_t[0] = start
+    return run_t[:k], run_code[:k], run_inst[:k], inst_t
 
 
 def _first_sorted(values: np.ndarray, k: int) -> np.ndarray:
@@ -633,19 +662,42 @@ def _aligned_largest_keys(run_t: np.ndarray, run_key: np.ndarray, end: int, pos:
     one-run stretches it was most of the drawing's time."""
     first = np.concatenate([[0], pos, [len(run_t)]])  # stretch s's runs: [first[s], first[s + 1])
     runs = np.diff(first)
-    dur = np.diff(run_t, append=end)
     key = np.zeros(len(runs), np.int32)
     one = runs == 1
-    at = first[:-1][one]
-    key[one] = np.where(dur[at] > 0, run_key[at], 0)
     several = ~one
+    mine = np.repeat(several, runs)  # the runs of the stretches of several runs
+    o_dur, m_dur = _run_lengths(run_t, end, mine)
+    key[one] = np.where(o_dur > 0, run_key[first[:-1][one]], 0)
+    del o_dur
     if several.any():
-        mine = np.repeat(several, runs)  # the runs of the stretches of several runs
-        m_dur = dur[mine]
         m_first = np.concatenate([[0], np.cumsum(runs[several])])
         stretch, ent_key, ns = _key_sums(run_key[mine], m_first, lambda lo, hi: m_dur[lo:hi])
         key[several] = _largest_keys(stretch, ent_key, ns, len(m_first) - 1)
     return key
+
+
+def _run_lengths(run_t: np.ndarray, end: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the lengths of the runs outside ``mask``, of those in it), each in run order: ``dur[~mask]``
+    and ``dur[mask]`` of ``dur = np.diff(run_t, append=end)``, made a block of runs at a time (the
+    runs are millions: no column of them all, nor its copy with ``end`` appended)."""
+    n = len(run_t)
+    inside = int(np.count_nonzero(mask))
+    out, into = np.empty(n - inside, run_t.dtype), np.empty(inside, run_t.dtype)
+    a = b = 0
+    dur = np.empty(min(n, BLOCK_ROWS), run_t.dtype)
+    for r in blocks(n):
+        d, m = dur[: r.stop - r.start], mask[r]
+        stop = min(r.stop + 1, n)
+        np.subtract(run_t[r.start + 1 : stop], run_t[r.start : stop - 1], out=d[: stop - 1 - r.start])
+        if r.stop == n:
+            d[-1] = end - run_t[-1]
+        part = d[~m]
+        out[a : a + len(part)] = part
+        a += len(part)
+        part = d[m]
+        into[b : b + len(part)] = part
+        b += len(part)
+    return out, into
 
 
 def _largest_keys(stretch: np.ndarray, ent_key: np.ndarray, ent_ns: np.ndarray, n_stretch: int) -> np.ndarray:
