@@ -118,6 +118,9 @@ def correct_process(
             if switched["gpu"]:
                 out.gpu_scale = gpu_scale(est, proc.names, share)
                 out.scaled_from_full_windows = True
+    # each raw row's window (windows.row_window) is read by the correction alone: a column of every
+    # row the rest of the analysis does not hold
+    tl.memo.pop("row_window", None)
     out.overhead = {
         "removed_s": removed,
         "wall_removed_s": (tl.end_ns - tl.start_ns) / 1e9 - (final.end_ns - final.start_ns) / 1e9,

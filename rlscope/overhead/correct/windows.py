@@ -113,12 +113,12 @@ def row_window(tl: Timeline) -> np.ndarray:
     window it starts in, plus one. Looked up once per timeline: the correction asks it four times."""
     got = tl.memo.get("row_window")
     if got is None:
-        # int32 (windows are few): held for the rest of the process's analysis, a row each. A thread's
+        # int16 (windows are few): held for the rest of the correction, a row each. A thread's
         # rows are in time order, so each window's rows are a run: the switches are searched among
         # the rows (hundreds of searches), not every row among the switches (millions)
         win_ts = window_rows(tl)[0]
-        got = np.empty(len(tl.ts), np.int32)
-        steps = np.arange(len(win_ts) + 1, dtype=np.int32)
+        got = np.empty(len(tl.ts), np.int16 if len(win_ts) < _I16 else np.int32)
+        steps = np.arange(len(win_ts) + 1, dtype=got.dtype)
         bounds = tl.thread_starts()
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
             ts = tl.ts[a:b]
@@ -129,6 +129,9 @@ def row_window(tl: Timeline) -> np.ndarray:
                 got[a:b] = np.searchsorted(win_ts, ts, side="right")
         tl.memo["row_window"] = got
     return got
+
+
+_I16 = np.iinfo(np.int16).max  # row_window's values fit in int16 below this many switches
 
 
 def mode_table(win_mode: np.ndarray) -> np.ndarray:
@@ -340,6 +343,7 @@ def estimate(
     by_pieces = piece_estimates(
         tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
     )
+    del dur, coll, full_row  # columns of every row, read no further: not alive beside the factors'
     overrides: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, factors) set by pieces
     rest_factor: dict[int, float] = {}  # per operation with pieces: the factor of its other rows
     for key, e in per_op.items():
@@ -479,7 +483,7 @@ def piece_estimates(
     full_main = full_row[main]
     pfull_time = np.bincount(pr, weights=np.where(full_main, main_dur, 0.0), minlength=npc)
     del main_dur
-    pfull_events = np.bincount(pr, weights=(coll[main] & full_main), minlength=npc)
+    pfull_events = np.bincount(pr[coll[main] & full_main], minlength=npc)  # a count, no doubles
     win = np.searchsorted(win_ts, pc.start_ns, side="right")
     whole = win == np.searchsorted(win_ts, pc.end_ns, side="left")
     mode = _effective_mode(win_ts, win_mode, live, pc.start_ns)
