@@ -49,7 +49,7 @@ class Timeline:
     end_ns: int
     inst_name: np.ndarray  # instance id -> name id (-1 unknown)
     inst_end: np.ndarray  # instance id -> end time (end_ns when never closed)
-    thread_idx: np.ndarray  # dense thread index of each row (rows are grouped by thread)
+    thread_idx: np.ndarray  # dense thread index of each row (rows are grouped by thread), int16 or int32
     # per row: what the boundary measured it cost (schema.EVENT_COST_COLUMN; 0: not measured), kept at
     # the events' rows; None for traces without the column
     cost: RowValues | None = None
@@ -317,6 +317,7 @@ def narrow_ids(values: np.ndarray) -> np.ndarray:
 
 
 _I32 = np.iinfo(np.int32)
+_I16 = np.iinfo(np.int16)
 
 
 def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -553,7 +554,8 @@ def build_timeline(
     inst_name[b_ident] = col["name"][begins]
     inst_end = np.full(n_inst, end_ns, np.int64)
     inst_end[e_ident] = ts[ends]
-    thread_idx = np.cumsum(first, dtype=np.int32)
+    # a thread's index, int16 where the threads are that few (a process's are): a row each
+    thread_idx = np.cumsum(first, dtype=np.int16 if np.count_nonzero(first) < _I16.max else np.int32)
     thread_idx -= 1
     out = Timeline(
         ts=ts,
