@@ -1147,9 +1147,13 @@ def _clip(
     de = np.append(ds[1:], end).astype(np.int64)
     i0 = np.searchsorted(de, lo, "right")  # the first run ending after each interval's start
     cnt = np.maximum(np.searchsorted(ds, hi, "left") - i0, 0)
-    which = np.repeat(np.arange(len(lo)), cnt)
-    run = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(i0, cnt)
-    s, e, k = np.maximum(ds[run], lo[which]), np.minimum(de[run], hi[which]), dk[run]
+    if len(lo) == 1:  # one interval (a process's path without a break): its runs are one slice
+        run = slice(int(i0[0]), int(i0[0] + cnt[0]))
+        s, e, k = np.maximum(ds[run], lo[0]), np.minimum(de[run], hi[0]), dk[run]
+    else:
+        which = np.repeat(np.arange(len(lo)), cnt)
+        at = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(i0, cnt)
+        s, e, k = np.maximum(ds[at], lo[which]), np.minimum(de[at], hi[which]), dk[at]
     keep = shown[k] & (e > s)
     s, e, k = s[keep], e[keep], k[keep]
     new = np.ones(len(s), bool)
