@@ -76,6 +76,8 @@ class StackSampler:
         self.period = 1.0 / hz
         self.enabled = True
         self._stop = threading.Event()
+        self._on = threading.Event()  # set while enabled: the thread sleeps on it in light windows
+        self._on.set()
         self._thread: threading.Thread | None = None
         self._stacks: dict[tuple[tuple[Any, int], ...], int] = {}  # (code, line) per frame -> stack id
         self.samples: Any = None
@@ -97,11 +99,23 @@ class StackSampler:
     def set_enabled(self, on: bool) -> None:
         """On in full windows: the windows measure what sampling costs the program."""
         self.enabled = bool(on)
+        if on:
+            self._on.set()
+        else:
+            self._on.clear()
 
     def _run(self) -> None:
-        clock, stop, period = self.session.clock, self._stop, self.period
-        while not stop.wait(period):
-            if not self.enabled:
+        """Sample every ``period`` while enabled; while disabled, sleep until enabled or stopped.
+
+        Why not poll: a thread that wakes takes the GIL from the program's thread, so a disabled
+        sampler waking ``hz`` times a second would cost the program where no window sees it (between
+        detail stretches, most of a long run)."""
+        clock, stop, on, period = self.session.clock, self._stop, self._on, self.period
+        while not stop.is_set():
+            if not on.is_set():
+                on.wait()  # set_enabled(True) or stop() wakes it
+                continue
+            if stop.wait(period) or not self.enabled:
                 continue
             try:
                 self.sample(clock())
@@ -134,6 +148,7 @@ class StackSampler:
 
     def stop(self) -> None:
         self._stop.set()
+        self._on.set()  # a thread asleep in a light window wakes to see the stop
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
         self._thread = None

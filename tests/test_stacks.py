@@ -155,3 +155,56 @@ def test_the_sampler_names_a_busy_function_of_the_program(tmp_path):
     assert spin["samples"] >= 5  # full windows only, on a loaded machine: some, not a rate
     busy = sum(r["samples"] for r in spin["top_lines"] if r["function"] == "_busy")
     assert busy / spin["samples"] >= 0.8
+
+
+class _CountedEvent(threading.Event):
+    """An event that counts its timed waits: each is one wake-up of the sampler's thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timed_waits = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None:
+            self.timed_waits += 1
+        return super().wait(timeout)
+
+
+class _Writer:
+    def add_stream(self, name: str, schema: object) -> list:
+        return []
+
+
+class _Session:
+    clock = staticmethod(time.perf_counter_ns)
+    writer = _Writer()
+
+
+def test_a_disabled_sampler_sleeps_until_enabled_and_stops_while_asleep():
+    """Switched off (a light window, or between detail stretches), the thread neither samples nor
+    wakes: no timed wait, where polling at 1 kHz would have made hundreds. Switched on, it samples;
+    stopped while asleep, it ends at once."""
+    from rlscope.collectors.stacks import StackSampler
+
+    sampler = StackSampler(_Session(), hz=1000)
+    sampler._stop = counted = _CountedEvent()
+    sampler.set_enabled(False)
+    sampler.start()
+    time.sleep(0.2)
+    assert counted.timed_waits == 0
+    assert len(sampler.samples) == 0
+    sampler.set_enabled(True)
+    deadline = time.monotonic() + 5.0
+    while len(sampler.samples) == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert len(sampler.samples) > 0  # this thread's stack, sampled from the sampler's
+    sampler.set_enabled(False)
+    time.sleep(0.05)
+    waits = counted.timed_waits
+    time.sleep(0.2)
+    assert counted.timed_waits == waits  # asleep again
+    t0 = time.monotonic()
+    thread = sampler._thread
+    sampler.stop()
+    assert not thread.is_alive()
+    assert time.monotonic() - t0 < 1.0
