@@ -1,6 +1,6 @@
 """Where the GPU-tracing cost goes: per CUDA API call and per kernel, for each CUPTI configuration.
 
-    python benchmarks/cupti_cost.py [--reps 3] [--json FILE]
+    python benchmarks/cupti_cost.py [--reps 3] [--json FILE] [--configs "all;all, switched off"]
 
 Each configuration runs in its own process (one CUPTI subscriber per process; the activity kinds
 are chosen when tracing starts, through ``RLSCOPE_CUPTI_KINDS``), interleaved over repetitions:
@@ -51,10 +51,24 @@ CONFIGS = {
 LATE_INIT = ("detached, then CUDA initialized", "CUDA initialized attached, detached")
 
 
+def per_call_ns(fn: Any, n: int, reps: int = 3) -> float:
+    """Fastest of ``reps`` timings of ``fn(n)`` per call, the GPU drained before and after each."""
+    import torch
+
+    fn(n // 10)  # warm-up
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        fn(n)
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    return best
+
+
 def child(config: str) -> dict:
     import numpy as np
     import torch
-    from gpu_overhead import per_call_ns  # this script's folder is on sys.path
 
     import rlscope
 
@@ -125,14 +139,22 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", default=None)
+    p.add_argument(
+        "--configs", default=None, help="configurations separated by ';' (default: all); none is always run"
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         print(json.dumps(child(args.child)))
         return
-    runs: dict[str, list[dict]] = {c: [] for c in CONFIGS}
+    chosen = (
+        list(CONFIGS) if not args.configs else ["none", *(c for c in args.configs.split(";") if c != "none")]
+    )
+    if unknown := [c for c in chosen if c not in CONFIGS]:
+        p.error(f"--configs: unknown {unknown}; known: {'; '.join(CONFIGS)}")
+    runs: dict[str, list[dict]] = {c: [] for c in chosen}
     for rep in range(args.reps):
-        order = list(CONFIGS)[rep % len(CONFIGS) :] + list(CONFIGS)[: rep % len(CONFIGS)]
+        order = chosen[rep % len(chosen) :] + chosen[: rep % len(chosen)]
         for config in order:
             env = dict(os.environ)
             if CONFIGS[config]:

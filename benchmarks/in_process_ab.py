@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", help="write the figures here")
     p.add_argument(
         "--sessions",
-        default=",".join(v or "run" for v in SUMMARY_DEFAULT),
+        default=",".join(v.lstrip(".") or "run" for v in SUMMARY_DEFAULT),
         help="the summary part's sessions, comma-separated, of: "
         + ", ".join(v.lstrip(".") or "run" for v in SUMMARY_SESSIONS)
         + " (default: %(default)s)",

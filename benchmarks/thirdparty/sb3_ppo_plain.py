@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         model.learn(total_timesteps=args.timesteps)
     else:
         model.learn(total_timesteps=10**10, callback=Deadline(args.seconds))
-    print(f"sb3 PPO CartPole-v1: {model.num_timesteps} steps in {time.perf_counter() - t0:.1f} s")
+    print(f"sb3 PPO CartPole-v1: {model.num_timesteps} steps in {time.perf_counter() - t0:.3f} s")
 
 
 if __name__ == "__main__":
