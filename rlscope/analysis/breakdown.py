@@ -269,12 +269,15 @@ def _full_window_sums(
     windows: one count over them in row order (a row's share is a fraction of a ns, and such sums
     depend on the order), its operands made a block of rows at a time."""
     cell, weight = np.empty(n_rows, np.int64), np.empty(n_rows)
+    main_rows = tl.main_rows()
     at = 0
     for r in blocks(len(tl.ts)):
-        pair, ts, end = groups.row_pair[r], tl.ts[r], tl.seg_end[r]
-        rows = _counted_in(tl, groups, r)
-        part = slice(at, at + len(rows))
-        cell[part] = rank[pair[rows].astype(np.int64) * 2 + (tl.thread[r][rows] == tl.main_thread)] * NCAT
+        ts, end = tl.ts[r], tl.seg_end[r]
+        rows, main = _counted_block(tl, groups, r, main_rows)
+        key = groups.row_pair[r][rows].astype(np.int64) * 2
+        key += main
+        part = slice(at, at + len(key))
+        cell[part] = rank[key] * NCAT
         cell[part] += tl.cat[r][rows]
         weight[part] = (end[rows] - ts[rows]).astype(np.float64) * full[r][rows]
         at = part.stop
@@ -420,6 +423,21 @@ class CountedSums:
         return self.inst_cat.sum(axis=0) > 0
 
 
+def _counted_block(
+    tl: Timeline, groups: RowGroups, r: slice, main_rows: slice, d: np.ndarray | None = None
+) -> tuple[np.ndarray | slice, np.ndarray | int]:
+    """The counted rows of block ``r`` (:class:`CountedSums`), as indices into the block or, where every
+    row counts (a block of torch-op rows: nearly all), the whole block, read as it is; and whether each
+    is on the main thread: 1 for a block inside ``main_rows`` (the main thread's rows are one run).
+    ``d``: the block's durations, where the caller has them."""
+    positive = d > 0 if d is not None else tl.seg_end[r] > tl.ts[r]
+    counted = positive & (groups.row_pair[r] >= 0)
+    rows: np.ndarray | slice = slice(None) if counted.all() else np.flatnonzero(counted)
+    if main_rows.start <= r.start and r.stop <= main_rows.stop:
+        return rows, 1
+    return rows, tl.thread[r][rows] == tl.main_thread
+
+
 def _counted_in(tl: Timeline, groups: RowGroups, r: slice) -> np.ndarray:
     """The counted rows of block ``r`` (:class:`CountedSums`: positive duration, in a pair), as
     indices into the block."""
@@ -432,21 +450,14 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
-    m0, m1 = main_rows.start, main_rows.stop
     off_main, n_rows = False, 0
     block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):
-        pair = groups.row_pair[r]
         d = np.subtract(tl.seg_end[r], tl.ts[r], out=block_d[: r.stop - r.start], casting="unsafe")
-        counted = (d > 0) & (pair >= 0)
-        # nearly every row counts (a torch op's rows all do): a block of them is read as it is
-        rows: np.ndarray | slice = slice(None) if counted.all() else np.flatnonzero(counted)
-        pair, d, cat = pair[rows].astype(np.int64), d[rows], tl.cat[r][rows]
+        rows, main = _counted_block(tl, groups, r, main_rows, d)
+        pair, d, cat = groups.row_pair[r][rows].astype(np.int64), d[rows], tl.cat[r][rows]
         n_rows += len(pair)
-        if m0 <= r.start and r.stop <= m1:  # the main thread's rows are one run: most blocks are in it
-            main: np.ndarray | int = 1
-        else:
-            main = tl.thread[r][rows] == tl.main_thread
+        if not isinstance(main, int):
             off_main = off_main or not main.all()
         sums += np.bincount((pair * NCAT + cat) * 2 + main, weights=d, minlength=len(sums))
         op = is_op[pair]
