@@ -239,7 +239,9 @@ def estimate(
     # full: in a full window, from its collectors' first record on (one threshold per window; a light
     # window's is past every time)
     from_ts = np.where(mode_table(win_mode) == S.WINDOW_FULL, live, np.iinfo(np.int64).max)
-    full_row = ref.ts >= from_ts[wi]
+    full_row = np.empty(len(wi), bool)
+    for r in blocks(len(wi)):  # a block at a time: no column of every row's threshold
+        np.greater_equal(ref.ts[r], from_ts[wi[r]], out=full_row[r])
     row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
     del wi
     n_inst = len(tl.inst_name)
@@ -273,12 +275,20 @@ def estimate(
     counted = full_row & ((op1 > 0) | tl.on_threads(np.array([tl.main_thread])))
     # one dense index of the names: found among the instances counted, read per row through them
     key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
-    counted_op1 = op1[counted]
-    keys = np.unique(key_name[np.bincount(counted_op1, minlength=len(key_name)) > 0])
-    key_of = np.searchsorted(keys, key_name)[counted_op1]
-    del op1, counted_op1
-    full_time = np.bincount(key_of, weights=dur[counted], minlength=len(keys))
-    full_events = np.bincount(key_of[coll[counted]], minlength=len(keys))
+    held = np.zeros(len(key_name), bool)  # per instance + 1: whether a counted row is in it
+    for r in blocks(len(op1)):
+        held[op1[r][counted[r]]] = True
+    keys = np.unique(key_name[held])
+    # per row: its key, the rows not counted in one past them all; counted over every row (no gather of
+    # the counted rows' times), each key's time is summed over its rows in row order all the same
+    key_of = np.empty(len(op1), np.intp)
+    inst_key = np.searchsorted(keys, key_name)
+    for r in blocks(len(op1)):
+        np.copyto(key_of[r], inst_key[op1[r]])
+        key_of[r][~counted[r]] = len(keys)
+    del op1
+    full_time = np.bincount(key_of, weights=dur, minlength=len(keys) + 1)[:-1]
+    full_events = np.bincount(key_of[coll], minlength=len(keys) + 1)[:-1]
     del key_of
     per_op: dict[int, dict] = {
         int(k): {"full_time_ns": float(t), "full_events": int(ev)}
