@@ -565,10 +565,9 @@ def process_inputs(
         rec_won=rec["won"],
         drawn=(drawn[0] + shift, drawn[1]),
     )
-    if not is_parent:
-        inputs.node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = _stretches(
-            run_t + shift, run_key, end + shift, nodes + shift
-        )
+    if not is_parent:  # on the process's clock, then shifted: a stretch's times are differences
+        node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = _stretches(run_t, run_key, end, nodes)
+        inputs.node_t = node_t + shift
     return inputs
 
 
