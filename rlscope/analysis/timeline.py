@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope import categories
-from rlscope.blocks import blocks
+from rlscope.blocks import blocks, search_sorted
 from rlscope.trace import schema as S
 from rlscope.trace.glue import Gaps
 from rlscope.trace.header import main_thread, session_span
@@ -273,14 +273,14 @@ def _with_interval_rows(
         for i in placed:
             if rows[i].stop == rows[i].start:
                 continue
-            mine = parts[i][0][rows[i]]
+            mine = parts[i][0][rows[i]]  # in time order, as every part's rows of a thread
             # the rows of every other part before each of these: at equal times the earlier part's
             # row goes first (a row counts the later parts' rows strictly before it, the earlier's at
             # or before it)
             for j in range(len(parts)):
                 if j != i and rows[j].stop > rows[j].start:
                     side = "left" if i < j else "right"
-                    pos[i][rows[i]] += np.searchsorted(parts[j][0][rows[j]], mine, side=side)
+                    pos[i][rows[i]] += search_sorted(parts[j][0][rows[j]], mine, side=side)
             pos[i][rows[i]] += np.arange(offset, offset + (rows[i].stop - rows[i].start))
         per_thread[t] = sum(r.stop - r.start for r in rows)
         offset += int(per_thread[t])

@@ -69,7 +69,7 @@ import numpy as np
 from rlscope import categories
 from rlscope.analysis import gpu
 from rlscope.analysis.gpu_calls import SYNC_APIS, _nesting, api_base_name
-from rlscope.blocks import BLOCK_ROWS, blocks
+from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted
 from rlscope.categories import UNANNOTATED
 from rlscope.keys import distinct_times, factorize, factorize_rows
 from rlscope.trace.reader import clock_offset, parent_pid
@@ -640,7 +640,7 @@ def _drawn(
     single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
     points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64))
     inner = points[(points > run_t[0]) & (points < end)]
-    pos = np.searchsorted(run_t, inner, "left")
+    pos = search_sorted(run_t, inner, "left")
     if _on_run_starts(run_t, inner, pos):
         node_t = np.concatenate([[run_t[0]], inner, [end]]).astype(np.int64)
         key = _aligned_largest_keys(run_t, run_key, end, pos)
