@@ -1,13 +1,18 @@
 """`rlscope run`'s slowdown on a whole program, and its corrected wall against the unprofiled one.
 
-    python benchmarks/run_slowdown.py [--reps 5] [--detail SPEC] [--json F] [--time-limit S] -- CMD...
+    python benchmarks/run_slowdown.py [--reps 5] [--detail SPEC] [--json F] [--time-limit S]
+                                      [--variant NAME='OPTIONS' ...] -- CMD...
 
-Two variants of the same command, each run in its own process, interleaved (the order alternating
-per repetition) after one untimed run of each (native builds, caches, CUDA's first start-up):
+Variants of the same command, each run in its own process, interleaved (the order rotating per
+repetition) after one untimed run of each (native builds, caches, CUDA's first start-up):
 
 - ``plain``: the program as it is;
 - ``rlscope``: ``rlscope run --no-analyze [--detail SPEC]`` around it (the analysis is timed apart,
-  after each pair).
+  after each repetition);
+- or, with ``--variant``, one profiled variant per option, each with its own ``rlscope run``
+  options (``--variant gpu_off='--gpu off' --variant default=''``): an ablation whose variants meet
+  the same minutes of a host's drift, each compared with the same plain runs. The result's top-level
+  figures are the first variant's; ``variants`` holds every one's.
 
 The slowdown is the ratio of the two processes' walls (median over repetitions, with their
 spread), and of the training times the program prints (``N steps in T s``) where it prints one:
@@ -30,6 +35,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -101,99 +107,130 @@ def _spread(values: list[float]) -> str:
     return f"{min(values):.3f}-{max(values):.3f}"
 
 
+def _variants(given: list[str], parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """``NAME=OPTIONS`` pairs as each variant's ``rlscope run`` options; none given: ``rlscope``."""
+    if not given:
+        return {"rlscope": []}
+    out: dict[str, list[str]] = {}
+    for text in given:
+        name, sep, options = text.partition("=")
+        if not sep or not name or name == "plain" or name in out:
+            parser.error(f"--variant {text!r}: give NAME=OPTIONS, each NAME once and not 'plain'")
+        out[name] = shlex.split(options)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--detail", default=None, help="rlscope run --detail SPEC (default: rlscope's)")
-    p.add_argument("--json", default=None, help="the result, written again after every pair")
+    p.add_argument("--json", default=None, help="the result, written again after every repetition")
     p.add_argument(
         "--time-limit",
         type=float,
         default=None,
         metavar="SECONDS",
-        help="start no pair that would end past this many seconds of the benchmark (by the longest pair"
-        " so far); the pairs done are the result",
+        help="start no repetition that would end past this many seconds of the benchmark (by the longest"
+        " so far); the repetitions done are the result",
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=OPTIONS",
+        help="a profiled variant with these rlscope run options (repeatable; default: one, 'rlscope')",
     )
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("give the program to run after --")
+    variants = _variants(args.variant, p)
     t_start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="rlscope-slowdown-"))
     detail = ["--detail", args.detail] if args.detail else []
 
-    def profiled(trace: Path) -> list[str]:
-        return ["rlscope", "run", "--no-analyze", *detail, "--trace-dir", str(trace), "--", *command]
+    def profiled(options: list[str], trace: Path) -> list[str]:
+        return [
+            "rlscope",
+            "run",
+            "--no-analyze",
+            *detail,
+            *options,
+            "--trace-dir",
+            str(trace),
+            "--",
+            *command,
+        ]
 
     def say(text: str) -> None:
         print(f"run_slowdown: {text}", file=sys.stderr, flush=True)
 
     probe = _probe_env(work)
-    warm = _plain_span(command, probe)[0], _run(profiled(work / "warm"))[0]
-    say(f"untimed runs: plain {warm[0]:.1f} s, rlscope {warm[1]:.1f} s")
-    runs = Runs(args.reps)
+    warm = [_plain_span(command, probe)[0]] + [
+        _run(profiled(o, work / f"warm-{n}"))[0] for n, o in variants.items()
+    ]
+    say(
+        "untimed runs: "
+        + ", ".join(f"{n} {w:.1f} s" for n, w in zip(["plain", *variants], warm, strict=True))
+    )
+    runs = Runs(args.reps, list(variants))
     longest = 0.0
+    names = ["plain", *variants]
     for rep in range(args.reps):
         if args.time_limit and rep and time.perf_counter() - t_start + longest > args.time_limit:
-            say(f"stopping after {rep} of {args.reps} pairs: --time-limit {args.time_limit:g} s")
+            say(f"stopping after {rep} of {args.reps} repetitions: --time-limit {args.time_limit:g} s")
             break
-        t_pair = time.perf_counter()
-        trace = work / f"rep-{rep}"
-        for variant in ("plain", "rlscope") if rep % 2 == 0 else ("rlscope", "plain"):
-            if variant == "plain":
+        t_rep = time.perf_counter()
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            if name == "plain":
                 wall, trained, span = _plain_span(command, probe)
                 runs.spans.append(span)
             else:
-                wall, trained = _run(profiled(trace))
-            runs.add(variant, wall, trained)
+                wall, trained = _run(profiled(variants[name], work / f"rep-{rep}-{name}"))
+            runs.add(name, wall, trained)
             said = f", training {trained:.2f} s" if trained is not None else ""
-            say(f"repetition {rep + 1}/{args.reps} {variant}: {wall:.2f} s{said}")
-        runs.analyze(trace)  # between pairs, untimed: a cut run keeps the corrected walls it has
-        say(
-            f"repetition {rep + 1}/{args.reps}: plain span {runs.spans[-1]:.2f} s, profiled raw"
-            f" {runs.raw[-1]:.2f} s, corrected {runs.corrected[-1]:.2f} s ({runs.errors()[-1]:+.1f}%)"
-        )
-        longest = max(longest, time.perf_counter() - t_pair)
+            say(f"repetition {rep + 1}/{args.reps} {name}: {wall:.2f} s{said}")
+        for name in variants:  # between repetitions, untimed: a cut run keeps the corrected walls it has
+            v = runs.variants[name]
+            v.analyze(work / f"rep-{rep}-{name}")
+            say(
+                f"repetition {rep + 1}/{args.reps} {name}: plain span {runs.spans[-1]:.2f} s, profiled raw"
+                f" {v.raw[-1]:.2f} s, corrected {v.corrected[-1]:.2f} s ({runs.errors(name)[-1]:+.1f}%)"
+            )
+        longest = max(longest, time.perf_counter() - t_rep)
         if args.json:
             Path(args.json).write_text(json.dumps(runs.result(command, args.detail), indent=1))
     result = runs.result(command, args.detail)
-    print(
-        f"plain {statistics.median(runs.plain):.2f} s ({_spread(runs.plain)}), rlscope run"
-        f" {statistics.median(runs.prof):.2f} s ({_spread(runs.prof)}): slowdown"
-        f" {result['slowdown_median']:.3f}x ({_spread(runs.ratios())}); corrected wall error"
-        f" {result['corrected_error_pct_median']:+.1f}% ({_spread(runs.errors())}); analysis"
-        f" {statistics.median(runs.analyze_s):.1f} s"
-    )
-    if result["train_slowdown_median"] is not None:
+    for name, r in result["variants"].items():
+        v = runs.variants[name]
         print(
-            f"the program's own training time: slowdown {result['train_slowdown_median']:.3f}x"
-            f" ({_spread(runs.train_ratios())})"
+            f"plain {statistics.median(runs.plain):.2f} s ({_spread(runs.plain)}), {name}"
+            f" {statistics.median(v.walls):.2f} s ({_spread(v.walls)}): slowdown"
+            f" {r['slowdown_median']:.3f}x ({_spread(runs.ratios(name))}); corrected wall error"
+            f" {r['corrected_error_pct_median']:+.1f}% ({_spread(runs.errors(name))}); analysis"
+            f" {statistics.median(v.analyze_s):.1f} s"
         )
+        if r["train_slowdown_median"] is not None:
+            print(
+                f"{name}: the program's own training time: slowdown {r['train_slowdown_median']:.3f}x"
+                f" ({_spread(runs.train_ratios(name))})"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return result
 
 
-class Runs:
-    """The pairs measured so far: walls, the plain runs' spans, the training times the program printed,
-    each profiled trace's raw and corrected wall and analysis time; ``result`` at any point
-    (``complete``: every pair asked for)."""
+class Variant:
+    """One profiled variant's runs: walls, printed training times, each trace's raw and corrected
+    wall and how long its analysis took."""
 
-    def __init__(self, reps: int) -> None:
-        self.reps = reps
-        self.spans: list[float] = []
+    def __init__(self) -> None:
+        self.walls: list[float] = []
+        self.train: list[float] = []
         self.raw: list[float] = []
-        self.plain: list[float] = []
-        self.prof: list[float] = []
-        self.train: dict[str, list[float]] = {"plain": [], "rlscope": []}
         self.corrected: list[float] = []
         self.analyze_s: list[float] = []
-
-    def add(self, variant: str, wall: float, trained: float | None) -> None:
-        (self.plain if variant == "plain" else self.prof).append(wall)
-        if trained is not None:
-            self.train[variant].append(trained)
 
     def analyze(self, trace: Path) -> None:
         """The trace's corrected wall (``rlscope-analyze --json``) and how long the analysis took."""
@@ -205,41 +242,84 @@ class Runs:
         self.corrected.append(float(summary["wall_s"]))
         self.raw.append(float(summary["overhead"]["raw_wall_s"]))
 
-    def ratios(self) -> list[float]:
-        return [b / a for a, b in zip(self.plain, self.prof, strict=True)]
 
-    def train_ratios(self) -> list[float]:
-        t = self.train
-        if not len(t["plain"]) == len(t["rlscope"]) == len(self.plain):
+class Runs:
+    """The repetitions measured so far: the plain runs' walls, spans and printed training times, and
+    each profiled variant's (:class:`Variant`); ``result`` at any point (``complete``: every
+    repetition asked for)."""
+
+    def __init__(self, reps: int, variants: list[str]) -> None:
+        self.reps = reps
+        self.spans: list[float] = []
+        self.plain: list[float] = []
+        self.train_plain: list[float] = []
+        self.variants = {name: Variant() for name in variants}
+
+    def add(self, name: str, wall: float, trained: float | None) -> None:
+        if name == "plain":
+            self.plain.append(wall)
+            if trained is not None:
+                self.train_plain.append(trained)
+            return
+        v = self.variants[name]
+        v.walls.append(wall)
+        if trained is not None:
+            v.train.append(trained)
+
+    def _done(self, name: str) -> int:
+        """Repetitions complete for ``name``: its run, its analysis and the plain run of the same one."""
+        v = self.variants[name]
+        return min(len(self.plain), len(v.walls), len(v.corrected))
+
+    def ratios(self, name: str) -> list[float]:
+        n = self._done(name)
+        return [b / a for a, b in zip(self.plain[:n], self.variants[name].walls[:n], strict=True)]
+
+    def train_ratios(self, name: str) -> list[float]:
+        """Training time over the plain run's, per repetition; none unless every run printed one."""
+        v, n = self.variants[name], self._done(name)
+        if len(self.train_plain) != len(self.plain) or len(v.train) != len(v.walls):
             return []
-        return [b / a for a, b in zip(t["plain"], t["rlscope"], strict=True)]
+        return [b / a for a, b in zip(self.train_plain[:n], v.train[:n], strict=True)]
 
-    def errors(self) -> list[float]:
-        """Each corrected wall against its pair's plain span, in %."""
-        return [100 * (c - s) / s for c, s in zip(self.corrected, self.spans, strict=True)]
+    def errors(self, name: str) -> list[float]:
+        """Each corrected wall against its repetition's plain span, in %."""
+        n = self._done(name)
+        v = self.variants[name]
+        return [100 * (c - s) / s for c, s in zip(v.corrected[:n], self.spans[:n], strict=True)]
+
+    def _figures(self, name: str) -> dict[str, Any]:
+        v, n = self.variants[name], self._done(name)
+        ratios, train, errors = self.ratios(name), self.train_ratios(name), self.errors(name)
+        return {
+            "rlscope_s": v.walls[:n],
+            "slowdown_median": statistics.median(ratios),
+            "slowdown_spread": [min(ratios), max(ratios)],
+            "train_rlscope_s": v.train[:n],
+            "train_slowdown_median": statistics.median(train) if train else None,
+            "train_slowdown_spread": [min(train), max(train)] if train else None,
+            "raw_wall_s": v.raw[:n],
+            "corrected_wall_s": v.corrected[:n],
+            "corrected_error_pct_median": statistics.median(errors),
+            "corrected_error_pct_spread": [min(errors), max(errors)],
+            "analyze_s": v.analyze_s[:n],
+        }
 
     def result(self, command: list[str], detail: str | None) -> dict[str, Any]:
-        ratios, train, errors = self.ratios(), self.train_ratios(), self.errors()
+        first = next(iter(self.variants))
+        n = self._done(first)
+        figures = {name: self._figures(name) for name in self.variants}
         return {
             "command": command,
             "detail": detail,
             "reps": self.reps,
-            "pairs": len(ratios),
-            "complete": len(ratios) == self.reps,
-            "plain_s": self.plain,
-            "rlscope_s": self.prof,
-            "slowdown_median": statistics.median(ratios),
-            "slowdown_spread": [min(ratios), max(ratios)],
-            "train_plain_s": self.train["plain"],
-            "train_rlscope_s": self.train["rlscope"],
-            "train_slowdown_median": statistics.median(train) if train else None,
-            "train_slowdown_spread": [min(train), max(train)] if train else None,
-            "plain_span_s": self.spans,
-            "raw_wall_s": self.raw,
-            "corrected_wall_s": self.corrected,
-            "corrected_error_pct_median": statistics.median(errors),
-            "corrected_error_pct_spread": [min(errors), max(errors)],
-            "analyze_s": self.analyze_s,
+            "pairs": n,
+            "complete": n == self.reps,
+            "plain_s": self.plain[:n],
+            "train_plain_s": self.train_plain[:n],
+            "plain_span_s": self.spans[:n],
+            **figures[first],
+            "variants": figures,
         }
 
 

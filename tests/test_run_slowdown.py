@@ -1,4 +1,4 @@
-"""benchmarks/run_slowdown.py keeps what it measured when its time runs out."""
+"""benchmarks/run_slowdown.py: what it measures, what it keeps when its time runs out, its variants."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import statistics
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,3 +48,43 @@ def test_the_plain_span_is_timed_where_a_session_is(tmp_path):
     assert result["corrected_error_pct_median"] == statistics.median(expected)
     assert result["corrected_error_pct_spread"] == [min(expected), max(expected)]
     assert all(0 < c <= r for c, r in zip(result["corrected_wall_s"], result["raw_wall_s"], strict=True))
+
+
+def test_variants_run_beside_the_same_plain_runs(tmp_path):
+    """Two profiled variants, each with its own options: each is compared with the same plain runs
+    and spans, the top-level figures are the first variant's, and each trace holds its own options."""
+    args = [
+        "--reps",
+        "2",
+        "--variant",
+        "default=",
+        "--variant",
+        "bare=--no-backend --no-auto-ops --stack-hz 0",
+    ]
+    result = run_slowdown.main([*args, "--", sys.executable, "-c", PROGRAM])
+    assert list(result["variants"]) == ["default", "bare"]
+    assert result["pairs"] == 2 and result["complete"]
+    for name, figures in result["variants"].items():
+        assert len(figures["rlscope_s"]) == len(figures["corrected_wall_s"]) == 2, name
+        expected = [
+            100 * (c - s) / s
+            for c, s in zip(figures["corrected_wall_s"], result["plain_span_s"], strict=True)
+        ]
+        assert figures["corrected_error_pct_median"] == statistics.median(expected)
+        ratios = [b / a for a, b in zip(result["plain_s"], figures["rlscope_s"], strict=True)]
+        assert figures["slowdown_median"] == statistics.median(ratios)
+    first = result["variants"]["default"]
+    assert {k: result[k] for k in first} == first
+
+
+def test_a_variant_needs_a_name_of_its_own(capsys):
+    """``NAME=OPTIONS``, each name once, never ``plain``: anything else is a usage error."""
+    for bad in (
+        ["--variant", "nooptions"],
+        ["--variant", "plain=--gpu off"],
+        ["--variant", "a=", "--variant", "a="],
+    ):
+        with pytest.raises(SystemExit) as e:
+            run_slowdown.main([*bad, "--", sys.executable, "-c", PROGRAM])
+        assert e.value.code == 2
+    assert "NAME=OPTIONS" in capsys.readouterr().err
