@@ -204,7 +204,9 @@ class RowValues:
             return self.values[rows]
         if len(self.at_rows) == 0:
             return np.zeros(len(rows), self.values.dtype)
-        j = np.minimum(np.searchsorted(self.at_rows, rows), len(self.at_rows) - 1)
+        ordered = len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all())  # as callers pass them, mostly
+        j = search_sorted(self.at_rows, rows) if ordered else np.searchsorted(self.at_rows, rows)
+        np.minimum(j, len(self.at_rows) - 1, out=j)
         return np.where(self.at_rows[j] == rows, self.values[j], 0).astype(self.values.dtype, copy=False)
 
     def positive(self) -> np.ndarray:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlscope.blocks import search_sorted
+
 
 def state_after(changed: np.ndarray, after: np.ndarray, first: np.ndarray, default: int) -> np.ndarray:
     """Forward-fill ``after`` from the ``changed`` rows (rows grouped by thread, in time order); each
@@ -27,5 +29,5 @@ def state_after_rows(rows: np.ndarray, values: np.ndarray, first: np.ndarray, de
     marker[:1] = True  # rows before any mark hold the default
     at = np.flatnonzero(marker)
     held = np.full(len(at), default, values.dtype)
-    held[np.searchsorted(at, rows)] = values
+    held[search_sorted(at, rows)] = values
     return np.repeat(held, np.diff(at, append=len(marker)))
