@@ -586,10 +586,11 @@ def _main_runs(
     inst_t = [np.zeros(0, np.int64)]
     k = 0
     before: tuple[int, int] | None = None  # the previous block's last (key, instance)
+    inst_code = (inst_name + 1) * _NCODE  # per instance: its key less the category
     for r in blocks(n):
         rows = slice(main.start + r.start, main.start + r.stop)
         op, ts = tl.op[rows], tl.ts[rows]
-        code = (inst_name[op] + 1) * _NCODE + tl.cat[rows]  # op -1 reads the appended -1
+        code = inst_code[op] + tl.cat[rows]  # op -1 reads the appended -1
         new_op = np.ones(len(op), bool)
         new_op[1:] = op[1:] != op[:-1]
         change = np.ones(len(op), bool)
