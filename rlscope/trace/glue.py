@@ -19,7 +19,6 @@ import pyarrow as pa
 
 from rlscope.blocks import blocks
 from rlscope.trace import schema as S
-from rlscope.trace.chunks import one_chunk
 
 _FEW_GAPS = 8  # up to this many gaps, times are mapped a gap at a time (Gaps._few)
 _MAX_RUNS = 64  # kept runs joined from slices; more (rows dropped here and there) go through a filter
@@ -169,4 +168,4 @@ def _without(table: pa.Table, drop: np.ndarray) -> pa.Table:
     runs = [table.slice(a, b - a) for a, b in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True)]
     if len(runs) <= 1:
         return runs[0] if runs else table.slice(0, 0)
-    return one_chunk(pa.concat_tables(runs))
+    return pa.concat_tables(runs).combine_chunks()

@@ -25,7 +25,6 @@ from rlscope.trace import glue
 from rlscope.trace import schema as S
 from rlscope.trace.auto_names import merge_automatic
 from rlscope.trace.budget import Drop
-from rlscope.trace.chunks import one_chunk
 from rlscope.trace.drops import Before, Drops, as_left_out
 from rlscope.trace.header import ProcessHeader as ProcessHeader
 from rlscope.trace.header import clock_offset as clock_offset
@@ -259,10 +258,9 @@ def _read_stream(
         table = pa.Table.from_batches(batches, schema=reader.schema)
     except Exception as e:
         raise TraceError(path, f"batches that do not match the file's schema ({_short(e)})") from None
-    # one chunk per column, copied once here (rlscope/trace/chunks.py): the checks, the joining of
-    # detail stretches and the analysis each read columns as numpy arrays, and each read of a column
-    # of many batches copied it
-    return one_chunk(table.select(columns)), meta, warnings
+    # one chunk per column, copied once here: the checks, the joining of detail stretches and the
+    # analysis each read columns as numpy arrays, and each read of a column of many batches copied it
+    return table.select(columns).combine_chunks(), meta, warnings
 
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # Arrow's end-of-stream marker: continuation, length 0
