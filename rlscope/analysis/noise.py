@@ -81,12 +81,15 @@ def one_time_excess(
     if not len(g):
         return out
     _, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
-    n = np.bincount(g[spread], minlength=n_groups).astype(np.float64)
+    # the instances in and out of the spread gathered once, each column then read contiguous
+    g_in, g_out = g[spread], g[~spread]
+    x_in, x_out = np.asfortranarray(x[spread]), np.asfortranarray(x[~spread])
+    n = np.bincount(g_in, minlength=n_groups).astype(np.float64)
     for c in range(x.shape[1]):
-        sums = np.bincount(g[spread], weights=x[spread, c], minlength=n_groups)
+        sums = np.bincount(g_in, weights=x_in[:, c], minlength=n_groups)
         mean = np.divide(sums, n, out=np.zeros(n_groups), where=n > 0)
-        excess = np.maximum(x[~spread, c] - mean[g[~spread]], 0.0)
-        out[:, c] = np.bincount(g[~spread], weights=excess, minlength=n_groups)
+        excess = np.maximum(x_out[:, c] - mean[g_out], 0.0)
+        out[:, c] = np.bincount(g_out, weights=excess, minlength=n_groups)
     return out
 
 
@@ -119,9 +122,10 @@ def _spread_variance(
     n = np.bincount(g, minlength=n_groups).astype(np.float64)
     if not len(g):
         return n.astype(np.int64), np.zeros((n_groups, ncol))
+    x = np.asfortranarray(x)  # each column contiguous: the counts below read a column at a time
     sums = np.stack([np.bincount(g, weights=x[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
     mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
-    dev2 = (x - mean[g]) ** 2
+    dev2 = np.asfortranarray((x - mean[g]) ** 2)
     ss = np.stack([np.bincount(g, weights=dev2[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
     several = n > 1
     iid = np.where(several[:, None], ss * (n / np.maximum(n - 1, 1))[:, None], 0.0)
@@ -139,8 +143,9 @@ def _spread_variance(
     block = np.where(use, rank * nb // np.maximum(n[g], 1).astype(np.int64), 0)
     key = (g * MAX_BLOCKS + block)[use]
     size = np.bincount(key, minlength=n_groups * MAX_BLOCKS).astype(np.float64)
+    x_use = np.asfortranarray(x[use])
     bsum = np.stack(
-        [np.bincount(key, weights=x[use, c], minlength=n_groups * MAX_BLOCKS) for c in range(ncol)], axis=1
+        [np.bincount(key, weights=x_use[:, c], minlength=n_groups * MAX_BLOCKS) for c in range(ncol)], axis=1
     )
     bmean = np.divide(bsum, size[:, None], out=np.zeros_like(bsum), where=size[:, None] > 0)
     grp_of_block = np.arange(n_groups * MAX_BLOCKS) // MAX_BLOCKS
