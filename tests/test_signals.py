@@ -78,6 +78,16 @@ OWN_HANDLER = textwrap.dedent(
 )
 
 
+def _signals_at_default() -> None:
+    """In ``rlscope run``'s process before it starts: the signals these tests send at their default
+    action, as a shell gives them to a command it runs. Why: a test runner started under ``nohup``
+    (SIGHUP ignored) or as a background job of a script (SIGINT ignored) passes its ignored signals
+    on, and rlscope, as documented, keeps a signal it was started with ignored ignored: the test
+    would then wait for an end that never comes."""
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 class _Run:
     """``rlscope run`` of ``script`` without a terminal, its output in files (a program that outlived
     rlscope would hold pipes open)."""
@@ -93,6 +103,7 @@ class _Run:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
+                preexec_fn=_signals_at_default,
             )
 
     def pids(self) -> list[int]:
