@@ -430,18 +430,23 @@ def _counted_block(
     row counts (a block of torch-op rows: nearly all), the whole block, read as it is; and whether each
     is on the main thread: 1 for a block inside ``main_rows`` (the main thread's rows are one run).
     ``d``: the block's durations, where the caller has them."""
-    positive = d > 0 if d is not None else tl.seg_end[r] > tl.ts[r]
-    counted = positive & (groups.row_pair[r] >= 0)
+    counted = _counted_mask(tl, groups, r, d)
     rows: np.ndarray | slice = slice(None) if counted.all() else np.flatnonzero(counted)
     if main_rows.start <= r.start and r.stop <= main_rows.stop:
         return rows, 1
     return rows, tl.thread[r][rows] == tl.main_thread
 
 
+def _counted_mask(tl: Timeline, groups: RowGroups, r: slice, d: np.ndarray | None = None) -> np.ndarray:
+    """Which rows of block ``r`` count (:class:`CountedSums`: positive duration, in a pair); ``d``: the
+    block's durations, where the caller has them."""
+    positive = d > 0 if d is not None else tl.seg_end[r] > tl.ts[r]
+    return positive & (groups.row_pair[r] >= 0)
+
+
 def _counted_in(tl: Timeline, groups: RowGroups, r: slice) -> np.ndarray:
-    """The counted rows of block ``r`` (:class:`CountedSums`: positive duration, in a pair), as
-    indices into the block."""
-    return np.flatnonzero((tl.seg_end[r] > tl.ts[r]) & (groups.row_pair[r] >= 0))
+    """The counted rows of block ``r`` as indices into the block."""
+    return np.flatnonzero(_counted_mask(tl, groups, r))
 
 
 def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
