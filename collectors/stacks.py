@@ -74,7 +74,6 @@ class StackSampler:
             raise ValueError(f"stack sampling rate must be > 0 Hz, got {hz}")
         self.session = session
         self.period = 1.0 / hz
-        self.enabled = True
         self._stop = threading.Event()
         self._on = threading.Event()  # set while enabled: the thread sleeps on it in light windows
         self._on.set()
@@ -98,7 +97,6 @@ class StackSampler:
 
     def set_enabled(self, on: bool) -> None:
         """On in full windows: the windows measure what sampling costs the program."""
-        self.enabled = bool(on)
         if on:
             self._on.set()
         else:
@@ -115,7 +113,7 @@ class StackSampler:
             if not on.is_set():
                 on.wait()  # set_enabled(True) or stop() wakes it
                 continue
-            if stop.wait(period) or not self.enabled:
+            if stop.wait(period) or not on.is_set():
                 continue
             try:
                 self.sample(clock())
