@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -158,16 +159,27 @@ def test_the_sampler_names_a_busy_function_of_the_program(tmp_path):
 
 
 class _CountedEvent(threading.Event):
-    """An event that counts its timed waits: each is one wake-up of the sampler's thread."""
+    """An event that counts its waits: a timed one is a wake-up of the sampler's thread, an untimed
+    one the thread going to sleep until it is switched on."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.timed_waits = 0
+        self.timed_waits = self.sleeps = 0
 
     def wait(self, timeout: float | None = None) -> bool:
-        if timeout is not None:
+        if timeout is None:
+            self.sleeps += 1
+        else:
             self.timed_waits += 1
         return super().wait(timeout)
+
+
+def _until(done: Callable[[], bool]) -> None:
+    """Wait for the sampler's thread to reach a state (bounded: a loaded machine schedules it late)."""
+    deadline = time.monotonic() + 10.0
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert done()
 
 
 class _Writer:
@@ -182,29 +194,25 @@ class _Session:
 
 def test_a_disabled_sampler_sleeps_until_enabled_and_stops_while_asleep():
     """Switched off (a light window, or between detail stretches), the thread neither samples nor
-    wakes: no timed wait, where polling at 1 kHz would have made hundreds. Switched on, it samples;
-    stopped while asleep, it ends at once."""
+    wakes: once asleep, no timed wait, where polling at 1 kHz would have made hundreds. Switched on, it
+    samples; stopped while asleep, it ends."""
     from rlscope.collectors.stacks import StackSampler
 
     sampler = StackSampler(_Session(), hz=1000)
-    sampler._stop = counted = _CountedEvent()
+    sampler._stop, sampler._on = stop, on = _CountedEvent(), _CountedEvent()
     sampler.set_enabled(False)
     sampler.start()
+    _until(lambda: on.sleeps == 1)
     time.sleep(0.2)
-    assert counted.timed_waits == 0
+    assert stop.timed_waits == 0
     assert len(sampler.samples) == 0
     sampler.set_enabled(True)
-    deadline = time.monotonic() + 5.0
-    while len(sampler.samples) == 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert len(sampler.samples) > 0  # this thread's stack, sampled from the sampler's
+    _until(lambda: len(sampler.samples) > 0)  # this thread's stack, sampled from the sampler's
     sampler.set_enabled(False)
-    time.sleep(0.05)
-    waits = counted.timed_waits
+    _until(lambda: on.sleeps == 2)
+    waits = stop.timed_waits
     time.sleep(0.2)
-    assert counted.timed_waits == waits  # asleep again
-    t0 = time.monotonic()
+    assert stop.timed_waits == waits  # asleep again
     thread = sampler._thread
-    sampler.stop()
+    sampler.stop()  # joins it for up to 5 s: asleep and never woken, it would still be alive
     assert not thread.is_alive()
-    assert time.monotonic() - t0 < 1.0
