@@ -22,6 +22,7 @@ import rlscope
 from rlscope.analysis.result import analyze
 from rlscope.analysis.roles import over_processes
 from rlscope.errors import RLScopeError
+from rlscope.overhead.correct import calibration as cal_mod
 from rlscope.trace import budget
 from rlscope.trace import schema as S
 from rlscope.trace.budget import AUTO, DetailRows, choose_drops
@@ -53,11 +54,17 @@ def _run(trace: Path, detail: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def traces(tmp_path_factory: pytest.TempPathFactory, quick_calibration: tuple) -> dict[str, Path]:
+    """The runs, recorded with this machine's calibration (embedded in each trace), as on a calibrated
+    machine: never whatever the user's cache holds, which would decide the warnings checked below."""
     out = {}
-    for spec in ("all", "0.3s,0.5s,0.2s"):
-        out[spec] = tmp_path_factory.mktemp("budget") / "trace"
-        _run(out[spec], spec)
+    cal, directory = quick_calibration
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLSCOPE_CALIBRATION_DIR", str(directory))
+        cal_mod.save(cal)
+        for spec in ("all", "0.3s,0.5s,0.2s"):
+            out[spec] = tmp_path_factory.mktemp("budget") / "trace"
+            _run(out[spec], spec)
     return out
 
 
