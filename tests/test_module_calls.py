@@ -9,6 +9,10 @@ operation that made it.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
 import rlscope
@@ -200,3 +204,100 @@ def test_each_session_counts_its_own_calls_under_the_thread_that_made_them(tmp_p
         assert set(table.column("thread").to_pylist()) == {threading.get_native_id()}
         assert sum(table.column("calls").to_pylist()) == 10 * CALLS
         assert len(table) == 2  # the flush's rows and the rest at the end
+
+
+def _random_timeline(rng, n_threads: int = 3, rows_per_thread: int = 400, n_inst: int = 60):
+    """A timeline of ``n_threads`` threads (rows grouped by thread, as the analysis sorts them), each
+    row inside one of its thread's instances or none, in a random category; instance names repeat
+    across threads and an id may stand for the same name as another (names hold a duplicate)."""
+    from rlscope import categories
+    from rlscope.analysis.timeline import Timeline
+    from rlscope.trace import schema as S
+
+    names = ["inference", "backprop", "simulation", "inference", "other"]
+    inst_thread = rng.integers(0, n_threads, n_inst)
+    inst_name = rng.integers(-1, len(names), n_inst)
+    cats = np.array(
+        [
+            categories.PYTHON,
+            categories.BACKEND,
+            categories.CUDA_API,
+            categories.SIMULATOR,
+            categories.PROFILER,
+        ]
+    )
+    parts = {k: [] for k in ("ts", "end", "thread", "op", "cat", "kind")}
+    for k in range(n_threads):
+        t = np.cumsum(rng.integers(1, 5_000, rows_per_thread + 1)) + 10**9
+        mine = np.flatnonzero(inst_thread == k)
+        op = rng.choice(np.append(mine, [-1, -1]), rows_per_thread)
+        kind = np.full(rows_per_thread, S.CAT_BEGIN)
+        kind[np.unique(op[op >= 0], return_index=True)[1]] = S.OP_BEGIN
+        parts["ts"].append(t[:-1])
+        parts["end"].append(t[1:])
+        parts["thread"].append(np.full(rows_per_thread, 100 + k))
+        parts["op"].append(op)
+        parts["cat"].append(rng.choice(cats, rows_per_thread))
+        parts["kind"].append(kind)
+    p = {k: np.concatenate(v) for k, v in parts.items()}
+    n = len(p["ts"])
+    tl = Timeline(
+        ts=p["ts"], seg_end=p["end"], thread=p["thread"].astype(np.int32), kind=p["kind"].astype(np.int8),
+        id=np.full(n, -1, np.int32), name=np.full(n, -1, np.int32), flags=np.zeros(n, np.int8),
+        op=p["op"].astype(np.int32), cat=p["cat"].astype(np.int8), phase=np.full(n, -1, np.int32),
+        main_thread=100, start_ns=int(p["ts"].min()), end_ns=int(p["end"].max()),
+        inst_name=inst_name, inst_end=np.zeros(n_inst, np.int64),
+        thread_idx=(p["thread"] - 100).astype(np.int16),
+    )  # fmt: skip
+    return names, tl
+
+
+def _planned_reference(names, tl, mean, per_call_ns):
+    """``planned`` by a walk over the rows: a costed row is inside an instance whose (thread, name)
+    made calls; each instance's cost is spread over its costed rows in proportion to their length,
+    over the interpreter's rows alone where it has any."""
+    cost = {}
+    for i in range(len(tl.ts)):
+        op = int(tl.op[i])
+        if op >= 0 and tl.inst_name[op] >= 0:
+            m = mean.get((int(tl.thread[i]), names[tl.inst_name[op]]), 0.0)
+            if m * per_call_ns > 0:
+                cost[i] = m * per_call_ns
+    python_rows, all_rows = defaultdict(list), defaultdict(list)
+    for i in cost:
+        dur = float(tl.seg_end[i] - tl.ts[i])
+        all_rows[int(tl.op[i])].append((i, dur))
+        if int(tl.cat[i]) not in module_calls._NOT_PYTHON:
+            python_rows[int(tl.op[i])].append((i, dur))
+    out = np.zeros(len(tl.ts))
+    for inst, rows in all_rows.items():
+        use = python_rows[inst] if sum(d for _, d in python_rows[inst]) > 0 else rows
+        total = sum(d for _, d in use)
+        for i, d in use:
+            out[i] = d / total * cost[i] if total > 0 else 0.0
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_planned_spreads_each_instances_calls_as_a_walk_over_the_rows_does(seed, monkeypatch):
+    """On random timelines: the cost per row of the brute-force walk, and each costed instance loses
+    exactly its calls' cost (mean calls times the price)."""
+    rng = np.random.default_rng(seed)
+    names, tl = _random_timeline(rng)
+    mean = {(100, "inference"): 3.0, (101, "backprop"): 1.5, (102, "inference"): 0.0, (100, "nowhere"): 2.0}
+    monkeypatch.setattr(module_calls, "calls_per_instance", lambda proc, tl: mean)
+    proc = SimpleNamespace(names=names)
+    got = module_calls.planned(proc, tl, 700.0)
+    want = _planned_reference(names, tl, mean, 700.0)
+    assert want.any() and len(got) == len(tl.ts)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    for inst in np.unique(tl.op[got > 0]).tolist():
+        name = names[tl.inst_name[inst]]
+        thread = int(tl.thread[np.flatnonzero(tl.op == inst)[0]])
+        assert got[tl.op == inst].sum() == pytest.approx(mean[(thread, name)] * 700.0, rel=1e-12)
+
+
+def test_planned_is_empty_when_no_instance_made_calls(monkeypatch):
+    names, tl = _random_timeline(np.random.default_rng(0))
+    monkeypatch.setattr(module_calls, "calls_per_instance", lambda proc, tl: {(100, "nowhere"): 2.0})
+    assert len(module_calls.planned(SimpleNamespace(names=names), tl, 700.0)) == 0

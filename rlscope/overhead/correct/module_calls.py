@@ -23,6 +23,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
+from rlscope.blocks import blocks
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace
 
@@ -80,38 +81,68 @@ def calls_per_instance(proc: ProcessTrace, tl: Timeline | None = None) -> dict[t
 
 def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     """Per timeline row: the wrapper's cost to remove from its segment (ns); empty where no row has
-    any (a run without automatic operations: no column of zeros to add)."""
+    any (a run without automatic operations: no column of zeros to add).
+
+    Worked on the rows that carry a cost alone, found a thread's block at a time through a
+    per-instance table: on a long detail stretch the timeline has millions of rows, and an array
+    of its length per step was most of the correction's time and memory."""
     none = np.zeros(0)
     if per_call_ns <= 0 or len(tl.ts) == 0:
         return none
     mean = calls_per_instance(proc, tl)
     if not mean:
         return none
-    names = proc.names
-    op = tl.op
-    has_op = op >= 0
-    inst = np.where(has_op, op, 0)
-    name_id = np.where(has_op, tl.inst_name[inst], -1)
-    per_instance = np.zeros(len(tl.ts))
-    for (tid, name), m in mean.items():
-        ids = [i for i, n in enumerate(names) if n == name]
-        rows = has_op & (tl.thread == tid) & np.isin(name_id, ids)
-        per_instance[rows] = m * per_call_ns
-    rows = per_instance > 0
-    if not rows.any():
+    rows, cost = _costed_rows(proc.names, tl, mean, per_call_ns)
+    if len(rows) == 0:
         return none
-    dur = tl.float_duration()
-    python = dur * ~np.isin(tl.cat, _NOT_PYTHON)
+    inst = tl.op[rows]
+    dur = np.subtract(tl.seg_end[rows], tl.ts[rows], out=np.empty(len(rows)), casting="unsafe")
+    weight = dur * ~np.isin(tl.cat[rows], _NOT_PYTHON)  # the interpreter's segments
     n_inst = int(inst.max()) + 1
-    python_sum = np.bincount(inst[rows], weights=python[rows], minlength=n_inst)
-    all_sum = np.bincount(inst[rows], weights=dur[rows], minlength=n_inst)
-    # an instance's own segments where the interpreter ran, else all of them
-    weight = np.where(python_sum[inst] > 0, python, dur)
-    total = np.where(python_sum[inst] > 0, python_sum[inst], all_sum[inst])
-    share = np.divide(weight, total, out=np.zeros(len(tl.ts)), where=total > 0)
+    python_sum = np.bincount(inst, weights=weight, minlength=n_inst)
+    all_sum = np.bincount(inst, weights=dur, minlength=n_inst)
+    # an instance's own segments where the interpreter ran, else all of them (in place: each array
+    # of the rows' length is tens of MB on a long detail stretch)
+    has_python = python_sum > 0
+    np.copyto(weight, dur, where=~has_python[inst])
+    del dur
+    total = np.where(has_python, python_sum, all_sum)[inst]
+    np.divide(weight, total, out=weight, where=total > 0)
+    weight[~(total > 0)] = 0.0
+    del total
+    np.multiply(weight, cost, out=weight)
     out = np.zeros(len(tl.ts))
-    out[rows] = share[rows] * per_instance[rows]
+    out[rows] = weight
     return out
+
+
+def _costed_rows(
+    names: list[str], tl: Timeline, mean: dict[tuple[int, str], float], per_call_ns: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The timeline rows inside an instance whose (thread, operation) made module calls, and each
+    one's cost per instance (ns): ``mean``'s calls times ``per_call_ns``."""
+    ids: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        ids.setdefault(n, []).append(i)
+    by_thread: dict[int, np.ndarray] = {}  # thread -> instance index -> cost (a last 0 for "none")
+    for (tid, name), m in mean.items():
+        table = by_thread.get(tid)
+        if table is None:
+            table = by_thread[tid] = np.zeros(len(tl.inst_name) + 1)
+        table[:-1][np.isin(tl.inst_name, ids.get(name, []))] = m * per_call_ns
+    found_rows, found_cost = [np.zeros(0, np.int64)], [np.zeros(0)]
+    starts = tl.thread_starts()
+    for k in range(len(starts) - 1):
+        a, b = int(starts[k]), int(starts[k + 1])
+        table = by_thread.get(int(tl.thread[a])) if b > a else None
+        if table is None:
+            continue
+        for block in blocks(b - a):
+            cost = table[tl.op[a + block.start : a + block.stop]]  # op -1 reads the last entry, 0
+            mine = np.flatnonzero(cost > 0)
+            found_rows.append(mine + (a + block.start))
+            found_cost.append(cost[mine])
+    return np.concatenate(found_rows), np.concatenate(found_cost)
 
 
 def summary_cut(proc: ProcessTrace, per_call_ns: float) -> np.ndarray:
