@@ -83,66 +83,83 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     """Per timeline row: the wrapper's cost to remove from its segment (ns); empty where no row has
     any (a run without automatic operations: no column of zeros to add).
 
-    Worked on the rows that carry a cost alone, found a thread's block at a time through a
-    per-instance table: on a long detail stretch the timeline has millions of rows, and an array
-    of its length per step was most of the correction's time and memory."""
+    Two passes over the costed rows, a thread's block at a time (:func:`_costed_blocks`): the first
+    sums each instance's segments, the second spreads its cost over them. On a long detail stretch
+    the costed rows are millions, and a column of their length per step was most of the
+    correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
+    time they are those of one pass over the rows."""
     none = np.zeros(0)
     if per_call_ns <= 0 or len(tl.ts) == 0:
         return none
     mean = calls_per_instance(proc, tl)
     if not mean:
         return none
-    rows, cost = _costed_rows(proc.names, tl, mean, per_call_ns)
-    if len(rows) == 0:
+    spans = _costed_blocks(proc.names, tl, mean, per_call_ns)
+    n_inst = len(tl.inst_name)
+    python_sum, all_sum = np.zeros(n_inst), np.zeros(n_inst)
+    costed = 0
+    for rows, table in spans:
+        _, _, inst, dur, python = _costed_rows(tl, rows, table)
+        if len(inst) == 0:
+            continue
+        costed += len(inst)
+        lo, hi = int(inst.min()), int(inst.max()) + 1
+        python_sum[lo:hi] += np.bincount(inst - lo, weights=dur * python, minlength=hi - lo)
+        all_sum[lo:hi] += np.bincount(inst - lo, weights=dur, minlength=hi - lo)
+    if costed == 0:
         return none
-    inst = tl.op[rows]
-    dur = np.subtract(tl.seg_end[rows], tl.ts[rows], out=np.empty(len(rows)), casting="unsafe")
-    weight = dur * ~np.isin(tl.cat[rows], _NOT_PYTHON)  # the interpreter's segments
-    n_inst = int(inst.max()) + 1
-    python_sum = np.bincount(inst, weights=weight, minlength=n_inst)
-    all_sum = np.bincount(inst, weights=dur, minlength=n_inst)
-    # an instance's own segments where the interpreter ran, else all of them (in place: each array
-    # of the rows' length is tens of MB on a long detail stretch)
+    # an instance's own segments where the interpreter ran, else all of them
     has_python = python_sum > 0
-    np.copyto(weight, dur, where=~has_python[inst])
-    del dur
-    total = np.where(has_python, python_sum, all_sum)[inst]
-    np.divide(weight, total, out=weight, where=total > 0)
-    weight[~(total > 0)] = 0.0
-    del total
-    np.multiply(weight, cost, out=weight)
+    total = np.where(has_python, python_sum, all_sum)
     out = np.zeros(len(tl.ts))
-    out[rows] = weight
+    for rows, table in spans:
+        at, cost, inst, dur, python = _costed_rows(tl, rows, table)
+        weight = dur * python
+        np.copyto(weight, dur, where=~has_python[inst])
+        t = total[inst]
+        np.divide(weight, t, out=weight, where=t > 0)
+        weight[~(t > 0)] = 0.0
+        np.multiply(weight, cost, out=weight)
+        out[at] = weight
     return out
 
 
-def _costed_rows(
+def _costed_blocks(
     names: list[str], tl: Timeline, mean: dict[tuple[int, str], float], per_call_ns: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The timeline rows inside an instance whose (thread, operation) made module calls, and each
-    one's cost per instance (ns): ``mean``'s calls times ``per_call_ns``."""
+) -> list[tuple[slice, np.ndarray]]:
+    """The blocks of rows (rlscope.blocks) of each thread that made module calls, each with its
+    thread's cost per instance (ns; ``mean``'s calls times ``per_call_ns``, a last 0 for rows outside
+    every instance)."""
     ids: dict[str, list[int]] = {}
     for i, n in enumerate(names):
         ids.setdefault(n, []).append(i)
-    by_thread: dict[int, np.ndarray] = {}  # thread -> instance index -> cost (a last 0 for "none")
+    by_thread: dict[int, np.ndarray] = {}  # thread -> instance index -> cost
     for (tid, name), m in mean.items():
         table = by_thread.get(tid)
         if table is None:
             table = by_thread[tid] = np.zeros(len(tl.inst_name) + 1)
         table[:-1][np.isin(tl.inst_name, ids.get(name, []))] = m * per_call_ns
-    found_rows, found_cost = [np.zeros(0, np.int64)], [np.zeros(0)]
+    out = []
     starts = tl.thread_starts()
     for k in range(len(starts) - 1):
         a, b = int(starts[k]), int(starts[k + 1])
         table = by_thread.get(int(tl.thread[a])) if b > a else None
-        if table is None:
-            continue
-        for block in blocks(b - a):
-            cost = table[tl.op[a + block.start : a + block.stop]]  # op -1 reads the last entry, 0
-            mine = np.flatnonzero(cost > 0)
-            found_rows.append(mine + (a + block.start))
-            found_cost.append(cost[mine])
-    return np.concatenate(found_rows), np.concatenate(found_cost)
+        if table is not None:
+            out += [(slice(a + r.start, a + r.stop), table) for r in blocks(b - a)]
+    return out
+
+
+def _costed_rows(
+    tl: Timeline, rows: slice, table: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Of the rows of ``rows`` inside a costed instance (``table``: cost per instance): (the rows,
+    their instance's cost, instance, segment length in ns, whether the interpreter ran in it)."""
+    op = tl.op[rows]
+    cost = table[op]  # op -1 reads the last entry, 0
+    mine = np.flatnonzero(cost > 0)
+    at = mine + rows.start
+    dur = np.subtract(tl.seg_end[at], tl.ts[at], out=np.empty(len(at)), casting="unsafe")
+    return at, cost[mine], op[mine], dur, ~np.isin(tl.cat[at], _NOT_PYTHON)
 
 
 def summary_cut(proc: ProcessTrace, per_call_ns: float) -> np.ndarray:
