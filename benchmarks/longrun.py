@@ -53,19 +53,19 @@ def measured(cmd: list[str]) -> tuple[int, float, float]:
 
 def errors_pct(summary: dict[str, Any], truth: dict[str, Any]) -> dict[str, dict[str, float]]:
     """The analysis's whole-run exclusive seconds against the truth, in % of the truth: per figure set
-    (``raw``, ``corrected``), per operation summed over the processes (``<op>``) and per process
-    (``<op> pid N``)."""
+    (``raw`` against the time as recorded, ``corrected`` against it less the recorder's cost), per
+    operation summed over the processes (``<op>``) and per process (``<op> pid N``)."""
     out: dict[str, dict[str, float]] = {}
-    for level in ("raw", "corrected"):
+    for level, made in (("raw", "exclusive"), ("corrected", "work")):
         figures = summary.get(level) or summary["raw"]
         summed = over_processes(figures)["operations"]  # the headline is the learner's alone
         errs = out[level] = {}
         for op, t in truth["operations"].items():
             got = summed.get(op, {}).get("exclusive_s", 0.0)
-            errs[op] = 100 * (got / t["exclusive_s"] - 1)
+            errs[op] = 100 * (got / t[f"{made}_s"] - 1)
         procs = {p["pid"]: p for p in figures["processes"]}
         for p in truth["processes"]:
-            for op, ns in p["exclusive_ns"].items():
+            for op, ns in p[f"{made}_ns"].items():
                 got = procs.get(p["pid"], {}).get("operations", {}).get(op, {}).get("exclusive_s", 0.0)
                 errs[f"{op} pid {p['pid']}"] = 100 * (got / (ns / 1e9) - 1)
     return out

@@ -10,8 +10,13 @@ workers step, and a little Python either side), and after every ``UPDATE_EVERY``
 ``BACKPROPS`` ``backprop`` calls of 5-9 ms. Each worker runs ``simulation`` (the simulator category
 inside, 0.3-1.1 ms, an episode reset of 1-3 ms now and then) when the learner's step reaches it
 through its pipe, and waits otherwise. About 2,600 event rows a second on the learner, 1,700 on
-each worker. Every process switches its collectors' windows at a top-level exit every 100 ms, and
-its writer thread marks every flush (the ``rlscope`` category), as a session does.
+each worker. The learner switches its collectors' windows at a top-level exit every 100 ms; in the
+full windows of the detail stretches its native backend recorder writes the outermost torch ops
+of each ``inference`` (``OPS_PER_INFERENCE``) and ``backprop`` (``OPS_PER_BACKPROP``) call, each op
+costing the call ``BACKEND_COST_NS`` of Python outside it, as the calibration embedded in the trace
+says. The workers step their envs without torch: no collector of theirs is switched, so they write
+no windows. Every process's writer thread marks every flush (the ``rlscope`` category), as a
+session does.
 
 Why through the writer: the trace must be what a session writes, at any length. The rows are made
 in numpy, a block of steps at a time, and handed to the real :class:`~rlscope.trace.writer.TraceWriter`
@@ -24,12 +29,15 @@ in fewer rows, a smaller aggregates file read faster, and a trace made in about 
 Each process is written on its own (``jobs`` at once).
 
 The truth: per process, the time made in each operation (exclusive: no operation nests in another
-here) and in the simulator category, and the calls, summed in ns as the rows were made.
+here) and in the simulator category, and the calls, summed in ns as the rows were made; and the
+operations' own work, that time less what the backend recorder cost them (what the corrected
+figures should read).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -41,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from rlscope import categories
 from rlscope._version import __version__
@@ -60,9 +69,18 @@ RUN_START_NS = 10_000 * SEC  # the run's origin on the host's clock (perf_counte
 UNIX_START_NS = 1_795_000_000 * SEC
 LAUNCHER_PID, LEARNER_PID = 40_990, 41_000
 LEARNER_START_S, WORKER_START_S, LOOP_START_S = 0.2, 0.4, 1.0  # seconds after the run's origin
-LEARNER_NAMES = ["training", "inference", "simulation", "backprop"]
+# the outermost torch ops the backend recorder writes in a full window: per call, spread evenly over
+# the call with OP_SHARE of its own work inside them; each op costs the call BACKEND_COST_NS (COSTS_NS's
+# backend ``outside``, to the ns)
+OPS_PER_INFERENCE, OPS_PER_BACKPROP = 16, 64
+OP_SHARE = 0.6
+BACKEND_COST_NS = 580
+TORCH_OPS = ["aten::linear", "aten::tanh", "aten::addmm", "aten::mul"]
+LEARNER_NAMES = ["training", "inference", "simulation", "backprop", *TORCH_OPS]
 WORKER_NAMES = ["simulation"]
 TRAINING, INFERENCE, SIMULATION, BACKPROP = range(4)  # the learner's name ids
+FIRST_TORCH_OP = 4  # TORCH_OPS' first name id
+MAX_ROUNDS = 10  # rounds to settle which calls lie in a detail stretch once longer (Loop._block)
 OPTIONS = {
     "flush_interval": 1.0,
     "backend": True,
@@ -162,20 +180,117 @@ def block_steps(seed: int, block: int, workers: int) -> Steps:
     return Steps(*lead, w_begin, w_cat_begin, w_cat_end, w_end, update, bp_begin, bp_end, length)
 
 
-def loop_blocks(seed: int, workers: int, start: int, end: int) -> Iterator[tuple[np.ndarray, Steps]]:
-    """(step start times, steps) a block at a time: the steps that start before ``end``."""
-    t, block = start, 0
-    while t < end:
-        steps = block_steps(seed, block, workers)
-        starts = t + np.cumsum(steps.length) - steps.length
-        n = int(np.searchsorted(starts, end))
-        if n < STEPS_PER_BLOCK:
-            steps, starts = steps.head(n), starts[:n]
-        if not n:
-            return
-        yield starts, steps
-        t = int(starts[-1] + steps.length[-1])
-        block += 1
+@dataclasses.dataclass
+class Block:
+    """A block of the loop as it ran: each step's start, its offsets (lengthened where the backend
+    recorder ran), the learner's window switches, and which calls recorded their torch ops."""
+
+    starts: np.ndarray
+    steps: Steps
+    switch_t: np.ndarray  # each switch's time (just after a top-level exit of the learner)
+    switch_mode: np.ndarray  # and the mode it switches to
+    inf_full: np.ndarray  # per step: its inference ran in a full window of a detail stretch
+    bp_full: np.ndarray  # per step and backprop call: the same (False where no update)
+
+
+def in_detail(schedule: DetailSchedule, rel: np.ndarray) -> np.ndarray:
+    """``schedule.in_detail`` of each time in ``rel`` (ns since the run's origin), at once."""
+    out = rel < schedule.first
+    if schedule.every:
+        out |= rel % schedule.every < schedule.length
+    return out
+
+
+class Loop:
+    """The learner's loop a block at a time, the same in every process that makes the run (each makes
+    it again from the seed): the steps, the learner's windows, and the calls its backend recorder ran
+    in, each such call longer by its torch ops' cost, and so every later step later."""
+
+    def __init__(self, seed: int, workers: int, schedule: DetailSchedule) -> None:
+        self.seed, self.workers, self.schedule = seed, workers, schedule
+        self.cell = -1  # the window grid cell of the last top-level exit
+        self.mode = S.WINDOW_FULL  # the mode the last switch switched to
+
+    def blocks(self, start: int, end: int) -> Iterator[Block]:
+        """The blocks of the steps that start before ``end``."""
+        t, block = start, 0
+        while t < end:
+            got = self._block(block, t, end)
+            if got is None:
+                return
+            yield got
+            t = int(got.starts[-1] + got.steps.length[-1])
+            block += 1
+
+    def _block(self, block: int, t: int, end: int) -> Block | None:
+        drawn = block_steps(self.seed, block, self.workers)
+        n = len(drawn.length)
+        # the windows switch at exits picked on the steps as drawn (each switch then moves with its
+        # exit): which calls began in a full window does not depend on how much longer any became
+        s0 = t + np.cumsum(drawn.length) - drawn.length
+        up = np.flatnonzero(drawn.update)
+        exit_t = np.concatenate(
+            [s0 + drawn.inf_end, s0 + drawn.sim_end, (s0[up, None] + drawn.bp_end[up]).ravel()]
+        )
+        exit_step = np.concatenate([np.arange(n), np.arange(n), np.repeat(up, BACKPROPS)])
+        order = np.argsort(exit_t, kind="stable")
+        cell = (exit_t[order] - RUN_START_NS) // WINDOW_NS
+        at = order[cell > np.concatenate([[self.cell], cell[:-1]])]  # the exits each switch follows
+        mode = self.mode ^ (np.arange(1, len(at) + 1) & 1)
+        modes = np.append(self.mode, mode)  # before the first switch, then after each
+        inf_window = modes[np.searchsorted(exit_t[at], s0 + drawn.inf_begin, "right")] == S.WINDOW_FULL
+        bp_window = np.zeros((n, BACKPROPS), bool)
+        bp_begin0 = s0[up, None] + drawn.bp_begin[up]
+        bp_window[up] = modes[np.searchsorted(exit_t[at], bp_begin0, "right")] == S.WINDOW_FULL
+        # which of those lay wholly in a detail stretch, recorded (so as long as that makes them),
+        # depends on the recorded calls before each: settled in a few rounds (only calls within the
+        # moves' milliseconds of a stretch's edge can change, each by the calls before it)
+        inf_len = drawn.inf_end - drawn.inf_begin + OPS_PER_INFERENCE * BACKEND_COST_NS
+        bp_len = drawn.bp_end - drawn.bp_begin + OPS_PER_BACKPROP * BACKEND_COST_NS
+        inf_full, bp_full = inf_window, bp_window
+        for _ in range(MAX_ROUNDS):
+            st = _lengthened(drawn, inf_full, bp_full)
+            starts = t + np.cumsum(st.length) - st.length
+            inf_b, bp_b = starts + st.inf_begin, starts[:, None] + st.bp_begin
+            now_inf = inf_window & self._in_stretch(inf_b, inf_b + inf_len)
+            now_bp = bp_window & self._in_stretch(bp_b, bp_b + bp_len)
+            if np.array_equal(now_inf, inf_full) and np.array_equal(now_bp, bp_full):
+                break
+            inf_full, bp_full = now_inf, now_bp
+        else:
+            raise RuntimeError(f"block {block}: the recorded calls did not settle in {MAX_ROUNDS} rounds")
+        moved = np.concatenate(
+            [starts + st.inf_end, starts + st.sim_end, (starts[up, None] + st.bp_end[up]).ravel()]
+        )
+        k = int(np.searchsorted(starts, end))
+        if not k:
+            return None
+        if k < n:  # the run ends inside this block
+            st, starts, inf_full, bp_full = st.head(k), starts[:k], inf_full[:k], bp_full[:k]
+            cell = cell[exit_step[order] < k]
+            mode, at = mode[exit_step[at] < k], at[exit_step[at] < k]
+        self.cell = int(cell[-1])
+        if len(mode):
+            self.mode = int(mode[-1])
+        return Block(starts, st, moved[at] + 1 * US, mode, inf_full, bp_full)
+
+    def _in_stretch(self, begin: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Whether calls from ``begin`` to ``end`` lie wholly in a detail stretch (a call the
+        stretch's end cuts runs unrecorded: the collectors are off from the cut on)."""
+        return in_detail(self.schedule, begin - RUN_START_NS) & in_detail(self.schedule, end - RUN_START_NS)
+
+
+def _lengthened(st: Steps, inf_full: np.ndarray, bp_full: np.ndarray) -> Steps:
+    """The steps with each recorded call longer by its torch ops' cost, and what follows it in its
+    step later."""
+    d = OPS_PER_INFERENCE * BACKEND_COST_NS * inf_full
+    moved = {f: getattr(st, f) + d for f in ("inf_end", "sim_begin", "cat_begin", "cat_end", "sim_end")}
+    moved.update({f: getattr(st, f) + d[:, None] for f in ("w_begin", "w_cat_begin", "w_cat_end", "w_end")})
+    e = OPS_PER_BACKPROP * BACKEND_COST_NS * bp_full
+    after = d[:, None] + np.cumsum(e, axis=1)
+    out = dataclasses.replace(st, **moved, bp_begin=st.bp_begin + after - e, bp_end=st.bp_end + after)
+    out.length = np.where(st.update, out.bp_end[:, -1], out.sim_end)
+    return out
 
 
 # -- one process's rows ---------------------------------------------------------------------------
@@ -204,18 +319,47 @@ def by_time(*parts: np.ndarray) -> np.ndarray:
     return table[np.argsort(table[:, 0], kind="stable")]
 
 
+NO_OPS = np.zeros((0, 3), np.int64)
+OPS_SCHEMA = S.columns_schema(
+    S.BACKEND_COLUMNS_DOC, collector="native"
+)  # (start, end, name) rows of torch ops: none
+
+
+def torch_ops(begin: np.ndarray, work_end: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` outermost torch ops of each call from ``begin``, whose own work ends at ``work_end``
+    (the call's end less the ops' cost): evenly spread, OP_SHARE of each slot inside its op, and
+    BACKEND_COST_NS of the recorder's after each slot, so the last op ends before the call does."""
+    slot = (work_end - begin) // k
+    inner = (slot * OP_SHARE).astype(np.int64)
+    start = begin[:, None] + np.arange(k) * (slot + BACKEND_COST_NS)[:, None] + ((slot - inner) // 2)[:, None]
+    out = np.empty((start.size, 3), np.int64)
+    out[:, 0] = start.ravel()
+    out[:, 1] = (start + inner[:, None]).ravel()
+    out[:, 2] = np.tile(FIRST_TORCH_OP + np.arange(k) % len(TORCH_OPS), len(begin))
+    return out
+
+
 @dataclasses.dataclass
 class Truth:
-    """What one process spent, in ns, as made."""
+    """What one process spent, in ns, as made: as recorded, and less what the recorder cost."""
 
     exclusive: dict[str, int] = dataclasses.field(default_factory=dict)
+    work: dict[str, int] = dataclasses.field(default_factory=dict)
     simulator: dict[str, int] = dataclasses.field(default_factory=dict)
     calls: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def add(
-        self, op: str, begin: np.ndarray, end: np.ndarray, cat: tuple[np.ndarray, np.ndarray] | None
+        self,
+        op: str,
+        begin: np.ndarray,
+        end: np.ndarray,
+        cat: tuple[np.ndarray, np.ndarray] | None = None,
+        cost: int = 0,
     ) -> None:
-        self.exclusive[op] = self.exclusive.get(op, 0) + int((end - begin).sum())
+        """Calls of ``op`` from ``begin`` to ``end``, ``cost`` ns of it in all the recorder's."""
+        took = int((end - begin).sum())
+        self.exclusive[op] = self.exclusive.get(op, 0) + took
+        self.work[op] = self.work.get(op, 0) + took - cost
         self.calls[op] = self.calls.get(op, 0) + len(begin)
         if cat is not None:
             self.simulator[op] = self.simulator.get(op, 0) + int((cat[1] - cat[0]).sum())
@@ -301,15 +445,14 @@ class ProcessSpec:
 
 
 class ProcessRows:
-    """One process's event rows a block at a time, in time order, and its truth as they are made."""
+    """One process's rows a block at a time, in time order (its events, and the learner's torch ops
+    as (start, end, name) rows), and its truth as they are made."""
 
     def __init__(self, spec: ProcessSpec) -> None:
         self.spec = spec
         self.truth = Truth()
         self.rng = np.random.default_rng([spec.seed, 1_000_000 + spec.index])  # its own draws
         self._next_id = 1  # instance ids (the learner's phase is 0)
-        self._cell = -1  # the window grid cell of the last switch
-        self._mode = S.WINDOW_FULL
         self.loop_end = spec.run_end - SEC // 2
         self.session_end = spec.run_end if spec.learner else 0  # a worker's: after the loop
 
@@ -321,31 +464,31 @@ class ProcessRows:
         """The reference loop's ps per iteration at a session or window row (the speed probe)."""
         return self.rng.integers(105_000, 140_000, n)
 
-    def blocks(self) -> Iterator[np.ndarray]:
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The session's rows: its start, the loop's blocks, its end."""
         sp = self.spec
         tid = sp.main_tid
-        head = [
-            rows([sp.start], tid, S.SESSION_START, -1, self._speed(1)),
-            rows([sp.start + 20 * US], tid, S.WINDOW, S.WINDOW_FULL),
-        ]
+        head = [rows([sp.start], tid, S.SESSION_START, -1, self._speed(1))]
+        if sp.learner:  # the workers switch no collector: they have no windows
+            head.append(rows([sp.start + 20 * US], tid, S.WINDOW, S.WINDOW_FULL))
         loop_start = RUN_START_NS + int(LOOP_START_S * SEC)
         if sp.learner:
             head.append(rows([loop_start - 100 * US], tid, S.PHASE_BEGIN, 0, -1, TRAINING))
-        yield np.concatenate(head)
+        yield np.concatenate(head), NO_OPS
         last = loop_start
-        for starts, steps in loop_blocks(sp.seed, sp.workers, loop_start, self.loop_end):
-            yield self._learner(starts, steps) if sp.learner else self._worker(starts, steps)
-            last = int(starts[-1] + steps.length[-1])
+        for block in Loop(sp.seed, sp.workers, sp.schedule).blocks(loop_start, self.loop_end):
+            yield self._learner(block) if sp.learner else (self._worker(block), NO_OPS)
+            last = int(block.starts[-1] + block.steps.length[-1])
         if sp.learner:
             tail = [rows([last + 50 * US], tid, S.PHASE_END, 0, -1, TRAINING)]
         else:  # the learner closes its workers as the run ends
             self.session_end = last + 100 * MS + 10 * MS * sp.index
             tail = []
         tail.append(rows([self.session_end], tid, S.SESSION_END, -1, self._speed(1)))
-        yield np.concatenate(tail)
+        yield np.concatenate(tail), NO_OPS
 
-    def _learner(self, s: np.ndarray, st: Steps) -> np.ndarray:
+    def _learner(self, block: Block) -> tuple[np.ndarray, np.ndarray]:
+        s, st = block.starts, block.steps
         tid, n = self.spec.main_tid, len(s)
         per_step = 2 + BACKPROPS * st.update
         first = self._next_id + np.cumsum(per_step) - per_step
@@ -368,18 +511,27 @@ class ProcessRows:
         bp_begin = (s[up, None] + st.bp_begin[up]).reshape(-1)
         bp_end = (s[up, None] + st.bp_end[up]).reshape(-1)
         bp_id = (first[up, None] + 2 + np.arange(BACKPROPS)).reshape(-1)
+        bp_full = block.bp_full[up].reshape(-1)
         m = len(bp_id)
         parts += [
             rows(bp_begin, tid, S.OP_BEGIN, bp_id, -1, BACKPROP, self._cost(m)),
             rows(bp_end, tid, S.OP_END, bp_id, -1, BACKPROP, self._cost(m)),
+            rows(block.switch_t, tid, S.WINDOW, block.switch_mode, self._speed(len(block.switch_t))),
         ]
-        self.truth.add("inference", t["inf_begin"], t["inf_end"], None)
+        inf_cost = OPS_PER_INFERENCE * BACKEND_COST_NS * block.inf_full
+        bp_cost = OPS_PER_BACKPROP * BACKEND_COST_NS * bp_full
+        self.truth.add("inference", t["inf_begin"], t["inf_end"], cost=int(inf_cost.sum()))
         self.truth.add("simulation", t["sim_begin"], t["sim_end"], (t["cat_begin"], t["cat_end"]))
-        self.truth.add("backprop", bp_begin, bp_end, None)
-        exits = np.sort(np.concatenate([t["inf_end"], t["sim_end"], bp_end]))
-        return by_time(*parts, self._windows(exits))
+        self.truth.add("backprop", bp_begin, bp_end, cost=int(bp_cost.sum()))
+        full = block.inf_full
+        ops = [
+            torch_ops(t["inf_begin"][full], t["inf_end"][full] - inf_cost[full], OPS_PER_INFERENCE),
+            torch_ops(bp_begin[bp_full], bp_end[bp_full] - bp_cost[bp_full], OPS_PER_BACKPROP),
+        ]
+        return by_time(*parts), by_time(*ops)
 
-    def _worker(self, s: np.ndarray, st: Steps) -> np.ndarray:
+    def _worker(self, block: Block) -> np.ndarray:
+        s, st = block.starts, block.steps
         tid, n, k = self.spec.main_tid, len(s), self.spec.index - 1
         ids = self._next_id + np.arange(n)
         self._next_id += n
@@ -393,19 +545,7 @@ class ProcessRows:
             rows(e, tid, S.OP_END, ids, -1, 0, self._cost(n)),
         ]
         self.truth.add("simulation", b, e, (cb, ce))
-        return by_time(*parts, self._windows(e))
-
-    def _windows(self, exits: np.ndarray) -> np.ndarray:
-        """Window switches: at the first top-level exit in each new 100 ms of the run, modes alternating."""
-        cell = (exits - RUN_START_NS) // WINDOW_NS
-        before = np.concatenate([[self._cell], cell[:-1]])
-        at = exits[cell > before] + 1 * US
-        if len(cell):
-            self._cell = int(cell[-1])
-        mode = self._mode ^ (np.arange(1, len(at) + 1) & 1)
-        if len(at):
-            self._mode = int(mode[-1])
-        return rows(at, self.spec.main_tid, S.WINDOW, mode, self._speed(len(at)))
+        return by_time(*parts)
 
     def flush_marks(self, end: int) -> np.ndarray:
         """The writer thread's ``rlscope`` interval of every flush (one a second) before ``end``;
@@ -469,6 +609,14 @@ def flush_times(spec: ProcessSpec, end: int) -> list[int]:
     return out
 
 
+def _put_ops(stream: collections.deque | None, ops: np.ndarray, thread: int) -> None:
+    """Torch ops as the native recorder hands them to the writer: one record batch a flush."""
+    if stream is None or not len(ops):
+        return
+    cols = [ops[:, 0], ops[:, 1], np.full(len(ops), thread, np.int64), ops[:, 2].astype(np.int32)]
+    stream.append(pa.RecordBatch.from_arrays([pa.array(c) for c in cols], schema=OPS_SCHEMA))
+
+
 def write_process(trace_dir: str, spec: ProcessSpec) -> dict[str, Any]:
     """Write one process directory through the writer; its truth and row counts."""
     made = ProcessRows(spec)
@@ -485,8 +633,9 @@ def write_process(trace_dir: str, spec: ProcessSpec) -> dict[str, Any]:
         origin_ns=RUN_START_NS,
         main_thread=spec.main_tid,
     )
+    ops_stream = writer.add_stream(S.BACKEND_FILE, OPS_SCHEMA) if spec.learner else None
     blocks = made.blocks()
-    pending = next(blocks)
+    pending, pending_ops = next(blocks)
     marks_end = spec.run_end if spec.learner else made.loop_end  # a worker's session ends after its loop
     marks = made.flush_marks(marks_end)
     done = False
@@ -494,19 +643,28 @@ def write_process(trace_dir: str, spec: ProcessSpec) -> dict[str, Any]:
         for t in flush_times(spec, marks_end):
             while not done and (not len(pending) or pending[-1, 0] <= t):
                 try:
-                    pending = np.concatenate([pending, next(blocks)])
+                    more, more_ops = next(blocks)
                 except StopIteration:
                     done = True
+                    continue
+                pending, pending_ops = (
+                    np.concatenate([pending, more]),
+                    np.concatenate([pending_ops, more_ops]),
+                )
             k, j = (
                 int(np.searchsorted(pending[:, 0], t, "right")),
                 int(np.searchsorted(marks[:, 0], t, "right")),
             )
             buffer.put(by_time(pending[:k], marks[:j]))
             pending, marks = pending[k:], marks[j:]
+            ended = pending_ops[:, 1] <= t  # the recorder hands over the ops that ended
+            _put_ops(ops_stream, pending_ops[ended], spec.main_tid)
+            pending_ops = pending_ops[~ended]
             clock[0] = t
             writer.flush()
-        rest = [pending, *blocks]
-        buffer.put(by_time(*rest, marks))
+        rest = [(pending, pending_ops), *blocks]
+        buffer.put(by_time(*(r[0] for r in rest), marks))
+        _put_ops(ops_stream, np.concatenate([r[1] for r in rest]), spec.main_tid)
         clock[0] = made.session_end
     finally:
         writer.close()
@@ -516,6 +674,7 @@ def write_process(trace_dir: str, spec: ProcessSpec) -> dict[str, Any]:
         "role": "learner" if spec.learner else "env worker",
         "wall_ns": made.session_end - spec.start,
         "exclusive_ns": made.truth.exclusive,
+        "work_ns": made.truth.work,
         "simulator_ns": made.truth.simulator,
         "calls": made.truth.calls,
         "rows_made": agg.folded_rows if agg else None,
@@ -533,7 +692,9 @@ def make_trace(
     detail: str = DEFAULT_SPEC,
 ) -> dict[str, Any]:
     """Write the run's trace into ``trace_dir`` (a new or empty directory, or a trace this made,
-    which is replaced); its truth: per process and summed over them, seconds per operation.
+    which is replaced); its truth: per process and summed over them, seconds per operation, as
+    recorded (``exclusive``: what the raw figures read) and less the recorder's cost (``work``: what
+    the corrected ones should).
 
     ``jobs``: processes written at once (default: the CPU count); the trace is the same whatever it
     is. ``summary_flush_s``: the writer's flushes between the detail stretches (1: a session's).
@@ -560,8 +721,9 @@ def make_trace(
     totals: dict[str, dict[str, float]] = {}
     for p in procs:
         for op, ns in p["exclusive_ns"].items():
-            e = totals.setdefault(op, {"exclusive_s": 0.0, "simulator_s": 0.0, "calls": 0})
+            e = totals.setdefault(op, {"exclusive_s": 0.0, "work_s": 0.0, "simulator_s": 0.0, "calls": 0})
             e["exclusive_s"] += ns / 1e9
+            e["work_s"] += p["work_ns"][op] / 1e9
             e["simulator_s"] += p["simulator_ns"].get(op, 0) / 1e9
             e["calls"] += p["calls"][op]
     return {
