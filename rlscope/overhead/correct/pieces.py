@@ -21,11 +21,13 @@ anchors it starts and ends at; pieces of one class are alike, as an operation's 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline, kinds_among
+from rlscope.blocks import BLOCK_ROWS
 from rlscope.keys import factorize_rows
 from rlscope.trace import schema as S
 
@@ -67,6 +69,18 @@ class Pieces:
         at = np.arange(int(size.sum()), dtype=np.int64)  # each row's place in ``main``, then its row
         at += np.repeat(self.bounds[chosen] - (np.cumsum(size) - size) + self.main.start, size)
         return at, piece
+
+    def groups(self, chosen: np.ndarray) -> Iterator[np.ndarray]:
+        """``chosen`` (ascending) in runs of consecutive entries of about BLOCK_ROWS rows each (a larger
+        piece alone): what is worked out per row of a piece is done a group at a time (rlscope.blocks),
+        and a piece's rows are all in one group."""
+        ends = np.cumsum(self.bounds[chosen + 1] - self.bounds[chosen])
+        cuts = np.searchsorted(
+            ends, np.arange(BLOCK_ROWS, int(ends[-1]) if len(ends) else 0, BLOCK_ROWS), "right"
+        )
+        edges = np.unique(np.concatenate([[0], cuts, [len(chosen)]]))
+        for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
+            yield chosen[a:b]
 
     @property
     def row(self) -> np.ndarray:

@@ -98,14 +98,22 @@ def correct_process(
             est.notes.append(UNMEASURED + (REMOVED if _has_costs(used, switched) else NOT_REMOVED))
     fixes = [(tl, fix)]
     if est is not None:
-        fixes.append((fix.timeline, residual.correct_windows(fix.timeline, est.factor, keep_ratio=moving)))
+        # the estimate's factors, a column of every row, are the windows' new durations once applied
+        factor, est.factor = est.factor, np.zeros(0)
+        fixes.append((fix.timeline, residual.correct_windows(fix.timeline, factor, keep_ratio=moving)))
+        del factor
     final = fixes[-1][1].timeline
     out = Corrected(final, used, {}, gpu_shift_ns=_gpu_shift(fixes, launches))
     removed = dict(fix.removed_s)
+    if est is not None:
+        removed.update(fixes[-1][1].removed_s)
+    background, clamped, writer_stall = fix.background_share, fix.clamped_s, fix.writer_stall
+    # the timeline between the corrections and each one's ratios (columns of every row) are read no
+    # further: let go before the passes over the rows below and the rest of the analysis
+    del fixes, fix
     notes = list(used.notes) + mem_notes
     info: dict[str, Any] = {}
     if est is not None:
-        removed.update(fixes[-1][1].removed_s)
         notes += est.notes + window_notes(est, proc.names)
         info = window_info(est, proc.names, final, switched)
         share = nominal_full_share(final)
@@ -124,12 +132,12 @@ def correct_process(
     out.overhead = {
         "removed_s": removed,
         "wall_removed_s": (tl.end_ns - tl.start_ns) / 1e9 - (final.end_ns - final.start_ns) / 1e9,
-        "background_share": fix.background_share,
-        "not_removable_s": fix.clamped_s,
+        "background_share": background,
+        "not_removable_s": clamped,
         "costs_used": used.used,
         "notes": notes,
         "windows": info,
-        "writer_stall": fix.writer_stall,
+        "writer_stall": writer_stall,
         "reference_loop_ns": run_ref_ns,
     }
     return out

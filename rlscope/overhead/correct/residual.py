@@ -503,9 +503,16 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
     """
     # relative to the session start: float64 stays exact there
     first = np.flatnonzero(np.r_[True, last[:-1]])  # each thread's first row
-    cum = np.empty(len(new_dur) + 1)
-    cum[0] = 0.0
-    np.cumsum(new_dur, out=cum[1:])
+    ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
+    # the running sum of the new durations over every row (np.cumsum: one addition after another),
+    # held in ``seg_end``'s memory until each block of it is written: no column of its own
+    after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
+    np.cumsum(new_dur, out=after)
+
+    def cum(rows: np.ndarray) -> np.ndarray:
+        """The running sum before each of ``rows`` (read before their blocks are written)."""
+        return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
+
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
     rel_end = np.array([float(tl.end_ns - tl.start_ns)])
     main_first = first[tl.thread[first] == tl.main_thread]
@@ -518,7 +525,7 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
         ok = i >= 0
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
-        m_new = float(tl.ts[m0] - tl.start_ns) + cum[row] - cum[m0]
+        m_new = float(tl.ts[m0] - tl.start_ns) + cum(row) - cum(np.array([m0]))[0]
         dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
         m_ratio = np.divide(new_dur[row], dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
@@ -527,15 +534,17 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
         rel0, rel_end = moved[:-1], moved[-1:]
     # each row's start: its thread's first start plus the corrected time before it on the thread (a
     # block of rows at a time: rlscope.blocks)
-    ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
     rel, rel_seg_end = np.empty(BLOCK_ROWS), np.empty(BLOCK_ROWS)  # one block's operands, reused
+    before = 0.0  # the running sum before the next block
     for k, (a, b) in enumerate(zip(first.tolist(), np.append(first[1:], len(ts)).tolist(), strict=True)):
-        base, start = cum[a], rel0[k]  # the thread's own: its rows are consecutive
+        base, start = before, rel0[k]  # the thread's own: its rows are consecutive
         for block in blocks(b - a):
             rows = slice(a + block.start, a + block.stop)
             m = rows.stop - rows.start
             ts_rel, end_rel = rel[:m], rel_seg_end[:m]
-            np.subtract(cum[rows], base, out=ts_rel)
+            ts_rel[0], ts_rel[1:] = before, after[rows.start : rows.stop - 1]
+            before = after[rows.stop - 1]
+            ts_rel -= base
             ts_rel += start
             np.add(ts_rel, new_dur[rows], out=end_rel)
             ts[rows] = np.rint(ts_rel, out=ts_rel)

@@ -354,7 +354,7 @@ def estimate(
         tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
     )
     del dur, coll, full_row  # columns of every row, read no further: not alive beside the factors'
-    overrides: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, factors) set by pieces
+    overrides: list[PieceEstimate] = []  # whose rows' factors its pieces set
     rest_factor: dict[int, float] = {}  # per operation with pieces: the factor of its other rows
     for key, e in per_op.items():
         if "factor" in e:
@@ -379,7 +379,7 @@ def estimate(
                 sigma_ns=math.hypot(est.sigma_ns, rest_sigma),
             )
             rest_factor[key] = 1.0 - rest / rest_time if rest_time > 0 else 1.0
-            overrides.append((est.rows, est.row_factor))
+            overrides.append(est)
         elif cost is None or e["full_time_ns"] <= 0:
             e.update(factor=1.0, method="not corrected", sigma_ns=0.0)
             notes.append(f"{NOT_MEASURABLE}: no operation was seen in both kinds of window")
@@ -402,8 +402,8 @@ def estimate(
         key_name,
         [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()],
     )
-    for rows, f in overrides:
-        factor[rows] = f
+    for est in overrides:
+        est.set_factors(factor, row_mode)
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
     factor[kept_rows] *= kept
@@ -455,9 +455,18 @@ class PieceEstimate:
     sigma_ns: float
     time_ns: float  # full-window time of the classes compared
     events: int  # their collector events in full windows
-    rows: np.ndarray  # their full-window rows
-    row_factor: np.ndarray  # and each row's factor
+    pieces: P.Pieces  # the main thread's pieces, the same for every operation's estimate
+    compared: np.ndarray  # per piece: of a class compared
+    factor: np.ndarray  # per piece: its class's factor (1 where not compared)
     counts: dict[str, int]  # classes by how they were compared
+
+    def set_factors(self, factor: np.ndarray, row_mode: np.ndarray) -> None:
+        """Set ``factor`` (per timeline row) of the full-window rows (``row_mode``) of the pieces
+        compared, a group of pieces at a time (:meth:`Pieces.groups`): no column of their rows."""
+        for group in self.pieces.groups(np.flatnonzero(self.compared)):
+            rows, piece = self.pieces.rows_of(group)
+            on = row_mode[rows] == S.WINDOW_FULL
+            factor[rows[on]] = self.factor[piece[on]]
 
 
 def piece_estimates(
@@ -486,14 +495,18 @@ def piece_estimates(
         return {}
     npc = len(pc.owner)
     # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
-    # main thread's rows in a PPO run): each piece's sums are over its own rows, in their order
-    main, pr = pc.rows_of(np.flatnonzero(np.isin(pc.owner, keys)))
-    main_dur = dur[main]
-    ptime = np.bincount(pr, weights=main_dur, minlength=npc)
-    full_main = full_row[main]
-    pfull_time = np.bincount(pr, weights=np.where(full_main, main_dur, 0.0), minlength=npc)
-    del main_dur
-    pfull_events = np.bincount(pr[coll[main] & full_main], minlength=npc)  # a count, no doubles
+    # main thread's rows in a PPO run), a group of pieces at a time: each piece's sums are over its
+    # own rows in their order, all in one group, as one pass over all the rows makes them
+    ptime, pfull_time, pfull_events = np.zeros(npc), np.zeros(npc), np.zeros(npc, np.intp)
+    for chosen in pc.groups(np.flatnonzero(np.isin(pc.owner, keys))):
+        rows, pr = pc.rows_of(chosen)
+        lo = int(chosen[0])
+        pr -= lo
+        m = int(chosen[-1]) + 1 - lo
+        d, full = dur[rows], full_row[rows]
+        ptime[chosen] = np.bincount(pr, weights=d, minlength=m)[chosen - lo]
+        pfull_time[chosen] = np.bincount(pr, weights=np.where(full, d, 0.0), minlength=m)[chosen - lo]
+        pfull_events[chosen] = np.bincount(pr[coll[rows] & full], minlength=m)[chosen - lo]
     win = np.searchsorted(win_ts, pc.start_ns, side="right")
     whole = win == np.searchsorted(win_ts, pc.end_ns, side="left")
     mode = _effective_mode(win_ts, win_mode, live, pc.start_ns)
@@ -534,14 +547,14 @@ def piece_estimates(
             compared |= mine
         if counts["windows"] + counts["unpaired"] == 0:
             continue
-        on = compared[pr] & full_main
         out[key] = PieceEstimate(
             removed_ns=removed,
             sigma_ns=math.sqrt(var),
             time_ns=time,
             events=events,
-            rows=main[on],
-            row_factor=piece_factor[pr[on]],
+            pieces=pc,
+            compared=compared,
+            factor=piece_factor,
             counts=counts,
         )
     return out
