@@ -639,8 +639,9 @@ def _drawn(
 
     Why: the replay's stretches hold each key's total only, and a run with no dependency inside it (a
     single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
-    points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64))
-    inner = points[(points > run_t[0]) & (points < end)]
+    points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64, copy=False))
+    # the points inside the run, one stretch of the sorted points: a view, no copy of millions
+    inner = points[np.searchsorted(points, run_t[0], "right") : np.searchsorted(points, end, "left")]
     pos = search_sorted(run_t, inner, "left")
     if _on_run_starts(run_t, inner, pos):
         node_t = np.concatenate([[run_t[0]], inner, [end]]).astype(np.int64)
@@ -660,14 +661,13 @@ def _aligned_largest_keys(run_t: np.ndarray, run_key: np.ndarray, end: int, pos:
 
     Why: the count per stretch and key is per x keys doubles a block, read whole; over millions of
     one-run stretches it was most of the drawing's time."""
-    first = np.concatenate([[0], pos, [len(run_t)]])  # stretch s's runs: [first[s], first[s + 1])
-    runs = np.diff(first)
+    runs = np.diff(pos, prepend=0, append=len(run_t))  # per stretch, its runs (cut at 0, ``pos``, the end)
     key = np.zeros(len(runs), np.int32)
     one = runs == 1
     several = ~one
-    mine = np.repeat(several, runs)  # the runs of the stretches of several runs
+    mine = np.repeat(several, runs)  # the runs of the stretches of several runs; the others, one each
     o_dur, m_dur = _run_lengths(run_t, end, mine)
-    key[one] = np.where(o_dur > 0, run_key[first[:-1][one]], 0)
+    key[one] = np.where(o_dur > 0, run_key[~mine], 0)
     del o_dur
     if several.any():
         m_first = np.concatenate([[0], np.cumsum(runs[several])])
