@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlscope import categories
-from rlscope.analysis.timeline import Timeline
+from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import blocks
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace
@@ -83,10 +83,10 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     """Per timeline row: the wrapper's cost to remove from its segment (ns); empty where no row has
     any (a run without automatic operations: no column of zeros to add).
 
-    Two passes over the costed rows, a thread's block at a time (:func:`_costed_blocks`): the first
-    sums each instance's segments, the second spreads its cost over them. On a long detail stretch
-    the costed rows are millions, and a column of their length per step was most of the
-    correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
+    Two passes over the rows of the threads that made calls, a block at a time (:func:`_costed_blocks`):
+    the first sums each costed instance's segments, the second spreads its cost over them. On a long
+    detail stretch the costed rows are millions, and a column of their length per step was most of
+    the correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
     time they are those of one pass over the rows."""
     none = np.zeros(0)
     if per_call_ns <= 0 or len(tl.ts) == 0:
@@ -99,7 +99,7 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     python_sum, all_sum = np.zeros(n_inst), np.zeros(n_inst)
     costed = 0
     for rows, table in spans:
-        _, _, inst, dur, python = _costed_rows(tl, rows, table)
+        inst, dur, python = _costed_rows(tl, rows, table)
         if len(inst) == 0:
             continue
         costed += len(inst)
@@ -108,19 +108,20 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
         all_sum[lo:hi] += np.bincount(inst - lo, weights=dur, minlength=hi - lo)
     if costed == 0:
         return none
-    # an instance's own segments where the interpreter ran, else all of them
-    has_python = python_sum > 0
-    total = np.where(has_python, python_sum, all_sum)
+    # an instance's own segments where the interpreter ran, else all of them; per instance, then a
+    # last entry for the rows outside every instance (op -1): no time to spread over, as an instance
+    # without a cost (its rows' weights are then 0 times 0)
+    has_python = np.append(python_sum > 0, False)
+    total = np.append(np.where(has_python[:-1], python_sum, all_sum), 0.0)
     out = np.zeros(len(tl.ts))
-    for rows, table in spans:
-        at, cost, inst, dur, python = _costed_rows(tl, rows, table)
-        weight = dur * python
-        np.copyto(weight, dur, where=~has_python[inst])
-        t = total[inst]
+    for rows, table in spans:  # every row of the block: a row's own figures, no gather of the costed
+        op, dur = tl.op[rows].astype(np.intp), tl.float_duration(rows)  # indices as numpy reads them
+        weight = dur * (~kinds_among(tl.cat[rows], _NOT_PYTHON) | ~has_python[op])
+        t = total[op]
         np.divide(weight, t, out=weight, where=t > 0)
         weight[~(t > 0)] = 0.0
-        np.multiply(weight, cost, out=weight)
-        out[at] = weight
+        np.multiply(weight, table[op], out=weight)
+        out[rows] = weight
     return out
 
 
@@ -149,17 +150,14 @@ def _costed_blocks(
     return out
 
 
-def _costed_rows(
-    tl: Timeline, rows: slice, table: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Of the rows of ``rows`` inside a costed instance (``table``: cost per instance): (the rows,
-    their instance's cost, instance, segment length in ns, whether the interpreter ran in it)."""
-    op = tl.op[rows]
-    cost = table[op]  # op -1 reads the last entry, 0
-    mine = np.flatnonzero(cost > 0)
-    at = mine + rows.start
-    dur = np.subtract(tl.seg_end[at], tl.ts[at], out=np.empty(len(at)), casting="unsafe")
-    return at, cost[mine], op[mine], dur, ~np.isin(tl.cat[at], _NOT_PYTHON)
+def _costed_rows(tl: Timeline, rows: slice, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of the rows of ``rows`` inside a costed instance (``table``: cost per instance): (instance,
+    segment length in ns, whether the interpreter ran in it), worked out over the whole block, in
+    the CPU's cache, then kept at the costed rows."""
+    op = tl.op[rows].astype(np.intp)  # indices as numpy reads them: converted once
+    mine = table[op] > 0  # op -1 reads the last entry, 0
+    python = ~kinds_among(tl.cat[rows], _NOT_PYTHON)  # a comparison per category
+    return op[mine], tl.float_duration(rows)[mine], python[mine]
 
 
 def summary_cut(proc: ProcessTrace, per_call_ns: float) -> np.ndarray:
