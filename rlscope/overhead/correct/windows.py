@@ -246,12 +246,16 @@ def estimate(
     del wi
     n_inst = len(tl.inst_name)
 
-    # per instance: exclusive time, collector events, and whether it lies wholly in one window; counted
-    # by instance + 1 over every row, the rows outside any instance in a bin of their own (dropped)
-    op1 = tl.op + 1
-    excl = np.bincount(op1, weights=dur, minlength=n_inst + 1)[1:]
-    # counted over the collector rows only: a bool column as a count's weights is a column of doubles
-    events = np.bincount(op1[coll], minlength=n_inst + 1)[1:]
+    # per instance: exclusive time and collector events, added a block of rows at a time in row order
+    # (np.add.at: one addition after another, as a count over every row at once makes them), by
+    # instance + 1: the rows outside any instance in an entry of their own (dropped)
+    excl, events = np.zeros(n_inst + 1), np.zeros(n_inst + 1, np.intp)
+    for r in blocks(len(dur)):
+        i1 = tl.op[r].astype(np.intp) + 1
+        np.add.at(excl, i1, dur[r])
+        np.add.at(events, i1[coll[r]], 1)
+    excl, events = excl[1:], events[1:]
+    # and whether it lies wholly in one window
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
@@ -263,33 +267,33 @@ def estimate(
     # work a switch left for the operation right after it: out first, so the windows compare the rest
     ok = whole & (tl.thread[begins] == tl.main_thread)
     cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl)
-    # the rows whose instance keeps less than its exclusive time, and what it keeps (all of it elsewhere)
-    kept_rows = np.flatnonzero(np.append(False, (cut > 0) & (excl > 0))[op1])
+    # per operation name (and the unannotated main-thread time): events and time in full windows, of
+    # one dense index of the names found among the instances counted (by instance + 1, ``held``)
+    counted = full_row & ((tl.op >= 0) | tl.on_threads(np.array([tl.main_thread])))
+    key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
+    held = np.zeros(len(key_name), bool)
+    # with the rows whose instance keeps less than its exclusive time (all of it elsewhere)
+    kept_inst = np.append(False, (cut > 0) & (excl > 0))
+    kept_parts = [np.zeros(0, np.intp)]
+    for r in blocks(len(dur)):
+        i1 = tl.op[r].astype(np.intp) + 1
+        held[i1[counted[r]]] = True
+        kept_parts.append(np.flatnonzero(kept_inst[i1]) + r.start)
+    kept_rows = np.concatenate(kept_parts)
     i = tl.op[kept_rows]
-    kept = 1.0 - cut[i] / excl[i]
+    kept = 1.0 - cut[i] / excl[i]  # what it keeps
     del i
     dur[kept_rows] *= kept
     excl = excl - cut
-
-    # per operation name (and the unannotated main-thread time): events and time in full windows
-    counted = full_row & ((op1 > 0) | tl.on_threads(np.array([tl.main_thread])))
-    # one dense index of the names: found among the instances counted, read per row through them
-    key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
-    held = np.zeros(len(key_name), bool)  # per instance + 1: whether a counted row is in it
-    for r in blocks(len(op1)):
-        held[op1[r][counted[r]]] = True
     keys = np.unique(key_name[held])
-    # per row: its key, the rows not counted in one past them all; counted over every row (no gather of
-    # the counted rows' times), each key's time is summed over its rows in row order all the same
-    key_of = np.empty(len(op1), np.intp)
+    # each key's time summed over its counted rows in row order (np.add.at, a block at a time)
     inst_key = np.searchsorted(keys, key_name)
-    for r in blocks(len(op1)):
-        np.copyto(key_of[r], inst_key[op1[r]])
-        key_of[r][~counted[r]] = len(keys)
-    del op1
-    full_time = np.bincount(key_of, weights=dur, minlength=len(keys) + 1)[:-1]
-    full_events = np.bincount(key_of[coll], minlength=len(keys) + 1)[:-1]
-    del key_of
+    full_time, full_events = np.zeros(len(keys)), np.zeros(len(keys), np.intp)
+    for r in blocks(len(dur)):
+        c = counted[r]
+        key = inst_key[tl.op[r][c].astype(np.intp) + 1]
+        np.add.at(full_time, key, dur[r][c])
+        full_events += np.bincount(key[coll[r][c]], minlength=len(keys))
     per_op: dict[int, dict] = {
         int(k): {"full_time_ns": float(t), "full_events": int(ev)}
         for k, t, ev in zip(keys.tolist(), full_time, full_events, strict=True)
@@ -353,7 +357,7 @@ def estimate(
     by_pieces = piece_estimates(
         tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
     )
-    del dur, coll, full_row  # columns of every row, read no further: not alive beside the factors'
+    del coll, full_row  # columns of every row, read no further: not alive beside the factors'
     overrides: list[PieceEstimate] = []  # whose rows' factors its pieces set
     rest_factor: dict[int, float] = {}  # per operation with pieces: the factor of its other rows
     for key, e in per_op.items():
@@ -401,7 +405,9 @@ def estimate(
         keys,
         key_name,
         [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()],
+        out=dur,  # the durations, read no further
     )
+    del dur
     for est in overrides:
         est.set_factors(factor, row_mode)
     for e in per_op.values():
@@ -432,16 +438,22 @@ def estimate(
 
 
 def _counted_factor(
-    tl: Timeline, counted: np.ndarray, keys: np.ndarray, key_name: np.ndarray, per_key: list[float]
+    tl: Timeline,
+    counted: np.ndarray,
+    keys: np.ndarray,
+    key_name: np.ndarray,
+    per_key: list[float],
+    out: np.ndarray,
 ) -> np.ndarray:
     """Per row: its key's factor where ``counted`` (``key_name``: each instance's key, after the
-    unannotated one's), else 1. Read per row through a table of the instances (a row outside every
+    unannotated one's), else 1, written into ``out`` (a column of every row read no further: no
+    new one beside it). Read per row through a table of the instances (a row outside every
     instance, -1, reads its last entry: the unannotated time's), not gathered for the counted rows."""
     if len(keys) == 0:
-        return np.ones(len(counted))
+        out[:] = 1.0
+        return out
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
     per_op = np.append(per_inst[1:], per_inst[0])
-    out = np.empty(len(counted))
     for rows in blocks(len(out)):  # a block at a time (rlscope.blocks): no temporary of every row
         out[rows] = np.where(counted[rows], per_op[tl.op[rows]], 1.0)
     return out
