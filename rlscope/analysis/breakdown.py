@@ -242,7 +242,7 @@ def _split_like_full_windows(
     uniq = np.stack([groups.pair_ph[pair], groups.pair_op[pair], ukey % 2], axis=1)
     cat_all = by_key[held]
     rank, size = np.cumsum(held) - 1, len(uniq) * NCAT
-    cat_full = _full_window_sums(tl, groups, full, rank, counted.rows, size).reshape(len(uniq), NCAT)
+    cat_full = _full_window_sums(tl, groups, full, rank, size).reshape(len(uniq), NCAT)
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     as_recorded = cat_all[:, _AS_RECORDED].copy()
     cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0
@@ -262,26 +262,24 @@ def _split_like_full_windows(
 
 
 def _full_window_sums(
-    tl: Timeline, groups: RowGroups, full: np.ndarray, rank: np.ndarray, n_rows: int, size: int
+    tl: Timeline, groups: RowGroups, full: np.ndarray, rank: np.ndarray, size: int
 ) -> np.ndarray:
     """Per (key, category) (``rank``: each key's index, ``size`` of them by NCAT; keys as
-    :func:`_split_like_full_windows`'s), the time of the ``n_rows`` counted rows that ran in full
-    windows: one count over them in row order (a row's share is a fraction of a ns, and such sums
-    depend on the order), its operands made a block of rows at a time."""
-    cell, weight = np.empty(n_rows, np.int64), np.empty(n_rows)
+    :func:`_split_like_full_windows`'s), the time of the counted rows that ran in full
+    windows: added in row order (a row's share is a fraction of a ns, and such sums depend on the
+    order), a block of rows at a time (np.add.at: one addition after another, as one count over all
+    the rows makes them)."""
+    out = np.zeros(size)
     main_rows = tl.main_rows()
-    at = 0
     for r in blocks(len(tl.ts)):
         ts, end = tl.ts[r], tl.seg_end[r]
         rows, main = _counted_block(tl, groups, r, main_rows)
         key = groups.row_pair[r][rows].astype(np.int64) * 2
         key += main
-        part = slice(at, at + len(key))
-        cell[part] = rank[key] * NCAT
-        cell[part] += tl.cat[r][rows]
-        weight[part] = (end[rows] - ts[rows]).astype(np.float64) * full[r][rows]
-        at = part.stop
-    return np.bincount(cell, weights=weight, minlength=size)
+        cell = rank[key] * NCAT
+        cell += tl.cat[r][rows]
+        np.add.at(out, cell, (end[rows] - ts[rows]).astype(np.float64) * full[r][rows])
+    return out
 
 
 def _dense(values: np.ndarray, identity: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -410,7 +408,6 @@ class CountedSums:
     sums: np.ndarray  # (pairs, NCAT, 2): exclusive ns per (pair, category, main thread?)
     off_main: bool  # whether a counted row is off the main thread
     inst_cat: np.ndarray  # (instances, NCAT): exclusive ns per operation instance and category
-    rows: int  # how many rows are counted
 
     @property
     def present(self) -> np.ndarray:
@@ -455,13 +452,12 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
-    off_main, n_rows = False, 0
+    off_main = False
     block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):
         d = np.subtract(tl.seg_end[r], tl.ts[r], out=block_d[: r.stop - r.start], casting="unsafe")
         rows, main = _counted_block(tl, groups, r, main_rows, d)
         pair, d, cat = groups.row_pair[r][rows].astype(np.int64), d[rows], tl.cat[r][rows]
-        n_rows += len(pair)
         if not isinstance(main, int):
             off_main = off_main or not main.all()
         sums += np.bincount((pair * NCAT + cat) * 2 + main, weights=d, minlength=len(sums))
@@ -472,7 +468,7 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
             lo = int(cell.min())
             part = np.bincount(cell - lo, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
-    return CountedSums(sums.reshape(n_pairs, NCAT, 2), off_main, inst_cat.reshape(n_inst, NCAT), n_rows)
+    return CountedSums(sums.reshape(n_pairs, NCAT, 2), off_main, inst_cat.reshape(n_inst, NCAT))
 
 
 def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndarray:
