@@ -35,3 +35,18 @@ def test_search_sorted_gives_searchsorted_positions(side, monkeypatch):
 def test_search_sorted_of_nothing():
     a = np.arange(10)
     assert len(blocks.search_sorted(a, np.array([], dtype=np.int64))) == 0
+
+
+def test_take_reads_the_table_as_fancy_indexing_does(monkeypatch):
+    """Codes of one byte (negative ones read from the end, as numpy's indexing does) and of eight,
+    over several blocks and a short last one, and an empty column: ``table[index]``, dtype and all."""
+    monkeypatch.setattr(blocks, "BLOCK_ROWS", 7)
+    rng = np.random.default_rng(0)
+    table = rng.integers(0, 100, 12).astype(np.int8)
+    for n in (0, 1, 7, 30):
+        for index in (rng.integers(-12, 12, n).astype(np.int8), rng.integers(0, 12, n)):
+            got = blocks.take(table, index)
+            assert got.dtype == table.dtype
+            np.testing.assert_array_equal(got, table[index])
+    floats = rng.random(5)
+    np.testing.assert_array_equal(blocks.take(floats, np.array([4, 0, 4])), floats[[4, 0, 4]])

@@ -66,7 +66,7 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     excl = tl.instance_time(main, n_inst)  # each instance's exclusive time
     # the flushes' share by instance: over the rows that met one (the others add exact zeros)
     main_bound = bound[main]
-    hit = np.flatnonzero(main_bound)
+    hit = np.flatnonzero(main_bound != 0)  # a comparison first: numpy's nonzero of doubles is slower
     hit = hit[op[hit] >= 0]
     over = np.bincount(op[hit], weights=main_bound[hit], minlength=n_inst)
     begins = np.flatnonzero(tl.kind[main] == S.OP_BEGIN) + main.start

@@ -16,6 +16,7 @@ the raw ones. GPU work keeps its durations and moves with the CPU time before it
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 from typing import Any
@@ -24,7 +25,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline, kinds_among
-from rlscope.blocks import BLOCK_ROWS, blocks
+from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted, take
 from rlscope.overhead.correct import flush_stall, module_calls, reference
 from rlscope.trace import schema as S
 from rlscope.trace.header import recorded_options
@@ -332,7 +333,7 @@ _KIND_OPENS[[S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGI
 
 def event_classes(tl: Timeline) -> np.ndarray:
     """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
-    cls = _KIND_CLASS[tl.kind]  # a lookup per row; the category rows (few) then read their category
+    cls = take(_KIND_CLASS, tl.kind)  # a lookup per row; the category rows (few) then read their category
     cat_rows = np.flatnonzero(cls == CostClass.CATEGORY)
     ident = tl.id[cat_rows]
     cls[cat_rows[ident == categories.BACKEND]] = CostClass.BACKEND
@@ -422,7 +423,11 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     upto = np.zeros(len(start), np.int64)
     bounds = tl.thread_starts()
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        upto += np.searchsorted(tl.ts[a:b][recorded[a:b]], start, side="left")
+        # the thread's rows before each start (sorted), and the recorded ones among them counted
+        # from one start's to the next: no copy of the recorded rows' times
+        edges = (np.searchsorted(tl.ts[a:b], start, side="left") + a).tolist()
+        counts = [np.count_nonzero(recorded[p:q]) for p, q in itertools.pairwise([a, *edges])]
+        upto += np.cumsum(np.array(counts, np.int64))
     converted = np.diff(np.concatenate([[0], upto]))
     return start, end, converted, cpu
 
@@ -600,12 +605,12 @@ def correct_timeline(
     cls = event_classes(tl)
     # a begin pays its outside half before its timestamp (the previous segment) and its inside half
     # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
-    code = np.add(cls, _KIND_OPENS[tl.kind] * np.int8(len(CLASS_NAMES)), dtype=np.int8)
+    code = np.add(cls, take(_KIND_OPENS, tl.kind) * np.int8(len(CLASS_NAMES)), dtype=np.int8)
     half_in, half_out = costs.inside / 2, costs.outside / 2
     before_of, after_of = np.concatenate([half_in, half_out]), np.concatenate([half_out, half_in])
     # the rows that pay something (a class without a cost, such as the torch ops' where the windows
     # measure them, pays nothing: millions of rows skipped, the sums below the same)
-    paying = ((before_of != 0) | (after_of != 0))[code]
+    paying = take((before_of != 0) | (after_of != 0), code)
     measured = measured_rows(tl, cls, costs)
     paying[measured] = True
     rows = np.flatnonzero(paying)
@@ -614,7 +619,7 @@ def correct_timeline(
     del code
     before, after = before_of[row_code], after_of[row_code]
     if len(measured):  # what these boundaries measured, plus the calibrated dispatch around it
-        at = np.searchsorted(rows, measured)
+        at = search_sorted(rows, measured)  # both sorted
         pre, post = S.unpack_cost(tl.cost.at(measured))
         d_in, d_out = costs.dispatch_inside[cls[measured]] / 2, costs.dispatch_outside[cls[measured]] / 2
         o = row_code[at] >= len(CLASS_NAMES)  # opens
