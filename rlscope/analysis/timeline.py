@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope import categories
-from rlscope.blocks import blocks, search_sorted
+from rlscope.blocks import blocks, search_sorted, take
 from rlscope.trace import schema as S
 from rlscope.trace.glue import Gaps
 from rlscope.trace.header import main_thread, session_span
@@ -147,11 +147,20 @@ _OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN, S.
 
 def kinds_among(kind: np.ndarray, kinds: tuple[int, ...]) -> np.ndarray:
     """Whether each timeline row's kind is one of ``kinds``: a comparison per kind on the one-byte
-    column (``np.isin`` over millions of rows took tens of ms a call, a few times these)."""
+    column (``np.isin`` over millions of rows took tens of ms a call, a few times these), or for
+    more kinds than ``_FEW_KINDS`` one lookup per row in a table of every byte (a pass per kind was
+    most of the time)."""
+    if len(kinds) > _FEW_KINDS and kind.dtype.itemsize == 1:
+        table = np.zeros(256, bool)  # a byte reads its entry, a negative one from the end
+        table[np.asarray(kinds)] = True
+        return take(table, kind)
     out = kind == kinds[0]
     for k in kinds[1:]:
         out |= kind == k
     return out
+
+
+_FEW_KINDS = 3
 
 
 def _dense_instances(
@@ -491,7 +500,7 @@ def build_timeline(
         col = {k: v[order] for k, v in col.items()}
         sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
     parents = sparse["parent"]
-    stack = _STACK[kind]
+    stack = take(_STACK, kind)
     scoped = (stack == 0) | (stack == 2)
     ident, inst_ids = _dense_instances(col["id"], scoped, parents.at(np.flatnonzero(scoped)))
     ident = narrow_ids(ident)

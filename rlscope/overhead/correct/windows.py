@@ -46,7 +46,7 @@ import numpy as np
 
 from rlscope import categories
 from rlscope.analysis.timeline import Timeline
-from rlscope.blocks import blocks
+from rlscope.blocks import blocks, take
 from rlscope.overhead.correct import pieces as P
 from rlscope.trace import schema as S
 
@@ -198,7 +198,7 @@ def toggled(tl: Timeline) -> dict[str, bool]:
     """
     got = tl.memo.get("toggled")
     if got is None:
-        light = mode_table(window_rows(tl)[1])[row_window(tl)] == S.WINDOW_LIGHT
+        light = take(mode_table(window_rows(tl)[1]), row_window(tl)) == S.WINDOW_LIGHT
         kinds = collector_kinds(tl)
         if not light.any():
             got = {k: False for k in kinds}
