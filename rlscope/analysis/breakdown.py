@@ -457,16 +457,22 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     for r in blocks(len(tl.ts)):
         d = np.subtract(tl.seg_end[r], tl.ts[r], out=block_d[: r.stop - r.start], casting="unsafe")
         rows, main = _counted_block(tl, groups, r, main_rows, d)
-        pair, d, cat = groups.row_pair[r][rows].astype(np.int64), d[rows], tl.cat[r][rows]
+        code, d, cat = groups.row_pair[r][rows].astype(np.int64), d[rows], tl.cat[r][rows]  # the pair
         if not isinstance(main, int):
             off_main = off_main or not main.all()
-        sums += np.bincount((pair * NCAT + cat) * 2 + main, weights=d, minlength=len(sums))
-        op = is_op[pair]
+        op = is_op[code]
+        code *= NCAT  # made the cell of (pair, category, main thread?) in place: no temporary per step
+        code += cat
+        code *= 2
+        code += main
+        sums += np.bincount(code, weights=d, minlength=len(sums))
         inst, cat = tl.op[r][rows][op], cat[op]
         if len(inst):  # a block's instances are few and near each other: a count over their range
-            cell = inst * NCAT + cat
+            cell = inst * NCAT
+            cell += cat
             lo = int(cell.min())
-            part = np.bincount(cell - lo, weights=d[op])
+            cell -= lo
+            part = np.bincount(cell, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
     return CountedSums(sums.reshape(n_pairs, NCAT, 2), off_main, inst_cat.reshape(n_inst, NCAT))
 
