@@ -198,6 +198,10 @@ def test_the_analysis_keeps_freed_memory_on_glibc():
 
     taken = keep_freed_memory()
     assert taken == (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+    if taken:  # and Arrow's buffers come from that heap
+        import pyarrow as pa
+
+        assert pa.default_memory_pool().backend_name == "system"
 
 
 WARM_CHECK = textwrap.dedent(

@@ -140,9 +140,13 @@ def process_piece(
     # the torch ops are the timeline's rows now, and nothing else reads their table: let go, it is the
     # largest one (millions of rows), and the analysis's peak memory comes after this
     proc = dataclasses.replace(proc, backend=None)
-    # and its memory given back now: Arrow's allocator keeps what is freed until it next allocates, by
-    # then past the analysis's peak (the analysis's own arrays come from another heap and cannot reuse it)
-    pa.default_memory_pool().release_unused()
+    # and its memory given back now where Arrow has an allocator of its own (mimalloc): it keeps what is
+    # freed until it next allocates, by then past the analysis's peak, and the analysis's arrays come
+    # from another heap. On the system allocator (rlscope/cli/heap.py, pool workers) the freed buffers
+    # are on that heap already and serve the arrays next: trimmed, they would be faulted in anew
+    pool = pa.default_memory_pool()
+    if pool.backend_name != "system":
+        pool.release_unused()
     raw, corrected = analyze_process_pair(proc, costs, joined, finish=whole_run.finisher(proc))
     timeline = part = None
     if proc.events.num_rows:

@@ -10,6 +10,9 @@ numpy's advice that large arrays use huge pages is turned off with it: where the
 memory on demand for advised regions (``transparent_hugepage/defrag`` ``madvise``, the usual
 default) each new huge page cost more system time than the fewer page faults saved, and with the
 heap reused most pages are touched fresh only once.
+
+Arrow's buffers (the trace as read) come from the same heap with it: under Arrow's own allocator
+(mimalloc) what the reading freed served Arrow alone, and the analysis's arrays took fresh pages.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def keep_freed_memory() -> bool:
     taken = bool(mallopt(_M_MMAP_THRESHOLD, _LARGE)) and bool(mallopt(_M_TRIM_THRESHOLD, _LARGE))
     if taken:
         _no_huge_pages()
+        _arrow_on_the_heap()
     return taken
 
 
@@ -46,3 +50,11 @@ def _no_huge_pages() -> None:
             return
         except (ImportError, AttributeError):
             continue
+
+
+def _arrow_on_the_heap() -> None:
+    """Arrow's buffers (the trace's columns as read) from the same heap: freed, they serve the
+    analysis's arrays, where Arrow's own allocator (mimalloc) kept them for Arrow alone."""
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
