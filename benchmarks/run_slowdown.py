@@ -20,7 +20,8 @@ its own loop, without the start-up (imports, CUDA's initialization) that a short
 of and a long one is not. The correction is checked against the plain runs: each profiled trace's
 corrected wall (``rlscope-analyze --json``) against its pair's plain span, as a percentage error
 (median over pairs: the pairs are adjacent in time, so a host whose speed drifts over minutes moves
-both alike). A Python program's plain span is timed where a session's is: from its
+both alike), and its raw wall the same way: a raw span shorter than the plain one says the two spans
+differ in more than rlscope's cost. A Python program's plain span is timed where a session's is: from its
 ``sitecustomize`` to its last ``atexit`` call (a probe on the plain run's PYTHONPATH that does
 nothing else), so that the interpreter's start-up and finalization, and whatever the program does
 after ``atexit`` (CUDA's teardown), are outside both; another program's span is its process wall.
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"plain {statistics.median(runs.plain):.2f} s ({_spread(runs.plain)}), {name}"
             f" {statistics.median(v.walls):.2f} s ({_spread(v.walls)}): slowdown"
             f" {r['slowdown_median']:.3f}x ({_spread(runs.ratios(name))}); corrected wall error"
-            f" {r['corrected_error_pct_median']:+.1f}% ({_spread(runs.errors(name))}); analysis"
+            f" {r['corrected_error_pct_median']:+.1f}% ({_spread(runs.errors(name))}), raw"
+            f" {r['raw_error_pct_median']:+.1f}% ({_spread(runs.errors(name, 'raw'))}); analysis"
             f" {statistics.median(v.analyze_s):.1f} s"
         )
         if r["train_slowdown_median"] is not None:
@@ -282,15 +284,22 @@ class Runs:
             return []
         return [b / a for a, b in zip(self.train_plain[:n], v.train[:n], strict=True)]
 
-    def errors(self, name: str) -> list[float]:
-        """Each corrected wall against its repetition's plain span, in %."""
+    def errors(self, name: str, walls: str = "corrected") -> list[float]:
+        """Each corrected wall (``walls="raw"``: each raw one) against its repetition's plain span, in %.
+
+        The raw one says what the spans hold before any correction: a session's raw span is its
+        program's time and rlscope's cost, so one shorter than the plain span means the two spans
+        differ in more than the cost (start-up moved out of the session, the host), and the
+        corrected error of that pair is not the correction's alone."""
         n = self._done(name)
         v = self.variants[name]
-        return [100 * (c - s) / s for c, s in zip(v.corrected[:n], self.spans[:n], strict=True)]
+        got = v.corrected if walls == "corrected" else v.raw
+        return [100 * (c - s) / s for c, s in zip(got[:n], self.spans[:n], strict=True)]
 
     def _figures(self, name: str) -> dict[str, Any]:
         v, n = self.variants[name], self._done(name)
         ratios, train, errors = self.ratios(name), self.train_ratios(name), self.errors(name)
+        raw_errors = self.errors(name, "raw")
         return {
             "rlscope_s": v.walls[:n],
             "slowdown_median": statistics.median(ratios),
@@ -302,6 +311,8 @@ class Runs:
             "corrected_wall_s": v.corrected[:n],
             "corrected_error_pct_median": statistics.median(errors),
             "corrected_error_pct_spread": [min(errors), max(errors)],
+            "raw_error_pct_median": statistics.median(raw_errors),
+            "raw_error_pct_spread": [min(raw_errors), max(raw_errors)],
             "analyze_s": v.analyze_s[:n],
         }
 

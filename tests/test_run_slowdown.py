@@ -47,6 +47,9 @@ def test_the_plain_span_is_timed_where_a_session_is(tmp_path):
     ]
     assert result["corrected_error_pct_median"] == statistics.median(expected)
     assert result["corrected_error_pct_spread"] == [min(expected), max(expected)]
+    raw = [100 * (r - s) / s for r, s in zip(result["raw_wall_s"], result["plain_span_s"], strict=True)]
+    assert result["raw_error_pct_median"] == statistics.median(raw)
+    assert result["raw_error_pct_spread"] == [min(raw), max(raw)]
     assert all(0 < c <= r for c, r in zip(result["corrected_wall_s"], result["raw_wall_s"], strict=True))
 
 
