@@ -193,12 +193,12 @@ class Block:
     bp_full: np.ndarray  # per step and backprop call: the same (False where no update)
 
 
-def in_detail(schedule: DetailSchedule, rel: np.ndarray) -> np.ndarray:
-    """``schedule.in_detail`` of each time in ``rel`` (ns since the run's origin), at once."""
-    out = rel < schedule.first
-    if schedule.every:
-        out |= rel % schedule.every < schedule.length
-    return out
+def _exits(starts: np.ndarray, st: Steps, up: np.ndarray) -> np.ndarray:
+    """The learner's top-level exits of the steps starting at ``starts`` (``up``: the update steps):
+    every inference's end, then every simulation's, then every backprop call's."""
+    return np.concatenate(
+        [starts + st.inf_end, starts + st.sim_end, (starts[up, None] + st.bp_end[up]).ravel()]
+    )
 
 
 class Loop:
@@ -229,9 +229,7 @@ class Loop:
         # exit): which calls began in a full window does not depend on how much longer any became
         s0 = t + np.cumsum(drawn.length) - drawn.length
         up = np.flatnonzero(drawn.update)
-        exit_t = np.concatenate(
-            [s0 + drawn.inf_end, s0 + drawn.sim_end, (s0[up, None] + drawn.bp_end[up]).ravel()]
-        )
+        exit_t = _exits(s0, drawn, up)
         exit_step = np.concatenate([np.arange(n), np.arange(n), np.repeat(up, BACKPROPS)])
         order = np.argsort(exit_t, kind="stable")
         cell = (exit_t[order] - RUN_START_NS) // WINDOW_NS
@@ -259,9 +257,7 @@ class Loop:
             inf_full, bp_full = now_inf, now_bp
         else:
             raise RuntimeError(f"block {block}: the recorded calls did not settle in {MAX_ROUNDS} rounds")
-        moved = np.concatenate(
-            [starts + st.inf_end, starts + st.sim_end, (starts[up, None] + st.bp_end[up]).ravel()]
-        )
+        moved = _exits(starts, st, up)  # the same exits, in the same order, where they moved
         k = int(np.searchsorted(starts, end))
         if not k:
             return None
@@ -277,7 +273,8 @@ class Loop:
     def _in_stretch(self, begin: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Whether calls from ``begin`` to ``end`` lie wholly in a detail stretch (a call the
         stretch's end cuts runs unrecorded: the collectors are off from the cut on)."""
-        return in_detail(self.schedule, begin - RUN_START_NS) & in_detail(self.schedule, end - RUN_START_NS)
+        sch = self.schedule
+        return sch.in_detail_each(begin - RUN_START_NS) & sch.in_detail_each(end - RUN_START_NS)
 
 
 def _lengthened(st: Steps, inf_full: np.ndarray, bp_full: np.ndarray) -> Steps:

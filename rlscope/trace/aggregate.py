@@ -247,9 +247,7 @@ class Aggregator:
             keep = np.ones(len(ts), bool)
         else:
             pos = self._position(ts)
-            keep = pos < sch.first
-            if sch.every:
-                keep |= (pos >= 0) & (pos % sch.every < sch.length)
+            keep = sch.in_detail_each(pos)
             if self._full is not None:
                 keep &= ~((ts >= self._full[0]) & (pos < self._full[1]))
         return keep & (ts < self.lost_ns)

@@ -26,8 +26,12 @@ import dataclasses
 import os
 import re
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from rlscope.errors import RLScopeError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ORIGIN_ENV = "RLSCOPE_RUN_START_NS"  # perf_counter_ns at the run's start (one clock per host)
 DEFAULT_SPEC = "60s,600s,10s"
@@ -113,6 +117,13 @@ class DetailSchedule:
         if t < self.first:
             return True
         return bool(self.every) and t % self.every < self.length
+
+    def in_detail_each(self, t: np.ndarray) -> np.ndarray:
+        """:meth:`in_detail` of every entry of ``t`` (an integer array) at once."""
+        out = t < self.first
+        if self.every:
+            out |= (t >= 0) & (t % self.every < self.length)
+        return out
 
     def next_change(self, t: int) -> int:
         """The first position after ``t`` at which ``in_detail`` changes (NEVER: none)."""
