@@ -1,0 +1,109 @@
+"""The analysis's row loops in C: one pass over a column where numpy makes several.
+
+Analysing a dense trace is dozens of numpy passes over timelines of millions of rows, most of them
+writing a fresh temporary the length of the timeline (and fresh pages cost about a second a GB on a
+virtual machine). A loop here does one such chain in one pass over the rows, writing only its result.
+
+Every ``*.c`` file in this folder is compiled together into one plain C library on first use, with
+``cc`` (no Python headers: it works on numpy's buffers through ctypes), and cached like the
+collectors' libraries (collectors/native_build.py), keyed by the sources and the compiler.
+
+Each loop keeps its numpy version, which runs where no library can be built or loaded, or with
+``RLSCOPE_NATIVE_ANALYSIS=0``; the tests check that the two give the same bits. To that end the C
+code adds floats in numpy's order (one after another, as ``np.add.at`` and ``np.cumsum`` do) and is
+built without fast-math or contracted multiply-adds, so a figure does not depend on the path taken.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlscope.collectors import native_build
+
+ENV = "RLSCOPE_NATIVE_ANALYSIS"
+ABI = 1  # abi.c's: raised with any change of a function's arguments
+SOURCES = Path(__file__).parent
+
+# argument types: arrays (C-contiguous, of this dtype; ctypes checks both at each call) and scalars
+F64 = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
+I64 = np.ctypeslib.ndpointer(np.int64, flags="C_CONTIGUOUS")
+I32 = np.ctypeslib.ndpointer(np.int32, flags="C_CONTIGUOUS")
+I16 = np.ctypeslib.ndpointer(np.int16, flags="C_CONTIGUOUS")
+I8 = np.ctypeslib.ndpointer(np.int8, flags="C_CONTIGUOUS")
+U8 = np.ctypeslib.ndpointer(np.uint8, flags="C_CONTIGUOUS")
+BOOL = np.ctypeslib.ndpointer(np.bool_, flags="C_CONTIGUOUS")  # one byte, 0 or 1: a C ``uint8_t``
+N = ctypes.c_int64
+DOUBLE = ctypes.c_double
+
+_lib: Any = None
+_failed: str | None = None  # why there is no library (asked once per process)
+_functions: dict[str, Callable[..., Any]] = {}
+
+
+def wanted() -> bool:
+    """Whether the C loops are asked for (``RLSCOPE_NATIVE_ANALYSIS=0`` says no)."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def build() -> Path:
+    """Compile (once, cached) and return the library's path; :class:`native_build.BuildError` when
+    it cannot be built here."""
+    cc = native_build.find_compiler("cc", "gcc")
+    if cc is None:
+        raise native_build.BuildError("no C compiler (cc)")
+    sources = sorted(SOURCES.glob("*.c"))
+    key = native_build.cache_key(*(p.read_bytes() for p in sources), cc)
+    out = native_build.build_dir() / f"analysis_native-{key}.so"
+
+    def command(tmp: str) -> list[str]:
+        # -ffp-contract=off: no fused multiply-adds, whose rounding differs from numpy's two steps
+        flags = ["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-fast-math"]
+        return [str(cc), *flags, *map(str, sources), "-o", tmp]
+
+    return native_build.build(out, command, "the analysis's C loops", timeout_s=120)
+
+
+def library() -> Any:
+    """The loaded library, or None (no compiler, a failed build or load, or not wanted)."""
+    global _lib, _failed
+    if _lib is not None or _failed is not None:
+        return _lib
+    if not wanted():
+        return None
+    try:
+        lib = ctypes.CDLL(str(build()))
+        lib.analysis_native_abi.restype = ctypes.c_int64
+        if lib.analysis_native_abi() != ABI:
+            raise OSError("the analysis's C loops: version mismatch with their Python side")
+        _lib = lib
+    except (native_build.BuildError, OSError, AttributeError) as e:
+        _failed = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return _lib
+
+
+def unavailable() -> str | None:
+    """Why the numpy loops run (None: the C ones do)."""
+    if not wanted():
+        return f"{ENV}=0"
+    return None if library() is not None else _failed
+
+
+def function(name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
+    """The C function ``name`` taking ``argtypes``, or None when the numpy loops run instead."""
+    if not wanted():
+        return None
+    fn = _functions.get(name)
+    if fn is None:
+        lib = library()
+        if lib is None:
+            return None
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = list(argtypes), restype
+        _functions[name] = fn
+    return fn

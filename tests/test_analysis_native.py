@@ -1,0 +1,50 @@
+"""The analysis's C loops (rlscope/analysis/native): built, loaded, refused and switched off.
+
+What each loop computes is checked against its numpy version in the tests of the module that uses
+it; here, only the library's life: where it cannot be had, the numpy loops run and nothing fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rlscope.analysis import native
+
+
+@pytest.fixture
+def fresh(monkeypatch, tmp_path):
+    """A process that has not loaded the library yet, with its own empty build cache."""
+    monkeypatch.setenv("RLSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_failed", None)
+    monkeypatch.setattr(native, "_functions", {})
+
+
+def test_the_library_builds_and_its_functions_are_found(fresh):
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    assert native.unavailable() is None
+    abi = native.function("analysis_native_abi", restype=native.N)
+    assert abi is not None and abi() == native.ABI
+    assert list((native.native_build.build_dir()).glob("analysis_native-*.so"))
+
+
+def test_switched_off_the_numpy_loops_run(fresh, monkeypatch):
+    monkeypatch.setenv(native.ENV, "0")
+    assert native.function("analysis_native_abi", restype=native.N) is None
+    assert native.unavailable() == f"{native.ENV}=0"
+
+
+def test_without_a_compiler_the_numpy_loops_run(fresh, monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    assert native.function("analysis_native_abi", restype=native.N) is None
+    assert native.unavailable() == "no C compiler (cc)"
+
+
+def test_a_library_of_another_version_is_not_called(fresh, monkeypatch):
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "ABI", native.ABI + 1)
+    assert native.function("analysis_native_abi", restype=native.N) is None
+    assert "version mismatch" in native.unavailable()
