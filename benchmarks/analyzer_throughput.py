@@ -1,11 +1,19 @@
 """Analyzer throughput: events per second from trace files to the breakdown table, on one core.
 
     python benchmarks/analyzer_throughput.py [--events 10000000] [--shared-ops] [--json FILE]
+    python benchmarks/analyzer_throughput.py --trace DIR | --record SECONDS [--reps 5] [--json FILE]
 
-Writes a synthetic trace of realistic shape (nested operations, simulator and backend categories,
-two threads, record batches of 100k rows like a 1 s flush of a busy process), then times
-``rlscope.analysis.analyze`` end to end (load, timelines, breakdown, summary, intervals and kernel
-tables; raw figures; best of 3).
+Synthetic (the default): writes a trace of realistic shape (nested operations, simulator and
+backend categories, two threads, record batches of 100k rows like a 1 s flush of a busy process),
+then times ``rlscope.analysis.analyze`` end to end (load, timelines, breakdown, summary, intervals
+and kernel tables; raw figures; best of 3).
+
+Real (``--trace``, or ``--record`` to first record the bundled PPO without scopes under ``rlscope
+run --detail all`` for that many seconds): ``rlscope-analyze DIR --detail-budget all`` as a user
+runs it (every row analysed, corrected), in a process of its own, its user+system seconds and peak
+RSS (``wait4``), with the analysis's C loops and with their numpy versions
+(``RLSCOPE_NATIVE_ANALYSIS=0``), interleaved; the rate is the trace's rows (every Arrow file's)
+over user+system seconds. The two paths' JSON must be identical (exit 1 otherwise).
 """
 
 from __future__ import annotations
@@ -13,6 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -108,7 +119,66 @@ def write_synthetic(path: Path, n_events: int, batch: int = 100_000, shared_ops:
     )
     with pa.OSFile(str(proc / S.NAMES_FILE), "wb") as f, pa.ipc.new_stream(f, names.schema) as w:
         w.write_table(names)
-    return n + 2
+    return n + len(head["ts_ns"]) + len(tail["ts_ns"])
+
+
+PATHS = {"native": "1", "numpy": "0"}  # RLSCOPE_NATIVE_ANALYSIS of each path
+
+
+def trace_rows(trace: Path) -> int:
+    """Rows in every Arrow file of ``trace`` (events, backend ops, aggregates, stacks, ...)."""
+    rows = 0
+    for path in sorted(trace.rglob("*.arrows")):
+        with pa.OSFile(str(path)) as f:
+            rows += sum(batch.num_rows for batch in pa.ipc.open_stream(f))
+    return rows
+
+
+def record(seconds: float, trace: Path) -> None:
+    """The bundled PPO without scopes under ``rlscope run --detail all`` for ``seconds``."""
+    cmd = [sys.executable, "-m", "rlscope.cli.main", "run", "--detail", "all", "--no-analyze",
+           "--trace-dir", str(trace), "--", sys.executable, "-m", "rlscope.workloads.ppo_cartpole",
+           "--no-scopes", "--quiet", "--eval-episodes", "0", "--total-timesteps", str(10**9),
+           "--time-limit", str(seconds)]  # fmt: skip
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def analyze_once(trace: Path, out: Path, native: str) -> tuple[float, float]:
+    """(user+system seconds, peak RSS MB) of one ``rlscope-analyze`` of ``trace`` in its own process."""
+    env = dict(os.environ, RLSCOPE_NATIVE_ANALYSIS=native)
+    cmd = [sys.executable, "-m", "rlscope.cli.analyze", str(trace), "--detail-budget", "all", "-q",
+           "--json", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"rlscope-analyze {trace} exited {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def real(trace: Path, reps: int, work: Path) -> dict:
+    """Each path ``reps`` times, interleaved (the order alternates), and whether their JSON agree."""
+    rows = trace_rows(trace)
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in PATHS}
+    for rep in range(reps):
+        for name in list(PATHS)[:: 1 if rep % 2 == 0 else -1]:
+            got[name].append(analyze_once(trace, work / f"{name}.json", PATHS[name]))
+    same = (work / "native.json").read_bytes() == (work / "numpy.json").read_bytes()
+    out: dict = {"rows": rows, "reps": reps, "same_json": same}
+    for name, runs in got.items():
+        cpu = [c for c, _ in runs]
+        med = statistics.median(cpu)
+        out[name] = {
+            "cpu_s_median": med,
+            "cpu_s_range": [min(cpu), max(cpu)],
+            "rows_per_s": rows / med,
+            "peak_rss_mb": statistics.median(m for _, m in runs),
+        }
+        print(f"{name:>6}: {med:.2f} s ({min(cpu):.2f}-{max(cpu):.2f}) user+sys, "
+              f"{rows / med / 1e6:.2f} M rows/s, peak {out[name]['peak_rss_mb']:.0f} MB")  # fmt: skip
+    out["native_over_numpy"] = out["native"]["cpu_s_median"] / out["numpy"]["cpu_s_median"]
+    print(f"{rows:,} rows; native/numpy {out['native_over_numpy']:.2f}x; same JSON: {same}")
+    return out
 
 
 def main() -> None:
@@ -116,7 +186,25 @@ def main() -> None:
     p.add_argument("--events", type=int, default=10_000_000)
     p.add_argument("--shared-ops", action="store_true", help="second thread runs the same operations")
     p.add_argument("--json", default=None, metavar="FILE", help="write events, best_s and events_per_s here")
+    p.add_argument("--trace", default=None, metavar="DIR", help="time rlscope-analyze on this real trace")
+    p.add_argument(
+        "--record",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="record the bundled PPO for this long, then time its analysis as --trace",
+    )
+    p.add_argument("--reps", type=int, default=5, help="runs of each path (--trace, --record)")
     args = p.parse_args()
+    if args.trace or args.record:
+        with tempfile.TemporaryDirectory() as d:
+            trace = Path(args.trace) if args.trace else Path(d) / "trace"
+            if not args.trace:
+                record(args.record, trace)
+            result = real(trace, args.reps, Path(d))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        raise SystemExit(0 if result["same_json"] else 1)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
