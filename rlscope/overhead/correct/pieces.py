@@ -21,11 +21,13 @@ anchors it starts and ends at; pieces of one class are alike, as an operation's 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import BLOCK_ROWS
 from rlscope.keys import factorize_rows
@@ -46,6 +48,24 @@ ANCHOR_KINDS = (
 )
 # categories whose rows only full windows record: they cut no piece
 FULL_ONLY_CATEGORIES = (categories.BACKEND, categories.CUDA_API)
+# the ctypes argument type of each integer column type that windows.c's typed functions are made for
+_TYPED = {np.dtype(np.int16): native.I16, np.dtype(np.int32): native.I32, np.dtype(np.int64): native.I64}
+
+
+def native_for(
+    name: str, column: np.ndarray, *argtypes: Any, restype: Any = None
+) -> Callable[..., Any] | None:
+    """windows.c's function ``name`` made for ``column``'s integer type (an argument type None in
+    ``argtypes`` stands for that column's), or None where the numpy loops run: the timeline narrows
+    its id columns to the trace's values, and the C is written for each width rather than the column
+    copied to one."""
+    typed = _TYPED.get(column.dtype)
+    if typed is None:
+        return None
+    suffix = f"i{8 * column.dtype.itemsize}"
+    return native.function(
+        f"{name}_{suffix}", *(typed if a is None else a for a in argtypes), restype=restype
+    )
 
 
 @dataclasses.dataclass
@@ -103,6 +123,28 @@ def _signature(tl: Timeline, rows: np.ndarray) -> np.ndarray:
     return kind.astype(np.int64) * (1 << 32) + what
 
 
+def _piece_starts(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where the pieces of rows of ``kind`` (the main thread's) and ``ids`` begin: the first row and
+    each anchor (ANCHOR_KINDS, but for the FULL_ONLY_CATEGORIES' rows)."""
+    types = (native.N, native.I8, None, native.U8, native.U8, native.N, native.I64, native.N, native.I64)
+    fn = native_for("windows_piece_starts", ids, *types, restype=native.N)
+    if fn is None or kind.dtype != np.int8:
+        anchor = kinds_among(kind, ANCHOR_KINDS)
+        cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
+        anchor[cat_rows[np.isin(ids[cat_rows], FULL_ONLY_CATEGORIES)]] = False
+        anchor[0] = True
+        return np.flatnonzero(anchor)
+    # tables of every byte (a negative kind reads its entry from the end, as kinds_among's)
+    anchor, category = np.zeros(256, np.uint8), np.zeros(256, np.uint8)
+    anchor[np.asarray(ANCHOR_KINDS)] = 1
+    category[[S.CAT_BEGIN, S.CAT_END]] = 1
+    full_only = np.asarray(FULL_ONLY_CATEGORIES, np.int64)
+    args = (len(kind), kind, ids, anchor, category, len(full_only), full_only)
+    out = np.empty(fn(*args, 0, np.empty(0, np.int64)), np.int64)  # counted, then written
+    fn(*args, len(out), out)
+    return out
+
+
 def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     """Cut the main thread's rows of ``tl`` into pieces; ``raw``: the same rows before correction,
     whose clock the window switches were made on."""
@@ -111,12 +153,7 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     if main.stop == main.start:
         empty = np.zeros(0, np.int64)
         return Pieces(n, main, np.zeros(1, np.int64), empty, empty, empty, empty)
-    kind = tl.kind[main]
-    anchor = kinds_among(kind, ANCHOR_KINDS)
-    cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
-    anchor[cat_rows[np.isin(tl.id[main.start + cat_rows], FULL_ONLY_CATEGORIES)]] = False
-    anchor[0] = True
-    bounds = np.append(np.flatnonzero(anchor), len(kind))
+    bounds = np.append(_piece_starts(tl.kind[main], tl.id[main]), main.stop - main.start)
     first, last = main.start + bounds[:-1], main.start + bounds[1:] - 1
     names = np.append(tl.inst_name, -1)
     owner = names[tl.op[first]]
