@@ -278,3 +278,35 @@ def test_the_whole_estimate_is_the_same(monkeypatch, tmp_path, penalty):
     assert c.cost_per_event_ns is not None
     if penalty:
         assert any("after_switch_removed_ns" in e for e in c.per_op.values())
+
+
+@pytest.mark.parametrize("sizes", [[1], [2, 1, 17, 16, 3], [500, 2000, 33, 1], [0], [40_000]])
+def test_group_medians(monkeypatch, sizes):
+    """Medians of windows of every size (a sort's small and large paths), with ties, -0.0 beside 0.0
+    (the stable order decides which is the median), and infinities."""
+    rng = np.random.default_rng(sum(sizes))
+    n = sum(sizes)
+    v = np.round(rng.exponential(50.0, n)) / 4.0  # many ties
+    v[rng.random(n) < 0.05] = 0.0
+    v[rng.random(n) < 0.05] = -0.0
+    v[rng.random(n) < 0.01] = np.inf
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if n else np.zeros(0, np.int64)
+    count = np.diff(np.r_[starts, n]).astype(np.int64)
+    c, n_ = both(monkeypatch, lambda: W._group_medians(g, v, starts, count))
+    assert same(c, n_)
+    mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], n)
+    group = rng.integers(0, 40, n)  # in no order: window_medians sorts them
+    assert same(*both(monkeypatch, lambda: W.window_medians(group, mode, v)))
+
+
+def test_group_medians_of_signed_zeros(monkeypatch):
+    """Windows of mostly zeros of both signs: which one is the median is the sort's order of ties."""
+    rng = np.random.default_rng(7)
+    count = rng.integers(1, 60, 400)
+    n = int(count.sum())
+    v = rng.choice([0.0, -0.0, -0.0, 1.0], n)
+    starts = (np.cumsum(count) - count).astype(np.int64)
+    g = np.repeat(np.arange(len(count)), count)
+    c, n_ = both(monkeypatch, lambda: W._group_medians(g, v, starts, count.astype(np.int64)))
+    assert same(c, n_) and np.signbit(c).any() and not np.signbit(c).all()

@@ -193,3 +193,32 @@ void windows_set_piece_factors(int64_t n_chosen, const int64_t *chosen, const in
 PIECE_STARTS(int16_t, i16)
 PIECE_STARTS(int32_t, i32)
 PIECE_STARTS(int64_t, i64)
+
+/* Sorts a[0..n) in place, stably: of values that compare equal (0.0 and -0.0) the first stays
+ * first, as in numpy's stable sorts. ``tmp``: room for n / 2 + 1 values. */
+static void stable_sort(double *a, double *tmp, int64_t n) {
+    if (n <= 16) {
+        for (int64_t i = 1; i < n; i++) {
+            double x = a[i];
+            int64_t j = i;
+            for (; j > 0 && x < a[j - 1]; j--) a[j] = a[j - 1];
+            a[j] = x;
+        }
+        return;
+    }
+    int64_t m = n / 2;
+    stable_sort(a, tmp, m);
+    stable_sort(a + m, tmp, n - m);
+    for (int64_t i = 0; i < m; i++) tmp[i] = a[i];
+    int64_t i = 0, j = m, k = 0;
+    while (i < m && j < n) a[k++] = a[j] < tmp[i] ? a[j++] : tmp[i++];
+    while (i < m) a[k++] = tmp[i++];
+}
+
+/* Sorts the values of each group in place: group k is v[starts[k] .. starts[k] + count[k]).
+ * ``tmp``: room for half the largest group and one. Mirrors _group_medians' v[np.lexsort((v, g))]
+ * (g sorted: one run per group), whose ties keep their order too. */
+void windows_sort_groups(int64_t n_groups, const int64_t *starts, const int64_t *count, double *v,
+                         double *tmp) {
+    for (int64_t k = 0; k < n_groups; k++) stable_sort(v + starts[k], tmp, count[k]);
+}
