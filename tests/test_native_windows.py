@@ -200,8 +200,9 @@ def test_live_from_and_full_rows(monkeypatch, case, int32_windows):
 @pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
 def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype):
     rng = np.random.default_rng(30 + case)
-    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
-    c, n = both(monkeypatch, lambda: P.pieces(tl, tl))
+    tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
+    raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
+    c, n = both(monkeypatch, lambda: P.pieces(tl, raw))
     assert all(same(getattr(c, f.name), getattr(n, f.name)) for f in dataclasses.fields(P.Pieces))
     if c.main.stop == c.main.start:
         return
@@ -310,3 +311,21 @@ def test_group_medians_of_signed_zeros(monkeypatch):
     g = np.repeat(np.arange(len(count)), count)
     c, n_ = both(monkeypatch, lambda: W._group_medians(g, v, starts, count.astype(np.int64)))
     assert same(c, n_) and np.signbit(c).any() and not np.signbit(c).all()
+
+
+@pytest.mark.parametrize("n_win", [0, 1, 2, 50])
+def test_placed(monkeypatch, n_win):
+    """Instances and pieces placed among the switches: at them, between them, before and after all,
+    in windows whose collectors went live late or never."""
+    rng = np.random.default_rng(n_win)
+    win_ts = np.sort(rng.integers(0, 1000, n_win)).astype(np.int64)
+    win_ts[1::7] = win_ts[::7][: len(win_ts[1::7])]  # switches at one time
+    win_mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], n_win).astype(np.int32)
+    live = np.r_[0, win_ts] + rng.integers(0, 30, n_win + 1)
+    live[rng.random(n_win + 1) < 0.2] = np.iinfo(np.int64).max
+    start = np.concatenate([rng.integers(-10, 1010, 3000), win_ts, live[live < 2000]]).astype(np.int64)
+    end = start + rng.integers(0, 60, len(start))
+    end[: len(win_ts)] = win_ts
+    c, n = both(monkeypatch, lambda: W._placed(win_ts, win_mode, live, start, end))
+    assert same(c, n)
+    assert (c[0].any() and (~c[0]).any()) or n_win == 0

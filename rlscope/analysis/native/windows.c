@@ -222,3 +222,70 @@ void windows_sort_groups(int64_t n_groups, const int64_t *starts, const int64_t 
                          double *tmp) {
     for (int64_t k = 0; k < n_groups; k++) stable_sort(v + starts[k], tmp, count[k]);
 }
+
+/* Per piece p (its rows: first + bounds[p] to first + bounds[p + 1]), from its first row r and its
+ * last one: owner[p] = inst_name[op[r]] (-1 outside every instance); sig[p] = kind * 2^32 + what it
+ * names (for a kind in ``named``, the name of instance id[r] where there is one; for a kind in
+ * ``category``, id[r]; else 0); start[p] = ts[r]; end[p] = seg_end[last row]. Mirrors pieces()'
+ * gathers and _signature's numpy passes over the pieces' first rows. */
+#define PIECE_COLUMNS(T, SUFFIX)                                                                       \
+    void windows_piece_columns_##SUFFIX(                                                               \
+        int64_t n_pieces, const int64_t *bounds, int64_t first, const T *op, const int8_t *kind,      \
+        const T *id, const int64_t *inst_name, int64_t n_inst, const int64_t *ts,                     \
+        const int64_t *seg_end, const uint8_t *named, const uint8_t *category, int64_t *owner,         \
+        int64_t *sig, int64_t *start, int64_t *end) {                                                  \
+        for (int64_t p = 0; p < n_pieces; p++) {                                                       \
+            int64_t r = first + bounds[p], o = (int64_t)op[r], i = (int64_t)id[r];                     \
+            int8_t k = kind[r];                                                                        \
+            int64_t what = 0;                                                                          \
+            if (named[(uint8_t)k] && i >= 0 && i < n_inst)                                             \
+                what = inst_name[i];                                                                   \
+            else if (category[(uint8_t)k])                                                             \
+                what = i;                                                                              \
+            owner[p] = o >= 0 ? inst_name[o] : -1;                                                     \
+            sig[p] = (int64_t)k * ((int64_t)1 << 32) + what;                                           \
+            start[p] = ts[r];                                                                          \
+            end[p] = seg_end[first + bounds[p + 1] - 1];                                               \
+        }                                                                                              \
+    }
+PIECE_COLUMNS(int16_t, i16)
+PIECE_COLUMNS(int32_t, i32)
+PIECE_COLUMNS(int64_t, i64)
+
+/* np.searchsorted(a, t, side="right") and side="left" over a sorted a[0..n). */
+static inline int64_t search_right(const int64_t *a, int64_t n, int64_t t) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static inline int64_t search_left(const int64_t *a, int64_t n, int64_t t) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Per interval i (start[i], end[i]: an instance's or a piece's), with w = the switches (win_ts) at or
+ * before its start: whether no switch falls inside it (whole[i], w == the switches before its end),
+ * its mode (full where mode_of[w], the window's, is ``full`` and its collectors were live by then,
+ * start >= live[w]; else ``light``) and its group, 2 w + (mode == full). Mirrors the searchsorted
+ * calls and _effective_mode of estimate and piece_estimates (_placed). */
+void windows_place(int64_t n, const int64_t *start, const int64_t *end, int64_t n_win, const int64_t *win_ts,
+                   const int64_t *mode_of, const int64_t *live, int64_t full, int64_t light, uint8_t *whole,
+                   int64_t *mode, int64_t *group) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t w = search_right(win_ts, n_win, start[i]);
+        int64_t m = mode_of[w] == full && start[i] >= live[w] ? full : light;
+        whole[i] = w == search_left(win_ts, n_win, end[i]);
+        mode[i] = m;
+        group[i] = 2 * w + (m == full);
+    }
+}

@@ -193,6 +193,24 @@ def _effective_mode(win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, 
     return np.where((mode == S.WINDOW_FULL) & (t >= live[wi]), S.WINDOW_FULL, S.WINDOW_LIGHT)
 
 
+def _placed(
+    win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per interval from ``start`` to ``end`` (an instance, a piece): (whether it lies wholly in one
+    window, its :func:`_effective_mode`, its group: 2 x the window + 1 where full)."""
+    types = (native.N, native.I64, native.I64, native.N, *[native.I64] * 3, native.N, native.N)
+    fn = native.function("windows_place", *types, native.BOOL, native.I64, native.I64)
+    if fn is None or not (start.dtype == end.dtype == win_ts.dtype == np.int64):
+        win = np.searchsorted(win_ts, start, side="right")
+        mode = _effective_mode(win_ts, win_mode, live, start)
+        return win == np.searchsorted(win_ts, end, side="left"), mode, 2 * win + (mode == S.WINDOW_FULL)
+    n = len(start)
+    whole, mode, group = np.empty(n, bool), np.empty(n, np.int64), np.empty(n, np.int64)
+    mode_of = mode_table(win_mode).astype(np.int64)  # per window
+    fn(n, start, end, len(win_ts), win_ts, mode_of, live, S.WINDOW_FULL, S.WINDOW_LIGHT, whole, mode, group)
+    return whole, mode, group
+
+
 def collector_kinds(tl: Timeline) -> dict[str, np.ndarray]:
     """Per expensive collector, the rows that open one of its intervals (a torch op, a CUDA API call)."""
     backend_cat = (tl.kind == S.CAT_BEGIN) & (tl.id == categories.BACKEND)
@@ -260,8 +278,7 @@ def estimate(
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
-    whole = np.searchsorted(win_ts, b_ts, side="right") == np.searchsorted(win_ts, e_ts, side="left")
-    mode = _effective_mode(win_ts, win_mode, live, b_ts)
+    whole, mode, group = _placed(win_ts, win_mode, live, b_ts, e_ts)
     name = tl.inst_name[inst]
     inst_phase = np.append(tl.inst_name, -1)[tl.phase[begins]]
 
@@ -285,7 +302,6 @@ def estimate(
     }
 
     # operations measured by their own windows: each full window against its light neighbours
-    group = 2 * np.searchsorted(win_ts, b_ts, side="right") + (mode == S.WINDOW_FULL)
     num = den = num_u = den_u = var = var_u = 0.0  # var: the removals' variances (ns^2)
     for key, e in per_op.items():
         if key == UNANNOTATED_ID:
@@ -665,10 +681,7 @@ def piece_estimates(
     ptime, pfull_time, pfull_events = _piece_sums(
         pc, np.flatnonzero(np.isin(pc.owner, keys)), dur, coll, full_row
     )
-    win = np.searchsorted(win_ts, pc.start_ns, side="right")
-    whole = win == np.searchsorted(win_ts, pc.end_ns, side="left")
-    mode = _effective_mode(win_ts, win_mode, live, pc.start_ns)
-    group = 2 * win + (mode == S.WINDOW_FULL)
+    whole, mode, group = _placed(win_ts, win_mode, live, pc.start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
     out: dict[int, PieceEstimate] = {}
     for key in keys:
