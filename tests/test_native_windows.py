@@ -329,3 +329,17 @@ def test_placed(monkeypatch, n_win):
     c, n = both(monkeypatch, lambda: W._placed(win_ts, win_mode, live, start, end))
     assert same(c, n)
     assert (c[0].any() and (~c[0]).any()) or n_win == 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5000, 300_000])
+def test_classes(monkeypatch, n):
+    """Ranks of (owner, signature, next signature) triples: few distinct ones among many, of values
+    negative, near the int64 limits and far apart (the hashed path of factorize_rows)."""
+    rng = np.random.default_rng(n)
+    values = np.array([-1, 0, 3, -(2**40), 2**62, -(2**63), 2**63 - 1, 5 << 32, (6 << 32) + 7], np.int64)
+    owner, sig = rng.choice(values[:4], n), rng.choice(values, n)
+    after = np.r_[sig[1:], -1][:n]
+    c, n_ = both(monkeypatch, lambda: P._classes(owner, sig, after))
+    assert same(c, n_)
+    if n > 1000:
+        assert c.max() == 4 * 9 * 9 - 1  # every triple seen

@@ -289,3 +289,39 @@ void windows_place(int64_t n, const int64_t *start, const int64_t *end, int64_t 
         group[i] = 2 * w + (m == full);
     }
 }
+
+/* One more value into a hash. */
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 29);
+}
+
+/* The dense id of each distinct (a[i], b[i], c[i]) in order of first appearance: id[i], and rep[k] =
+ * the first i of id k; returns the number of ids. ``slot``: a hash table of ``n_slots`` entries (a
+ * power of two over n), each -1 on entry. The ids, ranked by their triples, are pieces()'
+ * factorize_rows(np.stack([a, b, c])) classes (pieces.py sorts the few distinct triples). */
+int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, const int64_t *c,
+                                 int64_t n_slots, int64_t *slot, int64_t *id, int64_t *rep) {
+    int64_t count = 0;
+    uint64_t mask = (uint64_t)n_slots - 1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t s = mix(mix(mix(0, (uint64_t)a[i]), (uint64_t)b[i]), (uint64_t)c[i]) & mask;
+        for (;; s = (s + 1) & mask) {
+            int64_t k = slot[s];
+            if (k < 0) {
+                slot[s] = count;
+                rep[count] = i;
+                id[i] = count++;
+                break;
+            }
+            int64_t j = rep[k];
+            if (a[j] == a[i] && b[j] == b[i] && c[j] == c[i]) {
+                id[i] = k;
+                break;
+            }
+        }
+    }
+    return count;
+}

@@ -156,8 +156,24 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     bounds = np.append(_piece_starts(tl.kind[main], tl.id[main]), main.stop - main.start)
     owner, sig, start_ns, end_ns = _piece_columns(tl, raw, main, bounds)
     after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
-    _, klass = factorize_rows(np.stack([owner, sig, after]))
-    return Pieces(n, main, bounds, owner, klass, start_ns, end_ns)
+    return Pieces(n, main, bounds, owner, _classes(owner, sig, after), start_ns, end_ns)
+
+
+def _classes(owner: np.ndarray, sig: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per piece, the rank of its (owner, sig, after) among the distinct ones in lexicographic order
+    (``np.unique(axis=1)``'s). In C the distinct ones are found by hashing, in one pass, and only
+    they (a few dozen of hundreds of thousands of pieces) are sorted."""
+    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.I64)
+    fn = native.function("windows_distinct_triples", *types, restype=native.N)
+    if fn is None:
+        return factorize_rows(np.stack([owner, sig, after]))[1]
+    n = len(owner)
+    slot = np.full(1 << max(2 * n - 1, 1).bit_length(), -1, np.int64)  # a power of two over 2n
+    ids, rep = np.empty(n, np.int64), np.empty(n, np.int64)
+    rep = rep[: fn(n, owner, sig, after, len(slot), slot, ids, rep)]
+    rank = np.empty(len(rep), np.int64)
+    rank[np.lexsort((after[rep], sig[rep], owner[rep]))] = np.arange(len(rep))
+    return rank[ids]
 
 
 def _piece_columns(
