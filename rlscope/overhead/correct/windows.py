@@ -683,6 +683,13 @@ def piece_estimates(
     )
     whole, mode, group = _placed(win_ts, win_mode, live, pc.start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
+    # each class's pieces in order, from one sort (a radix sort of 16-bit ids where they fit): a
+    # comparison over every piece per class was most of the loop below; a class has one owner
+    n_class = int(pc.klass.max(initial=-1)) + 1
+    by_class = np.argsort(pc.klass.astype(np.int16) if n_class < _I16 else pc.klass, kind="stable")
+    edges = np.r_[0, np.cumsum(np.bincount(pc.klass, minlength=n_class))]
+    class_owner = np.empty(n_class, pc.owner.dtype)
+    class_owner[pc.klass] = pc.owner
     out: dict[int, PieceEstimate] = {}
     for key in keys:
         removed = var = time = 0.0
@@ -690,21 +697,23 @@ def piece_estimates(
         counts = {"windows": 0, "unpaired": 0, "not compared": 0}
         piece_factor = np.ones(npc)
         compared = np.zeros(npc, bool)
-        for c in np.unique(pc.klass[pc.owner == key]).tolist():
-            mine = pc.klass == c
+        for c in np.flatnonzero(class_owner == key).tolist():
+            mine = by_class[edges[c] : edges[c + 1]]  # its pieces, ascending
             c_full_time = float(pfull_time[mine].sum())
             if c_full_time <= 0 or not pfull_events[mine].any():
                 continue
-            sel = np.flatnonzero(mine & whole)
+            sel = mine[whole[mine]]
             v, m, g = ptime[sel], mode[sel], group[sel]
             n_full, n_light = int(is_full[sel].sum()), int((~is_full[sel]).sum())
             full_g, full_med, refs = paired_windows(g, m, v)
-            full_groups = group[np.flatnonzero(mine & is_full)]
+            full_groups = group[mine[is_full[mine]]]
             if len(full_g) >= MIN_PAIRS and min(n_full, n_light) >= min_instances:
                 got, sigma = paired_excess(full_med, refs, full_g, full_groups, c_full_time)
                 counts["windows"] += 1
             elif min(n_full, n_light) >= min_instances:
-                warm = warm_instances(sel, mine, pc.start_ns, is_full[sel])
+                named = np.zeros(npc, bool)
+                named[mine] = True
+                warm = warm_instances(sel, named, pc.start_ns, is_full[sel])
                 got, sigma = unpaired_excess(v[warm], g[warm], m[warm], len(full_groups), c_full_time)
                 counts["unpaired"] += 1
             else:
@@ -715,7 +724,7 @@ def piece_estimates(
             time += c_full_time
             events += int(pfull_events[mine].sum())
             piece_factor[mine] = 1.0 - got / c_full_time
-            compared |= mine
+            compared[mine] = True
         if counts["windows"] + counts["unpaired"] == 0:
             continue
         out[key] = PieceEstimate(
