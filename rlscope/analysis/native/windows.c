@@ -1,8 +1,9 @@
-/* The window estimate's row loops (rlscope/overhead/correct/windows.py and pieces.py).
+/* The window estimate's loops (rlscope/overhead/correct/windows.py and pieces.py).
  *
- * Each function mirrors a chain of numpy passes over every row of a timeline, done here in one pass
- * that writes only its results. Floats are added one after another in row order, as np.add.at and
- * np.bincount(weights=) add them, so the sums have the same bits.
+ * Each function mirrors a chain of numpy passes over every row of a timeline (or every instance,
+ * piece or window), done here in one pass that writes only its results. Floats are added one after
+ * another in row order, as np.add.at and np.bincount(weights=) add them, so the sums have the same
+ * bits; sorts keep the order of ties as numpy's stable sorts do.
  *
  * Several columns are int16, int32 or int64 depending on the trace (Timeline's narrowed ids, the
  * row_window lookup): such a function is made once per type by a macro, its name ending in the type.

@@ -183,19 +183,8 @@ def _piece_columns(
     start and end on ``raw``'s clock); in C in one pass over the pieces where the op and id columns
     are of one type, as they are once narrowed."""
     n = len(bounds) - 1
-    types = (
-        native.N,
-        native.I64,
-        native.N,
-        None,
-        native.I8,
-        None,
-        native.I64,
-        native.N,
-        native.I64,
-        native.I64,
-    )
-    types += (native.U8, native.U8, native.I64, native.I64, native.I64, native.I64)
+    types = (native.N, native.I64, native.N, None, native.I8, None, native.I64, native.N, native.I64)
+    types += (native.I64, native.U8, native.U8, *[native.I64] * 4)
     fn = native_for("windows_piece_columns", tl.op, *types)
     ok = tl.op.dtype == tl.id.dtype and tl.kind.dtype == np.int8 and tl.inst_name.dtype == np.int64
     if fn is None or not ok:
