@@ -314,9 +314,11 @@ def test_group_medians_of_signed_zeros(monkeypatch):
 
 
 @pytest.mark.parametrize("n_win", [0, 1, 2, 50])
-def test_placed(monkeypatch, n_win):
+@pytest.mark.parametrize("in_order", [False, True])
+def test_placed(monkeypatch, n_win, in_order):
     """Instances and pieces placed among the switches: at them, between them, before and after all,
-    in windows whose collectors went live late or never."""
+    in windows whose collectors went live late or never; in time order (as pieces come, the C
+    loop's last answer reused) or not."""
     rng = np.random.default_rng(n_win)
     win_ts = np.sort(rng.integers(0, 1000, n_win)).astype(np.int64)
     win_ts[1::7] = win_ts[::7][: len(win_ts[1::7])]  # switches at one time
@@ -326,6 +328,9 @@ def test_placed(monkeypatch, n_win):
     start = np.concatenate([rng.integers(-10, 1010, 3000), win_ts, live[live < 2000]]).astype(np.int64)
     end = start + rng.integers(0, 60, len(start))
     end[: len(win_ts)] = win_ts
+    if in_order:
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
     c, n = both(monkeypatch, lambda: W._placed(win_ts, win_mode, live, start, end))
     assert same(c, n)
     assert (c[0].any() and (~c[0]).any()) or n_win == 0

@@ -195,33 +195,56 @@ PIECE_STARTS(int16_t, i16)
 PIECE_STARTS(int32_t, i32)
 PIECE_STARTS(int64_t, i64)
 
-/* Sorts a[0..n) in place, stably: of values that compare equal (0.0 and -0.0) the first stays
- * first, as in numpy's stable sorts. ``tmp``: room for n / 2 + 1 values. */
-static void stable_sort(double *a, double *tmp, int64_t n) {
-    if (n <= 16) {
-        for (int64_t i = 1; i < n; i++) {
-            double x = a[i];
-            int64_t j = i;
-            for (; j > 0 && x < a[j - 1]; j--) a[j] = a[j - 1];
-            a[j] = x;
+/* Moves the k-th smallest of a[0..n) to a[k], the smaller ones before it, the larger after
+ * (quickselect, the pivot the median of three). */
+static void select_kth(double *a, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (hi > lo) {
+        double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi];
+        double p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < p) i++;
+            while (a[j] > p) j--;
+            if (i <= j) {
+                double t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
         }
-        return;
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
     }
-    int64_t m = n / 2;
-    stable_sort(a, tmp, m);
-    stable_sort(a + m, tmp, n - m);
-    for (int64_t i = 0; i < m; i++) tmp[i] = a[i];
-    int64_t i = 0, j = m, k = 0;
-    while (i < m && j < n) a[k++] = a[j] < tmp[i] ? a[j++] : tmp[i++];
-    while (i < m) a[k++] = tmp[i++];
 }
 
-/* Sorts the values of each group in place: group k is v[starts[k] .. starts[k] + count[k]).
- * ``tmp``: room for half the largest group and one. Mirrors _group_medians' v[np.lexsort((v, g))]
- * (g sorted: one run per group), whose ties keep their order too. */
-void windows_sort_groups(int64_t n_groups, const int64_t *starts, const int64_t *count, double *v,
-                         double *tmp) {
-    for (int64_t k = 0; k < n_groups; k++) stable_sort(v + starts[k], tmp, count[k]);
+/* The k-th of v[0..n) in a stable sort's order, to the bit: selected in ``a`` (a copy of v, reordered),
+ * and where it is a zero, the zero of that rank in v's order (0.0 and -0.0 compare equal: a stable
+ * sort keeps them in the order they came). */
+static double kth_stable(const double *v, double *a, int64_t n, int64_t k) {
+    select_kth(a, n, k);
+    if (a[k] != 0.0) return a[k];
+    int64_t rank = k;
+    for (int64_t i = 0; i < n; i++) rank -= v[i] < 0.0;
+    for (int64_t i = 0; i < n; i++)
+        if (v[i] == 0.0 && rank-- == 0) return v[i];
+    return a[k];
+}
+
+/* Per group k (v[starts[k] .. starts[k] + count[k]), no NaN), its middle values, the ((count - 1) / 2)-th
+ * and the (count / 2)-th of a stable sort, written to those places of the group in ``s`` (a copy of
+ * v; its other places are left in any order). Mirrors the values _group_medians reads from
+ * v[np.lexsort((v, g))] (g sorted: one run per group), without sorting the rest. */
+void windows_group_middles(int64_t n_groups, const int64_t *starts, const int64_t *count, const double *v,
+                           double *s) {
+    for (int64_t k = 0; k < n_groups; k++) {
+        int64_t a = starts[k], m = count[k];
+        if (m <= 0) continue;
+        double lo = kth_stable(v + a, s + a, m, (m - 1) / 2);
+        double hi = kth_stable(v + a, s + a, m, m / 2);
+        s[a + (m - 1) / 2] = lo;
+        s[a + m / 2] = hi;
+    }
 }
 
 /* Per piece p (its rows: first + bounds[p] to first + bounds[p + 1]), from its first row r and its
@@ -278,14 +301,21 @@ static inline int64_t search_left(const int64_t *a, int64_t n, int64_t t) {
  * before its start: whether no switch falls inside it (whole[i], w == the switches before its end),
  * its mode (full where mode_of[w], the window's, is ``full`` and its collectors were live by then,
  * start >= live[w]; else ``light``) and its group, 2 w + (mode == full). Mirrors the searchsorted
- * calls and _effective_mode of estimate and piece_estimates (_placed). */
+ * calls and _effective_mode of estimate and piece_estimates (_placed). Each search is made only where
+ * the last interval's answer is not this one's (pieces come in time order: hundreds of thousands
+ * of them among hundreds of switches). */
 void windows_place(int64_t n, const int64_t *start, const int64_t *end, int64_t n_win, const int64_t *win_ts,
                    const int64_t *mode_of, const int64_t *live, int64_t full, int64_t light, uint8_t *whole,
                    int64_t *mode, int64_t *group) {
+    int64_t w = 0, w_end = 0; /* the last interval's */
     for (int64_t i = 0; i < n; i++) {
-        int64_t w = search_right(win_ts, n_win, start[i]);
-        int64_t m = mode_of[w] == full && start[i] >= live[w] ? full : light;
-        whole[i] = w == search_left(win_ts, n_win, end[i]);
+        int64_t t = start[i], u = end[i];
+        /* w: win_ts[w - 1] <= t < win_ts[w]; w_end: win_ts[w_end - 1] < u <= win_ts[w_end] */
+        if ((w > 0 && win_ts[w - 1] > t) || (w < n_win && t >= win_ts[w])) w = search_right(win_ts, n_win, t);
+        if ((w_end > 0 && win_ts[w_end - 1] >= u) || (w_end < n_win && u > win_ts[w_end]))
+            w_end = search_left(win_ts, n_win, u);
+        int64_t m = mode_of[w] == full && t >= live[w] ? full : light;
+        whole[i] = w == w_end;
         mode[i] = m;
         group[i] = 2 * w + (m == full);
     }

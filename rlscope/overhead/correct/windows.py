@@ -945,12 +945,13 @@ def _group_medians(g: np.ndarray, v: np.ndarray, starts: np.ndarray, count: np.n
     v = np.asarray(v, np.float64)
     if np.isnan(v).any():  # np.median's NaN rule: leave those to it
         return np.array([np.median(chunk) for chunk in np.split(v, starts[1:])])
-    fn = native.function("windows_sort_groups", native.N, native.I64, native.I64, native.F64, native.F64)
+    fn = native.function("windows_group_middles", native.N, native.I64, native.I64, native.F64, native.F64)
     if fn is None or starts.dtype != np.int64 or count.dtype != np.int64:
         s = v[np.lexsort((v, g))]
-    else:  # each group's values sorted in C, in place in a copy
-        s = np.array(v, np.float64)
-        fn(len(starts), starts, count, s, np.empty(int(count.max(initial=0)) // 2 + 1))
+    else:  # in C, each group's two middle values of that sort only, in their places in a copy
+        v = np.ascontiguousarray(v)
+        s = v.copy()
+        fn(len(starts), starts, count, v, s)
     lo, hi = starts + (count - 1) // 2, starts + count // 2
     return (s[lo] + s[hi]) / 2.0
 
