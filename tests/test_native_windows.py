@@ -348,3 +348,24 @@ def test_classes(monkeypatch, n):
     assert same(c, n_)
     if n > 1000:
         assert c.max() == 4 * 9 * 9 - 1  # every triple seen
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("int32_windows", [False, True])
+def test_row_window(monkeypatch, case, int32_windows):
+    """Each row's window: threads in time order, and one whose rows are not (searched row by row)."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(60 + case)
+    tl = timeline(rng, *CASES[case])
+
+    def run(tl: Timeline = tl) -> np.ndarray:
+        tl.memo.pop("row_window", None)
+        return W.row_window(tl)
+
+    assert same(*both(monkeypatch, run))
+    if len(tl.ts) > 1:
+        shuffled = dataclasses.replace(tl, ts=tl.ts.copy())
+        shuffled.ts[: len(tl.ts) // 2] = rng.permutation(shuffled.ts[: len(tl.ts) // 2])
+        c, n = both(monkeypatch, lambda: run(shuffled))
+        assert same(c, n)

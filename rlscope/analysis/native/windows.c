@@ -321,6 +321,24 @@ void windows_place(int64_t n, const int64_t *start, const int64_t *end, int64_t 
     }
 }
 
+/* out[r] = the switches (win_ts, sorted) at or before ts[r]: np.searchsorted(win_ts, ts, "right"), a
+ * search only where the last row's answer is not this one's (a thread's rows come in time order).
+ * Mirrors row_window's searches per thread (both of its ways give these values). */
+#define ROW_WINDOW(T, SUFFIX)                                                                          \
+    void windows_row_window_##SUFFIX(int64_t n, const int64_t *ts, int64_t n_win, const int64_t *win_ts, \
+                                     T *out) {                                                         \
+        int64_t w = 0;                                                                                 \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            int64_t t = ts[r];                                                                         \
+            if ((w > 0 && win_ts[w - 1] > t) || (w < n_win && t >= win_ts[w]))                         \
+                w = search_right(win_ts, n_win, t);                                                    \
+            out[r] = (T)w;                                                                             \
+        }                                                                                              \
+    }
+ROW_WINDOW(int16_t, i16)
+ROW_WINDOW(int32_t, i32)
+ROW_WINDOW(int64_t, i64)
+
 /* One more value into a hash. */
 static inline uint64_t mix(uint64_t h, uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);

@@ -119,15 +119,19 @@ def row_window(tl: Timeline) -> np.ndarray:
         # the rows (hundreds of searches), not every row among the switches (millions)
         win_ts = window_rows(tl)[0]
         got = np.empty(len(tl.ts), np.int16 if len(win_ts) < _I16 else np.int32)
-        steps = np.arange(len(win_ts) + 1, dtype=got.dtype)
-        bounds = tl.thread_starts()
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            ts = tl.ts[a:b]
-            if (ts[1:] >= ts[:-1]).all():
-                at = np.searchsorted(ts, win_ts, side="left")  # each switch's first row at or after it
-                got[a:b] = np.repeat(steps, np.diff(at, prepend=0, append=b - a))
-            else:
-                got[a:b] = np.searchsorted(win_ts, ts, side="right")
+        fn = P.native_for("windows_row_window", got, native.N, native.I64, native.N, native.I64, None)
+        if fn is not None and tl.ts.dtype == win_ts.dtype == np.int64:  # in C, in one pass
+            fn(len(got), tl.ts, len(win_ts), win_ts, got)
+        else:
+            steps = np.arange(len(win_ts) + 1, dtype=got.dtype)
+            bounds = tl.thread_starts()
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                ts = tl.ts[a:b]
+                if (ts[1:] >= ts[:-1]).all():
+                    at = np.searchsorted(ts, win_ts, side="left")  # each switch's first row at or after it
+                    got[a:b] = np.repeat(steps, np.diff(at, prepend=0, append=b - a))
+                else:
+                    got[a:b] = np.searchsorted(win_ts, ts, side="right")
         tl.memo["row_window"] = got
     return got
 
