@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted, take
 from rlscope.overhead.correct import flush_stall, module_calls, reference
@@ -331,14 +332,16 @@ _KIND_OPENS = np.zeros(S.COMPILE_END + 1, bool)
 _KIND_OPENS[[S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
 
 
-def event_classes(tl: Timeline) -> np.ndarray:
-    """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
-    cls = take(_KIND_CLASS, tl.kind)  # a lookup per row; the category rows (few) then read their category
+def event_classes(tl: Timeline, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+    """The cost class of every timeline row, or of ``rows`` (NONE for rows rlscope wrote itself, e.g.
+    forced closes)."""
+    # a lookup per row; the category rows (few) then read their category
+    cls = take(_KIND_CLASS, tl.kind[rows])
     cat_rows = np.flatnonzero(cls == CostClass.CATEGORY)
-    ident = tl.id[cat_rows]
+    ident = tl.id[rows][cat_rows]
     cls[cat_rows[ident == categories.BACKEND]] = CostClass.BACKEND
     cls[cat_rows[ident == categories.PROFILER]] = CostClass.NONE  # its whole segment is removed instead
-    cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = CostClass.NONE
+    cls[(tl.flags[rows] & S.FLAG_FORCED_CLOSE) != 0] = CostClass.NONE
     return cls
 
 
@@ -389,9 +392,16 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     is left to the previous one). Only the segments with an excess move anything: a few in millions.
     """
     removal = np.minimum(planned, dur)
+    _move_excess(planned, dur, last, removal)
+    return removal
+
+
+def _move_excess(planned: np.ndarray, dur: np.ndarray, last: np.ndarray, removal: np.ndarray) -> None:
+    """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with each segment's excess
+    moved to its neighbours on its thread, in place."""
     over = np.flatnonzero(~(planned <= dur))
     if len(over) == 0:
-        return removal
+        return
     excess = planned[over] - removal[over]
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
         # a segment and its neighbour on another thread: nothing moves between them
@@ -401,14 +411,13 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
         take = np.minimum(excess[gives], dur[to] - removal[to])  # the neighbours' room before the pass
         excess[gives] -= take
         removal[to] += take
-    return removal
 
 
 def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, rows converted, measured CPU ns) of each flush the writer thread marked during
     the session; the CPU time is what the flush measured of itself (its end row's ``cost``, native
     event buffer), 0 where it measured nothing."""
-    rows = np.flatnonzero(_flush_marks(tl))
+    rows = _flush_marks(tl)
     begins = rows[tl.kind[rows] == S.CAT_BEGIN]
     ends = rows[tl.kind[rows] == S.CAT_END]
     ends = ends[: len(begins)]
@@ -433,10 +442,17 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 
 def _flush_marks(tl: Timeline) -> np.ndarray:
-    """Rows that open or close a writer flush: the ``rlscope`` category off the main thread (an
-    operation row's id is an instance id, which can be the category's number too)."""
-    cat_row = (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
-    return cat_row & (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)
+    """Rows (sorted) that open or close a writer flush: the ``rlscope`` category off the main thread
+    (an operation row's id is an instance id, which can be the category's number too). Compared on
+    the other threads' rows only: the main thread's are most of the timeline."""
+    main = tl.main_rows()
+    out = []
+    for part in (slice(0, main.start), slice(main.stop, len(tl.ts))):
+        kind = tl.kind[part]
+        mark = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
+        mark &= tl.id[part] == categories.PROFILER
+        out.append(np.flatnonzero(mark) + part.start)
+    return np.concatenate(out)
 
 
 def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
@@ -537,8 +553,38 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
         into = np.minimum(rel - m_ts, dur_row)
         moved = np.where(ok, m_new + into * m_ratio, rel)
         rel0, rel_end = moved[:-1], moved[-1:]
-    # each row's start: its thread's first start plus the corrected time before it on the thread (a
-    # block of rows at a time: rlscope.blocks)
+    # each row's start: its thread's first start plus the corrected time before it on the thread
+    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns)
+    args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
+    fill = native.function("residual_rebuild", *args)
+    if fill is not None:
+        rel0 = np.ascontiguousarray(rel0, np.float64)
+        fill(len(ts), new_dur, ts, seg_end, len(first), first.astype(np.int64, copy=False), rel0, tl.start_ns)
+    else:
+        _rebuild_rows(tl, new_dur, first, rel0, after, ts, seg_end)
+    # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
+    end_ns = int(np.rint(rel_end[0])) + tl.start_ns
+    inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
+    ends = tl.scope_ends()
+    inst_end[tl.id[ends]] = ts[ends]
+    out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+    out.memo["scope_ends"] = ends  # the same rows
+    return out
+
+
+def _rebuild_rows(
+    tl: Timeline,
+    new_dur: np.ndarray,
+    first: np.ndarray,
+    rel0: np.ndarray,
+    after: np.ndarray,
+    ts: np.ndarray,
+    seg_end: np.ndarray,
+) -> None:
+    """:func:`rebuild`'s rows: each row's start is its thread's first start (``rel0``, per thread from
+    its ``first`` row) plus the corrected time before it on the thread, read from the running sum
+    ``after`` (``seg_end``'s memory, each block written after it is read), a block of rows at a time
+    (rlscope.blocks); ``ts`` and ``seg_end`` rounded, on the raw clock."""
     rel, rel_seg_end = np.empty(BLOCK_ROWS), np.empty(BLOCK_ROWS)  # one block's operands, reused
     before = 0.0  # the running sum before the next block
     for k, (a, b) in enumerate(zip(first.tolist(), np.append(first[1:], len(ts)).tolist(), strict=True)):
@@ -556,23 +602,16 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
             ts[rows] += tl.start_ns
             seg_end[rows] = np.rint(end_rel, out=end_rel)
             seg_end[rows] += tl.start_ns
-    # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
-    end_ns = int(np.rint(rel_end[0])) + tl.start_ns
-    inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
-    ends = tl.scope_ends()
-    inst_end[tl.id[ends]] = ts[ends]
-    out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
-    out.memo["scope_ends"] = ends  # the same rows
-    return out
 
 
-def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarray:
+def measured_rows(tl: Timeline, cls: np.ndarray | None, costs: EventCosts) -> np.ndarray:
     """The rows (sorted) of scope and category boundaries that measured their own cost, with a
-    calibration that says what lies around the measurement."""
+    calibration that says what lies around the measurement. ``cls``: every row's class
+    (:func:`event_classes`; None: worked out at the rows that measured a cost only)."""
     if tl.cost is None or os.environ.get(MEASURED_ENV) == "0":
         return np.zeros(0, np.int64)
     rows = tl.cost.positive()
-    c = cls[rows]
+    c = cls[rows] if cls is not None else event_classes(tl, rows)
     known = ~np.isnan(costs.dispatch_inside[c])
     return rows[known & ((c == CostClass.SCOPE) | (c == CostClass.CATEGORY))]
 
@@ -582,6 +621,159 @@ def thread_last(tl: Timeline) -> np.ndarray:
     last = np.ones(len(tl.ts), bool)
     last[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
     return last
+
+
+def _planned(
+    tl: Timeline,
+    costs: EventCosts,
+    last: np.ndarray,
+    on_writer: np.ndarray,
+    mem: np.ndarray | None,
+    mods: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(dur, planned, removal, profiler, per_class) of :func:`correct_timeline`: each segment's length,
+    the cost planned in it, the removal placed (:func:`_place`), whether it is rlscope's periodic work
+    (removed whole) and the cost per class. ``mem``, ``mods``: per row, the memory recorder's and the
+    module calls' cost, added to the plan (None: none)."""
+    n = len(tl.ts)
+    # every full-length array is dropped once its part is done: at millions of rows, each one alive
+    # at once is tens of MB of fresh pages
+    dur = tl.float_duration()
+    cls = event_classes(tl)
+    # a begin pays its outside half before its timestamp (the previous segment) and its inside half
+    # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
+    code = np.add(cls, take(_KIND_OPENS, tl.kind) * np.int8(len(CLASS_NAMES)), dtype=np.int8)
+    before_of, after_of = _cost_tables(costs)
+    # the rows that pay something (a class without a cost, such as the torch ops' where the windows
+    # measure them, pays nothing: millions of rows skipped, the sums below the same)
+    paying = take((before_of != 0) | (after_of != 0), code)
+    measured = measured_rows(tl, cls, costs)
+    paying[measured] = True
+    rows = np.flatnonzero(paying)
+    del paying
+    row_code = code[rows]
+    del code
+    before, after = before_of[row_code], after_of[row_code]
+    if len(measured):  # what these boundaries measured, plus the calibrated dispatch around it
+        at = search_sorted(rows, measured)  # both sorted
+        opens = row_code[at] >= len(CLASS_NAMES)
+        before[at], after[at] = _measured_costs(tl, costs, measured, cls[measured], opens)
+    per_class = np.bincount(cls[rows], weights=before + after, minlength=len(CLASS_NAMES))
+    # a row's segment pays what falls after its timestamp, and before the next one's on its thread
+    planned = np.zeros(n)
+    planned[rows] = after
+    prev = rows - 1
+    pays_prev = prev >= 0
+    pays_prev[pays_prev] = ~last[prev[pays_prev]]
+    planned[prev[pays_prev]] += before[pays_prev]
+    del before, after, rows, prev, pays_prev
+    if mem is not None:
+        planned += mem
+    if mods is not None:
+        planned += mods
+    profiler = tl.cat == categories.PROFILER
+    profiler &= ~on_writer
+    np.copyto(planned, dur, where=profiler)
+    return dur, planned, _place(planned, dur, last), profiler, per_class
+
+
+# residual_planned's arguments, in the groups of its call in _planned_native
+_PLANNED_ARGS = (
+    native.N, native.I64, native.I64, native.I8, native.I8, native.I8, native.I32, native.BOOL, native.BOOL,
+    native.I8, native.BOOL, native.N, native.N,
+    native.N, native.N, native.N, native.N, native.N,
+    native.F64, native.F64, native.BOOL,
+    native.N, native.I64, native.F64, native.F64,
+    native.N, native.F64,
+    native.N, native.F64,
+    native.F64, native.F64, native.F64, native.BOOL, native.F64,
+)  # fmt: skip
+
+
+def _native_columns(tl: Timeline) -> bool:
+    """Whether the timeline's columns have the types residual_planned reads (ids narrowed to int32)."""
+    return tl.id.dtype == np.int32 and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
+
+
+def _planned_native(
+    tl: Timeline,
+    costs: EventCosts,
+    last: np.ndarray,
+    on_writer: np.ndarray,
+    mem: np.ndarray | None,
+    mods: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_planned` in one pass over the rows (residual.c's residual_planned)."""
+    fn = native.function("residual_planned", *_PLANNED_ARGS, restype=native.N)
+    if fn is None or not _native_columns(tl):
+        return _planned(tl, costs, last, on_writer, mem, mods)
+    n = len(tl.ts)
+    before_of, after_of = _cost_tables(costs)
+    measured = measured_rows(tl, None, costs)
+    opens = take(_KIND_OPENS, tl.kind[measured])
+    m_before, m_after = _measured_costs(tl, costs, measured, event_classes(tl, measured), opens)
+    none = np.zeros(0)
+    dur, planned, removal = np.empty(n), np.empty(n), np.empty(n)
+    profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
+    over = fn(
+        n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
+        _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
+        CostClass.CATEGORY, CostClass.BACKEND, categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
+        before_of, after_of, (before_of != 0) | (after_of != 0),
+        len(measured), measured, m_before, m_after,
+        n if mem is not None else 0, mem if mem is not None else none,
+        n if mods is not None else 0, mods if mods is not None else none,
+        dur, planned, removal, profiler, per_class,
+    )  # fmt: skip
+    if over:
+        _move_excess(planned, dur, last, removal)
+    return dur, planned, removal, profiler, per_class
+
+
+def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after): the cost a row pays before and after its timestamp, per code (its class, plus
+    the number of classes where it opens a pair)."""
+    half_in, half_out = costs.inside / 2, costs.outside / 2
+    return np.concatenate([half_in, half_out]), np.concatenate([half_out, half_in])
+
+
+def _measured_costs(
+    tl: Timeline, costs: EventCosts, measured: np.ndarray, cls: np.ndarray, opens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after) of the ``measured`` rows (:func:`measured_rows`, of classes ``cls``): what
+    these boundaries measured, plus the calibrated dispatch around it. ``opens``: per row, whether it
+    opens a pair."""
+    pre, post = S.unpack_cost(tl.cost.at(measured)) if len(measured) else (np.zeros(0, np.int64),) * 2
+    d_in, d_out = costs.dispatch_inside[cls] / 2, costs.dispatch_outside[cls] / 2
+    return pre + np.where(opens, d_out, d_in), post + np.where(opens, d_in, d_out)
+
+
+def _sums_off(
+    profiler: np.ndarray,
+    dur: np.ndarray,
+    mem: np.ndarray | None,
+    mods: np.ndarray | None,
+    scratch: np.ndarray,
+) -> tuple[float, float, float]:
+    """The periodic work's time (``dur`` summed at ``profiler`` rows), and ``mem`` and ``mods`` summed
+    off them (0 where None), each as numpy sums the masked column (pairwise). ``scratch``: a column
+    of every row that is not needed after, to hold what is summed instead of a new one."""
+    where = native.function("residual_where", native.N, native.BOOL, native.F64, native.F64)
+    unmasked = native.function(
+        "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
+    )
+    if where is None or unmasked is None:
+        profiler_ns = np.where(profiler, dur, 0.0).sum()
+        mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
+        mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
+        return profiler_ns, mem_total, mods_total
+    n = len(dur)
+    where(n, profiler, dur, scratch)
+    profiler_ns = scratch.sum()
+    totals = []
+    for col in (mem, mods):
+        totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()) if col is not None else 0.0)
+    return profiler_ns, totals[0], totals[1]
 
 
 def correct_timeline(
@@ -599,61 +791,16 @@ def correct_timeline(
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    # every full-length array is dropped once its part is done: at millions of rows, each one alive
-    # at once is tens of MB of fresh pages
-    dur = tl.float_duration()
-    cls = event_classes(tl)
-    # a begin pays its outside half before its timestamp (the previous segment) and its inside half
-    # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
-    code = np.add(cls, take(_KIND_OPENS, tl.kind) * np.int8(len(CLASS_NAMES)), dtype=np.int8)
-    half_in, half_out = costs.inside / 2, costs.outside / 2
-    before_of, after_of = np.concatenate([half_in, half_out]), np.concatenate([half_out, half_in])
-    # the rows that pay something (a class without a cost, such as the torch ops' where the windows
-    # measure them, pays nothing: millions of rows skipped, the sums below the same)
-    paying = take((before_of != 0) | (after_of != 0), code)
-    measured = measured_rows(tl, cls, costs)
-    paying[measured] = True
-    rows = np.flatnonzero(paying)
-    del paying
-    row_code = code[rows]
-    del code
-    before, after = before_of[row_code], after_of[row_code]
-    if len(measured):  # what these boundaries measured, plus the calibrated dispatch around it
-        at = search_sorted(rows, measured)  # both sorted
-        pre, post = S.unpack_cost(tl.cost.at(measured))
-        d_in, d_out = costs.dispatch_inside[cls[measured]] / 2, costs.dispatch_outside[cls[measured]] / 2
-        o = row_code[at] >= len(CLASS_NAMES)  # opens
-        before[at] = pre + np.where(o, d_out, d_in)
-        after[at] = post + np.where(o, d_in, d_out)
-    per_class = np.bincount(cls[rows], weights=before + after, minlength=len(CLASS_NAMES))
     last = thread_last(tl)
-    # a row's segment pays what falls after its timestamp, and before the next one's on its thread
-    planned = np.zeros(n)
-    planned[rows] = after
-    prev = rows - 1
-    pays_prev = prev >= 0
-    pays_prev[pays_prev] = ~last[prev[pays_prev]]
-    planned[prev[pays_prev]] += before[pays_prev]
-    del before, after, rows, prev, pays_prev
     mem = _memory_planned(tl, memory, costs.memory_per_event)
-    if mem is not None:
-        planned += mem
     mods = modules if modules is not None and len(modules) == n else None
-    if mods is not None:
-        planned += mods
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
-    writer_threads = np.unique(tl.thread[_flush_marks(tl)])
-    on_writer = tl.on_threads(writer_threads)
-    profiler = tl.cat == categories.PROFILER
-    profiler &= ~on_writer
-    np.copyto(planned, dur, where=profiler)
-    removal = _place(planned, dur, last)
+    on_writer = tl.on_threads(np.unique(tl.thread[_flush_marks(tl)]))
+    dur, planned, removal, profiler, per_class = _planned_native(tl, costs, last, on_writer, mem, mods)
     planned_sum, removal_sum = planned.sum(), removal.sum()
-    del planned
-    placed = float(removal_sum - np.where(profiler, dur, 0.0).sum())
-    mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
-    mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
-    del mem, mods
+    profiler_ns, mem_total, mods_total = _sums_off(profiler, dur, mem, mods, scratch=planned)
+    del planned, mem, mods
+    placed = float(removal_sum - profiler_ns)
     left = np.subtract(dur, removal, out=removal)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
@@ -714,10 +861,19 @@ def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -
     (the estimate's column, used once: no other column of every row at the rebuild)."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    dur = tl.float_duration()
-    new_dur = np.multiply(dur, factor, out=factor)
-    ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
-    removed = float(np.subtract(dur, new_dur, out=dur).sum()) / 1e9  # ``dur`` is not needed after
-    del dur  # before the rebuild: a column of every row fewer alive beside its new ones
+    scale = native.function(
+        "residual_scale", native.N, native.I64, native.I64, native.F64, native.F64, native.N, native.F64
+    )
+    if scale is None:
+        dur = tl.float_duration()
+        new_dur = np.multiply(dur, factor, out=factor)
+        ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
+        gone = np.subtract(dur, new_dur, out=dur)  # ``dur`` is not needed after
+    else:
+        new_dur, gone = factor, np.empty(len(factor))
+        ratio = np.empty(len(factor)) if keep_ratio else None
+        scale(len(factor), tl.ts, tl.seg_end, factor, gone, keep_ratio, ratio if keep_ratio else np.zeros(0))
+    removed = float(gone.sum()) / 1e9
+    del gone  # before the rebuild: a column of every row fewer alive beside its new ones
     corrected = rebuild(tl, new_dur, thread_last(tl))
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
