@@ -18,7 +18,7 @@ import pytest
 from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
-from rlscope.overhead.correct import module_calls, residual
+from rlscope.overhead.correct import flush_stall, module_calls, residual
 from rlscope.trace import schema as S
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
@@ -172,8 +172,11 @@ def test_a_break_in_the_c_loop_is_seen(monkeypatch):
 
 @pytest.mark.parametrize(
     "case",
-    ["one row", "one thread", "all rlscope", "no measured costs", "no costs", "no main thread", "wide ids"],
-)
+    [
+        "one row", "one thread", "all rlscope", "no measured costs", "costs at every row",
+        "measured costs off", "no dispatch", "no costs", "no main thread", "wide ids",
+    ],
+)  # fmt: skip
 def test_edge_cases_give_numpys_bits(case, monkeypatch):
     rng = np.random.default_rng(7)
     threads = 1 if case in ("one row", "one thread") else 3
@@ -185,6 +188,12 @@ def test_edge_cases_give_numpys_bits(case, monkeypatch):
         tl.main_thread = 999
     if case == "wide ids":  # the C loops read int32 ids: the numpy ones run
         tl.id = tl.id.astype(np.int64)
+    if case == "costs at every row":  # RowValues without rows: a value per row
+        tl.cost = RowValues(tl.cost.at(np.arange(len(tl.ts))))
+    if case == "measured costs off":
+        monkeypatch.setenv(residual.MEASURED_ENV, "0")
+    if case == "no dispatch":  # the calibration says nothing of it: measured costs are not used
+        costs.dispatch_inside[:] = np.nan
     mods = rng.uniform(0, 300, len(tl.ts))
     want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 10, None, mods))
     assert _same_correction(want, got)
@@ -218,6 +227,19 @@ def test_correct_windows_and_rebuild_give_numpys_bits(seed, keep_ratio, monkeypa
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
 
 
+def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
+    """Times at and around halves of a ns, before the session's start (negative) and after it, and
+    far from it: the C loop's rounding is np.rint's."""
+    rng = np.random.default_rng(5)
+    tl = _timeline(rng, threads=2, rows=4000)
+    tl.start_ns = int(tl.ts[0]) + 5_000_000  # the first rows start before it
+    near = np.array([0.5, 1.5, 2.5, 0.49999999999999994, 0.5000000000000001, 1e15 + 0.5, 3.0, 0.25, 0.75])
+    new_dur = np.resize(near, len(tl.ts)) * rng.choice([1.0, -1.0, 2.0], len(tl.ts))
+    new_dur[-100:] = 2.0**53
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+
+
 def test_the_sums_off_the_periodic_work_give_numpys_bits(monkeypatch):
     rng = np.random.default_rng(3)
     for n in (0, 1, 200, 5000):
@@ -228,6 +250,20 @@ def test_the_sums_off_the_periodic_work_give_numpys_bits(monkeypatch):
         for args in cases:
             want, got = _both(monkeypatch, lambda a=args: residual._sums_off(*a, scratch=np.empty(len(a[1]))))
             assert _same(tuple(map(float, want)), tuple(map(float, got)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_flush_stall_measure_gives_numpys_figures(seed, monkeypatch):
+    """flush_stall.measure's sums per instance (exclusive time, flush time over it) in one pass:
+    the same share and evidence, to the bit."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=2, rows=20_000, n_inst=300)
+    tl.op[: len(tl.op) // 2] = np.repeat(rng.integers(-1, 300, 1000), len(tl.op) // 2000)[: len(tl.op) // 2]
+    tl.kind[np.unique(tl.op[tl.op >= 0], return_index=True)[1]] = S.OP_BEGIN  # one begin per instance
+    tl.id[tl.kind == S.OP_BEGIN] = tl.op[tl.kind == S.OP_BEGIN]
+    bound = np.where(rng.random(len(tl.ts)) < 0.05, rng.uniform(0, 3000, len(tl.ts)), 0.0)
+    want, got = _both(monkeypatch, lambda: flush_stall.measure(tl, bound))
+    assert want.bound_ns > 0 and _same(tuple(want.as_dict().values()), tuple(got.as_dict().values()))
 
 
 def test_event_classes_of_some_rows_are_those_of_every_row():

@@ -1,30 +1,44 @@
 /* The residual overhead correction's row loops (rlscope/overhead/correct/residual.py and
  * module_calls.py), each one pass over the rows where the numpy version makes several. Floats are
  * added in the order numpy adds them (np.bincount and np.cumsum: one after another in row order),
- * and rounded as np.rint does (nearbyint: half to even), so both give the same bits. */
+ * and rounded as np.rint does (half to even), so both give the same bits. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+/* np.rint, as a whole number's int64: round half to even, as nearbyint does under the default
+ * rounding mode, without a call into libm per value. Below 2**52 adding 2**52 leaves no fraction
+ * (rounded by the addition itself, half to even), and taking it away again is exact; from 2**52 up
+ * every double is whole already. */
+static inline int64_t rint_i64(double x) {
+    const double whole = 4503599627370496.0; /* 2**52 */
+    if (!(fabs(x) < whole)) return (int64_t)x;
+    return (int64_t)(x >= 0 ? (x + whole) - whole : (x - whole) + whole);
+}
 
 /* np.minimum of two doubles: NaN when either is, else the smaller (the second when they are equal) */
 static inline double min_nan(double a, double b) { return (a < b || isnan(a)) ? a : b; }
 
 /* The cost one row pays before and after its timestamp, and its class: residual.correct_timeline's
  * ``before_of[code]``, ``after_of[code]`` and ``paying`` per row, where ``code`` is the row's class
- * (event_classes: by kind, a category row by its category, forced closes none) plus 5 where the row
- * opens; a measured row (``measured``, sorted, read through ``*j``) takes its own figures. */
+ * (event_classes: by kind, a category row by its category, forced closes none) plus n_classes where
+ * the row opens. A scope or category boundary that measured its own cost (its packed ``cost`` value
+ * above 0: pre and post ns, schema.unpack_cost) with a calibrated dispatch (``half_d_in`` not NaN,
+ * residual.measured_rows) pays what it measured plus half that dispatch on each side instead
+ * (residual._measured_costs). The ``cost`` values are at the rows ``cost_rows`` (sorted, read
+ * through ``*j`` as the rows go by), or at every row where ``every_row``; n_cost 0: none. */
 typedef struct {
     const int8_t *kind, *cat, *flags;
     const int32_t *id;
     const int8_t *kind_class;
     const uint8_t *kind_opens;
-    int64_t n_kinds;
-    int64_t backend_cat, profiler_cat, forced_flag, category_class, backend_class, n_classes;
+    int64_t n_kinds, n_classes, scope_class, category_class, backend_class;
+    int64_t backend_cat, profiler_cat, forced_flag;
     const double *before_of, *after_of;
     const uint8_t *pays;
-    const int64_t *measured;
-    const double *m_before, *m_after;
-    int64_t n_measured;
+    int64_t n_cost, every_row;
+    const int64_t *cost_rows, *cost_values;
+    const double *half_d_in, *half_d_out;
 } RowCosts;
 
 static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *before, double *after, int *cls) {
@@ -39,13 +53,20 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
     }
     if (c->flags[i] & c->forced_flag) cl = 0;
     *cls = cl;
-    int code = cl + opens * (int)c->n_classes;
-    if (*j < c->n_measured && c->measured[*j] == i) {
-        *before = c->m_before[*j];
-        *after = c->m_after[*j];
-        ++*j;
+    int64_t v = 0;
+    if (c->every_row) {
+        if (c->n_cost) v = c->cost_values[i];
+    } else {
+        while (*j < c->n_cost && c->cost_rows[*j] < i) ++*j;
+        if (*j < c->n_cost && c->cost_rows[*j] == i) v = c->cost_values[*j];
+    }
+    if (v > 0 && (cl == c->scope_class || cl == c->category_class) && !isnan(c->half_d_in[cl])) {
+        double pre = (double)(v & 0xFFFFFFFF), post = (double)(v >> 32);
+        *before = pre + (opens ? c->half_d_out[cl] : c->half_d_in[cl]);
+        *after = post + (opens ? c->half_d_in[cl] : c->half_d_out[cl]);
         return 1;
     }
+    int code = cl + opens * (int)c->n_classes;
     if (!c->pays[code]) return 0;
     *before = c->before_of[code];
     *after = c->after_of[code];
@@ -63,21 +84,26 @@ int64_t residual_planned(
     int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
     const int8_t *kind_class, const uint8_t *kind_opens, int64_t n_kinds, int64_t n_classes,
-    int64_t category_class, int64_t backend_class, int64_t backend_cat, int64_t profiler_cat,
-    int64_t forced_flag, const double *before_of, const double *after_of, const uint8_t *pays,
-    int64_t n_measured, const int64_t *measured, const double *m_before, const double *m_after,
-    int64_t n_mem, const double *mem, int64_t n_mods, const double *mods, double *dur, double *planned,
-    double *removal, uint8_t *profiler, double *per_class) {
-    RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, backend_cat, profiler_cat,
-                  forced_flag, category_class, backend_class, n_classes, before_of, after_of, pays,
-                  measured, m_before, m_after, n_measured};
+    int64_t scope_class, int64_t category_class, int64_t backend_class, int64_t backend_cat,
+    int64_t profiler_cat, int64_t forced_flag, const double *before_of, const double *after_of,
+    const uint8_t *pays, int64_t n_cost, int64_t every_row, const int64_t *cost_rows,
+    const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
+    const double *mem, int64_t n_mods, const double *mods, double *dur, double *planned, double *removal,
+    uint8_t *profiler, double *per_class) {
+    RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
+                  category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
+                  after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
     int64_t j = 0, over = 0;
     double b0 = 0.0, a0 = 0.0, b1 = 0.0, a1 = 0.0;
-    int cls0 = 0, cls1 = 0;
+    int cls0 = 0, cls1 = 0, run_cls = 0;
+    double run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
     int pay0 = n > 0 ? row_costs(&c, 0, &j, &b0, &a0, &cls0) : 0, pay1 = 0;
     for (int64_t i = 0; i < n; ++i) {
         if (i + 1 < n) pay1 = row_costs(&c, i + 1, &j, &b1, &a1, &cls1);
-        if (pay0) per_class[cls0] += b0 + a0;
+        if (pay0) {
+            if (cls0 != run_cls) per_class[run_cls] = run, run_cls = cls0, run = per_class[cls0];
+            run += b0 + a0;
+        }
         double p = pay0 ? a0 : 0.0;
         if (i + 1 < n && pay1 && !last[i]) p += b1;
         if (n_mem == n) p += mem[i];
@@ -92,7 +118,32 @@ int64_t residual_planned(
         over += !(p <= d);
         pay0 = pay1, b0 = b1, a0 = a1, cls0 = cls1;
     }
+    per_class[run_cls] = run;
     return over;
+}
+
+/* residual.correct_timeline's time left after the planned removal, and the flushes' stall bound
+ * over it: ``removal`` becomes dur - removal (np.subtract), ``bound`` np.minimum(bound, left), 0 on
+ * the writer's threads. Returns whether any bound is not 0 (bound.any()). */
+int64_t residual_bounded(int64_t n, const double *dur, double *removal, double *bound, const uint8_t *on_writer) {
+    int64_t any = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        double left = dur[i] - removal[i];
+        double b = on_writer[i] ? 0.0 : min_nan(bound[i], left);
+        removal[i] = left;
+        bound[i] = b;
+        any |= b != 0;
+    }
+    return any;
+}
+
+/* The stall taken: ``bound`` *= share, then ``left`` -= bound (share 1: bound as it is; x * 1 is x). */
+void residual_take_bound(int64_t n, double *left, double *bound, double share) {
+    for (int64_t i = 0; i < n; ++i) {
+        double b = bound[i] * share;
+        bound[i] = b;
+        left[i] -= b;
+    }
 }
 
 /* ``out[i]`` = ``values[i]`` where ``mask[i]``, else 0.0: np.where(mask, values, 0.0), for numpy to
@@ -109,10 +160,21 @@ int64_t residual_unmasked(int64_t n, const double *values, const uint8_t *mask, 
     return m;
 }
 
-/* residual.rebuild's per-thread pass: ``seg_end`` holds, as doubles, the running sum of ``new_dur``
- * (np.cumsum, row i included) on entry. Thread k's rows [first[k], first[k + 1]) start at rel0[k]
- * plus the sum of the thread's new durations before each row; ``ts`` and ``seg_end`` (overwritten
- * row by row, the sum read first) get the start and the end, rounded (np.rint), plus ``start_ns``. */
+/* The running sum of ``x`` (np.cumsum's: one addition after another, from x[0]) before each of
+ * ``rows`` (m of them, sorted): out[k] = np.cumsum(x)[rows[k] - 1], 0 for row 0. */
+void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out) {
+    double s = 0.0;
+    int64_t i = 0;
+    for (int64_t k = 0; k < m; ++k) {
+        for (; i < rows[k]; ++i) s = i == 0 ? x[0] : s + x[i];
+        out[k] = s;
+    }
+}
+
+/* residual.rebuild's per-thread pass: thread k's rows [first[k], first[k + 1]) start at rel0[k] plus
+ * the sum of the thread's new durations before each row, read off the running sum of ``new_dur``
+ * over every row (np.cumsum's, kept as it goes); ``ts`` and ``seg_end`` get each row's start and end,
+ * rounded (np.rint), plus ``start_ns``. */
 void residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
                       const int64_t *first, const double *rel0, int64_t start_ns) {
     double before = 0.0; /* the running sum before row i */
@@ -120,13 +182,12 @@ void residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *se
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
         for (int64_t i = a; i < b; ++i) {
-            double after;
-            memcpy(&after, &seg_end[i], sizeof after);
+            double after = i == 0 ? new_dur[0] : before + new_dur[i];
             double t = before - base;
             t += start;
             double e = t + new_dur[i];
-            ts[i] = (int64_t)nearbyint(t) + start_ns;
-            seg_end[i] = (int64_t)nearbyint(e) + start_ns;
+            ts[i] = rint_i64(t) + start_ns;
+            seg_end[i] = rint_i64(e) + start_ns;
             before = after;
         }
     }
@@ -150,19 +211,26 @@ static inline int64_t wrap(int64_t i, int64_t len) { return i < 0 ? i + len : i;
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed
  * instance (table[op] > 0, op -1 reading the last entry), their segment's length added to
  * ``all_sum[op]`` and, where the interpreter ran (``not_python[cat]`` false), to ``python_sum[op]``.
- * Sums of whole ns: exact in any order. Returns the number of such rows. */
+ * Sums of whole ns, exact in any order: a run of rows of one instance is summed as integers, then
+ * added. Returns the number of such rows. */
 int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const int64_t *ts,
                              const int64_t *seg_end, const int8_t *cat, const uint8_t *not_python,
                              const double *table, int64_t len, double *python_sum, double *all_sum) {
-    int64_t costed = 0;
+    int64_t costed = 0, cur = -1, run_all = 0, run_python = 0;
     for (int64_t i = a; i < b; ++i) {
         int64_t o = wrap(op[i], len);
-        if (!(table[o] > 0)) continue;
-        double d = (double)(seg_end[i] - ts[i]);
-        all_sum[o] += d;
-        python_sum[o] += d * (double)!not_python[(uint8_t)cat[i]];
+        if (o != cur) {
+            if (cur >= 0) all_sum[cur] += (double)run_all, python_sum[cur] += (double)run_python;
+            cur = table[o] > 0 ? o : -1;
+            run_all = run_python = 0;
+        }
+        if (cur < 0) continue;
+        int64_t d = seg_end[i] - ts[i];
+        run_all += d;
+        if (!not_python[(uint8_t)cat[i]]) run_python += d;
         ++costed;
     }
+    if (cur >= 0) all_sum[cur] += (double)run_all, python_sum[cur] += (double)run_python;
     return costed;
 }
 
@@ -182,4 +250,28 @@ void residual_module_spread(int64_t a, int64_t b, const int32_t *op, const int64
         w *= table[o];
         out[i] = w;
     }
+}
+
+/* flush_stall.measure's figures per instance over rows [a, b) of one thread: ``excl[op]`` += the
+ * segment's length (Timeline.instance_time: sums of whole ns, exact in any order) and ``over[op]`` +=
+ * ``bound[i]`` where it is not 0 (np.bincount over those rows: one after another, in row order), for
+ * the rows inside an instance (0 <= op < n_inst). A run of rows of one instance is summed in
+ * registers (the same additions in the same order), not through memory at each row. */
+void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const int64_t *ts, const int64_t *seg_end,
+                            const double *bound, int64_t n_inst, double *excl, double *over) {
+    int64_t cur = -1, run_ns = 0;
+    double run_over = 0.0;
+    for (int64_t i = a; i < b; ++i) {
+        int64_t o = op[i];
+        if (o != cur) {
+            if (cur >= 0) excl[cur] += (double)run_ns, over[cur] = run_over;
+            cur = o >= 0 && o < n_inst ? o : -1;
+            run_ns = 0;
+            if (cur >= 0) run_over = over[cur];
+        }
+        if (cur < 0) continue;
+        run_ns += seg_end[i] - ts[i];
+        if (bound[i] != 0) run_over += bound[i];
+    }
+    if (cur >= 0) excl[cur] += (double)run_ns, over[cur] = run_over;
 }

@@ -455,15 +455,20 @@ def _flush_marks(tl: Timeline) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
+def _flush_stall(tl: Timeline, per_event_ns: float, out: np.ndarray | None = None) -> np.ndarray:
     """Per segment: the GIL time flushes took from it (each flush's stall spread over its interval):
-    the CPU time a flush measured of itself, else the calibrated ``per_event_ns`` per row converted."""
+    the CPU time a flush measured of itself, else the calibrated ``per_event_ns`` per row converted.
+    ``out``: a column of every row to write it to (a new one where None)."""
+    if out is None:
+        out = np.zeros(len(tl.ts))
+    else:
+        out.fill(0.0)
     start, end, converted, cpu = flush_intervals(tl)
     stall = np.where(cpu > 0, cpu, converted * max(per_event_ns, 0.0)).astype(np.float64)
     keep = (end > start) & (converted > 0) & (stall > 0)
     start, end, stall = start[keep], end[keep], stall[keep]
     if len(start) == 0:
-        return np.zeros(len(tl.ts))
+        return out
     length = (end - start).astype(np.float64)
     density = np.minimum(stall / length, 1.0)  # share of the flush spent stalling
     cum = np.concatenate([[0.0], np.cumsum(density * length)])
@@ -476,7 +481,6 @@ def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
 
     # stall_until is constant between flushes: a segment that meets none takes exactly 0, so only
     # the rows that meet one are looked up (flushes cover a small part of the run)
-    out = np.zeros(len(tl.ts))
     rows = _rows_meeting(tl, start, end)
     out[rows] = stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
     return out
@@ -523,23 +527,36 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
     each thread's last row (:func:`thread_last`).
     """
     # relative to the session start: float64 stays exact there
-    first = np.flatnonzero(np.r_[True, last[:-1]])  # each thread's first row
+    first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
     ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
-    # the running sum of the new durations over every row (np.cumsum: one addition after another),
-    # held in ``seg_end``'s memory until each block of it is written: no column of its own
-    after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
-    np.cumsum(new_dur, out=after)
+    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns)
+    args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
+    fill = native.function("residual_rebuild", *args)
+    sums_before = native.function("residual_sums_before", native.F64, native.N, native.I64, native.F64)
+    after = None
+    if fill is None or sums_before is None:
+        # the running sum of the new durations over every row (np.cumsum: one addition after
+        # another), held in ``seg_end``'s memory until each block of it is written: no column of its own
+        after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
+        np.cumsum(new_dur, out=after)
 
     def cum(rows: np.ndarray) -> np.ndarray:
-        """The running sum before each of ``rows`` (read before their blocks are written)."""
-        return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
+        """The running sum before each of ``rows`` (read before their blocks are written; summed up
+        to them where the C loops keep it as they go)."""
+        if after is not None:
+            return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
+        order = np.argsort(rows, kind="stable")
+        at, got, out = rows[order].astype(np.int64), np.empty(len(rows)), np.empty(len(rows))
+        sums_before(new_dur, len(at), at, got)
+        out[order] = got
+        return out
 
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
     rel_end = np.array([float(tl.end_ns - tl.start_ns)])
     main_first = first[tl.thread[first] == tl.main_thread]
     if len(main_first):  # other threads start, and the run ends, where the main thread's time says
         m0 = int(main_first[0])
-        m1 = int(np.flatnonzero(last[m0:])[0]) + m0 + 1
+        m1 = int(np.append(first[first > m0], len(tl.ts))[0])  # the next thread's first row, or the end
         # looked up at the few times asked (a start per thread, the end), each as a whole-row pass did
         at = np.append(tl.ts[first], tl.end_ns)  # the times asked, on the raw clock
         i = np.searchsorted(tl.ts[m0:m1], at, side="right") - 1
@@ -554,10 +571,7 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
         moved = np.where(ok, m_new + into * m_ratio, rel)
         rel0, rel_end = moved[:-1], moved[-1:]
     # each row's start: its thread's first start plus the corrected time before it on the thread
-    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns)
-    args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
-    fill = native.function("residual_rebuild", *args)
-    if fill is not None:
+    if after is None:
         rel0 = np.ascontiguousarray(rel0, np.float64)
         fill(len(ts), new_dur, ts, seg_end, len(first), first.astype(np.int64, copy=False), rel0, tl.start_ns)
     else:
@@ -681,9 +695,9 @@ def _planned(
 _PLANNED_ARGS = (
     native.N, native.I64, native.I64, native.I8, native.I8, native.I8, native.I32, native.BOOL, native.BOOL,
     native.I8, native.BOOL, native.N, native.N,
-    native.N, native.N, native.N, native.N, native.N,
+    native.N, native.N, native.N, native.N, native.N, native.N,
     native.F64, native.F64, native.BOOL,
-    native.N, native.I64, native.F64, native.F64,
+    native.N, native.N, native.I64, native.I64, native.F64, native.F64,
     native.N, native.F64,
     native.N, native.F64,
     native.F64, native.F64, native.F64, native.BOOL, native.F64,
@@ -709,20 +723,26 @@ def _planned_native(
         return _planned(tl, costs, last, on_writer, mem, mods)
     n = len(tl.ts)
     before_of, after_of = _cost_tables(costs)
-    measured = measured_rows(tl, None, costs)
-    opens = take(_KIND_OPENS, tl.kind[measured])
-    m_before, m_after = _measured_costs(tl, costs, measured, event_classes(tl, measured), opens)
-    none = np.zeros(0)
+    # the boundaries' own costs, read as they are kept (RowValues: at some rows, or at every row)
+    cost_rows = cost_values = none = np.zeros(0, np.int64)
+    every_row = False
+    if tl.cost is not None and os.environ.get(MEASURED_ENV) != "0":
+        cost_values, every_row = tl.cost.values, tl.cost.at_rows is None
+        cost_rows = none if every_row else tl.cost.at_rows
+    if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
+        return _planned(tl, costs, last, on_writer, mem, mods)
     dur, planned, removal = np.empty(n), np.empty(n), np.empty(n)
     profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
+    half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
     over = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
-        CostClass.CATEGORY, CostClass.BACKEND, categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
+        CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
+        categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
         before_of, after_of, (before_of != 0) | (after_of != 0),
-        len(measured), measured, m_before, m_after,
-        n if mem is not None else 0, mem if mem is not None else none,
-        n if mods is not None else 0, mods if mods is not None else none,
+        len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
+        n if mem is not None else 0, mem if mem is not None else np.zeros(0),
+        n if mods is not None else 0, mods if mods is not None else np.zeros(0),
         dur, planned, removal, profiler, per_class,
     )  # fmt: skip
     if over:
@@ -776,6 +796,34 @@ def _sums_off(
     return profiler_ns, totals[0], totals[1]
 
 
+def _stall_taken(
+    tl: Timeline, dur: np.ndarray, removal: np.ndarray, bound: np.ndarray, on_writer: np.ndarray
+) -> tuple[np.ndarray, dict[str, Any] | None, float]:
+    """(the time left per segment, the stall share's evidence, the writer's seconds removed):
+    ``removal`` taken from ``dur`` (in ``removal``'s memory), then the flushes' stall: their ``bound``
+    (:func:`_flush_stall`) within what is left, off the writer's threads, times the share
+    flush_stall.measure finds (None where no bound is left)."""
+    bounded = native.function(
+        "residual_bounded", native.N, native.F64, native.F64, native.F64, native.BOOL, restype=native.N
+    )
+    take = native.function("residual_take_bound", native.N, native.F64, native.F64, native.DOUBLE)
+    if bounded is None or take is None:
+        left = np.subtract(dur, removal, out=removal)
+        np.minimum(bound, left, out=bound)
+        bound[on_writer] = 0.0  # the flush itself, not a stall of the job
+        stall = flush_stall.measure(tl, bound) if bound.any() else None
+        if stall is not None:
+            bound *= stall.share
+        writer_ns = float(bound.sum()) if stall is not None else 0.0
+        left -= bound
+    else:  # the same in two passes (residual.c)
+        left = removal
+        stall = flush_stall.measure(tl, bound) if bounded(len(dur), dur, removal, bound, on_writer) else None
+        take(len(dur), left, bound, stall.share if stall is not None else 1.0)  # 1: the zeros as they are
+        writer_ns = float(bound.sum()) if stall is not None else 0.0
+    return left, stall.as_dict() if stall is not None else None, writer_ns / 1e9
+
+
 def correct_timeline(
     tl: Timeline,
     costs: EventCosts,
@@ -799,25 +847,15 @@ def correct_timeline(
     dur, planned, removal, profiler, per_class = _planned_native(tl, costs, last, on_writer, mem, mods)
     planned_sum, removal_sum = planned.sum(), removal.sum()
     profiler_ns, mem_total, mods_total = _sums_off(profiler, dur, mem, mods, scratch=planned)
-    del planned, mem, mods
+    del mem, mods
     placed = float(removal_sum - profiler_ns)
-    left = np.subtract(dur, removal, out=removal)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
-    bound = _flush_stall(tl, costs.writer_per_event)
-    np.minimum(bound, left, out=bound)
-    bound[on_writer] = 0.0  # the flush itself, not a stall of the job
-    del on_writer
-    stall_info = None
-    writer_s = 0.0
-    if bound.any():
-        stall_share = flush_stall.measure(tl, bound)
-        stall_info = stall_share.as_dict()
-        bound *= stall_share.share
-        writer_s = float(bound.sum()) / 1e9
-    left -= bound
-    del bound
+    bound = _flush_stall(tl, costs.writer_per_event, out=planned)  # ``planned`` is not needed after
+    del planned
+    left, stall_info, writer_s = _stall_taken(tl, dur, removal, bound, on_writer)
+    del bound, on_writer
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
     main_left = float(left[tl.main_rows()].sum())
     background_ns = costs.nvml_per_sample * nvml_samples
