@@ -520,15 +520,18 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(length.sum())) + np.repeat(shift, length)
 
 
-def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
+def rebuild(
+    tl: Timeline, new_dur: np.ndarray, last: np.ndarray, spare: tuple[np.ndarray, ...] = ()
+) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
     Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
-    each thread's last row (:func:`thread_last`).
+    each thread's last row (:func:`thread_last`). ``spare``: columns of every row the caller no
+    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`).
     """
     # relative to the session start: float64 stays exact there
     first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
-    ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
+    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
     # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns)
     args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
     fill = native.function("residual_rebuild", *args)
@@ -563,7 +566,8 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
         ok = i >= 0
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
-        m_new = float(tl.ts[m0] - tl.start_ns) + cum(row) - cum(np.array([m0]))[0]
+        sums = cum(np.append(row, m0))  # before each row asked, then before the main thread's first
+        m_new = float(tl.ts[m0] - tl.start_ns) + sums[:-1] - sums[-1]
         dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
         m_ratio = np.divide(new_dur[row], dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
@@ -584,6 +588,25 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
     out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
     out.memo["scope_ends"] = ends  # the same rows
     return out
+
+
+def _spare_columns(
+    n: int, spare: tuple[np.ndarray, ...], new_dur: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rebuild`'s two int64 columns of ``n`` rows: in the memory of ``spare`` columns (of 8-byte
+    items, C-contiguous, not ``new_dur``'s), as far as there are such, else new. Why: pages the
+    process has not touched yet cost about a second a GB to fault in on a virtual machine, and a
+    column the caller no longer needs has its pages already."""
+    usable = [
+        c.view(np.int64)
+        for c in spare
+        if len(c) == n
+        and c.dtype.itemsize == 8
+        and c.flags.c_contiguous
+        and not np.may_share_memory(c, new_dur)
+    ]
+    usable += [np.empty(n, np.int64) for _ in range(2 - len(usable[:2]))]
+    return usable[0], usable[1]
 
 
 def _rebuild_rows(
@@ -855,7 +878,7 @@ def correct_timeline(
     bound = _flush_stall(tl, costs.writer_per_event, out=planned)  # ``planned`` is not needed after
     del planned
     left, stall_info, writer_s = _stall_taken(tl, dur, removal, bound, on_writer)
-    del bound, on_writer
+    del on_writer
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
     main_left = float(left[tl.main_rows()].sum())
     background_ns = costs.nvml_per_sample * nvml_samples
@@ -866,9 +889,10 @@ def correct_timeline(
         new_dur *= 1.0 - share
     periodic_s = float(dur[profiler].sum()) / 1e9 if profiler.any() else None
     ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0) if keep_ratio else None
-    del dur, profiler  # before the rebuild: a column of every row fewer alive beside its new ones
+    del profiler
 
-    corrected = rebuild(tl, new_dur, last)
+    corrected = rebuild(tl, new_dur, last, spare=(dur, bound))  # their memory holds the new times
+    del dur, bound
 
     removed: dict[str, float] = {}
     wanted = float(per_class[1:].sum()) + mem_total + mods_total
@@ -912,6 +936,6 @@ def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -
         ratio = np.empty(len(factor)) if keep_ratio else None
         scale(len(factor), tl.ts, tl.seg_end, factor, gone, keep_ratio, ratio if keep_ratio else np.zeros(0))
     removed = float(gone.sum()) / 1e9
-    del gone  # before the rebuild: a column of every row fewer alive beside its new ones
-    corrected = rebuild(tl, new_dur, thread_last(tl))
+    corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
+    del gone
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
