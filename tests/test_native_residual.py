@@ -240,6 +240,28 @@ def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_remap_gives_numpys_times(seed, monkeypatch):
+    """GPU launches moved onto the corrected clock: on every thread, on a thread without rows (the main
+    thread's map), before a thread's first row, at rows' own times, in time order and not."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=3, rows=5000)
+    fix = residual.correct_windows(tl, rng.uniform(0.3, 1.0, len(tl.ts)))
+    m = 3000
+    thread = rng.choice([100, 101, 102, 555], m)
+    t = rng.integers(int(tl.ts.min()) - 10_000, int(tl.seg_end.max()) + 10_000, m)
+    t[::5] = tl.ts[rng.integers(0, len(tl.ts), len(t[::5]))]
+    t[: m // 2] = np.sort(t[: m // 2])  # in time order, as launches mostly come
+    want, got = _both(monkeypatch, lambda: fix.remap(tl, thread, t))
+    assert _same(want, got) and not _same(want, t)
+    one = np.full(m, 101)
+    want, got = _both(monkeypatch, lambda: fix.remap(tl, one, np.sort(t)))
+    assert _same(want, got)
+    tl.main_thread = 102  # a main thread after the others: unknown threads take its map
+    want, got = _both(monkeypatch, lambda: fix.remap(tl, thread, t))
+    assert _same(want, got)
+
+
 def test_the_sums_off_the_periodic_work_give_numpys_bits(monkeypatch):
     rng = np.random.default_rng(3)
     for n in (0, 1, 200, 5000):

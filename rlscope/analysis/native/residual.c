@@ -275,3 +275,46 @@ void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const int64
     }
     if (cur >= 0) excl[cur] += (double)run_ns, over[cur] = run_over;
 }
+
+/* The first row of [lo, hi) whose time is after ``t`` (hi where none): np.searchsorted(side="right"). */
+static inline int64_t after_time(const int64_t *ts, int64_t lo, int64_t hi, int64_t t) {
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ts[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* residual.Correction.remap's lookups: each query, a raw time t[q] on the thread whose rows are
+ * [first[k], first[k + 1]) with k = block[q], takes the last of those rows starting at or before it
+ * (the numpy version's search of its (thread, time) keys); where there is one, the query moves to
+ * that row's corrected start plus the time into its raw segment (at most the segment) times the
+ * row's ``ratio``, rounded (np.rint); else it stays. A query after the previous one on the same
+ * thread is searched for from the previous one's row onward, in steps that double (launches come
+ * in time order, mostly): a few rows read in the CPU's cache instead of a search of the thread. */
+void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int64_t *first, const int64_t *ts,
+                    const int64_t *seg_end, const int64_t *new_ts, const double *ratio, int64_t *out) {
+    int64_t prev_k = -1, prev_p = 0, prev_t = 0;
+    for (int64_t q = 0; q < m; ++q) {
+        int64_t k = block[q], tq = t[q], a = first[k], b = first[k + 1], lo = a, hi = b;
+        if (k == prev_k && tq >= prev_t) { /* the row is at prev_p - 1 or later */
+            int64_t probe = prev_p, step = 1;
+            lo = prev_p;
+            while (probe < b && ts[probe] <= tq) lo = probe + 1, probe = lo + step, step <<= 1;
+            hi = probe < b ? probe : b;
+        }
+        int64_t p = after_time(ts, lo, hi, tq);
+        prev_k = k, prev_p = p, prev_t = tq;
+        int64_t row = p - 1;
+        if (row < a) {
+            out[q] = tq;
+            continue;
+        }
+        int64_t into = tq - ts[row], length = seg_end[row] - ts[row];
+        if (length < into) into = length;
+        out[q] = new_ts[row] + rint_i64((double)into * ratio[row]);
+    }
+}

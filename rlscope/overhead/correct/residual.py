@@ -361,6 +361,23 @@ class Correction:
         if len(t) == 0 or len(raw.ts) == 0:
             return t.copy()
         assert self.ratio is not None, "corrected without keep_ratio"
+        fn = native.function("residual_remap", native.N, *(native.I64,) * 6, native.F64, native.I64)
+        block = _thread_blocks(raw, thread) if fn is not None and t.dtype == np.int64 else None
+        if block is not None:  # each query searched on its thread's rows (residual.c)
+            out = np.empty(len(t), np.int64)
+            t = np.ascontiguousarray(t)
+            fn(
+                len(t),
+                block,
+                t,
+                raw.thread_starts().astype(np.int64),
+                raw.ts,
+                raw.seg_end,
+                self.timeline.ts,
+                self.ratio,
+                out,
+            )
+            return out
         threads = np.unique(raw.thread)
         known = np.isin(thread, threads)
         q_thread = np.where(known, thread, raw.main_thread)
@@ -380,6 +397,23 @@ class Correction:
         into = np.minimum(t - raw.ts[pos], raw.seg_end[pos] - raw.ts[pos])
         new = self.timeline.ts[pos] + np.rint(into * self.ratio[pos]).astype(np.int64)
         return np.where(ok, new, t)
+
+
+def _thread_blocks(raw: Timeline, thread: np.ndarray) -> np.ndarray | None:
+    """Per query of :meth:`Correction.remap`: the thread index (``raw.thread_idx``) of its thread,
+    the main thread's for a thread without rows; None where the thread indices do not stand one
+    for one for threads with rows, or the main thread has none (the numpy search then decides)."""
+    starts = raw.thread_starts()
+    if not (starts[1:] > starts[:-1]).all():
+        return None
+    tids = raw.thread[starts[:-1]]
+    order = np.argsort(tids, kind="stable")
+    by_tid = tids[order]
+    if (by_tid[1:] == by_tid[:-1]).any() or raw.main_thread not in by_tid:
+        return None
+    at = np.minimum(np.searchsorted(by_tid, thread), len(by_tid) - 1)
+    main = order[np.searchsorted(by_tid, raw.main_thread)]
+    return np.where(by_tid[at] == thread, order[at], main).astype(np.int64)
 
 
 def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray:
