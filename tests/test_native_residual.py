@@ -288,12 +288,6 @@ def test_the_flush_stall_measure_gives_numpys_figures(seed, monkeypatch):
     assert want.bound_ns > 0 and _same(tuple(want.as_dict().values()), tuple(got.as_dict().values()))
 
 
-def test_event_classes_of_some_rows_are_those_of_every_row():
-    tl = _timeline(np.random.default_rng(1))
-    rows = np.flatnonzero(np.random.default_rng(2).random(len(tl.ts)) < 0.4)
-    assert np.array_equal(residual.event_classes(tl, rows), residual.event_classes(tl)[rows])
-
-
 def test_flush_marks_are_the_writer_threads_category_rows():
     tl = _timeline(np.random.default_rng(4), threads=4)
     cat_row = (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)

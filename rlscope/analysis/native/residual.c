@@ -4,7 +4,6 @@
  * and rounded as np.rint does (half to even), so both give the same bits. */
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 /* np.rint, as a whole number's int64: round half to even, as nearbyint does under the default
  * rounding mode, without a call into libm per value. Below 2**52 adding 2**52 leaves no fraction
@@ -25,7 +24,7 @@ static inline double min_nan(double a, double b) { return (a < b || isnan(a)) ? 
  * the row opens. A scope or category boundary that measured its own cost (its packed ``cost`` value
  * above 0: pre and post ns, schema.unpack_cost) with a calibrated dispatch (``half_d_in`` not NaN,
  * residual.measured_rows) pays what it measured plus half that dispatch on each side instead
- * (residual._measured_costs). The ``cost`` values are at the rows ``cost_rows`` (sorted, read
+ * (residual._planned's measured rows). The ``cost`` values are at the rows ``cost_rows`` (sorted, read
  * through ``*j`` as the rows go by), or at every row where ``every_row``; n_cost 0: none. */
 typedef struct {
     const int8_t *kind, *cat, *flags;

@@ -39,16 +39,8 @@ MAX_SIGMA = 0.35  # a measured share less certain than this gives way to the ass
 ASSUMED = 0.5  # the share where the run cannot measure it, ±0.5: anywhere in [0, 1]
 # residual_instance_sums' arguments: first row, end, op, ts, seg_end, bound, instances, excl, over
 _INSTANCE_SUMS = (
-    native.N,
-    native.N,
-    native.I32,
-    native.I64,
-    native.I64,
-    native.F64,
-    native.N,
-    native.F64,
-    native.F64,
-)
+    native.N, native.N, native.I32, native.I64, native.I64, native.F64, native.N, native.F64, native.F64,
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -90,11 +90,12 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     """Per timeline row: the wrapper's cost to remove from its segment (ns); empty where no row has
     any (a run without automatic operations: no column of zeros to add).
 
-    Two passes over the rows of the threads that made calls, a block at a time (:func:`_costed_blocks`):
-    the first sums each costed instance's segments, the second spreads its cost over them. On a long
-    detail stretch the costed rows are millions, and a column of their length per step was most of
-    the correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
-    time they are those of one pass over the rows."""
+    Two passes over the rows of the threads that made calls: the first sums each costed instance's
+    segments, the second spreads its cost over them. The C loops (residual.c) take a thread's rows
+    in one pass each; numpy's take a block at a time (:func:`_costed_blocks`): on a long detail
+    stretch the costed rows are millions, and a column of their length per step was most of the
+    correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
+    time, or a run of rows at a time, they are those of one pass over the rows."""
     none = np.zeros(0)
     if per_call_ns <= 0 or len(tl.ts) == 0:
         return none
@@ -109,6 +110,7 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     # the C loops: each of a thread's rows at once, in one pass (residual.c)
     threads = _thread_spans(spans)
     n_inst = len(tl.inst_name)
+    # per instance, and a last entry that op -1 reads (its cost is 0: never summed)
     python_sum, all_sum = np.zeros(n_inst + 1), np.zeros(n_inst + 1)
     costed = 0
     for a, b, table in threads:

@@ -332,16 +332,14 @@ _KIND_OPENS = np.zeros(S.COMPILE_END + 1, bool)
 _KIND_OPENS[[S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
 
 
-def event_classes(tl: Timeline, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
-    """The cost class of every timeline row, or of ``rows`` (NONE for rows rlscope wrote itself, e.g.
-    forced closes)."""
-    # a lookup per row; the category rows (few) then read their category
-    cls = take(_KIND_CLASS, tl.kind[rows])
+def event_classes(tl: Timeline) -> np.ndarray:
+    """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
+    cls = take(_KIND_CLASS, tl.kind)  # a lookup per row; the category rows (few) then read their category
     cat_rows = np.flatnonzero(cls == CostClass.CATEGORY)
-    ident = tl.id[rows][cat_rows]
+    ident = tl.id[cat_rows]
     cls[cat_rows[ident == categories.BACKEND]] = CostClass.BACKEND
     cls[cat_rows[ident == categories.PROFILER]] = CostClass.NONE  # its whole segment is removed instead
-    cls[(tl.flags[rows] & S.FLAG_FORCED_CLOSE) != 0] = CostClass.NONE
+    cls[(tl.flags & S.FLAG_FORCED_CLOSE) != 0] = CostClass.NONE
     return cls
 
 
@@ -364,19 +362,9 @@ class Correction:
         fn = native.function("residual_remap", native.N, *(native.I64,) * 6, native.F64, native.I64)
         block = _thread_blocks(raw, thread) if fn is not None and t.dtype == np.int64 else None
         if block is not None:  # each query searched on its thread's rows (residual.c)
-            out = np.empty(len(t), np.int64)
-            t = np.ascontiguousarray(t)
-            fn(
-                len(t),
-                block,
-                t,
-                raw.thread_starts().astype(np.int64),
-                raw.ts,
-                raw.seg_end,
-                self.timeline.ts,
-                self.ratio,
-                out,
-            )
+            t, out = np.ascontiguousarray(t), np.empty(len(t), np.int64)
+            first = raw.thread_starts().astype(np.int64)
+            fn(len(t), block, t, first, raw.ts, raw.seg_end, self.timeline.ts, self.ratio, out)
             return out
         threads = np.unique(raw.thread)
         known = np.isin(thread, threads)
@@ -675,14 +663,13 @@ def _rebuild_rows(
             seg_end[rows] += tl.start_ns
 
 
-def measured_rows(tl: Timeline, cls: np.ndarray | None, costs: EventCosts) -> np.ndarray:
+def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarray:
     """The rows (sorted) of scope and category boundaries that measured their own cost, with a
-    calibration that says what lies around the measurement. ``cls``: every row's class
-    (:func:`event_classes`; None: worked out at the rows that measured a cost only)."""
+    calibration that says what lies around the measurement."""
     if tl.cost is None or os.environ.get(MEASURED_ENV) == "0":
         return np.zeros(0, np.int64)
     rows = tl.cost.positive()
-    c = cls[rows] if cls is not None else event_classes(tl, rows)
+    c = cls[rows]
     known = ~np.isnan(costs.dispatch_inside[c])
     return rows[known & ((c == CostClass.SCOPE) | (c == CostClass.CATEGORY))]
 
@@ -727,8 +714,11 @@ def _planned(
     before, after = before_of[row_code], after_of[row_code]
     if len(measured):  # what these boundaries measured, plus the calibrated dispatch around it
         at = search_sorted(rows, measured)  # both sorted
-        opens = row_code[at] >= len(CLASS_NAMES)
-        before[at], after[at] = _measured_costs(tl, costs, measured, cls[measured], opens)
+        pre, post = S.unpack_cost(tl.cost.at(measured))
+        d_in, d_out = costs.dispatch_inside[cls[measured]] / 2, costs.dispatch_outside[cls[measured]] / 2
+        o = row_code[at] >= len(CLASS_NAMES)  # opens
+        before[at] = pre + np.where(o, d_out, d_in)
+        after[at] = post + np.where(o, d_in, d_out)
     per_class = np.bincount(cls[rows], weights=before + after, minlength=len(CLASS_NAMES))
     # a row's segment pays what falls after its timestamp, and before the next one's on its thread
     planned = np.zeros(n)
@@ -812,17 +802,6 @@ def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
     the number of classes where it opens a pair)."""
     half_in, half_out = costs.inside / 2, costs.outside / 2
     return np.concatenate([half_in, half_out]), np.concatenate([half_out, half_in])
-
-
-def _measured_costs(
-    tl: Timeline, costs: EventCosts, measured: np.ndarray, cls: np.ndarray, opens: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(before, after) of the ``measured`` rows (:func:`measured_rows`, of classes ``cls``): what
-    these boundaries measured, plus the calibrated dispatch around it. ``opens``: per row, whether it
-    opens a pair."""
-    pre, post = S.unpack_cost(tl.cost.at(measured)) if len(measured) else (np.zeros(0, np.int64),) * 2
-    d_in, d_out = costs.dispatch_inside[cls] / 2, costs.dispatch_outside[cls] / 2
-    return pre + np.where(opens, d_out, d_in), post + np.where(opens, d_in, d_out)
 
 
 def _sums_off(
