@@ -1,9 +1,9 @@
 """The residual correction's C loops (rlscope/analysis/native/residual.c) give the numpy loops' bits.
 
 Each function runs twice on the same inputs, with the C loops and with ``RLSCOPE_NATIVE_ANALYSIS=0``,
-on random timelines (several threads, a writer thread's flushes, measured boundaries, segments too
-short for their cost) and on edge cases (one row, one thread, every row rlscope's own work, no
-measured costs, ids too wide for the C loops).
+on random timelines (several threads, writer threads' flushes, measured boundaries, segments too
+short for their cost, GPU launches to move) and on edge cases (one row, one thread, every row
+rlscope's own work, no measured costs, ids too wide or columns strided for the C loops).
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from rlscope.trace import schema as S
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
 
 KINDS = np.array(
-    [S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END, S.API_BEGIN, S.API_END, *(
-        S.BACKEND_BEGIN, S.BACKEND_END, S.COMPILE_BEGIN, S.COMPILE_END)]
-)  # fmt: skip
+    [
+        *(S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END),
+        *(S.API_BEGIN, S.API_END, S.BACKEND_BEGIN, S.BACKEND_END, S.COMPILE_BEGIN, S.COMPILE_END),
+    ]
+)
 CATS = np.array(
     [categories.PYTHON, categories.BACKEND, categories.CUDA_API, categories.SIMULATOR, categories.PROFILER]
 )
@@ -35,8 +37,9 @@ CATS = np.array(
 def _timeline(
     rng: np.random.Generator, threads: int = 3, rows: int = 500, n_inst: int = 40, measured: bool = True
 ) -> Timeline:
-    """Rows grouped by thread (thread 100 the main one, the last one a writer with flush marks), random
-    kinds, categories and forced closes; segments from 0 to 5 us, end to end; ``cost`` at some rows."""
+    """Rows grouped by thread (thread 100 the main one; the others with flush marks among their rows),
+    random kinds, categories and forced closes; segments from 0 to 5 us, end to end; ``cost`` at
+    some rows."""
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ts", "end", "thread", "kind", "id", "cat", "op")}
     t0 = 10**18
     for k in range(threads):
@@ -174,7 +177,7 @@ def test_a_break_in_the_c_loop_is_seen(monkeypatch):
     "case",
     [
         "one row", "one thread", "all rlscope", "no measured costs", "costs at every row",
-        "measured costs off", "no dispatch", "no costs", "no main thread", "wide ids",
+        "measured costs off", "no dispatch", "no costs", "no main thread", "wide ids", "strided costs",
     ],
 )  # fmt: skip
 def test_edge_cases_give_numpys_bits(case, monkeypatch):
@@ -195,9 +198,13 @@ def test_edge_cases_give_numpys_bits(case, monkeypatch):
     if case == "no dispatch":  # the calibration says nothing of it: measured costs are not used
         costs.dispatch_inside[:] = np.nan
     mods = rng.uniform(0, 300, len(tl.ts))
+    if case == "strided costs":  # columns the C loops cannot read as they are: the numpy ones run
+        mods = rng.uniform(0, 300, 2 * len(tl.ts))[::2]
     want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 10, None, mods))
     assert _same_correction(want, got)
     factor = rng.uniform(0.5, 1.0, len(tl.ts))
+    if case == "strided costs":
+        factor = factor.astype(np.float32)
     want, got = _both(monkeypatch, lambda: residual.correct_windows(tl, factor.copy()))
     assert _same_correction(want, got)
 

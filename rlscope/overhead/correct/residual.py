@@ -559,7 +559,7 @@ def rebuild(
     fill = native.function("residual_rebuild", *args)
     sums_before = native.function("residual_sums_before", native.F64, native.N, native.I64, native.F64)
     after = None
-    if fill is None or sums_before is None:
+    if fill is None or sums_before is None or not _doubles(new_dur):
         # the running sum of the new durations over every row (np.cumsum: one addition after
         # another), held in ``seg_end``'s memory until each block of it is written: no column of its own
         after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
@@ -756,6 +756,11 @@ def _native_columns(tl: Timeline) -> bool:
     return tl.id.dtype == np.int32 and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
 
 
+def _doubles(*columns: np.ndarray | None) -> bool:
+    """Whether each of ``columns`` (None: left out) is C-contiguous float64, as the C loops read them."""
+    return all(c is None or (c.dtype == np.float64 and c.flags.c_contiguous) for c in columns)
+
+
 def _planned_native(
     tl: Timeline,
     costs: EventCosts,
@@ -766,7 +771,7 @@ def _planned_native(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_planned` in one pass over the rows (residual.c's residual_planned)."""
     fn = native.function("residual_planned", *_PLANNED_ARGS, restype=native.N)
-    if fn is None or not _native_columns(tl):
+    if fn is None or not _native_columns(tl) or not _doubles(mem, mods):
         return _planned(tl, costs, last, on_writer, mem, mods)
     n = len(tl.ts)
     before_of, after_of = _cost_tables(costs)
@@ -818,7 +823,7 @@ def _sums_off(
     unmasked = native.function(
         "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
     )
-    if where is None or unmasked is None:
+    if where is None or unmasked is None or not _doubles(dur, mem, mods, scratch):
         profiler_ns = np.where(profiler, dur, 0.0).sum()
         mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
         mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
@@ -939,7 +944,7 @@ def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -
     scale = native.function(
         "residual_scale", native.N, native.I64, native.I64, native.F64, native.F64, native.N, native.F64
     )
-    if scale is None:
+    if scale is None or not _doubles(factor):
         dur = tl.float_duration()
         new_dur = np.multiply(dur, factor, out=factor)
         ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
