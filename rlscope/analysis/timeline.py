@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.blocks import blocks, search_sorted, take
 from rlscope.trace import schema as S
 from rlscope.trace.glue import Gaps
@@ -238,20 +239,32 @@ def _with_interval_rows(
     interval's begin and an empty interval's begin before its end.
 
     Each part (the events, each source) is put in (thread, time) order on its own, and the parts
-    are merged: per thread, a row's place is its rank in its part plus the rows of the other parts
-    before it (searched), but for the largest part's rows, which fill the places left in their order
-    (a sort and a gather of every column over millions of torch-op rows were most of the timeline's
-    time). The columns an added row holds one value in (id, flags, cost) are filled with it and take
-    the events' values where the events' rows land.
+    are merged (:func:`_merged_native`, else :func:`_merged`). The columns an added row holds one
+    value in (id, flags, cost) hold it there and the events' values where the events' rows land.
     """
     ev = np.lexsort((col["ts_ns"], col["thread"]))  # the events in (thread, time) order
-    # per part: its rows' times, kinds and names in order, and its threads' bounds as (values, starts)
-    parts = [(col["ts_ns"][ev], col["kind"][ev], col["name"][ev], *_runs(col["thread"][ev], 1))]
+    sources = []  # each source's intervals in (thread, start) order
     for begin_kind, end_kind, thread, start, end, name in added:
         if not _sorted_by_thread(thread, start):
             order = np.lexsort((start, thread))
             thread, start, end = thread[order], start[order], end[order]
             name = None if name is None else name[order]
+        sources.append((begin_kind, end_kind, thread, start, end, name))
+    merged = _merged_native(col, ev, sources)
+    out, events_at = merged if merged is not None else _merged(col, ev, sources)
+    return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
+
+
+def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) -> tuple[dict, np.ndarray]:
+    """:func:`_with_interval_rows`'s rows in numpy: (the merged columns, where the events' rows land).
+
+    Per thread, a row's place is its rank in its part plus the rows of the other parts before it
+    (searched), but for the largest part's rows, which fill the places left in their order (a sort
+    and a gather of every column over millions of torch-op rows were most of the timeline's time).
+    """
+    # per part: its rows' times, kinds and names in order, and its threads' bounds as (values, starts)
+    parts = [(col["ts_ns"][ev], col["kind"][ev], col["name"][ev], *_runs(col["thread"][ev], 1))]
+    for begin_kind, end_kind, thread, start, end, name in sources:
         n = len(thread)
         ts = np.empty(2 * n, col["ts_ns"].dtype)
         ts[0::2], ts[1::2] = start, end
@@ -313,8 +326,55 @@ def _with_interval_rows(
             values = narrow_ids(values)
         out[k] = np.full(n_rows, on_added, values.dtype)
         out[k][events_at] = values
-    return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
+    return out, events_at
 
+
+def _merged_native(
+    col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]
+) -> tuple[dict, np.ndarray] | None:
+    """:func:`_merged` in one C pass writing each row once (timeline_merge); None where the numpy
+    merge runs: no C loops, columns of other types, more than three sources, a source's intervals
+    overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
+    i64 = native.I64
+    fn = native.function(
+        "timeline_merge",
+        *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
+        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N) * _MAX_SOURCES,
+        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64),
+        restype=native.N,
+    )
+    events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
+    if fn is None or len(sources) > _MAX_SOURCES or [c.dtype for c in events] != _EVENT_TYPES:
+        return None
+    none32 = np.zeros(0, np.int32)
+    args: list[Any] = []
+    for begin_kind, end_kind, thread, start, end, name in sources:
+        if any(c.dtype != np.int64 for c in (thread, start, end)) or (
+            name is not None and name.dtype != np.int32
+        ):
+            return None
+        named = name is not None
+        args += [len(thread), thread, start, end, name if named else none32, int(named), begin_kind, end_kind]
+    none64 = np.zeros(0, np.int64)
+    args += [0, none64, none64, none64, none32, 0, 0, 0] * (_MAX_SOURCES - len(sources))
+    n = len(ev) + 2 * sum(len(src[2]) for src in sources)
+    out = {
+        "ts_ns": np.empty(n, np.int64),
+        "kind": np.empty(n, np.int8),
+        "name": np.empty(n, np.int32),
+        "thread": np.empty(n, np.int32),
+        "id": np.empty(n, np.int32),
+        "flags": np.empty(n, np.int8),
+    }
+    events_at = np.empty(len(ev), np.int64)
+    cols = [np.ascontiguousarray(c) for c in events]
+    if fn(len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at) < 0:
+        return None
+    return out, events_at
+
+
+_MAX_SOURCES = 3  # timeline_merge's
+_EVENT_TYPES = [np.dtype(t) for t in (np.int64, np.int64, np.int8, np.int32, np.int64, np.int8)]
 
 _SPARSE = ("parent", "cost")  # the events' columns a timeline keeps at their rows only (RowValues)
 
@@ -370,6 +430,9 @@ def _compile_inside_op(kind: np.ndarray, both: np.ndarray) -> np.ndarray:
 
 def _sorted_by_thread(thread: np.ndarray, start: np.ndarray) -> bool:
     """Whether intervals are in (thread, start) order already (the backend's are), so need no sort."""
+    fn = native.function("timeline_sorted_by_thread", native.N, native.I64, native.I64, restype=native.N)
+    if fn is not None and thread.dtype == start.dtype == np.int64:
+        return bool(fn(len(thread), np.ascontiguousarray(thread), np.ascontiguousarray(start)))
     for rows in blocks(len(thread) - 1):  # each row against the next, a block at a time (in cache)
         t0, t1 = thread[rows], thread[rows.start + 1 : rows.stop + 1]
         if (t1 < t0).any() or (start[rows.start + 1 : rows.stop + 1] < start[rows])[t1 == t0].any():

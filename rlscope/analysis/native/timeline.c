@@ -1,0 +1,118 @@
+/* The timeline's row loops (rlscope/analysis/timeline.py): the merge of a process's events with the
+ * intervals recorded beside them, and the checks of their order. */
+#include <stdint.h>
+
+/* Whether intervals are in (thread, start) order: timeline._sorted_by_thread's comparison of each
+ * row with the next. Returns 1 or 0. */
+int64_t timeline_sorted_by_thread(int64_t n, const int64_t *thread, const int64_t *start) {
+    for (int64_t i = 0; i + 1 < n; i++) {
+        if (thread[i + 1] < thread[i] || (thread[i + 1] == thread[i] && start[i + 1] < start[i])) return 0;
+    }
+    return 1;
+}
+
+/* One source of added intervals: its rows are begin, end, begin, end... of intervals in (thread,
+ * start) order; ``name`` NULL: -1 on its rows. */
+typedef struct {
+    int64_t n;  /* rows: twice the intervals */
+    const int64_t *thread, *start, *end;
+    const int32_t *name;
+    int8_t begin_kind, end_kind;
+} source_t;
+
+static inline int64_t source_ts(const source_t *s, int64_t r) {
+    return (r & 1) ? s->end[r >> 1] : s->start[r >> 1];
+}
+
+/* Whether a row at (thread, ts) goes before one at (q_thread, q_ts): rows are in (thread, time)
+ * order, and at equal ones ``ties_first`` says (the earlier part's row goes first). */
+static inline int precedes(int64_t thread, int64_t ts, int64_t q_thread, int64_t q_ts, int ties_first) {
+    return thread < q_thread || (thread == q_thread && (ts < q_ts || (ts == q_ts && ties_first)));
+}
+
+#define MAX_SOURCES 3
+#define I32_FITS(v) ((v) >= INT32_MIN && (v) <= INT32_MAX)
+
+/* timeline._with_interval_rows's merge: the events (their rows ``ev`` of the columns, in (thread,
+ * time) order) and up to three sources of intervals (a, b, c; n 0: none) into one list of rows in
+ * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
+ * part's rows in their own order. Writes every row's ts, kind, name, thread and id (1 on an added
+ * row) and flags (0 on an added row), and where each event's row lands (``events_at``).
+ *
+ * Returns the rows written; -1 where a source's rows of a thread are not in time order (overlapping
+ * intervals: the numpy merge sorts them), -2 where a thread or an event's id does not fit the int32
+ * output (numpy keeps them int64). */
+int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
+                       const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
+                       const int8_t *ev_flags,
+                       /* the sources: intervals, kinds, whether named */
+                       int64_t na, const int64_t *a_thread, const int64_t *a_start, const int64_t *a_end,
+                       const int32_t *a_name, int64_t a_named, int64_t a_begin, int64_t a_end_kind,
+                       int64_t nb, const int64_t *b_thread, const int64_t *b_start, const int64_t *b_end,
+                       const int32_t *b_name, int64_t b_named, int64_t b_begin, int64_t b_end_kind,
+                       int64_t nc, const int64_t *c_thread, const int64_t *c_start, const int64_t *c_end,
+                       const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
+                       /* out */
+                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
+                       int64_t *events_at) {
+    source_t src[MAX_SOURCES] = {
+        {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind},
+        {2 * nb, b_thread, b_start, b_end, b_named ? b_name : 0, (int8_t)b_begin, (int8_t)b_end_kind},
+        {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind},
+    };
+    int64_t at[MAX_SOURCES] = {0, 0, 0};
+    /* each part's next row's (thread, ts): part 0 the events, 1 + s source s */
+    int64_t cur_thread[1 + MAX_SOURCES], cur_ts[1 + MAX_SOURCES];
+    int64_t e = 0, total = n_ev;
+    for (int s = 0; s < MAX_SOURCES; s++) total += src[s].n;
+    if (n_ev > 0) cur_thread[0] = ev_thread[ev[0]], cur_ts[0] = ev_ts[ev[0]];
+    for (int s = 0; s < MAX_SOURCES; s++) {
+        if (src[s].n > 0) cur_thread[1 + s] = src[s].thread[0], cur_ts[1 + s] = src[s].start[0];
+    }
+    int64_t i = 0;
+    while (i < total) {
+        /* the part whose next row is first (p) and the one whose next row follows (q): p's rows go
+         * out until one comes after q's next row */
+        int p = -1, q = -1;
+        for (int k = 0; k <= MAX_SOURCES; k++) {
+            if (k == 0 ? e >= n_ev : at[k - 1] >= src[k - 1].n) continue;
+            if (p < 0 || precedes(cur_thread[k], cur_ts[k], cur_thread[p], cur_ts[p], k < p)) {
+                q = p, p = k;
+            } else if (q < 0 || precedes(cur_thread[k], cur_ts[k], cur_thread[q], cur_ts[q], k < q)) {
+                q = k;
+            }
+        }
+        int64_t q_thread = q < 0 ? INT64_MAX : cur_thread[q], q_ts = q < 0 ? INT64_MAX : cur_ts[q];
+        int ties_first = q < 0 || p < q; /* at p's row equal to q's: p's goes first */
+        if (p == 0) {
+            for (;;) {
+                int64_t r = ev[e], th = cur_thread[0], v = ev_id[r];
+                if (!I32_FITS(th) || !I32_FITS(v)) return -2;
+                ts[i] = cur_ts[0], thread[i] = (int32_t)th;
+                kind[i] = ev_kind[r], name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
+                events_at[e++] = i++;
+                if (e >= n_ev) break;
+                cur_thread[0] = ev_thread[ev[e]], cur_ts[0] = ev_ts[ev[e]];
+                if (!precedes(cur_thread[0], cur_ts[0], q_thread, q_ts, ties_first)) break;
+            }
+        } else {
+            source_t *s = &src[p - 1];
+            int64_t r = at[p - 1], th = cur_thread[p], t_now = cur_ts[p];
+            for (;;) {
+                if (!I32_FITS(th)) return -2;
+                ts[i] = t_now, thread[i] = (int32_t)th;
+                kind[i] = (r & 1) ? s->end_kind : s->begin_kind;
+                name[i] = s->name ? s->name[r >> 1] : -1;
+                id[i] = 1, flags[i] = 0;
+                i++, r++;
+                if (r >= s->n) break;
+                int64_t t_next = s->thread[r >> 1], ts_next = source_ts(s, r);
+                if (t_next == th && ts_next < t_now) return -1;
+                th = t_next, t_now = ts_next;
+                if (!precedes(th, t_now, q_thread, q_ts, ties_first)) break;
+            }
+            at[p - 1] = r, cur_thread[p] = th, cur_ts[p] = t_now;
+        }
+    }
+    return total;
+}

@@ -1,0 +1,228 @@
+"""The timeline's C loops (rlscope/analysis/native/timeline.c) against their numpy versions, bit for
+bit: the merge of the events with the recorded intervals, the order checks and the timeline built
+from random traces (nested operations, phases and categories on several threads, intervals of up to
+three sources touching, tied and overlapping), and the edge cases (one row, one thread, no source)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from rlscope import categories
+from rlscope.analysis import native
+from rlscope.analysis import timeline as T
+from rlscope.trace import schema as S
+
+
+@pytest.fixture(autouse=True)
+def _library():
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+
+
+def _both(monkeypatch, fn, *args):
+    """``fn(*args)`` with the C loops, then with numpy's."""
+    got = fn(*args)
+    monkeypatch.setenv(native.ENV, "0")
+    want = fn(*args)
+    monkeypatch.delenv(native.ENV)
+    return got, want
+
+
+def _same(a, b) -> None:
+    """Equal to the bit, with the same types: arrays, RowValues, dicts and tuples of them."""
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+        assert a.tobytes() == b.tobytes()
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    elif dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            if f.compare:
+                _same(getattr(a, f.name), getattr(b, f.name))
+    else:
+        assert a == b
+
+
+# -- random traces --------------------------------------------------------------------------------
+
+
+def _thread_events(rng, thread: int, n: int, t0: int, next_id: list[int]) -> list[tuple]:
+    """``n`` rows of one thread: operations and phases nested (each end closes the innermost, its
+    parent then current), categories entered and left, times rising with ties."""
+    rows, ops, cats = [], [], []
+    t = t0
+    for _ in range(n):
+        t += int(rng.choice([0, 1, 2, 5, 30]))
+        r = rng.random()
+        if r < 0.3 or not ops:
+            parent = ops[-1] if ops else -1
+            ident = next_id[0]
+            next_id[0] += 1
+            kind = S.OP_BEGIN if rng.random() < 0.8 else S.PHASE_BEGIN
+            ops.append(ident)
+            rows.append((t, thread, kind, ident, parent, int(rng.integers(0, 50)), 0, 0))
+        elif r < 0.55:
+            ident = ops.pop()
+            rows.append((t, thread, S.OP_END, ident, ops[-1] if ops else -1, 3, int(rng.integers(0, 3)), 7))
+        elif r < 0.75:
+            cat = int(rng.choice([categories.SIMULATOR, categories.PROFILER, categories.BACKEND]))
+            rows.append((t, thread, S.CAT_BEGIN, cat, cats[-1] if cats else -1, -1, 0, 0))
+            cats.append(cat)
+        elif r < 0.9 and cats:
+            cat = cats.pop()
+            rows.append((t, thread, S.CAT_END, cat, cats[-1] if cats else -1, -1, 0, 0))
+        else:
+            rows.append((t, thread, S.WINDOW, int(rng.integers(0, 2)), -1, -1, 0, 0))
+    return rows
+
+
+def _events(rng, threads: list[int], n: int, spread: int = 1, shuffle: bool = True) -> pa.Table:
+    """A process's events: a session on the first thread around rows of every thread."""
+    next_id = [0]
+    rows = [(0, threads[0], S.SESSION_START, -1, -1, -1, 0, 0)]
+    for k, thread in enumerate(threads):
+        rows += _thread_events(rng, thread, n if k == 0 else max(n // 4, 1), 1 + k, next_id)
+    end = max(r[0] for r in rows) + 10
+    rows.append((end, threads[0], S.SESSION_END, -1, -1, -1, 0, 0))
+    if shuffle:  # the threads' rows interleaved, each thread's in order
+        rows.sort(key=lambda r: (r[0], rng.random()))
+    cols = [np.array(c) for c in zip(*rows, strict=True)]
+    for c in (3, 4):  # instance ids spread wide: the timeline renumbers them
+        scoped = np.isin(cols[2], [S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END]) & (cols[c] >= 0)
+        cols[c] = np.where(scoped, cols[c] * spread, cols[c])
+    schema = S.events_schema({}, cost=True)
+    return pa.table([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+
+def _intervals(
+    rng, threads: list[int], n: int, span: int, named: bool, overlap: bool = False, order: bool = True
+) -> tuple:
+    """(thread, start, end[, name]) of ``n`` intervals, disjoint per thread (touching, some empty,
+    some tied with the events' times) unless ``overlap``; in (thread, start) order unless not ``order``."""
+    thread = np.sort(rng.choice(np.asarray(threads, np.int64), n))
+    start = np.empty(n, np.int64)
+    end = np.empty(n, np.int64)
+    for t in np.unique(thread).tolist():
+        k = np.flatnonzero(thread == t)
+        cuts = np.sort(rng.integers(0, span, 2 * len(k)))
+        start[k], end[k] = cuts[0::2], cuts[1::2]
+        if overlap and len(k) > 1:
+            end[k[0]] = span
+    if not order:
+        p = rng.permutation(n)
+        thread, start, end = thread[p], start[p], end[p]
+    if not named:
+        return thread, start, end
+    return thread, start, end, rng.integers(0, 30, n).astype(np.int32)
+
+
+def _columns(events: pa.Table) -> dict[str, np.ndarray]:
+    return {c: events.column(c).to_numpy() for c in events.column_names}
+
+
+# -- the merge --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_merge_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    threads = [5, 3, 9][: 1 + seed % 3]
+    ev = _events(rng, threads, 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    sources = [
+        (S.API_BEGIN, S.API_END, *_intervals(rng, [*threads, 7], 40, span, False), None),
+        (S.BACKEND_BEGIN, S.BACKEND_END, *_intervals(rng, threads, 400, span, True, order=seed % 2 == 1)),
+        (S.COMPILE_BEGIN, S.COMPILE_END, *_intervals(rng, [threads[0]], 5, span, False), None),
+    ][: 1 + seed % 3]
+    col = _columns(ev)
+    fill = T._merged_native(col, np.lexsort((col["ts_ns"], col["thread"])), sources)
+    if seed % 2:  # in (thread, start) order: the C merge takes them as they are
+        assert fill is not None
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+
+
+def test_ties_go_to_the_events_then_the_sources_in_order(monkeypatch):
+    col = _columns(_events(np.random.default_rng(0), [1], 1, shuffle=False))
+    col["ts_ns"] = np.full(len(col["ts_ns"]), 10)
+    one = (np.array([1]), np.array([10]), np.array([10]))
+    sources = [
+        (S.API_BEGIN, S.API_END, *one, None),
+        (S.BACKEND_BEGIN, S.BACKEND_END, *one, np.array([4], np.int32)),
+    ]
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+    kinds = got[0]["kind"].tolist()
+    assert kinds[-4:] == [S.API_BEGIN, S.API_END, S.BACKEND_BEGIN, S.BACKEND_END]
+
+
+@pytest.mark.parametrize("case", ["overlap", "wide ids", "wide threads", "int64 names", "one row"])
+def test_merge_edge_cases(monkeypatch, case):
+    rng = np.random.default_rng(1)
+    threads = [2, 4]
+    col = _columns(_events(rng, threads, 50))
+    span = int(col["ts_ns"].max()) + 5
+    src = _intervals(rng, threads, 30, span, True, overlap=case == "overlap")
+    if case == "wide ids":
+        col["id"] = col["id"] + 2**40
+    if case == "wide threads":
+        col["thread"] = col["thread"] + 2**40
+        src = (src[0] + 2**40, *src[1:])
+    if case == "int64 names":
+        src = (*src[:3], src[3].astype(np.int64))
+    if case == "one row":
+        col = {k: v[:1].copy() for k, v in col.items()}
+        src = tuple(c[:1] for c in src)
+    sources = [(S.BACKEND_BEGIN, S.BACKEND_END, *src)]
+    ev = np.lexsort((col["ts_ns"], col["thread"]))
+    taken = T._merged_native(col, ev, sources) is not None
+    assert taken == (case == "one row")  # the others run numpy's merge
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sorted_by_thread_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    n = [0, 1, 2, 100, 70_000, 200_000][seed]
+    thread = np.sort(rng.integers(0, 3, n))
+    start = rng.integers(0, 1000, n)
+    for t in range(3):  # sorted within each thread but for one row of the last case
+        k = thread == t
+        start[k] = np.sort(start[k])
+    if seed == 5:
+        start[n // 2 + 1] = start[n // 2] - 1 if thread[n // 2 + 1] == thread[n // 2] else start[n // 2 + 1]
+        thread[150_000], thread[150_001] = 2, 1
+    got, want = _both(monkeypatch, T._sorted_by_thread, thread, start)
+    assert got == want
+    assert got == (seed < 5)
+
+
+# -- the whole timeline -----------------------------------------------------------------------------
+
+
+def _timeline(events, api, backend, compiles):
+    return T.build_timeline(events, api=api, backend=backend, compiles=compiles)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_timeline_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(100 + seed)
+    threads = [11, 12, 13][: 1 + seed % 3]
+    ev = _events(rng, threads, 400, spread=10**6 if seed % 4 == 1 else 1)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    api = _intervals(rng, threads, 30, span, False) if seed % 2 else None
+    backend = _intervals(rng, threads, 300, span, True) if seed % 3 else None
+    compiles = _intervals(rng, threads[:1], 4, span, False) if seed % 5 == 2 else None
+    got, want = _both(monkeypatch, _timeline, ev, api, backend, compiles)
+    _same(got, want)
