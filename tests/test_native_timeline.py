@@ -226,3 +226,83 @@ def test_timeline_is_numpy_s(monkeypatch, seed):
     compiles = _intervals(rng, threads[:1], 4, span, False) if seed % 5 == 2 else None
     got, want = _both(monkeypatch, _timeline, ev, api, backend, compiles)
     _same(got, want)
+
+
+# -- the states, the thread index, the marks inside intervals, the values kept at rows ------------
+
+
+def _first(rng, n: int, threads: int) -> np.ndarray:
+    first = np.zeros(n, bool)
+    if n:
+        first[0] = True
+        first[rng.choice(n, min(threads - 1, n), replace=False)] = True
+    return first
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize(
+    "case", ["random", "empty", "one row", "one thread", "no changes", "every row", "row 0 no first"]
+)
+def test_state_after_is_numpy_s(monkeypatch, dtype, case):
+    rng = np.random.default_rng(7)
+    n = {"empty": 0, "one row": 1}.get(case, 5000)
+    first = _first(rng, n, 1 if case == "one thread" else 40)
+    if case == "row 0 no first":  # rows before any mark hold the default
+        first[0] = False
+    k = {"no changes": 0, "every row": n}.get(case, n // 7)
+    rows = np.sort(rng.choice(n, k, replace=False)) if n else np.zeros(0, np.int64)
+    info = np.iinfo(dtype)
+    values = rng.integers(max(info.min, -(2**40)), min(info.max, 2**40), len(rows)).astype(dtype)
+    starts = np.flatnonzero(first)
+    got, want = _both(monkeypatch, T._state_after, rows, values, first, starts, -1)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 300, 40_000])
+def test_thread_index_is_numpy_s(monkeypatch, threads):
+    first = _first(np.random.default_rng(threads), 100_000, threads)
+    got, want = _both(monkeypatch, T._thread_index, first, np.flatnonzero(first))
+    _same(got, want)
+    assert got.dtype == (np.int16 if threads < 2**15 else np.int32)
+
+
+def _marked_numpy(kind, cat, begin, end, code):
+    np.putmask(cat, (T._inside(kind, begin, end) == 1) & (cat != categories.PROFILER), code)
+
+
+@pytest.mark.parametrize("case", ["alternating", "random", "empty", "one row", "wrapping"])
+def test_mark_inside_is_numpy_s(case):
+    rng = np.random.default_rng(3)
+    n = {"empty": 0, "one row": 1}.get(case, 10_000)
+    kinds = np.array([S.BACKEND_BEGIN, S.BACKEND_END, S.OP_BEGIN, S.CAT_END], np.int8)
+    kind = kinds[rng.integers(0, 4, n)]
+    if case == "alternating":  # begin, end along the rows, as the merge lays them out
+        ends = np.flatnonzero(np.isin(kind, kinds[:2]))
+        kind[ends] = np.where(np.arange(len(ends)) % 2, S.BACKEND_END, S.BACKEND_BEGIN)
+    if case == "wrapping":  # the int8 count passes 127 and comes round to 1
+        kind[:] = S.BACKEND_BEGIN
+    cat = rng.choice(np.array([categories.PYTHON, categories.PROFILER, categories.SIMULATOR], np.int8), n)
+    if case == "wrapping":
+        cat[:] = categories.PYTHON
+    got, want = cat.copy(), cat.copy()
+    assert T._mark_inside(kind, got, S.BACKEND_BEGIN, S.BACKEND_END, categories.BACKEND)
+    _marked_numpy(kind, want, S.BACKEND_BEGIN, S.BACKEND_END, categories.BACKEND)
+    _same(got, want)
+    if case == "wrapping":
+        assert np.flatnonzero(got == categories.BACKEND).tolist() == list(range(0, n, 256))
+
+
+@pytest.mark.parametrize("case", ["ordered", "repeated", "unordered", "every row", "none kept", "no rows"])
+def test_values_at_is_numpy_s(monkeypatch, case):
+    rng = np.random.default_rng(5)
+    at_rows = np.sort(rng.choice(10_000, 0 if case == "none kept" else 3000, replace=False))
+    kept = T.RowValues(rng.integers(-(2**40), 2**40, len(at_rows)), at_rows)
+    rows = np.sort(rng.integers(0, 10_001, 0 if case == "no rows" else 2000))
+    if case == "repeated":
+        rows = np.repeat(rows, 3)
+    if case == "unordered":
+        rows = rng.permutation(rows)
+    if case == "every row":
+        rows = at_rows.copy()
+    got, want = _both(monkeypatch, kept.at, rows)
+    _same(got, want)

@@ -214,6 +214,12 @@ class RowValues:
             return self.values[rows]
         if len(self.at_rows) == 0:
             return np.zeros(len(rows), self.values.dtype)
+        fn = native.function("timeline_values_at", *(native.N, native.I64, native.I64) * 2, restype=native.N)
+        if fn is not None and self.values.dtype == self.at_rows.dtype == rows.dtype == np.int64:
+            out = np.empty(len(rows), np.int64)
+            at_rows, values = np.ascontiguousarray(self.at_rows), np.ascontiguousarray(self.values)
+            if fn(len(at_rows), at_rows, values, len(rows), np.ascontiguousarray(rows), out) == 0:
+                return out  # else rows out of order: searched below
         ordered = len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all())  # as callers pass them, mostly
         j = search_sorted(self.at_rows, rows) if ordered else np.searchsorted(self.at_rows, rows)
         np.minimum(j, len(self.at_rows) - 1, out=j)
@@ -400,6 +406,51 @@ def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     return thread[first], np.append(first, len(thread)) * width
 
 
+_FILL = {
+    np.dtype(t): (f"timeline_fill_{np.dtype(t).name.replace('int', 'i')}", arg)
+    for t, arg in (
+        (np.int8, native.I8),
+        (np.int16, native.I16),
+        (np.int32, native.I32),
+        (np.int64, native.I64),
+    )
+}
+
+
+def _state_after(
+    rows: np.ndarray, values: np.ndarray, first: np.ndarray, starts: np.ndarray, default: int
+) -> np.ndarray:
+    """:func:`~rlscope.trace.states.state_after_rows` (``starts``: the rows of ``first``) in one C
+    pass writing each row once, where numpy marks, searches and repeats."""
+    name, arg = _FILL.get(values.dtype, (None, None))
+    fn = (
+        None
+        if name is None
+        else native.function(name, native.N, *(native.N, native.I64) * 2, arg, native.N, arg)
+    )
+    if fn is None or rows.dtype != np.int64:
+        return state_after_rows(rows, values, first, default)
+    out = np.empty(len(first), values.dtype)
+    fn(len(first), len(starts), starts, len(rows), rows, np.ascontiguousarray(values), default, out)
+    return out
+
+
+def _thread_index(first: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each row's thread index (``first``: its rows that begin a thread, at ``starts``), int16 where
+    the threads are that few (a process's are): two bytes a row."""
+    dtype = np.dtype(np.int16 if len(starts) < _I16.max else np.int32)
+    name, arg = _FILL[dtype]
+    fn = native.function(name, native.N, *(native.N, native.I64) * 2, arg, native.N, arg)
+    if fn is None:
+        out = np.cumsum(first, dtype=dtype)
+        out -= 1
+        return out
+    out = np.empty(len(first), dtype)
+    none = np.zeros(0, np.int64)
+    fn(len(first), 0, none, len(starts), starts, np.arange(len(starts), dtype=dtype), -1, out)
+    return out
+
+
 def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
     """Per row: 1 inside an interval added by :func:`_with_interval_rows` (from its begin row to its
     end row), else 0. Their rows alternate begin, end along each thread and every interval ends on
@@ -408,6 +459,18 @@ def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
     delta = (kind == begin_kind).astype(np.int8)
     delta -= kind == end_kind
     return np.cumsum(delta, dtype=np.int8)
+
+
+def _mark_inside(kind: np.ndarray, cat: np.ndarray, begin_kind: int, end_kind: int, code: int) -> bool:
+    """``cat`` set to ``code`` where :func:`_inside` is 1 and it is not rlscope's own, in one C pass
+    where numpy counts, compares and masks; False where the C loops do not run (nothing done)."""
+    fn = native.function(
+        "timeline_mark_inside", native.N, native.I8, native.N, native.N, native.I8, native.N, native.N
+    )
+    if fn is None or kind.dtype != np.int8 or cat.dtype != np.int8:
+        return False
+    fn(len(kind), np.ascontiguousarray(kind), begin_kind, end_kind, cat, code, categories.PROFILER)
+    return True
 
 
 def _compile_inside_op(kind: np.ndarray, both: np.ndarray) -> np.ndarray:
@@ -571,6 +634,7 @@ def build_timeline(
     first[1:] = thread[1:] != thread[:-1]
     last = np.ones(n, bool)
     last[:-1] = first[1:]
+    starts = np.flatnonzero(first)  # each thread's first row
 
     # the state after each row that changes one: a begin makes its id current, an end makes its parent
     # current (read at those rows only: the torch ops' millions change none of these)
@@ -587,7 +651,7 @@ def build_timeline(
         values = after[mine]
         if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
             values = values.astype(np.int8)
-        return state_after_rows(rows[mine], narrow_ids(values), first, default)
+        return _state_after(rows[mine], narrow_ids(values), first, starts, default)
 
     op = state(0, -1)
     cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
@@ -599,18 +663,27 @@ def build_timeline(
             return _inside(kind, begin_kind, end_kind)
         return state(_STACK[begin_kind], 0)
 
+    def marked(begin_kind: int, end_kind: int, code: int) -> bool:
+        """Whether ``cat`` is set to ``code`` inside these intervals in one C pass (else numpy's below)."""
+        return merged_only and _mark_inside(kind, cat, begin_kind, end_kind, code)
+
     in_compile = None
-    if has_compile:  # inside any category of the program's; rlscope's own work stays rlscope's
+    # inside any category of the program's; rlscope's own work stays rlscope's (the torch ops' need
+    # the compilations' rows)
+    if has_compile and (has_backend or not marked(S.COMPILE_BEGIN, S.COMPILE_END, categories.COMPILE)):
         in_compile = inside(S.COMPILE_BEGIN, S.COMPILE_END) == 1
         np.putmask(cat, in_compile & (cat != categories.PROFILER), categories.COMPILE)
-    if has_backend:  # innermost but for CUDA API calls and compiles; rlscope's own work stays rlscope's
+    # innermost but for CUDA API calls and compiles; rlscope's own work stays rlscope's
+    if has_backend and (
+        in_compile is not None or not marked(S.BACKEND_BEGIN, S.BACKEND_END, categories.BACKEND)
+    ):
         in_op = inside(S.BACKEND_BEGIN, S.BACKEND_END) == 1
         if in_compile is not None:
             in_op &= ~_compile_inside_op(kind, in_compile & in_op)
         np.putmask(cat, in_op & (cat != categories.PROFILER), categories.BACKEND)
-    if has_api:
+    # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
+    if has_api and not marked(S.API_BEGIN, S.API_END, categories.CUDA_API):
         in_api = inside(S.API_BEGIN, S.API_END)
-        # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
         np.putmask(cat, (in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API)
 
     seg_end = np.empty(n, np.int64)
@@ -629,8 +702,7 @@ def build_timeline(
     inst_end = np.full(n_inst, end_ns, np.int64)
     inst_end[e_ident] = ts[ends]
     # a thread's index, int16 where the threads are that few (a process's are): a row each
-    thread_idx = np.cumsum(first, dtype=np.int16 if np.count_nonzero(first) < _I16.max else np.int32)
-    thread_idx -= 1
+    thread_idx = _thread_index(first, starts)
     out = Timeline(
         ts=ts,
         seg_end=seg_end,

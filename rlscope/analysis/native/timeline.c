@@ -116,3 +116,58 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
     }
     return total;
 }
+
+/* The state after each row, forward-filled along its thread: rlscope.trace.states.state_after_rows.
+ * ``rows`` (sorted) change the state to ``values``; each thread's first row (``starts``, sorted)
+ * and row 0 restart at ``dflt`` unless they change it themselves. A run of rows between two marks
+ * is one value written out, as numpy's repeat of the held values. */
+#define FILL(NAME, T)                                                                                     \
+    void NAME(int64_t n, int64_t n_starts, const int64_t *starts, int64_t n_rows, const int64_t *rows,   \
+              const T *values, int64_t dflt, T *out) {                                                    \
+        int64_t i = 0, j = 0, k = 0;                                                                      \
+        T cur = (T)dflt;                                                                                  \
+        while (i < n) {                                                                                   \
+            while (k < n_starts && starts[k] <= i) {                                                      \
+                if (starts[k++] == i) cur = (T)dflt;                                                      \
+            }                                                                                             \
+            while (j < n_rows && rows[j] <= i) {                                                          \
+                if (rows[j] == i) cur = values[j];                                                        \
+                j++;                                                                                      \
+            }                                                                                             \
+            int64_t next = n;                                                                             \
+            if (k < n_starts && starts[k] < next) next = starts[k];                                       \
+            if (j < n_rows && rows[j] < next) next = rows[j];                                             \
+            for (; i < next; i++) out[i] = cur;                                                           \
+        }                                                                                                 \
+    }
+FILL(timeline_fill_i8, int8_t)
+FILL(timeline_fill_i16, int16_t)
+FILL(timeline_fill_i32, int32_t)
+FILL(timeline_fill_i64, int64_t)
+
+/* timeline._inside and its np.putmask: per row a running count of ``begin`` rows less ``end`` rows
+ * (int8, wrapping as numpy's cumsum of that type), and ``cat`` set to ``code`` where the count is 1
+ * and ``cat`` is not ``keep`` (rlscope's own work stays rlscope's). */
+void timeline_mark_inside(int64_t n, const int8_t *kind, int64_t begin, int64_t end, int8_t *cat, int64_t code,
+                          int64_t keep) {
+    uint8_t count = 0;
+    for (int64_t i = 0; i < n; i++) {
+        count = (uint8_t)(count + (kind[i] == begin) - (kind[i] == end));
+        if (count == 1 && cat[i] != keep) cat[i] = (int8_t)code;
+    }
+}
+
+/* timeline.RowValues.at for ``rows`` in order: the value kept at each row (``at_rows`` sorted, their
+ * ``values``), 0 at a row not kept; a merge of the two lists where numpy searches one in the other.
+ * Returns 0, or -1 where ``rows`` are not in order (numpy searches them). */
+int64_t timeline_values_at(int64_t n_at, const int64_t *at_rows, const int64_t *values, int64_t n,
+                           const int64_t *rows, int64_t *out) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = rows[i];
+        if (i > 0 && r < rows[i - 1]) return -1;
+        while (j < n_at && at_rows[j] < r) j++;
+        out[i] = (j < n_at && at_rows[j] == r) ? values[j] : 0;
+    }
+    return 0;
+}
