@@ -306,3 +306,24 @@ def test_values_at_is_numpy_s(monkeypatch, case):
         rows = at_rows.copy()
     got, want = _both(monkeypatch, kept.at, rows)
     _same(got, want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 1000, 100_000])
+@pytest.mark.parametrize("which", ["changes", "any", "none"])
+def test_rows_of_kinds_is_numpy_s(monkeypatch, n, which):
+    rng = np.random.default_rng(n)
+    kind = rng.integers(-128, 128, n).astype(np.int8)  # every byte, the negative ones read from the end
+    table = {"changes": T._CHANGES, "any": T._CHANGES_ANY, "none": np.zeros(256, bool)}[which]
+    got, want = _both(monkeypatch, T._rows_of_kinds, kind, table)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 1000])
+@pytest.mark.parametrize("threads", [1, 2, 50])
+def test_seg_end_is_numpy_s(monkeypatch, n, threads):
+    rng = np.random.default_rng(n * threads)
+    first = _first(rng, n, threads)
+    ts = np.sort(rng.integers(0, 1000, n))
+    for end_ns in (-1, 500, 2000):  # the end before, among and after the rows' times
+        got, want = _both(monkeypatch, T._seg_end, ts, first, np.flatnonzero(first), end_ns)
+        _same(got, want)

@@ -167,9 +167,10 @@ _FEW_KINDS = 3
 def _dense_instances(
     ident: np.ndarray, scoped: np.ndarray, parents: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Operation and phase rows' ``id`` as indices 0..k-1 where the trace's ids are spread; (id, the
-    trace's id of each index), or the column as it is and None. ``parents``: the ``parent`` of each
-    ``scoped`` row (their ids are among the instances too; :func:`_dense_parents` renumbers them).
+    """Operation and phase rows' ``id`` (``scoped``: those rows) as indices 0..k-1 where the trace's
+    ids are spread; (id, the trace's id of each index), or the column as it is and None. ``parents``:
+    the ``parent`` of each ``scoped`` row (their ids are among the instances too; :func:`_dense_parents`
+    renumbers them).
 
     Why: the timeline's per-instance tables (``inst_name``, ``inst_end``, and the analyses' own)
     are indexed by instance id. A session numbers its instances for the whole run, so a trace kept
@@ -183,7 +184,8 @@ def _dense_instances(
         return ident, None
     both = np.concatenate([ids, parents])
     inst_ids = np.unique(both[both >= 0])
-    ident = np.where(scoped, np.searchsorted(inst_ids, ident), ident)
+    ident = ident.astype(np.int64)  # a copy: the renumbered rows set in it
+    ident[scoped] = np.searchsorted(inst_ids, ids)
     return ident, inst_ids
 
 
@@ -451,6 +453,48 @@ def _thread_index(first: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return out
 
 
+def _table_of_kinds(stacks: tuple[int, ...]) -> np.ndarray:
+    """Per kind byte (a negative kind from the end, as numpy reads it): whether the kind changes one
+    of ``stacks`` (``_STACK``'s)."""
+    table = np.zeros(256, bool)
+    for b in range(256):
+        k = b if b < 128 else b - 256
+        table[b] = -len(_STACK) <= k < len(_STACK) and int(_STACK[k]) in stacks
+    return table
+
+
+_CHANGES = _table_of_kinds((0, 1, 2))  # the kinds that change an operation, a category or a phase
+_CHANGES_ANY = _table_of_kinds((0, 1, 2, 4, 5, 6))  # and the recorded intervals' (read as rows)
+
+
+def _rows_of_kinds(kind: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The rows (in order) whose kind is marked in ``table`` (:func:`_table_of_kinds`), in a C pass
+    that counts them and one that writes them, where numpy looks each row up, then searches the marks."""
+    count = native.function("timeline_count_kinds", native.N, native.I8, native.BOOL, restype=native.N)
+    write = native.function("timeline_kind_rows", native.N, native.I8, native.BOOL, native.I64)
+    if count is None or write is None or kind.dtype != np.int8:
+        return np.flatnonzero(take(table, kind))
+    kind = np.ascontiguousarray(kind)
+    out = np.empty(count(len(kind), kind, table), np.int64)
+    write(len(kind), kind, table, out)
+    return out
+
+
+def _seg_end(ts: np.ndarray, first: np.ndarray, starts: np.ndarray, end_ns: int) -> np.ndarray:
+    """Each row's segment end: the next row's time on its thread, and at a thread's last row the end
+    of the data (or the row's time, if later). ``first``: the rows that begin a thread (``starts``)."""
+    fn = native.function("timeline_seg_end", native.N, native.I64, native.N, native.I64, native.N, native.I64)
+    seg_end = np.empty(len(ts), np.int64)
+    if fn is None or ts.dtype != np.int64:
+        last = np.ones(len(ts), bool)
+        last[:-1] = first[1:]
+        seg_end[:-1] = ts[1:]
+        seg_end[last] = np.maximum(end_ns, ts[last])
+        return seg_end
+    fn(len(ts), np.ascontiguousarray(ts), len(starts), starts, end_ns, seg_end)
+    return seg_end
+
+
 def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
     """Per row: 1 inside an interval added by :func:`_with_interval_rows` (from its begin row to its
     end row), else 0. Their rows alternate begin, end along each thread and every interval ends on
@@ -625,24 +669,22 @@ def build_timeline(
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
         sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
-    parents = sparse["parent"]
-    stack = take(_STACK, kind)
-    scoped = (stack == 0) | (stack == 2)
-    ident, inst_ids = _dense_instances(col["id"], scoped, parents.at(np.flatnonzero(scoped)))
-    ident = narrow_ids(ident)
     first = np.ones(n, bool)
     first[1:] = thread[1:] != thread[:-1]
-    last = np.ones(n, bool)
-    last[:-1] = first[1:]
     starts = np.flatnonzero(first)  # each thread's first row
 
-    # the state after each row that changes one: a begin makes its id current, an end makes its parent
-    # current (read at those rows only: the torch ops' millions change none of these)
-    rows = np.flatnonzero(stack < 3 if merged_only else stack != 3)
-    parent = _dense_parents(parents.at(rows), scoped[rows], inst_ids)
-    after = np.where(_OPENS[kind[rows]], ident[rows], parent)
-    del scoped, parent
-    row_stack = stack[rows]
+    # the rows that change a state (read at those rows only: the torch ops' millions change none of
+    # these): a begin makes its id current, an end makes its parent current
+    rows = _rows_of_kinds(kind, _CHANGES if merged_only else _CHANGES_ANY)
+    row_kind = kind[rows]
+    row_stack = _STACK[row_kind]
+    is_scoped = (row_stack == 0) | (row_stack == 2)
+    parent = sparse["parent"].at(rows)
+    ident, inst_ids = _dense_instances(col["id"], rows[is_scoped], parent[is_scoped])
+    ident = narrow_ids(ident)
+    parent = _dense_parents(parent, is_scoped, inst_ids)
+    after = np.where(_OPENS[row_kind], ident[rows], parent)
+    del parent
 
     def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
         """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
@@ -656,6 +698,8 @@ def build_timeline(
     op = state(0, -1)
     cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
     phase = state(2, -1)
+    # the largest instance a state holds: each of their values is held at its row
+    top_state = after[(row_stack == 0) | (row_stack == 2)].max(initial=-1)
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
         """Per row: 1 inside an interval of these kinds."""
@@ -686,15 +730,13 @@ def build_timeline(
         in_api = inside(S.API_BEGIN, S.API_END)
         np.putmask(cat, (in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API)
 
-    seg_end = np.empty(n, np.int64)
-    seg_end[:-1] = ts[1:]
-    seg_end[last] = np.maximum(end_ns, ts[last])  # a thread's last state lasts to the end of the data
+    seg_end = _seg_end(ts, first, starts, end_ns)  # a thread's last state lasts to the end of the data
 
     # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
-    begins = np.flatnonzero((kind == S.OP_BEGIN) | (kind == S.PHASE_BEGIN))
-    ends = np.flatnonzero((kind == S.OP_END) | (kind == S.PHASE_END))
+    begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
+    ends = rows[kinds_among(row_kind, (S.OP_END, S.PHASE_END))]
     b_ident, e_ident = ident[begins], ident[ends]
-    top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), op.max(), phase.max(), 0)
+    top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), top_state, 0)
     n_inst = int(top) + 1
     inst_name = np.full(n_inst, -1, np.int64)
     inst_name[e_ident] = col["name"][ends]

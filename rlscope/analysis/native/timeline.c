@@ -171,3 +171,31 @@ int64_t timeline_values_at(int64_t n_at, const int64_t *at_rows, const int64_t *
     }
     return 0;
 }
+
+/* How many rows have a kind marked in ``table`` (indexed by the kind's byte, a negative kind from the
+ * end as numpy's take reads it); timeline_kind_rows writes them. */
+int64_t timeline_count_kinds(int64_t n, const int8_t *kind, const uint8_t *table) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; i++) count += table[(uint8_t)kind[i]];
+    return count;
+}
+
+/* The rows whose kind is marked in ``table``, in order: np.flatnonzero(take(table, kind)). */
+void timeline_kind_rows(int64_t n, const int8_t *kind, const uint8_t *table, int64_t *out) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (table[(uint8_t)kind[i]]) out[j++] = i;
+    }
+}
+
+/* Each segment's end: the next row's time on its thread, and at each thread's last row (the row
+ * before each of ``starts``, each thread's first row, and the last row) the later of ``end_ns`` and
+ * its own time: build_timeline's shifted copy of ``ts`` and its maximum at the last rows. */
+void timeline_seg_end(int64_t n, const int64_t *ts, int64_t n_starts, const int64_t *starts, int64_t end_ns,
+                      int64_t *seg_end) {
+    for (int64_t i = 0; i + 1 < n; i++) seg_end[i] = ts[i + 1];
+    for (int64_t k = 0; k <= n_starts; k++) {
+        int64_t last = k < n_starts ? starts[k] - 1 : n - 1;
+        if (last >= 0) seg_end[last] = ts[last] > end_ns ? ts[last] : end_ns;
+    }
+}
