@@ -327,3 +327,23 @@ def test_seg_end_is_numpy_s(monkeypatch, n, threads):
     for end_ns in (-1, 500, 2000):  # the end before, among and after the rows' times
         got, want = _both(monkeypatch, T._seg_end, ts, first, np.flatnonzero(first), end_ns)
         _same(got, want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_instance_time_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(200 + seed)
+    ev = _events(rng, [21, 22], 600)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, backend=_intervals(rng, [21, 22], 200, span, True))
+    n_inst = len(tl.inst_name)
+    starts = tl.thread_starts()
+    cases = [(tl.main_rows(), n_inst), (slice(0, 0), n_inst), (slice(3, 4), n_inst)]
+    cases += [(slice(int(starts[k]), int(starts[k + 1])), n_inst) for k in range(len(starts) - 1)]
+    main = tl.main_rows()
+    cases += [(slice(5, 300), n_inst), (main, int(tl.op[main].max()))]  # the last: an instance beyond
+    # segments cut short, as a timeline rebuilt on corrected times has them: runs end at the gaps
+    cut = dataclasses.replace(tl, seg_end=np.maximum(tl.seg_end - rng.integers(0, 2, len(tl.ts)), tl.ts))
+    for timeline in (tl, cut):
+        for rows, n in cases:
+            got, want = _both(monkeypatch, timeline.instance_time, rows, n)
+            _same(got, want)

@@ -81,6 +81,16 @@ class Timeline:
         """
         if rows.stop <= rows.start:
             return np.zeros(n_inst)
+        i64 = native.I64
+        fn = native.function(
+            "timeline_instance_time",
+            *(native.N, native.N, i64, i64, native.I32, native.N, native.F64),
+            restype=native.N,
+        )
+        if fn is not None and self.ts.dtype == self.seg_end.dtype == np.int64 and self.op.dtype == np.int32:
+            out = np.zeros(n_inst + 1)
+            if fn(rows.start, rows.stop, self.ts, self.seg_end, self.op, len(out), out) == 0:
+                return out[1:]  # else an instance beyond n_inst: numpy's table grows to hold it
         first = [np.array([rows.start], np.int64)]
         for block in blocks(rows.stop - rows.start - 1):
             a, b = rows.start + block.start, rows.start + block.stop

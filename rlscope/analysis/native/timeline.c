@@ -199,3 +199,22 @@ void timeline_seg_end(int64_t n, const int64_t *ts, int64_t n_starts, const int6
         if (last >= 0) seg_end[last] = ts[last] > end_ns ? ts[last] : end_ns;
     }
 }
+
+/* Timeline.instance_time over rows [a, b): per instance (``op`` + 1 indexes ``out``, 0 for none), the
+ * time of its runs of rows, a run being rows of one instance each ending where the next begins, its
+ * time its last end less its first start; added as doubles in the runs' order, as np.bincount with
+ * weights adds them. ``out`` (``n_out`` entries) starts at zero. Returns 0, or -1 where an instance
+ * falls outside ``out`` (numpy's bincount grows its table). */
+int64_t timeline_instance_time(int64_t a, int64_t b, const int64_t *ts, const int64_t *seg_end, const int32_t *op,
+                               int64_t n_out, double *out) {
+    int64_t start = a;
+    for (int64_t i = a + 1; i <= b; i++) {
+        if (i == b || op[i] != op[i - 1] || seg_end[i - 1] != ts[i]) {
+            int64_t k = (int64_t)op[start] + 1;
+            if (k < 0 || k >= n_out) return -1;
+            out[k] += (double)(seg_end[i - 1] - ts[start]);
+            start = i;
+        }
+    }
+    return 0;
+}
