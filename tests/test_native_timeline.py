@@ -347,3 +347,54 @@ def test_instance_time_is_numpy_s(monkeypatch, seed):
         for rows, n in cases:
             got, want = _both(monkeypatch, timeline.instance_time, rows, n)
             _same(got, want)
+
+
+def _backend_table(thread, start, end, name) -> pa.Table:
+    return pa.table(
+        {
+            "start_ns": pa.array(start, pa.int64()),
+            "end_ns": pa.array(end, pa.int64()),
+            "thread": pa.array(thread, pa.int64()),
+            "name": pa.array(name, pa.int32()),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ordered",
+        "overlapping",
+        "unordered",
+        "unordered in a thread",
+        "clipped into order",
+        "empty",
+        "one",
+        "all empty",
+    ],
+)
+def test_backend_intervals_is_numpy_s(monkeypatch, case):
+    rng = np.random.default_rng(9)
+    n = {"empty": 0, "one": 1}.get(case, 3000)
+    thread = np.sort(rng.integers(1, 4, n))
+    start = np.empty(n, np.int64)
+    for t in (1, 2, 3):  # each thread's ops in time order, some before or after the session
+        k = thread == t
+        start[k] = np.sort(rng.integers(-100, 9_000, int(k.sum())))
+    end = start + rng.integers(0, 40 if case == "overlapping" else 3, n)
+    end[rng.random(n) < 0.01] += 2000  # ending late: past the next ones
+    end[-1:] += 5000  # past the session
+    if case == "unordered":
+        p = rng.permutation(n)
+        thread, start, end = thread[p], start[p], end[p]
+    if case == "unordered in a thread":
+        k = np.flatnonzero((thread == 2) & (start > 0))[:2]
+        start[k] = start[k[::-1]]
+    if case == "clipped into order":  # out of order before the session's start only
+        k = np.flatnonzero(start < 0)
+        start[k] = start[k][::-1]
+    if case == "all empty":
+        end = start.copy()
+    table = _backend_table(thread, start, end, rng.integers(0, 9, n))
+    got, want = _both(monkeypatch, T.backend_intervals, table, 0, 9_500)
+    _same(got, want)

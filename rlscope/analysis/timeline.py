@@ -567,10 +567,23 @@ def backend_intervals(
     keeping the timeline's begins and ends alternating. Empty intervals are left out.
     """
     c = {
-        k: backend.column(k).to_numpy().astype(np.int64, copy=False) for k in ("start_ns", "end_ns", "thread")
+        k: np.ascontiguousarray(backend.column(k).to_numpy(), np.int64)
+        for k in ("start_ns", "end_ns", "thread")
     }
-    start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
     thread, name = c["thread"], backend.column("name").to_numpy()  # name ids as stored: the timeline's type
+    i64 = native.I64
+    fn = native.function(
+        "timeline_backend_intervals", native.N, *(i64,) * 3, native.N, native.N, i64, i64, restype=native.N
+    )
+    if fn is not None:  # in one pass where they are in order (the recorder writes them so)
+        start, end = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
+        kept = fn(len(thread), c["start_ns"], c["end_ns"], thread, start_ns, end_ns, start, end)
+        if kept == len(thread):
+            return thread, start, end, name
+        if kept >= 0:
+            keep = end > start
+            return thread[keep], start[keep], end[keep], name[keep]
+    start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
     if not _sorted_by_thread(thread, start):  # the recorder writes them in order: no sort, no copies
         order = np.lexsort((start, thread))
         thread, start, end, name = thread[order], start[order], end[order], name[order]

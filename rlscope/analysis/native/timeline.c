@@ -218,3 +218,25 @@ int64_t timeline_instance_time(int64_t a, int64_t b, const int64_t *ts, const in
     }
     return 0;
 }
+
+/* timeline.backend_intervals for intervals already in (thread, start) order: each start and end
+ * clipped to [lo, hi] (np.clip: the larger of the value and lo, then the smaller of that and hi),
+ * and an interval's end cut where the next one on its thread starts. Returns how many intervals are
+ * left longer than zero (the others are left out), or -1 where the clipped intervals are not in
+ * (thread, start) order (numpy sorts them). */
+int64_t timeline_backend_intervals(int64_t n, const int64_t *start, const int64_t *end, const int64_t *thread,
+                                   int64_t lo, int64_t hi, int64_t *s_out, int64_t *e_out) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = start[i] > lo ? start[i] : lo, e = end[i] > lo ? end[i] : lo;
+        s = s < hi ? s : hi, e = e < hi ? e : hi;
+        s_out[i] = s, e_out[i] = e;
+        if (i > 0) {
+            if (thread[i] < thread[i - 1] || (thread[i] == thread[i - 1] && s < s_out[i - 1])) return -1;
+            if (thread[i] == thread[i - 1] && s < e_out[i - 1]) e_out[i - 1] = s;
+            kept += e_out[i - 1] > s_out[i - 1];
+        }
+    }
+    if (n > 0) kept += e_out[n - 1] > s_out[n - 1];
+    return kept;
+}
