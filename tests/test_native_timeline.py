@@ -398,3 +398,16 @@ def test_backend_intervals_is_numpy_s(monkeypatch, case):
     table = _backend_table(thread, start, end, rng.integers(0, 9, n))
     got, want = _both(monkeypatch, T.backend_intervals, table, 0, 9_500)
     _same(got, want)
+
+
+def test_scope_rows_found_in_the_build_are_those_of_the_kinds():
+    rng = np.random.default_rng(11)
+    ev = _events(rng, [1, 2], 500)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, backend=_intervals(rng, [1, 2], 100, span, True))
+    begins = np.flatnonzero(np.isin(tl.kind, [S.OP_BEGIN, S.PHASE_BEGIN]))
+    ends = np.flatnonzero(np.isin(tl.kind, [S.OP_END, S.PHASE_END]))
+    _same((tl.scope_begins(), tl.scope_ends()), (begins, ends))
+    again = dataclasses.replace(tl)  # a new memo: found from the rows
+    assert not again.memo
+    _same((again.scope_begins(), again.scope_ends()), (begins, ends))

@@ -110,6 +110,15 @@ class Timeline:
             got = self.memo["scope_ends"] = np.flatnonzero(kinds_among(self.kind, (S.OP_END, S.PHASE_END)))
         return got
 
+    def scope_begins(self) -> np.ndarray:
+        """The rows (sorted) that begin an operation or a phase, found once like :meth:`scope_ends`."""
+        got = self.memo.get("scope_begins")
+        if got is None:
+            got = self.memo["scope_begins"] = np.flatnonzero(
+                kinds_among(self.kind, (S.OP_BEGIN, S.PHASE_BEGIN))
+            )
+        return got
+
     def thread_starts(self) -> np.ndarray:
         """Each thread's first row, then the row count: thread k's rows are ``[s[k], s[k + 1])``.
         A search of the sorted ``thread_idx``, not a pass over the rows."""
@@ -788,5 +797,5 @@ def build_timeline(
         cost=sparse.get("cost"),
         inst_ids=inst_ids,
     )
-    out.memo["scope_ends"] = ends
+    out.memo["scope_ends"], out.memo["scope_begins"] = ends, begins
     return out
