@@ -411,3 +411,38 @@ def test_scope_rows_found_in_the_build_are_those_of_the_kinds():
     again = dataclasses.replace(tl)  # a new memo: found from the rows
     assert not again.memo
     _same((again.scope_begins(), again.scope_ends()), (begins, ends))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_state_at_is_numpy_s(monkeypatch, seed):
+    from rlscope.analysis import gpu
+
+    rng = np.random.default_rng(300 + seed)
+    threads = [40, 30, 50][: 1 + seed % 3]
+    ev = _events(rng, threads, 500)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    api = _intervals(rng, threads, 50, span, False) if seed % 2 else None  # else threads as they come
+    tl = T.build_timeline(ev, api=api)
+    n = 2000
+    q_thread = rng.choice(np.array([*threads, 35, 99], np.int64), n)  # some on no thread of the timeline
+    q_ts = rng.integers(-5, span + 10, n)
+    q_ts[:50] = tl.ts[rng.integers(0, len(tl.ts), 50)]  # at rows' times: the last row at it counts
+    got, want = _both(monkeypatch, gpu.state_at, tl, q_thread, q_ts)
+    _same(got, want)
+    assert (got[0] >= 0).any()
+    one = (q_thread[:1], q_ts[:1])
+    _same(*_both(monkeypatch, gpu.state_at, tl, *one))
+    _same(*_both(monkeypatch, gpu.state_at, tl, q_thread[:0], q_ts[:0]))
+
+
+def test_state_at_out_of_order_runs_numpy_s(monkeypatch):
+    from rlscope.analysis import gpu
+
+    rng = np.random.default_rng(4)
+    ev = _events(rng, [40, 30], 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, api=_intervals(rng, [40, 30], 20, span, False))
+    late = dataclasses.replace(tl, ts=tl.ts[::-1].copy())  # rows out of time order: the C search is not taken
+    q = (np.full(100, 40, np.int64), rng.integers(0, span, 100))
+    assert gpu._state_at_native(late, *q) is None and gpu._state_at_native(tl, *q) is not None
+    _same(*_both(monkeypatch, gpu.state_at, late, *q))

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import (
     Timeline,
     backend_intervals,
@@ -121,6 +122,9 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     """(operation instance, phase instance) innermost on ``thread`` at time ``ts`` (-1: none)."""
     if len(thread) == 0 or len(tl.ts) == 0:
         return np.full(len(thread), -1, np.int64), np.full(len(thread), -1, np.int64)
+    found = _state_at_native(tl, thread, ts)
+    if found is not None:
+        return found
     threads, tl_thread = factorize(tl.thread)
     q_thread = np.searchsorted(threads, thread)
     known = (q_thread < len(threads)) & (threads[np.minimum(q_thread, len(threads) - 1)] == thread)
@@ -134,6 +138,53 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     ok &= tl_thread.reshape(-1)[pos] == np.minimum(q_thread, len(threads) - 1)
     # instance ids as int64 (the timeline keeps them narrower): callers build keys from them
     return np.where(ok, tl.op[pos], -1).astype(np.int64), np.where(ok, tl.phase[pos], -1).astype(np.int64)
+
+
+def _state_at_native(
+    tl: Timeline, thread: np.ndarray, ts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`state_at` by a search of each query's thread's rows alone (timeline_state_at), where
+    numpy factorizes the threads of every row and searches keys built for every row; None where the
+    numpy search runs: no C loops, other types, or a timeline whose threads' blocks are not in
+    ascending order or whose rows are not in time order along each (the two searches could differ)."""
+    i64 = native.I64
+    fn = native.function(
+        "timeline_state_at", *(native.N, i64, i64, i64, native.I32, native.I32, native.N, i64, i64, i64, i64)
+    )
+    if fn is None or tl.ts.dtype != np.int64 or not (tl.op.dtype == tl.phase.dtype == np.int32):
+        return None
+    if thread.dtype != np.int64 or ts.dtype != np.int64 or not _in_thread_order(tl):
+        return None
+    starts = tl.thread_starts()
+    op, phase = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
+    block_thread = tl.thread[starts[:-1]].astype(np.int64)
+    q_thread, q_ts = np.ascontiguousarray(thread), np.ascontiguousarray(ts)
+    fn(
+        len(block_thread),
+        block_thread,
+        starts,
+        tl.ts,
+        tl.op,
+        tl.phase,
+        len(thread),
+        q_thread,
+        q_ts,
+        op,
+        phase,
+    )
+    return op, phase
+
+
+def _in_thread_order(tl: Timeline) -> bool:
+    """Whether the timeline's threads' blocks are in ascending order and each in time order (what the
+    search of (thread, time) keys takes), found once per timeline."""
+    got = tl.memo.get("in_thread_order")
+    if got is None:
+        fn = native.function("timeline_sorted_in_blocks", native.N, native.I64, native.I64, restype=native.N)
+        starts = tl.thread_starts()
+        ascending = bool((np.diff(tl.thread[starts[:-1]].astype(np.int64)) > 0).all())
+        got = tl.memo["in_thread_order"] = ascending and bool(fn(len(starts) - 1, starts, tl.ts))
+    return got
 
 
 def engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -240,3 +240,42 @@ int64_t timeline_backend_intervals(int64_t n, const int64_t *start, const int64_
     if (n > 0) kept += e_out[n - 1] > s_out[n - 1];
     return kept;
 }
+
+/* Whether ``ts`` rises (or stays) along each block of rows ``[starts[k], starts[k + 1])`` (a thread's
+ * rows), ``starts`` ending with the row count: 1 or 0. */
+int64_t timeline_sorted_in_blocks(int64_t n_blocks, const int64_t *starts, const int64_t *ts) {
+    for (int64_t k = 0; k < n_blocks; k++) {
+        for (int64_t i = starts[k] + 1; i < starts[k + 1]; i++) {
+            if (ts[i] < ts[i - 1]) return 0;
+        }
+    }
+    return 1;
+}
+
+/* gpu.state_at: per query (thread, ts), the operation and phase instance innermost on that thread at
+ * that time, i.e. the state after the thread's last row at or before ts; -1 where the thread is not
+ * on the timeline or has no row by then. The timeline's rows are ``n_blocks`` blocks, block k the
+ * rows ``[starts[k], starts[k + 1])`` of thread ``block_thread[k]`` (ascending), each in time order:
+ * the same rows as numpy's search of (thread, time) keys over every row finds, by a search of the
+ * query's thread's block alone. */
+void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int64_t *starts, const int64_t *ts,
+                       const int32_t *op, const int32_t *phase, int64_t n_q, const int64_t *q_thread,
+                       const int64_t *q_ts, int64_t *op_out, int64_t *phase_out) {
+    for (int64_t q = 0; q < n_q; q++) {
+        op_out[q] = -1, phase_out[q] = -1;
+        int64_t lo = 0, hi = n_blocks; /* the block of the query's thread */
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (block_thread[mid] < q_thread[q]) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == n_blocks || block_thread[lo] != q_thread[q]) continue;
+        int64_t a = starts[lo], b = starts[lo + 1];
+        while (a < b) { /* the first row after ts */
+            int64_t mid = a + (b - a) / 2;
+            if (ts[mid] <= q_ts[q]) a = mid + 1;
+            else b = mid;
+        }
+        if (a > starts[lo]) op_out[q] = op[a - 1], phase_out[q] = phase[a - 1];
+    }
+}
