@@ -189,7 +189,15 @@ def _in_thread_order(tl: Timeline) -> bool:
 
 def engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(calling thread, start, end) of each autograd engine call (``engine_begin``/``end`` rows),
-    sorted by start; a call still running at the end of the data lasts to it."""
+    sorted by start; a call still running at the end of the data lasts to it. Found once per
+    timeline: each attribution of GPU work asks (two passes over every row)."""
+    got = tl.memo.get("engine_calls")
+    if got is None:
+        got = tl.memo["engine_calls"] = _engine_calls(tl)
+    return got
+
+
+def _engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     begin = np.flatnonzero(tl.kind == S.ENGINE_BEGIN)
     if len(begin) == 0:
         empty = np.zeros(0, np.int64)
