@@ -62,26 +62,27 @@ JoinedTimeline = tuple[Timeline, "ApiCalls | None", "GpuRecords | None"]
 
 
 def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecords]:
-    """API calls (clipped to the session) and GPU records from a ``gpu.arrows`` table."""
+    """API calls (clipped to the session) and GPU records from a ``gpu.arrows`` table. The int64 columns'
+    rows are taken once (a gather is a fresh array already), the narrower ones converted as they are taken."""
     keys = ("category", "start_ns", "end_ns", "correlation", "thread", "name", "bytes")
     c = {k: gpu.column(k).to_numpy() for k in keys}
     is_api = c["category"] == categories.CUDA_API
     a = np.flatnonzero(is_api)
     g = np.flatnonzero(~is_api)
     api = ApiCalls(
-        thread=c["thread"][a].astype(np.int64),
+        thread=c["thread"][a].astype(np.int64, copy=False),
         start=np.clip(c["start_ns"][a], start_ns, end_ns),
         end=np.clip(c["end_ns"][a], start_ns, end_ns),
-        correlation=c["correlation"][a].astype(np.int64),
+        correlation=c["correlation"][a].astype(np.int64, copy=False),
         name=c["name"][a].astype(np.int64),
     )
     records = GpuRecords(
         category=c["category"][g].astype(np.int64),
-        start=c["start_ns"][g].astype(np.int64),
-        end=c["end_ns"][g].astype(np.int64),
-        correlation=c["correlation"][g].astype(np.int64),
+        start=c["start_ns"][g].astype(np.int64, copy=False),
+        end=c["end_ns"][g].astype(np.int64, copy=False),
+        correlation=c["correlation"][g].astype(np.int64, copy=False),
         name=c["name"][g].astype(np.int64),
-        bytes=c["bytes"][g].astype(np.int64),
+        bytes=c["bytes"][g].astype(np.int64, copy=False),
     )
     return api, records
 

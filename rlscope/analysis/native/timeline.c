@@ -148,8 +148,8 @@ FILL(timeline_fill_i64, int64_t)
 /* timeline._inside and its np.putmask: per row a running count of ``begin`` rows less ``end`` rows
  * (int8, wrapping as numpy's cumsum of that type), and ``cat`` set to ``code`` where the count is 1
  * and ``cat`` is not ``keep`` (rlscope's own work stays rlscope's). */
-void timeline_mark_inside(int64_t n, const int8_t *kind, int64_t begin, int64_t end, int8_t *cat, int64_t code,
-                          int64_t keep) {
+void timeline_mark_inside(int64_t n, const int8_t *kind, int64_t begin, int64_t end, int8_t *cat,
+                          int64_t code, int64_t keep) {
     uint8_t count = 0;
     for (int64_t i = 0; i < n; i++) {
         count = (uint8_t)(count + (kind[i] == begin) - (kind[i] == end));
@@ -205,8 +205,8 @@ void timeline_seg_end(int64_t n, const int64_t *ts, int64_t n_starts, const int6
  * time its last end less its first start; added as doubles in the runs' order, as np.bincount with
  * weights adds them. ``out`` (``n_out`` entries) starts at zero. Returns 0, or -1 where an instance
  * falls outside ``out`` (numpy's bincount grows its table). */
-int64_t timeline_instance_time(int64_t a, int64_t b, const int64_t *ts, const int64_t *seg_end, const int32_t *op,
-                               int64_t n_out, double *out) {
+int64_t timeline_instance_time(int64_t a, int64_t b, const int64_t *ts, const int64_t *seg_end,
+                               const int32_t *op, int64_t n_out, double *out) {
     int64_t start = a;
     for (int64_t i = a + 1; i <= b; i++) {
         if (i == b || op[i] != op[i - 1] || seg_end[i - 1] != ts[i]) {
@@ -258,9 +258,9 @@ int64_t timeline_sorted_in_blocks(int64_t n_blocks, const int64_t *starts, const
  * rows ``[starts[k], starts[k + 1])`` of thread ``block_thread[k]`` (ascending), each in time order:
  * the same rows as numpy's search of (thread, time) keys over every row finds, by a search of the
  * query's thread's block alone. */
-void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int64_t *starts, const int64_t *ts,
-                       const int32_t *op, const int32_t *phase, int64_t n_q, const int64_t *q_thread,
-                       const int64_t *q_ts, int64_t *op_out, int64_t *phase_out) {
+void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int64_t *starts,
+                       const int64_t *ts, const int32_t *op, const int32_t *phase, int64_t n_q,
+                       const int64_t *q_thread, const int64_t *q_ts, int64_t *op_out, int64_t *phase_out) {
     for (int64_t q = 0; q < n_q; q++) {
         op_out[q] = -1, phase_out[q] = -1;
         int64_t lo = 0, hi = n_blocks; /* the block of the query's thread */
