@@ -292,7 +292,19 @@ def test_mark_inside_is_numpy_s(case):
         assert np.flatnonzero(got == categories.BACKEND).tolist() == list(range(0, n, 256))
 
 
-@pytest.mark.parametrize("case", ["ordered", "repeated", "unordered", "every row", "none kept", "no rows"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ordered",
+        "repeated",
+        "unordered",
+        "every row",
+        "none kept",
+        "no rows",
+        "few, far apart",
+        "past the last kept",
+    ],
+)
 def test_values_at_is_numpy_s(monkeypatch, case):
     rng = np.random.default_rng(5)
     at_rows = np.sort(rng.choice(10_000, 0 if case == "none kept" else 3000, replace=False))
@@ -304,6 +316,10 @@ def test_values_at_is_numpy_s(monkeypatch, case):
         rows = rng.permutation(rows)
     if case == "every row":
         rows = at_rows.copy()
+    if case == "few, far apart":  # the search moves in long steps
+        rows = np.sort(rng.choice(10_001, 7, replace=False))
+    if case == "past the last kept":
+        rows = np.arange(9_990, 10_020)
     got, want = _both(monkeypatch, kept.at, rows)
     _same(got, want)
 

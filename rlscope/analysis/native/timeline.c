@@ -158,15 +158,29 @@ void timeline_mark_inside(int64_t n, const int8_t *kind, int64_t begin, int64_t 
 }
 
 /* timeline.RowValues.at for ``rows`` in order: the value kept at each row (``at_rows`` sorted, their
- * ``values``), 0 at a row not kept; a merge of the two lists where numpy searches one in the other.
- * Returns 0, or -1 where ``rows`` are not in order (numpy searches them). */
+ * ``values``), 0 at a row not kept; one search moving forward through ``at_rows`` (in steps that
+ * double, then halving: a few reads where the rows are dense, a binary search's where they are
+ * few), where numpy searches each row from scratch. Returns 0, or -1 where ``rows`` are not in
+ * order (numpy searches them). */
 int64_t timeline_values_at(int64_t n_at, const int64_t *at_rows, const int64_t *values, int64_t n,
                            const int64_t *rows, int64_t *out) {
-    int64_t j = 0;
+    int64_t j = 0; /* at_rows before j are below the current row */
     for (int64_t i = 0; i < n; i++) {
         int64_t r = rows[i];
         if (i > 0 && r < rows[i - 1]) return -1;
-        while (j < n_at && at_rows[j] < r) j++;
+        if (j < n_at && at_rows[j] < r) {
+            int64_t lo = j + 1, step = 1, probe = j + 1;
+            while (probe < n_at && at_rows[probe] < r) {
+                lo = probe + 1, step *= 2, probe = j + step;
+            }
+            int64_t hi = probe < n_at ? probe : n_at;
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (at_rows[mid] < r) lo = mid + 1;
+                else hi = mid;
+            }
+            j = lo;
+        }
         out[i] = (j < n_at && at_rows[j] == r) ? values[j] : 0;
     }
     return 0;
