@@ -462,3 +462,20 @@ def test_state_at_out_of_order_runs_numpy_s(monkeypatch):
     q = (np.full(100, 40, np.int64), rng.integers(0, span, 100))
     assert gpu._state_at_native(late, *q) is None and gpu._state_at_native(tl, *q) is not None
     _same(*_both(monkeypatch, gpu.state_at, late, *q))
+
+
+def test_columns_not_in_one_block_run_numpy_s(monkeypatch):
+    from rlscope.analysis import gpu
+
+    rng = np.random.default_rng(12)
+    ev = _events(rng, [1, 2], 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, api=_intervals(rng, [1, 2], 30, span, False))
+    strided = dataclasses.replace(tl, ts=np.repeat(tl.ts, 2)[::2])  # the same times, every other value
+    assert not strided.ts.flags.c_contiguous
+    q = (np.full(50, 1, np.int64), rng.integers(0, span, 50))
+    assert gpu._state_at_native(strided, *q) is None
+    _same(*_both(monkeypatch, gpu.state_at, strided, *q))
+    _same(gpu.state_at(strided, *q), gpu.state_at(tl, *q))
+    rows = strided.main_rows()
+    _same(*_both(monkeypatch, strided.instance_time, rows, len(tl.inst_name)))

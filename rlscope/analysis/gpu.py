@@ -24,6 +24,7 @@ from rlscope.analysis.timeline import (
     backend_intervals,
     build_timeline,
     compile_intervals,
+    contiguous,
     session_span,
 )
 from rlscope.keys import factorize
@@ -152,27 +153,16 @@ def _state_at_native(
     fn = native.function(
         "timeline_state_at", *(native.N, i64, i64, i64, native.I32, native.I32, native.N, i64, i64, i64, i64)
     )
-    if fn is None or tl.ts.dtype != np.int64 or not (tl.op.dtype == tl.phase.dtype == np.int32):
+    columns = (tl.ts, tl.op, tl.phase)
+    if fn is None or [c.dtype for c in columns] != [np.int64, np.int32, np.int32] or not contiguous(*columns):
         return None
     if thread.dtype != np.int64 or ts.dtype != np.int64 or not _in_thread_order(tl):
         return None
     starts = tl.thread_starts()
-    op, phase = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
     block_thread = tl.thread[starts[:-1]].astype(np.int64)
-    q_thread, q_ts = np.ascontiguousarray(thread), np.ascontiguousarray(ts)
-    fn(
-        len(block_thread),
-        block_thread,
-        starts,
-        tl.ts,
-        tl.op,
-        tl.phase,
-        len(thread),
-        q_thread,
-        q_ts,
-        op,
-        phase,
-    )
+    op, phase = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
+    queries = (len(thread), np.ascontiguousarray(thread), np.ascontiguousarray(ts))
+    fn(len(block_thread), block_thread, starts, *columns, *queries, op, phase)
     return op, phase
 
 

@@ -10,6 +10,7 @@ and phase. No Python loop over events, so millions of events take well under a s
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -87,9 +88,14 @@ class Timeline:
             *(native.N, native.N, i64, i64, native.I32, native.N, native.F64),
             restype=native.N,
         )
-        if fn is not None and self.ts.dtype == self.seg_end.dtype == np.int64 and self.op.dtype == np.int32:
+        columns = (self.ts, self.seg_end, self.op)
+        if (
+            fn is not None
+            and [c.dtype for c in columns] == [np.int64, np.int64, np.int32]
+            and contiguous(*columns)
+        ):
             out = np.zeros(n_inst + 1)
-            if fn(rows.start, rows.stop, self.ts, self.seg_end, self.op, len(out), out) == 0:
+            if fn(rows.start, rows.stop, *columns, len(out), out) == 0:
                 return out[1:]  # else an instance beyond n_inst: numpy's table grows to hold it
         first = [np.array([rows.start], np.int64)]
         for block in blocks(rows.stop - rows.start - 1):
@@ -150,6 +156,12 @@ class Timeline:
         if self.inst_ids is None:
             return inst
         return np.where(inst >= 0, self.inst_ids[np.maximum(inst, 0)], -1)
+
+
+def contiguous(*arrays: np.ndarray) -> bool:
+    """Whether each array is one block of memory in order: what a C loop over a timeline's columns
+    reads (a column of a timeline made otherwise runs numpy's loops, not a copy of it)."""
+    return all(a.flags.c_contiguous for a in arrays)
 
 
 # per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API,
@@ -427,15 +439,21 @@ def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     return thread[first], np.append(first, len(thread)) * width
 
 
+# the C forward fill of each type of state (timeline_fill_*)
 _FILL = {
-    np.dtype(t): (f"timeline_fill_{np.dtype(t).name.replace('int', 'i')}", arg)
-    for t, arg in (
-        (np.int8, native.I8),
-        (np.int16, native.I16),
-        (np.int32, native.I32),
-        (np.int64, native.I64),
-    )
+    np.dtype(np.int8): ("timeline_fill_i8", native.I8),
+    np.dtype(np.int16): ("timeline_fill_i16", native.I16),
+    np.dtype(np.int32): ("timeline_fill_i32", native.I32),
+    np.dtype(np.int64): ("timeline_fill_i64", native.I64),
 }
+
+
+def _fill_function(dtype: np.dtype) -> Callable[..., Any] | None:
+    """The C forward fill of states of ``dtype``; None: no C loops, or none for that type."""
+    if dtype not in _FILL:
+        return None
+    name, arg = _FILL[dtype]
+    return native.function(name, native.N, native.N, native.I64, native.N, native.I64, arg, native.N, arg)
 
 
 def _state_after(
@@ -443,12 +461,7 @@ def _state_after(
 ) -> np.ndarray:
     """:func:`~rlscope.trace.states.state_after_rows` (``starts``: the rows of ``first``) in one C
     pass writing each row once, where numpy marks, searches and repeats."""
-    name, arg = _FILL.get(values.dtype, (None, None))
-    fn = (
-        None
-        if name is None
-        else native.function(name, native.N, *(native.N, native.I64) * 2, arg, native.N, arg)
-    )
+    fn = _fill_function(values.dtype)
     if fn is None or rows.dtype != np.int64:
         return state_after_rows(rows, values, first, default)
     out = np.empty(len(first), values.dtype)
@@ -458,10 +471,10 @@ def _state_after(
 
 def _thread_index(first: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Each row's thread index (``first``: its rows that begin a thread, at ``starts``), int16 where
-    the threads are that few (a process's are): two bytes a row."""
+    the threads are that few (a process's are): two bytes a row. The C fill holds index k from the
+    k-th thread's first row on."""
     dtype = np.dtype(np.int16 if len(starts) < _I16.max else np.int32)
-    name, arg = _FILL[dtype]
-    fn = native.function(name, native.N, *(native.N, native.I64) * 2, arg, native.N, arg)
+    fn = _fill_function(dtype)
     if fn is None:
         out = np.cumsum(first, dtype=dtype)
         out -= 1
