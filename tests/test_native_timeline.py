@@ -1,7 +1,11 @@
 """The timeline's C loops (rlscope/analysis/native/timeline.c) against their numpy versions, bit for
-bit: the merge of the events with the recorded intervals, the order checks and the timeline built
-from random traces (nested operations, phases and categories on several threads, intervals of up to
-three sources touching, tied and overlapping), and the edge cases (one row, one thread, no source)."""
+bit, each path switched with RLSCOPE_NATIVE_ANALYSIS: the merge of the events with the recorded
+intervals and the timeline built from random traces (nested operations, phases and categories on
+several threads, intervals of up to three sources touching, tied and overlapping, instance ids
+spread wide), the states' forward fills, the thread index, the marks inside intervals, the values
+kept at rows, the rows of kinds, the segment ends, the instances' times, the torch ops' intervals and
+the state at GPU launches; with the edge cases (no rows, one row, one thread, out of order, ids
+beyond int32, columns not in one block) that send a call to numpy's loops."""
 
 from __future__ import annotations
 
