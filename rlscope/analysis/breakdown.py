@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis import gpu, noise
+from rlscope.analysis import gpu, native, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import BLOCK_ROWS, blocks
@@ -268,9 +269,14 @@ def _full_window_sums(
     :func:`_split_like_full_windows`'s), the time of the counted rows that ran in full
     windows: added in row order (a row's share is a fraction of a ns, and such sums depend on the
     order), a block of rows at a time (np.add.at: one addition after another, as one count over all
-    the rows makes them)."""
+    the rows makes them); in one C pass over the rows (breakdown.c) where the library is there."""
     out = np.zeros(size)
     main_rows = tl.main_rows()
+    args = native.F64, native.N, native.N, native.I64, native.N, native.F64
+    fn = _row_loop(tl, "breakdown_full_window_sums", *args)
+    if fn is not None:
+        fn(*_row_args(tl, groups), full, main_rows.start, main_rows.stop, rank, NCAT, out)
+        return out
     for r in blocks(len(tl.ts)):
         ts, end = tl.ts[r], tl.seg_end[r]
         rows, main = _counted_block(tl, groups, r, main_rows)
@@ -420,6 +426,21 @@ class CountedSums:
         return self.inst_cat.sum(axis=0) > 0
 
 
+def _row_loop(tl: Timeline, name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
+    """The C loop ``name`` over ``tl``'s rows (rlscope/analysis/native/breakdown.c), taking
+    :func:`_row_args` then ``argtypes``; None where numpy's loop runs: no library, or categories
+    wider than the byte the C reads."""
+    if tl.cat.dtype != np.int8:
+        return None
+    row_args = native.N, native.I64, native.I64, native.I32, native.I8
+    return native.function(name, *row_args, *argtypes, restype=restype)
+
+
+def _row_args(tl: Timeline, groups: RowGroups) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What every C loop over the counted rows reads: the rows' count, times, pairs and categories."""
+    return len(tl.ts), tl.ts, tl.seg_end, groups.row_pair, tl.cat
+
+
 def _counted_block(
     tl: Timeline, groups: RowGroups, r: slice, main_rows: slice, d: np.ndarray | None = None
 ) -> tuple[np.ndarray | slice, np.ndarray | int]:
@@ -452,6 +473,12 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
+    args = native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
+    fn = _row_loop(tl, "breakdown_counted_sums", *args, restype=native.N) if tl.op.dtype == np.int32 else None
+    if fn is not None:
+        main_lo, main_hi = main_rows.start, main_rows.stop
+        off_main = fn(*_row_args(tl, groups), tl.op, main_lo, main_hi, is_op, NCAT, sums, inst_cat)
+        return CountedSums(sums.reshape(n_pairs, NCAT, 2), bool(off_main), inst_cat.reshape(n_inst, NCAT))
     off_main = False
     block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):

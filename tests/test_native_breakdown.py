@@ -1,0 +1,145 @@
+"""The breakdown's C loops (rlscope/analysis/native/breakdown.c) against their numpy versions.
+
+Each function runs twice on the same random timeline, once with ``RLSCOPE_NATIVE_ANALYSIS=0`` (the
+numpy loops) and once with the C ones, and the two must give the same bits: every figure rlscope
+prints comes from these sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlscope import categories
+from rlscope.analysis import breakdown, native
+from rlscope.analysis.timeline import Timeline
+from rlscope.trace import schema as S
+
+NCAT = len(categories.CATEGORY_NAMES)
+MAIN = 100  # the main thread's id; the others are 101, 102, ...
+
+
+@pytest.fixture
+def both(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[Any, Any]]:
+    """Runs a function with the numpy loops, then with the C ones: (numpy's result, C's)."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+
+    def run(f: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
+        monkeypatch.setenv(native.ENV, "0")
+        ref = f(*args)
+        monkeypatch.setenv(native.ENV, "1")
+        return ref, f(*args)
+
+    return run
+
+
+def timeline(
+    rng: np.random.Generator,
+    rows: int = 2000,
+    threads: int = 3,
+    ops: int = 40,
+    phases: int = 3,
+    main: bool = True,
+    ids: type = np.int32,
+) -> Timeline:
+    """A random timeline of ``threads`` threads (the first the main one, unless ``main`` is False),
+    ``ops`` operation and ``phases`` phase instances over ``rows`` rows: zero and negative durations,
+    rows outside every operation and phase, categories of every code."""
+    thread = np.sort(rng.integers(0, threads, rows)) + MAIN + (0 if main else 1)
+    ts = np.empty(rows, np.int64)
+    for t in np.unique(thread):  # each thread's rows in time order, some of them of no time
+        mine = thread == t
+        ts[mine] = 10**9 + np.cumsum(rng.integers(0, 3, int(mine.sum())) * rng.integers(1, 10**6))
+    seg_end = np.append(ts[1:], ts[-1:] + 5) if rows else ts.copy()
+    last = np.flatnonzero(np.append(thread[1:] != thread[:-1], rows > 0))
+    seg_end[last] = ts[last] + rng.integers(-2, 10**5, len(last))  # a thread's last row: any length
+    op = rng.integers(-1, ops, rows)
+    phase = rng.integers(-1, phases, rows)
+    phase[phase >= 0] += ops  # phase instances after the operations'
+    n_inst = ops + phases
+    inst_name = rng.integers(-1, 6, n_inst)  # a few names, some unknown (-1)
+    kind = np.full(rows, S.CAT_BEGIN, np.int8)
+    ident = np.full(rows, -1, np.int64)
+    name = np.full(rows, -1, np.int64)
+    first = np.unique(op[op >= 0], return_index=True)[1]
+    kind[first], ident[first], name[first] = S.OP_BEGIN, op[first], inst_name[op[first]]
+    thread_idx = np.cumsum(np.append(True, thread[1:] != thread[:-1])) - 1 if rows else np.zeros(0)
+    return Timeline(
+        ts=ts, seg_end=seg_end, thread=thread.astype(np.int32), kind=kind, id=ident.astype(ids),
+        name=name.astype(np.int32), flags=np.zeros(rows, np.int8), op=op.astype(ids),
+        cat=rng.integers(0, NCAT, rows).astype(np.int8), phase=phase.astype(ids), main_thread=MAIN,
+        start_ns=int(ts.min(initial=0)), end_ns=int(seg_end.max(initial=0)), inst_name=inst_name,
+        inst_end=np.full(n_inst, int(seg_end.max(initial=0)), np.int64),
+        thread_idx=thread_idx.astype(np.int16),
+    )  # fmt: skip
+
+
+CASES = {
+    "random": {},
+    "many instances": {"rows": 20_000, "ops": 3000, "threads": 5},
+    "above one block of rows": {"rows": 70_000, "ops": 500, "threads": 2},
+    "one thread": {"threads": 1},
+    "no main thread": {"main": False},
+    "one row": {"rows": 1, "threads": 1},
+    "empty": {"rows": 0, "threads": 1},
+    "no operations": {"ops": 0},
+    "no operations nor main thread": {"ops": 0, "main": False},
+    "wide ids": {"ids": np.int64},  # the numpy loops, as the C reads int32 ids
+}
+
+
+def counted(tl: Timeline) -> tuple[bytes, bool, bytes]:
+    c = breakdown._counted_sums(tl, breakdown.row_groups(tl))
+    return c.sums.tobytes(), c.off_main, c.inst_cat.tobytes()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_counted_sums(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case)), **CASES[case])
+    ref, got = both(counted, tl)
+    assert ref == got
+
+
+def test_counted_sums_where_no_row_has_time(both) -> None:
+    tl = timeline(np.random.default_rng(1))
+    tl.seg_end[:] = tl.ts
+    ref, got = both(counted, tl)
+    assert ref == got and not np.frombuffer(got[0]).any()
+
+
+def full_window_sums(tl: Timeline, full: np.ndarray) -> bytes:
+    """_full_window_sums over the keys :func:`breakdown._split_like_full_windows` makes."""
+    groups = breakdown.row_groups(tl)
+    by_key = breakdown._counted_sums(tl, groups).sums.transpose(0, 2, 1).reshape(-1, NCAT)
+    held = by_key.sum(axis=1) > 0
+    rank, size = np.cumsum(held) - 1, int(held.sum()) * NCAT
+    return breakdown._full_window_sums(tl, groups, full, rank, size).tobytes()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_full_window_sums(both, case: str) -> None:
+    rng = np.random.default_rng(len(case))
+    tl = timeline(rng, **CASES[case])
+    full = rng.random(len(tl.ts))  # fractions of a ns: the sums depend on the order of the additions
+    full[rng.random(len(full)) < 0.3] = 0.0
+    ref, got = both(full_window_sums, tl, full)
+    assert ref == got
+
+
+def tables(tl: Timeline) -> list[bytes]:
+    """A breakdown's tables, serialized."""
+    b = breakdown.breakdown_timeline(tl, [f"n{i}" for i in range(6)], pid=1)
+    return [repr(t.to_pydict()).encode() for t in (b.cpu_time, b.ops, b.gpu_time, b.noise)] + [
+        repr(b.phase_wall_s).encode()
+    ]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_breakdown_tables(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case) + 7), **CASES[case])
+    ref, got = both(tables, tl)
+    assert ref == got
