@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlscope import categories
-from rlscope.analysis import breakdown, native
+from rlscope.analysis import breakdown, native, noise
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 
@@ -28,11 +28,11 @@ def both(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[Any, Any]]:
     if native.library() is None:
         pytest.skip(f"no C loops here: {native.unavailable()}")
 
-    def run(f: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
+    def run(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         monkeypatch.setenv(native.ENV, "0")
-        ref = f(*args)
+        ref = f(*args, **kwargs)
         monkeypatch.setenv(native.ENV, "1")
-        return ref, f(*args)
+        return ref, f(*args, **kwargs)
 
     return run
 
@@ -45,15 +45,17 @@ def timeline(
     phases: int = 3,
     main: bool = True,
     ids: type = np.int32,
+    unit: int = 0,
 ) -> Timeline:
     """A random timeline of ``threads`` threads (the first the main one, unless ``main`` is False),
     ``ops`` operation and ``phases`` phase instances over ``rows`` rows: zero and negative durations,
-    rows outside every operation and phase, categories of every code."""
+    rows outside every operation and phase, categories of every code; ``unit``: the ns a row's time is
+    a multiple of (0: a random one per thread)."""
     thread = np.sort(rng.integers(0, threads, rows)) + MAIN + (0 if main else 1)
     ts = np.empty(rows, np.int64)
     for t in np.unique(thread):  # each thread's rows in time order, some of them of no time
         mine = thread == t
-        ts[mine] = 10**9 + np.cumsum(rng.integers(0, 3, int(mine.sum())) * rng.integers(1, 10**6))
+        ts[mine] = 10**9 + np.cumsum(rng.integers(0, 3, int(mine.sum())) * (unit or rng.integers(1, 10**6)))
     seg_end = np.append(ts[1:], ts[-1:] + 5) if rows else ts.copy()
     last = np.flatnonzero(np.append(thread[1:] != thread[:-1], rows > 0))
     seg_end[last] = ts[last] + rng.integers(-2, 10**5, len(last))  # a thread's last row: any length
@@ -88,6 +90,7 @@ CASES = {
     "empty": {"rows": 0, "threads": 1},
     "no operations": {"ops": 0},
     "no operations nor main thread": {"ops": 0, "main": False},
+    "rows of a ns or two": {"unit": 1, "rows": 5000, "ops": 400},
     "wide ids": {"ids": np.int64},  # the numpy loops, as the C reads int32 ids
 }
 
@@ -143,3 +146,45 @@ def test_breakdown_tables(both, case: str) -> None:
     tl = timeline(np.random.default_rng(len(case) + 7), **CASES[case])
     ref, got = both(tables, tl)
     assert ref == got
+
+
+NOISE_CASES = {
+    "random": {},
+    "large groups, in blocks": {"n": 30_000, "groups": 4},
+    "many small groups": {"n": 3000, "groups": 1000},
+    "one column": {"columns": 1},
+    "one-time instances": {"one_time": 0.2},
+    "every instance one-time": {"one_time": 1.0},
+    "one instance": {"n": 1},
+    "none": {"n": 0},
+    "every instance left out": {"left_out": 1.0},
+}
+
+
+def noise_sums(
+    seed: int, n: int = 2000, groups: int = 6, columns: int = 5, one_time: float = 0.0, left_out: float = 0.1
+) -> list[bytes]:
+    """variance_and_one_time of random instances: values with fractions of a ns (sums that depend on
+    the order of the additions), zeros, ties in time, instances left out (group -1)."""
+    rng = np.random.default_rng(seed)
+    group = rng.integers(0, groups, n)
+    group[rng.random(n) < left_out] = -1
+    when = rng.integers(0, n // 2 + 1, n)
+    values = rng.random((n, columns)) * 10.0 ** rng.integers(0, 9, (n, columns))
+    values[rng.random((n, columns)) < 0.2] = 0.0
+    once = rng.random(n) < one_time if one_time else None
+    return [a.tobytes() for a in noise.variance_and_one_time(group, when, values, groups, once)]
+
+
+@pytest.mark.parametrize("case", list(NOISE_CASES))
+def test_noise_sums(both, case: str) -> None:
+    ref, got = both(noise_sums, len(case), **NOISE_CASES[case])
+    assert ref == got
+
+
+def test_group_sums_skip_the_rows_left_out(both) -> None:
+    rng = np.random.default_rng(3)
+    g, x = rng.integers(-1, 7, 5000), rng.random((5000, 3))
+    ref, got = both(lambda: noise.group_sums(g, x, 7).tobytes())
+    assert ref == got
+    assert ref == noise.group_sums(g[g >= 0], x[g >= 0], 7).tobytes()

@@ -414,16 +414,14 @@ class CountedSums:
     sums: np.ndarray  # (pairs, NCAT, 2): exclusive ns per (pair, category, main thread?)
     off_main: bool  # whether a counted row is off the main thread
     inst_cat: np.ndarray  # (instances, NCAT): exclusive ns per operation instance and category
+    # per category: whether a counted row inside an operation holds it (read off the operations'
+    # pairs in ``sums``, the same rows as ``inst_cat``'s, which is the instances' length)
+    op_cats: np.ndarray
 
     @property
     def present(self) -> np.ndarray:
         """Per pair: whether a counted row holds it (each holds time)."""
         return self.sums.sum(axis=(1, 2)) > 0
-
-    @property
-    def op_cats(self) -> np.ndarray:
-        """Per category: whether a counted row inside an operation holds it."""
-        return self.inst_cat.sum(axis=0) > 0
 
 
 def _row_loop(tl: Timeline, name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
@@ -477,8 +475,8 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
     fn = _row_loop(tl, "breakdown_counted_sums", *args, restype=native.N) if tl.op.dtype == np.int32 else None
     if fn is not None:
         main_lo, main_hi = main_rows.start, main_rows.stop
-        off_main = fn(*_row_args(tl, groups), tl.op, main_lo, main_hi, is_op, NCAT, sums, inst_cat)
-        return CountedSums(sums.reshape(n_pairs, NCAT, 2), bool(off_main), inst_cat.reshape(n_inst, NCAT))
+        off_main = bool(fn(*_row_args(tl, groups), tl.op, main_lo, main_hi, is_op, NCAT, sums, inst_cat))
+        return _counted(sums, off_main, inst_cat, is_op)
     off_main = False
     block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):
@@ -501,7 +499,14 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
             cell -= lo
             part = np.bincount(cell, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
-    return CountedSums(sums.reshape(n_pairs, NCAT, 2), off_main, inst_cat.reshape(n_inst, NCAT))
+    return _counted(sums, off_main, inst_cat, is_op)
+
+
+def _counted(sums: np.ndarray, off_main: bool, inst_cat: np.ndarray, is_op: np.ndarray) -> CountedSums:
+    """The :class:`CountedSums` of the flat sums (``is_op``: per pair, whether an operation's)."""
+    by_pair = sums.reshape(len(is_op), NCAT, 2)
+    op_cats = by_pair[is_op].sum(axis=(0, 2)) > 0
+    return CountedSums(by_pair, off_main, inst_cat.reshape(-1, NCAT), op_cats)
 
 
 def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndarray:
@@ -712,26 +717,45 @@ def _noise(
     x[tl.id[begins], 0] = b_incl
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
-    x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, cats]
+    columns = native.function(
+        "breakdown_exclusive_columns",
+        native.N,
+        native.N,
+        native.F64,
+        native.N,
+        native.I64,
+        native.N,
+        native.F64,
+    )
+    if columns is not None:
+        columns(n_inst, NCAT, counted.inst_cat, n_cpu, cats, x.shape[1], x)
+    else:
+        x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, cats]
+        x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     measures += [categories.CATEGORY_NAMES[int(c)] for c in cats.tolist()]
-    x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     for j, c in enumerate(gpu_cats.tolist()):
         sel = (rec_inst >= 0) & (recs.category == c)  # type: ignore[operator,union-attr]
         d = (recs.end[sel] - recs.start[sel]).astype(np.float64)  # type: ignore[union-attr]
         x[:, 2 + n_cpu + j] = np.bincount(rec_inst[sel], weights=d, minlength=n_inst)[:n_inst]  # type: ignore[index]
         measures.append(categories.CATEGORY_NAMES[int(c)])
     compiled = x[:, 2 + column[categories.COMPILE]] > 0 if per_cat[categories.COMPILE] else None
-    count, var = noise.sum_variance(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
-    once = noise.one_time_excess(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
+    count, var, once = noise.variance_and_one_time(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
     # every pair with instances: its total and exclusive rows, and the categories it has time in
-    begun = inst_pair >= 0
-    has = np.stack(
-        [
-            np.bincount(inst_pair[begun], weights=x[begun, c] != 0, minlength=n_pairs) > 0
-            for c in range(x.shape[1])
-        ],
-        axis=1,
+    nonzero = native.function(
+        "breakdown_group_nonzero", native.N, native.N, native.I64, native.F64, native.BOOL
     )
+    if nonzero is not None:
+        has = np.zeros((n_pairs, x.shape[1]), bool)
+        nonzero(n_inst, x.shape[1], inst_pair, x, has)
+    else:
+        begun = inst_pair >= 0
+        has = np.stack(
+            [
+                np.bincount(inst_pair[begun], weights=x[begun, c] != 0, minlength=n_pairs) > 0
+                for c in range(x.shape[1])
+            ],
+            axis=1,
+        )
     has[:, :2] = True
     rows: tuple[list[int], list[str], list[int], list[float], list[float]] = ([], [], [], [], [])
     for p, c in zip(*np.nonzero(has & (count[:, None] > 0)), strict=True):

@@ -23,9 +23,20 @@ Variances of independent groups add, so a row's variance can be summed over phas
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["MAX_BLOCKS", "MIN_PER_BLOCK", "MIN_SPREAD", "one_time_excess", "sum_variance"]
+from rlscope.analysis import native
+
+__all__ = [
+    "MAX_BLOCKS",
+    "MIN_PER_BLOCK",
+    "MIN_SPREAD",
+    "one_time_excess",
+    "sum_variance",
+    "variance_and_one_time",
+]
 
 MAX_BLOCKS = 16
 MIN_PER_BLOCK = 4  # fewer instances per block than this: batch means too noisy, independent only
@@ -46,17 +57,8 @@ def sum_variance(
     (module docstring). A group of fewer than two instances has variance 0 (unknown: the caller looks
     at the count).
     """
-    values = _columns(group, values)
-    keep = group >= 0
-    g, t = group[keep].astype(np.int64), when[keep]
-    total = np.bincount(g, minlength=n_groups)
-    if not len(g):
-        return total, np.zeros((n_groups, values.shape[1]))
-    order, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
-    new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
-    sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
-    left, var = _spread_variance(g[spread], values[keep][spread], n_groups, sub_order)
-    return total, var * np.divide(total, left, out=np.ones(n_groups), where=left > 0)[:, None]
+    count, var, _ = variance_and_one_time(group, when, values, n_groups, one_time)
+    return count, var
 
 
 def one_time_excess(
@@ -74,22 +76,68 @@ def one_time_excess(
     launches) does not remove. 0 where no instance was left out (:data:`MIN_SPREAD`). Arguments as
     :func:`sum_variance`'s.
     """
+    return variance_and_one_time(group, when, values, n_groups, one_time)[2]
+
+
+def variance_and_one_time(
+    group: np.ndarray,
+    when: np.ndarray,
+    values: np.ndarray,
+    n_groups: int,
+    one_time: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(instances per group, :func:`sum_variance`'s variances, :func:`one_time_excess`'s excess): the
+    two from one sort of the instances, and one mean per group of those in the spread, which both
+    read."""
     values = _columns(group, values)
     keep = group >= 0
     g, t, x = group[keep].astype(np.int64), when[keep], values[keep]
-    out = np.zeros((n_groups, values.shape[1]))
+    total = np.bincount(g, minlength=n_groups)
     if not len(g):
+        return total, np.zeros((n_groups, values.shape[1])), np.zeros((n_groups, values.shape[1]))
+    order, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
+    new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
+    sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
+    left, mean, var = _spread_variance(g[spread], x[spread], n_groups, sub_order)
+    var *= np.divide(total, left, out=np.ones(n_groups), where=left > 0)[:, None]
+    return total, var, _excess(g[~spread], x[~spread], mean, n_groups)
+
+
+def _excess(g: np.ndarray, x: np.ndarray, mean: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group and column: what the instances given (``g``, ``x``: those left out of the spread)
+    took beyond their group's ``mean``, each floored at 0."""
+    out = np.zeros((n_groups, x.shape[1]))
+    fn = _group_loop("breakdown_group_excess", native.F64)
+    if fn is not None:
+        fn(len(g), x.shape[1], g, x, mean, out)
         return out
-    _, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
-    # the instances in and out of the spread gathered once, each column then read contiguous
-    g_in, g_out = g[spread], g[~spread]
-    x_in, x_out = np.asfortranarray(x[spread]), np.asfortranarray(x[~spread])
-    n = np.bincount(g_in, minlength=n_groups).astype(np.float64)
+    x = np.asfortranarray(x)  # each column contiguous: the counts read a column at a time
     for c in range(x.shape[1]):
-        sums = np.bincount(g_in, weights=x_in[:, c], minlength=n_groups)
-        mean = np.divide(sums, n, out=np.zeros(n_groups), where=n > 0)
-        excess = np.maximum(x_out[:, c] - mean[g_out], 0.0)
-        out[:, c] = np.bincount(g_out, weights=excess, minlength=n_groups)
+        excess = np.maximum(x[:, c] - mean[g, c], 0.0)
+        out[:, c] = np.bincount(g, weights=excess, minlength=n_groups)
+    return out
+
+
+def _group_loop(name: str, *argtypes: object) -> Callable[..., object] | None:
+    """The C loop ``name`` over groups of instances (rlscope/analysis/native/breakdown.c), taking the
+    instances' count, the columns', their groups and values, then ``argtypes`` and the output."""
+    return native.function(name, native.N, native.N, native.I64, native.F64, *argtypes, native.F64)
+
+
+def group_sums(g: np.ndarray, x: np.ndarray, n_groups: int) -> np.ndarray:
+    """(groups, columns): per group (``g``, int64; < 0: left out), the sum of its rows of ``x``
+    (instances, columns), added in row order (np.bincount's, so the same bits either way)."""
+    fn = _group_loop("breakdown_group_sums")
+    out = np.zeros((n_groups, x.shape[1]))
+    if fn is not None:
+        fn(len(g), x.shape[1], g, np.ascontiguousarray(x), out)
+        return out
+    keep = g >= 0
+    if not keep.all():
+        g, x = g[keep], x[keep]
+    x = np.asfortranarray(x)  # each column contiguous: the counts read a column at a time
+    for c in range(x.shape[1]):
+        out[:, c] = np.bincount(g, weights=x[:, c], minlength=n_groups)
     return out
 
 
@@ -115,18 +163,21 @@ def _spread(
 
 def _spread_variance(
     g: np.ndarray, x: np.ndarray, n_groups: int, order: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`sum_variance` of the instances given, all of them in the spread; ``order``: their
-    indices in (group, time) order."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(instances, mean, :func:`sum_variance`) per group of the instances given, all of them in the
+    spread; ``order``: their indices in (group, time) order."""
     ncol = x.shape[1]
     n = np.bincount(g, minlength=n_groups).astype(np.float64)
     if not len(g):
-        return n.astype(np.int64), np.zeros((n_groups, ncol))
-    x = np.asfortranarray(x)  # each column contiguous: the counts below read a column at a time
-    sums = np.stack([np.bincount(g, weights=x[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
+        return n.astype(np.int64), np.zeros((n_groups, ncol)), np.zeros((n_groups, ncol))
+    sums = group_sums(g, x, n_groups)
     mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
-    dev2 = np.asfortranarray((x - mean[g]) ** 2)
-    ss = np.stack([np.bincount(g, weights=dev2[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
+    sq_dev = _group_loop("breakdown_group_sq_dev", native.F64)
+    if sq_dev is not None:
+        ss = np.zeros_like(sums)
+        sq_dev(len(g), ncol, g, np.ascontiguousarray(x), mean, ss)
+    else:
+        ss = group_sums(g, (x - mean[g]) ** 2, n_groups)
     several = n > 1
     iid = np.where(several[:, None], ss * (n / np.maximum(n - 1, 1))[:, None], 0.0)
 
@@ -139,17 +190,14 @@ def _spread_variance(
     nb = blocks[g]
     use = nb >= 2
     if not use.any():
-        return n.astype(np.int64), iid
+        return n.astype(np.int64), mean, iid
     block = np.where(use, rank * nb // np.maximum(n[g], 1).astype(np.int64), 0)
-    key = (g * MAX_BLOCKS + block)[use]
-    size = np.bincount(key, minlength=n_groups * MAX_BLOCKS).astype(np.float64)
-    x_use = np.asfortranarray(x[use])
-    bsum = np.stack(
-        [np.bincount(key, weights=x_use[:, c], minlength=n_groups * MAX_BLOCKS) for c in range(ncol)], axis=1
-    )
+    key = np.where(use, g * MAX_BLOCKS + block, -1)
+    size = np.bincount(key[use], minlength=n_groups * MAX_BLOCKS).astype(np.float64)
+    bsum = group_sums(key, x, n_groups * MAX_BLOCKS)
     bmean = np.divide(bsum, size[:, None], out=np.zeros_like(bsum), where=size[:, None] > 0)
     grp_of_block = np.arange(n_groups * MAX_BLOCKS) // MAX_BLOCKS
     wdev = size[:, None] * (bmean - mean[grp_of_block]) ** 2  # empty blocks weigh 0
     between = wdev.reshape(n_groups, MAX_BLOCKS, ncol).sum(axis=1)
     batch = np.where((blocks >= 2)[:, None], n[:, None] * between / np.maximum(blocks - 1, 1)[:, None], 0.0)
-    return n.astype(np.int64), np.maximum(iid, batch)
+    return n.astype(np.int64), mean, np.maximum(iid, batch)
