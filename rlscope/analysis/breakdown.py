@@ -171,7 +171,8 @@ def analyze_process_pair(
         shift = fix.gpu_shift_ns
         moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
     fixed_groups = groups if groups.fits(fix.timeline, moved) else row_groups(fix.timeline, moved)
-    counted = _counted_sums(fix.timeline, fixed_groups)  # the breakdown's, and the category split's
+    # the breakdown's, and the category split's (with the time in full windows, in the same pass)
+    counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
     corrected = breakdown_timeline(
         fix.timeline, proc.names, proc.pid, host, proc.complete, moved, None, fixed_groups, counted
     )
@@ -242,8 +243,7 @@ def _split_like_full_windows(
     pair = ukey // 2
     uniq = np.stack([groups.pair_ph[pair], groups.pair_op[pair], ukey % 2], axis=1)
     cat_all = by_key[held]
-    rank, size = np.cumsum(held) - 1, len(uniq) * NCAT
-    cat_full = _full_window_sums(tl, groups, full, rank, size).reshape(len(uniq), NCAT)
+    cat_full = _full_by_key(tl, groups, full, counted, held)
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     as_recorded = cat_all[:, _AS_RECORDED].copy()
     cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0
@@ -262,6 +262,17 @@ def _split_like_full_windows(
     b.cpu_time = pa.table(out, schema=CPU_TIME_SCHEMA)
 
 
+def _full_by_key(
+    tl: Timeline, groups: RowGroups, full: np.ndarray, counted: CountedSums, held: np.ndarray
+) -> np.ndarray:
+    """(keys held, NCAT): :func:`_full_window_sums` of the keys ``held`` selects (as
+    :func:`_split_like_full_windows`'s), or the same sums ``counted`` made in its pass."""
+    if counted.full is not None:
+        return counted.full.transpose(0, 2, 1).reshape(-1, NCAT)[held]
+    rank, size = np.cumsum(held) - 1, int(held.sum()) * NCAT
+    return _full_window_sums(tl, groups, full, rank, size).reshape(-1, NCAT)
+
+
 def _full_window_sums(
     tl: Timeline, groups: RowGroups, full: np.ndarray, rank: np.ndarray, size: int
 ) -> np.ndarray:
@@ -269,14 +280,9 @@ def _full_window_sums(
     :func:`_split_like_full_windows`'s), the time of the counted rows that ran in full
     windows: added in row order (a row's share is a fraction of a ns, and such sums depend on the
     order), a block of rows at a time (np.add.at: one addition after another, as one count over all
-    the rows makes them); in one C pass over the rows (breakdown.c) where the library is there."""
+    the rows makes them). The C loop of :func:`_counted_sums` makes the same sums in its pass."""
     out = np.zeros(size)
     main_rows = tl.main_rows()
-    args = native.F64, native.N, native.N, native.I64, native.N, native.F64
-    fn = _row_loop(tl, "breakdown_full_window_sums", *args)
-    if fn is not None:
-        fn(*_row_args(tl, groups), full, main_rows.start, main_rows.stop, rank, NCAT, out)
-        return out
     for r in blocks(len(tl.ts)):
         ts, end = tl.ts[r], tl.seg_end[r]
         rows, main = _counted_block(tl, groups, r, main_rows)
@@ -417,6 +423,9 @@ class CountedSums:
     # per category: whether a counted row inside an operation holds it (read off the operations'
     # pairs in ``sums``, the same rows as ``inst_cat``'s, which is the instances' length)
     op_cats: np.ndarray
+    # like ``sums``, of the rows' time in full windows (the fractions _counted_sums was given), added
+    # in row order; None where it was given none or the numpy loops ran (_full_window_sums makes it)
+    full: np.ndarray | None = None
 
     @property
     def present(self) -> np.ndarray:
@@ -465,18 +474,27 @@ def _counted_in(tl: Timeline, groups: RowGroups, r: slice) -> np.ndarray:
     return np.flatnonzero(_counted_mask(tl, groups, r))
 
 
-def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
-    """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``."""
+def _counted_sums(tl: Timeline, groups: RowGroups, full: np.ndarray | None = None) -> CountedSums:
+    """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``: in one C pass over the rows
+    (breakdown.c), with their time in full windows where ``full`` gives each row's share in them;
+    else a block of rows at a time in numpy, without."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
     args = native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
+    args += native.N, native.F64, native.F64
     fn = _row_loop(tl, "breakdown_counted_sums", *args, restype=native.N) if tl.op.dtype == np.int32 else None
     if fn is not None:
-        main_lo, main_hi = main_rows.start, main_rows.stop
-        off_main = bool(fn(*_row_args(tl, groups), tl.op, main_lo, main_hi, is_op, NCAT, sums, inst_cat))
-        return _counted(sums, off_main, inst_cat, is_op)
+        with_full = full is not None
+        in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
+        off_main = fn(
+            *_row_args(tl, groups), tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, inst_cat,
+            with_full, full if with_full else in_full, in_full,
+        )  # fmt: skip
+        counted = _counted(sums, bool(off_main), inst_cat, is_op)
+        counted.full = in_full.reshape(counted.sums.shape) if with_full else None
+        return counted
     off_main = False
     block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):
@@ -703,8 +721,9 @@ def _noise(
     n_inst = len(tl.inst_name)
     inst_pair = np.full(n_inst, -1, np.int64)
     inst_ts = np.zeros(n_inst, np.int64)
-    inst_pair[tl.id[begins]] = b_pair
-    inst_ts[tl.id[begins]] = tl.ts[begins]
+    b_inst = tl.id[begins]
+    inst_pair[b_inst] = b_pair
+    inst_ts[b_inst] = tl.ts[begins]
     per_cat = counted.op_cats
     cats = np.flatnonzero(per_cat)  # the categories present, sorted
     gpu_cats = np.zeros(0, np.int64)
@@ -714,7 +733,7 @@ def _noise(
     measures = [TOTAL, EXCLUSIVE]
     n_cpu = len(cats)
     x = np.zeros((n_inst, 2 + n_cpu + len(gpu_cats)))
-    x[tl.id[begins], 0] = b_incl
+    x[b_inst, 0] = b_incl
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
     columns = native.function(

@@ -6,10 +6,14 @@
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
  * and, where its pair is an operation's (is_op), to inst_cat[op * ncat + cat]. Every value is a whole
  * number of ns, so the sums are exact in any order, as the numpy version's bincounts per block are.
- * Returns whether a counted row is off the main thread (CountedSums.off_main). */
+ * With full (with_full: 1; else an empty array, as full_sums), also the duration times the row's share
+ * in full windows added to full_sums at the sums' cell, in row order (the products are fractions of a
+ * ns: the additions are those np.add.at makes in _full_window_sums). Returns whether a counted row is
+ * off the main thread (CountedSums.off_main). */
 int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
                                const int8_t *cat, const int32_t *op, int64_t main_lo, int64_t main_hi,
-                               const uint8_t *is_op, int64_t ncat, double *sums, double *inst_cat) {
+                               const uint8_t *is_op, int64_t ncat, double *sums, double *inst_cat,
+                               int64_t with_full, const double *full, double *full_sums) {
     int64_t off_main = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t d = seg_end[i] - ts[i];
@@ -18,73 +22,69 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
             continue;
         int64_t main = i >= main_lo && i < main_hi;
         off_main |= !main;
+        int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
         double w = (double)d;
-        sums[((int64_t)pair * ncat + cat[i]) * 2 + main] += w;
+        sums[cell] += w;
         if (is_op[pair])
             inst_cat[(int64_t)op[i] * ncat + cat[i]] += w;
+        if (with_full)
+            full_sums[cell] += w * full[i];
     }
     return off_main;
 }
 
-/* _full_window_sums' loop: per counted row, its duration times its share in full windows (full) added
- * to out[rank[pair * 2 + main] * ncat + cat], in row order (the products are fractions of a ns: the
- * order of the additions is np.add.at's). */
-void breakdown_full_window_sums(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
-                                const int8_t *cat, const double *full, int64_t main_lo, int64_t main_hi,
-                                const int64_t *rank, int64_t ncat, double *out) {
-    for (int64_t i = 0; i < n; i++) {
-        int64_t d = seg_end[i] - ts[i];
-        int32_t pair = row_pair[i];
-        if (d <= 0 || pair < 0)
-            continue;
-        int64_t main = i >= main_lo && i < main_hi;
-        out[rank[(int64_t)pair * 2 + main] * ncat + cat[i]] += (double)d * full[i];
-    }
-}
-
-/* The noise's sums per group of operation instances (rlscope/analysis/noise.py), over the rows of
- * x (m instances by ncol columns, row-major) whose group g is >= 0, in row order: per column, the
- * additions np.bincount(g, weights=x[:, c]) makes. out: (groups, ncol), added to. */
-void breakdown_group_sums(int64_t m, int64_t ncol, const int64_t *g, const double *x, double *out) {
-    for (int64_t i = 0; i < m; i++) {
-        if (g[i] < 0)
+/* The noise's per-instance passes (rlscope/analysis/noise.py, _moments): over the instances whose
+ * group is >= 0 (x: n_inst by ncol, row-major), those in the spread (spread) and those left out.
+ * Writes, per group and column: mean, the spread instances' mean (their sum in instance order over
+ * n, the count in the spread: np.bincount then np.divide); ss, their squared deviations from it;
+ * excess, what each instance left out is above it, floored at 0 (np.maximum keeps a NaN); and per
+ * batch-means block (max_blocks a group: each spread instance's rank in its group by time, from
+ * order, the spread instances sorted by (group, time), times the group's blocks over n), its sum
+ * (bsum) and instances (size). Every sum in instance order, as numpy's bincounts over the gathered
+ * instances make them. key: scratch, one per instance. mean, ss, excess, bsum, size: zeroed. */
+void breakdown_noise_moments(int64_t n_inst, int64_t ncol, const int64_t *group, const uint8_t *spread,
+                             const double *x, int64_t m, const int64_t *order, int64_t n_groups, const double *n,
+                             const int64_t *blocks, int64_t max_blocks, double *mean, double *ss, double *excess,
+                             int64_t *key, double *bsum, double *size) {
+    for (int64_t i = 0; i < n_inst; i++) {
+        if (group[i] < 0 || !spread[i])
             continue;
         const double *row = x + i * ncol;
-        double *cell = out + g[i] * ncol;
+        double *cell = mean + group[i] * ncol;
         for (int64_t c = 0; c < ncol; c++)
             cell[c] += row[c];
     }
-}
-
-/* As breakdown_group_sums, of each value's squared distance from its group's mean (mean: (groups,
- * ncol)): np.bincount(g, weights=((x - mean[g]) ** 2)[:, c]) per column. */
-void breakdown_group_sq_dev(int64_t m, int64_t ncol, const int64_t *g, const double *x, const double *mean,
-                            double *out) {
-    for (int64_t i = 0; i < m; i++) {
-        if (g[i] < 0)
+    for (int64_t g = 0; g < n_groups; g++)
+        for (int64_t c = 0; c < ncol; c++)
+            mean[g * ncol + c] = n[g] > 0 ? mean[g * ncol + c] / n[g] : 0.0;
+    for (int64_t i = 0; i < n_inst; i++) {
+        if (group[i] < 0)
             continue;
-        const double *row = x + i * ncol, *mu = mean + g[i] * ncol;
-        double *cell = out + g[i] * ncol;
+        const double *row = x + i * ncol, *mu = mean + group[i] * ncol;
+        double *cell = (spread[i] ? ss : excess) + group[i] * ncol;
         for (int64_t c = 0; c < ncol; c++) {
             double d = row[c] - mu[c];
-            cell[c] += d * d;
+            cell[c] += spread[i] ? d * d : (d >= 0.0 || d != d) ? d : 0.0;
         }
     }
-}
-
-/* As breakdown_group_sums, of what each value is above its group's mean, floored at 0:
- * np.bincount(g, weights=np.maximum(x[:, c] - mean[g, c], 0.0)) per column (np.maximum keeps a NaN). */
-void breakdown_group_excess(int64_t m, int64_t ncol, const int64_t *g, const double *x, const double *mean,
-                            double *out) {
-    for (int64_t i = 0; i < m; i++) {
-        if (g[i] < 0)
+    for (int64_t i = 0; i < n_inst; i++)
+        key[i] = -1;
+    for (int64_t k = 0, first = 0; k < m; k++) {
+        int64_t i = order[k], g = group[i];
+        if (k > 0 && g != group[order[k - 1]])
+            first = k;
+        int64_t nb = blocks[g];
+        if (nb >= 2)
+            key[i] = g * max_blocks + (k - first) * nb / (int64_t)(n[g] > 1.0 ? n[g] : 1.0);
+    }
+    for (int64_t i = 0; i < n_inst; i++) {
+        if (key[i] < 0)
             continue;
-        const double *row = x + i * ncol, *mu = mean + g[i] * ncol;
-        double *cell = out + g[i] * ncol;
-        for (int64_t c = 0; c < ncol; c++) {
-            double d = row[c] - mu[c];
-            cell[c] += (d >= 0.0 || d != d) ? d : 0.0;
-        }
+        const double *row = x + i * ncol;
+        double *cell = bsum + key[i] * ncol;
+        size[key[i]] += 1.0;
+        for (int64_t c = 0; c < ncol; c++)
+            cell[c] += row[c];
     }
 }
 
