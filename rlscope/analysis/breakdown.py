@@ -580,8 +580,8 @@ def breakdown_timeline(
     n_pairs = len(pair_ph)
 
     # operation instances: calls and inclusive time (phase = the phase open at its begin)
-    b_inst = tl.id[begins]
-    b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - tl.ts[begins])
+    b_inst, b_ts = tl.id[begins], tl.ts[begins]
+    b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - b_ts)
 
     # GPU work, attributed to the (phase, operation) whose instance launched it
     recs = gpu_records[0] if gpu_records is not None else None
@@ -662,7 +662,7 @@ def breakdown_timeline(
     )
     gpu_info = gpu.nvml_comparison(nvml, busy_s, busy_e, tl.end_ns - tl.start_ns)
 
-    noise_rows = _noise(tl, counted, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records))
+    noise_rows = _noise(tl, counted, b_inst, b_ts, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records))
     noise_rows = {
         "pid": np.full(len(noise_rows[0]), pid, np.int64),
         "phase": [name_of(int(pair_ph[i]), NO_PHASE) for i in noise_rows[0]],
@@ -703,7 +703,8 @@ def rec_op_inst(gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | Non
 def _noise(
     tl: Timeline,
     counted: CountedSums,
-    begins: np.ndarray,
+    b_inst: np.ndarray,
+    b_ts: np.ndarray,
     b_pair: np.ndarray,
     b_incl: np.ndarray,
     n_pairs: int,
@@ -716,14 +717,14 @@ def _noise(
     Per operation instance: its inclusive time, its exclusive time and that by category (CPU
     segments while it was innermost: ``counted``, GPU work it launched); the instances of a (phase,
     operation) pair give each sum's variance. Unannotated time has no instances (its one long stretch
-    before the loop is no sample of a repeated cost): no rows.
+    before the loop is no sample of a repeated cost): no rows. ``b_*``: per OP_BEGIN row, its
+    instance, time, pair and inclusive time.
     """
     n_inst = len(tl.inst_name)
     inst_pair = np.full(n_inst, -1, np.int64)
     inst_ts = np.zeros(n_inst, np.int64)
-    b_inst = tl.id[begins]
     inst_pair[b_inst] = b_pair
-    inst_ts[b_inst] = tl.ts[begins]
+    inst_ts[b_inst] = b_ts
     per_cat = counted.op_cats
     cats = np.flatnonzero(per_cat)  # the categories present, sorted
     gpu_cats = np.zeros(0, np.int64)
@@ -736,16 +737,8 @@ def _noise(
     x[b_inst, 0] = b_incl
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
-    columns = native.function(
-        "breakdown_exclusive_columns",
-        native.N,
-        native.N,
-        native.F64,
-        native.N,
-        native.I64,
-        native.N,
-        native.F64,
-    )
+    args = native.N, native.N, native.F64, native.N, native.I64, native.N, native.F64
+    columns = native.function("breakdown_exclusive_columns", *args)
     if columns is not None:
         columns(n_inst, NCAT, counted.inst_cat, n_cpu, cats, x.shape[1], x)
     else:

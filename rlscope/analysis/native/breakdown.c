@@ -1,6 +1,7 @@
-/* The breakdown's row loops (rlscope/analysis/breakdown.py): the sums over a timeline's counted rows,
- * those of positive duration whose pair (RowGroups.row_pair) is >= 0. A row is on the main thread
- * when it lies in [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are grouped by thread). */
+/* The breakdown's loops (rlscope/analysis/breakdown.py and noise.py): the sums over a timeline's
+ * counted rows, those of positive duration whose pair (RowGroups.row_pair) is >= 0, and over its
+ * operation instances for the noise of each sum. A row is on the main thread when it lies in
+ * [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are grouped by thread). */
 #include <stdint.h>
 
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
