@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlscope import categories
-from rlscope.analysis import breakdown, native, noise
+from rlscope.analysis import breakdown, gpu, native, noise
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
 
@@ -133,9 +133,24 @@ def test_full_window_sums(both, case: str) -> None:
     assert ref == got
 
 
-def tables(tl: Timeline) -> list[bytes]:
-    """A breakdown's tables, serialized."""
-    b = breakdown.breakdown_timeline(tl, [f"n{i}" for i in range(6)], pid=1)
+def gpu_records(
+    rng: np.random.Generator, tl: Timeline, n: int = 300
+) -> tuple[gpu.GpuRecords, np.ndarray, np.ndarray]:
+    """Random GPU work over ``tl``'s span, each record launched by one of its instances (or none)."""
+    start = np.sort(rng.integers(tl.start_ns, tl.end_ns + 1, n))
+    end = start + rng.integers(0, 10**6, n)
+    category = rng.choice([categories.GPU_KERNEL, categories.GPU_MEMCPY, categories.GPU_MEMSET], n)
+    records = gpu.GpuRecords(
+        category=category, start=start, end=end, correlation=np.arange(n), name=np.zeros(n)
+    )
+    n_inst = len(tl.inst_name)
+    return records, rng.integers(-1, max(n_inst, 1), n) if n_inst else np.full(n, -1), np.full(n, -1)
+
+
+def tables(tl: Timeline, with_gpu: bool = False) -> list[bytes]:
+    """A breakdown's tables, serialized; ``with_gpu``: with random GPU work (the overlap sweep)."""
+    recs = gpu_records(np.random.default_rng(5), tl) if with_gpu and len(tl.ts) else None
+    b = breakdown.breakdown_timeline(tl, [f"n{i}" for i in range(6)], pid=1, gpu_records=recs)
     return [repr(t.to_pydict()).encode() for t in (b.cpu_time, b.ops, b.gpu_time, b.noise)] + [
         repr(b.phase_wall_s).encode()
     ]
@@ -146,6 +161,30 @@ def test_breakdown_tables(both, case: str) -> None:
     tl = timeline(np.random.default_rng(len(case) + 7), **CASES[case])
     ref, got = both(tables, tl)
     assert ref == got
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_breakdown_tables_with_gpu_work(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case) + 11), **CASES[case])
+    ref, got = both(tables, tl, with_gpu=True)
+    assert ref == got
+
+
+def merged(tl: Timeline, pairs: np.ndarray) -> tuple[list[bytes], bytes]:
+    """The sweep's CPU segments of the pairs flagged, and the threads of each pair."""
+    groups = breakdown.row_groups(tl)
+    group = np.arange(len(pairs)) * 3 + 1  # any number per pair
+    segments = breakdown._merged_segments(tl, groups, pairs, group)
+    return [a.tobytes() for a in segments], breakdown._threads_per_pair(tl, groups).tobytes()
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if CASES[c].get("rows", 1)])
+def test_merged_segments(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case) + 3), **CASES[case])
+    n_pairs = len(breakdown.row_groups(tl).pair_ph)
+    for pairs in (np.ones(n_pairs, bool), np.random.default_rng(0).random(n_pairs) < 0.5):
+        ref, got = both(merged, tl, pairs)
+        assert ref == got
 
 
 NOISE_CASES = {

@@ -536,8 +536,48 @@ def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndar
     return np.concatenate(out)
 
 
+def _merged_segments(
+    tl: Timeline, groups: RowGroups, pairs: np.ndarray, group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, start, end) of the counted rows whose pair ``pairs`` selects (``group``: each pair's),
+    those of one thread and group that touch joined (:func:`_merge_adjacent`): the sweep's CPU
+    segments. In one C pass over the rows, gathering none (breakdown.c), else in numpy."""
+    args = native.N, native.I64, native.I64, native.I32, native.I64, native.N, native.BOOL, native.I64
+    fn = native.function("breakdown_merged_segments", *args, *[native.I64] * 3, native.N, restype=native.N)
+    if fn is None:
+        rows = _counted_rows(tl, groups, pairs)
+        return _merge_adjacent(group[groups.row_pair[rows]], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+    starts = tl.thread_starts()
+    size = len(tl.ts) // 8 + 1  # joined, a stretch of an operation is a few segments at most
+    while True:
+        out = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
+        count = fn(
+            len(tl.ts), tl.ts, tl.seg_end, groups.row_pair, starts, len(starts), pairs, group, *out, size
+        )
+        if count <= size:
+            return out[0][:count], out[1][:count], out[2][:count]
+        size = count
+
+
 def _threads_per_pair(tl: Timeline, groups: RowGroups) -> np.ndarray:
     """Per pair: the threads its counted rows are on."""
+    args = native.N, native.I64, native.I64, native.I32, native.I64, native.N, native.N, native.I64, native.U8
+    fn = native.function("breakdown_threads_per_pair", *args)
+    if fn is not None:
+        starts, n_pairs = tl.thread_starts(), len(groups.pair_ph)
+        out = np.zeros(n_pairs, np.int64)
+        fn(
+            len(tl.ts),
+            tl.ts,
+            tl.seg_end,
+            groups.row_pair,
+            starts,
+            len(starts),
+            n_pairs,
+            out,
+            np.zeros(n_pairs, np.uint8),
+        )
+        return out
     seen = np.zeros((len(groups.pair_ph), int(tl.thread_idx[-1]) + 1), bool)
     for r in blocks(len(tl.ts)):
         rows = _counted_in(tl, groups, r)
@@ -607,9 +647,7 @@ def breakdown_timeline(
     gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
     if recs is not None:
         # GPU work present: the sweep for every operation, CPU segments vs the GPU work it launched
-        rows = _counted_rows(tl, groups, groups.pair_op >= 0)
-        g = remap[groups.row_pair[rows]]
-        g, st, en = _merge_adjacent(g, tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+        g, st, en = _merged_segments(tl, groups, groups.pair_op >= 0, remap)
         launched = g_op >= 0
         cpu_only, gpu_only, both = overlap_by_group(
             g, st, en, g_pair[launched], recs.start[launched], recs.end[launched], n_pairs
@@ -618,9 +656,7 @@ def breakdown_timeline(
         multi_all = _threads_per_pair(tl, groups) > 1
         multi = multi_all[present]
         if multi.any():
-            rows = _counted_rows(tl, groups, multi_all)
-            g = remap[groups.row_pair[rows]]
-            g, st, en = _merge_adjacent(g, tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+            g, st, en = _merged_segments(tl, groups, multi_all, remap)
             empty = np.zeros(0, np.int64)
             swept, _, _ = overlap_by_group(g, st, en, empty, empty, empty, n_pairs)
             cpu_only = np.where(multi, swept, cpu_only)

@@ -117,3 +117,59 @@ void breakdown_exclusive_columns(int64_t n_inst, int64_t ncat, const double *ins
         row[1] = sum;
     }
 }
+
+/* breakdown_timeline's CPU segments for the overlap sweep: the counted rows whose pair is chosen,
+ * each as (group[pair], ts, seg_end), in row order, those of one thread (thread_starts: each
+ * thread's first row, ascending) and group that touch (one begins where the one before ends) joined
+ * into one: _counted_rows, then merge_adjacent by group and thread. Writes the first cap segments to
+ * out_*; returns how many there are (the caller asks again with room for all where that is more). */
+int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
+                                  const int64_t *thread_starts, int64_t n_threads, const uint8_t *chosen,
+                                  const int64_t *group, int64_t *out_g, int64_t *out_start, int64_t *out_end,
+                                  int64_t cap) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < n_threads; t++) {
+        int64_t lo = thread_starts[t], hi = t + 1 < n_threads ? thread_starts[t + 1] : n;
+        int64_t last_g = -1, last_end = 0, any = 0;  /* the thread's last segment */
+        for (int64_t i = lo; i < hi; i++) {
+            int32_t pair = row_pair[i];
+            if (seg_end[i] <= ts[i] || pair < 0 || !chosen[pair])
+                continue;
+            int64_t g = group[pair];
+            if (any && ts[i] == last_end && g == last_g) {
+                if (count <= cap)
+                    out_end[count - 1] = seg_end[i];
+            } else {
+                if (count < cap) {
+                    out_g[count] = g;
+                    out_start[count] = ts[i];
+                    out_end[count] = seg_end[i];
+                }
+                count++;
+                any = 1;
+                last_g = g;
+            }
+            last_end = seg_end[i];
+        }
+    }
+    return count;
+}
+
+/* _threads_per_pair: per pair, on how many threads (thread_starts, as above) its counted rows are.
+ * out: zeroed; seen: scratch, one byte per pair. */
+void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
+                                const int64_t *thread_starts, int64_t n_threads, int64_t n_pairs, int64_t *out,
+                                uint8_t *seen) {
+    for (int64_t t = 0; t < n_threads; t++) {
+        int64_t lo = thread_starts[t], hi = t + 1 < n_threads ? thread_starts[t + 1] : n;
+        for (int64_t p = 0; p < n_pairs; p++)
+            seen[p] = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            int32_t pair = row_pair[i];
+            if (seg_end[i] <= ts[i] || pair < 0 || seen[pair])
+                continue;
+            seen[pair] = 1;
+            out[pair]++;
+        }
+    }
+}
