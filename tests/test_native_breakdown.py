@@ -46,11 +46,13 @@ def timeline(
     main: bool = True,
     ids: type = np.int32,
     unit: int = 0,
+    cat_type: type = np.int8,
 ) -> Timeline:
     """A random timeline of ``threads`` threads (the first the main one, unless ``main`` is False),
     ``ops`` operation and ``phases`` phase instances over ``rows`` rows: zero and negative durations,
     rows outside every operation and phase, categories of every code; ``unit``: the ns a row's time is
-    a multiple of (0: a random one per thread)."""
+    a multiple of (0: a random one per thread); ``ids``, ``cat_type``: the id and category columns'
+    types."""
     thread = np.sort(rng.integers(0, threads, rows)) + MAIN + (0 if main else 1)
     ts = np.empty(rows, np.int64)
     for t in np.unique(thread):  # each thread's rows in time order, some of them of no time
@@ -73,7 +75,7 @@ def timeline(
     return Timeline(
         ts=ts, seg_end=seg_end, thread=thread.astype(np.int32), kind=kind, id=ident.astype(ids),
         name=name.astype(np.int32), flags=np.zeros(rows, np.int8), op=op.astype(ids),
-        cat=rng.integers(0, NCAT, rows).astype(np.int8), phase=phase.astype(ids), main_thread=MAIN,
+        cat=rng.integers(0, NCAT, rows).astype(cat_type), phase=phase.astype(ids), main_thread=MAIN,
         start_ns=int(ts.min(initial=0)), end_ns=int(seg_end.max(initial=0)), inst_name=inst_name,
         inst_end=np.full(n_inst, int(seg_end.max(initial=0)), np.int64),
         thread_idx=thread_idx.astype(np.int16),
@@ -92,6 +94,7 @@ CASES = {
     "no operations nor main thread": {"ops": 0, "main": False},
     "rows of a ns or two": {"unit": 1, "rows": 5000, "ops": 400},
     "wide ids": {"ids": np.int64},  # the numpy loops, as the C reads int32 ids
+    "wide categories": {"cat_type": np.int16},  # the numpy loops, as the C reads one-byte categories
 }
 
 
@@ -131,6 +134,16 @@ def test_full_window_sums(both, case: str) -> None:
     full[rng.random(len(full)) < 0.3] = 0.0
     ref, got = both(full_window_sums, tl, full)
     assert ref == got
+
+
+def test_the_c_loops_take_the_usual_columns(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timelines above, of the types the analysis makes, run the C loops (the tests compare the
+    two paths); wider ids or categories run numpy's."""
+    monkeypatch.setenv(native.ENV, "1")
+    for kwargs, c_loops in (({}, True), (CASES["wide ids"], False), (CASES["wide categories"], False)):
+        tl = timeline(np.random.default_rng(2), **kwargs)
+        counted = breakdown._counted_sums(tl, breakdown.row_groups(tl), np.ones(len(tl.ts)))
+        assert (counted.full is not None) == c_loops
 
 
 def gpu_records(

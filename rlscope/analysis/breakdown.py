@@ -435,17 +435,16 @@ class CountedSums:
 
 def _row_loop(tl: Timeline, name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
     """The C loop ``name`` over ``tl``'s rows (rlscope/analysis/native/breakdown.c), taking
-    :func:`_row_args` then ``argtypes``; None where numpy's loop runs: no library, or categories
-    wider than the byte the C reads."""
-    if tl.cat.dtype != np.int8:
+    :func:`_row_args` then ``argtypes``; None where numpy's loop runs: no library, or times of
+    another type than the int64 the C reads."""
+    if tl.ts.dtype != np.int64 or tl.seg_end.dtype != np.int64:
         return None
-    row_args = native.N, native.I64, native.I64, native.I32, native.I8
-    return native.function(name, *row_args, *argtypes, restype=restype)
+    return native.function(name, native.N, native.I64, native.I64, native.I32, *argtypes, restype=restype)
 
 
-def _row_args(tl: Timeline, groups: RowGroups) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """What every C loop over the counted rows reads: the rows' count, times, pairs and categories."""
-    return len(tl.ts), tl.ts, tl.seg_end, groups.row_pair, tl.cat
+def _row_args(tl: Timeline, groups: RowGroups) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """What every C loop over the counted rows reads: the rows' count, times and pairs."""
+    return len(tl.ts), tl.ts, tl.seg_end, groups.row_pair
 
 
 def _counted_block(
@@ -482,14 +481,16 @@ def _counted_sums(tl: Timeline, groups: RowGroups, full: np.ndarray | None = Non
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
-    args = native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
+    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
     args += native.N, native.F64, native.F64
-    fn = _row_loop(tl, "breakdown_counted_sums", *args, restype=native.N) if tl.op.dtype == np.int32 else None
+    narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
+    fn = _row_loop(tl, "breakdown_counted_sums", *args, restype=native.N) if narrow else None
     if fn is not None:
         with_full = full is not None
         in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
+        main_lo, main_hi = main_rows.start, main_rows.stop
         off_main = fn(
-            *_row_args(tl, groups), tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, inst_cat,
+            *_row_args(tl, groups), tl.cat, tl.op, main_lo, main_hi, is_op, NCAT, sums, inst_cat,
             with_full, full if with_full else in_full, in_full,
         )  # fmt: skip
         counted = _counted(sums, bool(off_main), inst_cat, is_op)
@@ -542,8 +543,8 @@ def _merged_segments(
     """(group, start, end) of the counted rows whose pair ``pairs`` selects (``group``: each pair's),
     those of one thread and group that touch joined (:func:`_merge_adjacent`): the sweep's CPU
     segments. In one C pass over the rows, gathering none (breakdown.c), else in numpy."""
-    args = native.N, native.I64, native.I64, native.I32, native.I64, native.N, native.BOOL, native.I64
-    fn = native.function("breakdown_merged_segments", *args, *[native.I64] * 3, native.N, restype=native.N)
+    args = native.I64, native.N, native.BOOL, native.I64, native.I64, native.I64, native.I64, native.N
+    fn = _row_loop(tl, "breakdown_merged_segments", *args, restype=native.N)
     if fn is None:
         rows = _counted_rows(tl, groups, pairs)
         return _merge_adjacent(group[groups.row_pair[rows]], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
@@ -551,9 +552,7 @@ def _merged_segments(
     size = len(tl.ts) // 8 + 1  # joined, a stretch of an operation is a few segments at most
     while True:
         out = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
-        count = fn(
-            len(tl.ts), tl.ts, tl.seg_end, groups.row_pair, starts, len(starts), pairs, group, *out, size
-        )
+        count = fn(*_row_args(tl, groups), starts, len(starts), pairs, group, *out, size)
         if count <= size:
             return out[0][:count], out[1][:count], out[2][:count]
         size = count
@@ -561,22 +560,11 @@ def _merged_segments(
 
 def _threads_per_pair(tl: Timeline, groups: RowGroups) -> np.ndarray:
     """Per pair: the threads its counted rows are on."""
-    args = native.N, native.I64, native.I64, native.I32, native.I64, native.N, native.N, native.I64, native.U8
-    fn = native.function("breakdown_threads_per_pair", *args)
+    fn = _row_loop(tl, "breakdown_threads_per_pair", native.I64, native.N, native.N, native.I64, native.U8)
     if fn is not None:
         starts, n_pairs = tl.thread_starts(), len(groups.pair_ph)
         out = np.zeros(n_pairs, np.int64)
-        fn(
-            len(tl.ts),
-            tl.ts,
-            tl.seg_end,
-            groups.row_pair,
-            starts,
-            len(starts),
-            n_pairs,
-            out,
-            np.zeros(n_pairs, np.uint8),
-        )
+        fn(*_row_args(tl, groups), starts, len(starts), n_pairs, out, np.zeros(n_pairs, np.uint8))
         return out
     seen = np.zeros((len(groups.pair_ph), int(tl.thread_idx[-1]) + 1), bool)
     for r in blocks(len(tl.ts)):
