@@ -26,7 +26,7 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
         int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
         double w = (double)d;
         sums[cell] += w;
-        if (is_op[pair])
+        if (is_op[pair] && op[i] >= 0)  /* op >= 0 in an operation's pair: kept in bounds regardless */
             inst_cat[(int64_t)op[i] * ncat + cat[i]] += w;
         if (with_full)
             full_sums[cell] += w * full[i];
