@@ -1,0 +1,296 @@
+/* The what-if's passes over a main thread's rows and runs (rlscope/analysis/whatif.py): each one
+ * loop where numpy makes a chain of full-length temporaries. Sums of floats are made in row order, as
+ * np.bincount(weights=) makes them, so each result is the numpy version's to the bit; such a sum of
+ * whole ns is itself whole (a double's rounding keeps it so), so np.rint leaves it as it is and a
+ * plain conversion gives its value. A function that meets input its numpy version would read
+ * otherwise (times out of order, a key outside its table) returns -1: the numpy version then runs. */
+#include <stdint.h>
+#include <stdlib.h>
+
+/* whatif.py _main_runs, over every row at once: the runs of one code (inst_code[op] + cat; a parent's
+ * also of one instance) as (start, code, instance), and each run of one instance's start; times
+ * clamped to end, the first one start. counts: (runs, instance runs). op -1 reads inst_code's last
+ * entry, as numpy's index does. Returns -1 for an op outside inst_code. */
+int64_t whatif_main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
+                         const int64_t *inst_code, int64_t n_code, int64_t start, int64_t end,
+                         int64_t is_parent, int64_t *run_t, int64_t *run_code, int32_t *run_inst,
+                         int64_t *inst_t, int64_t *counts) {
+    int64_t k = 0, j = 0, prev_code = 0;
+    int32_t prev_op = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t o = op[i] < 0 ? op[i] + n_code : op[i];
+        if (o < 0 || o >= n_code) return -1;
+        int64_t code = inst_code[o] + cat[i];
+        int64_t new_op = i == 0 || op[i] != prev_op;
+        int64_t t = ts[i] < end ? ts[i] : end;
+        /* written at every row, kept (k moved on) where a run begins: no branch to mispredict */
+        run_t[k] = t;
+        run_code[k] = code;
+        run_inst[k] = op[i];
+        k += i == 0 || code != prev_code || (is_parent && new_op);
+        inst_t[j] = t;
+        j += new_op;
+        prev_code = code;
+        prev_op = op[i];
+    }
+    if (n > 0) run_t[0] = inst_t[0] = start;
+    counts[0] = k;
+    counts[1] = j;
+    return 0;
+}
+
+/* whatif.py _key_index: the codes present among both columns (present[code] = 1), each code's key
+ * (1 + its rank among them: np.cumsum(present)) into lut, and each row's key. Returns the number of
+ * codes present, -1 for a code outside [0, size). */
+int64_t whatif_key_index(const int64_t *a, int64_t na, const int64_t *b, int64_t nb, uint8_t *present,
+                         int32_t *lut, int64_t size, int32_t *a_key, int32_t *b_key) {
+    for (int64_t i = 0; i < na; i++) {
+        if (a[i] < 0 || a[i] >= size) return -1;
+        present[a[i]] = 1;
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        if (b[i] < 0 || b[i] >= size) return -1;
+        present[b[i]] = 1;
+    }
+    int32_t rank = 0;
+    for (int64_t c = 0; c < size; c++) {
+        rank += present[c];
+        lut[c] = rank;
+    }
+    for (int64_t i = 0; i < na; i++) a_key[i] = lut[a[i]];
+    for (int64_t i = 0; i < nb; i++) b_key[i] = lut[b[i]];
+    return rank;
+}
+
+/* whatif.py process_inputs's idle flips: t[i] of each run i >= 1 whose idle[key] differs from the run
+ * before's, as run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1] of idle = idle_key[run_key]. Returns
+ * their number, -1 for a key outside idle. */
+int64_t whatif_flips(const int64_t *t, const int32_t *key, int64_t n, const uint8_t *idle, int64_t nkeys,
+                     int64_t *out) {
+    if (n == 0) return 0;
+    if (key[0] < 0 || key[0] >= nkeys) return -1;
+    int64_t m = 0;
+    uint8_t before = idle[key[0]];
+    for (int64_t i = 1; i < n; i++) {
+        if (key[i] < 0 || key[i] >= nkeys) return -1;
+        uint8_t now = idle[key[i]];
+        out[m] = t[i];  /* out has n - 1 places, m < i: kept where it flips, no branch to mispredict */
+        m += now != before;
+        before = now;
+    }
+    return m;
+}
+
+/* The length of run r of runs starting at t (the last lasting to end). */
+static inline int64_t run_ns(const int64_t *t, int64_t n, int64_t end, int64_t r) {
+    return (r + 1 < n ? t[r + 1] : end) - t[r];
+}
+
+/* Per-key sums of a stretch's keys: each key's time (its runs' lengths converted to double, added in
+ * row order as np.bincount(weights=) adds them), the keys touched listed (seen marks them). */
+typedef struct {
+    double *acc;
+    int32_t *touched;
+    uint8_t *seen;
+    int64_t nkeys;
+} KeySums;
+
+static int key_sums_open(KeySums *ks, int64_t nkeys) {
+    ks->nkeys = nkeys;
+    ks->acc = calloc((size_t)nkeys + 1, sizeof(double));
+    ks->touched = calloc((size_t)nkeys + 1, sizeof(int32_t));
+    ks->seen = calloc((size_t)nkeys + 1, 1);
+    return ks->acc && ks->touched && ks->seen;
+}
+
+static void key_sums_close(KeySums *ks) {
+    free(ks->acc);
+    free(ks->touched);
+    free(ks->seen);
+}
+
+/* Adds runs [b, e) (all sums zero before); returns how many keys they touched, -1 for a key outside
+ * [0, nkeys). */
+static int64_t key_sums_add(KeySums *ks, const int64_t *t, const int32_t *key, int64_t n, int64_t end,
+                            int64_t b, int64_t e) {
+    int64_t nt = 0;
+    for (int64_t r = b; r < e; r++) {
+        int32_t k = key[r];
+        if (k < 0 || k >= ks->nkeys) return -1;
+        ks->acc[k] += (double)run_ns(t, n, end, r);
+        if (!ks->seen[k]) {
+            ks->seen[k] = 1;
+            ks->touched[nt++] = k;
+        }
+    }
+    return nt;
+}
+
+/* Key k's whole ns as _key_sums keeps them (np.rint of a sum above 0, the sum itself as it is whole;
+ * 0: none kept), its sum reset. */
+static int64_t key_sums_take(KeySums *ks, int32_t k) {
+    double v = ks->acc[k];
+    ks->acc[k] = 0.0;
+    ks->seen[k] = 0;
+    return v > 0 ? (int64_t)v : 0;
+}
+
+/* The touched keys of the last key_sums_add in key order: insertion-sorted where they are few, else
+ * read off the table (touched rewritten). */
+static void key_sums_sort(KeySums *ks, int64_t nt) {
+    int32_t *k = ks->touched;
+    if (nt * nt > ks->nkeys) {
+        int64_t j = 0;
+        for (int32_t c = 0; c < ks->nkeys; c++)
+            if (ks->seen[c]) k[j++] = c;
+        return;
+    }
+    for (int64_t a = 1; a < nt; a++) {
+        int32_t v = k[a];
+        int64_t z = a - 1;
+        for (; z >= 0 && k[z] > v; z--) k[z + 1] = k[z];
+        k[z + 1] = v;
+    }
+}
+
+/* whatif.py _aligned_stretches' _key_sums: per stretch s (runs [first[s], first[s + 1]) of runs
+ * starting at t, the last lasting to end), each key's time, those above 0 in key order: ent_off
+ * (n_stretch + 1 entries), ent_key, ent_ns (cap each). Returns the entries' number; -1 for a key
+ * outside [0, nkeys) or more than cap entries, -2 without memory. */
+int64_t whatif_stretch_sums(const int64_t *t, const int32_t *key, int64_t n, int64_t end,
+                            const int64_t *first, int64_t n_stretch, int64_t nkeys, int64_t *ent_off,
+                            int32_t *ent_key, int64_t *ent_ns, int64_t cap) {
+    KeySums ks;
+    int64_t m = key_sums_open(&ks, nkeys) ? 0 : -2;
+    for (int64_t s = 0; s < n_stretch && m >= 0; s++) {
+        ent_off[s] = m;
+        int64_t nt = key_sums_add(&ks, t, key, n, end, first[s], first[s + 1]);
+        if (nt < 0) {
+            m = -1;
+            break;
+        }
+        key_sums_sort(&ks, nt);
+        for (int64_t a = 0; a < nt; a++) {
+            int32_t k = ks.touched[a];
+            int64_t ns = key_sums_take(&ks, k);
+            if (ns <= 0) continue;
+            if (m >= cap) {
+                m = -1;
+                break;
+            }
+            ent_key[m] = k;
+            ent_ns[m++] = ns;
+        }
+    }
+    if (m >= 0) ent_off[n_stretch] = m;
+    key_sums_close(&ks);
+    return m;
+}
+
+/* whatif.py _drawn where every point falls on a run's start (_on_run_starts, _aligned_largest_keys,
+ * _largest_keys): the runs starting at t (the last lasting to end) cut at the points inner (sorted,
+ * distinct, above t[0]), each stretch as its largest key (the keys' times as _key_sums keeps them; a
+ * stretch of one run: its key where it lasts, else 0; the smallest key of equal ones, 0 with none),
+ * consecutive stretches of one key joined: (start, key) into out_t, out_key (m + 1 each). Returns
+ * their number; -1 where t is out of order, a point is not a run's start (numpy's general way then
+ * draws them), or a key is outside [0, nkeys); -2 without memory. */
+int64_t whatif_drawn(const int64_t *t, const int32_t *key, int64_t n, int64_t end, const int64_t *inner,
+                     int64_t m, int64_t nkeys, int64_t *out_t, int32_t *out_key) {
+    if (n == 0) return -1;
+    KeySums ks;
+    int64_t count = key_sums_open(&ks, nkeys) ? 0 : -2;
+    int64_t b = 0;
+    for (int64_t s = 0; s <= m && count >= 0; s++) {
+        int64_t t0 = s == 0 ? t[0] : inner[s - 1];
+        if (s < m && inner[s] <= t0) {
+            count = -1;
+            break;
+        }
+        /* the stretch's runs: from b (starting at t0) to the first one starting at or after the next
+         * point, which must start at it; t in order on the way, so that is numpy's search's run */
+        int64_t e = b + 1;
+        while (e < n && (s == m || t[e] < inner[s]) && t[e] >= t[e - 1]) e++;
+        if ((e < n && t[e] < t[e - 1]) || (s < m && (e == n || t[e] != inner[s]))) {
+            count = -1;
+            break;
+        }
+        int32_t best = 0;
+        if (e - b == 1) {
+            if (key[b] < 0 || key[b] >= nkeys) {
+                count = -1;
+                break;
+            }
+            best = run_ns(t, n, end, b) > 0 ? key[b] : 0;
+        } else {
+            int64_t nt = key_sums_add(&ks, t, key, n, end, b, e);
+            if (nt < 0) {
+                count = -1;
+                break;
+            }
+            int64_t most = 0;
+            for (int64_t a = 0; a < nt; a++) {
+                int32_t k = ks.touched[a];
+                int64_t ns = key_sums_take(&ks, k);
+                if (ns > most || (ns == most && ns > 0 && k < best)) {
+                    most = ns;
+                    best = k;
+                }
+            }
+        }
+        if (count == 0 || out_key[count - 1] != best) {
+            out_t[count] = t0;
+            out_key[count++] = best;
+        }
+        b = e;
+    }
+    key_sums_close(&ks);
+    return count;
+}
+
+/* The first index in [0, n) of a sorted array get(i) whose value is >= v (left) or > v (right):
+ * np.searchsorted's answer on a sorted array. ds's ends are ds[i + 1], the last one end. */
+static int64_t search(const int64_t *ds, int64_t n, int64_t end, int ends, int right, int64_t v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int64_t x = ends ? (mid + 1 < n ? ds[mid + 1] : end) : ds[mid];
+        if (right ? x <= v : x < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* whatif.py _clip: the drawn runs (start ds, key dk; each lasting to the next, the last to end)
+ * within each interval [lo[j], hi[j]) in turn, clipped to it, keys not shown left out, as are empty
+ * ones, each touching the one before with its key joined to it: (start, end, key) into out_s, out_e,
+ * out_k (cap each). Returns their number; -1 where ds or its end is out of order, a key is outside
+ * [0, nshown) or more than cap are kept. */
+int64_t whatif_clip(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, const int64_t *lo,
+                    const int64_t *hi, int64_t nint, const uint8_t *shown, int64_t nshown, int64_t *out_s,
+                    int64_t *out_e, int32_t *out_k, int64_t cap) {
+    for (int64_t i = 1; i < nd; i++)
+        if (ds[i] < ds[i - 1]) return -1;
+    if (nd > 0 && end < ds[nd - 1]) return -1;
+    int64_t count = 0;
+    for (int64_t j = 0; j < nint; j++) {
+        int64_t i0 = search(ds, nd, end, 1, 1, lo[j]);  /* the first run ending after lo */
+        int64_t i1 = search(ds, nd, end, 0, 0, hi[j]);  /* the first run starting at or after hi */
+        for (int64_t r = i0; r < i1; r++) {
+            int32_t k = dk[r];
+            if (k < 0 || k >= nshown) return -1;
+            int64_t de = r + 1 < nd ? ds[r + 1] : end;
+            int64_t s = ds[r] > lo[j] ? ds[r] : lo[j];
+            int64_t e = de < hi[j] ? de : hi[j];
+            if (!shown[k] || e <= s) continue;
+            if (count > 0 && out_k[count - 1] == k && out_e[count - 1] == s) {
+                out_e[count - 1] = e;
+                continue;
+            }
+            if (count >= cap) return -1;
+            out_s[count] = s;
+            out_e[count] = e;
+            out_k[count++] = k;
+        }
+    }
+    return count;
+}
