@@ -183,13 +183,18 @@ def test_flips(both, n: int) -> None:
         (5000, 300, 50, 3),
     ],
 )
-def test_drawn_at_run_starts(both, n: int, n_keys: int, n_inst: int, n_cuts: int) -> None:
-    """Points on runs' starts: each stretch's largest key, ties to the smallest, none to 0."""
-    rng = np.random.default_rng(n * 7 + n_keys)
+@pytest.mark.parametrize("on_runs", [True, False])
+@pytest.mark.parametrize("base", [0, 1_700_000_000 * 10**9])  # times since the epoch: above 2**53
+def test_drawn(both, n: int, n_keys: int, n_inst: int, n_cuts: int, on_runs: bool, base: int) -> None:
+    """Each stretch between points as its largest key, ties to the smallest, none to 0: points on runs'
+    starts (numpy's whole runs) or anywhere (numpy cuts the runs)."""
+    rng = np.random.default_rng(n * 7 + n_keys + on_runs)
     t, key = _runs(rng, n, n_keys)
-    for end in (int(t[-1]), int(t[-1]) + 11):
-        inst_t = np.concatenate([[t[0]], rng.choice(t, n_inst)])
-        cuts = np.sort(rng.choice(t, n_cuts))  # the ones at or before t[0], at end: left out
+    t += base
+    for end in {int(t[-1]) + 11, max(int(t[-1]), int(t[0]) + 1)}:
+        times = t if on_runs else np.arange(int(t[0]) - 5, end + 5)
+        inst_t = np.sort(np.concatenate([[t[0]], rng.choice(times, n_inst)]))
+        cuts = np.sort(rng.choice(times, n_cuts))  # the ones at or before t[0], at or after end: left out
         s, k = both(True, whatif._drawn, t, key, inst_t, cuts, end)
         assert s[0] == t[0] and (np.diff(s) > 0).all() and (k[1:] != k[:-1]).all()
 
@@ -197,21 +202,31 @@ def test_drawn_at_run_starts(both, n: int, n_keys: int, n_inst: int, n_cuts: int
 def test_drawn_ties_go_to_the_smallest_key(both) -> None:
     t = np.array([0, 10, 20, 30, 35, 40, 40, 50], np.int64)
     key = np.array([3, 2, 1, 1, 1, 2, 0, 4], np.int32)
-    s, k = both(True, whatif._drawn, t, key, np.array([0, 30, 40], np.int64), np.zeros(0, np.int64), 50)
+    none = np.zeros(0, np.int64)
+    s, k = both(True, whatif._drawn, t, key, np.array([0, 30, 40], np.int64), none, 50)
     # stretch 0-30: keys 3, 2, 1 at 10 ns each; 30-40: 1; 40-50: 2 (no time), 0 (10 ns)
     assert s.tolist() == [0, 40] and k.tolist() == [1, 0]
-    s, k = both(True, whatif._drawn, t, key, np.array([0], np.int64), np.zeros(0, np.int64), 50)
+    s, k = both(True, whatif._drawn, t, key, np.array([0], np.int64), none, 50)
     assert k.tolist() == [1]
+    s, k = both(True, whatif._drawn, t, key, np.array([0, 15], np.int64), np.array([15, 25], np.int64), 50)
+    # 0-15: 3 (10), 2 (5); 15-25: 2 (5), 1 (5); 25-50: 1 (15), 0 (10)
+    assert s.tolist() == [0, 15] and k.tolist() == [3, 1]
 
 
-def test_drawn_between_run_starts_or_out_of_order_is_numpys(both) -> None:
+def test_drawn_out_of_order_or_of_a_stretch_past_2_53_ns_is_numpys(both) -> None:
     rng = np.random.default_rng(5)
     t, key = np.arange(0, 5000, 10, dtype=np.int64), rng.integers(0, 4, 500).astype(np.int32)
-    inside = np.array([0, 1001], np.int64)  # inside run 100
-    both(False, whatif._drawn, t, key, inside, np.zeros(0, np.int64), 5003)
+    points, none = np.array([0, 1001, 2000], np.int64), np.zeros(0, np.int64)
+    both(False, whatif._drawn, t, key, points[::-1].copy(), none, 5003)  # the points
+    both(False, whatif._drawn, t, key, none, points[::-1].copy(), 5003)
     shuffled = t.copy()
-    shuffled[[200, 300]] = shuffled[[300, 200]]
-    both(False, whatif._drawn, shuffled, key, np.array([t[0]], np.int64), np.zeros(0, np.int64), int(t[-1]))
+    shuffled[[200, 300]] = shuffled[[300, 200]]  # the runs
+    both(False, whatif._drawn, shuffled, key, points, none, 5003)
+    both(False, whatif._drawn, t, key, points, none, 4000)  # runs after the end
+    both(False, whatif._drawn, t[:1], key[:1], points[:1], none, 0)  # an end at the start
+    long = np.array([0, 2**53 + 10], np.int64)  # sums no longer shown exact in any order
+    both(False, whatif._drawn, long, key[:2], points[:1], none, 2**53 + 20)
+    both(True, whatif._drawn, long, key[:2], np.array([0, 2**52], np.int64), none, 2**53 + 20)
 
 
 # --------------------------------------------------------------------------- the replay's stretches

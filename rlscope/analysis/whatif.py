@@ -529,7 +529,9 @@ def process_inputs(
         sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
         run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
     idle_flip = _flips(run_t, run_key, idle_key)  # where waiting for a command may begin or end
-    drawn = _drawn(run_t, run_key, inst_t, np.concatenate([sync_s, sync_m, sync_e, idle_flip]), end)
+    # sorted, as _drawn's C loop takes them (the idle flips are: without syncs, no sort)
+    cuts = np.concatenate([sync_s, sync_m, sync_e, idle_flip])
+    drawn = _drawn(run_t, run_key, inst_t, np.sort(cuts, kind="stable") if len(sync_s) else cuts, end)
     required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
     if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
         required.append(idle_flip)
@@ -684,16 +686,18 @@ def _drawn(
 
     Why: the replay's stretches hold each key's total only, and a run with no dependency inside it (a
     single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
+    fn = native.function("whatif_drawn", I64, I32, N, N, I64, N, I64, N, N, I64, I32, restype=N)
+    dtypes = (run_t.dtype, run_key.dtype, inst_t.dtype, cuts.dtype)
+    if fn is not None and dtypes == (np.int64, np.int32, np.int64, np.int64):
+        nkeys = max(int(run_key.max(initial=0)), ELASTIC) + 1
+        cap = len(inst_t) + len(cuts) + 1  # the stretches: inst_t and cuts (each sorted) merged there
+        out_t, out_key = np.empty(cap, np.int64), np.empty(cap, np.int32)
+        k = fn(run_t, run_key, len(run_t), end, inst_t, len(inst_t), cuts, len(cuts), nkeys, out_t, out_key)
+        if k >= 0:
+            return out_t[:k], out_key[:k]
     points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64, copy=False))
     # the points inside the run, one stretch of the sorted points: a view, no copy of millions
     inner = points[np.searchsorted(points, run_t[0], "right") : np.searchsorted(points, end, "left")]
-    fn = native.function("whatif_drawn", I64, I32, N, N, I64, N, N, I64, I32, restype=N)
-    if fn is not None and run_t.dtype == np.int64 and run_key.dtype == np.int32:
-        nkeys = max(int(run_key.max(initial=0)), ELASTIC) + 1
-        out_t, out_key = np.empty(len(inner) + 1, np.int64), np.empty(len(inner) + 1, np.int32)
-        k = fn(run_t, run_key, len(run_t), end, inner, len(inner), nkeys, out_t, out_key)
-        if k >= 0:  # else not every point falls on a run's start (or the runs are out of order)
-            return out_t[:k], out_key[:k]
     pos = search_sorted(run_t, inner, "left")
     if _on_run_starts(run_t, inner, pos):
         node_t = np.concatenate([[run_t[0]], inner, [end]]).astype(np.int64)

@@ -86,8 +86,8 @@ static inline int64_t run_ns(const int64_t *t, int64_t n, int64_t end, int64_t r
     return (r + 1 < n ? t[r + 1] : end) - t[r];
 }
 
-/* Per-key sums of a stretch's keys: each key's time (its runs' lengths converted to double, added in
- * row order as np.bincount(weights=) adds them), the keys touched listed (seen marks them). */
+/* Per-key sums of a stretch's runs, in doubles as np.bincount(weights=) makes them, the keys touched
+ * listed (seen marks them). */
 typedef struct {
     double *acc;
     int32_t *touched;
@@ -109,25 +109,30 @@ static void key_sums_close(KeySums *ks) {
     free(ks->seen);
 }
 
-/* Adds runs [b, e) (all sums zero before); returns how many keys they touched, -1 for a key outside
+/* Adds ns to key k's sum (k in [0, nkeys)); nt: the keys touched so far, returned with k's. */
+static inline int64_t key_sums_put(KeySums *ks, int32_t k, int64_t ns, int64_t nt) {
+    ks->acc[k] += (double)ns;
+    if (!ks->seen[k]) {
+        ks->seen[k] = 1;
+        ks->touched[nt++] = k;
+    }
+    return nt;
+}
+
+/* Adds runs [b, e) whole, in row order; returns how many keys they touched, -1 for a key outside
  * [0, nkeys). */
 static int64_t key_sums_add(KeySums *ks, const int64_t *t, const int32_t *key, int64_t n, int64_t end,
                             int64_t b, int64_t e) {
     int64_t nt = 0;
     for (int64_t r = b; r < e; r++) {
-        int32_t k = key[r];
-        if (k < 0 || k >= ks->nkeys) return -1;
-        ks->acc[k] += (double)run_ns(t, n, end, r);
-        if (!ks->seen[k]) {
-            ks->seen[k] = 1;
-            ks->touched[nt++] = k;
-        }
+        if (key[r] < 0 || key[r] >= ks->nkeys) return -1;
+        nt = key_sums_put(ks, key[r], run_ns(t, n, end, r), nt);
     }
     return nt;
 }
 
-/* Key k's whole ns as _key_sums keeps them (np.rint of a sum above 0, the sum itself as it is whole;
- * 0: none kept), its sum reset. */
+/* Key k's whole ns as _key_sums keeps them (np.rint of a sum above 0: the sum itself, whole; 0: none
+ * kept), its sum reset. */
 static int64_t key_sums_take(KeySums *ks, int32_t k) {
     double v = ks->acc[k];
     ks->acc[k] = 0.0;
@@ -135,8 +140,7 @@ static int64_t key_sums_take(KeySums *ks, int32_t k) {
     return v > 0 ? (int64_t)v : 0;
 }
 
-/* The touched keys of the last key_sums_add in key order: insertion-sorted where they are few, else
- * read off the table (touched rewritten). */
+/* The touched keys in key order: insertion-sorted where they are few, else read off the table. */
 static void key_sums_sort(KeySums *ks, int64_t nt) {
     int32_t *k = ks->touched;
     if (nt * nt > ks->nkeys) {
@@ -187,61 +191,91 @@ int64_t whatif_stretch_sums(const int64_t *t, const int32_t *key, int64_t n, int
     return m;
 }
 
-/* whatif.py _drawn where every point falls on a run's start (_on_run_starts, _aligned_largest_keys,
- * _largest_keys): the runs starting at t (the last lasting to end) cut at the points inner (sorted,
- * distinct, above t[0]), each stretch as its largest key (the keys' times as _key_sums keeps them; a
- * stretch of one run: its key where it lasts, else 0; the smallest key of equal ones, 0 with none),
- * consecutive stretches of one key joined: (start, key) into out_t, out_key (m + 1 each). Returns
- * their number; -1 where t is out of order, a point is not a run's start (numpy's general way then
- * draws them), or a key is outside [0, nkeys); -2 without memory. */
-int64_t whatif_drawn(const int64_t *t, const int32_t *key, int64_t n, int64_t end, const int64_t *inner,
-                     int64_t m, int64_t nkeys, int64_t *out_t, int32_t *out_key) {
-    if (n == 0) return -1;
+/* Whether a[0:n] is in order (non-decreasing). */
+static int in_order(const int64_t *a, int64_t n) {
+    for (int64_t i = 1; i < n; i++)
+        if (a[i] < a[i - 1]) return 0;
+    return 1;
+}
+
+/* The smallest value above after in the sorted lists a and b, read on from their cursors i and j;
+ * INT64_MAX when none is left. Each step takes the smaller head (both where equal) without a branch
+ * on which: the lists interleave at random. */
+static inline int64_t next_point(const int64_t *a, int64_t na, int64_t *i, const int64_t *b, int64_t nb,
+                                 int64_t *j, int64_t after) {
+    for (;;) {
+        int64_t va = *i < na ? a[*i] : INT64_MAX, vb = *j < nb ? b[*j] : INT64_MAX;
+        int64_t v = va < vb ? va : vb;
+        if (v == INT64_MAX) return v;
+        *i += va == v;
+        *j += vb == v;
+        if (v > after) return v;
+    }
+}
+
+/* whatif.py _drawn: the runs starting at t (the last lasting to end) cut at the points of the sorted
+ * lists a and b (those above t[0] and below end, each once: distinct_times), each stretch between
+ * points as its largest key (each key's time in it as _key_sums keeps it; the smallest key of equal
+ * ones, 0 with none above 0), consecutive stretches of one key joined: (start, key) into out_t,
+ * out_key (na + nb + 1 each). Returns their number; -1 where t, a or b is out of order, t ends after
+ * end, a key is outside [0, nkeys) or a stretch lasts 2**53 ns or more; -2 without memory.
+ *
+ * A stretch's parts (its runs clipped to it) are each >= 0 (t in order) and total its length, below
+ * 2**53: each key's sum is exact in any order, numpy's where every point falls on a run's start
+ * (_aligned_largest_keys) and where points cut runs (_stretches) alike. */
+int64_t whatif_drawn(const int64_t *t, const int32_t *key, int64_t n, int64_t end, const int64_t *a,
+                     int64_t na, const int64_t *b, int64_t nb, int64_t nkeys, int64_t *out_t,
+                     int32_t *out_key) {
+    if (n == 0 || end <= t[0] || t[n - 1] > end) return -1;
+    if (!in_order(t, n) || !in_order(a, na) || !in_order(b, nb)) return -1;
     KeySums ks;
     int64_t count = key_sums_open(&ks, nkeys) ? 0 : -2;
-    int64_t b = 0;
-    for (int64_t s = 0; s <= m && count >= 0; s++) {
-        int64_t t0 = s == 0 ? t[0] : inner[s - 1];
-        if (s < m && inner[s] <= t0) {
-            count = -1;
-            break;
-        }
-        /* the stretch's runs: from b (starting at t0) to the first one starting at or after the next
-         * point, which must start at it; t in order on the way, so that is numpy's search's run */
-        int64_t e = b + 1;
-        while (e < n && (s == m || t[e] < inner[s]) && t[e] >= t[e - 1]) e++;
-        if ((e < n && t[e] < t[e - 1]) || (s < m && (e == n || t[e] != inner[s]))) {
+    int64_t lo = t[0], r = 0, i = 0, j = 0;  /* run r: the stretch's first (t[r] < hi) */
+    while (count >= 0) {
+        int64_t hi = next_point(a, na, &i, b, nb, &j, lo);
+        if (hi > end) hi = end;
+        if (hi - lo >= ((int64_t)1 << 53)) {
             count = -1;
             break;
         }
         int32_t best = 0;
-        if (e - b == 1) {
-            if (key[b] < 0 || key[b] >= nkeys) {
+        int64_t q = r + 1;  /* then the first run starting at or after hi */
+        if (q >= n || t[q] >= hi) {
+            /* one run (most stretches): from lo or its start on, to hi, a time above 0 (it starts
+             * before hi; it is the one at lo, lasting past it, or it starts there) */
+            if (key[r] < 0 || key[r] >= nkeys) {
                 count = -1;
                 break;
             }
-            best = run_ns(t, n, end, b) > 0 ? key[b] : 0;
+            best = key[r];
         } else {
-            int64_t nt = key_sums_add(&ks, t, key, n, end, b, e);
-            if (nt < 0) {
-                count = -1;
-                break;
+            int64_t nt = 0, most = 0;
+            for (q = r; q < n && t[q] < hi; q++) {
+                int32_t k = key[q];
+                if (k < 0 || k >= nkeys) {
+                    count = -1;
+                    break;
+                }
+                int64_t s = t[q] > lo ? t[q] : lo, e = q + 1 < n ? t[q + 1] : end;
+                nt = key_sums_put(&ks, k, (e < hi ? e : hi) - s, nt);
             }
-            int64_t most = 0;
-            for (int64_t a = 0; a < nt; a++) {
-                int32_t k = ks.touched[a];
+            for (int64_t z = 0; z < nt; z++) {
+                int32_t k = ks.touched[z];
                 int64_t ns = key_sums_take(&ks, k);
                 if (ns > most || (ns == most && ns > 0 && k < best)) {
                     most = ns;
                     best = k;
                 }
             }
+            if (count < 0) break;
         }
         if (count == 0 || out_key[count - 1] != best) {
-            out_t[count] = t0;
+            out_t[count] = lo;
             out_key[count++] = best;
         }
-        b = e;
+        if (hi == end) break;
+        r = q < n && t[q] == hi ? q : q - 1;  /* the run at hi: one starting there, else the one before */
+        lo = hi;
     }
     key_sums_close(&ks);
     return count;
