@@ -306,6 +306,21 @@ def test_clip_of_runs_out_of_order_is_numpys(both) -> None:
     )
 
 
+# --------------------------------------------------------------------------- the longest segments
+
+
+@pytest.mark.parametrize("spread", [0, 1, 3, 10**12])
+@pytest.mark.parametrize("n", [0, 1, 5, 12, 13, 5000, 200_000])
+def test_first_sorted(both, spread: int, n: int) -> None:
+    """The k smallest values' indices, equal ones in index order: ties, fewer values than k, in order,
+    in reverse order."""
+    values = np.random.default_rng(n + spread).integers(-spread, spread + 1, n)
+    for v in (values, np.sort(values), np.sort(values)[::-1].copy()):
+        for k in (1, 12):
+            got = both(True, whatif._first_sorted, v, k)
+            assert got.tolist() == np.argsort(v, kind="stable")[:k].tolist()
+
+
 # --------------------------------------------------------------------------- end to end
 
 

@@ -518,7 +518,7 @@ def process_inputs(
         for c in codes.tolist()
     ]
     idle_key = _idle_keys(keys)
-    working = bool((run_inst >= 0).any())
+    working = bool(run_inst.max(initial=-1) >= 0)
     # a waiting call: its time up to the GPU work's end is waiting, the rest its own
     sync_m = np.clip(sync_g, sync_s, sync_e)
     sync_key = np.zeros(len(sync_s), np.int32)
@@ -662,6 +662,10 @@ def _flips(t: np.ndarray, key: np.ndarray, idle: np.ndarray) -> np.ndarray:
 def _first_sorted(values: np.ndarray, k: int) -> np.ndarray:
     """``np.argsort(values, kind="stable")[:k]`` without sorting every value (the critical path has
     millions of segments, the summary lists a dozen): the k-th smallest value bounds the selection."""
+    fn = native.function("whatif_first_sorted", I64, N, N, I64, restype=N)
+    if fn is not None and values.dtype == np.int64:
+        out = np.empty(max(k, 0), np.int64)
+        return out[: fn(values, len(values), k, out)]
     if len(values) <= k:
         return np.argsort(values, kind="stable")
     bound = np.partition(values, k - 1)[k - 1]
@@ -1262,12 +1266,16 @@ def _segments(
     for c, key, tail in path.sync:
         on_key[c][key] += max(tail, 0.0)
 
+    def joined(cols: list[np.ndarray], dtype: type) -> np.ndarray:
+        """The parts' columns end to end (one part's as it is: no copy of millions of intervals)."""
+        return cols[0] if len(cols) == 1 else np.concatenate(cols or [np.zeros(0, dtype)])
+
     def column(i: int, dtype: type) -> np.ndarray:
-        return np.concatenate([np.asarray(part[i], dtype) for part in parts] or [np.zeros(0, dtype)])
+        return joined([np.asarray(part[i], dtype) for part in parts], dtype)
 
     intervals = PathIntervals(
-        chain=np.concatenate([np.full(len(p[2]), p[0], np.int32) for p in parts] or [np.zeros(0, np.int32)]),
-        lane=np.concatenate([np.full(len(p[2]), p[1], np.int8) for p in parts] or [np.zeros(0, np.int8)]),
+        chain=joined([np.full(len(p[2]), p[0], np.int32) for p in parts], np.int32),
+        lane=joined([np.full(len(p[2]), p[1], np.int8) for p in parts], np.int8),
         start=column(2, np.int64),
         end=column(3, np.int64),
         key=column(4, np.int32),

@@ -328,3 +328,17 @@ int64_t whatif_clip(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t en
     }
     return count;
 }
+
+/* whatif.py _first_sorted: np.argsort(v, kind="stable")[:k], the indices of the k smallest values,
+ * equal ones in index order, in one pass: out holds the best so far in order, a value is put in
+ * after those it does not beat (most values beat none: one comparison each). Returns min(n, k). */
+int64_t whatif_first_sorted(const int64_t *v, int64_t n, int64_t k, int64_t *out) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n && k > 0; i++) {
+        if (m == k && v[i] >= v[out[m - 1]]) continue;
+        int64_t p = m < k ? m++ : m - 1;  /* the last place, taken over when full */
+        for (; p > 0 && v[out[p - 1]] > v[i]; p--) out[p] = out[p - 1];
+        out[p] = i;
+    }
+    return m;
+}
