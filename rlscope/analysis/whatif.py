@@ -235,6 +235,19 @@ def _stretches(
     """
     inner = nodes[(nodes > t[0]) & (nodes < end)]
     n, m = len(t), len(inner)
+    fn = native.function(
+        "whatif_stretches", I64, I32, N, N, I64, N, I64, I64, N, N, I64, I32, I64, N, restype=N
+    )
+    e_lo, e_hi = (_empty_i64(), _empty_i64()) if elastic is None else (elastic[0], elastic[1])
+    dtypes = (t.dtype, key.dtype, inner.dtype, e_lo.dtype)
+    if fn is not None and dtypes == (np.int64, np.int32, np.int64, np.int64):
+        nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
+        cap = min(n + m + 1, (m + 1) * nkeys)  # the parts: each run's in its stretch, a cut one's in the next
+        ent_off = np.empty(m + 2, np.int64)
+        ent_key, ns = np.empty(cap, np.int32), np.empty(cap, np.int64)
+        got = fn(t, key, n, end, inner, m, e_lo, e_hi, len(e_lo), nkeys, ent_off, ent_key, ns, cap)
+        if got >= 0:
+            return np.concatenate([[t[0]], inner, [end]]).astype(np.int64), ent_off, ent_key[:got], ns[:got]
     pos = np.searchsorted(t, inner, "left")  # a node cuts run pos - 1 (inner > t[0]: pos >= 1)
     if _on_run_starts(t, inner, pos):
         return _aligned_stretches(t, key, end, inner, pos, elastic)
@@ -271,16 +284,6 @@ def _aligned_stretches(
     if elastic is not None:
         key = np.where(_within(t, elastic[0], elastic[1])[1], ELASTIC, key)
     first = np.concatenate([[0], pos, [n]])  # stretch s's runs: [first[s], first[s + 1])
-    node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
-    fn = native.function("whatif_stretch_sums", I64, I32, N, N, I64, N, N, I64, I32, I64, N, restype=N)
-    if fn is not None and t.dtype == np.int64 and key.dtype == np.int32:
-        nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
-        cap = min(n, (len(first) - 1) * nkeys)  # an entry holds a run at least
-        ent_off = np.empty(len(first), np.int64)
-        ent_key, ns = np.empty(cap, np.int32), np.empty(cap, np.int64)
-        m = fn(t, key, n, end, first, len(first) - 1, nkeys, ent_off, ent_key, ns, cap)
-        if m >= 0:
-            return node_t, ent_off, ent_key[:m], ns[:m]
 
     def durations(lo: int, hi: int) -> np.ndarray:
         """Runs ``[lo, hi)``'s lengths: whole ns, exact in a double (the weights of a count)."""
@@ -290,6 +293,7 @@ def _aligned_stretches(
         return dur
 
     ent_stretch, ent_key, ns = _key_sums(key, first, durations)
+    node_t = np.concatenate([[t[0]], inner, [end]]).astype(np.int64)
     ent_off = np.zeros(len(node_t), np.int64)
     np.cumsum(np.bincount(ent_stretch, minlength=len(node_t))[: len(node_t) - 1], out=ent_off[1:])
     return node_t, ent_off, ent_key.astype(np.int32), ns

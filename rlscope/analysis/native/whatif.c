@@ -81,72 +81,48 @@ int64_t whatif_flips(const int64_t *t, const int32_t *key, int64_t n, const uint
     return m;
 }
 
-/* The length of run r of runs starting at t (the last lasting to end). */
-static inline int64_t run_ns(const int64_t *t, int64_t n, int64_t end, int64_t r) {
-    return (r + 1 < n ? t[r + 1] : end) - t[r];
-}
-
-/* Per-key sums of a stretch's runs, in doubles as np.bincount(weights=) makes them, the keys touched
- * listed (seen marks them). */
+/* Per-key sums of a stretch's parts (its runs clipped to it), in whole ns, the keys touched listed
+ * (seen marks them). numpy sums them in doubles, in its order; the same integer: each part is >= 0
+ * (the runs in order) and a stretch's parts total its length, below 2**53 (checked), so every partial
+ * sum is a whole number a double holds exactly, in any order. */
 typedef struct {
-    double *acc;
+    int64_t *sum;
     int32_t *touched;
     uint8_t *seen;
     int64_t nkeys;
 } KeySums;
 
+#define LONGEST ((int64_t)1 << 53) /* a stretch's length from which sums are no longer shown exact */
+
 static int key_sums_open(KeySums *ks, int64_t nkeys) {
     ks->nkeys = nkeys;
-    ks->acc = calloc((size_t)nkeys + 1, sizeof(double));
+    ks->sum = calloc((size_t)nkeys + 1, sizeof(int64_t));
     ks->touched = calloc((size_t)nkeys + 1, sizeof(int32_t));
     ks->seen = calloc((size_t)nkeys + 1, 1);
-    return ks->acc && ks->touched && ks->seen;
+    return ks->sum && ks->touched && ks->seen;
 }
 
 static void key_sums_close(KeySums *ks) {
-    free(ks->acc);
+    free(ks->sum);
     free(ks->touched);
     free(ks->seen);
 }
 
-/* Adds ns to key k's sum (k in [0, nkeys)); nt: the keys touched so far, returned with k's. */
-static inline int64_t key_sums_put(KeySums *ks, int32_t k, int64_t ns, int64_t nt) {
-    ks->acc[k] += (double)ns;
-    if (!ks->seen[k]) {
-        ks->seen[k] = 1;
-        ks->touched[nt++] = k;
-    }
-    return nt;
-}
-
-/* Adds runs [b, e) whole, in row order; returns how many keys they touched, -1 for a key outside
- * [0, nkeys). */
-static int64_t key_sums_add(KeySums *ks, const int64_t *t, const int32_t *key, int64_t n, int64_t end,
-                            int64_t b, int64_t e) {
-    int64_t nt = 0;
-    for (int64_t r = b; r < e; r++) {
-        if (key[r] < 0 || key[r] >= ks->nkeys) return -1;
-        nt = key_sums_put(ks, key[r], run_ns(t, n, end, r), nt);
-    }
-    return nt;
-}
-
-/* Key k's whole ns as _key_sums keeps them (np.rint of a sum above 0: the sum itself, whole; 0: none
- * kept), its sum reset. */
+/* Key k's ns as _key_sums keeps them (a sum above 0; 0: none kept), its sum reset. */
 static int64_t key_sums_take(KeySums *ks, int32_t k) {
-    double v = ks->acc[k];
-    ks->acc[k] = 0.0;
+    int64_t ns = ks->sum[k];
+    ks->sum[k] = 0;
     ks->seen[k] = 0;
-    return v > 0 ? (int64_t)v : 0;
+    return ns > 0 ? ns : 0;
 }
 
-/* The touched keys in key order: insertion-sorted where they are few, else read off the table. */
-static void key_sums_sort(KeySums *ks, int64_t nt) {
-    int32_t *k = ks->touched;
-    if (nt * nt > ks->nkeys) {
+/* The touched keys (seen marks them) in key order: insertion-sorted where they are few, else read
+ * off the table. */
+static void sort_touched(int32_t *k, const uint8_t *seen, int64_t nkeys, int64_t nt) {
+    if (nt * nt > nkeys) {
         int64_t j = 0;
-        for (int32_t c = 0; c < ks->nkeys; c++)
-            if (ks->seen[c]) k[j++] = c;
+        for (int32_t c = 0; c < nkeys; c++)
+            if (seen[c]) k[j++] = c;
         return;
     }
     for (int64_t a = 1; a < nt; a++) {
@@ -157,38 +133,50 @@ static void key_sums_sort(KeySums *ks, int64_t nt) {
     }
 }
 
-/* whatif.py _aligned_stretches' _key_sums: per stretch s (runs [first[s], first[s + 1]) of runs
- * starting at t, the last lasting to end), each key's time, those above 0 in key order: ent_off
- * (n_stretch + 1 entries), ent_key, ent_ns (cap each). Returns the entries' number; -1 for a key
- * outside [0, nkeys) or more than cap entries, -2 without memory. */
-int64_t whatif_stretch_sums(const int64_t *t, const int32_t *key, int64_t n, int64_t end,
-                            const int64_t *first, int64_t n_stretch, int64_t nkeys, int64_t *ent_off,
-                            int32_t *ent_key, int64_t *ent_ns, int64_t cap) {
-    KeySums ks;
-    int64_t m = key_sums_open(&ks, nkeys) ? 0 : -2;
-    for (int64_t s = 0; s < n_stretch && m >= 0; s++) {
-        ent_off[s] = m;
-        int64_t nt = key_sums_add(&ks, t, key, n, end, first[s], first[s + 1]);
-        if (nt < 0) {
-            m = -1;
+/* Elastic intervals [lo[j], hi[j]) (lo sorted) and the last one seen: a part's start is in one where
+ * it lies in the last one starting at or before it (as _within finds it); the starts only grow. */
+typedef struct {
+    const int64_t *lo, *hi;
+    int64_t n, at;
+} Elastic;
+
+/* The parts of the runs starting at t (the last lasting to end) from run r on (t[r] <= lo) that start
+ * before hi, clipped to [lo, hi), added to their keys' sums (ELASTIC, 0, for a part starting in an
+ * elastic interval); *nt: the keys touched so far. Returns the first run starting at or after hi
+ * (or n). *bad: set where a run starts before the one before it (every run up to the one returned
+ * is compared with the one before it) or a key is outside [0, nkeys). */
+static inline int64_t key_sums_parts(KeySums *ks, const int64_t *t, const int32_t *key, int64_t n,
+                                     int64_t end, int64_t r, int64_t lo, int64_t hi, Elastic *el,
+                                     int64_t *nt, int *bad) {
+    /* locals, not the pointers' fields: a store into sum could be one of them for the compiler */
+    int64_t *sum = ks->sum, nkeys = ks->nkeys, q = r, count = *nt, at = el->at, ne = el->n;
+    int32_t *touched = ks->touched;
+    uint8_t *seen = ks->seen;
+    const int64_t *elo = el->lo, *ehi = el->hi;
+    int wrong = *bad;
+    for (; q < n; q++) {
+        wrong |= q > 0 && t[q] < t[q - 1];
+        if (t[q] >= hi) break;
+        int32_t k = key[q];
+        if (k < 0 || k >= nkeys) {
+            wrong = 1;
             break;
         }
-        key_sums_sort(&ks, nt);
-        for (int64_t a = 0; a < nt; a++) {
-            int32_t k = ks.touched[a];
-            int64_t ns = key_sums_take(&ks, k);
-            if (ns <= 0) continue;
-            if (m >= cap) {
-                m = -1;
-                break;
-            }
-            ent_key[m] = k;
-            ent_ns[m++] = ns;
+        int64_t x = t[q] > lo ? t[q] : lo, y = q + 1 < n ? t[q + 1] : end;
+        if (ne) {
+            while (at + 1 < ne && elo[at + 1] <= x) at++;
+            if (elo[at] <= x && x < ehi[at]) k = 0;
+        }
+        sum[k] += (y < hi ? y : hi) - x;
+        if (!seen[k]) {
+            seen[k] = 1;
+            touched[count++] = k;
         }
     }
-    if (m >= 0) ent_off[n_stretch] = m;
-    key_sums_close(&ks);
-    return m;
+    *nt = count;
+    el->at = at;
+    *bad = wrong;
+    return q;
 }
 
 /* Whether a[0:n] is in order (non-decreasing). */
@@ -196,6 +184,57 @@ static int in_order(const int64_t *a, int64_t n) {
     for (int64_t i = 1; i < n; i++)
         if (a[i] < a[i - 1]) return 0;
     return 1;
+}
+
+/* Where a sweep of the stretches stopped at run q: whether the runs from q on (not compared yet)
+ * are in order too. */
+static int in_order_from(const int64_t *t, int64_t n, int64_t q) {
+    return q >= n || in_order(t + (q > 0 ? q - 1 : 0), n - (q > 0 ? q - 1 : 0));
+}
+
+/* whatif.py _stretches: the runs starting at t (the last lasting to end) between the points inner
+ * (sorted, distinct, above t[0], below end): per stretch (t[0] to inner[0], ..., inner[m - 1] to
+ * end), each key's time, those above 0 in key order: ent_off (m + 2), ent_key, ent_ns (cap each);
+ * time in the intervals [elo[j], ehi[j]) (elo sorted) in ELASTIC, as KeySums' parts take it.
+ * Returns the entries' number; -1 where t, inner or elo is out of order, t ends after end, a key is
+ * outside [0, nkeys), a stretch lasts 2**53 ns or more or cap is short; -2 without memory.
+ *
+ * numpy adds the parts in row order where every point falls on a run's start (_aligned_stretches),
+ * in another one where points cut runs (_stretch_block: the runs' parts, then the points'); this
+ * pass in time order, to the same sums (KeySums). */
+int64_t whatif_stretches(const int64_t *t, const int32_t *key, int64_t n, int64_t end, const int64_t *inner,
+                         int64_t m, const int64_t *elo, const int64_t *ehi, int64_t ne, int64_t nkeys,
+                         int64_t *ent_off, int32_t *ent_key, int64_t *ent_ns, int64_t cap) {
+    if (n == 0 || t[n - 1] > end || !in_order(elo, ne)) return -1;
+    for (int64_t s = 0; s < m; s++)
+        if (inner[s] <= (s ? inner[s - 1] : t[0]) || inner[s] >= end) return -1;
+    KeySums ks;
+    Elastic el = {elo, ehi, ne, 0};
+    int bad = !key_sums_open(&ks, nkeys);
+    int64_t count = 0, r = 0, q = 0;  /* run r: the stretch's first (t[r] <= lo) */
+    for (int64_t s = 0; s <= m && !bad; s++) {
+        int64_t lo = s ? inner[s - 1] : t[0], hi = s < m ? inner[s] : end, nt = 0;
+        bad |= hi - lo >= LONGEST;
+        ent_off[s] = count;
+        q = key_sums_parts(&ks, t, key, n, end, r, lo, hi, &el, &nt, &bad);
+        sort_touched(ks.touched, ks.seen, nkeys, nt);
+        for (int64_t z = 0; z < nt; z++) {
+            int32_t k = ks.touched[z];
+            int64_t ns = key_sums_take(&ks, k);
+            if (ns <= 0 || bad) continue;
+            if (count >= cap) {
+                bad = 1;
+                continue;
+            }
+            ent_key[count] = k;
+            ent_ns[count++] = ns;
+        }
+        r = q < n && t[q] == hi ? q : (q > r ? q - 1 : r);  /* the run at hi: starting there, or before */
+    }
+    if (bad || !in_order_from(t, n, q)) count = -1;
+    else ent_off[m + 1] = count;
+    key_sums_close(&ks);
+    return count;
 }
 
 /* The smallest value above after in the sorted lists a and b, read on from their cursors i and j;
@@ -215,50 +254,35 @@ static inline int64_t next_point(const int64_t *a, int64_t na, int64_t *i, const
 
 /* whatif.py _drawn: the runs starting at t (the last lasting to end) cut at the points of the sorted
  * lists a and b (those above t[0] and below end, each once: distinct_times), each stretch between
- * points as its largest key (each key's time in it as _key_sums keeps it; the smallest key of equal
- * ones, 0 with none above 0), consecutive stretches of one key joined: (start, key) into out_t,
- * out_key (na + nb + 1 each). Returns their number; -1 where t, a or b is out of order, t ends after
- * end, a key is outside [0, nkeys) or a stretch lasts 2**53 ns or more; -2 without memory.
- *
- * A stretch's parts (its runs clipped to it) are each >= 0 (t in order) and total its length, below
- * 2**53: each key's sum is exact in any order, numpy's where every point falls on a run's start
- * (_aligned_largest_keys) and where points cut runs (_stretches) alike. */
+ * points as its largest key (each key's time in it as _key_sums keeps it, as KeySums' parts take it;
+ * the smallest key of equal ones, 0 with none above 0), consecutive stretches of one key joined:
+ * (start, key) into out_t, out_key (na + nb + 1 each). Returns their number; -1 where t, a or b is
+ * out of order, t ends after end, a key is outside [0, nkeys) or a stretch lasts 2**53 ns or more;
+ * -2 without memory. numpy's two ways (points on runs' starts: _aligned_largest_keys; points in
+ * runs: _stretches) give the same sums (KeySums). */
 int64_t whatif_drawn(const int64_t *t, const int32_t *key, int64_t n, int64_t end, const int64_t *a,
                      int64_t na, const int64_t *b, int64_t nb, int64_t nkeys, int64_t *out_t,
                      int32_t *out_key) {
     if (n == 0 || end <= t[0] || t[n - 1] > end) return -1;
-    if (!in_order(t, n) || !in_order(a, na) || !in_order(b, nb)) return -1;
+    if (!in_order(a, na) || !in_order(b, nb)) return -1;
     KeySums ks;
-    int64_t count = key_sums_open(&ks, nkeys) ? 0 : -2;
-    int64_t lo = t[0], r = 0, i = 0, j = 0;  /* run r: the stretch's first (t[r] < hi) */
-    while (count >= 0) {
+    Elastic none = {0, 0, 0, 0};
+    int bad = !key_sums_open(&ks, nkeys);
+    int64_t count = 0, lo = t[0], r = 0, q = 0, i = 0, j = 0;  /* run r: the stretch's first (t[r] <= lo) */
+    while (!bad) {
         int64_t hi = next_point(a, na, &i, b, nb, &j, lo);
-        if (hi > end) hi = end;
-        if (hi - lo >= ((int64_t)1 << 53)) {
-            count = -1;
-            break;
-        }
+        hi = hi < end ? hi : end;
+        bad |= hi - lo >= LONGEST;
         int32_t best = 0;
-        int64_t q = r + 1;  /* then the first run starting at or after hi */
+        q = r + 1;
         if (q >= n || t[q] >= hi) {
             /* one run (most stretches): from lo or its start on, to hi, a time above 0 (it starts
              * before hi; it is the one at lo, lasting past it, or it starts there) */
-            if (key[r] < 0 || key[r] >= nkeys) {
-                count = -1;
-                break;
-            }
+            bad |= key[r] < 0 || key[r] >= nkeys || (q < n && t[q] < t[r]);
             best = key[r];
         } else {
             int64_t nt = 0, most = 0;
-            for (q = r; q < n && t[q] < hi; q++) {
-                int32_t k = key[q];
-                if (k < 0 || k >= nkeys) {
-                    count = -1;
-                    break;
-                }
-                int64_t s = t[q] > lo ? t[q] : lo, e = q + 1 < n ? t[q + 1] : end;
-                nt = key_sums_put(&ks, k, (e < hi ? e : hi) - s, nt);
-            }
+            q = key_sums_parts(&ks, t, key, n, end, r, lo, hi, &none, &nt, &bad);
             for (int64_t z = 0; z < nt; z++) {
                 int32_t k = ks.touched[z];
                 int64_t ns = key_sums_take(&ks, k);
@@ -267,7 +291,6 @@ int64_t whatif_drawn(const int64_t *t, const int32_t *key, int64_t n, int64_t en
                     best = k;
                 }
             }
-            if (count < 0) break;
         }
         if (count == 0 || out_key[count - 1] != best) {
             out_t[count] = lo;
@@ -277,6 +300,7 @@ int64_t whatif_drawn(const int64_t *t, const int32_t *key, int64_t n, int64_t en
         r = q < n && t[q] == hi ? q : q - 1;  /* the run at hi: one starting there, else the one before */
         lo = hi;
     }
+    if (bad || !in_order_from(t, n, q)) count = -1;
     key_sums_close(&ks);
     return count;
 }
