@@ -1,9 +1,9 @@
 /* The what-if's passes over a main thread's rows and runs (rlscope/analysis/whatif.py): each one
- * loop where numpy makes a chain of full-length temporaries. Sums of floats are made in row order, as
- * np.bincount(weights=) makes them, so each result is the numpy version's to the bit; such a sum of
- * whole ns is itself whole (a double's rounding keeps it so), so np.rint leaves it as it is and a
- * plain conversion gives its value. A function that meets input its numpy version would read
- * otherwise (times out of order, a key outside its table) returns -1: the numpy version then runs. */
+ * loop where numpy makes a chain of full-length temporaries, to numpy's bits. The times summed per
+ * key are whole ns, summed here in integers: numpy sums them in doubles, to the same integer where
+ * every partial sum is a whole number below 2**53, which each loop shows (KeySums) or hands back. A
+ * function that meets input its numpy version would read otherwise (times out of order, a key
+ * outside its table, a stretch of 2**53 ns) returns -1: the numpy version then runs. */
 #include <stdint.h>
 #include <stdlib.h>
 
