@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis import gpu, noise
+from rlscope.analysis import gpu, native, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import BLOCK_ROWS, blocks
@@ -170,7 +171,8 @@ def analyze_process_pair(
         shift = fix.gpu_shift_ns
         moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
     fixed_groups = groups if groups.fits(fix.timeline, moved) else row_groups(fix.timeline, moved)
-    counted = _counted_sums(fix.timeline, fixed_groups)  # the breakdown's, and the category split's
+    # the breakdown's, and the category split's (with the time in full windows, in the same pass)
+    counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
     corrected = breakdown_timeline(
         fix.timeline, proc.names, proc.pid, host, proc.complete, moved, None, fixed_groups, counted
     )
@@ -241,8 +243,7 @@ def _split_like_full_windows(
     pair = ukey // 2
     uniq = np.stack([groups.pair_ph[pair], groups.pair_op[pair], ukey % 2], axis=1)
     cat_all = by_key[held]
-    rank, size = np.cumsum(held) - 1, len(uniq) * NCAT
-    cat_full = _full_window_sums(tl, groups, full, rank, size).reshape(len(uniq), NCAT)
+    cat_full = _full_by_key(tl, groups, full, counted, held)
     out: dict[str, list] = {c: [] for c in CPU_TIME_SCHEMA.names}
     as_recorded = cat_all[:, _AS_RECORDED].copy()
     cat_all[:, _AS_RECORDED] = cat_full[:, _AS_RECORDED] = 0.0
@@ -261,6 +262,17 @@ def _split_like_full_windows(
     b.cpu_time = pa.table(out, schema=CPU_TIME_SCHEMA)
 
 
+def _full_by_key(
+    tl: Timeline, groups: RowGroups, full: np.ndarray, counted: CountedSums, held: np.ndarray
+) -> np.ndarray:
+    """(keys held, NCAT): :func:`_full_window_sums` of the keys ``held`` selects (as
+    :func:`_split_like_full_windows`'s), or the same sums ``counted`` made in its pass."""
+    if counted.full is not None:
+        return counted.full.transpose(0, 2, 1).reshape(-1, NCAT)[held]
+    rank, size = np.cumsum(held) - 1, int(held.sum()) * NCAT
+    return _full_window_sums(tl, groups, full, rank, size).reshape(-1, NCAT)
+
+
 def _full_window_sums(
     tl: Timeline, groups: RowGroups, full: np.ndarray, rank: np.ndarray, size: int
 ) -> np.ndarray:
@@ -268,7 +280,7 @@ def _full_window_sums(
     :func:`_split_like_full_windows`'s), the time of the counted rows that ran in full
     windows: added in row order (a row's share is a fraction of a ns, and such sums depend on the
     order), a block of rows at a time (np.add.at: one addition after another, as one count over all
-    the rows makes them)."""
+    the rows makes them). The C loop of :func:`_counted_sums` makes the same sums in its pass."""
     out = np.zeros(size)
     main_rows = tl.main_rows()
     for r in blocks(len(tl.ts)):
@@ -408,16 +420,31 @@ class CountedSums:
     sums: np.ndarray  # (pairs, NCAT, 2): exclusive ns per (pair, category, main thread?)
     off_main: bool  # whether a counted row is off the main thread
     inst_cat: np.ndarray  # (instances, NCAT): exclusive ns per operation instance and category
+    # per category: whether a counted row inside an operation holds it (read off the operations'
+    # pairs in ``sums``, the same rows as ``inst_cat``'s, which is the instances' length)
+    op_cats: np.ndarray
+    # like ``sums``, of the rows' time in full windows (the fractions _counted_sums was given), added
+    # in row order; None where it was given none or the numpy loops ran (_full_window_sums makes it)
+    full: np.ndarray | None = None
 
     @property
     def present(self) -> np.ndarray:
         """Per pair: whether a counted row holds it (each holds time)."""
         return self.sums.sum(axis=(1, 2)) > 0
 
-    @property
-    def op_cats(self) -> np.ndarray:
-        """Per category: whether a counted row inside an operation holds it."""
-        return self.inst_cat.sum(axis=0) > 0
+
+def _row_loop(tl: Timeline, name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
+    """The C loop ``name`` over ``tl``'s rows (rlscope/analysis/native/breakdown.c), taking
+    :func:`_row_args` then ``argtypes``; None where numpy's loop runs: no library, or times of
+    another type than the int64 the C reads."""
+    if tl.ts.dtype != np.int64 or tl.seg_end.dtype != np.int64:
+        return None
+    return native.function(name, native.N, native.I64, native.I64, native.I32, *argtypes, restype=restype)
+
+
+def _row_args(tl: Timeline, groups: RowGroups) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """What every C loop over the counted rows reads: the rows' count, times and pairs."""
+    return len(tl.ts), tl.ts, tl.seg_end, groups.row_pair
 
 
 def _counted_block(
@@ -446,12 +473,29 @@ def _counted_in(tl: Timeline, groups: RowGroups, r: slice) -> np.ndarray:
     return np.flatnonzero(_counted_mask(tl, groups, r))
 
 
-def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
-    """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``."""
+def _counted_sums(tl: Timeline, groups: RowGroups, full: np.ndarray | None = None) -> CountedSums:
+    """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``: in one C pass over the rows
+    (breakdown.c), with their time in full windows where ``full`` gives each row's share in them;
+    else a block of rows at a time in numpy, without."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
     sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
+    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
+    args += native.N, native.F64, native.F64
+    narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
+    fn = _row_loop(tl, "breakdown_counted_sums", *args, restype=native.N) if narrow else None
+    if fn is not None:
+        with_full = full is not None
+        in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
+        main_lo, main_hi = main_rows.start, main_rows.stop
+        off_main = fn(
+            *_row_args(tl, groups), tl.cat, tl.op, main_lo, main_hi, is_op, NCAT, sums, inst_cat,
+            with_full, full if with_full else in_full, in_full,
+        )  # fmt: skip
+        counted = _counted(sums, bool(off_main), inst_cat, is_op)
+        counted.full = in_full.reshape(counted.sums.shape) if with_full else None
+        return counted
     off_main = False
     block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):
@@ -474,7 +518,14 @@ def _counted_sums(tl: Timeline, groups: RowGroups) -> CountedSums:
             cell -= lo
             part = np.bincount(cell, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
-    return CountedSums(sums.reshape(n_pairs, NCAT, 2), off_main, inst_cat.reshape(n_inst, NCAT))
+    return _counted(sums, off_main, inst_cat, is_op)
+
+
+def _counted(sums: np.ndarray, off_main: bool, inst_cat: np.ndarray, is_op: np.ndarray) -> CountedSums:
+    """The :class:`CountedSums` of the flat sums (``is_op``: per pair, whether an operation's)."""
+    by_pair = sums.reshape(len(is_op), NCAT, 2)
+    op_cats = by_pair[is_op].sum(axis=(0, 2)) > 0
+    return CountedSums(by_pair, off_main, inst_cat.reshape(-1, NCAT), op_cats)
 
 
 def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndarray:
@@ -486,8 +537,35 @@ def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndar
     return np.concatenate(out)
 
 
+def _merged_segments(
+    tl: Timeline, groups: RowGroups, pairs: np.ndarray, group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, start, end) of the counted rows whose pair ``pairs`` selects (``group``: each pair's),
+    those of one thread and group that touch joined (:func:`_merge_adjacent`): the sweep's CPU
+    segments. In one C pass over the rows, gathering none (breakdown.c), else in numpy."""
+    args = native.I64, native.N, native.BOOL, native.I64, native.I64, native.I64, native.I64, native.N
+    fn = _row_loop(tl, "breakdown_merged_segments", *args, restype=native.N)
+    if fn is None:
+        rows = _counted_rows(tl, groups, pairs)
+        return _merge_adjacent(group[groups.row_pair[rows]], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+    starts = tl.thread_starts()
+    size = len(tl.ts) // 8 + 1  # joined, a stretch of an operation is a few segments at most
+    while True:
+        out = np.empty(size, np.int64), np.empty(size, np.int64), np.empty(size, np.int64)
+        count = fn(*_row_args(tl, groups), starts, len(starts), pairs, group, *out, size)
+        if count <= size:
+            return out[0][:count], out[1][:count], out[2][:count]
+        size = count
+
+
 def _threads_per_pair(tl: Timeline, groups: RowGroups) -> np.ndarray:
     """Per pair: the threads its counted rows are on."""
+    fn = _row_loop(tl, "breakdown_threads_per_pair", native.I64, native.N, native.N, native.I64, native.U8)
+    if fn is not None:
+        starts, n_pairs = tl.thread_starts(), len(groups.pair_ph)
+        out = np.zeros(n_pairs, np.int64)
+        fn(*_row_args(tl, groups), starts, len(starts), n_pairs, out, np.zeros(n_pairs, np.uint8))
+        return out
     seen = np.zeros((len(groups.pair_ph), int(tl.thread_idx[-1]) + 1), bool)
     for r in blocks(len(tl.ts)):
         rows = _counted_in(tl, groups, r)
@@ -530,8 +608,8 @@ def breakdown_timeline(
     n_pairs = len(pair_ph)
 
     # operation instances: calls and inclusive time (phase = the phase open at its begin)
-    b_inst = tl.id[begins]
-    b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - tl.ts[begins])
+    b_inst, b_ts = tl.id[begins], tl.ts[begins]
+    b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - b_ts)
 
     # GPU work, attributed to the (phase, operation) whose instance launched it
     recs = gpu_records[0] if gpu_records is not None else None
@@ -557,9 +635,7 @@ def breakdown_timeline(
     gpu_only, both = np.zeros(n_pairs), np.zeros(n_pairs)
     if recs is not None:
         # GPU work present: the sweep for every operation, CPU segments vs the GPU work it launched
-        rows = _counted_rows(tl, groups, groups.pair_op >= 0)
-        g = remap[groups.row_pair[rows]]
-        g, st, en = _merge_adjacent(g, tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+        g, st, en = _merged_segments(tl, groups, groups.pair_op >= 0, remap)
         launched = g_op >= 0
         cpu_only, gpu_only, both = overlap_by_group(
             g, st, en, g_pair[launched], recs.start[launched], recs.end[launched], n_pairs
@@ -568,9 +644,7 @@ def breakdown_timeline(
         multi_all = _threads_per_pair(tl, groups) > 1
         multi = multi_all[present]
         if multi.any():
-            rows = _counted_rows(tl, groups, multi_all)
-            g = remap[groups.row_pair[rows]]
-            g, st, en = _merge_adjacent(g, tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+            g, st, en = _merged_segments(tl, groups, multi_all, remap)
             empty = np.zeros(0, np.int64)
             swept, _, _ = overlap_by_group(g, st, en, empty, empty, empty, n_pairs)
             cpu_only = np.where(multi, swept, cpu_only)
@@ -612,7 +686,7 @@ def breakdown_timeline(
     )
     gpu_info = gpu.nvml_comparison(nvml, busy_s, busy_e, tl.end_ns - tl.start_ns)
 
-    noise_rows = _noise(tl, counted, begins, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records))
+    noise_rows = _noise(tl, counted, b_inst, b_ts, b_pair, b_incl, n_pairs, recs, rec_op_inst(gpu_records))
     noise_rows = {
         "pid": np.full(len(noise_rows[0]), pid, np.int64),
         "phase": [name_of(int(pair_ph[i]), NO_PHASE) for i in noise_rows[0]],
@@ -653,7 +727,8 @@ def rec_op_inst(gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | Non
 def _noise(
     tl: Timeline,
     counted: CountedSums,
-    begins: np.ndarray,
+    b_inst: np.ndarray,
+    b_ts: np.ndarray,
     b_pair: np.ndarray,
     b_incl: np.ndarray,
     n_pairs: int,
@@ -666,13 +741,14 @@ def _noise(
     Per operation instance: its inclusive time, its exclusive time and that by category (CPU
     segments while it was innermost: ``counted``, GPU work it launched); the instances of a (phase,
     operation) pair give each sum's variance. Unannotated time has no instances (its one long stretch
-    before the loop is no sample of a repeated cost): no rows.
+    before the loop is no sample of a repeated cost): no rows. ``b_*``: per OP_BEGIN row, its
+    instance, time, pair and inclusive time.
     """
     n_inst = len(tl.inst_name)
     inst_pair = np.full(n_inst, -1, np.int64)
     inst_ts = np.zeros(n_inst, np.int64)
-    inst_pair[tl.id[begins]] = b_pair
-    inst_ts[tl.id[begins]] = tl.ts[begins]
+    inst_pair[b_inst] = b_pair
+    inst_ts[b_inst] = b_ts
     per_cat = counted.op_cats
     cats = np.flatnonzero(per_cat)  # the categories present, sorted
     gpu_cats = np.zeros(0, np.int64)
@@ -682,29 +758,40 @@ def _noise(
     measures = [TOTAL, EXCLUSIVE]
     n_cpu = len(cats)
     x = np.zeros((n_inst, 2 + n_cpu + len(gpu_cats)))
-    x[tl.id[begins], 0] = b_incl
+    x[b_inst, 0] = b_incl
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
-    x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, cats]
+    args = native.N, native.N, native.F64, native.N, native.I64, native.N, native.F64
+    columns = native.function("breakdown_exclusive_columns", *args)
+    if columns is not None:
+        columns(n_inst, NCAT, counted.inst_cat, n_cpu, cats, x.shape[1], x)
+    else:
+        x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, cats]
+        x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     measures += [categories.CATEGORY_NAMES[int(c)] for c in cats.tolist()]
-    x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     for j, c in enumerate(gpu_cats.tolist()):
         sel = (rec_inst >= 0) & (recs.category == c)  # type: ignore[operator,union-attr]
         d = (recs.end[sel] - recs.start[sel]).astype(np.float64)  # type: ignore[union-attr]
         x[:, 2 + n_cpu + j] = np.bincount(rec_inst[sel], weights=d, minlength=n_inst)[:n_inst]  # type: ignore[index]
         measures.append(categories.CATEGORY_NAMES[int(c)])
     compiled = x[:, 2 + column[categories.COMPILE]] > 0 if per_cat[categories.COMPILE] else None
-    count, var = noise.sum_variance(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
-    once = noise.one_time_excess(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
+    count, var, once = noise.variance_and_one_time(inst_pair, inst_ts, x, n_pairs, one_time=compiled)
     # every pair with instances: its total and exclusive rows, and the categories it has time in
-    begun = inst_pair >= 0
-    has = np.stack(
-        [
-            np.bincount(inst_pair[begun], weights=x[begun, c] != 0, minlength=n_pairs) > 0
-            for c in range(x.shape[1])
-        ],
-        axis=1,
+    nonzero = native.function(
+        "breakdown_group_nonzero", native.N, native.N, native.I64, native.F64, native.BOOL
     )
+    if nonzero is not None:
+        has = np.zeros((n_pairs, x.shape[1]), bool)
+        nonzero(n_inst, x.shape[1], inst_pair, x, has)
+    else:
+        begun = inst_pair >= 0
+        has = np.stack(
+            [
+                np.bincount(inst_pair[begun], weights=x[begun, c] != 0, minlength=n_pairs) > 0
+                for c in range(x.shape[1])
+            ],
+            axis=1,
+        )
     has[:, :2] = True
     rows: tuple[list[int], list[str], list[int], list[float], list[float]] = ([], [], [], [], [])
     for p, c in zip(*np.nonzero(has & (count[:, None] > 0)), strict=True):

@@ -18,11 +18,13 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import (
     Timeline,
     backend_intervals,
     build_timeline,
     compile_intervals,
+    contiguous,
     session_span,
 )
 from rlscope.keys import factorize
@@ -61,26 +63,27 @@ JoinedTimeline = tuple[Timeline, "ApiCalls | None", "GpuRecords | None"]
 
 
 def split(gpu: pa.Table, start_ns: int, end_ns: int) -> tuple[ApiCalls, GpuRecords]:
-    """API calls (clipped to the session) and GPU records from a ``gpu.arrows`` table."""
+    """API calls (clipped to the session) and GPU records from a ``gpu.arrows`` table. The int64 columns'
+    rows are taken once (a gather is a fresh array already), the narrower ones converted as they are taken."""
     keys = ("category", "start_ns", "end_ns", "correlation", "thread", "name", "bytes")
     c = {k: gpu.column(k).to_numpy() for k in keys}
     is_api = c["category"] == categories.CUDA_API
     a = np.flatnonzero(is_api)
     g = np.flatnonzero(~is_api)
     api = ApiCalls(
-        thread=c["thread"][a].astype(np.int64),
+        thread=c["thread"][a].astype(np.int64, copy=False),
         start=np.clip(c["start_ns"][a], start_ns, end_ns),
         end=np.clip(c["end_ns"][a], start_ns, end_ns),
-        correlation=c["correlation"][a].astype(np.int64),
+        correlation=c["correlation"][a].astype(np.int64, copy=False),
         name=c["name"][a].astype(np.int64),
     )
     records = GpuRecords(
         category=c["category"][g].astype(np.int64),
-        start=c["start_ns"][g].astype(np.int64),
-        end=c["end_ns"][g].astype(np.int64),
-        correlation=c["correlation"][g].astype(np.int64),
+        start=c["start_ns"][g].astype(np.int64, copy=False),
+        end=c["end_ns"][g].astype(np.int64, copy=False),
+        correlation=c["correlation"][g].astype(np.int64, copy=False),
         name=c["name"][g].astype(np.int64),
-        bytes=c["bytes"][g].astype(np.int64),
+        bytes=c["bytes"][g].astype(np.int64, copy=False),
     )
     return api, records
 
@@ -121,6 +124,9 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     """(operation instance, phase instance) innermost on ``thread`` at time ``ts`` (-1: none)."""
     if len(thread) == 0 or len(tl.ts) == 0:
         return np.full(len(thread), -1, np.int64), np.full(len(thread), -1, np.int64)
+    found = _state_at_native(tl, thread, ts)
+    if found is not None:
+        return found
     threads, tl_thread = factorize(tl.thread)
     q_thread = np.searchsorted(threads, thread)
     known = (q_thread < len(threads)) & (threads[np.minimum(q_thread, len(threads) - 1)] == thread)
@@ -136,9 +142,53 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     return np.where(ok, tl.op[pos], -1).astype(np.int64), np.where(ok, tl.phase[pos], -1).astype(np.int64)
 
 
+def _state_at_native(
+    tl: Timeline, thread: np.ndarray, ts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`state_at` by a search of each query's thread's rows alone (timeline_state_at), where
+    numpy factorizes the threads of every row and searches keys built for every row; None where the
+    numpy search runs: no C loops, other types, or a timeline whose threads' blocks are not in
+    ascending order or whose rows are not in time order along each (the two searches could differ)."""
+    i64 = native.I64
+    fn = native.function(
+        "timeline_state_at", *(native.N, i64, i64, i64, native.I32, native.I32, native.N, i64, i64, i64, i64)
+    )
+    columns = (tl.ts, tl.op, tl.phase)
+    if fn is None or [c.dtype for c in columns] != [np.int64, np.int32, np.int32] or not contiguous(*columns):
+        return None
+    if thread.dtype != np.int64 or ts.dtype != np.int64 or not _in_thread_order(tl):
+        return None
+    starts = tl.thread_starts()
+    block_thread = tl.thread[starts[:-1]].astype(np.int64)
+    op, phase = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
+    queries = (len(thread), np.ascontiguousarray(thread), np.ascontiguousarray(ts))
+    fn(len(block_thread), block_thread, starts, *columns, *queries, op, phase)
+    return op, phase
+
+
+def _in_thread_order(tl: Timeline) -> bool:
+    """Whether the timeline's threads' blocks are in ascending order and each in time order (what the
+    search of (thread, time) keys takes), found once per timeline."""
+    got = tl.memo.get("in_thread_order")
+    if got is None:
+        fn = native.function("timeline_sorted_in_blocks", native.N, native.I64, native.I64, restype=native.N)
+        starts = tl.thread_starts()
+        ascending = bool((np.diff(tl.thread[starts[:-1]].astype(np.int64)) > 0).all())
+        got = tl.memo["in_thread_order"] = ascending and bool(fn(len(starts) - 1, starts, tl.ts))
+    return got
+
+
 def engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(calling thread, start, end) of each autograd engine call (``engine_begin``/``end`` rows),
-    sorted by start; a call still running at the end of the data lasts to it."""
+    sorted by start; a call still running at the end of the data lasts to it. Found once per
+    timeline: each attribution of GPU work asks (two passes over every row)."""
+    got = tl.memo.get("engine_calls")
+    if got is None:
+        got = tl.memo["engine_calls"] = _engine_calls(tl)
+    return got
+
+
+def _engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     begin = np.flatnonzero(tl.kind == S.ENGINE_BEGIN)
     if len(begin) == 0:
         empty = np.zeros(0, np.int64)

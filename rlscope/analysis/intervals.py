@@ -204,9 +204,11 @@ def _part(schema: pa.Schema, pid: int, columns: dict[str, Any]) -> pa.Table:
 
 
 def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
-    """Instances opened by ``begin_kind`` rows: thread, id, name id, start, end, parent, phase."""
+    """Instances opened by ``begin_kind`` rows (operations' or phases'): thread, id, name id, start, end,
+    parent, phase."""
     tl = p.tl
-    rows = np.flatnonzero(tl.kind == begin_kind)
+    rows = tl.scope_begins()  # the operations' and phases' begins, found once
+    rows = rows[tl.kind[rows] == begin_kind]
     ident = tl.id[rows]
     # the state before a begin row is the previous row's state on the same thread
     prev = np.maximum(rows - 1, 0)

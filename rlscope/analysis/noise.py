@@ -23,9 +23,20 @@ Variances of independent groups add, so a row's variance can be summed over phas
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-__all__ = ["MAX_BLOCKS", "MIN_PER_BLOCK", "MIN_SPREAD", "one_time_excess", "sum_variance"]
+from rlscope.analysis import native
+
+__all__ = [
+    "MAX_BLOCKS",
+    "MIN_PER_BLOCK",
+    "MIN_SPREAD",
+    "one_time_excess",
+    "sum_variance",
+    "variance_and_one_time",
+]
 
 MAX_BLOCKS = 16
 MIN_PER_BLOCK = 4  # fewer instances per block than this: batch means too noisy, independent only
@@ -46,17 +57,8 @@ def sum_variance(
     (module docstring). A group of fewer than two instances has variance 0 (unknown: the caller looks
     at the count).
     """
-    values = _columns(group, values)
-    keep = group >= 0
-    g, t = group[keep].astype(np.int64), when[keep]
-    total = np.bincount(g, minlength=n_groups)
-    if not len(g):
-        return total, np.zeros((n_groups, values.shape[1]))
-    order, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
-    new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
-    sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
-    left, var = _spread_variance(g[spread], values[keep][spread], n_groups, sub_order)
-    return total, var * np.divide(total, left, out=np.ones(n_groups), where=left > 0)[:, None]
+    count, var, _ = variance_and_one_time(group, when, values, n_groups, one_time)
+    return count, var
 
 
 def one_time_excess(
@@ -74,23 +76,137 @@ def one_time_excess(
     launches) does not remove. 0 where no instance was left out (:data:`MIN_SPREAD`). Arguments as
     :func:`sum_variance`'s.
     """
+    return variance_and_one_time(group, when, values, n_groups, one_time)[2]
+
+
+def variance_and_one_time(
+    group: np.ndarray,
+    when: np.ndarray,
+    values: np.ndarray,
+    n_groups: int,
+    one_time: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(instances per group, :func:`sum_variance`'s variances, :func:`one_time_excess`'s excess): the
+    two from one sort of the instances, and one mean per group of those in the spread, which both
+    read."""
     values = _columns(group, values)
     keep = group >= 0
-    g, t, x = group[keep].astype(np.int64), when[keep], values[keep]
-    out = np.zeros((n_groups, values.shape[1]))
+    g, t = group[keep].astype(np.int64), when[keep]
+    total = np.bincount(g, minlength=n_groups)
     if not len(g):
-        return out
-    _, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
-    # the instances in and out of the spread gathered once, each column then read contiguous
-    g_in, g_out = g[spread], g[~spread]
-    x_in, x_out = np.asfortranarray(x[spread]), np.asfortranarray(x[~spread])
-    n = np.bincount(g_in, minlength=n_groups).astype(np.float64)
-    for c in range(x.shape[1]):
-        sums = np.bincount(g_in, weights=x_in[:, c], minlength=n_groups)
-        mean = np.divide(sums, n, out=np.zeros(n_groups), where=n > 0)
-        excess = np.maximum(x_out[:, c] - mean[g_out], 0.0)
-        out[:, c] = np.bincount(g_out, weights=excess, minlength=n_groups)
-    return out
+        return total, np.zeros((n_groups, values.shape[1])), np.zeros((n_groups, values.shape[1]))
+    order, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
+    n = np.bincount(g[spread], minlength=n_groups).astype(np.float64)  # instances in the spread
+    # batch means: up to MAX_BLOCKS blocks of consecutive instances per group (module docstring)
+    blocks = np.minimum(MAX_BLOCKS, n // MIN_PER_BLOCK).astype(np.int64)
+    m = _moments_c(group, keep, values, order, spread, n, blocks)
+    if m is None:
+        new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
+        sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
+        m = _moments(g, values[keep], spread, sub_order, n, blocks)
+    left = n.astype(np.int64)
+    var = _variance(n, blocks, m)
+    var *= np.divide(total, left, out=np.ones(n_groups), where=left > 0)[:, None]
+    return total, var, m.excess
+
+
+@dataclasses.dataclass
+class _Moments:
+    """Per group (and column): what the variance and the one-time excess are made of."""
+
+    mean: np.ndarray  # (groups, columns): the mean instance in the spread
+    ss: np.ndarray  # (groups, columns): the spread instances' squared deviations from it, summed
+    bsum: np.ndarray  # (groups * MAX_BLOCKS, columns): the sum of each batch-means block
+    size: np.ndarray  # (groups * MAX_BLOCKS): the instances in each block (all 0: no group has blocks)
+    excess: np.ndarray  # (groups, columns): one_time_excess
+
+
+def _moments(
+    g: np.ndarray, x: np.ndarray, spread: np.ndarray, order: np.ndarray, n: np.ndarray, blocks: np.ndarray
+) -> _Moments:
+    """The :class:`_Moments` of the kept instances (``g``, ``x``), whether each is in the ``spread``;
+    ``order``: the spread ones' indices among them in (group, time) order; ``n``: per group, how many
+    are in the spread; ``blocks``: its batch-means blocks."""
+    n_groups, ncol = len(n), x.shape[1]
+    g_in, x_in = g[spread], np.asfortranarray(x[spread])  # each column contiguous: read a column a count
+    sums = np.stack([np.bincount(g_in, weights=x_in[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
+    mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+    dev2 = np.asfortranarray((x_in - mean[g_in]) ** 2)
+    ss = np.stack([np.bincount(g_in, weights=dev2[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
+
+    # rank of each instance in its group by time, then block = rank * B // n
+    g_sorted = g_in[order]
+    first = np.searchsorted(g_sorted, np.arange(n_groups))
+    rank = np.empty(len(g_in), np.int64)
+    rank[order] = np.arange(len(g_in)) - first[g_sorted]
+    nb = blocks[g_in]
+    use = nb >= 2
+    size, bsum = np.zeros(n_groups * MAX_BLOCKS), np.zeros((n_groups * MAX_BLOCKS, ncol))
+    if use.any():
+        block = np.where(use, rank * nb // np.maximum(n[g_in], 1).astype(np.int64), 0)
+        key = (g_in * MAX_BLOCKS + block)[use]
+        size = np.bincount(key, minlength=n_groups * MAX_BLOCKS).astype(np.float64)
+        x_use = np.asfortranarray(x_in[use])
+        bsum = np.stack(
+            [np.bincount(key, weights=x_use[:, c], minlength=n_groups * MAX_BLOCKS) for c in range(ncol)],
+            axis=1,
+        )
+
+    g_out, x_out = g[~spread], np.asfortranarray(x[~spread])
+    excess = np.zeros((n_groups, ncol))
+    for c in range(ncol):
+        above = np.maximum(x_out[:, c] - mean[g_out, c], 0.0)
+        excess[:, c] = np.bincount(g_out, weights=above, minlength=n_groups)
+    return _Moments(mean, ss, bsum, size, excess)
+
+
+def _moments_c(
+    group: np.ndarray,
+    keep: np.ndarray,
+    values: np.ndarray,
+    order: np.ndarray,
+    spread: np.ndarray,
+    n: np.ndarray,
+    blocks: np.ndarray,
+) -> _Moments | None:
+    """:func:`_moments` in a few C passes over every instance (breakdown.c), gathering none of them;
+    None where numpy's run. Arguments as :func:`variance_and_one_time`'s and :func:`_spread`'s
+    results (over the kept instances)."""
+    args = native.N, native.N, native.I64, native.BOOL, native.F64, native.N, native.I64, native.N, native.F64
+    args += native.I64, native.N, native.F64, native.F64, native.F64, native.I64, native.F64, native.F64
+    fn = native.function("breakdown_noise_moments", *args)
+    if fn is None:
+        return None
+    n_inst, ncol = values.shape
+    n_groups = len(n)
+    kept = np.flatnonzero(keep)
+    in_spread = np.zeros(n_inst, bool)
+    in_spread[kept] = spread
+    spread_order = kept[order[spread[order]]]  # the spread instances in (group, time) order
+    mean, ss, excess = np.zeros((n_groups, ncol)), np.zeros((n_groups, ncol)), np.zeros((n_groups, ncol))
+    size, bsum = np.zeros(n_groups * MAX_BLOCKS), np.zeros((n_groups * MAX_BLOCKS, ncol))
+    key = np.empty(n_inst, np.int64)  # each instance's block (-1: none), made by the C
+    fn(
+        n_inst, ncol, np.where(keep, group, -1).astype(np.int64), in_spread, np.ascontiguousarray(values),
+        len(spread_order), spread_order, n_groups, n, blocks, MAX_BLOCKS, mean, ss, excess, key, bsum, size,
+    )  # fmt: skip
+    return _Moments(mean, ss, bsum, size, excess)
+
+
+def _variance(n: np.ndarray, blocks: np.ndarray, m: _Moments) -> np.ndarray:
+    """:func:`sum_variance` of the spread instances (scaled back to all by the caller): the larger of
+    the independent instances' estimate and the batch means' (module docstring)."""
+    n_groups, ncol = m.mean.shape
+    several = n > 1
+    iid = np.where(several[:, None], m.ss * (n / np.maximum(n - 1, 1))[:, None], 0.0)
+    if not m.size.any():
+        return iid
+    bmean = np.divide(m.bsum, m.size[:, None], out=np.zeros_like(m.bsum), where=m.size[:, None] > 0)
+    grp_of_block = np.arange(n_groups * MAX_BLOCKS) // MAX_BLOCKS
+    wdev = m.size[:, None] * (bmean - m.mean[grp_of_block]) ** 2  # empty blocks weigh 0
+    between = wdev.reshape(n_groups, MAX_BLOCKS, ncol).sum(axis=1)
+    batch = np.where((blocks >= 2)[:, None], n[:, None] * between / np.maximum(blocks - 1, 1)[:, None], 0.0)
+    return np.maximum(iid, batch)
 
 
 def _columns(group: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -111,45 +227,3 @@ def _spread(
     spread[order[np.searchsorted(g[order], np.arange(n_groups))[total > 0]]] = False
     spread |= (np.bincount(g[spread], minlength=n_groups) < MIN_SPREAD)[g]
     return order, spread
-
-
-def _spread_variance(
-    g: np.ndarray, x: np.ndarray, n_groups: int, order: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`sum_variance` of the instances given, all of them in the spread; ``order``: their
-    indices in (group, time) order."""
-    ncol = x.shape[1]
-    n = np.bincount(g, minlength=n_groups).astype(np.float64)
-    if not len(g):
-        return n.astype(np.int64), np.zeros((n_groups, ncol))
-    x = np.asfortranarray(x)  # each column contiguous: the counts below read a column at a time
-    sums = np.stack([np.bincount(g, weights=x[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
-    mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
-    dev2 = np.asfortranarray((x - mean[g]) ** 2)
-    ss = np.stack([np.bincount(g, weights=dev2[:, c], minlength=n_groups) for c in range(ncol)], axis=1)
-    several = n > 1
-    iid = np.where(several[:, None], ss * (n / np.maximum(n - 1, 1))[:, None], 0.0)
-
-    # batch means: rank of each instance in its group by time, then block = rank * B // n
-    blocks = np.minimum(MAX_BLOCKS, n // MIN_PER_BLOCK).astype(np.int64)
-    g_sorted = g[order]
-    first = np.searchsorted(g_sorted, np.arange(n_groups))
-    rank = np.empty(len(g), np.int64)
-    rank[order] = np.arange(len(g)) - first[g_sorted]
-    nb = blocks[g]
-    use = nb >= 2
-    if not use.any():
-        return n.astype(np.int64), iid
-    block = np.where(use, rank * nb // np.maximum(n[g], 1).astype(np.int64), 0)
-    key = (g * MAX_BLOCKS + block)[use]
-    size = np.bincount(key, minlength=n_groups * MAX_BLOCKS).astype(np.float64)
-    x_use = np.asfortranarray(x[use])
-    bsum = np.stack(
-        [np.bincount(key, weights=x_use[:, c], minlength=n_groups * MAX_BLOCKS) for c in range(ncol)], axis=1
-    )
-    bmean = np.divide(bsum, size[:, None], out=np.zeros_like(bsum), where=size[:, None] > 0)
-    grp_of_block = np.arange(n_groups * MAX_BLOCKS) // MAX_BLOCKS
-    wdev = size[:, None] * (bmean - mean[grp_of_block]) ** 2  # empty blocks weigh 0
-    between = wdev.reshape(n_groups, MAX_BLOCKS, ncol).sum(axis=1)
-    batch = np.where((blocks >= 2)[:, None], n[:, None] * between / np.maximum(blocks - 1, 1)[:, None], 0.0)
-    return n.astype(np.int64), np.maximum(iid, batch)

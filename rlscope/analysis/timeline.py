@@ -10,6 +10,7 @@ and phase. No Python loop over events, so millions of events take well under a s
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.blocks import blocks, search_sorted, take
 from rlscope.trace import schema as S
 from rlscope.trace.glue import Gaps
@@ -80,6 +82,21 @@ class Timeline:
         """
         if rows.stop <= rows.start:
             return np.zeros(n_inst)
+        i64 = native.I64
+        fn = native.function(
+            "timeline_instance_time",
+            *(native.N, native.N, i64, i64, native.I32, native.N, native.F64),
+            restype=native.N,
+        )
+        columns = (self.ts, self.seg_end, self.op)
+        if (
+            fn is not None
+            and [c.dtype for c in columns] == [np.int64, np.int64, np.int32]
+            and contiguous(*columns)
+        ):
+            out = np.zeros(n_inst + 1)
+            if fn(rows.start, rows.stop, *columns, len(out), out) == 0:
+                return out[1:]  # else an instance beyond n_inst: numpy's table grows to hold it
         first = [np.array([rows.start], np.int64)]
         for block in blocks(rows.stop - rows.start - 1):
             a, b = rows.start + block.start, rows.start + block.stop
@@ -97,6 +114,15 @@ class Timeline:
         got = self.memo.get("scope_ends")
         if got is None:
             got = self.memo["scope_ends"] = np.flatnonzero(kinds_among(self.kind, (S.OP_END, S.PHASE_END)))
+        return got
+
+    def scope_begins(self) -> np.ndarray:
+        """The rows (sorted) that begin an operation or a phase, found once like :meth:`scope_ends`."""
+        got = self.memo.get("scope_begins")
+        if got is None:
+            got = self.memo["scope_begins"] = np.flatnonzero(
+                kinds_among(self.kind, (S.OP_BEGIN, S.PHASE_BEGIN))
+            )
         return got
 
     def thread_starts(self) -> np.ndarray:
@@ -130,6 +156,12 @@ class Timeline:
         if self.inst_ids is None:
             return inst
         return np.where(inst >= 0, self.inst_ids[np.maximum(inst, 0)], -1)
+
+
+def contiguous(*arrays: np.ndarray) -> bool:
+    """Whether each array is one block of memory in order: what a C loop over a timeline's columns
+    reads (a column of a timeline made otherwise runs numpy's loops, not a copy of it)."""
+    return all(a.flags.c_contiguous for a in arrays)
 
 
 # per event kind: which stack it changes (0 op, 1 category, 2 phase, 3 none, 4 CUDA API,
@@ -166,9 +198,10 @@ _FEW_KINDS = 3
 def _dense_instances(
     ident: np.ndarray, scoped: np.ndarray, parents: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Operation and phase rows' ``id`` as indices 0..k-1 where the trace's ids are spread; (id, the
-    trace's id of each index), or the column as it is and None. ``parents``: the ``parent`` of each
-    ``scoped`` row (their ids are among the instances too; :func:`_dense_parents` renumbers them).
+    """Operation and phase rows' ``id`` (``scoped``: those rows) as indices 0..k-1 where the trace's
+    ids are spread; (id, the trace's id of each index), or the column as it is and None. ``parents``:
+    the ``parent`` of each ``scoped`` row (their ids are among the instances too; :func:`_dense_parents`
+    renumbers them).
 
     Why: the timeline's per-instance tables (``inst_name``, ``inst_end``, and the analyses' own)
     are indexed by instance id. A session numbers its instances for the whole run, so a trace kept
@@ -182,7 +215,8 @@ def _dense_instances(
         return ident, None
     both = np.concatenate([ids, parents])
     inst_ids = np.unique(both[both >= 0])
-    ident = np.where(scoped, np.searchsorted(inst_ids, ident), ident)
+    ident = ident.astype(np.int64)  # a copy: the renumbered rows set in it
+    ident[scoped] = np.searchsorted(inst_ids, ids)
     return ident, inst_ids
 
 
@@ -213,6 +247,12 @@ class RowValues:
             return self.values[rows]
         if len(self.at_rows) == 0:
             return np.zeros(len(rows), self.values.dtype)
+        fn = native.function("timeline_values_at", *(native.N, native.I64, native.I64) * 2, restype=native.N)
+        if fn is not None and self.values.dtype == self.at_rows.dtype == rows.dtype == np.int64:
+            out = np.empty(len(rows), np.int64)
+            at_rows, values = np.ascontiguousarray(self.at_rows), np.ascontiguousarray(self.values)
+            if fn(len(at_rows), at_rows, values, len(rows), np.ascontiguousarray(rows), out) == 0:
+                return out  # else rows out of order: searched below
         ordered = len(rows) < 2 or bool((rows[1:] >= rows[:-1]).all())  # as callers pass them, mostly
         j = search_sorted(self.at_rows, rows) if ordered else np.searchsorted(self.at_rows, rows)
         np.minimum(j, len(self.at_rows) - 1, out=j)
@@ -238,20 +278,32 @@ def _with_interval_rows(
     interval's begin and an empty interval's begin before its end.
 
     Each part (the events, each source) is put in (thread, time) order on its own, and the parts
-    are merged: per thread, a row's place is its rank in its part plus the rows of the other parts
-    before it (searched), but for the largest part's rows, which fill the places left in their order
-    (a sort and a gather of every column over millions of torch-op rows were most of the timeline's
-    time). The columns an added row holds one value in (id, flags, cost) are filled with it and take
-    the events' values where the events' rows land.
+    are merged (:func:`_merged_native`, else :func:`_merged`). The columns an added row holds one
+    value in (id, flags, cost) hold it there and the events' values where the events' rows land.
     """
     ev = np.lexsort((col["ts_ns"], col["thread"]))  # the events in (thread, time) order
-    # per part: its rows' times, kinds and names in order, and its threads' bounds as (values, starts)
-    parts = [(col["ts_ns"][ev], col["kind"][ev], col["name"][ev], *_runs(col["thread"][ev], 1))]
+    sources = []  # each source's intervals in (thread, start) order
     for begin_kind, end_kind, thread, start, end, name in added:
         if not _sorted_by_thread(thread, start):
             order = np.lexsort((start, thread))
             thread, start, end = thread[order], start[order], end[order]
             name = None if name is None else name[order]
+        sources.append((begin_kind, end_kind, thread, start, end, name))
+    merged = _merged_native(col, ev, sources)
+    out, events_at = merged if merged is not None else _merged(col, ev, sources)
+    return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
+
+
+def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) -> tuple[dict, np.ndarray]:
+    """:func:`_with_interval_rows`'s rows in numpy: (the merged columns, where the events' rows land).
+
+    Per thread, a row's place is its rank in its part plus the rows of the other parts before it
+    (searched), but for the largest part's rows, which fill the places left in their order (a sort
+    and a gather of every column over millions of torch-op rows were most of the timeline's time).
+    """
+    # per part: its rows' times, kinds and names in order, and its threads' bounds as (values, starts)
+    parts = [(col["ts_ns"][ev], col["kind"][ev], col["name"][ev], *_runs(col["thread"][ev], 1))]
+    for begin_kind, end_kind, thread, start, end, name in sources:
         n = len(thread)
         ts = np.empty(2 * n, col["ts_ns"].dtype)
         ts[0::2], ts[1::2] = start, end
@@ -313,8 +365,55 @@ def _with_interval_rows(
             values = narrow_ids(values)
         out[k] = np.full(n_rows, on_added, values.dtype)
         out[k][events_at] = values
-    return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
+    return out, events_at
 
+
+def _merged_native(
+    col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]
+) -> tuple[dict, np.ndarray] | None:
+    """:func:`_merged` in one C pass writing each row once (timeline_merge); None where the numpy
+    merge runs: no C loops, columns of other types, more than three sources, a source's intervals
+    overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
+    i64 = native.I64
+    fn = native.function(
+        "timeline_merge",
+        *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
+        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N) * _MAX_SOURCES,
+        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64),
+        restype=native.N,
+    )
+    events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
+    if fn is None or len(sources) > _MAX_SOURCES or [c.dtype for c in events] != _EVENT_TYPES:
+        return None
+    none32 = np.zeros(0, np.int32)
+    args: list[Any] = []
+    for begin_kind, end_kind, thread, start, end, name in sources:
+        if any(c.dtype != np.int64 for c in (thread, start, end)) or (
+            name is not None and name.dtype != np.int32
+        ):
+            return None
+        named = name is not None
+        args += [len(thread), thread, start, end, name if named else none32, int(named), begin_kind, end_kind]
+    none64 = np.zeros(0, np.int64)
+    args += [0, none64, none64, none64, none32, 0, 0, 0] * (_MAX_SOURCES - len(sources))
+    n = len(ev) + 2 * sum(len(src[2]) for src in sources)
+    out = {
+        "ts_ns": np.empty(n, np.int64),
+        "kind": np.empty(n, np.int8),
+        "name": np.empty(n, np.int32),
+        "thread": np.empty(n, np.int32),
+        "id": np.empty(n, np.int32),
+        "flags": np.empty(n, np.int8),
+    }
+    events_at = np.empty(len(ev), np.int64)
+    cols = [np.ascontiguousarray(c) for c in events]
+    if fn(len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at) < 0:
+        return None
+    return out, events_at
+
+
+_MAX_SOURCES = 3  # timeline_merge's
+_EVENT_TYPES = [np.dtype(t) for t in (np.int64, np.int64, np.int8, np.int32, np.int64, np.int8)]
 
 _SPARSE = ("parent", "cost")  # the events' columns a timeline keeps at their rows only (RowValues)
 
@@ -340,6 +439,94 @@ def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     return thread[first], np.append(first, len(thread)) * width
 
 
+# the C forward fill of each type of state (timeline_fill_*)
+_FILL = {
+    np.dtype(np.int8): ("timeline_fill_i8", native.I8),
+    np.dtype(np.int16): ("timeline_fill_i16", native.I16),
+    np.dtype(np.int32): ("timeline_fill_i32", native.I32),
+    np.dtype(np.int64): ("timeline_fill_i64", native.I64),
+}
+
+
+def _fill_function(dtype: np.dtype) -> Callable[..., Any] | None:
+    """The C forward fill of states of ``dtype``; None: no C loops, or none for that type."""
+    if dtype not in _FILL:
+        return None
+    name, arg = _FILL[dtype]
+    return native.function(name, native.N, native.N, native.I64, native.N, native.I64, arg, native.N, arg)
+
+
+def _state_after(
+    rows: np.ndarray, values: np.ndarray, first: np.ndarray, starts: np.ndarray, default: int
+) -> np.ndarray:
+    """:func:`~rlscope.trace.states.state_after_rows` (``starts``: the rows of ``first``) in one C
+    pass writing each row once, where numpy marks, searches and repeats."""
+    fn = _fill_function(values.dtype)
+    if fn is None or rows.dtype != np.int64:
+        return state_after_rows(rows, values, first, default)
+    out = np.empty(len(first), values.dtype)
+    fn(len(first), len(starts), starts, len(rows), rows, np.ascontiguousarray(values), default, out)
+    return out
+
+
+def _thread_index(first: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each row's thread index (``first``: its rows that begin a thread, at ``starts``), int16 where
+    the threads are that few (a process's are): two bytes a row. The C fill holds index k from the
+    k-th thread's first row on."""
+    dtype = np.dtype(np.int16 if len(starts) < _I16.max else np.int32)
+    fn = _fill_function(dtype)
+    if fn is None:
+        out = np.cumsum(first, dtype=dtype)
+        out -= 1
+        return out
+    out = np.empty(len(first), dtype)
+    none = np.zeros(0, np.int64)
+    fn(len(first), 0, none, len(starts), starts, np.arange(len(starts), dtype=dtype), -1, out)
+    return out
+
+
+def _table_of_kinds(stacks: tuple[int, ...]) -> np.ndarray:
+    """Per kind byte (a negative kind from the end, as numpy reads it): whether the kind changes one
+    of ``stacks`` (``_STACK``'s)."""
+    table = np.zeros(256, bool)
+    for b in range(256):
+        k = b if b < 128 else b - 256
+        table[b] = -len(_STACK) <= k < len(_STACK) and int(_STACK[k]) in stacks
+    return table
+
+
+_CHANGES = _table_of_kinds((0, 1, 2))  # the kinds that change an operation, a category or a phase
+_CHANGES_ANY = _table_of_kinds((0, 1, 2, 4, 5, 6))  # and the recorded intervals' (read as rows)
+
+
+def _rows_of_kinds(kind: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The rows (in order) whose kind is marked in ``table`` (:func:`_table_of_kinds`), in a C pass
+    that counts them and one that writes them, where numpy looks each row up, then searches the marks."""
+    count = native.function("timeline_count_kinds", native.N, native.I8, native.BOOL, restype=native.N)
+    write = native.function("timeline_kind_rows", native.N, native.I8, native.BOOL, native.I64)
+    if count is None or write is None or kind.dtype != np.int8:
+        return np.flatnonzero(take(table, kind))
+    kind = np.ascontiguousarray(kind)
+    out = np.empty(count(len(kind), kind, table), np.int64)
+    write(len(kind), kind, table, out)
+    return out
+
+
+def _seg_end(ts: np.ndarray, first: np.ndarray, starts: np.ndarray, end_ns: int) -> np.ndarray:
+    """Each row's segment end: the next row's time on its thread, and at a thread's last row the end
+    of the data (or the row's time, if later). ``first``: the rows that begin a thread (``starts``)."""
+    fn = native.function("timeline_seg_end", native.N, native.I64, native.N, native.I64, native.N, native.I64)
+    seg_end = np.empty(len(ts), np.int64)
+    if fn is None or ts.dtype != np.int64:
+        last = np.ones(len(ts), bool)
+        last[:-1] = first[1:]
+        seg_end[:-1] = ts[1:]
+        seg_end[last] = np.maximum(end_ns, ts[last])
+        return seg_end
+    fn(len(ts), np.ascontiguousarray(ts), len(starts), starts, end_ns, seg_end)
+    return seg_end
+
+
 def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
     """Per row: 1 inside an interval added by :func:`_with_interval_rows` (from its begin row to its
     end row), else 0. Their rows alternate begin, end along each thread and every interval ends on
@@ -348,6 +535,18 @@ def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
     delta = (kind == begin_kind).astype(np.int8)
     delta -= kind == end_kind
     return np.cumsum(delta, dtype=np.int8)
+
+
+def _mark_inside(kind: np.ndarray, cat: np.ndarray, begin_kind: int, end_kind: int, code: int) -> bool:
+    """``cat`` set to ``code`` where :func:`_inside` is 1 and it is not rlscope's own, in one C pass
+    where numpy counts, compares and masks; False where the C loops do not run (nothing done)."""
+    fn = native.function(
+        "timeline_mark_inside", native.N, native.I8, native.N, native.N, native.I8, native.N, native.N
+    )
+    if fn is None or kind.dtype != np.int8 or cat.dtype != np.int8:
+        return False
+    fn(len(kind), np.ascontiguousarray(kind), begin_kind, end_kind, cat, code, categories.PROFILER)
+    return True
 
 
 def _compile_inside_op(kind: np.ndarray, both: np.ndarray) -> np.ndarray:
@@ -370,6 +569,9 @@ def _compile_inside_op(kind: np.ndarray, both: np.ndarray) -> np.ndarray:
 
 def _sorted_by_thread(thread: np.ndarray, start: np.ndarray) -> bool:
     """Whether intervals are in (thread, start) order already (the backend's are), so need no sort."""
+    fn = native.function("timeline_sorted_by_thread", native.N, native.I64, native.I64, restype=native.N)
+    if fn is not None and thread.dtype == start.dtype == np.int64:
+        return bool(fn(len(thread), np.ascontiguousarray(thread), np.ascontiguousarray(start)))
     for rows in blocks(len(thread) - 1):  # each row against the next, a block at a time (in cache)
         t0, t1 = thread[rows], thread[rows.start + 1 : rows.stop + 1]
         if (t1 < t0).any() or (start[rows.start + 1 : rows.stop + 1] < start[rows])[t1 == t0].any():
@@ -387,10 +589,23 @@ def backend_intervals(
     keeping the timeline's begins and ends alternating. Empty intervals are left out.
     """
     c = {
-        k: backend.column(k).to_numpy().astype(np.int64, copy=False) for k in ("start_ns", "end_ns", "thread")
+        k: np.ascontiguousarray(backend.column(k).to_numpy(), np.int64)
+        for k in ("start_ns", "end_ns", "thread")
     }
-    start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
     thread, name = c["thread"], backend.column("name").to_numpy()  # name ids as stored: the timeline's type
+    i64 = native.I64
+    fn = native.function(
+        "timeline_backend_intervals", native.N, *(i64,) * 3, native.N, native.N, i64, i64, restype=native.N
+    )
+    if fn is not None:  # in one pass where they are in order (the recorder writes them so)
+        start, end = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
+        kept = fn(len(thread), c["start_ns"], c["end_ns"], thread, start_ns, end_ns, start, end)
+        if kept == len(thread):
+            return thread, start, end, name
+        if kept >= 0:
+            keep = end > start
+            return thread[keep], start[keep], end[keep], name[keep]
+    start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
     if not _sorted_by_thread(thread, start):  # the recorder writes them in order: no sort, no copies
         order = np.lexsort((start, thread))
         thread, start, end, name = thread[order], start[order], end[order], name[order]
@@ -499,23 +714,22 @@ def build_timeline(
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
         sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
-    parents = sparse["parent"]
-    stack = take(_STACK, kind)
-    scoped = (stack == 0) | (stack == 2)
-    ident, inst_ids = _dense_instances(col["id"], scoped, parents.at(np.flatnonzero(scoped)))
-    ident = narrow_ids(ident)
     first = np.ones(n, bool)
     first[1:] = thread[1:] != thread[:-1]
-    last = np.ones(n, bool)
-    last[:-1] = first[1:]
+    starts = np.flatnonzero(first)  # each thread's first row
 
-    # the state after each row that changes one: a begin makes its id current, an end makes its parent
-    # current (read at those rows only: the torch ops' millions change none of these)
-    rows = np.flatnonzero(stack < 3 if merged_only else stack != 3)
-    parent = _dense_parents(parents.at(rows), scoped[rows], inst_ids)
-    after = np.where(_OPENS[kind[rows]], ident[rows], parent)
-    del scoped, parent
-    row_stack = stack[rows]
+    # the rows that change a state (read at those rows only: the torch ops' millions change none of
+    # these): a begin makes its id current, an end makes its parent current
+    rows = _rows_of_kinds(kind, _CHANGES if merged_only else _CHANGES_ANY)
+    row_kind = kind[rows]
+    row_stack = _STACK[row_kind]
+    is_scoped = (row_stack == 0) | (row_stack == 2)
+    parent = sparse["parent"].at(rows)
+    ident, inst_ids = _dense_instances(col["id"], rows[is_scoped], parent[is_scoped])
+    ident = narrow_ids(ident)
+    parent = _dense_parents(parent, is_scoped, inst_ids)
+    after = np.where(_OPENS[row_kind], ident[rows], parent)
+    del parent
 
     def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
         """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
@@ -524,11 +738,13 @@ def build_timeline(
         values = after[mine]
         if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
             values = values.astype(np.int8)
-        return state_after_rows(rows[mine], narrow_ids(values), first, default)
+        return _state_after(rows[mine], narrow_ids(values), first, starts, default)
 
     op = state(0, -1)
     cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
     phase = state(2, -1)
+    # the largest instance a state holds: each of their values is held at its row
+    top_state = after[(row_stack == 0) | (row_stack == 2)].max(initial=-1)
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
         """Per row: 1 inside an interval of these kinds."""
@@ -536,29 +752,36 @@ def build_timeline(
             return _inside(kind, begin_kind, end_kind)
         return state(_STACK[begin_kind], 0)
 
+    def marked(begin_kind: int, end_kind: int, code: int) -> bool:
+        """Whether ``cat`` is set to ``code`` inside these intervals in one C pass (else numpy's below)."""
+        return merged_only and _mark_inside(kind, cat, begin_kind, end_kind, code)
+
     in_compile = None
-    if has_compile:  # inside any category of the program's; rlscope's own work stays rlscope's
+    # inside any category of the program's; rlscope's own work stays rlscope's (the torch ops' need
+    # the compilations' rows)
+    if has_compile and (has_backend or not marked(S.COMPILE_BEGIN, S.COMPILE_END, categories.COMPILE)):
         in_compile = inside(S.COMPILE_BEGIN, S.COMPILE_END) == 1
         np.putmask(cat, in_compile & (cat != categories.PROFILER), categories.COMPILE)
-    if has_backend:  # innermost but for CUDA API calls and compiles; rlscope's own work stays rlscope's
+    # innermost but for CUDA API calls and compiles; rlscope's own work stays rlscope's
+    if has_backend and (
+        in_compile is not None or not marked(S.BACKEND_BEGIN, S.BACKEND_END, categories.BACKEND)
+    ):
         in_op = inside(S.BACKEND_BEGIN, S.BACKEND_END) == 1
         if in_compile is not None:
             in_op &= ~_compile_inside_op(kind, in_compile & in_op)
         np.putmask(cat, in_op & (cat != categories.PROFILER), categories.BACKEND)
-    if has_api:
+    # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
+    if has_api and not marked(S.API_BEGIN, S.API_END, categories.CUDA_API):
         in_api = inside(S.API_BEGIN, S.API_END)
-        # a CUDA call of rlscope's own (a twin run's synchronize at a turn) stays rlscope's
         np.putmask(cat, (in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API)
 
-    seg_end = np.empty(n, np.int64)
-    seg_end[:-1] = ts[1:]
-    seg_end[last] = np.maximum(end_ns, ts[last])  # a thread's last state lasts to the end of the data
+    seg_end = _seg_end(ts, first, starts, end_ns)  # a thread's last state lasts to the end of the data
 
     # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
-    begins = np.flatnonzero((kind == S.OP_BEGIN) | (kind == S.PHASE_BEGIN))
-    ends = np.flatnonzero((kind == S.OP_END) | (kind == S.PHASE_END))
+    begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
+    ends = rows[kinds_among(row_kind, (S.OP_END, S.PHASE_END))]
     b_ident, e_ident = ident[begins], ident[ends]
-    top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), op.max(), phase.max(), 0)
+    top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), top_state, 0)
     n_inst = int(top) + 1
     inst_name = np.full(n_inst, -1, np.int64)
     inst_name[e_ident] = col["name"][ends]
@@ -566,8 +789,7 @@ def build_timeline(
     inst_end = np.full(n_inst, end_ns, np.int64)
     inst_end[e_ident] = ts[ends]
     # a thread's index, int16 where the threads are that few (a process's are): a row each
-    thread_idx = np.cumsum(first, dtype=np.int16 if np.count_nonzero(first) < _I16.max else np.int32)
-    thread_idx -= 1
+    thread_idx = _thread_index(first, starts)
     out = Timeline(
         ts=ts,
         seg_end=seg_end,
@@ -588,5 +810,5 @@ def build_timeline(
         cost=sparse.get("cost"),
         inst_ids=inst_ids,
     )
-    out.memo["scope_ends"] = ends
+    out.memo["scope_ends"], out.memo["scope_begins"] = ends, begins
     return out

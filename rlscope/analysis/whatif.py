@@ -67,8 +67,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlscope import categories
-from rlscope.analysis import gpu
+from rlscope.analysis import gpu, native
 from rlscope.analysis.gpu_calls import SYNC_APIS, _nesting, api_base_name
+from rlscope.analysis.native import BOOL, I8, I32, I64, N
 from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted
 from rlscope.categories import UNANNOTATED
 from rlscope.keys import distinct_times, factorize, factorize_rows
@@ -234,6 +235,19 @@ def _stretches(
     """
     inner = nodes[(nodes > t[0]) & (nodes < end)]
     n, m = len(t), len(inner)
+    fn = native.function(
+        "whatif_stretches", I64, I32, N, N, I64, N, I64, I64, N, N, I64, I32, I64, N, restype=N
+    )
+    e_lo, e_hi = (_empty_i64(), _empty_i64()) if elastic is None else (elastic[0], elastic[1])
+    dtypes = (t.dtype, key.dtype, inner.dtype, e_lo.dtype)
+    if fn is not None and dtypes == (np.int64, np.int32, np.int64, np.int64):
+        nkeys = max(int(key.max(initial=0)), ELASTIC) + 1
+        cap = min(n + m + 1, (m + 1) * nkeys)  # the parts: each run's in its stretch, a cut one's in the next
+        ent_off = np.empty(m + 2, np.int64)
+        ent_key, ns = np.empty(cap, np.int32), np.empty(cap, np.int64)
+        got = fn(t, key, n, end, inner, m, e_lo, e_hi, len(e_lo), nkeys, ent_off, ent_key, ns, cap)
+        if got >= 0:
+            return np.concatenate([[t[0]], inner, [end]]).astype(np.int64), ent_off, ent_key[:got], ns[:got]
     pos = np.searchsorted(t, inner, "left")  # a node cuts run pos - 1 (inner > t[0]: pos >= 1)
     if _on_run_starts(t, inner, pos):
         return _aligned_stretches(t, key, end, inner, pos, elastic)
@@ -498,12 +512,8 @@ def process_inputs(
         rec_t = np.where(inside, sync_s[j] if len(sync_s) else rec_t, rec_t)
 
     # keys: waiting first, then every (operation, category) of the main thread and the GPU work
-    both = np.concatenate([run_code, rec_code])
-    present = np.bincount(both) > 0  # codes are small: (name id + 1) * _NCODE + category
-    codes = np.flatnonzero(present)
-    key_of = (np.cumsum(present) - 1).astype(np.int32)[both] + 1
-    run_key, rec_key = key_of[: len(run_code)], key_of[len(run_code) :]
-    del both, run_code  # a main-thread row each
+    codes, run_key, rec_key = _key_index(run_code, rec_code, (int(inst_name.max()) + 2) * _NCODE)
+    del run_code  # a main-thread run each
     keys = [("", "")] + [
         (
             UNANNOTATED if c // _NCODE == 0 else proc.name(int(c // _NCODE - 1)),
@@ -512,7 +522,7 @@ def process_inputs(
         for c in codes.tolist()
     ]
     idle_key = _idle_keys(keys)
-    working = bool((run_inst >= 0).any())
+    working = bool(run_inst.max(initial=-1) >= 0)
     # a waiting call: its time up to the GPU work's end is waiting, the rest its own
     sync_m = np.clip(sync_g, sync_s, sync_e)
     sync_key = np.zeros(len(sync_s), np.int32)
@@ -522,10 +532,10 @@ def process_inputs(
         )
         sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
         run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
-    idle = idle_key[run_key]
-    idle_flip = run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1]  # where waiting for a command may flip
-    del idle
-    drawn = _drawn(run_t, run_key, inst_t, np.concatenate([sync_s, sync_m, sync_e, idle_flip]), end)
+    idle_flip = _flips(run_t, run_key, idle_key)  # where waiting for a command may begin or end
+    # sorted, as _drawn's C loop takes them (the idle flips are: without syncs, no sort)
+    cuts = np.concatenate([sync_s, sync_m, sync_e, idle_flip])
+    drawn = _drawn(run_t, run_key, inst_t, np.sort(cuts, kind="stable") if len(sync_s) else cuts, end)
     required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
     if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
         required.append(idle_flip)
@@ -583,10 +593,21 @@ def _main_runs(
     n = main.stop - main.start
     run_t, run_code = np.empty(n, np.int64), np.empty(n, np.int64)
     run_inst = np.empty(n, tl.op.dtype)
+    inst_code = (inst_name + 1) * _NCODE  # per instance: its key less the category
+    fn = native.function(
+        "whatif_main_runs", I32, I64, I8, N, I64, N, N, N, N, I64, I64, I32, I64, I64, restype=N
+    )
+    dtypes = (tl.op.dtype, tl.ts.dtype, tl.cat.dtype, inst_code.dtype)
+    if fn is not None and dtypes == (np.int32, np.int64, np.int8, np.int64):
+        op, ts, cat = tl.op[main], tl.ts[main], tl.cat[main]
+        inst_t, counts = np.empty(n, np.int64), np.zeros(2, np.int64)
+        out = (run_t, run_code, run_inst, inst_t, counts)
+        if fn(op, ts, cat, n, inst_code, len(inst_code), start, end, int(is_parent), *out) == 0:
+            k, j = counts.tolist()
+            return run_t[:k], run_code[:k], run_inst[:k], inst_t[:j]
     inst_t = [np.zeros(0, np.int64)]
     k = 0
     before: tuple[int, int] | None = None  # the previous block's last (key, instance)
-    inst_code = (inst_name + 1) * _NCODE  # per instance: its key less the category
     for r in blocks(n):
         rows = slice(main.start + r.start, main.start + r.stop)
         op, ts = tl.op[rows], tl.ts[rows]
@@ -612,9 +633,43 @@ def _main_runs(
     return run_t[:k], run_code[:k], run_inst[:k], inst_t
 
 
+def _key_index(
+    run_code: np.ndarray, rec_code: np.ndarray, size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the codes present, in order; each run's and GPU record's key: 1 + its code's rank among them, 0
+    being waiting), codes ``(name id + 1) * _NCODE + category`` below ``size``: small, so counted in a
+    table, not sorted."""
+    fn = native.function("whatif_key_index", I64, N, I64, N, BOOL, I32, N, I32, I32, restype=N)
+    if fn is not None and run_code.dtype == rec_code.dtype == np.int64:
+        present, lut = np.zeros(size, bool), np.empty(size, np.int32)
+        run_key, rec_key = np.empty(len(run_code), np.int32), np.empty(len(rec_code), np.int32)
+        if fn(run_code, len(run_code), rec_code, len(rec_code), present, lut, size, run_key, rec_key) >= 0:
+            return np.flatnonzero(present), run_key, rec_key
+    both = np.concatenate([run_code, rec_code])
+    present = np.bincount(both) > 0
+    key_of = (np.cumsum(present) - 1).astype(np.int32)[both] + 1
+    return np.flatnonzero(present), key_of[: len(run_code)], key_of[len(run_code) :]
+
+
+def _flips(t: np.ndarray, key: np.ndarray, idle: np.ndarray) -> np.ndarray:
+    """The starts of the runs (``t``, ``key``) whose ``idle[key]`` differs from the run's before."""
+    fn = native.function("whatif_flips", I64, I32, N, BOOL, N, I64, restype=N)
+    if fn is not None and t.dtype == np.int64 and key.dtype == np.int32:
+        out = np.empty(max(len(t) - 1, 0), np.int64)
+        m = fn(t, key, len(t), idle, len(idle), out)
+        if m >= 0:
+            return out[:m]
+    on = idle[key]
+    return t[np.flatnonzero(on[1:] != on[:-1]) + 1]
+
+
 def _first_sorted(values: np.ndarray, k: int) -> np.ndarray:
     """``np.argsort(values, kind="stable")[:k]`` without sorting every value (the critical path has
     millions of segments, the summary lists a dozen): the k-th smallest value bounds the selection."""
+    fn = native.function("whatif_first_sorted", I64, N, N, I64, restype=N)
+    if fn is not None and values.dtype == np.int64:
+        out = np.empty(max(k, 0), np.int64)
+        return out[: fn(values, len(values), k, out)]
     if len(values) <= k:
         return np.argsort(values, kind="stable")
     bound = np.partition(values, k - 1)[k - 1]
@@ -639,6 +694,15 @@ def _drawn(
 
     Why: the replay's stretches hold each key's total only, and a run with no dependency inside it (a
     single-process CPU run) is one stretch; drawn as its largest key it would hide what ran when."""
+    fn = native.function("whatif_drawn", I64, I32, N, N, I64, N, I64, N, N, I64, I32, restype=N)
+    dtypes = (run_t.dtype, run_key.dtype, inst_t.dtype, cuts.dtype)
+    if fn is not None and dtypes == (np.int64, np.int32, np.int64, np.int64):
+        nkeys = max(int(run_key.max(initial=0)), ELASTIC) + 1
+        cap = len(inst_t) + len(cuts) + 1  # the stretches: inst_t and cuts (each sorted) merged there
+        out_t, out_key = np.empty(cap, np.int64), np.empty(cap, np.int32)
+        k = fn(run_t, run_key, len(run_t), end, inst_t, len(inst_t), cuts, len(cuts), nkeys, out_t, out_key)
+        if k >= 0:
+            return out_t[:k], out_key[:k]
     points = distinct_times(np.concatenate([inst_t, cuts]).astype(np.int64, copy=False))
     # the points inside the run, one stretch of the sorted points: a view, no copy of millions
     inner = points[np.searchsorted(points, run_t[0], "right") : np.searchsorted(points, end, "left")]
@@ -1144,6 +1208,13 @@ def _clip(
     the sorted disjoint intervals ``[lo, hi)``, keys not ``shown`` left out, touching ones of one key
     joined."""
     ds, dk = drawn
+    fn = native.function("whatif_clip", I64, I32, N, N, I64, I64, N, BOOL, N, I64, I64, I32, N, restype=N)
+    if fn is not None and ds.dtype == lo.dtype == hi.dtype == np.int64 and dk.dtype == np.int32:
+        cap = len(ds) + len(lo)  # overlaps of two lists of disjoint sorted intervals
+        s, e, k = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int32)
+        got = fn(ds, dk, len(ds), end, lo, hi, len(lo), shown, len(shown), s, e, k, cap)
+        if got >= 0:
+            return s[:got], e[:got], k[:got]
     de = np.append(ds[1:], end).astype(np.int64)
     i0 = np.searchsorted(de, lo, "right")  # the first run ending after each interval's start
     cnt = np.maximum(np.searchsorted(ds, hi, "left") - i0, 0)
@@ -1199,12 +1270,16 @@ def _segments(
     for c, key, tail in path.sync:
         on_key[c][key] += max(tail, 0.0)
 
+    def joined(cols: list[np.ndarray], dtype: type) -> np.ndarray:
+        """The parts' columns end to end (one part's as it is: no copy of millions of intervals)."""
+        return cols[0] if len(cols) == 1 else np.concatenate(cols or [np.zeros(0, dtype)])
+
     def column(i: int, dtype: type) -> np.ndarray:
-        return np.concatenate([np.asarray(part[i], dtype) for part in parts] or [np.zeros(0, dtype)])
+        return joined([np.asarray(part[i], dtype) for part in parts], dtype)
 
     intervals = PathIntervals(
-        chain=np.concatenate([np.full(len(p[2]), p[0], np.int32) for p in parts] or [np.zeros(0, np.int32)]),
-        lane=np.concatenate([np.full(len(p[2]), p[1], np.int8) for p in parts] or [np.zeros(0, np.int8)]),
+        chain=joined([np.full(len(p[2]), p[0], np.int32) for p in parts], np.int32),
+        lane=joined([np.full(len(p[2]), p[1], np.int8) for p in parts], np.int8),
         start=column(2, np.int64),
         end=column(3, np.int64),
         key=column(4, np.int32),

@@ -101,7 +101,10 @@ def _unknown_kind(kind: np.ndarray) -> np.ndarray:
 
 
 def _no_clock(ts: np.ndarray) -> np.ndarray:
-    """Timestamps no clock the trace records gives (MAX_TS_NS)."""
+    """Timestamps no clock the trace records gives (MAX_TS_NS). On int64 times one comparison of their
+    bits as unsigned (a negative time reads as 2**63 or more), where two and an or make two temporaries."""
+    if ts.dtype == np.int64:
+        return ts.view(np.uint64) >= MAX_TS_NS
     return (ts < 0) | (ts >= MAX_TS_NS)
 
 

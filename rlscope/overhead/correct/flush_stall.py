@@ -27,6 +27,7 @@ import dataclasses
 
 import numpy as np
 
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
 from rlscope.keys import factorize_rows
 from rlscope.overhead.correct import windows
@@ -36,6 +37,10 @@ MIN_CLEAR = 5  # clear instances of an operation (same window kind) for a median
 MIN_BOUND_SHARE = 0.05  # an overlap under this share of the operation's median is noise, not evidence
 MAX_SIGMA = 0.35  # a measured share less certain than this gives way to the assumed one
 ASSUMED = 0.5  # the share where the run cannot measure it, ±0.5: anywhere in [0, 1]
+# residual_instance_sums' arguments: first row, end, op, ts, seg_end, bound, instances, excl, over
+_INSTANCE_SUMS = (
+    native.N, native.N, native.I32, native.I64, native.I64, native.F64, native.N, native.F64, native.F64,
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,13 +67,19 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     """
     main = tl.main_rows()
     n_inst = len(tl.inst_name)
-    op = tl.op[main]
-    excl = tl.instance_time(main, n_inst)  # each instance's exclusive time
-    # the flushes' share by instance: over the rows that met one (the others add exact zeros)
-    main_bound = bound[main]
-    hit = np.flatnonzero(main_bound != 0)  # a comparison first: numpy's nonzero of doubles is slower
-    hit = hit[op[hit] >= 0]
-    over = np.bincount(op[hit], weights=main_bound[hit], minlength=n_inst)
+    # each instance's exclusive time, and the flushes' share of it
+    sums = native.function("residual_instance_sums", *_INSTANCE_SUMS)
+    if sums is None or tl.op.dtype != np.int32 or bound.dtype != np.float64 or not bound.flags.c_contiguous:
+        excl = tl.instance_time(main, n_inst)
+        op = tl.op[main]
+        # the flushes' share by instance: over the rows that met one (the others add exact zeros)
+        main_bound = bound[main]
+        hit = np.flatnonzero(main_bound != 0)  # a comparison first: numpy's nonzero of doubles is slower
+        hit = hit[op[hit] >= 0]
+        over = np.bincount(op[hit], weights=main_bound[hit], minlength=n_inst)
+    else:  # both in one pass over the main thread's rows (residual.c)
+        excl, over = np.zeros(n_inst), np.zeros(n_inst)
+        sums(main.start, main.stop, tl.op, tl.ts, tl.seg_end, bound, n_inst, excl, over)
     begins = np.flatnonzero(tl.kind[main] == S.OP_BEGIN) + main.start
     inst = tl.id[begins]
     name = tl.inst_name[inst]
@@ -77,7 +88,7 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     if len(win_ts):
         mode = windows.mode_at(win_ts, win_mode, tl.ts[begins])
     e, b = excl[inst], over[inst]
-    main_bound_ns = float(main_bound.sum())
+    main_bound_ns = float(bound[main].sum())
     bound_sum = excess = var = 0.0
     used = 0
     for key in factorize_rows(np.stack([name, mode]))[0].T:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import blocks
 from rlscope.trace import schema as S
@@ -34,6 +35,12 @@ ENTRY = "module_call"
 DEFAULT = {"inside": 1700.0, "ref_ns": 108.0}
 # where the wrapper does not run: inside a torch op, a CUDA call, rlscope's own work, a compilation
 _NOT_PYTHON = (categories.BACKEND, categories.CUDA_API, categories.PROFILER, categories.COMPILE)
+# the same as a table of every byte of a category (a negative one from the end), for the C loops
+_NOT_PYTHON_BYTES = np.zeros(256, bool)
+_NOT_PYTHON_BYTES[list(_NOT_PYTHON)] = True
+# the C loops' arguments over one thread's rows: first row, end, op, ts, seg_end, cat, _NOT_PYTHON_BYTES
+_ROWS = (native.N, native.N, native.I32, native.I64, native.I64, native.I8, native.BOOL)
+_TABLE = (native.F64, native.N)  # a thread's cost per instance (module_calls._costed_blocks), its length
 
 
 def calls_per_instance(proc: ProcessTrace, tl: Timeline | None = None) -> dict[tuple[int, str], float]:
@@ -83,11 +90,12 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     """Per timeline row: the wrapper's cost to remove from its segment (ns); empty where no row has
     any (a run without automatic operations: no column of zeros to add).
 
-    Two passes over the rows of the threads that made calls, a block at a time (:func:`_costed_blocks`):
-    the first sums each costed instance's segments, the second spreads its cost over them. On a long
-    detail stretch the costed rows are millions, and a column of their length per step was most of
-    the correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
-    time they are those of one pass over the rows."""
+    Two passes over the rows of the threads that made calls: the first sums each costed instance's
+    segments, the second spreads its cost over them. The C loops (residual.c) take a thread's rows
+    in one pass each; numpy's take a block at a time (:func:`_costed_blocks`): on a long detail
+    stretch the costed rows are millions, and a column of their length per step was most of the
+    correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
+    time, or a run of rows at a time, they are those of one pass over the rows."""
     none = np.zeros(0)
     if per_call_ns <= 0 or len(tl.ts) == 0:
         return none
@@ -95,6 +103,32 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     if not mean:
         return none
     spans = _costed_blocks(proc.names, tl, mean, per_call_ns)
+    sums = native.function("residual_module_sums", *_ROWS, *_TABLE, native.F64, native.F64, restype=native.N)
+    spread = native.function("residual_module_spread", *_ROWS, native.BOOL, native.F64, *_TABLE, native.F64)
+    if sums is None or spread is None or tl.op.dtype != np.int32 or tl.cat.dtype != np.int8:
+        return _spread(tl, spans)
+    # the C loops: each of a thread's rows at once, in one pass (residual.c)
+    threads = _thread_spans(spans)
+    n_inst = len(tl.inst_name)
+    # per instance, and a last entry that op -1 reads (its cost is 0: never summed)
+    python_sum, all_sum = np.zeros(n_inst + 1), np.zeros(n_inst + 1)
+    costed = 0
+    for a, b, table in threads:
+        costed += sums(
+            a, b, tl.op, tl.ts, tl.seg_end, tl.cat, _NOT_PYTHON_BYTES, table, len(table), python_sum, all_sum
+        )
+    if costed == 0:
+        return none
+    has_python, total = _totals(python_sum[:-1], all_sum[:-1])
+    out = np.zeros(len(tl.ts))
+    for a, b, table in threads:
+        args = (tl.op, tl.ts, tl.seg_end, tl.cat, _NOT_PYTHON_BYTES)
+        spread(a, b, *args, has_python, total, table, len(table), out)
+    return out
+
+
+def _spread(tl: Timeline, spans: list[tuple[slice, np.ndarray]]) -> np.ndarray:
+    """:func:`planned`'s two passes with numpy, over the blocks ``spans`` (:func:`_costed_blocks`)."""
     n_inst = len(tl.inst_name)
     python_sum, all_sum = np.zeros(n_inst), np.zeros(n_inst)
     costed = 0
@@ -107,12 +141,8 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
         python_sum[lo:hi] += np.bincount(inst - lo, weights=dur * python, minlength=hi - lo)
         all_sum[lo:hi] += np.bincount(inst - lo, weights=dur, minlength=hi - lo)
     if costed == 0:
-        return none
-    # an instance's own segments where the interpreter ran, else all of them; per instance, then a
-    # last entry for the rows outside every instance (op -1): no time to spread over, as an instance
-    # without a cost (its rows' weights are then 0 times 0)
-    has_python = np.append(python_sum > 0, False)
-    total = np.append(np.where(has_python[:-1], python_sum, all_sum), 0.0)
+        return np.zeros(0)
+    has_python, total = _totals(python_sum, all_sum)
     out = np.zeros(len(tl.ts))
     for rows, table in spans:  # every row of the block: a row's own figures, no gather of the costed
         op, dur = tl.op[rows].astype(np.intp), tl.float_duration(rows)  # indices as numpy reads them
@@ -122,6 +152,27 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
         weight[~(t > 0)] = 0.0
         np.multiply(weight, table[op], out=weight)
         out[rows] = weight
+    return out
+
+
+def _totals(python_sum: np.ndarray, all_sum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(has_python, total) per instance, then a last entry for the rows outside every instance (op -1):
+    the time an instance's cost is spread over, its own segments where the interpreter ran, else all
+    of them; for the last entry none (as an instance without a cost: its rows' weights are then 0
+    times 0)."""
+    has_python = np.append(python_sum > 0, False)
+    total = np.append(np.where(has_python[:-1], python_sum, all_sum), 0.0)
+    return has_python, total
+
+
+def _thread_spans(spans: list[tuple[slice, np.ndarray]]) -> list[tuple[int, int, np.ndarray]]:
+    """The blocks ``spans`` (:func:`_costed_blocks`) joined per thread: (first row, end, cost table)."""
+    out: list[tuple[int, int, np.ndarray]] = []
+    for rows, table in spans:
+        if out and out[-1][1] == rows.start and out[-1][2] is table:
+            out[-1] = (out[-1][0], rows.stop, table)
+        else:
+            out.append((rows.start, rows.stop, table))
     return out
 
 

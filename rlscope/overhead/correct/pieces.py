@@ -21,11 +21,13 @@ anchors it starts and ends at; pieces of one class are alike, as an operation's 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import BLOCK_ROWS
 from rlscope.keys import factorize_rows
@@ -46,6 +48,24 @@ ANCHOR_KINDS = (
 )
 # categories whose rows only full windows record: they cut no piece
 FULL_ONLY_CATEGORIES = (categories.BACKEND, categories.CUDA_API)
+# the ctypes argument type of each integer column type that windows.c's typed functions are made for
+_TYPED = {np.dtype(np.int16): native.I16, np.dtype(np.int32): native.I32, np.dtype(np.int64): native.I64}
+
+
+def native_for(
+    name: str, column: np.ndarray, *argtypes: Any, restype: Any = None
+) -> Callable[..., Any] | None:
+    """windows.c's function ``name`` made for ``column``'s integer type (an argument type None in
+    ``argtypes`` stands for that column's), or None where the numpy loops run: the timeline narrows
+    its id columns to the trace's values, and the C is written for each width rather than the column
+    copied to one."""
+    typed = _TYPED.get(column.dtype)
+    if typed is None:
+        return None
+    suffix = f"i{8 * column.dtype.itemsize}"
+    return native.function(
+        f"{name}_{suffix}", *(typed if a is None else a for a in argtypes), restype=restype
+    )
 
 
 @dataclasses.dataclass
@@ -103,6 +123,28 @@ def _signature(tl: Timeline, rows: np.ndarray) -> np.ndarray:
     return kind.astype(np.int64) * (1 << 32) + what
 
 
+def _piece_starts(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where the pieces of rows of ``kind`` (the main thread's) and ``ids`` begin: the first row and
+    each anchor (ANCHOR_KINDS, but for the FULL_ONLY_CATEGORIES' rows)."""
+    types = (native.N, native.I8, None, native.U8, native.U8, native.N, native.I64, native.N, native.I64)
+    fn = native_for("windows_piece_starts", ids, *types, restype=native.N)
+    if fn is None or kind.dtype != np.int8:
+        anchor = kinds_among(kind, ANCHOR_KINDS)
+        cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
+        anchor[cat_rows[np.isin(ids[cat_rows], FULL_ONLY_CATEGORIES)]] = False
+        anchor[0] = True
+        return np.flatnonzero(anchor)
+    # tables of every byte (a negative kind reads its entry from the end, as kinds_among's)
+    anchor, category = np.zeros(256, np.uint8), np.zeros(256, np.uint8)
+    anchor[np.asarray(ANCHOR_KINDS)] = 1
+    category[[S.CAT_BEGIN, S.CAT_END]] = 1
+    full_only = np.asarray(FULL_ONLY_CATEGORIES, np.int64)
+    args = (len(kind), kind, ids, anchor, category, len(full_only), full_only)
+    out = np.empty(fn(*args, 0, np.empty(0, np.int64)), np.int64)  # counted, then written
+    fn(*args, len(out), out)
+    return out
+
+
 def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     """Cut the main thread's rows of ``tl`` into pieces; ``raw``: the same rows before correction,
     whose clock the window switches were made on."""
@@ -111,16 +153,48 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     if main.stop == main.start:
         empty = np.zeros(0, np.int64)
         return Pieces(n, main, np.zeros(1, np.int64), empty, empty, empty, empty)
-    kind = tl.kind[main]
-    anchor = kinds_among(kind, ANCHOR_KINDS)
-    cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
-    anchor[cat_rows[np.isin(tl.id[main.start + cat_rows], FULL_ONLY_CATEGORIES)]] = False
-    anchor[0] = True
-    bounds = np.append(np.flatnonzero(anchor), len(kind))
-    first, last = main.start + bounds[:-1], main.start + bounds[1:] - 1
-    names = np.append(tl.inst_name, -1)
-    owner = names[tl.op[first]]
-    sig = _signature(tl, first)
+    bounds = np.append(_piece_starts(tl.kind[main], tl.id[main]), main.stop - main.start)
+    owner, sig, start_ns, end_ns = _piece_columns(tl, raw, main, bounds)
     after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
-    _, klass = factorize_rows(np.stack([owner, sig, after]))
-    return Pieces(n, main, bounds, owner, klass, raw.ts[first], raw.seg_end[last])
+    return Pieces(n, main, bounds, owner, _classes(owner, sig, after), start_ns, end_ns)
+
+
+def _classes(owner: np.ndarray, sig: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Per piece, the rank of its (owner, sig, after) among the distinct ones in lexicographic order
+    (``np.unique(axis=1)``'s). In C the distinct ones are found by hashing, in one pass, and only
+    they (a few dozen of hundreds of thousands of pieces) are sorted."""
+    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.I64)
+    fn = native.function("windows_distinct_triples", *types, restype=native.N)
+    if fn is None:
+        return factorize_rows(np.stack([owner, sig, after]))[1]
+    n = len(owner)
+    slot = np.full(1 << max(2 * n - 1, 1).bit_length(), -1, np.int64)  # a power of two over 2n
+    ids, rep = np.empty(n, np.int64), np.empty(n, np.int64)
+    rep = rep[: fn(n, owner, sig, after, len(slot), slot, ids, rep)]
+    rank = np.empty(len(rep), np.int64)
+    rank[np.lexsort((after[rep], sig[rep], owner[rep]))] = np.arange(len(rep))
+    return rank[ids]
+
+
+def _piece_columns(
+    tl: Timeline, raw: Timeline, main: slice, bounds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per piece (``bounds`` in the ``main`` rows): (owner, :func:`_signature` of its first row, its
+    start and end on ``raw``'s clock); in C in one pass over the pieces where the op and id columns
+    are of one type, as they are once narrowed."""
+    n = len(bounds) - 1
+    types = (native.N, native.I64, native.N, None, native.I8, None, native.I64, native.N, native.I64)
+    types += (native.I64, native.U8, native.U8, *[native.I64] * 4)
+    fn = native_for("windows_piece_columns", tl.op, *types)
+    ok = tl.op.dtype == tl.id.dtype and tl.kind.dtype == np.int8 and tl.inst_name.dtype == np.int64
+    if fn is None or not ok:
+        first, last = main.start + bounds[:-1], main.start + bounds[1:] - 1
+        names = np.append(tl.inst_name, -1)
+        return names[tl.op[first]], _signature(tl, first), raw.ts[first], raw.seg_end[last]
+    named, category = np.zeros(256, np.uint8), np.zeros(256, np.uint8)
+    named[[S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END]] = 1
+    category[[S.CAT_BEGIN, S.CAT_END]] = 1
+    owner, sig, start, end = (np.empty(n, np.int64) for _ in range(4))
+    args = (tl.op, tl.kind, tl.id, tl.inst_name, len(tl.inst_name), raw.ts, raw.seg_end, named, category)
+    fn(n, bounds, main.start, *args, owner, sig, start, end)
+    return owner, sig, start, end

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted, take
 from rlscope.overhead.correct import flush_stall, module_calls, reference
@@ -358,6 +359,13 @@ class Correction:
         if len(t) == 0 or len(raw.ts) == 0:
             return t.copy()
         assert self.ratio is not None, "corrected without keep_ratio"
+        fn = native.function("residual_remap", native.N, *(native.I64,) * 6, native.F64, native.I64)
+        block = _thread_blocks(raw, thread) if fn is not None and t.dtype == np.int64 else None
+        if block is not None:  # each query searched on its thread's rows (residual.c)
+            t, out = np.ascontiguousarray(t), np.empty(len(t), np.int64)
+            first = raw.thread_starts().astype(np.int64)
+            fn(len(t), block, t, first, raw.ts, raw.seg_end, self.timeline.ts, self.ratio, out)
+            return out
         threads = np.unique(raw.thread)
         known = np.isin(thread, threads)
         q_thread = np.where(known, thread, raw.main_thread)
@@ -379,6 +387,23 @@ class Correction:
         return np.where(ok, new, t)
 
 
+def _thread_blocks(raw: Timeline, thread: np.ndarray) -> np.ndarray | None:
+    """Per query of :meth:`Correction.remap`: the thread index (``raw.thread_idx``) of its thread,
+    the main thread's for a thread without rows; None where the thread indices do not stand one
+    for one for threads with rows, or the main thread has none (the numpy search then decides)."""
+    starts = raw.thread_starts()
+    if not (starts[1:] > starts[:-1]).all():
+        return None
+    tids = raw.thread[starts[:-1]]
+    order = np.argsort(tids, kind="stable")
+    by_tid = tids[order]
+    if (by_tid[1:] == by_tid[:-1]).any() or raw.main_thread not in by_tid:
+        return None
+    at = np.minimum(np.searchsorted(by_tid, thread), len(by_tid) - 1)
+    main = order[np.searchsorted(by_tid, raw.main_thread)]
+    return np.where(by_tid[at] == thread, order[at], main).astype(np.int64)
+
+
 def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray:
     """Removal per segment: what is planned, and what a segment cannot hold moves to its neighbours.
 
@@ -389,9 +414,16 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     is left to the previous one). Only the segments with an excess move anything: a few in millions.
     """
     removal = np.minimum(planned, dur)
+    _move_excess(planned, dur, last, removal)
+    return removal
+
+
+def _move_excess(planned: np.ndarray, dur: np.ndarray, last: np.ndarray, removal: np.ndarray) -> None:
+    """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with each segment's excess
+    moved to its neighbours on its thread, in place."""
     over = np.flatnonzero(~(planned <= dur))
     if len(over) == 0:
-        return removal
+        return
     excess = planned[over] - removal[over]
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
         # a segment and its neighbour on another thread: nothing moves between them
@@ -401,14 +433,13 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
         take = np.minimum(excess[gives], dur[to] - removal[to])  # the neighbours' room before the pass
         excess[gives] -= take
         removal[to] += take
-    return removal
 
 
 def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, rows converted, measured CPU ns) of each flush the writer thread marked during
     the session; the CPU time is what the flush measured of itself (its end row's ``cost``, native
     event buffer), 0 where it measured nothing."""
-    rows = np.flatnonzero(_flush_marks(tl))
+    rows = _flush_marks(tl)
     begins = rows[tl.kind[rows] == S.CAT_BEGIN]
     ends = rows[tl.kind[rows] == S.CAT_END]
     ends = ends[: len(begins)]
@@ -433,21 +464,33 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 
 def _flush_marks(tl: Timeline) -> np.ndarray:
-    """Rows that open or close a writer flush: the ``rlscope`` category off the main thread (an
-    operation row's id is an instance id, which can be the category's number too)."""
-    cat_row = (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
-    return cat_row & (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread)
+    """Rows (sorted) that open or close a writer flush: the ``rlscope`` category off the main thread
+    (an operation row's id is an instance id, which can be the category's number too). Compared on
+    the other threads' rows only: the main thread's are most of the timeline."""
+    main = tl.main_rows()
+    out = []
+    for part in (slice(0, main.start), slice(main.stop, len(tl.ts))):
+        kind = tl.kind[part]
+        mark = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
+        mark &= tl.id[part] == categories.PROFILER
+        out.append(np.flatnonzero(mark) + part.start)
+    return np.concatenate(out)
 
 
-def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
+def _flush_stall(tl: Timeline, per_event_ns: float, out: np.ndarray | None = None) -> np.ndarray:
     """Per segment: the GIL time flushes took from it (each flush's stall spread over its interval):
-    the CPU time a flush measured of itself, else the calibrated ``per_event_ns`` per row converted."""
+    the CPU time a flush measured of itself, else the calibrated ``per_event_ns`` per row converted.
+    ``out``: a column of every row to write it to (a new one where None)."""
+    if out is None:
+        out = np.zeros(len(tl.ts))
+    else:
+        out.fill(0.0)
     start, end, converted, cpu = flush_intervals(tl)
     stall = np.where(cpu > 0, cpu, converted * max(per_event_ns, 0.0)).astype(np.float64)
     keep = (end > start) & (converted > 0) & (stall > 0)
     start, end, stall = start[keep], end[keep], stall[keep]
     if len(start) == 0:
-        return np.zeros(len(tl.ts))
+        return out
     length = (end - start).astype(np.float64)
     density = np.minimum(stall / length, 1.0)  # share of the flush spent stalling
     cum = np.concatenate([[0.0], np.cumsum(density * length)])
@@ -460,7 +503,6 @@ def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
 
     # stall_until is constant between flushes: a segment that meets none takes exactly 0, so only
     # the rows that meet one are looked up (flushes cover a small part of the run)
-    out = np.zeros(len(tl.ts))
     rows = _rows_meeting(tl, start, end)
     out[rows] = stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
     return out
@@ -500,45 +542,108 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(length.sum())) + np.repeat(shift, length)
 
 
-def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
+def rebuild(
+    tl: Timeline, new_dur: np.ndarray, last: np.ndarray, spare: tuple[np.ndarray, ...] = ()
+) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
     Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
-    each thread's last row (:func:`thread_last`).
+    each thread's last row (:func:`thread_last`). ``spare``: columns of every row the caller no
+    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`).
     """
     # relative to the session start: float64 stays exact there
-    first = np.flatnonzero(np.r_[True, last[:-1]])  # each thread's first row
-    ts, seg_end = np.empty(len(tl.ts), np.int64), np.empty(len(tl.ts), np.int64)
-    # the running sum of the new durations over every row (np.cumsum: one addition after another),
-    # held in ``seg_end``'s memory until each block of it is written: no column of its own
-    after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
-    np.cumsum(new_dur, out=after)
+    first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
+    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
+    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns)
+    args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
+    fill = native.function("residual_rebuild", *args)
+    sums_before = native.function("residual_sums_before", native.F64, native.N, native.I64, native.F64)
+    after = None
+    if fill is None or sums_before is None or not _doubles(new_dur):
+        # the running sum of the new durations over every row (np.cumsum: one addition after
+        # another), held in ``seg_end``'s memory until each block of it is written: no column of its own
+        after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
+        np.cumsum(new_dur, out=after)
 
     def cum(rows: np.ndarray) -> np.ndarray:
-        """The running sum before each of ``rows`` (read before their blocks are written)."""
-        return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
+        """The running sum before each of ``rows`` (read before their blocks are written; summed up
+        to them where the C loops keep it as they go)."""
+        if after is not None:
+            return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
+        order = np.argsort(rows, kind="stable")
+        at, got, out = rows[order].astype(np.int64), np.empty(len(rows)), np.empty(len(rows))
+        sums_before(new_dur, len(at), at, got)
+        out[order] = got
+        return out
 
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
     rel_end = np.array([float(tl.end_ns - tl.start_ns)])
     main_first = first[tl.thread[first] == tl.main_thread]
     if len(main_first):  # other threads start, and the run ends, where the main thread's time says
         m0 = int(main_first[0])
-        m1 = int(np.flatnonzero(last[m0:])[0]) + m0 + 1
+        m1 = int(np.append(first[first > m0], len(tl.ts))[0])  # the next thread's first row, or the end
         # looked up at the few times asked (a start per thread, the end), each as a whole-row pass did
         at = np.append(tl.ts[first], tl.end_ns)  # the times asked, on the raw clock
         i = np.searchsorted(tl.ts[m0:m1], at, side="right") - 1
         ok = i >= 0
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
-        m_new = float(tl.ts[m0] - tl.start_ns) + cum(row) - cum(np.array([m0]))[0]
+        sums = cum(np.append(row, m0))  # before each row asked, then before the main thread's first
+        m_new = float(tl.ts[m0] - tl.start_ns) + sums[:-1] - sums[-1]
         dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
         m_ratio = np.divide(new_dur[row], dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
         into = np.minimum(rel - m_ts, dur_row)
         moved = np.where(ok, m_new + into * m_ratio, rel)
         rel0, rel_end = moved[:-1], moved[-1:]
-    # each row's start: its thread's first start plus the corrected time before it on the thread (a
-    # block of rows at a time: rlscope.blocks)
+    # each row's start: its thread's first start plus the corrected time before it on the thread
+    if after is None:
+        rel0 = np.ascontiguousarray(rel0, np.float64)
+        fill(len(ts), new_dur, ts, seg_end, len(first), first.astype(np.int64, copy=False), rel0, tl.start_ns)
+    else:
+        _rebuild_rows(tl, new_dur, first, rel0, after, ts, seg_end)
+    # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
+    end_ns = int(np.rint(rel_end[0])) + tl.start_ns
+    inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
+    ends = tl.scope_ends()
+    inst_end[tl.id[ends]] = ts[ends]
+    out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+    out.memo["scope_ends"] = ends  # the same rows
+    return out
+
+
+def _spare_columns(
+    n: int, spare: tuple[np.ndarray, ...], new_dur: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rebuild`'s two int64 columns of ``n`` rows: in the memory of ``spare`` columns (of 8-byte
+    items, C-contiguous, not ``new_dur``'s), as far as there are such, else new. Why: pages the
+    process has not touched yet cost about a second a GB to fault in on a virtual machine, and a
+    column the caller no longer needs has its pages already."""
+    usable = [
+        c.view(np.int64)
+        for c in spare
+        if len(c) == n
+        and c.dtype.itemsize == 8
+        and c.flags.c_contiguous
+        and not np.may_share_memory(c, new_dur)
+    ]
+    usable += [np.empty(n, np.int64) for _ in range(2 - len(usable[:2]))]
+    return usable[0], usable[1]
+
+
+def _rebuild_rows(
+    tl: Timeline,
+    new_dur: np.ndarray,
+    first: np.ndarray,
+    rel0: np.ndarray,
+    after: np.ndarray,
+    ts: np.ndarray,
+    seg_end: np.ndarray,
+) -> None:
+    """:func:`rebuild`'s rows: each row's start is its thread's first start (``rel0``, per thread from
+    its ``first`` row) plus the corrected time before it on the thread, read from the running sum
+    ``after`` (``seg_end``'s memory, each block written after it is read), a block of rows at a time
+    (rlscope.blocks); ``ts`` and ``seg_end`` rounded, on the raw clock."""
     rel, rel_seg_end = np.empty(BLOCK_ROWS), np.empty(BLOCK_ROWS)  # one block's operands, reused
     before = 0.0  # the running sum before the next block
     for k, (a, b) in enumerate(zip(first.tolist(), np.append(first[1:], len(ts)).tolist(), strict=True)):
@@ -556,14 +661,6 @@ def rebuild(tl: Timeline, new_dur: np.ndarray, last: np.ndarray) -> Timeline:
             ts[rows] += tl.start_ns
             seg_end[rows] = np.rint(end_rel, out=end_rel)
             seg_end[rows] += tl.start_ns
-    # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
-    end_ns = int(np.rint(rel_end[0])) + tl.start_ns
-    inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
-    ends = tl.scope_ends()
-    inst_end[tl.id[ends]] = ts[ends]
-    out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
-    out.memo["scope_ends"] = ends  # the same rows
-    return out
 
 
 def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarray:
@@ -584,21 +681,19 @@ def thread_last(tl: Timeline) -> np.ndarray:
     return last
 
 
-def correct_timeline(
+def _planned(
     tl: Timeline,
     costs: EventCosts,
-    nvml_samples: int = 0,
-    memory: np.ndarray | None = None,
-    modules: np.ndarray | None = None,
-    keep_ratio: bool = True,
-) -> Correction:
-    """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
-    ``memory``: times of the recorded GPU allocator events (:func:`memory_times`); ``modules``: per
-    row, the automatic operations' module-call cost in its segment (module_calls.planned; empty: none).
-    ``keep_ratio``: keep each row's ratio of durations (``Correction.remap``: GPU launches to move)."""
+    last: np.ndarray,
+    on_writer: np.ndarray,
+    mem: np.ndarray | None,
+    mods: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(dur, planned, removal, profiler, per_class) of :func:`correct_timeline`: each segment's length,
+    the cost planned in it, the removal placed (:func:`_place`), whether it is rlscope's periodic work
+    (removed whole) and the cost per class. ``mem``, ``mods``: per row, the memory recorder's and the
+    module calls' cost, added to the plan (None: none)."""
     n = len(tl.ts)
-    if n == 0:
-        return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     # every full-length array is dropped once its part is done: at millions of rows, each one alive
     # at once is tens of MB of fresh pages
     dur = tl.float_duration()
@@ -606,8 +701,7 @@ def correct_timeline(
     # a begin pays its outside half before its timestamp (the previous segment) and its inside half
     # after it (the segment it opens); an end the reverse: one lookup per row in (opens, class)
     code = np.add(cls, take(_KIND_OPENS, tl.kind) * np.int8(len(CLASS_NAMES)), dtype=np.int8)
-    half_in, half_out = costs.inside / 2, costs.outside / 2
-    before_of, after_of = np.concatenate([half_in, half_out]), np.concatenate([half_out, half_in])
+    before_of, after_of = _cost_tables(costs)
     # the rows that pay something (a class without a cost, such as the torch ops' where the windows
     # measure them, pays nothing: millions of rows skipped, the sums below the same)
     paying = take((before_of != 0) | (after_of != 0), code)
@@ -626,7 +720,6 @@ def correct_timeline(
         before[at] = pre + np.where(o, d_out, d_in)
         after[at] = post + np.where(o, d_in, d_out)
     per_class = np.bincount(cls[rows], weights=before + after, minlength=len(CLASS_NAMES))
-    last = thread_last(tl)
     # a row's segment pays what falls after its timestamp, and before the next one's on its thread
     planned = np.zeros(n)
     planned[rows] = after
@@ -635,42 +728,175 @@ def correct_timeline(
     pays_prev[pays_prev] = ~last[prev[pays_prev]]
     planned[prev[pays_prev]] += before[pays_prev]
     del before, after, rows, prev, pays_prev
-    mem = _memory_planned(tl, memory, costs.memory_per_event)
     if mem is not None:
         planned += mem
-    mods = modules if modules is not None and len(modules) == n else None
     if mods is not None:
         planned += mods
-    # rlscope's periodic work on the job's threads (not the writer's own flush marks)
-    writer_threads = np.unique(tl.thread[_flush_marks(tl)])
-    on_writer = tl.on_threads(writer_threads)
     profiler = tl.cat == categories.PROFILER
     profiler &= ~on_writer
     np.copyto(planned, dur, where=profiler)
-    removal = _place(planned, dur, last)
+    return dur, planned, _place(planned, dur, last), profiler, per_class
+
+
+# residual_planned's arguments, in the groups of its call in _planned_native
+_PLANNED_ARGS = (
+    native.N, native.I64, native.I64, native.I8, native.I8, native.I8, native.I32, native.BOOL, native.BOOL,
+    native.I8, native.BOOL, native.N, native.N,
+    native.N, native.N, native.N, native.N, native.N, native.N,
+    native.F64, native.F64, native.BOOL,
+    native.N, native.N, native.I64, native.I64, native.F64, native.F64,
+    native.N, native.F64,
+    native.N, native.F64,
+    native.F64, native.F64, native.F64, native.BOOL, native.F64,
+)  # fmt: skip
+
+
+def _native_columns(tl: Timeline) -> bool:
+    """Whether the timeline's columns have the types residual_planned reads (ids narrowed to int32)."""
+    return tl.id.dtype == np.int32 and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
+
+
+def _doubles(*columns: np.ndarray | None) -> bool:
+    """Whether each of ``columns`` (None: left out) is C-contiguous float64, as the C loops read them."""
+    return all(c is None or (c.dtype == np.float64 and c.flags.c_contiguous) for c in columns)
+
+
+def _planned_native(
+    tl: Timeline,
+    costs: EventCosts,
+    last: np.ndarray,
+    on_writer: np.ndarray,
+    mem: np.ndarray | None,
+    mods: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_planned` in one pass over the rows (residual.c's residual_planned)."""
+    fn = native.function("residual_planned", *_PLANNED_ARGS, restype=native.N)
+    if fn is None or not _native_columns(tl) or not _doubles(mem, mods):
+        return _planned(tl, costs, last, on_writer, mem, mods)
+    n = len(tl.ts)
+    before_of, after_of = _cost_tables(costs)
+    # the boundaries' own costs, read as they are kept (RowValues: at some rows, or at every row)
+    cost_rows = cost_values = none = np.zeros(0, np.int64)
+    every_row = False
+    if tl.cost is not None and os.environ.get(MEASURED_ENV) != "0":
+        cost_values, every_row = tl.cost.values, tl.cost.at_rows is None
+        cost_rows = none if every_row else tl.cost.at_rows
+    if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
+        return _planned(tl, costs, last, on_writer, mem, mods)
+    dur, planned, removal = np.empty(n), np.empty(n), np.empty(n)
+    profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
+    half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
+    over = fn(
+        n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
+        _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
+        CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
+        categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
+        before_of, after_of, (before_of != 0) | (after_of != 0),
+        len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
+        n if mem is not None else 0, mem if mem is not None else np.zeros(0),
+        n if mods is not None else 0, mods if mods is not None else np.zeros(0),
+        dur, planned, removal, profiler, per_class,
+    )  # fmt: skip
+    if over:
+        _move_excess(planned, dur, last, removal)
+    return dur, planned, removal, profiler, per_class
+
+
+def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after): the cost a row pays before and after its timestamp, per code (its class, plus
+    the number of classes where it opens a pair)."""
+    half_in, half_out = costs.inside / 2, costs.outside / 2
+    return np.concatenate([half_in, half_out]), np.concatenate([half_out, half_in])
+
+
+def _sums_off(
+    profiler: np.ndarray,
+    dur: np.ndarray,
+    mem: np.ndarray | None,
+    mods: np.ndarray | None,
+    scratch: np.ndarray,
+) -> tuple[float, float, float]:
+    """The periodic work's time (``dur`` summed at ``profiler`` rows), and ``mem`` and ``mods`` summed
+    off them (0 where None), each as numpy sums the masked column (pairwise). ``scratch``: a column
+    of every row that is not needed after, to hold what is summed instead of a new one."""
+    where = native.function("residual_where", native.N, native.BOOL, native.F64, native.F64)
+    unmasked = native.function(
+        "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
+    )
+    if where is None or unmasked is None or not _doubles(dur, mem, mods, scratch):
+        profiler_ns = np.where(profiler, dur, 0.0).sum()
+        mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
+        mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
+        return profiler_ns, mem_total, mods_total
+    n = len(dur)
+    where(n, profiler, dur, scratch)
+    profiler_ns = scratch.sum()
+    totals = []
+    for col in (mem, mods):
+        totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()) if col is not None else 0.0)
+    return profiler_ns, totals[0], totals[1]
+
+
+def _stall_taken(
+    tl: Timeline, dur: np.ndarray, removal: np.ndarray, bound: np.ndarray, on_writer: np.ndarray
+) -> tuple[np.ndarray, dict[str, Any] | None, float]:
+    """(the time left per segment, the stall share's evidence, the writer's seconds removed):
+    ``removal`` taken from ``dur`` (in ``removal``'s memory), then the flushes' stall: their ``bound``
+    (:func:`_flush_stall`) within what is left, off the writer's threads, times the share
+    flush_stall.measure finds (None where no bound is left)."""
+    bounded = native.function(
+        "residual_bounded", native.N, native.F64, native.F64, native.F64, native.BOOL, restype=native.N
+    )
+    take = native.function("residual_take_bound", native.N, native.F64, native.F64, native.DOUBLE)
+    if bounded is None or take is None:
+        left = np.subtract(dur, removal, out=removal)
+        np.minimum(bound, left, out=bound)
+        bound[on_writer] = 0.0  # the flush itself, not a stall of the job
+        stall = flush_stall.measure(tl, bound) if bound.any() else None
+        if stall is not None:
+            bound *= stall.share
+        writer_ns = float(bound.sum()) if stall is not None else 0.0
+        left -= bound
+    else:  # the same in two passes (residual.c)
+        left = removal
+        stall = flush_stall.measure(tl, bound) if bounded(len(dur), dur, removal, bound, on_writer) else None
+        take(len(dur), left, bound, stall.share if stall is not None else 1.0)  # 1: the zeros as they are
+        writer_ns = float(bound.sum()) if stall is not None else 0.0
+    return left, stall.as_dict() if stall is not None else None, writer_ns / 1e9
+
+
+def correct_timeline(
+    tl: Timeline,
+    costs: EventCosts,
+    nvml_samples: int = 0,
+    memory: np.ndarray | None = None,
+    modules: np.ndarray | None = None,
+    keep_ratio: bool = True,
+) -> Correction:
+    """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
+    ``memory``: times of the recorded GPU allocator events (:func:`memory_times`); ``modules``: per
+    row, the automatic operations' module-call cost in its segment (module_calls.planned; empty: none).
+    ``keep_ratio``: keep each row's ratio of durations (``Correction.remap``: GPU launches to move)."""
+    n = len(tl.ts)
+    if n == 0:
+        return Correction(tl, np.ones(0), {}, 0.0, 0.0)
+    last = thread_last(tl)
+    mem = _memory_planned(tl, memory, costs.memory_per_event)
+    mods = modules if modules is not None and len(modules) == n else None
+    # rlscope's periodic work on the job's threads (not the writer's own flush marks)
+    on_writer = tl.on_threads(np.unique(tl.thread[_flush_marks(tl)]))
+    dur, planned, removal, profiler, per_class = _planned_native(tl, costs, last, on_writer, mem, mods)
     planned_sum, removal_sum = planned.sum(), removal.sum()
-    del planned
-    placed = float(removal_sum - np.where(profiler, dur, 0.0).sum())
-    mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
-    mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
+    profiler_ns, mem_total, mods_total = _sums_off(profiler, dur, mem, mods, scratch=planned)
     del mem, mods
-    left = np.subtract(dur, removal, out=removal)
+    placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
-    bound = _flush_stall(tl, costs.writer_per_event)
-    np.minimum(bound, left, out=bound)
-    bound[on_writer] = 0.0  # the flush itself, not a stall of the job
+    bound = _flush_stall(tl, costs.writer_per_event, out=planned)  # ``planned`` is not needed after
+    del planned
+    left, stall_info, writer_s = _stall_taken(tl, dur, removal, bound, on_writer)
     del on_writer
-    stall_info = None
-    writer_s = 0.0
-    if bound.any():
-        stall_share = flush_stall.measure(tl, bound)
-        stall_info = stall_share.as_dict()
-        bound *= stall_share.share
-        writer_s = float(bound.sum()) / 1e9
-    left -= bound
-    del bound
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
     main_left = float(left[tl.main_rows()].sum())
     background_ns = costs.nvml_per_sample * nvml_samples
@@ -681,9 +907,10 @@ def correct_timeline(
         new_dur *= 1.0 - share
     periodic_s = float(dur[profiler].sum()) / 1e9 if profiler.any() else None
     ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0) if keep_ratio else None
-    del dur, profiler  # before the rebuild: a column of every row fewer alive beside its new ones
+    del profiler
 
-    corrected = rebuild(tl, new_dur, last)
+    corrected = rebuild(tl, new_dur, last, spare=(dur, bound))  # their memory holds the new times
+    del dur, bound
 
     removed: dict[str, float] = {}
     wanted = float(per_class[1:].sum()) + mem_total + mods_total
@@ -714,10 +941,19 @@ def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -
     (the estimate's column, used once: no other column of every row at the rebuild)."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    dur = tl.float_duration()
-    new_dur = np.multiply(dur, factor, out=factor)
-    ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
-    removed = float(np.subtract(dur, new_dur, out=dur).sum()) / 1e9  # ``dur`` is not needed after
-    del dur  # before the rebuild: a column of every row fewer alive beside its new ones
-    corrected = rebuild(tl, new_dur, thread_last(tl))
+    scale = native.function(
+        "residual_scale", native.N, native.I64, native.I64, native.F64, native.F64, native.N, native.F64
+    )
+    if scale is None or not _doubles(factor):
+        dur = tl.float_duration()
+        new_dur = np.multiply(dur, factor, out=factor)
+        ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
+        gone = np.subtract(dur, new_dur, out=dur)  # ``dur`` is not needed after
+    else:
+        new_dur, gone = factor, np.empty(len(factor))
+        ratio = np.empty(len(factor)) if keep_ratio else None
+        scale(len(factor), tl.ts, tl.seg_end, factor, gone, keep_ratio, ratio if keep_ratio else np.zeros(0))
+    removed = float(gone.sum()) / 1e9
+    corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
+    del gone
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import blocks, take
 from rlscope.overhead.correct import pieces as P
@@ -118,15 +119,19 @@ def row_window(tl: Timeline) -> np.ndarray:
         # the rows (hundreds of searches), not every row among the switches (millions)
         win_ts = window_rows(tl)[0]
         got = np.empty(len(tl.ts), np.int16 if len(win_ts) < _I16 else np.int32)
-        steps = np.arange(len(win_ts) + 1, dtype=got.dtype)
-        bounds = tl.thread_starts()
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-            ts = tl.ts[a:b]
-            if (ts[1:] >= ts[:-1]).all():
-                at = np.searchsorted(ts, win_ts, side="left")  # each switch's first row at or after it
-                got[a:b] = np.repeat(steps, np.diff(at, prepend=0, append=b - a))
-            else:
-                got[a:b] = np.searchsorted(win_ts, ts, side="right")
+        fn = P.native_for("windows_row_window", got, native.N, native.I64, native.N, native.I64, None)
+        if fn is not None and tl.ts.dtype == win_ts.dtype == np.int64:  # in C, in one pass
+            fn(len(got), tl.ts, len(win_ts), win_ts, got)
+        else:
+            steps = np.arange(len(win_ts) + 1, dtype=got.dtype)
+            bounds = tl.thread_starts()
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                ts = tl.ts[a:b]
+                if (ts[1:] >= ts[:-1]).all():
+                    at = np.searchsorted(ts, win_ts, side="left")  # each switch's first row at or after it
+                    got[a:b] = np.repeat(steps, np.diff(at, prepend=0, append=b - a))
+                else:
+                    got[a:b] = np.searchsorted(win_ts, ts, side="right")
         tl.memo["row_window"] = got
     return got
 
@@ -161,8 +166,16 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     record), and until the first record nothing was paid: that part of a full window is light.
     """
     live = np.full(len(win_ts) + 1, np.iinfo(np.int64).max, np.int64)
+    wi = row_window(tl)
+    lo = np.r_[np.iinfo(np.int64).min, win_ts].astype(np.int64)  # per window: its start
+    types = (native.N, native.BOOL, None, native.I64, native.N, native.I64, native.I64, native.I64)
+    fn = P.native_for("windows_live_from", wi, *types)
+    if fn is not None:
+        starts = tl.thread_starts()
+        fn(len(coll), coll, wi, tl.ts, len(starts) - 1, starts, lo, live)
+        return live
     rows = np.flatnonzero(coll)
-    wi = row_window(tl)[rows]  # 0: before the first window
+    wi = wi[rows]  # 0: before the first window
     # a thread's rows are in time order, so are the starts below within a (thread, window): only
     # each one's first collector row can hold its earliest (a few of millions of torch ops)
     first = np.ones(len(rows), bool)
@@ -172,7 +185,7 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     prev = np.maximum(rows - 1, 0)
     same = (rows > 0) & (tl.thread_idx[prev] == tl.thread_idx[rows])
     start = np.where(same, tl.ts[prev], tl.ts[rows])
-    start = np.maximum(start, np.r_[np.iinfo(np.int64).min, win_ts][wi])
+    start = np.maximum(start, lo[wi])
     np.minimum.at(live, wi, start)
     return live
 
@@ -182,6 +195,24 @@ def _effective_mode(win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, 
     wi = np.searchsorted(win_ts, t, side="right")
     mode = mode_table(win_mode)[wi]
     return np.where((mode == S.WINDOW_FULL) & (t >= live[wi]), S.WINDOW_FULL, S.WINDOW_LIGHT)
+
+
+def _placed(
+    win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per interval from ``start`` to ``end`` (an instance, a piece): (whether it lies wholly in one
+    window, its :func:`_effective_mode`, its group: 2 x the window + 1 where full)."""
+    types = (native.N, native.I64, native.I64, native.N, *[native.I64] * 3, native.N, native.N)
+    fn = native.function("windows_place", *types, native.BOOL, native.I64, native.I64)
+    if fn is None or not (start.dtype == end.dtype == win_ts.dtype == np.int64):
+        win = np.searchsorted(win_ts, start, side="right")
+        mode = _effective_mode(win_ts, win_mode, live, start)
+        return win == np.searchsorted(win_ts, end, side="left"), mode, 2 * win + (mode == S.WINDOW_FULL)
+    n = len(start)
+    whole, mode, group = np.empty(n, bool), np.empty(n, np.int64), np.empty(n, np.int64)
+    mode_of = mode_table(win_mode).astype(np.int64)  # per window
+    fn(n, start, end, len(win_ts), win_ts, mode_of, live, S.WINDOW_FULL, S.WINDOW_LIGHT, whole, mode, group)
+    return whole, mode, group
 
 
 def collector_kinds(tl: Timeline) -> dict[str, np.ndarray]:
@@ -239,28 +270,19 @@ def estimate(
     # full: in a full window, from its collectors' first record on (one threshold per window; a light
     # window's is past every time)
     from_ts = np.where(mode_table(win_mode) == S.WINDOW_FULL, live, np.iinfo(np.int64).max)
-    full_row = np.empty(len(wi), bool)
-    for r in blocks(len(wi)):  # a block at a time: no column of every row's threshold
-        np.greater_equal(ref.ts[r], from_ts[wi[r]], out=full_row[r])
-    row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+    full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
     del wi
-    n_inst = len(tl.inst_name)
-
-    # per instance: exclusive time and collector events, added a block of rows at a time in row order
-    # (np.add.at: one addition after another, as a count over every row at once makes them), by
-    # instance + 1: the rows outside any instance in an entry of their own (dropped)
-    excl, events = np.zeros(n_inst + 1), np.zeros(n_inst + 1, np.intp)
-    for r in blocks(len(dur)):
-        i1 = tl.op[r].astype(np.intp) + 1
-        np.add.at(excl, i1, dur[r])
-        np.add.at(events, i1[coll[r]], 1)
+    # the rows counted for an operation's factor (_counted_rows): a column where the numpy loops run,
+    # worked out on the way in C from ``full_row`` and the main thread's blocks
+    main = _main_ranges(tl)
+    counted = _counted_rows(tl, full_row) if native.unavailable() else None
+    excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
     excl, events = excl[1:], events[1:]
     # and whether it lies wholly in one window
     begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
-    whole = np.searchsorted(win_ts, b_ts, side="right") == np.searchsorted(win_ts, e_ts, side="left")
-    mode = _effective_mode(win_ts, win_mode, live, b_ts)
+    whole, mode, group = _placed(win_ts, win_mode, live, b_ts, e_ts)
     name = tl.inst_name[inst]
     inst_phase = np.append(tl.inst_name, -1)[tl.phase[begins]]
 
@@ -269,38 +291,21 @@ def estimate(
     cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl)
     # per operation name (and the unannotated main-thread time): events and time in full windows, of
     # one dense index of the names found among the instances counted (by instance + 1, ``held``)
-    counted = full_row & ((tl.op >= 0) | tl.on_threads(np.array([tl.main_thread])))
     key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
-    held = np.zeros(len(key_name), bool)
+    keys = np.unique(key_name[held])
+    inst_key = np.searchsorted(keys, key_name)
     # with the rows whose instance keeps less than its exclusive time (all of it elsewhere)
     kept_inst = np.append(False, (cut > 0) & (excl > 0))
-    kept_parts = [np.zeros(0, np.intp)]
-    for r in blocks(len(dur)):
-        i1 = tl.op[r].astype(np.intp) + 1
-        held[i1[counted[r]]] = True
-        kept_parts.append(np.flatnonzero(kept_inst[i1]) + r.start)
-    kept_rows = np.concatenate(kept_parts)
-    i = tl.op[kept_rows]
-    kept = 1.0 - cut[i] / excl[i]  # what it keeps
-    del i
-    dur[kept_rows] *= kept
+    full_time, full_events, kept_rows, kept = _counted_sums(
+        tl, dur, coll, full_row, main, counted, kept_inst, cut, excl, inst_key, len(keys), inst_rows
+    )
     excl = excl - cut
-    keys = np.unique(key_name[held])
-    # each key's time summed over its counted rows in row order (np.add.at, a block at a time)
-    inst_key = np.searchsorted(keys, key_name)
-    full_time, full_events = np.zeros(len(keys)), np.zeros(len(keys), np.intp)
-    for r in blocks(len(dur)):
-        c = counted[r]
-        key = inst_key[tl.op[r][c].astype(np.intp) + 1]
-        np.add.at(full_time, key, dur[r][c])
-        full_events += np.bincount(key[coll[r][c]], minlength=len(keys))
     per_op: dict[int, dict] = {
         int(k): {"full_time_ns": float(t), "full_events": int(ev)}
         for k, t, ev in zip(keys.tolist(), full_time, full_events, strict=True)
     }
 
     # operations measured by their own windows: each full window against its light neighbours
-    group = 2 * np.searchsorted(win_ts, b_ts, side="right") + (mode == S.WINDOW_FULL)
     num = den = num_u = den_u = var = var_u = 0.0  # var: the removals' variances (ns^2)
     for key, e in per_op.items():
         if key == UNANNOTATED_ID:
@@ -357,7 +362,9 @@ def estimate(
     by_pieces = piece_estimates(
         tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
     )
-    del coll, full_row  # columns of every row, read no further: not alive beside the factors'
+    del coll  # columns of every row, read no further: not alive beside the factors'
+    if counted is not None:  # (the factors read ``counted`` then, else ``full_row``)
+        full_row = np.zeros(0, bool)
     overrides: list[PieceEstimate] = []  # whose rows' factors its pieces set
     rest_factor: dict[int, float] = {}  # per operation with pieces: the factor of its other rows
     for key, e in per_op.items():
@@ -402,6 +409,8 @@ def estimate(
     factor = _counted_factor(
         tl,
         counted,
+        full_row,
+        main,
         keys,
         key_name,
         [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()],
@@ -437,15 +446,129 @@ def estimate(
     )
 
 
+def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per row: whether it is in a full window's measured part, ``ts`` at or after its window's
+    ``from_ts``; its mode, WINDOW_FULL or WINDOW_LIGHT, one byte); ``wi``: :func:`row_window`."""
+    full_row = np.empty(len(wi), bool)
+    types = (native.N, native.I64, None, native.I64, native.BOOL, native.I8, native.N, native.N)
+    fn = P.native_for("windows_full_rows", wi, *types)
+    if fn is not None:
+        row_mode = np.empty(len(wi), np.int8)
+        fn(len(wi), ts, wi, from_ts, full_row, row_mode, S.WINDOW_FULL, S.WINDOW_LIGHT)
+        return full_row, row_mode
+    for r in blocks(len(wi)):  # a block at a time: no column of every row's threshold
+        np.greater_equal(ts[r], from_ts[wi[r]], out=full_row[r])
+    return full_row, np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+
+
+def _instance_sums(
+    tl: Timeline,
+    dur: np.ndarray,
+    coll: np.ndarray,
+    full_row: np.ndarray,
+    main: np.ndarray,
+    counted: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Per instance + 1 (the rows outside every instance in an entry of their own): (exclusive time,
+    collector events, whether counted rows are in it, its rows or None).
+
+    Added in row order (np.add.at: one addition after another, as a count over every row at once
+    makes them), a block of rows at a time where the numpy loops run (``counted``: the counted rows,
+    :func:`_counted_rows`), else in C in one pass (``full_row``, ``main``: :func:`_main_ranges`), which
+    also counts each instance's rows for :func:`_counted_sums`."""
+    n = len(tl.inst_name) + 1
+    excl, events, held = np.zeros(n), np.zeros(n, np.intp), np.zeros(n, bool)
+    types = (native.N, None, native.F64, native.BOOL, native.BOOL, native.N, native.I64)
+    fn = P.native_for("windows_instance_sums", tl.op, *types, native.F64, native.I64, native.I64, native.BOOL)
+    if fn is not None and counted is None:
+        rows = np.zeros(n, np.int64)
+        fn(len(dur), tl.op, dur, coll, full_row, len(main) // 2, main, excl, events, rows, held)
+        return excl, events, held, rows
+    if counted is None:
+        counted = _counted_rows(tl, full_row)
+    for r in blocks(len(dur)):
+        i1 = tl.op[r].astype(np.intp) + 1
+        np.add.at(excl, i1, dur[r])
+        np.add.at(events, i1[coll[r]], 1)
+        held[i1[counted[r]]] = True
+    return excl, events, held, None
+
+
+def _counted_sums(
+    tl: Timeline,
+    dur: np.ndarray,
+    coll: np.ndarray,
+    full_row: np.ndarray,
+    main: np.ndarray,
+    counted: np.ndarray | None,
+    kept_inst: np.ndarray,
+    cut: np.ndarray,
+    excl: np.ndarray,
+    inst_key: np.ndarray,
+    n_keys: int,
+    inst_rows: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per key (``inst_key``: each instance + 1's): (time, collector events) of its counted rows,
+    after the rows of the instances ``kept_inst`` (per instance + 1) are scaled in ``dur`` by what
+    they keep, 1 - cut / excl (per instance); and those rows and that share, for the factors.
+
+    Summed in row order (np.add.at, a block at a time) where the numpy loops run (``counted``), else
+    in C in one pass, which lists the rows scaled into an array of their count (``inst_rows``: each
+    instance + 1's rows, from :func:`_instance_sums`)."""
+    full_time, full_events = np.zeros(n_keys), np.zeros(n_keys, np.intp)
+    types = (native.N, None, native.F64, native.BOOL, native.BOOL, native.N, native.I64, native.BOOL)
+    types += (native.F64, native.F64, native.I64, native.F64, native.I64, native.I64)
+    fn = P.native_for("windows_counted_sums", tl.op, *types, restype=native.N)
+    if fn is not None and counted is None and inst_rows is not None:
+        kept_rows = np.empty(int(inst_rows[kept_inst].sum()), np.int64)
+        args = (len(dur), tl.op, dur, coll, full_row, len(main) // 2, main, kept_inst, cut, excl, inst_key)
+        fn(*args, full_time, full_events, kept_rows)
+        i = tl.op[kept_rows]
+        return full_time, full_events, kept_rows, 1.0 - cut[i] / excl[i]
+    if counted is None:
+        counted = _counted_rows(tl, full_row)
+    kept_parts = [np.zeros(0, np.intp)]
+    for r in blocks(len(dur)):
+        kept_parts.append(np.flatnonzero(kept_inst[tl.op[r].astype(np.intp) + 1]) + r.start)
+    kept_rows = np.concatenate(kept_parts)
+    i = tl.op[kept_rows]
+    kept = 1.0 - cut[i] / excl[i]  # what it keeps
+    del i
+    dur[kept_rows] *= kept
+    for r in blocks(len(dur)):
+        c = counted[r]
+        key = inst_key[tl.op[r][c].astype(np.intp) + 1]
+        np.add.at(full_time, key, dur[r][c])
+        full_events += np.bincount(key[coll[r][c]], minlength=n_keys)
+    return full_time, full_events, kept_rows, kept
+
+
+def _main_ranges(tl: Timeline) -> np.ndarray:
+    """The main thread's rows as [start, stop) pairs, flat (tl.on_threads' blocks): what windows.c
+    reads where the numpy loops make a column of every row."""
+    starts = tl.thread_starts()
+    on = np.flatnonzero(np.isin(tl.thread[starts[:-1]], np.array([tl.main_thread])))
+    return np.stack([starts[on], starts[on + 1]], axis=1).astype(np.int64).ravel()
+
+
+def _counted_rows(tl: Timeline, full_row: np.ndarray) -> np.ndarray:
+    """Per row: whether its time counts for its operation's (or the unannotated time's) factor: in
+    a full window, and in an instance or on the main thread."""
+    return full_row & ((tl.op >= 0) | tl.on_threads(np.array([tl.main_thread])))
+
+
 def _counted_factor(
     tl: Timeline,
-    counted: np.ndarray,
+    counted: np.ndarray | None,
+    full_row: np.ndarray,
+    main: np.ndarray,
     keys: np.ndarray,
     key_name: np.ndarray,
     per_key: list[float],
     out: np.ndarray,
 ) -> np.ndarray:
-    """Per row: its key's factor where ``counted`` (``key_name``: each instance's key, after the
+    """Per row: its key's factor where counted (``counted``, else in C from ``full_row`` and ``main``
+    as :func:`_counted_rows` makes it; ``key_name``: each instance's key, after the
     unannotated one's), else 1, written into ``out`` (a column of every row read no further: no
     new one beside it). Read per row through a table of the instances (a row outside every
     instance, -1, reads its last entry: the unannotated time's), not gathered for the counted rows."""
@@ -453,6 +576,13 @@ def _counted_factor(
         out[:] = 1.0
         return out
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
+    types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64)
+    fn = P.native_for("windows_counted_factor", tl.op, *types)
+    if counted is None and fn is not None:
+        fn(len(out), tl.op, full_row, len(main) // 2, main, per_inst, out)
+        return out
+    if counted is None:
+        counted = _counted_rows(tl, full_row)
     per_op = np.append(per_inst[1:], per_inst[0])
     for rows in blocks(len(out)):  # a block at a time (rlscope.blocks): no temporary of every row
         out[rows] = np.where(counted[rows], per_op[tl.op[rows]], 1.0)
@@ -475,10 +605,54 @@ class PieceEstimate:
     def set_factors(self, factor: np.ndarray, row_mode: np.ndarray) -> None:
         """Set ``factor`` (per timeline row) of the full-window rows (``row_mode``) of the pieces
         compared, a group of pieces at a time (:meth:`Pieces.groups`): no column of their rows."""
-        for group in self.pieces.groups(np.flatnonzero(self.compared)):
+        chosen = np.flatnonzero(self.compared)
+        types = (native.N, native.I64, native.I64, native.N, native.I8, native.N, native.F64, native.F64)
+        fn = native.function("windows_set_piece_factors", *types)
+        if fn is not None and row_mode.dtype == np.int8:
+            pc = self.pieces
+            fn(len(chosen), chosen, pc.bounds, pc.main.start, row_mode, S.WINDOW_FULL, self.factor, factor)
+            return
+        for group in self.pieces.groups(chosen):
             rows, piece = self.pieces.rows_of(group)
             on = row_mode[rows] == S.WINDOW_FULL
             factor[rows[on]] = self.factor[piece[on]]
+
+
+def _piece_sums(
+    pc: P.Pieces, chosen: np.ndarray, dur: np.ndarray, coll: np.ndarray, full_row: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per piece, over the rows of the pieces ``chosen`` (ascending; the others' 0): (time, time in
+    full windows, collector events in full windows). Each piece's sums are over its own rows in
+    their order: in C a piece after another, else a group of pieces at a time (all of a piece's rows
+    in one group, as one pass over all the rows makes them)."""
+    npc = len(pc.owner)
+    ptime, pfull_time, pfull_events = np.zeros(npc), np.zeros(npc), np.zeros(npc, np.intp)
+    types = (native.N, native.I64, native.I64, native.N, native.F64, native.BOOL, native.BOOL)
+    fn = native.function("windows_piece_sums", *types, native.F64, native.F64, native.I64)
+    if fn is not None:
+        fn(
+            len(chosen),
+            chosen,
+            pc.bounds,
+            pc.main.start,
+            dur,
+            coll,
+            full_row,
+            ptime,
+            pfull_time,
+            pfull_events,
+        )
+        return ptime, pfull_time, pfull_events
+    for group in pc.groups(chosen):
+        rows, pr = pc.rows_of(group)
+        lo = int(group[0])
+        pr -= lo
+        m = int(group[-1]) + 1 - lo
+        d, full = dur[rows], full_row[rows]
+        ptime[group] = np.bincount(pr, weights=d, minlength=m)[group - lo]
+        pfull_time[group] = np.bincount(pr, weights=np.where(full, d, 0.0), minlength=m)[group - lo]
+        pfull_events[group] = np.bincount(pr[coll[rows] & full], minlength=m)[group - lo]
+    return ptime, pfull_time, pfull_events
 
 
 def piece_estimates(
@@ -507,23 +681,19 @@ def piece_estimates(
         return {}
     npc = len(pc.owner)
     # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
-    # main thread's rows in a PPO run), a group of pieces at a time: each piece's sums are over its
-    # own rows in their order, all in one group, as one pass over all the rows makes them
-    ptime, pfull_time, pfull_events = np.zeros(npc), np.zeros(npc), np.zeros(npc, np.intp)
-    for chosen in pc.groups(np.flatnonzero(np.isin(pc.owner, keys))):
-        rows, pr = pc.rows_of(chosen)
-        lo = int(chosen[0])
-        pr -= lo
-        m = int(chosen[-1]) + 1 - lo
-        d, full = dur[rows], full_row[rows]
-        ptime[chosen] = np.bincount(pr, weights=d, minlength=m)[chosen - lo]
-        pfull_time[chosen] = np.bincount(pr, weights=np.where(full, d, 0.0), minlength=m)[chosen - lo]
-        pfull_events[chosen] = np.bincount(pr[coll[rows] & full], minlength=m)[chosen - lo]
-    win = np.searchsorted(win_ts, pc.start_ns, side="right")
-    whole = win == np.searchsorted(win_ts, pc.end_ns, side="left")
-    mode = _effective_mode(win_ts, win_mode, live, pc.start_ns)
-    group = 2 * win + (mode == S.WINDOW_FULL)
+    # main thread's rows in a PPO run)
+    ptime, pfull_time, pfull_events = _piece_sums(
+        pc, np.flatnonzero(np.isin(pc.owner, keys)), dur, coll, full_row
+    )
+    whole, mode, group = _placed(win_ts, win_mode, live, pc.start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
+    # each class's pieces in order, from one sort (a radix sort of 16-bit ids where they fit): a
+    # comparison over every piece per class was most of the loop below; a class has one owner
+    n_class = int(pc.klass.max(initial=-1)) + 1
+    by_class = np.argsort(pc.klass.astype(np.int16) if n_class < _I16 else pc.klass, kind="stable")
+    edges = np.r_[0, np.cumsum(np.bincount(pc.klass, minlength=n_class))]
+    class_owner = np.empty(n_class, pc.owner.dtype)
+    class_owner[pc.klass] = pc.owner
     out: dict[int, PieceEstimate] = {}
     for key in keys:
         removed = var = time = 0.0
@@ -531,21 +701,23 @@ def piece_estimates(
         counts = {"windows": 0, "unpaired": 0, "not compared": 0}
         piece_factor = np.ones(npc)
         compared = np.zeros(npc, bool)
-        for c in np.unique(pc.klass[pc.owner == key]).tolist():
-            mine = pc.klass == c
+        for c in np.flatnonzero(class_owner == key).tolist():
+            mine = by_class[edges[c] : edges[c + 1]]  # its pieces, ascending
             c_full_time = float(pfull_time[mine].sum())
             if c_full_time <= 0 or not pfull_events[mine].any():
                 continue
-            sel = np.flatnonzero(mine & whole)
+            sel = mine[whole[mine]]
             v, m, g = ptime[sel], mode[sel], group[sel]
             n_full, n_light = int(is_full[sel].sum()), int((~is_full[sel]).sum())
             full_g, full_med, refs = paired_windows(g, m, v)
-            full_groups = group[np.flatnonzero(mine & is_full)]
+            full_groups = group[mine[is_full[mine]]]
             if len(full_g) >= MIN_PAIRS and min(n_full, n_light) >= min_instances:
                 got, sigma = paired_excess(full_med, refs, full_g, full_groups, c_full_time)
                 counts["windows"] += 1
             elif min(n_full, n_light) >= min_instances:
-                warm = warm_instances(sel, mine, pc.start_ns, is_full[sel])
+                named = np.zeros(npc, bool)
+                named[mine] = True
+                warm = warm_instances(sel, named, pc.start_ns, is_full[sel])
                 got, sigma = unpaired_excess(v[warm], g[warm], m[warm], len(full_groups), c_full_time)
                 counts["unpaired"] += 1
             else:
@@ -556,7 +728,7 @@ def piece_estimates(
             time += c_full_time
             events += int(pfull_events[mine].sum())
             piece_factor[mine] = 1.0 - got / c_full_time
-            compared |= mine
+            compared[mine] = True
         if counts["windows"] + counts["unpaired"] == 0:
             continue
         out[key] = PieceEstimate(
@@ -777,7 +949,13 @@ def _group_medians(g: np.ndarray, v: np.ndarray, starts: np.ndarray, count: np.n
     v = np.asarray(v, np.float64)
     if np.isnan(v).any():  # np.median's NaN rule: leave those to it
         return np.array([np.median(chunk) for chunk in np.split(v, starts[1:])])
-    s = v[np.lexsort((v, g))]
+    fn = native.function("windows_group_middles", native.N, native.I64, native.I64, native.F64, native.F64)
+    if fn is None or starts.dtype != np.int64 or count.dtype != np.int64:
+        s = v[np.lexsort((v, g))]
+    else:  # in C, each group's two middle values of that sort only, in their places in a copy
+        v = np.ascontiguousarray(v)
+        s = v.copy()
+        fn(len(starts), starts, count, v, s)
     lo, hi = starts + (count - 1) // 2, starts + count // 2
     return (s[lo] + s[hi]) / 2.0
 

@@ -1,0 +1,175 @@
+/* The breakdown's loops (rlscope/analysis/breakdown.py and noise.py): the sums over a timeline's
+ * counted rows, those of positive duration whose pair (RowGroups.row_pair) is >= 0, and over its
+ * operation instances for the noise of each sum. A row is on the main thread when it lies in
+ * [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are grouped by thread). */
+#include <stdint.h>
+
+/* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
+ * and, where its pair is an operation's (is_op), to inst_cat[op * ncat + cat]. Every value is a whole
+ * number of ns, so the sums are exact in any order, as the numpy version's bincounts per block are.
+ * With full (with_full: 1; else an empty array, as full_sums), also the duration times the row's share
+ * in full windows added to full_sums at the sums' cell, in row order (the products are fractions of a
+ * ns: the additions are those np.add.at makes in _full_window_sums). Returns whether a counted row is
+ * off the main thread (CountedSums.off_main). */
+int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
+                               const int8_t *cat, const int32_t *op, int64_t main_lo, int64_t main_hi,
+                               const uint8_t *is_op, int64_t ncat, double *sums, double *inst_cat,
+                               int64_t with_full, const double *full, double *full_sums) {
+    int64_t off_main = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t d = seg_end[i] - ts[i];
+        int32_t pair = row_pair[i];
+        if (d <= 0 || pair < 0)
+            continue;
+        int64_t main = i >= main_lo && i < main_hi;
+        off_main |= !main;
+        int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
+        double w = (double)d;
+        sums[cell] += w;
+        if (is_op[pair] && op[i] >= 0)  /* op >= 0 in an operation's pair: kept in bounds regardless */
+            inst_cat[(int64_t)op[i] * ncat + cat[i]] += w;
+        if (with_full)
+            full_sums[cell] += w * full[i];
+    }
+    return off_main;
+}
+
+/* The noise's per-instance passes (rlscope/analysis/noise.py, _moments): over the instances whose
+ * group is >= 0 (x: n_inst by ncol, row-major), those in the spread (spread) and those left out.
+ * Writes, per group and column: mean, the spread instances' mean (their sum in instance order over
+ * n, the count in the spread: np.bincount then np.divide); ss, their squared deviations from it;
+ * excess, what each instance left out is above it, floored at 0 (np.maximum keeps a NaN); and per
+ * batch-means block (max_blocks a group: each spread instance's rank in its group by time, from
+ * order, the spread instances sorted by (group, time), times the group's blocks over n), its sum
+ * (bsum) and instances (size). Every sum in instance order, as numpy's bincounts over the gathered
+ * instances make them. key: scratch, one per instance. mean, ss, excess, bsum, size: zeroed. */
+void breakdown_noise_moments(int64_t n_inst, int64_t ncol, const int64_t *group, const uint8_t *spread,
+                             const double *x, int64_t m, const int64_t *order, int64_t n_groups, const double *n,
+                             const int64_t *blocks, int64_t max_blocks, double *mean, double *ss, double *excess,
+                             int64_t *key, double *bsum, double *size) {
+    for (int64_t i = 0; i < n_inst; i++) {
+        if (group[i] < 0 || !spread[i])
+            continue;
+        const double *row = x + i * ncol;
+        double *cell = mean + group[i] * ncol;
+        for (int64_t c = 0; c < ncol; c++)
+            cell[c] += row[c];
+    }
+    for (int64_t g = 0; g < n_groups; g++)
+        for (int64_t c = 0; c < ncol; c++)
+            mean[g * ncol + c] = n[g] > 0 ? mean[g * ncol + c] / n[g] : 0.0;
+    for (int64_t i = 0; i < n_inst; i++) {
+        if (group[i] < 0)
+            continue;
+        const double *row = x + i * ncol, *mu = mean + group[i] * ncol;
+        double *cell = (spread[i] ? ss : excess) + group[i] * ncol;
+        for (int64_t c = 0; c < ncol; c++) {
+            double d = row[c] - mu[c];
+            cell[c] += spread[i] ? d * d : (d >= 0.0 || d != d) ? d : 0.0;
+        }
+    }
+    for (int64_t i = 0; i < n_inst; i++)
+        key[i] = -1;
+    for (int64_t k = 0, first = 0; k < m; k++) {
+        int64_t i = order[k], g = group[i];
+        if (k > 0 && g != group[order[k - 1]])
+            first = k;
+        int64_t nb = blocks[g];
+        if (nb >= 2)
+            key[i] = g * max_blocks + (k - first) * nb / (int64_t)(n[g] > 1.0 ? n[g] : 1.0);
+    }
+    for (int64_t i = 0; i < n_inst; i++) {
+        if (key[i] < 0)
+            continue;
+        const double *row = x + i * ncol;
+        double *cell = bsum + key[i] * ncol;
+        size[key[i]] += 1.0;
+        for (int64_t c = 0; c < ncol; c++)
+            cell[c] += row[c];
+    }
+}
+
+/* Per group and column: whether a row of the group has a nonzero value there (out, (groups, ncol),
+ * zeroed by the caller): np.bincount(g, weights=x[:, c] != 0) > 0 per column. */
+void breakdown_group_nonzero(int64_t m, int64_t ncol, const int64_t *g, const double *x, uint8_t *out) {
+    for (int64_t i = 0; i < m; i++) {
+        if (g[i] < 0)
+            continue;
+        const double *row = x + i * ncol;
+        uint8_t *cell = out + g[i] * ncol;
+        for (int64_t c = 0; c < ncol; c++)
+            cell[c] |= row[c] != 0.0;
+    }
+}
+
+/* _noise's exclusive columns of each operation instance: x[i, 2 + j] = inst_cat[i, cats[j]] for the
+ * n_cpu categories cats, x[i, 1] their sum (x: n_inst by ncol, row-major). Whole ns, so the sum is
+ * exact in any order, as numpy's x[:, 2:2 + n_cpu].sum(axis=1) is. */
+void breakdown_exclusive_columns(int64_t n_inst, int64_t ncat, const double *inst_cat, int64_t n_cpu,
+                                 const int64_t *cats, int64_t ncol, double *x) {
+    for (int64_t i = 0; i < n_inst; i++) {
+        const double *in = inst_cat + i * ncat;
+        double *row = x + i * ncol, sum = 0.0;
+        for (int64_t j = 0; j < n_cpu; j++) {
+            row[2 + j] = in[cats[j]];
+            sum += in[cats[j]];
+        }
+        row[1] = sum;
+    }
+}
+
+/* breakdown_timeline's CPU segments for the overlap sweep: the counted rows whose pair is chosen,
+ * each as (group[pair], ts, seg_end), in row order, those of one thread (thread_starts: each
+ * thread's first row, ascending) and group that touch (one begins where the one before ends) joined
+ * into one: _counted_rows, then merge_adjacent by group and thread. Writes the first cap segments to
+ * out_*; returns how many there are (the caller asks again with room for all where that is more). */
+int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
+                                  const int64_t *thread_starts, int64_t n_threads, const uint8_t *chosen,
+                                  const int64_t *group, int64_t *out_g, int64_t *out_start, int64_t *out_end,
+                                  int64_t cap) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < n_threads; t++) {
+        int64_t lo = thread_starts[t], hi = t + 1 < n_threads ? thread_starts[t + 1] : n;
+        int64_t last_g = -1, last_end = 0, any = 0;  /* the thread's last segment */
+        for (int64_t i = lo; i < hi; i++) {
+            int32_t pair = row_pair[i];
+            if (seg_end[i] <= ts[i] || pair < 0 || !chosen[pair])
+                continue;
+            int64_t g = group[pair];
+            if (any && ts[i] == last_end && g == last_g) {
+                if (count <= cap)
+                    out_end[count - 1] = seg_end[i];
+            } else {
+                if (count < cap) {
+                    out_g[count] = g;
+                    out_start[count] = ts[i];
+                    out_end[count] = seg_end[i];
+                }
+                count++;
+                any = 1;
+                last_g = g;
+            }
+            last_end = seg_end[i];
+        }
+    }
+    return count;
+}
+
+/* _threads_per_pair: per pair, on how many threads (thread_starts, as above) its counted rows are.
+ * out: zeroed; seen: scratch, one byte per pair. */
+void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
+                                const int64_t *thread_starts, int64_t n_threads, int64_t n_pairs, int64_t *out,
+                                uint8_t *seen) {
+    for (int64_t t = 0; t < n_threads; t++) {
+        int64_t lo = thread_starts[t], hi = t + 1 < n_threads ? thread_starts[t + 1] : n;
+        for (int64_t p = 0; p < n_pairs; p++)
+            seen[p] = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            int32_t pair = row_pair[i];
+            if (seg_end[i] <= ts[i] || pair < 0 || seen[pair])
+                continue;
+            seen[pair] = 1;
+            out[pair]++;
+        }
+    }
+}

@@ -1,0 +1,319 @@
+/* The residual overhead correction's row loops (rlscope/overhead/correct/residual.py and
+ * module_calls.py), each one pass over the rows where the numpy version makes several. Floats are
+ * added in the order numpy adds them (np.bincount and np.cumsum: one after another in row order),
+ * and rounded as np.rint does (half to even), so both give the same bits. */
+#include <math.h>
+#include <stdint.h>
+
+/* np.rint, as a whole number's int64: round half to even, as nearbyint does under the default
+ * rounding mode, without a call into libm per value. Below 2**52 adding 2**52 leaves no fraction
+ * (rounded by the addition itself, half to even), and taking it away again is exact; from 2**52 up
+ * every double is whole already. */
+static inline int64_t rint_i64(double x) {
+    const double whole = 4503599627370496.0; /* 2**52 */
+    if (!(fabs(x) < whole)) return (int64_t)x;
+    return (int64_t)(x >= 0 ? (x + whole) - whole : (x - whole) + whole);
+}
+
+/* np.minimum of two doubles: NaN when either is, else the smaller (the second when they are equal) */
+static inline double min_nan(double a, double b) { return (a < b || isnan(a)) ? a : b; }
+
+/* The cost one row pays before and after its timestamp, and its class: residual.correct_timeline's
+ * ``before_of[code]``, ``after_of[code]`` and ``paying`` per row, where ``code`` is the row's class
+ * (event_classes: by kind, a category row by its category, forced closes none) plus n_classes where
+ * the row opens. A scope or category boundary that measured its own cost (its packed ``cost`` value
+ * above 0: pre and post ns, schema.unpack_cost) with a calibrated dispatch (``half_d_in`` not NaN,
+ * residual.measured_rows) pays what it measured plus half that dispatch on each side instead
+ * (residual._planned's measured rows). The ``cost`` values are at the rows ``cost_rows`` (sorted, read
+ * through ``*j`` as the rows go by), or at every row where ``every_row``; n_cost 0: none. */
+typedef struct {
+    const int8_t *kind, *cat, *flags;
+    const int32_t *id;
+    const int8_t *kind_class;
+    const uint8_t *kind_opens;
+    int64_t n_kinds, n_classes, scope_class, category_class, backend_class;
+    int64_t backend_cat, profiler_cat, forced_flag;
+    const double *before_of, *after_of;
+    const uint8_t *pays;
+    int64_t n_cost, every_row;
+    const int64_t *cost_rows, *cost_values;
+    const double *half_d_in, *half_d_out;
+} RowCosts;
+
+static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *before, double *after, int *cls) {
+    uint8_t k = (uint8_t)c->kind[i];
+    int cl = k < c->n_kinds ? c->kind_class[k] : 0;
+    int opens = k < c->n_kinds ? c->kind_opens[k] : 0;
+    if (cl == c->category_class) {
+        if (c->id[i] == c->backend_cat)
+            cl = (int)c->backend_class;
+        else if (c->id[i] == c->profiler_cat)
+            cl = 0;
+    }
+    if (c->flags[i] & c->forced_flag) cl = 0;
+    *cls = cl;
+    int64_t v = 0;
+    if (c->every_row) {
+        if (c->n_cost) v = c->cost_values[i];
+    } else {
+        while (*j < c->n_cost && c->cost_rows[*j] < i) ++*j;
+        if (*j < c->n_cost && c->cost_rows[*j] == i) v = c->cost_values[*j];
+    }
+    if (v > 0 && (cl == c->scope_class || cl == c->category_class) && !isnan(c->half_d_in[cl])) {
+        double pre = (double)(v & 0xFFFFFFFF), post = (double)(v >> 32);
+        *before = pre + (opens ? c->half_d_out[cl] : c->half_d_in[cl]);
+        *after = post + (opens ? c->half_d_in[cl] : c->half_d_out[cl]);
+        return 1;
+    }
+    int code = cl + opens * (int)c->n_classes;
+    if (!c->pays[code]) return 0;
+    *before = c->before_of[code];
+    *after = c->after_of[code];
+    return 1;
+}
+
+/* residual.correct_timeline's planned removal, up to _place's first step, in one pass:
+ * ``dur`` (the segments' lengths, Timeline.float_duration); ``planned[i]`` = row i's cost after its
+ * timestamp, plus the next row's before it where that row is on the same thread, plus ``mem[i]`` and
+ * ``mods[i]`` where given (n_mem, n_mods = n), in that order; the whole segment for a ``profiler`` row
+ * (the ``rlscope`` category off the writer's threads, written here); ``removal`` = np.minimum(planned,
+ * dur); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows. Returns the
+ * number of rows whose planned removal does not fit (not planned <= dur): _place's neighbours. */
+int64_t residual_planned(
+    int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
+    const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
+    const int8_t *kind_class, const uint8_t *kind_opens, int64_t n_kinds, int64_t n_classes,
+    int64_t scope_class, int64_t category_class, int64_t backend_class, int64_t backend_cat,
+    int64_t profiler_cat, int64_t forced_flag, const double *before_of, const double *after_of,
+    const uint8_t *pays, int64_t n_cost, int64_t every_row, const int64_t *cost_rows,
+    const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
+    const double *mem, int64_t n_mods, const double *mods, double *dur, double *planned, double *removal,
+    uint8_t *profiler, double *per_class) {
+    RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
+                  category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
+                  after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
+    int64_t j = 0, over = 0;
+    double b0 = 0.0, a0 = 0.0, b1 = 0.0, a1 = 0.0;
+    int cls0 = 0, cls1 = 0, run_cls = 0;
+    double run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
+    int pay0 = n > 0 ? row_costs(&c, 0, &j, &b0, &a0, &cls0) : 0, pay1 = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (i + 1 < n) pay1 = row_costs(&c, i + 1, &j, &b1, &a1, &cls1);
+        if (pay0) {
+            if (cls0 != run_cls) per_class[run_cls] = run, run_cls = cls0, run = per_class[cls0];
+            run += b0 + a0;
+        }
+        double p = pay0 ? a0 : 0.0;
+        if (i + 1 < n && pay1 && !last[i]) p += b1;
+        if (n_mem == n) p += mem[i];
+        if (n_mods == n) p += mods[i];
+        double d = (double)(seg_end[i] - ts[i]);
+        uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
+        if (prof) p = d;
+        dur[i] = d;
+        planned[i] = p;
+        profiler[i] = prof;
+        removal[i] = min_nan(p, d);
+        over += !(p <= d);
+        pay0 = pay1, b0 = b1, a0 = a1, cls0 = cls1;
+    }
+    per_class[run_cls] = run;
+    return over;
+}
+
+/* residual.correct_timeline's time left after the planned removal, and the flushes' stall bound
+ * over it: ``removal`` becomes dur - removal (np.subtract), ``bound`` np.minimum(bound, left), 0 on
+ * the writer's threads. Returns whether any bound is not 0 (bound.any()). */
+int64_t residual_bounded(int64_t n, const double *dur, double *removal, double *bound, const uint8_t *on_writer) {
+    int64_t any = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        double left = dur[i] - removal[i];
+        double b = on_writer[i] ? 0.0 : min_nan(bound[i], left);
+        removal[i] = left;
+        bound[i] = b;
+        any |= b != 0;
+    }
+    return any;
+}
+
+/* The stall taken: ``bound`` *= share, then ``left`` -= bound (share 1: bound as it is; x * 1 is x). */
+void residual_take_bound(int64_t n, double *left, double *bound, double share) {
+    for (int64_t i = 0; i < n; ++i) {
+        double b = bound[i] * share;
+        bound[i] = b;
+        left[i] -= b;
+    }
+}
+
+/* ``out[i]`` = ``values[i]`` where ``mask[i]``, else 0.0: np.where(mask, values, 0.0), for numpy to
+ * sum (pairwise) as it sums its own. */
+void residual_where(int64_t n, const uint8_t *mask, const double *values, double *out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? values[i] : 0.0;
+}
+
+/* ``values[~mask]`` written to the front of ``out``; returns their count (numpy then sums them). */
+int64_t residual_unmasked(int64_t n, const double *values, const uint8_t *mask, double *out) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; ++i)
+        if (!mask[i]) out[m++] = values[i];
+    return m;
+}
+
+/* The running sum of ``x`` (np.cumsum's: one addition after another, from x[0]) before each of
+ * ``rows`` (m of them, sorted): out[k] = np.cumsum(x)[rows[k] - 1], 0 for row 0. */
+void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out) {
+    double s = 0.0;
+    int64_t i = 0;
+    for (int64_t k = 0; k < m; ++k) {
+        for (; i < rows[k]; ++i) s = i == 0 ? x[0] : s + x[i];
+        out[k] = s;
+    }
+}
+
+/* residual.rebuild's per-thread pass: thread k's rows [first[k], first[k + 1]) start at rel0[k] plus
+ * the sum of the thread's new durations before each row, read off the running sum of ``new_dur``
+ * over every row (np.cumsum's, kept as it goes); ``ts`` and ``seg_end`` get each row's start and end,
+ * rounded (np.rint), plus ``start_ns``. */
+void residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
+                      const int64_t *first, const double *rel0, int64_t start_ns) {
+    double before = 0.0; /* the running sum before row i */
+    for (int64_t k = 0; k < n_threads; ++k) {
+        int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
+        double base = before, start = rel0[k];
+        for (int64_t i = a; i < b; ++i) {
+            double after = i == 0 ? new_dur[0] : before + new_dur[i];
+            double t = before - base;
+            t += start;
+            double e = t + new_dur[i];
+            ts[i] = rint_i64(t) + start_ns;
+            seg_end[i] = rint_i64(e) + start_ns;
+            before = after;
+        }
+    }
+}
+
+/* residual.correct_windows' durations: ``factor`` becomes the new ones (dur * factor), ``gone`` gets
+ * dur - new (for numpy's sum) and, where ``keep_ratio``, ``ratio`` new / dur (1 where dur is 0). */
+void residual_scale(int64_t n, const int64_t *ts, const int64_t *seg_end, double *factor, double *gone,
+                    int64_t keep_ratio, double *ratio) {
+    for (int64_t i = 0; i < n; ++i) {
+        double d = (double)(seg_end[i] - ts[i]);
+        double nd = d * factor[i];
+        factor[i] = nd;
+        gone[i] = d - nd;
+        if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
+    }
+}
+
+static inline int64_t wrap(int64_t i, int64_t len) { return i < 0 ? i + len : i; }
+
+/* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed
+ * instance (table[op] > 0, op -1 reading the last entry), their segment's length added to
+ * ``all_sum[op]`` and, where the interpreter ran (``not_python[cat]`` false), to ``python_sum[op]``.
+ * Sums of whole ns, exact in any order: a run of rows of one instance is summed as integers, then
+ * added. Returns the number of such rows. */
+int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const int64_t *ts,
+                             const int64_t *seg_end, const int8_t *cat, const uint8_t *not_python,
+                             const double *table, int64_t len, double *python_sum, double *all_sum) {
+    int64_t costed = 0, cur = -1, run_all = 0, run_python = 0;
+    for (int64_t i = a; i < b; ++i) {
+        int64_t o = wrap(op[i], len);
+        if (o != cur) {
+            if (cur >= 0) all_sum[cur] += (double)run_all, python_sum[cur] += (double)run_python;
+            cur = table[o] > 0 ? o : -1;
+            run_all = run_python = 0;
+        }
+        if (cur < 0) continue;
+        int64_t d = seg_end[i] - ts[i];
+        run_all += d;
+        if (!not_python[(uint8_t)cat[i]]) run_python += d;
+        ++costed;
+    }
+    if (cur >= 0) all_sum[cur] += (double)run_all, python_sum[cur] += (double)run_python;
+    return costed;
+}
+
+/* module_calls.planned's second pass over rows [a, b) of one thread: each row's share of its
+ * instance's cost, out[i] = (total[op] > 0 ? weight / total[op] : 0) * table[op], where the weight is
+ * the segment's length where the interpreter ran or the instance has no such segment, else 0. */
+void residual_module_spread(int64_t a, int64_t b, const int32_t *op, const int64_t *ts,
+                            const int64_t *seg_end, const int8_t *cat, const uint8_t *not_python,
+                            const uint8_t *has_python, const double *total, const double *table,
+                            int64_t len, double *out) {
+    for (int64_t i = a; i < b; ++i) {
+        int64_t o = wrap(op[i], len);
+        double d = (double)(seg_end[i] - ts[i]);
+        double w = d * (double)(!not_python[(uint8_t)cat[i]] || !has_python[o]);
+        double t = total[o];
+        w = t > 0 ? w / t : 0.0;
+        w *= table[o];
+        out[i] = w;
+    }
+}
+
+/* flush_stall.measure's figures per instance over rows [a, b) of one thread: ``excl[op]`` += the
+ * segment's length (Timeline.instance_time: sums of whole ns, exact in any order) and ``over[op]`` +=
+ * ``bound[i]`` where it is not 0 (np.bincount over those rows: one after another, in row order), for
+ * the rows inside an instance (0 <= op < n_inst). A run of rows of one instance is summed in
+ * registers (the same additions in the same order), not through memory at each row. */
+void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const int64_t *ts, const int64_t *seg_end,
+                            const double *bound, int64_t n_inst, double *excl, double *over) {
+    int64_t cur = -1, run_ns = 0;
+    double run_over = 0.0;
+    for (int64_t i = a; i < b; ++i) {
+        int64_t o = op[i];
+        if (o != cur) {
+            if (cur >= 0) excl[cur] += (double)run_ns, over[cur] = run_over;
+            cur = o >= 0 && o < n_inst ? o : -1;
+            run_ns = 0;
+            if (cur >= 0) run_over = over[cur];
+        }
+        if (cur < 0) continue;
+        run_ns += seg_end[i] - ts[i];
+        if (bound[i] != 0) run_over += bound[i];
+    }
+    if (cur >= 0) excl[cur] += (double)run_ns, over[cur] = run_over;
+}
+
+/* The first row of [lo, hi) whose time is after ``t`` (hi where none): np.searchsorted(side="right"). */
+static inline int64_t after_time(const int64_t *ts, int64_t lo, int64_t hi, int64_t t) {
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ts[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* residual.Correction.remap's lookups: each query, a raw time t[q] on the thread whose rows are
+ * [first[k], first[k + 1]) with k = block[q], takes the last of those rows starting at or before it
+ * (the numpy version's search of its (thread, time) keys); where there is one, the query moves to
+ * that row's corrected start plus the time into its raw segment (at most the segment) times the
+ * row's ``ratio``, rounded (np.rint); else it stays. A query after the previous one on the same
+ * thread is searched for from the previous one's row onward, in steps that double (launches come
+ * in time order, mostly): a few rows read in the CPU's cache instead of a search of the thread. */
+void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int64_t *first, const int64_t *ts,
+                    const int64_t *seg_end, const int64_t *new_ts, const double *ratio, int64_t *out) {
+    int64_t prev_k = -1, prev_p = 0, prev_t = 0;
+    for (int64_t q = 0; q < m; ++q) {
+        int64_t k = block[q], tq = t[q], a = first[k], b = first[k + 1], lo = a, hi = b;
+        if (k == prev_k && tq >= prev_t) { /* the row is at prev_p - 1 or later */
+            int64_t probe = prev_p, step = 1;
+            lo = prev_p;
+            while (probe < b && ts[probe] <= tq) lo = probe + 1, probe = lo + step, step <<= 1;
+            hi = probe < b ? probe : b;
+        }
+        int64_t p = after_time(ts, lo, hi, tq);
+        prev_k = k, prev_p = p, prev_t = tq;
+        int64_t row = p - 1;
+        if (row < a) {
+            out[q] = tq;
+            continue;
+        }
+        int64_t into = tq - ts[row], length = seg_end[row] - ts[row];
+        if (length < into) into = length;
+        out[q] = new_ts[row] + rint_i64((double)into * ratio[row]);
+    }
+}

@@ -1,0 +1,295 @@
+/* The timeline's row loops (rlscope/analysis/timeline.py): the merge of a process's events with the
+ * intervals recorded beside them, and the checks of their order. */
+#include <stdint.h>
+
+/* Whether intervals are in (thread, start) order: timeline._sorted_by_thread's comparison of each
+ * row with the next. Returns 1 or 0. */
+int64_t timeline_sorted_by_thread(int64_t n, const int64_t *thread, const int64_t *start) {
+    for (int64_t i = 0; i + 1 < n; i++) {
+        if (thread[i + 1] < thread[i] || (thread[i + 1] == thread[i] && start[i + 1] < start[i])) return 0;
+    }
+    return 1;
+}
+
+/* One source of added intervals: its rows are begin, end, begin, end... of intervals in (thread,
+ * start) order; ``name`` NULL: -1 on its rows. */
+typedef struct {
+    int64_t n;  /* rows: twice the intervals */
+    const int64_t *thread, *start, *end;
+    const int32_t *name;
+    int8_t begin_kind, end_kind;
+} source_t;
+
+static inline int64_t source_ts(const source_t *s, int64_t r) {
+    return (r & 1) ? s->end[r >> 1] : s->start[r >> 1];
+}
+
+/* Whether a row at (thread, ts) goes before one at (q_thread, q_ts): rows are in (thread, time)
+ * order, and at equal ones ``ties_first`` says (the earlier part's row goes first). */
+static inline int precedes(int64_t thread, int64_t ts, int64_t q_thread, int64_t q_ts, int ties_first) {
+    return thread < q_thread || (thread == q_thread && (ts < q_ts || (ts == q_ts && ties_first)));
+}
+
+#define MAX_SOURCES 3
+#define I32_FITS(v) ((v) >= INT32_MIN && (v) <= INT32_MAX)
+
+/* timeline._with_interval_rows's merge: the events (their rows ``ev`` of the columns, in (thread,
+ * time) order) and up to three sources of intervals (a, b, c; n 0: none) into one list of rows in
+ * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
+ * part's rows in their own order. Writes every row's ts, kind, name, thread and id (1 on an added
+ * row) and flags (0 on an added row), and where each event's row lands (``events_at``).
+ *
+ * Returns the rows written; -1 where a source's rows of a thread are not in time order (overlapping
+ * intervals: the numpy merge sorts them), -2 where a thread or an event's id does not fit the int32
+ * output (numpy keeps them int64). */
+int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
+                       const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
+                       const int8_t *ev_flags,
+                       /* the sources: intervals, kinds, whether named */
+                       int64_t na, const int64_t *a_thread, const int64_t *a_start, const int64_t *a_end,
+                       const int32_t *a_name, int64_t a_named, int64_t a_begin, int64_t a_end_kind,
+                       int64_t nb, const int64_t *b_thread, const int64_t *b_start, const int64_t *b_end,
+                       const int32_t *b_name, int64_t b_named, int64_t b_begin, int64_t b_end_kind,
+                       int64_t nc, const int64_t *c_thread, const int64_t *c_start, const int64_t *c_end,
+                       const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
+                       /* out */
+                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
+                       int64_t *events_at) {
+    source_t src[MAX_SOURCES] = {
+        {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind},
+        {2 * nb, b_thread, b_start, b_end, b_named ? b_name : 0, (int8_t)b_begin, (int8_t)b_end_kind},
+        {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind},
+    };
+    int64_t at[MAX_SOURCES] = {0, 0, 0};
+    /* each part's next row's (thread, ts): part 0 the events, 1 + s source s */
+    int64_t cur_thread[1 + MAX_SOURCES], cur_ts[1 + MAX_SOURCES];
+    int64_t e = 0, total = n_ev;
+    for (int s = 0; s < MAX_SOURCES; s++) total += src[s].n;
+    if (n_ev > 0) cur_thread[0] = ev_thread[ev[0]], cur_ts[0] = ev_ts[ev[0]];
+    for (int s = 0; s < MAX_SOURCES; s++) {
+        if (src[s].n > 0) cur_thread[1 + s] = src[s].thread[0], cur_ts[1 + s] = src[s].start[0];
+    }
+    int64_t i = 0;
+    while (i < total) {
+        /* the part whose next row is first (p) and the one whose next row follows (q): p's rows go
+         * out until one comes after q's next row */
+        int p = -1, q = -1;
+        for (int k = 0; k <= MAX_SOURCES; k++) {
+            if (k == 0 ? e >= n_ev : at[k - 1] >= src[k - 1].n) continue;
+            if (p < 0 || precedes(cur_thread[k], cur_ts[k], cur_thread[p], cur_ts[p], k < p)) {
+                q = p, p = k;
+            } else if (q < 0 || precedes(cur_thread[k], cur_ts[k], cur_thread[q], cur_ts[q], k < q)) {
+                q = k;
+            }
+        }
+        int64_t q_thread = q < 0 ? INT64_MAX : cur_thread[q], q_ts = q < 0 ? INT64_MAX : cur_ts[q];
+        int ties_first = q < 0 || p < q; /* at p's row equal to q's: p's goes first */
+        if (p == 0) {
+            for (;;) {
+                int64_t r = ev[e], th = cur_thread[0], v = ev_id[r];
+                if (!I32_FITS(th) || !I32_FITS(v)) return -2;
+                ts[i] = cur_ts[0], thread[i] = (int32_t)th;
+                kind[i] = ev_kind[r], name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
+                events_at[e++] = i++;
+                if (e >= n_ev) break;
+                cur_thread[0] = ev_thread[ev[e]], cur_ts[0] = ev_ts[ev[e]];
+                if (!precedes(cur_thread[0], cur_ts[0], q_thread, q_ts, ties_first)) break;
+            }
+        } else {
+            source_t *s = &src[p - 1];
+            int64_t r = at[p - 1], th = cur_thread[p], t_now = cur_ts[p];
+            for (;;) {
+                if (!I32_FITS(th)) return -2;
+                ts[i] = t_now, thread[i] = (int32_t)th;
+                kind[i] = (r & 1) ? s->end_kind : s->begin_kind;
+                name[i] = s->name ? s->name[r >> 1] : -1;
+                id[i] = 1, flags[i] = 0;
+                i++, r++;
+                if (r >= s->n) break;
+                int64_t t_next = s->thread[r >> 1], ts_next = source_ts(s, r);
+                if (t_next == th && ts_next < t_now) return -1;
+                th = t_next, t_now = ts_next;
+                if (!precedes(th, t_now, q_thread, q_ts, ties_first)) break;
+            }
+            at[p - 1] = r, cur_thread[p] = th, cur_ts[p] = t_now;
+        }
+    }
+    return total;
+}
+
+/* The state after each row, forward-filled along its thread: rlscope.trace.states.state_after_rows.
+ * ``rows`` (sorted) change the state to ``values``; each thread's first row (``starts``, sorted)
+ * and row 0 restart at ``dflt`` unless they change it themselves. A run of rows between two marks
+ * is one value written out, as numpy's repeat of the held values. */
+#define FILL(NAME, T)                                                                                     \
+    void NAME(int64_t n, int64_t n_starts, const int64_t *starts, int64_t n_rows, const int64_t *rows,   \
+              const T *values, int64_t dflt, T *out) {                                                    \
+        int64_t i = 0, j = 0, k = 0;                                                                      \
+        T cur = (T)dflt;                                                                                  \
+        while (i < n) {                                                                                   \
+            while (k < n_starts && starts[k] <= i) {                                                      \
+                if (starts[k++] == i) cur = (T)dflt;                                                      \
+            }                                                                                             \
+            while (j < n_rows && rows[j] <= i) {                                                          \
+                if (rows[j] == i) cur = values[j];                                                        \
+                j++;                                                                                      \
+            }                                                                                             \
+            int64_t next = n;                                                                             \
+            if (k < n_starts && starts[k] < next) next = starts[k];                                       \
+            if (j < n_rows && rows[j] < next) next = rows[j];                                             \
+            for (; i < next; i++) out[i] = cur;                                                           \
+        }                                                                                                 \
+    }
+FILL(timeline_fill_i8, int8_t)
+FILL(timeline_fill_i16, int16_t)
+FILL(timeline_fill_i32, int32_t)
+FILL(timeline_fill_i64, int64_t)
+
+/* timeline._inside and its np.putmask: per row a running count of ``begin`` rows less ``end`` rows
+ * (int8, wrapping as numpy's cumsum of that type), and ``cat`` set to ``code`` where the count is 1
+ * and ``cat`` is not ``keep`` (rlscope's own work stays rlscope's). */
+void timeline_mark_inside(int64_t n, const int8_t *kind, int64_t begin, int64_t end, int8_t *cat,
+                          int64_t code, int64_t keep) {
+    uint8_t count = 0;
+    for (int64_t i = 0; i < n; i++) {
+        count = (uint8_t)(count + (kind[i] == begin) - (kind[i] == end));
+        if (count == 1 && cat[i] != keep) cat[i] = (int8_t)code;
+    }
+}
+
+/* timeline.RowValues.at for ``rows`` in order: the value kept at each row (``at_rows`` sorted, their
+ * ``values``), 0 at a row not kept; one search moving forward through ``at_rows`` (in steps that
+ * double, then halving: a few reads where the rows are dense, a binary search's where they are
+ * few), where numpy searches each row from scratch. Returns 0, or -1 where ``rows`` are not in
+ * order (numpy searches them). */
+int64_t timeline_values_at(int64_t n_at, const int64_t *at_rows, const int64_t *values, int64_t n,
+                           const int64_t *rows, int64_t *out) {
+    int64_t j = 0; /* at_rows before j are below the current row */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = rows[i];
+        if (i > 0 && r < rows[i - 1]) return -1;
+        if (j < n_at && at_rows[j] < r) {
+            int64_t lo = j + 1, step = 1, probe = j + 1;
+            while (probe < n_at && at_rows[probe] < r) {
+                lo = probe + 1, step *= 2, probe = j + step;
+            }
+            int64_t hi = probe < n_at ? probe : n_at;
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (at_rows[mid] < r) lo = mid + 1;
+                else hi = mid;
+            }
+            j = lo;
+        }
+        out[i] = (j < n_at && at_rows[j] == r) ? values[j] : 0;
+    }
+    return 0;
+}
+
+/* How many rows have a kind marked in ``table`` (indexed by the kind's byte, a negative kind from the
+ * end as numpy's take reads it); timeline_kind_rows writes them. */
+int64_t timeline_count_kinds(int64_t n, const int8_t *kind, const uint8_t *table) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; i++) count += table[(uint8_t)kind[i]];
+    return count;
+}
+
+/* The rows whose kind is marked in ``table``, in order: np.flatnonzero(take(table, kind)). */
+void timeline_kind_rows(int64_t n, const int8_t *kind, const uint8_t *table, int64_t *out) {
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (table[(uint8_t)kind[i]]) out[j++] = i;
+    }
+}
+
+/* Each segment's end: the next row's time on its thread, and at each thread's last row (the row
+ * before each of ``starts``, each thread's first row, and the last row) the later of ``end_ns`` and
+ * its own time: build_timeline's shifted copy of ``ts`` and its maximum at the last rows. */
+void timeline_seg_end(int64_t n, const int64_t *ts, int64_t n_starts, const int64_t *starts, int64_t end_ns,
+                      int64_t *seg_end) {
+    for (int64_t i = 0; i + 1 < n; i++) seg_end[i] = ts[i + 1];
+    for (int64_t k = 0; k <= n_starts; k++) {
+        int64_t last = k < n_starts ? starts[k] - 1 : n - 1;
+        if (last >= 0) seg_end[last] = ts[last] > end_ns ? ts[last] : end_ns;
+    }
+}
+
+/* Timeline.instance_time over rows [a, b): per instance (``op`` + 1 indexes ``out``, 0 for none), the
+ * time of its runs of rows, a run being rows of one instance each ending where the next begins, its
+ * time its last end less its first start; added as doubles in the runs' order, as np.bincount with
+ * weights adds them. ``out`` (``n_out`` entries) starts at zero. Returns 0, or -1 where an instance
+ * falls outside ``out`` (numpy's bincount grows its table). */
+int64_t timeline_instance_time(int64_t a, int64_t b, const int64_t *ts, const int64_t *seg_end,
+                               const int32_t *op, int64_t n_out, double *out) {
+    int64_t start = a;
+    for (int64_t i = a + 1; i <= b; i++) {
+        if (i == b || op[i] != op[i - 1] || seg_end[i - 1] != ts[i]) {
+            int64_t k = (int64_t)op[start] + 1;
+            if (k < 0 || k >= n_out) return -1;
+            out[k] += (double)(seg_end[i - 1] - ts[start]);
+            start = i;
+        }
+    }
+    return 0;
+}
+
+/* timeline.backend_intervals for intervals already in (thread, start) order: each start and end
+ * clipped to [lo, hi] (np.clip: the larger of the value and lo, then the smaller of that and hi),
+ * and an interval's end cut where the next one on its thread starts. Returns how many intervals are
+ * left longer than zero (the others are left out), or -1 where the clipped intervals are not in
+ * (thread, start) order (numpy sorts them). */
+int64_t timeline_backend_intervals(int64_t n, const int64_t *start, const int64_t *end, const int64_t *thread,
+                                   int64_t lo, int64_t hi, int64_t *s_out, int64_t *e_out) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = start[i] > lo ? start[i] : lo, e = end[i] > lo ? end[i] : lo;
+        s = s < hi ? s : hi, e = e < hi ? e : hi;
+        s_out[i] = s, e_out[i] = e;
+        if (i > 0) {
+            if (thread[i] < thread[i - 1] || (thread[i] == thread[i - 1] && s < s_out[i - 1])) return -1;
+            if (thread[i] == thread[i - 1] && s < e_out[i - 1]) e_out[i - 1] = s;
+            kept += e_out[i - 1] > s_out[i - 1];
+        }
+    }
+    if (n > 0) kept += e_out[n - 1] > s_out[n - 1];
+    return kept;
+}
+
+/* Whether ``ts`` rises (or stays) along each block of rows ``[starts[k], starts[k + 1])`` (a thread's
+ * rows), ``starts`` ending with the row count: 1 or 0. */
+int64_t timeline_sorted_in_blocks(int64_t n_blocks, const int64_t *starts, const int64_t *ts) {
+    for (int64_t k = 0; k < n_blocks; k++) {
+        for (int64_t i = starts[k] + 1; i < starts[k + 1]; i++) {
+            if (ts[i] < ts[i - 1]) return 0;
+        }
+    }
+    return 1;
+}
+
+/* gpu.state_at: per query (thread, ts), the operation and phase instance innermost on that thread at
+ * that time, i.e. the state after the thread's last row at or before ts; -1 where the thread is not
+ * on the timeline or has no row by then. The timeline's rows are ``n_blocks`` blocks, block k the
+ * rows ``[starts[k], starts[k + 1])`` of thread ``block_thread[k]`` (ascending), each in time order:
+ * the same rows as numpy's search of (thread, time) keys over every row finds, by a search of the
+ * query's thread's block alone. */
+void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int64_t *starts,
+                       const int64_t *ts, const int32_t *op, const int32_t *phase, int64_t n_q,
+                       const int64_t *q_thread, const int64_t *q_ts, int64_t *op_out, int64_t *phase_out) {
+    for (int64_t q = 0; q < n_q; q++) {
+        op_out[q] = -1, phase_out[q] = -1;
+        int64_t lo = 0, hi = n_blocks; /* the block of the query's thread */
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (block_thread[mid] < q_thread[q]) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == n_blocks || block_thread[lo] != q_thread[q]) continue;
+        int64_t a = starts[lo], b = starts[lo + 1];
+        while (a < b) { /* the first row after ts */
+            int64_t mid = a + (b - a) / 2;
+            if (ts[mid] <= q_ts[q]) a = mid + 1;
+            else b = mid;
+        }
+        if (a > starts[lo]) op_out[q] = op[a - 1], phase_out[q] = phase[a - 1];
+    }
+}

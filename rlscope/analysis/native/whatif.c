@@ -1,0 +1,368 @@
+/* The what-if's passes over a main thread's rows and runs (rlscope/analysis/whatif.py): each one
+ * loop where numpy makes a chain of full-length temporaries, to numpy's bits. The times summed per
+ * key are whole ns, summed here in integers: numpy sums them in doubles, to the same integer where
+ * every partial sum is a whole number below 2**53, which each loop shows (KeySums) or hands back. A
+ * function that meets input its numpy version would read otherwise (times out of order, a key
+ * outside its table, a stretch of 2**53 ns) returns -1: the numpy version then runs. */
+#include <stdint.h>
+#include <stdlib.h>
+
+/* whatif.py _main_runs, over every row at once: the runs of one code (inst_code[op] + cat; a parent's
+ * also of one instance) as (start, code, instance), and each run of one instance's start; times
+ * clamped to end, the first one start. counts: (runs, instance runs). op -1 reads inst_code's last
+ * entry, as numpy's index does. Returns -1 for an op outside inst_code. */
+int64_t whatif_main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
+                         const int64_t *inst_code, int64_t n_code, int64_t start, int64_t end,
+                         int64_t is_parent, int64_t *run_t, int64_t *run_code, int32_t *run_inst,
+                         int64_t *inst_t, int64_t *counts) {
+    int64_t k = 0, j = 0, prev_code = 0;
+    int32_t prev_op = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t o = op[i] < 0 ? op[i] + n_code : op[i];
+        if (o < 0 || o >= n_code) return -1;
+        int64_t code = inst_code[o] + cat[i];
+        int64_t new_op = i == 0 || op[i] != prev_op;
+        int64_t t = ts[i] < end ? ts[i] : end;
+        /* written at every row, kept (k moved on) where a run begins: no branch to mispredict */
+        run_t[k] = t;
+        run_code[k] = code;
+        run_inst[k] = op[i];
+        k += i == 0 || code != prev_code || (is_parent && new_op);
+        inst_t[j] = t;
+        j += new_op;
+        prev_code = code;
+        prev_op = op[i];
+    }
+    if (n > 0) run_t[0] = inst_t[0] = start;
+    counts[0] = k;
+    counts[1] = j;
+    return 0;
+}
+
+/* whatif.py _key_index: the codes present among both columns (present[code] = 1), each code's key
+ * (1 + its rank among them: np.cumsum(present)) into lut, and each row's key. Returns the number of
+ * codes present, -1 for a code outside [0, size). */
+int64_t whatif_key_index(const int64_t *a, int64_t na, const int64_t *b, int64_t nb, uint8_t *present,
+                         int32_t *lut, int64_t size, int32_t *a_key, int32_t *b_key) {
+    for (int64_t i = 0; i < na; i++) {
+        if (a[i] < 0 || a[i] >= size) return -1;
+        present[a[i]] = 1;
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        if (b[i] < 0 || b[i] >= size) return -1;
+        present[b[i]] = 1;
+    }
+    int32_t rank = 0;
+    for (int64_t c = 0; c < size; c++) {
+        rank += present[c];
+        lut[c] = rank;
+    }
+    for (int64_t i = 0; i < na; i++) a_key[i] = lut[a[i]];
+    for (int64_t i = 0; i < nb; i++) b_key[i] = lut[b[i]];
+    return rank;
+}
+
+/* whatif.py process_inputs's idle flips: t[i] of each run i >= 1 whose idle[key] differs from the run
+ * before's, as run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1] of idle = idle_key[run_key]. Returns
+ * their number, -1 for a key outside idle. */
+int64_t whatif_flips(const int64_t *t, const int32_t *key, int64_t n, const uint8_t *idle, int64_t nkeys,
+                     int64_t *out) {
+    if (n == 0) return 0;
+    if (key[0] < 0 || key[0] >= nkeys) return -1;
+    int64_t m = 0;
+    uint8_t before = idle[key[0]];
+    for (int64_t i = 1; i < n; i++) {
+        if (key[i] < 0 || key[i] >= nkeys) return -1;
+        uint8_t now = idle[key[i]];
+        out[m] = t[i];  /* out has n - 1 places, m < i: kept where it flips, no branch to mispredict */
+        m += now != before;
+        before = now;
+    }
+    return m;
+}
+
+/* Per-key sums of a stretch's parts (its runs clipped to it), in whole ns, the keys touched listed
+ * (seen marks them). numpy sums them in doubles, in its order; the same integer: each part is >= 0
+ * (the runs in order) and a stretch's parts total its length, below 2**53 (checked), so every partial
+ * sum is a whole number a double holds exactly, in any order. */
+typedef struct {
+    int64_t *sum;
+    int32_t *touched;
+    uint8_t *seen;
+    int64_t nkeys;
+} KeySums;
+
+#define LONGEST ((int64_t)1 << 53) /* a stretch's length from which sums are no longer shown exact */
+
+static int key_sums_open(KeySums *ks, int64_t nkeys) {
+    ks->nkeys = nkeys;
+    ks->sum = calloc((size_t)nkeys + 1, sizeof(int64_t));
+    ks->touched = calloc((size_t)nkeys + 1, sizeof(int32_t));
+    ks->seen = calloc((size_t)nkeys + 1, 1);
+    return ks->sum && ks->touched && ks->seen;
+}
+
+static void key_sums_close(KeySums *ks) {
+    free(ks->sum);
+    free(ks->touched);
+    free(ks->seen);
+}
+
+/* Key k's ns as _key_sums keeps them (a sum above 0; 0: none kept), its sum reset. */
+static int64_t key_sums_take(KeySums *ks, int32_t k) {
+    int64_t ns = ks->sum[k];
+    ks->sum[k] = 0;
+    ks->seen[k] = 0;
+    return ns > 0 ? ns : 0;
+}
+
+/* The touched keys (seen marks them) in key order: insertion-sorted where they are few, else read
+ * off the table. */
+static void sort_touched(int32_t *k, const uint8_t *seen, int64_t nkeys, int64_t nt) {
+    if (nt * nt > nkeys) {
+        int64_t j = 0;
+        for (int32_t c = 0; c < nkeys; c++)
+            if (seen[c]) k[j++] = c;
+        return;
+    }
+    for (int64_t a = 1; a < nt; a++) {
+        int32_t v = k[a];
+        int64_t z = a - 1;
+        for (; z >= 0 && k[z] > v; z--) k[z + 1] = k[z];
+        k[z + 1] = v;
+    }
+}
+
+/* Elastic intervals [lo[j], hi[j]) (lo sorted) and the last one seen: a part's start is in one where
+ * it lies in the last one starting at or before it (as _within finds it); the starts only grow. */
+typedef struct {
+    const int64_t *lo, *hi;
+    int64_t n, at;
+} Elastic;
+
+/* The parts of the runs starting at t (the last lasting to end) from run r on (t[r] <= lo) that start
+ * before hi, clipped to [lo, hi), added to their keys' sums (ELASTIC, 0, for a part starting in an
+ * elastic interval); *nt: the keys touched so far. Returns the first run starting at or after hi
+ * (or n). *bad: set where a run starts before the one before it (every run up to the one returned
+ * is compared with the one before it) or a key is outside [0, nkeys). */
+static inline int64_t key_sums_parts(KeySums *ks, const int64_t *t, const int32_t *key, int64_t n,
+                                     int64_t end, int64_t r, int64_t lo, int64_t hi, Elastic *el,
+                                     int64_t *nt, int *bad) {
+    /* locals, not the pointers' fields: a store into sum could be one of them for the compiler */
+    int64_t *sum = ks->sum, nkeys = ks->nkeys, q = r, count = *nt, at = el->at, ne = el->n;
+    int32_t *touched = ks->touched;
+    uint8_t *seen = ks->seen;
+    const int64_t *elo = el->lo, *ehi = el->hi;
+    int wrong = *bad;
+    for (; q < n; q++) {
+        wrong |= q > 0 && t[q] < t[q - 1];
+        if (t[q] >= hi) break;
+        int32_t k = key[q];
+        if (k < 0 || k >= nkeys) {
+            wrong = 1;
+            break;
+        }
+        int64_t x = t[q] > lo ? t[q] : lo, y = q + 1 < n ? t[q + 1] : end;
+        if (ne) {
+            while (at + 1 < ne && elo[at + 1] <= x) at++;
+            if (elo[at] <= x && x < ehi[at]) k = 0;
+        }
+        sum[k] += (y < hi ? y : hi) - x;
+        if (!seen[k]) {
+            seen[k] = 1;
+            touched[count++] = k;
+        }
+    }
+    *nt = count;
+    el->at = at;
+    *bad = wrong;
+    return q;
+}
+
+/* Whether a[0:n] is in order (non-decreasing). */
+static int in_order(const int64_t *a, int64_t n) {
+    for (int64_t i = 1; i < n; i++)
+        if (a[i] < a[i - 1]) return 0;
+    return 1;
+}
+
+/* Where a sweep of the stretches stopped at run q: whether the runs from q on (not compared yet)
+ * are in order too. */
+static int in_order_from(const int64_t *t, int64_t n, int64_t q) {
+    return q >= n || in_order(t + (q > 0 ? q - 1 : 0), n - (q > 0 ? q - 1 : 0));
+}
+
+/* whatif.py _stretches: the runs starting at t (the last lasting to end) between the points inner
+ * (sorted, distinct, above t[0], below end): per stretch (t[0] to inner[0], ..., inner[m - 1] to
+ * end), each key's time, those above 0 in key order: ent_off (m + 2), ent_key, ent_ns (cap each);
+ * time in the intervals [elo[j], ehi[j]) (elo sorted) in ELASTIC, as KeySums' parts take it.
+ * Returns the entries' number; -1 where t, inner or elo is out of order, t ends after end, a key is
+ * outside [0, nkeys), a stretch lasts 2**53 ns or more or cap is short; -2 without memory.
+ *
+ * numpy adds the parts in row order where every point falls on a run's start (_aligned_stretches),
+ * in another one where points cut runs (_stretch_block: the runs' parts, then the points'); this
+ * pass in time order, to the same sums (KeySums). */
+int64_t whatif_stretches(const int64_t *t, const int32_t *key, int64_t n, int64_t end, const int64_t *inner,
+                         int64_t m, const int64_t *elo, const int64_t *ehi, int64_t ne, int64_t nkeys,
+                         int64_t *ent_off, int32_t *ent_key, int64_t *ent_ns, int64_t cap) {
+    if (n == 0 || t[n - 1] > end || !in_order(elo, ne)) return -1;
+    for (int64_t s = 0; s < m; s++)
+        if (inner[s] <= (s ? inner[s - 1] : t[0]) || inner[s] >= end) return -1;
+    KeySums ks;
+    Elastic el = {elo, ehi, ne, 0};
+    int bad = !key_sums_open(&ks, nkeys);
+    int64_t count = 0, r = 0, q = 0;  /* run r: the stretch's first (t[r] <= lo) */
+    for (int64_t s = 0; s <= m && !bad; s++) {
+        int64_t lo = s ? inner[s - 1] : t[0], hi = s < m ? inner[s] : end, nt = 0;
+        bad |= hi - lo >= LONGEST;
+        ent_off[s] = count;
+        q = key_sums_parts(&ks, t, key, n, end, r, lo, hi, &el, &nt, &bad);
+        sort_touched(ks.touched, ks.seen, nkeys, nt);
+        for (int64_t z = 0; z < nt; z++) {
+            int32_t k = ks.touched[z];
+            int64_t ns = key_sums_take(&ks, k);
+            if (ns <= 0 || bad) continue;
+            if (count >= cap) {
+                bad = 1;
+                continue;
+            }
+            ent_key[count] = k;
+            ent_ns[count++] = ns;
+        }
+        r = q < n && t[q] == hi ? q : (q > r ? q - 1 : r);  /* the run at hi: starting there, or before */
+    }
+    if (bad || !in_order_from(t, n, q)) count = -1;
+    else ent_off[m + 1] = count;
+    key_sums_close(&ks);
+    return count;
+}
+
+/* The smallest value above after in the sorted lists a and b, read on from their cursors i and j;
+ * INT64_MAX when none is left. Each step takes the smaller head (both where equal) without a branch
+ * on which: the lists interleave at random. */
+static inline int64_t next_point(const int64_t *a, int64_t na, int64_t *i, const int64_t *b, int64_t nb,
+                                 int64_t *j, int64_t after) {
+    for (;;) {
+        int64_t va = *i < na ? a[*i] : INT64_MAX, vb = *j < nb ? b[*j] : INT64_MAX;
+        int64_t v = va < vb ? va : vb;
+        if (v == INT64_MAX) return v;
+        *i += va == v;
+        *j += vb == v;
+        if (v > after) return v;
+    }
+}
+
+/* whatif.py _drawn: the runs starting at t (the last lasting to end) cut at the points of the sorted
+ * lists a and b (those above t[0] and below end, each once: distinct_times), each stretch between
+ * points as its largest key (each key's time in it as _key_sums keeps it, as KeySums' parts take it;
+ * the smallest key of equal ones, 0 with none above 0), consecutive stretches of one key joined:
+ * (start, key) into out_t, out_key (na + nb + 1 each). Returns their number; -1 where t, a or b is
+ * out of order, t ends after end, a key is outside [0, nkeys) or a stretch lasts 2**53 ns or more;
+ * -2 without memory. numpy's two ways (points on runs' starts: _aligned_largest_keys; points in
+ * runs: _stretches) give the same sums (KeySums). */
+int64_t whatif_drawn(const int64_t *t, const int32_t *key, int64_t n, int64_t end, const int64_t *a,
+                     int64_t na, const int64_t *b, int64_t nb, int64_t nkeys, int64_t *out_t,
+                     int32_t *out_key) {
+    if (n == 0 || end <= t[0] || t[n - 1] > end) return -1;
+    if (!in_order(a, na) || !in_order(b, nb)) return -1;
+    KeySums ks;
+    Elastic none = {0, 0, 0, 0};
+    int bad = !key_sums_open(&ks, nkeys);
+    int64_t count = 0, lo = t[0], r = 0, q = 0, i = 0, j = 0;  /* run r: the stretch's first (t[r] <= lo) */
+    while (!bad) {
+        int64_t hi = next_point(a, na, &i, b, nb, &j, lo);
+        hi = hi < end ? hi : end;
+        bad |= hi - lo >= LONGEST;
+        int32_t best = 0;
+        q = r + 1;
+        if (q >= n || t[q] >= hi) {
+            /* one run (most stretches): from lo or its start on, to hi, a time above 0 (it starts
+             * before hi; it is the one at lo, lasting past it, or it starts there) */
+            bad |= key[r] < 0 || key[r] >= nkeys || (q < n && t[q] < t[r]);
+            best = key[r];
+        } else {
+            int64_t nt = 0, most = 0;
+            q = key_sums_parts(&ks, t, key, n, end, r, lo, hi, &none, &nt, &bad);
+            for (int64_t z = 0; z < nt; z++) {
+                int32_t k = ks.touched[z];
+                int64_t ns = key_sums_take(&ks, k);
+                if (ns > most || (ns == most && ns > 0 && k < best)) {
+                    most = ns;
+                    best = k;
+                }
+            }
+        }
+        if (count == 0 || out_key[count - 1] != best) {
+            out_t[count] = lo;
+            out_key[count++] = best;
+        }
+        if (hi == end) break;
+        r = q < n && t[q] == hi ? q : q - 1;  /* the run at hi: one starting there, else the one before */
+        lo = hi;
+    }
+    if (bad || !in_order_from(t, n, q)) count = -1;
+    key_sums_close(&ks);
+    return count;
+}
+
+/* The first index in [0, n) of a sorted array get(i) whose value is >= v (left) or > v (right):
+ * np.searchsorted's answer on a sorted array. ds's ends are ds[i + 1], the last one end. */
+static int64_t search(const int64_t *ds, int64_t n, int64_t end, int ends, int right, int64_t v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int64_t x = ends ? (mid + 1 < n ? ds[mid + 1] : end) : ds[mid];
+        if (right ? x <= v : x < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* whatif.py _clip: the drawn runs (start ds, key dk; each lasting to the next, the last to end)
+ * within each interval [lo[j], hi[j]) in turn, clipped to it, keys not shown left out, as are empty
+ * ones, each touching the one before with its key joined to it: (start, end, key) into out_s, out_e,
+ * out_k (cap each). Returns their number; -1 where ds or its end is out of order, a key is outside
+ * [0, nshown) or more than cap are kept. */
+int64_t whatif_clip(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, const int64_t *lo,
+                    const int64_t *hi, int64_t nint, const uint8_t *shown, int64_t nshown, int64_t *out_s,
+                    int64_t *out_e, int32_t *out_k, int64_t cap) {
+    for (int64_t i = 1; i < nd; i++)
+        if (ds[i] < ds[i - 1]) return -1;
+    if (nd > 0 && end < ds[nd - 1]) return -1;
+    int64_t count = 0;
+    for (int64_t j = 0; j < nint; j++) {
+        int64_t i0 = search(ds, nd, end, 1, 1, lo[j]);  /* the first run ending after lo */
+        int64_t i1 = search(ds, nd, end, 0, 0, hi[j]);  /* the first run starting at or after hi */
+        for (int64_t r = i0; r < i1; r++) {
+            int32_t k = dk[r];
+            if (k < 0 || k >= nshown) return -1;
+            int64_t de = r + 1 < nd ? ds[r + 1] : end;
+            int64_t s = ds[r] > lo[j] ? ds[r] : lo[j];
+            int64_t e = de < hi[j] ? de : hi[j];
+            if (!shown[k] || e <= s) continue;
+            if (count > 0 && out_k[count - 1] == k && out_e[count - 1] == s) {
+                out_e[count - 1] = e;
+                continue;
+            }
+            if (count >= cap) return -1;
+            out_s[count] = s;
+            out_e[count] = e;
+            out_k[count++] = k;
+        }
+    }
+    return count;
+}
+
+/* whatif.py _first_sorted: np.argsort(v, kind="stable")[:k], the indices of the k smallest values,
+ * equal ones in index order, in one pass: out holds the best so far in order, a value is put in
+ * after those it does not beat (most values beat none: one comparison each). Returns min(n, k). */
+int64_t whatif_first_sorted(const int64_t *v, int64_t n, int64_t k, int64_t *out) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n && k > 0; i++) {
+        if (m == k && v[i] >= v[out[m - 1]]) continue;
+        int64_t p = m < k ? m++ : m - 1;  /* the last place, taken over when full */
+        for (; p > 0 && v[out[p - 1]] > v[i]; p--) out[p] = out[p - 1];
+        out[p] = i;
+    }
+    return m;
+}

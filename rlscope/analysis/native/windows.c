@@ -1,0 +1,376 @@
+/* The window estimate's loops (rlscope/overhead/correct/windows.py and pieces.py).
+ *
+ * Each function mirrors a chain of numpy passes over every row of a timeline (or every instance,
+ * piece or window), done here in one pass that writes only its results. Floats are added one after
+ * another in row order, as np.add.at and np.bincount(weights=) add them, so the sums have the same
+ * bits; sorts keep the order of ties as numpy's stable sorts do.
+ *
+ * Several columns are int16, int32 or int64 depending on the trace (Timeline's narrowed ids, the
+ * row_window lookup): such a function is made once per type by a macro, its name ending in the type.
+ *
+ * "The main thread's rows" are given as ``ranges``: sorted [start, stop) pairs of rows, ``n_ranges``
+ * of them (the blocks of the threads that are the main thread, tl.on_threads).
+ */
+#include <stdint.h>
+
+/* Walks the rows in order and says whether each is in one of ``ranges``. */
+typedef struct {
+    const int64_t *ranges;
+    int64_t n, k;
+} Ranges;
+
+static inline int in_ranges(Ranges *m, int64_t r) {
+    while (m->k < m->n && r >= m->ranges[2 * m->k + 1]) m->k++;
+    return m->k < m->n && r >= m->ranges[2 * m->k];
+}
+
+/* full_row[r] = ts[r] >= from_ts[wi[r]]; row_mode[r] = full_row[r] ? full_mode : light_mode.
+ * Mirrors estimate's block loop of np.greater_equal(ref.ts, from_ts[wi]) and the np.where after it. */
+#define FULL_ROWS(T, SUFFIX)                                                                           \
+    void windows_full_rows_##SUFFIX(int64_t n, const int64_t *ts, const T *wi, const int64_t *from_ts, \
+                                    uint8_t *full_row, int8_t *row_mode, int64_t full_mode,            \
+                                    int64_t light_mode) {                                              \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            uint8_t full = ts[r] >= from_ts[wi[r]];                                                    \
+            full_row[r] = full;                                                                        \
+            row_mode[r] = (int8_t)(full ? full_mode : light_mode);                                     \
+        }                                                                                              \
+    }
+FULL_ROWS(int16_t, i16)
+FULL_ROWS(int32_t, i32)
+FULL_ROWS(int64_t, i64)
+
+/* Per instance + 1 (index 0: the rows outside every instance), over every row in order:
+ * excl += dur, events += coll, rows += 1, and held = 1 where the row is counted (full_row and in an
+ * instance or on the main thread). Mirrors estimate's np.add.at loop (excl, events) and its loop
+ * marking ``held``; ``rows`` sizes the list of rows that a switch transient shortens. */
+#define INSTANCE_SUMS(T, SUFFIX)                                                                       \
+    void windows_instance_sums_##SUFFIX(int64_t n, const T *op, const double *dur, const uint8_t *coll, \
+                                        const uint8_t *full_row, int64_t n_ranges, const int64_t *ranges, \
+                                        double *excl, int64_t *events, int64_t *rows, uint8_t *held) {  \
+        Ranges main = {ranges, n_ranges, 0};                                                           \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            int64_t i = (int64_t)op[r] + 1;                                                            \
+            int on_main = in_ranges(&main, r);                                                         \
+            excl[i] += dur[r];                                                                         \
+            events[i] += coll[r];                                                                      \
+            rows[i] += 1;                                                                              \
+            if (full_row[r] && (op[r] >= 0 || on_main)) held[i] = 1;                                   \
+        }                                                                                              \
+    }
+INSTANCE_SUMS(int16_t, i16)
+INSTANCE_SUMS(int32_t, i32)
+INSTANCE_SUMS(int64_t, i64)
+
+/* Over every row in order: where its instance is ``kept`` (indexed by instance + 1), its duration is
+ * scaled by what the instance keeps, 1 - cut / excl (of the instance), and the row is listed in
+ * ``kept_rows``; then where the row is counted (as in instance_sums), its key's (key[instance + 1])
+ * full_time += dur and full_events += coll. Returns the rows listed. Mirrors estimate's
+ * ``dur[kept_rows] *= kept`` and its loop of np.add.at(full_time) and np.bincount(full_events). */
+#define COUNTED_SUMS(T, SUFFIX)                                                                        \
+    int64_t windows_counted_sums_##SUFFIX(                                                             \
+        int64_t n, const T *op, double *dur, const uint8_t *coll, const uint8_t *full_row,             \
+        int64_t n_ranges, const int64_t *ranges, const uint8_t *kept, const double *cut,               \
+        const double *excl, const int64_t *key, double *full_time, int64_t *full_events,               \
+        int64_t *kept_rows) {                                                                          \
+        Ranges main = {ranges, n_ranges, 0};                                                           \
+        int64_t n_kept = 0;                                                                            \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            int64_t o = (int64_t)op[r];                                                                \
+            int on_main = in_ranges(&main, r);                                                         \
+            if (kept[o + 1]) {                                                                         \
+                dur[r] *= 1.0 - cut[o] / excl[o];                                                      \
+                kept_rows[n_kept++] = r;                                                               \
+            }                                                                                          \
+            if (full_row[r] && (o >= 0 || on_main)) {                                                  \
+                int64_t k = key[o + 1];                                                                \
+                full_time[k] += dur[r];                                                                \
+                full_events[k] += coll[r];                                                             \
+            }                                                                                          \
+        }                                                                                              \
+        return n_kept;                                                                                 \
+    }
+COUNTED_SUMS(int16_t, i16)
+COUNTED_SUMS(int32_t, i32)
+COUNTED_SUMS(int64_t, i64)
+
+/* out[r] = per_inst[op[r] + 1] where the row is counted (as in instance_sums), else 1.
+ * Mirrors _counted_factor's np.where(counted, per_op[op], 1.0). */
+#define COUNTED_FACTOR(T, SUFFIX)                                                                      \
+    void windows_counted_factor_##SUFFIX(int64_t n, const T *op, const uint8_t *full_row,              \
+                                         int64_t n_ranges, const int64_t *ranges,                      \
+                                         const double *per_inst, double *out) {                        \
+        Ranges main = {ranges, n_ranges, 0};                                                           \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            int64_t o = (int64_t)op[r];                                                                \
+            int on_main = in_ranges(&main, r);                                                         \
+            out[r] = full_row[r] && (o >= 0 || on_main) ? per_inst[o + 1] : 1.0;                       \
+        }                                                                                              \
+    }
+COUNTED_FACTOR(int16_t, i16)
+COUNTED_FACTOR(int32_t, i32)
+COUNTED_FACTOR(int64_t, i64)
+
+/* Per window (wi: row_window's value, 0 before the first switch), when its collectors were first
+ * seen: over the collector rows (coll) in order, the first of each run of one thread and one window
+ * starts at its thread's previous row (its own start on a thread's first row), never before its
+ * window's start ``lo[wi]``, and ``live[wi]`` keeps the earliest. ``starts``: each thread's first
+ * row, then the row count (tl.thread_starts). Mirrors _live_from's numpy passes and np.minimum.at. */
+#define LIVE_FROM(T, SUFFIX)                                                                           \
+    void windows_live_from_##SUFFIX(int64_t n, const uint8_t *coll, const T *wi, const int64_t *ts,    \
+                                    int64_t n_threads, const int64_t *starts, const int64_t *lo,       \
+                                    int64_t *live) {                                                   \
+        int64_t t = 0, last_w = -1, last_t = -1;                                                       \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            if (!coll[r]) continue;                                                                    \
+            while (t < n_threads && r >= starts[t + 1]) t++;                                           \
+            int64_t w = (int64_t)wi[r];                                                                \
+            if (w == last_w && t == last_t) continue;                                                  \
+            last_w = w, last_t = t;                                                                    \
+            int64_t start = r > starts[t] ? ts[r - 1] : ts[r];                                         \
+            if (start < lo[w]) start = lo[w];                                                          \
+            if (start < live[w]) live[w] = start;                                                      \
+        }                                                                                              \
+    }
+LIVE_FROM(int16_t, i16)
+LIVE_FROM(int32_t, i32)
+LIVE_FROM(int64_t, i64)
+
+/* Per piece of ``chosen`` (its rows: bounds[p] to bounds[p + 1], after ``first``), in row order:
+ * time += dur, full_time += (full_row ? dur : 0), full_events += coll && full_row. Mirrors
+ * piece_estimates' three np.bincount calls over the rows of each group of pieces. */
+void windows_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds, int64_t first,
+                        const double *dur, const uint8_t *coll, const uint8_t *full_row, double *time,
+                        double *full_time, int64_t *full_events) {
+    for (int64_t j = 0; j < n_chosen; j++) {
+        int64_t p = chosen[j];
+        double s = 0.0, f = 0.0;
+        int64_t e = 0;
+        for (int64_t r = first + bounds[p]; r < first + bounds[p + 1]; r++) {
+            s += dur[r];
+            f += full_row[r] ? dur[r] : 0.0;
+            e += coll[r] & full_row[r];
+        }
+        time[p] = s, full_time[p] = f, full_events[p] = e;
+    }
+}
+
+/* factor[r] = piece_factor[p] over the rows of each piece p of ``chosen`` whose row_mode is
+ * ``full_mode``. Mirrors PieceEstimate.set_factors' loop over groups of pieces. */
+void windows_set_piece_factors(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds,
+                               int64_t first, const int8_t *row_mode, int64_t full_mode,
+                               const double *piece_factor, double *factor) {
+    for (int64_t j = 0; j < n_chosen; j++) {
+        int64_t p = chosen[j];
+        for (int64_t r = first + bounds[p]; r < first + bounds[p + 1]; r++)
+            if (row_mode[r] == full_mode) factor[r] = piece_factor[p];
+    }
+}
+
+/* The rows (of ``n``, from the main thread's first) that begin a piece: the first, and each whose
+ * kind is an anchor (anchor[(uint8_t)kind]) but for category rows (category[(uint8_t)kind]) of one
+ * of the ``n_full_only`` categories. Writes up to ``cap`` of them into ``out``, returns how many
+ * there are. Mirrors pieces()' kinds_among passes, its np.isin over the category rows and the
+ * np.flatnonzero of the anchors. */
+#define PIECE_STARTS(T, SUFFIX)                                                                        \
+    int64_t windows_piece_starts_##SUFFIX(int64_t n, const int8_t *kind, const T *id,                  \
+                                          const uint8_t *anchor, const uint8_t *category,              \
+                                          int64_t n_full_only, const int64_t *full_only, int64_t cap,  \
+                                          int64_t *out) {                                              \
+        int64_t count = 0;                                                                             \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            uint8_t k = (uint8_t)kind[r];                                                              \
+            int is = r == 0 || anchor[k];                                                              \
+            if (is && r > 0 && category[k])                                                            \
+                for (int64_t c = 0; c < n_full_only; c++)                                              \
+                    if ((int64_t)id[r] == full_only[c]) is = 0;                                        \
+            if (is) {                                                                                  \
+                if (count < cap) out[count] = r;                                                       \
+                count++;                                                                               \
+            }                                                                                          \
+        }                                                                                              \
+        return count;                                                                                  \
+    }
+PIECE_STARTS(int16_t, i16)
+PIECE_STARTS(int32_t, i32)
+PIECE_STARTS(int64_t, i64)
+
+/* Moves the k-th smallest of a[0..n) to a[k], the smaller ones before it, the larger after
+ * (quickselect, the pivot the median of three). */
+static void select_kth(double *a, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (hi > lo) {
+        double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi];
+        double p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < p) i++;
+            while (a[j] > p) j--;
+            if (i <= j) {
+                double t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else break;
+    }
+}
+
+/* The k-th of v[0..n) in a stable sort's order, to the bit: selected in ``a`` (a copy of v, reordered),
+ * and where it is a zero, the zero of that rank in v's order (0.0 and -0.0 compare equal: a stable
+ * sort keeps them in the order they came). */
+static double kth_stable(const double *v, double *a, int64_t n, int64_t k) {
+    select_kth(a, n, k);
+    if (a[k] != 0.0) return a[k];
+    int64_t rank = k;
+    for (int64_t i = 0; i < n; i++) rank -= v[i] < 0.0;
+    for (int64_t i = 0; i < n; i++)
+        if (v[i] == 0.0 && rank-- == 0) return v[i];
+    return a[k];
+}
+
+/* Per group k (v[starts[k] .. starts[k] + count[k]), no NaN), its middle values, the ((count - 1) / 2)-th
+ * and the (count / 2)-th of a stable sort, written to those places of the group in ``s`` (a copy of
+ * v; its other places are left in any order). Mirrors the values _group_medians reads from
+ * v[np.lexsort((v, g))] (g sorted: one run per group), without sorting the rest. */
+void windows_group_middles(int64_t n_groups, const int64_t *starts, const int64_t *count, const double *v,
+                           double *s) {
+    for (int64_t k = 0; k < n_groups; k++) {
+        int64_t a = starts[k], m = count[k];
+        if (m <= 0) continue;
+        double lo = kth_stable(v + a, s + a, m, (m - 1) / 2);
+        double hi = kth_stable(v + a, s + a, m, m / 2);
+        s[a + (m - 1) / 2] = lo;
+        s[a + m / 2] = hi;
+    }
+}
+
+/* Per piece p (its rows: first + bounds[p] to first + bounds[p + 1]), from its first row r and its
+ * last one: owner[p] = inst_name[op[r]] (-1 outside every instance); sig[p] = kind * 2^32 + what it
+ * names (for a kind in ``named``, the name of instance id[r] where there is one; for a kind in
+ * ``category``, id[r]; else 0); start[p] = ts[r]; end[p] = seg_end[last row]. Mirrors pieces()'
+ * gathers and _signature's numpy passes over the pieces' first rows. */
+#define PIECE_COLUMNS(T, SUFFIX)                                                                       \
+    void windows_piece_columns_##SUFFIX(                                                               \
+        int64_t n_pieces, const int64_t *bounds, int64_t first, const T *op, const int8_t *kind,      \
+        const T *id, const int64_t *inst_name, int64_t n_inst, const int64_t *ts,                     \
+        const int64_t *seg_end, const uint8_t *named, const uint8_t *category, int64_t *owner,         \
+        int64_t *sig, int64_t *start, int64_t *end) {                                                  \
+        for (int64_t p = 0; p < n_pieces; p++) {                                                       \
+            int64_t r = first + bounds[p], o = (int64_t)op[r], i = (int64_t)id[r];                     \
+            int8_t k = kind[r];                                                                        \
+            int64_t what = 0;                                                                          \
+            if (named[(uint8_t)k] && i >= 0 && i < n_inst)                                             \
+                what = inst_name[i];                                                                   \
+            else if (category[(uint8_t)k])                                                             \
+                what = i;                                                                              \
+            owner[p] = o >= 0 ? inst_name[o] : -1;                                                     \
+            sig[p] = (int64_t)k * ((int64_t)1 << 32) + what;                                           \
+            start[p] = ts[r];                                                                          \
+            end[p] = seg_end[first + bounds[p + 1] - 1];                                               \
+        }                                                                                              \
+    }
+PIECE_COLUMNS(int16_t, i16)
+PIECE_COLUMNS(int32_t, i32)
+PIECE_COLUMNS(int64_t, i64)
+
+/* np.searchsorted(a, t, side="right") and side="left" over a sorted a[0..n). */
+static inline int64_t search_right(const int64_t *a, int64_t n, int64_t t) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static inline int64_t search_left(const int64_t *a, int64_t n, int64_t t) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Per interval i (start[i], end[i]: an instance's or a piece's), with w = the switches (win_ts) at or
+ * before its start: whether no switch falls inside it (whole[i], w == the switches before its end),
+ * its mode (full where mode_of[w], the window's, is ``full`` and its collectors were live by then,
+ * start >= live[w]; else ``light``) and its group, 2 w + (mode == full). Mirrors the searchsorted
+ * calls and _effective_mode of estimate and piece_estimates (_placed). Each search is made only where
+ * the last interval's answer is not this one's (pieces come in time order: hundreds of thousands
+ * of them among hundreds of switches). */
+void windows_place(int64_t n, const int64_t *start, const int64_t *end, int64_t n_win, const int64_t *win_ts,
+                   const int64_t *mode_of, const int64_t *live, int64_t full, int64_t light, uint8_t *whole,
+                   int64_t *mode, int64_t *group) {
+    int64_t w = 0, w_end = 0; /* the last interval's */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t t = start[i], u = end[i];
+        /* w: win_ts[w - 1] <= t < win_ts[w]; w_end: win_ts[w_end - 1] < u <= win_ts[w_end] */
+        if ((w > 0 && win_ts[w - 1] > t) || (w < n_win && t >= win_ts[w])) w = search_right(win_ts, n_win, t);
+        if ((w_end > 0 && win_ts[w_end - 1] >= u) || (w_end < n_win && u > win_ts[w_end]))
+            w_end = search_left(win_ts, n_win, u);
+        int64_t m = mode_of[w] == full && t >= live[w] ? full : light;
+        whole[i] = w == w_end;
+        mode[i] = m;
+        group[i] = 2 * w + (m == full);
+    }
+}
+
+/* out[r] = the switches (win_ts, sorted) at or before ts[r]: np.searchsorted(win_ts, ts, "right"), a
+ * search only where the last row's answer is not this one's (a thread's rows come in time order).
+ * Mirrors row_window's searches per thread (both of its ways give these values). */
+#define ROW_WINDOW(T, SUFFIX)                                                                          \
+    void windows_row_window_##SUFFIX(int64_t n, const int64_t *ts, int64_t n_win, const int64_t *win_ts, \
+                                     T *out) {                                                         \
+        int64_t w = 0;                                                                                 \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            int64_t t = ts[r];                                                                         \
+            if ((w > 0 && win_ts[w - 1] > t) || (w < n_win && t >= win_ts[w]))                         \
+                w = search_right(win_ts, n_win, t);                                                    \
+            out[r] = (T)w;                                                                             \
+        }                                                                                              \
+    }
+ROW_WINDOW(int16_t, i16)
+ROW_WINDOW(int32_t, i32)
+ROW_WINDOW(int64_t, i64)
+
+/* One more value into a hash. */
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 29);
+}
+
+/* The dense id of each distinct (a[i], b[i], c[i]) in order of first appearance: id[i], and rep[k] =
+ * the first i of id k; returns the number of ids. ``slot``: a hash table of ``n_slots`` entries (a
+ * power of two over n), each -1 on entry. The ids, ranked by their triples, are pieces()'
+ * factorize_rows(np.stack([a, b, c])) classes (pieces.py sorts the few distinct triples). */
+int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, const int64_t *c,
+                                 int64_t n_slots, int64_t *slot, int64_t *id, int64_t *rep) {
+    int64_t count = 0;
+    uint64_t mask = (uint64_t)n_slots - 1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t s = mix(mix(mix(0, (uint64_t)a[i]), (uint64_t)b[i]), (uint64_t)c[i]) & mask;
+        for (;; s = (s + 1) & mask) {
+            int64_t k = slot[s];
+            if (k < 0) {
+                slot[s] = count;
+                rep[count] = i;
+                id[i] = count++;
+                break;
+            }
+            int64_t j = rep[k];
+            if (a[j] == a[i] && b[j] == b[i] && c[j] == c[i]) {
+                id[i] = k;
+                break;
+            }
+        }
+    }
+    return count;
+}

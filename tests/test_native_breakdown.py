@@ -1,0 +1,243 @@
+"""The breakdown's C loops (rlscope/analysis/native/breakdown.c) against their numpy versions.
+
+Each function runs twice on the same random timeline, once with ``RLSCOPE_NATIVE_ANALYSIS=0`` (the
+numpy loops) and once with the C ones, and the two must give the same bits: every figure rlscope
+prints comes from these sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlscope import categories
+from rlscope.analysis import breakdown, gpu, native, noise
+from rlscope.analysis.timeline import Timeline
+from rlscope.trace import schema as S
+
+NCAT = len(categories.CATEGORY_NAMES)
+MAIN = 100  # the main thread's id; the others are 101, 102, ...
+
+
+@pytest.fixture
+def both(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[Any, Any]]:
+    """Runs a function with the numpy loops, then with the C ones: (numpy's result, C's)."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+
+    def run(f: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        monkeypatch.setenv(native.ENV, "0")
+        ref = f(*args, **kwargs)
+        monkeypatch.setenv(native.ENV, "1")
+        return ref, f(*args, **kwargs)
+
+    return run
+
+
+def timeline(
+    rng: np.random.Generator,
+    rows: int = 2000,
+    threads: int = 3,
+    ops: int = 40,
+    phases: int = 3,
+    main: bool = True,
+    ids: type = np.int32,
+    unit: int = 0,
+    cat_type: type = np.int8,
+) -> Timeline:
+    """A random timeline of ``threads`` threads (the first the main one, unless ``main`` is False),
+    ``ops`` operation and ``phases`` phase instances over ``rows`` rows: zero and negative durations,
+    rows outside every operation and phase, categories of every code; ``unit``: the ns a row's time is
+    a multiple of (0: a random one per thread); ``ids``, ``cat_type``: the id and category columns'
+    types."""
+    thread = np.sort(rng.integers(0, threads, rows)) + MAIN + (0 if main else 1)
+    ts = np.empty(rows, np.int64)
+    for t in np.unique(thread):  # each thread's rows in time order, some of them of no time
+        mine = thread == t
+        ts[mine] = 10**9 + np.cumsum(rng.integers(0, 3, int(mine.sum())) * (unit or rng.integers(1, 10**6)))
+    seg_end = np.append(ts[1:], ts[-1:] + 5) if rows else ts.copy()
+    last = np.flatnonzero(np.append(thread[1:] != thread[:-1], rows > 0))
+    seg_end[last] = ts[last] + rng.integers(-2, 10**5, len(last))  # a thread's last row: any length
+    op = rng.integers(-1, ops, rows)
+    phase = rng.integers(-1, phases, rows)
+    phase[phase >= 0] += ops  # phase instances after the operations'
+    n_inst = ops + phases
+    inst_name = rng.integers(-1, 6, n_inst)  # a few names, some unknown (-1)
+    kind = np.full(rows, S.CAT_BEGIN, np.int8)
+    ident = np.full(rows, -1, np.int64)
+    name = np.full(rows, -1, np.int64)
+    first = np.unique(op[op >= 0], return_index=True)[1]
+    kind[first], ident[first], name[first] = S.OP_BEGIN, op[first], inst_name[op[first]]
+    thread_idx = np.cumsum(np.append(True, thread[1:] != thread[:-1])) - 1 if rows else np.zeros(0)
+    return Timeline(
+        ts=ts, seg_end=seg_end, thread=thread.astype(np.int32), kind=kind, id=ident.astype(ids),
+        name=name.astype(np.int32), flags=np.zeros(rows, np.int8), op=op.astype(ids),
+        cat=rng.integers(0, NCAT, rows).astype(cat_type), phase=phase.astype(ids), main_thread=MAIN,
+        start_ns=int(ts.min(initial=0)), end_ns=int(seg_end.max(initial=0)), inst_name=inst_name,
+        inst_end=np.full(n_inst, int(seg_end.max(initial=0)), np.int64),
+        thread_idx=thread_idx.astype(np.int16),
+    )  # fmt: skip
+
+
+CASES = {
+    "random": {},
+    "many instances": {"rows": 20_000, "ops": 3000, "threads": 5},
+    "above one block of rows": {"rows": 70_000, "ops": 500, "threads": 2},
+    "one thread": {"threads": 1},
+    "no main thread": {"main": False},
+    "one row": {"rows": 1, "threads": 1},
+    "empty": {"rows": 0, "threads": 1},
+    "no operations": {"ops": 0},
+    "no operations nor main thread": {"ops": 0, "main": False},
+    "rows of a ns or two": {"unit": 1, "rows": 5000, "ops": 400},
+    "wide ids": {"ids": np.int64},  # the numpy loops, as the C reads int32 ids
+    "wide categories": {"cat_type": np.int16},  # the numpy loops, as the C reads one-byte categories
+}
+
+
+def counted(tl: Timeline) -> tuple[bytes, bool, bytes]:
+    c = breakdown._counted_sums(tl, breakdown.row_groups(tl))
+    return c.sums.tobytes(), c.off_main, c.inst_cat.tobytes()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_counted_sums(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case)), **CASES[case])
+    ref, got = both(counted, tl)
+    assert ref == got
+
+
+def test_counted_sums_where_no_row_has_time(both) -> None:
+    tl = timeline(np.random.default_rng(1))
+    tl.seg_end[:] = tl.ts
+    ref, got = both(counted, tl)
+    assert ref == got and not np.frombuffer(got[0]).any()
+
+
+def full_window_sums(tl: Timeline, full: np.ndarray) -> bytes:
+    """The time in full windows per key of :func:`breakdown._split_like_full_windows`: made in the C
+    pass of the counted sums, or by numpy's own loop."""
+    groups = breakdown.row_groups(tl)
+    counted = breakdown._counted_sums(tl, groups, full)
+    held = counted.sums.transpose(0, 2, 1).reshape(-1, NCAT).sum(axis=1) > 0
+    return breakdown._full_by_key(tl, groups, full, counted, held).tobytes()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_full_window_sums(both, case: str) -> None:
+    rng = np.random.default_rng(len(case))
+    tl = timeline(rng, **CASES[case])
+    full = rng.random(len(tl.ts))  # fractions of a ns: the sums depend on the order of the additions
+    full[rng.random(len(full)) < 0.3] = 0.0
+    ref, got = both(full_window_sums, tl, full)
+    assert ref == got
+
+
+def test_the_c_loops_take_the_usual_columns(both, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timelines above, of the types the analysis makes, run the C loops (the tests compare the
+    two paths); wider ids or categories run numpy's."""
+    monkeypatch.setenv(native.ENV, "1")
+    for kwargs, c_loops in (({}, True), (CASES["wide ids"], False), (CASES["wide categories"], False)):
+        tl = timeline(np.random.default_rng(2), **kwargs)
+        counted = breakdown._counted_sums(tl, breakdown.row_groups(tl), np.ones(len(tl.ts)))
+        assert (counted.full is not None) == c_loops
+
+
+def gpu_records(
+    rng: np.random.Generator, tl: Timeline, n: int = 300
+) -> tuple[gpu.GpuRecords, np.ndarray, np.ndarray]:
+    """Random GPU work over ``tl``'s span, each record launched by one of its instances (or none)."""
+    start = np.sort(rng.integers(tl.start_ns, tl.end_ns + 1, n))
+    end = start + rng.integers(0, 10**6, n)
+    category = rng.choice([categories.GPU_KERNEL, categories.GPU_MEMCPY, categories.GPU_MEMSET], n)
+    records = gpu.GpuRecords(
+        category=category, start=start, end=end, correlation=np.arange(n), name=np.zeros(n)
+    )
+    n_inst = len(tl.inst_name)
+    return records, rng.integers(-1, max(n_inst, 1), n) if n_inst else np.full(n, -1), np.full(n, -1)
+
+
+def tables(tl: Timeline, with_gpu: bool = False) -> list[bytes]:
+    """A breakdown's tables, serialized; ``with_gpu``: with random GPU work (the overlap sweep)."""
+    recs = gpu_records(np.random.default_rng(5), tl) if with_gpu and len(tl.ts) else None
+    b = breakdown.breakdown_timeline(tl, [f"n{i}" for i in range(6)], pid=1, gpu_records=recs)
+    return [repr(t.to_pydict()).encode() for t in (b.cpu_time, b.ops, b.gpu_time, b.noise)] + [
+        repr(b.phase_wall_s).encode()
+    ]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_breakdown_tables(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case) + 7), **CASES[case])
+    ref, got = both(tables, tl)
+    assert ref == got
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_breakdown_tables_with_gpu_work(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case) + 11), **CASES[case])
+    ref, got = both(tables, tl, with_gpu=True)
+    assert ref == got
+
+
+def merged(tl: Timeline, pairs: np.ndarray) -> tuple[list[bytes], bytes]:
+    """The sweep's CPU segments of the pairs flagged, and the threads of each pair."""
+    groups = breakdown.row_groups(tl)
+    group = np.arange(len(pairs)) * 3 + 1  # any number per pair
+    segments = breakdown._merged_segments(tl, groups, pairs, group)
+    return [a.tobytes() for a in segments], breakdown._threads_per_pair(tl, groups).tobytes()
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if CASES[c].get("rows", 1)])
+def test_merged_segments(both, case: str) -> None:
+    tl = timeline(np.random.default_rng(len(case) + 3), **CASES[case])
+    n_pairs = len(breakdown.row_groups(tl).pair_ph)
+    for pairs in (np.ones(n_pairs, bool), np.random.default_rng(0).random(n_pairs) < 0.5):
+        ref, got = both(merged, tl, pairs)
+        assert ref == got
+
+
+NOISE_CASES = {
+    "random": {},
+    "large groups, in blocks": {"n": 30_000, "groups": 4},
+    "many small groups": {"n": 3000, "groups": 1000},
+    "one column": {"columns": 1},
+    "one-time instances": {"one_time": 0.2},
+    "every instance one-time": {"one_time": 1.0},
+    "a group of one before large ones": {"n": 3000, "groups": 8, "single": 1, "left_out": 0.0},
+    "one instance": {"n": 1},
+    "none": {"n": 0},
+    "every instance left out": {"left_out": 1.0},
+}
+
+
+def noise_sums(
+    seed: int,
+    n: int = 2000,
+    groups: int = 6,
+    columns: int = 5,
+    one_time: float = 0.0,
+    left_out: float = 0.1,
+    single: int = 0,
+) -> list[bytes]:
+    """variance_and_one_time of random instances: values with fractions of a ns (sums that depend on
+    the order of the additions), zeros, ties in time, instances left out (group -1); the first
+    ``single`` groups of one instance each."""
+    rng = np.random.default_rng(seed)
+    group = rng.integers(single, groups, n)
+    group[:single] = np.arange(single)
+    group[rng.random(n) < left_out] = -1
+    when = rng.integers(0, n // 2 + 1, n)
+    values = rng.random((n, columns)) * 10.0 ** rng.integers(0, 9, (n, columns))
+    values[rng.random((n, columns)) < 0.2] = 0.0
+    once = rng.random(n) < one_time if one_time else None
+    return [a.tobytes() for a in noise.variance_and_one_time(group, when, values, groups, once)]
+
+
+@pytest.mark.parametrize("case", list(NOISE_CASES))
+def test_noise_sums(both, case: str) -> None:
+    ref, got = both(noise_sums, len(case), **NOISE_CASES[case])
+    assert ref == got

@@ -1,0 +1,326 @@
+"""The residual correction's C loops (rlscope/analysis/native/residual.c) give the numpy loops' bits.
+
+Each function runs twice on the same inputs, with the C loops and with ``RLSCOPE_NATIVE_ANALYSIS=0``,
+on random timelines (several threads, writer threads' flushes, measured boundaries, segments too
+short for their cost, GPU launches to move) and on edge cases (one row, one thread, every row
+rlscope's own work, no measured costs, ids too wide or columns strided for the C loops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlscope import categories
+from rlscope.analysis import native
+from rlscope.analysis.timeline import RowValues, Timeline
+from rlscope.overhead.correct import flush_stall, module_calls, residual
+from rlscope.trace import schema as S
+
+pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
+
+KINDS = np.array(
+    [
+        *(S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.PHASE_BEGIN, S.PHASE_END),
+        *(S.API_BEGIN, S.API_END, S.BACKEND_BEGIN, S.BACKEND_END, S.COMPILE_BEGIN, S.COMPILE_END),
+    ]
+)
+CATS = np.array(
+    [categories.PYTHON, categories.BACKEND, categories.CUDA_API, categories.SIMULATOR, categories.PROFILER]
+)
+
+
+def _timeline(
+    rng: np.random.Generator, threads: int = 3, rows: int = 500, n_inst: int = 40, measured: bool = True
+) -> Timeline:
+    """Rows grouped by thread (thread 100 the main one; the others with flush marks among their rows),
+    random kinds, categories and forced closes; segments from 0 to 5 us, end to end; ``cost`` at
+    some rows."""
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ts", "end", "thread", "kind", "id", "cat", "op")}
+    t0 = 10**18
+    for k in range(threads):
+        n = rows if k == 0 else max(rows // 5, 1)
+        t = np.cumsum(rng.integers(0, 5_000, n + 1)) + t0 + int(rng.integers(0, 1000))
+        kind = rng.choice(KINDS, n)
+        ident = rng.integers(0, n_inst, n)
+        cat_row = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
+        ident[cat_row] = rng.choice(
+            [categories.BACKEND, categories.PROFILER, categories.SIMULATOR], cat_row.sum()
+        )
+        parts["ts"].append(t[:-1])
+        parts["end"].append(t[1:])
+        parts["thread"].append(np.full(n, 100 + k))
+        parts["kind"].append(kind)
+        parts["id"].append(ident)
+        parts["cat"].append(rng.choice(CATS, n))
+        parts["op"].append(rng.integers(-1, n_inst, n))
+    p = {k: np.concatenate(v) for k, v in parts.items()}
+    n = len(p["ts"])
+    flags = np.where(rng.random(n) < 0.03, S.FLAG_FORCED_CLOSE, 0).astype(np.int8)
+    cost = None
+    if measured:
+        at = np.flatnonzero(rng.random(n) < 0.3)
+        pre, post = rng.integers(0, 400, len(at)), rng.integers(0, 400, len(at))
+        values = np.where(rng.random(len(at)) < 0.2, 0, pre | (post << 32)).astype(np.int64)
+        cost = RowValues(values, at.astype(np.int64))
+    return Timeline(
+        ts=p["ts"], seg_end=p["end"], thread=p["thread"].astype(np.int32), kind=p["kind"].astype(np.int8),
+        id=p["id"].astype(np.int32), name=np.full(n, -1, np.int32), flags=flags,
+        op=p["op"].astype(np.int32), cat=p["cat"].astype(np.int8), phase=np.full(n, -1, np.int32),
+        main_thread=100, start_ns=int(p["ts"].min()) - 10, end_ns=int(p["end"].max()) + 10,
+        inst_name=rng.integers(-1, 3, n_inst), inst_end=np.zeros(n_inst, np.int64),
+        thread_idx=(p["thread"] - 100).astype(np.int16), cost=cost,
+    )  # fmt: skip
+
+
+def _costs(rng: np.random.Generator, scale: float = 1.0) -> residual.EventCosts:
+    """Costs of every class; ``scale`` large: many segments too short for theirs."""
+    costs = residual.EventCosts.zero()
+    costs.inside[1:] = rng.uniform(0, 700, 4) * scale
+    costs.outside[1:] = rng.uniform(0, 700, 4) * scale
+    costs.inside[S.CostClass.BACKEND] = 0.0  # a class that pays nothing: its rows skipped
+    for c in (S.CostClass.SCOPE, S.CostClass.CATEGORY):
+        costs.dispatch_inside[c], costs.dispatch_outside[c] = rng.uniform(0, 100, 2)
+    costs.nvml_per_sample = 20_000.0
+    costs.memory_per_event = 150.0
+    costs.writer_per_event = 50.0
+    return costs
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, f: Callable[[], Any]) -> tuple[Any, Any]:
+    """(numpy's, C's) results of ``f``."""
+    monkeypatch.setenv(native.ENV, "0")
+    want = f()
+    monkeypatch.setenv(native.ENV, "1")
+    return want, f()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return (
+            isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and a.tobytes() == b.tobytes()
+        )
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return np.float64(a).tobytes() == np.float64(b).tobytes()
+    return a == b
+
+
+def _same_correction(a: residual.Correction, b: residual.Correction) -> bool:
+    ta, tb = a.timeline, b.timeline
+    cols = all(_same(getattr(ta, k), getattr(tb, k)) for k in ("ts", "seg_end", "inst_end"))
+    ratios = (a.ratio is None and b.ratio is None) or _same(a.ratio, b.ratio)
+    removed = a.removed_s.keys() == b.removed_s.keys() and all(
+        _same(a.removed_s[k], b.removed_s[k]) for k in a.removed_s
+    )
+    rest = (ta.end_ns, a.background_share, a.clamped_s, a.writer_stall)
+    return (
+        cols
+        and ratios
+        and removed
+        and _same(rest, (tb.end_ns, b.background_share, b.clamped_s, b.writer_stall))
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("scale", [1.0, 30.0])
+def test_correct_timeline_gives_numpys_bits(seed, scale, monkeypatch):
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng)
+    costs = _costs(rng, scale)
+    memory = np.sort(rng.integers(int(tl.ts[0]), int(tl.seg_end[-1]), 50))
+    mods = rng.uniform(0, 300, len(tl.ts)) * (rng.random(len(tl.ts)) < 0.5)
+    want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 40, memory, mods))
+    assert _same_correction(want, got)
+    assert want.removed_s and want.ratio is not None
+    if scale > 1:  # segments too short for their cost: _place moved the excess
+        assert want.clamped_s > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_planned_removal_gives_numpys_bits(seed, monkeypatch):
+    """_planned's columns themselves, the excess moved to the neighbours included."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=4)
+    costs = _costs(rng, 20.0)
+    last = residual.thread_last(tl)
+    on_writer = tl.on_threads(np.array([103]))
+    mem, mods = rng.uniform(0, 50, len(tl.ts)), rng.uniform(0, 50, len(tl.ts))
+    want = residual._planned(tl, costs, last, on_writer, mem, mods)
+    got = residual._planned_native(tl, costs, last, on_writer, mem, mods)
+    assert _same(want, got)
+    dur, planned, removal, profiler, _ = want
+    assert (planned > dur).any() and profiler.any() and not profiler[on_writer].any()
+    assert not _same(removal, np.minimum(planned, dur))  # something moved
+
+
+def test_a_break_in_the_c_loop_is_seen(monkeypatch):
+    """The comparison fails where the C loop's figures differ: a planned removal off by one ulp."""
+    rng = np.random.default_rng(0)
+    tl = _timeline(rng)
+    costs = _costs(rng)
+    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    got = residual._planned_native(tl, costs, last, on_writer, None, None)
+    got[1][np.flatnonzero(got[1])[0]] *= 1 + 2**-52
+    assert not _same(residual._planned(tl, costs, last, on_writer, None, None), got)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "one row", "one thread", "all rlscope", "no measured costs", "costs at every row",
+        "measured costs off", "no dispatch", "no costs", "no main thread", "wide ids", "strided costs",
+    ],
+)  # fmt: skip
+def test_edge_cases_give_numpys_bits(case, monkeypatch):
+    rng = np.random.default_rng(7)
+    threads = 1 if case in ("one row", "one thread") else 3
+    tl = _timeline(rng, threads, rows=1 if case == "one row" else 300, measured=case != "no measured costs")
+    costs = residual.EventCosts.zero() if case == "no costs" else _costs(rng, 5.0)
+    if case == "all rlscope":
+        tl.cat[:] = categories.PROFILER
+    if case == "no main thread":
+        tl.main_thread = 999
+    if case == "wide ids":  # the C loops read int32 ids: the numpy ones run
+        tl.id = tl.id.astype(np.int64)
+    if case == "costs at every row":  # RowValues without rows: a value per row
+        tl.cost = RowValues(tl.cost.at(np.arange(len(tl.ts))))
+    if case == "measured costs off":
+        monkeypatch.setenv(residual.MEASURED_ENV, "0")
+    if case == "no dispatch":  # the calibration says nothing of it: measured costs are not used
+        costs.dispatch_inside[:] = np.nan
+    mods = rng.uniform(0, 300, len(tl.ts))
+    if case == "strided costs":  # columns the C loops cannot read as they are: the numpy ones run
+        mods = rng.uniform(0, 300, 2 * len(tl.ts))[::2]
+    want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 10, None, mods))
+    assert _same_correction(want, got)
+    factor = rng.uniform(0.5, 1.0, len(tl.ts))
+    if case == "strided costs":
+        factor = factor.astype(np.float32)
+    want, got = _both(monkeypatch, lambda: residual.correct_windows(tl, factor.copy()))
+    assert _same_correction(want, got)
+
+
+def test_an_empty_timeline_is_left_as_it_is(monkeypatch):
+    tl = _timeline(np.random.default_rng(0), threads=1, rows=1)
+    empty = residual.dataclasses.replace(
+        tl, **{k: getattr(tl, k)[:0] for k in ("ts", "seg_end", "kind", "id")}
+    )
+    want, got = _both(monkeypatch, lambda: residual.correct_timeline(empty, residual.EventCosts.zero()))
+    assert len(got.timeline.ts) == 0 and _same(want.ratio, got.ratio)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("keep_ratio", [True, False])
+def test_correct_windows_and_rebuild_give_numpys_bits(seed, keep_ratio, monkeypatch):
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=4, rows=3000)
+    factor = rng.uniform(0.3, 1.0, len(tl.ts))
+    factor[rng.random(len(tl.ts)) < 0.1] = 1.0
+    want, got = _both(monkeypatch, lambda: residual.correct_windows(tl, factor.copy(), keep_ratio))
+    assert _same_correction(want, got)
+    # durations with fractions of a ns: the rounding (half to even) and the running sum's order
+    new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
+    new_dur[::7] = 0.5
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+
+
+def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
+    """Times at and around halves of a ns, before the session's start (negative) and after it, and
+    far from it: the C loop's rounding is np.rint's."""
+    rng = np.random.default_rng(5)
+    tl = _timeline(rng, threads=2, rows=4000)
+    tl.start_ns = int(tl.ts[0]) + 5_000_000  # the first rows start before it
+    near = np.array([0.5, 1.5, 2.5, 0.49999999999999994, 0.5000000000000001, 1e15 + 0.5, 3.0, 0.25, 0.75])
+    new_dur = np.resize(near, len(tl.ts)) * rng.choice([1.0, -1.0, 2.0], len(tl.ts))
+    new_dur[-100:] = 2.0**53
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_remap_gives_numpys_times(seed, monkeypatch):
+    """GPU launches moved onto the corrected clock: on every thread, on a thread without rows (the main
+    thread's map), before a thread's first row, at rows' own times, in time order and not."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=3, rows=5000)
+    fix = residual.correct_windows(tl, rng.uniform(0.3, 1.0, len(tl.ts)))
+    m = 3000
+    thread = rng.choice([100, 101, 102, 555], m)
+    t = rng.integers(int(tl.ts.min()) - 10_000, int(tl.seg_end.max()) + 10_000, m)
+    t[::5] = tl.ts[rng.integers(0, len(tl.ts), len(t[::5]))]
+    t[: m // 2] = np.sort(t[: m // 2])  # in time order, as launches mostly come
+    want, got = _both(monkeypatch, lambda: fix.remap(tl, thread, t))
+    assert _same(want, got) and not _same(want, t)
+    one = np.full(m, 101)
+    want, got = _both(monkeypatch, lambda: fix.remap(tl, one, np.sort(t)))
+    assert _same(want, got)
+    tl.main_thread = 102  # a main thread after the others: unknown threads take its map
+    want, got = _both(monkeypatch, lambda: fix.remap(tl, thread, t))
+    assert _same(want, got)
+
+
+def test_the_sums_off_the_periodic_work_give_numpys_bits(monkeypatch):
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 200, 5000):
+        profiler = rng.random(n) < 0.3
+        cols = (rng.uniform(0, 1e4, n), rng.uniform(0, 1e3, n), rng.uniform(0, 1e3, n))
+        cases = [(m, *cols) for m in (profiler, np.zeros(n, bool), np.ones(n, bool))]
+        cases.append((profiler, cols[0], None, None))
+        for args in cases:
+            want, got = _both(monkeypatch, lambda a=args: residual._sums_off(*a, scratch=np.empty(len(a[1]))))
+            assert _same(tuple(map(float, want)), tuple(map(float, got)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_flush_stall_measure_gives_numpys_figures(seed, monkeypatch):
+    """flush_stall.measure's sums per instance (exclusive time, flush time over it) in one pass:
+    the same share and evidence, to the bit."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=2, rows=20_000, n_inst=300)
+    tl.op[: len(tl.op) // 2] = np.repeat(rng.integers(-1, 300, 1000), len(tl.op) // 2000)[: len(tl.op) // 2]
+    tl.kind[np.unique(tl.op[tl.op >= 0], return_index=True)[1]] = S.OP_BEGIN  # one begin per instance
+    tl.id[tl.kind == S.OP_BEGIN] = tl.op[tl.kind == S.OP_BEGIN]
+    bound = np.where(rng.random(len(tl.ts)) < 0.05, rng.uniform(0, 3000, len(tl.ts)), 0.0)
+    want, got = _both(monkeypatch, lambda: flush_stall.measure(tl, bound))
+    assert want.bound_ns > 0 and _same(tuple(want.as_dict().values()), tuple(got.as_dict().values()))
+
+
+def test_flush_marks_are_the_writer_threads_category_rows():
+    tl = _timeline(np.random.default_rng(4), threads=4)
+    cat_row = (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
+    want = np.flatnonzero(cat_row & (tl.id == categories.PROFILER) & (tl.thread != tl.main_thread))
+    assert len(want) and np.array_equal(residual._flush_marks(tl), want)
+    tl.main_thread = 999  # no main thread: every thread's marks
+    assert np.array_equal(residual._flush_marks(tl), np.flatnonzero(cat_row & (tl.id == categories.PROFILER)))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_module_calls_planned_gives_numpys_bits(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=3, rows=70_000 if seed == 0 else 2000)  # seed 0: several blocks a thread
+    names = ["inference", "backprop", "other"]
+    mean = {(100, "inference"): 3.0, (101, "backprop"): 1.5, (102, "inference"): 0.0, (100, "nowhere"): 2.0}
+    if seed == 5:  # one thread only
+        mean = {(101, "backprop"): 2.0}
+    monkeypatch.setattr(module_calls, "calls_per_instance", lambda proc, tl: mean)
+    proc = SimpleNamespace(names=names)
+    want, got = _both(monkeypatch, lambda: module_calls.planned(proc, tl, 700.0))
+    assert want.any() and _same(want, got)
+
+
+def test_module_calls_planned_without_costed_rows_is_empty_on_both(monkeypatch):
+    tl = _timeline(np.random.default_rng(0))
+    monkeypatch.setattr(module_calls, "calls_per_instance", lambda proc, tl: {(100, "nowhere"): 2.0})
+    proc = SimpleNamespace(names=["inference"])
+    want, got = _both(monkeypatch, lambda: module_calls.planned(proc, tl, 700.0))
+    assert len(want) == 0 and len(got) == 0

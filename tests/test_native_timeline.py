@@ -1,0 +1,485 @@
+"""The timeline's C loops (rlscope/analysis/native/timeline.c) against their numpy versions, bit for
+bit, each path switched with RLSCOPE_NATIVE_ANALYSIS: the merge of the events with the recorded
+intervals and the timeline built from random traces (nested operations, phases and categories on
+several threads, intervals of up to three sources touching, tied and overlapping, instance ids
+spread wide), the states' forward fills, the thread index, the marks inside intervals, the values
+kept at rows, the rows of kinds, the segment ends, the instances' times, the torch ops' intervals and
+the state at GPU launches; with the edge cases (no rows, one row, one thread, out of order, ids
+beyond int32, columns not in one block) that send a call to numpy's loops."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from rlscope import categories
+from rlscope.analysis import native
+from rlscope.analysis import timeline as T
+from rlscope.trace import schema as S
+
+
+@pytest.fixture(autouse=True)
+def _library():
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+
+
+def _both(monkeypatch, fn, *args):
+    """``fn(*args)`` with the C loops, then with numpy's."""
+    got = fn(*args)
+    monkeypatch.setenv(native.ENV, "0")
+    want = fn(*args)
+    monkeypatch.delenv(native.ENV)
+    return got, want
+
+
+def _same(a, b) -> None:
+    """Equal to the bit, with the same types: arrays, RowValues, dicts and tuples of them."""
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+        assert a.tobytes() == b.tobytes()
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    elif dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            if f.compare:
+                _same(getattr(a, f.name), getattr(b, f.name))
+    else:
+        assert a == b
+
+
+# -- random traces --------------------------------------------------------------------------------
+
+
+def _thread_events(rng, thread: int, n: int, t0: int, next_id: list[int]) -> list[tuple]:
+    """``n`` rows of one thread: operations and phases nested (each end closes the innermost, its
+    parent then current), categories entered and left, times rising with ties."""
+    rows, ops, cats = [], [], []
+    t = t0
+    for _ in range(n):
+        t += int(rng.choice([0, 1, 2, 5, 30]))
+        r = rng.random()
+        if r < 0.3 or not ops:
+            parent = ops[-1] if ops else -1
+            ident = next_id[0]
+            next_id[0] += 1
+            kind = S.OP_BEGIN if rng.random() < 0.8 else S.PHASE_BEGIN
+            ops.append(ident)
+            rows.append((t, thread, kind, ident, parent, int(rng.integers(0, 50)), 0, 0))
+        elif r < 0.55:
+            ident = ops.pop()
+            rows.append((t, thread, S.OP_END, ident, ops[-1] if ops else -1, 3, int(rng.integers(0, 3)), 7))
+        elif r < 0.75:
+            cat = int(rng.choice([categories.SIMULATOR, categories.PROFILER, categories.BACKEND]))
+            rows.append((t, thread, S.CAT_BEGIN, cat, cats[-1] if cats else -1, -1, 0, 0))
+            cats.append(cat)
+        elif r < 0.9 and cats:
+            cat = cats.pop()
+            rows.append((t, thread, S.CAT_END, cat, cats[-1] if cats else -1, -1, 0, 0))
+        else:
+            rows.append((t, thread, S.WINDOW, int(rng.integers(0, 2)), -1, -1, 0, 0))
+    return rows
+
+
+def _events(rng, threads: list[int], n: int, spread: int = 1, shuffle: bool = True) -> pa.Table:
+    """A process's events: a session on the first thread around rows of every thread."""
+    next_id = [0]
+    rows = [(0, threads[0], S.SESSION_START, -1, -1, -1, 0, 0)]
+    for k, thread in enumerate(threads):
+        rows += _thread_events(rng, thread, n if k == 0 else max(n // 4, 1), 1 + k, next_id)
+    end = max(r[0] for r in rows) + 10
+    rows.append((end, threads[0], S.SESSION_END, -1, -1, -1, 0, 0))
+    if shuffle:  # the threads' rows interleaved, each thread's in order
+        rows.sort(key=lambda r: (r[0], rng.random()))
+    cols = [np.array(c) for c in zip(*rows, strict=True)]
+    for c in (3, 4):  # instance ids spread wide: the timeline renumbers them
+        scoped = np.isin(cols[2], [S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END]) & (cols[c] >= 0)
+        cols[c] = np.where(scoped, cols[c] * spread, cols[c])
+    schema = S.events_schema({}, cost=True)
+    return pa.table([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+
+def _intervals(
+    rng, threads: list[int], n: int, span: int, named: bool, overlap: bool = False, order: bool = True
+) -> tuple:
+    """(thread, start, end[, name]) of ``n`` intervals, disjoint per thread (touching, some empty,
+    some tied with the events' times) unless ``overlap``; in (thread, start) order unless not ``order``."""
+    thread = np.sort(rng.choice(np.asarray(threads, np.int64), n))
+    start = np.empty(n, np.int64)
+    end = np.empty(n, np.int64)
+    for t in np.unique(thread).tolist():
+        k = np.flatnonzero(thread == t)
+        cuts = np.sort(rng.integers(0, span, 2 * len(k)))
+        start[k], end[k] = cuts[0::2], cuts[1::2]
+        if overlap and len(k) > 1:
+            end[k[0]] = span
+    if not order:
+        p = rng.permutation(n)
+        thread, start, end = thread[p], start[p], end[p]
+    if not named:
+        return thread, start, end
+    return thread, start, end, rng.integers(0, 30, n).astype(np.int32)
+
+
+def _columns(events: pa.Table) -> dict[str, np.ndarray]:
+    return {c: events.column(c).to_numpy() for c in events.column_names}
+
+
+# -- the merge --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_merge_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    threads = [5, 3, 9][: 1 + seed % 3]
+    ev = _events(rng, threads, 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    sources = [
+        (S.API_BEGIN, S.API_END, *_intervals(rng, [*threads, 7], 40, span, False), None),
+        (S.BACKEND_BEGIN, S.BACKEND_END, *_intervals(rng, threads, 400, span, True, order=seed % 2 == 1)),
+        (S.COMPILE_BEGIN, S.COMPILE_END, *_intervals(rng, [threads[0]], 5, span, False), None),
+    ][: 1 + seed % 3]
+    col = _columns(ev)
+    fill = T._merged_native(col, np.lexsort((col["ts_ns"], col["thread"])), sources)
+    if seed % 2:  # in (thread, start) order: the C merge takes them as they are
+        assert fill is not None
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+
+
+def test_ties_go_to_the_events_then_the_sources_in_order(monkeypatch):
+    col = _columns(_events(np.random.default_rng(0), [1], 1, shuffle=False))
+    col["ts_ns"] = np.full(len(col["ts_ns"]), 10)
+    one = (np.array([1]), np.array([10]), np.array([10]))
+    sources = [
+        (S.API_BEGIN, S.API_END, *one, None),
+        (S.BACKEND_BEGIN, S.BACKEND_END, *one, np.array([4], np.int32)),
+    ]
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+    kinds = got[0]["kind"].tolist()
+    assert kinds[-4:] == [S.API_BEGIN, S.API_END, S.BACKEND_BEGIN, S.BACKEND_END]
+
+
+@pytest.mark.parametrize("case", ["overlap", "wide ids", "wide threads", "int64 names", "one row"])
+def test_merge_edge_cases(monkeypatch, case):
+    rng = np.random.default_rng(1)
+    threads = [2, 4]
+    col = _columns(_events(rng, threads, 50))
+    span = int(col["ts_ns"].max()) + 5
+    src = _intervals(rng, threads, 30, span, True, overlap=case == "overlap")
+    if case == "wide ids":
+        col["id"] = col["id"] + 2**40
+    if case == "wide threads":
+        col["thread"] = col["thread"] + 2**40
+        src = (src[0] + 2**40, *src[1:])
+    if case == "int64 names":
+        src = (*src[:3], src[3].astype(np.int64))
+    if case == "one row":
+        col = {k: v[:1].copy() for k, v in col.items()}
+        src = tuple(c[:1] for c in src)
+    sources = [(S.BACKEND_BEGIN, S.BACKEND_END, *src)]
+    ev = np.lexsort((col["ts_ns"], col["thread"]))
+    taken = T._merged_native(col, ev, sources) is not None
+    assert taken == (case == "one row")  # the others run numpy's merge
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sorted_by_thread_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(seed)
+    n = [0, 1, 2, 100, 70_000, 200_000][seed]
+    thread = np.sort(rng.integers(0, 3, n))
+    start = rng.integers(0, 1000, n)
+    for t in range(3):  # sorted within each thread but for one row of the last case
+        k = thread == t
+        start[k] = np.sort(start[k])
+    if seed == 5:
+        start[n // 2 + 1] = start[n // 2] - 1 if thread[n // 2 + 1] == thread[n // 2] else start[n // 2 + 1]
+        thread[150_000], thread[150_001] = 2, 1
+    got, want = _both(monkeypatch, T._sorted_by_thread, thread, start)
+    assert got == want
+    assert got == (seed < 5)
+
+
+# -- the whole timeline -----------------------------------------------------------------------------
+
+
+def _timeline(events, api, backend, compiles):
+    return T.build_timeline(events, api=api, backend=backend, compiles=compiles)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_timeline_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(100 + seed)
+    threads = [11, 12, 13][: 1 + seed % 3]
+    ev = _events(rng, threads, 400, spread=10**6 if seed % 4 == 1 else 1)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    api = _intervals(rng, threads, 30, span, False) if seed % 2 else None
+    backend = _intervals(rng, threads, 300, span, True) if seed % 3 else None
+    compiles = _intervals(rng, threads[:1], 4, span, False) if seed % 5 == 2 else None
+    got, want = _both(monkeypatch, _timeline, ev, api, backend, compiles)
+    _same(got, want)
+
+
+# -- the states, the thread index, the marks inside intervals, the values kept at rows ------------
+
+
+def _first(rng, n: int, threads: int) -> np.ndarray:
+    first = np.zeros(n, bool)
+    if n:
+        first[0] = True
+        first[rng.choice(n, min(threads - 1, n), replace=False)] = True
+    return first
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize(
+    "case", ["random", "empty", "one row", "one thread", "no changes", "every row", "row 0 no first"]
+)
+def test_state_after_is_numpy_s(monkeypatch, dtype, case):
+    rng = np.random.default_rng(7)
+    n = {"empty": 0, "one row": 1}.get(case, 5000)
+    first = _first(rng, n, 1 if case == "one thread" else 40)
+    if case == "row 0 no first":  # rows before any mark hold the default
+        first[0] = False
+    k = {"no changes": 0, "every row": n}.get(case, n // 7)
+    rows = np.sort(rng.choice(n, k, replace=False)) if n else np.zeros(0, np.int64)
+    info = np.iinfo(dtype)
+    values = rng.integers(max(info.min, -(2**40)), min(info.max, 2**40), len(rows)).astype(dtype)
+    starts = np.flatnonzero(first)
+    got, want = _both(monkeypatch, T._state_after, rows, values, first, starts, -1)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 300, 40_000])
+def test_thread_index_is_numpy_s(monkeypatch, threads):
+    first = _first(np.random.default_rng(threads), 100_000, threads)
+    got, want = _both(monkeypatch, T._thread_index, first, np.flatnonzero(first))
+    _same(got, want)
+    assert got.dtype == (np.int16 if threads < 2**15 else np.int32)
+
+
+def _marked_numpy(kind, cat, begin, end, code):
+    np.putmask(cat, (T._inside(kind, begin, end) == 1) & (cat != categories.PROFILER), code)
+
+
+@pytest.mark.parametrize("case", ["alternating", "random", "empty", "one row", "wrapping"])
+def test_mark_inside_is_numpy_s(case):
+    rng = np.random.default_rng(3)
+    n = {"empty": 0, "one row": 1}.get(case, 10_000)
+    kinds = np.array([S.BACKEND_BEGIN, S.BACKEND_END, S.OP_BEGIN, S.CAT_END], np.int8)
+    kind = kinds[rng.integers(0, 4, n)]
+    if case == "alternating":  # begin, end along the rows, as the merge lays them out
+        ends = np.flatnonzero(np.isin(kind, kinds[:2]))
+        kind[ends] = np.where(np.arange(len(ends)) % 2, S.BACKEND_END, S.BACKEND_BEGIN)
+    if case == "wrapping":  # the int8 count passes 127 and comes round to 1
+        kind[:] = S.BACKEND_BEGIN
+    cat = rng.choice(np.array([categories.PYTHON, categories.PROFILER, categories.SIMULATOR], np.int8), n)
+    if case == "wrapping":
+        cat[:] = categories.PYTHON
+    got, want = cat.copy(), cat.copy()
+    assert T._mark_inside(kind, got, S.BACKEND_BEGIN, S.BACKEND_END, categories.BACKEND)
+    _marked_numpy(kind, want, S.BACKEND_BEGIN, S.BACKEND_END, categories.BACKEND)
+    _same(got, want)
+    if case == "wrapping":
+        assert np.flatnonzero(got == categories.BACKEND).tolist() == list(range(0, n, 256))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ordered",
+        "repeated",
+        "unordered",
+        "every row",
+        "none kept",
+        "no rows",
+        "few, far apart",
+        "past the last kept",
+    ],
+)
+def test_values_at_is_numpy_s(monkeypatch, case):
+    rng = np.random.default_rng(5)
+    at_rows = np.sort(rng.choice(10_000, 0 if case == "none kept" else 3000, replace=False))
+    kept = T.RowValues(rng.integers(-(2**40), 2**40, len(at_rows)), at_rows)
+    rows = np.sort(rng.integers(0, 10_001, 0 if case == "no rows" else 2000))
+    if case == "repeated":
+        rows = np.repeat(rows, 3)
+    if case == "unordered":
+        rows = rng.permutation(rows)
+    if case == "every row":
+        rows = at_rows.copy()
+    if case == "few, far apart":  # the search moves in long steps
+        rows = np.sort(rng.choice(10_001, 7, replace=False))
+    if case == "past the last kept":
+        rows = np.arange(9_990, 10_020)
+    got, want = _both(monkeypatch, kept.at, rows)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 1000, 100_000])
+@pytest.mark.parametrize("which", ["changes", "any", "none"])
+def test_rows_of_kinds_is_numpy_s(monkeypatch, n, which):
+    rng = np.random.default_rng(n)
+    kind = rng.integers(-128, 128, n).astype(np.int8)  # every byte, the negative ones read from the end
+    table = {"changes": T._CHANGES, "any": T._CHANGES_ANY, "none": np.zeros(256, bool)}[which]
+    got, want = _both(monkeypatch, T._rows_of_kinds, kind, table)
+    _same(got, want)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 1000])
+@pytest.mark.parametrize("threads", [1, 2, 50])
+def test_seg_end_is_numpy_s(monkeypatch, n, threads):
+    rng = np.random.default_rng(n * threads)
+    first = _first(rng, n, threads)
+    ts = np.sort(rng.integers(0, 1000, n))
+    for end_ns in (-1, 500, 2000):  # the end before, among and after the rows' times
+        got, want = _both(monkeypatch, T._seg_end, ts, first, np.flatnonzero(first), end_ns)
+        _same(got, want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_instance_time_is_numpy_s(monkeypatch, seed):
+    rng = np.random.default_rng(200 + seed)
+    ev = _events(rng, [21, 22], 600)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, backend=_intervals(rng, [21, 22], 200, span, True))
+    n_inst = len(tl.inst_name)
+    starts = tl.thread_starts()
+    cases = [(tl.main_rows(), n_inst), (slice(0, 0), n_inst), (slice(3, 4), n_inst)]
+    cases += [(slice(int(starts[k]), int(starts[k + 1])), n_inst) for k in range(len(starts) - 1)]
+    main = tl.main_rows()
+    cases += [(slice(5, 300), n_inst), (main, int(tl.op[main].max()))]  # the last: an instance beyond
+    # segments cut short, as a timeline rebuilt on corrected times has them: runs end at the gaps
+    cut = dataclasses.replace(tl, seg_end=np.maximum(tl.seg_end - rng.integers(0, 2, len(tl.ts)), tl.ts))
+    for timeline in (tl, cut):
+        for rows, n in cases:
+            got, want = _both(monkeypatch, timeline.instance_time, rows, n)
+            _same(got, want)
+
+
+def _backend_table(thread, start, end, name) -> pa.Table:
+    return pa.table(
+        {
+            "start_ns": pa.array(start, pa.int64()),
+            "end_ns": pa.array(end, pa.int64()),
+            "thread": pa.array(thread, pa.int64()),
+            "name": pa.array(name, pa.int32()),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "ordered",
+        "overlapping",
+        "unordered",
+        "unordered in a thread",
+        "clipped into order",
+        "empty",
+        "one",
+        "all empty",
+    ],
+)
+def test_backend_intervals_is_numpy_s(monkeypatch, case):
+    rng = np.random.default_rng(9)
+    n = {"empty": 0, "one": 1}.get(case, 3000)
+    thread = np.sort(rng.integers(1, 4, n))
+    start = np.empty(n, np.int64)
+    for t in (1, 2, 3):  # each thread's ops in time order, some before or after the session
+        k = thread == t
+        start[k] = np.sort(rng.integers(-100, 9_000, int(k.sum())))
+    end = start + rng.integers(0, 40 if case == "overlapping" else 3, n)
+    end[rng.random(n) < 0.01] += 2000  # ending late: past the next ones
+    end[-1:] += 5000  # past the session
+    if case == "unordered":
+        p = rng.permutation(n)
+        thread, start, end = thread[p], start[p], end[p]
+    if case == "unordered in a thread":
+        k = np.flatnonzero((thread == 2) & (start > 0))[:2]
+        start[k] = start[k[::-1]]
+    if case == "clipped into order":  # out of order before the session's start only
+        k = np.flatnonzero(start < 0)
+        start[k] = start[k][::-1]
+    if case == "all empty":
+        end = start.copy()
+    table = _backend_table(thread, start, end, rng.integers(0, 9, n))
+    got, want = _both(monkeypatch, T.backend_intervals, table, 0, 9_500)
+    _same(got, want)
+
+
+def test_scope_rows_found_in_the_build_are_those_of_the_kinds():
+    rng = np.random.default_rng(11)
+    ev = _events(rng, [1, 2], 500)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, backend=_intervals(rng, [1, 2], 100, span, True))
+    begins = np.flatnonzero(np.isin(tl.kind, [S.OP_BEGIN, S.PHASE_BEGIN]))
+    ends = np.flatnonzero(np.isin(tl.kind, [S.OP_END, S.PHASE_END]))
+    _same((tl.scope_begins(), tl.scope_ends()), (begins, ends))
+    again = dataclasses.replace(tl)  # a new memo: found from the rows
+    assert not again.memo
+    _same((again.scope_begins(), again.scope_ends()), (begins, ends))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_state_at_is_numpy_s(monkeypatch, seed):
+    from rlscope.analysis import gpu
+
+    rng = np.random.default_rng(300 + seed)
+    threads = [40, 30, 50][: 1 + seed % 3]
+    ev = _events(rng, threads, 500)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    api = _intervals(rng, threads, 50, span, False) if seed % 2 else None  # else threads as they come
+    tl = T.build_timeline(ev, api=api)
+    n = 2000
+    q_thread = rng.choice(np.array([*threads, 35, 99], np.int64), n)  # some on no thread of the timeline
+    q_ts = rng.integers(-5, span + 10, n)
+    q_ts[:50] = tl.ts[rng.integers(0, len(tl.ts), 50)]  # at rows' times: the last row at it counts
+    got, want = _both(monkeypatch, gpu.state_at, tl, q_thread, q_ts)
+    _same(got, want)
+    assert (got[0] >= 0).any()
+    one = (q_thread[:1], q_ts[:1])
+    _same(*_both(monkeypatch, gpu.state_at, tl, *one))
+    _same(*_both(monkeypatch, gpu.state_at, tl, q_thread[:0], q_ts[:0]))
+
+
+def test_state_at_out_of_order_runs_numpy_s(monkeypatch):
+    from rlscope.analysis import gpu
+
+    rng = np.random.default_rng(4)
+    ev = _events(rng, [40, 30], 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, api=_intervals(rng, [40, 30], 20, span, False))
+    late = dataclasses.replace(tl, ts=tl.ts[::-1].copy())  # rows out of time order: the C search is not taken
+    q = (np.full(100, 40, np.int64), rng.integers(0, span, 100))
+    assert gpu._state_at_native(late, *q) is None and gpu._state_at_native(tl, *q) is not None
+    _same(*_both(monkeypatch, gpu.state_at, late, *q))
+
+
+def test_columns_not_in_one_block_run_numpy_s(monkeypatch):
+    from rlscope.analysis import gpu
+
+    rng = np.random.default_rng(12)
+    ev = _events(rng, [1, 2], 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    tl = T.build_timeline(ev, api=_intervals(rng, [1, 2], 30, span, False))
+    strided = dataclasses.replace(tl, ts=np.repeat(tl.ts, 2)[::2])  # the same times, every other value
+    assert not strided.ts.flags.c_contiguous
+    q = (np.full(50, 1, np.int64), rng.integers(0, span, 50))
+    assert gpu._state_at_native(strided, *q) is None
+    _same(*_both(monkeypatch, gpu.state_at, strided, *q))
+    _same(gpu.state_at(strided, *q), gpu.state_at(tl, *q))
+    rows = strided.main_rows()
+    _same(*_both(monkeypatch, strided.instance_time, rows, len(tl.inst_name)))

@@ -1,0 +1,356 @@
+"""The what-if's C loops (rlscope/analysis/native/whatif.c) against their numpy versions, bit for bit.
+
+Each function of rlscope/analysis/whatif.py that calls one is run with the C loops and with
+``RLSCOPE_NATIVE_ANALYSIS=0`` on random inputs and edge cases; the results must be the same arrays
+(dtype, shape, bytes). Each case also says whether the C loop must have answered or handed back to
+numpy (input it does not take: times out of order, points that fall inside runs), so a C loop that
+wrongly gives up fails too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlscope.analysis import native, whatif
+from tests.test_whatif import _inputs, _learner, _process, _worker
+
+
+def _flat(x: Any) -> Any:
+    """A result as plain values: arrays by dtype, shape and bytes, dataclasses field by field."""
+    if isinstance(x, np.ndarray):
+        return (str(x.dtype), x.shape, x.tobytes())
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return [(f.name, _flat(getattr(x, f.name))) for f in dataclasses.fields(x)]
+    if isinstance(x, (list, tuple)):
+        return [_flat(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _flat(v) for k, v in x.items()}
+    return x
+
+
+@pytest.fixture
+def both(monkeypatch) -> Callable[..., Any]:
+    """``both(c_answers, f, *args)``: ``f(*args)`` with the C loops and with numpy's, checked the same,
+    and the first C call's answer checked: a count (>= 0) where ``c_answers``, else -1 (numpy's turn)."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    answers: list[tuple[str, int]] = []
+    real = native.function
+
+    def spy(name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
+        fn = real(name, *argtypes, restype=restype)
+        if fn is None:
+            return None
+
+        def call(*args: Any) -> Any:
+            got = fn(*args)
+            answers.append((name, int(got)))
+            return got
+
+        return call
+
+    monkeypatch.setattr(native, "function", spy)
+
+    def run(c_answers: bool | None, f: Callable[..., Any], *args: Any) -> Any:
+        answers.clear()
+        monkeypatch.setenv(native.ENV, "1")
+        got = f(*args)
+        called = list(answers)
+        monkeypatch.setenv(native.ENV, "0")
+        want = f(*args)
+        monkeypatch.setenv(native.ENV, "1")
+        assert not answers[len(called) :], "numpy's path called C"
+        assert _flat(got) == _flat(want)
+        if c_answers is not None:
+            assert called, "no C loop was called"
+            assert (called[0][1] >= 0) == c_answers, called  # the function's own (numpy's may call others)
+        return got
+
+    return run
+
+
+def _runs(rng: np.random.Generator, n: int, n_keys: int, dup: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """n runs' starts (sorted, some equal: runs of no time) and keys (int32)."""
+    step = rng.integers(0, 50, n)
+    step[rng.random(n) < dup] = 0
+    t = np.cumsum(step).astype(np.int64) + 1000
+    return t, rng.integers(0, n_keys, n).astype(np.int32)
+
+
+# --------------------------------------------------------------------------- _main_runs
+
+
+def _timeline(rng: np.random.Generator, n: int, n_inst: int, pad: int = 3) -> Any:
+    """A timeline's columns as _main_runs reads them: rows of one instance (-1: none) and category in
+    stretches, times sorted; ``pad`` rows of other threads on each side of the main thread's."""
+    stretch = rng.integers(1, 6, n)
+    op = np.repeat(rng.integers(-1, n_inst, n), stretch)[:n].astype(np.int32)
+    cat = np.repeat(rng.integers(0, 4, n), rng.integers(1, 4, n))[:n].astype(np.int8)
+    ts = np.cumsum(rng.integers(0, 9, n)).astype(np.int64) + 10**12
+    wrap = np.concatenate
+    tl = types.SimpleNamespace(
+        op=wrap([np.zeros(pad, np.int32), op, np.zeros(pad, np.int32)]),
+        cat=wrap([np.zeros(pad, np.int8), cat, np.zeros(pad, np.int8)]),
+        ts=wrap([np.zeros(pad, np.int64), ts, np.zeros(pad, np.int64)]),
+    )
+    return tl, slice(pad, pad + n)
+
+
+@pytest.mark.parametrize(("n", "n_inst"), [(1, 1), (2, 1), (7, 3), (5000, 40), (200_000, 3000)])
+@pytest.mark.parametrize("is_parent", [False, True])
+def test_main_runs(both, n: int, n_inst: int, is_parent: bool) -> None:
+    rng = np.random.default_rng(n + is_parent)
+    tl, main = _timeline(rng, n, n_inst)
+    inst_name = np.append(rng.integers(-1, 5, n_inst), -1).astype(np.int64)
+    ts = tl.ts[main]
+    for span in ((int(ts[0]), int(ts[-1]) + 5), (int(ts[0]) - 3, int(ts[n // 2]))):  # end inside: clamped
+        run_t, _, _, inst_t = both(True, whatif._main_runs, tl, main, span, inst_name, is_parent)
+        assert run_t[0] == inst_t[0] == span[0] and run_t.max() <= span[1]
+
+
+def test_main_runs_of_one_instance_and_of_none(both) -> None:
+    tl = types.SimpleNamespace(
+        op=np.full(9, -1, np.int32), cat=np.zeros(9, np.int8), ts=np.arange(9, dtype=np.int64)
+    )
+    for inst_name in (np.array([-1], np.int64), np.array([4, -1], np.int64)):
+        for is_parent in (False, True):
+            got = both(True, whatif._main_runs, tl, slice(0, 9), (0, 20), inst_name, is_parent)
+            assert [len(a) for a in got] == [1, 1, 1, 1]
+    tl.op[:] = 0
+    tl.cat[4:] = 2
+    got = both(True, whatif._main_runs, tl, slice(2, 9), (2, 20), np.array([4, -1], np.int64), True)
+    assert got[0].tolist() == [2, 4] and got[3].tolist() == [2]
+
+
+def test_main_runs_of_wide_instance_ids_are_numpys(both) -> None:
+    rng = np.random.default_rng(3)
+    tl, main = _timeline(rng, 100, 5)
+    tl.op = tl.op.astype(np.int64)  # instance ids past int32's: the numpy loops alone
+    with pytest.raises(AssertionError, match="no C loop"):
+        both(True, whatif._main_runs, tl, main, (0, 10**13), np.array([1, 2, 3, 4, 5, -1]), False)
+
+
+# --------------------------------------------------------------------------- keys and idle flips
+
+
+@pytest.mark.parametrize(("n_run", "n_rec"), [(0, 0), (1, 0), (1, 1), (50, 0), (10_000, 300)])
+def test_key_index(both, n_run: int, n_rec: int) -> None:
+    rng = np.random.default_rng(n_run + n_rec)
+    size = 16 * 40
+    run_code = rng.choice(rng.integers(0, size, 30), n_run).astype(np.int64)
+    rec_code = rng.integers(0, size, n_rec).astype(np.int64)
+    codes, run_key, rec_key = both(True, whatif._key_index, run_code, rec_code, size)
+    assert (
+        codes[run_key - 1].tolist() == run_code.tolist() and codes[rec_key - 1].tolist() == rec_code.tolist()
+    )
+
+
+def test_key_index_of_a_code_past_the_table_is_numpys(both) -> None:
+    run_code = np.array([3, 17, 40], np.int64)
+    both(False, whatif._key_index, run_code, np.array([5], np.int64), 32)
+    both(False, whatif._key_index, run_code, np.zeros(0, np.int64), 40)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 9, 100_000])
+def test_flips(both, n: int) -> None:
+    rng = np.random.default_rng(n)
+    t, key = _runs(rng, n, 7)
+    for idle in (rng.random(7) < 0.5, np.zeros(7, bool), np.ones(7, bool)):
+        got = both(True, whatif._flips, t, key, idle)
+        assert len(got) <= max(n - 1, 0)
+    if n:
+        key[n // 2] = -1  # read from the table's end by numpy's index: not by C
+        both(False, whatif._flips, t, key, np.zeros(7, bool))
+
+
+# --------------------------------------------------------------------------- the drawn path
+
+
+@pytest.mark.parametrize(
+    ("n", "n_keys", "n_inst", "n_cuts"),
+    [
+        (1, 1, 0, 0),
+        (2, 3, 1, 0),
+        (12, 3, 4, 2),
+        (3000, 5, 900, 400),
+        (100_000, 12, 20_000, 30_000),
+        (5000, 300, 50, 3),
+    ],
+)
+@pytest.mark.parametrize("on_runs", [True, False])
+@pytest.mark.parametrize("base", [0, 1_700_000_000 * 10**9])  # times since the epoch: above 2**53
+def test_drawn(both, n: int, n_keys: int, n_inst: int, n_cuts: int, on_runs: bool, base: int) -> None:
+    """Each stretch between points as its largest key, ties to the smallest, none to 0: points on runs'
+    starts (numpy's whole runs) or anywhere (numpy cuts the runs)."""
+    rng = np.random.default_rng(n * 7 + n_keys + on_runs)
+    t, key = _runs(rng, n, n_keys)
+    t += base
+    for end in {int(t[-1]) + 11, max(int(t[-1]), int(t[0]) + 1)}:
+        times = t if on_runs else np.arange(int(t[0]) - 5, end + 5)
+        inst_t = np.sort(np.concatenate([[t[0]], rng.choice(times, n_inst)]))
+        cuts = np.sort(rng.choice(times, n_cuts))  # the ones at or before t[0], at or after end: left out
+        s, k = both(True, whatif._drawn, t, key, inst_t, cuts, end)
+        assert s[0] == t[0] and (np.diff(s) > 0).all() and (k[1:] != k[:-1]).all()
+
+
+def test_drawn_ties_go_to_the_smallest_key(both) -> None:
+    t = np.array([0, 10, 20, 30, 35, 40, 40, 50], np.int64)
+    key = np.array([3, 2, 1, 1, 1, 2, 0, 4], np.int32)
+    none = np.zeros(0, np.int64)
+    s, k = both(True, whatif._drawn, t, key, np.array([0, 30, 40], np.int64), none, 50)
+    # stretch 0-30: keys 3, 2, 1 at 10 ns each; 30-40: 1; 40-50: 2 (no time), 0 (10 ns)
+    assert s.tolist() == [0, 40] and k.tolist() == [1, 0]
+    s, k = both(True, whatif._drawn, t, key, np.array([0], np.int64), none, 50)
+    assert k.tolist() == [1]
+    s, k = both(True, whatif._drawn, t, key, np.array([0, 15], np.int64), np.array([15, 25], np.int64), 50)
+    # 0-15: 3 (10), 2 (5); 15-25: 2 (5), 1 (5); 25-50: 1 (15), 0 (10)
+    assert s.tolist() == [0, 15] and k.tolist() == [3, 1]
+
+
+def test_drawn_out_of_order_or_of_a_stretch_past_2_53_ns_is_numpys(both) -> None:
+    rng = np.random.default_rng(5)
+    t, key = np.arange(0, 5000, 10, dtype=np.int64), rng.integers(0, 4, 500).astype(np.int32)
+    points, none = np.array([0, 1001, 2000], np.int64), np.zeros(0, np.int64)
+    both(False, whatif._drawn, t, key, points[::-1].copy(), none, 5003)  # the points
+    both(False, whatif._drawn, t, key, none, points[::-1].copy(), 5003)
+    shuffled = t.copy()
+    shuffled[[200, 300]] = shuffled[[300, 200]]  # the runs
+    both(False, whatif._drawn, shuffled, key, points, none, 5003)
+    both(False, whatif._drawn, t, key, points, none, 4000)  # runs after the end
+    both(False, whatif._drawn, t[:1], key[:1], points[:1], none, 0)  # an end at the start
+    long = np.array([0, 2**53 + 10], np.int64)  # sums no longer shown exact in any order
+    both(False, whatif._drawn, long, key[:2], points[:1], none, 2**53 + 20)
+    both(True, whatif._drawn, long, key[:2], np.array([0, 2**52], np.int64), none, 2**53 + 20)
+
+
+# --------------------------------------------------------------------------- the replay's stretches
+
+
+@pytest.mark.parametrize(
+    ("n", "n_nodes", "n_keys"),
+    [
+        (1, 0, 1),
+        (7, 0, 3),
+        (7, 3, 3),
+        (50_000, 0, 6),
+        (50_000, 20_000, 6),
+        (20_000, 300, 2000),
+        (300, 9, 40),
+        (3000, 1000, 40),
+        (3000, 9000, 5),
+    ],
+)
+@pytest.mark.parametrize("on_runs", [True, False])
+@pytest.mark.parametrize("base", [0, 1_700_000_000 * 10**9])
+def test_stretches(both, n: int, n_nodes: int, n_keys: int, on_runs: bool, base: int) -> None:
+    """Each stretch's time per key: nodes on runs' starts (numpy's whole runs) or anywhere (numpy's
+    runs and nodes' parts), time in elastic intervals as waiting."""
+    rng = np.random.default_rng(n + n_nodes + n_keys + on_runs)
+    t, key = _runs(rng, n, n_keys)
+    t += base
+    end = int(t[-1]) + 3
+    times = t if on_runs else np.arange(int(t[0]) - 3, end + 3)
+    nodes = np.unique(np.concatenate([[t[0]], rng.choice(times, n_nodes)]))
+    edges = np.sort(rng.choice(np.arange(int(t[0]) - 5, end + 10), 8, replace=False))
+    for elastic in (None, np.stack([edges[0:2:2], edges[1:2:2]]), np.stack([edges[0::2], edges[1::2]])):
+        _, off, ent_key, ns = both(True, whatif._stretches, t, key, end, nodes, elastic)
+        assert off[-1] == len(ent_key) == len(ns) and (ns > 0).all()
+        assert int(ns.sum()) == end - int(t[0])
+
+
+def test_stretches_of_runs_of_no_time_keep_no_key(both) -> None:
+    t = np.array([5, 5, 5, 5], np.int64)
+    _, off, ent_key, _ = both(True, whatif._stretches, t, np.array([1, 2, 1, 3], np.int32), 5, t[:1])
+    assert ent_key.tolist() == [] and off.tolist() == [0, 0]
+
+
+def test_stretches_out_of_order_or_past_2_53_ns_are_numpys(both) -> None:
+    t, key = np.arange(0, 100, 10, dtype=np.int64), np.arange(10, dtype=np.int32) % 3
+    nodes = np.array([0, 15, 50], np.int64)
+    shuffled = t.copy()
+    shuffled[[3, 6]] = shuffled[[6, 3]]
+    for at in (nodes, shuffled[:1]):  # the runs (points in runs, one stretch of whole runs)
+        both(False, whatif._stretches, shuffled, key, 100, at)
+    both(False, whatif._stretches, t, key, 80, nodes)  # runs after the end
+    both(False, whatif._stretches, t, key, 100, nodes, np.array([[40, 10], [45, 20]], np.int64))  # intervals
+    long = np.array([0, 2**53 + 10], np.int64)  # sums no longer shown exact in any order
+    for at in (np.array([0, 5], np.int64), long[:1]):
+        both(False, whatif._stretches, long, key[:2], 2**53 + 20, at)
+    both(True, whatif._stretches, long, key[:2], 2**53 + 20, np.array([0, 2**52], np.int64))
+
+
+# --------------------------------------------------------------------------- the path's intervals
+
+
+@pytest.mark.parametrize(("n", "n_int"), [(0, 1), (1, 1), (1, 3), (40, 0), (40, 1), (40, 6), (100_000, 2000)])
+def test_clip(both, n: int, n_int: int) -> None:
+    rng = np.random.default_rng(n * 3 + n_int)
+    ds = np.cumsum(rng.integers(1, 20, n)).astype(np.int64)
+    dk = rng.integers(0, 5, n).astype(np.int32)
+    end = int(ds[-1]) + 9 if n else 100
+    edges = np.unique(rng.integers(-5, end + 15, 2 * n_int))
+    edges = edges[: len(edges) // 2 * 2]
+    lo, hi = edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
+    for shown in (np.ones(5, bool), rng.random(5) < 0.6):
+        s, e, k = both(True, whatif._clip, (ds, dk), end, lo, hi, shown)
+        assert (e > s).all() and shown[k].all()
+
+
+def test_clip_joins_touching_runs_of_one_key(both) -> None:
+    ds = np.array([0, 10, 20, 30, 40], np.int64)
+    dk = np.array([1, 1, 2, 1, 1], np.int32)
+    shown = np.array([True, True, False])
+    lo, hi = np.array([5, 35], np.int64), np.array([35, 60], np.int64)
+    s, e, k = both(True, whatif._clip, (ds, dk), 50, lo, hi, shown)
+    assert list(zip(s.tolist(), e.tolist(), k.tolist(), strict=True)) == [(5, 20, 1), (30, 50, 1)]
+
+
+def test_clip_of_runs_out_of_order_is_numpys(both) -> None:
+    ds = np.array([0, 10, 5, 30], np.int64)
+    dk = np.zeros(4, np.int32)
+    both(
+        False, whatif._clip, (ds, dk), 50, np.array([0], np.int64), np.array([50], np.int64), np.ones(1, bool)
+    )
+    both(
+        False,
+        whatif._clip,
+        (ds[:2], dk[:2]),
+        5,
+        np.array([0], np.int64),
+        np.array([50], np.int64),
+        np.ones(1, bool),
+    )
+
+
+# --------------------------------------------------------------------------- the longest segments
+
+
+@pytest.mark.parametrize("spread", [0, 1, 3, 10**12])
+@pytest.mark.parametrize("n", [0, 1, 5, 12, 13, 5000, 200_000])
+def test_first_sorted(both, spread: int, n: int) -> None:
+    """The k smallest values' indices, equal ones in index order: ties, fewer values than k, in order,
+    in reverse order."""
+    values = np.random.default_rng(n + spread).integers(-spread, spread + 1, n)
+    for v in (values, np.sort(values), np.sort(values)[::-1].copy()):
+        for k in (1, 12):
+            got = both(True, whatif._first_sorted, v, k)
+            assert got.tolist() == np.argsort(v, kind="stable")[:k].tolist()
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_a_learner_with_gpu_work_and_workers(both, tmp_path, monkeypatch) -> None:
+    """process_inputs and what_if on a trace with GPU work, syncs, a parent and its workers."""
+    trace = tmp_path / "trace"
+    _process(trace, monkeypatch, 100, 1, 0, _learner)
+    _process(trace, monkeypatch, 101, 100, 2, _worker(16, 40))
+    _process(trace, monkeypatch, 102, 100, 2, _worker(17, 60))
+    inputs = both(None, lambda: _inputs(trace))
+    both(None, whatif.what_if, *inputs)

@@ -1,0 +1,371 @@
+"""The window estimate's C loops (rlscope/analysis/native/windows.c) give the bits of their numpy loops.
+
+Each function of rlscope/overhead/correct/windows.py and pieces.py that calls C is run on the same
+inputs with the C loops and with ``RLSCOPE_NATIVE_ANALYSIS=0``: random timelines of fractional
+durations (where the order of the additions shows in the bits), several blocks of rows long, and
+the edge cases (no rows, one row, every row outside the instances, no main thread, the main thread
+in two blocks); then the whole estimate of fake-clock runs whose switches leave work behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rlscope
+from rlscope import categories
+from rlscope.analysis import native
+from rlscope.analysis.timeline import Timeline, build_timeline
+from rlscope.blocks import BLOCK_ROWS
+from rlscope.overhead.correct import pieces as P
+from rlscope.overhead.correct import windows as W
+from rlscope.trace import schema as S
+
+# kinds of rows at random: anchors of pieces, collector rows, windows, and kinds of neither (a negative byte)
+KINDS = np.array(
+    [
+        *(S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.CAT_END, S.BACKEND_BEGIN, S.BACKEND_END, S.API_BEGIN),
+        *(S.API_END, S.ENGINE_BEGIN, S.PHASE_BEGIN, S.WINDOW, -3, 100),
+    ],
+    np.int8,
+)
+
+
+@pytest.fixture(autouse=True)
+def c_loops(monkeypatch):
+    """The C loops on (skipped where they cannot be had)."""
+    monkeypatch.setenv(native.ENV, "1")
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+
+
+def both(monkeypatch, run: Callable[[], Any]) -> tuple[Any, Any]:
+    """``run()`` with the C loops, then with the numpy ones."""
+    monkeypatch.setenv(native.ENV, "1")
+    c = run()
+    monkeypatch.setenv(native.ENV, "0")
+    try:
+        return c, run()
+    finally:
+        monkeypatch.setenv(native.ENV, "1")
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal to the bit: arrays of one dtype and the same bytes, tuples of them, or equal values."""
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    return bool(a == b) if not isinstance(a, float) else np.float64(a).tobytes() == np.float64(b).tobytes()
+
+
+def timeline(
+    rng: np.random.Generator,
+    sizes: list[int],
+    threads: list[int],
+    main_thread: int,
+    n_inst: int = 40,
+    op_dtype: Any = np.int32,
+    id_dtype: Any = np.int32,
+) -> Timeline:
+    """A timeline of random rows: ``sizes`` rows on each of ``threads`` (one block each, in time order
+    within it), of random kinds, instances (-1 none: about one row in five) and window switches."""
+    n = sum(sizes)
+    ts = np.concatenate([1000 + np.cumsum(rng.integers(0, 40, k)) for k in sizes]).astype(np.int64)
+    seg_end = np.concatenate(
+        [np.append(t[1:], t[-1] + 7) if len(t) else t for t in np.split(ts, np.cumsum(sizes)[:-1])]
+    ).astype(np.int64)
+    kind = rng.choice(KINDS, n)
+    ids = rng.integers(-1, n_inst, n)
+    cat = np.isin(kind, [S.CAT_BEGIN, S.CAT_END])
+    ids[cat] = rng.choice([categories.BACKEND, categories.CUDA_API, 0, 1, 5], cat.sum())
+    win = kind == S.WINDOW
+    ids[win] = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], win.sum())
+    op = np.where(rng.random(n) < 0.2, -1, rng.integers(0, n_inst, n))
+    return Timeline(
+        ts=ts,
+        seg_end=seg_end,
+        thread=np.repeat(threads, sizes).astype(np.int32),
+        kind=kind,
+        id=ids.astype(id_dtype),
+        name=np.zeros(n, np.int32),
+        flags=np.zeros(n, np.int8),
+        op=op.astype(op_dtype),
+        cat=np.zeros(n, np.int8),
+        phase=np.full(n, -1, np.int32),
+        main_thread=main_thread,
+        start_ns=int(ts.min(initial=0)),
+        end_ns=int(seg_end.max(initial=0)),
+        inst_name=rng.integers(-1, 6, n_inst).astype(np.int64),
+        inst_end=np.full(n_inst, int(seg_end.max(initial=0)), np.int64),
+        thread_idx=np.repeat(np.arange(len(sizes)), sizes).astype(np.int16),
+    )
+
+
+# (rows per thread, threads, main thread): several blocks of rows; the edge cases
+CASES = [
+    ([BLOCK_ROWS + 5000, 30_000, 7000], [7, 3, 9], 7),
+    ([20_000, 6000, 20_000], [7, 3, 7], 7),  # the main thread in two blocks
+    ([3000, 2000], [3, 9], 7),  # no main thread
+    ([5000], [7], 7),  # one thread
+    ([1], [7], 7),  # one row
+    ([0], [7], 7),  # no rows
+]
+
+
+def rows_of(rng: np.random.Generator, tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(fractional durations, collector rows, full-window rows) at random."""
+    n = len(tl.ts)
+    return rng.exponential(1000.0, n) / 3.0, rng.random(n) < 0.4, rng.random(n) < 0.6
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op_dtype", [np.int32, np.int64])
+def test_instance_and_counted_sums(monkeypatch, case, op_dtype):
+    rng = np.random.default_rng(case)
+    tl = timeline(rng, *CASES[case], op_dtype=op_dtype)
+    dur, coll, full_row = rows_of(rng, tl)
+    if case == 3:
+        tl.op[:] = -1  # every row outside the instances
+    main = W._main_ranges(tl)
+    c, n = both(monkeypatch, lambda: W._instance_sums(tl, dur, coll, full_row, main, None))
+    assert same(c[:3], n[:3]) and n[3] is None and c[3] is not None
+    excl, _, held, rows = c
+    excl = excl[1:]
+    # a cut on about half the instances, up to their time (and one with none left)
+    cut = np.where(rng.random(len(excl)) < 0.5, excl * rng.random(len(excl)), 0.0)
+    cut[: min(3, len(cut))] = excl[: min(3, len(cut))]
+    kept_inst = np.append(False, (cut > 0) & (excl > 0))
+    key_name = np.append(W.UNANNOTATED_ID, tl.inst_name)
+    keys = np.unique(key_name[held])
+    inst_key = np.searchsorted(keys, key_name)
+
+    def counted_sums() -> tuple:
+        d = dur.copy()
+        got = W._counted_sums(
+            tl, d, coll, full_row, main, None, kept_inst, cut, excl, inst_key, len(keys), rows
+        )
+        return (d, *got)
+
+    c, n = both(monkeypatch, counted_sums)
+    assert same(c[:2], n[:2]) and same(c[2], n[2]) and same(c[3], n[3])
+    assert np.array_equal(c[3], n[3]) and same(c[4], n[4])
+    if len(tl.ts) > 1000 and case != 3:
+        assert len(c[3]) > 0 and c[1].sum() > 0  # rows were scaled and counted
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_counted_factor(monkeypatch, case):
+    rng = np.random.default_rng(10 + case)
+    tl = timeline(rng, *CASES[case])
+    _, _, full_row = rows_of(rng, tl)
+    main = W._main_ranges(tl)
+    key_name = np.append(W.UNANNOTATED_ID, tl.inst_name)
+    for keys in (np.unique(key_name), np.unique(key_name)[1::2], np.zeros(0, np.int64)):
+        per_key = rng.random(len(keys)).tolist()
+
+        def run(keys: np.ndarray = keys, per_key: list = per_key) -> np.ndarray:
+            out = np.full(len(tl.ts), np.nan)
+            return W._counted_factor(tl, None, full_row, main, keys, key_name, per_key, out)
+
+        c, n = both(monkeypatch, run)
+        assert same(c, n)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("int32_windows", [False, True])
+def test_live_from_and_full_rows(monkeypatch, case, int32_windows):
+    if int32_windows:  # row_window's int32 column, made here with a few switches
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(20 + case)
+    tl = timeline(rng, *CASES[case])
+    coll = rng.random(len(tl.ts)) < 0.3
+    win_ts, win_mode = W.window_rows(tl)
+    wi = W.row_window(tl)
+    assert wi.dtype == (np.int32 if int32_windows and len(win_ts) >= 2 else np.int16)
+    c, n = both(monkeypatch, lambda: W._live_from(tl, win_ts, coll))
+    assert same(c, n)
+    if len(win_ts) and case == 0:
+        assert (c < np.iinfo(np.int64).max).sum() > 10  # windows with collectors seen
+    from_ts = np.where(W.mode_table(win_mode) == S.WINDOW_FULL, c, np.iinfo(np.int64).max)
+    c, n = both(monkeypatch, lambda: W._full_rows(tl.ts, wi, from_ts))
+    assert same(c, n)
+
+
+@pytest.mark.parametrize("case", range(len(CASES) - 1))  # pieces need a main thread's row
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype):
+    rng = np.random.default_rng(30 + case)
+    tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
+    raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
+    c, n = both(monkeypatch, lambda: P.pieces(tl, raw))
+    assert all(same(getattr(c, f.name), getattr(n, f.name)) for f in dataclasses.fields(P.Pieces))
+    if c.main.stop == c.main.start:
+        return
+    assert len(c.owner) > 1 or len(tl.ts) < 10
+    dur, coll, full_row = rows_of(rng, tl)
+    npc = len(c.owner)
+    for chosen in (np.arange(npc), np.flatnonzero(rng.random(npc) < 0.3), np.zeros(0, np.int64)):
+        got = both(monkeypatch, lambda chosen=chosen: W._piece_sums(c, chosen, dur, coll, full_row))
+        assert same(*got)
+        est = W.PieceEstimate(0.0, 0.0, 0.0, 0, c, rng.random(npc) < 0.5, rng.random(npc), {})
+        row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+        before = rng.random(len(tl.ts))
+
+        def set_factors(
+            est: W.PieceEstimate = est, before: np.ndarray = before, row_mode: np.ndarray = row_mode
+        ) -> np.ndarray:
+            factor = before.copy()
+            est.set_factors(factor, row_mode)
+            return factor
+
+        assert same(*both(monkeypatch, set_factors))
+
+
+def test_piece_starts_edge_cases(monkeypatch):
+    kind = np.array([S.CAT_BEGIN, S.CAT_BEGIN, S.CAT_END, -1, S.WINDOW, 50], np.int8)
+    ids = np.array([categories.BACKEND, categories.CUDA_API, 0, 0, 1, 2], np.int32)
+    c, n = both(monkeypatch, lambda: P._piece_starts(kind, ids))
+    assert same(c, n) and c.tolist() == [0, 2, 4]  # the first row always, a full-only category's never
+    for k in (kind[:1], kind[1:2]):
+        c, n = both(monkeypatch, lambda k=k: P._piece_starts(k, ids[: len(k)]))
+        assert same(c, n) and c.tolist() == [0]
+
+
+def _run(tmp_path, iters: int, col: Any) -> Timeline:
+    """A fake-clock run of infer, sim and an update every 16 iterations, under ``col``."""
+    from tests.test_windows import OPS_PER_INFER, SIM, _fake_clock_session, _fake_op
+
+    sess, clock = _fake_clock_session(tmp_path / "t", 200e-6)
+    with sess:
+        sess.add_toggler(col)
+        for i in range(iters):
+            with rlscope.scope("infer"):
+                clock.advance(col.take())
+                for _ in range(OPS_PER_INFER):
+                    _fake_op(col, sess, clock.advance)
+            with rlscope.scope("sim"):
+                clock.advance(col.take())
+                clock.advance(SIM + i % 7)
+            if i % 16 == 15:
+                with rlscope.scope("update"):
+                    clock.advance(col.take())
+                    clock.advance(30_000 + 13 * (i % 5))
+            clock.advance(100)
+    return build_timeline(rlscope.load_trace(str(tmp_path / "t")).processes[0].events)
+
+
+@pytest.mark.parametrize("penalty", [0, 20_000])
+def test_the_whole_estimate_is_the_same(monkeypatch, tmp_path, penalty):
+    """The estimate of a run (with work each switch leaves for the next operation: instances cut
+    and their rows scaled) has the same bits either way."""
+    from tests.test_windows import AfterSwitchCost
+
+    tl = _run(tmp_path, 3000, AfterSwitchCost(penalty))
+    # a corrected timeline whose durations are not whole ns: rows moved by fractions of the raw ones
+    fixed = dataclasses.replace(tl, seg_end=tl.seg_end + (np.arange(len(tl.ts)) % 3 == 0))
+
+    def run() -> W.WindowEstimate:
+        return W.estimate(dataclasses.replace(fixed), raw=dataclasses.replace(tl))
+
+    c, n = both(monkeypatch, run)
+    assert same(c.factor, n.factor) and same(c.row_mode, n.row_mode)
+    assert repr(c.per_op) == repr(n.per_op) and same(c.cost_per_event_ns, n.cost_per_event_ns)
+    assert same(c.inst_full, n.inst_full) and c.notes == n.notes and c.light_only == n.light_only
+    assert c.cost_per_event_ns is not None
+    if penalty:
+        assert any("after_switch_removed_ns" in e for e in c.per_op.values())
+
+
+@pytest.mark.parametrize("sizes", [[1], [2, 1, 17, 16, 3], [500, 2000, 33, 1], [0], [40_000]])
+def test_group_medians(monkeypatch, sizes):
+    """Medians of windows of every size (a sort's small and large paths), with ties, -0.0 beside 0.0
+    (the stable order decides which is the median), and infinities."""
+    rng = np.random.default_rng(sum(sizes))
+    n = sum(sizes)
+    v = np.round(rng.exponential(50.0, n)) / 4.0  # many ties
+    v[rng.random(n) < 0.05] = 0.0
+    v[rng.random(n) < 0.05] = -0.0
+    v[rng.random(n) < 0.01] = np.inf
+    g = np.repeat(np.arange(len(sizes)), sizes)
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if n else np.zeros(0, np.int64)
+    count = np.diff(np.r_[starts, n]).astype(np.int64)
+    c, n_ = both(monkeypatch, lambda: W._group_medians(g, v, starts, count))
+    assert same(c, n_)
+    mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], n)
+    group = rng.integers(0, 40, n)  # in no order: window_medians sorts them
+    assert same(*both(monkeypatch, lambda: W.window_medians(group, mode, v)))
+
+
+def test_group_medians_of_signed_zeros(monkeypatch):
+    """Windows of mostly zeros of both signs: which one is the median is the sort's order of ties."""
+    rng = np.random.default_rng(7)
+    count = rng.integers(1, 60, 400)
+    n = int(count.sum())
+    v = rng.choice([0.0, -0.0, -0.0, 1.0], n)
+    starts = (np.cumsum(count) - count).astype(np.int64)
+    g = np.repeat(np.arange(len(count)), count)
+    c, n_ = both(monkeypatch, lambda: W._group_medians(g, v, starts, count.astype(np.int64)))
+    assert same(c, n_) and np.signbit(c).any() and not np.signbit(c).all()
+
+
+@pytest.mark.parametrize("n_win", [0, 1, 2, 50])
+@pytest.mark.parametrize("in_order", [False, True])
+def test_placed(monkeypatch, n_win, in_order):
+    """Instances and pieces placed among the switches: at them, between them, before and after all,
+    in windows whose collectors went live late or never; in time order (as pieces come, the C
+    loop's last answer reused) or not."""
+    rng = np.random.default_rng(n_win)
+    win_ts = np.sort(rng.integers(0, 1000, n_win)).astype(np.int64)
+    win_ts[1::7] = win_ts[::7][: len(win_ts[1::7])]  # switches at one time
+    win_mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], n_win).astype(np.int32)
+    live = np.r_[0, win_ts] + rng.integers(0, 30, n_win + 1)
+    live[rng.random(n_win + 1) < 0.2] = np.iinfo(np.int64).max
+    start = np.concatenate([rng.integers(-10, 1010, 3000), win_ts, live[live < 2000]]).astype(np.int64)
+    end = start + rng.integers(0, 60, len(start))
+    end[: len(win_ts)] = win_ts
+    if in_order:
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+    c, n = both(monkeypatch, lambda: W._placed(win_ts, win_mode, live, start, end))
+    assert same(c, n)
+    assert (c[0].any() and (~c[0]).any()) or n_win == 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5000, 300_000])
+def test_classes(monkeypatch, n):
+    """Ranks of (owner, signature, next signature) triples: few distinct ones among many, of values
+    negative, near the int64 limits and far apart (the hashed path of factorize_rows)."""
+    rng = np.random.default_rng(n)
+    values = np.array([-1, 0, 3, -(2**40), 2**62, -(2**63), 2**63 - 1, 5 << 32, (6 << 32) + 7], np.int64)
+    owner, sig = rng.choice(values[:4], n), rng.choice(values, n)
+    after = np.r_[sig[1:], -1][:n]
+    c, n_ = both(monkeypatch, lambda: P._classes(owner, sig, after))
+    assert same(c, n_)
+    if n > 1000:
+        assert c.max() == 4 * 9 * 9 - 1  # every triple seen
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("int32_windows", [False, True])
+def test_row_window(monkeypatch, case, int32_windows):
+    """Each row's window: threads in time order, and one whose rows are not (searched row by row)."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(60 + case)
+    tl = timeline(rng, *CASES[case])
+
+    def run(tl: Timeline = tl) -> np.ndarray:
+        tl.memo.pop("row_window", None)
+        return W.row_window(tl)
+
+    assert same(*both(monkeypatch, run))
+    if len(tl.ts) > 1:
+        shuffled = dataclasses.replace(tl, ts=tl.ts.copy())
+        shuffled.ts[: len(tl.ts) // 2] = rng.permutation(shuffled.ts[: len(tl.ts) // 2])
+        c, n = both(monkeypatch, lambda: run(shuffled))
+        assert same(c, n)
