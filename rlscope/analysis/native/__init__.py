@@ -64,7 +64,7 @@ def build() -> Path:
     def command(tmp: str) -> list[str]:
         # -ffp-contract=off: no fused multiply-adds, whose rounding differs from numpy's two steps
         flags = ["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-fast-math"]
-        return [str(cc), *flags, *map(str, sources), "-o", tmp]
+        return [str(cc), *flags, *map(str, sources), "-o", tmp, "-lm"]
 
     return native_build.build(out, command, "the analysis's C loops", timeout_s=120)
 
