@@ -324,3 +324,12 @@ def test_module_calls_planned_without_costed_rows_is_empty_on_both(monkeypatch):
     proc = SimpleNamespace(names=["inference"])
     want, got = _both(monkeypatch, lambda: module_calls.planned(proc, tl, 700.0))
     assert len(want) == 0 and len(got) == 0
+
+
+@pytest.mark.parametrize("threads,rows", [(1, 1), (1, 500), (4, 500), (60, 5)])
+def test_thread_last_is_every_change_of_thread(threads, rows):
+    """The threads' last rows, marked from their starts: those of a comparison of every row with the next."""
+    tl = _timeline(np.random.default_rng(threads), threads=threads, rows=rows)
+    want = np.ones(len(tl.ts), bool)
+    want[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
+    assert np.array_equal(residual.thread_last(tl), want)

@@ -258,16 +258,32 @@ def test_state_after_is_numpy_s(monkeypatch, dtype, case):
     info = np.iinfo(dtype)
     values = rng.integers(max(info.min, -(2**40)), min(info.max, 2**40), len(rows)).astype(dtype)
     starts = np.flatnonzero(first)
-    got, want = _both(monkeypatch, T._state_after, rows, values, first, starts, -1)
+    got, want = _both(monkeypatch, T._state_after, rows, values, n, starts, -1)
     _same(got, want)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 300, 40_000])
 def test_thread_index_is_numpy_s(monkeypatch, threads):
     first = _first(np.random.default_rng(threads), 100_000, threads)
-    got, want = _both(monkeypatch, T._thread_index, first, np.flatnonzero(first))
+    got, want = _both(monkeypatch, T._thread_index, len(first), np.flatnonzero(first))
     _same(got, want)
     assert got.dtype == (np.int16 if threads < 2**15 else np.int32)
+
+
+@pytest.mark.parametrize("threads", [0, 1, 2, 300, 1024, 1025, 5000])
+@pytest.mark.parametrize("n", [0, 1, 7, 100_000])
+def test_thread_starts_are_every_change_of_thread(threads, n):
+    """The searched blocks' starts: those of a comparison of every row with the next, on blocks of
+    any length (one row up), thread ids in no order, past the count where the comparison takes over."""
+    rng = np.random.default_rng(threads + n)
+    first = _first(rng, n, threads) if threads else np.zeros(n, bool)
+    if n:
+        first[0] = True
+    ids = rng.permutation(max(int(first.sum()), 1)).astype(np.int32) * 7 - 100
+    thread = ids[np.cumsum(first) - 1] if n else np.zeros(0, np.int32)
+    want = np.flatnonzero(np.append(True, thread[1:] != thread[:-1])) if n else np.zeros(0, np.int64)
+    got = T._thread_starts(thread)
+    _same(got, want.astype(np.int64))
 
 
 def _marked_numpy(kind, cat, begin, end, code):
@@ -345,7 +361,7 @@ def test_seg_end_is_numpy_s(monkeypatch, n, threads):
     first = _first(rng, n, threads)
     ts = np.sort(rng.integers(0, 1000, n))
     for end_ns in (-1, 500, 2000):  # the end before, among and after the rows' times
-        got, want = _both(monkeypatch, T._seg_end, ts, first, np.flatnonzero(first), end_ns)
+        got, want = _both(monkeypatch, T._seg_end, ts, np.flatnonzero(first), end_ns)
         _same(got, want)
 
 

@@ -675,9 +675,10 @@ def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarra
 
 
 def thread_last(tl: Timeline) -> np.ndarray:
-    """Per row: whether it is its thread's last row."""
-    last = np.ones(len(tl.ts), bool)
-    last[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
+    """Per row: whether it is its thread's last row: the row before each thread's first and the last
+    row, marked at those few rows (Timeline.thread_starts), not a comparison of every row with the next."""
+    last = np.zeros(len(tl.ts), bool)
+    last[tl.thread_starts()[1:] - 1] = True
     return last
 
 
