@@ -8,6 +8,7 @@ rlscope's own work, no measured costs, ids too wide or columns strided for the C
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -333,3 +334,21 @@ def test_thread_last_is_every_change_of_thread(threads, rows):
     want = np.ones(len(tl.ts), bool)
     want[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
     assert np.array_equal(residual.thread_last(tl), want)
+
+
+@pytest.mark.parametrize("main", [100, 101, 102, 103, 999])
+@pytest.mark.parametrize("ties", [False, True])
+def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monkeypatch):
+    """The main thread's rows first, in the middle, last or absent (its rows rebuilt first, the sums
+    the other threads' starts need read on the way), its first rows at one time or not."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=2000), main_thread=main)
+    if ties:  # each thread's first rows at its first time: the main thread's start is read after them
+        first = np.flatnonzero(np.append(True, tl.thread[1:] != tl.thread[:-1]))
+        for a in first.tolist():
+            tl.ts[a + 1 : a + 4] = tl.ts[a]
+            tl.seg_end[a : a + 3] = tl.ts[a]
+    new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts)) + 0.25
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+    assert want.end_ns == got.end_ns

@@ -170,17 +170,22 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
     }
 }
 
-/* residual.rebuild's per-thread pass: thread k's rows [first[k], first[k + 1]) start at rel0[k] plus
- * the sum of the thread's new durations before each row, read off the running sum of ``new_dur``
- * over every row (np.cumsum's, kept as it goes); ``ts`` and ``seg_end`` get each row's start and end,
- * rounded (np.rint), plus ``start_ns``. */
-void residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
-                      const int64_t *first, const double *rel0, int64_t start_ns) {
-    double before = 0.0; /* the running sum before row i */
-    for (int64_t k = 0; k < n_threads; ++k) {
+/* residual.rebuild's per-thread pass over threads k0 to k1 - 1 of n_threads: thread k's rows
+ * [first[k], first[k + 1]) start at rel0[k] plus the sum of the thread's new durations before each
+ * row, read off the running sum of ``new_dur`` over every row (np.cumsum's, kept as it goes on from
+ * ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each row's
+ * start and end, rounded (np.rint), plus ``start_ns``. On the way, ``sums`` gets the running sum
+ * before each of ``rows`` (m of them, sorted, among these threads' rows): residual_sums_before's
+ * figures, without a pass of their own. Returns the running sum after these threads' rows. */
+double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
+                        const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
+                        double before, int64_t m, const int64_t *rows, double *sums) {
+    int64_t j = 0;
+    for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
         for (int64_t i = a; i < b; ++i) {
+            while (j < m && rows[j] == i) sums[j++] = before;
             double after = i == 0 ? new_dur[0] : before + new_dur[i];
             double t = before - base;
             t += start;
@@ -190,6 +195,7 @@ void residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *se
             before = after;
         }
     }
+    return before;
 }
 
 /* residual.correct_windows' durations: ``factor`` becomes the new ones (dur * factor), ``gone`` gets
