@@ -352,3 +352,18 @@ def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monke
     want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
     assert want.end_ns == got.end_ns
+
+
+@pytest.mark.parametrize("cap", [0, 1, 3, 1 << 16])
+def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch):
+    """residual_planned lists the first rows whose plan does not fit; where there are more, numpy
+    finds them all: the same removal either way."""
+    monkeypatch.setattr(residual, "_OVER_ROWS", cap)
+    rng = np.random.default_rng(cap)
+    tl = _timeline(rng, threads=3)
+    costs = _costs(rng, 20.0)
+    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    want = residual._planned(tl, costs, last, on_writer, None, None)
+    got = residual._planned_native(tl, costs, last, on_writer, None, None)
+    assert _same(want, got)
+    assert (~(want[1] <= want[0])).sum() > 3  # more rows over their plan than the short lists hold

@@ -78,7 +78,8 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
  * ``mods[i]`` where given (n_mem, n_mods = n), in that order; the whole segment for a ``profiler`` row
  * (the ``rlscope`` category off the writer's threads, written here); ``removal`` = np.minimum(planned,
  * dur); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows. Returns the
- * number of rows whose planned removal does not fit (not planned <= dur): _place's neighbours. */
+ * number of rows whose planned removal does not fit (not planned <= dur): _place's neighbours; the
+ * first ``cap`` of them go to ``over_rows`` (np.flatnonzero's, without a pass of its own). */
 int64_t residual_planned(
     int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
@@ -88,7 +89,7 @@ int64_t residual_planned(
     const uint8_t *pays, int64_t n_cost, int64_t every_row, const int64_t *cost_rows,
     const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
     const double *mem, int64_t n_mods, const double *mods, double *dur, double *planned, double *removal,
-    uint8_t *profiler, double *per_class) {
+    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows) {
     RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
                   category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
                   after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
@@ -114,7 +115,10 @@ int64_t residual_planned(
         planned[i] = p;
         profiler[i] = prof;
         removal[i] = min_nan(p, d);
-        over += !(p <= d);
+        if (!(p <= d)) {
+            if (over < cap) over_rows[over] = i;
+            ++over;
+        }
         pay0 = pay1, b0 = b1, a0 = a1, cls0 = cls1;
     }
     per_class[run_cls] = run;

@@ -418,10 +418,18 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     return removal
 
 
-def _move_excess(planned: np.ndarray, dur: np.ndarray, last: np.ndarray, removal: np.ndarray) -> None:
+def _move_excess(
+    planned: np.ndarray,
+    dur: np.ndarray,
+    last: np.ndarray,
+    removal: np.ndarray,
+    over: np.ndarray | None = None,
+) -> None:
     """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with each segment's excess
-    moved to its neighbours on its thread, in place."""
-    over = np.flatnonzero(~(planned <= dur))
+    moved to its neighbours on its thread, in place. ``over``: the rows whose plan does not fit
+    (sorted), where the caller has them; None: found here."""
+    if over is None:
+        over = np.flatnonzero(~(planned <= dur))
     if len(over) == 0:
         return
     excess = planned[over] - removal[over]
@@ -787,7 +795,11 @@ _PLANNED_ARGS = (
     native.N, native.F64,
     native.N, native.F64,
     native.F64, native.F64, native.F64, native.BOOL, native.F64,
+    native.N, native.I64,
 )  # fmt: skip
+_OVER_ROWS = (
+    1 << 16
+)  # the rows whose planned removal does not fit that residual_planned lists: a few in millions
 
 
 def _native_columns(tl: Timeline) -> bool:
@@ -824,6 +836,7 @@ def _planned_native(
         return _planned(tl, costs, last, on_writer, mem, mods)
     dur, planned, removal = np.empty(n), np.empty(n), np.empty(n)
     profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
+    over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
     over = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
@@ -834,10 +847,10 @@ def _planned_native(
         len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
         n if mem is not None else 0, mem if mem is not None else np.zeros(0),
         n if mods is not None else 0, mods if mods is not None else np.zeros(0),
-        dur, planned, removal, profiler, per_class,
+        dur, planned, removal, profiler, per_class, len(over_rows), over_rows,
     )  # fmt: skip
     if over:
-        _move_excess(planned, dur, last, removal)
+        _move_excess(planned, dur, last, removal, over_rows[:over] if over <= len(over_rows) else None)
     return dur, planned, removal, profiler, per_class
 
 
