@@ -19,7 +19,7 @@ import pytest
 from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
-from rlscope.overhead.correct import flush_stall, module_calls, residual
+from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual
 from rlscope.trace import schema as S
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
@@ -367,3 +367,28 @@ def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
     assert _same(want, got)
     assert (~(want[1] <= want[0])).sum() > 3  # more rows over their plan than the short lists hold
+
+
+@pytest.mark.parametrize("cap", [2, 1 << 16])
+@pytest.mark.parametrize("case", ["random", "one row", "one window", "every row crosses", "int32"])
+def test_the_full_windows_passes_give_numpys_rows(cap, case, monkeypatch):
+    """full_fraction's modes per row and crossing rows: window changes along each thread, segments
+    ending before the next row, the last row; more crossings than the first pass lists; the numpy
+    loops' types (int32 window indices)."""
+    monkeypatch.setattr(full_windows, "_CROSSINGS", cap)
+    rng = np.random.default_rng(cap)
+    tl = _timeline(rng, threads=3, rows={"one row": 1}.get(case, 3000))
+    if case == "one row":
+        tl = dataclasses.replace(tl, ts=tl.ts[:1].copy(), seg_end=tl.seg_end[:1].copy())
+    n = len(tl.ts)
+    tl.seg_end[rng.random(n) < 0.01] -= 1  # segments ending before the next row starts
+    steps = {"one window": 0, "every row crosses": n}.get(case, 40)
+    wi = np.sort(rng.integers(0, steps + 1, n)).astype(np.int32 if case == "int32" else np.int16)
+    if case == "every row crosses":
+        wi = np.arange(n, dtype=np.int16)
+    at_mode = rng.choice([0.0, 1.0], int(wi.max()) + 1)
+    want, got = _both(monkeypatch, lambda: full_windows._modes_and_crossings(tl, wi, at_mode))
+    assert _same(want, got)
+    assert got[1][-1] == n - 1 and (case != "random" or len(got[1]) > 2)  # past the short list
+    with pytest.raises(IndexError):  # an index past the modes: numpy's gather raises on both paths
+        full_windows._modes_and_crossings(tl, wi, at_mode[:-1])
