@@ -149,11 +149,16 @@ def test_merge_is_numpy_s(monkeypatch, seed):
         (S.COMPILE_BEGIN, S.COMPILE_END, *_intervals(rng, [threads[0]], 5, span, False), None),
     ][: 1 + seed % 3]
     col = _columns(ev)
-    fill = T._merged_native(col, np.lexsort((col["ts_ns"], col["thread"])), sources)
+    fill = T._merged_native(col, np.lexsort((col["ts_ns"], col["thread"])), sources, np.iinfo(np.int64).min)
     if seed % 2:  # in (thread, start) order: the C merge takes them as they are
         assert fill is not None
     got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
     _same(got, want)
+    # the times no earlier than one among them: ordered as given, written clamped
+    ts_min = int(np.median(col["ts_ns"]))
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources, ts_min)
+    _same(got, want)
+    assert got[0]["ts_ns"].min() == ts_min
 
 
 def test_ties_go_to_the_events_then_the_sources_in_order(monkeypatch):
@@ -189,9 +194,11 @@ def test_merge_edge_cases(monkeypatch, case):
         src = tuple(c[:1] for c in src)
     sources = [(S.BACKEND_BEGIN, S.BACKEND_END, *src)]
     ev = np.lexsort((col["ts_ns"], col["thread"]))
-    taken = T._merged_native(col, ev, sources) is not None
+    taken = T._merged_native(col, ev, sources, np.iinfo(np.int64).min) is not None
     assert taken == (case == "one row")  # the others run numpy's merge
     got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources, int(col["ts_ns"][0]))
     _same(got, want)
 
 

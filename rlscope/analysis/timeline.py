@@ -265,7 +265,7 @@ class RowValues:
 
 
 def _with_interval_rows(
-    col: dict[str, np.ndarray], added: list[tuple]
+    col: dict[str, np.ndarray], added: list[tuple], ts_min: int | None = None
 ) -> tuple[dict[str, np.ndarray], dict[str, RowValues]]:
     """The events' columns with begin/end rows added for intervals recorded outside the events stream
     (disjoint per thread), every row sorted by (thread, time); and their ``parent`` and ``cost``
@@ -280,6 +280,8 @@ def _with_interval_rows(
     Each part (the events, each source) is put in (thread, time) order on its own, and the parts
     are merged (:func:`_merged_native`, else :func:`_merged`). The columns an added row holds one
     value in (id, flags, cost) hold it there and the events' values where the events' rows land.
+    ``ts_min``: the merged times are no earlier (np.maximum; None: as they are), written so by the C
+    merge, whose order is that of the times as given.
     """
     ev = np.lexsort((col["ts_ns"], col["thread"]))  # the events in (thread, time) order
     sources = []  # each source's intervals in (thread, start) order
@@ -289,8 +291,13 @@ def _with_interval_rows(
             thread, start, end = thread[order], start[order], end[order]
             name = None if name is None else name[order]
         sources.append((begin_kind, end_kind, thread, start, end, name))
-    merged = _merged_native(col, ev, sources)
-    out, events_at = merged if merged is not None else _merged(col, ev, sources)
+    merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min)
+    if merged is not None:
+        out, events_at = merged
+    else:
+        out, events_at = _merged(col, ev, sources)
+        if ts_min is not None:
+            np.maximum(out["ts_ns"], ts_min, out=out["ts_ns"])
     return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
 
 
@@ -369,9 +376,10 @@ def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) ->
 
 
 def _merged_native(
-    col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]
+    col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple], ts_min: int
 ) -> tuple[dict, np.ndarray] | None:
-    """:func:`_merged` in one C pass writing each row once (timeline_merge); None where the numpy
+    """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
+    ``ts_min`` (np.iinfo(np.int64).min: as they are); None where the numpy
     merge runs: no C loops, columns of other types, more than three sources, a source's intervals
     overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
     i64 = native.I64
@@ -379,7 +387,7 @@ def _merged_native(
         "timeline_merge",
         *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
         *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N) * _MAX_SOURCES,
-        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64),
+        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
         restype=native.N,
     )
     events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
@@ -407,7 +415,7 @@ def _merged_native(
     }
     events_at = np.empty(len(ev), np.int64)
     cols = [np.ascontiguousarray(c) for c in events]
-    if fn(len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at) < 0:
+    if fn(len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min) < 0:
         return None
     return out, events_at
 
@@ -427,6 +435,7 @@ def narrow_ids(values: np.ndarray) -> np.ndarray:
 
 
 _I32 = np.iinfo(np.int32)
+_I64 = np.iinfo(np.int64)
 _I16 = np.iinfo(np.int16)
 
 
@@ -730,17 +739,15 @@ def build_timeline(
     if has_compile:
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
-    if added:  # sorted: the added rows are not in time order
-        col, sparse = _with_interval_rows(col, added)
+    if added:  # sorted: the added rows are not in time order; their times no earlier than the start
+        col, sparse = _with_interval_rows(col, added, ts_min=start_ns)
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
     kind = col["kind"]
     n = len(ts)
     # the run starts at SESSION_START: rows before it (collectors starting up, e.g. the native
     # backend recorder loading) set the state the run starts in, but take none of its time
-    if added:  # the merged column is this function's own: clamped in place
-        np.maximum(ts, start_ns, out=ts)
-    else:
+    if not added:  # the merged column is clamped as it is merged
         ts = np.maximum(ts, start_ns)
     if not added and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
