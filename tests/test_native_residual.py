@@ -8,6 +8,7 @@ rlscope's own work, no measured costs, ids too wide or columns strided for the C
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
-from rlscope.overhead.correct import flush_stall, module_calls, residual
+from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual
 from rlscope.trace import schema as S
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
@@ -324,3 +325,70 @@ def test_module_calls_planned_without_costed_rows_is_empty_on_both(monkeypatch):
     proc = SimpleNamespace(names=["inference"])
     want, got = _both(monkeypatch, lambda: module_calls.planned(proc, tl, 700.0))
     assert len(want) == 0 and len(got) == 0
+
+
+@pytest.mark.parametrize("threads,rows", [(1, 1), (1, 500), (4, 500), (60, 5)])
+def test_thread_last_is_every_change_of_thread(threads, rows):
+    """The threads' last rows, marked from their starts: those of a comparison of every row with the next."""
+    tl = _timeline(np.random.default_rng(threads), threads=threads, rows=rows)
+    want = np.ones(len(tl.ts), bool)
+    want[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
+    assert np.array_equal(residual.thread_last(tl), want)
+
+
+@pytest.mark.parametrize("main", [100, 101, 102, 103, 999])
+@pytest.mark.parametrize("ties", [False, True])
+def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monkeypatch):
+    """The main thread's rows first, in the middle, last or absent (its rows rebuilt first, the sums
+    the other threads' starts need read on the way), its first rows at one time or not."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=2000), main_thread=main)
+    if ties:  # each thread's first rows at its first time: the main thread's start is read after them
+        first = np.flatnonzero(np.append(True, tl.thread[1:] != tl.thread[:-1]))
+        for a in first.tolist():
+            tl.ts[a + 1 : a + 4] = tl.ts[a]
+            tl.seg_end[a : a + 3] = tl.ts[a]
+    new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts)) + 0.25
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+    assert want.end_ns == got.end_ns
+
+
+@pytest.mark.parametrize("cap", [0, 1, 3, 1 << 16])
+def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch):
+    """residual_planned lists the first rows whose plan does not fit; where there are more, numpy
+    finds them all: the same removal either way."""
+    monkeypatch.setattr(residual, "_OVER_ROWS", cap)
+    rng = np.random.default_rng(cap)
+    tl = _timeline(rng, threads=3)
+    costs = _costs(rng, 20.0)
+    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    want = residual._planned(tl, costs, last, on_writer, None, None)
+    got = residual._planned_native(tl, costs, last, on_writer, None, None)
+    assert _same(want, got)
+    assert (~(want[1] <= want[0])).sum() > 3  # more rows over their plan than the short lists hold
+
+
+@pytest.mark.parametrize("cap", [2, 1 << 16])
+@pytest.mark.parametrize("case", ["random", "one row", "one window", "every row crosses", "int32"])
+def test_the_full_windows_passes_give_numpys_rows(cap, case, monkeypatch):
+    """full_fraction's modes per row and crossing rows: window changes along each thread, segments
+    ending before the next row, the last row; more crossings than the first pass lists; the numpy
+    loops' types (int32 window indices)."""
+    monkeypatch.setattr(full_windows, "_CROSSINGS", cap)
+    rng = np.random.default_rng(cap)
+    tl = _timeline(rng, threads=3, rows={"one row": 1}.get(case, 3000))
+    if case == "one row":
+        tl = dataclasses.replace(tl, ts=tl.ts[:1].copy(), seg_end=tl.seg_end[:1].copy())
+    n = len(tl.ts)
+    tl.seg_end[rng.random(n) < 0.01] -= 1  # segments ending before the next row starts
+    steps = {"one window": 0, "every row crosses": n}.get(case, 40)
+    wi = np.sort(rng.integers(0, steps + 1, n)).astype(np.int32 if case == "int32" else np.int16)
+    if case == "every row crosses":
+        wi = np.arange(n, dtype=np.int16)
+    at_mode = rng.choice([0.0, 1.0], int(wi.max()) + 1)
+    want, got = _both(monkeypatch, lambda: full_windows._modes_and_crossings(tl, wi, at_mode))
+    assert _same(want, got)
+    assert got[1][-1] == n - 1 and (case != "random" or len(got[1]) > 2)  # past the short list
+    with pytest.raises(IndexError):  # an index past the modes: numpy's gather raises on both paths
+        full_windows._modes_and_crossings(tl, wi, at_mode[:-1])

@@ -149,11 +149,16 @@ def test_merge_is_numpy_s(monkeypatch, seed):
         (S.COMPILE_BEGIN, S.COMPILE_END, *_intervals(rng, [threads[0]], 5, span, False), None),
     ][: 1 + seed % 3]
     col = _columns(ev)
-    fill = T._merged_native(col, np.lexsort((col["ts_ns"], col["thread"])), sources)
+    fill = T._merged_native(col, np.lexsort((col["ts_ns"], col["thread"])), sources, np.iinfo(np.int64).min)
     if seed % 2:  # in (thread, start) order: the C merge takes them as they are
         assert fill is not None
     got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
     _same(got, want)
+    # the times no earlier than one among them: ordered as given, written clamped
+    ts_min = int(np.median(col["ts_ns"]))
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources, ts_min)
+    _same(got, want)
+    assert got[0]["ts_ns"].min() == ts_min
 
 
 def test_ties_go_to_the_events_then_the_sources_in_order(monkeypatch):
@@ -189,9 +194,11 @@ def test_merge_edge_cases(monkeypatch, case):
         src = tuple(c[:1] for c in src)
     sources = [(S.BACKEND_BEGIN, S.BACKEND_END, *src)]
     ev = np.lexsort((col["ts_ns"], col["thread"]))
-    taken = T._merged_native(col, ev, sources) is not None
+    taken = T._merged_native(col, ev, sources, np.iinfo(np.int64).min) is not None
     assert taken == (case == "one row")  # the others run numpy's merge
     got, want = _both(monkeypatch, T._with_interval_rows, col, sources)
+    _same(got, want)
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources, int(col["ts_ns"][0]))
     _same(got, want)
 
 
@@ -258,16 +265,32 @@ def test_state_after_is_numpy_s(monkeypatch, dtype, case):
     info = np.iinfo(dtype)
     values = rng.integers(max(info.min, -(2**40)), min(info.max, 2**40), len(rows)).astype(dtype)
     starts = np.flatnonzero(first)
-    got, want = _both(monkeypatch, T._state_after, rows, values, first, starts, -1)
+    got, want = _both(monkeypatch, T._state_after, rows, values, n, starts, -1)
     _same(got, want)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 300, 40_000])
 def test_thread_index_is_numpy_s(monkeypatch, threads):
     first = _first(np.random.default_rng(threads), 100_000, threads)
-    got, want = _both(monkeypatch, T._thread_index, first, np.flatnonzero(first))
+    got, want = _both(monkeypatch, T._thread_index, len(first), np.flatnonzero(first))
     _same(got, want)
     assert got.dtype == (np.int16 if threads < 2**15 else np.int32)
+
+
+@pytest.mark.parametrize("threads", [0, 1, 2, 300, 1024, 1025, 5000])
+@pytest.mark.parametrize("n", [0, 1, 7, 100_000])
+def test_thread_starts_are_every_change_of_thread(threads, n):
+    """The searched blocks' starts: those of a comparison of every row with the next, on blocks of
+    any length (one row up), thread ids in no order, past the count where the comparison takes over."""
+    rng = np.random.default_rng(threads + n)
+    first = _first(rng, n, threads) if threads else np.zeros(n, bool)
+    if n:
+        first[0] = True
+    ids = rng.permutation(max(int(first.sum()), 1)).astype(np.int32) * 7 - 100
+    thread = ids[np.cumsum(first) - 1] if n else np.zeros(0, np.int32)
+    want = np.flatnonzero(np.append(True, thread[1:] != thread[:-1])) if n else np.zeros(0, np.int64)
+    got = T._thread_starts(thread)
+    _same(got, want.astype(np.int64))
 
 
 def _marked_numpy(kind, cat, begin, end, code):
@@ -345,7 +368,7 @@ def test_seg_end_is_numpy_s(monkeypatch, n, threads):
     first = _first(rng, n, threads)
     ts = np.sort(rng.integers(0, 1000, n))
     for end_ns in (-1, 500, 2000):  # the end before, among and after the rows' times
-        got, want = _both(monkeypatch, T._seg_end, ts, first, np.flatnonzero(first), end_ns)
+        got, want = _both(monkeypatch, T._seg_end, ts, np.flatnonzero(first), end_ns)
         _same(got, want)
 
 

@@ -265,7 +265,7 @@ class RowValues:
 
 
 def _with_interval_rows(
-    col: dict[str, np.ndarray], added: list[tuple]
+    col: dict[str, np.ndarray], added: list[tuple], ts_min: int | None = None
 ) -> tuple[dict[str, np.ndarray], dict[str, RowValues]]:
     """The events' columns with begin/end rows added for intervals recorded outside the events stream
     (disjoint per thread), every row sorted by (thread, time); and their ``parent`` and ``cost``
@@ -280,6 +280,8 @@ def _with_interval_rows(
     Each part (the events, each source) is put in (thread, time) order on its own, and the parts
     are merged (:func:`_merged_native`, else :func:`_merged`). The columns an added row holds one
     value in (id, flags, cost) hold it there and the events' values where the events' rows land.
+    ``ts_min``: the merged times are no earlier (np.maximum; None: as they are), written so by the C
+    merge, whose order is that of the times as given.
     """
     ev = np.lexsort((col["ts_ns"], col["thread"]))  # the events in (thread, time) order
     sources = []  # each source's intervals in (thread, start) order
@@ -289,8 +291,13 @@ def _with_interval_rows(
             thread, start, end = thread[order], start[order], end[order]
             name = None if name is None else name[order]
         sources.append((begin_kind, end_kind, thread, start, end, name))
-    merged = _merged_native(col, ev, sources)
-    out, events_at = merged if merged is not None else _merged(col, ev, sources)
+    merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min)
+    if merged is not None:
+        out, events_at = merged
+    else:
+        out, events_at = _merged(col, ev, sources)
+        if ts_min is not None:
+            np.maximum(out["ts_ns"], ts_min, out=out["ts_ns"])
     return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
 
 
@@ -369,9 +376,10 @@ def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) ->
 
 
 def _merged_native(
-    col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]
+    col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple], ts_min: int
 ) -> tuple[dict, np.ndarray] | None:
-    """:func:`_merged` in one C pass writing each row once (timeline_merge); None where the numpy
+    """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
+    ``ts_min`` (np.iinfo(np.int64).min: as they are); None where the numpy
     merge runs: no C loops, columns of other types, more than three sources, a source's intervals
     overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
     i64 = native.I64
@@ -379,7 +387,7 @@ def _merged_native(
         "timeline_merge",
         *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
         *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N) * _MAX_SOURCES,
-        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64),
+        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
         restype=native.N,
     )
     events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
@@ -407,7 +415,7 @@ def _merged_native(
     }
     events_at = np.empty(len(ev), np.int64)
     cols = [np.ascontiguousarray(c) for c in events]
-    if fn(len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at) < 0:
+    if fn(len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min) < 0:
         return None
     return out, events_at
 
@@ -427,6 +435,7 @@ def narrow_ids(values: np.ndarray) -> np.ndarray:
 
 
 _I32 = np.iinfo(np.int32)
+_I64 = np.iinfo(np.int64)
 _I16 = np.iinfo(np.int16)
 
 
@@ -457,32 +466,69 @@ def _fill_function(dtype: np.dtype) -> Callable[..., Any] | None:
 
 
 def _state_after(
-    rows: np.ndarray, values: np.ndarray, first: np.ndarray, starts: np.ndarray, default: int
+    rows: np.ndarray, values: np.ndarray, n: int, starts: np.ndarray, default: int
 ) -> np.ndarray:
-    """:func:`~rlscope.trace.states.state_after_rows` (``starts``: the rows of ``first``) in one C
-    pass writing each row once, where numpy marks, searches and repeats."""
+    """:func:`~rlscope.trace.states.state_after_rows` over ``n`` rows (``starts``: each thread's first
+    row) in one C pass writing each row once, where numpy marks, searches and repeats."""
     fn = _fill_function(values.dtype)
     if fn is None or rows.dtype != np.int64:
-        return state_after_rows(rows, values, first, default)
-    out = np.empty(len(first), values.dtype)
-    fn(len(first), len(starts), starts, len(rows), rows, np.ascontiguousarray(values), default, out)
+        return state_after_rows(rows, values, _first_rows(n, starts), default)
+    out = np.empty(n, values.dtype)
+    fn(n, len(starts), starts, len(rows), rows, np.ascontiguousarray(values), default, out)
     return out
 
 
-def _thread_index(first: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Each row's thread index (``first``: its rows that begin a thread, at ``starts``), int16 where
-    the threads are that few (a process's are): two bytes a row. The C fill holds index k from the
-    k-th thread's first row on."""
+def _thread_index(n: int, starts: np.ndarray) -> np.ndarray:
+    """Each of the ``n`` rows' thread index (``starts``: each thread's first row), int16 where the
+    threads are that few (a process's are): two bytes a row. The C fill holds index k from the k-th
+    thread's first row on."""
     dtype = np.dtype(np.int16 if len(starts) < _I16.max else np.int32)
     fn = _fill_function(dtype)
     if fn is None:
-        out = np.cumsum(first, dtype=dtype)
+        out = np.cumsum(_first_rows(n, starts), dtype=dtype)
         out -= 1
         return out
-    out = np.empty(len(first), dtype)
+    out = np.empty(n, dtype)
     none = np.zeros(0, np.int64)
-    fn(len(first), 0, none, len(starts), starts, np.arange(len(starts), dtype=dtype), -1, out)
+    fn(n, 0, none, len(starts), starts, np.arange(len(starts), dtype=dtype), -1, out)
     return out
+
+
+def _first_rows(n: int, starts: np.ndarray) -> np.ndarray:
+    """Per row of ``n``: whether it is its thread's first (one of ``starts``), as the numpy loops read it."""
+    first = np.zeros(n, bool)
+    first[starts] = True
+    return first
+
+
+_MAX_SEARCHED_THREADS = 1024  # past this many threads, every row is compared with the next
+
+
+def _thread_starts(thread: np.ndarray) -> np.ndarray:
+    """Each thread's first row (int64, in order), where each thread's rows are one block (the
+    timeline's layout). Each block's end is searched, its length doubled then halved: some fifty reads
+    of the column per thread where a comparison of every row with the next reads and writes millions
+    of rows. Past ``_MAX_SEARCHED_THREADS`` blocks, that comparison (np.flatnonzero) does the rest."""
+    n, a = len(thread), 0
+    starts: list[int] = []
+    while a < n:
+        if len(starts) == _MAX_SEARCHED_THREADS:
+            rest = np.flatnonzero(thread[a + 1 :] != thread[a:-1]) + (a + 1)
+            return np.concatenate([np.array([*starts, a], np.int64), rest.astype(np.int64)])
+        starts.append(a)
+        current = thread[a]
+        inside, step = a, 1  # ``inside``: a row of the block; the block ends after it
+        while a + step < n and thread[a + step] == current:
+            inside, step = a + step, step * 2
+        outside = min(a + step, n)  # the block's end, or a row past it
+        while outside - inside > 1:
+            mid = (inside + outside) // 2
+            if thread[mid] == current:
+                inside = mid
+            else:
+                outside = mid
+        a = outside
+    return np.array(starts, np.int64)
 
 
 def _table_of_kinds(stacks: tuple[int, ...]) -> np.ndarray:
@@ -512,14 +558,14 @@ def _rows_of_kinds(kind: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
-def _seg_end(ts: np.ndarray, first: np.ndarray, starts: np.ndarray, end_ns: int) -> np.ndarray:
+def _seg_end(ts: np.ndarray, starts: np.ndarray, end_ns: int) -> np.ndarray:
     """Each row's segment end: the next row's time on its thread, and at a thread's last row the end
-    of the data (or the row's time, if later). ``first``: the rows that begin a thread (``starts``)."""
+    of the data (or the row's time, if later). ``starts``: each thread's first row."""
     fn = native.function("timeline_seg_end", native.N, native.I64, native.N, native.I64, native.N, native.I64)
     seg_end = np.empty(len(ts), np.int64)
     if fn is None or ts.dtype != np.int64:
         last = np.ones(len(ts), bool)
-        last[:-1] = first[1:]
+        last[:-1] = _first_rows(len(ts), starts)[1:]
         seg_end[:-1] = ts[1:]
         seg_end[last] = np.maximum(end_ns, ts[last])
         return seg_end
@@ -693,17 +739,15 @@ def build_timeline(
     if has_compile:
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
-    if added:  # sorted: the added rows are not in time order
-        col, sparse = _with_interval_rows(col, added)
+    if added:  # sorted: the added rows are not in time order; their times no earlier than the start
+        col, sparse = _with_interval_rows(col, added, ts_min=start_ns)
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
     kind = col["kind"]
     n = len(ts)
     # the run starts at SESSION_START: rows before it (collectors starting up, e.g. the native
     # backend recorder loading) set the state the run starts in, but take none of its time
-    if added:  # the merged column is this function's own: clamped in place
-        np.maximum(ts, start_ns, out=ts)
-    else:
+    if not added:  # the merged column is clamped as it is merged
         ts = np.maximum(ts, start_ns)
     if not added and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
@@ -714,9 +758,7 @@ def build_timeline(
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
         sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
-    first = np.ones(n, bool)
-    first[1:] = thread[1:] != thread[:-1]
-    starts = np.flatnonzero(first)  # each thread's first row
+    starts = _thread_starts(thread)  # each thread's first row
 
     # the rows that change a state (read at those rows only: the torch ops' millions change none of
     # these): a begin makes its id current, an end makes its parent current
@@ -738,7 +780,7 @@ def build_timeline(
         values = after[mine]
         if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
             values = values.astype(np.int8)
-        return _state_after(rows[mine], narrow_ids(values), first, starts, default)
+        return _state_after(rows[mine], narrow_ids(values), n, starts, default)
 
     op = state(0, -1)
     cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
@@ -775,7 +817,7 @@ def build_timeline(
         in_api = inside(S.API_BEGIN, S.API_END)
         np.putmask(cat, (in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API)
 
-    seg_end = _seg_end(ts, first, starts, end_ns)  # a thread's last state lasts to the end of the data
+    seg_end = _seg_end(ts, starts, end_ns)  # a thread's last state lasts to the end of the data
 
     # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
     begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
@@ -789,7 +831,7 @@ def build_timeline(
     inst_end = np.full(n_inst, end_ns, np.int64)
     inst_end[e_ident] = ts[ends]
     # a thread's index, int16 where the threads are that few (a process's are): a row each
-    thread_idx = _thread_index(first, starts)
+    thread_idx = _thread_index(n, starts)
     out = Timeline(
         ts=ts,
         seg_end=seg_end,

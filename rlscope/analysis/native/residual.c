@@ -78,7 +78,8 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
  * ``mods[i]`` where given (n_mem, n_mods = n), in that order; the whole segment for a ``profiler`` row
  * (the ``rlscope`` category off the writer's threads, written here); ``removal`` = np.minimum(planned,
  * dur); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows. Returns the
- * number of rows whose planned removal does not fit (not planned <= dur): _place's neighbours. */
+ * number of rows whose planned removal does not fit (not planned <= dur): _place's neighbours; the
+ * first ``cap`` of them go to ``over_rows`` (np.flatnonzero's, without a pass of its own). */
 int64_t residual_planned(
     int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
@@ -88,7 +89,7 @@ int64_t residual_planned(
     const uint8_t *pays, int64_t n_cost, int64_t every_row, const int64_t *cost_rows,
     const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
     const double *mem, int64_t n_mods, const double *mods, double *dur, double *planned, double *removal,
-    uint8_t *profiler, double *per_class) {
+    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows) {
     RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
                   category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
                   after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
@@ -114,7 +115,10 @@ int64_t residual_planned(
         planned[i] = p;
         profiler[i] = prof;
         removal[i] = min_nan(p, d);
-        over += !(p <= d);
+        if (!(p <= d)) {
+            if (over < cap) over_rows[over] = i;
+            ++over;
+        }
         pay0 = pay1, b0 = b1, a0 = a1, cls0 = cls1;
     }
     per_class[run_cls] = run;
@@ -170,17 +174,22 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
     }
 }
 
-/* residual.rebuild's per-thread pass: thread k's rows [first[k], first[k + 1]) start at rel0[k] plus
- * the sum of the thread's new durations before each row, read off the running sum of ``new_dur``
- * over every row (np.cumsum's, kept as it goes); ``ts`` and ``seg_end`` get each row's start and end,
- * rounded (np.rint), plus ``start_ns``. */
-void residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
-                      const int64_t *first, const double *rel0, int64_t start_ns) {
-    double before = 0.0; /* the running sum before row i */
-    for (int64_t k = 0; k < n_threads; ++k) {
+/* residual.rebuild's per-thread pass over threads k0 to k1 - 1 of n_threads: thread k's rows
+ * [first[k], first[k + 1]) start at rel0[k] plus the sum of the thread's new durations before each
+ * row, read off the running sum of ``new_dur`` over every row (np.cumsum's, kept as it goes on from
+ * ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each row's
+ * start and end, rounded (np.rint), plus ``start_ns``. On the way, ``sums`` gets the running sum
+ * before each of ``rows`` (m of them, sorted, among these threads' rows): residual_sums_before's
+ * figures, without a pass of their own. Returns the running sum after these threads' rows. */
+double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
+                        const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
+                        double before, int64_t m, const int64_t *rows, double *sums) {
+    int64_t j = 0;
+    for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
         for (int64_t i = a; i < b; ++i) {
+            while (j < m && rows[j] == i) sums[j++] = before;
             double after = i == 0 ? new_dur[0] : before + new_dur[i];
             double t = before - base;
             t += start;
@@ -190,6 +199,7 @@ void residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *se
             before = after;
         }
     }
+    return before;
 }
 
 /* residual.correct_windows' durations: ``factor`` becomes the new ones (dur * factor), ``gone`` gets
@@ -316,4 +326,24 @@ void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int
         if (length < into) into = length;
         out[q] = new_ts[row] + rint_i64((double)into * ratio[row]);
     }
+}
+
+/* full_windows.full_fraction's passes over every row: out[i] = at_mode[wi[i]] (numpy's gather; wi
+ * indexes at_mode, n_modes long), and the rows whose segment may end in another window than it
+ * starts in (_crossing_rows: the next row in another window, a segment not ending at the next row's
+ * start, and the last row), in order, the first ``cap`` of them written to ``rows``. Returns their
+ * count, or -1 at a wi outside 0 to n_modes - 1 (numpy's gather reads it from the end, or raises). */
+int64_t residual_full_rows(int64_t n, const int16_t *wi, const int64_t *ts, const int64_t *seg_end,
+                           int64_t n_modes, const double *at_mode, double *out, int64_t cap, int64_t *rows) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        int64_t w = wi[i];
+        if (w < 0 || w >= n_modes) return -1;
+        out[i] = at_mode[w];
+        if (i + 1 == n || wi[i + 1] != wi[i] || seg_end[i] != ts[i + 1]) {
+            if (m < cap) rows[m] = i;
+            ++m;
+        }
+    }
+    return m;
 }

@@ -36,8 +36,9 @@ static inline int precedes(int64_t thread, int64_t ts, int64_t q_thread, int64_t
 /* timeline._with_interval_rows's merge: the events (their rows ``ev`` of the columns, in (thread,
  * time) order) and up to three sources of intervals (a, b, c; n 0: none) into one list of rows in
  * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
- * part's rows in their own order. Writes every row's ts, kind, name, thread and id (1 on an added
- * row) and flags (0 on an added row), and where each event's row lands (``events_at``).
+ * part's rows in their own order. Writes every row's ts (np.maximum(ts, ts_min): ordered by the
+ * times as given, written no earlier than ``ts_min``), kind, name, thread and id (1 on an added row)
+ * and flags (0 on an added row), and where each event's row lands (``events_at``).
  *
  * Returns the rows written; -1 where a source's rows of a thread are not in time order (overlapping
  * intervals: the numpy merge sorts them), -2 where a thread or an event's id does not fit the int32
@@ -54,7 +55,7 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
                        /* out */
                        int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
-                       int64_t *events_at) {
+                       int64_t *events_at, int64_t ts_min) {
     source_t src[MAX_SOURCES] = {
         {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind},
         {2 * nb, b_thread, b_start, b_end, b_named ? b_name : 0, (int8_t)b_begin, (int8_t)b_end_kind},
@@ -88,7 +89,7 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
             for (;;) {
                 int64_t r = ev[e], th = cur_thread[0], v = ev_id[r];
                 if (!I32_FITS(th) || !I32_FITS(v)) return -2;
-                ts[i] = cur_ts[0], thread[i] = (int32_t)th;
+                ts[i] = cur_ts[0] > ts_min ? cur_ts[0] : ts_min, thread[i] = (int32_t)th;
                 kind[i] = ev_kind[r], name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
                 events_at[e++] = i++;
                 if (e >= n_ev) break;
@@ -100,7 +101,7 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
             int64_t r = at[p - 1], th = cur_thread[p], t_now = cur_ts[p];
             for (;;) {
                 if (!I32_FITS(th)) return -2;
-                ts[i] = t_now, thread[i] = (int32_t)th;
+                ts[i] = t_now > ts_min ? t_now : ts_min, thread[i] = (int32_t)th;
                 kind[i] = (r & 1) ? s->end_kind : s->begin_kind;
                 name[i] = s->name ? s->name[r >> 1] : -1;
                 id[i] = 1, flags[i] = 0;

@@ -80,7 +80,10 @@ def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
     else:  # both in one pass over the main thread's rows (residual.c)
         excl, over = np.zeros(n_inst), np.zeros(n_inst)
         sums(main.start, main.stop, tl.op, tl.ts, tl.seg_end, bound, n_inst, excl, over)
-    begins = np.flatnonzero(tl.kind[main] == S.OP_BEGIN) + main.start
+    # the main thread's operation begins, among the rows that begin a scope (found with the timeline)
+    begins = tl.scope_begins()
+    begins = begins[(begins >= main.start) & (begins < main.stop)]
+    begins = begins[tl.kind[begins] == S.OP_BEGIN]
     inst = tl.id[begins]
     name = tl.inst_name[inst]
     win_ts, win_mode = windows.window_rows(tl)

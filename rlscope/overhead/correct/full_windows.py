@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from rlscope import categories
+from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import blocks
 from rlscope.keys import factorize
@@ -124,8 +125,7 @@ def full_fraction(tl: Timeline) -> np.ndarray:
     # a segment within one window ran all in its kind: the share below gives exactly that (whole ns,
     # exact in a double), so it is computed for the few segments that end in another window only
     wi = row_window(tl)
-    out = at_mode[wi]
-    rows = _crossing_rows(tl, wi)
+    out, rows = _modes_and_crossings(tl, wi, at_mode)
     start = tl.ts[rows]
     end = np.maximum(tl.seg_end[rows], start)
     i_start = wi[rows].astype(np.int64) - 1
@@ -139,6 +139,45 @@ def full_fraction(tl: Timeline) -> np.ndarray:
     inside = (full_until(end, i_end) - full_until(start, i_start)) / np.where(span > 0, span, 1.0)
     out[rows] = np.where(span > 0, np.clip(inside, 0.0, 1.0), at_mode[wi[rows]])
     return out
+
+
+_CROSSINGS = 1 << 16  # the rows residual_full_rows lists in its first pass: windows and threads are few
+
+
+def _modes_and_crossings(tl: Timeline, wi: np.ndarray, at_mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(``at_mode[wi]``, :func:`_crossing_rows`) in one C pass over the rows (residual.c's
+    residual_full_rows); a second where the crossing rows are more than it lists."""
+    fn = native.function(
+        "residual_full_rows",
+        *(
+            native.N,
+            native.I16,
+            native.I64,
+            native.I64,
+            native.N,
+            native.F64,
+            native.F64,
+            native.N,
+            native.I64,
+        ),
+        restype=native.N,
+    )
+    columns = (tl.ts, tl.seg_end)
+    if (
+        fn is None
+        or wi.dtype != np.int16
+        or any(c.dtype != np.int64 or not c.flags.c_contiguous for c in columns)
+    ):
+        return at_mode[wi], _crossing_rows(tl, wi)
+    at_mode = np.ascontiguousarray(at_mode, np.float64)
+    out, rows = np.empty(len(wi)), np.empty(min(len(wi), _CROSSINGS), np.int64)
+    m = fn(len(wi), wi, tl.ts, tl.seg_end, len(at_mode), at_mode, out, len(rows), rows)
+    if m > len(rows):  # more than listed: all of them, in a second pass
+        rows = np.empty(m, np.int64)
+        m = fn(len(wi), wi, tl.ts, tl.seg_end, len(at_mode), at_mode, out, len(rows), rows)
+    if m < 0:  # an index out of 0..len(at_mode) - 1: numpy's gather reads it from the end, or raises
+        return at_mode[wi], _crossing_rows(tl, wi)
+    return out, rows[:m]
 
 
 def _crossing_rows(tl: Timeline, wi: np.ndarray) -> np.ndarray:

@@ -78,7 +78,8 @@ def calls_per_instance(proc: ProcessTrace, tl: Timeline | None = None) -> dict[t
                 key = (int(tid), names[nid])
                 instances[key] = instances.get(key, 0) + int(n)
     elif tl is not None:
-        begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+        begins = tl.scope_begins()  # the operations' begins among the scopes' (found with the timeline)
+        begins = begins[tl.kind[begins] == S.OP_BEGIN]
         for tid, nid in zip(tl.thread[begins].tolist(), tl.name[begins].tolist(), strict=True):
             if 0 <= nid < len(names):
                 key = (int(tid), names[nid])

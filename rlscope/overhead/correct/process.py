@@ -86,7 +86,7 @@ def correct_process(
 
     # what the windows measure in the run is not subtracted again per event; a process without any
     # operation gives the windows nothing to compare, and keeps the calibrated per-event costs
-    measurable = bool((tl.kind == S.OP_BEGIN).any())
+    measurable = bool((tl.kind[tl.scope_begins()] == S.OP_BEGIN).any())
     used, mem_notes, fix = remove(measurable)
     est = windows.estimate(fix.timeline, raw=tl)
     if measurable and est is not None and not est.measured and (switched["backend"] or switched["gpu"]):

@@ -418,10 +418,18 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     return removal
 
 
-def _move_excess(planned: np.ndarray, dur: np.ndarray, last: np.ndarray, removal: np.ndarray) -> None:
+def _move_excess(
+    planned: np.ndarray,
+    dur: np.ndarray,
+    last: np.ndarray,
+    removal: np.ndarray,
+    over: np.ndarray | None = None,
+) -> None:
     """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with each segment's excess
-    moved to its neighbours on its thread, in place."""
-    over = np.flatnonzero(~(planned <= dur))
+    moved to its neighbours on its thread, in place. ``over``: the rows whose plan does not fit
+    (sorted), where the caller has them; None: found here."""
+    if over is None:
+        over = np.flatnonzero(~(planned <= dur))
     if len(over) == 0:
         return
     excess = planned[over] - removal[over]
@@ -554,9 +562,10 @@ def rebuild(
     # relative to the session start: float64 stays exact there
     first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
     ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
-    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns)
+    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before, m, rows, sums)
     args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
-    fill = native.function("residual_rebuild", *args)
+    args += (native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64)
+    fill = native.function("residual_rebuild", *args, restype=native.DOUBLE)
     sums_before = native.function("residual_sums_before", native.F64, native.N, native.I64, native.F64)
     after = None
     if fill is None or sums_before is None or not _doubles(new_dur):
@@ -564,6 +573,7 @@ def rebuild(
         # another), held in ``seg_end``'s memory until each block of it is written: no column of its own
         after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
         np.cumsum(new_dur, out=after)
+    first64 = first.astype(np.int64, copy=False)
 
     def cum(rows: np.ndarray) -> np.ndarray:
         """The running sum before each of ``rows`` (read before their blocks are written; summed up
@@ -576,11 +586,29 @@ def rebuild(
         out[order] = got
         return out
 
+    def rows_from(
+        k0: int, k1: int, before: float, rel0: np.ndarray, asked: np.ndarray
+    ) -> tuple[float, np.ndarray]:
+        """Threads ``k0`` to ``k1 - 1`` rebuilt in one C pass from the running sum ``before`` (its
+        value before their first row), and that sum before each of ``asked`` (rows among theirs) read
+        on the way: (the running sum after their rows, those sums)."""
+        order = np.argsort(asked, kind="stable")
+        got, out = np.empty(len(asked)), np.empty(len(asked))
+        rows = asked[order].astype(np.int64)
+        rel0 = np.ascontiguousarray(rel0, np.float64)
+        end = fill(
+            len(ts), new_dur, ts, seg_end, len(first), first64, rel0, tl.start_ns,
+            k0, k1, before, len(rows), rows, got,
+        )  # fmt: skip
+        out[order] = got
+        return end, out
+
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
     rel_end = np.array([float(tl.end_ns - tl.start_ns)])
-    main_first = first[tl.thread[first] == tl.main_thread]
-    if len(main_first):  # other threads start, and the run ends, where the main thread's time says
-        m0 = int(main_first[0])
+    on_main = np.flatnonzero(tl.thread[first] == tl.main_thread)
+    if len(on_main):  # other threads start, and the run ends, where the main thread's time says
+        km = int(on_main[0])
+        m0 = int(first[km])
         m1 = int(np.append(first[first > m0], len(tl.ts))[0])  # the next thread's first row, or the end
         # looked up at the few times asked (a start per thread, the end), each as a whole-row pass did
         at = np.append(tl.ts[first], tl.end_ns)  # the times asked, on the raw clock
@@ -588,20 +616,38 @@ def rebuild(
         ok = i >= 0
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
-        sums = cum(np.append(row, m0))  # before each row asked, then before the main thread's first
-        m_new = float(tl.ts[m0] - tl.start_ns) + sums[:-1] - sums[-1]
         dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
         m_ratio = np.divide(new_dur[row], dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
-        into = np.minimum(rel - m_ts, dur_row)
-        moved = np.where(ok, m_new + into * m_ratio, rel)
-        rel0, rel_end = moved[:-1], moved[-1:]
+        asked = np.append(row, m0)  # before each row asked, then before the main thread's first
+
+        def moved(sums: np.ndarray) -> np.ndarray:
+            """Each thread's start, then the run's end, on the main thread's corrected time (``sums``:
+            the running sum before each row ``asked``)."""
+            m_new = float(tl.ts[m0] - tl.start_ns) + sums[:-1] - sums[-1]
+            into = np.minimum(rel - m_ts, dur_row)
+            return np.where(ok, m_new + into * m_ratio, rel)
+
+        if after is not None:
+            moved_at = moved(cum(asked))
+        else:
+            # the main thread's own start needs the sums before its first rows only (those at its first
+            # time); its rows rebuilt, the sums before the rows asked come from that pass
+            sums = np.zeros(len(asked))
+            sums[[km, -1]] = cum(asked[[km, -1]])
+            rel0[km] = moved(sums)[km]
+            main_end, sums = rows_from(km, km + 1, float(sums[-1]), rel0, asked)
+            moved_at = moved(sums)
+        rel0, rel_end = moved_at[:-1], moved_at[-1:]  # the main thread's own start as it was rebuilt
     # each row's start: its thread's first start plus the corrected time before it on the thread
-    if after is None:
-        rel0 = np.ascontiguousarray(rel0, np.float64)
-        fill(len(ts), new_dur, ts, seg_end, len(first), first.astype(np.int64, copy=False), rel0, tl.start_ns)
-    else:
+    none = np.zeros(0, np.int64)
+    if after is not None:
         _rebuild_rows(tl, new_dur, first, rel0, after, ts, seg_end)
+    elif len(on_main):  # the threads before the main thread's, from row 0, and those after it
+        rows_from(0, km, 0.0, rel0, none)
+        rows_from(km + 1, len(first), main_end, rel0, none)
+    else:
+        rows_from(0, len(first), 0.0, rel0, none)
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
     end_ns = int(np.rint(rel_end[0])) + tl.start_ns
     inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
@@ -675,9 +721,10 @@ def measured_rows(tl: Timeline, cls: np.ndarray, costs: EventCosts) -> np.ndarra
 
 
 def thread_last(tl: Timeline) -> np.ndarray:
-    """Per row: whether it is its thread's last row."""
-    last = np.ones(len(tl.ts), bool)
-    last[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
+    """Per row: whether it is its thread's last row: the row before each thread's first and the last
+    row, marked at those few rows (Timeline.thread_starts), not a comparison of every row with the next."""
+    last = np.zeros(len(tl.ts), bool)
+    last[tl.thread_starts()[1:] - 1] = True
     return last
 
 
@@ -748,7 +795,11 @@ _PLANNED_ARGS = (
     native.N, native.F64,
     native.N, native.F64,
     native.F64, native.F64, native.F64, native.BOOL, native.F64,
+    native.N, native.I64,
 )  # fmt: skip
+_OVER_ROWS = (
+    1 << 16
+)  # the rows whose planned removal does not fit that residual_planned lists: a few in millions
 
 
 def _native_columns(tl: Timeline) -> bool:
@@ -785,6 +836,7 @@ def _planned_native(
         return _planned(tl, costs, last, on_writer, mem, mods)
     dur, planned, removal = np.empty(n), np.empty(n), np.empty(n)
     profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
+    over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
     over = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
@@ -795,10 +847,10 @@ def _planned_native(
         len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
         n if mem is not None else 0, mem if mem is not None else np.zeros(0),
         n if mods is not None else 0, mods if mods is not None else np.zeros(0),
-        dur, planned, removal, profiler, per_class,
+        dur, planned, removal, profiler, per_class, len(over_rows), over_rows,
     )  # fmt: skip
     if over:
-        _move_excess(planned, dur, last, removal)
+        _move_excess(planned, dur, last, removal, over_rows[:over] if over <= len(over_rows) else None)
     return dur, planned, removal, profiler, per_class
 
 
