@@ -478,6 +478,30 @@ def test_state_at_is_numpy_s(monkeypatch, seed):
     _same(*_both(monkeypatch, gpu.state_at, tl, q_thread[:0], q_ts[:0]))
 
 
+@pytest.mark.parametrize("native_loops", ["1", "0"])
+@pytest.mark.parametrize("seed", range(4))
+def test_state_at_is_the_last_row_at_or_before_on_the_thread(monkeypatch, seed, native_loops):
+    """Against a walk over the rows, whichever order the timeline's thread blocks are in (as the
+    events came, where no recorded intervals were merged in, or ascending)."""
+    from rlscope.analysis import gpu
+
+    monkeypatch.setenv(native.ENV, native_loops)
+    rng = np.random.default_rng(700 + seed)
+    threads = [40, 30, 50]
+    ev = _events(rng, threads, 400)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    api = _intervals(rng, threads, 40, span, False) if seed % 2 else None
+    tl = T.build_timeline(ev, api=api)
+    q_thread = rng.choice(np.array([*threads, 35], np.int64), 300)
+    q_ts = rng.integers(-5, span + 10, 300)
+    op, phase = gpu.state_at(tl, q_thread, q_ts)
+    for k in range(len(q_ts)):
+        rows = np.flatnonzero((tl.thread == q_thread[k]) & (tl.ts <= q_ts[k]))
+        want = (int(tl.op[rows[-1]]), int(tl.phase[rows[-1]])) if len(rows) else (-1, -1)
+        assert (int(op[k]), int(phase[k])) == want, k
+    assert (op >= 0).sum() > 50
+
+
 def test_state_at_out_of_order_runs_numpy_s(monkeypatch):
     from rlscope.analysis import gpu
 

@@ -27,7 +27,6 @@ from rlscope.analysis.timeline import (
     contiguous,
     session_span,
 )
-from rlscope.keys import factorize
 from rlscope.trace import schema as S
 from rlscope.trace import spans
 from rlscope.trace.spans import union_per_thread
@@ -127,17 +126,22 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     found = _state_at_native(tl, thread, ts)
     if found is not None:
         return found
-    threads, tl_thread = factorize(tl.thread)
-    q_thread = np.searchsorted(threads, thread)
-    known = (q_thread < len(threads)) & (threads[np.minimum(q_thread, len(threads) - 1)] == thread)
+    # each row's thread block (rows are grouped by thread, in time order within a block; the blocks
+    # are in ascending thread order only where the build sorted them), each query's block by its thread
+    starts = tl.thread_starts()
+    block_thread = tl.thread[starts[:-1]].astype(np.int64)
+    order = np.argsort(block_thread, kind="stable")
+    at = np.minimum(np.searchsorted(block_thread[order], thread), len(order) - 1)
+    known = block_thread[order][at] == thread
+    q_block = order[at]
+    row_block = tl.thread_idx.astype(np.int64)
     t0 = min(int(tl.ts.min()), int(ts.min()))
     span = max(int(tl.ts.max()), int(ts.max())) - t0 + 2
-    key = tl_thread.reshape(-1) * span + (tl.ts - t0)  # timeline rows are sorted by (thread, ts)
-    q = np.minimum(q_thread, len(threads) - 1) * span + (ts - t0)
-    pos = np.searchsorted(key, q, side="right") - 1
+    key = row_block * span + (tl.ts - t0)  # sorted: by block, then by time
+    pos = np.searchsorted(key, q_block * span + (ts - t0), side="right") - 1
     ok = known & (pos >= 0)
     pos = np.maximum(pos, 0)
-    ok &= tl_thread.reshape(-1)[pos] == np.minimum(q_thread, len(threads) - 1)
+    ok &= row_block[pos] == q_block
     # instance ids as int64 (the timeline keeps them narrower): callers build keys from them
     return np.where(ok, tl.op[pos], -1).astype(np.int64), np.where(ok, tl.phase[pos], -1).astype(np.int64)
 
@@ -146,7 +150,7 @@ def _state_at_native(
     tl: Timeline, thread: np.ndarray, ts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`state_at` by a search of each query's thread's rows alone (timeline_state_at), where
-    numpy factorizes the threads of every row and searches keys built for every row; None where the
+    numpy searches keys built for every row; None where the
     numpy search runs: no C loops, other types, or a timeline whose threads' blocks are not in
     ascending order or whose rows are not in time order along each (the two searches could differ)."""
     i64 = native.I64
