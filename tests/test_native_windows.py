@@ -369,3 +369,51 @@ def test_row_window(monkeypatch, case, int32_windows):
         shuffled.ts[: len(tl.ts) // 2] = rng.permutation(shuffled.ts[: len(tl.ts) // 2])
         c, n = both(monkeypatch, lambda: run(shuffled))
         assert same(c, n)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("int32_windows", [False, True])
+@pytest.mark.parametrize("few_switches", [False, True])
+def test_toggled_and_collector_rows(monkeypatch, case, id_dtype, int32_windows, few_switches):
+    """Which collectors the windows switched, and their rows: random kinds, and each collector kept
+    out of the light windows in turn (toggled), or out of the trace; a switch every dozen rows (the
+    C's blocks of rows cross them), or every few thousand (its blocks lie in one window)."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(70 + case)
+    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
+    if few_switches:
+        switch = np.flatnonzero(tl.kind == S.WINDOW)
+        tl.kind[np.setdiff1d(switch, switch[::300])] = S.OP_BEGIN
+    light = W.take(W.mode_table(W.window_rows(tl)[1]), W.row_window(tl)) == S.WINDOW_LIGHT
+    backend = (tl.kind == S.BACKEND_BEGIN) | ((tl.kind == S.CAT_BEGIN) & (tl.id == categories.BACKEND))
+    variants = {
+        "random": tl.kind,
+        "no backend in light": np.where(light & backend, np.int8(S.OP_BEGIN), tl.kind),
+        "no GPU in light": np.where(light & (tl.kind == S.API_BEGIN), np.int8(S.OP_BEGIN), tl.kind),
+        "neither in light": np.where(
+            light & (backend | (tl.kind == S.API_BEGIN)), np.int8(S.OP_END), tl.kind
+        ),
+        "no GPU": np.where(tl.kind == S.API_BEGIN, np.int8(S.OP_BEGIN), tl.kind),
+    }
+    if light.any():  # one backend row in a light window, amid the longest run of one window's rows
+        wi = W.row_window(tl)
+        starts = np.flatnonzero(np.diff(wi, prepend=-1, append=-1))
+        run = max(range(len(starts) - 1), key=lambda i: (starts[i + 1] - starts[i]) * light[starts[i]])
+        one = variants["no backend in light"].copy()
+        one[(starts[run] + starts[run + 1]) // 2] = S.BACKEND_BEGIN
+        variants["one backend row in light"] = one
+    seen = set()
+    for kind in variants.values():
+        t = dataclasses.replace(tl, kind=kind.astype(np.int8))
+
+        def run(t: Timeline = t) -> tuple:
+            t.memo.pop("toggled", None)
+            return tuple(W.toggled(t).items()), W.collector_rows(t)
+
+        c, n = both(monkeypatch, run)
+        assert c[0] == n[0] and same(c[1], n[1])
+        seen.add(c[0])
+    if case == 0:
+        assert len(seen) >= 3  # switched and not, each collector

@@ -140,9 +140,8 @@ def _piece_starts(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
     category[[S.CAT_BEGIN, S.CAT_END]] = 1
     full_only = np.asarray(FULL_ONLY_CATEGORIES, np.int64)
     args = (len(kind), kind, ids, anchor, category, len(full_only), full_only)
-    out = np.empty(fn(*args, 0, np.empty(0, np.int64)), np.int64)  # counted, then written
-    fn(*args, len(out), out)
-    return out
+    out = np.empty(len(kind), np.int64)  # room for every row: only the pages of the starts are touched
+    return out[: fn(*args, len(out), out)]
 
 
 def pieces(tl: Timeline, raw: Timeline) -> Pieces:

@@ -221,30 +221,65 @@ def collector_kinds(tl: Timeline) -> dict[str, np.ndarray]:
     return {"backend": (tl.kind == S.BACKEND_BEGIN) | backend_cat, "gpu": tl.kind == S.API_BEGIN}
 
 
+# the kinds and category windows.c's collector loops tell collector_kinds' rows by
+_COLLECTOR_CODES = (S.BACKEND_BEGIN, S.CAT_BEGIN, categories.BACKEND, S.API_BEGIN)
+
+
+def _collector_fn(name: str, tl: Timeline, *argtypes: Any) -> Any:
+    """windows.c's collector loop ``name`` made for ``tl.id``'s type (and each of ``argtypes`` that
+    is a column, for its own), or None where the numpy columns of collector_kinds are made."""
+    if tl.kind.dtype != np.int8:
+        return None
+    columns = [tl.id, *argtypes]
+    if any(c.dtype not in P._TYPED for c in columns):
+        return None
+    suffix = "_".join(f"i{8 * c.dtype.itemsize}" for c in columns)
+    types = (native.N, native.I8, *(P._TYPED[c.dtype] for c in columns))
+    if name == "windows_collector_flags":
+        return native.function(f"{name}_{suffix}", *types, native.BOOL, *[native.N] * 4, native.BOOL)
+    return native.function(f"{name}_{suffix}", *types, *[native.N] * 6, native.BOOL)
+
+
 def toggled(tl: Timeline) -> dict[str, bool]:
     """Which collectors the windows switched: seen in full windows and never in light ones.
 
     A collector that cannot be switched (Kineto) records in both; its cost is then not measured
-    by the windows and the calibrated per-event cost applies to it.
+    by the windows and the calibrated per-event cost applies to it. In C, one pass over the rows
+    without a column of each (windows.c); else from collector_kinds' columns.
     """
     got = tl.memo.get("toggled")
     if got is None:
-        light = take(mode_table(window_rows(tl)[1]), row_window(tl)) == S.WINDOW_LIGHT
-        kinds = collector_kinds(tl)
-        if not light.any():
-            got = {k: False for k in kinds}
+        light_of = mode_table(window_rows(tl)[1]) == S.WINDOW_LIGHT  # per row_window value
+        wi = row_window(tl)
+        fn = _collector_fn("windows_collector_flags", tl, wi)
+        if fn is not None:
+            flags = np.zeros(5, bool)  # seen (backend, gpu), seen in a light window, any light row
+            fn(len(wi), tl.kind, tl.id, wi, light_of, *_COLLECTOR_CODES, flags)
+            got = {
+                k: bool(flags[4] and flags[i] and not flags[2 + i]) for i, k in enumerate(("backend", "gpu"))
+            }
         else:
-            got = {k: bool(rows.any() and not (rows & light).any()) for k, rows in kinds.items()}
+            light = take(mode_table(window_rows(tl)[1]), wi) == S.WINDOW_LIGHT
+            kinds = collector_kinds(tl)
+            if not light.any():
+                got = {k: False for k in kinds}
+            else:
+                got = {k: bool(rows.any() and not (rows & light).any()) for k, rows in kinds.items()}
         tl.memo["toggled"] = got
     return dict(got)
 
 
 def collector_rows(tl: Timeline) -> np.ndarray:
     """Rows that open an interval of a collector the windows switched."""
-    kinds = collector_kinds(tl)
+    on = toggled(tl)
     out = np.zeros(len(tl.ts), bool)
-    for k, on in toggled(tl).items():
-        if on:
+    fn = _collector_fn("windows_collector_rows", tl)
+    if fn is not None:
+        fn(len(out), tl.kind, tl.id, on["backend"], on["gpu"], *_COLLECTOR_CODES, out)
+        return out
+    kinds = collector_kinds(tl)
+    for k, switched in on.items():
+        if switched:
             out |= kinds[k]
     return out
 
