@@ -369,3 +369,40 @@ def test_a_flush_running_as_the_session_stops_is_no_damage():
     out, findings = validate_events(damaged, "p")
     assert any("after the session's end clipped" in f.message for f in findings)
     assert out.column("ts_ns").to_numpy().max() == 100
+
+
+def test_flags_ends_and_nesting_on_several_threads_are_said_and_repaired():
+    """A close flag on a begin, an end of another name and a category row contradicting its thread's
+    nesting, among intact rows of other threads: each found once, with its count, and repaired."""
+    from rlscope import categories
+    from rlscope.trace.validate import validate_events
+
+    table = _rows(
+        (0, 1, S.SESSION_START, -1, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1, -1),
+        (10, 1, S.OP_BEGIN, 0, -1, 0),
+        (12, 2, S.OP_BEGIN, 1, -1, 1),
+        (13, 3, S.OP_BEGIN, 2, -1, 1),
+        (14, 1, S.CAT_BEGIN, categories.PROFILER, categories.CUDA_API, -1),
+        (15, 2, S.OP_END, 1, -1, 5),
+        (16, 1, S.CAT_END, categories.PROFILER, categories.CUDA_API, -1),
+        (17, 3, S.OP_END, 2, -1, 1),
+        (20, 1, S.OP_END, 0, -1, 0),
+        (100, 1, S.SESSION_END, -1, -1, -1),
+    )
+    flags = np.zeros(table.num_rows, np.int64)
+    flags[2] = S.FLAG_FORCED_CLOSE  # a begin never carries it
+    i = table.schema.get_field_index("flags")
+    table = table.set_column(i, table.schema.field(i), pa.array(flags, table.schema.field(i).type))
+    out, findings = validate_events(table, "p")
+    said = [f.message.split(" (")[0] for f in findings]
+    assert said == [
+        "1 operation end(s) not on their begin's thread, before it or of another name dropped",
+        "1 operation(s) begun but never ended in a session that ended normally: closed at the end of the"
+        " data",
+        "1 row(s) with flags no writer sets: cleared",
+        "1 category row(s) whose nesting contradicts the rows before them: times there are counted as"
+        " recorded",
+    ]
+    assert out.num_rows == table.num_rows - 1
+    assert not (out.column("flags").to_numpy() & S.FLAG_FORCED_CLOSE).any()

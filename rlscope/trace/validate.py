@@ -357,8 +357,9 @@ def _state_before(stack_rows: np.ndarray, thread: np.ndarray, after: np.ndarray,
     """For rows of one stack (grouped by thread, in time order): the state before each row."""
     before = np.full(len(stack_rows), default, np.int64)
     if len(stack_rows) > 1:
-        same = thread[stack_rows][1:] == thread[stack_rows][:-1]
-        before[1:] = np.where(same, after[:-1], default)
+        threads = thread[stack_rows]
+        before[1:] = after[:-1]
+        before[1:][threads[1:] != threads[:-1]] = default  # a thread's first row: nothing before it
     return before
 
 
@@ -416,7 +417,6 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     c = t.c
     kind, thread, ts = c["kind"], c["thread"], c["ts_ns"]
     n = len(t)
-    pos = np.arange(n)
     b = np.flatnonzero(kind == begin)
     e = np.flatnonzero(kind == end)
     # ends matched to their begins by id (ids are unique per kind by now)
@@ -426,9 +426,10 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     has = (len(bid) > 0) & (bid[at] == c["id"][e]) if len(bid) else np.zeros(len(e), bool)
     mate = np.where(has, b[b_sorted][at] if len(bid) else 0, -1)
     ok = mate >= 0
-    t_ok = np.where(ok, thread[np.maximum(mate, 0)] == thread[e], False)
-    after = np.where(ok, pos[np.maximum(mate, 0)] < e, False)
-    named = np.where(ok, c["name"][np.maximum(mate, 0)] == c["name"][e], False)
+    some = np.maximum(mate, 0)  # a row for every end: its begin's, or the first row (masked by ok)
+    t_ok = ok & (thread[some] == thread[e])
+    after = ok & (some < e)
+    named = ok & (c["name"][some] == c["name"][e])
     unmatched = np.zeros(n, bool)
     unmatched[e[~ok]] = True
     wrong = np.zeros(n, bool)
@@ -521,7 +522,7 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
         new["flags"][:] = S.FLAG_FORCED_CLOSE
         if "cost" in new:
             new["cost"][:] = 0
-        primary = np.concatenate([2 * pos + 1, 2 * close_at[left]])
+        primary = np.concatenate([2 * np.arange(n) + 1, 2 * close_at[left]])
         secondary = np.concatenate([np.zeros(n, np.int64), -tree.depth[node[left]]])
         order = np.lexsort((secondary, primary))
         t.c = {k: np.concatenate([v, new[k]])[order] for k, v in c.items()}
@@ -559,7 +560,8 @@ def _flags(t: _Table) -> None:
     c = t.c
     flags = c["flags"]
     unknown = (flags & ~_KNOWN_FLAGS) != 0
-    unknown |= _among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)) & ((flags & S.FLAG_FORCED_CLOSE) != 0)
+    forced = np.flatnonzero(flags & S.FLAG_FORCED_CLOSE)  # closing rows: a few, the kinds read there
+    unknown[forced] |= _among(c["kind"][forced], (S.OP_BEGIN, S.PHASE_BEGIN))
     if unknown.any():
         t.say(unknown, f"{unknown.sum()} row(s) with flags no writer sets: cleared")
         begin_flags = S.FLAG_RECURSIVE | S.FLAG_SUMMARIZED
@@ -711,9 +713,10 @@ def _nesting(t: _Table) -> None:
         if not len(rows):
             continue
         is_begin = kind[rows] == begin
-        after = np.where(is_begin, c["id"][rows], c["parent"][rows])
+        ids, parents = c["id"][rows], c["parent"][rows]
+        after = np.where(is_begin, ids, parents)
         before = _state_before(rows, thread, after, default)
-        wrong = np.where(is_begin, c["parent"][rows] != before, c["id"][rows] != before)
+        wrong = np.where(is_begin, parents != before, ids != before)
         if wrong.any():
             t.say(
                 rows[wrong],
