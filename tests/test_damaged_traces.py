@@ -406,3 +406,27 @@ def test_flags_ends_and_nesting_on_several_threads_are_said_and_repaired():
     ]
     assert out.num_rows == table.num_rows - 1
     assert not (out.column("flags").to_numpy() & S.FLAG_FORCED_CLOSE).any()
+
+
+def test_an_instance_id_repeated_in_time_order_is_dropped_and_one_of_another_kind_kept():
+    """Instance ids are unique per kind in a process: an operation begin repeating one (later, in time
+    order: no batch copy) is dropped; a phase of the same id as an operation is no repeat."""
+    from rlscope.trace.validate import validate_events
+
+    table = _rows(
+        (0, 1, S.SESSION_START, -1, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1, -1),
+        (10, 1, S.OP_BEGIN, 7, -1, 0),
+        (11, 1, S.PHASE_BEGIN, 7, -1, 1),
+        (12, 1, S.PHASE_END, 7, -1, 1),
+        (20, 1, S.OP_END, 7, -1, 0),
+        (30, 1, S.OP_BEGIN, 7, -1, 0),
+        (100, 1, S.SESSION_END, -1, -1, -1),
+    )
+    out, findings = validate_events(table, "p")
+    assert [f.message.split(" (")[0] for f in findings] == [
+        "1 operation or phase row(s) repeating an earlier row's instance id dropped"
+    ]
+    assert out.column("ts_ns").to_pylist() == [0, 0, 10, 11, 12, 20, 100]
+    intact = pa.concat_tables([table.slice(0, 6), table.slice(7)])
+    assert validate_events(intact, "p") == (intact, [])

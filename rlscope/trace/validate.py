@@ -81,6 +81,7 @@ class Finding:
 
 
 _SCOPED = (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)
+assert min(_SCOPED) >= 0 and max(_SCOPED) < 8  # _drop_repeats packs a kind into three bits
 
 
 def _among(values: np.ndarray, codes: tuple[int, ...]) -> np.ndarray:
@@ -291,6 +292,12 @@ def _drop_repeats(t: _Table) -> None:
     kind = c["kind"]
     scoped = np.flatnonzero(_among(kind, _SCOPED))
     key_kind, key_id = kind[scoped], c["id"][scoped]
+    if len(scoped) and int(key_id.min()) >= 0 and int(key_id.max()) < 1 << 59:
+        # whether any (kind, id) repeats: one sort of id * 8 + kind (the kinds are below 8), where
+        # the sort that says which rows repeat takes three keys; it runs only then (never when intact)
+        key = np.sort(key_id * 8 + key_kind)
+        if not (key[1:] == key[:-1]).any():
+            return
     order = np.lexsort((scoped, key_id, key_kind))
     again = np.zeros(len(t), bool)
     dup = (key_kind[order][1:] == key_kind[order][:-1]) & (key_id[order][1:] == key_id[order][:-1])
