@@ -430,3 +430,26 @@ def test_an_instance_id_repeated_in_time_order_is_dropped_and_one_of_another_kin
     assert out.column("ts_ns").to_pylist() == [0, 0, 10, 11, 12, 20, 100]
     intact = pa.concat_tables([table.slice(0, 6), table.slice(7)])
     assert validate_events(intact, "p") == (intact, [])
+
+
+def test_code_and_mode_lookups_agree_with_isin():
+    """The lookups that read category codes and window modes say what np.isin says, for every int64
+    (negative ones, ones past the last code, the extremes)."""
+    from rlscope.trace import validate as V
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate(
+        [
+            rng.integers(-20, 40, 5000),
+            rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, 1000, dtype=np.int64),
+            [np.iinfo(np.int64).min, np.iinfo(np.int64).max, -1, 0, len(V._CATEGORY_OK) - 1],
+        ]
+    ).astype(np.int64)
+    assert np.array_equal(V._category_code(values), np.isin(values, V._CATEGORY_CODES))
+    assert not V._category_code(values[:0]).size
+    kinds = np.array([S.WINDOW, S.DETAIL, S.OP_BEGIN, S.CAT_BEGIN], np.int64)[rng.integers(0, 4, 2000)]
+    modes = rng.integers(-3, 6, 2000)
+    expected = ((kinds == S.WINDOW) & ~np.isin(modes, [S.WINDOW_LIGHT, S.WINDOW_FULL])) | (
+        (kinds == S.DETAIL) & ~np.isin(modes, [S.DETAIL_PAUSE, S.DETAIL_RESUME])
+    )
+    assert np.array_equal(V._unknown_mode(kinds, modes), expected)

@@ -58,6 +58,9 @@ __all__ = ["MAX_TS_NS", "Finding", "inside_same_name", "validate_events", "valid
 MAX_TS_NS = 1 << 60
 _KNOWN_FLAGS = S.FLAG_RECURSIVE | S.FLAG_FORCED_CLOSE | S.FLAG_SUMMARIZED
 _CATEGORY_CODES = np.array(sorted(categories.CATEGORY_NAMES), np.int64)
+# the codes as a lookup table, True at each code; its last entry (False) stands for every other value
+_CATEGORY_OK = np.zeros(int(_CATEGORY_CODES.max()) + 2, bool)
+_CATEGORY_OK[_CATEGORY_CODES] = True
 _EXAMPLES = 4  # values, threads named in a finding before "..."
 
 
@@ -97,6 +100,12 @@ _KIND_OK = np.zeros(256, bool)
 _KIND_OK[list(S.WRITTEN_KINDS)] = True
 
 
+def _category_code(values: np.ndarray) -> np.ndarray:
+    """``np.isin(values, _CATEGORY_CODES)`` for int64 values, by the lookup table: one pass, where
+    np.isin compares once per code. A negative value, read as unsigned, is past the table's end too."""
+    return _CATEGORY_OK[np.minimum(values.view(np.uint64), len(_CATEGORY_OK) - 1)]
+
+
 def _unknown_kind(kind: np.ndarray) -> np.ndarray:
     return ~_KIND_OK[kind.astype(np.uint8)] | (kind < 0) | (kind > 255)
 
@@ -110,9 +119,16 @@ def _no_clock(ts: np.ndarray) -> np.ndarray:
 
 
 def _unknown_mode(kind: np.ndarray, ident: np.ndarray) -> np.ndarray:
-    """Window rows of a mode that does not exist."""
-    window = (kind == S.WINDOW) & ~_among(ident, (S.WINDOW_LIGHT, S.WINDOW_FULL))
-    return window | ((kind == S.DETAIL) & ~_among(ident, (S.DETAIL_PAUSE, S.DETAIL_RESUME)))
+    """Window rows of a mode that does not exist. The modes are read at the window rows alone: a few
+    in millions of rows."""
+    bad = np.zeros(len(kind), bool)
+    for window, modes in (
+        (S.WINDOW, (S.WINDOW_LIGHT, S.WINDOW_FULL)),
+        (S.DETAIL, (S.DETAIL_PAUSE, S.DETAIL_RESUME)),
+    ):
+        rows = np.flatnonzero(kind == window)
+        bad[rows] = ~_among(ident[rows], modes)
+    return bad
 
 
 def _few(values: np.ndarray) -> str:
@@ -240,8 +256,9 @@ def _drop_impossible(t: _Table) -> None:
     bad = scoped & ((c["id"] < 0) | (c["name"] < 0))
     t.drop(bad, f"{bad.sum()} operation or phase row(s) with a negative instance or name id dropped")
     c, kind = t.c, t.c["kind"]
-    is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
-    bad = is_cat & ~(np.isin(c["id"], _CATEGORY_CODES) & np.isin(c["parent"], _CATEGORY_CODES))
+    cat = np.flatnonzero((kind == S.CAT_BEGIN) | (kind == S.CAT_END))  # the codes read at these rows alone
+    bad = np.zeros(len(t), bool)
+    bad[cat] = ~(_category_code(c["id"][cat]) & _category_code(c["parent"][cat]))
     t.drop(bad, f"{bad.sum()} category row(s) with a category code that does not exist dropped")
     c = t.c
     bad = _unknown_mode(c["kind"], c["id"])
