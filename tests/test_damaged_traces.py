@@ -453,3 +453,59 @@ def test_code_and_mode_lookups_agree_with_isin():
         (kinds == S.DETAIL) & ~np.isin(modes, [S.DETAIL_PAUSE, S.DETAIL_RESUME])
     )
     assert np.array_equal(V._unknown_mode(kinds, modes), expected)
+
+
+def test_measured_costs_that_do_not_fit_their_rows_are_found_as_the_bounds_say():
+    """Each row's measured cost (pre | post << 32) against the gaps to its thread's neighbours, flush
+    marks against the flush bound, on random rows of several threads: the rows found are those the
+    bounds give, row by row."""
+    from rlscope import categories
+    from rlscope.trace import validate as V
+
+    rng = np.random.default_rng(1)
+    n = 3000
+    kinds = np.array([S.CAT_BEGIN, S.CAT_END, S.OP_BEGIN], np.int64)
+    table = _rows(
+        *[
+            (
+                int(ts),
+                int(th),
+                int(k),
+                categories.PROFILER if k == S.CAT_END and rng.random() < 0.3 else 1,
+                0,
+                -1,
+            )
+            for ts, th, k in zip(
+                np.sort(rng.integers(0, 10 * n, n)),
+                rng.integers(1, 4, n),
+                kinds[rng.integers(0, 3, n)],
+                strict=True,
+            )
+        ]
+    )
+    pre, post = rng.integers(0, 40, n), rng.integers(0, 40, n)
+    cost = pre | post << 32
+    cost[rng.random(n) < 0.1] = 0
+    cost[rng.random(n) < 0.02] = -5
+    cost[rng.random(n) < 0.05] = S.FLUSH_CPU_MAX + rng.integers(-2, 3)
+    table = table.append_column("cost", pa.array(cost, pa.int64()))
+    t = V._Table(table, "p")
+    t.group()
+    c = {k: v.copy() for k, v in t.c.items()}
+    V._costs(t)
+    ts, th, co = c["ts_ns"], c["thread"], c["cost"]
+    p, q = S.unpack_cost(co)
+    expected = np.zeros(len(ts), bool)
+    for i in range(len(ts)):
+        if co[i] == 0:
+            continue
+        if co[i] < 0:
+            expected[i] = True
+        elif c["kind"][i] == S.CAT_END and c["id"][i] == categories.PROFILER:
+            expected[i] = co[i] > S.FLUSH_CPU_MAX
+        else:
+            before = ts[i] - ts[i - 1] if i and th[i - 1] == th[i] else V.MAX_TS_NS
+            after = ts[i + 1] - ts[i] if i + 1 < len(ts) and th[i + 1] == th[i] else V.MAX_TS_NS
+            expected[i] = p[i] > before or q[i] > after
+    assert expected.any() and (~expected & (co != 0)).any()
+    assert np.array_equal(t.c["cost"], np.where(expected, 0, co))

@@ -617,15 +617,16 @@ def _costs(t: _Table) -> None:
         return
     c = t.c
     cost, ts, kind = c["cost"], c["ts_ns"], c["kind"]
-    # the writer's flush marks carry the flush's CPU time, not a pre | post pair
-    flush = (kind == S.CAT_END) & (c["id"] == categories.PROFILER)
     pre, post = S.unpack_cost(cost)
-    gap = np.diff(ts, prepend=ts[:1])
-    before = np.where(t.first, MAX_TS_NS, gap)
-    after = np.where(t.last, MAX_TS_NS, np.append(gap[1:], 0))
-    bad = cost < 0
-    bad |= ~flush & ((pre > before) | (post > after))
-    bad |= flush & (cost > S.FLUSH_CPU_MAX)  # CPU time, read after the row's clock: no gap bounds it
+    gap = np.diff(ts, prepend=ts[:1])  # the time since the row before; none before a thread's first:
+    gap[t.first] = MAX_TS_NS  # the next row's is the time until it, none after a thread's last
+    bad = pre > gap
+    bad[:-1] |= post[:-1] > gap[1:]
+    # the writer's flush marks carry the flush's CPU time, not a pre | post pair: read after the
+    # row's clock, no gap bounds it
+    flush = np.flatnonzero((kind == S.CAT_END) & (c["id"] == categories.PROFILER))
+    bad[flush] = cost[flush] > S.FLUSH_CPU_MAX
+    bad |= cost < 0
     bad &= cost != 0
     if bad.any():
         t.say(
