@@ -369,3 +369,143 @@ def test_a_flush_running_as_the_session_stops_is_no_damage():
     out, findings = validate_events(damaged, "p")
     assert any("after the session's end clipped" in f.message for f in findings)
     assert out.column("ts_ns").to_numpy().max() == 100
+
+
+def test_flags_ends_and_nesting_on_several_threads_are_said_and_repaired():
+    """A close flag on a begin, an end of another name and a category row contradicting its thread's
+    nesting, among intact rows of other threads: each found once, with its count, and repaired."""
+    from rlscope import categories
+    from rlscope.trace.validate import validate_events
+
+    table = _rows(
+        (0, 1, S.SESSION_START, -1, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1, -1),
+        (10, 1, S.OP_BEGIN, 0, -1, 0),
+        (12, 2, S.OP_BEGIN, 1, -1, 1),
+        (13, 3, S.OP_BEGIN, 2, -1, 1),
+        (14, 1, S.CAT_BEGIN, categories.PROFILER, categories.CUDA_API, -1),
+        (15, 2, S.OP_END, 1, -1, 5),
+        (16, 1, S.CAT_END, categories.PROFILER, categories.CUDA_API, -1),
+        (17, 3, S.OP_END, 2, -1, 1),
+        (20, 1, S.OP_END, 0, -1, 0),
+        (100, 1, S.SESSION_END, -1, -1, -1),
+    )
+    flags = np.zeros(table.num_rows, np.int64)
+    flags[2] = S.FLAG_FORCED_CLOSE  # a begin never carries it
+    i = table.schema.get_field_index("flags")
+    table = table.set_column(i, table.schema.field(i), pa.array(flags, table.schema.field(i).type))
+    out, findings = validate_events(table, "p")
+    said = [f.message.split(" (")[0] for f in findings]
+    assert said == [
+        "1 operation end(s) not on their begin's thread, before it or of another name dropped",
+        "1 operation(s) begun but never ended in a session that ended normally: closed at the end of the"
+        " data",
+        "1 row(s) with flags no writer sets: cleared",
+        "1 category row(s) whose nesting contradicts the rows before them: times there are counted as"
+        " recorded",
+    ]
+    assert out.num_rows == table.num_rows - 1
+    assert not (out.column("flags").to_numpy() & S.FLAG_FORCED_CLOSE).any()
+
+
+def test_an_instance_id_repeated_in_time_order_is_dropped_and_one_of_another_kind_kept():
+    """Instance ids are unique per kind in a process: an operation begin repeating one (later, in time
+    order: no batch copy) is dropped; a phase of the same id as an operation is no repeat."""
+    from rlscope.trace.validate import validate_events
+
+    table = _rows(
+        (0, 1, S.SESSION_START, -1, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1, -1),
+        (10, 1, S.OP_BEGIN, 7, -1, 0),
+        (11, 1, S.PHASE_BEGIN, 7, -1, 1),
+        (12, 1, S.PHASE_END, 7, -1, 1),
+        (20, 1, S.OP_END, 7, -1, 0),
+        (30, 1, S.OP_BEGIN, 7, -1, 0),
+        (100, 1, S.SESSION_END, -1, -1, -1),
+    )
+    out, findings = validate_events(table, "p")
+    assert [f.message.split(" (")[0] for f in findings] == [
+        "1 operation or phase row(s) repeating an earlier row's instance id dropped"
+    ]
+    assert out.column("ts_ns").to_pylist() == [0, 0, 10, 11, 12, 20, 100]
+    intact = pa.concat_tables([table.slice(0, 6), table.slice(7)])
+    assert validate_events(intact, "p") == (intact, [])
+
+
+def test_code_and_mode_lookups_agree_with_isin():
+    """The lookups that read category codes and window modes say what np.isin says, for every int64
+    (negative ones, ones past the last code, the extremes)."""
+    from rlscope.trace import validate as V
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate(
+        [
+            rng.integers(-20, 40, 5000),
+            rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, 1000, dtype=np.int64),
+            [np.iinfo(np.int64).min, np.iinfo(np.int64).max, -1, 0, len(V._CATEGORY_OK) - 1],
+        ]
+    ).astype(np.int64)
+    assert np.array_equal(V._category_code(values), np.isin(values, V._CATEGORY_CODES))
+    assert not V._category_code(values[:0]).size
+    kinds = np.array([S.WINDOW, S.DETAIL, S.OP_BEGIN, S.CAT_BEGIN], np.int64)[rng.integers(0, 4, 2000)]
+    modes = rng.integers(-3, 6, 2000)
+    expected = ((kinds == S.WINDOW) & ~np.isin(modes, [S.WINDOW_LIGHT, S.WINDOW_FULL])) | (
+        (kinds == S.DETAIL) & ~np.isin(modes, [S.DETAIL_PAUSE, S.DETAIL_RESUME])
+    )
+    assert np.array_equal(V._unknown_mode(kinds, modes), expected)
+
+
+def test_measured_costs_that_do_not_fit_their_rows_are_found_as_the_bounds_say():
+    """Each row's measured cost (pre | post << 32) against the gaps to its thread's neighbours, flush
+    marks against the flush bound, on random rows of several threads: the rows found are those the
+    bounds give, row by row."""
+    from rlscope import categories
+    from rlscope.trace import validate as V
+
+    rng = np.random.default_rng(1)
+    n = 3000
+    kinds = np.array([S.CAT_BEGIN, S.CAT_END, S.OP_BEGIN], np.int64)
+    table = _rows(
+        *[
+            (
+                int(ts),
+                int(th),
+                int(k),
+                categories.PROFILER if k == S.CAT_END and rng.random() < 0.3 else 1,
+                0,
+                -1,
+            )
+            for ts, th, k in zip(
+                np.sort(rng.integers(0, 10 * n, n)),
+                rng.integers(1, 4, n),
+                kinds[rng.integers(0, 3, n)],
+                strict=True,
+            )
+        ]
+    )
+    pre, post = rng.integers(0, 40, n), rng.integers(0, 40, n)
+    cost = pre | post << 32
+    cost[rng.random(n) < 0.1] = 0
+    cost[rng.random(n) < 0.02] = -5
+    cost[rng.random(n) < 0.05] = S.FLUSH_CPU_MAX + rng.integers(-2, 3)
+    table = table.append_column("cost", pa.array(cost, pa.int64()))
+    t = V._Table(table, "p")
+    t.group()
+    c = {k: v.copy() for k, v in t.c.items()}
+    V._costs(t)
+    ts, th, co = c["ts_ns"], c["thread"], c["cost"]
+    p, q = S.unpack_cost(co)
+    expected = np.zeros(len(ts), bool)
+    for i in range(len(ts)):
+        if co[i] == 0:
+            continue
+        if co[i] < 0:
+            expected[i] = True
+        elif c["kind"][i] == S.CAT_END and c["id"][i] == categories.PROFILER:
+            expected[i] = co[i] > S.FLUSH_CPU_MAX
+        else:
+            before = ts[i] - ts[i - 1] if i and th[i - 1] == th[i] else V.MAX_TS_NS
+            after = ts[i + 1] - ts[i] if i + 1 < len(ts) and th[i + 1] == th[i] else V.MAX_TS_NS
+            expected[i] = p[i] > before or q[i] > after
+    assert expected.any() and (~expected & (co != 0)).any()
+    assert np.array_equal(t.c["cost"], np.where(expected, 0, co))

@@ -58,6 +58,9 @@ __all__ = ["MAX_TS_NS", "Finding", "inside_same_name", "validate_events", "valid
 MAX_TS_NS = 1 << 60
 _KNOWN_FLAGS = S.FLAG_RECURSIVE | S.FLAG_FORCED_CLOSE | S.FLAG_SUMMARIZED
 _CATEGORY_CODES = np.array(sorted(categories.CATEGORY_NAMES), np.int64)
+# the codes as a lookup table, True at each code; its last entry (False) stands for every other value
+_CATEGORY_OK = np.zeros(int(_CATEGORY_CODES.max()) + 2, bool)
+_CATEGORY_OK[_CATEGORY_CODES] = True
 _EXAMPLES = 4  # values, threads named in a finding before "..."
 
 
@@ -81,6 +84,7 @@ class Finding:
 
 
 _SCOPED = (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)
+assert min(_SCOPED) >= 0 and max(_SCOPED) < 8  # _drop_repeats packs a kind into three bits
 
 
 def _among(values: np.ndarray, codes: tuple[int, ...]) -> np.ndarray:
@@ -96,6 +100,12 @@ _KIND_OK = np.zeros(256, bool)
 _KIND_OK[list(S.WRITTEN_KINDS)] = True
 
 
+def _category_code(values: np.ndarray) -> np.ndarray:
+    """``np.isin(values, _CATEGORY_CODES)`` for int64 values, by the lookup table: one pass, where
+    np.isin compares once per code. A negative value, read as unsigned, is past the table's end too."""
+    return _CATEGORY_OK[np.minimum(values.view(np.uint64), len(_CATEGORY_OK) - 1)]
+
+
 def _unknown_kind(kind: np.ndarray) -> np.ndarray:
     return ~_KIND_OK[kind.astype(np.uint8)] | (kind < 0) | (kind > 255)
 
@@ -109,9 +119,16 @@ def _no_clock(ts: np.ndarray) -> np.ndarray:
 
 
 def _unknown_mode(kind: np.ndarray, ident: np.ndarray) -> np.ndarray:
-    """Window rows of a mode that does not exist."""
-    window = (kind == S.WINDOW) & ~_among(ident, (S.WINDOW_LIGHT, S.WINDOW_FULL))
-    return window | ((kind == S.DETAIL) & ~_among(ident, (S.DETAIL_PAUSE, S.DETAIL_RESUME)))
+    """Window rows of a mode that does not exist. The modes are read at the window rows alone: a few
+    in millions of rows."""
+    bad = np.zeros(len(kind), bool)
+    for window, modes in (
+        (S.WINDOW, (S.WINDOW_LIGHT, S.WINDOW_FULL)),
+        (S.DETAIL, (S.DETAIL_PAUSE, S.DETAIL_RESUME)),
+    ):
+        rows = np.flatnonzero(kind == window)
+        bad[rows] = ~_among(ident[rows], modes)
+    return bad
 
 
 def _few(values: np.ndarray) -> str:
@@ -239,8 +256,9 @@ def _drop_impossible(t: _Table) -> None:
     bad = scoped & ((c["id"] < 0) | (c["name"] < 0))
     t.drop(bad, f"{bad.sum()} operation or phase row(s) with a negative instance or name id dropped")
     c, kind = t.c, t.c["kind"]
-    is_cat = (kind == S.CAT_BEGIN) | (kind == S.CAT_END)
-    bad = is_cat & ~(np.isin(c["id"], _CATEGORY_CODES) & np.isin(c["parent"], _CATEGORY_CODES))
+    cat = np.flatnonzero((kind == S.CAT_BEGIN) | (kind == S.CAT_END))  # the codes read at these rows alone
+    bad = np.zeros(len(t), bool)
+    bad[cat] = ~(_category_code(c["id"][cat]) & _category_code(c["parent"][cat]))
     t.drop(bad, f"{bad.sum()} category row(s) with a category code that does not exist dropped")
     c = t.c
     bad = _unknown_mode(c["kind"], c["id"])
@@ -291,6 +309,12 @@ def _drop_repeats(t: _Table) -> None:
     kind = c["kind"]
     scoped = np.flatnonzero(_among(kind, _SCOPED))
     key_kind, key_id = kind[scoped], c["id"][scoped]
+    if len(scoped) and int(key_id.min()) >= 0 and int(key_id.max()) < 1 << 59:
+        # whether any (kind, id) repeats: one sort of id * 8 + kind (the kinds are below 8), where
+        # the sort that says which rows repeat takes three keys; it runs only then (never when intact)
+        key = np.sort(key_id * 8 + key_kind)
+        if not (key[1:] == key[:-1]).any():
+            return
     order = np.lexsort((scoped, key_id, key_kind))
     again = np.zeros(len(t), bool)
     dup = (key_kind[order][1:] == key_kind[order][:-1]) & (key_id[order][1:] == key_id[order][:-1])
@@ -357,8 +381,9 @@ def _state_before(stack_rows: np.ndarray, thread: np.ndarray, after: np.ndarray,
     """For rows of one stack (grouped by thread, in time order): the state before each row."""
     before = np.full(len(stack_rows), default, np.int64)
     if len(stack_rows) > 1:
-        same = thread[stack_rows][1:] == thread[stack_rows][:-1]
-        before[1:] = np.where(same, after[:-1], default)
+        threads = thread[stack_rows]
+        before[1:] = after[:-1]
+        before[1:][threads[1:] != threads[:-1]] = default  # a thread's first row: nothing before it
     return before
 
 
@@ -416,7 +441,6 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     c = t.c
     kind, thread, ts = c["kind"], c["thread"], c["ts_ns"]
     n = len(t)
-    pos = np.arange(n)
     b = np.flatnonzero(kind == begin)
     e = np.flatnonzero(kind == end)
     # ends matched to their begins by id (ids are unique per kind by now)
@@ -426,9 +450,10 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     has = (len(bid) > 0) & (bid[at] == c["id"][e]) if len(bid) else np.zeros(len(e), bool)
     mate = np.where(has, b[b_sorted][at] if len(bid) else 0, -1)
     ok = mate >= 0
-    t_ok = np.where(ok, thread[np.maximum(mate, 0)] == thread[e], False)
-    after = np.where(ok, pos[np.maximum(mate, 0)] < e, False)
-    named = np.where(ok, c["name"][np.maximum(mate, 0)] == c["name"][e], False)
+    some = np.maximum(mate, 0)  # a row for every end: its begin's, or the first row (masked by ok)
+    t_ok = ok & (thread[some] == thread[e])
+    after = ok & (some < e)
+    named = ok & (c["name"][some] == c["name"][e])
     unmatched = np.zeros(n, bool)
     unmatched[e[~ok]] = True
     wrong = np.zeros(n, bool)
@@ -521,7 +546,7 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
         new["flags"][:] = S.FLAG_FORCED_CLOSE
         if "cost" in new:
             new["cost"][:] = 0
-        primary = np.concatenate([2 * pos + 1, 2 * close_at[left]])
+        primary = np.concatenate([2 * np.arange(n) + 1, 2 * close_at[left]])
         secondary = np.concatenate([np.zeros(n, np.int64), -tree.depth[node[left]]])
         order = np.lexsort((secondary, primary))
         t.c = {k: np.concatenate([v, new[k]])[order] for k, v in c.items()}
@@ -559,7 +584,8 @@ def _flags(t: _Table) -> None:
     c = t.c
     flags = c["flags"]
     unknown = (flags & ~_KNOWN_FLAGS) != 0
-    unknown |= _among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)) & ((flags & S.FLAG_FORCED_CLOSE) != 0)
+    forced = np.flatnonzero(flags & S.FLAG_FORCED_CLOSE)  # closing rows: a few, the kinds read there
+    unknown[forced] |= _among(c["kind"][forced], (S.OP_BEGIN, S.PHASE_BEGIN))
     if unknown.any():
         t.say(unknown, f"{unknown.sum()} row(s) with flags no writer sets: cleared")
         begin_flags = S.FLAG_RECURSIVE | S.FLAG_SUMMARIZED
@@ -591,15 +617,16 @@ def _costs(t: _Table) -> None:
         return
     c = t.c
     cost, ts, kind = c["cost"], c["ts_ns"], c["kind"]
-    # the writer's flush marks carry the flush's CPU time, not a pre | post pair
-    flush = (kind == S.CAT_END) & (c["id"] == categories.PROFILER)
     pre, post = S.unpack_cost(cost)
-    gap = np.diff(ts, prepend=ts[:1])
-    before = np.where(t.first, MAX_TS_NS, gap)
-    after = np.where(t.last, MAX_TS_NS, np.append(gap[1:], 0))
-    bad = cost < 0
-    bad |= ~flush & ((pre > before) | (post > after))
-    bad |= flush & (cost > S.FLUSH_CPU_MAX)  # CPU time, read after the row's clock: no gap bounds it
+    gap = np.diff(ts, prepend=ts[:1])  # the time since the row before; none before a thread's first:
+    gap[t.first] = MAX_TS_NS  # the next row's is the time until it, none after a thread's last
+    bad = pre > gap
+    bad[:-1] |= post[:-1] > gap[1:]
+    # the writer's flush marks carry the flush's CPU time, not a pre | post pair: read after the
+    # row's clock, no gap bounds it
+    flush = np.flatnonzero((kind == S.CAT_END) & (c["id"] == categories.PROFILER))
+    bad[flush] = cost[flush] > S.FLUSH_CPU_MAX
+    bad |= cost < 0
     bad &= cost != 0
     if bad.any():
         t.say(
@@ -711,9 +738,10 @@ def _nesting(t: _Table) -> None:
         if not len(rows):
             continue
         is_begin = kind[rows] == begin
-        after = np.where(is_begin, c["id"][rows], c["parent"][rows])
+        ids, parents = c["id"][rows], c["parent"][rows]
+        after = np.where(is_begin, ids, parents)
         before = _state_before(rows, thread, after, default)
-        wrong = np.where(is_begin, c["parent"][rows] != before, c["id"][rows] != before)
+        wrong = np.where(is_begin, parents != before, ids != before)
         if wrong.any():
             t.say(
                 rows[wrong],
