@@ -325,6 +325,8 @@ def _detail_section(trace: TraceHeader, breakdowns: list[ProcessBreakdown]) -> d
         "stretch_rows": STRETCH_ROWS if schedule and schedule != "all" else None,
         "detail_s": max(d["detail_s"] for d in parts),
         "summarized_s": max(d["summarized_s"] for d in parts),
+        # what that time adds to the wall: less what the main thread lost to rlscope there (corrected)
+        "summarized_wall_s": max(d.get("summarized_wall_s", d["summarized_s"]) for d in parts),
         # detail kept in the trace that the analysis's budget left out (rlscope/trace/budget.py)
         "left_out_s": max(d.get("left_out_s", 0.0) for d in parts),
         "whole_run": ["wall", "operation and phase times", "calls", "simulator time"],
