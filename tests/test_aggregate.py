@@ -263,6 +263,32 @@ def test_compilations_are_compile_time_in_the_aggregates(seed: int, spec: str) -
     assert sum(v for k, v in got_time.items() if k[0] == MAIN) == t1 - t0
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_compilation_begun_after_a_stretch_ended_is_time_between_the_stretches(seed: int) -> None:
+    """An operation begun inside a detail stretch whose compilation begins after the stretch ended
+    (torch.compile's first call): the compilation is compile time between the stretches, where the
+    per-event reference puts it, not detail time, which the analysis takes from the timeline."""
+    spec = "0.00002s,0.00005s,0.00002s"  # a stretch from 20 to 40 µs after the origin, the next at 50
+    o = 1_000
+    op = 2
+    rows = [
+        (o + 1_000, MAIN, S.SESSION_START, 0, -1, -1, 0, 0),
+        (o + 1_010, MAIN, S.WINDOW, S.WINDOW_LIGHT, -1, -1, 0, 0),
+        (o + 25_000, MAIN, S.OP_BEGIN, op, -1, NAMES["rollout"], 0, 0),
+        (o + 60_000, MAIN, S.OP_END, op, -1, NAMES["rollout"], 0, 0),
+        (o + 100_000, MAIN, S.SESSION_END, 0, -1, -1, 0, 0),
+    ]
+    compiles = [(MAIN, o + 45_000, o + 55_000)]
+    agg = Aggregator(DetailSchedule.parse(spec), origin_ns=o, main_thread=MAIN, width=8)
+    _, aggs, _ = _fold_all(rows, agg, seed, compiles)
+    ref = Aggregator(DetailSchedule.parse(spec), origin_ns=o, main_thread=MAIN, width=8)
+    want_time, _ = _reference(rows, ref, compiles=compiles)
+    got_time, _ = _sums(aggs)
+    assert got_time == want_time
+    compile_by_mode = {k[1]: v for k, v in got_time.items() if k[4] == categories.COMPILE}
+    assert sum(compile_by_mode.values()) == 10_000 and compile_by_mode[S.MODE_SUMMARY] > 0
+
+
 def _assert_nested(events: np.ndarray) -> None:
     """Every end in the kept events closes the innermost open scope of its thread."""
     stacks: dict = collections.defaultdict(list)

@@ -432,6 +432,10 @@ class Aggregator:
         keys, values, seg_ts, seg_window = _compile_split(
             keys, values, ts, window_mode, self._compilations(stamp)
         )
+        # a compilation's piece takes the mode of its own start, not its segment's: one begun after a
+        # detail stretch ended, in an operation begun inside it, is time between the stretches
+        if len(seg_ts) > m:
+            keys[1, m:] = np.where(self.in_detail(seg_ts[m:]), seg_window[m:], S.MODE_SUMMARY)
         keys, values = self._split_at_cuts(keys, values, seg_ts, seg_window)
         # off the main thread only operations are work (the analysis's rule), and the writer's own
         # flushes (their stall is corrected): an idle thread's time is not kept, flush after flush
