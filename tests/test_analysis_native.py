@@ -6,6 +6,7 @@ it; here, only the library's life: where it cannot be had, the numpy loops run a
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rlscope.analysis import native
@@ -48,3 +49,18 @@ def test_a_library_of_another_version_is_not_called(fresh, monkeypatch):
     monkeypatch.setattr(native, "ABI", native.ABI + 1)
     assert native.function("analysis_native_abi", restype=native.N) is None
     assert "version mismatch" in native.unavailable()
+
+
+def test_a_typed_loop_is_found_for_the_widths_it_is_made_for(fresh):
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    args = (native.N, native.N, native.I64, native.N, native.I64, None, native.N, None)
+    for dtype in (np.int8, np.int16, np.int32, np.int64):  # timeline.c makes the fill for each
+        assert native.typed("timeline_fill", [np.dtype(dtype)], *args) is not None
+        assert (
+            native.function(f"timeline_fill_i{8 * np.dtype(dtype).itemsize}").argtypes[5]
+            is native.INTEGER[np.dtype(dtype)]
+        )
+    assert native.typed("timeline_fill", [np.dtype(np.float64)], *args) is None  # not an integer type
+    assert native.typed("windows_row_window", [np.dtype(np.int8)]) is None  # a width windows.c lacks
+    assert native.typed("timeline_fill", []) is None

@@ -448,21 +448,12 @@ def _runs(thread: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     return thread[first], np.append(first, len(thread)) * width
 
 
-# the C forward fill of each type of state (timeline_fill_*)
-_FILL = {
-    np.dtype(np.int8): ("timeline_fill_i8", native.I8),
-    np.dtype(np.int16): ("timeline_fill_i16", native.I16),
-    np.dtype(np.int32): ("timeline_fill_i32", native.I32),
-    np.dtype(np.int64): ("timeline_fill_i64", native.I64),
-}
-
-
 def _fill_function(dtype: np.dtype) -> Callable[..., Any] | None:
-    """The C forward fill of states of ``dtype``; None: no C loops, or none for that type."""
-    if dtype not in _FILL:
-        return None
-    name, arg = _FILL[dtype]
-    return native.function(name, native.N, native.N, native.I64, native.N, native.I64, arg, native.N, arg)
+    """The C forward fill of states of ``dtype`` (timeline_fill_*); None: no C loops, or none for
+    that type."""
+    return native.typed(
+        "timeline_fill", [dtype], native.N, native.N, native.I64, native.N, native.I64, None, native.N, None
+    )
 
 
 def _state_after(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ U8 = np.ctypeslib.ndpointer(np.uint8, flags="C_CONTIGUOUS")
 BOOL = np.ctypeslib.ndpointer(np.bool_, flags="C_CONTIGUOUS")  # one byte, 0 or 1: a C ``uint8_t``
 N = ctypes.c_int64
 DOUBLE = ctypes.c_double
+# the array type of each integer column type a loop can be made for (typed)
+INTEGER = {np.dtype(np.int8): I8, np.dtype(np.int16): I16, np.dtype(np.int32): I32, np.dtype(np.int64): I64}
 
 _lib: Any = None
 _failed: str | None = None  # why there is no library (asked once per process)
@@ -107,3 +109,23 @@ def function(name: str, *argtypes: Any, restype: Any = None) -> Callable[..., An
         fn.argtypes, fn.restype = list(argtypes), restype
         _functions[name] = fn
     return fn
+
+
+def typed(
+    name: str, dtypes: Sequence[np.dtype], *argtypes: Any, restype: Any = None
+) -> Callable[..., Any] | None:
+    """The C loop ``name`` made for integer columns of ``dtypes``: the function named with a suffix
+    per column (``name_i32``, ``name_i32_i16``), an argument type None standing for the first
+    column's array type; None where the numpy loops run: no C loops, or none made for those types
+    (not an integer type, or a width the C file does not define).
+
+    Why: the timeline narrows its id columns to what the trace holds, and a loop is written for each
+    width rather than each column copied to one."""
+    if not dtypes or any(np.dtype(d) not in INTEGER for d in dtypes):
+        return None
+    full = name + "".join(f"_i{8 * np.dtype(d).itemsize}" for d in dtypes)
+    lib = library() if wanted() else None
+    if lib is None or not hasattr(lib, full):
+        return None
+    first = INTEGER[np.dtype(dtypes[0])]
+    return function(full, *(first if a is None else a for a in argtypes), restype=restype)

@@ -21,8 +21,7 @@ anchors it starts and ends at; pieces of one class are alike, as an operation's 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -48,24 +47,6 @@ ANCHOR_KINDS = (
 )
 # categories whose rows only full windows record: they cut no piece
 FULL_ONLY_CATEGORIES = (categories.BACKEND, categories.CUDA_API)
-# the ctypes argument type of each integer column type that windows.c's typed functions are made for
-_TYPED = {np.dtype(np.int16): native.I16, np.dtype(np.int32): native.I32, np.dtype(np.int64): native.I64}
-
-
-def native_for(
-    name: str, column: np.ndarray, *argtypes: Any, restype: Any = None
-) -> Callable[..., Any] | None:
-    """windows.c's function ``name`` made for ``column``'s integer type (an argument type None in
-    ``argtypes`` stands for that column's), or None where the numpy loops run: the timeline narrows
-    its id columns to the trace's values, and the C is written for each width rather than the column
-    copied to one."""
-    typed = _TYPED.get(column.dtype)
-    if typed is None:
-        return None
-    suffix = f"i{8 * column.dtype.itemsize}"
-    return native.function(
-        f"{name}_{suffix}", *(typed if a is None else a for a in argtypes), restype=restype
-    )
 
 
 @dataclasses.dataclass
@@ -127,7 +108,7 @@ def _piece_starts(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Where the pieces of rows of ``kind`` (the main thread's) and ``ids`` begin: the first row and
     each anchor (ANCHOR_KINDS, but for the FULL_ONLY_CATEGORIES' rows)."""
     types = (native.N, native.I8, None, native.U8, native.U8, native.N, native.I64, native.N, native.I64)
-    fn = native_for("windows_piece_starts", ids, *types, restype=native.N)
+    fn = native.typed("windows_piece_starts", [ids.dtype], *types, restype=native.N)
     if fn is None or kind.dtype != np.int8:
         anchor = kinds_among(kind, ANCHOR_KINDS)
         cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
@@ -184,7 +165,7 @@ def _piece_columns(
     n = len(bounds) - 1
     types = (native.N, native.I64, native.N, None, native.I8, None, native.I64, native.N, native.I64)
     types += (native.I64, native.U8, native.U8, *[native.I64] * 4)
-    fn = native_for("windows_piece_columns", tl.op, *types)
+    fn = native.typed("windows_piece_columns", [tl.op.dtype], *types)
     ok = tl.op.dtype == tl.id.dtype and tl.kind.dtype == np.int8 and tl.inst_name.dtype == np.int64
     if fn is None or not ok:
         first, last = main.start + bounds[:-1], main.start + bounds[1:] - 1

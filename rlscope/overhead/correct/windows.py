@@ -119,7 +119,7 @@ def row_window(tl: Timeline) -> np.ndarray:
         # the rows (hundreds of searches), not every row among the switches (millions)
         win_ts = window_rows(tl)[0]
         got = np.empty(len(tl.ts), np.int16 if len(win_ts) < _I16 else np.int32)
-        fn = P.native_for("windows_row_window", got, native.N, native.I64, native.N, native.I64, None)
+        fn = native.typed("windows_row_window", [got.dtype], native.N, native.I64, native.N, native.I64, None)
         if fn is not None and tl.ts.dtype == win_ts.dtype == np.int64:  # in C, in one pass
             fn(len(got), tl.ts, len(win_ts), win_ts, got)
         else:
@@ -169,7 +169,7 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     wi = row_window(tl)
     lo = np.r_[np.iinfo(np.int64).min, win_ts].astype(np.int64)  # per window: its start
     types = (native.N, native.BOOL, None, native.I64, native.N, native.I64, native.I64, native.I64)
-    fn = P.native_for("windows_live_from", wi, *types)
+    fn = native.typed("windows_live_from", [wi.dtype], *types)
     if fn is not None:
         starts = tl.thread_starts()
         fn(len(coll), coll, wi, tl.ts, len(starts) - 1, starts, lo, live)
@@ -230,14 +230,11 @@ def _collector_fn(name: str, tl: Timeline, *argtypes: Any) -> Any:
     is a column, for its own), or None where the numpy columns of collector_kinds are made."""
     if tl.kind.dtype != np.int8:
         return None
-    columns = [tl.id, *argtypes]
-    if any(c.dtype not in P._TYPED for c in columns):
-        return None
-    suffix = "_".join(f"i{8 * c.dtype.itemsize}" for c in columns)
-    types = (native.N, native.I8, *(P._TYPED[c.dtype] for c in columns))
+    dtypes = [tl.id.dtype, *(c.dtype for c in argtypes)]
+    types = (native.N, native.I8, *(native.INTEGER.get(d) for d in dtypes))
     if name == "windows_collector_flags":
-        return native.function(f"{name}_{suffix}", *types, native.BOOL, *[native.N] * 4, native.BOOL)
-    return native.function(f"{name}_{suffix}", *types, *[native.N] * 6, native.BOOL)
+        return native.typed(name, dtypes, *types, native.BOOL, *[native.N] * 4, native.BOOL)
+    return native.typed(name, dtypes, *types, *[native.N] * 6, native.BOOL)
 
 
 def toggled(tl: Timeline) -> dict[str, bool]:
@@ -486,7 +483,7 @@ def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.
     ``from_ts``; its mode, WINDOW_FULL or WINDOW_LIGHT, one byte); ``wi``: :func:`row_window`."""
     full_row = np.empty(len(wi), bool)
     types = (native.N, native.I64, None, native.I64, native.BOOL, native.I8, native.N, native.N)
-    fn = P.native_for("windows_full_rows", wi, *types)
+    fn = native.typed("windows_full_rows", [wi.dtype], *types)
     if fn is not None:
         row_mode = np.empty(len(wi), np.int8)
         fn(len(wi), ts, wi, from_ts, full_row, row_mode, S.WINDOW_FULL, S.WINDOW_LIGHT)
@@ -514,7 +511,9 @@ def _instance_sums(
     n = len(tl.inst_name) + 1
     excl, events, held = np.zeros(n), np.zeros(n, np.intp), np.zeros(n, bool)
     types = (native.N, None, native.F64, native.BOOL, native.BOOL, native.N, native.I64)
-    fn = P.native_for("windows_instance_sums", tl.op, *types, native.F64, native.I64, native.I64, native.BOOL)
+    fn = native.typed(
+        "windows_instance_sums", [tl.op.dtype], *types, native.F64, native.I64, native.I64, native.BOOL
+    )
     if fn is not None and counted is None:
         rows = np.zeros(n, np.int64)
         fn(len(dur), tl.op, dur, coll, full_row, len(main) // 2, main, excl, events, rows, held)
@@ -553,7 +552,7 @@ def _counted_sums(
     full_time, full_events = np.zeros(n_keys), np.zeros(n_keys, np.intp)
     types = (native.N, None, native.F64, native.BOOL, native.BOOL, native.N, native.I64, native.BOOL)
     types += (native.F64, native.F64, native.I64, native.F64, native.I64, native.I64)
-    fn = P.native_for("windows_counted_sums", tl.op, *types, restype=native.N)
+    fn = native.typed("windows_counted_sums", [tl.op.dtype], *types, restype=native.N)
     if fn is not None and counted is None and inst_rows is not None:
         kept_rows = np.empty(int(inst_rows[kept_inst].sum()), np.int64)
         args = (len(dur), tl.op, dur, coll, full_row, len(main) // 2, main, kept_inst, cut, excl, inst_key)
@@ -612,7 +611,7 @@ def _counted_factor(
         return out
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
     types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64)
-    fn = P.native_for("windows_counted_factor", tl.op, *types)
+    fn = native.typed("windows_counted_factor", [tl.op.dtype], *types)
     if counted is None and fn is not None:
         fn(len(out), tl.op, full_row, len(main) // 2, main, per_inst, out)
         return out
