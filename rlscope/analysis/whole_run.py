@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +44,9 @@ class Summarized:
 
     cpu: dict[tuple[str, str, str, bool], float]  # (phase, op, category, main thread) -> s
     calls: dict[tuple[str, str], int]
-    inclusive: dict[tuple[str, str], float]  # s
+    # s: of the calls that ended between the stretches, and of those that ended in the detail, the
+    # time outside it that the detail does not hold (_outside_detail)
+    inclusive: dict[tuple[str, str], float]
     removed: dict[tuple[str, str], float]  # s removed per (phase, operation) (corrected only)
     # instances the detail counted that ended between the stretches (their end row written at the
     # resume, FLAG_SUMMARIZED): the aggregates count those calls and their inclusive time, so the
@@ -141,7 +144,10 @@ def summarized(
             removed_main += stall * 1e9
     for key, t in cpu_left.items():  # after the stall, which the detail's correction took out of these
         cpu[key] = cpu.get(key, 0.0) + t
-    cut_calls = _cut_calls(proc)
+    ends = _ends(proc)
+    for (phase, op), s in _outside_detail(proc, ends, c).items():
+        inclusive[(phase, op)] = inclusive.get((phase, op), 0.0) + s
+    cut_calls = _cut_calls(proc, ends)
     return Summarized(
         cpu,
         calls,
@@ -163,22 +169,96 @@ def _left_out_s(proc: ProcessTrace) -> float:
         return 0.0
 
 
-def _cut_calls(proc: ProcessTrace) -> dict[str, tuple[int, float]]:
-    """Per operation, the instances the detail saw begin that ended between the stretches (their end
-    row written at a resume, FLAG_SUMMARIZED), and their inclusive seconds in the detail: the
-    aggregates count those calls, with their whole inclusive time, where they ended."""
+class _Ends(NamedTuple):
+    """A process's operation end rows, each with its instance's begin row (found once for the two
+    uses below: a long trace holds millions)."""
+
+    ts: np.ndarray
+    name: np.ndarray
+    summarized: np.ndarray  # written at a resume: the call ended between the stretches
+    found: np.ndarray  # its begin row is there (a recursive one, whose time counts nowhere, is not)
+    begun: np.ndarray  # that row's time
+    begun_summarized: np.ndarray  # that row was written at a resume: the call began between them
+
+
+def _ends(proc: ProcessTrace) -> _Ends:
     ev = proc.events
     kind, flags = ev.column("kind").to_numpy(), ev.column("flags").to_numpy()
     ident, ts = ev.column("id").to_numpy(), ev.column("ts_ns").to_numpy().astype(np.int64)
-    ends = np.flatnonzero((kind == S.OP_END) & ((flags & S.FLAG_SUMMARIZED) != 0))
+    ends = np.flatnonzero(kind == S.OP_END)
     begins = np.flatnonzero((kind == S.OP_BEGIN) & ((flags & S.FLAG_RECURSIVE) == 0))
     order = np.argsort(ident[begins], kind="stable")
-    b_ids, b_ts = ident[begins][order], ts[begins][order]
+    b_ids, b_ts, b_flags = ident[begins][order], ts[begins][order], flags[begins][order]
     at = np.minimum(np.searchsorted(b_ids, ident[ends]), max(len(b_ids) - 1, 0))
     found = (b_ids[at] == ident[ends]) if len(b_ids) else np.zeros(len(ends), bool)
-    held = np.where(found, ts[ends] - b_ts[at] if len(b_ids) else 0, 0)
+    begun = np.where(found, b_ts[at] if len(b_ids) else 0, 0)
+    begun_flags = np.where(found, b_flags[at] if len(b_ids) else 0, 0)
+    return _Ends(
+        ts[ends],
+        ev.column("name").to_numpy().astype(np.int64)[ends],
+        (flags[ends] & S.FLAG_SUMMARIZED) != 0,
+        found,
+        begun,
+        (begun_flags & S.FLAG_SUMMARIZED) != 0,
+    )
+
+
+def _outside_detail(
+    proc: ProcessTrace, ends: _Ends, c: dict[str, np.ndarray]
+) -> dict[tuple[str, str], float]:
+    """Per (phase, operation), the time its calls that ended in the detail spent outside it.
+
+    The joined clock holds a call that began before a resume (its begin row written there,
+    FLAG_SUMMARIZED) from the resume on, and one open over a gap without the gap: its inclusive time
+    there lacks its part between the stretches, which no summary row holds either (the aggregates
+    count a call where it ends). The aggregates' detail-mode calls rows hold each of those calls
+    whole (the writer knows every begin): what they hold over the detail's inclusive time of the
+    same calls is that part. Only operations with such a call get it, so a run without any keeps
+    its figures; the phase is that of the operation's calls rows with the most calls.
+    """
+    # each gap's place on the joined clock: its start less the gaps before it
+    gaps = proc.gaps
+    length = gaps.end - gaps.start if gaps is not None else np.zeros(0, np.int64)
+    at = gaps.start - (np.cumsum(length) - length) if gaps is not None else length
+    over_gap = np.searchsorted(at, ends.ts, "right") > np.searchsorted(at, ends.begun, "right")
+    real = ends.found & ~ends.summarized & (ends.name >= 0)
+    outside = real & (ends.begun_summarized | over_gap)
+    if not outside.any():
+        return {}
+    wanted = {name_of(proc.names, int(n), UNANNOTATED) for n in np.unique(ends.name[outside]).tolist()}
+    detail_ns: dict[str, int] = {}
+    held = np.maximum(ends.ts - ends.begun, 0)
+    per_id = np.bincount(ends.name[real], weights=held[real])
+    for n in np.flatnonzero(per_id).tolist():
+        name = name_of(proc.names, n, UNANNOTATED)
+        if name in wanted:
+            detail_ns[name] = detail_ns.get(name, 0) + round(per_id[n])
+    whole_ns: dict[str, int] = {}
+    phase_calls: dict[tuple[str, str], int] = {}
+    in_detail = (c["mode"] != S.MODE_SUMMARY) & (c["mode"] != S.MODE_LEFT_OUT)
+    calls_rows = in_detail & (c["category"] == S.AGGREGATE_CALLS) & (c["operation"] >= 0)
+    for i in np.flatnonzero(calls_rows).tolist():
+        name = name_of(proc.names, int(c["operation"][i]), UNANNOTATED)
+        if name in wanted:
+            whole_ns[name] = whole_ns.get(name, 0) + int(c["time_ns"][i])
+            key = (name_of(proc.names, int(c["phase"][i]), NO_PHASE), name)
+            phase_calls[key] = phase_calls.get(key, 0) + int(c["calls"][i])
+    out: dict[tuple[str, str], float] = {}
+    for name in sorted(wanted):
+        mine = [k for k in phase_calls if k[1] == name]
+        extra = whole_ns.get(name, 0) - detail_ns.get(name, 0)
+        if mine and extra > 0:
+            out[max(mine, key=lambda k: phase_calls[k])] = extra / 1e9
+    return out
+
+
+def _cut_calls(proc: ProcessTrace, ends: _Ends) -> dict[str, tuple[int, float]]:
+    """Per operation, the instances the detail saw begin that ended between the stretches (their end
+    row written at a resume, FLAG_SUMMARIZED), and their inclusive seconds in the detail: the
+    aggregates count those calls, with their whole inclusive time, where they ended."""
+    held = np.where(ends.found, ends.ts - ends.begun, 0)[ends.summarized]
     out: dict[str, tuple[int, float]] = {}
-    for n, h in zip(ev.column("name").to_numpy()[ends].tolist(), held.tolist(), strict=True):
+    for n, h in zip(ends.name[ends.summarized].tolist(), held.tolist(), strict=True):
         name = name_of(proc.names, int(n), UNANNOTATED)
         calls, seconds = out.get(name, (0, 0.0))
         out[name] = (calls + 1, seconds + max(h, 0) / 1e9)
