@@ -202,6 +202,28 @@ def test_merge_edge_cases(monkeypatch, case):
     _same(got, want)
 
 
+@pytest.mark.parametrize("at", [0, 1, 2])
+@pytest.mark.parametrize("native_loops", [True, False])
+def test_merge_with_a_source_of_no_intervals(monkeypatch, at, native_loops):
+    """A source of no intervals adds no rows, wherever it is among the sources, on both paths."""
+    if not native_loops:
+        monkeypatch.setenv(native.ENV, "0")
+    rng = np.random.default_rng(3)
+    col = _columns(_events(rng, [2, 4], 50))
+    span = int(col["ts_ns"].max()) + 5
+    sources = [(S.BACKEND_BEGIN, S.BACKEND_END, *_intervals(rng, [2, 4], 30, span, True))]
+    if at == 2:
+        sources.append((S.COMPILE_BEGIN, S.COMPILE_END, *_intervals(rng, [4], 3, span, False), None))
+    none = np.zeros(0, np.int64)
+    with_empty = [*sources[:at], (S.API_BEGIN, S.API_END, none, none, none, None), *sources[at:]]
+    if at == 0:
+        with_empty, sources = with_empty[:1], []
+    got = T._with_interval_rows(col, with_empty, int(col["ts_ns"][0]))
+    want = T._with_interval_rows(col, sources, int(col["ts_ns"][0]))
+    _same(got, want)
+    assert len(got[0]["ts_ns"]) == len(col["ts_ns"]) + 2 * sum(len(s[2]) for s in sources)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_sorted_by_thread_is_numpy_s(monkeypatch, seed):
     rng = np.random.default_rng(seed)

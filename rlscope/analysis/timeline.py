@@ -329,8 +329,11 @@ def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) ->
     # each part's rows of each thread: [lo, hi)
     spans = []
     for _, _, _, values, at in parts:
-        i = np.minimum(np.searchsorted(values, threads), max(len(values) - 1, 0))
-        present = values[i] == threads if len(values) else np.zeros(len(threads), bool)
+        if len(values) == 0:  # a part without rows (a source of no intervals): none on any thread
+            spans.append((np.zeros(len(threads), np.int64), np.zeros(len(threads), np.int64)))
+            continue
+        i = np.minimum(np.searchsorted(values, threads), len(values) - 1)
+        present = values[i] == threads
         spans.append((np.where(present, at[i], 0), np.where(present, at[i + 1], 0)))
     # the largest part (the torch ops) is placed last, into the rows the others leave, in its order
     fill = max(range(len(parts)), key=lambda p: len(parts[p][0]))
