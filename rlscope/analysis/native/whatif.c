@@ -7,62 +7,87 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* whatif.py _main_runs, over every row at once: the runs of one code (inst_code[op] + cat; a parent's
- * also of one instance) as (start, code, instance), and each run of one instance's start; times
- * clamped to end, the first one start. counts: (runs, instance runs). op -1 reads inst_code's last
- * entry, as numpy's index does. Returns -1 for an op outside inst_code. */
-int64_t whatif_main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
-                         const int64_t *inst_code, int64_t n_code, int64_t start, int64_t end,
-                         int64_t is_parent, int64_t *run_t, int64_t *run_code, int32_t *run_inst,
-                         int64_t *inst_t, int64_t *counts) {
-    int64_t k = 0, j = 0, prev_code = 0;
-    int32_t prev_op = 0;
+/* whatif.py _main_codes: present[code] = 1 for each row's code inst_code[op] + cat (op -1 reads
+ * inst_code's last entry, as numpy's index does), as numpy's present[inst_code[op] + cat] = True.
+ * Returns 0; -1 for an op outside inst_code or a code outside [0, size). */
+int64_t whatif_main_codes(const int32_t *op, const int8_t *cat, int64_t n, const int64_t *inst_code,
+                          int64_t n_code, uint8_t *present, int64_t size) {
     for (int64_t i = 0; i < n; i++) {
         int64_t o = op[i] < 0 ? op[i] + n_code : op[i];
         if (o < 0 || o >= n_code) return -1;
         int64_t code = inst_code[o] + cat[i];
-        int64_t new_op = i == 0 || op[i] != prev_op;
+        if (code < 0 || code >= size) return -1;
+        present[code] = 1;
+    }
+    return 0;
+}
+
+/* whatif.py _main_runs, over every row at once: the runs of one code (inst_code[op] + cat; a parent's
+ * also of one instance) as (start, key_of[code], instance), each run of one instance's start, and
+ * where n_idle > 0 the idle flips (_flips: each run's start whose idle[key] differs from the run
+ * before's); times clamped to end, the first one start. counts: (runs, instance runs, flips, whether
+ * a run is in an instance). op -1 reads inst_code's last entry, as numpy's index does. Returns 0; -1
+ * for an op outside inst_code, a code outside key_of or a key outside idle. whatif_main_runs calls it
+ * with with_flips a constant, so that each loop is made without the other's work. */
+static inline int64_t main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
+                                 const int64_t *inst_code, int64_t n_code, const int32_t *key_of,
+                                 int64_t n_keys, const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end,
+                                 int64_t is_parent, int64_t *run_t, int32_t *run_key, int32_t *run_inst,
+                                 int64_t *inst_t, int64_t *flips, int64_t *counts, const int with_flips) {
+    int64_t k = 0, j = 0, m = 0, prev_code = 0, working = 0;
+    int32_t prev_op = 0;
+    uint8_t prev_idle = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = op[i];
+        int64_t o = v + (v < 0 ? n_code : 0);
+        if (o < 0 || o >= n_code) return -1;
+        int64_t code = inst_code[o] + cat[i];
+        if (code < 0 || code >= n_keys) return -1;
+        int32_t key = key_of[code];
+        int64_t new_op = i == 0 || v != prev_op;
+        int64_t new_run = i == 0 || code != prev_code || (is_parent && new_op);
         int64_t t = ts[i] < end ? ts[i] : end;
         /* written at every row, kept (k moved on) where a run begins: no branch to mispredict */
         run_t[k] = t;
-        run_code[k] = code;
-        run_inst[k] = op[i];
-        k += i == 0 || code != prev_code || (is_parent && new_op);
+        run_key[k] = key;
+        run_inst[k] = v;
+        working |= new_run & (v >= 0);
+        k += new_run;
         inst_t[j] = t;
         j += new_op;
+        if (with_flips) {
+            /* a run's rows share its key: idle differs from the row before's only where a run begins */
+            if (key < 0 || key >= n_idle) return -1;
+            uint8_t now = idle[key];
+            flips[m] = t; /* flips has n places: kept (m moved on) where it flips */
+            m += i > 0 && now != prev_idle;
+            prev_idle = now;
+        }
         prev_code = code;
-        prev_op = op[i];
+        prev_op = v;
     }
     if (n > 0) run_t[0] = inst_t[0] = start;
     counts[0] = k;
     counts[1] = j;
+    counts[2] = m;
+    counts[3] = working;
     return 0;
 }
 
-/* whatif.py _key_index: the codes present among both columns (present[code] = 1), each code's key
- * (1 + its rank among them: np.cumsum(present)) into lut, and each row's key. Returns the number of
- * codes present, -1 for a code outside [0, size). */
-int64_t whatif_key_index(const int64_t *a, int64_t na, const int64_t *b, int64_t nb, uint8_t *present,
-                         int32_t *lut, int64_t size, int32_t *a_key, int32_t *b_key) {
-    for (int64_t i = 0; i < na; i++) {
-        if (a[i] < 0 || a[i] >= size) return -1;
-        present[a[i]] = 1;
-    }
-    for (int64_t i = 0; i < nb; i++) {
-        if (b[i] < 0 || b[i] >= size) return -1;
-        present[b[i]] = 1;
-    }
-    int32_t rank = 0;
-    for (int64_t c = 0; c < size; c++) {
-        rank += present[c];
-        lut[c] = rank;
-    }
-    for (int64_t i = 0; i < na; i++) a_key[i] = lut[a[i]];
-    for (int64_t i = 0; i < nb; i++) b_key[i] = lut[b[i]];
-    return rank;
+/* whatif.py _main_runs: main_runs, with the idle flips where n_idle > 0. */
+int64_t whatif_main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
+                         const int64_t *inst_code, int64_t n_code, const int32_t *key_of, int64_t n_keys,
+                         const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end, int64_t is_parent,
+                         int64_t *run_t, int32_t *run_key, int32_t *run_inst, int64_t *inst_t, int64_t *flips,
+                         int64_t *counts) {
+    if (n_idle > 0)
+        return main_runs(op, ts, cat, n, inst_code, n_code, key_of, n_keys, idle, n_idle, start, end, is_parent,
+                         run_t, run_key, run_inst, inst_t, flips, counts, 1);
+    return main_runs(op, ts, cat, n, inst_code, n_code, key_of, n_keys, idle, n_idle, start, end, is_parent,
+                     run_t, run_key, run_inst, inst_t, flips, counts, 0);
 }
 
-/* whatif.py process_inputs's idle flips: t[i] of each run i >= 1 whose idle[key] differs from the run
+/* whatif.py _flips: t[i] of each run i >= 1 whose idle[key] differs from the run
  * before's, as run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1] of idle = idle_key[run_key]. Returns
  * their number, -1 for a key outside idle. */
 int64_t whatif_flips(const int64_t *t, const int32_t *key, int64_t n, const uint8_t *idle, int64_t nkeys,
