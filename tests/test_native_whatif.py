@@ -185,6 +185,67 @@ def test_main_runs_of_a_key_outside_the_idle_table_are_numpys(both) -> None:
         both(False, whatif._main_runs, tl, main, (0, 10**13), inst_code, key_of, False, idle[:1])
 
 
+def _one_pass_and_passes(monkeypatch, tl, main, span, inst_code, key_of, idle, rec_t, worker) -> tuple:
+    """(_main_pass's result with the C loops, what _main_thread and _stretches make of the same with
+    numpy's): what process_inputs keeps of a process that is no parent and makes no waiting calls."""
+    given = np.unique(np.concatenate([np.array([span[0]], np.int64), rec_t]))
+    got = whatif._main_pass(tl, main, span, inst_code, key_of, idle, given, worker)
+    monkeypatch.setenv(native.ENV, "0")
+    none = np.zeros(0, np.int64)
+    drawn, _, (run_t, run_key, _), nodes, _, working = whatif._main_thread(
+        tl, main, span, inst_code, key_of, False, idle, (none, none, none), rec_t, worker
+    )
+    want = drawn, whatif._stretches(run_t, run_key, span[1], nodes), working
+    monkeypatch.setenv(native.ENV, "1")
+    return got, want
+
+
+@pytest.mark.parametrize(("n", "n_inst"), [(1, 1), (2, 1), (7, 3), (5000, 40), (100_000, 3000)])
+@pytest.mark.parametrize("worker", [False, True])
+def test_main_pass(monkeypatch, n: int, n_inst: int, worker: bool) -> None:
+    """The drawn path and the stretches from the rows in one pass, as the passes make them: nodes on
+    rows' times, inside runs, before the start and past the end, none; every key idle, none, some."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(n + 10 * worker)
+    tl, main = _timeline(rng, n, n_inst)
+    tl.op[main.start] = -1  # the first run outside every instance: working from a later one's
+    inst_name = np.append(rng.integers(-1, 5, n_inst), -1).astype(np.int64)
+    inst_code, key_of, idle = _tables(rng, tl, main, inst_name)
+    ts = tl.ts[main]
+    lo, hi = int(ts[0]) - 3, int(ts[-1]) + 5
+    on_rows = rng.choice(ts, min(n, 40))
+    inside = rng.integers(lo - 5, hi + 10, 40)
+    for span in ((lo, hi), (lo, int(ts[n // 2]) + 1)):  # the end past the rows, or among them
+        for rec_t in (np.zeros(0, np.int64), np.sort(np.concatenate([on_rows, inside]))):
+            for flags in (idle, np.zeros_like(idle), np.ones_like(idle)):
+                args = tl, main, span, inst_code, key_of, flags, rec_t, worker
+                got, want = _one_pass_and_passes(monkeypatch, *args)
+                assert got is not None
+                assert _flat(got) == _flat(want)
+
+
+def test_main_pass_hands_back_what_it_does_not_take(monkeypatch) -> None:
+    """Times out of order, or a stretch of 2**53 ns: _main_thread's passes run."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(9)
+    tl, main = _timeline(rng, 300, 6)
+    inst_code, key_of, idle = _tables(rng, tl, main, np.append(np.arange(6), -1))
+    ts = tl.ts[main]
+    span = (int(ts[0]), int(ts[-1]) + 5)
+    nodes = np.array([span[0]], np.int64)
+    assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is not None
+    back = tl.ts.copy()
+    back[main.start + 100] = back[main.start + 99] - 1
+    tl.ts = back
+    assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is None
+    tl.ts = np.where(np.arange(len(back)) >= main.start + 100, back + 2**53, back)
+    tl.ts[main.start + 100] = tl.ts[main.start + 101]
+    far = (span[0], int(tl.ts[main][-1]) + 5)
+    assert whatif._main_pass(tl, main, far, inst_code, key_of, idle, nodes, False) is None
+
+
 # --------------------------------------------------------------------------- codes and idle flips
 
 

@@ -525,32 +525,30 @@ def process_inputs(
         for c in codes.tolist()
     ]
     idle_key = _idle_keys(keys)
-    # the runs, and where waiting for a command may begin or end (without syncs, found in their pass)
-    runs = _main_runs(tl, main, (start, end), inst_code, key_of, is_parent, None if len(sync_s) else idle_key)
-    run_t, run_key, run_inst, inst_t, idle_flip, working = runs
-    del runs
+    worker = parent_pid(proc.metadata) in req.pids  # a worker's spans start and end at nodes
     # a waiting call: its time up to the GPU work's end is waiting, the rest its own
     sync_m = np.clip(sync_g, sync_s, sync_e)
     sync_key = np.zeros(len(sync_s), np.int32)
-    if len(sync_s):
-        run_t, (run_key, run_inst), _ = _insert(
-            run_t, [run_key, run_inst], np.unique(np.concatenate([sync_s, sync_m, sync_e])), end
+    kept = None
+    if not is_parent and not len(sync_s):  # no runs kept nor cut: from the rows to what is kept, in one pass
+        given = np.unique(np.concatenate([np.array([start], np.int64), rec_t]))
+        kept = _main_pass(tl, main, (start, end), inst_code, key_of, idle_key, given, worker)
+    if kept is not None:
+        drawn, stretches, working = kept
+        run_t = run_key = run_inst = nodes = None
+    else:
+        drawn, stretches, (run_t, run_key, run_inst), nodes, sync_key, working = _main_thread(
+            tl,
+            main,
+            (start, end),
+            inst_code,
+            key_of,
+            is_parent,
+            idle_key,
+            (sync_s, sync_m, sync_e),
+            rec_t,
+            worker,
         )
-        sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
-        run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
-        idle_flip = _flips(run_t, run_key, idle_key)
-    # sorted, as _drawn's C loop takes them (the idle flips are: without syncs, neither sort nor copy)
-    cuts = (
-        np.sort(np.concatenate([sync_s, sync_m, sync_e, idle_flip]), kind="stable")
-        if len(sync_s)
-        else idle_flip
-    )
-    drawn = _drawn(run_t, run_key, inst_t, cuts, end)
-    required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
-    if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
-        required.append(idle_flip)
-    nodes = np.unique(np.concatenate(required))
-
     rec = _records(rec_t, stream, recs, rec_key) if has_gpu else _no_records()
     dep_j = np.array([j for j, _ in pairs], np.int64)
     dep_q = np.array([q for _, q in pairs], np.int64)
@@ -586,9 +584,134 @@ def process_inputs(
         drawn=(drawn[0] + shift, drawn[1]),
     )
     if not is_parent:  # on the process's clock, then shifted: a stretch's times are differences
-        node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = _stretches(run_t, run_key, end, nodes)
+        if stretches is None:
+            stretches = _stretches(run_t, run_key, end, nodes)
+        node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = stretches
         inputs.node_t = node_t + shift
     return inputs
+
+
+def _main_thread(
+    tl: Timeline,
+    main: slice,
+    span: tuple[int, int],
+    inst_code: np.ndarray,
+    key_of: np.ndarray,
+    is_parent: bool,
+    idle_key: np.ndarray,
+    syncs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rec_t: np.ndarray,
+    worker: bool,
+) -> tuple[
+    tuple[np.ndarray, np.ndarray],
+    None,
+    tuple[np.ndarray, np.ndarray, np.ndarray],
+    np.ndarray,
+    np.ndarray,
+    bool,
+]:
+    """process_inputs's main thread a pass at a time: (drawn, None, (run_t, run_key, run_inst), nodes,
+    sync_key, working). The runs (:func:`_main_runs`) cut at the waiting calls ``syncs`` (their start,
+    their wait's end, their end: the time up to the wait's end is waiting), their idle flips, the drawn
+    path (:func:`_drawn`) and the nodes: ``span``'s start, the calls' starts and ends, ``rec_t`` and a
+    ``worker``'s flips."""
+    start, end = span
+    sync_s, sync_m, sync_e = syncs
+    # the runs, and where waiting for a command may begin or end (without syncs, found in their pass)
+    runs = _main_runs(tl, main, span, inst_code, key_of, is_parent, None if len(sync_s) else idle_key)
+    run_t, run_key, run_inst, inst_t, idle_flip, working = runs
+    del runs
+    sync_key = np.zeros(len(sync_s), np.int32)
+    if len(sync_s):
+        run_t, (run_key, run_inst), _ = _insert(
+            run_t, [run_key, run_inst], np.unique(np.concatenate([sync_s, sync_m, sync_e])), end
+        )
+        sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
+        run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
+        idle_flip = _flips(run_t, run_key, idle_key)
+    # sorted, as _drawn's C loop takes them (the idle flips are: without syncs, neither sort nor copy)
+    cuts = (
+        np.sort(np.concatenate([sync_s, sync_m, sync_e, idle_flip]), kind="stable")
+        if len(sync_s)
+        else idle_flip
+    )
+    drawn = _drawn(run_t, run_key, inst_t, cuts, end)
+    required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
+    if worker:
+        required.append(idle_flip)
+    nodes = np.unique(np.concatenate(required))
+    return drawn, None, (run_t, run_key, run_inst), nodes, sync_key, working
+
+
+def _main_pass(
+    tl: Timeline,
+    main: slice,
+    span: tuple[int, int],
+    inst_code: np.ndarray,
+    key_of: np.ndarray,
+    idle_key: np.ndarray,
+    nodes: np.ndarray,
+    flip_nodes: bool,
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...], bool] | None:
+    """What :func:`_main_thread` and :func:`_stretches` keep of a process that is no parent and makes
+    no waiting calls, in one C pass over the main thread's rows ``main``: (drawn, (node_t, ent_off,
+    ent_key, ent_ns), working), the stretches between ``nodes`` (sorted, distinct) and, with
+    ``flip_nodes`` (a worker's), the idle flips. None where :func:`_main_thread`'s passes run: no C
+    loops, columns of other types, or input the C hands back (times out of order, a stretch of 2**53
+    ns).
+
+    Why: its runs are nearly a row each (millions), and each of those passes wrote or read them whole,
+    where this one writes what is kept: the drawn path and the stretches' sums."""
+    start, end = span
+    args = (
+        I32,
+        I64,
+        I8,
+        N,
+        I64,
+        N,
+        I32,
+        N,
+        BOOL,
+        N,
+        N,
+        N,
+        I64,
+        N,
+        N,
+        I64,
+        I32,
+        N,
+        I64,
+        N,
+        I64,
+        I32,
+        I64,
+        N,
+        I64,
+    )
+    fn = native.function("whatif_main_pass", *args, restype=N)
+    dtypes = (tl.op.dtype, tl.ts.dtype, tl.cat.dtype, inst_code.dtype, key_of.dtype, nodes.dtype)
+    if fn is None or dtypes != (np.int32, np.int64, np.int8, np.int64, np.int32, np.int64):
+        return None
+    n = main.stop - main.start
+    op, ts, cat = tl.op[main], tl.ts[main], tl.cat[main]
+    out_t, out_key = np.empty(n + 1, np.int64), np.empty(n + 1, np.int32)  # a stretch a row at most
+    cap_nodes = len(nodes) + (n if flip_nodes else 0)
+    node_t, ent_off = np.empty(cap_nodes + 2, np.int64), np.empty(cap_nodes + 2, np.int64)
+    cap_e = n + len(nodes) + 1  # a stretch's entries are its parts: the runs', and those the nodes cut
+    ent_key, ent_ns = np.empty(cap_e, np.int32), np.empty(cap_e, np.int64)
+    counts = np.zeros(4, np.int64)
+    tables = (inst_code, len(inst_code), key_of, len(key_of), idle_key, len(idle_key))
+    got = fn(
+        op, ts, cat, n, *tables, start, end, nodes, len(nodes), int(flip_nodes), out_t, out_key, n + 1,
+        node_t, cap_nodes, ent_off, ent_key, ent_ns, cap_e, counts,
+    )  # fmt: skip
+    if got < 0:
+        return None
+    k, m, e, working = counts.tolist()
+    node_t = np.concatenate([[start], node_t[:m], [end]]).astype(np.int64)
+    return (out_t[:k], out_key[:k]), (node_t, ent_off[: m + 2], ent_key[:e], ent_ns[:e]), bool(working)
 
 
 def _main_codes(tl: Timeline, main: slice, inst_code: np.ndarray, size: int) -> np.ndarray:
