@@ -192,7 +192,7 @@ def _one_pass_and_passes(monkeypatch, tl, main, span, inst_code, key_of, idle, r
     got = whatif._main_pass(tl, main, span, inst_code, key_of, idle, given, worker)
     monkeypatch.setenv(native.ENV, "0")
     none = np.zeros(0, np.int64)
-    drawn, _, (run_t, run_key, _), nodes, _, working = whatif._main_thread(
+    drawn, (run_t, run_key, _), nodes, _, working = whatif._main_thread(
         tl, main, span, inst_code, key_of, False, idle, (none, none, none), rec_t, worker
     )
     want = drawn, whatif._stretches(run_t, run_key, span[1], nodes), working

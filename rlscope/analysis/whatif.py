@@ -537,7 +537,8 @@ def process_inputs(
         drawn, stretches, working = kept
         run_t = run_key = run_inst = nodes = None
     else:
-        drawn, stretches, (run_t, run_key, run_inst), nodes, sync_key, working = _main_thread(
+        stretches = None  # made below from the runs
+        drawn, (run_t, run_key, run_inst), nodes, sync_key, working = _main_thread(
             tl,
             main,
             (start, end),
@@ -603,14 +604,9 @@ def _main_thread(
     rec_t: np.ndarray,
     worker: bool,
 ) -> tuple[
-    tuple[np.ndarray, np.ndarray],
-    None,
-    tuple[np.ndarray, np.ndarray, np.ndarray],
-    np.ndarray,
-    np.ndarray,
-    bool,
+    tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray, bool
 ]:
-    """process_inputs's main thread a pass at a time: (drawn, None, (run_t, run_key, run_inst), nodes,
+    """process_inputs's main thread a pass at a time: (drawn, (run_t, run_key, run_inst), nodes,
     sync_key, working). The runs (:func:`_main_runs`) cut at the waiting calls ``syncs`` (their start,
     their wait's end, their end: the time up to the wait's end is waiting), their idle flips, the drawn
     path (:func:`_drawn`) and the nodes: ``span``'s start, the calls' starts and ends, ``rec_t`` and a
@@ -640,7 +636,7 @@ def _main_thread(
     if worker:
         required.append(idle_flip)
     nodes = np.unique(np.concatenate(required))
-    return drawn, None, (run_t, run_key, run_inst), nodes, sync_key, working
+    return drawn, (run_t, run_key, run_inst), nodes, sync_key, working
 
 
 def _main_pass(
@@ -663,34 +659,11 @@ def _main_pass(
     Why: its runs are nearly a row each (millions), and each of those passes wrote or read them whole,
     where this one writes what is kept: the drawn path and the stretches' sums."""
     start, end = span
-    args = (
-        I32,
-        I64,
-        I8,
-        N,
-        I64,
-        N,
-        I32,
-        N,
-        BOOL,
-        N,
-        N,
-        N,
-        I64,
-        N,
-        N,
-        I64,
-        I32,
-        N,
-        I64,
-        N,
-        I64,
-        I32,
-        I64,
-        N,
-        I64,
-    )
-    fn = native.function("whatif_main_pass", *args, restype=N)
+    row_types = I32, I64, I8, N  # op, ts, cat, their count
+    table_types = I64, N, I32, N, BOOL, N  # inst_code, key_of, idle_key, each with its length
+    given_types = N, N, I64, N, N  # start, end, nodes, their count, flip_nodes
+    out_types = I64, I32, N, I64, N, I64, I32, I64, N, I64  # drawn, cap; node_t, cap; ent_*, cap; counts
+    fn = native.function("whatif_main_pass", *row_types, *table_types, *given_types, *out_types, restype=N)
     dtypes = (tl.op.dtype, tl.ts.dtype, tl.cat.dtype, inst_code.dtype, key_of.dtype, nodes.dtype)
     if fn is None or dtypes != (np.int32, np.int64, np.int8, np.int64, np.int32, np.int64):
         return None
