@@ -117,6 +117,27 @@ def test_counted_sums_where_no_row_has_time(both) -> None:
     assert ref == got and not np.frombuffer(got[0]).any()
 
 
+@pytest.mark.parametrize("case", [*CASES, "every row a run", "int32 thread index"])
+def test_run_starts_and_row_groups(both, case: str) -> None:
+    """The runs of one (operation, phase, thread) and the grouping made from them; a run a row (more
+    than the C's first guess of places) and an int32 thread index too."""
+    tl = timeline(np.random.default_rng(len(case) + 7), **CASES.get(case, {"rows": 3000, "phases": 0}))
+    if case == "every row a run":
+        tl.op[:] = np.arange(len(tl.op)) % 2
+    if case == "int32 thread index":
+        tl.thread_idx = tl.thread_idx.astype(np.int32)
+    ref, got = both(breakdown._run_starts, tl)
+    assert ref.dtype == got.dtype == np.int64 and ref.tolist() == got.tolist()
+    key = list(zip(tl.op.tolist(), tl.phase.tolist(), tl.thread_idx.tolist(), strict=True))
+    assert got.tolist() == [i for i in range(len(key)) if i == 0 or key[i] != key[i - 1]]
+    assert all(hasattr(native.library(), f"breakdown_run_starts_{t}") for t in ("i32_i16", "i32_i32"))
+    ref, got = both(breakdown.row_groups, tl)
+    for f in ("row_pair", "begins", "b_pair", "pair_ph", "pair_op"):
+        a, b = getattr(ref, f), getattr(got, f)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), f
+    assert got.begins.tolist() == np.flatnonzero(tl.kind == S.OP_BEGIN).tolist()
+
+
 def full_window_sums(tl: Timeline, full: np.ndarray) -> bytes:
     """The time in full windows per key of :func:`breakdown._split_like_full_windows`: made in the C
     pass of the counted sums, or by numpy's own loop."""

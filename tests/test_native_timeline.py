@@ -159,6 +159,56 @@ def test_merge_is_numpy_s(monkeypatch, seed):
     got, want = _both(monkeypatch, T._with_interval_rows, col, sources, ts_min)
     _same(got, want)
     assert got[0]["ts_ns"].min() == ts_min
+    # with what the timeline reads off the rows next, made in the merge's pass
+    end_ns = span - 3 + 6 * (seed % 2)  # before the last rows' times, or after
+    for kinds in (T._CHANGES, T._CHANGES_ANY):
+        got, want = _both(monkeypatch, T._with_interval_rows, col, sources, ts_min, end_ns, kinds)
+        _same(got, want)
+        out = got[0]
+        starts = T._thread_starts(out["thread"])
+        assert out["seg_end"].tolist() == T._seg_end(out["ts_ns"], starts, end_ns).tolist()
+        assert out["thread_idx"].tolist() == T._thread_index(len(out["ts_ns"]), starts).tolist()
+        assert out["kind_rows"].tolist() == np.flatnonzero(kinds[out["kind"].view(np.uint8)]).tolist()
+
+
+def test_merge_takes_sources_out_of_thread_order_sorted(monkeypatch):
+    """A source whose threads are out of order (each thread's intervals in order, disjoint) is sorted
+    before the C merge takes it: the merge sees it and hands it back."""
+    rng = np.random.default_rng(2)
+    col = _columns(_events(rng, [3, 5, 9], 60))
+    span = int(col["ts_ns"].max()) + 5
+    thread, start, end, name = _intervals(rng, [3, 5, 9], 40, span, True)
+    back = np.argsort(-thread, kind="stable")  # threads descending, each one's intervals in time order
+    sources = [(S.BACKEND_BEGIN, S.BACKEND_END, thread[back], start[back], end[back], name[back])]
+    ev = np.lexsort((col["ts_ns"], col["thread"]))
+    assert T._merged_native(col, ev, sources, np.iinfo(np.int64).min) is None
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources, None, span, T._CHANGES)
+    _same(got, want)
+    ordered = [(S.BACKEND_BEGIN, S.BACKEND_END, thread, start, end, name)]
+    _same(got, T._with_interval_rows(col, ordered, None, span, T._CHANGES))
+
+
+@pytest.mark.parametrize("threads", [3, 32_766, 32_767, 40_000])
+def test_merge_thread_index_past_int16(monkeypatch, threads):
+    """The thread index the merge writes: int16 below 32,767 threads, else _thread_index's."""
+    rng = np.random.default_rng(threads)
+    tid = np.arange(threads, dtype=np.int64) * 3 + 1
+    n = threads
+    col = {
+        "ts_ns": rng.integers(0, 100, n).astype(np.int64),
+        "thread": tid,
+        "kind": np.full(n, S.WINDOW, np.int8),
+        "id": np.zeros(n, np.int64),
+        "parent": np.full(n, -1, np.int64),
+        "name": np.full(n, -1, np.int32),
+        "flags": np.zeros(n, np.int8),
+    }
+    k = np.arange(0, threads, 7)
+    sources = [(S.API_BEGIN, S.API_END, tid[k], np.full(len(k), 10), np.full(len(k), 20), None)]
+    got, want = _both(monkeypatch, T._with_interval_rows, col, sources, None, 200, T._CHANGES)
+    _same(got, want)
+    assert got[0]["thread_idx"].dtype == (np.int16 if threads < 32_767 else np.int32)
+    assert int(got[0]["thread_idx"][-1]) == threads - 1
 
 
 def test_ties_go_to_the_events_then_the_sources_in_order(monkeypatch):
@@ -200,6 +250,28 @@ def test_merge_edge_cases(monkeypatch, case):
     _same(got, want)
     got, want = _both(monkeypatch, T._with_interval_rows, col, sources, int(col["ts_ns"][0]))
     _same(got, want)
+
+
+@pytest.mark.parametrize("at", [0, 1, 2])
+@pytest.mark.parametrize("native_loops", [True, False])
+def test_merge_with_a_source_of_no_intervals(monkeypatch, at, native_loops):
+    """A source of no intervals adds no rows, wherever it is among the sources, on both paths."""
+    if not native_loops:
+        monkeypatch.setenv(native.ENV, "0")
+    rng = np.random.default_rng(3)
+    col = _columns(_events(rng, [2, 4], 50))
+    span = int(col["ts_ns"].max()) + 5
+    sources = [(S.BACKEND_BEGIN, S.BACKEND_END, *_intervals(rng, [2, 4], 30, span, True))]
+    if at == 2:
+        sources.append((S.COMPILE_BEGIN, S.COMPILE_END, *_intervals(rng, [4], 3, span, False), None))
+    none = np.zeros(0, np.int64)
+    with_empty = [*sources[:at], (S.API_BEGIN, S.API_END, none, none, none, None), *sources[at:]]
+    if at == 0:
+        with_empty, sources = with_empty[:1], []
+    got = T._with_interval_rows(col, with_empty, int(col["ts_ns"][0]))
+    want = T._with_interval_rows(col, sources, int(col["ts_ns"][0]))
+    _same(got, want)
+    assert len(got[0]["ts_ns"]) == len(col["ts_ns"]) + 2 * sum(len(s[2]) for s in sources)
 
 
 @pytest.mark.parametrize("seed", range(6))

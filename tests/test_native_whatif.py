@@ -102,59 +102,172 @@ def _timeline(rng: np.random.Generator, n: int, n_inst: int, pad: int = 3) -> An
     return tl, slice(pad, pad + n)
 
 
+def _tables(rng: np.random.Generator, tl: Any, main: slice, inst_name: np.ndarray) -> tuple:
+    """(inst_code, key_of, idle) as process_inputs makes them for ``tl``'s main rows: every code of
+    theirs keyed, and keys idle at random."""
+    inst_code = (inst_name + 1) * 16
+    present = np.zeros((int(inst_name.max()) + 2) * 16, bool)
+    present[inst_code[tl.op[main]] + tl.cat[main]] = True
+    key_of = np.cumsum(present, dtype=np.int32)
+    return inst_code, key_of, rng.random(int(key_of[-1]) + 1) < 0.5
+
+
 @pytest.mark.parametrize(("n", "n_inst"), [(1, 1), (2, 1), (7, 3), (5000, 40), (200_000, 3000)])
 @pytest.mark.parametrize("is_parent", [False, True])
 def test_main_runs(both, n: int, n_inst: int, is_parent: bool) -> None:
     rng = np.random.default_rng(n + is_parent)
     tl, main = _timeline(rng, n, n_inst)
     inst_name = np.append(rng.integers(-1, 5, n_inst), -1).astype(np.int64)
+    inst_code, key_of, idle = _tables(rng, tl, main, inst_name)
     ts = tl.ts[main]
     for span in ((int(ts[0]), int(ts[-1]) + 5), (int(ts[0]) - 3, int(ts[n // 2]))):  # end inside: clamped
-        run_t, _, _, inst_t = both(True, whatif._main_runs, tl, main, span, inst_name, is_parent)
-        assert run_t[0] == inst_t[0] == span[0] and run_t.max() <= span[1]
+        for flags in (idle, np.zeros_like(idle), None):
+            args = tl, main, span, inst_code, key_of, is_parent, flags
+            run_t, run_key, run_inst, inst_t, flips, working = both(True, whatif._main_runs, *args)
+            assert run_t[0] == inst_t[0] == span[0] and run_t.max() <= span[1]
+            assert working == bool(run_inst.max() >= 0)
+            if flags is None:
+                assert flips is None
+            else:  # the flips of the runs' keys, as _flips finds them
+                assert flips.tolist() == both(True, whatif._flips, run_t, run_key, flags).tolist()
+            codes = np.flatnonzero(np.diff(key_of, prepend=0))
+            assert np.isin(codes[run_key - 1] // 16 - 1, inst_name).all()
 
 
 def test_main_runs_of_one_instance_and_of_none(both) -> None:
     tl = types.SimpleNamespace(
         op=np.full(9, -1, np.int32), cat=np.zeros(9, np.int8), ts=np.arange(9, dtype=np.int64)
     )
+    key_of = np.cumsum(
+        np.eye(1, 6 * 16, 0, dtype=bool)[0] | np.eye(1, 6 * 16, 80, dtype=bool)[0], dtype=np.int32
+    )
     for inst_name in (np.array([-1], np.int64), np.array([4, -1], np.int64)):
         for is_parent in (False, True):
-            got = both(True, whatif._main_runs, tl, slice(0, 9), (0, 20), inst_name, is_parent)
-            assert [len(a) for a in got] == [1, 1, 1, 1]
+            args = tl, slice(0, 9), (0, 20), (inst_name + 1) * 16, key_of, is_parent, np.ones(3, bool)
+            got = both(True, whatif._main_runs, *args)
+            assert [len(a) for a in got[:5]] == [1, 1, 1, 1, 0] and got[5] is False
     tl.op[:] = 0
     tl.cat[4:] = 2
-    got = both(True, whatif._main_runs, tl, slice(2, 9), (2, 20), np.array([4, -1], np.int64), True)
-    assert got[0].tolist() == [2, 4] and got[3].tolist() == [2]
+    inst_code = np.array([80, 0], np.int64)
+    key_of = np.cumsum(np.isin(np.arange(96), [80, 82]), dtype=np.int32)
+    got = both(True, whatif._main_runs, tl, slice(2, 9), (2, 20), inst_code, key_of, True, None)
+    assert got[0].tolist() == [2, 4] and got[1].tolist() == [1, 2] and got[3].tolist() == [2] and got[5]
+
+
+def test_main_runs_working_is_a_run_begun_in_an_instance(both) -> None:
+    """A run begun outside every instance is not working though an instance of no name (its code the
+    same) continues it; a parent's runs begin at every instance."""
+    tl = types.SimpleNamespace(
+        op=np.array([-1, -1, 0, 0], np.int32), cat=np.zeros(4, np.int8), ts=np.arange(4, dtype=np.int64)
+    )
+    key_of = np.cumsum(np.arange(32) == 0, dtype=np.int32)
+    for is_parent in (False, True):
+        got = both(True, whatif._main_runs, tl, slice(0, 4), (0, 9), np.zeros(2, np.int64), key_of, is_parent)
+        assert got[5] is is_parent and len(got[0]) == 1 + is_parent
 
 
 def test_main_runs_of_wide_instance_ids_are_numpys(both) -> None:
     rng = np.random.default_rng(3)
     tl, main = _timeline(rng, 100, 5)
     tl.op = tl.op.astype(np.int64)  # instance ids past int32's: the numpy loops alone
+    inst_code, key_of, _ = _tables(rng, tl, main, np.array([1, 2, 3, 4, 5, -1]))
     with pytest.raises(AssertionError, match="no C loop"):
-        both(True, whatif._main_runs, tl, main, (0, 10**13), np.array([1, 2, 3, 4, 5, -1]), False)
+        both(True, whatif._main_runs, tl, main, (0, 10**13), inst_code, key_of, False, None)
+    with pytest.raises(AssertionError, match="no C loop"):
+        both(True, whatif._main_codes, tl, main, inst_code, len(key_of))
 
 
-# --------------------------------------------------------------------------- keys and idle flips
+def test_main_runs_of_a_key_outside_the_idle_table_are_numpys(both) -> None:
+    rng = np.random.default_rng(4)
+    tl, main = _timeline(rng, 300, 6)
+    inst_code, key_of, idle = _tables(rng, tl, main, np.append(np.arange(6), -1))
+    with pytest.raises(IndexError):  # handed to numpy, whose index says so
+        both(False, whatif._main_runs, tl, main, (0, 10**13), inst_code, key_of, False, idle[:1])
 
 
-@pytest.mark.parametrize(("n_run", "n_rec"), [(0, 0), (1, 0), (1, 1), (50, 0), (10_000, 300)])
-def test_key_index(both, n_run: int, n_rec: int) -> None:
-    rng = np.random.default_rng(n_run + n_rec)
-    size = 16 * 40
-    run_code = rng.choice(rng.integers(0, size, 30), n_run).astype(np.int64)
-    rec_code = rng.integers(0, size, n_rec).astype(np.int64)
-    codes, run_key, rec_key = both(True, whatif._key_index, run_code, rec_code, size)
-    assert (
-        codes[run_key - 1].tolist() == run_code.tolist() and codes[rec_key - 1].tolist() == rec_code.tolist()
+def _one_pass_and_passes(monkeypatch, tl, main, span, inst_code, key_of, idle, rec_t, worker) -> tuple:
+    """(_main_pass's result with the C loops, what _main_thread and _stretches make of the same with
+    numpy's): what process_inputs keeps of a process that is no parent and makes no waiting calls."""
+    given = np.unique(np.concatenate([np.array([span[0]], np.int64), rec_t]))
+    got = whatif._main_pass(tl, main, span, inst_code, key_of, idle, given, worker)
+    monkeypatch.setenv(native.ENV, "0")
+    none = np.zeros(0, np.int64)
+    drawn, (run_t, run_key, _), nodes, _, working = whatif._main_thread(
+        tl, main, span, inst_code, key_of, False, idle, (none, none, none), rec_t, worker
     )
+    want = drawn, whatif._stretches(run_t, run_key, span[1], nodes), working
+    monkeypatch.setenv(native.ENV, "1")
+    return got, want
 
 
-def test_key_index_of_a_code_past_the_table_is_numpys(both) -> None:
-    run_code = np.array([3, 17, 40], np.int64)
-    both(False, whatif._key_index, run_code, np.array([5], np.int64), 32)
-    both(False, whatif._key_index, run_code, np.zeros(0, np.int64), 40)
+@pytest.mark.parametrize(("n", "n_inst"), [(1, 1), (2, 1), (7, 3), (5000, 40), (100_000, 3000)])
+@pytest.mark.parametrize("worker", [False, True])
+def test_main_pass(monkeypatch, n: int, n_inst: int, worker: bool) -> None:
+    """The drawn path and the stretches from the rows in one pass, as the passes make them: nodes on
+    rows' times, inside runs, before the start and past the end, none; every key idle, none, some."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(n + 10 * worker)
+    tl, main = _timeline(rng, n, n_inst)
+    tl.op[main.start] = -1  # the first run outside every instance: working from a later one's
+    inst_name = np.append(rng.integers(-1, 5, n_inst), -1).astype(np.int64)
+    inst_code, key_of, idle = _tables(rng, tl, main, inst_name)
+    ts = tl.ts[main]
+    lo, hi = int(ts[0]) - 3, int(ts[-1]) + 5
+    on_rows = rng.choice(ts, min(n, 40))
+    inside = rng.integers(lo - 5, hi + 10, 40)
+    for span in ((lo, hi), (lo, int(ts[n // 2]) + 1)):  # the end past the rows, or among them
+        for rec_t in (np.zeros(0, np.int64), np.sort(np.concatenate([on_rows, inside]))):
+            for flags in (idle, np.zeros_like(idle), np.ones_like(idle)):
+                args = tl, main, span, inst_code, key_of, flags, rec_t, worker
+                got, want = _one_pass_and_passes(monkeypatch, *args)
+                assert got is not None
+                assert _flat(got) == _flat(want)
+
+
+def test_main_pass_hands_back_what_it_does_not_take(monkeypatch) -> None:
+    """Times out of order, or a stretch of 2**53 ns: _main_thread's passes run."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(9)
+    tl, main = _timeline(rng, 300, 6)
+    inst_code, key_of, idle = _tables(rng, tl, main, np.append(np.arange(6), -1))
+    ts = tl.ts[main]
+    span = (int(ts[0]), int(ts[-1]) + 5)
+    nodes = np.array([span[0]], np.int64)
+    assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is not None
+    back = tl.ts.copy()
+    back[main.start + 100] = back[main.start + 99] - 1
+    tl.ts = back
+    assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is None
+    tl.ts = np.where(np.arange(len(back)) >= main.start + 100, back + 2**53, back)
+    tl.ts[main.start + 100] = tl.ts[main.start + 101]
+    far = (span[0], int(tl.ts[main][-1]) + 5)
+    assert whatif._main_pass(tl, main, far, inst_code, key_of, idle, nodes, False) is None
+
+
+# --------------------------------------------------------------------------- codes and idle flips
+
+
+@pytest.mark.parametrize(("n", "n_inst"), [(0, 1), (1, 1), (7, 3), (5000, 40), (200_000, 3000)])
+def test_main_codes(both, n: int, n_inst: int) -> None:
+    rng = np.random.default_rng(n)
+    tl, main = _timeline(rng, n, n_inst) if n else _timeline(rng, 1, n_inst)
+    main = main if n else slice(main.start, main.start)
+    inst_name = np.append(rng.integers(-1, 5, n_inst), -1).astype(np.int64)
+    inst_code = (inst_name + 1) * 16
+    size = (int(inst_name.max()) + 2) * 16
+    got = both(True, whatif._main_codes, tl, main, inst_code, size)
+    codes = inst_code[tl.op[main]] + tl.cat[main]
+    assert np.flatnonzero(got).tolist() == np.unique(codes).tolist()
+
+
+def test_main_codes_outside_the_table_are_numpys(both) -> None:
+    rng = np.random.default_rng(5)
+    tl, main = _timeline(rng, 50, 4)
+    inst_code = np.array([16, 32, 48, 64, 0], np.int64)
+    with pytest.raises(IndexError):  # numpy's index says so
+        both(False, whatif._main_codes, tl, main, inst_code, 40)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 9, 100_000])

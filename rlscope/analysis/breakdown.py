@@ -19,7 +19,7 @@ import pyarrow as pa
 from rlscope import categories
 from rlscope.analysis import gpu, native, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
-from rlscope.analysis.timeline import Timeline
+from rlscope.analysis.timeline import Timeline, contiguous
 from rlscope.blocks import BLOCK_ROWS, blocks
 from rlscope.overhead.correct import EventCosts, GpuScale, correct_process
 from rlscope.trace import schema as S
@@ -364,16 +364,12 @@ def row_groups(
     # consecutive rows of one thread, operation instance and phase instance share their pair (a
     # process's torch ops are a dozen rows an instance): each run is looked up once
     n = len(tl.op)
-    new_run = np.ones(n, bool)
-    np.not_equal(tl.op[1:], tl.op[:-1], out=new_run[1:])
-    new_run[1:] |= tl.phase[1:] != tl.phase[:-1]
-    new_run[1:] |= tl.thread_idx[1:] != tl.thread_idx[:-1]
-    runs = np.flatnonzero(new_run)
-    del new_run
+    runs = _run_starts(tl)
     op_name = inst_name[tl.op[runs]]
     cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
     op_c, ph_c = op_name[cand], inst_name[tl.phase[runs[cand]]]
-    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
+    begins = scope_begins[tl.kind[scope_begins] == S.OP_BEGIN]
     b_name = tl.name[begins].astype(np.int64)
     if gpu_records is not None:
         _, rec_op, rec_phase = gpu_records
@@ -403,6 +399,31 @@ def row_groups(
         pair_ph=ph_u[pair_key // width],
         pair_op=pair_key % width - 1,
     )
+
+
+def _run_starts(tl: Timeline) -> np.ndarray:
+    """The rows (int64, in order) where the operation instance, the phase instance or the thread changes
+    from the row before, and row 0: in one C pass where numpy compares each column, ors the masks and
+    searches them."""
+    columns = (tl.op, tl.phase, tl.thread_idx)
+    index_type = native.INTEGER.get(tl.thread_idx.dtype)
+    dtypes = [tl.op.dtype, tl.thread_idx.dtype]
+    args = native.N, None, None, index_type, native.I64, native.N
+    fn = native.typed("breakdown_run_starts", dtypes, *args, restype=native.N) if index_type else None
+    n = len(tl.op)
+    if fn is not None and tl.phase.dtype == tl.op.dtype and contiguous(*columns):
+        size = n // 8 + 1  # a run is a dozen rows or more (a torch op's instance)
+        while True:
+            out = np.empty(size, np.int64)
+            count = fn(n, *columns, out, size)
+            if count <= size:
+                return out[:count]
+            size = count
+    new_run = np.ones(n, bool)
+    np.not_equal(tl.op[1:], tl.op[:-1], out=new_run[1:])
+    new_run[1:] |= tl.phase[1:] != tl.phase[:-1]
+    new_run[1:] |= tl.thread_idx[1:] != tl.thread_idx[:-1]
+    return np.flatnonzero(new_run)
 
 
 @dataclasses.dataclass

@@ -265,7 +265,11 @@ class RowValues:
 
 
 def _with_interval_rows(
-    col: dict[str, np.ndarray], added: list[tuple], ts_min: int | None = None
+    col: dict[str, np.ndarray],
+    added: list[tuple],
+    ts_min: int | None = None,
+    end_ns: int | None = None,
+    kinds: np.ndarray | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, RowValues]]:
     """The events' columns with begin/end rows added for intervals recorded outside the events stream
     (disjoint per thread), every row sorted by (thread, time); and their ``parent`` and ``cost``
@@ -282,23 +286,53 @@ def _with_interval_rows(
     value in (id, flags, cost) hold it there and the events' values where the events' rows land.
     ``ts_min``: the merged times are no earlier (np.maximum; None: as they are), written so by the C
     merge, whose order is that of the times as given.
+
+    What the timeline reads off the merged rows next, made in the C merge's pass where asked: with
+    ``end_ns``, the columns ``seg_end`` (:func:`_seg_end`) and ``thread_idx`` (:func:`_thread_index`);
+    with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks.
     """
-    ev = np.lexsort((col["ts_ns"], col["thread"]))  # the events in (thread, time) order
-    sources = []  # each source's intervals in (thread, start) order
-    for begin_kind, end_kind, thread, start, end, name in added:
-        if not _sorted_by_thread(thread, start):
-            order = np.lexsort((start, thread))
-            thread, start, end = thread[order], start[order], end[order]
-            name = None if name is None else name[order]
-        sources.append((begin_kind, end_kind, thread, start, end, name))
-    merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min)
+    ev, as_is = _events_order(col)
+    sources = [tuple(source) for source in added]  # taken as given by the C merge, which checks the order
+    merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
+    if merged is None:  # each source's intervals in (thread, start) order, then merged again
+        given = sources
+        sources = [_in_thread_order(source) for source in given]
+        if any(s is not g for s, g in zip(sources, given, strict=True)):
+            merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
     if merged is not None:
         out, events_at = merged
     else:
         out, events_at = _merged(col, ev, sources)
         if ts_min is not None:
             np.maximum(out["ts_ns"], ts_min, out=out["ts_ns"])
-    return out, {k: RowValues(col[k][ev], events_at) for k in _SPARSE if k in col}
+        if end_ns is not None:
+            starts = _thread_starts(out["thread"])
+            out["seg_end"] = _seg_end(out["ts_ns"], starts, end_ns)
+            out["thread_idx"] = _thread_index(len(out["ts_ns"]), starts)
+        if kinds is not None:
+            out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
+    return out, {k: RowValues(col[k] if as_is else col[k][ev], events_at) for k in _SPARSE if k in col}
+
+
+def _events_order(col: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
+    """(the events' rows in (thread, time) order, whether that is the rows as they are): np.lexsort's
+    stable order, which needs no sort where the events are in that order already (one thread's rows,
+    as the reader writes them)."""
+    thread, ts = col["thread"], col["ts_ns"]
+    if _sorted_by_thread(thread, ts):
+        return np.arange(len(ts)), True
+    return np.lexsort((ts, thread)), False
+
+
+def _in_thread_order(source: tuple) -> tuple:
+    """A source of :func:`_with_interval_rows` with its intervals in (thread, start) order: itself where
+    they are."""
+    begin_kind, end_kind, thread, start, end, name = source
+    if _sorted_by_thread(thread, start):
+        return source
+    order = np.lexsort((start, thread))
+    name = None if name is None else name[order]
+    return begin_kind, end_kind, thread[order], start[order], end[order], name
 
 
 def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) -> tuple[dict, np.ndarray]:
@@ -329,8 +363,11 @@ def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) ->
     # each part's rows of each thread: [lo, hi)
     spans = []
     for _, _, _, values, at in parts:
-        i = np.minimum(np.searchsorted(values, threads), max(len(values) - 1, 0))
-        present = values[i] == threads if len(values) else np.zeros(len(threads), bool)
+        if len(values) == 0:  # a part without rows (a source of no intervals): none on any thread
+            spans.append((np.zeros(len(threads), np.int64), np.zeros(len(threads), np.int64)))
+            continue
+        i = np.minimum(np.searchsorted(values, threads), len(values) - 1)
+        present = values[i] == threads
         spans.append((np.where(present, at[i], 0), np.where(present, at[i + 1], 0)))
     # the largest part (the torch ops) is placed last, into the rows the others leave, in its order
     fill = max(range(len(parts)), key=lambda p: len(parts[p][0]))
@@ -376,18 +413,25 @@ def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) ->
 
 
 def _merged_native(
-    col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple], ts_min: int
+    col: dict[str, np.ndarray],
+    ev: np.ndarray,
+    sources: list[tuple],
+    ts_min: int,
+    end_ns: int | None = None,
+    kinds: np.ndarray | None = None,
 ) -> tuple[dict, np.ndarray] | None:
     """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
-    ``ts_min`` (np.iinfo(np.int64).min: as they are); None where the numpy
-    merge runs: no C loops, columns of other types, more than three sources, a source's intervals
-    overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
+    ``ts_min`` (np.iinfo(np.int64).min: as they are), and where asked what :func:`_with_interval_rows`
+    reads off the rows (``end_ns``, ``kinds``) in the same pass; None where the numpy merge runs: no C
+    loops, columns of other types, more than three sources, a source's intervals out of (thread,
+    start) order or overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
     i64 = native.I64
     fn = native.function(
         "timeline_merge",
         *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
         *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N) * _MAX_SOURCES,
         *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
+        *(native.N, native.N, i64, native.I16, native.U8, i64, native.N, i64),
         restype=native.N,
     )
     events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
@@ -414,9 +458,30 @@ def _merged_native(
         "flags": np.empty(n, np.int8),
     }
     events_at = np.empty(len(ev), np.int64)
+    extras = end_ns is not None or kinds is not None
+    seg_end = np.empty(n if extras else 0, np.int64)
+    thread_idx = np.empty(n if extras else 0, np.int16)
+    table = kinds if kinds is not None else np.zeros(256, np.uint8)
+    # the rows marked: events' rows, and an added row where its source's kinds are marked
+    cap = len(ev) + sum(2 * len(s[2]) for s in sources if table[s[0] & 255] or table[s[1] & 255])
+    rows, info = np.empty(cap if extras else 0, np.int64), np.zeros(2, np.int64)
     cols = [np.ascontiguousarray(c) for c in events]
-    if fn(len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min) < 0:
+    extra_args = (int(extras), 0 if end_ns is None else end_ns, seg_end, thread_idx, table.view(np.uint8))
+    got = fn(
+        len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min,
+        *extra_args, rows, cap, info,
+    )  # fmt: skip
+    if got < 0:
         return None
+    if end_ns is not None:
+        out["seg_end"] = seg_end
+        threads = int(info[1])
+        # int16 where the threads are that few (the merge counts on past them), else _thread_index's
+        out["thread_idx"] = (
+            thread_idx if threads < _I16.max else _thread_index(n, _thread_starts(out["thread"]))
+        )
+    if kinds is not None:
+        out["kind_rows"] = rows[: info[0]]
     return out, events_at
 
 
@@ -730,8 +795,9 @@ def build_timeline(
     if has_compile:
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
+    changes = _CHANGES if merged_only else _CHANGES_ANY  # the kinds of the rows that change a state
     if added:  # sorted: the added rows are not in time order; their times no earlier than the start
-        col, sparse = _with_interval_rows(col, added, ts_min=start_ns)
+        col, sparse = _with_interval_rows(col, added, ts_min=start_ns, end_ns=end_ns, kinds=changes)
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
     kind = col["kind"]
@@ -753,7 +819,7 @@ def build_timeline(
 
     # the rows that change a state (read at those rows only: the torch ops' millions change none of
     # these): a begin makes its id current, an end makes its parent current
-    rows = _rows_of_kinds(kind, _CHANGES if merged_only else _CHANGES_ANY)
+    rows = col["kind_rows"] if "kind_rows" in col else _rows_of_kinds(kind, changes)
     row_kind = kind[rows]
     row_stack = _STACK[row_kind]
     is_scoped = (row_stack == 0) | (row_stack == 2)
@@ -808,7 +874,8 @@ def build_timeline(
         in_api = inside(S.API_BEGIN, S.API_END)
         np.putmask(cat, (in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API)
 
-    seg_end = _seg_end(ts, starts, end_ns)  # a thread's last state lasts to the end of the data
+    # a thread's last state lasts to the end of the data
+    seg_end = col["seg_end"] if "seg_end" in col else _seg_end(ts, starts, end_ns)
 
     # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
     begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
@@ -822,7 +889,7 @@ def build_timeline(
     inst_end = np.full(n_inst, end_ns, np.int64)
     inst_end[e_ident] = ts[ends]
     # a thread's index, int16 where the threads are that few (a process's are): a row each
-    thread_idx = _thread_index(n, starts)
+    thread_idx = col["thread_idx"] if "thread_idx" in col else _thread_index(n, starts)
     out = Timeline(
         ts=ts,
         seg_end=seg_end,

@@ -481,7 +481,8 @@ def process_inputs(
         return None
     inst_name = np.append(tl.inst_name, -1)
     is_parent = proc.pid in req.parents
-    run_t, run_code, run_inst, inst_t = _main_runs(tl, main, (start, end), inst_name, is_parent)
+    inst_code = (inst_name + 1) * _NCODE  # per instance: its key less the category
+    present = _main_codes(tl, main, inst_code, (int(inst_name.max()) + 2) * _NCODE)
 
     # GPU records: stream, launch, operation
     has_gpu = api is not None and recs is not None and len(recs.start) > 0 and proc.gpu is not None
@@ -512,8 +513,10 @@ def process_inputs(
         rec_t = np.where(inside, sync_s[j] if len(sync_s) else rec_t, rec_t)
 
     # keys: waiting first, then every (operation, category) of the main thread and the GPU work
-    codes, run_key, rec_key = _key_index(run_code, rec_code, (int(inst_name.max()) + 2) * _NCODE)
-    del run_code  # a main-thread run each
+    present[rec_code] = True
+    codes = np.flatnonzero(present)
+    key_of = np.cumsum(present, dtype=np.int32)  # per code present: 1 + its rank among them
+    rec_key = key_of[rec_code]
     keys = [("", "")] + [
         (
             UNANNOTATED if c // _NCODE == 0 else proc.name(int(c // _NCODE - 1)),
@@ -522,25 +525,31 @@ def process_inputs(
         for c in codes.tolist()
     ]
     idle_key = _idle_keys(keys)
-    working = bool(run_inst.max(initial=-1) >= 0)
+    worker = parent_pid(proc.metadata) in req.pids  # a worker's spans start and end at nodes
     # a waiting call: its time up to the GPU work's end is waiting, the rest its own
     sync_m = np.clip(sync_g, sync_s, sync_e)
     sync_key = np.zeros(len(sync_s), np.int32)
-    if len(sync_s):
-        run_t, (run_key, run_inst), _ = _insert(
-            run_t, [run_key, run_inst], np.unique(np.concatenate([sync_s, sync_m, sync_e])), end
+    kept = None
+    if not is_parent and not len(sync_s):  # no runs kept nor cut: from the rows to what is kept, in one pass
+        given = np.unique(np.concatenate([np.array([start], np.int64), rec_t]))
+        kept = _main_pass(tl, main, (start, end), inst_code, key_of, idle_key, given, worker)
+    if kept is not None:
+        drawn, stretches, working = kept
+        run_t = run_key = run_inst = nodes = None
+    else:
+        stretches = None  # made below from the runs
+        drawn, (run_t, run_key, run_inst), nodes, sync_key, working = _main_thread(
+            tl,
+            main,
+            (start, end),
+            inst_code,
+            key_of,
+            is_parent,
+            idle_key,
+            (sync_s, sync_m, sync_e),
+            rec_t,
+            worker,
         )
-        sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
-        run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
-    idle_flip = _flips(run_t, run_key, idle_key)  # where waiting for a command may begin or end
-    # sorted, as _drawn's C loop takes them (the idle flips are: without syncs, no sort)
-    cuts = np.concatenate([sync_s, sync_m, sync_e, idle_flip])
-    drawn = _drawn(run_t, run_key, inst_t, np.sort(cuts, kind="stable") if len(sync_s) else cuts, end)
-    required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
-    if parent_pid(proc.metadata) in req.pids:  # a worker's spans start and end at nodes
-        required.append(idle_flip)
-    nodes = np.unique(np.concatenate(required))
-
     rec = _records(rec_t, stream, recs, rec_key) if has_gpu else _no_records()
     dep_j = np.array([j for j, _ in pairs], np.int64)
     dep_q = np.array([q for _, q in pairs], np.int64)
@@ -576,38 +585,170 @@ def process_inputs(
         drawn=(drawn[0] + shift, drawn[1]),
     )
     if not is_parent:  # on the process's clock, then shifted: a stretch's times are differences
-        node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = _stretches(run_t, run_key, end, nodes)
+        if stretches is None:
+            stretches = _stretches(run_t, run_key, end, nodes)
+        node_t, inputs.ent_off, inputs.ent_key, inputs.ent_ns = stretches
         inputs.node_t = node_t + shift
     return inputs
 
 
+def _main_thread(
+    tl: Timeline,
+    main: slice,
+    span: tuple[int, int],
+    inst_code: np.ndarray,
+    key_of: np.ndarray,
+    is_parent: bool,
+    idle_key: np.ndarray,
+    syncs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rec_t: np.ndarray,
+    worker: bool,
+) -> tuple[
+    tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray, bool
+]:
+    """process_inputs's main thread a pass at a time: (drawn, (run_t, run_key, run_inst), nodes,
+    sync_key, working). The runs (:func:`_main_runs`) cut at the waiting calls ``syncs`` (their start,
+    their wait's end, their end: the time up to the wait's end is waiting), their idle flips, the drawn
+    path (:func:`_drawn`) and the nodes: ``span``'s start, the calls' starts and ends, ``rec_t`` and a
+    ``worker``'s flips."""
+    start, end = span
+    sync_s, sync_m, sync_e = syncs
+    # the runs, and where waiting for a command may begin or end (without syncs, found in their pass)
+    runs = _main_runs(tl, main, span, inst_code, key_of, is_parent, None if len(sync_s) else idle_key)
+    run_t, run_key, run_inst, inst_t, idle_flip, working = runs
+    del runs
+    sync_key = np.zeros(len(sync_s), np.int32)
+    if len(sync_s):
+        run_t, (run_key, run_inst), _ = _insert(
+            run_t, [run_key, run_inst], np.unique(np.concatenate([sync_s, sync_m, sync_e])), end
+        )
+        sync_key = run_key[np.searchsorted(run_t, sync_s, "right") - 1]
+        run_key = np.where(_within(run_t, sync_s, sync_m)[1], ELASTIC, run_key)
+        idle_flip = _flips(run_t, run_key, idle_key)
+    # sorted, as _drawn's C loop takes them (the idle flips are: without syncs, neither sort nor copy)
+    cuts = (
+        np.sort(np.concatenate([sync_s, sync_m, sync_e, idle_flip]), kind="stable")
+        if len(sync_s)
+        else idle_flip
+    )
+    drawn = _drawn(run_t, run_key, inst_t, cuts, end)
+    required = [np.array([start], np.int64), sync_s, sync_e, rec_t]
+    if worker:
+        required.append(idle_flip)
+    nodes = np.unique(np.concatenate(required))
+    return drawn, (run_t, run_key, run_inst), nodes, sync_key, working
+
+
+def _main_pass(
+    tl: Timeline,
+    main: slice,
+    span: tuple[int, int],
+    inst_code: np.ndarray,
+    key_of: np.ndarray,
+    idle_key: np.ndarray,
+    nodes: np.ndarray,
+    flip_nodes: bool,
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...], bool] | None:
+    """What :func:`_main_thread` and :func:`_stretches` keep of a process that is no parent and makes
+    no waiting calls, in one C pass over the main thread's rows ``main``: (drawn, (node_t, ent_off,
+    ent_key, ent_ns), working), the stretches between ``nodes`` (sorted, distinct) and, with
+    ``flip_nodes`` (a worker's), the idle flips. None where :func:`_main_thread`'s passes run: no C
+    loops, columns of other types, or input the C hands back (times out of order, a stretch of 2**53
+    ns).
+
+    Why: its runs are nearly a row each (millions), and each of those passes wrote or read them whole,
+    where this one writes what is kept: the drawn path and the stretches' sums."""
+    start, end = span
+    row_types = I32, I64, I8, N  # op, ts, cat, their count
+    table_types = I64, N, I32, N, BOOL, N  # inst_code, key_of, idle_key, each with its length
+    given_types = N, N, I64, N, N  # start, end, nodes, their count, flip_nodes
+    out_types = I64, I32, N, I64, N, I64, I32, I64, N, I64  # drawn, cap; node_t, cap; ent_*, cap; counts
+    fn = native.function("whatif_main_pass", *row_types, *table_types, *given_types, *out_types, restype=N)
+    dtypes = (tl.op.dtype, tl.ts.dtype, tl.cat.dtype, inst_code.dtype, key_of.dtype, nodes.dtype)
+    if fn is None or dtypes != (np.int32, np.int64, np.int8, np.int64, np.int32, np.int64):
+        return None
+    n = main.stop - main.start
+    op, ts, cat = tl.op[main], tl.ts[main], tl.cat[main]
+    out_t, out_key = np.empty(n + 1, np.int64), np.empty(n + 1, np.int32)  # a stretch a row at most
+    cap_nodes = len(nodes) + (n if flip_nodes else 0)
+    node_t, ent_off = np.empty(cap_nodes + 2, np.int64), np.empty(cap_nodes + 2, np.int64)
+    cap_e = n + len(nodes) + 1  # a stretch's entries are its parts: the runs', and those the nodes cut
+    ent_key, ent_ns = np.empty(cap_e, np.int32), np.empty(cap_e, np.int64)
+    counts = np.zeros(4, np.int64)
+    tables = (inst_code, len(inst_code), key_of, len(key_of), idle_key, len(idle_key))
+    got = fn(
+        op, ts, cat, n, *tables, start, end, nodes, len(nodes), int(flip_nodes), out_t, out_key, n + 1,
+        node_t, cap_nodes, ent_off, ent_key, ent_ns, cap_e, counts,
+    )  # fmt: skip
+    if got < 0:
+        return None
+    k, m, e, working = counts.tolist()
+    node_t = np.concatenate([[start], node_t[:m], [end]]).astype(np.int64)
+    return (out_t[:k], out_key[:k]), (node_t, ent_off[: m + 2], ent_key[:e], ent_ns[:e]), bool(working)
+
+
+def _main_codes(tl: Timeline, main: slice, inst_code: np.ndarray, size: int) -> np.ndarray:
+    """Per code ``inst_code[op] + category`` below ``size``: whether a row of ``main`` (the main thread's)
+    holds it. Read before the runs are made, so that their pass writes each run's key, not its code."""
+    fn = native.function("whatif_main_codes", I32, I8, N, I64, N, BOOL, N, restype=N)
+    present = np.zeros(size, bool)
+    if fn is not None and (tl.op.dtype, tl.cat.dtype, inst_code.dtype) == (np.int32, np.int8, np.int64):
+        op, cat = tl.op[main], tl.cat[main]
+        if fn(op, cat, len(op), inst_code, len(inst_code), present, size) == 0:
+            return present
+        present[:] = False
+    for r in blocks(main.stop - main.start):
+        rows = slice(main.start + r.start, main.start + r.stop)
+        present[inst_code[tl.op[rows]] + tl.cat[rows]] = True  # op -1 reads the appended -1
+    return present
+
+
 def _main_runs(
-    tl: Timeline, main: slice, span: tuple[int, int], inst_name: np.ndarray, is_parent: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(run_t, run_code, run_inst, inst_t) of the main thread's rows ``main``: each run of one key
-    ``(name id + 1) * _NCODE + category`` (a parent's also of one operation instance) by its start,
-    key and instance, and where each run of one instance starts; times clamped to ``span``'s end,
-    the first one its start. Made a block of rows at a time: the rows are millions (every torch op's
-    begin and end), and a column of each row's time and key was the what-if's highest memory."""
+    tl: Timeline,
+    main: slice,
+    span: tuple[int, int],
+    inst_code: np.ndarray,
+    key_of: np.ndarray,
+    is_parent: bool,
+    idle: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, bool]:
+    """(run_t, run_key, run_inst, inst_t, idle_flip, working) of the main thread's rows ``main``: each
+    run of one code ``inst_code[op] + category`` (a parent's also of one operation instance) by its
+    start, key (``key_of[code]``) and instance, and where each run of one instance starts; times clamped
+    to ``span``'s end, the first one its start. ``idle``: per key, whether it is waiting for a command;
+    idle_flip: the starts of the runs whose ``idle`` differs from the run's before (:func:`_flips`;
+    None without ``idle``); working: whether a run is in an operation instance.
+
+    One pass over the rows in C, writing the runs, their keys and the flips (a run a row, nearly: the
+    rows are millions, every torch op's begin and end); numpy's a block of rows at a time, then
+    :func:`_flips`."""
     start, end = span
     n = main.stop - main.start
-    run_t, run_code = np.empty(n, np.int64), np.empty(n, np.int64)
+    run_t, run_key = np.empty(n, np.int64), np.empty(n, np.int32)
     run_inst = np.empty(n, tl.op.dtype)
-    inst_code = (inst_name + 1) * _NCODE  # per instance: its key less the category
-    fn = native.function(
-        "whatif_main_runs", I32, I64, I8, N, I64, N, N, N, N, I64, I64, I32, I64, I64, restype=N
-    )
-    dtypes = (tl.op.dtype, tl.ts.dtype, tl.cat.dtype, inst_code.dtype)
-    if fn is not None and dtypes == (np.int32, np.int64, np.int8, np.int64):
+    args = I32, I64, I8, N, I64, N, I32, N, BOOL, N, N, N, N, I64, I32, I32, I64, I64, I64
+    fn = native.function("whatif_main_runs", *args, restype=N)
+    dtypes = (tl.op.dtype, tl.ts.dtype, tl.cat.dtype, inst_code.dtype, key_of.dtype)
+    if fn is not None and dtypes == (np.int32, np.int64, np.int8, np.int64, np.int32):
         op, ts, cat = tl.op[main], tl.ts[main], tl.cat[main]
-        inst_t, counts = np.empty(n, np.int64), np.zeros(2, np.int64)
-        out = (run_t, run_code, run_inst, inst_t, counts)
-        if fn(op, ts, cat, n, inst_code, len(inst_code), start, end, int(is_parent), *out) == 0:
-            k, j = counts.tolist()
-            return run_t[:k], run_code[:k], run_inst[:k], inst_t[:j]
+        inst_t, counts = np.empty(n, np.int64), np.zeros(4, np.int64)
+        flips = np.empty(n if idle is not None else 0, np.int64)
+        flags = idle if idle is not None else np.zeros(0, bool)
+        tables = (inst_code, len(inst_code), key_of, len(key_of), flags, len(flags))
+        out = (run_t, run_key, run_inst, inst_t, flips, counts)
+        if fn(op, ts, cat, n, *tables, start, end, int(is_parent), *out) == 0:
+            k, j, m, working = counts.tolist()
+            return (
+                run_t[:k],
+                run_key[:k],
+                run_inst[:k],
+                inst_t[:j],
+                flips[:m] if idle is not None else None,
+                bool(working),
+            )
     inst_t = [np.zeros(0, np.int64)]
     k = 0
-    before: tuple[int, int] | None = None  # the previous block's last (key, instance)
+    before: tuple[int, int] | None = None  # the previous block's last (code, instance)
     for r in blocks(n):
         rows = slice(main.start + r.start, main.start + r.stop)
         op, ts = tl.op[rows], tl.ts[rows]
@@ -623,32 +764,16 @@ def _main_runs(
             change |= new_op
         at = np.flatnonzero(change)
         run_t[k : k + len(at)] = np.minimum(ts[at], end)
-        run_code[k : k + len(at)] = code[at]
+        run_key[k : k + len(at)] = key_of[code[at]]
         run_inst[k : k + len(at)] = op[at]
         k += len(at)
         inst_t.append(np.minimum(ts[new_op], end))
         before = (int(code[-1]), int(op[-1]))
     inst_t = np.concatenate(inst_t)
     run_t[0] = inst_t[0] = start
-    return run_t[:k], run_code[:k], run_inst[:k], inst_t
-
-
-def _key_index(
-    run_code: np.ndarray, rec_code: np.ndarray, size: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the codes present, in order; each run's and GPU record's key: 1 + its code's rank among them, 0
-    being waiting), codes ``(name id + 1) * _NCODE + category`` below ``size``: small, so counted in a
-    table, not sorted."""
-    fn = native.function("whatif_key_index", I64, N, I64, N, BOOL, I32, N, I32, I32, restype=N)
-    if fn is not None and run_code.dtype == rec_code.dtype == np.int64:
-        present, lut = np.zeros(size, bool), np.empty(size, np.int32)
-        run_key, rec_key = np.empty(len(run_code), np.int32), np.empty(len(rec_code), np.int32)
-        if fn(run_code, len(run_code), rec_code, len(rec_code), present, lut, size, run_key, rec_key) >= 0:
-            return np.flatnonzero(present), run_key, rec_key
-    both = np.concatenate([run_code, rec_code])
-    present = np.bincount(both) > 0
-    key_of = (np.cumsum(present) - 1).astype(np.int32)[both] + 1
-    return np.flatnonzero(present), key_of[: len(run_code)], key_of[len(run_code) :]
+    run_t, run_key, run_inst = run_t[:k], run_key[:k], run_inst[:k]
+    flips = _flips(run_t, run_key, idle) if idle is not None else None
+    return run_t, run_key, run_inst, inst_t, flips, bool(run_inst.max(initial=-1) >= 0)
 
 
 def _flips(t: np.ndarray, key: np.ndarray, idle: np.ndarray) -> np.ndarray:

@@ -173,3 +173,21 @@ void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg
         }
     }
 }
+
+/* breakdown.row_groups' runs: the rows where the operation instance, the phase instance or the
+ * thread index changes from the row before (and row 0), in order: np.flatnonzero of its new_run mask.
+ * Writes up to cap of them; returns their number (above cap: called again with that many places). */
+#define RUN_STARTS(NAME, T, U)                                                                            \
+    int64_t NAME(int64_t n, const T *op, const T *phase, const U *thread_idx, int64_t *out, int64_t cap) { \
+        int64_t m = 0;                                                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                                 \
+            if (i == 0 || op[i] != op[i - 1] || phase[i] != phase[i - 1] ||                               \
+                thread_idx[i] != thread_idx[i - 1]) {                                                     \
+                if (m < cap) out[m] = i;                                                                  \
+                m++;                                                                                      \
+            }                                                                                             \
+        }                                                                                                 \
+        return m;                                                                                         \
+    }
+RUN_STARTS(breakdown_run_starts_i32_i16, int32_t, int16_t)
+RUN_STARTS(breakdown_run_starts_i32_i32, int32_t, int32_t)

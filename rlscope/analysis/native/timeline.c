@@ -33,16 +33,48 @@ static inline int precedes(int64_t thread, int64_t ts, int64_t q_thread, int64_t
 #define MAX_SOURCES 3
 #define I32_FITS(v) ((v) >= INT32_MIN && (v) <= INT32_MAX)
 
+/* What the merge writes beside each row where asked (extras): the segment ends (timeline._seg_end:
+ * the next row's time on its thread, at a thread's last row the later of its time and end_ns), each
+ * row's thread index (timeline._thread_index, int16: counted on past that type, unwritten), and the
+ * rows whose kind ``table`` marks (timeline._rows_of_kinds), up to ``cap`` of them. */
+typedef struct {
+    int on;
+    int64_t end_ns, cap, n_rows, index;
+    int64_t *seg_end, *rows;
+    int16_t *thread_idx;
+    const uint8_t *table;
+} extras_t;
+
+/* Row i written (ts, thread, kind): the row before it's segment end, its thread index and its mark.
+ * Returns 0, or -4 where more rows are marked than ``cap``. */
+static inline int64_t extras_row(extras_t *x, int64_t i, const int64_t *ts, const int32_t *thread,
+                                 const int8_t *kind) {
+    if (!x->on) return 0;
+    if (i > 0) {
+        int same = thread[i] == thread[i - 1];
+        x->seg_end[i - 1] = same ? ts[i] : (ts[i - 1] > x->end_ns ? ts[i - 1] : x->end_ns);
+        x->index += !same;
+    }
+    if (x->index <= INT16_MAX) x->thread_idx[i] = (int16_t)x->index;
+    if (x->table[(uint8_t)kind[i]]) {
+        if (x->n_rows >= x->cap) return -4;
+        x->rows[x->n_rows++] = i;
+    }
+    return 0;
+}
+
 /* timeline._with_interval_rows's merge: the events (their rows ``ev`` of the columns, in (thread,
  * time) order) and up to three sources of intervals (a, b, c; n 0: none) into one list of rows in
  * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
  * part's rows in their own order. Writes every row's ts (np.maximum(ts, ts_min): ordered by the
  * times as given, written no earlier than ``ts_min``), kind, name, thread and id (1 on an added row)
- * and flags (0 on an added row), and where each event's row lands (``events_at``).
+ * and flags (0 on an added row), and where each event's row lands (``events_at``); where ``extras``,
+ * also what extras_t says, info[0] the rows marked and info[1] the threads.
  *
  * Returns the rows written; -1 where a source's rows of a thread are not in time order (overlapping
  * intervals: the numpy merge sorts them), -2 where a thread or an event's id does not fit the int32
- * output (numpy keeps them int64). */
+ * output (numpy keeps them int64), -3 where a source's threads are not in order (it is sorted first),
+ * -4 where more rows are marked than ``cap``. */
 int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
                        const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
                        const int8_t *ev_flags,
@@ -55,12 +87,16 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
                        /* out */
                        int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
-                       int64_t *events_at, int64_t ts_min) {
+                       int64_t *events_at, int64_t ts_min,
+                       /* the extras */
+                       int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
+                       const uint8_t *table, int64_t *rows, int64_t cap, int64_t *info) {
     source_t src[MAX_SOURCES] = {
         {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind},
         {2 * nb, b_thread, b_start, b_end, b_named ? b_name : 0, (int8_t)b_begin, (int8_t)b_end_kind},
         {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind},
     };
+    extras_t x = {(int)extras, end_ns, cap, 0, 0, seg_end, rows, thread_idx, table};
     int64_t at[MAX_SOURCES] = {0, 0, 0};
     /* each part's next row's (thread, ts): part 0 the events, 1 + s source s */
     int64_t cur_thread[1 + MAX_SOURCES], cur_ts[1 + MAX_SOURCES];
@@ -91,6 +127,7 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                 if (!I32_FITS(th) || !I32_FITS(v)) return -2;
                 ts[i] = cur_ts[0] > ts_min ? cur_ts[0] : ts_min, thread[i] = (int32_t)th;
                 kind[i] = ev_kind[r], name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
+                if (extras_row(&x, i, ts, thread, kind) < 0) return -4;
                 events_at[e++] = i++;
                 if (e >= n_ev) break;
                 cur_thread[0] = ev_thread[ev[e]], cur_ts[0] = ev_ts[ev[e]];
@@ -105,15 +142,22 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                 kind[i] = (r & 1) ? s->end_kind : s->begin_kind;
                 name[i] = s->name ? s->name[r >> 1] : -1;
                 id[i] = 1, flags[i] = 0;
+                if (extras_row(&x, i, ts, thread, kind) < 0) return -4;
                 i++, r++;
                 if (r >= s->n) break;
                 int64_t t_next = s->thread[r >> 1], ts_next = source_ts(s, r);
+                if (t_next < th) return -3;
                 if (t_next == th && ts_next < t_now) return -1;
                 th = t_next, t_now = ts_next;
                 if (!precedes(th, t_now, q_thread, q_ts, ties_first)) break;
             }
             at[p - 1] = r, cur_thread[p] = th, cur_ts[p] = t_now;
         }
+    }
+    if (x.on) {
+        if (total > 0) seg_end[total - 1] = ts[total - 1] > end_ns ? ts[total - 1] : end_ns;
+        info[0] = x.n_rows;
+        info[1] = total > 0 ? x.index + 1 : 0;
     }
     return total;
 }

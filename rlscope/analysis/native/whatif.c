@@ -7,62 +7,87 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* whatif.py _main_runs, over every row at once: the runs of one code (inst_code[op] + cat; a parent's
- * also of one instance) as (start, code, instance), and each run of one instance's start; times
- * clamped to end, the first one start. counts: (runs, instance runs). op -1 reads inst_code's last
- * entry, as numpy's index does. Returns -1 for an op outside inst_code. */
-int64_t whatif_main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
-                         const int64_t *inst_code, int64_t n_code, int64_t start, int64_t end,
-                         int64_t is_parent, int64_t *run_t, int64_t *run_code, int32_t *run_inst,
-                         int64_t *inst_t, int64_t *counts) {
-    int64_t k = 0, j = 0, prev_code = 0;
-    int32_t prev_op = 0;
+/* whatif.py _main_codes: present[code] = 1 for each row's code inst_code[op] + cat (op -1 reads
+ * inst_code's last entry, as numpy's index does), as numpy's present[inst_code[op] + cat] = True.
+ * Returns 0; -1 for an op outside inst_code or a code outside [0, size). */
+int64_t whatif_main_codes(const int32_t *op, const int8_t *cat, int64_t n, const int64_t *inst_code,
+                          int64_t n_code, uint8_t *present, int64_t size) {
     for (int64_t i = 0; i < n; i++) {
         int64_t o = op[i] < 0 ? op[i] + n_code : op[i];
         if (o < 0 || o >= n_code) return -1;
         int64_t code = inst_code[o] + cat[i];
-        int64_t new_op = i == 0 || op[i] != prev_op;
+        if (code < 0 || code >= size) return -1;
+        present[code] = 1;
+    }
+    return 0;
+}
+
+/* whatif.py _main_runs, over every row at once: the runs of one code (inst_code[op] + cat; a parent's
+ * also of one instance) as (start, key_of[code], instance), each run of one instance's start, and
+ * where n_idle > 0 the idle flips (_flips: each run's start whose idle[key] differs from the run
+ * before's); times clamped to end, the first one start. counts: (runs, instance runs, flips, whether
+ * a run is in an instance). op -1 reads inst_code's last entry, as numpy's index does. Returns 0; -1
+ * for an op outside inst_code, a code outside key_of or a key outside idle. whatif_main_runs calls it
+ * with with_flips a constant, so that each loop is made without the other's work. */
+static inline int64_t main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
+                                 const int64_t *inst_code, int64_t n_code, const int32_t *key_of,
+                                 int64_t n_keys, const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end,
+                                 int64_t is_parent, int64_t *run_t, int32_t *run_key, int32_t *run_inst,
+                                 int64_t *inst_t, int64_t *flips, int64_t *counts, const int with_flips) {
+    int64_t k = 0, j = 0, m = 0, prev_code = 0, working = 0;
+    int32_t prev_op = 0;
+    uint8_t prev_idle = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = op[i];
+        int64_t o = v + (v < 0 ? n_code : 0);
+        if (o < 0 || o >= n_code) return -1;
+        int64_t code = inst_code[o] + cat[i];
+        if (code < 0 || code >= n_keys) return -1;
+        int32_t key = key_of[code];
+        int64_t new_op = i == 0 || v != prev_op;
+        int64_t new_run = i == 0 || code != prev_code || (is_parent && new_op);
         int64_t t = ts[i] < end ? ts[i] : end;
         /* written at every row, kept (k moved on) where a run begins: no branch to mispredict */
         run_t[k] = t;
-        run_code[k] = code;
-        run_inst[k] = op[i];
-        k += i == 0 || code != prev_code || (is_parent && new_op);
+        run_key[k] = key;
+        run_inst[k] = v;
+        working |= new_run & (v >= 0);
+        k += new_run;
         inst_t[j] = t;
         j += new_op;
+        if (with_flips) {
+            /* a run's rows share its key: idle differs from the row before's only where a run begins */
+            if (key < 0 || key >= n_idle) return -1;
+            uint8_t now = idle[key];
+            flips[m] = t; /* flips has n places: kept (m moved on) where it flips */
+            m += i > 0 && now != prev_idle;
+            prev_idle = now;
+        }
         prev_code = code;
-        prev_op = op[i];
+        prev_op = v;
     }
     if (n > 0) run_t[0] = inst_t[0] = start;
     counts[0] = k;
     counts[1] = j;
+    counts[2] = m;
+    counts[3] = working;
     return 0;
 }
 
-/* whatif.py _key_index: the codes present among both columns (present[code] = 1), each code's key
- * (1 + its rank among them: np.cumsum(present)) into lut, and each row's key. Returns the number of
- * codes present, -1 for a code outside [0, size). */
-int64_t whatif_key_index(const int64_t *a, int64_t na, const int64_t *b, int64_t nb, uint8_t *present,
-                         int32_t *lut, int64_t size, int32_t *a_key, int32_t *b_key) {
-    for (int64_t i = 0; i < na; i++) {
-        if (a[i] < 0 || a[i] >= size) return -1;
-        present[a[i]] = 1;
-    }
-    for (int64_t i = 0; i < nb; i++) {
-        if (b[i] < 0 || b[i] >= size) return -1;
-        present[b[i]] = 1;
-    }
-    int32_t rank = 0;
-    for (int64_t c = 0; c < size; c++) {
-        rank += present[c];
-        lut[c] = rank;
-    }
-    for (int64_t i = 0; i < na; i++) a_key[i] = lut[a[i]];
-    for (int64_t i = 0; i < nb; i++) b_key[i] = lut[b[i]];
-    return rank;
+/* whatif.py _main_runs: main_runs, with the idle flips where n_idle > 0. */
+int64_t whatif_main_runs(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
+                         const int64_t *inst_code, int64_t n_code, const int32_t *key_of, int64_t n_keys,
+                         const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end, int64_t is_parent,
+                         int64_t *run_t, int32_t *run_key, int32_t *run_inst, int64_t *inst_t, int64_t *flips,
+                         int64_t *counts) {
+    if (n_idle > 0)
+        return main_runs(op, ts, cat, n, inst_code, n_code, key_of, n_keys, idle, n_idle, start, end, is_parent,
+                         run_t, run_key, run_inst, inst_t, flips, counts, 1);
+    return main_runs(op, ts, cat, n, inst_code, n_code, key_of, n_keys, idle, n_idle, start, end, is_parent,
+                     run_t, run_key, run_inst, inst_t, flips, counts, 0);
 }
 
-/* whatif.py process_inputs's idle flips: t[i] of each run i >= 1 whose idle[key] differs from the run
+/* whatif.py _flips: t[i] of each run i >= 1 whose idle[key] differs from the run
  * before's, as run_t[np.flatnonzero(idle[1:] != idle[:-1]) + 1] of idle = idle_key[run_key]. Returns
  * their number, -1 for a key outside idle. */
 int64_t whatif_flips(const int64_t *t, const int32_t *key, int64_t n, const uint8_t *idle, int64_t nkeys,
@@ -365,4 +390,171 @@ int64_t whatif_first_sorted(const int64_t *v, int64_t n, int64_t k, int64_t *out
         out[p] = i;
     }
     return m;
+}
+
+/* A stretch being summed in whatif_main_pass: its start, the time up to which the current run's part
+ * is added, and its keys' sums. */
+typedef struct {
+    KeySums ks;
+    int64_t lo, mark, nt;
+} Open;
+
+/* The current run's (key k) part from the stretch's mark up to t added to its sums. */
+static inline void open_part(Open *s, int32_t k, int64_t t) {
+    s->ks.sum[k] += t - s->mark;
+    s->mark = t;
+    if (!s->ks.seen[k]) {
+        s->ks.seen[k] = 1;
+        s->ks.touched[s->nt++] = k;
+    }
+}
+
+/* whatif_main_pass's drawn stretch [lo, hi) closed: its largest key (whatif_drawn's choice) written
+ * where it differs from the one before. Returns 0; -1 where the stretch lasts 2**53 ns or more or
+ * cap is short. */
+static inline int drawn_close(Open *d, int64_t hi, int64_t *out_t, int32_t *out_key, int64_t *count,
+                              int64_t cap) {
+    int32_t best = 0;
+    int64_t most = 0;
+    for (int64_t z = 0; z < d->nt; z++) {
+        int32_t k = d->ks.touched[z];
+        int64_t ns = key_sums_take(&d->ks, k);
+        if (ns > most || (ns == most && ns > 0 && k < best)) {
+            most = ns;
+            best = k;
+        }
+    }
+    d->nt = 0;
+    if (hi - d->lo >= LONGEST) return -1;
+    if (*count == 0 || out_key[*count - 1] != best) {
+        if (*count >= cap) return -1;
+        out_t[*count] = d->lo;
+        out_key[(*count)++] = best;
+    }
+    d->lo = d->mark = hi;
+    return 0;
+}
+
+/* whatif_main_pass's node stretch s [lo, hi) closed: its keys' time above 0 in key order as
+ * whatif_stretches writes them (ent_key, ent_ns; ent_off[s + 1] their count so far), hi a node where
+ * it is below end. Returns 0; -1 where the stretch lasts 2**53 ns or more or a cap is short. */
+static inline int node_close(Open *s, int64_t hi, int64_t end, int64_t *stretch, int64_t *node_t,
+                             int64_t cap_nodes, int64_t *ent_off, int32_t *ent_key, int64_t *ent_ns,
+                             int64_t *count, int64_t cap) {
+    sort_touched(s->ks.touched, s->ks.seen, s->ks.nkeys, s->nt);
+    int bad = hi - s->lo >= LONGEST;
+    for (int64_t z = 0; z < s->nt; z++) {
+        int32_t k = s->ks.touched[z];
+        int64_t ns = key_sums_take(&s->ks, k);
+        if (ns <= 0) continue;
+        if (*count >= cap) {
+            bad = 1;
+            continue;
+        }
+        ent_key[*count] = k;
+        ent_ns[(*count)++] = ns;
+    }
+    s->nt = 0;
+    ent_off[++*stretch] = *count;
+    if (hi < end) {
+        if (*stretch > cap_nodes) return -1;
+        node_t[*stretch - 1] = hi;
+    }
+    s->lo = s->mark = hi;
+    return bad ? -1 : 0;
+}
+
+/* whatif.py process_inputs for a process that keeps no runs (not a parent) and has no waiting calls,
+ * from the main thread's rows in one pass, no run written: the runs as whatif_main_runs makes them
+ * (not a parent's: one of each code, key key_of[code]), their idle flips, then what whatif_drawn
+ * draws of them cut at each run of one instance's start and at the flips (out_t, out_key: cap_d
+ * places), and what whatif_stretches sums of them between the nodes (``nodes``, sorted, distinct,
+ * and with flip_nodes the flips too; those above start and below end: node_t, cap_nodes places):
+ * ent_off (cap_nodes + 2), ent_key, ent_ns (cap_e). Each stretch's parts are the runs' parts in it,
+ * added in whole ns: the same sums (KeySums). counts: (drawn, nodes, entries, whether a run is in an
+ * instance). Returns 0; -1 where the times are out of order, a table is short (op, code, key), a
+ * stretch lasts 2**53 ns or more or a cap is short; -2 without memory. */
+int64_t whatif_main_pass(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
+                         const int64_t *inst_code, int64_t n_code, const int32_t *key_of, int64_t n_keys,
+                         const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end, const int64_t *nodes,
+                         int64_t n_nodes, int64_t flip_nodes, int64_t *out_t, int32_t *out_key, int64_t cap_d,
+                         int64_t *node_t, int64_t cap_nodes, int64_t *ent_off, int32_t *ent_key,
+                         int64_t *ent_ns, int64_t cap_e, int64_t *counts) {
+    if (n == 0 || end <= start) return -1;
+    Open d = {{0}, start, start, 0}, s = {{0}, start, start, 0};
+    int opened = key_sums_open(&d.ks, n_idle) & key_sums_open(&s.ks, n_idle);
+    int64_t result = opened ? 0 : -2, n_drawn = 0, stretch = 0, n_ent = 0, working = 0, g = 0;
+    int64_t prev_code = 0, prev_t = start;
+    int32_t prev_op = 0, cur = 0;
+    uint8_t prev_idle = 0;
+    ent_off[0] = 0;
+    while (g < n_nodes && nodes[g] <= start) g++;
+    for (int64_t i = 0; i < n && result == 0; i++) {
+        int32_t v = op[i];
+        int64_t o = v < 0 ? v + n_code : v;
+        if (o < 0 || o >= n_code) {
+            result = -1;
+            break;
+        }
+        int64_t code = inst_code[o] + cat[i];
+        if (code < 0 || code >= n_keys || key_of[code] < 0 || key_of[code] >= n_idle) {
+            result = -1;
+            break;
+        }
+        int32_t key = key_of[code];
+        uint8_t now = idle[key];
+        if (i == 0) { /* the first run, at start */
+            cur = key, working = v >= 0;
+            prev_code = code, prev_op = v, prev_idle = now;
+            continue;
+        }
+        int64_t t = ts[i] < end ? ts[i] : end;
+        if (t < prev_t) {
+            result = -1;
+            break;
+        }
+        prev_t = t;
+        /* the nodes before this row's time cut the current run */
+        for (; g < n_nodes && nodes[g] < t && result == 0; g++) {
+            if (nodes[g] >= end) continue;
+            open_part(&s, cur, nodes[g]);
+            if (node_close(&s, nodes[g], end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
+                result = -1;
+        }
+        int at_node = g < n_nodes && nodes[g] == t;
+        g += at_node;
+        int new_run = code != prev_code, flip = now != prev_idle;
+        int close_d = (v != prev_op || flip) && t > d.lo && t < end;
+        int close_s = (at_node || (flip_nodes && flip)) && t > s.lo && t < end;
+        if (new_run || close_d || close_s) {
+            open_part(&d, cur, t);
+            open_part(&s, cur, t);
+        }
+        if (close_d && drawn_close(&d, t, out_t, out_key, &n_drawn, cap_d)) result = -1;
+        if (close_s && node_close(&s, t, end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
+            result = -1;
+        if (new_run) {
+            cur = key;
+            working |= v >= 0;
+        }
+        prev_code = code, prev_op = v, prev_idle = now;
+    }
+    /* the nodes after the last row's time, then the last stretches, to end */
+    for (; g < n_nodes && result == 0; g++) {
+        if (nodes[g] >= end) continue;
+        open_part(&s, cur, nodes[g]);
+        if (node_close(&s, nodes[g], end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
+            result = -1;
+    }
+    if (result == 0) {
+        open_part(&d, cur, end);
+        open_part(&s, cur, end);
+        if (drawn_close(&d, end, out_t, out_key, &n_drawn, cap_d) ||
+            node_close(&s, end, end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
+            result = -1;
+    }
+    counts[0] = n_drawn, counts[1] = stretch - 1, counts[2] = n_ent, counts[3] = working;
+    key_sums_close(&d.ks);
+    key_sums_close(&s.ks);
+    return result;
 }
