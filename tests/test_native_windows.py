@@ -159,6 +159,42 @@ def test_instance_and_counted_sums(monkeypatch, case, op_dtype):
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op_dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("int32_windows", [False, True])
+def test_instance_pass(monkeypatch, case, op_dtype, int32_windows):
+    """The estimate's first pass (durations, full rows and the instances' sums at once) against
+    float_duration, _full_rows and _instance_sums of the numpy loops, on a raw clock of its own."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(40 + case)
+    tl = timeline(rng, *CASES[case], n_inst=300 if op_dtype == np.int16 else 40, op_dtype=op_dtype)
+    if case == 3:
+        tl.op[:] = -1  # every row outside the instances
+    # durations of whole ns that are not the raw ones: a corrected clock, late by up to 3 ns a row
+    fixed = dataclasses.replace(tl, seg_end=tl.seg_end + rng.integers(0, 4, len(tl.ts)))
+    win_ts = W.window_rows(tl)[0]
+    wi = W.row_window(tl)
+    # per window a threshold: within it (collectors live late), before it, past every time
+    lo = np.r_[tl.ts.min(initial=0) - 1, win_ts]
+    from_ts = lo + rng.integers(-5, 80, len(lo))
+    from_ts[rng.random(len(lo)) < 0.3] = np.iinfo(np.int64).max
+    coll = rng.random(len(tl.ts)) < 0.4
+    main = W._main_ranges(tl)
+    got = W._instance_pass(fixed, tl.ts, wi, from_ts, coll, main)
+    assert got is not None
+    monkeypatch.setenv(native.ENV, "0")
+    dur = fixed.float_duration()
+    full_row, row_mode = W._full_rows(tl.ts, wi, from_ts)
+    excl, events, held, _ = W._instance_sums(fixed, dur, coll, full_row, main, None)
+    monkeypatch.setenv(native.ENV, "1")
+    # the rows per instance + 1, as _instance_sums' C loop counts them
+    _, _, _, rows = W._instance_sums(fixed, dur, coll, full_row, main, None)
+    assert same(got, (dur, full_row, row_mode, excl, events, held, rows))
+    if len(tl.ts) > 1000 and case != 3:
+        assert full_row.any() and not full_row.all() and held[1:].any() and events[1:].any()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
 def test_counted_factor(monkeypatch, case):
     rng = np.random.default_rng(10 + case)
     tl = timeline(rng, *CASES[case])

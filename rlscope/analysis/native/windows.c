@@ -62,6 +62,50 @@ INSTANCE_SUMS(int16_t, i16)
 INSTANCE_SUMS(int32_t, i32)
 INSTANCE_SUMS(int64_t, i64)
 
+/* The estimate's first pass over every row, in row order: dur[r] = seg_end[r] - ts[r] as a double,
+ * full_row[r] = raw_ts[r] >= from_ts[wi[r]] and row_mode[r] from it, then the sums of
+ * windows_instance_sums over them. Mirrors Timeline.float_duration, windows_full_rows and
+ * windows_instance_sums one after another (estimate's numpy path: float_duration, _full_rows and
+ * _instance_sums). */
+#define INSTANCE_PASS(T, W, SUFFIX)                                                                    \
+    void windows_instance_pass_##SUFFIX(                                                               \
+        int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, const W *wi,      \
+        const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
+        const int64_t *ranges, int64_t full_mode, int64_t light_mode, double *dur, uint8_t *full_row,  \
+        int8_t *row_mode, double *excl, int64_t *events, int64_t *rows, uint8_t *held) {               \
+        Ranges main = {ranges, n_ranges, 0};                                                           \
+        /* the current instance's sums, held while its rows run (the same additions in the same     \
+         * order as into its entries) and written back where another instance's rows begin */        \
+        int64_t cur = n > 0 ? (int64_t)op[0] + 1 : 0;                                                  \
+        double x = n > 0 ? excl[cur] : 0.0;                                                            \
+        int64_t ev = 0, k = 0;                                                                         \
+        uint8_t h = 0;                                                                                 \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            double d = (double)(seg_end[r] - ts[r]);                                                   \
+            uint8_t full = raw_ts[r] >= from_ts[wi[r]];                                                \
+            int64_t i = (int64_t)op[r] + 1;                                                            \
+            int on_main = in_ranges(&main, r);                                                         \
+            dur[r] = d;                                                                                \
+            full_row[r] = full;                                                                        \
+            row_mode[r] = (int8_t)(full ? full_mode : light_mode);                                     \
+            if (i != cur) {                                                                            \
+                excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                      \
+                cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                            \
+            }                                                                                          \
+            x += d;                                                                                    \
+            ev += coll[r];                                                                             \
+            k += 1;                                                                                    \
+            h |= full & (i > 0 || on_main);                                                            \
+        }                                                                                              \
+        if (n > 0) excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                   \
+    }
+INSTANCE_PASS(int16_t, int16_t, i16_i16)
+INSTANCE_PASS(int32_t, int16_t, i32_i16)
+INSTANCE_PASS(int64_t, int16_t, i64_i16)
+INSTANCE_PASS(int16_t, int32_t, i16_i32)
+INSTANCE_PASS(int32_t, int32_t, i32_i32)
+INSTANCE_PASS(int64_t, int32_t, i64_i32)
+
 /* Over every row in order: where its instance is ``kept`` (indexed by instance + 1), its duration is
  * scaled by what the instance keeps, 1 - cut / excl (of the instance), and the row is listed in
  * ``kept_rows``; then where the row is counted (as in instance_sums), its key's (key[instance + 1])

@@ -64,7 +64,7 @@ def window_info(
 ) -> dict[str, Any]:
     """The evidence behind the window correction, for the summary (per operation and in total)."""
     sigma = {k: e["sigma_ns"] for k, e in est.per_op.items()}
-    nested = nested_names(tl)
+    nested = nested_names(tl, est.begins)
     ops = {}
     for key, e in est.per_op.items():
         inner = [y for (x, y) in nested if x == key and y != key]

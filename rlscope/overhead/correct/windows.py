@@ -85,6 +85,8 @@ class WindowEstimate:
     inst_full: np.ndarray  # per instance: began in a full window
     light_only: dict[int, int]  # operation name id -> instances, for operations never in a full window
     switches: int = 0  # window switches in the run (the first WINDOW row opens it)
+    # the OP_BEGIN rows (per instance, in its order), the same in each timeline of these rows
+    begins: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def measured(self) -> bool:
@@ -99,11 +101,27 @@ class WindowEstimate:
         return any(e.get("method") in MEASURED_METHODS for e in self.per_op.values())
 
 
+def window_indices(tl: Timeline) -> np.ndarray:
+    """The WINDOW rows, in row order (found once per timeline; the same rows in each timeline of
+    the same rows, as the corrected ones are)."""
+    got = tl.memo.get("window_indices")
+    if got is None:
+        got = tl.memo["window_indices"] = np.flatnonzero(tl.kind == S.WINDOW)
+    return got
+
+
+def op_begins(tl: Timeline) -> np.ndarray:
+    """The OP_BEGIN rows, in row order: among the scopes' begins the timeline keeps
+    (Timeline.scope_begins), not a comparison over every row."""
+    rows = tl.scope_begins()
+    return rows[tl.kind[rows] == S.OP_BEGIN]
+
+
 def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     """(time, mode) of the window switches, in time order (found once per timeline)."""
     got = tl.memo.get("window_rows")
     if got is None:
-        w = np.flatnonzero(tl.kind == S.WINDOW)
+        w = window_indices(tl)
         order = np.argsort(tl.ts[w], kind="stable")
         got = tl.memo["window_rows"] = (tl.ts[w][order], tl.id[w][order])
     return got
@@ -295,23 +313,30 @@ def estimate(
     win_ts, win_mode = window_rows(ref)
     if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
         return None
-    dur = tl.float_duration()
     coll = collector_rows(ref)
     live = _live_from(ref, win_ts, coll)
     wi = row_window(ref)  # as _effective_mode, one byte a row
     # full: in a full window, from its collectors' first record on (one threshold per window; a light
     # window's is past every time)
     from_ts = np.where(mode_table(win_mode) == S.WINDOW_FULL, live, np.iinfo(np.int64).max)
-    full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
-    del wi
-    # the rows counted for an operation's factor (_counted_rows): a column where the numpy loops run,
-    # worked out on the way in C from ``full_row`` and the main thread's blocks
     main = _main_ranges(tl)
-    counted = _counted_rows(tl, full_row) if native.unavailable() else None
-    excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
+    # the durations, the full rows and the instances' sums: in C in one pass over the rows
+    # (_instance_pass), else one after another. The rows counted for an operation's factor
+    # (_counted_rows): a column where the numpy loops run, worked out on the way in C from
+    # ``full_row`` and the main thread's blocks
+    counted = None
+    first = _instance_pass(tl, ref.ts, wi, from_ts, coll, main)
+    if first is not None:
+        dur, full_row, row_mode, excl, events, held, inst_rows = first
+    else:
+        dur = tl.float_duration()
+        full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
+        counted = _counted_rows(tl, full_row) if native.unavailable() else None
+        excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
+    del wi, first
     excl, events = excl[1:], events[1:]
     # and whether it lies wholly in one window
-    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    begins = op_begins(ref)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
     whole, mode, group = _placed(win_ts, win_mode, live, b_ts, e_ts)
@@ -320,7 +345,7 @@ def estimate(
 
     # work a switch left for the operation right after it: out first, so the windows compare the rest
     ok = whole & (tl.thread[begins] == tl.main_thread)
-    cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl)
+    cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl, window_indices(ref))
     # per operation name (and the unannotated main-thread time): events and time in full windows, of
     # one dense index of the names found among the instances counted (by instance + 1, ``held``)
     key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
@@ -475,6 +500,7 @@ def estimate(
         inst_name=name,
         inst_phase=inst_phase,
         inst_full=mode == S.WINDOW_FULL,
+        begins=begins,
     )
 
 
@@ -491,6 +517,34 @@ def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.
     for r in blocks(len(wi)):  # a block at a time: no column of every row's threshold
         np.greater_equal(ts[r], from_ts[wi[r]], out=full_row[r])
     return full_row, np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+
+
+def _instance_pass(
+    tl: Timeline, raw_ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray, coll: np.ndarray, main: np.ndarray
+) -> tuple[np.ndarray, ...] | None:
+    """(durations, full rows, row modes, then :func:`_instance_sums`' four) in C in one pass over
+    the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw_ts``) and :func:`_instance_sums`
+    at once, each column read once. None where the numpy loops run or the columns are of other
+    types: those three are then made one after another."""
+    if (
+        any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw_ts, from_ts))
+        or wi.dtype not in native.INTEGER
+    ):
+        return None
+    types = (native.N, native.I64, native.I64, native.I64, native.INTEGER[wi.dtype], native.I64, None)
+    types += (native.BOOL, native.N, native.I64, native.N, native.N, native.F64, native.BOOL, native.I8)
+    types += (native.F64, native.I64, native.I64, native.BOOL)
+    fn = native.typed("windows_instance_pass", [tl.op.dtype, wi.dtype], *types)
+    if fn is None:
+        return None
+    n, m = len(tl.ts), len(tl.inst_name) + 1
+    dur, full_row, row_mode = np.empty(n), np.empty(n, bool), np.empty(n, np.int8)
+    excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
+    fn(
+        n, tl.ts, tl.seg_end, raw_ts, wi, from_ts, tl.op, coll, len(main) // 2, main,
+        S.WINDOW_FULL, S.WINDOW_LIGHT, dur, full_row, row_mode, excl, events, rows, held,
+    )  # fmt: skip
+    return dur, full_row, row_mode, excl, events, held, rows
 
 
 def _instance_sums(
@@ -882,11 +936,14 @@ def unpaired_rel_sigma(
     return float(np.std(f[ok] / lt[ok] - 1.0)) if ok.sum() > 1 else 0.0
 
 
-def after_switch(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def after_switch(
+    tl: Timeline, begins: np.ndarray, window_idx: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per instance (``begins``: its OP_BEGIN rows): whether a window switch came directly before it on
     its thread (after the last operation that ended there), and that operation's name (-2: none).
-    """
-    win = np.flatnonzero(tl.kind == S.WINDOW)
+    ``window_idx``: the WINDOW rows (:func:`window_indices`, kept by the raw timeline), else found
+    here; the OP_END rows are read among the scopes' ends the timeline keeps."""
+    win = window_indices(tl) if window_idx is None else window_idx
     if len(win):
         win = np.delete(win, np.argmin(tl.ts[win]))  # the first WINDOW row opens the run: not a switch
 
@@ -895,7 +952,8 @@ def after_switch(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarr
         j = np.searchsorted(rows, begins, side="right") - 1
         return np.where(j >= 0, rows[np.maximum(j, 0)], -1) if len(rows) else np.full(len(begins), -1)
 
-    last_end = last_before(np.flatnonzero(tl.kind == S.OP_END))
+    ends = tl.scope_ends()
+    last_end = last_before(ends[tl.kind[ends] == S.OP_END])
     last_switch = last_before(win)
     start = tl.thread_starts()[tl.thread_idx[begins]]  # each begin's thread's first row
     has_pred = last_end >= start
@@ -914,11 +972,13 @@ def switch_transients(
     ok: np.ndarray,
     mode: np.ndarray,
     excl: np.ndarray,
+    window_idx: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[int, tuple[float, float]]]:
     """(ns to take out of each instance's exclusive time, per operation name: ns removed and its
     standard error). Per instance (``begins``, ``inst``, ``name``, ``mode``: as in :func:`estimate`),
-    ``ok``: wholly in one window, on the main thread; ``excl``: per instance id."""
-    after, pred = after_switch(tl, begins)
+    ``ok``: wholly in one window, on the main thread; ``excl``: per instance id; ``window_idx``: as
+    in :func:`after_switch`."""
+    after, pred = after_switch(tl, begins, window_idx)
     cut = np.zeros(len(tl.inst_name))
     out: dict[int, tuple[float, float]] = {}
     for key in np.unique(name[ok & after]).tolist():
@@ -1078,13 +1138,17 @@ def light_base(full_g: np.ndarray, ref: np.ndarray, inst_groups: np.ndarray) -> 
     return float((per * count).sum())
 
 
-def nested_names(tl: Timeline) -> set[tuple[int, int]]:
-    """(outer, inner) operation name pairs where an instance of inner ran inside one of outer."""
-    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+def nested_names(tl: Timeline, begins: np.ndarray | None = None) -> set[tuple[int, int]]:
+    """(outer, inner) operation name pairs where an instance of inner ran inside one of outer.
+    ``begins``: the OP_BEGIN rows (:func:`op_begins`, WindowEstimate.begins) where known. Each
+    instance's parent is read at the row before its begin only, not by a comparison over every row."""
+    if begins is None:
+        begins = op_begins(tl)
     if len(begins) == 0:
         return set()
-    same_thread = np.r_[False, tl.thread[1:] == tl.thread[:-1]]
-    before = np.where(same_thread[begins], tl.op[np.maximum(begins - 1, 0)], -1)
+    prev = np.maximum(begins - 1, 0)
+    same_thread = (begins > 0) & (tl.thread[begins] == tl.thread[prev])
+    before = np.where(same_thread, tl.op[prev], -1)
     parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
     parent_of[tl.id[begins]] = before
     names = np.append(tl.inst_name, -1)
