@@ -373,9 +373,12 @@ def test_placed(monkeypatch, n_win, in_order):
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 5000, 300_000])
-def test_classes(monkeypatch, n):
+@pytest.mark.parametrize("first_slots", [2, P._FIRST_SLOTS])
+def test_classes(monkeypatch, n, first_slots):
     """Ranks of (owner, signature, next signature) triples: few distinct ones among many, of values
-    negative, near the int64 limits and far apart (the hashed path of factorize_rows)."""
+    negative, near the int64 limits and far apart (the hashed path of factorize_rows); from a hash
+    table too small for them (grown on the way) as from the first one."""
+    monkeypatch.setattr(P, "_FIRST_SLOTS", first_slots)
     rng = np.random.default_rng(n)
     values = np.array([-1, 0, 3, -(2**40), 2**62, -(2**63), 2**63 - 1, 5 << 32, (6 << 32) + 7], np.int64)
     owner, sig = rng.choice(values[:4], n), rng.choice(values, n)
@@ -384,6 +387,18 @@ def test_classes(monkeypatch, n):
     assert same(c, n_)
     if n > 1000:
         assert c.max() == 4 * 9 * 9 - 1  # every triple seen
+
+
+@pytest.mark.parametrize("n", [3000, 20_000])
+def test_classes_of_many_distinct_triples(monkeypatch, n):
+    """More distinct triples than the first hash table holds (each piece its own, or nearly): it grows
+    to the largest, never filled."""
+    rng = np.random.default_rng(n)
+    owner = rng.integers(-1, 50, n)
+    sig = rng.integers(0, n, n) << 32
+    after = np.r_[sig[1:], -1]
+    c, n_ = both(monkeypatch, lambda: P._classes(owner, sig, after))
+    assert same(c, n_) and c.max() + 1 > P._FIRST_SLOTS // 2
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -453,3 +468,66 @@ def test_toggled_and_collector_rows(monkeypatch, case, id_dtype, int32_windows, 
         seen.add(c[0])
     if case == 0:
         assert len(seen) >= 3  # switched and not, each collector
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_full_share(monkeypatch, case):
+    """The share of the main thread's time in full rows: in C, as the numpy loops' integer sums."""
+    from types import SimpleNamespace
+
+    from rlscope.overhead.correct.full_windows import full_share
+
+    rng = np.random.default_rng(80 + case)
+    tl = timeline(rng, *CASES[case])
+    est = SimpleNamespace(row_mode=rng.choice(np.array([S.WINDOW_FULL, S.WINDOW_LIGHT], np.int8), len(tl.ts)))
+    c, n = both(monkeypatch, lambda: full_share(est, tl))
+    assert same(c, n)
+    if case == 0:
+        assert 0.3 < c < 0.7
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int64])
+@pytest.mark.parametrize("int32_windows", [False, True])
+@pytest.mark.parametrize("few_switches", [False, True])
+def test_collectors_live(monkeypatch, case, id_dtype, int32_windows, few_switches):
+    """The collector rows and each window's first collector time in one pass, as collector_rows and
+    _live_from make them: random kinds (blocks of rows of no collector row among them, the last one
+    short), a collector switched or not, switches every dozen rows or every few thousand."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(90 + case)
+    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
+    if few_switches:
+        switch = np.flatnonzero(tl.kind == S.WINDOW)
+        tl.kind[np.setdiff1d(switch, switch[::300])] = S.OP_BEGIN
+    # runs of rows of no collector: whole blocks of the C loop without one
+    quiet = (np.arange(len(tl.ts)) // 500) % 3 == 1
+    tl.kind[quiet & np.isin(tl.kind, [S.BACKEND_BEGIN, S.API_BEGIN, S.CAT_BEGIN])] = S.OP_END
+    win_ts = W.window_rows(tl)[0]
+    for on in (
+        {"backend": True, "gpu": True},
+        {"backend": False, "gpu": True},
+        {"backend": True, "gpu": False},
+    ):
+        tl.memo["toggled"] = on
+        c, n = both(monkeypatch, lambda: W._collectors_live(tl, win_ts))
+        assert same(c, n)
+        if case == 0:
+            assert c[0].any() and (c[1] < np.iinfo(np.int64).max).sum() > 10
+
+
+def test_collectors_live_of_a_thread_begun_in_the_window_another_ended_in(monkeypatch):
+    """A thread's first collector row in the window of the previous thread's last one starts a run of
+    its own: its time counts for the window (here the earliest)."""
+    rng = np.random.default_rng(5)
+    tl = timeline(rng, [50, 20], [7, 3], 7)
+    tl.ts[:50], tl.ts[50:] = np.arange(100, 200, 2), np.arange(150, 170)
+    tl.seg_end[:] = tl.ts + 1
+    tl.kind[:] = S.OP_END
+    tl.kind[0], tl.id[0] = S.WINDOW, S.WINDOW_FULL  # one window from the first row on
+    tl.kind[[45, 50]] = S.API_BEGIN  # thread 7's late collector row, then thread 3's first row
+    tl.memo["toggled"] = {"backend": False, "gpu": True}
+    win_ts = W.window_rows(tl)[0]
+    c, n = both(monkeypatch, lambda: W._collectors_live(tl, win_ts))
+    assert same(c, n) and c[1].tolist() == [np.iinfo(np.int64).max, 150]

@@ -392,9 +392,10 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 /* The dense id of each distinct (a[i], b[i], c[i]) in order of first appearance: id[i], and rep[k] =
- * the first i of id k; returns the number of ids. ``slot``: a hash table of ``n_slots`` entries (a
- * power of two over n), each -1 on entry. The ids, ranked by their triples, are pieces()'
- * factorize_rows(np.stack([a, b, c])) classes (pieces.py sorts the few distinct triples). */
+ * the first i of id k; returns the number of ids, or -1 where they fill more than half of the hash
+ * table ``slot`` (``n_slots`` entries, a power of two, each -1 on entry; of 2 n entries or more, it is
+ * never that full): the caller asks again with a larger one. The ids, ranked by their triples, are
+ * pieces()' factorize_rows(np.stack([a, b, c])) classes (pieces.py sorts the few distinct triples). */
 int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, const int64_t *c,
                                  int64_t n_slots, int64_t *slot, int64_t *id, int64_t *rep) {
     int64_t count = 0;
@@ -404,6 +405,7 @@ int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, 
         for (;; s = (s + 1) & mask) {
             int64_t k = slot[s];
             if (k < 0) {
+                if (2 * (count + 1) > n_slots) return -1;
                 slot[s] = count;
                 rep[count] = i;
                 id[i] = count++;
@@ -525,3 +527,70 @@ COLLECTOR_FLAGS(int64_t, int32_t, i64_i32)
 COLLECTOR_ROWS(int16_t, i16)
 COLLECTOR_ROWS(int32_t, i32)
 COLLECTOR_ROWS(int64_t, i64)
+
+/* Over rows [0, n) (the main thread's): out[0] = the sum of seg_end - ts, out[1] = that sum over the
+ * rows whose row_mode is ``full_mode``. Whole ns in integers, exact in any order. Mirrors
+ * full_share's integer sums a block of rows at a time. */
+void windows_full_share(int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *row_mode,
+                        int64_t full_mode, int64_t *out) {
+    int64_t total = 0, full = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t d = seg_end[r] - ts[r];
+        total += d;
+        full += row_mode[r] == full_mode ? d : 0;
+    }
+    out[0] = total, out[1] = full;
+}
+
+/* windows_collector_rows and windows_live_from in one pass: out[r] as windows_collector_rows writes it
+ * (its blocks of fixed length), and over the rows it marks, in order, live[wi] as windows_live_from
+ * keeps it (``starts``: each thread's first row, then the row count; ``lo``: each window's start).
+ * Mirrors estimate's collector_rows then _live_from. */
+#define COLLECTOR_LIVE(T, W, SUFFIX)                                                                   \
+    void windows_collector_live_##SUFFIX(                                                              \
+        int64_t n, const int8_t *restrict kind, const T *restrict id, int64_t backend_on,              \
+        int64_t gpu_on, int64_t backend_begin, int64_t cat_begin, int64_t backend, int64_t api_begin,  \
+        const W *restrict wi, const int64_t *restrict ts, int64_t n_threads,                           \
+        const int64_t *restrict starts, const int64_t *restrict lo, uint8_t *restrict out,             \
+        int64_t *restrict live) {                                                                      \
+        COLLECTOR_CODES(T);                                                                            \
+        uint8_t b_on = backend_on != 0, g_on = gpu_on != 0;                                            \
+        int64_t t = 0, last_w = -1, last_t = -1;                                                       \
+        for (int64_t r = 0; r < n; r += COLLECTOR_BLOCK) {                                             \
+            int64_t m = n - r < COLLECTOR_BLOCK ? n - r : COLLECTOR_BLOCK;                             \
+            uint8_t any = 0;                                                                           \
+            if (m == COLLECTOR_BLOCK)                                                                  \
+                for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                            \
+                    int8_t k = kind[r + j];                                                            \
+                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    uint8_t x = (uint8_t)((b & b_on) | (g & g_on));                                    \
+                    out[r + j] = x;                                                                    \
+                    any |= x;                                                                          \
+                }                                                                                      \
+            else                                                                                       \
+                for (int64_t j = 0; j < m; j++) {                                                      \
+                    int8_t k = kind[r + j];                                                            \
+                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    uint8_t x = (uint8_t)((b & b_on) | (g & g_on));                                    \
+                    out[r + j] = x;                                                                    \
+                    any |= x;                                                                          \
+                }                                                                                      \
+            if (!any) continue;                                                                        \
+            for (int64_t q = r; q < r + m; q++) { /* windows_live_from's step, at a collector row */   \
+                if (!out[q]) continue;                                                                 \
+                while (t < n_threads && q >= starts[t + 1]) t++;                                       \
+                int64_t w = (int64_t)wi[q];                                                            \
+                if (w == last_w && t == last_t) continue;                                              \
+                last_w = w, last_t = t;                                                                \
+                int64_t start = q > starts[t] ? ts[q - 1] : ts[q];                                     \
+                if (start < lo[w]) start = lo[w];                                                      \
+                if (start < live[w]) live[w] = start;                                                  \
+            }                                                                                          \
+        }                                                                                              \
+    }
+COLLECTOR_LIVE(int16_t, int16_t, i16_i16)
+COLLECTOR_LIVE(int32_t, int16_t, i32_i16)
+COLLECTOR_LIVE(int64_t, int16_t, i64_i16)
+COLLECTOR_LIVE(int16_t, int32_t, i16_i32)
+COLLECTOR_LIVE(int32_t, int32_t, i32_i32)
+COLLECTOR_LIVE(int64_t, int32_t, i64_i32)

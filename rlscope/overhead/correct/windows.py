@@ -208,6 +208,27 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     return live
 
 
+def _collectors_live(tl: Timeline, win_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`collector_rows`, :func:`_live_from` of them): in C in one pass over the rows, else one
+    after the other."""
+    wi = row_window(tl)
+    on = toggled(tl)
+    ok = tl.kind.dtype == np.int8 and tl.ts.dtype == np.int64 and wi.dtype in native.INTEGER
+    types = (native.N, native.I8, None, *[native.N] * 6, native.INTEGER.get(wi.dtype), native.I64, native.N)
+    types += (native.I64, native.I64, native.BOOL, native.I64)
+    fn = native.typed("windows_collector_live", [tl.id.dtype, wi.dtype], *types) if ok else None
+    if fn is None:
+        coll = collector_rows(tl)
+        return coll, _live_from(tl, win_ts, coll)
+    coll = np.empty(len(tl.ts), bool)
+    live = np.full(len(win_ts) + 1, np.iinfo(np.int64).max, np.int64)
+    lo = np.r_[np.iinfo(np.int64).min, win_ts].astype(np.int64)  # per window: its start
+    starts = tl.thread_starts().astype(np.int64)
+    args = (on["backend"], on["gpu"], *_COLLECTOR_CODES, wi, tl.ts, len(starts) - 1, starts, lo)
+    fn(len(coll), tl.kind, tl.id, *args, coll, live)
+    return coll, live
+
+
 def _effective_mode(win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, t: np.ndarray) -> np.ndarray:
     """FULL where a full window's collectors were live at ``t``, else LIGHT."""
     wi = np.searchsorted(win_ts, t, side="right")
@@ -313,8 +334,7 @@ def estimate(
     win_ts, win_mode = window_rows(ref)
     if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
         return None
-    coll = collector_rows(ref)
-    live = _live_from(ref, win_ts, coll)
+    coll, live = _collectors_live(ref, win_ts)
     wi = row_window(ref)  # as _effective_mode, one byte a row
     # full: in a full window, from its collectors' first record on (one threshold per window; a light
     # window's is past every time)
