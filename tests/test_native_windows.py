@@ -531,3 +531,48 @@ def test_collectors_live_of_a_thread_begun_in_the_window_another_ended_in(monkey
     win_ts = W.window_rows(tl)[0]
     c, n = both(monkeypatch, lambda: W._collectors_live(tl, win_ts))
     assert same(c, n) and c[1].tolist() == [np.iinfo(np.int64).max, 150]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op_dtype", [np.int16, np.int32, np.int64])
+def test_factor_pass(monkeypatch, case, op_dtype):
+    """The factors in one pass (counted rows' factors, pieces' factors over them, instances kept in
+    part) against _counted_factor, PieceEstimate.set_factors and the kept rows' product of the numpy
+    loops: with the pieces of two estimates, of one, of none."""
+    rng = np.random.default_rng(100 + case)
+    tl = timeline(rng, *CASES[case], op_dtype=op_dtype, id_dtype=op_dtype)
+    raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
+    _, _, full_row = rows_of(rng, tl)
+    row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+    main = W._main_ranges(tl)
+    key_name = np.append(W.UNANNOTATED_ID, tl.inst_name)
+    keys = np.unique(key_name)
+    per_key = rng.random(len(keys)).tolist()
+    n_inst = len(tl.inst_name)
+    kept_inst = np.append(False, rng.random(n_inst) < 0.3)
+    keep_inst = np.where(kept_inst, rng.random(n_inst + 1), 1.0)
+    pc = P.pieces(tl, raw)
+    npc = len(pc.owner)
+    side = rng.random(npc) < 0.5  # two estimates' pieces: disjoint
+    ests = [
+        W.PieceEstimate(0.0, 0.0, 0.0, 0, pc, (rng.random(npc) < 0.6) & s, rng.random(npc), {})
+        for s in (side, ~side)
+    ]
+    for overrides in (ests, ests[:1], []):
+
+        def run(overrides: list = overrides) -> np.ndarray:
+            out = np.full(len(tl.ts), np.nan)
+            got = W._factor_pass(tl, None, full_row, main, keys, key_name, per_key, overrides, keep_inst, out)
+            if got is not None:
+                return got
+            out = W._counted_factor(tl, None, full_row, main, keys, key_name, per_key, out)
+            for est in overrides:
+                est.set_factors(out, row_mode)
+            rows = np.flatnonzero(kept_inst[tl.op.astype(np.intp) + 1])
+            out[rows] *= keep_inst[tl.op[rows].astype(np.intp) + 1]
+            return out
+
+        c, n = both(monkeypatch, run)
+        assert same(c, n)
+        if case == 0 and overrides:
+            assert (c == ests[0].factor[pc.row]).sum() > 100  # pieces' factors set

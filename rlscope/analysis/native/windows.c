@@ -594,3 +594,47 @@ COLLECTOR_LIVE(int64_t, int16_t, i64_i16)
 COLLECTOR_LIVE(int16_t, int32_t, i16_i32)
 COLLECTOR_LIVE(int32_t, int32_t, i32_i32)
 COLLECTOR_LIVE(int64_t, int32_t, i64_i32)
+
+/* The estimate's factors in one pass over every row: out[r] = counted[op[r] + 1] where the row is
+ * counted (as in instance_sums), else rest[op[r] + 1]; on the main thread's rows of each piece p
+ * (its rows: first + bounds[p] to first + bounds[p + 1]) with compared[p], where full_row is set,
+ * piece_factor[p] * rest[op[r] + 1] instead. With counted = per_inst * keep and rest = keep (per
+ * instance + 1; 1 where it keeps all its time: x * 1 is x), these are _counted_factor's factors,
+ * then PieceEstimate.set_factors' of each estimate, then ``factor[kept_rows] *= kept``, one after
+ * another. The pieces' rows are walked a piece at a time: a test per row cost more than the pass. */
+#define FACTOR_ROW(r)                                                                                  \
+    int64_t o = (int64_t)op[r];                                                                        \
+    int on_main = in_ranges(&main, r);                                                                 \
+    double f = full_row[r] && (o >= 0 || on_main) ? counted[o + 1] : rest[o + 1]
+#define FACTOR_PASS(T, SUFFIX)                                                                         \
+    void windows_factor_pass_##SUFFIX(int64_t n, const T *op, const uint8_t *full_row, int64_t n_ranges, \
+                                      const int64_t *ranges, const double *counted, const double *rest,  \
+                                      int64_t n_pieces, const int64_t *bounds, int64_t first,           \
+                                      const uint8_t *compared, const double *piece_factor, double *out) { \
+        Ranges main = {ranges, n_ranges, 0};                                                           \
+        int64_t end = first + bounds[n_pieces], r = 0; /* the pieces' rows: first to end */           \
+        for (; r < first; r++) {                                                                       \
+            FACTOR_ROW(r);                                                                             \
+            out[r] = f;                                                                                \
+        }                                                                                              \
+        for (int64_t p = 0; p < n_pieces; p++) {                                                       \
+            int64_t stop = first + bounds[p + 1];                                                      \
+            if (!compared[p])                                                                          \
+                for (; r < stop; r++) {                                                                \
+                    FACTOR_ROW(r);                                                                     \
+                    out[r] = f;                                                                        \
+                }                                                                                      \
+            else                                                                                       \
+                for (; r < stop; r++) {                                                                \
+                    FACTOR_ROW(r);                                                                     \
+                    out[r] = full_row[r] ? piece_factor[p] * rest[o + 1] : f;                          \
+                }                                                                                      \
+        }                                                                                              \
+        for (r = end > r ? end : r; r < n; r++) {                                                      \
+            FACTOR_ROW(r);                                                                             \
+            out[r] = f;                                                                                \
+        }                                                                                              \
+    }
+FACTOR_PASS(int16_t, i16)
+FACTOR_PASS(int32_t, i32)
+FACTOR_PASS(int64_t, i64)

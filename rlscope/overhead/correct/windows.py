@@ -373,6 +373,8 @@ def estimate(
     inst_key = np.searchsorted(keys, key_name)
     # with the rows whose instance keeps less than its exclusive time (all of it elsewhere)
     kept_inst = np.append(False, (cut > 0) & (excl > 0))
+    keep_inst = np.ones(len(kept_inst))  # per instance + 1: the share of its time it keeps
+    keep_inst[kept_inst] = 1.0 - cut[kept_inst[1:]] / excl[kept_inst[1:]]
     full_time, full_events, kept_rows, kept = _counted_sums(
         tl, dur, coll, full_row, main, counted, kept_inst, cut, excl, inst_key, len(keys), inst_rows
     )
@@ -483,22 +485,17 @@ def estimate(
                 sigma = FALLBACK_REL_SIGMA * removed
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
-    factor = _counted_factor(
-        tl,
-        counted,
-        full_row,
-        main,
-        keys,
-        key_name,
-        [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()],
-        out=dur,  # the durations, read no further
-    )
+    per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
+    # the durations, read no further, take the factors
+    factor = _factor_pass(tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst, dur)
+    if factor is None:  # one after another
+        factor = _counted_factor(tl, counted, full_row, main, keys, key_name, per_key, out=dur)
+        for est in overrides:
+            est.set_factors(factor, row_mode)
+        factor[kept_rows] *= kept
     del dur
-    for est in overrides:
-        est.set_factors(factor, row_mode)
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
-    factor[kept_rows] *= kept
     for key, (cut, sigma) in transients.items():
         e = per_op.get(key)
         if e is not None:
@@ -697,6 +694,44 @@ def _counted_factor(
     return out
 
 
+def _factor_pass(
+    tl: Timeline,
+    counted: np.ndarray | None,
+    full_row: np.ndarray,
+    main: np.ndarray,
+    keys: np.ndarray,
+    key_name: np.ndarray,
+    per_key: list[float],
+    overrides: list[PieceEstimate],
+    keep_inst: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray | None:
+    """Per row, the estimate's factor, written into ``out``: :func:`_counted_factor`, then each of
+    ``overrides``' PieceEstimate.set_factors, then each row times what its instance keeps
+    (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
+    numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
+    then made one after another."""
+    types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
+    types += (native.I64, native.N, native.BOOL, native.F64, native.F64)
+    fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
+    if counted is not None or fn is None or len(keys) == 0:
+        return None
+    per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
+    # the pieces of every estimate (one Pieces for all of them; an estimate's compared pieces are of
+    # its own operation's classes, never another's)
+    compared, piece_factor, bounds, first = np.zeros(0, bool), np.zeros(0), np.zeros(1, np.int64), 0
+    if overrides:
+        pc = overrides[0].pieces
+        compared, piece_factor = np.zeros(len(pc.owner), bool), np.ones(len(pc.owner))
+        for est in overrides:
+            piece_factor[est.compared] = est.factor[est.compared]
+            compared |= est.compared
+        bounds, first = pc.bounds, pc.main.start
+    args = (per_inst * keep_inst, keep_inst, len(compared), bounds, first, compared, piece_factor, out)
+    fn(len(out), tl.op, full_row, len(main) // 2, main, *args)
+    return out
+
+
 @dataclasses.dataclass
 class PieceEstimate:
     """What an operation's (or the unannotated time's) pieces say (:mod:`rlscope.overhead.correct.pieces`)."""
@@ -763,6 +798,20 @@ def _piece_sums(
     return ptime, pfull_time, pfull_events
 
 
+_NO_OWNER = np.iinfo(np.int64).min  # piece_estimates' owner of a class of no operation asked
+
+
+def _of_owners(owner: np.ndarray, keys: list[int]) -> np.ndarray:
+    """The pieces (ascending) whose ``owner`` is one of ``keys``: a comparison per key where they are
+    few (np.isin of one key took five times as long), else np.isin."""
+    if len(keys) > 8:
+        return np.flatnonzero(np.isin(owner, keys))
+    sel = np.zeros(len(owner), bool)
+    for k in keys:
+        sel |= owner == k
+    return np.flatnonzero(sel)
+
+
 def piece_estimates(
     tl: Timeline,
     raw: Timeline,
@@ -790,18 +839,19 @@ def piece_estimates(
     npc = len(pc.owner)
     # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
     # main thread's rows in a PPO run)
-    ptime, pfull_time, pfull_events = _piece_sums(
-        pc, np.flatnonzero(np.isin(pc.owner, keys)), dur, coll, full_row
-    )
+    asked = _of_owners(pc.owner, keys)
+    ptime, pfull_time, pfull_events = _piece_sums(pc, asked, dur, coll, full_row)
     whole, mode, group = _placed(win_ts, win_mode, live, pc.start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
-    # each class's pieces in order, from one sort (a radix sort of 16-bit ids where they fit): a
-    # comparison over every piece per class was most of the loop below; a class has one owner
+    # each class's pieces in order, from one sort of the pieces asked (a radix sort of 16-bit ids
+    # where they fit): a comparison over every piece per class was most of the loop below; a class
+    # has one owner (the classes of no owner asked: none, whose pieces are not sorted)
     n_class = int(pc.klass.max(initial=-1)) + 1
-    by_class = np.argsort(pc.klass.astype(np.int16) if n_class < _I16 else pc.klass, kind="stable")
-    edges = np.r_[0, np.cumsum(np.bincount(pc.klass, minlength=n_class))]
-    class_owner = np.empty(n_class, pc.owner.dtype)
-    class_owner[pc.klass] = pc.owner
+    klass = pc.klass[asked]
+    by_class = asked[np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")]
+    edges = np.r_[0, np.cumsum(np.bincount(klass, minlength=n_class))]
+    class_owner = np.full(n_class, _NO_OWNER, pc.owner.dtype)
+    class_owner[klass] = pc.owner[asked]
     out: dict[int, PieceEstimate] = {}
     for key in keys:
         removed = var = time = 0.0
