@@ -576,3 +576,20 @@ def test_factor_pass(monkeypatch, case, op_dtype):
         assert same(c, n)
         if case == 0 and overrides:
             assert (c == ests[0].factor[pc.row]).sum() > 100  # pieces' factors set
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int32, np.int64])
+def test_after_switch(monkeypatch, case, id_dtype):
+    """Whether a switch came directly before each instance on its thread, and the operation before
+    it: begins in row order (merged in C), in another order (searched again), and a few; ends of
+    instances of no name (-1) and of none (the trace's -1 id)."""
+    rng = np.random.default_rng(110 + case)
+    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
+    begins = W.op_begins(tl)
+    for b in (begins, rng.permutation(begins), begins[::7], begins[:1]):
+        c, n = both(monkeypatch, lambda b=b: W.after_switch(tl, b))
+        assert same(c, n)
+    c = W.after_switch(tl, begins)
+    if case == 0:
+        assert c[0].any() and not c[0].all() and (c[1] == -2).any() and (c[1] >= 0).any()

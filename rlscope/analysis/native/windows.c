@@ -638,3 +638,37 @@ COLLECTOR_LIVE(int64_t, int32_t, i64_i32)
 FACTOR_PASS(int16_t, i16)
 FACTOR_PASS(int32_t, i32)
 FACTOR_PASS(int64_t, i64)
+
+/* Per begin row r = begins[i] (ascending: each search goes on from the last one's answer; else it
+ * starts again): e, the last of ``ends`` at or before r (-1: none); w, the last of ``wins`` at or
+ * before r (-1: none); s, its thread's first row (the last of ``starts``, each thread's first row
+ * then the row count, at or before r). Then after[i] = w >= s && w > (e >= s ? e : -1) and pred[i]
+ * = names[id[e]] where e >= s, else names[-1], with numpy's indexing of ``names`` (n_names + 1
+ * entries, the last -2: id -1 reads it). Returns -1 where an index falls outside (numpy raises:
+ * the caller runs it), else 0. Mirrors after_switch's searchsorted calls and gathers. */
+#define AFTER_SWITCH(T, SUFFIX)                                                                        \
+    int64_t windows_after_switch_##SUFFIX(                                                             \
+        int64_t n, const int64_t *begins, int64_t n_ends, const int64_t *ends, int64_t n_wins,         \
+        const int64_t *wins, int64_t n_threads, const int64_t *starts, const T *id, int64_t n_names,   \
+        const int64_t *names, uint8_t *after, int64_t *pred) {                                         \
+        int64_t a = 0, b = 0, t = 0, last = INT64_MIN;                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            int64_t r = begins[i];                                                                     \
+            if (r < last) a = b = t = 0; /* not ascending: from the start again */                    \
+            last = r;                                                                                  \
+            while (a < n_ends && ends[a] <= r) a++;                                                    \
+            while (b < n_wins && wins[b] <= r) b++;                                                    \
+            while (t < n_threads && starts[t + 1] <= r) t++;                                           \
+            int64_t e = a > 0 ? ends[a - 1] : -1, w = b > 0 ? wins[b - 1] : -1, s = starts[t];         \
+            int has_pred = e >= s;                                                                     \
+            after[i] = w >= s && w > (has_pred ? e : -1);                                              \
+            int64_t k = has_pred ? (int64_t)id[e] : -1;                                                \
+            if (k < 0) k += n_names + 1;                                                               \
+            if (k < 0 || k > n_names) return -1;                                                       \
+            pred[i] = names[k];                                                                        \
+        }                                                                                              \
+        return 0;                                                                                      \
+    }
+AFTER_SWITCH(int16_t, i16)
+AFTER_SWITCH(int32_t, i32)
+AFTER_SWITCH(int64_t, i64)

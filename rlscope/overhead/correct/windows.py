@@ -393,10 +393,10 @@ def estimate(
         e.update(
             light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
         )
-        wins = window_medians(group[mine], mode[mine], excl[inst[mine]])  # once, for the three below
-        e["light_window_ns"] = light_quantiles(*wins)
-        e["light_windows"] = window_samples(*wins)
-        e["full_windows"] = window_samples(*wins, full=True)
+        wins = _windows(group[mine], mode[mine], excl[inst[mine]])  # once, for the four below
+        e["light_window_ns"] = light_quantiles(*wins[:3])
+        e["light_windows"] = window_samples(*wins[:3])
+        e["full_windows"] = window_samples(*wins[:3], full=True)
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
@@ -1016,19 +1016,39 @@ def after_switch(
     win = window_indices(tl) if window_idx is None else window_idx
     if len(win):
         win = np.delete(win, np.argmin(tl.ts[win]))  # the first WINDOW row opens the run: not a switch
+    ends = tl.scope_ends()
+    ends = ends[tl.kind[ends] == S.OP_END]
+    names = np.append(tl.inst_name, -2)
+    # in C, one merge of the sorted rows: no search per begin, no gathers from columns of every row
+    types = (native.N, native.I64, native.N, native.I64, native.N, native.I64, native.N, native.I64, None)
+    fn = native.typed(
+        "windows_after_switch",
+        [tl.id.dtype],
+        *types,
+        native.N,
+        native.I64,
+        native.BOOL,
+        native.I64,
+        restype=native.N,
+    )
+    starts = tl.thread_starts()
+    columns = (begins, ends, win, starts, names)
+    if fn is not None and len(starts) > 1 and all(c.dtype == np.int64 for c in columns):
+        after, pred = np.empty(len(begins), bool), np.empty(len(begins), np.int64)
+        args = (len(ends), ends, len(win), win, len(starts) - 1, starts, tl.id, len(names) - 1, names)
+        if fn(len(begins), np.ascontiguousarray(begins), *args, after, pred) == 0:
+            return after, pred
 
     def last_before(rows: np.ndarray) -> np.ndarray:
         """Per begin: the last of ``rows`` (sorted) at or before it, -1 for none."""
         j = np.searchsorted(rows, begins, side="right") - 1
         return np.where(j >= 0, rows[np.maximum(j, 0)], -1) if len(rows) else np.full(len(begins), -1)
 
-    ends = tl.scope_ends()
-    last_end = last_before(ends[tl.kind[ends] == S.OP_END])
+    last_end = last_before(ends)
     last_switch = last_before(win)
-    start = tl.thread_starts()[tl.thread_idx[begins]]  # each begin's thread's first row
+    start = starts[tl.thread_idx[begins]]  # each begin's thread's first row
     has_pred = last_end >= start
     after = (last_switch >= start) & (last_switch > np.where(has_pred, last_end, -1))
-    names = np.append(tl.inst_name, -2)
     ids = np.where(has_pred, tl.id[np.maximum(last_end, 0)], -1)  # row 0 may be no OP_END: index -1
     pred = names[ids]  # names[-1] is -2: no predecessor
     return after, pred
@@ -1052,8 +1072,9 @@ def switch_transients(
     cut = np.zeros(len(tl.inst_name))
     out: dict[int, tuple[float, float]] = {}
     for key in np.unique(name[ok & after]).tolist():
+        ok_key = ok & (name == key)
         for m in (S.WINDOW_LIGHT, S.WINDOW_FULL):
-            sel = np.flatnonzero(ok & (name == key) & (mode == m))
+            sel = np.flatnonzero(ok_key & (mode == m))
             hit, t, se = switch_transient(after[sel], pred[sel], excl[inst[sel]])
             if t <= 0:
                 continue
@@ -1097,13 +1118,18 @@ def switch_transient(
 
 def window_medians(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per window, in time order: the median of ``value``, whether it is a full window, instances."""
+    return _windows(group, mode, value)[:3]
+
+
+def _windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`window_medians`, then each window's group (``np.unique(group)``, read off the same sort)."""
     if len(group) == 0:
-        return np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64)
+        return np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64), group[:0]
     order = np.argsort(group, kind="stable")
     g, m, v = group[order], mode[order], value[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     count = np.diff(np.r_[starts, len(g)])
-    return _group_medians(g, v, starts, count), m[starts] == S.WINDOW_FULL, count
+    return _group_medians(g, v, starts, count), m[starts] == S.WINDOW_FULL, count, g[starts]
 
 
 def _group_medians(g: np.ndarray, v: np.ndarray, starts: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -1173,10 +1199,9 @@ def paired_windows(
     the run (buffers growing, clocks changing). ``group`` orders the windows in time. Windows of
     fewer than ``MIN_PAIR_INSTANCES`` instances neither pair nor serve as a reference (their median
     is one or two calls, often a cold one); a full window then pairs with the nearest light windows
-    that have enough. ``wins``: the :func:`window_medians` of these instances, when made already.
+    that have enough. ``wins``: the :func:`_windows` of these instances, when made already.
     """
-    med, is_full, count = window_medians(group, mode, value) if wins is None else wins
-    ids = np.unique(group)
+    med, is_full, count, ids = _windows(group, mode, value) if wins is None else wins
     thick = count >= MIN_PAIR_INSTANCES
     # each window's nearest thick light window before and after it (-1 / len(med): none)
     light = ~is_full & thick
