@@ -85,8 +85,10 @@ class WindowEstimate:
     inst_full: np.ndarray  # per instance: began in a full window
     light_only: dict[int, int]  # operation name id -> instances, for operations never in a full window
     switches: int = 0  # window switches in the run (the first WINDOW row opens it)
-    # the OP_BEGIN rows (per instance, in its order), the same in each timeline of these rows
+    # the OP_BEGIN rows (per instance, in its order) and the WINDOW rows (window_indices), the same
+    # in each timeline of these rows
     begins: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    window_idx: np.ndarray | None = None
 
     @property
     def measured(self) -> bool:
@@ -365,7 +367,8 @@ def estimate(
 
     # work a switch left for the operation right after it: out first, so the windows compare the rest
     ok = whole & (tl.thread[begins] == tl.main_thread)
-    cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl, window_indices(ref))
+    win_idx = window_indices(ref)
+    cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl, win_idx)
     # per operation name (and the unannotated main-thread time): events and time in full windows, of
     # one dense index of the names found among the instances counted (by instance + 1, ``held``)
     key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
@@ -518,6 +521,7 @@ def estimate(
         inst_phase=inst_phase,
         inst_full=mode == S.WINDOW_FULL,
         begins=begins,
+        window_idx=win_idx,
     )
 
 
