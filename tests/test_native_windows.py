@@ -593,3 +593,35 @@ def test_after_switch(monkeypatch, case, id_dtype):
     c = W.after_switch(tl, begins)
     if case == 0:
         assert c[0].any() and not c[0].all() and (c[1] == -2).any() and (c[1] >= 0).any()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int64])
+@pytest.mark.parametrize("int32_windows", [False, True])
+@pytest.mark.parametrize("few_switches", [False, True])
+def test_toggled_makes_row_window(monkeypatch, case, id_dtype, int32_windows, few_switches):
+    """toggled on a timeline without its row_window yet: the flags and row_window in one pass, as
+    row_window and the flags' pass make them (blocks of rows in one window and across switches, a
+    short last one), with each collector kept out of the light windows in turn."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(120 + case)
+    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
+    if few_switches:
+        switch = np.flatnonzero(tl.kind == S.WINDOW)
+        tl.kind[np.setdiff1d(switch, switch[::300])] = S.OP_BEGIN
+    light = W.take(W.mode_table(W.window_rows(tl)[1]), W.row_window(tl)) == S.WINDOW_LIGHT
+    kinds = {
+        "random": tl.kind,
+        "no GPU in light": np.where(light & (tl.kind == S.API_BEGIN), np.int8(S.OP_BEGIN), tl.kind),
+        "no backend": np.where(np.isin(tl.kind, [S.BACKEND_BEGIN, S.CAT_BEGIN]), np.int8(S.OP_END), tl.kind),
+    }
+    for kind in kinds.values():
+
+        def run(kind: np.ndarray = kind) -> tuple:
+            t = dataclasses.replace(tl, kind=kind.astype(np.int8))
+            return tuple(W.toggled(t).items()), t.memo["row_window"]
+
+        c, n = both(monkeypatch, run)
+        assert c[0] == n[0] and same(c[1], n[1])
+        assert c[1].dtype == (np.int32 if int32_windows and len(W.window_rows(tl)[0]) >= 2 else np.int16)

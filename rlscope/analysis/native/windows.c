@@ -672,3 +672,70 @@ FACTOR_PASS(int64_t, i64)
 AFTER_SWITCH(int16_t, i16)
 AFTER_SWITCH(int32_t, i32)
 AFTER_SWITCH(int64_t, i64)
+
+/* windows_row_window and windows_collector_flags in one pass over the rows: wi[r] as
+ * windows_row_window writes it, and out[] as windows_collector_flags makes it from those values
+ * (``light``: per row_window value). Each block's windows are written, then its rows read as
+ * windows_collector_flags reads them. */
+#define COLLECTOR_FLAGS_RW(T, W, SUFFIX)                                                               \
+    void windows_collector_flags_rw_##SUFFIX(                                                          \
+        int64_t n, const int8_t *restrict kind, const T *restrict id, const int64_t *restrict ts,      \
+        int64_t n_win, const int64_t *restrict win_ts, W *restrict wi, const uint8_t *restrict light,  \
+        int64_t backend_begin, int64_t cat_begin, int64_t backend, int64_t api_begin,                  \
+        uint8_t *restrict out) {                                                                       \
+        COLLECTOR_CODES(T);                                                                            \
+        uint8_t seen_b = 0, seen_g = 0, light_b = 0, light_g = 0, any_light = 0;                       \
+        int64_t w = 0;                                                                                 \
+        for (int64_t r = 0; r < n; r += COLLECTOR_BLOCK) {                                             \
+            int64_t m = n - r < COLLECTOR_BLOCK ? n - r : COLLECTOR_BLOCK;                             \
+            for (int64_t j = r; j < r + m; j++) { /* the block's windows, as windows_row_window */    \
+                int64_t t = ts[j];                                                                     \
+                if ((w > 0 && win_ts[w - 1] > t) || (w < n_win && t >= win_ts[w]))                     \
+                    w = search_right(win_ts, n_win, t);                                                \
+                wi[j] = (W)w;                                                                          \
+            }                                                                                          \
+            if (m == COLLECTOR_BLOCK) {                                                                \
+                uint8_t xb = 0, xg = 0;                                                                \
+                W lo = wi[r], hi = wi[r];                                                              \
+                for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                            \
+                    int8_t k = kind[r + j];                                                            \
+                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    xb |= b;                                                                           \
+                    xg |= g;                                                                           \
+                    W v = wi[r + j];                                                                   \
+                    lo = v < lo ? v : lo;                                                              \
+                    hi = v > hi ? v : hi;                                                              \
+                }                                                                                      \
+                seen_b |= xb;                                                                          \
+                seen_g |= xg;                                                                          \
+                if (lo == hi) {                                                                        \
+                    uint8_t l = light[lo];                                                             \
+                    light_b |= xb & l;                                                                 \
+                    light_g |= xg & l;                                                                 \
+                    any_light |= l;                                                                    \
+                    continue;                                                                          \
+                }                                                                                      \
+            }                                                                                          \
+            for (int64_t j = r; j < r + m; j++) { /* a block across a switch, or the last one */      \
+                int8_t k = kind[j];                                                                    \
+                COLLECTOR_ROW(k, id[j], b, g);                                                         \
+                uint8_t l = light[wi[j]];                                                              \
+                seen_b |= b;                                                                           \
+                seen_g |= g;                                                                           \
+                light_b |= b & l;                                                                      \
+                light_g |= g & l;                                                                      \
+                any_light |= l;                                                                        \
+            }                                                                                          \
+        }                                                                                              \
+        out[0] = seen_b;                                                                               \
+        out[1] = seen_g;                                                                               \
+        out[2] = light_b;                                                                              \
+        out[3] = light_g;                                                                              \
+        out[4] = any_light;                                                                            \
+    }
+COLLECTOR_FLAGS_RW(int16_t, int16_t, i16_i16)
+COLLECTOR_FLAGS_RW(int32_t, int16_t, i32_i16)
+COLLECTOR_FLAGS_RW(int64_t, int16_t, i64_i16)
+COLLECTOR_FLAGS_RW(int16_t, int32_t, i16_i32)
+COLLECTOR_FLAGS_RW(int32_t, int32_t, i32_i32)
+COLLECTOR_FLAGS_RW(int64_t, int32_t, i64_i32)

@@ -283,16 +283,19 @@ def toggled(tl: Timeline) -> dict[str, bool]:
 
     A collector that cannot be switched (Kineto) records in both; its cost is then not measured
     by the windows and the calibrated per-event cost applies to it. In C, one pass over the rows
-    without a column of each (windows.c); else from collector_kinds' columns.
+    without a column of each (windows.c), which makes :func:`row_window` on the way where it is
+    not made yet; else from collector_kinds' columns.
     """
     got = tl.memo.get("toggled")
     if got is None:
         light_of = mode_table(window_rows(tl)[1]) == S.WINDOW_LIGHT  # per row_window value
+        flags = np.zeros(5, bool)  # seen (backend, gpu), seen in a light window, any light row
+        made = "row_window" not in tl.memo and _flags_and_row_window(tl, light_of, flags)
         wi = row_window(tl)
         fn = _collector_fn("windows_collector_flags", tl, wi)
-        if fn is not None:
-            flags = np.zeros(5, bool)  # seen (backend, gpu), seen in a light window, any light row
-            fn(len(wi), tl.kind, tl.id, wi, light_of, *_COLLECTOR_CODES, flags)
+        if made or fn is not None:
+            if not made:
+                fn(len(wi), tl.kind, tl.id, wi, light_of, *_COLLECTOR_CODES, flags)
             got = {
                 k: bool(flags[4] and flags[i] and not flags[2 + i]) for i, k in enumerate(("backend", "gpu"))
             }
@@ -305,6 +308,25 @@ def toggled(tl: Timeline) -> dict[str, bool]:
                 got = {k: bool(rows.any() and not (rows & light).any()) for k, rows in kinds.items()}
         tl.memo["toggled"] = got
     return dict(got)
+
+
+def _flags_and_row_window(tl: Timeline, light_of: np.ndarray, flags: np.ndarray) -> bool:
+    """toggled's ``flags`` and :func:`row_window` (into the timeline's memo) in C in one pass over
+    the rows; False where no such loop is made for the columns' types (nothing done)."""
+    win_ts = window_rows(tl)[0]
+    dtype = np.dtype(np.int16 if len(win_ts) < _I16 else np.int32)
+    if tl.kind.dtype != np.int8 or tl.ts.dtype != np.int64 or win_ts.dtype != np.int64:
+        return False
+    types = (native.N, native.I8, None, native.I64, native.N, native.I64, native.INTEGER[dtype], native.BOOL)
+    fn = native.typed(
+        "windows_collector_flags_rw", [tl.id.dtype, dtype], *types, *[native.N] * 4, native.BOOL
+    )
+    if fn is None:
+        return False
+    wi = np.empty(len(tl.ts), dtype)
+    fn(len(wi), tl.kind, tl.id, tl.ts, len(win_ts), win_ts, wi, light_of, *_COLLECTOR_CODES, flags)
+    tl.memo["row_window"] = wi
+    return True
 
 
 def collector_rows(tl: Timeline) -> np.ndarray:
