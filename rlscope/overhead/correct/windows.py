@@ -899,9 +899,7 @@ def piece_estimates(
                 got, sigma = paired_excess(full_med, refs, full_g, full_groups, c_full_time)
                 counts["windows"] += 1
             elif min(n_full, n_light) >= min_instances:
-                named = np.zeros(npc, bool)
-                named[mine] = True
-                warm = warm_instances(sel, named, pc.start_ns, is_full[sel])
+                warm = warm_instances(sel, mine, pc.start_ns, is_full[sel])  # (not a mask of every piece)
                 got, sigma = unpaired_excess(v[warm], g[warm], m[warm], len(full_groups), c_full_time)
                 counts["unpaired"] += 1
             else:
@@ -993,12 +991,13 @@ def own_excess(excl: np.ndarray, in_full: np.ndarray, full_time_ns: float) -> fl
 def warm_instances(mine: np.ndarray, named: np.ndarray, b_ts: np.ndarray, full: np.ndarray) -> np.ndarray:
     """Mask over ``mine`` (an operation's whole instances; ``full``: which began in a full window)
     without the operation's first call, where that leaves an instance in each kind of window; all
-    of them otherwise.
+    of them otherwise. ``named``: a mask of all the operation's instances, or their indices
+    (ascending).
 
     Why: the first call of an operation is its cold one, in the timed run as in the profiled one,
     and it mostly runs light (a session starts light). Compared by medians of a few calls each, it
     stood for the light calls' typical time and hid the collectors' cost in the full ones."""
-    every = np.flatnonzero(named)
+    every = np.flatnonzero(named) if named.dtype == bool else named
     keep = mine != every[np.argmin(b_ts[every])] if len(every) else np.ones(len(mine), bool)
     if (keep & full).any() and (keep & ~full).any():
         return keep
