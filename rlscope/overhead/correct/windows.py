@@ -414,20 +414,20 @@ def estimate(
     for key, e in per_op.items():
         if key == UNANNOTATED_ID:
             continue
-        mine = np.flatnonzero(whole & (name == key))
-        e.update(
-            light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
-        )
-        wins = _windows(group[mine], mode[mine], excl[inst[mine]])  # once, for the four below
+        named = name == key
+        mine = np.flatnonzero(whole & named)
+        g_mine, m_mine, v_mine = group[mine], mode[mine], excl[inst[mine]]  # gathered once for all below
+        e.update(light_n=int((m_mine == S.WINDOW_LIGHT).sum()), full_n=int((m_mine == S.WINDOW_FULL).sum()))
+        wins = _windows(g_mine, m_mine, v_mine)  # once, for the four below
         e["light_window_ns"] = light_quantiles(*wins[:3])
         e["light_windows"] = window_samples(*wins[:3])
         e["full_windows"] = window_samples(*wins[:3], full=True)
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
-        full_inst = (name == key) & (mode == S.WINDOW_FULL)  # whole or not: what the removal covers
+        full_inst = named & (mode == S.WINDOW_FULL)  # whole or not: what the removal covers
         full_events = float(events[inst[full_inst]].sum())
-        full_g, full_med, ref = paired_windows(group[mine], mode[mine], excl[inst[mine]], wins)
+        full_g, full_med, ref = paired_windows(g_mine, m_mine, v_mine, wins)
         if len(full_g) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
             removed, sigma = paired_excess(full_med, ref, full_g, group[full_inst], e["full_time_ns"])
             e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(full_g))
@@ -438,7 +438,7 @@ def estimate(
         elif e["light_n"] >= MIN_UNPAIRED and e["full_n"] >= MIN_UNPAIRED:
             # too few windows to pair (an operation run once per rollout): its own instances, full
             # against light over the whole run (unpaired_excess)
-            warm = warm_instances(mine, name == key, b_ts, mode[mine] == S.WINDOW_FULL)
+            warm = warm_instances(mine, named, b_ts, m_mine == S.WINDOW_FULL)
             sel = mine[warm]
             removed, sigma = unpaired_excess(
                 excl[inst[sel]], group[sel], mode[sel], int(full_inst.sum()), e["full_time_ns"]
@@ -453,7 +453,7 @@ def estimate(
             var_u += sigma**2
         else:
             e["method"] = "pooled"
-            e["own_excess_ns"] = own_excess(excl[inst[mine]], mode[mine] == S.WINDOW_FULL, e["full_time_ns"])
+            e["own_excess_ns"] = own_excess(v_mine, m_mine == S.WINDOW_FULL, e["full_time_ns"])
     # the pooled cost per event: from the paired operations, else (a short run) the unpaired ones
     cost = max(num / den, 0.0) if den > 0 else max(num_u / den_u, 0.0) if den_u > 0 else None
     # its uncertainty per event: the estimates it pools are uncertain too, and a pooled cost near
