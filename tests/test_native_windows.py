@@ -159,6 +159,42 @@ def test_instance_and_counted_sums(monkeypatch, case, op_dtype):
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op_dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("int32_windows", [False, True])
+def test_instance_pass(monkeypatch, case, op_dtype, int32_windows):
+    """The estimate's first pass (durations, full rows and the instances' sums at once) against
+    float_duration, _full_rows and _instance_sums of the numpy loops, on a raw clock of its own."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(40 + case)
+    tl = timeline(rng, *CASES[case], n_inst=300 if op_dtype == np.int16 else 40, op_dtype=op_dtype)
+    if case == 3:
+        tl.op[:] = -1  # every row outside the instances
+    # durations of whole ns that are not the raw ones: a corrected clock, late by up to 3 ns a row
+    fixed = dataclasses.replace(tl, seg_end=tl.seg_end + rng.integers(0, 4, len(tl.ts)))
+    win_ts = W.window_rows(tl)[0]
+    wi = W.row_window(tl)
+    # per window a threshold: within it (collectors live late), before it, past every time
+    lo = np.r_[tl.ts.min(initial=0) - 1, win_ts]
+    from_ts = lo + rng.integers(-5, 80, len(lo))
+    from_ts[rng.random(len(lo)) < 0.3] = np.iinfo(np.int64).max
+    coll = rng.random(len(tl.ts)) < 0.4
+    main = W._main_ranges(tl)
+    got = W._instance_pass(fixed, tl.ts, wi, from_ts, coll, main)
+    assert got is not None
+    monkeypatch.setenv(native.ENV, "0")
+    dur = fixed.float_duration()
+    full_row, row_mode = W._full_rows(tl.ts, wi, from_ts)
+    excl, events, held, _ = W._instance_sums(fixed, dur, coll, full_row, main, None)
+    monkeypatch.setenv(native.ENV, "1")
+    # the rows per instance + 1, as _instance_sums' C loop counts them
+    _, _, _, rows = W._instance_sums(fixed, dur, coll, full_row, main, None)
+    assert same(got, (dur, full_row, row_mode, excl, events, held, rows))
+    if len(tl.ts) > 1000 and case != 3:
+        assert full_row.any() and not full_row.all() and held[1:].any() and events[1:].any()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
 def test_counted_factor(monkeypatch, case):
     rng = np.random.default_rng(10 + case)
     tl = timeline(rng, *CASES[case])
@@ -337,9 +373,12 @@ def test_placed(monkeypatch, n_win, in_order):
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 5000, 300_000])
-def test_classes(monkeypatch, n):
+@pytest.mark.parametrize("first_slots", [2, P._FIRST_SLOTS])
+def test_classes(monkeypatch, n, first_slots):
     """Ranks of (owner, signature, next signature) triples: few distinct ones among many, of values
-    negative, near the int64 limits and far apart (the hashed path of factorize_rows)."""
+    negative, near the int64 limits and far apart (the hashed path of factorize_rows); from a hash
+    table too small for them (grown on the way) as from the first one."""
+    monkeypatch.setattr(P, "_FIRST_SLOTS", first_slots)
     rng = np.random.default_rng(n)
     values = np.array([-1, 0, 3, -(2**40), 2**62, -(2**63), 2**63 - 1, 5 << 32, (6 << 32) + 7], np.int64)
     owner, sig = rng.choice(values[:4], n), rng.choice(values, n)
@@ -348,6 +387,18 @@ def test_classes(monkeypatch, n):
     assert same(c, n_)
     if n > 1000:
         assert c.max() == 4 * 9 * 9 - 1  # every triple seen
+
+
+@pytest.mark.parametrize("n", [3000, 20_000])
+def test_classes_of_many_distinct_triples(monkeypatch, n):
+    """More distinct triples than the first hash table holds (each piece its own, or nearly): it grows
+    to the largest, never filled."""
+    rng = np.random.default_rng(n)
+    owner = rng.integers(-1, 50, n)
+    sig = rng.integers(0, n, n) << 32
+    after = np.r_[sig[1:], -1]
+    c, n_ = both(monkeypatch, lambda: P._classes(owner, sig, after))
+    assert same(c, n_) and c.max() + 1 > P._FIRST_SLOTS // 2
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -417,3 +468,160 @@ def test_toggled_and_collector_rows(monkeypatch, case, id_dtype, int32_windows, 
         seen.add(c[0])
     if case == 0:
         assert len(seen) >= 3  # switched and not, each collector
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_full_share(monkeypatch, case):
+    """The share of the main thread's time in full rows: in C, as the numpy loops' integer sums."""
+    from types import SimpleNamespace
+
+    from rlscope.overhead.correct.full_windows import full_share
+
+    rng = np.random.default_rng(80 + case)
+    tl = timeline(rng, *CASES[case])
+    est = SimpleNamespace(row_mode=rng.choice(np.array([S.WINDOW_FULL, S.WINDOW_LIGHT], np.int8), len(tl.ts)))
+    c, n = both(monkeypatch, lambda: full_share(est, tl))
+    assert same(c, n)
+    if case == 0:
+        assert 0.3 < c < 0.7
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int64])
+@pytest.mark.parametrize("int32_windows", [False, True])
+@pytest.mark.parametrize("few_switches", [False, True])
+def test_collectors_live(monkeypatch, case, id_dtype, int32_windows, few_switches):
+    """The collector rows and each window's first collector time in one pass, as collector_rows and
+    _live_from make them: random kinds (blocks of rows of no collector row among them, the last one
+    short), a collector switched or not, switches every dozen rows or every few thousand."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(90 + case)
+    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
+    if few_switches:
+        switch = np.flatnonzero(tl.kind == S.WINDOW)
+        tl.kind[np.setdiff1d(switch, switch[::300])] = S.OP_BEGIN
+    # runs of rows of no collector: whole blocks of the C loop without one
+    quiet = (np.arange(len(tl.ts)) // 500) % 3 == 1
+    tl.kind[quiet & np.isin(tl.kind, [S.BACKEND_BEGIN, S.API_BEGIN, S.CAT_BEGIN])] = S.OP_END
+    win_ts = W.window_rows(tl)[0]
+    for on in (
+        {"backend": True, "gpu": True},
+        {"backend": False, "gpu": True},
+        {"backend": True, "gpu": False},
+    ):
+        tl.memo["toggled"] = on
+        c, n = both(monkeypatch, lambda: W._collectors_live(tl, win_ts))
+        assert same(c, n)
+        if case == 0:
+            assert c[0].any() and (c[1] < np.iinfo(np.int64).max).sum() > 10
+
+
+def test_collectors_live_of_a_thread_begun_in_the_window_another_ended_in(monkeypatch):
+    """A thread's first collector row in the window of the previous thread's last one starts a run of
+    its own: its time counts for the window (here the earliest)."""
+    rng = np.random.default_rng(5)
+    tl = timeline(rng, [50, 20], [7, 3], 7)
+    tl.ts[:50], tl.ts[50:] = np.arange(100, 200, 2), np.arange(150, 170)
+    tl.seg_end[:] = tl.ts + 1
+    tl.kind[:] = S.OP_END
+    tl.kind[0], tl.id[0] = S.WINDOW, S.WINDOW_FULL  # one window from the first row on
+    tl.kind[[45, 50]] = S.API_BEGIN  # thread 7's late collector row, then thread 3's first row
+    tl.memo["toggled"] = {"backend": False, "gpu": True}
+    win_ts = W.window_rows(tl)[0]
+    c, n = both(monkeypatch, lambda: W._collectors_live(tl, win_ts))
+    assert same(c, n) and c[1].tolist() == [np.iinfo(np.int64).max, 150]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("op_dtype", [np.int16, np.int32, np.int64])
+def test_factor_pass(monkeypatch, case, op_dtype):
+    """The factors in one pass (counted rows' factors, pieces' factors over them, instances kept in
+    part) against _counted_factor, PieceEstimate.set_factors and the kept rows' product of the numpy
+    loops: with the pieces of two estimates, of one, of none."""
+    rng = np.random.default_rng(100 + case)
+    tl = timeline(rng, *CASES[case], op_dtype=op_dtype, id_dtype=op_dtype)
+    raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
+    _, _, full_row = rows_of(rng, tl)
+    row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+    main = W._main_ranges(tl)
+    key_name = np.append(W.UNANNOTATED_ID, tl.inst_name)
+    keys = np.unique(key_name)
+    per_key = rng.random(len(keys)).tolist()
+    n_inst = len(tl.inst_name)
+    kept_inst = np.append(False, rng.random(n_inst) < 0.3)
+    keep_inst = np.where(kept_inst, rng.random(n_inst + 1), 1.0)
+    pc = P.pieces(tl, raw)
+    npc = len(pc.owner)
+    side = rng.random(npc) < 0.5  # two estimates' pieces: disjoint
+    ests = [
+        W.PieceEstimate(0.0, 0.0, 0.0, 0, pc, (rng.random(npc) < 0.6) & s, rng.random(npc), {})
+        for s in (side, ~side)
+    ]
+    for overrides in (ests, ests[:1], []):
+
+        def run(overrides: list = overrides) -> np.ndarray:
+            out = np.full(len(tl.ts), np.nan)
+            got = W._factor_pass(tl, None, full_row, main, keys, key_name, per_key, overrides, keep_inst, out)
+            if got is not None:
+                return got
+            out = W._counted_factor(tl, None, full_row, main, keys, key_name, per_key, out)
+            for est in overrides:
+                est.set_factors(out, row_mode)
+            rows = np.flatnonzero(kept_inst[tl.op.astype(np.intp) + 1])
+            out[rows] *= keep_inst[tl.op[rows].astype(np.intp) + 1]
+            return out
+
+        c, n = both(monkeypatch, run)
+        assert same(c, n)
+        if case == 0 and overrides:
+            assert (c == ests[0].factor[pc.row]).sum() > 100  # pieces' factors set
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int32, np.int64])
+def test_after_switch(monkeypatch, case, id_dtype):
+    """Whether a switch came directly before each instance on its thread, and the operation before
+    it: begins in row order (merged in C), in another order (searched again), and a few; ends of
+    instances of no name (-1) and of none (the trace's -1 id)."""
+    rng = np.random.default_rng(110 + case)
+    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
+    begins = W.op_begins(tl)
+    for b in (begins, rng.permutation(begins), begins[::7], begins[:1]):
+        c, n = both(monkeypatch, lambda b=b: W.after_switch(tl, b))
+        assert same(c, n)
+    c = W.after_switch(tl, begins)
+    if case == 0:
+        assert c[0].any() and not c[0].all() and (c[1] == -2).any() and (c[1] >= 0).any()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int64])
+@pytest.mark.parametrize("int32_windows", [False, True])
+@pytest.mark.parametrize("few_switches", [False, True])
+def test_toggled_makes_row_window(monkeypatch, case, id_dtype, int32_windows, few_switches):
+    """toggled on a timeline without its row_window yet: the flags and row_window in one pass, as
+    row_window and the flags' pass make them (blocks of rows in one window and across switches, a
+    short last one), with each collector kept out of the light windows in turn."""
+    if int32_windows:
+        monkeypatch.setattr(W, "_I16", 2)
+    rng = np.random.default_rng(120 + case)
+    tl = timeline(rng, *CASES[case], id_dtype=id_dtype)
+    if few_switches:
+        switch = np.flatnonzero(tl.kind == S.WINDOW)
+        tl.kind[np.setdiff1d(switch, switch[::300])] = S.OP_BEGIN
+    light = W.take(W.mode_table(W.window_rows(tl)[1]), W.row_window(tl)) == S.WINDOW_LIGHT
+    kinds = {
+        "random": tl.kind,
+        "no GPU in light": np.where(light & (tl.kind == S.API_BEGIN), np.int8(S.OP_BEGIN), tl.kind),
+        "no backend": np.where(np.isin(tl.kind, [S.BACKEND_BEGIN, S.CAT_BEGIN]), np.int8(S.OP_END), tl.kind),
+    }
+    for kind in kinds.values():
+
+        def run(kind: np.ndarray = kind) -> tuple:
+            t = dataclasses.replace(tl, kind=kind.astype(np.int8))
+            return tuple(W.toggled(t).items()), t.memo["row_window"]
+
+        c, n = both(monkeypatch, run)
+        assert c[0] == n[0] and same(c[1], n[1])
+        assert c[1].dtype == (np.int32 if int32_windows and len(W.window_rows(tl)[0]) >= 2 else np.int16)

@@ -62,6 +62,50 @@ INSTANCE_SUMS(int16_t, i16)
 INSTANCE_SUMS(int32_t, i32)
 INSTANCE_SUMS(int64_t, i64)
 
+/* The estimate's first pass over every row, in row order: dur[r] = seg_end[r] - ts[r] as a double,
+ * full_row[r] = raw_ts[r] >= from_ts[wi[r]] and row_mode[r] from it, then the sums of
+ * windows_instance_sums over them. Mirrors Timeline.float_duration, windows_full_rows and
+ * windows_instance_sums one after another (estimate's numpy path: float_duration, _full_rows and
+ * _instance_sums). */
+#define INSTANCE_PASS(T, W, SUFFIX)                                                                    \
+    void windows_instance_pass_##SUFFIX(                                                               \
+        int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, const W *wi,      \
+        const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
+        const int64_t *ranges, int64_t full_mode, int64_t light_mode, double *dur, uint8_t *full_row,  \
+        int8_t *row_mode, double *excl, int64_t *events, int64_t *rows, uint8_t *held) {               \
+        Ranges main = {ranges, n_ranges, 0};                                                           \
+        /* the current instance's sums, held while its rows run (the same additions in the same     \
+         * order as into its entries) and written back where another instance's rows begin */        \
+        int64_t cur = n > 0 ? (int64_t)op[0] + 1 : 0;                                                  \
+        double x = n > 0 ? excl[cur] : 0.0;                                                            \
+        int64_t ev = 0, k = 0;                                                                         \
+        uint8_t h = 0;                                                                                 \
+        for (int64_t r = 0; r < n; r++) {                                                              \
+            double d = (double)(seg_end[r] - ts[r]);                                                   \
+            uint8_t full = raw_ts[r] >= from_ts[wi[r]];                                                \
+            int64_t i = (int64_t)op[r] + 1;                                                            \
+            int on_main = in_ranges(&main, r);                                                         \
+            dur[r] = d;                                                                                \
+            full_row[r] = full;                                                                        \
+            row_mode[r] = (int8_t)(full ? full_mode : light_mode);                                     \
+            if (i != cur) {                                                                            \
+                excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                      \
+                cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                            \
+            }                                                                                          \
+            x += d;                                                                                    \
+            ev += coll[r];                                                                             \
+            k += 1;                                                                                    \
+            h |= full & (i > 0 || on_main);                                                            \
+        }                                                                                              \
+        if (n > 0) excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                   \
+    }
+INSTANCE_PASS(int16_t, int16_t, i16_i16)
+INSTANCE_PASS(int32_t, int16_t, i32_i16)
+INSTANCE_PASS(int64_t, int16_t, i64_i16)
+INSTANCE_PASS(int16_t, int32_t, i16_i32)
+INSTANCE_PASS(int32_t, int32_t, i32_i32)
+INSTANCE_PASS(int64_t, int32_t, i64_i32)
+
 /* Over every row in order: where its instance is ``kept`` (indexed by instance + 1), its duration is
  * scaled by what the instance keeps, 1 - cut / excl (of the instance), and the row is listed in
  * ``kept_rows``; then where the row is counted (as in instance_sums), its key's (key[instance + 1])
@@ -348,9 +392,10 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 /* The dense id of each distinct (a[i], b[i], c[i]) in order of first appearance: id[i], and rep[k] =
- * the first i of id k; returns the number of ids. ``slot``: a hash table of ``n_slots`` entries (a
- * power of two over n), each -1 on entry. The ids, ranked by their triples, are pieces()'
- * factorize_rows(np.stack([a, b, c])) classes (pieces.py sorts the few distinct triples). */
+ * the first i of id k; returns the number of ids, or -1 where they fill more than half of the hash
+ * table ``slot`` (``n_slots`` entries, a power of two, each -1 on entry; of 2 n entries or more, it is
+ * never that full): the caller asks again with a larger one. The ids, ranked by their triples, are
+ * pieces()' factorize_rows(np.stack([a, b, c])) classes (pieces.py sorts the few distinct triples). */
 int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, const int64_t *c,
                                  int64_t n_slots, int64_t *slot, int64_t *id, int64_t *rep) {
     int64_t count = 0;
@@ -360,6 +405,7 @@ int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, 
         for (;; s = (s + 1) & mask) {
             int64_t k = slot[s];
             if (k < 0) {
+                if (2 * (count + 1) > n_slots) return -1;
                 slot[s] = count;
                 rep[count] = i;
                 id[i] = count++;
@@ -481,3 +527,215 @@ COLLECTOR_FLAGS(int64_t, int32_t, i64_i32)
 COLLECTOR_ROWS(int16_t, i16)
 COLLECTOR_ROWS(int32_t, i32)
 COLLECTOR_ROWS(int64_t, i64)
+
+/* Over rows [0, n) (the main thread's): out[0] = the sum of seg_end - ts, out[1] = that sum over the
+ * rows whose row_mode is ``full_mode``. Whole ns in integers, exact in any order. Mirrors
+ * full_share's integer sums a block of rows at a time. */
+void windows_full_share(int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *row_mode,
+                        int64_t full_mode, int64_t *out) {
+    int64_t total = 0, full = 0;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t d = seg_end[r] - ts[r];
+        total += d;
+        full += row_mode[r] == full_mode ? d : 0;
+    }
+    out[0] = total, out[1] = full;
+}
+
+/* windows_collector_rows and windows_live_from in one pass: out[r] as windows_collector_rows writes it
+ * (its blocks of fixed length), and over the rows it marks, in order, live[wi] as windows_live_from
+ * keeps it (``starts``: each thread's first row, then the row count; ``lo``: each window's start).
+ * Mirrors estimate's collector_rows then _live_from. */
+#define COLLECTOR_LIVE(T, W, SUFFIX)                                                                   \
+    void windows_collector_live_##SUFFIX(                                                              \
+        int64_t n, const int8_t *restrict kind, const T *restrict id, int64_t backend_on,              \
+        int64_t gpu_on, int64_t backend_begin, int64_t cat_begin, int64_t backend, int64_t api_begin,  \
+        const W *restrict wi, const int64_t *restrict ts, int64_t n_threads,                           \
+        const int64_t *restrict starts, const int64_t *restrict lo, uint8_t *restrict out,             \
+        int64_t *restrict live) {                                                                      \
+        COLLECTOR_CODES(T);                                                                            \
+        uint8_t b_on = backend_on != 0, g_on = gpu_on != 0;                                            \
+        int64_t t = 0, last_w = -1, last_t = -1;                                                       \
+        for (int64_t r = 0; r < n; r += COLLECTOR_BLOCK) {                                             \
+            int64_t m = n - r < COLLECTOR_BLOCK ? n - r : COLLECTOR_BLOCK;                             \
+            uint8_t any = 0;                                                                           \
+            if (m == COLLECTOR_BLOCK)                                                                  \
+                for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                            \
+                    int8_t k = kind[r + j];                                                            \
+                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    uint8_t x = (uint8_t)((b & b_on) | (g & g_on));                                    \
+                    out[r + j] = x;                                                                    \
+                    any |= x;                                                                          \
+                }                                                                                      \
+            else                                                                                       \
+                for (int64_t j = 0; j < m; j++) {                                                      \
+                    int8_t k = kind[r + j];                                                            \
+                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    uint8_t x = (uint8_t)((b & b_on) | (g & g_on));                                    \
+                    out[r + j] = x;                                                                    \
+                    any |= x;                                                                          \
+                }                                                                                      \
+            if (!any) continue;                                                                        \
+            for (int64_t q = r; q < r + m; q++) { /* windows_live_from's step, at a collector row */   \
+                if (!out[q]) continue;                                                                 \
+                while (t < n_threads && q >= starts[t + 1]) t++;                                       \
+                int64_t w = (int64_t)wi[q];                                                            \
+                if (w == last_w && t == last_t) continue;                                              \
+                last_w = w, last_t = t;                                                                \
+                int64_t start = q > starts[t] ? ts[q - 1] : ts[q];                                     \
+                if (start < lo[w]) start = lo[w];                                                      \
+                if (start < live[w]) live[w] = start;                                                  \
+            }                                                                                          \
+        }                                                                                              \
+    }
+COLLECTOR_LIVE(int16_t, int16_t, i16_i16)
+COLLECTOR_LIVE(int32_t, int16_t, i32_i16)
+COLLECTOR_LIVE(int64_t, int16_t, i64_i16)
+COLLECTOR_LIVE(int16_t, int32_t, i16_i32)
+COLLECTOR_LIVE(int32_t, int32_t, i32_i32)
+COLLECTOR_LIVE(int64_t, int32_t, i64_i32)
+
+/* The estimate's factors in one pass over every row: out[r] = counted[op[r] + 1] where the row is
+ * counted (as in instance_sums), else rest[op[r] + 1]; on the main thread's rows of each piece p
+ * (its rows: first + bounds[p] to first + bounds[p + 1]) with compared[p], where full_row is set,
+ * piece_factor[p] * rest[op[r] + 1] instead. With counted = per_inst * keep and rest = keep (per
+ * instance + 1; 1 where it keeps all its time: x * 1 is x), these are _counted_factor's factors,
+ * then PieceEstimate.set_factors' of each estimate, then ``factor[kept_rows] *= kept``, one after
+ * another. The pieces' rows are walked a piece at a time: a test per row cost more than the pass. */
+#define FACTOR_ROW(r)                                                                                  \
+    int64_t o = (int64_t)op[r];                                                                        \
+    int on_main = in_ranges(&main, r);                                                                 \
+    double f = full_row[r] && (o >= 0 || on_main) ? counted[o + 1] : rest[o + 1]
+#define FACTOR_PASS(T, SUFFIX)                                                                         \
+    void windows_factor_pass_##SUFFIX(int64_t n, const T *op, const uint8_t *full_row, int64_t n_ranges, \
+                                      const int64_t *ranges, const double *counted, const double *rest,  \
+                                      int64_t n_pieces, const int64_t *bounds, int64_t first,           \
+                                      const uint8_t *compared, const double *piece_factor, double *out) { \
+        Ranges main = {ranges, n_ranges, 0};                                                           \
+        int64_t end = first + bounds[n_pieces], r = 0; /* the pieces' rows: first to end */           \
+        for (; r < first; r++) {                                                                       \
+            FACTOR_ROW(r);                                                                             \
+            out[r] = f;                                                                                \
+        }                                                                                              \
+        for (int64_t p = 0; p < n_pieces; p++) {                                                       \
+            int64_t stop = first + bounds[p + 1];                                                      \
+            if (!compared[p])                                                                          \
+                for (; r < stop; r++) {                                                                \
+                    FACTOR_ROW(r);                                                                     \
+                    out[r] = f;                                                                        \
+                }                                                                                      \
+            else                                                                                       \
+                for (; r < stop; r++) {                                                                \
+                    FACTOR_ROW(r);                                                                     \
+                    out[r] = full_row[r] ? piece_factor[p] * rest[o + 1] : f;                          \
+                }                                                                                      \
+        }                                                                                              \
+        for (r = end > r ? end : r; r < n; r++) {                                                      \
+            FACTOR_ROW(r);                                                                             \
+            out[r] = f;                                                                                \
+        }                                                                                              \
+    }
+FACTOR_PASS(int16_t, i16)
+FACTOR_PASS(int32_t, i32)
+FACTOR_PASS(int64_t, i64)
+
+/* Per begin row r = begins[i] (ascending: each search goes on from the last one's answer; else it
+ * starts again): e, the last of ``ends`` at or before r (-1: none); w, the last of ``wins`` at or
+ * before r (-1: none); s, its thread's first row (the last of ``starts``, each thread's first row
+ * then the row count, at or before r). Then after[i] = w >= s && w > (e >= s ? e : -1) and pred[i]
+ * = names[id[e]] where e >= s, else names[-1], with numpy's indexing of ``names`` (n_names + 1
+ * entries, the last -2: id -1 reads it). Returns -1 where an index falls outside (numpy raises:
+ * the caller runs it), else 0. Mirrors after_switch's searchsorted calls and gathers. */
+#define AFTER_SWITCH(T, SUFFIX)                                                                        \
+    int64_t windows_after_switch_##SUFFIX(                                                             \
+        int64_t n, const int64_t *begins, int64_t n_ends, const int64_t *ends, int64_t n_wins,         \
+        const int64_t *wins, int64_t n_threads, const int64_t *starts, const T *id, int64_t n_names,   \
+        const int64_t *names, uint8_t *after, int64_t *pred) {                                         \
+        int64_t a = 0, b = 0, t = 0, last = INT64_MIN;                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            int64_t r = begins[i];                                                                     \
+            if (r < last) a = b = t = 0; /* not ascending: from the start again */                    \
+            last = r;                                                                                  \
+            while (a < n_ends && ends[a] <= r) a++;                                                    \
+            while (b < n_wins && wins[b] <= r) b++;                                                    \
+            while (t < n_threads && starts[t + 1] <= r) t++;                                           \
+            int64_t e = a > 0 ? ends[a - 1] : -1, w = b > 0 ? wins[b - 1] : -1, s = starts[t];         \
+            int has_pred = e >= s;                                                                     \
+            after[i] = w >= s && w > (has_pred ? e : -1);                                              \
+            int64_t k = has_pred ? (int64_t)id[e] : -1;                                                \
+            if (k < 0) k += n_names + 1;                                                               \
+            if (k < 0 || k > n_names) return -1;                                                       \
+            pred[i] = names[k];                                                                        \
+        }                                                                                              \
+        return 0;                                                                                      \
+    }
+AFTER_SWITCH(int16_t, i16)
+AFTER_SWITCH(int32_t, i32)
+AFTER_SWITCH(int64_t, i64)
+
+/* windows_row_window and windows_collector_flags in one pass over the rows: wi[r] as
+ * windows_row_window writes it, and out[] as windows_collector_flags makes it from those values
+ * (``light``: per row_window value). Each block's windows are written, then its rows read as
+ * windows_collector_flags reads them. */
+#define COLLECTOR_FLAGS_RW(T, W, SUFFIX)                                                               \
+    void windows_collector_flags_rw_##SUFFIX(                                                          \
+        int64_t n, const int8_t *restrict kind, const T *restrict id, const int64_t *restrict ts,      \
+        int64_t n_win, const int64_t *restrict win_ts, W *restrict wi, const uint8_t *restrict light,  \
+        int64_t backend_begin, int64_t cat_begin, int64_t backend, int64_t api_begin,                  \
+        uint8_t *restrict out) {                                                                       \
+        COLLECTOR_CODES(T);                                                                            \
+        uint8_t seen_b = 0, seen_g = 0, light_b = 0, light_g = 0, any_light = 0;                       \
+        int64_t w = 0;                                                                                 \
+        for (int64_t r = 0; r < n; r += COLLECTOR_BLOCK) {                                             \
+            int64_t m = n - r < COLLECTOR_BLOCK ? n - r : COLLECTOR_BLOCK;                             \
+            for (int64_t j = r; j < r + m; j++) { /* the block's windows, as windows_row_window */    \
+                int64_t t = ts[j];                                                                     \
+                if ((w > 0 && win_ts[w - 1] > t) || (w < n_win && t >= win_ts[w]))                     \
+                    w = search_right(win_ts, n_win, t);                                                \
+                wi[j] = (W)w;                                                                          \
+            }                                                                                          \
+            if (m == COLLECTOR_BLOCK) {                                                                \
+                uint8_t xb = 0, xg = 0;                                                                \
+                W lo = wi[r], hi = wi[r];                                                              \
+                for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                            \
+                    int8_t k = kind[r + j];                                                            \
+                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    xb |= b;                                                                           \
+                    xg |= g;                                                                           \
+                    W v = wi[r + j];                                                                   \
+                    lo = v < lo ? v : lo;                                                              \
+                    hi = v > hi ? v : hi;                                                              \
+                }                                                                                      \
+                seen_b |= xb;                                                                          \
+                seen_g |= xg;                                                                          \
+                if (lo == hi) {                                                                        \
+                    uint8_t l = light[lo];                                                             \
+                    light_b |= xb & l;                                                                 \
+                    light_g |= xg & l;                                                                 \
+                    any_light |= l;                                                                    \
+                    continue;                                                                          \
+                }                                                                                      \
+            }                                                                                          \
+            for (int64_t j = r; j < r + m; j++) { /* a block across a switch, or the last one */      \
+                int8_t k = kind[j];                                                                    \
+                COLLECTOR_ROW(k, id[j], b, g);                                                         \
+                uint8_t l = light[wi[j]];                                                              \
+                seen_b |= b;                                                                           \
+                seen_g |= g;                                                                           \
+                light_b |= b & l;                                                                      \
+                light_g |= g & l;                                                                      \
+                any_light |= l;                                                                        \
+            }                                                                                          \
+        }                                                                                              \
+        out[0] = seen_b;                                                                               \
+        out[1] = seen_g;                                                                               \
+        out[2] = light_b;                                                                              \
+        out[3] = light_g;                                                                              \
+        out[4] = any_light;                                                                            \
+    }
+COLLECTOR_FLAGS_RW(int16_t, int16_t, i16_i16)
+COLLECTOR_FLAGS_RW(int32_t, int16_t, i32_i16)
+COLLECTOR_FLAGS_RW(int64_t, int16_t, i64_i16)
+COLLECTOR_FLAGS_RW(int16_t, int32_t, i16_i32)
+COLLECTOR_FLAGS_RW(int32_t, int32_t, i32_i32)
+COLLECTOR_FLAGS_RW(int64_t, int32_t, i64_i32)

@@ -199,8 +199,18 @@ def _crossing_rows(tl: Timeline, wi: np.ndarray) -> np.ndarray:
 
 def full_share(est: WindowEstimate, tl: Timeline) -> float:
     """Share of the corrected main-thread time spent in full windows: sums of whole ns, exact in any
-    order, so made a block of rows at a time in integers (no column of every row's length)."""
+    order, so made in C in one pass, else a block of rows at a time in integers (no column of every
+    row's length)."""
     main = tl.main_rows()
+    ts, seg_end, row_mode = tl.ts[main], tl.seg_end[main], est.row_mode[main]
+    fn = native.function(
+        "windows_full_share", native.N, native.I64, native.I64, native.I8, native.N, native.I64
+    )
+    if fn is not None and ts.dtype == seg_end.dtype == np.int64 and row_mode.dtype == np.int8:
+        sums = np.zeros(2, np.int64)
+        fn(len(ts), ts, seg_end, row_mode, S.WINDOW_FULL, sums)
+        total, full = int(sums[0]), int(sums[1])
+        return float(full) / float(total) if total > 0 else 1.0
     total = full = 0
     for r in blocks(main.stop - main.start):
         rows = slice(main.start + r.start, main.start + r.stop)

@@ -139,18 +139,30 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     return Pieces(n, main, bounds, owner, _classes(owner, sig, after), start_ns, end_ns)
 
 
+_FIRST_SLOTS = 1 << 12  # the first hash table of _classes: room for 2,048 distinct triples
+
+
 def _classes(owner: np.ndarray, sig: np.ndarray, after: np.ndarray) -> np.ndarray:
     """Per piece, the rank of its (owner, sig, after) among the distinct ones in lexicographic order
     (``np.unique(axis=1)``'s). In C the distinct ones are found by hashing, in one pass, and only
-    they (a few dozen of hundreds of thousands of pieces) are sorted."""
+    they (a few dozen of hundreds of thousands of pieces) are sorted. The hash table starts small
+    (the distinct triples are few) and grows where they fill half of it, up to one of 2 n entries
+    or more, which they never fill: one of every piece's size was megabytes of fresh pages."""
     types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.I64)
     fn = native.function("windows_distinct_triples", *types, restype=native.N)
     if fn is None:
         return factorize_rows(np.stack([owner, sig, after]))[1]
     n = len(owner)
-    slot = np.full(1 << max(2 * n - 1, 1).bit_length(), -1, np.int64)  # a power of two over 2n
+    largest = 1 << max(2 * n - 1, 1).bit_length()  # a power of two of 2n or more
+    size = min(_FIRST_SLOTS, largest)
     ids, rep = np.empty(n, np.int64), np.empty(n, np.int64)
-    rep = rep[: fn(n, owner, sig, after, len(slot), slot, ids, rep)]
+    while True:
+        slot = np.full(size, -1, np.int64)
+        count = fn(n, owner, sig, after, size, slot, ids, rep)
+        if count >= 0:
+            break
+        size = min(size * 16, largest)
+    rep = rep[:count]
     rank = np.empty(len(rep), np.int64)
     rank[np.lexsort((after[rep], sig[rep], owner[rep]))] = np.arange(len(rep))
     return rank[ids]

@@ -62,9 +62,13 @@ def _few_windows_note(est: WindowEstimate, names: list[str]) -> str | None:
 def window_info(
     est: WindowEstimate, names: list[str], tl: Timeline, switched: dict[str, bool]
 ) -> dict[str, Any]:
-    """The evidence behind the window correction, for the summary (per operation and in total)."""
+    """The evidence behind the window correction, for the summary (per operation and in total).
+    ``tl`` (the corrected timeline, of the estimate's rows) keeps the estimate's WINDOW rows for the
+    window lookups after this one (windows.window_rows): not a pass over its rows to find them again."""
+    if est.window_idx is not None:
+        tl.memo.setdefault("window_indices", est.window_idx)
     sigma = {k: e["sigma_ns"] for k, e in est.per_op.items()}
-    nested = nested_names(tl)
+    nested = nested_names(tl, est.begins)
     ops = {}
     for key, e in est.per_op.items():
         inner = [y for (x, y) in nested if x == key and y != key]

@@ -85,6 +85,10 @@ class WindowEstimate:
     inst_full: np.ndarray  # per instance: began in a full window
     light_only: dict[int, int]  # operation name id -> instances, for operations never in a full window
     switches: int = 0  # window switches in the run (the first WINDOW row opens it)
+    # the OP_BEGIN rows (per instance, in its order) and the WINDOW rows (window_indices), the same
+    # in each timeline of these rows
+    begins: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    window_idx: np.ndarray | None = None
 
     @property
     def measured(self) -> bool:
@@ -99,11 +103,27 @@ class WindowEstimate:
         return any(e.get("method") in MEASURED_METHODS for e in self.per_op.values())
 
 
+def window_indices(tl: Timeline) -> np.ndarray:
+    """The WINDOW rows, in row order (found once per timeline; the same rows in each timeline of
+    the same rows, as the corrected ones are)."""
+    got = tl.memo.get("window_indices")
+    if got is None:
+        got = tl.memo["window_indices"] = np.flatnonzero(tl.kind == S.WINDOW)
+    return got
+
+
+def op_begins(tl: Timeline) -> np.ndarray:
+    """The OP_BEGIN rows, in row order: among the scopes' begins the timeline keeps
+    (Timeline.scope_begins), not a comparison over every row."""
+    rows = tl.scope_begins()
+    return rows[tl.kind[rows] == S.OP_BEGIN]
+
+
 def window_rows(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     """(time, mode) of the window switches, in time order (found once per timeline)."""
     got = tl.memo.get("window_rows")
     if got is None:
-        w = np.flatnonzero(tl.kind == S.WINDOW)
+        w = window_indices(tl)
         order = np.argsort(tl.ts[w], kind="stable")
         got = tl.memo["window_rows"] = (tl.ts[w][order], tl.id[w][order])
     return got
@@ -190,6 +210,27 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
     return live
 
 
+def _collectors_live(tl: Timeline, win_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`collector_rows`, :func:`_live_from` of them): in C in one pass over the rows, else one
+    after the other."""
+    wi = row_window(tl)
+    on = toggled(tl)
+    ok = tl.kind.dtype == np.int8 and tl.ts.dtype == np.int64 and wi.dtype in native.INTEGER
+    types = (native.N, native.I8, None, *[native.N] * 6, native.INTEGER.get(wi.dtype), native.I64, native.N)
+    types += (native.I64, native.I64, native.BOOL, native.I64)
+    fn = native.typed("windows_collector_live", [tl.id.dtype, wi.dtype], *types) if ok else None
+    if fn is None:
+        coll = collector_rows(tl)
+        return coll, _live_from(tl, win_ts, coll)
+    coll = np.empty(len(tl.ts), bool)
+    live = np.full(len(win_ts) + 1, np.iinfo(np.int64).max, np.int64)
+    lo = np.r_[np.iinfo(np.int64).min, win_ts].astype(np.int64)  # per window: its start
+    starts = tl.thread_starts().astype(np.int64)
+    args = (on["backend"], on["gpu"], *_COLLECTOR_CODES, wi, tl.ts, len(starts) - 1, starts, lo)
+    fn(len(coll), tl.kind, tl.id, *args, coll, live)
+    return coll, live
+
+
 def _effective_mode(win_ts: np.ndarray, win_mode: np.ndarray, live: np.ndarray, t: np.ndarray) -> np.ndarray:
     """FULL where a full window's collectors were live at ``t``, else LIGHT."""
     wi = np.searchsorted(win_ts, t, side="right")
@@ -242,16 +283,19 @@ def toggled(tl: Timeline) -> dict[str, bool]:
 
     A collector that cannot be switched (Kineto) records in both; its cost is then not measured
     by the windows and the calibrated per-event cost applies to it. In C, one pass over the rows
-    without a column of each (windows.c); else from collector_kinds' columns.
+    without a column of each (windows.c), which makes :func:`row_window` on the way where it is
+    not made yet; else from collector_kinds' columns.
     """
     got = tl.memo.get("toggled")
     if got is None:
         light_of = mode_table(window_rows(tl)[1]) == S.WINDOW_LIGHT  # per row_window value
+        flags = np.zeros(5, bool)  # seen (backend, gpu), seen in a light window, any light row
+        made = "row_window" not in tl.memo and _flags_and_row_window(tl, light_of, flags)
         wi = row_window(tl)
         fn = _collector_fn("windows_collector_flags", tl, wi)
-        if fn is not None:
-            flags = np.zeros(5, bool)  # seen (backend, gpu), seen in a light window, any light row
-            fn(len(wi), tl.kind, tl.id, wi, light_of, *_COLLECTOR_CODES, flags)
+        if made or fn is not None:
+            if not made:
+                fn(len(wi), tl.kind, tl.id, wi, light_of, *_COLLECTOR_CODES, flags)
             got = {
                 k: bool(flags[4] and flags[i] and not flags[2 + i]) for i, k in enumerate(("backend", "gpu"))
             }
@@ -264,6 +308,25 @@ def toggled(tl: Timeline) -> dict[str, bool]:
                 got = {k: bool(rows.any() and not (rows & light).any()) for k, rows in kinds.items()}
         tl.memo["toggled"] = got
     return dict(got)
+
+
+def _flags_and_row_window(tl: Timeline, light_of: np.ndarray, flags: np.ndarray) -> bool:
+    """toggled's ``flags`` and :func:`row_window` (into the timeline's memo) in C in one pass over
+    the rows; False where no such loop is made for the columns' types (nothing done)."""
+    win_ts = window_rows(tl)[0]
+    dtype = np.dtype(np.int16 if len(win_ts) < _I16 else np.int32)
+    if tl.kind.dtype != np.int8 or tl.ts.dtype != np.int64 or win_ts.dtype != np.int64:
+        return False
+    types = (native.N, native.I8, None, native.I64, native.N, native.I64, native.INTEGER[dtype], native.BOOL)
+    fn = native.typed(
+        "windows_collector_flags_rw", [tl.id.dtype, dtype], *types, *[native.N] * 4, native.BOOL
+    )
+    if fn is None:
+        return False
+    wi = np.empty(len(tl.ts), dtype)
+    fn(len(wi), tl.kind, tl.id, tl.ts, len(win_ts), win_ts, wi, light_of, *_COLLECTOR_CODES, flags)
+    tl.memo["row_window"] = wi
+    return True
 
 
 def collector_rows(tl: Timeline) -> np.ndarray:
@@ -295,23 +358,29 @@ def estimate(
     win_ts, win_mode = window_rows(ref)
     if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
         return None
-    dur = tl.float_duration()
-    coll = collector_rows(ref)
-    live = _live_from(ref, win_ts, coll)
+    coll, live = _collectors_live(ref, win_ts)
     wi = row_window(ref)  # as _effective_mode, one byte a row
     # full: in a full window, from its collectors' first record on (one threshold per window; a light
     # window's is past every time)
     from_ts = np.where(mode_table(win_mode) == S.WINDOW_FULL, live, np.iinfo(np.int64).max)
-    full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
-    del wi
-    # the rows counted for an operation's factor (_counted_rows): a column where the numpy loops run,
-    # worked out on the way in C from ``full_row`` and the main thread's blocks
     main = _main_ranges(tl)
-    counted = _counted_rows(tl, full_row) if native.unavailable() else None
-    excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
+    # the durations, the full rows and the instances' sums: in C in one pass over the rows
+    # (_instance_pass), else one after another. The rows counted for an operation's factor
+    # (_counted_rows): a column where the numpy loops run, worked out on the way in C from
+    # ``full_row`` and the main thread's blocks
+    counted = None
+    first = _instance_pass(tl, ref.ts, wi, from_ts, coll, main)
+    if first is not None:
+        dur, full_row, row_mode, excl, events, held, inst_rows = first
+    else:
+        dur = tl.float_duration()
+        full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
+        counted = _counted_rows(tl, full_row) if native.unavailable() else None
+        excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
+    del wi, first
     excl, events = excl[1:], events[1:]
     # and whether it lies wholly in one window
-    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+    begins = op_begins(ref)
     inst = tl.id[begins]
     b_ts, e_ts = ref.ts[begins], ref.inst_end[inst]
     whole, mode, group = _placed(win_ts, win_mode, live, b_ts, e_ts)
@@ -320,7 +389,8 @@ def estimate(
 
     # work a switch left for the operation right after it: out first, so the windows compare the rest
     ok = whole & (tl.thread[begins] == tl.main_thread)
-    cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl)
+    win_idx = window_indices(ref)
+    cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl, win_idx)
     # per operation name (and the unannotated main-thread time): events and time in full windows, of
     # one dense index of the names found among the instances counted (by instance + 1, ``held``)
     key_name = np.append(UNANNOTATED_ID, tl.inst_name)  # per instance + 1
@@ -328,6 +398,8 @@ def estimate(
     inst_key = np.searchsorted(keys, key_name)
     # with the rows whose instance keeps less than its exclusive time (all of it elsewhere)
     kept_inst = np.append(False, (cut > 0) & (excl > 0))
+    keep_inst = np.ones(len(kept_inst))  # per instance + 1: the share of its time it keeps
+    keep_inst[kept_inst] = 1.0 - cut[kept_inst[1:]] / excl[kept_inst[1:]]
     full_time, full_events, kept_rows, kept = _counted_sums(
         tl, dur, coll, full_row, main, counted, kept_inst, cut, excl, inst_key, len(keys), inst_rows
     )
@@ -342,20 +414,20 @@ def estimate(
     for key, e in per_op.items():
         if key == UNANNOTATED_ID:
             continue
-        mine = np.flatnonzero(whole & (name == key))
-        e.update(
-            light_n=int((mode[mine] == S.WINDOW_LIGHT).sum()), full_n=int((mode[mine] == S.WINDOW_FULL).sum())
-        )
-        wins = window_medians(group[mine], mode[mine], excl[inst[mine]])  # once, for the three below
-        e["light_window_ns"] = light_quantiles(*wins)
-        e["light_windows"] = window_samples(*wins)
-        e["full_windows"] = window_samples(*wins, full=True)
+        named = name == key
+        mine = np.flatnonzero(whole & named)
+        g_mine, m_mine, v_mine = group[mine], mode[mine], excl[inst[mine]]  # gathered once for all below
+        e.update(light_n=int((m_mine == S.WINDOW_LIGHT).sum()), full_n=int((m_mine == S.WINDOW_FULL).sum()))
+        wins = _windows(g_mine, m_mine, v_mine)  # once, for the four below
+        e["light_window_ns"] = light_quantiles(*wins[:3])
+        e["light_windows"] = window_samples(*wins[:3])
+        e["full_windows"] = window_samples(*wins[:3], full=True)
         if e["full_events"] == 0:
             e.update(factor=1.0, method="no collector events", sigma_ns=0.0)
             continue
-        full_inst = (name == key) & (mode == S.WINDOW_FULL)  # whole or not: what the removal covers
+        full_inst = named & (mode == S.WINDOW_FULL)  # whole or not: what the removal covers
         full_events = float(events[inst[full_inst]].sum())
-        full_g, full_med, ref = paired_windows(group[mine], mode[mine], excl[inst[mine]], wins)
+        full_g, full_med, ref = paired_windows(g_mine, m_mine, v_mine, wins)
         if len(full_g) >= MIN_PAIRS and e["light_n"] >= min_instances and e["full_n"] >= min_instances:
             removed, sigma = paired_excess(full_med, ref, full_g, group[full_inst], e["full_time_ns"])
             e.update(factor=1.0 - removed / e["full_time_ns"], method="windows", pairs=len(full_g))
@@ -366,7 +438,7 @@ def estimate(
         elif e["light_n"] >= MIN_UNPAIRED and e["full_n"] >= MIN_UNPAIRED:
             # too few windows to pair (an operation run once per rollout): its own instances, full
             # against light over the whole run (unpaired_excess)
-            warm = warm_instances(mine, name == key, b_ts, mode[mine] == S.WINDOW_FULL)
+            warm = warm_instances(mine, named, b_ts, m_mine == S.WINDOW_FULL)
             sel = mine[warm]
             removed, sigma = unpaired_excess(
                 excl[inst[sel]], group[sel], mode[sel], int(full_inst.sum()), e["full_time_ns"]
@@ -381,7 +453,7 @@ def estimate(
             var_u += sigma**2
         else:
             e["method"] = "pooled"
-            e["own_excess_ns"] = own_excess(excl[inst[mine]], mode[mine] == S.WINDOW_FULL, e["full_time_ns"])
+            e["own_excess_ns"] = own_excess(v_mine, m_mine == S.WINDOW_FULL, e["full_time_ns"])
     # the pooled cost per event: from the paired operations, else (a short run) the unpaired ones
     cost = max(num / den, 0.0) if den > 0 else max(num_u / den_u, 0.0) if den_u > 0 else None
     # its uncertainty per event: the estimates it pools are uncertain too, and a pooled cost near
@@ -438,22 +510,17 @@ def estimate(
                 sigma = FALLBACK_REL_SIGMA * removed
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
-    factor = _counted_factor(
-        tl,
-        counted,
-        full_row,
-        main,
-        keys,
-        key_name,
-        [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()],
-        out=dur,  # the durations, read no further
-    )
+    per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
+    # the durations, read no further, take the factors
+    factor = _factor_pass(tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst, dur)
+    if factor is None:  # one after another
+        factor = _counted_factor(tl, counted, full_row, main, keys, key_name, per_key, out=dur)
+        for est in overrides:
+            est.set_factors(factor, row_mode)
+        factor[kept_rows] *= kept
     del dur
-    for est in overrides:
-        est.set_factors(factor, row_mode)
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
-    factor[kept_rows] *= kept
     for key, (cut, sigma) in transients.items():
         e = per_op.get(key)
         if e is not None:
@@ -475,6 +542,8 @@ def estimate(
         inst_name=name,
         inst_phase=inst_phase,
         inst_full=mode == S.WINDOW_FULL,
+        begins=begins,
+        window_idx=win_idx,
     )
 
 
@@ -491,6 +560,34 @@ def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.
     for r in blocks(len(wi)):  # a block at a time: no column of every row's threshold
         np.greater_equal(ts[r], from_ts[wi[r]], out=full_row[r])
     return full_row, np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+
+
+def _instance_pass(
+    tl: Timeline, raw_ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray, coll: np.ndarray, main: np.ndarray
+) -> tuple[np.ndarray, ...] | None:
+    """(durations, full rows, row modes, then :func:`_instance_sums`' four) in C in one pass over
+    the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw_ts``) and :func:`_instance_sums`
+    at once, each column read once. None where the numpy loops run or the columns are of other
+    types: those three are then made one after another."""
+    if (
+        any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw_ts, from_ts))
+        or wi.dtype not in native.INTEGER
+    ):
+        return None
+    types = (native.N, native.I64, native.I64, native.I64, native.INTEGER[wi.dtype], native.I64, None)
+    types += (native.BOOL, native.N, native.I64, native.N, native.N, native.F64, native.BOOL, native.I8)
+    types += (native.F64, native.I64, native.I64, native.BOOL)
+    fn = native.typed("windows_instance_pass", [tl.op.dtype, wi.dtype], *types)
+    if fn is None:
+        return None
+    n, m = len(tl.ts), len(tl.inst_name) + 1
+    dur, full_row, row_mode = np.empty(n), np.empty(n, bool), np.empty(n, np.int8)
+    excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
+    fn(
+        n, tl.ts, tl.seg_end, raw_ts, wi, from_ts, tl.op, coll, len(main) // 2, main,
+        S.WINDOW_FULL, S.WINDOW_LIGHT, dur, full_row, row_mode, excl, events, rows, held,
+    )  # fmt: skip
+    return dur, full_row, row_mode, excl, events, held, rows
 
 
 def _instance_sums(
@@ -623,6 +720,44 @@ def _counted_factor(
     return out
 
 
+def _factor_pass(
+    tl: Timeline,
+    counted: np.ndarray | None,
+    full_row: np.ndarray,
+    main: np.ndarray,
+    keys: np.ndarray,
+    key_name: np.ndarray,
+    per_key: list[float],
+    overrides: list[PieceEstimate],
+    keep_inst: np.ndarray,
+    out: np.ndarray,
+) -> np.ndarray | None:
+    """Per row, the estimate's factor, written into ``out``: :func:`_counted_factor`, then each of
+    ``overrides``' PieceEstimate.set_factors, then each row times what its instance keeps
+    (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
+    numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
+    then made one after another."""
+    types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
+    types += (native.I64, native.N, native.BOOL, native.F64, native.F64)
+    fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
+    if counted is not None or fn is None or len(keys) == 0:
+        return None
+    per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
+    # the pieces of every estimate (one Pieces for all of them; an estimate's compared pieces are of
+    # its own operation's classes, never another's)
+    compared, piece_factor, bounds, first = np.zeros(0, bool), np.zeros(0), np.zeros(1, np.int64), 0
+    if overrides:
+        pc = overrides[0].pieces
+        compared, piece_factor = np.zeros(len(pc.owner), bool), np.ones(len(pc.owner))
+        for est in overrides:
+            piece_factor[est.compared] = est.factor[est.compared]
+            compared |= est.compared
+        bounds, first = pc.bounds, pc.main.start
+    args = (per_inst * keep_inst, keep_inst, len(compared), bounds, first, compared, piece_factor, out)
+    fn(len(out), tl.op, full_row, len(main) // 2, main, *args)
+    return out
+
+
 @dataclasses.dataclass
 class PieceEstimate:
     """What an operation's (or the unannotated time's) pieces say (:mod:`rlscope.overhead.correct.pieces`)."""
@@ -689,6 +824,20 @@ def _piece_sums(
     return ptime, pfull_time, pfull_events
 
 
+_NO_OWNER = np.iinfo(np.int64).min  # piece_estimates' owner of a class of no operation asked
+
+
+def _of_owners(owner: np.ndarray, keys: list[int]) -> np.ndarray:
+    """The pieces (ascending) whose ``owner`` is one of ``keys``: a comparison per key where they are
+    few (np.isin of one key took five times as long), else np.isin."""
+    if len(keys) > 8:
+        return np.flatnonzero(np.isin(owner, keys))
+    sel = np.zeros(len(owner), bool)
+    for k in keys:
+        sel |= owner == k
+    return np.flatnonzero(sel)
+
+
 def piece_estimates(
     tl: Timeline,
     raw: Timeline,
@@ -716,18 +865,19 @@ def piece_estimates(
     npc = len(pc.owner)
     # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
     # main thread's rows in a PPO run)
-    ptime, pfull_time, pfull_events = _piece_sums(
-        pc, np.flatnonzero(np.isin(pc.owner, keys)), dur, coll, full_row
-    )
+    asked = _of_owners(pc.owner, keys)
+    ptime, pfull_time, pfull_events = _piece_sums(pc, asked, dur, coll, full_row)
     whole, mode, group = _placed(win_ts, win_mode, live, pc.start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
-    # each class's pieces in order, from one sort (a radix sort of 16-bit ids where they fit): a
-    # comparison over every piece per class was most of the loop below; a class has one owner
+    # each class's pieces in order, from one sort of the pieces asked (a radix sort of 16-bit ids
+    # where they fit): a comparison over every piece per class was most of the loop below; a class
+    # has one owner (the classes of no owner asked: none, whose pieces are not sorted)
     n_class = int(pc.klass.max(initial=-1)) + 1
-    by_class = np.argsort(pc.klass.astype(np.int16) if n_class < _I16 else pc.klass, kind="stable")
-    edges = np.r_[0, np.cumsum(np.bincount(pc.klass, minlength=n_class))]
-    class_owner = np.empty(n_class, pc.owner.dtype)
-    class_owner[pc.klass] = pc.owner
+    klass = pc.klass[asked]
+    by_class = asked[np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")]
+    edges = np.r_[0, np.cumsum(np.bincount(klass, minlength=n_class))]
+    class_owner = np.full(n_class, _NO_OWNER, pc.owner.dtype)
+    class_owner[klass] = pc.owner[asked]
     out: dict[int, PieceEstimate] = {}
     for key in keys:
         removed = var = time = 0.0
@@ -749,9 +899,7 @@ def piece_estimates(
                 got, sigma = paired_excess(full_med, refs, full_g, full_groups, c_full_time)
                 counts["windows"] += 1
             elif min(n_full, n_light) >= min_instances:
-                named = np.zeros(npc, bool)
-                named[mine] = True
-                warm = warm_instances(sel, named, pc.start_ns, is_full[sel])
+                warm = warm_instances(sel, mine, pc.start_ns, is_full[sel])  # (not a mask of every piece)
                 got, sigma = unpaired_excess(v[warm], g[warm], m[warm], len(full_groups), c_full_time)
                 counts["unpaired"] += 1
             else:
@@ -843,12 +991,13 @@ def own_excess(excl: np.ndarray, in_full: np.ndarray, full_time_ns: float) -> fl
 def warm_instances(mine: np.ndarray, named: np.ndarray, b_ts: np.ndarray, full: np.ndarray) -> np.ndarray:
     """Mask over ``mine`` (an operation's whole instances; ``full``: which began in a full window)
     without the operation's first call, where that leaves an instance in each kind of window; all
-    of them otherwise.
+    of them otherwise. ``named``: a mask of all the operation's instances, or their indices
+    (ascending).
 
     Why: the first call of an operation is its cold one, in the timed run as in the profiled one,
     and it mostly runs light (a session starts light). Compared by medians of a few calls each, it
     stood for the light calls' typical time and hid the collectors' cost in the full ones."""
-    every = np.flatnonzero(named)
+    every = np.flatnonzero(named) if named.dtype == bool else named
     keep = mine != every[np.argmin(b_ts[every])] if len(every) else np.ones(len(mine), bool)
     if (keep & full).any() and (keep & ~full).any():
         return keep
@@ -882,25 +1031,49 @@ def unpaired_rel_sigma(
     return float(np.std(f[ok] / lt[ok] - 1.0)) if ok.sum() > 1 else 0.0
 
 
-def after_switch(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def after_switch(
+    tl: Timeline, begins: np.ndarray, window_idx: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per instance (``begins``: its OP_BEGIN rows): whether a window switch came directly before it on
     its thread (after the last operation that ended there), and that operation's name (-2: none).
-    """
-    win = np.flatnonzero(tl.kind == S.WINDOW)
+    ``window_idx``: the WINDOW rows (:func:`window_indices`, kept by the raw timeline), else found
+    here; the OP_END rows are read among the scopes' ends the timeline keeps."""
+    win = window_indices(tl) if window_idx is None else window_idx
     if len(win):
         win = np.delete(win, np.argmin(tl.ts[win]))  # the first WINDOW row opens the run: not a switch
+    ends = tl.scope_ends()
+    ends = ends[tl.kind[ends] == S.OP_END]
+    names = np.append(tl.inst_name, -2)
+    # in C, one merge of the sorted rows: no search per begin, no gathers from columns of every row
+    types = (native.N, native.I64, native.N, native.I64, native.N, native.I64, native.N, native.I64, None)
+    fn = native.typed(
+        "windows_after_switch",
+        [tl.id.dtype],
+        *types,
+        native.N,
+        native.I64,
+        native.BOOL,
+        native.I64,
+        restype=native.N,
+    )
+    starts = tl.thread_starts()
+    columns = (begins, ends, win, starts, names)
+    if fn is not None and len(starts) > 1 and all(c.dtype == np.int64 for c in columns):
+        after, pred = np.empty(len(begins), bool), np.empty(len(begins), np.int64)
+        args = (len(ends), ends, len(win), win, len(starts) - 1, starts, tl.id, len(names) - 1, names)
+        if fn(len(begins), np.ascontiguousarray(begins), *args, after, pred) == 0:
+            return after, pred
 
     def last_before(rows: np.ndarray) -> np.ndarray:
         """Per begin: the last of ``rows`` (sorted) at or before it, -1 for none."""
         j = np.searchsorted(rows, begins, side="right") - 1
         return np.where(j >= 0, rows[np.maximum(j, 0)], -1) if len(rows) else np.full(len(begins), -1)
 
-    last_end = last_before(np.flatnonzero(tl.kind == S.OP_END))
+    last_end = last_before(ends)
     last_switch = last_before(win)
-    start = tl.thread_starts()[tl.thread_idx[begins]]  # each begin's thread's first row
+    start = starts[tl.thread_idx[begins]]  # each begin's thread's first row
     has_pred = last_end >= start
     after = (last_switch >= start) & (last_switch > np.where(has_pred, last_end, -1))
-    names = np.append(tl.inst_name, -2)
     ids = np.where(has_pred, tl.id[np.maximum(last_end, 0)], -1)  # row 0 may be no OP_END: index -1
     pred = names[ids]  # names[-1] is -2: no predecessor
     return after, pred
@@ -914,16 +1087,19 @@ def switch_transients(
     ok: np.ndarray,
     mode: np.ndarray,
     excl: np.ndarray,
+    window_idx: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[int, tuple[float, float]]]:
     """(ns to take out of each instance's exclusive time, per operation name: ns removed and its
     standard error). Per instance (``begins``, ``inst``, ``name``, ``mode``: as in :func:`estimate`),
-    ``ok``: wholly in one window, on the main thread; ``excl``: per instance id."""
-    after, pred = after_switch(tl, begins)
+    ``ok``: wholly in one window, on the main thread; ``excl``: per instance id; ``window_idx``: as
+    in :func:`after_switch`."""
+    after, pred = after_switch(tl, begins, window_idx)
     cut = np.zeros(len(tl.inst_name))
     out: dict[int, tuple[float, float]] = {}
     for key in np.unique(name[ok & after]).tolist():
+        ok_key = ok & (name == key)
         for m in (S.WINDOW_LIGHT, S.WINDOW_FULL):
-            sel = np.flatnonzero(ok & (name == key) & (mode == m))
+            sel = np.flatnonzero(ok_key & (mode == m))
             hit, t, se = switch_transient(after[sel], pred[sel], excl[inst[sel]])
             if t <= 0:
                 continue
@@ -967,13 +1143,18 @@ def switch_transient(
 
 def window_medians(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per window, in time order: the median of ``value``, whether it is a full window, instances."""
+    return _windows(group, mode, value)[:3]
+
+
+def _windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`window_medians`, then each window's group (``np.unique(group)``, read off the same sort)."""
     if len(group) == 0:
-        return np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64)
+        return np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64), group[:0]
     order = np.argsort(group, kind="stable")
     g, m, v = group[order], mode[order], value[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     count = np.diff(np.r_[starts, len(g)])
-    return _group_medians(g, v, starts, count), m[starts] == S.WINDOW_FULL, count
+    return _group_medians(g, v, starts, count), m[starts] == S.WINDOW_FULL, count, g[starts]
 
 
 def _group_medians(g: np.ndarray, v: np.ndarray, starts: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -1043,10 +1224,9 @@ def paired_windows(
     the run (buffers growing, clocks changing). ``group`` orders the windows in time. Windows of
     fewer than ``MIN_PAIR_INSTANCES`` instances neither pair nor serve as a reference (their median
     is one or two calls, often a cold one); a full window then pairs with the nearest light windows
-    that have enough. ``wins``: the :func:`window_medians` of these instances, when made already.
+    that have enough. ``wins``: the :func:`_windows` of these instances, when made already.
     """
-    med, is_full, count = window_medians(group, mode, value) if wins is None else wins
-    ids = np.unique(group)
+    med, is_full, count, ids = _windows(group, mode, value) if wins is None else wins
     thick = count >= MIN_PAIR_INSTANCES
     # each window's nearest thick light window before and after it (-1 / len(med): none)
     light = ~is_full & thick
@@ -1078,13 +1258,17 @@ def light_base(full_g: np.ndarray, ref: np.ndarray, inst_groups: np.ndarray) -> 
     return float((per * count).sum())
 
 
-def nested_names(tl: Timeline) -> set[tuple[int, int]]:
-    """(outer, inner) operation name pairs where an instance of inner ran inside one of outer."""
-    begins = np.flatnonzero(tl.kind == S.OP_BEGIN)
+def nested_names(tl: Timeline, begins: np.ndarray | None = None) -> set[tuple[int, int]]:
+    """(outer, inner) operation name pairs where an instance of inner ran inside one of outer.
+    ``begins``: the OP_BEGIN rows (:func:`op_begins`, WindowEstimate.begins) where known. Each
+    instance's parent is read at the row before its begin only, not by a comparison over every row."""
+    if begins is None:
+        begins = op_begins(tl)
     if len(begins) == 0:
         return set()
-    same_thread = np.r_[False, tl.thread[1:] == tl.thread[:-1]]
-    before = np.where(same_thread[begins], tl.op[np.maximum(begins - 1, 0)], -1)
+    prev = np.maximum(begins - 1, 0)
+    same_thread = (begins > 0) & (tl.thread[begins] == tl.thread[prev])
+    before = np.where(same_thread, tl.op[prev], -1)
     parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
     parent_of[tl.id[begins]] = before
     names = np.append(tl.inst_name, -1)
