@@ -72,14 +72,19 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
     return 1;
 }
 
-/* residual.correct_timeline's planned removal, up to _place's first step, in one pass:
- * ``dur`` (the segments' lengths, Timeline.float_duration); ``planned[i]`` = row i's cost after its
- * timestamp, plus the next row's before it where that row is on the same thread, plus ``mem[i]`` and
- * ``mods[i]`` where given (n_mem, n_mods = n), in that order; the whole segment for a ``profiler`` row
- * (the ``rlscope`` category off the writer's threads, written here); ``removal`` = np.minimum(planned,
- * dur); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows. Returns the
- * number of rows whose planned removal does not fit (not planned <= dur): _place's neighbours; the
- * first ``cap`` of them go to ``over_rows`` (np.flatnonzero's, without a pass of its own). */
+/* residual.correct_timeline's planned removal, up to _place's first step, in one pass (residual._planned,
+ * and the figures the steps after it read, residual._planned_native):
+ * ``planned[i]`` = row i's cost after its timestamp, plus the next row's before it where that row is on
+ * the same thread, plus ``mem[i]`` and ``mods[i]`` where given (n_mem, n_mods = n), in that order; the
+ * whole segment (its length d, Timeline.float_duration) for a ``profiler`` row (the ``rlscope``
+ * category off the writer's threads, written here); ``removal`` = np.minimum(planned, d); ``left`` =
+ * d - removal; ``per_class``: np.bincount(cls, weights=before + after) over the paying rows; ``excl``:
+ * Timeline.instance_time over the main thread's rows [main_start, main_stop) (each instance's segments
+ * summed as whole ns, a run of rows of one instance at a time; op outside 0 to n_inst - 1: none).
+ * ``irregular[0]`` gets the number of rows whose ``left`` is NaN or carries a sign bit (where
+ * np.minimum(0, left) is not +0). Returns the number of rows whose planned removal does not fit (not
+ * planned <= d): _place's neighbours; the first ``cap`` of them go to ``over_rows`` (np.flatnonzero's,
+ * without a pass of its own). */
 int64_t residual_planned(
     int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
@@ -88,12 +93,13 @@ int64_t residual_planned(
     int64_t profiler_cat, int64_t forced_flag, const double *before_of, const double *after_of,
     const uint8_t *pays, int64_t n_cost, int64_t every_row, const int64_t *cost_rows,
     const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
-    const double *mem, int64_t n_mods, const double *mods, double *dur, double *planned, double *removal,
-    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows) {
+    const double *mem, int64_t n_mods, const double *mods, int64_t main_start, int64_t main_stop,
+    const int32_t *op, int64_t n_inst, double *excl, double *planned, double *removal, double *left,
+    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows, int64_t *irregular) {
     RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
                   category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
                   after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
-    int64_t j = 0, over = 0;
+    int64_t j = 0, over = 0, odd = 0, cur = -1, run_ns = 0;
     double b0 = 0.0, a0 = 0.0, b1 = 0.0, a1 = 0.0;
     int cls0 = 0, cls1 = 0, run_cls = 0;
     double run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
@@ -108,51 +114,44 @@ int64_t residual_planned(
         if (i + 1 < n && pay1 && !last[i]) p += b1;
         if (n_mem == n) p += mem[i];
         if (n_mods == n) p += mods[i];
-        double d = (double)(seg_end[i] - ts[i]);
+        int64_t di = seg_end[i] - ts[i];
+        double d = (double)di;
         uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
         if (prof) p = d;
-        dur[i] = d;
+        double r = min_nan(p, d), l = d - r;
         planned[i] = p;
         profiler[i] = prof;
-        removal[i] = min_nan(p, d);
+        removal[i] = r;
+        left[i] = l;
+        odd += isnan(l) || signbit(l);
         if (!(p <= d)) {
             if (over < cap) over_rows[over] = i;
             ++over;
         }
+        if (i >= main_start && i < main_stop) {
+            int64_t o = op[i];
+            if (o != cur) {
+                if (cur >= 0) excl[cur] += (double)run_ns;
+                cur = o >= 0 && o < n_inst ? o : -1;
+                run_ns = 0;
+            }
+            run_ns += di;
+        }
         pay0 = pay1, b0 = b1, a0 = a1, cls0 = cls1;
     }
+    if (cur >= 0) excl[cur] += (double)run_ns;
     per_class[run_cls] = run;
+    irregular[0] = odd;
     return over;
 }
 
-/* residual.correct_timeline's time left after the planned removal, and the flushes' stall bound
- * over it: ``removal`` becomes dur - removal (np.subtract), ``bound`` np.minimum(bound, left), 0 on
- * the writer's threads. Returns whether any bound is not 0 (bound.any()). */
-int64_t residual_bounded(int64_t n, const double *dur, double *removal, double *bound, const uint8_t *on_writer) {
-    int64_t any = 0;
+/* Each segment's length over its new one: ratio[i] = new_dur[i] / d where d > 0, else 1 (np.divide with
+ * out=np.ones(n), where=dur > 0), d its length (Timeline.float_duration). */
+void residual_ratio(int64_t n, const int64_t *ts, const int64_t *seg_end, const double *new_dur, double *ratio) {
     for (int64_t i = 0; i < n; ++i) {
-        double left = dur[i] - removal[i];
-        double b = on_writer[i] ? 0.0 : min_nan(bound[i], left);
-        removal[i] = left;
-        bound[i] = b;
-        any |= b != 0;
+        double d = (double)(seg_end[i] - ts[i]);
+        ratio[i] = d > 0 ? new_dur[i] / d : 1.0;
     }
-    return any;
-}
-
-/* The stall taken: ``bound`` *= share, then ``left`` -= bound (share 1: bound as it is; x * 1 is x). */
-void residual_take_bound(int64_t n, double *left, double *bound, double share) {
-    for (int64_t i = 0; i < n; ++i) {
-        double b = bound[i] * share;
-        bound[i] = b;
-        left[i] -= b;
-    }
-}
-
-/* ``out[i]`` = ``values[i]`` where ``mask[i]``, else 0.0: np.where(mask, values, 0.0), for numpy to
- * sum (pairwise) as it sums its own. */
-void residual_where(int64_t n, const uint8_t *mask, const double *values, double *out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? values[i] : 0.0;
 }
 
 /* ``values[~mask]`` written to the front of ``out``; returns their count (numpy then sums them). */
@@ -301,7 +300,7 @@ static inline int64_t after_time(const int64_t *ts, int64_t lo, int64_t hi, int6
  * [first[k], first[k + 1]) with k = block[q], takes the last of those rows starting at or before it
  * (the numpy version's search of its (thread, time) keys); where there is one, the query moves to
  * that row's corrected start plus the time into its raw segment (at most the segment) times the
- * row's ``ratio``, rounded (np.rint); else it stays. A query after the previous one on the same
+ * row's ``ratio``, rounded (np.rint); else (an empty block among them) it stays. A query after the previous one on the same
  * thread is searched for from the previous one's row onward, in steps that double (launches come
  * in time order, mostly): a few rows read in the CPU's cache instead of a search of the thread. */
 void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int64_t *first, const int64_t *ts,

@@ -363,12 +363,15 @@ class Correction:
         block = _thread_blocks(raw, thread) if fn is not None and t.dtype == np.int64 else None
         if block is not None:  # each query searched on its thread's rows (residual.c)
             t, out = np.ascontiguousarray(t), np.empty(len(t), np.int64)
-            first = raw.thread_starts().astype(np.int64)
+            # and an empty block past the last thread: the map of a main thread without rows, none
+            first = np.append(raw.thread_starts(), len(raw.ts)).astype(np.int64)
             fn(len(t), block, t, first, raw.ts, raw.seg_end, self.timeline.ts, self.ratio, out)
             return out
         threads = np.unique(raw.thread)
         known = np.isin(thread, threads)
-        q_thread = np.where(known, thread, raw.main_thread)
+        # a main thread without rows has no map: times on threads without rows then stay as they are
+        has_main = bool(np.isin(raw.main_thread, threads))
+        q_thread = np.where(known, thread, raw.main_thread if has_main else threads[0])
         order_key = raw.thread_idx.astype(np.int64)
         qi = np.searchsorted(threads, q_thread)
         # rows are grouped by thread in thread_idx order, which follows first appearance, not value
@@ -381,6 +384,8 @@ class Correction:
         key = order_key * span + (raw.ts - t0)
         pos = np.searchsorted(key, qidx * span + (t - t0), side="right") - 1
         ok = (pos >= 0) & (order_key[np.maximum(pos, 0)] == qidx)
+        if not has_main:
+            ok &= known
         pos = np.maximum(pos, 0)
         into = np.minimum(t - raw.ts[pos], raw.seg_end[pos] - raw.ts[pos])
         new = self.timeline.ts[pos] + np.rint(into * self.ratio[pos]).astype(np.int64)
@@ -389,18 +394,19 @@ class Correction:
 
 def _thread_blocks(raw: Timeline, thread: np.ndarray) -> np.ndarray | None:
     """Per query of :meth:`Correction.remap`: the thread index (``raw.thread_idx``) of its thread,
-    the main thread's for a thread without rows; None where the thread indices do not stand one
-    for one for threads with rows, or the main thread has none (the numpy search then decides)."""
+    the main thread's for a thread without rows, or one past the last thread (an empty block: no
+    map, the time stays) where the main thread has no rows either; None where the thread indices do
+    not stand one for one for threads with rows (the numpy search then decides)."""
     starts = raw.thread_starts()
     if not (starts[1:] > starts[:-1]).all():
         return None
     tids = raw.thread[starts[:-1]]
     order = np.argsort(tids, kind="stable")
     by_tid = tids[order]
-    if (by_tid[1:] == by_tid[:-1]).any() or raw.main_thread not in by_tid:
+    if (by_tid[1:] == by_tid[:-1]).any():
         return None
     at = np.minimum(np.searchsorted(by_tid, thread), len(by_tid) - 1)
-    main = order[np.searchsorted(by_tid, raw.main_thread)]
+    main = order[np.searchsorted(by_tid, raw.main_thread)] if raw.main_thread in by_tid else len(tids)
     return np.where(by_tid[at] == thread, order[at], main).astype(np.int64)
 
 
@@ -420,27 +426,38 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
 
 def _move_excess(
     planned: np.ndarray,
-    dur: np.ndarray,
+    dur: np.ndarray | Timeline,
     last: np.ndarray,
     removal: np.ndarray,
     over: np.ndarray | None = None,
-) -> None:
+    left: np.ndarray | None = None,
+) -> np.ndarray:
     """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with each segment's excess
-    moved to its neighbours on its thread, in place. ``over``: the rows whose plan does not fit
-    (sorted), where the caller has them; None: found here."""
+    moved to its neighbours on its thread, in place. ``dur``: the segments' lengths, or the timeline
+    to read them from at the rows moved to (no column of every row). ``over``: the rows whose plan
+    does not fit (sorted), where the caller has them; None: found here. ``left``: each segment's
+    length less its removal, where the caller keeps it: kept so at the rows that take an excess.
+    Returns the rows that took one (once per pass)."""
+    length = dur.float_duration if isinstance(dur, Timeline) else dur.__getitem__
     if over is None:
-        over = np.flatnonzero(~(planned <= dur))
+        over = np.flatnonzero(~(planned <= length(slice(None))))
+    moved = [np.zeros(0, np.int64)]
     if len(over) == 0:
-        return
+        return moved[0]
     excess = planned[over] - removal[over]
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
         # a segment and its neighbour on another thread: nothing moves between them
-        gives = (over + shift >= 0) & (over + shift < len(dur))
+        gives = (over + shift >= 0) & (over + shift < len(removal))
         gives[gives] &= ~last[over[gives] + min(shift, 0)]
         to = over[gives] + shift
-        take = np.minimum(excess[gives], dur[to] - removal[to])  # the neighbours' room before the pass
+        dur_to = length(to)
+        take = np.minimum(excess[gives], dur_to - removal[to])  # the neighbours' room before the pass
         excess[gives] -= take
         removal[to] += take
+        if left is not None:
+            left[to] = dur_to - removal[to]
+        moved.append(to)
+    return np.concatenate(moved)
 
 
 def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -485,20 +502,25 @@ def _flush_marks(tl: Timeline) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _flush_stall(tl: Timeline, per_event_ns: float, out: np.ndarray | None = None) -> np.ndarray:
-    """Per segment: the GIL time flushes took from it (each flush's stall spread over its interval):
-    the CPU time a flush measured of itself, else the calibrated ``per_event_ns`` per row converted.
-    ``out``: a column of every row to write it to (a new one where None)."""
-    if out is None:
-        out = np.zeros(len(tl.ts))
-    else:
-        out.fill(0.0)
+def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
+    """Per segment: the GIL time flushes took from it (:func:`_flush_stall_rows`), a column of every row."""
+    out = np.zeros(len(tl.ts))
+    rows, stall = _flush_stall_rows(tl, per_event_ns)
+    out[rows] = stall
+    return out
+
+
+def _flush_stall_rows(tl: Timeline, per_event_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, stall): the GIL time flushes took from each segment (each flush's stall spread over its
+    interval), at the rows (sorted) whose segment meets a flush; every other segment's is 0. A flush
+    stalls for the CPU time it measured of itself, else the calibrated ``per_event_ns`` per row
+    converted."""
     start, end, converted, cpu = flush_intervals(tl)
     stall = np.where(cpu > 0, cpu, converted * max(per_event_ns, 0.0)).astype(np.float64)
     keep = (end > start) & (converted > 0) & (stall > 0)
     start, end, stall = start[keep], end[keep], stall[keep]
     if len(start) == 0:
-        return out
+        return np.zeros(0, np.int64), np.zeros(0)
     length = (end - start).astype(np.float64)
     density = np.minimum(stall / length, 1.0)  # share of the flush spent stalling
     cum = np.concatenate([[0.0], np.cumsum(density * length)])
@@ -512,8 +534,7 @@ def _flush_stall(tl: Timeline, per_event_ns: float, out: np.ndarray | None = Non
     # stall_until is constant between flushes: a segment that meets none takes exactly 0, so only
     # the rows that meet one are looked up (flushes cover a small part of the run)
     rows = _rows_meeting(tl, start, end)
-    out[rows] = stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
-    return out
+    return rows, stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
 
 
 def _rows_meeting(tl: Timeline, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -794,8 +815,9 @@ _PLANNED_ARGS = (
     native.N, native.N, native.I64, native.I64, native.F64, native.F64,
     native.N, native.F64,
     native.N, native.F64,
+    native.N, native.N, native.I32, native.N, native.F64,
     native.F64, native.F64, native.F64, native.BOOL, native.F64,
-    native.N, native.I64,
+    native.N, native.I64, native.I64,
 )  # fmt: skip
 _OVER_ROWS = (
     1 << 16
@@ -804,12 +826,32 @@ _OVER_ROWS = (
 
 def _native_columns(tl: Timeline) -> bool:
     """Whether the timeline's columns have the types residual_planned reads (ids narrowed to int32)."""
-    return tl.id.dtype == np.int32 and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
+    return (
+        tl.id.dtype == np.int32
+        and tl.op.dtype == np.int32
+        and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
+    )
 
 
 def _doubles(*columns: np.ndarray | None) -> bool:
     """Whether each of ``columns`` (None: left out) is C-contiguous float64, as the C loops read them."""
     return all(c is None or (c.dtype == np.float64 and c.flags.c_contiguous) for c in columns)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """:func:`_planned_native`'s columns and figures, those of :func:`_planned` and what the steps
+    after it read besides."""
+
+    left: np.ndarray  # per row: its segment's length less its removal (the time left in it)
+    planned: np.ndarray
+    removal: np.ndarray
+    profiler: np.ndarray
+    per_class: np.ndarray
+    excl: np.ndarray  # per instance: its time on the main thread (Timeline.instance_time)
+    # whether every ``left`` is a number not below +0: np.minimum(0, left) is then 0 at every row, and
+    # the flushes' stall is 0 off the rows that meet a flush (:func:`_stall_taken`)
+    regular: bool
 
 
 def _planned_native(
@@ -819,11 +861,14 @@ def _planned_native(
     on_writer: np.ndarray,
     mem: np.ndarray | None,
     mods: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_planned` in one pass over the rows (residual.c's residual_planned)."""
+) -> _Plan | None:
+    """:func:`_planned` in one pass over the rows (residual.c's residual_planned), with the time left
+    per segment in place of the segments' lengths (a column fewer: each is read where it is needed)
+    and the main thread's time per instance (flush_stall.measure's) read on the way. None where the
+    numpy loops must run."""
     fn = native.function("residual_planned", *_PLANNED_ARGS, restype=native.N)
     if fn is None or not _native_columns(tl) or not _doubles(mem, mods):
-        return _planned(tl, costs, last, on_writer, mem, mods)
+        return None
     n = len(tl.ts)
     before_of, after_of = _cost_tables(costs)
     # the boundaries' own costs, read as they are kept (RowValues: at some rows, or at every row)
@@ -833,11 +878,13 @@ def _planned_native(
         cost_values, every_row = tl.cost.values, tl.cost.at_rows is None
         cost_rows = none if every_row else tl.cost.at_rows
     if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
-        return _planned(tl, costs, last, on_writer, mem, mods)
-    dur, planned, removal = np.empty(n), np.empty(n), np.empty(n)
+        return None
+    planned, removal, left = np.empty(n), np.empty(n), np.empty(n)
     profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
     over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
+    main, n_inst = tl.main_rows(), len(tl.inst_name)
+    excl, irregular = np.zeros(n_inst), np.zeros(1, np.int64)
     over = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
@@ -847,11 +894,15 @@ def _planned_native(
         len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
         n if mem is not None else 0, mem if mem is not None else np.zeros(0),
         n if mods is not None else 0, mods if mods is not None else np.zeros(0),
-        dur, planned, removal, profiler, per_class, len(over_rows), over_rows,
+        main.start, main.stop, tl.op, n_inst, excl,
+        planned, removal, left, profiler, per_class, len(over_rows), over_rows, irregular,
     )  # fmt: skip
+    regular = int(irregular[0]) == 0
     if over:
-        _move_excess(planned, dur, last, removal, over_rows[:over] if over <= len(over_rows) else None)
-    return dur, planned, removal, profiler, per_class
+        rows = over_rows[:over] if over <= len(over_rows) else None
+        moved = left[_move_excess(planned, tl, last, removal, rows, left=left)]
+        regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
+    return _Plan(left, planned, removal, profiler, per_class, excl, regular)
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -863,58 +914,85 @@ def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
 
 def _sums_off(
     profiler: np.ndarray,
-    dur: np.ndarray,
+    prof_rows: np.ndarray,
+    prof_dur: np.ndarray,
     mem: np.ndarray | None,
     mods: np.ndarray | None,
     scratch: np.ndarray,
 ) -> tuple[float, float, float]:
-    """The periodic work's time (``dur`` summed at ``profiler`` rows), and ``mem`` and ``mods`` summed
-    off them (0 where None), each as numpy sums the masked column (pairwise). ``scratch``: a column
-    of every row that is not needed after, to hold what is summed instead of a new one."""
-    where = native.function("residual_where", native.N, native.BOOL, native.F64, native.F64)
+    """The periodic work's time (the segments' lengths ``prof_dur`` at its rows ``prof_rows``, the
+    ``profiler`` ones, summed as numpy sums np.where(profiler, dur, 0.0): pairwise over a column of
+    every row), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked column).
+    ``scratch``: a column of every row that is not needed after, to hold what is summed instead of a
+    new one; left all 0 (the flushes' stall is written over it)."""
     unmasked = native.function(
         "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
     )
-    if where is None or unmasked is None or not _doubles(dur, mem, mods, scratch):
-        profiler_ns = np.where(profiler, dur, 0.0).sum()
-        mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
-        mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
-        return profiler_ns, mem_total, mods_total
-    n = len(dur)
-    where(n, profiler, dur, scratch)
-    profiler_ns = scratch.sum()
+    n = len(scratch)
     totals = []
     for col in (mem, mods):
-        totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()) if col is not None else 0.0)
+        if col is None:
+            totals.append(0.0)
+        elif unmasked is None or not _doubles(col, scratch):
+            totals.append(float(col[~profiler].sum()))
+        else:
+            totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()))
+    # np.where(profiler, dur, 0.0) without the lengths of every row: zeros, and the few rows' own
+    scratch.fill(0.0)
+    scratch[prof_rows] = prof_dur
+    profiler_ns = scratch.sum()
+    scratch[prof_rows] = 0.0
     return profiler_ns, totals[0], totals[1]
 
 
 def _stall_taken(
-    tl: Timeline, dur: np.ndarray, removal: np.ndarray, bound: np.ndarray, on_writer: np.ndarray
-) -> tuple[np.ndarray, dict[str, Any] | None, float]:
-    """(the time left per segment, the stall share's evidence, the writer's seconds removed):
-    ``removal`` taken from ``dur`` (in ``removal``'s memory), then the flushes' stall: their ``bound``
-    (:func:`_flush_stall`) within what is left, off the writer's threads, times the share
-    flush_stall.measure finds (None where no bound is left)."""
-    bounded = native.function(
-        "residual_bounded", native.N, native.F64, native.F64, native.F64, native.BOOL, restype=native.N
-    )
-    take = native.function("residual_take_bound", native.N, native.F64, native.F64, native.DOUBLE)
-    if bounded is None or take is None:
-        left = np.subtract(dur, removal, out=removal)
+    tl: Timeline,
+    left: np.ndarray,
+    bound: np.ndarray,
+    on_writer: np.ndarray,
+    per_event_ns: float,
+    plan: _Plan | None,
+) -> tuple[dict[str, Any] | None, float]:
+    """(the stall share's evidence, the writer's seconds removed): the flushes' stall taken from the
+    time ``left`` per segment (in place): their bound (:func:`_flush_stall_rows`) within what is left,
+    off the writer's threads, times the share flush_stall.measure finds (None where no bound is left).
+    ``bound``: a column of every row, all 0, that takes the stall (numpy sums it). ``plan``: the C
+    loops' (:func:`_planned_native`), where they ran: the stall is then worked out at the rows that
+    meet a flush only, where it is not 0 (a ``regular`` plan: np.minimum(0, left) is 0 elsewhere)."""
+    rows, stall = _flush_stall_rows(tl, per_event_ns)
+    if plan is None or not plan.regular:  # the columns of every row
+        bound[rows] = stall
         np.minimum(bound, left, out=bound)
         bound[on_writer] = 0.0  # the flush itself, not a stall of the job
-        stall = flush_stall.measure(tl, bound) if bound.any() else None
-        if stall is not None:
-            bound *= stall.share
-        writer_ns = float(bound.sum()) if stall is not None else 0.0
+        measured = flush_stall.measure(tl, bound) if bound.any() else None
+        if measured is not None:
+            bound *= measured.share
+        writer_ns = float(bound.sum()) if measured is not None else 0.0
         left -= bound
-    else:  # the same in two passes (residual.c)
-        left = removal
-        stall = flush_stall.measure(tl, bound) if bounded(len(dur), dur, removal, bound, on_writer) else None
-        take(len(dur), left, bound, stall.share if stall is not None else 1.0)  # 1: the zeros as they are
-        writer_ns = float(bound.sum()) if stall is not None else 0.0
-    return left, stall.as_dict() if stall is not None else None, writer_ns / 1e9
+        return measured.as_dict() if measured is not None else None, writer_ns / 1e9
+    stall = np.minimum(stall, left[rows])
+    stall[on_writer[rows]] = 0.0
+    bound[rows] = stall
+    measured = flush_stall.measure(tl, bound, rows, plan.excl) if stall.any() else None
+    if measured is None:
+        return None, 0.0
+    stall *= measured.share
+    bound[rows] = stall
+    left[rows] -= stall  # less 0 elsewhere: as it is
+    return measured.as_dict(), float(bound.sum()) / 1e9
+
+
+def _ratio(tl: Timeline, new_dur: np.ndarray, dur: np.ndarray | None = None) -> np.ndarray:
+    """Per row: its new duration over its segment's length (1 where that is 0): what
+    :meth:`Correction.remap` moves launches by. ``dur``: the lengths, where the caller has them."""
+    fn = native.function("residual_ratio", native.N, native.I64, native.I64, native.F64, native.F64)
+    n = len(new_dur)
+    if fn is not None and _doubles(new_dur) and tl.ts.dtype == np.int64 and tl.seg_end.dtype == np.int64:
+        ratio = np.empty(n)
+        fn(n, tl.ts, tl.seg_end, new_dur, ratio)
+        return ratio
+    dur = tl.float_duration() if dur is None else dur
+    return np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
 
 
 def correct_timeline(
@@ -937,32 +1015,45 @@ def correct_timeline(
     mods = modules if modules is not None and len(modules) == n else None
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     on_writer = tl.on_threads(np.unique(tl.thread[_flush_marks(tl)]))
-    dur, planned, removal, profiler, per_class = _planned_native(tl, costs, last, on_writer, mem, mods)
+    plan = _planned_native(tl, costs, last, on_writer, mem, mods)
+    dur = None
+    if plan is not None:
+        planned, removal, profiler, per_class = plan.planned, plan.removal, plan.profiler, plan.per_class
+        left = plan.left
+    else:
+        dur, planned, removal, profiler, per_class = _planned(tl, costs, last, on_writer, mem, mods)
     planned_sum, removal_sum = planned.sum(), removal.sum()
-    profiler_ns, mem_total, mods_total = _sums_off(profiler, dur, mem, mods, scratch=planned)
-    del mem, mods
+    if plan is None:
+        left = np.subtract(dur, removal, out=removal)  # ``removal`` is not needed after its sum
+    prof_rows = np.flatnonzero(profiler)
+    prof_dur = tl.float_duration(prof_rows)
+    profiler_ns, mem_total, mods_total = _sums_off(profiler, prof_rows, prof_dur, mem, mods, scratch=planned)
+    del mem, mods, profiler
     placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
-    bound = _flush_stall(tl, costs.writer_per_event, out=planned)  # ``planned`` is not needed after
+    bound = planned  # all 0 (_sums_off): ``planned`` is not needed after
     del planned
-    left, stall_info, writer_s = _stall_taken(tl, dur, removal, bound, on_writer)
+    stall_info, writer_s = _stall_taken(tl, left, bound, on_writer, costs.writer_per_event, plan)
     del on_writer
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
-    main_left = float(left[tl.main_rows()].sum())
     background_ns = costs.nvml_per_sample * nvml_samples
-    share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
+    share = 0.0
+    if background_ns != 0 or math.copysign(1.0, background_ns) < 0:  # else 0 over any main thread's time
+        main_left = float(left[tl.main_rows()].sum())
+        share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
     nvml_s = float((left * share).sum()) / 1e9 if share else 0.0
     new_dur = left
     if share:
         new_dur *= 1.0 - share
-    periodic_s = float(dur[profiler].sum()) / 1e9 if profiler.any() else None
-    ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0) if keep_ratio else None
-    del profiler
-
-    corrected = rebuild(tl, new_dur, last, spare=(dur, bound))  # their memory holds the new times
-    del dur, bound
+    periodic_s = float(prof_dur.sum()) / 1e9 if len(prof_rows) else None
+    ratio = _ratio(tl, new_dur, dur) if keep_ratio else None
+    # their memory holds the new times: the lengths (numpy's) or the removal (the C loops'), the bound
+    spare = (dur if dur is not None else removal, bound)
+    del dur, removal, bound, plan
+    corrected = rebuild(tl, new_dur, last, spare=spare)
+    del spare
 
     removed: dict[str, float] = {}
     wanted = float(per_class[1:].sum()) + mem_total + mods_total
