@@ -502,3 +502,17 @@ def test_remap_without_rows_of_the_main_thread_leaves_unknown_threads_as_they_ar
     assert unknown.any() and np.array_equal(got[unknown], t[unknown])
     known = ~unknown & (t > tl.ts[0])
     assert known.any() and not np.array_equal(got[known], t[known])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_the_rows_each_flush_converts_are_numpys(threads, monkeypatch):
+    """flush_intervals' recorded rows counted between the flushes' starts on each thread, in one
+    pass over the kinds: numpy's counts, flushes before a thread's first row and after its last
+    included."""
+    rng = np.random.default_rng(threads)
+    tl = _timeline(rng, threads=threads, rows=3000)
+    tl.kind[rng.random(len(tl.kind)) < 0.05] = -3  # bytes outside the kinds: read from the end
+    want, got = _both(monkeypatch, lambda: residual.flush_intervals(tl))
+    assert _same(want, got)
+    if threads > 1:
+        assert len(want[0]) > 3 and want[2].sum() > 0

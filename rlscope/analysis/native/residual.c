@@ -154,6 +154,19 @@ void residual_ratio(int64_t n, const int64_t *ts, const int64_t *seg_end, const 
     }
 }
 
+/* residual.flush_intervals' counts over one thread's rows from ``a``: counts[k] = the rows of
+ * [edges[k - 1], edges[k]) (edges[-1] being a; m edges, sorted) whose kind is among the table's (a
+ * byte's entry, a negative one from the end), as np.count_nonzero(kinds_among(kind, ...)[p:q]). */
+void residual_count_kinds(int64_t a, int64_t m, const int64_t *edges, const int8_t *kind, const uint8_t *table,
+                          int64_t *counts) {
+    int64_t i = a;
+    for (int64_t k = 0; k < m; ++k) {
+        int64_t c = 0;
+        for (; i < edges[k]; ++i) c += table[(uint8_t)kind[i]];
+        counts[k] = c;
+    }
+}
+
 /* ``values[~mask]`` written to the front of ``out``; returns their count (numpy then sums them). */
 int64_t residual_unmasked(int64_t n, const double *values, const uint8_t *mask, double *out) {
     int64_t m = 0;

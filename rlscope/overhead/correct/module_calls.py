@@ -121,10 +121,15 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     if costed == 0:
         return none
     has_python, total = _totals(python_sum[:-1], all_sum[:-1])
-    out = np.zeros(len(tl.ts))
+    # every row of the costed threads is written: zeros only between them (no pass of zeros first)
+    out = np.empty(len(tl.ts))
+    end = 0
     for a, b, table in threads:
+        out[end:a] = 0.0
         args = (tl.op, tl.ts, tl.seg_end, tl.cat, _NOT_PYTHON_BYTES)
         spread(a, b, *args, has_python, total, table, len(table), out)
+        end = b
+    out[end:] = 0.0
     return out
 
 

@@ -332,6 +332,11 @@ _KIND_OPENS = np.zeros(S.COMPILE_END + 1, bool)
 _KIND_OPENS[[S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
 
 
+# the kinds written to the trace, as a table of every byte (a negative one from the end) for the C loops
+_WRITTEN_BYTES = np.zeros(256, bool)
+_WRITTEN_BYTES[list(S.WRITTEN_KINDS)] = True
+
+
 def event_classes(tl: Timeline) -> np.ndarray:
     """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
     cls = take(_KIND_CLASS, tl.kind)  # a lookup per row; the category rows (few) then read their category
@@ -475,14 +480,22 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     start, end, cpu = start[order], end[order], cpu[order]
     # each flush converts every row recorded before it started that an earlier flush did not: the
     # recorded rows before each start, counted per thread (whose rows are in time order), no sort
-    recorded = kinds_among(tl.kind, S.WRITTEN_KINDS)
+    count = native.function(
+        "residual_count_kinds", native.N, native.N, native.I64, native.I8, native.BOOL, native.I64
+    )
+    native_kinds = count is not None and tl.kind.dtype == np.int8
+    recorded = None if native_kinds else kinds_among(tl.kind, S.WRITTEN_KINDS)
     upto = np.zeros(len(start), np.int64)
     bounds = tl.thread_starts()
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         # the thread's rows before each start (sorted), and the recorded ones among them counted
         # from one start's to the next: no copy of the recorded rows' times
-        edges = (np.searchsorted(tl.ts[a:b], start, side="left") + a).tolist()
-        counts = [np.count_nonzero(recorded[p:q]) for p, q in itertools.pairwise([a, *edges])]
+        edges = np.searchsorted(tl.ts[a:b], start, side="left") + a
+        if recorded is None:  # in one pass over the thread's kinds, no column of every row (residual.c)
+            counts = np.empty(len(edges), np.int64)
+            count(a, len(edges), edges.astype(np.int64), tl.kind, _WRITTEN_BYTES, counts)
+        else:
+            counts = [np.count_nonzero(recorded[p:q]) for p, q in itertools.pairwise([a, *edges.tolist()])]
         upto += np.cumsum(np.array(counts, np.int64))
     converted = np.diff(np.concatenate([[0], upto]))
     return start, end, converted, cpu
