@@ -516,3 +516,41 @@ def test_the_rows_each_flush_converts_are_numpys(threads, monkeypatch):
     assert _same(want, got)
     if threads > 1:
         assert len(want[0]) > 3 and want[2].sum() > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("rlscope_rows", [False, True])
+def test_the_module_calls_spread_row_by_row_give_the_columns_bits(seed, rlscope_rows, monkeypatch):
+    """correct_timeline with the module calls' cost worked out row by row in residual_planned's pass
+    (a module_calls.Spread) gives what numpy gives with its column, the periodic work's rows among
+    them or not; Spread.any is the column's."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=4, rows=3000)
+    if not rlscope_rows:
+        tl.cat[tl.cat == categories.PROFILER] = categories.PYTHON
+    costs = _costs(rng, 3.0)
+    names = ["inference", "backprop", "other"]
+    mean = {(100, "inference"): 3.0, (102, "backprop"): 1.5, (103, "inference"): 0.5, (100, "nowhere"): 2.0}
+    if seed == 3:  # the main thread's calls only
+        mean = {(100, "other"): 2.0}
+    monkeypatch.setattr(module_calls, "calls_per_instance", lambda proc, tl: mean)
+    proc = SimpleNamespace(names=names)
+    spread = module_calls.spread(proc, tl, 700.0)
+    column = module_calls.planned(proc, tl, 700.0)
+    assert isinstance(spread, module_calls.Spread) and column.any() and spread.any()
+    assert _same(spread.column(tl), column)
+    monkeypatch.setenv(native.ENV, "0")
+    want = residual.correct_timeline(tl, costs, 5, None, column)
+    monkeypatch.setenv(native.ENV, "1")
+    got = residual.correct_timeline(tl, costs, 5, None, spread)
+    assert _same_correction(want, got) and "module_call" in got.removed_s
+    assert _same_correction(want, residual.correct_timeline(tl, costs, 5, None, column))
+    tl.id = tl.id.astype(np.int64)  # the numpy loops, with the spread made a column
+    assert _same_correction(want, residual.correct_timeline(tl, costs, 5, None, spread))
+
+
+def test_a_spread_without_cost_is_none():
+    tl = _timeline(np.random.default_rng(1))
+    total = np.zeros(len(tl.inst_name) + 1)
+    spread = module_calls.Spread([(0, 10, total.copy())], np.zeros(len(total), bool), total)
+    assert not spread.any() and not spread.column(tl).any()

@@ -15,6 +15,8 @@ static inline int64_t rint_i64(double x) {
     return (int64_t)(x >= 0 ? (x + whole) - whole : (x - whole) + whole);
 }
 
+static inline int64_t wrap(int64_t i, int64_t len) { return i < 0 ? i + len : i; }
+
 /* np.minimum of two doubles: NaN when either is, else the smaller (the second when they are equal) */
 static inline double min_nan(double a, double b) { return (a < b || isnan(a)) ? a : b; }
 
@@ -75,14 +77,17 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
 /* residual.correct_timeline's planned removal, up to _place's first step, in one pass (residual._planned,
  * and the figures the steps after it read, residual._planned_native):
  * ``planned[i]`` = row i's cost after its timestamp, plus the next row's before it where that row is on
- * the same thread, plus ``mem[i]`` and ``mods[i]`` where given (n_mem, n_mods = n), in that order; the
- * whole segment (its length d, Timeline.float_duration) for a ``profiler`` row (the ``rlscope``
+ * the same thread, plus ``mem[i]`` and ``mods[i]`` where given (n_mem, n_mods = n; or each row's
+ * module-call cost worked out as residual_module_spread does, from the n_spans costed threads' rows
+ * [span_a[s], span_b[s]) (sorted), each with its table of ``len`` entries in ``tables``, 0 off them),
+ * in that order; the whole segment (its length d, Timeline.float_duration) for a ``profiler`` row (the ``rlscope``
  * category off the writer's threads, written here); ``removal`` = np.minimum(planned, d); ``left`` =
  * d - removal; ``per_class``: np.bincount(cls, weights=before + after) over the paying rows; ``excl``:
  * Timeline.instance_time over the main thread's rows [main_start, main_stop) (each instance's segments
  * summed as whole ns, a run of rows of one instance at a time; op outside 0 to n_inst - 1: none).
  * ``irregular[0]`` gets the number of rows whose ``left`` is NaN or carries a sign bit (where
- * np.minimum(0, left) is not +0). Returns the number of rows whose planned removal does not fit (not
+ * np.minimum(0, left) is not +0). With n_spans, ``kept`` gets the module-call costs of the rows that
+ * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``. Returns the number of rows whose planned removal does not fit (not
  * planned <= d): _place's neighbours; the first ``cap`` of them go to ``over_rows`` (np.flatnonzero's,
  * without a pass of its own). */
 int64_t residual_planned(
@@ -93,13 +98,15 @@ int64_t residual_planned(
     int64_t profiler_cat, int64_t forced_flag, const double *before_of, const double *after_of,
     const uint8_t *pays, int64_t n_cost, int64_t every_row, const int64_t *cost_rows,
     const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
-    const double *mem, int64_t n_mods, const double *mods, int64_t main_start, int64_t main_stop,
+    const double *mem, int64_t n_mods, const double *mods, int64_t n_spans, const int64_t *span_a,
+    const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
+    const uint8_t *not_python, double *kept, int64_t main_start, int64_t main_stop,
     const int32_t *op, int64_t n_inst, double *excl, double *planned, double *removal, double *left,
     uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows, int64_t *irregular) {
     RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
                   category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
                   after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
-    int64_t j = 0, over = 0, odd = 0, cur = -1, run_ns = 0;
+    int64_t j = 0, over = 0, odd = 0, cur = -1, run_ns = 0, s = 0, n_kept = 0;
     double b0 = 0.0, a0 = 0.0, b1 = 0.0, a1 = 0.0;
     int cls0 = 0, cls1 = 0, run_cls = 0;
     double run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
@@ -113,10 +120,23 @@ int64_t residual_planned(
         double p = pay0 ? a0 : 0.0;
         if (i + 1 < n && pay1 && !last[i]) p += b1;
         if (n_mem == n) p += mem[i];
-        if (n_mods == n) p += mods[i];
         int64_t di = seg_end[i] - ts[i];
         double d = (double)di;
         uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
+        if (n_mods == n) p += mods[i];
+        if (n_spans) { /* residual_module_spread's figure, 0 off the costed threads' rows */
+            double w = 0.0;
+            while (s < n_spans && span_b[s] <= i) ++s;
+            if (s < n_spans && span_a[s] <= i) {
+                int64_t o = wrap(op[i], len);
+                w = d * (double)(!not_python[(uint8_t)cat[i]] || !has_python[o]);
+                double t = total[o];
+                w = t > 0 ? w / t : 0.0;
+                w *= tables[s * len + o];
+            }
+            p += w;
+            if (!prof) kept[n_kept++] = w;
+        }
         if (prof) p = d;
         double r = min_nan(p, d), l = d - r;
         planned[i] = p;
@@ -142,6 +162,7 @@ int64_t residual_planned(
     if (cur >= 0) excl[cur] += (double)run_ns;
     per_class[run_cls] = run;
     irregular[0] = odd;
+    irregular[1] = n_kept;
     return over;
 }
 
@@ -226,8 +247,6 @@ void residual_scale(int64_t n, const int64_t *ts, const int64_t *seg_end, double
         if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
     }
 }
-
-static inline int64_t wrap(int64_t i, int64_t len) { return i < 0 ? i + len : i; }
 
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed
  * instance (table[op] > 0, op -1 reading the last entry), their segment's length added to

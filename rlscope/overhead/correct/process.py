@@ -75,7 +75,9 @@ def correct_process(
         )
         used = residual.at_run_speed(used, run_ref_ns)
         mem_times, mem_notes = residual.memory_times(proc, used)
-        mods = module_calls.planned(proc, tl, used.module_call_ns)
+        mods = module_calls.spread(
+            proc, tl, used.module_call_ns
+        )  # a column, or what spreads it over the rows
         if mods.any() and module_calls.ENTRY not in used.used:
             mem_notes.append(
                 f"{module_calls.ENTRY} not calibrated on this machine: the automatic operations' module"

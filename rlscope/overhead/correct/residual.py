@@ -828,6 +828,7 @@ _PLANNED_ARGS = (
     native.N, native.N, native.I64, native.I64, native.F64, native.F64,
     native.N, native.F64,
     native.N, native.F64,
+    native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL, native.F64,
     native.N, native.N, native.I32, native.N, native.F64,
     native.F64, native.F64, native.F64, native.BOOL, native.F64,
     native.N, native.I64, native.I64,
@@ -865,6 +866,9 @@ class _Plan:
     # whether every ``left`` is a number not below +0: np.minimum(0, left) is then 0 at every row, and
     # the flushes' stall is 0 off the rows that meet a flush (:func:`_stall_taken`)
     regular: bool
+    # the module calls' cost of the rows that are not rlscope's periodic work (mods[~profiler]), where
+    # it was worked out row by row (a module_calls.Spread); None: given as a column
+    kept: np.ndarray | None = None
 
 
 def _planned_native(
@@ -873,14 +877,16 @@ def _planned_native(
     last: np.ndarray,
     on_writer: np.ndarray,
     mem: np.ndarray | None,
-    mods: np.ndarray | None,
+    mods: np.ndarray | module_calls.Spread | None,
 ) -> _Plan | None:
     """:func:`_planned` in one pass over the rows (residual.c's residual_planned), with the time left
     per segment in place of the segments' lengths (a column fewer: each is read where it is needed)
-    and the main thread's time per instance (flush_stall.measure's) read on the way. None where the
-    numpy loops must run."""
+    and the main thread's time per instance (flush_stall.measure's) read on the way. ``mods``: a
+    column, or what spreads the module calls' cost (module_calls.Spread), read row by row (no column
+    of it). None where the numpy loops must run."""
     fn = native.function("residual_planned", *_PLANNED_ARGS, restype=native.N)
-    if fn is None or not _native_columns(tl) or not _doubles(mem, mods):
+    spread = mods if isinstance(mods, module_calls.Spread) else None
+    if fn is None or not _native_columns(tl) or not _doubles(mem, None if spread else mods):
         return None
     n = len(tl.ts)
     before_of, after_of = _cost_tables(costs)
@@ -897,7 +903,13 @@ def _planned_native(
     over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
     main, n_inst = tl.main_rows(), len(tl.inst_name)
-    excl, irregular = np.zeros(n_inst), np.zeros(1, np.int64)
+    excl, counts = np.zeros(n_inst), np.zeros(2, np.int64)  # the irregular rows, the module costs kept
+    none_f, none_b = np.zeros(0), np.zeros(0, bool)
+    span_a = span_b = none
+    tables, has_python, total, kept = none_f, none_b, none_f, None
+    if spread is not None:
+        span_a, span_b, tables = spread.tables()
+        has_python, total, kept = spread.has_python, spread.total, np.empty(n)
     over = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
@@ -906,16 +918,19 @@ def _planned_native(
         before_of, after_of, (before_of != 0) | (after_of != 0),
         len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
         n if mem is not None else 0, mem if mem is not None else np.zeros(0),
-        n if mods is not None else 0, mods if mods is not None else np.zeros(0),
+        n if mods is not None and spread is None else 0, none_f if mods is None or spread else mods,
+        len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
+        kept if kept is not None else none_f,
         main.start, main.stop, tl.op, n_inst, excl,
-        planned, removal, left, profiler, per_class, len(over_rows), over_rows, irregular,
+        planned, removal, left, profiler, per_class, len(over_rows), over_rows, counts,
     )  # fmt: skip
-    regular = int(irregular[0]) == 0
+    regular = int(counts[0]) == 0
     if over:
         rows = over_rows[:over] if over <= len(over_rows) else None
         moved = left[_move_excess(planned, tl, last, removal, rows, left=left)]
         regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
-    return _Plan(left, planned, removal, profiler, per_class, excl, regular)
+    kept = kept[: int(counts[1])] if kept is not None else None
+    return _Plan(left, planned, removal, profiler, per_class, excl, regular, kept)
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -1013,19 +1028,20 @@ def correct_timeline(
     costs: EventCosts,
     nvml_samples: int = 0,
     memory: np.ndarray | None = None,
-    modules: np.ndarray | None = None,
+    modules: np.ndarray | module_calls.Spread | None = None,
     keep_ratio: bool = True,
 ) -> Correction:
     """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
     ``memory``: times of the recorded GPU allocator events (:func:`memory_times`); ``modules``: per
-    row, the automatic operations' module-call cost in its segment (module_calls.planned; empty: none).
+    row, the automatic operations' module-call cost in its segment (module_calls.planned; empty: none),
+    or what spreads it over the rows (module_calls.spread's).
     ``keep_ratio``: keep each row's ratio of durations (``Correction.remap``: GPU launches to move)."""
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     last = thread_last(tl)
     mem = _memory_planned(tl, memory, costs.memory_per_event)
-    mods = modules if modules is not None and len(modules) == n else None
+    mods = None if isinstance(modules, np.ndarray) and len(modules) != n else modules  # empty: none
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     on_writer = tl.on_threads(np.unique(tl.thread[_flush_marks(tl)]))
     plan = _planned_native(tl, costs, last, on_writer, mem, mods)
@@ -1034,14 +1050,23 @@ def correct_timeline(
         planned, removal, profiler, per_class = plan.planned, plan.removal, plan.profiler, plan.per_class
         left = plan.left
     else:
+        if isinstance(mods, module_calls.Spread):
+            mods = mods.column(tl)
         dur, planned, removal, profiler, per_class = _planned(tl, costs, last, on_writer, mem, mods)
     planned_sum, removal_sum = planned.sum(), removal.sum()
     if plan is None:
         left = np.subtract(dur, removal, out=removal)  # ``removal`` is not needed after its sum
     prof_rows = np.flatnonzero(profiler)
     prof_dur = tl.float_duration(prof_rows)
-    profiler_ns, mem_total, mods_total = _sums_off(profiler, prof_rows, prof_dur, mem, mods, scratch=planned)
-    del mem, mods, profiler
+    kept = plan.kept if plan is not None else None  # mods[~profiler], worked out row by row
+    mods_col = None if kept is not None else mods
+    profiler_ns, mem_total, mods_total = _sums_off(
+        profiler, prof_rows, prof_dur, mem, mods_col, scratch=planned
+    )
+    if kept is not None:
+        mods_total = float(kept.sum())
+        plan.kept = None
+    del mem, mods, mods_col, kept, profiler
     placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
