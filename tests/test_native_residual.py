@@ -554,3 +554,24 @@ def test_a_spread_without_cost_is_none():
     total = np.zeros(len(tl.inst_name) + 1)
     spread = module_calls.Spread([(0, 10, total.copy())], np.zeros(len(total), bool), total)
     assert not spread.any() and not spread.column(tl).any()
+
+
+@pytest.mark.parametrize("main", [100, 102, 103, 999])
+@pytest.mark.parametrize("keep_ratio", [True, False])
+def test_correct_windows_scales_in_the_rebuilds_pass_as_numpy_does(main, keep_ratio, monkeypatch):
+    """correct_windows' new durations worked out in the rebuild's own pass (the lengths times the
+    factors, the time gone, the ratios), its factors' memory taking the new starts: numpy's bits,
+    with the main thread first, in the middle, last or absent (the sums before it from the factors).
+    Segments of seconds: the running sums are large enough that their rounding shows in the times."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=2000), main_thread=main)
+    t0 = tl.start_ns
+    for k in ("ts", "seg_end"):
+        setattr(tl, k, t0 + (getattr(tl, k) - t0) * 1_000_003)
+    tl.end_ns = t0 + (tl.end_ns - t0) * 1_000_003
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    factor[rng.random(len(tl.ts)) < 0.2] = 1.0
+    factor[::97] = 0.0
+    want, got = _both(monkeypatch, lambda: residual.correct_windows(tl, factor.copy(), keep_ratio))
+    assert _same_correction(want, got) and got.removed_s
+    assert (got.ratio is not None) == keep_ratio

@@ -196,56 +196,70 @@ int64_t residual_unmasked(int64_t n, const double *values, const uint8_t *mask, 
     return m;
 }
 
-/* The running sum of ``x`` (np.cumsum's: one addition after another, from x[0]) before each of
- * ``rows`` (m of them, sorted): out[k] = np.cumsum(x)[rows[k] - 1], 0 for row 0. */
-void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out) {
+/* A row's new duration in residual_rebuild's and residual_sums_before's passes: ``x[i]``, or where
+ * ``scaled`` (residual.correct_windows') its segment's length d = old_end[i] - old_ts[i] times x[i]
+ * (its window factor), as residual_scale works it out. */
+static inline double new_duration(const double *x, int64_t scaled, const int64_t *old_ts, const int64_t *old_end,
+                                  int64_t i) {
+    return scaled ? (double)(old_end[i] - old_ts[i]) * x[i] : x[i];
+}
+
+/* The running sum of the new durations (np.cumsum's: one addition after another, from row 0; ``x``,
+ * or the lengths times ``x`` where ``scaled``: new_duration) before each of ``rows`` (m of them,
+ * sorted): out[k] = np.cumsum(new)[rows[k] - 1], 0 for row 0. */
+void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out, int64_t scaled,
+                          const int64_t *old_ts, const int64_t *old_end) {
     double s = 0.0;
     int64_t i = 0;
     for (int64_t k = 0; k < m; ++k) {
-        for (; i < rows[k]; ++i) s = i == 0 ? x[0] : s + x[i];
+        for (; i < rows[k]; ++i) {
+            double v = new_duration(x, scaled, old_ts, old_end, i);
+            s = i == 0 ? v : s + v;
+        }
         out[k] = s;
     }
 }
 
 /* residual.rebuild's per-thread pass over threads k0 to k1 - 1 of n_threads: thread k's rows
  * [first[k], first[k + 1]) start at rel0[k] plus the sum of the thread's new durations before each
- * row, read off the running sum of ``new_dur`` over every row (np.cumsum's, kept as it goes on from
- * ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each row's
- * start and end, rounded (np.rint), plus ``start_ns``. On the way, ``sums`` gets the running sum
- * before each of ``rows`` (m of them, sorted, among these threads' rows): residual_sums_before's
- * figures, without a pass of their own. Returns the running sum after these threads' rows. */
+ * row (``new_dur``, or where ``scaled`` the segments' lengths in ``old_ts``, ``old_end`` times it:
+ * new_duration), read off the running sum of them over every row (np.cumsum's, kept as it goes on
+ * from ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each
+ * row's start and end, rounded (np.rint), plus ``start_ns``. Where ``scaled`` (residual.correct_windows,
+ * its residual_scale in this pass), ``gone[i]`` gets length - new and, where ``keep_ratio``,
+ * ``ratio[i]`` new / length (1 where the length is 0); ``ts`` may then be ``new_dur``'s own memory
+ * (each row's factor is read before its start is written there). On the way, ``sums`` gets the
+ * running sum before each of ``rows`` (m of them, sorted, among these threads' rows):
+ * residual_sums_before's figures, without a pass of their own. Returns the running sum after these
+ * threads' rows. */
 double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
                         const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
-                        double before, int64_t m, const int64_t *rows, double *sums) {
+                        double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
+                        const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
+                        double *ratio) {
     int64_t j = 0;
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
         for (int64_t i = a; i < b; ++i) {
             while (j < m && rows[j] == i) sums[j++] = before;
-            double after = i == 0 ? new_dur[0] : before + new_dur[i];
+            double nd = new_dur[i];
+            if (scaled) {
+                double d = (double)(old_end[i] - old_ts[i]);
+                nd = d * nd;
+                gone[i] = d - nd;
+                if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
+            }
+            double after = i == 0 ? nd : before + nd;
             double t = before - base;
             t += start;
-            double e = t + new_dur[i];
+            double e = t + nd;
             ts[i] = rint_i64(t) + start_ns;
             seg_end[i] = rint_i64(e) + start_ns;
             before = after;
         }
     }
     return before;
-}
-
-/* residual.correct_windows' durations: ``factor`` becomes the new ones (dur * factor), ``gone`` gets
- * dur - new (for numpy's sum) and, where ``keep_ratio``, ``ratio`` new / dur (1 where dur is 0). */
-void residual_scale(int64_t n, const int64_t *ts, const int64_t *seg_end, double *factor, double *gone,
-                    int64_t keep_ratio, double *ratio) {
-    for (int64_t i = 0; i < n; ++i) {
-        double d = (double)(seg_end[i] - ts[i]);
-        double nd = d * factor[i];
-        factor[i] = nd;
-        gone[i] = d - nd;
-        if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
-    }
 }
 
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed

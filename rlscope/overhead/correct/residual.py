@@ -584,25 +584,64 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(length.sum())) + np.repeat(shift, length)
 
 
+@dataclasses.dataclass
+class _Scaled:
+    """:func:`rebuild`'s new durations as each segment's length times its factor (correct_windows'),
+    worked out in its C pass: ``gone`` gets each length less its new one (for numpy to sum), ``ratio``
+    (where not None) new over length (1 where the length is 0)."""
+
+    gone: np.ndarray
+    ratio: np.ndarray | None
+
+
+# residual_rebuild's arguments: (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before,
+# m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio)
+_REBUILD = (
+    native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N,
+    native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64,
+    native.N, native.I64, native.I64, native.F64, native.N, native.F64,
+)  # fmt: skip
+_SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.I64, native.I64)
+
+
+def _rebuild_loops() -> tuple[Any, Any] | None:
+    """rebuild's C loops (residual_rebuild, residual_sums_before), or None where numpy's run."""
+    fill = native.function("residual_rebuild", *_REBUILD, restype=native.DOUBLE)
+    sums_before = native.function("residual_sums_before", *_SUMS_BEFORE)
+    return (fill, sums_before) if fill is not None and sums_before is not None else None
+
+
 def rebuild(
-    tl: Timeline, new_dur: np.ndarray, last: np.ndarray, spare: tuple[np.ndarray, ...] = ()
+    tl: Timeline,
+    new_dur: np.ndarray,
+    last: np.ndarray,
+    spare: tuple[np.ndarray, ...] = (),
+    scaled: _Scaled | None = None,
 ) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
     Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
     each thread's last row (:func:`thread_last`). ``spare``: columns of every row the caller no
-    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`).
+    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`). ``scaled``: the
+    new durations are the segments' lengths times ``new_dur`` (correct_windows' factors), worked out
+    in the C pass that writes the timestamps (:class:`_Scaled`; the C loops only, where
+    :func:`_rebuild_loops` has them): ``new_dur`` may then be among ``spare``, its memory taking the
+    new starts as its factors are read.
     """
     # relative to the session start: float64 stays exact there
     first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
-    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
-    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before, m, rows, sums)
-    args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
-    args += (native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64)
-    fill = native.function("residual_rebuild", *args, restype=native.DOUBLE)
-    sums_before = native.function("residual_sums_before", native.F64, native.N, native.I64, native.F64)
+    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur if scaled is None else np.zeros(0))
+    loops = _rebuild_loops()
+    fill, sums_before = loops if loops is not None else (None, None)
+    f64 = np.zeros(0)
+    gone = scaled.gone if scaled is not None else f64
+    ratio = scaled.ratio if scaled is not None and scaled.ratio is not None else f64
     after = None
-    if fill is None or sums_before is None or not _doubles(new_dur):
+    if scaled is not None:
+        assert loops is not None and _doubles(new_dur, gone, ratio), (
+            "rebuild's scaled durations: C loops only"
+        )
+    elif loops is None or not _doubles(new_dur):
         # the running sum of the new durations over every row (np.cumsum: one addition after
         # another), held in ``seg_end``'s memory until each block of it is written: no column of its own
         after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
@@ -616,7 +655,7 @@ def rebuild(
             return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
         order = np.argsort(rows, kind="stable")
         at, got, out = rows[order].astype(np.int64), np.empty(len(rows)), np.empty(len(rows))
-        sums_before(new_dur, len(at), at, got)
+        sums_before(new_dur, len(at), at, got, scaled is not None, tl.ts, tl.seg_end)
         out[order] = got
         return out
 
@@ -633,6 +672,7 @@ def rebuild(
         end = fill(
             len(ts), new_dur, ts, seg_end, len(first), first64, rel0, tl.start_ns,
             k0, k1, before, len(rows), rows, got,
+            scaled is not None, tl.ts, tl.seg_end, gone, len(ratio) > 0, ratio,
         )  # fmt: skip
         out[order] = got
         return end, out
@@ -651,7 +691,8 @@ def rebuild(
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
         dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
-        m_ratio = np.divide(new_dur[row], dur_row, out=np.ones(len(row)), where=dur_row > 0)
+        new_row = new_dur[row] if scaled is None else dur_row * new_dur[row]  # read before rows are written
+        m_ratio = np.divide(new_row, dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
         asked = np.append(row, m0)  # before each row asked, then before the main thread's first
 
@@ -1118,23 +1159,22 @@ def correct_timeline(
 
 def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -> Correction:
     """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline;
-    ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten with the new durations
-    (the estimate's column, used once: no other column of every row at the rebuild)."""
+    ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten (the estimate's column,
+    used once: its memory takes the new times, no other column of every row at the rebuild)."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    scale = native.function(
-        "residual_scale", native.N, native.I64, native.I64, native.F64, native.F64, native.N, native.F64
-    )
-    if scale is None or not _doubles(factor):
+    n = len(factor)
+    if _rebuild_loops() is not None and _doubles(factor):
+        # the new durations worked out in the rebuild's own pass, the rows' factors read as it goes
+        gone, ratio = np.empty(n), np.empty(n) if keep_ratio else None
+        corrected = rebuild(tl, factor, thread_last(tl), spare=(factor,), scaled=_Scaled(gone, ratio))
+        removed = float(gone.sum()) / 1e9
+    else:
         dur = tl.float_duration()
         new_dur = np.multiply(dur, factor, out=factor)
         ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
         gone = np.subtract(dur, new_dur, out=dur)  # ``dur`` is not needed after
-    else:
-        new_dur, gone = factor, np.empty(len(factor))
-        ratio = np.empty(len(factor)) if keep_ratio else None
-        scale(len(factor), tl.ts, tl.seg_end, factor, gone, keep_ratio, ratio if keep_ratio else np.zeros(0))
-    removed = float(gone.sum()) / 1e9
-    corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
+        removed = float(gone.sum()) / 1e9
+        corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
     del gone
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
