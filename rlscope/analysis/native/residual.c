@@ -227,8 +227,8 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
  * from ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each
  * row's start and end, rounded (np.rint), plus ``start_ns``. Where ``scaled`` (residual.correct_windows,
  * its residual_scale in this pass), ``gone[i]`` gets length - new and, where ``keep_ratio``,
- * ``ratio[i]`` new / length (1 where the length is 0); ``ts`` may then be ``new_dur``'s own memory
- * (each row's factor is read before its start is written there). On the way, ``sums`` gets the
+ * ``ratio[i]`` new / length (1 where the length is 0); ``gone`` may then be ``new_dur`` itself (each
+ * row's factor is read before its time gone is written over it). On the way, ``sums`` gets the
  * running sum before each of ``rows`` (m of them, sorted, among these threads' rows):
  * residual_sums_before's figures, without a pass of their own. Returns the running sum after these
  * threads' rows. */

@@ -587,8 +587,8 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 @dataclasses.dataclass
 class _Scaled:
     """:func:`rebuild`'s new durations as each segment's length times its factor (correct_windows'),
-    worked out in its C pass: ``gone`` gets each length less its new one (for numpy to sum), ``ratio``
-    (where not None) new over length (1 where the length is 0)."""
+    worked out in its C pass: ``gone`` gets each length less its new one (for numpy to sum; it may be
+    the factors' own column), ``ratio`` (where not None) new over length (1 where the length is 0)."""
 
     gone: np.ndarray
     ratio: np.ndarray | None
@@ -625,12 +625,12 @@ def rebuild(
     longer needs, whose memory takes the new timestamps (:func:`_spare_columns`). ``scaled``: the
     new durations are the segments' lengths times ``new_dur`` (correct_windows' factors), worked out
     in the C pass that writes the timestamps (:class:`_Scaled`; the C loops only, where
-    :func:`_rebuild_loops` has them): ``new_dur`` may then be among ``spare``, its memory taking the
-    new starts as its factors are read.
+    :func:`_rebuild_loops` has them): its ``gone`` may then be ``new_dur`` itself, each row's factor
+    read before its time gone is written over it.
     """
     # relative to the session start: float64 stays exact there
     first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
-    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur if scaled is None else np.zeros(0))
+    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
     loops = _rebuild_loops()
     fill, sums_before = loops if loops is not None else (None, None)
     f64 = np.zeros(0)
@@ -940,6 +940,7 @@ def _planned_native(
     if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
         return None
     planned, removal, left = np.empty(n), np.empty(n), np.empty(n)
+    kept = np.empty(n) if spread is not None else None
     profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
     over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
@@ -947,10 +948,10 @@ def _planned_native(
     excl, counts = np.zeros(n_inst), np.zeros(2, np.int64)  # the irregular rows, the module costs kept
     none_f, none_b = np.zeros(0), np.zeros(0, bool)
     span_a = span_b = none
-    tables, has_python, total, kept = none_f, none_b, none_f, None
+    tables, has_python, total = none_f, none_b, none_f
     if spread is not None:
         span_a, span_b, tables = spread.tables()
-        has_python, total, kept = spread.has_python, spread.total, np.empty(n)
+        has_python, total = spread.has_python, spread.total
     over = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
@@ -1160,14 +1161,14 @@ def correct_timeline(
 def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -> Correction:
     """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline;
     ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten (the estimate's column,
-    used once: its memory takes the new times, no other column of every row at the rebuild)."""
+    used once: its memory takes the time gone per row, no other column of every row for it)."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     n = len(factor)
     if _rebuild_loops() is not None and _doubles(factor):
-        # the new durations worked out in the rebuild's own pass, the rows' factors read as it goes
-        gone, ratio = np.empty(n), np.empty(n) if keep_ratio else None
-        corrected = rebuild(tl, factor, thread_last(tl), spare=(factor,), scaled=_Scaled(gone, ratio))
+        # the new durations worked out in the rebuild's own pass, the time gone written over the factors
+        gone, ratio = factor, np.empty(n) if keep_ratio else None
+        corrected = rebuild(tl, factor, thread_last(tl), scaled=_Scaled(gone, ratio))
         removed = float(gone.sum()) / 1e9
     else:
         dur = tl.float_duration()
