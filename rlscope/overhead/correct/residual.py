@@ -927,7 +927,8 @@ def _planned_native(
     of it). None where the numpy loops must run."""
     fn = native.function("residual_planned", *_PLANNED_ARGS, restype=native.N)
     spread = mods if isinstance(mods, module_calls.Spread) else None
-    if fn is None or not _native_columns(tl) or not _doubles(mem, None if spread else mods):
+    column = mods if spread is None else None
+    if fn is None or not _native_columns(tl) or not _doubles(mem, column):
         return None
     n = len(tl.ts)
     before_of, after_of = _cost_tables(costs)
@@ -960,7 +961,7 @@ def _planned_native(
         before_of, after_of, (before_of != 0) | (after_of != 0),
         len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
         n if mem is not None else 0, mem if mem is not None else np.zeros(0),
-        n if mods is not None and spread is None else 0, none_f if mods is None or spread else mods,
+        n if column is not None else 0, column if column is not None else none_f,
         len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
         kept if kept is not None else none_f,
         main.start, main.stop, tl.op, n_inst, excl,
