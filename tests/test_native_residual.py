@@ -146,13 +146,13 @@ def test_correct_timeline_gives_numpys_bits(seed, scale, monkeypatch):
         assert want.clamped_s > 0
 
 
-def _plan(tl: Timeline, *args: Any) -> residual._Plan:
-    """_planned_native's figures from _planned's columns and numpy's own passes."""
+def _plan(tl: Timeline, *args: Any) -> tuple[residual._Plan, np.ndarray]:
+    """_planned_native's figures from _planned's columns and numpy's own passes, and the plan's column."""
     dur, planned, removal, profiler, per_class = residual._planned(tl, *args)
     left = dur - removal
     excl = tl.instance_time(tl.main_rows(), len(tl.inst_name))
     regular = not (np.isnan(left) | np.signbit(left)).any()
-    return residual._Plan(left, planned, removal, profiler, per_class, excl, bool(regular))
+    return residual._Plan(left, planned.sum(), removal, profiler, per_class, excl, bool(regular)), planned
 
 
 def _same_plan(a: residual._Plan, b: residual._Plan) -> bool:
@@ -169,12 +169,12 @@ def test_the_planned_removal_gives_numpys_bits(seed, monkeypatch):
     last = residual.thread_last(tl)
     on_writer = tl.on_threads(np.array([103]))
     mem, mods = rng.uniform(0, 50, len(tl.ts)), rng.uniform(0, 50, len(tl.ts))
-    want = _plan(tl, costs, last, on_writer, mem, mods)
+    want, planned = _plan(tl, costs, last, on_writer, mem, mods)
     got = residual._planned_native(tl, costs, last, on_writer, mem, mods)
     assert _same_plan(want, got)
     dur = tl.float_duration()
-    assert (want.planned > dur).any() and want.profiler.any() and not want.profiler[on_writer].any()
-    assert not _same(want.removal, np.minimum(want.planned, dur))  # something moved
+    assert (planned > dur).any() and want.profiler.any() and not want.profiler[on_writer].any()
+    assert not _same(want.removal, np.minimum(planned, dur))  # something moved
     assert want.excl.any() and want.regular
 
 
@@ -191,8 +191,8 @@ def test_a_plan_with_time_left_below_zero_or_nan_is_not_regular(where, monkeypat
     else:  # each excess moved leaves its neighbour 1 ns below nothing
         real = residual._move_excess
 
-        def below(planned, dur, last, removal, over=None, left=None):
-            moved = real(planned, dur, last, removal, over, left)
+        def below(over, excess, dur, last, removal, left=None):
+            moved = real(over, excess, dur, last, removal, left)
             left[moved] = -1.0
             return moved
 
@@ -200,7 +200,7 @@ def test_a_plan_with_time_left_below_zero_or_nan_is_not_regular(where, monkeypat
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
     assert not got.regular
     if where == "planned":
-        assert _same_plan(_plan(tl, costs, last, on_writer, None, None), got)
+        assert _same_plan(_plan(tl, costs, last, on_writer, None, None)[0], got)
 
 
 def _flushed_timeline(seed: int) -> Timeline:
@@ -230,7 +230,7 @@ def test_the_stall_at_the_flushed_rows_is_that_of_every_row(seed, case):
     if case == "one below zero":
         left[off[len(off) // 2]] = -3.0
     plan = residual._Plan(
-        left, left, left, on_writer, np.zeros(5), tl.instance_time(tl.main_rows(), len(tl.inst_name)), True
+        left, 0.0, left, on_writer, np.zeros(5), tl.instance_time(tl.main_rows(), len(tl.inst_name)), True
     )
     results = []
     for p in (None, plan):
@@ -251,9 +251,9 @@ def test_a_break_in_the_c_loop_is_seen(monkeypatch):
     costs = _costs(rng)
     last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
-    assert _same_plan(_plan(tl, costs, last, on_writer, None, None), got)
-    got.planned[np.flatnonzero(got.planned)[0]] *= 1 + 2**-52
-    assert not _same_plan(_plan(tl, costs, last, on_writer, None, None), got)
+    assert _same_plan(_plan(tl, costs, last, on_writer, None, None)[0], got)
+    got.removal[np.flatnonzero(got.removal)[0]] *= 1 + 2**-52
+    assert not _same_plan(_plan(tl, costs, last, on_writer, None, None)[0], got)
 
 
 @pytest.mark.parametrize(
@@ -454,10 +454,10 @@ def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch
     tl = _timeline(rng, threads=3)
     costs = _costs(rng, 20.0)
     last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
-    want = _plan(tl, costs, last, on_writer, None, None)
+    want, planned = _plan(tl, costs, last, on_writer, None, None)
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
     assert _same_plan(want, got)
-    assert (~(want.planned <= tl.float_duration())).sum() > 3  # more rows over their plan than the lists hold
+    assert (~(planned <= tl.float_duration())).sum() > 3  # more rows over their plan than the lists hold
 
 
 @pytest.mark.parametrize("cap", [2, 1 << 16])
@@ -575,3 +575,38 @@ def test_correct_windows_scales_in_the_rebuilds_pass_as_numpy_does(main, keep_ra
     want, got = _both(monkeypatch, lambda: residual.correct_windows(tl, factor.copy(), keep_ratio))
     assert _same_correction(want, got) and got.removed_s
     assert (got.ratio is not None) == keep_ratio
+
+
+def test_a_removal_that_is_its_plan_but_for_the_sign_of_zero_is_numpys(monkeypatch):
+    """A plan of -0 in a segment of no length: np.minimum gives +0, which the plan's own column does not
+    hold; residual_planned lists those rows with the ones over their plan, and the removal is numpy's."""
+    rng = np.random.default_rng(9)
+    tl = _timeline(rng, threads=2, rows=400, measured=False)
+    tl.kind[:] = S.COMPILE_BEGIN  # rows that pay nothing
+    tl.kind[::4] = S.OP_BEGIN  # each pays -0 after its timestamp, in a segment of no length
+    tl.seg_end[::4] = tl.ts[::4]
+    costs = residual.EventCosts.zero()
+    costs.inside[S.CostClass.SCOPE], costs.outside[S.CostClass.SCOPE] = -0.0, 300.0
+    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    want, planned = _plan(tl, costs, last, on_writer, None, None)
+    assert np.signbit(planned[::4]).any() and not np.signbit(want.removal[::4]).any()
+    assert _same_plan(want, residual._planned_native(tl, costs, last, on_writer, None, None))
+    want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 0, None, None))
+    assert _same_correction(want, got)
+
+
+@pytest.mark.parametrize("main", [100, 102, 999])
+def test_correct_windows_over_the_columns_it_reads_gives_the_same_bits(main, monkeypatch):
+    """correct_windows with ``consume``: the residual-corrected timeline's own ts and seg_end take the
+    new times (each row's read first): the same timeline, time gone and ratios as into new columns,
+    on both paths (numpy's leaves the columns as they are)."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=3000), main_thread=main)
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    want = residual.correct_windows(tl, factor.copy())
+    for env in ("0", "1"):
+        monkeypatch.setenv(native.ENV, env)
+        mine = dataclasses.replace(tl, ts=tl.ts.copy(), seg_end=tl.seg_end.copy())
+        got = residual.correct_windows(mine, factor.copy(), consume=True)
+        assert _same_correction(want, got)
+        assert np.shares_memory(got.timeline.ts, mine.ts) == (env == "1")

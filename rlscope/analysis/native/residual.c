@@ -4,6 +4,7 @@
  * and rounded as np.rint does (half to even), so both give the same bits. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* np.rint, as a whole number's int64: round half to even, as nearbyint does under the default
  * rounding mode, without a call into libm per value. Below 2**52 adding 2**52 leaves no fraction
@@ -80,16 +81,18 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
  * the same thread, plus ``mem[i]`` and ``mods[i]`` where given (n_mem, n_mods = n; or each row's
  * module-call cost worked out as residual_module_spread does, from the n_spans costed threads' rows
  * [span_a[s], span_b[s]) (sorted), each with its table of ``len`` entries in ``tables``, 0 off them),
- * in that order; the whole segment (its length d, Timeline.float_duration) for a ``profiler`` row (the ``rlscope``
- * category off the writer's threads, written here); ``removal`` = np.minimum(planned, d); ``left`` =
- * d - removal; ``per_class``: np.bincount(cls, weights=before + after) over the paying rows; ``excl``:
+ * in that order; the whole segment (its length d, Timeline.float_duration) for a ``profiler`` row
+ * (the ``rlscope`` category off the writer's threads, written here); ``left`` = d - removal, where
+ * removal = np.minimum(planned, d) (not written: it is ``planned`` itself but at the rows listed
+ * below); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows; ``excl``:
  * Timeline.instance_time over the main thread's rows [main_start, main_stop) (each instance's segments
  * summed as whole ns, a run of rows of one instance at a time; op outside 0 to n_inst - 1: none).
  * ``irregular[0]`` gets the number of rows whose ``left`` is NaN or carries a sign bit (where
  * np.minimum(0, left) is not +0). With n_spans, ``kept`` gets the module-call costs of the rows that
- * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``. Returns the number of rows whose planned removal does not fit (not
- * planned <= d): _place's neighbours; the first ``cap`` of them go to ``over_rows`` (np.flatnonzero's,
- * without a pass of its own). */
+ * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``.
+ * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
+ * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
+ * without a pass of their own). */
 int64_t residual_planned(
     int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
@@ -101,7 +104,7 @@ int64_t residual_planned(
     const double *mem, int64_t n_mods, const double *mods, int64_t n_spans, const int64_t *span_a,
     const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, int64_t main_start, int64_t main_stop,
-    const int32_t *op, int64_t n_inst, double *excl, double *planned, double *removal, double *left,
+    const int32_t *op, int64_t n_inst, double *excl, double *planned, double *left,
     uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows, int64_t *irregular) {
     RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
                   category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
@@ -141,10 +144,9 @@ int64_t residual_planned(
         double r = min_nan(p, d), l = d - r;
         planned[i] = p;
         profiler[i] = prof;
-        removal[i] = r;
         left[i] = l;
         odd += isnan(l) || signbit(l);
-        if (!(p <= d)) {
+        if (!(p <= d) || memcmp(&r, &p, sizeof r) != 0) {
             if (over < cap) over_rows[over] = i;
             ++over;
         }
@@ -227,8 +229,8 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
  * from ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each
  * row's start and end, rounded (np.rint), plus ``start_ns``. Where ``scaled`` (residual.correct_windows,
  * its residual_scale in this pass), ``gone[i]`` gets length - new and, where ``keep_ratio``,
- * ``ratio[i]`` new / length (1 where the length is 0); ``gone`` may then be ``new_dur`` itself (each
- * row's factor is read before its time gone is written over it). On the way, ``sums`` gets the
+ * ``ratio[i]`` new / length (1 where the length is 0); ``gone`` may then be ``new_dur`` itself, and
+ * ``ts``, ``seg_end`` be ``old_ts``, ``old_end`` (each row's are read before its own are written). On the way, ``sums`` gets the
  * running sum before each of ``rows`` (m of them, sorted, among these threads' rows):
  * residual_sums_before's figures, without a pass of their own. Returns the running sum after these
  * threads' rows. */

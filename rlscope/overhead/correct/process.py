@@ -100,9 +100,12 @@ def correct_process(
             est.notes.append(UNMEASURED + (REMOVED if _has_costs(used, switched) else NOT_REMOVED))
     fixes = [(tl, fix)]
     if est is not None:
-        # the estimate's factors, a column of every row, are the windows' new durations once applied
+        # the estimate's factors, a column of every row, are read once (their memory takes the time gone)
         factor, est.factor = est.factor, np.zeros(0)
-        fixes.append((fix.timeline, residual.correct_windows(fix.timeline, factor, keep_ratio=moving)))
+        # without launches to move the residual-corrected timeline is read no further: its columns
+        # take the new times (the analysis's peak of memory)
+        windows_fix = residual.correct_windows(fix.timeline, factor, keep_ratio=moving, consume=not moving)
+        fixes.append((fix.timeline, windows_fix))
         del factor
     final = fixes[-1][1].timeline
     out = Corrected(final, used, {}, gpu_shift_ns=_gpu_shift(fixes, launches))

@@ -425,31 +425,30 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     is left to the previous one). Only the segments with an excess move anything: a few in millions.
     """
     removal = np.minimum(planned, dur)
-    _move_excess(planned, dur, last, removal)
+    over = np.flatnonzero(~(planned <= dur))
+    _move_excess(over, planned[over] - removal[over], dur, last, removal)
     return removal
 
 
 def _move_excess(
-    planned: np.ndarray,
+    over: np.ndarray,
+    excess: np.ndarray,
     dur: np.ndarray | Timeline,
     last: np.ndarray,
     removal: np.ndarray,
-    over: np.ndarray | None = None,
     left: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with each segment's excess
-    moved to its neighbours on its thread, in place. ``dur``: the segments' lengths, or the timeline
-    to read them from at the rows moved to (no column of every row). ``over``: the rows whose plan
-    does not fit (sorted), where the caller has them; None: found here. ``left``: each segment's
-    length less its removal, where the caller keeps it: kept so at the rows that take an excess.
-    Returns the rows that took one (once per pass)."""
+    """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with the ``excess`` of each
+    segment whose plan does not fit (``over``, sorted: planned less removal there) moved to its
+    neighbours on its thread, in place. ``dur``: the segments' lengths, or the timeline to read them
+    from at the rows moved to (no column of every row). ``left``: each segment's length less its
+    removal, where the caller keeps it: kept so at the rows that take an excess. Returns the rows
+    that took one (once per pass)."""
     length = dur.float_duration if isinstance(dur, Timeline) else dur.__getitem__
-    if over is None:
-        over = np.flatnonzero(~(planned <= length(slice(None))))
     moved = [np.zeros(0, np.int64)]
     if len(over) == 0:
         return moved[0]
-    excess = planned[over] - removal[over]
+    excess = excess.copy()
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
         # a segment and its neighbour on another thread: nothing moves between them
         gives = (over + shift >= 0) & (over + shift < len(removal))
@@ -626,7 +625,8 @@ def rebuild(
     new durations are the segments' lengths times ``new_dur`` (correct_windows' factors), worked out
     in the C pass that writes the timestamps (:class:`_Scaled`; the C loops only, where
     :func:`_rebuild_loops` has them): its ``gone`` may then be ``new_dur`` itself, each row's factor
-    read before its time gone is written over it.
+    read before its time gone is written over it, and ``spare`` be ``tl``'s own ``ts`` and
+    ``seg_end``, each row's read before its new times are written over them.
     """
     # relative to the session start: float64 stays exact there
     first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
@@ -871,7 +871,7 @@ _PLANNED_ARGS = (
     native.N, native.F64,
     native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL, native.F64,
     native.N, native.N, native.I32, native.N, native.F64,
-    native.F64, native.F64, native.F64, native.BOOL, native.F64,
+    native.F64, native.F64, native.BOOL, native.F64,
     native.N, native.I64, native.I64,
 )  # fmt: skip
 _OVER_ROWS = (
@@ -899,17 +899,19 @@ class _Plan:
     after it read besides."""
 
     left: np.ndarray  # per row: its segment's length less its removal (the time left in it)
-    planned: np.ndarray
-    removal: np.ndarray
+    planned_sum: float  # the plan's column summed (numpy's pairwise sum)
+    removal: np.ndarray  # in the plan's memory, made the removal where it differs from the plan
     profiler: np.ndarray
     per_class: np.ndarray
     excl: np.ndarray  # per instance: its time on the main thread (Timeline.instance_time)
     # whether every ``left`` is a number not below +0: np.minimum(0, left) is then 0 at every row, and
     # the flushes' stall is 0 off the rows that meet a flush (:func:`_stall_taken`)
     regular: bool
-    # the module calls' cost of the rows that are not rlscope's periodic work (mods[~profiler]), where
-    # it was worked out row by row (a module_calls.Spread); None: given as a column
+    # the module calls' cost of the rows that are not rlscope's periodic work (mods[~profiler]), its
+    # first n_kept entries, where it was worked out row by row (a module_calls.Spread); None: given as
+    # a column
     kept: np.ndarray | None = None
+    n_kept: int = 0
 
 
 def _planned_native(
@@ -940,7 +942,7 @@ def _planned_native(
         cost_rows = none if every_row else tl.cost.at_rows
     if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
         return None
-    planned, removal, left = np.empty(n), np.empty(n), np.empty(n)
+    planned, left = np.empty(n), np.empty(n)
     kept = np.empty(n) if spread is not None else None
     profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
     over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
@@ -953,7 +955,7 @@ def _planned_native(
     if spread is not None:
         span_a, span_b, tables = spread.tables()
         has_python, total = spread.has_python, spread.total
-    over = fn(
+    listed = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
         CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
@@ -965,15 +967,27 @@ def _planned_native(
         len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
         kept if kept is not None else none_f,
         main.start, main.stop, tl.op, n_inst, excl,
-        planned, removal, left, profiler, per_class, len(over_rows), over_rows, counts,
+        planned, left, profiler, per_class, len(over_rows), over_rows, counts,
     )  # fmt: skip
     regular = int(counts[0]) == 0
-    if over:
-        rows = over_rows[:over] if over <= len(over_rows) else None
-        moved = left[_move_excess(planned, tl, last, removal, rows, left=left)]
-        regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
-    kept = kept[: int(counts[1])] if kept is not None else None
-    return _Plan(left, planned, removal, profiler, per_class, excl, regular, kept)
+    planned_sum = planned.sum()  # before the column becomes the removal
+    removal = planned  # np.minimum(planned, d), which is the plan but at the rows listed: made so there
+    if listed <= len(over_rows):
+        rows = over_rows[:listed]
+        dur, plan_at = tl.float_duration(rows), planned[rows]
+        removal[rows] = np.minimum(plan_at, dur)
+        over = ~(plan_at <= dur)
+        rows, excess = rows[over], plan_at[over] - removal[rows[over]]
+    else:  # more rows than the list holds: the lengths of every row
+        dur = tl.float_duration()
+        rows = np.flatnonzero(~(planned <= dur))
+        plan_at = planned[rows]
+        np.minimum(planned, dur, out=removal)
+        excess = plan_at - removal[rows]
+    del dur
+    moved = left[_move_excess(rows, excess, tl, last, removal, left=left)]
+    regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
+    return _Plan(left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]))
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -1088,34 +1102,39 @@ def correct_timeline(
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     on_writer = tl.on_threads(np.unique(tl.thread[_flush_marks(tl)]))
     plan = _planned_native(tl, costs, last, on_writer, mem, mods)
-    dur = None
+    dur = kept = None
     if plan is not None:
-        planned, removal, profiler, per_class = plan.planned, plan.removal, plan.profiler, plan.per_class
-        left = plan.left
+        planned_sum, removal, profiler, per_class = (
+            plan.planned_sum,
+            plan.removal,
+            plan.profiler,
+            plan.per_class,
+        )
+        left, kept = plan.left, plan.kept  # kept: mods[~profiler], worked out row by row
+        removal_sum = removal.sum()
+        scratch = removal  # not needed after its sum
     else:
         if isinstance(mods, module_calls.Spread):
             mods = mods.column(tl)
         dur, planned, removal, profiler, per_class = _planned(tl, costs, last, on_writer, mem, mods)
-    planned_sum, removal_sum = planned.sum(), removal.sum()
-    if plan is None:
+        planned_sum, removal_sum = planned.sum(), removal.sum()
         left = np.subtract(dur, removal, out=removal)  # ``removal`` is not needed after its sum
+        scratch = planned  # not needed after its sum
+        del planned
+    del removal
     prof_rows = np.flatnonzero(profiler)
     prof_dur = tl.float_duration(prof_rows)
-    kept = plan.kept if plan is not None else None  # mods[~profiler], worked out row by row
     mods_col = None if kept is not None else mods
-    profiler_ns, mem_total, mods_total = _sums_off(
-        profiler, prof_rows, prof_dur, mem, mods_col, scratch=planned
-    )
+    profiler_ns, mem_total, mods_total = _sums_off(profiler, prof_rows, prof_dur, mem, mods_col, scratch)
     if kept is not None:
-        mods_total = float(kept.sum())
-        plan.kept = None
-    del mem, mods, mods_col, kept, profiler
+        mods_total = float(kept[: plan.n_kept].sum())
+    del mem, mods, mods_col, profiler
     placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
-    bound = planned  # all 0 (_sums_off): ``planned`` is not needed after
-    del planned
+    bound = scratch  # all 0 (_sums_off)
+    del scratch
     stall_info, writer_s = _stall_taken(tl, left, bound, on_writer, costs.writer_per_event, plan)
     del on_writer
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
@@ -1130,9 +1149,10 @@ def correct_timeline(
         new_dur *= 1.0 - share
     periodic_s = float(prof_dur.sum()) / 1e9 if len(prof_rows) else None
     ratio = _ratio(tl, new_dur, dur) if keep_ratio else None
-    # their memory holds the new times: the lengths (numpy's) or the removal (the C loops'), the bound
-    spare = (dur if dur is not None else removal, bound)
-    del dur, removal, bound, plan
+    # their memory holds the new times: the lengths (numpy's) or the module costs kept (the C loops',
+    # where worked out row by row), and the bound
+    spare = tuple(c for c in (dur, kept, bound) if c is not None)
+    del dur, kept, bound, plan
     corrected = rebuild(tl, new_dur, last, spare=spare)
     del spare
 
@@ -1159,17 +1179,23 @@ def correct_timeline(
     return Correction(corrected, ratio, removed, share, clamped, stall_info)
 
 
-def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -> Correction:
+def correct_windows(
+    tl: Timeline, factor: np.ndarray, keep_ratio: bool = True, consume: bool = False
+) -> Correction:
     """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline;
     ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten (the estimate's column,
-    used once: its memory takes the time gone per row, no other column of every row for it)."""
+    used once: its memory takes the time gone per row, no other column of every row for it).
+    ``consume``: ``tl`` is read no further (no launches to move over it): where the C loops run, its
+    ``ts`` and ``seg_end`` take the new times, each row's read before it is written. Why: this is the
+    analysis's peak of memory, two columns of every row fewer."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     n = len(factor)
     if _rebuild_loops() is not None and _doubles(factor):
         # the new durations worked out in the rebuild's own pass, the time gone written over the factors
         gone, ratio = factor, np.empty(n) if keep_ratio else None
-        corrected = rebuild(tl, factor, thread_last(tl), scaled=_Scaled(gone, ratio))
+        spare = (tl.ts, tl.seg_end) if consume else ()
+        corrected = rebuild(tl, factor, thread_last(tl), spare=spare, scaled=_Scaled(gone, ratio))
         removed = float(gone.sum()) / 1e9
     else:
         dur = tl.float_duration()
