@@ -146,21 +146,102 @@ def test_correct_timeline_gives_numpys_bits(seed, scale, monkeypatch):
         assert want.clamped_s > 0
 
 
+def _plan(tl: Timeline, *args: Any) -> tuple[residual._Plan, np.ndarray]:
+    """_planned_native's figures from _planned's columns and numpy's own passes, and the plan's column."""
+    dur, planned, removal, profiler, per_class = residual._planned(tl, *args)
+    left = dur - removal
+    excl = tl.instance_time(tl.main_rows(), len(tl.inst_name))
+    regular = not (np.isnan(left) | np.signbit(left)).any()
+    return residual._Plan(left, planned.sum(), removal, profiler, per_class, excl, bool(regular)), planned
+
+
+def _same_plan(a: residual._Plan, b: residual._Plan) -> bool:
+    return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_the_planned_removal_gives_numpys_bits(seed, monkeypatch):
-    """_planned's columns themselves, the excess moved to the neighbours included."""
+    """_planned's columns themselves, the excess moved to the neighbours included, and the time left
+    per segment, the main thread's time per instance and whether np.minimum(0, left) is 0 everywhere."""
     rng = np.random.default_rng(seed)
     tl = _timeline(rng, threads=4)
     costs = _costs(rng, 20.0)
     last = residual.thread_last(tl)
     on_writer = tl.on_threads(np.array([103]))
     mem, mods = rng.uniform(0, 50, len(tl.ts)), rng.uniform(0, 50, len(tl.ts))
-    want = residual._planned(tl, costs, last, on_writer, mem, mods)
+    want, planned = _plan(tl, costs, last, on_writer, mem, mods)
     got = residual._planned_native(tl, costs, last, on_writer, mem, mods)
-    assert _same(want, got)
-    dur, planned, removal, profiler, _ = want
-    assert (planned > dur).any() and profiler.any() and not profiler[on_writer].any()
-    assert not _same(removal, np.minimum(planned, dur))  # something moved
+    assert _same_plan(want, got)
+    dur = tl.float_duration()
+    assert (planned > dur).any() and want.profiler.any() and not want.profiler[on_writer].any()
+    assert not _same(want.removal, np.minimum(planned, dur))  # something moved
+    assert want.excl.any() and want.regular
+
+
+@pytest.mark.parametrize("where", ["planned", "moved"])
+def test_a_plan_with_time_left_below_zero_or_nan_is_not_regular(where, monkeypatch):
+    """Where a segment's time left is NaN or below +0 (a NaN cost; an excess moved, rounded past the
+    segment), the plan says so: the flushes' stall is then worked out over every row."""
+    rng = np.random.default_rng(11)
+    tl = _timeline(rng, threads=2)
+    costs = _costs(rng, 20.0)
+    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    if where == "planned":
+        costs.inside[S.CostClass.CATEGORY] = np.nan
+    else:  # each excess moved leaves its neighbour 1 ns below nothing
+        real = residual._move_excess
+
+        def below(over, excess, dur, last, removal, left=None):
+            moved = real(over, excess, dur, last, removal, left)
+            left[moved] = -1.0
+            return moved
+
+        monkeypatch.setattr(residual, "_move_excess", below)
+    got = residual._planned_native(tl, costs, last, on_writer, None, None)
+    assert not got.regular
+    if where == "planned":
+        assert _same_plan(_plan(tl, costs, last, on_writer, None, None)[0], got)
+
+
+def _flushed_timeline(seed: int) -> Timeline:
+    """A timeline whose writer threads' flushes meet the main thread's operation instances."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=3, rows=20_000, n_inst=300)
+    tl.op[: len(tl.op) // 2] = np.repeat(rng.integers(-1, 300, 1000), len(tl.op) // 2000)[: len(tl.op) // 2]
+    tl.kind[np.unique(tl.op[tl.op >= 0], return_index=True)[1]] = S.OP_BEGIN  # one begin per instance
+    tl.id[tl.kind == S.OP_BEGIN] = tl.op[tl.kind == S.OP_BEGIN]
+    return tl
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("case", ["regular", "one below zero", "writer rows"])
+def test_the_stall_at_the_flushed_rows_is_that_of_every_row(seed, case):
+    """_stall_taken at the rows that meet a flush (a regular plan) takes what the columns of every row
+    take, to the bit: the time left, the stall column numpy sums, the share and its evidence; where a
+    row's time left is below zero (not regular) the sparse pass would not, and is not taken."""
+    tl = _flushed_timeline(seed)
+    rng = np.random.default_rng(seed)
+    n = len(tl.ts)
+    left = tl.float_duration() * rng.uniform(0, 1, n)
+    on_writer = tl.on_threads(np.array([102])) if case == "writer rows" else np.zeros(n, bool)
+    rows, _ = residual._flush_stall_rows(tl, 50.0)
+    assert len(rows) > 10
+    off = np.setdiff1d(np.arange(n), rows)
+    if case == "one below zero":
+        left[off[len(off) // 2]] = -3.0
+    plan = residual._Plan(
+        left, 0.0, left, on_writer, np.zeros(5), tl.instance_time(tl.main_rows(), len(tl.inst_name)), True
+    )
+    results = []
+    for p in (None, plan):
+        got_left, bound = left.copy(), np.zeros(n)
+        info, writer_s = residual._stall_taken(tl, got_left, bound, on_writer, 50.0, p)
+        results.append((got_left, bound, info, writer_s))
+    (want_left, want_bound, want_info, want_s), (got_left, got_bound, got_info, got_s) = results
+    assert want_info is not None and want_s > 0
+    same = _same(want_left, got_left) and _same(want_bound, got_bound) and _same(want_s, got_s)
+    same = same and _same(tuple(want_info.values()), tuple(got_info.values()))
+    assert same == (case != "one below zero")
 
 
 def test_a_break_in_the_c_loop_is_seen(monkeypatch):
@@ -170,8 +251,9 @@ def test_a_break_in_the_c_loop_is_seen(monkeypatch):
     costs = _costs(rng)
     last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
-    got[1][np.flatnonzero(got[1])[0]] *= 1 + 2**-52
-    assert not _same(residual._planned(tl, costs, last, on_writer, None, None), got)
+    assert _same_plan(_plan(tl, costs, last, on_writer, None, None)[0], got)
+    got.removal[np.flatnonzero(got.removal)[0]] *= 1 + 2**-52
+    assert not _same_plan(_plan(tl, costs, last, on_writer, None, None)[0], got)
 
 
 @pytest.mark.parametrize(
@@ -271,15 +353,24 @@ def test_remap_gives_numpys_times(seed, monkeypatch):
 
 
 def test_the_sums_off_the_periodic_work_give_numpys_bits(monkeypatch):
+    """numpy's sums of the masked columns, on both paths, and the scratch column left all 0."""
     rng = np.random.default_rng(3)
     for n in (0, 1, 200, 5000):
         profiler = rng.random(n) < 0.3
-        cols = (rng.uniform(0, 1e4, n), rng.uniform(0, 1e3, n), rng.uniform(0, 1e3, n))
-        cases = [(m, *cols) for m in (profiler, np.zeros(n, bool), np.ones(n, bool))]
-        cases.append((profiler, cols[0], None, None))
-        for args in cases:
-            want, got = _both(monkeypatch, lambda a=args: residual._sums_off(*a, scratch=np.empty(len(a[1]))))
-            assert _same(tuple(map(float, want)), tuple(map(float, got)))
+        dur, mem, mods = rng.uniform(0, 1e4, n), rng.uniform(0, 1e3, n), rng.uniform(0, 1e3, n)
+        for mask in (profiler, np.zeros(n, bool), np.ones(n, bool)):
+            for cols in ((mem, mods), (None, None), (None, mods)):
+                want = (
+                    np.where(mask, dur, 0.0).sum(),
+                    *(float(c[~mask].sum()) if c is not None else 0.0 for c in cols),
+                )
+                rows = np.flatnonzero(mask)
+                for env in ("0", "1"):
+                    monkeypatch.setenv(native.ENV, env)
+                    scratch = rng.uniform(0, 1, n)
+                    got = residual._sums_off(mask, rows, dur[rows], *cols, scratch=scratch)
+                    assert _same(tuple(map(float, want)), tuple(map(float, got)))
+                    assert not scratch.any()
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -363,10 +454,10 @@ def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch
     tl = _timeline(rng, threads=3)
     costs = _costs(rng, 20.0)
     last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
-    want = residual._planned(tl, costs, last, on_writer, None, None)
+    want, planned = _plan(tl, costs, last, on_writer, None, None)
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
-    assert _same(want, got)
-    assert (~(want[1] <= want[0])).sum() > 3  # more rows over their plan than the short lists hold
+    assert _same_plan(want, got)
+    assert (~(planned <= tl.float_duration())).sum() > 3  # more rows over their plan than the lists hold
 
 
 @pytest.mark.parametrize("cap", [2, 1 << 16])
@@ -392,3 +483,130 @@ def test_the_full_windows_passes_give_numpys_rows(cap, case, monkeypatch):
     assert got[1][-1] == n - 1 and (case != "random" or len(got[1]) > 2)  # past the short list
     with pytest.raises(IndexError):  # an index past the modes: numpy's gather raises on both paths
         full_windows._modes_and_crossings(tl, wi, at_mode[:-1])
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_remap_without_rows_of_the_main_thread_leaves_unknown_threads_as_they_are(threads, monkeypatch):
+    """A main thread that recorded nothing on the timeline: a thread with rows moves with its own map,
+    one without rows has no map to move with and stays, on both paths, without an error."""
+    rng = np.random.default_rng(threads)
+    tl = _timeline(rng, threads=threads, rows=2000)
+    fix = residual.correct_windows(tl, rng.uniform(0.3, 1.0, len(tl.ts)))
+    tl.main_thread = 999
+    m = 500
+    thread = rng.choice([*range(100, 100 + threads), 555, 999], m)
+    t = np.sort(rng.integers(int(tl.ts.min()) - 10_000, int(tl.seg_end.max()) + 10_000, m))
+    want, got = _both(monkeypatch, lambda: fix.remap(tl, thread, t))
+    assert _same(want, got)
+    unknown = ~np.isin(thread, tl.thread)
+    assert unknown.any() and np.array_equal(got[unknown], t[unknown])
+    known = ~unknown & (t > tl.ts[0])
+    assert known.any() and not np.array_equal(got[known], t[known])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_the_rows_each_flush_converts_are_numpys(threads, monkeypatch):
+    """flush_intervals' recorded rows counted between the flushes' starts on each thread, in one
+    pass over the kinds: numpy's counts, flushes before a thread's first row and after its last
+    included."""
+    rng = np.random.default_rng(threads)
+    tl = _timeline(rng, threads=threads, rows=3000)
+    tl.kind[rng.random(len(tl.kind)) < 0.05] = -3  # bytes outside the kinds: read from the end
+    want, got = _both(monkeypatch, lambda: residual.flush_intervals(tl))
+    assert _same(want, got)
+    if threads > 1:
+        assert len(want[0]) > 3 and want[2].sum() > 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("rlscope_rows", [False, True])
+def test_the_module_calls_spread_row_by_row_give_the_columns_bits(seed, rlscope_rows, monkeypatch):
+    """correct_timeline with the module calls' cost worked out row by row in residual_planned's pass
+    (a module_calls.Spread) gives what numpy gives with its column, the periodic work's rows among
+    them or not; Spread.any is the column's."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=4, rows=3000)
+    if not rlscope_rows:
+        tl.cat[tl.cat == categories.PROFILER] = categories.PYTHON
+    costs = _costs(rng, 3.0)
+    names = ["inference", "backprop", "other"]
+    mean = {(100, "inference"): 3.0, (102, "backprop"): 1.5, (103, "inference"): 0.5, (100, "nowhere"): 2.0}
+    if seed == 3:  # the main thread's calls only
+        mean = {(100, "other"): 2.0}
+    monkeypatch.setattr(module_calls, "calls_per_instance", lambda proc, tl: mean)
+    proc = SimpleNamespace(names=names)
+    spread = module_calls.spread(proc, tl, 700.0)
+    column = module_calls.planned(proc, tl, 700.0)
+    assert isinstance(spread, module_calls.Spread) and column.any() and spread.any()
+    assert _same(spread.column(tl), column)
+    monkeypatch.setenv(native.ENV, "0")
+    want = residual.correct_timeline(tl, costs, 5, None, column)
+    monkeypatch.setenv(native.ENV, "1")
+    got = residual.correct_timeline(tl, costs, 5, None, spread)
+    assert _same_correction(want, got) and "module_call" in got.removed_s
+    assert _same_correction(want, residual.correct_timeline(tl, costs, 5, None, column))
+    tl.id = tl.id.astype(np.int64)  # the numpy loops, with the spread made a column
+    assert _same_correction(want, residual.correct_timeline(tl, costs, 5, None, spread))
+
+
+def test_a_spread_without_cost_is_none():
+    tl = _timeline(np.random.default_rng(1))
+    total = np.zeros(len(tl.inst_name) + 1)
+    spread = module_calls.Spread([(0, 10, total.copy())], np.zeros(len(total), bool), total)
+    assert not spread.any() and not spread.column(tl).any()
+
+
+@pytest.mark.parametrize("main", [100, 102, 103, 999])
+@pytest.mark.parametrize("keep_ratio", [True, False])
+def test_correct_windows_scales_in_the_rebuilds_pass_as_numpy_does(main, keep_ratio, monkeypatch):
+    """correct_windows' new durations worked out in the rebuild's own pass (the lengths times the
+    factors, the time gone, the ratios), its factors' memory taking the new starts: numpy's bits,
+    with the main thread first, in the middle, last or absent (the sums before it from the factors).
+    Segments of seconds: the running sums are large enough that their rounding shows in the times."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=2000), main_thread=main)
+    t0 = tl.start_ns
+    for k in ("ts", "seg_end"):
+        setattr(tl, k, t0 + (getattr(tl, k) - t0) * 1_000_003)
+    tl.end_ns = t0 + (tl.end_ns - t0) * 1_000_003
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    factor[rng.random(len(tl.ts)) < 0.2] = 1.0
+    factor[::97] = 0.0
+    want, got = _both(monkeypatch, lambda: residual.correct_windows(tl, factor.copy(), keep_ratio))
+    assert _same_correction(want, got) and got.removed_s
+    assert (got.ratio is not None) == keep_ratio
+
+
+def test_a_removal_that_is_its_plan_but_for_the_sign_of_zero_is_numpys(monkeypatch):
+    """A plan of -0 in a segment of no length: np.minimum gives +0, which the plan's own column does not
+    hold; residual_planned lists those rows with the ones over their plan, and the removal is numpy's."""
+    rng = np.random.default_rng(9)
+    tl = _timeline(rng, threads=2, rows=400, measured=False)
+    tl.kind[:] = S.COMPILE_BEGIN  # rows that pay nothing
+    tl.kind[::4] = S.OP_BEGIN  # each pays -0 after its timestamp, in a segment of no length
+    tl.seg_end[::4] = tl.ts[::4]
+    costs = residual.EventCosts.zero()
+    costs.inside[S.CostClass.SCOPE], costs.outside[S.CostClass.SCOPE] = -0.0, 300.0
+    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    want, planned = _plan(tl, costs, last, on_writer, None, None)
+    assert np.signbit(planned[::4]).any() and not np.signbit(want.removal[::4]).any()
+    assert _same_plan(want, residual._planned_native(tl, costs, last, on_writer, None, None))
+    want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 0, None, None))
+    assert _same_correction(want, got)
+
+
+@pytest.mark.parametrize("main", [100, 102, 999])
+def test_correct_windows_over_the_columns_it_reads_gives_the_same_bits(main, monkeypatch):
+    """correct_windows with ``consume``: the residual-corrected timeline's own ts and seg_end take the
+    new times (each row's read first): the same timeline, time gone and ratios as into new columns,
+    on both paths (numpy's leaves the columns as they are)."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=3000), main_thread=main)
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    want = residual.correct_windows(tl, factor.copy())
+    for env in ("0", "1"):
+        monkeypatch.setenv(native.ENV, env)
+        mine = dataclasses.replace(tl, ts=tl.ts.copy(), seg_end=tl.seg_end.copy())
+        got = residual.correct_windows(mine, factor.copy(), consume=True)
+        assert _same_correction(want, got)
+        assert np.shares_memory(got.timeline.ts, mine.ts) == (env == "1")

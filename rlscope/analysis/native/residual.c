@@ -4,6 +4,7 @@
  * and rounded as np.rint does (half to even), so both give the same bits. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* np.rint, as a whole number's int64: round half to even, as nearbyint does under the default
  * rounding mode, without a call into libm per value. Below 2**52 adding 2**52 leaves no fraction
@@ -14,6 +15,8 @@ static inline int64_t rint_i64(double x) {
     if (!(fabs(x) < whole)) return (int64_t)x;
     return (int64_t)(x >= 0 ? (x + whole) - whole : (x - whole) + whole);
 }
+
+static inline int64_t wrap(int64_t i, int64_t len) { return i < 0 ? i + len : i; }
 
 /* np.minimum of two doubles: NaN when either is, else the smaller (the second when they are equal) */
 static inline double min_nan(double a, double b) { return (a < b || isnan(a)) ? a : b; }
@@ -72,14 +75,24 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
     return 1;
 }
 
-/* residual.correct_timeline's planned removal, up to _place's first step, in one pass:
- * ``dur`` (the segments' lengths, Timeline.float_duration); ``planned[i]`` = row i's cost after its
- * timestamp, plus the next row's before it where that row is on the same thread, plus ``mem[i]`` and
- * ``mods[i]`` where given (n_mem, n_mods = n), in that order; the whole segment for a ``profiler`` row
- * (the ``rlscope`` category off the writer's threads, written here); ``removal`` = np.minimum(planned,
- * dur); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows. Returns the
- * number of rows whose planned removal does not fit (not planned <= dur): _place's neighbours; the
- * first ``cap`` of them go to ``over_rows`` (np.flatnonzero's, without a pass of its own). */
+/* residual.correct_timeline's planned removal, up to _place's first step, in one pass (residual._planned,
+ * and the figures the steps after it read, residual._planned_native):
+ * ``planned[i]`` = row i's cost after its timestamp, plus the next row's before it where that row is on
+ * the same thread, plus ``mem[i]`` and ``mods[i]`` where given (n_mem, n_mods = n; or each row's
+ * module-call cost worked out as residual_module_spread does, from the n_spans costed threads' rows
+ * [span_a[s], span_b[s]) (sorted), each with its table of ``len`` entries in ``tables``, 0 off them),
+ * in that order; the whole segment (its length d, Timeline.float_duration) for a ``profiler`` row
+ * (the ``rlscope`` category off the writer's threads, written here); ``left`` = d - removal, where
+ * removal = np.minimum(planned, d) (not written: it is ``planned`` itself but at the rows listed
+ * below); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows; ``excl``:
+ * Timeline.instance_time over the main thread's rows [main_start, main_stop) (each instance's segments
+ * summed as whole ns, a run of rows of one instance at a time; op outside 0 to n_inst - 1: none).
+ * ``irregular[0]`` gets the number of rows whose ``left`` is NaN or carries a sign bit (where
+ * np.minimum(0, left) is not +0). With n_spans, ``kept`` gets the module-call costs of the rows that
+ * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``.
+ * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
+ * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
+ * without a pass of their own). */
 int64_t residual_planned(
     int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
@@ -88,12 +101,15 @@ int64_t residual_planned(
     int64_t profiler_cat, int64_t forced_flag, const double *before_of, const double *after_of,
     const uint8_t *pays, int64_t n_cost, int64_t every_row, const int64_t *cost_rows,
     const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
-    const double *mem, int64_t n_mods, const double *mods, double *dur, double *planned, double *removal,
-    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows) {
+    const double *mem, int64_t n_mods, const double *mods, int64_t n_spans, const int64_t *span_a,
+    const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
+    const uint8_t *not_python, double *kept, int64_t main_start, int64_t main_stop,
+    const int32_t *op, int64_t n_inst, double *excl, double *planned, double *left,
+    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows, int64_t *irregular) {
     RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
                   category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
                   after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
-    int64_t j = 0, over = 0;
+    int64_t j = 0, over = 0, odd = 0, cur = -1, run_ns = 0, s = 0, n_kept = 0;
     double b0 = 0.0, a0 = 0.0, b1 = 0.0, a1 = 0.0;
     int cls0 = 0, cls1 = 0, run_cls = 0;
     double run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
@@ -107,52 +123,71 @@ int64_t residual_planned(
         double p = pay0 ? a0 : 0.0;
         if (i + 1 < n && pay1 && !last[i]) p += b1;
         if (n_mem == n) p += mem[i];
-        if (n_mods == n) p += mods[i];
-        double d = (double)(seg_end[i] - ts[i]);
+        int64_t di = seg_end[i] - ts[i];
+        double d = (double)di;
         uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
+        if (n_mods == n) p += mods[i];
+        if (n_spans) { /* residual_module_spread's figure, 0 off the costed threads' rows */
+            double w = 0.0;
+            while (s < n_spans && span_b[s] <= i) ++s;
+            if (s < n_spans && span_a[s] <= i) {
+                int64_t o = wrap(op[i], len);
+                w = d * (double)(!not_python[(uint8_t)cat[i]] || !has_python[o]);
+                double t = total[o];
+                w = t > 0 ? w / t : 0.0;
+                w *= tables[s * len + o];
+            }
+            p += w;
+            if (!prof) kept[n_kept++] = w;
+        }
         if (prof) p = d;
-        dur[i] = d;
+        double r = min_nan(p, d), l = d - r;
         planned[i] = p;
         profiler[i] = prof;
-        removal[i] = min_nan(p, d);
-        if (!(p <= d)) {
+        left[i] = l;
+        odd += isnan(l) || signbit(l);
+        if (!(p <= d) || memcmp(&r, &p, sizeof r) != 0) {
             if (over < cap) over_rows[over] = i;
             ++over;
         }
+        if (i >= main_start && i < main_stop) {
+            int64_t o = op[i];
+            if (o != cur) {
+                if (cur >= 0) excl[cur] += (double)run_ns;
+                cur = o >= 0 && o < n_inst ? o : -1;
+                run_ns = 0;
+            }
+            run_ns += di;
+        }
         pay0 = pay1, b0 = b1, a0 = a1, cls0 = cls1;
     }
+    if (cur >= 0) excl[cur] += (double)run_ns;
     per_class[run_cls] = run;
+    irregular[0] = odd;
+    irregular[1] = n_kept;
     return over;
 }
 
-/* residual.correct_timeline's time left after the planned removal, and the flushes' stall bound
- * over it: ``removal`` becomes dur - removal (np.subtract), ``bound`` np.minimum(bound, left), 0 on
- * the writer's threads. Returns whether any bound is not 0 (bound.any()). */
-int64_t residual_bounded(int64_t n, const double *dur, double *removal, double *bound, const uint8_t *on_writer) {
-    int64_t any = 0;
+/* Each segment's length over its new one: ratio[i] = new_dur[i] / d where d > 0, else 1 (np.divide with
+ * out=np.ones(n), where=dur > 0), d its length (Timeline.float_duration). */
+void residual_ratio(int64_t n, const int64_t *ts, const int64_t *seg_end, const double *new_dur, double *ratio) {
     for (int64_t i = 0; i < n; ++i) {
-        double left = dur[i] - removal[i];
-        double b = on_writer[i] ? 0.0 : min_nan(bound[i], left);
-        removal[i] = left;
-        bound[i] = b;
-        any |= b != 0;
-    }
-    return any;
-}
-
-/* The stall taken: ``bound`` *= share, then ``left`` -= bound (share 1: bound as it is; x * 1 is x). */
-void residual_take_bound(int64_t n, double *left, double *bound, double share) {
-    for (int64_t i = 0; i < n; ++i) {
-        double b = bound[i] * share;
-        bound[i] = b;
-        left[i] -= b;
+        double d = (double)(seg_end[i] - ts[i]);
+        ratio[i] = d > 0 ? new_dur[i] / d : 1.0;
     }
 }
 
-/* ``out[i]`` = ``values[i]`` where ``mask[i]``, else 0.0: np.where(mask, values, 0.0), for numpy to
- * sum (pairwise) as it sums its own. */
-void residual_where(int64_t n, const uint8_t *mask, const double *values, double *out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? values[i] : 0.0;
+/* residual.flush_intervals' counts over one thread's rows from ``a``: counts[k] = the rows of
+ * [edges[k - 1], edges[k]) (edges[-1] being a; m edges, sorted) whose kind is among the table's (a
+ * byte's entry, a negative one from the end), as np.count_nonzero(kinds_among(kind, ...)[p:q]). */
+void residual_count_kinds(int64_t a, int64_t m, const int64_t *edges, const int8_t *kind, const uint8_t *table,
+                          int64_t *counts) {
+    int64_t i = a;
+    for (int64_t k = 0; k < m; ++k) {
+        int64_t c = 0;
+        for (; i < edges[k]; ++i) c += table[(uint8_t)kind[i]];
+        counts[k] = c;
+    }
 }
 
 /* ``values[~mask]`` written to the front of ``out``; returns their count (numpy then sums them). */
@@ -163,37 +198,64 @@ int64_t residual_unmasked(int64_t n, const double *values, const uint8_t *mask, 
     return m;
 }
 
-/* The running sum of ``x`` (np.cumsum's: one addition after another, from x[0]) before each of
- * ``rows`` (m of them, sorted): out[k] = np.cumsum(x)[rows[k] - 1], 0 for row 0. */
-void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out) {
+/* A row's new duration in residual_rebuild's and residual_sums_before's passes: ``x[i]``, or where
+ * ``scaled`` (residual.correct_windows') its segment's length d = old_end[i] - old_ts[i] times x[i]
+ * (its window factor), as residual_scale works it out. */
+static inline double new_duration(const double *x, int64_t scaled, const int64_t *old_ts, const int64_t *old_end,
+                                  int64_t i) {
+    return scaled ? (double)(old_end[i] - old_ts[i]) * x[i] : x[i];
+}
+
+/* The running sum of the new durations (np.cumsum's: one addition after another, from row 0; ``x``,
+ * or the lengths times ``x`` where ``scaled``: new_duration) before each of ``rows`` (m of them,
+ * sorted): out[k] = np.cumsum(new)[rows[k] - 1], 0 for row 0. */
+void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out, int64_t scaled,
+                          const int64_t *old_ts, const int64_t *old_end) {
     double s = 0.0;
     int64_t i = 0;
     for (int64_t k = 0; k < m; ++k) {
-        for (; i < rows[k]; ++i) s = i == 0 ? x[0] : s + x[i];
+        for (; i < rows[k]; ++i) {
+            double v = new_duration(x, scaled, old_ts, old_end, i);
+            s = i == 0 ? v : s + v;
+        }
         out[k] = s;
     }
 }
 
 /* residual.rebuild's per-thread pass over threads k0 to k1 - 1 of n_threads: thread k's rows
  * [first[k], first[k + 1]) start at rel0[k] plus the sum of the thread's new durations before each
- * row, read off the running sum of ``new_dur`` over every row (np.cumsum's, kept as it goes on from
- * ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each row's
- * start and end, rounded (np.rint), plus ``start_ns``. On the way, ``sums`` gets the running sum
- * before each of ``rows`` (m of them, sorted, among these threads' rows): residual_sums_before's
- * figures, without a pass of their own. Returns the running sum after these threads' rows. */
+ * row (``new_dur``, or where ``scaled`` the segments' lengths in ``old_ts``, ``old_end`` times it:
+ * new_duration), read off the running sum of them over every row (np.cumsum's, kept as it goes on
+ * from ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each
+ * row's start and end, rounded (np.rint), plus ``start_ns``. Where ``scaled`` (residual.correct_windows,
+ * its residual_scale in this pass), ``gone[i]`` gets length - new and, where ``keep_ratio``,
+ * ``ratio[i]`` new / length (1 where the length is 0); ``gone`` may then be ``new_dur`` itself, and
+ * ``ts``, ``seg_end`` be ``old_ts``, ``old_end`` (each row's are read before its own are written). On the way, ``sums`` gets the
+ * running sum before each of ``rows`` (m of them, sorted, among these threads' rows):
+ * residual_sums_before's figures, without a pass of their own. Returns the running sum after these
+ * threads' rows. */
 double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
                         const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
-                        double before, int64_t m, const int64_t *rows, double *sums) {
+                        double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
+                        const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
+                        double *ratio) {
     int64_t j = 0;
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
         for (int64_t i = a; i < b; ++i) {
             while (j < m && rows[j] == i) sums[j++] = before;
-            double after = i == 0 ? new_dur[0] : before + new_dur[i];
+            double nd = new_dur[i];
+            if (scaled) {
+                double d = (double)(old_end[i] - old_ts[i]);
+                nd = d * nd;
+                gone[i] = d - nd;
+                if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
+            }
+            double after = i == 0 ? nd : before + nd;
             double t = before - base;
             t += start;
-            double e = t + new_dur[i];
+            double e = t + nd;
             ts[i] = rint_i64(t) + start_ns;
             seg_end[i] = rint_i64(e) + start_ns;
             before = after;
@@ -201,21 +263,6 @@ double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *
     }
     return before;
 }
-
-/* residual.correct_windows' durations: ``factor`` becomes the new ones (dur * factor), ``gone`` gets
- * dur - new (for numpy's sum) and, where ``keep_ratio``, ``ratio`` new / dur (1 where dur is 0). */
-void residual_scale(int64_t n, const int64_t *ts, const int64_t *seg_end, double *factor, double *gone,
-                    int64_t keep_ratio, double *ratio) {
-    for (int64_t i = 0; i < n; ++i) {
-        double d = (double)(seg_end[i] - ts[i]);
-        double nd = d * factor[i];
-        factor[i] = nd;
-        gone[i] = d - nd;
-        if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
-    }
-}
-
-static inline int64_t wrap(int64_t i, int64_t len) { return i < 0 ? i + len : i; }
 
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed
  * instance (table[op] > 0, op -1 reading the last entry), their segment's length added to
@@ -301,7 +348,7 @@ static inline int64_t after_time(const int64_t *ts, int64_t lo, int64_t hi, int6
  * [first[k], first[k + 1]) with k = block[q], takes the last of those rows starting at or before it
  * (the numpy version's search of its (thread, time) keys); where there is one, the query moves to
  * that row's corrected start plus the time into its raw segment (at most the segment) times the
- * row's ``ratio``, rounded (np.rint); else it stays. A query after the previous one on the same
+ * row's ``ratio``, rounded (np.rint); else (an empty block among them) it stays. A query after the previous one on the same
  * thread is searched for from the previous one's row onward, in steps that double (launches come
  * in time order, mostly): a few rows read in the CPU's cache instead of a search of the thread. */
 void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int64_t *first, const int64_t *ts,

@@ -59,17 +59,27 @@ class StallShare:
         return dataclasses.asdict(self)
 
 
-def measure(tl: Timeline, bound: np.ndarray) -> StallShare:
+def measure(
+    tl: Timeline, bound: np.ndarray, rows: np.ndarray | None = None, excl: np.ndarray | None = None
+) -> StallShare:
     """The stall share from the main thread's operation instances, each compared within the kind of
     window it began in (read from the trace's window rows; a run without windows is one kind).
 
-    ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall).
+    ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall). ``rows``
+    (sorted) and ``excl``, where the caller has them: the rows off which ``bound`` is 0, and each
+    instance's time on the main thread (Timeline.instance_time, read with the correction's own pass
+    over the rows): then only those rows are read.
     """
     main = tl.main_rows()
     n_inst = len(tl.inst_name)
     # each instance's exclusive time, and the flushes' share of it
     sums = native.function("residual_instance_sums", *_INSTANCE_SUMS)
-    if sums is None or tl.op.dtype != np.int32 or bound.dtype != np.float64 or not bound.flags.c_contiguous:
+    if rows is not None and excl is not None:
+        at = rows[(rows >= main.start) & (rows < main.stop)]
+        op, at_bound = tl.op[at], bound[at]
+        hit = (at_bound != 0) & (op >= 0)
+        over = np.bincount(op[hit], weights=at_bound[hit], minlength=n_inst)  # in row order, as below
+    elif sums is None or tl.op.dtype != np.int32 or bound.dtype != np.float64 or not bound.flags.c_contiguous:
         excl = tl.instance_time(main, n_inst)
         op = tl.op[main]
         # the flushes' share by instance: over the rows that met one (the others add exact zeros)

@@ -19,6 +19,8 @@ operation open are left in (the automatic operations open one at every outermost
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from rlscope import categories
@@ -36,9 +38,9 @@ DEFAULT = {"inside": 1700.0, "ref_ns": 108.0}
 # where the wrapper does not run: inside a torch op, a CUDA call, rlscope's own work, a compilation
 _NOT_PYTHON = (categories.BACKEND, categories.CUDA_API, categories.PROFILER, categories.COMPILE)
 # the same as a table of every byte of a category (a negative one from the end), for the C loops
-_NOT_PYTHON_BYTES = np.zeros(256, bool)
-_NOT_PYTHON_BYTES[list(_NOT_PYTHON)] = True
-# the C loops' arguments over one thread's rows: first row, end, op, ts, seg_end, cat, _NOT_PYTHON_BYTES
+NOT_PYTHON_BYTES = np.zeros(256, bool)
+NOT_PYTHON_BYTES[list(_NOT_PYTHON)] = True
+# the C loops' arguments over one thread's rows: first row, end, op, ts, seg_end, cat, NOT_PYTHON_BYTES
 _ROWS = (native.N, native.N, native.I32, native.I64, native.I64, native.I8, native.BOOL)
 _TABLE = (native.F64, native.N)  # a thread's cost per instance (module_calls._costed_blocks), its length
 
@@ -87,6 +89,46 @@ def calls_per_instance(proc: ProcessTrace, tl: Timeline | None = None) -> dict[t
     return {k: n / instances[k] for k, n in calls.items() if instances.get(k, 0) > 0}
 
 
+@dataclasses.dataclass
+class Spread:
+    """The wrapper's cost per row as what spreads it, :func:`planned`'s second pass not yet made: the
+    rows of each costed thread, [a, b), with its cost per instance (a last entry, 0, for the rows
+    outside every instance), and per instance (the same last entry) whether the interpreter ran in
+    it and the time its cost is spread over. The residual correction reads each row's cost as it
+    goes over the rows (residual.c's residual_planned): no column of every row."""
+
+    threads: list[tuple[int, int, np.ndarray]]
+    has_python: np.ndarray
+    total: np.ndarray
+
+    def any(self) -> bool:
+        """Whether a row's cost is not 0 (``column(tl).any()``): a costed instance with time to spread
+        its cost over has a row with some of that time, and a cost above 0."""
+        return bool((self.total > 0).any())
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(first rows, ends, cost tables one after another): the threads as the C loops read them."""
+        first = np.array([t[0] for t in self.threads], np.int64)
+        end = np.array([t[1] for t in self.threads], np.int64)
+        return first, end, np.concatenate([t[2] for t in self.threads])
+
+    def column(self, tl: Timeline) -> np.ndarray:
+        """Per timeline row: its cost (:func:`planned`'s second pass)."""
+        spread = native.function(
+            "residual_module_spread", *_ROWS, native.BOOL, native.F64, *_TABLE, native.F64
+        )
+        # every row of the costed threads is written: zeros only between them (no pass of zeros first)
+        out = np.empty(len(tl.ts))
+        end = 0
+        for a, b, table in self.threads:
+            out[end:a] = 0.0
+            args = (tl.op, tl.ts, tl.seg_end, tl.cat, NOT_PYTHON_BYTES)
+            spread(a, b, *args, self.has_python, self.total, table, len(table), out)
+            end = b
+        out[end:] = 0.0
+        return out
+
+
 def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     """Per timeline row: the wrapper's cost to remove from its segment (ns); empty where no row has
     any (a run without automatic operations: no column of zeros to add).
@@ -97,6 +139,13 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     stretch the costed rows are millions, and a column of their length per step was most of the
     correction's peak memory. The sums are of whole ns, exact in any order: summed a block at a
     time, or a run of rows at a time, they are those of one pass over the rows."""
+    out = spread(proc, tl, per_call_ns)
+    return out.column(tl) if isinstance(out, Spread) else out
+
+
+def spread(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> Spread | np.ndarray:
+    """:func:`planned`'s first pass, and what spreads the cost over the rows (:class:`Spread`) where
+    the C loops run; else (numpy's loops) its column, as :func:`planned` gives it."""
     none = np.zeros(0)
     if per_call_ns <= 0 or len(tl.ts) == 0:
         return none
@@ -105,8 +154,8 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
         return none
     spans = _costed_blocks(proc.names, tl, mean, per_call_ns)
     sums = native.function("residual_module_sums", *_ROWS, *_TABLE, native.F64, native.F64, restype=native.N)
-    spread = native.function("residual_module_spread", *_ROWS, native.BOOL, native.F64, *_TABLE, native.F64)
-    if sums is None or spread is None or tl.op.dtype != np.int32 or tl.cat.dtype != np.int8:
+    spreads = native.function("residual_module_spread", *_ROWS, native.BOOL, native.F64, *_TABLE, native.F64)
+    if sums is None or spreads is None or tl.op.dtype != np.int32 or tl.cat.dtype != np.int8:
         return _spread(tl, spans)
     # the C loops: each of a thread's rows at once, in one pass (residual.c)
     threads = _thread_spans(spans)
@@ -116,16 +165,11 @@ def planned(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> np.ndarray:
     costed = 0
     for a, b, table in threads:
         costed += sums(
-            a, b, tl.op, tl.ts, tl.seg_end, tl.cat, _NOT_PYTHON_BYTES, table, len(table), python_sum, all_sum
+            a, b, tl.op, tl.ts, tl.seg_end, tl.cat, NOT_PYTHON_BYTES, table, len(table), python_sum, all_sum
         )
     if costed == 0:
         return none
-    has_python, total = _totals(python_sum[:-1], all_sum[:-1])
-    out = np.zeros(len(tl.ts))
-    for a, b, table in threads:
-        args = (tl.op, tl.ts, tl.seg_end, tl.cat, _NOT_PYTHON_BYTES)
-        spread(a, b, *args, has_python, total, table, len(table), out)
-    return out
+    return Spread(threads, *_totals(python_sum[:-1], all_sum[:-1]))
 
 
 def _spread(tl: Timeline, spans: list[tuple[slice, np.ndarray]]) -> np.ndarray:

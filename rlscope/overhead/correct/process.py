@@ -75,7 +75,9 @@ def correct_process(
         )
         used = residual.at_run_speed(used, run_ref_ns)
         mem_times, mem_notes = residual.memory_times(proc, used)
-        mods = module_calls.planned(proc, tl, used.module_call_ns)
+        mods = module_calls.spread(
+            proc, tl, used.module_call_ns
+        )  # a column, or what spreads it over the rows
         if mods.any() and module_calls.ENTRY not in used.used:
             mem_notes.append(
                 f"{module_calls.ENTRY} not calibrated on this machine: the automatic operations' module"
@@ -98,9 +100,12 @@ def correct_process(
             est.notes.append(UNMEASURED + (REMOVED if _has_costs(used, switched) else NOT_REMOVED))
     fixes = [(tl, fix)]
     if est is not None:
-        # the estimate's factors, a column of every row, are the windows' new durations once applied
+        # the estimate's factors, a column of every row, are read once (their memory takes the time gone)
         factor, est.factor = est.factor, np.zeros(0)
-        fixes.append((fix.timeline, residual.correct_windows(fix.timeline, factor, keep_ratio=moving)))
+        # without launches to move the residual-corrected timeline is read no further: its columns
+        # take the new times (the analysis's peak of memory)
+        windows_fix = residual.correct_windows(fix.timeline, factor, keep_ratio=moving, consume=not moving)
+        fixes.append((fix.timeline, windows_fix))
         del factor
     final = fixes[-1][1].timeline
     out = Corrected(final, used, {}, gpu_shift_ns=_gpu_shift(fixes, launches))

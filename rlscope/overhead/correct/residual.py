@@ -332,6 +332,11 @@ _KIND_OPENS = np.zeros(S.COMPILE_END + 1, bool)
 _KIND_OPENS[[S.OP_BEGIN, S.PHASE_BEGIN, S.CAT_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN]] = True
 
 
+# the kinds written to the trace, as a table of every byte (a negative one from the end) for the C loops
+_WRITTEN_BYTES = np.zeros(256, bool)
+_WRITTEN_BYTES[list(S.WRITTEN_KINDS)] = True
+
+
 def event_classes(tl: Timeline) -> np.ndarray:
     """The cost class of every timeline row (NONE for rows rlscope wrote itself, e.g. forced closes)."""
     cls = take(_KIND_CLASS, tl.kind)  # a lookup per row; the category rows (few) then read their category
@@ -363,12 +368,15 @@ class Correction:
         block = _thread_blocks(raw, thread) if fn is not None and t.dtype == np.int64 else None
         if block is not None:  # each query searched on its thread's rows (residual.c)
             t, out = np.ascontiguousarray(t), np.empty(len(t), np.int64)
-            first = raw.thread_starts().astype(np.int64)
+            # and an empty block past the last thread: the map of a main thread without rows, none
+            first = np.append(raw.thread_starts(), len(raw.ts)).astype(np.int64)
             fn(len(t), block, t, first, raw.ts, raw.seg_end, self.timeline.ts, self.ratio, out)
             return out
         threads = np.unique(raw.thread)
         known = np.isin(thread, threads)
-        q_thread = np.where(known, thread, raw.main_thread)
+        # a main thread without rows has no map: times on threads without rows then stay as they are
+        has_main = bool(np.isin(raw.main_thread, threads))
+        q_thread = np.where(known, thread, raw.main_thread if has_main else threads[0])
         order_key = raw.thread_idx.astype(np.int64)
         qi = np.searchsorted(threads, q_thread)
         # rows are grouped by thread in thread_idx order, which follows first appearance, not value
@@ -381,6 +389,8 @@ class Correction:
         key = order_key * span + (raw.ts - t0)
         pos = np.searchsorted(key, qidx * span + (t - t0), side="right") - 1
         ok = (pos >= 0) & (order_key[np.maximum(pos, 0)] == qidx)
+        if not has_main:
+            ok &= known
         pos = np.maximum(pos, 0)
         into = np.minimum(t - raw.ts[pos], raw.seg_end[pos] - raw.ts[pos])
         new = self.timeline.ts[pos] + np.rint(into * self.ratio[pos]).astype(np.int64)
@@ -389,18 +399,19 @@ class Correction:
 
 def _thread_blocks(raw: Timeline, thread: np.ndarray) -> np.ndarray | None:
     """Per query of :meth:`Correction.remap`: the thread index (``raw.thread_idx``) of its thread,
-    the main thread's for a thread without rows; None where the thread indices do not stand one
-    for one for threads with rows, or the main thread has none (the numpy search then decides)."""
+    the main thread's for a thread without rows, or one past the last thread (an empty block: no
+    map, the time stays) where the main thread has no rows either; None where the thread indices do
+    not stand one for one for threads with rows (the numpy search then decides)."""
     starts = raw.thread_starts()
     if not (starts[1:] > starts[:-1]).all():
         return None
     tids = raw.thread[starts[:-1]]
     order = np.argsort(tids, kind="stable")
     by_tid = tids[order]
-    if (by_tid[1:] == by_tid[:-1]).any() or raw.main_thread not in by_tid:
+    if (by_tid[1:] == by_tid[:-1]).any():
         return None
     at = np.minimum(np.searchsorted(by_tid, thread), len(by_tid) - 1)
-    main = order[np.searchsorted(by_tid, raw.main_thread)]
+    main = order[np.searchsorted(by_tid, raw.main_thread)] if raw.main_thread in by_tid else len(tids)
     return np.where(by_tid[at] == thread, order[at], main).astype(np.int64)
 
 
@@ -414,33 +425,43 @@ def _place(planned: np.ndarray, dur: np.ndarray, last: np.ndarray) -> np.ndarray
     is left to the previous one). Only the segments with an excess move anything: a few in millions.
     """
     removal = np.minimum(planned, dur)
-    _move_excess(planned, dur, last, removal)
+    over = np.flatnonzero(~(planned <= dur))
+    _move_excess(over, planned[over] - removal[over], dur, last, removal)
     return removal
 
 
 def _move_excess(
-    planned: np.ndarray,
-    dur: np.ndarray,
+    over: np.ndarray,
+    excess: np.ndarray,
+    dur: np.ndarray | Timeline,
     last: np.ndarray,
     removal: np.ndarray,
-    over: np.ndarray | None = None,
-) -> None:
-    """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with each segment's excess
-    moved to its neighbours on its thread, in place. ``over``: the rows whose plan does not fit
-    (sorted), where the caller has them; None: found here."""
-    if over is None:
-        over = np.flatnonzero(~(planned <= dur))
+    left: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with the ``excess`` of each
+    segment whose plan does not fit (``over``, sorted: planned less removal there) moved to its
+    neighbours on its thread, in place. ``dur``: the segments' lengths, or the timeline to read them
+    from at the rows moved to (no column of every row). ``left``: each segment's length less its
+    removal, where the caller keeps it: kept so at the rows that take an excess. Returns the rows
+    that took one (once per pass)."""
+    length = dur.float_duration if isinstance(dur, Timeline) else dur.__getitem__
+    moved = [np.zeros(0, np.int64)]
     if len(over) == 0:
-        return
-    excess = planned[over] - removal[over]
+        return moved[0]
+    excess = excess.copy()
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
         # a segment and its neighbour on another thread: nothing moves between them
-        gives = (over + shift >= 0) & (over + shift < len(dur))
+        gives = (over + shift >= 0) & (over + shift < len(removal))
         gives[gives] &= ~last[over[gives] + min(shift, 0)]
         to = over[gives] + shift
-        take = np.minimum(excess[gives], dur[to] - removal[to])  # the neighbours' room before the pass
+        dur_to = length(to)
+        take = np.minimum(excess[gives], dur_to - removal[to])  # the neighbours' room before the pass
         excess[gives] -= take
         removal[to] += take
+        if left is not None:
+            left[to] = dur_to - removal[to]
+        moved.append(to)
+    return np.concatenate(moved)
 
 
 def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -458,14 +479,22 @@ def flush_intervals(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     start, end, cpu = start[order], end[order], cpu[order]
     # each flush converts every row recorded before it started that an earlier flush did not: the
     # recorded rows before each start, counted per thread (whose rows are in time order), no sort
-    recorded = kinds_among(tl.kind, S.WRITTEN_KINDS)
+    count = native.function(
+        "residual_count_kinds", native.N, native.N, native.I64, native.I8, native.BOOL, native.I64
+    )
+    native_kinds = count is not None and tl.kind.dtype == np.int8
+    recorded = None if native_kinds else kinds_among(tl.kind, S.WRITTEN_KINDS)
     upto = np.zeros(len(start), np.int64)
     bounds = tl.thread_starts()
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         # the thread's rows before each start (sorted), and the recorded ones among them counted
         # from one start's to the next: no copy of the recorded rows' times
-        edges = (np.searchsorted(tl.ts[a:b], start, side="left") + a).tolist()
-        counts = [np.count_nonzero(recorded[p:q]) for p, q in itertools.pairwise([a, *edges])]
+        edges = np.searchsorted(tl.ts[a:b], start, side="left") + a
+        if recorded is None:  # in one pass over the thread's kinds, no column of every row (residual.c)
+            counts = np.empty(len(edges), np.int64)
+            count(a, len(edges), edges.astype(np.int64), tl.kind, _WRITTEN_BYTES, counts)
+        else:
+            counts = [np.count_nonzero(recorded[p:q]) for p, q in itertools.pairwise([a, *edges.tolist()])]
         upto += np.cumsum(np.array(counts, np.int64))
     converted = np.diff(np.concatenate([[0], upto]))
     return start, end, converted, cpu
@@ -485,20 +514,25 @@ def _flush_marks(tl: Timeline) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _flush_stall(tl: Timeline, per_event_ns: float, out: np.ndarray | None = None) -> np.ndarray:
-    """Per segment: the GIL time flushes took from it (each flush's stall spread over its interval):
-    the CPU time a flush measured of itself, else the calibrated ``per_event_ns`` per row converted.
-    ``out``: a column of every row to write it to (a new one where None)."""
-    if out is None:
-        out = np.zeros(len(tl.ts))
-    else:
-        out.fill(0.0)
+def _flush_stall(tl: Timeline, per_event_ns: float) -> np.ndarray:
+    """Per segment: the GIL time flushes took from it (:func:`_flush_stall_rows`), a column of every row."""
+    out = np.zeros(len(tl.ts))
+    rows, stall = _flush_stall_rows(tl, per_event_ns)
+    out[rows] = stall
+    return out
+
+
+def _flush_stall_rows(tl: Timeline, per_event_ns: float) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, stall): the GIL time flushes took from each segment (each flush's stall spread over its
+    interval), at the rows (sorted) whose segment meets a flush; every other segment's is 0. A flush
+    stalls for the CPU time it measured of itself, else the calibrated ``per_event_ns`` per row
+    converted."""
     start, end, converted, cpu = flush_intervals(tl)
     stall = np.where(cpu > 0, cpu, converted * max(per_event_ns, 0.0)).astype(np.float64)
     keep = (end > start) & (converted > 0) & (stall > 0)
     start, end, stall = start[keep], end[keep], stall[keep]
     if len(start) == 0:
-        return out
+        return np.zeros(0, np.int64), np.zeros(0)
     length = (end - start).astype(np.float64)
     density = np.minimum(stall / length, 1.0)  # share of the flush spent stalling
     cum = np.concatenate([[0.0], np.cumsum(density * length)])
@@ -512,8 +546,7 @@ def _flush_stall(tl: Timeline, per_event_ns: float, out: np.ndarray | None = Non
     # stall_until is constant between flushes: a segment that meets none takes exactly 0, so only
     # the rows that meet one are looked up (flushes cover a small part of the run)
     rows = _rows_meeting(tl, start, end)
-    out[rows] = stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
-    return out
+    return rows, stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
 
 
 def _rows_meeting(tl: Timeline, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -550,25 +583,65 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(length.sum())) + np.repeat(shift, length)
 
 
+@dataclasses.dataclass
+class _Scaled:
+    """:func:`rebuild`'s new durations as each segment's length times its factor (correct_windows'),
+    worked out in its C pass: ``gone`` gets each length less its new one (for numpy to sum; it may be
+    the factors' own column), ``ratio`` (where not None) new over length (1 where the length is 0)."""
+
+    gone: np.ndarray
+    ratio: np.ndarray | None
+
+
+# residual_rebuild's arguments: (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before,
+# m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio)
+_REBUILD = (
+    native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N,
+    native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64,
+    native.N, native.I64, native.I64, native.F64, native.N, native.F64,
+)  # fmt: skip
+_SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.I64, native.I64)
+
+
+def _rebuild_loops() -> tuple[Any, Any] | None:
+    """rebuild's C loops (residual_rebuild, residual_sums_before), or None where numpy's run."""
+    fill = native.function("residual_rebuild", *_REBUILD, restype=native.DOUBLE)
+    sums_before = native.function("residual_sums_before", *_SUMS_BEFORE)
+    return (fill, sums_before) if fill is not None and sums_before is not None else None
+
+
 def rebuild(
-    tl: Timeline, new_dur: np.ndarray, last: np.ndarray, spare: tuple[np.ndarray, ...] = ()
+    tl: Timeline,
+    new_dur: np.ndarray,
+    last: np.ndarray,
+    spare: tuple[np.ndarray, ...] = (),
+    scaled: _Scaled | None = None,
 ) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
     Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
     each thread's last row (:func:`thread_last`). ``spare``: columns of every row the caller no
-    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`).
+    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`). ``scaled``: the
+    new durations are the segments' lengths times ``new_dur`` (correct_windows' factors), worked out
+    in the C pass that writes the timestamps (:class:`_Scaled`; the C loops only, where
+    :func:`_rebuild_loops` has them): its ``gone`` may then be ``new_dur`` itself, each row's factor
+    read before its time gone is written over it, and ``spare`` be ``tl``'s own ``ts`` and
+    ``seg_end``, each row's read before its new times are written over them.
     """
     # relative to the session start: float64 stays exact there
     first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
     ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
-    # (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before, m, rows, sums)
-    args = (native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N)
-    args += (native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64)
-    fill = native.function("residual_rebuild", *args, restype=native.DOUBLE)
-    sums_before = native.function("residual_sums_before", native.F64, native.N, native.I64, native.F64)
+    loops = _rebuild_loops()
+    fill, sums_before = loops if loops is not None else (None, None)
+    f64 = np.zeros(0)
+    gone = scaled.gone if scaled is not None else f64
+    ratio = scaled.ratio if scaled is not None and scaled.ratio is not None else f64
     after = None
-    if fill is None or sums_before is None or not _doubles(new_dur):
+    if scaled is not None:
+        assert loops is not None and _doubles(new_dur, gone, ratio), (
+            "rebuild's scaled durations: C loops only"
+        )
+    elif loops is None or not _doubles(new_dur):
         # the running sum of the new durations over every row (np.cumsum: one addition after
         # another), held in ``seg_end``'s memory until each block of it is written: no column of its own
         after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
@@ -582,7 +655,7 @@ def rebuild(
             return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
         order = np.argsort(rows, kind="stable")
         at, got, out = rows[order].astype(np.int64), np.empty(len(rows)), np.empty(len(rows))
-        sums_before(new_dur, len(at), at, got)
+        sums_before(new_dur, len(at), at, got, scaled is not None, tl.ts, tl.seg_end)
         out[order] = got
         return out
 
@@ -599,6 +672,7 @@ def rebuild(
         end = fill(
             len(ts), new_dur, ts, seg_end, len(first), first64, rel0, tl.start_ns,
             k0, k1, before, len(rows), rows, got,
+            scaled is not None, tl.ts, tl.seg_end, gone, len(ratio) > 0, ratio,
         )  # fmt: skip
         out[order] = got
         return end, out
@@ -617,7 +691,8 @@ def rebuild(
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
         dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
-        m_ratio = np.divide(new_dur[row], dur_row, out=np.ones(len(row)), where=dur_row > 0)
+        new_row = new_dur[row] if scaled is None else dur_row * new_dur[row]  # read before rows are written
+        m_ratio = np.divide(new_row, dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
         asked = np.append(row, m0)  # before each row asked, then before the main thread's first
 
@@ -794,8 +869,10 @@ _PLANNED_ARGS = (
     native.N, native.N, native.I64, native.I64, native.F64, native.F64,
     native.N, native.F64,
     native.N, native.F64,
-    native.F64, native.F64, native.F64, native.BOOL, native.F64,
-    native.N, native.I64,
+    native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL, native.F64,
+    native.N, native.N, native.I32, native.N, native.F64,
+    native.F64, native.F64, native.BOOL, native.F64,
+    native.N, native.I64, native.I64,
 )  # fmt: skip
 _OVER_ROWS = (
     1 << 16
@@ -804,12 +881,37 @@ _OVER_ROWS = (
 
 def _native_columns(tl: Timeline) -> bool:
     """Whether the timeline's columns have the types residual_planned reads (ids narrowed to int32)."""
-    return tl.id.dtype == np.int32 and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
+    return (
+        tl.id.dtype == np.int32
+        and tl.op.dtype == np.int32
+        and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
+    )
 
 
 def _doubles(*columns: np.ndarray | None) -> bool:
     """Whether each of ``columns`` (None: left out) is C-contiguous float64, as the C loops read them."""
     return all(c is None or (c.dtype == np.float64 and c.flags.c_contiguous) for c in columns)
+
+
+@dataclasses.dataclass
+class _Plan:
+    """:func:`_planned_native`'s columns and figures, those of :func:`_planned` and what the steps
+    after it read besides."""
+
+    left: np.ndarray  # per row: its segment's length less its removal (the time left in it)
+    planned_sum: float  # the plan's column summed (numpy's pairwise sum)
+    removal: np.ndarray  # in the plan's memory, made the removal where it differs from the plan
+    profiler: np.ndarray
+    per_class: np.ndarray
+    excl: np.ndarray  # per instance: its time on the main thread (Timeline.instance_time)
+    # whether every ``left`` is a number not below +0: np.minimum(0, left) is then 0 at every row, and
+    # the flushes' stall is 0 off the rows that meet a flush (:func:`_stall_taken`)
+    regular: bool
+    # the module calls' cost of the rows that are not rlscope's periodic work (mods[~profiler]), its
+    # first n_kept entries, where it was worked out row by row (a module_calls.Spread); None: given as
+    # a column
+    kept: np.ndarray | None = None
+    n_kept: int = 0
 
 
 def _planned_native(
@@ -818,12 +920,18 @@ def _planned_native(
     last: np.ndarray,
     on_writer: np.ndarray,
     mem: np.ndarray | None,
-    mods: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_planned` in one pass over the rows (residual.c's residual_planned)."""
+    mods: np.ndarray | module_calls.Spread | None,
+) -> _Plan | None:
+    """:func:`_planned` in one pass over the rows (residual.c's residual_planned), with the time left
+    per segment in place of the segments' lengths (a column fewer: each is read where it is needed)
+    and the main thread's time per instance (flush_stall.measure's) read on the way. ``mods``: a
+    column, or what spreads the module calls' cost (module_calls.Spread), read row by row (no column
+    of it). None where the numpy loops must run."""
     fn = native.function("residual_planned", *_PLANNED_ARGS, restype=native.N)
-    if fn is None or not _native_columns(tl) or not _doubles(mem, mods):
-        return _planned(tl, costs, last, on_writer, mem, mods)
+    spread = mods if isinstance(mods, module_calls.Spread) else None
+    column = mods if spread is None else None
+    if fn is None or not _native_columns(tl) or not _doubles(mem, column):
+        return None
     n = len(tl.ts)
     before_of, after_of = _cost_tables(costs)
     # the boundaries' own costs, read as they are kept (RowValues: at some rows, or at every row)
@@ -833,12 +941,21 @@ def _planned_native(
         cost_values, every_row = tl.cost.values, tl.cost.at_rows is None
         cost_rows = none if every_row else tl.cost.at_rows
     if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
-        return _planned(tl, costs, last, on_writer, mem, mods)
-    dur, planned, removal = np.empty(n), np.empty(n), np.empty(n)
+        return None
+    planned, left = np.empty(n), np.empty(n)
+    kept = np.empty(n) if spread is not None else None
     profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
     over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
-    over = fn(
+    main, n_inst = tl.main_rows(), len(tl.inst_name)
+    excl, counts = np.zeros(n_inst), np.zeros(2, np.int64)  # the irregular rows, the module costs kept
+    none_f, none_b = np.zeros(0), np.zeros(0, bool)
+    span_a = span_b = none
+    tables, has_python, total = none_f, none_b, none_f
+    if spread is not None:
+        span_a, span_b, tables = spread.tables()
+        has_python, total = spread.has_python, spread.total
+    listed = fn(
         n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
         CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
@@ -846,12 +963,31 @@ def _planned_native(
         before_of, after_of, (before_of != 0) | (after_of != 0),
         len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
         n if mem is not None else 0, mem if mem is not None else np.zeros(0),
-        n if mods is not None else 0, mods if mods is not None else np.zeros(0),
-        dur, planned, removal, profiler, per_class, len(over_rows), over_rows,
+        n if column is not None else 0, column if column is not None else none_f,
+        len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
+        kept if kept is not None else none_f,
+        main.start, main.stop, tl.op, n_inst, excl,
+        planned, left, profiler, per_class, len(over_rows), over_rows, counts,
     )  # fmt: skip
-    if over:
-        _move_excess(planned, dur, last, removal, over_rows[:over] if over <= len(over_rows) else None)
-    return dur, planned, removal, profiler, per_class
+    regular = int(counts[0]) == 0
+    planned_sum = planned.sum()  # before the column becomes the removal
+    removal = planned  # np.minimum(planned, d), which is the plan but at the rows listed: made so there
+    if listed <= len(over_rows):
+        rows = over_rows[:listed]
+        dur, plan_at = tl.float_duration(rows), planned[rows]
+        removal[rows] = np.minimum(plan_at, dur)
+        over = ~(plan_at <= dur)
+        rows, excess = rows[over], plan_at[over] - removal[rows[over]]
+    else:  # more rows than the list holds: the lengths of every row
+        dur = tl.float_duration()
+        rows = np.flatnonzero(~(planned <= dur))
+        plan_at = planned[rows]
+        np.minimum(planned, dur, out=removal)
+        excess = plan_at - removal[rows]
+    del dur
+    moved = left[_move_excess(rows, excess, tl, last, removal, left=left)]
+    regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
+    return _Plan(left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]))
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -863,58 +999,85 @@ def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
 
 def _sums_off(
     profiler: np.ndarray,
-    dur: np.ndarray,
+    prof_rows: np.ndarray,
+    prof_dur: np.ndarray,
     mem: np.ndarray | None,
     mods: np.ndarray | None,
     scratch: np.ndarray,
 ) -> tuple[float, float, float]:
-    """The periodic work's time (``dur`` summed at ``profiler`` rows), and ``mem`` and ``mods`` summed
-    off them (0 where None), each as numpy sums the masked column (pairwise). ``scratch``: a column
-    of every row that is not needed after, to hold what is summed instead of a new one."""
-    where = native.function("residual_where", native.N, native.BOOL, native.F64, native.F64)
+    """The periodic work's time (the segments' lengths ``prof_dur`` at its rows ``prof_rows``, the
+    ``profiler`` ones, summed as numpy sums np.where(profiler, dur, 0.0): pairwise over a column of
+    every row), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked column).
+    ``scratch``: a column of every row that is not needed after, to hold what is summed instead of a
+    new one; left all 0 (the flushes' stall is written over it)."""
     unmasked = native.function(
         "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
     )
-    if where is None or unmasked is None or not _doubles(dur, mem, mods, scratch):
-        profiler_ns = np.where(profiler, dur, 0.0).sum()
-        mem_total = float(mem[~profiler].sum()) if mem is not None else 0.0
-        mods_total = float(mods[~profiler].sum()) if mods is not None else 0.0
-        return profiler_ns, mem_total, mods_total
-    n = len(dur)
-    where(n, profiler, dur, scratch)
-    profiler_ns = scratch.sum()
+    n = len(scratch)
     totals = []
     for col in (mem, mods):
-        totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()) if col is not None else 0.0)
+        if col is None:
+            totals.append(0.0)
+        elif unmasked is None or not _doubles(col, scratch):
+            totals.append(float(col[~profiler].sum()))
+        else:
+            totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()))
+    # np.where(profiler, dur, 0.0) without the lengths of every row: zeros, and the few rows' own
+    scratch.fill(0.0)
+    scratch[prof_rows] = prof_dur
+    profiler_ns = scratch.sum()
+    scratch[prof_rows] = 0.0
     return profiler_ns, totals[0], totals[1]
 
 
 def _stall_taken(
-    tl: Timeline, dur: np.ndarray, removal: np.ndarray, bound: np.ndarray, on_writer: np.ndarray
-) -> tuple[np.ndarray, dict[str, Any] | None, float]:
-    """(the time left per segment, the stall share's evidence, the writer's seconds removed):
-    ``removal`` taken from ``dur`` (in ``removal``'s memory), then the flushes' stall: their ``bound``
-    (:func:`_flush_stall`) within what is left, off the writer's threads, times the share
-    flush_stall.measure finds (None where no bound is left)."""
-    bounded = native.function(
-        "residual_bounded", native.N, native.F64, native.F64, native.F64, native.BOOL, restype=native.N
-    )
-    take = native.function("residual_take_bound", native.N, native.F64, native.F64, native.DOUBLE)
-    if bounded is None or take is None:
-        left = np.subtract(dur, removal, out=removal)
+    tl: Timeline,
+    left: np.ndarray,
+    bound: np.ndarray,
+    on_writer: np.ndarray,
+    per_event_ns: float,
+    plan: _Plan | None,
+) -> tuple[dict[str, Any] | None, float]:
+    """(the stall share's evidence, the writer's seconds removed): the flushes' stall taken from the
+    time ``left`` per segment (in place): their bound (:func:`_flush_stall_rows`) within what is left,
+    off the writer's threads, times the share flush_stall.measure finds (None where no bound is left).
+    ``bound``: a column of every row, all 0, that takes the stall (numpy sums it). ``plan``: the C
+    loops' (:func:`_planned_native`), where they ran: the stall is then worked out at the rows that
+    meet a flush only, where it is not 0 (a ``regular`` plan: np.minimum(0, left) is 0 elsewhere)."""
+    rows, stall = _flush_stall_rows(tl, per_event_ns)
+    if plan is None or not plan.regular:  # the columns of every row
+        bound[rows] = stall
         np.minimum(bound, left, out=bound)
         bound[on_writer] = 0.0  # the flush itself, not a stall of the job
-        stall = flush_stall.measure(tl, bound) if bound.any() else None
-        if stall is not None:
-            bound *= stall.share
-        writer_ns = float(bound.sum()) if stall is not None else 0.0
+        measured = flush_stall.measure(tl, bound) if bound.any() else None
+        if measured is not None:
+            bound *= measured.share
+        writer_ns = float(bound.sum()) if measured is not None else 0.0
         left -= bound
-    else:  # the same in two passes (residual.c)
-        left = removal
-        stall = flush_stall.measure(tl, bound) if bounded(len(dur), dur, removal, bound, on_writer) else None
-        take(len(dur), left, bound, stall.share if stall is not None else 1.0)  # 1: the zeros as they are
-        writer_ns = float(bound.sum()) if stall is not None else 0.0
-    return left, stall.as_dict() if stall is not None else None, writer_ns / 1e9
+        return measured.as_dict() if measured is not None else None, writer_ns / 1e9
+    stall = np.minimum(stall, left[rows])
+    stall[on_writer[rows]] = 0.0
+    bound[rows] = stall
+    measured = flush_stall.measure(tl, bound, rows, plan.excl) if stall.any() else None
+    if measured is None:
+        return None, 0.0
+    stall *= measured.share
+    bound[rows] = stall
+    left[rows] -= stall  # less 0 elsewhere: as it is
+    return measured.as_dict(), float(bound.sum()) / 1e9
+
+
+def _ratio(tl: Timeline, new_dur: np.ndarray, dur: np.ndarray | None = None) -> np.ndarray:
+    """Per row: its new duration over its segment's length (1 where that is 0): what
+    :meth:`Correction.remap` moves launches by. ``dur``: the lengths, where the caller has them."""
+    fn = native.function("residual_ratio", native.N, native.I64, native.I64, native.F64, native.F64)
+    n = len(new_dur)
+    if fn is not None and _doubles(new_dur) and tl.ts.dtype == np.int64 and tl.seg_end.dtype == np.int64:
+        ratio = np.empty(n)
+        fn(n, tl.ts, tl.seg_end, new_dur, ratio)
+        return ratio
+    dur = tl.float_duration() if dur is None else dur
+    return np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
 
 
 def correct_timeline(
@@ -922,47 +1085,76 @@ def correct_timeline(
     costs: EventCosts,
     nvml_samples: int = 0,
     memory: np.ndarray | None = None,
-    modules: np.ndarray | None = None,
+    modules: np.ndarray | module_calls.Spread | None = None,
     keep_ratio: bool = True,
 ) -> Correction:
     """Remove the calibrated overhead from every thread's segments and rebuild the timestamps.
     ``memory``: times of the recorded GPU allocator events (:func:`memory_times`); ``modules``: per
-    row, the automatic operations' module-call cost in its segment (module_calls.planned; empty: none).
+    row, the automatic operations' module-call cost in its segment (module_calls.planned; empty: none),
+    or what spreads it over the rows (module_calls.spread's).
     ``keep_ratio``: keep each row's ratio of durations (``Correction.remap``: GPU launches to move)."""
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     last = thread_last(tl)
     mem = _memory_planned(tl, memory, costs.memory_per_event)
-    mods = modules if modules is not None and len(modules) == n else None
+    mods = None if isinstance(modules, np.ndarray) and len(modules) != n else modules  # empty: none
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     on_writer = tl.on_threads(np.unique(tl.thread[_flush_marks(tl)]))
-    dur, planned, removal, profiler, per_class = _planned_native(tl, costs, last, on_writer, mem, mods)
-    planned_sum, removal_sum = planned.sum(), removal.sum()
-    profiler_ns, mem_total, mods_total = _sums_off(profiler, dur, mem, mods, scratch=planned)
-    del mem, mods
+    plan = _planned_native(tl, costs, last, on_writer, mem, mods)
+    dur = kept = None
+    if plan is not None:
+        planned_sum, removal, profiler, per_class = (
+            plan.planned_sum,
+            plan.removal,
+            plan.profiler,
+            plan.per_class,
+        )
+        left, kept = plan.left, plan.kept  # kept: mods[~profiler], worked out row by row
+        removal_sum = removal.sum()
+        scratch = removal  # not needed after its sum
+    else:
+        if isinstance(mods, module_calls.Spread):
+            mods = mods.column(tl)
+        dur, planned, removal, profiler, per_class = _planned(tl, costs, last, on_writer, mem, mods)
+        planned_sum, removal_sum = planned.sum(), removal.sum()
+        left = np.subtract(dur, removal, out=removal)  # ``removal`` is not needed after its sum
+        scratch = planned  # not needed after its sum
+        del planned
+    del removal
+    prof_rows = np.flatnonzero(profiler)
+    prof_dur = tl.float_duration(prof_rows)
+    mods_col = None if kept is not None else mods
+    profiler_ns, mem_total, mods_total = _sums_off(profiler, prof_rows, prof_dur, mem, mods_col, scratch)
+    if kept is not None:
+        mods_total = float(kept[: plan.n_kept].sum())
+    del mem, mods, mods_col, profiler
     placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
     # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
-    bound = _flush_stall(tl, costs.writer_per_event, out=planned)  # ``planned`` is not needed after
-    del planned
-    left, stall_info, writer_s = _stall_taken(tl, dur, removal, bound, on_writer)
+    bound = scratch  # all 0 (_sums_off)
+    del scratch
+    stall_info, writer_s = _stall_taken(tl, left, bound, on_writer, costs.writer_per_event, plan)
     del on_writer
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
-    main_left = float(left[tl.main_rows()].sum())
     background_ns = costs.nvml_per_sample * nvml_samples
-    share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
+    share = 0.0
+    if background_ns != 0 or math.copysign(1.0, background_ns) < 0:  # else 0 over any main thread's time
+        main_left = float(left[tl.main_rows()].sum())
+        share = min(background_ns / main_left, MAX_BACKGROUND_SHARE) if main_left > 0 else 0.0
     nvml_s = float((left * share).sum()) / 1e9 if share else 0.0
     new_dur = left
     if share:
         new_dur *= 1.0 - share
-    periodic_s = float(dur[profiler].sum()) / 1e9 if profiler.any() else None
-    ratio = np.divide(new_dur, dur, out=np.ones(n), where=dur > 0) if keep_ratio else None
-    del profiler
-
-    corrected = rebuild(tl, new_dur, last, spare=(dur, bound))  # their memory holds the new times
-    del dur, bound
+    periodic_s = float(prof_dur.sum()) / 1e9 if len(prof_rows) else None
+    ratio = _ratio(tl, new_dur, dur) if keep_ratio else None
+    # their memory holds the new times: the lengths (numpy's) or the module costs kept (the C loops',
+    # where worked out row by row), and the bound
+    spare = tuple(c for c in (dur, kept, bound) if c is not None)
+    del dur, kept, bound, plan
+    corrected = rebuild(tl, new_dur, last, spare=spare)
+    del spare
 
     removed: dict[str, float] = {}
     wanted = float(per_class[1:].sum()) + mem_total + mods_total
@@ -987,25 +1179,30 @@ def correct_timeline(
     return Correction(corrected, ratio, removed, share, clamped, stall_info)
 
 
-def correct_windows(tl: Timeline, factor: np.ndarray, keep_ratio: bool = True) -> Correction:
+def correct_windows(
+    tl: Timeline, factor: np.ndarray, keep_ratio: bool = True, consume: bool = False
+) -> Correction:
     """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline;
-    ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten with the new durations
-    (the estimate's column, used once: no other column of every row at the rebuild)."""
+    ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten (the estimate's column,
+    used once: its memory takes the time gone per row, no other column of every row for it).
+    ``consume``: ``tl`` is read no further (no launches to move over it): where the C loops run, its
+    ``ts`` and ``seg_end`` take the new times, each row's read before it is written. Why: this is the
+    analysis's peak of memory, two columns of every row fewer."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    scale = native.function(
-        "residual_scale", native.N, native.I64, native.I64, native.F64, native.F64, native.N, native.F64
-    )
-    if scale is None or not _doubles(factor):
+    n = len(factor)
+    if _rebuild_loops() is not None and _doubles(factor):
+        # the new durations worked out in the rebuild's own pass, the time gone written over the factors
+        gone, ratio = factor, np.empty(n) if keep_ratio else None
+        spare = (tl.ts, tl.seg_end) if consume else ()
+        corrected = rebuild(tl, factor, thread_last(tl), spare=spare, scaled=_Scaled(gone, ratio))
+        removed = float(gone.sum()) / 1e9
+    else:
         dur = tl.float_duration()
         new_dur = np.multiply(dur, factor, out=factor)
         ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
         gone = np.subtract(dur, new_dur, out=dur)  # ``dur`` is not needed after
-    else:
-        new_dur, gone = factor, np.empty(len(factor))
-        ratio = np.empty(len(factor)) if keep_ratio else None
-        scale(len(factor), tl.ts, tl.seg_end, factor, gone, keep_ratio, ratio if keep_ratio else np.zeros(0))
-    removed = float(gone.sum()) / 1e9
-    corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
+        removed = float(gone.sum()) / 1e9
+        corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
     del gone
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
