@@ -46,6 +46,7 @@ import dataclasses
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.keys import factorize
@@ -106,7 +107,13 @@ def _category_code(values: np.ndarray) -> np.ndarray:
     return _CATEGORY_OK[np.minimum(values.view(np.uint64), len(_CATEGORY_OK) - 1)]
 
 
+_KIND_BAD = ~_KIND_OK
+assert max(S.WRITTEN_KINDS) < 128  # an int8 kind read as its byte: a negative one is past every written kind
+
+
 def _unknown_kind(kind: np.ndarray) -> np.ndarray:
+    if kind.dtype == np.int8:  # the writer's type: one lookup by the byte
+        return _KIND_BAD[kind.view(np.uint8)]
     return ~_KIND_OK[kind.astype(np.uint8)] | (kind < 0) | (kind > 255)
 
 
@@ -139,18 +146,56 @@ def _few(values: np.ndarray) -> str:
 
 
 class _Table:
-    """The events' columns as numpy arrays while they are checked: rows dropped, changed, added."""
+    """The events' columns as numpy arrays while they are checked: rows dropped, changed, added.
+
+    Columns of the writer's types are read in place (read-only views of the Arrow buffers) until a
+    check reorders or repairs them: an intact table is read, never copied. A column a repair writes
+    into is made the table's own first (:meth:`writable`)."""
 
     def __init__(self, events: pa.Table, where: str) -> None:
         self.where = where
         self.names = events.column_names
         self.schema = events.schema
-        self.c = {k: _int64(events.column(k)) for k in self.names}
+        self.c = {k: _column(events.column(k), k) for k in self.names}
         self.changed = False
         self.findings: list[Finding] = []
         ts = self.c["ts_ns"]
-        plausible = ~_no_clock(ts)
-        self.origin = int(ts[plausible].min()) if plausible.any() else 0
+        if len(ts) and int(ts.view(np.uint64).max()) < MAX_TS_NS:  # every time plausible: no mask
+            self.origin = int(ts.min())
+        else:
+            plausible = ~_no_clock(ts)
+            self.origin = int(ts[plausible].min()) if plausible.any() else 0
+
+    @property
+    def c(self) -> dict[str, np.ndarray]:
+        return self._c
+
+    @c.setter
+    def c(self, columns: dict[str, np.ndarray]) -> None:
+        self._c = columns
+        self._rows: dict[tuple[int, ...], np.ndarray] = {}
+
+    def rows(self, *kinds: int) -> np.ndarray:
+        """Indices of the rows of these kinds, in row order (not to be written into). Several checks
+        read the same kinds' rows: found once per set of rows (rows dropped, added or reordered
+        replace ``c``, and with it these)."""
+        if kinds not in self._rows:
+            kind = self._c["kind"]
+            if kind.dtype == np.int8:  # one lookup per row, where each kind is one comparison
+                table = np.zeros(256, bool)
+                table[list(kinds)] = True
+                mask = table[kind.view(np.uint8)]
+            else:
+                mask = _among(kind, kinds)
+            self._rows[kinds] = np.flatnonzero(mask)
+        return self._rows[kinds]
+
+    def writable(self, name: str) -> np.ndarray:
+        """Column ``name``, made the table's own (a copy of a read-only view) before a repair writes it."""
+        values = self._c[name]
+        if not values.flags.writeable:
+            values = self._c[name] = values.copy()
+        return values
 
     def __len__(self) -> int:
         return len(self.c["ts_ns"])
@@ -197,10 +242,13 @@ class _Table:
     def group(self) -> None:
         """Rows grouped by thread, each thread's in file order: how the checks read them. Not a
         change: an intact table goes back as it came."""
-        order = _thread_order(self.c["thread"])
-        if not np.array_equal(order, np.arange(len(order))):
-            self.take(order, change=False)
-        self.first, self.last = _boundaries(self.c["thread"])
+        thread = self.c["thread"]
+        self.first, self.last = _boundaries(thread)
+        col = pa.array(thread)
+        threads = pc.unique(col)
+        if np.count_nonzero(self.first) > len(threads):  # a thread's rows are not all together
+            self.take(_thread_order(col, threads), change=False)
+            self.first, self.last = _boundaries(self.c["thread"])
 
     def table(self) -> pa.Table:
         """The repaired rows in time order (stable: a thread's rows keep their order), as the writer
@@ -210,27 +258,31 @@ class _Table:
         return pa.Table.from_arrays(cols, schema=self.schema)
 
 
-def _int64(column: pa.ChunkedArray) -> np.ndarray:
-    """A column as a writable int64 array of its own, copied once: the checks repair rows in place.
+# the writer's type of each event column (schema.EVENT_COLUMNS_DOC, EVENT_COST_COLUMN): read as it is
+_WRITTEN_TYPES = {c: np.dtype(t) for c, t, _ in [*S.EVENT_COLUMNS_DOC, S.EVENT_COST_COLUMN]}
+# columns read only by comparison: any signed width compares as int64 would; the others (times, ids)
+# enter sums and products, read as int64
+_COMPARED = ("kind", "name", "flags")
 
-    Why not ``to_numpy().astype(np.int64)``: a column of several batches is already a fresh array
-    after ``to_numpy``, and copying it again (fresh pages, their faults) was a third of the checks'
-    time on ten million rows."""
+
+def _column(column: pa.ChunkedArray, name: str) -> np.ndarray:
+    """An event column as the checks read it: its values in place where the writer's type (or a
+    signed integer, for a column only compared), else as int64 (a column of another integer type:
+    an older or damaged file), copied once."""
     values = column.to_numpy()
-    own = values.flags.writeable  # a zero-copy view of the table is read-only
-    return values.astype(np.int64, copy=not own)
+    kept = values.dtype == _WRITTEN_TYPES.get(name) or (name in _COMPARED and values.dtype.kind == "i")
+    return values if kept else values.astype(np.int64)
 
 
-def _thread_order(thread: np.ndarray) -> np.ndarray:
-    """Row indices grouped by thread (threads by first appearance), each thread's rows in file order.
+def _thread_order(thread: pa.Array, threads: pa.Array) -> np.ndarray:
+    """Row indices grouped by thread (``threads``: each once, by first appearance), each thread's rows
+    in file order.
 
-    Dense thread indices (hash-based, no sort) let numpy's stable sort run as a radix sort.
-    """
-    import pyarrow.compute as pc
-
-    col = pa.array(thread)
-    dense = pc.index_in(col, value_set=pc.unique(col)).to_numpy()
-    return np.argsort(dense.astype(np.int32), kind="stable")
+    Dense thread indices (hash-based, no sort) of the narrowest type let numpy's stable sort run as
+    a radix sort (8 and 16-bit integers)."""
+    dense = pc.index_in(thread, value_set=threads).to_numpy()
+    width = np.int8 if len(threads) <= 127 else np.int16 if len(threads) <= 32767 else np.int32
+    return np.argsort(dense.astype(width), kind="stable")
 
 
 def _boundaries(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -255,8 +307,8 @@ def _drop_impossible(t: _Table) -> None:
     scoped = _among(kind, _SCOPED)
     bad = scoped & ((c["id"] < 0) | (c["name"] < 0))
     t.drop(bad, f"{bad.sum()} operation or phase row(s) with a negative instance or name id dropped")
-    c, kind = t.c, t.c["kind"]
-    cat = np.flatnonzero((kind == S.CAT_BEGIN) | (kind == S.CAT_END))  # the codes read at these rows alone
+    c = t.c
+    cat = t.rows(S.CAT_BEGIN, S.CAT_END)  # the codes read at these rows alone
     bad = np.zeros(len(t), bool)
     bad[cat] = ~(_category_code(c["id"][cat]) & _category_code(c["parent"][cat]))
     t.drop(bad, f"{bad.sum()} category row(s) with a category code that does not exist dropped")
@@ -441,8 +493,8 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     c = t.c
     kind, thread, ts = c["kind"], c["thread"], c["ts_ns"]
     n = len(t)
-    b = np.flatnonzero(kind == begin)
-    e = np.flatnonzero(kind == end)
+    b = t.rows(begin)
+    e = t.rows(end)
     # ends matched to their begins by id (ids are unique per kind by now)
     b_sorted = np.argsort(c["id"][b])
     bid = c["id"][b][b_sorted]
@@ -476,10 +528,10 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
             e[differs],
             f"{differs.sum()} {noun} end(s) naming another parent than their begin: set to the begin's",
         )
-        c["parent"][e[differs]] = c["parent"][mate[differs]]
+        t.writable("parent")[e[differs]] = c["parent"][mate[differs]]
         t.changed = True
     # a begin's parent: an instance begun earlier on its thread (ids count up), or none
-    rows = np.flatnonzero((kind == begin) | (kind == end))
+    rows = t.rows(begin, end)
     tree_ids = c["id"][b]
 
     def opened_before(parents: np.ndarray) -> np.ndarray:
@@ -502,7 +554,7 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
             f"{(~valid).sum()} {noun} begin(s) naming a parent that is not open before them:"
             " set to what was open",
         )
-        c["parent"][b[~valid]] = fixed[~valid]
+        t.writable("parent")[b[~valid]] = fixed[~valid]
         # their ends' parents follow
         ends_of = np.zeros(n, bool)
         ends_of[e] = True
@@ -592,7 +644,7 @@ def _flags(t: _Table) -> None:
         keep = np.where(_among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)), begin_flags, _KNOWN_FLAGS)
         c["flags"] = flags & keep
         t.changed = True
-    b = np.flatnonzero(c["kind"] == S.OP_BEGIN)
+    b = t.rows(S.OP_BEGIN)
     if not len(b):
         return
     recursive = inside_same_name(c["id"][b], c["parent"][b], c["name"][b])
@@ -604,7 +656,7 @@ def _flags(t: _Table) -> None:
             f"{wrong.sum()} operation begin(s) flagged recursive against their nesting, or the"
             " other way round: set as the nesting says",
         )
-        c["flags"][b] = np.where(
+        t.writable("flags")[b] = np.where(
             recursive, c["flags"][b] | S.FLAG_RECURSIVE, c["flags"][b] & ~S.FLAG_RECURSIVE
         )
         t.changed = True
@@ -666,11 +718,11 @@ def _compact_ids(t: _Table) -> None:
         "instance ids far beyond what the process could count (a damaged id): the process's ids renumbered"
         " in order",
     )
-    c["id"][scoped] = lo + np.searchsorted(u, ids)
+    t.writable("id")[scoped] = lo + np.searchsorted(u, ids)
     linked = scoped & (c["parent"] >= 0)
     parents = c["parent"][linked]
     at = np.minimum(np.searchsorted(u, parents), len(u) - 1)
-    c["parent"][linked] = np.where(u[at] == parents, lo + at, -1)
+    t.writable("parent")[linked] = np.where(u[at] == parents, lo + at, -1)
     t.changed = True
 
 
@@ -701,7 +753,7 @@ def _category_ends(t: _Table) -> None:
     the two is damaged the rows do not tell, so the time is counted as recorded. Begins and ends
     pair as a stack per thread."""
     c = t.c
-    rows = np.flatnonzero((c["kind"] == S.CAT_BEGIN) | (c["kind"] == S.CAT_END))
+    rows = t.rows(S.CAT_BEGIN, S.CAT_END)
     if not len(rows):
         return
     thread, is_begin = c["thread"][rows], c["kind"][rows] == S.CAT_BEGIN
@@ -712,7 +764,7 @@ def _category_ends(t: _Table) -> None:
     start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
     depth_after = total - np.concatenate(([0], total))[start]  # per thread
     level = np.where(is_begin, depth_after, depth_after + 1)  # the level a begin opens, an end closes
-    order = np.lexsort((np.arange(len(rows)), level, group))
+    order = _group_order(group, level)
     ob, og, ol = is_begin[order], group[order], level[order]
     pair = ~ob[1:] & ob[:-1] & (og[1:] == og[:-1]) & (ol[1:] == ol[:-1])
     ends, begins = rows[order[1:][pair]], rows[order[:-1][pair]]
@@ -725,6 +777,18 @@ def _category_ends(t: _Table) -> None:
         )
 
 
+def _group_order(group: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """``np.lexsort((np.arange(n), level, group))`` for groups counted from 1: one stable sort of
+    one key, group and level in one integer, where lexsort sorts three times; a key below 2**15
+    sorts as 16-bit integers, by radix."""
+    lo = int(level.min())
+    span = int(level.max()) - lo + 1
+    key = (group - 1) * span + (level - lo)
+    if int(group[-1]) * span <= np.iinfo(np.int16).max:  # groups count up: the last is the most
+        key = key.astype(np.int16)
+    return np.argsort(key, kind="stable")
+
+
 def _nesting(t: _Table) -> None:
     """Say (not repair) rows whose recorded nesting contradicts the rows before them on their thread."""
     c = t.c
@@ -734,7 +798,7 @@ def _nesting(t: _Table) -> None:
         (S.PHASE_BEGIN, S.PHASE_END, -1, "phase"),
         (S.CAT_BEGIN, S.CAT_END, categories.PYTHON, "category"),
     ):
-        rows = np.flatnonzero((kind == begin) | (kind == end))
+        rows = t.rows(begin, end)
         if not len(rows):
             continue
         is_begin = kind[rows] == begin
