@@ -125,6 +125,29 @@ def _no_clock(ts: np.ndarray) -> np.ndarray:
     return (ts < 0) | (ts >= MAX_TS_NS)
 
 
+def _any_no_clock(ts: np.ndarray) -> bool:
+    """``_no_clock(ts).any()`` by reductions, without a mask (int64 times: one maximum of their bits
+    as unsigned)."""
+    if not len(ts):
+        return False
+    if ts.dtype == np.int64:
+        return int(ts.view(np.uint64).max()) >= MAX_TS_NS
+    return int(ts.min()) < 0 or int(ts.max()) >= MAX_TS_NS
+
+
+_BLOCK = 1 << 16  # rows compared at a time: a mask of them stays in cache, no mask of a whole column
+
+
+def _any_less(a: np.ndarray, b: np.ndarray, less: np.ufunc = np.less) -> bool:
+    """``less(a, b).any()`` (``a < b``) a block of rows at a time, into one small mask."""
+    out = np.empty(min(len(a), _BLOCK), bool)
+    for i in range(0, len(a), _BLOCK):
+        m = less(a[i : i + _BLOCK], b[i : i + _BLOCK], out=out[: min(_BLOCK, len(a) - i)])
+        if m.any():
+            return True
+    return False
+
+
 def _unknown_mode(kind: np.ndarray, ident: np.ndarray) -> np.ndarray:
     """Window rows of a mode that does not exist. The modes are read at the window rows alone: a few
     in millions of rows."""
@@ -907,26 +930,40 @@ def validate_table(
     found = []
     times, code, codes = _TABLE_RULES[kind]
     cols = {c: table.column(c).to_numpy().astype(np.int64, copy=False) for c in times}
-    bad = np.zeros(table.num_rows, bool)
-    for v in cols.values():
-        bad |= _no_clock(v)
-    if len(times) == 2:
-        bad |= cols[times[1]] < cols[times[0]]
+    # masks of millions of rows made only where a reduction finds rows to mark (never when intact)
+    bad = None
+    if any(_any_no_clock(v) for v in cols.values()) or (
+        len(times) == 2 and _any_less(cols[times[1]], cols[times[0]])
+    ):
+        bad = np.zeros(table.num_rows, bool)
+        for v in cols.values():
+            bad |= _no_clock(v)
+        if len(times) == 2:
+            bad |= cols[times[1]] < cols[times[0]]
     if code is not None:
-        bad |= ~np.isin(table.column(code).to_numpy(), codes)
-    if bad.any():
+        unknown = ~np.isin(table.column(code).to_numpy(), codes)
+        bad = unknown if bad is None else bad | unknown
+    if bad is not None and not bad.any():
+        bad = None
+    if bad is not None:
         message = (
             f"{int(bad.sum())} of {table.num_rows} row(s) with impossible times or codes (damaged?) dropped"
         )
         found.append(Finding("error", where, message))
-    copy = _copies(table, times[0]) & ~bad if kind in _UNIQUE_ROWS else np.zeros(table.num_rows, bool)
-    if copy.any():
+    copy = _copies(table, times[0]) if kind in _UNIQUE_ROWS else None
+    if copy is not None and bad is not None:
+        copy &= ~bad
+    if copy is not None and not copy.any():
+        copy = None
+    if copy is not None:
         found.append(
             Finding("error", where, f"{int(copy.sum())} row(s) written twice (a batch repeated) dropped")
         )
-    if kind == "backend" and session is not None:
+    if kind == "backend" and session is not None and int(cols["end_ns"].max()) > session[1]:
         end = cols["end_ns"]
-        late = ~bad & (end > session[1])
+        late = end > session[1]
+        if bad is not None:
+            late &= ~bad
         if late.any():
             found.append(
                 Finding(
@@ -936,8 +973,10 @@ def validate_table(
                     f" {(int(end[late].max()) - session[1]) / 1e9:.6g} s; a damaged time?): counted up to it",
                 )
             )
-    drop = bad | copy
-    return (table.filter(pa.array(~drop)) if drop.any() else table), found
+    if bad is None and copy is None:
+        return table, found
+    drop = bad if copy is None else copy if bad is None else bad | copy
+    return table.filter(pa.array(~drop)), found
 
 
 # tables no two of whose rows are equal: a GPU record or CUDA call (its own times and correlation),
@@ -945,19 +984,21 @@ def validate_table(
 _UNIQUE_ROWS = ("gpu", "backend", "collectives")
 
 
-def _copies(table: pa.Table, time: str) -> np.ndarray:
-    """Rows equal in every column to an earlier row.
+def _copies(table: pa.Table, time: str) -> np.ndarray | None:
+    """Rows equal in every column to an earlier row (None: no two rows share a ``time``).
 
     Only rows whose ``time`` value occurs more than once can be copies: one sort of that column finds
     them (a merge sort: the rows are nearly in time order, so it is a fraction of the sort of every
     column), and the sort of every column runs on those rows alone (none, in an intact trace).
     """
-    copy = np.zeros(table.num_rows, bool)
     t = table.column(time).to_numpy().astype(np.int64, copy=False)
-    s = np.sort(t, kind="stable")
+    if not _any_less(t[1:], t[:-1], np.less_equal):  # strictly increasing: no time twice (no sort)
+        return None
+    s = t if not _any_less(t[1:], t[:-1]) else np.sort(t, kind="stable")  # most files: in time order
     twice = s[1:] == s[:-1]
     if not twice.any():
-        return copy
+        return None
+    copy = np.zeros(table.num_rows, bool)
     rows = np.flatnonzero(np.isin(t, s[1:][twice]))
     cols = [table.column(c).to_numpy().astype(np.int64, copy=False)[rows] for c in table.column_names]
     order = np.lexsort([rows, *reversed(cols)])
