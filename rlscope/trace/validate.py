@@ -107,13 +107,16 @@ def _category_code(values: np.ndarray) -> np.ndarray:
     return _CATEGORY_OK[np.minimum(values.view(np.uint64), len(_CATEGORY_OK) - 1)]
 
 
-_KIND_BAD = ~_KIND_OK
-assert max(S.WRITTEN_KINDS) < 128  # an int8 kind read as its byte: a negative one is past every written kind
+# whether the written kinds are 0 to their largest (below 128): then an int8 kind read as its byte
+# (a negative one past 127) is unknown when above it, one comparison where a lookup by the byte
+# takes ten times as long
+_LAST_KIND = max(S.WRITTEN_KINDS)
+_KINDS_FROM_0 = set(S.WRITTEN_KINDS) == set(range(_LAST_KIND + 1)) and _LAST_KIND < 128
 
 
 def _unknown_kind(kind: np.ndarray) -> np.ndarray:
-    if kind.dtype == np.int8:  # the writer's type: one lookup by the byte
-        return _KIND_BAD[kind.view(np.uint8)]
+    if kind.dtype == np.int8 and _KINDS_FROM_0:  # the writer's type
+        return kind.view(np.uint8) > _LAST_KIND
     return ~_KIND_OK[kind.astype(np.uint8)] | (kind < 0) | (kind > 255)
 
 
@@ -197,21 +200,25 @@ class _Table:
     def c(self, columns: dict[str, np.ndarray]) -> None:
         self._c = columns
         self._rows: dict[tuple[int, ...], np.ndarray] = {}
+        self._stacks: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def rows(self, *kinds: int) -> np.ndarray:
         """Indices of the rows of these kinds, in row order (not to be written into). Several checks
         read the same kinds' rows: found once per set of rows (rows dropped, added or reordered
         replace ``c``, and with it these)."""
         if kinds not in self._rows:
-            kind = self._c["kind"]
-            if kind.dtype == np.int8:  # one lookup per row, where each kind is one comparison
-                table = np.zeros(256, bool)
-                table[list(kinds)] = True
-                mask = table[kind.view(np.uint8)]
-            else:
-                mask = _among(kind, kinds)
-            self._rows[kinds] = np.flatnonzero(mask)
+            self._rows[kinds] = np.flatnonzero(_among(self._c["kind"], kinds))
         return self._rows[kinds]
+
+    def stack(self, begin: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One stack's rows (:meth:`rows`), which of them are begins, and which are their thread's
+        first (rows grouped by thread): read by the checks that only say. Kinds and threads are never
+        written in place, so these hold until ``c`` is replaced."""
+        if (begin, end) not in self._stacks:
+            rows = self.rows(begin, end)
+            is_begin = self._c["kind"][rows] == begin
+            self._stacks[begin, end] = rows, is_begin, _boundaries(self._c["thread"][rows])[0]
+        return self._stacks[begin, end]
 
     def writable(self, name: str) -> np.ndarray:
         """Column ``name``, made the table's own (a copy of a read-only view) before a repair writes it."""
@@ -452,13 +459,12 @@ def _session_rows(t: _Table) -> None:
             t.changed = True
 
 
-def _state_before(stack_rows: np.ndarray, thread: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
-    """For rows of one stack (grouped by thread, in time order): the state before each row."""
-    before = np.full(len(stack_rows), default, np.int64)
-    if len(stack_rows) > 1:
-        threads = thread[stack_rows]
-        before[1:] = after[:-1]
-        before[1:][threads[1:] != threads[:-1]] = default  # a thread's first row: nothing before it
+def _state_before(first: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
+    """For rows of one stack (grouped by thread, in time order; ``first``: each thread's first row):
+    the state before each row, the state after the row before it on its thread."""
+    before = np.empty(len(after), np.int64)
+    before[1:] = after[:-1]
+    before[first] = default  # a thread's first row: nothing before it
     return before
 
 
@@ -519,29 +525,30 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     b = t.rows(begin)
     e = t.rows(end)
     # ends matched to their begins by id (ids are unique per kind by now)
-    b_sorted = np.argsort(c["id"][b])
-    bid = c["id"][b][b_sorted]
-    at = np.minimum(np.searchsorted(bid, c["id"][e]), max(len(bid) - 1, 0))
-    has = (len(bid) > 0) & (bid[at] == c["id"][e]) if len(bid) else np.zeros(len(e), bool)
-    mate = np.where(has, b[b_sorted][at] if len(bid) else 0, -1)
+    ids_b, ids_e = c["id"][b], c["id"][e]
+    b_sorted = np.argsort(ids_b)
+    bid, b_by_id = ids_b[b_sorted], b[b_sorted]
+    at = np.minimum(np.searchsorted(bid, ids_e), max(len(bid) - 1, 0))
+    has = bid[at] == ids_e if len(bid) else np.zeros(len(e), bool)
+    mate = np.where(has, b_by_id[at] if len(bid) else 0, -1)
     ok = mate >= 0
     some = np.maximum(mate, 0)  # a row for every end: its begin's, or the first row (masked by ok)
-    t_ok = ok & (thread[some] == thread[e])
-    after = ok & (some < e)
-    named = ok & (c["name"][some] == c["name"][e])
-    unmatched = np.zeros(n, bool)
-    unmatched[e[~ok]] = True
-    wrong = np.zeros(n, bool)
-    wrong[e[ok & ~(t_ok & after & named)]] = True
-    if unmatched.any():
-        t.say(unmatched, f"{unmatched.sum()} {noun} end(s) without a begin dropped")
-    if wrong.any():
-        t.say(
-            wrong,
-            f"{wrong.sum()} {noun} end(s) not on their begin's thread, before it or of another name dropped",
-        )
-    if unmatched.any() or wrong.any():
-        t.keep(~(unmatched | wrong))
+    placed = (thread[some] == thread[e]) & (some < e) & (c["name"][some] == c["name"][e])
+    misplaced = ok & ~placed
+    if not ok.all() or misplaced.any():  # masks of the table's rows only then
+        unmatched, wrong = e[~ok], e[misplaced]
+        if len(unmatched):
+            t.say(unmatched, f"{len(unmatched)} {noun} end(s) without a begin dropped")
+        if len(wrong):
+            t.say(
+                wrong,
+                f"{len(wrong)} {noun} end(s) not on their begin's thread, before it or of another name"
+                " dropped",
+            )
+        drop = np.zeros(n, bool)
+        drop[unmatched] = True
+        drop[wrong] = True
+        t.keep(~drop)
         _stack(t, begin, end, noun, complete)
         return
     # an end's parent is its begin's
@@ -555,21 +562,20 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
         t.changed = True
     # a begin's parent: an instance begun earlier on its thread (ids count up), or none
     rows = t.rows(begin, end)
-    tree_ids = c["id"][b]
 
     def opened_before(parents: np.ndarray) -> np.ndarray:
         """Which ``parents`` (one per begin) are none, or an instance begun earlier on its thread."""
         if not len(bid):
             return parents == -1
         at = np.minimum(np.searchsorted(bid, parents), len(bid) - 1)
-        p_row = b[b_sorted][at]
-        known = (bid[at] == parents) & (parents < tree_ids) & (thread[p_row] == thread[b]) & (p_row < b)
+        p_row = b_by_id[at]
+        known = (bid[at] == parents) & (parents < ids_b) & (thread[p_row] == thread[b]) & (p_row < b)
         return (parents == -1) | known
 
     valid = opened_before(c["parent"][b])
     if not valid.all():
         after_state = np.where(kind[rows] == begin, c["id"][rows], c["parent"][rows])
-        before = _state_before(rows, thread, after_state, -1)
+        before = _state_before(_boundaries(thread[rows])[0], after_state, -1)
         guess = before[np.searchsorted(rows, b)]
         fixed = np.where(opened_before(guess), guess, -1)
         t.say(
@@ -587,9 +593,9 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
         c["parent"][for_ends] = c["parent"][mate_of[for_ends]]
         t.changed = True
     # begins never ended: closed where their thread left them
-    ended = np.zeros(n, bool)
-    ended[mate] = True
-    open_b = b[~ended[b]]
+    ended = np.zeros(len(b), bool)  # by position in b: every end has its begin by now
+    ended[b_sorted[at]] = True
+    open_b = b[~ended]
     if not len(open_b):
         return
     tree = _Tree(c["id"][b], c["parent"][b])
@@ -776,20 +782,19 @@ def _category_ends(t: _Table) -> None:
     the two is damaged the rows do not tell, so the time is counted as recorded. Begins and ends
     pair as a stack per thread."""
     c = t.c
-    rows = t.rows(S.CAT_BEGIN, S.CAT_END)
+    rows, is_begin, first = t.stack(S.CAT_BEGIN, S.CAT_END)
     if not len(rows):
         return
-    thread, is_begin = c["thread"][rows], c["kind"][rows] == S.CAT_BEGIN
     step = np.where(is_begin, 1, -1)
-    first, _ = _boundaries(thread)
-    group = np.cumsum(first)
     total = np.cumsum(step)
-    start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
-    depth_after = total - np.concatenate(([0], total))[start]  # per thread
-    level = np.where(is_begin, depth_after, depth_after + 1)  # the level a begin opens, an end closes
-    order = _group_order(group, level)
-    ob, og, ol = is_begin[order], group[order], level[order]
-    pair = ~ob[1:] & ob[:-1] & (og[1:] == og[:-1]) & (ol[1:] == ol[:-1])
+    starts = np.flatnonzero(first)
+    depth_after = total  # per thread: less the depth before the thread's first row, when more threads
+    if len(starts) > 1:
+        depth_after = total - np.repeat(total[starts] - step[starts], np.diff(starts, append=len(rows)))
+    level = depth_after + ~is_begin  # the level a begin opens, an end closes (one deeper)
+    order, key = _group_order(first, level)
+    ob, ok = is_begin[order], key[order]
+    pair = ~ob[1:] & ob[:-1] & (ok[1:] == ok[:-1])
     ends, begins = rows[order[1:][pair]], rows[order[:-1][pair]]
     differs = c["parent"][ends] != c["parent"][begins]
     if differs.any():
@@ -800,35 +805,35 @@ def _category_ends(t: _Table) -> None:
         )
 
 
-def _group_order(group: np.ndarray, level: np.ndarray) -> np.ndarray:
-    """``np.lexsort((np.arange(n), level, group))`` for groups counted from 1: one stable sort of
-    one key, group and level in one integer, where lexsort sorts three times; a key below 2**15
-    sorts as 16-bit integers, by radix."""
+def _group_order(first: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.lexsort((np.arange(n), level, np.cumsum(first)))`` (``first``: where each group starts,
+    rows grouped), and the key it sorts: group and level in one integer, sorted once where lexsort
+    sorts three times; a key below 2**15 sorts as 16-bit integers, by radix."""
     lo = int(level.min())
     span = int(level.max()) - lo + 1
-    key = (group - 1) * span + (level - lo)
-    if int(group[-1]) * span <= np.iinfo(np.int16).max:  # groups count up: the last is the most
+    groups = int(np.count_nonzero(first))
+    key = level - lo
+    if groups > 1:
+        key += (np.cumsum(first) - 1) * span
+    if groups * span <= np.iinfo(np.int16).max:
         key = key.astype(np.int16)
-    return np.argsort(key, kind="stable")
+    return np.argsort(key, kind="stable"), key
 
 
 def _nesting(t: _Table) -> None:
     """Say (not repair) rows whose recorded nesting contradicts the rows before them on their thread."""
     c = t.c
-    kind, thread = c["kind"], c["thread"]
     for begin, end, default, noun in (
         (S.OP_BEGIN, S.OP_END, -1, "operation"),
         (S.PHASE_BEGIN, S.PHASE_END, -1, "phase"),
         (S.CAT_BEGIN, S.CAT_END, categories.PYTHON, "category"),
     ):
-        rows = t.rows(begin, end)
+        rows, is_begin, first = t.stack(begin, end)
         if not len(rows):
             continue
-        is_begin = kind[rows] == begin
         ids, parents = c["id"][rows], c["parent"][rows]
-        after = np.where(is_begin, ids, parents)
-        before = _state_before(rows, thread, after, default)
-        wrong = np.where(is_begin, parents != before, ids != before)
+        before = _state_before(first, np.where(is_begin, ids, parents), default)
+        wrong = np.where(is_begin, parents, ids) != before
         if wrong.any():
             t.say(
                 rows[wrong],
