@@ -272,13 +272,18 @@ class _Table:
     def group(self) -> None:
         """Rows grouped by thread, each thread's in file order: how the checks read them. Not a
         change: an intact table goes back as it came."""
-        thread = self.c["thread"]
-        self.first, self.last = _boundaries(thread)
-        col = pa.array(thread)
-        threads = pc.unique(col)
-        if np.count_nonzero(self.first) > len(threads):  # a thread's rows are not all together
-            self.take(_thread_order(col, threads), change=False)
-            self.first, self.last = _boundaries(self.c["thread"])
+        self.first, self.last = _boundaries(self.c["thread"])
+        runs = _thread_runs(self.c["thread"], self.first)
+        if runs is None:  # each thread's rows are together already
+            return
+        if len(runs) <= _RUN_SLICES:  # a few stretches of rows moved: copied as slices, no index
+            pieces = runs.tolist()
+            self.c = {k: np.concatenate([v[a:b] for a, b in pieces]) for k, v in self.c.items()}
+        else:
+            start, stop = runs[:, 0], runs[:, 1]
+            at = np.cumsum(stop - start) - (stop - start)  # where each run goes
+            self.take(np.arange(len(self)) + np.repeat(start - at, stop - start), change=False)
+        self.first, self.last = _boundaries(self.c["thread"])
 
     def table(self) -> pa.Table:
         """The repaired rows in time order (stable: a thread's rows keep their order), as the writer
@@ -304,15 +309,24 @@ def _column(column: pa.ChunkedArray, name: str) -> np.ndarray:
     return values if kept else values.astype(np.int64)
 
 
-def _thread_order(thread: pa.Array, threads: pa.Array) -> np.ndarray:
-    """Row indices grouped by thread (``threads``: each once, by first appearance), each thread's rows
-    in file order.
+_RUN_SLICES = 4096  # up to this many runs of one thread's rows, grouping copies slices of the columns
 
-    Dense thread indices (hash-based, no sort) of the narrowest type let numpy's stable sort run as
-    a radix sort (8 and 16-bit integers)."""
-    dense = pc.index_in(thread, value_set=threads).to_numpy()
-    width = np.int8 if len(threads) <= 127 else np.int16 if len(threads) <= 32767 else np.int32
-    return np.argsort(dense.astype(width), kind="stable")
+
+def _thread_runs(thread: np.ndarray, first: np.ndarray) -> np.ndarray | None:
+    """The runs of rows of one thread (``first``: where each starts), as (start, stop) rows in the
+    order that groups them: threads by first appearance, each thread's runs in file order. None when
+    each thread has one run (the rows are grouped already).
+
+    Found from the runs alone (a thread's first row starts a run): a hash of the runs' threads and a
+    stable sort of the runs, where a sort of every row would take ten times as long."""
+    starts = np.flatnonzero(first)
+    col = pa.array(thread[starts])
+    threads = pc.unique(col)
+    if len(starts) == len(threads):
+        return None
+    order = np.argsort(pc.index_in(col, value_set=threads).to_numpy(), kind="stable")
+    bounds = np.append(starts, len(thread))
+    return np.stack([bounds[:-1][order], bounds[1:][order]], axis=1)
 
 
 def _boundaries(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -394,7 +408,7 @@ def _drop_repeats(t: _Table) -> None:
     if len(scoped) and int(key_id.min()) >= 0 and int(key_id.max()) < 1 << 59:
         # whether any (kind, id) repeats: one sort of id * 8 + kind (the kinds are below 8), where
         # the sort that says which rows repeat takes three keys; it runs only then (never when intact)
-        key = np.sort(key_id * 8 + key_kind)
+        key = np.sort(key_id * 8 + key_kind, kind="stable")  # nearly in order: the stable sort's runs
         if not (key[1:] == key[:-1]).any():
             return
     order = np.lexsort((scoped, key_id, key_kind))
