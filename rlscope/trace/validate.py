@@ -46,7 +46,6 @@ import dataclasses
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.keys import factorize
@@ -319,6 +318,8 @@ def _thread_runs(thread: np.ndarray, first: np.ndarray) -> np.ndarray | None:
 
     Found from the runs alone (a thread's first row starts a run): a hash of the runs' threads and a
     stable sort of the runs, where a sort of every row would take ten times as long."""
+    import pyarrow.compute as pc
+
     starts = np.flatnonzero(first)
     col = pa.array(thread[starts])
     threads = pc.unique(col)
