@@ -509,3 +509,168 @@ def test_measured_costs_that_do_not_fit_their_rows_are_found_as_the_bounds_say()
             expected[i] = p[i] > before or q[i] > after
     assert expected.any() and (~expected & (co != 0)).any()
     assert np.array_equal(t.c["cost"], np.where(expected, 0, co))
+
+
+def test_unknown_kinds_of_the_writers_type_are_found_as_isin_says():
+    """An int8 kind read as its byte (one comparison) is unknown exactly where np.isin says, for every
+    int8 value; kinds of another type take the lookup, with the same answer."""
+    from rlscope.trace import validate as V
+
+    kinds = np.arange(-128, 128, dtype=np.int8)
+    expected = ~np.isin(kinds, S.WRITTEN_KINDS)
+    assert np.array_equal(V._unknown_kind(kinds), expected)
+    assert np.array_equal(V._unknown_kind(kinds.astype(np.int64)), expected)
+    wide = np.array([-1, 256, 257, 1 << 40], np.int64)
+    assert V._unknown_kind(wide).all()
+
+
+def test_one_sort_key_orders_category_rows_as_lexsort_by_thread_and_level():
+    """_group_order sorts (group, level) in one key: the order lexsort gives with the row index last,
+    for 16-bit keys (radix) and wider ones (many groups or deep levels), negative levels, one row."""
+    from rlscope.trace import validate as V
+
+    rng = np.random.default_rng(3)
+    for n, groups, depth in [
+        (1, 1, 1),
+        (2, 1, 3),
+        (500, 1, 8),
+        (500, 7, 40),
+        (3000, 2000, 30),
+        (800, 3, 40000),
+    ]:
+        first = np.zeros(n, bool)
+        first[0] = True
+        first[rng.choice(np.arange(1, n), min(groups - 1, n - 1), replace=False)] = True
+        level = rng.integers(-depth, depth + 1, n)
+        order, key = V._group_order(first, level)
+        group = np.cumsum(first)
+        assert np.array_equal(order, np.lexsort((np.arange(n), level, group)))
+        same = key[order][1:] == key[order][:-1]
+        assert np.array_equal(
+            same, (group[order][1:] == group[order][:-1]) & (level[order][1:] == level[order][:-1])
+        )
+
+
+def test_grouping_by_runs_orders_rows_as_a_stable_sort_by_first_appearance(monkeypatch):
+    """Rows grouped by thread from their runs (slices, or one index past _RUN_SLICES runs): each
+    thread's rows in file order, threads by first appearance, as a stable sort by thread would; a
+    grouped table is left as it is (read in place)."""
+    from rlscope.trace import validate as V
+
+    rng = np.random.default_rng(4)
+    for slices in (V._RUN_SLICES, 0):
+        monkeypatch.setattr(V, "_RUN_SLICES", slices)
+        for n, threads, grouped in [
+            (1, 1, False),
+            (5, 1, False),
+            (400, 3, False),
+            (400, 3, True),
+            (3000, 40, False),
+        ]:
+            thread = rng.integers(0, threads, n) * 1000 + 7
+            if grouped:
+                thread = np.sort(thread)
+            table = pa.table({"ts_ns": np.arange(n, dtype=np.int64), "thread": thread})
+            t = V._Table(table, "p")
+            t.group()
+            _, first_seen = np.unique(thread, return_index=True)
+            rank = np.argsort(np.argsort(first_seen))[np.unique(thread, return_inverse=True)[1]]
+            order = np.argsort(rank, kind="stable")
+            assert np.array_equal(t.c["ts_ns"], order) and np.array_equal(t.c["thread"], thread[order])
+            assert np.array_equal(t.first, np.r_[True, t.c["thread"][1:] != t.c["thread"][:-1]])
+            if len(np.unique(thread)) == np.count_nonzero(np.r_[True, thread[1:] != thread[:-1]]):
+                assert np.shares_memory(t.c["ts_ns"], table.column("ts_ns").chunk(0).to_numpy())
+
+
+def test_a_repair_of_columns_read_in_place_writes_a_copy():
+    """One thread's intact rows are read in place (read-only views of the table); a repair that
+    writes into a column (an end's parent set to its begin's) makes it the checks' own, and the
+    table it came from stays as it was."""
+    from rlscope.trace.validate import validate_events
+
+    table = _rows(
+        (0, 1, S.SESSION_START, -1, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1, -1),
+        (10, 1, S.OP_BEGIN, 0, -1, 0),
+        (11, 1, S.OP_BEGIN, 1, 0, 1),
+        (12, 1, S.OP_END, 1, 5, 1),
+        (20, 1, S.OP_END, 0, -1, 0),
+        (100, 1, S.SESSION_END, -1, -1, -1),
+    )
+    before = table.column("parent").to_pylist()
+    out, findings = validate_events(table, "p")
+    assert [f.message.split(" (")[0] for f in findings] == [
+        "1 operation end(s) naming another parent than their begin: set to the begin's"
+    ]
+    assert out.column("parent").to_pylist() == [-1, -1, -1, 0, 0, -1, -1]
+    assert table.column("parent").to_pylist() == before
+
+
+def test_any_less_says_what_a_whole_mask_says_at_block_edges():
+    from rlscope.trace import validate as V
+
+    for n in (0, 1, V._BLOCK - 1, V._BLOCK, V._BLOCK + 1, 3 * V._BLOCK + 5):
+        a = np.arange(n, dtype=np.int64)
+        assert not V._any_less(a, a) and V._any_less(a, a, np.less_equal) == (n > 0)
+        for at in {0, n // 2, n - 1} if n else set():
+            b = a.copy()
+            b[at] += 1
+            assert V._any_less(a, b) and not V._any_less(b, a)
+
+
+# ids other than "gpu": a test with that keyword is one that needs a CUDA GPU (tests/conftest.py)
+@pytest.mark.parametrize(
+    "kind", ["backend", "gpu", "collectives", "nvml"], ids=["backend", "cuda-records", "collectives", "nvml"]
+)
+def test_collector_tables_are_checked_as_whole_masks_say(kind: str):
+    """validate_table, which makes masks only where reductions find rows to mark: the rows it drops
+    and the counts it says are those of the masks over every row, on intact tables (in time order or
+    not), copies, impossible times and torch ops ending after the session."""
+    from rlscope.trace import validate as V
+
+    rng = np.random.default_rng(5)
+    times, code, codes = V._TABLE_RULES[kind]
+    for trial in range(60):
+        n = int(rng.integers(1, 200))
+        start = np.cumsum(rng.integers(1 if trial % 3 == 0 else 0, 4, n)) + 100
+        if trial % 4 == 1:
+            start = rng.permutation(start)
+        cols = {times[0]: start}
+        if len(times) == 2:
+            cols[times[1]] = start + rng.integers(0 if trial % 5 else -1, 9, n)
+        if code:
+            cols[code] = rng.choice(list(codes) + ([99] if trial % 6 == 0 else []), n)
+        cols["x"] = rng.integers(0, 2, n)
+        if trial % 7 == 0:
+            cols[times[0]][rng.integers(0, n)] = -5
+        if trial % 8 == 0 and n > 3:
+            cols = {k: np.concatenate([v, v[:3]]) for k, v in cols.items()}
+        table = pa.table({k: pa.array(v, pa.int64()) for k, v in cols.items()})
+        session = (0, int(np.median(start)))
+        out, found = V.validate_table(table, kind, "w", session)
+        m = len(table)
+        t = {c: table.column(c).to_numpy() for c in table.column_names}
+        bad = np.zeros(m, bool)
+        for c in times:
+            bad |= (t[c] < 0) | (t[c] >= V.MAX_TS_NS)
+        if len(times) == 2:
+            bad |= t[times[1]] < t[times[0]]
+        if code:
+            bad |= ~np.isin(t[code], codes)
+        rows = list(zip(*(t[c].tolist() for c in table.column_names), strict=True))
+        seen: set = set()
+        copy = np.zeros(m, bool)
+        if kind in V._UNIQUE_ROWS:
+            for i, r in enumerate(rows):
+                copy[i] = r in seen and not bad[i]
+                seen.add(r)
+        said = [f.message for f in found]
+        expected = []
+        if bad.any():
+            expected.append(f"{bad.sum()} of {m} row(s) with impossible times or codes (damaged?) dropped")
+        if copy.any():
+            expected.append(f"{copy.sum()} row(s) written twice (a batch repeated) dropped")
+        late = ~bad & (t[times[-1]] > session[1]) if kind == "backend" else np.zeros(m, bool)
+        assert said[: len(expected)] == expected and len(said) == len(expected) + bool(late.any())
+        keep = ~(bad | copy)
+        assert (out is table) == keep.all() and out.equals(table.filter(pa.array(keep)))

@@ -275,3 +275,38 @@ def test_an_unreadable_end_of_run_file_is_one_warning(tmp_path):
     (proc_dir / S.END_META_FILE).write_text("[1, 2")
     proc = load_trace(tmp_path / "t").processes[0]
     assert any("end.json: unreadable" in w and "no end-of-run facts" in w for w in proc.warnings)
+
+
+def test_name_ids_missing_from_the_names_get_placeholders_in_every_table(tmp_path):
+    """Name ids past names.arrows (cut short, or a damaged id) of operation rows and of torch ops get
+    an ``<unknown name N>`` each, the rows pointing to it; ids in range, -1 and the names of rows of
+    other kinds are left as they are (no table changes when every id is in range)."""
+    import numpy as np
+
+    from rlscope.trace.reader import ProcessTrace, _placeholder_names
+
+    def events(names: list[int]) -> pa.Table:
+        kinds = [S.OP_BEGIN, S.OP_END, S.CAT_BEGIN, S.PHASE_BEGIN]
+        return pa.table(
+            {"kind": pa.array(kinds[: len(names)], pa.int8()), "name": pa.array(names, pa.int32())}
+        )
+
+    def backend(names: list[int]) -> pa.Table:
+        return pa.table({"name": pa.array(names, pa.int32())})
+
+    intact = ProcessTrace(tmp_path, {}, [], events([0, 1, 50, -1]), ["a", "b"], backend=backend([1, -1, 0]))
+    tables = (intact.events, intact.backend)
+    _placeholder_names(intact, tmp_path, intact.warnings)
+    assert (intact.events, intact.backend) == tables and intact.names == ["a", "b"] and not intact.warnings
+    proc = ProcessTrace(tmp_path, {}, [], events([0, 7, 50, -1]), ["a", "b"], backend=backend([9, -2, 1]))
+    _placeholder_names(proc, tmp_path, proc.warnings)
+    assert proc.names == ["a", "b", "<unknown name -2>", "<unknown name 7>", "<unknown name 9>"]
+    assert proc.events.column("name").to_pylist() == [0, 3, 50, -1]
+    assert proc.backend.column("name").to_pylist() == [4, 2, 1]
+    assert len(proc.warnings) == 1 and "3 name id(s) missing" in proc.warnings[0]
+    assert np.array_equal(proc.events.column("kind").to_numpy(), intact.events.column("kind").to_numpy())
+    for bad in (-2, 2):  # one id just out of range, in one table alone
+        proc = ProcessTrace(tmp_path, {}, [], events([0, 1, -1, -1]), ["a", "b"], backend=backend([1, bad]))
+        _placeholder_names(proc, tmp_path, proc.warnings)
+        assert proc.names == ["a", "b", f"<unknown name {bad}>"]
+        assert proc.backend.column("name").to_pylist() == [1, 2]

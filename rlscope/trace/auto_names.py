@@ -28,8 +28,10 @@ _NAMED_KINDS = (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)
 def _used_ids(events: pa.Table, aggregates: pa.Table | None, n_names: int) -> tuple[np.ndarray, np.ndarray]:
     """(the operation and phase rows of the events, the name ids in use by them or by the aggregates)."""
     kind = events.column("kind").to_numpy()
-    rows = np.isin(kind, _NAMED_KINDS)
-    used = [events.column("name").to_numpy().astype(np.int64)[rows]]
+    rows = kind == _NAMED_KINDS[0]  # a comparison per kind, where np.isin builds a table of the values
+    for k in _NAMED_KINDS[1:]:
+        rows |= kind == k
+    used = [np.unique(events.column("name").to_numpy()[rows]).astype(np.int64)]  # each id once, then int64
     if aggregates is not None and aggregates.num_rows:
         used += [aggregates.column(c).to_numpy().astype(np.int64) for c in ("phase", "operation")]
     ids = np.unique(np.concatenate(used))

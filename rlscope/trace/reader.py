@@ -609,6 +609,11 @@ def _placeholder_names(proc: ProcessTrace, path: Path, warnings: list[str]) -> N
     the collectors' records get a name ``<unknown name N>`` appended to ``proc.names``, their rows
     pointing to it: the analysis sizes its tables by name ids, so none may be a damaged one's size."""
     names = proc.names
+    named = [
+        t for t in (proc.events, proc.gpu, proc.backend, proc.collectives) if t is not None and t.num_rows
+    ]
+    if all(_names_within(t.column("name").to_numpy(), len(names)) for t in named):
+        return  # no row names an id out of range: no masks of the millions of rows
     tables: dict[str, tuple[pa.Table, np.ndarray]] = {}
     kind = proc.events.column("kind").to_numpy()
     tables["events"] = (proc.events, np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)))
@@ -642,6 +647,11 @@ def _placeholder_names(proc: ProcessTrace, path: Path, warnings: list[str]) -> N
             i = table.schema.get_field_index("name")
             table = table.set_column(i, table.schema.field(i), pa.array(new, table.schema.field(i).type))
             setattr(proc, attr, table)
+
+
+def _names_within(name: np.ndarray, n_names: int) -> bool:
+    """Whether every name id is -1 (none) or a name's: two reductions, no mask."""
+    return int(name.min()) >= -1 and int(name.max()) < n_names
 
 
 def _read_names(path: Path, warnings: list[str]) -> tuple[list[str], frozenset[int]]:

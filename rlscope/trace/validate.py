@@ -106,7 +106,16 @@ def _category_code(values: np.ndarray) -> np.ndarray:
     return _CATEGORY_OK[np.minimum(values.view(np.uint64), len(_CATEGORY_OK) - 1)]
 
 
+# whether the written kinds are 0 to their largest (below 128): then an int8 kind read as its byte
+# (a negative one past 127) is unknown when above it, one comparison where a lookup by the byte
+# takes ten times as long
+_LAST_KIND = max(S.WRITTEN_KINDS)
+_KINDS_FROM_0 = set(S.WRITTEN_KINDS) == set(range(_LAST_KIND + 1)) and _LAST_KIND < 128
+
+
 def _unknown_kind(kind: np.ndarray) -> np.ndarray:
+    if kind.dtype == np.int8 and _KINDS_FROM_0:  # the writer's type
+        return kind.view(np.uint8) > _LAST_KIND
     return ~_KIND_OK[kind.astype(np.uint8)] | (kind < 0) | (kind > 255)
 
 
@@ -116,6 +125,29 @@ def _no_clock(ts: np.ndarray) -> np.ndarray:
     if ts.dtype == np.int64:
         return ts.view(np.uint64) >= MAX_TS_NS
     return (ts < 0) | (ts >= MAX_TS_NS)
+
+
+def _any_no_clock(ts: np.ndarray) -> bool:
+    """``_no_clock(ts).any()`` by reductions, without a mask (int64 times: one maximum of their bits
+    as unsigned)."""
+    if not len(ts):
+        return False
+    if ts.dtype == np.int64:
+        return int(ts.view(np.uint64).max()) >= MAX_TS_NS
+    return int(ts.min()) < 0 or int(ts.max()) >= MAX_TS_NS
+
+
+_BLOCK = 1 << 16  # rows compared at a time: a mask of them stays in cache, no mask of a whole column
+
+
+def _any_less(a: np.ndarray, b: np.ndarray, less: np.ufunc = np.less) -> bool:
+    """``less(a, b).any()`` (``a < b``) a block of rows at a time, into one small mask."""
+    out = np.empty(min(len(a), _BLOCK), bool)
+    for i in range(0, len(a), _BLOCK):
+        m = less(a[i : i + _BLOCK], b[i : i + _BLOCK], out=out[: min(_BLOCK, len(a) - i)])
+        if m.any():
+            return True
+    return False
 
 
 def _unknown_mode(kind: np.ndarray, ident: np.ndarray) -> np.ndarray:
@@ -139,18 +171,60 @@ def _few(values: np.ndarray) -> str:
 
 
 class _Table:
-    """The events' columns as numpy arrays while they are checked: rows dropped, changed, added."""
+    """The events' columns as numpy arrays while they are checked: rows dropped, changed, added.
+
+    Columns of the writer's types are read in place (read-only views of the Arrow buffers) until a
+    check reorders or repairs them: an intact table is read, never copied. A column a repair writes
+    into is made the table's own first (:meth:`writable`)."""
 
     def __init__(self, events: pa.Table, where: str) -> None:
         self.where = where
         self.names = events.column_names
         self.schema = events.schema
-        self.c = {k: _int64(events.column(k)) for k in self.names}
+        self.c = {k: _column(events.column(k), k) for k in self.names}
         self.changed = False
         self.findings: list[Finding] = []
         ts = self.c["ts_ns"]
-        plausible = ~_no_clock(ts)
-        self.origin = int(ts[plausible].min()) if plausible.any() else 0
+        if len(ts) and int(ts.view(np.uint64).max()) < MAX_TS_NS:  # every time plausible: no mask
+            self.origin = int(ts.min())
+        else:
+            plausible = ~_no_clock(ts)
+            self.origin = int(ts[plausible].min()) if plausible.any() else 0
+
+    @property
+    def c(self) -> dict[str, np.ndarray]:
+        return self._c
+
+    @c.setter
+    def c(self, columns: dict[str, np.ndarray]) -> None:
+        self._c = columns
+        self._rows: dict[tuple[int, ...], np.ndarray] = {}
+        self._stacks: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def rows(self, *kinds: int) -> np.ndarray:
+        """Indices of the rows of these kinds, in row order (not to be written into). Several checks
+        read the same kinds' rows: found once per set of rows (rows dropped, added or reordered
+        replace ``c``, and with it these)."""
+        if kinds not in self._rows:
+            self._rows[kinds] = np.flatnonzero(_among(self._c["kind"], kinds))
+        return self._rows[kinds]
+
+    def stack(self, begin: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One stack's rows (:meth:`rows`), which of them are begins, and which are their thread's
+        first (rows grouped by thread): read by the checks that only say. Kinds and threads are never
+        written in place, so these hold until ``c`` is replaced."""
+        if (begin, end) not in self._stacks:
+            rows = self.rows(begin, end)
+            is_begin = self._c["kind"][rows] == begin
+            self._stacks[begin, end] = rows, is_begin, _boundaries(self._c["thread"][rows])[0]
+        return self._stacks[begin, end]
+
+    def writable(self, name: str) -> np.ndarray:
+        """Column ``name``, made the table's own (a copy of a read-only view) before a repair writes it."""
+        values = self._c[name]
+        if not values.flags.writeable:
+            values = self._c[name] = values.copy()
+        return values
 
     def __len__(self) -> int:
         return len(self.c["ts_ns"])
@@ -197,9 +271,17 @@ class _Table:
     def group(self) -> None:
         """Rows grouped by thread, each thread's in file order: how the checks read them. Not a
         change: an intact table goes back as it came."""
-        order = _thread_order(self.c["thread"])
-        if not np.array_equal(order, np.arange(len(order))):
-            self.take(order, change=False)
+        self.first, self.last = _boundaries(self.c["thread"])
+        runs = _thread_runs(self.c["thread"], self.first)
+        if runs is None:  # each thread's rows are together already
+            return
+        if len(runs) <= _RUN_SLICES:  # a few stretches of rows moved: copied as slices, no index
+            pieces = runs.tolist()
+            self.c = {k: np.concatenate([v[a:b] for a, b in pieces]) for k, v in self.c.items()}
+        else:
+            start, stop = runs[:, 0], runs[:, 1]
+            at = np.cumsum(stop - start) - (stop - start)  # where each run goes
+            self.take(np.arange(len(self)) + np.repeat(start - at, stop - start), change=False)
         self.first, self.last = _boundaries(self.c["thread"])
 
     def table(self) -> pa.Table:
@@ -210,27 +292,42 @@ class _Table:
         return pa.Table.from_arrays(cols, schema=self.schema)
 
 
-def _int64(column: pa.ChunkedArray) -> np.ndarray:
-    """A column as a writable int64 array of its own, copied once: the checks repair rows in place.
+# the writer's type of each event column (schema.EVENT_COLUMNS_DOC, EVENT_COST_COLUMN): read as it is
+_WRITTEN_TYPES = {c: np.dtype(t) for c, t, _ in [*S.EVENT_COLUMNS_DOC, S.EVENT_COST_COLUMN]}
+# columns read only by comparison: any signed width compares as int64 would; the others (times, ids)
+# enter sums and products, read as int64
+_COMPARED = ("kind", "name", "flags")
 
-    Why not ``to_numpy().astype(np.int64)``: a column of several batches is already a fresh array
-    after ``to_numpy``, and copying it again (fresh pages, their faults) was a third of the checks'
-    time on ten million rows."""
+
+def _column(column: pa.ChunkedArray, name: str) -> np.ndarray:
+    """An event column as the checks read it: its values in place where the writer's type (or a
+    signed integer, for a column only compared), else as int64 (a column of another integer type:
+    an older or damaged file), copied once."""
     values = column.to_numpy()
-    own = values.flags.writeable  # a zero-copy view of the table is read-only
-    return values.astype(np.int64, copy=not own)
+    kept = values.dtype == _WRITTEN_TYPES.get(name) or (name in _COMPARED and values.dtype.kind == "i")
+    return values if kept else values.astype(np.int64)
 
 
-def _thread_order(thread: np.ndarray) -> np.ndarray:
-    """Row indices grouped by thread (threads by first appearance), each thread's rows in file order.
+_RUN_SLICES = 4096  # up to this many runs of one thread's rows, grouping copies slices of the columns
 
-    Dense thread indices (hash-based, no sort) let numpy's stable sort run as a radix sort.
-    """
+
+def _thread_runs(thread: np.ndarray, first: np.ndarray) -> np.ndarray | None:
+    """The runs of rows of one thread (``first``: where each starts), as (start, stop) rows in the
+    order that groups them: threads by first appearance, each thread's runs in file order. None when
+    each thread has one run (the rows are grouped already).
+
+    Found from the runs alone (a thread's first row starts a run): a hash of the runs' threads and a
+    stable sort of the runs, where a sort of every row would take ten times as long."""
     import pyarrow.compute as pc
 
-    col = pa.array(thread)
-    dense = pc.index_in(col, value_set=pc.unique(col)).to_numpy()
-    return np.argsort(dense.astype(np.int32), kind="stable")
+    starts = np.flatnonzero(first)
+    col = pa.array(thread[starts])
+    threads = pc.unique(col)
+    if len(starts) == len(threads):
+        return None
+    order = np.argsort(pc.index_in(col, value_set=threads).to_numpy(), kind="stable")
+    bounds = np.append(starts, len(thread))
+    return np.stack([bounds[:-1][order], bounds[1:][order]], axis=1)
 
 
 def _boundaries(thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -255,8 +352,8 @@ def _drop_impossible(t: _Table) -> None:
     scoped = _among(kind, _SCOPED)
     bad = scoped & ((c["id"] < 0) | (c["name"] < 0))
     t.drop(bad, f"{bad.sum()} operation or phase row(s) with a negative instance or name id dropped")
-    c, kind = t.c, t.c["kind"]
-    cat = np.flatnonzero((kind == S.CAT_BEGIN) | (kind == S.CAT_END))  # the codes read at these rows alone
+    c = t.c
+    cat = t.rows(S.CAT_BEGIN, S.CAT_END)  # the codes read at these rows alone
     bad = np.zeros(len(t), bool)
     bad[cat] = ~(_category_code(c["id"][cat]) & _category_code(c["parent"][cat]))
     t.drop(bad, f"{bad.sum()} category row(s) with a category code that does not exist dropped")
@@ -312,7 +409,7 @@ def _drop_repeats(t: _Table) -> None:
     if len(scoped) and int(key_id.min()) >= 0 and int(key_id.max()) < 1 << 59:
         # whether any (kind, id) repeats: one sort of id * 8 + kind (the kinds are below 8), where
         # the sort that says which rows repeat takes three keys; it runs only then (never when intact)
-        key = np.sort(key_id * 8 + key_kind)
+        key = np.sort(key_id * 8 + key_kind, kind="stable")  # nearly in order: the stable sort's runs
         if not (key[1:] == key[:-1]).any():
             return
     order = np.lexsort((scoped, key_id, key_kind))
@@ -377,13 +474,12 @@ def _session_rows(t: _Table) -> None:
             t.changed = True
 
 
-def _state_before(stack_rows: np.ndarray, thread: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
-    """For rows of one stack (grouped by thread, in time order): the state before each row."""
-    before = np.full(len(stack_rows), default, np.int64)
-    if len(stack_rows) > 1:
-        threads = thread[stack_rows]
-        before[1:] = after[:-1]
-        before[1:][threads[1:] != threads[:-1]] = default  # a thread's first row: nothing before it
+def _state_before(first: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
+    """For rows of one stack (grouped by thread, in time order; ``first``: each thread's first row):
+    the state before each row, the state after the row before it on its thread."""
+    before = np.empty(len(after), np.int64)
+    before[1:] = after[:-1]
+    before[first] = default  # a thread's first row: nothing before it
     return before
 
 
@@ -441,32 +537,33 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
     c = t.c
     kind, thread, ts = c["kind"], c["thread"], c["ts_ns"]
     n = len(t)
-    b = np.flatnonzero(kind == begin)
-    e = np.flatnonzero(kind == end)
+    b = t.rows(begin)
+    e = t.rows(end)
     # ends matched to their begins by id (ids are unique per kind by now)
-    b_sorted = np.argsort(c["id"][b])
-    bid = c["id"][b][b_sorted]
-    at = np.minimum(np.searchsorted(bid, c["id"][e]), max(len(bid) - 1, 0))
-    has = (len(bid) > 0) & (bid[at] == c["id"][e]) if len(bid) else np.zeros(len(e), bool)
-    mate = np.where(has, b[b_sorted][at] if len(bid) else 0, -1)
+    ids_b, ids_e = c["id"][b], c["id"][e]
+    b_sorted = np.argsort(ids_b)
+    bid, b_by_id = ids_b[b_sorted], b[b_sorted]
+    at = np.minimum(np.searchsorted(bid, ids_e), max(len(bid) - 1, 0))
+    has = bid[at] == ids_e if len(bid) else np.zeros(len(e), bool)
+    mate = np.where(has, b_by_id[at] if len(bid) else 0, -1)
     ok = mate >= 0
     some = np.maximum(mate, 0)  # a row for every end: its begin's, or the first row (masked by ok)
-    t_ok = ok & (thread[some] == thread[e])
-    after = ok & (some < e)
-    named = ok & (c["name"][some] == c["name"][e])
-    unmatched = np.zeros(n, bool)
-    unmatched[e[~ok]] = True
-    wrong = np.zeros(n, bool)
-    wrong[e[ok & ~(t_ok & after & named)]] = True
-    if unmatched.any():
-        t.say(unmatched, f"{unmatched.sum()} {noun} end(s) without a begin dropped")
-    if wrong.any():
-        t.say(
-            wrong,
-            f"{wrong.sum()} {noun} end(s) not on their begin's thread, before it or of another name dropped",
-        )
-    if unmatched.any() or wrong.any():
-        t.keep(~(unmatched | wrong))
+    placed = (thread[some] == thread[e]) & (some < e) & (c["name"][some] == c["name"][e])
+    misplaced = ok & ~placed
+    if not ok.all() or misplaced.any():  # masks of the table's rows only then
+        unmatched, wrong = e[~ok], e[misplaced]
+        if len(unmatched):
+            t.say(unmatched, f"{len(unmatched)} {noun} end(s) without a begin dropped")
+        if len(wrong):
+            t.say(
+                wrong,
+                f"{len(wrong)} {noun} end(s) not on their begin's thread, before it or of another name"
+                " dropped",
+            )
+        drop = np.zeros(n, bool)
+        drop[unmatched] = True
+        drop[wrong] = True
+        t.keep(~drop)
         _stack(t, begin, end, noun, complete)
         return
     # an end's parent is its begin's
@@ -476,25 +573,24 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
             e[differs],
             f"{differs.sum()} {noun} end(s) naming another parent than their begin: set to the begin's",
         )
-        c["parent"][e[differs]] = c["parent"][mate[differs]]
+        t.writable("parent")[e[differs]] = c["parent"][mate[differs]]
         t.changed = True
     # a begin's parent: an instance begun earlier on its thread (ids count up), or none
-    rows = np.flatnonzero((kind == begin) | (kind == end))
-    tree_ids = c["id"][b]
+    rows = t.rows(begin, end)
 
     def opened_before(parents: np.ndarray) -> np.ndarray:
         """Which ``parents`` (one per begin) are none, or an instance begun earlier on its thread."""
         if not len(bid):
             return parents == -1
         at = np.minimum(np.searchsorted(bid, parents), len(bid) - 1)
-        p_row = b[b_sorted][at]
-        known = (bid[at] == parents) & (parents < tree_ids) & (thread[p_row] == thread[b]) & (p_row < b)
+        p_row = b_by_id[at]
+        known = (bid[at] == parents) & (parents < ids_b) & (thread[p_row] == thread[b]) & (p_row < b)
         return (parents == -1) | known
 
     valid = opened_before(c["parent"][b])
     if not valid.all():
         after_state = np.where(kind[rows] == begin, c["id"][rows], c["parent"][rows])
-        before = _state_before(rows, thread, after_state, -1)
+        before = _state_before(_boundaries(thread[rows])[0], after_state, -1)
         guess = before[np.searchsorted(rows, b)]
         fixed = np.where(opened_before(guess), guess, -1)
         t.say(
@@ -502,7 +598,7 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
             f"{(~valid).sum()} {noun} begin(s) naming a parent that is not open before them:"
             " set to what was open",
         )
-        c["parent"][b[~valid]] = fixed[~valid]
+        t.writable("parent")[b[~valid]] = fixed[~valid]
         # their ends' parents follow
         ends_of = np.zeros(n, bool)
         ends_of[e] = True
@@ -512,9 +608,9 @@ def _stack(t: _Table, begin: int, end: int, noun: str, complete: bool) -> None:
         c["parent"][for_ends] = c["parent"][mate_of[for_ends]]
         t.changed = True
     # begins never ended: closed where their thread left them
-    ended = np.zeros(n, bool)
-    ended[mate] = True
-    open_b = b[~ended[b]]
+    ended = np.zeros(len(b), bool)  # by position in b: every end has its begin by now
+    ended[b_sorted[at]] = True
+    open_b = b[~ended]
     if not len(open_b):
         return
     tree = _Tree(c["id"][b], c["parent"][b])
@@ -592,7 +688,7 @@ def _flags(t: _Table) -> None:
         keep = np.where(_among(c["kind"], (S.OP_BEGIN, S.PHASE_BEGIN)), begin_flags, _KNOWN_FLAGS)
         c["flags"] = flags & keep
         t.changed = True
-    b = np.flatnonzero(c["kind"] == S.OP_BEGIN)
+    b = t.rows(S.OP_BEGIN)
     if not len(b):
         return
     recursive = inside_same_name(c["id"][b], c["parent"][b], c["name"][b])
@@ -604,7 +700,7 @@ def _flags(t: _Table) -> None:
             f"{wrong.sum()} operation begin(s) flagged recursive against their nesting, or the"
             " other way round: set as the nesting says",
         )
-        c["flags"][b] = np.where(
+        t.writable("flags")[b] = np.where(
             recursive, c["flags"][b] | S.FLAG_RECURSIVE, c["flags"][b] & ~S.FLAG_RECURSIVE
         )
         t.changed = True
@@ -666,11 +762,11 @@ def _compact_ids(t: _Table) -> None:
         "instance ids far beyond what the process could count (a damaged id): the process's ids renumbered"
         " in order",
     )
-    c["id"][scoped] = lo + np.searchsorted(u, ids)
+    t.writable("id")[scoped] = lo + np.searchsorted(u, ids)
     linked = scoped & (c["parent"] >= 0)
     parents = c["parent"][linked]
     at = np.minimum(np.searchsorted(u, parents), len(u) - 1)
-    c["parent"][linked] = np.where(u[at] == parents, lo + at, -1)
+    t.writable("parent")[linked] = np.where(u[at] == parents, lo + at, -1)
     t.changed = True
 
 
@@ -701,20 +797,19 @@ def _category_ends(t: _Table) -> None:
     the two is damaged the rows do not tell, so the time is counted as recorded. Begins and ends
     pair as a stack per thread."""
     c = t.c
-    rows = np.flatnonzero((c["kind"] == S.CAT_BEGIN) | (c["kind"] == S.CAT_END))
+    rows, is_begin, first = t.stack(S.CAT_BEGIN, S.CAT_END)
     if not len(rows):
         return
-    thread, is_begin = c["thread"][rows], c["kind"][rows] == S.CAT_BEGIN
     step = np.where(is_begin, 1, -1)
-    first, _ = _boundaries(thread)
-    group = np.cumsum(first)
     total = np.cumsum(step)
-    start = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))
-    depth_after = total - np.concatenate(([0], total))[start]  # per thread
-    level = np.where(is_begin, depth_after, depth_after + 1)  # the level a begin opens, an end closes
-    order = np.lexsort((np.arange(len(rows)), level, group))
-    ob, og, ol = is_begin[order], group[order], level[order]
-    pair = ~ob[1:] & ob[:-1] & (og[1:] == og[:-1]) & (ol[1:] == ol[:-1])
+    starts = np.flatnonzero(first)
+    depth_after = total  # per thread: less the depth before the thread's first row, when more threads
+    if len(starts) > 1:
+        depth_after = total - np.repeat(total[starts] - step[starts], np.diff(starts, append=len(rows)))
+    level = depth_after + ~is_begin  # the level a begin opens, an end closes (one deeper)
+    order, key = _group_order(first, level)
+    ob, ok = is_begin[order], key[order]
+    pair = ~ob[1:] & ob[:-1] & (ok[1:] == ok[:-1])
     ends, begins = rows[order[1:][pair]], rows[order[:-1][pair]]
     differs = c["parent"][ends] != c["parent"][begins]
     if differs.any():
@@ -725,23 +820,35 @@ def _category_ends(t: _Table) -> None:
         )
 
 
+def _group_order(first: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.lexsort((np.arange(n), level, np.cumsum(first)))`` (``first``: where each group starts,
+    rows grouped), and the key it sorts: group and level in one integer, sorted once where lexsort
+    sorts three times; a key below 2**15 sorts as 16-bit integers, by radix."""
+    lo = int(level.min())
+    span = int(level.max()) - lo + 1
+    groups = int(np.count_nonzero(first))
+    key = level - lo
+    if groups > 1:
+        key += (np.cumsum(first) - 1) * span
+    if groups * span <= np.iinfo(np.int16).max:
+        key = key.astype(np.int16)
+    return np.argsort(key, kind="stable"), key
+
+
 def _nesting(t: _Table) -> None:
     """Say (not repair) rows whose recorded nesting contradicts the rows before them on their thread."""
     c = t.c
-    kind, thread = c["kind"], c["thread"]
     for begin, end, default, noun in (
         (S.OP_BEGIN, S.OP_END, -1, "operation"),
         (S.PHASE_BEGIN, S.PHASE_END, -1, "phase"),
         (S.CAT_BEGIN, S.CAT_END, categories.PYTHON, "category"),
     ):
-        rows = np.flatnonzero((kind == begin) | (kind == end))
+        rows, is_begin, first = t.stack(begin, end)
         if not len(rows):
             continue
-        is_begin = kind[rows] == begin
         ids, parents = c["id"][rows], c["parent"][rows]
-        after = np.where(is_begin, ids, parents)
-        before = _state_before(rows, thread, after, default)
-        wrong = np.where(is_begin, parents != before, ids != before)
+        before = _state_before(first, np.where(is_begin, ids, parents), default)
+        wrong = np.where(is_begin, parents, ids) != before
         if wrong.any():
             t.say(
                 rows[wrong],
@@ -843,26 +950,40 @@ def validate_table(
     found = []
     times, code, codes = _TABLE_RULES[kind]
     cols = {c: table.column(c).to_numpy().astype(np.int64, copy=False) for c in times}
-    bad = np.zeros(table.num_rows, bool)
-    for v in cols.values():
-        bad |= _no_clock(v)
-    if len(times) == 2:
-        bad |= cols[times[1]] < cols[times[0]]
+    # masks of millions of rows made only where a reduction finds rows to mark (never when intact)
+    bad = None
+    if any(_any_no_clock(v) for v in cols.values()) or (
+        len(times) == 2 and _any_less(cols[times[1]], cols[times[0]])
+    ):
+        bad = np.zeros(table.num_rows, bool)
+        for v in cols.values():
+            bad |= _no_clock(v)
+        if len(times) == 2:
+            bad |= cols[times[1]] < cols[times[0]]
     if code is not None:
-        bad |= ~np.isin(table.column(code).to_numpy(), codes)
-    if bad.any():
+        unknown = ~np.isin(table.column(code).to_numpy(), codes)
+        bad = unknown if bad is None else bad | unknown
+    if bad is not None and not bad.any():
+        bad = None
+    if bad is not None:
         message = (
             f"{int(bad.sum())} of {table.num_rows} row(s) with impossible times or codes (damaged?) dropped"
         )
         found.append(Finding("error", where, message))
-    copy = _copies(table, times[0]) & ~bad if kind in _UNIQUE_ROWS else np.zeros(table.num_rows, bool)
-    if copy.any():
+    copy = _copies(table, times[0]) if kind in _UNIQUE_ROWS else None
+    if copy is not None and bad is not None:
+        copy &= ~bad
+    if copy is not None and not copy.any():
+        copy = None
+    if copy is not None:
         found.append(
             Finding("error", where, f"{int(copy.sum())} row(s) written twice (a batch repeated) dropped")
         )
-    if kind == "backend" and session is not None:
+    if kind == "backend" and session is not None and int(cols["end_ns"].max()) > session[1]:
         end = cols["end_ns"]
-        late = ~bad & (end > session[1])
+        late = end > session[1]
+        if bad is not None:
+            late &= ~bad
         if late.any():
             found.append(
                 Finding(
@@ -872,8 +993,10 @@ def validate_table(
                     f" {(int(end[late].max()) - session[1]) / 1e9:.6g} s; a damaged time?): counted up to it",
                 )
             )
-    drop = bad | copy
-    return (table.filter(pa.array(~drop)) if drop.any() else table), found
+    if bad is None and copy is None:
+        return table, found
+    drop = bad if copy is None else copy if bad is None else bad | copy
+    return table.filter(pa.array(~drop)), found
 
 
 # tables no two of whose rows are equal: a GPU record or CUDA call (its own times and correlation),
@@ -881,19 +1004,21 @@ def validate_table(
 _UNIQUE_ROWS = ("gpu", "backend", "collectives")
 
 
-def _copies(table: pa.Table, time: str) -> np.ndarray:
-    """Rows equal in every column to an earlier row.
+def _copies(table: pa.Table, time: str) -> np.ndarray | None:
+    """Rows equal in every column to an earlier row (None: no two rows share a ``time``).
 
     Only rows whose ``time`` value occurs more than once can be copies: one sort of that column finds
     them (a merge sort: the rows are nearly in time order, so it is a fraction of the sort of every
     column), and the sort of every column runs on those rows alone (none, in an intact trace).
     """
-    copy = np.zeros(table.num_rows, bool)
     t = table.column(time).to_numpy().astype(np.int64, copy=False)
-    s = np.sort(t, kind="stable")
+    if not _any_less(t[1:], t[:-1], np.less_equal):  # strictly increasing: no time twice (no sort)
+        return None
+    s = t if not _any_less(t[1:], t[:-1]) else np.sort(t, kind="stable")  # most files: in time order
     twice = s[1:] == s[:-1]
     if not twice.any():
-        return copy
+        return None
+    copy = np.zeros(table.num_rows, bool)
     rows = np.flatnonzero(np.isin(t, s[1:][twice]))
     cols = [table.column(c).to_numpy().astype(np.int64, copy=False)[rows] for c in table.column_names]
     order = np.lexsort([rows, *reversed(cols)])
