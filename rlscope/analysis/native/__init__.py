@@ -27,7 +27,7 @@ import numpy as np
 from rlscope.collectors import native_build
 
 ENV = "RLSCOPE_NATIVE_ANALYSIS"
-ABI = 1  # abi.c's: raised with any change of a function's arguments
+ABI = 2  # abi.c's: raised with any change of a function's arguments
 SOURCES = Path(__file__).parent
 
 # argument types: arrays (C-contiguous, of this dtype; ctypes checks both at each call) and scalars
