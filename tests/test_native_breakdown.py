@@ -47,12 +47,14 @@ def timeline(
     ids: type = np.int32,
     unit: int = 0,
     cat_type: type = np.int8,
+    run: int = 0,
 ) -> Timeline:
     """A random timeline of ``threads`` threads (the first the main one, unless ``main`` is False),
     ``ops`` operation and ``phases`` phase instances over ``rows`` rows: zero and negative durations,
     rows outside every operation and phase, categories of every code; ``unit``: the ns a row's time is
     a multiple of (0: a random one per thread); ``ids``, ``cat_type``: the id and category columns'
-    types."""
+    types; ``run``: the mean length of the runs of rows of one operation and phase instance (0: a row's
+    are drawn on their own, nearly every row a run), as a trace's torch ops make them."""
     thread = np.sort(rng.integers(0, threads, rows)) + MAIN + (0 if main else 1)
     ts = np.empty(rows, np.int64)
     for t in np.unique(thread):  # each thread's rows in time order, some of them of no time
@@ -64,6 +66,10 @@ def timeline(
     op = rng.integers(-1, ops, rows)
     phase = rng.integers(-1, phases, rows)
     phase[phase >= 0] += ops  # phase instances after the operations'
+    if run and rows:  # runs that go on across a thread's end too: the runs split there
+        first_of_run = np.flatnonzero(np.append(True, rng.random(rows - 1) < 1 / run))
+        length = np.diff(first_of_run, append=rows)
+        op, phase = np.repeat(op[first_of_run], length), np.repeat(phase[first_of_run], length)
     n_inst = ops + phases
     inst_name = rng.integers(-1, 6, n_inst)  # a few names, some unknown (-1)
     kind = np.full(rows, S.CAT_BEGIN, np.int8)
@@ -92,6 +98,8 @@ CASES = {
     "empty": {"rows": 0, "threads": 1},
     "no operations": {"ops": 0},
     "no operations nor main thread": {"ops": 0, "main": False},
+    "runs of rows": {"rows": 20_000, "ops": 300, "threads": 5, "run": 12},
+    "runs of rows, one thread, no main": {"rows": 5000, "threads": 1, "main": False, "run": 30},
     "rows of a ns or two": {"unit": 1, "rows": 5000, "ops": 400},
     "wide ids": {"ids": np.int64},  # the numpy loops, as the C reads int32 ids
     "wide categories": {"cat_type": np.int16},  # the numpy loops, as the C reads one-byte categories
@@ -219,6 +227,23 @@ def test_merged_segments(both, case: str) -> None:
     for pairs in (np.ones(n_pairs, bool), np.random.default_rng(0).random(n_pairs) < 0.5):
         ref, got = both(merged, tl, pairs)
         assert ref == got
+
+
+def test_merged_segments_split_at_a_thread_s_end(both) -> None:
+    """A thread's first row that begins where the thread before ends, in the same pair, is a segment of
+    its own: segments join on one thread only."""
+    tl = timeline(np.random.default_rng(4), rows=400, threads=2, run=10)
+    first = int(tl.thread_starts()[1])
+    tl.seg_end[first - 1] = tl.ts[first - 1] + 7
+    shift = tl.seg_end[first - 1] - tl.ts[first]
+    tl.ts[first:] += shift
+    tl.seg_end[first:] += shift
+    tl.op[first - 1 : first + 1], tl.phase[first - 1 : first + 1] = 0, -1
+    tl.inst_name[0] = 1
+    pairs = np.ones(len(breakdown.row_groups(tl).pair_ph), bool)
+    ref, got = both(merged, tl, pairs)
+    assert ref == got
+    assert tl.ts[first] in np.frombuffer(got[0][1], np.int64)
 
 
 NOISE_CASES = {

@@ -488,7 +488,10 @@ def _backend_table(thread, start, end, name) -> pa.Table:
         "all empty",
     ],
 )
-def test_backend_intervals_is_numpy_s(monkeypatch, case):
+def test_merge_clips_backend_ops_as_backend_intervals(monkeypatch, case):
+    """The torch ops as recorded, clipped to the session and cut in the C merge's pass: the rows and the
+    timeline that backend_intervals' own pass then the merge make, on both paths; ops out of order go
+    to numpy's clip (which sorts them), then to the merge."""
     rng = np.random.default_rng(9)
     n = {"empty": 0, "one": 1}.get(case, 3000)
     thread = np.sort(rng.integers(1, 4, n))
@@ -510,9 +513,26 @@ def test_backend_intervals_is_numpy_s(monkeypatch, case):
         start[k] = start[k][::-1]
     if case == "all empty":
         end = start.copy()
-    table = _backend_table(thread, start, end, rng.integers(0, 9, n))
-    got, want = _both(monkeypatch, T.backend_intervals, table, 0, 9_500)
+    ops = T.backend_ops(_backend_table(thread, start, end, rng.integers(0, 9, n)), 0, 9_500)
+    events = _events(rng, [1, 2, 3], 1000)
+    col = _columns(events)
+    api = (S.API_BEGIN, S.API_END, *_intervals(rng, [1, 3], 30, 9_000, False), None)
+    as_recorded = (S.BACKEND_BEGIN, S.BACKEND_END, ops.thread, ops.start, ops.end, ops.name, (0, 9_500))
+    clipped = (S.BACKEND_BEGIN, S.BACKEND_END, *ops.intervals())
+    ev = np.lexsort((col["ts_ns"], col["thread"]))
+    taken = T._merged_native(col, ev, [as_recorded], np.iinfo(np.int64).min) is not None
+    assert taken == (case not in ("unordered", "unordered in a thread"))
+    for sources, want_sources in (([as_recorded], [clipped]), ([api, as_recorded], [api, clipped])):
+        for args in ((), (10, 9_600, T._CHANGES)):  # as they are; clamped, with what the timeline reads
+            got, want = _both(monkeypatch, T._with_interval_rows, col, sources, *args)
+            _same(got, want)
+            _same(got, T._with_interval_rows(col, want_sources, *args))
+    got, want = _both(monkeypatch, _timeline, events, api[2:5], ops, None)
     _same(got, want)
+    _same(got, _timeline(events, api[2:5], ops.intervals(), None))
+    assert T.backend_intervals(_backend_table(thread, start, end, ops.name), 0, 9_500)[2].tobytes() == (
+        clipped[4].tobytes()
+    )
 
 
 def test_scope_rows_found_in_the_build_are_those_of_the_kinds():

@@ -246,6 +246,89 @@ def test_main_pass_hands_back_what_it_does_not_take(monkeypatch) -> None:
     assert whatif._main_pass(tl, main, far, inst_code, key_of, idle, nodes, False) is None
 
 
+def _by_code_and_by_key(rng, tl, main, span, n_inst, rec_t, worker, waits: bool) -> tuple:
+    """(_main_pass_by_code's codes and what _by_key makes of what it keeps, _main_codes' codes and
+    _main_pass's by key, whether the process records its waits and has python time outside operations:
+    the idle keys of another set, handed back): names some of them unannotated, and with ``waits`` a
+    row outside every operation waiting."""
+    from rlscope.categories import CATEGORY_NAMES, PYTHON, UNANNOTATED, WAITING
+
+    names = [UNANNOTATED if rng.random() < 0.3 else f"op{i}" for i in range(6)]
+    proc = types.SimpleNamespace(name=lambda i: names[i])
+    inst_name = np.append(rng.integers(-1, 6, n_inst), -1).astype(np.int64)
+    outside = np.flatnonzero(inst_name[tl.op[main]] < 0)
+    if waits and len(outside):
+        tl.cat[main.start + outside[len(outside) // 2]] = WAITING
+    inst_code = (inst_name + 1) * 16
+    size = (int(inst_name.max()) + 2) * 16
+    given = np.unique(np.concatenate([np.array([span[0]], np.int64), rec_t]))
+    by_code = whatif._main_pass_by_code(proc, tl, main, span, inst_code, size, given, worker)
+    present = whatif._main_codes(tl, main, inst_code, size)
+    key_of = np.cumsum(present, dtype=np.int32)
+    ops = [UNANNOTATED if c // 16 == 0 else names[c // 16 - 1] for c in np.flatnonzero(present)]
+    cats = [c % 16 for c in np.flatnonzero(present)]
+    keys = [("", "")] + [(o, CATEGORY_NAMES[c]) for o, c in zip(ops, cats, strict=True)]
+    idle_key = whatif._idle_keys(keys)
+    out = [c for o, c in zip(ops, cats, strict=True) if o == UNANNOTATED]
+    other_set = WAITING in out and PYTHON in out
+    got = by_code[1], whatif._by_key(*by_code, key_of, idle_key)
+    return (
+        got,
+        (present, whatif._main_pass(tl, main, span, inst_code, key_of, idle_key, given, worker)),
+        other_set,
+    )
+
+
+@pytest.mark.parametrize(("n", "n_inst"), [(1, 1), (2, 1), (7, 3), (5000, 40), (100_000, 3000)])
+@pytest.mark.parametrize("worker", [False, True])
+def test_main_pass_by_code(n: int, n_inst: int, worker: bool) -> None:
+    """The pass keyed by code, then numbered, keeps what the pass by key keeps and reads the codes
+    _main_codes reads; a process that records its waits, with python time outside operations, is
+    handed back (its idle keys differ from the pass's)."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    handed_back = 0
+    for waits in (False, True):
+        rng = np.random.default_rng(n + 10 * worker)
+        tl, main = _timeline(rng, n, n_inst)
+        ts = tl.ts[main]
+        span = int(ts[0]) - 3, int(ts[-1]) + 5
+        rec_t = np.sort(rng.integers(span[0] - 5, span[1] + 10, 40))
+        (present, got), (want_present, want), other_set = _by_code_and_by_key(
+            rng, tl, main, span, n_inst, rec_t, worker, waits
+        )
+        assert present.tolist() == want_present.tolist()
+        assert (got is None) == other_set
+        handed_back += other_set
+        if got is not None:
+            assert _flat(got) == _flat(want)
+    assert handed_back or n < 5000  # the large ones have python time outside operations
+
+
+def _renumbered(keys: np.ndarray, to_key: np.ndarray) -> np.ndarray:
+    out = keys.copy()
+    whatif._renumber(out, to_key)
+    return out
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 100_000])
+def test_renumber(both, n: int) -> None:
+    rng = np.random.default_rng(n)
+    to_key = np.cumsum(rng.random(300) < 0.5, dtype=np.int32)
+    keys = rng.integers(-300, 300, n).astype(np.int32)  # below 0: from the end, as numpy reads them
+    got = both(True if n else None, _renumbered, keys, to_key)
+    assert got.tolist() == to_key[keys].tolist()
+
+
+@pytest.mark.parametrize("bad", [-301, 300])
+def test_renumber_of_a_key_outside_the_table_raises(monkeypatch, bad: int) -> None:
+    keys = np.array([3, bad, 5], np.int32)
+    for env in ("1", "0"):
+        monkeypatch.setenv(native.ENV, env)
+        with pytest.raises(IndexError):
+            whatif._renumber(keys.copy(), np.arange(300, dtype=np.int32))
+
+
 # --------------------------------------------------------------------------- codes and idle flips
 
 

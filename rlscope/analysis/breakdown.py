@@ -10,6 +10,7 @@ operations counts (an idle helper thread is not work).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -336,7 +337,8 @@ class RowGroups:
     thread: np.ndarray
     main_thread: int
     rec_op: np.ndarray | None  # the GPU records' launching instances it was made with (None: no records)
-    row_pair: np.ndarray  # per row: its pair index (int32), -1 for rows that hold no counted time
+    runs: np.ndarray  # the first row of each run of rows that share their pair (int64, ascending)
+    run_pair: np.ndarray  # per run: its pair index (int32), -1 for rows that hold no counted time
     begins: np.ndarray  # the OP_BEGIN rows
     b_pair: np.ndarray
     g_op: np.ndarray  # each GPU record's operation name id, and its pair
@@ -355,6 +357,14 @@ class RowGroups:
             and tl.main_thread == self.main_thread
         )
 
+    @functools.cached_property
+    def row_pair(self) -> np.ndarray:
+        """Per row: its pair index (int32; -1: no counted time), the runs' pairs spread over their rows.
+        Made on first use, by the numpy loops only: the C loops read the runs, and a column of the
+        timeline's length held from the raw breakdown through the correction was at the analysis's
+        highest memory."""
+        return np.repeat(self.run_pair, np.diff(self.runs, append=len(self.op)))
+
 
 def row_groups(
     tl: Timeline, gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None = None
@@ -363,7 +373,6 @@ def row_groups(
     inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
     # consecutive rows of one thread, operation instance and phase instance share their pair (a
     # process's torch ops are a dozen rows an instance): each run is looked up once
-    n = len(tl.op)
     runs = _run_starts(tl)
     op_name = inst_name[tl.op[runs]]
     cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
@@ -381,9 +390,8 @@ def row_groups(
     width = int(all_op.max(initial=0)) + 2  # above every op id + 1: keys sort by (phase, operation)
     pair_key, pair_i = _dense(ph_i * width + all_op + 1)
     n_c, n_b = len(cand), len(begins)
-    run_pair = np.full(len(runs), -1, np.int32)  # int32: held through the correction, a row each
+    run_pair = np.full(len(runs), -1, np.int32)
     run_pair[cand] = pair_i[:n_c]
-    row_pair = np.repeat(run_pair, np.diff(runs, append=n))
     return RowGroups(
         op=tl.op,
         phase=tl.phase,
@@ -391,7 +399,8 @@ def row_groups(
         thread=tl.thread,
         main_thread=tl.main_thread,
         rec_op=rec_op_inst(gpu_records),
-        row_pair=row_pair,
+        runs=runs,
+        run_pair=run_pair,
         begins=begins,
         b_pair=pair_i[n_c : n_c + n_b],
         g_op=g_op,
@@ -460,12 +469,16 @@ def _row_loop(tl: Timeline, name: str, *argtypes: Any, restype: Any = None) -> C
     another type than the int64 the C reads."""
     if tl.ts.dtype != np.int64 or tl.seg_end.dtype != np.int64:
         return None
-    return native.function(name, native.N, native.I64, native.I64, native.I32, *argtypes, restype=restype)
+    args = native.N, native.I64, native.I64, native.N, native.I64, native.I32
+    return native.function(name, *args, *argtypes, restype=restype)
 
 
-def _row_args(tl: Timeline, groups: RowGroups) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """What every C loop over the counted rows reads: the rows' count, times and pairs."""
-    return len(tl.ts), tl.ts, tl.seg_end, groups.row_pair
+def _row_args(
+    tl: Timeline, groups: RowGroups
+) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    """What every C loop over the counted rows reads: the rows' count and times, and the runs of rows
+    that share a pair with each run's pair (:class:`RowGroups`)."""
+    return len(tl.ts), tl.ts, tl.seg_end, len(groups.runs), groups.runs, groups.run_pair
 
 
 def _counted_block(

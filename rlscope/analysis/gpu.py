@@ -21,7 +21,7 @@ from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import (
     Timeline,
-    backend_intervals,
+    backend_ops,
     build_timeline,
     compile_intervals,
     contiguous,
@@ -107,7 +107,7 @@ def timeline_with_gpu(proc: ProcessTrace) -> JoinedTimeline:
         return build_timeline(proc.events), None, None
     # recorded intervals count within the session: CUPTI's teardown after its end is rlscope's
     start, end = session_bounds(proc)
-    backend = backend_intervals(proc.backend, start, end) if has_backend else None
+    backend = backend_ops(proc.backend, start, end) if has_backend else None  # clipped as it is merged
     compiles = None
     if has_compile:  # compilations, nested ones (a jitted call made while tracing) merged
         compiles = union_per_thread(*compile_intervals(proc.compile, start, end, proc.gaps))

@@ -275,7 +275,9 @@ def _with_interval_rows(
     (disjoint per thread), every row sorted by (thread, time); and their ``parent`` and ``cost``
     columns, read at a few rows, at the events' rows only (:class:`RowValues`), not made for all.
 
-    ``added``: (begin kind, end kind, thread, start, end, name or None) per source. The state after
+    ``added``: (begin kind, end kind, thread, start, end, name or None[, clip]) per source, ``clip``
+    None or the (start, end) of a session its intervals are clipped to and cut in
+    (:meth:`BackendOps.intervals`). The state after
     a begin row is its ``id`` (1: inside), after an end row its ``parent`` (0: outside). The order is
     a stable sort of the events then each source's rows laid out begin, end, begin, end... in time
     order per thread: at equal times an event comes before an added row, an end before the next
@@ -292,11 +294,11 @@ def _with_interval_rows(
     with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks.
     """
     ev, as_is = _events_order(col)
-    sources = [tuple(source) for source in added]  # taken as given by the C merge, which checks the order
+    sources = [_source(source) for source in added]  # taken as given by the C merge, which checks the order
     merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
-    if merged is None:  # each source's intervals in (thread, start) order, then merged again
+    if merged is None:  # each source's intervals clipped, in (thread, start) order, then merged again
         given = sources
-        sources = [_in_thread_order(source) for source in given]
+        sources = [_in_thread_order(_clipped(source)) for source in given]
         if any(s is not g for s, g in zip(sources, given, strict=True)):
             merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
     if merged is not None:
@@ -324,15 +326,29 @@ def _events_order(col: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
     return np.lexsort((ts, thread)), False
 
 
+def _source(source: tuple) -> tuple:
+    """A source of :func:`_with_interval_rows` as (begin kind, end kind, thread, start, end, name, clip)."""
+    return tuple(source) if len(source) == 7 else (*source, None)
+
+
+def _clipped(source: tuple) -> tuple:
+    """A source (:func:`_source`'s) with its intervals clipped and cut as its ``clip`` says
+    (:meth:`BackendOps.intervals`): itself where it says none."""
+    begin_kind, end_kind, thread, start, end, name, clip = source
+    if clip is None:
+        return source
+    return begin_kind, end_kind, *BackendOps(thread, start, end, name, *clip).intervals(), None
+
+
 def _in_thread_order(source: tuple) -> tuple:
-    """A source of :func:`_with_interval_rows` with its intervals in (thread, start) order: itself where
+    """A source (:func:`_source`'s, clipped) with its intervals in (thread, start) order: itself where
     they are."""
-    begin_kind, end_kind, thread, start, end, name = source
+    begin_kind, end_kind, thread, start, end, name, clip = source
     if _sorted_by_thread(thread, start):
         return source
     order = np.lexsort((start, thread))
     name = None if name is None else name[order]
-    return begin_kind, end_kind, thread[order], start[order], end[order], name
+    return begin_kind, end_kind, thread[order], start[order], end[order], name, clip
 
 
 def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) -> tuple[dict, np.ndarray]:
@@ -344,7 +360,7 @@ def _merged(col: dict[str, np.ndarray], ev: np.ndarray, sources: list[tuple]) ->
     """
     # per part: its rows' times, kinds and names in order, and its threads' bounds as (values, starts)
     parts = [(col["ts_ns"][ev], col["kind"][ev], col["name"][ev], *_runs(col["thread"][ev], 1))]
-    for begin_kind, end_kind, thread, start, end, name in sources:
+    for begin_kind, end_kind, thread, start, end, name, _ in sources:  # none clipped (_clipped)
         n = len(thread)
         ts = np.empty(2 * n, col["ts_ns"].dtype)
         ts[0::2], ts[1::2] = start, end
@@ -422,14 +438,16 @@ def _merged_native(
 ) -> tuple[dict, np.ndarray] | None:
     """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
     ``ts_min`` (np.iinfo(np.int64).min: as they are), and where asked what :func:`_with_interval_rows`
-    reads off the rows (``end_ns``, ``kinds``) in the same pass; None where the numpy merge runs: no C
-    loops, columns of other types, more than three sources, a source's intervals out of (thread,
-    start) order or overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
+    reads off the rows (``end_ns``, ``kinds``) in the same pass, and each source's intervals clipped
+    and cut as its ``clip`` says (:func:`_source`); None where the numpy merge runs: no C loops,
+    columns of other types, more than three sources, a source's intervals out of (thread, start) order
+    or overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
     i64 = native.I64
     fn = native.function(
         "timeline_merge",
         *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
-        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N) * _MAX_SOURCES,
+        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
+        * _MAX_SOURCES,
         *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
         *(native.N, native.N, i64, native.I16, native.U8, i64, native.N, i64),
         restype=native.N,
@@ -439,15 +457,17 @@ def _merged_native(
         return None
     none32 = np.zeros(0, np.int32)
     args: list[Any] = []
-    for begin_kind, end_kind, thread, start, end, name in sources:
+    sources = [_source(source) for source in sources]
+    for begin_kind, end_kind, thread, start, end, name, clip in sources:
         if any(c.dtype != np.int64 for c in (thread, start, end)) or (
             name is not None and name.dtype != np.int32
         ):
             return None
         named = name is not None
         args += [len(thread), thread, start, end, name if named else none32, int(named), begin_kind, end_kind]
+        args += [int(clip is not None), *(clip or (0, 0))]
     none64 = np.zeros(0, np.int64)
-    args += [0, none64, none64, none64, none32, 0, 0, 0] * (_MAX_SOURCES - len(sources))
+    args += [0, none64, none64, none64, none32, 0, 0, 0, 0, 0, 0] * (_MAX_SOURCES - len(sources))
     n = len(ev) + 2 * sum(len(src[2]) for src in sources)
     out = {
         "ts_ns": np.empty(n, np.int64),
@@ -473,6 +493,10 @@ def _merged_native(
     )  # fmt: skip
     if got < 0:
         return None
+    if got < n:  # clipped intervals left out: the rows written
+        n = got
+        out = {k: v[:n] for k, v in out.items()}
+        seg_end, thread_idx = seg_end[: n if extras else 0], thread_idx[: n if extras else 0]
     if end_ns is not None:
         out["seg_end"] = seg_end
         threads = int(info[1])
@@ -681,6 +705,47 @@ def _sorted_by_thread(thread: np.ndarray, start: np.ndarray) -> bool:
     return True
 
 
+@dataclasses.dataclass
+class BackendOps:
+    """Native backend ops as the recorder wrote them (thread, start, end, name: int64 but the names, as
+    stored) and the session's bounds. :func:`build_timeline` reads them as :func:`backend_intervals`
+    makes them, clipped and cut in its merge's pass (timeline_merge), where a pass of their own wrote
+    two new columns of their length first."""
+
+    thread: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    name: np.ndarray
+    start_ns: int
+    end_ns: int
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(thread, start, end, name): :func:`backend_intervals`."""
+        lo, hi = self.start_ns, self.end_ns
+        start, end = np.clip(self.start, lo, hi), np.clip(self.end, lo, hi)
+        thread, name = self.thread, self.name
+        if not _sorted_by_thread(thread, start):  # the recorder writes them in order: no sort, no copies
+            order = np.lexsort((start, thread))
+            thread, start, end, name = thread[order], start[order], end[order], name[order]
+        same = thread[1:] == thread[:-1]
+        np.minimum(end[:-1], start[1:], out=end[:-1], where=same)  # cut where the thread's next op starts
+        keep = end > start
+        if keep.all():
+            return thread, start, end, name
+        return thread[keep], start[keep], end[keep], name[keep]
+
+
+def backend_ops(backend: pa.Table, start_ns: int, end_ns: int) -> BackendOps:
+    """The :class:`BackendOps` of ``backend`` (backend.arrows), of a session from ``start_ns`` to
+    ``end_ns``."""
+    c = {
+        k: np.ascontiguousarray(backend.column(k).to_numpy(), np.int64)
+        for k in ("start_ns", "end_ns", "thread")
+    }
+    name = backend.column("name").to_numpy()  # name ids as stored: the timeline's type
+    return BackendOps(c["thread"], c["start_ns"], c["end_ns"], name, start_ns, end_ns)
+
+
 def backend_intervals(
     backend: pa.Table, start_ns: int, end_ns: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -690,33 +755,7 @@ def backend_intervals(
     one that does (a record function ended on another thread) is cut where the next one starts,
     keeping the timeline's begins and ends alternating. Empty intervals are left out.
     """
-    c = {
-        k: np.ascontiguousarray(backend.column(k).to_numpy(), np.int64)
-        for k in ("start_ns", "end_ns", "thread")
-    }
-    thread, name = c["thread"], backend.column("name").to_numpy()  # name ids as stored: the timeline's type
-    i64 = native.I64
-    fn = native.function(
-        "timeline_backend_intervals", native.N, *(i64,) * 3, native.N, native.N, i64, i64, restype=native.N
-    )
-    if fn is not None:  # in one pass where they are in order (the recorder writes them so)
-        start, end = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
-        kept = fn(len(thread), c["start_ns"], c["end_ns"], thread, start_ns, end_ns, start, end)
-        if kept == len(thread):
-            return thread, start, end, name
-        if kept >= 0:
-            keep = end > start
-            return thread[keep], start[keep], end[keep], name[keep]
-    start, end = np.clip(c["start_ns"], start_ns, end_ns), np.clip(c["end_ns"], start_ns, end_ns)
-    if not _sorted_by_thread(thread, start):  # the recorder writes them in order: no sort, no copies
-        order = np.lexsort((start, thread))
-        thread, start, end, name = thread[order], start[order], end[order], name[order]
-    same = thread[1:] == thread[:-1]
-    np.minimum(end[:-1], start[1:], out=end[:-1], where=same)  # cut where the next op on its thread starts
-    keep = end > start
-    if keep.all():
-        return thread, start, end, name
-    return thread[keep], start[keep], end[keep], name[keep]
+    return backend_ops(backend, start_ns, end_ns).intervals()
 
 
 def compile_intervals(
@@ -743,14 +782,15 @@ def compile_intervals(
 def build_timeline(
     events: pa.Table,
     api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    backend: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+    backend: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | BackendOps | None = None,
     compiles: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> Timeline:
     """Sort one process's events per thread and derive the state after every row.
 
     ``api``: (thread, start, end) of CUDA API calls, disjoint per thread; time inside them is
     category ``cuda_api``, the innermost of all. ``backend``: (thread, start, end, name) of torch
-    ops from the native recorder (:func:`backend_intervals`); time inside them is ``backend``
+    ops from the native recorder (:func:`backend_intervals`, or the :class:`BackendOps` it makes them
+    from, made so in the merge); time inside them is ``backend``
     unless inside a CUDA API call, and their rows keep the op's name id in ``name``. ``compiles``:
     (thread, start, end) of compilations (JAX, torch.compile), disjoint per thread
     (rlscope/analysis/compilation.py); time inside them is ``compile`` unless inside a torch op or a
@@ -782,7 +822,13 @@ def build_timeline(
     start_ns, end_ns = session_span(col["ts_ns"], col["kind"])
     main = main_thread(col["ts_ns"], col["kind"], col["thread"], start_ns)
     has_api = api is not None and len(api[0]) > 0
-    has_backend = backend is not None and len(backend[0]) > 0
+    backend_source = None
+    if isinstance(backend, BackendOps):  # clipped and cut as the rows are merged
+        clip = (backend.start_ns, backend.end_ns)
+        backend_source = (backend.thread, backend.start, backend.end, backend.name, clip)
+    elif backend is not None:
+        backend_source = (*backend, None)
+    has_backend = backend_source is not None and len(backend_source[0]) > 0
     has_compile = compiles is not None and len(compiles[0]) > 0
     # the merged kinds come only from the added intervals (the reader drops them from events): then a
     # running count says which rows are inside one (_inside); else each row's own state is read
@@ -791,7 +837,7 @@ def build_timeline(
     if has_api:
         added.append((S.API_BEGIN, S.API_END, *api, None))
     if has_backend:
-        added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend))
+        added.append((S.BACKEND_BEGIN, S.BACKEND_END, *backend_source))
     if has_compile:
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}

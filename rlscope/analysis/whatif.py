@@ -482,7 +482,7 @@ def process_inputs(
     inst_name = np.append(tl.inst_name, -1)
     is_parent = proc.pid in req.parents
     inst_code = (inst_name + 1) * _NCODE  # per instance: its key less the category
-    present = _main_codes(tl, main, inst_code, (int(inst_name.max()) + 2) * _NCODE)
+    size = (int(inst_name.max()) + 2) * _NCODE  # every code's
 
     # GPU records: stream, launch, operation
     has_gpu = api is not None and recs is not None and len(recs.start) > 0 and proc.gpu is not None
@@ -512,7 +512,13 @@ def process_inputs(
         j, inside = _within(rec_t, sync_s, sync_e)
         rec_t = np.where(inside, sync_s[j] if len(sync_s) else rec_t, rec_t)
 
+    worker = parent_pid(proc.metadata) in req.pids  # a worker's spans start and end at nodes
+    by_code = None
+    if not is_parent and not len(sync_s):  # no runs kept nor cut: from the rows to what is kept, in one pass
+        given = np.unique(np.concatenate([np.array([start], np.int64), rec_t]))
+        by_code = _main_pass_by_code(proc, tl, main, (start, end), inst_code, size, given, worker)
     # keys: waiting first, then every (operation, category) of the main thread and the GPU work
+    present = by_code[1].copy() if by_code is not None else _main_codes(tl, main, inst_code, size)
     present[rec_code] = True
     codes = np.flatnonzero(present)
     key_of = np.cumsum(present, dtype=np.int32)  # per code present: 1 + its rank among them
@@ -525,14 +531,14 @@ def process_inputs(
         for c in codes.tolist()
     ]
     idle_key = _idle_keys(keys)
-    worker = parent_pid(proc.metadata) in req.pids  # a worker's spans start and end at nodes
     # a waiting call: its time up to the GPU work's end is waiting, the rest its own
     sync_m = np.clip(sync_g, sync_s, sync_e)
     sync_key = np.zeros(len(sync_s), np.int32)
     kept = None
-    if not is_parent and not len(sync_s):  # no runs kept nor cut: from the rows to what is kept, in one pass
-        given = np.unique(np.concatenate([np.array([start], np.int64), rec_t]))
-        kept = _main_pass(tl, main, (start, end), inst_code, key_of, idle_key, given, worker)
+    if by_code is not None:
+        kept = _by_key(*by_code, key_of, idle_key)
+        if kept is None:  # a process that records its waits: idle keys of another set, the pass by key
+            kept = _main_pass(tl, main, (start, end), inst_code, key_of, idle_key, given, worker)
     if kept is not None:
         drawn, stretches, working = kept
         run_t = run_key = run_inst = nodes = None
@@ -648,19 +654,21 @@ def _main_pass(
     idle_key: np.ndarray,
     nodes: np.ndarray,
     flip_nodes: bool,
+    present: np.ndarray | None = None,
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...], bool] | None:
     """What :func:`_main_thread` and :func:`_stretches` keep of a process that is no parent and makes
     no waiting calls, in one C pass over the main thread's rows ``main``: (drawn, (node_t, ent_off,
     ent_key, ent_ns), working), the stretches between ``nodes`` (sorted, distinct) and, with
-    ``flip_nodes`` (a worker's), the idle flips. None where :func:`_main_thread`'s passes run: no C
-    loops, columns of other types, or input the C hands back (times out of order, a stretch of 2**53
-    ns).
+    ``flip_nodes`` (a worker's), the idle flips; ``present`` (bool, a code each, zeroed): each row's
+    code marked in it as :func:`_main_codes` marks them. None where :func:`_main_thread`'s passes run:
+    no C loops, columns of other types, or input the C hands back (times out of order, a stretch of
+    2**53 ns).
 
     Why: its runs are nearly a row each (millions), and each of those passes wrote or read them whole,
     where this one writes what is kept: the drawn path and the stretches' sums."""
     start, end = span
     row_types = I32, I64, I8, N  # op, ts, cat, their count
-    table_types = I64, N, I32, N, BOOL, N  # inst_code, key_of, idle_key, each with its length
+    table_types = I64, N, I32, N, BOOL, BOOL, N  # inst_code, key_of (each with its length), present, idle
     given_types = N, N, I64, N, N  # start, end, nodes, their count, flip_nodes
     out_types = I64, I32, N, I64, N, I64, I32, I64, N, I64  # drawn, cap; node_t, cap; ent_*, cap; counts
     fn = native.function("whatif_main_pass", *row_types, *table_types, *given_types, *out_types, restype=N)
@@ -675,7 +683,9 @@ def _main_pass(
     cap_e = n + len(nodes) + 1  # a stretch's entries are its parts: the runs', and those the nodes cut
     ent_key, ent_ns = np.empty(cap_e, np.int32), np.empty(cap_e, np.int64)
     counts = np.zeros(4, np.int64)
-    tables = (inst_code, len(inst_code), key_of, len(key_of), idle_key, len(idle_key))
+    if present is None:
+        present = np.zeros(len(key_of), bool)
+    tables = (inst_code, len(inst_code), key_of, len(key_of), present, idle_key, len(idle_key))
     got = fn(
         op, ts, cat, n, *tables, start, end, nodes, len(nodes), int(flip_nodes), out_t, out_key, n + 1,
         node_t, cap_nodes, ent_off, ent_key, ent_ns, cap_e, counts,
@@ -685,6 +695,74 @@ def _main_pass(
     k, m, e, working = counts.tolist()
     node_t = np.concatenate([[start], node_t[:m], [end]]).astype(np.int64)
     return (out_t[:k], out_key[:k]), (node_t, ent_off[: m + 2], ent_key[:e], ent_ns[:e]), bool(working)
+
+
+def _main_pass_by_code(
+    proc: ProcessTrace,
+    tl: Timeline,
+    main: slice,
+    span: tuple[int, int],
+    inst_code: np.ndarray,
+    size: int,
+    nodes: np.ndarray,
+    flip_nodes: bool,
+) -> tuple[tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...], bool], np.ndarray, np.ndarray] | None:
+    """:func:`_main_pass` keyed by code + 1 (key 0 stays the waiting one), each code idle as its key is in
+    a process that records no waits (:func:`_idle_codes`), marking the codes its rows hold: (what it
+    keeps, the codes present, the idle flags it read). None where the pass does not run.
+
+    Why: the keys are the codes present numbered in order, so a pass keyed by code keeps what a pass
+    by key keeps with the codes in place of the keys (ties go to the smaller, the stretches' entries in
+    order), and the codes present come out of that pass, not out of one of their own
+    (:func:`_main_codes`) before it. :func:`_by_key` then numbers them."""
+    present = np.zeros(size, bool)
+    idle = _idle_codes(proc, size)
+    key_of = np.arange(1, size + 1, dtype=np.int32)
+    kept = _main_pass(tl, main, span, inst_code, key_of, idle, nodes, flip_nodes, present)
+    return None if kept is None else (kept, present, idle)
+
+
+def _idle_codes(proc: ProcessTrace, size: int) -> np.ndarray:
+    """Per code + 1 below ``size`` + 1 (0: the waiting key, never idle), whether its key is idle
+    (:func:`_idle_keys`) where no key is waiting outside operations: outside them in a category of
+    ``_IDLE_UNRECORDED``."""
+    outside = [k == 0 or proc.name(k - 1) == UNANNOTATED for k in range(size // _NCODE)]
+    names = [categories.CATEGORY_NAMES.get(c, str(c)) for c in range(_NCODE)]
+    idle_cat = np.array([name in _IDLE_UNRECORDED for name in names], bool)
+    return np.append(False, (np.array(outside, bool)[:, None] & idle_cat[None, :]).ravel())
+
+
+def _by_key(
+    kept: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...], bool],
+    main_present: np.ndarray,
+    idle_code: np.ndarray,
+    key_of: np.ndarray,
+    idle_key: np.ndarray,
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, ...], bool] | None:
+    """What :func:`_main_pass_by_code` kept (``main_present``: the codes of the rows, ``idle_code``: the
+    idle flags it read) with each code + 1 replaced by its key (``key_of``; 0 stays 0), in place; None
+    where a code's flag is not its key's (``idle_key``: a process that records its waits), so that the
+    pass runs again by key."""
+    codes = np.flatnonzero(main_present)
+    if not np.array_equal(idle_code[codes + 1], idle_key[key_of[codes]]):
+        return None
+    to_key = np.append(np.int32(0), key_of).astype(np.int32, copy=False)
+    (drawn_t, drawn_key), (node_t, ent_off, ent_key, ent_ns), working = kept
+    for keys in (drawn_key, ent_key):
+        _renumber(keys, to_key)
+    return (drawn_t, drawn_key), (node_t, ent_off, ent_key, ent_ns), working
+
+
+def _renumber(keys: np.ndarray, to_key: np.ndarray) -> None:
+    """``keys`` (int32) replaced by ``to_key[keys]`` in place: in one C pass, else a block at a time (no
+    second column of a key per drawn stretch)."""
+    fn = native.function("whatif_renumber", N, I32, I32, N, restype=N)
+    if fn is not None and keys.dtype == to_key.dtype == np.int32 and keys.flags.c_contiguous:
+        if fn(len(keys), keys, to_key, len(to_key)) < 0:
+            raise IndexError("a key outside the table")
+        return
+    for r in blocks(len(keys)):
+        keys[r] = to_key[keys[r]]
 
 
 def _main_codes(tl: Timeline, main: slice, inst_code: np.ndarray, size: int) -> np.ndarray:

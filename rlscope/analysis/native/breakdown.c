@@ -1,7 +1,10 @@
 /* The breakdown's loops (rlscope/analysis/breakdown.py and noise.py): the sums over a timeline's
  * counted rows, those of positive duration whose pair (RowGroups.row_pair) is >= 0, and over its
- * operation instances for the noise of each sum. A row is on the main thread when it lies in
- * [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are grouped by thread). */
+ * operation instances for the noise of each sum. The pairs come a run of rows at a time (RowGroups.runs:
+ * each run's first row, ascending, from row 0; run_pair: the run's pair), as the rows of a run share
+ * theirs: no column of a pair per row is made, and the rows of a run of no pair are never read. A row
+ * is on the main thread when it lies in [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are
+ * grouped by thread). */
 #include <stdint.h>
 
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
@@ -11,25 +14,30 @@
  * in full windows added to full_sums at the sums' cell, in row order (the products are fractions of a
  * ns: the additions are those np.add.at makes in _full_window_sums). Returns whether a counted row is
  * off the main thread (CountedSums.off_main). */
-int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
-                               const int8_t *cat, const int32_t *op, int64_t main_lo, int64_t main_hi,
-                               const uint8_t *is_op, int64_t ncat, double *sums, double *inst_cat,
-                               int64_t with_full, const double *full, double *full_sums) {
+int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
+                               const int64_t *runs, const int32_t *run_pair, const int8_t *cat, const int32_t *op,
+                               int64_t main_lo, int64_t main_hi, const uint8_t *is_op, int64_t ncat, double *sums,
+                               double *inst_cat, int64_t with_full, const double *full, double *full_sums) {
     int64_t off_main = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t d = seg_end[i] - ts[i];
-        int32_t pair = row_pair[i];
-        if (d <= 0 || pair < 0)
+    for (int64_t k = 0; k < n_runs; k++) {
+        int32_t pair = run_pair[k];
+        if (pair < 0)
             continue;
-        int64_t main = i >= main_lo && i < main_hi;
-        off_main |= !main;
-        int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
-        double w = (double)d;
-        sums[cell] += w;
-        if (is_op[pair] && op[i] >= 0)  /* op >= 0 in an operation's pair: kept in bounds regardless */
-            inst_cat[(int64_t)op[i] * ncat + cat[i]] += w;
-        if (with_full)
-            full_sums[cell] += w * full[i];
+        int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
+        for (int64_t i = runs[k]; i < hi; i++) {
+            int64_t d = seg_end[i] - ts[i];
+            if (d <= 0)
+                continue;
+            int64_t main = i >= main_lo && i < main_hi;
+            off_main |= !main;
+            int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
+            double w = (double)d;
+            sums[cell] += w;
+            if (is_op[pair] && op[i] >= 0)  /* op >= 0 in an operation's pair: kept in bounds regardless */
+                inst_cat[(int64_t)op[i] * ncat + cat[i]] += w;
+            if (with_full)
+                full_sums[cell] += w * full[i];
+        }
     }
     return off_main;
 }
@@ -120,22 +128,28 @@ void breakdown_exclusive_columns(int64_t n_inst, int64_t ncat, const double *ins
 
 /* breakdown_timeline's CPU segments for the overlap sweep: the counted rows whose pair is chosen,
  * each as (group[pair], ts, seg_end), in row order, those of one thread (thread_starts: each
- * thread's first row, ascending) and group that touch (one begins where the one before ends) joined
- * into one: _counted_rows, then merge_adjacent by group and thread. Writes the first cap segments to
- * out_*; returns how many there are (the caller asks again with room for all where that is more). */
-int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
-                                  const int64_t *thread_starts, int64_t n_threads, const uint8_t *chosen,
-                                  const int64_t *group, int64_t *out_g, int64_t *out_start, int64_t *out_end,
-                                  int64_t cap) {
-    int64_t count = 0;
-    for (int64_t t = 0; t < n_threads; t++) {
-        int64_t lo = thread_starts[t], hi = t + 1 < n_threads ? thread_starts[t + 1] : n;
-        int64_t last_g = -1, last_end = 0, any = 0;  /* the thread's last segment */
-        for (int64_t i = lo; i < hi; i++) {
-            int32_t pair = row_pair[i];
-            if (seg_end[i] <= ts[i] || pair < 0 || !chosen[pair])
+ * thread's first row, ascending; a run never spans two threads) and group that touch (one begins
+ * where the one before ends) joined into one: _counted_rows, then merge_adjacent by group and thread.
+ * Writes the first cap segments to out_*; returns how many there are (the caller asks again with room
+ * for all where that is more). */
+int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
+                                  const int64_t *runs, const int32_t *run_pair, const int64_t *thread_starts,
+                                  int64_t n_threads, const uint8_t *chosen, const int64_t *group, int64_t *out_g,
+                                  int64_t *out_start, int64_t *out_end, int64_t cap) {
+    int64_t count = 0, t = 0;
+    int64_t last_g = -1, last_end = 0, any = 0;  /* the thread's last segment */
+    for (int64_t k = 0; k < n_runs; k++) {
+        while (t + 1 < n_threads && thread_starts[t + 1] <= runs[k]) {  /* the run's thread: a new one */
+            t++;
+            any = 0;
+        }
+        int32_t pair = run_pair[k];
+        if (pair < 0 || !chosen[pair])
+            continue;
+        int64_t g = group[pair], hi = k + 1 < n_runs ? runs[k + 1] : n;
+        for (int64_t i = runs[k]; i < hi; i++) {
+            if (seg_end[i] <= ts[i])
                 continue;
-            int64_t g = group[pair];
             if (any && ts[i] == last_end && g == last_g) {
                 if (count <= cap)
                     out_end[count - 1] = seg_end[i];
@@ -156,20 +170,29 @@ int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *s
 }
 
 /* _threads_per_pair: per pair, on how many threads (thread_starts, as above) its counted rows are.
- * out: zeroed; seen: scratch, one byte per pair. */
-void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, const int32_t *row_pair,
-                                const int64_t *thread_starts, int64_t n_threads, int64_t n_pairs, int64_t *out,
-                                uint8_t *seen) {
-    for (int64_t t = 0; t < n_threads; t++) {
-        int64_t lo = thread_starts[t], hi = t + 1 < n_threads ? thread_starts[t + 1] : n;
-        for (int64_t p = 0; p < n_pairs; p++)
-            seen[p] = 0;
-        for (int64_t i = lo; i < hi; i++) {
-            int32_t pair = row_pair[i];
-            if (seg_end[i] <= ts[i] || pair < 0 || seen[pair])
-                continue;
-            seen[pair] = 1;
-            out[pair]++;
+ * out: zeroed; seen: scratch, one byte per pair (cleared at each thread's first run). */
+void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
+                                const int64_t *runs, const int32_t *run_pair, const int64_t *thread_starts,
+                                int64_t n_threads, int64_t n_pairs, int64_t *out, uint8_t *seen) {
+    for (int64_t p = 0; p < n_pairs; p++)
+        seen[p] = 0;
+    for (int64_t k = 0, t = 0; k < n_runs; k++) {
+        if (t + 1 < n_threads && thread_starts[t + 1] <= runs[k]) {
+            while (t + 1 < n_threads && thread_starts[t + 1] <= runs[k])
+                t++;
+            for (int64_t p = 0; p < n_pairs; p++)
+                seen[p] = 0;
+        }
+        int32_t pair = run_pair[k];
+        if (pair < 0 || seen[pair])
+            continue;
+        int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
+        for (int64_t i = runs[k]; i < hi; i++) {
+            if (seg_end[i] > ts[i]) {
+                seen[pair] = 1;
+                out[pair]++;
+                break;
+            }
         }
     }
 }

@@ -12,16 +12,52 @@ int64_t timeline_sorted_by_thread(int64_t n, const int64_t *thread, const int64_
 }
 
 /* One source of added intervals: its rows are begin, end, begin, end... of intervals in (thread,
- * start) order; ``name`` NULL: -1 on its rows. */
+ * start) order; ``name`` NULL: -1 on its rows. With ``clip``, the intervals as recorded, read as
+ * timeline.backend_intervals makes them (clip_next): each start and end clipped to [lo, hi], an end
+ * cut where the next interval on its thread starts, and those left no longer than zero left out. */
 typedef struct {
     int64_t n;  /* rows: twice the intervals */
     const int64_t *thread, *start, *end;
     const int32_t *name;
     int8_t begin_kind, end_kind;
+    int clip;
+    int64_t lo, hi;
 } source_t;
 
 static inline int64_t source_ts(const source_t *s, int64_t r) {
     return (r & 1) ? s->end[r >> 1] : s->start[r >> 1];
+}
+
+/* np.clip(v, lo, hi): the larger of v and lo, then the smaller of that and hi. */
+static inline int64_t clip_to(int64_t v, int64_t lo, int64_t hi) {
+    v = v > lo ? v : lo;
+    return v < hi ? v : hi;
+}
+
+/* A clipped source's first interval from j on that is longer than zero once clipped and cut (its
+ * start and end written to *b, *e), or n / 2 past the last. Each interval's thread and clipped start
+ * are checked against the one before it (prev_thread, prev_start; none before interval 0), kept or
+ * not, as backend_intervals' order check reads them: -3 where the threads go down, -1 where a
+ * thread's starts do (numpy sorts them). */
+static inline int64_t clip_next(const source_t *s, int64_t j, int64_t prev_thread, int64_t prev_start,
+                                int64_t *b, int64_t *e) {
+    int64_t m = s->n >> 1;
+    for (; j < m; j++) {
+        int64_t t = s->thread[j], start = clip_to(s->start[j], s->lo, s->hi);
+        if (j > 0 && t < prev_thread) return -3;
+        if (j > 0 && t == prev_thread && start < prev_start) return -1;
+        int64_t end = clip_to(s->end[j], s->lo, s->hi);
+        if (j + 1 < m && s->thread[j + 1] == t) {
+            int64_t next = clip_to(s->start[j + 1], s->lo, s->hi);
+            end = next < end ? next : end;
+        }
+        if (end > start) {
+            *b = start, *e = end;
+            return j;
+        }
+        prev_thread = t, prev_start = start;
+    }
+    return m;
 }
 
 /* Whether a row at (thread, ts) goes before one at (q_thread, q_ts): rows are in (thread, time)
@@ -64,14 +100,16 @@ static inline int64_t extras_row(extras_t *x, int64_t i, const int64_t *ts, cons
 }
 
 /* timeline._with_interval_rows's merge: the events (their rows ``ev`` of the columns, in (thread,
- * time) order) and up to three sources of intervals (a, b, c; n 0: none) into one list of rows in
+ * time) order) and up to three sources of intervals (a, b, c; n 0: none; *_clip: clipped to
+ * [*_lo, *_hi] and cut, as source_t says) into one list of rows in
  * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
  * part's rows in their own order. Writes every row's ts (np.maximum(ts, ts_min): ordered by the
  * times as given, written no earlier than ``ts_min``), kind, name, thread and id (1 on an added row)
  * and flags (0 on an added row), and where each event's row lands (``events_at``); where ``extras``,
  * also what extras_t says, info[0] the rows marked and info[1] the threads.
  *
- * Returns the rows written; -1 where a source's rows of a thread are not in time order (overlapping
+ * Returns the rows written (fewer than the events and the intervals make where clipped ones are left
+ * out); -1 where a source's rows of a thread are not in time order (overlapping
  * intervals: the numpy merge sorts them), -2 where a thread or an event's id does not fit the int32
  * output (numpy keeps them int64), -3 where a source's threads are not in order (it is sorted first),
  * -4 where more rows are marked than ``cap``. */
@@ -81,10 +119,13 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        /* the sources: intervals, kinds, whether named */
                        int64_t na, const int64_t *a_thread, const int64_t *a_start, const int64_t *a_end,
                        const int32_t *a_name, int64_t a_named, int64_t a_begin, int64_t a_end_kind,
+                       int64_t a_clip, int64_t a_lo, int64_t a_hi,
                        int64_t nb, const int64_t *b_thread, const int64_t *b_start, const int64_t *b_end,
                        const int32_t *b_name, int64_t b_named, int64_t b_begin, int64_t b_end_kind,
+                       int64_t b_clip, int64_t b_lo, int64_t b_hi,
                        int64_t nc, const int64_t *c_thread, const int64_t *c_start, const int64_t *c_end,
                        const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
+                       int64_t c_clip, int64_t c_lo, int64_t c_hi,
                        /* out */
                        int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
                        int64_t *events_at, int64_t ts_min,
@@ -92,22 +133,34 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
                        const uint8_t *table, int64_t *rows, int64_t cap, int64_t *info) {
     source_t src[MAX_SOURCES] = {
-        {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind},
-        {2 * nb, b_thread, b_start, b_end, b_named ? b_name : 0, (int8_t)b_begin, (int8_t)b_end_kind},
-        {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind},
+        {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind,
+         (int)a_clip, a_lo, a_hi},
+        {2 * nb, b_thread, b_start, b_end, b_named ? b_name : 0, (int8_t)b_begin, (int8_t)b_end_kind,
+         (int)b_clip, b_lo, b_hi},
+        {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind,
+         (int)c_clip, c_lo, c_hi},
     };
     extras_t x = {(int)extras, end_ns, cap, 0, 0, seg_end, rows, thread_idx, table};
     int64_t at[MAX_SOURCES] = {0, 0, 0};
-    /* each part's next row's (thread, ts): part 0 the events, 1 + s source s */
+    /* each part's next row's (thread, ts): part 0 the events, 1 + s source s; of a clipped source,
+     * its current interval's start and end as clip_next made them */
     int64_t cur_thread[1 + MAX_SOURCES], cur_ts[1 + MAX_SOURCES];
-    int64_t e = 0, total = n_ev;
-    for (int s = 0; s < MAX_SOURCES; s++) total += src[s].n;
+    int64_t clip_b[MAX_SOURCES] = {0, 0, 0}, clip_e[MAX_SOURCES] = {0, 0, 0};
+    int64_t e = 0;
     if (n_ev > 0) cur_thread[0] = ev_thread[ev[0]], cur_ts[0] = ev_ts[ev[0]];
     for (int s = 0; s < MAX_SOURCES; s++) {
-        if (src[s].n > 0) cur_thread[1 + s] = src[s].thread[0], cur_ts[1 + s] = src[s].start[0];
+        if (src[s].clip) {
+            int64_t j = clip_next(&src[s], 0, 0, 0, &clip_b[s], &clip_e[s]);
+            if (j < 0) return j;
+            at[s] = 2 * j;
+        }
+        if (at[s] < src[s].n) {
+            cur_thread[1 + s] = src[s].thread[at[s] >> 1];
+            cur_ts[1 + s] = src[s].clip ? clip_b[s] : src[s].start[0];
+        }
     }
     int64_t i = 0;
-    while (i < total) {
+    for (;;) {
         /* the part whose next row is first (p) and the one whose next row follows (q): p's rows go
          * out until one comes after q's next row */
         int p = -1, q = -1;
@@ -119,6 +172,7 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                 q = k;
             }
         }
+        if (p < 0) break; /* every row written */
         int64_t q_thread = q < 0 ? INT64_MAX : cur_thread[q], q_ts = q < 0 ? INT64_MAX : cur_ts[q];
         int ties_first = q < 0 || p < q; /* at p's row equal to q's: p's goes first */
         if (p == 0) {
@@ -134,8 +188,9 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                 if (!precedes(cur_thread[0], cur_ts[0], q_thread, q_ts, ties_first)) break;
             }
         } else {
-            source_t *s = &src[p - 1];
+            const source_t sv = src[p - 1], *s = &sv; /* a copy: the loop's one-byte stores alias no field */
             int64_t r = at[p - 1], th = cur_thread[p], t_now = cur_ts[p];
+            int64_t b = clip_b[p - 1], b_end = clip_e[p - 1];
             for (;;) {
                 if (!I32_FITS(th)) return -2;
                 ts[i] = t_now > ts_min ? t_now : ts_min, thread[i] = (int32_t)th;
@@ -143,7 +198,21 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                 name[i] = s->name ? s->name[r >> 1] : -1;
                 id[i] = 1, flags[i] = 0;
                 if (extras_row(&x, i, ts, thread, kind) < 0) return -4;
-                i++, r++;
+                i++;
+                if (s->clip) {
+                    if (!(r & 1)) { /* the interval's end, on its thread: after its start (kept) */
+                        r++, t_now = b_end;
+                    } else {        /* the next interval kept: no earlier than this end (cut) */
+                        int64_t j = clip_next(s, (r >> 1) + 1, th, b, &b, &b_end);
+                        if (j < 0) return j;
+                        r = 2 * j;
+                        if (r >= s->n) break;
+                        th = s->thread[j], t_now = b;
+                    }
+                    if (!precedes(th, t_now, q_thread, q_ts, ties_first)) break;
+                    continue;
+                }
+                r++;
                 if (r >= s->n) break;
                 int64_t t_next = s->thread[r >> 1], ts_next = source_ts(s, r);
                 if (t_next < th) return -3;
@@ -151,15 +220,15 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                 th = t_next, t_now = ts_next;
                 if (!precedes(th, t_now, q_thread, q_ts, ties_first)) break;
             }
-            at[p - 1] = r, cur_thread[p] = th, cur_ts[p] = t_now;
+            at[p - 1] = r, cur_thread[p] = th, cur_ts[p] = t_now, clip_b[p - 1] = b, clip_e[p - 1] = b_end;
         }
     }
     if (x.on) {
-        if (total > 0) seg_end[total - 1] = ts[total - 1] > end_ns ? ts[total - 1] : end_ns;
+        if (i > 0) seg_end[i - 1] = ts[i - 1] > end_ns ? ts[i - 1] : end_ns;
         info[0] = x.n_rows;
-        info[1] = total > 0 ? x.index + 1 : 0;
+        info[1] = i > 0 ? x.index + 1 : 0;
     }
-    return total;
+    return i;
 }
 
 /* The state after each row, forward-filled along its thread: rlscope.trace.states.state_after_rows.
@@ -276,28 +345,6 @@ int64_t timeline_instance_time(int64_t a, int64_t b, const int64_t *ts, const in
         }
     }
     return 0;
-}
-
-/* timeline.backend_intervals for intervals already in (thread, start) order: each start and end
- * clipped to [lo, hi] (np.clip: the larger of the value and lo, then the smaller of that and hi),
- * and an interval's end cut where the next one on its thread starts. Returns how many intervals are
- * left longer than zero (the others are left out), or -1 where the clipped intervals are not in
- * (thread, start) order (numpy sorts them). */
-int64_t timeline_backend_intervals(int64_t n, const int64_t *start, const int64_t *end, const int64_t *thread,
-                                   int64_t lo, int64_t hi, int64_t *s_out, int64_t *e_out) {
-    int64_t kept = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t s = start[i] > lo ? start[i] : lo, e = end[i] > lo ? end[i] : lo;
-        s = s < hi ? s : hi, e = e < hi ? e : hi;
-        s_out[i] = s, e_out[i] = e;
-        if (i > 0) {
-            if (thread[i] < thread[i - 1] || (thread[i] == thread[i - 1] && s < s_out[i - 1])) return -1;
-            if (thread[i] == thread[i - 1] && s < e_out[i - 1]) e_out[i - 1] = s;
-            kept += e_out[i - 1] > s_out[i - 1];
-        }
-    }
-    if (n > 0) kept += e_out[n - 1] > s_out[n - 1];
-    return kept;
 }
 
 /* Whether ``ts`` rises (or stays) along each block of rows ``[starts[k], starts[k + 1])`` (a thread's

@@ -472,11 +472,12 @@ static inline int node_close(Open *s, int64_t hi, int64_t end, int64_t *stretch,
  * and with flip_nodes the flips too; those above start and below end: node_t, cap_nodes places):
  * ent_off (cap_nodes + 2), ent_key, ent_ns (cap_e). Each stretch's parts are the runs' parts in it,
  * added in whole ns: the same sums (KeySums). counts: (drawn, nodes, entries, whether a run is in an
- * instance). Returns 0; -1 where the times are out of order, a table is short (op, code, key), a
+ * instance). present (n_keys, zeroed): 1 at each row's code, as whatif_main_codes marks it. Returns 0; -1 where the times are out of order, a table is short (op, code, key), a
  * stretch lasts 2**53 ns or more or a cap is short; -2 without memory. */
 int64_t whatif_main_pass(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
                          const int64_t *inst_code, int64_t n_code, const int32_t *key_of, int64_t n_keys,
-                         const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end, const int64_t *nodes,
+                         uint8_t *present, const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end,
+                         const int64_t *nodes,
                          int64_t n_nodes, int64_t flip_nodes, int64_t *out_t, int32_t *out_key, int64_t cap_d,
                          int64_t *node_t, int64_t cap_nodes, int64_t *ent_off, int32_t *ent_key,
                          int64_t *ent_ns, int64_t cap_e, int64_t *counts) {
@@ -503,6 +504,7 @@ int64_t whatif_main_pass(const int32_t *op, const int64_t *ts, const int8_t *cat
         }
         int32_t key = key_of[code];
         uint8_t now = idle[key];
+        present[code] = 1;
         if (i == 0) { /* the first run, at start */
             cur = key, working = v >= 0;
             prev_code = code, prev_op = v, prev_idle = now;
@@ -557,4 +559,16 @@ int64_t whatif_main_pass(const int32_t *op, const int64_t *ts, const int8_t *cat
     key_sums_close(&d.ks);
     key_sums_close(&s.ks);
     return result;
+}
+
+/* whatif.py _renumber: keys[i] = to_key[keys[i]] in place, as numpy's to_key[keys] a block at a time
+ * (a key below 0 from the end, as numpy's index reads it). Returns 0; -1 at a key outside to_key's
+ * n_to entries (numpy's index raises; so does the caller). */
+int64_t whatif_renumber(int64_t n, int32_t *keys, const int32_t *to_key, int64_t n_to) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = keys[i] < 0 ? keys[i] + n_to : keys[i];
+        if (k < 0 || k >= n_to) return -1;
+        keys[i] = to_key[k];
+    }
+    return 0;
 }
