@@ -85,7 +85,8 @@ def synthetic(seed: int, complete: bool = True, detail: bool = False, threads: i
                 i, name = phases.pop()
                 rows.append([ts, thread, S.PHASE_END, i, phases[-1][0] if phases else -1, name, flags])
             elif act in (4, 5) and (act == 4 or not cats):
-                code = int(rng.choice(sorted(categories.CATEGORY_NAMES)))
+                codes = sorted(categories.CATEGORY_NAMES) if rng.random() < 0.5 else [categories.PYTHON, 3]
+                code = int(rng.choice(codes))
                 rows.append(
                     [ts, thread, S.CAT_BEGIN, code, cats[-1] if cats else categories.PYTHON, -1, flags]
                 )
@@ -192,19 +193,20 @@ def test_intact_synthetic_tables_are_confirmed(seed: int):
 
 
 def _damage(t: pa.Table, rng: np.random.Generator) -> pa.Table:
-    """Damages: of the kinds a file meets (a bit flipped, a value moved by a little, set
-    to -1 or copied from another row, a run of rows repeated, dropped or swapped with the next, the
-    tail cut, a row moved to another thread), and damages that keep the rows otherwise consistent, so
-    that each check alone stands between them and a wrong "intact": an instance renumbered or renamed
-    (its begin, end and children alike), a flag bit flipped, a thread's last row moved past the
-    session's end, a measured cost set at the edge of its gap, a flush mark's CPU time past its bound."""
+    """Damages: of the kinds a file meets (a bit flipped, a value moved by a little, set to -1 or
+    copied from another row, a run of rows repeated, dropped or swapped with the next, the tail cut,
+    a row moved to another thread, a thread's first rows lost), and damages that keep the rows
+    otherwise consistent, so that each check alone stands between them and a wrong "intact": an
+    instance renumbered or renamed (its begin, end and children alike), a flag bit flipped, a
+    thread's last row moved past the session's end, a measured cost set at the edge of its gap, a
+    flush mark's CPU time past its bound."""
     cols = {k: t.column(k).to_numpy().copy() for k in t.column_names}
     names = list(cols)
     n = len(cols["ts_ns"])
     # half the tables: one damage that keeps the rest consistent; the others: one to three of any kind
     one = rng.random() < 0.5
     for _ in range(1 if one else int(rng.integers(1, 4))):
-        what = int(rng.integers(9, 19)) if one or rng.random() < 0.5 else int(rng.integers(0, 9))
+        what = int(rng.integers(9, 20)) if one or rng.random() < 0.5 else int(rng.integers(0, 9))
         k = names[int(rng.integers(0, len(names)))]
         if what == 0 and n:
             i, b = int(rng.integers(0, n)), int(rng.integers(0, cols[k].dtype.itemsize * 8))
@@ -272,6 +274,13 @@ def _damage(t: pa.Table, rng: np.random.Generator) -> pa.Table:
                 row = int(rng.choice(cat))
                 column = "parent" if cols["kind"][row] == S.CAT_BEGIN or rng.random() < 0.5 else "id"
                 cols[column][row] = int(rng.choice(sorted(categories.CATEGORY_NAMES)))
+        elif what == 19 and n:
+            # a thread's first rows lost (its categories then end where none of its rows opened one)
+            rows = np.flatnonzero(cols["thread"] == cols["thread"][int(rng.integers(0, n))])
+            keep = np.ones(n, bool)
+            keep[rows[: int(rng.integers(0, len(rows) + 1))]] = False
+            cols = {kk: v[keep] for kk, v in cols.items()}
+            n = len(cols["ts_ns"])
         elif what == 17:
             ends = np.flatnonzero((cols["kind"] == S.OP_END) | (cols["kind"] == S.PHASE_END))
             if len(ends):
@@ -411,3 +420,41 @@ def test_each_check_is_named(change, reason):
     arrays = {k: np.array(v, np.int64) for k, v in cols.items()}
     change(arrays)
     assert _verdict(_table({k: list(v) for k, v in arrays.items()}), None) == reason
+
+
+def _cat_table(*rows: tuple[int, int, int, int, int]) -> pa.Table:
+    """A session with category rows (ts, thread, kind, id, parent) and nothing else of note."""
+    body = [
+        (0, 1, S.SESSION_START, -1, -1),
+        (0, 1, S.WINDOW, S.WINDOW_FULL, -1),
+        *rows,
+        (100, 1, S.SESSION_END, -1, -1),
+    ]
+    cols = dict(
+        zip(["ts_ns", "thread", "kind", "id", "parent"], map(list, zip(*body, strict=True)), strict=True)
+    )
+    cols["name"] = [-1] * len(body)
+    cols["flags"] = [0] * len(body)
+    return _table(cols)
+
+
+def test_a_category_end_where_none_is_open_is_followed_as_the_numpy_checks_follow_it():
+    """A thread's first category row may end a category its rows never began (its rows before were
+    lost, or began before the session): the checks say nothing where it leaves the category the
+    thread is in, and the thread is then in the one it names as its parent."""
+    python, cuda = categories.PYTHON, categories.CUDA_API
+    followed = _cat_table(
+        (10, 2, S.CAT_END, python, cuda),  # leaves Python for CUDA
+        (20, 2, S.CAT_BEGIN, python, cuda),  # begun from CUDA, as the rows say
+        (30, 2, S.CAT_END, python, cuda),
+        (40, 2, S.CAT_END, cuda, python),  # leaves CUDA, where none is open either
+    )
+    contradicted = _cat_table(
+        (10, 2, S.CAT_END, python, cuda),
+        (20, 2, S.CAT_BEGIN, cuda, python),  # begun from Python: the thread is in CUDA
+        (30, 2, S.CAT_END, cuda, python),
+    )
+    wrong_end = _cat_table((10, 2, S.CAT_END, cuda, python))  # leaves CUDA: the thread is in Python
+    for table, clean in ((followed, True), (contradicted, False), (wrong_end, False)):
+        assert _numpy_clean(table, None) is clean
+        assert (_verdict(table, None) == "intact") is clean
