@@ -1,4 +1,5 @@
-"""Shared fixtures: a fake clock for exact tests, a windowed session on it, and the ``gpu`` marker's skip."""
+"""Shared fixtures: a fake clock for exact tests, a windowed session on it, the ``gpu`` marker's skip, and
+the audit of the trace checks' C pass."""
 
 from __future__ import annotations
 
@@ -130,3 +131,36 @@ def windowed(tmp_path: Path) -> tuple[Any, FakeClock]:
     session = rlscope.profile(tmp_path / "trace", backend=False, gpu=False, window_s=50e-6)
     session.clock = clock
     return session, clock
+
+
+@pytest.fixture
+def validation_audited(monkeypatch):
+    """Every events table validate_events checks (rlscope/trace/validate.py) also goes through its
+    numpy checks: the C pass (rlscope/trace/native) may confirm a table intact only where they find
+    nothing and change nothing, and it must confirm every table they find nothing in (a column of
+    another type than the writer's aside: the C pass leaves those to them)."""
+    import pyarrow as pa
+
+    from rlscope.trace import native, validate
+
+    real = native.check
+    wrong: list[str] = []
+    missed: list[str] = []
+
+    def check(columns, kind_ok, category_ok, complete):
+        verdict = real(columns, kind_ok, category_ok, complete)
+        if verdict is not None:
+            own = {k: v.copy() for k, v in columns.items()}  # the checks repair in place
+            t = validate._Table(pa.table(own), "audit", own)
+            validate._check(t, complete)
+            clean = not t.changed and not t.findings
+            if verdict == "intact" and not clean:
+                wrong.append(f"{len(own['ts_ns'])} rows, complete={complete}: {t.findings}")
+            elif verdict != "intact" and clean:
+                missed.append(f"{len(own['ts_ns'])} rows, complete={complete}: {verdict}")
+        return verdict
+
+    monkeypatch.setattr(native, "check", check)
+    yield
+    assert not wrong, f"the C pass confirmed tables the numpy checks change: {wrong[:5]}"
+    assert not missed, f"the C pass left intact tables to the numpy checks: {missed[:5]}"

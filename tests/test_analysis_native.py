@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlscope import clib
 from rlscope.analysis import native
 
 
@@ -16,9 +17,7 @@ from rlscope.analysis import native
 def fresh(monkeypatch, tmp_path):
     """A process that has not loaded the library yet, with its own empty build cache."""
     monkeypatch.setenv("RLSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(native, "_lib", None)
-    monkeypatch.setattr(native, "_failed", None)
-    monkeypatch.setattr(native, "_functions", {})
+    monkeypatch.setattr(native, "_LIB", native._library())
 
 
 def test_the_library_builds_and_its_functions_are_found(fresh):
@@ -27,7 +26,7 @@ def test_the_library_builds_and_its_functions_are_found(fresh):
     assert native.unavailable() is None
     abi = native.function("analysis_native_abi", restype=native.N)
     assert abi is not None and abi() == native.ABI
-    assert list((native.native_build.build_dir()).glob("analysis_native-*.so"))
+    assert list((clib.build_dir()).glob("analysis_native-*.so"))
 
 
 def test_switched_off_the_numpy_loops_run(fresh, monkeypatch):
@@ -45,7 +44,7 @@ def test_without_a_compiler_the_numpy_loops_run(fresh, monkeypatch):
 def test_a_library_of_another_version_is_not_called(fresh, monkeypatch):
     if native.library() is None:
         pytest.skip(f"no C loops here: {native.unavailable()}")
-    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_LIB", native._library())
     monkeypatch.setattr(native, "ABI", native.ABI + 1)
     assert native.function("analysis_native_abi", restype=native.N) is None
     assert "version mismatch" in native.unavailable()

@@ -23,6 +23,9 @@ from rlscope.trace.check import check_trace
 from rlscope.trace.reader import load_trace
 from tests import trace_fuzz as F
 
+# every events table checked is also checked by the numpy checks (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("validation_audited")
+
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -13,6 +13,9 @@ import pytest
 
 from tests.golden.build import BUILDERS, HERE, summary
 
+# every events table checked is also checked by the numpy checks (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("validation_audited")
+
 
 @pytest.mark.parametrize("correct", [True, False], ids=["corrected", "raw"])
 @pytest.mark.parametrize("name", sorted(BUILDERS))

@@ -43,7 +43,7 @@ CORE = (
     "rlscope.runtime",
 )
 TOOLS = ("rlscope.overhead.calibrate", "rlscope.overhead.validate")
-MAX_LOOSE_MODULES = 12
+MAX_LOOSE_MODULES = 13
 IMPORTLINTER = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]
 
 Graph = dict[str, set[str]]
@@ -267,7 +267,7 @@ def test_the_analysis_imports_only_the_corrections_one_entry_of_the_overhead_pac
     assert bad == set()
 
 
-def test_at_most_twelve_modules_loose_at_the_top_of_rlscope():
+def test_at_most_thirteen_modules_loose_at_the_top_of_rlscope():
     loose = sorted(p.name for p in (REPO / "rlscope").glob("*.py"))
     assert len(loose) <= MAX_LOOSE_MODULES, loose
 

@@ -32,6 +32,9 @@ from longrun_trace import (
     make_trace,
 )
 
+# every events table checked is also checked by the numpy checks (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("validation_audited")
+
 SECONDS = 40
 DETAIL = "3s,10s,2s"  # the first 3 s, then 2 s every 10 s
 

@@ -304,7 +304,7 @@ def test_build_failure_and_missing_compiler_say_why_in_one_line(tmp_path, monkey
         torch_native.build(torch)
     assert "\n" not in str(e.value)
     assert not list((tmp_path / "cache" / "build").glob("*"))  # no half-written file left
-    monkeypatch.setattr(native_build.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(torch_native.NativeBackendUnavailable, match="no C\\+\\+ compiler"):
         torch_native.build(torch)
 

@@ -21,6 +21,9 @@ from rlscope.trace.header import recorded_options
 from rlscope.trace.reader import load_trace
 from tests.conftest import summary_of
 
+# every events table checked is also checked by the numpy checks (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("validation_audited")
+
 
 def _small_trace(path: Path) -> Path:
     with rlscope.profile(path, backend=False):

@@ -11,7 +11,9 @@ what the analysis relies on; and each one is a :class:`Finding` naming the proce
 what was dropped or changed. The reader turns the findings into the process's warnings (so into the
 result's), and ``rlscope-analyze check`` lists the same findings: one validation for both.
 
-An intact table passes unchanged (the same object). Repairs, in order:
+An intact table passes unchanged (the same object): one C pass over the rows (rlscope/trace/native)
+confirms it intact where it can (checking everything the checks below check), and only a table it
+does not confirm goes through them. Repairs, in order:
 
 - rows of an unknown kind, of a negative or impossibly large time, an operation or phase row with a
   negative instance or name id, a category code or a window mode that does not exist: dropped;
@@ -49,6 +51,7 @@ import pyarrow as pa
 
 from rlscope import categories
 from rlscope.keys import factorize
+from rlscope.trace import native
 from rlscope.trace import schema as S
 
 __all__ = ["MAX_TS_NS", "Finding", "inside_same_name", "validate_events", "validate_table"]
@@ -177,11 +180,11 @@ class _Table:
     check reorders or repairs them: an intact table is read, never copied. A column a repair writes
     into is made the table's own first (:meth:`writable`)."""
 
-    def __init__(self, events: pa.Table, where: str) -> None:
+    def __init__(self, events: pa.Table, where: str, columns: dict[str, np.ndarray] | None = None) -> None:
         self.where = where
         self.names = events.column_names
         self.schema = events.schema
-        self.c = {k: _column(events.column(k), k) for k in self.names}
+        self.c = columns if columns is not None else _columns(events)
         self.changed = False
         self.findings: list[Finding] = []
         ts = self.c["ts_ns"]
@@ -297,6 +300,10 @@ _WRITTEN_TYPES = {c: np.dtype(t) for c, t, _ in [*S.EVENT_COLUMNS_DOC, S.EVENT_C
 # columns read only by comparison: any signed width compares as int64 would; the others (times, ids)
 # enter sums and products, read as int64
 _COMPARED = ("kind", "name", "flags")
+
+
+def _columns(events: pa.Table) -> dict[str, np.ndarray]:
+    return {k: _column(events.column(k), k) for k in events.column_names}
 
 
 def _column(column: pa.ChunkedArray, name: str) -> np.ndarray:
@@ -901,7 +908,20 @@ def validate_events(
     as findings name it. ``complete``: the session ended normally (None: from the rows)."""
     if events.num_rows == 0:
         return events, []
-    t = _Table(events, where)
+    columns = _columns(events)
+    # one C pass that confirms an intact table (rlscope/trace/native): then the checks below would
+    # find nothing; any other table (or no C pass here) goes through them
+    if native.check(columns, _KIND_OK, _CATEGORY_OK, complete) == "intact":
+        return events, []
+    t = _Table(events, where, columns)
+    _check(t, complete)
+    if not t.changed:
+        return events, t.findings
+    return t.table(), t.findings
+
+
+def _check(t: _Table, complete: bool | None) -> None:
+    """The checks and repairs of :func:`validate_events`, in order, on ``t``."""
     _drop_impossible(t)
     t.group()
     _drop_repeats(t)
@@ -918,9 +938,6 @@ def validate_events(
     _reference_speeds(t)
     _category_ends(t)
     _nesting(t)
-    if not t.changed:
-        return events, t.findings
-    return t.table(), t.findings
 
 
 # the rows of the collectors' files no writer makes: (time columns, column of a code, its codes)

@@ -6,7 +6,7 @@ virtual machine). A loop here does one such chain in one pass over the rows, wri
 
 Every ``*.c`` file in this folder is compiled together into one plain C library on first use, with
 ``cc`` (no Python headers: it works on numpy's buffers through ctypes), and cached like the
-collectors' libraries (collectors/native_build.py), keyed by the sources and the compiler.
+collectors' libraries, keyed by the sources and the compiler (rlscope/clib.py, which loads it).
 
 Each loop keeps its numpy version, which runs where no library can be built or loaded, or with
 ``RLSCOPE_NATIVE_ANALYSIS=0``; the tests check that the two give the same bits. To that end the C
@@ -17,16 +17,15 @@ built without fast-math or contracted multiply-adds, so a figure does not depend
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlscope.collectors import native_build
+from rlscope import clib
 
-ENV = "RLSCOPE_NATIVE_ANALYSIS"
+ENV = clib.ENV
 ABI = 2  # abi.c's: raised with any change of a function's arguments
 SOURCES = Path(__file__).parent
 
@@ -43,72 +42,38 @@ DOUBLE = ctypes.c_double
 # the array type of each integer column type a loop can be made for (typed)
 INTEGER = {np.dtype(np.int8): I8, np.dtype(np.int16): I16, np.dtype(np.int32): I32, np.dtype(np.int64): I64}
 
-_lib: Any = None
-_failed: str | None = None  # why there is no library (asked once per process)
-_functions: dict[str, Callable[..., Any]] = {}
+
+def _library() -> clib.Library:
+    return clib.Library("analysis_native", SOURCES, "the analysis's C loops")
+
+
+_LIB = _library()
 
 
 def wanted() -> bool:
     """Whether the C loops are asked for (``RLSCOPE_NATIVE_ANALYSIS=0`` says no)."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return clib.wanted()
 
 
 def build() -> Path:
-    """Compile (once, cached) and return the library's path; :class:`native_build.BuildError` when
-    it cannot be built here."""
-    cc = native_build.find_compiler("cc", "gcc")
-    if cc is None:
-        raise native_build.BuildError("no C compiler (cc)")
-    sources = sorted(SOURCES.glob("*.c"))
-    key = native_build.cache_key(*(p.read_bytes() for p in sources), cc)
-    out = native_build.build_dir() / f"analysis_native-{key}.so"
-
-    def command(tmp: str) -> list[str]:
-        # -ffp-contract=off: no fused multiply-adds, whose rounding differs from numpy's two steps
-        flags = ["-O2", "-shared", "-fPIC", "-std=c11", "-ffp-contract=off", "-fno-fast-math"]
-        return [str(cc), *flags, *map(str, sources), "-o", tmp, "-lm"]
-
-    return native_build.build(out, command, "the analysis's C loops", timeout_s=120)
+    """Compile (once, cached) and return the library's path; :class:`clib.BuildError` when it cannot
+    be built here."""
+    return _LIB.build()
 
 
 def library() -> Any:
     """The loaded library, or None (no compiler, a failed build or load, or not wanted)."""
-    global _lib, _failed
-    if _lib is not None or _failed is not None:
-        return _lib
-    if not wanted():
-        return None
-    try:
-        lib = ctypes.CDLL(str(build()))
-        lib.analysis_native_abi.restype = ctypes.c_int64
-        if lib.analysis_native_abi() != ABI:
-            raise OSError("the analysis's C loops: version mismatch with their Python side")
-        _lib = lib
-    except (native_build.BuildError, OSError, AttributeError) as e:
-        _failed = str(e).splitlines()[0] if str(e) else type(e).__name__
-    return _lib
+    return _LIB.library(ABI)
 
 
 def unavailable() -> str | None:
     """Why the numpy loops run (None: the C ones do)."""
-    if not wanted():
-        return f"{ENV}=0"
-    return None if library() is not None else _failed
+    return _LIB.unavailable(ABI)
 
 
 def function(name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
     """The C function ``name`` taking ``argtypes``, or None when the numpy loops run instead."""
-    if not wanted():
-        return None
-    fn = _functions.get(name)
-    if fn is None:
-        lib = library()
-        if lib is None:
-            return None
-        fn = getattr(lib, name)
-        fn.argtypes, fn.restype = list(argtypes), restype
-        _functions[name] = fn
-    return fn
+    return _LIB.function(ABI, name, *argtypes, restype=restype)
 
 
 def typed(
@@ -121,11 +86,4 @@ def typed(
 
     Why: the timeline narrows its id columns to what the trace holds, and a loop is written for each
     width rather than each column copied to one."""
-    if not dtypes or any(np.dtype(d) not in INTEGER for d in dtypes):
-        return None
-    full = name + "".join(f"_i{8 * np.dtype(d).itemsize}" for d in dtypes)
-    lib = library() if wanted() else None
-    if lib is None or not hasattr(lib, full):
-        return None
-    first = INTEGER[np.dtype(dtypes[0])]
-    return function(full, *(first if a is None else a for a in argtypes), restype=restype)
+    return _LIB.typed(ABI, INTEGER, name, [np.dtype(d) for d in dtypes], *argtypes, restype=restype)
