@@ -26,7 +26,7 @@ import numpy as np
 from rlscope import clib
 
 ENV = clib.ENV
-ABI = 2  # abi.c's: raised with any change of a function's arguments
+ABI = 3  # abi.c's: raised with any change of a function's arguments
 SOURCES = Path(__file__).parent
 
 # argument types: arrays (C-contiguous, of this dtype; ctypes checks both at each call) and scalars
