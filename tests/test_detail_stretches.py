@@ -23,6 +23,8 @@ from rlscope.trace.detail import DetailSchedule
 from rlscope.trace.glue import Gaps
 
 STEPS = 300
+# a corrected figure between stretches takes the detail's correction per call: within 5% of the truth
+SUMMARIZED_CORRECTION = 0.95
 INFER_S, SIM_S = 0.001, 0.002
 
 
@@ -107,10 +109,12 @@ def test_whole_run_figures_match_the_known_work(runs: dict) -> None:
         assert ops["step"]["calls"] == STEPS, spec
         # raw, an operation held what its timers saw (less its scopes' own cost, under a microsecond
         # a call); corrected, less that and the writer's stalls, never less than the thread ran in it
+        # (between stretches the correction is the detail's per call, within 5%: docs/long-runs.md)
         raw = summary["raw"]["operations"]
+        floor = 0.99 if spec == "all" else SUMMARIZED_CORRECTION
         for name, (ran, inside, around) in truth.items():
             assert 0.99 * inside <= raw[name]["total_s"] <= 1.01 * around, (spec, name)
-            assert 0.99 * ran <= ops[name]["total_s"] <= 1.01 * around, (spec, name)
+            assert floor * ran <= ops[name]["total_s"] <= 1.01 * around, (spec, name)
         # the session's time is all accounted for, and no longer than the run around it
         excl = sum(op["exclusive_s"] for op in ops.values()) + summary["unannotated_s"]
         assert excl == pytest.approx(summary["wall_s"], rel=0.02), spec
@@ -290,6 +294,6 @@ def test_a_stretch_that_fills_ends_early_and_the_whole_run_still_adds_up(
     for name, (ran, inside, around) in truth.items():
         assert ops[name]["calls"] == STEPS, name
         assert 0.99 * inside <= raw[name]["total_s"] <= 1.01 * around, name
-        assert 0.99 * ran <= ops[name]["total_s"] <= 1.01 * around, name
+        assert SUMMARIZED_CORRECTION * ran <= ops[name]["total_s"] <= 1.01 * around, name
     assert summary["detail"]["summarized_s"] > 0.5 * wall
     assert summary["raw"]["wall_s"] <= wall
