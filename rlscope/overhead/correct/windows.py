@@ -377,7 +377,10 @@ def estimate(
         full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
         counted = _counted_rows(tl, full_row) if native.unavailable() else None
         excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
+    # each raw row's window is read no further here (full_windows.full_fraction finds it on the way
+    # in C): a column of every row not held through the factors, the analysis's peak of memory
     del wi, first
+    ref.memo.pop("row_window", None)
     excl, events = excl[1:], events[1:]
     # and whether it lies wholly in one window
     begins = op_begins(ref)
@@ -559,35 +562,43 @@ def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.
         return full_row, row_mode
     for r in blocks(len(wi)):  # a block at a time: no column of every row's threshold
         np.greater_equal(ts[r], from_ts[wi[r]], out=full_row[r])
-    return full_row, np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+    return full_row, _row_mode(full_row)
 
 
 def _instance_pass(
     tl: Timeline, raw_ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray, coll: np.ndarray, main: np.ndarray
 ) -> tuple[np.ndarray, ...] | None:
-    """(durations, full rows, row modes, then :func:`_instance_sums`' four) in C in one pass over
-    the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw_ts``) and :func:`_instance_sums`
-    at once, each column read once. None where the numpy loops run or the columns are of other
-    types: those three are then made one after another."""
+    """(durations, full rows, row modes (:func:`_row_mode`), then :func:`_instance_sums`' four) in C
+    in one pass over the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw_ts``) and
+    :func:`_instance_sums` at once, each column read once. None where the numpy loops run or the
+    columns are of other types: those three are then made one after another."""
     if (
         any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw_ts, from_ts))
         or wi.dtype not in native.INTEGER
     ):
         return None
     types = (native.N, native.I64, native.I64, native.I64, native.INTEGER[wi.dtype], native.I64, None)
-    types += (native.BOOL, native.N, native.I64, native.N, native.N, native.F64, native.BOOL, native.I8)
-    types += (native.F64, native.I64, native.I64, native.BOOL)
-    fn = native.typed("windows_instance_pass", [tl.op.dtype, wi.dtype], *types)
+    types += (native.BOOL, native.N, native.I64, native.F64, native.BOOL, native.F64, native.I64)
+    types += (native.I64, native.BOOL)
+    fn = native.typed("windows_instance_rows", [tl.op.dtype, wi.dtype], *types)
     if fn is None:
         return None
     n, m = len(tl.ts), len(tl.inst_name) + 1
-    dur, full_row, row_mode = np.empty(n), np.empty(n, bool), np.empty(n, np.int8)
+    dur, full_row = np.empty(n), np.empty(n, bool)
     excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
     fn(
         n, tl.ts, tl.seg_end, raw_ts, wi, from_ts, tl.op, coll, len(main) // 2, main,
-        S.WINDOW_FULL, S.WINDOW_LIGHT, dur, full_row, row_mode, excl, events, rows, held,
+        dur, full_row, excl, events, rows, held,
     )  # fmt: skip
-    return dur, full_row, row_mode, excl, events, held, rows
+    return dur, full_row, _row_mode(full_row), excl, events, held, rows
+
+
+def _row_mode(full_row: np.ndarray) -> np.ndarray:
+    """Per row, WINDOW_FULL where ``full_row`` is set, else WINDOW_LIGHT, one byte: ``full_row``'s own
+    bytes where the modes are 1 and 0 (as they are), no second column of every row."""
+    if S.WINDOW_FULL == 1 and S.WINDOW_LIGHT == 0:
+        return full_row.view(np.int8)
+    return np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
 
 
 def _instance_sums(
@@ -736,7 +747,8 @@ def _factor_pass(
     ``overrides``' PieceEstimate.set_factors, then each row times what its instance keeps
     (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
     numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
-    then made one after another."""
+    then made one after another. The first of ``overrides`` takes the others' compared pieces and
+    their factors into its own columns (the estimates are read no further)."""
     types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
     types += (native.I64, native.N, native.BOOL, native.F64, native.F64)
     fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
@@ -744,12 +756,13 @@ def _factor_pass(
         return None
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
     # the pieces of every estimate (one Pieces for all of them; an estimate's compared pieces are of
-    # its own operation's classes, never another's)
+    # its own operation's classes, never another's, and 1 in its factors where not compared): the
+    # others' written into the first's columns (estimate's own, read no further), no new ones
     compared, piece_factor, bounds, first = np.zeros(0, bool), np.zeros(0), np.zeros(1, np.int64), 0
     if overrides:
         pc = overrides[0].pieces
-        compared, piece_factor = np.zeros(len(pc.owner), bool), np.ones(len(pc.owner))
-        for est in overrides:
+        compared, piece_factor = overrides[0].compared, overrides[0].factor
+        for est in overrides[1:]:
             piece_factor[est.compared] = est.factor[est.compared]
             compared |= est.compared
         bounds, first = pc.bounds, pc.main.start
@@ -766,7 +779,7 @@ class PieceEstimate:
     sigma_ns: float
     time_ns: float  # full-window time of the classes compared
     events: int  # their collector events in full windows
-    pieces: P.Pieces  # the main thread's pieces, the same for every operation's estimate
+    pieces: P.Pieces  # the main thread's pieces, the same for every operation's estimate (their rows)
     compared: np.ndarray  # per piece: of a class compared
     factor: np.ndarray  # per piece: its class's factor (1 where not compared)
     counts: dict[str, int]  # classes by how they were compared
@@ -794,7 +807,7 @@ def _piece_sums(
     full windows, collector events in full windows). Each piece's sums are over its own rows in
     their order: in C a piece after another, else a group of pieces at a time (all of a piece's rows
     in one group, as one pass over all the rows makes them)."""
-    npc = len(pc.owner)
+    npc = len(pc)
     ptime, pfull_time, pfull_events = np.zeros(npc), np.zeros(npc), np.zeros(npc, np.intp)
     types = (native.N, native.I64, native.I64, native.N, native.F64, native.BOOL, native.BOOL)
     fn = native.function("windows_piece_sums", *types, native.F64, native.F64, native.I64)
@@ -879,6 +892,7 @@ def piece_estimates(
     class_owner = np.full(n_class, _NO_OWNER, pc.owner.dtype)
     class_owner[klass] = pc.owner[asked]
     out: dict[int, PieceEstimate] = {}
+    cut = pc.rows_only()  # what the estimates keep of the pieces
     for key in keys:
         removed = var = time = 0.0
         events = 0
@@ -918,7 +932,7 @@ def piece_estimates(
             sigma_ns=math.sqrt(var),
             time_ns=time,
             events=events,
-            pieces=pc,
+            pieces=cut,
             compared=compared,
             factor=piece_factor,
             counts=counts,
