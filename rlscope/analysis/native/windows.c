@@ -179,12 +179,13 @@ LIVE_FROM(int16_t, i16)
 LIVE_FROM(int32_t, i32)
 LIVE_FROM(int64_t, i64)
 
-/* Per piece of ``chosen`` (its rows: bounds[p] to bounds[p + 1], after ``first``), in row order:
- * time += dur, full_time += (full_row ? dur : 0), full_events += coll && full_row. Mirrors
- * piece_estimates' three np.bincount calls over the rows of each group of pieces. */
-void windows_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds, int64_t first,
-                        const double *dur, const uint8_t *coll, const uint8_t *full_row, double *time,
-                        double *full_time, int64_t *full_events) {
+/* Per piece p = chosen[j] (its rows: bounds[p] to bounds[p + 1], after ``first``), in row order:
+ * time[j] += dur, full_time[j] += (full_row ? dur : 0), full_events[j] += coll && full_row. Mirrors
+ * _piece_sums' three np.bincount calls over the rows of each group of pieces. */
+void windows_chosen_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds,
+                               int64_t first, const double *dur, const uint8_t *coll,
+                               const uint8_t *full_row, double *time, double *full_time,
+                               int64_t *full_events) {
     for (int64_t j = 0; j < n_chosen; j++) {
         int64_t p = chosen[j];
         double s = 0.0, f = 0.0;
@@ -194,7 +195,7 @@ void windows_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *
             f += full_row[r] ? dur[r] : 0.0;
             e += coll[r] & full_row[r];
         }
-        time[p] = s, full_time[p] = f, full_events[p] = e;
+        time[j] = s, full_time[j] = f, full_events[j] = e;
     }
 }
 

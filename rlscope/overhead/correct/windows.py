@@ -803,37 +803,31 @@ class PieceEstimate:
 def _piece_sums(
     pc: P.Pieces, chosen: np.ndarray, dur: np.ndarray, coll: np.ndarray, full_row: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per piece, over the rows of the pieces ``chosen`` (ascending; the others' 0): (time, time in
-    full windows, collector events in full windows). Each piece's sums are over its own rows in
-    their order: in C a piece after another, else a group of pieces at a time (all of a piece's rows
-    in one group, as one pass over all the rows makes them)."""
-    npc = len(pc)
-    ptime, pfull_time, pfull_events = np.zeros(npc), np.zeros(npc), np.zeros(npc, np.intp)
+    """Per piece of ``chosen`` (ascending), in its order: (time, time in full windows, collector
+    events in full windows). Each piece's sums are over its own rows in their order: in C a piece
+    after another, else a group of pieces at a time (all of a piece's rows in one group, as one pass
+    over all the rows makes them). Entries of the pieces chosen only: a quarter of them in a PPO run."""
+    n = len(chosen)
+    ptime, pfull_time, pfull_events = np.zeros(n), np.zeros(n), np.zeros(n, np.intp)
     types = (native.N, native.I64, native.I64, native.N, native.F64, native.BOOL, native.BOOL)
-    fn = native.function("windows_piece_sums", *types, native.F64, native.F64, native.I64)
+    fn = native.function("windows_chosen_piece_sums", *types, native.F64, native.F64, native.I64)
     if fn is not None:
-        fn(
-            len(chosen),
-            chosen,
-            pc.bounds,
-            pc.main.start,
-            dur,
-            coll,
-            full_row,
-            ptime,
-            pfull_time,
-            pfull_events,
-        )
+        chosen = np.ascontiguousarray(chosen, np.int64)
+        args = (pc.bounds, pc.main.start, dur, coll, full_row, ptime, pfull_time, pfull_events)
+        fn(n, chosen, *args)
         return ptime, pfull_time, pfull_events
+    at = 0  # where the group's pieces are among ``chosen``
     for group in pc.groups(chosen):
         rows, pr = pc.rows_of(group)
         lo = int(group[0])
         pr -= lo
         m = int(group[-1]) + 1 - lo
         d, full = dur[rows], full_row[rows]
-        ptime[group] = np.bincount(pr, weights=d, minlength=m)[group - lo]
-        pfull_time[group] = np.bincount(pr, weights=np.where(full, d, 0.0), minlength=m)[group - lo]
-        pfull_events[group] = np.bincount(pr[coll[rows] & full], minlength=m)[group - lo]
+        mine = slice(at, at + len(group))
+        ptime[mine] = np.bincount(pr, weights=d, minlength=m)[group - lo]
+        pfull_time[mine] = np.bincount(pr, weights=np.where(full, d, 0.0), minlength=m)[group - lo]
+        pfull_events[mine] = np.bincount(pr[coll[rows] & full], minlength=m)[group - lo]
+        at += len(group)
     return ptime, pfull_time, pfull_events
 
 
@@ -875,19 +869,21 @@ def piece_estimates(
     pc = P.pieces(tl, raw)
     if pc.main.stop == pc.main.start:
         return {}
-    npc = len(pc.owner)
-    # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
-    # main thread's rows in a PPO run)
+    npc = len(pc)
+    # only the pieces of the operations asked (the unannotated time's: a quarter of the pieces, a
+    # third of the main thread's rows in a PPO run): their sums, places and classes, an entry each,
+    # read below by their positions among them
     asked = _of_owners(pc.owner, keys)
     ptime, pfull_time, pfull_events = _piece_sums(pc, asked, dur, coll, full_row)
-    whole, mode, group = _placed(win_ts, win_mode, live, pc.start_ns, pc.end_ns)
+    start_ns = pc.start_ns[asked]
+    whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns[asked])
     is_full = mode == S.WINDOW_FULL
     # each class's pieces in order, from one sort of the pieces asked (a radix sort of 16-bit ids
     # where they fit): a comparison over every piece per class was most of the loop below; a class
     # has one owner (the classes of no owner asked: none, whose pieces are not sorted)
     n_class = int(pc.klass.max(initial=-1)) + 1
     klass = pc.klass[asked]
-    by_class = asked[np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")]
+    by_class = np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")
     edges = np.r_[0, np.cumsum(np.bincount(klass, minlength=n_class))]
     class_owner = np.full(n_class, _NO_OWNER, pc.owner.dtype)
     class_owner[klass] = pc.owner[asked]
@@ -900,7 +896,7 @@ def piece_estimates(
         piece_factor = np.ones(npc)
         compared = np.zeros(npc, bool)
         for c in np.flatnonzero(class_owner == key).tolist():
-            mine = by_class[edges[c] : edges[c + 1]]  # its pieces, ascending
+            mine = by_class[edges[c] : edges[c + 1]]  # its pieces' positions among those asked, ascending
             c_full_time = float(pfull_time[mine].sum())
             if c_full_time <= 0 or not pfull_events[mine].any():
                 continue
@@ -913,7 +909,7 @@ def piece_estimates(
                 got, sigma = paired_excess(full_med, refs, full_g, full_groups, c_full_time)
                 counts["windows"] += 1
             elif min(n_full, n_light) >= min_instances:
-                warm = warm_instances(sel, mine, pc.start_ns, is_full[sel])  # (not a mask of every piece)
+                warm = warm_instances(sel, mine, start_ns, is_full[sel])  # (not a mask of every piece)
                 got, sigma = unpaired_excess(v[warm], g[warm], m[warm], len(full_groups), c_full_time)
                 counts["unpaired"] += 1
             else:
@@ -923,8 +919,9 @@ def piece_estimates(
             var += sigma**2
             time += c_full_time
             events += int(pfull_events[mine].sum())
-            piece_factor[mine] = 1.0 - got / c_full_time
-            compared[mine] = True
+            pieces = asked[mine]
+            piece_factor[pieces] = 1.0 - got / c_full_time
+            compared[pieces] = True
         if counts["windows"] + counts["unpaired"] == 0:
             continue
         out[key] = PieceEstimate(
