@@ -323,6 +323,42 @@ def test_full_fraction_rows(monkeypatch, case, cap, int32_windows):
         assert ((c > 0) & (c < 1)).any()  # segments across a switch
 
 
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("thread_dtype", [np.int16, np.int32, np.int64])
+def test_nested_names(monkeypatch, case, id_dtype, thread_dtype):
+    """The (outer, inner) name pairs from the begins' rows and the rows before them, and those rows'
+    columns against numpy's gathers: begins on a thread's first row, of instance id -1 (numpy reads
+    the last entry), nested a few deep; every begin, a few, one; an id past the instances raises on
+    both paths."""
+    rng = np.random.default_rng(140 + case)
+    tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
+    tl = dataclasses.replace(tl, thread=tl.thread.astype(thread_dtype))
+    tl.kind[tl.thread_starts()[:-1]] = S.OP_BEGIN  # begins on each thread's first row
+    tl.memo.clear()
+    begins = W.op_begins(tl)
+    names = np.append(tl.inst_name, -1)
+    for b in (begins, begins[::5], begins[:1]):
+        c, n = both(monkeypatch, lambda b=b: W.nested_names(tl, b))
+        assert c == n
+        got = W._nested_begins(tl, b, names)
+        if len(b) == 0:
+            continue
+        assert got is not None  # the C loop ran
+        prev = np.maximum(b - 1, 0)
+        before = np.where((b > 0) & (tl.thread[b] == tl.thread[prev]), tl.op[prev], -1)
+        parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
+        parent_of[tl.id[b]] = before
+        assert np.array_equal(got[0], before) and same(got[1], parent_of) and same(got[2], names[tl.id[b]])
+    if case == 0:
+        assert len(W.nested_names(tl, begins)) > 20 and (tl.id[begins] == -1).any()
+        tl.id[begins[3]] = len(tl.inst_name) + 2
+        for native_on in ("1", "0"):
+            monkeypatch.setenv(native.ENV, native_on)
+            with pytest.raises(IndexError):
+                W.nested_names(tl, begins)
+
+
 def test_estimate_lets_row_window_go(tmp_path):
     """The estimate reads each raw row's window in its first pass and keeps no column of them."""
     from tests.test_windows import AfterSwitchCost

@@ -767,3 +767,32 @@ int64_t windows_full_fraction_rows(int64_t n, const int64_t *ts, const int64_t *
     }
     return m;
 }
+
+/* Per begin row b = begins[i]: before[i] = op[b - 1] where that row is on b's thread (thread[b - 1]
+ * == thread[b]; b > 0), else -1; with k = id[b] (numpy's indexing: -1 reads the last of the n_inst
+ * + 1 entries), parent_of[k] = before[i] (a later begin of the same k over an earlier one's) and
+ * inner[i] = names[k]. Returns -1 where k falls outside (numpy raises: the caller runs it), else 0.
+ * Mirrors nested_names' gathers of the begins' rows and the rows before them. */
+#define NESTED_BEGINS(T, H, SUFFIX)                                                                    \
+    int64_t windows_nested_begins_##SUFFIX(int64_t n, const int64_t *begins, const T *op, const T *id, \
+                                           const H *thread, int64_t n_inst, const int64_t *names,      \
+                                           int64_t *before, int64_t *parent_of, int64_t *inner) {      \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            int64_t b = begins[i], k = (int64_t)id[b];                                                 \
+            before[i] = b > 0 && thread[b - 1] == thread[b] ? (int64_t)op[b - 1] : -1;                 \
+            if (k < 0) k += n_inst + 1;                                                                \
+            if (k < 0 || k > n_inst) return -1;                                                        \
+            parent_of[k] = before[i];                                                                  \
+            inner[i] = names[k];                                                                       \
+        }                                                                                              \
+        return 0;                                                                                      \
+    }
+NESTED_BEGINS(int16_t, int16_t, i16_i16)
+NESTED_BEGINS(int32_t, int16_t, i32_i16)
+NESTED_BEGINS(int64_t, int16_t, i64_i16)
+NESTED_BEGINS(int16_t, int32_t, i16_i32)
+NESTED_BEGINS(int32_t, int32_t, i32_i32)
+NESTED_BEGINS(int64_t, int32_t, i64_i32)
+NESTED_BEGINS(int16_t, int64_t, i16_i64)
+NESTED_BEGINS(int32_t, int64_t, i32_i64)
+NESTED_BEGINS(int64_t, int64_t, i64_i64)
