@@ -444,6 +444,17 @@ def test_group_medians(monkeypatch, sizes):
     mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], n)
     group = rng.integers(0, 40, n)  # in no order: window_medians sorts them
     assert same(*both(monkeypatch, lambda: W.window_medians(group, mode, v)))
+    for grp in (group, np.sort(group)):  # and in order already (no sort): as the sort makes them
+
+        def by_sort(grp: np.ndarray = grp) -> tuple:
+            order = np.argsort(grp, kind="stable")
+            g, m, x = grp[order], mode[order], v[order]
+            at = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if n else np.zeros(0, np.int64)
+            size = np.diff(np.r_[at, n]).astype(np.int64)
+            return W._group_medians(g, x, at, size), m[at] == S.WINDOW_FULL, size, g[at]
+
+        if n:
+            assert same(W._windows(grp, mode, v), by_sort())
 
 
 def test_group_medians_of_signed_zeros(monkeypatch):
