@@ -251,6 +251,13 @@ def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype):
         est = W.PieceEstimate(0.0, 0.0, 0.0, 0, c, rng.random(npc) < 0.5, rng.random(npc), {})
         row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
         before = rng.random(len(tl.ts))
+        # the pieces' rows alone (what piece_estimates hands its estimates) set the same factors
+        slim = dataclasses.replace(est, pieces=c.rows_only())
+        assert len(slim.pieces) == npc and len(slim.pieces.owner) == 0
+        for e in (est, slim):
+            want = before.copy()
+            e.set_factors(want, row_mode)
+            assert same(want, set_factors_reference(c, est, before, row_mode))
 
         def set_factors(
             est: W.PieceEstimate = est, before: np.ndarray = before, row_mode: np.ndarray = row_mode
@@ -260,6 +267,108 @@ def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype):
             return factor
 
         assert same(*both(monkeypatch, set_factors))
+
+
+def set_factors_reference(
+    pc: P.Pieces, est: W.PieceEstimate, before: np.ndarray, row_mode: np.ndarray
+) -> np.ndarray:
+    """PieceEstimate.set_factors by a column of every row's piece (Pieces.row)."""
+    out = before.copy()
+    piece = pc.row
+    on = (piece >= 0) & (row_mode == S.WINDOW_FULL)
+    on[on] = est.compared[piece[on]]
+    out[on] = est.factor[piece[on]]
+    return out
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("cap", [2, 1 << 16])
+@pytest.mark.parametrize("int32_windows", [False, True])
+def test_full_fraction_rows(monkeypatch, case, cap, int32_windows):
+    """full_fraction's modes per row, crossing rows and their windows, each row's window found in C on
+    the way, against numpy's over row_window's column: segments ending before the next row, window
+    changes along each thread, more crossings than the first pass lists; then full_fraction."""
+    from rlscope.overhead.correct import full_windows
+
+    if int32_windows:  # row_window's int32 column on the numpy path
+        monkeypatch.setattr(W, "_I16", 2)
+    monkeypatch.setattr(full_windows, "_CROSSINGS", cap)
+    rng = np.random.default_rng(130 + case)
+    tl = timeline(rng, *CASES[case])
+    tl.seg_end[rng.random(len(tl.ts)) < 0.01] -= 1  # segments ending before the next row starts
+    win_ts = W.window_rows(tl)[0]
+    at_mode = rng.choice([0.0, 1.0], len(win_ts) + 1)
+
+    def run() -> tuple:
+        tl.memo.pop("row_window", None)
+        return full_windows._modes_crossings_and_windows(tl, win_ts, at_mode)
+
+    c, n = both(monkeypatch, run)
+    assert same(c[0], n[0]) and np.array_equal(c[1], n[1]) and np.array_equal(c[2], n[2])
+    assert c[1].dtype == np.int64 and c[2].dtype == np.int64
+    if len(tl.ts):
+        assert c[1][-1] == len(tl.ts) - 1
+        wi = W.row_window(tl)
+        assert np.array_equal(c[2], wi[c[1]]) and same(c[0], at_mode[wi])
+    if case == 0:
+        assert len(c[1]) > min(cap, 10_000) and len(np.unique(c[2])) > 10  # many crossings and windows
+
+    def fraction() -> np.ndarray:
+        tl.memo.pop("row_window", None)
+        return full_windows.full_fraction(tl)
+
+    c, n = both(monkeypatch, fraction)
+    assert same(c, n)
+    if case == 0:
+        assert ((c > 0) & (c < 1)).any()  # segments across a switch
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("id_dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("thread_dtype", [np.int16, np.int32, np.int64])
+def test_nested_names(monkeypatch, case, id_dtype, thread_dtype):
+    """The (outer, inner) name pairs from the begins' rows and the rows before them, and those rows'
+    columns against numpy's gathers: begins on a thread's first row, of instance id -1 (numpy reads
+    the last entry), nested a few deep; every begin, a few, one; an id past the instances raises on
+    both paths."""
+    rng = np.random.default_rng(140 + case)
+    tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
+    tl = dataclasses.replace(tl, thread=tl.thread.astype(thread_dtype))
+    tl.kind[tl.thread_starts()[:-1]] = S.OP_BEGIN  # begins on each thread's first row
+    tl.memo.clear()
+    begins = W.op_begins(tl)
+    names = np.append(tl.inst_name, -1)
+    for b in (begins, begins[::5], begins[:1]):
+        c, n = both(monkeypatch, lambda b=b: W.nested_names(tl, b))
+        assert c == n
+        got = W._nested_begins(tl, b, names)
+        if len(b) == 0:
+            continue
+        assert got is not None  # the C loop ran
+        prev = np.maximum(b - 1, 0)
+        before = np.where((b > 0) & (tl.thread[b] == tl.thread[prev]), tl.op[prev], -1)
+        parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
+        parent_of[tl.id[b]] = before
+        assert np.array_equal(got[0], before) and same(got[1], parent_of) and same(got[2], names[tl.id[b]])
+    if case == 0:
+        assert len(W.nested_names(tl, begins)) > 20 and (tl.id[begins] == -1).any()
+        tl.id[begins[3]] = len(tl.inst_name) + 2
+        for native_on in ("1", "0"):
+            monkeypatch.setenv(native.ENV, native_on)
+            with pytest.raises(IndexError):
+                W.nested_names(tl, begins)
+
+
+def test_estimate_lets_row_window_go(tmp_path):
+    """The estimate reads each raw row's window in its first pass and keeps no column of them."""
+    from tests.test_windows import AfterSwitchCost
+
+    tl = _run(tmp_path, 1000, AfterSwitchCost(0))
+    raw = dataclasses.replace(tl)
+    W.toggled(raw)
+    assert "row_window" in raw.memo
+    assert W.estimate(dataclasses.replace(tl), raw=raw) is not None
+    assert "row_window" not in raw.memo
 
 
 def test_piece_starts_edge_cases(monkeypatch):
@@ -335,6 +444,17 @@ def test_group_medians(monkeypatch, sizes):
     mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], n)
     group = rng.integers(0, 40, n)  # in no order: window_medians sorts them
     assert same(*both(monkeypatch, lambda: W.window_medians(group, mode, v)))
+    for grp in (group, np.sort(group)):  # and in order already (no sort): as the sort makes them
+
+        def by_sort(grp: np.ndarray = grp) -> tuple:
+            order = np.argsort(grp, kind="stable")
+            g, m, x = grp[order], mode[order], v[order]
+            at = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if n else np.zeros(0, np.int64)
+            size = np.diff(np.r_[at, n]).astype(np.int64)
+            return W._group_medians(g, x, at, size), m[at] == S.WINDOW_FULL, size, g[at]
+
+        if n:
+            assert same(W._windows(grp, mode, v), by_sort())
 
 
 def test_group_medians_of_signed_zeros(monkeypatch):
@@ -558,9 +678,13 @@ def test_factor_pass(monkeypatch, case, op_dtype):
         W.PieceEstimate(0.0, 0.0, 0.0, 0, pc, (rng.random(npc) < 0.6) & s, rng.random(npc), {})
         for s in (side, ~side)
     ]
-    for overrides in (ests, ests[:1], []):
+    for chosen in (ests, ests[:1], []):
 
-        def run(overrides: list = overrides) -> np.ndarray:
+        def run(chosen: list = chosen) -> np.ndarray:
+            # _factor_pass writes the others' pieces into the first's columns: each run its own copies
+            overrides = [
+                dataclasses.replace(e, compared=e.compared.copy(), factor=e.factor.copy()) for e in chosen
+            ]
             out = np.full(len(tl.ts), np.nan)
             got = W._factor_pass(tl, None, full_row, main, keys, key_name, per_key, overrides, keep_inst, out)
             if got is not None:
@@ -574,7 +698,7 @@ def test_factor_pass(monkeypatch, case, op_dtype):
 
         c, n = both(monkeypatch, run)
         assert same(c, n)
-        if case == 0 and overrides:
+        if case == 0 and chosen:
             assert (c == ests[0].factor[pc.row]).sum() > 100  # pieces' factors set
 
 

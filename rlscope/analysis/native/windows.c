@@ -63,16 +63,16 @@ INSTANCE_SUMS(int32_t, i32)
 INSTANCE_SUMS(int64_t, i64)
 
 /* The estimate's first pass over every row, in row order: dur[r] = seg_end[r] - ts[r] as a double,
- * full_row[r] = raw_ts[r] >= from_ts[wi[r]] and row_mode[r] from it, then the sums of
- * windows_instance_sums over them. Mirrors Timeline.float_duration, windows_full_rows and
- * windows_instance_sums one after another (estimate's numpy path: float_duration, _full_rows and
- * _instance_sums). */
+ * full_row[r] = raw_ts[r] >= from_ts[wi[r]], then the sums of windows_instance_sums over them.
+ * Mirrors Timeline.float_duration, windows_full_rows' full_row and windows_instance_sums one after
+ * another (estimate's numpy path: float_duration, _full_rows and _instance_sums); the row modes
+ * are full_row's bytes (_row_mode), not a column of their own. */
 #define INSTANCE_PASS(T, W, SUFFIX)                                                                    \
-    void windows_instance_pass_##SUFFIX(                                                               \
+    void windows_instance_rows_##SUFFIX(                                                               \
         int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, const W *wi,      \
         const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
-        const int64_t *ranges, int64_t full_mode, int64_t light_mode, double *dur, uint8_t *full_row,  \
-        int8_t *row_mode, double *excl, int64_t *events, int64_t *rows, uint8_t *held) {               \
+        const int64_t *ranges, double *dur, uint8_t *full_row, double *excl, int64_t *events,          \
+        int64_t *rows, uint8_t *held) {                                                                \
         Ranges main = {ranges, n_ranges, 0};                                                           \
         /* the current instance's sums, held while its rows run (the same additions in the same     \
          * order as into its entries) and written back where another instance's rows begin */        \
@@ -87,7 +87,6 @@ INSTANCE_SUMS(int64_t, i64)
             int on_main = in_ranges(&main, r);                                                         \
             dur[r] = d;                                                                                \
             full_row[r] = full;                                                                        \
-            row_mode[r] = (int8_t)(full ? full_mode : light_mode);                                     \
             if (i != cur) {                                                                            \
                 excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                      \
                 cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                            \
@@ -180,12 +179,13 @@ LIVE_FROM(int16_t, i16)
 LIVE_FROM(int32_t, i32)
 LIVE_FROM(int64_t, i64)
 
-/* Per piece of ``chosen`` (its rows: bounds[p] to bounds[p + 1], after ``first``), in row order:
- * time += dur, full_time += (full_row ? dur : 0), full_events += coll && full_row. Mirrors
- * piece_estimates' three np.bincount calls over the rows of each group of pieces. */
-void windows_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds, int64_t first,
-                        const double *dur, const uint8_t *coll, const uint8_t *full_row, double *time,
-                        double *full_time, int64_t *full_events) {
+/* Per piece p = chosen[j] (its rows: bounds[p] to bounds[p + 1], after ``first``), in row order:
+ * time[j] += dur, full_time[j] += (full_row ? dur : 0), full_events[j] += coll && full_row. Mirrors
+ * _piece_sums' three np.bincount calls over the rows of each group of pieces. */
+void windows_chosen_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds,
+                               int64_t first, const double *dur, const uint8_t *coll,
+                               const uint8_t *full_row, double *time, double *full_time,
+                               int64_t *full_events) {
     for (int64_t j = 0; j < n_chosen; j++) {
         int64_t p = chosen[j];
         double s = 0.0, f = 0.0;
@@ -195,7 +195,7 @@ void windows_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *
             f += full_row[r] ? dur[r] : 0.0;
             e += coll[r] & full_row[r];
         }
-        time[p] = s, full_time[p] = f, full_events[p] = e;
+        time[j] = s, full_time[j] = f, full_events[j] = e;
     }
 }
 
@@ -739,3 +739,60 @@ COLLECTOR_FLAGS_RW(int64_t, int16_t, i64_i16)
 COLLECTOR_FLAGS_RW(int16_t, int32_t, i16_i32)
 COLLECTOR_FLAGS_RW(int32_t, int32_t, i32_i32)
 COLLECTOR_FLAGS_RW(int64_t, int32_t, i64_i32)
+
+/* Per row r, with w its window (the switches at or before ts[r], as windows_row_window finds it):
+ * out[r] = at_mode[w] (``at_mode``: n_win + 1 entries); and the rows whose segment may end in
+ * another window than it starts in (the next row in another window or not starting at the row's
+ * segment end, and the last row), up to ``cap`` of them into rows[] with their w in row_w[].
+ * Returns how many there are. Mirrors full_fraction's at_mode[row_window(tl)], _crossing_rows and
+ * wi[rows] (residual_full_rows over row_window's column), without that column. */
+int64_t windows_full_fraction_rows(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_win,
+                                   const int64_t *win_ts, const double *at_mode, double *out, int64_t cap,
+                                   int64_t *rows, int64_t *row_w) {
+    int64_t m = 0, next = n > 0 ? search_right(win_ts, n_win, ts[0]) : 0;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t w = next;
+        int cross = r + 1 == n;
+        if (!cross) {
+            int64_t t = ts[r + 1];
+            if ((next > 0 && win_ts[next - 1] > t) || (next < n_win && t >= win_ts[next]))
+                next = search_right(win_ts, n_win, t);
+            cross = next != w || seg_end[r] != t;
+        }
+        out[r] = at_mode[w];
+        if (cross) {
+            if (m < cap) rows[m] = r, row_w[m] = w;
+            m++;
+        }
+    }
+    return m;
+}
+
+/* Per begin row b = begins[i]: before[i] = op[b - 1] where that row is on b's thread (thread[b - 1]
+ * == thread[b]; b > 0), else -1; with k = id[b] (numpy's indexing: -1 reads the last of the n_inst
+ * + 1 entries), parent_of[k] = before[i] (a later begin of the same k over an earlier one's) and
+ * inner[i] = names[k]. Returns -1 where k falls outside (numpy raises: the caller runs it), else 0.
+ * Mirrors nested_names' gathers of the begins' rows and the rows before them. */
+#define NESTED_BEGINS(T, H, SUFFIX)                                                                    \
+    int64_t windows_nested_begins_##SUFFIX(int64_t n, const int64_t *begins, const T *op, const T *id, \
+                                           const H *thread, int64_t n_inst, const int64_t *names,      \
+                                           int64_t *before, int64_t *parent_of, int64_t *inner) {      \
+        for (int64_t i = 0; i < n; i++) {                                                              \
+            int64_t b = begins[i], k = (int64_t)id[b];                                                 \
+            before[i] = b > 0 && thread[b - 1] == thread[b] ? (int64_t)op[b - 1] : -1;                 \
+            if (k < 0) k += n_inst + 1;                                                                \
+            if (k < 0 || k > n_inst) return -1;                                                        \
+            parent_of[k] = before[i];                                                                  \
+            inner[i] = names[k];                                                                       \
+        }                                                                                              \
+        return 0;                                                                                      \
+    }
+NESTED_BEGINS(int16_t, int16_t, i16_i16)
+NESTED_BEGINS(int32_t, int16_t, i32_i16)
+NESTED_BEGINS(int64_t, int16_t, i64_i16)
+NESTED_BEGINS(int16_t, int32_t, i16_i32)
+NESTED_BEGINS(int32_t, int32_t, i32_i32)
+NESTED_BEGINS(int64_t, int32_t, i64_i32)
+NESTED_BEGINS(int16_t, int64_t, i16_i64)
+NESTED_BEGINS(int32_t, int64_t, i32_i64)
+NESTED_BEGINS(int64_t, int64_t, i64_i64)

@@ -124,11 +124,10 @@ def full_fraction(tl: Timeline) -> np.ndarray:
     at_mode = (mode_table(win_mode) == S.WINDOW_FULL).astype(np.float64)
     # a segment within one window ran all in its kind: the share below gives exactly that (whole ns,
     # exact in a double), so it is computed for the few segments that end in another window only
-    wi = row_window(tl)
-    out, rows = _modes_and_crossings(tl, wi, at_mode)
+    out, rows, w_rows = _modes_crossings_and_windows(tl, win_ts, at_mode)
     start = tl.ts[rows]
     end = np.maximum(tl.seg_end[rows], start)
-    i_start = wi[rows].astype(np.int64) - 1
+    i_start = w_rows.astype(np.int64) - 1
     i_end = np.searchsorted(win_ts, end, side="right") - 1
 
     def full_until(t: np.ndarray, i: np.ndarray) -> np.ndarray:
@@ -137,11 +136,11 @@ def full_fraction(tl: Timeline) -> np.ndarray:
 
     span = (end - start).astype(np.float64)
     inside = (full_until(end, i_end) - full_until(start, i_start)) / np.where(span > 0, span, 1.0)
-    out[rows] = np.where(span > 0, np.clip(inside, 0.0, 1.0), at_mode[wi[rows]])
+    out[rows] = np.where(span > 0, np.clip(inside, 0.0, 1.0), at_mode[w_rows])
     return out
 
 
-_CROSSINGS = 1 << 16  # the rows residual_full_rows lists in its first pass: windows and threads are few
+_CROSSINGS = 1 << 16  # the rows the passes below list in their first pass: windows and threads are few
 
 
 def _modes_and_crossings(tl: Timeline, wi: np.ndarray, at_mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -178,6 +177,32 @@ def _modes_and_crossings(tl: Timeline, wi: np.ndarray, at_mode: np.ndarray) -> t
     if m < 0:  # an index out of 0..len(at_mode) - 1: numpy's gather reads it from the end, or raises
         return at_mode[wi], _crossing_rows(tl, wi)
     return out, rows[:m]
+
+
+def _modes_crossings_and_windows(
+    tl: Timeline, win_ts: np.ndarray, at_mode: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(per row, ``at_mode`` of its :func:`row_window`; :func:`_crossing_rows`; their row_window)
+    in one C pass over the rows, each row's window found on the way (the estimate lets row_window's
+    column go); a second where the crossing rows are more than it lists. Else
+    :func:`_modes_and_crossings` over row_window's column."""
+    types = (native.N, native.I64, native.I64, native.N, native.I64, native.F64, native.F64, native.N)
+    fn = native.function("windows_full_fraction_rows", *types, native.I64, native.I64, restype=native.N)
+    if fn is None or any(
+        c.dtype != np.int64 or not c.flags.c_contiguous for c in (tl.ts, tl.seg_end, win_ts)
+    ):
+        wi = row_window(tl)
+        out, rows = _modes_and_crossings(tl, wi, at_mode)
+        return out, rows, wi[rows]
+    at_mode = np.ascontiguousarray(at_mode, np.float64)
+    n = len(tl.ts)
+    out, cap = np.empty(n), min(n, _CROSSINGS)
+    rows, w_rows = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    m = fn(n, tl.ts, tl.seg_end, len(win_ts), win_ts, at_mode, out, cap, rows, w_rows)
+    if m > cap:  # more than listed: all of them, in a second pass
+        rows, w_rows = np.empty(m, np.int64), np.empty(m, np.int64)
+        m = fn(n, tl.ts, tl.seg_end, len(win_ts), win_ts, at_mode, out, m, rows, w_rows)
+    return out, rows[:m], w_rows[:m]
 
 
 def _crossing_rows(tl: Timeline, wi: np.ndarray) -> np.ndarray:

@@ -83,11 +83,22 @@ class Pieces:
         for a, b in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True):
             yield chosen[a:b]
 
+    def __len__(self) -> int:
+        """The pieces."""
+        return len(self.bounds) - 1
+
+    def rows_only(self) -> Pieces:
+        """These pieces without their columns (owner, class, times: left empty), their rows alone:
+        what setting their rows' factors reads (windows.PieceEstimate). The columns, a few MB each,
+        are not then held through the estimate's factors, the analysis's peak of memory."""
+        empty = np.zeros(0, np.int64)
+        return Pieces(self.n_rows, self.main, self.bounds, empty, empty, empty, empty)
+
     @property
     def row(self) -> np.ndarray:
         """Per timeline row: its piece (-1: not on the main thread)."""
         row = np.full(self.n_rows, -1, np.int64)
-        rows, piece = self.rows_of(np.arange(len(self.owner)))
+        rows, piece = self.rows_of(np.arange(len(self)))
         row[rows] = piece
         return row
 

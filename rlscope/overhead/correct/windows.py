@@ -377,7 +377,10 @@ def estimate(
         full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
         counted = _counted_rows(tl, full_row) if native.unavailable() else None
         excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
+    # each raw row's window is read no further here (full_windows.full_fraction finds it on the way
+    # in C): a column of every row not held through the factors, the analysis's peak of memory
     del wi, first
+    ref.memo.pop("row_window", None)
     excl, events = excl[1:], events[1:]
     # and whether it lies wholly in one window
     begins = op_begins(ref)
@@ -559,35 +562,43 @@ def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.
         return full_row, row_mode
     for r in blocks(len(wi)):  # a block at a time: no column of every row's threshold
         np.greater_equal(ts[r], from_ts[wi[r]], out=full_row[r])
-    return full_row, np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
+    return full_row, _row_mode(full_row)
 
 
 def _instance_pass(
     tl: Timeline, raw_ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray, coll: np.ndarray, main: np.ndarray
 ) -> tuple[np.ndarray, ...] | None:
-    """(durations, full rows, row modes, then :func:`_instance_sums`' four) in C in one pass over
-    the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw_ts``) and :func:`_instance_sums`
-    at once, each column read once. None where the numpy loops run or the columns are of other
-    types: those three are then made one after another."""
+    """(durations, full rows, row modes (:func:`_row_mode`), then :func:`_instance_sums`' four) in C
+    in one pass over the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw_ts``) and
+    :func:`_instance_sums` at once, each column read once. None where the numpy loops run or the
+    columns are of other types: those three are then made one after another."""
     if (
         any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw_ts, from_ts))
         or wi.dtype not in native.INTEGER
     ):
         return None
     types = (native.N, native.I64, native.I64, native.I64, native.INTEGER[wi.dtype], native.I64, None)
-    types += (native.BOOL, native.N, native.I64, native.N, native.N, native.F64, native.BOOL, native.I8)
-    types += (native.F64, native.I64, native.I64, native.BOOL)
-    fn = native.typed("windows_instance_pass", [tl.op.dtype, wi.dtype], *types)
+    types += (native.BOOL, native.N, native.I64, native.F64, native.BOOL, native.F64, native.I64)
+    types += (native.I64, native.BOOL)
+    fn = native.typed("windows_instance_rows", [tl.op.dtype, wi.dtype], *types)
     if fn is None:
         return None
     n, m = len(tl.ts), len(tl.inst_name) + 1
-    dur, full_row, row_mode = np.empty(n), np.empty(n, bool), np.empty(n, np.int8)
+    dur, full_row = np.empty(n), np.empty(n, bool)
     excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
     fn(
         n, tl.ts, tl.seg_end, raw_ts, wi, from_ts, tl.op, coll, len(main) // 2, main,
-        S.WINDOW_FULL, S.WINDOW_LIGHT, dur, full_row, row_mode, excl, events, rows, held,
+        dur, full_row, excl, events, rows, held,
     )  # fmt: skip
-    return dur, full_row, row_mode, excl, events, held, rows
+    return dur, full_row, _row_mode(full_row), excl, events, held, rows
+
+
+def _row_mode(full_row: np.ndarray) -> np.ndarray:
+    """Per row, WINDOW_FULL where ``full_row`` is set, else WINDOW_LIGHT, one byte: ``full_row``'s own
+    bytes where the modes are 1 and 0 (as they are), no second column of every row."""
+    if S.WINDOW_FULL == 1 and S.WINDOW_LIGHT == 0:
+        return full_row.view(np.int8)
+    return np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
 
 
 def _instance_sums(
@@ -736,7 +747,8 @@ def _factor_pass(
     ``overrides``' PieceEstimate.set_factors, then each row times what its instance keeps
     (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
     numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
-    then made one after another."""
+    then made one after another. The first of ``overrides`` takes the others' compared pieces and
+    their factors into its own columns (the estimates are read no further)."""
     types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
     types += (native.I64, native.N, native.BOOL, native.F64, native.F64)
     fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
@@ -744,12 +756,13 @@ def _factor_pass(
         return None
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
     # the pieces of every estimate (one Pieces for all of them; an estimate's compared pieces are of
-    # its own operation's classes, never another's)
+    # its own operation's classes, never another's, and 1 in its factors where not compared): the
+    # others' written into the first's columns (estimate's own, read no further), no new ones
     compared, piece_factor, bounds, first = np.zeros(0, bool), np.zeros(0), np.zeros(1, np.int64), 0
     if overrides:
         pc = overrides[0].pieces
-        compared, piece_factor = np.zeros(len(pc.owner), bool), np.ones(len(pc.owner))
-        for est in overrides:
+        compared, piece_factor = overrides[0].compared, overrides[0].factor
+        for est in overrides[1:]:
             piece_factor[est.compared] = est.factor[est.compared]
             compared |= est.compared
         bounds, first = pc.bounds, pc.main.start
@@ -766,7 +779,7 @@ class PieceEstimate:
     sigma_ns: float
     time_ns: float  # full-window time of the classes compared
     events: int  # their collector events in full windows
-    pieces: P.Pieces  # the main thread's pieces, the same for every operation's estimate
+    pieces: P.Pieces  # the main thread's pieces, the same for every operation's estimate (their rows)
     compared: np.ndarray  # per piece: of a class compared
     factor: np.ndarray  # per piece: its class's factor (1 where not compared)
     counts: dict[str, int]  # classes by how they were compared
@@ -790,37 +803,31 @@ class PieceEstimate:
 def _piece_sums(
     pc: P.Pieces, chosen: np.ndarray, dur: np.ndarray, coll: np.ndarray, full_row: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per piece, over the rows of the pieces ``chosen`` (ascending; the others' 0): (time, time in
-    full windows, collector events in full windows). Each piece's sums are over its own rows in
-    their order: in C a piece after another, else a group of pieces at a time (all of a piece's rows
-    in one group, as one pass over all the rows makes them)."""
-    npc = len(pc.owner)
-    ptime, pfull_time, pfull_events = np.zeros(npc), np.zeros(npc), np.zeros(npc, np.intp)
+    """Per piece of ``chosen`` (ascending), in its order: (time, time in full windows, collector
+    events in full windows). Each piece's sums are over its own rows in their order: in C a piece
+    after another, else a group of pieces at a time (all of a piece's rows in one group, as one pass
+    over all the rows makes them). Entries of the pieces chosen only: a quarter of them in a PPO run."""
+    n = len(chosen)
+    ptime, pfull_time, pfull_events = np.zeros(n), np.zeros(n), np.zeros(n, np.intp)
     types = (native.N, native.I64, native.I64, native.N, native.F64, native.BOOL, native.BOOL)
-    fn = native.function("windows_piece_sums", *types, native.F64, native.F64, native.I64)
+    fn = native.function("windows_chosen_piece_sums", *types, native.F64, native.F64, native.I64)
     if fn is not None:
-        fn(
-            len(chosen),
-            chosen,
-            pc.bounds,
-            pc.main.start,
-            dur,
-            coll,
-            full_row,
-            ptime,
-            pfull_time,
-            pfull_events,
-        )
+        chosen = np.ascontiguousarray(chosen, np.int64)
+        args = (pc.bounds, pc.main.start, dur, coll, full_row, ptime, pfull_time, pfull_events)
+        fn(n, chosen, *args)
         return ptime, pfull_time, pfull_events
+    at = 0  # where the group's pieces are among ``chosen``
     for group in pc.groups(chosen):
         rows, pr = pc.rows_of(group)
         lo = int(group[0])
         pr -= lo
         m = int(group[-1]) + 1 - lo
         d, full = dur[rows], full_row[rows]
-        ptime[group] = np.bincount(pr, weights=d, minlength=m)[group - lo]
-        pfull_time[group] = np.bincount(pr, weights=np.where(full, d, 0.0), minlength=m)[group - lo]
-        pfull_events[group] = np.bincount(pr[coll[rows] & full], minlength=m)[group - lo]
+        mine = slice(at, at + len(group))
+        ptime[mine] = np.bincount(pr, weights=d, minlength=m)[group - lo]
+        pfull_time[mine] = np.bincount(pr, weights=np.where(full, d, 0.0), minlength=m)[group - lo]
+        pfull_events[mine] = np.bincount(pr[coll[rows] & full], minlength=m)[group - lo]
+        at += len(group)
     return ptime, pfull_time, pfull_events
 
 
@@ -862,23 +869,26 @@ def piece_estimates(
     pc = P.pieces(tl, raw)
     if pc.main.stop == pc.main.start:
         return {}
-    npc = len(pc.owner)
-    # only the rows of the pieces of the operations asked (the unannotated time's: a third of the
-    # main thread's rows in a PPO run)
+    npc = len(pc)
+    # only the pieces of the operations asked (the unannotated time's: a quarter of the pieces, a
+    # third of the main thread's rows in a PPO run): their sums, places and classes, an entry each,
+    # read below by their positions among them
     asked = _of_owners(pc.owner, keys)
     ptime, pfull_time, pfull_events = _piece_sums(pc, asked, dur, coll, full_row)
-    whole, mode, group = _placed(win_ts, win_mode, live, pc.start_ns, pc.end_ns)
+    start_ns = pc.start_ns[asked]
+    whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns[asked])
     is_full = mode == S.WINDOW_FULL
     # each class's pieces in order, from one sort of the pieces asked (a radix sort of 16-bit ids
     # where they fit): a comparison over every piece per class was most of the loop below; a class
     # has one owner (the classes of no owner asked: none, whose pieces are not sorted)
     n_class = int(pc.klass.max(initial=-1)) + 1
     klass = pc.klass[asked]
-    by_class = asked[np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")]
+    by_class = np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")
     edges = np.r_[0, np.cumsum(np.bincount(klass, minlength=n_class))]
     class_owner = np.full(n_class, _NO_OWNER, pc.owner.dtype)
     class_owner[klass] = pc.owner[asked]
     out: dict[int, PieceEstimate] = {}
+    cut = pc.rows_only()  # what the estimates keep of the pieces
     for key in keys:
         removed = var = time = 0.0
         events = 0
@@ -886,7 +896,7 @@ def piece_estimates(
         piece_factor = np.ones(npc)
         compared = np.zeros(npc, bool)
         for c in np.flatnonzero(class_owner == key).tolist():
-            mine = by_class[edges[c] : edges[c + 1]]  # its pieces, ascending
+            mine = by_class[edges[c] : edges[c + 1]]  # its pieces' positions among those asked, ascending
             c_full_time = float(pfull_time[mine].sum())
             if c_full_time <= 0 or not pfull_events[mine].any():
                 continue
@@ -899,7 +909,7 @@ def piece_estimates(
                 got, sigma = paired_excess(full_med, refs, full_g, full_groups, c_full_time)
                 counts["windows"] += 1
             elif min(n_full, n_light) >= min_instances:
-                warm = warm_instances(sel, mine, pc.start_ns, is_full[sel])  # (not a mask of every piece)
+                warm = warm_instances(sel, mine, start_ns, is_full[sel])  # (not a mask of every piece)
                 got, sigma = unpaired_excess(v[warm], g[warm], m[warm], len(full_groups), c_full_time)
                 counts["unpaired"] += 1
             else:
@@ -909,8 +919,9 @@ def piece_estimates(
             var += sigma**2
             time += c_full_time
             events += int(pfull_events[mine].sum())
-            piece_factor[mine] = 1.0 - got / c_full_time
-            compared[mine] = True
+            pieces = asked[mine]
+            piece_factor[pieces] = 1.0 - got / c_full_time
+            compared[pieces] = True
         if counts["windows"] + counts["unpaired"] == 0:
             continue
         out[key] = PieceEstimate(
@@ -918,7 +929,7 @@ def piece_estimates(
             sigma_ns=math.sqrt(var),
             time_ns=time,
             events=events,
-            pieces=pc,
+            pieces=cut,
             compared=compared,
             factor=piece_factor,
             counts=counts,
@@ -1150,8 +1161,11 @@ def _windows(group: np.ndarray, mode: np.ndarray, value: np.ndarray) -> tuple[np
     """:func:`window_medians`, then each window's group (``np.unique(group)``, read off the same sort)."""
     if len(group) == 0:
         return np.zeros(0), np.zeros(0, bool), np.zeros(0, np.int64), group[:0]
-    order = np.argsort(group, kind="stable")
-    g, m, v = group[order], mode[order], value[order]
+    if (group[1:] >= group[:-1]).all():  # in time order already, as a class's pieces and mostly instances
+        g, m, v = group, mode, value
+    else:
+        order = np.argsort(group, kind="stable")
+        g, m, v = group[order], mode[order], value[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     count = np.diff(np.r_[starts, len(g)])
     return _group_medians(g, v, starts, count), m[starts] == S.WINDOW_FULL, count, g[starts]
@@ -1266,13 +1280,17 @@ def nested_names(tl: Timeline, begins: np.ndarray | None = None) -> set[tuple[in
         begins = op_begins(tl)
     if len(begins) == 0:
         return set()
-    prev = np.maximum(begins - 1, 0)
-    same_thread = (begins > 0) & (tl.thread[begins] == tl.thread[prev])
-    before = np.where(same_thread, tl.op[prev], -1)
-    parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
-    parent_of[tl.id[begins]] = before
     names = np.append(tl.inst_name, -1)
-    inner = names[tl.id[begins]]
+    got = _nested_begins(tl, begins, names)
+    if got is not None:
+        before, parent_of, inner = got
+    else:
+        prev = np.maximum(begins - 1, 0)
+        same_thread = (begins > 0) & (tl.thread[begins] == tl.thread[prev])
+        before = np.where(same_thread, tl.op[prev], -1)
+        parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
+        parent_of[tl.id[begins]] = before
+        inner = names[tl.id[begins]]
     pairs: set[tuple[int, int]] = set()
     anc = before.copy()
     for _ in range(64):  # nesting depth
@@ -1282,3 +1300,33 @@ def nested_names(tl: Timeline, begins: np.ndarray | None = None) -> set[tuple[in
         pairs |= set(zip(names[anc[live]].tolist(), inner[live].tolist(), strict=True))
         anc = np.where(live, parent_of[np.maximum(anc, 0)], -1)
     return pairs
+
+
+def _nested_begins(
+    tl: Timeline, begins: np.ndarray, names: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`nested_names`' (per begin, the instance open on its thread's row before it, -1 none;
+    per instance + 1, that of its begin; per begin, its instance's name) in C in one pass over the
+    begins (four gathers from columns of every row in numpy); None where the numpy loops run, the
+    columns are of other types or an instance id falls outside its table (numpy's indexing raises)."""
+    if tl.id.dtype != tl.op.dtype or names.dtype != np.int64:
+        return None
+    types = (native.N, native.I64, None, None, native.INTEGER.get(tl.thread.dtype), native.N, native.I64)
+    fn = native.typed(
+        "windows_nested_begins",
+        [tl.op.dtype, tl.thread.dtype],
+        *types,
+        native.I64,
+        native.I64,
+        native.I64,
+        restype=native.N,
+    )
+    if fn is None:
+        return None
+    n_inst = len(tl.inst_name)
+    before, inner = np.empty(len(begins), np.int64), np.empty(len(begins), np.int64)
+    parent_of = np.full(n_inst + 1, -1, np.int64)
+    begins = np.ascontiguousarray(begins, np.int64)
+    if fn(len(begins), begins, tl.op, tl.id, tl.thread, n_inst, names, before, parent_of, inner) != 0:
+        return None
+    return before, parent_of, inner
