@@ -324,3 +324,39 @@ def test_the_collector_stays_on_for_the_simulator_benchmark(monkeypatch):
     monkeypatch.setitem(analyze.SUBCOMMANDS, "bench-sim", lambda argv: seen.append(gc.isenabled()) or 0)
     assert analyze.main(["bench-sim", "--quick"]) == 0
     assert seen == [True] and gc.isenabled()
+
+
+def test_the_c_loops_arrays_leave_no_reference_cycles():
+    """The C loops' array arguments (rlscope/analysis/native) are checked as numpy's ndpointer checks
+    them and passed as their address, leaving nothing for the cyclic collector (off in rlscope-analyze):
+    numpy's ``array.ctypes`` pointers are each a reference cycle."""
+    import ctypes
+    import gc
+
+    import numpy as np
+
+    from rlscope.analysis import native
+
+    fn = native.function("timeline_sorted_in_blocks", native.N, native.I64, native.I64, restype=native.N)
+    if fn is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    starts = np.array([0, 3, 5], dtype=np.int64)
+    ts = np.array([1, 2, 2, 5, 6], dtype=np.int64)
+    assert fn(2, starts, ts) == 1
+    assert fn(2, starts, ts[::-1].copy()) == 0  # the address of each call's own array
+    assert fn(1, starts[:2], np.array([7, 8, 9], dtype=np.int64)[:3]) == 1
+    assert fn(0, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)) == 1  # empty arrays
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        for _ in range(20):
+            fn(2, starts, ts)
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
+    for bad in (ts.astype(np.int32), np.arange(10, dtype=np.int64)[::2], ts.tolist(), None):
+        with pytest.raises(ctypes.ArgumentError):
+            fn(2, starts, bad)
+    assert native.array_type(np.int64) is not native.I64 and native.BOOL.__name__ == "array_bool"
