@@ -70,10 +70,10 @@ def no_cycle_collection(process_ends: bool) -> Iterator[None]:
 
     Why: the collector scans every container made since its last pass, each ~700 allocations, and
     the imports and the analysis make tens of thousands (modules' functions and dicts, argparse's
-    and the summary's objects): 20-60 ms of a run on a 2-core VM, for about 2,000 small objects in
-    reference cycles left at the end of a 4.95 M-row trace (numpy's ctypes pointers, one per array
-    passed to a C loop; argparse's formatters). No array is held by a cycle, so the peak memory
-    does not change."""
+    and the summary's objects): 20-60 ms of a run on a 2-core VM, for about 1,000 small objects in
+    reference cycles left at the end of a 4.95 M-row trace (functions and classes made while
+    importing, argparse's formatters), about as many on any trace. No array is held by a cycle
+    (the C loops' arguments make none: rlscope/analysis/native), so the peak memory does not change."""
     enabled = gc.isenabled()
     gc.disable()
     try:

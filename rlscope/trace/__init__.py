@@ -12,7 +12,7 @@ __all__ = ["clear_trace_dir"]
 
 def __getattr__(name: str) -> Any:
     """``clear_trace_dir`` from :mod:`rlscope.trace.ownership`, imported at its first use: the
-    analysis reads ``rlscope.trace``'s modules and never the writers' ownership rules."""
+    package's modules (the schema every annotation and collector imports) load without it."""
     if name == "clear_trace_dir":
         from rlscope.trace.ownership import clear_trace_dir
 
