@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-
 __version__ = "0.1.0"
 
 
 def package_version(name: str) -> str:
     """The installed version of ``name`` ("" when it is not installed), read without importing it."""
+    import importlib.metadata  # its email parser is 15 ms of every import of rlscope otherwise
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,9 @@ UNMODIFIED_SCRIPT = textwrap.dedent(
     print("RESULT", total)
     """
 )
+
+
+GOLDEN_TRACE = Path(__file__).parent / "golden" / "traces" / "ppo_cpu"
 
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -235,3 +239,124 @@ def test_the_reports_imports_are_done_while_the_program_runs(tmp_path):
     check = subprocess.run(cmd, capture_output=True, text=True)
     assert check.returncode == 0, check.stderr
     assert check.stdout.strip() == "[]", check.stdout
+
+
+ANALYSIS_IMPORTS = textwrap.dedent(
+    """
+    import gc, sys
+    from rlscope.cli import output
+    from rlscope.cli.analyze import main
+    passes, seen = [], []
+    gc.callbacks.append(lambda phase, info: phase == "start" and passes.append(info["generation"]))
+    _report = output.report
+
+    def report(*args, **kwargs):  # after the analysis: the collector's state and passes so far
+        seen.append((gc.isenabled(), len(passes)))
+        return _report(*args, **kwargs)
+
+    output.report = report
+    assert main([sys.argv[1], "-q", "--json", sys.argv[2]]) == 0
+    print(seen, gc.isenabled())
+    print(" ".join(sorted(sys.modules)))
+    """
+)
+
+
+def test_the_analysis_imports_only_what_it_uses(tmp_path):
+    """`rlscope-analyze -q --json` imports no recording API (annotations, session, collectors), no
+    HTML or terminal renderer, neither cloudpickle (pyarrow's optional import) nor importlib.metadata,
+    and runs with the cyclic garbage collector off, on again when the command returns in-process."""
+    out = tmp_path / "s.json"
+    cmd = [sys.executable, "-c", ANALYSIS_IMPORTS, str(GOLDEN_TRACE), str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    passes, modules = r.stdout.splitlines()
+    assert passes == "[(False, 0)] True"  # no collection while it ran (dozens with the collector on)
+    modules = set(modules.split())
+    assert {"rlscope.analysis.summary", "rlscope.viz.data_files", "pyarrow", "numpy"} <= modules
+    unused = {
+        "rlscope.annotate",
+        "rlscope.session",
+        "rlscope.collectors.scope_native",
+        "rlscope.runtime.hooks",
+        "rlscope.viz.html",
+        "rlscope.viz.terminal",
+        "cloudpickle",
+        "importlib.metadata",
+    }
+    assert not modules & unused, sorted(modules & unused)
+    assert json.loads(out.read_text())["operations"]
+
+
+def test_the_recording_api_is_imported_on_first_use():
+    """`import rlscope` leaves the annotations and the session unimported until one of their names
+    is used; each name is then the module's own object, found directly after its first use."""
+    code = textwrap.dedent(
+        """
+        import sys
+        import rlscope, rlscope.trace
+        assert "rlscope.session" not in sys.modules and "rlscope.annotate" not in sys.modules
+        assert "rlscope.trace.ownership" not in sys.modules
+        from rlscope import annotate, session
+        from rlscope.trace import ownership
+        for name in ("scope", "phase", "simulator", "waiting"):
+            assert getattr(rlscope, name) is getattr(annotate, name) and name in vars(rlscope)
+        assert rlscope.profile is session.profile and rlscope.Session is session.Session
+        assert rlscope.trace.clear_trace_dir is ownership.clear_trace_dir
+        assert set(rlscope.__all__) <= set(dir(rlscope))
+        try:
+            rlscope.no_such_name
+        except AttributeError:
+            print("ok")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_the_collector_stays_on_for_the_simulator_benchmark(monkeypatch):
+    """bench-sim runs torch and gymnasium workloads: the cyclic collector is not turned off for it."""
+    import gc
+
+    from rlscope.cli import analyze
+
+    seen = []
+    monkeypatch.setitem(analyze.SUBCOMMANDS, "bench-sim", lambda argv: seen.append(gc.isenabled()) or 0)
+    assert analyze.main(["bench-sim", "--quick"]) == 0
+    assert seen == [True] and gc.isenabled()
+
+
+def test_the_c_loops_arrays_leave_no_reference_cycles():
+    """The C loops' array arguments (rlscope/analysis/native) are checked as numpy's ndpointer checks
+    them and passed as their address, leaving nothing for the cyclic collector (off in rlscope-analyze):
+    numpy's ``array.ctypes`` pointers are each a reference cycle."""
+    import ctypes
+    import gc
+
+    import numpy as np
+
+    from rlscope.analysis import native
+
+    fn = native.function("timeline_sorted_in_blocks", native.N, native.I64, native.I64, restype=native.N)
+    if fn is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    starts = np.array([0, 3, 5], dtype=np.int64)
+    ts = np.array([1, 2, 2, 5, 6], dtype=np.int64)
+    assert fn(2, starts, ts) == 1
+    assert fn(2, starts, ts[::-1].copy()) == 0  # the address of each call's own array
+    assert fn(1, starts[:2], np.array([7, 8, 9], dtype=np.int64)[:3]) == 1
+    assert fn(0, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)) == 1  # empty arrays
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        for _ in range(20):
+            fn(2, starts, ts)
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
+    for bad in (ts.astype(np.int32), np.arange(10, dtype=np.int64)[::2], ts.tolist(), None):
+        with pytest.raises(ctypes.ArgumentError):
+            fn(2, starts, bad)
+    assert native.array_type(np.int64) is not native.I64 and native.BOOL.__name__ == "array_bool"

@@ -7,7 +7,6 @@ category), so this module is plain Python over a few hundred rows.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from typing import Any
 
@@ -404,8 +403,11 @@ def _overhead_section(breakdowns: list[ProcessBreakdown], raw_wall: float, wall:
 def _reference_loop_ns(breakdowns: list[ProcessBreakdown]) -> float | None:
     """The run's Python speed: the median over processes of the reference loop's ns an iteration each
     session timed (rlscope.overhead.correct.residual.run_reference_ns); None where none was timed."""
-    ns = [b.overhead["reference_loop_ns"] for b in breakdowns if b.overhead.get("reference_loop_ns")]
-    return statistics.median(ns) if ns else None
+    ns = sorted(b.overhead["reference_loop_ns"] for b in breakdowns if b.overhead.get("reference_loop_ns"))
+    if not ns:
+        return None
+    mid = len(ns) // 2  # statistics.median's, without importing statistics (and fractions) for it
+    return ns[mid] if len(ns) % 2 else (ns[mid - 1] + ns[mid]) / 2
 
 
 def _writer_stall_section(breakdowns: list[ProcessBreakdown]) -> dict[str, Any]:

@@ -20,9 +20,9 @@ import sys
 import traceback
 
 from rlscope.cli import options
-from rlscope.cli.heap import keep_freed_memory
+from rlscope.cli.heap import keep_freed_memory, no_cycle_collection
 from rlscope.cli.output import write_text
-from rlscope.cli.pandas_probe import skip_pandas_probe
+from rlscope.cli.pandas_probe import import_pyarrow, skip_pandas_probe
 from rlscope.cli.parser import EXIT_BAD_INPUT, Parser, command_list
 from rlscope.errors import RLScopeError
 from rlscope.text import printable
@@ -153,7 +153,17 @@ SUBCOMMANDS = {"check": _check, "diff": _diff, "export": _export, "bench-sim": _
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run the command ``argv`` (None: this process's own command line, the process ending with it)."""
+    own = argv is None
+    argv = sys.argv[1:] if own else list(argv)
+    if argv and argv[0] == "bench-sim":  # runs torch and gymnasium workloads: the collector stays on
+        return _main(argv)
+    with no_cycle_collection(process_ends=own):
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
+    import_pyarrow()  # without cloudpickle, which the analysis does not use (rlscope/cli/pandas_probe.py)
     keep_freed_memory()
     skip_pandas_probe()  # the analysis uses no pandas: not imported (rlscope/cli/pandas_probe.py)
     try:
@@ -161,13 +171,17 @@ def main(argv: list[str] | None = None) -> int:
             return SUBCOMMANDS[argv[0]](argv[1:])
         args = _analyze_parser().parse_args(argv)
         from rlscope.analysis import analyze
-        from rlscope.analysis.intervals import parse_window
         from rlscope.cli.output import report
 
+        window = None
+        if args.window:
+            from rlscope.analysis.intervals import parse_window
+
+            window = parse_window(args.window)
         result = analyze(
             args.trace_dir,
             calibration=args.calibration,
-            window=parse_window(args.window) if args.window else None,
+            window=window,
             correct=not args.raw,
             progress=not args.quiet,
             workers=args.workers,

@@ -46,12 +46,13 @@ def _print_report(
     verbose: bool = False,
 ) -> None:
     from rlscope.analysis import analyze
-    from rlscope.cli.heap import keep_freed_memory
+    from rlscope.cli.heap import keep_freed_memory, no_cycle_collection
     from rlscope.cli.output import report
 
     keep_freed_memory()  # this process's last work: the analysis
-    result = analyze(trace_dir, correct=correct, progress=not quiet, intervals=False)
-    report(result, json_path=json_path, html_path=html, quiet=quiet, prog="rlscope", verbose=verbose)
+    with no_cycle_collection(process_ends=False):
+        result = analyze(trace_dir, correct=correct, progress=not quiet, intervals=False)
+        report(result, json_path=json_path, html_path=html, quiet=quiet, prog="rlscope", verbose=verbose)
 
 
 def demo(argv: list[str]) -> int:

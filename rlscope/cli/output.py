@@ -40,14 +40,19 @@ def report(
 
     ``quiet`` leaves only errors on the terminal: the warnings stay in the JSON and HTML.
     """
-    from rlscope.viz import data_files, html, terminal
-
+    # each renderer imported only when its output is asked for (the HTML's is the largest)
     if json_path:
+        from rlscope.viz import data_files
+
         data_files.write_json(result, json_path)
     if html_path:
+        from rlscope.viz import html
+
         html.write(result, html_path)
     if quiet:
         return
+    from rlscope.viz import terminal
+
     terminal.render(result, warnings=False, verbose=verbose)
     for w in result.warnings:
         print(f"{prog}: warning: {printable(w)}", file=sys.stderr)

@@ -29,14 +29,34 @@ ENV = clib.ENV
 ABI = 3  # abi.c's: raised with any change of a function's arguments
 SOURCES = Path(__file__).parent
 
-# argument types: arrays (C-contiguous, of this dtype; ctypes checks both at each call) and scalars
-F64 = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
-I64 = np.ctypeslib.ndpointer(np.int64, flags="C_CONTIGUOUS")
-I32 = np.ctypeslib.ndpointer(np.int32, flags="C_CONTIGUOUS")
-I16 = np.ctypeslib.ndpointer(np.int16, flags="C_CONTIGUOUS")
-I8 = np.ctypeslib.ndpointer(np.int8, flags="C_CONTIGUOUS")
-U8 = np.ctypeslib.ndpointer(np.uint8, flags="C_CONTIGUOUS")
-BOOL = np.ctypeslib.ndpointer(np.bool_, flags="C_CONTIGUOUS")  # one byte, 0 or 1: a C ``uint8_t``
+
+def array_type(dtype: Any) -> type:
+    """The ctypes argument type of a C-contiguous numpy array of ``dtype``, passed as the address of
+    its first element: ``numpy.ctypeslib.ndpointer(dtype, flags="C_CONTIGUOUS")``'s checks at each
+    call, without the objects numpy's ``array.ctypes`` makes for it, one of them in a reference cycle
+    that only the cyclic garbage collector frees (rlscope-analyze runs without it: cli/heap.py)."""
+    want = np.dtype(dtype)
+
+    class Array(ctypes.c_void_p):
+        @classmethod
+        def from_param(cls, obj: Any) -> ctypes.c_void_p:
+            if not isinstance(obj, np.ndarray) or obj.dtype != want or not obj.flags.c_contiguous:
+                got = f"{obj.dtype} array" if isinstance(obj, np.ndarray) else type(obj).__name__
+                raise TypeError(f"expected a C-contiguous {want} array, got {got}")
+            return ctypes.c_void_p(obj.__array_interface__["data"][0])
+
+    Array.__name__ = Array.__qualname__ = f"array_{want}"
+    return Array
+
+
+# argument types: arrays (C-contiguous, of this dtype; checked at each call) and scalars
+F64 = array_type(np.float64)
+I64 = array_type(np.int64)
+I32 = array_type(np.int32)
+I16 = array_type(np.int16)
+I8 = array_type(np.int8)
+U8 = array_type(np.uint8)
+BOOL = array_type(np.bool_)  # one byte, 0 or 1: a C ``uint8_t``
 N = ctypes.c_int64
 DOUBLE = ctypes.c_double
 # the array type of each integer column type a loop can be made for (typed)
