@@ -311,6 +311,106 @@ def test_timeline_is_numpy_s(monkeypatch, seed):
     _same(got, want)
 
 
+def _with_rows(events: pa.Table, rows: list[tuple]) -> pa.Table:
+    """``events`` with ``rows`` (ts, thread, kind, id, parent, name, flags, cost) added, in time order."""
+    cols = [
+        np.concatenate([events.column(k).to_numpy(), [r[c] for r in rows]])
+        for c, k in enumerate(events.column_names)
+    ]
+    order = np.argsort(cols[0], kind="stable")
+    return pa.table(
+        [pa.array(c[order], type=f.type) for c, f in zip(cols, events.schema, strict=True)],
+        schema=events.schema,
+    )
+
+
+def _spy_states(monkeypatch) -> list:
+    """The MergedStates each merge of the build is asked for, as it left them."""
+    seen = []
+    merged = T._merged_native
+
+    def spy(*args):
+        got = merged(*args)
+        if len(args) > 6 and args[6] is not None:
+            seen.append(args[6])
+        return got
+
+    monkeypatch.setattr(T, "_merged_native", spy)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "sources", ["api", "backend", "compile", "api backend", "api compile", "backend compile", "all"]
+)
+@pytest.mark.parametrize("case", ["random", "one thread", "no main thread", "profiler", "spread ids"])
+def test_states_written_in_the_merge_are_the_fills(monkeypatch, sources, case):
+    """The operation, category and phase after each row that the C merge writes in its pass (with the
+    categories marked inside the added intervals but where both compilations and torch ops are added)
+    are those numpy's fills and marks make, on random traces: several threads or one, the session on
+    a thread other than the one the intervals are on, rlscope's own category inside the intervals
+    (it stays rlscope's), instance ids spread wide (renumbered before the merge)."""
+    rng = np.random.default_rng(len(sources) + 7 * len(case))
+    threads = [1] if case == "one thread" else [3, 1, 2]
+    ev = _events(rng, threads, 300, spread=10**6 if case == "spread ids" else 1)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    on = threads[1:] if case == "no main thread" else threads
+    if case == "profiler":  # rlscope's own work across many intervals
+        rows = [(t, th, S.CAT_BEGIN, categories.PROFILER, -1, -1, 0, 0) for th in on for t in (5, 50)]
+        rows += [(t, th, S.CAT_END, categories.PROFILER, -1, -1, 0, 0) for th in on for t in (40, 90)]
+        ev = _with_rows(ev, rows)
+    args = {
+        "api": _intervals(rng, on, 30, span, False) if "api" in sources or sources == "all" else None,
+        "backend": _intervals(rng, on, 300, span, True) if "backend" in sources or sources == "all" else None,
+        "compiles": _intervals(rng, on[:1], 4, span, False)
+        if "compile" in sources or sources == "all"
+        else None,
+    }
+    seen = _spy_states(monkeypatch)
+    got = T.build_timeline(ev, **args)
+    assert len(seen) == 1 and seen[0].op is not None  # written in the merge
+    monkeypatch.setenv(native.ENV, "0")
+    want = T.build_timeline(ev, **args)
+    _same(got, want)
+    assert got.cat.dtype == np.int8 and got.op.dtype == got.phase.dtype == np.int32
+
+
+@pytest.mark.parametrize("case", ["wide category", "parent never begun", "one event", "empty intervals"])
+def test_states_in_the_merge_edge_cases(monkeypatch, case):
+    """A category code beyond int8 (the merge leaves the states to numpy's fills, int32), a state that
+    is an instance with no rows of its own (the instance tables sized to hold it), a single event, and
+    added intervals all clipped away: the same timeline on both paths."""
+    rng = np.random.default_rng(5)
+    ev = _events(rng, [1, 2], 200)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    backend = _intervals(rng, [1, 2], 100, span, True)
+    if case == "wide category":
+        ev = _with_rows(ev, [(3, 1, S.CAT_BEGIN, 300, -1, -1, 0, 0), (9, 1, S.CAT_END, 300, -1, -1, 0, 0)])
+    if case == "parent never begun":  # a phase's end leaves an instance no row begins or ends current
+        ev = _with_rows(
+            ev, [(4, 2, S.PHASE_BEGIN, 900, -1, 1, 0, 0), (6, 2, S.PHASE_END, 900, 1000, 1, 0, 0)]
+        )
+    if case == "one event":
+        ev = ev.slice(0, 1)
+    seen = _spy_states(monkeypatch)
+    if case == "empty intervals":
+        ops = T.backend_ops(_backend_table(backend[0], backend[1], backend[1], backend[3]), 0, span)
+        got = T.build_timeline(ev, backend=ops)
+    else:
+        got = T.build_timeline(ev, backend=backend)
+    assert len(seen) == 1 and (seen[0].op is None) == (case == "wide category")
+    monkeypatch.setenv(native.ENV, "0")
+    want = (
+        T.build_timeline(ev, backend=ops)
+        if case == "empty intervals"
+        else T.build_timeline(ev, backend=backend)
+    )
+    _same(got, want)
+    if case == "wide category":
+        assert got.cat.dtype == np.int32 and 300 in got.cat
+    if case == "parent never begun":
+        assert len(got.inst_name) == 1001 and (got.phase == 1000).any()
+
+
 # -- the states, the thread index, the marks inside intervals, the values kept at rows ------------
 
 

@@ -177,6 +177,21 @@ _STACK[[S.COMPILE_BEGIN, S.COMPILE_END]] = 6
 _OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN, S.COMPILE_BEGIN]] = True
 
 
+def _state_of_kind() -> np.ndarray:
+    """Per kind byte (a negative kind from the end, as numpy reads it), what timeline_merge's states
+    read: the stack it changes (``_STACK``'s 0, 1 or 2; 3 none), plus 4 where it opens."""
+    table = np.full(256, 3, np.uint8)
+    for b in range(256):
+        k = b if b < 128 else b - 256
+        if -len(_STACK) <= k < len(_STACK) and _STACK[k] < 3:
+            table[b] = _STACK[k] + 4 * _OPENS[k]
+    return table
+
+
+_STATE_OF_KIND = _state_of_kind()
+_STATE_DEFAULTS = np.array([-1, categories.PYTHON, -1], np.int64)  # operation, category, phase
+
+
 def kinds_among(kind: np.ndarray, kinds: tuple[int, ...]) -> np.ndarray:
     """Whether each timeline row's kind is one of ``kinds``: a comparison per kind on the one-byte
     column (``np.isin`` over millions of rows took tens of ms a call, a few times these), or for
@@ -270,6 +285,7 @@ def _with_interval_rows(
     ts_min: int | None = None,
     end_ns: int | None = None,
     kinds: np.ndarray | None = None,
+    states: MergedStates | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, RowValues]]:
     """The events' columns with begin/end rows added for intervals recorded outside the events stream
     (disjoint per thread), every row sorted by (thread, time); and their ``parent`` and ``cost``
@@ -291,21 +307,25 @@ def _with_interval_rows(
 
     What the timeline reads off the merged rows next, made in the C merge's pass where asked: with
     ``end_ns``, the columns ``seg_end`` (:func:`_seg_end`) and ``thread_idx`` (:func:`_thread_index`);
-    with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks.
+    with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks. With
+    ``states`` (and ``end_ns``), the states after each row where the C merge writes them
+    (:class:`MergedStates`); the events' ``parent`` then is read there, not kept (RowValues).
     """
     ev, as_is = _events_order(col)
     sources = [_source(source) for source in added]  # taken as given by the C merge, which checks the order
-    merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
+    ts_min = _I64.min if ts_min is None else ts_min
+    merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states)
     if merged is None:  # each source's intervals clipped, in (thread, start) order, then merged again
         given = sources
         sources = [_in_thread_order(_clipped(source)) for source in given]
         if any(s is not g for s, g in zip(sources, given, strict=True)):
-            merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
+            merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states)
+    kept = _SPARSE if states is None or states.op is None else ("cost",)
     if merged is not None:
         out, events_at = merged
     else:
         out, events_at = _merged(col, ev, sources)
-        if ts_min is not None:
+        if ts_min != _I64.min:
             np.maximum(out["ts_ns"], ts_min, out=out["ts_ns"])
         if end_ns is not None:
             starts = _thread_starts(out["thread"])
@@ -313,7 +333,7 @@ def _with_interval_rows(
             out["thread_idx"] = _thread_index(len(out["ts_ns"]), starts)
         if kinds is not None:
             out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
-    return out, {k: RowValues(col[k] if as_is else col[k][ev], events_at) for k in _SPARSE if k in col}
+    return out, {k: RowValues(col[k] if as_is else col[k][ev], events_at) for k in kept if k in col}
 
 
 def _events_order(col: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
@@ -435,24 +455,22 @@ def _merged_native(
     ts_min: int,
     end_ns: int | None = None,
     kinds: np.ndarray | None = None,
+    states: MergedStates | None = None,
 ) -> tuple[dict, np.ndarray] | None:
     """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
     ``ts_min`` (np.iinfo(np.int64).min: as they are), and where asked what :func:`_with_interval_rows`
     reads off the rows (``end_ns``, ``kinds``) in the same pass, and each source's intervals clipped
     and cut as its ``clip`` says (:func:`_source`); None where the numpy merge runs: no C loops,
     columns of other types, more than three sources, a source's intervals out of (thread, start) order
-    or overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
-    i64 = native.I64
-    fn = native.function(
-        "timeline_merge",
-        *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
-        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
-        * _MAX_SOURCES,
-        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
-        *(native.N, native.N, i64, native.I16, native.U8, i64, native.N, i64),
-        restype=native.N,
-    )
+    or overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32.
+
+    ``states`` (with ``end_ns``): the states after each row written in the same pass, set in it
+    (:class:`MergedStates`); left unset where a state does not fit its column (the merge then made
+    again without them), or where the numpy merge runs."""
+    fn = _merge_function()
     events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
+    if states is not None and end_ns is not None and states.parent.dtype == np.int64:
+        events[4] = states.ident  # the instances renumbered (_dense_instances)
     if fn is None or len(sources) > _MAX_SOURCES or [c.dtype for c in events] != _EVENT_TYPES:
         return None
     none32 = np.zeros(0, np.int32)
@@ -487,16 +505,31 @@ def _merged_native(
     rows, info = np.empty(cap if extras else 0, np.int64), np.zeros(2, np.int64)
     cols = [np.ascontiguousarray(c) for c in events]
     extra_args = (int(extras), 0 if end_ns is None else end_ns, seg_end, thread_idx, table.view(np.uint8))
+    info = np.zeros(3, np.int64)
+    with_states = states is not None and end_ns is not None and states.parent.dtype == np.int64
+    m = n if with_states else 0
+    op, cat, phase = np.empty(m, np.int32), np.empty(m, np.int8), np.empty(m, np.int32)
+    state_args = (
+        (1, _STATE_OF_KIND, np.ascontiguousarray(states.parent), states.marks(sources))
+        if with_states
+        else (0, _STATE_OF_KIND, none64, np.full(_MAX_SOURCES, -1, np.int64))
+    )
+    state_args += (_STATE_DEFAULTS, categories.PROFILER, op, cat, phase)
     got = fn(
         len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min,
-        *extra_args, rows, cap, info,
+        *extra_args, rows, cap, info, *state_args,
     )  # fmt: skip
+    if got == -5:  # a state beyond its column's type: the merge without them, the states filled after
+        return _merged_native(col, ev, sources, ts_min, end_ns, kinds)
     if got < 0:
         return None
     if got < n:  # clipped intervals left out: the rows written
         n = got
         out = {k: v[:n] for k, v in out.items()}
         seg_end, thread_idx = seg_end[: n if extras else 0], thread_idx[: n if extras else 0]
+        op, cat, phase = op[: min(m, n)], cat[: min(m, n)], phase[: min(m, n)]
+    if with_states:
+        states.op, states.cat, states.phase, states.top = op, cat, phase, int(info[2])
     if end_ns is not None:
         out["seg_end"] = seg_end
         threads = int(info[1])
@@ -507,6 +540,52 @@ def _merged_native(
     if kinds is not None:
         out["kind_rows"] = rows[: info[0]]
     return out, events_at
+
+
+def _merge_function() -> Callable[..., Any] | None:
+    """timeline_merge (:func:`_merged_native`); None: no C loops."""
+    i64 = native.I64
+    return native.function(
+        "timeline_merge",
+        *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
+        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
+        * _MAX_SOURCES,
+        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
+        *(native.N, native.N, i64, native.I16, native.U8, i64, native.N, i64),
+        *(native.N, native.U8, i64, i64, i64, native.N, native.I32, native.I8, native.I32),
+        restype=native.N,
+    )
+
+
+@dataclasses.dataclass
+class MergedStates:
+    """What the C merge (timeline_merge) reads to write the states after each row in its pass, and
+    what it writes: the forward fills of :func:`_state_after` and the marks of :func:`_mark_inside`
+    made as the rows are laid out, not in passes over the merged rows after.
+
+    The events' columns here are in their own row order: ``ident`` and ``parent`` as
+    :func:`_dense_instances` and :func:`_dense_parents` number them (a row changes its stack's state
+    to its ``ident`` where its kind opens, else to its ``parent``). ``mark``: per kind of source
+    begin, the category code its intervals mark (rlscope's own work keeps its own); the events hold
+    no rows of those kinds. Set by the merge: ``op`` and ``phase`` (int32), ``cat`` (int8), and
+    ``top``, the largest instance an operation's or phase's state takes (-1: none).
+    """
+
+    ident: np.ndarray
+    parent: np.ndarray
+    mark: dict[int, int]
+    inst_ids: np.ndarray | None  # the trace's id of each instance where ``ident`` renumbers them
+    op: np.ndarray | None = None
+    cat: np.ndarray | None = None
+    phase: np.ndarray | None = None
+    top: int = -1
+
+    def marks(self, sources: list[tuple]) -> np.ndarray:
+        """Per source of the merge (and -1 past them): the code its intervals mark, -1 none."""
+        out = np.full(_MAX_SOURCES, -1, np.int64)
+        for k, source in enumerate(sources):
+            out[k] = self.mark.get(int(source[0]), -1)
+        return out
 
 
 _MAX_SOURCES = 3  # timeline_merge's
@@ -623,6 +702,7 @@ def _table_of_kinds(stacks: tuple[int, ...]) -> np.ndarray:
 
 _CHANGES = _table_of_kinds((0, 1, 2))  # the kinds that change an operation, a category or a phase
 _CHANGES_ANY = _table_of_kinds((0, 1, 2, 4, 5, 6))  # and the recorded intervals' (read as rows)
+_SCOPES = _table_of_kinds((0, 2))  # the operations' and phases' begins and ends
 
 
 def _rows_of_kinds(kind: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -779,6 +859,73 @@ def compile_intervals(
     return thread[keep], start[keep], end[keep]
 
 
+def _event_states(
+    col: dict[str, np.ndarray], has_api: bool, has_backend: bool, has_compile: bool
+) -> MergedStates | None:
+    """What the C merge reads to write the states after each row (:class:`MergedStates`), from the
+    events' own rows; None where no C merge runs (numpy fills them after its merge).
+
+    The categories inside the added intervals are marked in the merge but where both compilations and
+    torch ops were added: which of the two is inner is read off their begin rows after
+    (:func:`_compile_inside_op`)."""
+    if _merge_function() is None:
+        return None
+    stack = take(_STATE_OF_KIND, col["kind"]) & 3
+    scoped = (stack == 0) | (stack == 2)
+    rows = np.flatnonzero(scoped)
+    parent = col["parent"]
+    ident, inst_ids = _dense_instances(col["id"], rows, parent[rows])
+    mark = {}
+    if not (has_compile and has_backend):
+        mark = {S.API_BEGIN: categories.CUDA_API, S.BACKEND_BEGIN: categories.BACKEND}
+        mark[S.COMPILE_BEGIN] = categories.COMPILE
+    return MergedStates(ident, _dense_parents(parent, scoped, inst_ids), mark, inst_ids)
+
+
+def _filled_states(
+    col: dict[str, np.ndarray],
+    sparse: dict[str, RowValues],
+    kind: np.ndarray,
+    changes: np.ndarray,
+    starts: np.ndarray,
+) -> tuple:
+    """(op, cat, phase, the largest instance a state holds, id, inst_ids, the scopes' begin rows, their
+    end rows, the forward fill of a stack's states) of the merged rows: each state forward-filled from
+    the rows that change it (``changes``' kinds; :func:`_state_after`), where the C merge wrote none."""
+    n = len(kind)
+    # the rows that change a state (read at those rows only: the torch ops' millions change none of
+    # these): a begin makes its id current, an end makes its parent current
+    rows = col["kind_rows"] if "kind_rows" in col else _rows_of_kinds(kind, changes)
+    row_kind = kind[rows]
+    row_stack = _STACK[row_kind]
+    is_scoped = (row_stack == 0) | (row_stack == 2)
+    parent = sparse["parent"].at(rows)
+    ident, inst_ids = _dense_instances(col["id"], rows[is_scoped], parent[is_scoped])
+    ident = narrow_ids(ident)
+    parent = _dense_parents(parent, is_scoped, inst_ids)
+    after = np.where(_OPENS[row_kind], ident[rows], parent)
+    del parent
+
+    def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
+        """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
+        (categories: a few codes, where an instance id needs eight), else four where they fit."""
+        mine = row_stack == s
+        values = after[mine]
+        if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
+            values = values.astype(np.int8)
+        return _state_after(rows[mine], narrow_ids(values), n, starts, default)
+
+    op = state(0, -1)
+    cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place after
+    phase = state(2, -1)
+    # the largest instance a state holds: each of their values is held at its row
+    top_state = after[is_scoped].max(initial=-1)
+    # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
+    begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
+    ends = rows[kinds_among(row_kind, (S.OP_END, S.PHASE_END))]
+    return op, cat, phase, top_state, ident, inst_ids, begins, ends, state
+
+
 def build_timeline(
     events: pa.Table,
     api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
@@ -842,8 +989,14 @@ def build_timeline(
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
     changes = _CHANGES if merged_only else _CHANGES_ANY  # the kinds of the rows that change a state
+    # the states written in the C merge's pass, read off the events' rows (where the events hold none
+    # of the added intervals' kinds: else their own rows set those states, filled after)
+    states = _event_states(col, has_api, has_backend, has_compile) if added and merged_only else None
     if added:  # sorted: the added rows are not in time order; their times no earlier than the start
-        col, sparse = _with_interval_rows(col, added, ts_min=start_ns, end_ns=end_ns, kinds=changes)
+        kinds = changes if states is None else _SCOPES
+        col, sparse = _with_interval_rows(col, added, start_ns, end_ns, kinds, states)
+        if states is not None and states.op is None:  # not written in the merge: filled below
+            states, col["kind_rows"] = None, _rows_of_kinds(col["kind"], changes)
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
     kind = col["kind"]
@@ -863,33 +1016,20 @@ def build_timeline(
         sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
     starts = _thread_starts(thread)  # each thread's first row
 
-    # the rows that change a state (read at those rows only: the torch ops' millions change none of
-    # these): a begin makes its id current, an end makes its parent current
-    rows = col["kind_rows"] if "kind_rows" in col else _rows_of_kinds(kind, changes)
-    row_kind = kind[rows]
-    row_stack = _STACK[row_kind]
-    is_scoped = (row_stack == 0) | (row_stack == 2)
-    parent = sparse["parent"].at(rows)
-    ident, inst_ids = _dense_instances(col["id"], rows[is_scoped], parent[is_scoped])
-    ident = narrow_ids(ident)
-    parent = _dense_parents(parent, is_scoped, inst_ids)
-    after = np.where(_OPENS[row_kind], ident[rows], parent)
-    del parent
-
-    def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
-        """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
-        (categories: a few codes, where an instance id needs eight), else four where they fit."""
-        mine = row_stack == s
-        values = after[mine]
-        if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
-            values = values.astype(np.int8)
-        return _state_after(rows[mine], narrow_ids(values), n, starts, default)
-
-    op = state(0, -1)
-    cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
-    phase = state(2, -1)
-    # the largest instance a state holds: each of their values is held at its row
-    top_state = after[(row_stack == 0) | (row_stack == 2)].max(initial=-1)
+    if states is not None:  # the merge wrote the states; its marked rows are the scopes' begins and ends
+        op, cat, phase, top_state = states.op, states.cat, states.phase, states.top
+        ident, inst_ids = narrow_ids(col["id"]), states.inst_ids
+        scoped = col["kind_rows"]
+        scoped_kind = kind[scoped]
+        begins = scoped[kinds_among(scoped_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
+        ends = scoped[kinds_among(scoped_kind, (S.OP_END, S.PHASE_END))]
+        del scoped, scoped_kind
+        if not (has_compile and has_backend):  # marked in the merge, as below
+            has_api = has_backend = has_compile = False
+    else:
+        op, cat, phase, top_state, ident, inst_ids, begins, ends, state = _filled_states(
+            col, sparse, kind, changes, starts
+        )
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
         """Per row: 1 inside an interval of these kinds."""
@@ -923,9 +1063,6 @@ def build_timeline(
     # a thread's last state lasts to the end of the data
     seg_end = col["seg_end"] if "seg_end" in col else _seg_end(ts, starts, end_ns)
 
-    # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
-    begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
-    ends = rows[kinds_among(row_kind, (S.OP_END, S.PHASE_END))]
     b_ident, e_ident = ident[begins], ident[ends]
     top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), top_state, 0)
     n_inst = int(top) + 1
