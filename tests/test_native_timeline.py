@@ -411,6 +411,32 @@ def test_states_in_the_merge_edge_cases(monkeypatch, case):
         assert len(got.inst_name) == 1001 and (got.phase == 1000).any()
 
 
+@pytest.mark.parametrize("case", ["random", "empty", "one", "begins only", "ends only"])
+def test_scope_rows_are_numpy_s(monkeypatch, case):
+    """The scopes' begins and ends read off the events' rows, on both paths: their merged rows, ids,
+    names and times (clamped), each in order."""
+    rng = np.random.default_rng(3)
+    n_ev = 500
+    events = {
+        "kind": rng.choice(np.array([S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END], np.int8), n_ev),
+        "name": rng.integers(-1, 40, n_ev).astype(np.int32),
+        "ts_ns": rng.integers(0, 1000, n_ev),
+    }
+    if case == "begins only":
+        events["kind"][:] = S.OP_BEGIN
+    if case == "ends only":
+        events["kind"][:] = S.PHASE_END
+    ident = rng.integers(-1, 10**6, n_ev)
+    n = {"empty": 0, "one": 1}.get(case, 300)
+    at = np.sort(rng.choice(n_ev, n, replace=False))
+    scoped = np.sort(rng.choice(10 * n_ev, n, replace=False))
+    got, want = _both(monkeypatch, T._scope_rows, scoped, at, events, ident, 500)
+    _same(got, want)
+    opens = np.isin(events["kind"][at], [S.OP_BEGIN, S.PHASE_BEGIN])
+    assert got[0].tolist() == scoped[opens].tolist() and got[3].tolist() == scoped[~opens].tolist()
+    assert got[6].tolist() == np.maximum(events["ts_ns"][at[~opens]], 500).tolist()
+
+
 # -- the states, the thread index, the marks inside intervals, the values kept at rows ------------
 
 

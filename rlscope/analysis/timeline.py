@@ -189,6 +189,7 @@ def _state_of_kind() -> np.ndarray:
 
 
 _STATE_OF_KIND = _state_of_kind()
+_OPENS_BYTE = (_STATE_OF_KIND >> 2).astype(np.uint8)  # per kind byte: 1 where it opens a stack of 0-2
 _STATE_DEFAULTS = np.array([-1, categories.PYTHON, -1], np.int64)  # operation, category, phase
 
 
@@ -307,7 +308,8 @@ def _with_interval_rows(
 
     What the timeline reads off the merged rows next, made in the C merge's pass where asked: with
     ``end_ns``, the columns ``seg_end`` (:func:`_seg_end`) and ``thread_idx`` (:func:`_thread_index`);
-    with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks. With
+    with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks, and
+    ``kind_rows_ev``: the event's row each of them is (of ``col``; -1: an added row). With
     ``states`` (and ``end_ns``), the states after each row where the C merge writes them
     (:class:`MergedStates`); the events' ``parent`` then is read there, not kept (RowValues).
     """
@@ -333,6 +335,9 @@ def _with_interval_rows(
             out["thread_idx"] = _thread_index(len(out["ts_ns"]), starts)
         if kinds is not None:
             out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
+            event_row = np.full(len(out["kind"]), -1, np.int64)  # per merged row: the event's row, -1 none
+            event_row[events_at] = ev
+            out["kind_rows_ev"] = event_row[out["kind_rows"]]
     return out, {k: RowValues(col[k] if as_is else col[k][ev], events_at) for k in kept if k in col}
 
 
@@ -502,7 +507,7 @@ def _merged_native(
     table = kinds if kinds is not None else np.zeros(256, np.uint8)
     # the rows marked: events' rows, and an added row where its source's kinds are marked
     cap = len(ev) + sum(2 * len(s[2]) for s in sources if table[s[0] & 255] or table[s[1] & 255])
-    rows, info = np.empty(cap if extras else 0, np.int64), np.zeros(2, np.int64)
+    rows, rows_ev = np.empty(cap if extras else 0, np.int64), np.empty(cap if extras else 0, np.int64)
     cols = [np.ascontiguousarray(c) for c in events]
     extra_args = (int(extras), 0 if end_ns is None else end_ns, seg_end, thread_idx, table.view(np.uint8))
     info = np.zeros(3, np.int64)
@@ -517,7 +522,7 @@ def _merged_native(
     state_args += (_STATE_DEFAULTS, categories.PROFILER, op, cat, phase)
     got = fn(
         len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min,
-        *extra_args, rows, cap, info, *state_args,
+        *extra_args, rows, rows_ev, cap, info, *state_args,
     )  # fmt: skip
     if got == -5:  # a state beyond its column's type: the merge without them, the states filled after
         return _merged_native(col, ev, sources, ts_min, end_ns, kinds)
@@ -538,7 +543,7 @@ def _merged_native(
             thread_idx if threads < _I16.max else _thread_index(n, _thread_starts(out["thread"]))
         )
     if kinds is not None:
-        out["kind_rows"] = rows[: info[0]]
+        out["kind_rows"], out["kind_rows_ev"] = rows[: info[0]], rows_ev[: info[0]]
     return out, events_at
 
 
@@ -551,7 +556,7 @@ def _merge_function() -> Callable[..., Any] | None:
         *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
         * _MAX_SOURCES,
         *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
-        *(native.N, native.N, i64, native.I16, native.U8, i64, native.N, i64),
+        *(native.N, native.N, i64, native.I16, native.U8, i64, i64, native.N, i64),
         *(native.N, native.U8, i64, i64, i64, native.N, native.I32, native.I8, native.I32),
         restype=native.N,
     )
@@ -882,6 +887,37 @@ def _event_states(
     return MergedStates(ident, _dense_parents(parent, scoped, inst_ids), mark, inst_ids)
 
 
+def _scope_rows(
+    scoped: np.ndarray, at: np.ndarray, events: dict[str, np.ndarray], ident: np.ndarray, ts_min: int
+) -> tuple[np.ndarray, ...]:
+    """(the begins' rows, instances, names, the ends' rows, instances, names, times) of the merged rows
+    ``scoped``, each an operation's or a phase's begin or end, in order: read off the events' own
+    rows (``at``: the event's row of each, of ``events``' columns and ``ident``, the instances as
+    renumbered), a few MB, not the merged columns' (a cache miss a row over the torch ops' millions).
+    The times no earlier than ``ts_min``, as merged."""
+    kind, name, ts = events["kind"], events["name"], events["ts_ns"]
+    fn = native.function(
+        "timeline_scope_rows",
+        *(native.N, native.I64, native.I64, native.I8, native.I64, native.I32, native.I64, native.N),
+        *(native.U8, native.I64, native.I64, native.I32, native.I64, native.I64, native.I32, native.I64),
+        restype=native.N,
+    )
+    types = [c.dtype for c in (kind, ident, name, ts)]
+    if fn is not None and types == [np.int8, np.int64, np.int32, np.int64]:
+        n = len(scoped)
+        begins, b_ident, b_name = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int32)
+        ends, e_ident, e_name, e_ts = (np.empty(n, t) for t in (np.int64, np.int64, np.int32, np.int64))
+        args = [np.ascontiguousarray(c) for c in (scoped, at, kind, ident, name, ts)]
+        nb = fn(n, *args, ts_min, _OPENS_BYTE, begins, b_ident, b_name, ends, e_ident, e_name, e_ts)
+        ne = n - nb
+        return begins[:nb], b_ident[:nb], b_name[:nb], ends[:ne], e_ident[:ne], e_name[:ne], e_ts[:ne]
+    opens = take(_OPENS_BYTE, kind[at]).view(bool)
+    b, e = np.flatnonzero(opens), np.flatnonzero(~opens)
+    b_at, e_at = at[b], at[e]
+    e_ts = np.maximum(ts[e_at], ts_min)
+    return scoped[b], ident[b_at], name[b_at], scoped[e], ident[e_at], name[e_at], e_ts
+
+
 def _filled_states(
     col: dict[str, np.ndarray],
     sparse: dict[str, RowValues],
@@ -994,9 +1030,11 @@ def build_timeline(
     states = _event_states(col, has_api, has_backend, has_compile) if added and merged_only else None
     if added:  # sorted: the added rows are not in time order; their times no earlier than the start
         kinds = changes if states is None else _SCOPES
+        events_col = col
         col, sparse = _with_interval_rows(col, added, start_ns, end_ns, kinds, states)
         if states is not None and states.op is None:  # not written in the merge: filled below
             states, col["kind_rows"] = None, _rows_of_kinds(col["kind"], changes)
+            del col["kind_rows_ev"]
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
     kind = col["kind"]
@@ -1019,17 +1057,17 @@ def build_timeline(
     if states is not None:  # the merge wrote the states; its marked rows are the scopes' begins and ends
         op, cat, phase, top_state = states.op, states.cat, states.phase, states.top
         ident, inst_ids = narrow_ids(col["id"]), states.inst_ids
-        scoped = col["kind_rows"]
-        scoped_kind = kind[scoped]
-        begins = scoped[kinds_among(scoped_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
-        ends = scoped[kinds_among(scoped_kind, (S.OP_END, S.PHASE_END))]
-        del scoped, scoped_kind
+        begins, b_ident, b_name, ends, e_ident, e_name, e_ts = _scope_rows(
+            col["kind_rows"], col["kind_rows_ev"], events_col, states.ident, start_ns
+        )
         if not (has_compile and has_backend):  # marked in the merge, as below
             has_api = has_backend = has_compile = False
     else:
         op, cat, phase, top_state, ident, inst_ids, begins, ends, state = _filled_states(
             col, sparse, kind, changes, starts
         )
+        b_ident, e_ident = ident[begins], ident[ends]
+        b_name, e_name, e_ts = col["name"][begins], col["name"][ends], ts[ends]
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
         """Per row: 1 inside an interval of these kinds."""
@@ -1063,14 +1101,13 @@ def build_timeline(
     # a thread's last state lasts to the end of the data
     seg_end = col["seg_end"] if "seg_end" in col else _seg_end(ts, starts, end_ns)
 
-    b_ident, e_ident = ident[begins], ident[ends]
     top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), top_state, 0)
     n_inst = int(top) + 1
     inst_name = np.full(n_inst, -1, np.int64)
-    inst_name[e_ident] = col["name"][ends]
-    inst_name[b_ident] = col["name"][begins]
+    inst_name[e_ident] = e_name
+    inst_name[b_ident] = b_name
     inst_end = np.full(n_inst, end_ns, np.int64)
-    inst_end[e_ident] = ts[ends]
+    inst_end[e_ident] = e_ts
     # a thread's index, int16 where the threads are that few (a process's are): a row each
     thread_idx = col["thread_idx"] if "thread_idx" in col else _thread_index(n, starts)
     out = Timeline(

@@ -127,19 +127,21 @@ static inline int64_t states_inside(const int64_t *mark, const uint8_t *count, i
 /* What the merge writes beside each row where asked (extras): the segment ends (timeline._seg_end:
  * the next row's time on its thread, at a thread's last row the later of its time and end_ns), each
  * row's thread index (timeline._thread_index, int16: counted on past that type, unwritten), and the
- * rows whose kind ``table`` marks (timeline._rows_of_kinds), up to ``cap`` of them. */
+ * rows whose kind ``table`` marks (timeline._rows_of_kinds), up to ``cap`` of them, and beside each
+ * (``rows_ev``) the event's row it is (of the events' columns as given; -1: an added row). */
 typedef struct {
     int on;
     int64_t end_ns, cap, n_rows, index;
-    int64_t *seg_end, *rows;
+    int64_t *seg_end, *rows, *rows_ev;
     int16_t *thread_idx;
     const uint8_t *table;
 } extras_t;
 
 /* Row i written (its time ``t`` and kind; ``first`` where it is its thread's first, ``last_ts`` the
- * time of the row before it): the row before it's segment end, its thread index and its mark.
- * Returns 0, or -4 where more rows are marked than ``cap``. */
-static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last_ts, int64_t t, int8_t kind) {
+ * time of the row before it; ``r`` the event's row, -1 an added row): the row before it's segment
+ * end, its thread index and its mark. Returns 0, or -4 where more rows are marked than ``cap``. */
+static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last_ts, int64_t t, int8_t kind,
+                                 int64_t r) {
     if (i > 0) {
         x->seg_end[i - 1] = first ? (last_ts > x->end_ns ? last_ts : x->end_ns) : t;
         x->index += first;
@@ -147,6 +149,7 @@ static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last
     if (x->index <= INT16_MAX) x->thread_idx[i] = (int16_t)x->index;
     if (x->table[(uint8_t)kind]) {
         if (x->n_rows >= x->cap) return -4;
+        x->rows_ev[x->n_rows] = r;
         x->rows[x->n_rows++] = i;
     }
     return 0;
@@ -173,7 +176,7 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                        int64_t *events_at, int64_t ts_min,
                        /* the extras */
                        int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
-                       const uint8_t *table, int64_t *rows, int64_t cap, int64_t *info,
+                       const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
                        /* the states */
                        int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks,
                        const int64_t *dflt, int64_t keep, int32_t *op, int8_t *cat, int32_t *phase,
@@ -186,7 +189,7 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
         {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind,
          (int)c_clip, c_lo, c_hi},
     };
-    extras_t x = {(int)extras, end_ns, cap, 0, 0, seg_end, rows, thread_idx, table};
+    extras_t x = {(int)extras, end_ns, cap, 0, 0, seg_end, rows, rows_ev, thread_idx, table};
     states_t st = {(int)states, stack, op, phase, cat, -1, 0, -1, -1, 0, -1, -1, keep, -1};
     int64_t mark[MAX_SOURCES] = {-1, -1, -1};
     uint8_t count[MAX_SOURCES] = {0, 0, 0};
@@ -238,7 +241,7 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                 int first = i == 0 || th != last_thread;
                 ts[i] = t, thread[i] = (int32_t)th;
                 kind[i] = k, name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
-                if (x.on && extras_row(&x, i, first, last_ts, t, k) < 0) return -4;
+                if (x.on && extras_row(&x, i, first, last_ts, t, k, r) < 0) return -4;
                 if (with_states) {
                     uint8_t code = stack[(uint8_t)k];
                     if (states_row(&st, i, first, code, (code & 4) ? v : ev_parent[r]) < 0) return -5;
@@ -264,7 +267,7 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                 int first = i == 0 || th != last_thread;
                 ts[i] = t, kind[i] = k, thread[i] = (int32_t)th, id[i] = 1, flags[i] = 0;
                 name[i] = s->name ? s->name[r >> 1] : -1;
-                if (x.on && extras_row(&x, i, first, last_ts, t, k) < 0) return -4;
+                if (x.on && extras_row(&x, i, first, last_ts, t, k, -1) < 0) return -4;
                 if (with_states) {
                     if (mark_p >= 0) {
                         count_p = (uint8_t)(count_p + ((r & 1) ? -1 : 1));
@@ -329,8 +332,8 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
     a_named, a_begin, a_end_kind, a_clip, a_lo, a_hi, nb, b_thread, b_start, b_end, b_name, b_named, \
     b_begin, b_end_kind, b_clip, b_lo, b_hi, nc, c_thread, c_start, c_end, c_name, c_named, c_begin, \
     c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, id, flags, events_at, ts_min, extras, \
-    end_ns, seg_end, thread_idx, table, rows, cap, info, states, stack, ev_parent, marks, dflt, keep, \
-    op, cat, phase
+    end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, stack, ev_parent, marks, dflt, \
+    keep, op, cat, phase
 int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
                        const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
                        const int8_t *ev_flags,
@@ -349,7 +352,7 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        int64_t *events_at, int64_t ts_min,
                        /* the extras */
                        int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
-                       const uint8_t *table, int64_t *rows, int64_t cap, int64_t *info,
+                       const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
                        /* the states */
                        int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks,
                        const int64_t *dflt, int64_t keep, int32_t *op, int8_t *cat, int32_t *phase) {
@@ -510,4 +513,26 @@ void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int6
         }
         if (a > starts[lo]) op_out[q] = op[a - 1], phase_out[q] = phase[a - 1];
     }
+}
+
+/* build_timeline's operations' and phases' begins and ends read off the events' own rows
+ * (timeline._scope_rows): of the merged rows ``scoped`` (each a begin or an end; ``at``: the event's row
+ * of each, of ``kind``, ``ident``, ``name`` and ``ts``), the begins' rows, instances and names, and the
+ * ends' rows, instances, names and times (no earlier than ``ts_min``, as merged), each in order;
+ * ``opens`` per kind byte: 1 where it begins. Returns the begins written (the ends: the rest). */
+int64_t timeline_scope_rows(int64_t n, const int64_t *scoped, const int64_t *at, const int8_t *kind,
+                            const int64_t *ident, const int32_t *name, const int64_t *ts, int64_t ts_min,
+                            const uint8_t *opens, int64_t *begins, int64_t *b_ident, int32_t *b_name,
+                            int64_t *ends, int64_t *e_ident, int32_t *e_name, int64_t *e_ts) {
+    int64_t nb = 0, ne = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = at[k];
+        if (opens[(uint8_t)kind[r]]) {
+            begins[nb] = scoped[k], b_ident[nb] = ident[r], b_name[nb++] = name[r];
+        } else {
+            ends[ne] = scoped[k], e_ident[ne] = ident[r], e_name[ne] = name[r];
+            e_ts[ne++] = ts[r] > ts_min ? ts[r] : ts_min;
+        }
+    }
+    return nb;
 }
