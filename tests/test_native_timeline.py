@@ -437,6 +437,56 @@ def test_scope_rows_are_numpy_s(monkeypatch, case):
     assert got[6].tolist() == np.maximum(events["ts_ns"][at[~opens]], 500).tolist()
 
 
+@pytest.mark.parametrize(
+    "case", ["interleaved", "ties", "one thread", "empty", "one row", "times fall", "many threads", "at most"]
+)
+def test_events_order_is_lexsort_s(monkeypatch, case):
+    """The events' (thread, time) order by a counting sort where each thread's times never fall: the
+    order np.lexsort makes (ties kept in the rows' order), threads in ascending order whatever order
+    they come in; a thread whose times fall, or more threads than the C sort keeps, sorted by numpy."""
+    rng = np.random.default_rng(8)
+    n = {"empty": 0, "one row": 1}.get(case, 2000)
+    n_threads = {"one thread": 1, "many threads": 65, "at most": 64}.get(case, 5)
+    thread = rng.choice(rng.permutation(10**6)[:n_threads].astype(np.int64) - 5, n)
+    if case == "many threads":
+        thread[:65] = np.arange(65) * 7  # every one of them present
+    ts = np.sort(rng.integers(0, 300 if case == "ties" else 10**6, n))
+    if case == "times fall":
+        ts[n // 2] = ts[n // 2 - 1] - 1 if thread[n // 2] == thread[n // 2 - 1] else -1
+        ts[thread == thread[n // 2]] = ts[thread == thread[n // 2]][::-1].copy()
+    col = {"thread": thread, "ts_ns": ts}
+    got, want = _both(monkeypatch, T._events_order, col)
+    _same(got, want)
+    assert got[0].tolist() == np.lexsort((ts, thread)).tolist()
+    fn = native.function(
+        "timeline_events_order", native.N, native.I64, native.I64, native.I64, restype=native.N
+    )
+    sorted_by_c = fn(n, thread, ts, np.empty(n, np.int64)) == 0
+    assert sorted_by_c == (case not in ("times fall", "many threads"))
+
+
+@pytest.mark.parametrize("case", ["compact", "spread", "spread parents", "none scoped", "empty", "negative"])
+def test_compact_instances_is_dense_instances_s(case):
+    """The C pass says the ids are compact exactly where :func:`_dense_instances` keeps them as they are."""
+    rng = np.random.default_rng(2)
+    n = 0 if case == "empty" else 3000
+    kinds = [S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END, S.CAT_BEGIN, S.WINDOW]
+    kind = rng.choice(np.array(kinds[4:] if case == "none scoped" else kinds, np.int8), n)
+    ident = rng.integers(-1, 2000, n)
+    parent = rng.integers(-1, 2000, n)
+    if case == "spread":
+        ident[kind == S.OP_BEGIN] *= 10**6
+    if case == "spread parents":
+        parent[np.flatnonzero(kind == S.PHASE_END)[:1]] = 10**9
+    if case == "negative":
+        ident[:], parent[:] = -7, -9
+    ident[kind == S.CAT_BEGIN] = 10**9  # rows that are no instance's: not read
+    rows = np.flatnonzero(np.isin(kind, kinds[:4]))
+    compact = T._dense_instances(ident, rows, parent[rows])[1] is None
+    assert T._compact_instances(kind, ident, parent) == compact
+    assert compact == (case not in ("spread", "spread parents"))
+
+
 # -- the states, the thread index, the marks inside intervals, the values kept at rows ------------
 
 

@@ -344,10 +344,18 @@ def _with_interval_rows(
 def _events_order(col: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
     """(the events' rows in (thread, time) order, whether that is the rows as they are): np.lexsort's
     stable order, which needs no sort where the events are in that order already (one thread's rows,
-    as the reader writes them)."""
+    as the reader writes them), and where each thread's times never fall a counting sort by thread in
+    two C passes (timeline_events_order) where lexsort sorts two keys."""
     thread, ts = col["thread"], col["ts_ns"]
     if _sorted_by_thread(thread, ts):
         return np.arange(len(ts)), True
+    fn = native.function(
+        "timeline_events_order", native.N, native.I64, native.I64, native.I64, restype=native.N
+    )
+    if fn is not None and thread.dtype == ts.dtype == np.int64:
+        order = np.empty(len(ts), np.int64)
+        if fn(len(ts), np.ascontiguousarray(thread), np.ascontiguousarray(ts), order) == 0:
+            return order, False  # else a thread's times fall, or many threads: sorted
     return np.lexsort((ts, thread)), False
 
 
@@ -875,16 +883,33 @@ def _event_states(
     (:func:`_compile_inside_op`)."""
     if _merge_function() is None:
         return None
-    stack = take(_STATE_OF_KIND, col["kind"]) & 3
-    scoped = (stack == 0) | (stack == 2)
-    rows = np.flatnonzero(scoped)
-    parent = col["parent"]
-    ident, inst_ids = _dense_instances(col["id"], rows, parent[rows])
     mark = {}
     if not (has_compile and has_backend):
         mark = {S.API_BEGIN: categories.CUDA_API, S.BACKEND_BEGIN: categories.BACKEND}
         mark[S.COMPILE_BEGIN] = categories.COMPILE
+    kind, ident, parent = col["kind"], col["id"], col["parent"]
+    if _compact_instances(kind, ident, parent):  # the ids as they are, as _dense_instances keeps them
+        return MergedStates(ident, parent, mark, None)
+    stack = take(_STATE_OF_KIND, kind) & 3
+    scoped = (stack == 0) | (stack == 2)
+    rows = np.flatnonzero(scoped)
+    ident, inst_ids = _dense_instances(ident, rows, parent[rows])
     return MergedStates(ident, _dense_parents(parent, scoped, inst_ids), mark, inst_ids)
+
+
+def _compact_instances(kind: np.ndarray, ident: np.ndarray, parent: np.ndarray) -> bool:
+    """Whether :func:`_dense_instances` keeps the events' ids as they are (its test of their largest
+    id and parent against their count), found in one C pass over the events (timeline_scoped_top);
+    False where it does not run (the ids are then read as that function reads them)."""
+    fn = native.function(
+        "timeline_scoped_top", native.N, native.I8, native.I64, native.I64, native.U8, native.I64
+    )
+    if fn is None or [c.dtype for c in (kind, ident, parent)] != [np.int8, np.int64, np.int64]:
+        return False
+    out = np.zeros(3, np.int64)
+    fn(len(kind), *(np.ascontiguousarray(c) for c in (kind, ident, parent)), _STATE_OF_KIND, out)
+    count, top_id, top_parent = out.tolist()
+    return max(top_id, top_parent) < 2 * count + 1024
 
 
 def _scope_rows(

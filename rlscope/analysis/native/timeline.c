@@ -536,3 +536,67 @@ int64_t timeline_scope_rows(int64_t n, const int64_t *scoped, const int64_t *at,
     }
     return nb;
 }
+
+/* Of the events' operation and phase rows (``stack`` per kind byte, as timeline_merge reads it: 0 or 2
+ * in its low two bits), how many there are (out[0]) and the largest id (out[1]) and parent (out[2])
+ * among them, -1 for none: what timeline._dense_instances reads to know whether the ids are compact. */
+void timeline_scoped_top(int64_t n, const int8_t *kind, const int64_t *ident, const int64_t *parent,
+                         const uint8_t *stack, int64_t *out) {
+    int64_t count = 0, top_id = -1, top_parent = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int s = stack[(uint8_t)kind[i]] & 3;
+        if (s == 0 || s == 2) {
+            count++;
+            top_id = ident[i] > top_id ? ident[i] : top_id;
+            top_parent = parent[i] > top_parent ? parent[i] : top_parent;
+        }
+    }
+    out[0] = count, out[1] = top_id, out[2] = top_parent;
+}
+
+#define ORDER_THREADS 64
+
+/* The slot of ``thread`` among the ``n`` threads seen (``last``: the slot the row before took, tried
+ * first: a thread's rows come in runs); -1 where it is not among them. */
+static inline int order_slot(const int64_t *threads, int n, int last, int64_t thread) {
+    if (last >= 0 && threads[last] == thread) return last;
+    for (int k = 0; k < n; k++) {
+        if (threads[k] == thread) return k;
+    }
+    return -1;
+}
+
+/* timeline._events_order: np.lexsort((ts, thread)) of the events where each thread's times never fall
+ * (as the reader writes them): a stable counting sort by thread, the threads in ascending order, so
+ * rows of one thread keep their order, which is their times' (ties in their order, as lexsort's).
+ * Returns 0, or -1 where a thread's times fall or there are more than ORDER_THREADS threads (numpy
+ * sorts them). */
+int64_t timeline_events_order(int64_t n, const int64_t *thread, const int64_t *ts, int64_t *out) {
+    int64_t threads[ORDER_THREADS], count[ORDER_THREADS], last_ts[ORDER_THREADS];
+    int n_threads = 0, slot = -1;
+    for (int64_t i = 0; i < n; i++) {
+        slot = order_slot(threads, n_threads, slot, thread[i]);
+        if (slot < 0) {
+            if (n_threads == ORDER_THREADS) return -1;
+            slot = n_threads++;
+            threads[slot] = thread[i], count[slot] = 0, last_ts[slot] = ts[i];
+        }
+        if (ts[i] < last_ts[slot]) return -1;
+        last_ts[slot] = ts[i], count[slot]++;
+    }
+    /* each slot's first place: the slots taken in ascending order of their threads */
+    int by_thread[ORDER_THREADS];
+    for (int k = 0; k < n_threads; k++) {
+        int j = k;
+        for (; j > 0 && threads[by_thread[j - 1]] > threads[k]; j--) by_thread[j] = by_thread[j - 1];
+        by_thread[j] = k;
+    }
+    int64_t place[ORDER_THREADS], at = 0;
+    for (int k = 0; k < n_threads; k++) place[by_thread[k]] = at, at += count[by_thread[k]];
+    slot = -1;
+    for (int64_t i = 0; i < n; i++) {
+        slot = order_slot(threads, n_threads, slot, thread[i]);
+        out[place[slot]++] = i;
+    }
+    return 0;
+}
