@@ -924,18 +924,19 @@ def _scope_rows(
     fn = native.function(
         "timeline_scope_rows",
         *(native.N, native.I64, native.I64, native.I8, native.I64, native.I32, native.I64, native.N),
-        *(native.U8, native.I64, native.I64, native.I32, native.I64, native.I64, native.I32, native.I64),
+        *(native.U8, native.I64, native.I64, native.I32, native.I64, native.I32, native.I64),
         restype=native.N,
     )
     types = [c.dtype for c in (kind, ident, name, ts)]
     if fn is not None and types == [np.int8, np.int64, np.int32, np.int64]:
         n = len(scoped)
-        begins, b_ident, b_name = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int32)
-        ends, e_ident, e_name, e_ts = (np.empty(n, t) for t in (np.int64, np.int64, np.int32, np.int64))
+        rows = np.empty(n, np.int64)  # the begins then the ends: kept with the timeline, no spare rows
+        b_ident, b_name = np.empty(n, np.int64), np.empty(n, np.int32)
+        e_ident, e_name, e_ts = np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.int64)
         args = [np.ascontiguousarray(c) for c in (scoped, at, kind, ident, name, ts)]
-        nb = fn(n, *args, ts_min, _OPENS_BYTE, begins, b_ident, b_name, ends, e_ident, e_name, e_ts)
+        nb = fn(n, *args, ts_min, _OPENS_BYTE, rows, b_ident, b_name, e_ident, e_name, e_ts)
         ne = n - nb
-        return begins[:nb], b_ident[:nb], b_name[:nb], ends[:ne], e_ident[:ne], e_name[:ne], e_ts[:ne]
+        return rows[:nb], b_ident[:nb], b_name[:nb], rows[nb:], e_ident[:ne], e_name[:ne], e_ts[:ne]
     opens = take(_OPENS_BYTE, kind[at]).view(bool)
     b, e = np.flatnonzero(opens), np.flatnonzero(~opens)
     b_at, e_at = at[b], at[e]
@@ -1040,7 +1041,7 @@ def build_timeline(
     has_compile = compiles is not None and len(compiles[0]) > 0
     # the merged kinds come only from the added intervals (the reader drops them from events): then a
     # running count says which rows are inside one (_inside); else each row's own state is read
-    merged_only = not np.isin(col["kind"], S.MERGED_KINDS).any()
+    merged_only = not kinds_among(col["kind"], S.MERGED_KINDS).any()
     added = []
     if has_api:
         added.append((S.API_BEGIN, S.API_END, *api, None))

@@ -517,18 +517,22 @@ void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int6
 
 /* build_timeline's operations' and phases' begins and ends read off the events' own rows
  * (timeline._scope_rows): of the merged rows ``scoped`` (each a begin or an end; ``at``: the event's row
- * of each, of ``kind``, ``ident``, ``name`` and ``ts``), the begins' rows, instances and names, and the
- * ends' rows, instances, names and times (no earlier than ``ts_min``, as merged), each in order;
- * ``opens`` per kind byte: 1 where it begins. Returns the begins written (the ends: the rest). */
+ * of each, of ``kind``, ``ident``, ``name`` and ``ts``), the begins' rows then the ends' (``rows``, n of
+ * them, each part in order), the begins' instances and names, and the ends' instances, names and
+ * times (no earlier than ``ts_min``, as merged); ``opens`` per kind byte: 1 where it begins. Returns
+ * the begins. */
 int64_t timeline_scope_rows(int64_t n, const int64_t *scoped, const int64_t *at, const int8_t *kind,
                             const int64_t *ident, const int32_t *name, const int64_t *ts, int64_t ts_min,
-                            const uint8_t *opens, int64_t *begins, int64_t *b_ident, int32_t *b_name,
-                            int64_t *ends, int64_t *e_ident, int32_t *e_name, int64_t *e_ts) {
+                            const uint8_t *opens, int64_t *rows, int64_t *b_ident, int32_t *b_name,
+                            int64_t *e_ident, int32_t *e_name, int64_t *e_ts) {
     int64_t nb = 0, ne = 0;
+    for (int64_t k = 0; k < n; k++) nb += opens[(uint8_t)kind[at[k]]] != 0;
+    int64_t *ends = rows + nb;
+    nb = 0;
     for (int64_t k = 0; k < n; k++) {
         int64_t r = at[k];
         if (opens[(uint8_t)kind[r]]) {
-            begins[nb] = scoped[k], b_ident[nb] = ident[r], b_name[nb++] = name[r];
+            rows[nb] = scoped[k], b_ident[nb] = ident[r], b_name[nb++] = name[r];
         } else {
             ends[ne] = scoped[k], e_ident[ne] = ident[r], e_name[ne] = name[r];
             e_ts[ne++] = ts[r] > ts_min ? ts[r] : ts_min;
