@@ -316,12 +316,12 @@ def _with_interval_rows(
     ev, as_is = _events_order(col)
     sources = [_source(source) for source in added]  # taken as given by the C merge, which checks the order
     ts_min = _I64.min if ts_min is None else ts_min
-    merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states)
+    merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states, not as_is)
     if merged is None:  # each source's intervals clipped, in (thread, start) order, then merged again
         given = sources
         sources = [_in_thread_order(_clipped(source)) for source in given]
         if any(s is not g for s, g in zip(sources, given, strict=True)):
-            merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states)
+            merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states, not as_is)
     kept = _SPARSE if states is None or states.op is None else ("cost",)
     if merged is not None:
         out, events_at = merged
@@ -338,7 +338,12 @@ def _with_interval_rows(
             event_row = np.full(len(out["kind"]), -1, np.int64)  # per merged row: the event's row, -1 none
             event_row[events_at] = ev
             out["kind_rows_ev"] = event_row[out["kind_rows"]]
-    return out, {k: RowValues(col[k] if as_is else col[k][ev], events_at) for k in kept if k in col}
+    sparse = {}
+    for k in kept:
+        if k in col:  # in the events' (thread, time) order, as the C merge read the costs
+            values = out.pop(f"{k}_ev", None)
+            sparse[k] = RowValues(col[k] if as_is else (col[k][ev] if values is None else values), events_at)
+    return out, sparse
 
 
 def _events_order(col: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
@@ -469,6 +474,7 @@ def _merged_native(
     end_ns: int | None = None,
     kinds: np.ndarray | None = None,
     states: MergedStates | None = None,
+    read_cost: bool = False,
 ) -> tuple[dict, np.ndarray] | None:
     """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
     ``ts_min`` (np.iinfo(np.int64).min: as they are), and where asked what :func:`_with_interval_rows`
@@ -479,7 +485,8 @@ def _merged_native(
 
     ``states`` (with ``end_ns``): the states after each row written in the same pass, set in it
     (:class:`MergedStates`); left unset where a state does not fit its column (the merge then made
-    again without them), or where the numpy merge runs."""
+    again without them), or where the numpy merge runs. ``read_cost``: the events' ``cost`` read in
+    their order ``ev`` as they are laid out (``cost_ev``), where it is not their own."""
     fn = _merge_function()
     events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
     if states is not None and end_ns is not None and states.parent.dtype == np.int64:
@@ -509,6 +516,10 @@ def _merged_native(
         "flags": np.empty(n, np.int8),
     }
     events_at = np.empty(len(ev), np.int64)
+    # the events' costs in their (thread, time) order, read as the rows are laid out (RowValues' values)
+    with_cost = read_cost and "cost" in col and col["cost"].dtype == np.int64
+    ev_cost = np.ascontiguousarray(col["cost"]) if with_cost else np.zeros(0, np.int64)
+    cost = np.empty(len(ev) if with_cost else 0, np.int64)
     extras = end_ns is not None or kinds is not None
     seg_end = np.empty(n if extras else 0, np.int64)
     thread_idx = np.empty(n if extras else 0, np.int16)
@@ -530,10 +541,10 @@ def _merged_native(
     state_args += (_STATE_DEFAULTS, categories.PROFILER, op, cat, phase)
     got = fn(
         len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min,
-        *extra_args, rows, rows_ev, cap, info, *state_args,
+        int(with_cost), ev_cost, cost, *extra_args, rows, rows_ev, cap, info, *state_args,
     )  # fmt: skip
     if got == -5:  # a state beyond its column's type: the merge without them, the states filled after
-        return _merged_native(col, ev, sources, ts_min, end_ns, kinds)
+        return _merged_native(col, ev, sources, ts_min, end_ns, kinds, None, read_cost)
     if got < 0:
         return None
     if got < n:  # clipped intervals left out: the rows written
@@ -552,6 +563,8 @@ def _merged_native(
         )
     if kinds is not None:
         out["kind_rows"], out["kind_rows_ev"] = rows[: info[0]], rows_ev[: info[0]]
+    if with_cost:
+        out["cost_ev"] = cost
     return out, events_at
 
 
@@ -563,7 +576,7 @@ def _merge_function() -> Callable[..., Any] | None:
         *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
         *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
         * _MAX_SOURCES,
-        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
+        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N, native.N, i64, i64),
         *(native.N, native.N, i64, native.I16, native.U8, i64, i64, native.N, i64),
         *(native.N, native.U8, i64, i64, i64, native.N, native.I32, native.I8, native.I32),
         restype=native.N,

@@ -173,7 +173,8 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                        int64_t c_clip, int64_t c_lo, int64_t c_hi,
                        /* out */
                        int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
-                       int64_t *events_at, int64_t ts_min,
+                       int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
+                       int64_t *cost,
                        /* the extras */
                        int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
                        const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
@@ -247,6 +248,7 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                     if (states_row(&st, i, first, code, (code & 4) ? v : ev_parent[r]) < 0) return -5;
                 }
                 last_thread = th, last_ts = t;
+                if (with_cost) cost[e] = ev_cost[r];
                 events_at[e++] = i++;
                 if (e >= n_ev) break;
                 cur_thread[0] = ev_thread[ev[e]], cur_ts[0] = ev_ts[ev[e]];
@@ -317,7 +319,8 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
  * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
  * part's rows in their own order. Writes every row's ts (np.maximum(ts, ts_min): ordered by the
  * times as given, written no earlier than ``ts_min``), kind, name, thread and id (1 on an added row)
- * and flags (0 on an added row), and where each event's row lands (``events_at``); where ``extras``,
+ * and flags (0 on an added row), and where each event's row lands (``events_at``), with each event's
+ * ``ev_cost`` in that order (``cost``, where ``with_cost``); where ``extras``,
  * also what extras_t says, info[0] the rows marked and info[1] the threads; where ``states``, what
  * states_t says (``ev_parent``: the events' parents, ``marks``: each source's category code, -1 none,
  * ``dflt``: the operation's, category's and phase's defaults), info[2] its ``top``.
@@ -331,9 +334,9 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
     n_ev, ev, ev_ts, ev_thread, ev_kind, ev_name, ev_id, ev_flags, na, a_thread, a_start, a_end, a_name, \
     a_named, a_begin, a_end_kind, a_clip, a_lo, a_hi, nb, b_thread, b_start, b_end, b_name, b_named, \
     b_begin, b_end_kind, b_clip, b_lo, b_hi, nc, c_thread, c_start, c_end, c_name, c_named, c_begin, \
-    c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, id, flags, events_at, ts_min, extras, \
-    end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, stack, ev_parent, marks, dflt, \
-    keep, op, cat, phase
+    c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, id, flags, events_at, ts_min, with_cost, \
+    ev_cost, cost, extras, end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, stack, \
+    ev_parent, marks, dflt, keep, op, cat, phase
 int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
                        const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
                        const int8_t *ev_flags,
@@ -349,7 +352,8 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        int64_t c_clip, int64_t c_lo, int64_t c_hi,
                        /* out */
                        int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
-                       int64_t *events_at, int64_t ts_min,
+                       int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
+                       int64_t *cost,
                        /* the extras */
                        int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
                        const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
