@@ -334,10 +334,11 @@ def _with_interval_rows(
             out["seg_end"] = _seg_end(out["ts_ns"], starts, end_ns)
             out["thread_idx"] = _thread_index(len(out["ts_ns"]), starts)
         if kinds is not None:
-            out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
-            event_row = np.full(len(out["kind"]), -1, np.int64)  # per merged row: the event's row, -1 none
-            event_row[events_at] = ev
-            out["kind_rows_ev"] = event_row[out["kind_rows"]]
+            marked = out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
+            # the event's row of each: searched among the rows the events landed on (sorted)
+            j = np.minimum(np.searchsorted(events_at, marked), max(len(events_at) - 1, 0))
+            landed = events_at[j] == marked if len(events_at) else np.zeros(len(marked), bool)
+            out["kind_rows_ev"] = np.where(landed, ev[j] if len(ev) else -1, -1).astype(np.int64)
     sparse = {}
     for k in kept:
         if k in col:  # in the events' (thread, time) order, as the C merge read the costs
