@@ -311,6 +311,182 @@ def test_timeline_is_numpy_s(monkeypatch, seed):
     _same(got, want)
 
 
+def _with_rows(events: pa.Table, rows: list[tuple]) -> pa.Table:
+    """``events`` with ``rows`` (ts, thread, kind, id, parent, name, flags, cost) added, in time order."""
+    cols = [
+        np.concatenate([events.column(k).to_numpy(), [r[c] for r in rows]])
+        for c, k in enumerate(events.column_names)
+    ]
+    order = np.argsort(cols[0], kind="stable")
+    return pa.table(
+        [pa.array(c[order], type=f.type) for c, f in zip(cols, events.schema, strict=True)],
+        schema=events.schema,
+    )
+
+
+def _spy_states(monkeypatch) -> list:
+    """The MergedStates each merge of the build is asked for, as it left them."""
+    seen = []
+    merged = T._merged_native
+
+    def spy(*args):
+        got = merged(*args)
+        if len(args) > 6 and args[6] is not None:
+            seen.append(args[6])
+        return got
+
+    monkeypatch.setattr(T, "_merged_native", spy)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "sources", ["api", "backend", "compile", "api backend", "api compile", "backend compile", "all"]
+)
+@pytest.mark.parametrize("case", ["random", "one thread", "no main thread", "profiler", "spread ids"])
+def test_states_written_in_the_merge_are_the_fills(monkeypatch, sources, case):
+    """The operation, category and phase after each row that the C merge writes in its pass (with the
+    categories marked inside the added intervals but where both compilations and torch ops are added)
+    are those numpy's fills and marks make, on random traces: several threads or one, the session on
+    a thread other than the one the intervals are on, rlscope's own category inside the intervals
+    (it stays rlscope's), instance ids spread wide (renumbered before the merge)."""
+    rng = np.random.default_rng(len(sources) + 7 * len(case))
+    threads = [1] if case == "one thread" else [3, 1, 2]
+    ev = _events(rng, threads, 300, spread=10**6 if case == "spread ids" else 1)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    on = threads[1:] if case == "no main thread" else threads
+    if case == "profiler":  # rlscope's own work across many intervals
+        rows = [(t, th, S.CAT_BEGIN, categories.PROFILER, -1, -1, 0, 0) for th in on for t in (5, 50)]
+        rows += [(t, th, S.CAT_END, categories.PROFILER, -1, -1, 0, 0) for th in on for t in (40, 90)]
+        ev = _with_rows(ev, rows)
+    args = {
+        "api": _intervals(rng, on, 30, span, False) if "api" in sources or sources == "all" else None,
+        "backend": _intervals(rng, on, 300, span, True) if "backend" in sources or sources == "all" else None,
+        "compiles": _intervals(rng, on[:1], 4, span, False)
+        if "compile" in sources or sources == "all"
+        else None,
+    }
+    seen = _spy_states(monkeypatch)
+    got = T.build_timeline(ev, **args)
+    assert len(seen) == 1 and seen[0].op is not None  # written in the merge
+    monkeypatch.setenv(native.ENV, "0")
+    want = T.build_timeline(ev, **args)
+    _same(got, want)
+    assert got.cat.dtype == np.int8 and got.op.dtype == got.phase.dtype == np.int32
+
+
+@pytest.mark.parametrize("case", ["wide category", "parent never begun", "one event", "empty intervals"])
+def test_states_in_the_merge_edge_cases(monkeypatch, case):
+    """A category code beyond int8 (the merge leaves the states to numpy's fills, int32), a state that
+    is an instance with no rows of its own (the instance tables sized to hold it), a single event, and
+    added intervals all clipped away: the same timeline on both paths."""
+    rng = np.random.default_rng(5)
+    ev = _events(rng, [1, 2], 200)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    backend = _intervals(rng, [1, 2], 100, span, True)
+    if case == "wide category":
+        ev = _with_rows(ev, [(3, 1, S.CAT_BEGIN, 300, -1, -1, 0, 0), (9, 1, S.CAT_END, 300, -1, -1, 0, 0)])
+    if case == "parent never begun":  # a phase's end leaves an instance no row begins or ends current
+        ev = _with_rows(
+            ev, [(4, 2, S.PHASE_BEGIN, 900, -1, 1, 0, 0), (6, 2, S.PHASE_END, 900, 1000, 1, 0, 0)]
+        )
+    if case == "one event":
+        ev = ev.slice(0, 1)
+    seen = _spy_states(monkeypatch)
+    if case == "empty intervals":
+        ops = T.backend_ops(_backend_table(backend[0], backend[1], backend[1], backend[3]), 0, span)
+        got = T.build_timeline(ev, backend=ops)
+    else:
+        got = T.build_timeline(ev, backend=backend)
+    assert len(seen) == 1 and (seen[0].op is None) == (case == "wide category")
+    monkeypatch.setenv(native.ENV, "0")
+    want = (
+        T.build_timeline(ev, backend=ops)
+        if case == "empty intervals"
+        else T.build_timeline(ev, backend=backend)
+    )
+    _same(got, want)
+    if case == "wide category":
+        assert got.cat.dtype == np.int32 and 300 in got.cat
+    if case == "parent never begun":
+        assert len(got.inst_name) == 1001 and (got.phase == 1000).any()
+
+
+@pytest.mark.parametrize("case", ["random", "empty", "one", "begins only", "ends only"])
+def test_scope_rows_are_numpy_s(monkeypatch, case):
+    """The scopes' begins and ends read off the events' rows, on both paths: their merged rows, ids,
+    names and times (clamped), each in order."""
+    rng = np.random.default_rng(3)
+    n_ev = 500
+    events = {
+        "kind": rng.choice(np.array([S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END], np.int8), n_ev),
+        "name": rng.integers(-1, 40, n_ev).astype(np.int32),
+        "ts_ns": rng.integers(0, 1000, n_ev),
+    }
+    if case == "begins only":
+        events["kind"][:] = S.OP_BEGIN
+    if case == "ends only":
+        events["kind"][:] = S.PHASE_END
+    ident = rng.integers(-1, 10**6, n_ev)
+    n = {"empty": 0, "one": 1}.get(case, 300)
+    at = np.sort(rng.choice(n_ev, n, replace=False))
+    scoped = np.sort(rng.choice(10 * n_ev, n, replace=False))
+    got, want = _both(monkeypatch, T._scope_rows, scoped, at, events, ident, 500)
+    _same(got, want)
+    opens = np.isin(events["kind"][at], [S.OP_BEGIN, S.PHASE_BEGIN])
+    assert got[0].tolist() == scoped[opens].tolist() and got[3].tolist() == scoped[~opens].tolist()
+    assert got[6].tolist() == np.maximum(events["ts_ns"][at[~opens]], 500).tolist()
+
+
+@pytest.mark.parametrize(
+    "case", ["interleaved", "ties", "one thread", "empty", "one row", "times fall", "many threads", "at most"]
+)
+def test_events_order_is_lexsort_s(monkeypatch, case):
+    """The events' (thread, time) order by a counting sort where each thread's times never fall: the
+    order np.lexsort makes (ties kept in the rows' order), threads in ascending order whatever order
+    they come in; a thread whose times fall, or more threads than the C sort keeps, sorted by numpy."""
+    rng = np.random.default_rng(8)
+    n = {"empty": 0, "one row": 1}.get(case, 2000)
+    n_threads = {"one thread": 1, "many threads": 65, "at most": 64}.get(case, 5)
+    thread = rng.choice(rng.permutation(10**6)[:n_threads].astype(np.int64) - 5, n)
+    if case == "many threads":
+        thread[:65] = np.arange(65) * 7  # every one of them present
+    ts = np.sort(rng.integers(0, 300 if case == "ties" else 10**6, n))
+    if case == "times fall":
+        ts[n // 2] = ts[n // 2 - 1] - 1 if thread[n // 2] == thread[n // 2 - 1] else -1
+        ts[thread == thread[n // 2]] = ts[thread == thread[n // 2]][::-1].copy()
+    col = {"thread": thread, "ts_ns": ts}
+    got, want = _both(monkeypatch, T._events_order, col)
+    _same(got, want)
+    assert got[0].tolist() == np.lexsort((ts, thread)).tolist()
+    fn = native.function(
+        "timeline_events_order", native.N, native.I64, native.I64, native.I64, restype=native.N
+    )
+    sorted_by_c = fn(n, thread, ts, np.empty(n, np.int64)) == 0
+    assert sorted_by_c == (case not in ("times fall", "many threads"))
+
+
+@pytest.mark.parametrize("case", ["compact", "spread", "spread parents", "none scoped", "empty", "negative"])
+def test_compact_instances_is_dense_instances_s(case):
+    """The C pass says the ids are compact exactly where :func:`_dense_instances` keeps them as they are."""
+    rng = np.random.default_rng(2)
+    n = 0 if case == "empty" else 3000
+    kinds = [S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END, S.CAT_BEGIN, S.WINDOW]
+    kind = rng.choice(np.array(kinds[4:] if case == "none scoped" else kinds, np.int8), n)
+    ident = rng.integers(-1, 2000, n)
+    parent = rng.integers(-1, 2000, n)
+    if case == "spread":
+        ident[kind == S.OP_BEGIN] *= 10**6
+    if case == "spread parents":
+        parent[np.flatnonzero(kind == S.PHASE_END)[:1]] = 10**9
+    if case == "negative":
+        ident[:], parent[:] = -7, -9
+    ident[kind == S.CAT_BEGIN] = 10**9  # rows that are no instance's: not read
+    rows = np.flatnonzero(np.isin(kind, kinds[:4]))
+    compact = T._dense_instances(ident, rows, parent[rows])[1] is None
+    assert T._compact_instances(kind, ident, parent) == compact
+    assert compact == (case not in ("spread", "spread parents"))
+
+
 # -- the states, the thread index, the marks inside intervals, the values kept at rows ------------
 
 

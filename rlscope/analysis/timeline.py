@@ -177,6 +177,22 @@ _STACK[[S.COMPILE_BEGIN, S.COMPILE_END]] = 6
 _OPENS[[S.OP_BEGIN, S.CAT_BEGIN, S.PHASE_BEGIN, S.API_BEGIN, S.BACKEND_BEGIN, S.COMPILE_BEGIN]] = True
 
 
+def _state_of_kind() -> np.ndarray:
+    """Per kind byte (a negative kind from the end, as numpy reads it), what timeline_merge's states
+    read: the stack it changes (``_STACK``'s 0, 1 or 2; 3 none), plus 4 where it opens."""
+    table = np.full(256, 3, np.uint8)
+    for b in range(256):
+        k = b if b < 128 else b - 256
+        if -len(_STACK) <= k < len(_STACK) and _STACK[k] < 3:
+            table[b] = _STACK[k] + 4 * _OPENS[k]
+    return table
+
+
+_STATE_OF_KIND = _state_of_kind()
+_OPENS_BYTE = (_STATE_OF_KIND >> 2).astype(np.uint8)  # per kind byte: 1 where it opens a stack of 0-2
+_STATE_DEFAULTS = np.array([-1, categories.PYTHON, -1], np.int64)  # operation, category, phase
+
+
 def kinds_among(kind: np.ndarray, kinds: tuple[int, ...]) -> np.ndarray:
     """Whether each timeline row's kind is one of ``kinds``: a comparison per kind on the one-byte
     column (``np.isin`` over millions of rows took tens of ms a call, a few times these), or for
@@ -270,6 +286,7 @@ def _with_interval_rows(
     ts_min: int | None = None,
     end_ns: int | None = None,
     kinds: np.ndarray | None = None,
+    states: MergedStates | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, RowValues]]:
     """The events' columns with begin/end rows added for intervals recorded outside the events stream
     (disjoint per thread), every row sorted by (thread, time); and their ``parent`` and ``cost``
@@ -291,38 +308,60 @@ def _with_interval_rows(
 
     What the timeline reads off the merged rows next, made in the C merge's pass where asked: with
     ``end_ns``, the columns ``seg_end`` (:func:`_seg_end`) and ``thread_idx`` (:func:`_thread_index`);
-    with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks.
+    with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks, and
+    ``kind_rows_ev``: the event's row each of them is (of ``col``; -1: an added row). With
+    ``states`` (and ``end_ns``), the states after each row where the C merge writes them
+    (:class:`MergedStates`); the events' ``parent`` then is read there, not kept (RowValues).
     """
     ev, as_is = _events_order(col)
     sources = [_source(source) for source in added]  # taken as given by the C merge, which checks the order
-    merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
+    ts_min = _I64.min if ts_min is None else ts_min
+    merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states, not as_is)
     if merged is None:  # each source's intervals clipped, in (thread, start) order, then merged again
         given = sources
         sources = [_in_thread_order(_clipped(source)) for source in given]
         if any(s is not g for s, g in zip(sources, given, strict=True)):
-            merged = _merged_native(col, ev, sources, _I64.min if ts_min is None else ts_min, end_ns, kinds)
+            merged = _merged_native(col, ev, sources, ts_min, end_ns, kinds, states, not as_is)
+    kept = _SPARSE if states is None or states.op is None else ("cost",)
     if merged is not None:
         out, events_at = merged
     else:
         out, events_at = _merged(col, ev, sources)
-        if ts_min is not None:
+        if ts_min != _I64.min:
             np.maximum(out["ts_ns"], ts_min, out=out["ts_ns"])
         if end_ns is not None:
             starts = _thread_starts(out["thread"])
             out["seg_end"] = _seg_end(out["ts_ns"], starts, end_ns)
             out["thread_idx"] = _thread_index(len(out["ts_ns"]), starts)
         if kinds is not None:
-            out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
-    return out, {k: RowValues(col[k] if as_is else col[k][ev], events_at) for k in _SPARSE if k in col}
+            marked = out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
+            # the event's row of each: searched among the rows the events landed on (sorted)
+            j = np.minimum(np.searchsorted(events_at, marked), max(len(events_at) - 1, 0))
+            landed = events_at[j] == marked if len(events_at) else np.zeros(len(marked), bool)
+            out["kind_rows_ev"] = np.where(landed, ev[j] if len(ev) else -1, -1).astype(np.int64)
+    sparse = {}
+    for k in kept:
+        if k in col:  # in the events' (thread, time) order, as the C merge read the costs
+            values = out.pop(f"{k}_ev", None)
+            sparse[k] = RowValues(col[k] if as_is else (col[k][ev] if values is None else values), events_at)
+    return out, sparse
 
 
 def _events_order(col: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
     """(the events' rows in (thread, time) order, whether that is the rows as they are): np.lexsort's
     stable order, which needs no sort where the events are in that order already (one thread's rows,
-    as the reader writes them)."""
+    as the reader writes them), and where each thread's times never fall a counting sort by thread in
+    two C passes (timeline_events_order) where lexsort sorts two keys."""
     thread, ts = col["thread"], col["ts_ns"]
     if _sorted_by_thread(thread, ts):
         return np.arange(len(ts)), True
+    fn = native.function(
+        "timeline_events_order", native.N, native.I64, native.I64, native.I64, restype=native.N
+    )
+    if fn is not None and thread.dtype == ts.dtype == np.int64:
+        order = np.empty(len(ts), np.int64)
+        if fn(len(ts), np.ascontiguousarray(thread), np.ascontiguousarray(ts), order) == 0:
+            return order, False  # else a thread's times fall, or many threads: sorted
     return np.lexsort((ts, thread)), False
 
 
@@ -435,24 +474,24 @@ def _merged_native(
     ts_min: int,
     end_ns: int | None = None,
     kinds: np.ndarray | None = None,
+    states: MergedStates | None = None,
+    read_cost: bool = False,
 ) -> tuple[dict, np.ndarray] | None:
     """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
     ``ts_min`` (np.iinfo(np.int64).min: as they are), and where asked what :func:`_with_interval_rows`
     reads off the rows (``end_ns``, ``kinds``) in the same pass, and each source's intervals clipped
     and cut as its ``clip`` says (:func:`_source`); None where the numpy merge runs: no C loops,
     columns of other types, more than three sources, a source's intervals out of (thread, start) order
-    or overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32."""
-    i64 = native.I64
-    fn = native.function(
-        "timeline_merge",
-        *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
-        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
-        * _MAX_SOURCES,
-        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N),
-        *(native.N, native.N, i64, native.I16, native.U8, i64, native.N, i64),
-        restype=native.N,
-    )
+    or overlapping on a thread (numpy sorts their rows) or ids or threads beyond int32.
+
+    ``states`` (with ``end_ns``): the states after each row written in the same pass, set in it
+    (:class:`MergedStates`); left unset where a state does not fit its column (the merge then made
+    again without them), or where the numpy merge runs. ``read_cost``: the events' ``cost`` read in
+    their order ``ev`` as they are laid out (``cost_ev``), where it is not their own."""
+    fn = _merge_function()
     events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
+    if states is not None and end_ns is not None and states.parent.dtype == np.int64:
+        events[4] = states.ident  # the instances renumbered (_dense_instances)
     if fn is None or len(sources) > _MAX_SOURCES or [c.dtype for c in events] != _EVENT_TYPES:
         return None
     none32 = np.zeros(0, np.int32)
@@ -478,25 +517,44 @@ def _merged_native(
         "flags": np.empty(n, np.int8),
     }
     events_at = np.empty(len(ev), np.int64)
+    # the events' costs in their (thread, time) order, read as the rows are laid out (RowValues' values)
+    with_cost = read_cost and "cost" in col and col["cost"].dtype == np.int64
+    ev_cost = np.ascontiguousarray(col["cost"]) if with_cost else np.zeros(0, np.int64)
+    cost = np.empty(len(ev) if with_cost else 0, np.int64)
     extras = end_ns is not None or kinds is not None
     seg_end = np.empty(n if extras else 0, np.int64)
     thread_idx = np.empty(n if extras else 0, np.int16)
     table = kinds if kinds is not None else np.zeros(256, np.uint8)
     # the rows marked: events' rows, and an added row where its source's kinds are marked
     cap = len(ev) + sum(2 * len(s[2]) for s in sources if table[s[0] & 255] or table[s[1] & 255])
-    rows, info = np.empty(cap if extras else 0, np.int64), np.zeros(2, np.int64)
+    rows, rows_ev = np.empty(cap if extras else 0, np.int64), np.empty(cap if extras else 0, np.int64)
     cols = [np.ascontiguousarray(c) for c in events]
     extra_args = (int(extras), 0 if end_ns is None else end_ns, seg_end, thread_idx, table.view(np.uint8))
+    info = np.zeros(3, np.int64)
+    with_states = states is not None and end_ns is not None and states.parent.dtype == np.int64
+    m = n if with_states else 0
+    op, cat, phase = np.empty(m, np.int32), np.empty(m, np.int8), np.empty(m, np.int32)
+    state_args = (
+        (1, _STATE_OF_KIND, np.ascontiguousarray(states.parent), states.marks(sources))
+        if with_states
+        else (0, _STATE_OF_KIND, none64, np.full(_MAX_SOURCES, -1, np.int64))
+    )
+    state_args += (_STATE_DEFAULTS, categories.PROFILER, op, cat, phase)
     got = fn(
         len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min,
-        *extra_args, rows, cap, info,
+        int(with_cost), ev_cost, cost, *extra_args, rows, rows_ev, cap, info, *state_args,
     )  # fmt: skip
+    if got == -5:  # a state beyond its column's type: the merge without them, the states filled after
+        return _merged_native(col, ev, sources, ts_min, end_ns, kinds, None, read_cost)
     if got < 0:
         return None
     if got < n:  # clipped intervals left out: the rows written
         n = got
         out = {k: v[:n] for k, v in out.items()}
         seg_end, thread_idx = seg_end[: n if extras else 0], thread_idx[: n if extras else 0]
+        op, cat, phase = op[: min(m, n)], cat[: min(m, n)], phase[: min(m, n)]
+    if with_states:
+        states.op, states.cat, states.phase, states.top = op, cat, phase, int(info[2])
     if end_ns is not None:
         out["seg_end"] = seg_end
         threads = int(info[1])
@@ -505,8 +563,56 @@ def _merged_native(
             thread_idx if threads < _I16.max else _thread_index(n, _thread_starts(out["thread"]))
         )
     if kinds is not None:
-        out["kind_rows"] = rows[: info[0]]
+        out["kind_rows"], out["kind_rows_ev"] = rows[: info[0]], rows_ev[: info[0]]
+    if with_cost:
+        out["cost_ev"] = cost
     return out, events_at
+
+
+def _merge_function() -> Callable[..., Any] | None:
+    """timeline_merge (:func:`_merged_native`); None: no C loops."""
+    i64 = native.I64
+    return native.function(
+        "timeline_merge",
+        *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
+        *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
+        * _MAX_SOURCES,
+        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N, native.N, i64, i64),
+        *(native.N, native.N, i64, native.I16, native.U8, i64, i64, native.N, i64),
+        *(native.N, native.U8, i64, i64, i64, native.N, native.I32, native.I8, native.I32),
+        restype=native.N,
+    )
+
+
+@dataclasses.dataclass
+class MergedStates:
+    """What the C merge (timeline_merge) reads to write the states after each row in its pass, and
+    what it writes: the forward fills of :func:`_state_after` and the marks of :func:`_mark_inside`
+    made as the rows are laid out, not in passes over the merged rows after.
+
+    The events' columns here are in their own row order: ``ident`` and ``parent`` as
+    :func:`_dense_instances` and :func:`_dense_parents` number them (a row changes its stack's state
+    to its ``ident`` where its kind opens, else to its ``parent``). ``mark``: per kind of source
+    begin, the category code its intervals mark (rlscope's own work keeps its own); the events hold
+    no rows of those kinds. Set by the merge: ``op`` and ``phase`` (int32), ``cat`` (int8), and
+    ``top``, the largest instance an operation's or phase's state takes (-1: none).
+    """
+
+    ident: np.ndarray
+    parent: np.ndarray
+    mark: dict[int, int]
+    inst_ids: np.ndarray | None  # the trace's id of each instance where ``ident`` renumbers them
+    op: np.ndarray | None = None
+    cat: np.ndarray | None = None
+    phase: np.ndarray | None = None
+    top: int = -1
+
+    def marks(self, sources: list[tuple]) -> np.ndarray:
+        """Per source of the merge (and -1 past them): the code its intervals mark, -1 none."""
+        out = np.full(_MAX_SOURCES, -1, np.int64)
+        for k, source in enumerate(sources):
+            out[k] = self.mark.get(int(source[0]), -1)
+        return out
 
 
 _MAX_SOURCES = 3  # timeline_merge's
@@ -623,6 +729,7 @@ def _table_of_kinds(stacks: tuple[int, ...]) -> np.ndarray:
 
 _CHANGES = _table_of_kinds((0, 1, 2))  # the kinds that change an operation, a category or a phase
 _CHANGES_ANY = _table_of_kinds((0, 1, 2, 4, 5, 6))  # and the recorded intervals' (read as rows)
+_SCOPES = _table_of_kinds((0, 2))  # the operations' and phases' begins and ends
 
 
 def _rows_of_kinds(kind: np.ndarray, table: np.ndarray) -> np.ndarray:
@@ -779,6 +886,122 @@ def compile_intervals(
     return thread[keep], start[keep], end[keep]
 
 
+def _event_states(
+    col: dict[str, np.ndarray], has_api: bool, has_backend: bool, has_compile: bool
+) -> MergedStates | None:
+    """What the C merge reads to write the states after each row (:class:`MergedStates`), from the
+    events' own rows; None where no C merge runs (numpy fills them after its merge).
+
+    The categories inside the added intervals are marked in the merge but where both compilations and
+    torch ops were added: which of the two is inner is read off their begin rows after
+    (:func:`_compile_inside_op`)."""
+    if _merge_function() is None:
+        return None
+    mark = {}
+    if not (has_compile and has_backend):
+        mark = {S.API_BEGIN: categories.CUDA_API, S.BACKEND_BEGIN: categories.BACKEND}
+        mark[S.COMPILE_BEGIN] = categories.COMPILE
+    kind, ident, parent = col["kind"], col["id"], col["parent"]
+    if _compact_instances(kind, ident, parent):  # the ids as they are, as _dense_instances keeps them
+        return MergedStates(ident, parent, mark, None)
+    stack = take(_STATE_OF_KIND, kind) & 3
+    scoped = (stack == 0) | (stack == 2)
+    rows = np.flatnonzero(scoped)
+    ident, inst_ids = _dense_instances(ident, rows, parent[rows])
+    return MergedStates(ident, _dense_parents(parent, scoped, inst_ids), mark, inst_ids)
+
+
+def _compact_instances(kind: np.ndarray, ident: np.ndarray, parent: np.ndarray) -> bool:
+    """Whether :func:`_dense_instances` keeps the events' ids as they are (its test of their largest
+    id and parent against their count), found in one C pass over the events (timeline_scoped_top);
+    False where it does not run (the ids are then read as that function reads them)."""
+    fn = native.function(
+        "timeline_scoped_top", native.N, native.I8, native.I64, native.I64, native.U8, native.I64
+    )
+    if fn is None or [c.dtype for c in (kind, ident, parent)] != [np.int8, np.int64, np.int64]:
+        return False
+    out = np.zeros(3, np.int64)
+    fn(len(kind), *(np.ascontiguousarray(c) for c in (kind, ident, parent)), _STATE_OF_KIND, out)
+    count, top_id, top_parent = out.tolist()
+    return max(top_id, top_parent) < 2 * count + 1024
+
+
+def _scope_rows(
+    scoped: np.ndarray, at: np.ndarray, events: dict[str, np.ndarray], ident: np.ndarray, ts_min: int
+) -> tuple[np.ndarray, ...]:
+    """(the begins' rows, instances, names, the ends' rows, instances, names, times) of the merged rows
+    ``scoped``, each an operation's or a phase's begin or end, in order: read off the events' own
+    rows (``at``: the event's row of each, of ``events``' columns and ``ident``, the instances as
+    renumbered), a few MB, not the merged columns' (a cache miss a row over the torch ops' millions).
+    The times no earlier than ``ts_min``, as merged."""
+    kind, name, ts = events["kind"], events["name"], events["ts_ns"]
+    fn = native.function(
+        "timeline_scope_rows",
+        *(native.N, native.I64, native.I64, native.I8, native.I64, native.I32, native.I64, native.N),
+        *(native.U8, native.I64, native.I64, native.I32, native.I64, native.I32, native.I64),
+        restype=native.N,
+    )
+    types = [c.dtype for c in (kind, ident, name, ts)]
+    if fn is not None and types == [np.int8, np.int64, np.int32, np.int64]:
+        n = len(scoped)
+        rows = np.empty(n, np.int64)  # the begins then the ends: kept with the timeline, no spare rows
+        b_ident, b_name = np.empty(n, np.int64), np.empty(n, np.int32)
+        e_ident, e_name, e_ts = np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.int64)
+        args = [np.ascontiguousarray(c) for c in (scoped, at, kind, ident, name, ts)]
+        nb = fn(n, *args, ts_min, _OPENS_BYTE, rows, b_ident, b_name, e_ident, e_name, e_ts)
+        ne = n - nb
+        return rows[:nb], b_ident[:nb], b_name[:nb], rows[nb:], e_ident[:ne], e_name[:ne], e_ts[:ne]
+    opens = take(_OPENS_BYTE, kind[at]).view(bool)
+    b, e = np.flatnonzero(opens), np.flatnonzero(~opens)
+    b_at, e_at = at[b], at[e]
+    e_ts = np.maximum(ts[e_at], ts_min)
+    return scoped[b], ident[b_at], name[b_at], scoped[e], ident[e_at], name[e_at], e_ts
+
+
+def _filled_states(
+    col: dict[str, np.ndarray],
+    sparse: dict[str, RowValues],
+    kind: np.ndarray,
+    changes: np.ndarray,
+    starts: np.ndarray,
+) -> tuple:
+    """(op, cat, phase, the largest instance a state holds, id, inst_ids, the scopes' begin rows, their
+    end rows, the forward fill of a stack's states) of the merged rows: each state forward-filled from
+    the rows that change it (``changes``' kinds; :func:`_state_after`), where the C merge wrote none."""
+    n = len(kind)
+    # the rows that change a state (read at those rows only: the torch ops' millions change none of
+    # these): a begin makes its id current, an end makes its parent current
+    rows = col["kind_rows"] if "kind_rows" in col else _rows_of_kinds(kind, changes)
+    row_kind = kind[rows]
+    row_stack = _STACK[row_kind]
+    is_scoped = (row_stack == 0) | (row_stack == 2)
+    parent = sparse["parent"].at(rows)
+    ident, inst_ids = _dense_instances(col["id"], rows[is_scoped], parent[is_scoped])
+    ident = narrow_ids(ident)
+    parent = _dense_parents(parent, is_scoped, inst_ids)
+    after = np.where(_OPENS[row_kind], ident[rows], parent)
+    del parent
+
+    def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
+        """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
+        (categories: a few codes, where an instance id needs eight), else four where they fit."""
+        mine = row_stack == s
+        values = after[mine]
+        if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
+            values = values.astype(np.int8)
+        return _state_after(rows[mine], narrow_ids(values), n, starts, default)
+
+    op = state(0, -1)
+    cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place after
+    phase = state(2, -1)
+    # the largest instance a state holds: each of their values is held at its row
+    top_state = after[is_scoped].max(initial=-1)
+    # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
+    begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
+    ends = rows[kinds_among(row_kind, (S.OP_END, S.PHASE_END))]
+    return op, cat, phase, top_state, ident, inst_ids, begins, ends, state
+
+
 def build_timeline(
     events: pa.Table,
     api: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
@@ -832,7 +1055,7 @@ def build_timeline(
     has_compile = compiles is not None and len(compiles[0]) > 0
     # the merged kinds come only from the added intervals (the reader drops them from events): then a
     # running count says which rows are inside one (_inside); else each row's own state is read
-    merged_only = not np.isin(col["kind"], S.MERGED_KINDS).any()
+    merged_only = not kinds_among(col["kind"], S.MERGED_KINDS).any()
     added = []
     if has_api:
         added.append((S.API_BEGIN, S.API_END, *api, None))
@@ -842,8 +1065,16 @@ def build_timeline(
         added.append((S.COMPILE_BEGIN, S.COMPILE_END, *compiles, None))
     sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
     changes = _CHANGES if merged_only else _CHANGES_ANY  # the kinds of the rows that change a state
+    # the states written in the C merge's pass, read off the events' rows (where the events hold none
+    # of the added intervals' kinds: else their own rows set those states, filled after)
+    states = _event_states(col, has_api, has_backend, has_compile) if added and merged_only else None
     if added:  # sorted: the added rows are not in time order; their times no earlier than the start
-        col, sparse = _with_interval_rows(col, added, ts_min=start_ns, end_ns=end_ns, kinds=changes)
+        kinds = changes if states is None else _SCOPES
+        events_col = col
+        col, sparse = _with_interval_rows(col, added, start_ns, end_ns, kinds, states)
+        if states is not None and states.op is None:  # not written in the merge: filled below
+            states, col["kind_rows"] = None, _rows_of_kinds(col["kind"], changes)
+            del col["kind_rows_ev"]
     ts = col["ts_ns"].astype(np.int64, copy=False)
     thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
     kind = col["kind"]
@@ -863,33 +1094,20 @@ def build_timeline(
         sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
     starts = _thread_starts(thread)  # each thread's first row
 
-    # the rows that change a state (read at those rows only: the torch ops' millions change none of
-    # these): a begin makes its id current, an end makes its parent current
-    rows = col["kind_rows"] if "kind_rows" in col else _rows_of_kinds(kind, changes)
-    row_kind = kind[rows]
-    row_stack = _STACK[row_kind]
-    is_scoped = (row_stack == 0) | (row_stack == 2)
-    parent = sparse["parent"].at(rows)
-    ident, inst_ids = _dense_instances(col["id"], rows[is_scoped], parent[is_scoped])
-    ident = narrow_ids(ident)
-    parent = _dense_parents(parent, is_scoped, inst_ids)
-    after = np.where(_OPENS[row_kind], ident[rows], parent)
-    del parent
-
-    def state(s: int, default: int, narrow: bool = False) -> np.ndarray:
-        """Per row: the state of stack ``s`` after it; ``narrow``: one byte a row where the states fit
-        (categories: a few codes, where an instance id needs eight), else four where they fit."""
-        mine = row_stack == s
-        values = after[mine]
-        if narrow and (len(values) == 0 or (values.min() >= -128 and values.max() <= 127)):
-            values = values.astype(np.int8)
-        return _state_after(rows[mine], narrow_ids(values), n, starts, default)
-
-    op = state(0, -1)
-    cat = state(1, categories.PYTHON, narrow=True)  # a fresh array: set in place below
-    phase = state(2, -1)
-    # the largest instance a state holds: each of their values is held at its row
-    top_state = after[(row_stack == 0) | (row_stack == 2)].max(initial=-1)
+    if states is not None:  # the merge wrote the states; its marked rows are the scopes' begins and ends
+        op, cat, phase, top_state = states.op, states.cat, states.phase, states.top
+        ident, inst_ids = narrow_ids(col["id"]), states.inst_ids
+        begins, b_ident, b_name, ends, e_ident, e_name, e_ts = _scope_rows(
+            col["kind_rows"], col["kind_rows_ev"], events_col, states.ident, start_ns
+        )
+        if not (has_compile and has_backend):  # marked in the merge, as below
+            has_api = has_backend = has_compile = False
+    else:
+        op, cat, phase, top_state, ident, inst_ids, begins, ends, state = _filled_states(
+            col, sparse, kind, changes, starts
+        )
+        b_ident, e_ident = ident[begins], ident[ends]
+        b_name, e_name, e_ts = col["name"][begins], col["name"][ends], ts[ends]
 
     def inside(begin_kind: int, end_kind: int) -> np.ndarray:
         """Per row: 1 inside an interval of these kinds."""
@@ -923,17 +1141,13 @@ def build_timeline(
     # a thread's last state lasts to the end of the data
     seg_end = col["seg_end"] if "seg_end" in col else _seg_end(ts, starts, end_ns)
 
-    # the begin and end rows of operations and phases, found once: a few in millions of torch-op rows
-    begins = rows[kinds_among(row_kind, (S.OP_BEGIN, S.PHASE_BEGIN))]
-    ends = rows[kinds_among(row_kind, (S.OP_END, S.PHASE_END))]
-    b_ident, e_ident = ident[begins], ident[ends]
     top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), top_state, 0)
     n_inst = int(top) + 1
     inst_name = np.full(n_inst, -1, np.int64)
-    inst_name[e_ident] = col["name"][ends]
-    inst_name[b_ident] = col["name"][begins]
+    inst_name[e_ident] = e_name
+    inst_name[b_ident] = b_name
     inst_end = np.full(n_inst, end_ns, np.int64)
-    inst_end[e_ident] = ts[ends]
+    inst_end[e_ident] = e_ts
     # a thread's index, int16 where the threads are that few (a process's are): a row each
     thread_idx = col["thread_idx"] if "thread_idx" in col else _thread_index(n, starts)
     out = Timeline(

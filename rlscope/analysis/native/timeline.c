@@ -69,51 +69,96 @@ static inline int precedes(int64_t thread, int64_t ts, int64_t q_thread, int64_t
 #define MAX_SOURCES 3
 #define I32_FITS(v) ((v) >= INT32_MIN && (v) <= INT32_MAX)
 
+/* The states after each row, written in the merge's pass where asked: timeline.build_timeline's
+ * forward fills of the operation, category and phase (timeline._state_after: a thread's first row
+ * restarts each at its default) and the category's marks inside the sources' intervals
+ * (timeline._mark_inside: its running count of each marked source's begins less its ends, 1 inside).
+ * An event row changes the stack ``stack`` says (per kind byte: 0 operation, 1 category, 2 phase, 3
+ * none; +4 where the kind opens) to its id where it opens, else to its parent; the events hold no rows
+ * of the sources' kinds (timeline.build_timeline asks for the states only then). */
+typedef struct {
+    int on;
+    const uint8_t *stack;
+    int32_t *op, *phase;
+    int8_t *cat;
+    int64_t dflt_op, dflt_cat, dflt_phase;
+    int64_t cur_op, cur_cat, cur_phase; /* the states after the row before */
+    int64_t inside; /* the category code the sources' intervals mark there (states_inside); -1: none */
+    int64_t keep;   /* the category no mark replaces (rlscope's own work) */
+    int64_t top;    /* the largest operation or phase instance a row changes the state to, -1: none */
+} states_t;
+
+#define I8_FITS(v) ((v) >= INT8_MIN && (v) <= INT8_MAX)
+
+/* Row i's states written, ``first`` where it is its thread's first; ``st`` the row's entry of
+ * ``stack`` (3 for an added row), ``value`` the state it changes to. Returns 0, or -5 where an
+ * operation or phase does not fit int32 or a category int8 (the fills of numpy's types run). */
+static inline int64_t states_row(states_t *s, int64_t i, int first, uint8_t st, int64_t value) {
+    if (first) s->cur_op = s->dflt_op, s->cur_cat = s->dflt_cat, s->cur_phase = s->dflt_phase;
+    switch (st & 3) {
+    case 0:
+        if (!I32_FITS(value)) return -5;
+        s->cur_op = value, s->top = value > s->top ? value : s->top;
+        break;
+    case 1:
+        if (!I8_FITS(value)) return -5;
+        s->cur_cat = value;
+        break;
+    case 2:
+        if (!I32_FITS(value)) return -5;
+        s->cur_phase = value, s->top = value > s->top ? value : s->top;
+        break;
+    }
+    s->op[i] = (int32_t)s->cur_op, s->phase[i] = (int32_t)s->cur_phase;
+    s->cat[i] = (int8_t)(s->inside >= 0 && s->cur_cat != s->keep ? s->inside : s->cur_cat);
+    return 0;
+}
+
+/* The code sources [from, to) mark, from their counts (``mark``: each source's code, -1 none): the
+ * first source's in order whose count is 1 wins (numpy marks them last to first, each over the ones
+ * before); -1: none. */
+static inline int64_t states_inside(const int64_t *mark, const uint8_t *count, int from, int to) {
+    for (int k = from; k < to; k++) {
+        if (mark[k] >= 0 && count[k] == 1) return mark[k];
+    }
+    return -1;
+}
+
 /* What the merge writes beside each row where asked (extras): the segment ends (timeline._seg_end:
  * the next row's time on its thread, at a thread's last row the later of its time and end_ns), each
  * row's thread index (timeline._thread_index, int16: counted on past that type, unwritten), and the
- * rows whose kind ``table`` marks (timeline._rows_of_kinds), up to ``cap`` of them. */
+ * rows whose kind ``table`` marks (timeline._rows_of_kinds), up to ``cap`` of them, and beside each
+ * (``rows_ev``) the event's row it is (of the events' columns as given; -1: an added row). */
 typedef struct {
     int on;
     int64_t end_ns, cap, n_rows, index;
-    int64_t *seg_end, *rows;
+    int64_t *seg_end, *rows, *rows_ev;
     int16_t *thread_idx;
     const uint8_t *table;
 } extras_t;
 
-/* Row i written (ts, thread, kind): the row before it's segment end, its thread index and its mark.
- * Returns 0, or -4 where more rows are marked than ``cap``. */
-static inline int64_t extras_row(extras_t *x, int64_t i, const int64_t *ts, const int32_t *thread,
-                                 const int8_t *kind) {
-    if (!x->on) return 0;
+/* Row i written (its time ``t`` and kind; ``first`` where it is its thread's first, ``last_ts`` the
+ * time of the row before it; ``r`` the event's row, -1 an added row): the row before it's segment
+ * end, its thread index and its mark. Returns 0, or -4 where more rows are marked than ``cap``. */
+static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last_ts, int64_t t, int8_t kind,
+                                 int64_t r) {
     if (i > 0) {
-        int same = thread[i] == thread[i - 1];
-        x->seg_end[i - 1] = same ? ts[i] : (ts[i - 1] > x->end_ns ? ts[i - 1] : x->end_ns);
-        x->index += !same;
+        x->seg_end[i - 1] = first ? (last_ts > x->end_ns ? last_ts : x->end_ns) : t;
+        x->index += first;
     }
     if (x->index <= INT16_MAX) x->thread_idx[i] = (int16_t)x->index;
-    if (x->table[(uint8_t)kind[i]]) {
+    if (x->table[(uint8_t)kind]) {
         if (x->n_rows >= x->cap) return -4;
+        x->rows_ev[x->n_rows] = r;
         x->rows[x->n_rows++] = i;
     }
     return 0;
 }
 
-/* timeline._with_interval_rows's merge: the events (their rows ``ev`` of the columns, in (thread,
- * time) order) and up to three sources of intervals (a, b, c; n 0: none; *_clip: clipped to
- * [*_lo, *_hi] and cut, as source_t says) into one list of rows in
- * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
- * part's rows in their own order. Writes every row's ts (np.maximum(ts, ts_min): ordered by the
- * times as given, written no earlier than ``ts_min``), kind, name, thread and id (1 on an added row)
- * and flags (0 on an added row), and where each event's row lands (``events_at``); where ``extras``,
- * also what extras_t says, info[0] the rows marked and info[1] the threads.
- *
- * Returns the rows written (fewer than the events and the intervals make where clipped ones are left
- * out); -1 where a source's rows of a thread are not in time order (overlapping
- * intervals: the numpy merge sorts them), -2 where a thread or an event's id does not fit the int32
- * output (numpy keeps them int64), -3 where a source's threads are not in order (it is sorted first),
- * -4 where more rows are marked than ``cap``. */
-int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
+/* timeline_merge's rows, made for each of ``with_states`` (a constant where it is inlined: the
+ * merge without the states runs none of their code). */
+static inline __attribute__((always_inline)) int64_t
+merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
                        const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
                        const int8_t *ev_flags,
                        /* the sources: intervals, kinds, whether named */
@@ -128,10 +173,15 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        int64_t c_clip, int64_t c_lo, int64_t c_hi,
                        /* out */
                        int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
-                       int64_t *events_at, int64_t ts_min,
+                       int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
+                       int64_t *cost,
                        /* the extras */
                        int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
-                       const uint8_t *table, int64_t *rows, int64_t cap, int64_t *info) {
+                       const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
+                       /* the states */
+                       int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks,
+                       const int64_t *dflt, int64_t keep, int32_t *op, int8_t *cat, int32_t *phase,
+                       int with_states) {
     source_t src[MAX_SOURCES] = {
         {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind,
          (int)a_clip, a_lo, a_hi},
@@ -140,7 +190,15 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
         {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind,
          (int)c_clip, c_lo, c_hi},
     };
-    extras_t x = {(int)extras, end_ns, cap, 0, 0, seg_end, rows, thread_idx, table};
+    extras_t x = {(int)extras, end_ns, cap, 0, 0, seg_end, rows, rows_ev, thread_idx, table};
+    states_t st = {(int)states, stack, op, phase, cat, -1, 0, -1, -1, 0, -1, -1, keep, -1};
+    int64_t mark[MAX_SOURCES] = {-1, -1, -1};
+    uint8_t count[MAX_SOURCES] = {0, 0, 0};
+    if (states) {
+        st.dflt_op = dflt[0], st.dflt_cat = dflt[1], st.dflt_phase = dflt[2];
+        for (int k = 0; k < MAX_SOURCES; k++) mark[k] = marks[k];
+    }
+    int64_t last_thread = 0, last_ts = 0; /* the row before i's */
     int64_t at[MAX_SOURCES] = {0, 0, 0};
     /* each part's next row's (thread, ts): part 0 the events, 1 + s source s; of a clipped source,
      * its current interval's start and end as clip_next made them */
@@ -179,9 +237,18 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
             for (;;) {
                 int64_t r = ev[e], th = cur_thread[0], v = ev_id[r];
                 if (!I32_FITS(th) || !I32_FITS(v)) return -2;
-                ts[i] = cur_ts[0] > ts_min ? cur_ts[0] : ts_min, thread[i] = (int32_t)th;
-                kind[i] = ev_kind[r], name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
-                if (extras_row(&x, i, ts, thread, kind) < 0) return -4;
+                int64_t t = cur_ts[0] > ts_min ? cur_ts[0] : ts_min;
+                int8_t k = ev_kind[r];
+                int first = i == 0 || th != last_thread;
+                ts[i] = t, thread[i] = (int32_t)th;
+                kind[i] = k, name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
+                if (x.on && extras_row(&x, i, first, last_ts, t, k, r) < 0) return -4;
+                if (with_states) {
+                    uint8_t code = stack[(uint8_t)k];
+                    if (states_row(&st, i, first, code, (code & 4) ? v : ev_parent[r]) < 0) return -5;
+                }
+                last_thread = th, last_ts = t;
+                if (with_cost) cost[e] = ev_cost[r];
                 events_at[e++] = i++;
                 if (e >= n_ev) break;
                 cur_thread[0] = ev_thread[ev[e]], cur_ts[0] = ev_ts[ev[e]];
@@ -191,13 +258,26 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
             const source_t sv = src[p - 1], *s = &sv; /* a copy: the loop's one-byte stores alias no field */
             int64_t r = at[p - 1], th = cur_thread[p], t_now = cur_ts[p];
             int64_t b = clip_b[p - 1], b_end = clip_e[p - 1];
+            /* the code marked inside: another source's that goes first (hi) or after (lo) this one's */
+            int64_t mark_p = mark[p - 1], hi = states_inside(mark, count, 0, p - 1);
+            int64_t lo = states_inside(mark, count, p, MAX_SOURCES);
+            uint8_t count_p = count[p - 1];
             for (;;) {
                 if (!I32_FITS(th)) return -2;
-                ts[i] = t_now > ts_min ? t_now : ts_min, thread[i] = (int32_t)th;
-                kind[i] = (r & 1) ? s->end_kind : s->begin_kind;
+                int64_t t = t_now > ts_min ? t_now : ts_min;
+                int8_t k = (r & 1) ? s->end_kind : s->begin_kind;
+                int first = i == 0 || th != last_thread;
+                ts[i] = t, kind[i] = k, thread[i] = (int32_t)th, id[i] = 1, flags[i] = 0;
                 name[i] = s->name ? s->name[r >> 1] : -1;
-                id[i] = 1, flags[i] = 0;
-                if (extras_row(&x, i, ts, thread, kind) < 0) return -4;
+                if (x.on && extras_row(&x, i, first, last_ts, t, k, -1) < 0) return -4;
+                if (with_states) {
+                    if (mark_p >= 0) {
+                        count_p = (uint8_t)(count_p + ((r & 1) ? -1 : 1));
+                        st.inside = hi >= 0 ? hi : (count_p == 1 ? mark_p : lo);
+                    }
+                    states_row(&st, i, first, 3, 0);
+                }
+                last_thread = th, last_ts = t;
                 i++;
                 if (s->clip) {
                     if (!(r & 1)) { /* the interval's end, on its thread: after its start (kept) */
@@ -221,6 +301,7 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                 if (!precedes(th, t_now, q_thread, q_ts, ties_first)) break;
             }
             at[p - 1] = r, cur_thread[p] = th, cur_ts[p] = t_now, clip_b[p - 1] = b, clip_e[p - 1] = b_end;
+            count[p - 1] = count_p;
         }
     }
     if (x.on) {
@@ -228,8 +309,60 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
         info[0] = x.n_rows;
         info[1] = i > 0 ? x.index + 1 : 0;
     }
+    if (with_states) info[2] = st.top;
     return i;
 }
+
+/* timeline._with_interval_rows's merge: the events (their rows ``ev`` of the columns, in (thread,
+ * time) order) and up to three sources of intervals (a, b, c; n 0: none; *_clip: clipped to
+ * [*_lo, *_hi] and cut, as source_t says) into one list of rows in
+ * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
+ * part's rows in their own order. Writes every row's ts (np.maximum(ts, ts_min): ordered by the
+ * times as given, written no earlier than ``ts_min``), kind, name, thread and id (1 on an added row)
+ * and flags (0 on an added row), and where each event's row lands (``events_at``), with each event's
+ * ``ev_cost`` in that order (``cost``, where ``with_cost``); where ``extras``,
+ * also what extras_t says, info[0] the rows marked and info[1] the threads; where ``states``, what
+ * states_t says (``ev_parent``: the events' parents, ``marks``: each source's category code, -1 none,
+ * ``dflt``: the operation's, category's and phase's defaults), info[2] its ``top``.
+ *
+ * Returns the rows written (fewer than the events and the intervals make where clipped ones are left
+ * out); -1 where a source's rows of a thread are not in time order (overlapping
+ * intervals: the numpy merge sorts them), -2 where a thread or an event's id does not fit the int32
+ * output (numpy keeps them int64), -3 where a source's threads are not in order (it is sorted first),
+ * -4 where more rows are marked than ``cap``, -5 where a state does not fit its column (states_row). */
+#define MERGE_ARGS \
+    n_ev, ev, ev_ts, ev_thread, ev_kind, ev_name, ev_id, ev_flags, na, a_thread, a_start, a_end, a_name, \
+    a_named, a_begin, a_end_kind, a_clip, a_lo, a_hi, nb, b_thread, b_start, b_end, b_name, b_named, \
+    b_begin, b_end_kind, b_clip, b_lo, b_hi, nc, c_thread, c_start, c_end, c_name, c_named, c_begin, \
+    c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, id, flags, events_at, ts_min, with_cost, \
+    ev_cost, cost, extras, end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, stack, \
+    ev_parent, marks, dflt, keep, op, cat, phase
+int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
+                       const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
+                       const int8_t *ev_flags,
+                       /* the sources: intervals, kinds, whether named */
+                       int64_t na, const int64_t *a_thread, const int64_t *a_start, const int64_t *a_end,
+                       const int32_t *a_name, int64_t a_named, int64_t a_begin, int64_t a_end_kind,
+                       int64_t a_clip, int64_t a_lo, int64_t a_hi,
+                       int64_t nb, const int64_t *b_thread, const int64_t *b_start, const int64_t *b_end,
+                       const int32_t *b_name, int64_t b_named, int64_t b_begin, int64_t b_end_kind,
+                       int64_t b_clip, int64_t b_lo, int64_t b_hi,
+                       int64_t nc, const int64_t *c_thread, const int64_t *c_start, const int64_t *c_end,
+                       const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
+                       int64_t c_clip, int64_t c_lo, int64_t c_hi,
+                       /* out */
+                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
+                       int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
+                       int64_t *cost,
+                       /* the extras */
+                       int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
+                       const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
+                       /* the states */
+                       int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks,
+                       const int64_t *dflt, int64_t keep, int32_t *op, int8_t *cat, int32_t *phase) {
+    return states ? merge_rows(MERGE_ARGS, 1) : merge_rows(MERGE_ARGS, 0);
+}
+#undef MERGE_ARGS
 
 /* The state after each row, forward-filled along its thread: rlscope.trace.states.state_after_rows.
  * ``rows`` (sorted) change the state to ``values``; each thread's first row (``starts``, sorted)
@@ -384,4 +517,94 @@ void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int6
         }
         if (a > starts[lo]) op_out[q] = op[a - 1], phase_out[q] = phase[a - 1];
     }
+}
+
+/* build_timeline's operations' and phases' begins and ends read off the events' own rows
+ * (timeline._scope_rows): of the merged rows ``scoped`` (each a begin or an end; ``at``: the event's row
+ * of each, of ``kind``, ``ident``, ``name`` and ``ts``), the begins' rows then the ends' (``rows``, n of
+ * them, each part in order), the begins' instances and names, and the ends' instances, names and
+ * times (no earlier than ``ts_min``, as merged); ``opens`` per kind byte: 1 where it begins. Returns
+ * the begins. */
+int64_t timeline_scope_rows(int64_t n, const int64_t *scoped, const int64_t *at, const int8_t *kind,
+                            const int64_t *ident, const int32_t *name, const int64_t *ts, int64_t ts_min,
+                            const uint8_t *opens, int64_t *rows, int64_t *b_ident, int32_t *b_name,
+                            int64_t *e_ident, int32_t *e_name, int64_t *e_ts) {
+    int64_t nb = 0, ne = 0;
+    for (int64_t k = 0; k < n; k++) nb += opens[(uint8_t)kind[at[k]]] != 0;
+    int64_t *ends = rows + nb;
+    nb = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = at[k];
+        if (opens[(uint8_t)kind[r]]) {
+            rows[nb] = scoped[k], b_ident[nb] = ident[r], b_name[nb++] = name[r];
+        } else {
+            ends[ne] = scoped[k], e_ident[ne] = ident[r], e_name[ne] = name[r];
+            e_ts[ne++] = ts[r] > ts_min ? ts[r] : ts_min;
+        }
+    }
+    return nb;
+}
+
+/* Of the events' operation and phase rows (``stack`` per kind byte, as timeline_merge reads it: 0 or 2
+ * in its low two bits), how many there are (out[0]) and the largest id (out[1]) and parent (out[2])
+ * among them, -1 for none: what timeline._dense_instances reads to know whether the ids are compact. */
+void timeline_scoped_top(int64_t n, const int8_t *kind, const int64_t *ident, const int64_t *parent,
+                         const uint8_t *stack, int64_t *out) {
+    int64_t count = 0, top_id = -1, top_parent = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int s = stack[(uint8_t)kind[i]] & 3;
+        if (s == 0 || s == 2) {
+            count++;
+            top_id = ident[i] > top_id ? ident[i] : top_id;
+            top_parent = parent[i] > top_parent ? parent[i] : top_parent;
+        }
+    }
+    out[0] = count, out[1] = top_id, out[2] = top_parent;
+}
+
+#define ORDER_THREADS 64
+
+/* The slot of ``thread`` among the ``n`` threads seen (``last``: the slot the row before took, tried
+ * first: a thread's rows come in runs); -1 where it is not among them. */
+static inline int order_slot(const int64_t *threads, int n, int last, int64_t thread) {
+    if (last >= 0 && threads[last] == thread) return last;
+    for (int k = 0; k < n; k++) {
+        if (threads[k] == thread) return k;
+    }
+    return -1;
+}
+
+/* timeline._events_order: np.lexsort((ts, thread)) of the events where each thread's times never fall
+ * (as the reader writes them): a stable counting sort by thread, the threads in ascending order, so
+ * rows of one thread keep their order, which is their times' (ties in their order, as lexsort's).
+ * Returns 0, or -1 where a thread's times fall or there are more than ORDER_THREADS threads (numpy
+ * sorts them). */
+int64_t timeline_events_order(int64_t n, const int64_t *thread, const int64_t *ts, int64_t *out) {
+    int64_t threads[ORDER_THREADS], count[ORDER_THREADS], last_ts[ORDER_THREADS];
+    int n_threads = 0, slot = -1;
+    for (int64_t i = 0; i < n; i++) {
+        slot = order_slot(threads, n_threads, slot, thread[i]);
+        if (slot < 0) {
+            if (n_threads == ORDER_THREADS) return -1;
+            slot = n_threads++;
+            threads[slot] = thread[i], count[slot] = 0, last_ts[slot] = ts[i];
+        }
+        if (ts[i] < last_ts[slot]) return -1;
+        last_ts[slot] = ts[i], count[slot]++;
+    }
+    /* each slot's first place: the slots taken in ascending order of their threads */
+    int by_thread[ORDER_THREADS];
+    for (int k = 0; k < n_threads; k++) {
+        int j = k;
+        for (; j > 0 && threads[by_thread[j - 1]] > threads[k]; j--) by_thread[j] = by_thread[j - 1];
+        by_thread[j] = k;
+    }
+    int64_t place[ORDER_THREADS], at = 0;
+    for (int k = 0; k < n_threads; k++) place[by_thread[k]] = at, at += count[by_thread[k]];
+    slot = -1;
+    for (int64_t i = 0; i < n; i++) {
+        slot = order_slot(threads, n_threads, slot, thread[i]);
+        out[place[slot]++] = i;
+    }
+    return 0;
 }
