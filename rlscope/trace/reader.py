@@ -234,6 +234,7 @@ def _read_stream(
     columns = keep if keep is not None else required + [c for c in extra if c not in wrong]
     batches = []
     bad = 0
+    present: list[str] | None = None  # the columns the batches hold: the stream's schema's, read once
     while True:
         try:
             batch = reader.read_next_batch()
@@ -245,7 +246,10 @@ def _read_stream(
                 " reading what came before"
             )
             break
-        problem = _batch_problem(batch, [c for c in columns if c in batch.schema.names])
+        if present is None:
+            names = set(batch.schema.names)
+            present = [c for c in columns if c in names]
+        problem = _batch_problem(batch, present)
         if problem:
             bad += 1
             warnings.append(
