@@ -318,3 +318,81 @@ def test_name_ids_missing_from_the_names_get_placeholders_in_every_table(tmp_pat
         _placeholder_names(proc, tmp_path, proc.warnings)
         assert proc.names == ["a", "b", f"<unknown name {bad}>"]
         assert proc.backend.column("name").to_pylist() == [1, 2]
+
+
+def _aggregate_batches(seed: int, batches: int, rows: int) -> list[pa.RecordBatch]:
+    """aggregates.arrows batches of few distinct keys: each key summed from many rows."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    schema = pa.schema([(c, t) for c, t, _ in S.AGGREGATE_COLUMNS_DOC])
+    out = []
+    for b in range(batches):
+        keys = {"thread": rng.integers(1, 4, rows), "mode": rng.integers(0, 3, rows)}
+        keys |= {c: rng.integers(-1, 6, rows) for c in ("phase", "operation")}
+        keys["category"] = rng.integers(-1, 8, rows)
+        sums = {c: rng.integers(-(2**40), 2**62, rows) for c in ("time_ns", "calls", "boundaries", "cost_ns")}
+        cols = {"ts_ns": np.full(rows, 1000 + b)} | keys | sums
+        out.append(
+            pa.RecordBatch.from_arrays([pa.array(cols[f.name], f.type) for f in schema], schema=schema)
+        )
+    return out
+
+
+@pytest.mark.parametrize(("batches", "rows"), [(0, 0), (1, 1), (3, 50), (5, 60_000)])
+def test_aggregates_are_summed_as_arrows_group_by_sums_them(tmp_path, batches, rows):
+    """read_aggregates' sums per key, in the order Arrow's group_by gives the keys (the whole run's
+    float sums follow it): the same table as the public group_by of every row, also over its folds
+    of 200,000 rows."""
+    from rlscope.trace.reader import AGGREGATE_KEYS, AGGREGATE_SUMS, read_aggregates
+
+    parts = _aggregate_batches(batches + rows, batches, rows)
+    path = tmp_path / S.AGGREGATES_FILE
+    schema = pa.schema(
+        [(c, t) for c, t, _ in S.AGGREGATE_COLUMNS_DOC], metadata={"rlscope.schema_version": "1"}
+    )
+    with pa.ipc.new_stream(str(path), schema) as w:
+        for b in parts:
+            w.write_batch(b)
+    summed, last = read_aggregates(path)
+    assert last == (999 + batches if batches else -1)
+    if not batches:
+        assert summed.num_rows == 0 and summed.column_names == AGGREGATE_KEYS + AGGREGATE_SUMS
+        return
+    table = pa.Table.from_batches(parts).select(AGGREGATE_KEYS + AGGREGATE_SUMS)
+    if rows * batches <= 200_000:  # one fold: Arrow's grouping of the whole table
+        ref = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate(
+            [(c, "sum") for c in AGGREGATE_SUMS]
+        )
+        ref = ref.rename_columns([c.removesuffix("_sum") for c in ref.column_names])
+        assert summed.equals(ref, check_metadata=True)
+    totals = {}
+    for row in table.to_pylist():
+        key = tuple(row[c] for c in AGGREGATE_KEYS)
+        totals[key] = [a + row[c] for a, c in zip(totals.get(key, [0] * 4), AGGREGATE_SUMS, strict=True)]
+    got = {tuple(r[c] for c in AGGREGATE_KEYS): [r[c] for c in AGGREGATE_SUMS] for r in summed.to_pylist()}
+    wrap = [[(v + 2**63) % 2**64 - 2**63 for v in sums] for sums in totals.values()]  # int64 sums wrap
+    assert got == dict(zip(totals, wrap, strict=True)) and summed.schema == table.schema
+
+
+def test_reading_aggregates_does_not_load_arrows_query_engine(tmp_path):
+    """pyarrow.acero imports pyarrow's datasets, parquet and TLS: 35 ms of the analysis's start."""
+    path = tmp_path / S.AGGREGATES_FILE
+    schema = pa.schema(
+        [(c, t) for c, t, _ in S.AGGREGATE_COLUMNS_DOC], metadata={"rlscope.schema_version": "1"}
+    )
+    with pa.ipc.new_stream(str(path), schema) as w:
+        for b in _aggregate_batches(1, 2, 10):
+            w.write_batch(b)
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from rlscope.trace.reader import read_aggregates
+        table, _ = read_aggregates(Path({str(path)!r}))
+        assert table.num_rows
+        print(sorted(m for m in ("pyarrow.acero", "pyarrow.dataset") if m in sys.modules))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

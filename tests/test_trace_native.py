@@ -458,3 +458,157 @@ def test_a_category_end_where_none_is_open_is_followed_as_the_numpy_checks_follo
     for table, clean in ((followed, True), (contradicted, False), (wrong_end, False)):
         assert _numpy_clean(table, None) is clean
         assert (_verdict(table, None) == "intact") is clean
+
+
+# load.c: the load's passes, each against the numpy code it mirrors
+
+
+def _times_numpy(start: np.ndarray, end: np.ndarray | None, after: int) -> tuple[bool, bool, bool] | None:
+    """times_scan's answer from numpy: None where a time (or ``after``) is not one a clock gives."""
+    times = [start] if end is None else [start, end]
+    if any(((t < 0) | (t >= V.MAX_TS_NS)).any() for t in times) or not 0 <= after < V.MAX_TS_NS:
+        return None
+    if end is None:
+        return False, bool((start[1:] > start[:-1]).all()), False
+    return bool((end < start).any()), bool((start[1:] > start[:-1]).all()), bool((end > after).any())
+
+
+def _times_cases() -> list[tuple[np.ndarray, np.ndarray, int]]:
+    rng = np.random.default_rng(11)
+    big, top = 1 << 59, V.MAX_TS_NS
+    a = np.array
+    cases = [
+        (a([], np.int64), a([], np.int64), 5),
+        (a([7]), a([7]), 7),
+        (a([7]), a([8]), 7),
+        (a([7]), a([6]), 7),
+        (a([0, 0]), a([0, 0]), 0),  # equal starts: not increasing
+        (a([0, 1]), a([1, 1]), 0),
+        (a([top - 2, top - 1]), a([top - 1, top - 1]), top - 1),
+        (a([0, top - 1]), a([top - 1, 0]), 0),  # ends before starts by the most a clock gives
+        (a([5, 4]), a([5, 4]), 4),
+        (a([1, top]), a([2, 3]), 0),  # a time no clock gives: numpy decides
+        (a([1, 2]), a([2, -1]), 0),
+        (a([-1, 2]), a([2, 3]), 0),
+        (a([1, 2]), a([2, 3]), -1),  # an end past no time a clock gives
+        (a([1, 2]), a([2, 3]), top),
+        (a([1, 2]), a([2, np.iinfo(np.int64).max]), 0),
+        (a([np.iinfo(np.int64).min, 2]), a([2, 3]), 0),
+    ]
+    for trial in range(300):
+        n = int(rng.integers(1, 60))
+        start = np.cumsum(rng.integers(0 if trial % 3 else 1, 3, n)) + int(rng.choice([0, big]))
+        if trial % 5 == 1:
+            start = rng.permutation(start)
+        end = start + rng.integers(-1 if trial % 4 == 0 else 0, 5, n)
+        if trial % 7 == 0:
+            (start if trial % 2 else end)[rng.integers(0, n)] = rng.choice([-1, top, top + 5, -(1 << 62)])
+        after = int(rng.choice([start.min(), end.max(), end.max() - 1, int(np.median(end))]))
+        cases.append((start.astype(np.int64), end.astype(np.int64), after))
+    return cases
+
+
+def test_times_scan_is_the_numpy_reductions():
+    for start, end, after in _times_cases():
+        assert native.times_scan(start, end, after) == _times_numpy(start, end, after), (start, end, after)
+        assert native.times_scan(start, None, after) == _times_numpy(start, None, after), (start, after)
+
+
+def test_times_scan_leaves_other_columns_to_numpy():
+    start = np.arange(10, dtype=np.int64)
+    assert native.times_scan(start, start + 1, 3) == (False, True, True)
+    assert native.times_scan(start.astype(np.int32), None, 3) is None
+    assert native.times_scan(start[::2], None, 3) is None  # not contiguous
+    assert native.times_scan(start, start[:5], 3) is None
+
+
+def _validated(table: pa.Table, kind: str, session: tuple[int, int] | None) -> tuple[pa.Table, list[str]]:
+    out, found = V.validate_table(table, kind, "w", session)
+    return out, [f.message for f in found]
+
+
+@pytest.mark.parametrize("kind", ["backend", "collectives", "nvml", "stacks", "compile", "memory"])
+def test_validate_table_is_the_same_with_the_c_pass_and_without(kind: str, monkeypatch):
+    """validate_table with the C pass's reductions and with numpy's: the same table back (the same
+    object where intact) and the same findings, on intact tables, tables out of order, repeated rows,
+    impossible times, intervals ending first, and torch ops past the session."""
+    rng = np.random.default_rng(3)
+    times, code, codes = V._TABLE_RULES[kind]
+    tables = []
+    for trial in range(80):
+        n = int(rng.integers(1, 120))
+        start = np.cumsum(rng.integers(1 if trial % 3 == 0 else 0, 4, n)) + 100
+        if trial % 4 == 1:
+            start = rng.permutation(start)
+        cols = {times[0]: start}
+        if len(times) == 2:
+            cols[times[1]] = start + rng.integers(0 if trial % 5 else -1, 9, n)
+        if code:
+            cols[code] = rng.choice(list(codes) + ([99] if trial % 6 == 0 else []), n)
+        cols["x"] = rng.integers(0, 2, n)
+        if trial % 7 == 0:
+            cols[times[0]][rng.integers(0, n)] = -5 if trial % 2 else V.MAX_TS_NS
+        if trial % 8 == 0 and n > 3:
+            cols = {k: np.concatenate([v, v[:3]]) for k, v in cols.items()}
+        table = pa.table({k: pa.array(v, pa.int64()) for k, v in cols.items()})
+        session = None if trial % 9 == 0 else (0, int(np.median(start)) + int(rng.integers(-2, 3)))
+        tables.append((table, session))
+    with_c = [_validated(t, kind, s) for t, s in tables]
+    monkeypatch.setenv(native.clib.ENV, "0")
+    for (table, session), (out, said) in zip(tables, with_c, strict=True):
+        ref, ref_said = _validated(table, kind, session)
+        assert said == ref_said and out.equals(ref) and (out is table) == (ref is table)
+
+
+def _names_numpy(kind: np.ndarray, name: np.ndarray, n_names: int) -> np.ndarray:
+    rows = np.isin(kind, (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END))
+    ids = np.unique(name[rows]).astype(np.int64)
+    used = np.zeros(n_names, bool)
+    used[ids[(ids >= 0) & (ids < n_names)]] = True
+    return used
+
+
+def test_names_used_is_the_numpy_unique():
+    rng = np.random.default_rng(4)
+    assert native.names_used(np.zeros(0, np.int8), np.zeros(0, np.int32), 3).tolist() == [False] * 3
+    assert native.names_used(np.zeros(2, np.int8), np.array([0, 0], np.int32), 0).tolist() == []
+    for trial in range(200):
+        n, n_names = int(rng.integers(1, 300)), int(rng.integers(0, 40))
+        kind = rng.integers(-3, 13, n).astype(np.int8)
+        name = rng.integers(-3, n_names + 4, n).astype(np.int32)
+        if trial % 5 == 0:
+            name[:] = np.iinfo(np.int32).max if trial % 2 else np.iinfo(np.int32).min
+        got = native.names_used(kind, name, n_names)
+        assert got is not None and got.tolist() == _names_numpy(kind, name, n_names).tolist()
+    assert native.names_used(np.zeros(3, np.int16), np.zeros(3, np.int32), 3) is None
+    assert native.names_used(np.zeros(3, np.int8), np.zeros(3, np.int64), 3) is None
+
+
+def test_merge_automatic_is_the_same_with_the_c_pass_and_without(monkeypatch):
+    """The names in use, merged per name, and the recursive flags: the same on both paths."""
+    from rlscope.trace.auto_names import merge_automatic
+
+    rng = np.random.default_rng(8)
+    cases = []
+    for trial in range(40):
+        table = synthetic(trial % 7)
+        names = [f"n{i % 4}" for i in range(8)]  # ids 0-7, four names: merged in pairs
+        ids = table.column("name").to_numpy().copy()
+        ids[ids >= 0] = rng.integers(0, 9 if trial % 3 else 8, int((ids >= 0).sum()))  # 8: out of range
+        table = table.set_column(
+            table.schema.get_field_index("name"), table.schema.field("name"), pa.array(ids, pa.int32())
+        )
+        aggregates = pa.table(
+            {
+                "phase": pa.array(rng.integers(-1, 8, 3), pa.int32()),
+                "operation": pa.array([-1, 7, 2], pa.int32()),
+            }
+        )
+        cases.append(
+            (table, aggregates if trial % 2 else None, names, frozenset(rng.integers(0, 8, 3).tolist()))
+        )
+    with_c = [merge_automatic(*case) for case in cases]
+    monkeypatch.setenv(native.clib.ENV, "0")
+    for case, (events, automatic) in zip(cases, with_c, strict=True):
+        ref_events, ref_automatic = merge_automatic(*case)
+        assert events.equals(ref_events) and automatic == ref_automatic

@@ -50,6 +50,7 @@ from rlscope.analysis.kernels import process_kernel_rows
 from rlscope.errors import RAY_INSTALL_HINT, RLScopeError, TraceError
 from rlscope.overhead.correct import has_light_windows
 from rlscope.trace import budget
+from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, load_process
 
 __all__ = ["PieceRequest", "ProcessInfo", "ProcessPiece", "Runner", "process_piece", "survey"]
@@ -138,8 +139,13 @@ def process_piece(
         proc = dataclasses.replace(proc, events=startup.extended(proc.events, proc.names))
     joined = gpu.timeline_with_gpu(proc)
     # the torch ops are the timeline's rows now, and nothing else reads their table: let go, it is the
-    # largest one (millions of rows), and the analysis's peak memory comes after this
-    proc = dataclasses.replace(proc, backend=None)
+    # largest one (millions of rows), and the analysis's peak memory comes after this. So is the events'
+    # measured cost (schema.EVENT_COST_COLUMN): the timeline keeps it at the rows that have one; the
+    # events' other columns are read on (the whole run's calls, the run's speed, the windows)
+    events = proc.events
+    cost = S.EVENT_COST_COLUMN[0]
+    events = events.drop_columns([cost]) if cost in events.column_names else events
+    proc = dataclasses.replace(proc, backend=None, events=events)
     # and its memory given back now where Arrow has an allocator of its own (mimalloc): it keeps what is
     # freed until it next allocates, by then past the analysis's peak, and the analysis's arrays come
     # from another heap. On the system allocator (rlscope/cli/heap.py, pool workers) the freed buffers

@@ -17,6 +17,7 @@ from collections.abc import Collection
 import numpy as np
 import pyarrow as pa
 
+from rlscope.trace import native
 from rlscope.trace import schema as S
 from rlscope.trace.validate import inside_same_name
 
@@ -25,17 +26,27 @@ __all__ = ["merge_automatic"]
 _NAMED_KINDS = (S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END)
 
 
-def _used_ids(events: pa.Table, aggregates: pa.Table | None, n_names: int) -> tuple[np.ndarray, np.ndarray]:
-    """(the operation and phase rows of the events, the name ids in use by them or by the aggregates)."""
-    kind = events.column("kind").to_numpy()
-    rows = kind == _NAMED_KINDS[0]  # a comparison per kind, where np.isin builds a table of the values
+def _named_rows(kind: np.ndarray) -> np.ndarray:
+    """The operation and phase rows: a comparison per kind, where np.isin builds a table of the values."""
+    rows = kind == _NAMED_KINDS[0]
     for k in _NAMED_KINDS[1:]:
         rows |= kind == k
-    used = [np.unique(events.column("name").to_numpy()[rows]).astype(np.int64)]  # each id once, then int64
+    return rows
+
+
+def _used_ids(events: pa.Table, aggregates: pa.Table | None, n_names: int) -> np.ndarray:
+    """The name ids in [0, n_names) in use by the events' operation and phase rows or by the aggregates."""
+    kind, name = events.column("kind").to_numpy(), events.column("name").to_numpy()
+    used = native.names_used(kind, name, n_names)  # one C pass: no mask of the rows, no sort
+    if used is None:
+        ids = name[_named_rows(kind)]  # in the column's own type: no int64 copy of every row
+        used = np.zeros(n_names, bool)
+        used[ids[(ids >= 0) & (ids < n_names)]] = True
     if aggregates is not None and aggregates.num_rows:
-        used += [aggregates.column(c).to_numpy().astype(np.int64) for c in ("phase", "operation")]
-    ids = np.unique(np.concatenate(used))
-    return rows, ids[(ids >= 0) & (ids < n_names)]
+        for c in ("phase", "operation"):
+            ids = aggregates.column(c).to_numpy().astype(np.int64)
+            used[ids[(ids >= 0) & (ids < n_names)]] = True
+    return np.flatnonzero(used)
 
 
 def merge_automatic(
@@ -46,7 +57,7 @@ def merge_automatic(
 
     An intact table whose names are one id each comes back unchanged (the same object).
     """
-    rows, used = _used_ids(events, aggregates, len(names))
+    used = _used_ids(events, aggregates, len(names))
     by_name: dict[str, list[int]] = {}
     for i in used.tolist():
         by_name.setdefault(names[i], []).append(i)
@@ -57,6 +68,7 @@ def merge_automatic(
     remap = np.arange(len(names), dtype=np.int64)
     for ids in merged.values():
         remap[ids] = ids[0]  # ids ascend: the smallest in use
+    rows = _named_rows(events.column("kind").to_numpy())
     name = events.column("name").to_numpy().astype(np.int64)
     name = np.where(rows & (name >= 0) & (name < len(names)), remap[np.clip(name, 0, len(names) - 1)], name)
     events = _with_column(events, "name", name)

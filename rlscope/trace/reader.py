@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope.errors import TraceError
 from rlscope.trace import glue
@@ -67,8 +66,8 @@ class ProcessTrace(ProcessHeader):
     @property
     def complete(self) -> bool:
         """True when the session ended normally (its end event reached disk)."""
-        kinds = self.events.column("kind")
-        return bool(pc.any(pc.equal(kinds, S.SESSION_END)).as_py() or False)
+        kinds = self.events.column("kind").to_numpy()  # one chunk: read in place
+        return bool((kinds == S.SESSION_END).any())
 
     def name(self, i: int) -> str:
         return name_of(self.names, i)
@@ -235,6 +234,7 @@ def _read_stream(
     columns = keep if keep is not None else required + [c for c in extra if c not in wrong]
     batches = []
     bad = 0
+    present: list[str] | None = None  # the columns the batches hold: the stream's schema's, read once
     while True:
         try:
             batch = reader.read_next_batch()
@@ -246,7 +246,10 @@ def _read_stream(
                 " reading what came before"
             )
             break
-        problem = _batch_problem(batch, [c for c in columns if c in batch.schema.names])
+        if present is None:
+            names = set(batch.schema.names)
+            present = [c for c in columns if c in names]
+        problem = _batch_problem(batch, present)
         if problem:
             bad += 1
             warnings.append(
@@ -576,8 +579,25 @@ def read_aggregates(path: Path, drops: Drops | None = None) -> tuple[pa.Table, i
 
 
 def _sum_aggregates(table: pa.Table) -> pa.Table:
-    summed = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate([(c, "sum") for c in AGGREGATE_SUMS])
-    return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
+    """``table``'s rows summed per key (Arrow's group_by: the keys in its order, which the whole run's
+    float sums follow). Its aggregate node is built from ``pyarrow._acero`` where that module is:
+    ``Table.group_by`` imports ``pyarrow.acero``, which imports pyarrow's datasets, parquet and TLS
+    (35 ms of the analysis's start) for a table of a few thousand rows."""
+    try:
+        from pyarrow._acero import AggregateNodeOptions, Declaration, TableSourceNodeOptions
+    except ImportError:  # a pyarrow whose private module moved: its public grouping
+        summed = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate(
+            [(c, "sum") for c in AGGREGATE_SUMS]
+        )
+        return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
+    sums = [([c], "hash_sum", None, c) for c in AGGREGATE_SUMS]
+    plan = Declaration.from_sequence(
+        [
+            Declaration("table_source", TableSourceNodeOptions(table)),
+            Declaration("aggregate", AggregateNodeOptions(sums, keys=AGGREGATE_KEYS)),
+        ]
+    )
+    return plan.to_table(use_threads=False)
 
 
 def _with_cut_rows(events: pa.Table, dropping: Drops) -> pa.Table:

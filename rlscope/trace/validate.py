@@ -969,9 +969,17 @@ def validate_table(
     cols = {c: table.column(c).to_numpy().astype(np.int64, copy=False) for c in times}
     # masks of millions of rows made only where a reduction finds rows to mark (never when intact)
     bad = None
-    if any(_any_no_clock(v) for v in cols.values()) or (
-        len(times) == 2 and _any_less(cols[times[1]], cols[times[0]])
-    ):
+    # the reductions in one C pass where it runs and every time is one a clock gives: (an interval
+    # ending before it starts, the first times strictly increasing, an end past the session's)
+    after = session[1] if session is not None else 0
+    scan = native.times_scan(cols[times[0]], cols[times[1]] if len(times) == 2 else None, after)
+    if scan is not None:
+        impossible = scan[0]
+    else:
+        impossible = any(_any_no_clock(v) for v in cols.values()) or (
+            len(times) == 2 and _any_less(cols[times[1]], cols[times[0]])
+        )
+    if impossible:
         bad = np.zeros(table.num_rows, bool)
         for v in cols.values():
             bad |= _no_clock(v)
@@ -987,7 +995,7 @@ def validate_table(
             f"{int(bad.sum())} of {table.num_rows} row(s) with impossible times or codes (damaged?) dropped"
         )
         found.append(Finding("error", where, message))
-    copy = _copies(table, times[0]) if kind in _UNIQUE_ROWS else None
+    copy = _copies(table, times[0], None if scan is None else scan[1]) if kind in _UNIQUE_ROWS else None
     if copy is not None and bad is not None:
         copy &= ~bad
     if copy is not None and not copy.any():
@@ -996,7 +1004,11 @@ def validate_table(
         found.append(
             Finding("error", where, f"{int(copy.sum())} row(s) written twice (a batch repeated) dropped")
         )
-    if kind == "backend" and session is not None and int(cols["end_ns"].max()) > session[1]:
+    if (
+        kind == "backend"
+        and session is not None
+        and (scan[2] if scan is not None else int(cols["end_ns"].max()) > session[1])
+    ):
         end = cols["end_ns"]
         late = end > session[1]
         if bad is not None:
@@ -1021,15 +1033,19 @@ def validate_table(
 _UNIQUE_ROWS = ("gpu", "backend", "collectives")
 
 
-def _copies(table: pa.Table, time: str) -> np.ndarray | None:
+def _copies(table: pa.Table, time: str, increasing: bool | None = None) -> np.ndarray | None:
     """Rows equal in every column to an earlier row (None: no two rows share a ``time``).
+    ``increasing``: whether the ``time`` column strictly increases, where a pass found it (None: a
+    reduction here finds it).
 
     Only rows whose ``time`` value occurs more than once can be copies: one sort of that column finds
     them (a merge sort: the rows are nearly in time order, so it is a fraction of the sort of every
     column), and the sort of every column runs on those rows alone (none, in an intact trace).
     """
     t = table.column(time).to_numpy().astype(np.int64, copy=False)
-    if not _any_less(t[1:], t[:-1], np.less_equal):  # strictly increasing: no time twice (no sort)
+    if increasing is None:
+        increasing = not _any_less(t[1:], t[:-1], np.less_equal)
+    if increasing:  # no time twice (no sort)
         return None
     s = t if not _any_less(t[1:], t[:-1]) else np.sort(t, kind="stable")  # most files: in time order
     twice = s[1:] == s[:-1]

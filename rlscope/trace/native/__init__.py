@@ -1,4 +1,5 @@
-"""The trace's checks in C: one pass over a process's event rows that confirms them intact.
+"""The trace's checks in C: one pass over a process's event rows that confirms them intact, and the
+load's other passes over a table's rows (``load.c``).
 
 :func:`rlscope.trace.validate.validate_events` checks a dozen invariants with a dozen numpy passes
 over the events; on an intact table (the common case) they find nothing. :func:`intact` checks them
@@ -9,7 +10,8 @@ fuzzed ones).
 
 Every ``*.c`` file in this folder is compiled together into one plain C library on first use
 (rlscope/clib.py); without a compiler, or with ``RLSCOPE_NATIVE_ANALYSIS=0``, :func:`intact` says
-None and the numpy checks run.
+None and the numpy checks run; :func:`times_scan` and :func:`names_used` say None and their callers
+run the numpy code each mirrors.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from rlscope import clib
 
-ABI = 1  # intact.c's: raised with any change of a function's arguments
+ABI = 2  # the library's (trace_native_abi): raised with any change of a function's arguments
 SOURCES = Path(__file__).parent
 
 _I64 = np.ctypeslib.ndpointer(np.int64, flags="C_CONTIGUOUS")
@@ -30,6 +32,7 @@ _I32 = np.ctypeslib.ndpointer(np.int32, flags="C_CONTIGUOUS")
 _I8 = np.ctypeslib.ndpointer(np.int8, flags="C_CONTIGUOUS")
 _U8 = np.ctypeslib.ndpointer(np.uint8, flags="C_CONTIGUOUS")
 _N = ctypes.c_int64
+_MAX_TS_NS = 1 << 60  # validate.MAX_TS_NS: load.c's times are below it
 # the columns intact.c reads, of the writer's types (rlscope/trace/schema.py); "cost" may be absent
 _TYPES = {
     "ts_ns": np.int64,
@@ -134,3 +137,33 @@ def check(
         -1 if complete is None else int(complete),
     )
     return REASONS[reason]
+
+
+def _flat(values: np.ndarray, dtype: type) -> bool:
+    return values.dtype == dtype and values.ndim == 1 and values.flags.c_contiguous
+
+
+def times_scan(start: np.ndarray, end: np.ndarray | None, after: int) -> tuple[bool, bool, bool] | None:
+    """validate_table's reductions over a table's times in one pass (``load.c``): (an interval ends
+    before it starts, ``start`` strictly increases, an end is past ``after``). None where the numpy
+    reductions run: no library, columns not int64, ``after`` or a time not one a clock gives."""
+    fn = _LIB.function(ABI, "trace_times_scan", _N, _I64, ctypes.c_void_p, _N, _I64, restype=ctypes.c_int64)
+    if fn is None or not _flat(start, np.int64) or (end is not None and not _flat(end, np.int64)):
+        return None
+    if (end is not None and len(end) != len(start)) or not 0 <= after < _MAX_TS_NS:
+        return None
+    out = np.zeros(3, np.int64)
+    if not fn(len(start), start, None if end is None else end.ctypes.data, after, out):
+        return None
+    return bool(out[0]), bool(out[1]), bool(out[2])
+
+
+def names_used(kind: np.ndarray, name: np.ndarray, n_names: int) -> np.ndarray | None:
+    """Whether each name id in [0, n_names) names an operation's or a phase's row (``load.c``); None
+    where the numpy code runs: no library, or columns not of the writer's types."""
+    fn = _LIB.function(ABI, "trace_names_used", _N, _I8, _I32, _N, _U8)
+    if fn is None or not _flat(kind, np.int8) or not _flat(name, np.int32) or len(kind) != len(name):
+        return None
+    used = np.zeros(n_names, np.uint8)
+    fn(len(kind), kind, name, n_names, used)
+    return used.view(bool)

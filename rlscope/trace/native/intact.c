@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int64_t trace_native_abi(void) { return 1; }
+int64_t trace_native_abi(void) { return 2; }
 
 /* kinds and codes of rlscope/trace/schema.py and rlscope/categories.py (tests/test_trace_native.py
  * checks them against those) */
