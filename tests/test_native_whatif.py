@@ -244,6 +244,98 @@ def test_main_pass_hands_back_what_it_does_not_take(monkeypatch) -> None:
     tl.ts[main.start + 100] = tl.ts[main.start + 101]
     far = (span[0], int(tl.ts[main][-1]) + 5)
     assert whatif._main_pass(tl, main, far, inst_code, key_of, idle, nodes, False) is None
+    tl.ts = back  # out of order after the end: rows the pass only checks
+    at_end = (span[0], int(back[main.start + 99]))
+    assert whatif._main_pass(tl, main, at_end, inst_code, key_of, idle, nodes, False) is None
+    tl.ts = back.copy()
+    tl.ts[main.start + 100] = tl.ts[main.start + 99]
+    assert whatif._main_pass(tl, main, at_end, inst_code, key_of, idle, nodes, False) is not None
+
+
+def test_main_pass_hands_back_a_category_it_does_not_key(monkeypatch) -> None:
+    """A category outside [0, 16) (a code the pass's per-category sums do not hold), or two categories
+    of one instance sharing a key (sums per category would not be sums per key): the passes run, and
+    the rows before it are no reason to."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(11)
+    tl, main = _timeline(rng, 300, 6)
+    inst_code, key_of, idle = _tables(rng, tl, main, np.append(np.arange(6), -1))
+    ts = tl.ts[main]
+    span = (int(ts[0]), int(ts[-1]) + 5)
+    nodes = np.array([span[0]], np.int64)
+    key_of = np.append(key_of, np.arange(16, dtype=np.int32) + key_of[-1])  # codes past the last: keyed
+    assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is not None
+    for row in (0, 150, 299):
+        wide = tl.cat.copy()
+        wide[main.start + row] = 16
+        tl2 = types.SimpleNamespace(op=tl.op, ts=tl.ts, cat=wide)
+        assert whatif._main_pass(tl2, main, span, inst_code, key_of, idle, nodes, False) is None
+    op = int(tl.op[main.start + 150])
+    base = int(inst_code[op])
+    joined = key_of.copy()
+    joined[base : base + 16] = joined[base + int(tl.cat[main.start + 150])]
+    rows = (tl.op[main] == op) & (tl.cat[main] != tl.cat[main.start + 150])
+    assert rows.any()  # the instance has rows of another category: two of its categories share a key
+    assert whatif._main_pass(tl, main, span, inst_code, joined, idle, nodes, False) is None
+
+
+@pytest.mark.parametrize("n", [2, 50, 20_000])
+@pytest.mark.parametrize("worker", [False, True])
+def test_main_pass_of_rows_at_one_time(monkeypatch, n: int, worker: bool) -> None:
+    """Rows mostly at the time of the row before (stretches of no time: an instance's first row at the
+    start of the drawn stretch the one before opened, which then goes on into it), the end among them
+    with instances and categories changing after it, nodes on the rows' times: as the passes make it."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(n + worker)
+    tl, main = _timeline(rng, n, 5)
+    tl.op[main.start] = -1
+    ts = np.cumsum(rng.random(n) < 0.2).astype(np.int64) + 10**12
+    tl.ts[main] = ts
+    inst_code, key_of, idle = _tables(rng, tl, main, np.append(rng.integers(-1, 3, 5), -1))
+    rec_t = np.unique(rng.choice(ts, min(n, 30)))
+    spans = [(int(ts[0]), int(ts[-1]) + 2), (int(ts[0]) - 1, int(ts[0]) + 1)]
+    if ts[n // 2] > ts[0]:
+        spans.append((int(ts[0]), int(ts[n // 2])))
+    for span in spans:
+        for flags in (idle, np.zeros_like(idle), np.ones_like(idle)):
+            got, want = _one_pass_and_passes(
+                monkeypatch, tl, main, span, inst_code, key_of, flags, rec_t, worker
+            )
+            assert got is not None
+            assert _flat(got) == _flat(want)
+
+
+@pytest.mark.parametrize(
+    ("op", "cat", "working"),
+    [
+        ([-1, -1, 0, 0], [0, 0, 0, 0], False),  # an instance of no name continues the run begun outside
+        ([-1, -1, 0, 0, 0], [0, 0, 0, 1, 1], True),  # ... and a run begins in it: at its second category
+        ([-1, 0, 0, 0, 0], [0, 0, 0, 0, 0], False),  # in it from its first row, every row at end
+        ([0, 0, 0], [1, 1, 1], True),  # the first run, begun in an instance
+        ([0], [1], True),
+        ([-1, 0, 1], [0, 0, 0], False),  # instances of no name, one run
+    ],
+)
+def test_main_pass_working_is_a_run_begun_in_an_instance(monkeypatch, op, cat, working: bool) -> None:
+    """Working is a run begun in an instance, as the passes find it: an instance of no name (its codes
+    those outside every instance) continuing a run begun outside is none; at end or not."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    n = len(op)
+    tl = types.SimpleNamespace(
+        op=np.array(op, np.int32), cat=np.array(cat, np.int8), ts=np.arange(n, dtype=np.int64) * 10
+    )
+    inst_code = np.zeros(3, np.int64)
+    key_of = np.cumsum(np.arange(32) < 2, dtype=np.int32)
+    idle = np.zeros(3, bool)
+    for end in (n * 10, 15):
+        got, want = _one_pass_and_passes(
+            monkeypatch, tl, slice(0, n), (0, end), inst_code, key_of, idle, np.zeros(0, np.int64), False
+        )
+        assert got is not None and _flat(got) == _flat(want)
+        assert got[2] is working
 
 
 def _by_code_and_by_key(rng, tl, main, span, n_inst, rec_t, worker, waits: bool) -> tuple:
