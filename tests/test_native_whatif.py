@@ -616,6 +616,128 @@ def test_clip_of_runs_out_of_order_is_numpys(both) -> None:
     )
 
 
+def _drawn_and_intervals(rng: np.random.Generator, n: int, n_int: int, touching: bool) -> tuple:
+    """A drawn path (runs of no time among them, keys repeated: pieces to join) and sorted disjoint
+    intervals (``touching``: some end where the next begins), as _clip takes them."""
+    ds = np.cumsum(rng.integers(0, 20, n) * (rng.random(n) < 0.8)).astype(np.int64)
+    dk = rng.integers(0, 4, n).astype(np.int32)
+    end = int(ds[-1]) + 9 if n else 100
+    edges = np.unique(rng.integers(-5, end + 15, 2 * n_int))
+    edges = edges[: len(edges) // 2 * 2]
+    lo, hi = edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
+    if touching and len(lo) > 1:
+        lo[1:] = np.where(rng.random(len(lo) - 1) < 0.5, hi[:-1], lo[1:])
+    return (ds, dk), end, lo, hi
+
+
+def _windows(rng: np.random.Generator, end: int) -> list[tuple[int, int]]:
+    """Windows before, after and around everything, of no width, and at random."""
+    w = [(-50, -10), (end + 10, end + 50), (-50, end + 50), (0, 0), (end // 2, end // 2)]
+    return w + [tuple(sorted(rng.integers(-5, end + 10, 2).tolist())) for _ in range(20)]
+
+
+def _part_picks(part: whatif._PathPart, k: int, windows: list[tuple[int, int]]) -> list:
+    """A part's k longest, then its intervals in each window, a fresh copy of it read each time (those
+    of a part its longest pass has checked and of one it has not)."""
+    fresh = dataclasses.replace(part)
+    out = [part.longest(k)]
+    for lo, hi in windows:
+        out += [part.overlapping(lo, hi), dataclasses.replace(fresh).overlapping(lo, hi)]
+    return out
+
+
+_PARTS = [(0, 1, False), (1, 1, False), (1, 3, False), (40, 0, False), (40, 1, False), (40, 6, True)]
+
+
+@pytest.mark.parametrize(
+    ("n", "n_int", "touching"),
+    [*_PARTS, (3000, 200, True), (100_000, 2000, False), (100_000, 1, False), (20_000, 300, True)],
+)
+def test_path_part_longest_and_overlapping(both, n: int, n_int: int, touching: bool) -> None:
+    """A main thread's k longest intervals and those in a window, read from its drawn path in C without
+    writing the others, as numpy picks them of _clip's intervals."""
+    rng = np.random.default_rng(n * 7 + n_int + touching)
+    drawn, end, lo, hi = _drawn_and_intervals(rng, n, n_int, touching)
+    windows = _windows(rng, end)
+    for shown in (np.ones(4, bool), rng.random(4) < 0.6, np.zeros(4, bool)):
+        part = whatif._PathPart(0, 0, clip=(drawn, end, lo, hi, shown))
+        for k in (1, 12, n + 5):
+            got = both(True, _part_picks, part, k, windows)
+            s, e, key = whatif._clip(drawn, end, lo, hi, shown)
+            pick = np.argsort(s - e, kind="stable")[:k]
+            assert _flat(got[0]) == _flat((pick, s[pick], e[pick], key[pick]))
+            for (w_lo, w_hi), checked, fresh in zip(windows, got[1::2], got[2::2], strict=True):
+                kept = (e > w_lo) & (s < w_hi)
+                assert _flat(checked) == _flat(fresh) == _flat((s[kept], e[kept], key[kept]))
+
+
+def test_path_part_of_runs_out_of_order_or_keys_outside_shown_is_numpys(both) -> None:
+    """Runs out of order (inside an interval or outside every one), a key outside shown: numpy's."""
+    shown, lo, hi = np.ones(2, bool), np.array([0, 30], np.int64), np.array([20, 60], np.int64)
+    for ds, dk in (
+        (np.array([0, 10, 5, 30], np.int64), np.zeros(4, np.int32)),
+        (np.array([0, 10, 25, 22, 30], np.int64), np.zeros(5, np.int32)),
+        (np.array([0, 10, 25, 40], np.int64), np.array([0, 0, 0, 1], np.int32)),
+    ):
+        part = whatif._PathPart(0, 0, clip=((ds, dk), 70, lo, hi, shown[: 2 - (dk.max() > 0)]))
+        if dk.max() > 0:  # key 1 of a table of one: numpy's index raises, as does its path
+            with pytest.raises(IndexError):
+                both(False, _part_picks, part, 3, [(0, 100)])
+            with pytest.raises(IndexError):  # C's, handing back, though the window reads no such run
+                dataclasses.replace(part).overlapping(0, 5)
+            continue
+        both(False, whatif._PathPart.longest, part, 3)
+        both(False, whatif._PathPart.overlapping, dataclasses.replace(part), 0, 100)
+
+
+def _old_path_picks(intervals: whatif.PathIntervals, k: int, window: tuple[int, int], most: int) -> tuple:
+    """The longest intervals and a window's as the path's intervals written whole were read."""
+    cols = [p.columns() for p in intervals.parts]
+    chain = np.concatenate([np.full(len(c[0]), p.chain) for c, p in zip(cols, intervals.parts, strict=True)])
+    lane = np.concatenate([np.full(len(c[0]), p.lane) for c, p in zip(cols, intervals.parts, strict=True)])
+    start, end, key = (np.concatenate([c[i] for c in cols]) for i in range(3))
+
+    def rows(idx):
+        return [
+            {
+                "pid": intervals.pids[int(chain[i])],
+                "lane": "gpu" if lane[i] else "main",
+                "operation": intervals.keys[int(chain[i])][int(key[i])][0],
+                "category": intervals.keys[int(chain[i])][int(key[i])][1],
+                "start_s": float(start[i]) / 1e9,
+                "end_s": float(end[i]) / 1e9,
+            }
+            for i in idx
+        ]
+
+    longest = whatif._first_sorted(start - end, k)
+    kept = np.flatnonzero((end > window[0]) & (start < window[1]))
+    kept = kept[np.argsort(start[kept], kind="stable")]
+    return rows(sorted(longest.tolist(), key=lambda i: int(start[i]))), rows(kept[:most].tolist()), len(kept)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_path_intervals_as_written_whole(both, seed: int) -> None:
+    """The path's longest intervals and a window's, read part by part, as the intervals written whole
+    (every part's end to end) give them: ties in length and in start across parts and within a GPU
+    part go to the first in path order."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for c in range(3):
+        drawn, end, lo, hi = _drawn_and_intervals(rng, 2000 * seed + 5, 30, seed % 2 == 1)
+        parts.append(whatif._PathPart(c, 0, clip=(drawn, end, lo, hi, rng.random(4) < 0.8)))
+        g = np.sort(rng.integers(0, end, 50)).astype(np.int64)
+        dur = rng.integers(0, 4, 50).astype(np.int64) * 5
+        parts.append(whatif._PathPart(c, 1, cols=(g, g + dur, rng.integers(0, 4, 50).astype(np.int32))))
+    keys = [[(f"op{c}", f"cat{k}") for k in range(4)] for c in range(3)]
+    intervals = whatif.PathIntervals(parts, [10, 11, 12], keys)
+    for window in _windows(rng, 40 * seed + 100)[:8]:
+        for k, most in ((12, 5), (1, 10**6), (500, 40)):
+            want = _old_path_picks(intervals, k, window, most)
+            got = both(True, lambda: (intervals.longest(k), *intervals.overlapping(*window, most)))  # noqa: B023
+            assert _flat(list(got)) == _flat(list(want))
+
+
 # --------------------------------------------------------------------------- the longest segments
 
 

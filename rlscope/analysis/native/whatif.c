@@ -378,6 +378,159 @@ int64_t whatif_clip(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t en
     return count;
 }
 
+/* Whether runs [a, b) of whatif_clip's are each at or before the next one (ds[r + 1], the last one end). */
+static inline int runs_in_order(const int64_t *ds, int64_t nd, int64_t end, int64_t a, int64_t b) {
+    int ok = 1;
+    for (int64_t r = a; r < b; r++) ok &= ds[r] <= (r + 1 < nd ? ds[r + 1] : end);
+    return ok;
+}
+
+/* The piece of run r (start ds[r], lasting to the next or end) within [lo, hi): its start, end and
+ * whether whatif_clip keeps it (shown, not empty). Returns 0; -1 for a key outside shown. */
+static inline int clip_piece(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, int64_t lo,
+                             int64_t hi, const uint8_t *shown, int64_t nshown, int64_t r, int64_t *s, int64_t *e,
+                             int *kept) {
+    int32_t k = dk[r];
+    if (k < 0 || k >= nshown) return -1;
+    int64_t de = r + 1 < nd ? ds[r + 1] : end;
+    *s = ds[r] > lo ? ds[r] : lo;
+    *e = de < hi ? de : hi;
+    *kept = shown[k] && *e > *s;
+    return 0;
+}
+
+/* The k longest intervals so far as whatif_first_sorted keeps the smallest values (start - end): m of
+ * them, in order of value, equal ones in the order offered (index, start, end, key). */
+typedef struct {
+    int64_t k, m, *v, *idx, *s, *e;
+    int32_t *key;
+} Longest;
+
+static inline void longest_offer(Longest *l, int64_t j, int64_t s, int64_t e, int32_t key) {
+    int64_t val = (int64_t)((uint64_t)s - (uint64_t)e); /* numpy's int64 difference, wrapping */
+    if (l->k <= 0 || (l->m == l->k && val >= l->v[l->m - 1])) return;
+    int64_t p = l->m < l->k ? l->m++ : l->m - 1; /* the last place, taken over when full */
+    for (; p > 0 && l->v[p - 1] > val; p--) {
+        l->v[p] = l->v[p - 1], l->idx[p] = l->idx[p - 1];
+        l->s[p] = l->s[p - 1], l->e[p] = l->e[p - 1], l->key[p] = l->key[p - 1];
+    }
+    l->v[p] = val, l->idx[p] = j, l->s[p] = s, l->e[p] = e, l->key[p] = key;
+}
+
+/* whatif.py _PathPart.longest: of the intervals whatif_clip writes (the drawn runs ds, dk clipped to
+ * [lo[j], hi[j]), keys not shown left out, touching ones of one key joined), the k longest as
+ * whatif_first_sorted picks them of start - end (in order of that value, equal ones in index order:
+ * their index, start, end and key into out_*, k places each), no other written. Returns the number
+ * of intervals (those picked: the smaller of it and k); -1 where whatif_clip's would (ds out of
+ * order, a key outside shown) or without memory. ds's order is checked as the runs are read, those
+ * outside every interval on their own: one pass over them. */
+int64_t whatif_clip_longest(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, const int64_t *lo,
+                            const int64_t *hi, int64_t nint, const uint8_t *shown, int64_t nshown, int64_t k,
+                            int64_t *out_i, int64_t *out_s, int64_t *out_e, int32_t *out_k) {
+    Longest l = {k, 0, malloc(sizeof(int64_t) * (size_t)(k > 0 ? k : 1)), out_i, out_s, out_e, out_k};
+    if (!l.v) return -1;
+    int64_t count = 0, cs = 0, ce = 0, checked = 0; /* the runs below checked: in order */
+    int32_t ck = 0;
+    int ok = 1;
+    for (int64_t j = 0; j <= nint && ok; j++) { /* j == nint: the runs after the last interval */
+        int64_t i0 = j < nint ? search(ds, nd, end, 1, 1, lo[j]) : nd; /* the first run ending after lo */
+        int64_t i1 = j < nint ? search(ds, nd, end, 0, 0, hi[j]) : nd; /* the first starting at or after hi */
+        if (i0 > checked) ok &= runs_in_order(ds, nd, end, checked, i0);
+        for (int64_t r = i0; r < i1 && ok; r++) {
+            int64_t s, e;
+            int kept;
+            ok &= clip_piece(ds, dk, nd, end, lo[j], hi[j], shown, nshown, r, &s, &e, &kept) == 0;
+            ok &= ds[r] <= (r + 1 < nd ? ds[r + 1] : end);
+            if (!kept || !ok) continue;
+            if (count > 0 && ck == dk[r] && ce == s) {
+                ce = e;
+                continue;
+            }
+            if (count > 0) longest_offer(&l, count - 1, cs, ce, ck);
+            cs = s, ce = e, ck = dk[r], count++;
+        }
+        if (i1 > checked) checked = i1;
+    }
+    if (ok && count > 0) longest_offer(&l, count - 1, cs, ce, ck);
+    free(l.v);
+    return ok ? count : -1;
+}
+
+/* Whether no interval of whatif_clip's holds pieces of both runs r - 1 and r (both of interval
+ * [lo, hi)): both pieces have time and one is not shown, or their keys differ. */
+static inline int clip_cut(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, int64_t lo, int64_t hi,
+                           const uint8_t *shown, int64_t nshown, int64_t r, int *bad) {
+    int64_t s0, e0, s1, e1;
+    int kept0, kept1;
+    if (clip_piece(ds, dk, nd, end, lo, hi, shown, nshown, r - 1, &s0, &e0, &kept0) ||
+        clip_piece(ds, dk, nd, end, lo, hi, shown, nshown, r, &s1, &e1, &kept1)) {
+        *bad = 1;
+        return 1;
+    }
+    return e0 > s0 && e1 > s1 && (!kept0 || !kept1 || dk[r - 1] != dk[r]);
+}
+
+/* whatif.py _PathPart.overlapping: of the intervals whatif_clip writes, those overlapping [wlo, whi)
+ * (end > wlo, start < whi): their start, end and key into out_* (cap places each), in order. Only
+ * the runs about the window are read: from the first whose piece ends after wlo back to a run no
+ * interval spans from the one before (clip_cut), on to the first piece at or after whi that does not
+ * join the one before. checked: a pass over every run found ds in order and their keys in shown
+ * (whatif_clip_longest's answer); else this one checks them first. Returns their number; -1 where
+ * ds is out of order, a key outside shown, or cap is short. */
+int64_t whatif_clip_window(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, const int64_t *lo,
+                           const int64_t *hi, int64_t nint, const uint8_t *shown, int64_t nshown, int64_t wlo,
+                           int64_t whi, int64_t checked, int64_t *out_s, int64_t *out_e, int32_t *out_k,
+                           int64_t cap) {
+    if (!checked) {
+        if (!runs_in_order(ds, nd, end, 0, nd)) return -1;
+        for (int64_t r = 0; r < nd; r++)
+            if (dk[r] < 0 || dk[r] >= nshown) return -1;
+    }
+    int64_t a = 0, b = nint; /* the first interval ending after wlo: j */
+    while (a < b) {
+        int64_t mid = a + (b - a) / 2;
+        if (hi[mid] <= wlo) a = mid + 1;
+        else b = mid;
+    }
+    int64_t j = a;
+    int64_t r = j < nint ? search(ds, nd, end, 1, 1, lo[j] > wlo ? lo[j] : wlo) : nd; /* its piece after wlo */
+    int bad = 0;
+    if (j < nint) {
+        int64_t i0 = search(ds, nd, end, 1, 1, lo[j]);
+        while (r > i0 && !clip_cut(ds, dk, nd, end, lo[j], hi[j], shown, nshown, r, &bad)) r--;
+        if (r <= i0 && j > 0 && hi[j - 1] == lo[j]) j = 0, r = nint > 0 ? search(ds, nd, end, 1, 1, lo[0]) : nd;
+    }
+    int64_t count = 0, cs = 0, ce = 0, open = 0;
+    int32_t ck = 0;
+    for (int64_t from = r; j < nint && !bad; j++, from = 0) { /* the first interval's runs from r on */
+        int64_t i0 = search(ds, nd, end, 1, 1, lo[j]), i1 = search(ds, nd, end, 0, 0, hi[j]);
+        for (r = from > i0 ? from : i0; r < i1; r++) {
+            int64_t s, e;
+            int kept;
+            if (clip_piece(ds, dk, nd, end, lo[j], hi[j], shown, nshown, r, &s, &e, &kept)) return -1;
+            if (kept && open && ck == dk[r] && ce == s) {
+                ce = e;
+                continue;
+            }
+            /* a piece with time that does not join the open interval ends it: from whi on, so do all */
+            if (e > s && s >= whi) goto done;
+            if (!kept) continue;
+            if (open && ce > wlo && cs < whi) {
+                if (count >= cap) return -1;
+                out_s[count] = cs, out_e[count] = ce, out_k[count++] = ck;
+            }
+            cs = s, ce = e, ck = dk[r], open = 1;
+        }
+    }
+done:
+    if (bad) return -1;
+    if (open && ce > wlo && cs < whi) {
+        if (count >= cap) return -1;
+        out_s[count] = cs, out_e[count] = ce, out_k[count++] = ck;
+    }
+    return count;
+}
+
 /* whatif.py _first_sorted: np.argsort(v, kind="stable")[:k], the indices of the k smallest values,
  * equal ones in index order, in one pass: out holds the best so far in order, a value is put in
  * after those it does not beat (most values beat none: one comparison each). Returns min(n, k). */
