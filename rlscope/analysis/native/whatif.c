@@ -429,25 +429,32 @@ int64_t whatif_clip_longest(const int64_t *ds, const int32_t *dk, int64_t nd, in
                             int64_t *out_i, int64_t *out_s, int64_t *out_e, int32_t *out_k) {
     Longest l = {k, 0, malloc(sizeof(int64_t) * (size_t)(k > 0 ? k : 1)), out_i, out_s, out_e, out_k};
     if (!l.v) return -1;
-    int64_t count = 0, cs = 0, ce = 0, checked = 0; /* the runs below checked: in order */
+    /* once k are kept, an interval's value (start - end) enters where below the k-th's: bound */
+    int64_t count = 0, cs = 0, ce = 0, checked = 0, bound = INT64_MIN;
     int32_t ck = 0;
     int ok = 1;
     for (int64_t j = 0; j <= nint && ok; j++) { /* j == nint: the runs after the last interval */
         int64_t i0 = j < nint ? search(ds, nd, end, 1, 1, lo[j]) : nd; /* the first run ending after lo */
         int64_t i1 = j < nint ? search(ds, nd, end, 0, 0, hi[j]) : nd; /* the first starting at or after hi */
         if (i0 > checked) ok &= runs_in_order(ds, nd, end, checked, i0);
+        int64_t jlo = j < nint ? lo[j] : 0, jhi = j < nint ? hi[j] : 0, a = i0 < i1 ? ds[i0] : 0;
         for (int64_t r = i0; r < i1 && ok; r++) {
-            int64_t s, e;
-            int kept;
-            ok &= clip_piece(ds, dk, nd, end, lo[j], hi[j], shown, nshown, r, &s, &e, &kept) == 0;
-            ok &= ds[r] <= (r + 1 < nd ? ds[r + 1] : end);
-            if (!kept || !ok) continue;
-            if (count > 0 && ck == dk[r] && ce == s) {
+            int64_t de = r + 1 < nd ? ds[r + 1] : end;
+            int32_t key = dk[r];
+            ok &= (a <= de) & (key >= 0) & (key < nshown);
+            if (!ok) break;
+            int64_t s = a > jlo ? a : jlo, e = de < jhi ? de : jhi;
+            a = de;
+            if (!shown[key] || e <= s) continue;
+            if (count > 0 && ck == key && ce == s) {
                 ce = e;
                 continue;
             }
-            if (count > 0) longest_offer(&l, count - 1, cs, ce, ck);
-            cs = s, ce = e, ck = dk[r], count++;
+            if (count > 0 && (l.m < k || (int64_t)((uint64_t)cs - (uint64_t)ce) < bound)) {
+                longest_offer(&l, count - 1, cs, ce, ck);
+                if (l.m == k) bound = l.v[k - 1];
+            }
+            cs = s, ce = e, ck = key, count++;
         }
         if (i1 > checked) checked = i1;
     }
