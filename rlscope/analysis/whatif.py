@@ -662,7 +662,7 @@ def _main_pass(
     ``flip_nodes`` (a worker's), the idle flips; ``present`` (bool, a code each, zeroed): each row's
     code marked in it as :func:`_main_codes` marks them. None where :func:`_main_thread`'s passes run:
     no C loops, columns of other types, or input the C hands back (times out of order, a stretch of
-    2**53 ns).
+    2**53 ns, a category of ``_NCODE`` or more, two categories of an instance of one key).
 
     Why: its runs are nearly a row each (millions), and each of those passes wrote or read them whole,
     where this one writes what is kept: the drawn path and the stretches' sums."""
