@@ -1388,7 +1388,7 @@ class _PathPart:
     lane: int
     clip: _Clip | None = None
     cols: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-    checked: ClassVar[bool] = False  # set on the part read (no field: its intervals are the same)
+    checked: ClassVar[bool] = False  # set on the part once found: not a field, its intervals are the same
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, end, key) of every interval."""
@@ -1424,21 +1424,8 @@ class _PathPart:
                 (ds, dk), end, c_lo, c_hi, shown = self.clip
                 cap = len(ds) + len(c_lo)  # as _clip's
                 s, e, key = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int32)
-                args = (
-                    ds,
-                    dk,
-                    len(ds),
-                    end,
-                    c_lo,
-                    c_hi,
-                    len(c_lo),
-                    shown,
-                    len(shown),
-                    lo,
-                    hi,
-                    int(self.checked),
-                )
-                m = fn(*args, s, e, key, cap)
+                runs = (ds, dk, len(ds), end, c_lo, c_hi, len(c_lo), shown, len(shown))
+                m = fn(*runs, lo, hi, int(self.checked), s, e, key, cap)
                 if m >= 0:
                     return s[:m], e[:m], key[:m]
         s, e, key = self.columns()
