@@ -244,6 +244,98 @@ def test_main_pass_hands_back_what_it_does_not_take(monkeypatch) -> None:
     tl.ts[main.start + 100] = tl.ts[main.start + 101]
     far = (span[0], int(tl.ts[main][-1]) + 5)
     assert whatif._main_pass(tl, main, far, inst_code, key_of, idle, nodes, False) is None
+    tl.ts = back  # out of order after the end: rows the pass only checks
+    at_end = (span[0], int(back[main.start + 99]))
+    assert whatif._main_pass(tl, main, at_end, inst_code, key_of, idle, nodes, False) is None
+    tl.ts = back.copy()
+    tl.ts[main.start + 100] = tl.ts[main.start + 99]
+    assert whatif._main_pass(tl, main, at_end, inst_code, key_of, idle, nodes, False) is not None
+
+
+def test_main_pass_hands_back_a_category_it_does_not_key(monkeypatch) -> None:
+    """A category outside [0, 16) (a code the pass's per-category sums do not hold), or two categories
+    of one instance sharing a key (sums per category would not be sums per key): the passes run, and
+    the rows before it are no reason to."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(11)
+    tl, main = _timeline(rng, 300, 6)
+    inst_code, key_of, idle = _tables(rng, tl, main, np.append(np.arange(6), -1))
+    ts = tl.ts[main]
+    span = (int(ts[0]), int(ts[-1]) + 5)
+    nodes = np.array([span[0]], np.int64)
+    key_of = np.append(key_of, np.arange(16, dtype=np.int32) + key_of[-1])  # codes past the last: keyed
+    assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is not None
+    for row in (0, 150, 299):
+        wide = tl.cat.copy()
+        wide[main.start + row] = 16
+        tl2 = types.SimpleNamespace(op=tl.op, ts=tl.ts, cat=wide)
+        assert whatif._main_pass(tl2, main, span, inst_code, key_of, idle, nodes, False) is None
+    op = int(tl.op[main.start + 150])
+    base = int(inst_code[op])
+    joined = key_of.copy()
+    joined[base : base + 16] = joined[base + int(tl.cat[main.start + 150])]
+    rows = (tl.op[main] == op) & (tl.cat[main] != tl.cat[main.start + 150])
+    assert rows.any()  # the instance has rows of another category: two of its categories share a key
+    assert whatif._main_pass(tl, main, span, inst_code, joined, idle, nodes, False) is None
+
+
+@pytest.mark.parametrize("n", [2, 50, 20_000])
+@pytest.mark.parametrize("worker", [False, True])
+def test_main_pass_of_rows_at_one_time(monkeypatch, n: int, worker: bool) -> None:
+    """Rows mostly at the time of the row before (stretches of no time: an instance's first row at the
+    start of the drawn stretch the one before opened, which then goes on into it), the end among them
+    with instances and categories changing after it, nodes on the rows' times: as the passes make it."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    rng = np.random.default_rng(n + worker)
+    tl, main = _timeline(rng, n, 5)
+    tl.op[main.start] = -1
+    ts = np.cumsum(rng.random(n) < 0.2).astype(np.int64) + 10**12
+    tl.ts[main] = ts
+    inst_code, key_of, idle = _tables(rng, tl, main, np.append(rng.integers(-1, 3, 5), -1))
+    rec_t = np.unique(rng.choice(ts, min(n, 30)))
+    spans = [(int(ts[0]), int(ts[-1]) + 2), (int(ts[0]) - 1, int(ts[0]) + 1)]
+    if ts[n // 2] > ts[0]:
+        spans.append((int(ts[0]), int(ts[n // 2])))
+    for span in spans:
+        for flags in (idle, np.zeros_like(idle), np.ones_like(idle)):
+            got, want = _one_pass_and_passes(
+                monkeypatch, tl, main, span, inst_code, key_of, flags, rec_t, worker
+            )
+            assert got is not None
+            assert _flat(got) == _flat(want)
+
+
+@pytest.mark.parametrize(
+    ("op", "cat", "working"),
+    [
+        ([-1, -1, 0, 0], [0, 0, 0, 0], False),  # an instance of no name continues the run begun outside
+        ([-1, -1, 0, 0, 0], [0, 0, 0, 1, 1], True),  # ... and a run begins in it: at its second category
+        ([-1, 0, 0, 0, 0], [0, 0, 0, 0, 0], False),  # in it from its first row, every row at end
+        ([0, 0, 0], [1, 1, 1], True),  # the first run, begun in an instance
+        ([0], [1], True),
+        ([-1, 0, 1], [0, 0, 0], False),  # instances of no name, one run
+    ],
+)
+def test_main_pass_working_is_a_run_begun_in_an_instance(monkeypatch, op, cat, working: bool) -> None:
+    """Working is a run begun in an instance, as the passes find it: an instance of no name (its codes
+    those outside every instance) continuing a run begun outside is none; at end or not."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    n = len(op)
+    tl = types.SimpleNamespace(
+        op=np.array(op, np.int32), cat=np.array(cat, np.int8), ts=np.arange(n, dtype=np.int64) * 10
+    )
+    inst_code = np.zeros(3, np.int64)
+    key_of = np.cumsum(np.arange(32) < 2, dtype=np.int32)
+    idle = np.zeros(3, bool)
+    for end in (n * 10, 15):
+        got, want = _one_pass_and_passes(
+            monkeypatch, tl, slice(0, n), (0, end), inst_code, key_of, idle, np.zeros(0, np.int64), False
+        )
+        assert got is not None and _flat(got) == _flat(want)
+        assert got[2] is working
 
 
 def _by_code_and_by_key(rng, tl, main, span, n_inst, rec_t, worker, waits: bool) -> tuple:
@@ -522,6 +614,128 @@ def test_clip_of_runs_out_of_order_is_numpys(both) -> None:
         np.array([50], np.int64),
         np.ones(1, bool),
     )
+
+
+def _drawn_and_intervals(rng: np.random.Generator, n: int, n_int: int, touching: bool) -> tuple:
+    """A drawn path (runs of no time among them, keys repeated: pieces to join) and sorted disjoint
+    intervals (``touching``: some end where the next begins), as _clip takes them."""
+    ds = np.cumsum(rng.integers(0, 20, n) * (rng.random(n) < 0.8)).astype(np.int64)
+    dk = rng.integers(0, 4, n).astype(np.int32)
+    end = int(ds[-1]) + 9 if n else 100
+    edges = np.unique(rng.integers(-5, end + 15, 2 * n_int))
+    edges = edges[: len(edges) // 2 * 2]
+    lo, hi = edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
+    if touching and len(lo) > 1:
+        lo[1:] = np.where(rng.random(len(lo) - 1) < 0.5, hi[:-1], lo[1:])
+    return (ds, dk), end, lo, hi
+
+
+def _windows(rng: np.random.Generator, end: int) -> list[tuple[int, int]]:
+    """Windows before, after and around everything, of no width, and at random."""
+    w = [(-50, -10), (end + 10, end + 50), (-50, end + 50), (0, 0), (end // 2, end // 2)]
+    return w + [tuple(sorted(rng.integers(-5, end + 10, 2).tolist())) for _ in range(20)]
+
+
+def _part_picks(part: whatif._PathPart, k: int, windows: list[tuple[int, int]]) -> list:
+    """A part's k longest, then its intervals in each window, a fresh copy of it read each time (those
+    of a part its longest pass has checked and of one it has not)."""
+    fresh = dataclasses.replace(part)
+    out = [part.longest(k)]
+    for lo, hi in windows:
+        out += [part.overlapping(lo, hi), dataclasses.replace(fresh).overlapping(lo, hi)]
+    return out
+
+
+_PARTS = [(0, 1, False), (1, 1, False), (1, 3, False), (40, 0, False), (40, 1, False), (40, 6, True)]
+
+
+@pytest.mark.parametrize(
+    ("n", "n_int", "touching"),
+    [*_PARTS, (3000, 200, True), (100_000, 2000, False), (100_000, 1, False), (20_000, 300, True)],
+)
+def test_path_part_longest_and_overlapping(both, n: int, n_int: int, touching: bool) -> None:
+    """A main thread's k longest intervals and those in a window, read from its drawn path in C without
+    writing the others, as numpy picks them of _clip's intervals."""
+    rng = np.random.default_rng(n * 7 + n_int + touching)
+    drawn, end, lo, hi = _drawn_and_intervals(rng, n, n_int, touching)
+    windows = _windows(rng, end)
+    for shown in (np.ones(4, bool), rng.random(4) < 0.6, np.zeros(4, bool)):
+        part = whatif._PathPart(0, 0, clip=(drawn, end, lo, hi, shown))
+        for k in (1, 12, n + 5):
+            got = both(True, _part_picks, part, k, windows)
+            s, e, key = whatif._clip(drawn, end, lo, hi, shown)
+            pick = np.argsort(s - e, kind="stable")[:k]
+            assert _flat(got[0]) == _flat((pick, s[pick], e[pick], key[pick]))
+            for (w_lo, w_hi), checked, fresh in zip(windows, got[1::2], got[2::2], strict=True):
+                kept = (e > w_lo) & (s < w_hi)
+                assert _flat(checked) == _flat(fresh) == _flat((s[kept], e[kept], key[kept]))
+
+
+def test_path_part_of_runs_out_of_order_or_keys_outside_shown_is_numpys(both) -> None:
+    """Runs out of order (inside an interval or outside every one), a key outside shown: numpy's."""
+    shown, lo, hi = np.ones(2, bool), np.array([0, 30], np.int64), np.array([20, 60], np.int64)
+    for ds, dk in (
+        (np.array([0, 10, 5, 30], np.int64), np.zeros(4, np.int32)),
+        (np.array([0, 10, 25, 22, 30], np.int64), np.zeros(5, np.int32)),
+        (np.array([0, 10, 25, 40], np.int64), np.array([0, 0, 0, 1], np.int32)),
+    ):
+        part = whatif._PathPart(0, 0, clip=((ds, dk), 70, lo, hi, shown[: 2 - (dk.max() > 0)]))
+        if dk.max() > 0:  # key 1 of a table of one: numpy's index raises, as does its path
+            with pytest.raises(IndexError):
+                both(False, _part_picks, part, 3, [(0, 100)])
+            with pytest.raises(IndexError):  # C's, handing back, though the window reads no such run
+                dataclasses.replace(part).overlapping(0, 5)
+            continue
+        both(False, whatif._PathPart.longest, part, 3)
+        both(False, whatif._PathPart.overlapping, dataclasses.replace(part), 0, 100)
+
+
+def _old_path_picks(intervals: whatif.PathIntervals, k: int, window: tuple[int, int], most: int) -> tuple:
+    """The longest intervals and a window's as the path's intervals written whole were read."""
+    cols = [p.columns() for p in intervals.parts]
+    chain = np.concatenate([np.full(len(c[0]), p.chain) for c, p in zip(cols, intervals.parts, strict=True)])
+    lane = np.concatenate([np.full(len(c[0]), p.lane) for c, p in zip(cols, intervals.parts, strict=True)])
+    start, end, key = (np.concatenate([c[i] for c in cols]) for i in range(3))
+
+    def rows(idx):
+        return [
+            {
+                "pid": intervals.pids[int(chain[i])],
+                "lane": "gpu" if lane[i] else "main",
+                "operation": intervals.keys[int(chain[i])][int(key[i])][0],
+                "category": intervals.keys[int(chain[i])][int(key[i])][1],
+                "start_s": float(start[i]) / 1e9,
+                "end_s": float(end[i]) / 1e9,
+            }
+            for i in idx
+        ]
+
+    longest = whatif._first_sorted(start - end, k)
+    kept = np.flatnonzero((end > window[0]) & (start < window[1]))
+    kept = kept[np.argsort(start[kept], kind="stable")]
+    return rows(sorted(longest.tolist(), key=lambda i: int(start[i]))), rows(kept[:most].tolist()), len(kept)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_path_intervals_as_written_whole(both, seed: int) -> None:
+    """The path's longest intervals and a window's, read part by part, as the intervals written whole
+    (every part's end to end) give them: ties in length and in start across parts and within a GPU
+    part go to the first in path order."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for c in range(3):
+        drawn, end, lo, hi = _drawn_and_intervals(rng, 2000 * seed + 5, 30, seed % 2 == 1)
+        parts.append(whatif._PathPart(c, 0, clip=(drawn, end, lo, hi, rng.random(4) < 0.8)))
+        g = np.sort(rng.integers(0, end, 50)).astype(np.int64)
+        dur = rng.integers(0, 4, 50).astype(np.int64) * 5
+        parts.append(whatif._PathPart(c, 1, cols=(g, g + dur, rng.integers(0, 4, 50).astype(np.int32))))
+    keys = [[(f"op{c}", f"cat{k}") for k in range(4)] for c in range(3)]
+    intervals = whatif.PathIntervals(parts, [10, 11, 12], keys)
+    for window in _windows(rng, 40 * seed + 100)[:8]:
+        for k, most in ((12, 5), (1, 10**6), (500, 40)):
+            want = _old_path_picks(intervals, k, window, most)
+            got = both(True, lambda: (intervals.longest(k), *intervals.overlapping(*window, most)))  # noqa: B023
+            assert _flat(list(got)) == _flat(list(want))
 
 
 # --------------------------------------------------------------------------- the longest segments

@@ -62,7 +62,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -588,7 +588,7 @@ def process_inputs(
         rec_key=rec["key"],
         rec_start=rec["start"] + shift,
         rec_won=rec["won"],
-        drawn=(drawn[0] + shift, drawn[1]),
+        drawn=(np.add(drawn[0], shift, out=drawn[0]), drawn[1]),  # in place: its own, millions of starts
     )
     if not is_parent:  # on the process's clock, then shifted: a stretch's times are differences
         if stretches is None:
@@ -662,7 +662,7 @@ def _main_pass(
     ``flip_nodes`` (a worker's), the idle flips; ``present`` (bool, a code each, zeroed): each row's
     code marked in it as :func:`_main_codes` marks them. None where :func:`_main_thread`'s passes run:
     no C loops, columns of other types, or input the C hands back (times out of order, a stretch of
-    2**53 ns).
+    2**53 ns, a category of ``_NCODE`` or more, two categories of an instance of one key).
 
     Why: its runs are nearly a row each (millions), and each of those passes wrote or read them whole,
     where this one writes what is kept: the drawn path and the stretches' sums."""
@@ -1373,35 +1373,132 @@ def _walk_back(replay: _Replay, end_chain: int) -> _Path:
     return path
 
 
+_Clip = tuple[tuple[np.ndarray, np.ndarray], int, np.ndarray, np.ndarray, np.ndarray]  # _clip's arguments
+_Picked = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # index, start, end, key
+
+
+@dataclasses.dataclass
+class _PathPart:
+    """One chain's intervals on the critical path, in order: its main thread's (lane 0), its drawn path
+    clipped to the path's stretches (``clip``: :func:`_clip`'s arguments) where read, or its GPU
+    records' (lane 1: ``cols``, their start, end and key). ``checked``: a C pass over every drawn run
+    found them in order and their keys shown's (a later pass reads only some)."""
+
+    chain: int
+    lane: int
+    clip: _Clip | None = None
+    cols: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    checked: ClassVar[bool] = False  # set on the part once found: not a field, its intervals are the same
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, key) of every interval."""
+        s, e, k = _clip(*self.clip) if self.clip is not None else self.cols
+        return np.asarray(s, np.int64), np.asarray(e, np.int64), np.asarray(k, np.int32)
+
+    def longest(self, k: int) -> _Picked:
+        """Its ``k`` longest intervals as ``_first_sorted(start - end, k)`` picks them: a main thread's in one
+        C pass that writes no other."""
+        if self.clip is not None:
+            args = I64, I32, N, N, I64, I64, N, BOOL, N, N, I64, I64, I64, I32
+            fn = native.function("whatif_clip_longest", *args, restype=N)
+            if fn is not None and _clip_types(self.clip):
+                (ds, dk), end, lo, hi, shown = self.clip
+                idx, s, e = (np.empty(k, np.int64) for _ in range(3))
+                key = np.empty(k, np.int32)
+                n = fn(ds, dk, len(ds), end, lo, hi, len(lo), shown, len(shown), k, idx, s, e, key)
+                if n >= 0:
+                    self.checked = True
+                    m = min(n, k)
+                    return idx[:m], s[:m], e[:m], key[:m]
+        s, e, key = self.columns()
+        idx = _first_sorted(s - e, k)
+        return idx, s[idx], e[idx], key[idx]
+
+    def overlapping(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, end, key) of its intervals overlapping ``[lo, hi)`` in order, a main thread's in one C
+        pass over the drawn runs about the window."""
+        if self.clip is not None:
+            args = I64, I32, N, N, I64, I64, N, BOOL, N, N, N, N, I64, I64, I32, N
+            fn = native.function("whatif_clip_window", *args, restype=N)
+            if fn is not None and _clip_types(self.clip):
+                (ds, dk), end, c_lo, c_hi, shown = self.clip
+                cap = len(ds) + len(c_lo)  # as _clip's
+                s, e, key = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int32)
+                runs = (ds, dk, len(ds), end, c_lo, c_hi, len(c_lo), shown, len(shown))
+                m = fn(*runs, lo, hi, int(self.checked), s, e, key, cap)
+                if m >= 0:
+                    return s[:m], e[:m], key[:m]
+        s, e, key = self.columns()
+        idx = np.flatnonzero((e > lo) & (s < hi))
+        return s[idx], e[idx], key[idx]
+
+
+def _clip_types(clip: _Clip) -> bool:
+    """Whether :func:`_clip`'s arguments are of the types its C loops take."""
+    (ds, dk), _, lo, hi, _ = clip
+    return ds.dtype == lo.dtype == hi.dtype == np.int64 and dk.dtype == np.int32
+
+
 @dataclasses.dataclass
 class PathIntervals:
-    """The critical path's intervals as arrays: each a run of one key on a process's main thread (lane
-    0) or one GPU record (lane 1), in ns since the run start; ``chain`` indexes ``pids`` and ``keys``."""
+    """The critical path's intervals: each a run of one key on a process's main thread (lane 0) or one GPU
+    record (lane 1), in ns since the run start, part by part in path order (``parts``; a part's
+    ``chain`` indexes ``pids`` and ``keys``).
 
-    chain: np.ndarray
-    lane: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    key: np.ndarray
+    Why parts: a main thread's intervals are millions (one CPU-bound process: nearly every torch op),
+    of which the summary lists a dozen and the report a window's; they are clipped from its drawn
+    path where read (:meth:`longest`, :meth:`overlapping`), never written whole."""
+
+    parts: list[_PathPart]
     pids: list[int]
     keys: list[list[tuple[str, str]]]
 
-    def rows(self, idx: Sequence[int]) -> list[dict[str, Any]]:
+    def _picked(self, picked: list[_Picked]) -> tuple[np.ndarray, ...]:
+        """The parts' picks end to end: (part, index in it, start, end, key); sorted by (part, index),
+        the path's order."""
+        if not picked:
+            empty = _empty_i64()
+            return empty, empty, empty, empty, np.zeros(0, np.int32)
+        count = np.array([len(p[0]) for p in picked], np.int64)
+        part = np.repeat(np.arange(len(picked), dtype=np.int64), count)
+        return part, *(np.concatenate([p[i] for p in picked]) for i in range(4))
+
+    def _rows(self, cols: tuple[np.ndarray, ...], order: np.ndarray) -> list[dict[str, Any]]:
+        part, _, start, end, key = cols
         out = []
-        for i in idx:
-            c = int(self.chain[i])
-            op, cat = self.keys[c][int(self.key[i])]
+        for i in order.tolist():
+            p = self.parts[int(part[i])]
+            op, cat = self.keys[p.chain][int(key[i])]
             out.append(
                 {
-                    "pid": self.pids[c],
-                    "lane": "gpu" if self.lane[i] else "main",
+                    "pid": self.pids[p.chain],
+                    "lane": "gpu" if p.lane else "main",
                     "operation": op,
                     "category": cat,
-                    "start_s": float(self.start[i]) / 1e9,
-                    "end_s": float(self.end[i]) / 1e9,
+                    "start_s": float(start[i]) / 1e9,
+                    "end_s": float(end[i]) / 1e9,
                 }
             )
         return out
+
+    def longest(self, k: int) -> list[dict[str, Any]]:
+        """The ``k`` longest intervals (the first in path order of equal ones), in order of start."""
+        cols = self._picked([p.longest(k) for p in self.parts])
+        part, idx, start, end, _ = cols
+        top = np.lexsort((idx, part, start - end))[:k]  # each part's k longest hold the path's
+        return self._rows(cols, top[np.argsort(start[top], kind="stable")])
+
+    def overlapping(self, lo: int, hi: int, most: int) -> tuple[list[dict[str, Any]], int]:
+        """The first ``most`` intervals overlapping ``[lo, hi)`` in order of start (the first in path order
+        of equal ones), and how many overlap it."""
+        # each part's in order: their place among its picks orders them as their index would
+        picked = [
+            (np.arange(len(s), dtype=np.int64), s, e, k)
+            for s, e, k in (p.overlapping(lo, hi) for p in self.parts)
+        ]
+        cols = self._picked(picked)
+        order = np.lexsort((cols[1], cols[0], cols[2]))
+        return self._rows(cols, order[:most]), len(order)
 
 
 def _clip(
@@ -1442,7 +1539,7 @@ def _segments(
 ) -> tuple[list[np.ndarray], list[np.ndarray], PathIntervals]:
     """Per chain, each key's time on the path (ns: main thread, GPU), and the path's intervals."""
     on_key, on_gpu_key = [], []
-    parts: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []  # (chain, lane, start, end, key)
+    parts: list[_PathPart] = []
     for c, (x, ch) in enumerate(zip(procs, replay.ch, strict=True)):
         k = len(x.keys)
         mark = np.zeros(len(x.node_t), np.int64)
@@ -1457,7 +1554,7 @@ def _segments(
         if working.any():  # the stretches on the path that hold work, drawn as what ran in them
             edge = np.flatnonzero(np.diff(np.concatenate([[0], working.astype(np.int8), [0]])))
             lo, hi = x.node_t[edge[0::2]], x.node_t[edge[1::2]]
-            parts.append((c, 0, *_clip(x.drawn, x.end_ns, lo, hi, ch.F[0] > 0)))
+            parts.append(_PathPart(c, 0, clip=(x.drawn, x.end_ns, lo, hi, ch.F[0] > 0)))
         g = np.zeros(k)
         if path.gpu.get(c):
             rank, _ = _run_starts(ch)
@@ -1468,28 +1565,11 @@ def _segments(
             on_rec = (np.cumsum(rmark)[:-1] > 0)[rank]
             g = np.bincount(x.rec_key, weights=x.rec_dur * on_rec, minlength=k).astype(np.float64)
             r = np.flatnonzero(on_rec)
-            parts.append((c, 1, x.rec_start[r], x.rec_start[r] + x.rec_dur[r], x.rec_key[r]))
+            parts.append(_PathPart(c, 1, cols=(x.rec_start[r], x.rec_start[r] + x.rec_dur[r], x.rec_key[r])))
         on_gpu_key.append(g)
     for c, key, tail in path.sync:
         on_key[c][key] += max(tail, 0.0)
-
-    def joined(cols: list[np.ndarray], dtype: type) -> np.ndarray:
-        """The parts' columns end to end (one part's as it is: no copy of millions of intervals)."""
-        return cols[0] if len(cols) == 1 else np.concatenate(cols or [np.zeros(0, dtype)])
-
-    def column(i: int, dtype: type) -> np.ndarray:
-        return joined([np.asarray(part[i], dtype) for part in parts], dtype)
-
-    intervals = PathIntervals(
-        chain=joined([np.full(len(p[2]), p[0], np.int32) for p in parts], np.int32),
-        lane=joined([np.full(len(p[2]), p[1], np.int8) for p in parts], np.int8),
-        start=column(2, np.int64),
-        end=column(3, np.int64),
-        key=column(4, np.int32),
-        pids=[x.pid for x in procs],
-        keys=[x.keys for x in procs],
-    )
-    return on_key, on_gpu_key, intervals
+    return on_key, on_gpu_key, PathIntervals(parts, [x.pid for x in procs], [x.keys for x in procs])
 
 
 def corrections(summary: Mapping[str, Any]) -> list[dict[tuple[str, str], float]]:
@@ -1732,7 +1812,6 @@ def _summary(
         notes.append(
             "DDP ranks replay on their own: their waits on one another in collectives are not modeled"
         )
-    longest = _first_sorted(intervals.start - intervals.end, PATH_SEGMENTS)
     out = {
         "recorded_s": recorded / 1e9,
         "wall_s": wall_s,
@@ -1744,7 +1823,7 @@ def _summary(
             "operations": by_op,
             "latency_s": max(float(walls[0]) - accounted, 0.0) / 1e9 * scale,
             "processes": by_pid,
-            "segments": intervals.rows(sorted(longest.tolist(), key=lambda i: int(intervals.start[i]))),
+            "segments": intervals.longest(PATH_SEGMENTS),
         },
         "notes": notes,
     }
@@ -1757,6 +1836,5 @@ MAX_DRAWN = 20_000  # the critical path's intervals the report carries (its time
 def in_window(intervals: PathIntervals, window_s: Sequence[float]) -> dict[str, Any]:
     """The critical path's intervals that overlap the report's timeline window (the first ``MAX_DRAWN``)."""
     lo, hi = round(float(window_s[0]) * 1e9), round(float(window_s[1]) * 1e9)
-    kept = np.flatnonzero((intervals.end > lo) & (intervals.start < hi))
-    kept = kept[np.argsort(intervals.start[kept], kind="stable")]
-    return {"intervals": intervals.rows(kept[:MAX_DRAWN].tolist()), "capped": len(kept) > MAX_DRAWN}
+    rows, overlapping = intervals.overlapping(lo, hi, MAX_DRAWN)
+    return {"intervals": rows, "capped": overlapping > MAX_DRAWN}

@@ -378,6 +378,166 @@ int64_t whatif_clip(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t en
     return count;
 }
 
+/* Whether runs [a, b) of whatif_clip's are each at or before the next one (ds[r + 1], the last one end). */
+static inline int runs_in_order(const int64_t *ds, int64_t nd, int64_t end, int64_t a, int64_t b) {
+    int ok = 1;
+    for (int64_t r = a; r < b; r++) ok &= ds[r] <= (r + 1 < nd ? ds[r + 1] : end);
+    return ok;
+}
+
+/* The piece of run r (start ds[r], lasting to the next or end) within [lo, hi): its start, end and
+ * whether whatif_clip keeps it (shown, not empty). Returns 0; -1 for a key outside shown. */
+static inline int clip_piece(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, int64_t lo,
+                             int64_t hi, const uint8_t *shown, int64_t nshown, int64_t r, int64_t *s, int64_t *e,
+                             int *kept) {
+    int32_t k = dk[r];
+    if (k < 0 || k >= nshown) return -1;
+    int64_t de = r + 1 < nd ? ds[r + 1] : end;
+    *s = ds[r] > lo ? ds[r] : lo;
+    *e = de < hi ? de : hi;
+    *kept = shown[k] && *e > *s;
+    return 0;
+}
+
+/* The k longest intervals so far as whatif_first_sorted keeps the smallest values (start - end): m of
+ * them, in order of value, equal ones in the order offered (index, start, end, key). */
+typedef struct {
+    int64_t k, m, *v, *idx, *s, *e;
+    int32_t *key;
+} Longest;
+
+static inline void longest_offer(Longest *l, int64_t j, int64_t s, int64_t e, int32_t key) {
+    int64_t val = (int64_t)((uint64_t)s - (uint64_t)e); /* numpy's int64 difference, wrapping */
+    if (l->k <= 0 || (l->m == l->k && val >= l->v[l->m - 1])) return;
+    int64_t p = l->m < l->k ? l->m++ : l->m - 1; /* the last place, taken over when full */
+    for (; p > 0 && l->v[p - 1] > val; p--) {
+        l->v[p] = l->v[p - 1], l->idx[p] = l->idx[p - 1];
+        l->s[p] = l->s[p - 1], l->e[p] = l->e[p - 1], l->key[p] = l->key[p - 1];
+    }
+    l->v[p] = val, l->idx[p] = j, l->s[p] = s, l->e[p] = e, l->key[p] = key;
+}
+
+/* whatif.py _PathPart.longest: of the intervals whatif_clip writes (the drawn runs ds, dk clipped to
+ * [lo[j], hi[j]), keys not shown left out, touching ones of one key joined), the k longest as
+ * whatif_first_sorted picks them of start - end (in order of that value, equal ones in index order:
+ * their index, start, end and key into out_*, k places each), no other written. Returns the number
+ * of intervals (those picked: the smaller of it and k); -1 where whatif_clip's would (ds out of
+ * order, a key outside shown) or without memory. ds's order is checked as the runs are read, those
+ * outside every interval on their own: one pass over them. */
+int64_t whatif_clip_longest(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, const int64_t *lo,
+                            const int64_t *hi, int64_t nint, const uint8_t *shown, int64_t nshown, int64_t k,
+                            int64_t *out_i, int64_t *out_s, int64_t *out_e, int32_t *out_k) {
+    Longest l = {k, 0, malloc(sizeof(int64_t) * (size_t)(k > 0 ? k : 1)), out_i, out_s, out_e, out_k};
+    if (!l.v) return -1;
+    /* once k are kept, an interval's value (start - end) enters where below the k-th's: bound */
+    int64_t count = 0, cs = 0, ce = 0, checked = 0, bound = INT64_MIN;
+    int32_t ck = 0;
+    int ok = 1;
+    for (int64_t j = 0; j <= nint && ok; j++) { /* j == nint: the runs after the last interval */
+        int64_t i0 = j < nint ? search(ds, nd, end, 1, 1, lo[j]) : nd; /* the first run ending after lo */
+        int64_t i1 = j < nint ? search(ds, nd, end, 0, 0, hi[j]) : nd; /* the first starting at or after hi */
+        if (i0 > checked) ok &= runs_in_order(ds, nd, end, checked, i0);
+        int64_t jlo = j < nint ? lo[j] : 0, jhi = j < nint ? hi[j] : 0, a = i0 < i1 ? ds[i0] : 0;
+        for (int64_t r = i0; r < i1 && ok; r++) {
+            int64_t de = r + 1 < nd ? ds[r + 1] : end;
+            int32_t key = dk[r];
+            ok &= (a <= de) & (key >= 0) & (key < nshown);
+            if (!ok) break;
+            int64_t s = a > jlo ? a : jlo, e = de < jhi ? de : jhi;
+            a = de;
+            if (!shown[key] || e <= s) continue;
+            if (count > 0 && ck == key && ce == s) {
+                ce = e;
+                continue;
+            }
+            if (count > 0 && (l.m < k || (int64_t)((uint64_t)cs - (uint64_t)ce) < bound)) {
+                longest_offer(&l, count - 1, cs, ce, ck);
+                if (l.m == k) bound = l.v[k - 1];
+            }
+            cs = s, ce = e, ck = key, count++;
+        }
+        if (i1 > checked) checked = i1;
+    }
+    if (ok && count > 0) longest_offer(&l, count - 1, cs, ce, ck);
+    free(l.v);
+    return ok ? count : -1;
+}
+
+/* Whether no interval of whatif_clip's holds pieces of both runs r - 1 and r (both of interval
+ * [lo, hi)): both pieces have time and one is not shown, or their keys differ. */
+static inline int clip_cut(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, int64_t lo, int64_t hi,
+                           const uint8_t *shown, int64_t nshown, int64_t r, int *bad) {
+    int64_t s0, e0, s1, e1;
+    int kept0, kept1;
+    if (clip_piece(ds, dk, nd, end, lo, hi, shown, nshown, r - 1, &s0, &e0, &kept0) ||
+        clip_piece(ds, dk, nd, end, lo, hi, shown, nshown, r, &s1, &e1, &kept1)) {
+        *bad = 1;
+        return 1;
+    }
+    return e0 > s0 && e1 > s1 && (!kept0 || !kept1 || dk[r - 1] != dk[r]);
+}
+
+/* whatif.py _PathPart.overlapping: of the intervals whatif_clip writes, those overlapping [wlo, whi)
+ * (end > wlo, start < whi): their start, end and key into out_* (cap places each), in order. Only
+ * the runs about the window are read: from the first whose piece ends after wlo back to a run no
+ * interval spans from the one before (clip_cut), on to the first piece at or after whi that does not
+ * join the one before. checked: a pass over every run found ds in order and their keys in shown
+ * (whatif_clip_longest's answer); else this one checks them first. Returns their number; -1 where
+ * ds is out of order, a key outside shown, or cap is short. */
+int64_t whatif_clip_window(const int64_t *ds, const int32_t *dk, int64_t nd, int64_t end, const int64_t *lo,
+                           const int64_t *hi, int64_t nint, const uint8_t *shown, int64_t nshown, int64_t wlo,
+                           int64_t whi, int64_t checked, int64_t *out_s, int64_t *out_e, int32_t *out_k,
+                           int64_t cap) {
+    if (!checked) {
+        if (!runs_in_order(ds, nd, end, 0, nd)) return -1;
+        for (int64_t r = 0; r < nd; r++)
+            if (dk[r] < 0 || dk[r] >= nshown) return -1;
+    }
+    int64_t a = 0, b = nint; /* the first interval ending after wlo: j */
+    while (a < b) {
+        int64_t mid = a + (b - a) / 2;
+        if (hi[mid] <= wlo) a = mid + 1;
+        else b = mid;
+    }
+    int64_t j = a;
+    int64_t r = j < nint ? search(ds, nd, end, 1, 1, lo[j] > wlo ? lo[j] : wlo) : nd; /* its piece after wlo */
+    int bad = 0;
+    if (j < nint) {
+        int64_t i0 = search(ds, nd, end, 1, 1, lo[j]);
+        while (r > i0 && !clip_cut(ds, dk, nd, end, lo[j], hi[j], shown, nshown, r, &bad)) r--;
+        if (r <= i0 && j > 0 && hi[j - 1] == lo[j]) j = 0, r = nint > 0 ? search(ds, nd, end, 1, 1, lo[0]) : nd;
+    }
+    int64_t count = 0, cs = 0, ce = 0, open = 0;
+    int32_t ck = 0;
+    for (int64_t from = r; j < nint && !bad; j++, from = 0) { /* the first interval's runs from r on */
+        int64_t i0 = search(ds, nd, end, 1, 1, lo[j]), i1 = search(ds, nd, end, 0, 0, hi[j]);
+        for (r = from > i0 ? from : i0; r < i1; r++) {
+            int64_t s, e;
+            int kept;
+            if (clip_piece(ds, dk, nd, end, lo[j], hi[j], shown, nshown, r, &s, &e, &kept)) return -1;
+            if (kept && open && ck == dk[r] && ce == s) {
+                ce = e;
+                continue;
+            }
+            /* a piece with time that does not join the open interval ends it: from whi on, so do all */
+            if (e > s && s >= whi) goto done;
+            if (!kept) continue;
+            if (open && ce > wlo && cs < whi) {
+                if (count >= cap) return -1;
+                out_s[count] = cs, out_e[count] = ce, out_k[count++] = ck;
+            }
+            cs = s, ce = e, ck = dk[r], open = 1;
+        }
+    }
+done:
+    if (bad) return -1;
+    if (open && ce > wlo && cs < whi) {
+        if (count >= cap) return -1;
+        out_s[count] = cs, out_e[count] = ce, out_k[count++] = ck;
+    }
+    return count;
+}
+
 /* whatif.py _first_sorted: np.argsort(v, kind="stable")[:k], the indices of the k smallest values,
  * equal ones in index order, in one pass: out holds the best so far in order, a value is put in
  * after those it does not beat (most values beat none: one comparison each). Returns min(n, k). */
@@ -392,48 +552,11 @@ int64_t whatif_first_sorted(const int64_t *v, int64_t n, int64_t k, int64_t *out
     return m;
 }
 
-/* A stretch being summed in whatif_main_pass: its start, the time up to which the current run's part
- * is added, and its keys' sums. */
+/* A node stretch being summed in whatif_main_pass: its start and its keys' sums. */
 typedef struct {
     KeySums ks;
-    int64_t lo, mark, nt;
+    int64_t lo, nt;
 } Open;
-
-/* The current run's (key k) part from the stretch's mark up to t added to its sums. */
-static inline void open_part(Open *s, int32_t k, int64_t t) {
-    s->ks.sum[k] += t - s->mark;
-    s->mark = t;
-    if (!s->ks.seen[k]) {
-        s->ks.seen[k] = 1;
-        s->ks.touched[s->nt++] = k;
-    }
-}
-
-/* whatif_main_pass's drawn stretch [lo, hi) closed: its largest key (whatif_drawn's choice) written
- * where it differs from the one before. Returns 0; -1 where the stretch lasts 2**53 ns or more or
- * cap is short. */
-static inline int drawn_close(Open *d, int64_t hi, int64_t *out_t, int32_t *out_key, int64_t *count,
-                              int64_t cap) {
-    int32_t best = 0;
-    int64_t most = 0;
-    for (int64_t z = 0; z < d->nt; z++) {
-        int32_t k = d->ks.touched[z];
-        int64_t ns = key_sums_take(&d->ks, k);
-        if (ns > most || (ns == most && ns > 0 && k < best)) {
-            most = ns;
-            best = k;
-        }
-    }
-    d->nt = 0;
-    if (hi - d->lo >= LONGEST) return -1;
-    if (*count == 0 || out_key[*count - 1] != best) {
-        if (*count >= cap) return -1;
-        out_t[*count] = d->lo;
-        out_key[(*count)++] = best;
-    }
-    d->lo = d->mark = hi;
-    return 0;
-}
 
 /* whatif_main_pass's node stretch s [lo, hi) closed: its keys' time above 0 in key order as
  * whatif_stretches writes them (ent_key, ent_ns; ent_off[s + 1] their count so far), hi a node where
@@ -460,8 +583,153 @@ static inline int node_close(Open *s, int64_t hi, int64_t end, int64_t *stretch,
         if (*stretch > cap_nodes) return -1;
         node_t[*stretch - 1] = hi;
     }
-    s->lo = s->mark = hi;
+    s->lo = hi;
     return bad ? -1 : 0;
+}
+
+#define NCAT 16 /* whatif.py's _NCODE: a row's code is its instance's code plus a category below it */
+
+/* The rows of one operation instance (op), a segment, as whatif_main_pass reads them: a category
+ * c's code is base + c, its key and idle flag read at its first row in the segment (known) and kept,
+ * so that a row reads no table. */
+typedef struct {
+    int64_t base;
+    uint32_t known, idle;
+    int32_t key[NCAT];
+} Segment;
+
+/* A segment of instance v (-1 reads inst_code's last entry, as numpy's index does). Returns 0; -1 for
+ * an instance outside inst_code. */
+static inline int segment_open(Segment *sg, int32_t v, const int64_t *inst_code, int64_t n_code) {
+    int64_t o = v < 0 ? (int64_t)v + n_code : v;
+    if (o < 0 || o >= n_code) return -1;
+    sg->base = inst_code[o];
+    sg->known = sg->idle = 0;
+    return 0;
+}
+
+/* Category c's first row in the segment: its code and key checked as whatif_main_runs checks a row's,
+ * kept, its code marked present. Returns 0; -1 for a category outside [0, NCAT), a code outside
+ * key_of, a key outside idle, or a key of another category of the segment (a table that joins codes:
+ * sums per category would not be sums per key). */
+static inline int segment_learn(Segment *sg, int c, const int32_t *key_of, int64_t n_keys,
+                                const uint8_t *idle, int64_t n_idle, uint8_t *present) {
+    if (c < 0 || c >= NCAT) return -1;
+    int64_t code = sg->base + c;
+    if (code < 0 || code >= n_keys) return -1;
+    int32_t key = key_of[code];
+    if (key < 0 || key >= n_idle) return -1;
+    for (uint32_t m = sg->known; m; m &= m - 1)
+        if (sg->key[__builtin_ctz(m)] == key) return -1;
+    present[code] = 1;
+    sg->key[c] = key;
+    sg->known |= 1u << c;
+    sg->idle |= (uint32_t)(idle[key] != 0) << c;
+    return 0;
+}
+
+/* Whole ns per category of one segment (seen: those added to since the last take). */
+typedef struct {
+    int64_t sum[NCAT];
+    uint32_t seen;
+} CatSums;
+
+static inline void cat_add(CatSums *p, int c, int64_t ns) {
+    p->sum[c] += ns;
+    p->seen |= 1u << c;
+}
+
+/* The drawn stretch [*lo, hi) closed, its parts all of segment sg (by category: d): its largest key,
+ * the smallest of equal ones (whatif_drawn's choice), written where it differs from the one before;
+ * *lo becomes hi. Returns 0; -1 where the stretch lasts 2**53 ns or more or cap is short. */
+static inline int drawn_close(CatSums *d, const Segment *sg, int64_t *lo, int64_t hi, int64_t *out_t,
+                              int32_t *out_key, int64_t *count, int64_t cap) {
+    int32_t best = 0;
+    int64_t most = 0;
+    for (uint32_t m = d->seen; m; m &= m - 1) {
+        int c = __builtin_ctz(m);
+        int64_t ns = d->sum[c];
+        int32_t k = sg->key[c];
+        d->sum[c] = 0;
+        if (ns > most || (ns == most && ns > 0 && k < best)) {
+            most = ns;
+            best = k;
+        }
+    }
+    d->seen = 0;
+    if (hi - *lo >= LONGEST) return -1;
+    if (*count == 0 || out_key[*count - 1] != best) {
+        if (*count >= cap) return -1;
+        out_t[*count] = *lo;
+        out_key[(*count)++] = best;
+    }
+    *lo = hi;
+    return 0;
+}
+
+/* The node stretch's parts of segment sg (by category: p) added to its keys' sums. */
+static inline void node_add(Open *s, CatSums *p, const Segment *sg) {
+    for (uint32_t m = p->seen; m; m &= m - 1) {
+        int c = __builtin_ctz(m);
+        int32_t k = sg->key[c];
+        s->ks.sum[k] += p->sum[c];
+        p->sum[c] = 0;
+        if (!s->ks.seen[k]) {
+            s->ks.seen[k] = 1;
+            s->ks.touched[s->nt++] = k;
+        }
+    }
+    p->seen = 0;
+}
+
+/* The drawn path being written by whatif_main_pass: its stretches (out_t, out_key; count of cap) and
+ * the start of the open one (lo). */
+typedef struct {
+    int64_t *t;
+    int32_t *key;
+    int64_t count, cap, lo;
+} Drawn;
+
+/* whatif_main_pass's rows from i on that end no node stretch: of its instance sv, a category known in
+ * the segment, at or after the row before's time (*mark) and before limit (the next node, or end),
+ * where ``flips`` (no node at a flip) of any idle flag, else as idle as the row before (*prev_idle):
+ * each one's time since the row before added to the row before's category (*pc), the drawn stretch
+ * ended where the idle flag flips (and the stretch has time). Returns the first other row (or n);
+ * -1 where the drawn path's close fails (a stretch of 2**53 ns, cap short). Most rows are such rows:
+ * this loop reads their instance, category and time only. None begins the segment's first run of a
+ * code other than its first row's (that row's category is not known yet): whether a run begins in
+ * an instance (working) is found at the rows before the loop. */
+__attribute__((noinline)) /* a loop of its own: its state in registers, not the caller's spills */
+static int64_t segment_rows(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t i, int64_t n,
+                            int32_t sv, const Segment *sg, int flips, uint32_t *prev_idle, int64_t limit,
+                            int *pc, int64_t *mark, CatSums *d, CatSums *p, Drawn *dr) {
+    uint32_t ok = flips ? sg->known : sg->known & (*prev_idle ? sg->idle : ~sg->idle), was = *prev_idle;
+    uint32_t idle = sg->idle, d_seen = d->seen, p_seen = p->seen;
+    int64_t m = *mark, lo = dr->lo;
+    int64_t *d_sum = d->sum, *p_sum = p->sum;
+    int b = *pc;
+    for (; i < n; i++) {
+        int c = cat[i];
+        int64_t t = ts[i];
+        if (op[i] != sv || (unsigned)c >= NCAT || !((ok >> c) & 1) || t < m || t >= limit) break;
+        d_sum[b] += t - m;
+        p_sum[b] += t - m;
+        d_seen |= 1u << b;
+        p_seen |= 1u << b;
+        uint32_t now = (idle >> c) & 1;
+        if (now != was && t > lo) {
+            d->seen = d_seen;
+            if (drawn_close(d, sg, &lo, t, dr->t, dr->key, &dr->count, dr->cap)) {
+                i = -1;
+                break;
+            }
+            d_seen = 0;
+        }
+        m = t, b = c, was = now;
+    }
+    d->seen = d_seen, p->seen = p_seen, dr->lo = lo;
+    *mark = m, *pc = b, *prev_idle = was;
+    return i;
 }
 
 /* whatif.py process_inputs for a process that keeps no runs (not a parent) and has no waiting calls,
@@ -472,91 +740,143 @@ static inline int node_close(Open *s, int64_t hi, int64_t end, int64_t *stretch,
  * and with flip_nodes the flips too; those above start and below end: node_t, cap_nodes places):
  * ent_off (cap_nodes + 2), ent_key, ent_ns (cap_e). Each stretch's parts are the runs' parts in it,
  * added in whole ns: the same sums (KeySums). counts: (drawn, nodes, entries, whether a run is in an
- * instance). present (n_keys, zeroed): 1 at each row's code, as whatif_main_codes marks it. Returns 0; -1 where the times are out of order, a table is short (op, code, key), a
- * stretch lasts 2**53 ns or more or a cap is short; -2 without memory. */
+ * instance). present (n_keys, zeroed): 1 at each row's code, as whatif_main_codes marks it. Returns
+ * 0; -1 where the times are out of order, a table is short (op, code, key), a category is outside
+ * [0, NCAT), two categories of an instance share a key, a stretch lasts 2**53 ns or more or a cap is
+ * short; -2 without memory.
+ *
+ * Each row's time since the row before counts in the row before's category, summed per category
+ * within the instance (a drawn stretch never spans two: it ends where the instance does, but for
+ * stretches of no time) and handed to the node stretch's keys where the instance ends or the
+ * stretch does: a row reads no key table, only its instance, category and time. From the first row
+ * at end on, every part is of no time: those rows are only checked and their codes marked. */
 int64_t whatif_main_pass(const int32_t *op, const int64_t *ts, const int8_t *cat, int64_t n,
                          const int64_t *inst_code, int64_t n_code, const int32_t *key_of, int64_t n_keys,
                          uint8_t *present, const uint8_t *idle, int64_t n_idle, int64_t start, int64_t end,
-                         const int64_t *nodes,
-                         int64_t n_nodes, int64_t flip_nodes, int64_t *out_t, int32_t *out_key, int64_t cap_d,
-                         int64_t *node_t, int64_t cap_nodes, int64_t *ent_off, int32_t *ent_key,
-                         int64_t *ent_ns, int64_t cap_e, int64_t *counts) {
+                         const int64_t *nodes, int64_t n_nodes, int64_t flip_nodes, int64_t *out_t,
+                         int32_t *out_key, int64_t cap_d, int64_t *node_t, int64_t cap_nodes,
+                         int64_t *ent_off, int32_t *ent_key, int64_t *ent_ns, int64_t cap_e, int64_t *counts) {
     if (n == 0 || end <= start) return -1;
-    Open d = {{0}, start, start, 0}, s = {{0}, start, start, 0};
-    int opened = key_sums_open(&d.ks, n_idle) & key_sums_open(&s.ks, n_idle);
-    int64_t result = opened ? 0 : -2, n_drawn = 0, stretch = 0, n_ent = 0, working = 0, g = 0;
-    int64_t prev_code = 0, prev_t = start;
-    int32_t prev_op = 0, cur = 0;
-    uint8_t prev_idle = 0;
+    Open s = {{0}, start, 0};
+    int64_t result = key_sums_open(&s.ks, n_idle) ? 0 : -2;
+    int64_t stretch = 0, n_ent = 0, g = 0, mark = start;
+    Drawn dr = {out_t, out_key, 0, cap_d, start};
     ent_off[0] = 0;
     while (g < n_nodes && nodes[g] <= start) g++;
-    for (int64_t i = 0; i < n && result == 0; i++) {
+    int64_t next = g < n_nodes ? nodes[g] : INT64_MAX; /* the next node */
+    Segment sg;
+    CatSums d = {{0}, 0}, p = {{0}, 0}; /* the drawn stretch's parts, the node stretch's not yet keyed */
+    int32_t sv = op[0];
+    int pc = cat[0]; /* the category of the row before: the one its time counts in */
+    if (result == 0 && (segment_open(&sg, sv, inst_code, n_code) ||
+                        segment_learn(&sg, pc, key_of, n_keys, idle, n_idle, present)))
+        result = -1;
+    int64_t prev_code = result == 0 ? sg.base + pc : 0, working = sv >= 0;
+    uint32_t prev_idle = result == 0 ? (sg.idle >> pc) & 1 : 0;
+    int64_t i = 1;
+    for (; i < n && result == 0; i++) {
+        int64_t limit = next < end ? next : end;
+        i = segment_rows(op, ts, cat, i, n, sv, &sg, !flip_nodes, &prev_idle, limit, &pc, &mark, &d, &p, &dr);
+        if (i < 0) {
+            result = -1;
+            break;
+        }
+        if (i >= n) break;
         int32_t v = op[i];
-        int64_t o = v < 0 ? v + n_code : v;
-        if (o < 0 || o >= n_code) {
-            result = -1;
-            break;
-        }
-        int64_t code = inst_code[o] + cat[i];
-        if (code < 0 || code >= n_keys || key_of[code] < 0 || key_of[code] >= n_idle) {
-            result = -1;
-            break;
-        }
-        int32_t key = key_of[code];
-        uint8_t now = idle[key];
-        present[code] = 1;
-        if (i == 0) { /* the first run, at start */
-            cur = key, working = v >= 0;
-            prev_code = code, prev_op = v, prev_idle = now;
-            continue;
-        }
+        int c = cat[i];
         int64_t t = ts[i] < end ? ts[i] : end;
-        if (t < prev_t) {
+        if (t < mark) {
             result = -1;
             break;
         }
-        prev_t = t;
-        /* the nodes before this row's time cut the current run */
-        for (; g < n_nodes && nodes[g] < t && result == 0; g++) {
-            if (nodes[g] >= end) continue;
-            open_part(&s, cur, nodes[g]);
-            if (node_close(&s, nodes[g], end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
+        if (t >= end) break; /* the rows from here on are of no time */
+        int at_node = 0;
+        if (t >= next) { /* the nodes before t cut the node stretch; one at t ends it below */
+            for (; g < n_nodes && nodes[g] < t && result == 0; g++) {
+                cat_add(&d, pc, nodes[g] - mark);
+                cat_add(&p, pc, nodes[g] - mark);
+                mark = nodes[g];
+                node_add(&s, &p, &sg);
+                if (node_close(&s, nodes[g], end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns,
+                               &n_ent, cap_e))
+                    result = -1;
+            }
+            if (result) break;
+            at_node = g < n_nodes && nodes[g] == t;
+            g += at_node;
+            next = g < n_nodes ? nodes[g] : INT64_MAX;
+        }
+        cat_add(&d, pc, t - mark);
+        cat_add(&p, pc, t - mark);
+        mark = t;
+        if (v != sv) {
+            /* another instance: the drawn stretch ends there (one of no time goes on, its parts all 0,
+             * kept by no category), the node stretch's parts are keyed */
+            if (t > dr.lo) {
+                if (drawn_close(&d, &sg, &dr.lo, t, dr.t, dr.key, &dr.count, dr.cap)) result = -1;
+            } else {
+                d.seen = 0;
+            }
+            node_add(&s, &p, &sg);
+            if (segment_open(&sg, v, inst_code, n_code)) result = -1;
+            sv = v;
+        }
+        if (result == 0 && ((unsigned)c >= NCAT || !((sg.known >> c) & 1)) &&
+            segment_learn(&sg, c, key_of, n_keys, idle, n_idle, present))
+            result = -1;
+        if (result) break;
+        uint32_t now = (sg.idle >> c) & 1;
+        int flip = now != prev_idle;
+        /* a flip ends the drawn stretch (at another instance's first row it has ended, or it is of no
+         * time) */
+        if (flip && t > dr.lo && drawn_close(&d, &sg, &dr.lo, t, dr.t, dr.key, &dr.count, dr.cap))
+            result = -1;
+        if ((at_node || (flip_nodes && flip)) && t > s.lo) {
+            node_add(&s, &p, &sg);
+            if (node_close(&s, t, end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
                 result = -1;
         }
-        int at_node = g < n_nodes && nodes[g] == t;
-        g += at_node;
-        int new_run = code != prev_code, flip = now != prev_idle;
-        int close_d = (v != prev_op || flip) && t > d.lo && t < end;
-        int close_s = (at_node || (flip_nodes && flip)) && t > s.lo && t < end;
-        if (new_run || close_d || close_s) {
-            open_part(&d, cur, t);
-            open_part(&s, cur, t);
-        }
-        if (close_d && drawn_close(&d, t, out_t, out_key, &n_drawn, cap_d)) result = -1;
-        if (close_s && node_close(&s, t, end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
-            result = -1;
-        if (new_run) {
-            cur = key;
-            working |= v >= 0;
-        }
-        prev_code = code, prev_op = v, prev_idle = now;
+        int64_t code = sg.base + c;
+        working |= (code != prev_code) & (v >= 0);
+        prev_code = code, pc = c, prev_idle = now;
     }
-    /* the nodes after the last row's time, then the last stretches, to end */
-    for (; g < n_nodes && result == 0; g++) {
-        if (nodes[g] >= end) continue;
-        open_part(&s, cur, nodes[g]);
-        if (node_close(&s, nodes[g], end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
+    /* the nodes after the last row before end, then the last stretches, to end */
+    for (; g < n_nodes && nodes[g] < end && result == 0; g++) {
+        cat_add(&d, pc, nodes[g] - mark);
+        cat_add(&p, pc, nodes[g] - mark);
+        mark = nodes[g];
+        node_add(&s, &p, &sg);
+        if (node_close(&s, nodes[g], end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent,
+                       cap_e))
             result = -1;
     }
     if (result == 0) {
-        open_part(&d, cur, end);
-        open_part(&s, cur, end);
-        if (drawn_close(&d, end, out_t, out_key, &n_drawn, cap_d) ||
+        cat_add(&d, pc, end - mark);
+        cat_add(&p, pc, end - mark);
+        node_add(&s, &p, &sg);
+        if (drawn_close(&d, &sg, &dr.lo, end, dr.t, dr.key, &dr.count, dr.cap) ||
             node_close(&s, end, end, &stretch, node_t, cap_nodes, ent_off, ent_key, ent_ns, &n_ent, cap_e))
             result = -1;
     }
-    counts[0] = n_drawn, counts[1] = stretch - 1, counts[2] = n_ent, counts[3] = working;
-    key_sums_close(&d.ks);
+    /* the rows at end: checked, their codes marked */
+    for (; i < n && result == 0; i++) {
+        int32_t v = op[i];
+        int c = cat[i];
+        if (ts[i] < end || (v != sv && segment_open(&sg, v, inst_code, n_code))) {
+            result = -1;
+            break;
+        }
+        sv = v;
+        if (((unsigned)c >= NCAT || !((sg.known >> c) & 1)) &&
+            segment_learn(&sg, c, key_of, n_keys, idle, n_idle, present)) {
+            result = -1;
+            break;
+        }
+        int64_t code = sg.base + c;
+        working |= (code != prev_code) & (v >= 0);
+        prev_code = code;
+    }
+    counts[0] = dr.count, counts[1] = stretch - 1, counts[2] = n_ent, counts[3] = working;
     key_sums_close(&s.ks);
     return result;
 }
