@@ -7,6 +7,7 @@ prints comes from these sums.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -163,6 +164,74 @@ def test_full_window_sums(both, case: str) -> None:
     full[rng.random(len(full)) < 0.3] = 0.0
     ref, got = both(full_window_sums, tl, full)
     assert ref == got
+
+
+def retimed(rng: np.random.Generator, tl: Timeline, off_main_idle: bool = False) -> Timeline:
+    """``tl``'s rows retimed as a correction retimes them (its other columns shared): each row's time
+    moved back by a random cost, some rows left of no time or less; ``off_main_idle``: no row off the
+    main thread keeps any time."""
+    ts = tl.ts - np.cumsum(rng.integers(0, 50, len(tl.ts)))
+    seg_end = ts + (tl.seg_end - tl.ts) - rng.integers(0, 3, len(ts)) * rng.integers(0, 1000, len(ts))
+    if off_main_idle:
+        seg_end[tl.thread != MAIN] = ts[tl.thread != MAIN]
+    return dataclasses.replace(tl, ts=ts, seg_end=seg_end)
+
+
+def counted_pair(tl: Timeline, fixed: Timeline, full: np.ndarray | None) -> list[Any]:
+    """The two timelines' counted sums as the breakdown of a corrected run makes them, serialized; and
+    the corrected one's time in full windows per key (:func:`full_window_sums`)."""
+    groups = breakdown.row_groups(tl)
+    raw, corrected = breakdown._counted_pair(tl, fixed, groups, full)
+    out: list[Any] = []
+    for c in (raw, corrected):
+        out += [c.sums.tobytes(), c.off_main, c.inst_cat.tobytes(), c.op_cats.tobytes()]
+    if full is not None:
+        held = corrected.sums.transpose(0, 2, 1).reshape(-1, NCAT).sum(axis=1) > 0
+        out.append(breakdown._full_by_key(fixed, groups, full, corrected, held).tobytes())
+    return out
+
+
+@pytest.mark.parametrize("case", [*CASES, "without full windows", "idle off the main thread"])
+def test_counted_pair(both, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """One C pass over a timeline and its retimed rows gives the bits of the numpy loops and of a
+    pass over each; the time in full windows the corrected one's, as its own pass adds it."""
+    rng = np.random.default_rng(len(case) + 3)
+    tl = timeline(rng, **CASES.get(case, {"rows": 5000, "run": 12}))
+    fixed = retimed(rng, tl, off_main_idle=case == "idle off the main thread")
+    full = None if case == "without full windows" else rng.random(len(tl.ts))
+    if full is not None:
+        full[rng.random(len(full)) < 0.3] = 0.0
+    ref, got = both(counted_pair, tl, fixed, full)
+    assert ref == got
+    monkeypatch.setenv(native.ENV, "1")
+    groups = breakdown.row_groups(tl)
+    apart = [breakdown._counted_sums(tl, groups), breakdown._counted_sums(fixed, groups, full)]
+    each = [(c.sums.tobytes(), c.off_main, c.inst_cat.tobytes(), c.op_cats.tobytes()) for c in apart]
+    assert got[:8] == [*each[0], *each[1]]
+    if case == "idle off the main thread" and len(tl.ts):
+        assert got[1] and not got[5]  # the raw rows off the main thread count, the corrected ones none
+
+
+def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C pass runs for the columns a correction makes (the categories shared); where the retimed
+    timeline holds other categories, a pass each (its own categories read)."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    monkeypatch.setenv(native.ENV, "1")
+    rng = np.random.default_rng(4)
+    tl = timeline(rng, rows=3000)
+    fixed, full = retimed(rng, tl), rng.random(3000)
+    calls: list[str] = []
+    single = breakdown._counted_sums
+    monkeypatch.setattr(breakdown, "_counted_sums", lambda *a: calls.append("one") or single(*a))
+    groups = breakdown.row_groups(tl)
+    together = breakdown._counted_pair(tl, fixed, groups, full)
+    assert calls == [] and together[1].full is not None
+    other = dataclasses.replace(fixed, cat=(fixed.cat + 1) % NCAT)
+    raw, corrected = breakdown._counted_pair(tl, other, groups, full)
+    assert calls == ["one", "one"]
+    assert corrected.sums.tobytes() == single(other, groups, full).sums.tobytes()
+    assert raw.sums.tobytes() == together[0].sums.tobytes() != corrected.sums.tobytes()
 
 
 def test_the_c_loops_take_the_usual_columns(both, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -155,25 +155,33 @@ def analyze_process_pair(
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
     groups = row_groups(tl, gpu_records)  # the corrected timeline's rows are the raw one's, retimed
+    fix = fixed_groups = moved = None
+    counted_raw = counted = None
+    if costs is not None:
+        launches = None if launch is None else gpu.launch_points(tl, api, records, launch)
+        fix = correct_process(proc, tl, costs, launches)  # the correction, in one call
+        if gpu_records is not None and fix.gpu_shift_ns is not None:
+            recs, op, phase = gpu_records
+            shift = fix.gpu_shift_ns
+            moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
+        if groups.fits(fix.timeline, moved):
+            # the raw breakdown's sums, the corrected one's and its category split's (with the time in
+            # full windows), in one pass over the rows
+            fixed_groups = groups
+            counted_raw, counted = _counted_pair(tl, fix.timeline, groups, fix.full_fraction)
+        else:
+            fixed_groups = row_groups(fix.timeline, moved)
+            counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
     raw = breakdown_timeline(
-        tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml, groups=groups
-    )
+        tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml, groups=groups,
+        counted=counted_raw,
+    )  # fmt: skip
     raw.automatic = proc.automatic
     if launch is not None:
         raw.gpu.update(unlaunched(records, launch[1]))
     raw_whole = finish(raw, None)
-    if costs is None:
+    if fix is None or fixed_groups is None or counted is None:
         return raw_whole, None
-    launches = None if launch is None else gpu.launch_points(tl, api, records, launch)
-    fix = correct_process(proc, tl, costs, launches)  # the correction, in one call
-    moved = None
-    if gpu_records is not None and fix.gpu_shift_ns is not None:
-        recs, op, phase = gpu_records
-        shift = fix.gpu_shift_ns
-        moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
-    fixed_groups = groups if groups.fits(fix.timeline, moved) else row_groups(fix.timeline, moved)
-    # the breakdown's, and the category split's (with the time in full windows, in the same pass)
-    counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
     corrected = breakdown_timeline(
         fix.timeline, proc.names, proc.pid, host, proc.complete, moved, None, fixed_groups, counted
     )
@@ -553,6 +561,40 @@ def _counted_sums(tl: Timeline, groups: RowGroups, full: np.ndarray | None = Non
             part = np.bincount(cell, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
     return _counted(sums, off_main, inst_cat, is_op)
+
+
+def _counted_pair(
+    tl: Timeline, fixed: Timeline, groups: RowGroups, full: np.ndarray | None
+) -> tuple[CountedSums, CountedSums]:
+    """The :func:`_counted_sums` of ``tl`` and of ``fixed``, its rows retimed (``groups`` fits both),
+    the second's with its time in full windows where ``full`` gives each row's share in them.
+
+    Why one pass: the two read the same pairs, categories and instances of the same rows, apart from
+    the times; in one C pass over the rows (breakdown.c) each is read once, each timeline's sums added
+    in the order its own pass adds them. Else (numpy's loops, or columns of other types) a pass each."""
+    n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
+    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
+    args += native.I64, native.I64, native.F64, native.F64, native.N, native.F64, native.F64
+    narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
+    shared = fixed.cat is tl.cat and fixed.op is tl.op  # the columns read once for both
+    times = fixed.ts.dtype == fixed.seg_end.dtype == np.int64
+    ours = narrow and shared and times
+    fn = _row_loop(tl, "breakdown_counted_pair", *args, restype=native.N) if ours else None
+    if fn is None:
+        return _counted_sums(tl, groups), _counted_sums(fixed, groups, full)
+    is_op = groups.pair_op >= 0
+    main_rows = tl.main_rows()
+    sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
+    sums_b, inst_cat_b = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
+    with_full = full is not None
+    in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
+    off_main = fn(
+        *_row_args(tl, groups), tl.cat, tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, inst_cat,
+        fixed.ts, fixed.seg_end, sums_b, inst_cat_b, with_full, full if with_full else in_full, in_full,
+    )  # fmt: skip
+    counted_b = _counted(sums_b, bool(off_main & 2), inst_cat_b, is_op)
+    counted_b.full = in_full.reshape(counted_b.sums.shape) if with_full else None
+    return _counted(sums, bool(off_main & 1), inst_cat, is_op), counted_b
 
 
 def _counted(sums: np.ndarray, off_main: bool, inst_cat: np.ndarray, is_op: np.ndarray) -> CountedSums:

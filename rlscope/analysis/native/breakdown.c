@@ -42,6 +42,52 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
     return off_main;
 }
 
+/* breakdown_counted_sums over two timelines of the same rows, grouped alike (the raw one, a, and its
+ * corrected one, b: the correction retimes the rows and keeps them), in one pass: a row's pair,
+ * category, operation instance and thread side read once for both. Per timeline, the sums
+ * breakdown_counted_sums writes, each cell's additions in row order as there; with_full, full and
+ * full_sums as there, of b. Returns whether a counted row of a is off the main thread (bit 0),
+ * and of b (bit 1). */
+int64_t breakdown_counted_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
+                               const int64_t *runs, const int32_t *run_pair, const int8_t *cat, const int32_t *op,
+                               int64_t main_lo, int64_t main_hi, const uint8_t *is_op, int64_t ncat, double *sums,
+                               double *inst_cat, const int64_t *ts_b, const int64_t *seg_end_b, double *sums_b,
+                               double *inst_cat_b, int64_t with_full, const double *full, double *full_sums) {
+    int64_t off_main = 0, off_main_b = 0;
+    for (int64_t k = 0; k < n_runs; k++) {
+        int32_t pair = run_pair[k];
+        if (pair < 0)
+            continue;
+        int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
+        for (int64_t i = runs[k]; i < hi; i++) {
+            int64_t d = seg_end[i] - ts[i], d_b = seg_end_b[i] - ts_b[i];
+            if (d <= 0 && d_b <= 0)
+                continue;
+            int64_t main = i >= main_lo && i < main_hi;
+            int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
+            /* op >= 0 in an operation's pair: kept in bounds regardless */
+            int64_t inst = is_op[pair] && op[i] >= 0 ? (int64_t)op[i] * ncat + cat[i] : -1;
+            if (d > 0) {
+                double w = (double)d;
+                off_main |= !main;
+                sums[cell] += w;
+                if (inst >= 0)
+                    inst_cat[inst] += w;
+            }
+            if (d_b > 0) {
+                double w = (double)d_b;
+                off_main_b |= !main;
+                sums_b[cell] += w;
+                if (inst >= 0)
+                    inst_cat_b[inst] += w;
+                if (with_full)
+                    full_sums[cell] += w * full[i];
+            }
+        }
+    }
+    return off_main | off_main_b << 1;
+}
+
 /* The noise's per-instance passes (rlscope/analysis/noise.py, _moments): over the instances whose
  * group is >= 0 (x: n_inst by ncol, row-major), those in the spread (spread) and those left out.
  * Writes, per group and column: mean, the spread instances' mean (their sum in instance order over
