@@ -127,7 +127,7 @@ def test_counted_sums_where_no_row_has_time(both) -> None:
 
 
 @pytest.mark.parametrize("case", [*CASES, "every row a run", "int32 thread index"])
-def test_run_starts_and_row_groups(both, case: str) -> None:
+def test_run_groups_and_row_groups(both, case: str) -> None:
     """The runs of one (operation, phase, thread) and the grouping made from them; a run a row (more
     than the C's first guess of places) and an int32 thread index too."""
     tl = timeline(np.random.default_rng(len(case) + 7), **CASES.get(case, {"rows": 3000, "phases": 0}))
@@ -135,11 +135,18 @@ def test_run_starts_and_row_groups(both, case: str) -> None:
         tl.op[:] = np.arange(len(tl.op)) % 2
     if case == "int32 thread index":
         tl.thread_idx = tl.thread_idx.astype(np.int32)
-    ref, got = both(breakdown._run_starts, tl)
-    assert ref.dtype == got.dtype == np.int64 and ref.tolist() == got.tolist()
+    inst_name = np.append(tl.inst_name, -1)
+    ref, got = both(breakdown._run_groups, tl, inst_name)
+    for a, b in zip(ref, got, strict=True):
+        assert a.dtype == b.dtype == np.int64 and a.tolist() == b.tolist()
+    runs, cand, cand_op, cand_ph = got
     key = list(zip(tl.op.tolist(), tl.phase.tolist(), tl.thread_idx.tolist(), strict=True))
-    assert got.tolist() == [i for i in range(len(key)) if i == 0 or key[i] != key[i - 1]]
-    assert all(hasattr(native.library(), f"breakdown_run_starts_{t}") for t in ("i32_i16", "i32_i32"))
+    assert runs.tolist() == [i for i in range(len(key)) if i == 0 or key[i] != key[i - 1]]
+    op_name, ph_name = inst_name[tl.op[runs]], inst_name[tl.phase[runs]]
+    want = [k for k, r in enumerate(runs.tolist()) if op_name[k] >= 0 or tl.thread[r] == MAIN]
+    assert cand.tolist() == want
+    assert cand_op.tolist() == op_name[want].tolist() and cand_ph.tolist() == ph_name[want].tolist()
+    assert all(hasattr(native.library(), f"breakdown_run_groups_{t}") for t in ("i32_i16", "i32_i32"))
     ref, got = both(breakdown.row_groups, tl)
     for f in ("row_pair", "begins", "b_pair", "pair_ph", "pair_op"):
         a, b = getattr(ref, f), getattr(got, f)

@@ -381,10 +381,7 @@ def row_groups(
     inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
     # consecutive rows of one thread, operation instance and phase instance share their pair (a
     # process's torch ops are a dozen rows an instance): each run is looked up once
-    runs = _run_starts(tl)
-    op_name = inst_name[tl.op[runs]]
-    cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
-    op_c, ph_c = op_name[cand], inst_name[tl.phase[runs[cand]]]
+    runs, cand, op_c, ph_c = _run_groups(tl, inst_name)
     scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
     begins = scope_begins[tl.kind[scope_begins] == S.OP_BEGIN]
     b_name = tl.name[begins].astype(np.int64)
@@ -418,29 +415,45 @@ def row_groups(
     )
 
 
-def _run_starts(tl: Timeline) -> np.ndarray:
-    """The rows (int64, in order) where the operation instance, the phase instance or the thread changes
-    from the row before, and row 0: in one C pass where numpy compares each column, ors the masks and
-    searches them."""
+def _run_groups(tl: Timeline, inst_name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(runs, candidates, their operation names, their phase names): the rows (int64, in order) where the
+    operation instance, the phase instance or the thread changes from the row before, and row 0; the
+    runs (their indices among them) inside an operation or on the main thread, which can hold counted
+    time, with the name ids of their operation and phase (-1: none; ``inst_name``: the instances'
+    names, -1 appended). In one C pass over the rows, the candidates' names looked up as each run
+    begins, where numpy compares each column, ors the masks, searches them and gathers from the runs."""
     columns = (tl.op, tl.phase, tl.thread_idx)
     index_type = native.INTEGER.get(tl.thread_idx.dtype)
     dtypes = [tl.op.dtype, tl.thread_idx.dtype]
-    args = native.N, None, None, index_type, native.I64, native.N
-    fn = native.typed("breakdown_run_starts", dtypes, *args, restype=native.N) if index_type else None
+    args = native.N, None, None, index_type, native.N, native.I64, native.I64, native.I64, native.I64
+    args += native.I64, native.N, native.I64
+    fn = native.typed("breakdown_run_groups", dtypes, *args, restype=native.N) if index_type else None
     n = len(tl.op)
-    if fn is not None and tl.phase.dtype == tl.op.dtype and contiguous(*columns):
+    if (
+        fn is not None
+        and tl.phase.dtype == tl.op.dtype
+        and inst_name.dtype == np.int64
+        and contiguous(*columns)
+    ):
+        main_rows = tl.main_rows()  # the main thread's rows: one thread index's block
+        main_idx = int(tl.thread_idx[main_rows.start]) if main_rows.stop > main_rows.start else -1
         size = n // 8 + 1  # a run is a dozen rows or more (a torch op's instance)
+        n_cand = np.zeros(1, np.int64)
         while True:
-            out = np.empty(size, np.int64)
-            count = fn(n, *columns, out, size)
+            runs, cand, cand_op, cand_ph = (np.empty(size, np.int64) for _ in range(4))
+            count = fn(n, *columns, main_idx, inst_name, runs, cand, cand_op, cand_ph, size, n_cand)
             if count <= size:
-                return out[:count]
+                c = int(n_cand[0])
+                return runs[:count], cand[:c], cand_op[:c], cand_ph[:c]
             size = count
     new_run = np.ones(n, bool)
     np.not_equal(tl.op[1:], tl.op[:-1], out=new_run[1:])
     new_run[1:] |= tl.phase[1:] != tl.phase[:-1]
     new_run[1:] |= tl.thread_idx[1:] != tl.thread_idx[:-1]
-    return np.flatnonzero(new_run)
+    runs = np.flatnonzero(new_run)
+    op_name = inst_name[tl.op[runs]]
+    cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
+    return runs, cand, op_name[cand], inst_name[tl.phase[runs[cand]]]
 
 
 @dataclasses.dataclass

@@ -243,20 +243,36 @@ void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg
     }
 }
 
-/* breakdown.row_groups' runs: the rows where the operation instance, the phase instance or the
- * thread index changes from the row before (and row 0), in order: np.flatnonzero of its new_run mask.
- * Writes up to cap of them; returns their number (above cap: called again with that many places). */
-#define RUN_STARTS(NAME, T, U)                                                                            \
-    int64_t NAME(int64_t n, const T *op, const T *phase, const U *thread_idx, int64_t *out, int64_t cap) { \
-        int64_t m = 0;                                                                                    \
+/* breakdown.row_groups' runs, and what each run that can hold counted time is grouped by, in one pass
+ * over the rows: the rows where the operation instance, the phase instance or the thread index
+ * changes from the row before (and row 0), in order (np.flatnonzero of _run_groups' new_run mask);
+ * of those runs, the candidates (inside an operation, or on the main thread: thread index main_idx,
+ * -1 for none): their index among the runs, their operation's and their phase's name ids (inst_name
+ * of the instance, -1 for none: numpy's lookup in inst_name with -1 appended). Writes up to cap runs
+ * and candidates; returns the number of runs (above cap: called again with that many places), and
+ * the candidates' in n_cand[0]. */
+#define RUN_GROUPS(NAME, T, U)                                                                            \
+    int64_t NAME(int64_t n, const T *op, const T *phase, const U *thread_idx, int64_t main_idx,          \
+                 const int64_t *inst_name, int64_t *runs, int64_t *cand, int64_t *cand_op, int64_t *cand_ph, \
+                 int64_t cap, int64_t *n_cand) {                                                          \
+        int64_t m = 0, c = 0;                                                                             \
         for (int64_t i = 0; i < n; i++) {                                                                 \
-            if (i == 0 || op[i] != op[i - 1] || phase[i] != phase[i - 1] ||                               \
-                thread_idx[i] != thread_idx[i - 1]) {                                                     \
-                if (m < cap) out[m] = i;                                                                  \
-                m++;                                                                                      \
+            if (i > 0 && op[i] == op[i - 1] && phase[i] == phase[i - 1] && thread_idx[i] == thread_idx[i - 1]) \
+                continue;                                                                                 \
+            int64_t op_name = op[i] >= 0 ? inst_name[op[i]] : -1;                                         \
+            if (m < cap) {                                                                                \
+                runs[m] = i;                                                                              \
+                if (op_name >= 0 || thread_idx[i] == main_idx) {                                          \
+                    cand[c] = m;                                                                          \
+                    cand_op[c] = op_name;                                                                 \
+                    cand_ph[c] = phase[i] >= 0 ? inst_name[phase[i]] : -1;                                \
+                    c++;                                                                                  \
+                }                                                                                         \
             }                                                                                             \
+            m++;                                                                                          \
         }                                                                                                 \
+        n_cand[0] = c;                                                                                    \
         return m;                                                                                         \
     }
-RUN_STARTS(breakdown_run_starts_i32_i16, int32_t, int16_t)
-RUN_STARTS(breakdown_run_starts_i32_i32, int32_t, int32_t)
+RUN_GROUPS(breakdown_run_groups_i32_i16, int32_t, int16_t)
+RUN_GROUPS(breakdown_run_groups_i32_i32, int32_t, int32_t)
