@@ -241,6 +241,24 @@ def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     assert raw.sums.tobytes() == together[0].sums.tobytes() != corrected.sums.tobytes()
 
 
+@pytest.mark.parametrize("case", list(CASES))
+def test_begins(both, case: str) -> None:
+    """Each OP_BEGIN row's instance, time and inclusive time (0: recursive) by the C loop over the
+    begins and by numpy's gathers: the same types and bits."""
+    rng = np.random.default_rng(len(case) + 11)
+    tl = timeline(rng, **CASES[case])
+    tl.flags[:] = rng.integers(0, 4, len(tl.flags))  # the recursive flag on some rows, other bits too
+    tl.inst_end[:] = rng.integers(10**9, 2 * 10**9, len(tl.inst_end))
+    begins = breakdown.row_groups(tl).begins
+    ref, got = both(breakdown._begins, tl, begins)
+    for a, b in zip(ref, got, strict=True):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    b_inst, b_ts, b_incl = got
+    recursive = (tl.flags[begins] & S.FLAG_RECURSIVE) != 0
+    assert b_inst.tolist() == tl.id[begins].tolist() and b_ts.tolist() == tl.ts[begins].tolist()
+    assert b_incl.tolist() == np.where(recursive, 0, tl.inst_end[tl.id[begins]] - tl.ts[begins]).tolist()
+
+
 def test_the_c_loops_take_the_usual_columns(both, monkeypatch: pytest.MonkeyPatch) -> None:
     """The timelines above, of the types the analysis makes, run the C loops (the tests compare the
     two paths); wider ids or categories run numpy's."""

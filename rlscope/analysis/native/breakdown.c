@@ -307,3 +307,22 @@ RUN_GROUPS(breakdown_run_groups_i32_i32, int32_t, int32_t)
     }
 INSTANCES(intervals_instances_i32, int32_t)
 INSTANCES(intervals_instances_i64, int64_t)
+
+/* breakdown_timeline's operation instances: per OP_BEGIN row (begins, m of them), its instance (id),
+ * time (ts) and inclusive time (0 where its flags hold recursive, else inst_end at its instance, of
+ * n_inst: -1 reads the last, as numpy's index does, less its time), in one loop over the begins: the
+ * numpy version's gathers from columns of every row and np.where. */
+#define BEGINS(NAME, T)                                                                                   \
+    void NAME(int64_t m, const int64_t *begins, const T *id, const int64_t *ts, const int8_t *flags,       \
+              int64_t recursive, const int64_t *inst_end, int64_t n_inst, T *b_inst, int64_t *b_ts,         \
+              int64_t *b_incl) {                                                                          \
+        for (int64_t k = 0; k < m; k++) {                                                                 \
+            int64_t r = begins[k];                                                                        \
+            T ident = id[r];                                                                              \
+            b_inst[k] = ident;                                                                            \
+            b_ts[k] = ts[r];                                                                              \
+            b_incl[k] = flags[r] & recursive ? 0 : inst_end[ident >= 0 ? ident : n_inst + ident] - ts[r];  \
+        }                                                                                                 \
+    }
+BEGINS(breakdown_begins_i32, int32_t)
+BEGINS(breakdown_begins_i64, int64_t)
