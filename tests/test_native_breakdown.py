@@ -126,32 +126,54 @@ def test_counted_sums_where_no_row_has_time(both) -> None:
     assert ref == got and not np.frombuffer(got[0]).any()
 
 
-@pytest.mark.parametrize("case", [*CASES, "every row a run", "int32 thread index"])
-def test_run_groups_and_row_groups(both, case: str) -> None:
-    """The runs of one (operation, phase, thread) and the grouping made from them; a run a row (more
-    than the C's first guess of places) and an int32 thread index too."""
-    tl = timeline(np.random.default_rng(len(case) + 7), **CASES.get(case, {"rows": 3000, "phases": 0}))
+ROW_GROUP_CASES = [*CASES, "every row a run", "int32 thread index", "many pairs", "with GPU work"]
+
+
+@pytest.mark.parametrize("case", ROW_GROUP_CASES)
+def test_row_groups(both, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """The runs of one (operation, phase, thread), their pairs and the begins' and GPU records': the C
+    passes' numbering (its pairs' table grown from one pair where many) and numpy's give the same
+    bits, checked against the rows too; a run a row (more than the C's first guess of places) and an
+    int32 thread index too."""
+    rng = np.random.default_rng(len(case) + 7)
+    tl = timeline(rng, **CASES.get(case, {"rows": 3000, "phases": 0}))
+    recs = None
     if case == "every row a run":
         tl.op[:] = np.arange(len(tl.op)) % 2
     if case == "int32 thread index":
         tl.thread_idx = tl.thread_idx.astype(np.int32)
-    inst_name = np.append(tl.inst_name, -1)
-    ref, got = both(breakdown._run_groups, tl, inst_name)
-    for a, b in zip(ref, got, strict=True):
-        assert a.dtype == b.dtype == np.int64 and a.tolist() == b.tolist()
-    runs, cand, cand_op, cand_ph = got
-    key = list(zip(tl.op.tolist(), tl.phase.tolist(), tl.thread_idx.tolist(), strict=True))
-    assert runs.tolist() == [i for i in range(len(key)) if i == 0 or key[i] != key[i - 1]]
-    op_name, ph_name = inst_name[tl.op[runs]], inst_name[tl.phase[runs]]
-    want = [k for k, r in enumerate(runs.tolist()) if op_name[k] >= 0 or tl.thread[r] == MAIN]
-    assert cand.tolist() == want
-    assert cand_op.tolist() == op_name[want].tolist() and cand_ph.tolist() == ph_name[want].tolist()
-    assert all(hasattr(native.library(), f"breakdown_run_groups_{t}") for t in ("i32_i16", "i32_i32"))
-    ref, got = both(breakdown.row_groups, tl)
-    for f in ("row_pair", "begins", "b_pair", "pair_ph", "pair_op"):
+    if case == "many pairs":  # hundreds of (phase, operation) names: the table grows from its first size
+        tl = timeline(rng, rows=6000, ops=1500, phases=40, run=3)
+        tl.inst_name[:] = rng.integers(-1, 400, len(tl.inst_name))
+        tl.name[tl.kind == S.OP_BEGIN] = tl.inst_name[tl.op[tl.kind == S.OP_BEGIN]]
+        monkeypatch.setattr(breakdown, "PAIR_SLOTS", 2)
+    if case == "with GPU work":
+        recs = gpu_records(rng, tl)
+    ref, got = both(breakdown.row_groups, tl, recs)
+    fields = ("runs", "run_pair", "row_pair", "begins", "b_pair", "g_op", "g_pair", "pair_ph", "pair_op")
+    for f in fields:
         a, b = getattr(ref, f), getattr(got, f)
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), f
+    key = list(zip(tl.op.tolist(), tl.phase.tolist(), tl.thread_idx.tolist(), strict=True))
+    assert got.runs.tolist() == [i for i in range(len(key)) if i == 0 or key[i] != key[i - 1]]
     assert got.begins.tolist() == np.flatnonzero(tl.kind == S.OP_BEGIN).tolist()
+    inst_name = np.append(tl.inst_name, -1)
+    pairs = list(zip(got.pair_ph.tolist(), got.pair_op.tolist(), strict=True))
+    assert pairs == sorted(set(pairs))  # each pair once, in (phase, operation) order
+    for r, p in zip(got.runs.tolist(), got.run_pair.tolist(), strict=True):
+        op_name, ph_name = int(inst_name[tl.op[r]]), int(inst_name[tl.phase[r]])
+        counted = op_name >= 0 or tl.thread[r] == MAIN
+        assert p == (pairs.index((ph_name, op_name)) if counted else -1)
+    b_pairs = [pairs[p] for p in got.b_pair.tolist()]
+    assert b_pairs == list(
+        zip(inst_name[tl.phase[got.begins]].tolist(), tl.name[got.begins].tolist(), strict=True)
+    )
+    if recs is not None:
+        g_pairs = [pairs[p] for p in got.g_pair.tolist()]
+        assert g_pairs == list(zip(inst_name[recs[2]].tolist(), inst_name[recs[1]].tolist(), strict=True))
+    if native.library() is not None:  # the C passes ran (but for the wide ids the C reads as int32)
+        numbered = breakdown._numbered_c(tl, inst_name, np.zeros(0), np.zeros(0))
+        assert (numbered is not None) == (case != "wide ids")
 
 
 def full_window_sums(tl: Timeline, full: np.ndarray) -> bytes:

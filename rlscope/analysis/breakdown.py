@@ -379,24 +379,15 @@ def row_groups(
 ) -> RowGroups:
     """One dense index over the (phase, operation) pairs of ``tl``'s rows, instances and GPU work."""
     inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
-    # consecutive rows of one thread, operation instance and phase instance share their pair (a
-    # process's torch ops are a dozen rows an instance): each run is looked up once
-    runs, cand, op_c, ph_c = _run_groups(tl, inst_name)
-    scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
-    begins = scope_begins[tl.kind[scope_begins] == S.OP_BEGIN]
-    b_name = tl.name[begins].astype(np.int64)
     if gpu_records is not None:
         _, rec_op, rec_phase = gpu_records
         g_op, g_ph = inst_name[rec_op], inst_name[rec_phase]
     else:
         g_op, g_ph = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ph_u, ph_i = _dense(np.concatenate([ph_c, inst_name[tl.phase[begins]], g_ph]))
-    all_op = np.concatenate([op_c, b_name, g_op])
-    width = int(all_op.max(initial=0)) + 2  # above every op id + 1: keys sort by (phase, operation)
-    pair_key, pair_i = _dense(ph_i * width + all_op + 1)
-    n_c, n_b = len(cand), len(begins)
-    run_pair = np.full(len(runs), -1, np.int32)
-    run_pair[cand] = pair_i[:n_c]
+    numbered = _numbered_c(tl, inst_name, g_ph, g_op)
+    runs, run_pair, begins, b_pair, g_pair, pair_ph, pair_op = (
+        numbered if numbered is not None else _numbered(tl, inst_name, g_ph, g_op)
+    )
     return RowGroups(
         op=tl.op,
         phase=tl.phase,
@@ -407,53 +398,117 @@ def row_groups(
         runs=runs,
         run_pair=run_pair,
         begins=begins,
-        b_pair=pair_i[n_c : n_c + n_b],
+        b_pair=b_pair,
         g_op=g_op,
-        g_pair=pair_i[n_c + n_b :],
-        pair_ph=ph_u[pair_key // width],
-        pair_op=pair_key % width - 1,
+        g_pair=g_pair,
+        pair_ph=pair_ph,
+        pair_op=pair_op,
     )
 
 
-def _run_groups(tl: Timeline, inst_name: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(runs, candidates, their operation names, their phase names): the rows (int64, in order) where the
-    operation instance, the phase instance or the thread changes from the row before, and row 0; the
-    runs (their indices among them) inside an operation or on the main thread, which can hold counted
-    time, with the name ids of their operation and phase (-1: none; ``inst_name``: the instances'
-    names, -1 appended). In one C pass over the rows, the candidates' names looked up as each run
-    begins, where numpy compares each column, ors the masks, searches them and gathers from the runs."""
-    columns = (tl.op, tl.phase, tl.thread_idx)
-    index_type = native.INTEGER.get(tl.thread_idx.dtype)
-    dtypes = [tl.op.dtype, tl.thread_idx.dtype]
-    args = native.N, None, None, index_type, native.N, native.I64, native.I64, native.I64, native.I64
-    args += native.I64, native.N, native.I64
-    fn = native.typed("breakdown_run_groups", dtypes, *args, restype=native.N) if index_type else None
-    n = len(tl.op)
-    if (
-        fn is not None
-        and tl.phase.dtype == tl.op.dtype
-        and inst_name.dtype == np.int64
-        and contiguous(*columns)
-    ):
-        main_rows = tl.main_rows()  # the main thread's rows: one thread index's block
-        main_idx = int(tl.thread_idx[main_rows.start]) if main_rows.stop > main_rows.start else -1
-        size = n // 8 + 1  # a run is a dozen rows or more (a torch op's instance)
-        n_cand = np.zeros(1, np.int64)
-        while True:
-            runs, cand, cand_op, cand_ph = (np.empty(size, np.int64) for _ in range(4))
-            count = fn(n, *columns, main_idx, inst_name, runs, cand, cand_op, cand_ph, size, n_cand)
-            if count <= size:
-                c = int(n_cand[0])
-                return runs[:count], cand[:c], cand_op[:c], cand_ph[:c]
-            size = count
-    new_run = np.ones(n, bool)
+# runs, run_pair, begins, b_pair, g_pair, pair_ph, pair_op: RowGroups' fields of those names
+Numbered = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _numbered(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.ndarray) -> Numbered:
+    """:class:`RowGroups`' runs, begins and pairs in numpy (``inst_name``: the instances' names, -1
+    appended; ``g_ph``, ``g_op``: the GPU records' phase and operation names).
+
+    Consecutive rows of one thread, operation instance and phase instance share their pair (a
+    process's torch ops are a dozen rows an instance): each run is looked up once; the runs that can
+    hold counted time are those inside an operation or on the main thread."""
+    new_run = np.ones(len(tl.op), bool)
     np.not_equal(tl.op[1:], tl.op[:-1], out=new_run[1:])
     new_run[1:] |= tl.phase[1:] != tl.phase[:-1]
     new_run[1:] |= tl.thread_idx[1:] != tl.thread_idx[:-1]
     runs = np.flatnonzero(new_run)
     op_name = inst_name[tl.op[runs]]
     cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
-    return runs, cand, op_name[cand], inst_name[tl.phase[runs[cand]]]
+    op_c, ph_c = op_name[cand], inst_name[tl.phase[runs[cand]]]
+    scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
+    begins = scope_begins[tl.kind[scope_begins] == S.OP_BEGIN]
+    b_name = tl.name[begins].astype(np.int64)
+    ph_u, ph_i = _dense(np.concatenate([ph_c, inst_name[tl.phase[begins]], g_ph]))
+    all_op = np.concatenate([op_c, b_name, g_op])
+    width = int(all_op.max(initial=0)) + 2  # above every op id + 1: keys sort by (phase, operation)
+    pair_key, pair_i = _dense(ph_i * width + all_op + 1)
+    n_c, n_b = len(cand), len(begins)
+    run_pair = np.full(len(runs), -1, np.int32)
+    run_pair[cand] = pair_i[:n_c]
+    b_pair, g_pair = pair_i[n_c : n_c + n_b], pair_i[n_c + n_b :]
+    return runs, run_pair, begins, b_pair, g_pair, ph_u[pair_key // width], pair_key % width - 1
+
+
+PAIR_SLOTS = 4096  # the pairs' hash table's first size (_numbered_c): a few dozen pairs in a trace
+
+
+def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.ndarray) -> Numbered | None:
+    """:func:`_numbered` in one C pass over the rows and one over the scope begins (breakdown.c): each
+    run's and begin's pair looked up in a hash table of the pairs as it is met, the few pairs sorted
+    and renumbered after, where numpy gathers each run's and begin's names and numbers the pairs from
+    arrays of all of them. None where numpy's loops run (no C loops, or columns of other types)."""
+    index_type = native.INTEGER.get(tl.thread_idx.dtype)
+    if index_type is None:
+        return None
+    table = native.I32, native.N, native.I64, native.I64, native.I64  # slots, their count, the pairs
+    args = native.N, None, None, index_type, native.N, native.I64, native.I64, native.I32, native.N, *table
+    runs_fn = native.typed("breakdown_run_pairs", [tl.op.dtype, tl.thread_idx.dtype], *args, restype=native.N)
+    args = (
+        native.N,
+        native.I64,
+        native.I8,
+        native.N,
+        native.I32,
+        None,
+        native.I64,
+        native.I64,
+        native.I64,
+        *table,
+    )
+    begins_fn = native.typed("breakdown_begin_pairs", [tl.phase.dtype], *args, restype=native.N)
+    args = native.N, native.I64, native.I64, native.I64, *table
+    gpu_fn = native.function("breakdown_pair_numbers", *args, restype=native.N)
+    renumber = native.function("breakdown_renumber_pairs", native.N, native.I32, native.I32)
+    if runs_fn is None or begins_fn is None or gpu_fn is None or renumber is None:
+        return None
+    scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
+    columns = (tl.op, tl.phase, tl.thread_idx, tl.kind, tl.name, scope_begins)
+    typed = tl.phase.dtype == tl.op.dtype and tl.kind.dtype == np.int8 and tl.name.dtype == np.int32
+    if not typed or inst_name.dtype != np.int64 or scope_begins.dtype != np.int64 or not contiguous(*columns):
+        return None
+    main_rows = tl.main_rows()  # the main thread's rows: one thread index's block
+    main_idx = int(tl.thread_idx[main_rows.start]) if main_rows.stop > main_rows.start else -1
+    g_ph, g_op = np.ascontiguousarray(g_ph, np.int64), np.ascontiguousarray(g_op, np.int64)
+    n, m = len(tl.op), len(scope_begins)
+    size, n_slots = n // 8 + 1, PAIR_SLOTS  # a run is a dozen rows or more (a torch op's instance)
+    while True:
+        slots, state = np.full(n_slots, -1, np.int32), np.zeros(1, np.int64)
+        ph_tab, op_tab = np.empty(n_slots // 2, np.int64), np.empty(n_slots // 2, np.int64)
+        hashed = slots, n_slots, ph_tab, op_tab, state
+        runs, run_pair = np.empty(size, np.int64), np.empty(size, np.int32)
+        count = runs_fn(n, tl.op, tl.phase, tl.thread_idx, main_idx, inst_name, runs, run_pair, size, *hashed)
+        if count > size:
+            size = count
+            continue
+        begins, b_pair, g_pair = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(len(g_ph), np.int64)
+        n_b = (
+            -1
+            if count < 0
+            else begins_fn(
+                m, scope_begins, tl.kind, S.OP_BEGIN, tl.name, tl.phase, inst_name, begins, b_pair, *hashed
+            )
+        )
+        if n_b >= 0 and gpu_fn(len(g_ph), g_ph, g_op, g_pair, *hashed) == 0:
+            break
+        n_slots *= 4  # more pairs than the table holds: again with a larger one
+    n_pairs = int(state[0])
+    order = np.lexsort((op_tab[:n_pairs], ph_tab[:n_pairs]))  # the pairs in (phase, operation) order
+    rank = np.empty(n_pairs, np.int32)
+    rank[order] = np.arange(n_pairs, dtype=np.int32)
+    runs, run_pair = runs[:count], run_pair[:count]
+    renumber(count, run_pair, rank)
+    b_pair, g_pair = rank[b_pair[:n_b]].astype(np.int64), rank[g_pair].astype(np.int64)
+    return runs, run_pair, begins[:n_b], b_pair, g_pair, ph_tab[order], op_tab[order]
 
 
 @dataclasses.dataclass

@@ -243,39 +243,113 @@ void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg
     }
 }
 
-/* breakdown.row_groups' runs, and what each run that can hold counted time is grouped by, in one pass
- * over the rows: the rows where the operation instance, the phase instance or the thread index
- * changes from the row before (and row 0), in order (np.flatnonzero of _run_groups' new_run mask);
- * of those runs, the candidates (inside an operation, or on the main thread: thread index main_idx,
- * -1 for none): their index among the runs, their operation's and their phase's name ids (inst_name
- * of the instance, -1 for none: numpy's lookup in inst_name with -1 appended). Writes up to cap runs
- * and candidates; returns the number of runs (above cap: called again with that many places), and
- * the candidates' in n_cand[0]. */
-#define RUN_GROUPS(NAME, T, U)                                                                            \
+/* breakdown.row_groups' numbering of the (phase name, operation name) pairs, in a hash table of the
+ * pairs seen, numbered as first seen (row_groups sorts the few pairs and renumbers them after): slots
+ * (n_slots, a power of 2, each -1 or a pair's number), the pairs' names (ph_tab, op_tab: room for
+ * n_slots / 2) and their count (state[0]). Returns the pair's number, or -1 where the table is full
+ * (the caller starts again with a larger one). */
+static int64_t pair_number(int64_t ph, int64_t op, int32_t *slots, int64_t n_slots, int64_t *ph_tab, int64_t *op_tab,
+                           int64_t *state) {
+    uint64_t h = ((uint64_t)ph * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)op * 0xC2B2AE3D27D4EB4Full);
+    h ^= h >> 29;
+    for (int64_t k = (int64_t)(h & (uint64_t)(n_slots - 1));; k = (k + 1) & (n_slots - 1)) {
+        int32_t s = slots[k];
+        if (s < 0) {
+            if (state[0] >= n_slots / 2)
+                return -1;
+            s = (int32_t)state[0]++;
+            ph_tab[s] = ph;
+            op_tab[s] = op;
+            slots[k] = s;
+            return s;
+        }
+        if (ph_tab[s] == ph && op_tab[s] == op)
+            return s;
+    }
+}
+
+/* row_groups' runs and their pairs, in one pass over the rows: the rows where the operation instance,
+ * the phase instance or the thread index changes from the row before (and row 0), in order
+ * (np.flatnonzero of _numbered's new_run mask); each run's pair number (pair_number) where it can hold
+ * counted time (inside an operation, or on the main thread: thread index main_idx, -1 for none), of
+ * its operation's and phase's name ids (inst_name of the instance, -1 for none: numpy's lookup in
+ * inst_name with -1 appended); else -1. Writes up to cap runs; returns the number of runs (above cap:
+ * called again with that many places), or -1 where the pairs' table is full. */
+#define RUN_PAIRS(NAME, T, U)                                                                             \
     int64_t NAME(int64_t n, const T *op, const T *phase, const U *thread_idx, int64_t main_idx,          \
-                 const int64_t *inst_name, int64_t *runs, int64_t *cand, int64_t *cand_op, int64_t *cand_ph, \
-                 int64_t cap, int64_t *n_cand) {                                                          \
-        int64_t m = 0, c = 0;                                                                             \
+                 const int64_t *inst_name, int64_t *runs, int32_t *run_pair, int64_t cap, int32_t *slots,     \
+                 int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state) {                        \
+        int64_t m = 0, last_op = 0, last_ph = 0, last_pair = -1; /* the last pair looked up */            \
         for (int64_t i = 0; i < n; i++) {                                                                 \
             if (i > 0 && op[i] == op[i - 1] && phase[i] == phase[i - 1] && thread_idx[i] == thread_idx[i - 1]) \
                 continue;                                                                                 \
-            int64_t op_name = op[i] >= 0 ? inst_name[op[i]] : -1;                                         \
             if (m < cap) {                                                                                \
-                runs[m] = i;                                                                              \
+                int64_t op_name = op[i] >= 0 ? inst_name[op[i]] : -1, pair = -1;                          \
                 if (op_name >= 0 || thread_idx[i] == main_idx) {                                          \
-                    cand[c] = m;                                                                          \
-                    cand_op[c] = op_name;                                                                 \
-                    cand_ph[c] = phase[i] >= 0 ? inst_name[phase[i]] : -1;                                \
-                    c++;                                                                                  \
+                    int64_t ph_name = phase[i] >= 0 ? inst_name[phase[i]] : -1;                           \
+                    if (last_pair < 0 || op_name != last_op || ph_name != last_ph) {                      \
+                        last_pair = pair_number(ph_name, op_name, slots, n_slots, ph_tab, op_tab, state); \
+                        if (last_pair < 0)                                                                \
+                            return -1;                                                                    \
+                        last_op = op_name;                                                                \
+                        last_ph = ph_name;                                                                \
+                    }                                                                                     \
+                    pair = last_pair;                                                                     \
                 }                                                                                         \
+                runs[m] = i;                                                                              \
+                run_pair[m] = (int32_t)pair;                                                              \
             }                                                                                             \
             m++;                                                                                          \
         }                                                                                                 \
-        n_cand[0] = c;                                                                                    \
         return m;                                                                                         \
     }
-RUN_GROUPS(breakdown_run_groups_i32_i16, int32_t, int16_t)
-RUN_GROUPS(breakdown_run_groups_i32_i32, int32_t, int32_t)
+RUN_PAIRS(breakdown_run_pairs_i32_i16, int32_t, int16_t)
+RUN_PAIRS(breakdown_run_pairs_i32_i32, int32_t, int32_t)
+
+/* row_groups' operation instances: of the scope begins rows (m, ascending), those of kind OP_BEGIN
+ * (begin_kind) into begins, and each one's pair number (pair_number) of its phase's name id (inst_name
+ * of the phase instance, -1 for none) and its own name id into b_pair. Returns how many, or -1 where
+ * the pairs' table is full. */
+#define BEGIN_PAIRS(NAME, T)                                                                              \
+    int64_t NAME(int64_t m, const int64_t *rows, const int8_t *kind, int64_t begin_kind, const int32_t *name, \
+                 const T *phase, const int64_t *inst_name, int64_t *begins, int64_t *b_pair, int32_t *slots,   \
+                 int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state) {                        \
+        int64_t c = 0;                                                                                    \
+        for (int64_t k = 0; k < m; k++) {                                                                 \
+            int64_t r = rows[k];                                                                          \
+            if (kind[r] != begin_kind)                                                                    \
+                continue;                                                                                 \
+            int64_t ph_name = phase[r] >= 0 ? inst_name[phase[r]] : -1;                                   \
+            int64_t pair = pair_number(ph_name, name[r], slots, n_slots, ph_tab, op_tab, state);          \
+            if (pair < 0)                                                                                 \
+                return -1;                                                                                \
+            begins[c] = r;                                                                                \
+            b_pair[c++] = pair;                                                                           \
+        }                                                                                                 \
+        return c;                                                                                         \
+    }
+BEGIN_PAIRS(breakdown_begin_pairs_i32, int32_t)
+BEGIN_PAIRS(breakdown_begin_pairs_i64, int64_t)
+
+/* row_groups' GPU records: each one's pair number (pair_number) of its phase's and operation's name
+ * ids (ph, op) into out. Returns 0, or -1 where the pairs' table is full. */
+int64_t breakdown_pair_numbers(int64_t m, const int64_t *ph, const int64_t *op, int64_t *out, int32_t *slots,
+                               int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state) {
+    for (int64_t k = 0; k < m; k++) {
+        out[k] = pair_number(ph[k], op[k], slots, n_slots, ph_tab, op_tab, state);
+        if (out[k] < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* row_groups' renumbering: each pair number (>= 0; -1 stays) of ids (m of them) as rank gives it,
+ * in place. */
+void breakdown_renumber_pairs(int64_t m, int32_t *ids, const int32_t *rank) {
+    for (int64_t k = 0; k < m; k++)
+        if (ids[k] >= 0)
+            ids[k] = rank[ids[k]];
+}
 
 /* intervals._instances: of the scope begins rows (m, ascending), those of kind begin_kind, each
  * instance's thread, id, name id, start, end (inst_end at its id, of n_inst: an id of -1 reads the
