@@ -50,6 +50,33 @@ def test_a_cycle_ends_with_a_bounded_depth():
     assert len(depth) == 1000 and (depth > 0).all()
 
 
+@pytest.mark.parametrize("order", ["parents first", "any order", "an id twice", "a negative id"])
+@pytest.mark.parametrize("seed", range(3))
+def test_depth_in_one_pass_where_parents_come_first(monkeypatch, seed, order):
+    """Compact ids whose parents come before them (the begins in row order) take the one C pass; in
+    any other order, an id twice or a negative one, numpy's pointer jumping: both the walk's depths."""
+    ident, parent = _forest(np.random.default_rng(seed), 400)
+    parent[3] = 450  # a parent that is no instance here, above every id (still compact ones): one link
+    if order == "any order":
+        perm = np.random.default_rng(seed).permutation(len(ident))
+        ident, parent = ident[perm], parent[perm]
+    if order == "an id twice":
+        ident[7] = ident[8]
+    if order == "a negative id":
+        ident[9] = -3
+    top = int(max(ident.max(), parent.max(), 0)) + 1
+    one_pass = intervals._depth_in_order(ident, parent, top)
+    if native.library() is not None:
+        assert (one_pass is not None) == (order == "parents first")
+    got = {}
+    for wanted in ("0", "1"):
+        monkeypatch.setenv(native.ENV, wanted)
+        got[wanted] = _depth(ident, parent).tolist()
+    assert got["0"] == got["1"]
+    if order in ("parents first", "any order"):  # ids no trace has: the two paths agree, on anything
+        assert got["1"] == _walk(ident, parent)
+
+
 INSTANCE_CASES = {
     "random": {"rows": 3000, "run": 5},
     "one thread": {"rows": 2000, "threads": 1, "run": 3},

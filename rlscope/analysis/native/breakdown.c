@@ -400,3 +400,33 @@ INSTANCES(intervals_instances_i64, int64_t)
     }
 BEGINS(breakdown_begins_i32, int32_t)
 BEGINS(breakdown_begins_i64, int64_t)
+
+/* intervals._depth over compact ids (each in [0, top)), in one pass where each instance's parent comes
+ * before it (the begins in row order: a parent began earlier on its thread): its depth is 0 without
+ * a parent, 1 under a parent that is no instance here, else its parent's plus 1 (numpy's pointer
+ * jumping's counts of links up to the root). Returns 0, or -1 where that order does not hold, an id
+ * is negative or comes twice (numpy's pointer jumping runs: it follows links in any order). seen:
+ * zeroed, top bytes; depth_of: top places. */
+int64_t intervals_depth(int64_t m, const int64_t *ident, const int64_t *parent, int64_t top, uint8_t *seen,
+                        int64_t *depth_of, int64_t *out) {
+    for (int64_t k = 0; k < m; k++) {
+        if (ident[k] < 0 || ident[k] >= top || seen[ident[k]])
+            return -1;
+        seen[ident[k]] = 1;
+    }
+    for (int64_t k = 0; k < m; k++) {
+        int64_t p = parent[k], d;
+        if (p < 0)
+            d = 0;
+        else if (p >= top || !seen[p])
+            d = 1;
+        else if (seen[p] != 2)
+            return -1;
+        else
+            d = depth_of[p] + 1;
+        out[k] = d;
+        depth_of[ident[k]] = d;
+        seen[ident[k]] = 2;
+    }
+    return 0;
+}
