@@ -180,7 +180,7 @@ def analyze_process_pair(
     if launch is not None:
         raw.gpu.update(unlaunched(records, launch[1]))
     raw_whole = finish(raw, None)
-    if fix is None or fixed_groups is None or counted is None:
+    if fix is None or fixed_groups is None or counted is None:  # no costs: no correction
         return raw_whole, None
     corrected = breakdown_timeline(
         fix.timeline, proc.names, proc.pid, host, proc.complete, moved, None, fixed_groups, counted
@@ -453,18 +453,8 @@ def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.
     table = native.I32, native.N, native.I64, native.I64, native.I64  # slots, their count, the pairs
     args = native.N, None, None, index_type, native.N, native.I64, native.I64, native.I32, native.N, *table
     runs_fn = native.typed("breakdown_run_pairs", [tl.op.dtype, tl.thread_idx.dtype], *args, restype=native.N)
-    args = (
-        native.N,
-        native.I64,
-        native.I8,
-        native.N,
-        native.I32,
-        None,
-        native.I64,
-        native.I64,
-        native.I64,
-        *table,
-    )
+    args = native.N, native.I64, native.I8, native.N, native.I32, None, native.I64, native.I64, native.I64
+    args += table
     begins_fn = native.typed("breakdown_begin_pairs", [tl.phase.dtype], *args, restype=native.N)
     args = native.N, native.I64, native.I64, native.I64, *table
     gpu_fn = native.function("breakdown_pair_numbers", *args, restype=native.N)
@@ -491,13 +481,10 @@ def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.
             size = count
             continue
         begins, b_pair, g_pair = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(len(g_ph), np.int64)
-        n_b = (
-            -1
-            if count < 0
-            else begins_fn(
-                m, scope_begins, tl.kind, S.OP_BEGIN, tl.name, tl.phase, inst_name, begins, b_pair, *hashed
-            )
-        )
+        n_b = -1  # the table full with the runs' pairs: no begins looked up
+        if count >= 0:
+            b_args = tl.kind, S.OP_BEGIN, tl.name, tl.phase, inst_name, begins, b_pair
+            n_b = begins_fn(m, scope_begins, *b_args, *hashed)
         if n_b >= 0 and gpu_fn(len(g_ph), g_ph, g_op, g_pair, *hashed) == 0:
             break
         n_slots *= 4  # more pairs than the table holds: again with a larger one
@@ -874,19 +861,8 @@ def _begins(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     if fn is not None and ours and begins.dtype == np.int64 and contiguous(tl.id, tl.ts, tl.flags, begins):
         m = len(begins)
         b_inst, b_ts, b_incl = np.empty(m, ids), np.empty(m, np.int64), np.empty(m, np.int64)
-        fn(
-            m,
-            begins,
-            tl.id,
-            tl.ts,
-            tl.flags,
-            S.FLAG_RECURSIVE,
-            tl.inst_end,
-            len(tl.inst_end),
-            b_inst,
-            b_ts,
-            b_incl,
-        )
+        columns = tl.id, tl.ts, tl.flags, S.FLAG_RECURSIVE, tl.inst_end, len(tl.inst_end)
+        fn(m, begins, *columns, b_inst, b_ts, b_incl)
         return b_inst, b_ts, b_incl
     b_inst, b_ts = tl.id[begins], tl.ts[begins]
     return b_inst, b_ts, np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - b_ts)

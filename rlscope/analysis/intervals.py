@@ -254,11 +254,8 @@ def _instances_c(
         "parent": np.empty(m, ids),
         "phase": np.empty(m, ids),
     }
-    count = fn(
-        m, rows, tl.kind, begin_kind, tl.thread, tl.id, tl.name, tl.ts, tl.inst_end, len(tl.inst_end),
-        parent_state, tl.phase,
-        *out.values(),
-    )  # fmt: skip
+    columns = tl.kind, begin_kind, tl.thread, tl.id, tl.name, tl.ts, tl.inst_end, len(tl.inst_end)
+    count = fn(m, rows, *columns, parent_state, tl.phase, *out.values())
     return {k: v[:count] for k, v in out.items()}
 
 

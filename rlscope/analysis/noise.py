@@ -233,9 +233,8 @@ def _spread(
 
 def _time_order(g: np.ndarray, t: np.ndarray, n_groups: int) -> np.ndarray:
     """The instances' (group, time) order, ties in their order: ``np.lexsort((t, g))``. Instances
-    numbered as they began come in time order already (one thread's, or threads' begins merged):
-    then a stable sort by group alone keeps it, a radix sort of 8- or 16-bit keys, where lexsort sorts
-    twice."""
+    numbered as they began mostly come in time order already: then a stable sort by group alone keeps
+    that order, a radix sort of 8- or 16-bit keys where lexsort sorts twice."""
     if n_groups <= np.iinfo(np.int16).max and bool(np.all(t[1:] >= t[:-1])):
         return np.argsort(g.astype(np.uint8 if n_groups <= 256 else np.int16), kind="stable")
     return np.lexsort((t, g))

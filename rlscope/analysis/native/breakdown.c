@@ -4,7 +4,8 @@
  * each run's first row, ascending, from row 0; run_pair: the run's pair), as the rows of a run share
  * theirs: no column of a pair per row is made, and the rows of a run of no pair are never read. A row
  * is on the main thread when it lies in [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are
- * grouped by thread). */
+ * grouped by thread). Last, the instances' loops of the interval tables (rlscope/analysis/intervals.py),
+ * which read the same operation begins. */
 #include <stdint.h>
 
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
