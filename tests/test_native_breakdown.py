@@ -7,6 +7,7 @@ prints comes from these sums.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -125,25 +126,54 @@ def test_counted_sums_where_no_row_has_time(both) -> None:
     assert ref == got and not np.frombuffer(got[0]).any()
 
 
-@pytest.mark.parametrize("case", [*CASES, "every row a run", "int32 thread index"])
-def test_run_starts_and_row_groups(both, case: str) -> None:
-    """The runs of one (operation, phase, thread) and the grouping made from them; a run a row (more
-    than the C's first guess of places) and an int32 thread index too."""
-    tl = timeline(np.random.default_rng(len(case) + 7), **CASES.get(case, {"rows": 3000, "phases": 0}))
+ROW_GROUP_CASES = [*CASES, "every row a run", "int32 thread index", "many pairs", "with GPU work"]
+
+
+@pytest.mark.parametrize("case", ROW_GROUP_CASES)
+def test_row_groups(both, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """The runs of one (operation, phase, thread), their pairs and the begins' and GPU records': the C
+    passes' numbering (its pairs' table grown from one pair where many) and numpy's give the same
+    bits, checked against the rows too; a run a row (more than the C's first guess of places) and an
+    int32 thread index too."""
+    rng = np.random.default_rng(len(case) + 7)
+    tl = timeline(rng, **CASES.get(case, {"rows": 3000, "phases": 0}))
+    recs = None
     if case == "every row a run":
         tl.op[:] = np.arange(len(tl.op)) % 2
     if case == "int32 thread index":
         tl.thread_idx = tl.thread_idx.astype(np.int32)
-    ref, got = both(breakdown._run_starts, tl)
-    assert ref.dtype == got.dtype == np.int64 and ref.tolist() == got.tolist()
-    key = list(zip(tl.op.tolist(), tl.phase.tolist(), tl.thread_idx.tolist(), strict=True))
-    assert got.tolist() == [i for i in range(len(key)) if i == 0 or key[i] != key[i - 1]]
-    assert all(hasattr(native.library(), f"breakdown_run_starts_{t}") for t in ("i32_i16", "i32_i32"))
-    ref, got = both(breakdown.row_groups, tl)
-    for f in ("row_pair", "begins", "b_pair", "pair_ph", "pair_op"):
+    if case == "many pairs":  # hundreds of (phase, operation) names: the table grows from its first size
+        tl = timeline(rng, rows=6000, ops=1500, phases=40, run=3)
+        tl.inst_name[:] = rng.integers(-1, 400, len(tl.inst_name))
+        tl.name[tl.kind == S.OP_BEGIN] = tl.inst_name[tl.op[tl.kind == S.OP_BEGIN]]
+        monkeypatch.setattr(breakdown, "PAIR_SLOTS", 2)
+    if case == "with GPU work":
+        recs = gpu_records(rng, tl)
+    ref, got = both(breakdown.row_groups, tl, recs)
+    fields = ("runs", "run_pair", "row_pair", "begins", "b_pair", "g_op", "g_pair", "pair_ph", "pair_op")
+    for f in fields:
         a, b = getattr(ref, f), getattr(got, f)
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), f
+    key = list(zip(tl.op.tolist(), tl.phase.tolist(), tl.thread_idx.tolist(), strict=True))
+    assert got.runs.tolist() == [i for i in range(len(key)) if i == 0 or key[i] != key[i - 1]]
     assert got.begins.tolist() == np.flatnonzero(tl.kind == S.OP_BEGIN).tolist()
+    inst_name = np.append(tl.inst_name, -1)
+    pairs = list(zip(got.pair_ph.tolist(), got.pair_op.tolist(), strict=True))
+    assert pairs == sorted(set(pairs))  # each pair once, in (phase, operation) order
+    for r, p in zip(got.runs.tolist(), got.run_pair.tolist(), strict=True):
+        op_name, ph_name = int(inst_name[tl.op[r]]), int(inst_name[tl.phase[r]])
+        counted = op_name >= 0 or tl.thread[r] == MAIN
+        assert p == (pairs.index((ph_name, op_name)) if counted else -1)
+    b_pairs = [pairs[p] for p in got.b_pair.tolist()]
+    assert b_pairs == list(
+        zip(inst_name[tl.phase[got.begins]].tolist(), tl.name[got.begins].tolist(), strict=True)
+    )
+    if recs is not None:
+        g_pairs = [pairs[p] for p in got.g_pair.tolist()]
+        assert g_pairs == list(zip(inst_name[recs[2]].tolist(), inst_name[recs[1]].tolist(), strict=True))
+    if native.library() is not None:  # the C passes ran (but for the wide ids the C reads as int32)
+        numbered = breakdown._numbered_c(tl, inst_name, np.zeros(0), np.zeros(0))
+        assert (numbered is not None) == (case != "wide ids")
 
 
 def full_window_sums(tl: Timeline, full: np.ndarray) -> bytes:
@@ -163,6 +193,92 @@ def test_full_window_sums(both, case: str) -> None:
     full[rng.random(len(full)) < 0.3] = 0.0
     ref, got = both(full_window_sums, tl, full)
     assert ref == got
+
+
+def retimed(rng: np.random.Generator, tl: Timeline, off_main_idle: bool = False) -> Timeline:
+    """``tl``'s rows retimed as a correction retimes them (its other columns shared): each row's time
+    moved back by a random cost, some rows left of no time or less; ``off_main_idle``: no row off the
+    main thread keeps any time."""
+    ts = tl.ts - np.cumsum(rng.integers(0, 50, len(tl.ts)))
+    seg_end = ts + (tl.seg_end - tl.ts) - rng.integers(0, 3, len(ts)) * rng.integers(0, 1000, len(ts))
+    if off_main_idle:
+        seg_end[tl.thread != MAIN] = ts[tl.thread != MAIN]
+    return dataclasses.replace(tl, ts=ts, seg_end=seg_end)
+
+
+def counted_pair(tl: Timeline, fixed: Timeline, full: np.ndarray | None) -> list[Any]:
+    """The two timelines' counted sums as the breakdown of a corrected run makes them, serialized; and
+    the corrected one's time in full windows per key (:func:`full_window_sums`)."""
+    groups = breakdown.row_groups(tl)
+    raw, corrected = breakdown._counted_pair(tl, fixed, groups, full)
+    out: list[Any] = []
+    for c in (raw, corrected):
+        out += [c.sums.tobytes(), c.off_main, c.inst_cat.tobytes(), c.op_cats.tobytes()]
+    if full is not None:
+        held = corrected.sums.transpose(0, 2, 1).reshape(-1, NCAT).sum(axis=1) > 0
+        out.append(breakdown._full_by_key(fixed, groups, full, corrected, held).tobytes())
+    return out
+
+
+@pytest.mark.parametrize("case", [*CASES, "without full windows", "idle off the main thread"])
+def test_counted_pair(both, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """One C pass over a timeline and its retimed rows gives the bits of the numpy loops and of a
+    pass over each; the time in full windows the corrected one's, as its own pass adds it."""
+    rng = np.random.default_rng(len(case) + 3)
+    tl = timeline(rng, **CASES.get(case, {"rows": 5000, "run": 12}))
+    fixed = retimed(rng, tl, off_main_idle=case == "idle off the main thread")
+    full = None if case == "without full windows" else rng.random(len(tl.ts))
+    if full is not None:
+        full[rng.random(len(full)) < 0.3] = 0.0
+    ref, got = both(counted_pair, tl, fixed, full)
+    assert ref == got
+    monkeypatch.setenv(native.ENV, "1")
+    groups = breakdown.row_groups(tl)
+    apart = [breakdown._counted_sums(tl, groups), breakdown._counted_sums(fixed, groups, full)]
+    each = [(c.sums.tobytes(), c.off_main, c.inst_cat.tobytes(), c.op_cats.tobytes()) for c in apart]
+    assert got[:8] == [*each[0], *each[1]]
+    if case == "idle off the main thread" and len(tl.ts):
+        assert got[1] and not got[5]  # the raw rows off the main thread count, the corrected ones none
+
+
+def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C pass runs for the columns a correction makes (the categories shared); where the retimed
+    timeline holds other categories, a pass each (its own categories read)."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    monkeypatch.setenv(native.ENV, "1")
+    rng = np.random.default_rng(4)
+    tl = timeline(rng, rows=3000)
+    fixed, full = retimed(rng, tl), rng.random(3000)
+    calls: list[str] = []
+    single = breakdown._counted_sums
+    monkeypatch.setattr(breakdown, "_counted_sums", lambda *a: calls.append("one") or single(*a))
+    groups = breakdown.row_groups(tl)
+    together = breakdown._counted_pair(tl, fixed, groups, full)
+    assert calls == [] and together[1].full is not None
+    other = dataclasses.replace(fixed, cat=(fixed.cat + 1) % NCAT)
+    raw, corrected = breakdown._counted_pair(tl, other, groups, full)
+    assert calls == ["one", "one"]
+    assert corrected.sums.tobytes() == single(other, groups, full).sums.tobytes()
+    assert raw.sums.tobytes() == together[0].sums.tobytes() != corrected.sums.tobytes()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_begins(both, case: str) -> None:
+    """Each OP_BEGIN row's instance, time and inclusive time (0: recursive) by the C loop over the
+    begins and by numpy's gathers: the same types and bits."""
+    rng = np.random.default_rng(len(case) + 11)
+    tl = timeline(rng, **CASES[case])
+    tl.flags[:] = rng.integers(0, 4, len(tl.flags))  # the recursive flag on some rows, other bits too
+    tl.inst_end[:] = rng.integers(10**9, 2 * 10**9, len(tl.inst_end))
+    begins = breakdown.row_groups(tl).begins
+    ref, got = both(breakdown._begins, tl, begins)
+    for a, b in zip(ref, got, strict=True):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    b_inst, b_ts, b_incl = got
+    recursive = (tl.flags[begins] & S.FLAG_RECURSIVE) != 0
+    assert b_inst.tolist() == tl.id[begins].tolist() and b_ts.tolist() == tl.ts[begins].tolist()
+    assert b_incl.tolist() == np.where(recursive, 0, tl.inst_end[tl.id[begins]] - tl.ts[begins]).tolist()
 
 
 def test_the_c_loops_take_the_usual_columns(both, monkeypatch: pytest.MonkeyPatch) -> None:

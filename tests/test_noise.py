@@ -133,3 +133,20 @@ def test_no_one_time_excess_without_enough_other_calls():
     """Two calls: nothing is left out of the spread (MIN_SPREAD), so nothing is one-time."""
     got = one_time_excess(np.zeros(2, np.int64), np.arange(2), np.array([5.0, 1.0]), 1)
     assert got.tolist() == [[0.0]]
+
+
+@pytest.mark.parametrize(
+    "n, n_groups, in_time",
+    [(5000, 3, True), (5000, 300, True), (5000, 40_000, True), (5000, 3, False), (1, 1, True), (0, 1, True)],
+)
+def test_time_order_is_lexsorts(n, n_groups, in_time):
+    """The instances' (group, time) order, ties in their order: a stable sort by group where they come
+    in time order (8- and 16-bit keys), lexsort where they do not or groups are too many for 16 bits."""
+    from rlscope.analysis.noise import _time_order
+
+    rng = np.random.default_rng(n + n_groups)
+    g = rng.integers(0, n_groups, n)
+    t = rng.integers(0, 50, n)  # many equal times: ties keep the instances' order
+    t = np.sort(t) if in_time else t
+    got = _time_order(g, t, n_groups)
+    assert got.tolist() == np.lexsort((t, g)).tolist()

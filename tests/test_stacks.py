@@ -6,11 +6,13 @@ function of the program's own is named for nearly all of its time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 import rlscope
@@ -19,6 +21,7 @@ from rlscope.analysis import analyze, stacks
 from rlscope.analysis.timeline import build_timeline
 from rlscope.trace import schema as S
 from tests.conftest import write_stream
+from tests.test_native_breakdown import timeline
 
 TRAIN = "/home/me/project/train.py"
 GYM = "/usr/lib/python3.11/site-packages/gymnasium/core.py"
@@ -216,3 +219,21 @@ def test_a_disabled_sampler_sleeps_until_enabled_and_stops_while_asleep():
     thread = sampler._thread
     sampler.stop()  # joins it for up to 5 s: asleep and never woken, it would still be alive
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sample_rows_are_the_last_row_of_their_thread_at_or_before_them(seed):
+    """Per sample, the row of its thread that began last at or before it: against a walk over the
+    rows, with threads of no rows, samples before a thread's first row and at a row's own time."""
+    rng = np.random.default_rng(seed)
+    tl = timeline(rng, rows=400, threads=1 + seed)
+    thread = rng.choice(np.append(np.unique(tl.thread), [7, 8]), 300).astype(np.int64)
+    ts = np.append(rng.integers(int(tl.ts.min()) - 10, int(tl.ts.max()) + 10, 250), rng.choice(tl.ts, 50))
+    want = np.full(len(ts), -1)
+    for i, (t, when) in enumerate(zip(thread.tolist(), ts.tolist(), strict=True)):
+        mine = np.flatnonzero((tl.thread == t) & (tl.ts <= when))
+        if len(mine):
+            want[i] = mine[-1]  # a thread's rows in time order: the last began latest
+    assert stacks.sample_rows(tl, thread, ts).tolist() == want.tolist()
+    empty = dataclasses.replace(tl, ts=tl.ts[:0], thread=tl.thread[:0], thread_idx=tl.thread_idx[:0])
+    assert stacks.sample_rows(empty, thread, ts).tolist() == [-1] * len(ts)

@@ -155,25 +155,33 @@ def analyze_process_pair(
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
     groups = row_groups(tl, gpu_records)  # the corrected timeline's rows are the raw one's, retimed
+    fix = fixed_groups = moved = None
+    counted_raw = counted = None
+    if costs is not None:
+        launches = None if launch is None else gpu.launch_points(tl, api, records, launch)
+        fix = correct_process(proc, tl, costs, launches)  # the correction, in one call
+        if gpu_records is not None and fix.gpu_shift_ns is not None:
+            recs, op, phase = gpu_records
+            shift = fix.gpu_shift_ns
+            moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
+        if groups.fits(fix.timeline, moved):
+            # the raw breakdown's sums, the corrected one's and its category split's (with the time in
+            # full windows), in one pass over the rows
+            fixed_groups = groups
+            counted_raw, counted = _counted_pair(tl, fix.timeline, groups, fix.full_fraction)
+        else:
+            fixed_groups = row_groups(fix.timeline, moved)
+            counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
     raw = breakdown_timeline(
-        tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml, groups=groups
-    )
+        tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml, groups=groups,
+        counted=counted_raw,
+    )  # fmt: skip
     raw.automatic = proc.automatic
     if launch is not None:
         raw.gpu.update(unlaunched(records, launch[1]))
     raw_whole = finish(raw, None)
-    if costs is None:
+    if fix is None or fixed_groups is None or counted is None:  # no costs: no correction
         return raw_whole, None
-    launches = None if launch is None else gpu.launch_points(tl, api, records, launch)
-    fix = correct_process(proc, tl, costs, launches)  # the correction, in one call
-    moved = None
-    if gpu_records is not None and fix.gpu_shift_ns is not None:
-        recs, op, phase = gpu_records
-        shift = fix.gpu_shift_ns
-        moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
-    fixed_groups = groups if groups.fits(fix.timeline, moved) else row_groups(fix.timeline, moved)
-    # the breakdown's, and the category split's (with the time in full windows, in the same pass)
-    counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
     corrected = breakdown_timeline(
         fix.timeline, proc.names, proc.pid, host, proc.complete, moved, None, fixed_groups, counted
     )
@@ -371,27 +379,15 @@ def row_groups(
 ) -> RowGroups:
     """One dense index over the (phase, operation) pairs of ``tl``'s rows, instances and GPU work."""
     inst_name = np.append(tl.inst_name, -1)  # index -1 (no instance) reads this last -1
-    # consecutive rows of one thread, operation instance and phase instance share their pair (a
-    # process's torch ops are a dozen rows an instance): each run is looked up once
-    runs = _run_starts(tl)
-    op_name = inst_name[tl.op[runs]]
-    cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
-    op_c, ph_c = op_name[cand], inst_name[tl.phase[runs[cand]]]
-    scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
-    begins = scope_begins[tl.kind[scope_begins] == S.OP_BEGIN]
-    b_name = tl.name[begins].astype(np.int64)
     if gpu_records is not None:
         _, rec_op, rec_phase = gpu_records
         g_op, g_ph = inst_name[rec_op], inst_name[rec_phase]
     else:
         g_op, g_ph = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ph_u, ph_i = _dense(np.concatenate([ph_c, inst_name[tl.phase[begins]], g_ph]))
-    all_op = np.concatenate([op_c, b_name, g_op])
-    width = int(all_op.max(initial=0)) + 2  # above every op id + 1: keys sort by (phase, operation)
-    pair_key, pair_i = _dense(ph_i * width + all_op + 1)
-    n_c, n_b = len(cand), len(begins)
-    run_pair = np.full(len(runs), -1, np.int32)
-    run_pair[cand] = pair_i[:n_c]
+    numbered = _numbered_c(tl, inst_name, g_ph, g_op)
+    runs, run_pair, begins, b_pair, g_pair, pair_ph, pair_op = (
+        numbered if numbered is not None else _numbered(tl, inst_name, g_ph, g_op)
+    )
     return RowGroups(
         op=tl.op,
         phase=tl.phase,
@@ -402,37 +398,104 @@ def row_groups(
         runs=runs,
         run_pair=run_pair,
         begins=begins,
-        b_pair=pair_i[n_c : n_c + n_b],
+        b_pair=b_pair,
         g_op=g_op,
-        g_pair=pair_i[n_c + n_b :],
-        pair_ph=ph_u[pair_key // width],
-        pair_op=pair_key % width - 1,
+        g_pair=g_pair,
+        pair_ph=pair_ph,
+        pair_op=pair_op,
     )
 
 
-def _run_starts(tl: Timeline) -> np.ndarray:
-    """The rows (int64, in order) where the operation instance, the phase instance or the thread changes
-    from the row before, and row 0: in one C pass where numpy compares each column, ors the masks and
-    searches them."""
-    columns = (tl.op, tl.phase, tl.thread_idx)
-    index_type = native.INTEGER.get(tl.thread_idx.dtype)
-    dtypes = [tl.op.dtype, tl.thread_idx.dtype]
-    args = native.N, None, None, index_type, native.I64, native.N
-    fn = native.typed("breakdown_run_starts", dtypes, *args, restype=native.N) if index_type else None
-    n = len(tl.op)
-    if fn is not None and tl.phase.dtype == tl.op.dtype and contiguous(*columns):
-        size = n // 8 + 1  # a run is a dozen rows or more (a torch op's instance)
-        while True:
-            out = np.empty(size, np.int64)
-            count = fn(n, *columns, out, size)
-            if count <= size:
-                return out[:count]
-            size = count
-    new_run = np.ones(n, bool)
+# runs, run_pair, begins, b_pair, g_pair, pair_ph, pair_op: RowGroups' fields of those names
+Numbered = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _numbered(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.ndarray) -> Numbered:
+    """:class:`RowGroups`' runs, begins and pairs in numpy (``inst_name``: the instances' names, -1
+    appended; ``g_ph``, ``g_op``: the GPU records' phase and operation names).
+
+    Consecutive rows of one thread, operation instance and phase instance share their pair (a
+    process's torch ops are a dozen rows an instance): each run is looked up once; the runs that can
+    hold counted time are those inside an operation or on the main thread."""
+    new_run = np.ones(len(tl.op), bool)
     np.not_equal(tl.op[1:], tl.op[:-1], out=new_run[1:])
     new_run[1:] |= tl.phase[1:] != tl.phase[:-1]
     new_run[1:] |= tl.thread_idx[1:] != tl.thread_idx[:-1]
-    return np.flatnonzero(new_run)
+    runs = np.flatnonzero(new_run)
+    op_name = inst_name[tl.op[runs]]
+    cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
+    op_c, ph_c = op_name[cand], inst_name[tl.phase[runs[cand]]]
+    scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
+    begins = scope_begins[tl.kind[scope_begins] == S.OP_BEGIN]
+    b_name = tl.name[begins].astype(np.int64)
+    ph_u, ph_i = _dense(np.concatenate([ph_c, inst_name[tl.phase[begins]], g_ph]))
+    all_op = np.concatenate([op_c, b_name, g_op])
+    width = int(all_op.max(initial=0)) + 2  # above every op id + 1: keys sort by (phase, operation)
+    pair_key, pair_i = _dense(ph_i * width + all_op + 1)
+    n_c, n_b = len(cand), len(begins)
+    run_pair = np.full(len(runs), -1, np.int32)
+    run_pair[cand] = pair_i[:n_c]
+    b_pair, g_pair = pair_i[n_c : n_c + n_b], pair_i[n_c + n_b :]
+    return runs, run_pair, begins, b_pair, g_pair, ph_u[pair_key // width], pair_key % width - 1
+
+
+PAIR_SLOTS = 4096  # the pairs' hash table's first size (_numbered_c): a few dozen pairs in a trace
+
+
+def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.ndarray) -> Numbered | None:
+    """:func:`_numbered` in one C pass over the rows and one over the scope begins (breakdown.c): each
+    run's and begin's pair looked up in a hash table of the pairs as it is met, the few pairs sorted
+    and renumbered after, where numpy gathers each run's and begin's names and numbers the pairs from
+    arrays of all of them. None where numpy's loops run (no C loops, or columns of other types)."""
+    index_type = native.INTEGER.get(tl.thread_idx.dtype)
+    if index_type is None:
+        return None
+    table = native.I32, native.N, native.I64, native.I64, native.I64  # slots, their count, the pairs
+    args = native.N, None, None, index_type, native.N, native.I64, native.I64, native.I32, native.N, *table
+    runs_fn = native.typed("breakdown_run_pairs", [tl.op.dtype, tl.thread_idx.dtype], *args, restype=native.N)
+    args = native.N, native.I64, native.I8, native.N, native.I32, None, native.I64, native.I64, native.I64
+    args += table
+    begins_fn = native.typed("breakdown_begin_pairs", [tl.phase.dtype], *args, restype=native.N)
+    args = native.N, native.I64, native.I64, native.I64, *table
+    gpu_fn = native.function("breakdown_pair_numbers", *args, restype=native.N)
+    renumber = native.function("breakdown_renumber_pairs", native.N, native.I32, native.I32)
+    if runs_fn is None or begins_fn is None or gpu_fn is None or renumber is None:
+        return None
+    scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
+    columns = (tl.op, tl.phase, tl.thread_idx, tl.kind, tl.name, scope_begins)
+    typed = tl.phase.dtype == tl.op.dtype and tl.kind.dtype == np.int8 and tl.name.dtype == np.int32
+    if not typed or inst_name.dtype != np.int64 or scope_begins.dtype != np.int64 or not contiguous(*columns):
+        return None
+    main_rows = tl.main_rows()  # the main thread's rows: one thread index's block
+    main_idx = int(tl.thread_idx[main_rows.start]) if main_rows.stop > main_rows.start else -1
+    g_ph, g_op = np.ascontiguousarray(g_ph, np.int64), np.ascontiguousarray(g_op, np.int64)
+    n, m = len(tl.op), len(scope_begins)
+    size, n_slots = n // 8 + 1, PAIR_SLOTS  # a run is a dozen rows or more (a torch op's instance)
+    while True:
+        slots, state = np.full(n_slots, -1, np.int32), np.zeros(1, np.int64)
+        ph_tab, op_tab = np.empty(n_slots // 2, np.int64), np.empty(n_slots // 2, np.int64)
+        hashed = slots, n_slots, ph_tab, op_tab, state
+        runs, run_pair = np.empty(size, np.int64), np.empty(size, np.int32)
+        count = runs_fn(n, tl.op, tl.phase, tl.thread_idx, main_idx, inst_name, runs, run_pair, size, *hashed)
+        if count > size:
+            size = count
+            continue
+        begins, b_pair, g_pair = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(len(g_ph), np.int64)
+        n_b = -1  # the table full with the runs' pairs: no begins looked up
+        if count >= 0:
+            b_args = tl.kind, S.OP_BEGIN, tl.name, tl.phase, inst_name, begins, b_pair
+            n_b = begins_fn(m, scope_begins, *b_args, *hashed)
+        if n_b >= 0 and gpu_fn(len(g_ph), g_ph, g_op, g_pair, *hashed) == 0:
+            break
+        n_slots *= 4  # more pairs than the table holds: again with a larger one
+    n_pairs = int(state[0])
+    order = np.lexsort((op_tab[:n_pairs], ph_tab[:n_pairs]))  # the pairs in (phase, operation) order
+    rank = np.empty(n_pairs, np.int32)
+    rank[order] = np.arange(n_pairs, dtype=np.int32)
+    runs, run_pair = runs[:count], run_pair[:count]
+    renumber(count, run_pair, rank)
+    b_pair, g_pair = rank[b_pair[:n_b]].astype(np.int64), rank[g_pair].astype(np.int64)
+    return runs, run_pair, begins[:n_b], b_pair, g_pair, ph_tab[order], op_tab[order]
 
 
 @dataclasses.dataclass
@@ -555,6 +618,40 @@ def _counted_sums(tl: Timeline, groups: RowGroups, full: np.ndarray | None = Non
     return _counted(sums, off_main, inst_cat, is_op)
 
 
+def _counted_pair(
+    tl: Timeline, fixed: Timeline, groups: RowGroups, full: np.ndarray | None
+) -> tuple[CountedSums, CountedSums]:
+    """The :func:`_counted_sums` of ``tl`` and of ``fixed``, its rows retimed (``groups`` fits both),
+    the second's with its time in full windows where ``full`` gives each row's share in them.
+
+    Why one pass: the two read the same pairs, categories and instances of the same rows, apart from
+    the times; in one C pass over the rows (breakdown.c) each is read once, each timeline's sums added
+    in the order its own pass adds them. Else (numpy's loops, or columns of other types) a pass each."""
+    n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
+    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
+    args += native.I64, native.I64, native.F64, native.F64, native.N, native.F64, native.F64
+    narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
+    shared = fixed.cat is tl.cat and fixed.op is tl.op  # the columns read once for both
+    times = fixed.ts.dtype == fixed.seg_end.dtype == np.int64
+    ours = narrow and shared and times
+    fn = _row_loop(tl, "breakdown_counted_pair", *args, restype=native.N) if ours else None
+    if fn is None:
+        return _counted_sums(tl, groups), _counted_sums(fixed, groups, full)
+    is_op = groups.pair_op >= 0
+    main_rows = tl.main_rows()
+    sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
+    sums_b, inst_cat_b = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
+    with_full = full is not None
+    in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
+    off_main = fn(
+        *_row_args(tl, groups), tl.cat, tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, inst_cat,
+        fixed.ts, fixed.seg_end, sums_b, inst_cat_b, with_full, full if with_full else in_full, in_full,
+    )  # fmt: skip
+    counted_b = _counted(sums_b, bool(off_main & 2), inst_cat_b, is_op)
+    counted_b.full = in_full.reshape(counted_b.sums.shape) if with_full else None
+    return _counted(sums, bool(off_main & 1), inst_cat, is_op), counted_b
+
+
 def _counted(sums: np.ndarray, off_main: bool, inst_cat: np.ndarray, is_op: np.ndarray) -> CountedSums:
     """The :class:`CountedSums` of the flat sums (``is_op``: per pair, whether an operation's)."""
     by_pair = sums.reshape(len(is_op), NCAT, 2)
@@ -642,8 +739,7 @@ def breakdown_timeline(
     n_pairs = len(pair_ph)
 
     # operation instances: calls and inclusive time (phase = the phase open at its begin)
-    b_inst, b_ts = tl.id[begins], tl.ts[begins]
-    b_incl = np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - b_ts)
+    b_inst, b_ts, b_incl = _begins(tl, begins)
 
     # GPU work, attributed to the (phase, operation) whose instance launched it
     recs = gpu_records[0] if gpu_records is not None else None
@@ -751,6 +847,25 @@ def breakdown_timeline(
         gpu=gpu_info,
         noise=pa.table(noise_rows, schema=NOISE_SCHEMA),
     )
+
+
+def _begins(tl: Timeline, begins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(instance, time, inclusive time: 0 for a recursive one) of each of the OP_BEGIN rows ``begins``:
+    in one C loop over them (breakdown.c), each begin's columns read together where numpy gathers from
+    one column of every row at a time."""
+    ids = tl.id.dtype
+    args = native.N, native.I64, None, native.I64, native.I8, native.N, native.I64, native.N, None
+    args += native.I64, native.I64
+    fn = native.typed("breakdown_begins", [ids], *args)
+    ours = tl.ts.dtype == tl.inst_end.dtype == np.int64 and tl.flags.dtype == np.int8
+    if fn is not None and ours and begins.dtype == np.int64 and contiguous(tl.id, tl.ts, tl.flags, begins):
+        m = len(begins)
+        b_inst, b_ts, b_incl = np.empty(m, ids), np.empty(m, np.int64), np.empty(m, np.int64)
+        columns = tl.id, tl.ts, tl.flags, S.FLAG_RECURSIVE, tl.inst_end, len(tl.inst_end)
+        fn(m, begins, *columns, b_inst, b_ts, b_incl)
+        return b_inst, b_ts, b_incl
+    b_inst, b_ts = tl.id[begins], tl.ts[begins]
+    return b_inst, b_ts, np.where(tl.flags[begins] & S.FLAG_RECURSIVE, 0, tl.inst_end[b_inst] - b_ts)
 
 
 def rec_op_inst(gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None) -> np.ndarray | None:

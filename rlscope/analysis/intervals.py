@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
-from rlscope.analysis import gpu
+from rlscope.analysis import gpu, native
 from rlscope.analysis.overlap import merge_adjacent
-from rlscope.analysis.timeline import Timeline
+from rlscope.analysis.timeline import Timeline, contiguous
 from rlscope.errors import RLScopeError
 from rlscope.keys import factorize
 from rlscope.trace import schema as S
@@ -208,12 +208,15 @@ def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
     parent, phase."""
     tl = p.tl
     rows = tl.scope_begins()  # the operations' and phases' begins, found once
+    parent_state = tl.op if begin_kind == S.OP_BEGIN else tl.phase
+    found = _instances_c(tl, rows, begin_kind, parent_state)
+    if found is not None:
+        return found
     rows = rows[tl.kind[rows] == begin_kind]
     ident = tl.id[rows]
     # the state before a begin row is the previous row's state on the same thread
     prev = np.maximum(rows - 1, 0)
     same = (rows > 0) & (tl.thread[prev] == tl.thread[rows])
-    parent_state = tl.op if begin_kind == S.OP_BEGIN else tl.phase
     parent = np.where(same, parent_state[prev], -1)
     return {
         "thread": tl.thread[rows],
@@ -224,6 +227,36 @@ def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
         "parent": parent,
         "phase": tl.phase[rows],
     }
+
+
+def _instances_c(
+    tl: Timeline, rows: np.ndarray, begin_kind: int, parent_state: np.ndarray
+) -> dict[str, np.ndarray] | None:
+    """:func:`_instances` of the scope begins ``rows`` in one C loop over them (breakdown.c), each
+    begin's columns read together where numpy gathers from one column of every row at a time; None
+    where numpy's runs (no C loops, or columns of other types than the timeline makes)."""
+    ids = tl.id.dtype
+    args = native.N, native.I64, native.I8, native.N, native.I32, None, native.I32, native.I64, native.I64
+    args += native.N, None, None, native.I32, None, native.I64, native.I64, native.I64, None, None
+    fn = native.typed("intervals_instances", [ids], *args, restype=native.N)
+    typed = tl.op.dtype == tl.phase.dtype == ids and tl.thread.dtype == tl.name.dtype == np.int32
+    if fn is None or not typed or tl.kind.dtype != np.int8 or rows.dtype != np.int64:
+        return None
+    if not contiguous(tl.kind, tl.thread, tl.id, tl.name, tl.ts, tl.inst_end, tl.op, tl.phase, rows):
+        return None
+    m = len(rows)
+    out = {
+        "thread": np.empty(m, np.int32),
+        "id": np.empty(m, ids),
+        "name": np.empty(m, np.int64),
+        "start": np.empty(m, np.int64),
+        "end": np.empty(m, np.int64),
+        "parent": np.empty(m, ids),
+        "phase": np.empty(m, ids),
+    }
+    columns = tl.kind, begin_kind, tl.thread, tl.id, tl.name, tl.ts, tl.inst_end, len(tl.inst_end)
+    count = fn(m, rows, *columns, parent_state, tl.phase, *out.values())
+    return {k: v[:count] for k, v in out.items()}
 
 
 def _backend_ops(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -258,6 +291,9 @@ def _depth(ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
         return np.zeros(0, np.int64)
     top = int(max(ident.max(), parent.max(), 0)) + 1
     if top <= 4 * len(ident) + 1024:  # compact ids (the timeline renumbers spread ones): index by them
+        in_order = _depth_in_order(ident, parent, top)
+        if in_order is not None:
+            return in_order
         n = top
 
         def dense(values: np.ndarray) -> np.ndarray:  # the id itself; n for "no instance"
@@ -284,6 +320,21 @@ def _depth(ident: np.ndarray, parent: np.ndarray) -> np.ndarray:
         anc = anc[anc]
     own = dense(parent)
     return (parent >= 0).astype(np.int64) + np.where(own != n, links[own], 0)
+
+
+def _depth_in_order(ident: np.ndarray, parent: np.ndarray, top: int) -> np.ndarray | None:
+    """:func:`_depth` of compact ids (in ``[0, top)``) in one C pass (breakdown.c) where each parent
+    comes before its children, as the begins do in row order; None where they do not (or numpy's
+    loops run)."""
+    args = native.N, native.I64, native.I64, native.N, native.U8, native.I64, native.I64
+    fn = native.function("intervals_depth", *args, restype=native.N)
+    if fn is None:
+        return None
+    ident, parent = np.ascontiguousarray(ident, np.int64), np.ascontiguousarray(parent, np.int64)
+    out = np.empty(len(ident), np.int64)
+    if fn(len(ident), ident, parent, top, np.zeros(top, np.uint8), np.empty(top, np.int64), out) < 0:
+        return None
+    return out
 
 
 def _cpu_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -89,21 +89,27 @@ def _stack_lines(
     its source folders) skipped: they wrap the program's calls (scopes, automatic operations)."""
     sid = frames.column("stack").to_numpy()
     depth = frames.column("depth").to_numpy()
-    fn = frames.column("function").to_numpy()
-    file = frames.column("file").to_numpy()
-    line = frames.column("line").to_numpy()
     order = np.lexsort((depth, sid))
+    sid_l = sid[order].tolist()
+    fn_l = frames.column("function").to_numpy()[order].tolist()
+    file_l = frames.column("file").to_numpy()[order].tolist()
+    line_l = frames.column("line").to_numpy()[order].tolist()
+    # per file id (a few hundred files among thousands of frames): its name, whether it is rlscope's
+    # own and whether it is library code, worked out once
+    file_name = {f: name_of(names, f) for f in set(file_l)}
+    own_file = {f: bool(own) and n.startswith(own) for f, n in file_name.items()}
+    library_file = {f: is_library(n, roots) for f, n in file_name.items()}
+    fn_name = {f: name_of(names, f) for f in set(fn_l)}
     innermost: dict[int, Line] = {}
     running: dict[int, Line] = {}
     where: dict[int, Line] = {}
-    for i in order.tolist():  # a few hundred stacks: the frames of each, innermost first
-        s = int(sid[i])
-        here: Line = (name_of(names, int(file[i])), int(line[i]), name_of(names, int(fn[i])))
+    for s, f, ln, fu in zip(sid_l, file_l, line_l, fn_l, strict=True):  # each stack's, innermost first
+        here: Line = (file_name[f], ln, fn_name[fu])
         innermost.setdefault(s, here)
-        if own and here[0].startswith(own):
+        if own_file[f]:
             continue
         running.setdefault(s, here)
-        if s not in where and not is_library(here[0], roots):
+        if s not in where and not library_file[f]:
             where[s] = here
     out = {}
     for s, first in innermost.items():
@@ -128,9 +134,10 @@ def sample_rows(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
     rows = np.full(len(ts), -1, np.int64)
     if not len(tl.ts):
         return rows
-    starts = np.flatnonzero(np.r_[True, tl.thread[1:] != tl.thread[:-1]])
-    ends = np.r_[starts[1:], len(tl.ts)]
-    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+    starts = tl.thread_starts()  # each thread's block of rows, found without a pass over them
+    for lo, hi in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+        if lo == hi:
+            continue
         mine = np.flatnonzero(thread == tl.thread[lo])
         if not len(mine):
             continue

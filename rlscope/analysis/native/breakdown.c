@@ -4,7 +4,8 @@
  * each run's first row, ascending, from row 0; run_pair: the run's pair), as the rows of a run share
  * theirs: no column of a pair per row is made, and the rows of a run of no pair are never read. A row
  * is on the main thread when it lies in [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are
- * grouped by thread). */
+ * grouped by thread). Last, the instances' loops of the interval tables (rlscope/analysis/intervals.py),
+ * which read the same operation begins. */
 #include <stdint.h>
 
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
@@ -40,6 +41,52 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
         }
     }
     return off_main;
+}
+
+/* breakdown_counted_sums over two timelines of the same rows, grouped alike (the raw one, a, and its
+ * corrected one, b: the correction retimes the rows and keeps them), in one pass: a row's pair,
+ * category, operation instance and thread side read once for both. Per timeline, the sums
+ * breakdown_counted_sums writes, each cell's additions in row order as there; with_full, full and
+ * full_sums as there, of b. Returns whether a counted row of a is off the main thread (bit 0),
+ * and of b (bit 1). */
+int64_t breakdown_counted_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
+                               const int64_t *runs, const int32_t *run_pair, const int8_t *cat, const int32_t *op,
+                               int64_t main_lo, int64_t main_hi, const uint8_t *is_op, int64_t ncat, double *sums,
+                               double *inst_cat, const int64_t *ts_b, const int64_t *seg_end_b, double *sums_b,
+                               double *inst_cat_b, int64_t with_full, const double *full, double *full_sums) {
+    int64_t off_main = 0, off_main_b = 0;
+    for (int64_t k = 0; k < n_runs; k++) {
+        int32_t pair = run_pair[k];
+        if (pair < 0)
+            continue;
+        int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
+        for (int64_t i = runs[k]; i < hi; i++) {
+            int64_t d = seg_end[i] - ts[i], d_b = seg_end_b[i] - ts_b[i];
+            if (d <= 0 && d_b <= 0)
+                continue;
+            int64_t main = i >= main_lo && i < main_hi;
+            int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
+            /* op >= 0 in an operation's pair: kept in bounds regardless */
+            int64_t inst = is_op[pair] && op[i] >= 0 ? (int64_t)op[i] * ncat + cat[i] : -1;
+            if (d > 0) {
+                double w = (double)d;
+                off_main |= !main;
+                sums[cell] += w;
+                if (inst >= 0)
+                    inst_cat[inst] += w;
+            }
+            if (d_b > 0) {
+                double w = (double)d_b;
+                off_main_b |= !main;
+                sums_b[cell] += w;
+                if (inst >= 0)
+                    inst_cat_b[inst] += w;
+                if (with_full)
+                    full_sums[cell] += w * full[i];
+            }
+        }
+    }
+    return off_main | off_main_b << 1;
 }
 
 /* The noise's per-instance passes (rlscope/analysis/noise.py, _moments): over the instances whose
@@ -197,20 +244,190 @@ void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg
     }
 }
 
-/* breakdown.row_groups' runs: the rows where the operation instance, the phase instance or the
- * thread index changes from the row before (and row 0), in order: np.flatnonzero of its new_run mask.
- * Writes up to cap of them; returns their number (above cap: called again with that many places). */
-#define RUN_STARTS(NAME, T, U)                                                                            \
-    int64_t NAME(int64_t n, const T *op, const T *phase, const U *thread_idx, int64_t *out, int64_t cap) { \
-        int64_t m = 0;                                                                                    \
+/* breakdown.row_groups' numbering of the (phase name, operation name) pairs, in a hash table of the
+ * pairs seen, numbered as first seen (row_groups sorts the few pairs and renumbers them after): slots
+ * (n_slots, a power of 2, each -1 or a pair's number), the pairs' names (ph_tab, op_tab: room for
+ * n_slots / 2) and their count (state[0]). Returns the pair's number, or -1 where the table is full
+ * (the caller starts again with a larger one). */
+static int64_t pair_number(int64_t ph, int64_t op, int32_t *slots, int64_t n_slots, int64_t *ph_tab, int64_t *op_tab,
+                           int64_t *state) {
+    uint64_t h = ((uint64_t)ph * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)op * 0xC2B2AE3D27D4EB4Full);
+    h ^= h >> 29;
+    for (int64_t k = (int64_t)(h & (uint64_t)(n_slots - 1));; k = (k + 1) & (n_slots - 1)) {
+        int32_t s = slots[k];
+        if (s < 0) {
+            if (state[0] >= n_slots / 2)
+                return -1;
+            s = (int32_t)state[0]++;
+            ph_tab[s] = ph;
+            op_tab[s] = op;
+            slots[k] = s;
+            return s;
+        }
+        if (ph_tab[s] == ph && op_tab[s] == op)
+            return s;
+    }
+}
+
+/* row_groups' runs and their pairs, in one pass over the rows: the rows where the operation instance,
+ * the phase instance or the thread index changes from the row before (and row 0), in order
+ * (np.flatnonzero of _numbered's new_run mask); each run's pair number (pair_number) where it can hold
+ * counted time (inside an operation, or on the main thread: thread index main_idx, -1 for none), of
+ * its operation's and phase's name ids (inst_name of the instance, -1 for none: numpy's lookup in
+ * inst_name with -1 appended); else -1. Writes up to cap runs; returns the number of runs (above cap:
+ * called again with that many places), or -1 where the pairs' table is full. */
+#define RUN_PAIRS(NAME, T, U)                                                                             \
+    int64_t NAME(int64_t n, const T *op, const T *phase, const U *thread_idx, int64_t main_idx,          \
+                 const int64_t *inst_name, int64_t *runs, int32_t *run_pair, int64_t cap, int32_t *slots,     \
+                 int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state) {                        \
+        int64_t m = 0, last_op = 0, last_ph = 0, last_pair = -1; /* the last pair looked up */            \
         for (int64_t i = 0; i < n; i++) {                                                                 \
-            if (i == 0 || op[i] != op[i - 1] || phase[i] != phase[i - 1] ||                               \
-                thread_idx[i] != thread_idx[i - 1]) {                                                     \
-                if (m < cap) out[m] = i;                                                                  \
-                m++;                                                                                      \
+            if (i > 0 && op[i] == op[i - 1] && phase[i] == phase[i - 1] && thread_idx[i] == thread_idx[i - 1]) \
+                continue;                                                                                 \
+            if (m < cap) {                                                                                \
+                int64_t op_name = op[i] >= 0 ? inst_name[op[i]] : -1, pair = -1;                          \
+                if (op_name >= 0 || thread_idx[i] == main_idx) {                                          \
+                    int64_t ph_name = phase[i] >= 0 ? inst_name[phase[i]] : -1;                           \
+                    if (last_pair < 0 || op_name != last_op || ph_name != last_ph) {                      \
+                        last_pair = pair_number(ph_name, op_name, slots, n_slots, ph_tab, op_tab, state); \
+                        if (last_pair < 0)                                                                \
+                            return -1;                                                                    \
+                        last_op = op_name;                                                                \
+                        last_ph = ph_name;                                                                \
+                    }                                                                                     \
+                    pair = last_pair;                                                                     \
+                }                                                                                         \
+                runs[m] = i;                                                                              \
+                run_pair[m] = (int32_t)pair;                                                              \
             }                                                                                             \
+            m++;                                                                                          \
         }                                                                                                 \
         return m;                                                                                         \
     }
-RUN_STARTS(breakdown_run_starts_i32_i16, int32_t, int16_t)
-RUN_STARTS(breakdown_run_starts_i32_i32, int32_t, int32_t)
+RUN_PAIRS(breakdown_run_pairs_i32_i16, int32_t, int16_t)
+RUN_PAIRS(breakdown_run_pairs_i32_i32, int32_t, int32_t)
+
+/* row_groups' operation instances: of the scope begins rows (m, ascending), those of kind OP_BEGIN
+ * (begin_kind) into begins, and each one's pair number (pair_number) of its phase's name id (inst_name
+ * of the phase instance, -1 for none) and its own name id into b_pair. Returns how many, or -1 where
+ * the pairs' table is full. */
+#define BEGIN_PAIRS(NAME, T)                                                                              \
+    int64_t NAME(int64_t m, const int64_t *rows, const int8_t *kind, int64_t begin_kind, const int32_t *name, \
+                 const T *phase, const int64_t *inst_name, int64_t *begins, int64_t *b_pair, int32_t *slots,   \
+                 int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state) {                        \
+        int64_t c = 0;                                                                                    \
+        for (int64_t k = 0; k < m; k++) {                                                                 \
+            int64_t r = rows[k];                                                                          \
+            if (kind[r] != begin_kind)                                                                    \
+                continue;                                                                                 \
+            int64_t ph_name = phase[r] >= 0 ? inst_name[phase[r]] : -1;                                   \
+            int64_t pair = pair_number(ph_name, name[r], slots, n_slots, ph_tab, op_tab, state);          \
+            if (pair < 0)                                                                                 \
+                return -1;                                                                                \
+            begins[c] = r;                                                                                \
+            b_pair[c++] = pair;                                                                           \
+        }                                                                                                 \
+        return c;                                                                                         \
+    }
+BEGIN_PAIRS(breakdown_begin_pairs_i32, int32_t)
+BEGIN_PAIRS(breakdown_begin_pairs_i64, int64_t)
+
+/* row_groups' GPU records: each one's pair number (pair_number) of its phase's and operation's name
+ * ids (ph, op) into out. Returns 0, or -1 where the pairs' table is full. */
+int64_t breakdown_pair_numbers(int64_t m, const int64_t *ph, const int64_t *op, int64_t *out, int32_t *slots,
+                               int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state) {
+    for (int64_t k = 0; k < m; k++) {
+        out[k] = pair_number(ph[k], op[k], slots, n_slots, ph_tab, op_tab, state);
+        if (out[k] < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* row_groups' renumbering: each pair number (>= 0; -1 stays) of ids (m of them) as rank gives it,
+ * in place. */
+void breakdown_renumber_pairs(int64_t m, int32_t *ids, const int32_t *rank) {
+    for (int64_t k = 0; k < m; k++)
+        if (ids[k] >= 0)
+            ids[k] = rank[ids[k]];
+}
+
+/* intervals._instances: of the scope begins rows (m, ascending), those of kind begin_kind, each
+ * instance's thread, id, name id, start, end (inst_end at its id, of n_inst: an id of -1 reads the
+ * last, as numpy's index does), parent (parent_state on the row
+ * before, where that row is on the same thread; else -1) and phase, in one loop over them: the
+ * numpy version's filter and nine gathers, each from a column of every row. Returns how many. */
+#define INSTANCES(NAME, T)                                                                                \
+    int64_t NAME(int64_t m, const int64_t *rows, const int8_t *kind, int64_t begin_kind, const int32_t *thread, \
+                 const T *id, const int32_t *name, const int64_t *ts, const int64_t *inst_end, int64_t n_inst, \
+                 const T *parent_state, const T *phase, int32_t *o_thread, T *o_id, int64_t *o_name,         \
+                 int64_t *o_start, int64_t *o_end, T *o_parent, T *o_phase) {                              \
+        int64_t c = 0;                                                                                    \
+        for (int64_t k = 0; k < m; k++) {                                                                 \
+            int64_t r = rows[k];                                                                          \
+            if (kind[r] != begin_kind)                                                                    \
+                continue;                                                                                 \
+            int32_t th = thread[r];                                                                       \
+            T ident = id[r];                                                                              \
+            o_thread[c] = th;                                                                             \
+            o_id[c] = ident;                                                                              \
+            o_name[c] = name[r];                                                                          \
+            o_start[c] = ts[r];                                                                           \
+            o_end[c] = inst_end[ident >= 0 ? ident : n_inst + ident];                                     \
+            o_parent[c] = r > 0 && thread[r - 1] == th ? parent_state[r - 1] : -1;                        \
+            o_phase[c] = phase[r];                                                                        \
+            c++;                                                                                          \
+        }                                                                                                 \
+        return c;                                                                                         \
+    }
+INSTANCES(intervals_instances_i32, int32_t)
+INSTANCES(intervals_instances_i64, int64_t)
+
+/* breakdown_timeline's operation instances: per OP_BEGIN row (begins, m of them), its instance (id),
+ * time (ts) and inclusive time (0 where its flags hold recursive, else inst_end at its instance, of
+ * n_inst: -1 reads the last, as numpy's index does, less its time), in one loop over the begins: the
+ * numpy version's gathers from columns of every row and np.where. */
+#define BEGINS(NAME, T)                                                                                   \
+    void NAME(int64_t m, const int64_t *begins, const T *id, const int64_t *ts, const int8_t *flags,       \
+              int64_t recursive, const int64_t *inst_end, int64_t n_inst, T *b_inst, int64_t *b_ts,         \
+              int64_t *b_incl) {                                                                          \
+        for (int64_t k = 0; k < m; k++) {                                                                 \
+            int64_t r = begins[k];                                                                        \
+            T ident = id[r];                                                                              \
+            b_inst[k] = ident;                                                                            \
+            b_ts[k] = ts[r];                                                                              \
+            b_incl[k] = flags[r] & recursive ? 0 : inst_end[ident >= 0 ? ident : n_inst + ident] - ts[r];  \
+        }                                                                                                 \
+    }
+BEGINS(breakdown_begins_i32, int32_t)
+BEGINS(breakdown_begins_i64, int64_t)
+
+/* intervals._depth over compact ids (each in [0, top)), in one pass where each instance's parent comes
+ * before it (the begins in row order: a parent began earlier on its thread): its depth is 0 without
+ * a parent, 1 under a parent that is no instance here, else its parent's plus 1 (numpy's pointer
+ * jumping's counts of links up to the root). Returns 0, or -1 where that order does not hold, an id
+ * is negative or comes twice (numpy's pointer jumping runs: it follows links in any order). seen:
+ * zeroed, top bytes; depth_of: top places. */
+int64_t intervals_depth(int64_t m, const int64_t *ident, const int64_t *parent, int64_t top, uint8_t *seen,
+                        int64_t *depth_of, int64_t *out) {
+    for (int64_t k = 0; k < m; k++) {
+        if (ident[k] < 0 || ident[k] >= top || seen[ident[k]])
+            return -1;
+        seen[ident[k]] = 1;
+    }
+    for (int64_t k = 0; k < m; k++) {
+        int64_t p = parent[k], d;
+        if (p < 0)
+            d = 0;
+        else if (p >= top || !seen[p])
+            d = 1;
+        else if (seen[p] != 2)
+            return -1;
+        else
+            d = depth_of[p] + 1;
+        out[k] = d;
+        depth_of[ident[k]] = d;
+        seen[ident[k]] = 2;
+    }
+    return 0;
+}
