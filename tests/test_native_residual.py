@@ -19,7 +19,7 @@ import pytest
 from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
-from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual
+from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual, windows
 from rlscope.trace import schema as S
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
@@ -385,6 +385,77 @@ def test_the_flush_stall_measure_gives_numpys_figures(seed, monkeypatch):
     bound = np.where(rng.random(len(tl.ts)) < 0.05, rng.uniform(0, 3000, len(tl.ts)), 0.0)
     want, got = _both(monkeypatch, lambda: flush_stall.measure(tl, bound))
     assert want.bound_ns > 0 and _same(tuple(want.as_dict().values()), tuple(got.as_dict().values()))
+
+
+def _stall_share_by_masks(tl: Timeline, bound: np.ndarray) -> flush_stall.StallShare:
+    """flush_stall.measure's share worked out as it was first written: a mask of the instances per
+    (operation, window kind), the window kinds searched among the switches."""
+    main = tl.main_rows()
+    excl = tl.instance_time(main, len(tl.inst_name))
+    op, main_bound = tl.op[main], bound[main]
+    hit = np.flatnonzero((main_bound != 0) & (op >= 0))
+    over = np.bincount(op[hit], weights=main_bound[hit], minlength=len(tl.inst_name))
+    begins = np.flatnonzero(tl.kind[main] == S.OP_BEGIN) + main.start
+    inst = tl.id[begins]
+    name = tl.inst_name[inst]
+    win_ts, win_mode = windows.window_rows(tl)
+    mode = windows.mode_at(win_ts, win_mode, tl.ts[begins]) if len(win_ts) else np.zeros(len(begins), int)
+    e, b = excl[inst], over[inst]
+    bound_sum = excess = var = 0.0
+    used = 0
+    for key in np.unique(np.stack([name, mode]), axis=1).T:
+        g = (name == key[0]) & (mode == key[1])
+        clear = g & (b == 0)
+        if clear.sum() < flush_stall.MIN_CLEAR:
+            continue
+        med = float(np.median(e[clear]))
+        hit = g & (b > flush_stall.MIN_BOUND_SHARE * med)
+        if not hit.any():
+            continue
+        mad = 1.4826 * float(np.median(np.abs(e[clear] - med)))
+        bound_sum += float(b[hit].sum())
+        excess += float((e[hit] - med).sum())
+        var += int(hit.sum()) * mad**2
+        used += int(hit.sum())
+    main_bound_ns = float(bound[main].sum())
+    if bound_sum > 0 and float(np.sqrt(var)) / bound_sum <= flush_stall.MAX_SIGMA:
+        share = min(max(excess / bound_sum, 0.0), 1.0)
+        sigma = float(np.sqrt(var)) / bound_sum
+        return flush_stall.StallShare(share, sigma, "measured", used, bound_sum, excess, main_bound_ns)
+    return flush_stall.StallShare(0.5, 0.5, "assumed", used, bound_sum, excess, main_bound_ns)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("switches", [0, 1, 9])
+@pytest.mark.parametrize("row_window", [False, True])
+def test_the_flush_stall_share_per_operation_and_window_kind_is_that_of_its_masks(
+    seed, switches, row_window, monkeypatch
+):
+    """flush_stall.measure groups the instances by (operation, window kind) with one sort, the kinds
+    read off the rows' windows where the timeline has them: the share and evidence of a mask per
+    group, to the bit (both loops), windows or none."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=2, rows=20_000, n_inst=600)
+    tl.op[:] = -1
+    main = tl.main_rows()
+    tl.op[main] = np.repeat(np.arange(600), -(-(main.stop - main.start) // 600))[: main.stop - main.start]
+    tl.kind[tl.kind == S.OP_BEGIN] = S.OP_END
+    firsts = np.unique(tl.op[main], return_index=True)[1] + main.start
+    tl.kind[firsts], tl.id[firsts] = S.OP_BEGIN, tl.op[firsts]
+    tl.inst_name = rng.integers(0, 4, 600)
+    if switches:
+        at = np.sort(rng.choice(np.arange(main.start + 1, main.stop), switches, replace=False))
+        tl.kind[at], tl.id[at] = S.WINDOW, rng.integers(0, 2, switches)
+    bound = np.where(rng.random(len(tl.ts)) < 0.03, rng.uniform(0, 3000, len(tl.ts)), 0.0)
+    bound[firsts[rng.random(len(firsts)) < 0.5]] = 0.0
+    want = _stall_share_by_masks(tl, bound)
+    if row_window:
+        windows.row_window(tl)
+    assert want.overlapped > 0 and ("row_window" in tl.memo) == row_window
+    for native_on in ("0", "1"):
+        monkeypatch.setenv(native.ENV, native_on)
+        got = flush_stall.measure(tl, bound)
+        assert _same(tuple(want.as_dict().values()), tuple(got.as_dict().values()))
 
 
 def test_flush_marks_are_the_writer_threads_category_rows():
