@@ -620,6 +620,27 @@ def test_the_module_calls_spread_row_by_row_give_the_columns_bits(seed, rlscope_
     assert _same_correction(want, residual.correct_timeline(tl, costs, 5, None, spread))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_the_module_calls_cost_tables_are_those_of_each_names_instances(seed):
+    """module_calls._costed_blocks' table per thread: each instance whose name is among the thread's
+    costed names takes its cost (names that repeat, ids below 0 or past the names: none), a last 0."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=4, rows=3000, n_inst=500)
+    names = ["inference", "backprop", "inference", "other", "nowhere"]
+    tl.inst_name = rng.integers(-1, len(names) + 2, len(tl.inst_name))
+    mean = {(100, "inference"): 3.0, (100, "other"): 0.25, (102, "backprop"): 1.5, (103, "absent"): 2.0}
+    got = {int(tl.thread[s.start]): table for s, table in module_calls._costed_blocks(names, tl, mean, 700.0)}
+    assert sorted(got) == [100, 102, 103]
+    for tid in got:
+        want = np.zeros(len(tl.inst_name) + 1)
+        for (t, name), m in mean.items():
+            if t == tid:
+                ids = [i for i, n in enumerate(names) if n == name]
+                want[:-1][np.isin(tl.inst_name, ids)] = m * 700.0
+        assert _same(got[tid], want)
+    assert got[100].any() and not got[103].any()
+
+
 def test_a_spread_without_cost_is_none():
     tl = _timeline(np.random.default_rng(1))
     total = np.zeros(len(tl.inst_name) + 1)

@@ -30,7 +30,7 @@ import numpy as np
 
 from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
-from rlscope.keys import factorize_rows
+from rlscope.keys import factorize, factorize_rows
 from rlscope.overhead.correct import windows
 from rlscope.trace import schema as S
 
@@ -104,11 +104,11 @@ def measure(
     used = 0
     # each (operation, window kind)'s instances, in the order they began: one stable sort of their
     # keys' codes, then a slice per key (in the keys' order, as the sums across keys add up)
-    keys, code = factorize_rows(np.stack([name, mode]))
-    if keys.shape[1] <= np.iinfo(np.int16).max:  # a few keys: numpy's stable sort of int16 is a radix sort
+    keys, code = _keys(name, mode)
+    if len(keys) <= np.iinfo(np.int16).max:  # a few keys: numpy's stable sort of int16 is a radix sort
         code = code.astype(np.int16)
     order = np.argsort(code, kind="stable")
-    starts = np.searchsorted(code[order], np.arange(keys.shape[1] + 1)).tolist()
+    starts = np.searchsorted(code[order], np.arange(len(keys) + 1)).tolist()
     e, b = e[order], b[order]
     for lo, hi in itertools.pairwise(starts):
         ge, gb = e[lo:hi], b[lo:hi]
@@ -132,6 +132,19 @@ def measure(
             share = min(max(excess / bound_sum, 0.0), 1.0)
             return StallShare(share, sigma, "measured", used, bound_sum, excess, main_bound_ns)
     return StallShare(ASSUMED, 0.5, "assumed", used, bound_sum, excess, main_bound_ns)
+
+
+def _keys(name: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct (name, mode) pairs in lexicographic order, each instance's index into them), as
+    keys.factorize_rows of the two rows gives them: one key per pair (the name's offset times the
+    modes' range, plus the mode's offset) factorized once, where the keys fit in int64."""
+    if not len(name):
+        return factorize_rows(np.stack([name, mode]))
+    lo_n, hi_n, lo_m, hi_m = int(name.min()), int(name.max()), int(mode.min()), int(mode.max())
+    span = hi_m - lo_m + 1
+    if (hi_n - lo_n + 1) * span >= 2**62:
+        return factorize_rows(np.stack([name, mode]))
+    return factorize((name.astype(np.int64) - lo_n) * span + (mode.astype(np.int64) - lo_m))
 
 
 def _modes(tl: Timeline, begins: np.ndarray) -> np.ndarray:
