@@ -313,7 +313,7 @@ def test_correct_windows_and_rebuild_give_numpys_bits(seed, keep_ratio, monkeypa
     # durations with fractions of a ns: the rounding (half to even) and the running sum's order
     new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
     new_dur[::7] = 0.5
-    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
 
 
@@ -326,7 +326,7 @@ def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
     near = np.array([0.5, 1.5, 2.5, 0.49999999999999994, 0.5000000000000001, 1e15 + 0.5, 3.0, 0.25, 0.75])
     new_dur = np.resize(near, len(tl.ts)) * rng.choice([1.0, -1.0, 2.0], len(tl.ts))
     new_dur[-100:] = 2.0**53
-    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
 
 
@@ -498,6 +498,20 @@ def test_thread_last_is_every_change_of_thread(threads, rows):
     assert np.array_equal(residual.thread_last(tl), want)
 
 
+@pytest.mark.parametrize("threads,rows", [(1, 1), (1, 500), (4, 500), (60, 5)])
+@pytest.mark.parametrize("gaps", [False, True])
+def test_the_threads_first_rows_follow_their_last_rows(threads, rows, gaps):
+    """rebuild's first row of each thread, read off the thread starts: the row after each thread's
+    last row (and row 0), also where thread indices skip some (threads without rows)."""
+    tl = _timeline(np.random.default_rng(threads), threads=threads, rows=rows)
+    if gaps:
+        tl.thread_idx = (tl.thread_idx * 3 + 1).astype(np.int16)
+    last = residual.thread_last(tl)
+    want = np.append(0, np.flatnonzero(last[:-1]) + 1)
+    got = residual._thread_firsts(tl)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("main", [100, 101, 102, 103, 999])
 @pytest.mark.parametrize("ties", [False, True])
 def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monkeypatch):
@@ -511,7 +525,7 @@ def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monke
             tl.ts[a + 1 : a + 4] = tl.ts[a]
             tl.seg_end[a : a + 3] = tl.ts[a]
     new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts)) + 0.25
-    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
     assert want.end_ns == got.end_ns
 

@@ -613,23 +613,22 @@ def _rebuild_loops() -> tuple[Any, Any] | None:
 def rebuild(
     tl: Timeline,
     new_dur: np.ndarray,
-    last: np.ndarray,
     spare: tuple[np.ndarray, ...] = (),
     scaled: _Scaled | None = None,
 ) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
-    Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
-    each thread's last row (:func:`thread_last`). ``spare``: columns of every row the caller no
-    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`). ``scaled``: the
-    new durations are the segments' lengths times ``new_dur`` (correct_windows' factors), worked out
-    in the C pass that writes the timestamps (:class:`_Scaled`; the C loops only, where
-    :func:`_rebuild_loops` has them): its ``gone`` may then be ``new_dur`` itself, each row's factor
-    read before its time gone is written over it, and ``spare`` be ``tl``'s own ``ts`` and
-    ``seg_end``, each row's read before its new times are written over them.
+    Other threads start, and the run ends, where the main thread's corrected time says. ``spare``:
+    columns of every row the caller no longer needs, whose memory takes the new timestamps
+    (:func:`_spare_columns`). ``scaled``: the new durations are the segments' lengths times
+    ``new_dur`` (correct_windows' factors), worked out in the C pass that writes the timestamps
+    (:class:`_Scaled`; the C loops only, where :func:`_rebuild_loops` has them): its ``gone`` may then
+    be ``new_dur`` itself, each row's factor read before its time gone is written over it, and
+    ``spare`` be ``tl``'s own ``ts`` and ``seg_end``, each row's read before its new times are written
+    over them.
     """
     # relative to the session start: float64 stays exact there
-    first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
+    first = _thread_firsts(tl)
     ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
     loops = _rebuild_loops()
     fill, sums_before = loops if loops is not None else (None, None)
@@ -731,6 +730,16 @@ def rebuild(
     out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
     out.memo["scope_ends"] = ends  # the same rows
     return out
+
+
+def _thread_firsts(tl: Timeline) -> np.ndarray:
+    """Each thread's first row, of the threads with rows (the row after each :func:`thread_last` row
+    but the final one, and row 0): read off Timeline.thread_starts, not a pass over the rows."""
+    starts = tl.thread_starts()[:-1]
+    starts = starts[(starts > 0) & (starts < len(tl.ts))]
+    new = np.ones(len(starts), bool)
+    new[1:] = starts[1:] != starts[:-1]  # threads without rows: none
+    return np.append(0, starts[new]).astype(np.int64)
 
 
 def _spare_columns(
@@ -1153,7 +1162,7 @@ def correct_timeline(
     # where worked out row by row), and the bound
     spare = tuple(c for c in (dur, kept, bound) if c is not None)
     del dur, kept, bound, plan
-    corrected = rebuild(tl, new_dur, last, spare=spare)
+    corrected = rebuild(tl, new_dur, spare=spare)
     del spare
 
     removed: dict[str, float] = {}
@@ -1195,7 +1204,7 @@ def correct_windows(
         # the new durations worked out in the rebuild's own pass, the time gone written over the factors
         gone, ratio = factor, np.empty(n) if keep_ratio else None
         spare = (tl.ts, tl.seg_end) if consume else ()
-        corrected = rebuild(tl, factor, thread_last(tl), spare=spare, scaled=_Scaled(gone, ratio))
+        corrected = rebuild(tl, factor, spare=spare, scaled=_Scaled(gone, ratio))
         removed = float(gone.sum()) / 1e9
     else:
         dur = tl.float_duration()
@@ -1203,6 +1212,6 @@ def correct_windows(
         ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
         gone = np.subtract(dur, new_dur, out=dur)  # ``dur`` is not needed after
         removed = float(gone.sum()) / 1e9
-        corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
+        corrected = rebuild(tl, new_dur, spare=(gone,))  # its memory holds new times
     del gone
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
