@@ -317,6 +317,27 @@ def test_correct_windows_and_rebuild_give_numpys_bits(seed, keep_ratio, monkeypa
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
 
 
+@pytest.mark.parametrize("main", [100, 102, 999])
+def test_the_instances_ends_are_numpys_with_ids_from_the_end_or_out_of_range(main, monkeypatch):
+    """rebuild's instance ends, written in its C passes (the main thread's first): numpy's
+    ``inst_end[id[ends]] = ts[ends]`` with ids repeated across threads and ids below 0 (read from the
+    end); an id past the instances raises IndexError on both."""
+    rng = np.random.default_rng(main)
+    tl = _timeline(rng, threads=4, rows=3000)
+    tl.main_thread = main
+    ends = tl.scope_ends()
+    tl.id[ends[::5]] = -rng.integers(1, len(tl.inst_end) + 1, len(ends[::5]))
+    new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
+    assert _same(want.inst_end, got.inst_end) and _same(want.ts, got.ts)
+    assert len(np.unique(tl.id[ends])) < len(ends) and (want.inst_end != want.end_ns).any()
+    tl.id[ends[len(ends) // 2]] = len(tl.inst_end)
+    for on in ("0", "1"):
+        monkeypatch.setenv(native.ENV, on)
+        with pytest.raises(IndexError):
+            residual.rebuild(tl, new_dur)
+
+
 def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
     """Times at and around halves of a ns, before the session's start (negative) and after it, and
     far from it: the C loop's rounding is np.rint's."""

@@ -286,6 +286,19 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
     }
 }
 
+/* The first of ``n`` sorted values not below ``x`` (n where none): np.searchsorted(side="left"). */
+static inline int64_t first_not_below(const int64_t *v, int64_t n, int64_t x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* residual.rebuild's per-thread pass over threads k0 to k1 - 1 of n_threads: thread k's rows
  * [first[k], first[k + 1]) start at rel0[k] plus the sum of the thread's new durations before each
  * row (``new_dur``, or where ``scaled`` the segments' lengths in ``old_ts``, ``old_end`` times it:
@@ -296,14 +309,21 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
  * ``ratio[i]`` new / length (1 where the length is 0); ``gone`` may then be ``new_dur`` itself, and
  * ``ts``, ``seg_end`` be ``old_ts``, ``old_end`` (each row's are read before its own are written). On the way, ``sums`` gets the
  * running sum before each of ``rows`` (m of them, sorted, among these threads' rows):
- * residual_sums_before's figures, without a pass of their own. Returns the running sum after these
- * threads' rows. */
+ * residual_sums_before's figures, without a pass of their own. Then, at each of the n_ends rows
+ * ``ends`` (sorted; the scope ends, Timeline.scope_ends) among these threads', the instance ``id[i]``
+ * (numpy's index: from the end where below 0) ends at the row's new start: ``inst_end[id[i]]`` =
+ * ts[i] where the row is after the row ``end_row[id[i]]`` that wrote it last (-1: none), which it
+ * then becomes, as numpy's ``inst_end[id[ends]] = ts[ends]`` leaves the last row's over every row's
+ * (in row order, whichever threads a call takes first); one pass over those rows, no gathers of
+ * their own. An id outside -n_inst to n_inst - 1 is counted in ``bad[0]`` (numpy raises there) and
+ * skipped. Returns the running sum after these threads' rows. */
 double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
                         const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
                         double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
                         const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
-                        double *ratio) {
-    int64_t j = 0;
+                        double *ratio, int64_t n_ends, const int64_t *ends, const int32_t *id, int64_t n_inst,
+                        int64_t *inst_end, int64_t *end_row, int64_t *bad) {
+    int64_t j = 0, q = k0 < k1 ? first_not_below(ends, n_ends, first[k0]) : n_ends;
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
@@ -324,6 +344,16 @@ double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *
             seg_end[i] = rint_i64(e) + start_ns;
             before = after;
         }
+    }
+    int64_t stop = k1 < n_threads ? first[k1] : n;
+    for (; q < n_ends && ends[q] < stop; ++q) {
+        int64_t i = ends[q], o = id[i];
+        if (o < -n_inst || o >= n_inst) {
+            ++bad[0];
+            continue;
+        }
+        o = wrap(o, n_inst);
+        if (i > end_row[o]) inst_end[o] = ts[i], end_row[o] = i;
     }
     return before;
 }

@@ -594,13 +594,18 @@ class _Scaled:
 
 
 # residual_rebuild's arguments: (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before,
-# m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio)
+# m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
+# end_row, bad)
 _REBUILD = (
     native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N,
     native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64,
     native.N, native.I64, native.I64, native.F64, native.N, native.F64,
+    native.N, native.I64, native.I32, native.N, native.I64, native.I64, native.I64,
 )  # fmt: skip
 _SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.I64, native.I64)
+
+
+_NO_IDS = np.zeros(0, np.int32)
 
 
 def _rebuild_loops() -> tuple[Any, Any] | None:
@@ -646,6 +651,15 @@ def rebuild(
         after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
         np.cumsum(new_dur, out=after)
     first64 = first.astype(np.int64, copy=False)
+    # each instance's end: the new start of its scope's end row, written by the C passes as they go
+    # where the ids are as they read them (no gathers from the columns at the ends), else after them
+    ends = tl.scope_ends()
+    inst_end = np.empty(len(tl.inst_end), np.int64)
+    end_row = bad = None
+    ends_at = np.zeros(0, np.int64)
+    if after is None and tl.id.dtype == np.int32:
+        ends_at = ends.astype(np.int64, copy=False)
+        end_row, bad = np.full(len(inst_end), -1, np.int64), np.zeros(1, np.int64)
 
     def cum(rows: np.ndarray) -> np.ndarray:
         """The running sum before each of ``rows`` (read before their blocks are written; summed up
@@ -672,6 +686,8 @@ def rebuild(
             len(ts), new_dur, ts, seg_end, len(first), first64, rel0, tl.start_ns,
             k0, k1, before, len(rows), rows, got,
             scaled is not None, tl.ts, tl.seg_end, gone, len(ratio) > 0, ratio,
+            len(ends_at), ends_at, tl.id if end_row is not None else _NO_IDS, len(inst_end), inst_end,
+            end_row if end_row is not None else ends_at, bad if bad is not None else ends_at,
         )  # fmt: skip
         out[order] = got
         return end, out
@@ -724,9 +740,11 @@ def rebuild(
         rows_from(0, len(first), 0.0, rel0, none)
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
     end_ns = int(np.rint(rel_end[0])) + tl.start_ns
-    inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
-    ends = tl.scope_ends()
-    inst_end[tl.id[ends]] = ts[ends]
+    if end_row is not None and not bad[0]:  # the instances without an end row end with the session
+        inst_end[end_row < 0] = end_ns
+    else:
+        inst_end.fill(end_ns)
+        inst_end[tl.id[ends]] = ts[ends]
     out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
     out.memo["scope_ends"] = ends  # the same rows
     return out
