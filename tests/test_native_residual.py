@@ -152,7 +152,9 @@ def _plan(tl: Timeline, *args: Any) -> tuple[residual._Plan, np.ndarray]:
     left = dur - removal
     excl = tl.instance_time(tl.main_rows(), len(tl.inst_name))
     regular = not (np.isnan(left) | np.signbit(left)).any()
-    return residual._Plan(left, planned.sum(), removal, profiler, per_class, excl, bool(regular)), planned
+    plan = residual._Plan(left, planned.sum(), removal, profiler, per_class, excl, bool(regular))
+    plan.removal_sum = removal.sum()
+    return plan, planned
 
 
 def _same_plan(a: residual._Plan, b: residual._Plan) -> bool:

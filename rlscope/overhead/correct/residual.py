@@ -939,6 +939,7 @@ class _Plan:
     # a column
     kept: np.ndarray | None = None
     n_kept: int = 0
+    removal_sum: float | None = None  # ``removal`` summed (numpy's pairwise sum); None: not yet
 
 
 def _planned_native(
@@ -998,6 +999,8 @@ def _planned_native(
     )  # fmt: skip
     regular = int(counts[0]) == 0
     planned_sum = planned.sum()  # before the column becomes the removal
+    # every row's removal its plan to the bit: the same column, the same sum
+    removal_sum = planned_sum if listed == 0 else None
     removal = planned  # np.minimum(planned, d), which is the plan but at the rows listed: made so there
     if listed <= len(over_rows):
         rows = over_rows[:listed]
@@ -1014,7 +1017,11 @@ def _planned_native(
     del dur
     moved = left[_move_excess(rows, excess, tl, last, removal, left=left)]
     regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
-    return _Plan(left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]))
+    if removal_sum is None:
+        removal_sum = removal.sum()
+    return _Plan(
+        left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]), removal_sum
+    )
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -1051,6 +1058,8 @@ def _sums_off(
             totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()))
     # np.where(profiler, dur, 0.0) without the lengths of every row: zeros, and the few rows' own
     scratch.fill(0.0)
+    if not len(prof_rows):  # a column of +0.0 sums to +0.0
+        return 0.0, totals[0], totals[1]
     scratch[prof_rows] = prof_dur
     profiler_ns = scratch.sum()
     scratch[prof_rows] = 0.0
@@ -1138,7 +1147,7 @@ def correct_timeline(
             plan.per_class,
         )
         left, kept = plan.left, plan.kept  # kept: mods[~profiler], worked out row by row
-        removal_sum = removal.sum()
+        removal_sum = removal.sum() if plan.removal_sum is None else plan.removal_sum
         scratch = removal  # not needed after its sum
     else:
         if isinstance(mods, module_calls.Spread):
