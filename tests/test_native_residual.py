@@ -153,7 +153,9 @@ def _plan(tl: Timeline, *args: Any) -> tuple[residual._Plan, np.ndarray]:
     excl = tl.instance_time(tl.main_rows(), len(tl.inst_name))
     regular = not (np.isnan(left) | np.signbit(left)).any()
     plan = residual._Plan(left, planned.sum(), removal, profiler, per_class, excl, bool(regular))
-    plan.removal_sum = removal.sum()
+    plan.removal_sum, plan.prof_rows = removal.sum(), np.flatnonzero(profiler)
+    if args[-2] is None and args[-1] is None:  # no column summed off the periodic work: its rows only
+        plan.profiler = None
     return plan, planned
 
 
@@ -555,17 +557,18 @@ def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monke
 
 @pytest.mark.parametrize("cap", [0, 1, 3, 1 << 16])
 def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch):
-    """residual_planned lists the first rows whose plan does not fit; where there are more, numpy
-    finds them all: the same removal either way."""
+    """residual_planned lists the first rows whose plan does not fit, and the periodic work's; where
+    there are more, numpy finds them all: the same removal and rows either way."""
     monkeypatch.setattr(residual, "_OVER_ROWS", cap)
     rng = np.random.default_rng(cap)
     tl = _timeline(rng, threads=3)
     costs = _costs(rng, 20.0)
-    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    last, on_writer = residual.thread_last(tl), tl.on_threads(np.array([102]))  # a writer's rows
     want, planned = _plan(tl, costs, last, on_writer, None, None)
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
     assert _same_plan(want, got)
     assert (~(planned <= tl.float_duration())).sum() > 3  # more rows over their plan than the lists hold
+    assert len(got.prof_rows) > 3  # and more of the periodic work's
 
 
 @pytest.mark.parametrize("cap", [2, 1 << 16])

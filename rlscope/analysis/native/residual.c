@@ -94,7 +94,7 @@ __attribute__((always_inline)) static inline int row_costs(const RowCosts *c, in
  * segment pays the next row's cost before its timestamp), the class sum and the instance run. */
 typedef struct {
     RowCosts c;
-    int64_t j, over, odd, cur, run_ns, n_kept;
+    int64_t j, over, odd, cur, run_ns, n_kept, n_prof;
     double b0, a0, b1, a1, run;
     int cls0, cls1, run_cls, pay0, pay1;
 } Planned;
@@ -107,7 +107,8 @@ __attribute__((always_inline)) static inline void planned_row(
     const uint8_t *last, const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
     const int spread, const double *tab, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, const int on_main, const int32_t *op, int64_t n_inst, double *excl,
-    double *per_class, double *planned, double *left, uint8_t *profiler, int64_t cap, int64_t *over_rows) {
+    double *per_class, double *planned, double *left, uint8_t *profiler, int64_t cap, int64_t *over_rows,
+    int64_t *prof_rows) {
     if (i + 1 < n) st->pay1 = row_costs(&st->c, i + 1, &st->j, &st->b1, &st->a1, &st->cls1);
     if (st->pay0) {
         if (st->cls0 != st->run_cls)
@@ -136,7 +137,11 @@ __attribute__((always_inline)) static inline void planned_row(
     if (prof) p = d;
     double r = min_nan(p, d), l = d - r;
     planned[i] = p;
-    profiler[i] = prof;
+    if (profiler) profiler[i] = prof;
+    if (prof) {
+        if (st->n_prof < cap) prof_rows[st->n_prof] = i;
+        ++st->n_prof;
+    }
     left[i] = l;
     st->odd += isnan(l) || signbit(l);
     if (!(p <= d) || memcmp(&r, &p, sizeof r) != 0) {
@@ -162,7 +167,8 @@ __attribute__((always_inline)) static inline void planned_row(
  * module-call cost worked out as residual_module_spread does, from the n_spans costed threads' rows
  * [span_a[s], span_b[s]) (sorted), each with its table of ``len`` entries in ``tables``, 0 off them),
  * in that order; the whole segment (its length d, Timeline.float_duration) for a ``profiler`` row
- * (the ``rlscope`` category off the writer's threads, written here); ``left`` = d - removal, where
+ * (the ``rlscope`` category off the writer's threads: marked in ``profiler`` where n_mask = n, and
+ * listed, the first ``cap`` of them in ``prof_rows``, their number in ``irregular[2]``); ``left`` = d - removal, where
  * removal = np.minimum(planned, d) (not written: it is ``planned`` itself but at the rows listed
  * below); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows; ``excl``:
  * Timeline.instance_time over the main thread's rows [main_start, main_stop) (each instance's segments
@@ -186,7 +192,8 @@ int64_t residual_planned(
     const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, int64_t main_start, int64_t main_stop,
     const int32_t *op, int64_t n_inst, double *excl, double *planned, double *left,
-    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows, int64_t *irregular) {
+    int64_t n_mask, uint8_t *profiler, int64_t *prof_rows, double *per_class, int64_t cap, int64_t *over_rows,
+    int64_t *irregular) {
     KindTable kinds;
     kind_table(&kinds, kind_class, kind_opens, n_kinds);
     Planned st = {{kind, cat, flags, id, &kinds, n_classes, scope_class, category_class, backend_class,
@@ -196,6 +203,7 @@ int64_t residual_planned(
     st.run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
     if (n > 0) st.pay0 = row_costs(&st.c, 0, &st.j, &st.b0, &st.a0, &st.cls0);
     const double *mem_at = n_mem == n ? mem : NULL, *mods_at = n_mods == n ? mods : NULL;
+    uint8_t *mask = n_mask == n ? profiler : NULL;
     int64_t s = 0;
     for (int64_t i = 0; i < n;) {
         /* the run of rows from i alike in both: up to the next span's or the main thread's bound */
@@ -210,7 +218,7 @@ int64_t residual_planned(
     for (; i < stop; ++i)                                                                                 \
         planned_row(&st, n, i, ts, seg_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD, tab, \
                     len, has_python, total, not_python, kept, ON_MAIN, op, n_inst, excl, per_class, planned,     \
-                    left, profiler, cap, over_rows)
+                    left, mask, cap, over_rows, prof_rows)
         if (spread && on_main)
             PLANNED_RUN(2, 1);
         else if (spread)
@@ -229,6 +237,7 @@ int64_t residual_planned(
     per_class[st.run_cls] = st.run;
     irregular[0] = st.odd;
     irregular[1] = st.n_kept;
+    irregular[2] = st.n_prof;
     return st.over;
 }
 

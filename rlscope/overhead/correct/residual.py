@@ -898,7 +898,7 @@ _PLANNED_ARGS = (
     native.N, native.F64,
     native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL, native.F64,
     native.N, native.N, native.I32, native.N, native.F64,
-    native.F64, native.F64, native.BOOL, native.F64,
+    native.F64, native.F64, native.N, native.BOOL, native.I64, native.F64,
     native.N, native.I64, native.I64,
 )  # fmt: skip
 _OVER_ROWS = (
@@ -928,7 +928,7 @@ class _Plan:
     left: np.ndarray  # per row: its segment's length less its removal (the time left in it)
     planned_sum: float  # the plan's column summed (numpy's pairwise sum)
     removal: np.ndarray  # in the plan's memory, made the removal where it differs from the plan
-    profiler: np.ndarray
+    profiler: np.ndarray | None  # None: not marked (no column summed off it), its rows ``prof_rows``
     per_class: np.ndarray
     excl: np.ndarray  # per instance: its time on the main thread (Timeline.instance_time)
     # whether every ``left`` is a number not below +0: np.minimum(0, left) is then 0 at every row, and
@@ -940,6 +940,7 @@ class _Plan:
     kept: np.ndarray | None = None
     n_kept: int = 0
     removal_sum: float | None = None  # ``removal`` summed (numpy's pairwise sum); None: not yet
+    prof_rows: np.ndarray | None = None  # the ``profiler`` rows (sorted); None: read off ``profiler``
 
 
 def _planned_native(
@@ -972,11 +973,14 @@ def _planned_native(
         return None
     planned, left = np.empty(n), np.empty(n)
     kept = np.empty(n) if spread is not None else None
-    profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
-    over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
+    # the periodic work's rows, listed; marked in a column only for the columns summed off them
+    profiler = np.empty(n, bool) if mem is not None or column is not None else None
+    per_class = np.zeros(len(CLASS_NAMES))
+    over_rows, prof_rows = np.empty(min(n, _OVER_ROWS), np.int64), np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
     main, n_inst = tl.main_rows(), len(tl.inst_name)
-    excl, counts = np.zeros(n_inst), np.zeros(2, np.int64)  # the irregular rows, the module costs kept
+    # the irregular rows, the module costs kept, the periodic work's rows
+    excl, counts = np.zeros(n_inst), np.zeros(3, np.int64)
     none_f, none_b = np.zeros(0), np.zeros(0, bool)
     span_a = span_b = none
     tables, has_python, total = none_f, none_b, none_f
@@ -995,9 +999,15 @@ def _planned_native(
         len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
         kept if kept is not None else none_f,
         main.start, main.stop, tl.op, n_inst, excl,
-        planned, left, profiler, per_class, len(over_rows), over_rows, counts,
+        planned, left, n if profiler is not None else 0, profiler if profiler is not None else none_b,
+        prof_rows, per_class, len(over_rows), over_rows, counts,
     )  # fmt: skip
     regular = int(counts[0]) == 0
+    n_prof = int(counts[2])
+    if n_prof <= len(prof_rows):
+        prof_rows = prof_rows[:n_prof]
+    else:  # more rows than the list holds
+        prof_rows = np.flatnonzero((tl.cat == categories.PROFILER) & ~on_writer)
     planned_sum = planned.sum()  # before the column becomes the removal
     # every row's removal its plan to the bit: the same column, the same sum
     removal_sum = planned_sum if listed == 0 else None
@@ -1020,8 +1030,9 @@ def _planned_native(
     if removal_sum is None:
         removal_sum = removal.sum()
     return _Plan(
-        left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]), removal_sum
-    )
+        left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]), removal_sum,
+        prof_rows,
+    )  # fmt: skip
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -1032,7 +1043,7 @@ def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sums_off(
-    profiler: np.ndarray,
+    profiler: np.ndarray | None,
     prof_rows: np.ndarray,
     prof_dur: np.ndarray,
     mem: np.ndarray | None,
@@ -1041,9 +1052,10 @@ def _sums_off(
 ) -> tuple[float, float, float]:
     """The periodic work's time (the segments' lengths ``prof_dur`` at its rows ``prof_rows``, the
     ``profiler`` ones, summed as numpy sums np.where(profiler, dur, 0.0): pairwise over a column of
-    every row), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked column).
-    ``scratch``: a column of every row that is not needed after, to hold what is summed instead of a
-    new one; left all 0 (the flushes' stall is written over it)."""
+    every row), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked column;
+    ``profiler``, the rows' mask, is read for them only). ``scratch``: a column of every row that is
+    not needed after, to hold what is summed instead of a new one; left all 0 (the flushes' stall is
+    written over it)."""
     unmasked = native.function(
         "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
     )
@@ -1158,7 +1170,9 @@ def correct_timeline(
         scratch = planned  # not needed after its sum
         del planned
     del removal
-    prof_rows = np.flatnonzero(profiler)
+    prof_rows = (
+        plan.prof_rows if plan is not None and plan.prof_rows is not None else np.flatnonzero(profiler)
+    )
     prof_dur = tl.float_duration(prof_rows)
     mods_col = None if kept is not None else mods
     profiler_ns, mem_total, mods_total = _sums_off(profiler, prof_rows, prof_dur, mem, mods_col, scratch)
