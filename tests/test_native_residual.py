@@ -19,7 +19,7 @@ import pytest
 from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
-from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual
+from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual, windows
 from rlscope.trace import schema as S
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
@@ -152,7 +152,11 @@ def _plan(tl: Timeline, *args: Any) -> tuple[residual._Plan, np.ndarray]:
     left = dur - removal
     excl = tl.instance_time(tl.main_rows(), len(tl.inst_name))
     regular = not (np.isnan(left) | np.signbit(left)).any()
-    return residual._Plan(left, planned.sum(), removal, profiler, per_class, excl, bool(regular)), planned
+    plan = residual._Plan(left, planned.sum(), removal, profiler, per_class, excl, bool(regular))
+    plan.removal_sum, plan.prof_rows = removal.sum(), np.flatnonzero(profiler)
+    if args[-2] is None and args[-1] is None:  # no column summed off the periodic work: its rows only
+        plan.profiler = None
+    return plan, planned
 
 
 def _same_plan(a: residual._Plan, b: residual._Plan) -> bool:
@@ -313,8 +317,29 @@ def test_correct_windows_and_rebuild_give_numpys_bits(seed, keep_ratio, monkeypa
     # durations with fractions of a ns: the rounding (half to even) and the running sum's order
     new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
     new_dur[::7] = 0.5
-    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+
+
+@pytest.mark.parametrize("main", [100, 102, 999])
+def test_the_instances_ends_are_numpys_with_ids_from_the_end_or_out_of_range(main, monkeypatch):
+    """rebuild's instance ends, written in its C passes (the main thread's first): numpy's
+    ``inst_end[id[ends]] = ts[ends]`` with ids repeated across threads and ids below 0 (read from the
+    end); an id past the instances raises IndexError on both."""
+    rng = np.random.default_rng(main)
+    tl = _timeline(rng, threads=4, rows=3000)
+    tl.main_thread = main
+    ends = tl.scope_ends()
+    tl.id[ends[::5]] = -rng.integers(1, len(tl.inst_end) + 1, len(ends[::5]))
+    new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
+    assert _same(want.inst_end, got.inst_end) and _same(want.ts, got.ts)
+    assert len(np.unique(tl.id[ends])) < len(ends) and (want.inst_end != want.end_ns).any()
+    tl.id[ends[len(ends) // 2]] = len(tl.inst_end)
+    for on in ("0", "1"):
+        monkeypatch.setenv(native.ENV, on)
+        with pytest.raises(IndexError):
+            residual.rebuild(tl, new_dur)
 
 
 def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
@@ -326,7 +351,7 @@ def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
     near = np.array([0.5, 1.5, 2.5, 0.49999999999999994, 0.5000000000000001, 1e15 + 0.5, 3.0, 0.25, 0.75])
     new_dur = np.resize(near, len(tl.ts)) * rng.choice([1.0, -1.0, 2.0], len(tl.ts))
     new_dur[-100:] = 2.0**53
-    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
 
 
@@ -387,6 +412,77 @@ def test_the_flush_stall_measure_gives_numpys_figures(seed, monkeypatch):
     assert want.bound_ns > 0 and _same(tuple(want.as_dict().values()), tuple(got.as_dict().values()))
 
 
+def _stall_share_by_masks(tl: Timeline, bound: np.ndarray) -> flush_stall.StallShare:
+    """flush_stall.measure's share worked out as it was first written: a mask of the instances per
+    (operation, window kind), the window kinds searched among the switches."""
+    main = tl.main_rows()
+    excl = tl.instance_time(main, len(tl.inst_name))
+    op, main_bound = tl.op[main], bound[main]
+    hit = np.flatnonzero((main_bound != 0) & (op >= 0))
+    over = np.bincount(op[hit], weights=main_bound[hit], minlength=len(tl.inst_name))
+    begins = np.flatnonzero(tl.kind[main] == S.OP_BEGIN) + main.start
+    inst = tl.id[begins]
+    name = tl.inst_name[inst]
+    win_ts, win_mode = windows.window_rows(tl)
+    mode = windows.mode_at(win_ts, win_mode, tl.ts[begins]) if len(win_ts) else np.zeros(len(begins), int)
+    e, b = excl[inst], over[inst]
+    bound_sum = excess = var = 0.0
+    used = 0
+    for key in np.unique(np.stack([name, mode]), axis=1).T:
+        g = (name == key[0]) & (mode == key[1])
+        clear = g & (b == 0)
+        if clear.sum() < flush_stall.MIN_CLEAR:
+            continue
+        med = float(np.median(e[clear]))
+        hit = g & (b > flush_stall.MIN_BOUND_SHARE * med)
+        if not hit.any():
+            continue
+        mad = 1.4826 * float(np.median(np.abs(e[clear] - med)))
+        bound_sum += float(b[hit].sum())
+        excess += float((e[hit] - med).sum())
+        var += int(hit.sum()) * mad**2
+        used += int(hit.sum())
+    main_bound_ns = float(bound[main].sum())
+    if bound_sum > 0 and float(np.sqrt(var)) / bound_sum <= flush_stall.MAX_SIGMA:
+        share = min(max(excess / bound_sum, 0.0), 1.0)
+        sigma = float(np.sqrt(var)) / bound_sum
+        return flush_stall.StallShare(share, sigma, "measured", used, bound_sum, excess, main_bound_ns)
+    return flush_stall.StallShare(0.5, 0.5, "assumed", used, bound_sum, excess, main_bound_ns)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("switches", [0, 1, 9])
+@pytest.mark.parametrize("row_window", [False, True])
+def test_the_flush_stall_share_per_operation_and_window_kind_is_that_of_its_masks(
+    seed, switches, row_window, monkeypatch
+):
+    """flush_stall.measure groups the instances by (operation, window kind) with one sort, the kinds
+    read off the rows' windows where the timeline has them: the share and evidence of a mask per
+    group, to the bit (both loops), windows or none."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=2, rows=20_000, n_inst=600)
+    tl.op[:] = -1
+    main = tl.main_rows()
+    tl.op[main] = np.repeat(np.arange(600), -(-(main.stop - main.start) // 600))[: main.stop - main.start]
+    tl.kind[tl.kind == S.OP_BEGIN] = S.OP_END
+    firsts = np.unique(tl.op[main], return_index=True)[1] + main.start
+    tl.kind[firsts], tl.id[firsts] = S.OP_BEGIN, tl.op[firsts]
+    tl.inst_name = rng.integers(0, 4, 600)
+    if switches:
+        at = np.sort(rng.choice(np.arange(main.start + 1, main.stop), switches, replace=False))
+        tl.kind[at], tl.id[at] = S.WINDOW, rng.integers(0, 2, switches)
+    bound = np.where(rng.random(len(tl.ts)) < 0.03, rng.uniform(0, 3000, len(tl.ts)), 0.0)
+    bound[firsts[rng.random(len(firsts)) < 0.5]] = 0.0
+    want = _stall_share_by_masks(tl, bound)
+    if row_window:
+        windows.row_window(tl)
+    assert want.overlapped > 0 and ("row_window" in tl.memo) == row_window
+    for native_on in ("0", "1"):
+        monkeypatch.setenv(native.ENV, native_on)
+        got = flush_stall.measure(tl, bound)
+        assert _same(tuple(want.as_dict().values()), tuple(got.as_dict().values()))
+
+
 def test_flush_marks_are_the_writer_threads_category_rows():
     tl = _timeline(np.random.default_rng(4), threads=4)
     cat_row = (tl.kind == S.CAT_BEGIN) | (tl.kind == S.CAT_END)
@@ -427,6 +523,20 @@ def test_thread_last_is_every_change_of_thread(threads, rows):
     assert np.array_equal(residual.thread_last(tl), want)
 
 
+@pytest.mark.parametrize("threads,rows", [(1, 1), (1, 500), (4, 500), (60, 5)])
+@pytest.mark.parametrize("gaps", [False, True])
+def test_the_threads_first_rows_follow_their_last_rows(threads, rows, gaps):
+    """rebuild's first row of each thread, read off the thread starts: the row after each thread's
+    last row (and row 0), also where thread indices skip some (threads without rows)."""
+    tl = _timeline(np.random.default_rng(threads), threads=threads, rows=rows)
+    if gaps:
+        tl.thread_idx = (tl.thread_idx * 3 + 1).astype(np.int16)
+    last = residual.thread_last(tl)
+    want = np.append(0, np.flatnonzero(last[:-1]) + 1)
+    got = residual._thread_firsts(tl)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("main", [100, 101, 102, 103, 999])
 @pytest.mark.parametrize("ties", [False, True])
 def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monkeypatch):
@@ -440,24 +550,25 @@ def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monke
             tl.ts[a + 1 : a + 4] = tl.ts[a]
             tl.seg_end[a : a + 3] = tl.ts[a]
     new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts)) + 0.25
-    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur, residual.thread_last(tl)))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
     assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
     assert want.end_ns == got.end_ns
 
 
 @pytest.mark.parametrize("cap", [0, 1, 3, 1 << 16])
 def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch):
-    """residual_planned lists the first rows whose plan does not fit; where there are more, numpy
-    finds them all: the same removal either way."""
+    """residual_planned lists the first rows whose plan does not fit, and the periodic work's; where
+    there are more, numpy finds them all: the same removal and rows either way."""
     monkeypatch.setattr(residual, "_OVER_ROWS", cap)
     rng = np.random.default_rng(cap)
     tl = _timeline(rng, threads=3)
     costs = _costs(rng, 20.0)
-    last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
+    last, on_writer = residual.thread_last(tl), tl.on_threads(np.array([102]))  # a writer's rows
     want, planned = _plan(tl, costs, last, on_writer, None, None)
     got = residual._planned_native(tl, costs, last, on_writer, None, None)
     assert _same_plan(want, got)
     assert (~(planned <= tl.float_duration())).sum() > 3  # more rows over their plan than the lists hold
+    assert len(got.prof_rows) > 3  # and more of the periodic work's
 
 
 @pytest.mark.parametrize("cap", [2, 1 << 16])
@@ -547,6 +658,27 @@ def test_the_module_calls_spread_row_by_row_give_the_columns_bits(seed, rlscope_
     assert _same_correction(want, residual.correct_timeline(tl, costs, 5, None, column))
     tl.id = tl.id.astype(np.int64)  # the numpy loops, with the spread made a column
     assert _same_correction(want, residual.correct_timeline(tl, costs, 5, None, spread))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_module_calls_cost_tables_are_those_of_each_names_instances(seed):
+    """module_calls._costed_blocks' table per thread: each instance whose name is among the thread's
+    costed names takes its cost (names that repeat, ids below 0 or past the names: none), a last 0."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=4, rows=3000, n_inst=500)
+    names = ["inference", "backprop", "inference", "other", "nowhere"]
+    tl.inst_name = rng.integers(-1, len(names) + 2, len(tl.inst_name))
+    mean = {(100, "inference"): 3.0, (100, "other"): 0.25, (102, "backprop"): 1.5, (103, "absent"): 2.0}
+    got = {int(tl.thread[s.start]): table for s, table in module_calls._costed_blocks(names, tl, mean, 700.0)}
+    assert sorted(got) == [100, 102, 103]
+    for tid in got:
+        want = np.zeros(len(tl.inst_name) + 1)
+        for (t, name), m in mean.items():
+            if t == tid:
+                ids = [i for i, n in enumerate(names) if n == name]
+                want[:-1][np.isin(tl.inst_name, ids)] = m * 700.0
+        assert _same(got[tid], want)
+    assert got[100].any() and not got[103].any()
 
 
 def test_a_spread_without_cost_is_none():

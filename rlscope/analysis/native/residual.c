@@ -21,20 +21,26 @@ static inline int64_t wrap(int64_t i, int64_t len) { return i < 0 ? i + len : i;
 /* np.minimum of two doubles: NaN when either is, else the smaller (the second when they are equal) */
 static inline double min_nan(double a, double b) { return (a < b || isnan(a)) ? a : b; }
 
-/* The cost one row pays before and after its timestamp, and its class: residual.correct_timeline's
- * ``before_of[code]``, ``after_of[code]`` and ``paying`` per row, where ``code`` is the row's class
- * (event_classes: by kind, a category row by its category, forced closes none) plus n_classes where
- * the row opens. A scope or category boundary that measured its own cost (its packed ``cost`` value
- * above 0: pre and post ns, schema.unpack_cost) with a calibrated dispatch (``half_d_in`` not NaN,
- * residual.measured_rows) pays what it measured plus half that dispatch on each side instead
- * (residual._planned's measured rows). The ``cost`` values are at the rows ``cost_rows`` (sorted, read
- * through ``*j`` as the rows go by), or at every row where ``every_row``; n_cost 0: none. */
+/* A row's cost class and whether it opens a pair, per byte of its kind: residual._KIND_CLASS and
+ * residual._KIND_OPENS, 0 past their end (a negative kind, read as a byte, among them): looked up
+ * without a bounds check per row. */
+typedef struct {
+    int8_t cls[256];
+    uint8_t opens[256];
+} KindTable;
+
+static void kind_table(KindTable *t, const int8_t *kind_class, const uint8_t *kind_opens, int64_t n_kinds) {
+    for (int k = 0; k < 256; ++k) {
+        t->cls[k] = k < n_kinds ? kind_class[k] : 0;
+        t->opens[k] = k < n_kinds ? kind_opens[k] : 0;
+    }
+}
+
 typedef struct {
     const int8_t *kind, *cat, *flags;
     const int32_t *id;
-    const int8_t *kind_class;
-    const uint8_t *kind_opens;
-    int64_t n_kinds, n_classes, scope_class, category_class, backend_class;
+    const KindTable *kinds;
+    int64_t n_classes, scope_class, category_class, backend_class;
     int64_t backend_cat, profiler_cat, forced_flag;
     const double *before_of, *after_of;
     const uint8_t *pays;
@@ -43,10 +49,19 @@ typedef struct {
     const double *half_d_in, *half_d_out;
 } RowCosts;
 
-static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *before, double *after, int *cls) {
+/* The cost row i pays before and after its timestamp, and its class: residual.correct_timeline's
+ * ``before_of[code]``, ``after_of[code]`` and ``paying`` per row, where ``code`` is the row's class
+ * (event_classes: by kind, a category row by its category, forced closes none) plus n_classes where
+ * the row opens. A scope or category boundary that measured its own cost (its packed ``cost`` value
+ * above 0: pre and post ns, schema.unpack_cost) with a calibrated dispatch (``half_d_in`` not NaN,
+ * residual.measured_rows) pays what it measured plus half that dispatch on each side instead
+ * (residual._planned's measured rows). The ``cost`` values are at the rows ``cost_rows`` (sorted;
+ * ``*j`` is the first of them not before i, kept as the rows go by), or at every row where
+ * ``every_row``; n_cost 0: none. Returns whether the row pays anything. */
+__attribute__((always_inline)) static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j,
+                                                           double *before, double *after, int *cls) {
     uint8_t k = (uint8_t)c->kind[i];
-    int cl = k < c->n_kinds ? c->kind_class[k] : 0;
-    int opens = k < c->n_kinds ? c->kind_opens[k] : 0;
+    int cl = c->kinds->cls[k], opens = c->kinds->opens[k];
     if (cl == c->category_class) {
         if (c->id[i] == c->backend_cat)
             cl = (int)c->backend_class;
@@ -58,7 +73,7 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
     int64_t v = 0;
     if (c->every_row) {
         if (c->n_cost) v = c->cost_values[i];
-    } else {
+    } else if (*j < c->n_cost && c->cost_rows[*j] <= i) {
         while (*j < c->n_cost && c->cost_rows[*j] < i) ++*j;
         if (*j < c->n_cost && c->cost_rows[*j] == i) v = c->cost_values[*j];
     }
@@ -75,6 +90,76 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
     return 1;
 }
 
+/* residual_planned's state from one row to the next: the row's costs (read one row ahead: a
+ * segment pays the next row's cost before its timestamp), the class sum and the instance run. */
+typedef struct {
+    RowCosts c;
+    int64_t j, over, odd, cur, run_ns, n_kept, n_prof;
+    double b0, a0, b1, a1, run;
+    int cls0, cls1, run_cls, pay0, pay1;
+} Planned;
+
+/* One row of residual_planned (see there). ``spread``: 0 no module-call costs worked out here, 1 a row
+ * off the costed threads' rows (its cost 0), 2 a row among them (table ``tab``); ``on_main``: a row
+ * of the main thread. Inlined into loops over runs of rows alike in both, where they are constants. */
+__attribute__((always_inline)) static inline void planned_row(
+    Planned *st, int64_t n, int64_t i, const int64_t *ts, const int64_t *seg_end, const int8_t *cat,
+    const uint8_t *last, const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
+    const int spread, const double *tab, int64_t len, const uint8_t *has_python, const double *total,
+    const uint8_t *not_python, double *kept, const int on_main, const int32_t *op, int64_t n_inst, double *excl,
+    double *per_class, double *planned, double *left, uint8_t *profiler, int64_t cap, int64_t *over_rows,
+    int64_t *prof_rows) {
+    if (i + 1 < n) st->pay1 = row_costs(&st->c, i + 1, &st->j, &st->b1, &st->a1, &st->cls1);
+    if (st->pay0) {
+        if (st->cls0 != st->run_cls)
+            per_class[st->run_cls] = st->run, st->run_cls = st->cls0, st->run = per_class[st->cls0];
+        st->run += st->b0 + st->a0;
+    }
+    double p = st->pay0 ? st->a0 : 0.0;
+    if (i + 1 < n && st->pay1 && !last[i]) p += st->b1;
+    if (mem) p += mem[i];
+    int64_t di = seg_end[i] - ts[i];
+    double d = (double)di;
+    uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
+    if (mods) p += mods[i];
+    if (spread) { /* residual_module_spread's figure, 0 off the costed threads' rows */
+        double w = 0.0;
+        if (spread == 2) {
+            int64_t o = wrap(op[i], len);
+            w = d * (double)(!not_python[(uint8_t)cat[i]] || !has_python[o]);
+            double t = total[o];
+            w = t > 0 ? w / t : 0.0;
+            w *= tab[o];
+        }
+        p += w;
+        if (!prof) kept[st->n_kept++] = w;
+    }
+    if (prof) p = d;
+    double r = min_nan(p, d), l = d - r;
+    planned[i] = p;
+    if (profiler) profiler[i] = prof;
+    if (prof) {
+        if (st->n_prof < cap) prof_rows[st->n_prof] = i;
+        ++st->n_prof;
+    }
+    left[i] = l;
+    st->odd += isnan(l) || signbit(l);
+    if (!(p <= d) || memcmp(&r, &p, sizeof r) != 0) {
+        if (st->over < cap) over_rows[st->over] = i;
+        ++st->over;
+    }
+    if (on_main) {
+        int64_t o = op[i];
+        if (o != st->cur) {
+            if (st->cur >= 0) excl[st->cur] += (double)st->run_ns;
+            st->cur = o >= 0 && o < n_inst ? o : -1;
+            st->run_ns = 0;
+        }
+        st->run_ns += di;
+    }
+    st->pay0 = st->pay1, st->b0 = st->b1, st->a0 = st->a1, st->cls0 = st->cls1;
+}
+
 /* residual.correct_timeline's planned removal, up to _place's first step, in one pass (residual._planned,
  * and the figures the steps after it read, residual._planned_native):
  * ``planned[i]`` = row i's cost after its timestamp, plus the next row's before it where that row is on
@@ -82,7 +167,8 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
  * module-call cost worked out as residual_module_spread does, from the n_spans costed threads' rows
  * [span_a[s], span_b[s]) (sorted), each with its table of ``len`` entries in ``tables``, 0 off them),
  * in that order; the whole segment (its length d, Timeline.float_duration) for a ``profiler`` row
- * (the ``rlscope`` category off the writer's threads, written here); ``left`` = d - removal, where
+ * (the ``rlscope`` category off the writer's threads: marked in ``profiler`` where n_mask = n, and
+ * listed, the first ``cap`` of them in ``prof_rows``, their number in ``irregular[2]``); ``left`` = d - removal, where
  * removal = np.minimum(planned, d) (not written: it is ``planned`` itself but at the rows listed
  * below); ``per_class``: np.bincount(cls, weights=before + after) over the paying rows; ``excl``:
  * Timeline.instance_time over the main thread's rows [main_start, main_stop) (each instance's segments
@@ -92,7 +178,8 @@ static inline int row_costs(const RowCosts *c, int64_t i, int64_t *j, double *be
  * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``.
  * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
  * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
- * without a pass of their own). */
+ * without a pass of their own). The rows are taken in runs alike in whether they are costed threads'
+ * and the main thread's, each run by a loop made for its case (planned_row). */
 int64_t residual_planned(
     int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
@@ -105,67 +192,53 @@ int64_t residual_planned(
     const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, int64_t main_start, int64_t main_stop,
     const int32_t *op, int64_t n_inst, double *excl, double *planned, double *left,
-    uint8_t *profiler, double *per_class, int64_t cap, int64_t *over_rows, int64_t *irregular) {
-    RowCosts c = {kind, cat, flags, id, kind_class, kind_opens, n_kinds, n_classes, scope_class,
-                  category_class, backend_class, backend_cat, profiler_cat, forced_flag, before_of,
-                  after_of, pays, n_cost, every_row, cost_rows, cost_values, half_d_in, half_d_out};
-    int64_t j = 0, over = 0, odd = 0, cur = -1, run_ns = 0, s = 0, n_kept = 0;
-    double b0 = 0.0, a0 = 0.0, b1 = 0.0, a1 = 0.0;
-    int cls0 = 0, cls1 = 0, run_cls = 0;
-    double run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
-    int pay0 = n > 0 ? row_costs(&c, 0, &j, &b0, &a0, &cls0) : 0, pay1 = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        if (i + 1 < n) pay1 = row_costs(&c, i + 1, &j, &b1, &a1, &cls1);
-        if (pay0) {
-            if (cls0 != run_cls) per_class[run_cls] = run, run_cls = cls0, run = per_class[cls0];
-            run += b0 + a0;
-        }
-        double p = pay0 ? a0 : 0.0;
-        if (i + 1 < n && pay1 && !last[i]) p += b1;
-        if (n_mem == n) p += mem[i];
-        int64_t di = seg_end[i] - ts[i];
-        double d = (double)di;
-        uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
-        if (n_mods == n) p += mods[i];
-        if (n_spans) { /* residual_module_spread's figure, 0 off the costed threads' rows */
-            double w = 0.0;
-            while (s < n_spans && span_b[s] <= i) ++s;
-            if (s < n_spans && span_a[s] <= i) {
-                int64_t o = wrap(op[i], len);
-                w = d * (double)(!not_python[(uint8_t)cat[i]] || !has_python[o]);
-                double t = total[o];
-                w = t > 0 ? w / t : 0.0;
-                w *= tables[s * len + o];
-            }
-            p += w;
-            if (!prof) kept[n_kept++] = w;
-        }
-        if (prof) p = d;
-        double r = min_nan(p, d), l = d - r;
-        planned[i] = p;
-        profiler[i] = prof;
-        left[i] = l;
-        odd += isnan(l) || signbit(l);
-        if (!(p <= d) || memcmp(&r, &p, sizeof r) != 0) {
-            if (over < cap) over_rows[over] = i;
-            ++over;
-        }
-        if (i >= main_start && i < main_stop) {
-            int64_t o = op[i];
-            if (o != cur) {
-                if (cur >= 0) excl[cur] += (double)run_ns;
-                cur = o >= 0 && o < n_inst ? o : -1;
-                run_ns = 0;
-            }
-            run_ns += di;
-        }
-        pay0 = pay1, b0 = b1, a0 = a1, cls0 = cls1;
+    int64_t n_mask, uint8_t *profiler, int64_t *prof_rows, double *per_class, int64_t cap, int64_t *over_rows,
+    int64_t *irregular) {
+    KindTable kinds;
+    kind_table(&kinds, kind_class, kind_opens, n_kinds);
+    Planned st = {{kind, cat, flags, id, &kinds, n_classes, scope_class, category_class, backend_class,
+                   backend_cat, profiler_cat, forced_flag, before_of, after_of, pays, n_cost, every_row,
+                   cost_rows, cost_values, half_d_in, half_d_out}};
+    st.cur = -1;
+    st.run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
+    if (n > 0) st.pay0 = row_costs(&st.c, 0, &st.j, &st.b0, &st.a0, &st.cls0);
+    const double *mem_at = n_mem == n ? mem : NULL, *mods_at = n_mods == n ? mods : NULL;
+    uint8_t *mask = n_mask == n ? profiler : NULL;
+    int64_t s = 0;
+    for (int64_t i = 0; i < n;) {
+        /* the run of rows from i alike in both: up to the next span's or the main thread's bound */
+        while (s < n_spans && span_b[s] <= i) ++s;
+        int spread = s < n_spans && span_a[s] <= i;
+        int64_t stop = s >= n_spans ? n : spread ? span_b[s] : span_a[s];
+        int on_main = i >= main_start && i < main_stop;
+        int64_t bound = on_main ? main_stop : i < main_start ? main_start : n;
+        if (bound < stop) stop = bound;
+        const double *tab = spread ? tables + s * len : NULL;
+#define PLANNED_RUN(SPREAD, ON_MAIN)                                                                         \
+    for (; i < stop; ++i)                                                                                 \
+        planned_row(&st, n, i, ts, seg_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD, tab, \
+                    len, has_python, total, not_python, kept, ON_MAIN, op, n_inst, excl, per_class, planned,     \
+                    left, mask, cap, over_rows, prof_rows)
+        if (spread && on_main)
+            PLANNED_RUN(2, 1);
+        else if (spread)
+            PLANNED_RUN(2, 0);
+        else if (n_spans && on_main)
+            PLANNED_RUN(1, 1);
+        else if (n_spans)
+            PLANNED_RUN(1, 0);
+        else if (on_main)
+            PLANNED_RUN(0, 1);
+        else
+            PLANNED_RUN(0, 0);
+#undef PLANNED_RUN
     }
-    if (cur >= 0) excl[cur] += (double)run_ns;
-    per_class[run_cls] = run;
-    irregular[0] = odd;
-    irregular[1] = n_kept;
-    return over;
+    if (st.cur >= 0) excl[st.cur] += (double)st.run_ns;
+    per_class[st.run_cls] = st.run;
+    irregular[0] = st.odd;
+    irregular[1] = st.n_kept;
+    irregular[2] = st.n_prof;
+    return st.over;
 }
 
 /* Each segment's length over its new one: ratio[i] = new_dur[i] / d where d > 0, else 1 (np.divide with
@@ -222,6 +295,19 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
     }
 }
 
+/* The first of ``n`` sorted values not below ``x`` (n where none): np.searchsorted(side="left"). */
+static inline int64_t first_not_below(const int64_t *v, int64_t n, int64_t x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* residual.rebuild's per-thread pass over threads k0 to k1 - 1 of n_threads: thread k's rows
  * [first[k], first[k + 1]) start at rel0[k] plus the sum of the thread's new durations before each
  * row (``new_dur``, or where ``scaled`` the segments' lengths in ``old_ts``, ``old_end`` times it:
@@ -232,14 +318,21 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
  * ``ratio[i]`` new / length (1 where the length is 0); ``gone`` may then be ``new_dur`` itself, and
  * ``ts``, ``seg_end`` be ``old_ts``, ``old_end`` (each row's are read before its own are written). On the way, ``sums`` gets the
  * running sum before each of ``rows`` (m of them, sorted, among these threads' rows):
- * residual_sums_before's figures, without a pass of their own. Returns the running sum after these
- * threads' rows. */
+ * residual_sums_before's figures, without a pass of their own. Then, at each of the n_ends rows
+ * ``ends`` (sorted; the scope ends, Timeline.scope_ends) among these threads', the instance ``id[i]``
+ * (numpy's index: from the end where below 0) ends at the row's new start: ``inst_end[id[i]]`` =
+ * ts[i] where the row is after the row ``end_row[id[i]]`` that wrote it last (-1: none), which it
+ * then becomes, as numpy's ``inst_end[id[ends]] = ts[ends]`` leaves the last row's over every row's
+ * (in row order, whichever threads a call takes first); one pass over those rows, no gathers of
+ * their own. An id outside -n_inst to n_inst - 1 is counted in ``bad[0]`` (numpy raises there) and
+ * skipped. Returns the running sum after these threads' rows. */
 double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
                         const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
                         double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
                         const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
-                        double *ratio) {
-    int64_t j = 0;
+                        double *ratio, int64_t n_ends, const int64_t *ends, const int32_t *id, int64_t n_inst,
+                        int64_t *inst_end, int64_t *end_row, int64_t *bad) {
+    int64_t j = 0, q = k0 < k1 ? first_not_below(ends, n_ends, first[k0]) : n_ends;
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
@@ -260,6 +353,16 @@ double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *
             seg_end[i] = rint_i64(e) + start_ns;
             before = after;
         }
+    }
+    int64_t stop = k1 < n_threads ? first[k1] : n;
+    for (; q < n_ends && ends[q] < stop; ++q) {
+        int64_t i = ends[q], o = id[i];
+        if (o < -n_inst || o >= n_inst) {
+            ++bad[0];
+            continue;
+        }
+        o = wrap(o, n_inst);
+        if (i > end_row[o]) inst_end[o] = ts[i], end_row[o] = i;
     }
     return before;
 }

@@ -24,12 +24,13 @@ overlap a flush) gave shares 0.02-0.16 lower, 1-6 ms a flush.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
 from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
-from rlscope.keys import factorize_rows
+from rlscope.keys import factorize, factorize_rows
 from rlscope.overhead.correct import windows
 from rlscope.trace import schema as S
 
@@ -96,31 +97,64 @@ def measure(
     begins = begins[tl.kind[begins] == S.OP_BEGIN]
     inst = tl.id[begins]
     name = tl.inst_name[inst]
-    win_ts, win_mode = windows.window_rows(tl)
-    mode = np.zeros(len(begins), np.int64)
-    if len(win_ts):
-        mode = windows.mode_at(win_ts, win_mode, tl.ts[begins])
+    mode = _modes(tl, begins)
     e, b = excl[inst], over[inst]
     main_bound_ns = float(bound[main].sum())
     bound_sum = excess = var = 0.0
     used = 0
-    for key in factorize_rows(np.stack([name, mode]))[0].T:
-        g = (name == key[0]) & (mode == key[1])
-        clear = g & (b == 0)
-        if clear.sum() < MIN_CLEAR:
+    # each (operation, window kind)'s instances, in the order they began: one stable sort of their
+    # keys' codes, then a slice per key (in the keys' order, as the sums across keys add up)
+    keys, code = _keys(name, mode)
+    if len(keys) <= np.iinfo(np.int16).max:  # a few keys: numpy's stable sort of int16 is a radix sort
+        code = code.astype(np.int16)
+    order = np.argsort(code, kind="stable")
+    starts = np.searchsorted(code[order], np.arange(len(keys) + 1)).tolist()
+    e, b = e[order], b[order]
+    for lo, hi in itertools.pairwise(starts):
+        ge, gb = e[lo:hi], b[lo:hi]
+        clear = gb == 0
+        if np.count_nonzero(clear) < MIN_CLEAR:
             continue
-        med = float(np.median(e[clear]))
-        hit = g & (b > MIN_BOUND_SHARE * med)
-        if not hit.any():
+        clear_e = ge[clear]
+        med = float(np.median(clear_e))
+        hit = gb > MIN_BOUND_SHARE * med
+        n_hit = int(np.count_nonzero(hit))
+        if not n_hit:
             continue
-        mad = 1.4826 * float(np.median(np.abs(e[clear] - med)))
-        bound_sum += float(b[hit].sum())
-        excess += float((e[hit] - med).sum())
-        var += int(hit.sum()) * mad**2
-        used += int(hit.sum())
+        mad = 1.4826 * float(np.median(np.abs(clear_e - med)))
+        bound_sum += float(gb[hit].sum())
+        excess += float((ge[hit] - med).sum())
+        var += n_hit * mad**2
+        used += n_hit
     if bound_sum > 0:
         sigma = float(np.sqrt(var)) / bound_sum
         if sigma <= MAX_SIGMA:
             share = min(max(excess / bound_sum, 0.0), 1.0)
             return StallShare(share, sigma, "measured", used, bound_sum, excess, main_bound_ns)
     return StallShare(ASSUMED, 0.5, "assumed", used, bound_sum, excess, main_bound_ns)
+
+
+def _keys(name: np.ndarray, mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct (name, mode) pairs in lexicographic order, each instance's index into them), as
+    keys.factorize_rows of the two rows gives them: one key per pair (the name's offset times the
+    modes' range, plus the mode's offset) factorized once, where the keys fit in int64."""
+    if not len(name):
+        return factorize_rows(np.stack([name, mode]))
+    lo_n, hi_n, lo_m, hi_m = int(name.min()), int(name.max()), int(mode.min()), int(mode.max())
+    span = hi_m - lo_m + 1
+    if (hi_n - lo_n + 1) * span >= 2**62:
+        return factorize_rows(np.stack([name, mode]))
+    return factorize((name.astype(np.int64) - lo_n) * span + (mode.astype(np.int64) - lo_m))
+
+
+def _modes(tl: Timeline, begins: np.ndarray) -> np.ndarray:
+    """The kind of window each of the rows ``begins`` began in (windows.mode_at of their times): read
+    off the rows' windows where the timeline has them already (windows.row_window, made by
+    windows.toggled), else searched among the window switches."""
+    win_ts, win_mode = windows.window_rows(tl)
+    if not len(win_ts):  # a run without windows: one kind
+        return np.zeros(len(begins), np.int64)
+    row_window = tl.memo.get("row_window")
+    if row_window is not None:
+        return windows.mode_table(win_mode)[row_window[begins]]
+    return windows.mode_at(win_ts, win_mode, tl.ts[begins])

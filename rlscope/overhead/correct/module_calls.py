@@ -230,12 +230,19 @@ def _costed_blocks(
     ids: dict[str, list[int]] = {}
     for i, n in enumerate(names):
         ids.setdefault(n, []).append(i)
-    by_thread: dict[int, np.ndarray] = {}  # thread -> instance index -> cost
+    # per thread, each name id's cost (a last 0 for instances without a name), then read per instance
+    by_name: dict[int, np.ndarray] = {}
     for (tid, name), m in mean.items():
-        table = by_thread.get(tid)
-        if table is None:
-            table = by_thread[tid] = np.zeros(len(tl.inst_name) + 1)
-        table[:-1][np.isin(tl.inst_name, ids.get(name, []))] = m * per_call_ns
+        cost = by_name.get(tid)
+        if cost is None:
+            cost = by_name[tid] = np.zeros(len(names) + 1)
+        cost[ids.get(name, [])] = m * per_call_ns
+    inst_name = tl.inst_name
+    named = (inst_name >= 0) & (inst_name < len(names))
+    at = np.where(named, inst_name, len(names))
+    by_thread: dict[int, np.ndarray] = {}  # thread -> instance index -> cost
+    for tid, cost in by_name.items():
+        by_thread[tid] = np.append(cost[at], 0.0)
     out = []
     starts = tl.thread_starts()
     for k in range(len(starts) - 1):

@@ -594,13 +594,18 @@ class _Scaled:
 
 
 # residual_rebuild's arguments: (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before,
-# m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio)
+# m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
+# end_row, bad)
 _REBUILD = (
     native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N,
     native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64,
     native.N, native.I64, native.I64, native.F64, native.N, native.F64,
+    native.N, native.I64, native.I32, native.N, native.I64, native.I64, native.I64,
 )  # fmt: skip
 _SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.I64, native.I64)
+
+
+_NO_IDS = np.zeros(0, np.int32)
 
 
 def _rebuild_loops() -> tuple[Any, Any] | None:
@@ -613,23 +618,22 @@ def _rebuild_loops() -> tuple[Any, Any] | None:
 def rebuild(
     tl: Timeline,
     new_dur: np.ndarray,
-    last: np.ndarray,
     spare: tuple[np.ndarray, ...] = (),
     scaled: _Scaled | None = None,
 ) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
-    Other threads start, and the run ends, where the main thread's corrected time says. ``last``:
-    each thread's last row (:func:`thread_last`). ``spare``: columns of every row the caller no
-    longer needs, whose memory takes the new timestamps (:func:`_spare_columns`). ``scaled``: the
-    new durations are the segments' lengths times ``new_dur`` (correct_windows' factors), worked out
-    in the C pass that writes the timestamps (:class:`_Scaled`; the C loops only, where
-    :func:`_rebuild_loops` has them): its ``gone`` may then be ``new_dur`` itself, each row's factor
-    read before its time gone is written over it, and ``spare`` be ``tl``'s own ``ts`` and
-    ``seg_end``, each row's read before its new times are written over them.
+    Other threads start, and the run ends, where the main thread's corrected time says. ``spare``:
+    columns of every row the caller no longer needs, whose memory takes the new timestamps
+    (:func:`_spare_columns`). ``scaled``: the new durations are the segments' lengths times
+    ``new_dur`` (correct_windows' factors), worked out in the C pass that writes the timestamps
+    (:class:`_Scaled`; the C loops only, where :func:`_rebuild_loops` has them): its ``gone`` may then
+    be ``new_dur`` itself, each row's factor read before its time gone is written over it, and
+    ``spare`` be ``tl``'s own ``ts`` and ``seg_end``, each row's read before its new times are written
+    over them.
     """
     # relative to the session start: float64 stays exact there
-    first = np.append(0, np.flatnonzero(last[:-1]) + 1)  # each thread's first row
+    first = _thread_firsts(tl)
     ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
     loops = _rebuild_loops()
     fill, sums_before = loops if loops is not None else (None, None)
@@ -647,6 +651,15 @@ def rebuild(
         after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
         np.cumsum(new_dur, out=after)
     first64 = first.astype(np.int64, copy=False)
+    # each instance's end: the new start of its scope's end row, written by the C passes as they go
+    # where the ids are as they read them (no gathers from the columns at the ends), else after them
+    ends = tl.scope_ends()
+    inst_end = np.empty(len(tl.inst_end), np.int64)
+    end_row = bad = None
+    ends_at = np.zeros(0, np.int64)
+    if after is None and tl.id.dtype == np.int32:
+        ends_at = ends.astype(np.int64, copy=False)
+        end_row, bad = np.full(len(inst_end), -1, np.int64), np.zeros(1, np.int64)
 
     def cum(rows: np.ndarray) -> np.ndarray:
         """The running sum before each of ``rows`` (read before their blocks are written; summed up
@@ -673,6 +686,8 @@ def rebuild(
             len(ts), new_dur, ts, seg_end, len(first), first64, rel0, tl.start_ns,
             k0, k1, before, len(rows), rows, got,
             scaled is not None, tl.ts, tl.seg_end, gone, len(ratio) > 0, ratio,
+            len(ends_at), ends_at, tl.id if end_row is not None else _NO_IDS, len(inst_end), inst_end,
+            end_row if end_row is not None else ends_at, bad if bad is not None else ends_at,
         )  # fmt: skip
         out[order] = got
         return end, out
@@ -725,12 +740,24 @@ def rebuild(
         rows_from(0, len(first), 0.0, rel0, none)
     # the session's end (not the last row: rlscope's own teardown, e.g. CUPTI's, may come after it)
     end_ns = int(np.rint(rel_end[0])) + tl.start_ns
-    inst_end = np.full(len(tl.inst_end), end_ns, np.int64)
-    ends = tl.scope_ends()
-    inst_end[tl.id[ends]] = ts[ends]
+    if end_row is not None and not bad[0]:  # the instances without an end row end with the session
+        inst_end[end_row < 0] = end_ns
+    else:
+        inst_end.fill(end_ns)
+        inst_end[tl.id[ends]] = ts[ends]
     out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
     out.memo["scope_ends"] = ends  # the same rows
     return out
+
+
+def _thread_firsts(tl: Timeline) -> np.ndarray:
+    """Each thread's first row, of the threads with rows (the row after each :func:`thread_last` row
+    but the final one, and row 0): read off Timeline.thread_starts, not a pass over the rows."""
+    starts = tl.thread_starts()[:-1]
+    starts = starts[(starts > 0) & (starts < len(tl.ts))]
+    new = np.ones(len(starts), bool)
+    new[1:] = starts[1:] != starts[:-1]  # threads without rows: none
+    return np.append(0, starts[new]).astype(np.int64)
 
 
 def _spare_columns(
@@ -871,7 +898,7 @@ _PLANNED_ARGS = (
     native.N, native.F64,
     native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL, native.F64,
     native.N, native.N, native.I32, native.N, native.F64,
-    native.F64, native.F64, native.BOOL, native.F64,
+    native.F64, native.F64, native.N, native.BOOL, native.I64, native.F64,
     native.N, native.I64, native.I64,
 )  # fmt: skip
 _OVER_ROWS = (
@@ -901,7 +928,7 @@ class _Plan:
     left: np.ndarray  # per row: its segment's length less its removal (the time left in it)
     planned_sum: float  # the plan's column summed (numpy's pairwise sum)
     removal: np.ndarray  # in the plan's memory, made the removal where it differs from the plan
-    profiler: np.ndarray
+    profiler: np.ndarray | None  # None: not marked (no column summed off it), its rows ``prof_rows``
     per_class: np.ndarray
     excl: np.ndarray  # per instance: its time on the main thread (Timeline.instance_time)
     # whether every ``left`` is a number not below +0: np.minimum(0, left) is then 0 at every row, and
@@ -912,6 +939,8 @@ class _Plan:
     # a column
     kept: np.ndarray | None = None
     n_kept: int = 0
+    removal_sum: float | None = None  # ``removal`` summed (numpy's pairwise sum); None: not yet
+    prof_rows: np.ndarray | None = None  # the ``profiler`` rows (sorted); None: read off ``profiler``
 
 
 def _planned_native(
@@ -944,11 +973,14 @@ def _planned_native(
         return None
     planned, left = np.empty(n), np.empty(n)
     kept = np.empty(n) if spread is not None else None
-    profiler, per_class = np.empty(n, bool), np.zeros(len(CLASS_NAMES))
-    over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
+    # the periodic work's rows, listed; marked in a column only for the columns summed off them
+    profiler = np.empty(n, bool) if mem is not None or column is not None else None
+    per_class = np.zeros(len(CLASS_NAMES))
+    over_rows, prof_rows = np.empty(min(n, _OVER_ROWS), np.int64), np.empty(min(n, _OVER_ROWS), np.int64)
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
     main, n_inst = tl.main_rows(), len(tl.inst_name)
-    excl, counts = np.zeros(n_inst), np.zeros(2, np.int64)  # the irregular rows, the module costs kept
+    # the irregular rows, the module costs kept, the periodic work's rows
+    excl, counts = np.zeros(n_inst), np.zeros(3, np.int64)
     none_f, none_b = np.zeros(0), np.zeros(0, bool)
     span_a = span_b = none
     tables, has_python, total = none_f, none_b, none_f
@@ -967,10 +999,18 @@ def _planned_native(
         len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
         kept if kept is not None else none_f,
         main.start, main.stop, tl.op, n_inst, excl,
-        planned, left, profiler, per_class, len(over_rows), over_rows, counts,
+        planned, left, n if profiler is not None else 0, profiler if profiler is not None else none_b,
+        prof_rows, per_class, len(over_rows), over_rows, counts,
     )  # fmt: skip
     regular = int(counts[0]) == 0
+    n_prof = int(counts[2])
+    if n_prof <= len(prof_rows):
+        prof_rows = prof_rows[:n_prof]
+    else:  # more rows than the list holds
+        prof_rows = np.flatnonzero((tl.cat == categories.PROFILER) & ~on_writer)
     planned_sum = planned.sum()  # before the column becomes the removal
+    # every row's removal its plan to the bit: the same column, the same sum
+    removal_sum = planned_sum if listed == 0 else None
     removal = planned  # np.minimum(planned, d), which is the plan but at the rows listed: made so there
     if listed <= len(over_rows):
         rows = over_rows[:listed]
@@ -987,7 +1027,12 @@ def _planned_native(
     del dur
     moved = left[_move_excess(rows, excess, tl, last, removal, left=left)]
     regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
-    return _Plan(left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]))
+    if removal_sum is None:
+        removal_sum = removal.sum()
+    return _Plan(
+        left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]), removal_sum,
+        prof_rows,
+    )  # fmt: skip
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -998,7 +1043,7 @@ def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sums_off(
-    profiler: np.ndarray,
+    profiler: np.ndarray | None,
     prof_rows: np.ndarray,
     prof_dur: np.ndarray,
     mem: np.ndarray | None,
@@ -1007,9 +1052,10 @@ def _sums_off(
 ) -> tuple[float, float, float]:
     """The periodic work's time (the segments' lengths ``prof_dur`` at its rows ``prof_rows``, the
     ``profiler`` ones, summed as numpy sums np.where(profiler, dur, 0.0): pairwise over a column of
-    every row), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked column).
-    ``scratch``: a column of every row that is not needed after, to hold what is summed instead of a
-    new one; left all 0 (the flushes' stall is written over it)."""
+    every row), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked column;
+    ``profiler``, the rows' mask, is read for them only). ``scratch``: a column of every row that is
+    not needed after, to hold what is summed instead of a new one; left all 0 (the flushes' stall is
+    written over it)."""
     unmasked = native.function(
         "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
     )
@@ -1024,6 +1070,8 @@ def _sums_off(
             totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()))
     # np.where(profiler, dur, 0.0) without the lengths of every row: zeros, and the few rows' own
     scratch.fill(0.0)
+    if not len(prof_rows):  # a column of +0.0 sums to +0.0
+        return 0.0, totals[0], totals[1]
     scratch[prof_rows] = prof_dur
     profiler_ns = scratch.sum()
     scratch[prof_rows] = 0.0
@@ -1111,7 +1159,7 @@ def correct_timeline(
             plan.per_class,
         )
         left, kept = plan.left, plan.kept  # kept: mods[~profiler], worked out row by row
-        removal_sum = removal.sum()
+        removal_sum = removal.sum() if plan.removal_sum is None else plan.removal_sum
         scratch = removal  # not needed after its sum
     else:
         if isinstance(mods, module_calls.Spread):
@@ -1122,7 +1170,9 @@ def correct_timeline(
         scratch = planned  # not needed after its sum
         del planned
     del removal
-    prof_rows = np.flatnonzero(profiler)
+    prof_rows = (
+        plan.prof_rows if plan is not None and plan.prof_rows is not None else np.flatnonzero(profiler)
+    )
     prof_dur = tl.float_duration(prof_rows)
     mods_col = None if kept is not None else mods
     profiler_ns, mem_total, mods_total = _sums_off(profiler, prof_rows, prof_dur, mem, mods_col, scratch)
@@ -1153,7 +1203,7 @@ def correct_timeline(
     # where worked out row by row), and the bound
     spare = tuple(c for c in (dur, kept, bound) if c is not None)
     del dur, kept, bound, plan
-    corrected = rebuild(tl, new_dur, last, spare=spare)
+    corrected = rebuild(tl, new_dur, spare=spare)
     del spare
 
     removed: dict[str, float] = {}
@@ -1195,7 +1245,7 @@ def correct_windows(
         # the new durations worked out in the rebuild's own pass, the time gone written over the factors
         gone, ratio = factor, np.empty(n) if keep_ratio else None
         spare = (tl.ts, tl.seg_end) if consume else ()
-        corrected = rebuild(tl, factor, thread_last(tl), spare=spare, scaled=_Scaled(gone, ratio))
+        corrected = rebuild(tl, factor, spare=spare, scaled=_Scaled(gone, ratio))
         removed = float(gone.sum()) / 1e9
     else:
         dur = tl.float_duration()
@@ -1203,6 +1253,6 @@ def correct_windows(
         ratio = np.divide(new_dur, dur, out=np.ones(len(dur)), where=dur > 0) if keep_ratio else None
         gone = np.subtract(dur, new_dur, out=dur)  # ``dur`` is not needed after
         removed = float(gone.sum()) / 1e9
-        corrected = rebuild(tl, new_dur, thread_last(tl), spare=(gone,))  # its memory holds new times
+        corrected = rebuild(tl, new_dur, spare=(gone,))  # its memory holds new times
     del gone
     return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
