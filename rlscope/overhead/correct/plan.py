@@ -31,13 +31,11 @@ class CorrectionPlan:
 
 def has_light_windows(proc: ProcessTrace) -> bool:
     """Whether the session switched its expensive collectors off for part of the run."""
-    import pyarrow.compute as pc
-
     from rlscope.trace import schema as S
 
     ev = proc.events
-    light = pc.and_(pc.equal(ev.column("kind"), S.WINDOW), pc.equal(ev.column("id"), S.WINDOW_LIGHT))
-    return bool(pc.any(light).as_py() or False)
+    light = (ev.column("kind").to_numpy() == S.WINDOW) & (ev.column("id").to_numpy() == S.WINDOW_LIGHT)
+    return bool(light.any())
 
 
 # the C scope methods measure their own cost from this ABI on (collectors/scope_native.c)

@@ -175,15 +175,11 @@ def run_reference_ns(events: Any) -> float | None:
     the run (window lengths are random), so their mean weighs a slow stretch by its share of the
     run; a sample far above the rest was itself disturbed (an interrupt storm, a page fault), not
     the machine's speed (the VM's two speeds are 1.4-1.9x apart)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     if events is None or events.num_rows == 0:
         return None
-    kinds = pa.array([S.SESSION_START, S.SESSION_END, S.WINDOW], events.schema.field("kind").type)
-    timed = pc.is_in(events.column("kind"), value_set=kinds)
-    timed = pc.and_(timed, pc.greater(events.column("parent"), 0))
-    ps = pc.filter(events.column("parent"), timed).to_numpy()
+    kind, parent = events.column("kind").to_numpy(), events.column("parent").to_numpy()
+    timed = np.isin(kind, [S.SESSION_START, S.SESSION_END, S.WINDOW]) & (parent > 0)
+    ps = parent[timed]
     if len(ps) == 0:
         return None
     ns = ps.astype(np.float64) / reference.PS_PER_NS
