@@ -311,6 +311,45 @@ def test_timeline_is_numpy_s(monkeypatch, seed):
     _same(got, want)
 
 
+@pytest.mark.parametrize("native_loops", ["1", "0"])
+@pytest.mark.parametrize("seed", range(6))
+def test_thread_table_read_at_each_row_is_its_thread(monkeypatch, seed, native_loops):
+    """The timeline keeps one OS thread id per thread index, no column of every row's: read at each
+    row's index (thread_of, on_threads, main_rows) it is the thread the merge wrote for the row, or
+    without added intervals the events' threads grouped in the order they first come."""
+    monkeypatch.setenv(native.ENV, native_loops)
+    rng = np.random.default_rng(300 + seed)
+    threads = [[21, 7, 15], [5], [9, 30]][seed % 3]
+    ev = _events(rng, threads, 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    added = seed % 2 == 1
+    merged_threads = []
+    merge = T._with_interval_rows
+
+    def spy(*args):
+        out = merge(*args)
+        merged_threads.append(out[0]["thread"].copy())
+        return out
+
+    monkeypatch.setattr(T, "_with_interval_rows", spy)
+    backend = _intervals(rng, threads, 200, span, True) if added else None
+    tl = T.build_timeline(ev, backend=backend)
+    if added:
+        want = T.narrow_ids(merged_threads[-1])
+    else:
+        thread = ev.column("thread").to_numpy()
+        first = {t: k for k, t in reversed(list(enumerate(thread.tolist())))}
+        want = T.narrow_ids(thread[np.argsort([first[t] for t in thread.tolist()], kind="stable")])
+    assert tl.threads.dtype == want.dtype and len(tl.threads) == len(np.unique(want))
+    assert tl.thread_of(slice(None)).tobytes() == want.tobytes()
+    rows = rng.integers(0, len(want), 50)
+    assert tl.thread_of(rows).tolist() == want[rows].tolist()
+    assert [int(tl.thread_of(int(r))) for r in rows[:5]] == want[rows[:5]].tolist()
+    assert tl.on_threads(np.array(threads[:1])).tolist() == (want == threads[0]).tolist()
+    main = tl.main_rows()
+    assert (want[main] == tl.main_thread).all() and (want == tl.main_thread).sum() == main.stop - main.start
+
+
 def _with_rows(events: pa.Table, rows: list[tuple]) -> pa.Table:
     """``events`` with ``rows`` (ts, thread, kind, id, parent, name, flags, cost) added, in time order."""
     cols = [

@@ -32,13 +32,14 @@ class Timeline:
 
     Row ``i`` opens the segment ``[ts[i], seg_end[i])`` during which the thread was in
     ``op[i]`` (operation instance, -1: none), ``cat[i]`` (CPU category) and ``phase[i]``. ``op``,
-    ``phase``, ``id`` and ``thread`` are int32 where their values fit (:func:`narrow_ids`); tables
-    and exports built from them keep their own int64 types.
+    ``phase``, ``id`` and ``threads`` are int32 where their values fit (:func:`narrow_ids`); tables
+    and exports built from them keep their own int64 types. A row's OS thread id is read from the
+    per-thread table ``threads`` at its ``thread_idx`` (:meth:`thread_of`): no column of every row's.
     """
 
     ts: np.ndarray
     seg_end: np.ndarray
-    thread: np.ndarray
+    threads: np.ndarray  # thread index -> OS thread id, one entry per thread (rows are grouped by thread)
     kind: np.ndarray
     id: np.ndarray
     name: np.ndarray
@@ -61,6 +62,17 @@ class Timeline:
     # lookups derived from the rows, made once by whoever needs them first (the window each row is in):
     # the arrays are never changed in place, and ``dataclasses.replace`` starts a new timeline's empty
     memo: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def thread_of(self, rows: np.ndarray | slice | int) -> np.ndarray:
+        """The OS thread ids of ``rows`` (indices, a mask or a slice): the per-thread table read at
+        their thread indices, where a column of every row's ids would be held through the analysis."""
+        return self.threads[self.thread_idx[rows]]
+
+    @property
+    def thread(self) -> np.ndarray:
+        """Every row's OS thread id, made on each read (a column of the timeline's length): the
+        analysis reads :meth:`thread_of` at the rows it needs."""
+        return self.thread_of(slice(None))
 
     @property
     def duration(self) -> np.ndarray:
@@ -140,7 +152,7 @@ class Timeline:
         each thread's first row and filled a thread's block at a time."""
         out = np.zeros(len(self.ts), bool)
         starts = self.thread_starts()
-        for k in np.flatnonzero(np.isin(self.thread[starts[:-1]], threads)).tolist():
+        for k in np.flatnonzero(np.isin(self.thread_of(starts[:-1]), threads)).tolist():
             out[starts[k] : starts[k + 1]] = True
         return out
 
@@ -148,7 +160,7 @@ class Timeline:
         """The main thread's rows, one block (rows are grouped by thread); empty without them. Read
         at each thread's first row, not by a comparison over every row."""
         starts = self.thread_starts()
-        on_main = np.flatnonzero(self.thread[starts[:-1]] == self.main_thread)
+        on_main = np.flatnonzero(self.thread_of(starts[:-1]) == self.main_thread)
         return slice(int(starts[on_main[0]]), int(starts[on_main[0] + 1])) if len(on_main) else slice(0, 0)
 
     def trace_ids(self, inst: np.ndarray) -> np.ndarray:
@@ -1153,7 +1165,7 @@ def build_timeline(
     out = Timeline(
         ts=ts,
         seg_end=seg_end,
-        thread=thread,
+        threads=thread[starts],
         kind=kind,
         id=ident,
         name=col["name"],
