@@ -161,11 +161,19 @@ def test_merge_is_numpy_s(monkeypatch, seed):
     assert got[0]["ts_ns"].min() == ts_min
     # with what the timeline reads off the rows next, made in the merge's pass
     end_ns = span - 3 + 6 * (seed % 2)  # before the last rows' times, or after
+    thread = got[0]["thread"]  # the rows' threads, merged without end_ns
     for kinds in (T._CHANGES, T._CHANGES_ANY):
         got, want = _both(monkeypatch, T._with_interval_rows, col, sources, ts_min, end_ns, kinds)
         _same(got, want)
         out = got[0]
-        starts = T._thread_starts(out["thread"])
+        starts = T._thread_starts(thread)
+        # each thread index's thread, in place of the column
+        assert "thread" not in out and out["threads"].tobytes() == thread[starts].tobytes()
+        # the same written as a table in the merge's pass or read off the column it writes
+        order = np.lexsort((col["ts_ns"], col["thread"]))
+        table = T._merged_native(col, order, sources, ts_min, end_ns, kinds)
+        if table is not None:
+            _same(table, T._merged_native(col, order, sources, ts_min, end_ns, kinds, None, False, True))
         assert out["seg_end"].tolist() == T._seg_end(out["ts_ns"], starts, end_ns).tolist()
         assert out["thread_idx"].tolist() == T._thread_index(len(out["ts_ns"]), starts).tolist()
         assert out["kind_rows"].tolist() == np.flatnonzero(kinds[out["kind"].view(np.uint8)]).tolist()
@@ -209,6 +217,7 @@ def test_merge_thread_index_past_int16(monkeypatch, threads):
     _same(got, want)
     assert got[0]["thread_idx"].dtype == (np.int16 if threads < 32_767 else np.int32)
     assert int(got[0]["thread_idx"][-1]) == threads - 1
+    assert got[0]["threads"].tolist() == tid.tolist()  # each thread index's, past int16 too
 
 
 def test_ties_go_to_the_events_then_the_sources_in_order(monkeypatch):
@@ -326,10 +335,9 @@ def test_thread_table_read_at_each_row_is_its_thread(monkeypatch, seed, native_l
     merged_threads = []
     merge = T._with_interval_rows
 
-    def spy(*args):
-        out = merge(*args)
-        merged_threads.append(out[0]["thread"].copy())
-        return out
+    def spy(*args):  # the rows' threads as a column: the same rows merged without end_ns
+        merged_threads.append(merge(*args[:3])[0]["thread"])
+        return merge(*args)
 
     monkeypatch.setattr(T, "_with_interval_rows", spy)
     backend = _intervals(rng, threads, 200, span, True) if added else None
