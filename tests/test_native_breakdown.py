@@ -80,7 +80,8 @@ def timeline(
     kind[first], ident[first], name[first] = S.OP_BEGIN, op[first], inst_name[op[first]]
     thread_idx = np.cumsum(np.append(True, thread[1:] != thread[:-1])) - 1 if rows else np.zeros(0)
     return Timeline(
-        ts=ts, seg_end=seg_end, thread=thread.astype(np.int32), kind=kind, id=ident.astype(ids),
+        ts=ts, seg_end=seg_end, threads=thread[np.unique(thread_idx, return_index=True)[1]].astype(np.int32),
+        kind=kind, id=ident.astype(ids),
         name=name.astype(np.int32), flags=np.zeros(rows, np.int8), op=op.astype(ids),
         cat=rng.integers(0, NCAT, rows).astype(cat_type), phase=phase.astype(ids), main_thread=MAIN,
         start_ns=int(ts.min(initial=0)), end_ns=int(seg_end.max(initial=0)), inst_name=inst_name,

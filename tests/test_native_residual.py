@@ -69,7 +69,8 @@ def _timeline(
         values = np.where(rng.random(len(at)) < 0.2, 0, pre | (post << 32)).astype(np.int64)
         cost = RowValues(values, at.astype(np.int64))
     return Timeline(
-        ts=p["ts"], seg_end=p["end"], thread=p["thread"].astype(np.int32), kind=p["kind"].astype(np.int8),
+        ts=p["ts"], seg_end=p["end"], threads=np.arange(100, int(p["thread"].max()) + 1).astype(np.int32),
+        kind=p["kind"].astype(np.int8),
         id=p["id"].astype(np.int32), name=np.full(n, -1, np.int32), flags=flags,
         op=p["op"].astype(np.int32), cat=p["cat"].astype(np.int8), phase=np.full(n, -1, np.int32),
         main_thread=100, start_ns=int(p["ts"].min()) - 10, end_ns=int(p["end"].max()) + 10,

@@ -161,11 +161,19 @@ def test_merge_is_numpy_s(monkeypatch, seed):
     assert got[0]["ts_ns"].min() == ts_min
     # with what the timeline reads off the rows next, made in the merge's pass
     end_ns = span - 3 + 6 * (seed % 2)  # before the last rows' times, or after
+    thread = got[0]["thread"]  # the rows' threads, merged without end_ns
     for kinds in (T._CHANGES, T._CHANGES_ANY):
         got, want = _both(monkeypatch, T._with_interval_rows, col, sources, ts_min, end_ns, kinds)
         _same(got, want)
         out = got[0]
-        starts = T._thread_starts(out["thread"])
+        starts = T._thread_starts(thread)
+        # each thread index's thread, in place of the column
+        assert "thread" not in out and out["threads"].tobytes() == thread[starts].tobytes()
+        # the same written as a table in the merge's pass or read off the column it writes
+        order = np.lexsort((col["ts_ns"], col["thread"]))
+        table = T._merged_native(col, order, sources, ts_min, end_ns, kinds)
+        if table is not None:
+            _same(table, T._merged_native(col, order, sources, ts_min, end_ns, kinds, None, False, True))
         assert out["seg_end"].tolist() == T._seg_end(out["ts_ns"], starts, end_ns).tolist()
         assert out["thread_idx"].tolist() == T._thread_index(len(out["ts_ns"]), starts).tolist()
         assert out["kind_rows"].tolist() == np.flatnonzero(kinds[out["kind"].view(np.uint8)]).tolist()
@@ -209,6 +217,7 @@ def test_merge_thread_index_past_int16(monkeypatch, threads):
     _same(got, want)
     assert got[0]["thread_idx"].dtype == (np.int16 if threads < 32_767 else np.int32)
     assert int(got[0]["thread_idx"][-1]) == threads - 1
+    assert got[0]["threads"].tolist() == tid.tolist()  # each thread index's, past int16 too
 
 
 def test_ties_go_to_the_events_then_the_sources_in_order(monkeypatch):
@@ -309,6 +318,44 @@ def test_timeline_is_numpy_s(monkeypatch, seed):
     compiles = _intervals(rng, threads[:1], 4, span, False) if seed % 5 == 2 else None
     got, want = _both(monkeypatch, _timeline, ev, api, backend, compiles)
     _same(got, want)
+
+
+@pytest.mark.parametrize("native_loops", ["1", "0"])
+@pytest.mark.parametrize("seed", range(6))
+def test_thread_table_read_at_each_row_is_its_thread(monkeypatch, seed, native_loops):
+    """The timeline keeps one OS thread id per thread index, no column of every row's: read at each
+    row's index (thread_of, on_threads, main_rows) it is the thread the merge wrote for the row, or
+    without added intervals the events' threads grouped in the order they first come."""
+    monkeypatch.setenv(native.ENV, native_loops)
+    rng = np.random.default_rng(300 + seed)
+    threads = [[21, 7, 15], [5], [9, 30]][seed % 3]
+    ev = _events(rng, threads, 300)
+    span = int(ev.column("ts_ns").to_numpy().max()) + 5
+    added = seed % 2 == 1
+    merged_threads = []
+    merge = T._with_interval_rows
+
+    def spy(*args):  # the rows' threads as a column: the same rows merged without end_ns
+        merged_threads.append(merge(*args[:3])[0]["thread"])
+        return merge(*args)
+
+    monkeypatch.setattr(T, "_with_interval_rows", spy)
+    backend = _intervals(rng, threads, 200, span, True) if added else None
+    tl = T.build_timeline(ev, backend=backend)
+    if added:
+        want = T.narrow_ids(merged_threads[-1])
+    else:
+        thread = ev.column("thread").to_numpy()
+        first = {t: k for k, t in reversed(list(enumerate(thread.tolist())))}
+        want = T.narrow_ids(thread[np.argsort([first[t] for t in thread.tolist()], kind="stable")])
+    assert tl.threads.dtype == want.dtype and len(tl.threads) == len(np.unique(want))
+    assert tl.thread_of(slice(None)).tobytes() == want.tobytes()
+    rows = rng.integers(0, len(want), 50)
+    assert tl.thread_of(rows).tolist() == want[rows].tolist()
+    assert [int(tl.thread_of(int(r))) for r in rows[:5]] == want[rows[:5]].tolist()
+    assert tl.on_threads(np.array(threads[:1])).tolist() == (want == threads[0]).tolist()
+    main = tl.main_rows()
+    assert (want[main] == tl.main_thread).all() and (want == tl.main_thread).sum() == main.stop - main.start
 
 
 def _with_rows(events: pa.Table, rows: list[tuple]) -> pa.Table:

@@ -89,7 +89,7 @@ def timeline(
     return Timeline(
         ts=ts,
         seg_end=seg_end,
-        thread=np.repeat(threads, sizes).astype(np.int32),
+        threads=np.asarray(threads).astype(np.int32),
         kind=kind,
         id=ids.astype(id_dtype),
         name=np.zeros(n, np.int32),
@@ -333,7 +333,7 @@ def test_nested_names(monkeypatch, case, id_dtype, thread_dtype):
     both paths."""
     rng = np.random.default_rng(140 + case)
     tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
-    tl = dataclasses.replace(tl, thread=tl.thread.astype(thread_dtype))
+    tl = dataclasses.replace(tl, thread_idx=tl.thread_idx.astype(thread_dtype))
     tl.kind[tl.thread_starts()[:-1]] = S.OP_BEGIN  # begins on each thread's first row
     tl.memo.clear()
     begins = W.op_begins(tl)

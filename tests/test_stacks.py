@@ -235,5 +235,5 @@ def test_sample_rows_are_the_last_row_of_their_thread_at_or_before_them(seed):
         if len(mine):
             want[i] = mine[-1]  # a thread's rows in time order: the last began latest
     assert stacks.sample_rows(tl, thread, ts).tolist() == want.tolist()
-    empty = dataclasses.replace(tl, ts=tl.ts[:0], thread=tl.thread[:0], thread_idx=tl.thread_idx[:0])
+    empty = dataclasses.replace(tl, ts=tl.ts[:0], thread_idx=tl.thread_idx[:0])
     assert stacks.sample_rows(empty, thread, ts).tolist() == [-1] * len(ts)

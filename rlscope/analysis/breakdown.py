@@ -342,7 +342,7 @@ class RowGroups:
     op: np.ndarray  # the timeline's columns it was made from (identity: :meth:`fits`)
     phase: np.ndarray
     inst_name: np.ndarray
-    thread: np.ndarray
+    threads: np.ndarray
     main_thread: int
     rec_op: np.ndarray | None  # the GPU records' launching instances it was made with (None: no records)
     runs: np.ndarray  # the first row of each run of rows that share their pair (int64, ascending)
@@ -361,7 +361,7 @@ class RowGroups:
             and tl.op is self.op
             and tl.phase is self.phase
             and tl.inst_name is self.inst_name
-            and tl.thread is self.thread
+            and tl.threads is self.threads
             and tl.main_thread == self.main_thread
         )
 
@@ -392,7 +392,7 @@ def row_groups(
         op=tl.op,
         phase=tl.phase,
         inst_name=tl.inst_name,
-        thread=tl.thread,
+        threads=tl.threads,
         main_thread=tl.main_thread,
         rec_op=rec_op_inst(gpu_records),
         runs=runs,
@@ -423,7 +423,7 @@ def _numbered(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.nd
     new_run[1:] |= tl.thread_idx[1:] != tl.thread_idx[:-1]
     runs = np.flatnonzero(new_run)
     op_name = inst_name[tl.op[runs]]
-    cand = np.flatnonzero((op_name >= 0) | (tl.thread[runs] == tl.main_thread))
+    cand = np.flatnonzero((op_name >= 0) | (tl.thread_of(runs) == tl.main_thread))
     op_c, ph_c = op_name[cand], inst_name[tl.phase[runs[cand]]]
     scope_begins = tl.scope_begins()  # the operations' and phases' begins, found once per set of rows
     begins = scope_begins[tl.kind[scope_begins] == S.OP_BEGIN]
@@ -555,7 +555,7 @@ def _counted_block(
     rows: np.ndarray | slice = slice(None) if counted.all() else np.flatnonzero(counted)
     if main_rows.start <= r.start and r.stop <= main_rows.stop:
         return rows, 1
-    return rows, tl.thread[r][rows] == tl.main_thread
+    return rows, tl.thread_of(r)[rows] == tl.main_thread
 
 
 def _counted_mask(tl: Timeline, groups: RowGroups, r: slice, d: np.ndarray | None = None) -> np.ndarray:
@@ -678,7 +678,9 @@ def _merged_segments(
     fn = _row_loop(tl, "breakdown_merged_segments", *args, restype=native.N)
     if fn is None:
         rows = _counted_rows(tl, groups, pairs)
-        return _merge_adjacent(group[groups.row_pair[rows]], tl.ts[rows], tl.seg_end[rows], tl.thread[rows])
+        return _merge_adjacent(
+            group[groups.row_pair[rows]], tl.ts[rows], tl.seg_end[rows], tl.thread_idx[rows]
+        )
     starts = tl.thread_starts()
     size = len(tl.ts) // 8 + 1  # joined, a stretch of an operation is a few segments at most
     while True:

@@ -129,7 +129,7 @@ def state_at(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarr
     # each row's thread block (rows are grouped by thread, in time order within a block; the blocks
     # are in ascending thread order only where the build sorted them), each query's block by its thread
     starts = tl.thread_starts()
-    block_thread = tl.thread[starts[:-1]].astype(np.int64)
+    block_thread = tl.thread_of(starts[:-1]).astype(np.int64)
     order = np.argsort(block_thread, kind="stable")
     at = np.minimum(np.searchsorted(block_thread[order], thread), len(order) - 1)
     known = block_thread[order][at] == thread
@@ -163,7 +163,7 @@ def _state_at_native(
     if thread.dtype != np.int64 or ts.dtype != np.int64 or not _in_thread_order(tl):
         return None
     starts = tl.thread_starts()
-    block_thread = tl.thread[starts[:-1]].astype(np.int64)
+    block_thread = tl.thread_of(starts[:-1]).astype(np.int64)
     op, phase = np.empty(len(thread), np.int64), np.empty(len(thread), np.int64)
     queries = (len(thread), np.ascontiguousarray(thread), np.ascontiguousarray(ts))
     fn(len(block_thread), block_thread, starts, *columns, *queries, op, phase)
@@ -177,7 +177,7 @@ def _in_thread_order(tl: Timeline) -> bool:
     if got is None:
         fn = native.function("timeline_sorted_in_blocks", native.N, native.I64, native.I64, restype=native.N)
         starts = tl.thread_starts()
-        ascending = bool((np.diff(tl.thread[starts[:-1]].astype(np.int64)) > 0).all())
+        ascending = bool((np.diff(tl.thread_of(starts[:-1]).astype(np.int64)) > 0).all())
         got = tl.memo["in_thread_order"] = ascending and bool(fn(len(starts) - 1, starts, tl.ts))
     return got
 
@@ -205,10 +205,10 @@ def _engine_calls(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ends = np.full(len(begin), tl.end_ns, np.int64)
     if len(end_rows):
         cand = end_rows[order][pos]
-        found = (tl.id[cand] == tl.id[begin]) & (tl.thread[cand] == tl.thread[begin])
+        found = (tl.id[cand] == tl.id[begin]) & (tl.thread_idx[cand] == tl.thread_idx[begin])
         ends = np.where(found, tl.ts[cand], ends)
     by_start = np.argsort(tl.ts[begin], kind="stable")
-    return tl.thread[begin][by_start], tl.ts[begin][by_start], ends[by_start]
+    return tl.thread_of(begin)[by_start], tl.ts[begin][by_start], ends[by_start]
 
 
 def state_at_launch(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -216,10 +216,10 @@ def _instances(p: _Proc, begin_kind: int) -> dict[str, np.ndarray]:
     ident = tl.id[rows]
     # the state before a begin row is the previous row's state on the same thread
     prev = np.maximum(rows - 1, 0)
-    same = (rows > 0) & (tl.thread[prev] == tl.thread[rows])
+    same = (rows > 0) & (tl.thread_idx[prev] == tl.thread_idx[rows])
     parent = np.where(same, parent_state[prev], -1)
     return {
-        "thread": tl.thread[rows],
+        "thread": tl.thread_of(rows),
         "id": ident,
         "name": tl.name[rows].astype(np.int64),
         "start": tl.ts[rows],
@@ -236,13 +236,16 @@ def _instances_c(
     begin's columns read together where numpy gathers from one column of every row at a time; None
     where numpy's runs (no C loops, or columns of other types than the timeline makes)."""
     ids = tl.id.dtype
-    args = native.N, native.I64, native.I8, native.N, native.I32, None, native.I32, native.I64, native.I64
-    args += native.N, None, None, native.I32, None, native.I64, native.I64, native.I64, None, None
+    args = native.N, native.I64, native.I8, native.N, native.I16, native.I32, None, native.I32, native.I64
+    args += native.I64, native.N, None, None, native.I32, None, native.I64, native.I64, native.I64, None, None
     fn = native.typed("intervals_instances", [ids], *args, restype=native.N)
-    typed = tl.op.dtype == tl.phase.dtype == ids and tl.thread.dtype == tl.name.dtype == np.int32
+    typed = tl.op.dtype == tl.phase.dtype == ids and tl.threads.dtype == tl.name.dtype == np.int32
     if fn is None or not typed or tl.kind.dtype != np.int8 or rows.dtype != np.int64:
         return None
-    if not contiguous(tl.kind, tl.thread, tl.id, tl.name, tl.ts, tl.inst_end, tl.op, tl.phase, rows):
+    if tl.thread_idx.dtype != np.int16:  # more threads than int16 holds: numpy's gathers
+        return None
+    columns = tl.kind, tl.thread_idx, tl.threads, tl.id, tl.name, tl.ts, tl.inst_end, tl.op, tl.phase, rows
+    if not contiguous(*columns):
         return None
     m = len(rows)
     out = {
@@ -254,7 +257,17 @@ def _instances_c(
         "parent": np.empty(m, ids),
         "phase": np.empty(m, ids),
     }
-    columns = tl.kind, begin_kind, tl.thread, tl.id, tl.name, tl.ts, tl.inst_end, len(tl.inst_end)
+    columns = (
+        tl.kind,
+        begin_kind,
+        tl.thread_idx,
+        tl.threads,
+        tl.id,
+        tl.name,
+        tl.ts,
+        tl.inst_end,
+        len(tl.inst_end),
+    )
     count = fn(m, rows, *columns, parent_state, tl.phase, *out.values())
     return {k: v[:count] for k, v in out.items()}
 
@@ -268,7 +281,7 @@ def _backend_ops(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     """
     begins = np.flatnonzero(tl.kind == S.BACKEND_BEGIN)
     ends = np.flatnonzero(tl.kind == S.BACKEND_END)
-    return tl.thread[begins], tl.name[begins].astype(np.int64), tl.ts[begins], tl.ts[ends]
+    return tl.thread_of(begins), tl.name[begins].astype(np.int64), tl.ts[begins], tl.ts[ends]
 
 
 def _backend_part(
@@ -344,8 +357,9 @@ def _cpu_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     stretch of simulator/backend time, so consecutive rows of one category on one thread merge.
     """
     keep = np.flatnonzero((tl.cat != categories.PYTHON) & (tl.seg_end > tl.ts))
-    start, end, (th, cat) = merge_adjacent(tl.ts[keep], tl.seg_end[keep], tl.thread[keep], tl.cat[keep])
-    return th, cat, start, end
+    # joined by thread index (the same runs as by thread id), the joined runs' ids read after
+    start, end, (th, cat) = merge_adjacent(tl.ts[keep], tl.seg_end[keep], tl.thread_idx[keep], tl.cat[keep])
+    return tl.threads[th], cat, start, end
 
 
 def clip_rows(

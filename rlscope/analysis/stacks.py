@@ -138,7 +138,7 @@ def sample_rows(tl: Timeline, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
     for lo, hi in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
         if lo == hi:
             continue
-        mine = np.flatnonzero(thread == tl.thread[lo])
+        mine = np.flatnonzero(thread == tl.thread_of(lo))
         if not len(mine):
             continue
         at = np.searchsorted(tl.ts[lo:hi], ts[mine], side="right") - 1

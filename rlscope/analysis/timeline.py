@@ -32,13 +32,14 @@ class Timeline:
 
     Row ``i`` opens the segment ``[ts[i], seg_end[i])`` during which the thread was in
     ``op[i]`` (operation instance, -1: none), ``cat[i]`` (CPU category) and ``phase[i]``. ``op``,
-    ``phase``, ``id`` and ``thread`` are int32 where their values fit (:func:`narrow_ids`); tables
-    and exports built from them keep their own int64 types.
+    ``phase``, ``id`` and ``threads`` are int32 where their values fit (:func:`narrow_ids`); tables
+    and exports built from them keep their own int64 types. A row's OS thread id is read from the
+    per-thread table ``threads`` at its ``thread_idx`` (:meth:`thread_of`): no column of every row's.
     """
 
     ts: np.ndarray
     seg_end: np.ndarray
-    thread: np.ndarray
+    threads: np.ndarray  # thread index -> OS thread id, one entry per thread (rows are grouped by thread)
     kind: np.ndarray
     id: np.ndarray
     name: np.ndarray
@@ -61,6 +62,17 @@ class Timeline:
     # lookups derived from the rows, made once by whoever needs them first (the window each row is in):
     # the arrays are never changed in place, and ``dataclasses.replace`` starts a new timeline's empty
     memo: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def thread_of(self, rows: np.ndarray | slice | int) -> np.ndarray:
+        """The OS thread ids of ``rows`` (indices, a mask or a slice): the per-thread table read at
+        their thread indices, where a column of every row's ids would be held through the analysis."""
+        return self.threads[self.thread_idx[rows]]
+
+    @property
+    def thread(self) -> np.ndarray:
+        """Every row's OS thread id, made on each read (a column of the timeline's length): the
+        analysis reads :meth:`thread_of` at the rows it needs."""
+        return self.thread_of(slice(None))
 
     @property
     def duration(self) -> np.ndarray:
@@ -140,7 +152,7 @@ class Timeline:
         each thread's first row and filled a thread's block at a time."""
         out = np.zeros(len(self.ts), bool)
         starts = self.thread_starts()
-        for k in np.flatnonzero(np.isin(self.thread[starts[:-1]], threads)).tolist():
+        for k in np.flatnonzero(np.isin(self.thread_of(starts[:-1]), threads)).tolist():
             out[starts[k] : starts[k + 1]] = True
         return out
 
@@ -148,7 +160,7 @@ class Timeline:
         """The main thread's rows, one block (rows are grouped by thread); empty without them. Read
         at each thread's first row, not by a comparison over every row."""
         starts = self.thread_starts()
-        on_main = np.flatnonzero(self.thread[starts[:-1]] == self.main_thread)
+        on_main = np.flatnonzero(self.thread_of(starts[:-1]) == self.main_thread)
         return slice(int(starts[on_main[0]]), int(starts[on_main[0] + 1])) if len(on_main) else slice(0, 0)
 
     def trace_ids(self, inst: np.ndarray) -> np.ndarray:
@@ -307,7 +319,8 @@ def _with_interval_rows(
     merge, whose order is that of the times as given.
 
     What the timeline reads off the merged rows next, made in the C merge's pass where asked: with
-    ``end_ns``, the columns ``seg_end`` (:func:`_seg_end`) and ``thread_idx`` (:func:`_thread_index`);
+    ``end_ns``, the columns ``seg_end`` (:func:`_seg_end`) and ``thread_idx`` (:func:`_thread_index`)
+    and each thread index's thread (``threads``) in place of the column ``thread``;
     with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks, and
     ``kind_rows_ev``: the event's row each of them is (of ``col``; -1: an added row). With
     ``states`` (and ``end_ns``), the states after each row where the C merge writes them
@@ -333,6 +346,7 @@ def _with_interval_rows(
             starts = _thread_starts(out["thread"])
             out["seg_end"] = _seg_end(out["ts_ns"], starts, end_ns)
             out["thread_idx"] = _thread_index(len(out["ts_ns"]), starts)
+            out["threads"] = out.pop("thread")[starts]  # as the C merge writes them: no column
         if kinds is not None:
             marked = out["kind_rows"] = _rows_of_kinds(out["kind"], kinds)
             # the event's row of each: searched among the rows the events landed on (sorted)
@@ -476,6 +490,7 @@ def _merged_native(
     kinds: np.ndarray | None = None,
     states: MergedStates | None = None,
     read_cost: bool = False,
+    thread_column: bool = False,
 ) -> tuple[dict, np.ndarray] | None:
     """:func:`_merged` in one C pass writing each row once (timeline_merge), each time no earlier than
     ``ts_min`` (np.iinfo(np.int64).min: as they are), and where asked what :func:`_with_interval_rows`
@@ -487,7 +502,11 @@ def _merged_native(
     ``states`` (with ``end_ns``): the states after each row written in the same pass, set in it
     (:class:`MergedStates`); left unset where a state does not fit its column (the merge then made
     again without them), or where the numpy merge runs. ``read_cost``: the events' ``cost`` read in
-    their order ``ev`` as they are laid out (``cost_ev``), where it is not their own."""
+    their order ``ev`` as they are laid out (``cost_ev``), where it is not their own.
+
+    With ``end_ns``, each thread index's thread (``threads``) where no column of every row's is
+    written, unless ``thread_column`` (made so again where the threads are too many for the int16
+    thread index)."""
     fn = _merge_function()
     events = [col[k] for k in ("ts_ns", "thread", "kind", "name", "id", "flags")]
     if states is not None and end_ns is not None and states.parent.dtype == np.int64:
@@ -508,11 +527,14 @@ def _merged_native(
     none64 = np.zeros(0, np.int64)
     args += [0, none64, none64, none64, none32, 0, 0, 0, 0, 0, 0] * (_MAX_SOURCES - len(sources))
     n = len(ev) + 2 * sum(len(src[2]) for src in sources)
+    # with ``end_ns``: the k-th thread's id at k, for as many threads as the int16 thread index counts
+    # (past them, the merge made again with the column); else each row's
+    table_of_threads = end_ns is not None and not thread_column
     out = {
         "ts_ns": np.empty(n, np.int64),
         "kind": np.empty(n, np.int8),
         "name": np.empty(n, np.int32),
-        "thread": np.empty(n, np.int32),
+        "thread": np.empty(min(n, int(_I16.max)) if table_of_threads else n, np.int32),
         "id": np.empty(n, np.int32),
         "flags": np.empty(n, np.int8),
     }
@@ -540,17 +562,19 @@ def _merged_native(
         else (0, _STATE_OF_KIND, none64, np.full(_MAX_SOURCES, -1, np.int64))
     )
     state_args += (_STATE_DEFAULTS, categories.PROFILER, op, cat, phase)
+    merged_columns = (*list(out.values())[:4], len(out["thread"]) if table_of_threads else 0)
+    merged_columns += tuple(out.values())[4:]
     got = fn(
-        len(ev), ev.astype(np.int64, copy=False), *cols, *args, *out.values(), events_at, ts_min,
+        len(ev), ev.astype(np.int64, copy=False), *cols, *args, *merged_columns, events_at, ts_min,
         int(with_cost), ev_cost, cost, *extra_args, rows, rows_ev, cap, info, *state_args,
     )  # fmt: skip
     if got == -5:  # a state beyond its column's type: the merge without them, the states filled after
-        return _merged_native(col, ev, sources, ts_min, end_ns, kinds, None, read_cost)
+        return _merged_native(col, ev, sources, ts_min, end_ns, kinds, None, read_cost, thread_column)
     if got < 0:
         return None
     if got < n:  # clipped intervals left out: the rows written
         n = got
-        out = {k: v[:n] for k, v in out.items()}
+        out = {k: v if k == "thread" and table_of_threads else v[:n] for k, v in out.items()}
         seg_end, thread_idx = seg_end[: n if extras else 0], thread_idx[: n if extras else 0]
         op, cat, phase = op[: min(m, n)], cat[: min(m, n)], phase[: min(m, n)]
     if with_states:
@@ -558,10 +582,14 @@ def _merged_native(
     if end_ns is not None:
         out["seg_end"] = seg_end
         threads = int(info[1])
-        # int16 where the threads are that few (the merge counts on past them), else _thread_index's
-        out["thread_idx"] = (
-            thread_idx if threads < _I16.max else _thread_index(n, _thread_starts(out["thread"]))
-        )
+        if threads >= _I16.max and table_of_threads:  # the index not written past int16: the column
+            return _merged_native(col, ev, sources, ts_min, end_ns, kinds, states, read_cost, True)
+        if table_of_threads:
+            out["thread_idx"], out["threads"] = thread_idx, out.pop("thread")[:threads].copy()
+        else:  # int16 where the threads are that few (the merge counts on past them), else _thread_index's
+            starts = _thread_starts(out["thread"])
+            out["thread_idx"] = thread_idx if threads < _I16.max else _thread_index(n, starts)
+            out["threads"] = out.pop("thread")[starts]
     if kinds is not None:
         out["kind_rows"], out["kind_rows_ev"] = rows[: info[0]], rows_ev[: info[0]]
     if with_cost:
@@ -577,7 +605,8 @@ def _merge_function() -> Callable[..., Any] | None:
         *(native.N, i64, i64, i64, native.I8, native.I32, i64, native.I8),
         *(native.N, i64, i64, i64, native.I32, native.N, native.N, native.N, native.N, native.N, native.N)
         * _MAX_SOURCES,
-        *(i64, native.I8, native.I32, native.I32, native.I32, native.I8, i64, native.N, native.N, i64, i64),
+        *(i64, native.I8, native.I32, native.I32, native.N, native.I32, native.I8, i64, native.N, native.N),
+        *(i64, i64),
         *(native.N, native.N, i64, native.I16, native.U8, i64, i64, native.N, i64),
         *(native.N, native.U8, i64, i64, i64, native.N, native.I32, native.I8, native.I32),
         restype=native.N,
@@ -1076,7 +1105,8 @@ def build_timeline(
             states, col["kind_rows"] = None, _rows_of_kinds(col["kind"], changes)
             del col["kind_rows_ev"]
     ts = col["ts_ns"].astype(np.int64, copy=False)
-    thread = narrow_ids(col["thread"])  # OS thread ids fit in 32 bits
+    # OS thread ids fit in 32 bits; merged with ``end_ns``, each thread index's, no column of every row's
+    thread = narrow_ids(col["thread"] if "thread" in col else col["threads"])
     kind = col["kind"]
     n = len(ts)
     # the run starts at SESSION_START: rows before it (collectors starting up, e.g. the native
@@ -1092,7 +1122,12 @@ def build_timeline(
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}
         sparse = {k: RowValues(col[k]) for k in _SPARSE if k in col}
-    starts = _thread_starts(thread)  # each thread's first row
+    if "thread" in col:
+        starts = _thread_starts(thread)  # each thread's first row
+        threads = thread[starts]
+    else:  # each thread index's first row, searched
+        thread_idx = col["thread_idx"]
+        starts, threads = np.searchsorted(thread_idx, np.arange(len(thread), dtype=thread_idx.dtype)), thread
 
     if states is not None:  # the merge wrote the states; its marked rows are the scopes' begins and ends
         op, cat, phase, top_state = states.op, states.cat, states.phase, states.top
@@ -1153,7 +1188,7 @@ def build_timeline(
     out = Timeline(
         ts=ts,
         seg_end=seg_end,
-        thread=thread,
+        threads=threads,
         kind=kind,
         id=ident,
         name=col["name"],

@@ -353,13 +353,15 @@ void breakdown_renumber_pairs(int64_t m, int32_t *ids, const int32_t *rank) {
 }
 
 /* intervals._instances: of the scope begins rows (m, ascending), those of kind begin_kind, each
- * instance's thread, id, name id, start, end (inst_end at its id, of n_inst: an id of -1 reads the
- * last, as numpy's index does), parent (parent_state on the row
- * before, where that row is on the same thread; else -1) and phase, in one loop over them: the
- * numpy version's filter and nine gathers, each from a column of every row. Returns how many. */
+ * instance's thread (threads, the table of OS thread ids, at its row's thread_idx), id, name id,
+ * start, end (inst_end at its id, of n_inst: an id of -1 reads the last, as numpy's index does),
+ * parent (parent_state on the row before, where that row is on the same thread; else -1) and phase,
+ * in one loop over them: the numpy version's filter and nine gathers, each from a column of every
+ * row. Returns how many. */
 #define INSTANCES(NAME, T)                                                                                \
-    int64_t NAME(int64_t m, const int64_t *rows, const int8_t *kind, int64_t begin_kind, const int32_t *thread, \
-                 const T *id, const int32_t *name, const int64_t *ts, const int64_t *inst_end, int64_t n_inst, \
+    int64_t NAME(int64_t m, const int64_t *rows, const int8_t *kind, int64_t begin_kind,                   \
+                 const int16_t *thread_idx, const int32_t *threads, const T *id, const int32_t *name,       \
+                 const int64_t *ts, const int64_t *inst_end, int64_t n_inst,                               \
                  const T *parent_state, const T *phase, int32_t *o_thread, T *o_id, int64_t *o_name,         \
                  int64_t *o_start, int64_t *o_end, T *o_parent, T *o_phase) {                              \
         int64_t c = 0;                                                                                    \
@@ -367,14 +369,14 @@ void breakdown_renumber_pairs(int64_t m, int32_t *ids, const int32_t *rank) {
             int64_t r = rows[k];                                                                          \
             if (kind[r] != begin_kind)                                                                    \
                 continue;                                                                                 \
-            int32_t th = thread[r];                                                                       \
+            int16_t th = thread_idx[r];                                                                   \
             T ident = id[r];                                                                              \
-            o_thread[c] = th;                                                                             \
+            o_thread[c] = threads[th];                                                                    \
             o_id[c] = ident;                                                                              \
             o_name[c] = name[r];                                                                          \
             o_start[c] = ts[r];                                                                           \
             o_end[c] = inst_end[ident >= 0 ? ident : n_inst + ident];                                     \
-            o_parent[c] = r > 0 && thread[r - 1] == th ? parent_state[r - 1] : -1;                        \
+            o_parent[c] = r > 0 && thread_idx[r - 1] == th ? parent_state[r - 1] : -1;                    \
             o_phase[c] = phase[r];                                                                        \
             c++;                                                                                          \
         }                                                                                                 \

@@ -172,7 +172,8 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                        const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
                        int64_t c_clip, int64_t c_lo, int64_t c_hi,
                        /* out */
-                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
+                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int64_t thread_table,
+                       int32_t *id, int8_t *flags,
                        int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
                        int64_t *cost,
                        /* the extras */
@@ -240,9 +241,11 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                 int64_t t = cur_ts[0] > ts_min ? cur_ts[0] : ts_min;
                 int8_t k = ev_kind[r];
                 int first = i == 0 || th != last_thread;
-                ts[i] = t, thread[i] = (int32_t)th;
+                ts[i] = t;
+                if (!thread_table) thread[i] = (int32_t)th;
                 kind[i] = k, name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
                 if (x.on && extras_row(&x, i, first, last_ts, t, k, r) < 0) return -4;
+                if (first && x.index < thread_table) thread[x.index] = (int32_t)th;
                 if (with_states) {
                     uint8_t code = stack[(uint8_t)k];
                     if (states_row(&st, i, first, code, (code & 4) ? v : ev_parent[r]) < 0) return -5;
@@ -267,9 +270,11 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
                 int64_t t = t_now > ts_min ? t_now : ts_min;
                 int8_t k = (r & 1) ? s->end_kind : s->begin_kind;
                 int first = i == 0 || th != last_thread;
-                ts[i] = t, kind[i] = k, thread[i] = (int32_t)th, id[i] = 1, flags[i] = 0;
+                ts[i] = t, kind[i] = k, id[i] = 1, flags[i] = 0;
+                if (!thread_table) thread[i] = (int32_t)th;
                 name[i] = s->name ? s->name[r >> 1] : -1;
                 if (x.on && extras_row(&x, i, first, last_ts, t, k, -1) < 0) return -4;
+                if (first && x.index < thread_table) thread[x.index] = (int32_t)th;
                 if (with_states) {
                     if (mark_p >= 0) {
                         count_p = (uint8_t)(count_p + ((r & 1) ? -1 : 1));
@@ -319,8 +324,10 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
  * (thread, time) order, at equal (thread, time) the events first, then the sources in order, each
  * part's rows in their own order. Writes every row's ts (np.maximum(ts, ts_min): ordered by the
  * times as given, written no earlier than ``ts_min``), kind, name, thread and id (1 on an added row)
- * and flags (0 on an added row), and where each event's row lands (``events_at``), with each event's
- * ``ev_cost`` in that order (``cost``, where ``with_cost``); where ``extras``,
+ * and flags (0 on an added row); with ``thread_table`` > 0 (and ``extras``: the thread index
+ * counted), ``thread`` holds each thread index's thread instead (entry k the k-th thread's, of the
+ * first ``thread_table`` threads), no row's, and where each event's row lands (``events_at``), with
+ * each event's ``ev_cost`` in that order (``cost``, where ``with_cost``); where ``extras``,
  * also what extras_t says, info[0] the rows marked and info[1] the threads; where ``states``, what
  * states_t says (``ev_parent``: the events' parents, ``marks``: each source's category code, -1 none,
  * ``dflt``: the operation's, category's and phase's defaults), info[2] its ``top``.
@@ -334,9 +341,9 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
     n_ev, ev, ev_ts, ev_thread, ev_kind, ev_name, ev_id, ev_flags, na, a_thread, a_start, a_end, a_name, \
     a_named, a_begin, a_end_kind, a_clip, a_lo, a_hi, nb, b_thread, b_start, b_end, b_name, b_named, \
     b_begin, b_end_kind, b_clip, b_lo, b_hi, nc, c_thread, c_start, c_end, c_name, c_named, c_begin, \
-    c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, id, flags, events_at, ts_min, with_cost, \
-    ev_cost, cost, extras, end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, stack, \
-    ev_parent, marks, dflt, keep, op, cat, phase
+    c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, thread_table, id, flags, events_at, ts_min, \
+    with_cost, ev_cost, cost, extras, end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, \
+    stack, ev_parent, marks, dflt, keep, op, cat, phase
 int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
                        const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
                        const int8_t *ev_flags,
@@ -351,7 +358,8 @@ int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, co
                        const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
                        int64_t c_clip, int64_t c_lo, int64_t c_hi,
                        /* out */
-                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int32_t *id, int8_t *flags,
+                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int64_t thread_table,
+                       int32_t *id, int8_t *flags,
                        int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
                        int64_t *cost,
                        /* the extras */

@@ -82,7 +82,7 @@ def calls_per_instance(proc: ProcessTrace, tl: Timeline | None = None) -> dict[t
     elif tl is not None:
         begins = tl.scope_begins()  # the operations' begins among the scopes' (found with the timeline)
         begins = begins[tl.kind[begins] == S.OP_BEGIN]
-        for tid, nid in zip(tl.thread[begins].tolist(), tl.name[begins].tolist(), strict=True):
+        for tid, nid in zip(tl.thread_of(begins).tolist(), tl.name[begins].tolist(), strict=True):
             if 0 <= nid < len(names):
                 key = (int(tid), names[nid])
                 instances[key] = instances.get(key, 0) + 1
@@ -247,7 +247,7 @@ def _costed_blocks(
     starts = tl.thread_starts()
     for k in range(len(starts) - 1):
         a, b = int(starts[k]), int(starts[k + 1])
-        table = by_thread.get(int(tl.thread[a])) if b > a else None
+        table = by_thread.get(int(tl.thread_of(a))) if b > a else None
         if table is not None:
             out += [(slice(a + r.start, a + r.stop), table) for r in blocks(b - a)]
     return out

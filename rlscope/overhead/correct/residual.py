@@ -368,7 +368,7 @@ class Correction:
             first = np.append(raw.thread_starts(), len(raw.ts)).astype(np.int64)
             fn(len(t), block, t, first, raw.ts, raw.seg_end, self.timeline.ts, self.ratio, out)
             return out
-        threads = np.unique(raw.thread)
+        threads = np.unique(raw.threads)
         known = np.isin(thread, threads)
         # a main thread without rows has no map: times on threads without rows then stay as they are
         has_main = bool(np.isin(raw.main_thread, threads))
@@ -376,7 +376,7 @@ class Correction:
         order_key = raw.thread_idx.astype(np.int64)
         qi = np.searchsorted(threads, q_thread)
         # rows are grouped by thread in thread_idx order, which follows first appearance, not value
-        tid_of_idx = raw.thread[np.flatnonzero(np.r_[True, raw.thread[1:] != raw.thread[:-1]])]
+        tid_of_idx = raw.threads
         idx_of_thread = np.empty(len(threads), np.int64)
         idx_of_thread[np.searchsorted(threads, tid_of_idx)] = np.arange(len(tid_of_idx))
         qidx = idx_of_thread[qi]
@@ -401,7 +401,7 @@ def _thread_blocks(raw: Timeline, thread: np.ndarray) -> np.ndarray | None:
     starts = raw.thread_starts()
     if not (starts[1:] > starts[:-1]).all():
         return None
-    tids = raw.thread[starts[:-1]]
+    tids = raw.thread_of(starts[:-1])
     order = np.argsort(tids, kind="stable")
     by_tid = tids[order]
     if (by_tid[1:] == by_tid[:-1]).any():
@@ -690,7 +690,7 @@ def rebuild(
 
     rel0 = (tl.ts[first] - tl.start_ns).astype(np.float64)
     rel_end = np.array([float(tl.end_ns - tl.start_ns)])
-    on_main = np.flatnonzero(tl.thread[first] == tl.main_thread)
+    on_main = np.flatnonzero(tl.thread_of(first) == tl.main_thread)
     if len(on_main):  # other threads start, and the run ends, where the main thread's time says
         km = int(on_main[0])
         m0 = int(first[km])
@@ -1144,7 +1144,7 @@ def correct_timeline(
     mem = _memory_planned(tl, memory, costs.memory_per_event)
     mods = None if isinstance(modules, np.ndarray) and len(modules) != n else modules  # empty: none
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
-    on_writer = tl.on_threads(np.unique(tl.thread[_flush_marks(tl)]))
+    on_writer = tl.on_threads(np.unique(tl.thread_of(_flush_marks(tl))))
     plan = _planned_native(tl, costs, last, on_writer, mem, mods)
     dur = kept = None
     if plan is not None:

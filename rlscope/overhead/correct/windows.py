@@ -391,7 +391,7 @@ def estimate(
     inst_phase = np.append(tl.inst_name, -1)[tl.phase[begins]]
 
     # work a switch left for the operation right after it: out first, so the windows compare the rest
-    ok = whole & (tl.thread[begins] == tl.main_thread)
+    ok = whole & (tl.thread_of(begins) == tl.main_thread)
     win_idx = window_indices(ref)
     cut, transients = switch_transients(tl, begins, inst, name, ok, mode, excl, win_idx)
     # per operation name (and the unannotated main-thread time): events and time in full windows, of
@@ -689,7 +689,7 @@ def _main_ranges(tl: Timeline) -> np.ndarray:
     """The main thread's rows as [start, stop) pairs, flat (tl.on_threads' blocks): what windows.c
     reads where the numpy loops make a column of every row."""
     starts = tl.thread_starts()
-    on = np.flatnonzero(np.isin(tl.thread[starts[:-1]], np.array([tl.main_thread])))
+    on = np.flatnonzero(np.isin(tl.thread_of(starts[:-1]), np.array([tl.main_thread])))
     return np.stack([starts[on], starts[on + 1]], axis=1).astype(np.int64).ravel()
 
 
@@ -1286,7 +1286,7 @@ def nested_names(tl: Timeline, begins: np.ndarray | None = None) -> set[tuple[in
         before, parent_of, inner = got
     else:
         prev = np.maximum(begins - 1, 0)
-        same_thread = (begins > 0) & (tl.thread[begins] == tl.thread[prev])
+        same_thread = (begins > 0) & (tl.thread_idx[begins] == tl.thread_idx[prev])
         before = np.where(same_thread, tl.op[prev], -1)
         parent_of = np.full(len(tl.inst_name) + 1, -1, np.int64)
         parent_of[tl.id[begins]] = before
@@ -1311,10 +1311,10 @@ def _nested_begins(
     columns are of other types or an instance id falls outside its table (numpy's indexing raises)."""
     if tl.id.dtype != tl.op.dtype or names.dtype != np.int64:
         return None
-    types = (native.N, native.I64, None, None, native.INTEGER.get(tl.thread.dtype), native.N, native.I64)
+    types = (native.N, native.I64, None, None, native.INTEGER.get(tl.thread_idx.dtype), native.N, native.I64)
     fn = native.typed(
         "windows_nested_begins",
-        [tl.op.dtype, tl.thread.dtype],
+        [tl.op.dtype, tl.thread_idx.dtype],
         *types,
         native.I64,
         native.I64,
@@ -1327,6 +1327,6 @@ def _nested_begins(
     before, inner = np.empty(len(begins), np.int64), np.empty(len(begins), np.int64)
     parent_of = np.full(n_inst + 1, -1, np.int64)
     begins = np.ascontiguousarray(begins, np.int64)
-    if fn(len(begins), begins, tl.op, tl.id, tl.thread, n_inst, names, before, parent_of, inner) != 0:
+    if fn(len(begins), begins, tl.op, tl.id, tl.thread_idx, n_inst, names, before, parent_of, inner) != 0:
         return None
     return before, parent_of, inner
