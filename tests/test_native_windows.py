@@ -749,3 +749,17 @@ def test_toggled_makes_row_window(monkeypatch, case, id_dtype, int32_windows, fe
         c, n = both(monkeypatch, run)
         assert c[0] == n[0] and same(c[1], n[1])
         assert c[1].dtype == (np.int32 if int32_windows and len(W.window_rows(tl)[0]) >= 2 else np.int16)
+
+
+def test_collectors_live_of_a_thread_begun_at_a_blocks_last_row(monkeypatch):
+    """A thread's first row, the last of a block of rows otherwise another thread's, is its only
+    collector row: its own start counts for the window, not the other thread's row before it."""
+    tl = timeline(np.random.default_rng(6), [127, 73], [7, 3], 7)
+    tl.ts[:127], tl.ts[127:] = np.arange(100, 354, 2), np.arange(150, 223)
+    tl.seg_end[:] = tl.ts + 1
+    tl.kind[:] = S.OP_END
+    tl.kind[0], tl.id[0] = S.WINDOW, S.WINDOW_FULL  # one window from the first row on
+    tl.kind[127] = S.API_BEGIN
+    tl.memo["toggled"] = {"backend": False, "gpu": True}
+    c, n = both(monkeypatch, lambda: W._collectors_live(tl, W.window_rows(tl)[0]))
+    assert same(c, n) and c[1].tolist() == [np.iinfo(np.int64).max, 150]

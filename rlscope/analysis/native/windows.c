@@ -545,7 +545,9 @@ void windows_full_share(int64_t n, const int64_t *ts, const int64_t *seg_end, co
 /* windows_collector_rows and windows_live_from in one pass: out[r] as windows_collector_rows writes it
  * (its blocks of fixed length), and over the rows it marks, in order, live[wi] as windows_live_from
  * keeps it (``starts``: each thread's first row, then the row count; ``lo``: each window's start).
- * Mirrors estimate's collector_rows then _live_from. */
+ * In a block of one window and one thread (nearly all), only its first collector row can begin a
+ * run: the rows after it are not visited (a test per row, the collector rows a random half of them,
+ * was most of the pass). Mirrors estimate's collector_rows then _live_from. */
 #define COLLECTOR_LIVE(T, W, SUFFIX)                                                                   \
     void windows_collector_live_##SUFFIX(                                                              \
         int64_t n, const int8_t *restrict kind, const T *restrict id, int64_t backend_on,              \
@@ -559,15 +561,34 @@ void windows_full_share(int64_t n, const int64_t *ts, const int64_t *seg_end, co
         for (int64_t r = 0; r < n; r += COLLECTOR_BLOCK) {                                             \
             int64_t m = n - r < COLLECTOR_BLOCK ? n - r : COLLECTOR_BLOCK;                             \
             uint8_t any = 0;                                                                           \
-            if (m == COLLECTOR_BLOCK)                                                                  \
+            if (m == COLLECTOR_BLOCK) {                                                                \
+                W lo_w = wi[r], hi_w = wi[r];                                                          \
                 for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                            \
                     int8_t k = kind[r + j];                                                            \
                     COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
                     uint8_t x = (uint8_t)((b & b_on) | (g & g_on));                                    \
                     out[r + j] = x;                                                                    \
                     any |= x;                                                                          \
+                    W v = wi[r + j];                                                                   \
+                    lo_w = v < lo_w ? v : lo_w;                                                        \
+                    hi_w = v > hi_w ? v : hi_w;                                                        \
                 }                                                                                      \
-            else                                                                                       \
+                if (!any) continue;                                                                    \
+                while (t < n_threads && r >= starts[t + 1]) t++;                                       \
+                if (lo_w == hi_w && r + COLLECTOR_BLOCK <= starts[t + 1]) {                            \
+                    /* one window and one thread: only the block's first collector row can begin a    \
+                     * run (the others are of the same one), the others are not visited */            \
+                    int64_t q = r;                                                                     \
+                    while (!out[q]) q++;                                                               \
+                    int64_t w = (int64_t)lo_w;                                                         \
+                    if (w == last_w && t == last_t) continue;                                          \
+                    last_w = w, last_t = t;                                                            \
+                    int64_t start = q > starts[t] ? ts[q - 1] : ts[q];                                 \
+                    if (start < lo[w]) start = lo[w];                                                  \
+                    if (start < live[w]) live[w] = start;                                              \
+                    continue;                                                                          \
+                }                                                                                      \
+            } else                                                                                     \
                 for (int64_t j = 0; j < m; j++) {                                                      \
                     int8_t k = kind[r + j];                                                            \
                     COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
