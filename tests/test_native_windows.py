@@ -234,7 +234,12 @@ def test_live_from_and_full_rows(monkeypatch, case, int32_windows):
 
 @pytest.mark.parametrize("case", range(len(CASES) - 1))  # pieces need a main thread's row
 @pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
-def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype):
+@pytest.mark.parametrize("little_room", [False, True])
+def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype, little_room):
+    """The pieces (with room for them at first, or a second pass) and their sums and factors, as the
+    numpy loops make them."""
+    if little_room:
+        monkeypatch.setattr(P, "_ROWS_PER_PIECE", 10**9)
     rng = np.random.default_rng(30 + case)
     tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
     raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
@@ -371,14 +376,20 @@ def test_estimate_lets_row_window_go(tmp_path):
     assert "row_window" not in raw.memo
 
 
-def test_piece_starts_edge_cases(monkeypatch):
-    kind = np.array([S.CAT_BEGIN, S.CAT_BEGIN, S.CAT_END, -1, S.WINDOW, 50], np.int8)
-    ids = np.array([categories.BACKEND, categories.CUDA_API, 0, 0, 1, 2], np.int32)
-    c, n = both(monkeypatch, lambda: P._piece_starts(kind, ids))
-    assert same(c, n) and c.tolist() == [0, 2, 4]  # the first row always, a full-only category's never
+@pytest.mark.parametrize("little_room", [False, True])
+def test_piece_bounds_edge_cases(monkeypatch, little_room):
+    """The first row always begins a piece, a full-only category's row never; with room for the
+    pieces, and for fewer (a second pass)."""
+    if little_room:
+        monkeypatch.setattr(P, "_ROWS_PER_PIECE", 10**9)
+    kind = np.array([S.CAT_BEGIN, S.CAT_BEGIN, S.CAT_END, -1, S.WINDOW, 50] * 5, np.int8)
+    ids = np.array([categories.BACKEND, categories.CUDA_API, 0, 0, 1, 2] * 5, np.int32)
+    c, n = both(monkeypatch, lambda: P._piece_bounds(kind, ids))
+    # each repeat's CAT_END and WINDOW rows, then the row count
+    assert same(c, n) and c.tolist() == [0, *sorted(6 * k + j for k in range(5) for j in (2, 4)), 30]
     for k in (kind[:1], kind[1:2]):
-        c, n = both(monkeypatch, lambda k=k: P._piece_starts(k, ids[: len(k)]))
-        assert same(c, n) and c.tolist() == [0]
+        c, n = both(monkeypatch, lambda k=k: P._piece_bounds(k, ids[: len(k)]))
+        assert same(c, n) and c.tolist() == [0, 1]
 
 
 def _run(tmp_path, iters: int, col: Any) -> Timeline:
