@@ -180,7 +180,7 @@ def test_instance_pass(monkeypatch, case, op_dtype, int32_windows):
     from_ts[rng.random(len(lo)) < 0.3] = np.iinfo(np.int64).max
     coll = rng.random(len(tl.ts)) < 0.4
     main = W._main_ranges(tl)
-    got = W._instance_pass(fixed, tl.ts, wi, from_ts, coll, main)
+    got = W._instance_pass(fixed, tl, from_ts, coll, main)
     assert got is not None
     monkeypatch.setenv(native.ENV, "0")
     dur = fixed.float_duration()
@@ -234,7 +234,12 @@ def test_live_from_and_full_rows(monkeypatch, case, int32_windows):
 
 @pytest.mark.parametrize("case", range(len(CASES) - 1))  # pieces need a main thread's row
 @pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
-def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype):
+@pytest.mark.parametrize("little_room", [False, True])
+def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype, little_room):
+    """The pieces (with room for them at first, or a second pass) and their sums and factors, as the
+    numpy loops make them."""
+    if little_room:
+        monkeypatch.setattr(P, "_ROWS_PER_PIECE", 10**9)
     rng = np.random.default_rng(30 + case)
     tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
     raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
@@ -360,25 +365,32 @@ def test_nested_names(monkeypatch, case, id_dtype, thread_dtype):
 
 
 def test_estimate_lets_row_window_go(tmp_path):
-    """The estimate reads each raw row's window in its first pass and keeps no column of them."""
+    """toggled finds each raw row's window on the way and keeps no column of them (the rows where it
+    changes); the estimate makes the column from those, reads it in its first pass and keeps none."""
     from tests.test_windows import AfterSwitchCost
 
     tl = _run(tmp_path, 1000, AfterSwitchCost(0))
     raw = dataclasses.replace(tl)
     W.toggled(raw)
-    assert "row_window" in raw.memo
+    assert "row_window" not in raw.memo and "window_changes" in raw.memo
     assert W.estimate(dataclasses.replace(tl), raw=raw) is not None
     assert "row_window" not in raw.memo
 
 
-def test_piece_starts_edge_cases(monkeypatch):
-    kind = np.array([S.CAT_BEGIN, S.CAT_BEGIN, S.CAT_END, -1, S.WINDOW, 50], np.int8)
-    ids = np.array([categories.BACKEND, categories.CUDA_API, 0, 0, 1, 2], np.int32)
-    c, n = both(monkeypatch, lambda: P._piece_starts(kind, ids))
-    assert same(c, n) and c.tolist() == [0, 2, 4]  # the first row always, a full-only category's never
+@pytest.mark.parametrize("little_room", [False, True])
+def test_piece_bounds_edge_cases(monkeypatch, little_room):
+    """The first row always begins a piece, a full-only category's row never; with room for the
+    pieces, and for fewer (a second pass)."""
+    if little_room:
+        monkeypatch.setattr(P, "_ROWS_PER_PIECE", 10**9)
+    kind = np.array([S.CAT_BEGIN, S.CAT_BEGIN, S.CAT_END, -1, S.WINDOW, 50] * 5, np.int8)
+    ids = np.array([categories.BACKEND, categories.CUDA_API, 0, 0, 1, 2] * 5, np.int32)
+    c, n = both(monkeypatch, lambda: P._piece_bounds(kind, ids))
+    # each repeat's CAT_END and WINDOW rows, then the row count
+    assert same(c, n) and c.tolist() == [0, *sorted(6 * k + j for k in range(5) for j in (2, 4)), 30]
     for k in (kind[:1], kind[1:2]):
-        c, n = both(monkeypatch, lambda k=k: P._piece_starts(k, ids[: len(k)]))
-        assert same(c, n) and c.tolist() == [0]
+        c, n = both(monkeypatch, lambda k=k: P._piece_bounds(k, ids[: len(k)]))
+        assert same(c, n) and c.tolist() == [0, 1]
 
 
 def _run(tmp_path, iters: int, col: Any) -> Timeline:
@@ -723,10 +735,15 @@ def test_after_switch(monkeypatch, case, id_dtype):
 @pytest.mark.parametrize("id_dtype", [np.int16, np.int64])
 @pytest.mark.parametrize("int32_windows", [False, True])
 @pytest.mark.parametrize("few_switches", [False, True])
-def test_toggled_makes_row_window(monkeypatch, case, id_dtype, int32_windows, few_switches):
-    """toggled on a timeline without its row_window yet: the flags and row_window in one pass, as
-    row_window and the flags' pass make them (blocks of rows in one window and across switches, a
-    short last one), with each collector kept out of the light windows in turn."""
+@pytest.mark.parametrize("few_changes", [False, True])
+def test_toggled_without_row_window(monkeypatch, case, id_dtype, int32_windows, few_switches, few_changes):
+    """toggled on a timeline without its row_window: the flags in one pass, each row's window found on
+    the way and not kept, and row_window's column then made from the rows where it changes (or
+    searched again where they are more than the pass lists), as the flags' pass over the column and
+    numpy's make them (blocks of rows in one window and across switches, a short last one), with
+    each collector kept out of the light windows in turn."""
+    if few_changes:
+        monkeypatch.setattr(W, "_CHANGES", 3)
     if int32_windows:
         monkeypatch.setattr(W, "_I16", 2)
     rng = np.random.default_rng(120 + case)
@@ -742,10 +759,51 @@ def test_toggled_makes_row_window(monkeypatch, case, id_dtype, int32_windows, fe
     }
     for kind in kinds.values():
 
-        def run(kind: np.ndarray = kind) -> tuple:
+        def run(kind: np.ndarray = kind, with_column: bool = False) -> tuple:
             t = dataclasses.replace(tl, kind=kind.astype(np.int8))
-            return tuple(W.toggled(t).items()), t.memo["row_window"]
+            if with_column:
+                W.row_window(t)
+            flags = tuple(W.toggled(t).items())
+            kept = "row_window" in t.memo
+            return flags, kept, W.row_window(t)
 
         c, n = both(monkeypatch, run)
-        assert c[0] == n[0] and same(c[1], n[1])
-        assert c[1].dtype == (np.int32 if int32_windows and len(W.window_rows(tl)[0]) >= 2 else np.int16)
+        assert c[0] == n[0] and not c[1] and n[1] and same(c[2], n[2])  # (numpy's flags read the column)
+        assert c[2].dtype == (np.int32 if int32_windows and len(W.window_rows(tl)[0]) >= 2 else np.int16)
+        assert run(with_column=True)[0] == c[0]  # the C flags' pass over the column
+        listed = dataclasses.replace(tl, kind=kind.astype(np.int8))
+        W.toggled(listed)  # the rows where the window changes, as listed by the flags' pass
+        searched = dataclasses.replace(tl)
+        W.row_window(searched)  # and as found along row_window's column
+        n_changes = len(W.window_changes(searched)[0])
+        assert ("window_changes" in listed.memo) == (n_changes <= (3 if few_changes else W._CHANGES))
+        if "window_changes" in listed.memo:
+            assert same(listed.memo["window_changes"], W.window_changes(searched))
+
+
+def test_collectors_live_of_a_thread_begun_at_a_blocks_last_row(monkeypatch):
+    """A thread's first row, the last of a block of rows otherwise another thread's, is its only
+    collector row: its own start counts for the window, not the other thread's row before it."""
+    tl = timeline(np.random.default_rng(6), [127, 73], [7, 3], 7)
+    tl.ts[:127], tl.ts[127:] = np.arange(100, 354, 2), np.arange(150, 223)
+    tl.seg_end[:] = tl.ts + 1
+    tl.kind[:] = S.OP_END
+    tl.kind[0], tl.id[0] = S.WINDOW, S.WINDOW_FULL  # one window from the first row on
+    tl.kind[127] = S.API_BEGIN
+    tl.memo["toggled"] = {"backend": False, "gpu": True}
+    c, n = both(monkeypatch, lambda: W._collectors_live(tl, W.window_rows(tl)[0]))
+    assert same(c, n) and c[1].tolist() == [np.iinfo(np.int64).max, 150]
+
+
+def test_collectors_live_of_a_window_begun_at_a_blocks_last_row(monkeypatch):
+    """A window that begins at the last row of a block of rows, a collector row: it is the first of
+    its window's run, not one of the block's first window's."""
+    tl = timeline(np.random.default_rng(7), [128, 2], [7, 3], 7)
+    tl.ts[:128], tl.ts[128:] = np.arange(100, 356, 2), [100, 226]  # 226: row 63's time
+    tl.seg_end[:] = tl.ts + 1
+    tl.kind[:] = S.OP_END
+    tl.kind[128:], tl.id[128:] = S.WINDOW, S.WINDOW_FULL  # the switches, on the other thread
+    tl.kind[[5, 63]] = S.API_BEGIN
+    tl.memo["toggled"] = {"backend": False, "gpu": True}
+    c, n = both(monkeypatch, lambda: W._collectors_live(tl, W.window_rows(tl)[0]))
+    assert same(c, n) and c[1].tolist() == [np.iinfo(np.int64).max, 108, 226]

@@ -63,13 +63,16 @@ INSTANCE_SUMS(int32_t, i32)
 INSTANCE_SUMS(int64_t, i64)
 
 /* The estimate's first pass over every row, in row order: dur[r] = seg_end[r] - ts[r] as a double,
- * full_row[r] = raw_ts[r] >= from_ts[wi[r]], then the sums of windows_instance_sums over them.
+ * full_row[r] = raw_ts[r] >= from_ts[w] (w: the row's window, row_window's value, read from the
+ * rows where it changes as windows_collector_live reads it), then the sums of windows_instance_sums
+ * over them.
  * Mirrors Timeline.float_duration, windows_full_rows' full_row and windows_instance_sums one after
  * another (estimate's numpy path: float_duration, _full_rows and _instance_sums); the row modes
  * are full_row's bytes (_row_mode), not a column of their own. */
-#define INSTANCE_PASS(T, W, SUFFIX)                                                                    \
+#define INSTANCE_PASS(T, SUFFIX)                                                                       \
     void windows_instance_rows_##SUFFIX(                                                               \
-        int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, const W *wi,      \
+        int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, int64_t n_changes, \
+        const int64_t *change_row, const int64_t *change_w,                                            \
         const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
         const int64_t *ranges, double *dur, uint8_t *full_row, double *excl, int64_t *events,          \
         int64_t *rows, uint8_t *held) {                                                                \
@@ -78,32 +81,33 @@ INSTANCE_SUMS(int64_t, i64)
          * order as into its entries) and written back where another instance's rows begin */        \
         int64_t cur = n > 0 ? (int64_t)op[0] + 1 : 0;                                                  \
         double x = n > 0 ? excl[cur] : 0.0;                                                            \
-        int64_t ev = 0, k = 0;                                                                         \
+        int64_t ev = 0, k = 0, r = 0, w = 0;                                                           \
         uint8_t h = 0;                                                                                 \
-        for (int64_t r = 0; r < n; r++) {                                                              \
-            double d = (double)(seg_end[r] - ts[r]);                                                   \
-            uint8_t full = raw_ts[r] >= from_ts[wi[r]];                                                \
-            int64_t i = (int64_t)op[r] + 1;                                                            \
-            int on_main = in_ranges(&main, r);                                                         \
-            dur[r] = d;                                                                                \
-            full_row[r] = full;                                                                        \
-            if (i != cur) {                                                                            \
-                excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                      \
-                cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                            \
+        for (int64_t c = 0; c <= n_changes; c++) { /* the rows of one window, then the next's */      \
+            int64_t stop = c < n_changes ? change_row[c] : n, from = from_ts[w];                       \
+            for (; r < stop; r++) {                                                                    \
+                double d = (double)(seg_end[r] - ts[r]);                                               \
+                uint8_t full = raw_ts[r] >= from;                                                      \
+                int64_t i = (int64_t)op[r] + 1;                                                        \
+                int on_main = in_ranges(&main, r);                                                     \
+                dur[r] = d;                                                                            \
+                full_row[r] = full;                                                                    \
+                if (i != cur) {                                                                        \
+                    excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                  \
+                    cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                        \
+                }                                                                                      \
+                x += d;                                                                                \
+                ev += coll[r];                                                                         \
+                k += 1;                                                                                \
+                h |= full & (i > 0 || on_main);                                                        \
             }                                                                                          \
-            x += d;                                                                                    \
-            ev += coll[r];                                                                             \
-            k += 1;                                                                                    \
-            h |= full & (i > 0 || on_main);                                                            \
+            if (c < n_changes) w = change_w[c];                                                        \
         }                                                                                              \
         if (n > 0) excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                   \
     }
-INSTANCE_PASS(int16_t, int16_t, i16_i16)
-INSTANCE_PASS(int32_t, int16_t, i32_i16)
-INSTANCE_PASS(int64_t, int16_t, i64_i16)
-INSTANCE_PASS(int16_t, int32_t, i16_i32)
-INSTANCE_PASS(int32_t, int32_t, i32_i32)
-INSTANCE_PASS(int64_t, int32_t, i64_i32)
+INSTANCE_PASS(int16_t, i16)
+INSTANCE_PASS(int32_t, i32)
+INSTANCE_PASS(int64_t, i64)
 
 /* Over every row in order: where its instance is ``kept`` (indexed by instance + 1), its duration is
  * scaled by what the instance keeps, 1 - cut / excl (of the instance), and the row is listed in
@@ -543,57 +547,73 @@ void windows_full_share(int64_t n, const int64_t *ts, const int64_t *seg_end, co
 }
 
 /* windows_collector_rows and windows_live_from in one pass: out[r] as windows_collector_rows writes it
- * (its blocks of fixed length), and over the rows it marks, in order, live[wi] as windows_live_from
+ * (its blocks of fixed length), and over the rows it marks, in order, live[w] as windows_live_from
  * keeps it (``starts``: each thread's first row, then the row count; ``lo``: each window's start).
- * Mirrors estimate's collector_rows then _live_from. */
-#define COLLECTOR_LIVE(T, W, SUFFIX)                                                                   \
+ * Each row's window w (row_window's value) is read from the rows where it changes (change_row[],
+ * ascending from row 0, with their w in change_w[]: windows_collector_flags_ts), not from a column of
+ * every row. In a block of one window and one thread (nearly all), only its first collector row can
+ * begin a run: the rows after it are not visited (a test per row, the collector rows a random half
+ * of them, was most of the pass). Mirrors estimate's collector_rows then _live_from. */
+#define COLLECTOR_LIVE(T, SUFFIX)                                                                      \
     void windows_collector_live_##SUFFIX(                                                              \
         int64_t n, const int8_t *restrict kind, const T *restrict id, int64_t backend_on,              \
         int64_t gpu_on, int64_t backend_begin, int64_t cat_begin, int64_t backend, int64_t api_begin,  \
-        const W *restrict wi, const int64_t *restrict ts, int64_t n_threads,                           \
-        const int64_t *restrict starts, const int64_t *restrict lo, uint8_t *restrict out,             \
-        int64_t *restrict live) {                                                                      \
+        int64_t n_changes, const int64_t *restrict change_row, const int64_t *restrict change_w,       \
+        const int64_t *restrict ts, int64_t n_threads, const int64_t *restrict starts,                 \
+        const int64_t *restrict lo, uint8_t *restrict out, int64_t *restrict live) {                   \
         COLLECTOR_CODES(T);                                                                            \
         uint8_t b_on = backend_on != 0, g_on = gpu_on != 0;                                            \
-        int64_t t = 0, last_w = -1, last_t = -1;                                                       \
+        int64_t t = 0, last_w = -1, last_t = -1, w = 0, k = 0;                                         \
         for (int64_t r = 0; r < n; r += COLLECTOR_BLOCK) {                                             \
             int64_t m = n - r < COLLECTOR_BLOCK ? n - r : COLLECTOR_BLOCK;                             \
             uint8_t any = 0;                                                                           \
+            while (k < n_changes && change_row[k] <= r) w = change_w[k++]; /* the window at r */       \
             if (m == COLLECTOR_BLOCK)                                                                  \
                 for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                            \
-                    int8_t k = kind[r + j];                                                            \
-                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    int8_t kk = kind[r + j];                                                           \
+                    COLLECTOR_ROW(kk, id[r + j], b, g);                                                \
                     uint8_t x = (uint8_t)((b & b_on) | (g & g_on));                                    \
                     out[r + j] = x;                                                                    \
                     any |= x;                                                                          \
                 }                                                                                      \
             else                                                                                       \
                 for (int64_t j = 0; j < m; j++) {                                                      \
-                    int8_t k = kind[r + j];                                                            \
-                    COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
+                    int8_t kk = kind[r + j];                                                           \
+                    COLLECTOR_ROW(kk, id[r + j], b, g);                                                \
                     uint8_t x = (uint8_t)((b & b_on) | (g & g_on));                                    \
                     out[r + j] = x;                                                                    \
                     any |= x;                                                                          \
                 }                                                                                      \
             if (!any) continue;                                                                        \
-            for (int64_t q = r; q < r + m; q++) { /* windows_live_from's step, at a collector row */   \
-                if (!out[q]) continue;                                                                 \
-                while (t < n_threads && q >= starts[t + 1]) t++;                                       \
-                int64_t w = (int64_t)wi[q];                                                            \
+            while (t < n_threads && r >= starts[t + 1]) t++;                                           \
+            if ((k >= n_changes || change_row[k] >= r + m) && r + m <= starts[t + 1]) {                \
+                /* one window and one thread: only the block's first collector row can begin a run    \
+                 * (the others are of the same one), the others are not visited */                    \
+                int64_t q = r;                                                                         \
+                while (!out[q]) q++;                                                                   \
                 if (w == last_w && t == last_t) continue;                                              \
                 last_w = w, last_t = t;                                                                \
                 int64_t start = q > starts[t] ? ts[q - 1] : ts[q];                                     \
                 if (start < lo[w]) start = lo[w];                                                      \
                 if (start < live[w]) live[w] = start;                                                  \
+                continue;                                                                              \
+            }                                                                                          \
+            int64_t kq = k, v = w; /* the block's rows' windows, from its first row's on */            \
+            for (int64_t q = r; q < r + m; q++) { /* windows_live_from's step, at a collector row */   \
+                while (kq < n_changes && change_row[kq] <= q) v = change_w[kq++];                      \
+                if (!out[q]) continue;                                                                 \
+                while (t < n_threads && q >= starts[t + 1]) t++;                                       \
+                if (v == last_w && t == last_t) continue;                                              \
+                last_w = v, last_t = t;                                                                \
+                int64_t start = q > starts[t] ? ts[q - 1] : ts[q];                                     \
+                if (start < lo[v]) start = lo[v];                                                      \
+                if (start < live[v]) live[v] = start;                                                  \
             }                                                                                          \
         }                                                                                              \
     }
-COLLECTOR_LIVE(int16_t, int16_t, i16_i16)
-COLLECTOR_LIVE(int32_t, int16_t, i32_i16)
-COLLECTOR_LIVE(int64_t, int16_t, i64_i16)
-COLLECTOR_LIVE(int16_t, int32_t, i16_i32)
-COLLECTOR_LIVE(int32_t, int32_t, i32_i32)
-COLLECTOR_LIVE(int64_t, int32_t, i64_i32)
+COLLECTOR_LIVE(int16_t, i16)
+COLLECTOR_LIVE(int32_t, i32)
+COLLECTOR_LIVE(int64_t, i64)
 
 /* The estimate's factors in one pass over every row: out[r] = counted[op[r] + 1] where the row is
  * counted (as in instance_sums), else rest[op[r] + 1]; on the main thread's rows of each piece p
@@ -673,36 +693,46 @@ AFTER_SWITCH(int16_t, i16)
 AFTER_SWITCH(int32_t, i32)
 AFTER_SWITCH(int64_t, i64)
 
-/* windows_row_window and windows_collector_flags in one pass over the rows: wi[r] as
- * windows_row_window writes it, and out[] as windows_collector_flags makes it from those values
- * (``light``: per row_window value). Each block's windows are written, then its rows read as
- * windows_collector_flags reads them. */
-#define COLLECTOR_FLAGS_RW(T, W, SUFFIX)                                                               \
-    void windows_collector_flags_rw_##SUFFIX(                                                          \
+/* windows_collector_flags without row_window's column, in one pass over the rows: out[] as
+ * windows_collector_flags makes it from each row's window w as windows_row_window finds it
+ * (``light``: per row_window value), each block's windows found into a block of their own, then its
+ * rows read as windows_collector_flags reads them. The rows where w changes (the first row, then
+ * each whose w is not the row before's) are listed, up to ``cap`` of them, in change_row[] with
+ * their w in change_w[]; returns how many there are. row_window's column is then made from them when
+ * asked (windows_fill_runs), not held through the per-event correction that follows these flags,
+ * the analysis's peak of memory. */
+#define COLLECTOR_FLAGS_TS(T, SUFFIX)                                                               \
+    int64_t windows_collector_flags_ts_##SUFFIX(                                                          \
         int64_t n, const int8_t *restrict kind, const T *restrict id, const int64_t *restrict ts,      \
-        int64_t n_win, const int64_t *restrict win_ts, W *restrict wi, const uint8_t *restrict light,  \
+        int64_t n_win, const int64_t *restrict win_ts, const uint8_t *restrict light,                 \
         int64_t backend_begin, int64_t cat_begin, int64_t backend, int64_t api_begin,                  \
-        uint8_t *restrict out) {                                                                       \
+        uint8_t *restrict out, int64_t cap, int64_t *restrict change_row, int64_t *restrict change_w) { \
         COLLECTOR_CODES(T);                                                                            \
         uint8_t seen_b = 0, seen_g = 0, light_b = 0, light_g = 0, any_light = 0;                       \
-        int64_t w = 0;                                                                                 \
+        int64_t w = 0, last = -1, changes = 0;                                                         \
+        int32_t wi[COLLECTOR_BLOCK]; /* the block's windows (fewer than 2^31: windows.py checks) */    \
         for (int64_t r = 0; r < n; r += COLLECTOR_BLOCK) {                                             \
             int64_t m = n - r < COLLECTOR_BLOCK ? n - r : COLLECTOR_BLOCK;                             \
             for (int64_t j = r; j < r + m; j++) { /* the block's windows, as windows_row_window */    \
                 int64_t t = ts[j];                                                                     \
                 if ((w > 0 && win_ts[w - 1] > t) || (w < n_win && t >= win_ts[w]))                     \
                     w = search_right(win_ts, n_win, t);                                                \
-                wi[j] = (W)w;                                                                          \
+                wi[j - r] = (int32_t)w;                                                                \
+                if (w != last) {                                                                       \
+                    if (changes < cap) change_row[changes] = j, change_w[changes] = w;                 \
+                    changes++;                                                                         \
+                    last = w;                                                                          \
+                }                                                                                      \
             }                                                                                          \
             if (m == COLLECTOR_BLOCK) {                                                                \
                 uint8_t xb = 0, xg = 0;                                                                \
-                W lo = wi[r], hi = wi[r];                                                              \
+                int32_t lo = wi[0], hi = wi[0];                                                        \
                 for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                            \
                     int8_t k = kind[r + j];                                                            \
                     COLLECTOR_ROW(k, id[r + j], b, g);                                                 \
                     xb |= b;                                                                           \
                     xg |= g;                                                                           \
-                    W v = wi[r + j];                                                                   \
+                    int32_t v = wi[j];                                                                 \
                     lo = v < lo ? v : lo;                                                              \
                     hi = v > hi ? v : hi;                                                              \
                 }                                                                                      \
@@ -719,7 +749,7 @@ AFTER_SWITCH(int64_t, i64)
             for (int64_t j = r; j < r + m; j++) { /* a block across a switch, or the last one */      \
                 int8_t k = kind[j];                                                                    \
                 COLLECTOR_ROW(k, id[j], b, g);                                                         \
-                uint8_t l = light[wi[j]];                                                              \
+                uint8_t l = light[wi[j - r]];                                                          \
                 seen_b |= b;                                                                           \
                 seen_g |= g;                                                                           \
                 light_b |= b & l;                                                                      \
@@ -732,13 +762,25 @@ AFTER_SWITCH(int64_t, i64)
         out[2] = light_b;                                                                              \
         out[3] = light_g;                                                                              \
         out[4] = any_light;                                                                            \
+        return changes;                                                                                \
     }
-COLLECTOR_FLAGS_RW(int16_t, int16_t, i16_i16)
-COLLECTOR_FLAGS_RW(int32_t, int16_t, i32_i16)
-COLLECTOR_FLAGS_RW(int64_t, int16_t, i64_i16)
-COLLECTOR_FLAGS_RW(int16_t, int32_t, i16_i32)
-COLLECTOR_FLAGS_RW(int32_t, int32_t, i32_i32)
-COLLECTOR_FLAGS_RW(int64_t, int32_t, i64_i32)
+COLLECTOR_FLAGS_TS(int16_t, i16)
+COLLECTOR_FLAGS_TS(int32_t, i32)
+COLLECTOR_FLAGS_TS(int64_t, i64)
+
+/* out[change_row[k] .. change_row[k + 1]) = change_w[k] (the last run to n): row_window's column
+ * from the rows where it changes (windows_collector_flags_ts). Mirrors row_window's searches. */
+#define FILL_RUNS(W, SUFFIX)                                                                           \
+    void windows_fill_runs_##SUFFIX(int64_t n_runs, const int64_t *change_row, const int64_t *change_w, \
+                                    int64_t n, W *out) {                                               \
+        for (int64_t k = 0; k < n_runs; k++) {                                                         \
+            int64_t stop = k + 1 < n_runs ? change_row[k + 1] : n;                                     \
+            W v = (W)change_w[k];                                                                      \
+            for (int64_t r = change_row[k]; r < stop; r++) out[r] = v;                                 \
+        }                                                                                              \
+    }
+FILL_RUNS(int16_t, i16)
+FILL_RUNS(int32_t, i32)
 
 /* Per row r, with w its window (the switches at or before ts[r], as windows_row_window finds it):
  * out[r] = at_mode[w] (``at_mode``: n_win + 1 entries); and the rows whose segment may end in

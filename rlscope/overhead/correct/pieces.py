@@ -115,9 +115,9 @@ def _signature(tl: Timeline, rows: np.ndarray) -> np.ndarray:
     return kind.astype(np.int64) * (1 << 32) + what
 
 
-def _piece_starts(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def _piece_bounds(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Where the pieces of rows of ``kind`` (the main thread's) and ``ids`` begin: the first row and
-    each anchor (ANCHOR_KINDS, but for the FULL_ONLY_CATEGORIES' rows)."""
+    each anchor (ANCHOR_KINDS, but for the FULL_ONLY_CATEGORIES' rows); then the row count."""
     types = (native.N, native.I8, None, native.U8, native.U8, native.N, native.I64, native.N, native.I64)
     fn = native.typed("windows_piece_starts", [ids.dtype], *types, restype=native.N)
     if fn is None or kind.dtype != np.int8:
@@ -125,15 +125,27 @@ def _piece_starts(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
         cat_rows = np.flatnonzero(kinds_among(kind, (S.CAT_BEGIN, S.CAT_END)))
         anchor[cat_rows[np.isin(ids[cat_rows], FULL_ONLY_CATEGORIES)]] = False
         anchor[0] = True
-        return np.flatnonzero(anchor)
+        return np.append(np.flatnonzero(anchor), len(kind))
     # tables of every byte (a negative kind reads its entry from the end, as kinds_among's)
     anchor, category = np.zeros(256, np.uint8), np.zeros(256, np.uint8)
     anchor[np.asarray(ANCHOR_KINDS)] = 1
     category[[S.CAT_BEGIN, S.CAT_END]] = 1
     full_only = np.asarray(FULL_ONLY_CATEGORIES, np.int64)
     args = (len(kind), kind, ids, anchor, category, len(full_only), full_only)
-    out = np.empty(len(kind), np.int64)  # room for every row: only the pages of the starts are touched
-    return out[: fn(*args, len(out), out)]
+    # room for a piece in _ROWS_PER_PIECE rows (a PPO run's main thread has one in eleven): an array
+    # from the heap's pages, not one of every row's size from fresh ones (the estimate's peak of memory
+    # is here); where they are more, a second pass writes them all
+    cap = len(kind) // _ROWS_PER_PIECE + 16
+    out = np.empty(cap + 1, np.int64)
+    m = fn(*args, cap, out)
+    if m > cap:
+        out = np.empty(m + 1, np.int64)
+        fn(*args, m, out)
+    out[m] = len(kind)
+    return out[: m + 1]
+
+
+_ROWS_PER_PIECE = 8  # _piece_bounds' first room: a piece in this many rows
 
 
 def pieces(tl: Timeline, raw: Timeline) -> Pieces:
@@ -144,7 +156,7 @@ def pieces(tl: Timeline, raw: Timeline) -> Pieces:
     if main.stop == main.start:
         empty = np.zeros(0, np.int64)
         return Pieces(n, main, np.zeros(1, np.int64), empty, empty, empty, empty)
-    bounds = np.append(_piece_starts(tl.kind[main], tl.id[main]), main.stop - main.start)
+    bounds = _piece_bounds(tl.kind[main], tl.id[main])
     owner, sig, start_ns, end_ns = _piece_columns(tl, raw, main, bounds)
     after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
     return Pieces(n, main, bounds, owner, _classes(owner, sig, after), start_ns, end_ns)

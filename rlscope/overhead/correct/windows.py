@@ -134,13 +134,20 @@ def row_window(tl: Timeline) -> np.ndarray:
     window it starts in, plus one. Looked up once per timeline: the correction asks it four times."""
     got = tl.memo.get("row_window")
     if got is None:
-        # int16 (windows are few): held for the rest of the correction, a row each. A thread's
-        # rows are in time order, so each window's rows are a run: the switches are searched among
-        # the rows (hundreds of searches), not every row among the switches (millions)
+        # int16 (windows are few), a row each: made from the rows where it changes that toggled's
+        # pass listed, else searched. A thread's rows are in time order, so each window's rows are a
+        # run: the switches are searched among the rows (hundreds of searches), not every row among
+        # the switches (millions)
         win_ts = window_rows(tl)[0]
         got = np.empty(len(tl.ts), np.int16 if len(win_ts) < _I16 else np.int32)
         fn = native.typed("windows_row_window", [got.dtype], native.N, native.I64, native.N, native.I64, None)
-        if fn is not None and tl.ts.dtype == win_ts.dtype == np.int64:  # in C, in one pass
+        changes = tl.memo.get("window_changes")  # the rows where it changes (toggled's pass)
+        fill = native.typed(
+            "windows_fill_runs", [got.dtype], native.N, native.I64, native.I64, native.N, None
+        )
+        if changes is not None and fill is not None:
+            fill(len(changes[0]), changes[0], changes[1], len(got), got)
+        elif fn is not None and tl.ts.dtype == win_ts.dtype == np.int64:  # in C, in one pass
             fn(len(got), tl.ts, len(win_ts), win_ts, got)
         else:
             steps = np.arange(len(win_ts) + 1, dtype=got.dtype)
@@ -157,6 +164,20 @@ def row_window(tl: Timeline) -> np.ndarray:
 
 
 _I16 = np.iinfo(np.int16).max  # row_window's values fit in int16 below this many switches
+
+
+def window_changes(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows where :func:`row_window`'s value changes: the first, then each whose value is not the
+    row before's; their values), int64: what the estimate's C passes read each row's window from, a
+    few per thread and switch, where a column of every row would be held beside their outputs (the
+    analysis's peak of memory). Listed by toggled's pass, else made from row_window's column."""
+    got = tl.memo.get("window_changes")
+    if got is None:
+        wi = row_window(tl)
+        rows = np.flatnonzero(wi[1:] != wi[:-1]) + 1
+        rows = np.concatenate([np.zeros(min(len(wi), 1), np.int64), rows]).astype(np.int64)
+        got = tl.memo["window_changes"] = (rows, wi[rows].astype(np.int64))
+    return got
 
 
 def mode_table(win_mode: np.ndarray) -> np.ndarray:
@@ -211,14 +232,13 @@ def _live_from(tl: Timeline, win_ts: np.ndarray, coll: np.ndarray) -> np.ndarray
 
 
 def _collectors_live(tl: Timeline, win_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(:func:`collector_rows`, :func:`_live_from` of them): in C in one pass over the rows, else one
-    after the other."""
-    wi = row_window(tl)
+    """(:func:`collector_rows`, :func:`_live_from` of them): in C in one pass over the rows, each row's
+    window read from :func:`window_changes` (no column of row_window's), else one after the other."""
     on = toggled(tl)
-    ok = tl.kind.dtype == np.int8 and tl.ts.dtype == np.int64 and wi.dtype in native.INTEGER
-    types = (native.N, native.I8, None, *[native.N] * 6, native.INTEGER.get(wi.dtype), native.I64, native.N)
-    types += (native.I64, native.I64, native.BOOL, native.I64)
-    fn = native.typed("windows_collector_live", [tl.id.dtype, wi.dtype], *types) if ok else None
+    ok = tl.kind.dtype == np.int8 and tl.ts.dtype == np.int64
+    types = (native.N, native.I8, None, *[native.N] * 6, native.N, native.I64, native.I64, native.I64)
+    types += (native.N, native.I64, native.I64, native.BOOL, native.I64)
+    fn = native.typed("windows_collector_live", [tl.id.dtype], *types) if ok else None
     if fn is None:
         coll = collector_rows(tl)
         return coll, _live_from(tl, win_ts, coll)
@@ -226,8 +246,9 @@ def _collectors_live(tl: Timeline, win_ts: np.ndarray) -> tuple[np.ndarray, np.n
     live = np.full(len(win_ts) + 1, np.iinfo(np.int64).max, np.int64)
     lo = np.r_[np.iinfo(np.int64).min, win_ts].astype(np.int64)  # per window: its start
     starts = tl.thread_starts().astype(np.int64)
-    args = (on["backend"], on["gpu"], *_COLLECTOR_CODES, wi, tl.ts, len(starts) - 1, starts, lo)
-    fn(len(coll), tl.kind, tl.id, *args, coll, live)
+    rows, ws = window_changes(tl)
+    args = (on["backend"], on["gpu"], *_COLLECTOR_CODES, len(rows), rows, ws, tl.ts, len(starts) - 1, starts)
+    fn(len(coll), tl.kind, tl.id, *args, lo, coll, live)
     return coll, live
 
 
@@ -283,19 +304,21 @@ def toggled(tl: Timeline) -> dict[str, bool]:
 
     A collector that cannot be switched (Kineto) records in both; its cost is then not measured
     by the windows and the calibrated per-event cost applies to it. In C, one pass over the rows
-    without a column of each (windows.c), which makes :func:`row_window` on the way where it is
-    not made yet; else from collector_kinds' columns.
+    without a column of each (windows.c), over :func:`row_window` where it is made already, else
+    finding each row's window on the way (:func:`_flags_by_ts`); else from collector_kinds' columns.
     """
     got = tl.memo.get("toggled")
     if got is None:
         light_of = mode_table(window_rows(tl)[1]) == S.WINDOW_LIGHT  # per row_window value
         flags = np.zeros(5, bool)  # seen (backend, gpu), seen in a light window, any light row
-        made = "row_window" not in tl.memo and _flags_and_row_window(tl, light_of, flags)
-        wi = row_window(tl)
-        fn = _collector_fn("windows_collector_flags", tl, wi)
-        if made or fn is not None:
-            if not made:
+        made = "row_window" not in tl.memo and _flags_by_ts(tl, light_of, flags)
+        if not made:
+            wi = row_window(tl)
+            fn = _collector_fn("windows_collector_flags", tl, wi)
+            if fn is not None:
                 fn(len(wi), tl.kind, tl.id, wi, light_of, *_COLLECTOR_CODES, flags)
+                made = True
+        if made:
             got = {
                 k: bool(flags[4] and flags[i] and not flags[2 + i]) for i, k in enumerate(("backend", "gpu"))
             }
@@ -310,23 +333,33 @@ def toggled(tl: Timeline) -> dict[str, bool]:
     return dict(got)
 
 
-def _flags_and_row_window(tl: Timeline, light_of: np.ndarray, flags: np.ndarray) -> bool:
-    """toggled's ``flags`` and :func:`row_window` (into the timeline's memo) in C in one pass over
-    the rows; False where no such loop is made for the columns' types (nothing done)."""
+def _flags_by_ts(tl: Timeline, light_of: np.ndarray, flags: np.ndarray) -> bool:
+    """toggled's ``flags`` in C in one pass over the rows, each row's window found on the way from its
+    time and not kept: the rows where it changes (a few per thread and switch) are, and
+    :func:`row_window` makes its column from them when the estimate asks. A column of every row is
+    then not held through the per-event correction that follows, the analysis's peak of memory.
+    False where no such loop is made for the columns' types (nothing done)."""
     win_ts = window_rows(tl)[0]
-    dtype = np.dtype(np.int16 if len(win_ts) < _I16 else np.int32)
     if tl.kind.dtype != np.int8 or tl.ts.dtype != np.int64 or win_ts.dtype != np.int64:
         return False
-    types = (native.N, native.I8, None, native.I64, native.N, native.I64, native.INTEGER[dtype], native.BOOL)
-    fn = native.typed(
-        "windows_collector_flags_rw", [tl.id.dtype, dtype], *types, *[native.N] * 4, native.BOOL
-    )
+    if len(win_ts) >= np.iinfo(np.int32).max:  # the loop's windows are int32
+        return False
+    types = (native.N, native.I8, None, native.I64, native.N, native.I64, native.BOOL, *[native.N] * 4)
+    types += (native.BOOL, native.N, native.I64, native.I64)
+    fn = native.typed("windows_collector_flags_ts", [tl.id.dtype], *types, restype=native.N)
     if fn is None:
         return False
-    wi = np.empty(len(tl.ts), dtype)
-    fn(len(wi), tl.kind, tl.id, tl.ts, len(win_ts), win_ts, wi, light_of, *_COLLECTOR_CODES, flags)
-    tl.memo["row_window"] = wi
+    cap = min(len(tl.ts), _CHANGES)
+    rows, ws = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    args = (len(tl.ts), tl.kind, tl.id, tl.ts, len(win_ts), win_ts, light_of, *_COLLECTOR_CODES, flags)
+    m = fn(*args, cap, rows, ws)
+    if m <= cap:  # else row_window searches again
+        tl.memo["window_changes"] = (rows[:m].copy(), ws[:m].copy())
     return True
+
+
+# the rows where the window changes that toggled's pass lists (threads and switches are few)
+_CHANGES = 1 << 16
 
 
 def collector_rows(tl: Timeline) -> np.ndarray:
@@ -359,7 +392,6 @@ def estimate(
     if not ((win_mode == S.WINDOW_LIGHT).any() and (win_mode == S.WINDOW_FULL).any()):
         return None
     coll, live = _collectors_live(ref, win_ts)
-    wi = row_window(ref)  # as _effective_mode, one byte a row
     # full: in a full window, from its collectors' first record on (one threshold per window; a light
     # window's is past every time)
     from_ts = np.where(mode_table(win_mode) == S.WINDOW_FULL, live, np.iinfo(np.int64).max)
@@ -369,18 +401,19 @@ def estimate(
     # (_counted_rows): a column where the numpy loops run, worked out on the way in C from
     # ``full_row`` and the main thread's blocks
     counted = None
-    first = _instance_pass(tl, ref.ts, wi, from_ts, coll, main)
+    first = _instance_pass(tl, ref, from_ts, coll, main)
     if first is not None:
         dur, full_row, row_mode, excl, events, held, inst_rows = first
     else:
         dur = tl.float_duration()
-        full_row, row_mode = _full_rows(ref.ts, wi, from_ts)
+        full_row, row_mode = _full_rows(ref.ts, row_window(ref), from_ts)  # as _effective_mode
         counted = _counted_rows(tl, full_row) if native.unavailable() else None
         excl, events, held, inst_rows = _instance_sums(tl, dur, coll, full_row, main, counted)
     # each raw row's window is read no further here (full_windows.full_fraction finds it on the way
-    # in C): a column of every row not held through the factors, the analysis's peak of memory
-    del wi, first
+    # in C): a column of every row (where the numpy loops made it) not held through the factors
+    del first
     ref.memo.pop("row_window", None)
+    ref.memo.pop("window_changes", None)
     excl, events = excl[1:], events[1:]
     # and whether it lies wholly in one window
     begins = op_begins(ref)
@@ -566,28 +599,27 @@ def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.
 
 
 def _instance_pass(
-    tl: Timeline, raw_ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray, coll: np.ndarray, main: np.ndarray
+    tl: Timeline, raw: Timeline, from_ts: np.ndarray, coll: np.ndarray, main: np.ndarray
 ) -> tuple[np.ndarray, ...] | None:
     """(durations, full rows, row modes (:func:`_row_mode`), then :func:`_instance_sums`' four) in C
-    in one pass over the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw_ts``) and
-    :func:`_instance_sums` at once, each column read once. None where the numpy loops run or the
-    columns are of other types: those three are then made one after another."""
-    if (
-        any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw_ts, from_ts))
-        or wi.dtype not in native.INTEGER
-    ):
+    in one pass over the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw``'s ts, each row's
+    window read from its :func:`window_changes`) and :func:`_instance_sums` at once, each column read
+    once. None where the numpy loops run or the columns are of other types: those three are then
+    made one after another."""
+    if any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw.ts, from_ts)):
         return None
-    types = (native.N, native.I64, native.I64, native.I64, native.INTEGER[wi.dtype], native.I64, None)
-    types += (native.BOOL, native.N, native.I64, native.F64, native.BOOL, native.F64, native.I64)
+    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.I64)
+    types += (None, native.BOOL, native.N, native.I64, native.F64, native.BOOL, native.F64, native.I64)
     types += (native.I64, native.BOOL)
-    fn = native.typed("windows_instance_rows", [tl.op.dtype, wi.dtype], *types)
+    fn = native.typed("windows_instance_rows", [tl.op.dtype], *types)
     if fn is None:
         return None
     n, m = len(tl.ts), len(tl.inst_name) + 1
     dur, full_row = np.empty(n), np.empty(n, bool)
     excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
+    at, ws = window_changes(raw)
     fn(
-        n, tl.ts, tl.seg_end, raw_ts, wi, from_ts, tl.op, coll, len(main) // 2, main,
+        n, tl.ts, tl.seg_end, raw.ts, len(at), at, ws, from_ts, tl.op, coll, len(main) // 2, main,
         dur, full_row, excl, events, rows, held,
     )  # fmt: skip
     return dur, full_row, _row_mode(full_row), excl, events, held, rows
