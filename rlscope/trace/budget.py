@@ -31,6 +31,7 @@ from rlscope.trace.glue import gaps_of
 AUTO = "auto"
 AUTO_ROWS = 1_000_000  # the most an auto budget holds: under 1 GB at the peak (BENCHMARKS.md §9)
 FLOOR_ROWS = 100_000  # the least: a process with a thin first stretch still gets its later ones
+_FEW_FLUSHES = 4  # a batch over more flushes than this has its rows searched (_count_per_flush)
 _SUFFIX = {"": 1, "k": 1_000, "m": 1_000_000}
 
 Budget = int | str | None  # rows, AUTO, or None (no budget)
@@ -132,12 +133,17 @@ def detail_rows(process_dir: Path) -> DetailRows | None:
 def _count_per_flush(counts: np.ndarray, flush: np.ndarray, ts: np.ndarray) -> None:
     """Add a batch's rows to ``counts`` by the flush each falls before (``flush`` sorted). A batch is
     written at a flush and its rows mostly lie between two: then its first and last row say where
-    all of them go, and its millions of torch ops are not searched one by one."""
+    all of them go, and its millions of torch ops are not searched one by one. One that spans a few
+    flushes is counted by a comparison with each of them (the rows at or before it), not searched."""
     if not len(ts):
         return
     first, last = np.searchsorted(flush, [ts.min(), ts.max()], "left")
     if first == last:
         counts[first] += len(ts)
+    elif last - first <= _FEW_FLUSHES:
+        # rows at or before flush j, for the flushes the batch spans: the counts between them
+        upto = [np.count_nonzero(ts <= flush[j]) for j in range(first, last)]
+        counts[first : last + 1] += np.diff(upto, prepend=0, append=len(ts))
     else:
         counts += np.bincount(np.searchsorted(flush, ts, "left"), minlength=len(counts))
 

@@ -208,6 +208,7 @@ def _read_stream(
     keep: list[str] | None = None,
     text: tuple[str, ...] = (),
     rows: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    before: Before | None = None,
 ) -> tuple[pa.Table, dict[str, str], list[str]]:
     """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable.
 
@@ -217,9 +218,12 @@ def _read_stream(
     left out). A batch that decodes but whose buffers are inconsistent, or that has nulls in integer
     columns (a damaged file), is left out and said. ``rows``: applied to each good batch, the rows of
     it to keep (the detail budget's cut, rlscope/trace/budget.py), so the file is never held whole.
+    ``before``: that cut for a table of times (it is then ``rows``); the batches at the stream's end
+    whose every row it leaves out are not decoded (:func:`_dropped_tail`).
     """
     warnings: list[str] = []
     reader, meta = open_stream(path, required, keep, warnings, text)
+    tail = _dropped_tail(path, before) if before is not None else None
     schema = reader.schema
     extra = [c for c in optional or [] if c in schema.names]  # readable: open_stream read them
     wrong = [
@@ -236,6 +240,10 @@ def _read_stream(
     bad = 0
     present: list[str] | None = None  # the columns the batches hold: the stream's schema's, read once
     while True:
+        if tail is not None and len(batches) + bad == tail[0]:  # the rest lie inside the drops
+            assert before is not None
+            before.rows += tail[1]
+            break
         try:
             batch = reader.read_next_batch()
         except StopIteration:
@@ -264,6 +272,39 @@ def _read_stream(
     # one chunk per column, copied once here: the checks, the joining of detail stretches and the
     # analysis each read columns as numpy arrays, and each read of a column of many batches copied it
     return table.select(columns).combine_chunks(), meta, warnings
+
+
+def _dropped_tail(path: Path, before: Before) -> tuple[int, int] | None:
+    """How many batches the stream holds before its last run of batches whose every row starts
+    inside a drop, and the rows of that run; None where no such run ends the stream, or where the
+    stream does not read to its end by the time column alone (damage: read whole, which says it).
+
+    Why: a budget that keeps a long run's first minutes drops the rest of it, most of a torch-op
+    file; read by its time column alone (one of four decompressed), those batches are left out
+    unread. Their other columns are not checked: their rows are left out either way."""
+    try:
+        schema = pa.ipc.open_stream(_map(path)).schema
+        i = schema.get_field_index(before.column)
+        reader = pa.ipc.open_stream(_map(path), options=S.read_options([i]))
+        n = kept = rows = 0
+        for batch in reader:
+            n += 1
+            ts = batch.column(0)
+            if not len(ts):
+                continue
+            if ts.null_count:
+                kept, rows = n, 0
+                continue
+            # every row inside one drop where its first and last time are (drops are intervals)
+            values = ts.to_numpy()
+            k = before.drops.inside(np.asarray([values.min(), values.max()], np.int64))
+            if k[0] < 0 or k[0] != k[1]:
+                kept, rows = n, 0
+            else:
+                rows += len(ts)
+    except Exception:
+        return None
+    return (kept, rows) if kept < n else None
 
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # Arrow's end-of-stream marker: continuation, length 0
@@ -446,7 +487,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
                     timed = attr in glue.TIME_COLUMNS
                     before = Before(dropping, columns[0]) if dropping is not None and timed else None
                     table, file_meta, more = _read_stream(
-                        path / filename, columns, optional_columns, rows=before
+                        path / filename, columns, optional_columns, rows=before, before=before
                     )
                     if before is not None and before.rows:
                         cut_rows[attr] = before.rows
