@@ -137,6 +137,24 @@ def test_the_cut_lies_on_a_flush_and_the_reader_joins_it_like_a_detail_cut(trace
     assert proc.warnings == [], proc.warnings
 
 
+@pytest.mark.parametrize("spec", ["all", "0.3s,0.5s,0.2s"])
+def test_the_survey_counts_the_detail_rows_as_its_light_load_reads_the_events(
+    traces: dict, spec: str
+) -> None:
+    from rlscope.analysis.parallel import survey
+
+    (proc_dir,) = sorted(traces[spec].glob("process-*"))
+    expected = budget.detail_rows(proc_dir)
+    info = survey(str(proc_dir))
+    assert expected is not None and not isinstance(info, Exception) and info.detail is not None
+    got = info.detail
+    for field in ("times", "rows", "stretches"):
+        assert np.array_equal(getattr(got, field), getattr(expected, field)), field
+    assert got.total == expected.total and got.total > BUDGET
+    assert len(got.stretches) == (1 if spec == "all" else len(expected.stretches)) and len(got.stretches)
+    assert survey(str(proc_dir), detail_rows=False).detail is None
+
+
 def test_whole_later_stretches_are_left_out_and_joined(traces: dict) -> None:
     (proc_dir,) = sorted(traces["0.3s,0.5s,0.2s"].glob("process-*"))
     detail = budget.detail_rows(proc_dir)

@@ -420,7 +420,12 @@ def _checked_metadata(meta: dict[str, str], path: Path, warnings: list[str]) -> 
     return meta
 
 
-def load_process(path: Path, light: bool = False, drops: list[Drop] | None = None) -> ProcessTrace:
+def load_process(
+    path: Path,
+    light: bool = False,
+    drops: list[Drop] | None = None,
+    observe: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+) -> ProcessTrace:
     """One process directory. ``light``: only the events' ``LIGHT_COLUMNS``, no names and no optional
     tables (their headers are read for the metadata), with the same metadata and errors as a full load:
     what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`).
@@ -432,6 +437,8 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
 
     ``drops``: the stretches of detail the analysis's budget leaves out (rlscope/trace/budget.py), on
     the process's own clock: left out as they are read, the aggregates stand for them (drops.py).
+    ``observe``: a light load's hook on each intact event batch as read, before any row is dropped
+    (the detail budget's count, rlscope/trace/budget.py); it returns the batch.
     """
     if not path.is_dir():  # a process-* entry that is a file, a broken link or a symlink loop
         raise TraceError(path, "not a directory (a broken or looping symlink?)")
@@ -441,7 +448,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         S.EVENT_COLUMNS,
         [] if light else [S.EVENT_COST_COLUMN[0]],
         keep=LIGHT_COLUMNS if light else None,
-        rows=dropping.split if dropping is not None else None,
+        rows=dropping.split if dropping is not None else observe if light else None,
     )
     cut_rows: dict[str, int] = {}
     if dropping is not None and (dropping.rows or dropping.end_row is not None) and events.num_rows:
