@@ -627,22 +627,28 @@ def read_aggregates(path: Path, drops: Drops | None = None) -> tuple[pa.Table, i
 
 
 def _sum_aggregates(table: pa.Table) -> pa.Table:
-    """``table``'s rows summed per key (Arrow's group_by: the keys in its order, which the whole run's
-    float sums follow). Its aggregate node is built from ``pyarrow._acero`` where that module is:
-    ``Table.group_by`` imports ``pyarrow.acero``, which imports pyarrow's datasets, parquet and TLS
-    (35 ms of the analysis's start) for a table of a few thousand rows."""
+    """``table``'s rows summed per key (the keys in Arrow's grouping order, which the whole run's
+    float sums follow)."""
+    return sum_by(table, AGGREGATE_KEYS, AGGREGATE_SUMS)
+
+
+def sum_by(table: pa.Table, keys: list[str], sums: list[str]) -> pa.Table:
+    """The ``sums`` columns of ``table`` summed per distinct ``keys``, as ``Table.group_by`` sums
+    them (the groups in its order), the columns named as in ``table``. Arrow's aggregate node is
+    built from ``pyarrow._acero`` where that module is: ``Table.group_by`` imports ``pyarrow.acero``,
+    which imports pyarrow's datasets, parquet and TLS (35 ms of the analysis's start) for a table of
+    a few thousand rows."""
     try:
         from pyarrow._acero import AggregateNodeOptions, Declaration, TableSourceNodeOptions
     except ImportError:  # a pyarrow whose private module moved: its public grouping
-        summed = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate(
-            [(c, "sum") for c in AGGREGATE_SUMS]
-        )
+        summed = table.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in sums])
         return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
-    sums = [([c], "hash_sum", None, c) for c in AGGREGATE_SUMS]
     plan = Declaration.from_sequence(
         [
             Declaration("table_source", TableSourceNodeOptions(table)),
-            Declaration("aggregate", AggregateNodeOptions(sums, keys=AGGREGATE_KEYS)),
+            Declaration(
+                "aggregate", AggregateNodeOptions([([c], "hash_sum", None, c) for c in sums], keys=keys)
+            ),
         ]
     )
     return plan.to_table(use_threads=False)
