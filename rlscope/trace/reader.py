@@ -751,7 +751,8 @@ def _read_names(path: Path, warnings: list[str]) -> tuple[list[str], frozenset[i
             f"{path / S.NAMES_FILE}: {int((~ok).sum())} name(s) with an id beyond the file's rows (damaged?)"
             " left out"
         )
-    raw = names_table.column("name").cast(pa.binary()).to_pylist()
+    # read as bytes (a view, not a cast: casts import pyarrow.compute, keys.compute)
+    raw = [b for chunk in names_table.column("name").chunks for b in chunk.view(pa.binary()).to_pylist()]
     values, undecodable = [], 0
     for b in raw:  # one per name (interned), not per event
         try:
