@@ -9,9 +9,21 @@ only they are sorted. The results equal ``np.unique(values, return_inverse=True)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+
+def compute(name: str, *args: Any) -> Any:
+    """Arrow's compute function ``name`` of ``args``, called without importing ``pyarrow.compute``:
+    that module makes a Python wrapper with a parsed docstring of each of Arrow's ~300 functions
+    when imported (30 ms of an analysis's start), and its own calls go through this one."""
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:  # a pyarrow whose private module moved: its public one
+        from pyarrow.compute import call_function
+    return call_function(name, list(args))
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -29,7 +41,7 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rank = np.cumsum(present, dtype=np.int64)
         rank -= 1
         return (np.flatnonzero(present) + lo).astype(values.dtype), rank[offset]
-    encoded = pc.dictionary_encode(pa.array(values))
+    encoded = compute("dictionary_encode", pa.array(values))
     found = encoded.dictionary.to_numpy()
     order = np.argsort(found, kind="stable")
     rank = np.empty(len(order), np.int64)
@@ -42,7 +54,7 @@ def distinct(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values)
     if values.ndim != 1 or not np.issubdtype(values.dtype, np.integer) or len(values) < 1024:
         return np.unique(values)
-    return np.sort(pc.unique(pa.array(values)).to_numpy())
+    return np.sort(compute("unique", pa.array(values)).to_numpy())
 
 
 def distinct_times(values: np.ndarray) -> np.ndarray:

@@ -137,6 +137,24 @@ def test_the_cut_lies_on_a_flush_and_the_reader_joins_it_like_a_detail_cut(trace
     assert proc.warnings == [], proc.warnings
 
 
+@pytest.mark.parametrize("spec", ["all", "0.3s,0.5s,0.2s"])
+def test_the_survey_counts_the_detail_rows_as_its_light_load_reads_the_events(
+    traces: dict, spec: str
+) -> None:
+    from rlscope.analysis.parallel import survey
+
+    (proc_dir,) = sorted(traces[spec].glob("process-*"))
+    expected = budget.detail_rows(proc_dir)
+    info = survey(str(proc_dir))
+    assert expected is not None and not isinstance(info, Exception) and info.detail is not None
+    got = info.detail
+    for field in ("times", "rows", "stretches"):
+        assert np.array_equal(getattr(got, field), getattr(expected, field)), field
+    assert got.total == expected.total and got.total > BUDGET
+    assert len(got.stretches) == (1 if spec == "all" else len(expected.stretches)) and len(got.stretches)
+    assert survey(str(proc_dir), detail_rows=False).detail is None
+
+
 def test_whole_later_stretches_are_left_out_and_joined(traces: dict) -> None:
     (proc_dir,) = sorted(traces["0.3s,0.5s,0.2s"].glob("process-*"))
     detail = budget.detail_rows(proc_dir)
@@ -400,6 +418,83 @@ def test_a_cut_table_keeps_the_rows_outside_the_drops() -> None:
     keep = Before(Drops([(10, 20), (30, None)]), "start_ns")
     assert keep(batch).column(0).to_pylist() == [1, 5, 9, 20]
     assert keep.rows == 2
+
+
+def _write_stream(path: Path, batches: list[pa.RecordBatch]) -> None:
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, batches[0].schema) as w:
+        for b in batches:
+            w.write_batch(b)
+
+
+def _meta_schema(batch: pa.RecordBatch) -> pa.RecordBatch:
+    return batch.replace_schema_metadata({"rlscope.schema_version": str(S.SCHEMA_VERSION)})
+
+
+@pytest.mark.parametrize(
+    "drops",
+    [[(300, None)], [(100, 200), (300, None)], [(0, None)], [(300, 350)], [(250, 320), (320, None)]],
+)
+def test_a_dropped_tail_is_left_out_unread_as_the_cut_leaves_it_out(tmp_path: Path, drops: list) -> None:
+    """The torch-op batches at a stream's end whose every row starts inside a drop are not decoded;
+    the rows kept and the rows counted left out are those of the batch-by-batch cut."""
+    from rlscope.trace import reader
+    from rlscope.trace.drops import Before, Drops
+
+    rng = np.random.default_rng(7)
+    batches = []
+    for lo in (0, 90, 190, 240, 310, 330, 390):  # overlapping, out of order at the edges, one empty
+        start = np.sort(rng.integers(lo, lo + 60, 0 if lo == 390 else 50))
+        table = {"start_ns": start, "end_ns": start + 5, "thread": np.ones(len(start), np.int64)}
+        table["name"] = np.zeros(len(start), np.int64)
+        batches.append(_meta_schema(pa.record_batch({k: pa.array(v, pa.int64()) for k, v in table.items()})))
+    path = tmp_path / "backend.arrows"
+    _write_stream(path, batches)
+    columns = ["start_ns", "end_ns", "thread", "name"]
+    whole = Before(Drops(drops), "start_ns")
+    expected, _, warned = reader._read_stream(path, columns, rows=whole)
+    cut = Before(Drops(drops), "start_ns")
+    got, _, warnings = reader._read_stream(path, columns, rows=cut, before=cut)
+    assert got.equals(expected) and warnings == warned == []
+    assert cut.rows == whole.rows
+
+
+def test_a_dropped_tail_of_a_stream_cut_short_is_read_whole(tmp_path: Path) -> None:
+    """A stream that does not read to its end by its time column is read batch by batch: its
+    truncation is said as without a budget."""
+    from rlscope.trace import reader
+    from rlscope.trace.drops import Before, Drops
+
+    batches = [
+        _meta_schema(pa.record_batch({"start_ns": pa.array(np.arange(a, a + 40), pa.int64())}))
+        for a in (0, 100, 200)
+    ]
+    path = tmp_path / "backend.arrows"
+    _write_stream(path, batches)
+    path.write_bytes(path.read_bytes()[:-60])
+    assert reader._dropped_tail(path, Before(Drops([(50, None)]), "start_ns")) is None
+    cut = Before(Drops([(50, None)]), "start_ns")
+    got, _, warnings = reader._read_stream(path, ["start_ns"], rows=cut, before=cut)
+    assert got.column(0).to_pylist() == list(range(40)) and cut.rows == 40
+    assert any("truncated or corrupt after 2 complete batch(es)" in w for w in warnings)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_detail_rows_counts_each_row_at_the_flush_it_falls_before(seed: int) -> None:
+    """A batch's rows counted per flush by comparisons with the flushes it spans are the rows
+    searched one by one, at the flush times themselves too, over any number of flushes."""
+    rng = np.random.default_rng(seed)
+    flush = np.sort(rng.choice(1000, 12, replace=False)).astype(np.int64)
+    got = np.zeros(len(flush) + 1, np.int64)
+    expected = np.zeros(len(flush) + 1, np.int64)
+    for _ in range(40):
+        lo = int(rng.integers(0, 1100))
+        width = int(rng.choice([0, 3, 40, 200, 1200]))
+        ts = rng.integers(lo, lo + width + 1, int(rng.integers(0, 30)))
+        ts = np.concatenate([ts, rng.choice(flush, 3)]) if rng.random() < 0.5 else ts  # rows at a flush
+        budget._count_per_flush(got, flush, ts.astype(np.int64))
+        if len(ts):
+            expected += np.bincount(np.searchsorted(flush, ts, "left"), minlength=len(expected))
+    assert np.array_equal(got, expected)
 
 
 _TWO_PROCESSES = """

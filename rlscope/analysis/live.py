@@ -37,6 +37,7 @@ from rlscope.analysis.roles import SIMULATION, process_roles, refined_role, role
 from rlscope.trace import schema as S
 from rlscope.trace.follow import AGGREGATE_COLUMNS, ProcessNews
 from rlscope.trace.header import parent_pid
+from rlscope.trace.reader import sum_by
 
 __all__ = [
     "STEP_OPERATIONS",
@@ -143,9 +144,9 @@ def _sums(keys: list[np.ndarray], values: np.ndarray) -> dict[Any, int]:
         return out
     names = [f"k{i}" for i in range(len(keys))]
     table = pa.table({**dict(zip(names, keys, strict=True)), "v": values})
-    summed = table.group_by(names, use_threads=False).aggregate([("v", "sum")])
+    summed = sum_by(table, names, ["v"])
     columns = [summed.column(n).to_pylist() for n in names]
-    return dict(zip(zip(*columns, strict=True), summed.column("v_sum").to_pylist(), strict=True))
+    return dict(zip(zip(*columns, strict=True), summed.column("v").to_pylist(), strict=True))
 
 
 def _tally(cols: dict[str, np.ndarray], main_thread: int) -> Tally:

@@ -102,7 +102,8 @@ class ProcessPiece:
     what_if: Any = None  # rlscope.analysis.whatif.ProcessInputs | None: what the what-if replays
 
 
-def _load(source: Source, light: bool = False, drops: list[budget.Drop] | None = None) -> ProcessTrace:
+def _load(source: Source, **options: Any) -> ProcessTrace:
+    """``source`` loaded (:func:`~rlscope.trace.reader.load_process` with ``options``)."""
     if isinstance(source, ProcessTrace):
         return source
     path = Path(source)
@@ -111,7 +112,7 @@ def _load(source: Source, light: bool = False, drops: list[budget.Drop] | None =
             f"{path}: not found on {socket.gethostname()}, where a worker of this analysis runs;"
             " with --ray the trace must be on a filesystem every node sees at the same path"
         )
-    return load_process(path, light=light, drops=drops)
+    return load_process(path, **options)
 
 
 def survey(source: Source, detail_rows: bool = True) -> ProcessInfo | TraceError:
@@ -119,13 +120,15 @@ def survey(source: Source, detail_rows: bool = True) -> ProcessInfo | TraceError
     unreadable one is returned (the driver skips that process, as ``load_trace`` does).
     ``detail_rows``: count its detail rows per flush (the detail budget's choice; not needed when the
     budget keeps every row)."""
+    count = None  # the events' rows counted as the light load reads them (the same columns, decoded once)
+    if detail_rows and not isinstance(source, ProcessTrace) and Path(source).is_dir():
+        count = budget.DetailCount.of(Path(source))
     try:
-        proc = _load(source, light=True)
+        proc = _load(source, light=True) if count is None else _load(source, light=True, observe=count.events)
     except TraceError as e:
         return e
     span = gpu.session_bounds(proc) if proc.events.num_rows else None
-    counted = detail_rows and not isinstance(source, ProcessTrace)
-    detail = budget.detail_rows(proc.path) if counted else None
+    detail = count.rows() if count is not None else None
     return ProcessInfo(proc.metadata, proc.events.num_rows, has_light_windows(proc), span, detail)
 
 

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope.analysis.intervals import (
     GPU_SCHEMA,
@@ -39,6 +38,7 @@ from rlscope.analysis.intervals import (
 )
 from rlscope.analysis.kernels import kernel_table
 from rlscope.analysis.roles import label_processes, role_order, worker_label
+from rlscope.keys import compute
 from rlscope.trace.reader import Trace, clock_offset
 
 __all__ = [
@@ -119,7 +119,7 @@ def _name_groups(names: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.nda
     """(sorted unique names, each row's index into them, counts): ``np.unique(..., return_inverse=True,
     return_counts=True)`` of the column, through Arrow's dictionary encoding (a sort of a million
     Python strings took a quarter of an analysis; the few distinct names are sorted instead)."""
-    enc = pc.dictionary_encode(names).combine_chunks()
+    enc = compute("dictionary_encode", names).combine_chunks()
     dictionary = np.asarray(enc.dictionary.to_pylist(), dtype=object)
     order = np.argsort(dictionary, kind="stable")
     rank = np.empty(len(order), np.int64)

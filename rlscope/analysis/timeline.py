@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rlscope import categories
 from rlscope.analysis import native
@@ -1116,6 +1115,8 @@ def build_timeline(
     if not added and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
         # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.
+        import pyarrow.compute as pc  # here only: its import costs an analysis 30 ms (keys.compute)
+
         col_thread = events.column("thread")
         dense = pc.index_in(col_thread, value_set=pc.unique(col_thread)).to_numpy()
         order = np.argsort(dense.astype(np.int16 if dense.max() < 2**15 else np.int32), kind="stable")

@@ -17,9 +17,10 @@ from rlscope.cli.pandas_probe import skip_pandas_probe
 
 MODULES = (
     "numpy",
+    "numpy.ma",  # pyarrow.array of a numpy array checks for a masked one
     "pyarrow",
     "pyarrow.compute",
-    "pyarrow.acero",  # a table's group_by and join load it
+    "pyarrow._acero",  # the aggregates' sums (rlscope.trace.reader.sum_by)
     "rlscope.analysis.result",
     "rlscope.analysis.advice",
     "rlscope.analysis.compilation",

@@ -31,6 +31,7 @@ from rlscope.trace.glue import gaps_of
 AUTO = "auto"
 AUTO_ROWS = 1_000_000  # the most an auto budget holds: under 1 GB at the peak (BENCHMARKS.md §9)
 FLOOR_ROWS = 100_000  # the least: a process with a thin first stretch still gets its later ones
+_FEW_FLUSHES = 4  # a batch over more flushes than this has its rows searched (_count_per_flush)
 _SUFFIX = {"": 1, "k": 1_000, "m": 1_000_000}
 
 Budget = int | str | None  # rows, AUTO, or None (no budget)
@@ -108,36 +109,73 @@ def _batches(path: Path, columns: list[str]):
 def detail_rows(process_dir: Path) -> DetailRows | None:
     """The process's :class:`DetailRows`; None without aggregates (a trace written before them, or
     one whose aggregates are unreadable): such a process is analyzed whole."""
-    times = [int(b[0][0]) for b in _batches(process_dir / S.AGGREGATES_FILE, ["ts_ns"]) if len(b[0])]
-    if not times:
+    count = DetailCount.of(process_dir)
+    if count is None:
         return None
-    flush = np.maximum.accumulate(np.asarray(times, np.int64))
-    counts = np.zeros(len(flush) + 1, np.int64)
-    marks: list[np.ndarray] = []  # (ts, kind, id) of the session's and the schedule's rows
-    lo, hi = 2**63 - 1, -(2**63)
     for ts, kind, ident in _batches(process_dir / S.EVENTS_FILE, ["ts_ns", "kind", "id"]):
-        _count_per_flush(counts, flush, ts)
+        count.add_events(ts, kind, ident)
+    return count.rows()
+
+
+class DetailCount:
+    """A process's detail rows counted per flush as its event batches are read (:meth:`events`: the
+    survey's light load reads the same columns, so they are decoded once), then its torch ops and
+    GPU records (:meth:`rows`)."""
+
+    def __init__(self, process_dir: Path, flush: np.ndarray) -> None:
+        self.process_dir = process_dir
+        self.flush = flush
+        self.counts = np.zeros(len(flush) + 1, np.int64)
+        self.marks: list[np.ndarray] = []  # (ts, kind, id) of the session's and the schedule's rows
+        self.lo, self.hi = 2**63 - 1, -(2**63)
+
+    @classmethod
+    def of(cls, process_dir: Path) -> DetailCount | None:
+        """None without aggregates (:func:`detail_rows`)."""
+        times = [int(b[0][0]) for b in _batches(process_dir / S.AGGREGATES_FILE, ["ts_ns"]) if len(b[0])]
+        if not times:
+            return None
+        return cls(process_dir, np.maximum.accumulate(np.asarray(times, np.int64)))
+
+    def events(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A reader's row hook: counts an intact event batch's rows, keeps them all."""
+        values = [batch.column(c).to_numpy().astype(np.int64, copy=False) for c in ("ts_ns", "kind", "id")]
+        self.add_events(*values)
+        return batch
+
+    def add_events(self, ts: np.ndarray, kind: np.ndarray, ident: np.ndarray) -> None:
+        _count_per_flush(self.counts, self.flush, ts)
         keep = np.isin(kind, (S.SESSION_START, S.SESSION_END, S.DETAIL))
-        marks.append(np.stack([ts[keep], kind[keep], ident[keep]]))
+        self.marks.append(np.stack([ts[keep], kind[keep], ident[keep]]))
         if len(ts):
-            lo, hi = min(lo, int(ts.min())), max(hi, int(ts.max()))
-    for filename in (S.BACKEND_FILE, S.GPU_FILE):
-        for (ts,) in _batches(process_dir / filename, ["start_ns"]):
-            _count_per_flush(counts, flush, ts)
-    if hi < lo:
-        return None
-    return DetailRows(flush, np.cumsum(counts[:-1]), int(counts.sum()), _stretches(marks, lo, hi))
+            self.lo, self.hi = min(self.lo, int(ts.min())), max(self.hi, int(ts.max()))
+
+    def rows(self) -> DetailRows | None:
+        """The :class:`DetailRows`, once the events are counted; None where they hold no row."""
+        for filename in (S.BACKEND_FILE, S.GPU_FILE):
+            for (ts,) in _batches(self.process_dir / filename, ["start_ns"]):
+                _count_per_flush(self.counts, self.flush, ts)
+        if self.hi < self.lo:
+            return None
+        counts = self.counts
+        stretches = _stretches(self.marks, self.lo, self.hi)
+        return DetailRows(self.flush, np.cumsum(counts[:-1]), int(counts.sum()), stretches)
 
 
 def _count_per_flush(counts: np.ndarray, flush: np.ndarray, ts: np.ndarray) -> None:
     """Add a batch's rows to ``counts`` by the flush each falls before (``flush`` sorted). A batch is
     written at a flush and its rows mostly lie between two: then its first and last row say where
-    all of them go, and its millions of torch ops are not searched one by one."""
+    all of them go, and its millions of torch ops are not searched one by one. One that spans a few
+    flushes is counted by a comparison with each of them (the rows at or before it), not searched."""
     if not len(ts):
         return
     first, last = np.searchsorted(flush, [ts.min(), ts.max()], "left")
     if first == last:
         counts[first] += len(ts)
+    elif last - first <= _FEW_FLUSHES:
+        # rows at or before flush j, for the flushes the batch spans: the counts between them
+        upto = [np.count_nonzero(ts <= flush[j]) for j in range(first, last)]
+        counts[first : last + 1] += np.diff(upto, prepend=0, append=len(ts))
     else:
         counts += np.bincount(np.searchsorted(flush, ts, "left"), minlength=len(counts))
 

@@ -208,6 +208,7 @@ def _read_stream(
     keep: list[str] | None = None,
     text: tuple[str, ...] = (),
     rows: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    before: Before | None = None,
 ) -> tuple[pa.Table, dict[str, str], list[str]]:
     """Read an IPC stream up to its last complete batch; raise TraceError if nothing is usable.
 
@@ -217,9 +218,12 @@ def _read_stream(
     left out). A batch that decodes but whose buffers are inconsistent, or that has nulls in integer
     columns (a damaged file), is left out and said. ``rows``: applied to each good batch, the rows of
     it to keep (the detail budget's cut, rlscope/trace/budget.py), so the file is never held whole.
+    ``before``: that cut for a table of times (it is then ``rows``); the batches at the stream's end
+    whose every row it leaves out are not decoded (:func:`_dropped_tail`).
     """
     warnings: list[str] = []
     reader, meta = open_stream(path, required, keep, warnings, text)
+    tail = _dropped_tail(path, before) if before is not None else None
     schema = reader.schema
     extra = [c for c in optional or [] if c in schema.names]  # readable: open_stream read them
     wrong = [
@@ -236,6 +240,10 @@ def _read_stream(
     bad = 0
     present: list[str] | None = None  # the columns the batches hold: the stream's schema's, read once
     while True:
+        if tail is not None and len(batches) + bad == tail[0]:  # the rest lie inside the drops
+            assert before is not None
+            before.rows += tail[1]
+            break
         try:
             batch = reader.read_next_batch()
         except StopIteration:
@@ -264,6 +272,39 @@ def _read_stream(
     # one chunk per column, copied once here: the checks, the joining of detail stretches and the
     # analysis each read columns as numpy arrays, and each read of a column of many batches copied it
     return table.select(columns).combine_chunks(), meta, warnings
+
+
+def _dropped_tail(path: Path, before: Before) -> tuple[int, int] | None:
+    """How many batches the stream holds before its last run of batches whose every row starts
+    inside a drop, and the rows of that run; None where no such run ends the stream, or where the
+    stream does not read to its end by the time column alone (damage: read whole, which says it).
+
+    Why: a budget that keeps a long run's first minutes drops the rest of it, most of a torch-op
+    file; read by its time column alone (one of four decompressed), those batches are left out
+    unread. Their other columns are not checked: their rows are left out either way."""
+    try:
+        schema = pa.ipc.open_stream(_map(path)).schema
+        i = schema.get_field_index(before.column)
+        reader = pa.ipc.open_stream(_map(path), options=S.read_options([i]))
+        n = kept = rows = 0
+        for batch in reader:
+            n += 1
+            ts = batch.column(0)
+            if not len(ts):
+                continue
+            if ts.null_count:
+                kept, rows = n, 0
+                continue
+            # every row inside one drop where its first and last time are (drops are intervals)
+            values = ts.to_numpy()
+            k = before.drops.inside(np.asarray([values.min(), values.max()], np.int64))
+            if k[0] < 0 or k[0] != k[1]:
+                kept, rows = n, 0
+            else:
+                rows += len(ts)
+    except Exception:
+        return None
+    return (kept, rows) if kept < n else None
 
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # Arrow's end-of-stream marker: continuation, length 0
@@ -379,7 +420,12 @@ def _checked_metadata(meta: dict[str, str], path: Path, warnings: list[str]) -> 
     return meta
 
 
-def load_process(path: Path, light: bool = False, drops: list[Drop] | None = None) -> ProcessTrace:
+def load_process(
+    path: Path,
+    light: bool = False,
+    drops: list[Drop] | None = None,
+    observe: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+) -> ProcessTrace:
     """One process directory. ``light``: only the events' ``LIGHT_COLUMNS``, no names and no optional
     tables (their headers are read for the metadata), with the same metadata and errors as a full load:
     what a driver needs of a process that a worker analyzes (:mod:`rlscope.analysis.parallel`).
@@ -391,6 +437,8 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
 
     ``drops``: the stretches of detail the analysis's budget leaves out (rlscope/trace/budget.py), on
     the process's own clock: left out as they are read, the aggregates stand for them (drops.py).
+    ``observe``: a light load's hook on each intact event batch as read, before any row is dropped
+    (the detail budget's count, rlscope/trace/budget.py); it returns the batch.
     """
     if not path.is_dir():  # a process-* entry that is a file, a broken link or a symlink loop
         raise TraceError(path, "not a directory (a broken or looping symlink?)")
@@ -400,7 +448,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
         S.EVENT_COLUMNS,
         [] if light else [S.EVENT_COST_COLUMN[0]],
         keep=LIGHT_COLUMNS if light else None,
-        rows=dropping.split if dropping is not None else None,
+        rows=dropping.split if dropping is not None else observe if light else None,
     )
     cut_rows: dict[str, int] = {}
     if dropping is not None and (dropping.rows or dropping.end_row is not None) and events.num_rows:
@@ -446,7 +494,7 @@ def load_process(path: Path, light: bool = False, drops: list[Drop] | None = Non
                     timed = attr in glue.TIME_COLUMNS
                     before = Before(dropping, columns[0]) if dropping is not None and timed else None
                     table, file_meta, more = _read_stream(
-                        path / filename, columns, optional_columns, rows=before
+                        path / filename, columns, optional_columns, rows=before, before=before
                     )
                     if before is not None and before.rows:
                         cut_rows[attr] = before.rows
@@ -579,22 +627,28 @@ def read_aggregates(path: Path, drops: Drops | None = None) -> tuple[pa.Table, i
 
 
 def _sum_aggregates(table: pa.Table) -> pa.Table:
-    """``table``'s rows summed per key (Arrow's group_by: the keys in its order, which the whole run's
-    float sums follow). Its aggregate node is built from ``pyarrow._acero`` where that module is:
-    ``Table.group_by`` imports ``pyarrow.acero``, which imports pyarrow's datasets, parquet and TLS
-    (35 ms of the analysis's start) for a table of a few thousand rows."""
+    """``table``'s rows summed per key (the keys in Arrow's grouping order, which the whole run's
+    float sums follow)."""
+    return sum_by(table, AGGREGATE_KEYS, AGGREGATE_SUMS)
+
+
+def sum_by(table: pa.Table, keys: list[str], sums: list[str]) -> pa.Table:
+    """The ``sums`` columns of ``table`` summed per distinct ``keys``, as ``Table.group_by`` sums
+    them (the groups in its order), the columns named as in ``table``. Arrow's aggregate node is
+    built from ``pyarrow._acero`` where that module is: ``Table.group_by`` imports ``pyarrow.acero``,
+    which imports pyarrow's datasets, parquet and TLS (35 ms of the analysis's start) for a table of
+    a few thousand rows."""
     try:
         from pyarrow._acero import AggregateNodeOptions, Declaration, TableSourceNodeOptions
     except ImportError:  # a pyarrow whose private module moved: its public grouping
-        summed = table.group_by(AGGREGATE_KEYS, use_threads=False).aggregate(
-            [(c, "sum") for c in AGGREGATE_SUMS]
-        )
+        summed = table.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in sums])
         return summed.rename_columns([c.removesuffix("_sum") for c in summed.column_names])
-    sums = [([c], "hash_sum", None, c) for c in AGGREGATE_SUMS]
     plan = Declaration.from_sequence(
         [
             Declaration("table_source", TableSourceNodeOptions(table)),
-            Declaration("aggregate", AggregateNodeOptions(sums, keys=AGGREGATE_KEYS)),
+            Declaration(
+                "aggregate", AggregateNodeOptions([([c], "hash_sum", None, c) for c in sums], keys=keys)
+            ),
         ]
     )
     return plan.to_table(use_threads=False)
@@ -697,7 +751,8 @@ def _read_names(path: Path, warnings: list[str]) -> tuple[list[str], frozenset[i
             f"{path / S.NAMES_FILE}: {int((~ok).sum())} name(s) with an id beyond the file's rows (damaged?)"
             " left out"
         )
-    raw = names_table.column("name").cast(pa.binary()).to_pylist()
+    # read as bytes (a view, not a cast: casts import pyarrow.compute, keys.compute)
+    raw = [b for chunk in names_table.column("name").chunks for b in chunk.view(pa.binary()).to_pylist()]
     values, undecodable = [], 0
     for b in raw:  # one per name (interned), not per event
         try:
