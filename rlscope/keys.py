@@ -15,15 +15,25 @@ import numpy as np
 import pyarrow as pa
 
 
-def compute(name: str, *args: Any) -> Any:
-    """Arrow's compute function ``name`` of ``args``, called without importing ``pyarrow.compute``:
-    that module makes a Python wrapper with a parsed docstring of each of Arrow's ~300 functions
-    when imported (30 ms of an analysis's start), and its own calls go through this one."""
+def compute(name: str, *args: Any, options: Any = None) -> Any:
+    """Arrow's compute function ``name`` of ``args`` (``options``: its options object, e.g.
+    :func:`set_lookup`'s), called without importing ``pyarrow.compute``: that module makes a Python
+    wrapper with a parsed docstring of each of Arrow's ~300 functions when imported (30 ms of an
+    analysis's start), and its own calls go through this one."""
     try:
         from pyarrow._compute import call_function
     except ImportError:  # a pyarrow whose private module moved: its public one
         from pyarrow.compute import call_function
-    return call_function(name, list(args))
+    return call_function(name, list(args), options)
+
+
+def set_lookup(value_set: Any) -> Any:
+    """The options of Arrow's ``index_in`` / ``is_in`` for ``value_set`` (see :func:`compute`)."""
+    try:
+        from pyarrow._compute import SetLookupOptions
+    except ImportError:
+        from pyarrow.compute import SetLookupOptions
+    return SetLookupOptions(value_set)
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -144,7 +144,9 @@ def window_rows(
         chosen = np.zeros(total, bool)
         chosen[np.argpartition(starts, keep - 1)[:keep]] = True
         n_ops = ops.num_rows
-        ops, gpu = ops.filter(pa.array(chosen[:n_ops])), gpu.filter(pa.array(chosen[n_ops:]))
+        # Arrow's filter, called without importing pyarrow.compute (Table.filter does)
+        ops = compute("filter", ops, pa.array(chosen[:n_ops]))
+        gpu = compute("filter", gpu, pa.array(chosen[n_ops:]))
     return ops, gpu, total
 
 
@@ -277,8 +279,8 @@ def _timeline(
         kth = np.partition(starts, max_intervals)[max_intervals]
         shown_until_ns = int(kth)
         ok, gk = o_s < kth, g_s < kth
-        ops, o_s, o_e = ops.filter(pa.array(ok)), o_s[ok], o_e[ok]
-        gpus, g_s, g_e = gpus.filter(pa.array(gk)), g_s[gk], g_e[gk]
+        ops, o_s, o_e = compute("filter", ops, pa.array(ok)), o_s[ok], o_e[ok]
+        gpus, g_s, g_e = compute("filter", gpus, pa.array(gk)), g_s[gk], g_e[gk]
 
     o_pid = ops.column("pid").to_numpy()
     o_thread = ops.column("thread").to_numpy()

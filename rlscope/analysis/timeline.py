@@ -19,6 +19,7 @@ import pyarrow as pa
 from rlscope import categories
 from rlscope.analysis import native
 from rlscope.blocks import blocks, search_sorted, take
+from rlscope.keys import compute, set_lookup
 from rlscope.trace import schema as S
 from rlscope.trace.glue import Gaps
 from rlscope.trace.header import main_thread, session_span
@@ -1115,10 +1116,8 @@ def build_timeline(
     if not added and not (thread == thread[0]).all():
         # rows of one thread are already in time order: a stable sort by thread is enough. Dense
         # small thread indices (hash-based unique, no sort) let numpy use its O(n) radix sort.
-        import pyarrow.compute as pc  # here only: its import costs an analysis 30 ms (keys.compute)
-
         col_thread = events.column("thread")
-        dense = pc.index_in(col_thread, value_set=pc.unique(col_thread)).to_numpy()
+        dense = compute("index_in", col_thread, options=set_lookup(compute("unique", col_thread))).to_numpy()
         order = np.argsort(dense.astype(np.int16 if dense.max() < 2**15 else np.int32), kind="stable")
         ts, thread, kind = ts[order], thread[order], kind[order]
         col = {k: v[order] for k, v in col.items()}

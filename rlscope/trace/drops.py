@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from rlscope import categories
+from rlscope.keys import compute
 from rlscope.trace import schema as S
 from rlscope.trace.budget import Drop
 from rlscope.trace.glue import gaps_of
@@ -34,6 +35,19 @@ _LAST = 2**63 - 1
 
 def _ints(batch: pa.RecordBatch | pa.Table, column: str) -> np.ndarray:
     return batch.column(column).to_numpy().astype(np.int64, copy=False)
+
+
+def _rows(batch: pa.RecordBatch, mask: np.ndarray) -> pa.RecordBatch:
+    """``batch``'s rows where ``mask`` is set: Arrow's filter, called without importing
+    pyarrow.compute (RecordBatch.filter does, ~35 ms of an analysis's start)."""
+    return compute("filter", batch, pa.array(mask))
+
+
+def _as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` (the same columns) with ``schema``'s types and metadata; a column is cast only where
+    its type differs (Table.cast of every column imports pyarrow.compute)."""
+    columns = [c if c.type == f.type else c.cast(f.type) for c, f in zip(table.columns, schema, strict=True)]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 class _Drop:
@@ -60,10 +74,10 @@ class _Drop:
         ends = (kind == S.OP_END) | (kind == S.PHASE_END)
         known = np.concatenate([self.open, ident[begins]])
         self.open = known[~np.isin(known, ident[ends])]
-        ended = rows.filter(pa.array(ends & ~np.isin(ident, known)))
+        ended = _rows(rows, ends & ~np.isin(ident, known))
         # the begins still open: a few batches (no more than scopes open at once), not one a batch
-        begun = [*self.begun, rows.filter(pa.array(begins))]
-        begun = [b.filter(pa.array(np.isin(_ints(b, "id"), self.open))) for b in begun]
+        begun = [*self.begun, _rows(rows, begins)]
+        begun = [_rows(b, np.isin(_ints(b, "id"), self.open)) for b in begun]
         self.ended += [ended] if ended.num_rows else []
         self.begun = [b for b in begun if b.num_rows]
         # per thread: the category before its first change here (unless an earlier batch had one)
@@ -132,11 +146,11 @@ class Drops:
         where = np.where(kind == S.SESSION_START, -1, where)  # the session's rows stay
         end = (where >= 0) & (kind == S.SESSION_END)
         if end.any() and self.end_row is None:
-            self.end_row = batch.filter(pa.array(end)).slice(0, 1)
+            self.end_row = _rows(batch, end).slice(0, 1)
         where = np.where(end, -1, where)
         for k in np.unique(where[where >= 0]).tolist():
-            self.drops[k].take(batch.filter(pa.array((where == k) & ~end)))
-        return batch.filter(pa.array((where < 0) & ~end))
+            self.drops[k].take(_rows(batch, (where == k) & ~end))
+        return _rows(batch, (where < 0) & ~end)
 
     def session_end(self) -> int | None:
         return int(self.end_row.column("ts_ns")[0].as_py()) if self.end_row is not None else None
@@ -155,7 +169,8 @@ class Drops:
             at_end = []
             if d.end is None:
                 if self.end_row is not None:
-                    at_end.append(pa.Table.from_batches([self.end_row]).select(schema.names).cast(schema))
+                    end_row = pa.Table.from_batches([self.end_row]).select(schema.names)
+                    at_end.append(_as_schema(end_row, schema))
                 at_end.append(_row(schema, end, main, S.DETAIL, S.DETAIL_RESUME, -1, -1, 0))
             at_end += _changes(d, schema, end, main)
             parts += rows + at_end
@@ -164,7 +179,7 @@ class Drops:
             ]
         table = pa.concat_tables(parts)
         order = np.lexsort((np.concatenate(first), _ints(table, "ts_ns")))
-        return table.take(pa.array(order))
+        return compute("take", table, pa.array(order))  # Table.take imports pyarrow.compute
 
     def detail_left_out_s(self, events_end: int) -> float:
         end = self.session_end() or events_end
@@ -220,7 +235,7 @@ class Before:
         if keep.all():
             return batch
         self.rows += int((~keep).sum())
-        return batch.filter(pa.array(keep))
+        return _rows(batch, keep)
 
 
 def as_left_out(batch: pa.RecordBatch, drops: Drops) -> pa.RecordBatch:

@@ -66,14 +66,13 @@ def calls_per_instance(proc: ProcessTrace, tl: Timeline | None = None) -> dict[t
     instances: dict[tuple[int, str], int] = {}
     agg = proc.aggregates
     if agg is not None and agg.num_rows:
-        rows = agg.filter(
-            np.asarray(agg.column("category").to_numpy() == S.AGGREGATE_CALLS)
-            & np.asarray(agg.column("operation").to_numpy() >= 0)
-        )
+        # numpy's mask, not Table.filter: that imports pyarrow.compute (~35 ms of an analysis's start)
+        op = agg.column("operation").to_numpy()
+        rows = (agg.column("category").to_numpy() == S.AGGREGATE_CALLS) & (op >= 0)
         for tid, nid, n in zip(
-            rows.column("thread").to_pylist(),
-            rows.column("operation").to_pylist(),
-            rows.column("calls").to_pylist(),
+            agg.column("thread").to_numpy()[rows].tolist(),
+            op[rows].tolist(),
+            agg.column("calls").to_numpy()[rows].tolist(),
             strict=True,
         ):
             if nid < len(names):
