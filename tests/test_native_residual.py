@@ -743,3 +743,46 @@ def test_correct_windows_over_the_columns_it_reads_gives_the_same_bits(main, mon
         got = residual.correct_windows(mine, factor.copy(), consume=True)
         assert _same_correction(want, got)
         assert np.shares_memory(got.timeline.ts, mine.ts) == (env == "1")
+
+
+@pytest.mark.parametrize("main", [100, 102, 103, 999])
+@pytest.mark.parametrize("consume", [False, True])
+def test_correct_windows_sums_the_main_threads_time_by_window_as_full_share_does(main, consume, monkeypatch):
+    """correct_windows given the rows' kinds of window: the rebuild's pass sums the corrected main
+    thread's lengths, all and in full windows (residual_rebuild_counted), as full_share's own pass over
+    the corrected rows does (C and numpy's), the timeline the same bits as without them; the main
+    thread first, in the middle, last or absent (a share of 1)."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=2000), main_thread=main)
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    factor[::97] = 0.0
+    row_mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], len(tl.ts)).astype(np.int8)
+    want = residual.correct_windows(tl, factor.copy())
+    mine = dataclasses.replace(tl, ts=tl.ts.copy(), seg_end=tl.seg_end.copy())
+    got = residual.correct_windows(mine, factor.copy(), consume=consume, row_mode=row_mode)
+    assert _same_correction(want, got)
+    est = SimpleNamespace(row_mode=row_mode, main_mode_ns=None)
+    shares = []
+    for env in ("0", "1"):  # full_share's pass over the rows: numpy's, then C's
+        monkeypatch.setenv(native.ENV, env)
+        shares.append(full_windows.full_share(est, got.timeline))
+    main_rows = got.timeline.main_rows()
+    dur = got.timeline.seg_end[main_rows] - got.timeline.ts[main_rows]
+    full = int(dur[row_mode[main_rows] == S.WINDOW_FULL].sum())
+    # no main thread: no pass of its rows to sum on, full_share's own (over none)
+    assert got.main_mode_ns == ((int(dur.sum()), full) if main != 999 else None)
+    est.main_mode_ns = got.main_mode_ns
+    assert _same(full_windows.full_share(est, got.timeline), shares[0]) and _same(shares[0], shares[1])
+    assert (shares[0] == 1.0) == (main == 999)
+    monkeypatch.setenv(native.ENV, "0")  # numpy's correct_windows sums nothing: full_share's pass
+    assert residual.correct_windows(tl, factor.copy(), row_mode=row_mode).main_mode_ns is None
+
+
+def test_correct_windows_sums_nothing_without_an_int8_column_of_every_row(monkeypatch):
+    """Kinds of window not of every row, or not int8: the rebuild's plain pass, nothing summed."""
+    rng = np.random.default_rng(4)
+    tl = _timeline(rng, threads=2, rows=300)
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    for row_mode in (np.zeros(len(tl.ts) - 1, np.int8), np.zeros(len(tl.ts), np.int16)):
+        got = residual.correct_windows(tl, factor.copy(), row_mode=row_mode)
+        assert got.main_mode_ns is None and _same_correction(residual.correct_windows(tl, factor.copy()), got)

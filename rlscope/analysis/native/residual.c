@@ -325,14 +325,18 @@ static inline int64_t first_not_below(const int64_t *v, int64_t n, int64_t x) {
  * then becomes, as numpy's ``inst_end[id[ends]] = ts[ends]`` leaves the last row's over every row's
  * (in row order, whichever threads a call takes first); one pass over those rows, no gathers of
  * their own. An id outside -n_inst to n_inst - 1 is counted in ``bad[0]`` (numpy raises there) and
- * skipped. Returns the running sum after these threads' rows. */
-double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
-                        const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
-                        double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
-                        const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
-                        double *ratio, int64_t n_ends, const int64_t *ends, const int32_t *id, int64_t n_inst,
-                        int64_t *inst_end, int64_t *end_row, int64_t *bad) {
+ * skipped. Returns the running sum after these threads' rows (residual_rebuild; rebuild_pass is its
+ * body, also residual_rebuild_counted's). */
+static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end,
+                                  int64_t n_threads, const int64_t *first, const double *rel0, int64_t start_ns,
+                                  int64_t k0, int64_t k1, double before, int64_t m, const int64_t *rows,
+                                  double *sums, int64_t scaled, const int64_t *old_ts, const int64_t *old_end,
+                                  double *gone, int64_t keep_ratio, double *ratio, int64_t n_ends,
+                                  const int64_t *ends, const int32_t *id, int64_t n_inst, int64_t *inst_end,
+                                  int64_t *end_row, int64_t *bad, const int8_t *row_mode, int64_t full_mode,
+                                  int64_t *mode_ns) {
     int64_t j = 0, q = k0 < k1 ? first_not_below(ends, n_ends, first[k0]) : n_ends;
+    int64_t all_ns = 0, full_ns = 0;
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
         double base = before, start = rel0[k];
@@ -352,8 +356,14 @@ double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *
             ts[i] = rint_i64(t) + start_ns;
             seg_end[i] = rint_i64(e) + start_ns;
             before = after;
+            if (row_mode) {
+                int64_t d = seg_end[i] - ts[i];
+                all_ns += d;
+                full_ns += row_mode[i] == full_mode ? d : 0;
+            }
         }
     }
+    if (row_mode) mode_ns[0] += all_ns, mode_ns[1] += full_ns;
     int64_t stop = k1 < n_threads ? first[k1] : n;
     for (; q < n_ends && ends[q] < stop; ++q) {
         int64_t i = ends[q], o = id[i];
@@ -365,6 +375,33 @@ double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *
         if (i > end_row[o]) inst_end[o] = ts[i], end_row[o] = i;
     }
     return before;
+}
+
+double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
+                        const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
+                        double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
+                        const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
+                        double *ratio, int64_t n_ends, const int64_t *ends, const int32_t *id, int64_t n_inst,
+                        int64_t *inst_end, int64_t *end_row, int64_t *bad) {
+    return rebuild_pass(n, new_dur, ts, seg_end, n_threads, first, rel0, start_ns, k0, k1, before, m, rows, sums,
+                        scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
+                        end_row, bad, NULL, 0, NULL);
+}
+
+/* residual_rebuild, and on the way the new lengths (seg_end - ts, whole ns) of the rows it writes
+ * summed into mode_ns[0], those of the rows whose row_mode[i] is ``full_mode`` into mode_ns[1]: what
+ * full_windows.full_share sums off the corrected main thread's rows, without a pass of its own. */
+double residual_rebuild_counted(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end,
+                                int64_t n_threads, const int64_t *first, const double *rel0, int64_t start_ns,
+                                int64_t k0, int64_t k1, double before, int64_t m, const int64_t *rows,
+                                double *sums, int64_t scaled, const int64_t *old_ts, const int64_t *old_end,
+                                double *gone, int64_t keep_ratio, double *ratio, int64_t n_ends,
+                                const int64_t *ends, const int32_t *id, int64_t n_inst, int64_t *inst_end,
+                                int64_t *end_row, int64_t *bad, const int8_t *row_mode, int64_t full_mode,
+                                int64_t *mode_ns) {
+    return rebuild_pass(n, new_dur, ts, seg_end, n_threads, first, rel0, start_ns, k0, k1, before, m, rows, sums,
+                        scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
+                        end_row, bad, row_mode, full_mode, mode_ns);
 }
 
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed

@@ -225,7 +225,11 @@ def _crossing_rows(tl: Timeline, wi: np.ndarray) -> np.ndarray:
 def full_share(est: WindowEstimate, tl: Timeline) -> float:
     """Share of the corrected main-thread time spent in full windows: sums of whole ns, exact in any
     order, so made in C in one pass, else a block of rows at a time in integers (no column of every
-    row's length)."""
+    row's length). Where ``tl``'s correction summed them on its way (WindowEstimate.main_mode_ns), read
+    off that."""
+    if est.main_mode_ns is not None:
+        total, full = est.main_mode_ns
+        return float(full) / float(total) if total > 0 else 1.0
     main = tl.main_rows()
     ts, seg_end, row_mode = tl.ts[main], tl.seg_end[main], est.row_mode[main]
     fn = native.function(

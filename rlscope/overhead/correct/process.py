@@ -104,7 +104,10 @@ def correct_process(
         factor, est.factor = est.factor, np.zeros(0)
         # without launches to move the residual-corrected timeline is read no further: its columns
         # take the new times (the analysis's peak of memory)
-        windows_fix = residual.correct_windows(fix.timeline, factor, keep_ratio=moving, consume=not moving)
+        windows_fix = residual.correct_windows(
+            fix.timeline, factor, keep_ratio=moving, consume=not moving, row_mode=est.row_mode
+        )
+        est.main_mode_ns = windows_fix.main_mode_ns
         fixes.append((fix.timeline, windows_fix))
         del factor
     final = fixes[-1][1].timeline

@@ -354,6 +354,8 @@ class Correction:
     background_share: float
     clamped_s: float  # planned removal that exceeded the segments it fell in (not removed)
     writer_stall: dict[str, Any] | None = None  # flush_stall.StallShare, where flushes were marked
+    # the main thread's corrected ns, all and in full windows, where correct_windows summed them
+    main_mode_ns: tuple[int, int] | None = None
 
     def remap(self, raw: Timeline, thread: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Corrected times of raw times ``t`` on ``thread`` (the main thread's map for unknown threads)."""
@@ -583,10 +585,15 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 class _Scaled:
     """:func:`rebuild`'s new durations as each segment's length times its factor (correct_windows'),
     worked out in its C pass: ``gone`` gets each length less its new one (for numpy to sum; it may be
-    the factors' own column), ``ratio`` (where not None) new over length (1 where the length is 0)."""
+    the factors' own column), ``ratio`` (where not None) new over length (1 where the length is 0).
+    ``row_mode`` (int8, each row's kind of window; None: not asked): the main thread's new lengths
+    summed in the same pass into ``mode_ns``, [all, those of the rows in full windows], whole ns
+    (residual_rebuild_counted); ``mode_ns`` stays None where that pass did not run."""
 
     gone: np.ndarray
     ratio: np.ndarray | None
+    row_mode: np.ndarray | None = None
+    mode_ns: np.ndarray | None = None
 
 
 # residual_rebuild's arguments: (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before,
@@ -598,6 +605,8 @@ _REBUILD = (
     native.N, native.I64, native.I64, native.F64, native.N, native.F64,
     native.N, native.I64, native.I32, native.N, native.I64, native.I64, native.I64,
 )  # fmt: skip
+# residual_rebuild_counted's: residual_rebuild's, then (row_mode, full_mode, mode_ns)
+_REBUILD_COUNTED = (*_REBUILD, native.I8, native.N, native.I64)
 _SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.I64, native.I64)
 
 
@@ -668,23 +677,32 @@ def rebuild(
         out[order] = got
         return out
 
+    counted = _counted_loop(scaled, len(ts))
+
     def rows_from(
-        k0: int, k1: int, before: float, rel0: np.ndarray, asked: np.ndarray
+        k0: int, k1: int, before: float, rel0: np.ndarray, asked: np.ndarray, main: bool = False
     ) -> tuple[float, np.ndarray]:
         """Threads ``k0`` to ``k1 - 1`` rebuilt in one C pass from the running sum ``before`` (its
         value before their first row), and that sum before each of ``asked`` (rows among theirs) read
-        on the way: (the running sum after their rows, those sums)."""
+        on the way: (the running sum after their rows, those sums). ``main``: the main thread's, whose
+        new lengths ``scaled`` may ask summed by kind of window (:class:`_Scaled`)."""
         order = np.argsort(asked, kind="stable")
         got, out = np.empty(len(asked)), np.empty(len(asked))
         rows = asked[order].astype(np.int64)
         rel0 = np.ascontiguousarray(rel0, np.float64)
-        end = fill(
+        args = (
             len(ts), new_dur, ts, seg_end, len(first), first64, rel0, tl.start_ns,
             k0, k1, before, len(rows), rows, got,
             scaled is not None, tl.ts, tl.seg_end, gone, len(ratio) > 0, ratio,
             len(ends_at), ends_at, tl.id if end_row is not None else _NO_IDS, len(inst_end), inst_end,
             end_row if end_row is not None else ends_at, bad if bad is not None else ends_at,
         )  # fmt: skip
+        if main and counted is not None and scaled is not None and scaled.row_mode is not None:
+            mode_ns = np.zeros(2, np.int64)
+            end = counted(*args, scaled.row_mode, S.WINDOW_FULL, mode_ns)
+            scaled.mode_ns = mode_ns
+        else:
+            end = fill(*args)
         out[order] = got
         return end, out
 
@@ -722,7 +740,7 @@ def rebuild(
             sums = np.zeros(len(asked))
             sums[[km, -1]] = cum(asked[[km, -1]])
             rel0[km] = moved(sums)[km]
-            main_end, sums = rows_from(km, km + 1, float(sums[-1]), rel0, asked)
+            main_end, sums = rows_from(km, km + 1, float(sums[-1]), rel0, asked, main=True)
             moved_at = moved(sums)
         rel0, rel_end = moved_at[:-1], moved_at[-1:]  # the main thread's own start as it was rebuilt
     # each row's start: its thread's first start plus the corrected time before it on the thread
@@ -744,6 +762,15 @@ def rebuild(
     out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
     out.memo["scope_ends"] = ends  # the same rows
     return out
+
+
+def _counted_loop(scaled: _Scaled | None, n: int) -> Any:
+    """residual_rebuild_counted where ``scaled`` asks the main thread's lengths by kind of window (an
+    int8 column of every row), else None."""
+    mode = scaled.row_mode if scaled is not None else None
+    if mode is None or mode.dtype != np.int8 or len(mode) != n or not mode.flags.c_contiguous:
+        return None
+    return native.function("residual_rebuild_counted", *_REBUILD_COUNTED, restype=native.DOUBLE)
 
 
 def _thread_firsts(tl: Timeline) -> np.ndarray:
@@ -1226,23 +1253,33 @@ def correct_timeline(
 
 
 def correct_windows(
-    tl: Timeline, factor: np.ndarray, keep_ratio: bool = True, consume: bool = False
+    tl: Timeline,
+    factor: np.ndarray,
+    keep_ratio: bool = True,
+    consume: bool = False,
+    row_mode: np.ndarray | None = None,
 ) -> Correction:
     """Scale each segment by its window factor (overhead/correct/windows.py) and rebuild the timeline;
     ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten (the estimate's column,
     used once: its memory takes the time gone per row, no other column of every row for it).
     ``consume``: ``tl`` is read no further (no launches to move over it): where the C loops run, its
     ``ts`` and ``seg_end`` take the new times, each row's read before it is written. Why: this is the
-    analysis's peak of memory, two columns of every row fewer."""
+    analysis's peak of memory, two columns of every row fewer. ``row_mode``: each row's kind of window
+    (WindowEstimate.row_mode), whose corrected main-thread time by kind the rebuild's pass sums where
+    the C loops run (Correction.main_mode_ns: full_windows.full_share's figures)."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     n = len(factor)
+    main_mode_ns = None
     if _rebuild_loops() is not None and _doubles(factor):
         # the new durations worked out in the rebuild's own pass, the time gone written over the factors
         gone, ratio = factor, np.empty(n) if keep_ratio else None
         spare = (tl.ts, tl.seg_end) if consume else ()
-        corrected = rebuild(tl, factor, spare=spare, scaled=_Scaled(gone, ratio))
+        scaled = _Scaled(gone, ratio, row_mode)
+        corrected = rebuild(tl, factor, spare=spare, scaled=scaled)
         removed = float(gone.sum()) / 1e9
+        if scaled.mode_ns is not None:
+            main_mode_ns = (int(scaled.mode_ns[0]), int(scaled.mode_ns[1]))
     else:
         dur = tl.float_duration()
         new_dur = np.multiply(dur, factor, out=factor)
@@ -1251,4 +1288,5 @@ def correct_windows(
         removed = float(gone.sum()) / 1e9
         corrected = rebuild(tl, new_dur, spare=(gone,))  # its memory holds new times
     del gone
-    return Correction(corrected, ratio, {"collectors (windows)": removed} if removed else {}, 0.0, 0.0)
+    removed_s = {"collectors (windows)": removed} if removed else {}
+    return Correction(corrected, ratio, removed_s, 0.0, 0.0, main_mode_ns=main_mode_ns)

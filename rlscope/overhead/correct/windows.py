@@ -89,6 +89,9 @@ class WindowEstimate:
     # in each timeline of these rows
     begins: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     window_idx: np.ndarray | None = None
+    # the corrected timeline's main-thread ns, all and in full windows (row_mode), where its
+    # correction summed them (residual.correct_windows): full_windows.full_share's figures
+    main_mode_ns: tuple[int, int] | None = None
 
     @property
     def measured(self) -> bool:
