@@ -32,6 +32,7 @@ from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
 from rlscope.keys import factorize, factorize_rows
 from rlscope.overhead.correct import windows
+from rlscope.overhead.correct.sums import sum_at_rows
 from rlscope.trace import schema as S
 
 MIN_CLEAR = 5  # clear instances of an operation (same window kind) for a median to compare with
@@ -99,7 +100,10 @@ def measure(
     name = tl.inst_name[inst]
     mode = _modes(tl, begins)
     e, b = excl[inst], over[inst]
-    main_bound_ns = float(bound[main].sum())
+    if rows is not None and excl is not None:  # 0 off ``at``: read there (bound[main].sum())
+        main_bound_ns = sum_at_rows(main.stop - main.start, at - main.start, at_bound)
+    else:
+        main_bound_ns = float(bound[main].sum())
     bound_sum = excess = var = 0.0
     used = 0
     # each (operation, window kind)'s instances, in the order they began: one stable sort of their

@@ -28,6 +28,7 @@ from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted, take
 from rlscope.overhead.correct import flush_stall, module_calls, reference
+from rlscope.overhead.correct.sums import sum_at_rows
 from rlscope.trace import schema as S
 from rlscope.trace.header import recorded_options
 from rlscope.trace.schema import CostClass
@@ -1091,13 +1092,9 @@ def _sums_off(
             totals.append(float(col[~profiler].sum()))
         else:
             totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()))
-    # np.where(profiler, dur, 0.0) without the lengths of every row: zeros, and the few rows' own
+    # np.where(profiler, dur, 0.0) summed without the lengths of every row: the few rows' own
     scratch.fill(0.0)
-    if not len(prof_rows):  # a column of +0.0 sums to +0.0
-        return 0.0, totals[0], totals[1]
-    scratch[prof_rows] = prof_dur
-    profiler_ns = scratch.sum()
-    scratch[prof_rows] = 0.0
+    profiler_ns = sum_at_rows(n, prof_rows, prof_dur)
     return profiler_ns, totals[0], totals[1]
 
 
@@ -1135,7 +1132,7 @@ def _stall_taken(
     stall *= measured.share
     bound[rows] = stall
     left[rows] -= stall  # less 0 elsewhere: as it is
-    return measured.as_dict(), float(bound.sum()) / 1e9
+    return measured.as_dict(), sum_at_rows(len(bound), rows, bound[rows]) / 1e9  # bound.sum()
 
 
 def _ratio(tl: Timeline, new_dur: np.ndarray, dur: np.ndarray | None = None) -> np.ndarray:

@@ -1,0 +1,62 @@
+"""numpy's sum of a column that is 0 but at a few rows, read at those rows only.
+
+Why: the correction sums columns of every row with numpy (a pairwise sum, whose bits depend on
+every value's place), and some are 0 off a few rows: the flushes' stall (~110 k rows of 9 M on a
+minute of PPO), the periodic work's time. Each such sum read 72 MB for a handful of values. The C
+loop (rlscope/analysis/native/sums.c) walks numpy's own summation tree over the rows alone, so the
+figure keeps its bits; it is checked against np.sum once per process, and numpy sums wherever the
+two differ (a numpy that sums another way) or the C loops do not run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlscope.analysis import native
+
+_checked: list[bool] = []  # [whether the C loop gave np.sum's bits on the check], once made
+
+
+def _numpy(n: int, rows: np.ndarray, values: np.ndarray) -> float:
+    """The reference: the column made, and numpy's sum of it."""
+    column = np.zeros(n)
+    column[rows] = values
+    return float(column.sum())
+
+
+def _c(n: int, rows: np.ndarray, values: np.ndarray) -> float | None:
+    """sums.c's sum, or None where it cannot run (no C loops, rows not strictly ascending in [0, n))."""
+    args = (native.N, native.N, native.I64, native.F64, native.I64)
+    fn = native.function("sums_at_rows", *args, restype=native.DOUBLE)
+    if fn is None:
+        return None
+    rows = np.ascontiguousarray(rows, np.int64)
+    values = np.ascontiguousarray(values, np.float64)
+    ok = np.zeros(1, np.int64)
+    got = fn(n, len(rows), rows, values, ok)
+    return float(got) if ok[0] else None
+
+
+def _agrees() -> bool:
+    """Whether the C loop gives np.sum's bits here: sums of every shape of numpy's tree (short
+    columns, blocks of 8 to 128, halves), values of wide magnitudes, a row at each edge."""
+    if not _checked:
+        rng = np.random.default_rng(20261130)
+        ok = True
+        for n in (1, 7, 8, 9, 127, 128, 129, 1000, 8193, 100_003):
+            rows = np.unique(np.r_[0, n - 1, rng.integers(0, n, max(1, n // 7))])
+            values = rng.standard_normal(len(rows)) * 10.0 ** rng.uniform(-6, 9, len(rows))
+            got = _c(n, rows, values)
+            ok = ok and got is not None and got == _numpy(n, rows, values)
+        _checked.append(ok)
+    return _checked[0]
+
+
+def sum_at_rows(n: int, rows: np.ndarray, values: np.ndarray) -> float:
+    """``np.sum`` of a float64 column of ``n`` rows that is +0.0 but ``values`` at ``rows`` (strictly
+    ascending, in [0, n)), to the bit, without making the column where the C loops run."""
+    if len(rows) and _agrees():
+        got = _c(n, rows, values)
+        if got is not None:
+            return got
+    return _numpy(n, rows, values) if len(rows) else 0.0
