@@ -749,7 +749,7 @@ def test_correct_windows_over_the_columns_it_reads_gives_the_same_bits(main, mon
 @pytest.mark.parametrize("consume", [False, True])
 def test_correct_windows_sums_the_main_threads_time_by_window_as_full_share_does(main, consume, monkeypatch):
     """correct_windows given the rows' kinds of window: the rebuild's pass sums the corrected main
-    thread's lengths, all and in full windows (residual_rebuild_counted), as full_share's own pass over
+    thread's lengths, all and in full windows (residual_rebuild with its modes), as full_share's own pass over
     the corrected rows does (C and numpy's), the timeline the same bits as without them; the main
     thread first, in the middle, last or absent (a share of 1)."""
     rng = np.random.default_rng(main)

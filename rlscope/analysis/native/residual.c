@@ -325,8 +325,7 @@ static inline int64_t first_not_below(const int64_t *v, int64_t n, int64_t x) {
  * then becomes, as numpy's ``inst_end[id[ends]] = ts[ends]`` leaves the last row's over every row's
  * (in row order, whichever threads a call takes first); one pass over those rows, no gathers of
  * their own. An id outside -n_inst to n_inst - 1 is counted in ``bad[0]`` (numpy raises there) and
- * skipped. Returns the running sum after these threads' rows (residual_rebuild; rebuild_pass is its
- * body, also residual_rebuild_counted's). */
+ * skipped. Returns the running sum after these threads' rows (residual_rebuild's body). */
 static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end,
                                   int64_t n_threads, const int64_t *first, const double *rel0, int64_t start_ns,
                                   int64_t k0, int64_t k1, double before, int64_t m, const int64_t *rows,
@@ -377,31 +376,20 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
     return before;
 }
 
+/* rebuild_pass as one function: with ``n_mode`` 0 nothing is counted; with ``n_mode`` n (row_mode,
+ * int8, each row's kind of window) the new lengths (seg_end - ts, whole ns) of the rows it writes are
+ * summed into mode_ns[0], those of the rows whose row_mode[i] is ``full_mode`` into mode_ns[1]: what
+ * full_windows.full_share sums off the corrected main thread's rows, without a pass of its own. */
 double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
                         const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
                         double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
                         const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
                         double *ratio, int64_t n_ends, const int64_t *ends, const int32_t *id, int64_t n_inst,
-                        int64_t *inst_end, int64_t *end_row, int64_t *bad) {
+                        int64_t *inst_end, int64_t *end_row, int64_t *bad, int64_t n_mode, const int8_t *row_mode,
+                        int64_t full_mode, int64_t *mode_ns) {
     return rebuild_pass(n, new_dur, ts, seg_end, n_threads, first, rel0, start_ns, k0, k1, before, m, rows, sums,
                         scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
-                        end_row, bad, NULL, 0, NULL);
-}
-
-/* residual_rebuild, and on the way the new lengths (seg_end - ts, whole ns) of the rows it writes
- * summed into mode_ns[0], those of the rows whose row_mode[i] is ``full_mode`` into mode_ns[1]: what
- * full_windows.full_share sums off the corrected main thread's rows, without a pass of its own. */
-double residual_rebuild_counted(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end,
-                                int64_t n_threads, const int64_t *first, const double *rel0, int64_t start_ns,
-                                int64_t k0, int64_t k1, double before, int64_t m, const int64_t *rows,
-                                double *sums, int64_t scaled, const int64_t *old_ts, const int64_t *old_end,
-                                double *gone, int64_t keep_ratio, double *ratio, int64_t n_ends,
-                                const int64_t *ends, const int32_t *id, int64_t n_inst, int64_t *inst_end,
-                                int64_t *end_row, int64_t *bad, const int8_t *row_mode, int64_t full_mode,
-                                int64_t *mode_ns) {
-    return rebuild_pass(n, new_dur, ts, seg_end, n_threads, first, rel0, start_ns, k0, k1, before, m, rows, sums,
-                        scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
-                        end_row, bad, row_mode, full_mode, mode_ns);
+                        end_row, bad, n_mode == n ? row_mode : NULL, full_mode, mode_ns);
 }
 
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed

@@ -589,7 +589,7 @@ class _Scaled:
     the factors' own column), ``ratio`` (where not None) new over length (1 where the length is 0).
     ``row_mode`` (int8, each row's kind of window; None: not asked): the main thread's new lengths
     summed in the same pass into ``mode_ns``, [all, those of the rows in full windows], whole ns
-    (residual_rebuild_counted); ``mode_ns`` stays None where that pass did not run."""
+    (residual_rebuild); ``mode_ns`` stays None where that pass did not run."""
 
     gone: np.ndarray
     ratio: np.ndarray | None
@@ -599,19 +599,19 @@ class _Scaled:
 
 # residual_rebuild's arguments: (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before,
 # m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
-# end_row, bad)
+# end_row, bad, n_mode, row_mode, full_mode, mode_ns)
 _REBUILD = (
     native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N,
     native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64,
     native.N, native.I64, native.I64, native.F64, native.N, native.F64,
     native.N, native.I64, native.I32, native.N, native.I64, native.I64, native.I64,
+    native.N, native.I8, native.N, native.I64,
 )  # fmt: skip
-# residual_rebuild_counted's: residual_rebuild's, then (row_mode, full_mode, mode_ns)
-_REBUILD_COUNTED = (*_REBUILD, native.I8, native.N, native.I64)
 _SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.I64, native.I64)
 
 
 _NO_IDS = np.zeros(0, np.int32)
+_NO_MODES = (0, np.zeros(0, np.int8), 0, np.zeros(0, np.int64))  # residual_rebuild counting nothing
 
 
 def _rebuild_loops() -> tuple[Any, Any] | None:
@@ -678,7 +678,7 @@ def rebuild(
         out[order] = got
         return out
 
-    counted = _counted_loop(scaled, len(ts))
+    counted = _counted_modes(scaled, len(ts))
 
     def rows_from(
         k0: int, k1: int, before: float, rel0: np.ndarray, asked: np.ndarray, main: bool = False
@@ -698,12 +698,12 @@ def rebuild(
             len(ends_at), ends_at, tl.id if end_row is not None else _NO_IDS, len(inst_end), inst_end,
             end_row if end_row is not None else ends_at, bad if bad is not None else ends_at,
         )  # fmt: skip
-        if main and counted is not None and scaled is not None and scaled.row_mode is not None:
+        if main and counted is not None and scaled is not None:
             mode_ns = np.zeros(2, np.int64)
-            end = counted(*args, scaled.row_mode, S.WINDOW_FULL, mode_ns)
+            end = fill(*args, len(counted), counted, S.WINDOW_FULL, mode_ns)
             scaled.mode_ns = mode_ns
         else:
-            end = fill(*args)
+            end = fill(*args, *_NO_MODES)
         out[order] = got
         return end, out
 
@@ -765,13 +765,13 @@ def rebuild(
     return out
 
 
-def _counted_loop(scaled: _Scaled | None, n: int) -> Any:
-    """residual_rebuild_counted where ``scaled`` asks the main thread's lengths by kind of window (an
-    int8 column of every row), else None."""
+def _counted_modes(scaled: _Scaled | None, n: int) -> np.ndarray | None:
+    """The column of each row's kind of window residual_rebuild sums the main thread's lengths by,
+    where ``scaled`` asks for them and it is one (int8, contiguous, every row's), else None."""
     mode = scaled.row_mode if scaled is not None else None
     if mode is None or mode.dtype != np.int8 or len(mode) != n or not mode.flags.c_contiguous:
         return None
-    return native.function("residual_rebuild_counted", *_REBUILD_COUNTED, restype=native.DOUBLE)
+    return mode
 
 
 def _thread_firsts(tl: Timeline) -> np.ndarray:
