@@ -155,34 +155,37 @@ static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last
     return 0;
 }
 
+/* timeline_merge's parameters, those of merge_rows too (with its ``with_states`` after them) */
+#define MERGE_PARAMS \
+    int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread, \
+    const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id, \
+    const int8_t *ev_flags, \
+    /* the sources: intervals, kinds, whether named */ \
+    int64_t na, const int64_t *a_thread, const int64_t *a_start, const int64_t *a_end, \
+    const int32_t *a_name, int64_t a_named, int64_t a_begin, int64_t a_end_kind, \
+    int64_t a_clip, int64_t a_lo, int64_t a_hi, \
+    int64_t nb, const int64_t *b_thread, const int64_t *b_start, const int64_t *b_end, \
+    const int32_t *b_name, int64_t b_named, int64_t b_begin, int64_t b_end_kind, \
+    int64_t b_clip, int64_t b_lo, int64_t b_hi, \
+    int64_t nc, const int64_t *c_thread, const int64_t *c_start, const int64_t *c_end, \
+    const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind, \
+    int64_t c_clip, int64_t c_lo, int64_t c_hi, \
+    /* out */ \
+    int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int64_t thread_table, \
+    int32_t *id, int8_t *flags, \
+    int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost, \
+    int64_t *cost, \
+    /* the extras */ \
+    int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx, \
+    const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info, \
+    /* the states */ \
+    int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks, \
+    const int64_t *dflt, int64_t keep, int32_t *op, int8_t *cat, int32_t *phase
+
 /* timeline_merge's rows, made for each of ``with_states`` (a constant where it is inlined: the
  * merge without the states runs none of their code). */
 static inline __attribute__((always_inline)) int64_t
-merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
-                       const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
-                       const int8_t *ev_flags,
-                       /* the sources: intervals, kinds, whether named */
-                       int64_t na, const int64_t *a_thread, const int64_t *a_start, const int64_t *a_end,
-                       const int32_t *a_name, int64_t a_named, int64_t a_begin, int64_t a_end_kind,
-                       int64_t a_clip, int64_t a_lo, int64_t a_hi,
-                       int64_t nb, const int64_t *b_thread, const int64_t *b_start, const int64_t *b_end,
-                       const int32_t *b_name, int64_t b_named, int64_t b_begin, int64_t b_end_kind,
-                       int64_t b_clip, int64_t b_lo, int64_t b_hi,
-                       int64_t nc, const int64_t *c_thread, const int64_t *c_start, const int64_t *c_end,
-                       const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
-                       int64_t c_clip, int64_t c_lo, int64_t c_hi,
-                       /* out */
-                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int64_t thread_table,
-                       int32_t *id, int8_t *flags,
-                       int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
-                       int64_t *cost,
-                       /* the extras */
-                       int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
-                       const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
-                       /* the states */
-                       int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks,
-                       const int64_t *dflt, int64_t keep, int32_t *op, int8_t *cat, int32_t *phase,
-                       int with_states) {
+merge_rows(MERGE_PARAMS, int with_states) {
     source_t src[MAX_SOURCES] = {
         {2 * na, a_thread, a_start, a_end, a_named ? a_name : 0, (int8_t)a_begin, (int8_t)a_end_kind,
          (int)a_clip, a_lo, a_hi},
@@ -344,33 +347,11 @@ merge_rows(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t 
     c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, thread_table, id, flags, events_at, ts_min, \
     with_cost, ev_cost, cost, extras, end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, \
     stack, ev_parent, marks, dflt, keep, op, cat, phase
-int64_t timeline_merge(int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread,
-                       const int8_t *ev_kind, const int32_t *ev_name, const int64_t *ev_id,
-                       const int8_t *ev_flags,
-                       /* the sources: intervals, kinds, whether named */
-                       int64_t na, const int64_t *a_thread, const int64_t *a_start, const int64_t *a_end,
-                       const int32_t *a_name, int64_t a_named, int64_t a_begin, int64_t a_end_kind,
-                       int64_t a_clip, int64_t a_lo, int64_t a_hi,
-                       int64_t nb, const int64_t *b_thread, const int64_t *b_start, const int64_t *b_end,
-                       const int32_t *b_name, int64_t b_named, int64_t b_begin, int64_t b_end_kind,
-                       int64_t b_clip, int64_t b_lo, int64_t b_hi,
-                       int64_t nc, const int64_t *c_thread, const int64_t *c_start, const int64_t *c_end,
-                       const int32_t *c_name, int64_t c_named, int64_t c_begin, int64_t c_end_kind,
-                       int64_t c_clip, int64_t c_lo, int64_t c_hi,
-                       /* out */
-                       int64_t *ts, int8_t *kind, int32_t *name, int32_t *thread, int64_t thread_table,
-                       int32_t *id, int8_t *flags,
-                       int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost,
-                       int64_t *cost,
-                       /* the extras */
-                       int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx,
-                       const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info,
-                       /* the states */
-                       int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks,
-                       const int64_t *dflt, int64_t keep, int32_t *op, int8_t *cat, int32_t *phase) {
+int64_t timeline_merge(MERGE_PARAMS) {
     return states ? merge_rows(MERGE_ARGS, 1) : merge_rows(MERGE_ARGS, 0);
 }
 #undef MERGE_ARGS
+#undef MERGE_PARAMS
 
 /* The state after each row, forward-filled along its thread: rlscope.trace.states.state_after_rows.
  * ``rows`` (sorted) change the state to ``values``; each thread's first row (``starts``, sorted)
