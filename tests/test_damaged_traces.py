@@ -634,21 +634,7 @@ def test_collector_tables_are_checked_as_whole_masks_say(kind: str):
     rng = np.random.default_rng(5)
     times, code, codes = V._TABLE_RULES[kind]
     for trial in range(60):
-        n = int(rng.integers(1, 200))
-        start = np.cumsum(rng.integers(1 if trial % 3 == 0 else 0, 4, n)) + 100
-        if trial % 4 == 1:
-            start = rng.permutation(start)
-        cols = {times[0]: start}
-        if len(times) == 2:
-            cols[times[1]] = start + rng.integers(0 if trial % 5 else -1, 9, n)
-        if code:
-            cols[code] = rng.choice(list(codes) + ([99] if trial % 6 == 0 else []), n)
-        cols["x"] = rng.integers(0, 2, n)
-        if trial % 7 == 0:
-            cols[times[0]][rng.integers(0, n)] = -5
-        if trial % 8 == 0 and n > 3:
-            cols = {k: np.concatenate([v, v[:3]]) for k, v in cols.items()}
-        table = pa.table({k: pa.array(v, pa.int64()) for k, v in cols.items()})
+        table, start = F.collector_table(rng, kind, trial, 200)
         session = (0, int(np.median(start)))
         out, found = V.validate_table(table, kind, "w", session)
         m = len(table)

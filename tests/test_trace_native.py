@@ -21,6 +21,7 @@ from rlscope import categories
 from rlscope.trace import native
 from rlscope.trace import schema as S
 from rlscope.trace import validate as V
+from tests import trace_fuzz as F
 
 pytestmark = pytest.mark.skipif(native.unavailable() is not None, reason="no C pass here")
 
@@ -533,24 +534,9 @@ def test_validate_table_is_the_same_with_the_c_pass_and_without(kind: str, monke
     object where intact) and the same findings, on intact tables, tables out of order, repeated rows,
     impossible times, intervals ending first, and torch ops past the session."""
     rng = np.random.default_rng(3)
-    times, code, codes = V._TABLE_RULES[kind]
     tables = []
     for trial in range(80):
-        n = int(rng.integers(1, 120))
-        start = np.cumsum(rng.integers(1 if trial % 3 == 0 else 0, 4, n)) + 100
-        if trial % 4 == 1:
-            start = rng.permutation(start)
-        cols = {times[0]: start}
-        if len(times) == 2:
-            cols[times[1]] = start + rng.integers(0 if trial % 5 else -1, 9, n)
-        if code:
-            cols[code] = rng.choice(list(codes) + ([99] if trial % 6 == 0 else []), n)
-        cols["x"] = rng.integers(0, 2, n)
-        if trial % 7 == 0:
-            cols[times[0]][rng.integers(0, n)] = -5 if trial % 2 else V.MAX_TS_NS
-        if trial % 8 == 0 and n > 3:
-            cols = {k: np.concatenate([v, v[:3]]) for k, v in cols.items()}
-        table = pa.table({k: pa.array(v, pa.int64()) for k, v in cols.items()})
+        table, start = F.collector_table(rng, kind, trial, 120, late=V.MAX_TS_NS)
         session = None if trial % 9 == 0 else (0, int(np.median(start)) + int(rng.integers(-2, 3)))
         tables.append((table, session))
     with_c = [_validated(t, kind, s) for t, s in tables]

@@ -936,3 +936,30 @@ def run_corpus(base: Path, scratch: Path, seed: int = 0, per_kind: int = 16) -> 
         shutil.rmtree(os.fsencode(trace), ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+def collector_table(
+    rng: np.random.Generator, kind: str, trial: int, max_rows: int, late: int | None = None
+) -> tuple[pa.Table, np.ndarray]:
+    """A random table of a collector ``kind`` (validate._TABLE_RULES) for trial number ``trial``, and
+    its start times: in time order or not, repeated times, intervals ending before they start, codes no
+    writer makes, a time below 0 (or, every other such trial, ``late`` where given: past the limit)
+    and its first rows written twice, each in some trials."""
+    from rlscope.trace import validate as V
+
+    times, code, codes = V._TABLE_RULES[kind]
+    n = int(rng.integers(1, max_rows))
+    start = np.cumsum(rng.integers(1 if trial % 3 == 0 else 0, 4, n)) + 100
+    if trial % 4 == 1:
+        start = rng.permutation(start)
+    cols = {times[0]: start}
+    if len(times) == 2:
+        cols[times[1]] = start + rng.integers(0 if trial % 5 else -1, 9, n)
+    if code:
+        cols[code] = rng.choice(list(codes) + ([99] if trial % 6 == 0 else []), n)
+    cols["x"] = rng.integers(0, 2, n)
+    if trial % 7 == 0:
+        cols[times[0]][rng.integers(0, n)] = late if late is not None and trial % 2 == 0 else -5
+    if trial % 8 == 0 and n > 3:
+        cols = {k: np.concatenate([v, v[:3]]) for k, v in cols.items()}
+    return pa.table({k: pa.array(v, pa.int64()) for k, v in cols.items()}), start
