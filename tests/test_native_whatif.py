@@ -225,16 +225,22 @@ def test_main_pass(monkeypatch, n: int, n_inst: int, worker: bool) -> None:
                 assert _flat(got) == _flat(want)
 
 
-def test_main_pass_hands_back_what_it_does_not_take(monkeypatch) -> None:
-    """Times out of order, or a stretch of 2**53 ns: _main_thread's passes run."""
+def _small_main_pass_case(seed: int) -> tuple:
+    """A 300-row main thread of 6 instances, its tables and a span over its rows, one node at the
+    span's start: (tl, main, span, inst_code, key_of, idle, nodes); skips where no C loops run."""
     if native.library() is None:
         pytest.skip(f"no C loops here: {native.unavailable()}")
-    rng = np.random.default_rng(9)
+    rng = np.random.default_rng(seed)
     tl, main = _timeline(rng, 300, 6)
     inst_code, key_of, idle = _tables(rng, tl, main, np.append(np.arange(6), -1))
     ts = tl.ts[main]
     span = (int(ts[0]), int(ts[-1]) + 5)
-    nodes = np.array([span[0]], np.int64)
+    return tl, main, span, inst_code, key_of, idle, np.array([span[0]], np.int64)
+
+
+def test_main_pass_hands_back_what_it_does_not_take(monkeypatch) -> None:
+    """Times out of order, or a stretch of 2**53 ns: _main_thread's passes run."""
+    tl, main, span, inst_code, key_of, idle, nodes = _small_main_pass_case(9)
     assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is not None
     back = tl.ts.copy()
     back[main.start + 100] = back[main.start + 99] - 1
@@ -256,14 +262,7 @@ def test_main_pass_hands_back_a_category_it_does_not_key(monkeypatch) -> None:
     """A category outside [0, 16) (a code the pass's per-category sums do not hold), or two categories
     of one instance sharing a key (sums per category would not be sums per key): the passes run, and
     the rows before it are no reason to."""
-    if native.library() is None:
-        pytest.skip(f"no C loops here: {native.unavailable()}")
-    rng = np.random.default_rng(11)
-    tl, main = _timeline(rng, 300, 6)
-    inst_code, key_of, idle = _tables(rng, tl, main, np.append(np.arange(6), -1))
-    ts = tl.ts[main]
-    span = (int(ts[0]), int(ts[-1]) + 5)
-    nodes = np.array([span[0]], np.int64)
+    tl, main, span, inst_code, key_of, idle, nodes = _small_main_pass_case(11)
     key_of = np.append(key_of, np.arange(16, dtype=np.int32) + key_of[-1])  # codes past the last: keyed
     assert whatif._main_pass(tl, main, span, inst_code, key_of, idle, nodes, False) is not None
     for row in (0, 150, 299):
