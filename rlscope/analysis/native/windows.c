@@ -425,14 +425,12 @@ int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, 
     return count;
 }
 
-/* Per expensive collector c (0: the backend's rows, a BACKEND_BEGIN row or a CAT_BEGIN row of the
- * backend category; 1: the GPU's, an API_BEGIN row): whether a row opens one of its intervals
- * (out[c]) and whether one does in a light window (out[2 + c]: light[wi[r]], per row_window value);
- * out[4]: whether any row is in a light window. Mirrors toggled's columns of every row
- * (collector_kinds, and ``light`` from mode_table and row_window) and its any() over them.
- * Rows are read COLLECTOR_BLOCK at a time in a loop of fixed length that the compiler turns into
- * vector instructions (nearly half the rows of a trace are the backend's: a branch per row would
- * be mispredicted); a block within one window (nearly all) looks its window up once. */
+/* The collector loops' row tests. Per expensive collector c (0: the backend's rows, a BACKEND_BEGIN
+ * row or a CAT_BEGIN row of the backend category; 1: the GPU's, an API_BEGIN row): whether a row
+ * opens one of its intervals (COLLECTOR_ROW). Rows are read COLLECTOR_BLOCK at a time in a loop of
+ * fixed length that the compiler turns into vector instructions (nearly half the rows of a trace are
+ * the backend's: a branch per row would be mispredicted); a block within one window (nearly all)
+ * looks its window up once. */
 #define COLLECTOR_BLOCK 64
 /* The codes in the columns' own types (compared at their width: the vectors hold more rows), each
  * with whether it fits there (a code that does not is in no row). */
@@ -444,70 +442,10 @@ int64_t windows_distinct_triples(int64_t n, const int64_t *a, const int64_t *b, 
 #define COLLECTOR_ROW(k, id_r, b, g)                                                                   \
     uint8_t b = (uint8_t)((((k) == kb) & kb_ok) | (((k) == kc) & ((id_r) == be) & kc_ok));             \
     uint8_t g = (uint8_t)(((k) == ka) & ka_ok)
-#define COLLECTOR_FLAGS(T, W, SUFFIX)                                                                  \
-    void windows_collector_flags_##SUFFIX(int64_t n, const int8_t *restrict kind, const T *restrict id, \
-                                          const W *restrict wi, const uint8_t *restrict light,         \
-                                          int64_t backend_begin, int64_t cat_begin, int64_t backend,   \
-                                          int64_t api_begin, uint8_t *restrict out) {                  \
-        COLLECTOR_CODES(T);                                                                            \
-        uint8_t seen_b = 0, seen_g = 0, light_b = 0, light_g = 0, any_light = 0;                       \
-        int64_t r = 0;                                                                                 \
-        for (; r + COLLECTOR_BLOCK <= n; r += COLLECTOR_BLOCK) {                                       \
-            uint8_t xb = 0, xg = 0;                                                                    \
-            W lo = wi[r], hi = wi[r];                                                                  \
-            for (int j = 0; j < COLLECTOR_BLOCK; j++) {                                                \
-                int8_t k = kind[r + j];                                                                \
-                COLLECTOR_ROW(k, id[r + j], b, g);                                                     \
-                xb |= b;                                                                               \
-                xg |= g;                                                                               \
-                W w = wi[r + j];                                                                       \
-                lo = w < lo ? w : lo;                                                                  \
-                hi = w > hi ? w : hi;                                                                  \
-            }                                                                                          \
-            seen_b |= xb;                                                                              \
-            seen_g |= xg;                                                                              \
-            if (lo == hi) {                                                                            \
-                uint8_t l = light[lo];                                                                 \
-                light_b |= xb & l;                                                                     \
-                light_g |= xg & l;                                                                     \
-                any_light |= l;                                                                        \
-                continue;                                                                              \
-            }                                                                                          \
-            for (int j = 0; j < COLLECTOR_BLOCK; j++) { /* a block across a switch */                  \
-                int8_t k = kind[r + j];                                                                \
-                COLLECTOR_ROW(k, id[r + j], b, g);                                                     \
-                uint8_t l = light[wi[r + j]];                                                          \
-                light_b |= b & l;                                                                      \
-                light_g |= g & l;                                                                      \
-                any_light |= l;                                                                        \
-            }                                                                                          \
-        }                                                                                              \
-        for (; r < n; r++) {                                                                           \
-            int8_t k = kind[r];                                                                        \
-            COLLECTOR_ROW(k, id[r], b, g);                                                             \
-            uint8_t l = light[wi[r]];                                                                  \
-            seen_b |= b;                                                                               \
-            seen_g |= g;                                                                               \
-            light_b |= b & l;                                                                          \
-            light_g |= g & l;                                                                          \
-            any_light |= l;                                                                            \
-        }                                                                                              \
-        out[0] = seen_b;                                                                               \
-        out[1] = seen_g;                                                                               \
-        out[2] = light_b;                                                                              \
-        out[3] = light_g;                                                                              \
-        out[4] = any_light;                                                                            \
-    }
-COLLECTOR_FLAGS(int16_t, int16_t, i16_i16)
-COLLECTOR_FLAGS(int32_t, int16_t, i32_i16)
-COLLECTOR_FLAGS(int64_t, int16_t, i64_i16)
-COLLECTOR_FLAGS(int16_t, int32_t, i16_i32)
-COLLECTOR_FLAGS(int32_t, int32_t, i32_i32)
-COLLECTOR_FLAGS(int64_t, int32_t, i64_i32)
 
 /* out[r] = whether row r opens an interval of a switched collector: the backend's (backend_on) or
- * the GPU's (gpu_on), as in windows_collector_flags. Mirrors collector_rows' OR of the
- * collector_kinds columns; in blocks of fixed length, as windows_collector_flags. */
+ * the GPU's (gpu_on), as COLLECTOR_ROW tells them. Mirrors collector_rows' OR of the
+ * collector_kinds columns; in blocks of fixed length, as windows_collector_flags_ts. */
 #define COLLECTOR_ROWS(T, SUFFIX)                                                                      \
     void windows_collector_rows_##SUFFIX(int64_t n, const int8_t *restrict kind, const T *restrict id, \
                                          int64_t backend_on, int64_t gpu_on, int64_t backend_begin,    \
@@ -693,14 +631,15 @@ AFTER_SWITCH(int16_t, i16)
 AFTER_SWITCH(int32_t, i32)
 AFTER_SWITCH(int64_t, i64)
 
-/* windows_collector_flags without row_window's column, in one pass over the rows: out[] as
- * windows_collector_flags makes it from each row's window w as windows_row_window finds it
- * (``light``: per row_window value), each block's windows found into a block of their own, then its
- * rows read as windows_collector_flags reads them. The rows where w changes (the first row, then
- * each whose w is not the row before's) are listed, up to ``cap`` of them, in change_row[] with
- * their w in change_w[]; returns how many there are. row_window's column is then made from them when
- * asked (windows_fill_runs), not held through the per-event correction that follows these flags,
- * the analysis's peak of memory. */
+/* Per collector c (as COLLECTOR_ROW): whether a row opens one of its intervals (out[c]) and whether
+ * one does in a light window (out[2 + c]: light[w], per row_window value); out[4]: whether any row is
+ * in a light window. Mirrors toggled's columns of every row (collector_kinds, and ``light`` from
+ * mode_table and row_window) and its any() over them, in one pass over the rows without row_window's
+ * column: each row's window w found as windows_row_window finds it, a block's windows into a block
+ * of their own. The rows where w changes (the first row, then each whose w is not the row before's)
+ * are listed, up to ``cap`` of them, in change_row[] with their w in change_w[]; returns how many
+ * there are. row_window's column is then made from them when asked (windows_fill_runs), not held
+ * through the per-event correction that follows these flags, the analysis's peak of memory. */
 #define COLLECTOR_FLAGS_TS(T, SUFFIX)                                                               \
     int64_t windows_collector_flags_ts_##SUFFIX(                                                          \
         int64_t n, const int8_t *restrict kind, const T *restrict id, const int64_t *restrict ts,      \

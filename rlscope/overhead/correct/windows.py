@@ -297,8 +297,6 @@ def _collector_fn(name: str, tl: Timeline, *argtypes: Any) -> Any:
         return None
     dtypes = [tl.id.dtype, *(c.dtype for c in argtypes)]
     types = (native.N, native.I8, *(native.INTEGER.get(d) for d in dtypes))
-    if name == "windows_collector_flags":
-        return native.typed(name, dtypes, *types, native.BOOL, *[native.N] * 4, native.BOOL)
     return native.typed(name, dtypes, *types, *[native.N] * 6, native.BOOL)
 
 
@@ -307,26 +305,19 @@ def toggled(tl: Timeline) -> dict[str, bool]:
 
     A collector that cannot be switched (Kineto) records in both; its cost is then not measured
     by the windows and the calibrated per-event cost applies to it. In C, one pass over the rows
-    without a column of each (windows.c), over :func:`row_window` where it is made already, else
-    finding each row's window on the way (:func:`_flags_by_ts`); else from collector_kinds' columns.
+    without a column of each (windows.c), finding each row's window on the way (:func:`_flags_by_ts`);
+    else from collector_kinds' columns.
     """
     got = tl.memo.get("toggled")
     if got is None:
         light_of = mode_table(window_rows(tl)[1]) == S.WINDOW_LIGHT  # per row_window value
         flags = np.zeros(5, bool)  # seen (backend, gpu), seen in a light window, any light row
-        made = "row_window" not in tl.memo and _flags_by_ts(tl, light_of, flags)
-        if not made:
-            wi = row_window(tl)
-            fn = _collector_fn("windows_collector_flags", tl, wi)
-            if fn is not None:
-                fn(len(wi), tl.kind, tl.id, wi, light_of, *_COLLECTOR_CODES, flags)
-                made = True
-        if made:
+        if _flags_by_ts(tl, light_of, flags):
             got = {
                 k: bool(flags[4] and flags[i] and not flags[2 + i]) for i, k in enumerate(("backend", "gpu"))
             }
         else:
-            light = take(mode_table(window_rows(tl)[1]), wi) == S.WINDOW_LIGHT
+            light = take(mode_table(window_rows(tl)[1]), row_window(tl)) == S.WINDOW_LIGHT
             kinds = collector_kinds(tl)
             if not light.any():
                 got = {k: False for k in kinds}
