@@ -156,7 +156,7 @@ static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last
 }
 
 /* A clipped source's rows on the thread of the row written before them, from an interval's begin
- * row on (its interval [*b, *b_end), clip_next's; the begin known to go before q's next row), while
+ * row on (its interval [b, b_end) in ``io``, clip_next's; the begin known to go before q's next row), while
  * they go before (q_thread, q_ts) (precedes, ``ties_first``) and stay on that thread: merge_rows'
  * loop over a source's rows where every value but the times and names is the same on each begin row
  * and on each end row (the thread index ``index``, the operation ``op_v``, the phase ``ph_v``, the
