@@ -390,13 +390,16 @@ def _spy_states(monkeypatch) -> list:
     "sources", ["api", "backend", "compile", "api backend", "api compile", "backend compile", "all"]
 )
 @pytest.mark.parametrize("case", ["random", "one thread", "no main thread", "profiler", "spread ids"])
-def test_states_written_in_the_merge_are_the_fills(monkeypatch, sources, case):
+@pytest.mark.parametrize("recorded", [False, True])
+def test_states_written_in_the_merge_are_the_fills(monkeypatch, sources, case, recorded):
     """The operation, category and phase after each row that the C merge writes in its pass (with the
     categories marked inside the added intervals but where both compilations and torch ops are added)
     are those numpy's fills and marks make, on random traces: several threads or one, the session on
     a thread other than the one the intervals are on, rlscope's own category inside the intervals
-    (it stays rlscope's), instance ids spread wide (renumbered before the merge)."""
-    rng = np.random.default_rng(len(sources) + 7 * len(case))
+    (it stays rlscope's), instance ids spread wide (renumbered before the merge). ``recorded``: the
+    torch ops as the recorder writes them (BackendOps, some overlapping), clipped and cut in the
+    merge's pass, whose runs of them on a thread are written by clip_run."""
+    rng = np.random.default_rng(len(sources) + 7 * len(case) + 100 * recorded)
     threads = [1] if case == "one thread" else [3, 1, 2]
     ev = _events(rng, threads, 300, spread=10**6 if case == "spread ids" else 1)
     span = int(ev.column("ts_ns").to_numpy().max()) + 5
@@ -407,11 +410,16 @@ def test_states_written_in_the_merge_are_the_fills(monkeypatch, sources, case):
         ev = _with_rows(ev, rows)
     args = {
         "api": _intervals(rng, on, 30, span, False) if "api" in sources or sources == "all" else None,
-        "backend": _intervals(rng, on, 300, span, True) if "backend" in sources or sources == "all" else None,
+        "backend": _intervals(rng, on, 300, span, True, overlap=recorded)
+        if "backend" in sources or sources == "all"
+        else None,
         "compiles": _intervals(rng, on[:1], 4, span, False)
         if "compile" in sources or sources == "all"
         else None,
     }
+    if recorded and args["backend"] is not None:
+        ops = args["backend"]
+        args["backend"] = T.backend_ops(_backend_table(*ops), 3, span - 7)
     seen = _spy_states(monkeypatch)
     got = T.build_timeline(ev, **args)
     assert len(seen) == 1 and seen[0].op is not None  # written in the merge

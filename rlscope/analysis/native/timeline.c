@@ -155,6 +155,63 @@ static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last
     return 0;
 }
 
+/* A clipped source's rows on the thread of the row written before them, from an interval's begin
+ * row on (its interval [b, b_end) in ``io``, clip_next's; the begin known to go before q's next row), while
+ * they go before (q_thread, q_ts) (precedes, ``ties_first``) and stay on that thread: merge_rows'
+ * loop over a source's rows where every value but the times and names is the same on each begin row
+ * and on each end row (the thread index ``index``, the operation ``op_v``, the phase ``ph_v``, the
+ * category ``cat_b`` on a begin and ``cat_e`` on an end: the source's marks the same at each) and no
+ * row is marked (extras_t's table), written in a loop of few live values (``io``: merge_rows' row
+ * i, the source's next row r on thread th at t_now, its interval's clipped bounds b and b_end, the
+ * time of the row before; each as the loop leaves it). Returns 0 where the next row does not go
+ * before q's or is on another thread, 1 past the source's last row, or clip_next's negative answer. */
+typedef struct {
+    int64_t i, r, th, t_now, b, b_end, last_ts;
+} run_t;
+
+static __attribute__((noinline)) int64_t
+clip_run(const source_t *s, int64_t ts_min, int64_t q_thread, int64_t q_ts, int ties_first,
+         int64_t *restrict ts, int8_t *restrict kind, int32_t *restrict name, int32_t *restrict id,
+         int8_t *restrict flags, int64_t *restrict seg_end, int16_t *restrict thread_idx,
+         int32_t *restrict op, int8_t *restrict cat, int32_t *restrict phase, int16_t index, int32_t op_v,
+         int32_t ph_v, int8_t cat_b, int8_t cat_e, run_t *io) {
+    const int8_t k_b = s->begin_kind, k_e = s->end_kind;
+    const int32_t *names = s->name;
+    const int64_t th = io->th;
+    int64_t i = io->i, r = io->r, b = io->b, b_end = io->b_end, t = io->last_ts, ret = 0;
+    for (;;) {
+        int32_t nm = names ? names[r >> 1] : -1;
+        t = b > ts_min ? b : ts_min; /* the begin */
+        seg_end[i - 1] = t;
+        ts[i] = t, kind[i] = k_b, name[i] = nm, id[i] = 1, flags[i] = 0, thread_idx[i] = index;
+        op[i] = op_v, phase[i] = ph_v, cat[i] = cat_b;
+        i++, r++;
+        if (!precedes(th, b_end, q_thread, q_ts, ties_first)) { /* the end after q's next row */
+            io->t_now = b_end;
+            break;
+        }
+        t = b_end > ts_min ? b_end : ts_min; /* the end, on its thread: after its start (kept) */
+        seg_end[i - 1] = t;
+        ts[i] = t, kind[i] = k_e, name[i] = nm, id[i] = 1, flags[i] = 0, thread_idx[i] = index;
+        op[i] = op_v, phase[i] = ph_v, cat[i] = cat_e;
+        i++;
+        int64_t j = clip_next(s, (r >> 1) + 1, th, b, &b, &b_end);
+        if (j < 0) {
+            ret = j;
+            break;
+        }
+        r = 2 * j;
+        if (r >= s->n) {
+            ret = 1;
+            break;
+        }
+        io->th = s->thread[j], io->t_now = b;
+        if (s->thread[j] != th || !precedes(th, b, q_thread, q_ts, ties_first)) break;
+    }
+    io->i = i, io->r = r, io->b = b, io->b_end = b_end, io->last_ts = t;
+    return ret;
+}
+
 /* timeline_merge's parameters, those of merge_rows too (with its ``with_states`` after them) */
 #define MERGE_PARAMS \
     int64_t n_ev, const int64_t *ev, const int64_t *ev_ts, const int64_t *ev_thread, \
@@ -268,7 +325,34 @@ merge_rows(MERGE_PARAMS, int with_states) {
             int64_t mark_p = mark[p - 1], hi = states_inside(mark, count, 0, p - 1);
             int64_t lo = states_inside(mark, count, p, MAX_SOURCES);
             uint8_t count_p = count[p - 1];
+            /* the rows clip_run writes: a clipped source marking no row, every extra and state written */
+            int run = s->clip && x.on && with_states && thread_table && !x.table[(uint8_t)s->begin_kind] &&
+                      !x.table[(uint8_t)s->end_kind];
             for (;;) {
+                if (run && i > 0 && th == last_thread && !(r & 1) && x.index <= INT16_MAX) {
+                    /* the category at its begin rows and at its end rows, as states_row writes it: inside
+                     * the intervals of the first source in order whose count is 1 (states_inside), the
+                     * same at an end row as before its begin (st.inside), at a begin row this source's
+                     * count one more */
+                    int64_t in_b = st.inside;
+                    if (mark_p >= 0) in_b = hi >= 0 ? hi : ((uint8_t)(count_p + 1) == 1 ? mark_p : lo);
+                    int keep = st.cur_cat == st.keep;
+                    int8_t cat_b = (int8_t)(in_b >= 0 && !keep ? in_b : st.cur_cat);
+                    int8_t cat_e = (int8_t)(st.inside >= 0 && !keep ? st.inside : st.cur_cat);
+                    run_t io = {i, r, th, t_now, b, b_end, last_ts};
+                    int64_t got = clip_run(s, ts_min, q_thread, q_ts, ties_first, ts, kind, name, id, flags,
+                                           seg_end, thread_idx, op, cat, phase, (int16_t)x.index,
+                                           (int32_t)st.cur_op, (int32_t)st.cur_phase, cat_b, cat_e, &io);
+                    i = io.i, r = io.r, th = io.th, t_now = io.t_now, b = io.b, b_end = io.b_end;
+                    last_ts = io.last_ts;
+                    if (got < 0) return got;
+                    if ((r & 1) && mark_p >= 0) { /* its last row a begin: the count and mark after it */
+                        count_p = (uint8_t)(count_p + 1), st.inside = in_b;
+                    }
+                    if (got == 1) break;
+                    if (!precedes(th, t_now, q_thread, q_ts, ties_first)) break;
+                    continue; /* the next row on another thread */
+                }
                 if (!I32_FITS(th)) return -2;
                 int64_t t = t_now > ts_min ? t_now : ts_min;
                 int8_t k = (r & 1) ? s->end_kind : s->begin_kind;
