@@ -80,3 +80,44 @@ def test_a_wrong_tree_is_seen_by_the_check(monkeypatch):
     monkeypatch.setattr(sums, "_checked", [])
     monkeypatch.setattr(sums, "_c", lambda n, rows, values: float(sum(np.asarray(values).tolist())))
     assert not sums._agrees()
+
+
+def _streamed(n: int, values: np.ndarray, chunk: int) -> float:
+    fn = native.function("residual_pairwise", native.N, native.F64, native.N, restype=native.DOUBLE)
+    return fn(n, np.ascontiguousarray(values, np.float64), chunk)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 8, 13, 2048, 1 << 30])
+def test_the_running_sum_gives_np_sums_bits_in_chunks_cut_anywhere(chunk):
+    """residual.c's Pairwise, the sum a pass takes of the values it works out a chunk at a time, is
+    np.sum's for every shape of numpy's tree, zeros among the values or not."""
+    rng = np.random.default_rng(chunk % 1000)
+    for n in [0, *LENGTHS]:
+        values = rng.standard_normal(n) * 10.0 ** rng.uniform(-9, 12, n)
+        values[rng.random(n) < 0.5] = 0.0
+        values[rng.random(n) < 0.05] = -0.0
+        want, got = np.sum(values), _streamed(n, values, chunk)
+        assert got == want and np.signbit(got) == np.signbit(want), n
+
+
+@pytest.mark.parametrize(
+    "values", [[np.inf, -np.inf, 1.0], [np.nan] + [1.0] * 200, [-0.0] * 300, [1e300] * 300 + [-1e300] * 300]
+)
+def test_the_running_sum_of_edge_values_is_np_sums(values):
+    values = np.array(values)
+    want, got = np.sum(values), _streamed(len(values), values, 64)
+    assert (np.isnan(want) and np.isnan(got)) or (got == want and np.signbit(got) == np.signbit(want))
+
+
+def test_the_running_sum_is_checked_once_and_a_wrong_one_is_not_used(monkeypatch):
+    assert sums.streams_agree()
+    monkeypatch.setattr(sums, "_streamed", [])
+    real = native.function
+
+    def in_row_order(name, *args, **kw):  # a sum in row order, not numpy's tree
+        if name == "residual_pairwise":
+            return lambda n, values, chunk: float(sum(np.asarray(values[:n]).tolist()))
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(native, "function", in_row_order)
+    assert not sums.streams_agree()

@@ -90,6 +90,136 @@ __attribute__((always_inline)) static inline int row_costs(const RowCosts *c, in
     return 1;
 }
 
+/* numpy's pairwise sum of a column of n doubles (np.sum's: 0.0 plus pairwise_sum, numpy/_core/src/umath/
+ * loops_utils.h.src; sums.c walks the same tree over given rows), taken one value at a time in row order
+ * by a pass that works the values out, with no column of them: the tree's leaves (blocks of at most
+ * PAIRWISE_BLOCK values: eight running sums over the values 8 apart, joined ((r0+r1)+(r2+r3))+((r4+r5)+
+ * (r6+r7)), the rest added one after another; under 8 values, one after another) are summed as their
+ * values come, and each joins its sibling's sum as numpy's recursion does (a node above PAIRWISE_BLOCK
+ * splits at half its length rounded down to a multiple of 8: every leaf starts at a multiple of 8).
+ * The running sums start at +0.0 where numpy takes the first 8 values: only a zero's sign differs,
+ * which the final 0.0 + drops. residual.py checks it against np.sum once per process
+ * (sums.streams_agree). */
+#define PAIRWISE_BLOCK 128
+#define PLANNED_CHUNK 2048 /* residual_planned's rows between two sums of the costs they keep */
+
+typedef struct {
+    int64_t k, stop;         /* values taken; below stop, a value goes to r[k % 8] */
+    int64_t tail, end;       /* the current leaf's first value added one after another, and its end */
+    int in_tail, depth;
+    double r[8], res, total;
+    struct {
+        int64_t lo, n, n2;   /* a node of the tree above a leaf, split at lo + n2 */
+        double left;         /* its first half's sum, once taken */
+        int has_left;
+    } stack[64];
+} Pairwise;
+
+/* down the tree from node [lo, lo + n) to its first leaf, the nodes passed kept on the stack */
+static void pairwise_descend(Pairwise *p, int64_t lo, int64_t n) {
+    while (n > PAIRWISE_BLOCK) {
+        int64_t n2 = n / 2;
+        n2 -= n2 % 8;
+        p->stack[p->depth].lo = lo, p->stack[p->depth].n = n, p->stack[p->depth].n2 = n2;
+        p->stack[p->depth].has_left = 0;
+        ++p->depth;
+        n = n2;
+    }
+    p->end = lo + n;
+    p->tail = n < 8 ? lo : lo + n - n % 8;
+    p->stop = p->tail;
+    p->in_tail = 0;
+    for (int j = 0; j < 8; ++j) p->r[j] = 0.0;
+    p->res = 0.0;
+}
+
+static void pairwise_begin(Pairwise *p, int64_t n) {
+    p->k = 0, p->depth = 0, p->total = 0.0;
+    if (n > 0) pairwise_descend(p, 0, n);
+    else p->stop = p->tail = p->end = 0, p->in_tail = 1;
+}
+
+/* a leaf's sum ``s`` taken up the tree: the first half's kept on its node, the second's joined to it */
+static void pairwise_leaf_done(Pairwise *p, double s) {
+    while (p->depth > 0) {
+        int t = p->depth - 1;
+        if (!p->stack[t].has_left) {
+            p->stack[t].left = s, p->stack[t].has_left = 1;
+            pairwise_descend(p, p->stack[t].lo + p->stack[t].n2, p->stack[t].n - p->stack[t].n2);
+            return;
+        }
+        s = p->stack[t].left + s;
+        --p->depth;
+    }
+    p->total = s;
+}
+
+/* the eight running sums joined where the leaf's rest begins */
+static inline void pairwise_join(Pairwise *p) {
+    p->res = ((p->r[0] + p->r[1]) + (p->r[2] + p->r[3])) + ((p->r[4] + p->r[5]) + (p->r[6] + p->r[7]));
+    p->in_tail = 1;
+    p->stop = -1;
+}
+
+static void pairwise_take_slow(Pairwise *p, double v) {
+    for (;;) {
+        if (p->k == p->tail && !p->in_tail) pairwise_join(p);
+        if (p->k == p->end) {
+            pairwise_leaf_done(p, p->res);
+            continue;
+        }
+        if (p->in_tail) p->res += v;
+        else p->r[p->k & 7] += v;
+        ++p->k;
+        return;
+    }
+}
+
+/* the next m values of the column: runs of them into the eight running sums in a loop of their own,
+ * eight values a step (a leaf's running sums start at a multiple of 8: the step's values go to r[0] to
+ * r[7] in turn, as in numpy's loop) */
+static void pairwise_take_block(Pairwise *p, const double *v, int64_t m) {
+    int64_t j = 0;
+    while (j < m) {
+        int64_t k = p->k, run = p->stop - k;
+        if (run > m - j) run = m - j;
+        if (run <= 0) {
+            pairwise_take_slow(p, v[j++]);
+            continue;
+        }
+        int64_t e = 0;
+        for (; e < run && ((k + e) & 7); ++e) p->r[(k + e) & 7] += v[j + e];
+        double r0 = p->r[0], r1 = p->r[1], r2 = p->r[2], r3 = p->r[3];
+        double r4 = p->r[4], r5 = p->r[5], r6 = p->r[6], r7 = p->r[7];
+        const double *x = v + j;
+        for (; e + 8 <= run; e += 8) {
+            r0 += x[e], r1 += x[e + 1], r2 += x[e + 2], r3 += x[e + 3];
+            r4 += x[e + 4], r5 += x[e + 5], r6 += x[e + 6], r7 += x[e + 7];
+        }
+        p->r[0] = r0, p->r[1] = r1, p->r[2] = r2, p->r[3] = r3;
+        p->r[4] = r4, p->r[5] = r5, p->r[6] = r6, p->r[7] = r7;
+        for (; e < run; ++e) p->r[(k + e) & 7] += v[j + e];
+        p->k = k + run, j += run;
+    }
+}
+
+/* np.sum of the n values taken (all of them: k == n) */
+static double pairwise_end(Pairwise *p) {
+    if (p->depth == 0 && p->end == 0) return 0.0; /* no values */
+    if (p->k == p->tail && !p->in_tail) pairwise_join(p);
+    pairwise_leaf_done(p, p->res);
+    return 0.0 + p->total;
+}
+
+/* np.sum of ``values`` (n of them) taken ``chunk`` at a time (residual_planned's way) by the stream
+ * above: what sums.streams_agree compares with np.sum */
+double residual_pairwise(int64_t n, const double *values, int64_t chunk) {
+    Pairwise p;
+    pairwise_begin(&p, n);
+    for (int64_t i = 0; i < n; i += chunk) pairwise_take_block(&p, values + i, n - i < chunk ? n - i : chunk);
+    return pairwise_end(&p);
+}
+
 /* residual_planned's state from one row to the next: the row's costs (read one row ahead: a
  * segment pays the next row's cost before its timestamp), the class sum and the instance run. */
 typedef struct {
@@ -175,7 +305,9 @@ __attribute__((always_inline)) static inline void planned_row(
  * summed as whole ns, a run of rows of one instance at a time; op outside 0 to n_inst - 1: none).
  * ``irregular[0]`` gets the number of rows whose ``left`` is NaN or carries a sign bit (where
  * np.minimum(0, left) is not +0). With n_spans, ``kept`` gets the module-call costs of the rows that
- * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``.
+ * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``; where
+ * ``stream``, ``kept[0]`` gets numpy's sum of them instead (np.sum, taken as they come: Pairwise, the
+ * rows that are not ``profiler`` ones counted first for the sum's tree), no column of them.
  * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
  * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
  * without a pass of their own). The rows are taken in runs alike in whether they are costed threads'
@@ -190,7 +322,7 @@ int64_t residual_planned(
     const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
     const double *mem, int64_t n_mods, const double *mods, int64_t n_spans, const int64_t *span_a,
     const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
-    const uint8_t *not_python, double *kept, int64_t main_start, int64_t main_stop,
+    const uint8_t *not_python, int64_t stream, double *kept, int64_t main_start, int64_t main_stop,
     const int32_t *op, int64_t n_inst, double *excl, double *planned, double *left,
     int64_t n_mask, uint8_t *profiler, int64_t *prof_rows, double *per_class, int64_t cap, int64_t *over_rows,
     int64_t *irregular) {
@@ -204,6 +336,18 @@ int64_t residual_planned(
     if (n > 0) st.pay0 = row_costs(&st.c, 0, &st.j, &st.b0, &st.a0, &st.cls0);
     const double *mem_at = n_mem == n ? mem : NULL, *mods_at = n_mods == n ? mods : NULL;
     uint8_t *mask = n_mask == n ? profiler : NULL;
+    /* where ``stream``, the kept costs go to ``chunk`` and are summed a chunk of rows at a time (no call
+     * in the loop over the rows), the sum's tree as long as the rows that are not the periodic work's */
+    Pairwise kept_sum;
+    double chunk[PLANNED_CHUNK];
+    int64_t n_kept = 0;
+    stream = stream && n_spans;
+    if (stream) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; ++i) m += !(cat[i] == profiler_cat && !on_writer[i]);
+        pairwise_begin(&kept_sum, m);
+    }
+    double *kept_to = stream ? chunk : kept;
     int64_t s = 0;
     for (int64_t i = 0; i < n;) {
         /* the run of rows from i alike in both: up to the next span's or the main thread's bound */
@@ -215,10 +359,16 @@ int64_t residual_planned(
         if (bound < stop) stop = bound;
         const double *tab = spread ? tables + s * len : NULL;
 #define PLANNED_RUN(SPREAD, ON_MAIN)                                                                         \
-    for (; i < stop; ++i)                                                                                 \
-        planned_row(&st, n, i, ts, seg_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD, tab, \
-                    len, has_python, total, not_python, kept, ON_MAIN, op, n_inst, excl, per_class, planned,     \
-                    left, mask, cap, over_rows, prof_rows)
+    do {                                                                                                  \
+    while (i < stop) {                                                                                    \
+        int64_t to = stream && stop - i > PLANNED_CHUNK ? i + PLANNED_CHUNK : stop;                       \
+        for (; i < to; ++i)                                                                               \
+            planned_row(&st, n, i, ts, seg_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
+                        tab, len, has_python, total, not_python, kept_to, ON_MAIN, op, n_inst, excl, per_class, \
+                        planned, left, mask, cap, over_rows, prof_rows);                                  \
+        if (stream) pairwise_take_block(&kept_sum, chunk, st.n_kept), n_kept += st.n_kept, st.n_kept = 0; \
+    }                                                                                                     \
+    } while (0)
         if (spread && on_main)
             PLANNED_RUN(2, 1);
         else if (spread)
@@ -236,7 +386,8 @@ int64_t residual_planned(
     if (st.cur >= 0) excl[st.cur] += (double)st.run_ns;
     per_class[st.run_cls] = st.run;
     irregular[0] = st.odd;
-    irregular[1] = st.n_kept;
+    irregular[1] = stream ? n_kept : st.n_kept;
+    if (stream) kept[0] = pairwise_end(&kept_sum);
     irregular[2] = st.n_prof;
     return st.over;
 }
