@@ -105,8 +105,8 @@ __attribute__((always_inline)) static inline int row_costs(const RowCosts *c, in
 
 typedef struct {
     int64_t k, stop;         /* values taken; below stop, a value goes to r[k % 8] */
-    int64_t tail, end;       /* the current leaf's first value added one after another, and its end */
-    int in_tail, depth;
+    int64_t lo, tail, end;   /* the current leaf's start, first value added one after another, end */
+    int in_tail, depth, done; /* done: the last leaf's sum taken up to the root (``total``) */
     double r[8], res, total;
     struct {
         int64_t lo, n, n2;   /* a node of the tree above a leaf, split at lo + n2 */
@@ -125,7 +125,7 @@ static void pairwise_descend(Pairwise *p, int64_t lo, int64_t n) {
         ++p->depth;
         n = n2;
     }
-    p->end = lo + n;
+    p->lo = lo, p->end = lo + n;
     p->tail = n < 8 ? lo : lo + n - n % 8;
     p->stop = p->tail;
     p->in_tail = 0;
@@ -134,9 +134,9 @@ static void pairwise_descend(Pairwise *p, int64_t lo, int64_t n) {
 }
 
 static void pairwise_begin(Pairwise *p, int64_t n) {
-    p->k = 0, p->depth = 0, p->total = 0.0;
+    p->k = 0, p->depth = 0, p->done = 0, p->total = 0.0;
     if (n > 0) pairwise_descend(p, 0, n);
-    else p->stop = p->tail = p->end = 0, p->in_tail = 1;
+    else p->stop = p->lo = p->tail = p->end = 0, p->in_tail = 1;
 }
 
 /* a leaf's sum ``s`` taken up the tree: the first half's kept on its node, the second's joined to it */
@@ -151,7 +151,7 @@ static void pairwise_leaf_done(Pairwise *p, double s) {
         s = p->stack[t].left + s;
         --p->depth;
     }
-    p->total = s;
+    p->total = s, p->done = 1;
 }
 
 /* the eight running sums joined where the leaf's rest begins */
@@ -181,7 +181,25 @@ static void pairwise_take_slow(Pairwise *p, double v) {
 static void pairwise_take_block(Pairwise *p, const double *v, int64_t m) {
     int64_t j = 0;
     while (j < m) {
-        int64_t k = p->k, run = p->stop - k;
+        int64_t k = p->k, len = p->end - k;
+        if (k == p->lo && len <= m - j) { /* a whole leaf among the values: numpy's loop over it */
+            const double *x = v + j;
+            double res = 0.0;
+            int64_t e = 0;
+            if (len >= 8) {
+                double r0 = x[0], r1 = x[1], r2 = x[2], r3 = x[3], r4 = x[4], r5 = x[5], r6 = x[6], r7 = x[7];
+                for (e = 8; e + 8 <= len; e += 8) {
+                    r0 += x[e], r1 += x[e + 1], r2 += x[e + 2], r3 += x[e + 3];
+                    r4 += x[e + 4], r5 += x[e + 5], r6 += x[e + 6], r7 += x[e + 7];
+                }
+                res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+            }
+            for (; e < len; ++e) res += x[e];
+            p->k = k + len, j += len;
+            pairwise_leaf_done(p, res);
+            continue;
+        }
+        int64_t run = p->stop - k;
         if (run > m - j) run = m - j;
         if (run <= 0) {
             pairwise_take_slow(p, v[j++]);
@@ -205,9 +223,11 @@ static void pairwise_take_block(Pairwise *p, const double *v, int64_t m) {
 
 /* np.sum of the n values taken (all of them: k == n) */
 static double pairwise_end(Pairwise *p) {
-    if (p->depth == 0 && p->end == 0) return 0.0; /* no values */
-    if (p->k == p->tail && !p->in_tail) pairwise_join(p);
-    pairwise_leaf_done(p, p->res);
+    if (p->end == 0) return 0.0; /* no values */
+    if (!p->done) {              /* the last leaf taken a value at a time: its sum up the tree */
+        if (p->k == p->tail && !p->in_tail) pairwise_join(p);
+        pairwise_leaf_done(p, p->res);
+    }
     return 0.0 + p->total;
 }
 
@@ -342,9 +362,16 @@ int64_t residual_planned(
     double chunk[PLANNED_CHUNK];
     int64_t n_kept = 0;
     stream = stream && n_spans;
-    if (stream) {
-        int64_t m = 0;
-        for (int64_t i = 0; i < n; ++i) m += !(cat[i] == profiler_cat && !on_writer[i]);
+    if (stream) { /* the periodic work's rows counted 128 at a time in a byte (a loop the compiler widens) */
+        int64_t m = n, i = 0;
+        int8_t pc = (int8_t)profiler_cat;
+        if (pc != profiler_cat) i = n; /* no category byte is it: no such rows */
+        for (; i + 128 <= n; i += 128) {
+            uint8_t c = 0;
+            for (int e = 0; e < 128; ++e) c += (uint8_t)((cat[i + e] == pc) & (on_writer[i + e] == 0));
+            m -= c;
+        }
+        for (; i < n && pc == profiler_cat; ++i) m -= (cat[i] == pc) & (on_writer[i] == 0);
         pairwise_begin(&kept_sum, m);
     }
     double *kept_to = stream ? chunk : kept;
