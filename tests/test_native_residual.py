@@ -789,8 +789,9 @@ def test_correct_windows_sums_nothing_without_an_int8_column_of_every_row(monkey
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("rlscope_rows", [False, True])
 def test_the_module_costs_kept_are_summed_as_they_come_as_numpy_sums_them(seed, rlscope_rows, monkeypatch):
-    """residual_planned's sum of the module calls' costs off the periodic work, taken as the pass works
-    them out (no column of them), is numpy's sum of the column it writes where that sum is not used."""
+    """residual_planned's sums, taken as the pass works the values out: the module calls' costs off the
+    periodic work (no column of them) and the plan's, and the removal's from the plan's leaves, are
+    numpy's sums of the columns where those sums are not used."""
     rng = np.random.default_rng(seed)
     tl = _timeline(rng, threads=4, rows=3000)
     if not rlscope_rows:
@@ -800,11 +801,12 @@ def test_the_module_costs_kept_are_summed_as_they_come_as_numpy_sums_them(seed, 
     )
     spread = module_calls.spread(SimpleNamespace(names=["inference", "backprop"]), tl, 700.0)
     last, on_writer = residual.thread_last(tl), tl.on_threads(np.array([103]))
-    args = (tl, _costs(rng), last, on_writer, None, spread)
+    args = (tl, _costs(rng, 20.0), last, on_writer, None, spread)
     streamed = residual._planned_native(*args)
     monkeypatch.setattr(residual, "streams_agree", lambda: False)
     written = residual._planned_native(*args)
     assert streamed.kept_sum is not None and streamed.kept_sum > 0
+    assert streamed.removal_sum != streamed.planned_sum  # moved: the leaves summed again
     assert _same(streamed.kept_sum, written.kept_sum) and _same_plan(streamed, written)
     column = spread.column(tl)
     profiler = (tl.cat == categories.PROFILER) & ~on_writer

@@ -28,7 +28,7 @@ from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted, take
 from rlscope.overhead.correct import flush_stall, module_calls, reference
-from rlscope.overhead.correct.sums import streams_agree, sum_at_rows
+from rlscope.overhead.correct.sums import changed_sum_loop, streams_agree, sum_at_rows
 from rlscope.trace import schema as S
 from rlscope.trace.header import recorded_options
 from rlscope.trace.schema import CostClass
@@ -929,7 +929,7 @@ _PLANNED_ARGS = (
     native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL,
     native.N, native.F64, native.N, native.N, native.I32, native.N, native.F64,
     native.F64, native.F64, native.N, native.BOOL, native.I64, native.F64,
-    native.N, native.I64, native.I64,
+    native.N, native.I64, native.I64, native.F64, native.F64,
 )  # fmt: skip
 _OVER_ROWS = (
     1 << 16
@@ -1000,10 +1000,12 @@ def _planned_native(
     if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
         return None
     planned, left = np.empty(n), np.empty(n)
-    # the module costs kept off the periodic work: summed as they come (numpy's sum, no column of them)
-    # where that sum is numpy's here, else written for numpy to sum
-    stream = spread is not None and streams_agree()
+    # the plan's column and the module costs kept off the periodic work: summed as the pass works them
+    # out (numpy's sums, no column of the costs kept), the plan's leaves kept for the removal's sum,
+    # where those sums are numpy's here (sums.streams_agree); else numpy sums the columns
+    stream = streams_agree()
     kept = (np.zeros(1) if stream else np.empty(n)) if spread is not None else None
+    sums, leaves = (np.zeros(1), np.empty(n // 64 + 2)) if stream else (np.zeros(0), np.zeros(0))
     # the periodic work's rows, listed; marked in a column only for the columns summed off them
     profiler = np.empty(n, bool) if mem is not None or column is not None else None
     per_class = np.zeros(len(CLASS_NAMES))
@@ -1031,7 +1033,7 @@ def _planned_native(
         stream, kept if kept is not None else none_f,
         main.start, main.stop, tl.op, n_inst, excl,
         planned, left, n if profiler is not None else 0, profiler if profiler is not None else none_b,
-        prof_rows, per_class, len(over_rows), over_rows, counts,
+        prof_rows, per_class, len(over_rows), over_rows, counts, sums, leaves,
     )  # fmt: skip
     regular = int(counts[0]) == 0
     n_prof = int(counts[2])
@@ -1043,7 +1045,7 @@ def _planned_native(
         prof_rows = prof_rows[:n_prof]
     else:  # more rows than the list holds
         prof_rows = np.flatnonzero((tl.cat == categories.PROFILER) & ~on_writer)
-    planned_sum = planned.sum()  # before the column becomes the removal
+    planned_sum = sums[0] if stream else planned.sum()  # before the column becomes the removal
     # every row's removal its plan to the bit: the same column, the same sum
     removal_sum = planned_sum if listed == 0 else None
     removal = planned  # np.minimum(planned, d), which is the plan but at the rows listed: made so there
@@ -1060,8 +1062,13 @@ def _planned_native(
         np.minimum(planned, dur, out=removal)
         excess = plan_at - removal[rows]
     del dur
-    moved = left[_move_excess(rows, excess, tl, last, removal, left=left)]
+    moved_rows = _move_excess(rows, excess, tl, last, removal, left=left)
+    moved = left[moved_rows]
     regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
+    if removal_sum is None and stream and listed <= len(over_rows):
+        # the plan but at the rows listed and those moved to: the plan's sum, their leaves summed again
+        changed = np.union1d(over_rows[:listed], moved_rows).astype(np.int64)
+        removal_sum = np.float64(changed_sum_loop()(n, removal, leaves, len(changed), changed))
     if removal_sum is None:
         removal_sum = removal.sum()
     return _Plan(

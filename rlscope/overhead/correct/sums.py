@@ -14,6 +14,8 @@ the column for numpy to sum where they differ.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlscope.analysis import native
@@ -85,8 +87,9 @@ def streams_agree() -> bool:
     np.sum's bits here, on columns of every shape of numpy's tree, in chunks cut anywhere: the C passes
     then sum what they work out as they go, with no column for numpy to sum. False where the C loops
     do not run."""
-    fn = native.function("residual_pairwise", native.N, native.F64, native.N, restype=native.DOUBLE)
-    if fn is None:  # not checked (nor kept): a process that asks for the C loops later checks then
+    fn = _pairwise()
+    changed = changed_sum_loop()
+    if fn is None or changed is None:  # not checked (nor kept): a process that asks for the C loops later
         return False
     if not _streamed:
         ok = True
@@ -96,7 +99,28 @@ def streams_agree() -> bool:
             column[rows] = values
             dense = np.sin(np.arange(n) * 0.7 + 0.1) * 10.0 ** (np.arange(n) % 16 - 6)
             for col, chunk in ((column, 2048), (dense, 13), (dense, n)):
-                want = np.float64(col.sum()).tobytes()
-                ok = ok and np.float64(fn(n, col, chunk)).tobytes() == want
+                leaves = np.empty(n // 64 + 2)
+                ok = ok and _bits(fn(n, col, chunk, leaves)) == _bits(col.sum())
+                # a value changed in a row about one in 50: the column summed again from the leaves
+                col[::50] = np.cos(np.arange(len(col[::50])) * 3.1) * 1e3
+                at = np.arange(0, n, 50, dtype=np.int64)
+                ok = ok and _bits(changed(n, col, leaves, len(at), at)) == _bits(col.sum())
         _streamed.append(ok)
     return _streamed[0]
+
+
+def _bits(x: float) -> bytes:
+    return np.float64(x).tobytes()
+
+
+def _pairwise() -> Any:
+    """residual.c's residual_pairwise, or None where the C loops do not run."""
+    args = (native.N, native.F64, native.N, native.F64)
+    return native.function("residual_pairwise", *args, restype=native.DOUBLE)
+
+
+def changed_sum_loop() -> Any:
+    """residual.c's residual_changed_sum (numpy's sum of a column from its leaves' kept sums, those
+    holding changed rows summed again), or None where the C loops do not run."""
+    args = (native.N, native.F64, native.F64, native.N, native.I64)
+    return native.function("residual_changed_sum", *args, restype=native.DOUBLE)
