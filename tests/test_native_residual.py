@@ -850,3 +850,29 @@ def test_a_correction_whose_time_left_is_not_regular_gives_numpys_bits(keep_rati
     monkeypatch.setattr(residual, "_planned_native", irregular)
     want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 0, keep_ratio=keep_ratio))
     assert _same_correction(want, got) and want.writer_stall is not None
+
+
+@pytest.mark.parametrize("table", ["written", "one kind", "two runs", "every byte", "none", "to 255"])
+def test_the_kinds_counted_between_edges_are_numpys_for_any_table(table):
+    """residual_count_kinds: the rows of each stretch whose kind (as a byte) the table marks, counted by
+    comparison where the marked bytes are one run, by lookup otherwise: numpy's counts."""
+    rng = np.random.default_rng(len(table))
+    kind = np.where(rng.random(5000) < 0.5, rng.integers(0, 12, 5000), rng.integers(-128, 128, 5000))
+    kind = kind.astype(np.int8)
+    marked = {
+        "written": slice(0, 12), "one kind": slice(3, 4), "two runs": np.r_[0:5, 7:12],
+        "every byte": slice(None), "none": slice(0, 0), "to 255": slice(250, 256),
+    }  # fmt: skip
+    marks = np.zeros(256, bool)
+    marks[marked[table]] = True
+    fn = native.function(
+        "residual_count_kinds", native.N, native.N, native.I64, native.I8, native.BOOL, native.I64
+    )
+    a = 17
+    edges = np.unique(np.r_[a, rng.integers(a, 5000, 40), 5000]).astype(np.int64)
+    got = np.empty(len(edges), np.int64)
+    fn(a, len(edges), edges, kind, marks, got)
+    hit = marks[kind.view(np.uint8)]
+    want = [np.count_nonzero(hit[p:q]) for p, q in zip([a, *edges[:-1]], edges, strict=True)]
+    assert got.tolist() == want
+    assert sum(want) > 0 or table == "none"
