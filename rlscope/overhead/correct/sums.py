@@ -14,6 +14,7 @@ the column for numpy to sum where they differ.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,14 +27,25 @@ _streamed: list[bool] = []  # [whether residual.c's running pairwise sum gave np
 _LENGTHS = (1, 7, 8, 9, 127, 128, 129, 1000, 8193, 100_003)
 
 
+_SCALES = 10.0 ** np.arange(-6, 10)
+
+
+def _values(i: np.ndarray) -> np.ndarray:
+    """Values of a check by a fixed formula (numpy.random is imported by no analysis but the windows'
+    bootstrap; np.sin of large arguments and a float's % are slow): both signs, magnitudes over 15
+    decades."""
+    x = i * 0.6180339887498949
+    return (x - np.floor(x) - 0.5) * _SCALES[i & 15]
+
+
+@functools.cache
 def _spread(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, values) of a check: rows and values spread by fixed formulas (numpy.random is imported by
-    no analysis but the windows' bootstrap): a row in about 7, magnitudes over 15 decades, both signs,
-    and a row at each edge."""
+    """(rows, values) of a check: a row in about 7, spread by a fixed formula, and a row at each edge
+    (sorted, each once); made once for both checks (read only)."""
     k = np.arange(max(1, n // 7))
-    rows = np.unique(np.r_[0, n - 1, (k * 7919) % n])
-    i = np.arange(len(rows))
-    return rows, np.sin(i * 12.9898 + 0.5) * 10.0 ** (i % 16 - 6)
+    rows = np.sort(np.r_[0, n - 1, (k * 7919) % n])
+    rows = rows[np.r_[True, rows[1:] != rows[:-1]]]
+    return rows, _values(np.arange(len(rows)))
 
 
 def _numpy(n: int, rows: np.ndarray, values: np.ndarray) -> float:
@@ -93,17 +105,17 @@ def streams_agree() -> bool:
         return False
     if not _streamed:
         ok = True
+        dense = _values(np.arange(_LENGTHS[-1]))  # the longest column's values, cut for the rest
         for n in _LENGTHS:
             rows, values = _spread(n)
             column = np.zeros(n)
             column[rows] = values
-            dense = np.sin(np.arange(n) * 0.7 + 0.1) * 10.0 ** (np.arange(n) % 16 - 6)
-            for col, chunk in ((column, 2048), (dense, 13), (dense, n)):
+            for col, chunk in ((column, 2048), (dense[:n].copy(), 13)):
                 leaves = np.empty(n // 64 + 2)
                 ok = ok and _bits(fn(n, col, chunk, leaves)) == _bits(col.sum())
                 # a value changed in a row about one in 50: the column summed again from the leaves
-                col[::50] = np.cos(np.arange(len(col[::50])) * 3.1) * 1e3
                 at = np.arange(0, n, 50, dtype=np.int64)
+                col[at] = _values(at + 1) * 1e3
                 ok = ok and _bits(changed(n, col, leaves, len(at), at)) == _bits(col.sum())
         _streamed.append(ok)
     return _streamed[0]
