@@ -221,9 +221,10 @@ def _flushed_timeline(seed: int) -> Timeline:
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("case", ["regular", "one below zero", "writer rows"])
 def test_the_stall_at_the_flushed_rows_is_that_of_every_row(seed, case):
-    """_stall_taken at the rows that meet a flush (a regular plan) takes what the columns of every row
-    take, to the bit: the time left, the stall column numpy sums, the share and its evidence; where a
-    row's time left is below zero (not regular) the sparse pass would not, and is not taken."""
+    """_stall_taken at the rows that meet a flush (a regular plan, no column of the stall) takes what the
+    columns of every row take, to the bit: the time left, the stall column's sum, the share and its
+    evidence; where a row's time left is below zero (not regular) the sparse pass would not, and is not
+    taken."""
     tl = _flushed_timeline(seed)
     rng = np.random.default_rng(seed)
     n = len(tl.ts)
@@ -234,17 +235,15 @@ def test_the_stall_at_the_flushed_rows_is_that_of_every_row(seed, case):
     off = np.setdiff1d(np.arange(n), rows)
     if case == "one below zero":
         left[off[len(off) // 2]] = -3.0
-    plan = residual._Plan(
-        left, 0.0, left, on_writer, np.zeros(5), tl.instance_time(tl.main_rows(), len(tl.inst_name)), True
-    )
+    excl = tl.instance_time(tl.main_rows(), len(tl.inst_name))
     results = []
-    for p in (None, plan):
-        got_left, bound = left.copy(), np.zeros(n)
-        info, writer_s = residual._stall_taken(tl, got_left, bound, on_writer, 50.0, p)
-        results.append((got_left, bound, info, writer_s))
-    (want_left, want_bound, want_info, want_s), (got_left, got_bound, got_info, got_s) = results
+    for e in (None, excl):
+        got_left, bound = left.copy(), np.zeros(n) if e is None else None
+        info, writer_s = residual._stall_taken(tl, got_left, bound, on_writer, 50.0, e)
+        results.append((got_left, info, writer_s))
+    (want_left, want_info, want_s), (got_left, got_info, got_s) = results
     assert want_info is not None and want_s > 0
-    same = _same(want_left, got_left) and _same(want_bound, got_bound) and _same(want_s, got_s)
+    same = _same(want_left, got_left) and _same(want_s, got_s)
     same = same and _same(tuple(want_info.values()), tuple(got_info.values()))
     assert same == (case != "one below zero")
 
@@ -379,7 +378,7 @@ def test_remap_gives_numpys_times(seed, monkeypatch):
 
 
 def test_the_sums_off_the_periodic_work_give_numpys_bits(monkeypatch):
-    """numpy's sums of the masked columns, on both paths, and the scratch column left all 0."""
+    """numpy's sums of the masked columns, on both paths."""
     rng = np.random.default_rng(3)
     for n in (0, 1, 200, 5000):
         profiler = rng.random(n) < 0.3
@@ -394,9 +393,8 @@ def test_the_sums_off_the_periodic_work_give_numpys_bits(monkeypatch):
                 for env in ("0", "1"):
                     monkeypatch.setenv(native.ENV, env)
                     scratch = rng.uniform(0, 1, n)
-                    got = residual._sums_off(mask, rows, dur[rows], *cols, scratch=scratch)
+                    got = residual._sums_off(n, mask, rows, dur[rows], *cols, scratch=scratch)
                     assert _same(tuple(map(float, want)), tuple(map(float, got)))
-                    assert not scratch.any()
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -786,3 +784,95 @@ def test_correct_windows_sums_nothing_without_an_int8_column_of_every_row(monkey
     for row_mode in (np.zeros(len(tl.ts) - 1, np.int8), np.zeros(len(tl.ts), np.int16)):
         got = residual.correct_windows(tl, factor.copy(), row_mode=row_mode)
         assert got.main_mode_ns is None and _same_correction(residual.correct_windows(tl, factor.copy()), got)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("rlscope_rows", [False, True])
+def test_the_module_costs_kept_are_summed_as_they_come_as_numpy_sums_them(seed, rlscope_rows, monkeypatch):
+    """residual_planned's sums, taken as the pass works the values out: the module calls' costs off the
+    periodic work (no column of them) and the plan's, and the removal's from the plan's leaves, are
+    numpy's sums of the columns where those sums are not used."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=4, rows=3000)
+    if not rlscope_rows:
+        tl.cat[tl.cat == categories.PROFILER] = categories.PYTHON
+    monkeypatch.setattr(
+        module_calls, "calls_per_instance", lambda proc, tl: {(100, "inference"): 3.0, (102, "backprop"): 1.5}
+    )
+    spread = module_calls.spread(SimpleNamespace(names=["inference", "backprop"]), tl, 700.0)
+    last, on_writer = residual.thread_last(tl), tl.on_threads(np.array([103]))
+    args = (tl, _costs(rng, 20.0), last, on_writer, None, spread)
+    streamed = residual._planned_native(*args)
+    monkeypatch.setattr(residual, "streams_agree", lambda: False)
+    written = residual._planned_native(*args)
+    assert streamed.kept_sum is not None and streamed.kept_sum > 0
+    assert streamed.removal_sum != streamed.planned_sum  # moved: the leaves summed again
+    assert _same(streamed.kept_sum, written.kept_sum) and _same_plan(streamed, written)
+    column = spread.column(tl)
+    profiler = (tl.cat == categories.PROFILER) & ~on_writer
+    assert _same(streamed.kept_sum, float(column[~profiler].sum()))
+
+
+@pytest.mark.parametrize("main", [100, 102, 999])
+def test_rebuild_in_place_writes_the_starts_over_the_durations_with_the_same_bits(main, monkeypatch):
+    """rebuild's new starts written over the new durations (each row's read first) are those written
+    to a column of their own."""
+    rng = np.random.default_rng(main)
+    tl = _timeline(rng, threads=4, rows=3000)
+    tl.main_thread = main
+    new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
+    new_dur[::7] = 0.5
+    want = residual.rebuild(tl, new_dur.copy())
+    own = new_dur.copy()
+    got = residual.rebuild(tl, own, in_place=True)
+    assert np.shares_memory(got.ts, own)
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end", "end_ns"))
+    monkeypatch.setenv(native.ENV, "0")  # the numpy loops write a column of their own
+    kept = new_dur.copy()
+    got = residual.rebuild(tl, kept, in_place=True)
+    assert not np.shares_memory(got.ts, kept) and _same(kept, new_dur) and _same(want.ts, got.ts)
+
+
+@pytest.mark.parametrize("keep_ratio", [True, False])
+def test_a_correction_whose_time_left_is_not_regular_gives_numpys_bits(keep_ratio, monkeypatch):
+    """A plan not regular (a segment's time left NaN or below +0, from an excess moved past it): the C
+    loops' correction takes the flushes' stall over every row, in the plan's memory, and gives numpy's
+    figures."""
+    rng = np.random.default_rng(5)
+    tl = _flushed_timeline(1)
+    costs = _costs(rng, 3.0)
+    real = residual._planned_native
+
+    def irregular(*args: Any) -> residual._Plan | None:
+        plan = real(*args)
+        return None if plan is None else dataclasses.replace(plan, regular=False)
+
+    monkeypatch.setattr(residual, "_planned_native", irregular)
+    want, got = _both(monkeypatch, lambda: residual.correct_timeline(tl, costs, 0, keep_ratio=keep_ratio))
+    assert _same_correction(want, got) and want.writer_stall is not None
+
+
+@pytest.mark.parametrize("table", ["written", "one kind", "two runs", "every byte", "none", "to 255"])
+def test_the_kinds_counted_between_edges_are_numpys_for_any_table(table):
+    """residual_count_kinds: the rows of each stretch whose kind (as a byte) the table marks, counted by
+    comparison where the marked bytes are one run, by lookup otherwise: numpy's counts."""
+    rng = np.random.default_rng(len(table))
+    kind = np.where(rng.random(5000) < 0.5, rng.integers(0, 12, 5000), rng.integers(-128, 128, 5000))
+    kind = kind.astype(np.int8)
+    marked = {
+        "written": slice(0, 12), "one kind": slice(3, 4), "two runs": np.r_[0:5, 7:12],
+        "every byte": slice(None), "none": slice(0, 0), "to 255": slice(250, 256),
+    }  # fmt: skip
+    marks = np.zeros(256, bool)
+    marks[marked[table]] = True
+    fn = native.function(
+        "residual_count_kinds", native.N, native.N, native.I64, native.I8, native.BOOL, native.I64
+    )
+    a = 17
+    edges = np.unique(np.r_[a, rng.integers(a, 5000, 40), 5000]).astype(np.int64)
+    got = np.empty(len(edges), np.int64)
+    fn(a, len(edges), edges, kind, marks, got)
+    hit = marks[kind.view(np.uint8)]
+    want = [np.count_nonzero(hit[p:q]) for p, q in zip([a, *edges[:-1]], edges, strict=True)]
+    assert got.tolist() == want
+    assert sum(want) > 0 or table == "none"

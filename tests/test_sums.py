@@ -80,3 +80,64 @@ def test_a_wrong_tree_is_seen_by_the_check(monkeypatch):
     monkeypatch.setattr(sums, "_checked", [])
     monkeypatch.setattr(sums, "_c", lambda n, rows, values: float(sum(np.asarray(values).tolist())))
     assert not sums._agrees()
+
+
+def _streamed(n: int, values: np.ndarray, chunk: int, leaves: np.ndarray | None = None) -> float:
+    leaves = np.empty(n // 64 + 2) if leaves is None else leaves
+    return sums._pairwise()(n, np.ascontiguousarray(values, np.float64), chunk, leaves)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 8, 13, 2048, 1 << 30])
+def test_the_running_sum_gives_np_sums_bits_in_chunks_cut_anywhere(chunk):
+    """residual.c's Pairwise, the sum a pass takes of the values it works out a chunk at a time, is
+    np.sum's for every shape of numpy's tree, zeros among the values or not."""
+    rng = np.random.default_rng(chunk % 1000)
+    for n in [0, *LENGTHS]:
+        values = rng.standard_normal(n) * 10.0 ** rng.uniform(-9, 12, n)
+        values[rng.random(n) < 0.5] = 0.0
+        values[rng.random(n) < 0.05] = -0.0
+        want, got = np.sum(values), _streamed(n, values, chunk)
+        assert got == want and np.signbit(got) == np.signbit(want), n
+
+
+@pytest.mark.parametrize(
+    "values", [[np.inf, -np.inf, 1.0], [np.nan] + [1.0] * 200, [-0.0] * 300, [1e300] * 300 + [-1e300] * 300]
+)
+def test_the_running_sum_of_edge_values_is_np_sums(values):
+    values = np.array(values)
+    want, got = np.sum(values), _streamed(len(values), values, 64)
+    assert (np.isnan(want) and np.isnan(got)) or (got == want and np.signbit(got) == np.signbit(want))
+
+
+def test_the_running_sum_is_checked_once_and_a_wrong_one_is_not_used(monkeypatch):
+    assert sums.streams_agree()
+    monkeypatch.setattr(sums, "_streamed", [])
+    real = native.function
+
+    def in_row_order(name, *args, **kw):  # a sum in row order, not numpy's tree
+        if name == "residual_pairwise":
+            return lambda n, values, chunk, leaves: float(sum(np.asarray(values[:n]).tolist()))
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(native, "function", in_row_order)
+    assert not sums.streams_agree()
+
+
+@pytest.mark.parametrize("share", [0.0, 0.001, 0.05, 1.0])
+@pytest.mark.parametrize("chunk", [13, 2048])
+def test_a_column_summed_again_from_its_leaves_after_changes_is_np_sums(share, chunk):
+    """residual_changed_sum: the leaves' sums a running sum kept, those holding changed rows summed
+    again from the column, give np.sum of the changed column."""
+    rng = np.random.default_rng(int(share * 1000) + chunk)
+    for n in [0, *LENGTHS]:
+        values = rng.standard_normal(n) * 10.0 ** rng.uniform(-9, 12, n)
+        values[rng.random(n) < 0.3] = 0.0
+        leaves = np.empty(n // 64 + 2)
+        _streamed(n, values, chunk, leaves)
+        rows = np.flatnonzero(rng.random(n) < share).astype(np.int64)
+        values[rows] = rng.standard_normal(len(rows)) * 1e6
+        got = sums.changed_sum_loop()(n, values, leaves, len(rows), rows)
+        assert got == np.sum(values), n
+        if len(rows):  # the leaves are read: a change left out is seen
+            values[rows[0]] += 1e9
+            assert sums.changed_sum_loop()(n, values, leaves, 0, rows) != np.sum(values), n

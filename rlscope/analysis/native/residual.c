@@ -90,6 +90,192 @@ __attribute__((always_inline)) static inline int row_costs(const RowCosts *c, in
     return 1;
 }
 
+/* numpy's pairwise sum of a column of n doubles (np.sum's: 0.0 plus pairwise_sum, numpy/_core/src/umath/
+ * loops_utils.h.src; sums.c walks the same tree over given rows), taken one value at a time in row order
+ * by a pass that works the values out, with no column of them: the tree's leaves (blocks of at most
+ * PAIRWISE_BLOCK values: eight running sums over the values 8 apart, joined ((r0+r1)+(r2+r3))+((r4+r5)+
+ * (r6+r7)), the rest added one after another; under 8 values, one after another) are summed as their
+ * values come, and each joins its sibling's sum as numpy's recursion does (a node above PAIRWISE_BLOCK
+ * splits at half its length rounded down to a multiple of 8: every leaf starts at a multiple of 8).
+ * The running sums start at +0.0 where numpy takes the first 8 values: only a zero's sign differs,
+ * which the final 0.0 + drops. Each leaf's sum may be kept (``leaves``, in order): residual_changed_sum
+ * then sums the column again after a few of its values change, reading only the leaves that hold them.
+ * residual.py checks both against np.sum once per process (sums.streams_agree). */
+#define PAIRWISE_BLOCK 128
+#define PLANNED_CHUNK 2048 /* residual_planned's rows between two sums of what they write */
+
+typedef struct {
+    int64_t k, stop;         /* values taken; below stop, a value goes to r[k % 8] */
+    int64_t lo, tail, end;   /* the current leaf's start, first value added one after another, end */
+    int in_tail, depth, done; /* done: the last leaf's sum taken up to the root (``total``) */
+    double r[8], res, total;
+    double *leaves;          /* where not NULL: each leaf's sum, in order */
+    int64_t n_leaves;
+    struct {
+        int64_t lo, n, n2;   /* a node of the tree above a leaf, split at lo + n2 */
+        double left;         /* its first half's sum, once taken */
+        int has_left;
+    } stack[64];
+} Pairwise;
+
+/* down the tree from node [lo, lo + n) to its first leaf, the nodes passed kept on the stack */
+static void pairwise_descend(Pairwise *p, int64_t lo, int64_t n) {
+    while (n > PAIRWISE_BLOCK) {
+        int64_t n2 = n / 2;
+        n2 -= n2 % 8;
+        p->stack[p->depth].lo = lo, p->stack[p->depth].n = n, p->stack[p->depth].n2 = n2;
+        p->stack[p->depth].has_left = 0;
+        ++p->depth;
+        n = n2;
+    }
+    p->lo = lo, p->end = lo + n;
+    p->tail = n < 8 ? lo : lo + n - n % 8;
+    p->stop = p->tail;
+    p->in_tail = 0;
+    for (int j = 0; j < 8; ++j) p->r[j] = 0.0;
+    p->res = 0.0;
+}
+
+static void pairwise_begin(Pairwise *p, int64_t n) {
+    p->k = 0, p->depth = 0, p->done = 0, p->total = 0.0, p->leaves = NULL, p->n_leaves = 0;
+    if (n > 0) pairwise_descend(p, 0, n);
+    else p->stop = p->lo = p->tail = p->end = 0, p->in_tail = 1;
+}
+
+/* a leaf's sum ``s`` taken up the tree: the first half's kept on its node, the second's joined to it */
+static void pairwise_leaf_done(Pairwise *p, double s) {
+    if (p->leaves) p->leaves[p->n_leaves++] = s;
+    while (p->depth > 0) {
+        int t = p->depth - 1;
+        if (!p->stack[t].has_left) {
+            p->stack[t].left = s, p->stack[t].has_left = 1;
+            pairwise_descend(p, p->stack[t].lo + p->stack[t].n2, p->stack[t].n - p->stack[t].n2);
+            return;
+        }
+        s = p->stack[t].left + s;
+        --p->depth;
+    }
+    p->total = s, p->done = 1;
+}
+
+/* the eight running sums joined where the leaf's rest begins */
+static inline void pairwise_join(Pairwise *p) {
+    p->res = ((p->r[0] + p->r[1]) + (p->r[2] + p->r[3])) + ((p->r[4] + p->r[5]) + (p->r[6] + p->r[7]));
+    p->in_tail = 1;
+    p->stop = -1;
+}
+
+static void pairwise_take_slow(Pairwise *p, double v) {
+    for (;;) {
+        if (p->k == p->tail && !p->in_tail) pairwise_join(p);
+        if (p->k == p->end) {
+            pairwise_leaf_done(p, p->res);
+            continue;
+        }
+        if (p->in_tail) p->res += v;
+        else p->r[p->k & 7] += v;
+        ++p->k;
+        return;
+    }
+}
+
+/* numpy's sum of a leaf of the tree, its ``len`` values at x (numpy's own loop: pairwise_sum's block) */
+static inline double leaf_sum(const double *x, int64_t len) {
+    double res = 0.0;
+    int64_t e = 0;
+    if (len >= 8) {
+        double r0 = x[0], r1 = x[1], r2 = x[2], r3 = x[3], r4 = x[4], r5 = x[5], r6 = x[6], r7 = x[7];
+        for (e = 8; e + 8 <= len; e += 8) {
+            r0 += x[e], r1 += x[e + 1], r2 += x[e + 2], r3 += x[e + 3];
+            r4 += x[e + 4], r5 += x[e + 5], r6 += x[e + 6], r7 += x[e + 7];
+        }
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+    }
+    for (; e < len; ++e) res += x[e];
+    return res;
+}
+
+/* the next m values of the column: runs of them into the eight running sums in a loop of their own,
+ * eight values a step (a leaf's running sums start at a multiple of 8: the step's values go to r[0] to
+ * r[7] in turn, as in numpy's loop) */
+static void pairwise_take_block(Pairwise *p, const double *v, int64_t m) {
+    int64_t j = 0;
+    while (j < m) {
+        int64_t k = p->k, len = p->end - k;
+        if (k == p->lo && len <= m - j) { /* a whole leaf among the values: numpy's loop over it */
+            double res = leaf_sum(v + j, len);
+            p->k = k + len, j += len;
+            pairwise_leaf_done(p, res);
+            continue;
+        }
+        int64_t run = p->stop - k;
+        if (run > m - j) run = m - j;
+        if (run <= 0) {
+            pairwise_take_slow(p, v[j++]);
+            continue;
+        }
+        int64_t e = 0;
+        for (; e < run && ((k + e) & 7); ++e) p->r[(k + e) & 7] += v[j + e];
+        double r0 = p->r[0], r1 = p->r[1], r2 = p->r[2], r3 = p->r[3];
+        double r4 = p->r[4], r5 = p->r[5], r6 = p->r[6], r7 = p->r[7];
+        const double *x = v + j;
+        for (; e + 8 <= run; e += 8) {
+            r0 += x[e], r1 += x[e + 1], r2 += x[e + 2], r3 += x[e + 3];
+            r4 += x[e + 4], r5 += x[e + 5], r6 += x[e + 6], r7 += x[e + 7];
+        }
+        p->r[0] = r0, p->r[1] = r1, p->r[2] = r2, p->r[3] = r3;
+        p->r[4] = r4, p->r[5] = r5, p->r[6] = r6, p->r[7] = r7;
+        for (; e < run; ++e) p->r[(k + e) & 7] += v[j + e];
+        p->k = k + run, j += run;
+    }
+}
+
+/* np.sum of the n values taken (all of them: k == n) */
+static double pairwise_end(Pairwise *p) {
+    if (p->end == 0) return 0.0; /* no values */
+    if (!p->done) {              /* the last leaf taken a value at a time: its sum up the tree */
+        if (p->k == p->tail && !p->in_tail) pairwise_join(p);
+        pairwise_leaf_done(p, p->res);
+    }
+    return 0.0 + p->total;
+}
+
+/* np.sum of ``values`` (n of them) taken ``chunk`` at a time (residual_planned's way) by the stream
+ * above, each leaf's sum kept in ``leaves`` (n / 64 + 2 of them) where not NULL: what
+ * sums.streams_agree compares with np.sum */
+double residual_pairwise(int64_t n, const double *values, int64_t chunk, double *leaves) {
+    Pairwise p;
+    pairwise_begin(&p, n);
+    p.leaves = leaves;
+    for (int64_t i = 0; i < n; i += chunk) pairwise_take_block(&p, values + i, n - i < chunk ? n - i : chunk);
+    return pairwise_end(&p);
+}
+
+/* the sum of node [lo, lo + n) of the tree: its leaves' kept sums (``*leaf``: the next leaf's index),
+ * but a leaf holding one of rows[a, b) summed again from the column */
+static double changed_node(const double *column, const double *leaves, int64_t *leaf, int64_t lo, int64_t n,
+                           const int64_t *rows, int64_t a, int64_t b) {
+    if (n <= PAIRWISE_BLOCK) {
+        int64_t k = (*leaf)++;
+        return a < b ? leaf_sum(column + lo, n) : leaves[k];
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    int64_t split = a;
+    while (split < b && rows[split] < lo + n2) ++split;
+    double left = changed_node(column, leaves, leaf, lo, n2, rows, a, split);
+    return left + changed_node(column, leaves, leaf, lo + n2, n - n2, rows, split, b);
+}
+
+/* np.sum of ``column`` (n values) whose leaves' sums were kept by a Pairwise over it (``leaves``) before
+ * the values at ``rows`` (m of them, sorted, in [0, n)) changed: those rows' leaves summed again from
+ * the column, the others' kept sums taken, joined as numpy's tree joins them. */
+double residual_changed_sum(int64_t n, const double *column, const double *leaves, int64_t m, const int64_t *rows) {
+    if (n == 0) return 0.0;
+    int64_t leaf = 0;
+    return 0.0 + changed_node(column, leaves, &leaf, 0, n, rows, 0, m);
+}
+
 /* residual_planned's state from one row to the next: the row's costs (read one row ahead: a
  * segment pays the next row's cost before its timestamp), the class sum and the instance run. */
 typedef struct {
@@ -175,7 +361,11 @@ __attribute__((always_inline)) static inline void planned_row(
  * summed as whole ns, a run of rows of one instance at a time; op outside 0 to n_inst - 1: none).
  * ``irregular[0]`` gets the number of rows whose ``left`` is NaN or carries a sign bit (where
  * np.minimum(0, left) is not +0). With n_spans, ``kept`` gets the module-call costs of the rows that
- * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``.
+ * are not ``profiler`` ones (mods[~profiler], for numpy to sum), their number in ``irregular[1]``; where
+ * ``stream``, ``kept[0]`` gets numpy's sum of them instead (np.sum, taken as they come: Pairwise, the
+ * rows that are not ``profiler`` ones counted first for the sum's tree), no column of them; and
+ * ``sums[0]`` numpy's sum of ``planned``, taken a chunk of rows at a time as they are written, each
+ * leaf of its tree's sum kept in ``leaves`` (n / 64 + 2 of them: residual_changed_sum's).
  * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
  * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
  * without a pass of their own). The rows are taken in runs alike in whether they are costed threads'
@@ -190,10 +380,10 @@ int64_t residual_planned(
     const int64_t *cost_values, const double *half_d_in, const double *half_d_out, int64_t n_mem,
     const double *mem, int64_t n_mods, const double *mods, int64_t n_spans, const int64_t *span_a,
     const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
-    const uint8_t *not_python, double *kept, int64_t main_start, int64_t main_stop,
+    const uint8_t *not_python, int64_t stream, double *kept, int64_t main_start, int64_t main_stop,
     const int32_t *op, int64_t n_inst, double *excl, double *planned, double *left,
     int64_t n_mask, uint8_t *profiler, int64_t *prof_rows, double *per_class, int64_t cap, int64_t *over_rows,
-    int64_t *irregular) {
+    int64_t *irregular, double *sums, double *leaves) {
     KindTable kinds;
     kind_table(&kinds, kind_class, kind_opens, n_kinds);
     Planned st = {{kind, cat, flags, id, &kinds, n_classes, scope_class, category_class, backend_class,
@@ -204,6 +394,28 @@ int64_t residual_planned(
     if (n > 0) st.pay0 = row_costs(&st.c, 0, &st.j, &st.b0, &st.a0, &st.cls0);
     const double *mem_at = n_mem == n ? mem : NULL, *mods_at = n_mods == n ? mods : NULL;
     uint8_t *mask = n_mask == n ? profiler : NULL;
+    /* where ``stream``, the kept costs go to ``chunk`` and are summed a chunk of rows at a time (no call
+     * in the loop over the rows), the sum's tree as long as the rows that are not the periodic work's */
+    Pairwise kept_sum, planned_sum;
+    double chunk[PLANNED_CHUNK];
+    int64_t n_kept = 0, stream_kept = stream && n_spans;
+    if (stream) {
+        pairwise_begin(&planned_sum, n);
+        planned_sum.leaves = leaves;
+    }
+    if (stream_kept) { /* the periodic work's rows counted 128 at a time in a byte (a loop the compiler widens) */
+        int64_t m = n, i = 0;
+        int8_t pc = (int8_t)profiler_cat;
+        if (pc != profiler_cat) i = n; /* no category byte is it: no such rows */
+        for (; i + 128 <= n; i += 128) {
+            uint8_t c = 0;
+            for (int e = 0; e < 128; ++e) c += (uint8_t)((cat[i + e] == pc) & (on_writer[i + e] == 0));
+            m -= c;
+        }
+        for (; i < n && pc == profiler_cat; ++i) m -= (cat[i] == pc) & (on_writer[i] == 0);
+        pairwise_begin(&kept_sum, m);
+    }
+    double *kept_to = stream_kept ? chunk : kept;
     int64_t s = 0;
     for (int64_t i = 0; i < n;) {
         /* the run of rows from i alike in both: up to the next span's or the main thread's bound */
@@ -215,10 +427,17 @@ int64_t residual_planned(
         if (bound < stop) stop = bound;
         const double *tab = spread ? tables + s * len : NULL;
 #define PLANNED_RUN(SPREAD, ON_MAIN)                                                                         \
-    for (; i < stop; ++i)                                                                                 \
-        planned_row(&st, n, i, ts, seg_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD, tab, \
-                    len, has_python, total, not_python, kept, ON_MAIN, op, n_inst, excl, per_class, planned,     \
-                    left, mask, cap, over_rows, prof_rows)
+    do {                                                                                                  \
+    while (i < stop) {                                                                                    \
+        int64_t from = i, to = stream && stop - i > PLANNED_CHUNK ? i + PLANNED_CHUNK : stop;             \
+        for (; i < to; ++i)                                                                               \
+            planned_row(&st, n, i, ts, seg_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
+                        tab, len, has_python, total, not_python, kept_to, ON_MAIN, op, n_inst, excl, per_class, \
+                        planned, left, mask, cap, over_rows, prof_rows);                                  \
+        if (stream) pairwise_take_block(&planned_sum, planned + from, i - from);                          \
+        if (stream_kept) pairwise_take_block(&kept_sum, chunk, st.n_kept), n_kept += st.n_kept, st.n_kept = 0; \
+    }                                                                                                     \
+    } while (0)
         if (spread && on_main)
             PLANNED_RUN(2, 1);
         else if (spread)
@@ -236,7 +455,9 @@ int64_t residual_planned(
     if (st.cur >= 0) excl[st.cur] += (double)st.run_ns;
     per_class[st.run_cls] = st.run;
     irregular[0] = st.odd;
-    irregular[1] = st.n_kept;
+    irregular[1] = stream_kept ? n_kept : st.n_kept;
+    if (stream_kept) kept[0] = pairwise_end(&kept_sum);
+    if (stream) sums[0] = pairwise_end(&planned_sum);
     irregular[2] = st.n_prof;
     return st.over;
 }
@@ -255,9 +476,27 @@ void residual_ratio(int64_t n, const int64_t *ts, const int64_t *seg_end, const 
  * byte's entry, a negative one from the end), as np.count_nonzero(kinds_among(kind, ...)[p:q]). */
 void residual_count_kinds(int64_t a, int64_t m, const int64_t *edges, const int8_t *kind, const uint8_t *table,
                           int64_t *counts) {
+    /* where the table's kinds are one run of bytes [lo, lo + span] (the kinds written: 0 to 11), each
+     * row compared with it, 128 rows at a time counted in a byte (a loop the compiler widens), not
+     * looked up one at a time */
+    int lo = 0, hi = -1, run = 1;
+    for (int v = 0; v < 256; ++v) {
+        if (!table[v]) continue;
+        if (hi < 0) lo = v;
+        else if (v != hi + 1) run = 0;
+        hi = v;
+    }
+    uint8_t span = (uint8_t)(hi - lo);
     int64_t i = a;
     for (int64_t k = 0; k < m; ++k) {
         int64_t c = 0;
+        if (run && hi >= 0) {
+            for (; i + 128 <= edges[k]; i += 128) {
+                uint8_t b = 0;
+                for (int e = 0; e < 128; ++e) b += (uint8_t)((uint8_t)((uint8_t)kind[i + e] - lo) <= span);
+                c += b;
+            }
+        }
         for (; i < edges[k]; ++i) c += table[(uint8_t)kind[i]];
         counts[k] = c;
     }

@@ -68,17 +68,18 @@ def measure(
     window it began in (read from the trace's window rows; a run without windows is one kind).
 
     ``bound``: per row, the flush CPU time over the row's segment (overhead._flush_stall). ``rows``
-    (sorted) and ``excl``, where the caller has them: the rows off which ``bound`` is 0, and each
+    (sorted) and ``excl``, where the caller has them: the rows off which the bound is 0, and each
     instance's time on the main thread (Timeline.instance_time, read with the correction's own pass
-    over the rows): then only those rows are read.
+    over the rows): ``bound`` then holds the bound at ``rows`` only (no column of every row).
     """
     main = tl.main_rows()
     n_inst = len(tl.inst_name)
     # each instance's exclusive time, and the flushes' share of it
     sums = native.function("residual_instance_sums", *_INSTANCE_SUMS)
     if rows is not None and excl is not None:
-        at = rows[(rows >= main.start) & (rows < main.stop)]
-        op, at_bound = tl.op[at], bound[at]
+        on_main = (rows >= main.start) & (rows < main.stop)
+        at, at_bound = rows[on_main], bound[on_main]
+        op = tl.op[at]
         hit = (at_bound != 0) & (op >= 0)
         over = np.bincount(op[hit], weights=at_bound[hit], minlength=n_inst)  # in row order, as below
     elif sums is None or tl.op.dtype != np.int32 or bound.dtype != np.float64 or not bound.flags.c_contiguous:

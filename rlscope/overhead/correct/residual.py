@@ -28,7 +28,7 @@ from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline, kinds_among
 from rlscope.blocks import BLOCK_ROWS, blocks, search_sorted, take
 from rlscope.overhead.correct import flush_stall, module_calls, reference
-from rlscope.overhead.correct.sums import sum_at_rows
+from rlscope.overhead.correct.sums import changed_sum_loop, streams_agree, sum_at_rows
 from rlscope.trace import schema as S
 from rlscope.trace.header import recorded_options
 from rlscope.trace.schema import CostClass
@@ -626,6 +626,7 @@ def rebuild(
     new_dur: np.ndarray,
     spare: tuple[np.ndarray, ...] = (),
     scaled: _Scaled | None = None,
+    in_place: bool = False,
 ) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
@@ -636,12 +637,15 @@ def rebuild(
     (:class:`_Scaled`; the C loops only, where :func:`_rebuild_loops` has them): its ``gone`` may then
     be ``new_dur`` itself, each row's factor read before its time gone is written over it, and
     ``spare`` be ``tl``'s own ``ts`` and ``seg_end``, each row's read before its new times are written
-    over them.
+    over them. ``in_place``: ``new_dur`` is read no further, and its memory takes the new starts where
+    the C loops rebuild (they read each row's duration before its start is written over it): a column
+    of every row fewer at the correction's peak.
     """
     # relative to the session start: float64 stays exact there
     first = _thread_firsts(tl)
-    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur)
     loops = _rebuild_loops()
+    own = in_place and scaled is None and loops is not None and _doubles(new_dur)
+    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur, own)
     fill, sums_before = loops if loops is not None else (None, None)
     f64 = np.zeros(0)
     gone = scaled.gone if scaled is not None else f64
@@ -785,13 +789,15 @@ def _thread_firsts(tl: Timeline) -> np.ndarray:
 
 
 def _spare_columns(
-    n: int, spare: tuple[np.ndarray, ...], new_dur: np.ndarray
+    n: int, spare: tuple[np.ndarray, ...], new_dur: np.ndarray, own: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rebuild`'s two int64 columns of ``n`` rows: in the memory of ``spare`` columns (of 8-byte
-    items, C-contiguous, not ``new_dur``'s), as far as there are such, else new. Why: pages the
+    items, C-contiguous, not ``new_dur``'s), as far as there are such, else new; the first in
+    ``new_dur``'s own where ``own`` (a C-contiguous float64 column of ``n`` rows). Why: pages the
     process has not touched yet cost about a second a GB to fault in on a virtual machine, and a
     column the caller no longer needs has its pages already."""
-    usable = [
+    usable = [new_dur.view(np.int64)] if own else []
+    usable += [
         c.view(np.int64)
         for c in spare
         if len(c) == n
@@ -920,10 +926,10 @@ _PLANNED_ARGS = (
     native.N, native.N, native.I64, native.I64, native.F64, native.F64,
     native.N, native.F64,
     native.N, native.F64,
-    native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL, native.F64,
-    native.N, native.N, native.I32, native.N, native.F64,
+    native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL,
+    native.N, native.F64, native.N, native.N, native.I32, native.N, native.F64,
     native.F64, native.F64, native.N, native.BOOL, native.I64, native.F64,
-    native.N, native.I64, native.I64,
+    native.N, native.I64, native.I64, native.F64, native.F64,
 )  # fmt: skip
 _OVER_ROWS = (
     1 << 16
@@ -958,11 +964,9 @@ class _Plan:
     # whether every ``left`` is a number not below +0: np.minimum(0, left) is then 0 at every row, and
     # the flushes' stall is 0 off the rows that meet a flush (:func:`_stall_taken`)
     regular: bool
-    # the module calls' cost of the rows that are not rlscope's periodic work (mods[~profiler]), its
-    # first n_kept entries, where it was worked out row by row (a module_calls.Spread); None: given as
-    # a column
-    kept: np.ndarray | None = None
-    n_kept: int = 0
+    # the module calls' cost of the rows that are not rlscope's periodic work, summed as numpy sums
+    # mods[~profiler], where it was worked out row by row (a module_calls.Spread); None: given as a column
+    kept_sum: float | None = None
     removal_sum: float | None = None  # ``removal`` summed (numpy's pairwise sum); None: not yet
     prof_rows: np.ndarray | None = None  # the ``profiler`` rows (sorted); None: read off ``profiler``
 
@@ -996,7 +1000,12 @@ def _planned_native(
     if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
         return None
     planned, left = np.empty(n), np.empty(n)
-    kept = np.empty(n) if spread is not None else None
+    # the plan's column and the module costs kept off the periodic work: summed as the pass works them
+    # out (numpy's sums, no column of the costs kept), the plan's leaves kept for the removal's sum,
+    # where those sums are numpy's here (sums.streams_agree); else numpy sums the columns
+    stream = streams_agree()
+    kept = (np.zeros(1) if stream else np.empty(n)) if spread is not None else None
+    sums, leaves = (np.zeros(1), np.empty(n // 64 + 2)) if stream else (np.zeros(0), np.zeros(0))
     # the periodic work's rows, listed; marked in a column only for the columns summed off them
     profiler = np.empty(n, bool) if mem is not None or column is not None else None
     per_class = np.zeros(len(CLASS_NAMES))
@@ -1021,18 +1030,22 @@ def _planned_native(
         n if mem is not None else 0, mem if mem is not None else np.zeros(0),
         n if column is not None else 0, column if column is not None else none_f,
         len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
-        kept if kept is not None else none_f,
+        stream, kept if kept is not None else none_f,
         main.start, main.stop, tl.op, n_inst, excl,
         planned, left, n if profiler is not None else 0, profiler if profiler is not None else none_b,
-        prof_rows, per_class, len(over_rows), over_rows, counts,
+        prof_rows, per_class, len(over_rows), over_rows, counts, sums, leaves,
     )  # fmt: skip
     regular = int(counts[0]) == 0
     n_prof = int(counts[2])
+    kept_sum = None
+    if kept is not None:
+        kept_sum = float(kept[0] if stream else kept[: int(counts[1])].sum())
+    del kept
     if n_prof <= len(prof_rows):
         prof_rows = prof_rows[:n_prof]
     else:  # more rows than the list holds
         prof_rows = np.flatnonzero((tl.cat == categories.PROFILER) & ~on_writer)
-    planned_sum = planned.sum()  # before the column becomes the removal
+    planned_sum = sums[0] if stream else planned.sum()  # before the column becomes the removal
     # every row's removal its plan to the bit: the same column, the same sum
     removal_sum = planned_sum if listed == 0 else None
     removal = planned  # np.minimum(planned, d), which is the plan but at the rows listed: made so there
@@ -1049,13 +1062,17 @@ def _planned_native(
         np.minimum(planned, dur, out=removal)
         excess = plan_at - removal[rows]
     del dur
-    moved = left[_move_excess(rows, excess, tl, last, removal, left=left)]
+    moved_rows = _move_excess(rows, excess, tl, last, removal, left=left)
+    moved = left[moved_rows]
     regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
+    if removal_sum is None and stream and listed <= len(over_rows):
+        # the plan but at the rows listed and those moved to: the plan's sum, their leaves summed again
+        changed = np.union1d(over_rows[:listed], moved_rows).astype(np.int64)
+        removal_sum = np.float64(changed_sum_loop()(n, removal, leaves, len(changed), changed))
     if removal_sum is None:
         removal_sum = removal.sum()
     return _Plan(
-        left, planned_sum, removal, profiler, per_class, excl, regular, kept, int(counts[1]), removal_sum,
-        prof_rows,
+        left, planned_sum, removal, profiler, per_class, excl, regular, kept_sum, removal_sum, prof_rows,
     )  # fmt: skip
 
 
@@ -1067,6 +1084,7 @@ def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sums_off(
+    n: int,
     profiler: np.ndarray | None,
     prof_rows: np.ndarray,
     prof_dur: np.ndarray,
@@ -1076,14 +1094,12 @@ def _sums_off(
 ) -> tuple[float, float, float]:
     """The periodic work's time (the segments' lengths ``prof_dur`` at its rows ``prof_rows``, the
     ``profiler`` ones, summed as numpy sums np.where(profiler, dur, 0.0): pairwise over a column of
-    every row), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked column;
-    ``profiler``, the rows' mask, is read for them only). ``scratch``: a column of every row that is
-    not needed after, to hold what is summed instead of a new one; left all 0 (the flushes' stall is
-    written over it)."""
+    all ``n`` rows), and ``mem`` and ``mods`` summed off them (0 where None; numpy sums the masked
+    column; ``profiler``, the rows' mask, is read for them only). ``scratch``: a column of every row
+    that is not needed after, to hold what is summed instead of a new one."""
     unmasked = native.function(
         "residual_unmasked", native.N, native.F64, native.BOOL, native.F64, restype=native.N
     )
-    n = len(scratch)
     totals = []
     for col in (mem, mods):
         if col is None:
@@ -1093,7 +1109,6 @@ def _sums_off(
         else:
             totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()))
     # np.where(profiler, dur, 0.0) summed without the lengths of every row: the few rows' own
-    scratch.fill(0.0)
     profiler_ns = sum_at_rows(n, prof_rows, prof_dur)
     return profiler_ns, totals[0], totals[1]
 
@@ -1101,19 +1116,21 @@ def _sums_off(
 def _stall_taken(
     tl: Timeline,
     left: np.ndarray,
-    bound: np.ndarray,
+    bound: np.ndarray | None,
     on_writer: np.ndarray,
     per_event_ns: float,
-    plan: _Plan | None,
+    excl: np.ndarray | None,
 ) -> tuple[dict[str, Any] | None, float]:
     """(the stall share's evidence, the writer's seconds removed): the flushes' stall taken from the
     time ``left`` per segment (in place): their bound (:func:`_flush_stall_rows`) within what is left,
     off the writer's threads, times the share flush_stall.measure finds (None where no bound is left).
-    ``bound``: a column of every row, all 0, that takes the stall (numpy sums it). ``plan``: the C
-    loops' (:func:`_planned_native`), where they ran: the stall is then worked out at the rows that
-    meet a flush only, where it is not 0 (a ``regular`` plan: np.minimum(0, left) is 0 elsewhere)."""
+    ``bound``: a column of every row, all 0, that takes the stall (numpy sums it). ``excl``: the main
+    thread's time per instance, where the C loops' plan (:func:`_planned_native`) is ``regular``
+    (np.minimum(0, left) is 0 off the rows that meet a flush): the stall is then worked out at those
+    rows only, and ``bound`` is not read (None: none made)."""
     rows, stall = _flush_stall_rows(tl, per_event_ns)
-    if plan is None or not plan.regular:  # the columns of every row
+    if excl is None:  # the columns of every row
+        assert bound is not None, "the stall over every row: a column to take it"
         bound[rows] = stall
         np.minimum(bound, left, out=bound)
         bound[on_writer] = 0.0  # the flush itself, not a stall of the job
@@ -1125,14 +1142,12 @@ def _stall_taken(
         return measured.as_dict() if measured is not None else None, writer_ns / 1e9
     stall = np.minimum(stall, left[rows])
     stall[on_writer[rows]] = 0.0
-    bound[rows] = stall
-    measured = flush_stall.measure(tl, bound, rows, plan.excl) if stall.any() else None
+    measured = flush_stall.measure(tl, stall, rows, excl) if stall.any() else None
     if measured is None:
         return None, 0.0
     stall *= measured.share
-    bound[rows] = stall
     left[rows] -= stall  # less 0 elsewhere: as it is
-    return measured.as_dict(), sum_at_rows(len(bound), rows, bound[rows]) / 1e9  # bound.sum()
+    return measured.as_dict(), sum_at_rows(len(left), rows, stall) / 1e9  # the column's sum
 
 
 def _ratio(tl: Timeline, new_dur: np.ndarray, dur: np.ndarray | None = None) -> np.ndarray:
@@ -1170,7 +1185,7 @@ def correct_timeline(
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
     on_writer = tl.on_threads(np.unique(tl.thread_of(_flush_marks(tl))))
     plan = _planned_native(tl, costs, last, on_writer, mem, mods)
-    dur = kept = None
+    dur = mods_total = excl = prof_rows = None
     if plan is not None:
         planned_sum, removal, profiler, per_class = (
             plan.planned_sum,
@@ -1178,9 +1193,13 @@ def correct_timeline(
             plan.profiler,
             plan.per_class,
         )
-        left, kept = plan.left, plan.kept  # kept: mods[~profiler], worked out row by row
+        left, mods_total = plan.left, plan.kept_sum  # mods[~profiler] summed, where worked out row by row
         removal_sum = removal.sum() if plan.removal_sum is None else plan.removal_sum
         scratch = removal  # not needed after its sum
+        # a regular plan: the flushes' stall worked out at the rows that meet a flush (_stall_taken)
+        excl = plan.excl if plan.regular else None
+        prof_rows = plan.prof_rows
+        del plan
     else:
         if isinstance(mods, module_calls.Spread):
             mods = mods.column(tl)
@@ -1190,22 +1209,23 @@ def correct_timeline(
         scratch = planned  # not needed after its sum
         del planned
     del removal
-    prof_rows = (
-        plan.prof_rows if plan is not None and plan.prof_rows is not None else np.flatnonzero(profiler)
-    )
+    prof_rows = np.flatnonzero(profiler) if prof_rows is None else prof_rows
     prof_dur = tl.float_duration(prof_rows)
-    mods_col = None if kept is not None else mods
-    profiler_ns, mem_total, mods_total = _sums_off(profiler, prof_rows, prof_dur, mem, mods_col, scratch)
-    if kept is not None:
-        mods_total = float(kept[: plan.n_kept].sum())
+    mods_col = None if mods_total is not None else mods
+    profiler_ns, mem_total, col_total = _sums_off(n, profiler, prof_rows, prof_dur, mem, mods_col, scratch)
+    mods_total = col_total if mods_total is None else mods_total
     del mem, mods, mods_col, profiler
     placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
-    # the share of their CPU time that did stall measured on the job's own operations (flush_stall)
-    bound = scratch  # all 0 (_sums_off)
+    # the share of their CPU time that did stall measured on the job's own operations (flush_stall);
+    # a column of every row takes it where it is worked out over every row, none at the flushed rows
+    bound = None
+    if excl is None:
+        bound = scratch
+        bound.fill(0.0)
     del scratch
-    stall_info, writer_s = _stall_taken(tl, left, bound, on_writer, costs.writer_per_event, plan)
+    stall_info, writer_s = _stall_taken(tl, left, bound, on_writer, costs.writer_per_event, excl)
     del on_writer
     # the NVML sampler's few samples per second: in proportion to time, against the main thread
     background_ns = costs.nvml_per_sample * nvml_samples
@@ -1219,12 +1239,12 @@ def correct_timeline(
         new_dur *= 1.0 - share
     periodic_s = float(prof_dur.sum()) / 1e9 if len(prof_rows) else None
     ratio = _ratio(tl, new_dur, dur) if keep_ratio else None
-    # their memory holds the new times: the lengths (numpy's) or the module costs kept (the C loops',
-    # where worked out row by row), and the bound
-    spare = tuple(c for c in (dur, kept, bound) if c is not None)
-    del dur, kept, bound, plan
-    corrected = rebuild(tl, new_dur, spare=spare)
-    del spare
+    # the new times' memory: the new durations' own where the C loops rebuild (each row's read before
+    # its start is written over it), the lengths (numpy's) and the bound where made
+    spare = tuple(c for c in (dur, bound) if c is not None)
+    del dur, bound
+    corrected = rebuild(tl, new_dur, spare=spare, in_place=True)
+    del spare, new_dur, left
 
     removed: dict[str, float] = {}
     wanted = float(per_class[1:].sum()) + mem_total + mods_total
