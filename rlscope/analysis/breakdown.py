@@ -154,9 +154,9 @@ def analyze_process_pair(
         launch = gpu.launching_call(api, records)  # once: attribution, the check and the correction
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
-    groups = row_groups(tl, gpu_records)  # the corrected timeline's rows are the raw one's, retimed
     fix = fixed_groups = moved = None
     counted_raw = counted = None
+    split = False  # whether the corrected categories are split as in the full windows
     if costs is not None:
         launches = None if launch is None else gpu.launch_points(tl, api, records, launch)
         fix = correct_process(proc, tl, costs, launches)  # the correction, in one call
@@ -164,6 +164,11 @@ def analyze_process_pair(
             recs, op, phase = gpu_records
             shift = fix.gpu_shift_ns
             moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
+    # the corrected timeline's rows are the raw one's, retimed: one grouping serves both, made after
+    # the correction so that it is not held through the correction's highest memory
+    groups = row_groups(tl, gpu_records)
+    if fix is not None:
+        split = fix.full_fraction is not None
         if groups.fits(fix.timeline, moved):
             # the raw breakdown's sums, the corrected one's and its category split's (with the time in
             # full windows), in one pass over the rows
@@ -172,6 +177,10 @@ def analyze_process_pair(
         else:
             fixed_groups = row_groups(fix.timeline, moved)
             counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
+        if counted.full is not None:
+            # the split's sums made in the pass: the rows' fractions (a float per row) are read no more,
+            # and the breakdowns below run without them
+            fix.full_fraction = None
     raw = breakdown_timeline(
         tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml, groups=groups,
         counted=counted_raw,
@@ -188,7 +197,7 @@ def analyze_process_pair(
     corrected.automatic = proc.automatic
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
-    if fix.full_fraction is not None:
+    if split:
         _split_like_full_windows(
             corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid, fixed_groups, counted
         )
@@ -227,7 +236,7 @@ def _scale_gpu_to_run(b: ProcessBreakdown, scale: GpuScale) -> None:
 
 def _split_like_full_windows(
     b: ProcessBreakdown,
-    full: np.ndarray,
+    full: np.ndarray | None,
     names: list[str],
     tl: Timeline,
     pid: int,
@@ -235,8 +244,9 @@ def _split_like_full_windows(
     counted: CountedSums,
 ) -> None:
     """Categories per (phase, operation): the corrected total split as in the full windows (``full``:
-    the share of each row of ``tl`` that ran in one; ``groups``: :func:`row_groups` of its rows,
-    ``counted``: the breakdown's :func:`_counted_sums` of them).
+    the share of each row of ``tl`` that ran in one, None where ``counted`` holds their sums;
+    ``groups``: :func:`row_groups` of its rows, ``counted``: the breakdown's :func:`_counted_sums` of
+    them).
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
     only the full windows see the split, and it stands for the operation's whole time. Compile time
@@ -272,12 +282,13 @@ def _split_like_full_windows(
 
 
 def _full_by_key(
-    tl: Timeline, groups: RowGroups, full: np.ndarray, counted: CountedSums, held: np.ndarray
+    tl: Timeline, groups: RowGroups, full: np.ndarray | None, counted: CountedSums, held: np.ndarray
 ) -> np.ndarray:
     """(keys held, NCAT): :func:`_full_window_sums` of the keys ``held`` selects (as
     :func:`_split_like_full_windows`'s), or the same sums ``counted`` made in its pass."""
     if counted.full is not None:
         return counted.full.transpose(0, 2, 1).reshape(-1, NCAT)[held]
+    assert full is not None, "the rows' fractions in full windows, where the pass summed none"
     rank, size = np.cumsum(held) - 1, int(held.sum()) * NCAT
     return _full_window_sums(tl, groups, full, rank, size).reshape(-1, NCAT)
 
@@ -492,10 +503,13 @@ def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.
     order = np.lexsort((op_tab[:n_pairs], ph_tab[:n_pairs]))  # the pairs in (phase, operation) order
     rank = np.empty(n_pairs, np.int32)
     rank[order] = np.arange(n_pairs, dtype=np.int32)
-    runs, run_pair = runs[:count], run_pair[:count]
     renumber(count, run_pair, rank)
     b_pair, g_pair = rank[b_pair[:n_b]].astype(np.int64), rank[g_pair].astype(np.int64)
-    return runs, run_pair, begins[:n_b], b_pair, g_pair, ph_tab[order], op_tab[order]
+    # the runs and begins copied out of the places made for them (a run per 8 rows, a begin per scope
+    # begin; on a torch trace a third and a half of them are used): the groups are held through both
+    # breakdowns, the unused places not
+    runs, run_pair, begins = runs[:count].copy(), run_pair[:count].copy(), begins[:n_b].copy()
+    return runs, run_pair, begins, b_pair, g_pair, ph_tab[order], op_tab[order]
 
 
 @dataclasses.dataclass
