@@ -333,6 +333,43 @@ def test_begins(both, case: str) -> None:
     assert b_incl.tolist() == np.where(recursive, 0, tl.inst_end[tl.id[begins]] - tl.ts[begins]).tolist()
 
 
+NOISE_ROW_CASES = ["random", "an instance begun twice", "instances from the end", "wide ids", "no begins"]
+
+
+@pytest.mark.parametrize("case", NOISE_ROW_CASES)
+def test_noise_rows(both, case: str) -> None:
+    """The noise's rows from the begins (their instances, pairs, times, inclusive times) and the
+    instances' sums: the C pass that spreads the begins over their instances and reads the sums'
+    columns, and numpy's scatters and gathers; an instance begun twice (the last begin's), instances
+    counted from the end (numpy's negative index), int64 ids; one outside the instances raises."""
+    rng = np.random.default_rng(len(case) + 21)
+    tl = timeline(
+        rng, rows=4000, ops=80, run=6, op_cats=(0, 2, 7), ids=np.int64 if case == "wide ids" else np.int32
+    )
+    n_inst, m = len(tl.inst_name), 0 if case == "no begins" else 60
+    b_inst = rng.permutation(n_inst)[:m]
+    if case == "an instance begun twice":
+        b_inst[1::3] = b_inst[0]
+    if case == "instances from the end":
+        b_inst[::2] -= n_inst
+    b_inst = b_inst.astype(tl.id.dtype)
+    b_ts, b_incl = rng.integers(0, 10**9, m), rng.integers(0, 10**7, m)
+    n_pairs = len(breakdown.row_groups(tl).pair_ph)  # numbered alike by both (test_row_groups)
+    b_pair = rng.integers(0, max(n_pairs, 1), m)
+
+    def rows(b_inst: np.ndarray) -> Any:
+        counted = breakdown._counted_sums(tl, breakdown.row_groups(tl))
+        return breakdown._noise(tl, counted, b_inst, b_ts, b_pair, b_incl, n_pairs, None, None)
+
+    ref, got = both(rows, b_inst)
+    assert ref == got
+    if m:
+        outside = b_inst.copy()
+        outside[-1] = n_inst
+        with pytest.raises(IndexError):
+            both(rows, outside)
+
+
 def test_the_c_loops_take_the_usual_columns(both, monkeypatch: pytest.MonkeyPatch) -> None:
     """The timelines above, of the types the analysis makes, run the C loops (the tests compare the
     two paths); wider ids or categories run numpy's."""

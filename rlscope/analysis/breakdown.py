@@ -974,8 +974,6 @@ def _noise(
     n_inst = len(tl.inst_name)
     inst_pair = np.full(n_inst, -1, np.int64)
     inst_ts = np.zeros(n_inst, np.int64)
-    inst_pair[b_inst] = b_pair
-    inst_ts[b_inst] = b_ts
     per_cat = counted.op_cats
     cats = np.flatnonzero(per_cat)  # the categories present, sorted
     gpu_cats = np.zeros(0, np.int64)
@@ -985,15 +983,21 @@ def _noise(
     measures = [TOTAL, EXCLUSIVE]
     n_cpu = len(cats)
     x = np.zeros((n_inst, 2 + n_cpu + len(gpu_cats)))
-    x[b_inst, 0] = b_incl
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
-    args = native.N, native.N, native.F64, native.N, native.I64, native.N, native.F64
-    columns = native.function("breakdown_exclusive_columns", *args)
     at = counted.inst_col[cats]  # their columns among an instance's (each category held has one)
-    if columns is not None:
-        columns(n_inst, counted.inst_cat.shape[1], counted.inst_cat, n_cpu, at, x.shape[1], x)
-    else:
+    by_begin = b_pair, b_ts, b_incl
+    args = native.N, None, native.I64, native.I64, native.I64, native.N, native.N, native.F64, native.N
+    args += native.I64, native.N, native.F64, native.I64, native.I64
+    fn = native.typed("breakdown_instance_columns", [b_inst.dtype], *args, restype=native.N)
+    ours = all(a.dtype == np.int64 for a in by_begin) and contiguous(b_inst, *by_begin)
+    if fn is None or not ours or fn(
+        len(b_inst), b_inst, *by_begin, n_inst, counted.inst_cat.shape[1], counted.inst_cat, n_cpu, at,
+        x.shape[1], x, inst_pair, inst_ts,
+    ) < 0:  # fmt: skip
+        inst_pair[b_inst] = b_pair
+        inst_ts[b_inst] = b_ts
+        x[b_inst, 0] = b_incl
         x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, at]
         x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     measures += [categories.CATEGORY_NAMES[int(c)] for c in cats.tolist()]

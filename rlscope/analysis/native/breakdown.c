@@ -168,21 +168,41 @@ void breakdown_group_nonzero(int64_t m, int64_t ncol, const int64_t *g, const do
     }
 }
 
-/* _noise's exclusive columns of each operation instance: x[i, 2 + j] = inst_cat[i, cats[j]] for the
- * n_cpu categories cats, x[i, 1] their sum (x: n_inst by ncol, row-major). Whole ns, so the sum is
- * exact in any order, as numpy's x[:, 2:2 + n_cpu].sum(axis=1) is. */
-void breakdown_exclusive_columns(int64_t n_inst, int64_t ncat, const double *inst_cat, int64_t n_cpu,
-                                 const int64_t *cats, int64_t ncol, double *x) {
-    for (int64_t i = 0; i < n_inst; i++) {
-        const double *in = inst_cat + i * ncat;
-        double *row = x + i * ncol, sum = 0.0;
-        for (int64_t j = 0; j < n_cpu; j++) {
-            row[2 + j] = in[cats[j]];
-            sum += in[cats[j]];
-        }
-        row[1] = sum;
+/* _noise's columns of each operation instance, in one pass over the begins and one over the instances:
+ * per OP_BEGIN (m of them: its instance b_inst, pair b_pair, time b_ts, inclusive time b_incl),
+ * inst_pair[inst] = pair, inst_ts[inst] = time and x[inst, 0] = its inclusive time (numpy's scatters:
+ * the last begin of an instance wins; an instance below 0 counts from the end, as numpy's index does);
+ * then per instance x[i, 2 + j] = inst_cat[i, at[j]] (inst_cat: n_inst by width) for the n_cpu
+ * categories' columns at, x[i, 1] their sum (x: n_inst by ncol, row-major; inst_pair, inst_ts, x
+ * filled by the caller: -1, 0, 0). Whole ns, so the sum is exact in any order, as numpy's
+ * x[:, 2:2 + n_cpu].sum(axis=1) is. Returns 0; -1 at an instance outside [-n_inst, n_inst) (numpy's
+ * index raises; the caller's numpy version runs). */
+#define INSTANCE_COLUMNS(NAME, T)                                                                         \
+    int64_t NAME(int64_t m, const T *b_inst, const int64_t *b_pair, const int64_t *b_ts, const int64_t *b_incl, \
+                 int64_t n_inst, int64_t width, const double *inst_cat, int64_t n_cpu, const int64_t *at,    \
+                 int64_t ncol, double *x, int64_t *inst_pair, int64_t *inst_ts) {                           \
+        for (int64_t k = 0; k < m; k++)                                                                   \
+            if (b_inst[k] < -n_inst || b_inst[k] >= n_inst)                                               \
+                return -1;                                                                                \
+        for (int64_t k = 0; k < m; k++) {                                                                 \
+            int64_t i = b_inst[k] < 0 ? (int64_t)b_inst[k] + n_inst : (int64_t)b_inst[k];               \
+            inst_pair[i] = b_pair[k];                                                                     \
+            inst_ts[i] = b_ts[k];                                                                         \
+            x[i * ncol] = (double)b_incl[k];                                                              \
+        }                                                                                                 \
+        for (int64_t i = 0; i < n_inst; i++) {                                                            \
+            const double *in = inst_cat + i * width;                                                      \
+            double *row = x + i * ncol, sum = 0.0;                                                        \
+            for (int64_t j = 0; j < n_cpu; j++) {                                                         \
+                row[2 + j] = in[at[j]];                                                                   \
+                sum += in[at[j]];                                                                         \
+            }                                                                                             \
+            row[1] = sum;                                                                                 \
+        }                                                                                                 \
+        return 0;                                                                                         \
     }
-}
+INSTANCE_COLUMNS(breakdown_instance_columns_i32, int32_t)
+INSTANCE_COLUMNS(breakdown_instance_columns_i64, int64_t)
 
 /* breakdown_timeline's CPU segments for the overlap sweep: the counted rows whose pair is chosen,
  * each as (group[pair], ts, seg_end), in row order, those of one thread (thread_starts: each
