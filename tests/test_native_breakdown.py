@@ -473,22 +473,47 @@ def noise_sums(
     one_time: float = 0.0,
     left_out: float = 0.1,
     single: int = 0,
+    in_order: bool = False,
 ) -> list[bytes]:
     """variance_and_one_time of random instances: values with fractions of a ns (sums that depend on
     the order of the additions), zeros, ties in time, instances left out (group -1); the first
-    ``single`` groups of one instance each."""
+    ``single`` groups of one instance each; ``in_order``: the kept instances in time order (the left
+    out ones at any time), as instances numbered as they begin are (no sort: C's counting)."""
     rng = np.random.default_rng(seed)
     group = rng.integers(single, groups, n)
     group[:single] = np.arange(single)
     group[rng.random(n) < left_out] = -1
     when = rng.integers(0, n // 2 + 1, n)
+    if in_order:
+        when.sort()
+        when[group < 0] = rng.integers(0, n // 2 + 1, int((group < 0).sum()))
     values = rng.random((n, columns)) * 10.0 ** rng.integers(0, 9, (n, columns))
     values[rng.random((n, columns)) < 0.2] = 0.0
     once = rng.random(n) < one_time if one_time else None
     return [a.tobytes() for a in noise.variance_and_one_time(group, when, values, groups, once)]
 
 
+@pytest.mark.parametrize("in_order", [False, True])
 @pytest.mark.parametrize("case", list(NOISE_CASES))
-def test_noise_sums(both, case: str) -> None:
-    ref, got = both(noise_sums, len(case), **NOISE_CASES[case])
+def test_noise_sums(both, case: str, in_order: bool) -> None:
+    ref, got = both(noise_sums, len(case), **NOISE_CASES[case], in_order=in_order)
     assert ref == got
+
+
+def test_noise_split_by_counting_where_in_time_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C pass splits the instances where the kept ones come in time order (ties too), and hands
+    them to numpy's sort where one comes before the one before it."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    monkeypatch.setenv(native.ENV, "1")
+    group = np.array([0, -1, 1, 0, 1, 1, 0, 0], np.int64)
+    when = np.array([1, 0, 2, 2, 3, 5, 5, 9], np.int64)
+    total, n, in_spread, order = noise._spread_c(group, when, 2, None)
+    assert total.tolist() == [4, 3] and n.tolist() == [3.0, 2.0]
+    assert in_spread.tolist() == [False, False, False, True, True, True, True, True]
+    assert order.tolist() == [3, 6, 7, 4, 5]
+    once = np.array([0, 0, 0, 1, 0, 0, 1, 0], bool)  # group 0 left with one: all of it in the spread
+    total, n, in_spread, order = noise._spread_c(group, when, 2, once)
+    assert n.tolist() == [4.0, 2.0] and order.tolist() == [0, 3, 6, 7, 4, 5]
+    when[4] = 1
+    assert noise._spread_c(group, when, 2, None) is None

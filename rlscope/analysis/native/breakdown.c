@@ -155,6 +155,55 @@ void breakdown_noise_moments(int64_t n_inst, int64_t ncol, const int64_t *group,
     }
 }
 
+/* noise.variance_and_one_time's split of the instances (noise._spread) where the kept ones (group >= 0)
+ * come in time order: their (group, time) order is then their order by group, ties in instance order,
+ * made by counting where numpy sorts. Per group: total, its kept instances; n, those in the spread. Per
+ * instance, in_spread: kept, not one_time (with_one_time), not its group's first, as _spread leaves
+ * them; every kept one of a group with fewer than min_spread such. order: the spread instances by
+ * group, in instance order within one (first: scratch, n_groups). total, n, in_spread: zeroed. Returns
+ * how many are in the spread; -1 where a kept instance's time is below the one's before it, -2 at a
+ * group of n_groups or more (numpy's sort and counts run). */
+int64_t breakdown_noise_spread(int64_t n_inst, const int64_t *group, const int64_t *when, int64_t with_one_time,
+                               const uint8_t *one_time, int64_t n_groups, int64_t min_spread, int64_t *total,
+                               double *n, uint8_t *in_spread, int64_t *first, int64_t *order) {
+    int64_t last = INT64_MIN;
+    for (int64_t g = 0; g < n_groups; g++)
+        first[g] = -1;
+    for (int64_t i = 0; i < n_inst; i++) {
+        int64_t g = group[i];
+        if (g < 0)
+            continue;
+        if (g >= n_groups)
+            return -2;
+        if (when[i] < last)
+            return -1;
+        last = when[i];
+        if (total[g]++ == 0)
+            first[g] = i;
+        in_spread[i] = !(with_one_time && one_time[i]);
+    }
+    for (int64_t g = 0; g < n_groups; g++)
+        if (first[g] >= 0)
+            in_spread[first[g]] = 0;
+    for (int64_t i = 0; i < n_inst; i++)
+        if (group[i] >= 0)
+            n[group[i]] += in_spread[i];
+    for (int64_t i = 0; i < n_inst; i++)
+        if (group[i] >= 0 && n[group[i]] < (double)min_spread)
+            in_spread[i] = 1;
+    int64_t m = 0;
+    for (int64_t g = 0; g < n_groups; g++) {
+        if (n[g] < (double)min_spread)
+            n[g] = (double)total[g];
+        first[g] = m; /* the group's first place in order */
+        m += (int64_t)n[g];
+    }
+    for (int64_t i = 0; i < n_inst; i++)
+        if (group[i] >= 0 && in_spread[i])
+            order[first[group[i]]++] = i;
+    return m;
+}
+
 /* Per group and column: whether a row of the group has a nonzero value there (out, (groups, ncol),
  * zeroed by the caller): np.bincount(g, weights=x[:, c] != 0) > 0 per column. */
 void breakdown_group_nonzero(int64_t m, int64_t ncol, const int64_t *g, const double *x, uint8_t *out) {
