@@ -49,13 +49,15 @@ def timeline(
     unit: int = 0,
     cat_type: type = np.int8,
     run: int = 0,
+    op_cats: tuple[int, ...] = (),
 ) -> Timeline:
     """A random timeline of ``threads`` threads (the first the main one, unless ``main`` is False),
     ``ops`` operation and ``phases`` phase instances over ``rows`` rows: zero and negative durations,
     rows outside every operation and phase, categories of every code; ``unit``: the ns a row's time is
     a multiple of (0: a random one per thread); ``ids``, ``cat_type``: the id and category columns'
     types; ``run``: the mean length of the runs of rows of one operation and phase instance (0: a row's
-    are drawn on their own, nearly every row a run), as a trace's torch ops make them."""
+    are drawn on their own, nearly every row a run), as a trace's torch ops make them; ``op_cats``: the
+    categories of the rows inside an operation (none: every category), as a torch trace's are a few."""
     thread = np.sort(rng.integers(0, threads, rows)) + MAIN + (0 if main else 1)
     ts = np.empty(rows, np.int64)
     for t in np.unique(thread):  # each thread's rows in time order, some of them of no time
@@ -79,11 +81,14 @@ def timeline(
     first = np.unique(op[op >= 0], return_index=True)[1]
     kind[first], ident[first], name[first] = S.OP_BEGIN, op[first], inst_name[op[first]]
     thread_idx = np.cumsum(np.append(True, thread[1:] != thread[:-1])) - 1 if rows else np.zeros(0)
+    cat = rng.integers(0, NCAT, rows)
+    if op_cats:
+        cat[op >= 0] = rng.choice(op_cats, int((op >= 0).sum()))
     return Timeline(
         ts=ts, seg_end=seg_end, threads=thread[np.unique(thread_idx, return_index=True)[1]].astype(np.int32),
         kind=kind, id=ident.astype(ids),
         name=name.astype(np.int32), flags=np.zeros(rows, np.int8), op=op.astype(ids),
-        cat=rng.integers(0, NCAT, rows).astype(cat_type), phase=phase.astype(ids), main_thread=MAIN,
+        cat=cat.astype(cat_type), phase=phase.astype(ids), main_thread=MAIN,
         start_ns=int(ts.min(initial=0)), end_ns=int(seg_end.max(initial=0)), inst_name=inst_name,
         inst_end=np.full(n_inst, int(seg_end.max(initial=0)), np.int64),
         thread_idx=thread_idx.astype(np.int16),
@@ -105,12 +110,24 @@ CASES = {
     "rows of a ns or two": {"unit": 1, "rows": 5000, "ops": 400},
     "wide ids": {"ids": np.int64},  # the numpy loops, as the C reads int32 ids
     "wide categories": {"cat_type": np.int16},  # the numpy loops, as the C reads one-byte categories
+    # the operations' rows of three categories (a torch trace's): the C's instance sums of those alone
+    "few categories in operations": {"rows": 5000, "ops": 200, "run": 12, "op_cats": (0, 2, 7)},
+    "one category in operations": {"rows": 3000, "ops": 100, "op_cats": (9,)},
 }
+
+
+def by_category(c: breakdown.CountedSums) -> bytes:
+    """The instances' sums of ``c`` a column per category (those of no column in ``c``: none), as
+    numpy's loops make them."""
+    out = np.zeros((len(c.inst_cat), NCAT))
+    held = c.inst_col >= 0
+    out[:, held] = c.inst_cat[:, c.inst_col[held]]
+    return out.tobytes()
 
 
 def counted(tl: Timeline) -> tuple[bytes, bool, bytes]:
     c = breakdown._counted_sums(tl, breakdown.row_groups(tl))
-    return c.sums.tobytes(), c.off_main, c.inst_cat.tobytes()
+    return c.sums.tobytes(), c.off_main, by_category(c)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -118,6 +135,30 @@ def test_counted_sums(both, case: str) -> None:
     tl = timeline(np.random.default_rng(len(case)), **CASES[case])
     ref, got = both(counted, tl)
     assert ref == got
+
+
+def test_instance_sums_of_the_operations_categories_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C passes sum an instance's time in a column per category the operations' rows hold (the
+    grouping found them), numpy's loops in one per category; where the rows hold another (retimed
+    rows of other categories than the grouping's), a column per category."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    monkeypatch.setenv(native.ENV, "1")
+    rng = np.random.default_rng(8)
+    tl = timeline(rng, **CASES["few categories in operations"])
+    groups = breakdown.row_groups(tl)
+    assert groups.op_cat_bits == 1 << 0 | 1 << 2 | 1 << 7
+    want = [0, -1, 1, -1, -1, -1, -1, 2, -1, -1]
+    for c in (
+        breakdown._counted_sums(tl, groups),
+        *breakdown._counted_pair(tl, retimed(rng, tl), groups, None),
+    ):
+        assert c.inst_cat.shape == (len(tl.inst_name), 3) and c.inst_col.tolist() == want
+    other = dataclasses.replace(tl, cat=(tl.cat + 1) % NCAT)
+    for c in (breakdown._counted_sums(other, groups), *breakdown._counted_pair(other, other, groups, None)):
+        assert c.inst_cat.shape == (len(tl.inst_name), NCAT) and c.inst_col.tolist() == list(range(NCAT))
+    monkeypatch.setenv(native.ENV, "0")
+    assert by_category(breakdown._counted_sums(other, breakdown.row_groups(other))) == by_category(c)
 
 
 def test_counted_sums_where_no_row_has_time(both) -> None:
@@ -175,6 +216,16 @@ def test_row_groups(both, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     if native.library() is not None:  # the C passes ran (but for the wide ids the C reads as int32)
         numbered = breakdown._numbered_c(tl, inst_name, np.zeros(0), np.zeros(0))
         assert (numbered is not None) == (case != "wide ids")
+        if numbered is not None:  # the runs and begins hold few unused places: a run per scope row at most
+            bound = len(tl.scope_begins()) + len(tl.scope_ends()) + len(tl.threads) + 1
+            for a in numbered[:2]:
+                assert len(a if a.base is None else a.base) <= max(len(a), bound)
+            assert numbered[2].base is None
+        # the categories of the rows in named operations (the C's one-byte categories: found in its pass)
+        in_named = inst_name[tl.op] >= 0
+        bits = sum(1 << int(c) for c in np.unique(tl.cat[in_named]))
+        assert got.op_cat_bits == (bits if numbered is not None and tl.cat.dtype == np.int8 else -1)
+        assert ref.op_cat_bits == -1  # numpy's: not known
 
 
 def full_window_sums(tl: Timeline, full: np.ndarray) -> bytes:
@@ -214,7 +265,7 @@ def counted_pair(tl: Timeline, fixed: Timeline, full: np.ndarray | None) -> list
     raw, corrected = breakdown._counted_pair(tl, fixed, groups, full)
     out: list[Any] = []
     for c in (raw, corrected):
-        out += [c.sums.tobytes(), c.off_main, c.inst_cat.tobytes(), c.op_cats.tobytes()]
+        out += [c.sums.tobytes(), c.off_main, by_category(c), c.op_cats.tobytes()]
     if full is not None:
         held = corrected.sums.transpose(0, 2, 1).reshape(-1, NCAT).sum(axis=1) > 0
         out.append(breakdown._full_by_key(fixed, groups, full, corrected, held).tobytes())
@@ -236,7 +287,7 @@ def test_counted_pair(both, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     monkeypatch.setenv(native.ENV, "1")
     groups = breakdown.row_groups(tl)
     apart = [breakdown._counted_sums(tl, groups), breakdown._counted_sums(fixed, groups, full)]
-    each = [(c.sums.tobytes(), c.off_main, c.inst_cat.tobytes(), c.op_cats.tobytes()) for c in apart]
+    each = [(c.sums.tobytes(), c.off_main, by_category(c), c.op_cats.tobytes()) for c in apart]
     assert got[:8] == [*each[0], *each[1]]
     if case == "idle off the main thread" and len(tl.ts):
         assert got[1] and not got[5]  # the raw rows off the main thread count, the corrected ones none
@@ -280,6 +331,43 @@ def test_begins(both, case: str) -> None:
     recursive = (tl.flags[begins] & S.FLAG_RECURSIVE) != 0
     assert b_inst.tolist() == tl.id[begins].tolist() and b_ts.tolist() == tl.ts[begins].tolist()
     assert b_incl.tolist() == np.where(recursive, 0, tl.inst_end[tl.id[begins]] - tl.ts[begins]).tolist()
+
+
+NOISE_ROW_CASES = ["random", "an instance begun twice", "instances from the end", "wide ids", "no begins"]
+
+
+@pytest.mark.parametrize("case", NOISE_ROW_CASES)
+def test_noise_rows(both, case: str) -> None:
+    """The noise's rows from the begins (their instances, pairs, times, inclusive times) and the
+    instances' sums: the C pass that spreads the begins over their instances and reads the sums'
+    columns, and numpy's scatters and gathers; an instance begun twice (the last begin's), instances
+    counted from the end (numpy's negative index), int64 ids; one outside the instances raises."""
+    rng = np.random.default_rng(len(case) + 21)
+    tl = timeline(
+        rng, rows=4000, ops=80, run=6, op_cats=(0, 2, 7), ids=np.int64 if case == "wide ids" else np.int32
+    )
+    n_inst, m = len(tl.inst_name), 0 if case == "no begins" else 60
+    b_inst = rng.permutation(n_inst)[:m]
+    if case == "an instance begun twice":
+        b_inst[1::3] = b_inst[0]
+    if case == "instances from the end":
+        b_inst[::2] -= n_inst
+    b_inst = b_inst.astype(tl.id.dtype)
+    b_ts, b_incl = rng.integers(0, 10**9, m), rng.integers(0, 10**7, m)
+    n_pairs = len(breakdown.row_groups(tl).pair_ph)  # numbered alike by both (test_row_groups)
+    b_pair = rng.integers(0, max(n_pairs, 1), m)
+
+    def rows(b_inst: np.ndarray) -> Any:
+        counted = breakdown._counted_sums(tl, breakdown.row_groups(tl))
+        return breakdown._noise(tl, counted, b_inst, b_ts, b_pair, b_incl, n_pairs, None, None)
+
+    ref, got = both(rows, b_inst)
+    assert ref == got
+    if m:
+        outside = b_inst.copy()
+        outside[-1] = n_inst
+        with pytest.raises(IndexError):
+            both(rows, outside)
 
 
 def test_the_c_loops_take_the_usual_columns(both, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -385,22 +473,47 @@ def noise_sums(
     one_time: float = 0.0,
     left_out: float = 0.1,
     single: int = 0,
+    in_order: bool = False,
 ) -> list[bytes]:
     """variance_and_one_time of random instances: values with fractions of a ns (sums that depend on
     the order of the additions), zeros, ties in time, instances left out (group -1); the first
-    ``single`` groups of one instance each."""
+    ``single`` groups of one instance each; ``in_order``: the kept instances in time order (the left
+    out ones at any time), as instances numbered as they begin are (no sort: C's counting)."""
     rng = np.random.default_rng(seed)
     group = rng.integers(single, groups, n)
     group[:single] = np.arange(single)
     group[rng.random(n) < left_out] = -1
     when = rng.integers(0, n // 2 + 1, n)
+    if in_order:
+        when.sort()
+        when[group < 0] = rng.integers(0, n // 2 + 1, int((group < 0).sum()))
     values = rng.random((n, columns)) * 10.0 ** rng.integers(0, 9, (n, columns))
     values[rng.random((n, columns)) < 0.2] = 0.0
     once = rng.random(n) < one_time if one_time else None
     return [a.tobytes() for a in noise.variance_and_one_time(group, when, values, groups, once)]
 
 
+@pytest.mark.parametrize("in_order", [False, True])
 @pytest.mark.parametrize("case", list(NOISE_CASES))
-def test_noise_sums(both, case: str) -> None:
-    ref, got = both(noise_sums, len(case), **NOISE_CASES[case])
+def test_noise_sums(both, case: str, in_order: bool) -> None:
+    ref, got = both(noise_sums, len(case), **NOISE_CASES[case], in_order=in_order)
     assert ref == got
+
+
+def test_noise_split_by_counting_where_in_time_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C pass splits the instances where the kept ones come in time order (ties too), and hands
+    them to numpy's sort where one comes before the one before it."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    monkeypatch.setenv(native.ENV, "1")
+    group = np.array([0, -1, 1, 0, 1, 1, 0, 0], np.int64)
+    when = np.array([1, 0, 2, 2, 3, 5, 5, 9], np.int64)
+    total, n, in_spread, order = noise._spread_c(group, when, 2, None)
+    assert total.tolist() == [4, 3] and n.tolist() == [3.0, 2.0]
+    assert in_spread.tolist() == [False, False, False, True, True, True, True, True]
+    assert order.tolist() == [3, 6, 7, 4, 5]
+    once = np.array([0, 0, 0, 1, 0, 0, 1, 0], bool)  # group 0 left with one: all of it in the spread
+    total, n, in_spread, order = noise._spread_c(group, when, 2, once)
+    assert n.tolist() == [4.0, 2.0] and order.tolist() == [0, 3, 6, 7, 4, 5]
+    when[4] = 1
+    assert noise._spread_c(group, when, 2, None) is None

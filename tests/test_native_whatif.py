@@ -225,6 +225,23 @@ def test_main_pass(monkeypatch, n: int, n_inst: int, worker: bool) -> None:
                 assert _flat(got) == _flat(want)
 
 
+def test_main_pass_every_key_in_every_stretch(monkeypatch) -> None:
+    """Each node stretch holds time of every key: its entries fill the places made for them (a key each
+    per stretch, where there are few nodes), and the pass keeps what the passes make."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    n = 600
+    ts = np.arange(n, dtype=np.int64) * 10 + 10**12
+    tl = types.SimpleNamespace(op=np.zeros(n, np.int32), cat=(np.arange(n) % 4).astype(np.int8), ts=ts)
+    main = slice(0, n)
+    inst_code, key_of, idle = _tables(np.random.default_rng(5), tl, main, np.array([0, -1], np.int64))
+    rec_t = ts[[200, 400]] + 5
+    got, want = _one_pass_and_passes(monkeypatch, tl, main, (int(ts[0]), int(ts[-1]) + 5), inst_code, key_of,
+                                     idle, rec_t, False)  # fmt: skip
+    assert got is not None and _flat(got) == _flat(want)
+    assert len(got[1][3]) == 3 * 4  # three stretches, four keys each
+
+
 def _small_main_pass_case(seed: int) -> tuple:
     """A 300-row main thread of 6 instances, its tables and a span over its rows, one node at the
     span's start: (tl, main, span, inst_code, key_of, idle, nodes); skips where no C loops run."""

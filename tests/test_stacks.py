@@ -237,3 +237,48 @@ def test_sample_rows_are_the_last_row_of_their_thread_at_or_before_them(seed):
     assert stacks.sample_rows(tl, thread, ts).tolist() == want.tolist()
     empty = dataclasses.replace(tl, ts=tl.ts[:0], thread_idx=tl.thread_idx[:0])
     assert stacks.sample_rows(empty, thread, ts).tolist() == [-1] * len(ts)
+
+
+def _stack_lines_frame_by_frame(frames, names, own, roots):
+    """The ``where`` and ``running`` lines of each stack read a frame at a time, innermost first: what
+    stacks._stack_lines finds with numpy."""
+    columns = [frames.column(c).to_pylist() for c in ("stack", "depth", "file", "line", "function")]
+    rows = sorted(zip(*columns, strict=True))
+    innermost: dict = {}
+    running: dict = {}
+    where: dict = {}
+    for s, _, f, ln, fu in rows:
+        here = (stacks.name_of(names, f), ln, stacks.name_of(names, fu))
+        innermost.setdefault(s, here)
+        if own and here[0].startswith(own):
+            continue
+        running.setdefault(s, here)
+        if s not in where and not stacks.is_library(here[0], roots):
+            where[s] = here
+    return {s: (where.get(s, running.get(s, first)), running.get(s, first)) for s, first in innermost.items()}
+
+
+@pytest.mark.parametrize("n_stacks", [0, 1, 7, 400])
+def test_stack_lines_as_read_frame_by_frame(n_stacks: int) -> None:
+    """Each stack's lines: its innermost frame outside rlscope's own files (``running``) and the first
+    of those outside library folders too (``where``), each falling back to the one before; stacks of
+    own frames alone, of library frames alone, of one frame, frames out of order."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(n_stacks)
+    names = ["/own/rlscope/a.py", "/lib/python3/b.py", "<frozen c>", "/app/d.py", "/app/e.py", "f", "g", "h"]
+    depth = np.concatenate([np.zeros(0, np.int64), *(np.arange(k) for k in rng.integers(1, 6, n_stacks))])
+    sid = np.repeat(np.arange(n_stacks) * 3 + 1, np.bincount(np.cumsum(depth == 0) - 1, minlength=n_stacks))
+    file = rng.choice(np.array([0, 1, 2, 3, 4]), len(depth), p=[0.3, 0.3, 0.1, 0.2, 0.1])
+    shuffle = rng.permutation(len(depth))
+    frames = pa.table(
+        {
+            "stack": sid[shuffle], "depth": depth[shuffle], "file": file[shuffle],
+            "line": rng.integers(1, 500, len(depth))[shuffle],
+            "function": rng.integers(5, 8, len(depth))[shuffle],
+        }
+    )  # fmt: skip
+    own, roots = ("/own/rlscope",), ("/lib/python3",)
+    assert stacks._stack_lines(frames, names, own, roots) == _stack_lines_frame_by_frame(
+        frames, names, own, roots
+    )

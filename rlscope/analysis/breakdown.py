@@ -154,9 +154,9 @@ def analyze_process_pair(
         launch = gpu.launching_call(api, records)  # once: attribution, the check and the correction
         op, phase = gpu.attribute(tl, api, records, launch)
         gpu_records = (records, op, phase)
-    groups = row_groups(tl, gpu_records)  # the corrected timeline's rows are the raw one's, retimed
     fix = fixed_groups = moved = None
     counted_raw = counted = None
+    split = False  # whether the corrected categories are split as in the full windows
     if costs is not None:
         launches = None if launch is None else gpu.launch_points(tl, api, records, launch)
         fix = correct_process(proc, tl, costs, launches)  # the correction, in one call
@@ -164,6 +164,11 @@ def analyze_process_pair(
             recs, op, phase = gpu_records
             shift = fix.gpu_shift_ns
             moved = (dataclasses.replace(recs, start=recs.start - shift, end=recs.end - shift), op, phase)
+    # the corrected timeline's rows are the raw one's, retimed: one grouping serves both, made after
+    # the correction so that it is not held through the correction's highest memory
+    groups = row_groups(tl, gpu_records)
+    if fix is not None:
+        split = fix.full_fraction is not None
         if groups.fits(fix.timeline, moved):
             # the raw breakdown's sums, the corrected one's and its category split's (with the time in
             # full windows), in one pass over the rows
@@ -172,6 +177,10 @@ def analyze_process_pair(
         else:
             fixed_groups = row_groups(fix.timeline, moved)
             counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
+        if counted.full is not None:
+            # the split's sums made in the pass: the rows' fractions (a float per row) are read no more,
+            # and the breakdowns below run without them
+            fix.full_fraction = None
     raw = breakdown_timeline(
         tl, proc.names, proc.pid, host, proc.complete, gpu_records, nvml=proc.nvml, groups=groups,
         counted=counted_raw,
@@ -188,7 +197,7 @@ def analyze_process_pair(
     corrected.automatic = proc.automatic
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
-    if fix.full_fraction is not None:
+    if split:
         _split_like_full_windows(
             corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid, fixed_groups, counted
         )
@@ -227,7 +236,7 @@ def _scale_gpu_to_run(b: ProcessBreakdown, scale: GpuScale) -> None:
 
 def _split_like_full_windows(
     b: ProcessBreakdown,
-    full: np.ndarray,
+    full: np.ndarray | None,
     names: list[str],
     tl: Timeline,
     pid: int,
@@ -235,8 +244,9 @@ def _split_like_full_windows(
     counted: CountedSums,
 ) -> None:
     """Categories per (phase, operation): the corrected total split as in the full windows (``full``:
-    the share of each row of ``tl`` that ran in one; ``groups``: :func:`row_groups` of its rows,
-    ``counted``: the breakdown's :func:`_counted_sums` of them).
+    the share of each row of ``tl`` that ran in one, None where ``counted`` holds their sums;
+    ``groups``: :func:`row_groups` of its rows, ``counted``: the breakdown's :func:`_counted_sums` of
+    them).
 
     Light windows record no backend ops or CUDA API calls, so their time reads as ``python``;
     only the full windows see the split, and it stands for the operation's whole time. Compile time
@@ -272,12 +282,13 @@ def _split_like_full_windows(
 
 
 def _full_by_key(
-    tl: Timeline, groups: RowGroups, full: np.ndarray, counted: CountedSums, held: np.ndarray
+    tl: Timeline, groups: RowGroups, full: np.ndarray | None, counted: CountedSums, held: np.ndarray
 ) -> np.ndarray:
     """(keys held, NCAT): :func:`_full_window_sums` of the keys ``held`` selects (as
     :func:`_split_like_full_windows`'s), or the same sums ``counted`` made in its pass."""
     if counted.full is not None:
         return counted.full.transpose(0, 2, 1).reshape(-1, NCAT)[held]
+    assert full is not None, "the rows' fractions in full windows, where the pass summed none"
     rank, size = np.cumsum(held) - 1, int(held.sum()) * NCAT
     return _full_window_sums(tl, groups, full, rank, size).reshape(-1, NCAT)
 
@@ -353,6 +364,9 @@ class RowGroups:
     g_pair: np.ndarray
     pair_ph: np.ndarray  # each pair's phase and operation name ids, sorted by (phase, operation)
     pair_op: np.ndarray
+    # the categories of the rows inside named operations, a bit each (bit 63: one of 63 or more, or
+    # below 0), or -1 where not known (numpy's loops): those of an instance's counted time
+    op_cat_bits: int = -1
 
     def fits(self, tl: Timeline, gpu_records: tuple[gpu.GpuRecords, np.ndarray, np.ndarray] | None) -> bool:
         """Whether ``tl`` and ``gpu_records`` are those this grouping was made from, retimed."""
@@ -385,8 +399,8 @@ def row_groups(
     else:
         g_op, g_ph = np.zeros(0, np.int64), np.zeros(0, np.int64)
     numbered = _numbered_c(tl, inst_name, g_ph, g_op)
-    runs, run_pair, begins, b_pair, g_pair, pair_ph, pair_op = (
-        numbered if numbered is not None else _numbered(tl, inst_name, g_ph, g_op)
+    runs, run_pair, begins, b_pair, g_pair, pair_ph, pair_op, op_cat_bits = (
+        numbered if numbered is not None else (*_numbered(tl, inst_name, g_ph, g_op), -1)
     )
     return RowGroups(
         op=tl.op,
@@ -403,11 +417,14 @@ def row_groups(
         g_pair=g_pair,
         pair_ph=pair_ph,
         pair_op=pair_op,
+        op_cat_bits=op_cat_bits,
     )
 
 
 # runs, run_pair, begins, b_pair, g_pair, pair_ph, pair_op: RowGroups' fields of those names
 Numbered = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# Numbered, then RowGroups' op_cat_bits
+NumberedBits = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
 
 
 def _numbered(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.ndarray) -> Numbered:
@@ -442,16 +459,21 @@ def _numbered(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.nd
 PAIR_SLOTS = 4096  # the pairs' hash table's first size (_numbered_c): a few dozen pairs in a trace
 
 
-def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.ndarray) -> Numbered | None:
+def _numbered_c(
+    tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.ndarray
+) -> NumberedBits | None:
     """:func:`_numbered` in one C pass over the rows and one over the scope begins (breakdown.c): each
     run's and begin's pair looked up in a hash table of the pairs as it is met, the few pairs sorted
     and renumbered after, where numpy gathers each run's and begin's names and numbers the pairs from
-    arrays of all of them. None where numpy's loops run (no C loops, or columns of other types)."""
+    arrays of all of them; and :class:`RowGroups`' ``op_cat_bits``, found in the pass over the rows
+    (-1 for categories of another type than the C reads). None where numpy's loops run (no C loops,
+    or columns of other types)."""
     index_type = native.INTEGER.get(tl.thread_idx.dtype)
     if index_type is None:
         return None
     table = native.I32, native.N, native.I64, native.I64, native.I64  # slots, their count, the pairs
     args = native.N, None, None, index_type, native.N, native.I64, native.I64, native.I32, native.N, *table
+    args += native.I8, native.N, native.I64  # the categories (with whether read), their bits
     runs_fn = native.typed("breakdown_run_pairs", [tl.op.dtype, tl.thread_idx.dtype], *args, restype=native.N)
     args = native.N, native.I64, native.I8, native.N, native.I32, None, native.I64, native.I64, native.I64
     args += table
@@ -470,13 +492,20 @@ def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.
     main_idx = int(tl.thread_idx[main_rows.start]) if main_rows.stop > main_rows.start else -1
     g_ph, g_op = np.ascontiguousarray(g_ph, np.int64), np.ascontiguousarray(g_op, np.int64)
     n, m = len(tl.op), len(scope_begins)
-    size, n_slots = n // 8 + 1, PAIR_SLOTS  # a run is a dozen rows or more (a torch op's instance)
+    with_cats = tl.cat.dtype == np.int8 and tl.cat.flags.c_contiguous
+    cat, op_cats = tl.cat if with_cats else np.zeros(0, np.int8), np.zeros(1, np.int64)
+    # a run begins at row 0, at a thread's first row, and where an operation or a phase begins or ends:
+    # runs elsewhere (columns that change at other rows) are counted and the pass asked again
+    size, n_slots = m + len(tl.scope_ends()) + len(tl.threads) + 1, PAIR_SLOTS
     while True:
         slots, state = np.full(n_slots, -1, np.int32), np.zeros(1, np.int64)
         ph_tab, op_tab = np.empty(n_slots // 2, np.int64), np.empty(n_slots // 2, np.int64)
         hashed = slots, n_slots, ph_tab, op_tab, state
         runs, run_pair = np.empty(size, np.int64), np.empty(size, np.int32)
-        count = runs_fn(n, tl.op, tl.phase, tl.thread_idx, main_idx, inst_name, runs, run_pair, size, *hashed)
+        count = runs_fn(
+            n, tl.op, tl.phase, tl.thread_idx, main_idx, inst_name, runs, run_pair, size, *hashed,
+            cat, int(with_cats), op_cats,
+        )  # fmt: skip
         if count > size:
             size = count
             continue
@@ -492,10 +521,13 @@ def _numbered_c(tl: Timeline, inst_name: np.ndarray, g_ph: np.ndarray, g_op: np.
     order = np.lexsort((op_tab[:n_pairs], ph_tab[:n_pairs]))  # the pairs in (phase, operation) order
     rank = np.empty(n_pairs, np.int32)
     rank[order] = np.arange(n_pairs, dtype=np.int32)
-    runs, run_pair = runs[:count], run_pair[:count]
     renumber(count, run_pair, rank)
     b_pair, g_pair = rank[b_pair[:n_b]].astype(np.int64), rank[g_pair].astype(np.int64)
-    return runs, run_pair, begins[:n_b], b_pair, g_pair, ph_tab[order], op_tab[order]
+    # the begins copied out of the places made for them (a scope begin each; the operations' are about
+    # half): the groups are held through both breakdowns, the unused places not
+    runs, run_pair, begins = runs[:count], run_pair[:count], begins[:n_b].copy()
+    bits = int(op_cats[0]) if with_cats else -1
+    return runs, run_pair, begins, b_pair, g_pair, ph_tab[order], op_tab[order], bits
 
 
 @dataclasses.dataclass
@@ -512,7 +544,11 @@ class CountedSums:
 
     sums: np.ndarray  # (pairs, NCAT, 2): exclusive ns per (pair, category, main thread?)
     off_main: bool  # whether a counted row is off the main thread
-    inst_cat: np.ndarray  # (instances, NCAT): exclusive ns per operation instance and category
+    # (instances, columns): exclusive ns per operation instance and category, category c's in column
+    # inst_col[c] (-1: no column, no time). The C pass makes columns of the categories the operations'
+    # rows hold alone (RowGroups.op_cat_bits: a few of NCAT), numpy's loops one per category
+    inst_cat: np.ndarray
+    inst_col: np.ndarray
     # per category: whether a counted row inside an operation holds it (read off the operations'
     # pairs in ``sums``, the same rows as ``inst_cat``'s, which is the instances' length)
     op_cats: np.ndarray
@@ -570,29 +606,57 @@ def _counted_in(tl: Timeline, groups: RowGroups, r: slice) -> np.ndarray:
     return np.flatnonzero(_counted_mask(tl, groups, r))
 
 
-def _counted_sums(tl: Timeline, groups: RowGroups, full: np.ndarray | None = None) -> CountedSums:
+# each category's column among an instance's, and their count: one per category
+EVERY_CATEGORY = (np.arange(NCAT, dtype=np.int64), NCAT)
+
+
+def _inst_columns(groups: RowGroups) -> tuple[np.ndarray, int]:
+    """(each category's column among an instance's in :class:`CountedSums`' ``inst_cat``, -1 for none;
+    how many): the categories of ``groups.op_cat_bits`` in order, or :data:`EVERY_CATEGORY` where they
+    are not known. Why: an instance's time is of a few categories (a torch trace's: three of ten),
+    and the instances' sums (two timelines' at once) were the breakdown's highest memory."""
+    bits = groups.op_cat_bits
+    if bits < 0 or bits >> NCAT:
+        return EVERY_CATEGORY
+    held = (bits >> np.arange(NCAT)) & 1 > 0
+    col = np.full(NCAT, -1, np.int64)
+    col[held] = np.arange(int(held.sum()))
+    return col, int(held.sum())
+
+
+def _counted_sums(
+    tl: Timeline,
+    groups: RowGroups,
+    full: np.ndarray | None = None,
+    columns: tuple[np.ndarray, int] | None = None,
+) -> CountedSums:
     """The :class:`CountedSums` of ``tl``'s rows, grouped by ``groups``: in one C pass over the rows
-    (breakdown.c), with their time in full windows where ``full`` gives each row's share in them;
-    else a block of rows at a time in numpy, without."""
+    (breakdown.c), with their time in full windows where ``full`` gives each row's share in them, an
+    instance's time in ``columns`` (:func:`_inst_columns`' by default); else a block of rows at a time
+    in numpy, without, a column per category."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
-    sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
-    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
-    args += native.N, native.F64, native.F64
+    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.N, native.I64
+    args += native.F64, native.N, native.F64, native.F64
     narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
     fn = _row_loop(tl, "breakdown_counted_sums", *args, restype=native.N) if narrow else None
     if fn is not None:
+        col, width = columns if columns is not None else _inst_columns(groups)
+        sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros((n_inst, width))
         with_full = full is not None
         in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
         main_lo, main_hi = main_rows.start, main_rows.stop
         off_main = fn(
-            *_row_args(tl, groups), tl.cat, tl.op, main_lo, main_hi, is_op, NCAT, sums, inst_cat,
+            *_row_args(tl, groups), tl.cat, tl.op, main_lo, main_hi, is_op, NCAT, sums, width, col, inst_cat,
             with_full, full if with_full else in_full, in_full,
         )  # fmt: skip
-        counted = _counted(sums, bool(off_main), inst_cat, is_op)
+        if off_main < 0:  # an operation's row of a category the grouping did not see: a column each
+            return _counted_sums(tl, groups, full, EVERY_CATEGORY)
+        counted = _counted(sums, bool(off_main), inst_cat, col, is_op)
         counted.full = in_full.reshape(counted.sums.shape) if with_full else None
         return counted
+    sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
     off_main = False
     block_d = np.empty(BLOCK_ROWS)  # a block's durations, as the weights of the counts below
     for r in blocks(len(tl.ts)):
@@ -615,21 +679,26 @@ def _counted_sums(tl: Timeline, groups: RowGroups, full: np.ndarray | None = Non
             cell -= lo
             part = np.bincount(cell, weights=d[op])
             inst_cat[lo : lo + len(part)] += part
-    return _counted(sums, off_main, inst_cat, is_op)
+    return _counted(sums, off_main, inst_cat.reshape(n_inst, NCAT), EVERY_CATEGORY[0], is_op)
 
 
 def _counted_pair(
-    tl: Timeline, fixed: Timeline, groups: RowGroups, full: np.ndarray | None
+    tl: Timeline,
+    fixed: Timeline,
+    groups: RowGroups,
+    full: np.ndarray | None,
+    columns: tuple[np.ndarray, int] | None = None,
 ) -> tuple[CountedSums, CountedSums]:
     """The :func:`_counted_sums` of ``tl`` and of ``fixed``, its rows retimed (``groups`` fits both),
-    the second's with its time in full windows where ``full`` gives each row's share in them.
+    the second's with its time in full windows where ``full`` gives each row's share in them; an
+    instance's time in ``columns`` (:func:`_inst_columns`' by default).
 
     Why one pass: the two read the same pairs, categories and instances of the same rows, apart from
     the times; in one C pass over the rows (breakdown.c) each is read once, each timeline's sums added
     in the order its own pass adds them. Else (numpy's loops, or columns of other types) a pass each."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
-    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.F64
-    args += native.I64, native.I64, native.F64, native.F64, native.N, native.F64, native.F64
+    args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.N, native.I64
+    args += native.F64, native.I64, native.I64, native.F64, native.F64, native.N, native.F64, native.F64
     narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
     shared = fixed.cat is tl.cat and fixed.op is tl.op  # the columns read once for both
     times = fixed.ts.dtype == fixed.seg_end.dtype == np.int64
@@ -639,24 +708,31 @@ def _counted_pair(
         return _counted_sums(tl, groups), _counted_sums(fixed, groups, full)
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
-    sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
-    sums_b, inst_cat_b = np.zeros(n_pairs * NCAT * 2), np.zeros(n_inst * NCAT)
+    col, width = columns if columns is not None else _inst_columns(groups)
+    sums, inst_cat = np.zeros(n_pairs * NCAT * 2), np.zeros((n_inst, width))
+    sums_b, inst_cat_b = np.zeros(n_pairs * NCAT * 2), np.zeros((n_inst, width))
     with_full = full is not None
     in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
     off_main = fn(
-        *_row_args(tl, groups), tl.cat, tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, inst_cat,
-        fixed.ts, fixed.seg_end, sums_b, inst_cat_b, with_full, full if with_full else in_full, in_full,
+        *_row_args(tl, groups), tl.cat, tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, width, col,
+        inst_cat, fixed.ts, fixed.seg_end, sums_b, inst_cat_b, with_full, full if with_full else in_full,
+        in_full,
     )  # fmt: skip
-    counted_b = _counted(sums_b, bool(off_main & 2), inst_cat_b, is_op)
+    if off_main < 0:  # an operation's row of a category the grouping did not see: a column each
+        return _counted_pair(tl, fixed, groups, full, EVERY_CATEGORY)
+    counted_b = _counted(sums_b, bool(off_main & 2), inst_cat_b, col, is_op)
     counted_b.full = in_full.reshape(counted_b.sums.shape) if with_full else None
-    return _counted(sums, bool(off_main & 1), inst_cat, is_op), counted_b
+    return _counted(sums, bool(off_main & 1), inst_cat, col, is_op), counted_b
 
 
-def _counted(sums: np.ndarray, off_main: bool, inst_cat: np.ndarray, is_op: np.ndarray) -> CountedSums:
-    """The :class:`CountedSums` of the flat sums (``is_op``: per pair, whether an operation's)."""
+def _counted(
+    sums: np.ndarray, off_main: bool, inst_cat: np.ndarray, inst_col: np.ndarray, is_op: np.ndarray
+) -> CountedSums:
+    """The :class:`CountedSums` of the flat sums (``inst_cat``: (instances, columns), category c's in
+    column ``inst_col[c]``; ``is_op``: per pair, whether an operation's)."""
     by_pair = sums.reshape(len(is_op), NCAT, 2)
     op_cats = by_pair[is_op].sum(axis=(0, 2)) > 0
-    return CountedSums(by_pair, off_main, inst_cat.reshape(-1, NCAT), op_cats)
+    return CountedSums(by_pair, off_main, inst_cat, inst_col, op_cats)
 
 
 def _counted_rows(tl: Timeline, groups: RowGroups, pairs: np.ndarray) -> np.ndarray:
@@ -898,8 +974,6 @@ def _noise(
     n_inst = len(tl.inst_name)
     inst_pair = np.full(n_inst, -1, np.int64)
     inst_ts = np.zeros(n_inst, np.int64)
-    inst_pair[b_inst] = b_pair
-    inst_ts[b_inst] = b_ts
     per_cat = counted.op_cats
     cats = np.flatnonzero(per_cat)  # the categories present, sorted
     gpu_cats = np.zeros(0, np.int64)
@@ -909,15 +983,22 @@ def _noise(
     measures = [TOTAL, EXCLUSIVE]
     n_cpu = len(cats)
     x = np.zeros((n_inst, 2 + n_cpu + len(gpu_cats)))
-    x[b_inst, 0] = b_incl
     column = np.zeros(len(per_cat), np.int64)  # each category's column among them
     column[cats] = np.arange(len(cats))
-    args = native.N, native.N, native.F64, native.N, native.I64, native.N, native.F64
-    columns = native.function("breakdown_exclusive_columns", *args)
-    if columns is not None:
-        columns(n_inst, NCAT, counted.inst_cat, n_cpu, cats, x.shape[1], x)
-    else:
-        x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, cats]
+    at = counted.inst_col[cats]  # their columns among an instance's (each category held has one)
+    by_begin = b_pair, b_ts, b_incl
+    args = native.N, None, native.I64, native.I64, native.I64, native.N, native.N, native.F64, native.N
+    args += native.I64, native.N, native.F64, native.I64, native.I64
+    fn = native.typed("breakdown_instance_columns", [b_inst.dtype], *args, restype=native.N)
+    ours = all(a.dtype == np.int64 for a in by_begin) and contiguous(b_inst, *by_begin)
+    if fn is None or not ours or fn(
+        len(b_inst), b_inst, *by_begin, n_inst, counted.inst_cat.shape[1], counted.inst_cat, n_cpu, at,
+        x.shape[1], x, inst_pair, inst_ts,
+    ) < 0:  # fmt: skip
+        inst_pair[b_inst] = b_pair
+        inst_ts[b_inst] = b_ts
+        x[b_inst, 0] = b_incl
+        x[:, 2 : 2 + n_cpu] = counted.inst_cat[:, at]
         x[:, 1] = x[:, 2 : 2 + n_cpu].sum(axis=1)
     measures += [categories.CATEGORY_NAMES[int(c)] for c in cats.tolist()]
     for j, c in enumerate(gpu_cats.tolist()):

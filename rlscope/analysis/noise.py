@@ -24,6 +24,7 @@ Variances of independent groups add, so a row's variance can be summed over phas
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
@@ -90,24 +91,67 @@ def variance_and_one_time(
     two from one sort of the instances, and one mean per group of those in the spread, which both
     read."""
     values = _columns(group, values)
-    keep = group >= 0
-    g, t = group[keep].astype(np.int64, copy=False), when[keep]
-    total = np.bincount(g, minlength=n_groups)
-    if not len(g):
-        return total, np.zeros((n_groups, values.shape[1])), np.zeros((n_groups, values.shape[1]))
-    order, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
-    n = np.bincount(g[spread], minlength=n_groups).astype(np.float64)  # instances in the spread
-    # batch means: up to MAX_BLOCKS blocks of consecutive instances per group (module docstring)
-    blocks = np.minimum(MAX_BLOCKS, n // MIN_PER_BLOCK).astype(np.int64)
-    m = _moments_c(group, keep, values, order, spread, n, blocks)
-    if m is None:
-        new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
-        sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
-        m = _moments(g, values[keep], spread, sub_order, n, blocks)
+    none = np.zeros((n_groups, values.shape[1]))
+    moments = _moments_fn()
+    split = _spread_c(group, when, n_groups, one_time) if moments is not None else None
+    if split is not None:  # the instances in time order: split in one C pass, no sort
+        total, n, in_spread, spread_order = split
+        if not total.any():
+            return total, none, none.copy()
+        blocks = _blocks(n)
+        m = _moments_c(moments, group, values, in_spread, spread_order, n, blocks)
+    else:
+        keep = group >= 0
+        g, t = group[keep].astype(np.int64, copy=False), when[keep]
+        total = np.bincount(g, minlength=n_groups)
+        if not len(g):
+            return total, none, none.copy()
+        order, spread = _spread(g, t, n_groups, None if one_time is None else one_time[keep])
+        n = np.bincount(g[spread], minlength=n_groups).astype(np.float64)  # instances in the spread
+        blocks = _blocks(n)
+        if moments is not None:
+            kept = np.flatnonzero(keep)
+            in_spread = np.zeros(len(group), bool)
+            in_spread[kept] = spread
+            m = _moments_c(moments, group, values, in_spread, kept[order[spread[order]]], n, blocks)
+        else:
+            new_index = np.cumsum(spread) - 1  # of each kept instance among the spread ones
+            sub_order = new_index[order[spread[order]]]  # still in (group, time) order: no second sort
+            m = _moments(g, values[keep], spread, sub_order, n, blocks)
     left = n.astype(np.int64)
     var = _variance(n, blocks, m)
     var *= np.divide(total, left, out=np.ones(n_groups), where=left > 0)[:, None]
     return total, var, m.excess
+
+
+def _blocks(n: np.ndarray) -> np.ndarray:
+    """Per group of ``n`` instances in the spread: its batch-means blocks, up to :data:`MAX_BLOCKS` of
+    consecutive instances (module docstring)."""
+    return np.minimum(MAX_BLOCKS, n // MIN_PER_BLOCK).astype(np.int64)
+
+
+def _spread_c(
+    group: np.ndarray, when: np.ndarray, n_groups: int, one_time: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(instances per group, those in the spread, whether each instance is in it, the spread ones in
+    (group, time) order): :func:`_spread` and its counts in one C pass over the instances, where the
+    kept ones come in time order (as instances numbered as they began do): their (group, time) order
+    is then their order by group, made by counting. None where numpy's sort runs (times out of order,
+    no C loops, columns of other types)."""
+    args = native.N, native.I64, native.I64, native.N, native.BOOL, native.N, native.N, native.I64
+    args += native.F64, native.BOOL, native.I64, native.I64
+    fn = native.function("breakdown_noise_spread", *args, restype=native.N)
+    ours = group.dtype == when.dtype == np.int64 and group.flags.c_contiguous and when.flags.c_contiguous
+    given = one_time is not None and one_time.dtype == np.bool_ and one_time.flags.c_contiguous
+    if fn is None or not ours or (one_time is not None and not given):
+        return None
+    n_inst = len(group)
+    total, n, in_spread = np.zeros(n_groups, np.int64), np.zeros(n_groups), np.zeros(n_inst, bool)
+    order = np.empty(n_inst, np.int64)
+    flags = one_time if one_time is not None else in_spread  # without: never read
+    args = n_inst, group, when, int(one_time is not None), flags, n_groups, MIN_SPREAD, total, n, in_spread
+    m = fn(*args, np.empty(n_groups, np.int64), order)
+    return None if m < 0 else (total, n, in_spread, order[:m])
 
 
 @dataclasses.dataclass
@@ -160,29 +204,28 @@ def _moments(
     return _Moments(mean, ss, bsum, size, excess)
 
 
-def _moments_c(
-    group: np.ndarray,
-    keep: np.ndarray,
-    values: np.ndarray,
-    order: np.ndarray,
-    spread: np.ndarray,
-    n: np.ndarray,
-    blocks: np.ndarray,
-) -> _Moments | None:
-    """:func:`_moments` in a few C passes over every instance (breakdown.c), gathering none of them;
-    None where numpy's run. Arguments as :func:`variance_and_one_time`'s and :func:`_spread`'s
-    results (over the kept instances)."""
+def _moments_fn() -> Any:
+    """breakdown.c's :func:`_moments` (a ctypes function), or None where numpy's loops run."""
     args = native.N, native.N, native.I64, native.BOOL, native.F64, native.N, native.I64, native.N, native.F64
     args += native.I64, native.N, native.F64, native.F64, native.F64, native.I64, native.F64, native.F64
-    fn = native.function("breakdown_noise_moments", *args)
-    if fn is None:
-        return None
+    return native.function("breakdown_noise_moments", *args)
+
+
+def _moments_c(
+    fn: Any,
+    group: np.ndarray,
+    values: np.ndarray,
+    in_spread: np.ndarray,
+    spread_order: np.ndarray,
+    n: np.ndarray,
+    blocks: np.ndarray,
+) -> _Moments:
+    """:func:`_moments` in a few C passes over every instance (``fn``: :func:`_moments_fn`'s),
+    gathering none of them. ``group``, ``values``: :func:`variance_and_one_time`'s; ``in_spread``: per
+    instance, whether it is in the spread (:func:`_spread`); ``spread_order``: those in (group, time)
+    order; ``n``, ``blocks``: per group, the instances in the spread and their batch-means blocks."""
     n_inst, ncol = values.shape
     n_groups = len(n)
-    kept = np.flatnonzero(keep)
-    in_spread = np.zeros(n_inst, bool)
-    in_spread[kept] = spread
-    spread_order = kept[order[spread[order]]]  # the spread instances in (group, time) order
     mean, ss, excess = np.zeros((n_groups, ncol)), np.zeros((n_groups, ncol)), np.zeros((n_groups, ncol))
     size, bsum = np.zeros(n_groups * MAX_BLOCKS), np.zeros((n_groups * MAX_BLOCKS, ncol))
     key = np.empty(n_inst, np.int64)  # each instance's block (-1: none), made by the C

@@ -89,33 +89,45 @@ def _stack_lines(
     its source folders) skipped: they wrap the program's calls (scopes, automatic operations)."""
     sid = frames.column("stack").to_numpy()
     depth = frames.column("depth").to_numpy()
-    order = np.lexsort((depth, sid))
-    sid_l = sid[order].tolist()
-    fn_l = frames.column("function").to_numpy()[order].tolist()
-    file_l = frames.column("file").to_numpy()[order].tolist()
-    line_l = frames.column("line").to_numpy()[order].tolist()
-    # per file id (a few hundred files among thousands of frames): its name, whether it is rlscope's
-    # own and whether it is library code, worked out once
-    file_name = {f: name_of(names, f) for f in set(file_l)}
-    own_file = {f: bool(own) and n.startswith(own) for f, n in file_name.items()}
-    library_file = {f: is_library(n, roots) for f, n in file_name.items()}
-    fn_name = {f: name_of(names, f) for f in set(fn_l)}
-    innermost: dict[int, Line] = {}
-    running: dict[int, Line] = {}
-    where: dict[int, Line] = {}
-    for s, f, ln, fu in zip(sid_l, file_l, line_l, fn_l, strict=True):  # each stack's, innermost first
-        here: Line = (file_name[f], ln, fn_name[fu])
-        innermost.setdefault(s, here)
-        if own_file[f]:
-            continue
-        running.setdefault(s, here)
-        if s not in where and not library_file[f]:
-            where[s] = here
-    out = {}
-    for s, first in innermost.items():
-        r = running.get(s, first)
-        out[s] = (where.get(s, r), r)
-    return out
+    order = np.lexsort((depth, sid))  # each stack's frames together, innermost first
+    sid, file = sid[order], frames.column("file").to_numpy()[order]
+    if not len(sid):
+        return {}
+    # per file id (a few hundred files among thousands of frames): whether it is rlscope's own and
+    # whether it is library code, worked out once, then read at each frame
+    files = np.unique(file)
+    file_names = [name_of(names, int(f)) for f in files.tolist()]
+    at = np.searchsorted(files, file)
+    own_frame = np.array([bool(own) and n.startswith(own) for n in file_names], bool)[at]
+    library = np.array([is_library(n, roots) for n in file_names], bool)[at]
+    first = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))  # each stack's innermost frame
+    ends = np.append(first[1:], len(sid))
+
+    def first_of(mask: np.ndarray, otherwise: np.ndarray) -> np.ndarray:
+        """Per stack: its first frame (innermost first) that ``mask`` selects, else ``otherwise``'s."""
+        rows = np.flatnonzero(mask)
+        pos = np.searchsorted(rows, first)
+        found = rows[np.minimum(pos, max(len(rows) - 1, 0))] if len(rows) else ends
+        return np.where((pos < len(rows)) & (found < ends), found, otherwise)
+
+    running = first_of(~own_frame, first)  # rlscope's own frames skipped
+    where = first_of(~own_frame & ~library, running)
+    function, line = frames.column("function").to_numpy()[order], frames.column("line").to_numpy()[order]
+    picked = np.unique(np.concatenate([running, where]))
+    lines: dict[int, Line] = {
+        r: (name_of(names, f), ln, name_of(names, fu))
+        for r, f, ln, fu in zip(
+            picked.tolist(),
+            file[picked].tolist(),
+            line[picked].tolist(),
+            function[picked].tolist(),
+            strict=True,
+        )
+    }
+    return {
+        s: (lines[w], lines[r])
+        for s, w, r in zip(sid[first].tolist(), where.tolist(), running.tolist(), strict=True)
+    }
 
 
 def recorded_dirs(proc: Any, key: str) -> tuple[str, ...]:

@@ -680,7 +680,9 @@ def _main_pass(
     out_t, out_key = np.empty(n + 1, np.int64), np.empty(n + 1, np.int32)  # a stretch a row at most
     cap_nodes = len(nodes) + (n if flip_nodes else 0)
     node_t, ent_off = np.empty(cap_nodes + 2, np.int64), np.empty(cap_nodes + 2, np.int64)
-    cap_e = n + len(nodes) + 1  # a stretch's entries are its parts: the runs', and those the nodes cut
+    # a stretch's entries are its parts (the runs', and those the nodes cut), a key each at most: with
+    # few nodes (no flips among them) a few keys' worth, not a place a row
+    cap_e = min(n + len(nodes) + 1, (cap_nodes + 1) * len(idle_key))
     ent_key, ent_ns = np.empty(cap_e, np.int32), np.empty(cap_e, np.int64)
     counts = np.zeros(4, np.int64)
     if present is None:

@@ -9,16 +9,18 @@
 #include <stdint.h>
 
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
- * and, where its pair is an operation's (is_op), to inst_cat[op * ncat + cat]. Every value is a whole
+ * and, where its pair is an operation's (is_op), to inst_cat[op * width + col[cat]] (col: each
+ * category's column among the width an instance has, CountedSums.inst_col). Every value is a whole
  * number of ns, so the sums are exact in any order, as the numpy version's bincounts per block are.
  * With full (with_full: 1; else an empty array, as full_sums), also the duration times the row's share
  * in full windows added to full_sums at the sums' cell, in row order (the products are fractions of a
  * ns: the additions are those np.add.at makes in _full_window_sums). Returns whether a counted row is
- * off the main thread (CountedSums.off_main). */
+ * off the main thread (CountedSums.off_main); -1 at an operation's row of a category of no column. */
 int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
                                const int64_t *runs, const int32_t *run_pair, const int8_t *cat, const int32_t *op,
                                int64_t main_lo, int64_t main_hi, const uint8_t *is_op, int64_t ncat, double *sums,
-                               double *inst_cat, int64_t with_full, const double *full, double *full_sums) {
+                               int64_t width, const int64_t *col, double *inst_cat, int64_t with_full,
+                               const double *full, double *full_sums) {
     int64_t off_main = 0;
     for (int64_t k = 0; k < n_runs; k++) {
         int32_t pair = run_pair[k];
@@ -34,8 +36,11 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
             int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
             double w = (double)d;
             sums[cell] += w;
-            if (is_op[pair] && op[i] >= 0)  /* op >= 0 in an operation's pair: kept in bounds regardless */
-                inst_cat[(int64_t)op[i] * ncat + cat[i]] += w;
+            if (is_op[pair] && op[i] >= 0) { /* op >= 0 in an operation's pair: kept in bounds regardless */
+                if (col[cat[i]] < 0)
+                    return -1;
+                inst_cat[(int64_t)op[i] * width + col[cat[i]]] += w;
+            }
             if (with_full)
                 full_sums[cell] += w * full[i];
         }
@@ -48,12 +53,13 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
  * category, operation instance and thread side read once for both. Per timeline, the sums
  * breakdown_counted_sums writes, each cell's additions in row order as there; with_full, full and
  * full_sums as there, of b. Returns whether a counted row of a is off the main thread (bit 0),
- * and of b (bit 1). */
+ * and of b (bit 1); -1 at an operation's row of a category of no column. */
 int64_t breakdown_counted_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
                                const int64_t *runs, const int32_t *run_pair, const int8_t *cat, const int32_t *op,
                                int64_t main_lo, int64_t main_hi, const uint8_t *is_op, int64_t ncat, double *sums,
-                               double *inst_cat, const int64_t *ts_b, const int64_t *seg_end_b, double *sums_b,
-                               double *inst_cat_b, int64_t with_full, const double *full, double *full_sums) {
+                               int64_t width, const int64_t *col, double *inst_cat, const int64_t *ts_b,
+                               const int64_t *seg_end_b, double *sums_b, double *inst_cat_b, int64_t with_full,
+                               const double *full, double *full_sums) {
     int64_t off_main = 0, off_main_b = 0;
     for (int64_t k = 0; k < n_runs; k++) {
         int32_t pair = run_pair[k];
@@ -67,7 +73,12 @@ int64_t breakdown_counted_pair(int64_t n, const int64_t *ts, const int64_t *seg_
             int64_t main = i >= main_lo && i < main_hi;
             int64_t cell = ((int64_t)pair * ncat + cat[i]) * 2 + main;
             /* op >= 0 in an operation's pair: kept in bounds regardless */
-            int64_t inst = is_op[pair] && op[i] >= 0 ? (int64_t)op[i] * ncat + cat[i] : -1;
+            int64_t inst = -1;
+            if (is_op[pair] && op[i] >= 0) {
+                if (col[cat[i]] < 0)
+                    return -1;
+                inst = (int64_t)op[i] * width + col[cat[i]];
+            }
             if (d > 0) {
                 double w = (double)d;
                 off_main |= !main;
@@ -144,6 +155,55 @@ void breakdown_noise_moments(int64_t n_inst, int64_t ncol, const int64_t *group,
     }
 }
 
+/* noise.variance_and_one_time's split of the instances (noise._spread) where the kept ones (group >= 0)
+ * come in time order: their (group, time) order is then their order by group, ties in instance order,
+ * made by counting where numpy sorts. Per group: total, its kept instances; n, those in the spread. Per
+ * instance, in_spread: kept, not one_time (with_one_time), not its group's first, as _spread leaves
+ * them; every kept one of a group with fewer than min_spread such. order: the spread instances by
+ * group, in instance order within one (first: scratch, n_groups). total, n, in_spread: zeroed. Returns
+ * how many are in the spread; -1 where a kept instance's time is below the one's before it, -2 at a
+ * group of n_groups or more (numpy's sort and counts run). */
+int64_t breakdown_noise_spread(int64_t n_inst, const int64_t *group, const int64_t *when, int64_t with_one_time,
+                               const uint8_t *one_time, int64_t n_groups, int64_t min_spread, int64_t *total,
+                               double *n, uint8_t *in_spread, int64_t *first, int64_t *order) {
+    int64_t last = INT64_MIN;
+    for (int64_t g = 0; g < n_groups; g++)
+        first[g] = -1;
+    for (int64_t i = 0; i < n_inst; i++) {
+        int64_t g = group[i];
+        if (g < 0)
+            continue;
+        if (g >= n_groups)
+            return -2;
+        if (when[i] < last)
+            return -1;
+        last = when[i];
+        if (total[g]++ == 0)
+            first[g] = i;
+        in_spread[i] = !(with_one_time && one_time[i]);
+    }
+    for (int64_t g = 0; g < n_groups; g++)
+        if (first[g] >= 0)
+            in_spread[first[g]] = 0;
+    for (int64_t i = 0; i < n_inst; i++)
+        if (group[i] >= 0)
+            n[group[i]] += in_spread[i];
+    for (int64_t i = 0; i < n_inst; i++)
+        if (group[i] >= 0 && n[group[i]] < (double)min_spread)
+            in_spread[i] = 1;
+    int64_t m = 0;
+    for (int64_t g = 0; g < n_groups; g++) {
+        if (n[g] < (double)min_spread)
+            n[g] = (double)total[g];
+        first[g] = m; /* the group's first place in order */
+        m += (int64_t)n[g];
+    }
+    for (int64_t i = 0; i < n_inst; i++)
+        if (group[i] >= 0 && in_spread[i])
+            order[first[group[i]]++] = i;
+    return m;
+}
+
 /* Per group and column: whether a row of the group has a nonzero value there (out, (groups, ncol),
  * zeroed by the caller): np.bincount(g, weights=x[:, c] != 0) > 0 per column. */
 void breakdown_group_nonzero(int64_t m, int64_t ncol, const int64_t *g, const double *x, uint8_t *out) {
@@ -157,21 +217,41 @@ void breakdown_group_nonzero(int64_t m, int64_t ncol, const int64_t *g, const do
     }
 }
 
-/* _noise's exclusive columns of each operation instance: x[i, 2 + j] = inst_cat[i, cats[j]] for the
- * n_cpu categories cats, x[i, 1] their sum (x: n_inst by ncol, row-major). Whole ns, so the sum is
- * exact in any order, as numpy's x[:, 2:2 + n_cpu].sum(axis=1) is. */
-void breakdown_exclusive_columns(int64_t n_inst, int64_t ncat, const double *inst_cat, int64_t n_cpu,
-                                 const int64_t *cats, int64_t ncol, double *x) {
-    for (int64_t i = 0; i < n_inst; i++) {
-        const double *in = inst_cat + i * ncat;
-        double *row = x + i * ncol, sum = 0.0;
-        for (int64_t j = 0; j < n_cpu; j++) {
-            row[2 + j] = in[cats[j]];
-            sum += in[cats[j]];
-        }
-        row[1] = sum;
+/* _noise's columns of each operation instance, in one pass over the begins and one over the instances:
+ * per OP_BEGIN (m of them: its instance b_inst, pair b_pair, time b_ts, inclusive time b_incl),
+ * inst_pair[inst] = pair, inst_ts[inst] = time and x[inst, 0] = its inclusive time (numpy's scatters:
+ * the last begin of an instance wins; an instance below 0 counts from the end, as numpy's index does);
+ * then per instance x[i, 2 + j] = inst_cat[i, at[j]] (inst_cat: n_inst by width) for the n_cpu
+ * categories' columns at, x[i, 1] their sum (x: n_inst by ncol, row-major; inst_pair, inst_ts, x
+ * filled by the caller: -1, 0, 0). Whole ns, so the sum is exact in any order, as numpy's
+ * x[:, 2:2 + n_cpu].sum(axis=1) is. Returns 0; -1 at an instance outside [-n_inst, n_inst) (numpy's
+ * index raises; the caller's numpy version runs). */
+#define INSTANCE_COLUMNS(NAME, T)                                                                         \
+    int64_t NAME(int64_t m, const T *b_inst, const int64_t *b_pair, const int64_t *b_ts, const int64_t *b_incl, \
+                 int64_t n_inst, int64_t width, const double *inst_cat, int64_t n_cpu, const int64_t *at,    \
+                 int64_t ncol, double *x, int64_t *inst_pair, int64_t *inst_ts) {                           \
+        for (int64_t k = 0; k < m; k++)                                                                   \
+            if (b_inst[k] < -n_inst || b_inst[k] >= n_inst)                                               \
+                return -1;                                                                                \
+        for (int64_t k = 0; k < m; k++) {                                                                 \
+            int64_t i = b_inst[k] < 0 ? (int64_t)b_inst[k] + n_inst : (int64_t)b_inst[k];               \
+            inst_pair[i] = b_pair[k];                                                                     \
+            inst_ts[i] = b_ts[k];                                                                         \
+            x[i * ncol] = (double)b_incl[k];                                                              \
+        }                                                                                                 \
+        for (int64_t i = 0; i < n_inst; i++) {                                                            \
+            const double *in = inst_cat + i * width;                                                      \
+            double *row = x + i * ncol, sum = 0.0;                                                        \
+            for (int64_t j = 0; j < n_cpu; j++) {                                                         \
+                row[2 + j] = in[at[j]];                                                                   \
+                sum += in[at[j]];                                                                         \
+            }                                                                                             \
+            row[1] = sum;                                                                                 \
+        }                                                                                                 \
+        return 0;                                                                                         \
     }
-}
+INSTANCE_COLUMNS(breakdown_instance_columns_i32, int32_t)
+INSTANCE_COLUMNS(breakdown_instance_columns_i64, int64_t)
 
 /* breakdown_timeline's CPU segments for the overlap sweep: the counted rows whose pair is chosen,
  * each as (group[pair], ts, seg_end), in row order, those of one thread (thread_starts: each
@@ -274,18 +354,30 @@ static int64_t pair_number(int64_t ph, int64_t op, int32_t *slots, int64_t n_slo
  * (np.flatnonzero of _numbered's new_run mask); each run's pair number (pair_number) where it can hold
  * counted time (inside an operation, or on the main thread: thread index main_idx, -1 for none), of
  * its operation's and phase's name ids (inst_name of the instance, -1 for none: numpy's lookup in
- * inst_name with -1 appended); else -1. Writes up to cap runs; returns the number of runs (above cap:
- * called again with that many places), or -1 where the pairs' table is full. */
+ * inst_name with -1 appended); else -1. With with_cats, also the categories (cat) of the rows of runs
+ * inside a named operation, a bit each (bit c for 0 <= c < 63, bit 63 for any other) in op_cats[0]:
+ * those an operation instance's counted time can be of (CountedSums.inst_col). Writes up to cap
+ * runs; returns the number of runs (above cap: called again with that many places), or -1 where the
+ * pairs' table is full. */
 #define RUN_PAIRS(NAME, T, U)                                                                             \
     int64_t NAME(int64_t n, const T *op, const T *phase, const U *thread_idx, int64_t main_idx,          \
                  const int64_t *inst_name, int64_t *runs, int32_t *run_pair, int64_t cap, int32_t *slots,     \
-                 int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state) {                        \
+                 int64_t n_slots, int64_t *ph_tab, int64_t *op_tab, int64_t *state, const int8_t *cat,       \
+                 int64_t with_cats, int64_t *op_cats) {                                                      \
         int64_t m = 0, last_op = 0, last_ph = 0, last_pair = -1; /* the last pair looked up */            \
+        uint8_t seen[256] = {0}; /* per category: met in a named operation */                             \
+        int in_op = 0;           /* whether the run is in a named operation, its categories read */       \
         for (int64_t i = 0; i < n; i++) {                                                                 \
-            if (i > 0 && op[i] == op[i - 1] && phase[i] == phase[i - 1] && thread_idx[i] == thread_idx[i - 1]) \
+            if (i > 0 && op[i] == op[i - 1] && phase[i] == phase[i - 1] && thread_idx[i] == thread_idx[i - 1]) { \
+                if (in_op)                                                                                \
+                    seen[(uint8_t)cat[i]] = 1;                                                            \
                 continue;                                                                                 \
+            }                                                                                             \
             if (m < cap) {                                                                                \
                 int64_t op_name = op[i] >= 0 ? inst_name[op[i]] : -1, pair = -1;                          \
+                in_op = with_cats && op_name >= 0;                                                        \
+                if (in_op)                                                                                \
+                    seen[(uint8_t)cat[i]] = 1;                                                            \
                 if (op_name >= 0 || thread_idx[i] == main_idx) {                                          \
                     int64_t ph_name = phase[i] >= 0 ? inst_name[phase[i]] : -1;                           \
                     if (last_pair < 0 || op_name != last_op || ph_name != last_ph) {                      \
@@ -302,6 +394,10 @@ static int64_t pair_number(int64_t ph, int64_t op, int32_t *slots, int64_t n_slo
             }                                                                                             \
             m++;                                                                                          \
         }                                                                                                 \
+        uint64_t cats = 0;                                                                                \
+        for (int c = 0; c < 256; c++)                                                                     \
+            cats |= (uint64_t)seen[c] << (c < 63 ? c : 63);                                               \
+        op_cats[0] = (int64_t)cats;                                                                       \
         return m;                                                                                         \
     }
 RUN_PAIRS(breakdown_run_pairs_i32_i16, int32_t, int16_t)
