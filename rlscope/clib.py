@@ -131,7 +131,8 @@ class Library:
         if cc is None:
             raise BuildError("no C compiler (cc)")
         sources = sorted(self.sources.glob("*.c"))
-        key = cache_key(*(p.read_bytes() for p in sources), cc)
+        headers = sorted(self.sources.glob("*.h"))  # included by the sources: part of what is built
+        key = cache_key(*(p.read_bytes() for p in [*sources, *headers]), cc)
         out = build_dir() / f"{self.name}-{key}.so"
 
         def command(tmp: str) -> list[str]:

@@ -241,8 +241,8 @@ def _random_timeline(rng, n_threads: int = 3, rows_per_thread: int = 400, n_inst
         parts["kind"].append(kind)
     p = {k: np.concatenate(v) for k, v in parts.items()}
     n = len(p["ts"])
-    tl = Timeline(
-        ts=p["ts"], seg_end=p["end"], threads=np.arange(100, int(p["thread"].max()) + 1).astype(np.int32),
+    tl = Timeline.with_seg_end(
+        p["end"], ts=p["ts"], threads=np.arange(100, int(p["thread"].max()) + 1).astype(np.int32),
         kind=p["kind"].astype(np.int8),
         id=np.full(n, -1, np.int32), name=np.full(n, -1, np.int32), flags=np.zeros(n, np.int8),
         op=p["op"].astype(np.int32), cat=p["cat"].astype(np.int8), phase=np.full(n, -1, np.int32),

@@ -18,6 +18,7 @@ from rlscope import categories
 from rlscope.analysis import breakdown, gpu, native, noise
 from rlscope.analysis.timeline import Timeline
 from rlscope.trace import schema as S
+from tests.timelines import stretched
 
 NCAT = len(categories.CATEGORY_NAMES)
 MAIN = 100  # the main thread's id; the others are 101, 102, ...
@@ -84,8 +85,8 @@ def timeline(
     cat = rng.integers(0, NCAT, rows)
     if op_cats:
         cat[op >= 0] = rng.choice(op_cats, int((op >= 0).sum()))
-    return Timeline(
-        ts=ts, seg_end=seg_end, threads=thread[np.unique(thread_idx, return_index=True)[1]].astype(np.int32),
+    return Timeline.with_seg_end(
+        seg_end, ts=ts, threads=thread[np.unique(thread_idx, return_index=True)[1]].astype(np.int32),
         kind=kind, id=ident.astype(ids),
         name=name.astype(np.int32), flags=np.zeros(rows, np.int8), op=op.astype(ids),
         cat=cat.astype(cat_type), phase=phase.astype(ids), main_thread=MAIN,
@@ -248,14 +249,15 @@ def test_full_window_sums(both, case: str) -> None:
 
 
 def retimed(rng: np.random.Generator, tl: Timeline, off_main_idle: bool = False) -> Timeline:
-    """``tl``'s rows retimed as a correction retimes them (its other columns shared): each row's time
-    moved back by a random cost, some rows left of no time or less; ``off_main_idle``: no row off the
+    """``tl``'s rows retimed as a correction retimes them (its other columns shared): each segment
+    shortened by a random cost, some to no time, the threads moved back; ``off_main_idle``: no row off the
     main thread keeps any time."""
-    ts = tl.ts - np.cumsum(rng.integers(0, 50, len(tl.ts)))
-    seg_end = ts + (tl.seg_end - tl.ts) - rng.integers(0, 3, len(ts)) * rng.integers(0, 1000, len(ts))
+    n = len(tl.ts)
+    extra = -rng.integers(0, 3, n) * rng.integers(0, 1000, n)
     if off_main_idle:
-        seg_end[tl.thread != MAIN] = ts[tl.thread != MAIN]
-    return dataclasses.replace(tl, ts=ts, seg_end=seg_end)
+        off = tl.thread != MAIN
+        extra[off] = -(tl.seg_end - tl.ts)[off]
+    return stretched(tl, extra, shift=-int(rng.integers(0, 50)))
 
 
 def counted_pair(tl: Timeline, fixed: Timeline, full: np.ndarray | None) -> list[Any]:

@@ -68,8 +68,8 @@ def _timeline(
         pre, post = rng.integers(0, 400, len(at)), rng.integers(0, 400, len(at))
         values = np.where(rng.random(len(at)) < 0.2, 0, pre | (post << 32)).astype(np.int64)
         cost = RowValues(values, at.astype(np.int64))
-    return Timeline(
-        ts=p["ts"], seg_end=p["end"], threads=np.arange(100, int(p["thread"].max()) + 1).astype(np.int32),
+    return Timeline.with_seg_end(
+        p["end"], ts=p["ts"], threads=np.arange(100, int(p["thread"].max()) + 1).astype(np.int32),
         kind=p["kind"].astype(np.int8),
         id=p["id"].astype(np.int32), name=np.full(n, -1, np.int32), flags=flags,
         op=p["op"].astype(np.int32), cat=p["cat"].astype(np.int8), phase=np.full(n, -1, np.int32),
@@ -298,8 +298,8 @@ def test_edge_cases_give_numpys_bits(case, monkeypatch):
 
 def test_an_empty_timeline_is_left_as_it_is(monkeypatch):
     tl = _timeline(np.random.default_rng(0), threads=1, rows=1)
-    empty = residual.dataclasses.replace(
-        tl, **{k: getattr(tl, k)[:0] for k in ("ts", "seg_end", "kind", "id")}
+    empty = tl.retimed(
+        tl.ts[:0], tl.seg_end[:0], **{k: getattr(tl, k)[:0] for k in ("kind", "id", "thread_idx")}
     )
     want, got = _both(monkeypatch, lambda: residual.correct_timeline(empty, residual.EventCosts.zero()))
     assert len(got.timeline.ts) == 0 and _same(want.ratio, got.ratio)
@@ -573,16 +573,18 @@ def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch
 @pytest.mark.parametrize("cap", [2, 1 << 16])
 @pytest.mark.parametrize("case", ["random", "one row", "one window", "every row crosses", "int32"])
 def test_the_full_windows_passes_give_numpys_rows(cap, case, monkeypatch):
-    """full_fraction's modes per row and crossing rows: window changes along each thread, segments
-    ending before the next row, the last row; more crossings than the first pass lists; the numpy
+    """full_fraction's modes per row and crossing rows: window changes along each thread, the last
+    row; more crossings than the first pass lists; the numpy
     loops' types (int32 window indices)."""
     monkeypatch.setattr(full_windows, "_CROSSINGS", cap)
     rng = np.random.default_rng(cap)
     tl = _timeline(rng, threads=3, rows={"one row": 1}.get(case, 3000))
     if case == "one row":
-        tl = dataclasses.replace(tl, ts=tl.ts[:1].copy(), seg_end=tl.seg_end[:1].copy())
+        one = {
+            k: getattr(tl, k)[:1] for k in ("kind", "id", "name", "flags", "op", "cat", "phase", "thread_idx")
+        }
+        tl = tl.retimed(tl.ts[:1].copy(), tl.seg_end[:1].copy(), **one)
     n = len(tl.ts)
-    tl.seg_end[rng.random(n) < 0.01] -= 1  # segments ending before the next row starts
     steps = {"one window": 0, "every row crosses": n}.get(case, 40)
     wi = np.sort(rng.integers(0, steps + 1, n)).astype(np.int32 if case == "int32" else np.int16)
     if case == "every row crosses":
@@ -697,8 +699,7 @@ def test_correct_windows_scales_in_the_rebuilds_pass_as_numpy_does(main, keep_ra
     rng = np.random.default_rng(main)
     tl = dataclasses.replace(_timeline(rng, threads=4, rows=2000), main_thread=main)
     t0 = tl.start_ns
-    for k in ("ts", "seg_end"):
-        setattr(tl, k, t0 + (getattr(tl, k) - t0) * 1_000_003)
+    tl = tl.retimed(t0 + (tl.ts - t0) * 1_000_003, t0 + (tl.seg_end - t0) * 1_000_003)
     tl.end_ns = t0 + (tl.end_ns - t0) * 1_000_003
     factor = rng.uniform(0.2, 1.0, len(tl.ts))
     factor[rng.random(len(tl.ts)) < 0.2] = 1.0
@@ -737,7 +738,7 @@ def test_correct_windows_over_the_columns_it_reads_gives_the_same_bits(main, mon
     want = residual.correct_windows(tl, factor.copy())
     for env in ("0", "1"):
         monkeypatch.setenv(native.ENV, env)
-        mine = dataclasses.replace(tl, ts=tl.ts.copy(), seg_end=tl.seg_end.copy())
+        mine = tl.retimed(tl.ts.copy(), tl.seg_end.copy())
         got = residual.correct_windows(mine, factor.copy(), consume=True)
         assert _same_correction(want, got)
         assert np.shares_memory(got.timeline.ts, mine.ts) == (env == "1")
@@ -756,7 +757,7 @@ def test_correct_windows_sums_the_main_threads_time_by_window_as_full_share_does
     factor[::97] = 0.0
     row_mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], len(tl.ts)).astype(np.int8)
     want = residual.correct_windows(tl, factor.copy())
-    mine = dataclasses.replace(tl, ts=tl.ts.copy(), seg_end=tl.seg_end.copy())
+    mine = tl.retimed(tl.ts.copy(), tl.seg_end.copy())
     got = residual.correct_windows(mine, factor.copy(), consume=consume, row_mode=row_mode)
     assert _same_correction(want, got)
     est = SimpleNamespace(row_mode=row_mode, main_mode_ns=None)

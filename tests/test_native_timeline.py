@@ -19,6 +19,7 @@ from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis import timeline as T
 from rlscope.trace import schema as S
+from tests.timelines import stretched
 
 
 @pytest.fixture(autouse=True)
@@ -687,8 +688,8 @@ def test_instance_time_is_numpy_s(monkeypatch, seed):
     cases += [(slice(int(starts[k]), int(starts[k + 1])), n_inst) for k in range(len(starts) - 1)]
     main = tl.main_rows()
     cases += [(slice(5, 300), n_inst), (main, int(tl.op[main].max()))]  # the last: an instance beyond
-    # segments cut short, as a timeline rebuilt on corrected times has them: runs end at the gaps
-    cut = dataclasses.replace(tl, seg_end=np.maximum(tl.seg_end - rng.integers(0, 2, len(tl.ts)), tl.ts))
+    # segments shortened, as a timeline rebuilt on corrected times has them
+    cut = stretched(tl, -rng.integers(0, 2, len(tl.ts)))
     for timeline in (tl, cut):
         for rows, n in cases:
             got, want = _both(monkeypatch, timeline.instance_time, rows, n)

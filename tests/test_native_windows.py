@@ -24,6 +24,7 @@ from rlscope.blocks import BLOCK_ROWS
 from rlscope.overhead.correct import pieces as P
 from rlscope.overhead.correct import windows as W
 from rlscope.trace import schema as S
+from tests.timelines import stretched
 
 # kinds of rows at random: anchors of pieces, collector rows, windows, and kinds of neither (a negative byte)
 KINDS = np.array(
@@ -86,9 +87,9 @@ def timeline(
     win = kind == S.WINDOW
     ids[win] = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], win.sum())
     op = np.where(rng.random(n) < 0.2, -1, rng.integers(0, n_inst, n))
-    return Timeline(
+    return Timeline.with_seg_end(
+        seg_end,
         ts=ts,
-        seg_end=seg_end,
         threads=np.asarray(threads).astype(np.int32),
         kind=kind,
         id=ids.astype(id_dtype),
@@ -171,7 +172,7 @@ def test_instance_pass(monkeypatch, case, op_dtype, int32_windows):
     if case == 3:
         tl.op[:] = -1  # every row outside the instances
     # durations of whole ns that are not the raw ones: a corrected clock, late by up to 3 ns a row
-    fixed = dataclasses.replace(tl, seg_end=tl.seg_end + rng.integers(0, 4, len(tl.ts)))
+    fixed = stretched(tl, rng.integers(0, 4, len(tl.ts)))
     win_ts = W.window_rows(tl)[0]
     wi = W.row_window(tl)
     # per window a threshold: within it (collectors live late), before it, past every time
@@ -242,7 +243,7 @@ def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype, little_room)
         monkeypatch.setattr(P, "_ROWS_PER_PIECE", 10**9)
     rng = np.random.default_rng(30 + case)
     tl = timeline(rng, *CASES[case], op_dtype=id_dtype, id_dtype=id_dtype)
-    raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
+    raw = stretched(tl, rng.integers(0, 3, len(tl.ts)), shift=-3)
     c, n = both(monkeypatch, lambda: P.pieces(tl, raw))
     assert all(same(getattr(c, f.name), getattr(n, f.name)) for f in dataclasses.fields(P.Pieces))
     if c.main.stop == c.main.start:
@@ -424,7 +425,7 @@ def test_the_whole_estimate_is_the_same(monkeypatch, tmp_path, penalty):
 
     tl = _run(tmp_path, 3000, AfterSwitchCost(penalty))
     # a corrected timeline whose durations are not whole ns: rows moved by fractions of the raw ones
-    fixed = dataclasses.replace(tl, seg_end=tl.seg_end + (np.arange(len(tl.ts)) % 3 == 0))
+    fixed = stretched(tl, (np.arange(len(tl.ts)) % 3 == 0).astype(np.int64))
 
     def run() -> W.WindowEstimate:
         return W.estimate(dataclasses.replace(fixed), raw=dataclasses.replace(tl))
@@ -674,7 +675,7 @@ def test_factor_pass(monkeypatch, case, op_dtype):
     loops: with the pieces of two estimates, of one, of none."""
     rng = np.random.default_rng(100 + case)
     tl = timeline(rng, *CASES[case], op_dtype=op_dtype, id_dtype=op_dtype)
-    raw = dataclasses.replace(tl, ts=tl.ts - 3, seg_end=tl.seg_end + 5)
+    raw = stretched(tl, rng.integers(0, 3, len(tl.ts)), shift=-3)
     _, _, full_row = rows_of(rng, tl)
     row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
     main = W._main_ranges(tl)

@@ -35,10 +35,17 @@ class Timeline:
     ``phase``, ``id`` and ``threads`` are int32 where their values fit (:func:`narrow_ids`); tables
     and exports built from them keep their own int64 types. A row's OS thread id is read from the
     per-thread table ``threads`` at its ``thread_idx`` (:meth:`thread_of`): no column of every row's.
+
+    A segment ends where the next row on its thread starts, and a thread's last one where the thread
+    ends (``thread_end``), so no column of the ends is kept: the C loops read them off ``ts``
+    (:meth:`segments`), :meth:`seg_end_of` gives them at some rows, and ``seg_end`` makes the column
+    for the numpy loops. Why: a column of the ends is 8 bytes a row on two timelines (raw and
+    corrected) held through the whole correction, the analysis's peak of memory.
+    A timeline made from a column of the ends (:meth:`with_seg_end`, :meth:`retimed`) keeps it as the
+    numpy loops' one; its segments must end where the next row on their thread starts.
     """
 
     ts: np.ndarray
-    seg_end: np.ndarray
     threads: np.ndarray  # thread index -> OS thread id, one entry per thread (rows are grouped by thread)
     kind: np.ndarray
     id: np.ndarray
@@ -59,9 +66,86 @@ class Timeline:
     # instance index -> the trace's instance id, where the timeline renumbered them (_dense_instances);
     # None: ``id``, ``op`` and ``phase`` hold the trace's ids
     inst_ids: np.ndarray | None = None
+    # per thread index: its last row's segment end (int64)
+    thread_end: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
     # lookups derived from the rows, made once by whoever needs them first (the window each row is in):
     # the arrays are never changed in place, and ``dataclasses.replace`` starts a new timeline's empty
     memo: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @classmethod
+    def with_seg_end(cls, seg_end: np.ndarray, **fields: Any) -> Timeline:
+        """A timeline of ``fields`` whose segments end at ``seg_end`` (a column, kept as the numpy
+        loops' one)."""
+        tl = cls(**fields)
+        tl._take_seg_end(seg_end)
+        return tl
+
+    def retimed(self, ts: np.ndarray, seg_end: np.ndarray | None = None, **changes: Any) -> Timeline:
+        """This timeline's rows on other times: ``ts``, and the segments' ends ``seg_end`` (a column,
+        kept as the numpy loops' one) or ``thread_end`` among ``changes``."""
+        tl = dataclasses.replace(self, ts=ts, **changes)
+        if seg_end is not None:
+            tl._take_seg_end(seg_end)
+        return tl
+
+    def _take_seg_end(self, seg_end: np.ndarray) -> None:
+        """The threads' ends read off a column of every row's segment end, which is kept for the numpy
+        loops; ValueError where a segment does not end where the next row on its thread starts."""
+        if len(seg_end) != len(self.ts):
+            raise ValueError(f"{len(seg_end)} segment ends for {len(self.ts)} rows")
+        last = self.thread_last()
+        for a, b in zip(self.thread_starts()[:-1].tolist(), last.tolist(), strict=True):  # a thread's rows
+            if not np.array_equal(seg_end[a:b], self.ts[a + 1 : b + 1]):
+                raise ValueError("a segment must end where the next row on its thread starts")
+        self.thread_end = seg_end[last].astype(np.int64)
+        self.memo["seg_end"] = seg_end
+
+    def thread_last(self) -> np.ndarray:
+        """Each thread's last row (int64, ascending; the last is the last row)."""
+        got = self.memo.get("thread_last")
+        if got is None:
+            starts = self.thread_starts()
+            got = self.memo["thread_last"] = (starts[1:] - 1).astype(np.int64)
+        return got
+
+    def _seg_end_column(self) -> np.ndarray:
+        """Every row's segment end, made once (for the numpy loops; the C loops read :meth:`segments`)."""
+        got = self.memo.get("seg_end")
+        if got is None:
+            got = np.empty(len(self.ts), np.int64)
+            got[:-1] = self.ts[1:]
+            last = self.thread_last()
+            got[last] = self.thread_end
+            self.memo["seg_end"] = got
+        return got
+
+    def seg_end_of(self, rows: np.ndarray | slice | int) -> np.ndarray:
+        """The segment ends of ``rows`` (indices, a mask or a slice), without a column of every row's."""
+        if "seg_end" in self.memo:
+            return self.memo["seg_end"][rows]
+        idx = np.arange(len(self.ts))[rows] if isinstance(rows, slice) else np.asarray(rows)
+        if idx.dtype == bool:
+            idx = np.flatnonzero(idx)
+        out = self.ts[np.minimum(idx + 1, max(len(self.ts) - 1, 0))]
+        for row, end in zip(self.thread_last().tolist(), self.thread_end.tolist(), strict=True):
+            out[idx == row] = end
+        return out
+
+    def segments(self) -> native.Segments:
+        """The segments as the C loops read them (native/segments.h), made once; None-free: ``ts``
+        must be a C-contiguous int64 column (the timeline's are)."""
+        got = self.memo.get("segments")
+        if got is None:
+            last = self.thread_last()
+            end = np.ascontiguousarray(self.thread_end, np.int64)
+            ts = self.ts
+            got = native.Segments(
+                ts.__array_interface__["data"][0], len(ts), len(last),
+                last.__array_interface__["data"][0], end.__array_interface__["data"][0],
+            )  # fmt: skip
+            got.keep = (ts, last, end)  # the arrays it points at, alive as long as it is
+            self.memo["segments"] = got
+        return got
 
     def thread_of(self, rows: np.ndarray | slice | int) -> np.ndarray:
         """The OS thread ids of ``rows`` (indices, a mask or a slice): the per-thread table read at
@@ -75,13 +159,19 @@ class Timeline:
         return self.thread_of(slice(None))
 
     @property
+    def seg_end(self) -> np.ndarray:
+        """Every row's segment end: a column made once, for the numpy loops (the C loops read
+        :meth:`segments`)."""
+        return self._seg_end_column()
+
+    @property
     def duration(self) -> np.ndarray:
         return self.seg_end - self.ts
 
     def float_duration(self, rows: slice = slice(None)) -> np.ndarray:
         """The segments' lengths (ns) of ``rows`` as a new float64 array, made in one pass (no integer
         array first); exact: ns counts are far below 2**53."""
-        ts, end = self.ts[rows], self.seg_end[rows]
+        ts, end = self.ts[rows], self.seg_end_of(rows)
         return np.subtract(end, ts, out=np.empty(len(ts)), casting="unsafe")
 
     def instance_time(self, rows: slice, n_inst: int) -> np.ndarray:
@@ -1185,9 +1275,9 @@ def build_timeline(
     inst_end[e_ident] = e_ts
     # a thread's index, int16 where the threads are that few (a process's are): a row each
     thread_idx = col["thread_idx"] if "thread_idx" in col else _thread_index(n, starts)
-    out = Timeline(
+    out = Timeline.with_seg_end(
+        seg_end,
         ts=ts,
-        seg_end=seg_end,
         threads=threads,
         kind=kind,
         id=ident,

@@ -107,3 +107,20 @@ def typed(
     Why: the timeline narrows its id columns to what the trace holds, and a loop is written for each
     width rather than each column copied to one."""
     return _LIB.typed(ABI, INTEGER, name, [np.dtype(d) for d in dtypes], *argtypes, restype=restype)
+
+
+class Segments(ctypes.Structure):
+    """A timeline's segments as the C loops read them (segments.h): the rows' starts, each thread's
+    last row and its end. Made by ``Timeline.segments``, which keeps the arrays it points at alive
+    on it; passed where a loop takes ``SEGMENTS``."""
+
+    _fields_ = [
+        ("ts", ctypes.c_void_p),
+        ("n", ctypes.c_int64),
+        ("n_last", ctypes.c_int64),
+        ("last", ctypes.c_void_p),
+        ("end", ctypes.c_void_p),
+    ]
+
+
+SEGMENTS = ctypes.POINTER(Segments)  # an argument: a Segments passed by address

@@ -590,7 +590,15 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
             double after = i == 0 ? nd : before + nd;
             double t = before - base;
             t += start;
-            double e = t + nd;
+            /* a segment ends where the next row on its thread starts (that row's own sum, rounded
+             * alike), the thread's last where its length takes it */
+            double e;
+            if (i + 1 < b) {
+                e = after - base;
+                e += start;
+            } else {
+                e = t + nd;
+            }
             ts[i] = rint_i64(t) + start_ns;
             seg_end[i] = rint_i64(e) + start_ns;
             before = after;

@@ -764,7 +764,7 @@ def rebuild(
     else:
         inst_end.fill(end_ns)
         inst_end[tl.id[ends]] = ts[ends]
-    out = dataclasses.replace(tl, ts=ts, seg_end=seg_end, end_ns=end_ns, inst_end=inst_end)
+    out = tl.retimed(ts, seg_end, end_ns=end_ns, inst_end=inst_end)
     out.memo["scope_ends"] = ends  # the same rows
     return out
 
@@ -821,7 +821,9 @@ def _rebuild_rows(
     """:func:`rebuild`'s rows: each row's start is its thread's first start (``rel0``, per thread from
     its ``first`` row) plus the corrected time before it on the thread, read from the running sum
     ``after`` (``seg_end``'s memory, each block written after it is read), a block of rows at a time
-    (rlscope.blocks); ``ts`` and ``seg_end`` rounded, on the raw clock."""
+    (rlscope.blocks); ``ts`` and ``seg_end`` rounded, on the raw clock. A segment ends where the next
+    row on its thread starts: both are that row's start, not the sum of a start and a length rounded
+    apart (which could leave a nanosecond between them)."""
     rel, rel_seg_end = np.empty(BLOCK_ROWS), np.empty(BLOCK_ROWS)  # one block's operands, reused
     before = 0.0  # the running sum before the next block
     for k, (a, b) in enumerate(zip(first.tolist(), np.append(first[1:], len(ts)).tolist(), strict=True)):
@@ -834,7 +836,10 @@ def _rebuild_rows(
             before = after[rows.stop - 1]
             ts_rel -= base
             ts_rel += start
-            np.add(ts_rel, new_dur[rows], out=end_rel)
+            # a segment ends where the next row on its thread starts, the thread's last where its
+            # length takes it
+            end_rel[:-1] = ts_rel[1:]
+            end_rel[-1] = (before - base) + start if rows.stop < b else ts_rel[-1] + new_dur[rows.stop - 1]
             ts[rows] = np.rint(ts_rel, out=ts_rel)
             ts[rows] += tl.start_ns
             seg_end[rows] = np.rint(end_rel, out=end_rel)
