@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -360,3 +362,21 @@ def test_the_c_loops_arrays_leave_no_reference_cycles():
         with pytest.raises(ctypes.ArgumentError):
             fn(2, starts, bad)
     assert native.array_type(np.int64) is not native.I64 and native.BOOL.__name__ == "array_bool"
+
+
+def test_run_returns_only_after_the_reports_imports_end(tmp_path, monkeypatch):
+    """A program shorter than the report's imports: the launcher waits for the thread doing them
+    before it goes on (an interpreter exiting under a thread inside an import can abort, losing the
+    program's status)."""
+    from rlscope.cli import main as cli_main
+    from rlscope.cli import warm
+
+    ended = threading.Event()
+
+    def slow_imports() -> None:
+        time.sleep(0.5)
+        ended.set()
+
+    monkeypatch.setattr(warm, "warm", slow_imports)
+    code = cli_main.run(["--trace-dir", str(tmp_path / "t"), "--", "bash", "-c", "exit 3"])
+    assert code == 3 and ended.is_set()

@@ -156,13 +156,16 @@ def run(argv: list[str]) -> int:
     env[RUN_OPTIONS_ENV] = json.dumps(run_options)
     # every process of the run lays its detail stretches from this one origin (rlscope/trace/detail.py)
     env[detail.ORIGIN_ENV] = str(time.perf_counter_ns())
-    if not args.no_analyze:  # the report's imports while the program runs (rlscope/cli/warm.py)
-        warm.start()
+    # the report's imports while the program runs (rlscope/cli/warm.py)
+    warming = warm.start() if not args.no_analyze else None
     try:  # in a process group of its own, which gets the signals rlscope gets (rlscope/cli/supervise.py)
         with live.during_run(trace_dir, args):
             code = run_program(command, env, grace_s=args.grace)
     except FileNotFoundError:
         raise RLScopeError(f"{command[0]}: command not found") from None
+    finally:
+        if warming is not None:
+            warm.finish(warming)
     print(f"rlscope run: exit status {code}; trace in {printable(trace_dir)}", file=sys.stderr)
     if not args.no_analyze and trace_dir.exists():
         try:

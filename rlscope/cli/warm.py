@@ -63,7 +63,18 @@ def warm() -> None:
 
 
 def start() -> threading.Thread:
-    """:func:`warm` in a daemon thread (a launcher that exits early does not wait for it)."""
+    """:func:`warm` in a daemon thread; :func:`finish` waits for it."""
     t = threading.Thread(target=warm, name="rlscope-warm-report", daemon=True)
     t.start()
     return t
+
+
+def finish(t: threading.Thread) -> None:
+    """Wait for the imports of :func:`start`'s thread to end, once the program has ended.
+
+    Why: a program shorter than the imports (a shell command, a script that fails at once) would
+    have the launcher exit while the thread is inside an extension module's import, and an
+    interpreter finalizing under such a thread can abort (``Fatal Python error:
+    PyGILState_Release``), losing the program's exit status. The report imports the same modules
+    right after, so the wait costs the run nothing."""
+    t.join()
