@@ -247,6 +247,22 @@ def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype, little_room)
     assert all(same(getattr(c, f.name), getattr(n, f.name)) for f in dataclasses.fields(P.Pieces))
     if c.main.stop == c.main.start:
         return
+    # the columns of some owners' pieces only: those of every piece at theirs, the classes numbered
+    # among them in the same order
+    for owners in ([-1], [int(c.owner[-1]), 2, 77], list(range(-1, 6)), []):
+        some = both(monkeypatch, lambda owners=owners: P.pieces(tl, raw, owners))
+        for got in some:
+            assert all(
+                same(getattr(got, f.name), getattr(some[1], f.name)) for f in dataclasses.fields(P.Pieces)
+            )
+            assert same(got.index, P.of_owners(c.owner, owners)) and same(got.bounds, c.bounds)
+            for f in ("owner", "start_ns", "end_ns"):
+                assert same(getattr(got, f), getattr(c, f)[got.index])
+            assert same(
+                got.klass, np.unique(c.klass[got.index], return_inverse=True)[1].astype(got.klass.dtype)
+            )
+        if len(tl.ts) > 1000 and owners == [-1]:
+            assert 0 < len(some[0].index) < len(c.index)
     assert len(c.owner) > 1 or len(tl.ts) < 10
     dur, coll, full_row = rows_of(rng, tl)
     npc = len(c.owner)

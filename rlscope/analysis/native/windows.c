@@ -295,30 +295,61 @@ void windows_group_middles(int64_t n_groups, const int64_t *starts, const int64_
     }
 }
 
-/* Per piece p (its rows: first + bounds[p] to first + bounds[p + 1]), from its first row r and its
- * last one: owner[p] = inst_name[op[r]] (-1 outside every instance); sig[p] = kind * 2^32 + what it
- * names (for a kind in ``named``, the name of instance id[r] where there is one; for a kind in
- * ``category``, id[r]; else 0); start[p] = ts[r]; end[p] = seg_end[last row]. Mirrors pieces()'
- * gathers and _signature's numpy passes over the pieces' first rows. */
+/* Whether sorted a[0..n) holds v. */
+static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && a[lo] == v;
+}
+
+/* Per piece p (its rows: first + bounds[p] to first + bounds[p + 1]) whose owner is one of the
+ * ``n_owners`` (sorted; n_owners < 0: every piece), in order, the j-th of them: index[j] = p;
+ * owner[j] = inst_name[op[r]] of its first row r (-1 outside every instance); sig[j] = the
+ * signature of r, kind * 2^32 + what it names (for a kind in ``named``, the name of instance id[r]
+ * where there is one; for a kind in ``category``, id[r]; else 0); after[j] = the next piece's sig
+ * (-1 for the last piece); start[j] = ts[r]; end[j] = seg_end[its last row]. Writes up to ``cap``
+ * of them, returns how many there are. Mirrors pieces()' gathers, _signature's numpy passes over the
+ * pieces' first rows and the selection of the owners' pieces (of_owners): columns of the pieces
+ * asked only, not of every piece (the analysis's peak of memory is at them). */
+#define PIECE_SIG(r, out)                                                                              \
+    do {                                                                                               \
+        int8_t k_ = kind[r];                                                                           \
+        int64_t i_ = (int64_t)id[r], what_ = 0;                                                        \
+        if (named[(uint8_t)k_] && i_ >= 0 && i_ < n_inst)                                              \
+            what_ = inst_name[i_];                                                                     \
+        else if (category[(uint8_t)k_])                                                                \
+            what_ = i_;                                                                                \
+        out = (int64_t)k_ * ((int64_t)1 << 32) + what_;                                                \
+    } while (0)
 #define PIECE_COLUMNS(T, SUFFIX)                                                                       \
-    void windows_piece_columns_##SUFFIX(                                                               \
+    int64_t windows_piece_columns_##SUFFIX(                                                            \
         int64_t n_pieces, const int64_t *bounds, int64_t first, const T *op, const int8_t *kind,      \
         const T *id, const int64_t *inst_name, int64_t n_inst, const int64_t *ts,                     \
-        const int64_t *seg_end, const uint8_t *named, const uint8_t *category, int64_t *owner,         \
-        int64_t *sig, int64_t *start, int64_t *end) {                                                  \
+        const int64_t *seg_end, const uint8_t *named, const uint8_t *category, int64_t n_owners,       \
+        const int64_t *owners, int64_t cap, int64_t *index, int64_t *owner, int64_t *sig,              \
+        int64_t *after, int64_t *start, int64_t *end) {                                                \
+        int64_t m = 0;                                                                                 \
         for (int64_t p = 0; p < n_pieces; p++) {                                                       \
-            int64_t r = first + bounds[p], o = (int64_t)op[r], i = (int64_t)id[r];                     \
-            int8_t k = kind[r];                                                                        \
-            int64_t what = 0;                                                                          \
-            if (named[(uint8_t)k] && i >= 0 && i < n_inst)                                             \
-                what = inst_name[i];                                                                   \
-            else if (category[(uint8_t)k])                                                             \
-                what = i;                                                                              \
-            owner[p] = o >= 0 ? inst_name[o] : -1;                                                     \
-            sig[p] = (int64_t)k * ((int64_t)1 << 32) + what;                                           \
-            start[p] = ts[r];                                                                          \
-            end[p] = seg_end[first + bounds[p + 1] - 1];                                               \
+            int64_t r = first + bounds[p], o = (int64_t)op[r];                                         \
+            int64_t own = o >= 0 ? inst_name[o] : -1;                                                  \
+            if (n_owners >= 0 && !sorted_has(owners, n_owners, own)) continue;                         \
+            if (m < cap) {                                                                             \
+                int64_t next = first + bounds[p + 1];                                                  \
+                index[m] = p;                                                                          \
+                owner[m] = own;                                                                        \
+                PIECE_SIG(r, sig[m]);                                                                  \
+                if (p + 1 < n_pieces) PIECE_SIG(next, after[m]);                                       \
+                else after[m] = -1;                                                                    \
+                start[m] = ts[r];                                                                      \
+                end[m] = seg_end[next - 1];                                                            \
+            }                                                                                          \
+            m++;                                                                                       \
         }                                                                                              \
+        return m;                                                                                      \
     }
 PIECE_COLUMNS(int16_t, i16)
 PIECE_COLUMNS(int32_t, i32)

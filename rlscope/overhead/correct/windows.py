@@ -540,6 +540,13 @@ def estimate(
                 sigma = FALLBACK_REL_SIGMA * removed
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
+    # operations never seen in a full window: their categories and GPU work were never recorded
+    inst_full = mode == S.WINDOW_FULL
+    seen_full = set(np.unique(name[inst_full]).tolist()) | set(per_op)
+    ids, counts = np.unique(name, return_counts=True)
+    light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
+    # the instances' columns read no further: let go before the factors' pass
+    del inst, b_ts, e_ts, whole, mode, group, ok, excl, events, held, inst_rows, inst_key, kept_inst, cut
     per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
     # the durations, read no further, take the factors
     factor = _factor_pass(tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst, dur)
@@ -557,10 +564,6 @@ def estimate(
             e["removed_ns"] += cut
             e["after_switch_removed_ns"] = cut
             e["sigma_ns"] = float(np.hypot(e["sigma_ns"], sigma))
-    # operations never seen in a full window: their categories and GPU work were never recorded
-    seen_full = set(np.unique(name[mode == S.WINDOW_FULL]).tolist()) | set(per_op)
-    ids, counts = np.unique(name, return_counts=True)
-    light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
     return WindowEstimate(
         light_only=light_only,
         switches=max(len(win_ts) - 1, 0),
@@ -571,7 +574,7 @@ def estimate(
         notes=sorted(set(notes)),
         inst_name=name,
         inst_phase=inst_phase,
-        inst_full=mode == S.WINDOW_FULL,
+        inst_full=inst_full,
         begins=begins,
         window_idx=win_idx,
     )
@@ -857,20 +860,6 @@ def _piece_sums(
     return ptime, pfull_time, pfull_events
 
 
-_NO_OWNER = np.iinfo(np.int64).min  # piece_estimates' owner of a class of no operation asked
-
-
-def _of_owners(owner: np.ndarray, keys: list[int]) -> np.ndarray:
-    """The pieces (ascending) whose ``owner`` is one of ``keys``: a comparison per key where they are
-    few (np.isin of one key took five times as long), else np.isin."""
-    if len(keys) > 8:
-        return np.flatnonzero(np.isin(owner, keys))
-    sel = np.zeros(len(owner), bool)
-    for k in keys:
-        sel |= owner == k
-    return np.flatnonzero(sel)
-
-
 def piece_estimates(
     tl: Timeline,
     raw: Timeline,
@@ -892,27 +881,27 @@ def piece_estimates(
     """
     if not keys:
         return {}
-    pc = P.pieces(tl, raw)
+    # the columns of the pieces of the operations asked only (the unannotated time's: a quarter of the
+    # pieces, a third of the main thread's rows in a PPO run): their sums, places and classes, an
+    # entry each, read below by their positions among them
+    pc = P.pieces(tl, raw, keys)
     if pc.main.stop == pc.main.start:
         return {}
     npc = len(pc)
-    # only the pieces of the operations asked (the unannotated time's: a quarter of the pieces, a
-    # third of the main thread's rows in a PPO run): their sums, places and classes, an entry each,
-    # read below by their positions among them
-    asked = _of_owners(pc.owner, keys)
+    asked = pc.index
     ptime, pfull_time, pfull_events = _piece_sums(pc, asked, dur, coll, full_row)
-    start_ns = pc.start_ns[asked]
-    whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns[asked])
+    start_ns = pc.start_ns
+    whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
     # each class's pieces in order, from one sort of the pieces asked (a radix sort of 16-bit ids
     # where they fit): a comparison over every piece per class was most of the loop below; a class
-    # has one owner (the classes of no owner asked: none, whose pieces are not sorted)
+    # has one owner
     n_class = int(pc.klass.max(initial=-1)) + 1
-    klass = pc.klass[asked]
+    klass = pc.klass
     by_class = np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")
     edges = np.r_[0, np.cumsum(np.bincount(klass, minlength=n_class))]
-    class_owner = np.full(n_class, _NO_OWNER, pc.owner.dtype)
-    class_owner[klass] = pc.owner[asked]
+    class_owner = np.empty(n_class, pc.owner.dtype)
+    class_owner[klass] = pc.owner
     out: dict[int, PieceEstimate] = {}
     cut = pc.rows_only()  # what the estimates keep of the pieces
     for key in keys:
