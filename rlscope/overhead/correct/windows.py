@@ -492,11 +492,21 @@ def estimate(
     cost_sigma = math.sqrt(var) / den if den > 0 else math.sqrt(var_u) / den_u if den_u > 0 else 0.0
     notes: list[str] = []
     pending = [k for k, e in per_op.items() if "factor" not in e and e["full_events"] > 0]
+    # operations never seen in a full window: their categories and GPU work were never recorded
+    inst_full = mode == S.WINDOW_FULL
+    seen_full = set(np.unique(name[inst_full]).tolist()) | set(per_op)
+    ids, counts = np.unique(name, return_counts=True)
+    light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
+    # the instances' columns read no further: let go before the pieces' and the factors' columns (the
+    # analysis's peak of memory is at them)
+    del inst, b_ts, e_ts, whole, mode, group, ok, excl, events, held, inst_rows, inst_key, kept_inst, cut
     clock = raw if raw is not None else tl  # (``ref`` is a light reference by now)
-    by_pieces = piece_estimates(
-        tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
-    )
-    del coll  # columns of every row, read no further: not alive beside the factors'
+    # the pieces of the operations pending and their sums, then the collector rows (a column of every
+    # row) let go: not alive beside the rest of the pieces' work and the factors'
+    sums = _asked_pieces(tl, clock, dur, coll, full_row, pending)
+    del coll
+    by_pieces = piece_estimates(sums, win_ts, win_mode, live, pending, min_instances)
+    del sums
     if counted is not None:  # (the factors read ``counted`` then, else ``full_row``)
         full_row = np.zeros(0, bool)
     overrides: list[PieceEstimate] = []  # whose rows' factors its pieces set
@@ -540,13 +550,6 @@ def estimate(
                 sigma = FALLBACK_REL_SIGMA * removed
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
-    # operations never seen in a full window: their categories and GPU work were never recorded
-    inst_full = mode == S.WINDOW_FULL
-    seen_full = set(np.unique(name[inst_full]).tolist()) | set(per_op)
-    ids, counts = np.unique(name, return_counts=True)
-    light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
-    # the instances' columns read no further: let go before the factors' pass
-    del inst, b_ts, e_ts, whole, mode, group, ok, excl, events, held, inst_rows, inst_key, kept_inst, cut
     per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
     # the durations, read no further, take the factors
     factor = _factor_pass(tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst, dur)
@@ -860,36 +863,48 @@ def _piece_sums(
     return ptime, pfull_time, pfull_events
 
 
-def piece_estimates(
+def _asked_pieces(
     tl: Timeline,
     raw: Timeline,
-    win_ts: np.ndarray,
-    win_mode: np.ndarray,
-    live: np.ndarray,
     dur: np.ndarray,
     coll: np.ndarray,
     full_row: np.ndarray,
     keys: list[int],
+) -> tuple[P.Pieces, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(the main thread's pieces, the columns of those of the operations ``keys`` only; their
+    :func:`_piece_sums`), what :func:`piece_estimates` compares; None where no key is asked or the
+    main thread has no rows. The unannotated time's pieces are a quarter of them, a third of the
+    main thread's rows, in a PPO run."""
+    if not keys:
+        return None
+    pc = P.pieces(tl, raw, keys)
+    if pc.main.stop == pc.main.start:
+        return None
+    return (pc, *_piece_sums(pc, pc.index, dur, coll, full_row))
+
+
+def piece_estimates(
+    asked_pieces: tuple[P.Pieces, np.ndarray, np.ndarray, np.ndarray] | None,
+    win_ts: np.ndarray,
+    win_mode: np.ndarray,
+    live: np.ndarray,
+    keys: list[int],
     min_instances: int = MIN_INSTANCES,
 ) -> dict[int, PieceEstimate]:
     """Per operation name in ``keys`` (-1: unannotated) with at least one class of main-thread pieces
-    compared in both kinds of window: what they remove (docs/overhead.md, "Pieces").
+    compared in both kinds of window: what they remove (docs/overhead.md, "Pieces"). ``asked_pieces``:
+    their pieces and sums (:func:`_asked_pieces`).
 
     Each class is compared as an operation's instances are: its full windows' median over their
     light neighbours' (``windows``), else its full-window median over its light one across the run
     (``unpaired``, its first piece left out as a cold one).
     """
-    if not keys:
+    if asked_pieces is None:
         return {}
-    # the columns of the pieces of the operations asked only (the unannotated time's: a quarter of the
-    # pieces, a third of the main thread's rows in a PPO run): their sums, places and classes, an
-    # entry each, read below by their positions among them
-    pc = P.pieces(tl, raw, keys)
-    if pc.main.stop == pc.main.start:
-        return {}
+    # the pieces' sums, places and classes, an entry each, read below by their positions among them
+    pc, ptime, pfull_time, pfull_events = asked_pieces
     npc = len(pc)
     asked = pc.index
-    ptime, pfull_time, pfull_events = _piece_sums(pc, asked, dur, coll, full_row)
     start_ns = pc.start_ns
     whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
