@@ -174,10 +174,16 @@ def test_instance_pass(monkeypatch, case, op_dtype, int32_windows):
     fixed = dataclasses.replace(tl, seg_end=tl.seg_end + rng.integers(0, 4, len(tl.ts)))
     win_ts = W.window_rows(tl)[0]
     wi = W.row_window(tl)
-    # per window a threshold: within it (collectors live late), before it, past every time
+    # per window a threshold: within it (collectors live late), before it, past every time, and at
+    # and beside its own switch and the next one (the pass reads no raw times where a window's rows
+    # are all full or none is)
     lo = np.r_[tl.ts.min(initial=0) - 1, win_ts]
+    hi = np.r_[win_ts, lo[-1] + 1000]
     from_ts = lo + rng.integers(-5, 80, len(lo))
-    from_ts[rng.random(len(lo)) < 0.3] = np.iinfo(np.int64).max
+    edges = np.stack([lo - 1, lo, lo + 1, hi - 1, hi, hi + 1])
+    pick = rng.random(len(lo)) < 0.4
+    from_ts[pick] = edges[rng.integers(0, 6, len(lo)), np.arange(len(lo))][pick]
+    from_ts[rng.random(len(lo)) < 0.2] = np.iinfo(np.int64).max
     coll = rng.random(len(tl.ts)) < 0.4
     main = W._main_ranges(tl)
     got = W._instance_pass(fixed, tl, from_ts, coll, main)

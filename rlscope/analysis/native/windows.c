@@ -65,14 +65,34 @@ INSTANCE_SUMS(int64_t, i64)
 /* The estimate's first pass over every row, in row order: dur[r] = seg_end[r] - ts[r] as a double,
  * full_row[r] = raw_ts[r] >= from_ts[w] (w: the row's window, row_window's value, read from the
  * rows where it changes as windows_collector_live reads it), then the sums of windows_instance_sums
- * over them.
+ * over them. A window's rows start at or after its switch (win_ts[w - 1]) and before the next one
+ * (win_ts[w]): where from_ts[w] is past the next switch (a light window's, but the last) none of
+ * them is full, where it is at or before its own switch all of them are, and their raw_ts is not
+ * read (a column of every row).
  * Mirrors Timeline.float_duration, windows_full_rows' full_row and windows_instance_sums one after
  * another (estimate's numpy path: float_duration, _full_rows and _instance_sums); the row modes
  * are full_row's bytes (_row_mode), not a column of their own. */
+#define INSTANCE_ROWS(FULL)                                                                            \
+    for (; r < stop; r++) {                                                                            \
+        double d = (double)(seg_end[r] - ts[r]);                                                       \
+        uint8_t full = (FULL);                                                                         \
+        int64_t i = (int64_t)op[r] + 1;                                                                \
+        int on_main = in_ranges(&main, r);                                                             \
+        dur[r] = d;                                                                                    \
+        full_row[r] = full;                                                                            \
+        if (i != cur) {                                                                                \
+            excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                          \
+            cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                                \
+        }                                                                                              \
+        x += d;                                                                                        \
+        ev += coll[r];                                                                                 \
+        k += 1;                                                                                        \
+        h |= full & (i > 0 || on_main);                                                                \
+    }
 #define INSTANCE_PASS(T, SUFFIX)                                                                       \
     void windows_instance_rows_##SUFFIX(                                                               \
         int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, int64_t n_changes, \
-        const int64_t *change_row, const int64_t *change_w,                                            \
+        const int64_t *change_row, const int64_t *change_w, int64_t n_win, const int64_t *win_ts,      \
         const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
         const int64_t *ranges, double *dur, uint8_t *full_row, double *excl, int64_t *events,          \
         int64_t *rows, uint8_t *held) {                                                                \
@@ -85,22 +105,12 @@ INSTANCE_SUMS(int64_t, i64)
         uint8_t h = 0;                                                                                 \
         for (int64_t c = 0; c <= n_changes; c++) { /* the rows of one window, then the next's */      \
             int64_t stop = c < n_changes ? change_row[c] : n, from = from_ts[w];                       \
-            for (; r < stop; r++) {                                                                    \
-                double d = (double)(seg_end[r] - ts[r]);                                               \
-                uint8_t full = raw_ts[r] >= from;                                                      \
-                int64_t i = (int64_t)op[r] + 1;                                                        \
-                int on_main = in_ranges(&main, r);                                                     \
-                dur[r] = d;                                                                            \
-                full_row[r] = full;                                                                    \
-                if (i != cur) {                                                                        \
-                    excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                  \
-                    cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                        \
-                }                                                                                      \
-                x += d;                                                                                \
-                ev += coll[r];                                                                         \
-                k += 1;                                                                                \
-                h |= full & (i > 0 || on_main);                                                        \
-            }                                                                                          \
+            if (w < n_win && from >= win_ts[w])                                                        \
+                INSTANCE_ROWS(0)                                                                       \
+            else if (w > 0 && from <= win_ts[w - 1])                                                   \
+                INSTANCE_ROWS(1)                                                                       \
+            else                                                                                       \
+                INSTANCE_ROWS(raw_ts[r] >= from)                                                       \
             if (c < n_changes) w = change_w[c];                                                        \
         }                                                                                              \
         if (n > 0) excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                   \

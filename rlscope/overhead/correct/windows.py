@@ -604,13 +604,15 @@ def _instance_pass(
     """(durations, full rows, row modes (:func:`_row_mode`), then :func:`_instance_sums`' four) in C
     in one pass over the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw``'s ts, each row's
     window read from its :func:`window_changes`) and :func:`_instance_sums` at once, each column read
-    once. None where the numpy loops run or the columns are of other types: those three are then
+    once, ``raw``'s ts only in the windows where some rows are full and some not (from_ts within
+    them). None where the numpy loops run or the columns are of other types: those three are then
     made one after another."""
-    if any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw.ts, from_ts)):
+    win_ts = window_rows(raw)[0]
+    if any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw.ts, from_ts, win_ts)):
         return None
-    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.I64)
-    types += (None, native.BOOL, native.N, native.I64, native.F64, native.BOOL, native.F64, native.I64)
-    types += (native.I64, native.BOOL)
+    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.N)
+    types += (native.I64, native.I64, None, native.BOOL, native.N, native.I64, native.F64, native.BOOL)
+    types += (native.F64, native.I64, native.I64, native.BOOL)
     fn = native.typed("windows_instance_rows", [tl.op.dtype], *types)
     if fn is None:
         return None
@@ -619,8 +621,8 @@ def _instance_pass(
     excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
     at, ws = window_changes(raw)
     fn(
-        n, tl.ts, tl.seg_end, raw.ts, len(at), at, ws, from_ts, tl.op, coll, len(main) // 2, main,
-        dur, full_row, excl, events, rows, held,
+        n, tl.ts, tl.seg_end, raw.ts, len(at), at, ws, len(win_ts), win_ts, from_ts, tl.op, coll,
+        len(main) // 2, main, dur, full_row, excl, events, rows, held,
     )  # fmt: skip
     return dur, full_row, _row_mode(full_row), excl, events, held, rows
 
