@@ -275,7 +275,8 @@ def test_pieces_their_sums_and_factors(monkeypatch, case, id_dtype, little_room)
     for chosen in (np.arange(npc), np.flatnonzero(rng.random(npc) < 0.3), np.zeros(0, np.int64)):
         got = both(monkeypatch, lambda chosen=chosen: W._piece_sums(c, chosen, dur, coll, full_row))
         assert same(*got)
-        est = W.PieceEstimate(0.0, 0.0, 0.0, 0, c, rng.random(npc) < 0.5, rng.random(npc), {})
+        compared = np.flatnonzero(rng.random(npc) < 0.5)
+        est = W.PieceEstimate(0.0, 0.0, 0.0, 0, c, compared, rng.random(len(compared)), {})
         row_mode = np.where(full_row, np.int8(S.WINDOW_FULL), np.int8(S.WINDOW_LIGHT))
         before = rng.random(len(tl.ts))
         # the pieces' rows alone (what piece_estimates hands its estimates) set the same factors
@@ -303,8 +304,10 @@ def set_factors_reference(
     out = before.copy()
     piece = pc.row
     on = (piece >= 0) & (row_mode == S.WINDOW_FULL)
-    on[on] = est.compared[piece[on]]
-    out[on] = est.factor[piece[on]]
+    compared, factor = np.zeros(len(pc), bool), np.zeros(len(pc))
+    compared[est.compared], factor[est.compared] = True, est.factor
+    on[on] = compared[piece[on]]
+    out[on] = factor[piece[on]]
     return out
 
 
@@ -710,13 +713,15 @@ def test_factor_pass(monkeypatch, case, op_dtype):
     npc = len(pc.owner)
     side = rng.random(npc) < 0.5  # two estimates' pieces: disjoint
     ests = [
-        W.PieceEstimate(0.0, 0.0, 0.0, 0, pc, (rng.random(npc) < 0.6) & s, rng.random(npc), {})
-        for s in (side, ~side)
+        W.PieceEstimate(0.0, 0.0, 0.0, 0, pc, mine, rng.random(len(mine)), {})
+        for mine in (np.flatnonzero((rng.random(npc) < 0.6) & s) for s in (side, ~side))
     ]
+    first = np.ones(npc)  # the first estimate's factor per piece
+    first[ests[0].compared] = ests[0].factor
     for chosen in (ests, ests[:1], []):
 
         def run(chosen: list = chosen) -> np.ndarray:
-            # _factor_pass writes the others' pieces into the first's columns: each run its own copies
+            # each run its own copies of the estimates' columns (a pass that wrote into them would show)
             overrides = [
                 dataclasses.replace(e, compared=e.compared.copy(), factor=e.factor.copy()) for e in chosen
             ]
@@ -734,7 +739,7 @@ def test_factor_pass(monkeypatch, case, op_dtype):
         c, n = both(monkeypatch, run)
         assert same(c, n)
         if case == 0 and chosen:
-            assert (c == ests[0].factor[pc.row]).sum() > 100  # pieces' factors set
+            assert (c == first[pc.row]).sum() > 100  # pieces' factors set
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -213,7 +213,7 @@ void windows_chosen_piece_sums(int64_t n_chosen, const int64_t *chosen, const in
     }
 }
 
-/* factor[r] = piece_factor[p] over the rows of each piece p of ``chosen`` whose row_mode is
+/* factor[r] = piece_factor[j] over the rows of each piece p = chosen[j] whose row_mode is
  * ``full_mode``. Mirrors PieceEstimate.set_factors' loop over groups of pieces. */
 void windows_set_piece_factors(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds,
                                int64_t first, const int8_t *row_mode, int64_t full_mode,
@@ -221,7 +221,7 @@ void windows_set_piece_factors(int64_t n_chosen, const int64_t *chosen, const in
     for (int64_t j = 0; j < n_chosen; j++) {
         int64_t p = chosen[j];
         for (int64_t r = first + bounds[p]; r < first + bounds[p + 1]; r++)
-            if (row_mode[r] == full_mode) factor[r] = piece_factor[p];
+            if (row_mode[r] == full_mode) factor[r] = piece_factor[j];
     }
 }
 
@@ -595,12 +595,13 @@ COLLECTOR_LIVE(int32_t, i32)
 COLLECTOR_LIVE(int64_t, i64)
 
 /* The estimate's factors in one pass over every row: out[r] = counted[op[r] + 1] where the row is
- * counted (as in instance_sums), else rest[op[r] + 1]; on the main thread's rows of each piece p
- * (its rows: first + bounds[p] to first + bounds[p + 1]) with compared[p], where full_row is set,
- * piece_factor[p] * rest[op[r] + 1] instead. With counted = per_inst * keep and rest = keep (per
- * instance + 1; 1 where it keeps all its time: x * 1 is x), these are _counted_factor's factors,
- * then PieceEstimate.set_factors' of each estimate, then ``factor[kept_rows] *= kept``, one after
- * another. The pieces' rows are walked a piece at a time: a test per row cost more than the pass. */
+ * counted (as in instance_sums), else rest[op[r] + 1]; on the main thread's rows of each piece
+ * p = compared[j] (ascending; its rows: first + bounds[p] to first + bounds[p + 1]), where full_row
+ * is set, piece_factor[j] * rest[op[r] + 1] instead. With counted = per_inst * keep and rest = keep
+ * (per instance + 1; 1 where it keeps all its time: x * 1 is x), these are _counted_factor's
+ * factors, then PieceEstimate.set_factors' of each estimate, then ``factor[kept_rows] *= kept``, one
+ * after another. The rows are walked a compared piece at a time: a test per row cost more than the
+ * pass. */
 #define FACTOR_ROW(r)                                                                                  \
     int64_t o = (int64_t)op[r];                                                                        \
     int on_main = in_ranges(&main, r);                                                                 \
@@ -608,28 +609,22 @@ COLLECTOR_LIVE(int64_t, i64)
 #define FACTOR_PASS(T, SUFFIX)                                                                         \
     void windows_factor_pass_##SUFFIX(int64_t n, const T *op, const uint8_t *full_row, int64_t n_ranges, \
                                       const int64_t *ranges, const double *counted, const double *rest,  \
-                                      int64_t n_pieces, const int64_t *bounds, int64_t first,           \
-                                      const uint8_t *compared, const double *piece_factor, double *out) { \
+                                      int64_t n_compared, const int64_t *compared, const int64_t *bounds, \
+                                      int64_t first, const double *piece_factor, double *out) {          \
         Ranges main = {ranges, n_ranges, 0};                                                           \
-        int64_t end = first + bounds[n_pieces], r = 0; /* the pieces' rows: first to end */           \
-        for (; r < first; r++) {                                                                       \
-            FACTOR_ROW(r);                                                                             \
-            out[r] = f;                                                                                \
+        int64_t r = 0;                                                                                 \
+        for (int64_t j = 0; j < n_compared; j++) {                                                     \
+            int64_t p = compared[j], start = first + bounds[p], stop = first + bounds[p + 1];          \
+            for (; r < start; r++) {                                                                   \
+                FACTOR_ROW(r);                                                                         \
+                out[r] = f;                                                                            \
+            }                                                                                          \
+            for (; r < stop; r++) {                                                                    \
+                FACTOR_ROW(r);                                                                         \
+                out[r] = full_row[r] ? piece_factor[j] * rest[o + 1] : f;                              \
+            }                                                                                          \
         }                                                                                              \
-        for (int64_t p = 0; p < n_pieces; p++) {                                                       \
-            int64_t stop = first + bounds[p + 1];                                                      \
-            if (!compared[p])                                                                          \
-                for (; r < stop; r++) {                                                                \
-                    FACTOR_ROW(r);                                                                     \
-                    out[r] = f;                                                                        \
-                }                                                                                      \
-            else                                                                                       \
-                for (; r < stop; r++) {                                                                \
-                    FACTOR_ROW(r);                                                                     \
-                    out[r] = full_row[r] ? piece_factor[p] * rest[o + 1] : f;                          \
-                }                                                                                      \
-        }                                                                                              \
-        for (r = end > r ? end : r; r < n; r++) {                                                      \
+        for (; r < n; r++) {                                                                           \
             FACTOR_ROW(r);                                                                             \
             out[r] = f;                                                                                \
         }                                                                                              \

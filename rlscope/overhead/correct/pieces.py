@@ -135,15 +135,17 @@ def _piece_bounds(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
     args = (len(kind), kind, ids, anchor, category, len(full_only), full_only)
     # room for a piece in _ROWS_PER_PIECE rows (a PPO run's main thread has one in eleven): an array
     # from the heap's pages, not one of every row's size from fresh ones (the estimate's peak of memory
-    # is here); where they are more, a second pass writes them all
+    # is here); where they are more, a second pass writes them all. The room left over goes back to
+    # the heap (a realloc in place, no copy): the bounds are held through the factors
     cap = len(kind) // _ROWS_PER_PIECE + 16
     out = np.empty(cap + 1, np.int64)
     m = fn(*args, cap, out)
     if m > cap:
         out = np.empty(m + 1, np.int64)
         fn(*args, m, out)
+    out.resize(m + 1, refcheck=False)
     out[m] = len(kind)
-    return out[: m + 1]
+    return out
 
 
 _ROWS_PER_PIECE = 8  # _piece_bounds' first room: a piece in this many rows

@@ -782,25 +782,25 @@ def _factor_pass(
     (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
     numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
     then made one after another. The first of ``overrides`` takes the others' compared pieces and
-    their factors into its own columns (the estimates are read no further)."""
+    their factors (the estimates' compared pieces, of one Pieces) are merged in their order."""
     types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
-    types += (native.I64, native.N, native.BOOL, native.F64, native.F64)
+    types += (native.I64, native.I64, native.N, native.F64, native.F64)
     fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
     if counted is not None or fn is None or len(keys) == 0:
         return None
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
     # the pieces of every estimate (one Pieces for all of them; an estimate's compared pieces are of
-    # its own operation's classes, never another's, and 1 in its factors where not compared): the
-    # others' written into the first's columns (estimate's own, read no further), no new ones
-    compared, piece_factor, bounds, first = np.zeros(0, bool), np.zeros(0), np.zeros(1, np.int64), 0
+    # its own operation's classes, never another's): merged in their order
+    compared, piece_factor, bounds, first = np.zeros(0, np.int64), np.zeros(0), np.zeros(1, np.int64), 0
     if overrides:
+        compared = np.concatenate([est.compared for est in overrides]).astype(np.int64, copy=False)
+        piece_factor = np.concatenate([est.factor for est in overrides])
+        if len(overrides) > 1:
+            order = np.argsort(compared, kind="stable")
+            compared, piece_factor = compared[order], piece_factor[order]
         pc = overrides[0].pieces
-        compared, piece_factor = overrides[0].compared, overrides[0].factor
-        for est in overrides[1:]:
-            piece_factor[est.compared] = est.factor[est.compared]
-            compared |= est.compared
         bounds, first = pc.bounds, pc.main.start
-    args = (per_inst * keep_inst, keep_inst, len(compared), bounds, first, compared, piece_factor, out)
+    args = (per_inst * keep_inst, keep_inst, len(compared), compared, bounds, first, piece_factor, out)
     fn(len(out), tl.op, full_row, len(main) // 2, main, *args)
     return out
 
@@ -814,24 +814,26 @@ class PieceEstimate:
     time_ns: float  # full-window time of the classes compared
     events: int  # their collector events in full windows
     pieces: P.Pieces  # the main thread's pieces, the same for every operation's estimate (their rows)
-    compared: np.ndarray  # per piece: of a class compared
-    factor: np.ndarray  # per piece: its class's factor (1 where not compared)
+    compared: np.ndarray  # the pieces (ascending) of its classes compared: a few of every piece
+    factor: np.ndarray  # per piece of ``compared``: its class's factor
     counts: dict[str, int]  # classes by how they were compared
 
     def set_factors(self, factor: np.ndarray, row_mode: np.ndarray) -> None:
         """Set ``factor`` (per timeline row) of the full-window rows (``row_mode``) of the pieces
         compared, a group of pieces at a time (:meth:`Pieces.groups`): no column of their rows."""
-        chosen = np.flatnonzero(self.compared)
+        chosen = np.ascontiguousarray(self.compared, np.int64)
         types = (native.N, native.I64, native.I64, native.N, native.I8, native.N, native.F64, native.F64)
         fn = native.function("windows_set_piece_factors", *types)
         if fn is not None and row_mode.dtype == np.int8:
             pc = self.pieces
             fn(len(chosen), chosen, pc.bounds, pc.main.start, row_mode, S.WINDOW_FULL, self.factor, factor)
             return
+        at = 0  # where the group's pieces are among ``compared``
         for group in self.pieces.groups(chosen):
             rows, piece = self.pieces.rows_of(group)
             on = row_mode[rows] == S.WINDOW_FULL
-            factor[rows[on]] = self.factor[piece[on]]
+            factor[rows[on]] = self.factor[at + np.searchsorted(group, piece[on])]
+            at += len(group)
 
 
 def _piece_sums(
@@ -905,7 +907,6 @@ def piece_estimates(
         return {}
     # the pieces' sums, places and classes, an entry each, read below by their positions among them
     pc, ptime, pfull_time, pfull_events = asked_pieces
-    npc = len(pc)
     asked = pc.index
     start_ns = pc.start_ns
     whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns)
@@ -925,8 +926,8 @@ def piece_estimates(
         removed = var = time = 0.0
         events = 0
         counts = {"windows": 0, "unpaired": 0, "not compared": 0}
-        piece_factor = np.ones(npc)
-        compared = np.zeros(npc, bool)
+        piece_factor = np.ones(len(asked))  # per piece asked, then of those compared
+        compared = np.zeros(len(asked), bool)
         for c in np.flatnonzero(class_owner == key).tolist():
             mine = by_class[edges[c] : edges[c + 1]]  # its pieces' positions among those asked, ascending
             c_full_time = float(pfull_time[mine].sum())
@@ -951,9 +952,8 @@ def piece_estimates(
             var += sigma**2
             time += c_full_time
             events += int(pfull_events[mine].sum())
-            pieces = asked[mine]
-            piece_factor[pieces] = 1.0 - got / c_full_time
-            compared[pieces] = True
+            piece_factor[mine] = 1.0 - got / c_full_time
+            compared[mine] = True
         if counts["windows"] + counts["unpaired"] == 0:
             continue
         out[key] = PieceEstimate(
@@ -962,8 +962,8 @@ def piece_estimates(
             time_ns=time,
             events=events,
             pieces=cut,
-            compared=compared,
-            factor=piece_factor,
+            compared=asked[compared],
+            factor=piece_factor[compared],
             counts=counts,
         )
     return out
