@@ -24,6 +24,19 @@ static inline int in_ranges(Ranges *m, int64_t r) {
     return m->k < m->n && r >= m->ranges[2 * m->k];
 }
 
+/* The rows [0, n) walked in order in segments on and off the main thread's ``ranges``: MAIN_AT(r)
+ * moves on to the segment of row r, which ends at main_stop, on_main saying whether its rows are the
+ * main thread's. A pass works a segment at a time: a test per row (in_ranges) took a third of it. */
+#define MAIN_INIT                                                                                      \
+    int64_t main_q = 0, main_stop = n_ranges > 0 && ranges[0] < n ? ranges[0] : n;                     \
+    int on_main = 0
+#define MAIN_AT(r)                                                                                     \
+    while ((r) >= main_stop && main_q < 2 * n_ranges) {                                                \
+        main_q++;                                                                                      \
+        on_main = (int)(main_q & 1);                                                                   \
+        main_stop = main_q < 2 * n_ranges && ranges[main_q] < n ? ranges[main_q] : n;                  \
+    }
+
 /* full_row[r] = ts[r] >= from_ts[wi[r]]; row_mode[r] = full_row[r] ? full_mode : light_mode.
  * Mirrors estimate's block loop of np.greater_equal(ref.ts, from_ts[wi]) and the np.where after it. */
 #define FULL_ROWS(T, SUFFIX)                                                                           \
@@ -77,7 +90,6 @@ INSTANCE_SUMS(int64_t, i64)
         double d = (double)(seg_end[r] - ts[r]);                                                       \
         uint8_t full = (FULL);                                                                         \
         int64_t i = (int64_t)op[r] + 1;                                                                \
-        int on_main = in_ranges(&main, r);                                                             \
         dur[r] = d;                                                                                    \
         full_row[r] = full;                                                                            \
         if (i != cur) {                                                                                \
@@ -96,7 +108,7 @@ INSTANCE_SUMS(int64_t, i64)
         const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
         const int64_t *ranges, double *dur, uint8_t *full_row, double *excl, int64_t *events,          \
         int64_t *rows, uint8_t *held) {                                                                \
-        Ranges main = {ranges, n_ranges, 0};                                                           \
+        MAIN_INIT;                                                                                     \
         /* the current instance's sums, held while its rows run (the same additions in the same     \
          * order as into its entries) and written back where another instance's rows begin */        \
         int64_t cur = n > 0 ? (int64_t)op[0] + 1 : 0;                                                  \
@@ -104,13 +116,18 @@ INSTANCE_SUMS(int64_t, i64)
         int64_t ev = 0, k = 0, r = 0, w = 0;                                                           \
         uint8_t h = 0;                                                                                 \
         for (int64_t c = 0; c <= n_changes; c++) { /* the rows of one window, then the next's */      \
-            int64_t stop = c < n_changes ? change_row[c] : n, from = from_ts[w];                       \
-            if (w < n_win && from >= win_ts[w])                                                        \
-                INSTANCE_ROWS(0)                                                                       \
-            else if (w > 0 && from <= win_ts[w - 1])                                                   \
-                INSTANCE_ROWS(1)                                                                       \
-            else                                                                                       \
-                INSTANCE_ROWS(raw_ts[r] >= from)                                                       \
+            int64_t run = c < n_changes ? change_row[c] : n, from = from_ts[w];                        \
+            int none = w < n_win && from >= win_ts[w], all = w > 0 && from <= win_ts[w - 1];           \
+            while (r < run) { /* the window's rows on or off the main thread */                        \
+                MAIN_AT(r);                                                                            \
+                int64_t stop = run < main_stop ? run : main_stop;                                      \
+                if (none)                                                                              \
+                    INSTANCE_ROWS(0)                                                                   \
+                else if (all)                                                                          \
+                    INSTANCE_ROWS(1)                                                                   \
+                else                                                                                   \
+                    INSTANCE_ROWS(raw_ts[r] >= from)                                                   \
+            }                                                                                          \
             if (c < n_changes) w = change_w[c];                                                        \
         }                                                                                              \
         if (n > 0) excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                   \
@@ -122,29 +139,41 @@ INSTANCE_PASS(int64_t, i64)
 /* Over every row in order: where its instance is ``kept`` (indexed by instance + 1), its duration is
  * scaled by what the instance keeps, 1 - cut / excl (of the instance), and the row is listed in
  * ``kept_rows``; then where the row is counted (as in instance_sums), its key's (key[instance + 1])
- * full_time += dur and full_events += coll. Returns the rows listed. Mirrors estimate's
- * ``dur[kept_rows] *= kept`` and its loop of np.add.at(full_time) and np.bincount(full_events). */
+ * full_time += dur and full_events += coll: the current key's sums held while its rows run (the
+ * same additions in the same order), written back where another key's rows begin. Returns the rows
+ * listed. Mirrors estimate's ``dur[kept_rows] *= kept`` and its loop of np.add.at(full_time) and
+ * np.bincount(full_events). */
+#define COUNTED_ROWS                                                                                   \
+    for (; r < main_stop; r++) {                                                                       \
+        int64_t o = (int64_t)op[r];                                                                    \
+        if (kept[o + 1]) {                                                                             \
+            dur[r] *= 1.0 - cut[o] / excl[o];                                                          \
+            kept_rows[n_kept++] = r;                                                                   \
+        }                                                                                              \
+        if (full_row[r] && (o >= 0 || on_main)) {                                                      \
+            int64_t k = key[o + 1];                                                                    \
+            if (k != cur) {                                                                            \
+                if (cur >= 0) full_time[cur] = x, full_events[cur] += ev;                              \
+                cur = k, x = full_time[k], ev = 0;                                                     \
+            }                                                                                          \
+            x += dur[r];                                                                               \
+            ev += coll[r];                                                                             \
+        }                                                                                              \
+    }
 #define COUNTED_SUMS(T, SUFFIX)                                                                        \
     int64_t windows_counted_sums_##SUFFIX(                                                             \
         int64_t n, const T *op, double *dur, const uint8_t *coll, const uint8_t *full_row,             \
         int64_t n_ranges, const int64_t *ranges, const uint8_t *kept, const double *cut,               \
         const double *excl, const int64_t *key, double *full_time, int64_t *full_events,               \
         int64_t *kept_rows) {                                                                          \
-        Ranges main = {ranges, n_ranges, 0};                                                           \
-        int64_t n_kept = 0;                                                                            \
-        for (int64_t r = 0; r < n; r++) {                                                              \
-            int64_t o = (int64_t)op[r];                                                                \
-            int on_main = in_ranges(&main, r);                                                         \
-            if (kept[o + 1]) {                                                                         \
-                dur[r] *= 1.0 - cut[o] / excl[o];                                                      \
-                kept_rows[n_kept++] = r;                                                               \
-            }                                                                                          \
-            if (full_row[r] && (o >= 0 || on_main)) {                                                  \
-                int64_t k = key[o + 1];                                                                \
-                full_time[k] += dur[r];                                                                \
-                full_events[k] += coll[r];                                                             \
-            }                                                                                          \
+        MAIN_INIT;                                                                                     \
+        int64_t n_kept = 0, cur = -1, ev = 0, r = 0;                                                   \
+        double x = 0.0;                                                                                \
+        while (r < n) { /* the rows on or off the main thread */                                       \
+            MAIN_AT(r);                                                                                \
+            COUNTED_ROWS                                                                               \
         }                                                                                              \
+        if (cur >= 0) full_time[cur] = x, full_events[cur] += ev;                                      \
         return n_kept;                                                                                 \
     }
 COUNTED_SUMS(int16_t, i16)
@@ -604,29 +633,31 @@ COLLECTOR_LIVE(int64_t, i64)
  * pass. */
 #define FACTOR_ROW(r)                                                                                  \
     int64_t o = (int64_t)op[r];                                                                        \
-    int on_main = in_ranges(&main, r);                                                                 \
     double f = full_row[r] && (o >= 0 || on_main) ? counted[o + 1] : rest[o + 1]
 #define FACTOR_PASS(T, SUFFIX)                                                                         \
     void windows_factor_pass_##SUFFIX(int64_t n, const T *op, const uint8_t *full_row, int64_t n_ranges, \
                                       const int64_t *ranges, const double *counted, const double *rest,  \
                                       int64_t n_compared, const int64_t *compared, const int64_t *bounds, \
                                       int64_t first, const double *piece_factor, double *out) {          \
-        Ranges main = {ranges, n_ranges, 0};                                                           \
-        int64_t r = 0;                                                                                 \
-        for (int64_t j = 0; j < n_compared; j++) {                                                     \
-            int64_t p = compared[j], start = first + bounds[p], stop = first + bounds[p + 1];          \
-            for (; r < start; r++) {                                                                   \
-                FACTOR_ROW(r);                                                                         \
-                out[r] = f;                                                                            \
-            }                                                                                          \
-            for (; r < stop; r++) {                                                                    \
-                FACTOR_ROW(r);                                                                         \
-                out[r] = full_row[r] ? piece_factor[j] * rest[o + 1] : f;                              \
-            }                                                                                          \
-        }                                                                                              \
-        for (; r < n; r++) {                                                                           \
-            FACTOR_ROW(r);                                                                             \
-            out[r] = f;                                                                                \
+        MAIN_INIT;                                                                                     \
+        int64_t r = 0, j = 0;                                                                          \
+        while (r < n) { /* up to the next compared piece or its end, on or off the main thread */      \
+            MAIN_AT(r);                                                                                \
+            while (j < n_compared && r >= first + bounds[compared[j] + 1]) j++;                        \
+            int64_t start = j < n_compared ? first + bounds[compared[j]] : n;                          \
+            int in_piece = r >= start;                                                                 \
+            int64_t stop = in_piece ? first + bounds[compared[j] + 1] : start;                         \
+            stop = stop < main_stop ? stop : main_stop;                                                \
+            if (!in_piece)                                                                             \
+                for (; r < stop; r++) {                                                                \
+                    FACTOR_ROW(r);                                                                     \
+                    out[r] = f;                                                                        \
+                }                                                                                      \
+            else                                                                                       \
+                for (; r < stop; r++) {                                                                \
+                    FACTOR_ROW(r);                                                                     \
+                    out[r] = full_row[r] ? piece_factor[j] * rest[o + 1] : f;                          \
+                }                                                                                      \
         }                                                                                              \
     }
 FACTOR_PASS(int16_t, i16)
