@@ -24,6 +24,19 @@ static inline int in_ranges(Ranges *m, int64_t r) {
     return m->k < m->n && r >= m->ranges[2 * m->k];
 }
 
+/* The rows [0, n) walked in order in segments on and off the main thread's ``ranges``: MAIN_AT(r)
+ * moves on to the segment of row r, which ends at main_stop, on_main saying whether its rows are the
+ * main thread's. A pass works a segment at a time: a test per row (in_ranges) took a third of it. */
+#define MAIN_INIT                                                                                      \
+    int64_t main_q = 0, main_stop = n_ranges > 0 && ranges[0] < n ? ranges[0] : n;                     \
+    int on_main = 0
+#define MAIN_AT(r)                                                                                     \
+    while ((r) >= main_stop && main_q < 2 * n_ranges) {                                                \
+        main_q++;                                                                                      \
+        on_main = (int)(main_q & 1);                                                                   \
+        main_stop = main_q < 2 * n_ranges && ranges[main_q] < n ? ranges[main_q] : n;                  \
+    }
+
 /* full_row[r] = ts[r] >= from_ts[wi[r]]; row_mode[r] = full_row[r] ? full_mode : light_mode.
  * Mirrors estimate's block loop of np.greater_equal(ref.ts, from_ts[wi]) and the np.where after it. */
 #define FULL_ROWS(T, SUFFIX)                                                                           \
@@ -65,18 +78,37 @@ INSTANCE_SUMS(int64_t, i64)
 /* The estimate's first pass over every row, in row order: dur[r] = seg_end[r] - ts[r] as a double,
  * full_row[r] = raw_ts[r] >= from_ts[w] (w: the row's window, row_window's value, read from the
  * rows where it changes as windows_collector_live reads it), then the sums of windows_instance_sums
- * over them.
+ * over them. A window's rows start at or after its switch (win_ts[w - 1]) and before the next one
+ * (win_ts[w]): where from_ts[w] is past the next switch (a light window's, but the last) none of
+ * them is full, where it is at or before its own switch all of them are, and their raw_ts is not
+ * read (a column of every row).
  * Mirrors Timeline.float_duration, windows_full_rows' full_row and windows_instance_sums one after
  * another (estimate's numpy path: float_duration, _full_rows and _instance_sums); the row modes
  * are full_row's bytes (_row_mode), not a column of their own. */
+#define INSTANCE_ROWS(FULL)                                                                            \
+    for (; r < stop; r++) {                                                                            \
+        double d = (double)(seg_end[r] - ts[r]);                                                       \
+        uint8_t full = (FULL);                                                                         \
+        int64_t i = (int64_t)op[r] + 1;                                                                \
+        dur[r] = d;                                                                                    \
+        full_row[r] = full;                                                                            \
+        if (i != cur) {                                                                                \
+            excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                          \
+            cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                                \
+        }                                                                                              \
+        x += d;                                                                                        \
+        ev += coll[r];                                                                                 \
+        k += 1;                                                                                        \
+        h |= full & (i > 0 || on_main);                                                                \
+    }
 #define INSTANCE_PASS(T, SUFFIX)                                                                       \
     void windows_instance_rows_##SUFFIX(                                                               \
         int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, int64_t n_changes, \
-        const int64_t *change_row, const int64_t *change_w,                                            \
+        const int64_t *change_row, const int64_t *change_w, int64_t n_win, const int64_t *win_ts,      \
         const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
         const int64_t *ranges, double *dur, uint8_t *full_row, double *excl, int64_t *events,          \
         int64_t *rows, uint8_t *held) {                                                                \
-        Ranges main = {ranges, n_ranges, 0};                                                           \
+        MAIN_INIT;                                                                                     \
         /* the current instance's sums, held while its rows run (the same additions in the same     \
          * order as into its entries) and written back where another instance's rows begin */        \
         int64_t cur = n > 0 ? (int64_t)op[0] + 1 : 0;                                                  \
@@ -84,22 +116,17 @@ INSTANCE_SUMS(int64_t, i64)
         int64_t ev = 0, k = 0, r = 0, w = 0;                                                           \
         uint8_t h = 0;                                                                                 \
         for (int64_t c = 0; c <= n_changes; c++) { /* the rows of one window, then the next's */      \
-            int64_t stop = c < n_changes ? change_row[c] : n, from = from_ts[w];                       \
-            for (; r < stop; r++) {                                                                    \
-                double d = (double)(seg_end[r] - ts[r]);                                               \
-                uint8_t full = raw_ts[r] >= from;                                                      \
-                int64_t i = (int64_t)op[r] + 1;                                                        \
-                int on_main = in_ranges(&main, r);                                                     \
-                dur[r] = d;                                                                            \
-                full_row[r] = full;                                                                    \
-                if (i != cur) {                                                                        \
-                    excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                  \
-                    cur = i, x = excl[i], ev = 0, k = 0, h = 0;                                        \
-                }                                                                                      \
-                x += d;                                                                                \
-                ev += coll[r];                                                                         \
-                k += 1;                                                                                \
-                h |= full & (i > 0 || on_main);                                                        \
+            int64_t run = c < n_changes ? change_row[c] : n, from = from_ts[w];                        \
+            int none = w < n_win && from >= win_ts[w], all = w > 0 && from <= win_ts[w - 1];           \
+            while (r < run) { /* the window's rows on or off the main thread */                        \
+                MAIN_AT(r);                                                                            \
+                int64_t stop = run < main_stop ? run : main_stop;                                      \
+                if (none)                                                                              \
+                    INSTANCE_ROWS(0)                                                                   \
+                else if (all)                                                                          \
+                    INSTANCE_ROWS(1)                                                                   \
+                else                                                                                   \
+                    INSTANCE_ROWS(raw_ts[r] >= from)                                                   \
             }                                                                                          \
             if (c < n_changes) w = change_w[c];                                                        \
         }                                                                                              \
@@ -112,29 +139,41 @@ INSTANCE_PASS(int64_t, i64)
 /* Over every row in order: where its instance is ``kept`` (indexed by instance + 1), its duration is
  * scaled by what the instance keeps, 1 - cut / excl (of the instance), and the row is listed in
  * ``kept_rows``; then where the row is counted (as in instance_sums), its key's (key[instance + 1])
- * full_time += dur and full_events += coll. Returns the rows listed. Mirrors estimate's
- * ``dur[kept_rows] *= kept`` and its loop of np.add.at(full_time) and np.bincount(full_events). */
+ * full_time += dur and full_events += coll: the current key's sums held while its rows run (the
+ * same additions in the same order), written back where another key's rows begin. Returns the rows
+ * listed. Mirrors estimate's ``dur[kept_rows] *= kept`` and its loop of np.add.at(full_time) and
+ * np.bincount(full_events). */
+#define COUNTED_ROWS                                                                                   \
+    for (; r < main_stop; r++) {                                                                       \
+        int64_t o = (int64_t)op[r];                                                                    \
+        if (kept[o + 1]) {                                                                             \
+            dur[r] *= 1.0 - cut[o] / excl[o];                                                          \
+            kept_rows[n_kept++] = r;                                                                   \
+        }                                                                                              \
+        if (full_row[r] && (o >= 0 || on_main)) {                                                      \
+            int64_t k = key[o + 1];                                                                    \
+            if (k != cur) {                                                                            \
+                if (cur >= 0) full_time[cur] = x, full_events[cur] += ev;                              \
+                cur = k, x = full_time[k], ev = 0;                                                     \
+            }                                                                                          \
+            x += dur[r];                                                                               \
+            ev += coll[r];                                                                             \
+        }                                                                                              \
+    }
 #define COUNTED_SUMS(T, SUFFIX)                                                                        \
     int64_t windows_counted_sums_##SUFFIX(                                                             \
         int64_t n, const T *op, double *dur, const uint8_t *coll, const uint8_t *full_row,             \
         int64_t n_ranges, const int64_t *ranges, const uint8_t *kept, const double *cut,               \
         const double *excl, const int64_t *key, double *full_time, int64_t *full_events,               \
         int64_t *kept_rows) {                                                                          \
-        Ranges main = {ranges, n_ranges, 0};                                                           \
-        int64_t n_kept = 0;                                                                            \
-        for (int64_t r = 0; r < n; r++) {                                                              \
-            int64_t o = (int64_t)op[r];                                                                \
-            int on_main = in_ranges(&main, r);                                                         \
-            if (kept[o + 1]) {                                                                         \
-                dur[r] *= 1.0 - cut[o] / excl[o];                                                      \
-                kept_rows[n_kept++] = r;                                                               \
-            }                                                                                          \
-            if (full_row[r] && (o >= 0 || on_main)) {                                                  \
-                int64_t k = key[o + 1];                                                                \
-                full_time[k] += dur[r];                                                                \
-                full_events[k] += coll[r];                                                             \
-            }                                                                                          \
+        MAIN_INIT;                                                                                     \
+        int64_t n_kept = 0, cur = -1, ev = 0, r = 0;                                                   \
+        double x = 0.0;                                                                                \
+        while (r < n) { /* the rows on or off the main thread */                                       \
+            MAIN_AT(r);                                                                                \
+            COUNTED_ROWS                                                                               \
         }                                                                                              \
+        if (cur >= 0) full_time[cur] = x, full_events[cur] += ev;                                      \
         return n_kept;                                                                                 \
     }
 COUNTED_SUMS(int16_t, i16)
@@ -203,7 +242,7 @@ void windows_chosen_piece_sums(int64_t n_chosen, const int64_t *chosen, const in
     }
 }
 
-/* factor[r] = piece_factor[p] over the rows of each piece p of ``chosen`` whose row_mode is
+/* factor[r] = piece_factor[j] over the rows of each piece p = chosen[j] whose row_mode is
  * ``full_mode``. Mirrors PieceEstimate.set_factors' loop over groups of pieces. */
 void windows_set_piece_factors(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds,
                                int64_t first, const int8_t *row_mode, int64_t full_mode,
@@ -211,7 +250,7 @@ void windows_set_piece_factors(int64_t n_chosen, const int64_t *chosen, const in
     for (int64_t j = 0; j < n_chosen; j++) {
         int64_t p = chosen[j];
         for (int64_t r = first + bounds[p]; r < first + bounds[p + 1]; r++)
-            if (row_mode[r] == full_mode) factor[r] = piece_factor[p];
+            if (row_mode[r] == full_mode) factor[r] = piece_factor[j];
     }
 }
 
@@ -295,30 +334,61 @@ void windows_group_middles(int64_t n_groups, const int64_t *starts, const int64_
     }
 }
 
-/* Per piece p (its rows: first + bounds[p] to first + bounds[p + 1]), from its first row r and its
- * last one: owner[p] = inst_name[op[r]] (-1 outside every instance); sig[p] = kind * 2^32 + what it
- * names (for a kind in ``named``, the name of instance id[r] where there is one; for a kind in
- * ``category``, id[r]; else 0); start[p] = ts[r]; end[p] = seg_end[last row]. Mirrors pieces()'
- * gathers and _signature's numpy passes over the pieces' first rows. */
+/* Whether sorted a[0..n) holds v. */
+static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && a[lo] == v;
+}
+
+/* Per piece p (its rows: first + bounds[p] to first + bounds[p + 1]) whose owner is one of the
+ * ``n_owners`` (sorted; n_owners < 0: every piece), in order, the j-th of them: index[j] = p;
+ * owner[j] = inst_name[op[r]] of its first row r (-1 outside every instance); sig[j] = the
+ * signature of r, kind * 2^32 + what it names (for a kind in ``named``, the name of instance id[r]
+ * where there is one; for a kind in ``category``, id[r]; else 0); after[j] = the next piece's sig
+ * (-1 for the last piece); start[j] = ts[r]; end[j] = seg_end[its last row]. Writes up to ``cap``
+ * of them, returns how many there are. Mirrors pieces()' gathers, _signature's numpy passes over the
+ * pieces' first rows and the selection of the owners' pieces (of_owners): columns of the pieces
+ * asked only, not of every piece (the analysis's peak of memory is at them). */
+#define PIECE_SIG(r, out)                                                                              \
+    do {                                                                                               \
+        int8_t k_ = kind[r];                                                                           \
+        int64_t i_ = (int64_t)id[r], what_ = 0;                                                        \
+        if (named[(uint8_t)k_] && i_ >= 0 && i_ < n_inst)                                              \
+            what_ = inst_name[i_];                                                                     \
+        else if (category[(uint8_t)k_])                                                                \
+            what_ = i_;                                                                                \
+        out = (int64_t)k_ * ((int64_t)1 << 32) + what_;                                                \
+    } while (0)
 #define PIECE_COLUMNS(T, SUFFIX)                                                                       \
-    void windows_piece_columns_##SUFFIX(                                                               \
+    int64_t windows_piece_columns_##SUFFIX(                                                            \
         int64_t n_pieces, const int64_t *bounds, int64_t first, const T *op, const int8_t *kind,      \
         const T *id, const int64_t *inst_name, int64_t n_inst, const int64_t *ts,                     \
-        const int64_t *seg_end, const uint8_t *named, const uint8_t *category, int64_t *owner,         \
-        int64_t *sig, int64_t *start, int64_t *end) {                                                  \
+        const int64_t *seg_end, const uint8_t *named, const uint8_t *category, int64_t n_owners,       \
+        const int64_t *owners, int64_t cap, int64_t *index, int64_t *owner, int64_t *sig,              \
+        int64_t *after, int64_t *start, int64_t *end) {                                                \
+        int64_t m = 0;                                                                                 \
         for (int64_t p = 0; p < n_pieces; p++) {                                                       \
-            int64_t r = first + bounds[p], o = (int64_t)op[r], i = (int64_t)id[r];                     \
-            int8_t k = kind[r];                                                                        \
-            int64_t what = 0;                                                                          \
-            if (named[(uint8_t)k] && i >= 0 && i < n_inst)                                             \
-                what = inst_name[i];                                                                   \
-            else if (category[(uint8_t)k])                                                             \
-                what = i;                                                                              \
-            owner[p] = o >= 0 ? inst_name[o] : -1;                                                     \
-            sig[p] = (int64_t)k * ((int64_t)1 << 32) + what;                                           \
-            start[p] = ts[r];                                                                          \
-            end[p] = seg_end[first + bounds[p + 1] - 1];                                               \
+            int64_t r = first + bounds[p], o = (int64_t)op[r];                                         \
+            int64_t own = o >= 0 ? inst_name[o] : -1;                                                  \
+            if (n_owners >= 0 && !sorted_has(owners, n_owners, own)) continue;                         \
+            if (m < cap) {                                                                             \
+                int64_t next = first + bounds[p + 1];                                                  \
+                index[m] = p;                                                                          \
+                owner[m] = own;                                                                        \
+                PIECE_SIG(r, sig[m]);                                                                  \
+                if (p + 1 < n_pieces) PIECE_SIG(next, after[m]);                                       \
+                else after[m] = -1;                                                                    \
+                start[m] = ts[r];                                                                      \
+                end[m] = seg_end[next - 1];                                                            \
+            }                                                                                          \
+            m++;                                                                                       \
         }                                                                                              \
+        return m;                                                                                      \
     }
 PIECE_COLUMNS(int16_t, i16)
 PIECE_COLUMNS(int32_t, i32)
@@ -554,30 +624,31 @@ COLLECTOR_LIVE(int32_t, i32)
 COLLECTOR_LIVE(int64_t, i64)
 
 /* The estimate's factors in one pass over every row: out[r] = counted[op[r] + 1] where the row is
- * counted (as in instance_sums), else rest[op[r] + 1]; on the main thread's rows of each piece p
- * (its rows: first + bounds[p] to first + bounds[p + 1]) with compared[p], where full_row is set,
- * piece_factor[p] * rest[op[r] + 1] instead. With counted = per_inst * keep and rest = keep (per
- * instance + 1; 1 where it keeps all its time: x * 1 is x), these are _counted_factor's factors,
- * then PieceEstimate.set_factors' of each estimate, then ``factor[kept_rows] *= kept``, one after
- * another. The pieces' rows are walked a piece at a time: a test per row cost more than the pass. */
+ * counted (as in instance_sums), else rest[op[r] + 1]; on the main thread's rows of each piece
+ * p = compared[j] (ascending; its rows: first + bounds[p] to first + bounds[p + 1]), where full_row
+ * is set, piece_factor[j] * rest[op[r] + 1] instead. With counted = per_inst * keep and rest = keep
+ * (per instance + 1; 1 where it keeps all its time: x * 1 is x), these are _counted_factor's
+ * factors, then PieceEstimate.set_factors' of each estimate, then ``factor[kept_rows] *= kept``, one
+ * after another. The rows are walked a compared piece at a time: a test per row cost more than the
+ * pass. */
 #define FACTOR_ROW(r)                                                                                  \
     int64_t o = (int64_t)op[r];                                                                        \
-    int on_main = in_ranges(&main, r);                                                                 \
     double f = full_row[r] && (o >= 0 || on_main) ? counted[o + 1] : rest[o + 1]
 #define FACTOR_PASS(T, SUFFIX)                                                                         \
     void windows_factor_pass_##SUFFIX(int64_t n, const T *op, const uint8_t *full_row, int64_t n_ranges, \
                                       const int64_t *ranges, const double *counted, const double *rest,  \
-                                      int64_t n_pieces, const int64_t *bounds, int64_t first,           \
-                                      const uint8_t *compared, const double *piece_factor, double *out) { \
-        Ranges main = {ranges, n_ranges, 0};                                                           \
-        int64_t end = first + bounds[n_pieces], r = 0; /* the pieces' rows: first to end */           \
-        for (; r < first; r++) {                                                                       \
-            FACTOR_ROW(r);                                                                             \
-            out[r] = f;                                                                                \
-        }                                                                                              \
-        for (int64_t p = 0; p < n_pieces; p++) {                                                       \
-            int64_t stop = first + bounds[p + 1];                                                      \
-            if (!compared[p])                                                                          \
+                                      int64_t n_compared, const int64_t *compared, const int64_t *bounds, \
+                                      int64_t first, const double *piece_factor, double *out) {          \
+        MAIN_INIT;                                                                                     \
+        int64_t r = 0, j = 0;                                                                          \
+        while (r < n) { /* up to the next compared piece or its end, on or off the main thread */      \
+            MAIN_AT(r);                                                                                \
+            while (j < n_compared && r >= first + bounds[compared[j] + 1]) j++;                        \
+            int64_t start = j < n_compared ? first + bounds[compared[j]] : n;                          \
+            int in_piece = r >= start;                                                                 \
+            int64_t stop = in_piece ? first + bounds[compared[j] + 1] : start;                         \
+            stop = stop < main_stop ? stop : main_stop;                                                \
+            if (!in_piece)                                                                             \
                 for (; r < stop; r++) {                                                                \
                     FACTOR_ROW(r);                                                                     \
                     out[r] = f;                                                                        \
@@ -585,12 +656,8 @@ COLLECTOR_LIVE(int64_t, i64)
             else                                                                                       \
                 for (; r < stop; r++) {                                                                \
                     FACTOR_ROW(r);                                                                     \
-                    out[r] = full_row[r] ? piece_factor[p] * rest[o + 1] : f;                          \
+                    out[r] = full_row[r] ? piece_factor[j] * rest[o + 1] : f;                          \
                 }                                                                                      \
-        }                                                                                              \
-        for (r = end > r ? end : r; r < n; r++) {                                                      \
-            FACTOR_ROW(r);                                                                             \
-            out[r] = f;                                                                                \
         }                                                                                              \
     }
 FACTOR_PASS(int16_t, i16)

@@ -21,7 +21,7 @@ anchors it starts and ends at; pieces of one class are alike, as an operation's 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -51,14 +51,15 @@ FULL_ONLY_CATEGORIES = (categories.BACKEND, categories.CUDA_API)
 
 @dataclasses.dataclass
 class Pieces:
-    """The main thread's pieces, in time order."""
+    """The main thread's pieces, in time order; the columns of those of some owners (``index``)."""
 
     n_rows: int  # the timeline's rows
     main: slice  # the main thread's rows (one block: the timeline's rows are grouped by thread)
     bounds: np.ndarray  # per piece, where its rows begin in ``main``, then ``len(main)``
-    owner: np.ndarray  # per piece: operation name id, -1 unannotated
-    klass: np.ndarray  # per piece: dense class id (owner and the anchors at both ends)
-    start_ns: np.ndarray  # per piece: start on the raw clock (where the switches were made)
+    index: np.ndarray  # the pieces (ascending) the columns below are of: all, or those of some owners
+    owner: np.ndarray  # per piece of ``index``: operation name id, -1 unannotated
+    klass: np.ndarray  # per piece of ``index``: dense class id (owner and the anchors at both ends)
+    start_ns: np.ndarray  # per piece of ``index``: start on the raw clock (where the switches were made)
     end_ns: np.ndarray
 
     def rows_of(self, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +93,7 @@ class Pieces:
         what setting their rows' factors reads (windows.PieceEstimate). The columns, a few MB each,
         are not then held through the estimate's factors, the analysis's peak of memory."""
         empty = np.zeros(0, np.int64)
-        return Pieces(self.n_rows, self.main, self.bounds, empty, empty, empty, empty)
+        return Pieces(self.n_rows, self.main, self.bounds, empty, empty, empty, empty, empty)
 
     @property
     def row(self) -> np.ndarray:
@@ -134,32 +135,48 @@ def _piece_bounds(kind: np.ndarray, ids: np.ndarray) -> np.ndarray:
     args = (len(kind), kind, ids, anchor, category, len(full_only), full_only)
     # room for a piece in _ROWS_PER_PIECE rows (a PPO run's main thread has one in eleven): an array
     # from the heap's pages, not one of every row's size from fresh ones (the estimate's peak of memory
-    # is here); where they are more, a second pass writes them all
+    # is here); where they are more, a second pass writes them all. The room left over goes back to
+    # the heap (a realloc in place, no copy): the bounds are held through the factors
     cap = len(kind) // _ROWS_PER_PIECE + 16
     out = np.empty(cap + 1, np.int64)
     m = fn(*args, cap, out)
     if m > cap:
         out = np.empty(m + 1, np.int64)
         fn(*args, m, out)
+    out.resize(m + 1, refcheck=False)
     out[m] = len(kind)
-    return out[: m + 1]
+    return out
 
 
 _ROWS_PER_PIECE = 8  # _piece_bounds' first room: a piece in this many rows
 
 
-def pieces(tl: Timeline, raw: Timeline) -> Pieces:
+def pieces(tl: Timeline, raw: Timeline, owners: Sequence[int] | None = None) -> Pieces:
     """Cut the main thread's rows of ``tl`` into pieces; ``raw``: the same rows before correction,
-    whose clock the window switches were made on."""
+    whose clock the window switches were made on. ``owners``: the operations (-1: the unannotated
+    time) whose pieces' columns are made, their classes numbered among them alone (in the same order
+    as among all); None: every piece's. The window estimate asks a few, whose pieces are a quarter
+    of them in a PPO run: columns of every piece were the analysis's peak of memory."""
     n = len(tl.ts)
     main = tl.main_rows()
     if main.stop == main.start:
         empty = np.zeros(0, np.int64)
-        return Pieces(n, main, np.zeros(1, np.int64), empty, empty, empty, empty)
+        return Pieces(n, main, np.zeros(1, np.int64), empty, empty, empty, empty, empty)
     bounds = _piece_bounds(tl.kind[main], tl.id[main])
-    owner, sig, start_ns, end_ns = _piece_columns(tl, raw, main, bounds)
-    after = np.r_[sig[1:], -1]  # the anchor that ends the piece (-1: the thread's end)
-    return Pieces(n, main, bounds, owner, _classes(owner, sig, after), start_ns, end_ns)
+    index, owner, sig, after, start_ns, end_ns = _piece_columns(tl, raw, main, bounds, owners)
+    klass = _classes(owner, sig, after)
+    return Pieces(n, main, bounds, index, owner, klass, start_ns, end_ns)
+
+
+def of_owners(owner: np.ndarray, keys: Sequence[int]) -> np.ndarray:
+    """The pieces (ascending) whose ``owner`` is one of ``keys``: a comparison per key where they are
+    few (np.isin of one key took five times as long), else np.isin."""
+    if len(keys) > 8:
+        return np.flatnonzero(np.isin(owner, keys))
+    sel = np.zeros(len(owner), bool)
+    for k in keys:
+        sel |= owner == k
+    return np.flatnonzero(sel)
 
 
 _FIRST_SLOTS = 1 << 12  # the first hash table of _classes: room for 2,048 distinct triples
@@ -192,24 +209,34 @@ def _classes(owner: np.ndarray, sig: np.ndarray, after: np.ndarray) -> np.ndarra
 
 
 def _piece_columns(
-    tl: Timeline, raw: Timeline, main: slice, bounds: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per piece (``bounds`` in the ``main`` rows): (owner, :func:`_signature` of its first row, its
-    start and end on ``raw``'s clock); in C in one pass over the pieces where the op and id columns
-    are of one type, as they are once narrowed."""
+    tl: Timeline, raw: Timeline, main: slice, bounds: np.ndarray, owners: Sequence[int] | None
+) -> tuple[np.ndarray, ...]:
+    """Of the pieces (``bounds`` in the ``main`` rows) whose owner is one of ``owners`` (None: all):
+    (those pieces, ascending; their owner, :func:`_signature` of their first row and of the next
+    piece's (-1 after the last piece: the anchor that ends it), their start and end on ``raw``'s
+    clock). In C in one pass over the pieces to count them and one to write their entries (no
+    column of every piece), where the op and id columns are of one type, as they are once narrowed."""
     n = len(bounds) - 1
     types = (native.N, native.I64, native.N, None, native.I8, None, native.I64, native.N, native.I64)
-    types += (native.I64, native.U8, native.U8, *[native.I64] * 4)
-    fn = native.typed("windows_piece_columns", [tl.op.dtype], *types)
+    types += (native.I64, native.U8, native.U8, native.N, native.I64, native.N, *[native.I64] * 6)
+    fn = native.typed("windows_piece_columns", [tl.op.dtype], *types, restype=native.N)
     ok = tl.op.dtype == tl.id.dtype and tl.kind.dtype == np.int8 and tl.inst_name.dtype == np.int64
     if fn is None or not ok:
         first, last = main.start + bounds[:-1], main.start + bounds[1:] - 1
         names = np.append(tl.inst_name, -1)
-        return names[tl.op[first]], _signature(tl, first), raw.ts[first], raw.seg_end[last]
+        owner, sig = names[tl.op[first]], _signature(tl, first)
+        after = np.r_[sig[1:], -1]
+        index = np.arange(n) if owners is None else of_owners(owner, owners)
+        columns = (owner, sig, after, raw.ts[first], raw.seg_end[last])
+        return (index, *(c[index] for c in columns))
     named, category = np.zeros(256, np.uint8), np.zeros(256, np.uint8)
     named[[S.OP_BEGIN, S.OP_END, S.PHASE_BEGIN, S.PHASE_END]] = 1
     category[[S.CAT_BEGIN, S.CAT_END]] = 1
-    owner, sig, start, end = (np.empty(n, np.int64) for _ in range(4))
+    keys = np.unique(np.asarray(owners if owners is not None else [], np.int64))
+    n_keys = len(keys) if owners is not None else -1
     args = (tl.op, tl.kind, tl.id, tl.inst_name, len(tl.inst_name), raw.ts, raw.seg_end, named, category)
-    fn(n, bounds, main.start, *args, owner, sig, start, end)
-    return owner, sig, start, end
+    args += (n_keys, keys)
+    m = n if owners is None else fn(n, bounds, main.start, *args, 0, *[np.zeros(0, np.int64)] * 6)
+    out = tuple(np.empty(m, np.int64) for _ in range(6))
+    fn(n, bounds, main.start, *args, m, *out)
+    return out

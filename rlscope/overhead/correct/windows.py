@@ -492,11 +492,21 @@ def estimate(
     cost_sigma = math.sqrt(var) / den if den > 0 else math.sqrt(var_u) / den_u if den_u > 0 else 0.0
     notes: list[str] = []
     pending = [k for k, e in per_op.items() if "factor" not in e and e["full_events"] > 0]
+    # operations never seen in a full window: their categories and GPU work were never recorded
+    inst_full = mode == S.WINDOW_FULL
+    seen_full = set(np.unique(name[inst_full]).tolist()) | set(per_op)
+    ids, counts = np.unique(name, return_counts=True)
+    light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
+    # the instances' columns read no further: let go before the pieces' and the factors' columns (the
+    # analysis's peak of memory is at them)
+    del inst, b_ts, e_ts, whole, mode, group, ok, excl, events, held, inst_rows, inst_key, kept_inst, cut
     clock = raw if raw is not None else tl  # (``ref`` is a light reference by now)
-    by_pieces = piece_estimates(
-        tl, clock, win_ts, win_mode, live, dur, coll, full_row, pending, min_instances
-    )
-    del coll  # columns of every row, read no further: not alive beside the factors'
+    # the pieces of the operations pending and their sums, then the collector rows (a column of every
+    # row) let go: not alive beside the rest of the pieces' work and the factors'
+    sums = _asked_pieces(tl, clock, dur, coll, full_row, pending)
+    del coll
+    by_pieces = piece_estimates(sums, win_ts, win_mode, live, pending, min_instances)
+    del sums
     if counted is not None:  # (the factors read ``counted`` then, else ``full_row``)
         full_row = np.zeros(0, bool)
     overrides: list[PieceEstimate] = []  # whose rows' factors its pieces set
@@ -557,10 +567,6 @@ def estimate(
             e["removed_ns"] += cut
             e["after_switch_removed_ns"] = cut
             e["sigma_ns"] = float(np.hypot(e["sigma_ns"], sigma))
-    # operations never seen in a full window: their categories and GPU work were never recorded
-    seen_full = set(np.unique(name[mode == S.WINDOW_FULL]).tolist()) | set(per_op)
-    ids, counts = np.unique(name, return_counts=True)
-    light_only = {k: c for k, c in zip(ids.tolist(), counts.tolist(), strict=True) if k not in seen_full}
     return WindowEstimate(
         light_only=light_only,
         switches=max(len(win_ts) - 1, 0),
@@ -571,7 +577,7 @@ def estimate(
         notes=sorted(set(notes)),
         inst_name=name,
         inst_phase=inst_phase,
-        inst_full=mode == S.WINDOW_FULL,
+        inst_full=inst_full,
         begins=begins,
         window_idx=win_idx,
     )
@@ -598,13 +604,15 @@ def _instance_pass(
     """(durations, full rows, row modes (:func:`_row_mode`), then :func:`_instance_sums`' four) in C
     in one pass over the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw``'s ts, each row's
     window read from its :func:`window_changes`) and :func:`_instance_sums` at once, each column read
-    once. None where the numpy loops run or the columns are of other types: those three are then
+    once, ``raw``'s ts only in the windows where some rows are full and some not (from_ts within
+    them). None where the numpy loops run or the columns are of other types: those three are then
     made one after another."""
-    if any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw.ts, from_ts)):
+    win_ts = window_rows(raw)[0]
+    if any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw.ts, from_ts, win_ts)):
         return None
-    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.I64)
-    types += (None, native.BOOL, native.N, native.I64, native.F64, native.BOOL, native.F64, native.I64)
-    types += (native.I64, native.BOOL)
+    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.N)
+    types += (native.I64, native.I64, None, native.BOOL, native.N, native.I64, native.F64, native.BOOL)
+    types += (native.F64, native.I64, native.I64, native.BOOL)
     fn = native.typed("windows_instance_rows", [tl.op.dtype], *types)
     if fn is None:
         return None
@@ -613,8 +621,8 @@ def _instance_pass(
     excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
     at, ws = window_changes(raw)
     fn(
-        n, tl.ts, tl.seg_end, raw.ts, len(at), at, ws, from_ts, tl.op, coll, len(main) // 2, main,
-        dur, full_row, excl, events, rows, held,
+        n, tl.ts, tl.seg_end, raw.ts, len(at), at, ws, len(win_ts), win_ts, from_ts, tl.op, coll,
+        len(main) // 2, main, dur, full_row, excl, events, rows, held,
     )  # fmt: skip
     return dur, full_row, _row_mode(full_row), excl, events, held, rows
 
@@ -774,25 +782,25 @@ def _factor_pass(
     (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
     numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
     then made one after another. The first of ``overrides`` takes the others' compared pieces and
-    their factors into its own columns (the estimates are read no further)."""
+    their factors (the estimates' compared pieces, of one Pieces) are merged in their order."""
     types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
-    types += (native.I64, native.N, native.BOOL, native.F64, native.F64)
+    types += (native.I64, native.I64, native.N, native.F64, native.F64)
     fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
     if counted is not None or fn is None or len(keys) == 0:
         return None
     per_inst = np.array(per_key)[np.minimum(np.searchsorted(keys, key_name), len(keys) - 1)]
     # the pieces of every estimate (one Pieces for all of them; an estimate's compared pieces are of
-    # its own operation's classes, never another's, and 1 in its factors where not compared): the
-    # others' written into the first's columns (estimate's own, read no further), no new ones
-    compared, piece_factor, bounds, first = np.zeros(0, bool), np.zeros(0), np.zeros(1, np.int64), 0
+    # its own operation's classes, never another's): merged in their order
+    compared, piece_factor, bounds, first = np.zeros(0, np.int64), np.zeros(0), np.zeros(1, np.int64), 0
     if overrides:
+        compared = np.concatenate([est.compared for est in overrides]).astype(np.int64, copy=False)
+        piece_factor = np.concatenate([est.factor for est in overrides])
+        if len(overrides) > 1:
+            order = np.argsort(compared, kind="stable")
+            compared, piece_factor = compared[order], piece_factor[order]
         pc = overrides[0].pieces
-        compared, piece_factor = overrides[0].compared, overrides[0].factor
-        for est in overrides[1:]:
-            piece_factor[est.compared] = est.factor[est.compared]
-            compared |= est.compared
         bounds, first = pc.bounds, pc.main.start
-    args = (per_inst * keep_inst, keep_inst, len(compared), bounds, first, compared, piece_factor, out)
+    args = (per_inst * keep_inst, keep_inst, len(compared), compared, bounds, first, piece_factor, out)
     fn(len(out), tl.op, full_row, len(main) // 2, main, *args)
     return out
 
@@ -806,24 +814,26 @@ class PieceEstimate:
     time_ns: float  # full-window time of the classes compared
     events: int  # their collector events in full windows
     pieces: P.Pieces  # the main thread's pieces, the same for every operation's estimate (their rows)
-    compared: np.ndarray  # per piece: of a class compared
-    factor: np.ndarray  # per piece: its class's factor (1 where not compared)
+    compared: np.ndarray  # the pieces (ascending) of its classes compared: a few of every piece
+    factor: np.ndarray  # per piece of ``compared``: its class's factor
     counts: dict[str, int]  # classes by how they were compared
 
     def set_factors(self, factor: np.ndarray, row_mode: np.ndarray) -> None:
         """Set ``factor`` (per timeline row) of the full-window rows (``row_mode``) of the pieces
         compared, a group of pieces at a time (:meth:`Pieces.groups`): no column of their rows."""
-        chosen = np.flatnonzero(self.compared)
+        chosen = np.ascontiguousarray(self.compared, np.int64)
         types = (native.N, native.I64, native.I64, native.N, native.I8, native.N, native.F64, native.F64)
         fn = native.function("windows_set_piece_factors", *types)
         if fn is not None and row_mode.dtype == np.int8:
             pc = self.pieces
             fn(len(chosen), chosen, pc.bounds, pc.main.start, row_mode, S.WINDOW_FULL, self.factor, factor)
             return
+        at = 0  # where the group's pieces are among ``compared``
         for group in self.pieces.groups(chosen):
             rows, piece = self.pieces.rows_of(group)
             on = row_mode[rows] == S.WINDOW_FULL
-            factor[rows[on]] = self.factor[piece[on]]
+            factor[rows[on]] = self.factor[at + np.searchsorted(group, piece[on])]
+            at += len(group)
 
 
 def _piece_sums(
@@ -857,70 +867,67 @@ def _piece_sums(
     return ptime, pfull_time, pfull_events
 
 
-_NO_OWNER = np.iinfo(np.int64).min  # piece_estimates' owner of a class of no operation asked
-
-
-def _of_owners(owner: np.ndarray, keys: list[int]) -> np.ndarray:
-    """The pieces (ascending) whose ``owner`` is one of ``keys``: a comparison per key where they are
-    few (np.isin of one key took five times as long), else np.isin."""
-    if len(keys) > 8:
-        return np.flatnonzero(np.isin(owner, keys))
-    sel = np.zeros(len(owner), bool)
-    for k in keys:
-        sel |= owner == k
-    return np.flatnonzero(sel)
-
-
-def piece_estimates(
+def _asked_pieces(
     tl: Timeline,
     raw: Timeline,
-    win_ts: np.ndarray,
-    win_mode: np.ndarray,
-    live: np.ndarray,
     dur: np.ndarray,
     coll: np.ndarray,
     full_row: np.ndarray,
     keys: list[int],
+) -> tuple[P.Pieces, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(the main thread's pieces, the columns of those of the operations ``keys`` only; their
+    :func:`_piece_sums`), what :func:`piece_estimates` compares; None where no key is asked or the
+    main thread has no rows. The unannotated time's pieces are a quarter of them, a third of the
+    main thread's rows, in a PPO run."""
+    if not keys:
+        return None
+    pc = P.pieces(tl, raw, keys)
+    if pc.main.stop == pc.main.start:
+        return None
+    return (pc, *_piece_sums(pc, pc.index, dur, coll, full_row))
+
+
+def piece_estimates(
+    asked_pieces: tuple[P.Pieces, np.ndarray, np.ndarray, np.ndarray] | None,
+    win_ts: np.ndarray,
+    win_mode: np.ndarray,
+    live: np.ndarray,
+    keys: list[int],
     min_instances: int = MIN_INSTANCES,
 ) -> dict[int, PieceEstimate]:
     """Per operation name in ``keys`` (-1: unannotated) with at least one class of main-thread pieces
-    compared in both kinds of window: what they remove (docs/overhead.md, "Pieces").
+    compared in both kinds of window: what they remove (docs/overhead.md, "Pieces"). ``asked_pieces``:
+    their pieces and sums (:func:`_asked_pieces`).
 
     Each class is compared as an operation's instances are: its full windows' median over their
     light neighbours' (``windows``), else its full-window median over its light one across the run
     (``unpaired``, its first piece left out as a cold one).
     """
-    if not keys:
+    if asked_pieces is None:
         return {}
-    pc = P.pieces(tl, raw)
-    if pc.main.stop == pc.main.start:
-        return {}
-    npc = len(pc)
-    # only the pieces of the operations asked (the unannotated time's: a quarter of the pieces, a
-    # third of the main thread's rows in a PPO run): their sums, places and classes, an entry each,
-    # read below by their positions among them
-    asked = _of_owners(pc.owner, keys)
-    ptime, pfull_time, pfull_events = _piece_sums(pc, asked, dur, coll, full_row)
-    start_ns = pc.start_ns[asked]
-    whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns[asked])
+    # the pieces' sums, places and classes, an entry each, read below by their positions among them
+    pc, ptime, pfull_time, pfull_events = asked_pieces
+    asked = pc.index
+    start_ns = pc.start_ns
+    whole, mode, group = _placed(win_ts, win_mode, live, start_ns, pc.end_ns)
     is_full = mode == S.WINDOW_FULL
     # each class's pieces in order, from one sort of the pieces asked (a radix sort of 16-bit ids
     # where they fit): a comparison over every piece per class was most of the loop below; a class
-    # has one owner (the classes of no owner asked: none, whose pieces are not sorted)
+    # has one owner
     n_class = int(pc.klass.max(initial=-1)) + 1
-    klass = pc.klass[asked]
+    klass = pc.klass
     by_class = np.argsort(klass.astype(np.int16) if n_class < _I16 else klass, kind="stable")
     edges = np.r_[0, np.cumsum(np.bincount(klass, minlength=n_class))]
-    class_owner = np.full(n_class, _NO_OWNER, pc.owner.dtype)
-    class_owner[klass] = pc.owner[asked]
+    class_owner = np.empty(n_class, pc.owner.dtype)
+    class_owner[klass] = pc.owner
     out: dict[int, PieceEstimate] = {}
     cut = pc.rows_only()  # what the estimates keep of the pieces
     for key in keys:
         removed = var = time = 0.0
         events = 0
         counts = {"windows": 0, "unpaired": 0, "not compared": 0}
-        piece_factor = np.ones(npc)
-        compared = np.zeros(npc, bool)
+        piece_factor = np.ones(len(asked))  # per piece asked, then of those compared
+        compared = np.zeros(len(asked), bool)
         for c in np.flatnonzero(class_owner == key).tolist():
             mine = by_class[edges[c] : edges[c + 1]]  # its pieces' positions among those asked, ascending
             c_full_time = float(pfull_time[mine].sum())
@@ -945,9 +952,8 @@ def piece_estimates(
             var += sigma**2
             time += c_full_time
             events += int(pfull_events[mine].sum())
-            pieces = asked[mine]
-            piece_factor[pieces] = 1.0 - got / c_full_time
-            compared[pieces] = True
+            piece_factor[mine] = 1.0 - got / c_full_time
+            compared[mine] = True
         if counts["windows"] + counts["unpaired"] == 0:
             continue
         out[key] = PieceEstimate(
@@ -956,8 +962,8 @@ def piece_estimates(
             time_ns=time,
             events=events,
             pieces=cut,
-            compared=compared,
-            factor=piece_factor,
+            compared=asked[compared],
+            factor=piece_factor[compared],
             counts=counts,
         )
     return out
