@@ -9,10 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from rlscope import categories
 from rlscope.analysis import intervals, native
 from rlscope.analysis.intervals import _depth
+from rlscope.analysis.overlap import merge_adjacent
 from rlscope.trace import schema as S
 from tests.test_native_breakdown import timeline
+from tests.timelines import stretched
 
 
 def _walk(ident: np.ndarray, parent: np.ndarray) -> list[int]:
@@ -122,3 +125,22 @@ def test_instances_c_loop_and_numpy_agree(monkeypatch, case, begin_kind):
     assert c["parent"].tolist() == parent and c["start"].tolist() == tl.ts[rows].tolist()
     assert c["end"].tolist() == tl.inst_end[tl.id[rows]].tolist()
     assert c["thread"].tolist() == tl.thread[rows].tolist()
+
+
+@pytest.mark.parametrize("case", list(INSTANCE_CASES))
+def test_cpu_segments_read_off_the_times(case):
+    """The CPU table's segments (intervals._cpu_segments) read their ends off the rows' times, no
+    column of every row's made: the same as joined from that column, a thread's last row (of any
+    length, some of none or below) ending at its thread's end."""
+    tl = timeline(np.random.default_rng(len(case) + 40), **INSTANCE_CASES[case])
+    for timeline_ in (tl, stretched(tl, -1)):
+        timeline_.memo.pop("seg_end", None)
+        got = intervals._cpu_segments(timeline_)
+        assert "seg_end" not in timeline_.memo
+        ts, seg_end = timeline_.ts, timeline_.seg_end
+        keep = np.flatnonzero((timeline_.cat != categories.PYTHON) & (seg_end > ts))
+        start, end, (th, cat) = merge_adjacent(
+            ts[keep], seg_end[keep], timeline_.thread_idx[keep], timeline_.cat[keep]
+        )
+        want = (timeline_.threads[th], cat, start, end)
+        assert all(a.dtype == b.dtype and a.tobytes() == b.tobytes() for a, b in zip(got, want, strict=True))

@@ -163,8 +163,8 @@ def test_instance_sums_of_the_operations_categories_alone(monkeypatch: pytest.Mo
 
 
 def test_counted_sums_where_no_row_has_time(both) -> None:
-    tl = timeline(np.random.default_rng(1))
-    tl.seg_end[:] = tl.ts
+    tl = stretched(timeline(np.random.default_rng(1)), -(2**40))  # every segment 0 ns long
+    assert not (tl.seg_end - tl.ts).any()
     ref, got = both(counted, tl)
     assert ref == got and not np.frombuffer(got[0]).any()
 
@@ -315,6 +315,17 @@ def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == ["one", "one"]
     assert corrected.sums.tobytes() == single(other, groups, full).sums.tobytes()
     assert raw.sums.tobytes() == together[0].sums.tobytes() != corrected.sums.tobytes()
+    # the retimed rows on other threads (one): their segments end at other rows, read in their own pass
+    one = np.zeros_like(fixed.thread_idx)
+    moved = dataclasses.replace(
+        fixed, thread_idx=one, threads=fixed.threads[:1], thread_end=fixed.thread_end[-1:]
+    )
+    calls.clear()
+    raw, corrected = breakdown._counted_pair(tl, moved, groups, full)
+    assert calls == ["one", "one"]
+    assert (
+        corrected.sums.tobytes() == single(moved, groups, full).sums.tobytes() != together[1].sums.tobytes()
+    )
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -441,16 +452,54 @@ def test_merged_segments_split_at_a_thread_s_end(both) -> None:
     its own: segments join on one thread only."""
     tl = timeline(np.random.default_rng(4), rows=400, threads=2, run=10)
     first = int(tl.thread_starts()[1])
-    tl.seg_end[first - 1] = tl.ts[first - 1] + 7
-    shift = tl.seg_end[first - 1] - tl.ts[first]
-    tl.ts[first:] += shift
-    tl.seg_end[first:] += shift
+    ts, seg_end = tl.ts.copy(), tl.seg_end.copy()
+    seg_end[first - 1] = ts[first - 1] + 7
+    shift = seg_end[first - 1] - ts[first]
+    ts[first:] += shift
+    seg_end[first:] += shift
+    tl = tl.retimed(ts, seg_end)
     tl.op[first - 1 : first + 1], tl.phase[first - 1 : first + 1] = 0, -1
     tl.inst_name[0] = 1
     pairs = np.ones(len(breakdown.row_groups(tl).pair_ph), bool)
     ref, got = both(merged, tl, pairs)
     assert ref == got
     assert tl.ts[first] in np.frombuffer(got[0][1], np.int64)
+
+
+def test_a_thread_s_last_row_ends_at_the_thread_s_end(both) -> None:
+    """A thread's last row's segment ends at its thread's end, not where the next thread's first row
+    starts: each thread's rows at one time, the next thread's later, and only the second thread's last
+    row of any time (the pairs, threads and segments count it alone)."""
+    tl = timeline(np.random.default_rng(6), rows=300, threads=3, run=10)
+    starts, last = tl.thread_starts(), tl.thread_last()
+    ts = np.repeat(10**9 + 1000 * np.arange(len(last), dtype=np.int64), np.diff(starts))
+    seg_end = ts.copy()
+    seg_end[last[1]] += 5
+    tl = tl.retimed(ts, seg_end)
+    pairs = np.ones(len(breakdown.row_groups(tl).pair_ph), bool)
+    ref, got = both(merged, tl, pairs)
+    assert ref == got
+    assert np.frombuffer(got[1], np.int64).sum() == 1 and len(got[0][0]) == 8  # one pair, one segment
+    ref, got = both(counted, tl)
+    assert ref == got and np.frombuffer(got[0]).sum() == 5
+
+
+def test_times_not_in_one_block_run_numpy_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeline whose times are not one block of int64 (the C loops read them as one) runs numpy's
+    loops, with the same sums."""
+    if native.library() is None:
+        pytest.skip(f"no C loops here: {native.unavailable()}")
+    monkeypatch.setenv(native.ENV, "1")
+    tl = timeline(np.random.default_rng(3))
+    strided = tl.retimed(np.repeat(tl.ts, 2)[::2], thread_end=tl.thread_end)
+    assert not strided.ts.flags.c_contiguous
+    groups = breakdown.row_groups(tl)
+    assert breakdown._row_loop(strided, "breakdown_counted_sums") is None
+    assert breakdown._counted_sums(strided, groups, np.ones(len(tl.ts))).full is None  # numpy's
+    assert counted(strided) == counted(tl)
+    a, b = breakdown._counted_pair(tl, strided, groups, None)
+    c, d = breakdown._counted_pair(tl, tl, groups, None)
+    assert (a.sums.tobytes(), b.sums.tobytes()) == (c.sums.tobytes(), d.sums.tobytes())
 
 
 NOISE_CASES = {

@@ -175,7 +175,7 @@ def test_merge_is_numpy_s(monkeypatch, seed):
         table = T._merged_native(col, order, sources, ts_min, end_ns, kinds)
         if table is not None:
             _same(table, T._merged_native(col, order, sources, ts_min, end_ns, kinds, None, False, True))
-        assert out["seg_end"].tolist() == T._seg_end(out["ts_ns"], starts, end_ns).tolist()
+        assert "seg_end" not in out  # a segment ends where the next row on its thread starts
         assert out["thread_idx"].tolist() == T._thread_index(len(out["ts_ns"]), starts).tolist()
         assert out["kind_rows"].tolist() == np.flatnonzero(kinds[out["kind"].view(np.uint8)]).tolist()
 
@@ -667,13 +667,16 @@ def test_rows_of_kinds_is_numpy_s(monkeypatch, n, which):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 1000])
 @pytest.mark.parametrize("threads", [1, 2, 50])
-def test_seg_end_is_numpy_s(monkeypatch, n, threads):
+def test_thread_end_is_the_last_rows_end(n, threads):
+    """Each thread's end: at its last row, the later of the data's end and the row's time."""
     rng = np.random.default_rng(n * threads)
     first = _first(rng, n, threads)
     ts = np.sort(rng.integers(0, 1000, n))
+    last = np.append(np.flatnonzero(first)[1:], n) - 1
     for end_ns in (-1, 500, 2000):  # the end before, among and after the rows' times
-        got, want = _both(monkeypatch, T._seg_end, ts, np.flatnonzero(first), end_ns)
-        _same(got, want)
+        got = T._thread_end(ts, np.flatnonzero(first), end_ns)
+        assert got.dtype == np.int64
+        assert got.tolist() == [max(int(ts[i]), end_ns) for i in last]
 
 
 @pytest.mark.parametrize("seed", range(4))

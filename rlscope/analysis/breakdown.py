@@ -564,20 +564,25 @@ class CountedSums:
 
 def _row_loop(tl: Timeline, name: str, *argtypes: Any, restype: Any = None) -> Callable[..., Any] | None:
     """The C loop ``name`` over ``tl``'s rows (rlscope/analysis/native/breakdown.c), taking
-    :func:`_row_args` then ``argtypes``; None where numpy's loop runs: no library, or times of
-    another type than the int64 the C reads."""
-    if tl.ts.dtype != np.int64 or tl.seg_end.dtype != np.int64:
+    :func:`_row_args` then ``argtypes``; None where numpy's loop runs: no library, or times not in
+    the one block of int64 the C reads (:func:`_segments_read`)."""
+    if not _segments_read(tl):
         return None
-    args = native.N, native.I64, native.I64, native.N, native.I64, native.I32
+    args = native.SEGMENTS, native.N, native.I64, native.I32
     return native.function(name, *args, *argtypes, restype=restype)
 
 
-def _row_args(
-    tl: Timeline, groups: RowGroups
-) -> tuple[int, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
-    """What every C loop over the counted rows reads: the rows' count and times, and the runs of rows
-    that share a pair with each run's pair (:class:`RowGroups`)."""
-    return len(tl.ts), tl.ts, tl.seg_end, len(groups.runs), groups.runs, groups.run_pair
+def _segments_read(tl: Timeline) -> bool:
+    """Whether the C loops can read ``tl``'s segments (``Timeline.segments``): its times one block of
+    int64. Why: they read each segment's end off the next row's time, where a column of the ends
+    would be 8 bytes a row more to make, hold and read."""
+    return tl.ts.dtype == np.int64 and contiguous(tl.ts)
+
+
+def _row_args(tl: Timeline, groups: RowGroups) -> tuple[native.Segments, int, np.ndarray, np.ndarray]:
+    """What every C loop over the counted rows reads: the rows' segments, and the runs of rows that
+    share a pair with each run's pair (:class:`RowGroups`)."""
+    return tl.segments(), len(groups.runs), groups.runs, groups.run_pair
 
 
 def _counted_block(
@@ -698,11 +703,12 @@ def _counted_pair(
     in the order its own pass adds them. Else (numpy's loops, or columns of other types) a pass each."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
     args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.N, native.I64
-    args += native.F64, native.I64, native.I64, native.F64, native.F64, native.N, native.F64, native.F64
+    args += native.F64, native.SEGMENTS, native.F64, native.F64, native.N, native.F64, native.F64
     narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
     shared = fixed.cat is tl.cat and fixed.op is tl.op  # the columns read once for both
-    times = fixed.ts.dtype == fixed.seg_end.dtype == np.int64
-    ours = narrow and shared and times
+    # the same rows on the same threads (the C reads the threads' last rows off ``tl``'s segments)
+    same_rows = np.array_equal(fixed.thread_last(), tl.thread_last())
+    ours = narrow and shared and same_rows and _segments_read(fixed)
     fn = _row_loop(tl, "breakdown_counted_pair", *args, restype=native.N) if ours else None
     if fn is None:
         return _counted_sums(tl, groups), _counted_sums(fixed, groups, full)
@@ -715,7 +721,7 @@ def _counted_pair(
     in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
     off_main = fn(
         *_row_args(tl, groups), tl.cat, tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, width, col,
-        inst_cat, fixed.ts, fixed.seg_end, sums_b, inst_cat_b, with_full, full if with_full else in_full,
+        inst_cat, fixed.segments(), sums_b, inst_cat_b, with_full, full if with_full else in_full,
         in_full,
     )  # fmt: skip
     if off_main < 0:  # an operation's row of a category the grouping did not see: a column each

@@ -358,10 +358,22 @@ def _cpu_segments(tl: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     Timeline rows split a category's time at every operation boundary; a viewer wants one box per
     stretch of simulator/backend time, so consecutive rows of one category on one thread merge.
     """
-    keep = np.flatnonzero((tl.cat != categories.PYTHON) & (tl.seg_end > tl.ts))
+    keep = np.flatnonzero((tl.cat != categories.PYTHON) & _positive(tl))
     # joined by thread index (the same runs as by thread id), the joined runs' ids read after
-    start, end, (th, cat) = merge_adjacent(tl.ts[keep], tl.seg_end[keep], tl.thread_idx[keep], tl.cat[keep])
+    start, end, (th, cat) = merge_adjacent(
+        tl.ts[keep], tl.seg_end_of(keep), tl.thread_idx[keep], tl.cat[keep]
+    )
     return tl.threads[th], cat, start, end
+
+
+def _positive(tl: Timeline) -> np.ndarray:
+    """Per row: whether its segment holds time. Read off the times (a segment ends where the next row
+    on its thread starts, a thread's last one at the thread's end), not a column of every row's end."""
+    out = np.empty(len(tl.ts), bool)
+    np.greater(tl.ts[1:], tl.ts[:-1], out=out[:-1])
+    last = tl.thread_last()
+    out[last] = tl.thread_end > tl.ts[last]
+    return out
 
 
 def clip_rows(

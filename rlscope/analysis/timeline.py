@@ -184,20 +184,15 @@ class Timeline:
         """
         if rows.stop <= rows.start:
             return np.zeros(n_inst)
-        i64 = native.I64
         fn = native.function(
             "timeline_instance_time",
-            *(native.N, native.N, i64, i64, native.I32, native.N, native.F64),
+            *(native.N, native.N, native.SEGMENTS, native.I32, native.N, native.F64),
             restype=native.N,
         )
-        columns = (self.ts, self.seg_end, self.op)
-        if (
-            fn is not None
-            and [c.dtype for c in columns] == [np.int64, np.int64, np.int32]
-            and contiguous(*columns)
-        ):
+        columns = (self.ts, self.op)
+        if fn is not None and [c.dtype for c in columns] == [np.int64, np.int32] and contiguous(*columns):
             out = np.zeros(n_inst + 1)
-            if fn(rows.start, rows.stop, *columns, len(out), out) == 0:
+            if fn(rows.start, rows.stop, self.segments(), self.op, len(out), out) == 0:
                 return out[1:]  # else an instance beyond n_inst: numpy's table grows to hold it
         first = [np.array([rows.start], np.int64)]
         for block in blocks(rows.stop - rows.start - 1):
@@ -409,8 +404,9 @@ def _with_interval_rows(
     merge, whose order is that of the times as given.
 
     What the timeline reads off the merged rows next, made in the C merge's pass where asked: with
-    ``end_ns``, the columns ``seg_end`` (:func:`_seg_end`) and ``thread_idx`` (:func:`_thread_index`)
-    and each thread index's thread (``threads``) in place of the column ``thread``;
+    ``end_ns``, the column ``thread_idx`` (:func:`_thread_index`) and each thread index's thread
+    (``threads``) in place of the column ``thread`` (no segment ends: a segment ends where the next
+    row on its thread starts, :func:`_thread_end` gives the threads' last ones);
     with ``kinds`` (:func:`_table_of_kinds`), ``kind_rows``: the rows whose kind it marks, and
     ``kind_rows_ev``: the event's row each of them is (of ``col``; -1: an added row). With
     ``states`` (and ``end_ns``), the states after each row where the C merge writes them
@@ -434,7 +430,6 @@ def _with_interval_rows(
             np.maximum(out["ts_ns"], ts_min, out=out["ts_ns"])
         if end_ns is not None:
             starts = _thread_starts(out["thread"])
-            out["seg_end"] = _seg_end(out["ts_ns"], starts, end_ns)
             out["thread_idx"] = _thread_index(len(out["ts_ns"]), starts)
             out["threads"] = out.pop("thread")[starts]  # as the C merge writes them: no column
         if kinds is not None:
@@ -634,14 +629,13 @@ def _merged_native(
     ev_cost = np.ascontiguousarray(col["cost"]) if with_cost else np.zeros(0, np.int64)
     cost = np.empty(len(ev) if with_cost else 0, np.int64)
     extras = end_ns is not None or kinds is not None
-    seg_end = np.empty(n if extras else 0, np.int64)
     thread_idx = np.empty(n if extras else 0, np.int16)
     table = kinds if kinds is not None else np.zeros(256, np.uint8)
     # the rows marked: events' rows, and an added row where its source's kinds are marked
     cap = len(ev) + sum(2 * len(s[2]) for s in sources if table[s[0] & 255] or table[s[1] & 255])
     rows, rows_ev = np.empty(cap if extras else 0, np.int64), np.empty(cap if extras else 0, np.int64)
     cols = [np.ascontiguousarray(c) for c in events]
-    extra_args = (int(extras), 0 if end_ns is None else end_ns, seg_end, thread_idx, table.view(np.uint8))
+    extra_args = (int(extras), thread_idx, table.view(np.uint8))
     info = np.zeros(3, np.int64)
     with_states = states is not None and end_ns is not None and states.parent.dtype == np.int64
     m = n if with_states else 0
@@ -665,12 +659,11 @@ def _merged_native(
     if got < n:  # clipped intervals left out: the rows written
         n = got
         out = {k: v if k == "thread" and table_of_threads else v[:n] for k, v in out.items()}
-        seg_end, thread_idx = seg_end[: n if extras else 0], thread_idx[: n if extras else 0]
+        thread_idx = thread_idx[: n if extras else 0]
         op, cat, phase = op[: min(m, n)], cat[: min(m, n)], phase[: min(m, n)]
     if with_states:
         states.op, states.cat, states.phase, states.top = op, cat, phase, int(info[2])
     if end_ns is not None:
-        out["seg_end"] = seg_end
         threads = int(info[1])
         if threads >= _I16.max and table_of_threads:  # the index not written past int16: the column
             return _merged_native(col, ev, sources, ts_min, end_ns, kinds, states, read_cost, True)
@@ -697,7 +690,7 @@ def _merge_function() -> Callable[..., Any] | None:
         * _MAX_SOURCES,
         *(i64, native.I8, native.I32, native.I32, native.N, native.I32, native.I8, i64, native.N, native.N),
         *(i64, i64),
-        *(native.N, native.N, i64, native.I16, native.U8, i64, i64, native.N, i64),
+        *(native.N, native.I16, native.U8, i64, i64, native.N, i64),
         *(native.N, native.U8, i64, i64, i64, native.N, native.I32, native.I8, native.I32),
         restype=native.N,
     )
@@ -864,19 +857,12 @@ def _rows_of_kinds(kind: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
-def _seg_end(ts: np.ndarray, starts: np.ndarray, end_ns: int) -> np.ndarray:
-    """Each row's segment end: the next row's time on its thread, and at a thread's last row the end
-    of the data (or the row's time, if later). ``starts``: each thread's first row."""
-    fn = native.function("timeline_seg_end", native.N, native.I64, native.N, native.I64, native.N, native.I64)
-    seg_end = np.empty(len(ts), np.int64)
-    if fn is None or ts.dtype != np.int64:
-        last = np.ones(len(ts), bool)
-        last[:-1] = _first_rows(len(ts), starts)[1:]
-        seg_end[:-1] = ts[1:]
-        seg_end[last] = np.maximum(end_ns, ts[last])
-        return seg_end
-    fn(len(ts), np.ascontiguousarray(ts), len(starts), starts, end_ns, seg_end)
-    return seg_end
+def _thread_end(ts: np.ndarray, starts: np.ndarray, end_ns: int) -> np.ndarray:
+    """Each thread's end (``Timeline.thread_end``): the end of the data, or its last row's time if
+    later. ``starts``: each thread's first row. A segment ends where the next row on its thread starts,
+    so these few values stand for a column of every row's end."""
+    last = np.append(starts[1:], len(ts)).astype(np.int64) - 1
+    return np.maximum(ts[last], end_ns).astype(np.int64)
 
 
 def _inside(kind: np.ndarray, begin_kind: int, end_kind: int) -> np.ndarray:
@@ -1144,22 +1130,21 @@ def build_timeline(
     if len(col["ts_ns"]) == 0:  # no events: no run, whatever was recorded beside them
         empty = np.zeros(0, np.int64)
         return Timeline(
-            empty,
-            empty,
-            empty,
-            empty.astype(np.int8),
-            empty,
-            empty.astype(np.int32),
-            empty.astype(np.int8),
-            empty,
-            empty.astype(np.int8),
-            empty,
-            -1,
-            0,
-            0,
-            empty,
-            empty,
-            empty.astype(np.int32),
+            ts=empty,
+            threads=empty,
+            kind=empty.astype(np.int8),
+            id=empty,
+            name=empty.astype(np.int32),
+            flags=empty.astype(np.int8),
+            op=empty,
+            cat=empty.astype(np.int8),
+            phase=empty,
+            main_thread=-1,
+            start_ns=0,
+            end_ns=0,
+            inst_name=empty,
+            inst_end=empty,
+            thread_idx=empty.astype(np.int32),
         )
     start_ns, end_ns = session_span(col["ts_ns"], col["kind"])
     main = main_thread(col["ts_ns"], col["kind"], col["thread"], start_ns)
@@ -1264,7 +1249,7 @@ def build_timeline(
         np.putmask(cat, (in_api == 1) & (cat != categories.PROFILER), categories.CUDA_API)
 
     # a thread's last state lasts to the end of the data
-    seg_end = col["seg_end"] if "seg_end" in col else _seg_end(ts, starts, end_ns)
+    thread_end = _thread_end(ts, starts, end_ns)
 
     top = max(b_ident.max(initial=-1), e_ident.max(initial=-1), top_state, 0)
     n_inst = int(top) + 1
@@ -1275,8 +1260,7 @@ def build_timeline(
     inst_end[e_ident] = e_ts
     # a thread's index, int16 where the threads are that few (a process's are): a row each
     thread_idx = col["thread_idx"] if "thread_idx" in col else _thread_index(n, starts)
-    out = Timeline.with_seg_end(
-        seg_end,
+    out = Timeline(
         ts=ts,
         threads=threads,
         kind=kind,
@@ -1294,6 +1278,7 @@ def build_timeline(
         thread_idx=thread_idx,
         cost=sparse.get("cost"),
         inst_ids=inst_ids,
+        thread_end=thread_end,
     )
     out.memo["scope_ends"], out.memo["scope_begins"] = ends, begins
     return out

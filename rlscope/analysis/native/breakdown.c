@@ -4,9 +4,35 @@
  * each run's first row, ascending, from row 0; run_pair: the run's pair), as the rows of a run share
  * theirs: no column of a pair per row is made, and the rows of a run of no pair are never read. A row
  * is on the main thread when it lies in [main_lo, main_hi) (Timeline.main_rows: a timeline's rows are
- * grouped by thread). Last, the instances' loops of the interval tables (rlscope/analysis/intervals.py),
- * which read the same operation begins. */
+ * grouped by thread). The rows' times and segment ends are read off ``Segments`` (segments.h: a
+ * segment ends where the next row on its thread starts; n rows). Last, the instances' loops of the
+ * interval tables (rlscope/analysis/intervals.py), which read the same operation begins. */
 #include <stdint.h>
+
+#include "segments.h"
+
+/* The rows' segment ends read in ascending row order, as seg_walk_end reads them, with the next
+ * thread's last row at hand (``next``): a row below it ends where the next row starts, read after one
+ * comparison, where seg_walk_end searches the threads' last rows at every row. */
+typedef struct {
+    const Segments *s;
+    int64_t k, next; /* the first thread whose last row is not below the rows asked, and that row */
+} RowEnds;
+
+static inline RowEnds row_ends(const Segments *s) {
+    RowEnds r = {s, 0, s->n_last > 0 ? s->last[0] : INT64_MAX};
+    return r;
+}
+
+/* Row i's segment end, i not below the row asked before. */
+static inline int64_t row_end(RowEnds *r, int64_t i) {
+    if (__builtin_expect(i < r->next, 1))
+        return r->s->ts[i + 1];
+    while (r->k < r->s->n_last && r->s->last[r->k] < i)
+        r->k++;
+    r->next = r->k < r->s->n_last ? r->s->last[r->k] : INT64_MAX;
+    return r->next == i ? r->s->end[r->k] : r->s->ts[i + 1];
+}
 
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
  * and, where its pair is an operation's (is_op), to inst_cat[op * width + col[cat]] (col: each
@@ -16,11 +42,12 @@
  * in full windows added to full_sums at the sums' cell, in row order (the products are fractions of a
  * ns: the additions are those np.add.at makes in _full_window_sums). Returns whether a counted row is
  * off the main thread (CountedSums.off_main); -1 at an operation's row of a category of no column. */
-int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
-                               const int64_t *runs, const int32_t *run_pair, const int8_t *cat, const int32_t *op,
-                               int64_t main_lo, int64_t main_hi, const uint8_t *is_op, int64_t ncat, double *sums,
-                               int64_t width, const int64_t *col, double *inst_cat, int64_t with_full,
-                               const double *full, double *full_sums) {
+int64_t breakdown_counted_sums(const Segments *s, int64_t n_runs, const int64_t *runs, const int32_t *run_pair,
+                               const int8_t *cat, const int32_t *op, int64_t main_lo, int64_t main_hi,
+                               const uint8_t *is_op, int64_t ncat, double *sums, int64_t width, const int64_t *col,
+                               double *inst_cat, int64_t with_full, const double *full, double *full_sums) {
+    const int64_t n = s->n, *ts = s->ts;
+    RowEnds at = row_ends(s);
     int64_t off_main = 0;
     for (int64_t k = 0; k < n_runs; k++) {
         int32_t pair = run_pair[k];
@@ -28,7 +55,7 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
             continue;
         int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
         for (int64_t i = runs[k]; i < hi; i++) {
-            int64_t d = seg_end[i] - ts[i];
+            int64_t d = row_end(&at, i) - ts[i];
             if (d <= 0)
                 continue;
             int64_t main = i >= main_lo && i < main_hi;
@@ -48,18 +75,21 @@ int64_t breakdown_counted_sums(int64_t n, const int64_t *ts, const int64_t *seg_
     return off_main;
 }
 
-/* breakdown_counted_sums over two timelines of the same rows, grouped alike (the raw one, a, and its
- * corrected one, b: the correction retimes the rows and keeps them), in one pass: a row's pair,
+/* breakdown_counted_sums over two timelines of the same rows, grouped alike (the raw one, a, ``s``, and
+ * its corrected one, b, ``s_b``: the correction retimes the rows and keeps them, so the two have the
+ * same threads' last rows, read off a's), in one pass: a row's pair,
  * category, operation instance and thread side read once for both. Per timeline, the sums
  * breakdown_counted_sums writes, each cell's additions in row order as there; with_full, full and
  * full_sums as there, of b. Returns whether a counted row of a is off the main thread (bit 0),
  * and of b (bit 1); -1 at an operation's row of a category of no column. */
-int64_t breakdown_counted_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
-                               const int64_t *runs, const int32_t *run_pair, const int8_t *cat, const int32_t *op,
-                               int64_t main_lo, int64_t main_hi, const uint8_t *is_op, int64_t ncat, double *sums,
-                               int64_t width, const int64_t *col, double *inst_cat, const int64_t *ts_b,
-                               const int64_t *seg_end_b, double *sums_b, double *inst_cat_b, int64_t with_full,
-                               const double *full, double *full_sums) {
+int64_t breakdown_counted_pair(const Segments *s, int64_t n_runs, const int64_t *runs, const int32_t *run_pair,
+                               const int8_t *cat, const int32_t *op, int64_t main_lo, int64_t main_hi,
+                               const uint8_t *is_op, int64_t ncat, double *sums, int64_t width, const int64_t *col,
+                               double *inst_cat, const Segments *s_b, double *sums_b, double *inst_cat_b,
+                               int64_t with_full, const double *full, double *full_sums) {
+    const int64_t n = s->n, *ts = s->ts, *ts_b = s_b->ts;
+    const int64_t *end_b = s_b->end;
+    RowEnds at = row_ends(s); /* b's rows end where a's do: at the next row, or at b's thread's end */
     int64_t off_main = 0, off_main_b = 0;
     for (int64_t k = 0; k < n_runs; k++) {
         int32_t pair = run_pair[k];
@@ -67,7 +97,13 @@ int64_t breakdown_counted_pair(int64_t n, const int64_t *ts, const int64_t *seg_
             continue;
         int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
         for (int64_t i = runs[k]; i < hi; i++) {
-            int64_t d = seg_end[i] - ts[i], d_b = seg_end_b[i] - ts_b[i];
+            int64_t d, d_b;
+            if (__builtin_expect(i < at.next, 1)) {
+                d = ts[i + 1] - ts[i], d_b = ts_b[i + 1] - ts_b[i];
+            } else {
+                d = row_end(&at, i) - ts[i];
+                d_b = (at.next == i ? end_b[at.k] : ts_b[i + 1]) - ts_b[i];
+            }
             if (d <= 0 && d_b <= 0)
                 continue;
             int64_t main = i >= main_lo && i < main_hi;
@@ -254,15 +290,17 @@ INSTANCE_COLUMNS(breakdown_instance_columns_i32, int32_t)
 INSTANCE_COLUMNS(breakdown_instance_columns_i64, int64_t)
 
 /* breakdown_timeline's CPU segments for the overlap sweep: the counted rows whose pair is chosen,
- * each as (group[pair], ts, seg_end), in row order, those of one thread (thread_starts: each
+ * each as (group[pair], its start, its end), in row order, those of one thread (thread_starts: each
  * thread's first row, ascending; a run never spans two threads) and group that touch (one begins
  * where the one before ends) joined into one: _counted_rows, then merge_adjacent by group and thread.
  * Writes the first cap segments to out_*; returns how many there are (the caller asks again with room
  * for all where that is more). */
-int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
-                                  const int64_t *runs, const int32_t *run_pair, const int64_t *thread_starts,
-                                  int64_t n_threads, const uint8_t *chosen, const int64_t *group, int64_t *out_g,
-                                  int64_t *out_start, int64_t *out_end, int64_t cap) {
+int64_t breakdown_merged_segments(const Segments *s, int64_t n_runs, const int64_t *runs, const int32_t *run_pair,
+                                  const int64_t *thread_starts, int64_t n_threads, const uint8_t *chosen,
+                                  const int64_t *group, int64_t *out_g, int64_t *out_start, int64_t *out_end,
+                                  int64_t cap) {
+    const int64_t n = s->n, *ts = s->ts;
+    RowEnds at = row_ends(s);
     int64_t count = 0, t = 0;
     int64_t last_g = -1, last_end = 0, any = 0;  /* the thread's last segment */
     for (int64_t k = 0; k < n_runs; k++) {
@@ -275,22 +313,23 @@ int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *s
             continue;
         int64_t g = group[pair], hi = k + 1 < n_runs ? runs[k + 1] : n;
         for (int64_t i = runs[k]; i < hi; i++) {
-            if (seg_end[i] <= ts[i])
+            int64_t end = row_end(&at, i);
+            if (end <= ts[i])
                 continue;
             if (any && ts[i] == last_end && g == last_g) {
                 if (count <= cap)
-                    out_end[count - 1] = seg_end[i];
+                    out_end[count - 1] = end;
             } else {
                 if (count < cap) {
                     out_g[count] = g;
                     out_start[count] = ts[i];
-                    out_end[count] = seg_end[i];
+                    out_end[count] = end;
                 }
                 count++;
                 any = 1;
                 last_g = g;
             }
-            last_end = seg_end[i];
+            last_end = end;
         }
     }
     return count;
@@ -298,9 +337,11 @@ int64_t breakdown_merged_segments(int64_t n, const int64_t *ts, const int64_t *s
 
 /* _threads_per_pair: per pair, on how many threads (thread_starts, as above) its counted rows are.
  * out: zeroed; seen: scratch, one byte per pair (cleared at each thread's first run). */
-void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_runs,
-                                const int64_t *runs, const int32_t *run_pair, const int64_t *thread_starts,
-                                int64_t n_threads, int64_t n_pairs, int64_t *out, uint8_t *seen) {
+void breakdown_threads_per_pair(const Segments *s, int64_t n_runs, const int64_t *runs, const int32_t *run_pair,
+                                const int64_t *thread_starts, int64_t n_threads, int64_t n_pairs, int64_t *out,
+                                uint8_t *seen) {
+    const int64_t n = s->n, *ts = s->ts;
+    RowEnds at = row_ends(s);
     for (int64_t p = 0; p < n_pairs; p++)
         seen[p] = 0;
     for (int64_t k = 0, t = 0; k < n_runs; k++) {
@@ -315,7 +356,7 @@ void breakdown_threads_per_pair(int64_t n, const int64_t *ts, const int64_t *seg
             continue;
         int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
         for (int64_t i = runs[k]; i < hi; i++) {
-            if (seg_end[i] > ts[i]) {
+            if (row_end(&at, i) > ts[i]) {
                 seen[pair] = 1;
                 out[pair]++;
                 break;

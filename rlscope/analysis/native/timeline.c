@@ -2,6 +2,8 @@
  * intervals recorded beside them, and the checks of their order. */
 #include <stdint.h>
 
+#include "segments.h"
+
 /* Whether intervals are in (thread, start) order: timeline._sorted_by_thread's comparison of each
  * row with the next. Returns 1 or 0. */
 int64_t timeline_sorted_by_thread(int64_t n, const int64_t *thread, const int64_t *start) {
@@ -124,28 +126,23 @@ static inline int64_t states_inside(const int64_t *mark, const uint8_t *count, i
     return -1;
 }
 
-/* What the merge writes beside each row where asked (extras): the segment ends (timeline._seg_end:
- * the next row's time on its thread, at a thread's last row the later of its time and end_ns), each
- * row's thread index (timeline._thread_index, int16: counted on past that type, unwritten), and the
- * rows whose kind ``table`` marks (timeline._rows_of_kinds), up to ``cap`` of them, and beside each
- * (``rows_ev``) the event's row it is (of the events' columns as given; -1: an added row). */
+/* What the merge writes beside each row where asked (extras): each row's thread index
+ * (timeline._thread_index, int16: counted on past that type, unwritten), and the rows whose kind
+ * ``table`` marks (timeline._rows_of_kinds), up to ``cap`` of them, and beside each (``rows_ev``) the
+ * event's row it is (of the events' columns as given; -1: an added row). No segment ends: a segment
+ * ends where the next row on its thread starts (segments.h). */
 typedef struct {
     int on;
-    int64_t end_ns, cap, n_rows, index;
-    int64_t *seg_end, *rows, *rows_ev;
+    int64_t cap, n_rows, index;
+    int64_t *rows, *rows_ev;
     int16_t *thread_idx;
     const uint8_t *table;
 } extras_t;
 
-/* Row i written (its time ``t`` and kind; ``first`` where it is its thread's first, ``last_ts`` the
- * time of the row before it; ``r`` the event's row, -1 an added row): the row before it's segment
- * end, its thread index and its mark. Returns 0, or -4 where more rows are marked than ``cap``. */
-static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last_ts, int64_t t, int8_t kind,
-                                 int64_t r) {
-    if (i > 0) {
-        x->seg_end[i - 1] = first ? (last_ts > x->end_ns ? last_ts : x->end_ns) : t;
-        x->index += first;
-    }
+/* Row i written (its kind; ``first`` where it is its thread's first; ``r`` the event's row, -1 an
+ * added row): its thread index and its mark. Returns 0, or -4 where more rows are marked than ``cap``. */
+static inline int64_t extras_row(extras_t *x, int64_t i, int first, int8_t kind, int64_t r) {
+    if (i > 0) x->index += first;
     if (x->index <= INT16_MAX) x->thread_idx[i] = (int16_t)x->index;
     if (x->table[(uint8_t)kind]) {
         if (x->n_rows >= x->cap) return -4;
@@ -162,37 +159,35 @@ static inline int64_t extras_row(extras_t *x, int64_t i, int first, int64_t last
  * and on each end row (the thread index ``index``, the operation ``op_v``, the phase ``ph_v``, the
  * category ``cat_b`` on a begin and ``cat_e`` on an end: the source's marks the same at each) and no
  * row is marked (extras_t's table), written in a loop of few live values (``io``: merge_rows' row
- * i, the source's next row r on thread th at t_now, its interval's clipped bounds b and b_end, the
- * time of the row before; each as the loop leaves it). Returns 0 where the next row does not go
+ * i, the source's next row r on thread th at t_now, its interval's clipped bounds b and b_end; each
+ * as the loop leaves it). Returns 0 where the next row does not go
  * before q's or is on another thread, 1 past the source's last row, or clip_next's negative answer. */
 typedef struct {
-    int64_t i, r, th, t_now, b, b_end, last_ts;
+    int64_t i, r, th, t_now, b, b_end;
 } run_t;
 
 static __attribute__((noinline)) int64_t
 clip_run(const source_t *s, int64_t ts_min, int64_t q_thread, int64_t q_ts, int ties_first,
          int64_t *restrict ts, int8_t *restrict kind, int32_t *restrict name, int32_t *restrict id,
-         int8_t *restrict flags, int64_t *restrict seg_end, int16_t *restrict thread_idx,
+         int8_t *restrict flags, int16_t *restrict thread_idx,
          int32_t *restrict op, int8_t *restrict cat, int32_t *restrict phase, int16_t index, int32_t op_v,
          int32_t ph_v, int8_t cat_b, int8_t cat_e, run_t *io) {
     const int8_t k_b = s->begin_kind, k_e = s->end_kind;
     const int32_t *names = s->name;
     const int64_t th = io->th;
-    int64_t i = io->i, r = io->r, b = io->b, b_end = io->b_end, t = io->last_ts, ret = 0;
+    int64_t i = io->i, r = io->r, b = io->b, b_end = io->b_end, ret = 0;
     for (;;) {
         int32_t nm = names ? names[r >> 1] : -1;
-        t = b > ts_min ? b : ts_min; /* the begin */
-        seg_end[i - 1] = t;
-        ts[i] = t, kind[i] = k_b, name[i] = nm, id[i] = 1, flags[i] = 0, thread_idx[i] = index;
+        ts[i] = b > ts_min ? b : ts_min; /* the begin */
+        kind[i] = k_b, name[i] = nm, id[i] = 1, flags[i] = 0, thread_idx[i] = index;
         op[i] = op_v, phase[i] = ph_v, cat[i] = cat_b;
         i++, r++;
         if (!precedes(th, b_end, q_thread, q_ts, ties_first)) { /* the end after q's next row */
             io->t_now = b_end;
             break;
         }
-        t = b_end > ts_min ? b_end : ts_min; /* the end, on its thread: after its start (kept) */
-        seg_end[i - 1] = t;
-        ts[i] = t, kind[i] = k_e, name[i] = nm, id[i] = 1, flags[i] = 0, thread_idx[i] = index;
+        ts[i] = b_end > ts_min ? b_end : ts_min; /* the end, on its thread: after its start (kept) */
+        kind[i] = k_e, name[i] = nm, id[i] = 1, flags[i] = 0, thread_idx[i] = index;
         op[i] = op_v, phase[i] = ph_v, cat[i] = cat_e;
         i++;
         int64_t j = clip_next(s, (r >> 1) + 1, th, b, &b, &b_end);
@@ -208,7 +203,7 @@ clip_run(const source_t *s, int64_t ts_min, int64_t q_thread, int64_t q_ts, int 
         io->th = s->thread[j], io->t_now = b;
         if (s->thread[j] != th || !precedes(th, b, q_thread, q_ts, ties_first)) break;
     }
-    io->i = i, io->r = r, io->b = b, io->b_end = b_end, io->last_ts = t;
+    io->i = i, io->r = r, io->b = b, io->b_end = b_end;
     return ret;
 }
 
@@ -233,7 +228,7 @@ clip_run(const source_t *s, int64_t ts_min, int64_t q_thread, int64_t q_ts, int 
     int64_t *events_at, int64_t ts_min, int64_t with_cost, const int64_t *ev_cost, \
     int64_t *cost, \
     /* the extras */ \
-    int64_t extras, int64_t end_ns, int64_t *seg_end, int16_t *thread_idx, \
+    int64_t extras, int16_t *thread_idx, \
     const uint8_t *table, int64_t *rows, int64_t *rows_ev, int64_t cap, int64_t *info, \
     /* the states */ \
     int64_t states, const uint8_t *stack, const int64_t *ev_parent, const int64_t *marks, \
@@ -251,7 +246,7 @@ merge_rows(MERGE_PARAMS, int with_states) {
         {2 * nc, c_thread, c_start, c_end, c_named ? c_name : 0, (int8_t)c_begin, (int8_t)c_end_kind,
          (int)c_clip, c_lo, c_hi},
     };
-    extras_t x = {(int)extras, end_ns, cap, 0, 0, seg_end, rows, rows_ev, thread_idx, table};
+    extras_t x = {(int)extras, cap, 0, 0, rows, rows_ev, thread_idx, table};
     states_t st = {(int)states, stack, op, phase, cat, -1, 0, -1, -1, 0, -1, -1, keep, -1};
     int64_t mark[MAX_SOURCES] = {-1, -1, -1};
     uint8_t count[MAX_SOURCES] = {0, 0, 0};
@@ -259,7 +254,7 @@ merge_rows(MERGE_PARAMS, int with_states) {
         st.dflt_op = dflt[0], st.dflt_cat = dflt[1], st.dflt_phase = dflt[2];
         for (int k = 0; k < MAX_SOURCES; k++) mark[k] = marks[k];
     }
-    int64_t last_thread = 0, last_ts = 0; /* the row before i's */
+    int64_t last_thread = 0; /* the row before i's */
     int64_t at[MAX_SOURCES] = {0, 0, 0};
     /* each part's next row's (thread, ts): part 0 the events, 1 + s source s; of a clipped source,
      * its current interval's start and end as clip_next made them */
@@ -304,13 +299,13 @@ merge_rows(MERGE_PARAMS, int with_states) {
                 ts[i] = t;
                 if (!thread_table) thread[i] = (int32_t)th;
                 kind[i] = k, name[i] = ev_name[r], id[i] = (int32_t)v, flags[i] = ev_flags[r];
-                if (x.on && extras_row(&x, i, first, last_ts, t, k, r) < 0) return -4;
+                if (x.on && extras_row(&x, i, first, k, r) < 0) return -4;
                 if (first && x.index < thread_table) thread[x.index] = (int32_t)th;
                 if (with_states) {
                     uint8_t code = stack[(uint8_t)k];
                     if (states_row(&st, i, first, code, (code & 4) ? v : ev_parent[r]) < 0) return -5;
                 }
-                last_thread = th, last_ts = t;
+                last_thread = th;
                 if (with_cost) cost[e] = ev_cost[r];
                 events_at[e++] = i++;
                 if (e >= n_ev) break;
@@ -339,12 +334,11 @@ merge_rows(MERGE_PARAMS, int with_states) {
                     int keep = st.cur_cat == st.keep;
                     int8_t cat_b = (int8_t)(in_b >= 0 && !keep ? in_b : st.cur_cat);
                     int8_t cat_e = (int8_t)(st.inside >= 0 && !keep ? st.inside : st.cur_cat);
-                    run_t io = {i, r, th, t_now, b, b_end, last_ts};
+                    run_t io = {i, r, th, t_now, b, b_end};
                     int64_t got = clip_run(s, ts_min, q_thread, q_ts, ties_first, ts, kind, name, id, flags,
-                                           seg_end, thread_idx, op, cat, phase, (int16_t)x.index,
+                                           thread_idx, op, cat, phase, (int16_t)x.index,
                                            (int32_t)st.cur_op, (int32_t)st.cur_phase, cat_b, cat_e, &io);
                     i = io.i, r = io.r, th = io.th, t_now = io.t_now, b = io.b, b_end = io.b_end;
-                    last_ts = io.last_ts;
                     if (got < 0) return got;
                     if ((r & 1) && mark_p >= 0) { /* its last row a begin: the count and mark after it */
                         count_p = (uint8_t)(count_p + 1), st.inside = in_b;
@@ -360,7 +354,7 @@ merge_rows(MERGE_PARAMS, int with_states) {
                 ts[i] = t, kind[i] = k, id[i] = 1, flags[i] = 0;
                 if (!thread_table) thread[i] = (int32_t)th;
                 name[i] = s->name ? s->name[r >> 1] : -1;
-                if (x.on && extras_row(&x, i, first, last_ts, t, k, -1) < 0) return -4;
+                if (x.on && extras_row(&x, i, first, k, -1) < 0) return -4;
                 if (first && x.index < thread_table) thread[x.index] = (int32_t)th;
                 if (with_states) {
                     if (mark_p >= 0) {
@@ -369,7 +363,7 @@ merge_rows(MERGE_PARAMS, int with_states) {
                     }
                     states_row(&st, i, first, 3, 0);
                 }
-                last_thread = th, last_ts = t;
+                last_thread = th;
                 i++;
                 if (s->clip) {
                     if (!(r & 1)) { /* the interval's end, on its thread: after its start (kept) */
@@ -397,7 +391,6 @@ merge_rows(MERGE_PARAMS, int with_states) {
         }
     }
     if (x.on) {
-        if (i > 0) seg_end[i - 1] = ts[i - 1] > end_ns ? ts[i - 1] : end_ns;
         info[0] = x.n_rows;
         info[1] = i > 0 ? x.index + 1 : 0;
     }
@@ -429,7 +422,7 @@ merge_rows(MERGE_PARAMS, int with_states) {
     a_named, a_begin, a_end_kind, a_clip, a_lo, a_hi, nb, b_thread, b_start, b_end, b_name, b_named, \
     b_begin, b_end_kind, b_clip, b_lo, b_hi, nc, c_thread, c_start, c_end, c_name, c_named, c_begin, \
     c_end_kind, c_clip, c_lo, c_hi, ts, kind, name, thread, thread_table, id, flags, events_at, ts_min, \
-    with_cost, ev_cost, cost, extras, end_ns, seg_end, thread_idx, table, rows, rows_ev, cap, info, states, \
+    with_cost, ev_cost, cost, extras, thread_idx, table, rows, rows_ev, cap, info, states, \
     stack, ev_parent, marks, dflt, keep, op, cat, phase
 int64_t timeline_merge(MERGE_PARAMS) {
     return states ? merge_rows(MERGE_ARGS, 1) : merge_rows(MERGE_ARGS, 0);
@@ -522,31 +515,22 @@ void timeline_kind_rows(int64_t n, const int8_t *kind, const uint8_t *table, int
     }
 }
 
-/* Each segment's end: the next row's time on its thread, and at each thread's last row (the row
- * before each of ``starts``, each thread's first row, and the last row) the later of ``end_ns`` and
- * its own time: build_timeline's shifted copy of ``ts`` and its maximum at the last rows. */
-void timeline_seg_end(int64_t n, const int64_t *ts, int64_t n_starts, const int64_t *starts, int64_t end_ns,
-                      int64_t *seg_end) {
-    for (int64_t i = 0; i + 1 < n; i++) seg_end[i] = ts[i + 1];
-    for (int64_t k = 0; k <= n_starts; k++) {
-        int64_t last = k < n_starts ? starts[k] - 1 : n - 1;
-        if (last >= 0) seg_end[last] = ts[last] > end_ns ? ts[last] : end_ns;
-    }
-}
-
 /* Timeline.instance_time over rows [a, b): per instance (``op`` + 1 indexes ``out``, 0 for none), the
  * time of its runs of rows, a run being rows of one instance each ending where the next begins, its
  * time its last end less its first start; added as doubles in the runs' order, as np.bincount with
  * weights adds them. ``out`` (``n_out`` entries) starts at zero. Returns 0, or -1 where an instance
  * falls outside ``out`` (numpy's bincount grows its table). */
-int64_t timeline_instance_time(int64_t a, int64_t b, const int64_t *ts, const int64_t *seg_end,
-                               const int32_t *op, int64_t n_out, double *out) {
+int64_t timeline_instance_time(int64_t a, int64_t b, const Segments *s, const int32_t *op, int64_t n_out,
+                               double *out) {
+    const int64_t *ts = s->ts;
+    SegWalk w = seg_walk(s, a);
     int64_t start = a;
     for (int64_t i = a + 1; i <= b; i++) {
-        if (i == b || op[i] != op[i - 1] || seg_end[i - 1] != ts[i]) {
+        int64_t end = seg_walk_end(&w, i - 1);
+        if (i == b || op[i] != op[i - 1] || end != ts[i]) {
             int64_t k = (int64_t)op[start] + 1;
             if (k < 0 || k >= n_out) return -1;
-            out[k] += (double)(seg_end[i - 1] - ts[start]);
+            out[k] += (double)(end - ts[start]);
             start = i;
         }
     }
