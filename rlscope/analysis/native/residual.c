@@ -282,7 +282,6 @@ double residual_changed_sum(int64_t n, const double *column, const double *leave
  * segment pays the next row's cost before its timestamp), the class sum and the instance run. */
 typedef struct {
     RowCosts c;
-    SegWalk seg; /* the rows' segment ends, read in row order */
     int64_t j, over, odd, cur, run_ns, n_kept, n_prof;
     double b0, a0, b1, a1, run;
     int cls0, cls1, run_cls, pay0, pay1;
@@ -292,7 +291,7 @@ typedef struct {
  * off the costed threads' rows (its cost 0), 2 a row among them (table ``tab``); ``on_main``: a row
  * of the main thread. Inlined into loops over runs of rows alike in both, where they are constants. */
 __attribute__((always_inline)) static inline void planned_row(
-    Planned *st, int64_t n, int64_t i, const int64_t *ts, const int8_t *cat,
+    Planned *st, int64_t n, int64_t i, const int64_t *ts, int64_t last_row, int64_t last_end, const int8_t *cat,
     const uint8_t *last, const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
     const int spread, const double *tab, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, const int on_main, const int32_t *op, int64_t n_inst, double *excl,
@@ -307,7 +306,7 @@ __attribute__((always_inline)) static inline void planned_row(
     double p = st->pay0 ? st->a0 : 0.0;
     if (i + 1 < n && st->pay1 && !last[i]) p += st->b1;
     if (mem) p += mem[i];
-    int64_t di = seg_walk_end(&st->seg, i) - ts[i];
+    int64_t di = (i == last_row ? last_end : ts[i + 1]) - ts[i];
     double d = (double)di;
     uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
     if (mods) p += mods[i];
@@ -372,7 +371,9 @@ __attribute__((always_inline)) static inline void planned_row(
  * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
  * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
  * without a pass of their own). The rows are taken in runs alike in whether they are costed threads'
- * and the main thread's, each run by a loop made for its case (planned_row). */
+ * and the main thread's, each run by a loop made for its case (planned_row), and ending at the latest
+ * at a thread's last row: the segments (``segs``, segments.h) end where the next row starts but at
+ * that row, whose end is its thread's. */
 int64_t residual_planned(
     int64_t n, const Segments *segs, const int8_t *kind, const int8_t *cat,
     const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
@@ -392,8 +393,8 @@ int64_t residual_planned(
     Planned st = {{kind, cat, flags, id, &kinds, n_classes, scope_class, category_class, backend_class,
                    backend_cat, profiler_cat, forced_flag, before_of, after_of, pays, n_cost, every_row,
                    cost_rows, cost_values, half_d_in, half_d_out}};
-    st.seg = seg_walk(segs, 0);
     const int64_t *ts = segs->ts;
+    int64_t t_last = 0; /* the thread whose last row is the next at or after the rows taken */
     st.cur = -1;
     st.run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
     if (n > 0) st.pay0 = row_costs(&st.c, 0, &st.j, &st.b0, &st.a0, &st.cls0);
@@ -430,13 +431,19 @@ int64_t residual_planned(
         int on_main = i >= main_start && i < main_stop;
         int64_t bound = on_main ? main_stop : i < main_start ? main_start : n;
         if (bound < stop) stop = bound;
+        /* nor past a thread's last row: the rows before it end where the next row starts, it where its
+         * thread ends (segments.h) */
+        while (t_last < segs->n_last && segs->last[t_last] < i) ++t_last;
+        int64_t last_row = t_last < segs->n_last ? segs->last[t_last] : n, last_end = 0;
+        if (last_row < n) last_end = segs->end[t_last];
+        if (last_row + 1 < stop) stop = last_row + 1;
         const double *tab = spread ? tables + s * len : NULL;
 #define PLANNED_RUN(SPREAD, ON_MAIN)                                                                         \
     do {                                                                                                  \
     while (i < stop) {                                                                                    \
         int64_t from = i, to = stream && stop - i > PLANNED_CHUNK ? i + PLANNED_CHUNK : stop;             \
         for (; i < to; ++i)                                                                               \
-            planned_row(&st, n, i, ts, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
+            planned_row(&st, n, i, ts, last_row, last_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
                         tab, len, has_python, total, not_python, kept_to, ON_MAIN, op, n_inst, excl, per_class, \
                         planned, left, mask, cap, over_rows, prof_rows);                                  \
         if (stream) pairwise_take_block(&planned_sum, planned + from, i - from);                          \
