@@ -477,9 +477,9 @@ int64_t residual_planned(
 /* Each segment's length over its new one: ratio[i] = new_dur[i] / d where d > 0, else 1 (np.divide with
  * out=np.ones(n), where=dur > 0), d its length (Timeline.float_duration). */
 void residual_ratio(int64_t n, const Segments *segs, const double *new_dur, double *ratio) {
-    SegWalk w = seg_walk(segs, 0);
+    SegWalk seg = seg_walk(segs, 0);
     for (int64_t i = 0; i < n; ++i) {
-        double d = (double)(seg_walk_end(&w, i) - segs->ts[i]);
+        double d = (double)(seg_walk_end(&seg, i) - segs->ts[i]);
         ratio[i] = d > 0 ? new_dur[i] / d : 1.0;
     }
 }
@@ -531,10 +531,10 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
                           const Segments *old) {
     double s = 0.0;
     int64_t i = 0;
-    SegWalk w = seg_walk(old, 0);
+    SegWalk seg = seg_walk(old, 0);
     for (int64_t k = 0; k < m; ++k) {
         for (; i < rows[k]; ++i) {
-            double v = scaled ? (double)(seg_walk_end(&w, i) - old->ts[i]) * x[i] : x[i];
+            double v = scaled ? (double)(seg_walk_end(&seg, i) - old->ts[i]) * x[i] : x[i];
             s = i == 0 ? v : s + v;
         }
         out[k] = s;
@@ -562,7 +562,7 @@ static inline int64_t first_not_below(const int64_t *v, int64_t n, int64_t x) {
  * constants. */
 __attribute__((always_inline)) static inline double rebuild_rows(
     int64_t a, int64_t b, double before, double start, const double *new_dur, int64_t *ts, int64_t start_ns,
-    int64_t *j, int64_t m, const int64_t *rows, double *sums, const int scaled, SegWalk *w, double *gone,
+    int64_t *j, int64_t m, const int64_t *rows, double *sums, const int scaled, SegWalk *seg, double *gone,
     int64_t keep_ratio, double *ratio, const int counted, const int8_t *row_mode, int64_t full_mode,
     int64_t *all_ns, int64_t *full_ns, int64_t *end_ns) {
     double base = before, t = 0.0, nd = 0.0;
@@ -571,7 +571,7 @@ __attribute__((always_inline)) static inline double rebuild_rows(
         while (*j < m && rows[*j] == i) sums[(*j)++] = before;
         nd = new_dur[i];
         if (scaled) {
-            double d = (double)(seg_walk_end(w, i) - w->s->ts[i]);
+            double d = (double)(seg_walk_end(seg, i) - seg->s->ts[i]);
             nd = d * nd;
             gone[i] = d - nd;
             if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
@@ -633,11 +633,11 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
                                   int64_t *bad, const int8_t *row_mode, int64_t full_mode, int64_t *mode_ns) {
     int64_t j = 0, q = k0 < k1 ? first_not_below(ends, n_ends, first[k0]) : n_ends;
     int64_t all_ns = 0, full_ns = 0;
-    SegWalk w = seg_walk(old, k0 < k1 ? first[k0] : n);
+    SegWalk seg = seg_walk(old, k0 < k1 ? first[k0] : n);
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
 #define REBUILD_ROWS(SCALED, COUNTED)                                                                     \
-    rebuild_rows(a, b, before, rel0[k], new_dur, ts, start_ns, &j, m, rows, sums, SCALED, &w, gone, keep_ratio, \
+    rebuild_rows(a, b, before, rel0[k], new_dur, ts, start_ns, &j, m, rows, sums, SCALED, &seg, gone, keep_ratio, \
                  ratio, COUNTED, row_mode, full_mode, &all_ns, &full_ns, thread_end + k)
         if (scaled && row_mode)
             before = REBUILD_ROWS(1, 1);
@@ -687,7 +687,7 @@ int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const Segm
                              const uint8_t *not_python, const double *table, int64_t len, double *python_sum,
                              double *all_sum) {
     int64_t costed = 0, cur = -1, run_all = 0, run_python = 0;
-    SegWalk w = seg_walk(segs, a);
+    SegWalk seg = seg_walk(segs, a);
     for (int64_t i = a; i < b; ++i) {
         int64_t o = wrap(op[i], len);
         if (o != cur) {
@@ -696,7 +696,7 @@ int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const Segm
             run_all = run_python = 0;
         }
         if (cur < 0) continue;
-        int64_t d = seg_walk_end(&w, i) - segs->ts[i];
+        int64_t d = seg_walk_end(&seg, i) - segs->ts[i];
         run_all += d;
         if (!not_python[(uint8_t)cat[i]]) run_python += d;
         ++costed;
@@ -711,10 +711,10 @@ int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const Segm
 void residual_module_spread(int64_t a, int64_t b, const int32_t *op, const Segments *segs, const int8_t *cat,
                             const uint8_t *not_python, const uint8_t *has_python, const double *total,
                             const double *table, int64_t len, double *out) {
-    SegWalk w = seg_walk(segs, a);
+    SegWalk seg = seg_walk(segs, a);
     for (int64_t i = a; i < b; ++i) {
         int64_t o = wrap(op[i], len);
-        double d = (double)(seg_walk_end(&w, i) - segs->ts[i]);
+        double d = (double)(seg_walk_end(&seg, i) - segs->ts[i]);
         double w = d * (double)(!not_python[(uint8_t)cat[i]] || !has_python[o]);
         double t = total[o];
         w = t > 0 ? w / t : 0.0;
@@ -731,7 +731,7 @@ void residual_module_spread(int64_t a, int64_t b, const int32_t *op, const Segme
 void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const Segments *segs, const double *bound,
                             int64_t n_inst, double *excl, double *over) {
     int64_t cur = -1, run_ns = 0;
-    SegWalk w = seg_walk(segs, a);
+    SegWalk seg = seg_walk(segs, a);
     double run_over = 0.0;
     for (int64_t i = a; i < b; ++i) {
         int64_t o = op[i];
@@ -742,7 +742,7 @@ void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const Segme
             if (cur >= 0) run_over = over[cur];
         }
         if (cur < 0) continue;
-        run_ns += seg_walk_end(&w, i) - segs->ts[i];
+        run_ns += seg_walk_end(&seg, i) - segs->ts[i];
         if (bound[i] != 0) run_over += bound[i];
     }
     if (cur >= 0) excl[cur] += (double)run_ns, over[cur] = run_over;
