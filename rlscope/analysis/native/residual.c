@@ -292,7 +292,7 @@ typedef struct {
  * of the main thread. Inlined into loops over runs of rows alike in both, where they are constants. */
 __attribute__((always_inline)) static inline void planned_row(
     Planned *st, int64_t n, int64_t i, const int64_t *ts, int64_t last_row, int64_t last_end, const int8_t *cat,
-    const uint8_t *last, const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
+    const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
     const int spread, const double *tab, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, const int on_main, const int32_t *op, int64_t n_inst, double *excl,
     double *per_class, double *planned, double *left, uint8_t *profiler, int64_t cap, int64_t *over_rows,
@@ -304,7 +304,7 @@ __attribute__((always_inline)) static inline void planned_row(
         st->run += st->b0 + st->a0;
     }
     double p = st->pay0 ? st->a0 : 0.0;
-    if (i + 1 < n && st->pay1 && !last[i]) p += st->b1;
+    if (i != last_row && st->pay1) p += st->b1; /* the next row, on the same thread */
     if (mem) p += mem[i];
     int64_t di = (i == last_row ? last_end : ts[i + 1]) - ts[i];
     double d = (double)di;
@@ -376,7 +376,7 @@ __attribute__((always_inline)) static inline void planned_row(
  * that row, whose end is its thread's. */
 int64_t residual_planned(
     int64_t n, const Segments *segs, const int8_t *kind, const int8_t *cat,
-    const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
+    const int8_t *flags, const int32_t *id, const uint8_t *on_writer,
     const int8_t *kind_class, const uint8_t *kind_opens, int64_t n_kinds, int64_t n_classes,
     int64_t scope_class, int64_t category_class, int64_t backend_class, int64_t backend_cat,
     int64_t profiler_cat, int64_t forced_flag, const double *before_of, const double *after_of,
@@ -443,7 +443,7 @@ int64_t residual_planned(
     while (i < stop) {                                                                                    \
         int64_t from = i, to = stream && stop - i > PLANNED_CHUNK ? i + PLANNED_CHUNK : stop;             \
         for (; i < to; ++i)                                                                               \
-            planned_row(&st, n, i, ts, last_row, last_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
+            planned_row(&st, n, i, ts, last_row, last_end, cat, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
                         tab, len, has_python, total, not_python, kept_to, ON_MAIN, op, n_inst, excl, per_class, \
                         planned, left, mask, cap, over_rows, prof_rows);                                  \
         if (stream) pairwise_take_block(&planned_sum, planned + from, i - from);                          \

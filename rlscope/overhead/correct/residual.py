@@ -948,7 +948,7 @@ def _planned(
 
 # residual_planned's arguments, in the groups of its call in _planned_native
 _PLANNED_ARGS = (
-    native.N, native.SEGMENTS, native.I8, native.I8, native.I8, native.I32, native.BOOL, native.BOOL,
+    native.N, native.SEGMENTS, native.I8, native.I8, native.I8, native.I32, native.BOOL,
     native.I8, native.BOOL, native.N, native.N,
     native.N, native.N, native.N, native.N, native.N, native.N,
     native.F64, native.F64, native.BOOL,
@@ -1051,7 +1051,7 @@ def _planned_native(
         span_a, span_b, tables = spread.tables()
         has_python, total = spread.has_python, spread.total
     listed = fn(
-        n, tl.segments(), tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
+        n, tl.segments(), tl.kind, tl.cat, tl.flags, tl.id, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
         CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
         categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
