@@ -21,6 +21,7 @@ from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
 from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual, windows
 from rlscope.trace import schema as S
+from tests.timelines import stretched
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="no C loops here")
 
@@ -118,7 +119,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def _same_correction(a: residual.Correction, b: residual.Correction) -> bool:
     ta, tb = a.timeline, b.timeline
-    cols = all(_same(getattr(ta, k), getattr(tb, k)) for k in ("ts", "seg_end", "inst_end"))
+    cols = all(_same(getattr(ta, k), getattr(tb, k)) for k in ("ts", "seg_end", "thread_end", "inst_end"))
     ratios = (a.ratio is None and b.ratio is None) or _same(a.ratio, b.ratio)
     removed = a.removed_s.keys() == b.removed_s.keys() and all(
         _same(a.removed_s[k], b.removed_s[k]) for k in a.removed_s
@@ -318,7 +319,7 @@ def test_correct_windows_and_rebuild_give_numpys_bits(seed, keep_ratio, monkeypa
     new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
     new_dur[::7] = 0.5
     want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
-    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "thread_end", "inst_end"))
 
 
 @pytest.mark.parametrize("main", [100, 102, 999])
@@ -352,7 +353,7 @@ def test_rebuild_rounds_half_to_even_as_numpy_does(monkeypatch):
     new_dur = np.resize(near, len(tl.ts)) * rng.choice([1.0, -1.0, 2.0], len(tl.ts))
     new_dur[-100:] = 2.0**53
     want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
-    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "thread_end", "inst_end"))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -550,7 +551,7 @@ def test_rebuild_gives_numpys_bits_wherever_the_main_thread_is(main, ties, monke
             tl.seg_end[a : a + 3] = tl.ts[a]
     new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts)) + 0.25
     want, got = _both(monkeypatch, lambda: residual.rebuild(tl, new_dur))
-    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end"))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "thread_end", "inst_end"))
     assert want.end_ns == got.end_ns
 
 
@@ -716,7 +717,10 @@ def test_a_removal_that_is_its_plan_but_for_the_sign_of_zero_is_numpys(monkeypat
     tl = _timeline(rng, threads=2, rows=400, measured=False)
     tl.kind[:] = S.COMPILE_BEGIN  # rows that pay nothing
     tl.kind[::4] = S.OP_BEGIN  # each pays -0 after its timestamp, in a segment of no length
-    tl.seg_end[::4] = tl.ts[::4]
+    none = np.zeros(len(tl.ts), np.int64)
+    none[::4] = -(1 << 62)
+    tl = stretched(tl, none)
+    assert (tl.seg_end[::4] == tl.ts[::4]).all()
     costs = residual.EventCosts.zero()
     costs.inside[S.CostClass.SCOPE], costs.outside[S.CostClass.SCOPE] = -0.0, 300.0
     last, on_writer = residual.thread_last(tl), np.zeros(len(tl.ts), bool)
@@ -827,7 +831,10 @@ def test_rebuild_in_place_writes_the_starts_over_the_durations_with_the_same_bit
     own = new_dur.copy()
     got = residual.rebuild(tl, own, in_place=True)
     assert np.shares_memory(got.ts, own)
-    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "inst_end", "end_ns"))
+    assert all(
+        _same(getattr(want, k), getattr(got, k))
+        for k in ("ts", "seg_end", "thread_end", "inst_end", "end_ns")
+    )
     monkeypatch.setenv(native.ENV, "0")  # the numpy loops write a column of their own
     kept = new_dur.copy()
     got = residual.rebuild(tl, kept, in_place=True)
@@ -877,3 +884,86 @@ def test_the_kinds_counted_between_edges_are_numpys_for_any_table(table):
     want = [np.count_nonzero(hit[p:q]) for p, q in zip([a, *edges[:-1]], edges, strict=True)]
     assert got.tolist() == want
     assert sum(want) > 0 or table == "none"
+
+
+def _without_column(tl: Timeline) -> Timeline:
+    """``tl`` with no column of its segments' ends kept: only each thread's end (Timeline.thread_end)."""
+    out = tl.retimed(tl.ts, thread_end=tl.thread_end)
+    assert "seg_end" not in out.memo
+    return out
+
+
+@pytest.mark.parametrize("main", [100, 102, 999])
+def test_the_c_loops_read_no_column_of_segment_ends(main, monkeypatch):
+    """The residual correction's C loops read the segments' ends off the starts and each thread's end
+    (Timeline.segments): correct_timeline (the memory events', the module calls' and the flushes'
+    costs among them), correct_windows over its own columns and remap make no column of them, and the
+    rebuilt timelines keep none; the same bits as numpy's over the column."""
+    rng = np.random.default_rng(main)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=3000), main_thread=main)
+    costs = _costs(rng, 3.0)
+    memory = np.sort(rng.integers(int(tl.ts[0]), int(tl.seg_end[-1]), 50))
+    mean = {(100, "inference"): 3.0, (102, "backprop"): 1.5}
+    monkeypatch.setattr(module_calls, "calls_per_instance", lambda proc, tl: mean)
+    proc = SimpleNamespace(names=["inference", "backprop"])
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    thread = rng.choice([100, 101, 102, 555], 500)
+    t = np.sort(rng.integers(int(tl.ts.min()) - 10_000, int(tl.seg_end.max()) + 10_000, 500))
+
+    bound = np.where(rng.random(len(tl.ts)) < 0.05, rng.uniform(0, 3000, len(tl.ts)), 0.0)
+
+    def run(tl: Timeline) -> tuple[residual.Correction, np.ndarray, tuple[Any, ...]]:
+        fix = residual.correct_timeline(tl, costs, 40, memory, module_calls.spread(proc, tl, 700.0))
+        return fix, fix.remap(tl, thread, t), tuple(flush_stall.measure(tl, bound).as_dict().values())
+
+    def windows(fix: residual.Correction) -> residual.Correction:
+        return residual.correct_windows(fix.timeline, factor.copy(), consume=True)
+
+    def no_column(self: Timeline) -> np.ndarray:
+        raise AssertionError("a column of the segments' ends made")
+
+    monkeypatch.setenv(native.ENV, "0")
+    want = run(tl)
+    monkeypatch.setenv(native.ENV, "1")
+    with monkeypatch.context() as m:
+        m.setattr(Timeline, "_seg_end_column", no_column)
+        got = run(_without_column(tl))
+        assert "seg_end" not in got[0].timeline.memo
+    assert _same_correction(want[0], got[0]) and _same(want[1], got[1]) and _same(want[2], got[2])
+    assert (want[0].writer_stall is not None) == (main != 999) and "module_call" in got[0].removed_s
+    monkeypatch.setenv(native.ENV, "0")
+    want_w = windows(want[0])
+    monkeypatch.setenv(native.ENV, "1")
+    with monkeypatch.context() as m:
+        m.setattr(Timeline, "_seg_end_column", no_column)
+        got_w = windows(got[0])
+        assert "seg_end" not in got_w.timeline.memo
+    assert _same_correction(want_w, got_w)
+
+
+@pytest.mark.parametrize("empty", ["middle", "last", "every other"])
+def test_threads_without_rows_end_where_numpys_column_says(empty, monkeypatch):
+    """Thread indices without rows (Timeline.thread_last: the row before): the rebuilt threads' ends
+    are read at those rows as numpy's column of ends has them."""
+    rng = np.random.default_rng(len(empty))
+    tl = _timeline(rng, threads=4, rows=1000)
+    idx = tl.thread_idx.astype(np.int64)
+    # thread idx -> its index among ``slots``, whose other entries have no rows
+    slots = {"middle": [0, 1, 3, 4], "last": [0, 1, 2, 3], "every other": [0, 2, 4, 6]}[empty]
+    n_slots = max(slots) + 2 if empty == "last" else max(slots) + 1
+    threads = np.arange(900, 900 + n_slots).astype(np.int32)
+    threads[slots] = tl.threads
+    idx = np.asarray(slots)[idx].astype(np.int16)
+    fields = {k: getattr(tl, k) for k in ("kind", "id", "name", "flags", "op", "cat", "phase", "cost")}
+    tl = Timeline.with_seg_end(
+        tl.seg_end.copy(), ts=tl.ts.copy(), threads=threads, thread_idx=idx, main_thread=100,
+        start_ns=tl.start_ns, end_ns=tl.end_ns, inst_name=tl.inst_name, inst_end=tl.inst_end, **fields,
+    )  # fmt: skip
+    assert len(np.unique(tl.thread_last())) < len(tl.thread_last()) or empty == "last"
+    new_dur = tl.float_duration() * rng.uniform(0, 1, len(tl.ts))
+    want, got = _both(monkeypatch, lambda: residual.rebuild(_without_column(tl), new_dur))
+    assert all(_same(getattr(want, k), getattr(got, k)) for k in ("ts", "seg_end", "thread_end", "inst_end"))
+    factor = rng.uniform(0.2, 1.0, len(tl.ts))
+    want, got = _both(monkeypatch, lambda: residual.correct_windows(_without_column(tl), factor.copy()))
+    assert _same_correction(want, got)
+    assert _same(want.timeline.thread_end, want.timeline.seg_end[want.timeline.thread_last()])

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "segments.h"
+
 /* np.rint, as a whole number's int64: round half to even, as nearbyint does under the default
  * rounding mode, without a call into libm per value. Below 2**52 adding 2**52 leaves no fraction
  * (rounded by the addition itself, half to even), and taking it away again is exact; from 2**52 up
@@ -289,8 +291,8 @@ typedef struct {
  * off the costed threads' rows (its cost 0), 2 a row among them (table ``tab``); ``on_main``: a row
  * of the main thread. Inlined into loops over runs of rows alike in both, where they are constants. */
 __attribute__((always_inline)) static inline void planned_row(
-    Planned *st, int64_t n, int64_t i, const int64_t *ts, const int64_t *seg_end, const int8_t *cat,
-    const uint8_t *last, const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
+    Planned *st, int64_t n, int64_t i, const int64_t *ts, int64_t last_row, int64_t last_end, const int8_t *cat,
+    const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
     const int spread, const double *tab, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, const int on_main, const int32_t *op, int64_t n_inst, double *excl,
     double *per_class, double *planned, double *left, uint8_t *profiler, int64_t cap, int64_t *over_rows,
@@ -302,9 +304,9 @@ __attribute__((always_inline)) static inline void planned_row(
         st->run += st->b0 + st->a0;
     }
     double p = st->pay0 ? st->a0 : 0.0;
-    if (i + 1 < n && st->pay1 && !last[i]) p += st->b1;
+    if (i != last_row && st->pay1) p += st->b1; /* the next row, on the same thread */
     if (mem) p += mem[i];
-    int64_t di = seg_end[i] - ts[i];
+    int64_t di = (i == last_row ? last_end : ts[i + 1]) - ts[i];
     double d = (double)di;
     uint8_t prof = cat[i] == profiler_cat && !on_writer[i];
     if (mods) p += mods[i];
@@ -369,10 +371,12 @@ __attribute__((always_inline)) static inline void planned_row(
  * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
  * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
  * without a pass of their own). The rows are taken in runs alike in whether they are costed threads'
- * and the main thread's, each run by a loop made for its case (planned_row). */
+ * and the main thread's, each run by a loop made for its case (planned_row), and ending at the latest
+ * at a thread's last row: the segments (``segs``, segments.h) end where the next row starts but at
+ * that row, whose end is its thread's. */
 int64_t residual_planned(
-    int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *kind, const int8_t *cat,
-    const int8_t *flags, const int32_t *id, const uint8_t *last, const uint8_t *on_writer,
+    int64_t n, const Segments *segs, const int8_t *kind, const int8_t *cat,
+    const int8_t *flags, const int32_t *id, const uint8_t *on_writer,
     const int8_t *kind_class, const uint8_t *kind_opens, int64_t n_kinds, int64_t n_classes,
     int64_t scope_class, int64_t category_class, int64_t backend_class, int64_t backend_cat,
     int64_t profiler_cat, int64_t forced_flag, const double *before_of, const double *after_of,
@@ -389,6 +393,8 @@ int64_t residual_planned(
     Planned st = {{kind, cat, flags, id, &kinds, n_classes, scope_class, category_class, backend_class,
                    backend_cat, profiler_cat, forced_flag, before_of, after_of, pays, n_cost, every_row,
                    cost_rows, cost_values, half_d_in, half_d_out}};
+    const int64_t *ts = segs->ts;
+    int64_t t_last = 0; /* the thread whose last row is the next at or after the rows taken */
     st.cur = -1;
     st.run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
     if (n > 0) st.pay0 = row_costs(&st.c, 0, &st.j, &st.b0, &st.a0, &st.cls0);
@@ -425,13 +431,19 @@ int64_t residual_planned(
         int on_main = i >= main_start && i < main_stop;
         int64_t bound = on_main ? main_stop : i < main_start ? main_start : n;
         if (bound < stop) stop = bound;
+        /* nor past a thread's last row: the rows before it end where the next row starts, it where its
+         * thread ends (segments.h) */
+        while (t_last < segs->n_last && segs->last[t_last] < i) ++t_last;
+        int64_t last_row = t_last < segs->n_last ? segs->last[t_last] : n, last_end = 0;
+        if (last_row < n) last_end = segs->end[t_last];
+        if (last_row + 1 < stop) stop = last_row + 1;
         const double *tab = spread ? tables + s * len : NULL;
 #define PLANNED_RUN(SPREAD, ON_MAIN)                                                                         \
     do {                                                                                                  \
     while (i < stop) {                                                                                    \
         int64_t from = i, to = stream && stop - i > PLANNED_CHUNK ? i + PLANNED_CHUNK : stop;             \
         for (; i < to; ++i)                                                                               \
-            planned_row(&st, n, i, ts, seg_end, cat, last, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
+            planned_row(&st, n, i, ts, last_row, last_end, cat, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
                         tab, len, has_python, total, not_python, kept_to, ON_MAIN, op, n_inst, excl, per_class, \
                         planned, left, mask, cap, over_rows, prof_rows);                                  \
         if (stream) pairwise_take_block(&planned_sum, planned + from, i - from);                          \
@@ -464,9 +476,10 @@ int64_t residual_planned(
 
 /* Each segment's length over its new one: ratio[i] = new_dur[i] / d where d > 0, else 1 (np.divide with
  * out=np.ones(n), where=dur > 0), d its length (Timeline.float_duration). */
-void residual_ratio(int64_t n, const int64_t *ts, const int64_t *seg_end, const double *new_dur, double *ratio) {
+void residual_ratio(int64_t n, const Segments *segs, const double *new_dur, double *ratio) {
+    SegWalk seg = seg_walk(segs, 0);
     for (int64_t i = 0; i < n; ++i) {
-        double d = (double)(seg_end[i] - ts[i]);
+        double d = (double)(seg_walk_end(&seg, i) - segs->ts[i]);
         ratio[i] = d > 0 ? new_dur[i] / d : 1.0;
     }
 }
@@ -510,24 +523,18 @@ int64_t residual_unmasked(int64_t n, const double *values, const uint8_t *mask, 
     return m;
 }
 
-/* A row's new duration in residual_rebuild's and residual_sums_before's passes: ``x[i]``, or where
- * ``scaled`` (residual.correct_windows') its segment's length d = old_end[i] - old_ts[i] times x[i]
- * (its window factor), as residual_scale works it out. */
-static inline double new_duration(const double *x, int64_t scaled, const int64_t *old_ts, const int64_t *old_end,
-                                  int64_t i) {
-    return scaled ? (double)(old_end[i] - old_ts[i]) * x[i] : x[i];
-}
-
 /* The running sum of the new durations (np.cumsum's: one addition after another, from row 0; ``x``,
- * or the lengths times ``x`` where ``scaled``: new_duration) before each of ``rows`` (m of them,
- * sorted): out[k] = np.cumsum(new)[rows[k] - 1], 0 for row 0. */
+ * or where ``scaled`` (residual.correct_windows') each segment's length in ``old`` times x[i], its
+ * window factor, as residual_scale works it out) before each of ``rows`` (m of them, sorted):
+ * out[k] = np.cumsum(new)[rows[k] - 1], 0 for row 0. */
 void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out, int64_t scaled,
-                          const int64_t *old_ts, const int64_t *old_end) {
+                          const Segments *old) {
     double s = 0.0;
     int64_t i = 0;
+    SegWalk seg = seg_walk(old, 0);
     for (int64_t k = 0; k < m; ++k) {
         for (; i < rows[k]; ++i) {
-            double v = new_duration(x, scaled, old_ts, old_end, i);
+            double v = scaled ? (double)(seg_walk_end(&seg, i) - old->ts[i]) * x[i] : x[i];
             s = i == 0 ? v : s + v;
         }
         out[k] = s;
@@ -547,67 +554,100 @@ static inline int64_t first_not_below(const int64_t *v, int64_t n, int64_t x) {
     return lo;
 }
 
+/* rebuild_pass over one thread's rows [a, b) from the running sum ``before`` (returned after them):
+ * their starts written, the last row's end to ``*end_ns``, the new lengths summed where ``counted``
+ * (row_mode given). A segment ends where the next row on its thread starts (that row's own sum,
+ * rounded alike), so each row's length is taken at the next row; the thread's last ends where its
+ * length takes it. Inlined into a loop for each case of ``scaled`` and ``counted``, where they are
+ * constants. */
+__attribute__((always_inline)) static inline double rebuild_rows(
+    int64_t a, int64_t b, double before, double start, const double *new_dur, int64_t *ts, int64_t start_ns,
+    int64_t *j, int64_t m, const int64_t *rows, double *sums, const int scaled, SegWalk *seg, double *gone,
+    int64_t keep_ratio, double *ratio, const int counted, const int8_t *row_mode, int64_t full_mode,
+    int64_t *all_ns, int64_t *full_ns, int64_t *end_ns) {
+    double base = before, t = 0.0, nd = 0.0;
+    int64_t prev_ns = 0, all = 0, full = 0;
+    for (int64_t i = a; i < b; ++i) {
+        while (*j < m && rows[*j] == i) sums[(*j)++] = before;
+        nd = new_dur[i];
+        if (scaled) {
+            double d = (double)(seg_walk_end(seg, i) - seg->s->ts[i]);
+            nd = d * nd;
+            gone[i] = d - nd;
+            if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
+        }
+        double after = i == 0 ? nd : before + nd;
+        t = before - base;
+        t += start;
+        int64_t t_ns = rint_i64(t) + start_ns;
+        ts[i] = t_ns;
+        if (counted && i > a) { /* the previous row's length: it ends where this row starts */
+            int64_t d = t_ns - prev_ns;
+            all += d;
+            full += row_mode[i - 1] == full_mode ? d : 0;
+        }
+        prev_ns = t_ns;
+        before = after;
+    }
+    if (a < b) {
+        int64_t e_ns = rint_i64(t + nd) + start_ns;
+        *end_ns = e_ns;
+        if (counted) {
+            int64_t d = e_ns - prev_ns;
+            all += d;
+            full += row_mode[b - 1] == full_mode ? d : 0;
+        }
+    }
+    *all_ns += all, *full_ns += full;
+    return before;
+}
+
 /* residual.rebuild's per-thread pass over threads k0 to k1 - 1 of n_threads: thread k's rows
  * [first[k], first[k + 1]) start at rel0[k] plus the sum of the thread's new durations before each
- * row (``new_dur``, or where ``scaled`` the segments' lengths in ``old_ts``, ``old_end`` times it:
- * new_duration), read off the running sum of them over every row (np.cumsum's, kept as it goes on
- * from ``before``: its value before row first[k0], any at row 0); ``ts`` and ``seg_end`` get each
- * row's start and end, rounded (np.rint), plus ``start_ns``. Where ``scaled`` (residual.correct_windows,
- * its residual_scale in this pass), ``gone[i]`` gets length - new and, where ``keep_ratio``,
- * ``ratio[i]`` new / length (1 where the length is 0); ``gone`` may then be ``new_dur`` itself, and
- * ``ts``, ``seg_end`` be ``old_ts``, ``old_end`` (each row's are read before its own are written). On the way, ``sums`` gets the
- * running sum before each of ``rows`` (m of them, sorted, among these threads' rows):
- * residual_sums_before's figures, without a pass of their own. Then, at each of the n_ends rows
- * ``ends`` (sorted; the scope ends, Timeline.scope_ends) among these threads', the instance ``id[i]``
- * (numpy's index: from the end where below 0) ends at the row's new start: ``inst_end[id[i]]`` =
- * ts[i] where the row is after the row ``end_row[id[i]]`` that wrote it last (-1: none), which it
- * then becomes, as numpy's ``inst_end[id[ends]] = ts[ends]`` leaves the last row's over every row's
- * (in row order, whichever threads a call takes first); one pass over those rows, no gathers of
- * their own. An id outside -n_inst to n_inst - 1 is counted in ``bad[0]`` (numpy raises there) and
- * skipped. Returns the running sum after these threads' rows (residual_rebuild's body). */
-static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end,
+ * row (``new_dur``, or where ``scaled`` the segments' lengths in ``old`` times it), read off the
+ * running sum of them over every row (np.cumsum's, kept as it goes on from ``before``: its value
+ * before row first[k0], any at row 0); ``ts`` gets each row's start, rounded (np.rint), plus
+ * ``start_ns``, and ``thread_end[k]`` the thread's last row's end, its start plus its new duration
+ * (rounded alike): a segment ends where the next row on its thread starts, so no other end is
+ * written. Where ``scaled`` (residual.correct_windows, its residual_scale in this pass), ``gone[i]``
+ * gets length - new and, where ``keep_ratio``, ``ratio[i]`` new / length (1 where the length is 0);
+ * ``gone`` may then be ``new_dur`` itself, and ``ts`` be ``old``'s starts (each row's and the next
+ * row's are read before its own are written). On the way, ``sums`` gets the running sum before each
+ * of ``rows`` (m of them, sorted, among these threads' rows): residual_sums_before's figures,
+ * without a pass of their own. Then, at each of the n_ends rows ``ends`` (sorted; the scope ends,
+ * Timeline.scope_ends) among these threads', the instance ``id[i]`` (numpy's index: from the end
+ * where below 0) ends at the row's new start: ``inst_end[id[i]]`` = ts[i] where the row is after the
+ * row ``end_row[id[i]]`` that wrote it last (-1: none), which it then becomes, as numpy's
+ * ``inst_end[id[ends]] = ts[ends]`` leaves the last row's over every row's (in row order, whichever
+ * threads a call takes first); one pass over those rows, no gathers of their own. An id outside
+ * -n_inst to n_inst - 1 is counted in ``bad[0]`` (numpy raises there) and skipped. With ``row_mode``
+ * (int8, each row's kind of window), the new lengths (end - start, whole ns) of the rows written are
+ * summed into mode_ns[0], those whose row_mode[i] is ``full_mode`` into mode_ns[1]. Returns the
+ * running sum after these threads' rows. */
+static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts, int64_t *thread_end,
                                   int64_t n_threads, const int64_t *first, const double *rel0, int64_t start_ns,
                                   int64_t k0, int64_t k1, double before, int64_t m, const int64_t *rows,
-                                  double *sums, int64_t scaled, const int64_t *old_ts, const int64_t *old_end,
-                                  double *gone, int64_t keep_ratio, double *ratio, int64_t n_ends,
-                                  const int64_t *ends, const int32_t *id, int64_t n_inst, int64_t *inst_end,
-                                  int64_t *end_row, int64_t *bad, const int8_t *row_mode, int64_t full_mode,
-                                  int64_t *mode_ns) {
+                                  double *sums, int64_t scaled, const Segments *old, double *gone,
+                                  int64_t keep_ratio, double *ratio, int64_t n_ends, const int64_t *ends,
+                                  const int32_t *id, int64_t n_inst, int64_t *inst_end, int64_t *end_row,
+                                  int64_t *bad, const int8_t *row_mode, int64_t full_mode, int64_t *mode_ns) {
     int64_t j = 0, q = k0 < k1 ? first_not_below(ends, n_ends, first[k0]) : n_ends;
     int64_t all_ns = 0, full_ns = 0;
+    SegWalk seg = seg_walk(old, k0 < k1 ? first[k0] : n);
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
-        double base = before, start = rel0[k];
-        for (int64_t i = a; i < b; ++i) {
-            while (j < m && rows[j] == i) sums[j++] = before;
-            double nd = new_dur[i];
-            if (scaled) {
-                double d = (double)(old_end[i] - old_ts[i]);
-                nd = d * nd;
-                gone[i] = d - nd;
-                if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
-            }
-            double after = i == 0 ? nd : before + nd;
-            double t = before - base;
-            t += start;
-            /* a segment ends where the next row on its thread starts (that row's own sum, rounded
-             * alike), the thread's last where its length takes it */
-            double e;
-            if (i + 1 < b) {
-                e = after - base;
-                e += start;
-            } else {
-                e = t + nd;
-            }
-            ts[i] = rint_i64(t) + start_ns;
-            seg_end[i] = rint_i64(e) + start_ns;
-            before = after;
-            if (row_mode) {
-                int64_t d = seg_end[i] - ts[i];
-                all_ns += d;
-                full_ns += row_mode[i] == full_mode ? d : 0;
-            }
-        }
+#define REBUILD_ROWS(SCALED, COUNTED)                                                                     \
+    rebuild_rows(a, b, before, rel0[k], new_dur, ts, start_ns, &j, m, rows, sums, SCALED, &seg, gone, keep_ratio, \
+                 ratio, COUNTED, row_mode, full_mode, &all_ns, &full_ns, thread_end + k)
+        if (scaled && row_mode)
+            before = REBUILD_ROWS(1, 1);
+        else if (scaled)
+            before = REBUILD_ROWS(1, 0);
+        else if (row_mode)
+            before = REBUILD_ROWS(0, 1);
+        else
+            before = REBUILD_ROWS(0, 0);
+#undef REBUILD_ROWS
     }
     if (row_mode) mode_ns[0] += all_ns, mode_ns[1] += full_ns;
     int64_t stop = k1 < n_threads ? first[k1] : n;
@@ -623,20 +663,19 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
     return before;
 }
 
-/* rebuild_pass as one function: with ``n_mode`` 0 nothing is counted; with ``n_mode`` n (row_mode,
- * int8, each row's kind of window) the new lengths (seg_end - ts, whole ns) of the rows it writes are
- * summed into mode_ns[0], those of the rows whose row_mode[i] is ``full_mode`` into mode_ns[1]: what
+/* rebuild_pass as one function: with ``n_mode`` 0 nothing is counted; with ``n_mode`` n (row_mode)
+ * the new lengths of the rows it writes are summed by kind of window into mode_ns: what
  * full_windows.full_share sums off the corrected main thread's rows, without a pass of its own. */
-double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *seg_end, int64_t n_threads,
+double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *thread_end, int64_t n_threads,
                         const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
                         double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
-                        const int64_t *old_ts, const int64_t *old_end, double *gone, int64_t keep_ratio,
-                        double *ratio, int64_t n_ends, const int64_t *ends, const int32_t *id, int64_t n_inst,
-                        int64_t *inst_end, int64_t *end_row, int64_t *bad, int64_t n_mode, const int8_t *row_mode,
-                        int64_t full_mode, int64_t *mode_ns) {
-    return rebuild_pass(n, new_dur, ts, seg_end, n_threads, first, rel0, start_ns, k0, k1, before, m, rows, sums,
-                        scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
-                        end_row, bad, n_mode == n ? row_mode : NULL, full_mode, mode_ns);
+                        const Segments *old, double *gone, int64_t keep_ratio, double *ratio, int64_t n_ends,
+                        const int64_t *ends, const int32_t *id, int64_t n_inst, int64_t *inst_end,
+                        int64_t *end_row, int64_t *bad, int64_t n_mode, const int8_t *row_mode, int64_t full_mode,
+                        int64_t *mode_ns) {
+    return rebuild_pass(n, new_dur, ts, thread_end, n_threads, first, rel0, start_ns, k0, k1, before, m, rows,
+                        sums, scaled, old, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end, end_row,
+                        bad, n_mode == n ? row_mode : NULL, full_mode, mode_ns);
 }
 
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed
@@ -644,10 +683,11 @@ double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *
  * ``all_sum[op]`` and, where the interpreter ran (``not_python[cat]`` false), to ``python_sum[op]``.
  * Sums of whole ns, exact in any order: a run of rows of one instance is summed as integers, then
  * added. Returns the number of such rows. */
-int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const int64_t *ts,
-                             const int64_t *seg_end, const int8_t *cat, const uint8_t *not_python,
-                             const double *table, int64_t len, double *python_sum, double *all_sum) {
+int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const Segments *segs, const int8_t *cat,
+                             const uint8_t *not_python, const double *table, int64_t len, double *python_sum,
+                             double *all_sum) {
     int64_t costed = 0, cur = -1, run_all = 0, run_python = 0;
+    SegWalk seg = seg_walk(segs, a);
     for (int64_t i = a; i < b; ++i) {
         int64_t o = wrap(op[i], len);
         if (o != cur) {
@@ -656,7 +696,7 @@ int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const int6
             run_all = run_python = 0;
         }
         if (cur < 0) continue;
-        int64_t d = seg_end[i] - ts[i];
+        int64_t d = seg_walk_end(&seg, i) - segs->ts[i];
         run_all += d;
         if (!not_python[(uint8_t)cat[i]]) run_python += d;
         ++costed;
@@ -668,13 +708,13 @@ int64_t residual_module_sums(int64_t a, int64_t b, const int32_t *op, const int6
 /* module_calls.planned's second pass over rows [a, b) of one thread: each row's share of its
  * instance's cost, out[i] = (total[op] > 0 ? weight / total[op] : 0) * table[op], where the weight is
  * the segment's length where the interpreter ran or the instance has no such segment, else 0. */
-void residual_module_spread(int64_t a, int64_t b, const int32_t *op, const int64_t *ts,
-                            const int64_t *seg_end, const int8_t *cat, const uint8_t *not_python,
-                            const uint8_t *has_python, const double *total, const double *table,
-                            int64_t len, double *out) {
+void residual_module_spread(int64_t a, int64_t b, const int32_t *op, const Segments *segs, const int8_t *cat,
+                            const uint8_t *not_python, const uint8_t *has_python, const double *total,
+                            const double *table, int64_t len, double *out) {
+    SegWalk seg = seg_walk(segs, a);
     for (int64_t i = a; i < b; ++i) {
         int64_t o = wrap(op[i], len);
-        double d = (double)(seg_end[i] - ts[i]);
+        double d = (double)(seg_walk_end(&seg, i) - segs->ts[i]);
         double w = d * (double)(!not_python[(uint8_t)cat[i]] || !has_python[o]);
         double t = total[o];
         w = t > 0 ? w / t : 0.0;
@@ -688,9 +728,10 @@ void residual_module_spread(int64_t a, int64_t b, const int32_t *op, const int64
  * ``bound[i]`` where it is not 0 (np.bincount over those rows: one after another, in row order), for
  * the rows inside an instance (0 <= op < n_inst). A run of rows of one instance is summed in
  * registers (the same additions in the same order), not through memory at each row. */
-void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const int64_t *ts, const int64_t *seg_end,
-                            const double *bound, int64_t n_inst, double *excl, double *over) {
+void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const Segments *segs, const double *bound,
+                            int64_t n_inst, double *excl, double *over) {
     int64_t cur = -1, run_ns = 0;
+    SegWalk seg = seg_walk(segs, a);
     double run_over = 0.0;
     for (int64_t i = a; i < b; ++i) {
         int64_t o = op[i];
@@ -701,7 +742,7 @@ void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const int64
             if (cur >= 0) run_over = over[cur];
         }
         if (cur < 0) continue;
-        run_ns += seg_end[i] - ts[i];
+        run_ns += seg_walk_end(&seg, i) - segs->ts[i];
         if (bound[i] != 0) run_over += bound[i];
     }
     if (cur >= 0) excl[cur] += (double)run_ns, over[cur] = run_over;
@@ -726,8 +767,9 @@ static inline int64_t after_time(const int64_t *ts, int64_t lo, int64_t hi, int6
  * row's ``ratio``, rounded (np.rint); else (an empty block among them) it stays. A query after the previous one on the same
  * thread is searched for from the previous one's row onward, in steps that double (launches come
  * in time order, mostly): a few rows read in the CPU's cache instead of a search of the thread. */
-void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int64_t *first, const int64_t *ts,
-                    const int64_t *seg_end, const int64_t *new_ts, const double *ratio, int64_t *out) {
+void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int64_t *first, const Segments *raw,
+                    const int64_t *new_ts, const double *ratio, int64_t *out) {
+    const int64_t *ts = raw->ts;
     int64_t prev_k = -1, prev_p = 0, prev_t = 0;
     for (int64_t q = 0; q < m; ++q) {
         int64_t k = block[q], tq = t[q], a = first[k], b = first[k + 1], lo = a, hi = b;
@@ -744,7 +786,7 @@ void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int
             out[q] = tq;
             continue;
         }
-        int64_t into = tq - ts[row], length = seg_end[row] - ts[row];
+        int64_t into = tq - ts[row], length = seg_end_at(raw, row) - ts[row];
         if (length < into) into = length;
         out[q] = new_ts[row] + rint_i64((double)into * ratio[row]);
     }

@@ -39,9 +39,10 @@ MIN_CLEAR = 5  # clear instances of an operation (same window kind) for a median
 MIN_BOUND_SHARE = 0.05  # an overlap under this share of the operation's median is noise, not evidence
 MAX_SIGMA = 0.35  # a measured share less certain than this gives way to the assumed one
 ASSUMED = 0.5  # the share where the run cannot measure it, ±0.5: anywhere in [0, 1]
-# residual_instance_sums' arguments: first row, end, op, ts, seg_end, bound, instances, excl, over
+# residual_instance_sums' arguments: first row, end, op, the segments (Timeline.segments), bound,
+# instances, excl, over
 _INSTANCE_SUMS = (
-    native.N, native.N, native.I32, native.I64, native.I64, native.F64, native.N, native.F64, native.F64,
+    native.N, native.N, native.I32, native.SEGMENTS, native.F64, native.N, native.F64, native.F64,
 )  # fmt: skip
 
 
@@ -82,7 +83,13 @@ def measure(
         op = tl.op[at]
         hit = (at_bound != 0) & (op >= 0)
         over = np.bincount(op[hit], weights=at_bound[hit], minlength=n_inst)  # in row order, as below
-    elif sums is None or tl.op.dtype != np.int32 or bound.dtype != np.float64 or not bound.flags.c_contiguous:
+    elif (
+        sums is None
+        or tl.op.dtype != np.int32
+        or tl.ts.dtype != np.int64
+        or bound.dtype != np.float64
+        or not bound.flags.c_contiguous
+    ):
         excl = tl.instance_time(main, n_inst)
         op = tl.op[main]
         # the flushes' share by instance: over the rows that met one (the others add exact zeros)
@@ -92,7 +99,7 @@ def measure(
         over = np.bincount(op[hit], weights=main_bound[hit], minlength=n_inst)
     else:  # both in one pass over the main thread's rows (residual.c)
         excl, over = np.zeros(n_inst), np.zeros(n_inst)
-        sums(main.start, main.stop, tl.op, tl.ts, tl.seg_end, bound, n_inst, excl, over)
+        sums(main.start, main.stop, tl.op, tl.segments(), bound, n_inst, excl, over)
     # the main thread's operation begins, among the rows that begin a scope (found with the timeline)
     begins = tl.scope_begins()
     begins = begins[(begins >= main.start) & (begins < main.stop)]

@@ -40,8 +40,9 @@ _NOT_PYTHON = (categories.BACKEND, categories.CUDA_API, categories.PROFILER, cat
 # the same as a table of every byte of a category (a negative one from the end), for the C loops
 NOT_PYTHON_BYTES = np.zeros(256, bool)
 NOT_PYTHON_BYTES[list(_NOT_PYTHON)] = True
-# the C loops' arguments over one thread's rows: first row, end, op, ts, seg_end, cat, NOT_PYTHON_BYTES
-_ROWS = (native.N, native.N, native.I32, native.I64, native.I64, native.I8, native.BOOL)
+# the C loops' arguments over one thread's rows: first row, end, op, the segments (Timeline.segments),
+# cat, NOT_PYTHON_BYTES
+_ROWS = (native.N, native.N, native.I32, native.SEGMENTS, native.I8, native.BOOL)
 _TABLE = (native.F64, native.N)  # a thread's cost per instance (module_calls._costed_blocks), its length
 
 
@@ -121,7 +122,7 @@ class Spread:
         end = 0
         for a, b, table in self.threads:
             out[end:a] = 0.0
-            args = (tl.op, tl.ts, tl.seg_end, tl.cat, NOT_PYTHON_BYTES)
+            args = (tl.op, tl.segments(), tl.cat, NOT_PYTHON_BYTES)
             spread(a, b, *args, self.has_python, self.total, table, len(table), out)
             end = b
         out[end:] = 0.0
@@ -154,7 +155,13 @@ def spread(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> Spread | np.
     spans = _costed_blocks(proc.names, tl, mean, per_call_ns)
     sums = native.function("residual_module_sums", *_ROWS, *_TABLE, native.F64, native.F64, restype=native.N)
     spreads = native.function("residual_module_spread", *_ROWS, native.BOOL, native.F64, *_TABLE, native.F64)
-    if sums is None or spreads is None or tl.op.dtype != np.int32 or tl.cat.dtype != np.int8:
+    if (
+        sums is None
+        or spreads is None
+        or tl.op.dtype != np.int32
+        or tl.cat.dtype != np.int8
+        or tl.ts.dtype != np.int64
+    ):
         return _spread(tl, spans)
     # the C loops: each of a thread's rows at once, in one pass (residual.c)
     threads = _thread_spans(spans)
@@ -162,10 +169,9 @@ def spread(proc: ProcessTrace, tl: Timeline, per_call_ns: float) -> Spread | np.
     # per instance, and a last entry that op -1 reads (its cost is 0: never summed)
     python_sum, all_sum = np.zeros(n_inst + 1), np.zeros(n_inst + 1)
     costed = 0
+    segs = tl.segments()
     for a, b, table in threads:
-        costed += sums(
-            a, b, tl.op, tl.ts, tl.seg_end, tl.cat, NOT_PYTHON_BYTES, table, len(table), python_sum, all_sum
-        )
+        costed += sums(a, b, tl.op, segs, tl.cat, NOT_PYTHON_BYTES, table, len(table), python_sum, all_sum)
     if costed == 0:
         return none
     return Spread(threads, *_totals(python_sum[:-1], all_sum[:-1]))

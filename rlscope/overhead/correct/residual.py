@@ -302,7 +302,7 @@ def _memory_planned(tl: Timeline, times: np.ndarray | None, per_event_ns: float)
     i = np.searchsorted(tl.ts[rows], times, side="right") - 1
     ok = i >= 0
     row = rows[np.maximum(i, 0)]
-    ok &= times <= tl.seg_end[row]
+    ok &= times <= tl.seg_end_of(row)
     return np.bincount(row[ok], minlength=len(tl.ts)).astype(np.float64) * per_event_ns
 
 
@@ -363,13 +363,22 @@ class Correction:
         if len(t) == 0 or len(raw.ts) == 0:
             return t.copy()
         assert self.ratio is not None, "corrected without keep_ratio"
-        fn = native.function("residual_remap", native.N, *(native.I64,) * 6, native.F64, native.I64)
-        block = _thread_blocks(raw, thread) if fn is not None and t.dtype == np.int64 else None
+        fn = native.function(
+            "residual_remap",
+            native.N,
+            *(native.I64,) * 3,
+            native.SEGMENTS,
+            native.I64,
+            native.F64,
+            native.I64,
+        )
+        c_ok = fn is not None and t.dtype == raw.ts.dtype == np.int64
+        block = _thread_blocks(raw, thread) if c_ok else None
         if block is not None:  # each query searched on its thread's rows (residual.c)
             t, out = np.ascontiguousarray(t), np.empty(len(t), np.int64)
             # and an empty block past the last thread: the map of a main thread without rows, none
             first = np.append(raw.thread_starts(), len(raw.ts)).astype(np.int64)
-            fn(len(t), block, t, first, raw.ts, raw.seg_end, self.timeline.ts, self.ratio, out)
+            fn(len(t), block, t, first, raw.segments(), self.timeline.ts, self.ratio, out)
             return out
         threads = np.unique(raw.threads)
         known = np.isin(thread, threads)
@@ -545,7 +554,7 @@ def _flush_stall_rows(tl: Timeline, per_event_ns: float) -> tuple[np.ndarray, np
     # stall_until is constant between flushes: a segment that meets none takes exactly 0, so only
     # the rows that meet one are looked up (flushes cover a small part of the run)
     rows = _rows_meeting(tl, start, end)
-    return rows, stall_until(tl.seg_end[rows]) - stall_until(tl.ts[rows])
+    return rows, stall_until(tl.seg_end_of(rows)) - stall_until(tl.ts[rows])
 
 
 def _rows_meeting(tl: Timeline, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -597,25 +606,28 @@ class _Scaled:
     mode_ns: np.ndarray | None = None
 
 
-# residual_rebuild's arguments: (n, new_dur, ts, seg_end, threads, first, rel0, start_ns, k0, k1, before,
-# m, rows, sums, scaled, old_ts, old_end, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end,
-# end_row, bad, n_mode, row_mode, full_mode, mode_ns)
+# residual_rebuild's arguments: (n, new_dur, ts, thread_end, threads, first, rel0, start_ns, k0, k1,
+# before, m, rows, sums, scaled, old segments, gone, keep_ratio, ratio, n_ends, ends, id, n_inst,
+# inst_end, end_row, bad, n_mode, row_mode, full_mode, mode_ns)
 _REBUILD = (
     native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N,
     native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64,
-    native.N, native.I64, native.I64, native.F64, native.N, native.F64,
+    native.N, native.SEGMENTS, native.F64, native.N, native.F64,
     native.N, native.I64, native.I32, native.N, native.I64, native.I64, native.I64,
     native.N, native.I8, native.N, native.I64,
 )  # fmt: skip
-_SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.I64, native.I64)
+_SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.SEGMENTS)
 
 
 _NO_IDS = np.zeros(0, np.int32)
 _NO_MODES = (0, np.zeros(0, np.int8), 0, np.zeros(0, np.int64))  # residual_rebuild counting nothing
 
 
-def _rebuild_loops() -> tuple[Any, Any] | None:
-    """rebuild's C loops (residual_rebuild, residual_sums_before), or None where numpy's run."""
+def _rebuild_loops(tl: Timeline, new_dur: np.ndarray) -> tuple[Any, Any] | None:
+    """rebuild's C loops (residual_rebuild, residual_sums_before) over ``tl`` and its new durations
+    ``new_dur``, or None where numpy's run (no loops, or columns of other types)."""
+    if not _doubles(new_dur) or tl.ts.dtype != np.int64:
+        return None
     fill = native.function("residual_rebuild", *_REBUILD, restype=native.DOUBLE)
     sums_before = native.function("residual_sums_before", *_SUMS_BEFORE)
     return (fill, sums_before) if fill is not None and sums_before is not None else None
@@ -630,34 +642,40 @@ def rebuild(
 ) -> Timeline:
     """The timeline with every segment shortened to ``new_dur``, timestamps rebuilt per thread.
 
-    Other threads start, and the run ends, where the main thread's corrected time says. ``spare``:
-    columns of every row the caller no longer needs, whose memory takes the new timestamps
-    (:func:`_spare_columns`). ``scaled``: the new durations are the segments' lengths times
-    ``new_dur`` (correct_windows' factors), worked out in the C pass that writes the timestamps
-    (:class:`_Scaled`; the C loops only, where :func:`_rebuild_loops` has them): its ``gone`` may then
-    be ``new_dur`` itself, each row's factor read before its time gone is written over it, and
-    ``spare`` be ``tl``'s own ``ts`` and ``seg_end``, each row's read before its new times are written
-    over them. ``in_place``: ``new_dur`` is read no further, and its memory takes the new starts where
-    the C loops rebuild (they read each row's duration before its start is written over it): a column
-    of every row fewer at the correction's peak.
+    Other threads start, and the run ends, where the main thread's corrected time says. The C loops
+    write the new starts and each thread's end, no column of the segments' ends (a segment ends
+    where the next row on its thread starts: Timeline); numpy's write that column too, whose memory
+    holds their running sum first. ``spare``: columns of every row the caller no longer needs, whose
+    memory takes the new columns (:func:`_spare_columns`). ``scaled``: the new durations are the
+    segments' lengths times ``new_dur`` (correct_windows' factors), worked out in the C pass that
+    writes the timestamps (:class:`_Scaled`; the C loops only, where :func:`_rebuild_loops` has them):
+    its ``gone`` may then be ``new_dur`` itself, each row's factor read before its time gone is written
+    over it, and ``spare`` be ``tl``'s own ``ts``, each row's (and the next row's, its segment's end)
+    read before its new start is written over it. ``in_place``: ``new_dur`` is read no further, and its
+    memory takes the new starts where the C loops rebuild (they read each row's duration before its
+    start is written over it): a column of every row fewer at the correction's peak.
     """
     # relative to the session start: float64 stays exact there
     first = _thread_firsts(tl)
-    loops = _rebuild_loops()
-    own = in_place and scaled is None and loops is not None and _doubles(new_dur)
-    ts, seg_end = _spare_columns(len(tl.ts), spare, new_dur, own)
+    loops = _rebuild_loops(tl, new_dur)
+    own = in_place and scaled is None and loops is not None
+    # the C loops: the new starts, and each thread's (of ``first``'s) end; numpy's: the ends' column too
+    columns = _spare_columns(len(tl.ts), spare, new_dur, own, 1 if loops is not None else 2)
+    ts, seg_end = columns[0], columns[1] if loops is None else None
+    k_end = np.empty(len(first), np.int64)
+    del columns
     fill, sums_before = loops if loops is not None else (None, None)
+    old = tl.segments() if loops is not None else None  # the raw segments, read before they are written
     f64 = np.zeros(0)
     gone = scaled.gone if scaled is not None else f64
     ratio = scaled.ratio if scaled is not None and scaled.ratio is not None else f64
     after = None
     if scaled is not None:
-        assert loops is not None and _doubles(new_dur, gone, ratio), (
-            "rebuild's scaled durations: C loops only"
-        )
-    elif loops is None or not _doubles(new_dur):
+        assert loops is not None and _doubles(gone, ratio), "rebuild's scaled durations: C loops only"
+    elif loops is None:
         # the running sum of the new durations over every row (np.cumsum: one addition after
         # another), held in ``seg_end``'s memory until each block of it is written: no column of its own
+        assert seg_end is not None
         after = seg_end.view(np.float64)  # after[i]: the sum up to row i, row i included
         np.cumsum(new_dur, out=after)
     first64 = first.astype(np.int64, copy=False)
@@ -678,7 +696,7 @@ def rebuild(
             return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
         order = np.argsort(rows, kind="stable")
         at, got, out = rows[order].astype(np.int64), np.empty(len(rows)), np.empty(len(rows))
-        sums_before(new_dur, len(at), at, got, scaled is not None, tl.ts, tl.seg_end)
+        sums_before(new_dur, len(at), at, got, scaled is not None, old)
         out[order] = got
         return out
 
@@ -696,9 +714,9 @@ def rebuild(
         rows = asked[order].astype(np.int64)
         rel0 = np.ascontiguousarray(rel0, np.float64)
         args = (
-            len(ts), new_dur, ts, seg_end, len(first), first64, rel0, tl.start_ns,
+            len(ts), new_dur, ts, k_end, len(first), first64, rel0, tl.start_ns,
             k0, k1, before, len(rows), rows, got,
-            scaled is not None, tl.ts, tl.seg_end, gone, len(ratio) > 0, ratio,
+            scaled is not None, old, gone, len(ratio) > 0, ratio,
             len(ends_at), ends_at, tl.id if end_row is not None else _NO_IDS, len(inst_end), inst_end,
             end_row if end_row is not None else ends_at, bad if bad is not None else ends_at,
         )  # fmt: skip
@@ -751,6 +769,7 @@ def rebuild(
     # each row's start: its thread's first start plus the corrected time before it on the thread
     none = np.zeros(0, np.int64)
     if after is not None:
+        assert seg_end is not None
         _rebuild_rows(tl, new_dur, first, rel0, after, ts, seg_end)
     elif len(on_main):  # the threads before the main thread's, from row 0, and those after it
         rows_from(0, km, 0.0, rel0, none)
@@ -764,7 +783,12 @@ def rebuild(
     else:
         inst_end.fill(end_ns)
         inst_end[tl.id[ends]] = ts[ends]
-    out = tl.retimed(ts, seg_end, end_ns=end_ns, inst_end=inst_end)
+    if seg_end is not None:
+        out = tl.retimed(ts, seg_end, end_ns=end_ns, inst_end=inst_end)
+    else:  # each thread index's end: that of the thread of ``first`` its last row is in
+        k_last = np.append(first[1:], len(ts)) - 1
+        at = np.searchsorted(k_last, tl.thread_last() % len(ts))  # -1: no rows before, the last row's
+        out = tl.retimed(ts, end_ns=end_ns, inst_end=inst_end, thread_end=k_end[at])
     out.memo["scope_ends"] = ends  # the same rows
     return out
 
@@ -789,10 +813,10 @@ def _thread_firsts(tl: Timeline) -> np.ndarray:
 
 
 def _spare_columns(
-    n: int, spare: tuple[np.ndarray, ...], new_dur: np.ndarray, own: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`rebuild`'s two int64 columns of ``n`` rows: in the memory of ``spare`` columns (of 8-byte
-    items, C-contiguous, not ``new_dur``'s), as far as there are such, else new; the first in
+    n: int, spare: tuple[np.ndarray, ...], new_dur: np.ndarray, own: bool = False, count: int = 2
+) -> list[np.ndarray]:
+    """:func:`rebuild`'s ``count`` int64 columns of ``n`` rows: in the memory of ``spare`` columns (of
+    8-byte items, C-contiguous, not ``new_dur``'s), as far as there are such, else new; the first in
     ``new_dur``'s own where ``own`` (a C-contiguous float64 column of ``n`` rows). Why: pages the
     process has not touched yet cost about a second a GB to fault in on a virtual machine, and a
     column the caller no longer needs has its pages already."""
@@ -805,8 +829,8 @@ def _spare_columns(
         and c.flags.c_contiguous
         and not np.may_share_memory(c, new_dur)
     ]
-    usable += [np.empty(n, np.int64) for _ in range(2 - len(usable[:2]))]
-    return usable[0], usable[1]
+    usable = usable[:count]
+    return usable + [np.empty(n, np.int64) for _ in range(count - len(usable))]
 
 
 def _rebuild_rows(
@@ -924,7 +948,7 @@ def _planned(
 
 # residual_planned's arguments, in the groups of its call in _planned_native
 _PLANNED_ARGS = (
-    native.N, native.I64, native.I64, native.I8, native.I8, native.I8, native.I32, native.BOOL, native.BOOL,
+    native.N, native.SEGMENTS, native.I8, native.I8, native.I8, native.I32, native.BOOL,
     native.I8, native.BOOL, native.N, native.N,
     native.N, native.N, native.N, native.N, native.N, native.N,
     native.F64, native.F64, native.BOOL,
@@ -944,7 +968,8 @@ _OVER_ROWS = (
 def _native_columns(tl: Timeline) -> bool:
     """Whether the timeline's columns have the types residual_planned reads (ids narrowed to int32)."""
     return (
-        tl.id.dtype == np.int32
+        tl.ts.dtype == np.int64
+        and tl.id.dtype == np.int32
         and tl.op.dtype == np.int32
         and all(c.dtype == np.int8 for c in (tl.kind, tl.cat, tl.flags))
     )
@@ -1026,7 +1051,7 @@ def _planned_native(
         span_a, span_b, tables = spread.tables()
         has_python, total = spread.has_python, spread.total
     listed = fn(
-        n, tl.ts, tl.seg_end, tl.kind, tl.cat, tl.flags, tl.id, last, on_writer,
+        n, tl.segments(), tl.kind, tl.cat, tl.flags, tl.id, on_writer,
         _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
         CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
         categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
@@ -1158,11 +1183,11 @@ def _stall_taken(
 def _ratio(tl: Timeline, new_dur: np.ndarray, dur: np.ndarray | None = None) -> np.ndarray:
     """Per row: its new duration over its segment's length (1 where that is 0): what
     :meth:`Correction.remap` moves launches by. ``dur``: the lengths, where the caller has them."""
-    fn = native.function("residual_ratio", native.N, native.I64, native.I64, native.F64, native.F64)
+    fn = native.function("residual_ratio", native.N, native.SEGMENTS, native.F64, native.F64)
     n = len(new_dur)
-    if fn is not None and _doubles(new_dur) and tl.ts.dtype == np.int64 and tl.seg_end.dtype == np.int64:
+    if fn is not None and _doubles(new_dur) and tl.ts.dtype == np.int64:
         ratio = np.empty(n)
-        fn(n, tl.ts, tl.seg_end, new_dur, ratio)
+        fn(n, tl.segments(), new_dur, ratio)
         return ratio
     dur = tl.float_duration() if dur is None else dur
     return np.divide(new_dur, dur, out=np.ones(n), where=dur > 0)
@@ -1285,18 +1310,18 @@ def correct_windows(
     ``keep_ratio``: as :func:`correct_timeline`'s. ``factor`` is overwritten (the estimate's column,
     used once: its memory takes the time gone per row, no other column of every row for it).
     ``consume``: ``tl`` is read no further (no launches to move over it): where the C loops run, its
-    ``ts`` and ``seg_end`` take the new times, each row's read before it is written. Why: this is the
-    analysis's peak of memory, two columns of every row fewer. ``row_mode``: each row's kind of window
+    ``ts`` takes the new starts, each row's read before it is written. Why: this is the analysis's
+    peak of memory, a column of every row fewer. ``row_mode``: each row's kind of window
     (WindowEstimate.row_mode), whose corrected main-thread time by kind the rebuild's pass sums where
     the C loops run (Correction.main_mode_ns: full_windows.full_share's figures)."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
     n = len(factor)
     main_mode_ns = None
-    if _rebuild_loops() is not None and _doubles(factor):
+    if _rebuild_loops(tl, factor) is not None:
         # the new durations worked out in the rebuild's own pass, the time gone written over the factors
         gone, ratio = factor, np.empty(n) if keep_ratio else None
-        spare = (tl.ts, tl.seg_end) if consume else ()
+        spare = (tl.ts,) if consume else ()
         scaled = _Scaled(gone, ratio, row_mode)
         corrected = rebuild(tl, factor, spare=spare, scaled=scaled)
         removed = float(gone.sum()) / 1e9
