@@ -857,3 +857,45 @@ def test_columns_not_in_one_block_run_numpy_s(monkeypatch):
     _same(gpu.state_at(strided, *q), gpu.state_at(tl, *q))
     rows = strided.main_rows()
     _same(*_both(monkeypatch, strided.instance_time, rows, len(tl.inst_name)))
+
+
+def test_a_timelines_segment_ends_come_from_its_threads_ends():
+    """A segment ends where the next row on its thread starts, a thread's last at the thread's end:
+    the column made from ``thread_end``, and the ends at rows (a slice, indices, a mask), are those of
+    the column a timeline was made with, with threads of no rows among them (the first, the last,
+    several); a column of other ends is refused."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n_threads = int(rng.integers(1, 5))
+        sizes = rng.integers(0, 6, n_threads)
+        sizes[0] += sizes.sum() == 0
+        n = int(sizes.sum())
+        thread_idx = np.repeat(np.arange(n_threads), sizes).astype(np.int16)
+        ts = np.concatenate([np.sort(rng.integers(0, 100, k)) for k in sizes]).astype(np.int64)
+        seg_end = np.append(ts[1:], 0)
+        last = np.cumsum(sizes)[sizes > 0] - 1
+        seg_end[last] = ts[last] + rng.integers(0, 9, len(last))
+        z = np.zeros(n, np.int32)
+        made = T.Timeline.with_seg_end(
+            seg_end, ts=ts, threads=np.arange(n_threads).astype(np.int32), kind=np.zeros(n, np.int8),
+            id=z, name=z, flags=np.zeros(n, np.int8), op=z, cat=np.zeros(n, np.int8), phase=z,
+            main_thread=0, start_ns=0, end_ns=200, inst_name=np.zeros(0, np.int64),
+            inst_end=np.zeros(0, np.int64), thread_idx=thread_idx,
+        )  # fmt: skip
+        tl = made.retimed(ts.copy(), thread_end=made.thread_end)  # no column: made from the ends
+        assert "seg_end" not in tl.memo
+        for _ in range(5):
+            a = int(rng.integers(0, n + 1))
+            b = int(rng.integers(a, n + 1))
+            assert np.array_equal(tl.seg_end_of(slice(a, b)), seg_end[a:b])
+            rows = rng.integers(0, n, int(rng.integers(0, 6)))
+            assert np.array_equal(tl.seg_end_of(rows), seg_end[rows])
+            mask = rng.random(n) < 0.5
+            assert np.array_equal(tl.seg_end_of(mask), seg_end[mask])
+        assert np.array_equal(tl.seg_end, seg_end)
+        if n > 1 and sizes.max() > 1:
+            gap = seg_end.copy()
+            k = int(np.flatnonzero(np.isin(np.arange(n), last, invert=True))[0])
+            gap[k] += 1
+            with pytest.raises(ValueError, match="next row on its thread"):
+                made.retimed(ts, gap)

@@ -95,17 +95,29 @@ class Timeline:
             raise ValueError(f"{len(seg_end)} segment ends for {len(self.ts)} rows")
         last = self.thread_last()
         for a, b in zip(self.thread_starts()[:-1].tolist(), last.tolist(), strict=True):  # a thread's rows
-            if not np.array_equal(seg_end[a:b], self.ts[a + 1 : b + 1]):
+            if b >= a and not np.array_equal(seg_end[a:b], self.ts[a + 1 : b + 1]):
                 raise ValueError("a segment must end where the next row on its thread starts")
         self.thread_end = seg_end[last].astype(np.int64)
         self.memo["seg_end"] = seg_end
 
     def thread_last(self) -> np.ndarray:
-        """Each thread's last row (int64, ascending; the last is the last row)."""
+        """Each thread index's last row (int64, ascending; the last is the last row); a thread index
+        without rows has the row before its next thread's first (-1 before the first)."""
         got = self.memo.get("thread_last")
         if got is None:
             starts = self.thread_starts()
             got = self.memo["thread_last"] = (starts[1:] - 1).astype(np.int64)
+        return got
+
+    def _row_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the last row of each thread that has rows, ascending and distinct; its segment's end):
+        where a segment does not end at the next row's start."""
+        got = self.memo.get("row_ends")
+        if got is None:
+            starts = self.thread_starts()
+            has = starts[1:] > starts[:-1]
+            end = np.asarray(self.thread_end, np.int64)
+            got = self.memo["row_ends"] = (self.thread_last()[has], np.ascontiguousarray(end[has]))
         return got
 
     def _seg_end_column(self) -> np.ndarray:
@@ -114,8 +126,8 @@ class Timeline:
         if got is None:
             got = np.empty(len(self.ts), np.int64)
             got[:-1] = self.ts[1:]
-            last = self.thread_last()
-            got[last] = self.thread_end
+            last, end = self._row_ends()
+            got[last] = end
             self.memo["seg_end"] = got
         return got
 
@@ -123,21 +135,33 @@ class Timeline:
         """The segment ends of ``rows`` (indices, a mask or a slice), without a column of every row's."""
         if "seg_end" in self.memo:
             return self.memo["seg_end"][rows]
-        idx = np.arange(len(self.ts))[rows] if isinstance(rows, slice) else np.asarray(rows)
+        last, end = self._row_ends()
+        n = len(self.ts)
+        if isinstance(rows, slice):
+            a, b, step = rows.indices(n)
+            if step == 1:  # the next rows' starts, the threads' last rows among them set to their ends
+                out = np.empty(max(b - a, 0), np.int64)
+                if b > a:
+                    out[: b - a - 1] = self.ts[a + 1 : b]
+                    out[-1] = self.ts[b] if b < n else 0
+                    inside = (last >= a) & (last < b)
+                    out[last[inside] - a] = end[inside]
+                return out
+            rows = np.arange(a, b, step)
+        idx = np.asarray(rows)
         if idx.dtype == bool:
             idx = np.flatnonzero(idx)
-        out = self.ts[np.minimum(idx + 1, max(len(self.ts) - 1, 0))]
-        for row, end in zip(self.thread_last().tolist(), self.thread_end.tolist(), strict=True):
-            out[idx == row] = end
+        out = self.ts[np.minimum(idx + 1, max(n - 1, 0))]
+        for row, e in zip(last.tolist(), end.tolist(), strict=True):
+            out[idx == row] = e
         return out
 
     def segments(self) -> native.Segments:
-        """The segments as the C loops read them (native/segments.h), made once; None-free: ``ts``
-        must be a C-contiguous int64 column (the timeline's are)."""
+        """The segments as the C loops read them (native/segments.h), made once: ``ts`` must be a
+        C-contiguous int64 column (the timeline's are)."""
         got = self.memo.get("segments")
         if got is None:
-            last = self.thread_last()
-            end = np.ascontiguousarray(self.thread_end, np.int64)
+            last, end = self._row_ends()
             ts = self.ts
             got = native.Segments(
                 ts.__array_interface__["data"][0], len(ts), len(last),

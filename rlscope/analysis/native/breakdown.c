@@ -11,29 +11,6 @@
 
 #include "segments.h"
 
-/* The rows' segment ends read in ascending row order, as seg_walk_end reads them, with the next
- * thread's last row at hand (``next``): a row below it ends where the next row starts, read after one
- * comparison, where seg_walk_end searches the threads' last rows at every row. */
-typedef struct {
-    const Segments *s;
-    int64_t k, next; /* the first thread whose last row is not below the rows asked, and that row */
-} RowEnds;
-
-static inline RowEnds row_ends(const Segments *s) {
-    RowEnds r = {s, 0, s->n_last > 0 ? s->last[0] : INT64_MAX};
-    return r;
-}
-
-/* Row i's segment end, i not below the row asked before. */
-static inline int64_t row_end(RowEnds *r, int64_t i) {
-    if (__builtin_expect(i < r->next, 1))
-        return r->s->ts[i + 1];
-    while (r->k < r->s->n_last && r->s->last[r->k] < i)
-        r->k++;
-    r->next = r->k < r->s->n_last ? r->s->last[r->k] : INT64_MAX;
-    return r->next == i ? r->s->end[r->k] : r->s->ts[i + 1];
-}
-
 /* _counted_sums' loop: per counted row, its duration (ns) added to sums[(pair * ncat + cat) * 2 + main]
  * and, where its pair is an operation's (is_op), to inst_cat[op * width + col[cat]] (col: each
  * category's column among the width an instance has, CountedSums.inst_col). Every value is a whole
@@ -47,7 +24,7 @@ int64_t breakdown_counted_sums(const Segments *s, int64_t n_runs, const int64_t 
                                const uint8_t *is_op, int64_t ncat, double *sums, int64_t width, const int64_t *col,
                                double *inst_cat, int64_t with_full, const double *full, double *full_sums) {
     const int64_t n = s->n, *ts = s->ts;
-    RowEnds at = row_ends(s);
+    SegWalk at = seg_walk(s, 0);
     int64_t off_main = 0;
     for (int64_t k = 0; k < n_runs; k++) {
         int32_t pair = run_pair[k];
@@ -55,7 +32,7 @@ int64_t breakdown_counted_sums(const Segments *s, int64_t n_runs, const int64_t 
             continue;
         int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
         for (int64_t i = runs[k]; i < hi; i++) {
-            int64_t d = row_end(&at, i) - ts[i];
+            int64_t d = seg_walk_end(&at, i) - ts[i];
             if (d <= 0)
                 continue;
             int64_t main = i >= main_lo && i < main_hi;
@@ -89,7 +66,7 @@ int64_t breakdown_counted_pair(const Segments *s, int64_t n_runs, const int64_t 
                                int64_t with_full, const double *full, double *full_sums) {
     const int64_t n = s->n, *ts = s->ts, *ts_b = s_b->ts;
     const int64_t *end_b = s_b->end;
-    RowEnds at = row_ends(s); /* b's rows end where a's do: at the next row, or at b's thread's end */
+    SegWalk at = seg_walk(s, 0); /* b's rows end where a's do: at the next row, or at b's thread's end */
     int64_t off_main = 0, off_main_b = 0;
     for (int64_t k = 0; k < n_runs; k++) {
         int32_t pair = run_pair[k];
@@ -101,7 +78,7 @@ int64_t breakdown_counted_pair(const Segments *s, int64_t n_runs, const int64_t 
             if (__builtin_expect(i < at.next, 1)) {
                 d = ts[i + 1] - ts[i], d_b = ts_b[i + 1] - ts_b[i];
             } else {
-                d = row_end(&at, i) - ts[i];
+                d = seg_walk_end(&at, i) - ts[i];
                 d_b = (at.next == i ? end_b[at.k] : ts_b[i + 1]) - ts_b[i];
             }
             if (d <= 0 && d_b <= 0)
@@ -300,7 +277,7 @@ int64_t breakdown_merged_segments(const Segments *s, int64_t n_runs, const int64
                                   const int64_t *group, int64_t *out_g, int64_t *out_start, int64_t *out_end,
                                   int64_t cap) {
     const int64_t n = s->n, *ts = s->ts;
-    RowEnds at = row_ends(s);
+    SegWalk at = seg_walk(s, 0);
     int64_t count = 0, t = 0;
     int64_t last_g = -1, last_end = 0, any = 0;  /* the thread's last segment */
     for (int64_t k = 0; k < n_runs; k++) {
@@ -313,7 +290,7 @@ int64_t breakdown_merged_segments(const Segments *s, int64_t n_runs, const int64
             continue;
         int64_t g = group[pair], hi = k + 1 < n_runs ? runs[k + 1] : n;
         for (int64_t i = runs[k]; i < hi; i++) {
-            int64_t end = row_end(&at, i);
+            int64_t end = seg_walk_end(&at, i);
             if (end <= ts[i])
                 continue;
             if (any && ts[i] == last_end && g == last_g) {
@@ -341,7 +318,7 @@ void breakdown_threads_per_pair(const Segments *s, int64_t n_runs, const int64_t
                                 const int64_t *thread_starts, int64_t n_threads, int64_t n_pairs, int64_t *out,
                                 uint8_t *seen) {
     const int64_t n = s->n, *ts = s->ts;
-    RowEnds at = row_ends(s);
+    SegWalk at = seg_walk(s, 0);
     for (int64_t p = 0; p < n_pairs; p++)
         seen[p] = 0;
     for (int64_t k = 0, t = 0; k < n_runs; k++) {
@@ -356,7 +333,7 @@ void breakdown_threads_per_pair(const Segments *s, int64_t n_runs, const int64_t
             continue;
         int64_t hi = k + 1 < n_runs ? runs[k + 1] : n;
         for (int64_t i = runs[k]; i < hi; i++) {
-            if (row_end(&at, i) > ts[i]) {
+            if (seg_walk_end(&at, i) > ts[i]) {
                 seen[pair] = 1;
                 out[pair]++;
                 break;

@@ -25,23 +25,27 @@ static inline int64_t seg_end_at(const Segments *s, int64_t i) {
     return lo < s->n_last && s->last[lo] == i ? s->end[lo] : s->ts[i + 1];
 }
 
-/* Rows read in ascending order: the next thread's last row kept at hand (seg_walk_end). */
+/* Rows read in ascending order: the next thread's last row kept at hand, so a row's end costs one
+ * comparison (seg_walk_end). */
 typedef struct {
     const Segments *s;
-    int64_t k;
+    int64_t k, next; /* the first thread whose last row is not below the rows asked, and that row */
 } SegWalk;
 
 static inline SegWalk seg_walk(const Segments *s, int64_t from) {
-    SegWalk w = {s, 0};
+    SegWalk w = {s, 0, 0};
     while (w.k < s->n_last && s->last[w.k] < from) w.k++;
+    w.next = w.k < s->n_last ? s->last[w.k] : INT64_MAX;
     return w;
 }
 
 /* The end of row i's segment, i not below the row asked before. */
 static inline int64_t seg_walk_end(SegWalk *w, int64_t i) {
+    if (__builtin_expect(i < w->next, 1)) return w->s->ts[i + 1];
     const Segments *s = w->s;
     while (w->k < s->n_last && s->last[w->k] < i) w->k++;
-    return w->k < s->n_last && s->last[w->k] == i ? s->end[w->k] : s->ts[i + 1];
+    w->next = w->k < s->n_last ? s->last[w->k] : INT64_MAX;
+    return w->next == i ? s->end[w->k] : s->ts[i + 1];
 }
 
 #endif
