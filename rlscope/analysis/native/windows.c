@@ -13,6 +13,41 @@
  */
 #include <stdint.h>
 
+#include "segments.h"
+
+/* The segments' ends (segments.h) read in ascending order of rows, the walk held by value: the next
+ * thread's last row at hand (``last``), so that a row before it (its end the next row's start) costs
+ * one comparison, and the passes over every row can run their rows up to it with no test at all.
+ * segments.h's SegWalk, read through its pointer to the Segments, searched the last rows at every
+ * row and reloaded them after each byte a pass writes: the instance pass ran a seventh slower than
+ * over a column of the ends. */
+typedef struct {
+    const int64_t *ts, *last_rows, *end;
+    int64_t n_last;
+    int64_t k;    /* the next thread whose last row is at or after the rows asked */
+    int64_t last; /* its last row (INT64_MAX past the last thread) */
+} SegNext;
+
+/* The walk moved on to the first thread whose last row is at or after row ``from``. */
+static SegNext seg_next_from(SegNext w, int64_t from) {
+    while (w.k < w.n_last && w.last_rows[w.k] < from) w.k++;
+    w.last = w.k < w.n_last ? w.last_rows[w.k] : INT64_MAX;
+    return w;
+}
+
+/* A walk of ``s`` from row ``from`` on. */
+static SegNext seg_next(const Segments *s, int64_t from) {
+    SegNext w = {s->ts, s->last, s->end, s->n_last, 0, INT64_MAX};
+    return seg_next_from(w, from);
+}
+
+/* The end of row i's segment, i not below the row asked before. */
+static inline int64_t seg_next_end(SegNext *w, int64_t i) {
+    if (i < w->last) return w->ts[i + 1];
+    *w = seg_next_from(*w, i);
+    return w->last == i ? w->end[w->k] : w->ts[i + 1];
+}
+
 /* Walks the rows in order and says whether each is in one of ``ranges``. */
 typedef struct {
     const int64_t *ranges;
@@ -75,7 +110,8 @@ INSTANCE_SUMS(int16_t, i16)
 INSTANCE_SUMS(int32_t, i32)
 INSTANCE_SUMS(int64_t, i64)
 
-/* The estimate's first pass over every row, in row order: dur[r] = seg_end[r] - ts[r] as a double,
+/* The estimate's first pass over every row, in row order: dur[r] = the length of row r's segment as a
+ * double (its end: the next row's start, but at a thread's last row the thread's end, from ``seg``),
  * full_row[r] = raw_ts[r] >= from_ts[w] (w: the row's window, row_window's value, read from the
  * rows where it changes as windows_collector_live reads it), then the sums of windows_instance_sums
  * over them. A window's rows start at or after its switch (win_ts[w - 1]) and before the next one
@@ -85,9 +121,9 @@ INSTANCE_SUMS(int64_t, i64)
  * Mirrors Timeline.float_duration, windows_full_rows' full_row and windows_instance_sums one after
  * another (estimate's numpy path: float_duration, _full_rows and _instance_sums); the row modes
  * are full_row's bytes (_row_mode), not a column of their own. */
-#define INSTANCE_ROWS(FULL)                                                                            \
+#define INSTANCE_ROWS(FULL, END)                                                                       \
     for (; r < stop; r++) {                                                                            \
-        double d = (double)(seg_end[r] - ts[r]);                                                       \
+        double d = (double)((END) - ts[r]);                                                            \
         uint8_t full = (FULL);                                                                         \
         int64_t i = (int64_t)op[r] + 1;                                                                \
         dur[r] = d;                                                                                    \
@@ -103,12 +139,14 @@ INSTANCE_SUMS(int64_t, i64)
     }
 #define INSTANCE_PASS(T, SUFFIX)                                                                       \
     void windows_instance_rows_##SUFFIX(                                                               \
-        int64_t n, const int64_t *ts, const int64_t *seg_end, const int64_t *raw_ts, int64_t n_changes, \
+        int64_t n, const Segments *seg, const int64_t *raw_ts, int64_t n_changes,                      \
         const int64_t *change_row, const int64_t *change_w, int64_t n_win, const int64_t *win_ts,      \
         const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
         const int64_t *ranges, double *dur, uint8_t *full_row, double *excl, int64_t *events,          \
         int64_t *rows, uint8_t *held) {                                                                \
         MAIN_INIT;                                                                                     \
+        const int64_t *ts = seg->ts;                                                                   \
+        SegNext ends = seg_next(seg, 0);                                                               \
         /* the current instance's sums, held while its rows run (the same additions in the same     \
          * order as into its entries) and written back where another instance's rows begin */        \
         int64_t cur = n > 0 ? (int64_t)op[0] + 1 : 0;                                                  \
@@ -121,12 +159,17 @@ INSTANCE_SUMS(int64_t, i64)
             while (r < run) { /* the window's rows on or off the main thread */                        \
                 MAIN_AT(r);                                                                            \
                 int64_t stop = run < main_stop ? run : main_stop;                                      \
-                if (none)                                                                              \
-                    INSTANCE_ROWS(0)                                                                   \
+                stop = stop < ends.last ? stop : ends.last; /* rows ending where the next starts */    \
+                if (r == stop) { /* a thread's last row: its segment ends where the thread does */     \
+                    stop = r + 1;                                                                      \
+                    INSTANCE_ROWS(none ? 0 : all ? 1 : raw_ts[r] >= from, ends.end[ends.k])            \
+                    ends = seg_next_from(ends, r); /* the walk past it (r: the row after it) */        \
+                } else if (none)                                                                       \
+                    INSTANCE_ROWS(0, ts[r + 1])                                                        \
                 else if (all)                                                                          \
-                    INSTANCE_ROWS(1)                                                                   \
+                    INSTANCE_ROWS(1, ts[r + 1])                                                        \
                 else                                                                                   \
-                    INSTANCE_ROWS(raw_ts[r] >= from)                                                   \
+                    INSTANCE_ROWS(raw_ts[r] >= from, ts[r + 1])                                        \
             }                                                                                          \
             if (c < n_changes) w = change_w[c];                                                        \
         }                                                                                              \
@@ -350,7 +393,8 @@ static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
  * owner[j] = inst_name[op[r]] of its first row r (-1 outside every instance); sig[j] = the
  * signature of r, kind * 2^32 + what it names (for a kind in ``named``, the name of instance id[r]
  * where there is one; for a kind in ``category``, id[r]; else 0); after[j] = the next piece's sig
- * (-1 for the last piece); start[j] = ts[r]; end[j] = seg_end[its last row]. Writes up to ``cap``
+ * (-1 for the last piece); start[j] = ts[r], end[j] = the end of its last row's segment, both on the
+ * clock of ``raw`` (its segments: segments.h, the pieces' last rows read in order). Writes up to ``cap``
  * of them, returns how many there are. Mirrors pieces()' gathers, _signature's numpy passes over the
  * pieces' first rows and the selection of the owners' pieces (of_owners): columns of the pieces
  * asked only, not of every piece (the analysis's peak of memory is at them). */
@@ -367,11 +411,12 @@ static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
 #define PIECE_COLUMNS(T, SUFFIX)                                                                       \
     int64_t windows_piece_columns_##SUFFIX(                                                            \
         int64_t n_pieces, const int64_t *bounds, int64_t first, const T *op, const int8_t *kind,      \
-        const T *id, const int64_t *inst_name, int64_t n_inst, const int64_t *ts,                     \
-        const int64_t *seg_end, const uint8_t *named, const uint8_t *category, int64_t n_owners,       \
+        const T *id, const int64_t *inst_name, int64_t n_inst, const Segments *raw,                   \
+        const uint8_t *named, const uint8_t *category, int64_t n_owners,                               \
         const int64_t *owners, int64_t cap, int64_t *index, int64_t *owner, int64_t *sig,              \
         int64_t *after, int64_t *start, int64_t *end) {                                                \
         int64_t m = 0;                                                                                 \
+        SegNext ends = seg_next(raw, first);                                                           \
         for (int64_t p = 0; p < n_pieces; p++) {                                                       \
             int64_t r = first + bounds[p], o = (int64_t)op[r];                                         \
             int64_t own = o >= 0 ? inst_name[o] : -1;                                                  \
@@ -383,8 +428,8 @@ static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
                 PIECE_SIG(r, sig[m]);                                                                  \
                 if (p + 1 < n_pieces) PIECE_SIG(next, after[m]);                                       \
                 else after[m] = -1;                                                                    \
-                start[m] = ts[r];                                                                      \
-                end[m] = seg_end[next - 1];                                                            \
+                start[m] = raw->ts[r];                                                                 \
+                end[m] = seg_next_end(&ends, next - 1);                                                \
             }                                                                                          \
             m++;                                                                                       \
         }                                                                                              \
@@ -540,14 +585,15 @@ COLLECTOR_ROWS(int16_t, i16)
 COLLECTOR_ROWS(int32_t, i32)
 COLLECTOR_ROWS(int64_t, i64)
 
-/* Over rows [0, n) (the main thread's): out[0] = the sum of seg_end - ts, out[1] = that sum over the
- * rows whose row_mode is ``full_mode``. Whole ns in integers, exact in any order. Mirrors
- * full_share's integer sums a block of rows at a time. */
-void windows_full_share(int64_t n, const int64_t *ts, const int64_t *seg_end, const int8_t *row_mode,
+/* Over rows [start, stop) (the main thread's): out[0] = the sum of their segments' lengths (seg:
+ * segments.h), out[1] = that sum over the rows whose row_mode is ``full_mode``. Whole ns in
+ * integers, exact in any order. Mirrors full_share's integer sums a block of rows at a time. */
+void windows_full_share(int64_t start, int64_t stop, const Segments *seg, const int8_t *row_mode,
                         int64_t full_mode, int64_t *out) {
     int64_t total = 0, full = 0;
-    for (int64_t r = 0; r < n; r++) {
-        int64_t d = seg_end[r] - ts[r];
+    SegNext ends = seg_next(seg, start);
+    for (int64_t r = start; r < stop; r++) {
+        int64_t d = seg_next_end(&ends, r) - seg->ts[r];
         total += d;
         full += row_mode[r] == full_mode ? d : 0;
     }
@@ -791,12 +837,15 @@ FILL_RUNS(int32_t, i32)
 /* Per row r, with w its window (the switches at or before ts[r], as windows_row_window finds it):
  * out[r] = at_mode[w] (``at_mode``: n_win + 1 entries); and the rows whose segment may end in
  * another window than it starts in (the next row in another window or not starting at the row's
- * segment end, and the last row), up to ``cap`` of them into rows[] with their w in row_w[].
+ * segment end (seg: segments.h), and the last row), up to ``cap`` of them into rows[] with their w
+ * in row_w[].
  * Returns how many there are. Mirrors full_fraction's at_mode[row_window(tl)], _crossing_rows and
  * wi[rows] (residual_full_rows over row_window's column), without that column. */
-int64_t windows_full_fraction_rows(int64_t n, const int64_t *ts, const int64_t *seg_end, int64_t n_win,
-                                   const int64_t *win_ts, const double *at_mode, double *out, int64_t cap,
-                                   int64_t *rows, int64_t *row_w) {
+int64_t windows_full_fraction_rows(int64_t n, const Segments *seg, int64_t n_win, const int64_t *win_ts,
+                                   const double *at_mode, double *out, int64_t cap, int64_t *rows,
+                                   int64_t *row_w) {
+    const int64_t *ts = seg->ts;
+    SegNext ends = seg_next(seg, 0);
     int64_t m = 0, next = n > 0 ? search_right(win_ts, n_win, ts[0]) : 0;
     for (int64_t r = 0; r < n; r++) {
         int64_t w = next;
@@ -805,7 +854,11 @@ int64_t windows_full_fraction_rows(int64_t n, const int64_t *ts, const int64_t *
             int64_t t = ts[r + 1];
             if ((next > 0 && win_ts[next - 1] > t) || (next < n_win && t >= win_ts[next]))
                 next = search_right(win_ts, n_win, t);
-            cross = next != w || seg_end[r] != t;
+            cross = next != w;
+            if (r == ends.last) { /* a thread's last row: its segment ends where the thread does */
+                cross |= ends.end[ends.k] != t;
+                ends = seg_next_from(ends, r + 1);
+            }
         }
         out[r] = at_mode[w];
         if (cross) {

@@ -126,7 +126,7 @@ def full_fraction(tl: Timeline) -> np.ndarray:
     # exact in a double), so it is computed for the few segments that end in another window only
     out, rows, w_rows = _modes_crossings_and_windows(tl, win_ts, at_mode)
     start = tl.ts[rows]
-    end = np.maximum(tl.seg_end[rows], start)
+    end = np.maximum(tl.seg_end_of(rows), start)
     i_start = w_rows.astype(np.int64) - 1
     i_end = np.searchsorted(win_ts, end, side="right") - 1
 
@@ -186,11 +186,9 @@ def _modes_crossings_and_windows(
     in one C pass over the rows, each row's window found on the way (the estimate lets row_window's
     column go); a second where the crossing rows are more than it lists. Else
     :func:`_modes_and_crossings` over row_window's column."""
-    types = (native.N, native.I64, native.I64, native.N, native.I64, native.F64, native.F64, native.N)
+    types = (native.N, native.SEGMENTS, native.N, native.I64, native.F64, native.F64, native.N)
     fn = native.function("windows_full_fraction_rows", *types, native.I64, native.I64, restype=native.N)
-    if fn is None or any(
-        c.dtype != np.int64 or not c.flags.c_contiguous for c in (tl.ts, tl.seg_end, win_ts)
-    ):
+    if fn is None or any(c.dtype != np.int64 or not c.flags.c_contiguous for c in (tl.ts, win_ts)):
         wi = row_window(tl)
         out, rows = _modes_and_crossings(tl, wi, at_mode)
         return out, rows, wi[rows]
@@ -198,10 +196,10 @@ def _modes_crossings_and_windows(
     n = len(tl.ts)
     out, cap = np.empty(n), min(n, _CROSSINGS)
     rows, w_rows = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    m = fn(n, tl.ts, tl.seg_end, len(win_ts), win_ts, at_mode, out, cap, rows, w_rows)
+    m = fn(n, tl.segments(), len(win_ts), win_ts, at_mode, out, cap, rows, w_rows)
     if m > cap:  # more than listed: all of them, in a second pass
         rows, w_rows = np.empty(m, np.int64), np.empty(m, np.int64)
-        m = fn(n, tl.ts, tl.seg_end, len(win_ts), win_ts, at_mode, out, m, rows, w_rows)
+        m = fn(n, tl.segments(), len(win_ts), win_ts, at_mode, out, m, rows, w_rows)
     return out, rows[:m], w_rows[:m]
 
 
@@ -231,13 +229,14 @@ def full_share(est: WindowEstimate, tl: Timeline) -> float:
         total, full = est.main_mode_ns
         return float(full) / float(total) if total > 0 else 1.0
     main = tl.main_rows()
-    ts, seg_end, row_mode = tl.ts[main], tl.seg_end[main], est.row_mode[main]
     fn = native.function(
-        "windows_full_share", native.N, native.I64, native.I64, native.I8, native.N, native.I64
+        "windows_full_share", native.N, native.N, native.SEGMENTS, native.I8, native.N, native.I64
     )
-    if fn is not None and ts.dtype == seg_end.dtype == np.int64 and row_mode.dtype == np.int8:
+    row_mode = est.row_mode  # a row's mode at its index: the whole column, read at the main rows
+    ok = tl.ts.dtype == np.int64 and row_mode.dtype == np.int8 and len(row_mode) == len(tl.ts)
+    if fn is not None and ok and row_mode.flags.c_contiguous:
         sums = np.zeros(2, np.int64)
-        fn(len(ts), ts, seg_end, row_mode, S.WINDOW_FULL, sums)
+        fn(main.start, main.stop, tl.segments(), row_mode, S.WINDOW_FULL, sums)
         total, full = int(sums[0]), int(sums[1])
         return float(full) / float(total) if total > 0 else 1.0
     total = full = 0

@@ -217,10 +217,11 @@ def _piece_columns(
     clock). In C in one pass over the pieces to count them and one to write their entries (no
     column of every piece), where the op and id columns are of one type, as they are once narrowed."""
     n = len(bounds) - 1
-    types = (native.N, native.I64, native.N, None, native.I8, None, native.I64, native.N, native.I64)
-    types += (native.I64, native.U8, native.U8, native.N, native.I64, native.N, *[native.I64] * 6)
+    types = (native.N, native.I64, native.N, None, native.I8, None, native.I64, native.N, native.SEGMENTS)
+    types += (native.U8, native.U8, native.N, native.I64, native.N, *[native.I64] * 6)
     fn = native.typed("windows_piece_columns", [tl.op.dtype], *types, restype=native.N)
-    ok = tl.op.dtype == tl.id.dtype and tl.kind.dtype == np.int8 and tl.inst_name.dtype == np.int64
+    ok = tl.op.dtype == tl.id.dtype and tl.kind.dtype == np.int8
+    ok = ok and tl.inst_name.dtype == raw.ts.dtype == np.int64
     if fn is None or not ok:
         first, last = main.start + bounds[:-1], main.start + bounds[1:] - 1
         names = np.append(tl.inst_name, -1)
@@ -234,7 +235,7 @@ def _piece_columns(
     category[[S.CAT_BEGIN, S.CAT_END]] = 1
     keys = np.unique(np.asarray(owners if owners is not None else [], np.int64))
     n_keys = len(keys) if owners is not None else -1
-    args = (tl.op, tl.kind, tl.id, tl.inst_name, len(tl.inst_name), raw.ts, raw.seg_end, named, category)
+    args = (tl.op, tl.kind, tl.id, tl.inst_name, len(tl.inst_name), raw.segments(), named, category)
     args += (n_keys, keys)
     m = n if owners is None else fn(n, bounds, main.start, *args, 0, *[np.zeros(0, np.int64)] * 6)
     out = tuple(np.empty(m, np.int64) for _ in range(6))

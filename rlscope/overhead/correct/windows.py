@@ -608,9 +608,9 @@ def _instance_pass(
     them). None where the numpy loops run or the columns are of other types: those three are then
     made one after another."""
     win_ts = window_rows(raw)[0]
-    if any(c.dtype != np.int64 for c in (tl.ts, tl.seg_end, raw.ts, from_ts, win_ts)):
+    if any(c.dtype != np.int64 for c in (tl.ts, raw.ts, from_ts, win_ts)):
         return None
-    types = (native.N, native.I64, native.I64, native.I64, native.N, native.I64, native.I64, native.N)
+    types = (native.N, native.SEGMENTS, native.I64, native.N, native.I64, native.I64, native.N)
     types += (native.I64, native.I64, None, native.BOOL, native.N, native.I64, native.F64, native.BOOL)
     types += (native.F64, native.I64, native.I64, native.BOOL)
     fn = native.typed("windows_instance_rows", [tl.op.dtype], *types)
@@ -621,7 +621,7 @@ def _instance_pass(
     excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
     at, ws = window_changes(raw)
     fn(
-        n, tl.ts, tl.seg_end, raw.ts, len(at), at, ws, len(win_ts), win_ts, from_ts, tl.op, coll,
+        n, tl.segments(), raw.ts, len(at), at, ws, len(win_ts), win_ts, from_ts, tl.op, coll,
         len(main) // 2, main, dur, full_row, excl, events, rows, held,
     )  # fmt: skip
     return dur, full_row, _row_mode(full_row), excl, events, held, rows
