@@ -151,8 +151,7 @@ def _modes_and_crossings(tl: Timeline, wi: np.ndarray, at_mode: np.ndarray) -> t
         *(
             native.N,
             native.I16,
-            native.I64,
-            native.I64,
+            native.SEGMENTS,
             native.N,
             native.F64,
             native.F64,
@@ -161,19 +160,14 @@ def _modes_and_crossings(tl: Timeline, wi: np.ndarray, at_mode: np.ndarray) -> t
         ),
         restype=native.N,
     )
-    columns = (tl.ts, tl.seg_end)
-    if (
-        fn is None
-        or wi.dtype != np.int16
-        or any(c.dtype != np.int64 or not c.flags.c_contiguous for c in columns)
-    ):
+    if fn is None or wi.dtype != np.int16 or tl.ts.dtype != np.int64:
         return at_mode[wi], _crossing_rows(tl, wi)
     at_mode = np.ascontiguousarray(at_mode, np.float64)
     out, rows = np.empty(len(wi)), np.empty(min(len(wi), _CROSSINGS), np.int64)
-    m = fn(len(wi), wi, tl.ts, tl.seg_end, len(at_mode), at_mode, out, len(rows), rows)
+    m = fn(len(wi), wi, tl.segments(), len(at_mode), at_mode, out, len(rows), rows)
     if m > len(rows):  # more than listed: all of them, in a second pass
         rows = np.empty(m, np.int64)
-        m = fn(len(wi), wi, tl.ts, tl.seg_end, len(at_mode), at_mode, out, len(rows), rows)
+        m = fn(len(wi), wi, tl.segments(), len(at_mode), at_mode, out, len(rows), rows)
     if m < 0:  # an index out of 0..len(at_mode) - 1: numpy's gather reads it from the end, or raises
         return at_mode[wi], _crossing_rows(tl, wi)
     return out, rows[:m]
