@@ -571,7 +571,7 @@ __attribute__((always_inline)) static inline double rebuild_rows(
         while (*j < m && rows[*j] == i) sums[(*j)++] = before;
         nd = new_dur[i];
         if (scaled) {
-            double d = (double)(seg_walk_end(seg, i) - seg->s->ts[i]);
+            double d = (double)(seg_walk_end(seg, i) - seg->ts[i]);
             nd = d * nd;
             gone[i] = d - nd;
             if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;

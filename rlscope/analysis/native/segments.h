@@ -25,27 +25,35 @@ static inline int64_t seg_end_at(const Segments *s, int64_t i) {
     return lo < s->n_last && s->last[lo] == i ? s->end[lo] : s->ts[i + 1];
 }
 
-/* Rows read in ascending order: the next thread's last row kept at hand, so a row's end costs one
- * comparison (seg_walk_end). */
+/* Rows read in ascending order, the walk held by value: the next thread's last row at hand
+ * (``next``), so that a row before it (its end the next row's start) costs one comparison, and a pass
+ * over every row can run its rows up to it with no test at all. (Read through a pointer to the
+ * Segments, the last rows were reloaded after each byte a pass writes.) */
 typedef struct {
-    const Segments *s;
-    int64_t k, next; /* the first thread whose last row is not below the rows asked, and that row */
+    const int64_t *ts, *last, *end;
+    int64_t n_last;
+    int64_t k;    /* the first thread whose last row is not below the rows asked */
+    int64_t next; /* its last row (INT64_MAX past the last thread) */
 } SegWalk;
 
-static inline SegWalk seg_walk(const Segments *s, int64_t from) {
-    SegWalk w = {s, 0, 0};
-    while (w.k < s->n_last && s->last[w.k] < from) w.k++;
-    w.next = w.k < s->n_last ? s->last[w.k] : INT64_MAX;
+/* The walk moved on to the first thread whose last row is not below row ``from``. */
+static inline SegWalk seg_walk_from(SegWalk w, int64_t from) {
+    while (w.k < w.n_last && w.last[w.k] < from) w.k++;
+    w.next = w.k < w.n_last ? w.last[w.k] : INT64_MAX;
     return w;
+}
+
+/* A walk of ``s`` from row ``from`` on. */
+static inline SegWalk seg_walk(const Segments *s, int64_t from) {
+    SegWalk w = {s->ts, s->last, s->end, s->n_last, 0, INT64_MAX};
+    return seg_walk_from(w, from);
 }
 
 /* The end of row i's segment, i not below the row asked before. */
 static inline int64_t seg_walk_end(SegWalk *w, int64_t i) {
-    if (__builtin_expect(i < w->next, 1)) return w->s->ts[i + 1];
-    const Segments *s = w->s;
-    while (w->k < s->n_last && s->last[w->k] < i) w->k++;
-    w->next = w->k < s->n_last ? s->last[w->k] : INT64_MAX;
-    return w->next == i ? s->end[w->k] : s->ts[i + 1];
+    if (__builtin_expect(i < w->next, 1)) return w->ts[i + 1];
+    *w = seg_walk_from(*w, i);
+    return w->next == i ? w->end[w->k] : w->ts[i + 1];
 }
 
 #endif

@@ -15,39 +15,6 @@
 
 #include "segments.h"
 
-/* The segments' ends (segments.h) read in ascending order of rows, the walk held by value: the next
- * thread's last row at hand (``last``), so that a row before it (its end the next row's start) costs
- * one comparison, and the passes over every row can run their rows up to it with no test at all.
- * segments.h's SegWalk, read through its pointer to the Segments, searched the last rows at every
- * row and reloaded them after each byte a pass writes: the instance pass ran a seventh slower than
- * over a column of the ends. */
-typedef struct {
-    const int64_t *ts, *last_rows, *end;
-    int64_t n_last;
-    int64_t k;    /* the next thread whose last row is at or after the rows asked */
-    int64_t last; /* its last row (INT64_MAX past the last thread) */
-} SegNext;
-
-/* The walk moved on to the first thread whose last row is at or after row ``from``. */
-static SegNext seg_next_from(SegNext w, int64_t from) {
-    while (w.k < w.n_last && w.last_rows[w.k] < from) w.k++;
-    w.last = w.k < w.n_last ? w.last_rows[w.k] : INT64_MAX;
-    return w;
-}
-
-/* A walk of ``s`` from row ``from`` on. */
-static SegNext seg_next(const Segments *s, int64_t from) {
-    SegNext w = {s->ts, s->last, s->end, s->n_last, 0, INT64_MAX};
-    return seg_next_from(w, from);
-}
-
-/* The end of row i's segment, i not below the row asked before. */
-static inline int64_t seg_next_end(SegNext *w, int64_t i) {
-    if (i < w->last) return w->ts[i + 1];
-    *w = seg_next_from(*w, i);
-    return w->last == i ? w->end[w->k] : w->ts[i + 1];
-}
-
 /* Walks the rows in order and says whether each is in one of ``ranges``. */
 typedef struct {
     const int64_t *ranges;
@@ -146,7 +113,7 @@ INSTANCE_SUMS(int64_t, i64)
         int64_t *rows, uint8_t *held) {                                                                \
         MAIN_INIT;                                                                                     \
         const int64_t *ts = seg->ts;                                                                   \
-        SegNext ends = seg_next(seg, 0);                                                               \
+        SegWalk ends = seg_walk(seg, 0);                                                               \
         /* the current instance's sums, held while its rows run (the same additions in the same     \
          * order as into its entries) and written back where another instance's rows begin */        \
         int64_t cur = n > 0 ? (int64_t)op[0] + 1 : 0;                                                  \
@@ -159,11 +126,11 @@ INSTANCE_SUMS(int64_t, i64)
             while (r < run) { /* the window's rows on or off the main thread */                        \
                 MAIN_AT(r);                                                                            \
                 int64_t stop = run < main_stop ? run : main_stop;                                      \
-                stop = stop < ends.last ? stop : ends.last; /* rows ending where the next starts */    \
+                stop = stop < ends.next ? stop : ends.next; /* rows ending where the next starts */    \
                 if (r == stop) { /* a thread's last row: its segment ends where the thread does */     \
                     stop = r + 1;                                                                      \
                     INSTANCE_ROWS(none ? 0 : all ? 1 : raw_ts[r] >= from, ends.end[ends.k])            \
-                    ends = seg_next_from(ends, r); /* the walk past it (r: the row after it) */        \
+                    ends = seg_walk_from(ends, r); /* the walk past it (r: the row after it) */        \
                 } else if (none)                                                                       \
                     INSTANCE_ROWS(0, ts[r + 1])                                                        \
                 else if (all)                                                                          \
@@ -416,7 +383,7 @@ static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
         const int64_t *owners, int64_t cap, int64_t *index, int64_t *owner, int64_t *sig,              \
         int64_t *after, int64_t *start, int64_t *end) {                                                \
         int64_t m = 0;                                                                                 \
-        SegNext ends = seg_next(raw, first);                                                           \
+        SegWalk ends = seg_walk(raw, first);                                                           \
         for (int64_t p = 0; p < n_pieces; p++) {                                                       \
             int64_t r = first + bounds[p], o = (int64_t)op[r];                                         \
             int64_t own = o >= 0 ? inst_name[o] : -1;                                                  \
@@ -429,7 +396,7 @@ static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
                 if (p + 1 < n_pieces) PIECE_SIG(next, after[m]);                                       \
                 else after[m] = -1;                                                                    \
                 start[m] = raw->ts[r];                                                                 \
-                end[m] = seg_next_end(&ends, next - 1);                                                \
+                end[m] = seg_walk_end(&ends, next - 1);                                                \
             }                                                                                          \
             m++;                                                                                       \
         }                                                                                              \
@@ -591,9 +558,9 @@ COLLECTOR_ROWS(int64_t, i64)
 void windows_full_share(int64_t start, int64_t stop, const Segments *seg, const int8_t *row_mode,
                         int64_t full_mode, int64_t *out) {
     int64_t total = 0, full = 0;
-    SegNext ends = seg_next(seg, start);
+    SegWalk ends = seg_walk(seg, start);
     for (int64_t r = start; r < stop; r++) {
-        int64_t d = seg_next_end(&ends, r) - seg->ts[r];
+        int64_t d = seg_walk_end(&ends, r) - seg->ts[r];
         total += d;
         full += row_mode[r] == full_mode ? d : 0;
     }
@@ -845,7 +812,7 @@ int64_t windows_full_fraction_rows(int64_t n, const Segments *seg, int64_t n_win
                                    const double *at_mode, double *out, int64_t cap, int64_t *rows,
                                    int64_t *row_w) {
     const int64_t *ts = seg->ts;
-    SegNext ends = seg_next(seg, 0);
+    SegWalk ends = seg_walk(seg, 0);
     int64_t m = 0, next = n > 0 ? search_right(win_ts, n_win, ts[0]) : 0;
     for (int64_t r = 0; r < n; r++) {
         int64_t w = next;
@@ -855,9 +822,9 @@ int64_t windows_full_fraction_rows(int64_t n, const Segments *seg, int64_t n_win
             if ((next > 0 && win_ts[next - 1] > t) || (next < n_win && t >= win_ts[next]))
                 next = search_right(win_ts, n_win, t);
             cross = next != w;
-            if (r == ends.last) { /* a thread's last row: its segment ends where the thread does */
+            if (r == ends.next) { /* a thread's last row: its segment ends where the thread does */
                 cross |= ends.end[ends.k] != t;
-                ends = seg_next_from(ends, r + 1);
+                ends = seg_walk_from(ends, r + 1);
             }
         }
         out[r] = at_mode[w];
