@@ -344,14 +344,20 @@ void windows_group_middles(int64_t n_groups, const int64_t *starts, const int64_
     }
 }
 
-/* Whether sorted a[0..n) holds v. */
-static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
+/* The first index of sorted a[0..n) whose value is not below t. */
+static inline int64_t search_left(const int64_t *a, int64_t n, int64_t t) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < v) lo = mid + 1;
+        if (a[mid] < t) lo = mid + 1;
         else hi = mid;
     }
+    return lo;
+}
+
+/* Whether sorted a[0..n) holds v. */
+static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
+    int64_t lo = search_left(a, n, v);
     return lo < n && a[lo] == v;
 }
 
@@ -417,15 +423,6 @@ static inline int64_t search_right(const int64_t *a, int64_t n, int64_t t) {
     return lo;
 }
 
-static inline int64_t search_left(const int64_t *a, int64_t n, int64_t t) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
 
 /* Per interval i (start[i], end[i]: an instance's or a piece's), with w = the switches (win_ts) at or
  * before its start: whether no switch falls inside it (whole[i], w == the switches before its end),
