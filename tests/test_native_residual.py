@@ -526,6 +526,9 @@ def test_thread_last_is_every_change_of_thread(threads, rows):
     want = np.ones(len(tl.ts), bool)
     want[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
     assert np.array_equal(residual.thread_last(tl), want)
+    rows = np.arange(len(tl.ts))
+    assert np.array_equal(residual._LastRows(tl)[rows], want)  # read at rows, no column
+    assert np.array_equal(residual._LastRows(tl)[rows[::-3]], want[::-3])
 
 
 @pytest.mark.parametrize("threads,rows", [(1, 1), (1, 500), (4, 500), (60, 5)])

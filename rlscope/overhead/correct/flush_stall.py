@@ -108,8 +108,10 @@ def measure(
     name = tl.inst_name[inst]
     mode = _modes(tl, begins)
     e, b = excl[inst], over[inst]
+    del begins, inst, over  # each column of the instances dropped once read: less memory at the peak
     if rows is not None and excl is not None:  # 0 off ``at``: read there (bound[main].sum())
         main_bound_ns = sum_at_rows(main.stop - main.start, at - main.start, at_bound)
+        del at, at_bound, op, hit
     else:
         main_bound_ns = float(bound[main].sum())
     bound_sum = excess = var = 0.0
@@ -117,11 +119,14 @@ def measure(
     # each (operation, window kind)'s instances, in the order they began: one stable sort of their
     # keys' codes, then a slice per key (in the keys' order, as the sums across keys add up)
     keys, code = _keys(name, mode)
+    del name, mode
     if len(keys) <= np.iinfo(np.int16).max:  # a few keys: numpy's stable sort of int16 is a radix sort
         code = code.astype(np.int16)
     order = np.argsort(code, kind="stable")
     starts = np.searchsorted(code[order], np.arange(len(keys) + 1)).tolist()
+    del code
     e, b = e[order], b[order]
+    del order
     for lo, hi in itertools.pairwise(starts):
         ge, gb = e[lo:hi], b[lo:hi]
         clear = gb == 0

@@ -442,7 +442,7 @@ def _move_excess(
     over: np.ndarray,
     excess: np.ndarray,
     dur: np.ndarray | Timeline,
-    last: np.ndarray,
+    last: np.ndarray | _LastRows,
     removal: np.ndarray,
     left: np.ndarray | None = None,
     at: Any = None,
@@ -894,6 +894,18 @@ def thread_last(tl: Timeline) -> np.ndarray:
     return last
 
 
+class _LastRows:
+    """:func:`thread_last`'s column read at some rows only (where the excess moves, :func:`_move_excess`):
+    whether each is its thread's last row, looked up among those few rows (Timeline.thread_starts), no
+    column of every row."""
+
+    def __init__(self, tl: Timeline) -> None:
+        self.rows = np.unique(tl.thread_starts()[1:] - 1)
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        return np.isin(rows, self.rows)
+
+
 def _planned(
     tl: Timeline,
     costs: EventCosts,
@@ -1026,7 +1038,7 @@ class _Plan:
 def _planned_native(
     tl: Timeline,
     costs: EventCosts,
-    last: np.ndarray,
+    last: np.ndarray | _LastRows,
     on_writer: np.ndarray,
     mem: np.ndarray | None,
     mods: np.ndarray | module_calls.Spread | None,
@@ -1133,7 +1145,7 @@ def _planned_native(
 
 def _removal(
     tl: Timeline,
-    last: np.ndarray,
+    last: np.ndarray | _LastRows,
     left: np.ndarray,
     listed: int,
     over_rows: np.ndarray,
@@ -1172,7 +1184,7 @@ def _removal(
 
 def _kept_plans(
     tl: Timeline,
-    last: np.ndarray,
+    last: np.ndarray | _LastRows,
     left: np.ndarray,
     listed: int,
     over_rows: np.ndarray,
@@ -1307,7 +1319,7 @@ def correct_timeline(
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    last = thread_last(tl)
+    last = _LastRows(tl)  # read at the rows an excess moves from only; numpy's plan reads the column
     mem = _memory_planned(tl, memory, costs.memory_per_event)
     mods = None if isinstance(modules, np.ndarray) and len(modules) != n else modules  # empty: none
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
@@ -1332,6 +1344,7 @@ def correct_timeline(
     else:
         if isinstance(mods, module_calls.Spread):
             mods = mods.column(tl)
+        last = thread_last(tl)
         dur, planned, removal, profiler, per_class = _planned(tl, costs, last, on_writer, mem, mods)
         planned_sum, removal_sum = planned.sum(), removal.sum()
         left = np.subtract(dur, removal, out=removal)  # ``removal`` is not needed after its sum
@@ -1343,7 +1356,7 @@ def correct_timeline(
     mods_col = None if mods_total is not None else mods
     profiler_ns, mem_total, col_total = _sums_off(n, profiler, prof_rows, prof_dur, mem, mods_col, scratch)
     mods_total = col_total if mods_total is None else mods_total
-    del mem, mods, mods_col, profiler
+    del mem, mods, mods_col, profiler, last
     placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
