@@ -101,8 +101,8 @@ def measure(
         excl, over = np.zeros(n_inst), np.zeros(n_inst)
         sums(main.start, main.stop, tl.op, tl.segments(), bound, n_inst, excl, over)
     # the main thread's operation begins, among the rows that begin a scope (found with the timeline)
-    begins = tl.scope_begins()
-    begins = begins[(begins >= main.start) & (begins < main.stop)]
+    begins = tl.scope_begins()  # sorted: the main thread's a slice of them
+    begins = begins[np.searchsorted(begins, main.start) : np.searchsorted(begins, main.stop)]
     begins = begins[tl.kind[begins] == S.OP_BEGIN]
     inst = tl.id[begins]
     name = tl.inst_name[inst]
