@@ -270,8 +270,8 @@ static double changed_node(const double *column, const double *leaves, int64_t *
 }
 
 /* np.sum of ``column`` (n values) whose leaves' sums were kept by a Pairwise over it (``leaves``) before
- * the values at ``rows`` (m of them, sorted, in [0, n)) changed: those rows' leaves summed again from
- * the column, the others' kept sums taken, joined as numpy's tree joins them. */
+ * the values at ``rows`` (m of them, sorted, in [0, n); a row perhaps more than once) changed: those rows'
+ * leaves summed again from the column, the others' kept sums taken, joined as numpy's tree joins them. */
 double residual_changed_sum(int64_t n, const double *column, const double *leaves, int64_t m, const int64_t *rows) {
     if (n == 0) return 0.0;
     int64_t leaf = 0;
@@ -309,7 +309,8 @@ static double changed_node_saved(int64_t n_saved, const int64_t *saved_rows, con
 
 /* residual_changed_sum of a column of n values kept at ``saved_rows`` only (n_saved of them, ascending;
  * values ``saved``): np.sum of the column whose leaves' sums were kept (``leaves``) before the values at
- * ``rows`` (m, sorted) changed, the leaves holding those summed again from the saved values.
+ * ``rows`` (m, sorted; a row perhaps more than once) changed, the leaves holding those summed again from
+ * the saved values.
  * ok[0] = 0 where a leaf to sum again is not among the saved rows whole (the sum is then not made). */
 double residual_changed_sum_saved(int64_t n, int64_t n_saved, const int64_t *saved_rows, const double *saved,
                                   const double *leaves, int64_t m, const int64_t *rows, int64_t *ok) {
@@ -335,7 +336,8 @@ static void planned_save(const double *ring, int64_t *from, int64_t to, const in
             ++*q;
             continue;
         }
-        int64_t a = o - PLANNED_NEAR > r ? o - PLANNED_NEAR : r, b = o + PLANNED_NEAR + 1 < to ? o + PLANNED_NEAR + 1 : to;
+        int64_t a = o - PLANNED_NEAR > r ? o - PLANNED_NEAR : r;
+        int64_t b = o + PLANNED_NEAR + 1 < to ? o + PLANNED_NEAR + 1 : to;
         if (a >= to) break;
         for (int64_t i = a; i < b; ++i, ++*n_saved)
             if (*n_saved < cap) saved_rows[*n_saved] = i, saved[*n_saved] = ring[i & (PLANNED_RING - 1)];

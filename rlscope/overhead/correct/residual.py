@@ -1177,9 +1177,16 @@ def _removal(
         return removal, None, moved_rows
     if stream and listed <= len(over_rows):
         # the plan but at the rows listed and those moved to: the plan's sum, their leaves summed again
-        changed = np.union1d(over_rows[:listed], moved_rows).astype(np.int64)
+        changed = _changed_rows(over_rows[:listed], moved_rows)
         return removal, float(changed_sum_loop()(n, removal, leaves, len(changed), changed)), moved_rows
     return removal, float(removal.sum()), moved_rows
+
+
+def _changed_rows(listed: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """The rows whose removal is not their plan (``listed``) and those an excess moved to (``moved``:
+    two ascending runs), ascending, a row perhaps twice (the changed sums read which leaves hold one):
+    runs merged by a stable sort, not np.union1d's hashing and sort."""
+    return np.sort(np.concatenate([listed, moved]).astype(np.int64, copy=False), kind="stable")
 
 
 def _kept_plans(
@@ -1210,7 +1217,7 @@ def _kept_plans(
     moved_rows = _move_excess(
         rows[over], excess, tl, last, saved_vals, left=left, at=lambda r: np.searchsorted(saved_rows, r)
     )
-    changed = np.union1d(rows, moved_rows).astype(np.int64)
+    changed = _changed_rows(rows, moved_rows)
     ok = np.zeros(1, np.int64)
     total = changed_sum(n, len(saved_rows), saved_rows, saved_vals, leaves, len(changed), changed, ok)
     return (saved_vals, float(total), moved_rows) if ok[0] else None
