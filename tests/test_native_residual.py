@@ -19,7 +19,7 @@ import pytest
 from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
-from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual, windows
+from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual, sums, windows
 from rlscope.trace import schema as S
 from tests.timelines import stretched
 
@@ -162,6 +162,11 @@ def _plan(tl: Timeline, *args: Any) -> tuple[residual._Plan, np.ndarray]:
 
 
 def _same_plan(a: residual._Plan, b: residual._Plan) -> bool:
+    """The same plan, a removal kept at some rows only compared at those rows."""
+    if a.removal_rows is None and b.removal_rows is not None:
+        a = dataclasses.replace(a, removal=a.removal[b.removal_rows], removal_rows=b.removal_rows)
+    if b.removal_rows is None and a.removal_rows is not None:
+        b = dataclasses.replace(b, removal=b.removal[a.removal_rows], removal_rows=a.removal_rows)
     return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
 
 
@@ -197,8 +202,8 @@ def test_a_plan_with_time_left_below_zero_or_nan_is_not_regular(where, monkeypat
     else:  # each excess moved leaves its neighbour 1 ns below nothing
         real = residual._move_excess
 
-        def below(over, excess, dur, last, removal, left=None):
-            moved = real(over, excess, dur, last, removal, left)
+        def below(over, excess, dur, last, removal, left=None, at=None):
+            moved = real(over, excess, dur, last, removal, left, at)
             left[moved] = -1.0
             return moved
 
@@ -521,6 +526,9 @@ def test_thread_last_is_every_change_of_thread(threads, rows):
     want = np.ones(len(tl.ts), bool)
     want[:-1] = tl.thread_idx[1:] != tl.thread_idx[:-1]
     assert np.array_equal(residual.thread_last(tl), want)
+    rows = np.arange(len(tl.ts))
+    assert np.array_equal(residual._LastRows(tl)[rows], want)  # read at rows, no column
+    assert np.array_equal(residual._LastRows(tl)[rows[::-3]], want[::-3])
 
 
 @pytest.mark.parametrize("threads,rows", [(1, 1), (1, 500), (4, 500), (60, 5)])
@@ -967,3 +975,53 @@ def test_threads_without_rows_end_where_numpys_column_says(empty, monkeypatch):
     want, got = _both(monkeypatch, lambda: residual.correct_windows(_without_column(tl), factor.copy()))
     assert _same_correction(want, got)
     assert _same(want.timeline.thread_end, want.timeline.seg_end[want.timeline.thread_last()])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("room", ["kept", "past the room"])
+def test_a_plan_without_its_column_keeps_numpys_removal_near_the_rows_over_it(seed, room, monkeypatch):
+    """residual_planned without a column of the plans (no column summed off the periodic work): the
+    removal kept at the rows near those over their plan is numpy's there, its sum numpy's sum of the
+    column; where the kept rows do not fit their room the pass runs again with the column."""
+    rng = np.random.default_rng(seed)
+    tl = _timeline(rng, threads=3, rows=40_000, measured=False)
+    costs = _costs(rng, 0.03)
+    last, on_writer = residual.thread_last(tl), tl.on_threads(np.array([102]))
+    if room != "kept":
+        monkeypatch.setattr(residual, "_saved_room", lambda n: 3)
+    want, planned = _plan(tl, costs, last, on_writer, None, None)
+    got = residual._planned_native(tl, costs, last, on_writer, None, None)
+    over = ~(planned <= tl.float_duration())
+    assert 0 < over.sum() < len(tl.ts) // 200  # a few rows over their plan
+    if room != "kept":
+        assert got.removal_rows is None  # the pass run again, with the column
+    elif native.unavailable() is None:
+        assert got.removal_rows is not None and len(got.removal_rows) < len(tl.ts) * 3 // 4
+        assert np.isin(np.flatnonzero(over), got.removal_rows).all()
+    assert _same_plan(want, got)
+    assert _same(want.removal_sum, got.removal_sum) and want.removal_sum != want.planned_sum
+
+
+def test_the_changed_sum_over_the_kept_rows_is_numpys_or_refused():
+    """residual_changed_sum_saved: np.sum of a column from its leaves' sums, the leaves holding changed
+    rows summed again from the rows kept; refused (ok 0) where such a leaf is not kept whole."""
+    if native.unavailable() is not None:
+        pytest.skip("no C compiler")
+    fn, pairwise = residual._changed_saved_loop(), sums._pairwise()
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 128, 129, 1000, 100_003):
+        column = rng.normal(0, 1e6, n) * 10.0 ** rng.integers(-6, 6, n)
+        leaves = np.empty(n // 64 + 2)
+        pairwise(n, column, 2048, leaves)
+        changed = np.sort(rng.integers(0, n, max(1, n // 5000)))  # a row perhaps twice
+        near = np.unique(np.clip(changed[:, None] + np.arange(-136, 137), 0, n - 1))
+        new = column.copy()
+        new[changed] = rng.normal(0, 1e3, len(changed))
+        ok = np.zeros(1, np.int64)
+        got = fn(n, len(near), near, new[near].copy(), leaves, len(changed), changed, ok)
+        assert ok[0] == 1 and _same(got, new.sum())
+        # a leaf not kept whole: refused
+        short = near[near != changed[0] - 1] if changed[0] > 0 else near[near != changed[0] + 1]
+        if len(short) < len(near) and n > 1:
+            fn(n, len(short), short, new[short].copy(), leaves, len(changed), changed, ok)
+            assert ok[0] == 0

@@ -270,12 +270,81 @@ static double changed_node(const double *column, const double *leaves, int64_t *
 }
 
 /* np.sum of ``column`` (n values) whose leaves' sums were kept by a Pairwise over it (``leaves``) before
- * the values at ``rows`` (m of them, sorted, in [0, n)) changed: those rows' leaves summed again from
- * the column, the others' kept sums taken, joined as numpy's tree joins them. */
+ * the values at ``rows`` (m of them, sorted, in [0, n); a row perhaps more than once) changed: those rows'
+ * leaves summed again from the column, the others' kept sums taken, joined as numpy's tree joins them. */
 double residual_changed_sum(int64_t n, const double *column, const double *leaves, int64_t m, const int64_t *rows) {
     if (n == 0) return 0.0;
     int64_t leaf = 0;
     return 0.0 + changed_node(column, leaves, &leaf, 0, n, rows, 0, m);
+}
+
+/* residual_changed_sum's node over the values kept at some rows only (``saved_rows``, ascending, their
+ * values in ``saved``): a leaf holding one of rows[a, b) summed again from them, where they hold its rows
+ * one after another (else *ok = 0) */
+static double changed_node_saved(int64_t n_saved, const int64_t *saved_rows, const double *saved,
+                                 const double *leaves, int64_t *leaf, int64_t lo, int64_t n, const int64_t *rows,
+                                 int64_t a, int64_t b, int64_t *ok) {
+    if (n <= PAIRWISE_BLOCK) {
+        int64_t k = (*leaf)++;
+        if (a >= b) return leaves[k];
+        int64_t l = 0, h = n_saved; /* the first saved row at or after lo */
+        while (l < h) {
+            int64_t mid = l + (h - l) / 2;
+            if (saved_rows[mid] < lo) l = mid + 1;
+            else h = mid;
+        }
+        if (l + n > n_saved || saved_rows[l] != lo || saved_rows[l + n - 1] != lo + n - 1) {
+            *ok = 0;
+            return 0.0;
+        }
+        return leaf_sum(saved + l, n);
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    int64_t split = a;
+    while (split < b && rows[split] < lo + n2) ++split;
+    double left = changed_node_saved(n_saved, saved_rows, saved, leaves, leaf, lo, n2, rows, a, split, ok);
+    return left + changed_node_saved(n_saved, saved_rows, saved, leaves, leaf, lo + n2, n - n2, rows, split, b, ok);
+}
+
+/* residual_changed_sum of a column of n values kept at ``saved_rows`` only (n_saved of them, ascending;
+ * values ``saved``): np.sum of the column whose leaves' sums were kept (``leaves``) before the values at
+ * ``rows`` (m, sorted; a row perhaps more than once) changed, the leaves holding those summed again from
+ * the saved values.
+ * ok[0] = 0 where a leaf to sum again is not among the saved rows whole (the sum is then not made). */
+double residual_changed_sum_saved(int64_t n, int64_t n_saved, const int64_t *saved_rows, const double *saved,
+                                  const double *leaves, int64_t m, const int64_t *rows, int64_t *ok) {
+    ok[0] = 1;
+    if (n == 0) return 0.0;
+    int64_t leaf = 0;
+    return 0.0 + changed_node_saved(n_saved, saved_rows, saved, leaves, &leaf, 0, n, rows, 0, m, ok);
+}
+
+#define PLANNED_RING 4096 /* residual_planned's plans kept of the rows last taken, where no column holds them */
+#define PLANNED_NEAR 136  /* the rows either side of a listed row whose plans are kept (a leaf's 128 and more) */
+
+/* residual_planned's plans kept (``ring``: the last PLANNED_RING rows') of the rows in [*from, to) within
+ * PLANNED_NEAR of a listed row (over_rows[*q..n_over), ascending): written to saved_rows/saved (cap of
+ * them; *n_saved counts past it); *from becomes ``to`` */
+static void planned_save(const double *ring, int64_t *from, int64_t to, const int64_t *over_rows, int64_t n_over,
+                         int64_t *q, int64_t cap, int64_t *saved_rows, double *saved, int64_t *n_saved) {
+    if (to <= *from) return;
+    int64_t r = *from;
+    while (*q < n_over && r < to) {
+        int64_t o = over_rows[*q];
+        if (o + PLANNED_NEAR < r) {
+            ++*q;
+            continue;
+        }
+        int64_t a = o - PLANNED_NEAR > r ? o - PLANNED_NEAR : r;
+        int64_t b = o + PLANNED_NEAR + 1 < to ? o + PLANNED_NEAR + 1 : to;
+        if (a >= to) break;
+        for (int64_t i = a; i < b; ++i, ++*n_saved)
+            if (*n_saved < cap) saved_rows[*n_saved] = i, saved[*n_saved] = ring[i & (PLANNED_RING - 1)];
+        r = b;
+        if (b == o + PLANNED_NEAR + 1) ++*q;
+    }
+    *from = to;
 }
 
 /* residual_planned's state from one row to the next: the row's costs (read one row ahead: a
@@ -295,8 +364,8 @@ __attribute__((always_inline)) static inline void planned_row(
     const uint8_t *on_writer, int64_t profiler_cat, const double *mem, const double *mods,
     const int spread, const double *tab, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, double *kept, const int on_main, const int32_t *op, int64_t n_inst, double *excl,
-    double *per_class, double *planned, double *left, uint8_t *profiler, int64_t cap, int64_t *over_rows,
-    int64_t *prof_rows) {
+    double *per_class, double *planned, int64_t ring_mask, double *left, uint8_t *profiler, int64_t cap,
+    int64_t *over_rows, int64_t *prof_rows) {
     if (i + 1 < n) st->pay1 = row_costs(&st->c, i + 1, &st->j, &st->b1, &st->a1, &st->cls1);
     if (st->pay0) {
         if (st->cls0 != st->run_cls)
@@ -324,7 +393,7 @@ __attribute__((always_inline)) static inline void planned_row(
     }
     if (prof) p = d;
     double r = min_nan(p, d), l = d - r;
-    planned[i] = p;
+    planned[i & ring_mask] = p;
     if (profiler) profiler[i] = prof;
     if (prof) {
         if (st->n_prof < cap) prof_rows[st->n_prof] = i;
@@ -367,7 +436,11 @@ __attribute__((always_inline)) static inline void planned_row(
  * ``stream``, ``kept[0]`` gets numpy's sum of them instead (np.sum, taken as they come: Pairwise, the
  * rows that are not ``profiler`` ones counted first for the sum's tree), no column of them; and
  * ``sums[0]`` numpy's sum of ``planned``, taken a chunk of rows at a time as they are written, each
- * leaf of its tree's sum kept in ``leaves`` (n / 64 + 2 of them: residual_changed_sum's).
+ * leaf of its tree's sum kept in ``leaves`` (n / 64 + 2 of them: residual_changed_sum's). ``planned`` is
+ * that column where n_planned = n; else, with ``stream``, no column is written: the plans of the rows
+ * within PLANNED_NEAR of the first ``cap`` listed rows (each leaf of the sum's tree a changed row of the
+ * removal lies in: residual_changed_sum_saved's) go to ``saved_rows`` and ``saved``, ascending, the
+ * first ``save_cap`` of them, their number in ``irregular[3]``.
  * Returns the number of rows whose removal is not their plan to the bit, or whose plan does not fit
  * (not planned <= d: _place's neighbours); the first ``cap`` of them go to ``over_rows`` (in order,
  * without a pass of their own). The rows are taken in runs alike in whether they are costed threads'
@@ -385,9 +458,9 @@ int64_t residual_planned(
     const double *mem, int64_t n_mods, const double *mods, int64_t n_spans, const int64_t *span_a,
     const int64_t *span_b, const double *tables, int64_t len, const uint8_t *has_python, const double *total,
     const uint8_t *not_python, int64_t stream, double *kept, int64_t main_start, int64_t main_stop,
-    const int32_t *op, int64_t n_inst, double *excl, double *planned, double *left,
-    int64_t n_mask, uint8_t *profiler, int64_t *prof_rows, double *per_class, int64_t cap, int64_t *over_rows,
-    int64_t *irregular, double *sums, double *leaves) {
+    const int32_t *op, int64_t n_inst, double *excl, int64_t n_planned, double *planned, int64_t save_cap,
+    int64_t *saved_rows, double *saved, double *left, int64_t n_mask, uint8_t *profiler, int64_t *prof_rows,
+    double *per_class, int64_t cap, int64_t *over_rows, int64_t *irregular, double *sums, double *leaves) {
     KindTable kinds;
     kind_table(&kinds, kind_class, kind_opens, n_kinds);
     Planned st = {{kind, cat, flags, id, &kinds, n_classes, scope_class, category_class, backend_class,
@@ -399,6 +472,12 @@ int64_t residual_planned(
     st.run = per_class[0]; /* per_class[run_cls], summed in a register while the class repeats */
     if (n > 0) st.pay0 = row_costs(&st.c, 0, &st.j, &st.b0, &st.a0, &st.cls0);
     const double *mem_at = n_mem == n ? mem : NULL, *mods_at = n_mods == n ? mods : NULL;
+    /* no column of the plans (n_planned != n, the sum taken as they come): the last rows' in a ring, those
+     * near the listed rows kept */
+    double ring[PLANNED_RING];
+    int64_t kept_plans = n_planned != n && stream, ring_mask = kept_plans ? PLANNED_RING - 1 : -1;
+    int64_t save_from = 0, save_q = 0, n_saved = 0;
+    if (kept_plans) planned = ring;
     uint8_t *mask = n_mask == n ? profiler : NULL;
     /* where ``stream``, the kept costs go to ``chunk`` and are summed a chunk of rows at a time (no call
      * in the loop over the rows), the sum's tree as long as the rows that are not the periodic work's */
@@ -445,8 +524,15 @@ int64_t residual_planned(
         for (; i < to; ++i)                                                                               \
             planned_row(&st, n, i, ts, last_row, last_end, cat, on_writer, profiler_cat, mem_at, mods_at, SPREAD,  \
                         tab, len, has_python, total, not_python, kept_to, ON_MAIN, op, n_inst, excl, per_class, \
-                        planned, left, mask, cap, over_rows, prof_rows);                                  \
-        if (stream) pairwise_take_block(&planned_sum, planned + from, i - from);                          \
+                        planned, ring_mask, left, mask, cap, over_rows, prof_rows);                            \
+        if (kept_plans) {                                                                                 \
+            int64_t a = from & ring_mask, m = i - from, first = PLANNED_RING - a < m ? PLANNED_RING - a : m;   \
+            pairwise_take_block(&planned_sum, ring + a, first);                                           \
+            if (first < m) pairwise_take_block(&planned_sum, ring, m - first);                            \
+            planned_save(ring, &save_from, i - PLANNED_NEAR, over_rows, st.over < cap ? st.over : cap,    \
+                         &save_q, save_cap, saved_rows, saved, &n_saved);                                 \
+        } else if (stream)                                                                                \
+            pairwise_take_block(&planned_sum, planned + from, i - from);                                  \
         if (stream_kept) pairwise_take_block(&kept_sum, chunk, st.n_kept), n_kept += st.n_kept, st.n_kept = 0; \
     }                                                                                                     \
     } while (0)
@@ -464,6 +550,10 @@ int64_t residual_planned(
             PLANNED_RUN(0, 0);
 #undef PLANNED_RUN
     }
+    if (kept_plans)
+        planned_save(ring, &save_from, n, over_rows, st.over < cap ? st.over : cap, &save_q, save_cap,
+                     saved_rows, saved, &n_saved);
+    irregular[3] = n_saved;
     if (st.cur >= 0) excl[st.cur] += (double)st.run_ns;
     per_class[st.run_cls] = st.run;
     irregular[0] = st.odd;

@@ -101,15 +101,17 @@ def measure(
         excl, over = np.zeros(n_inst), np.zeros(n_inst)
         sums(main.start, main.stop, tl.op, tl.segments(), bound, n_inst, excl, over)
     # the main thread's operation begins, among the rows that begin a scope (found with the timeline)
-    begins = tl.scope_begins()
-    begins = begins[(begins >= main.start) & (begins < main.stop)]
+    begins = tl.scope_begins()  # sorted: the main thread's a slice of them
+    begins = begins[np.searchsorted(begins, main.start) : np.searchsorted(begins, main.stop)]
     begins = begins[tl.kind[begins] == S.OP_BEGIN]
     inst = tl.id[begins]
     name = tl.inst_name[inst]
     mode = _modes(tl, begins)
     e, b = excl[inst], over[inst]
+    del begins, inst, over  # each column of the instances dropped once read: less memory at the peak
     if rows is not None and excl is not None:  # 0 off ``at``: read there (bound[main].sum())
         main_bound_ns = sum_at_rows(main.stop - main.start, at - main.start, at_bound)
+        del at, at_bound, op, hit
     else:
         main_bound_ns = float(bound[main].sum())
     bound_sum = excess = var = 0.0
@@ -117,11 +119,14 @@ def measure(
     # each (operation, window kind)'s instances, in the order they began: one stable sort of their
     # keys' codes, then a slice per key (in the keys' order, as the sums across keys add up)
     keys, code = _keys(name, mode)
+    del name, mode
     if len(keys) <= np.iinfo(np.int16).max:  # a few keys: numpy's stable sort of int16 is a radix sort
         code = code.astype(np.int16)
     order = np.argsort(code, kind="stable")
     starts = np.searchsorted(code[order], np.arange(len(keys) + 1)).tolist()
+    del code
     e, b = e[order], b[order]
+    del order
     for lo, hi in itertools.pairwise(starts):
         ge, gb = e[lo:hi], b[lo:hi]
         clear = gb == 0

@@ -442,32 +442,37 @@ def _move_excess(
     over: np.ndarray,
     excess: np.ndarray,
     dur: np.ndarray | Timeline,
-    last: np.ndarray,
+    last: np.ndarray | _LastRows,
     removal: np.ndarray,
     left: np.ndarray | None = None,
+    at: Any = None,
 ) -> np.ndarray:
     """:func:`_place`'s moves: ``removal`` (``np.minimum(planned, dur)``) with the ``excess`` of each
     segment whose plan does not fit (``over``, sorted: planned less removal there) moved to its
     neighbours on its thread, in place. ``dur``: the segments' lengths, or the timeline to read them
     from at the rows moved to (no column of every row). ``left``: each segment's length less its
-    removal, where the caller keeps it: kept so at the rows that take an excess. Returns the rows
+    removal, where the caller keeps it: kept so at the rows that take an excess. ``at``: where
+    ``removal`` holds some rows only (those of the segments that give or take an excess, and more), what
+    gives their places in it (rows -> indices); ``left`` then gives the number of rows. Returns the rows
     that took one (once per pass)."""
     length = dur.float_duration if isinstance(dur, Timeline) else dur.__getitem__
     moved = [np.zeros(0, np.int64)]
     if len(over) == 0:
         return moved[0]
+    n = len(removal) if at is None else len(left)
     excess = excess.copy()
     for shift in (1, -1):  # forward to the next segment, then back to the previous one
         # a segment and its neighbour on another thread: nothing moves between them
-        gives = (over + shift >= 0) & (over + shift < len(removal))
+        gives = (over + shift >= 0) & (over + shift < n)
         gives[gives] &= ~last[over[gives] + min(shift, 0)]
         to = over[gives] + shift
+        k = to if at is None else at(to)
         dur_to = length(to)
-        take = np.minimum(excess[gives], dur_to - removal[to])  # the neighbours' room before the pass
+        take = np.minimum(excess[gives], dur_to - removal[k])  # the neighbours' room before the pass
         excess[gives] -= take
-        removal[to] += take
+        removal[k] += take
         if left is not None:
-            left[to] = dur_to - removal[to]
+            left[to] = dur_to - removal[k]
         moved.append(to)
     return np.concatenate(moved)
 
@@ -889,6 +894,18 @@ def thread_last(tl: Timeline) -> np.ndarray:
     return last
 
 
+class _LastRows:
+    """:func:`thread_last`'s column read at some rows only (where the excess moves, :func:`_move_excess`):
+    whether each is its thread's last row, looked up among those few rows (Timeline.thread_starts), no
+    column of every row."""
+
+    def __init__(self, tl: Timeline) -> None:
+        self.rows = np.unique(tl.thread_starts()[1:] - 1)
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        return np.isin(rows, self.rows)
+
+
 def _planned(
     tl: Timeline,
     costs: EventCosts,
@@ -957,12 +974,26 @@ _PLANNED_ARGS = (
     native.N, native.F64,
     native.N, native.I64, native.I64, native.F64, native.N, native.BOOL, native.F64, native.BOOL,
     native.N, native.F64, native.N, native.N, native.I32, native.N, native.F64,
-    native.F64, native.F64, native.N, native.BOOL, native.I64, native.F64,
+    native.N, native.F64, native.N, native.I64, native.F64,
+    native.F64, native.N, native.BOOL, native.I64, native.F64,
     native.N, native.I64, native.I64, native.F64, native.F64,
 )  # fmt: skip
 _OVER_ROWS = (
     1 << 16
 )  # the rows whose planned removal does not fit that residual_planned lists: a few in millions
+
+
+def _saved_room(n: int) -> int:
+    """The room made for the plans residual_planned keeps near the rows over their plan, where it
+    makes no column of them (of ``n`` rows): a row in 16, and 65,536 rows at least (the pages written
+    only as far as they are kept)."""
+    return min(n, max(n // 16, 1 << 16))
+
+
+def _changed_saved_loop() -> Any:
+    """residual.c's residual_changed_sum_saved, or None where the C loops do not run."""
+    args = (native.N, native.N, native.I64, native.F64, native.F64, native.N, native.I64, native.I64)
+    return native.function("residual_changed_sum_saved", *args, restype=native.DOUBLE)
 
 
 def _native_columns(tl: Timeline) -> bool:
@@ -999,12 +1030,15 @@ class _Plan:
     kept_sum: float | None = None
     removal_sum: float | None = None  # ``removal`` summed (numpy's pairwise sum); None: not yet
     prof_rows: np.ndarray | None = None  # the ``profiler`` rows (sorted); None: read off ``profiler``
+    # the rows ``removal`` holds (ascending: those near the rows whose removal is not their plan, the
+    # pass writing no column of the plans); None: every row
+    removal_rows: np.ndarray | None = None
 
 
 def _planned_native(
     tl: Timeline,
     costs: EventCosts,
-    last: np.ndarray,
+    last: np.ndarray | _LastRows,
     on_writer: np.ndarray,
     mem: np.ndarray | None,
     mods: np.ndarray | module_calls.Spread | None,
@@ -1029,42 +1063,63 @@ def _planned_native(
         cost_rows = none if every_row else tl.cost.at_rows
     if cost_values.dtype != np.int64 or (every_row and len(cost_values) != n):
         return None
-    planned, left = np.empty(n), np.empty(n)
+    left = np.empty(n)
     # the plan's column and the module costs kept off the periodic work: summed as the pass works them
     # out (numpy's sums, no column of the costs kept), the plan's leaves kept for the removal's sum,
     # where those sums are numpy's here (sums.streams_agree); else numpy sums the columns
     stream = streams_agree()
-    kept = (np.zeros(1) if stream else np.empty(n)) if spread is not None else None
-    sums, leaves = (np.zeros(1), np.empty(n // 64 + 2)) if stream else (np.zeros(0), np.zeros(0))
-    # the periodic work's rows, listed; marked in a column only for the columns summed off them
-    profiler = np.empty(n, bool) if mem is not None or column is not None else None
-    per_class = np.zeros(len(CLASS_NAMES))
-    over_rows, prof_rows = np.empty(min(n, _OVER_ROWS), np.int64), np.empty(min(n, _OVER_ROWS), np.int64)
+    # no column of the plans where no column is summed off the periodic work's rows (whose mask's
+    # memory it then takes): the plans near the rows whose removal is not their plan kept, all the
+    # removal's sum reads again (the pass run again with the column where they do not fit)
+    saved = _changed_saved_loop() if stream and mem is None and column is None else None
     half_d_in, half_d_out = costs.dispatch_inside / 2, costs.dispatch_outside / 2
     main, n_inst = tl.main_rows(), len(tl.inst_name)
-    # the irregular rows, the module costs kept, the periodic work's rows
-    excl, counts = np.zeros(n_inst), np.zeros(3, np.int64)
     none_f, none_b = np.zeros(0), np.zeros(0, bool)
     span_a = span_b = none
     tables, has_python, total = none_f, none_b, none_f
     if spread is not None:
         span_a, span_b, tables = spread.tables()
         has_python, total = spread.has_python, spread.total
-    listed = fn(
-        n, tl.segments(), tl.kind, tl.cat, tl.flags, tl.id, on_writer,
-        _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
-        CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
-        categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
-        before_of, after_of, (before_of != 0) | (after_of != 0),
-        len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
-        n if mem is not None else 0, mem if mem is not None else np.zeros(0),
-        n if column is not None else 0, column if column is not None else none_f,
-        len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
-        stream, kept if kept is not None else none_f,
-        main.start, main.stop, tl.op, n_inst, excl,
-        planned, left, n if profiler is not None else 0, profiler if profiler is not None else none_b,
-        prof_rows, per_class, len(over_rows), over_rows, counts, sums, leaves,
-    )  # fmt: skip
+    for keep in (False, True) if saved is not None else (True,):
+        planned = np.empty(n) if keep else none_f
+        saved_rows = none if keep else np.empty(_saved_room(n), np.int64)
+        saved_vals = none_f if keep else np.empty(len(saved_rows))
+        kept = (np.zeros(1) if stream else np.empty(n)) if spread is not None else None
+        sums, leaves = (np.zeros(1), np.empty(n // 64 + 2)) if stream else (np.zeros(0), np.zeros(0))
+        # the periodic work's rows, listed; marked in a column only for the columns summed off them
+        profiler = np.empty(n, bool) if mem is not None or column is not None else None
+        per_class = np.zeros(len(CLASS_NAMES))
+        over_rows = np.empty(min(n, _OVER_ROWS), np.int64)
+        prof_rows = np.empty(min(n, _OVER_ROWS), np.int64)
+        # the irregular rows, the module costs kept, the periodic work's rows, the plans kept
+        excl, counts = np.zeros(n_inst), np.zeros(4, np.int64)
+        listed = fn(
+            n, tl.segments(), tl.kind, tl.cat, tl.flags, tl.id, on_writer,
+            _KIND_CLASS, _KIND_OPENS, len(_KIND_CLASS), len(CLASS_NAMES),
+            CostClass.SCOPE, CostClass.CATEGORY, CostClass.BACKEND,
+            categories.BACKEND, categories.PROFILER, S.FLAG_FORCED_CLOSE,
+            before_of, after_of, (before_of != 0) | (after_of != 0),
+            len(cost_values), every_row, cost_rows, cost_values, half_d_in, half_d_out,
+            n if mem is not None else 0, mem if mem is not None else np.zeros(0),
+            n if column is not None else 0, column if column is not None else none_f,
+            len(span_a), span_a, span_b, tables, len(total), has_python, total, module_calls.NOT_PYTHON_BYTES,
+            stream, kept if kept is not None else none_f,
+            main.start, main.stop, tl.op, n_inst, excl,
+            len(planned), planned, len(saved_rows), saved_rows, saved_vals,
+            left, n if profiler is not None else 0, profiler if profiler is not None else none_b,
+            prof_rows, per_class, len(over_rows), over_rows, counts, sums, leaves,
+        )  # fmt: skip
+        if keep:
+            break
+        n_saved = int(counts[3])
+        if listed > len(over_rows) or n_saved > len(saved_rows):
+            continue  # more rows than the lists hold: the pass again, with the column
+        saved_rows, saved_vals = saved_rows[:n_saved], saved_vals[:n_saved]
+        plan = _kept_plans(tl, last, left, listed, over_rows, saved_rows, saved_vals, leaves, sums[0], saved)
+        if plan is not None:
+            removal, removal_sum, moved_rows = plan
+            removal_rows = saved_rows
+            break
     regular = int(counts[0]) == 0
     n_prof = int(counts[2])
     kept_sum = None
@@ -1076,9 +1131,34 @@ def _planned_native(
     else:  # more rows than the list holds
         prof_rows = np.flatnonzero((tl.cat == categories.PROFILER) & ~on_writer)
     planned_sum = sums[0] if stream else planned.sum()  # before the column becomes the removal
-    # every row's removal its plan to the bit: the same column, the same sum
-    removal_sum = planned_sum if listed == 0 else None
-    removal = planned  # np.minimum(planned, d), which is the plan but at the rows listed: made so there
+    if keep:
+        removal_rows = None
+        removal, summed, moved_rows = _removal(tl, last, left, listed, over_rows, planned, leaves, stream)
+        removal_sum = planned_sum if summed is None else summed
+    moved = left[moved_rows]
+    regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
+    return _Plan(
+        left, planned_sum, removal, profiler, per_class, excl, regular, kept_sum, removal_sum, prof_rows,
+        removal_rows,
+    )  # fmt: skip
+
+
+def _removal(
+    tl: Timeline,
+    last: np.ndarray | _LastRows,
+    left: np.ndarray,
+    listed: int,
+    over_rows: np.ndarray,
+    planned: np.ndarray,
+    leaves: np.ndarray,
+    stream: bool,
+) -> tuple[np.ndarray, float | None, np.ndarray]:
+    """(removal, its sum, the rows moved to) of :func:`_planned_native`'s pass that wrote the plans'
+    column ``planned``: made the removal in place (np.minimum(planned, d), the plan but at the
+    ``listed`` rows), the excess moved (``left`` kept). The sum: None where it is the plan's (no row
+    listed)."""
+    n = len(planned)
+    removal = planned
     if listed <= len(over_rows):
         rows = over_rows[:listed]
         dur, plan_at = tl.float_duration(rows), planned[rows]
@@ -1093,17 +1173,54 @@ def _planned_native(
         excess = plan_at - removal[rows]
     del dur
     moved_rows = _move_excess(rows, excess, tl, last, removal, left=left)
-    moved = left[moved_rows]
-    regular = regular and not (np.isnan(moved) | np.signbit(moved)).any()
-    if removal_sum is None and stream and listed <= len(over_rows):
+    if listed == 0:  # every row's removal its plan to the bit: the same column, the same sum
+        return removal, None, moved_rows
+    if stream and listed <= len(over_rows):
         # the plan but at the rows listed and those moved to: the plan's sum, their leaves summed again
-        changed = np.union1d(over_rows[:listed], moved_rows).astype(np.int64)
-        removal_sum = np.float64(changed_sum_loop()(n, removal, leaves, len(changed), changed))
-    if removal_sum is None:
-        removal_sum = removal.sum()
-    return _Plan(
-        left, planned_sum, removal, profiler, per_class, excl, regular, kept_sum, removal_sum, prof_rows,
-    )  # fmt: skip
+        changed = _changed_rows(over_rows[:listed], moved_rows)
+        return removal, float(changed_sum_loop()(n, removal, leaves, len(changed), changed)), moved_rows
+    return removal, float(removal.sum()), moved_rows
+
+
+def _changed_rows(listed: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """The rows whose removal is not their plan (``listed``) and those an excess moved to (``moved``:
+    two ascending runs), ascending, a row perhaps twice (the changed sums read which leaves hold one):
+    runs merged by a stable sort, not np.union1d's hashing and sort."""
+    return np.sort(np.concatenate([listed, moved]).astype(np.int64, copy=False), kind="stable")
+
+
+def _kept_plans(
+    tl: Timeline,
+    last: np.ndarray | _LastRows,
+    left: np.ndarray,
+    listed: int,
+    over_rows: np.ndarray,
+    saved_rows: np.ndarray,
+    saved_vals: np.ndarray,
+    leaves: np.ndarray,
+    planned_sum: float,
+    changed_sum: Any,
+) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """:func:`_removal` where the pass wrote no column of the plans, only those of the rows near the
+    ``listed`` ones (``saved_rows``, ascending, their plans ``saved_vals``: made the removal there, in
+    place): (the removal at ``saved_rows``, its sum over every row, the rows moved to); None where a
+    leaf of the sum to take again is not among the rows kept."""
+    n = len(left)
+    if listed == 0:
+        return saved_vals, planned_sum, np.zeros(0, np.int64)
+    rows = over_rows[:listed]
+    pos = np.searchsorted(saved_rows, rows)
+    dur, plan_at = tl.float_duration(rows), saved_vals[pos]
+    saved_vals[pos] = np.minimum(plan_at, dur)
+    over = ~(plan_at <= dur)
+    excess = plan_at[over] - saved_vals[pos[over]]
+    moved_rows = _move_excess(
+        rows[over], excess, tl, last, saved_vals, left=left, at=lambda r: np.searchsorted(saved_rows, r)
+    )
+    changed = _changed_rows(rows, moved_rows)
+    ok = np.zeros(1, np.int64)
+    total = changed_sum(n, len(saved_rows), saved_rows, saved_vals, leaves, len(changed), changed, ok)
+    return (saved_vals, float(total), moved_rows) if ok[0] else None
 
 
 def _cost_tables(costs: EventCosts) -> tuple[np.ndarray, np.ndarray]:
@@ -1120,7 +1237,7 @@ def _sums_off(
     prof_dur: np.ndarray,
     mem: np.ndarray | None,
     mods: np.ndarray | None,
-    scratch: np.ndarray,
+    scratch: np.ndarray | None,
 ) -> tuple[float, float, float]:
     """The periodic work's time (the segments' lengths ``prof_dur`` at its rows ``prof_rows``, the
     ``profiler`` ones, summed as numpy sums np.where(profiler, dur, 0.0): pairwise over a column of
@@ -1134,7 +1251,7 @@ def _sums_off(
     for col in (mem, mods):
         if col is None:
             totals.append(0.0)
-        elif unmasked is None or not _doubles(col, scratch):
+        elif unmasked is None or scratch is None or not _doubles(col, scratch):
             totals.append(float(col[~profiler].sum()))
         else:
             totals.append(float(scratch[: unmasked(n, col, profiler, scratch)].sum()))
@@ -1209,7 +1326,7 @@ def correct_timeline(
     n = len(tl.ts)
     if n == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    last = thread_last(tl)
+    last = _LastRows(tl)  # read at the rows an excess moves from only; numpy's plan reads the column
     mem = _memory_planned(tl, memory, costs.memory_per_event)
     mods = None if isinstance(modules, np.ndarray) and len(modules) != n else modules  # empty: none
     # rlscope's periodic work on the job's threads (not the writer's own flush marks)
@@ -1225,7 +1342,8 @@ def correct_timeline(
         )
         left, mods_total = plan.left, plan.kept_sum  # mods[~profiler] summed, where worked out row by row
         removal_sum = removal.sum() if plan.removal_sum is None else plan.removal_sum
-        scratch = removal  # not needed after its sum
+        # not needed after its sum, where a column (the pass kept the plans of a few rows only: none)
+        scratch = removal if plan.removal_rows is None else None
         # a regular plan: the flushes' stall worked out at the rows that meet a flush (_stall_taken)
         excl = plan.excl if plan.regular else None
         prof_rows = plan.prof_rows
@@ -1233,6 +1351,7 @@ def correct_timeline(
     else:
         if isinstance(mods, module_calls.Spread):
             mods = mods.column(tl)
+        last = thread_last(tl)
         dur, planned, removal, profiler, per_class = _planned(tl, costs, last, on_writer, mem, mods)
         planned_sum, removal_sum = planned.sum(), removal.sum()
         left = np.subtract(dur, removal, out=removal)  # ``removal`` is not needed after its sum
@@ -1244,7 +1363,7 @@ def correct_timeline(
     mods_col = None if mods_total is not None else mods
     profiler_ns, mem_total, col_total = _sums_off(n, profiler, prof_rows, prof_dur, mem, mods_col, scratch)
     mods_total = col_total if mods_total is None else mods_total
-    del mem, mods, mods_col, profiler
+    del mem, mods, mods_col, profiler, last
     placed = float(removal_sum - profiler_ns)
 
     # the writer's flushes stall every thread while they hold the GIL: removed where they happened,
@@ -1252,7 +1371,7 @@ def correct_timeline(
     # a column of every row takes it where it is worked out over every row, none at the flushed rows
     bound = None
     if excl is None:
-        bound = scratch
+        bound = np.zeros(n) if scratch is None else scratch
         bound.fill(0.0)
     del scratch
     stall_info, writer_s = _stall_taken(tl, left, bound, on_writer, costs.writer_per_event, excl)
