@@ -49,6 +49,7 @@ from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import blocks, take
 from rlscope.overhead.correct import pieces as P
+from rlscope.overhead.correct.residual import RowFactors
 from rlscope.trace import schema as S
 
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
@@ -75,7 +76,8 @@ UNANNOTATED_ID = -1
 class WindowEstimate:
     """What the windows say about one process: per-row duration factors and the evidence."""
 
-    factor: np.ndarray  # per timeline row: corrected / residual-corrected segment duration
+    # per timeline row: corrected / residual-corrected segment duration (a column, or its tables)
+    factor: np.ndarray | RowFactors
     row_mode: np.ndarray  # per row: WINDOW_FULL or WINDOW_LIGHT
     per_op: dict[int, dict]  # operation name id (-1: unannotated) -> factor, method, counts, sigma
     cost_per_event_ns: float | None  # pooled in-run cost of one collector event (None: not measured)
@@ -553,16 +555,21 @@ def estimate(
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
     per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
-    # the durations, read no further, take the factors where the numpy loops made them
-    out = dur if dur is not None else np.empty(len(tl.ts))
-    del dur
-    factor = _factor_pass(tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst, out)
+    # the factors: their tables where the C loops run (RowFactors: correct_windows works each row's
+    # out as it reads it), else a column, in the durations' own memory where the numpy loops made them
+    factor: np.ndarray | RowFactors | None = _factor_pass(
+        tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst
+    )
     if factor is None:  # one after another
+        out = dur if dur is not None else np.empty(len(tl.ts))
+        del dur
         factor = _counted_factor(tl, counted, full_row, main, keys, key_name, per_key, out=out)
         for est in overrides:
             est.set_factors(factor, row_mode)
         factor[kept_rows] *= kept
-    del out
+        del out
+    else:
+        del dur
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
     for key, (cut, sigma) in transients.items():
@@ -785,14 +792,14 @@ def _factor_pass(
     per_key: list[float],
     overrides: list[PieceEstimate],
     keep_inst: np.ndarray,
-    out: np.ndarray,
-) -> np.ndarray | None:
-    """Per row, the estimate's factor, written into ``out``: :func:`_counted_factor`, then each of
-    ``overrides``' PieceEstimate.set_factors, then each row times what its instance keeps
-    (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
-    numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
-    then made one after another. The first of ``overrides`` takes the others' compared pieces and
-    their factors (the estimates' compared pieces, of one Pieces) are merged in their order."""
+) -> RowFactors | None:
+    """Per row, the estimate's factor: :func:`_counted_factor`, then each of ``overrides``'
+    PieceEstimate.set_factors, then each row times what its instance keeps (``keep_inst``, per
+    instance + 1: 1 where all), as the tables windows_factor_pass makes them from in one pass over
+    the rows (RowFactors: no column of every row); None where the numpy loops run (``counted``) or no
+    such loop is made for the columns' types: those three are then made one after another. The
+    first of ``overrides`` takes the others' compared pieces and their factors (the estimates'
+    compared pieces, of one Pieces) are merged in their order."""
     types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
     types += (native.I64, native.I64, native.N, native.F64, native.F64)
     fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
@@ -810,9 +817,8 @@ def _factor_pass(
             compared, piece_factor = compared[order], piece_factor[order]
         pc = overrides[0].pieces
         bounds, first = pc.bounds, pc.main.start
-    args = (per_inst * keep_inst, keep_inst, len(compared), compared, bounds, first, piece_factor, out)
-    fn(len(out), tl.op, full_row, len(main) // 2, main, *args)
-    return out
+    counted_f = per_inst * keep_inst
+    return RowFactors(tl.op, full_row, main, counted_f, keep_inst, compared, bounds, int(first), piece_factor)
 
 
 @dataclasses.dataclass
