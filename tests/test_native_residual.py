@@ -1025,3 +1025,50 @@ def test_the_changed_sum_over_the_kept_rows_is_numpys_or_refused():
         if len(short) < len(near) and n > 1:
             fn(n, len(short), short, new[short].copy(), leaves, len(changed), changed, ok)
             assert ok[0] == 0
+
+
+def _row_factors(rng: np.random.Generator, tl: Timeline) -> residual.RowFactors:
+    """Random factor tables over ``tl``'s rows: per instance + 1 (some keeping all), full rows, the main
+    thread's blocks and compared pieces among its rows (none where it has no rows)."""
+    n, m = len(tl.ts), len(tl.inst_name) + 1
+    main = windows._main_ranges(tl)
+    counted, rest = rng.uniform(0.2, 1.0, m), np.where(rng.random(m) < 0.5, 1.0, rng.uniform(0.5, 1.0, m))
+    compared, bounds, first = np.zeros(0, np.int64), np.zeros(1, np.int64), 0
+    if len(main):
+        first, rows = int(main[0]), int(main[1] - main[0])
+        bounds = np.unique(np.r_[0, rng.integers(0, rows + 1, max(rows // 6, 1)), rows]).astype(np.int64)
+        compared = np.flatnonzero(rng.random(len(bounds) - 1) < 0.4).astype(np.int64)
+    op = tl.op.astype(np.int32)
+    full_row = rng.random(n) < 0.6
+    return residual.RowFactors(
+        op, full_row, main, counted, rest, compared, bounds, first, rng.random(len(compared))
+    )
+
+
+@pytest.mark.parametrize("main", [100, 102, 103, 999])
+@pytest.mark.parametrize("keep_ratio", [True, False])
+@pytest.mark.parametrize("rows", [2000, 150, 40, 1])
+def test_correct_windows_from_the_factors_tables_gives_their_columns_bits(
+    main, keep_ratio, rows, monkeypatch
+):
+    """correct_windows given the estimate's factor tables (RowFactors): each row's factor worked out in
+    the rebuild's pass and the time gone summed there leaf by leaf of numpy's tree (the main thread's
+    rows first: leaves cut by its first and last rows wait in slots), the same bits as from the column
+    of factors on both paths; the main thread first, in the middle, last or absent, and rows of
+    fewer than a leaf."""
+    rng = np.random.default_rng(main + rows)
+    tl = dataclasses.replace(_timeline(rng, threads=4, rows=rows), main_thread=main)
+    rf = _row_factors(rng, tl)
+    column = rf.column()
+    assert column.min() < 1.0 and (len(rf.compared) > 0 or main == 999 or rows < 100)
+    want, from_column = _both(monkeypatch, lambda: residual.correct_windows(tl, column.copy(), keep_ratio))
+    assert _same_correction(want, from_column)
+    row_mode = rng.choice([S.WINDOW_FULL, S.WINDOW_LIGHT], len(tl.ts)).astype(np.int8)
+    with_modes = residual.correct_windows(tl, column.copy(), keep_ratio, row_mode=row_mode)
+    mine = tl.retimed(tl.ts.copy(), tl.seg_end.copy())
+    got = residual.correct_windows(mine, rf, keep_ratio, consume=True, row_mode=row_mode)
+    assert _same_correction(want, got) and got.removed_s and np.shares_memory(got.timeline.ts, mine.ts)
+    assert got.main_mode_ns == with_modes.main_mode_ns
+    # an op column not of int32: the column made
+    wide = dataclasses.replace(rf, op=rf.op.astype(np.int64))
+    assert _same_correction(want, residual.correct_windows(tl, wide, keep_ratio))

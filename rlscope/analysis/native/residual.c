@@ -613,18 +613,191 @@ int64_t residual_unmasked(int64_t n, const double *values, const uint8_t *mask, 
     return m;
 }
 
+/* A windows estimate's factor of each row, worked out from the tables it is made of, no column of
+ * every row (windows.py's RowFactors, as windows_factor_pass writes them): per instance + 1 ``counted``
+ * (the counted rows' factor) and ``rest`` (the others'), the main thread's rows as [start, stop) pairs,
+ * flat, and the compared pieces (ascending; piece p's rows: first + bounds[p] to first + bounds[p + 1])
+ * with their factors. */
+typedef struct {
+    const int32_t *op;
+    const uint8_t *full_row;
+    int64_t n;
+    int64_t n_ranges;
+    const int64_t *ranges;
+    const double *counted;
+    const double *rest;
+    int64_t n_compared;
+    const int64_t *compared;
+    const int64_t *bounds;
+    int64_t first;
+    const double *piece_factor;
+    /* where the rebuild sums the time gone (GoneLeaf): numpy's tree's leaves, each one's first row
+     * then n (residual_gone_leaves), their sums, and LEAF_SLOTS slots for leaves cut by a pass */
+    int64_t n_leaves;
+    const int64_t *leaf_lo;
+    double *leaves;
+    double *slots;
+} RowFactors;
+
+/* Rows read in ascending order (a row before the last one asked starts the walk again): the main
+ * thread's next bound and the current compared piece's rows at hand. Held by value, the tables
+ * copied in: a pass that writes a column through a pointer would otherwise reload them at each row. */
+typedef struct {
+    RowFactors f;
+    int64_t last, main_q, main_stop, j, piece_start, piece_stop;
+    int on_main;
+} FactorWalk;
+
+/* the walk's compared piece j's rows [piece_start, piece_stop) (none past the last) */
+static inline void factor_piece(FactorWalk *w) {
+    int has = w->j < w->f.n_compared;
+    int64_t p = has ? w->f.compared[w->j] : 0;
+    w->piece_start = has ? w->f.first + w->f.bounds[p] : INT64_MAX;
+    w->piece_stop = has ? w->f.first + w->f.bounds[p + 1] : INT64_MAX;
+}
+
+__attribute__((always_inline)) static inline FactorWalk factor_walk(const RowFactors *f) {
+    FactorWalk w;
+    w.f = *f;
+    w.last = -1, w.main_q = 0, w.j = 0, w.on_main = 0;
+    w.main_stop = f->n_ranges > 0 && f->ranges[0] < f->n ? f->ranges[0] : f->n;
+    factor_piece(&w);
+    return w;
+}
+
+/* Row r's factor: windows_factor_pass's out[r] (the same expressions: the same bits). */
+__attribute__((always_inline)) static inline double factor_at(FactorWalk *w, int64_t r) {
+    if (__builtin_expect(r < w->last, 0)) *w = factor_walk(&w->f);
+    w->last = r;
+    while (__builtin_expect(r >= w->main_stop, 0) && w->main_q < 2 * w->f.n_ranges) {
+        w->main_q++;
+        w->on_main = (int)(w->main_q & 1);
+        int64_t b = w->main_q < 2 * w->f.n_ranges ? w->f.ranges[w->main_q] : w->f.n;
+        w->main_stop = b < w->f.n ? b : w->f.n;
+    }
+    while (__builtin_expect(r >= w->piece_stop, 0)) {
+        w->j++;
+        factor_piece(w);
+    }
+    int64_t o = (int64_t)w->f.op[r];
+    double rest = w->f.rest[o + 1];
+    if (!w->f.full_row[r]) return rest;
+    if (r >= w->piece_start) return w->f.piece_factor[w->j] * rest;
+    return o >= 0 || w->on_main ? w->f.counted[o + 1] : rest;
+}
+
+/* out[k] = row rows[k]'s factor (any order), for the few rows rebuild reads apart. */
+void residual_factors_at(const RowFactors *f, int64_t m, const int64_t *rows, double *out) {
+    FactorWalk w = factor_walk(f);
+    for (int64_t k = 0; k < m; ++k) out[k] = factor_at(&w, rows[k]);
+}
+
+/* The leaves of numpy's pairwise tree over n values (Pairwise's, changed_node's): each one's first
+ * row into lo (then n after the last); returns their count (at most n / 32 + 2). */
+static int64_t leaf_starts(int64_t lo, int64_t n, int64_t *out, int64_t k) {
+    if (n <= PAIRWISE_BLOCK) {
+        out[k] = lo;
+        return k + 1;
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return leaf_starts(lo + n2, n - n2, out, leaf_starts(lo, n2, out, k));
+}
+
+int64_t residual_gone_leaves(int64_t n, int64_t *lo) {
+    int64_t k = n > 0 ? leaf_starts(0, n, lo, 0) : 0;
+    lo[k] = n;
+    return k;
+}
+
+#define LEAF_SLOTS 8
+#define SLOT_SIZE (2 + PAIRWISE_BLOCK) /* a slot: its leaf, the values in it so far, the values */
+
+/* The rebuild's passes' time gone of each row (length - new), summed as np.sum sums their column:
+ * each leaf of numpy's tree summed as numpy sums it (leaf_sum) once its values are in, into
+ * ``leaves`` (residual_changed_sum joins them). A pass takes rows [s, e) (the main thread's first,
+ * then those before and after it): a leaf within them gathers its values in the pass's own buffer,
+ * one that s or e cuts in a slot, found by its leaf, where the other pass's values join them. */
+typedef struct {
+    int64_t idx, lo, end, s, e;
+    double *buf;
+    double *slot; /* the leaf's slot, or NULL: the pass's own buffer */
+} GoneLeaf;
+
+static double *gone_slot(const RowFactors *f, int64_t idx) {
+    for (int64_t k = 0; k < LEAF_SLOTS; ++k) {
+        double *sl = f->slots + k * SLOT_SIZE;
+        if (sl[0] == (double)idx) return sl;
+        if (sl[0] < 0) {
+            sl[0] = (double)idx, sl[1] = 0.0;
+            return sl;
+        }
+    }
+    return NULL; /* not reached: a pass cuts two leaves, and there are three passes */
+}
+
+/* the leaf ``idx`` opened for the pass's rows (``local``: its own buffer) */
+static inline void gone_open(GoneLeaf *g, const RowFactors *f, int64_t idx, double *local) {
+    g->idx = idx, g->lo = f->leaf_lo[idx], g->end = f->leaf_lo[idx + 1];
+    g->slot = g->lo >= g->s && g->end <= g->e ? NULL : gone_slot(f, idx);
+    g->buf = g->slot ? g->slot + 2 : local;
+}
+
+/* the pass's values of the open leaf are in (its rows up to ``stop``): its sum where it has all */
+static inline void gone_close(GoneLeaf *g, const RowFactors *f, int64_t stop) {
+    int64_t len = g->end - g->lo;
+    if (!g->slot) {
+        f->leaves[g->idx] = leaf_sum(g->buf, len);
+        return;
+    }
+    double *sl = g->slot;
+    sl[1] += (double)(stop - (g->lo > g->s ? g->lo : g->s));
+    if (sl[1] == (double)len) f->leaves[g->idx] = leaf_sum(g->buf, len);
+}
+
+/* the pass over rows [s, e): the leaf holding s opened */
+static inline GoneLeaf gone_begin(const RowFactors *f, int64_t s, int64_t e, double *local) {
+    GoneLeaf g = {0, 0, 0, s, e, NULL, NULL};
+    if (s >= e) return g;
+    int64_t lo = 0, hi = f->n_leaves; /* the last leaf whose first row is not past s */
+    while (hi - lo > 1) {
+        int64_t m = (lo + hi) >> 1;
+        if (f->leaf_lo[m] <= s) lo = m;
+        else hi = m;
+    }
+    gone_open(&g, f, lo, local);
+    return g;
+}
+
+/* row i's time gone taken; the leaf closed (and the next opened) at its end */
+__attribute__((always_inline)) static inline void gone_take(GoneLeaf *g, const RowFactors *f, int64_t i, double v,
+                                                            double *local) {
+    g->buf[i - g->lo] = v;
+    if (__builtin_expect(i + 1 == g->end, 0)) {
+        gone_close(g, f, g->end);
+        if (g->end < g->e) gone_open(g, f, g->idx + 1, local);
+    }
+}
+
+/* the pass ends at e: a leaf it cut keeps its values in its slot */
+static inline void gone_end(GoneLeaf *g, const RowFactors *f) {
+    if (g->s < g->e && g->e < g->end) gone_close(g, f, g->e);
+}
+
 /* The running sum of the new durations (np.cumsum's: one addition after another, from row 0; ``x``,
  * or where ``scaled`` (residual.correct_windows') each segment's length in ``old`` times x[i], its
- * window factor, as residual_scale works it out) before each of ``rows`` (m of them, sorted):
- * out[k] = np.cumsum(new)[rows[k] - 1], 0 for row 0. */
+ * window factor, as residual_scale works it out; with ``factors`` (not NULL) read there, not in x)
+ * before each of ``rows`` (m of them, sorted): out[k] = np.cumsum(new)[rows[k] - 1], 0 for row 0. */
 void residual_sums_before(const double *x, int64_t m, const int64_t *rows, double *out, int64_t scaled,
-                          const Segments *old) {
+                          const Segments *old, const RowFactors *factors) {
     double s = 0.0;
     int64_t i = 0;
     SegWalk seg = seg_walk(old, 0);
+    FactorWalk fw = factors ? factor_walk(factors) : (FactorWalk){0};
     for (int64_t k = 0; k < m; ++k) {
         for (; i < rows[k]; ++i) {
-            double v = scaled ? (double)(seg_walk_end(&seg, i) - old->ts[i]) * x[i] : x[i];
+            double f = factors ? factor_at(&fw, i) : x[i];
+            double v = scaled ? (double)(seg_walk_end(&seg, i) - old->ts[i]) * f : f;
             s = i == 0 ? v : s + v;
         }
         out[k] = s;
@@ -654,16 +827,20 @@ __attribute__((always_inline)) static inline double rebuild_rows(
     int64_t a, int64_t b, double before, double start, const double *new_dur, int64_t *ts, int64_t start_ns,
     int64_t *j, int64_t m, const int64_t *rows, double *sums, const int scaled, SegWalk *seg, double *gone,
     int64_t keep_ratio, double *ratio, const int counted, const int8_t *row_mode, int64_t full_mode,
-    int64_t *all_ns, int64_t *full_ns, int64_t *end_ns) {
+    int64_t *all_ns, int64_t *full_ns, int64_t *end_ns, FactorWalk *fw, GoneLeaf *gl, double *local) {
     double base = before, t = 0.0, nd = 0.0;
     int64_t prev_ns = 0, all = 0, full = 0;
+    FactorWalk walk = {0}; /* held here by value (the rows' writes through ts cannot reach it) */
+    GoneLeaf g = {0, 0, 0, 0, 0, NULL, NULL};
+    if (scaled && fw) walk = *fw, g = *gl;
     for (int64_t i = a; i < b; ++i) {
         while (*j < m && rows[*j] == i) sums[(*j)++] = before;
-        nd = new_dur[i];
+        nd = scaled && fw ? factor_at(&walk, i) : new_dur[i];
         if (scaled) {
             double d = (double)(seg_walk_end(seg, i) - seg->ts[i]);
             nd = d * nd;
-            gone[i] = d - nd;
+            if (fw) gone_take(&g, &walk.f, i, d - nd, local);
+            else gone[i] = d - nd;
             if (keep_ratio) ratio[i] = d > 0 ? nd / d : 1.0;
         }
         double after = i == 0 ? nd : before + nd;
@@ -689,6 +866,7 @@ __attribute__((always_inline)) static inline double rebuild_rows(
         }
     }
     *all_ns += all, *full_ns += full;
+    if (scaled && fw) *fw = walk, *gl = g;
     return before;
 }
 
@@ -701,8 +879,10 @@ __attribute__((always_inline)) static inline double rebuild_rows(
  * (rounded alike): a segment ends where the next row on its thread starts, so no other end is
  * written. Where ``scaled`` (residual.correct_windows, its residual_scale in this pass), ``gone[i]``
  * gets length - new and, where ``keep_ratio``, ``ratio[i]`` new / length (1 where the length is 0);
- * ``gone`` may then be ``new_dur`` itself, and ``ts`` be ``old``'s starts (each row's and the next
- * row's are read before its own are written). On the way, ``sums`` gets the running sum before each
+ * with ``factors`` (not NULL) the factors are worked out there (RowFactors), not read in ``new_dur``,
+ * and the time gone is summed into their leaves (GoneLeaf), not written to ``gone``; ``gone`` may
+ * else be ``new_dur`` itself, and ``ts`` be ``old``'s starts (each row's and the next row's are read
+ * before its own are written). On the way, ``sums`` gets the running sum before each
  * of ``rows`` (m of them, sorted, among these threads' rows): residual_sums_before's figures,
  * without a pass of their own. Then, at each of the n_ends rows ``ends`` (sorted; the scope ends,
  * Timeline.scope_ends) among these threads', the instance ``id[i]`` (numpy's index: from the end
@@ -720,15 +900,21 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
                                   double *sums, int64_t scaled, const Segments *old, double *gone,
                                   int64_t keep_ratio, double *ratio, int64_t n_ends, const int64_t *ends,
                                   const int32_t *id, int64_t n_inst, int64_t *inst_end, int64_t *end_row,
-                                  int64_t *bad, const int8_t *row_mode, int64_t full_mode, int64_t *mode_ns) {
+                                  int64_t *bad, const int8_t *row_mode, int64_t full_mode, int64_t *mode_ns,
+                                  const RowFactors *factors) {
     int64_t j = 0, q = k0 < k1 ? first_not_below(ends, n_ends, first[k0]) : n_ends;
     int64_t all_ns = 0, full_ns = 0;
     SegWalk seg = seg_walk(old, k0 < k1 ? first[k0] : n);
+    FactorWalk walk = factors ? factor_walk(factors) : (FactorWalk){0};
+    FactorWalk *fw = factors ? &walk : NULL;
+    double local[PAIRWISE_BLOCK];
+    int64_t stop = k1 < n_threads ? first[k1] : n;
+    GoneLeaf gl = factors && scaled ? gone_begin(factors, k0 < k1 ? first[k0] : stop, stop, local) : (GoneLeaf){0};
     for (int64_t k = k0; k < k1; ++k) {
         int64_t a = first[k], b = k + 1 < n_threads ? first[k + 1] : n;
 #define REBUILD_ROWS(SCALED, COUNTED)                                                                     \
     rebuild_rows(a, b, before, rel0[k], new_dur, ts, start_ns, &j, m, rows, sums, SCALED, &seg, gone, keep_ratio, \
-                 ratio, COUNTED, row_mode, full_mode, &all_ns, &full_ns, thread_end + k)
+                 ratio, COUNTED, row_mode, full_mode, &all_ns, &full_ns, thread_end + k, fw, &gl, local)
         if (scaled && row_mode)
             before = REBUILD_ROWS(1, 1);
         else if (scaled)
@@ -740,7 +926,7 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
 #undef REBUILD_ROWS
     }
     if (row_mode) mode_ns[0] += all_ns, mode_ns[1] += full_ns;
-    int64_t stop = k1 < n_threads ? first[k1] : n;
+    if (factors && scaled) gone_end(&gl, factors);
     for (; q < n_ends && ends[q] < stop; ++q) {
         int64_t i = ends[q], o = id[i];
         if (o < -n_inst || o >= n_inst) {
@@ -755,17 +941,18 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
 
 /* rebuild_pass as one function: with ``n_mode`` 0 nothing is counted; with ``n_mode`` n (row_mode)
  * the new lengths of the rows it writes are summed by kind of window into mode_ns: what
- * full_windows.full_share sums off the corrected main thread's rows, without a pass of its own. */
+ * full_windows.full_share sums off the corrected main thread's rows, without a pass of its own.
+ * ``factors``: NULL, or where ``scaled`` the rows' factors (RowFactors), no column of them. */
 double residual_rebuild(int64_t n, const double *new_dur, int64_t *ts, int64_t *thread_end, int64_t n_threads,
                         const int64_t *first, const double *rel0, int64_t start_ns, int64_t k0, int64_t k1,
                         double before, int64_t m, const int64_t *rows, double *sums, int64_t scaled,
                         const Segments *old, double *gone, int64_t keep_ratio, double *ratio, int64_t n_ends,
                         const int64_t *ends, const int32_t *id, int64_t n_inst, int64_t *inst_end,
                         int64_t *end_row, int64_t *bad, int64_t n_mode, const int8_t *row_mode, int64_t full_mode,
-                        int64_t *mode_ns) {
+                        int64_t *mode_ns, const RowFactors *factors) {
     return rebuild_pass(n, new_dur, ts, thread_end, n_threads, first, rel0, start_ns, k0, k1, before, m, rows,
                         sums, scaled, old, gone, keep_ratio, ratio, n_ends, ends, id, n_inst, inst_end, end_row,
-                        bad, n_mode == n ? row_mode : NULL, full_mode, mode_ns);
+                        bad, n_mode == n ? row_mode : NULL, full_mode, mode_ns, factors);
 }
 
 /* module_calls.planned's first pass over rows [a, b) of one thread: for the rows inside a costed

@@ -77,9 +77,10 @@ INSTANCE_SUMS(int16_t, i16)
 INSTANCE_SUMS(int32_t, i32)
 INSTANCE_SUMS(int64_t, i64)
 
-/* The estimate's first pass over every row, in row order: dur[r] = the length of row r's segment as a
- * double (its end: the next row's start, but at a thread's last row the thread's end, from ``seg``),
- * full_row[r] = raw_ts[r] >= from_ts[w] (w: the row's window, row_window's value, read from the
+/* The estimate's first pass over every row, in row order: d, the length of row r's segment as a
+ * double (its end: the next row's start, but at a thread's last row the thread's end, from ``seg``;
+ * worked out here and in the later passes, not written: a column of every row at the analysis's
+ * peak of memory), full_row[r] = raw_ts[r] >= from_ts[w] (w: the row's window, row_window's value, read from the
  * rows where it changes as windows_collector_live reads it), then the sums of windows_instance_sums
  * over them. A window's rows start at or after its switch (win_ts[w - 1]) and before the next one
  * (win_ts[w]): where from_ts[w] is past the next switch (a light window's, but the last) none of
@@ -93,7 +94,6 @@ INSTANCE_SUMS(int64_t, i64)
         double d = (double)((END) - ts[r]);                                                            \
         uint8_t full = (FULL);                                                                         \
         int64_t i = (int64_t)op[r] + 1;                                                                \
-        dur[r] = d;                                                                                    \
         full_row[r] = full;                                                                            \
         if (i != cur) {                                                                                \
             excl[cur] = x, events[cur] += ev, rows[cur] += k, held[cur] |= h;                          \
@@ -109,8 +109,8 @@ INSTANCE_SUMS(int64_t, i64)
         int64_t n, const Segments *seg, const int64_t *raw_ts, int64_t n_changes,                      \
         const int64_t *change_row, const int64_t *change_w, int64_t n_win, const int64_t *win_ts,      \
         const int64_t *from_ts, const T *op, const uint8_t *coll, int64_t n_ranges,                    \
-        const int64_t *ranges, double *dur, uint8_t *full_row, double *excl, int64_t *events,          \
-        int64_t *rows, uint8_t *held) {                                                                \
+        const int64_t *ranges, uint8_t *full_row, double *excl, int64_t *events, int64_t *rows,        \
+        uint8_t *held) {                                                                               \
         MAIN_INIT;                                                                                     \
         const int64_t *ts = seg->ts;                                                                   \
         SegWalk ends = seg_walk(seg, 0);                                                               \
@@ -146,18 +146,20 @@ INSTANCE_PASS(int16_t, i16)
 INSTANCE_PASS(int32_t, i32)
 INSTANCE_PASS(int64_t, i64)
 
-/* Over every row in order: where its instance is ``kept`` (indexed by instance + 1), its duration is
- * scaled by what the instance keeps, 1 - cut / excl (of the instance), and the row is listed in
+/* Over every row in order, its segment's length d as a double (as windows_instance_rows works it
+ * out, from ``seg``); where its instance is ``kept`` (indexed by instance + 1), d times what the
+ * instance keeps, keep[instance + 1] (1 - cut / excl, made by numpy), and the row is listed in
  * ``kept_rows``; then where the row is counted (as in instance_sums), its key's (key[instance + 1])
- * full_time += dur and full_events += coll: the current key's sums held while its rows run (the
+ * full_time += d and full_events += coll: the current key's sums held while its rows run (the
  * same additions in the same order), written back where another key's rows begin. Returns the rows
- * listed. Mirrors estimate's ``dur[kept_rows] *= kept`` and its loop of np.add.at(full_time) and
- * np.bincount(full_events). */
+ * listed. Mirrors estimate's ``dur[kept_rows] *= kept`` over Timeline.float_duration's column and
+ * its loop of np.add.at(full_time) and np.bincount(full_events). */
 #define COUNTED_ROWS                                                                                   \
     for (; r < main_stop; r++) {                                                                       \
         int64_t o = (int64_t)op[r];                                                                    \
+        double d = (double)(seg_walk_end(&ends, r) - ts[r]);                                           \
         if (kept[o + 1]) {                                                                             \
-            dur[r] *= 1.0 - cut[o] / excl[o];                                                          \
+            d *= keep[o + 1];                                                                          \
             kept_rows[n_kept++] = r;                                                                   \
         }                                                                                              \
         if (full_row[r] && (o >= 0 || on_main)) {                                                      \
@@ -166,17 +168,18 @@ INSTANCE_PASS(int64_t, i64)
                 if (cur >= 0) full_time[cur] = x, full_events[cur] += ev;                              \
                 cur = k, x = full_time[k], ev = 0;                                                     \
             }                                                                                          \
-            x += dur[r];                                                                               \
+            x += d;                                                                                    \
             ev += coll[r];                                                                             \
         }                                                                                              \
     }
 #define COUNTED_SUMS(T, SUFFIX)                                                                        \
     int64_t windows_counted_sums_##SUFFIX(                                                             \
-        int64_t n, const T *op, double *dur, const uint8_t *coll, const uint8_t *full_row,             \
-        int64_t n_ranges, const int64_t *ranges, const uint8_t *kept, const double *cut,               \
-        const double *excl, const int64_t *key, double *full_time, int64_t *full_events,               \
-        int64_t *kept_rows) {                                                                          \
+        int64_t n, const T *op, const Segments *seg, const uint8_t *coll, const uint8_t *full_row,     \
+        int64_t n_ranges, const int64_t *ranges, const uint8_t *kept, const double *keep,              \
+        const int64_t *key, double *full_time, int64_t *full_events, int64_t *kept_rows) {             \
         MAIN_INIT;                                                                                     \
+        const int64_t *ts = seg->ts;                                                                   \
+        SegWalk ends = seg_walk(seg, 0);                                                               \
         int64_t n_kept = 0, cur = -1, ev = 0, r = 0;                                                   \
         double x = 0.0;                                                                                \
         while (r < n) { /* the rows on or off the main thread */                                       \
@@ -232,21 +235,38 @@ LIVE_FROM(int16_t, i16)
 LIVE_FROM(int32_t, i32)
 LIVE_FROM(int64_t, i64)
 
-/* Per piece p = chosen[j] (its rows: bounds[p] to bounds[p + 1], after ``first``), in row order:
- * time[j] += dur, full_time[j] += (full_row ? dur : 0), full_events[j] += coll && full_row. Mirrors
- * _piece_sums' three np.bincount calls over the rows of each group of pieces. */
+/* Per piece p = chosen[j] (ascending; its rows: bounds[p] to bounds[p + 1], after ``first``), in
+ * row order, with d its segment's length as a double (from ``seg``), times kept[k] where r is
+ * kept_rows[k] (ascending: the rows whose instance keeps less than its time, and that share; walked
+ * beside the pieces' rows): time[j] += d, full_time[j] += (full_row ? d : 0), full_events[j] +=
+ * coll && full_row. Mirrors _piece_sums' three np.bincount calls over the rows of each group of
+ * pieces, on the column of lengths the numpy loops make and scale at kept_rows (_counted_sums). */
 void windows_chosen_piece_sums(int64_t n_chosen, const int64_t *chosen, const int64_t *bounds,
-                               int64_t first, const double *dur, const uint8_t *coll,
-                               const uint8_t *full_row, double *time, double *full_time,
-                               int64_t *full_events) {
+                               int64_t first, const Segments *seg, int64_t n_kept, const int64_t *kept_rows,
+                               const double *kept, const uint8_t *coll, const uint8_t *full_row,
+                               double *time, double *full_time, int64_t *full_events) {
+    const int64_t *ts = seg->ts;
+    SegWalk ends = seg_walk(seg, n_chosen > 0 ? first + bounds[chosen[0]] : 0);
+    int64_t k = 0;
     for (int64_t j = 0; j < n_chosen; j++) {
-        int64_t p = chosen[j];
+        int64_t p = chosen[j], r = first + bounds[p], stop = first + bounds[p + 1];
         double s = 0.0, f = 0.0;
         int64_t e = 0;
-        for (int64_t r = first + bounds[p]; r < first + bounds[p + 1]; r++) {
-            s += dur[r];
-            f += full_row[r] ? dur[r] : 0.0;
+        while (k < n_kept && kept_rows[k] < r) k++;
+        for (;;) { /* the rows up to the next kept one (a few of the rows), then that one */
+            int64_t until = k < n_kept && kept_rows[k] < stop ? kept_rows[k] : stop;
+            for (; r < until; r++) {
+                double d = (double)(seg_walk_end(&ends, r) - ts[r]);
+                s += d;
+                f += full_row[r] ? d : 0.0;
+                e += coll[r] & full_row[r];
+            }
+            if (r == stop) break;
+            double d = (double)(seg_walk_end(&ends, r) - ts[r]) * kept[k++];
+            s += d;
+            f += full_row[r] ? d : 0.0;
             e += coll[r] & full_row[r];
+            r++;
         }
         time[j] = s, full_time[j] = f, full_events[j] = e;
     }

@@ -15,6 +15,7 @@ the raw ones. GPU work keeps its durations and moves with the CPU time before it
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import itertools
 import math
@@ -596,6 +597,85 @@ def _union_rows(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.arange(int(length.sum())) + np.repeat(shift, length)
 
 
+class _RowFactorsC(ctypes.Structure):
+    """residual.c's RowFactors: :class:`RowFactors`' tables as the C passes read them."""
+
+    _fields_ = [
+        ("op", ctypes.c_void_p),
+        ("full_row", ctypes.c_void_p),
+        ("n", ctypes.c_int64),
+        ("n_ranges", ctypes.c_int64),
+        ("ranges", ctypes.c_void_p),
+        ("counted", ctypes.c_void_p),
+        ("rest", ctypes.c_void_p),
+        ("n_compared", ctypes.c_int64),
+        ("compared", ctypes.c_void_p),
+        ("bounds", ctypes.c_void_p),
+        ("first", ctypes.c_int64),
+        ("piece_factor", ctypes.c_void_p),
+        ("n_leaves", ctypes.c_int64),
+        ("leaf_lo", ctypes.c_void_p),
+        ("leaves", ctypes.c_void_p),
+        ("slots", ctypes.c_void_p),
+    ]
+
+
+_LEAF_SLOTS, _SLOT_SIZE = 8, 2 + 128  # residual.c's LEAF_SLOTS and SLOT_SIZE (2 + PAIRWISE_BLOCK)
+
+
+_ROW_FACTORS = ctypes.POINTER(_RowFactorsC)
+
+
+@dataclasses.dataclass
+class RowFactors:
+    """A windows estimate's factor of each row, as the small tables windows_factor_pass makes them
+    from (windows._factor_pass): per instance + 1 ``counted`` (the counted rows' factor: a full-window
+    row in an instance or on the main thread, ``main``'s [start, stop) pairs) and ``rest`` (the
+    others'), and the compared pieces' rows (``compared``, ascending, of ``bounds`` after ``first``)
+    with their factors, in full-window rows (``full_row``). Why: a column of every row (72 MB on a
+    4.95 M-row trace) at the analysis's peak of memory; correct_windows' rebuild works each row's
+    factor out where it reads it (:meth:`tables`), or makes the column (:meth:`column`)."""
+
+    op: np.ndarray
+    full_row: np.ndarray
+    main: np.ndarray
+    counted: np.ndarray
+    rest: np.ndarray
+    compared: np.ndarray
+    bounds: np.ndarray
+    first: int
+    piece_factor: np.ndarray
+
+    def column(self) -> np.ndarray:
+        """The factor of every row (windows_factor_pass)."""
+        types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
+        types += (native.I64, native.I64, native.N, native.F64, native.F64)
+        fn = native.typed("windows_factor_pass", [self.op.dtype], *types)
+        assert fn is not None, "RowFactors are made where windows_factor_pass runs"
+        out = np.empty(len(self.op))
+        args = (self.counted, self.rest, len(self.compared), self.compared, self.bounds, self.first)
+        fn(len(out), self.op, self.full_row, len(self.main) // 2, self.main, *args, self.piece_factor, out)
+        return out
+
+    def tables(self, leaves: tuple[np.ndarray, np.ndarray, np.ndarray]) -> _RowFactorsC | None:
+        """The tables as residual.c reads them (pointing at these arrays: kept alive with this), or None
+        where it reads no such columns (an op column other than int32's). ``leaves``: where the
+        rebuild sums the time gone (:func:`_gone_leaves`)."""
+        if self.op.dtype != np.int32 or not all(
+            c.flags.c_contiguous for c in (self.op, self.full_row, self.main, self.counted, self.rest)
+        ):
+            return None
+        f = _RowFactorsC()
+        f.n_leaves, f.leaf_lo = len(leaves[1]), leaves[0].ctypes.data
+        f.leaves, f.slots = leaves[1].ctypes.data, leaves[2].ctypes.data
+        f.op, f.full_row, f.n = self.op.ctypes.data, self.full_row.ctypes.data, len(self.op)
+        f.n_ranges, f.ranges = len(self.main) // 2, self.main.ctypes.data
+        f.counted, f.rest = self.counted.ctypes.data, self.rest.ctypes.data
+        f.n_compared, f.compared = len(self.compared), self.compared.ctypes.data
+        f.bounds, f.first, f.piece_factor = self.bounds.ctypes.data, self.first, self.piece_factor.ctypes.data
+        return f
+
+
 @dataclasses.dataclass
 class _Scaled:
     """:func:`rebuild`'s new durations as each segment's length times its factor (correct_windows'),
@@ -603,25 +683,28 @@ class _Scaled:
     the factors' own column), ``ratio`` (where not None) new over length (1 where the length is 0).
     ``row_mode`` (int8, each row's kind of window; None: not asked): the main thread's new lengths
     summed in the same pass into ``mode_ns``, [all, those of the rows in full windows], whole ns
-    (residual_rebuild); ``mode_ns`` stays None where that pass did not run."""
+    (residual_rebuild); ``mode_ns`` stays None where that pass did not run. ``factors``: the factors
+    as residual.c works them out (RowFactors.tables), read there, not in the new durations' column
+    (then empty), and ``gone`` not written."""
 
     gone: np.ndarray
     ratio: np.ndarray | None
     row_mode: np.ndarray | None = None
     mode_ns: np.ndarray | None = None
+    factors: _RowFactorsC | None = None
 
 
 # residual_rebuild's arguments: (n, new_dur, ts, thread_end, threads, first, rel0, start_ns, k0, k1,
 # before, m, rows, sums, scaled, old segments, gone, keep_ratio, ratio, n_ends, ends, id, n_inst,
-# inst_end, end_row, bad, n_mode, row_mode, full_mode, mode_ns)
+# inst_end, end_row, bad, n_mode, row_mode, full_mode, mode_ns, factors)
 _REBUILD = (
     native.N, native.F64, native.I64, native.I64, native.N, native.I64, native.F64, native.N,
     native.N, native.N, native.DOUBLE, native.N, native.I64, native.F64,
     native.N, native.SEGMENTS, native.F64, native.N, native.F64,
     native.N, native.I64, native.I32, native.N, native.I64, native.I64, native.I64,
-    native.N, native.I8, native.N, native.I64,
+    native.N, native.I8, native.N, native.I64, _ROW_FACTORS,
 )  # fmt: skip
-_SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.SEGMENTS)
+_SUMS_BEFORE = (native.F64, native.N, native.I64, native.F64, native.N, native.SEGMENTS, _ROW_FACTORS)
 
 
 _NO_IDS = np.zeros(0, np.int32)
@@ -701,11 +784,12 @@ def rebuild(
             return np.where(rows > 0, after[np.maximum(rows - 1, 0)], 0.0)
         order = np.argsort(rows, kind="stable")
         at, got, out = rows[order].astype(np.int64), np.empty(len(rows)), np.empty(len(rows))
-        sums_before(new_dur, len(at), at, got, scaled is not None, old)
+        sums_before(new_dur, len(at), at, got, scaled is not None, old, factors)
         out[order] = got
         return out
 
     counted = _counted_modes(scaled, len(ts))
+    factors = scaled.factors if scaled is not None else None
 
     def rows_from(
         k0: int, k1: int, before: float, rel0: np.ndarray, asked: np.ndarray, main: bool = False
@@ -727,10 +811,10 @@ def rebuild(
         )  # fmt: skip
         if main and counted is not None and scaled is not None:
             mode_ns = np.zeros(2, np.int64)
-            end = fill(*args, len(counted), counted, S.WINDOW_FULL, mode_ns)
+            end = fill(*args, len(counted), counted, S.WINDOW_FULL, mode_ns, factors)
             scaled.mode_ns = mode_ns
         else:
-            end = fill(*args, *_NO_MODES)
+            end = fill(*args, *_NO_MODES, factors)
         out[order] = got
         return end, out
 
@@ -748,7 +832,7 @@ def rebuild(
         row = m0 + np.maximum(i, 0)
         m_ts = (tl.ts[row] - tl.start_ns).astype(np.float64)
         dur_row = tl.float_duration(row)  # the segments' raw lengths, at these rows only
-        new_row = new_dur[row] if scaled is None else dur_row * new_dur[row]  # read before rows are written
+        new_row = new_dur[row] if scaled is None else dur_row * _factors_at(scaled, new_dur, row)
         m_ratio = np.divide(new_row, dur_row, out=np.ones(len(row)), where=dur_row > 0)
         rel = np.append(rel0, rel_end)
         asked = np.append(row, m0)  # before each row asked, then before the main thread's first
@@ -795,6 +879,30 @@ def rebuild(
         at = np.searchsorted(k_last, tl.thread_last() % len(ts))  # -1: no rows before, the last row's
         out = tl.retimed(ts, end_ns=end_ns, inst_end=inst_end, thread_end=k_end[at])
     out.memo["scope_ends"] = ends  # the same rows
+    return out
+
+
+def _gone_leaves(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(each leaf's first row, then n; their sums; the slots of leaves a pass cuts): where residual.c's
+    rebuild sums the time gone of ``n`` rows as np.sum sums their column (numpy's pairwise tree,
+    RowFactors' GoneLeaf), or None where the C loops do not run."""
+    fn = native.function("residual_gone_leaves", native.N, native.I64, restype=native.N)
+    if fn is None:
+        return None
+    lo = np.empty(n // 32 + 4, np.int64)
+    k = int(fn(n, lo))
+    return lo, np.zeros(k), np.full(_LEAF_SLOTS * _SLOT_SIZE, -1.0)
+
+
+def _factors_at(scaled: _Scaled, new_dur: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The factors of ``rows`` (read before rows are written): in ``new_dur``, or worked out where
+    ``scaled`` holds them as tables (residual_factors_at)."""
+    if scaled.factors is None:
+        return new_dur[rows]
+    fn = native.function("residual_factors_at", _ROW_FACTORS, native.N, native.I64, native.F64)
+    assert fn is not None, "factors as tables: C loops only"
+    out = np.empty(len(rows))
+    fn(scaled.factors, len(rows), np.ascontiguousarray(rows, np.int64), out)
     return out
 
 
@@ -1420,7 +1528,7 @@ def correct_timeline(
 
 def correct_windows(
     tl: Timeline,
-    factor: np.ndarray,
+    factor: np.ndarray | RowFactors,
     keep_ratio: bool = True,
     consume: bool = False,
     row_mode: np.ndarray | None = None,
@@ -1432,11 +1540,30 @@ def correct_windows(
     ``ts`` takes the new starts, each row's read before it is written. Why: this is the analysis's
     peak of memory, a column of every row fewer. ``row_mode``: each row's kind of window
     (WindowEstimate.row_mode), whose corrected main-thread time by kind the rebuild's pass sums where
-    the C loops run (Correction.main_mode_ns: full_windows.full_share's figures)."""
+    the C loops run (Correction.main_mode_ns: full_windows.full_share's figures). ``factor`` as
+    :class:`RowFactors`: each row's factor worked out where the C passes read it, the time gone summed
+    in the rebuild's pass as numpy sums its column (its tree's leaves, where sums.streams_agree), no
+    column of either; else their column is made."""
     if len(tl.ts) == 0:
         return Correction(tl, np.ones(0), {}, 0.0, 0.0)
-    n = len(factor)
+    n = len(tl.ts)
     main_mode_ns = None
+    if isinstance(factor, RowFactors):
+        f64 = np.zeros(0)
+        leaves = _gone_leaves(n) if _rebuild_loops(tl, f64) is not None and streams_agree() else None
+        tables = factor.tables(leaves) if leaves is not None else None
+        join = changed_sum_loop()
+        if tables is not None and join is not None:
+            ratio = np.empty(n) if keep_ratio else None
+            scaled = _Scaled(f64, ratio, row_mode, factors=tables)
+            corrected = rebuild(tl, f64, spare=(tl.ts,) if consume else (), scaled=scaled)
+            assert leaves is not None
+            removed = float(join(n, f64, leaves[1], 0, np.zeros(0, np.int64))) / 1e9
+            if scaled.mode_ns is not None:
+                main_mode_ns = (int(scaled.mode_ns[0]), int(scaled.mode_ns[1]))
+            removed_s = {"collectors (windows)": removed} if removed else {}
+            return Correction(corrected, ratio, removed_s, 0.0, 0.0, main_mode_ns=main_mode_ns)
+        factor = factor.column()
     if _rebuild_loops(tl, factor) is not None:
         # the new durations worked out in the rebuild's own pass, the time gone written over the factors
         gone, ratio = factor, np.empty(n) if keep_ratio else None

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import blocks, take
 from rlscope.overhead.correct import pieces as P
 from rlscope.trace import schema as S
+
+if TYPE_CHECKING:  # (imported where the tables are made: the analysis imports residual after windows)
+    from rlscope.overhead.correct.residual import RowFactors
 
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
 MIN_PAIRS = 3  # full windows with a light neighbour, for an operation's own estimate
@@ -75,7 +78,8 @@ UNANNOTATED_ID = -1
 class WindowEstimate:
     """What the windows say about one process: per-row duration factors and the evidence."""
 
-    factor: np.ndarray  # per timeline row: corrected / residual-corrected segment duration
+    # per timeline row: corrected / residual-corrected segment duration (a column, or its tables)
+    factor: np.ndarray | RowFactors
     row_mode: np.ndarray  # per row: WINDOW_FULL or WINDOW_LIGHT
     per_op: dict[int, dict]  # operation name id (-1: unannotated) -> factor, method, counts, sigma
     cost_per_event_ns: float | None  # pooled in-run cost of one collector event (None: not measured)
@@ -390,14 +394,16 @@ def estimate(
     # window's is past every time)
     from_ts = np.where(mode_table(win_mode) == S.WINDOW_FULL, live, np.iinfo(np.int64).max)
     main = _main_ranges(tl)
-    # the durations, the full rows and the instances' sums: in C in one pass over the rows
-    # (_instance_pass), else one after another. The rows counted for an operation's factor
-    # (_counted_rows): a column where the numpy loops run, worked out on the way in C from
+    # the full rows and the instances' sums: in C in one pass over the rows (_instance_pass), else
+    # one after another. Each row's length (``dur``): a column where the numpy loops run, which then
+    # takes the factors, else worked out from tl's segments in each C pass that reads it (None: no
+    # column of every row at the analysis's peak of memory). The rows counted for an operation's
+    # factor (_counted_rows): a column where the numpy loops run, worked out on the way in C from
     # ``full_row`` and the main thread's blocks
-    counted = None
+    counted = dur = None
     first = _instance_pass(tl, ref, from_ts, coll, main)
     if first is not None:
-        dur, full_row, row_mode, excl, events, held, inst_rows = first
+        full_row, row_mode, excl, events, held, inst_rows = first
     else:
         dur = tl.float_duration()
         full_row, row_mode = _full_rows(ref.ts, row_window(ref), from_ts)  # as _effective_mode
@@ -430,9 +436,9 @@ def estimate(
     kept_inst = np.append(False, (cut > 0) & (excl > 0))
     keep_inst = np.ones(len(kept_inst))  # per instance + 1: the share of its time it keeps
     keep_inst[kept_inst] = 1.0 - cut[kept_inst[1:]] / excl[kept_inst[1:]]
-    full_time, full_events, kept_rows, kept = _counted_sums(
-        tl, dur, coll, full_row, main, counted, kept_inst, cut, excl, inst_key, len(keys), inst_rows
-    )
+    scaled = (kept_inst, keep_inst, cut, excl, inst_key, len(keys), inst_rows)
+    full_time, full_events, kept_rows, kept = _counted_sums(tl, dur, coll, full_row, main, counted, *scaled)
+    del scaled
     excl = excl - cut
     per_op: dict[int, dict] = {
         int(k): {"full_time_ns": float(t), "full_events": int(ev)}
@@ -503,7 +509,7 @@ def estimate(
     clock = raw if raw is not None else tl  # (``ref`` is a light reference by now)
     # the pieces of the operations pending and their sums, then the collector rows (a column of every
     # row) let go: not alive beside the rest of the pieces' work and the factors'
-    sums = _asked_pieces(tl, clock, dur, coll, full_row, pending)
+    sums = _asked_pieces(tl, clock, dur, (kept_rows, kept), coll, full_row, pending)
     del coll
     by_pieces = piece_estimates(sums, win_ts, win_mode, live, pending, min_instances)
     del sums
@@ -551,14 +557,21 @@ def estimate(
             e.update(factor=1.0 - removed / e["full_time_ns"], sigma_ns=sigma)
 
     per_key = [rest_factor.get(int(k), per_op[int(k)]["factor"]) for k in keys.tolist()]
-    # the durations, read no further, take the factors
-    factor = _factor_pass(tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst, dur)
+    # the factors: their tables where the C loops run (RowFactors: correct_windows works each row's
+    # out as it reads it), else a column, in the durations' own memory where the numpy loops made them
+    factor: np.ndarray | RowFactors | None = _factor_pass(
+        tl, counted, full_row, main, keys, key_name, per_key, overrides, keep_inst
+    )
     if factor is None:  # one after another
-        factor = _counted_factor(tl, counted, full_row, main, keys, key_name, per_key, out=dur)
+        out = dur if dur is not None else np.empty(len(tl.ts))
+        del dur
+        factor = _counted_factor(tl, counted, full_row, main, keys, key_name, per_key, out=out)
         for est in overrides:
             est.set_factors(factor, row_mode)
         factor[kept_rows] *= kept
-    del dur
+        del out
+    else:
+        del dur
     for e in per_op.values():
         e["removed_ns"] = e["full_time_ns"] * (1.0 - e["factor"])
     for key, (cut, sigma) in transients.items():
@@ -601,30 +614,30 @@ def _full_rows(ts: np.ndarray, wi: np.ndarray, from_ts: np.ndarray) -> tuple[np.
 def _instance_pass(
     tl: Timeline, raw: Timeline, from_ts: np.ndarray, coll: np.ndarray, main: np.ndarray
 ) -> tuple[np.ndarray, ...] | None:
-    """(durations, full rows, row modes (:func:`_row_mode`), then :func:`_instance_sums`' four) in C
-    in one pass over the rows: Timeline.float_duration, :func:`_full_rows` (on ``raw``'s ts, each row's
-    window read from its :func:`window_changes`) and :func:`_instance_sums` at once, each column read
-    once, ``raw``'s ts only in the windows where some rows are full and some not (from_ts within
-    them). None where the numpy loops run or the columns are of other types: those three are then
-    made one after another."""
+    """(full rows, row modes (:func:`_row_mode`), then :func:`_instance_sums`' four) in C in one pass
+    over the rows: :func:`_full_rows` (on ``raw``'s ts, each row's window read from its
+    :func:`window_changes`) and :func:`_instance_sums` over Timeline.float_duration at once, each
+    column read once, each row's length worked out on the way (no column of them), ``raw``'s ts
+    only in the windows where some rows are full and some not (from_ts within them). None where the
+    numpy loops run or the columns are of other types: those three are then made one after another."""
     win_ts = window_rows(raw)[0]
     if any(c.dtype != np.int64 for c in (tl.ts, raw.ts, from_ts, win_ts)):
         return None
     types = (native.N, native.SEGMENTS, native.I64, native.N, native.I64, native.I64, native.N)
-    types += (native.I64, native.I64, None, native.BOOL, native.N, native.I64, native.F64, native.BOOL)
+    types += (native.I64, native.I64, None, native.BOOL, native.N, native.I64, native.BOOL)
     types += (native.F64, native.I64, native.I64, native.BOOL)
     fn = native.typed("windows_instance_rows", [tl.op.dtype], *types)
     if fn is None:
         return None
     n, m = len(tl.ts), len(tl.inst_name) + 1
-    dur, full_row = np.empty(n), np.empty(n, bool)
+    full_row = np.empty(n, bool)
     excl, events, rows, held = np.zeros(m), np.zeros(m, np.intp), np.zeros(m, np.int64), np.zeros(m, bool)
     at, ws = window_changes(raw)
     fn(
         n, tl.segments(), raw.ts, len(at), at, ws, len(win_ts), win_ts, from_ts, tl.op, coll,
-        len(main) // 2, main, dur, full_row, excl, events, rows, held,
+        len(main) // 2, main, full_row, excl, events, rows, held,
     )  # fmt: skip
-    return dur, full_row, _row_mode(full_row), excl, events, held, rows
+    return full_row, _row_mode(full_row), excl, events, held, rows
 
 
 def _row_mode(full_row: np.ndarray) -> np.ndarray:
@@ -672,12 +685,13 @@ def _instance_sums(
 
 def _counted_sums(
     tl: Timeline,
-    dur: np.ndarray,
+    dur: np.ndarray | None,
     coll: np.ndarray,
     full_row: np.ndarray,
     main: np.ndarray,
     counted: np.ndarray | None,
     kept_inst: np.ndarray,
+    keep_inst: np.ndarray,
     cut: np.ndarray,
     excl: np.ndarray,
     inst_key: np.ndarray,
@@ -686,21 +700,26 @@ def _counted_sums(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per key (``inst_key``: each instance + 1's): (time, collector events) of its counted rows,
     after the rows of the instances ``kept_inst`` (per instance + 1) are scaled in ``dur`` by what
-    they keep, 1 - cut / excl (per instance); and those rows and that share, for the factors.
+    they keep, 1 - cut / excl (per instance; ``keep_inst``: that share per instance + 1, 1 where all);
+    and those rows and that share, for the factors.
 
-    Summed in row order (np.add.at, a block at a time) where the numpy loops run (``counted``), else
-    in C in one pass, which lists the rows scaled into an array of their count (``inst_rows``: each
-    instance + 1's rows, from :func:`_instance_sums`)."""
+    ``dur``: each row's length (Timeline.float_duration), None where the C loops run: in C in one
+    pass, each row's length worked out from tl's segments (the same bits: _instance_pass), the rows
+    scaled listed into an array of their count (``inst_rows``: each instance + 1's rows, from
+    :func:`_instance_sums`). Else summed in row order, np.add.at a block at a time (``counted``:
+    :func:`_counted_rows`), the kept rows scaled in ``dur``."""
     full_time, full_events = np.zeros(n_keys), np.zeros(n_keys, np.intp)
-    types = (native.N, None, native.F64, native.BOOL, native.BOOL, native.N, native.I64, native.BOOL)
-    types += (native.F64, native.F64, native.I64, native.F64, native.I64, native.I64)
+    types = (native.N, None, native.SEGMENTS, native.BOOL, native.BOOL, native.N, native.I64, native.BOOL)
+    types += (native.F64, native.I64, native.F64, native.I64, native.I64)
     fn = native.typed("windows_counted_sums", [tl.op.dtype], *types, restype=native.N)
-    if fn is not None and counted is None and inst_rows is not None:
+    if dur is None and fn is not None and inst_rows is not None:
         kept_rows = np.empty(int(inst_rows[kept_inst].sum()), np.int64)
-        args = (len(dur), tl.op, dur, coll, full_row, len(main) // 2, main, kept_inst, cut, excl, inst_key)
-        fn(*args, full_time, full_events, kept_rows)
+        args = (len(tl.ts), tl.op, tl.segments(), coll, full_row, len(main) // 2, main, kept_inst, keep_inst)
+        fn(*args, inst_key, full_time, full_events, kept_rows)
         i = tl.op[kept_rows]
         return full_time, full_events, kept_rows, 1.0 - cut[i] / excl[i]
+    if dur is None:
+        dur = tl.float_duration()
     if counted is None:
         counted = _counted_rows(tl, full_row)
     kept_parts = [np.zeros(0, np.intp)]
@@ -775,14 +794,14 @@ def _factor_pass(
     per_key: list[float],
     overrides: list[PieceEstimate],
     keep_inst: np.ndarray,
-    out: np.ndarray,
-) -> np.ndarray | None:
-    """Per row, the estimate's factor, written into ``out``: :func:`_counted_factor`, then each of
-    ``overrides``' PieceEstimate.set_factors, then each row times what its instance keeps
-    (``keep_inst``, per instance + 1: 1 where all), in C in one pass over the rows; None where the
-    numpy loops run (``counted``) or no such loop is made for the columns' types: those three are
-    then made one after another. The first of ``overrides`` takes the others' compared pieces and
-    their factors (the estimates' compared pieces, of one Pieces) are merged in their order."""
+) -> RowFactors | None:
+    """Per row, the estimate's factor: :func:`_counted_factor`, then each of ``overrides``'
+    PieceEstimate.set_factors, then each row times what its instance keeps (``keep_inst``, per
+    instance + 1: 1 where all), as the tables windows_factor_pass makes them from in one pass over
+    the rows (RowFactors: no column of every row); None where the numpy loops run (``counted``) or no
+    such loop is made for the columns' types: those three are then made one after another. The
+    first of ``overrides`` takes the others' compared pieces and their factors (the estimates'
+    compared pieces, of one Pieces) are merged in their order."""
     types = (native.N, None, native.BOOL, native.N, native.I64, native.F64, native.F64, native.N)
     types += (native.I64, native.I64, native.N, native.F64, native.F64)
     fn = native.typed("windows_factor_pass", [tl.op.dtype], *types)
@@ -800,9 +819,10 @@ def _factor_pass(
             compared, piece_factor = compared[order], piece_factor[order]
         pc = overrides[0].pieces
         bounds, first = pc.bounds, pc.main.start
-    args = (per_inst * keep_inst, keep_inst, len(compared), compared, bounds, first, piece_factor, out)
-    fn(len(out), tl.op, full_row, len(main) // 2, main, *args)
-    return out
+    from rlscope.overhead.correct.residual import RowFactors
+
+    counted_f = per_inst * keep_inst
+    return RowFactors(tl.op, full_row, main, counted_f, keep_inst, compared, bounds, int(first), piece_factor)
 
 
 @dataclasses.dataclass
@@ -837,21 +857,36 @@ class PieceEstimate:
 
 
 def _piece_sums(
-    pc: P.Pieces, chosen: np.ndarray, dur: np.ndarray, coll: np.ndarray, full_row: np.ndarray
+    pc: P.Pieces,
+    chosen: np.ndarray,
+    tl: Timeline,
+    dur: np.ndarray | None,
+    kept: tuple[np.ndarray, np.ndarray],
+    coll: np.ndarray,
+    full_row: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per piece of ``chosen`` (ascending), in its order: (time, time in full windows, collector
     events in full windows). Each piece's sums are over its own rows in their order: in C a piece
     after another, else a group of pieces at a time (all of a piece's rows in one group, as one pass
-    over all the rows makes them). Entries of the pieces chosen only: a quarter of them in a PPO run."""
+    over all the rows makes them). Entries of the pieces chosen only: a quarter of them in a PPO run.
+
+    ``dur``: each row's length as :func:`_counted_sums` leaves it, or None where the C loops run:
+    worked out there from tl's segments, times what its instance keeps at the rows ``kept`` lists
+    (_counted_sums' kept rows, ascending, and that share), no column of every row."""
     n = len(chosen)
     ptime, pfull_time, pfull_events = np.zeros(n), np.zeros(n), np.zeros(n, np.intp)
-    types = (native.N, native.I64, native.I64, native.N, native.F64, native.BOOL, native.BOOL)
-    fn = native.function("windows_chosen_piece_sums", *types, native.F64, native.F64, native.I64)
-    if fn is not None:
+    types = (native.N, native.I64, native.I64, native.N, native.SEGMENTS, native.N, native.I64, native.F64)
+    types += (native.BOOL, native.BOOL, native.F64, native.F64, native.I64)
+    fn = native.function("windows_chosen_piece_sums", *types)
+    kept_rows, keeps = kept[0], np.ascontiguousarray(kept[1], np.float64)
+    if dur is None and fn is not None and kept_rows.dtype == np.int64:
         chosen = np.ascontiguousarray(chosen, np.int64)
-        args = (pc.bounds, pc.main.start, dur, coll, full_row, ptime, pfull_time, pfull_events)
-        fn(n, chosen, *args)
+        args = (pc.bounds, pc.main.start, tl.segments(), len(kept_rows), kept_rows, keeps, coll, full_row)
+        fn(n, chosen, *args, ptime, pfull_time, pfull_events)
         return ptime, pfull_time, pfull_events
+    if dur is None:  # each row's length, as _counted_sums' numpy loops leave it
+        dur = tl.float_duration()
+        dur[kept_rows] *= keeps
     at = 0  # where the group's pieces are among ``chosen``
     for group in pc.groups(chosen):
         rows, pr = pc.rows_of(group)
@@ -870,7 +905,8 @@ def _piece_sums(
 def _asked_pieces(
     tl: Timeline,
     raw: Timeline,
-    dur: np.ndarray,
+    dur: np.ndarray | None,
+    kept: tuple[np.ndarray, np.ndarray],
     coll: np.ndarray,
     full_row: np.ndarray,
     keys: list[int],
@@ -878,13 +914,14 @@ def _asked_pieces(
     """(the main thread's pieces, the columns of those of the operations ``keys`` only; their
     :func:`_piece_sums`), what :func:`piece_estimates` compares; None where no key is asked or the
     main thread has no rows. The unannotated time's pieces are a quarter of them, a third of the
-    main thread's rows, in a PPO run."""
+    main thread's rows, in a PPO run. ``dur``, ``kept``: each row's length as :func:`_piece_sums`
+    reads them."""
     if not keys:
         return None
     pc = P.pieces(tl, raw, keys)
     if pc.main.stop == pc.main.start:
         return None
-    return (pc, *_piece_sums(pc, pc.index, dur, coll, full_row))
+    return (pc, *_piece_sums(pc, pc.index, tl, dur, kept, coll, full_row))
 
 
 def piece_estimates(
