@@ -20,6 +20,7 @@ from rlscope import categories
 from rlscope.analysis import native
 from rlscope.analysis.timeline import RowValues, Timeline
 from rlscope.overhead.correct import flush_stall, full_windows, module_calls, residual, sums, windows
+from rlscope.overhead.correct.row_factors import RowFactors
 from rlscope.trace import schema as S
 from tests.timelines import stretched
 
@@ -1027,7 +1028,7 @@ def test_the_changed_sum_over_the_kept_rows_is_numpys_or_refused():
             assert ok[0] == 0
 
 
-def _row_factors(rng: np.random.Generator, tl: Timeline) -> residual.RowFactors:
+def _row_factors(rng: np.random.Generator, tl: Timeline) -> RowFactors:
     """Random factor tables over ``tl``'s rows: per instance + 1 (some keeping all), full rows, the main
     thread's blocks and compared pieces among its rows (none where it has no rows)."""
     n, m = len(tl.ts), len(tl.inst_name) + 1
@@ -1040,9 +1041,7 @@ def _row_factors(rng: np.random.Generator, tl: Timeline) -> residual.RowFactors:
         compared = np.flatnonzero(rng.random(len(bounds) - 1) < 0.4).astype(np.int64)
     op = tl.op.astype(np.int32)
     full_row = rng.random(n) < 0.6
-    return residual.RowFactors(
-        op, full_row, main, counted, rest, compared, bounds, first, rng.random(len(compared))
-    )
+    return RowFactors(op, full_row, main, counted, rest, compared, bounds, first, rng.random(len(compared)))
 
 
 @pytest.mark.parametrize("main", [100, 102, 103, 999])

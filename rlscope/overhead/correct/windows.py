@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -49,10 +49,8 @@ from rlscope.analysis import native
 from rlscope.analysis.timeline import Timeline
 from rlscope.blocks import blocks, take
 from rlscope.overhead.correct import pieces as P
+from rlscope.overhead.correct.row_factors import RowFactors
 from rlscope.trace import schema as S
-
-if TYPE_CHECKING:  # (imported where the tables are made: the analysis imports residual after windows)
-    from rlscope.overhead.correct.residual import RowFactors
 
 MIN_INSTANCES = 5  # per kind of window, for an operation's own estimate
 MIN_PAIRS = 3  # full windows with a light neighbour, for an operation's own estimate
@@ -819,8 +817,6 @@ def _factor_pass(
             compared, piece_factor = compared[order], piece_factor[order]
         pc = overrides[0].pieces
         bounds, first = pc.bounds, pc.main.start
-    from rlscope.overhead.correct.residual import RowFactors
-
     counted_f = per_inst * keep_inst
     return RowFactors(tl.op, full_row, main, counted_f, keep_inst, compared, bounds, int(first), piece_factor)
 
