@@ -17,6 +17,7 @@ import pytest
 from rlscope import categories
 from rlscope.analysis import breakdown, gpu, native, noise
 from rlscope.analysis.timeline import Timeline
+from rlscope.overhead.correct.full_windows import FullFraction
 from rlscope.trace import schema as S
 from tests.timelines import stretched
 
@@ -260,7 +261,27 @@ def retimed(rng: np.random.Generator, tl: Timeline, off_main_idle: bool = False)
     return stretched(tl, extra, shift=-int(rng.integers(0, 50)))
 
 
-def counted_pair(tl: Timeline, fixed: Timeline, full: np.ndarray | None) -> list[Any]:
+def shares(rng: np.random.Generator, tl: Timeline, windows: int = 40) -> FullFraction:
+    """Random shares in full windows of ``tl``'s rows: ``windows`` switches at random times over its span
+    (some before its first row, after its last, at a row's start; threads overlap, so each starts
+    inside a window), a random kind each, and random crossing rows (each thread's last among them) of
+    random fractions (of a ns: the sums depend on the order of the additions)."""
+    n = len(tl.ts)
+    lo, hi = (int(tl.ts.min()), int(tl.ts.max())) if n else (0, 1)
+    win_ts = np.sort(rng.integers(lo - 100, hi + 100, windows))
+    if n and windows:
+        win_ts[rng.integers(0, windows)] = tl.ts[rng.integers(0, n)]  # a switch at a row's start
+        win_ts = np.sort(win_ts)
+    at_mode = rng.choice([0.0, 1.0], windows + 1)
+    picked = rng.random(n) < 0.05
+    picked[tl.thread_last()[tl.thread_last() >= 0] if n else []] = True
+    rows = np.flatnonzero(picked).astype(np.int64)
+    values = rng.random(len(rows))
+    values[rng.random(len(rows)) < 0.2] = 1.0
+    return FullFraction(n, win_ts.astype(np.int64), at_mode, rows, values)
+
+
+def counted_pair(tl: Timeline, fixed: Timeline, full: FullFraction | None) -> list[Any]:
     """The two timelines' counted sums as the breakdown of a corrected run makes them, serialized; and
     the corrected one's time in full windows per key (:func:`full_window_sums`)."""
     groups = breakdown.row_groups(tl)
@@ -270,29 +291,55 @@ def counted_pair(tl: Timeline, fixed: Timeline, full: np.ndarray | None) -> list
         out += [c.sums.tobytes(), c.off_main, by_category(c), c.op_cats.tobytes()]
     if full is not None:
         held = corrected.sums.transpose(0, 2, 1).reshape(-1, NCAT).sum(axis=1) > 0
-        out.append(breakdown._full_by_key(fixed, groups, full, corrected, held).tobytes())
+        column = full.column(tl.ts)
+        out.append(breakdown._full_by_key(fixed, groups, column, corrected, held).tobytes())
     return out
 
 
-@pytest.mark.parametrize("case", [*CASES, "without full windows", "idle off the main thread"])
+WINDOWS = {"no windows": 0, "one window": 1, "every row its window": -1}
+
+
+@pytest.mark.parametrize("case", [*CASES, "without full windows", "idle off the main thread", *WINDOWS])
 def test_counted_pair(both, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """One C pass over a timeline and its retimed rows gives the bits of the numpy loops and of a
-    pass over each; the time in full windows the corrected one's, as its own pass adds it."""
+    pass over each; the time in full windows the corrected one's, as its own pass adds it, each row's
+    share worked out on the way (its window's, or a crossing row's): rows in many windows, threads
+    starting inside one, no windows, one, crossing rows at the threads' ends."""
     rng = np.random.default_rng(len(case) + 3)
     tl = timeline(rng, **CASES.get(case, {"rows": 5000, "run": 12}))
     fixed = retimed(rng, tl, off_main_idle=case == "idle off the main thread")
-    full = None if case == "without full windows" else rng.random(len(tl.ts))
-    if full is not None:
-        full[rng.random(len(full)) < 0.3] = 0.0
+    windows = WINDOWS.get(case, 40)
+    full = (
+        None if case == "without full windows" else shares(rng, tl, windows if windows >= 0 else len(tl.ts))
+    )
     ref, got = both(counted_pair, tl, fixed, full)
     assert ref == got
     monkeypatch.setenv(native.ENV, "1")
     groups = breakdown.row_groups(tl)
-    apart = [breakdown._counted_sums(tl, groups), breakdown._counted_sums(fixed, groups, full)]
+    column = None if full is None else full.column(tl.ts)
+    apart = [breakdown._counted_sums(tl, groups), breakdown._counted_sums(fixed, groups, column)]
     each = [(c.sums.tobytes(), c.off_main, by_category(c), c.op_cats.tobytes()) for c in apart]
     assert got[:8] == [*each[0], *each[1]]
+    if full is not None:  # the shares worked out in the pass: the sums of the pass given their column
+        together = breakdown._counted_pair(tl, fixed, groups, full)[1]
+        c_loops = case not in ("wide ids", "wide categories")  # numpy's loops sum none in their pass
+        assert (together.full is not None) == c_loops == (apart[1].full is not None)
+        assert not c_loops or together.full.tobytes() == apart[1].full.tobytes()
     if case == "idle off the main thread" and len(tl.ts):
         assert got[1] and not got[5]  # the raw rows off the main thread count, the corrected ones none
+
+
+def test_full_fraction_column() -> None:
+    """A FullFraction's column: its window's kind per row (the switches at or before its start), the
+    crossing rows' values over it."""
+    full = FullFraction(
+        6, np.array([10, 20], np.int64), np.array([1.0, 0.0, 1.0]), np.array([2, 5]), np.array([0.25, 0.5])
+    )
+    ts = np.array([5, 10, 12, 19, 20, 30], np.int64)
+    assert full.column(ts).tolist() == [1.0, 0.0, 0.25, 0.0, 1.0, 0.5]
+    none = FullFraction(2, np.zeros(0, np.int64), np.ones(1), np.zeros(0, np.int64), np.zeros(0))
+    assert none.column(np.array([3, 4], np.int64)).tolist() == [1.0, 1.0]
+    assert len(none.column(np.zeros(0, np.int64))) == 0
 
 
 def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -303,7 +350,8 @@ def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.ENV, "1")
     rng = np.random.default_rng(4)
     tl = timeline(rng, rows=3000)
-    fixed, full = retimed(rng, tl), rng.random(3000)
+    fixed, full = retimed(rng, tl), shares(rng, tl)
+    column = full.column(tl.ts)
     calls: list[str] = []
     single = breakdown._counted_sums
     monkeypatch.setattr(breakdown, "_counted_sums", lambda *a: calls.append("one") or single(*a))
@@ -313,7 +361,7 @@ def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     other = dataclasses.replace(fixed, cat=(fixed.cat + 1) % NCAT)
     raw, corrected = breakdown._counted_pair(tl, other, groups, full)
     assert calls == ["one", "one"]
-    assert corrected.sums.tobytes() == single(other, groups, full).sums.tobytes()
+    assert corrected.sums.tobytes() == single(other, groups, column).sums.tobytes()
     assert raw.sums.tobytes() == together[0].sums.tobytes() != corrected.sums.tobytes()
     # the retimed rows on other threads (one): their segments end at other rows, read in their own pass
     one = np.zeros_like(fixed.thread_idx)
@@ -324,7 +372,7 @@ def test_counted_pair_runs_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     raw, corrected = breakdown._counted_pair(tl, moved, groups, full)
     assert calls == ["one", "one"]
     assert (
-        corrected.sums.tobytes() == single(moved, groups, full).sums.tobytes() != together[1].sums.tobytes()
+        corrected.sums.tobytes() == single(moved, groups, column).sums.tobytes() != together[1].sums.tobytes()
     )
 
 

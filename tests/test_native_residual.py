@@ -580,33 +580,6 @@ def test_the_rows_over_their_plan_past_the_list_are_found_again(cap, monkeypatch
     assert len(got.prof_rows) > 3  # and more of the periodic work's
 
 
-@pytest.mark.parametrize("cap", [2, 1 << 16])
-@pytest.mark.parametrize("case", ["random", "one row", "one window", "every row crosses", "int32"])
-def test_the_full_windows_passes_give_numpys_rows(cap, case, monkeypatch):
-    """full_fraction's modes per row and crossing rows: window changes along each thread, the last
-    row; more crossings than the first pass lists; the numpy
-    loops' types (int32 window indices)."""
-    monkeypatch.setattr(full_windows, "_CROSSINGS", cap)
-    rng = np.random.default_rng(cap)
-    tl = _timeline(rng, threads=3, rows={"one row": 1}.get(case, 3000))
-    if case == "one row":
-        one = {
-            k: getattr(tl, k)[:1] for k in ("kind", "id", "name", "flags", "op", "cat", "phase", "thread_idx")
-        }
-        tl = tl.retimed(tl.ts[:1].copy(), tl.seg_end[:1].copy(), **one)
-    n = len(tl.ts)
-    steps = {"one window": 0, "every row crosses": n}.get(case, 40)
-    wi = np.sort(rng.integers(0, steps + 1, n)).astype(np.int32 if case == "int32" else np.int16)
-    if case == "every row crosses":
-        wi = np.arange(n, dtype=np.int16)
-    at_mode = rng.choice([0.0, 1.0], int(wi.max()) + 1)
-    want, got = _both(monkeypatch, lambda: full_windows._modes_and_crossings(tl, wi, at_mode))
-    assert _same(want, got)
-    assert got[1][-1] == n - 1 and (case != "random" or len(got[1]) > 2)  # past the short list
-    with pytest.raises(IndexError):  # an index past the modes: numpy's gather raises on both paths
-        full_windows._modes_and_crossings(tl, wi, at_mode[:-1])
-
-
 @pytest.mark.parametrize("threads", [1, 3])
 def test_remap_without_rows_of_the_main_thread_leaves_unknown_threads_as_they_are(threads, monkeypatch):
     """A main thread that recorded nothing on the timeline: a thread with rows moves with its own map,

@@ -345,10 +345,10 @@ def chained(rng: np.random.Generator, tl: Timeline) -> Timeline:
 @pytest.mark.parametrize("cap", [2, 1 << 16])
 @pytest.mark.parametrize("int32_windows", [False, True])
 def test_full_fraction_rows(monkeypatch, case, cap, int32_windows):
-    """full_fraction's modes per row, crossing rows and their windows, each row's window found in C on
-    the way, against numpy's over row_window's column: threads ending where the next one starts or
-    not, window changes along each thread, more crossings than the first pass lists; then
-    full_fraction."""
+    """full_fraction's crossing rows and their windows, each row's window found in C on the way,
+    against numpy's over row_window's column: threads ending where the next one starts or not, window
+    changes along each thread, more crossings than the first pass lists; then full_fraction, whose
+    column is at_mode of row_window, the crossing rows' shares over it."""
     from rlscope.overhead.correct import full_windows
 
     if int32_windows:  # row_window's int32 column on the numpy path
@@ -357,30 +357,37 @@ def test_full_fraction_rows(monkeypatch, case, cap, int32_windows):
     rng = np.random.default_rng(130 + case)
     tl = chained(rng, timeline(rng, *CASES[case]))
     win_ts = W.window_rows(tl)[0]
-    at_mode = rng.choice([0.0, 1.0], len(win_ts) + 1)
 
     def run() -> tuple:
         tl.memo.pop("row_window", None)
-        return full_windows._modes_crossings_and_windows(tl, win_ts, at_mode)
+        return full_windows._crossings_and_windows(tl, win_ts)
 
     c, n = both(monkeypatch, run)
-    assert same(c[0], n[0]) and np.array_equal(c[1], n[1]) and np.array_equal(c[2], n[2])
-    assert c[1].dtype == np.int64 and c[2].dtype == np.int64
+    assert np.array_equal(c[0], n[0]) and np.array_equal(c[1], n[1])
+    assert c[0].dtype == np.int64 and c[1].dtype == np.int64
     if len(tl.ts):
-        assert c[1][-1] == len(tl.ts) - 1
+        assert c[0][-1] == len(tl.ts) - 1
         wi = W.row_window(tl)
-        assert np.array_equal(c[2], wi[c[1]]) and same(c[0], at_mode[wi])
+        assert np.array_equal(c[1], wi[c[0]])
     if case == 0:
-        assert len(c[1]) > min(cap, 5000) and len(np.unique(c[2])) > 10  # many crossings and windows
+        assert len(c[0]) > min(cap, 5000) and len(np.unique(c[1])) > 10  # many crossings and windows
 
-    def fraction() -> np.ndarray:
+    def fraction() -> tuple:
         tl.memo.pop("row_window", None)
-        return full_windows.full_fraction(tl)
+        f = full_windows.full_fraction(tl)
+        return f.column(tl.ts), f.rows, f.values, f.at_mode, f.win_ts
 
     c, n = both(monkeypatch, fraction)
-    assert same(c, n)
+    assert all(same(a, b) for a, b in zip(c, n, strict=True))
+    col, rows, values, at_mode = c[:4]
+    assert np.all(np.diff(rows) > 0) and len(at_mode) == len(c[4]) + 1
+    if len(tl.ts):
+        wi = W.row_window(tl)
+        others = np.ones(len(tl.ts), bool)
+        others[rows] = False
+        assert same(col[others], at_mode[wi][others]) and same(col[rows], values)
     if case == 0:
-        assert ((c > 0) & (c < 1)).any()  # segments across a switch
+        assert ((values > 0) & (values < 1)).any()  # segments across a switch
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -23,6 +23,7 @@ from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline, contiguous
 from rlscope.blocks import BLOCK_ROWS, blocks
 from rlscope.overhead.correct import EventCosts, GpuScale, correct_process
+from rlscope.overhead.correct.full_windows import FullFraction
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace, name_of
 
@@ -176,7 +177,8 @@ def analyze_process_pair(
             counted_raw, counted = _counted_pair(tl, fix.timeline, groups, fix.full_fraction)
         else:
             fixed_groups = row_groups(fix.timeline, moved)
-            counted = _counted_sums(fix.timeline, fixed_groups, fix.full_fraction)
+            full = None if fix.full_fraction is None else fix.full_fraction.column(tl.ts)
+            counted = _counted_sums(fix.timeline, fixed_groups, full)
         if counted.full is not None:
             # the split's sums made in the pass: the rows' fractions (a float per row) are read no more,
             # and the breakdowns below run without them
@@ -198,9 +200,9 @@ def analyze_process_pair(
     # NVML compares two raw measurements of the same clock: keep that comparison from the raw run
     corrected.gpu = {**raw.gpu, **{k: corrected.gpu[k] for k in ("gpu_bound_s", "gpu_bound_fraction")}}
     if split:
-        _split_like_full_windows(
-            corrected, fix.full_fraction, proc.names, fix.timeline, proc.pid, fixed_groups, counted
-        )
+        # the rows' shares as a column only where the pass summed none (numpy's loops)
+        full = None if fix.full_fraction is None else fix.full_fraction.column(tl.ts)
+        _split_like_full_windows(corrected, full, proc.names, fix.timeline, proc.pid, fixed_groups, counted)
     if fix.gpu_scale is not None:
         _scale_gpu_to_run(corrected, fix.gpu_scale)
     if fix.scaled_from_full_windows is not None:
@@ -691,11 +693,12 @@ def _counted_pair(
     tl: Timeline,
     fixed: Timeline,
     groups: RowGroups,
-    full: np.ndarray | None,
+    full: FullFraction | None,
     columns: tuple[np.ndarray, int] | None = None,
 ) -> tuple[CountedSums, CountedSums]:
     """The :func:`_counted_sums` of ``tl`` and of ``fixed``, its rows retimed (``groups`` fits both),
-    the second's with its time in full windows where ``full`` gives each row's share in them; an
+    the second's with its time in full windows where ``full`` gives each row's share in them (of
+    ``tl``'s rows: the C works each out on its way, numpy's loops read its column); an
     instance's time in ``columns`` (:func:`_inst_columns`' by default).
 
     Why one pass: the two read the same pairs, categories and instances of the same rows, apart from
@@ -703,7 +706,8 @@ def _counted_pair(
     in the order its own pass adds them. Else (numpy's loops, or columns of other types) a pass each."""
     n_pairs, n_inst = len(groups.pair_ph), len(tl.inst_name)
     args = native.I8, native.I32, native.N, native.N, native.BOOL, native.N, native.F64, native.N, native.I64
-    args += native.F64, native.SEGMENTS, native.F64, native.F64, native.N, native.F64, native.F64
+    args += native.F64, native.SEGMENTS, native.F64, native.F64, native.N, native.N, native.I64, native.F64
+    args += native.N, native.I64, native.F64, native.F64
     narrow = tl.cat.dtype == np.int8 and tl.op.dtype == np.int32  # the C's types (nearly always)
     shared = fixed.cat is tl.cat and fixed.op is tl.op  # the columns read once for both
     # the same rows on the same threads (the C reads the threads' last rows off ``tl``'s segments)
@@ -711,7 +715,9 @@ def _counted_pair(
     ours = narrow and shared and same_rows and _segments_read(fixed)
     fn = _row_loop(tl, "breakdown_counted_pair", *args, restype=native.N) if ours else None
     if fn is None:
-        return _counted_sums(tl, groups), _counted_sums(fixed, groups, full)
+        return _counted_sums(tl, groups), _counted_sums(
+            fixed, groups, None if full is None else full.column(tl.ts)
+        )
     is_op = groups.pair_op >= 0
     main_rows = tl.main_rows()
     col, width = columns if columns is not None else _inst_columns(groups)
@@ -719,10 +725,13 @@ def _counted_pair(
     sums_b, inst_cat_b = np.zeros(n_pairs * NCAT * 2), np.zeros((n_inst, width))
     with_full = full is not None
     in_full = np.zeros(len(sums) if with_full else 0)  # without: an empty one, never read
+    none_i, none_f = np.zeros(0, np.int64), np.ones(1)  # without: no switches, no crossing rows
+    win_ts, at_mode = (full.win_ts, full.at_mode) if with_full else (none_i, none_f)
+    rows, values = (full.rows, full.values) if with_full else (none_i, none_f)
     off_main = fn(
         *_row_args(tl, groups), tl.cat, tl.op, main_rows.start, main_rows.stop, is_op, NCAT, sums, width, col,
-        inst_cat, fixed.segments(), sums_b, inst_cat_b, with_full, full if with_full else in_full,
-        in_full,
+        inst_cat, fixed.segments(), sums_b, inst_cat_b, with_full, len(win_ts), win_ts, at_mode, len(rows),
+        rows, values, in_full,
     )  # fmt: skip
     if off_main < 0:  # an operation's row of a category the grouping did not see: a column each
         return _counted_pair(tl, fixed, groups, full, EVERY_CATEGORY)

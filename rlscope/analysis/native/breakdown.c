@@ -52,19 +52,68 @@ int64_t breakdown_counted_sums(const Segments *s, int64_t n_runs, const int64_t 
     return off_main;
 }
 
+/* Each row's share in full windows, in ascending rows (FullFraction): crossing row cross_rows[k]
+ * (ascending) has cross_val[k], any other at_mode[w], w its window: how many of the n_win switches
+ * win_ts (ascending) come at or before its time t. The walk keeps the last window's bounds [lo, hi)
+ * and its share, searched again only where t falls outside, and the next crossing row. */
+typedef struct {
+    int64_t n_win, n_cross, k, next, lo, hi;
+    const int64_t *win_ts, *cross_rows;
+    const double *at_mode, *cross_val;
+    double share;
+} ShareWalk;
+
+static inline ShareWalk share_walk(int64_t n_win, const int64_t *win_ts, const double *at_mode, int64_t n_cross,
+                                   const int64_t *cross_rows, const double *cross_val) {
+    ShareWalk s = {n_win, n_cross, 0, n_cross > 0 ? cross_rows[0] : INT64_MAX, 0, -1, win_ts, cross_rows,
+                   at_mode, cross_val, 0.0};
+    return s; /* lo > hi: the first row searches */
+}
+
+/* Row i's share (t: its time; rows ascending). Mirrors FullFraction.column: at_mode[row_window], the
+ * crossing rows' values written over it. */
+static inline double share_at(ShareWalk *s, int64_t i, int64_t t) {
+    if (__builtin_expect(i >= s->next, 0)) {
+        while (s->k < s->n_cross && s->cross_rows[s->k] < i)
+            s->k++;
+        s->next = s->k < s->n_cross ? s->cross_rows[s->k] : INT64_MAX;
+        if (s->next == i)
+            return s->cross_val[s->k];
+    }
+    if (__builtin_expect(t < s->lo || t >= s->hi, 0)) {
+        int64_t lo = 0, hi = s->n_win; /* the first switch after t: numpy's searchsorted(side="right") */
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (s->win_ts[mid] <= t)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        s->lo = lo > 0 ? s->win_ts[lo - 1] : INT64_MIN;
+        s->hi = lo < s->n_win ? s->win_ts[lo] : INT64_MAX;
+        s->share = s->at_mode[lo];
+    }
+    return s->share;
+}
+
 /* breakdown_counted_sums over two timelines of the same rows, grouped alike (the raw one, a, ``s``, and
  * its corrected one, b, ``s_b``: the correction retimes the rows and keeps them, so the two have the
  * same threads' last rows, read off a's), in one pass: a row's pair,
  * category, operation instance and thread side read once for both. Per timeline, the sums
- * breakdown_counted_sums writes, each cell's additions in row order as there; with_full, full and
- * full_sums as there, of b. Returns whether a counted row of a is off the main thread (bit 0),
+ * breakdown_counted_sums writes, each cell's additions in row order as there; with_full and
+ * full_sums as there, of b, each row's share in full windows worked out on the way (share_at: the
+ * windows' switches win_ts, at_mode per window, the crossing rows and their shares; no column of
+ * them). Returns whether a counted row of a is off the main thread (bit 0),
  * and of b (bit 1); -1 at an operation's row of a category of no column. */
 int64_t breakdown_counted_pair(const Segments *s, int64_t n_runs, const int64_t *runs, const int32_t *run_pair,
                                const int8_t *cat, const int32_t *op, int64_t main_lo, int64_t main_hi,
                                const uint8_t *is_op, int64_t ncat, double *sums, int64_t width, const int64_t *col,
                                double *inst_cat, const Segments *s_b, double *sums_b, double *inst_cat_b,
-                               int64_t with_full, const double *full, double *full_sums) {
+                               int64_t with_full, int64_t n_win, const int64_t *win_ts, const double *at_mode,
+                               int64_t n_cross, const int64_t *cross_rows, const double *cross_val,
+                               double *full_sums) {
     const int64_t n = s->n, *ts = s->ts, *ts_b = s_b->ts;
+    ShareWalk shares = share_walk(n_win, win_ts, at_mode, n_cross, cross_rows, cross_val);
     const int64_t *end_b = s_b->end;
     SegWalk at = seg_walk(s, 0); /* b's rows end where a's do: at the next row, or at b's thread's end */
     int64_t off_main = 0, off_main_b = 0;
@@ -106,7 +155,7 @@ int64_t breakdown_counted_pair(const Segments *s, int64_t n_runs, const int64_t 
                 if (inst >= 0)
                     inst_cat_b[inst] += w;
                 if (with_full)
-                    full_sums[cell] += w * full[i];
+                    full_sums[cell] += w * share_at(&shares, i, ts[i]);
             }
         }
     }

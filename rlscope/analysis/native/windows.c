@@ -819,15 +819,12 @@ FILL_RUNS(int16_t, i16)
 FILL_RUNS(int32_t, i32)
 
 /* Per row r, with w its window (the switches at or before ts[r], as windows_row_window finds it):
- * out[r] = at_mode[w] (``at_mode``: n_win + 1 entries); and the rows whose segment may end in
- * another window than it starts in (the next row in another window or not starting at the row's
- * segment end (seg: segments.h), and the last row), up to ``cap`` of them into rows[] with their w
- * in row_w[].
- * Returns how many there are. Mirrors full_fraction's at_mode[row_window(tl)], _crossing_rows and
- * wi[rows] (residual_full_rows over row_window's column), without that column. */
+ * the rows whose segment may end in another window than it starts in (the next row in another window
+ * or not starting at the row's segment end (seg: segments.h), and the last row), up to ``cap`` of
+ * them into rows[] with their w in row_w[]. Returns how many there are. Mirrors full_fraction's
+ * _crossing_rows and wi[rows] (over row_window's column), without that column. */
 int64_t windows_full_fraction_rows(int64_t n, const Segments *seg, int64_t n_win, const int64_t *win_ts,
-                                   const double *at_mode, double *out, int64_t cap, int64_t *rows,
-                                   int64_t *row_w) {
+                                   int64_t cap, int64_t *rows, int64_t *row_w) {
     const int64_t *ts = seg->ts;
     SegWalk ends = seg_walk(seg, 0);
     int64_t m = 0, next = n > 0 ? search_right(win_ts, n_win, ts[0]) : 0;
@@ -844,7 +841,6 @@ int64_t windows_full_fraction_rows(int64_t n, const Segments *seg, int64_t n_win
                 ends = seg_walk_from(ends, r + 1);
             }
         }
-        out[r] = at_mode[w];
         if (cross) {
             if (m < cap) rows[m] = r, row_w[m] = w;
             m++;

@@ -103,9 +103,32 @@ def nominal_full_share(tl: Timeline) -> float:
     return float(length[win_mode == S.WINDOW_FULL].sum() + first) / total
 
 
-def full_fraction(tl: Timeline) -> np.ndarray:
+@dataclasses.dataclass(frozen=True)
+class FullFraction:
+    """Per row of a raw timeline, the share of its segment that ran in full windows, without a column of
+    it: a row within one window has its window's (``at_mode[w]``, w: how many switches ``win_ts`` come
+    at or before its start, as :func:`row_window`), a crossing row (ascending ``rows``) its ``values``.
+
+    Why: nearly every row's share is its window's 0.0 or 1.0, and the breakdown's C pass works each
+    out on its way (breakdown.c full_share), where a float per row was the run's highest memory.
+    """
+
+    n: int  # the timeline's rows
+    win_ts: np.ndarray  # int64, ascending: the window switches
+    at_mode: np.ndarray  # float64, len(win_ts) + 1: per window, 1.0 where full (before the first: full)
+    rows: np.ndarray  # int64, ascending: the rows whose segment may end in another window
+    values: np.ndarray  # float64: their shares
+
+    def column(self, ts: np.ndarray) -> np.ndarray:
+        """The share per row (``ts``: the timeline's row starts), for the loops that read a column."""
+        out = self.at_mode[np.searchsorted(self.win_ts, ts, side="right")] if len(ts) else np.ones(0)
+        out[self.rows] = self.values
+        return out
+
+
+def full_fraction(tl: Timeline) -> FullFraction:
     """Per row of ``tl`` (the raw timeline, on the clock the switches were made by): the share of
-    its segment that ran in full windows, for the category split.
+    its segment that ran in full windows, for the category split (:class:`FullFraction`).
 
     Not the estimate's ``row_mode``, one kind per row, with a full window counting only from its
     collectors' first record: that keeps a late switch-on out of the cost measured, but for the
@@ -116,15 +139,17 @@ def full_fraction(tl: Timeline) -> np.ndarray:
     with every window full read 0.03%.
     """
     win_ts, win_mode = window_rows(tl)
+    win_ts = np.ascontiguousarray(win_ts, np.int64)
     if not len(win_ts):
-        return np.ones(len(tl.ts))
+        none = np.zeros(0, np.int64)
+        return FullFraction(len(tl.ts), win_ts, np.ones(1), none, np.zeros(0))
     full = (win_mode == S.WINDOW_FULL).astype(np.float64)
     # time spent in full windows from the first switch to each switch (before the first: full)
     before = np.concatenate(([0.0], np.cumsum(np.diff(win_ts) * full[:-1])))
     at_mode = (mode_table(win_mode) == S.WINDOW_FULL).astype(np.float64)
-    # a segment within one window ran all in its kind: the share below gives exactly that (whole ns,
-    # exact in a double), so it is computed for the few segments that end in another window only
-    out, rows, w_rows = _modes_crossings_and_windows(tl, win_ts, at_mode)
+    # a segment within one window ran all in its kind: its window's share gives exactly that (whole ns,
+    # exact in a double), so the share is computed for the few segments that end in another window only
+    rows, w_rows = _crossings_and_windows(tl, win_ts)
     start = tl.ts[rows]
     end = np.maximum(tl.seg_end_of(rows), start)
     i_start = w_rows.astype(np.int64) - 1
@@ -136,65 +161,31 @@ def full_fraction(tl: Timeline) -> np.ndarray:
 
     span = (end - start).astype(np.float64)
     inside = (full_until(end, i_end) - full_until(start, i_start)) / np.where(span > 0, span, 1.0)
-    out[rows] = np.where(span > 0, np.clip(inside, 0.0, 1.0), at_mode[w_rows])
-    return out
+    values = np.where(span > 0, np.clip(inside, 0.0, 1.0), at_mode[w_rows]).astype(np.float64)
+    return FullFraction(len(tl.ts), win_ts, np.ascontiguousarray(at_mode, np.float64), rows, values)
 
 
 _CROSSINGS = 1 << 16  # the rows the passes below list in their first pass: windows and threads are few
 
 
-def _modes_and_crossings(tl: Timeline, wi: np.ndarray, at_mode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(``at_mode[wi]``, :func:`_crossing_rows`) in one C pass over the rows (residual.c's
-    residual_full_rows); a second where the crossing rows are more than it lists."""
-    fn = native.function(
-        "residual_full_rows",
-        *(
-            native.N,
-            native.I16,
-            native.SEGMENTS,
-            native.N,
-            native.F64,
-            native.F64,
-            native.N,
-            native.I64,
-        ),
-        restype=native.N,
-    )
-    if fn is None or wi.dtype != np.int16 or tl.ts.dtype != np.int64:
-        return at_mode[wi], _crossing_rows(tl, wi)
-    at_mode = np.ascontiguousarray(at_mode, np.float64)
-    out, rows = np.empty(len(wi)), np.empty(min(len(wi), _CROSSINGS), np.int64)
-    m = fn(len(wi), wi, tl.segments(), len(at_mode), at_mode, out, len(rows), rows)
-    if m > len(rows):  # more than listed: all of them, in a second pass
-        rows = np.empty(m, np.int64)
-        m = fn(len(wi), wi, tl.segments(), len(at_mode), at_mode, out, len(rows), rows)
-    if m < 0:  # an index out of 0..len(at_mode) - 1: numpy's gather reads it from the end, or raises
-        return at_mode[wi], _crossing_rows(tl, wi)
-    return out, rows[:m]
-
-
-def _modes_crossings_and_windows(
-    tl: Timeline, win_ts: np.ndarray, at_mode: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(per row, ``at_mode`` of its :func:`row_window`; :func:`_crossing_rows`; their row_window)
-    in one C pass over the rows, each row's window found on the way (the estimate lets row_window's
-    column go); a second where the crossing rows are more than it lists. Else
-    :func:`_modes_and_crossings` over row_window's column."""
-    types = (native.N, native.SEGMENTS, native.N, native.I64, native.F64, native.F64, native.N)
+def _crossings_and_windows(tl: Timeline, win_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`_crossing_rows`, their :func:`row_window`) in one C pass over the rows, each row's window
+    found on the way (the estimate lets row_window's column go); a second where the crossing rows are
+    more than it lists. Else over row_window's column."""
+    types = (native.N, native.SEGMENTS, native.N, native.I64, native.N)
     fn = native.function("windows_full_fraction_rows", *types, native.I64, native.I64, restype=native.N)
-    if fn is None or any(c.dtype != np.int64 or not c.flags.c_contiguous for c in (tl.ts, win_ts)):
+    if fn is None or tl.ts.dtype != np.int64 or not tl.ts.flags.c_contiguous:
         wi = row_window(tl)
-        out, rows = _modes_and_crossings(tl, wi, at_mode)
-        return out, rows, wi[rows]
-    at_mode = np.ascontiguousarray(at_mode, np.float64)
+        rows = _crossing_rows(tl, wi)
+        return rows, wi[rows].astype(np.int64)
     n = len(tl.ts)
-    out, cap = np.empty(n), min(n, _CROSSINGS)
+    cap = min(n, _CROSSINGS)
     rows, w_rows = np.empty(cap, np.int64), np.empty(cap, np.int64)
-    m = fn(n, tl.segments(), len(win_ts), win_ts, at_mode, out, cap, rows, w_rows)
+    m = fn(n, tl.segments(), len(win_ts), win_ts, cap, rows, w_rows)
     if m > cap:  # more than listed: all of them, in a second pass
         rows, w_rows = np.empty(m, np.int64), np.empty(m, np.int64)
-        m = fn(n, tl.segments(), len(win_ts), win_ts, at_mode, out, m, rows, w_rows)
-    return out, rows[:m], w_rows[:m]
+        m = fn(n, tl.segments(), len(win_ts), win_ts, m, rows, w_rows)
+    return rows[:m], w_rows[:m]
 
 
 def _crossing_rows(tl: Timeline, wi: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 from rlscope.analysis.timeline import Timeline
 from rlscope.overhead.correct import module_calls, residual, windows
 from rlscope.overhead.correct.full_windows import (
+    FullFraction,
     GpuScale,
     full_fraction,
     gpu_scale,
@@ -48,9 +49,9 @@ class Corrected:
     costs: EventCosts  # the per-event costs removed: less the classes the windows measured, at run speed
     overhead: dict[str, Any]  # the breakdown's ``overhead``: what was removed, notes, the windows' evidence
     gpu_shift_ns: np.ndarray | None = None  # per GPU record: how much earlier it ran (None: no launches)
-    # per row of ``timeline``: the share of it that ran in full windows (:func:`full_fraction`), whose
-    # category split stands for the run (None: categories as recorded)
-    full_fraction: np.ndarray | None = None
+    # per row of ``timeline``: the share of it that ran in full windows (:func:`full_fraction`; its
+    # ``column`` of the raw rows' starts), whose category split stands for the run (None: as recorded)
+    full_fraction: FullFraction | None = None
     gpu_scale: GpuScale | None = None  # GPU figures recorded in full windows only (None: as recorded)
     scaled_from_full_windows: bool | None = None  # the breakdown's gpu entry (None: GPU tracing not switched)
 
