@@ -22,8 +22,7 @@ from rlscope.analysis import gpu, native, noise
 from rlscope.analysis.overlap import merge_adjacent, overlap_by_group
 from rlscope.analysis.timeline import Timeline, contiguous
 from rlscope.blocks import BLOCK_ROWS, blocks
-from rlscope.overhead.correct import EventCosts, GpuScale, correct_process
-from rlscope.overhead.correct.full_windows import FullFraction
+from rlscope.overhead.correct import EventCosts, FullFraction, GpuScale, correct_process
 from rlscope.trace import schema as S
 from rlscope.trace.reader import ProcessTrace, Trace, name_of
 

@@ -2,4 +2,4 @@
  * cached library built from other sources is never called with this version's arguments. */
 #include <stdint.h>
 
-int64_t analysis_native_abi(void) { return 12; }
+int64_t analysis_native_abi(void) { return 13; }

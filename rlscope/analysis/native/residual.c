@@ -1069,24 +1069,3 @@ void residual_remap(int64_t m, const int64_t *block, const int64_t *t, const int
     }
 }
 
-/* full_windows.full_fraction's passes over every row: out[i] = at_mode[wi[i]] (numpy's gather; wi
- * indexes at_mode, n_modes long), and the rows whose segment may end in another window than it
- * starts in (_crossing_rows: the next row in another window, a segment not ending at the next row's
- * start, and the last row), in order, the first ``cap`` of them written to ``rows``. Returns their
- * count, or -1 at a wi outside 0 to n_modes - 1 (numpy's gather reads it from the end, or raises). */
-int64_t residual_full_rows(int64_t n, const int16_t *wi, const Segments *segs, int64_t n_modes,
-                           const double *at_mode, double *out, int64_t cap, int64_t *rows) {
-    const int64_t *ts = segs->ts;
-    SegWalk seg = seg_walk(segs, 0);
-    int64_t m = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        int64_t w = wi[i];
-        if (w < 0 || w >= n_modes) return -1;
-        out[i] = at_mode[w];
-        if (i + 1 == n || wi[i + 1] != wi[i] || seg_walk_end(&seg, i) != ts[i + 1]) {
-            if (m < cap) rows[m] = i;
-            ++m;
-        }
-    }
-    return m;
-}

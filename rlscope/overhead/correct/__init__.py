@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from rlscope.analysis.timeline import Timeline
     from rlscope.overhead.correct.flush_stall import ASSUMED as ASSUMED_STALL_SHARE
-    from rlscope.overhead.correct.full_windows import GpuScale
+    from rlscope.overhead.correct.full_windows import FullFraction, GpuScale
     from rlscope.overhead.correct.plan import CorrectionPlan, has_light_windows
     from rlscope.overhead.correct.process import Corrected
     from rlscope.overhead.correct.residual import EventCosts
@@ -41,6 +41,7 @@ __all__ = [
     "Corrected",
     "CorrectionPlan",
     "EventCosts",
+    "FullFraction",
     "GpuScale",
     "correct_process",
     "has_light_windows",
@@ -94,6 +95,7 @@ def __getattr__(name: str) -> Any:
         "Corrected": process.Corrected,
         "CorrectionPlan": plan.CorrectionPlan,
         "EventCosts": residual.EventCosts,
+        "FullFraction": full_windows.FullFraction,
         "GpuScale": full_windows.GpuScale,
         "has_light_windows": plan.has_light_windows,
         "window_spans": windows.window_spans,
