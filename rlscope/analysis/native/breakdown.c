@@ -81,14 +81,7 @@ static inline double share_at(ShareWalk *s, int64_t i, int64_t t) {
             return s->cross_val[s->k];
     }
     if (__builtin_expect(t < s->lo || t >= s->hi, 0)) {
-        int64_t lo = 0, hi = s->n_win; /* the first switch after t: numpy's searchsorted(side="right") */
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (s->win_ts[mid] <= t)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        int64_t lo = search_right(s->win_ts, s->n_win, t); /* the first switch after t */
         s->lo = lo > 0 ? s->win_ts[lo - 1] : INT64_MIN;
         s->hi = lo < s->n_win ? s->win_ts[lo] : INT64_MAX;
         s->share = s->at_mode[lo];

@@ -804,19 +804,6 @@ void residual_sums_before(const double *x, int64_t m, const int64_t *rows, doubl
     }
 }
 
-/* The first of ``n`` sorted values not below ``x`` (n where none): np.searchsorted(side="left"). */
-static inline int64_t first_not_below(const int64_t *v, int64_t n, int64_t x) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* rebuild_pass over one thread's rows [a, b) from the running sum ``before`` (returned after them):
  * their starts written, the last row's end to ``*end_ns``, the new lengths summed where ``counted``
  * (row_mode given). A segment ends where the next row on its thread starts (that row's own sum,
@@ -902,7 +889,7 @@ static inline double rebuild_pass(int64_t n, const double *new_dur, int64_t *ts,
                                   const int32_t *id, int64_t n_inst, int64_t *inst_end, int64_t *end_row,
                                   int64_t *bad, const int8_t *row_mode, int64_t full_mode, int64_t *mode_ns,
                                   const RowFactors *factors) {
-    int64_t j = 0, q = k0 < k1 ? first_not_below(ends, n_ends, first[k0]) : n_ends;
+    int64_t j = 0, q = k0 < k1 ? search_left(ends, n_ends, first[k0]) : n_ends;
     int64_t all_ns = 0, full_ns = 0;
     SegWalk seg = seg_walk(old, k0 < k1 ? first[k0] : n);
     FactorWalk walk = factors ? factor_walk(factors) : (FactorWalk){0};
@@ -1027,14 +1014,7 @@ void residual_instance_sums(int64_t a, int64_t b, const int32_t *op, const Segme
 
 /* The first row of [lo, hi) whose time is after ``t`` (hi where none): np.searchsorted(side="right"). */
 static inline int64_t after_time(const int64_t *ts, int64_t lo, int64_t hi, int64_t t) {
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (ts[mid] <= t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return lo + search_right(ts + lo, hi - lo, t);
 }
 
 /* residual.Correction.remap's lookups: each query, a raw time t[q] on the thread whose rows are

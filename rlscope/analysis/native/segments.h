@@ -6,6 +6,8 @@
 #define RLSCOPE_SEGMENTS_H
 #include <stdint.h>
 
+#include "search.h"
+
 typedef struct {
     const int64_t *ts;   /* the rows' starts, n of them */
     int64_t n;
@@ -16,12 +18,7 @@ typedef struct {
 
 /* The end of row i's segment, rows read in any order: a binary search among the threads' last rows. */
 static inline int64_t seg_end_at(const Segments *s, int64_t i) {
-    int64_t lo = 0, hi = s->n_last;
-    while (lo < hi) {
-        int64_t m = (lo + hi) >> 1;
-        if (s->last[m] < i) lo = m + 1;
-        else hi = m;
-    }
+    int64_t lo = search_left(s->last, s->n_last, i);
     return lo < s->n_last && s->last[lo] == i ? s->end[lo] : s->ts[i + 1];
 }
 

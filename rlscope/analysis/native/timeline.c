@@ -559,19 +559,9 @@ void timeline_state_at(int64_t n_blocks, const int64_t *block_thread, const int6
                        const int64_t *q_thread, const int64_t *q_ts, int64_t *op_out, int64_t *phase_out) {
     for (int64_t q = 0; q < n_q; q++) {
         op_out[q] = -1, phase_out[q] = -1;
-        int64_t lo = 0, hi = n_blocks; /* the block of the query's thread */
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (block_thread[mid] < q_thread[q]) lo = mid + 1;
-            else hi = mid;
-        }
+        int64_t lo = search_left(block_thread, n_blocks, q_thread[q]); /* the block of the query's thread */
         if (lo == n_blocks || block_thread[lo] != q_thread[q]) continue;
-        int64_t a = starts[lo], b = starts[lo + 1];
-        while (a < b) { /* the first row after ts */
-            int64_t mid = a + (b - a) / 2;
-            if (ts[mid] <= q_ts[q]) a = mid + 1;
-            else b = mid;
-        }
+        int64_t a = starts[lo] + search_right(ts + starts[lo], starts[lo + 1] - starts[lo], q_ts[q]);
         if (a > starts[lo]) op_out[q] = op[a - 1], phase_out[q] = phase[a - 1];
     }
 }

@@ -364,17 +364,6 @@ void windows_group_middles(int64_t n_groups, const int64_t *starts, const int64_
     }
 }
 
-/* The first index of sorted a[0..n) whose value is not below t. */
-static inline int64_t search_left(const int64_t *a, int64_t n, int64_t t) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 /* Whether sorted a[0..n) holds v. */
 static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
     int64_t lo = search_left(a, n, v);
@@ -431,18 +420,6 @@ static inline int sorted_has(const int64_t *a, int64_t n, int64_t v) {
 PIECE_COLUMNS(int16_t, i16)
 PIECE_COLUMNS(int32_t, i32)
 PIECE_COLUMNS(int64_t, i64)
-
-/* np.searchsorted(a, t, side="right") and side="left" over a sorted a[0..n). */
-static inline int64_t search_right(const int64_t *a, int64_t n, int64_t t) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (a[mid] <= t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 
 /* Per interval i (start[i], end[i]: an instance's or a piece's), with w = the switches (win_ts) at or
  * before its start: whether no switch falls inside it (whole[i], w == the switches before its end),
