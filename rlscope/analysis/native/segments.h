@@ -25,7 +25,7 @@ static inline int64_t seg_end_at(const Segments *s, int64_t i) {
 /* Rows read in ascending order, the walk held by value: the next thread's last row at hand
  * (``next``), so that a row before it (its end the next row's start) costs one comparison, and a pass
  * over every row can run its rows up to it with no test at all. (Read through a pointer to the
- * Segments, the last rows were reloaded after each byte a pass writes.) */
+ * Segments, the last rows would be reloaded after each byte a pass writes.) */
 typedef struct {
     const int64_t *ts, *last, *end;
     int64_t n_last;
